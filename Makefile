@@ -1,0 +1,170 @@
+# pistis — top-level build. Each component declares what it builds in its own
+# `<dir>/module.mk` (see docs/hacking.md); this file turns those declarations into rules.
+#
+#   make              static musl binaries in build/bin (builds the cached deps first)
+#   make check        everything, ending with "N passed, N failed"
+#   make check-asan   unit tests under ASan+UBSan (glibc build)
+#   make fuzz-smoke   each libFuzzer target for $(FUZZ_SECONDS) s
+#   make format-check clang-format over the tree
+#   make demo         build, pistisd check, pi-env on a hostile environment
+
+B := build
+export PISTIS_BUILD := $(B)
+VERSION := 0.1.0
+FUZZ_SECONDS ?= 30
+
+# Goals that do not need the static dependency prefix.
+NO_DEPS_GOALS := clean distclean format format-check check-asan fuzz-smoke fuzz asan host
+GOALS := $(or $(MAKECMDGOALS),all)
+ifneq ($(filter-out $(NO_DEPS_GOALS),$(GOALS)),)
+-include $(B)/deps.mk
+$(B)/deps.mk: scripts/build-deps.sh
+	@mkdir -p $(B)
+	@scripts/bootstrap.sh build
+	scripts/build-deps.sh --mk $@
+endif
+
+WARNINGS := -Wall -Wextra -Werror -Wshadow -Werror=shadow -Werror=strict-prototypes \
+	-Werror=missing-prototypes -Werror=format=2 -Werror=format-nonliteral \
+	-Werror=implicit-function-declaration -Werror=switch-default \
+	-Werror=incompatible-pointer-types -Wno-error=unused-parameter
+BASE_CFLAGS := -std=gnu17 -D_GNU_SOURCE -I. -DPISTIS_VERSION='"$(VERSION)"' $(WARNINGS) \
+	-fstack-protector-strong -MMD -MP
+
+# Static musl: pistisd, pi-env, pistisd-entry, the probe, unit tests of `make check`.
+CC_MUSL := scripts/musl-cc
+MUSL_CFLAGS := $(BASE_CFLAGS) -O2 -g -I$(DEPS_PREFIX)/include
+MUSL_LDFLAGS := -static -L$(DEPS_PREFIX)/lib -Wl,-z,relro,-z,now -Wl,--gc-sections
+MUSL_EXT_LIBS := -lwebsockets -lssl -lcrypto -lseccomp -lcap -lacl -lattr -lcjson
+
+# Host glibc (dynamic): server-min and pistis.
+CC_HOST := gcc
+HOST_CFLAGS := $(BASE_CFLAGS) -O2 -g -D_FORTIFY_SOURCE=3 -fPIE
+HOST_LDFLAGS := -pie -Wl,-z,relro,-z,now -Wl,--as-needed
+HOST_EXT_LIBS := -lwebsockets -lssl -lcrypto -lseccomp -lcap -lacl -lcjson -lsqlite3
+
+# ASan+UBSan (glibc, Debian's -dev packages).
+CC_ASAN := gcc
+ASAN_CFLAGS := $(BASE_CFLAGS) -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
+	-fno-sanitize-recover=undefined -DPISTIS_ASAN=1
+ASAN_LDFLAGS := -fsanitize=address,undefined -Wl,--as-needed
+ASAN_EXT_LIBS := $(HOST_EXT_LIBS)
+
+# libFuzzer (clang).
+CC_FUZZ := clang
+FUZZ_CFLAGS := $(filter-out -Werror=format=2 -MMD -MP,$(BASE_CFLAGS)) -O1 -g \
+	-fsanitize=fuzzer-no-link,address,undefined -DPISTIS_FUZZ=1 -MMD -MP
+FUZZ_LDFLAGS := -fsanitize=fuzzer,address,undefined -Wl,--as-needed
+FUZZ_EXT_LIBS := $(HOST_EXT_LIBS)
+
+# Declarations filled by the module.mk files.
+LIBS :=
+MUSL_BINS :=
+HOST_BINS :=
+UNIT_TESTS :=
+MUSL_TEST_BINS :=
+FUZZERS :=
+INTEGRATION_TESTS :=
+DOCS :=
+
+include $(sort $(wildcard */module.mk))
+
+# --- rules -------------------------------------------------------------------------
+
+objs = $(patsubst %.c,$(B)/$(1)/obj/%.o,$(2))
+libs = $(foreach l,$(2),$(B)/$(1)/lib$(l).a)
+
+$(B)/musl/obj/%.o: %.c | $(B)/deps.mk
+	@mkdir -p $(@D)
+	$(CC_MUSL) $(MUSL_CFLAGS) $($*_CFLAGS) -c $< -o $@
+$(B)/host/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC_HOST) $(HOST_CFLAGS) -c $< -o $@
+$(B)/asan/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC_ASAN) $(ASAN_CFLAGS) -c $< -o $@
+$(B)/fuzz/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC_FUZZ) $(FUZZ_CFLAGS) -c $< -o $@
+
+define lib_rule # variant, name
+$(B)/$(1)/lib$(2).a: $(call objs,$(1),$($(2)_SRCS))
+	@mkdir -p $$(@D)
+	@rm -f $$@
+	$$(AR) rcs $$@ $$^
+endef
+$(foreach v,musl host asan fuzz,$(foreach l,$(LIBS),$(eval $(call lib_rule,$(v),$(l)))))
+
+define musl_bin_rule # name, output dir
+$(B)/musl/$(1): $(call objs,musl,$($(1)_SRCS)) $(call libs,musl,$($(1)_LIBS))
+	$(CC_MUSL) $(MUSL_LDFLAGS) -o $$@ -Wl,--start-group $$^ -Wl,--end-group $(MUSL_EXT_LIBS)
+	@file $$@ | grep -q 'statically linked' || { echo "$$@ is not static" >&2; rm -f $$@; exit 1; }
+$(2)/$(1): $(B)/musl/$(1)
+	@mkdir -p $$(@D)
+	strip -o $$@ $$<
+endef
+$(foreach b,$(MUSL_BINS),$(eval $(call musl_bin_rule,$(b),$(B)/bin)))
+$(foreach b,$(UNIT_TESTS) $(MUSL_TEST_BINS),$(eval $(call musl_bin_rule,$(b),$(B)/tests)))
+
+define glibc_bin_rule # variant, name, output dir
+$(3)/$(2): $(call objs,$(1),$($(2)_SRCS)) $(call libs,$(1),$($(2)_LIBS))
+	@mkdir -p $$(@D)
+	$(CC_$(shell echo $(1) | tr a-z A-Z)) $($(shell echo $(1) | tr a-z A-Z)_LDFLAGS) -o $$@ -Wl,--start-group $$^ -Wl,--end-group \
+		$($(shell echo $(1) | tr a-z A-Z)_EXT_LIBS)
+endef
+$(foreach b,$(HOST_BINS),$(eval $(call glibc_bin_rule,host,$(b),$(B)/bin)))
+$(foreach b,$(UNIT_TESTS),$(eval $(call glibc_bin_rule,asan,$(b),$(B)/asan/tests)))
+$(foreach b,$(FUZZERS),$(eval $(call glibc_bin_rule,fuzz,$(b),$(B)/fuzz/bin)))
+
+# pistisd-musl is the very same file under the name the documented COPY line uses.
+$(B)/bin/pistisd-musl: $(B)/bin/pistisd
+	ln -f $< $@
+
+# --- goals ---------------------------------------------------------------------------
+
+ALL_BINS := $(addprefix $(B)/bin/,$(MUSL_BINS) $(HOST_BINS)) \
+	$(if $(filter pistisd,$(MUSL_BINS)),$(B)/bin/pistisd-musl)
+TEST_BINS := $(addprefix $(B)/tests/,$(UNIT_TESTS) $(MUSL_TEST_BINS))
+
+.PHONY: all host tests check check-asan fuzz fuzz-smoke format format-check demo clean distclean
+all: $(ALL_BINS)
+host: $(addprefix $(B)/bin/,$(HOST_BINS))
+tests: $(TEST_BINS)
+
+$(HOST_BINS:%=$(B)/bin/%): | host-deps
+.PHONY: host-deps
+host-deps:
+	@scripts/bootstrap.sh asan
+
+check: all tests
+	@scripts/bootstrap.sh check
+	@tests/run.sh $(addprefix $(B)/tests/,$(UNIT_TESTS)) $(INTEGRATION_TESTS)
+
+check-asan:
+	@scripts/bootstrap.sh asan
+	@$(MAKE) --no-print-directory $(addprefix $(B)/asan/tests/,$(UNIT_TESTS))
+	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+		tests/run.sh $(addprefix $(B)/asan/tests/,$(UNIT_TESTS))
+
+fuzz: $(addprefix $(B)/fuzz/bin/,$(FUZZERS))
+fuzz-smoke:
+	@scripts/bootstrap.sh fuzz
+	@$(MAKE) --no-print-directory fuzz
+	@tests/fuzz-smoke.sh $(FUZZ_SECONDS) $(FUZZERS)
+
+SOURCES = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
+format:
+	clang-format -i $(SOURCES)
+format-check:
+	@clang-format --dry-run --Werror $(SOURCES) && echo "format-check: $(words $(SOURCES)) files clean"
+
+demo: all
+	@scripts/bootstrap.sh demo
+	@scripts/demo.sh
+
+clean:
+	rm -rf $(B)/musl $(B)/host $(B)/asan $(B)/fuzz $(B)/bin $(B)/tests
+distclean:
+	rm -rf $(B)
+
+-include $(shell find $(B) -name '*.d' 2>/dev/null)

@@ -1,0 +1,62 @@
+#include "lib/escape.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static size_t escape(const char *in, size_t in_len, char *out, size_t out_size, int json)
+{
+	size_t pos = 0;
+	int full = out == NULL || out_size == 0;
+
+	for (size_t i = 0; i < in_len; i++) {
+		unsigned char c = (unsigned char)in[i];
+		char tmp[8];
+		size_t n = 2;
+
+		switch (c) {
+		case '\n':
+			memcpy(tmp, "\\n", 2);
+			break;
+		case '\t':
+			memcpy(tmp, "\\t", 2);
+			break;
+		case '\r':
+			memcpy(tmp, "\\r", 2);
+			break;
+		case '\\':
+			memcpy(tmp, "\\\\", 2);
+			break;
+		case '"':
+			memcpy(tmp, "\\\"", 2);
+			break;
+		default:
+			if (c >= 0x20 && c < 0x7f)
+				n = 1, tmp[0] = (char)c;
+			else
+				n = (size_t)snprintf(tmp, sizeof(tmp), json ? "\\u%04x" : "\\x%02x", c);
+			break;
+		}
+		/* Whole escapes only: once one does not fit, the output is closed for good. */
+		if (!full && pos + n < out_size) {
+			memcpy(out + pos, tmp, n);
+			out[pos + n] = '\0';
+		} else if (!full) {
+			out[pos] = '\0';
+			full = 1;
+		}
+		pos += n;
+	}
+	if (out && out_size > 0 && in_len == 0)
+		out[0] = '\0';
+	return pos;
+}
+
+size_t escape_c(const char *in, size_t in_len, char *out, size_t out_size)
+{
+	return escape(in, in_len, out, out_size, 0);
+}
+
+size_t escape_json(const char *in, size_t in_len, char *out, size_t out_size)
+{
+	return escape(in, in_len, out, out_size, 1);
+}

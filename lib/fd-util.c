@@ -1,0 +1,160 @@
+#include "lib/fd-util.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "lib/macro.h"
+
+ssize_t loop_read(int fd, void *buf, size_t count)
+{
+	size_t done = 0;
+
+	while (done < count) {
+		ssize_t n = read(fd, (char *)buf + done, count - done);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			break;
+		done += (size_t)n;
+	}
+	return (ssize_t)done;
+}
+
+int loop_write(int fd, const void *buf, size_t count)
+{
+	const char *p = buf;
+
+	while (count > 0) {
+		ssize_t n = write(fd, p, count);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			return -EIO;
+		p += n;
+		count -= (size_t)n;
+	}
+	return 0;
+}
+
+int fd_read_all(int fd, size_t max, char **ret, size_t *ret_len)
+{
+	size_t cap = 4096, len = 0;
+	_cleanup_free_ char *buf = NULL;
+
+	if (max >= SIZE_MAX - 1)
+		return -EINVAL;
+	buf = malloc(cap);
+	if (!buf)
+		return -ENOMEM;
+	for (;;) {
+		ssize_t n;
+
+		if (len == cap - 1) {
+			char *nbuf;
+
+			if (cap > max + 1)
+				return -EFBIG;
+			cap = cap * 2 > max + 2 ? max + 2 : cap * 2;
+			nbuf = realloc(buf, cap);
+			if (!nbuf)
+				return -ENOMEM;
+			buf = nbuf;
+		}
+		n = read(fd, buf + len, cap - 1 - len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+		if (len > max)
+			return -EFBIG;
+	}
+	buf[len] = '\0';
+	if (ret_len)
+		*ret_len = len;
+	*ret = TAKE_PTR(buf);
+	return 0;
+}
+
+int close_all_fds_from(int first)
+{
+#ifdef SYS_close_range
+	if (syscall(SYS_close_range, (unsigned)first, ~0U, 0) == 0)
+		return 0;
+	if (errno != ENOSYS && errno != EINVAL)
+		return -errno;
+#endif
+	/* Pre-5.9 fallback: walk /proc/self/fd. Collect first, then close, so closing does
+	 * not disturb the directory stream we read. */
+	DIR *d = opendir("/proc/self/fd");
+	if (!d) {
+		for (int fd = first; fd < 65536; fd++)
+			(void)close(fd);
+		return 0;
+	}
+	int dfd = dirfd(d);
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		char *end;
+		long fd = strtol(de->d_name, &end, 10);
+
+		if (*end || end == de->d_name || fd < first || fd == dfd)
+			continue;
+		(void)close((int)fd);
+	}
+	closedir(d);
+	return 0;
+}
+
+int fd_ensure_std(void)
+{
+	for (int fd = 0; fd < 3; fd++) {
+		if (fcntl(fd, F_GETFD) >= 0)
+			continue;
+		int n = open("/dev/null", O_RDWR | O_NOCTTY);
+		if (n < 0)
+			return -errno;
+		if (n != fd) {
+			(void)close(n);
+			return -EBADF;
+		}
+	}
+	return 0;
+}
+
+int fd_set_cloexec(int fd, int on)
+{
+	int flags = fcntl(fd, F_GETFD);
+
+	if (flags < 0)
+		return -errno;
+	flags = on ? flags | FD_CLOEXEC : flags & ~FD_CLOEXEC;
+	return fcntl(fd, F_SETFD, flags) < 0 ? -errno : 0;
+}
+
+int fd_set_nonblock(int fd, int on)
+{
+	int flags = fcntl(fd, F_GETFL);
+
+	if (flags < 0)
+		return -errno;
+	flags = on ? flags | O_NONBLOCK : flags & ~O_NONBLOCK;
+	return fcntl(fd, F_SETFL, flags) < 0 ? -errno : 0;
+}

@@ -1,0 +1,24 @@
+#pragma once
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/* Read until count bytes or EOF; retries EINTR and short reads.
+ * Returns bytes read (< count only at EOF) or -errno. */
+ssize_t loop_read(int fd, void *buf, size_t count);
+
+/* Write all of buf; retries EINTR and short writes. Returns 0 or -errno. */
+int loop_write(int fd, const void *buf, size_t count);
+
+/* Read a whole (small) file from an open fd into a NUL-terminated malloc'd buffer;
+ * -EFBIG when it holds more than max bytes. */
+int fd_read_all(int fd, size_t max, char **ret, size_t *ret_len);
+
+/* close_range(first, ~0U, 0) with a fallback over /proc/self/fd for old kernels. */
+int close_all_fds_from(int first);
+
+/* Make fd 0, 1, 2 exist (opened on /dev/null) so a later open cannot land on them. */
+int fd_ensure_std(void);
+
+int fd_set_cloexec(int fd, int on);
+int fd_set_nonblock(int fd, int on);

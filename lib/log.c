@@ -1,0 +1,107 @@
+#include "lib/log.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "lib/escape.h"
+#include "lib/fd-util.h"
+
+static const char *program = "pistis";
+static enum log_level max_level = LOG_LVL_INFO;
+static enum log_format format = LOG_FORMAT_TEXT;
+
+void log_set_program(const char *name)
+{
+	const char *slash = name ? strrchr(name, '/') : NULL;
+
+	if (name)
+		program = slash ? slash + 1 : name;
+}
+
+void log_set_level(enum log_level level)
+{
+	max_level = level;
+}
+
+enum log_level log_get_level(void)
+{
+	return max_level;
+}
+
+void log_set_format(enum log_format f)
+{
+	format = f;
+}
+
+static const char *level_name(enum log_level level)
+{
+	switch (level) {
+	case LOG_LVL_ERROR:
+		return "error";
+	case LOG_LVL_WARNING:
+		return "warning";
+	case LOG_LVL_NOTICE:
+		return "notice";
+	case LOG_LVL_INFO:
+		return "info";
+	case LOG_LVL_DEBUG:
+		return "debug";
+	default:
+		return "unknown";
+	}
+}
+
+int log_internal(enum log_level level, int error, const char *file, int line, const char *fmt,
+		 ...)
+{
+	char msg[2048], esc[4096], out[4608];
+	int saved = errno;
+	int n;
+	va_list ap;
+
+	if (error < 0)
+		error = -error;
+	if (level > max_level)
+		return -error;
+
+	/* %m must print the error we were handed, not whatever errno is by now. */
+	errno = error;
+	va_start(ap, fmt);
+	n = vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		n = 0;
+	if ((size_t)n >= sizeof(msg))
+		n = sizeof(msg) - 1;
+
+	/* Messages quote agent-controlled names: escape every control byte so a name with a
+	 * newline or an escape sequence cannot forge a log line or drive the terminal. */
+	if (format == LOG_FORMAT_JSON) {
+		struct timespec ts;
+
+		escape_json(msg, (size_t)n, esc, sizeof(esc));
+		clock_gettime(CLOCK_REALTIME, &ts);
+		n = snprintf(out, sizeof(out),
+			     "{\"ts\":%lld.%03ld,\"level\":\"%s\",\"prog\":\"%s\",\"msg\":\"%s\"%s",
+			     (long long)ts.tv_sec, ts.tv_nsec / 1000000, level_name(level), program,
+			     esc, error ? "" : "}\n");
+		if (error && (size_t)n < sizeof(out))
+			n += snprintf(out + n, sizeof(out) - (size_t)n, ",\"errno\":%d}\n", error);
+	} else {
+		escape_c(msg, (size_t)n, esc, sizeof(esc));
+		if (max_level >= LOG_LVL_DEBUG)
+			n = snprintf(out, sizeof(out), "%s: %s (%s:%d)\n", program, esc, file, line);
+		else
+			n = snprintf(out, sizeof(out), "%s: %s\n", program, esc);
+	}
+	if (n > 0) {
+		if ((size_t)n >= sizeof(out))
+			n = sizeof(out) - 1, out[n - 1] = '\n';
+		(void)loop_write(STDERR_FILENO, out, (size_t)n);
+	}
+	errno = saved;
+	return -error;
+}

@@ -1,0 +1,39 @@
+#pragma once
+
+#include <stdbool.h>
+
+#include "lib/macro.h"
+
+enum log_level {
+	LOG_LVL_ERROR = 3,
+	LOG_LVL_WARNING = 4,
+	LOG_LVL_NOTICE = 5,
+	LOG_LVL_INFO = 6,
+	LOG_LVL_DEBUG = 7,
+};
+
+enum log_format {
+	LOG_FORMAT_TEXT,
+	LOG_FORMAT_JSON,
+};
+
+void log_set_program(const char *name);
+void log_set_level(enum log_level level);
+enum log_level log_get_level(void);
+void log_set_format(enum log_format format);
+
+/* Writes one line to stderr ("prog: message"); returns -abs(error) so callers can
+ * `return log_error_errno(r, "Failed to …: %m")`. %m expands to strerror(abs(error)). */
+int log_internal(enum log_level level, int error, const char *file, int line,
+		 const char *fmt, ...) _printf_(5, 6);
+
+#define log_full_errno(level, error, ...)                                      \
+	log_internal((level), (error), __FILE__, __LINE__, __VA_ARGS__)
+#define log_error_errno(error, ...) log_full_errno(LOG_LVL_ERROR, (error), __VA_ARGS__)
+#define log_warning_errno(error, ...) log_full_errno(LOG_LVL_WARNING, (error), __VA_ARGS__)
+#define log_debug_errno(error, ...) log_full_errno(LOG_LVL_DEBUG, (error), __VA_ARGS__)
+#define log_error(...) log_full_errno(LOG_LVL_ERROR, 0, __VA_ARGS__)
+#define log_warning(...) log_full_errno(LOG_LVL_WARNING, 0, __VA_ARGS__)
+#define log_notice(...) log_full_errno(LOG_LVL_NOTICE, 0, __VA_ARGS__)
+#define log_info(...) log_full_errno(LOG_LVL_INFO, 0, __VA_ARGS__)
+#define log_debug(...) log_full_errno(LOG_LVL_DEBUG, 0, __VA_ARGS__)

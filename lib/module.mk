@@ -1,0 +1,6 @@
+LIBS += lib
+lib_SRCS := lib/log.c lib/escape.c lib/fd-util.c lib/tap.c lib/version.c
+
+UNIT_TESTS += test-lib
+test-lib_SRCS := tests/unit/test-lib.c
+test-lib_LIBS := lib

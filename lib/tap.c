@@ -1,0 +1,181 @@
+#include "lib/tap.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Exit codes of a test child: 0 pass, 1 fail, 4 skip (kselftest's KSFT_SKIP). */
+enum { TAP_EXIT_PASS = 0, TAP_EXIT_FAIL = 1, TAP_EXIT_SKIP = 4 };
+
+static struct tap_metadata *head, *tail;
+
+void tap_register(struct tap_metadata *m)
+{
+	/* Constructors run in file order: keep registration order for stable numbering. */
+	if (tail)
+		tail->next = m;
+	else
+		head = m;
+	tail = m;
+}
+
+void tap_report(const char *file, int line, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stdout, "# %s:%d: ", file, line);
+	va_start(ap, fmt);
+	vfprintf(stdout, fmt, ap);
+	va_end(ap);
+	fputc('\n', stdout);
+	fflush(stdout);
+}
+
+void tap_skip(const char *file, int line, const char *fmt, ...)
+{
+	va_list ap;
+
+	(void)file, (void)line;
+	fprintf(stdout, "# SKIP ");
+	va_start(ap, fmt);
+	vfprintf(stdout, fmt, ap);
+	va_end(ap);
+	fputc('\n', stdout);
+	fflush(stdout);
+	_exit(TAP_EXIT_SKIP);
+}
+
+void tap_fail_now(void)
+{
+	fflush(stdout);
+	_exit(TAP_EXIT_FAIL);
+}
+
+static int wait_with_timeout(pid_t pid, unsigned timeout, int *status, int *timed_out)
+{
+	struct timespec start, now;
+	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	*timed_out = 0;
+	for (;;) {
+		pid_t r = waitpid(pid, status, WNOHANG);
+
+		if (r == pid)
+			break;
+		if (r < 0 && errno != EINTR) {
+			if (pidfd >= 0)
+				close(pidfd);
+			return -errno;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		long elapsed_ms = (now.tv_sec - start.tv_sec) * 1000 +
+				  (now.tv_nsec - start.tv_nsec) / 1000000;
+		if (elapsed_ms >= (long)timeout * 1000) {
+			*timed_out = 1;
+			kill(pid, SIGKILL);
+			while (waitpid(pid, status, 0) < 0 && errno == EINTR)
+				;
+			break;
+		}
+		if (pidfd >= 0) {
+			struct pollfd p = {.fd = pidfd, .events = POLLIN};
+			long left = (long)timeout * 1000 - elapsed_ms;
+			(void)poll(&p, 1, left > 1000 ? 1000 : (int)left);
+		} else {
+			usleep(10000);
+		}
+	}
+	if (pidfd >= 0)
+		close(pidfd);
+	return 0;
+}
+
+static int run_one(struct tap_metadata *t, unsigned n)
+{
+	int status = 0, timed_out = 0;
+	const char *verdict = NULL;
+	char detail[128] = "";
+	pid_t pid;
+
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0) {
+		printf("not ok %u %s # fork: %s\n", n, t->name, strerror(errno));
+		return TAP_EXIT_FAIL;
+	}
+	if (pid == 0) {
+		/* Own process group, so a test that spawns children can be reaped as a whole. */
+		setpgid(0, 0);
+		t->fn(t);
+		fflush(stdout);
+		_exit(t->failed ? TAP_EXIT_FAIL : TAP_EXIT_PASS);
+	}
+	(void)wait_with_timeout(pid, t->timeout, &status, &timed_out);
+	kill(-pid, SIGKILL);
+
+	int result = TAP_EXIT_FAIL;
+	if (timed_out) {
+		snprintf(detail, sizeof(detail), " # timed out after %us", t->timeout);
+	} else if (WIFSIGNALED(status)) {
+		if (t->term_signal && WTERMSIG(status) == t->term_signal)
+			result = TAP_EXIT_PASS;
+		else
+			snprintf(detail, sizeof(detail), " # killed by signal %d", WTERMSIG(status));
+	} else if (WIFEXITED(status)) {
+		int code = WEXITSTATUS(status);
+		if (t->term_signal) {
+			snprintf(detail, sizeof(detail), " # exited %d, expected signal %d", code,
+				 t->term_signal);
+		} else if (code == TAP_EXIT_PASS || code == TAP_EXIT_SKIP) {
+			result = code;
+		} else if (code != TAP_EXIT_FAIL) {
+			snprintf(detail, sizeof(detail), " # exited %d", code);
+		}
+	}
+	verdict = result == TAP_EXIT_FAIL ? "not ok" : "ok";
+	printf("%s %u %s%s%s\n", verdict, n, t->name, result == TAP_EXIT_SKIP ? " # SKIP" : "",
+	       detail);
+	fflush(stdout);
+	return result;
+}
+
+int tap_main(int argc, char **argv)
+{
+	const char *filter = NULL, *exact = NULL;
+	unsigned n = 0, passed = 0, failed = 0, skipped = 0, planned = 0;
+
+	if (argc > 2 && strcmp(argv[1], "-f") == 0)
+		filter = argv[2];
+	else if (argc > 1)
+		exact = argv[1];
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	for (struct tap_metadata *t = head; t; t = t->next)
+		if ((!filter || strstr(t->name, filter)) && (!exact || !strcmp(t->name, exact)))
+			planned++;
+	printf("TAP version 13\n1..%u\n", planned);
+	for (struct tap_metadata *t = head; t; t = t->next) {
+		if ((filter && !strstr(t->name, filter)) || (exact && strcmp(t->name, exact)))
+			continue;
+		switch (run_one(t, ++n)) {
+		case TAP_EXIT_PASS:
+			passed++;
+			break;
+		case TAP_EXIT_SKIP:
+			skipped++;
+			break;
+		default:
+			failed++;
+			break;
+		}
+	}
+	printf("# %u passed, %u failed, %u skipped\n", passed, failed, skipped);
+	return failed ? 1 : 0;
+}

@@ -1,0 +1,76 @@
+/* pistisd: the sandbox daemon and its multi-call admin CLI. */
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+
+#include "lib/log.h"
+#include "lib/version.h"
+#include "pistisd/cli.h"
+
+/* Components land one by one; a subcommand whose library is not linked into this build
+ * says so instead of failing to link the whole binary. */
+#pragma weak check_cli_main
+#pragma weak users_cli_main
+#pragma weak policy_cli_main
+#pragma weak trusted_cli_main
+#pragma weak run_cli_main
+#pragma weak serve_cli_main
+
+static const struct {
+	const char *name;
+	int (*fn)(int, char **);
+	const char *help;
+} commands[] = {
+	{"serve", serve_cli_main, "connect to the relay and run commands (the daemon)"},
+	{"check", check_cli_main, "probe the kernel and image for what pistis relies on"},
+	{"users", users_cli_main, "agent identities: ensure, ensure-base, remove, list, show"},
+	{"policy", policy_cli_main, "path rules: apply, plan, check, explain"},
+	{"trusted", trusted_cli_main, "trusted commands: add, remove, list, check, install"},
+	{"run", run_cli_main, "run one command as an agent, confined"},
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "Usage: pistisd COMMAND [OPTIONS]…\n"
+		   "       pistisd --version | --help\n\n"
+		   "The pistis sandbox daemon (runs as root inside the sandbox) and its admin CLI.\n\n"
+		   "Commands:\n");
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		fprintf(f, "  %-8s %s%s\n", commands[i].name, commands[i].help,
+			commands[i].fn ? "" : " (not in this build)");
+	fprintf(f, "\n`pistisd COMMAND --help` describes each command. Exit codes: 0 ok, 1 check\n"
+		   "failed, 100 usage, 111 system error. Documentation: docs/ in the source tree.\n");
+}
+
+int main(int argc, char **argv)
+{
+	log_set_program("pistisd");
+	/* Root daemon that may hold a relay token: never dumpable, so an agent cannot
+	 * ptrace it or read its memory through /proc even on a lax Yama setting. */
+	(void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+
+	if (argc < 2) {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+		usage(stdout);
+		return 0;
+	}
+	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+		version_print("pistisd", VERSION_ALL_LIBS);
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+		if (strcmp(argv[1], commands[i].name))
+			continue;
+		if (!commands[i].fn) {
+			log_error("'%s' is not part of this build of pistisd", argv[1]);
+			return EXIT_SYSTEM;
+		}
+		log_set_program("pistisd");
+		return commands[i].fn(argc - 1, argv + 1);
+	}
+	log_error("unknown command '%s'; see 'pistisd --help'", argv[1]);
+	return EXIT_USAGE;
+}

@@ -1,0 +1,53 @@
+#!/bin/sh
+# Install the Debian packages a pistis build or test run needs, and say which.
+# Usage: scripts/bootstrap.sh [build|check|asan|fuzz|demo|bench|docker]...
+# Idempotent: a package already installed is not touched; nothing happens
+# when everything is present.
+set -eu
+
+pkgs_build="make gcc musl musl-tools musl-dev gperf dpkg-dev cmake perl pkg-config
+	autoconf automake libtool file xz-utils ca-certificates linux-libc-dev"
+pkgs_check="$pkgs_build debootstrap busybox-static sudo util-linux iproute2 acl attr
+	python3 libcap2-bin procps"
+pkgs_asan="gcc clang libseccomp-dev libcap-dev libacl1-dev libcjson-dev libssl-dev
+	libwebsockets-dev libsqlite3-dev"
+pkgs_fuzz="clang libclang-rt-14-dev $pkgs_asan"
+pkgs_bench="hyperfine sudo passwd acl util-linux"
+pkgs_docker="docker.io"
+
+want=""
+[ $# -gt 0 ] || set -- build
+for what in "$@"; do
+	case "$what" in
+	build) want="$want $pkgs_build" ;;
+	check|demo) want="$want $pkgs_check" ;;
+	asan) want="$want $pkgs_asan" ;;
+	fuzz) want="$want $pkgs_fuzz" ;;
+	bench) want="$want $pkgs_check $pkgs_bench" ;;
+	docker) want="$want $pkgs_docker" ;;
+	*) echo "bootstrap: unknown set '$what' (build|check|asan|fuzz|demo|bench|docker)" >&2; exit 100 ;;
+	esac
+done
+
+missing=""
+for p in $(printf '%s\n' $want | sort -u); do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+		missing="$missing $p"
+	fi
+done
+[ -n "$missing" ] || exit 0
+
+if [ "$(id -u)" != 0 ]; then
+	echo "bootstrap: missing Debian packages:$missing; run as root to install them" >&2
+	exit 111
+fi
+echo "bootstrap: installing missing Debian packages:$missing"
+export DEBIAN_FRONTEND=noninteractive
+stamp=/var/lib/apt/periodic/pistis-update-stamp
+if [ ! -f "$stamp" ] || [ -n "$(find "$stamp" -mmin +360 2>/dev/null)" ]; then
+	apt-get update -qq
+	mkdir -p "${stamp%/*}" && touch "$stamp"
+fi
+# shellcheck disable=SC2086
+apt-get install -y -qq --no-install-recommends $missing >/dev/null
+echo "bootstrap: installed:$missing"

@@ -1,0 +1,40 @@
+#!/bin/sh
+# Run TAP test programs and scripts; print each one's TAP and a summary; the last line is
+# the plain "N passed, N failed, N skipped" the CI reads. Exit 1 when anything failed.
+# A program that crashes, exits non-zero without a "not ok", or runs fewer tests than it
+# planned counts as one more failure: a broken test must never look green.
+set -u
+logdir=${PISTIS_TEST_LOGS:-build/test-logs}
+mkdir -p "$logdir"
+passed=0 failed=0 skipped=0
+failures=""
+for t in "$@"; do
+	name=$(basename "$t")
+	log="$logdir/$name.log"
+	echo "# --- $name"
+	start=$(date +%s)
+	case "$t" in
+	*.sh) bash "$t" >"$log" 2>&1 ;;
+	*) "$t" >"$log" 2>&1 ;;
+	esac
+	rc=$?
+	cat "$log"
+	p=$(grep -c '^ok ' "$log" | tr -d ' ')
+	s=$(grep -c '^ok .*# SKIP' "$log" | tr -d ' ')
+	f=$(grep -c '^not ok ' "$log" | tr -d ' ')
+	plan=$(sed -n 's/^1\.\.\([0-9][0-9]*\).*/\1/p' "$log" | head -n 1)
+	p=$((p - s))
+	if [ -n "$plan" ] && [ $((p + s + f)) -lt "$plan" ]; then
+		echo "not ok - $name ran $((p + s + f)) of $plan planned tests (rc=$rc)"
+		f=$((f + 1))
+	elif [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+		echo "not ok - $name exited $rc without reporting a failure"
+		f=$((f + 1))
+	fi
+	[ "$f" -gt 0 ] && failures="$failures $name"
+	echo "# $name: $p passed, $f failed, $s skipped ($(( $(date +%s) - start ))s)"
+	passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
+done
+[ -n "$failures" ] && echo "# failed in:$failures"
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,148 @@
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "lib/escape.h"
+#include "lib/fd-util.h"
+#include "lib/log.h"
+#include "lib/macro.h"
+#include "lib/tap.h"
+
+TEST(escape_c_control_bytes)
+{
+	char out[64];
+	size_t n = escape_c("a\nb\x1b[31m\"\\\xff", 11, out, sizeof(out));
+
+	ASSERT_STREQ(out, "a\\nb\\x1b[31m\\\"\\\\\\xff");
+	ASSERT_EQ(n, strlen(out));
+}
+
+TEST(escape_json_high_bytes_and_quotes)
+{
+	char out[64];
+
+	escape_json("\"\x01\xc3\xa9", 4, out, sizeof(out));
+	ASSERT_STREQ(out, "\\\"\\u0001\\u00c3\\u00a9");
+}
+
+TEST(escape_truncates_on_escape_boundary)
+{
+	char out[6];
+	size_t n = escape_c("ab\ncd", 5, out, sizeof(out));
+
+	/* "ab\n" escapes to 4 bytes, "c" fits, "d" does not: whole escapes only. */
+	ASSERT_EQ(n, 6u);
+	ASSERT_STREQ(out, "ab\\nc");
+
+	char tiny[3];
+	escape_c("a\n", 2, tiny, sizeof(tiny));
+	ASSERT_STREQ(tiny, "a");
+}
+
+TEST(escape_empty)
+{
+	char out[4] = "xyz";
+
+	ASSERT_EQ(escape_json("", 0, out, sizeof(out)), 0u);
+	ASSERT_STREQ(out, "");
+}
+
+TEST(loop_write_read_roundtrip)
+{
+	int p[2];
+	char buf[16] = {0};
+
+	ASSERT_EQ(pipe2(p, O_CLOEXEC), 0);
+	ASSERT_EQ(loop_write(p[1], "hello", 5), 0);
+	close(p[1]);
+	ASSERT_EQ(loop_read(p[0], buf, sizeof(buf)), 5);
+	ASSERT_STREQ(buf, "hello");
+	close(p[0]);
+}
+
+TEST(fd_read_all_limit)
+{
+	int p[2];
+	char *s = NULL;
+	size_t len = 0;
+	char big[5000];
+
+	memset(big, 'x', sizeof(big));
+	ASSERT_EQ(pipe2(p, O_CLOEXEC), 0);
+	ASSERT_EQ(loop_write(p[1], big, sizeof(big)), 0);
+	close(p[1]);
+	ASSERT_EQ(fd_read_all(p[0], 4096, &s, &len), -EFBIG);
+	ASSERT_NULL(s);
+	close(p[0]);
+
+	ASSERT_EQ(pipe2(p, O_CLOEXEC), 0);
+	ASSERT_EQ(loop_write(p[1], big, sizeof(big)), 0);
+	close(p[1]);
+	ASSERT_EQ(fd_read_all(p[0], sizeof(big), &s, &len), 0);
+	ASSERT_EQ(len, sizeof(big));
+	ASSERT_EQ(s[len], '\0');
+	free(s);
+	close(p[0]);
+}
+
+TEST(close_all_fds_from_closes)
+{
+	int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+	ASSERT_GE(fd, 3);
+	ASSERT_EQ(close_all_fds_from(3), 0);
+	ASSERT_EQ(fcntl(fd, F_GETFD), -1);
+	ASSERT_EQ(errno, EBADF);
+}
+
+TEST(log_returns_negative_errno)
+{
+	int saved;
+
+	log_set_level(LOG_LVL_ERROR);
+	errno = 42;
+	saved = errno;
+	ASSERT_EQ(log_debug_errno(EPERM, "not shown"), -EPERM);
+	ASSERT_EQ(log_debug_errno(-ENOENT, "not shown"), -ENOENT);
+	ASSERT_EQ(errno, saved);
+}
+
+TEST(cleanup_take_fd)
+{
+	int kept;
+	{
+		_cleanup_close_ int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		kept = TAKE_FD(fd);
+		ASSERT_EQ(fd, -1);
+	}
+	ASSERT_EQ(fcntl(kept, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+	close(kept);
+}
+
+/* The harness itself: a test that must die by a signal. */
+TEST_SIGNAL(harness_expects_signal, SIGABRT)
+{
+	abort();
+}
+
+FIXTURE(tmpfile)
+{
+	int fd;
+};
+FIXTURE_SETUP(tmpfile)
+{
+	self->fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+}
+FIXTURE_TEARDOWN(tmpfile)
+{
+	close(self->fd);
+}
+TEST_F(tmpfile, fixture_sets_up)
+{
+	ASSERT_GE(self->fd, 0);
+	ASSERT_EQ(write(self->fd, "x", 1), 1);
+}
+
+TEST_HARNESS_MAIN
