@@ -1,6 +1,7 @@
 LIBS += lib
 lib_SRCS := lib/log.c lib/escape.c lib/fd-util.c lib/tap.c lib/version.c
 lib_SRCS += lib/sha256.c
+lib_SRCS += lib/env-build.c
 
 UNIT_TESTS += test-lib
 test-lib_SRCS := tests/unit/test-lib.c
