@@ -1,0 +1,361 @@
+/* The pure half of `pistisd check`: what each check is called, which are hard, the promise
+ * each one backs and what an operator does about it, the opt-out list, the verdict, and the
+ * text and JSON renderings. No syscalls here; the probes live in check.c. */
+#include "pistisd/check.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "lib/escape.h"
+#include "lib/macro.h"
+
+static const struct {
+	const char *name;
+	bool hard;
+	const char *promise;
+	const char *advice;
+} table[_CHECK_MAX] = {
+	[CHECK_SECCOMP] =
+		{"seccomp", true, "agent processes run under a seccomp filter (spawn core)",
+		 "use a kernel with CONFIG_SECCOMP_FILTER and a runtime profile that allows "
+		 "seccomp(2) (Docker's default does)"},
+	[CHECK_LANDLOCK] = {"landlock", false,
+			    "extra path confinement on top of owners and modes (not relied on yet)",
+			    "optional: boot with lsm=...,landlock (CONFIG_SECURITY_LANDLOCK)"},
+	[CHECK_OPENAT2] =
+		{"openat2", true,
+		 "paths an agent names resolve beneath their root without following its "
+		 "symlinks (RESOLVE_BENEATH|NO_SYMLINKS)",
+		 "use Linux >= 5.6 and a seccomp profile that allows openat2, or accept the "
+		 "per-component O_NOFOLLOW fallback with --allow openat2"},
+	[CHECK_CLOSE_RANGE] =
+		{"close_range", true,
+		 "no pistisd fd leaks into an agent process (runc CVE-2024-21626)",
+		 "use Linux >= 5.9, or mount /proc so the /proc/self/fd fallback works"},
+	[CHECK_PIDFD] = {"pidfd", false, "agent processes are signalled without PID-reuse races",
+			 "use Linux >= 5.3 and a seccomp profile that allows pidfd_open"},
+	[CHECK_CGROUP2] =
+		{"cgroup2", false, "stopping an agent kills its whole process tree (cgroup.kill)",
+		 "run on a cgroup v2 host (systemd.unified_cgroup_hierarchy=1), or give the "
+		 "container its own cgroup namespace (--cgroupns=private)"},
+	[CHECK_CGROUP_CONTROLLERS] =
+		{"cgroup_controllers", false, "per-agent memory and process-count limits",
+		 "delegate the memory and pids controllers to pistisd's cgroup (systemd "
+		 "Delegate=yes, or a pure cgroup v2 container host)"},
+	[CHECK_USERNS] =
+		{"userns", false,
+		 "kernel attack surface reachable by agents (the spawn filter denies "
+		 "CLONE_NEWUSER)",
+		 "optional: sysctl user.max_user_namespaces=0 on the host if nothing there "
+		 "needs rootless containers"},
+	[CHECK_PROTECTED_HARDLINKS] =
+		{"protected_hardlinks", true,
+		 "an agent cannot hardlink a root- or pi-tools-owned file into a tree pistis "
+		 "walks (SECURITY.md rule 2)",
+		 "sysctl fs.protected_hardlinks=1 on the host (it is not namespaced), or "
+		 "--allow protected_hardlinks"},
+	[CHECK_PROTECTED_SYMLINKS] =
+		{"protected_symlinks", true,
+		 "root and trusted commands never follow an agent's symlink in a sticky "
+		 "directory such as /tmp",
+		 "sysctl fs.protected_symlinks=1 on the host, or --allow protected_symlinks"},
+	[CHECK_PROTECTED_REGULAR] =
+		{"protected_regular", false,
+		 "root cannot be tricked into opening an agent's file planted in /tmp (O_CREAT)",
+		 "sysctl fs.protected_regular=2 on the host"},
+	[CHECK_PROTECTED_FIFOS] =
+		{"protected_fifos", false,
+		 "root cannot be tricked into writing to an agent's FIFO planted in /tmp",
+		 "sysctl fs.protected_fifos=2 on the host"},
+	[CHECK_YAMA_PTRACE] =
+		{"yama_ptrace_scope", false,
+		 "an agent cannot trace its own trusted-command children or other same-uid "
+		 "processes it did not start",
+		 "sysctl kernel.yama.ptrace_scope=1 (or higher) on the host; the spawn filter "
+		 "also denies ptrace"},
+	[CHECK_TIOCSTI] =
+		{"legacy_tiocsti", false,
+		 "an agent cannot push keystrokes into a terminal (CVE-2017-5226); pistis gives "
+		 "each command its own pty and the filter denies TIOCSTI",
+		 "sysctl dev.tty.legacy_tiocsti=0 (Linux >= 6.2)"},
+	[CHECK_USERFAULTFD] = {"unprivileged_userfaultfd", false,
+			       "kernel race exploitation aid out of agents' reach",
+			       "sysctl vm.unprivileged_userfaultfd=0"},
+	[CHECK_PERF_EVENT] = {"perf_event_paranoid", false,
+			      "agents cannot profile the kernel or other users' processes",
+			      "sysctl kernel.perf_event_paranoid=2 (or higher)"},
+	[CHECK_SUDO] = {"sudo", false,
+			"trusted commands run as pi-tools through a pinned sudoers rule",
+			"install sudo in the image (apt-get install sudo / apk add sudo) to use "
+			"trusted commands; without it they are unavailable"},
+	[CHECK_VISUDO] = {"visudo", false,
+			  "every sudoers drop-in is checked with visudo -cf before it is installed",
+			  "install sudo's visudo in the image; pistis refuses to install trusted "
+			  "commands without it"},
+	[CHECK_SETUID_FILES] =
+		{"setuid_files", false,
+		 "agents gain no privileges through setuid/setgid programs in the image",
+		 "remove the setuid/setgid bits (chmod u-s,g-s) from programs agents do not "
+		 "need; keep sudo only if trusted commands are used"},
+};
+
+static const char *const status_names[_CHECK_STATUS_MAX] = {
+	[CHECK_STATUS_OK] = "ok",
+	[CHECK_STATUS_WARN] = "warn",
+	[CHECK_STATUS_MISSING] = "missing",
+	[CHECK_STATUS_FAIL] = "fail",
+};
+
+const char *check_name(enum check_id id)
+{
+	return (unsigned)id < _CHECK_MAX ? table[id].name : NULL;
+}
+
+bool check_is_hard(enum check_id id)
+{
+	return (unsigned)id < _CHECK_MAX && table[id].hard;
+}
+
+const char *check_promise(enum check_id id)
+{
+	return (unsigned)id < _CHECK_MAX ? table[id].promise : NULL;
+}
+
+const char *check_advice(enum check_id id)
+{
+	return (unsigned)id < _CHECK_MAX ? table[id].advice : NULL;
+}
+
+const char *check_status_to_string(enum check_status s)
+{
+	return (unsigned)s < _CHECK_STATUS_MAX ? status_names[s] : NULL;
+}
+
+static int check_from_name_len(const char *name, size_t len)
+{
+	for (unsigned i = 0; i < _CHECK_MAX; i++)
+		if (strlen(table[i].name) == len && !strncmp(table[i].name, name, len))
+			return (int)i;
+	return -EINVAL;
+}
+
+int check_from_name(const char *name)
+{
+	return name ? check_from_name_len(name, strlen(name)) : -EINVAL;
+}
+
+int check_allow_parse(const char *list, check_mask_t *mask, const char **ret_bad,
+		      size_t *ret_bad_len)
+{
+	const char *p = list;
+	check_mask_t m = 0;
+
+	if (!list)
+		return 0;
+	for (;;) {
+		p += strspn(p, ", \t\n");
+		if (!*p)
+			break;
+		size_t len = strcspn(p, ", \t\n");
+		int id = check_from_name_len(p, len);
+		if (id < 0) {
+			if (ret_bad)
+				*ret_bad = p;
+			if (ret_bad_len)
+				*ret_bad_len = len;
+			return -EINVAL;
+		}
+		m |= CHECK_BIT(id);
+		p += len;
+	}
+	*mask |= m;
+	return 0;
+}
+
+static bool result_holds(enum check_status s)
+{
+	return s == CHECK_STATUS_OK || s == CHECK_STATUS_WARN;
+}
+
+int check_first_failure(const struct check_report *r)
+{
+	for (unsigned i = 0; i < _CHECK_MAX; i++)
+		if (table[i].hard && !result_holds(r->results[i].status) &&
+		    !(r->allowed & CHECK_BIT(i)))
+			return (int)i;
+	return -1;
+}
+
+void check_set(struct check_report *r, enum check_id id, enum check_status status, const char *fmt,
+	       ...)
+{
+	va_list ap;
+
+	if ((unsigned)id >= _CHECK_MAX)
+		return;
+	r->results[id].status = status;
+	va_start(ap, fmt);
+	(void)vsnprintf(r->results[id].value, sizeof(r->results[id].value), fmt, ap);
+	va_end(ap);
+}
+
+struct check_report *check_report_new(const char *root)
+{
+	struct check_report *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return NULL;
+	r->root = strdup(root ? root : "/");
+	if (!r->root) {
+		free(r);
+		return NULL;
+	}
+	for (unsigned i = 0; i < _CHECK_MAX; i++)
+		check_set(r, i, CHECK_STATUS_MISSING, "not probed");
+	return r;
+}
+
+int check_report_add_suid(struct check_report *r, const char *path, mode_t mode, uid_t uid,
+			  gid_t gid)
+{
+	r->n_suid_all++;
+	if (r->n_suid >= CHECK_SUID_MAX)
+		return 0;
+	if (!r->suid) {
+		r->suid = calloc(CHECK_SUID_MAX, sizeof(*r->suid));
+		if (!r->suid)
+			return -ENOMEM;
+	}
+	char *p = strdup(path);
+	if (!p)
+		return -ENOMEM;
+	r->suid[r->n_suid++] = (struct check_suid){p, mode, uid, gid};
+	return 0;
+}
+
+void check_report_free(struct check_report *r)
+{
+	if (!r)
+		return;
+	for (size_t i = 0; i < r->n_suid; i++)
+		free(r->suid[i].path);
+	free(r->suid);
+	free(r->root);
+	free(r);
+}
+
+/* Strings in the report may come from the image (file names): escape them whole, in
+ * chunks, so no byte of theirs reaches a terminal or a JSON reader raw. */
+static void put_escaped(FILE *f, const char *s, bool json)
+{
+	char buf[6 * 64 + 1];
+	size_t len = strlen(s);
+
+	while (len > 0) {
+		size_t n = len < 64 ? len : 64;
+		if (json)
+			escape_json(s, n, buf, sizeof(buf));
+		else
+			escape_c(s, n, buf, sizeof(buf));
+		fputs(buf, f);
+		s += n;
+		len -= n;
+	}
+}
+
+static void json_str(FILE *f, const char *key, const char *s)
+{
+	fprintf(f, "\"%s\": ", key);
+	if (!s) {
+		fputs("null", f);
+		return;
+	}
+	fputc('"', f);
+	put_escaped(f, s, true);
+	fputc('"', f);
+}
+
+void check_format_json(const struct check_report *r, FILE *f)
+{
+	int first_failure = check_first_failure(r);
+
+	fputs("{\n  ", f);
+	json_str(f, "root", r->root);
+	fprintf(f, ",\n  \"ok\": %s,\n  ", first_failure < 0 ? "true" : "false");
+	json_str(f, "failed", first_failure < 0 ? NULL : check_name(first_failure));
+	fputs(",\n  \"checks\": [\n", f);
+	for (unsigned i = 0; i < _CHECK_MAX; i++) {
+		fputs("    {", f);
+		json_str(f, "name", table[i].name);
+		fputs(", ", f);
+		json_str(f, "status", check_status_to_string(r->results[i].status));
+		fprintf(f, ", \"hard\": %s, \"allowed\": %s, ", table[i].hard ? "true" : "false",
+			r->allowed & CHECK_BIT(i) ? "true" : "false");
+		json_str(f, "value", r->results[i].value);
+		fputs(", ", f);
+		json_str(f, "promise", table[i].promise);
+		fputs(", ", f);
+		json_str(f, "advice", table[i].advice);
+		fprintf(f, "}%s\n", i + 1 < _CHECK_MAX ? "," : "");
+	}
+	fputs("  ],\n  \"setuid_files\": [\n", f);
+	for (size_t i = 0; i < r->n_suid; i++) {
+		const struct check_suid *s = &r->suid[i];
+		fputs("    {", f);
+		json_str(f, "path", s->path);
+		fprintf(f, ", \"mode\": \"%05o\", \"uid\": %u, \"gid\": %u}%s\n",
+			(unsigned)(s->mode & 07777), (unsigned)s->uid, (unsigned)s->gid,
+			i + 1 < r->n_suid ? "," : "");
+	}
+	fprintf(f, "  ],\n  \"setuid_count\": %zu,\n  \"setuid_walk_truncated\": %s\n}\n",
+		r->n_suid_all, r->walk_truncated ? "true" : "false");
+}
+
+void check_format_text(const struct check_report *r, FILE *f)
+{
+	int first_failure = check_first_failure(r);
+	int w = 4;
+
+	for (unsigned i = 0; i < _CHECK_MAX; i++)
+		if ((int)strlen(table[i].name) > w)
+			w = (int)strlen(table[i].name);
+
+	fprintf(f, "%-*s  %-7s  %-4s  %s\n", w, "CHECK", "STATUS", "HARD", "VALUE");
+	for (unsigned i = 0; i < _CHECK_MAX; i++) {
+		const struct check_result *res = &r->results[i];
+		const char *hard = !table[i].hard ? "-" : r->allowed & CHECK_BIT(i) ? "off" : "yes";
+		fprintf(f, "%-*s  %-7s  %-4s  ", w, table[i].name,
+			check_status_to_string(res->status), hard);
+		put_escaped(f, res->value, false);
+		fputc('\n', f);
+		if (res->status == CHECK_STATUS_OK)
+			continue;
+		fprintf(f, "%*s  affects: %s\n", w, "", table[i].promise);
+		fprintf(f, "%*s  do:      %s\n", w, "", table[i].advice);
+	}
+
+	fputs("\nsetuid/setgid files under ", f);
+	put_escaped(f, r->root, false);
+	fprintf(f, ": %zu%s\n", r->n_suid_all,
+		r->walk_truncated ? " (walk stopped at a limit; the list is incomplete)" : "");
+	for (size_t i = 0; i < r->n_suid; i++) {
+		const struct check_suid *s = &r->suid[i];
+		fprintf(f, "  %05o %5u:%-5u ", (unsigned)(s->mode & 07777), (unsigned)s->uid,
+			(unsigned)s->gid);
+		put_escaped(f, s->path, false);
+		fputc('\n', f);
+	}
+	if (r->n_suid < r->n_suid_all)
+		fprintf(f, "  … and %zu more\n", r->n_suid_all - r->n_suid);
+
+	if (first_failure < 0)
+		fputs("\nverdict: ok (every hard requirement holds or is allowed)\n", f);
+	else
+		fprintf(f,
+			"\nverdict: FAIL: hard requirement '%s' does not hold (opt out: "
+			"--allow %s)\n",
+			check_name(first_failure), check_name(first_failure));
+}

@@ -1,0 +1,860 @@
+/* `pistisd check`: probe the running kernel and the image for what pistis relies on.
+ *
+ * Kernel checks call the syscall itself (a feature compiled in but blocked by a container's
+ * seccomp profile is as missing as one never built) or read /proc/sys. Image checks (sudo,
+ * visudo, the setuid inventory) look beneath the root given, resolving inside it, and never
+ * follow its symlinks out. The verdict and the output live in check-report.c. */
+#include "pistisd/check.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib/fd-util.h"
+#include "lib/log.h"
+#include "lib/macro.h"
+#include "pistisd/cli.h"
+
+/* Syscall numbers and constants the libc headers may lack (musl 1.2.3, older glibc). The
+ * numbers are the same on every architecture since the 4xx unification. */
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_openat2
+#define SYS_openat2 437
+#endif
+#ifndef SYS_close_range
+#define SYS_close_range 436
+#endif
+#ifndef SYS_landlock_create_ruleset
+#define SYS_landlock_create_ruleset 444
+#endif
+#ifndef SYS_seccomp
+#define SYS_seccomp __NR_seccomp
+#endif
+#define CHECK_LANDLOCK_CREATE_RULESET_VERSION (1U << 0)
+
+/* struct open_how and RESOLVE_* from <linux/openat2.h>, spelled out so musl builds need no
+ * newer uapi headers than they have. */
+struct check_open_how {
+	uint64_t flags;
+	uint64_t mode;
+	uint64_t resolve;
+};
+#define CHECK_RESOLVE_NO_XDEV 0x01
+#define CHECK_RESOLVE_NO_MAGICLINKS 0x02
+#define CHECK_RESOLVE_NO_SYMLINKS 0x04
+#define CHECK_RESOLVE_BENEATH 0x08
+#define CHECK_RESOLVE_IN_ROOT 0x10
+
+/* The PATH an image's root would search; sudo and visudo live in one of these. */
+static const char *const image_path[] = {
+	"usr/local/sbin", "usr/local/bin", "usr/sbin", "usr/bin", "sbin", "bin",
+};
+
+static int check_openat2(int dfd, const char *path, uint64_t flags, uint64_t resolve)
+{
+	struct check_open_how how = {.flags = flags | O_CLOEXEC, .resolve = resolve};
+
+	return RET_NERRNO(syscall(SYS_openat2, dfd, path, &how, sizeof(how)));
+}
+
+static const char *errno_name(int e)
+{
+	switch (e) {
+	case ENOSYS:
+		return "ENOSYS";
+	case EPERM:
+		return "EPERM";
+	case EACCES:
+		return "EACCES";
+	case EINVAL:
+		return "EINVAL";
+	case EOPNOTSUPP:
+		return "EOPNOTSUPP";
+	case ENOENT:
+		return "ENOENT";
+	case EXDEV:
+		return "EXDEV";
+	case ELOOP:
+		return "ELOOP";
+	default:
+		return "error";
+	}
+}
+
+/* A syscall refused with EPERM by a process that is root is a seccomp profile talking. */
+static const char *why_missing(int e)
+{
+	switch (e) {
+	case ENOSYS:
+		return "not in this kernel (ENOSYS)";
+	case EPERM:
+		return "blocked, likely by the container's seccomp profile (EPERM)";
+	default:
+		return errno_name(e);
+	}
+}
+
+/* Read a small integer from /proc/sys/<name>. -ENOENT when the knob does not exist. */
+static int read_sysctl(const char *name, long *ret)
+{
+	_cleanup_close_ int fd = -1;
+	_cleanup_free_ char *buf = NULL;
+	char path[PATH_MAX], *end = NULL;
+	size_t len = 0;
+	int r;
+
+	if ((size_t)snprintf(path, sizeof(path), "/proc/sys/%s", name) >= sizeof(path))
+		return -ENAMETOOLONG;
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return -errno;
+	r = fd_read_all(fd, 64, &buf, &len);
+	if (r < 0)
+		return r;
+	errno = 0;
+	long v = strtol(buf, &end, 10);
+	if (errno || end == buf || (*end && *end != '\n'))
+		return -EINVAL;
+	*ret = v;
+	return 0;
+}
+
+static void probe_seccomp(struct check_report *r)
+{
+	uint32_t action = SECCOMP_RET_KILL_PROCESS;
+	int mode, status = 0;
+	pid_t pid;
+
+	mode = prctl(PR_GET_SECCOMP, 0, 0, 0, 0);
+	if (mode < 0) {
+		check_set(r, CHECK_SECCOMP, CHECK_STATUS_MISSING,
+			  "kernel built without CONFIG_SECCOMP (%s)", errno_name(errno));
+		return;
+	}
+
+	/* Installing a filter is the only proof that filters work here: try an allow-all one
+	 * in a throwaway child, so this process stays unfiltered. */
+	pid = fork();
+	if (pid < 0) {
+		check_set(r, CHECK_SECCOMP, CHECK_STATUS_FAIL, "cannot probe: fork: %s",
+			  strerror(errno));
+		return;
+	}
+	if (pid == 0) {
+		struct sock_filter insn[] = {BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)};
+		struct sock_fprog prog = {.len = 1, .filter = insn};
+
+		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+			_exit(errno & 0xff);
+		if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0)
+			_exit(errno & 0xff);
+		_exit(0);
+	}
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		int e = WIFEXITED(status) ? WEXITSTATUS(status) : 0;
+		check_set(r, CHECK_SECCOMP, CHECK_STATUS_MISSING, "cannot install a filter: %s",
+			  e == EINVAL ? "kernel without CONFIG_SECCOMP_FILTER (EINVAL)"
+				      : why_missing(e));
+		return;
+	}
+
+	/* KILL_PROCESS (4.14) is what the spawn filter uses for a foreign architecture. */
+	if (syscall(SYS_seccomp, SECCOMP_GET_ACTION_AVAIL, 0, &action) < 0) {
+		check_set(r, CHECK_SECCOMP, CHECK_STATUS_WARN,
+			  "filters work; SECCOMP_RET_KILL_PROCESS unavailable (%s), KILL_THREAD "
+			  "will be used",
+			  errno_name(errno));
+		return;
+	}
+	check_set(r, CHECK_SECCOMP, CHECK_STATUS_OK, "filters work, KILL_PROCESS available%s",
+		  mode == 2 ? "; pistisd itself runs under a filter (container profile)" : "");
+}
+
+static void probe_landlock(struct check_report *r)
+{
+	long abi = syscall(SYS_landlock_create_ruleset, NULL, 0,
+			   CHECK_LANDLOCK_CREATE_RULESET_VERSION);
+
+	if (abi >= 1)
+		check_set(r, CHECK_LANDLOCK, CHECK_STATUS_OK, "ABI %ld", abi);
+	else if (errno == EOPNOTSUPP)
+		check_set(r, CHECK_LANDLOCK, CHECK_STATUS_MISSING,
+			  "built in but not enabled at boot (EOPNOTSUPP)");
+	else
+		check_set(r, CHECK_LANDLOCK, CHECK_STATUS_MISSING, "%s", why_missing(errno));
+}
+
+static void probe_openat2(struct check_report *r)
+{
+	_cleanup_close_ int root = -1, fd = -1;
+	const uint64_t strict = CHECK_RESOLVE_BENEATH | CHECK_RESOLVE_NO_SYMLINKS |
+				CHECK_RESOLVE_NO_MAGICLINKS | CHECK_RESOLVE_NO_XDEV;
+	int e;
+
+	root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (root < 0) {
+		check_set(r, CHECK_OPENAT2, CHECK_STATUS_FAIL, "cannot open /: %s",
+			  strerror(errno));
+		return;
+	}
+	fd = check_openat2(root, ".", O_PATH | O_DIRECTORY, strict);
+	if (fd < 0) {
+		check_set(r, CHECK_OPENAT2, CHECK_STATUS_MISSING,
+			  "%s; the per-component O_NOFOLLOW fallback would be used",
+			  why_missing(-fd));
+		return;
+	}
+	/* The flags must do what they say: ".." may not climb out of the directory. */
+	e = check_openat2(root, "..", O_PATH | O_DIRECTORY, strict);
+	if (e >= 0) {
+		safe_close(e);
+		check_set(r, CHECK_OPENAT2, CHECK_STATUS_FAIL,
+			  "RESOLVE_BENEATH let \"..\" escape its directory");
+		return;
+	}
+	if (e != -EXDEV) {
+		check_set(r, CHECK_OPENAT2, CHECK_STATUS_FAIL,
+			  "RESOLVE_BENEATH refused \"..\" with %s instead of EXDEV",
+			  errno_name(-e));
+		return;
+	}
+	check_set(r, CHECK_OPENAT2, CHECK_STATUS_OK, "RESOLVE_BENEATH|NO_SYMLINKS|NO_XDEV work");
+}
+
+static void probe_close_range(struct check_report *r)
+{
+	DIR *d;
+
+	/* An empty range of fds that cannot be open: a no-op where the syscall exists. */
+	if (syscall(SYS_close_range, ~0U, ~0U, 0) == 0) {
+		check_set(r, CHECK_CLOSE_RANGE, CHECK_STATUS_OK, "available");
+		return;
+	}
+	int e = errno;
+	d = opendir("/proc/self/fd");
+	if (d) {
+		closedir(d);
+		check_set(r, CHECK_CLOSE_RANGE, CHECK_STATUS_WARN,
+			  "%s; the /proc/self/fd fallback works", why_missing(e));
+	} else
+		check_set(r, CHECK_CLOSE_RANGE, CHECK_STATUS_FAIL,
+			  "%s, and /proc/self/fd is unreadable (%s)", why_missing(e),
+			  errno_name(errno));
+}
+
+static void probe_pidfd(struct check_report *r)
+{
+	long fd = syscall(SYS_pidfd_open, getpid(), 0);
+
+	if (fd >= 0) {
+		safe_close((int)fd);
+		check_set(r, CHECK_PIDFD, CHECK_STATUS_OK, "pidfd_open works");
+	} else
+		check_set(r, CHECK_PIDFD, CHECK_STATUS_MISSING, "%s", why_missing(errno));
+}
+
+/* mountinfo escapes space, tab, newline and backslash as \ooo; undo that in place. */
+static void unescape_octal(char *s)
+{
+	char *w = s;
+
+	for (; *s; s++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+		    s[3] >= '0' && s[3] <= '7') {
+			*w++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+			s += 3;
+		} else
+			*w++ = *s;
+	}
+	*w = '\0';
+}
+
+static int read_small_file(const char *path, size_t max, char **ret)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+
+	if (fd < 0)
+		return -errno;
+	return fd_read_all(fd, max, ret, NULL);
+}
+
+static bool has_word(const char *list, const char *word)
+{
+	size_t n = strlen(word);
+
+	for (const char *p = list; (p = strstr(p, word)); p += n)
+		if ((p == list || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\n' || !p[n]))
+			return true;
+	return false;
+}
+
+static void probe_cgroup(struct check_report *r)
+{
+	_cleanup_free_ char *mountinfo = NULL, *self = NULL, *ctrl = NULL, *subtree = NULL;
+	char mnt[PATH_MAX] = "", mroot[PATH_MAX] = "", dir[PATH_MAX];
+	bool v1 = false;
+	int k;
+
+	k = read_small_file("/proc/self/mountinfo", 1 << 20, &mountinfo);
+	if (k < 0) {
+		check_set(r, CHECK_CGROUP2, CHECK_STATUS_MISSING,
+			  "cannot read /proc/self/mountinfo (%s)", errno_name(-k));
+		check_set(r, CHECK_CGROUP_CONTROLLERS, CHECK_STATUS_MISSING, "no cgroup v2");
+		return;
+	}
+	/* "id parent maj:min root mountpoint opts [optional…] - fstype source superopts" */
+	for (char *line = mountinfo, *next; line && *line; line = next) {
+		char *f[5], *sep, *save = NULL;
+		unsigned n = 0;
+
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		sep = strstr(line, " - ");
+		if (!sep)
+			continue;
+		*sep = '\0';
+		for (char *t = strtok_r(line, " ", &save); t && n < 5;
+		     t = strtok_r(NULL, " ", &save))
+			f[n++] = t;
+		if (n < 5)
+			continue;
+		char *fstype = sep + 3, *sp = strchr(fstype, ' ');
+		if (sp)
+			*sp = '\0';
+		if (!strcmp(fstype, "cgroup"))
+			v1 = true;
+		else if (!strcmp(fstype, "cgroup2") && !mnt[0]) {
+			unescape_octal(f[3]);
+			unescape_octal(f[4]);
+			snprintf(mroot, sizeof(mroot), "%s", f[3]);
+			snprintf(mnt, sizeof(mnt), "%s", f[4]);
+		}
+	}
+	if (!mnt[0]) {
+		check_set(r, CHECK_CGROUP2, CHECK_STATUS_MISSING, "no cgroup2 mount%s",
+			  v1 ? " (cgroup v1 only)" : "");
+		check_set(r, CHECK_CGROUP_CONTROLLERS, CHECK_STATUS_MISSING, "no cgroup v2");
+		return;
+	}
+
+	/* Our cgroup: the "0::" line of /proc/self/cgroup, relative to the mount's root. */
+	const char *path = NULL;
+	k = read_small_file("/proc/self/cgroup", 65536, &self);
+	if (k >= 0)
+		for (char *line = self, *next; line && *line; line = next) {
+			next = strchr(line, '\n');
+			if (next)
+				*next++ = '\0';
+			if (!strncmp(line, "0::", 3))
+				path = line + 3;
+		}
+	if (!path) {
+		check_set(r, CHECK_CGROUP2, CHECK_STATUS_WARN,
+			  "cgroup2 at %s, but this process is in no v2 cgroup", mnt);
+		check_set(r, CHECK_CGROUP_CONTROLLERS, CHECK_STATUS_MISSING,
+			  "no v2 cgroup of our own");
+		return;
+	}
+	size_t rl = strcmp(mroot, "/") ? strlen(mroot) : 0;
+	if (rl && strncmp(path, mroot, rl) == 0 && (path[rl] == '/' || !path[rl]))
+		path += rl;
+	else if (rl) {
+		check_set(r, CHECK_CGROUP2, CHECK_STATUS_WARN,
+			  "cgroup2 at %s (root %s) does not contain our cgroup %s", mnt, mroot,
+			  path);
+		check_set(r, CHECK_CGROUP_CONTROLLERS, CHECK_STATUS_MISSING,
+			  "our cgroup is not visible");
+		return;
+	}
+	snprintf(dir, sizeof(dir), "%s%s", mnt, strcmp(path, "/") ? path : "");
+
+	bool writable = access(dir, W_OK) == 0;
+	check_set(r, CHECK_CGROUP2, v1 || !writable ? CHECK_STATUS_WARN : CHECK_STATUS_OK,
+		  "%s at %s; our cgroup %s (%s)",
+		  v1 ? "hybrid: v1 controllers plus cgroup2" : "cgroup v2", mnt, path,
+		  writable ? "writable" : "read-only");
+
+	char file[PATH_MAX + 32];
+	snprintf(file, sizeof(file), "%s/cgroup.controllers", dir);
+	k = read_small_file(file, 4096, &ctrl);
+	if (k < 0) {
+		check_set(r, CHECK_CGROUP_CONTROLLERS, CHECK_STATUS_MISSING, "cannot read %s (%s)",
+			  file, errno_name(-k));
+		return;
+	}
+	snprintf(file, sizeof(file), "%s/cgroup.subtree_control", dir);
+	if (read_small_file(file, 4096, &subtree) < 0)
+		subtree = NULL;
+	ctrl[strcspn(ctrl, "\n")] = '\0';
+	if (subtree)
+		subtree[strcspn(subtree, "\n")] = '\0';
+	bool good = has_word(ctrl, "memory") && has_word(ctrl, "pids");
+	check_set(r, CHECK_CGROUP_CONTROLLERS, good ? CHECK_STATUS_OK : CHECK_STATUS_WARN,
+		  "available: %s%s; enabled for children: %s", ctrl[0] ? ctrl : "(none)",
+		  good ? "" : " (memory/pids missing)", subtree && subtree[0] ? subtree : "(none)");
+}
+
+static void probe_userns(struct check_report *r)
+{
+	long max = -1, clone = -1;
+	int k = read_sysctl("user/max_user_namespaces", &max);
+
+	if (k < 0) {
+		check_set(r, CHECK_USERNS, CHECK_STATUS_OK, "user namespaces not built (%s)",
+			  errno_name(-k));
+		return;
+	}
+	(void)read_sysctl("kernel/unprivileged_userns_clone", &clone);
+	if (max == 0 || clone == 0)
+		check_set(r, CHECK_USERNS, CHECK_STATUS_OK,
+			  "unprivileged creation off (max_user_namespaces=%ld%s)", max,
+			  clone == 0 ? ", unprivileged_userns_clone=0" : "");
+	else
+		check_set(
+			r, CHECK_USERNS, CHECK_STATUS_OK,
+			"unprivileged creation allowed by the kernel (max_user_namespaces=%ld%s); "
+			"the spawn filter denies it",
+			max, clone == 1 ? ", unprivileged_userns_clone=1" : "");
+}
+
+/* A sysctl where `want` or more is right; below it is `low` (fail or warn). */
+static void probe_sysctl_min(struct check_report *r, enum check_id id, const char *name, long want,
+			     enum check_status low, enum check_status absent)
+{
+	long v = 0;
+	int k = read_sysctl(name, &v);
+
+	if (k < 0)
+		check_set(r, id, absent, "%s absent (%s)", name, errno_name(-k));
+	else
+		check_set(r, id, v >= want ? CHECK_STATUS_OK : low, "%ld (want >= %ld)", v, want);
+}
+
+/* A sysctl where 0 is right and anything else is `high`. */
+static void probe_sysctl_zero(struct check_report *r, enum check_id id, const char *name,
+			      enum check_status absent, const char *absent_why)
+{
+	long v = 0;
+	int k = read_sysctl(name, &v);
+
+	if (k < 0)
+		check_set(r, id, absent, "absent: %s", absent_why);
+	else
+		check_set(r, id, v == 0 ? CHECK_STATUS_OK : CHECK_STATUS_WARN, "%ld (want 0)", v);
+}
+
+/* Run `PROG -V` (inside the root when it is not "/") and keep the first line of output.
+ * Fixed environment, stdin /dev/null, output and time bounded. */
+static int program_version(const char *root, const char *path, char *buf, size_t size)
+{
+	int pipefd[2] = {-1, -1}, status = 0, k;
+	char out[4096];
+	size_t len = 0;
+	pid_t pid;
+
+	if (pipe2(pipefd, O_CLOEXEC) < 0)
+		return -errno;
+	pid = fork();
+	if (pid < 0) {
+		k = -errno;
+		safe_close(pipefd[0]);
+		safe_close(pipefd[1]);
+		return k;
+	}
+	if (pid == 0) {
+		char *const argv[] = {(char *)path, (char *)"-V", NULL};
+		char *const envp[] = {(char *)"PATH=/usr/sbin:/usr/bin:/sbin:/bin",
+				      (char *)"LC_ALL=C", NULL};
+		int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+		if (null < 0 || dup2(null, 0) < 0 || dup2(pipefd[1], 1) < 0 ||
+		    dup2(pipefd[1], 2) < 0)
+			_exit(EXIT_SYSTEM);
+		if (strcmp(root, "/") && (chroot(root) < 0 || chdir("/") < 0))
+			_exit(EXIT_SYSTEM);
+		(void)close_all_fds_from(3);
+		execve(path, argv, envp);
+		_exit(EXIT_CANNOT_EXEC);
+	}
+	safe_close(pipefd[1]);
+
+	struct timespec start, now;
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	for (;;) {
+		struct pollfd p = {.fd = pipefd[0], .events = POLLIN};
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		long left = 5000 - ((now.tv_sec - start.tv_sec) * 1000 +
+				    (now.tv_nsec - start.tv_nsec) / 1000000);
+		if (left <= 0 || len >= sizeof(out) - 1)
+			break;
+		k = poll(&p, 1, (int)left);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			break;
+		ssize_t n = read(pipefd[0], out + len, sizeof(out) - 1 - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	safe_close(pipefd[0]);
+	(void)kill(pid, SIGKILL); /* it has exited, or it has had its five seconds */
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	out[len] = '\0';
+	out[strcspn(out, "\n")] = '\0';
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !out[0])
+		return -ENOEXEC;
+	len = strnlen(out, size - 1);
+	memcpy(buf, out, len);
+	buf[len] = '\0';
+	return 0;
+}
+
+static void probe_program(struct check_report *r, enum check_id id, int root_fd, const char *root,
+			  const char *name, bool want_setuid)
+{
+	char rel[PATH_MAX], version[128] = "";
+	struct stat st;
+	bool in_root = strcmp(root, "/") != 0;
+
+	for (size_t i = 0; i < ELEMENTSOF(image_path); i++) {
+		_cleanup_close_ int fd = -1;
+
+		snprintf(rel, sizeof(rel), "%s/%s", image_path[i], name);
+		/* RESOLVE_IN_ROOT: the image's absolute symlinks (/sbin -> usr/sbin) resolve
+		 * inside the image, not on the host. */
+		fd = check_openat2(root_fd, rel, O_PATH,
+				   CHECK_RESOLVE_IN_ROOT | CHECK_RESOLVE_NO_MAGICLINKS);
+		if (fd == -ENOSYS || fd == -EPERM) {
+			if (in_root) {
+				check_set(r, id, CHECK_STATUS_WARN,
+					  "not looked for: resolving inside %s needs openat2",
+					  root);
+				return;
+			}
+			fd = openat(root_fd, rel, O_PATH | O_CLOEXEC);
+			if (fd < 0)
+				fd = -errno;
+		}
+		if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || !(st.st_mode & 0111))
+			continue;
+
+		bool suid_root = st.st_uid == 0 && (st.st_mode & S_ISUID);
+		char abs[PATH_MAX + 1];
+		snprintf(abs, sizeof(abs), "/%s", rel);
+		if (program_version(root, abs, version, sizeof(version)) < 0)
+			snprintf(version, sizeof(version), "version unknown (-V did not run)");
+		if (want_setuid && !suid_root)
+			check_set(r, id, CHECK_STATUS_WARN, "%s, not setuid root (mode %04o), %s",
+				  abs, (unsigned)(st.st_mode & 07777), version);
+		else
+			check_set(r, id, CHECK_STATUS_OK, "%s%s, %s", abs,
+				  want_setuid ? ", setuid root" : "", version);
+		return;
+	}
+	check_set(r, id, CHECK_STATUS_MISSING,
+		  "not found in /usr/local/sbin:/usr/local/bin:"
+		  "/usr/sbin:/usr/bin:/sbin:/bin%s%s",
+		  in_root ? " of " : "", in_root ? root : "");
+}
+
+struct walk {
+	struct check_report *r;
+	dev_t dev;
+	size_t nodes;
+	struct timespec deadline;
+	char path[PATH_MAX];
+	int error;
+};
+
+static bool walk_out_of_time(struct walk *w)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return now.tv_sec > w->deadline.tv_sec ||
+	       (now.tv_sec == w->deadline.tv_sec && now.tv_nsec >= w->deadline.tv_nsec);
+}
+
+/* Depth-first over directory fds; owns dfd. Acts only on what fstatat(NOFOLLOW) says about
+ * the entry and, for directories, re-checks the opened fd is the inode it looked at, so a
+ * concurrent rename cannot steer the walk (it only reports, but it must not wander). */
+static void walk_dir(struct walk *w, int dfd, size_t path_len, unsigned depth)
+{
+	DIR *d = fdopendir(dfd);
+	struct dirent *de;
+
+	if (!d) {
+		safe_close(dfd);
+		return;
+	}
+	while (!w->error && !w->r->walk_truncated && (de = readdir(d))) {
+		const char *name = de->d_name;
+		struct stat st;
+
+		if (!strcmp(name, ".") || !strcmp(name, ".."))
+			continue;
+		/* Kernel filesystems, whatever is mounted there now. */
+		if (depth == 0 &&
+		    (!strcmp(name, "proc") || !strcmp(name, "sys") || !strcmp(name, "dev")))
+			continue;
+		if (++w->nodes > CHECK_WALK_MAX_NODES ||
+		    ((w->nodes & 1023) == 0 && walk_out_of_time(w))) {
+			w->r->walk_truncated = true;
+			break;
+		}
+		if (fstatat(dirfd(d), name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		size_t nl = strlen(name);
+		if (path_len + 1 + nl >= sizeof(w->path)) {
+			w->r->walk_truncated = true;
+			continue;
+		}
+		w->path[path_len] = '/';
+		memcpy(w->path + path_len + 1, name, nl + 1);
+
+		if (S_ISREG(st.st_mode) && (st.st_mode & (S_ISUID | S_ISGID))) {
+			int k = check_report_add_suid(w->r, w->path, st.st_mode, st.st_uid,
+						      st.st_gid);
+			if (k < 0)
+				w->error = k;
+		} else if (S_ISDIR(st.st_mode) && st.st_dev == w->dev) {
+			struct stat st2;
+			int sub;
+
+			if (depth + 1 >= CHECK_WALK_MAX_DEPTH) {
+				w->r->walk_truncated = true;
+				continue;
+			}
+			sub = openat(dirfd(d), name,
+				     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK |
+					     O_NOCTTY);
+			if (sub < 0)
+				continue;
+			if (fstat(sub, &st2) < 0 || st2.st_dev != st.st_dev ||
+			    st2.st_ino != st.st_ino) {
+				safe_close(sub);
+				continue;
+			}
+			walk_dir(w, sub, path_len + 1 + nl, depth + 1);
+		}
+		w->path[path_len] = '\0';
+	}
+	closedir(d);
+}
+
+static int probe_setuid_files(struct check_report *r, int root_fd)
+{
+	struct walk w = {.r = r};
+	struct stat st;
+	int fd;
+
+	fd = openat(root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		check_set(r, CHECK_SETUID_FILES, CHECK_STATUS_WARN, "cannot read %s: %s", r->root,
+			  strerror(errno));
+		safe_close(fd);
+		return 0;
+	}
+	w.dev = st.st_dev;
+	clock_gettime(CLOCK_MONOTONIC, &w.deadline);
+	w.deadline.tv_sec += CHECK_WALK_MAX_SECONDS;
+	walk_dir(&w, fd, 0, 0);
+	if (w.error < 0)
+		return w.error;
+
+	if (r->walk_truncated)
+		check_set(r, CHECK_SETUID_FILES, CHECK_STATUS_WARN,
+			  "%zu found in %zu entries before a walk limit (depth %u, %u entries, "
+			  "%u s); the list is incomplete",
+			  r->n_suid_all, w.nodes, CHECK_WALK_MAX_DEPTH, CHECK_WALK_MAX_NODES,
+			  CHECK_WALK_MAX_SECONDS);
+	else
+		check_set(r, CHECK_SETUID_FILES,
+			  r->n_suid_all ? CHECK_STATUS_WARN : CHECK_STATUS_OK,
+			  "%zu setuid/setgid file%s in %zu entries (one filesystem; /proc /sys "
+			  "/dev skipped)",
+			  r->n_suid_all, r->n_suid_all == 1 ? "" : "s", w.nodes);
+	return 0;
+}
+
+int check_run(const char *root, unsigned flags, struct check_report **ret)
+{
+	struct check_report *r = NULL;
+	_cleanup_close_ int root_fd = -1;
+	int k;
+
+	root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (root_fd < 0)
+		return -errno;
+	r = check_report_new(root);
+	if (!r)
+		return -ENOMEM;
+
+	probe_seccomp(r);
+	probe_landlock(r);
+	probe_openat2(r);
+	probe_close_range(r);
+	probe_pidfd(r);
+	probe_cgroup(r);
+	probe_userns(r);
+	probe_sysctl_min(r, CHECK_PROTECTED_HARDLINKS, "fs/protected_hardlinks", 1,
+			 CHECK_STATUS_FAIL, CHECK_STATUS_MISSING);
+	probe_sysctl_min(r, CHECK_PROTECTED_SYMLINKS, "fs/protected_symlinks", 1, CHECK_STATUS_FAIL,
+			 CHECK_STATUS_MISSING);
+	probe_sysctl_min(r, CHECK_PROTECTED_REGULAR, "fs/protected_regular", 2, CHECK_STATUS_WARN,
+			 CHECK_STATUS_MISSING);
+	probe_sysctl_min(r, CHECK_PROTECTED_FIFOS, "fs/protected_fifos", 2, CHECK_STATUS_WARN,
+			 CHECK_STATUS_MISSING);
+	probe_sysctl_min(r, CHECK_YAMA_PTRACE, "kernel/yama/ptrace_scope", 1, CHECK_STATUS_WARN,
+			 CHECK_STATUS_MISSING);
+	probe_sysctl_zero(r, CHECK_TIOCSTI, "dev/tty/legacy_tiocsti", CHECK_STATUS_MISSING,
+			  "Linux < 6.2 always allows TIOCSTI");
+	probe_sysctl_zero(r, CHECK_USERFAULTFD, "vm/unprivileged_userfaultfd", CHECK_STATUS_WARN,
+			  "Linux < 5.2 lets everyone use userfaultfd, or it is not built");
+	probe_sysctl_min(r, CHECK_PERF_EVENT, "kernel/perf_event_paranoid", 2, CHECK_STATUS_WARN,
+			 CHECK_STATUS_OK);
+	probe_program(r, CHECK_SUDO, root_fd, root, "sudo", true);
+	probe_program(r, CHECK_VISUDO, root_fd, root, "visudo", false);
+	if (flags & CHECK_SKIP_SETUID_WALK)
+		check_set(r, CHECK_SETUID_FILES, CHECK_STATUS_WARN, "not walked (--no-walk)");
+	else {
+		k = probe_setuid_files(r, root_fd);
+		if (k < 0) {
+			check_report_free(r);
+			return k;
+		}
+	}
+	*ret = r;
+	return 0;
+}
+
+static void help(void)
+{
+	printf("Usage: pistisd check [--json] [--root DIR] [--allow NAME[,NAME…]]… [--no-walk]\n\n"
+	       "Probe the running kernel and the image for what pistis's promises rely on, and\n"
+	       "say for each what it affects and what to do. The daemon runs the same checks at\n"
+	       "start-up and refuses to start on the same verdict.\n\n"
+	       "  --json          one JSON document instead of the table\n"
+	       "  --root DIR      look at the image under DIR: only the image checks (sudo,\n"
+	       "                  visudo, setuid/setgid files) look there; kernel checks always\n"
+	       "                  describe the running kernel\n"
+	       "  --allow NAMES   accept that these hard requirements do not hold (also\n"
+	       "                  PISTIS_ALLOW=name,name); the promise they back is then off\n"
+	       "  --no-walk       skip the setuid/setgid inventory (walks one filesystem)\n"
+	       "  -h, --help      this text\n\n"
+	       "Hard requirements: ");
+	for (unsigned i = 0, n = 0; i < _CHECK_MAX; i++)
+		if (check_is_hard(i))
+			printf("%s%s", n++ ? ", " : "", check_name(i));
+	printf(".\nAll checks: ");
+	for (unsigned i = 0; i < _CHECK_MAX; i++)
+		printf("%s%s", i ? ", " : "", check_name(i));
+	printf(".\n\nExit: 0 every hard requirement holds (or is allowed), 1 one does not (named "
+	       "on\n"
+	       "stderr), 100 usage, 111 could not probe. See docs/check.md.\n");
+}
+
+static int parse_allow(const char *list, const char *from, check_mask_t *mask)
+{
+	const char *bad = NULL;
+	size_t bad_len = 0;
+
+	if (check_allow_parse(list, mask, &bad, &bad_len) < 0) {
+		log_error("unknown check '%.*s' in %s; see 'pistisd check --help' for names",
+			  (int)(bad_len > 64 ? 64 : bad_len), bad, from);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int check_cli_main(int argc, char **argv)
+{
+	static const struct option options[] = {
+		{"help", no_argument, NULL, 'h'},	{"json", no_argument, NULL, 'j'},
+		{"root", required_argument, NULL, 'r'}, {"allow", required_argument, NULL, 'a'},
+		{"no-walk", no_argument, NULL, 'W'},	{},
+	};
+	struct check_report *r = NULL;
+	const char *root = "/";
+	check_mask_t allowed = 0;
+	bool json = false;
+	unsigned flags = 0;
+	int c, k;
+
+	while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0) {
+		switch (c) {
+		case 'h':
+			help();
+			return 0;
+		case 'j':
+			json = true;
+			break;
+		case 'r':
+			root = optarg;
+			break;
+		case 'a':
+			if (parse_allow(optarg, "--allow", &allowed) < 0)
+				return EXIT_USAGE;
+			break;
+		case 'W':
+			flags |= CHECK_SKIP_SETUID_WALK;
+			break;
+		case '?':
+			return EXIT_USAGE;
+		default:
+			return EXIT_USAGE;
+		}
+	}
+	if (optind < argc) {
+		log_error("unexpected argument '%s'; see 'pistisd check --help'", argv[optind]);
+		return EXIT_USAGE;
+	}
+	const char *env = getenv("PISTIS_ALLOW");
+	if (env && parse_allow(env, "PISTIS_ALLOW", &allowed) < 0)
+		return EXIT_USAGE;
+
+	k = check_run(root, flags, &r);
+	if (k < 0)
+		return log_error_errno(k, "Failed to check '%s': %m", root), EXIT_SYSTEM;
+	r->allowed = allowed;
+
+	if (json)
+		check_format_json(r, stdout);
+	else
+		check_format_text(r, stdout);
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		check_report_free(r);
+		return log_error_errno(-EIO, "Failed to write the report: %m"), EXIT_SYSTEM;
+	}
+
+	int failed = check_first_failure(r);
+	if (failed >= 0)
+		log_error("hard requirement '%s' does not hold: %s; %s", check_name(failed),
+			  r->results[failed].value, check_advice(failed));
+	check_report_free(r);
+	return failed >= 0 ? 1 : 0;
+}

@@ -1,0 +1,112 @@
+#pragma once
+
+/* `pistisd check`: what the kernel and the image provide that pistis's promises rely on.
+ *
+ * check_run() probes (pistisd/check.c: syscalls, /proc/sys, a walk of the image); everything
+ * else here is pure (pistisd/check-report.c): names, the opt-out list, the verdict and the
+ * two output formats, so the daemon can run the same probes at start-up and refuse to start
+ * on the same verdict. */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+enum check_id {
+	CHECK_SECCOMP,
+	CHECK_LANDLOCK,
+	CHECK_OPENAT2,
+	CHECK_CLOSE_RANGE,
+	CHECK_PIDFD,
+	CHECK_CGROUP2,
+	CHECK_CGROUP_CONTROLLERS,
+	CHECK_USERNS,
+	CHECK_PROTECTED_HARDLINKS,
+	CHECK_PROTECTED_SYMLINKS,
+	CHECK_PROTECTED_REGULAR,
+	CHECK_PROTECTED_FIFOS,
+	CHECK_YAMA_PTRACE,
+	CHECK_TIOCSTI,
+	CHECK_USERFAULTFD,
+	CHECK_PERF_EVENT,
+	CHECK_SUDO,
+	CHECK_VISUDO,
+	CHECK_SETUID_FILES,
+	_CHECK_MAX,
+};
+
+enum check_status {
+	CHECK_STATUS_OK,
+	CHECK_STATUS_WARN,    /* works, with a weaker guarantee or a fallback */
+	CHECK_STATUS_MISSING, /* the feature is not there */
+	CHECK_STATUS_FAIL,    /* there, but set in a way that breaks a promise */
+	_CHECK_STATUS_MAX,
+};
+
+/* Opt-outs: a bit per check_id, set by `--allow NAME` or PISTIS_ALLOW=name,name. */
+typedef uint32_t check_mask_t;
+#define CHECK_BIT(id) ((check_mask_t)1 << (id))
+
+struct check_result {
+	enum check_status status;
+	char value[256]; /* what was found, e.g. "1", "ABI 4", "absent (ENOSYS)" */
+};
+
+struct check_suid {
+	char *path; /* as seen inside the root, '/'-separated; display only */
+	mode_t mode;
+	uid_t uid;
+	gid_t gid;
+};
+
+#define CHECK_SUID_MAX 1024u	 /* entries listed; more are counted, not kept */
+#define CHECK_WALK_MAX_DEPTH 64u /* directory fds open at once */
+#define CHECK_WALK_MAX_NODES 2000000u
+#define CHECK_WALK_MAX_SECONDS 20u
+
+struct check_report {
+	char *root; /* the image root the image-side checks looked at */
+	struct check_result results[_CHECK_MAX];
+	struct check_suid *suid;
+	size_t n_suid;	   /* kept in suid[] */
+	size_t n_suid_all; /* found, including those over CHECK_SUID_MAX */
+	bool walk_truncated;
+	check_mask_t allowed;
+};
+
+enum {
+	CHECK_SKIP_SETUID_WALK = 1 << 0,
+};
+
+/* Probe everything. root: "/" or an image root (only the image-side checks, sudo, visudo
+ * and the setuid inventory, look there; kernel checks always describe the running kernel).
+ * Returns 0 or -errno (only for failures to probe at all: out of memory, root unopenable). */
+int check_run(const char *root, unsigned flags, struct check_report **ret);
+void check_report_free(struct check_report *r);
+
+/* Pure helpers (check-report.c). */
+const char *check_name(enum check_id id);
+int check_from_name(const char *name); /* enum check_id or -EINVAL */
+bool check_is_hard(enum check_id id);
+const char *check_promise(enum check_id id);
+const char *check_advice(enum check_id id);
+const char *check_status_to_string(enum check_status s);
+
+/* Parse "name,name" (commas or whitespace) into *mask (OR-ed in). On an unknown name
+ * returns -EINVAL and points *ret_bad at it (inside list) with its length in *ret_bad_len. */
+int check_allow_parse(const char *list, check_mask_t *mask, const char **ret_bad,
+		      size_t *ret_bad_len);
+
+/* The first hard requirement that does not hold and is not allowed, or -1 when all hold. */
+int check_first_failure(const struct check_report *r);
+
+/* Set a result (value printf-formatted, truncated to fit). */
+void check_set(struct check_report *r, enum check_id id, enum check_status status, const char *fmt,
+	       ...) __attribute__((format(printf, 4, 5)));
+
+int check_report_add_suid(struct check_report *r, const char *path, mode_t mode, uid_t uid,
+			  gid_t gid);
+struct check_report *check_report_new(const char *root);
+
+void check_format_text(const struct check_report *r, FILE *f);
+void check_format_json(const struct check_report *r, FILE *f);

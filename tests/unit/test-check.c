@@ -1,0 +1,187 @@
+/* The pure half of `pistisd check`: names, opt-outs, verdict, text and JSON output. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/macro.h"
+#include "lib/tap.h"
+#include "pistisd/check.h"
+
+static struct check_report *all_ok(void)
+{
+	struct check_report *r = check_report_new("/");
+
+	for (unsigned i = 0; i < _CHECK_MAX; i++)
+		check_set(r, i, CHECK_STATUS_OK, "fine");
+	return r;
+}
+
+/* Render into a malloc'd string through open_memstream. */
+static char *render(const struct check_report *r, bool json)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	if (!f)
+		return NULL;
+	if (json)
+		check_format_json(r, f);
+	else
+		check_format_text(r, f);
+	fclose(f);
+	return buf;
+}
+
+TEST(names_round_trip_and_are_unique)
+{
+	for (unsigned i = 0; i < _CHECK_MAX; i++) {
+		ASSERT_NOT_NULL(check_name(i));
+		ASSERT_EQ(check_from_name(check_name(i)), (int)i);
+		ASSERT_NOT_NULL(check_promise(i));
+		ASSERT_NOT_NULL(check_advice(i));
+	}
+	ASSERT_EQ(check_from_name("nope"), -EINVAL);
+	ASSERT_EQ(check_from_name("seccom"), -EINVAL);
+	ASSERT_EQ(check_from_name("seccompx"), -EINVAL);
+	ASSERT_NULL(check_name(_CHECK_MAX));
+	ASSERT_LE((unsigned)_CHECK_MAX, sizeof(check_mask_t) * 8);
+}
+
+TEST(hard_set_is_the_documented_one)
+{
+	check_mask_t hard = 0;
+
+	for (unsigned i = 0; i < _CHECK_MAX; i++)
+		if (check_is_hard(i))
+			hard |= CHECK_BIT(i);
+	ASSERT_EQ(hard, CHECK_BIT(CHECK_SECCOMP) | CHECK_BIT(CHECK_OPENAT2) |
+				CHECK_BIT(CHECK_CLOSE_RANGE) |
+				CHECK_BIT(CHECK_PROTECTED_HARDLINKS) |
+				CHECK_BIT(CHECK_PROTECTED_SYMLINKS));
+}
+
+TEST(allow_parse_lists)
+{
+	check_mask_t m = 0;
+	const char *bad = NULL;
+	size_t bad_len = 0;
+
+	ASSERT_EQ(check_allow_parse("openat2, protected_hardlinks,,", &m, &bad, &bad_len), 0);
+	ASSERT_EQ(m, CHECK_BIT(CHECK_OPENAT2) | CHECK_BIT(CHECK_PROTECTED_HARDLINKS));
+	ASSERT_EQ(check_allow_parse("seccomp protected_symlink", &m, &bad, &bad_len), -EINVAL);
+	ASSERT_EQ(bad_len, strlen("protected_symlink"));
+	ASSERT_EQ(strncmp(bad, "protected_symlink", bad_len), 0);
+	/* A list with an unknown name changes nothing. */
+	ASSERT_EQ(m, CHECK_BIT(CHECK_OPENAT2) | CHECK_BIT(CHECK_PROTECTED_HARDLINKS));
+	ASSERT_EQ(check_allow_parse("", &m, NULL, NULL), 0);
+	ASSERT_EQ(check_allow_parse(NULL, &m, NULL, NULL), 0);
+}
+
+TEST(verdict_first_hard_failure_and_opt_out)
+{
+	struct check_report *r = all_ok();
+
+	ASSERT_EQ(check_first_failure(r), -1);
+	/* Soft checks never fail the verdict. */
+	check_set(r, CHECK_LANDLOCK, CHECK_STATUS_MISSING, "absent");
+	check_set(r, CHECK_SUDO, CHECK_STATUS_MISSING, "absent");
+	ASSERT_EQ(check_first_failure(r), -1);
+	/* Warn on a hard one (a working fallback) holds. */
+	check_set(r, CHECK_CLOSE_RANGE, CHECK_STATUS_WARN, "fallback");
+	ASSERT_EQ(check_first_failure(r), -1);
+	check_set(r, CHECK_PROTECTED_SYMLINKS, CHECK_STATUS_FAIL, "0");
+	check_set(r, CHECK_PROTECTED_HARDLINKS, CHECK_STATUS_FAIL, "0");
+	ASSERT_EQ(check_first_failure(r), CHECK_PROTECTED_HARDLINKS);
+	r->allowed = CHECK_BIT(CHECK_PROTECTED_HARDLINKS);
+	ASSERT_EQ(check_first_failure(r), CHECK_PROTECTED_SYMLINKS);
+	r->allowed |= CHECK_BIT(CHECK_PROTECTED_SYMLINKS);
+	ASSERT_EQ(check_first_failure(r), -1);
+	check_set(r, CHECK_OPENAT2, CHECK_STATUS_MISSING, "ENOSYS");
+	ASSERT_EQ(check_first_failure(r), CHECK_OPENAT2);
+	check_report_free(r);
+}
+
+TEST(set_truncates_long_values)
+{
+	struct check_report *r = all_ok();
+	char big[1000];
+
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	check_set(r, CHECK_SUDO, CHECK_STATUS_OK, "%s", big);
+	ASSERT_EQ(strlen(r->results[CHECK_SUDO].value), sizeof(r->results[0].value) - 1);
+	check_report_free(r);
+}
+
+TEST(suid_list_is_bounded)
+{
+	struct check_report *r = all_ok();
+
+	for (unsigned i = 0; i < CHECK_SUID_MAX + 10; i++)
+		ASSERT_EQ(check_report_add_suid(r, "/bin/x", 04755, 0, 0), 0);
+	ASSERT_EQ(r->n_suid, (size_t)CHECK_SUID_MAX);
+	ASSERT_EQ(r->n_suid_all, (size_t)CHECK_SUID_MAX + 10);
+	_cleanup_free_ char *text = render(r, false);
+	ASSERT_NOT_NULL(strstr(text, "and 10 more"));
+	check_report_free(r);
+}
+
+TEST(json_escapes_hostile_names)
+{
+	struct check_report *r = all_ok();
+
+	ASSERT_EQ(check_report_add_suid(r, "/tmp/a\"b\n\x1b[31m\xff", 06755, 1000, 50), 0);
+	_cleanup_free_ char *json = render(r, true);
+	ASSERT_NOT_NULL(json);
+	ASSERT_NOT_NULL(strstr(json, "\"path\": \"/tmp/a\\\"b\\n\\u001b[31m\\u00ff\""));
+	ASSERT_NOT_NULL(strstr(json, "\"mode\": \"06755\", \"uid\": 1000, \"gid\": 50"));
+	ASSERT_NOT_NULL(strstr(json, "\"ok\": true"));
+	ASSERT_NOT_NULL(strstr(json, "\"failed\": null"));
+	for (const char *p = json; *p; p++)
+		ASSERT_TRUE(*p == '\n' || (*p >= 0x20 && *p < 0x7f));
+	check_report_free(r);
+}
+
+TEST(json_names_the_failure)
+{
+	struct check_report *r = all_ok();
+
+	check_set(r, CHECK_SECCOMP, CHECK_STATUS_MISSING, "no");
+	_cleanup_free_ char *json = render(r, true);
+	ASSERT_NOT_NULL(strstr(json, "\"ok\": false"));
+	ASSERT_NOT_NULL(strstr(json, "\"failed\": \"seccomp\""));
+	ASSERT_NOT_NULL(strstr(json, "{\"name\": \"seccomp\", \"status\": \"missing\", "
+				     "\"hard\": true, \"allowed\": false, \"value\": \"no\""));
+	check_report_free(r);
+}
+
+TEST(text_table_shows_advice_only_for_problems)
+{
+	struct check_report *r = all_ok();
+
+	check_set(r, CHECK_PROTECTED_FIFOS, CHECK_STATUS_WARN, "1 (want >= 2)");
+	r->allowed = CHECK_BIT(CHECK_OPENAT2);
+	_cleanup_free_ char *text = render(r, false);
+	ASSERT_NOT_NULL(strstr(text, "protected_fifos"));
+	ASSERT_NOT_NULL(strstr(text, "warn     -     1 (want >= 2)"));
+	ASSERT_NOT_NULL(strstr(text, "do:      sysctl fs.protected_fifos=2"));
+	ASSERT_NULL(strstr(text, "do:      sysctl fs.protected_regular"));
+	ASSERT_NOT_NULL(strstr(text, "ok       off   fine")); /* openat2, allowed */
+	ASSERT_NOT_NULL(strstr(text, "verdict: ok"));
+	check_report_free(r);
+}
+
+TEST(text_escapes_values)
+{
+	struct check_report *r = all_ok();
+
+	ASSERT_EQ(check_report_add_suid(r, "/x\n\x1b]0;pwned\a", 04755, 0, 0), 0);
+	_cleanup_free_ char *text = render(r, false);
+	ASSERT_NOT_NULL(strstr(text, "/x\\n\\x1b]0;pwned\\x07"));
+	ASSERT_NULL(strchr(text, '\x1b'));
+	check_report_free(r);
+}
+
+TEST_HARNESS_MAIN
