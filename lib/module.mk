@@ -6,3 +6,4 @@ lib_SRCS += lib/env-build.c
 UNIT_TESTS += test-lib
 test-lib_SRCS := tests/unit/test-lib.c
 test-lib_LIBS := lib
+lib_SRCS += lib/proto.c

@@ -1,0 +1,721 @@
+/* The wire protocol: limits, parsing and building (pure). See lib/proto.h, docs/protocol.md. */
+#include "lib/proto.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/macro.h"
+
+static const char *const op_names[_PROTO_OP_MAX] = {
+	[PROTO_OP_UNKNOWN] = NULL,
+	[PROTO_OP_HELLO] = "hello",
+	[PROTO_OP_PING] = "ping",
+	[PROTO_OP_USERS_ENSURE] = "users.ensure",
+	[PROTO_OP_POLICY_APPLY] = "policy.apply",
+	[PROTO_OP_POLICY_PLAN] = "policy.plan",
+	[PROTO_OP_POLICY_EXPLAIN] = "policy.explain",
+	[PROTO_OP_POLICY_CHECK] = "policy.check",
+	[PROTO_OP_TRUSTED_ADD] = "trusted.add",
+	[PROTO_OP_TRUSTED_REMOVE] = "trusted.remove",
+	[PROTO_OP_TRUSTED_LIST] = "trusted.list",
+	[PROTO_OP_EXEC_START] = "exec.start",
+	[PROTO_OP_EXEC_STDIN] = "exec.stdin",
+	[PROTO_OP_EXEC_CLOSE_STDIN] = "exec.close_stdin",
+	[PROTO_OP_EXEC_SIGNAL] = "exec.signal",
+	[PROTO_OP_EXEC_RESIZE] = "exec.resize",
+	[PROTO_OP_EXEC_ATTACH] = "exec.attach",
+	[PROTO_OP_EXEC_ACK] = "exec.ack",
+	[PROTO_OP_EXEC_LIST] = "exec.list",
+	[PROTO_OP_FS_READ] = "fs.read",
+	[PROTO_OP_FS_WRITE] = "fs.write",
+	[PROTO_OP_FS_EDIT] = "fs.edit",
+	[PROTO_OP_FS_LIST] = "fs.list",
+	[PROTO_OP_FS_STAT] = "fs.stat",
+	[PROTO_OP_FS_MKDIR] = "fs.mkdir",
+	[PROTO_OP_FS_REMOVE] = "fs.remove",
+	[PROTO_OP_FS_MOVE] = "fs.move",
+	[PROTO_OP_FS_READ_PROMPT] = "fs.read_prompt",
+	[PROTO_OP_SANDBOX_STATUS] = "sandbox.status",
+	[PROTO_OP_SANDBOXES_LIST] = "sandboxes.list",
+};
+
+const char *proto_op_name(enum proto_op op)
+{
+	if ((unsigned)op >= _PROTO_OP_MAX || !op_names[op])
+		return "unknown";
+	return op_names[op];
+}
+
+enum proto_op proto_op_from_name(const char *name)
+{
+	if (!name)
+		return PROTO_OP_UNKNOWN;
+	for (size_t i = 1; i < _PROTO_OP_MAX; i++)
+		if (op_names[i] && !strcmp(op_names[i], name))
+			return (enum proto_op)i;
+	return PROTO_OP_UNKNOWN;
+}
+
+static const char *const err_names[_PROTO_E_MAX] = {
+	[PROTO_E_OK] = "ok",
+	[PROTO_E_BAD_JSON] = "bad_json",
+	[PROTO_E_TOO_LARGE] = "too_large",
+	[PROTO_E_TOO_DEEP] = "too_deep",
+	[PROTO_E_DUPLICATE_KEY] = "duplicate_key",
+	[PROTO_E_BAD_REQUEST] = "bad_request",
+	[PROTO_E_UNKNOWN_OP] = "unknown_op",
+	[PROTO_E_DUPLICATE_ID] = "duplicate_id",
+	[PROTO_E_BAD_FRAME] = "bad_frame",
+	[PROTO_E_BAD_SEQUENCE] = "bad_sequence",
+	[PROTO_E_NOT_FOUND] = "not_found",
+	[PROTO_E_DENIED] = "denied",
+	[PROTO_E_LIMIT] = "limit",
+	[PROTO_E_EXISTS] = "exists",
+	[PROTO_E_NOT_UNIQUE] = "not_unique",
+	[PROTO_E_UNAVAILABLE] = "unavailable",
+	[PROTO_E_UNAUTHORIZED] = "unauthorized",
+	[PROTO_E_INTERNAL] = "internal",
+};
+
+const char *proto_err_name(enum proto_err e)
+{
+	if ((unsigned)e >= _PROTO_E_MAX)
+		return "internal";
+	return err_names[e];
+}
+
+enum proto_err proto_err_from_errno(int r)
+{
+	switch (-r) {
+	case 0:
+		return PROTO_E_OK;
+	case ENOENT:
+	case ESRCH:
+		return PROTO_E_NOT_FOUND;
+	case EACCES:
+	case EPERM:
+	case ELOOP:
+	case EXDEV:
+	case EROFS:
+		return PROTO_E_DENIED;
+	case EEXIST:
+	case ENOTEMPTY:
+		return PROTO_E_EXISTS;
+	case E2BIG:
+	case EFBIG:
+	case ENAMETOOLONG:
+	case EMSGSIZE:
+		return PROTO_E_TOO_LARGE;
+	case EINVAL:
+	case ENOTDIR:
+	case EISDIR:
+		return PROTO_E_BAD_REQUEST;
+	case EBUSY:
+	case EAGAIN:
+	case EMFILE:
+	case ENFILE:
+	case ENOSPC:
+	case EDQUOT:
+		return PROTO_E_LIMIT;
+	case ENOTUNIQ:
+		return PROTO_E_NOT_UNIQUE;
+	case EOPNOTSUPP:
+	case ENOSYS:
+		return PROTO_E_UNAVAILABLE;
+	default:
+		return PROTO_E_INTERNAL;
+	}
+}
+
+static int fail(struct proto_error *err, enum proto_err code, int r, const char *fmt, ...)
+	_printf_(4, 5);
+static int fail(struct proto_error *err, enum proto_err code, int r, const char *fmt, ...)
+{
+	if (err) {
+		va_list ap;
+		err->code = code;
+		va_start(ap, fmt);
+		vsnprintf(err->message, sizeof(err->message), fmt, ap);
+		va_end(ap);
+	}
+	return r;
+}
+
+/* Scan the raw text before cJSON sees it: nesting depth, string lengths and NUL escapes.
+ * cJSON's own CJSON_NESTING_LIMIT is 1000, far over ours, and it recurses; this scan is a
+ * flat loop, so a 1 MiB "[[[[..." costs one pass and no allocation. */
+static int precheck(const char *buf, size_t len, struct proto_error *err)
+{
+	unsigned depth = 0;
+	bool in_string = false;
+	size_t slen = 0;
+
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)buf[i];
+
+		if (c == 0)
+			return fail(err, PROTO_E_BAD_JSON, -EINVAL, "NUL byte at offset %zu", i);
+		if (in_string) {
+			if (++slen > PROTO_MAX_STRING)
+				return fail(err, PROTO_E_TOO_LARGE, -E2BIG,
+					    "string at offset %zu is over %u bytes", i,
+					    PROTO_MAX_STRING);
+			if (c == '\\') {
+				if (i + 1 >= len)
+					break;
+				/* \u0000 would silently cut the C string cJSON hands out:
+				 * "allowed\u0000/../x" must not become "allowed". */
+				if (buf[i + 1] == 'u' && i + 5 < len &&
+				    !memcmp(buf + i + 2, "0000", 4))
+					return fail(err, PROTO_E_BAD_JSON, -EINVAL,
+						    "\\u0000 in a string at offset %zu", i);
+				i++;
+				slen++;
+			} else if (c == '"')
+				in_string = false;
+			continue;
+		}
+		switch (c) {
+		case '"':
+			in_string = true;
+			slen = 0;
+			break;
+		case '{':
+		case '[':
+			if (++depth > PROTO_MAX_DEPTH)
+				return fail(err, PROTO_E_TOO_DEEP, -EINVAL,
+					    "nesting deeper than %u at offset %zu", PROTO_MAX_DEPTH,
+					    i);
+			break;
+		case '}':
+		case ']':
+			if (depth == 0)
+				return fail(err, PROTO_E_BAD_JSON, -EINVAL,
+					    "unbalanced '%c' at offset %zu", c, i);
+			depth--;
+			break;
+		default:
+			break;
+		}
+	}
+	return 0;
+}
+
+/* cJSON keeps every member of {"a":1,"a":2} and cJSON_GetObjectItem returns the first: two
+ * readers of one message could then disagree (a relay checks one "agent", pistisd uses
+ * another). Reject duplicates everywhere. Objects are capped at PROTO_MAX_KEYS members, so
+ * the quadratic compare is bounded. */
+static int check_tree(const cJSON *node, struct proto_error *err)
+{
+	size_t n = 0;
+
+	if (!cJSON_IsObject(node) && !cJSON_IsArray(node))
+		return 0;
+	for (const cJSON *c = node->child; c; c = c->next) {
+		if (cJSON_IsObject(node)) {
+			if (!c->string)
+				return fail(err, PROTO_E_BAD_JSON, -EINVAL,
+					    "member without a name");
+			if (++n > PROTO_MAX_KEYS)
+				return fail(err, PROTO_E_TOO_LARGE, -E2BIG,
+					    "object with more than %u members", PROTO_MAX_KEYS);
+			for (const cJSON *d = node->child; d != c; d = d->next)
+				if (!strcmp(d->string, c->string))
+					return fail(err, PROTO_E_DUPLICATE_KEY, -EINVAL,
+						    "duplicate key \"%.64s\"", c->string);
+		}
+		int r = check_tree(c, err);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+int proto_parse(const char *buf, size_t len, cJSON **ret, struct proto_error *err)
+{
+	const char *end = NULL;
+	cJSON *root;
+	int r;
+
+	*ret = NULL;
+	if (len > PROTO_MAX_MESSAGE)
+		return fail(err, PROTO_E_TOO_LARGE, -E2BIG, "message of %zu bytes is over %u", len,
+			    PROTO_MAX_MESSAGE);
+	r = precheck(buf, len, err);
+	if (r < 0)
+		return r;
+	root = cJSON_ParseWithLengthOpts(buf, len, &end, false);
+	if (!root)
+		return fail(err, PROTO_E_BAD_JSON, -EINVAL, "not valid JSON near offset %td",
+			    cJSON_GetErrorPtr() && cJSON_GetErrorPtr() >= buf &&
+					    cJSON_GetErrorPtr() <= buf + len
+				    ? cJSON_GetErrorPtr() - buf
+				    : (ptrdiff_t)-1);
+	for (const char *p = end; p && p < buf + len; p++)
+		if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') {
+			cJSON_Delete(root);
+			return fail(err, PROTO_E_BAD_JSON, -EINVAL,
+				    "trailing bytes after the JSON value");
+		}
+	if (!cJSON_IsObject(root)) {
+		cJSON_Delete(root);
+		return fail(err, PROTO_E_BAD_JSON, -EINVAL, "message is not a JSON object");
+	}
+	r = check_tree(root, err);
+	if (r < 0) {
+		cJSON_Delete(root);
+		return r;
+	}
+	*ret = root;
+	return 0;
+}
+
+bool proto_id_valid(const char *id, size_t max)
+{
+	size_t n = 0;
+
+	if (!id || !*id)
+		return false;
+	for (const char *p = id; *p; p++, n++) {
+		char c = *p;
+		if (n >= max)
+			return false;
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '.' || c == '_' || c == ':' || c == '-'))
+			return false;
+	}
+	return true;
+}
+
+int proto_request_parse(cJSON *root, size_t max_id, struct proto_request *ret,
+			struct proto_error *err)
+{
+	cJSON *id = cJSON_GetObjectItemCaseSensitive(root, "id");
+	cJSON *op = cJSON_GetObjectItemCaseSensitive(root, "op");
+
+	*ret = (struct proto_request){.root = root};
+	if (cJSON_IsString(id) && proto_id_valid(id->valuestring, max_id))
+		ret->id = id->valuestring;
+	if (!cJSON_IsString(op))
+		return fail(err, PROTO_E_BAD_REQUEST, -EINVAL, "\"op\" must be a string");
+	ret->op_name = op->valuestring;
+	if (!ret->id)
+		return fail(err, PROTO_E_BAD_REQUEST, -EINVAL,
+			    "\"id\" must be 1..%zu characters of [A-Za-z0-9._:-]", max_id);
+	ret->op = proto_op_from_name(op->valuestring);
+	if (ret->op == PROTO_OP_UNKNOWN)
+		return fail(err, PROTO_E_UNKNOWN_OP, -EINVAL, "unknown operation \"%.64s\"",
+			    op->valuestring);
+	return 0;
+}
+
+int proto_get_string(cJSON *obj, const char *key, size_t max, const char **ret,
+		     struct proto_error *err)
+{
+	cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+
+	if (!v || cJSON_IsNull(v))
+		return -ENOENT;
+	if (!cJSON_IsString(v))
+		return fail(err, PROTO_E_BAD_REQUEST, -EINVAL, "\"%s\" must be a string", key);
+	if (strlen(v->valuestring) > max)
+		return fail(err, PROTO_E_TOO_LARGE, -EINVAL, "\"%s\" is longer than %zu bytes", key,
+			    max);
+	*ret = v->valuestring;
+	return 0;
+}
+
+int proto_get_u64(cJSON *obj, const char *key, uint64_t max, uint64_t *ret, struct proto_error *err)
+{
+	cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+	double d;
+
+	if (!v || cJSON_IsNull(v))
+		return -ENOENT;
+	if (!cJSON_IsNumber(v))
+		return fail(err, PROTO_E_BAD_REQUEST, -EINVAL, "\"%s\" must be a number", key);
+	d = v->valuedouble;
+	/* doubles hold integers exactly up to 2^53; beyond that "exact" is a lie. */
+	if (!(d >= 0) || d != floor(d) || d > 9007199254740992.0 || d > (double)max)
+		return fail(err, PROTO_E_BAD_REQUEST, -EINVAL,
+			    "\"%s\" must be an integer in 0..%llu", key, (unsigned long long)max);
+	*ret = (uint64_t)d;
+	return 0;
+}
+
+int proto_get_bool(cJSON *obj, const char *key, bool *ret, struct proto_error *err)
+{
+	cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+
+	if (!v || cJSON_IsNull(v))
+		return -ENOENT;
+	if (!cJSON_IsBool(v))
+		return fail(err, PROTO_E_BAD_REQUEST, -EINVAL, "\"%s\" must be true or false", key);
+	*ret = cJSON_IsTrue(v);
+	return 0;
+}
+
+static bool env_name_valid(const char *n)
+{
+	if (strncmp(n, "PI_", 3) || !n[3])
+		return false;
+	for (const char *p = n; *p; p++)
+		if (!((*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_'))
+			return false;
+	return strlen(n) <= 128;
+}
+
+void proto_exec_start_done(struct proto_exec_start *s)
+{
+	free(s->argv);
+	if (s->env)
+		for (size_t i = 0; i < s->n_env; i++)
+			free(s->env[i]);
+	free(s->env);
+	*s = (struct proto_exec_start){0};
+}
+
+int proto_exec_start_parse(cJSON *root, struct proto_exec_start *s, struct proto_error *err)
+{
+	cJSON *argv, *env;
+	const char *mode = NULL;
+	uint64_t v;
+	int r;
+
+	*s = (struct proto_exec_start){.rows = 24, .cols = 80};
+	r = proto_get_string(root, "agent", PROTO_MAX_AGENT, &s->agent, err);
+	if (r == -ENOENT || (r == 0 && !*s->agent))
+		return fail(err, PROTO_E_BAD_REQUEST, -EINVAL, "\"agent\" is required");
+	if (r < 0)
+		return r;
+
+	argv = cJSON_GetObjectItemCaseSensitive(root, "argv");
+	r = proto_get_string(root, "shell", PROTO_MAX_ARGV_BYTES, &s->shell, err);
+	if (r < 0 && r != -ENOENT)
+		return r;
+	if (!!argv == !!s->shell)
+		return fail(err, PROTO_E_BAD_REQUEST, -EINVAL,
+			    "exactly one of \"argv\" and \"shell\" is required");
+	if (argv) {
+		size_t n = 0, bytes = 0;
+		if (!cJSON_IsArray(argv))
+			return fail(err, PROTO_E_BAD_REQUEST, -EINVAL, "\"argv\" must be an array");
+		n = (size_t)cJSON_GetArraySize(argv);
+		if (n == 0 || n > PROTO_MAX_ARGV)
+			return fail(err, PROTO_E_BAD_REQUEST, -EINVAL,
+				    "\"argv\" must have 1..%u entries", PROTO_MAX_ARGV);
+		s->argv = calloc(n + 1, sizeof(char *));
+		if (!s->argv)
+			return fail(err, PROTO_E_INTERNAL, -ENOMEM, "out of memory");
+		for (cJSON *a = argv->child; a; a = a->next) {
+			if (!cJSON_IsString(a)) {
+				proto_exec_start_done(s);
+				return fail(err, PROTO_E_BAD_REQUEST, -EINVAL,
+					    "\"argv\" entries must be strings");
+			}
+			bytes += strlen(a->valuestring) + 1;
+			if (bytes > PROTO_MAX_ARGV_BYTES) {
+				proto_exec_start_done(s);
+				return fail(err, PROTO_E_TOO_LARGE, -EINVAL,
+					    "\"argv\" is over %u bytes", PROTO_MAX_ARGV_BYTES);
+			}
+			s->argv[s->argc++] = a->valuestring;
+		}
+		if (!*s->argv[0]) {
+			proto_exec_start_done(s);
+			return fail(err, PROTO_E_BAD_REQUEST, -EINVAL, "argv[0] is empty");
+		}
+	}
+
+	r = proto_get_string(root, "cwd", PROTO_MAX_PATH, &s->cwd, err);
+	if (r < 0 && r != -ENOENT)
+		goto fail;
+	r = proto_get_string(root, "tag", PROTO_MAX_TAG, &s->tag, err);
+	if (r < 0 && r != -ENOENT)
+		goto fail;
+	if (s->tag && !proto_id_valid(s->tag, PROTO_MAX_TAG)) {
+		r = fail(err, PROTO_E_BAD_REQUEST, -EINVAL,
+			 "\"tag\" must be 1..%u characters of [A-Za-z0-9._:-]", PROTO_MAX_TAG);
+		goto fail;
+	}
+
+	env = cJSON_GetObjectItemCaseSensitive(root, "env");
+	if (env && !cJSON_IsNull(env)) {
+		size_t n;
+		if (!cJSON_IsObject(env)) {
+			r = fail(err, PROTO_E_BAD_REQUEST, -EINVAL, "\"env\" must be an object");
+			goto fail;
+		}
+		n = (size_t)cJSON_GetArraySize(env);
+		if (n > PROTO_MAX_ENV) {
+			r = fail(err, PROTO_E_TOO_LARGE, -EINVAL, "\"env\" has more than %u names",
+				 PROTO_MAX_ENV);
+			goto fail;
+		}
+		s->env = calloc(n + 1, sizeof(char *));
+		if (!s->env) {
+			r = fail(err, PROTO_E_INTERNAL, -ENOMEM, "out of memory");
+			goto fail;
+		}
+		for (cJSON *e = env->child; e; e = e->next) {
+			if (!env_name_valid(e->string)) {
+				r = fail(err, PROTO_E_BAD_REQUEST, -EINVAL,
+					 "\"env\" may only set PI_[A-Z0-9_]+ names, not \"%.64s\"",
+					 e->string);
+				goto fail;
+			}
+			if (!cJSON_IsString(e) || strchr(e->valuestring, '\n') ||
+			    strlen(e->valuestring) > 4096) {
+				r = fail(err, PROTO_E_BAD_REQUEST, -EINVAL,
+					 "\"env\".%.64s must be a string of at most 4096 bytes "
+					 "without newline",
+					 e->string);
+				goto fail;
+			}
+			if (asprintf(&s->env[s->n_env], "%s=%s", e->string, e->valuestring) < 0) {
+				s->env[s->n_env] = NULL;
+				r = fail(err, PROTO_E_INTERNAL, -ENOMEM, "out of memory");
+				goto fail;
+			}
+			s->n_env++;
+		}
+	}
+
+	r = proto_get_string(root, "stdin", 16, &mode, err);
+	if (r < 0 && r != -ENOENT)
+		goto fail;
+	if (!mode || !strcmp(mode, "null"))
+		s->stdin_mode = PROTO_STDIN_NULL;
+	else if (!strcmp(mode, "pipe"))
+		s->stdin_mode = PROTO_STDIN_PIPE;
+	else {
+		r = fail(err, PROTO_E_BAD_REQUEST, -EINVAL,
+			 "\"stdin\" must be \"null\" or \"pipe\"");
+		goto fail;
+	}
+	r = proto_get_bool(root, "pty", &s->pty, err);
+	if (r < 0 && r != -ENOENT)
+		goto fail;
+	r = proto_get_u64(root, "rows", 4096, &v, err);
+	if (r == 0)
+		s->rows = (unsigned)v;
+	else if (r != -ENOENT)
+		goto fail;
+	r = proto_get_u64(root, "cols", 4096, &v, err);
+	if (r == 0)
+		s->cols = (unsigned)v;
+	else if (r != -ENOENT)
+		goto fail;
+	r = proto_get_u64(root, "timeout_ms", UINT64_C(30) * 24 * 3600 * 1000, &s->timeout_ms, err);
+	if (r < 0 && r != -ENOENT)
+		goto fail;
+	r = proto_get_u64(root, "output_cap", UINT64_C(1) << 50, &s->output_cap, err);
+	if (r < 0 && r != -ENOENT)
+		goto fail;
+	return 0;
+fail:
+	proto_exec_start_done(s);
+	return r;
+}
+
+static char *print_and_free(cJSON *o)
+{
+	char *s = o ? cJSON_PrintUnformatted(o) : NULL;
+	cJSON_Delete(o);
+	return s;
+}
+
+/* Move every member of extra into o (extra is consumed). */
+static void merge(cJSON *o, cJSON *extra)
+{
+	if (!extra)
+		return;
+	while (extra->child) {
+		cJSON *c = cJSON_DetachItemViaPointer(extra, extra->child);
+		cJSON_AddItemToObject(o, c->string, c);
+		/* cJSON_AddItemToObject strdup'd the name; c->string was the old copy. */
+	}
+	cJSON_Delete(extra);
+}
+
+char *proto_error_build(const char *id, enum proto_err code, const char *message)
+{
+	cJSON *o = cJSON_CreateObject(), *e;
+
+	if (!o)
+		return NULL;
+	if (id)
+		cJSON_AddStringToObject(o, "id", id);
+	else
+		cJSON_AddNullToObject(o, "id");
+	cJSON_AddFalseToObject(o, "ok");
+	e = cJSON_AddObjectToObject(o, "error");
+	if (e) {
+		cJSON_AddStringToObject(e, "code", proto_err_name(code));
+		cJSON_AddStringToObject(e, "message", message ? message : "");
+	}
+	return print_and_free(o);
+}
+
+char *proto_ok_build(const char *id, cJSON *extra)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	if (!o) {
+		cJSON_Delete(extra);
+		return NULL;
+	}
+	cJSON_AddStringToObject(o, "id", id ? id : "");
+	cJSON_AddTrueToObject(o, "ok");
+	merge(o, extra);
+	return print_and_free(o);
+}
+
+char *proto_event_build(const char *name, const char *id, cJSON *extra)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	if (!o) {
+		cJSON_Delete(extra);
+		return NULL;
+	}
+	cJSON_AddStringToObject(o, "event", name);
+	if (id)
+		cJSON_AddStringToObject(o, "id", id);
+	merge(o, extra);
+	return print_and_free(o);
+}
+
+static void put_be(uint8_t *p, uint64_t v, unsigned bytes)
+{
+	for (unsigned i = 0; i < bytes; i++)
+		p[i] = (uint8_t)(v >> (8 * (bytes - 1 - i)));
+}
+
+static uint64_t get_be(const uint8_t *p, unsigned bytes)
+{
+	uint64_t v = 0;
+	for (unsigned i = 0; i < bytes; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
+void proto_frame_header_put(uint8_t out[PROTO_FRAME_HEADER], uint8_t stream, uint16_t flags,
+			    uint32_t cmd, uint64_t seq)
+{
+	out[0] = PROTO_VERSION;
+	out[1] = stream;
+	put_be(out + 2, flags, 2);
+	put_be(out + 4, cmd, 4);
+	put_be(out + 8, seq, 8);
+}
+
+int proto_frame_parse(const uint8_t *buf, size_t len, struct proto_frame *f,
+		      struct proto_error *err)
+{
+	if (len < PROTO_FRAME_HEADER)
+		return fail(err, PROTO_E_BAD_FRAME, -EINVAL,
+			    "frame of %zu bytes is shorter than its header", len);
+	if (len - PROTO_FRAME_HEADER > PROTO_MAX_FRAME_PAYLOAD)
+		return fail(err, PROTO_E_TOO_LARGE, -E2BIG, "frame payload of %zu bytes is over %u",
+			    len - PROTO_FRAME_HEADER, PROTO_MAX_FRAME_PAYLOAD);
+	if (buf[0] != PROTO_VERSION)
+		return fail(err, PROTO_E_BAD_FRAME, -EINVAL, "frame version %u, expected %u",
+			    buf[0], PROTO_VERSION);
+	*f = (struct proto_frame){
+		.stream = buf[1],
+		.flags = (uint16_t)get_be(buf + 2, 2),
+		.cmd = (uint32_t)get_be(buf + 4, 4),
+		.seq = get_be(buf + 8, 8),
+		.payload = buf + PROTO_FRAME_HEADER,
+		.len = len - PROTO_FRAME_HEADER,
+	};
+	if (f->stream >= _PROTO_STREAM_MAX)
+		return fail(err, PROTO_E_BAD_FRAME, -EINVAL, "unknown stream %u", f->stream);
+	if (f->flags & ~(uint16_t)PROTO_FRAME_EOF)
+		return fail(err, PROTO_E_BAD_FRAME, -EINVAL, "unknown frame flags 0x%x", f->flags);
+	if (f->seq == 0 || f->cmd == 0)
+		return fail(err, PROTO_E_BAD_FRAME, -EINVAL, "frame with command or sequence 0");
+	return 0;
+}
+
+static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+char *proto_base64_encode(const uint8_t *in, size_t len)
+{
+	size_t out_len = (len + 2) / 3 * 4;
+	char *out, *o;
+
+	if (len > PROTO_MAX_FILE * 2)
+		return NULL;
+	out = o = malloc(out_len + 1);
+	if (!out)
+		return NULL;
+	for (size_t i = 0; i < len; i += 3) {
+		uint32_t v = (uint32_t)in[i] << 16;
+		if (i + 1 < len)
+			v |= (uint32_t)in[i + 1] << 8;
+		if (i + 2 < len)
+			v |= in[i + 2];
+		*o++ = b64[v >> 18 & 63];
+		*o++ = b64[v >> 12 & 63];
+		*o++ = i + 1 < len ? b64[v >> 6 & 63] : '=';
+		*o++ = i + 2 < len ? b64[v & 63] : '=';
+	}
+	*o = 0;
+	return out;
+}
+
+static int b64_value(char c)
+{
+	const char *p = c ? strchr(b64, c) : NULL;
+	return p ? (int)(p - b64) : -1;
+}
+
+int proto_base64_decode(const char *in, size_t in_len, uint8_t **ret, size_t *ret_len)
+{
+	_cleanup_free_ uint8_t *out = NULL;
+	size_t n = 0;
+
+	if (in_len % 4)
+		return -EINVAL;
+	out = malloc(in_len / 4 * 3 + 1);
+	if (!out)
+		return -ENOMEM;
+	for (size_t i = 0; i < in_len; i += 4) {
+		int v[4];
+		bool last = i + 4 == in_len;
+		for (int k = 0; k < 4; k++) {
+			char c = in[i + k];
+			if (c == '=' && last && k >= 2 && (k == 3 || in[i + 3] == '='))
+				v[k] = -2;
+			else if ((v[k] = b64_value(c)) < 0)
+				return -EINVAL;
+		}
+		out[n++] = (uint8_t)(v[0] << 2 | v[1] >> 4);
+		if (v[2] >= 0)
+			out[n++] = (uint8_t)((v[1] & 15) << 4 | v[2] >> 2);
+		if (v[3] >= 0) {
+			if (v[2] < 0)
+				return -EINVAL;
+			out[n++] = (uint8_t)((v[2] & 3) << 6 | v[3]);
+		}
+	}
+	*ret = TAKE_PTR(out);
+	*ret_len = n;
+	return 0;
+}
+
+bool proto_secret_equal(const char *a, size_t a_len, const char *b, size_t b_len)
+{
+	volatile unsigned char acc = (unsigned char)(a_len != b_len);
+	size_t n = a_len < b_len ? a_len : b_len;
+
+	for (size_t i = 0; i < n; i++)
+		acc |= (unsigned char)(a[i] ^ b[i]);
+	return acc == 0 && a_len == b_len;
+}

@@ -1,0 +1,203 @@
+#pragma once
+
+/* The wire protocol between a server (server-min, or a platform's own) and pistisd, and
+ * between clients and server-min: JSON control messages (text WebSocket messages) and binary
+ * frames for bulk data (binary WebSocket messages). Pure: parsing, validation and building,
+ * no I/O, so both ends link it and the fuzzers drive it. See docs/protocol.md. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#define PROTO_VERSION 1
+#define PROTO_SUBPROTOCOL "pistis.v1"		    /* WebSocket sub-protocol, sandbox side */
+#define PROTO_CLIENT_SUBPROTOCOL "pistis-client.v1" /* client API of server-min */
+
+/* Hard limits. Every one of them is enforced before anything is allocated for it. */
+#define PROTO_MAX_MESSAGE (1024u * 1024u) /* one JSON control message, bytes */
+#define PROTO_MAX_DEPTH 8		  /* JSON nesting, checked before cJSON runs */
+#define PROTO_MAX_KEYS 128		  /* members of one JSON object */
+#define PROTO_MAX_STRING (256u * 1024u)	  /* one JSON string, bytes (escaped form) */
+#define PROTO_MAX_ID 128		  /* request id, bytes */
+#define PROTO_MAX_CLIENT_ID 64		  /* request id a client may choose (server-min prefixes) */
+#define PROTO_MAX_PATH 4096
+#define PROTO_MAX_ARGV 1024 /* argv entries */
+#define PROTO_MAX_ARGV_BYTES (256u * 1024u)
+#define PROTO_MAX_ENV 64 /* PI_* variables per command */
+#define PROTO_MAX_TAG 64
+#define PROTO_MAX_AGENT 256
+#define PROTO_FRAME_HEADER 16
+#define PROTO_MAX_FRAME_PAYLOAD (64u * 1024u)	/* binary frame payload, bytes */
+#define PROTO_MAX_COMMANDS_PER_AGENT 32		/* concurrent commands one agent may hold */
+#define PROTO_MAX_COMMANDS 256			/* per sandbox */
+#define PROTO_MAX_BUFFERED (8u * 1024u * 1024u) /* unacknowledged output per command */
+#define PROTO_MAX_FILE (16u * 1024u * 1024u)	/* fs.read limit / fs.write content, bytes */
+#define PROTO_MAX_LIST 10000			/* fs.list entries per answer */
+
+enum proto_op {
+	PROTO_OP_UNKNOWN = 0,
+	PROTO_OP_HELLO,
+	PROTO_OP_PING,
+	PROTO_OP_USERS_ENSURE,
+	PROTO_OP_POLICY_APPLY,
+	PROTO_OP_POLICY_PLAN,
+	PROTO_OP_POLICY_EXPLAIN,
+	PROTO_OP_POLICY_CHECK,
+	PROTO_OP_TRUSTED_ADD,
+	PROTO_OP_TRUSTED_REMOVE,
+	PROTO_OP_TRUSTED_LIST,
+	PROTO_OP_EXEC_START,
+	PROTO_OP_EXEC_STDIN, /* only as a binary frame; the JSON form carries base64 "data" */
+	PROTO_OP_EXEC_CLOSE_STDIN,
+	PROTO_OP_EXEC_SIGNAL,
+	PROTO_OP_EXEC_RESIZE,
+	PROTO_OP_EXEC_ATTACH,
+	PROTO_OP_EXEC_ACK,
+	PROTO_OP_EXEC_LIST,
+	PROTO_OP_FS_READ,
+	PROTO_OP_FS_WRITE,
+	PROTO_OP_FS_EDIT,
+	PROTO_OP_FS_LIST,
+	PROTO_OP_FS_STAT,
+	PROTO_OP_FS_MKDIR,
+	PROTO_OP_FS_REMOVE,
+	PROTO_OP_FS_MOVE,
+	PROTO_OP_FS_READ_PROMPT,
+	PROTO_OP_SANDBOX_STATUS,
+	PROTO_OP_SANDBOXES_LIST, /* server-min's client API only */
+	_PROTO_OP_MAX,
+};
+
+const char *proto_op_name(enum proto_op op);
+enum proto_op proto_op_from_name(const char *name);
+
+/* Structured error codes: {"code": "...", "message": "..."}. */
+enum proto_err {
+	PROTO_E_OK = 0,
+	PROTO_E_BAD_JSON,      /* not JSON, or not an object */
+	PROTO_E_TOO_LARGE,     /* message, string, frame or list over its limit */
+	PROTO_E_TOO_DEEP,      /* nesting over PROTO_MAX_DEPTH */
+	PROTO_E_DUPLICATE_KEY, /* an object names a key twice */
+	PROTO_E_BAD_REQUEST,   /* missing or ill-typed field */
+	PROTO_E_UNKNOWN_OP,
+	PROTO_E_DUPLICATE_ID, /* a request id still in use */
+	PROTO_E_BAD_FRAME,    /* binary frame header wrong */
+	PROTO_E_BAD_SEQUENCE, /* binary frame out of order */
+	PROTO_E_NOT_FOUND,
+	PROTO_E_DENIED, /* the agent may not (EACCES/EPERM as the agent) */
+	PROTO_E_LIMIT,	/* a concurrency or buffer limit */
+	PROTO_E_EXISTS,
+	PROTO_E_NOT_UNIQUE,  /* fs.edit: the old text occurs more than once */
+	PROTO_E_UNAVAILABLE, /* sandbox not connected, feature not in this build */
+	PROTO_E_UNAUTHORIZED,
+	PROTO_E_INTERNAL,
+	_PROTO_E_MAX,
+};
+
+const char *proto_err_name(enum proto_err e);
+/* Map -errno from a failed operation to the closest protocol error. */
+enum proto_err proto_err_from_errno(int negative_errno);
+
+struct proto_error {
+	enum proto_err code;
+	char message[200];
+};
+
+/* Parse one inbound control message: size, depth and string-length pre-check (before cJSON
+ * allocates anything), cJSON parse, duplicate keys, an object at the top. On success *ret is
+ * the root object (cJSON_Delete it). Errors fill err and return -EINVAL (-E2BIG for size). */
+int proto_parse(const char *buf, size_t len, cJSON **ret, struct proto_error *err);
+
+/* A parsed request: op and id validated. Fields point into the cJSON tree. */
+struct proto_request {
+	enum proto_op op;
+	const char *op_name;
+	const char *id;
+	cJSON *root;
+};
+
+/* Check a parsed root as a request: "op" (known), "id" (1..max_id bytes of [A-Za-z0-9._:-]).
+ * err gets PROTO_E_UNKNOWN_OP / PROTO_E_BAD_REQUEST. The id, when readable, is kept in
+ * ret->id even on error so the answer can name it. */
+int proto_request_parse(cJSON *root, size_t max_id, struct proto_request *ret,
+			struct proto_error *err);
+
+bool proto_id_valid(const char *id, size_t max);
+
+/* Typed field access with limits; all return 0, -ENOENT (absent: caller decides) or -EINVAL
+ * (wrong type or out of range; err filled). */
+int proto_get_string(cJSON *obj, const char *key, size_t max, const char **ret,
+		     struct proto_error *err);
+int proto_get_u64(cJSON *obj, const char *key, uint64_t max, uint64_t *ret,
+		  struct proto_error *err);
+int proto_get_bool(cJSON *obj, const char *key, bool *ret, struct proto_error *err);
+
+/* exec.start */
+enum proto_stdin_mode {
+	PROTO_STDIN_NULL = 0,
+	PROTO_STDIN_PIPE,
+};
+
+struct proto_exec_start {
+	const char *agent;
+	char **argv; /* NULL-terminated; points into the tree (free only the vector) */
+	size_t argc;
+	const char *shell; /* exclusive with argv: run through /bin/sh -c */
+	const char *cwd;   /* NULL: the agent's home */
+	char **env;	   /* "PI_NAME=value", NULL-terminated, malloc'd strings */
+	size_t n_env;
+	enum proto_stdin_mode stdin_mode;
+	bool pty;
+	unsigned rows, cols;
+	uint64_t timeout_ms; /* 0: none */
+	uint64_t output_cap; /* bytes of stdout+stderr; 0: none */
+	const char *tag;
+};
+
+int proto_exec_start_parse(cJSON *root, struct proto_exec_start *ret, struct proto_error *err);
+void proto_exec_start_done(struct proto_exec_start *s);
+
+/* Answers and events. Each returns a malloc'd NUL-terminated JSON text or NULL on ENOMEM. */
+char *proto_error_build(const char *id, enum proto_err code, const char *message);
+/* {"id":id,"ok":true, ...fields of extra (taken over, may be NULL)} */
+char *proto_ok_build(const char *id, cJSON *extra);
+/* {"event":name,"id":id, ...fields of extra (taken over)} */
+char *proto_event_build(const char *name, const char *id, cJSON *extra);
+
+/* Binary frames: a 16-byte big-endian header, then payload.
+ *   u8 version (1) | u8 stream | u16 flags | u32 cmd | u64 seq */
+enum proto_stream {
+	PROTO_STREAM_STDIN = 0,
+	PROTO_STREAM_STDOUT = 1,
+	PROTO_STREAM_STDERR = 2,
+	_PROTO_STREAM_MAX,
+};
+
+enum {
+	PROTO_FRAME_EOF = 1 << 0, /* last frame of this stream (payload may be empty) */
+};
+
+struct proto_frame {
+	uint8_t stream;
+	uint16_t flags;
+	uint32_t cmd;
+	uint64_t seq;
+	const uint8_t *payload;
+	size_t len;
+};
+
+void proto_frame_header_put(uint8_t out[PROTO_FRAME_HEADER], uint8_t stream, uint16_t flags,
+			    uint32_t cmd, uint64_t seq);
+/* Validate and split a frame; -EINVAL with err on a bad header, -E2BIG over the payload limit. */
+int proto_frame_parse(const uint8_t *buf, size_t len, struct proto_frame *ret,
+		      struct proto_error *err);
+
+/* base64 (RFC 4648, with padding) for JSON-carried bytes. decode returns -EINVAL on any
+ * character outside the alphabet or bad padding. */
+char *proto_base64_encode(const uint8_t *in, size_t len);
+int proto_base64_decode(const char *in, size_t in_len, uint8_t **ret, size_t *ret_len);
+
+/* Constant-time comparison of two secrets (length leaks, content does not). */
+bool proto_secret_equal(const char *a, size_t a_len, const char *b, size_t b_len);

@@ -1,0 +1,9 @@
+# The wire protocol's tests (lib/proto.c is in liblib) and server-min; see docs/protocol.md.
+UNIT_TESTS += test-proto
+test-proto_SRCS := tests/unit/test-proto.c
+test-proto_LIBS := lib
+FUZZERS += fuzz-proto-msg fuzz-proto-frame
+fuzz-proto-msg_SRCS := tests/fuzz/fuzz-proto-msg.c
+fuzz-proto-msg_LIBS := lib
+fuzz-proto-frame_SRCS := tests/fuzz/fuzz-proto-frame.c
+fuzz-proto-frame_LIBS := lib

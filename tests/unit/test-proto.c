@@ -1,0 +1,314 @@
+/* lib/proto: limits, duplicate keys, typed fields, frames, base64, secret compare. */
+/* the harness compares with __typeof__: literal ints against unsigned fields are fine here */
+#pragma GCC diagnostic ignored "-Wsign-compare"
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/macro.h"
+#include "lib/proto.h"
+#include "lib/tap.h"
+
+static int parse_code(const char *s)
+{
+	struct proto_error err = {0};
+	cJSON *root = NULL;
+	int r = proto_parse(s, strlen(s), &root, &err);
+	cJSON_Delete(root);
+	return r < 0 ? (int)err.code : 0;
+}
+
+TEST(parse_accepts_plain_object)
+{
+	ASSERT_EQ(parse_code("{\"id\":\"1\",\"op\":\"ping\"}"), 0);
+	ASSERT_EQ(parse_code("  {\"a\":[1,2,{\"b\":null}]}\n"), 0);
+}
+
+TEST(parse_rejects_malformed)
+{
+	ASSERT_EQ(parse_code("{\"id\":"), PROTO_E_BAD_JSON);
+	ASSERT_EQ(parse_code("[1,2]"), PROTO_E_BAD_JSON);
+	ASSERT_EQ(parse_code("\"x\""), PROTO_E_BAD_JSON);
+	ASSERT_EQ(parse_code("{} {}"), PROTO_E_BAD_JSON);
+	ASSERT_EQ(parse_code("]{"), PROTO_E_BAD_JSON);
+	ASSERT_EQ(parse_code(""), PROTO_E_BAD_JSON);
+}
+
+TEST(parse_rejects_duplicate_keys_at_any_depth)
+{
+	ASSERT_EQ(parse_code("{\"agent\":\"a\",\"agent\":\"b\"}"), PROTO_E_DUPLICATE_KEY);
+	ASSERT_EQ(parse_code("{\"env\":{\"PI_A\":\"1\",\"PI_A\":\"2\"}}"), PROTO_E_DUPLICATE_KEY);
+	ASSERT_EQ(parse_code("{\"l\":[{\"x\":1,\"x\":1}]}"), PROTO_E_DUPLICATE_KEY);
+	ASSERT_EQ(parse_code("{\"a\":1,\"A\":1}"), 0);
+}
+
+TEST(parse_rejects_deep_nesting_before_cjson)
+{
+	char buf[4096];
+	size_t n = 0;
+
+	buf[n++] = '{';
+	memcpy(buf + n, "\"a\":", 4), n += 4;
+	for (int i = 0; i < PROTO_MAX_DEPTH; i++)
+		buf[n++] = '[';
+	for (int i = 0; i < PROTO_MAX_DEPTH; i++)
+		buf[n++] = ']';
+	buf[n++] = '}';
+	buf[n] = 0;
+	ASSERT_EQ(parse_code(buf), PROTO_E_TOO_DEEP);
+	/* brackets inside strings do not count */
+	ASSERT_EQ(parse_code("{\"a\":\"[[[[[[[[[[[[[[[[[[[[[[[[[[[[\"}"), 0);
+	/* and a million of them cost one flat pass */
+	char *big = malloc(PROTO_MAX_MESSAGE);
+	ASSERT_NOT_NULL(big);
+	memset(big, '[', PROTO_MAX_MESSAGE - 1);
+	big[PROTO_MAX_MESSAGE - 1] = 0;
+	ASSERT_EQ(parse_code(big), PROTO_E_TOO_DEEP);
+	free(big);
+}
+
+TEST(parse_rejects_oversized)
+{
+	struct proto_error err = {0};
+	cJSON *root = NULL;
+	size_t len = PROTO_MAX_MESSAGE + 1;
+	char *big = malloc(len + 1);
+
+	ASSERT_NOT_NULL(big);
+	memset(big, ' ', len);
+	big[0] = '{', big[len - 1] = '}', big[len] = 0;
+	ASSERT_EQ(proto_parse(big, len, &root, &err), -E2BIG);
+	ASSERT_EQ(err.code, PROTO_E_TOO_LARGE);
+	/* one string over the string limit inside an allowed message */
+	len = PROTO_MAX_STRING + 16;
+	memset(big, 'x', len);
+	memcpy(big, "{\"a\":\"", 6);
+	memcpy(big + len - 2, "\"}", 2);
+	ASSERT_EQ(proto_parse(big, len, &root, &err), -E2BIG);
+	ASSERT_EQ(err.code, PROTO_E_TOO_LARGE);
+	free(big);
+}
+
+TEST(parse_rejects_nul_in_strings)
+{
+	struct proto_error err = {0};
+	cJSON *root = NULL;
+
+	ASSERT_EQ(parse_code("{\"path\":\"ok\\u0000/../etc/shadow\"}"), PROTO_E_BAD_JSON);
+	ASSERT_EQ(proto_parse("{\"a\":\0\"b\"}", 10, &root, &err), -EINVAL);
+	ASSERT_EQ(parse_code("{\"path\":\"\\\\u0000\"}"), 0); /* an escaped backslash, then text */
+}
+
+static int request_code(const char *s, struct proto_request *req, cJSON **root)
+{
+	struct proto_error err = {0};
+	int r = proto_parse(s, strlen(s), root, &err);
+	if (r < 0)
+		return (int)err.code;
+	r = proto_request_parse(*root, PROTO_MAX_ID, req, &err);
+	return r < 0 ? (int)err.code : 0;
+}
+
+TEST(request_op_and_id)
+{
+	struct proto_request req;
+	cJSON *root = NULL;
+
+	ASSERT_EQ(request_code("{\"id\":\"r-1\",\"op\":\"exec.start\"}", &req, &root), 0);
+	ASSERT_EQ(req.op, PROTO_OP_EXEC_START);
+	ASSERT_STREQ(req.id, "r-1");
+	cJSON_Delete(root);
+
+	ASSERT_EQ(request_code("{\"id\":\"r-2\",\"op\":\"exec.teleport\"}", &req, &root),
+		  PROTO_E_UNKNOWN_OP);
+	ASSERT_STREQ(req.id, "r-2"); /* the error can still name the request */
+	cJSON_Delete(root);
+
+	ASSERT_EQ(request_code("{\"id\":\"a b\",\"op\":\"ping\"}", &req, &root),
+		  PROTO_E_BAD_REQUEST);
+	ASSERT_NULL(req.id);
+	cJSON_Delete(root);
+	ASSERT_EQ(request_code("{\"id\":7,\"op\":\"ping\"}", &req, &root), PROTO_E_BAD_REQUEST);
+	cJSON_Delete(root);
+	ASSERT_EQ(request_code("{\"id\":\"x\"}", &req, &root), PROTO_E_BAD_REQUEST);
+	cJSON_Delete(root);
+	ASSERT_FALSE(proto_id_valid("", 10));
+	ASSERT_FALSE(proto_id_valid("abcdefghijk", 10));
+	ASSERT_TRUE(proto_id_valid("c12.r:x-y_z", 64));
+	ASSERT_FALSE(proto_id_valid("x\n", 64));
+}
+
+static int exec_code(const char *s, struct proto_exec_start *st)
+{
+	struct proto_error err = {0};
+	cJSON *root = NULL;
+	int r = proto_parse(s, strlen(s), &root, &err);
+	if (r < 0)
+		return (int)err.code;
+	r = proto_exec_start_parse(root, st, &err);
+	if (r < 0) {
+		cJSON_Delete(root);
+		return (int)err.code;
+	}
+	cJSON_Delete(root);
+	return 0;
+}
+
+TEST(exec_start_fields)
+{
+	struct proto_error err = {0};
+	struct proto_exec_start st;
+	const char *s =
+		"{\"id\":\"1\",\"op\":\"exec.start\",\"agent\":\"alice\",\"argv\":[\"ls\",\"-l\"],"
+		"\"cwd\":\"/data/w\",\"env\":{\"PI_TASK\":\"7\"},\"stdin\":\"pipe\",\"pty\":true,"
+		"\"rows\":50,\"cols\":132,\"timeout_ms\":5000,\"output_cap\":1000,\"tag\":"
+		"\"build\"}";
+	cJSON *root = NULL;
+
+	ASSERT_EQ(proto_parse(s, strlen(s), &root, &err), 0);
+	ASSERT_EQ(proto_exec_start_parse(root, &st, &err), 0);
+	ASSERT_STREQ(st.agent, "alice");
+	ASSERT_EQ(st.argc, 2);
+	ASSERT_STREQ(st.argv[1], "-l");
+	ASSERT_NULL(st.argv[2]);
+	ASSERT_NULL(st.shell);
+	ASSERT_STREQ(st.cwd, "/data/w");
+	ASSERT_EQ(st.n_env, 1);
+	ASSERT_STREQ(st.env[0], "PI_TASK=7");
+	ASSERT_EQ(st.stdin_mode, PROTO_STDIN_PIPE);
+	ASSERT_TRUE(st.pty);
+	ASSERT_EQ(st.rows, 50);
+	ASSERT_EQ(st.cols, 132);
+	ASSERT_EQ(st.timeout_ms, 5000);
+	ASSERT_EQ(st.output_cap, 1000);
+	ASSERT_STREQ(st.tag, "build");
+	proto_exec_start_done(&st);
+	cJSON_Delete(root);
+}
+
+TEST(exec_start_rejects)
+{
+	struct proto_exec_start st;
+
+	ASSERT_EQ(exec_code("{\"argv\":[\"ls\"]}", &st), PROTO_E_BAD_REQUEST);
+	ASSERT_EQ(exec_code("{\"agent\":\"a\"}", &st), PROTO_E_BAD_REQUEST);
+	ASSERT_EQ(exec_code("{\"agent\":\"a\",\"argv\":[\"ls\"],\"shell\":\"ls\"}", &st),
+		  PROTO_E_BAD_REQUEST);
+	ASSERT_EQ(exec_code("{\"agent\":\"a\",\"argv\":[]}", &st), PROTO_E_BAD_REQUEST);
+	ASSERT_EQ(exec_code("{\"agent\":\"a\",\"argv\":[\"\"]}", &st), PROTO_E_BAD_REQUEST);
+	ASSERT_EQ(exec_code("{\"agent\":\"a\",\"argv\":[\"ls\",3]}", &st), PROTO_E_BAD_REQUEST);
+	ASSERT_EQ(exec_code("{\"agent\":\"a\",\"argv\":[\"ls\"],\"env\":{\"LD_PRELOAD\":\"x\"}}",
+			    &st),
+		  PROTO_E_BAD_REQUEST);
+	ASSERT_EQ(
+		exec_code("{\"agent\":\"a\",\"argv\":[\"ls\"],\"env\":{\"PI_X\":\"a\\nb\"}}", &st),
+		PROTO_E_BAD_REQUEST);
+	ASSERT_EQ(exec_code("{\"agent\":\"a\",\"argv\":[\"ls\"],\"stdin\":\"tty\"}", &st),
+		  PROTO_E_BAD_REQUEST);
+	ASSERT_EQ(exec_code("{\"agent\":\"a\",\"argv\":[\"ls\"],\"timeout_ms\":-1}", &st),
+		  PROTO_E_BAD_REQUEST);
+	ASSERT_EQ(exec_code("{\"agent\":\"a\",\"argv\":[\"ls\"],\"rows\":1.5}", &st),
+		  PROTO_E_BAD_REQUEST);
+	ASSERT_EQ(exec_code("{\"agent\":\"a\",\"argv\":[\"ls\"],\"tag\":\"a/b\"}", &st),
+		  PROTO_E_BAD_REQUEST);
+	ASSERT_EQ(exec_code("{\"agent\":\"a\",\"shell\":\"echo hi | wc\"}", &st), 0);
+}
+
+TEST(answers_are_structured)
+{
+	struct proto_error err = {0};
+	cJSON *root = NULL;
+	char *s = proto_error_build("r1", PROTO_E_DUPLICATE_ID, "id \"r1\" is in use");
+
+	ASSERT_NOT_NULL(s);
+	ASSERT_EQ(proto_parse(s, strlen(s), &root, &err), 0);
+	ASSERT_TRUE(cJSON_IsFalse(cJSON_GetObjectItem(root, "ok")));
+	ASSERT_STREQ(cJSON_GetObjectItem(cJSON_GetObjectItem(root, "error"), "code")->valuestring,
+		     "duplicate_id");
+	cJSON_Delete(root);
+	free(s);
+
+	cJSON *x = cJSON_CreateObject();
+	cJSON_AddNumberToObject(x, "cmd", 3);
+	s = proto_ok_build("r2", x);
+	ASSERT_STREQ(s, "{\"id\":\"r2\",\"ok\":true,\"cmd\":3}");
+	free(s);
+	s = proto_event_build("exec.exit", "r2", NULL);
+	ASSERT_STREQ(s, "{\"event\":\"exec.exit\",\"id\":\"r2\"}");
+	free(s);
+}
+
+TEST(frames_round_trip_and_reject)
+{
+	uint8_t buf[PROTO_FRAME_HEADER + 4];
+	struct proto_frame f;
+	struct proto_error err = {0};
+
+	proto_frame_header_put(buf, PROTO_STREAM_STDERR, PROTO_FRAME_EOF, 0x01020304,
+			       UINT64_C(0x1122334455667788));
+	memcpy(buf + PROTO_FRAME_HEADER, "abcd", 4);
+	ASSERT_EQ(proto_frame_parse(buf, sizeof(buf), &f, &err), 0);
+	ASSERT_EQ(f.stream, PROTO_STREAM_STDERR);
+	ASSERT_EQ(f.flags, PROTO_FRAME_EOF);
+	ASSERT_EQ(f.cmd, 0x01020304);
+	ASSERT_EQ(f.seq, UINT64_C(0x1122334455667788));
+	ASSERT_EQ(f.len, 4);
+	ASSERT_EQ(memcmp(f.payload, "abcd", 4), 0);
+
+	ASSERT_EQ(proto_frame_parse(buf, 15, &f, &err), -EINVAL);
+	buf[0] = 2;
+	ASSERT_EQ(proto_frame_parse(buf, sizeof(buf), &f, &err), -EINVAL);
+	buf[0] = 1, buf[1] = 9;
+	ASSERT_EQ(proto_frame_parse(buf, sizeof(buf), &f, &err), -EINVAL);
+	ASSERT_EQ(err.code, PROTO_E_BAD_FRAME);
+	proto_frame_header_put(buf, 1, 0x80, 1, 1);
+	ASSERT_EQ(proto_frame_parse(buf, sizeof(buf), &f, &err), -EINVAL);
+	proto_frame_header_put(buf, 1, 0, 1, 0);
+	ASSERT_EQ(proto_frame_parse(buf, sizeof(buf), &f, &err), -EINVAL);
+	ASSERT_EQ(
+		proto_frame_parse(buf, PROTO_FRAME_HEADER + PROTO_MAX_FRAME_PAYLOAD + 1, &f, &err),
+		-E2BIG);
+}
+
+TEST(base64)
+{
+	const char *in[] = {"", "f", "fo", "foo", "foob", "fooba", "foobar"};
+	const char *out[] = {"", "Zg==", "Zm8=", "Zm9v", "Zm9vYg==", "Zm9vYmE=", "Zm9vYmFy"};
+
+	for (size_t i = 0; i < ELEMENTSOF(in); i++) {
+		_cleanup_free_ char *e = proto_base64_encode((const uint8_t *)in[i], strlen(in[i]));
+		_cleanup_free_ uint8_t *d = NULL;
+		size_t n = 0;
+		ASSERT_STREQ(e, out[i]);
+		ASSERT_EQ(proto_base64_decode(e, strlen(e), &d, &n), 0);
+		ASSERT_EQ(n, strlen(in[i]));
+		ASSERT_EQ(memcmp(d, in[i], n), 0);
+	}
+	uint8_t *d = NULL;
+	size_t n;
+	ASSERT_EQ(proto_base64_decode("Zm9", 3, &d, &n), -EINVAL);
+	ASSERT_EQ(proto_base64_decode("Zm=v", 4, &d, &n), -EINVAL);
+	ASSERT_EQ(proto_base64_decode("Z===", 4, &d, &n), -EINVAL);
+	ASSERT_EQ(proto_base64_decode("Zg==Zg==", 8, &d, &n), -EINVAL);
+	ASSERT_EQ(proto_base64_decode("Zm9!", 4, &d, &n), -EINVAL);
+}
+
+TEST(secret_equal)
+{
+	ASSERT_TRUE(proto_secret_equal("abc", 3, "abc", 3));
+	ASSERT_FALSE(proto_secret_equal("abc", 3, "abd", 3));
+	ASSERT_FALSE(proto_secret_equal("abc", 3, "abcd", 4));
+	ASSERT_FALSE(proto_secret_equal("", 0, "a", 1));
+}
+
+TEST(errno_mapping)
+{
+	ASSERT_EQ(proto_err_from_errno(-EACCES), PROTO_E_DENIED);
+	ASSERT_EQ(proto_err_from_errno(-ELOOP), PROTO_E_DENIED);
+	ASSERT_EQ(proto_err_from_errno(-ENOENT), PROTO_E_NOT_FOUND);
+	ASSERT_STREQ(proto_err_name(PROTO_E_NOT_UNIQUE), "not_unique");
+	ASSERT_STREQ(proto_op_name(PROTO_OP_FS_READ_PROMPT), "fs.read_prompt");
+	ASSERT_EQ(proto_op_from_name("sandbox.status"), PROTO_OP_SANDBOX_STATUS);
+}
+
+TEST_HARNESS_MAIN
