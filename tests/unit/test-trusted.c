@@ -1,0 +1,410 @@
+/* Unit tests of trusted/: names, generated files, the sudo -l parser and verifier, and the
+ * fd-based store on a temporary tree (as root where ownership matters). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "lib/macro.h"
+#include "lib/tap.h"
+#include "trusted/internal.h"
+#include "trusted/trusted.h"
+
+#define D1 "d5520751b4e6cd9dd8835fa8d4e5a75974c0cbb693f427a9a0a483ee7c4f9515"
+#define D2 "0000000000000000000000000000000000000000000000000000000000000001"
+
+TEST(name_charset)
+{
+	char long_ok[TRUSTED_NAME_MAX + 1], too_long[TRUSTED_NAME_MAX + 2];
+
+	ASSERT_TRUE(trusted_name_valid("hello"));
+	ASSERT_TRUE(trusted_name_valid("0"));
+	ASSERT_TRUE(trusted_name_valid("gh-token_2"));
+	ASSERT_FALSE(trusted_name_valid(""));
+	ASSERT_FALSE(trusted_name_valid(NULL));
+	ASSERT_FALSE(trusted_name_valid("-x"));
+	ASSERT_FALSE(trusted_name_valid("_x"));
+	ASSERT_FALSE(trusted_name_valid("a.b"));
+	ASSERT_FALSE(trusted_name_valid("ab~"));
+	ASSERT_FALSE(trusted_name_valid("a/b"));
+	ASSERT_FALSE(trusted_name_valid(".."));
+	ASSERT_FALSE(trusted_name_valid("Hello"));
+	ASSERT_FALSE(trusted_name_valid("a b"));
+	ASSERT_FALSE(trusted_name_valid("a\n"));
+	ASSERT_FALSE(trusted_name_valid("a\xc3\xa9"));
+	memset(long_ok, 'a', TRUSTED_NAME_MAX);
+	long_ok[TRUSTED_NAME_MAX] = '\0';
+	ASSERT_TRUE(trusted_name_valid(long_ok));
+	memset(too_long, 'a', TRUSTED_NAME_MAX + 1);
+	too_long[TRUSTED_NAME_MAX + 1] = '\0';
+	ASSERT_FALSE(trusted_name_valid(too_long));
+}
+
+TEST(dropin_pins_digests_and_env)
+{
+	struct trusted_entry e[2] = {{.name = "a", .digest = D1}, {.name = "b-2", .digest = D2}};
+	_cleanup_free_ char *t = NULL;
+
+	ASSERT_EQ(trusted_dropin_render(e, 2, &t), 0);
+	ASSERT_NE(strstr(t, "sha256:" D1 " /data/trusted/a"), NULL);
+	ASSERT_NE(strstr(t, "sha256:" D2 " /data/trusted/b-2"), NULL);
+	ASSERT_NE(strstr(t, "env_reset, !env_keep, !setenv"), NULL);
+	ASSERT_NE(strstr(t, "secure_path=\"" TRUSTED_SECURE_PATH "\""), NULL);
+	ASSERT_NE(
+		strstr(t, "%pi-sandbox ALL = (pi-tools) CWD=/ NOPASSWD: NOSETENV: PISTIS_TRUSTED"),
+		NULL);
+	ASSERT_EQ(strstr(t, " SETENV:"), NULL);
+	ASSERT_EQ(strstr(t, "ALL)"), NULL); /* never a runas list with ALL */
+}
+
+TEST(dropin_refuses_bad_entries)
+{
+	struct trusted_entry bad_name = {.name = "a.b", .digest = D1};
+	struct trusted_entry bad_digest = {.name = "a", .digest = "abc"};
+	char *t = NULL;
+
+	ASSERT_EQ(trusted_dropin_render(&bad_name, 1, &t), -EINVAL);
+	ASSERT_EQ(trusted_dropin_render(&bad_digest, 1, &t), -EINVAL);
+	ASSERT_EQ(trusted_dropin_render(&bad_digest, TRUSTED_COMMANDS_MAX + 1, &t), -E2BIG);
+	ASSERT_EQ(trusted_dropin_render(NULL, 0, &t), 0);
+	ASSERT_EQ(strstr(t, "pi-sandbox ALL"), NULL);
+	free(t);
+}
+
+TEST(wrapper_is_exact)
+{
+	_cleanup_free_ char *t = NULL;
+	char *bad = NULL;
+
+	ASSERT_EQ(trusted_wrapper_render("/usr/bin/sudo", "hello", &t), 0);
+	ASSERT_NE(strstr(t, "\nexec /usr/bin/sudo -n -u pi-tools -- /data/trusted/hello \"$@\"\n"),
+		  NULL);
+	ASSERT_EQ(strncmp(t, "#!/bin/sh\n", 10), 0);
+	ASSERT_EQ(trusted_wrapper_render("sudo", "hello", &bad), -EINVAL);
+	ASSERT_EQ(trusted_wrapper_render("/usr/bin/su do", "hello", &bad), -EINVAL);
+	ASSERT_EQ(trusted_wrapper_render("/usr/bin/$(x)", "hello", &bad), -EINVAL);
+	ASSERT_EQ(trusted_wrapper_render("/usr/bin/sudo", "a;b", &bad), -EINVAL);
+}
+
+TEST(includedir_detection)
+{
+#define HAS(s) trusted_sudoers_has_includedir(s, strlen(s))
+	ASSERT_TRUE(HAS("Defaults env_reset\n@includedir /etc/sudoers.d\n"));
+	ASSERT_TRUE(HAS("#includedir /etc/sudoers.d"));
+	ASSERT_TRUE(HAS("  @includedir\t/etc/sudoers.d/  \n"));
+	ASSERT_FALSE(HAS("# includedir /etc/sudoers.d\n"));
+	ASSERT_FALSE(HAS("#@includedir /etc/sudoers.d\n"));
+	ASSERT_FALSE(HAS("@includedir /etc/sudoers.dx\n"));
+	ASSERT_FALSE(HAS("@include /etc/sudoers.d\n"));
+	ASSERT_FALSE(HAS(""));
+#undef HAS
+}
+
+static const char listing_ok[] =
+	"Matching Defaults entries for pi-agent-aaaa on vm:\n"
+	"    env_reset, mail_badpass,\n"
+	"    secure_path=/usr/local/sbin\\:/usr/local/bin\\:/usr/sbin\\:/usr/bin\\:/sbin\\:/bin,\n"
+	"    use_pty\n\n"
+	"Runas and Command-specific defaults for pi-agent-aaaa:\n"
+	"    Defaults!sha256:" D1 "\n"
+	"    /data/trusted/hello env_reset, !env_keep\n\n"
+	"User pi-agent-aaaa may run the following commands on vm:\n"
+	"    (pi-tools) CWD=/ NOSETENV: NOPASSWD:\n"
+	"        sha256:" D1 "\n"
+	"        /data/trusted/hello\n";
+
+TEST(sudo_list_wrapped)
+{
+	struct trusted_entry e = {.name = "hello", .digest = D1};
+	_cleanup_free_ struct trusted_sudo_list *l = NULL;
+	char why[256] = "";
+
+	ASSERT_EQ(trusted_sudo_list_parse(listing_ok, strlen(listing_ok), &l), 0);
+	ASSERT_EQ(l->n, 1u);
+	ASSERT_STREQ(l->cmds[0].runas, "pi-tools");
+	ASSERT_STREQ(l->cmds[0].digest, D1);
+	ASSERT_STREQ(l->cmds[0].command, "/data/trusted/hello");
+	ASSERT_TRUE(l->cmds[0].nopasswd);
+	ASSERT_TRUE(l->cmds[0].cwd_root);
+	ASSERT_FALSE(l->cmds[0].setenv);
+	ASSERT_EQ(trusted_sudo_list_verify(l, &e, 1, why, sizeof(why)), 0);
+}
+
+TEST(sudo_list_extra_grants_fail)
+{
+	static const char more[] = "User u may run the following commands on h:\n"
+				   "    (pi-tools) CWD=/ NOSETENV: NOPASSWD: sha256:" D1
+				   " /data/trusted/hello, /bin/sh\n"
+				   "    (ALL : ALL) ALL\n";
+	struct trusted_entry e = {.name = "hello", .digest = D1};
+	_cleanup_free_ struct trusted_sudo_list *l = NULL;
+	char why[256] = "";
+
+	ASSERT_EQ(trusted_sudo_list_parse(more, strlen(more), &l), 0);
+	ASSERT_EQ(l->n, 3u);
+	ASSERT_STREQ(l->cmds[1].command, "/bin/sh");
+	ASSERT_STREQ(l->cmds[1].digest, "");
+	ASSERT_STREQ(l->cmds[2].runas, "ALL : ALL");
+	ASSERT_STREQ(l->cmds[2].command, "ALL");
+	ASSERT_EQ(trusted_sudo_list_verify(l, &e, 1, why, sizeof(why)), 1);
+	ASSERT_NE(strstr(why, "/bin/sh"), NULL);
+}
+
+TEST(sudo_list_wrong_digest_setenv_runas)
+{
+	struct trusted_entry e = {.name = "hello", .digest = D1};
+	static const char *const bad[] = {
+		"User u may run the following commands on h:\n"
+		"    (pi-tools) CWD=/ NOPASSWD: sha256:" D2 " /data/trusted/hello\n",
+		"User u may run the following commands on h:\n"
+		"    (pi-tools) CWD=/ NOPASSWD: SETENV: sha256:" D1 " /data/trusted/hello\n",
+		"User u may run the following commands on h:\n"
+		"    (root) CWD=/ NOPASSWD: sha256:" D1 " /data/trusted/hello\n",
+		"User u may run the following commands on h:\n"
+		"    (pi-tools) NOPASSWD: sha256:" D1 " /data/trusted/hello\n",
+		"User u may run the following commands on h:\n"
+		"    (pi-tools) CWD=/ NOPASSWD: /data/trusted/hello\n",
+		"User u may run the following commands on h:\n"
+		"    (pi-tools) CWD=/ NOPASSWD: sha256:" D1 " /data/trusted/hello x\n",
+		"User u may run the following commands on h:\n"
+		"    (pi-tools) CWD=/ CHROOT=/x NOPASSWD: sha256:" D1 " /data/trusted/hello\n",
+		"User u may run the following commands on h:\n"
+		"    (pi-tools) CWD=/ NOPASSWD: sha512:" D1 " /data/trusted/hello\n",
+		"User u is not allowed to run sudo on h.\n",
+	};
+
+	for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+		_cleanup_free_ struct trusted_sudo_list *l = NULL;
+		char why[256] = "";
+
+		ASSERT_EQ(trusted_sudo_list_parse(bad[i], strlen(bad[i]), &l), 0);
+		if (trusted_sudo_list_verify(l, &e, 1, why, sizeof(why)) != 1) {
+			tap_report(__FILE__, __LINE__, "case %zu verified", i);
+			_metadata->failed = true;
+		}
+	}
+}
+
+TEST(sudo_list_garbage)
+{
+	struct trusted_sudo_list *l = NULL;
+	static const char cut[] = "User u may run the following commands on h:\n    (pi-tools) "
+				  "CWD=/ NOPASSWD: sha256:" D1 "\n";
+	struct trusted_entry e = {.name = "hello", .digest = D1};
+	char why[128];
+
+	ASSERT_EQ(trusted_sudo_list_parse("", 0, &l), -EBADMSG);
+	ASSERT_EQ(trusted_sudo_list_parse("sudo: unknown user x\n", 21, &l), -EBADMSG);
+	ASSERT_EQ(trusted_sudo_list_parse(cut, strlen(cut), &l), 0);
+	ASSERT_TRUE(l->truncated);
+	ASSERT_EQ(trusted_sudo_list_verify(l, &e, 1, why, sizeof(why)), 1);
+	free(l);
+}
+
+TEST(sudo_list_limit)
+{
+	size_t n = TRUSTED_LIST_MAX + 10, i;
+	_cleanup_free_ char *t = malloc(64 + n * 24);
+	char *p = t;
+	struct trusted_sudo_list *l = NULL;
+
+	ASSERT_NE(t, NULL);
+	p += sprintf(p, "User u may run the following commands on h:\n    (x) ");
+	for (i = 0; i < n; i++)
+		p += sprintf(p, "/bin/c%zu, ", i);
+	ASSERT_EQ(trusted_sudo_list_parse(t, (size_t)(p - t), &l), 0);
+	ASSERT_EQ(l->n, (size_t)TRUSTED_LIST_MAX);
+	ASSERT_TRUE(l->truncated);
+	free(l);
+}
+
+/* --- the store on a temporary root ------------------------------------------------- */
+
+static char *make_root(void)
+{
+	char *d = strdup("/tmp/test-trusted.XXXXXX");
+
+	if (!d || !mkdtemp(d))
+		return NULL;
+	(void)chmod(d, 0755);
+	return d;
+}
+
+TEST(open_dir_refuses_symlinks_and_loose_parents)
+{
+	_cleanup_free_ char *root = make_root();
+	_cleanup_close_ int rfd = -1, fd = -1;
+	char p[256];
+
+	if (geteuid() != 0)
+		SKIP("needs root (ownership checks)");
+	ASSERT_NE(root, NULL);
+	rfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	snprintf(p, sizeof(p), "%s/elsewhere", root);
+	ASSERT_EQ(mkdir(p, 0755), 0);
+	snprintf(p, sizeof(p), "%s/data", root);
+	ASSERT_EQ(symlink("elsewhere", p), 0);
+	ASSERT_EQ(trusted_open_dir(rfd, "data/trusted", true, 0755, 0, 0, true, &fd), -ENOTDIR);
+	ASSERT_EQ(unlink(p), 0);
+	ASSERT_EQ(mkdir(p, 0777), 0);
+	ASSERT_EQ(chmod(p, 0777), 0);
+	ASSERT_EQ(trusted_open_dir(rfd, "data/trusted", true, 0755, 0, 0, true, &fd), -EPERM);
+	ASSERT_EQ(chmod(p, 0755), 0);
+	ASSERT_EQ(trusted_open_dir(rfd, "data/trusted", true, 0755, 0, 0, true, &fd), 0);
+	ASSERT_EQ(trusted_open_dir(rfd, "data/../x", true, 0755, 0, 0, true, &fd), -EINVAL);
+	snprintf(p, sizeof(p), "rm -rf '%s'", root);
+	(void)system(p);
+}
+
+TEST(write_file_temp_names_are_ignored_by_sudo)
+{
+	_cleanup_free_ char *root = make_root();
+	_cleanup_close_ int dfd = -1;
+	char tmp[256], p[512];
+	struct stat st;
+
+	ASSERT_NE(root, NULL);
+	dfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (geteuid() != 0)
+		SKIP("needs root (fchown to root)");
+	ASSERT_EQ(trusted_write_file(dfd, "pistis-trusted", "x\n", 2, 0440, true, tmp, sizeof(tmp)),
+		  0);
+	/* sudo's includedir skips names containing '.' or ending in '~'. */
+	ASSERT_EQ(tmp[0], '.');
+	ASSERT_NE(strchr(tmp + 1, '.'), NULL);
+	ASSERT_EQ(fstatat(dfd, tmp, &st, AT_SYMLINK_NOFOLLOW), 0);
+	ASSERT_EQ(st.st_mode & 07777, 0440u);
+	ASSERT_EQ(fstatat(dfd, "pistis-trusted", &st, 0), -1);
+	ASSERT_EQ(trusted_write_file(dfd, "pistis-trusted", "y\n", 2, 0440, false, NULL, 0), 0);
+	ASSERT_EQ(fstatat(dfd, "pistis-trusted", &st, 0), 0);
+	snprintf(p, sizeof(p), "rm -rf '%s'", root);
+	(void)system(p);
+}
+
+TEST(add_refuses_loose_scripts)
+{
+	_cleanup_free_ char *root = make_root();
+	char p[512], digest[SHA256_HEX_SIZE];
+	int fd = -1;
+
+	if (geteuid() != 0)
+		SKIP("needs root");
+	ASSERT_NE(root, NULL);
+	/* A fake sudo is enough for add: it only needs to exist setuid root. */
+	snprintf(p, sizeof(p),
+		 "mkdir -p %s/usr/bin %s/usr/sbin && install -m 4755 /bin/true %s/usr/bin/sudo"
+		 " && install -m 0755 /bin/true %s/usr/sbin/visudo && printf 'echo hi\\n' > %s/s"
+		 " && chmod 0644 %s/s && ln -s s %s/link",
+		 root, root, root, root, root, root, root);
+	ASSERT_EQ(system(p), 0);
+
+	snprintf(p, sizeof(p), "%s/link", root);
+	ASSERT_EQ(trusted_open_script(p, &fd), -ELOOP);
+
+	snprintf(p, sizeof(p), "%s/s", root);
+	ASSERT_EQ(chmod(p, 0664), 0);
+	ASSERT_EQ(trusted_open_script(p, &fd), 0);
+	ASSERT_EQ(trusted_add_fd(root, "hi", fd, digest), -EPERM);
+	close(fd);
+	ASSERT_EQ(chmod(p, 0644), 0);
+	ASSERT_EQ(chown(p, 1000, 0), 0);
+	ASSERT_EQ(trusted_open_script(p, &fd), 0);
+	ASSERT_EQ(trusted_add_fd(root, "hi", fd, digest), -EPERM);
+	close(fd);
+	ASSERT_EQ(chown(p, 0, 0), 0);
+	ASSERT_EQ(trusted_open_script(p, &fd), 0);
+	ASSERT_EQ(trusted_add_fd(root, "a.b", fd, digest), -EINVAL);
+	ASSERT_EQ(trusted_add_fd(root, "hi", fd, digest), 0);
+	close(fd);
+	char want[SHA256_HEX_SIZE];
+	sha256_hex("echo hi\n", 8, want);
+	ASSERT_STREQ(digest, want);
+
+	struct trusted_entry *v = NULL;
+	size_t n = 0, skipped = 0;
+	ASSERT_EQ(trusted_list(root, &v, &n, &skipped), 0);
+	ASSERT_EQ(n, 1u);
+	ASSERT_STREQ(v[0].name, "hi");
+	ASSERT_STREQ(v[0].digest, digest);
+	ASSERT_EQ(v[0].mode, 0755u);
+	free(v);
+
+	char why[256];
+	ASSERT_EQ(trusted_wrapper_check(root, "hi", why, sizeof(why)), 0);
+	ASSERT_EQ(trusted_adopt_from_bin(root, "hi"), 1);
+	ASSERT_EQ(trusted_remove(root, "hi"), 0);
+	ASSERT_EQ(trusted_remove(root, "hi"), -ENOENT);
+	snprintf(p, sizeof(p), "%s/data/bin/hi", root);
+	ASSERT_EQ(access(p, F_OK), -1);
+	snprintf(p, sizeof(p), "rm -rf '%s'", root);
+	(void)system(p);
+}
+
+TEST(adopt_refuses_planted_files)
+{
+	_cleanup_free_ char *root = make_root();
+	char p[512];
+
+	if (geteuid() != 0)
+		SKIP("needs root");
+	ASSERT_NE(root, NULL);
+	snprintf(p, sizeof(p),
+		 "mkdir -p %s/usr/bin %s/usr/sbin %s/data/bin && install -m 4755 /bin/true "
+		 "%s/usr/bin/sudo && install -m 0755 /bin/true %s/usr/sbin/visudo && "
+		 "printf 'echo x\\n' > %s/data/bin/agentmade && chown 10100 %s/data/bin/agentmade"
+		 " && printf 'echo y\\n' > %s/data/bin/ops && chmod 0755 %s/data/bin/ops",
+		 root, root, root, root, root, root, root, root, root);
+	ASSERT_EQ(system(p), 0);
+	ASSERT_EQ(trusted_adopt_from_bin(root, "agentmade"), -EPERM);
+	ASSERT_EQ(trusted_adopt_from_bin(root, "missing"), -ENOENT);
+	snprintf(p, sizeof(p), "ln %s/data/bin/ops %s/data/bin/ops2", root, root);
+	ASSERT_EQ(system(p), 0);
+	ASSERT_EQ(trusted_adopt_from_bin(root, "ops"), -EPERM); /* two links */
+	snprintf(p, sizeof(p), "%s/data/bin/ops2", root);
+	ASSERT_EQ(unlink(p), 0);
+	ASSERT_EQ(trusted_adopt_from_bin(root, "ops"), 0);
+	ASSERT_EQ(trusted_adopt_from_bin(root, "ops"), 1);
+
+	char why[256];
+	ASSERT_EQ(trusted_wrapper_check(root, "ops", why, sizeof(why)), 0);
+	snprintf(p, sizeof(p), "%s/data/trusted/ops", root);
+	struct stat st;
+	ASSERT_EQ(stat(p, &st), 0);
+	ASSERT_EQ(st.st_mode & 07777, 0755u);
+	ASSERT_EQ(st.st_uid, 0u);
+	snprintf(p, sizeof(p), "rm -rf '%s'", root);
+	(void)system(p);
+}
+
+TEST(secrets_dir_fixed_through_fd)
+{
+	_cleanup_free_ char *root = make_root();
+	char p[512], why[256];
+	struct stat st;
+
+	if (geteuid() != 0)
+		SKIP("needs root");
+	ASSERT_NE(root, NULL);
+	snprintf(p, sizeof(p), "%s/data", root);
+	ASSERT_EQ(mkdir(p, 0755), 0);
+	ASSERT_EQ(trusted_secrets_check(root, why, sizeof(why)), 1);
+	snprintf(p, sizeof(p), "%s/data/.secrets", root);
+	ASSERT_EQ(mkdir(p, 0755), 0);
+	ASSERT_EQ(trusted_secrets_check(root, why, sizeof(why)), 1);
+	ASSERT_EQ(trusted_secrets_ensure(root), 0);
+	ASSERT_EQ(stat(p, &st), 0);
+	ASSERT_EQ(st.st_uid, 10002u);
+	ASSERT_EQ(st.st_mode & 07777, 0700u);
+	ASSERT_EQ(trusted_secrets_check(root, why, sizeof(why)), 0);
+	/* A symlink in its place is refused, never followed. */
+	ASSERT_EQ(rmdir(p), 0);
+	ASSERT_EQ(symlink("/etc", p), 0);
+	ASSERT_NE(trusted_secrets_ensure(root), 0);
+	snprintf(p, sizeof(p), "rm -rf '%s'", root);
+	(void)system(p);
+}
+
+TEST_HARNESS_MAIN

@@ -1,0 +1,469 @@
+/* pistisd trusted: add, remove, adopt, list, check, install, harden-setuid. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/escape.h"
+#include "lib/log.h"
+#include "lib/macro.h"
+#include "pistisd/cli.h"
+#include "trusted/trusted.h"
+
+struct opts {
+	const char *root;
+	const char *agent;
+	const char *keep[TRUSTED_KEEP_MAX];
+	size_t n_keep;
+	bool json, dry_run, no_install;
+};
+
+static void help(FILE *f)
+{
+	fprintf(f,
+		"Usage: pistisd trusted VERB [ARGS] [--root DIR] [--json]\n\n"
+		"Trusted commands: scripts an agent may run as pi-tools (the user that owns\n"
+		"/data/.secrets) through sudo, and nothing else.\n\n"
+		"Verbs:\n"
+		"  add NAME SCRIPT       copy SCRIPT to /data/trusted/NAME (root 0755), write the\n"
+		"                        wrapper /data/bin/NAME, then install (unless "
+		"--no-install)\n"
+		"  remove NAME           remove the script and its wrapper, then install\n"
+		"  adopt NAME            move a root-owned /data/bin/NAME into /data/trusted, then "
+		"install\n"
+		"  list                  the trusted commands and their SHA-256 digests\n"
+		"  check                 verify scripts, wrappers, secrets dir, drop-in and sudo's "
+		"view\n"
+		"  install               regenerate /etc/sudoers.d/pistis-trusted from "
+		"/data/trusted,\n"
+		"                        check it with visudo, install it, confirm with sudo -l\n"
+		"  harden-setuid         remove setuid/setgid from every file of the image but "
+		"sudo\n"
+		"                        and the --keep PATHs (not /proc, /sys, /dev, /data)\n\n"
+		"Options:\n"
+		"  --root DIR            act on the image rooted at DIR (default /); visudo and "
+		"sudo\n"
+		"                        run chrooted into it\n"
+		"  --json                machine-readable output\n"
+		"  --agent USER          confirm sudo -l for USER only (default: every pi-sandbox "
+		"member)\n"
+		"  --no-install          add/remove/adopt: leave sudoers alone\n"
+		"  --keep PATH           harden-setuid: keep this file's bits (repeatable, max "
+		"%d)\n"
+		"  --dry-run             harden-setuid: report only\n\n"
+		"NAME matches ^[a-z0-9][a-z0-9_-]{0,63}$. Exit: 0 ok, 1 check failed, 100 usage,\n"
+		"111 system error. See docs/trusted.md.\n",
+		TRUSTED_KEEP_MAX);
+}
+
+static void json_str(const char *s)
+{
+	char buf[1024];
+
+	escape_json(s, strlen(s), buf, sizeof(buf));
+	printf("\"%s\"", buf);
+}
+
+static int no_sudo(const char *root)
+{
+	log_error("trusted commands need sudo: no setuid-root sudo and visudo found in '%s' "
+		  "(install the distribution's sudo package in the image)",
+		  root);
+	return 1;
+}
+
+static int fail(int r, const char *what, const char *root)
+{
+	if (r == -ENOPKG)
+		return no_sudo(root);
+	log_error_errno(r, "%s: %m", what);
+	return EXIT_SYSTEM;
+}
+
+static void print_report(const struct opts *o, const char *verb, const char *name,
+			 const char *digest, const struct trusted_install_report *rep,
+			 bool installed, int rc)
+{
+	if (o->json) {
+		printf("{\"verb\":");
+		json_str(verb);
+		if (name) {
+			printf(",\"name\":");
+			json_str(name);
+		}
+		if (digest)
+			printf(",\"digest\":\"sha256:%s\"", digest);
+		if (installed)
+			printf(",\"commands\":%zu,\"includedir\":%s,\"removed\":%s,\"agents_"
+			       "verified\":%d,"
+			       "\"agents_mismatched\":%d",
+			       rep->n, rep->includedir ? "true" : "false",
+			       rep->removed ? "true" : "false", rep->verified, rep->mismatched);
+		printf(",\"ok\":%s,\"message\":", rc == 0 ? "true" : "false");
+		json_str(rep ? rep->message : "");
+		printf("}\n");
+		return;
+	}
+	if (name && digest)
+		printf("%s %s sha256:%s\n", verb, name, digest);
+	else if (name)
+		printf("%s %s\n", verb, name);
+	if (!installed)
+		return;
+	if (rep->removed)
+		printf("sudoers drop-in: no trusted command left, removed\n");
+	else if (rc == 0)
+		printf("sudoers drop-in: %zu command(s) installed; sudo -l confirmed for %d "
+		       "agent(s)%s\n",
+		       rep->n, rep->verified,
+		       rep->verified ? "" : " (no agent exists yet: nothing to confirm)");
+	if (rc != 0)
+		log_error("%s", rep->message);
+}
+
+static int do_install(const struct opts *o, const char *verb, const char *name, const char *digest)
+{
+	struct trusted_install_report rep;
+	int r;
+
+	r = trusted_secrets_ensure(o->root);
+	if (r < 0)
+		return fail(r, "Failed to prepare /data/.secrets", o->root);
+	r = trusted_install(o->root, o->agent, &rep);
+	if (r < 0)
+		return fail(r, "Failed to install the sudoers drop-in", o->root);
+	print_report(o, verb, name, digest, &rep, true, r);
+	return r;
+}
+
+static int verb_add(const struct opts *o, const char *name, const char *script)
+{
+	char digest[SHA256_HEX_SIZE];
+	_cleanup_close_ int fd = -1;
+	int r;
+
+	r = trusted_open_script(script, &fd);
+	if (r == -ELOOP) {
+		log_error("'%s' is a symlink: give the script itself", script);
+		return 1;
+	}
+	if (r < 0)
+		return fail(r, "Failed to open the script", o->root);
+	r = trusted_add_fd(o->root, name, fd, digest);
+	if (r == -EPERM) {
+		log_error(
+			"'%s' must be owned by root and writable by no one else (chown root, chmod "
+			"go-w), and /data, /data/trusted and /data/bin root's alone",
+			script);
+		return 1;
+	}
+	if (r == -EBADFD) {
+		log_error("'%s' is not a regular file", script);
+		return 1;
+	}
+	if (r == -EFBIG) {
+		log_error("'%s' is larger than %d bytes", script, TRUSTED_SCRIPT_MAX);
+		return 1;
+	}
+	if (r < 0)
+		return fail(r, "Failed to add the trusted command", o->root);
+	if (o->no_install) {
+		print_report(o, "added", name, digest, NULL, false, 0);
+		return 0;
+	}
+	return do_install(o, "added", name, digest);
+}
+
+static int verb_remove(const struct opts *o, const char *name)
+{
+	int r = trusted_remove(o->root, name);
+
+	if (r == -ENOENT) {
+		log_error("no trusted command '%s'", name);
+		return 1;
+	}
+	if (r < 0)
+		return fail(r, "Failed to remove the trusted command", o->root);
+	if (o->no_install) {
+		print_report(o, "removed", name, NULL, NULL, false, 0);
+		return 0;
+	}
+	return do_install(o, "removed", name, NULL);
+}
+
+static int verb_adopt(const struct opts *o, const char *name)
+{
+	int r = trusted_adopt_from_bin(o->root, name);
+
+	if (r == -ENOENT) {
+		log_error("/data/bin/%s does not exist", name);
+		return 1;
+	}
+	if (r == -EPERM) {
+		log_error("/data/bin/%s is not a root-owned file writable by root alone with one "
+			  "link: "
+			  "not adopted (an agent may have planted it)",
+			  name);
+		return 1;
+	}
+	if (r == -EEXIST) {
+		log_error("/data/trusted/%s already exists: remove one of the two first", name);
+		return 1;
+	}
+	if (r < 0)
+		return fail(r, "Failed to adopt the script", o->root);
+	if (o->no_install) {
+		print_report(o, r == 1 ? "unchanged" : "adopted", name, NULL, NULL, false, 0);
+		return 0;
+	}
+	return do_install(o, r == 1 ? "unchanged" : "adopted", name, NULL);
+}
+
+static int verb_list(const struct opts *o)
+{
+	_cleanup_free_ struct trusted_entry *v = NULL;
+	size_t n = 0, skipped = 0, i;
+	int r = trusted_list(o->root, &v, &n, &skipped);
+
+	if (r < 0)
+		return fail(r, "Failed to list /data/trusted", o->root);
+	if (o->json)
+		printf("{\"commands\":[");
+	for (i = 0; i < n; i++) {
+		if (o->json) {
+			printf("%s{\"name\":\"%s\",\"digest\":\"sha256:%s\",\"owner\":%u,\"mode\":"
+			       "\"%04o\"}",
+			       i ? "," : "", v[i].name, v[i].digest, (unsigned)v[i].uid,
+			       (unsigned)v[i].mode);
+		} else {
+			printf("%-24s sha256:%s%s\n", v[i].name, v[i].digest,
+			       v[i].uid != 0 || v[i].mode != 0755 ? "  (not root 0755!)" : "");
+		}
+	}
+	if (o->json)
+		printf("],\"skipped\":%zu}\n", skipped);
+	else if (skipped)
+		printf("(%zu file(s) in /data/trusted with invalid names ignored)\n", skipped);
+	return 0;
+}
+
+static int verb_check(const struct opts *o)
+{
+	_cleanup_free_ struct trusted_entry *v = NULL;
+	char why[1024], sudo[256];
+	size_t n = 0, i, problems = 0;
+	int r;
+
+	if (o->json)
+		printf("{\"problems\":[");
+#define PROBLEM(...)                                                                               \
+	do {                                                                                       \
+		char _m[1200];                                                                     \
+		snprintf(_m, sizeof(_m), __VA_ARGS__);                                             \
+		if (o->json) {                                                                     \
+			printf("%s", problems ? "," : "");                                         \
+			json_str(_m);                                                              \
+		} else {                                                                           \
+			printf("FAIL %s\n", _m);                                                   \
+		}                                                                                  \
+		problems++;                                                                        \
+	} while (0)
+
+	if (trusted_find_sudo(o->root, sudo, sizeof(sudo), NULL, 0) < 0) {
+		PROBLEM("trusted commands need sudo: no setuid-root sudo and visudo in the image");
+		goto out;
+	}
+	r = trusted_list(o->root, &v, &n, NULL);
+	if (r < 0)
+		return fail(r, "Failed to list /data/trusted", o->root);
+	for (i = 0; i < n; i++) {
+		if (v[i].uid != 0 || v[i].mode != 0755)
+			PROBLEM("/data/trusted/%s is not root-owned 0755", v[i].name);
+		r = trusted_wrapper_check(o->root, v[i].name, why, sizeof(why));
+		if (r < 0)
+			return fail(r, "Failed to check a wrapper", o->root);
+		if (r)
+			PROBLEM("%s", why);
+	}
+	r = trusted_secrets_check(o->root, why, sizeof(why));
+	if (r < 0)
+		return fail(r, "Failed to check /data/.secrets", o->root);
+	if (r)
+		PROBLEM("%s", why);
+	r = trusted_dropin_current(o->root, why, sizeof(why));
+	if (r < 0)
+		return fail(r, "Failed to read the sudoers drop-in", o->root);
+	if (r)
+		PROBLEM("%s", why);
+	r = trusted_check_sudoers(o->root, why, sizeof(why));
+	if (r < 0)
+		return fail(r, "Failed to run visudo", o->root);
+	if (r)
+		PROBLEM("%s", why);
+	if (n > 0) {
+		struct trusted_install_report rep = {0};
+
+		r = trusted_verify_agents(o->root, o->agent, &rep);
+		if (r < 0)
+			return fail(r, "Failed to run sudo -l", o->root);
+		if (r)
+			PROBLEM("%s", rep.message);
+	}
+out:
+	if (o->json)
+		printf("],\"commands\":%zu,\"ok\":%s}\n", n, problems ? "false" : "true");
+	else if (!problems)
+		printf("ok: %zu trusted command(s), drop-in current, sudo agrees\n", n);
+#undef PROBLEM
+	return problems ? 1 : 0;
+}
+
+struct setid_print {
+	const struct opts *o;
+	size_t n;
+};
+
+static void setid_cb(const struct trusted_setid_file *f, void *userdata)
+{
+	struct setid_print *p = userdata;
+	char path[1024];
+
+	if (p->o->json) {
+		escape_json(f->path, strlen(f->path), path, sizeof(path));
+		printf("%s{\"path\":\"%s\",\"mode\":\"%04o\",\"uid\":%u,\"gid\":%u,\"kept\":%s,"
+		       "\"changed\":%s}",
+		       p->n ? "," : "", path, (unsigned)(f->mode & 07777), (unsigned)f->uid,
+		       (unsigned)f->gid, f->kept ? "true" : "false", f->changed ? "true" : "false");
+	} else {
+		escape_c(f->path, strlen(f->path), path, sizeof(path));
+		printf("%-7s %04o -> %04o  %s\n",
+		       f->kept	    ? "kept"
+		       : f->changed ? "cleared"
+				    : "would",
+		       (unsigned)(f->mode & 07777),
+		       (unsigned)(f->kept ? f->mode & 07777 : f->mode & 0777), path);
+	}
+	p->n++;
+}
+
+static int verb_harden(const struct opts *o)
+{
+	struct setid_print p = {.o = o};
+	int r;
+
+	if (o->json)
+		printf("{\"files\":[");
+	r = trusted_harden_setuid(o->root, o->keep, o->n_keep, o->dry_run ? TRUSTED_DRY_RUN : 0,
+				  setid_cb, &p);
+	if (o->json)
+		printf("],\"ok\":%s}\n", r < 0 ? "false" : "true");
+	if (r < 0)
+		return fail(r, "Failed to walk the image for setuid/setgid files", o->root);
+	return 0;
+}
+
+int trusted_cli_main(int argc, char **argv)
+{
+	enum { OPT_ROOT = 0x100, OPT_JSON, OPT_AGENT, OPT_NO_INSTALL, OPT_KEEP, OPT_DRY_RUN };
+	static const struct option longopts[] = {
+		{"help", no_argument, NULL, 'h'},
+		{"root", required_argument, NULL, OPT_ROOT},
+		{"json", no_argument, NULL, OPT_JSON},
+		{"agent", required_argument, NULL, OPT_AGENT},
+		{"no-install", no_argument, NULL, OPT_NO_INSTALL},
+		{"keep", required_argument, NULL, OPT_KEEP},
+		{"dry-run", no_argument, NULL, OPT_DRY_RUN},
+		{0},
+	};
+	struct opts o = {.root = "/"};
+	const char *verb, *name = NULL;
+	int c, nargs;
+
+	if (argc < 2) {
+		help(stderr);
+		return EXIT_USAGE;
+	}
+	verb = argv[1];
+	if (!strcmp(verb, "--help") || !strcmp(verb, "-h") || !strcmp(verb, "help")) {
+		help(stdout);
+		return 0;
+	}
+	optind = 1;
+	while ((c = getopt_long(argc - 1, argv + 1, "h", longopts, NULL)) >= 0) {
+		switch (c) {
+		case 'h':
+			help(stdout);
+			return 0;
+		case OPT_ROOT:
+			o.root = optarg;
+			break;
+		case OPT_JSON:
+			o.json = true;
+			log_set_format(LOG_FORMAT_JSON);
+			break;
+		case OPT_AGENT:
+			o.agent = optarg;
+			break;
+		case OPT_NO_INSTALL:
+			o.no_install = true;
+			break;
+		case OPT_KEEP:
+			if (o.n_keep >= TRUSTED_KEEP_MAX) {
+				log_error("at most %d --keep paths", TRUSTED_KEEP_MAX);
+				return EXIT_USAGE;
+			}
+			o.keep[o.n_keep++] = optarg;
+			break;
+		case OPT_DRY_RUN:
+			o.dry_run = true;
+			break;
+		default:
+			help(stderr);
+			return EXIT_USAGE;
+		}
+	}
+	if (o.root[0] != '/') {
+		log_error("--root needs an absolute path, got '%s'", o.root);
+		return EXIT_USAGE;
+	}
+	nargs = argc - 1 - optind;
+	char **args = argv + 1 + optind;
+
+	if (!strcmp(verb, "add") || !strcmp(verb, "remove") || !strcmp(verb, "adopt")) {
+		if (nargs != (!strcmp(verb, "add") ? 2 : 1)) {
+			log_error("usage: pistisd trusted %s NAME%s", verb,
+				  !strcmp(verb, "add") ? " SCRIPT" : "");
+			return EXIT_USAGE;
+		}
+		name = args[0];
+		if (!trusted_name_valid(name)) {
+			char esc[256];
+
+			escape_c(name, strlen(name), esc, sizeof(esc));
+			log_error("invalid name '%s': use ^[a-z0-9][a-z0-9_-]{0,63}$ (no '.', '~', "
+				  "'/' or upper case)",
+				  esc);
+			return EXIT_USAGE;
+		}
+		if (!strcmp(verb, "add"))
+			return verb_add(&o, name, args[1]);
+		if (!strcmp(verb, "remove"))
+			return verb_remove(&o, name);
+		return verb_adopt(&o, name);
+	}
+	if (nargs != 0) {
+		log_error("'%s' takes no arguments; see 'pistisd trusted --help'", verb);
+		return EXIT_USAGE;
+	}
+	if (!strcmp(verb, "list"))
+		return verb_list(&o);
+	if (!strcmp(verb, "check"))
+		return verb_check(&o);
+	if (!strcmp(verb, "install"))
+		return do_install(&o, "installed", NULL, NULL);
+	if (!strcmp(verb, "harden-setuid"))
+		return verb_harden(&o);
+	log_error("unknown verb '%s'; see 'pistisd trusted --help'", verb);
+	return EXIT_USAGE;
+}

@@ -1,0 +1,17 @@
+# trusted: trusted commands (trusted_*) and `pistisd trusted`; see docs/trusted.md.
+LIBS += trusted
+trusted_SRCS := trusted/render.c trusted/fs.c trusted/store.c trusted/install.c \
+	trusted/setuid.c trusted/cli.c
+pistisd_LIBS := trusted $(pistisd_LIBS)
+
+UNIT_TESTS += test-trusted
+test-trusted_SRCS := tests/unit/test-trusted.c
+test-trusted_LIBS := trusted lib
+
+FUZZERS += fuzz-trusted-sudo-list fuzz-trusted-name
+fuzz-trusted-sudo-list_SRCS := tests/fuzz/fuzz-trusted-sudo-list.c
+fuzz-trusted-sudo-list_LIBS := trusted lib
+fuzz-trusted-name_SRCS := tests/fuzz/fuzz-trusted-name.c
+fuzz-trusted-name_LIBS := trusted lib
+
+INTEGRATION_TESTS += tests/integration/trusted.sh

@@ -1,0 +1,216 @@
+/* trusted: keep the image's setuid/setgid inventory minimal. Agents of an image with
+ * trusted commands run without no_new_privs (sudo must be able to raise privileges), so
+ * every other setuid or setgid file would be a way up: all lose the bits but sudo and the
+ * files the operator keeps by name. */
+#include "trusted/trusted.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "lib/macro.h"
+#include "trusted/internal.h"
+
+#define WALK_DEPTH_MAX 256
+
+struct file_id {
+	dev_t dev;
+	ino_t ino;
+};
+
+struct walk {
+	dev_t dev;
+	const struct file_id *keep;
+	size_t n_keep;
+	unsigned flags;
+	trusted_setid_cb cb;
+	void *userdata;
+	char path[PATH_MAX];
+	int err; /* first error; the walk goes on past it */
+};
+
+static bool kept(const struct walk *w, const struct stat *st)
+{
+	for (size_t i = 0; i < w->n_keep; i++)
+		if (w->keep[i].dev == st->st_dev && w->keep[i].ino == st->st_ino)
+			return true;
+	return false;
+}
+
+static void note_err(struct walk *w, int r)
+{
+	if (!w->err)
+		w->err = r;
+}
+
+static void visit_file(struct walk *w, int dir_fd, const char *name, const struct stat *lst)
+{
+	struct trusted_setid_file f = {
+		.path = w->path, .mode = lst->st_mode, .uid = lst->st_uid, .gid = lst->st_gid};
+	_cleanup_close_ int fd = -1;
+	struct stat st;
+
+	/* Reopen without following and act on what the fd is: the name may have changed
+	 * between readdir and now. O_PATH does not permit fchmod, so O_RDONLY; root may
+	 * open a 04711 file, and O_NONBLOCK|O_NOCTTY keep odd files harmless. */
+	fd = openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0) {
+		note_err(w, -errno);
+		return;
+	}
+	if (fstat(fd, &st) < 0) {
+		note_err(w, -errno);
+		return;
+	}
+	if (!S_ISREG(st.st_mode) || !(st.st_mode & (S_ISUID | S_ISGID)))
+		return;
+	f.mode = st.st_mode;
+	f.uid = st.st_uid;
+	f.gid = st.st_gid;
+	f.kept = kept(w, &st);
+	if (!f.kept && !(w->flags & TRUSTED_DRY_RUN)) {
+		/* Plain permission bits of the file as it is now; sticky has no meaning on a
+		 * regular file and goes with the others. */
+		if (fchmod(fd, st.st_mode & 0777) < 0) {
+			note_err(w, -errno);
+		} else {
+			f.changed = true;
+		}
+	}
+	if (w->cb)
+		w->cb(&f, w->userdata);
+}
+
+static bool skip_top(const char *name)
+{
+	/* Kernel and device filesystems, and the persistent volume whose modes the policy
+	 * walk owns (it strips setid bits there itself). */
+	return !strcmp(name, "proc") || !strcmp(name, "sys") || !strcmp(name, "dev") ||
+	       !strcmp(name, "data");
+}
+
+static void walk_dir(struct walk *w, int dir_fd, size_t depth)
+{
+	size_t base = strlen(w->path);
+	struct dirent *de;
+	DIR *d;
+
+	if (depth > WALK_DEPTH_MAX) {
+		note_err(w, -ELOOP);
+		return;
+	}
+	d = fdopendir(dir_fd);
+	if (!d) {
+		note_err(w, -errno);
+		safe_close(dir_fd);
+		return;
+	}
+	while ((errno = 0, de = readdir(d))) {
+		struct stat st;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (depth == 0 && skip_top(de->d_name))
+			continue;
+		if (snprintf(w->path + base, sizeof(w->path) - base, "%s%s", base > 1 ? "/" : "",
+			     de->d_name) >= (int)(sizeof(w->path) - base)) {
+			note_err(w, -ENAMETOOLONG);
+			continue;
+		}
+		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			if (errno != ENOENT)
+				note_err(w, -errno);
+			continue;
+		}
+		/* One filesystem: a mount point is somebody else's. Only directories are
+		 * compared: overlayfs may report a lower layer's device for plain files. */
+		if (S_ISDIR(st.st_mode) && st.st_dev != w->dev)
+			continue;
+		if (S_ISDIR(st.st_mode)) {
+			int sub = openat(dirfd(d), de->d_name,
+					 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			struct stat sst;
+
+			if (sub < 0) {
+				note_err(w, -errno);
+				continue;
+			}
+			if (fstat(sub, &sst) < 0 || sst.st_dev != w->dev) {
+				safe_close(sub);
+				continue;
+			}
+			walk_dir(w, sub, depth + 1);
+		} else if (S_ISREG(st.st_mode) && (st.st_mode & (S_ISUID | S_ISGID))) {
+			visit_file(w, dirfd(d), de->d_name, &st);
+		}
+		w->path[base] = '\0';
+	}
+	if (errno)
+		note_err(w, -errno);
+	w->path[base] = '\0';
+	closedir(d);
+}
+
+int trusted_harden_setuid(const char *root, const char *const *keep, size_t n_keep, unsigned flags,
+			  trusted_setid_cb cb, void *userdata)
+{
+	static const char *const sudos[] = {"usr/bin/sudo", "bin/sudo", "usr/local/bin/sudo",
+					    "usr/sbin/sudo"};
+	struct file_id ids[TRUSTED_KEEP_MAX + ELEMENTSOF(sudos)];
+	_cleanup_close_ int root_fd = -1;
+	struct walk w = {.flags = flags, .cb = cb, .userdata = userdata, .path = "/"};
+	struct stat st;
+	size_t n = 0, i;
+	int fd, r;
+
+	if (n_keep > TRUSTED_KEEP_MAX)
+		return -E2BIG;
+	r = trusted_root_open(root, &root_fd);
+	if (r < 0)
+		return r;
+	/* Kept files are identified by device and inode, resolved the way the root sees them,
+	 * so /bin/mount and /usr/bin/mount name the same file on a merged-/usr image. */
+	for (i = 0; i < n_keep; i++) {
+		_cleanup_close_ int kfd = -1;
+		const char *rel = keep[i];
+
+		while (*rel == '/')
+			rel++;
+		r = trusted_open_in_root(root_fd, rel, O_PATH, &kfd);
+		if (r < 0)
+			return r;
+		if (fstat(kfd, &st) < 0)
+			return -errno;
+		ids[n++] = (struct file_id){st.st_dev, st.st_ino};
+	}
+	for (i = 0; i < ELEMENTSOF(sudos); i++) {
+		_cleanup_close_ int kfd = -1;
+
+		if (trusted_open_in_root(root_fd, sudos[i], O_PATH, &kfd) < 0 ||
+		    fstat(kfd, &st) < 0)
+			continue;
+		if (S_ISREG(st.st_mode) && st.st_uid == 0 && !(st.st_mode & 022))
+			ids[n++] = (struct file_id){st.st_dev, st.st_ino};
+	}
+	w.keep = ids;
+	w.n_keep = n;
+
+	fd = openat(root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0) {
+		r = -errno;
+		safe_close(fd);
+		return r;
+	}
+	w.dev = st.st_dev;
+	w.path[0] = '/';
+	w.path[1] = '\0';
+	walk_dir(&w, fd, 0);
+	return w.err;
+}

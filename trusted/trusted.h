@@ -1,0 +1,174 @@
+#pragma once
+
+/* trusted: commands an agent may run as pi-tools, the user that holds /data/.secrets
+ * (see docs/trusted.md). A trusted command is a root-owned script in /data/trusted/NAME,
+ * a wrapper on the agents' PATH in /data/bin/NAME, and one rule in the sudoers drop-in
+ * /etc/sudoers.d/pistis-trusted pinned to the script's SHA-256 digest.
+ *
+ * Every function takes the root of the image ("/" or a root filesystem directory) and
+ * works on fds beneath it; none follows a symlink in the paths it owns. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "lib/sha256.h"
+
+#define TRUSTED_NAME_MAX 64
+#define TRUSTED_SCRIPT_MAX (1024 * 1024) /* bytes of one script */
+#define TRUSTED_COMMANDS_MAX 256	 /* trusted commands in one image */
+#define TRUSTED_OUTPUT_MAX (256 * 1024)	 /* bytes read from visudo / sudo -l */
+#define TRUSTED_KEEP_MAX 64		 /* --keep paths of harden-setuid */
+
+/* Paths inside the root (relative, so they can be resolved beneath a root fd). */
+#define TRUSTED_DIR "data/trusted"
+#define TRUSTED_BIN_DIR "data/bin"
+#define TRUSTED_SECRETS_DIR "data/.secrets"
+#define TRUSTED_SUDOERS_DIR "etc/sudoers.d"
+#define TRUSTED_SUDOERS_MAIN "etc/sudoers"
+#define TRUSTED_DROPIN_NAME "pistis-trusted"
+#define TRUSTED_SECURE_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+/* --- pure: names, generated files, parsers (render.c) ------------------------------ */
+
+/* ^[a-z0-9][a-z0-9_-]{0,63}$: no '.', '/', '~', upper case, spaces or anything that sudo,
+ * a shell or a path could read twice. */
+bool trusted_name_valid(const char *name);
+
+struct trusted_entry {
+	char name[TRUSTED_NAME_MAX + 1];
+	char digest[SHA256_HEX_SIZE]; /* lower-case hex */
+	uid_t uid;		      /* owner and mode of the script (trusted_list) */
+	mode_t mode;
+};
+
+/* The sudoers drop-in for these commands (n may be 0: a file with no rule). */
+int trusted_dropin_render(const struct trusted_entry *entries, size_t n, char **ret);
+
+/* The /bin/sh wrapper that execs `SUDO -n -u pi-tools -- /data/trusted/NAME "$@"`.
+ * sudo_path must be absolute and made of [A-Za-z0-9/_.+-] only. */
+int trusted_wrapper_render(const char *sudo_path, const char *name, char **ret);
+
+/* True when the sudoers text has an `@includedir /etc/sudoers.d` (or `#includedir`) line. */
+bool trusted_sudoers_has_includedir(const char *text, size_t len);
+
+/* One command of `sudo -l -U USER` output. */
+struct trusted_sudo_cmd {
+	char runas[64];		      /* "pi-tools", "ALL : ALL"… (truncated, never split) */
+	char digest[SHA256_HEX_SIZE]; /* "" when the rule pins no sha256 digest */
+	char command[256];	      /* path and, when the rule has any, its arguments */
+	bool nopasswd;
+	bool setenv;   /* SETENV: tag: the caller may pass variables */
+	bool options;  /* an option other than CWD=/ (CHROOT=, TIMEOUT=, …) or other digest */
+	bool cwd_root; /* CWD=/ */
+};
+
+struct trusted_sudo_list {
+	bool not_allowed; /* "User … is not allowed to run sudo" */
+	size_t n;	  /* commands parsed */
+	bool truncated;	  /* more than TRUSTED_LIST_MAX commands, or an over-long field */
+	struct trusted_sudo_cmd cmds[];
+};
+#define TRUSTED_LIST_MAX 512
+
+/* Parse the "User U may run the following commands on H:" section of `sudo -l -U U`
+ * (line wrapping tolerated). -EBADMSG when the text has neither that section nor the
+ * "not allowed" line. *ret is malloc'd. */
+int trusted_sudo_list_parse(const char *text, size_t len, struct trusted_sudo_list **ret);
+
+/* Compare a listing against what the drop-in grants: every listed command must be one of
+ * entries (runas pi-tools, CWD=/, NOPASSWD, no SETENV, its exact digest) and every entry must
+ * be listed. Returns 0 when exact, else 1 and writes a one-line reason into why. */
+int trusted_sudo_list_verify(const struct trusted_sudo_list *l, const struct trusted_entry *entries,
+			     size_t n, char *why, size_t why_size);
+
+/* --- on the image (store.c, install.c, setuid.c) ----------------------------------- */
+
+enum {
+	TRUSTED_DRY_RUN = 1 << 0,
+};
+
+/* Open the root ("/" or a directory) as an O_PATH fd. */
+int trusted_root_open(const char *root, int *ret_fd);
+
+/* Copy a script from an fd the caller opened (regular file, owned by root, writable by no one
+ * else: -EPERM otherwise) to /data/trusted/NAME, root 0755, and write the wrapper
+ * /data/bin/NAME. Does not touch sudoers: call trusted_install() after. */
+int trusted_add_fd(const char *root, const char *name, int script_fd,
+		   char ret_digest[SHA256_HEX_SIZE]);
+
+/* Open SCRIPT for trusted_add_fd: O_NOFOLLOW (a symlink is -ELOOP), never blocks on a FIFO. */
+int trusted_open_script(const char *path, int *ret_fd);
+
+/* Remove /data/trusted/NAME and its wrapper; -ENOENT when there is no such command. */
+int trusted_remove(const char *root, const char *name);
+
+/* Move a script an operator put in /data/bin/NAME into /data/trusted/NAME and put the
+ * wrapper in its place. 0 when adopted, 1 when /data/bin/NAME is already the wrapper,
+ * -ENOENT when absent, -EPERM when the file is not root-owned or is writable by others
+ * (an agent could have planted it). */
+int trusted_adopt_from_bin(const char *root, const char *name);
+
+/* The commands in /data/trusted with their digests, sorted by name. Files whose name is
+ * not valid are skipped and counted in *ret_skipped. */
+int trusted_list(const char *root, struct trusted_entry **ret, size_t *ret_n, size_t *ret_skipped);
+
+/* Create /data/.secrets (pi-tools, 0700) if missing, or put its owner and mode right.
+ * Never opens anything inside it. */
+int trusted_secrets_ensure(const char *root);
+
+/* Find sudo (setuid root, regular, root-owned) and visudo inside the root; paths as seen
+ * inside it. -ENOENT when absent. */
+int trusted_find_sudo(const char *root, char *ret_sudo, size_t sudo_size, char *ret_visudo,
+		      size_t visudo_size);
+
+/* Run argv (argv[0] an absolute path inside the root) as root in a child chrooted into
+ * root (not when root is "/"), with a clean environment, stdin /dev/null, and stdout+stderr
+ * captured (at most TRUSTED_OUTPUT_MAX bytes). Returns the exit status (0..255, 128+sig)
+ * or -errno. */
+int trusted_run_in_root(const char *root, char *const argv[], char **ret_output);
+
+struct trusted_install_report {
+	size_t n;	    /* commands in the drop-in */
+	bool includedir;    /* /etc/sudoers includes /etc/sudoers.d */
+	bool removed;	    /* no command left: the drop-in was removed */
+	int verified;	    /* agents whose sudo -l matched exactly */
+	int mismatched;	    /* agents whose sudo -l did not */
+	char message[1024]; /* visudo's or sudo's complaint, or the mismatch */
+};
+
+/* Regenerate the drop-in from /data/trusted: write it under a name sudo ignores, check it
+ * with the root's visudo -cf, rename it into place, check the whole configuration, and
+ * confirm with sudo -l -U for each agent (members of pi-sandbox; or only `agent` when not
+ * NULL). Returns 0 when installed and confirmed, 1 when a check failed (the message says
+ * which; a drop-in that fails visudo is never installed), -errno on system errors. */
+int trusted_install(const char *root, const char *agent, struct trusted_install_report *ret);
+
+/* The sudo -l half of trusted_install on its own (adds to rep's counters and message). */
+int trusted_verify_agents(const char *root, const char *agent, struct trusted_install_report *rep);
+
+/* visudo -c over the root's whole sudo configuration; 0 ok, 1 with visudo's message. */
+int trusted_check_sudoers(const char *root, char *why, size_t why_size);
+
+/* 0 when /data/.secrets is a pi-tools 0700 directory, 1 with a reason otherwise. */
+int trusted_secrets_check(const char *root, char *why, size_t why_size);
+
+/* 0 when /data/bin/NAME is exactly the wrapper add would write, 1 with a reason. */
+int trusted_wrapper_check(const char *root, const char *name, char *why, size_t why_size);
+
+/* Compare the installed drop-in with what trusted_install would write; 0 same, 1 differs. */
+int trusted_dropin_current(const char *root, char *why, size_t why_size);
+
+/* Walk the image (one filesystem; not /proc, /sys, /dev, /data) and remove setuid/setgid
+ * from every regular file but sudo and the kept paths. cb sees each setid file. */
+struct trusted_setid_file {
+	const char *path; /* inside the root, for reports only */
+	mode_t mode;	  /* before */
+	uid_t uid;
+	gid_t gid;
+	bool kept;
+	bool changed; /* bits removed (false in a dry run) */
+};
+typedef void (*trusted_setid_cb)(const struct trusted_setid_file *f, void *userdata);
+int trusted_harden_setuid(const char *root, const char *const *keep, size_t n_keep, unsigned flags,
+			  trusted_setid_cb cb, void *userdata);
