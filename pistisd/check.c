@@ -444,8 +444,11 @@ static void probe_sysctl_min(struct check_report *r, enum check_id id, const cha
 	long v = 0;
 	int k = read_sysctl(name, &v);
 
-	if (k < 0)
-		check_set(r, id, absent, "%s absent (%s)", name, errno_name(-k));
+	if (k == -ENOENT)
+		check_set(r, id, absent, "%s absent", name);
+	else if (k < 0)
+		check_set(r, id, CHECK_STATUS_FAIL, "/proc/sys/%s unreadable (%s)", name,
+			  errno_name(-k));
 	else
 		check_set(r, id, v >= want ? CHECK_STATUS_OK : low, "%ld (want >= %ld)", v, want);
 }
@@ -457,13 +460,16 @@ static void probe_sysctl_zero(struct check_report *r, enum check_id id, const ch
 	long v = 0;
 	int k = read_sysctl(name, &v);
 
-	if (k < 0)
+	if (k == -ENOENT)
 		check_set(r, id, absent, "absent: %s", absent_why);
+	else if (k < 0)
+		check_set(r, id, CHECK_STATUS_WARN, "/proc/sys/%s unreadable (%s)", name,
+			  errno_name(-k));
 	else
 		check_set(r, id, v == 0 ? CHECK_STATUS_OK : CHECK_STATUS_WARN, "%ld (want 0)", v);
 }
 
-/* Run `PROG -V` (inside the root when it is not "/") and keep the first line of output.
+/* Run `PROG -V` (inside the root when it is not "/") and keep the first line of stdout.
  * Fixed environment, stdin /dev/null, output and time bounded. */
 static int program_version(const char *root, const char *path, char *buf, size_t size)
 {
@@ -485,10 +491,10 @@ static int program_version(const char *root, const char *path, char *buf, size_t
 		char *const argv[] = {(char *)path, (char *)"-V", NULL};
 		char *const envp[] = {(char *)"PATH=/usr/sbin:/usr/bin:/sbin:/bin",
 				      (char *)"LC_ALL=C", NULL};
-		int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
 
-		if (null < 0 || dup2(null, 0) < 0 || dup2(pipefd[1], 1) < 0 ||
-		    dup2(pipefd[1], 2) < 0)
+		/* stderr to /dev/null: sudo warns there first ("unable to resolve host"). */
+		if (null < 0 || dup2(null, 0) < 0 || dup2(pipefd[1], 1) < 0 || dup2(null, 2) < 0)
 			_exit(EXIT_SYSTEM);
 		if (strcmp(root, "/") && (chroot(root) < 0 || chdir("/") < 0))
 			_exit(EXIT_SYSTEM);
@@ -505,7 +511,7 @@ static int program_version(const char *root, const char *path, char *buf, size_t
 		clock_gettime(CLOCK_MONOTONIC, &now);
 		long left = 5000 - ((now.tv_sec - start.tv_sec) * 1000 +
 				    (now.tv_nsec - start.tv_nsec) / 1000000);
-		if (left <= 0 || len >= sizeof(out) - 1)
+		if (left <= 0 || len >= sizeof(out) - 1 || memchr(out, '\n', len))
 			break;
 		k = poll(&p, 1, (int)left);
 		if (k < 0 && errno == EINTR)
@@ -520,13 +526,19 @@ static int program_version(const char *root, const char *path, char *buf, size_t
 		len += (size_t)n;
 	}
 	safe_close(pipefd[0]);
-	(void)kill(pid, SIGKILL); /* it has exited, or it has had its five seconds */
+	/* We have the first line, or it had its five seconds: the rest is not wanted. */
+	(void)kill(pid, SIGKILL);
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
 	out[len] = '\0';
+	bool whole_line = memchr(out, '\n', len) != NULL;
 	out[strcspn(out, "\n")] = '\0';
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !out[0])
+	/* A complete first line counts whatever the exit (it may have been our SIGKILL);
+	 * a partial one only from a program that exited 0. */
+	if (!out[0] || (!whole_line && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)))
 		return -ENOEXEC;
+	if (!strncmp(out, "sudo:", 5) || !strncmp(out, "visudo:", 7))
+		return -ENOEXEC; /* an error message, not a version */
 	len = strnlen(out, size - 1);
 	memcpy(buf, out, len);
 	buf[len] = '\0';

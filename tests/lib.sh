@@ -78,9 +78,100 @@ need_root() {
 	fi
 }
 
-# A scratch directory removed on exit.
+# A scratch directory removed when the test exits. `d=$(scratch)` runs in a subshell,
+# so the directory carries the test's PID ($$ is the same in subshells) and the EXIT
+# trap set below (lib_cleanup) removes every one of them; a trap set in here would fire
+# as soon as the $(...) subshell ended.
 scratch() {
-	_scratch=$(mktemp -d "${TMPDIR:-/tmp}/pistis-test.XXXXXX")
-	trap 'rm -rf "$_scratch"' EXIT
-	echo "$_scratch"
+	mktemp -d "${TMPDIR:-/tmp}/pistis-test.$$.XXXXXX"
 }
+
+# --- throwaway roots ------------------------------------------------------------------
+# root_fresh debian|musl   prints the path of a fresh writable root: an overlay over the
+#                          cached base (tests/roots.sh) on a private tmpfs, with /proc,
+#                          a minimal /dev, /sys read-only, a tmpfs /tmp, and the build's
+#                          bin/ and tests/ bind-mounted read-only at /usr/local/bin and
+#                          /usr/local/lib/pistis-tests. Only inside a private mount
+#                          namespace (tests/run.sh gives each test one; need_mount_ns).
+# in_root ROOT CMD...      CMD chrooted into ROOT with a clean environment; its exit code.
+# root_cleanup             unmount and remove this test's roots and scratch dirs (runs on
+#                          EXIT; call it from your own EXIT trap if you set one).
+_lib_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+in_private_mount_ns() {
+	[ "$(readlink /proc/self/ns/mnt)" != "$(readlink /proc/1/ns/mnt)" ]
+}
+
+# Re-run this test in a private mount namespace unless it already is in one (tests/run.sh
+# does that for every *.sh as root; this covers running a test by hand).
+need_mount_ns() {
+	in_private_mount_ns && return 0
+	exec unshare -m --propagation private bash "$0" "$@"
+}
+
+root_fresh() {
+	local kind=${1:-} base d
+	case "$kind" in debian | musl) ;; *)
+		echo "root_fresh: debian|musl, not '$kind'" >&2
+		return 100 ;;
+	esac
+	if ! in_private_mount_ns; then
+		echo "root_fresh: refusing: not in a private mount namespace (mounts would leak to the host)" >&2
+		return 111
+	fi
+	base=$("$_lib_dir/roots.sh" "$kind") || return 111
+	d=$(mktemp -d "${TMPDIR:-/tmp}/pistis-root.$$.XXXXXX") || return 111
+	# Everything the test writes lives on this tmpfs, so it dies with the namespace even
+	# when the test is killed before root_cleanup runs.
+	mount -t tmpfs -o mode=0700,size=1g pistis-root "$d" || return 111
+	mkdir "$d/upper" "$d/work" "$d/root"
+	mount -t overlay overlay -o "lowerdir=$base,upperdir=$d/upper,workdir=$d/work" "$d/root" ||
+		return 111
+	local r=$d/root
+	_root_bind_ro "$PISTIS_BUILD/bin" "$r/usr/local/bin" || return 111
+	_root_bind_ro "$PISTIS_BUILD/tests" "$r/usr/local/lib/pistis-tests" || return 111
+	mount -t proc -o nosuid,nodev,noexec proc "$r/proc" || return 111
+	mkdir -p "$r/sys" && mount --rbind /sys "$r/sys" && mount -o remount,bind,ro "$r/sys" ||
+		return 111
+	mount -t tmpfs -o mode=1777,nosuid,nodev pistis-tmp "$r/tmp" || return 111
+	mkdir -p "$r/dev" && mount -t tmpfs -o mode=0755,nosuid,size=1m pistis-dev "$r/dev" ||
+		return 111
+	local n
+	for n in null zero full random urandom tty; do
+		[ -e "/dev/$n" ] || continue
+		touch "$r/dev/$n" && mount --bind "/dev/$n" "$r/dev/$n" || return 111
+	done
+	ln -s /proc/self/fd "$r/dev/fd"
+	ln -s /proc/self/fd/0 "$r/dev/stdin"
+	ln -s /proc/self/fd/1 "$r/dev/stdout"
+	ln -s /proc/self/fd/2 "$r/dev/stderr"
+	mkdir -m 1777 "$r/dev/shm"
+	echo "$r"
+}
+
+_root_bind_ro() { # src dst
+	[ -d "$1" ] || return 0
+	mkdir -p "$2" && mount --bind "$1" "$2" && mount -o remount,bind,ro "$2"
+}
+
+in_root() {
+	local r=$1
+	shift
+	env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
+		LANG=C TERM=dumb chroot "$r" "$@"
+}
+
+root_cleanup() {
+	local d
+	for d in "${TMPDIR:-/tmp}"/pistis-root.$$.*; do
+		[ -d "$d" ] || continue
+		umount -R -l "$d" 2>/dev/null
+		rmdir "$d" 2>/dev/null
+	done
+	for d in "${TMPDIR:-/tmp}"/pistis-test.$$.*; do
+		[ -d "$d" ] && rm -rf "$d"
+	done
+	return 0
+}
+lib_cleanup() { root_cleanup; }
+trap lib_cleanup EXIT

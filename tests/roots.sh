@@ -42,7 +42,13 @@ debian_mirror() {
 
 build_debian() { # dir
 	command -v debootstrap >/dev/null || die "debootstrap is not installed (scripts/bootstrap.sh check)"
-	debootstrap --variant=minbase --include=sudo bookworm "$1" "$(debian_mirror)" >&2
+	local log=$1.log
+	if ! debootstrap --variant=minbase --include=sudo bookworm "$1" "$(debian_mirror)" \
+		>"$log" 2>&1; then
+		tail -n 20 "$log" >&2
+		return 1
+	fi
+	rm -f "$log"
 	# Keep the cached root small: the .debs and apt lists are not needed to run tests.
 	rm -rf "$1"/var/cache/apt/archives/*.deb "$1"/var/lib/apt/lists/*_Packages
 	mkdir -p "$1/usr/local/bin" "$1/usr/local/lib/pistis-tests"

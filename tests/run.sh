@@ -14,7 +14,15 @@ for t in "$@"; do
 	echo "# --- $name"
 	start=$(date +%s)
 	case "$t" in
-	*.sh) bash "$t" >"$log" 2>&1 ;;
+	*.sh)
+		# As root, each script gets a private mount namespace: the roots and mounts it
+		# makes vanish with it and never propagate to the host.
+		if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null; then
+			unshare -m --propagation private bash "$t" >"$log" 2>&1
+		else
+			bash "$t" >"$log" 2>&1
+		fi
+		;;
 	*) "$t" >"$log" 2>&1 ;;
 	esac
 	rc=$?

@@ -1,0 +1,188 @@
+#!/bin/bash
+# pistisd check: both verdicts, the opt-outs, both output formats, the setuid inventory and
+# sudo presence in throwaway roots. The hard sysctls are faked by bind-mounting files over
+# /proc/sys/fs/protected_* inside this test's private mount namespace, so both verdicts
+# are exercised whatever the host is set to.
+. "$(dirname "$0")/../lib.sh"
+need_root
+need_mount_ns "$@"
+
+P=$BIN/pistisd
+S=$(scratch)
+
+# field JSONFILE CHECK KEY   one field of one check in a --json report
+field() {
+	python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+print([c for c in d["checks"] if c["name"] == sys.argv[2]][0][sys.argv[3]])' "$@"
+}
+# top JSONFILE KEY
+top() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$@"; }
+# suid_paths JSONFILE   one path per line
+suid_paths() {
+	python3 -c 'import json, sys
+for f in json.load(open(sys.argv[1]))["setuid_files"]: print(f["path"], f["mode"], f["uid"], f["gid"])' "$1"
+}
+
+# --- usage -------------------------------------------------------------------------
+out=$("$P" check --help)
+is "--help exits 0" "$?" 0
+like "--help names the hard requirements" "$out" \
+	'Hard requirements: seccomp, openat2, close_range, protected_hardlinks, protected_symlinks'
+like "--help says kernel checks ignore --root" "$out" 'kernel checks always'
+exits 100 "unknown option is a usage error" "$P" check --bogus
+exits 100 "unexpected argument is a usage error" "$P" check extra
+exits 100 "--allow with an unknown name is a usage error" "$P" check --no-walk --allow nope
+exits 100 "PISTIS_ALLOW with an unknown name is a usage error" \
+	env PISTIS_ALLOW=seccomp,nope "$P" check --no-walk
+exits 111 "--root that does not exist is a system error" "$P" check --root "$S/none"
+
+# --- the real host, as it is -------------------------------------------------------
+"$P" check --json --no-walk >"$S/host.json" 2>"$S/host.err"
+rc=$?
+ok "--json output is one valid JSON document" python3 -m json.tool "$S/host.json"
+is "--json lists all 19 checks" \
+	"$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["checks"]))' "$S/host.json")" 19
+ok "every check has name, status, hard, allowed, value, promise, advice" python3 -c '
+import json, sys
+for c in json.load(open(sys.argv[1]))["checks"]:
+    assert set(c) == {"name","status","hard","allowed","value","promise","advice"}, c
+    assert c["status"] in ("ok","warn","missing","fail"), c
+    assert c["promise"] and c["advice"], c' "$S/host.json"
+want=$(cat /proc/sys/fs/protected_symlinks)
+like "protected_symlinks reports the host's value" \
+	"$(field "$S/host.json" protected_symlinks value)" "^$want "
+if [ "$(top "$S/host.json" ok)" = True ]; then
+	is "host verdict ok: exit 0" "$rc" 0
+else
+	is "host verdict fail: exit 1" "$rc" 1
+	like "host verdict fail: stderr names the failing requirement" "$(cat "$S/host.err")" \
+		"hard requirement '$(top "$S/host.json" failed)' does not hold"
+fi
+is "kernel probes agree with this machine: seccomp" "$(field "$S/host.json" seccomp status)" ok
+is "openat2 works here" "$(field "$S/host.json" openat2 status)" ok
+like "cgroup2 found through mountinfo" "$(field "$S/host.json" cgroup2 value)" \
+	"at $(awk '$9 == "cgroup2" { print $5; exit }' /proc/self/mountinfo);"
+
+# --- both verdicts, with the hard sysctls faked ------------------------------------
+for n in protected_hardlinks protected_symlinks; do
+	echo 1 >"$S/$n"
+	mount --bind "$S/$n" "/proc/sys/fs/$n"
+done
+is "faked sysctl is what /proc/sys shows in this namespace" \
+	"$(cat /proc/sys/fs/protected_hardlinks)" 1
+
+exits 0 "all hard requirements hold: exit 0" "$P" check --no-walk
+out=$("$P" check --no-walk 2>&1)
+like "text output: aligned header" "$out" '^CHECK +STATUS +HARD +VALUE$'
+like "text output: verdict ok" "$out" '^verdict: ok'
+like "text output: hard marker on protected_hardlinks" "$out" \
+	'^protected_hardlinks +ok +yes +1 \(want >= 1\)$'
+
+echo 0 >"$S/protected_hardlinks"
+"$P" check --no-walk >"$S/out" 2>"$S/err"
+is "protected_hardlinks=0: exit 1" "$?" 1
+like "protected_hardlinks=0: stderr names it" "$(cat "$S/err")" \
+	"hard requirement 'protected_hardlinks' does not hold: 0 \(want >= 1\)"
+like "protected_hardlinks=0: stderr says what to do" "$(cat "$S/err")" \
+	'sysctl fs.protected_hardlinks=1'
+like "protected_hardlinks=0: table shows fail" "$(cat "$S/out")" '^protected_hardlinks +fail +yes'
+like "protected_hardlinks=0: verdict line" "$(cat "$S/out")" \
+	"^verdict: FAIL: hard requirement 'protected_hardlinks'"
+"$P" check --json --no-walk >"$S/f.json" 2>/dev/null
+is "protected_hardlinks=0: json failed names it" "$(top "$S/f.json" failed)" protected_hardlinks
+is "protected_hardlinks=0: json ok false" "$(top "$S/f.json" ok)" False
+ok "protected_hardlinks=0: json still valid" python3 -m json.tool "$S/f.json"
+
+echo 0 >"$S/protected_symlinks"
+out=$("$P" check --no-walk 2>&1 >/dev/null)
+like "both off: the first one is named" "$out" "'protected_hardlinks'"
+out=$("$P" check --no-walk --allow protected_hardlinks 2>&1 >/dev/null)
+is "--allow one: exit 1 still" "$?" 1
+like "--allow one: the next one is named" "$out" "'protected_symlinks'"
+exits 0 "--allow both (comma list): exit 0" \
+	"$P" check --no-walk --allow protected_hardlinks,protected_symlinks
+exits 0 "--allow twice: exit 0" \
+	"$P" check --no-walk --allow protected_hardlinks --allow protected_symlinks
+exits 0 "PISTIS_ALLOW opt-out: exit 0" \
+	env PISTIS_ALLOW=protected_symlinks,protected_hardlinks "$P" check --no-walk
+exits 1 "PISTIS_ALLOW covering only one: exit 1" \
+	env PISTIS_ALLOW=protected_symlinks "$P" check --no-walk
+"$P" check --json --no-walk --allow protected_hardlinks,protected_symlinks >"$S/a.json"
+is "allowed: json ok true" "$(top "$S/a.json" ok)" True
+is "allowed: json marks it allowed" "$(field "$S/a.json" protected_hardlinks allowed)" True
+is "allowed: status still fail" "$(field "$S/a.json" protected_hardlinks status)" fail
+out=$("$P" check --no-walk --allow protected_hardlinks,protected_symlinks)
+like "allowed: table shows 'off' in HARD" "$out" '^protected_hardlinks +fail +off'
+
+echo garbage >"$S/protected_hardlinks"
+echo 1 >"$S/protected_symlinks"
+out=$("$P" check --no-walk 2>&1 >/dev/null)
+like "unparsable sysctl fails the hard requirement" "$out" \
+	"'protected_hardlinks' does not hold: /proc/sys/fs/protected_hardlinks unreadable \(EINVAL\)"
+echo 1 >"$S/protected_hardlinks"
+
+# --- throwaway roots: sudo and the setuid inventory -------------------------------
+D=$(root_fresh debian) || { echo "Bail out! no debian root"; exit 1; }
+M=$(root_fresh musl) || { echo "Bail out! no musl root"; exit 1; }
+
+"$P" check --json --root "$D" >"$S/d.json" 2>/dev/null
+is "--root debian: report names the root" "$(top "$S/d.json" root)" "$D"
+is "debian root: sudo ok" "$(field "$S/d.json" sudo status)" ok
+like "debian root: sudo path, setuid and version" "$(field "$S/d.json" sudo value)" \
+	'^/usr/bin/sudo, setuid root, Sudo version 1\.9'
+like "debian root: visudo found (resolved inside the root)" \
+	"$(field "$S/d.json" visudo value)" '^/usr/sbin/visudo, visudo version 1\.9'
+like "debian root: the stock setuid programs are listed" "$(suid_paths "$S/d.json")" \
+	'^/usr/bin/sudo 04755 0 0$'
+unlike "debian root: /usr/local/bin (another filesystem) not walked" \
+	"$(suid_paths "$S/d.json")" '/usr/local/'
+
+"$P" check --json --root "$M" >"$S/m.json" 2>/dev/null
+is "musl root: sudo missing" "$(field "$S/m.json" sudo status)" missing
+like "musl root: says where it looked" "$(field "$S/m.json" sudo value)" \
+	"^not found in /usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin of $M"
+is "musl root: visudo missing" "$(field "$S/m.json" visudo status)" missing
+is "musl root: no setuid files, status ok" "$(field "$S/m.json" setuid_files status)" ok
+is "musl root: count 0" "$(top "$S/m.json" setuid_count)" 0
+out=$(in_root "$M" pistisd check --no-walk 2>&1)
+like "musl root, run inside: sudo missing reported in the table" "$out" '^sudo +missing +- +not found'
+like "musl root, run inside: says what to do" "$out" 'install sudo in the image'
+
+# Plant setuid/setgid files in the musl root, plus things that must not be listed.
+mkdir -p "$M/opt/deep/er"
+cp "$M/bin/busybox" "$M/opt/planted" && chmod 4755 "$M/opt/planted"
+cp "$M/bin/busybox" "$M/opt/deep/er/sgid" && chown 0:12 "$M/opt/deep/er/sgid" &&
+	chmod 2711 "$M/opt/deep/er/sgid"
+nl_name="$M/opt/evil
+name"
+cp "$M/bin/busybox" "$nl_name" && chmod 4700 "$nl_name"
+ln -s /opt/planted "$M/opt/link-to-planted"
+mkdir -m 2775 "$M/opt/sgid-dir"              # a setgid directory is not a program
+mkdir -p "$M/mnt/other" && mount -t tmpfs other "$M/mnt/other"
+cp "$M/bin/busybox" "$M/mnt/other/elsewhere" && chmod 4755 "$M/mnt/other/elsewhere"
+
+"$P" check --json --root "$M" >"$S/p.json" 2>/dev/null
+paths=$(suid_paths "$S/p.json")
+like "planted setuid file listed with mode and owner" "$paths" '^/opt/planted 04755 0 0$'
+like "nested setgid file listed with its group" "$paths" '^/opt/deep/er/sgid 02711 0 12$'
+is "status warn when any are found" "$(field "$S/p.json" setuid_files status)" warn
+is "count: exactly the three planted files" "$(top "$S/p.json" setuid_count)" 3
+unlike "symlink to a setuid file not listed" "$paths" 'link-to-planted'
+unlike "setgid directory not listed" "$paths" 'sgid-dir'
+unlike "file on another filesystem not listed" "$paths" 'elsewhere'
+ok "newline in a name is escaped in JSON" grep -q '"/opt/evil\\nname"' "$S/p.json"
+out=$("$P" check --root "$M" 2>/dev/null)
+like "text output lists the planted file" "$out" '^  04755 +0:0 +/opt/planted$'
+like "text output escapes the newline" "$out" '/opt/evil\\nname$'
+out=$(in_root "$M" pistisd check --json 2>/dev/null)
+like "run inside the root, the walk finds the planted file" "$out" '"path": "/opt/planted"'
+unlike "run inside the root, /proc is skipped" "$out" '"path": "/proc/'
+
+exits 0 "--no-walk skips the inventory" "$P" check --no-walk --root "$M"
+out=$("$P" check --json --no-walk --root "$M")
+is "--no-walk: setuid_files says so" "$(echo "$out" | python3 -c 'import json,sys
+print([c for c in json.load(sys.stdin)["checks"] if c["name"]=="setuid_files"][0]["value"])')" \
+	"not walked (--no-walk)"
+
+done_testing
