@@ -12,3 +12,4 @@ fuzz-env_SRCS := tests/fuzz/fuzz-env.c
 fuzz-env_LIBS := lib
 
 INTEGRATION_TESTS += tests/integration/pi-env.sh
+DOCS += docs/pi-env.md
