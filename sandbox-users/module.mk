@@ -1,4 +1,24 @@
 # sandbox-users: agent identities (users_*) and `pistisd users`; see docs/users.md.
-UNIT_TESTS += test-users-sha256
+LIBS += users
+users_SRCS := sandbox-users/ident.c sandbox-users/pwfile.c sandbox-users/registry.c \
+	sandbox-users/db.c sandbox-users/fs.c sandbox-users/users.c sandbox-users/cli.c
+pistisd_LIBS := users $(pistisd_LIBS)
+
+UNIT_TESTS += test-users-sha256 test-users
 test-users-sha256_SRCS := tests/unit/test-users-sha256.c
 test-users-sha256_LIBS := lib
+test-users_SRCS := tests/unit/test-users.c
+test-users_LIBS := users lib
+
+FUZZERS += fuzz-passwd fuzz-group fuzz-registry
+fuzz-passwd_SRCS := tests/fuzz/fuzz-passwd.c
+fuzz-passwd_LIBS := users lib
+fuzz-group_SRCS := tests/fuzz/fuzz-group.c
+fuzz-group_LIBS := users lib
+fuzz-registry_SRCS := tests/fuzz/fuzz-registry.c
+fuzz-registry_LIBS := users lib
+
+MUSL_TEST_BINS += bench-users
+bench-users_SRCS := tests/unit/test-users-bench.c
+bench-users_LIBS := users lib
+

@@ -19,11 +19,11 @@
 struct users_identity {
 	char agent_id[USERS_AGENT_ID_MAX + 1];
 	char name[USERS_NAME_MAX + 1]; /* pi-agent-xxxxxxxx (longer only after a collision) */
-	uid_t uid;                     /* == gid */
+	uid_t uid;		       /* == gid */
 	gid_t gid;
-	char home[256];       /* /data/sandbox-home/<name> (path as seen inside the root) */
-	char tmpdir[256];     /* <home>/tmp */
-	char agent_dir[256];  /* /data/agents/<name> */
+	char home[256];	     /* /data/sandbox-home/<name> (path as seen inside the root) */
+	char tmpdir[256];    /* <home>/tmp */
+	char agent_dir[256]; /* /data/agents/<name> */
 };
 
 /* Create or confirm the agent's identity under root ("/" or a root filesystem dir).
@@ -36,6 +36,31 @@ int users_lookup(const char *root, const char *agent_id, struct users_identity *
 
 /* Create or confirm pi-sandbox (gid 10010) and pi-tools (uid/gid 10002). */
 int users_ensure_base(const char *root);
+
+/* Remove the agent's user and group (and its pi-sandbox membership) from /etc. The
+ * registry keeps its uid and name reserved, so they are never given to anyone else and
+ * a later ensure gives them back; forget drops the record too. Homes are left alone. */
+int users_remove(const char *root, const char *agent_id, bool forget);
+
+/* Every registry record, in registry order: malloc'd array (free()), -errno. */
+struct users_entry {
+	char agent_id[USERS_AGENT_ID_MAX + 1];
+	char name[USERS_NAME_MAX + 1];
+	uid_t uid;
+	bool active; /* false: removed, uid reserved */
+};
+int users_list(const char *root, struct users_entry **ret, size_t *ret_n);
+
+/* One line saying why the last failing users_* call failed (file and line for a corrupt
+ * file, the owner of a conflicting uid, …), or "" when it has nothing to add to the
+ * errno. pistisd has one thread; the buffer is static. */
+const char *users_last_error(void);
+
+/* Where the registry lives beneath the root (docs/users.md). */
+#define USERS_REGISTRY_DIR "data/pistis"
+#define USERS_REGISTRY_FILE "users.registry"
+#define USERS_REGISTRY_LOCK "users.registry.lock"
+#define USERS_LOCK_TIMEOUT_MS 15000u /* lckpwdf()'s 15 s */
 
 /* True when uid is inside the agent range (the spawn core refuses anything else). */
 static inline bool users_uid_is_agent(uid_t uid)

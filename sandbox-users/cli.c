@@ -1,0 +1,272 @@
+/* pistisd users …: thin CLI over the sandbox-users library. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/escape.h"
+#include "lib/log.h"
+#include "lib/macro.h"
+#include "pistisd/cli.h"
+#include "sandbox-users/ident.h"
+#include "sandbox-users/users.h"
+
+struct opts {
+	const char *root;
+	bool json;
+	bool forget;
+	uid_t uid;
+	const char *args[2];
+	int n_args;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: pistisd users COMMAND [ARG] [--root DIR] [--json]\n\n"
+		"One stable unprivileged identity per agent (docs/users.md).\n\n"
+		"Commands:\n"
+		"  ensure AGENT_ID [--uid N]  create or confirm the agent's user, group, home,\n"
+		"                             TMPDIR and /data/agents dir; print the identity.\n"
+		"                             --uid: the uid the server keeps for this agent\n"
+		"                             (%u-%u); refused when someone else holds it\n"
+		"  ensure-base                group %s (gid %u), user and group %s (%u)\n"
+		"  remove AGENT_ID [--forget] delete the user and group; the registry keeps the\n"
+		"                             uid reserved unless --forget; files are kept\n"
+		"  list                       every identity in the registry\n"
+		"  show AGENT_ID              the agent's identity, changing nothing\n\n"
+		"Options:\n"
+		"  --root DIR   operate on the root filesystem in DIR (default /)\n"
+		"  --json       machine-readable output\n"
+		"  -h, --help   this text\n\n"
+		"Exit codes: 0 ok, 1 refused (conflict, unknown agent, corrupt file), 100 usage,\n"
+		"111 system error.\n",
+		USERS_AGENT_UID_MIN, USERS_AGENT_UID_MAX, USERS_SANDBOX_GROUP, USERS_SANDBOX_GID,
+		USERS_TOOLS_USER, USERS_TOOLS_UID);
+}
+
+static int parse_uid(const char *s, uid_t *ret)
+{
+	unsigned long v;
+	char *end = NULL;
+
+	if (!s[0] || s[0] < '0' || s[0] > '9' || strlen(s) > 10)
+		return -EINVAL;
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || *end || !users_uid_is_agent((uid_t)v) || v > USERS_AGENT_UID_MAX)
+		return -ERANGE;
+	*ret = (uid_t)v;
+	return 0;
+}
+
+static int parse_args(int argc, char **argv, struct opts *o)
+{
+	bool dashdash = false;
+
+	for (int i = 2; i < argc; i++) {
+		const char *a = argv[i];
+		if (dashdash || a[0] != '-' || !a[1]) {
+			if (o->n_args == (int)ELEMENTSOF(o->args)) {
+				log_error("unexpected argument '%s'", a);
+				return -EINVAL;
+			}
+			o->args[o->n_args++] = a;
+		} else if (!strcmp(a, "--")) {
+			dashdash = true;
+		} else if (!strcmp(a, "--json")) {
+			o->json = true;
+		} else if (!strcmp(a, "--forget")) {
+			o->forget = true;
+		} else if (!strcmp(a, "--root") || !strncmp(a, "--root=", 7)) {
+			o->root = a[6] == '=' ? a + 7 : (i + 1 < argc ? argv[++i] : NULL);
+			if (!o->root || !o->root[0]) {
+				log_error("--root needs a directory");
+				return -EINVAL;
+			}
+		} else if (!strcmp(a, "--uid") || !strncmp(a, "--uid=", 6)) {
+			const char *v = a[5] == '=' ? a + 6 : (i + 1 < argc ? argv[++i] : NULL);
+			if (!v || parse_uid(v, &o->uid) < 0) {
+				log_error("--uid needs a number in %u..%u", USERS_AGENT_UID_MIN,
+					  USERS_AGENT_UID_MAX);
+				return -EINVAL;
+			}
+		} else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+			usage(stdout);
+			return 1;
+		} else {
+			log_error("unknown option '%s'; see 'pistisd users --help'", a);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+static void print_json_str(const char *key, const char *val, bool comma)
+{
+	char esc[4 * 1024];
+
+	escape_json(val, strlen(val), esc, sizeof(esc));
+	printf("\"%s\":\"%s\"%s", key, esc, comma ? "," : "");
+}
+
+static void print_identity(const struct users_identity *id, bool json)
+{
+	if (json) {
+		putchar('{');
+		print_json_str("agent_id", id->agent_id, true);
+		print_json_str("name", id->name, true);
+		printf("\"uid\":%u,\"gid\":%u,", (unsigned)id->uid, (unsigned)id->gid);
+		print_json_str("home", id->home, true);
+		print_json_str("tmpdir", id->tmpdir, true);
+		print_json_str("agent_dir", id->agent_dir, false);
+		printf("}\n");
+		return;
+	}
+	/* Agent ids are validated to [A-Za-z0-9._@+=/-]: safe to print as they are. */
+	printf("agent_id=%s\nname=%s\nuid=%u\ngid=%u\nhome=%s\ntmpdir=%s\nagent_dir=%s\n",
+	       id->agent_id, id->name, (unsigned)id->uid, (unsigned)id->gid, id->home, id->tmpdir,
+	       id->agent_dir);
+}
+
+static int fail_exit(int r, const char *what)
+{
+	const char *detail = users_last_error();
+
+	if (detail[0])
+		log_error_errno(r, "%s: %s (%m)", what, detail);
+	else
+		log_error_errno(r, "%s: %m", what);
+	switch (-r) {
+	case EEXIST:
+	case ENOENT:
+	case EINVAL:
+	case ERANGE:
+	case E2BIG:
+	case EFBIG:
+	case EPROTONOSUPPORT:
+		return 1;
+	default:
+		return EXIT_SYSTEM;
+	}
+}
+
+static int need_agent_id(const struct opts *o, const char *cmd)
+{
+	if (o->n_args != 1) {
+		log_error("'users %s' takes one AGENT_ID; see 'pistisd users --help'", cmd);
+		return -EINVAL;
+	}
+	if (ident_agent_id_check(o->args[0]) < 0) {
+		log_error("invalid agent id: 1-%d bytes of [A-Za-z0-9._@+=/-], starting with a "
+			  "letter or digit",
+			  USERS_AGENT_ID_MAX);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int users_cli_main(int argc, char **argv)
+{
+	struct opts o = {.uid = (uid_t)-1};
+	const char *cmd;
+	int r;
+
+	if (argc < 2) {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	cmd = argv[1];
+	if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+		usage(stdout);
+		return 0;
+	}
+	r = parse_args(argc, argv, &o);
+	if (r > 0)
+		return 0;
+	if (r < 0)
+		return EXIT_USAGE;
+	if (o.uid != (uid_t)-1 && strcmp(cmd, "ensure")) {
+		log_error("--uid only applies to 'ensure'");
+		return EXIT_USAGE;
+	}
+	if (o.forget && strcmp(cmd, "remove")) {
+		log_error("--forget only applies to 'remove'");
+		return EXIT_USAGE;
+	}
+
+	if (!strcmp(cmd, "ensure") || !strcmp(cmd, "show")) {
+		struct users_identity id;
+		bool ensure = !strcmp(cmd, "ensure");
+		if (need_agent_id(&o, cmd) < 0)
+			return EXIT_USAGE;
+		r = ensure ? users_ensure(o.root, o.args[0], o.uid, &id)
+			   : users_lookup(o.root, o.args[0], &id);
+		if (r < 0)
+			return fail_exit(r, ensure ? "users ensure" : "users show");
+		print_identity(&id, o.json);
+		return 0;
+	}
+	if (!strcmp(cmd, "ensure-base")) {
+		if (o.n_args) {
+			log_error("'users ensure-base' takes no argument");
+			return EXIT_USAGE;
+		}
+		r = users_ensure_base(o.root);
+		if (r < 0)
+			return fail_exit(r, "users ensure-base");
+		if (o.json)
+			printf("{\"sandbox_group\":\"%s\",\"sandbox_gid\":%u,\"tools_user\":\"%s\","
+			       "\"tools_uid\":%u}\n",
+			       USERS_SANDBOX_GROUP, USERS_SANDBOX_GID, USERS_TOOLS_USER,
+			       USERS_TOOLS_UID);
+		else
+			printf("%s gid=%u\n%s uid=%u gid=%u\n", USERS_SANDBOX_GROUP,
+			       USERS_SANDBOX_GID, USERS_TOOLS_USER, USERS_TOOLS_UID,
+			       USERS_TOOLS_UID);
+		return 0;
+	}
+	if (!strcmp(cmd, "remove")) {
+		if (need_agent_id(&o, cmd) < 0)
+			return EXIT_USAGE;
+		r = users_remove(o.root, o.args[0], o.forget);
+		if (r < 0)
+			return fail_exit(r, "users remove");
+		if (o.json) {
+			putchar('{');
+			print_json_str("agent_id", o.args[0], false);
+			printf(",\"removed\":true,\"forgotten\":%s}\n",
+			       o.forget ? "true" : "false");
+		}
+		return 0;
+	}
+	if (!strcmp(cmd, "list")) {
+		_cleanup_free_ struct users_entry *v = NULL;
+		size_t n = 0;
+		if (o.n_args) {
+			log_error("'users list' takes no argument");
+			return EXIT_USAGE;
+		}
+		r = users_list(o.root, &v, &n);
+		if (r < 0)
+			return fail_exit(r, "users list");
+		if (o.json)
+			putchar('[');
+		for (size_t i = 0; i < n; i++) {
+			if (o.json) {
+				printf("%s{", i ? "," : "");
+				print_json_str("agent_id", v[i].agent_id, true);
+				print_json_str("name", v[i].name, true);
+				printf("\"uid\":%u,\"state\":\"%s\"}", (unsigned)v[i].uid,
+				       v[i].active ? "active" : "reserved");
+			} else
+				printf("%u\t%s\t%s\t%s\n", (unsigned)v[i].uid, v[i].name,
+				       v[i].active ? "active" : "reserved", v[i].agent_id);
+		}
+		if (o.json)
+			printf("]\n");
+		return 0;
+	}
+	log_error("unknown users command '%s'; see 'pistisd users --help'", cmd);
+	return EXIT_USAGE;
+}

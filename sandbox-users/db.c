@@ -1,0 +1,403 @@
+/* Pure identity decisions over an in-memory users_db: see db.h. */
+#include "sandbox-users/db.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/macro.h"
+#include "sandbox-users/ident.h"
+
+#define AGENT_GECOS "pistis agent"
+#define AGENT_SHELL "/bin/sh"
+
+static int fail(struct users_db *db, int r, const char *fmt, ...) _printf_(3, 4);
+static int fail(struct users_db *db, int r, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(db->err, sizeof(db->err), fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+void users_db_done(struct users_db *db)
+{
+	registry_done(&db->reg);
+	for (int k = 0; k < _PWFILE_KIND_MAX; k++)
+		pwfile_done(&db->f[k]);
+}
+
+void users_identity_fill(struct users_identity *id, const char *agent_id, const char *name,
+			 uid_t uid)
+{
+	memset(id, 0, sizeof(*id));
+	snprintf(id->agent_id, sizeof(id->agent_id), "%s", agent_id);
+	snprintf(id->name, sizeof(id->name), "%s", name);
+	id->uid = uid;
+	id->gid = (gid_t)uid;
+	snprintf(id->home, sizeof(id->home), "/data/sandbox-home/%s", name);
+	snprintf(id->tmpdir, sizeof(id->tmpdir), "/data/sandbox-home/%s/tmp", name);
+	snprintf(id->agent_dir, sizeof(id->agent_dir), "/data/agents/%s", name);
+}
+
+/* Name of the entry at idx (for messages); the name is the line's first field. */
+static void entry_name(const struct pwfile *f, ssize_t idx, char *out, size_t size)
+{
+	const char *p = "";
+	size_t n = 0;
+
+	if (idx < 0 || pwfile_field(f, (size_t)idx, 0, &p, &n) < 0)
+		n = 0;
+	snprintf(out, size, "%.*s", (int)(n > 64 ? 64 : n), p);
+}
+
+/* A group called name with exactly gid (created when missing), plus its gshadow line. */
+static int ensure_group(struct users_db *db, const char *name, uint32_t gid)
+{
+	struct pwfile *gr = &db->f[PWFILE_GROUP], *gs = &db->f[PWFILE_GSHADOW];
+	char line[128], other[72];
+	ssize_t i = pwfile_find_name(gr, name);
+	int r;
+
+	if (i >= 0) {
+		if (gr->lines[i].id != gid)
+			return fail(db, -EEXIST,
+				    "group '%s' exists in /etc/group with gid %u, expected %u",
+				    name, gr->lines[i].id, gid);
+	} else {
+		i = pwfile_find_id(gr, gid);
+		if (i >= 0) {
+			entry_name(gr, i, other, sizeof(other));
+			return fail(db, -EEXIST, "gid %u is taken by group '%s' in /etc/group", gid,
+				    other);
+		}
+		snprintf(line, sizeof(line), "%s:%s:%u:", name,
+			 db->present[PWFILE_GSHADOW] ? "x" : "!", gid);
+		r = pwfile_append(gr, line);
+		if (r < 0)
+			return fail(db, r, "cannot add group '%s'", name);
+	}
+	if (db->present[PWFILE_GSHADOW] && pwfile_find_name(gs, name) < 0) {
+		snprintf(line, sizeof(line), "%s:!::", name);
+		r = pwfile_append(gs, line);
+		if (r < 0)
+			return fail(db, r, "cannot add group '%s' to /etc/gshadow", name);
+	}
+	return 0;
+}
+
+/* A user called name with uid and primary gid (created when missing), plus shadow. */
+static int ensure_user(struct users_db *db, const char *name, uint32_t uid, const char *gecos,
+		       const char *home, const char *shell)
+{
+	struct pwfile *pw = &db->f[PWFILE_PASSWD], *sh = &db->f[PWFILE_SHADOW];
+	char line[512], other[72];
+	ssize_t i = pwfile_find_name(pw, name);
+	int r;
+
+	if (i >= 0) {
+		if (pw->lines[i].id != uid || pw->lines[i].gid != uid)
+			return fail(db, -EEXIST,
+				    "user '%s' exists in /etc/passwd with uid %u gid %u, expected "
+				    "%u",
+				    name, pw->lines[i].id, pw->lines[i].gid, uid);
+	} else {
+		i = pwfile_find_id(pw, uid);
+		if (i >= 0) {
+			entry_name(pw, i, other, sizeof(other));
+			return fail(db, -EEXIST, "uid %u is taken by user '%s' in /etc/passwd", uid,
+				    other);
+		}
+		snprintf(line, sizeof(line), "%s:%s:%u:%u:%s:%s:%s", name,
+			 db->present[PWFILE_SHADOW] ? "x" : "!", uid, uid, gecos, home, shell);
+		r = pwfile_append(pw, line);
+		if (r < 0)
+			return fail(db, r, "cannot add user '%s'", name);
+	}
+	if (db->present[PWFILE_SHADOW] && pwfile_find_name(sh, name) < 0) {
+		/* "!": no password can ever match; empty aging fields: aging disabled. */
+		snprintf(line, sizeof(line), "%s:!:::::::", name);
+		r = pwfile_append(sh, line);
+		if (r < 0)
+			return fail(db, r, "cannot add user '%s' to /etc/shadow", name);
+	}
+	return 0;
+}
+
+static int add_member(struct users_db *db, const char *group, const char *name)
+{
+	for (int k = PWFILE_GROUP; k <= PWFILE_GSHADOW; k += PWFILE_GSHADOW - PWFILE_GROUP) {
+		ssize_t i;
+		int r;
+		if (!db->present[k])
+			continue;
+		i = pwfile_find_name(&db->f[k], group);
+		if (i < 0)
+			continue;
+		r = pwfile_member_add(&db->f[k], (size_t)i, name);
+		if (r < 0)
+			return fail(db, r, "cannot add '%s' to group '%s'", name, group);
+	}
+	return 0;
+}
+
+int users_db_ensure_base(struct users_db *db)
+{
+	int r;
+
+	r = ensure_group(db, USERS_SANDBOX_GROUP, USERS_SANDBOX_GID);
+	if (r < 0)
+		return r;
+	r = ensure_group(db, USERS_TOOLS_USER, USERS_TOOLS_UID);
+	if (r < 0)
+		return r;
+	return ensure_user(db, USERS_TOOLS_USER, USERS_TOOLS_UID, "pistis trusted commands",
+			   "/nonexistent", db->nologin ? db->nologin : "/usr/sbin/nologin");
+}
+
+struct taken_ctx {
+	const struct users_db *db;
+};
+
+static bool name_taken(const char *name, void *userdata)
+{
+	const struct users_db *db = ((struct taken_ctx *)userdata)->db;
+
+	/* Called only for an agent without a record, so any record with this name is
+	 * another agent's; a user or group of that name in /etc is someone else's too. */
+	return registry_find_name(&db->reg, name) ||
+	       pwfile_find_name(&db->f[PWFILE_PASSWD], name) >= 0 ||
+	       pwfile_find_name(&db->f[PWFILE_GROUP], name) >= 0;
+}
+
+static bool uid_used(const struct users_db *db, uint32_t uid)
+{
+	return registry_find_uid(&db->reg, uid) ||
+	       pwfile_find_id(&db->f[PWFILE_PASSWD], uid) >= 0 ||
+	       pwfile_find_id(&db->f[PWFILE_GROUP], uid) >= 0;
+}
+
+/* First uid from USERS_AGENT_UID_MIN free in the registry, passwd (uids) and group (gids),
+ * in one pass over each: a bitmap of the agent range. */
+static int pick_uid(struct users_db *db, uint32_t *ret)
+{
+	const uint32_t lo = USERS_AGENT_UID_MIN, n = USERS_AGENT_UID_MAX - USERS_AGENT_UID_MIN + 1;
+	_cleanup_free_ uint8_t *used = calloc((n + 7) / 8, 1);
+
+	if (!used)
+		return fail(db, -ENOMEM, "out of memory");
+#define MARK(x)                                                                                    \
+	do {                                                                                       \
+		uint32_t _x = (x);                                                                 \
+		if (_x >= lo && _x - lo < n)                                                       \
+			used[(_x - lo) / 8] |= (uint8_t)(1u << ((_x - lo) % 8));                   \
+	} while (0)
+	for (size_t i = 0; i < db->reg.n; i++)
+		MARK(db->reg.recs[i].uid);
+	for (int k = PWFILE_PASSWD; k <= PWFILE_GROUP; k++)
+		for (size_t i = 0; i < db->f[k].n_lines; i++)
+			if (db->f[k].lines[i].entry && !db->f[k].lines[i].deleted)
+				MARK(db->f[k].lines[i].id);
+#undef MARK
+	for (uint32_t k = 0; k < n; k++)
+		if (!(used[k / 8] & (1u << (k % 8)))) {
+			*ret = lo + k;
+			return 0;
+		}
+	return fail(db, -ENOSPC, "no free uid left in %u..%u", USERS_AGENT_UID_MIN,
+		    USERS_AGENT_UID_MAX);
+}
+
+int users_db_ensure(struct users_db *db, const char *agent_id, uid_t want_uid,
+		    struct users_identity *ret)
+{
+	struct registry_record *rec;
+	char name[USERS_NAME_MAX + 1];
+	struct users_identity id;
+	uint32_t uid = 0;
+	int r;
+
+	db->err[0] = '\0';
+	r = ident_agent_id_check(agent_id);
+	if (r < 0)
+		return fail(db, r,
+			    "invalid agent id: 1-%d bytes of [A-Za-z0-9._@+=/-], starting with a "
+			    "letter or digit",
+			    USERS_AGENT_ID_MAX);
+	if (want_uid != (uid_t)-1 && !users_uid_is_agent(want_uid))
+		return fail(db, -ERANGE, "uid %u is outside the agent range %u..%u",
+			    (unsigned)want_uid, USERS_AGENT_UID_MIN, USERS_AGENT_UID_MAX);
+	r = users_db_ensure_base(db);
+	if (r < 0)
+		return r;
+
+	rec = registry_find_id(&db->reg, agent_id);
+	if (rec) {
+		if (want_uid != (uid_t)-1 && want_uid != rec->uid)
+			return fail(db, -EEXIST,
+				    "agent '%s' already has uid %u (user '%s'); refusing uid %u "
+				    "(remove it with --forget first to change its uid)",
+				    agent_id, rec->uid, rec->name, (unsigned)want_uid);
+		if (rec->state != REGISTRY_ACTIVE) {
+			rec->state = REGISTRY_ACTIVE;
+			db->reg.changed = true;
+		}
+		snprintf(name, sizeof(name), "%s", rec->name);
+		uid = rec->uid;
+	} else {
+		struct taken_ctx ctx = {db};
+		r = ident_name_pick(agent_id, name_taken, &ctx, name);
+		if (r < 0)
+			return fail(db, r, "no free user name for agent '%s'", agent_id);
+		if (want_uid != (uid_t)-1) {
+			struct registry_record *o = registry_find_uid(&db->reg, want_uid);
+			if (o)
+				return fail(db, -EEXIST, "uid %u belongs to agent '%s' (user '%s')",
+					    (unsigned)want_uid, o->agent_id, o->name);
+			if (uid_used(db, want_uid)) {
+				ssize_t i = pwfile_find_id(&db->f[PWFILE_PASSWD], want_uid);
+				char other[72];
+				bool is_user = i >= 0;
+				if (!is_user)
+					i = pwfile_find_id(&db->f[PWFILE_GROUP], want_uid);
+				entry_name(&db->f[is_user ? PWFILE_PASSWD : PWFILE_GROUP], i, other,
+					   sizeof(other));
+				return fail(db, -EEXIST, "uid %u belongs to %s '%s' in /etc/%s",
+					    (unsigned)want_uid, is_user ? "user" : "group", other,
+					    is_user ? "passwd" : "group");
+			}
+			uid = want_uid;
+		} else {
+			r = pick_uid(db, &uid);
+			if (r < 0)
+				return r;
+		}
+		r = registry_add(&db->reg, uid, name, agent_id, REGISTRY_ACTIVE);
+		if (r < 0)
+			return fail(db, r, "cannot add agent '%s' to the registry", agent_id);
+	}
+
+	users_identity_fill(&id, agent_id, name, uid);
+	r = ensure_group(db, name, uid);
+	if (r < 0)
+		return r;
+	r = ensure_user(db, name, uid, AGENT_GECOS, id.home, AGENT_SHELL);
+	if (r < 0)
+		return r;
+	r = add_member(db, USERS_SANDBOX_GROUP, name);
+	if (r < 0)
+		return r;
+	if (ret)
+		*ret = id;
+	return 0;
+}
+
+int users_db_lookup(const struct users_db *db, const char *agent_id, struct users_identity *ret)
+{
+	const struct registry_record *rec;
+
+	if (ident_agent_id_check(agent_id) < 0)
+		return -EINVAL;
+	rec = registry_find_id(&db->reg, agent_id);
+	if (!rec || rec->state != REGISTRY_ACTIVE)
+		return -ENOENT;
+	if (ret)
+		users_identity_fill(ret, agent_id, rec->name, rec->uid);
+	return 0;
+}
+
+bool users_db_is_complete(const struct users_db *db, const char *agent_id)
+{
+	const struct registry_record *rec = registry_find_id(&db->reg, agent_id);
+	const struct pwfile *pw = &db->f[PWFILE_PASSWD], *gr = &db->f[PWFILE_GROUP];
+	ssize_t i;
+
+	if (!rec || rec->state != REGISTRY_ACTIVE)
+		return false;
+	i = pwfile_find_name(pw, rec->name);
+	if (i < 0 || pw->lines[i].id != rec->uid || pw->lines[i].gid != rec->uid)
+		return false;
+	i = pwfile_find_name(gr, rec->name);
+	if (i < 0 || gr->lines[i].id != rec->uid)
+		return false;
+	for (int k = PWFILE_SHADOW; k <= PWFILE_GSHADOW; k++)
+		if (db->present[k] && pwfile_find_name(&db->f[k], rec->name) < 0)
+			return false;
+	/* The base, as ensure_base would find it. */
+	i = pwfile_find_name(gr, USERS_SANDBOX_GROUP);
+	if (i < 0 || gr->lines[i].id != USERS_SANDBOX_GID ||
+	    !pwfile_member_has(gr, (size_t)i, rec->name))
+		return false;
+	if (db->present[PWFILE_GSHADOW]) {
+		i = pwfile_find_name(&db->f[PWFILE_GSHADOW], USERS_SANDBOX_GROUP);
+		if (i < 0 || !pwfile_member_has(&db->f[PWFILE_GSHADOW], (size_t)i, rec->name))
+			return false;
+		if (pwfile_find_name(&db->f[PWFILE_GSHADOW], USERS_TOOLS_USER) < 0)
+			return false;
+	}
+	i = pwfile_find_name(gr, USERS_TOOLS_USER);
+	if (i < 0 || gr->lines[i].id != USERS_TOOLS_UID)
+		return false;
+	i = pwfile_find_name(pw, USERS_TOOLS_USER);
+	if (i < 0 || pw->lines[i].id != USERS_TOOLS_UID || pw->lines[i].gid != USERS_TOOLS_UID)
+		return false;
+	if (db->present[PWFILE_SHADOW] &&
+	    pwfile_find_name(&db->f[PWFILE_SHADOW], USERS_TOOLS_USER) < 0)
+		return false;
+	return true;
+}
+
+int users_db_remove(struct users_db *db, const char *agent_id, bool forget)
+{
+	struct registry_record *rec;
+	char name[USERS_NAME_MAX + 1];
+	ssize_t i;
+
+	db->err[0] = '\0';
+	if (ident_agent_id_check(agent_id) < 0)
+		return fail(db, -EINVAL, "invalid agent id");
+	rec = registry_find_id(&db->reg, agent_id);
+	if (!rec)
+		return fail(db, -ENOENT, "agent '%s' is not in the registry", agent_id);
+	snprintf(name, sizeof(name), "%s", rec->name);
+
+	i = pwfile_find_name(&db->f[PWFILE_PASSWD], name);
+	if (i >= 0 && db->f[PWFILE_PASSWD].lines[i].id != rec->uid)
+		return fail(db, -EEXIST,
+			    "user '%s' in /etc/passwd has uid %u, not the registry's %u; not "
+			    "removing it",
+			    name, db->f[PWFILE_PASSWD].lines[i].id, rec->uid);
+	i = pwfile_find_name(&db->f[PWFILE_GROUP], name);
+	if (i >= 0 && db->f[PWFILE_GROUP].lines[i].id != rec->uid)
+		return fail(db, -EEXIST,
+			    "group '%s' in /etc/group has gid %u, not the registry's %u; not "
+			    "removing it",
+			    name, db->f[PWFILE_GROUP].lines[i].id, rec->uid);
+
+	for (int k = 0; k < _PWFILE_KIND_MAX; k++) {
+		struct pwfile *f = &db->f[k];
+		if (!db->present[k])
+			continue;
+		i = pwfile_find_name(f, name);
+		if (i >= 0)
+			pwfile_delete(f, (size_t)i);
+		/* Out of every group's member list, so a later holder of a similar name
+		 * never inherits a membership. */
+		if (k == PWFILE_GROUP || k == PWFILE_GSHADOW)
+			for (size_t j = 0; j < f->n_lines; j++)
+				if (f->lines[j].entry && !f->lines[j].deleted &&
+				    pwfile_member_remove(f, j, name) < 0)
+					return fail(db, -ENOMEM, "out of memory");
+	}
+	if (forget)
+		registry_delete(&db->reg, rec);
+	else if (rec->state != REGISTRY_RESERVED) {
+		rec->state = REGISTRY_RESERVED;
+		db->reg.changed = true;
+	}
+	return 0;
+}

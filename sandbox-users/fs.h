@@ -1,0 +1,56 @@
+#pragma once
+
+/* The file-system side of sandbox-users, all relative to a root directory fd: resolving
+ * beneath it without following links, creating owned directories, locking and replacing
+ * files atomically. Never follows a symlink an agent may have planted. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+/* Open directory path (relative, no "..") beneath dir_fd with no symlink anywhere:
+ * openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS|RESOLVE_NO_MAGICLINKS), falling back to one
+ * openat(O_NOFOLLOW|O_DIRECTORY) per component where openat2 is missing. */
+int ufs_open_dir(int dir_fd, const char *path);
+
+/* Tests: force the per-component fallback (false) or allow openat2 again (true). */
+void ufs_set_openat2(bool enabled);
+
+enum {
+	UFS_REPLACE_SYMLINK = 1 << 0, /* a symlink at name is removed (never followed) */
+	UFS_AGENT_PARENT = 1 << 1,    /* parent is writable by the agent: adopt nothing */
+	UFS_KEEP_EXISTING = 1 << 2,   /* an existing dir keeps its owner and mode */
+};
+
+/* Make name in parent_fd a directory owned by uid:gid with exactly mode (set on the
+ * opened fd: fchown, then fchmod from scratch). An existing directory owned by another
+ * non-root uid is refused (-EPERM); with UFS_AGENT_PARENT only one owned by uid itself
+ * or created by this call is accepted. A non-directory is refused (-ENOTDIR), a symlink
+ * too (-ELOOP) unless UFS_REPLACE_SYMLINK. Returns the directory fd or -errno. */
+int ufs_mkdir_owned(int parent_fd, const char *name, uid_t uid, gid_t gid, mode_t mode,
+		    unsigned flags);
+
+/* lckpwdf()-compatible lock: a POSIX write lock on the whole file name in dir_fd
+ * (created 0600 when missing), waiting at most timeout_ms. Returns the fd holding the
+ * lock (close it to unlock) or -errno (-ETIMEDOUT). */
+int ufs_lock(int dir_fd, const char *name, unsigned timeout_ms);
+
+/* Read a regular file (no symlink) of at most max bytes; -ENOENT when missing. */
+int ufs_read_file(int dir_fd, const char *name, size_t max, char **ret, size_t *ret_len,
+		  struct stat *ret_st);
+
+/* Staged replacement of dir_fd/name: stage writes "<name>+" with owner and mode, fsyncs
+ * it; commit keeps the current file as "<name>-" (a hard link, else a copy) and renames
+ * the staged file over name. abort removes the staged file. The caller fsyncs dir_fd. */
+struct ufs_staged {
+	int dir_fd;
+	char name[64];
+	char tmp[66];
+	bool staged;
+	bool backup;
+};
+int ufs_stage(struct ufs_staged *s, int dir_fd, const char *name, const void *data, size_t len,
+	      uid_t uid, gid_t gid, mode_t mode, bool backup);
+int ufs_commit(struct ufs_staged *s);
+void ufs_abort(struct ufs_staged *s);

@@ -1,0 +1,79 @@
+#pragma once
+
+/* Pure parser and editor for /etc/passwd, /etc/group, /etc/shadow and /etc/gshadow.
+ * No I/O: the caller hands in the bytes of the very file it is about to rewrite and gets
+ * back the bytes to write. Every line this module did not create or edit is written back
+ * byte for byte (comments, blank lines, CRLF, NIS "+"/"-" lines, a missing final newline
+ * is completed only when a line is appended after it). */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+enum pwfile_kind {
+	PWFILE_PASSWD,	/* name:passwd:uid:gid:gecos:home:shell */
+	PWFILE_GROUP,	/* name:passwd:gid:members */
+	PWFILE_SHADOW,	/* name:passwd:lastchg:min:max:warn:inactive:expire:reserved */
+	PWFILE_GSHADOW, /* name:passwd:admins:members */
+	_PWFILE_KIND_MAX,
+};
+
+/* Limits on untrusted files (a root-owned /etc may still come from any image). */
+#define PWFILE_LINE_MAX 4096	    /* bytes per line, without the terminator */
+#define PWFILE_SIZE_MAX (32u << 20) /* bytes per file */
+#define PWFILE_LINES_MAX 500000u    /* lines per file */
+#define PWFILE_MEMBERS_MAX 100000u  /* members of one group */
+#define PWFILE_ID_MAX 4294967294u   /* (uid_t)-1 is never an id */
+
+struct pwfile_line {
+	size_t off, len; /* the line in the original buffer, terminator excluded */
+	uint8_t term;	 /* terminator bytes: 0 (last line), 1 "\n", 2 "\r\n" */
+	bool entry;	 /* a parsed entry (not a comment, blank or NIS line) */
+	bool deleted;
+	size_t name_len; /* entries: the name is at off */
+	uint32_t id;	 /* passwd: uid; group: gid; others: 0 */
+	uint32_t gid;	 /* passwd: the primary gid */
+	char *repl;	 /* edited or appended line (without terminator), owned */
+};
+
+struct pwfile {
+	enum pwfile_kind kind;
+	char *buf; /* the original bytes, owned */
+	size_t len;
+	struct pwfile_line *lines;
+	size_t n_lines, cap_lines;
+	size_t n_orig; /* lines that came from buf */
+	bool changed;
+};
+
+/* Parse len bytes (copied). On a malformed line returns -EINVAL and sets *ret_line to its
+ * 1-based number and ret_why (if not NULL) to a static reason. */
+int pwfile_parse(enum pwfile_kind kind, const char *data, size_t len, struct pwfile *ret,
+		 size_t *ret_line, const char **ret_why);
+void pwfile_done(struct pwfile *f);
+
+/* Serialise into a malloc'd buffer (the bytes to write). */
+int pwfile_format(const struct pwfile *f, char **ret, size_t *ret_len);
+
+/* Index of the first live entry named name / with id (passwd uid, group gid), or -1. */
+ssize_t pwfile_find_name(const struct pwfile *f, const char *name);
+ssize_t pwfile_find_id(const struct pwfile *f, uint32_t id);
+
+/* Field i (0-based) of entry idx, as a pointer/length into the current line text. */
+int pwfile_field(const struct pwfile *f, size_t idx, unsigned i, const char **ret, size_t *ret_len);
+
+/* Append a new entry line (validated against the kind's grammar, no terminator). */
+int pwfile_append(struct pwfile *f, const char *line);
+/* Remove entry idx. */
+void pwfile_delete(struct pwfile *f, size_t idx);
+
+/* group/gshadow: add or remove name in the members (last) field of entry idx; no-op when
+ * already (not) there. Returns 1 when the line changed, 0 when not, -errno. */
+int pwfile_member_add(struct pwfile *f, size_t idx, const char *name);
+int pwfile_member_remove(struct pwfile *f, size_t idx, const char *name);
+/* True when name is listed in the members field of entry idx. */
+bool pwfile_member_has(const struct pwfile *f, size_t idx, const char *name);
+
+/* Name of a file kind ("passwd", …), for messages and paths. */
+const char *pwfile_kind_name(enum pwfile_kind kind);

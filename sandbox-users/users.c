@@ -1,0 +1,438 @@
+/* sandbox-users, the side with effects: load the registry and /etc under their locks,
+ * let db.c decide, write back atomically, make the homes. */
+#include "sandbox-users/users.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "lib/macro.h"
+#include "sandbox-users/db.h"
+#include "sandbox-users/fs.h"
+#include "sandbox-users/ident.h"
+#include "sandbox-users/users-internal.h"
+
+static char last_error[600];
+
+const char *users_last_error(void)
+{
+	return last_error;
+}
+
+static int set_error(int r, const char *fmt, ...) _printf_(2, 3);
+static int set_error(int r, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(last_error, sizeof(last_error), fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+struct ctx {
+	int root_fd, etc_fd, data_fd, reg_fd; /* reg_fd: data/pistis */
+	int reg_lock, pwd_lock;
+	struct users_db db;
+	struct stat st[_PWFILE_KIND_MAX];
+	struct stat reg_st;
+	bool reg_present;
+};
+
+#define CTX_NULL                                                                                   \
+	{                                                                                          \
+		.root_fd = -1, .etc_fd = -1, .data_fd = -1, .reg_fd = -1, .reg_lock = -1,          \
+		.pwd_lock = -1                                                                     \
+	}
+
+static void ctx_done(struct ctx *c)
+{
+	safe_close(c->pwd_lock);
+	safe_close(c->reg_lock);
+	safe_close(c->reg_fd);
+	safe_close(c->data_fd);
+	safe_close(c->etc_fd);
+	safe_close(c->root_fd);
+	users_db_done(&c->db);
+}
+
+static int ctx_open(struct ctx *c, const char *root, bool create_data)
+{
+	static const char *const shells[] = {"usr/sbin/nologin", "sbin/nologin"};
+	struct stat st;
+	int r;
+
+	memset(c, 0, sizeof(*c));
+	c->root_fd = c->etc_fd = c->data_fd = c->reg_fd = c->reg_lock = c->pwd_lock = -1;
+	c->root_fd = open(root ? root : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (c->root_fd < 0)
+		return set_error(-errno, "cannot open root directory '%s'", root ? root : "/");
+	r = ufs_open_dir(c->root_fd, "etc");
+	if (r < 0)
+		return set_error(r, "cannot open '%s/etc' (a symlink is refused)",
+				 root ? root : "");
+	c->etc_fd = r;
+	c->db.nologin = "/bin/false";
+	for (size_t i = 0; i < ELEMENTSOF(shells); i++)
+		if (fstatat(c->root_fd, shells[i], &st, 0) == 0 && S_ISREG(st.st_mode)) {
+			c->db.nologin = i == 0 ? "/usr/sbin/nologin" : "/sbin/nologin";
+			break;
+		}
+
+	r = ufs_open_dir(c->root_fd, "data");
+	if (r == -ENOENT && create_data) {
+		if (mkdirat(c->root_fd, "data", 0755) < 0 && errno != EEXIST)
+			return set_error(-errno, "cannot create /data");
+		r = ufs_open_dir(c->root_fd, "data");
+	}
+	if (r < 0 && !(r == -ENOENT && !create_data))
+		return set_error(r, "cannot open /data (a symlink is refused)");
+	c->data_fd = r < 0 ? -1 : r;
+	if (c->data_fd >= 0) {
+		if (create_data) {
+			r = ufs_mkdir_owned(c->data_fd, "pistis", 0, 0, 0700, 0);
+			if (r < 0)
+				return set_error(r, "cannot make /data/pistis root-only");
+			c->reg_fd = r;
+		} else {
+			r = ufs_open_dir(c->data_fd, "pistis");
+			if (r < 0 && r != -ENOENT)
+				return set_error(r, "cannot open /data/pistis");
+			c->reg_fd = r < 0 ? -1 : r;
+		}
+	}
+	return 0;
+}
+
+static int load_registry(struct ctx *c)
+{
+	_cleanup_free_ char *buf = NULL;
+	size_t len = 0, line = 0;
+	const char *why = NULL;
+	int r;
+
+	registry_done(&c->db.reg);
+	c->reg_present = false;
+	if (c->reg_fd < 0)
+		return 0;
+	r = ufs_read_file(c->reg_fd, USERS_REGISTRY_FILE, REGISTRY_SIZE_MAX, &buf, &len,
+			  &c->reg_st);
+	if (r == -ENOENT)
+		return 0;
+	if (r < 0)
+		return set_error(r, "cannot read /data/pistis/%s", USERS_REGISTRY_FILE);
+	c->reg_present = true;
+	r = registry_parse(buf, len, &c->db.reg, &line, &why);
+	if (r < 0)
+		return set_error(r, "/data/pistis/%s:%zu: %s; nothing written", USERS_REGISTRY_FILE,
+				 line, why ? why : "invalid");
+	return 0;
+}
+
+static int load_etc(struct ctx *c)
+{
+	for (int k = 0; k < _PWFILE_KIND_MAX; k++) {
+		_cleanup_free_ char *buf = NULL;
+		const char *name = pwfile_kind_name(k), *why = NULL;
+		size_t len = 0, line = 0;
+		int r;
+
+		pwfile_done(&c->db.f[k]);
+		c->db.present[k] = false;
+		r = ufs_read_file(c->etc_fd, name, PWFILE_SIZE_MAX, &buf, &len, &c->st[k]);
+		if (r == -ENOENT && (k == PWFILE_SHADOW || k == PWFILE_GSHADOW)) {
+			/* Not every base has them; an empty, absent file stays absent. */
+			c->db.f[k].kind = k;
+			continue;
+		}
+		if (r < 0)
+			return set_error(r, "cannot read /etc/%s", name);
+		r = pwfile_parse(k, buf, len, &c->db.f[k], &line, &why);
+		if (r < 0)
+			return set_error(r, "/etc/%s:%zu: %s; nothing written", name, line,
+					 why ? why : "invalid");
+		c->db.present[k] = true;
+	}
+	return 0;
+}
+
+/* Stage every changed file, then commit: a full disk or any write error leaves every
+ * file as it was. The registry commits before /etc: a crash in between leaves a record
+ * whose user is missing, which the next ensure completes (never a user without record). */
+static int write_back(struct ctx *c)
+{
+	/* shadow before passwd: a user never shows up in passwd before its shadow line. */
+	static const int order[] = {PWFILE_SHADOW, PWFILE_GSHADOW, PWFILE_GROUP, PWFILE_PASSWD};
+	struct ufs_staged reg = {0}, etc[ELEMENTSOF(order)];
+	_cleanup_free_ char *reg_buf = NULL;
+	size_t reg_len = 0;
+	bool any_etc = false;
+	int r = 0;
+
+	memset(etc, 0, sizeof(etc));
+	if (c->db.reg.changed) {
+		r = registry_format(&c->db.reg, &reg_buf, &reg_len);
+		if (r < 0)
+			return set_error(r, "cannot format the registry");
+		r = ufs_stage(&reg, c->reg_fd, USERS_REGISTRY_FILE, reg_buf, reg_len, 0, 0, 0600,
+			      c->reg_present);
+		if (r < 0)
+			return set_error(r, "cannot write /data/pistis/%s+; nothing changed",
+					 USERS_REGISTRY_FILE);
+	}
+	for (size_t i = 0; i < ELEMENTSOF(order); i++) {
+		int k = order[i];
+		_cleanup_free_ char *buf = NULL;
+		size_t len = 0;
+		if (!c->db.present[k] || !c->db.f[k].changed)
+			continue;
+		r = pwfile_format(&c->db.f[k], &buf, &len);
+		if (r >= 0)
+			r = ufs_stage(&etc[i], c->etc_fd, pwfile_kind_name(k), buf, len,
+				      c->st[k].st_uid, c->st[k].st_gid, c->st[k].st_mode, true);
+		if (r < 0) {
+			set_error(r, "cannot write /etc/%s+; nothing changed", pwfile_kind_name(k));
+			goto abort;
+		}
+		any_etc = true;
+	}
+	if (c->db.reg.changed) {
+		r = ufs_commit(&reg);
+		if (r < 0) {
+			set_error(r, "cannot replace /data/pistis/%s; nothing changed",
+				  USERS_REGISTRY_FILE);
+			goto abort;
+		}
+		if (fsync(c->reg_fd) < 0) {
+			r = set_error(-errno, "cannot sync /data/pistis");
+			goto abort;
+		}
+	}
+	for (size_t i = 0; i < ELEMENTSOF(order); i++) {
+		r = ufs_commit(&etc[i]);
+		if (r < 0) {
+			set_error(r, "cannot replace /etc/%s", pwfile_kind_name(order[i]));
+			goto abort;
+		}
+	}
+	if (any_etc && fsync(c->etc_fd) < 0)
+		return set_error(-errno, "cannot sync /etc");
+	return 0;
+abort:
+	ufs_abort(&reg);
+	for (size_t i = 0; i < ELEMENTSOF(order); i++)
+		ufs_abort(&etc[i]);
+	return r;
+}
+
+/* Take the registry lock, then lckpwdf's: always in this order, so no deadlock. */
+static int lock_and_load(struct ctx *c)
+{
+	int r;
+
+	if (c->reg_fd < 0)
+		return set_error(-ENOENT, "/data/pistis is missing");
+	r = ufs_lock(c->reg_fd, USERS_REGISTRY_LOCK, USERS_LOCK_TIMEOUT_MS);
+	if (r < 0)
+		return set_error(r, "cannot lock /data/pistis/%s", USERS_REGISTRY_LOCK);
+	c->reg_lock = r;
+	r = ufs_lock(c->etc_fd, ".pwd.lock", USERS_LOCK_TIMEOUT_MS);
+	if (r < 0)
+		return set_error(r, "cannot lock /etc/.pwd.lock (is another user tool running?)");
+	c->pwd_lock = r;
+	r = load_registry(c);
+	if (r < 0)
+		return r;
+	return load_etc(c);
+}
+
+static int db_error(struct ctx *c, int r)
+{
+	return set_error(r, "%s", c->db.err[0] ? c->db.err : "");
+}
+
+int users_homes_ensure(int root_fd, const struct users_identity *id)
+{
+	_cleanup_close_ int data = -1, homes = -1, agents = -1, home = -1, tmp = -1, own = -1;
+	int r;
+
+	r = ufs_open_dir(root_fd, "data");
+	if (r < 0)
+		return set_error(r, "cannot open /data");
+	data = r;
+	/* Parents: root 0711, so agents can pass through to their own directory but
+	 * cannot list the others. */
+	r = ufs_mkdir_owned(data, "sandbox-home", 0, 0, 0711, 0);
+	if (r < 0)
+		return set_error(r, "cannot make /data/sandbox-home root-owned 0711");
+	homes = r;
+	r = ufs_mkdir_owned(data, "agents", 0, 0, 0711, 0);
+	if (r < 0)
+		return set_error(r, "cannot make /data/agents root-owned 0711");
+	agents = r;
+	/* The agent's own entries live in root-owned parents; a symlink left there by an
+	 * earlier life of the volume is removed, never followed. */
+	r = ufs_mkdir_owned(homes, id->name, id->uid, id->gid, 0700, UFS_REPLACE_SYMLINK);
+	if (r < 0)
+		return set_error(r, "cannot make %s", id->home);
+	home = r;
+	r = ufs_mkdir_owned(agents, id->name, id->uid, id->gid, 0700, UFS_REPLACE_SYMLINK);
+	if (r < 0)
+		return set_error(r, "cannot make %s", id->agent_dir);
+	own = r;
+	/* tmp sits in a directory the agent writes: take nothing it did not make itself. */
+	r = ufs_mkdir_owned(home, "tmp", id->uid, id->gid, 0700,
+			    UFS_REPLACE_SYMLINK | UFS_AGENT_PARENT);
+	if (r < 0)
+		return set_error(r, "cannot make %s", id->tmpdir);
+	tmp = r;
+	return 0;
+}
+
+static int ensure_locked(struct ctx *c, const char *agent_id, uid_t want_uid,
+			 struct users_identity *ret)
+{
+	int r = lock_and_load(c);
+	if (r < 0)
+		return r;
+	r = users_db_ensure(&c->db, agent_id, want_uid, ret);
+	if (r < 0)
+		return db_error(c, r);
+	return write_back(c);
+}
+
+int users_ensure(const char *root, const char *agent_id, uid_t want_uid, struct users_identity *ret)
+{
+	_cleanup_(ctx_done) struct ctx c = CTX_NULL;
+	struct users_identity id;
+	int r;
+
+	last_error[0] = '\0';
+	if (ident_agent_id_check(agent_id) < 0)
+		return set_error(-EINVAL,
+				 "invalid agent id: 1-%d bytes of [A-Za-z0-9._@+=/-], "
+				 "starting with a letter or digit",
+				 USERS_AGENT_ID_MAX);
+	r = ctx_open(&c, root, true);
+	if (r < 0)
+		return r;
+	/* Fast path without locks: every file is replaced by rename, so each read is a
+	 * consistent snapshot; when the identity is complete there is nothing to write. */
+	r = load_registry(&c);
+	if (r < 0)
+		return r;
+	const struct registry_record *rec = registry_find_id(&c.db.reg, agent_id);
+	bool done = false;
+	if (rec && rec->state == REGISTRY_ACTIVE &&
+	    (want_uid == (uid_t)-1 || want_uid == rec->uid)) {
+		r = load_etc(&c);
+		if (r < 0)
+			return r;
+		if (users_db_is_complete(&c.db, agent_id)) {
+			users_identity_fill(&id, agent_id, rec->name, rec->uid);
+			done = true;
+		}
+	}
+	if (!done) {
+		r = ensure_locked(&c, agent_id, want_uid, &id);
+		if (r < 0)
+			return r;
+	}
+	r = users_homes_ensure(c.root_fd, &id);
+	if (r < 0)
+		return r;
+	if (ret)
+		*ret = id;
+	return 0;
+}
+
+int users_ensure_base(const char *root)
+{
+	_cleanup_(ctx_done) struct ctx c = CTX_NULL;
+	int r;
+
+	last_error[0] = '\0';
+	r = ctx_open(&c, root, true);
+	if (r < 0)
+		return r;
+	r = lock_and_load(&c);
+	if (r < 0)
+		return r;
+	r = users_db_ensure_base(&c.db);
+	if (r < 0)
+		return db_error(&c, r);
+	return write_back(&c);
+}
+
+int users_lookup(const char *root, const char *agent_id, struct users_identity *ret)
+{
+	_cleanup_(ctx_done) struct ctx c = CTX_NULL;
+	int r;
+
+	last_error[0] = '\0';
+	if (ident_agent_id_check(agent_id) < 0)
+		return set_error(-EINVAL, "invalid agent id");
+	r = ctx_open(&c, root, false);
+	if (r < 0)
+		return r;
+	r = load_registry(&c);
+	if (r < 0)
+		return r;
+	r = users_db_lookup(&c.db, agent_id, ret);
+	if (r == -ENOENT)
+		return set_error(r, "agent '%s' has no active identity", agent_id);
+	return r;
+}
+
+int users_remove(const char *root, const char *agent_id, bool forget)
+{
+	_cleanup_(ctx_done) struct ctx c = CTX_NULL;
+	int r;
+
+	last_error[0] = '\0';
+	if (ident_agent_id_check(agent_id) < 0)
+		return set_error(-EINVAL, "invalid agent id");
+	r = ctx_open(&c, root, true);
+	if (r < 0)
+		return r;
+	r = lock_and_load(&c);
+	if (r < 0)
+		return r;
+	r = users_db_remove(&c.db, agent_id, forget);
+	if (r < 0)
+		return db_error(&c, r);
+	return write_back(&c);
+}
+
+int users_list(const char *root, struct users_entry **ret, size_t *ret_n)
+{
+	_cleanup_(ctx_done) struct ctx c = CTX_NULL;
+	struct users_entry *v;
+	int r;
+
+	last_error[0] = '\0';
+	r = ctx_open(&c, root, false);
+	if (r < 0)
+		return r;
+	r = load_registry(&c);
+	if (r < 0)
+		return r;
+	v = calloc(c.db.reg.n ? c.db.reg.n : 1, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	for (size_t i = 0; i < c.db.reg.n; i++) {
+		const struct registry_record *rec = &c.db.reg.recs[i];
+		snprintf(v[i].agent_id, sizeof(v[i].agent_id), "%s", rec->agent_id);
+		snprintf(v[i].name, sizeof(v[i].name), "%s", rec->name);
+		v[i].uid = rec->uid;
+		v[i].active = rec->state == REGISTRY_ACTIVE;
+	}
+	*ret = v;
+	*ret_n = c.db.reg.n;
+	return 0;
+}
