@@ -1,0 +1,523 @@
+/* pistisd serve: file operations, run as the agent. Each request forks a helper that
+ * becomes the agent (setgroups → setresgid → setresuid through the spawn core's privs_*,
+ * each verified), forgets the relay token, and only then touches the file system: the
+ * kernel's own permission checks decide, never root plus checks. Paths are resolved with
+ * openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS) beneath "/" (or a
+ * per-component O_NOFOLLOW walk where openat2 is missing); the leaf is opened with
+ * O_NOFOLLOW, so no symlink is ever followed. The helper writes the whole JSON answer to a
+ * pipe; the parent forwards it. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <libwebsockets.h>
+
+#include "lib/fd-util.h"
+#include "lib/log.h"
+#include "lib/macro.h"
+#include "lib/proto.h"
+#include "pistisd/privs.h"
+#include "pistisd/serve.h"
+#include "sandbox-users/users.h"
+
+#define FSOP_TIMEOUT_US (30LL * LWS_US_PER_SEC)
+#define FSOP_MAX_ANSWER (PROTO_MAX_FILE / 3 * 4 + 64 * 1024)
+#define FSOP_MAX_RUNNING 16
+#define PROMPT_MAX (1024u * 1024u)
+
+struct fsop {
+	struct watch w;
+	pid_t pid;
+	char id[PROTO_MAX_ID + 1];
+	char *buf;
+	size_t len;
+	bool overflow;
+	lws_sorted_usec_list_t timeout;
+};
+
+static unsigned running;
+
+/* --- in the helper, as the agent ----------------------------------------------------- */
+
+static int openat2_beneath(int dfd, const char *rel, int flags, mode_t mode)
+{
+	static bool no_openat2;
+	struct open_how how = {
+		.flags = (uint64_t)flags | O_CLOEXEC | O_NOCTTY,
+		.mode = mode,
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+	};
+	_cleanup_close_ int cur = -1;
+	char buf[PROTO_MAX_PATH + 1], *p, *save = NULL;
+
+	if (!no_openat2 && !getenv("PISTIS_NO_OPENAT2")) {
+		long fd = syscall(SYS_openat2, dfd, rel, &how, sizeof(how));
+		if (fd >= 0)
+			return (int)fd;
+		if (errno != ENOSYS)
+			return -errno;
+		no_openat2 = true;
+	}
+	/* Fallback: one component at a time, each O_NOFOLLOW, never "..". */
+	snprintf(buf, sizeof(buf), "%s", rel);
+	cur = fcntl(dfd, F_DUPFD_CLOEXEC, 3);
+	if (cur < 0)
+		return -errno;
+	p = buf;
+	while (p) {
+		char *comp = strsep(&p, "/");
+		bool last;
+		int fd;
+		if (!*comp || !strcmp(comp, "."))
+			continue;
+		if (!strcmp(comp, ".."))
+			return -EXDEV;
+		last = !p || !p[strspn(p, "/.")];
+		fd = last ? openat(cur, comp, flags | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, mode)
+			  : openat(cur, comp, O_PATH | O_NOFOLLOW | O_CLOEXEC | O_DIRECTORY);
+		if (fd < 0)
+			return -errno;
+		safe_close(cur);
+		cur = fd;
+		if (last)
+			break;
+	}
+	(void)save;
+	return TAKE_FD(cur);
+}
+
+/* Split "/a/b/c" into the parent directory (opened beneath "/") and the leaf name. */
+static int open_parent(const char *path, char leaf[256])
+{
+	char rel[PROTO_MAX_PATH + 1];
+	const char *slash;
+	size_t n;
+
+	while (*path == '/')
+		path++;
+	snprintf(rel, sizeof(rel), "%s", path);
+	n = strlen(rel);
+	while (n > 1 && rel[n - 1] == '/')
+		rel[--n] = 0;
+	if (!n)
+		return -EINVAL;
+	slash = strrchr(rel, '/');
+	if (strlen(slash ? slash + 1 : rel) >= 256)
+		return -ENAMETOOLONG;
+	snprintf(leaf, 256, "%s", slash ? slash + 1 : rel);
+	if (!strcmp(leaf, "..") || !strcmp(leaf, "."))
+		return -EINVAL;
+	if (!slash)
+		return open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	rel[slash - rel] = 0;
+	int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (root < 0)
+		return -errno;
+	int r = openat2_beneath(root, rel, O_PATH | O_DIRECTORY, 0);
+	close(root);
+	return r;
+}
+
+static int mkdir_parents(const char *path)
+{
+	char rel[PROTO_MAX_PATH + 1];
+	int root, r = 0;
+
+	while (*path == '/')
+		path++;
+	snprintf(rel, sizeof(rel), "%s", path);
+	root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (root < 0)
+		return -errno;
+	for (char *s = strchr(rel, '/'); s; s = strchr(s + 1, '/')) {
+		int dfd;
+		char leaf[256];
+		*s = 0;
+		dfd = open_parent(rel, leaf);
+		if (dfd < 0) {
+			r = dfd;
+			*s = '/';
+			break;
+		}
+		if (mkdirat(dfd, leaf, 0777) < 0 && errno != EEXIST)
+			r = -errno;
+		close(dfd);
+		*s = '/';
+		if (r < 0)
+			break;
+	}
+	close(root);
+	return r;
+}
+
+static int read_leaf(int dfd, const char *leaf, uint64_t offset, uint64_t limit, bool prompt,
+		     cJSON *o)
+{
+	_cleanup_close_ int fd = -1;
+	_cleanup_free_ uint8_t *buf = NULL;
+	_cleanup_free_ char *b64 = NULL;
+	struct stat st;
+	ssize_t n;
+
+	fd = openat(dfd, leaf, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+	/* a prompt file that is a hard link could be anyone's file planted by name */
+	if (prompt && st.st_nlink > 1)
+		return -EPERM;
+	if (limit > PROTO_MAX_FILE)
+		limit = PROTO_MAX_FILE;
+	buf = malloc(limit ? limit : 1);
+	if (!buf)
+		return -ENOMEM;
+	n = pread(fd, buf, limit, (off_t)offset);
+	if (n < 0)
+		return -errno;
+	b64 = proto_base64_encode(buf, (size_t)n);
+	if (!b64)
+		return -ENOMEM;
+	cJSON_AddStringToObject(o, "data", b64);
+	cJSON_AddNumberToObject(o, "size", (double)st.st_size);
+	cJSON_AddNumberToObject(o, "offset", (double)offset);
+	cJSON_AddNumberToObject(o, "length", (double)n);
+	cJSON_AddBoolToObject(o, "eof", (uint64_t)n + offset >= (uint64_t)st.st_size);
+	return 0;
+}
+
+static int write_leaf(int dfd, const char *leaf, const uint8_t *data, size_t len)
+{
+	_cleanup_close_ int fd = -1;
+	struct stat st;
+
+	fd = openat(dfd, leaf, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY,
+		    0666);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return -EINVAL;
+	if (ftruncate(fd, 0) < 0)
+		return -errno;
+	return loop_write(fd, data, len);
+}
+
+static const char *type_name(mode_t m)
+{
+	return S_ISREG(m) ? "file" : S_ISDIR(m) ? "dir" : S_ISLNK(m) ? "symlink" : "other";
+}
+
+static int do_op(enum proto_op op, cJSON *req, cJSON *o, struct proto_error *err)
+{
+	const char *path = NULL;
+	char leaf[256];
+	_cleanup_close_ int dfd = -1;
+	int r;
+
+	if (proto_get_string(req, "path", PROTO_MAX_PATH, &path, err) < 0 || !*path)
+		return -EINVAL;
+	if (op == PROTO_OP_FS_WRITE || op == PROTO_OP_FS_MKDIR) {
+		bool parents = true;
+		(void)proto_get_bool(req, "parents", &parents, err);
+		if (parents) {
+			r = mkdir_parents(path);
+			if (r < 0)
+				return r;
+		}
+	}
+	dfd = open_parent(path, leaf);
+	if (dfd < 0)
+		return dfd;
+
+	switch (op) {
+	case PROTO_OP_FS_READ:
+	case PROTO_OP_FS_READ_PROMPT: {
+		uint64_t offset = 0, limit = op == PROTO_OP_FS_READ ? PROTO_MAX_FILE : PROMPT_MAX;
+		(void)proto_get_u64(req, "offset", UINT64_C(1) << 52, &offset, err);
+		(void)proto_get_u64(req, "limit", PROTO_MAX_FILE, &limit, err);
+		return read_leaf(dfd, leaf, offset, limit, op == PROTO_OP_FS_READ_PROMPT, o);
+	}
+	case PROTO_OP_FS_WRITE: {
+		const char *data = NULL;
+		_cleanup_free_ uint8_t *bytes = NULL;
+		size_t n = 0;
+		if (proto_get_string(req, "data", PROTO_MAX_FILE / 3 * 4 + 4, &data, err) < 0)
+			return -EINVAL;
+		r = proto_base64_decode(data, strlen(data), &bytes, &n);
+		if (r < 0)
+			return r;
+		r = write_leaf(dfd, leaf, bytes, n);
+		if (r == 0)
+			cJSON_AddNumberToObject(o, "length", (double)n);
+		return r;
+	}
+	case PROTO_OP_FS_EDIT: {
+		const char *old = NULL, *new = NULL;
+		_cleanup_free_ char *content = NULL, *out = NULL;
+		_cleanup_close_ int fd = -1;
+		size_t len = 0, ol, nl;
+		char *hit, *again;
+		struct stat st;
+		if (proto_get_string(req, "old", PROTO_MAX_STRING, &old, err) < 0 ||
+		    proto_get_string(req, "new", PROTO_MAX_STRING, &new, err) < 0 || !*old)
+			return -EINVAL;
+		fd = openat(dfd, leaf, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+		if (fd < 0)
+			return -errno;
+		if (fstat(fd, &st) < 0)
+			return -errno;
+		if (!S_ISREG(st.st_mode))
+			return -EINVAL;
+		r = fd_read_all(fd, PROTO_MAX_FILE, &content, &len);
+		if (r < 0)
+			return r;
+		ol = strlen(old), nl = strlen(new);
+		hit = memmem(content, len, old, ol);
+		if (!hit)
+			return -ENOENT;
+		again = memmem(hit + 1, len - (size_t)(hit + 1 - content), old, ol);
+		if (again)
+			return -ENOTUNIQ;
+		out = malloc(len - ol + nl + 1);
+		if (!out)
+			return -ENOMEM;
+		memcpy(out, content, (size_t)(hit - content));
+		memcpy(out + (hit - content), new, nl);
+		memcpy(out + (hit - content) + nl, hit + ol, len - (size_t)(hit - content) - ol);
+		if (ftruncate(fd, 0) < 0 || lseek(fd, 0, SEEK_SET) < 0)
+			return -errno;
+		r = loop_write(fd, out, len - ol + nl);
+		if (r == 0)
+			cJSON_AddNumberToObject(o, "length", (double)(len - ol + nl));
+		return r;
+	}
+	case PROTO_OP_FS_LIST: {
+		_cleanup_close_ int fd = -1;
+		DIR *d;
+		struct dirent *de;
+		cJSON *entries;
+		unsigned n = 0;
+		fd = openat(dfd, leaf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0)
+			return -errno;
+		d = fdopendir(fd);
+		if (!d)
+			return -errno;
+		fd = -1;
+		entries = cJSON_AddArrayToObject(o, "entries");
+		while ((de = readdir(d))) {
+			cJSON *e;
+			if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+				continue;
+			if (++n > PROTO_MAX_LIST) {
+				cJSON_AddBoolToObject(o, "truncated", true);
+				break;
+			}
+			e = cJSON_CreateObject();
+			cJSON_AddStringToObject(e, "name", de->d_name);
+			cJSON_AddStringToObject(e, "type",
+						de->d_type == DT_REG   ? "file"
+						: de->d_type == DT_DIR ? "dir"
+						: de->d_type == DT_LNK ? "symlink"
+								       : "other");
+			cJSON_AddItemToArray(entries, e);
+		}
+		closedir(d);
+		return 0;
+	}
+	case PROTO_OP_FS_STAT: {
+		struct stat st;
+		if (fstatat(dfd, leaf, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			return -errno;
+		cJSON_AddStringToObject(o, "type", type_name(st.st_mode));
+		cJSON_AddNumberToObject(o, "size", (double)st.st_size);
+		cJSON_AddNumberToObject(o, "mode", st.st_mode & 07777);
+		cJSON_AddNumberToObject(o, "uid", st.st_uid);
+		cJSON_AddNumberToObject(o, "gid", st.st_gid);
+		cJSON_AddNumberToObject(o, "mtime", (double)st.st_mtime);
+		return 0;
+	}
+	case PROTO_OP_FS_MKDIR:
+		return mkdirat(dfd, leaf, 0777) < 0 && errno != EEXIST ? -errno : 0;
+	case PROTO_OP_FS_REMOVE: {
+		struct stat st;
+		if (fstatat(dfd, leaf, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			return -errno;
+		return unlinkat(dfd, leaf, S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0) < 0 ? -errno : 0;
+	}
+	case PROTO_OP_FS_MOVE: {
+		const char *to = NULL;
+		char leaf2[256];
+		_cleanup_close_ int dfd2 = -1;
+		if (proto_get_string(req, "to", PROTO_MAX_PATH, &to, err) < 0 || !*to)
+			return -EINVAL;
+		dfd2 = open_parent(to, leaf2);
+		if (dfd2 < 0)
+			return dfd2;
+		return renameat(dfd, leaf, dfd2, leaf2) < 0 ? -errno : 0;
+	}
+	default:
+		return -EOPNOTSUPP;
+	}
+}
+
+_noreturn_ static void helper(int out_fd, const struct proto_request *req,
+			      const struct serve_agent *a)
+{
+	struct proto_error err = {0};
+	gid_t groups[2] = {a->gid, USERS_SANDBOX_GID};
+	cJSON *o = cJSON_CreateObject();
+	char *answer;
+	int r;
+
+	serve_forget_secrets();
+	/* setgroups before setresgid before setresuid: after setresuid we lack CAP_SETGID */
+	r = privs_check_agent_ids(a->uid, a->gid, groups, 2);
+	if (r >= 0)
+		r = privs_setgroups(groups, 2);
+	if (r >= 0)
+		r = privs_setresgid(a->gid);
+	if (r >= 0)
+		r = privs_setresuid(a->uid);
+	if (r >= 0)
+		r = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ? -errno : 0;
+	if (r < 0) {
+		answer = proto_error_build(req->id, PROTO_E_INTERNAL, "cannot become the agent");
+		goto out;
+	}
+	umask(0007); /* the spawn core's default for agent files */
+	r = do_op(req->op, req->root, o, &err);
+	if (r < 0) {
+		char msg[200];
+		if (err.code != PROTO_E_OK && r == -EINVAL && err.message[0])
+			snprintf(msg, sizeof(msg), "%s", err.message);
+		else
+			snprintf(msg, sizeof(msg), "%s: %s", proto_op_name(req->op), strerror(-r));
+		answer = proto_error_build(
+			req->id, r == -EINVAL && err.code ? err.code : proto_err_from_errno(r),
+			msg);
+		cJSON_Delete(o);
+	} else
+		answer = proto_ok_build(req->id, o);
+out:
+	if (answer)
+		(void)loop_write(out_fd, answer, strlen(answer));
+	_exit(0);
+}
+
+static void fsop_free(struct fsop *f)
+{
+	serve_unwatch(&f->w);
+	safe_close(f->w.fd);
+	lws_sul_cancel(&f->timeout);
+	if (f->pid > 0) {
+		(void)kill(f->pid, SIGKILL);
+		(void)waitpid(f->pid, NULL, 0);
+	}
+	free(f->buf);
+	free(f);
+	running--;
+}
+
+static void fsop_timeout(lws_sorted_usec_list_t *sul)
+{
+	struct fsop *f = lws_container_of(sul, struct fsop, timeout);
+	serve_send_error(f->id, PROTO_E_LIMIT, "file operation timed out");
+	fsop_free(f);
+}
+
+static void on_answer(struct watch *w, uint32_t events)
+{
+	struct fsop *f = lws_container_of(w, struct fsop, w);
+	char tmp[65536];
+	ssize_t n = read(w->fd, tmp, sizeof(tmp));
+
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n > 0) {
+		if (f->len + (size_t)n > FSOP_MAX_ANSWER)
+			f->overflow = true;
+		else {
+			char *nb = realloc(f->buf, f->len + (size_t)n + 1);
+			if (!nb)
+				f->overflow = true;
+			else {
+				f->buf = nb;
+				memcpy(f->buf + f->len, tmp, (size_t)n);
+				f->len += (size_t)n;
+				f->buf[f->len] = 0;
+			}
+		}
+		return;
+	}
+	/* EOF: the helper exited (or died) */
+	(void)waitpid(f->pid, NULL, 0);
+	f->pid = 0;
+	if (f->overflow || !f->len)
+		serve_send_error(f->id, PROTO_E_INTERNAL, "file operation helper failed");
+	else
+		serve_send_json(TAKE_PTR(f->buf));
+	fsop_free(f);
+}
+
+void fsops_request(const struct proto_request *req)
+{
+	struct proto_error err = {0};
+	struct serve_agent a;
+	const char *agent = NULL;
+	struct fsop *f;
+	int p[2], r;
+	pid_t pid;
+
+	if (proto_get_string(req->root, "agent", PROTO_MAX_AGENT, &agent, &err) < 0 || !*agent)
+		return serve_send_error(req->id, PROTO_E_BAD_REQUEST, "\"agent\" is required");
+	if (running >= FSOP_MAX_RUNNING)
+		return serve_send_error(req->id, PROTO_E_LIMIT, "too many file operations at once");
+	r = serve_resolve_agent(agent, &a);
+	if (r < 0)
+		return serve_send_error(req->id, proto_err_from_errno(r), "agent: %s",
+					strerror(-r));
+	f = calloc(1, sizeof(*f));
+	if (!f || pipe2(p, O_CLOEXEC) < 0) {
+		free(f);
+		return serve_send_error(req->id, PROTO_E_INTERNAL, "%s", strerror(errno));
+	}
+	pid = fork();
+	if (pid < 0) {
+		close(p[0]);
+		close(p[1]);
+		free(f);
+		return serve_send_error(req->id, PROTO_E_INTERNAL, "fork: %s", strerror(errno));
+	}
+	if (pid == 0) {
+		close(p[0]);
+		helper(p[1], req, &a);
+	}
+	close(p[1]);
+	running++;
+	f->pid = pid;
+	snprintf(f->id, sizeof(f->id), "%s", req->id);
+	(void)fd_set_nonblock(p[0], 1);
+	f->w.fd = p[0];
+	if (serve_watch(&f->w, p[0], EPOLLIN, on_answer) < 0) {
+		serve_send_error(req->id, PROTO_E_INTERNAL, "epoll: %s", strerror(errno));
+		fsop_free(f);
+		return;
+	}
+	lws_sul_schedule(serve_lws_context(), 0, &f->timeout, fsop_timeout, FSOP_TIMEOUT_US);
+}

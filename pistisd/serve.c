@@ -1,0 +1,843 @@
+/* pistisd serve: dial out to the relay and serve the wire protocol (docs/protocol.md).
+ *
+ * One event loop: libwebsockets' service loop owns the relay connection; every other fd
+ * (command pipes, pidfds, file-operation pipes, the signalfd) lives in one epoll set that
+ * lws polls as a single adopted "raw file" fd. That keeps our own fds under our own control
+ * (lws would close a raw-file wsi on POLLHUP with data still in a pipe) and costs one
+ * epoll_wait per wake-up. pistisd never listens on the network. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <netdb.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <libwebsockets.h>
+#include <openssl/evp.h>
+#include <openssl/x509.h>
+
+#include "lib/escape.h"
+#include "lib/fd-util.h"
+#include "lib/log.h"
+#include "lib/macro.h"
+#include "lib/proto.h"
+#include "lib/sha256.h"
+#include "pistisd/cli.h"
+#include "pistisd/serve.h"
+#include "sandbox-users/users.h"
+
+#pragma weak users_ensure
+
+#define TOKEN_MAX 512
+#define RECENT_IDS 256
+#define BACKOFF_MIN_MS 250
+#define BACKOFF_MAX_MS 15000
+
+static struct {
+	struct lws_context *ctx;
+	struct lws_vhost *vhost;
+	struct lws *conn;
+	bool established; /* hello answered */
+	bool want_exit;
+	/* where to dial */
+	char host[256];
+	char path[256];
+	char unix_addr[112]; /* "+/path" */
+	int port;
+	bool tls;
+	const char *ca;
+	uint8_t pin[32];
+	bool have_pin;
+	char token[TOKEN_MAX + 1];
+	size_t token_len;
+	char name[64];
+	unsigned attempt;
+	lws_sorted_usec_list_t reconnect_sul;
+	/* inbound message assembly */
+	uint8_t *rx;
+	size_t rx_len;
+	bool rx_skip;
+	/* outbound JSON queue */
+	struct outmsg *out_head, *out_tail;
+	size_t out_bytes;
+	/* request ids seen on this connection */
+	char recent[RECENT_IDS][PROTO_MAX_ID + 1];
+	unsigned recent_next;
+	/* the epoll set */
+	int epfd;
+	struct lws *ep_wsi;
+	struct watch sigw;
+} S = {.epfd = -1, .sigw = {.fd = -1}};
+
+struct outmsg {
+	struct outmsg *next;
+	size_t len;
+	uint8_t buf[]; /* LWS_PRE + len */
+};
+
+void serve_forget_secrets(void)
+{
+	explicit_bzero(S.token, sizeof(S.token));
+	S.token_len = 0;
+}
+
+struct lws_context *serve_lws_context(void)
+{
+	return S.ctx;
+}
+
+bool serve_connected(void)
+{
+	return S.conn && S.established;
+}
+
+void serve_want_write(void)
+{
+	if (S.conn)
+		lws_callback_on_writable(S.conn);
+}
+
+void serve_send_json(char *json)
+{
+	struct outmsg *m;
+	size_t len;
+
+	if (!json) {
+		log_error("Out of memory building a message; dropped");
+		return;
+	}
+	if (!S.conn) {
+		free(json); /* nobody to tell: answers are not replayed, output is */
+		return;
+	}
+	len = strlen(json);
+	m = malloc(sizeof(*m) + LWS_PRE + len);
+	if (!m) {
+		free(json);
+		return;
+	}
+	m->next = NULL;
+	m->len = len;
+	memcpy(m->buf + LWS_PRE, json, len);
+	free(json);
+	if (S.out_tail)
+		S.out_tail->next = m;
+	else
+		S.out_head = m;
+	S.out_tail = m;
+	S.out_bytes += len;
+	lws_callback_on_writable(S.conn);
+}
+
+void serve_send_error(const char *id, enum proto_err code, const char *fmt, ...)
+{
+	char msg[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	serve_send_json(proto_error_build(id, code, msg));
+}
+
+static void out_clear(void)
+{
+	while (S.out_head) {
+		struct outmsg *m = S.out_head;
+		S.out_head = m->next;
+		free(m);
+	}
+	S.out_tail = NULL;
+	S.out_bytes = 0;
+}
+
+int serve_watch(struct watch *w, int fd, uint32_t events, void (*fn)(struct watch *, uint32_t))
+{
+	struct epoll_event ev = {.events = events, .data.ptr = w};
+
+	w->fn = fn;
+	w->fd = fd;
+	if (epoll_ctl(S.epfd, w->armed ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, &ev) < 0)
+		return -errno;
+	w->armed = true;
+	return 0;
+}
+
+void serve_unwatch(struct watch *w)
+{
+	if (w->armed && w->fd >= 0)
+		(void)epoll_ctl(S.epfd, EPOLL_CTL_DEL, w->fd, NULL);
+	w->armed = false;
+}
+
+int serve_resolve_agent(const char *agent, struct serve_agent *ret)
+{
+	struct users_identity id;
+	int r;
+
+	if (!users_ensure)
+		return -EOPNOTSUPP;
+	r = users_ensure("/", agent, (uid_t)-1, &id);
+	if (r < 0)
+		return r;
+	if (!users_uid_is_agent(id.uid))
+		return -EPERM;
+	*ret = (struct serve_agent){.uid = id.uid, .gid = id.gid};
+	snprintf(ret->name, sizeof(ret->name), "%s", id.name);
+	snprintf(ret->home, sizeof(ret->home), "%s", id.home);
+	snprintf(ret->tmpdir, sizeof(ret->tmpdir), "%s", id.tmpdir);
+	return 0;
+}
+
+/* --- inbound ------------------------------------------------------------------------ */
+
+static bool id_seen(const char *id)
+{
+	for (unsigned i = 0; i < RECENT_IDS; i++)
+		if (S.recent[i][0] && !strcmp(S.recent[i], id))
+			return true;
+	snprintf(S.recent[S.recent_next], sizeof(S.recent[0]), "%s", id);
+	S.recent_next = (S.recent_next + 1) % RECENT_IDS;
+	return false;
+}
+
+static void send_hello(void)
+{
+	cJSON *o = cJSON_CreateObject(), *caps;
+
+	if (!o)
+		return;
+	cJSON_AddStringToObject(o, "id", "hello");
+	cJSON_AddStringToObject(o, "op", "hello");
+	cJSON_AddNumberToObject(o, "version", PROTO_VERSION);
+	cJSON_AddStringToObject(o, "sandbox", S.name);
+	cJSON_AddStringToObject(o, "software", "pistisd " PISTIS_VERSION);
+	caps = cJSON_AddArrayToObject(o, "capabilities");
+	for (const char *const *c = (const char *const[]){"exec", "pty", "replay", "fs", NULL}; *c;
+	     c++)
+		cJSON_AddItemToArray(caps, cJSON_CreateString(*c));
+	cJSON_AddItemToObject(o, "commands", session_status());
+	serve_send_json(cJSON_PrintUnformatted(o));
+	cJSON_Delete(o);
+}
+
+static void handle_status(const struct proto_request *req)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	if (!o)
+		return;
+	cJSON_AddStringToObject(o, "sandbox", S.name);
+	cJSON_AddNumberToObject(o, "version", PROTO_VERSION);
+	cJSON_AddStringToObject(o, "software", "pistisd " PISTIS_VERSION);
+	cJSON_AddItemToObject(o, "commands", session_status());
+	serve_send_json(proto_ok_build(req->id, o));
+}
+
+static void handle_users_ensure(const struct proto_request *req)
+{
+	struct proto_error err = {0};
+	struct serve_agent a;
+	const char *agent = NULL;
+	cJSON *o;
+	int r;
+
+	r = proto_get_string(req->root, "agent", PROTO_MAX_AGENT, &agent, &err);
+	if (r < 0 || !*agent)
+		return serve_send_error(req->id, PROTO_E_BAD_REQUEST, "\"agent\" is required");
+	r = serve_resolve_agent(agent, &a);
+	if (r < 0)
+		return serve_send_error(req->id, proto_err_from_errno(r), "cannot ensure agent: %s",
+					strerror(-r));
+	o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "user", a.name);
+	cJSON_AddNumberToObject(o, "uid", a.uid);
+	cJSON_AddNumberToObject(o, "gid", a.gid);
+	cJSON_AddStringToObject(o, "home", a.home);
+	serve_send_json(proto_ok_build(req->id, o));
+}
+
+static void handle_text(const char *buf, size_t len)
+{
+	struct proto_error err = {0};
+	struct proto_request req;
+	cJSON *root = NULL;
+
+	if (proto_parse(buf, len, &root, &err) < 0) {
+		serve_send_json(proto_error_build(NULL, err.code, err.message));
+		return;
+	}
+	/* Answers to our own requests (hello) carry "ok" and no "op". */
+	if (!cJSON_GetObjectItemCaseSensitive(root, "op") &&
+	    cJSON_GetObjectItemCaseSensitive(root, "ok")) {
+		cJSON *id = cJSON_GetObjectItemCaseSensitive(root, "id");
+		if (cJSON_IsString(id) && !strcmp(id->valuestring, "hello")) {
+			if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "ok"))) {
+				S.established = true;
+				S.attempt = 0;
+				log_info("Relay accepted hello; serving");
+			} else
+				log_error("Relay refused hello; will retry");
+		}
+		cJSON_Delete(root);
+		return;
+	}
+	if (proto_request_parse(root, PROTO_MAX_ID, &req, &err) < 0) {
+		serve_send_json(proto_error_build(req.id, err.code, err.message));
+		cJSON_Delete(root);
+		return;
+	}
+	if (id_seen(req.id)) {
+		serve_send_error(req.id, PROTO_E_DUPLICATE_ID, "request id \"%s\" was already used",
+				 req.id);
+		cJSON_Delete(root);
+		return;
+	}
+	switch (req.op) {
+	case PROTO_OP_PING:
+		serve_send_json(proto_ok_build(req.id, NULL));
+		break;
+	case PROTO_OP_HELLO:
+		serve_send_json(proto_ok_build(req.id, NULL));
+		break;
+	case PROTO_OP_SANDBOX_STATUS:
+		handle_status(&req);
+		break;
+	case PROTO_OP_USERS_ENSURE:
+		handle_users_ensure(&req);
+		break;
+	case PROTO_OP_EXEC_START:
+	case PROTO_OP_EXEC_STDIN:
+	case PROTO_OP_EXEC_CLOSE_STDIN:
+	case PROTO_OP_EXEC_SIGNAL:
+	case PROTO_OP_EXEC_RESIZE:
+	case PROTO_OP_EXEC_ATTACH:
+	case PROTO_OP_EXEC_ACK:
+	case PROTO_OP_EXEC_LIST:
+		session_request(&req);
+		break;
+	case PROTO_OP_FS_READ:
+	case PROTO_OP_FS_WRITE:
+	case PROTO_OP_FS_EDIT:
+	case PROTO_OP_FS_LIST:
+	case PROTO_OP_FS_STAT:
+	case PROTO_OP_FS_MKDIR:
+	case PROTO_OP_FS_REMOVE:
+	case PROTO_OP_FS_MOVE:
+	case PROTO_OP_FS_READ_PROMPT:
+		fsops_request(&req);
+		break;
+	case PROTO_OP_POLICY_APPLY:
+	case PROTO_OP_POLICY_PLAN:
+	case PROTO_OP_POLICY_EXPLAIN:
+	case PROTO_OP_POLICY_CHECK:
+	case PROTO_OP_TRUSTED_ADD:
+	case PROTO_OP_TRUSTED_REMOVE:
+	case PROTO_OP_TRUSTED_LIST:
+		serve_send_error(req.id, PROTO_E_UNAVAILABLE,
+				 "\"%s\" is not wired into pistisd serve yet", req.op_name);
+		break;
+	case PROTO_OP_SANDBOXES_LIST:
+	case PROTO_OP_UNKNOWN:
+	case _PROTO_OP_MAX:
+	default:
+		serve_send_error(req.id, PROTO_E_UNKNOWN_OP, "\"%s\" is not a sandbox operation",
+				 req.op_name);
+		break;
+	}
+	cJSON_Delete(root);
+}
+
+static void handle_binary(const uint8_t *buf, size_t len)
+{
+	struct proto_error err = {0};
+	struct proto_frame f;
+
+	if (proto_frame_parse(buf, len, &f, &err) < 0) {
+		serve_send_json(proto_error_build(NULL, err.code, err.message));
+		return;
+	}
+	session_frame(&f);
+}
+
+static void on_receive(struct lws *wsi, const void *in, size_t len)
+{
+	bool first = lws_is_first_fragment(wsi), final = lws_is_final_fragment(wsi);
+	bool binary = lws_frame_is_binary(wsi);
+	size_t max = binary ? PROTO_FRAME_HEADER + PROTO_MAX_FRAME_PAYLOAD : PROTO_MAX_MESSAGE;
+
+	if (first) {
+		S.rx_len = 0;
+		S.rx_skip = false;
+	}
+	if (!S.rx_skip && S.rx_len + len > max) {
+		S.rx_skip = true;
+		serve_send_error(NULL, PROTO_E_TOO_LARGE, "message over %zu bytes dropped", max);
+	}
+	if (!S.rx_skip) {
+		memcpy(S.rx + S.rx_len, in, len);
+		S.rx_len += len;
+	}
+	if (!final || S.rx_skip)
+		return;
+	if (binary)
+		handle_binary(S.rx, S.rx_len);
+	else
+		handle_text((const char *)S.rx, S.rx_len);
+	S.rx_len = 0;
+}
+
+/* --- outbound ----------------------------------------------------------------------- */
+
+static int on_writable(struct lws *wsi)
+{
+	if (S.out_head) {
+		struct outmsg *m = S.out_head;
+		int n = lws_write(wsi, m->buf + LWS_PRE, m->len, LWS_WRITE_TEXT);
+		S.out_head = m->next;
+		if (!S.out_head)
+			S.out_tail = NULL;
+		S.out_bytes -= m->len;
+		free(m);
+		if (n < 0)
+			return -1;
+	} else if (S.established)
+		(void)session_write_one(wsi);
+	if (S.out_head || (S.established && session_has_pending()))
+		lws_callback_on_writable(wsi);
+	return 0;
+}
+
+/* --- connection lifecycle ------------------------------------------------------------- */
+
+static void connect_now(lws_sorted_usec_list_t *sul);
+
+static void schedule_reconnect(void)
+{
+	unsigned shift = S.attempt < 10 ? S.attempt : 10;
+	uint64_t ms = (uint64_t)BACKOFF_MIN_MS << shift;
+	unsigned jitter;
+
+	if (S.want_exit)
+		return;
+	if (ms > BACKOFF_MAX_MS)
+		ms = BACKOFF_MAX_MS;
+	/* ±25% jitter so a relay restart is not met by every sandbox in the same millisecond */
+	jitter = (unsigned)(ms / 2) ? (unsigned)random() % (unsigned)(ms / 2) : 0;
+	ms = ms * 3 / 4 + jitter;
+	S.attempt++;
+	log_info("Reconnecting to the relay in %llu ms", (unsigned long long)ms);
+	lws_sul_schedule(S.ctx, 0, &S.reconnect_sul, connect_now, (lws_usec_t)ms * 1000);
+}
+
+static const lws_retry_bo_t heartbeat = {
+	.secs_since_valid_ping = 10,   /* lws sends a WebSocket ping after 10 s of quiet */
+	.secs_since_valid_hangup = 30, /* and drops a peer that stayed silent for 30 s */
+};
+
+static void connect_now(lws_sorted_usec_list_t *sul)
+{
+	struct lws_client_connect_info cc = {0};
+
+	cc.context = S.ctx;
+	cc.vhost = S.vhost;
+	cc.address = S.unix_addr[0] ? S.unix_addr : S.host;
+	cc.port = S.port;
+	cc.path = S.path;
+	cc.host = S.unix_addr[0] ? "localhost" : S.host;
+	cc.origin = cc.host;
+	cc.protocol = PROTO_SUBPROTOCOL;
+	cc.local_protocol_name = PROTO_SUBPROTOCOL;
+	cc.ssl_connection = S.tls ? LCCSCF_USE_SSL : 0;
+	cc.retry_and_idle_policy = &heartbeat;
+	cc.pwsi = &S.conn;
+	if (!lws_client_connect_via_info(&cc)) {
+		S.conn = NULL;
+		schedule_reconnect();
+	}
+}
+
+static void connection_lost(const char *why)
+{
+	if (S.conn || S.established)
+		log_warning("Relay connection lost: %s", why);
+	S.conn = NULL;
+	S.established = false;
+	S.recent_next = 0;
+	memset(S.recent, 0, sizeof(S.recent));
+	out_clear();
+	session_disconnected();
+	schedule_reconnect();
+}
+
+static int verify_pin(void *x509_ctx)
+{
+	X509_STORE_CTX *xc = x509_ctx;
+	X509 *cert = X509_STORE_CTX_get_current_cert(xc);
+	unsigned char *der = NULL;
+	uint8_t digest[32];
+	int n;
+
+	if (!S.have_pin || X509_STORE_CTX_get_error_depth(xc) != 0)
+		return 0;
+	if (!cert || (n = i2d_X509(cert, &der)) <= 0)
+		return 1;
+	sha256(der, (size_t)n, digest);
+	OPENSSL_free(der);
+	if (memcmp(digest, S.pin, 32)) {
+		log_error("Relay certificate does not match --pin; refusing");
+		X509_STORE_CTX_set_error(xc, X509_V_ERR_CERT_REJECTED);
+		return 1;
+	}
+	return 0;
+}
+
+static int cb_relay(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+		    size_t len)
+{
+	switch (reason) {
+	case LWS_CALLBACK_OPENSSL_PERFORM_SERVER_CERT_VERIFICATION:
+		return verify_pin(user);
+	case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER: {
+		unsigned char **p = in, *end = (*p) + len;
+		char value[TOKEN_MAX + 8];
+		int n = snprintf(value, sizeof(value), "Bearer %.*s", (int)S.token_len, S.token);
+		int r = lws_add_http_header_by_name(wsi, (const unsigned char *)"authorization:",
+						    (const unsigned char *)value, n, p, end);
+		explicit_bzero(value, sizeof(value));
+		return r ? -1 : 0;
+	}
+	case LWS_CALLBACK_CLIENT_ESTABLISHED:
+		log_info("Connected to the relay");
+		S.conn = wsi;
+		S.established = false;
+		send_hello();
+		break;
+	case LWS_CALLBACK_CLIENT_RECEIVE:
+		if (wsi == S.conn)
+			on_receive(wsi, in, len);
+		break;
+	case LWS_CALLBACK_CLIENT_WRITEABLE:
+		if (wsi == S.conn)
+			return on_writable(wsi);
+		break;
+	case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
+		connection_lost(in ? (const char *)in : "connection error");
+		break;
+	case LWS_CALLBACK_CLIENT_CLOSED:
+		if (wsi == S.conn)
+			connection_lost("closed");
+		break;
+	default:
+		break;
+	}
+	return 0;
+}
+
+static int cb_epoll(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+		    size_t len)
+{
+	struct epoll_event ev[32];
+	int n;
+
+	if (reason != LWS_CALLBACK_RAW_RX_FILE)
+		return 0;
+	n = epoll_wait(S.epfd, ev, (int)ELEMENTSOF(ev), 0);
+	for (int i = 0; i < n; i++) {
+		struct watch *w = ev[i].data.ptr;
+		if (w->armed)
+			w->fn(w, ev[i].events);
+	}
+	return 0;
+}
+
+static void on_signal(struct watch *w, uint32_t events)
+{
+	struct signalfd_siginfo si;
+
+	if (read(w->fd, &si, sizeof(si)) != sizeof(si))
+		return;
+	log_notice("Signal %u: stopping", si.ssi_signo);
+	S.want_exit = true;
+	lws_cancel_service(S.ctx);
+}
+
+static const struct lws_protocols protocols[] = {
+	{PROTO_SUBPROTOCOL, cb_relay, 0, 0, 0, NULL, 0},
+	{"pistis-epoll", cb_epoll, 0, 0, 0, NULL, 0},
+	{NULL, NULL, 0, 0, 0, NULL, 0},
+};
+
+/* --- setup ---------------------------------------------------------------------------- */
+
+/* The token file must be root's alone: checked on the opened fd, so a rename race cannot
+ * swap in another file between the check and the read. */
+static int read_token(const char *path)
+{
+	_cleanup_close_ int fd = -1;
+	_cleanup_free_ char *buf = NULL;
+	struct stat st;
+	size_t len = 0;
+	int r;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
+	if (fd < 0)
+		return log_error_errno(-errno, "Failed to open token file '%s': %m", path);
+	if (fstat(fd, &st) < 0)
+		return log_error_errno(-errno, "Failed to stat token file '%s': %m", path);
+	if (!S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 077))
+		return log_error_errno(-EPERM,
+				       "Token file '%s' must be a regular file owned by root with "
+				       "mode 0600 or stricter (found uid %u, mode %04o)",
+				       path, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+	r = fd_read_all(fd, TOKEN_MAX, &buf, &len);
+	if (r < 0)
+		return log_error_errno(r, "Failed to read token file '%s': %m", path);
+	while (len && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
+		len--;
+	for (size_t i = 0; i < len; i++)
+		if (buf[i] <= ' ' || buf[i] > '~') {
+			explicit_bzero(buf, len);
+			return log_error_errno(-EINVAL,
+					       "Token file '%s' holds a non-printable or "
+					       "space character",
+					       path);
+		}
+	if (len < 16) {
+		explicit_bzero(buf, len);
+		return log_error_errno(-EINVAL, "Token in '%s' is shorter than 16 characters",
+				       path);
+	}
+	memcpy(S.token, buf, len);
+	S.token_len = len;
+	explicit_bzero(buf, len);
+	return 0;
+}
+
+static int parse_url(const char *url)
+{
+	const char *p;
+	size_t n;
+
+	if (url[0] == '/') {
+		if (strlen(url) + 2 > sizeof(S.unix_addr))
+			return log_error_errno(-ENAMETOOLONG, "Unix socket path '%s' is too long",
+					       url);
+		snprintf(S.unix_addr, sizeof(S.unix_addr), "+%s", url);
+		snprintf(S.path, sizeof(S.path), "/v1/sandbox");
+		return 0;
+	}
+	if (!strncmp(url, "ws://", 5)) {
+		p = url + 5;
+		S.port = 80;
+	} else if (!strncmp(url, "wss://", 6)) {
+		p = url + 6;
+		S.port = 443;
+		S.tls = true;
+	} else
+		return log_error_errno(-EINVAL,
+				       "--relay '%s' must be ws://, wss:// or an absolute "
+				       "unix socket path",
+				       url);
+	n = strcspn(p, ":/");
+	if (n == 0 || n >= sizeof(S.host))
+		return log_error_errno(-EINVAL, "--relay '%s' has no usable host", url);
+	memcpy(S.host, p, n);
+	S.host[n] = 0;
+	p += n;
+	if (*p == ':') {
+		char *end;
+		long port = strtol(p + 1, &end, 10);
+		if (end == p + 1 || port < 1 || port > 65535 || (*end && *end != '/'))
+			return log_error_errno(-EINVAL, "--relay '%s' has a bad port", url);
+		S.port = (int)port;
+		p = end;
+	}
+	snprintf(S.path, sizeof(S.path), "%s", *p ? p : "/v1/sandbox");
+	return 0;
+}
+
+static int parse_pin(const char *s)
+{
+	size_t j = 0;
+
+	for (size_t i = 0; s[i] && j < 64; i++) {
+		char c = s[i];
+		int v;
+		if (c == ':')
+			continue;
+		if (c >= '0' && c <= '9')
+			v = c - '0';
+		else if (c >= 'a' && c <= 'f')
+			v = c - 'a' + 10;
+		else if (c >= 'A' && c <= 'F')
+			v = c - 'A' + 10;
+		else
+			return -EINVAL;
+		S.pin[j / 2] = (uint8_t)(S.pin[j / 2] << 4 | v);
+		j++;
+	}
+	if (j != 64)
+		return -EINVAL;
+	S.have_pin = true;
+	return 0;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: pistisd serve --relay URL --token-file FILE [OPTIONS]\n\n"
+		"Dial out to the relay and run commands and file operations for it.\n"
+		"URL is ws://HOST[:PORT][/PATH], wss://HOST[:PORT][/PATH] or "
+		"/path/to/unix.sock.\n\n"
+		"  --relay URL         where to dial (never listens)\n"
+		"  --token-file FILE   this sandbox's token (root-owned, mode 0600)\n"
+		"  --ca FILE           CA bundle for wss://\n"
+		"  --pin SHA256        also require this SHA-256 of the relay's certificate (hex)\n"
+		"  --name NAME         sandbox name sent in hello (default: host name)\n"
+		"  --log-format FMT    text (default) or json\n"
+		"  -v, --verbose       debug logging\n"
+		"  -h, --help\n\n"
+		"Exit codes: 0 stopped by SIGTERM/SIGINT, 100 usage, 111 system error.\n"
+		"See docs/protocol.md.\n");
+}
+
+int serve_cli_main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"relay", required_argument, NULL, 'r'},
+		{"token-file", required_argument, NULL, 't'},
+		{"ca", required_argument, NULL, 'c'},
+		{"pin", required_argument, NULL, 'p'},
+		{"name", required_argument, NULL, 'n'},
+		{"log-format", required_argument, NULL, 'l'},
+		{"verbose", no_argument, NULL, 'v'},
+		{"help", no_argument, NULL, 'h'},
+		{0},
+	};
+	struct lws_context_creation_info info;
+	const char *relay = NULL, *token_file = NULL;
+	sigset_t mask;
+	int c, r, sfd;
+
+	while ((c = getopt_long(argc, argv, "hv", opts, NULL)) >= 0) {
+		switch (c) {
+		case 'r':
+			relay = optarg;
+			break;
+		case 't':
+			token_file = optarg;
+			break;
+		case 'c':
+			S.ca = optarg;
+			break;
+		case 'p':
+			if (parse_pin(optarg) < 0) {
+				log_error("--pin must be 64 hex digits (colons allowed)");
+				return EXIT_USAGE;
+			}
+			break;
+		case 'n':
+			if (!proto_id_valid(optarg, sizeof(S.name) - 1)) {
+				log_error("--name must be 1..63 characters of [A-Za-z0-9._:-]");
+				return EXIT_USAGE;
+			}
+			snprintf(S.name, sizeof(S.name), "%s", optarg);
+			break;
+		case 'l':
+			if (!strcmp(optarg, "json"))
+				log_set_format(LOG_FORMAT_JSON);
+			else if (strcmp(optarg, "text")) {
+				log_error("--log-format must be text or json");
+				return EXIT_USAGE;
+			}
+			break;
+		case 'v':
+			log_set_level(LOG_LVL_DEBUG);
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return EXIT_USAGE;
+		}
+	}
+	if (optind != argc || !relay || !token_file) {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	if (parse_url(relay) < 0)
+		return EXIT_USAGE;
+	if (!S.name[0]) {
+		char h[64] = "";
+		(void)gethostname(h, sizeof(h) - 1);
+		snprintf(S.name, sizeof(S.name), "%s", proto_id_valid(h, 63) ? h : "sandbox");
+	}
+	(void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	if (read_token(token_file) < 0)
+		return EXIT_SYSTEM;
+
+	srandom((unsigned)time(NULL) ^ (unsigned)getpid());
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
+		return log_error_errno(-errno, "sigprocmask: %m"), EXIT_SYSTEM;
+	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	S.epfd = epoll_create1(EPOLL_CLOEXEC);
+	S.rx = malloc(PROTO_MAX_MESSAGE + PROTO_FRAME_HEADER + PROTO_MAX_FRAME_PAYLOAD);
+	if (sfd < 0 || S.epfd < 0 || !S.rx)
+		return log_error_errno(-errno, "Failed to set up the event loop: %m"), EXIT_SYSTEM;
+
+	lws_set_log_level(
+		log_get_level() >= LOG_LVL_DEBUG ? LLL_ERR | LLL_WARN | LLL_NOTICE : LLL_ERR, NULL);
+	memset(&info, 0, sizeof(info));
+	info.port = CONTEXT_PORT_NO_LISTEN;
+	info.protocols = protocols;
+	info.gid = (gid_t)-1;
+	info.uid = (uid_t)-1;
+	info.options = S.tls ? LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT : 0;
+	info.client_ssl_ca_filepath = S.ca;
+	S.ctx = lws_create_context(&info);
+	if (!S.ctx)
+		return log_error("Failed to create the libwebsockets context"), EXIT_SYSTEM;
+	S.vhost = lws_get_vhost_by_name(S.ctx, "default");
+
+	r = session_init();
+	if (r < 0) {
+		lws_context_destroy(S.ctx);
+		return log_error_errno(r, "Failed to set up the spawn core: %m"), EXIT_SYSTEM;
+	}
+	if (serve_watch(&S.sigw, sfd, EPOLLIN, on_signal) < 0)
+		return log_error_errno(-errno, "epoll: %m"), EXIT_SYSTEM;
+	{
+		lws_sock_file_fd_type fdt = {.filefd = S.epfd};
+		S.ep_wsi = lws_adopt_descriptor_vhost(S.vhost, LWS_ADOPT_RAW_FILE_DESC, fdt,
+						      "pistis-epoll", NULL);
+		if (!S.ep_wsi)
+			return log_error("Failed to adopt the epoll fd into libwebsockets"),
+			       EXIT_SYSTEM;
+	}
+	log_info("pistisd serve %s: sandbox '%s', relay %s", PISTIS_VERSION, S.name, relay);
+	connect_now(NULL);
+	while (!S.want_exit)
+		if (lws_service(S.ctx, 0) < 0)
+			break;
+	session_done();
+	lws_context_destroy(S.ctx);
+	explicit_bzero(S.token, sizeof(S.token));
+	free(S.rx);
+	return 0;
+}

@@ -1,0 +1,63 @@
+#pragma once
+
+/* pistisd serve: internal interfaces between the connection (serve.c), the commands
+ * (session.c) and the file operations (fsops.c). One event loop, no threads. */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <cjson/cJSON.h>
+
+#include "lib/proto.h"
+
+struct lws_context;
+
+/* The outbound side of the one relay connection. */
+/* Queue a JSON text (taken over; NULL means ENOMEM and is dropped with a log line). */
+void serve_send_json(char *json);
+void serve_send_error(const char *id, enum proto_err code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Ask for a writable callback: a command has frames to send. */
+void serve_want_write(void);
+bool serve_connected(void);
+struct lws_context *serve_lws_context(void);
+
+/* The fd watcher shared by commands and file operations: fds live in one epoll set that
+ * libwebsockets polls as a single foreign fd. */
+struct watch {
+	void (*fn)(struct watch *w, uint32_t events);
+	int fd;
+	bool armed;
+	void *owner;
+};
+int serve_watch(struct watch *w, int fd, uint32_t events, void (*fn)(struct watch *, uint32_t));
+void serve_unwatch(struct watch *w);
+
+/* The agent a request names, resolved (users_ensure where linked). */
+struct serve_agent {
+	char name[64];
+	uid_t uid;
+	gid_t gid;
+	char home[256];
+	char tmpdir[256];
+};
+int serve_resolve_agent(const char *agent, struct serve_agent *ret);
+
+/* session.c: commands */
+int session_init(void);
+void session_done(void);
+void session_request(const struct proto_request *req);
+/* A binary frame from the server (stdin). */
+void session_frame(const struct proto_frame *f);
+/* Send one pending frame or exit event; true when something was written (or failed). */
+bool session_write_one(void *wsi);
+bool session_has_pending(void);
+void session_disconnected(void);
+cJSON *session_status(void);
+
+/* Wipe secrets (the relay token) from this process's memory: for forked helpers. */
+void serve_forget_secrets(void);
+
+/* fsops.c: file operations as the agent */
+void fsops_request(const struct proto_request *req);

@@ -1,0 +1,823 @@
+/* pistisd serve: commands. Each command is spawned through the spawn core; its output is
+ * cut into binary frames with a per-command sequence number and kept until the server
+ * acknowledges it (exec.ack), so a dropped connection or a relay restart loses nothing:
+ * the next exec.attach names the last sequence the client holds and the rest is resent.
+ * Unacknowledged output is bounded (PROTO_MAX_BUFFERED): past it pistisd stops reading the
+ * command's pipes, so a slow or absent reader pauses the command instead of growing memory. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include <libwebsockets.h>
+
+#include "lib/env-build.h"
+#include "lib/escape.h"
+#include "lib/fd-util.h"
+#include "lib/log.h"
+#include "lib/macro.h"
+#include "lib/proto.h"
+#include "pistisd/serve.h"
+#include "pistisd/spawn.h"
+#include "sandbox-users/users.h"
+
+#define LINGER_US (600LL * LWS_US_PER_SEC) /* keep an exited, unacknowledged command 10 min */
+#define STDIN_MAX (1024u * 1024u)	   /* stdin bytes queued for a command */
+
+struct frame {
+	struct frame *next;
+	uint64_t seq;
+	size_t len;    /* header + payload */
+	uint8_t buf[]; /* LWS_PRE + len */
+};
+
+struct cmd {
+	struct cmd *next;
+	uint32_t id;
+	char owner[PROTO_MAX_ID + 1]; /* request id of the exec.start/attach that receives events */
+	char tag[PROTO_MAX_TAG + 1];
+	char agent[PROTO_MAX_AGENT + 1];
+	uid_t uid;
+	struct spawn_proc *p;
+	struct watch w_out, w_err, w_pid, w_in;
+	struct frame *head, *tail;
+	uint64_t next_seq; /* last sequence assigned */
+	uint64_t sent;	   /* last sequence written on the current connection */
+	uint64_t acked;
+	size_t buffered;
+	bool attached, paused, done, exit_sent;
+	char *exit_json;
+	uint64_t stdin_seq;
+	uint8_t *in_buf;
+	size_t in_len;
+	bool in_close;
+	lws_sorted_usec_list_t tick, linger;
+	char *audit_argv, *cwd;
+	bool shell, pty;
+};
+
+static struct {
+	struct spawn_ctx *spawn;
+	struct cmd *cmds;
+	uint32_t next_id;
+	unsigned n_cmds;
+	struct cmd *rr; /* round-robin position for fair sending */
+	int root_fd;
+} T = {.root_fd = -1};
+
+int session_init(void)
+{
+	int r = spawn_ctx_new(&T.spawn);
+	if (r < 0)
+		return r;
+	T.root_fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (T.root_fd < 0)
+		return -errno;
+	T.next_id = 1;
+	return 0;
+}
+
+static void cmd_free(struct cmd *c);
+
+void session_done(void)
+{
+	while (T.cmds)
+		cmd_free(T.cmds);
+	spawn_ctx_free(T.spawn);
+	T.root_fd = safe_close(T.root_fd);
+}
+
+static struct cmd *cmd_by_id(uint64_t id)
+{
+	for (struct cmd *c = T.cmds; c; c = c->next)
+		if (c->id == id)
+			return c;
+	return NULL;
+}
+
+static struct cmd *cmd_by_tag(const char *tag)
+{
+	struct cmd *found = NULL;
+	for (struct cmd *c = T.cmds; c; c = c->next)
+		if (c->tag[0] && !strcmp(c->tag, tag))
+			found = c; /* newest wins: the list is newest-last */
+	return found;
+}
+
+static void cmd_free(struct cmd *c)
+{
+	for (struct cmd **pp = &T.cmds; *pp; pp = &(*pp)->next)
+		if (*pp == c) {
+			*pp = c->next;
+			break;
+		}
+	if (T.rr == c)
+		T.rr = NULL;
+	T.n_cmds--;
+	serve_unwatch(&c->w_out);
+	serve_unwatch(&c->w_err);
+	serve_unwatch(&c->w_pid);
+	serve_unwatch(&c->w_in);
+	lws_sul_cancel(&c->tick);
+	lws_sul_cancel(&c->linger);
+	if (c->p)
+		spawn_free(c->p);
+	while (c->head) {
+		struct frame *f = c->head;
+		c->head = f->next;
+		free(f);
+	}
+	free(c->exit_json);
+	free(c->in_buf);
+	free(c->audit_argv);
+	free(c->cwd);
+	free(c);
+}
+
+static void linger_expired(lws_sorted_usec_list_t *sul)
+{
+	struct cmd *c = lws_container_of(sul, struct cmd, linger);
+	log_info("Command %u: nobody acknowledged its end in time; dropping it", c->id);
+	cmd_free(c);
+}
+
+static void maybe_finish(struct cmd *c)
+{
+	if (c->done && c->exit_sent && c->acked >= c->next_seq)
+		cmd_free(c);
+}
+
+static void set_paused(struct cmd *c, bool paused)
+{
+	if (c->paused == paused)
+		return;
+	c->paused = paused;
+	/* EPOLL_CTL_DEL rather than events=0: epoll reports HUP regardless of the mask. */
+	if (paused) {
+		serve_unwatch(&c->w_out);
+		serve_unwatch(&c->w_err);
+	} else {
+		if (c->p && c->p->fd_out >= 0)
+			(void)serve_watch(&c->w_out, c->p->fd_out, EPOLLIN, c->w_out.fn);
+		if (c->p && c->p->fd_err >= 0)
+			(void)serve_watch(&c->w_err, c->p->fd_err, EPOLLIN, c->w_err.fn);
+	}
+}
+
+static int push_frame(struct cmd *c, uint8_t stream, uint16_t flags, const void *data, size_t len)
+{
+	struct frame *f = malloc(sizeof(*f) + LWS_PRE + PROTO_FRAME_HEADER + len);
+
+	if (!f)
+		return -ENOMEM;
+	f->next = NULL;
+	f->seq = ++c->next_seq;
+	f->len = PROTO_FRAME_HEADER + len;
+	proto_frame_header_put(f->buf + LWS_PRE, stream, flags, c->id, f->seq);
+	if (len)
+		memcpy(f->buf + LWS_PRE + PROTO_FRAME_HEADER, data, len);
+	if (c->tail)
+		c->tail->next = f;
+	else
+		c->head = f;
+	c->tail = f;
+	c->buffered += len;
+	if (c->buffered >= PROTO_MAX_BUFFERED)
+		set_paused(c, true);
+	if (c->attached)
+		serve_want_write();
+	return 0;
+}
+
+static void schedule_tick(struct cmd *c);
+
+static void build_exit(struct cmd *c)
+{
+	const struct spawn_result *res = spawn_result(c->p);
+	uint64_t ms = res->wall_us / 1000;
+	cJSON *o = cJSON_CreateObject();
+
+	c->done = true;
+	if (!o)
+		return;
+	cJSON_AddNumberToObject(o, "cmd", c->id);
+	cJSON_AddStringToObject(o, "end", spawn_end_name(res->end));
+	if (res->term_signal)
+		cJSON_AddNumberToObject(o, "signal", res->term_signal);
+	else
+		cJSON_AddNumberToObject(o, "code", res->exit_code);
+	cJSON_AddNumberToObject(o, "last_seq", (double)c->next_seq);
+	cJSON_AddNumberToObject(o, "stdout_bytes", (double)res->out_bytes);
+	cJSON_AddNumberToObject(o, "stderr_bytes", (double)res->err_bytes);
+	cJSON_AddBoolToObject(o, "truncated", res->truncated);
+	cJSON_AddNumberToObject(o, "duration_ms", (double)ms);
+	c->exit_json = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	/* The audit record: one line per command. */
+	log_notice("audit exec cmd=%u agent=\"%s\" uid=%u argv=%s cwd=\"%s\" end=%s code=%d "
+		   "signal=%d stdout=%llu stderr=%llu duration_ms=%llu",
+		   c->id, c->agent, (unsigned)c->uid, c->audit_argv ? c->audit_argv : "?",
+		   c->cwd ? c->cwd : "~", spawn_end_name(res->end), res->exit_code,
+		   res->term_signal, (unsigned long long)res->out_bytes,
+		   (unsigned long long)res->err_bytes, (unsigned long long)ms);
+	lws_sul_schedule(serve_lws_context(), 0, &c->linger, linger_expired, LINGER_US);
+	if (c->attached)
+		serve_want_write();
+}
+
+static void check_done(struct cmd *c)
+{
+	if (!c->done && c->p && spawn_done(c->p)) {
+		serve_unwatch(&c->w_pid);
+		lws_sul_cancel(&c->tick);
+		build_exit(c);
+	}
+}
+
+static void on_output(struct watch *w, uint32_t events)
+{
+	struct cmd *c = w->owner;
+	uint8_t buf[PROTO_MAX_FRAME_PAYLOAD];
+	uint8_t stream;
+	ssize_t n;
+	int fd = w->fd;
+
+	stream = w == &c->w_err ? PROTO_STREAM_STDERR : PROTO_STREAM_STDOUT;
+	n = spawn_read(c->p, fd, buf, sizeof(buf));
+	if (n == -EAGAIN || n == -EINTR)
+		return;
+	if (n <= 0) {
+		/* EOF (or EIO from a pty master whose slave closed): the stream ends. */
+		serve_unwatch(w);
+		w->fd = -1;
+		(void)push_frame(c, stream, PROTO_FRAME_EOF, NULL, 0);
+	} else if (push_frame(c, stream, 0, buf, (size_t)n) < 0)
+		log_error("Command %u: out of memory buffering output", c->id);
+	check_done(c);
+	schedule_tick(c);
+}
+
+static void on_pidfd(struct watch *w, uint32_t events)
+{
+	struct cmd *c = lws_container_of(w, struct cmd, w_pid);
+
+	(void)spawn_reap(c->p);
+	if (c->p->pidfd < 0 || c->p->reaped)
+		serve_unwatch(w);
+	check_done(c);
+	schedule_tick(c);
+}
+
+static void on_tick(lws_sorted_usec_list_t *sul)
+{
+	struct cmd *c = lws_container_of(sul, struct cmd, tick);
+
+	spawn_tick(c->p);
+	check_done(c);
+	if (!c->done)
+		schedule_tick(c);
+}
+
+static void schedule_tick(struct cmd *c)
+{
+	int ms;
+
+	if (c->done)
+		return;
+	ms = spawn_next_timeout_ms(c->p);
+	if (ms < 0)
+		lws_sul_cancel(&c->tick);
+	else
+		lws_sul_schedule(serve_lws_context(), 0, &c->tick, on_tick,
+				 (lws_usec_t)ms * 1000 + 1000);
+}
+
+/* stdin: queued bytes go to the pipe (or pty) as it accepts them; never blocks. */
+static void flush_stdin(struct cmd *c)
+{
+	int fd = c->p ? c->p->fd_in : -1;
+
+	if (fd < 0) {
+		c->in_len = 0;
+		return;
+	}
+	while (c->in_len) {
+		ssize_t n = write(fd, c->in_buf, c->in_len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno != EAGAIN) /* EPIPE: the command closed its stdin */
+				c->in_len = 0;
+			break;
+		}
+		memmove(c->in_buf, c->in_buf + n, c->in_len - (size_t)n);
+		c->in_len -= (size_t)n;
+	}
+	if (c->in_len) {
+		(void)serve_watch(&c->w_in, fd, EPOLLOUT, c->w_in.fn);
+		return;
+	}
+	serve_unwatch(&c->w_in);
+	if (c->in_close && !c->pty) {
+		/* pipes mode: closing our end is the EOF; with a pty we send ^D instead */
+		c->p->fd_in = safe_close(c->p->fd_in);
+	}
+}
+
+static void on_stdin_writable(struct watch *w, uint32_t events)
+{
+	flush_stdin(lws_container_of(w, struct cmd, w_in));
+}
+
+static int queue_stdin(struct cmd *c, const uint8_t *data, size_t len)
+{
+	if (!c->p || c->p->fd_in < 0 || c->done)
+		return -EPIPE;
+	if (c->in_len + len > STDIN_MAX)
+		return -ENOBUFS;
+	if (!c->in_buf && !(c->in_buf = malloc(STDIN_MAX)))
+		return -ENOMEM;
+	memcpy(c->in_buf + c->in_len, data, len);
+	c->in_len += len;
+	flush_stdin(c);
+	return 0;
+}
+
+void session_frame(const struct proto_frame *f)
+{
+	struct cmd *c = cmd_by_id(f->cmd);
+	int r;
+
+	if (!c)
+		return serve_send_error(NULL, PROTO_E_NOT_FOUND, "no command %u", f->cmd);
+	if (f->stream != PROTO_STREAM_STDIN)
+		return serve_send_error(c->owner, PROTO_E_BAD_FRAME,
+					"only stdin frames go to a sandbox");
+	/* stdin frames are numbered 1, 2, 3…: a gap or repeat is refused, not guessed at. */
+	if (f->seq != c->stdin_seq + 1)
+		return serve_send_error(
+			c->owner, PROTO_E_BAD_SEQUENCE, "stdin frame %llu, expected %llu",
+			(unsigned long long)f->seq, (unsigned long long)c->stdin_seq + 1);
+	c->stdin_seq = f->seq;
+	if (f->len) {
+		r = queue_stdin(c, f->payload, f->len);
+		if (r < 0)
+			serve_send_error(c->owner, proto_err_from_errno(r), "stdin: %s",
+					 strerror(-r));
+	}
+	if (f->flags & PROTO_FRAME_EOF) {
+		c->in_close = true;
+		if (c->p && c->pty)
+			(void)queue_stdin(c, (const uint8_t *)"\x04", 1);
+		flush_stdin(c);
+	}
+}
+
+static char *argv_for_audit(char *const *argv, const char *shell)
+{
+	size_t cap = 1024, n = 0;
+	char *out = malloc(cap);
+
+	if (!out)
+		return NULL;
+	out[0] = 0;
+	if (shell) {
+		char esc[900];
+		escape_c(shell, strlen(shell), esc, sizeof(esc));
+		snprintf(out, cap, "[\"/bin/sh\",\"-c\",\"%s\"]", esc);
+		return out;
+	}
+	n += (size_t)snprintf(out + n, cap - n, "[");
+	for (size_t i = 0; argv[i] && n < cap - 8; i++) {
+		char esc[256];
+		escape_c(argv[i], strlen(argv[i]), esc, sizeof(esc));
+		n += (size_t)snprintf(out + n, cap - n, "%s\"%s\"", i ? "," : "", esc);
+	}
+	if (n < cap - 2)
+		snprintf(out + n, cap - n, "]");
+	return out;
+}
+
+static void exec_start(const struct proto_request *req)
+{
+	struct proto_error err = {0};
+	struct proto_exec_start st;
+	struct spawn_opts so;
+	struct spawn_error se = {0};
+	struct serve_agent a;
+	struct cmd *c = NULL;
+	char **envp = NULL;
+	const char *bad = NULL;
+	unsigned per_agent = 0;
+	char *sh_argv[] = {(char *)"/bin/sh", (char *)"-c", NULL, NULL};
+	int r;
+
+	if (proto_exec_start_parse(req->root, &st, &err) < 0)
+		return serve_send_error(req->id, err.code, "%s", err.message);
+	for (struct cmd *x = T.cmds; x; x = x->next) {
+		if (!strcmp(x->owner, req->id)) {
+			serve_send_error(req->id, PROTO_E_DUPLICATE_ID,
+					 "id \"%s\" names a live command", req->id);
+			goto out;
+		}
+		if (!x->done && !strcmp(x->agent, st.agent))
+			per_agent++;
+	}
+	if (per_agent >= PROTO_MAX_COMMANDS_PER_AGENT || T.n_cmds >= PROTO_MAX_COMMANDS) {
+		serve_send_error(req->id, PROTO_E_LIMIT, "too many commands (%u for this agent)",
+				 per_agent);
+		goto out;
+	}
+	r = serve_resolve_agent(st.agent, &a);
+	if (r < 0) {
+		serve_send_error(req->id, proto_err_from_errno(r), "agent \"%.64s\": %s", st.agent,
+				 strerror(-r));
+		goto out;
+	}
+	{
+		struct envb_opts eo = {
+			.user = a.name,
+			.home = a.home,
+			.tmpdir = a.tmpdir,
+			.set = (const char *const *)st.env,
+		};
+		/* only the builder's allowlist is copied from our environment (locale, TERM) */
+		extern char **environ;
+		r = envb_build(&eo, environ, &envp, &bad);
+		if (r < 0) {
+			serve_send_error(req->id, PROTO_E_BAD_REQUEST, "environment: %s%s%s",
+					 strerror(-r), bad ? " at " : "", bad ? bad : "");
+			goto out;
+		}
+	}
+	memset(&so, 0, sizeof(so));
+	sh_argv[2] = (char *)st.shell;
+	so.argv = st.shell ? sh_argv : st.argv;
+	so.envp = envp;
+	so.uid = a.uid;
+	so.gid = a.gid;
+	so.groups[0] = a.gid;
+	so.groups[1] = USERS_SANDBOX_GID;
+	so.n_groups = 2;
+	so.cwd_root_fd = T.root_fd;
+	so.cwd = st.cwd ? st.cwd + strspn(st.cwd, "/") : a.home + strspn(a.home, "/");
+	so.stdio = st.pty ? SPAWN_STDIO_PTY : SPAWN_STDIO_PIPES;
+	so.stdin_pipe = st.stdin_mode == PROTO_STDIN_PIPE;
+	so.cols = (unsigned short)st.cols;
+	so.rows = (unsigned short)st.rows;
+	so.umask = (mode_t)-1;
+	so.timeout_ms = st.timeout_ms;
+	so.max_output = st.output_cap;
+
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		serve_send_error(req->id, PROTO_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	c->w_out.fd = c->w_err.fd = c->w_pid.fd = c->w_in.fd = -1;
+	c->w_out.owner = c->w_err.owner = c;
+	c->pty = st.pty;
+	r = spawn_start(T.spawn, &so, &c->p, &se);
+	if (r < 0) {
+		char msg[160];
+		spawn_error_string(&se, msg, sizeof(msg));
+		serve_send_error(req->id,
+				 se.step == SPAWN_STEP_EXEC && se.error == ENOENT
+					 ? PROTO_E_NOT_FOUND
+				 : se.step == SPAWN_STEP_CWD ? proto_err_from_errno(-se.error)
+							     : PROTO_E_INTERNAL,
+				 "cannot start: %s", msg);
+		free(c);
+		c = NULL;
+		goto out;
+	}
+	c->id = T.next_id++;
+	if (T.next_id == 0)
+		T.next_id = 1;
+	snprintf(c->owner, sizeof(c->owner), "%s", req->id);
+	snprintf(c->tag, sizeof(c->tag), "%s", st.tag ? st.tag : "");
+	snprintf(c->agent, sizeof(c->agent), "%s", st.agent);
+	c->uid = a.uid;
+	c->attached = true;
+	c->shell = !!st.shell;
+	c->audit_argv = argv_for_audit(st.argv, st.shell);
+	c->cwd = st.cwd ? strdup(st.cwd) : NULL;
+	/* newest last, so a tag names the latest command */
+	{
+		struct cmd **pp = &T.cmds;
+		while (*pp)
+			pp = &(*pp)->next;
+		*pp = c;
+	}
+	T.n_cmds++;
+	if (c->p->fd_out >= 0)
+		(void)serve_watch(&c->w_out, c->p->fd_out, EPOLLIN, on_output);
+	if (c->p->fd_err >= 0)
+		(void)serve_watch(&c->w_err, c->p->fd_err, EPOLLIN, on_output);
+	if (c->p->pidfd >= 0)
+		(void)serve_watch(&c->w_pid, c->p->pidfd, EPOLLIN, on_pidfd);
+	c->w_in.fn = on_stdin_writable;
+	if (c->p->fd_in >= 0)
+		(void)fd_set_nonblock(c->p->fd_in, 1);
+	schedule_tick(c);
+	{
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "event", "exec.started");
+		cJSON_AddNumberToObject(o, "cmd", c->id);
+		cJSON_AddNumberToObject(o, "pid", c->p->pid);
+		cJSON_AddStringToObject(o, "user", a.name);
+		cJSON_AddNumberToObject(o, "uid", a.uid);
+		if (c->tag[0])
+			cJSON_AddStringToObject(o, "tag", c->tag);
+		serve_send_json(proto_ok_build(req->id, o));
+	}
+out:
+	envb_free(envp);
+	proto_exec_start_done(&st);
+}
+
+static struct cmd *find_cmd(const struct proto_request *req)
+{
+	struct proto_error err = {0};
+	const char *tag = NULL;
+	uint64_t id;
+	struct cmd *c = NULL;
+
+	if (proto_get_u64(req->root, "cmd", UINT32_MAX, &id, &err) == 0)
+		c = cmd_by_id(id);
+	else if (proto_get_string(req->root, "tag", PROTO_MAX_TAG, &tag, &err) == 0)
+		c = cmd_by_tag(tag);
+	else {
+		serve_send_error(req->id, PROTO_E_BAD_REQUEST, "\"cmd\" or \"tag\" is required");
+		return NULL;
+	}
+	if (!c)
+		serve_send_error(req->id, PROTO_E_NOT_FOUND, "no such command");
+	return c;
+}
+
+static void drop_acked(struct cmd *c, uint64_t seq)
+{
+	if (seq > c->next_seq)
+		seq = c->next_seq;
+	while (c->head && c->head->seq <= seq) {
+		struct frame *f = c->head;
+		c->head = f->next;
+		c->buffered -= f->len - PROTO_FRAME_HEADER;
+		free(f);
+	}
+	if (!c->head)
+		c->tail = NULL;
+	if (seq > c->acked)
+		c->acked = seq;
+	if (c->paused && c->buffered < PROTO_MAX_BUFFERED / 2)
+		set_paused(c, false);
+}
+
+static void exec_attach(const struct proto_request *req)
+{
+	struct proto_error err = {0};
+	uint64_t after = 0;
+	struct cmd *c = find_cmd(req);
+	cJSON *o;
+	int r;
+
+	if (!c)
+		return;
+	r = proto_get_u64(req->root, "after", UINT64_MAX >> 11, &after, &err);
+	if (r < 0 && r != -ENOENT)
+		return serve_send_error(req->id, err.code, "%s", err.message);
+	if (after > c->next_seq)
+		return serve_send_error(req->id, PROTO_E_BAD_SEQUENCE,
+					"after=%llu is beyond the last sequence %llu",
+					(unsigned long long)after, (unsigned long long)c->next_seq);
+	/* The client holds everything up to `after`: that is an acknowledgement too. */
+	drop_acked(c, after);
+	if (after < c->acked)
+		after = c->acked; /* older frames were acknowledged (by an earlier reader) and are gone */
+	snprintf(c->owner, sizeof(c->owner), "%s", req->id);
+	c->attached = true;
+	c->sent = after;
+	c->exit_sent = false;
+	o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "event", "exec.attached");
+	cJSON_AddNumberToObject(o, "cmd", c->id);
+	cJSON_AddNumberToObject(o, "from", (double)after);
+	cJSON_AddBoolToObject(o, "running", !c->done);
+	if (c->tag[0])
+		cJSON_AddStringToObject(o, "tag", c->tag);
+	serve_send_json(proto_ok_build(req->id, o));
+	serve_want_write();
+}
+
+static void exec_ack(const struct proto_request *req)
+{
+	struct proto_error err = {0};
+	uint64_t seq = 0;
+	struct cmd *c = find_cmd(req);
+
+	if (!c)
+		return;
+	if (proto_get_u64(req->root, "seq", UINT64_MAX >> 11, &seq, &err) < 0)
+		return serve_send_error(req->id, PROTO_E_BAD_REQUEST, "\"seq\" is required");
+	drop_acked(c, seq);
+	/* acks are not answered: one per window would double the control traffic */
+	maybe_finish(c);
+}
+
+static void exec_signal(const struct proto_request *req)
+{
+	struct proto_error err = {0};
+	uint64_t sig = 0;
+	struct cmd *c = find_cmd(req);
+	int r;
+
+	if (!c)
+		return;
+	if (proto_get_u64(req->root, "signal", 64, &sig, &err) < 0 || sig == 0)
+		return serve_send_error(req->id, PROTO_E_BAD_REQUEST, "\"signal\" must be 1..64");
+	if (c->done)
+		return serve_send_error(req->id, PROTO_E_NOT_FOUND, "command %u has ended", c->id);
+	r = spawn_signal(c->p, (int)sig);
+	if (r < 0)
+		return serve_send_error(req->id, proto_err_from_errno(r), "signal: %s",
+					strerror(-r));
+	serve_send_json(proto_ok_build(req->id, NULL));
+}
+
+static void exec_resize(const struct proto_request *req)
+{
+	struct proto_error err = {0};
+	uint64_t rows = 0, cols = 0;
+	struct cmd *c = find_cmd(req);
+	int r;
+
+	if (!c)
+		return;
+	if (proto_get_u64(req->root, "rows", 4096, &rows, &err) < 0 ||
+	    proto_get_u64(req->root, "cols", 4096, &cols, &err) < 0 || !rows || !cols)
+		return serve_send_error(req->id, PROTO_E_BAD_REQUEST,
+					"\"rows\" and \"cols\" must be 1..4096");
+	r = spawn_resize(c->p, (unsigned short)cols, (unsigned short)rows);
+	if (r < 0)
+		return serve_send_error(req->id, proto_err_from_errno(r), "resize: %s",
+					strerror(-r));
+	serve_send_json(proto_ok_build(req->id, NULL));
+}
+
+static void exec_stdin_json(const struct proto_request *req)
+{
+	struct proto_error err = {0};
+	const char *data = NULL;
+	_cleanup_free_ uint8_t *bytes = NULL;
+	size_t n = 0;
+	struct cmd *c = find_cmd(req);
+	int r;
+
+	if (!c)
+		return;
+	if (proto_get_string(req->root, "data", STDIN_MAX * 2, &data, &err) < 0 ||
+	    proto_base64_decode(data, strlen(data), &bytes, &n) < 0)
+		return serve_send_error(req->id, PROTO_E_BAD_REQUEST, "\"data\" must be base64");
+	r = queue_stdin(c, bytes, n);
+	if (r < 0)
+		return serve_send_error(req->id, proto_err_from_errno(r), "stdin: %s",
+					strerror(-r));
+	serve_send_json(proto_ok_build(req->id, NULL));
+}
+
+static void exec_close_stdin(const struct proto_request *req)
+{
+	struct cmd *c = find_cmd(req);
+
+	if (!c)
+		return;
+	c->in_close = true;
+	if (c->p && c->pty)
+		(void)queue_stdin(c, (const uint8_t *)"\x04", 1);
+	flush_stdin(c);
+	serve_send_json(proto_ok_build(req->id, NULL));
+}
+
+cJSON *session_status(void)
+{
+	cJSON *a = cJSON_CreateArray();
+
+	for (struct cmd *c = T.cmds; c && a; c = c->next) {
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddNumberToObject(o, "cmd", c->id);
+		cJSON_AddStringToObject(o, "agent", c->agent);
+		if (c->tag[0])
+			cJSON_AddStringToObject(o, "tag", c->tag);
+		cJSON_AddBoolToObject(o, "running", !c->done);
+		cJSON_AddNumberToObject(o, "last_seq", (double)c->next_seq);
+		cJSON_AddNumberToObject(o, "acked", (double)c->acked);
+		cJSON_AddItemToArray(a, o);
+	}
+	return a;
+}
+
+void session_request(const struct proto_request *req)
+{
+	switch (req->op) {
+	case PROTO_OP_EXEC_START:
+		exec_start(req);
+		break;
+	case PROTO_OP_EXEC_ATTACH:
+		exec_attach(req);
+		break;
+	case PROTO_OP_EXEC_ACK:
+		exec_ack(req);
+		break;
+	case PROTO_OP_EXEC_SIGNAL:
+		exec_signal(req);
+		break;
+	case PROTO_OP_EXEC_RESIZE:
+		exec_resize(req);
+		break;
+	case PROTO_OP_EXEC_STDIN:
+		exec_stdin_json(req);
+		break;
+	case PROTO_OP_EXEC_CLOSE_STDIN:
+		exec_close_stdin(req);
+		break;
+	case PROTO_OP_EXEC_LIST: {
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddItemToObject(o, "commands", session_status());
+		serve_send_json(proto_ok_build(req->id, o));
+		break;
+	}
+	default:
+		serve_send_error(req->id, PROTO_E_UNKNOWN_OP, "not an exec operation");
+		break;
+	}
+}
+
+bool session_has_pending(void)
+{
+	for (struct cmd *c = T.cmds; c; c = c->next)
+		if (c->attached && ((c->tail && c->tail->seq > c->sent) ||
+				    (c->done && !c->exit_sent && c->sent >= c->next_seq)))
+			return true;
+	return false;
+}
+
+/* Write one frame (or one exit event) of the next command in round-robin order, so one
+ * chatty command cannot starve the others. */
+bool session_write_one(void *wsi)
+{
+	struct cmd *start = T.rr && T.rr->next ? T.rr->next : T.cmds;
+	struct cmd *c = start;
+
+	if (!c)
+		return false;
+	do {
+		if (c->attached) {
+			struct frame *f = c->head;
+			while (f && f->seq <= c->sent)
+				f = f->next;
+			if (f) {
+				T.rr = c;
+				c->sent = f->seq;
+				return lws_write(wsi, f->buf + LWS_PRE, f->len, LWS_WRITE_BINARY) >=
+				       0;
+			}
+			if (c->done && !c->exit_sent && c->exit_json) {
+				char *ev;
+				cJSON *o = cJSON_Parse(c->exit_json);
+				T.rr = c;
+				c->exit_sent = true;
+				ev = proto_event_build("exec.exit", c->owner, o);
+				if (ev) {
+					size_t len = strlen(ev);
+					uint8_t *b = malloc(LWS_PRE + len);
+					int n = -1;
+					if (b) {
+						memcpy(b + LWS_PRE, ev, len);
+						n = lws_write(wsi, b + LWS_PRE, len,
+							      LWS_WRITE_TEXT);
+						free(b);
+					}
+					free(ev);
+					return n >= 0;
+				}
+				return false;
+			}
+		}
+		c = c->next ? c->next : T.cmds;
+	} while (c != start);
+	return false;
+}
+
+void session_disconnected(void)
+{
+	for (struct cmd *c = T.cmds; c; c = c->next) {
+		c->attached = false;
+		c->sent = c->acked;
+		c->exit_sent = false;
+	}
+}
