@@ -1,8 +1,11 @@
 # sandbox-users: agent identities (users_*) and `pistisd users`; see docs/users.md.
 LIBS += users
 users_SRCS := sandbox-users/ident.c sandbox-users/pwfile.c sandbox-users/registry.c \
-	sandbox-users/db.c sandbox-users/fs.c sandbox-users/users.c sandbox-users/cli.c
+	sandbox-users/db.c sandbox-users/fs.c sandbox-users/users.c
 pistisd_LIBS := users $(pistisd_LIBS)
+# The CLI is linked as an object, not an archive member: pistisd/main.c refers to
+# users_cli_main weakly, and a weak reference never pulls a member out of an archive.
+pistisd_SRCS += sandbox-users/cli.c
 
 UNIT_TESTS += test-users-sha256 test-users
 test-users-sha256_SRCS := tests/unit/test-users-sha256.c
@@ -19,6 +22,7 @@ fuzz-registry_SRCS := tests/fuzz/fuzz-registry.c
 fuzz-registry_LIBS := users lib
 
 MUSL_TEST_BINS += bench-users
+INTEGRATION_TESTS += tests/integration/users.sh
 bench-users_SRCS := tests/unit/test-users-bench.c
 bench-users_LIBS := users lib
 

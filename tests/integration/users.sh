@@ -1,0 +1,176 @@
+#!/bin/bash
+# pistisd users: identities on the glibc (Debian) and musl test roots, the rebuild story,
+# concurrency, corrupt files, a full disk, planted links. Runs as root in a private mount
+# namespace over throwaway roots; never touches the host's /etc or /data.
+. "$(dirname "$0")/../lib.sh"
+need_root
+need_mount_ns "$@"
+
+P=$BIN/pistisd
+[ -x "$P" ] || { echo "1..0 # SKIP $P not built"; exit 0; }
+work=$(mktemp -d "${TMPDIR:-/tmp}/pistis-test.$$.XXXXXX")
+
+field() { sed -n "s/^$1=//p"; } # key=value output of ensure/show
+
+# --- the rebuild story on both roots, running the static binary inside them ----------
+for kind in debian musl; do
+	R=$(root_fresh "$kind") || { skip "$kind root" "root_fresh $kind failed"; continue; }
+	mkdir -p "$work/$kind-image"
+	for f in passwd group shadow gshadow; do
+		[ -e "$R/etc/$f" ] && cp -a "$R/etc/$f" "$work/$kind-image/$f"
+	done
+	ok "$kind: ensure-base" in_root "$R" pistisd users ensure-base
+	declare -A uid=() name=()
+	for a in alice bob carol; do
+		out=$(in_root "$R" pistisd users ensure "agent/$a")
+		uid[$a]=$(printf '%s\n' "$out" | field uid)
+		name[$a]=$(printf '%s\n' "$out" | field name)
+	done
+	is "$kind: first uid is 10100" "${uid[alice]}" 10100
+	like "$kind: name is pi-agent-<8 hex>" "${name[alice]}" '^pi-agent-[0-9a-f]{8}$'
+	is "$kind: uids in order" "${uid[bob]} ${uid[carol]}" "10101 10102"
+	like "$kind: pi-sandbox holds the agents" "$(grep '^pi-sandbox:' "$R/etc/group")" \
+		"^pi-sandbox:[^:]*:10010:.*${name[bob]}"
+	like "$kind: pi-tools has no login shell" "$(grep '^pi-tools:' "$R/etc/passwd")" \
+		'^pi-tools:[x!]:10002:10002:[^:]*:[^:]*:(/usr/sbin/nologin|/sbin/nologin|/bin/false)$'
+	is "$kind: id -u inside the root sees the agent" \
+		"$(in_root "$R" id -u "${name[carol]}" 2>&1)" "${uid[carol]}"
+	if [ -e "$work/$kind-image/shadow" ]; then
+		is "$kind: shadow keeps its mode and group" "$(stat -c '%a %U:%G' "$R/etc/shadow")" \
+			"$(stat -c '%a %U:%G' "$work/$kind-image/shadow")"
+		like "$kind: agent locked in shadow" "$(grep "^${name[bob]}:" "$R/etc/shadow")" \
+			"^${name[bob]}:!:"
+	fi
+	is "$kind: passwd- is the previous passwd" "$(tail -n 1 "$R/etc/passwd-" | cut -d: -f1)" \
+		"${name[bob]}"
+
+	# Rebuild: the image's /etc comes back, /data (and the registry) stays.
+	for f in passwd group shadow gshadow; do
+		rm -f "$R/etc/$f" "$R/etc/$f-"
+		[ -e "$work/$kind-image/$f" ] && cp -a "$work/$kind-image/$f" "$R/etc/$f"
+	done
+	fails "$kind: after rebuild the user is gone" in_root "$R" id -u "${name[bob]}"
+	for a in carol alice bob; do
+		out=$(in_root "$R" pistisd users ensure "agent/$a")
+		is "$kind: $a keeps uid after rebuild" "$(printf '%s\n' "$out" | field uid)" "${uid[$a]}"
+		is "$kind: $a keeps name after rebuild" "$(printf '%s\n' "$out" | field name)" "${name[$a]}"
+	done
+	is "$kind: a new agent gets the next free uid" \
+		"$(in_root "$R" pistisd users ensure agent/dave | field uid)" 10103
+	like "$kind: list --json" "$(in_root "$R" pistisd users list --json)" \
+		'^\[\{"agent_id":"agent/alice","name":"pi-agent-[0-9a-f]{8}","uid":10100,"state":"active"\},'
+	unset uid name
+done
+
+# --- a hand-made root for the rest (copies of the host's files, never the files) -----
+mkroot() { # dir
+	mkdir -p "$1/etc"
+	cp -a /etc/passwd /etc/group /etc/shadow /etc/gshadow "$1/etc/"
+}
+
+R=$work/r1
+mkroot "$R"
+exits 100 "newline in agent id is a usage error" "$P" users ensure "$(printf 'a\nb')" --root "$R"
+exits 100 "':' in agent id is a usage error" "$P" users ensure 'a:b' --root "$R"
+exits 100 "257-byte agent id is a usage error" "$P" users ensure "$(head -c 257 /dev/zero | tr '\0' a)" --root "$R"
+exits 100 "--uid outside the agent range" "$P" users ensure a --uid 1000 --root "$R"
+exits 100 "unknown option" "$P" users ensure a --frobnicate --root "$R"
+ok "--help" "$P" users --help
+is "--uid honoured when free" "$("$P" users ensure srv-1 --uid 20000 --root "$R" | field uid)" 20000
+out=$("$P" users ensure srv-2 --uid 20000 --root "$R" 2>&1); rc=$?
+is "--uid of another agent: exit 1" "$rc" 1
+like "--uid of another agent: clear error" "$out" "uid 20000 belongs to agent 'srv-1'"
+out=$("$P" users ensure srv-1 --uid 20001 --root "$R" 2>&1); rc=$?
+is "--uid for an agent that has another: exit 1" "$rc" 1
+like "... says which uid it has" "$out" "already has uid 20000"
+ok "show" "$P" users show srv-1 --root "$R"
+exits 1 "show of an unknown agent: exit 1" "$P" users show nobody-here --root "$R"
+ok "remove" "$P" users remove srv-1 --root "$R"
+unlike "removed agent gone from passwd" "$(cat "$R/etc/passwd")" ':20000:20000:'
+like "registry keeps its uid reserved" "$("$P" users list --root "$R")" '^20000	pi-agent-[0-9a-f]+	reserved	srv-1$'
+is "ensure gives it back" "$("$P" users ensure srv-1 --root "$R" | field uid)" 20000
+ok "remove --forget" "$P" users remove srv-1 --forget --root "$R"
+unlike "forgotten" "$("$P" users list --root "$R")" 'srv-1'
+
+# --- 20 processes at once: 10 ids, and 10 callers on one id -----------------------
+R=$work/r2
+mkroot "$R"
+for i in $(seq 1 10); do
+	"$P" users ensure "par-$i" --root "$R" >"$work/par-$i.out" 2>&1 &
+	"$P" users ensure same-agent --root "$R" >"$work/same-$i.out" 2>&1 &
+done
+wait
+is "all 20 succeeded" "$(cat "$work"/par-*.out "$work"/same-*.out | grep -c '^uid=')" 20
+is "same id: one answer for every caller" "$(cat "$work"/same-*.out | sort -u | wc -l)" 7
+is "passwd: 11 agents" "$(grep -c '^pi-agent-' "$R/etc/passwd")" 11
+is "no duplicate uid in passwd" "$(cut -d: -f3 "$R/etc/passwd" | sort | uniq -d)" ""
+is "no duplicate gid in group" "$(cut -d: -f3 "$R/etc/group" | sort | uniq -d)" ""
+is "registry: 11 records" "$(grep -c ':active:' "$R/data/pistis/users.registry")" 11
+is "shadow: 11 agents" "$(grep -c '^pi-agent-' "$R/etc/shadow")" 11
+is "pi-sandbox lists 11" "$(grep '^pi-sandbox:' "$R/etc/group" | cut -d: -f4 | tr , '\n' | grep -c .)" 11
+is "foreign lines byte for byte" "$(head -n "$(wc -l </etc/passwd)" "$R/etc/passwd" | sha256sum)" \
+	"$(sha256sum </etc/passwd)"
+
+# --- corrupt files: clear error naming file and line, nothing written -------------
+R=$work/r3
+mkroot "$R"
+"$P" users ensure c-1 --root "$R" >/dev/null
+printf 'broken line\n' >>"$R/etc/passwd"
+sum=$(cd "$R" && sha256sum etc/* data/pistis/users.registry)
+out=$("$P" users ensure c-2 --root "$R" 2>&1); rc=$?
+is "corrupt passwd: exit 1" "$rc" 1
+like "corrupt passwd: names file and line" "$out" "/etc/passwd:$(wc -l <"$R/etc/passwd"): too few fields"
+is "corrupt passwd: nothing written" "$(cd "$R" && sha256sum etc/* data/pistis/users.registry)" "$sum"
+sed -i '$d' "$R/etc/passwd"
+printf '10999:pi-agent-00000000:active:x\n' >>"$R/data/pistis/users.registry"
+sum=$(cd "$R" && sha256sum etc/* data/pistis/users.registry)
+out=$("$P" users ensure c-2 --root "$R" 2>&1); rc=$?
+is "corrupt registry: exit 1" "$rc" 1
+like "corrupt registry: names file and line" "$out" "/data/pistis/users.registry:3: user name is not derived"
+is "corrupt registry: nothing written" "$(cd "$R" && sha256sum etc/* data/pistis/users.registry)" "$sum"
+
+# --- a full file system during the write: the old files intact ------------------------
+for where in etc data; do
+	R=$work/full-$where
+	mkdir -p "$R"
+	mkroot "$R"
+	"$P" users ensure f-1 --root "$R" >/dev/null
+	mkdir "$work/save-$where" && cp -a "$R/$where/." "$work/save-$where/"
+	mount -t tmpfs -o size=256k "full-$where" "$R/$where"
+	cp -a "$work/save-$where/." "$R/$where/"
+	dd if=/dev/zero of="$R/$where/filler" bs=4k 2>/dev/null
+	sum=$(cd "$R" && sha256sum etc/passwd etc/group etc/shadow etc/gshadow data/pistis/users.registry)
+	out=$("$P" users ensure f-2 --root "$R" 2>&1); rc=$?
+	is "full /$where: exit 111" "$rc" 111
+	like "full /$where: says so" "$out" "No space left on device"
+	is "full /$where: every file intact" \
+		"$(cd "$R" && sha256sum etc/passwd etc/group etc/shadow etc/gshadow data/pistis/users.registry)" "$sum"
+	is "full /$where: no temp file left" "$(ls -a "$R/etc" "$R/data/pistis" | grep -c '+$')" 0
+	rm -f "$R/$where/filler"
+	is "after space is freed ensure works" "$("$P" users ensure f-2 --root "$R" | field uid)" 10101
+	umount "$R/$where"
+done
+
+# --- a link planted at the home path in an earlier life of the volume -------------------
+R=$work/r4
+mkroot "$R"
+out=$("$P" users ensure old-agent --root "$R")
+name=$(printf '%s\n' "$out" | field name)
+auid=$(printf '%s\n' "$out" | field uid)
+mkdir -m 0755 "$R/victim"
+rm -rf "$R/data/sandbox-home/$name" "$R/data/agents/$name"
+ln -s ../../victim "$R/data/sandbox-home/$name"
+ln -s /etc "$R/data/agents/$name"
+ok "ensure with planted links" "$P" users ensure old-agent --root "$R"
+is "victim untouched" "$(stat -c '%a %u' "$R/victim")" "755 0"
+is "host /etc untouched" "$(stat -c '%a %u' /etc)" "755 0"
+is "home is now the agent's own dir" "$(stat -c '%F %a %u:%g' "$R/data/sandbox-home/$name")" \
+	"directory 700 $auid:$auid"
+is "agent dir too" "$(stat -c '%F %a %u:%g' "$R/data/agents/$name")" "directory 700 $auid:$auid"
+is "tmp too" "$(stat -c '%F %a %u:%g' "$R/data/sandbox-home/$name/tmp")" "directory 700 $auid:$auid"
+is "parents 0711 root" "$(stat -c '%a %u' "$R/data/sandbox-home" "$R/data/agents" | sort -u)" "711 0"
+rm -rf "$R/data"
+ln -s /tmp "$R/data"
+exits 111 "a /data that is a link is refused" "$P" users ensure old-agent --root "$R"
+
+done_testing
