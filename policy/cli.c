@@ -1,0 +1,667 @@
+/* pistisd policy: apply | plan | check | explain | save. Thin: parse arguments, call the
+ * library, print (escaped), map results to exit codes. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib/escape.h"
+#include "lib/fd-util.h"
+#include "lib/log.h"
+#include "lib/macro.h"
+#include "pistisd/cli.h"
+#include "policy/policy.h"
+#include "sandbox-users/users.h"
+
+enum cmd { CMD_APPLY, CMD_PLAN, CMD_CHECK, CMD_EXPLAIN, CMD_SAVE };
+
+struct ctx {
+	enum cmd cmd;
+	const char *root;
+	const char *rules_path;
+	bool json, progress, verbose;
+	unsigned timeout;
+	const char *agent;
+	long long uid;
+	bool first_event;
+	struct timespec start, last_progress;
+	bool progress_shown;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: pistisd policy COMMAND [OPTIONS]\n\n"
+		"Path rules: none / read / write, applied as owners, modes and ACLs.\n\n"
+		"Commands:\n"
+		"  apply [--rules FILE] [--progress] [--verbose]  apply the rules\n"
+		"  plan [--rules FILE]        list what apply would change; change nothing\n"
+		"  check [--rules FILE]       exit 1 and list violations if the tree does not "
+		"conform\n"
+		"  explain PATH [--agent ID | --uid N] [--rules FILE]\n"
+		"                             which rule decides PATH, why, and what the agent can "
+		"do\n"
+		"  save --rules NEW           validate NEW, install it atomically as the rules "
+		"file,\n"
+		"                             then apply it\n\n"
+		"Options (every command):\n"
+		"  --root DIR     the sandbox's root (default /); rule paths are inside it\n"
+		"  --json         machine-readable output on stdout\n"
+		"  --timeout SEC  stop a walk after SEC seconds (default 3600; 0: none)\n"
+		"  -h, --help     this help\n\n"
+		"Rules file: " POLICY_RULES_PATH " inside the root; the built-in defaults when it\n"
+		"does not exist. Exit: 0 ok, 1 not conforming / not everything done / invalid "
+		"rules,\n"
+		"100 usage, 111 system error. Reference: docs/policy.md.\n");
+}
+
+/* Escaped copy of arbitrary bytes (names may hold newlines, escapes, invalid UTF-8). */
+static char *esc(const char *s, size_t n, bool json)
+{
+	size_t need = (json ? escape_json : escape_c)(s, n, NULL, 0) + 1;
+	char *out = malloc(need);
+
+	if (out)
+		(json ? escape_json : escape_c)(s, n, out, need);
+	return out;
+}
+
+static const char *kind_name(enum policy_event_kind k)
+{
+	switch (k) {
+	case POLICY_EV_CHANGE:
+		return "change";
+	case POLICY_EV_MISSING:
+		return "missing";
+	case POLICY_EV_SYMLINK:
+		return "symlink";
+	case POLICY_EV_HARDLINK:
+		return "hardlink";
+	case POLICY_EV_DEVICE:
+		return "device";
+	case POLICY_EV_OTHER_FS:
+		return "other-fs";
+	case POLICY_EV_TOO_DEEP:
+		return "too-deep";
+	case POLICY_EV_VANISHED:
+		return "vanished";
+	case POLICY_EV_ERROR:
+		return "error";
+	case POLICY_EV_NOT_DONE:
+		return "not-done";
+	default:
+		return "?";
+	}
+}
+
+static void changes_text(unsigned c, char *buf, size_t size)
+{
+	static const struct {
+		unsigned bit;
+		const char *name;
+	} names[] = {
+		{POLICY_CH_OWNER, "owner"},
+		{POLICY_CH_MODE, "mode"},
+		{POLICY_CH_ACL_ACCESS, "strip-acl"},
+		{POLICY_CH_ACL_DEFAULT, "strip-default-acl"},
+		{POLICY_CH_ACL_SET, "set-default-acl"},
+	};
+	size_t o = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < ELEMENTSOF(names); i++)
+		if (c & names[i].bit)
+			o += (size_t)snprintf(buf + o, size - o, "%s%s", o ? "," : "",
+					      names[i].name);
+}
+
+static void clear_progress(struct ctx *c)
+{
+	if (c->progress_shown) {
+		fputs("\r\033[K", stderr);
+		c->progress_shown = false;
+	}
+}
+
+static void on_event(void *userdata, const struct policy_event *ev)
+{
+	struct ctx *c = userdata;
+	_cleanup_free_ char *p = esc(ev->path, ev->path_len, c->json);
+	char ch[128];
+
+	if (!p)
+		return;
+	/* apply lists only what needs attention unless --verbose; plan and check list all. */
+	if (c->cmd == CMD_APPLY && !c->verbose && ev->kind == POLICY_EV_CHANGE)
+		return;
+	changes_text(ev->changes, ch, sizeof(ch));
+	clear_progress(c);
+	if (c->json) {
+		printf("%s\n    {\"kind\":\"%s\",\"path\":\"%s\",\"rule\":",
+		       c->first_event ? "" : ",", kind_name(ev->kind), p);
+		if (ev->rule) {
+			_cleanup_free_ char *r = esc(ev->rule->path, ev->rule->len, true);
+			printf("{\"path\":\"%s\",\"access\":\"%s\",\"line\":%u}", r ? r : "",
+			       policy_access_name(ev->rule->access), ev->rule->line);
+		} else {
+			printf("null");
+		}
+		printf(",\"changes\":\"%s\",\"violation\":%s", ch,
+		       ev->violation ? "true" : "false");
+		if (ev->kind == POLICY_EV_CHANGE || ev->kind == POLICY_EV_HARDLINK ||
+		    ev->kind == POLICY_EV_DEVICE)
+			printf(",\"old\":{\"uid\":%u,\"gid\":%u,\"mode\":\"%04o\"},"
+			       "\"new\":{\"uid\":%u,\"gid\":%u,\"mode\":\"%04o\"}",
+			       (unsigned)ev->old_uid, (unsigned)ev->old_gid,
+			       (unsigned)(ev->old_mode & 07777), (unsigned)ev->new_uid,
+			       (unsigned)ev->new_gid, (unsigned)(ev->new_mode & 07777));
+		if (ev->error)
+			printf(",\"error\":\"%s\"", strerror(-ev->error));
+		printf("}");
+		c->first_event = false;
+		return;
+	}
+	switch (ev->kind) {
+	case POLICY_EV_CHANGE:
+		printf("%s %s: %s (owner %u:%u -> %u:%u, mode %04o -> %04o)\n",
+		       c->cmd == CMD_APPLY  ? "changed"
+		       : c->cmd == CMD_PLAN ? "would change"
+					    : "violation",
+		       p, ch, (unsigned)ev->old_uid, (unsigned)ev->old_gid, (unsigned)ev->new_uid,
+		       (unsigned)ev->new_gid, (unsigned)(ev->old_mode & 07777),
+		       (unsigned)(ev->new_mode & 07777));
+		break;
+	case POLICY_EV_MISSING:
+		printf("not there yet: %s (rule line %u): skipped\n", p,
+		       ev->rule ? ev->rule->line : 0);
+		break;
+	case POLICY_EV_SYMLINK:
+		printf("error: %s (rule line %u) is a symlink or lies under one: rule not "
+		       "applied\n",
+		       p, ev->rule ? ev->rule->line : 0);
+		break;
+	case POLICY_EV_HARDLINK:
+		printf("%s %s: has more than one link: left as is (would need %s)\n",
+		       ev->violation ? "violation" : "left", p, ch);
+		break;
+	case POLICY_EV_DEVICE:
+		printf("%s %s: device node under a %s rule: never loosened, left as is\n",
+		       ev->violation ? "violation" : "left", p,
+		       ev->rule ? policy_access_name(ev->rule->access) : "?");
+		break;
+	case POLICY_EV_OTHER_FS:
+		printf("left %s: another file system (mount point): not crossed\n", p);
+		break;
+	case POLICY_EV_TOO_DEEP:
+		printf("left %s: deeper than the walk's bound: its subtree is left as is\n", p);
+		break;
+	case POLICY_EV_VANISHED:
+		printf("skipped %s: changed or removed while walked\n", p);
+		break;
+	case POLICY_EV_ERROR:
+		printf("error %s: %s%s%s: left no looser than before\n", p, strerror(-ev->error),
+		       *ch ? " while changing " : "", ch);
+		break;
+	case POLICY_EV_NOT_DONE:
+		printf("not done %s: the walk stopped (%s) before finishing this directory\n", p,
+		       ev->error ? strerror(-ev->error) : "error");
+		break;
+	default:
+		break;
+	}
+}
+
+static double elapsed(const struct timespec *a, const struct timespec *b)
+{
+	return (double)(b->tv_sec - a->tv_sec) + (double)(b->tv_nsec - a->tv_nsec) / 1e9;
+}
+
+static void on_progress(void *userdata, const struct policy_stats *st)
+{
+	struct ctx *c = userdata;
+	struct timespec now;
+	double t;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (elapsed(&c->last_progress, &now) < 0.25)
+		return;
+	c->last_progress = now;
+	t = elapsed(&c->start, &now);
+	fprintf(stderr, "\r\033[Kpolicy: %" PRIu64 " entries, %" PRIu64 " changed, %.0f/s",
+		st->entries, st->changed, t > 0 ? (double)st->entries / t : 0.0);
+	c->progress_shown = true;
+}
+
+static int open_root(const char *root, int *ret_fd)
+{
+	/* The root is the operator's choice (it may be reached through a symlink); what
+	 * lies beneath it is resolved without following any. */
+	int fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd < 0)
+		return log_error_errno(negative_errno(), "Failed to open root '%s': %m", root);
+	*ret_fd = fd;
+	return 0;
+}
+
+static int load_rules(struct ctx *c, int root_fd, struct policy_rules **ret)
+{
+	struct policy_error err = {0};
+	int r;
+
+	if (c->rules_path)
+		r = policy_rules_load(root_fd, c->rules_path, false, c->cmd != CMD_SAVE, ret, &err);
+	else {
+		r = policy_rules_load(root_fd, POLICY_RULES_PATH, true, true, ret, &err);
+		if (r == -ENOENT) {
+			log_debug("no %s in the root: built-in defaults", POLICY_RULES_PATH);
+			r = policy_rules_parse(policy_defaults_json, policy_defaults_json_len(),
+					       ret, &err);
+		}
+	}
+	if (r < 0) {
+		const char *what = c->rules_path ? c->rules_path : POLICY_RULES_PATH;
+		char e[256];
+
+		escape_c(what, strlen(what), e, sizeof(e));
+		if (err.msg[0] && err.line)
+			log_error("Invalid rules in '%s', line %u: %s", e, err.line, err.msg);
+		else if (err.msg[0])
+			log_error("Invalid rules: %s", err.msg);
+		else
+			log_error_errno(r, "Failed to read rules '%s': %m", e);
+		return r == -ENOMEM || r == -EIO ? -EIO : -EINVAL;
+	}
+	r = policy_rules_check_fs(root_fd, *ret, &err);
+	if (r < 0) {
+		log_error("Invalid rules, line %u: %s", err.line, err.msg);
+		policy_rules_free(*ret);
+		*ret = NULL;
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int exit_for_load(int r)
+{
+	return r == -EINVAL ? 1 : EXIT_SYSTEM;
+}
+
+static void print_summary(struct ctx *c, const char *name, const struct policy_stats *st, int r)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	clear_progress(c);
+	if (c->json) {
+		printf("\n  ],\n  \"summary\":{\"entries\":%" PRIu64 ",\"dirs\":%" PRIu64
+		       ",\"changed\":%" PRIu64 ",\"violations\":%" PRIu64 ",\"symlinks\":%" PRIu64
+		       ",\"skipped\":%" PRIu64 ",\"errors\":%" PRIu64
+		       ",\"seconds\":%.3f,\"complete\":%s}\n}\n",
+		       st->entries, st->dirs, st->changed, st->violations, st->symlinks,
+		       st->skipped, st->errors, elapsed(&c->start, &now), r < 0 ? "false" : "true");
+		return;
+	}
+	printf("%s: %" PRIu64 " entries, %" PRIu64 " %s, %" PRIu64 " violations, %" PRIu64
+	       " errors, %" PRIu64 " skipped, %" PRIu64 " symlinks left alone (%.2f s)%s\n",
+	       name, st->entries, st->changed,
+	       c->cmd == CMD_APPLY || c->cmd == CMD_SAVE ? "changed" : "to change", st->violations,
+	       st->errors, st->skipped, st->symlinks, elapsed(&c->start, &now),
+	       r == -ETIME ? " — stopped: time limit"
+	       : r < 0	   ? " — stopped early"
+			   : "");
+}
+
+static int run_walk(struct ctx *c, int root_fd, const struct policy_rules *rules)
+{
+	static const char *names[] = {"apply", "plan", "check", "explain", "save"};
+	struct policy_walk_opts o = {
+		.mode = c->cmd == CMD_PLAN    ? POLICY_PLAN
+			: c->cmd == CMD_CHECK ? POLICY_CHECK
+					      : POLICY_APPLY,
+		.timeout_sec = c->timeout,
+		.on_event = on_event,
+		.on_progress = c->progress && isatty(STDERR_FILENO) ? on_progress : NULL,
+		.userdata = c,
+	};
+	struct policy_stats st = {0};
+	struct rlimit rl;
+	int r;
+
+	/* One fd per directory level: use what the hard limit allows. */
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		(void)setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &c->start);
+	c->first_event = true;
+	if (c->json) {
+		_cleanup_free_ char *root = esc(c->root, strlen(c->root), true);
+
+		printf("{\n  \"command\":\"%s\",\n  \"root\":\"%s\",\n  \"events\":[",
+		       names[c->cmd], root ? root : "");
+	}
+	r = policy_walk(root_fd, rules, &o, &st);
+	print_summary(c, names[c->cmd], &st, r);
+	fflush(stdout);
+	if (r < 0 && r != -ETIME)
+		log_error_errno(r, "Walk stopped: %m; directories listed as 'not done' are "
+				   "left no looser than before");
+	if (c->cmd == CMD_CHECK)
+		return st.violations || st.errors || r < 0 ? 1 : 0;
+	return st.errors || r < 0 ? 1 : 0;
+}
+
+static void print_mode_line(const char *label, const struct stat *st)
+{
+	printf("  %s: %s, owner %u:%u, mode %04o", label,
+	       S_ISDIR(st->st_mode)   ? "directory"
+	       : S_ISREG(st->st_mode) ? "file"
+	       : S_ISLNK(st->st_mode) ? "symlink"
+				      : "special file",
+	       (unsigned)st->st_uid, (unsigned)st->st_gid, (unsigned)(st->st_mode & 07777));
+}
+
+static int do_explain(struct ctx *c, int root_fd, const struct policy_rules *rules, const char *arg)
+{
+	char norm[POLICY_PATH_MAX + 1];
+	_cleanup_free_ char *p = NULL, *rp = NULL, *stop = NULL, *blk = NULL;
+	struct users_identity ident;
+	struct policy_explain ex;
+	gid_t gids[2];
+	uid_t uid = (uid_t)-1;
+	int n, r;
+
+	n = policy_path_normalise(arg, strlen(arg), norm, sizeof(norm));
+	if (n < 0) {
+		log_error("PATH must be absolute, without '..' (inside --root)");
+		return EXIT_USAGE;
+	}
+	if (c->agent) {
+		r = users_lookup(c->root, c->agent, &ident);
+		if (r < 0) {
+			_cleanup_free_ char *a = esc(c->agent, strlen(c->agent), false);
+			log_error_errno(r, "Failed to look up agent '%s': %m", a ? a : "");
+			return r == -ENOENT ? EXIT_NOT_FOUND : EXIT_SYSTEM;
+		}
+		uid = ident.uid;
+		gids[0] = ident.gid;
+	} else if (c->uid >= 0) {
+		uid = (uid_t)c->uid;
+	}
+	if (!c->agent)
+		gids[0] = uid;
+	gids[1] = USERS_SANDBOX_GID; /* every agent is in pi-sandbox */
+	r = policy_explain(root_fd, rules, norm, uid, gids, 2, &ex);
+	if (r < 0)
+		return log_error_errno(r, "Failed to explain: %m"), EXIT_SYSTEM;
+
+	p = esc(norm, (size_t)n, c->json);
+	rp = ex.rule ? esc(ex.rule->path, ex.rule->len, c->json) : NULL;
+	stop = esc(ex.stop_at, strlen(ex.stop_at), c->json);
+	blk = esc(ex.blocked_by, strlen(ex.blocked_by), c->json);
+	if (!p || (ex.rule && !rp) || !stop || !blk)
+		return log_error("Out of memory"), EXIT_SYSTEM;
+
+	bool read_only_broken = ex.rule && ex.rule->access != POLICY_WRITE && ex.can_replace;
+	if (c->json) {
+		printf("{\"path\":\"%s\",\"rule\":", p);
+		if (ex.rule)
+			printf("{\"path\":\"%s\",\"access\":\"%s\",\"line\":%u}", rp,
+			       policy_access_name(ex.rule->access), ex.rule->line);
+		else
+			printf("null");
+		printf(",\"exists\":%s,\"symlink\":%s,\"stopped_at\":\"%s\"",
+		       ex.exists ? "true" : "false", ex.symlink_on_way ? "true" : "false", stop);
+		if (ex.exists)
+			printf(",\"now\":{\"uid\":%u,\"gid\":%u,\"mode\":\"%04o\",\"acl\":%s,"
+			       "\"default_acl\":%s}",
+			       (unsigned)ex.st.st_uid, (unsigned)ex.st.st_gid,
+			       (unsigned)(ex.st.st_mode & 07777), ex.has_acl ? "true" : "false",
+			       ex.has_default_acl ? "true" : "false");
+		if (ex.exists && ex.rule && !ex.symlink_on_way)
+			printf(",\"implies\":{\"uid\":%d,\"gid\":%u,\"mode\":\"%04o\",\"default_"
+			       "acl\":%s,"
+			       "\"left_as_is\":%s}",
+			       ex.target.uid == (uid_t)-1 ? -1 : (int)ex.target.uid,
+			       (unsigned)ex.target.gid, (unsigned)ex.target.mode,
+			       ex.target.flags & POLICY_T_DEFAULT_ACL ? "true" : "false",
+			       ex.target_hardlink_left || (ex.target.flags & POLICY_T_LEAVE)
+				       ? "true"
+				       : "false");
+		if (ex.agent)
+			printf(",\"agent\":{\"uid\":%u,\"traverse\":%s,\"blocked_by\":\"%s\","
+			       "\"read\":%s,"
+			       "\"write\":%s,\"replace\":%s,\"read_only_holds\":%s}",
+			       (unsigned)uid, ex.can_traverse ? "true" : "false", blk,
+			       ex.can_read ? "true" : "false", ex.can_write ? "true" : "false",
+			       ex.can_replace ? "true" : "false",
+			       read_only_broken ? "false" : "true");
+		printf("}\n");
+		return 0;
+	}
+
+	printf("%s\n", p);
+	if (ex.rule) {
+		printf("  rule: \"%s\" %s (line %u): the most specific rule covering this path", rp,
+		       policy_access_name(ex.rule->access), ex.rule->line);
+		for (size_t i = 0; i < rules->n; i++) {
+			const struct policy_rule *o = &rules->rules[i];
+			if (o != ex.rule && policy_path_under(o->path, o->len, norm, (size_t)n)) {
+				_cleanup_free_ char *op = esc(o->path, o->len, false);
+				printf("; overrides \"%s\" %s (line %u)", op ? op : "",
+				       policy_access_name(o->access), o->line);
+			}
+		}
+		printf("\n");
+	} else {
+		printf("  rule: none covers this path: it keeps the permissions it has\n");
+	}
+	if (ex.symlink_on_way)
+		printf("  %s is a symlink: policy never follows or changes it\n", stop);
+	else if (!ex.exists)
+		printf("  not there (yet): stopped at %s\n", *stop ? stop : "/");
+	if (ex.exists) {
+		print_mode_line("now", &ex.st);
+		printf(", access ACL %s, default ACL %s\n", ex.has_acl ? "yes" : "no",
+		       ex.has_default_acl ? "yes" : "no");
+	}
+	if (ex.exists && ex.rule && !ex.symlink_on_way) {
+		if (ex.target.uid == (uid_t)-1)
+			printf("  implies: owner kept (%u), group %u, mode %04o",
+			       (unsigned)ex.st.st_uid, (unsigned)ex.target.gid,
+			       (unsigned)ex.target.mode);
+		else
+			printf("  implies: owner %u:%u, mode %04o", (unsigned)ex.target.uid,
+			       (unsigned)ex.target.gid, (unsigned)ex.target.mode);
+		printf("%s, no access ACL\n", ex.target.flags & POLICY_T_DEFAULT_ACL
+						      ? ", default ACL u::rwx,g::rwx,o::---"
+						      : ", no default ACL");
+		if (ex.target_hardlink_left)
+			printf("  note: it has %ju links: apply leaves it as is (never chowned or "
+			       "loosened)\n",
+			       (uintmax_t)ex.st.st_nlink);
+		if (ex.target.flags & POLICY_T_LEAVE)
+			printf("  note: a device node: apply never loosens it\n");
+	}
+	if (ex.agent) {
+		printf("  agent uid %u (groups %u, %u): traverse %s", (unsigned)uid,
+		       (unsigned)gids[0], (unsigned)gids[1], ex.can_traverse ? "yes" : "no");
+		if (!ex.can_traverse)
+			printf(" (blocked at %s)", blk);
+		printf(", read %s, write %s, replace %s\n", ex.can_read ? "yes" : "no",
+		       ex.can_write ? "yes" : "no", ex.can_replace ? "yes" : "no");
+		if (read_only_broken)
+			printf("  warning: the agent can write the directory holding it, so it can "
+			       "replace this node (rename/unlink): %s is not effective here\n",
+			       policy_access_name(ex.rule->access));
+	}
+	return 0;
+}
+
+static int do_save(struct ctx *c, int root_fd)
+{
+	_cleanup_(policy_rules_freep) struct policy_rules *rules = NULL;
+	_cleanup_free_ char *buf = NULL;
+	_cleanup_close_ int fd = -1;
+	size_t len = 0;
+	int r;
+
+	/* Validated (syntax, limits, symlinks) before anything is replaced. */
+	r = load_rules(c, root_fd, &rules);
+	if (r < 0)
+		return exit_for_load(r);
+	fd = open(c->rules_path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0 || fd_read_all(fd, POLICY_FILE_MAX, &buf, &len) < 0)
+		return log_error_errno(negative_errno(), "Failed to read '%s' again: %m",
+				       c->rules_path),
+		       EXIT_SYSTEM;
+	/* Save exactly what was validated: parse the bytes we are about to write. */
+	{
+		_cleanup_(policy_rules_freep) struct policy_rules *again = NULL;
+		struct policy_error err;
+
+		if (policy_rules_parse(buf, len, &again, &err) < 0 || again->n != rules->n) {
+			log_error("'%s' changed while it was being saved; nothing replaced",
+				  c->rules_path);
+			return 1;
+		}
+		policy_rules_free(rules);
+		rules = TAKE_PTR(again);
+	}
+	r = policy_rules_save(root_fd, buf, len);
+	if (r == -EPERM)
+		return log_error("The directory of %s must be owned by root and not writable by "
+				 "group or others; nothing replaced",
+				 POLICY_RULES_PATH),
+		       EXIT_SYSTEM;
+	if (r < 0)
+		return log_error_errno(r, "Failed to save %s: %m; nothing replaced",
+				       POLICY_RULES_PATH),
+		       EXIT_SYSTEM;
+	if (!c->json)
+		printf("saved %s (%zu rules); applying\n", POLICY_RULES_PATH, rules->n);
+	return run_walk(c, root_fd, rules);
+}
+
+int policy_cli_main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"root", required_argument, NULL, 'r'},	 {"json", no_argument, NULL, 'j'},
+		{"rules", required_argument, NULL, 'R'}, {"progress", no_argument, NULL, 'p'},
+		{"verbose", no_argument, NULL, 'v'},	 {"timeout", required_argument, NULL, 't'},
+		{"agent", required_argument, NULL, 'a'}, {"uid", required_argument, NULL, 'u'},
+		{"help", no_argument, NULL, 'h'},	 {},
+	};
+	static const char *names[] = {"apply", "plan", "check", "explain", "save"};
+	struct ctx c = {.root = "/", .uid = -1, .timeout = 3600};
+	_cleanup_(policy_rules_freep) struct policy_rules *rules = NULL;
+	_cleanup_close_ int root_fd = -1;
+	const char *cmd, *explain_path = NULL;
+	char *end;
+	int o, r;
+	bool found = false;
+
+	if (argc < 2) {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	cmd = argv[1];
+	if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
+		usage(stdout);
+		return 0;
+	}
+	for (size_t i = 0; i < ELEMENTSOF(names); i++)
+		if (!strcmp(cmd, names[i]))
+			c.cmd = (enum cmd)i, found = true;
+	if (!found) {
+		log_error("unknown policy command '%s'; see 'pistisd policy --help'", cmd);
+		return EXIT_USAGE;
+	}
+	optind = 1;
+	while ((o = getopt_long(argc - 1, argv + 1, "h", opts, NULL)) >= 0) {
+		switch (o) {
+		case 'r':
+			c.root = optarg;
+			break;
+		case 'j':
+			c.json = true;
+			break;
+		case 'R':
+			c.rules_path = optarg;
+			break;
+		case 'p':
+			c.progress = true;
+			break;
+		case 'v':
+			c.verbose = true;
+			break;
+		case 't':
+			errno = 0;
+			c.timeout = (unsigned)strtoul(optarg, &end, 10);
+			if (errno || *end || !*optarg || optarg[0] == '-') {
+				log_error("--timeout wants seconds, got '%s'", optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case 'a':
+			c.agent = optarg;
+			break;
+		case 'u':
+			errno = 0;
+			c.uid = strtoll(optarg, &end, 10);
+			if (errno || *end || !*optarg || c.uid < 0 ||
+			    c.uid >= (long long)UINT32_MAX) {
+				log_error("--uid wants a number, got '%s'", optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return EXIT_USAGE;
+		}
+	}
+	if (c.cmd == CMD_EXPLAIN) {
+		if (optind + 1 != argc - 1) {
+			log_error("explain wants one PATH");
+			return EXIT_USAGE;
+		}
+		explain_path = argv[optind + 1];
+	} else if (optind != argc - 1) {
+		log_error("unexpected argument '%s'", argv[optind + 1]);
+		return EXIT_USAGE;
+	}
+	if (c.cmd == CMD_SAVE && !c.rules_path) {
+		log_error("save wants --rules NEW");
+		return EXIT_USAGE;
+	}
+	if ((c.agent || c.uid >= 0) && c.cmd != CMD_EXPLAIN) {
+		log_error("--agent and --uid belong to explain");
+		return EXIT_USAGE;
+	}
+	if (c.json)
+		log_set_format(LOG_FORMAT_JSON);
+	if (getenv("PISTIS_NO_OPENAT2"))
+		policy_resolve_force_fallback(true);
+
+	if (open_root(c.root, &root_fd) < 0)
+		return EXIT_SYSTEM;
+	if (c.cmd == CMD_SAVE)
+		return do_save(&c, root_fd);
+	r = load_rules(&c, root_fd, &rules);
+	if (r < 0)
+		return exit_for_load(r);
+	if (c.cmd == CMD_EXPLAIN)
+		return do_explain(&c, root_fd, rules, explain_path);
+	return run_walk(&c, root_fd, rules);
+}

@@ -1,0 +1,132 @@
+/* explain PATH: which rule decides, what it implies, and what an agent can really do,
+ * worked out from the chain of directories on disk (permission bits and ACLs), not from
+ * the rules alone. */
+#include "policy/policy.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "lib/macro.h"
+#include "policy/internal.h"
+
+struct node_perm {
+	struct stat st;
+	uint8_t acl[4 + 8 * 64];
+	size_t acl_len;
+};
+
+static void read_node(int fd, struct node_perm *n, bool *ret_default)
+{
+	ssize_t k = policy_getxattr_fd(fd, true, POLICY_XATTR_ACL_ACCESS, n->acl, sizeof(n->acl));
+	uint8_t tmp[8];
+
+	/* An ACL too large for the buffer is evaluated as "mode bits only": explain then
+	 * errs towards the owning group's bits; the walk removes such ACLs anyway. */
+	n->acl_len = k > 0 ? (size_t)k : 0;
+	if (ret_default)
+		*ret_default = policy_getxattr_fd(fd, true, POLICY_XATTR_ACL_DEFAULT, tmp,
+						  sizeof(tmp)) != -ENODATA;
+}
+
+static bool permits(const struct node_perm *n, uid_t uid, const gid_t *gids, size_t ngids,
+		    unsigned want)
+{
+	if (uid == 0)
+		return true; /* root: CAP_DAC_OVERRIDE (agents never have it) */
+	return policy_permits(n->st.st_uid, n->st.st_gid, n->st.st_mode, n->acl_len ? n->acl : NULL,
+			      n->acl_len, uid, gids, ngids, want);
+}
+
+int policy_explain(int root_fd, const struct policy_rules *rules, const char *path, uid_t uid,
+		   const gid_t *gids, size_t ngids, struct policy_explain *ret)
+{
+	_cleanup_close_ int cur = -1;
+	struct node_perm parent = {0}, node = {0};
+	const char *p = path;
+	size_t done = 0;
+
+	memset(ret, 0, sizeof(*ret));
+	ret->rule = policy_rules_match(rules, path);
+	ret->agent = uid != (uid_t)-1;
+	ret->can_traverse = true;
+
+	cur = openat(root_fd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (cur < 0 || fstat(cur, &node.st) < 0)
+		return negative_errno();
+	read_node(cur, &node, &ret->has_default_acl);
+
+	while (*p == '/')
+		p++;
+	while (*p) {
+		const char *slash = strchr(p, '/');
+		size_t n = slash ? (size_t)(slash - p) : strlen(p);
+		char name[POLICY_NAME_MAX + 1];
+		int fd;
+
+		parent = node;
+		if (ret->agent && ret->can_traverse && !permits(&parent, uid, gids, ngids, 1)) {
+			ret->can_traverse = false;
+			memcpy(ret->blocked_by, path, done ? done : 1);
+			ret->blocked_by[done ? done : 1] = '\0';
+		}
+		memcpy(name, p, n);
+		name[n] = '\0';
+		done = (size_t)(p - path) + n;
+		p += n;
+		while (*p == '/')
+			p++;
+		fd = openat(cur, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		memcpy(ret->stop_at, path, done);
+		ret->stop_at[done] = '\0';
+		if (fd < 0) {
+			if (errno == ENOENT || errno == ENOTDIR)
+				return 0; /* not there (yet) */
+			return negative_errno();
+		}
+		safe_close(cur);
+		cur = fd;
+		if (fstat(cur, &node.st) < 0)
+			return negative_errno();
+		if (S_ISLNK(node.st.st_mode)) {
+			/* The walk leaves it alone and never follows it; stop here. */
+			ret->symlink_on_way = true;
+			ret->exists = !*p;
+			ret->st = node.st;
+			return 0;
+		}
+		if (*p && !S_ISDIR(node.st.st_mode))
+			return 0;
+		read_node(cur, &node, &ret->has_default_acl);
+	}
+
+	ret->exists = true;
+	ret->st = node.st;
+	ret->has_acl = node.acl_len > 0;
+	ret->stop_at[0] = '\0';
+	if (ret->rule) {
+		bool secrets = ret->rule->access == POLICY_NONE &&
+			       policy_path_under(POLICY_SECRETS_DIR, strlen(POLICY_SECRETS_DIR),
+						 path, strlen(path));
+
+		policy_target_for(ret->rule->access, secrets, node.st.st_mode, node.st.st_uid,
+				  &ret->target);
+		ret->target_hardlink_left = !S_ISDIR(node.st.st_mode) && node.st.st_nlink > 1;
+	}
+	if (ret->agent && ret->can_traverse) {
+		bool dir = S_ISDIR(node.st.st_mode);
+
+		ret->can_read = permits(&node, uid, gids, ngids, dir ? 5 : 4);
+		ret->can_write = permits(&node, uid, gids, ngids, dir ? 3 : 2);
+		/* Replacing = unlink/rename in the parent: write+search there, and the sticky
+		 * bit (if set) limits it to the owner of the file or of the directory. */
+		if (done > 0 && strcmp(path, "/") != 0) {
+			ret->can_replace = permits(&parent, uid, gids, ngids, 3) &&
+					   (!(parent.st.st_mode & S_ISVTX) ||
+					    uid == parent.st.st_uid || uid == node.st.st_uid);
+		}
+	}
+	return 0;
+}

@@ -1,0 +1,151 @@
+/* Reading, checking and atomically replacing the rules file. */
+#include "policy/policy.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "lib/escape.h"
+#include "lib/fd-util.h"
+#include "lib/macro.h"
+
+static int fail(struct policy_error *err, int r, unsigned line, const char *msg, const char *path)
+{
+	if (err) {
+		char e[256];
+
+		escape_c(path, strlen(path), e, sizeof(e));
+		err->line = line;
+		snprintf(err->msg, sizeof(err->msg), "'%s': %s", e, msg);
+	}
+	return r;
+}
+
+int policy_rules_load(int root_fd, const char *path, bool from_root, bool trusted,
+		      struct policy_rules **ret, struct policy_error *err)
+{
+	_cleanup_close_ int fd = -1;
+	_cleanup_free_ char *buf = NULL;
+	size_t len = 0;
+	struct stat st;
+	int r;
+
+	if (err)
+		err->line = 0, err->msg[0] = '\0';
+	if (from_root) {
+		r = policy_resolve(root_fd, path, O_RDONLY | O_NOCTTY | O_NONBLOCK, &fd);
+		if (r == -ELOOP)
+			return fail(err, r, 0, "is a symlink (or a directory on the way is)", path);
+		if (r < 0)
+			return r;
+	} else {
+		fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+		if (fd < 0)
+			return negative_errno();
+	}
+	if (fstat(fd, &st) < 0)
+		return negative_errno();
+	if (!S_ISREG(st.st_mode))
+		return fail(err, -EINVAL, 0, "is not a regular file", path);
+	/* A rules file decides what agents may touch: only root may have written it. */
+	if (trusted && (st.st_uid != 0 || (st.st_mode & 022)))
+		return fail(err, -EPERM, 0,
+			    "must be owned by root and not writable by group or others", path);
+	r = fd_read_all(fd, POLICY_FILE_MAX, &buf, &len);
+	if (r == -EFBIG)
+		return fail(err, r, 0, "is larger than 1 MiB", path);
+	if (r < 0)
+		return r;
+	return policy_rules_parse(buf, len, ret, err);
+}
+
+int policy_rules_check_fs(int root_fd, const struct policy_rules *r, struct policy_error *err)
+{
+	for (size_t i = 0; i < r->n; i++) {
+		int fd = -1, k;
+
+		k = policy_resolve(root_fd, r->rules[i].path, O_PATH, &fd);
+		safe_close(fd);
+		if (k == -ELOOP)
+			return fail(err, -ELOOP, r->rules[i].line,
+				    "is a symlink, or a directory on the way is (rules name real "
+				    "paths)",
+				    r->rules[i].path);
+		/* Missing ("not there yet") is fine; the walk reports it. */
+		if (k < 0 && k != -ENOENT && k != -ENOTDIR)
+			return fail(err, k, r->rules[i].line, "cannot be resolved",
+				    r->rules[i].path);
+	}
+	return 0;
+}
+
+/* The rules directory: root-owned, not writable by others, created if /data exists. */
+static int open_rules_dir(int root_fd, int *ret_fd)
+{
+	char dir[] = POLICY_RULES_PATH;
+	char *slash = strrchr(dir, '/');
+	_cleanup_close_ int fd = -1;
+	struct stat st;
+	int r;
+
+	*slash = '\0';
+	r = policy_resolve(root_fd, dir, O_RDONLY | O_DIRECTORY, &fd);
+	if (r == -ENOENT) {
+		_cleanup_close_ int pfd = -1;
+		char *up = strrchr(dir, '/');
+
+		*up = '\0';
+		r = policy_resolve(root_fd, dir, O_PATH | O_DIRECTORY, &pfd);
+		*up = '/';
+		if (r < 0)
+			return r;
+		if (mkdirat(pfd, up + 1, 0755) < 0 && errno != EEXIST)
+			return negative_errno();
+		r = policy_resolve(root_fd, dir, O_RDONLY | O_DIRECTORY, &fd);
+	}
+	if (r < 0)
+		return r;
+	if (fstat(fd, &st) < 0)
+		return negative_errno();
+	if (st.st_uid != 0 || (st.st_mode & 022))
+		return -EPERM;
+	*ret_fd = TAKE_FD(fd);
+	return 0;
+}
+
+int policy_rules_save(int root_fd, const char *buf, size_t len)
+{
+	_cleanup_close_ int dfd = -1, fd = -1;
+	const char *base = strrchr(POLICY_RULES_PATH, '/') + 1;
+	char tmp[64];
+	uint32_t rnd = 0;
+	int r;
+
+	r = open_rules_dir(root_fd, &dfd);
+	if (r < 0)
+		return r;
+	if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) < 0)
+		rnd = (uint32_t)getpid();
+	snprintf(tmp, sizeof(tmp), ".%s.%08x.tmp", base, rnd);
+	fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (fd < 0)
+		return negative_errno();
+	r = loop_write(fd, buf, len);
+	if (r >= 0)
+		r = RET_NERRNO(fchmod(fd, 0644)); /* whatever the umask */
+	if (r >= 0)
+		r = RET_NERRNO(fsync(fd));
+	if (r >= 0)
+		r = RET_NERRNO(renameat(dfd, tmp, dfd, base));
+	if (r < 0) {
+		(void)unlinkat(dfd, tmp, 0);
+		return r;
+	}
+	/* The rename is durable only once the directory is on disk. */
+	return RET_NERRNO(fsync(dfd));
+}

@@ -1,0 +1,303 @@
+/* policy: the pure part — parser, normalisation, matching semantics, targets, ACL checks. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/tap.h"
+#include "policy/policy.h"
+#include "sandbox-users/users.h"
+
+static struct policy_rules *parse(const char *json, int *ret_r, struct policy_error *err)
+{
+	struct policy_rules *r = NULL;
+
+	*ret_r = policy_rules_parse(json, strlen(json), &r, err);
+	return r;
+}
+
+TEST(defaults_parse)
+{
+	struct policy_rules *r = NULL;
+	struct policy_error err;
+
+	ASSERT_EQ(policy_rules_parse(policy_defaults_json, policy_defaults_json_len(), &r, &err),
+		  0);
+	ASSERT_EQ(r->n, 8u);
+	/* Sorted bytewise, so a parent always comes before what lies beneath it. */
+	for (size_t i = 1; i < r->n; i++)
+		EXPECT_LT(strcmp(r->rules[i - 1].path, r->rules[i].path), 0);
+	EXPECT_EQ(policy_rules_match(r, "/workspaces/x/y")->access == POLICY_WRITE, true);
+	EXPECT_EQ(policy_rules_match(r, "/data/bin/tool")->access == POLICY_READ, true);
+	EXPECT_EQ(policy_rules_match(r, "/data/.secrets")->access == POLICY_NONE, true);
+	EXPECT_EQ(policy_rules_match(r, "/certs/key.pem")->access == POLICY_NONE, true);
+	EXPECT_NULL(policy_rules_match(r, "/data"));
+	EXPECT_NULL(policy_rules_match(r, "/data/binaries"));
+	EXPECT_NULL(policy_rules_match(r, "/etc/passwd"));
+	EXPECT_EQ(policy_rules_match(r, "/workspaces")->line, 2u);
+	policy_rules_free(r);
+}
+
+static const struct {
+	const char *json;
+	unsigned line;
+	const char *msg;
+} bad[] = {
+	{"", 1, "not valid JSON"},
+	{"{}", 1, "must be a JSON list"},
+	{"[\n{\"path\":\"/a\",\"access\":\"read\"},\n{\"path\":\"a\",\"access\":\"read\"}\n]", 3,
+	 "not absolute"},
+	{"[\n\n  {\"path\":\"/a/../b\",\"access\":\"read\"}]", 3, "\"..\""},
+	{"[{\"path\":\"/a\",\"access\":\"read\"},\n {\"path\":\"/a/\",\"access\":\"none\"}]", 2,
+	 "duplicate rule"},
+	{"[{\"path\":\"/a\",\"access\":\"read\"},\n\n {\"path\":\"/b\",\"access\":\"all\"}]", 3,
+	 "not none, read or write"},
+	{"[{\"path\":\"/a\",\"access\":\"read\",\n \"owner\":\"x\"}]", 1, "unknown key \"owner\""},
+	{"[{\"path\":\"/a\",\"path\":\"/b\",\"access\":\"read\"}]", 1, "duplicate key"},
+	{"[{\"access\":\"read\"}]", 1, "without a string \"path\""},
+	{"[{\"path\":\"/a\"}]", 1, "without a string \"access\""},
+	{"[{\"path\":5,\"access\":\"read\"}]", 1, "without a string \"path\""},
+	{"[\"/a\"]", 1, "must be an object"},
+	{"[{\"path\":\"/a\\u0000/b\",\"access\":\"read\"}]", 1, "\\u0000"},
+	{"[{\"path\":\"/a\tb\",\"access\":\"read\"}]", 1, "control character"},
+	{"[{\"path\":\"/a\",\"access\":\"read\"}]\n[]", 2, "text after"},
+	{"[[[[{}]]]]", 1, "nested deeper"},
+	{"[{\"path\":\"/a\",\n\"access\":\"read\"", 2, "not valid JSON"},
+	{"[{\"path\":\"\",\"access\":\"read\"}]", 1, "not absolute"},
+	{"[{\"path\":\"/a\",\"access\":\"read\",\"comment\":1}]", 1, "comment"},
+};
+
+TEST(parse_errors_name_the_line)
+{
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct policy_error err = {0};
+		int r;
+		struct policy_rules *rules = parse(bad[i].json, &r, &err);
+
+		EXPECT_LT(r, 0);
+		EXPECT_NULL(rules);
+		EXPECT_EQ(err.line, bad[i].line);
+		if (!strstr(err.msg, bad[i].msg)) {
+			tap_report(__FILE__, __LINE__, "case %zu: '%s' lacks '%s'", i, err.msg,
+				   bad[i].msg);
+			_metadata->failed = true;
+		}
+		policy_rules_free(rules);
+	}
+}
+
+TEST(parse_limits)
+{
+	struct policy_error err;
+	struct policy_rules *r = NULL;
+	char *big;
+	size_t n = 0, cap = (POLICY_RULES_MAX + 2) * 48;
+
+	big = malloc(cap);
+	ASSERT_NOT_NULL(big);
+	n += (size_t)sprintf(big + n, "[");
+	for (int i = 0; i <= POLICY_RULES_MAX; i++)
+		n += (size_t)sprintf(big + n, "%s{\"path\":\"/r%d\",\"access\":\"read\"}",
+				     i ? "," : "", i);
+	n += (size_t)sprintf(big + n, "]");
+	EXPECT_EQ(policy_rules_parse(big, n, &r, &err), -E2BIG);
+	EXPECT_EQ(policy_rules_parse(big, POLICY_FILE_MAX + 1, &r, &err), -EFBIG);
+	free(big);
+
+	/* A path longer than PATH_MAX, and a component longer than NAME_MAX. */
+	char *longp = malloc(8192);
+	ASSERT_NOT_NULL(longp);
+	strcpy(longp, "[{\"access\":\"read\",\"path\":\"");
+	size_t l = strlen(longp);
+	for (int i = 0; i < 30; i++) {
+		longp[l++] = '/';
+		memset(longp + l, 'x', 150);
+		l += 150;
+	}
+	strcpy(longp + l, "\"}]");
+	EXPECT_EQ(policy_rules_parse(longp, strlen(longp), &r, &err), -EINVAL);
+	EXPECT_NOT_NULL(strstr(err.msg, "too long"));
+	free(longp);
+
+	char comp[400] = "[{\"access\":\"read\",\"path\":\"/";
+	memset(comp + strlen(comp), 'y', 256);
+	strcat(comp, "\"}]");
+	EXPECT_EQ(policy_rules_parse(comp, strlen(comp), &r, &err), -EINVAL);
+}
+
+TEST(normalise)
+{
+	static const struct {
+		const char *in, *out;
+		int r;
+	} t[] = {
+		{"/", "/", 1},
+		{"//", "/", 1},
+		{"/a/", "/a", 2},
+		{"/a//b///", "/a/b", 4},
+		{"/./a/./b/.", "/a/b", 4},
+		{"/workspaces/", "/workspaces", 11},
+		{"a", NULL, -EINVAL},
+		{"", NULL, -EINVAL},
+		{"/a/..", NULL, -EINVAL},
+		{"/../a", NULL, -EINVAL},
+		{"/a/..b", "/a/..b", 6},
+		{"/-x/\n", "/-x/\n", 5},
+	};
+	char out[64];
+
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		int r = policy_path_normalise(t[i].in, strlen(t[i].in), out, sizeof(out));
+
+		EXPECT_EQ(r, t[i].r);
+		if (t[i].out && r >= 0)
+			EXPECT_STREQ(out, t[i].out);
+	}
+}
+
+/* The semantics table: most specific wins, on component boundaries. */
+TEST(most_specific_rule_decides)
+{
+	static const char *rules_json =
+		"[{\"path\":\"/\",\"access\":\"read\"},"
+		" {\"path\":\"/work\",\"access\":\"none\"},"
+		" {\"path\":\"/workspaces/\",\"access\":\"write\"},"
+		" {\"path\":\"/workspaces/a/secret\",\"access\":\"none\"},"
+		" {\"path\":\"/workspaces/a/secret/pub\",\"access\":\"read\"},"
+		" {\"path\":\"/work-old\",\"access\":\"write\"}]";
+	static const struct {
+		const char *path, *rule;
+	} t[] = {
+		{"/", "/"},
+		{"/etc", "/"},
+		{"/work", "/work"},
+		{"/work/x", "/work"},
+		{"/workspaces", "/workspaces"},
+		{"/workspaces/a", "/workspaces"},
+		{"/workspacesx", "/"},
+		{"/workx", "/"},
+		{"/work-old/f", "/work-old"},
+		{"/workspaces/a/secret", "/workspaces/a/secret"},
+		{"/workspaces/a/secretive", "/workspaces"},
+		{"/workspaces/a/secret/x", "/workspaces/a/secret"},
+		{"/workspaces/a/secret/pub", "/workspaces/a/secret/pub"},
+		{"/workspaces/a/secret/pub/deeper", "/workspaces/a/secret/pub"},
+		{"/workspaces/a/secret/public", "/workspaces/a/secret"},
+	};
+	struct policy_error err;
+	int r;
+	struct policy_rules *rules = parse(rules_json, &r, &err);
+
+	ASSERT_EQ(r, 0);
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		const struct policy_rule *m = policy_rules_match(rules, t[i].path);
+
+		ASSERT_NOT_NULL(m);
+		EXPECT_STREQ(m->path, t[i].rule);
+	}
+	/* Without a root rule, unnamed paths keep their permissions. */
+	EXPECT_TRUE(policy_rules_has_below(rules, "/", 1));
+	EXPECT_TRUE(policy_rules_has_below(rules, "/workspaces", 11));
+	EXPECT_TRUE(policy_rules_has_below(rules, "/workspaces/a", 13));
+	EXPECT_FALSE(policy_rules_has_below(rules, "/work", 5));
+	EXPECT_FALSE(policy_rules_has_below(rules, "/workspaces/a/secret/pub", 24));
+	EXPECT_FALSE(policy_rules_has_below(rules, "/etc", 4));
+	EXPECT_EQ(policy_rules_find(rules, "/work", 5) >= 0, true);
+	EXPECT_EQ(policy_rules_find(rules, "/wor", 4), -1);
+	policy_rules_free(rules);
+
+	rules = parse("[{\"path\":\"/data/bin\",\"access\":\"read\"}]", &r, &err);
+	ASSERT_EQ(r, 0);
+	EXPECT_NULL(policy_rules_match(rules, "/data"));
+	EXPECT_NULL(policy_rules_match(rules, "/"));
+	EXPECT_NULL(policy_rules_match(rules, "/data/bi"));
+	EXPECT_FALSE(policy_rules_has_below(rules, "/data/bi", 8));
+	EXPECT_TRUE(policy_rules_has_below(rules, "/data", 5));
+	policy_rules_free(rules);
+}
+
+TEST(targets_from_scratch)
+{
+	static const struct {
+		enum policy_access a;
+		bool secrets;
+		mode_t in;
+		uid_t uid;
+		uid_t want_uid;
+		gid_t want_gid;
+		mode_t want_mode;
+		unsigned flags;
+	} t[] = {
+		{POLICY_NONE, false, S_IFDIR | 02777, 10100, 0, 0, 0700, 0},
+		{POLICY_NONE, false, S_IFREG | 04755, 10100, 0, 0, 0700, 0},
+		{POLICY_NONE, false, S_IFREG | 0666, 10100, 0, 0, 0600, 0},
+		{POLICY_NONE, true, S_IFDIR | 0755, 0, 10002, 10002, 0700, 0},
+		{POLICY_NONE, true, S_IFREG | 0644, 0, 10002, 10002, 0600, 0},
+		{POLICY_NONE, false, S_IFCHR | 0666, 0, 0, 0, 0600, 0},
+		{POLICY_READ, false, S_IFDIR | 01777, 10100, 0, 0, 0755, 0},
+		{POLICY_READ, false, S_IFREG | 06711, 10100, 0, 0, 0755, 0},
+		{POLICY_READ, false, S_IFREG | 0600, 10100, 0, 0, 0644, 0},
+		{POLICY_READ, false, S_IFIFO | 0600, 10100, 0, 0, 0644, 0},
+		{POLICY_READ, false, S_IFBLK | 0600, 0, 0, 0, 0644, POLICY_T_LEAVE},
+		{POLICY_WRITE, false, S_IFDIR | 0700, 10100, (uid_t)-1, USERS_SANDBOX_GID, 02770,
+		 POLICY_T_DEFAULT_ACL},
+		{POLICY_WRITE, false, S_IFREG | 02755, 10100, (uid_t)-1, USERS_SANDBOX_GID, 0770,
+		 0},
+		{POLICY_WRITE, false, S_IFREG | 0444, 0, (uid_t)-1, USERS_SANDBOX_GID, 0660, 0},
+		{POLICY_WRITE, false, S_IFSOCK | 0777, 10100, (uid_t)-1, USERS_SANDBOX_GID, 0660,
+		 0},
+		{POLICY_WRITE, false, S_IFCHR | 0600, 0, (uid_t)-1, USERS_SANDBOX_GID, 0660,
+		 POLICY_T_LEAVE},
+	};
+
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		struct policy_target tg;
+
+		policy_target_for(t[i].a, t[i].secrets, t[i].in, t[i].uid, &tg);
+		EXPECT_EQ(tg.uid, t[i].want_uid);
+		EXPECT_EQ(tg.gid, t[i].want_gid);
+		EXPECT_EQ(tg.mode, t[i].want_mode);
+		EXPECT_EQ(tg.flags, t[i].flags);
+	}
+}
+
+static size_t mkacl(uint8_t *buf, const unsigned (*e)[3], size_t n)
+{
+	buf[0] = 2, buf[1] = buf[2] = buf[3] = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint8_t *p = buf + 4 + i * 8;
+		p[0] = (uint8_t)e[i][0], p[1] = 0;
+		p[2] = (uint8_t)e[i][1], p[3] = 0;
+		p[4] = (uint8_t)e[i][2], p[5] = (uint8_t)(e[i][2] >> 8);
+		p[6] = (uint8_t)(e[i][2] >> 16), p[7] = (uint8_t)(e[i][2] >> 24);
+	}
+	return 4 + n * 8;
+}
+
+TEST(permission_check_with_and_without_acls)
+{
+	gid_t agent[] = {10100, 10010};
+	uint8_t acl[64];
+	/* u::rw-, u:10100:rwx, g::r--, mask::r--, o::--- */
+	static const unsigned e[][3] = {
+		{0x01, 6, ~0u}, {0x02, 7, 10100}, {0x04, 4, ~0u}, {0x10, 4, ~0u}, {0x20, 0, ~0u}};
+	size_t n = mkacl(acl, e, 5);
+
+	/* Plain bits. */
+	EXPECT_TRUE(policy_permits(0, 10010, 0660, NULL, 0, 10100, agent, 2, 6));
+	EXPECT_FALSE(policy_permits(0, 0, 0640, NULL, 0, 10100, agent, 2, 4));
+	EXPECT_TRUE(policy_permits(0, 0, 0644, NULL, 0, 10100, agent, 2, 4));
+	EXPECT_TRUE(policy_permits(10100, 0, 0700, NULL, 0, 10100, agent, 2, 7));
+	/* Owner bits win even when "other" would grant more. */
+	EXPECT_FALSE(policy_permits(10100, 0, 0077, NULL, 0, 10100, agent, 2, 4));
+	/* Named user entry limited by the mask: read only. */
+	EXPECT_TRUE(policy_permits(0, 0, 0640, acl, n, 10100, agent, 2, 4));
+	EXPECT_FALSE(policy_permits(0, 0, 0640, acl, n, 10100, agent, 2, 2));
+	/* Another user falls to the group class (not in group 0) then other. */
+	gid_t other[] = {10101, 10010};
+	EXPECT_FALSE(policy_permits(0, 0, 0640, acl, n, 10101, other, 2, 4));
+	/* The default-ACL bytes are a valid minimal ACL. */
+	EXPECT_TRUE(policy_permits(0, 10010, 02770, policy_default_acl_xattr,
+				   POLICY_DEFAULT_ACL_SIZE, 10100, agent, 2, 7));
+}
+TEST_HARNESS_MAIN
