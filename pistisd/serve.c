@@ -35,8 +35,6 @@
 #include "pistisd/serve.h"
 #include "sandbox-users/users.h"
 
-#pragma weak users_ensure
-
 #define TOKEN_MAX 512
 #define RECENT_IDS 256
 #define BACKOFF_MIN_MS 250
@@ -184,8 +182,6 @@ int serve_resolve_agent(const char *agent, struct serve_agent *ret)
 	struct users_identity id;
 	int r;
 
-	if (!users_ensure)
-		return -EOPNOTSUPP;
 	r = users_ensure("/", agent, (uid_t)-1, &id);
 	if (r < 0)
 		return r;
@@ -815,6 +811,10 @@ int serve_cli_main(int argc, char **argv)
 		return log_error("Failed to create the libwebsockets context"), EXIT_SYSTEM;
 	S.vhost = lws_get_vhost_by_name(S.ctx, "default");
 
+	/* pi-sandbox and pi-tools first: every agent's groups name pi-sandbox */
+	r = users_ensure_base("/");
+	if (r < 0)
+		log_warning_errno(r, "Failed to ensure the base identities: %m");
 	r = session_init();
 	if (r < 0) {
 		lws_context_destroy(S.ctx);

@@ -1,0 +1,735 @@
+/* pistis: the command-line client of server-min (docs/api.md).
+ *
+ *   pistis [--url URL] [--token-file F] [--json] ls | status | exec | read | write | edit
+ *
+ * exec streams output live, checks every frame's sequence number, acknowledges as it goes,
+ * and survives a relay restart or a cut connection: it redials and re-attaches with the
+ * last sequence it holds, so output arrives complete and in order. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/signalfd.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <libwebsockets.h>
+
+#include "lib/fd-util.h"
+#include "lib/log.h"
+#include "lib/macro.h"
+#include "lib/proto.h"
+
+#define ACK_EVERY (1024u * 1024u)
+#define RECONNECT_FOR_S 120
+
+enum mode { M_LS, M_STATUS, M_EXEC, M_READ, M_WRITE, M_EDIT };
+
+static struct {
+	enum mode mode;
+	bool json;
+	char host[256], path[256];
+	int port;
+	bool tls;
+	char token[600];
+	const char *sandbox, *agent, *cwd, *tag, *file, *old_text, *new_text;
+	char **argv;
+	bool tty, stdin_pipe;
+	uint64_t timeout_ms;
+	/* state */
+	struct lws_context *ctx;
+	struct lws *wsi;
+	struct lws *stdin_wsi, *sig_wsi;
+	bool done;
+	int exit_code;
+	uint32_t cmd;
+	uint64_t last_seq, acked;
+	size_t since_ack;
+	uint64_t stdin_seq;
+	unsigned req_n;
+	char start_id[32];
+	time_t lost_at;
+	unsigned attempt;
+	lws_sorted_usec_list_t sul;
+	uint8_t *rx;
+	size_t rx_len;
+	struct msg *q_head, *q_tail;
+	struct termios saved_tio;
+	bool raw;
+	uint8_t *wbuf; /* stdin for `write` */
+	size_t wlen;
+} C = {.exit_code = 1};
+
+struct msg {
+	struct msg *next;
+	size_t len;
+	bool binary;
+	uint8_t buf[];
+};
+
+static void enqueue(const void *data, size_t len, bool binary)
+{
+	struct msg *m = malloc(sizeof(*m) + LWS_PRE + len);
+	if (!m)
+		return;
+	m->next = NULL;
+	m->len = len;
+	m->binary = binary;
+	memcpy(m->buf + LWS_PRE, data, len);
+	if (C.q_tail)
+		C.q_tail->next = m;
+	else
+		C.q_head = m;
+	C.q_tail = m;
+	if (C.wsi)
+		lws_callback_on_writable(C.wsi);
+}
+
+static void send_obj(cJSON *o)
+{
+	char *s = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	if (s) {
+		enqueue(s, strlen(s), false);
+		free(s);
+	}
+}
+
+static cJSON *request(const char *op, char *id_out, size_t id_size)
+{
+	cJSON *o = cJSON_CreateObject();
+	char id[32];
+	snprintf(id, sizeof(id), "r%u", ++C.req_n);
+	cJSON_AddStringToObject(o, "id", id);
+	cJSON_AddStringToObject(o, "op", op);
+	if (C.sandbox)
+		cJSON_AddStringToObject(o, "sandbox", C.sandbox);
+	if (C.agent)
+		cJSON_AddStringToObject(o, "agent", C.agent);
+	if (id_out)
+		snprintf(id_out, id_size, "%s", id);
+	return o;
+}
+
+static void finish(int code)
+{
+	C.exit_code = code;
+	C.done = true;
+	lws_cancel_service(C.ctx);
+}
+
+static void restore_tty(void)
+{
+	if (C.raw)
+		(void)tcsetattr(STDIN_FILENO, TCSAFLUSH, &C.saved_tio);
+	C.raw = false;
+}
+
+static void send_ack(void)
+{
+	cJSON *o;
+	if (!C.cmd || C.acked == C.last_seq)
+		return;
+	o = request("exec.ack", NULL, 0);
+	cJSON_AddNumberToObject(o, "cmd", C.cmd);
+	cJSON_AddNumberToObject(o, "seq", (double)C.last_seq);
+	send_obj(o);
+	C.acked = C.last_seq;
+	C.since_ack = 0;
+}
+
+static void send_start(void)
+{
+	cJSON *o;
+
+	switch (C.mode) {
+	case M_LS:
+		send_obj(request("sandboxes.list", NULL, 0));
+		return;
+	case M_STATUS:
+		send_obj(request("sandbox.status", NULL, 0));
+		return;
+	case M_READ:
+		o = request("fs.read", NULL, 0);
+		cJSON_AddStringToObject(o, "path", C.file);
+		send_obj(o);
+		return;
+	case M_WRITE: {
+		char *b64 = proto_base64_encode(C.wbuf, C.wlen);
+		o = request("fs.write", NULL, 0);
+		cJSON_AddStringToObject(o, "path", C.file);
+		cJSON_AddStringToObject(o, "data", b64 ? b64 : "");
+		free(b64);
+		send_obj(o);
+		return;
+	}
+	case M_EDIT:
+		o = request("fs.edit", NULL, 0);
+		cJSON_AddStringToObject(o, "path", C.file);
+		cJSON_AddStringToObject(o, "old", C.old_text);
+		cJSON_AddStringToObject(o, "new", C.new_text);
+		send_obj(o);
+		return;
+	case M_EXEC:
+	default:
+		break;
+	}
+	if (C.cmd) { /* reconnected: pick the stream up where we are */
+		o = request("exec.attach", NULL, 0);
+		cJSON_AddNumberToObject(o, "cmd", C.cmd);
+		cJSON_AddNumberToObject(o, "after", (double)C.last_seq);
+		send_obj(o);
+		return;
+	}
+	o = request("exec.start", C.start_id, sizeof(C.start_id));
+	{
+		cJSON *a = cJSON_AddArrayToObject(o, "argv");
+		for (char **p = C.argv; *p; p++)
+			cJSON_AddItemToArray(a, cJSON_CreateString(*p));
+	}
+	if (C.cwd)
+		cJSON_AddStringToObject(o, "cwd", C.cwd);
+	if (C.tag)
+		cJSON_AddStringToObject(o, "tag", C.tag);
+	if (C.timeout_ms)
+		cJSON_AddNumberToObject(o, "timeout_ms", (double)C.timeout_ms);
+	cJSON_AddStringToObject(o, "stdin", C.stdin_pipe || C.tty ? "pipe" : "null");
+	if (C.tty) {
+		struct winsize ws = {0};
+		cJSON_AddBoolToObject(o, "pty", true);
+		if (ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row && ws.ws_col) {
+			cJSON_AddNumberToObject(o, "rows", ws.ws_row);
+			cJSON_AddNumberToObject(o, "cols", ws.ws_col);
+		}
+	}
+	send_obj(o);
+}
+
+static void print_json(cJSON *root)
+{
+	char *s = cJSON_Print(root);
+	if (s)
+		printf("%s\n", s);
+	free(s);
+}
+
+static void on_text(const char *buf, size_t len)
+{
+	struct proto_error err = {0};
+	cJSON *root = NULL, *ev, *ok, *e;
+
+	if (proto_parse(buf, len, &root, &err) < 0) {
+		log_error("Bad message from the server: %s", err.message);
+		return;
+	}
+	ok = cJSON_GetObjectItemCaseSensitive(root, "ok");
+	ev = cJSON_GetObjectItemCaseSensitive(root, "event");
+	e = cJSON_GetObjectItemCaseSensitive(root, "error");
+	if (cJSON_IsFalse(ok) || e) {
+		cJSON *code = cJSON_GetObjectItemCaseSensitive(e, "code");
+		cJSON *msg = cJSON_GetObjectItemCaseSensitive(e, "message");
+		bool unavailable =
+			cJSON_IsString(code) && !strcmp(code->valuestring, "unavailable");
+		if (C.mode == M_EXEC && C.cmd && unavailable) {
+			/* the sandbox has not redialled the restarted relay yet: try again */
+			lws_set_timeout(C.wsi, PENDING_TIMEOUT_CLOSE_SEND, LWS_TO_KILL_ASYNC);
+			goto out;
+		}
+		if (C.json)
+			print_json(root);
+		else
+			log_error("%s: %s", cJSON_IsString(code) ? code->valuestring : "error",
+				  cJSON_IsString(msg) ? msg->valuestring : "");
+		/* errors about a single frame or ack do not end an exec */
+		if (C.mode != M_EXEC || !C.cmd)
+			finish(C.mode == M_EXEC ? 125 : 1);
+		goto out;
+	}
+	if (C.mode != M_EXEC) {
+		if (C.json || C.mode == M_STATUS)
+			print_json(root);
+		else if (C.mode == M_LS) {
+			cJSON *s, *list = cJSON_GetObjectItemCaseSensitive(root, "sandboxes");
+			cJSON_ArrayForEach(s, list)
+			{
+				cJSON *n = cJSON_GetObjectItemCaseSensitive(s, "name");
+				printf("%-24s %s\n", cJSON_IsString(n) ? n->valuestring : "?",
+				       cJSON_IsTrue(
+					       cJSON_GetObjectItemCaseSensitive(s, "connected"))
+					       ? "connected"
+					       : "disconnected");
+			}
+		} else if (C.mode == M_READ) {
+			cJSON *d = cJSON_GetObjectItemCaseSensitive(root, "data");
+			uint8_t *bytes = NULL;
+			size_t n = 0;
+			if (cJSON_IsString(d) &&
+			    proto_base64_decode(d->valuestring, strlen(d->valuestring), &bytes,
+						&n) == 0) {
+				(void)loop_write(STDOUT_FILENO, bytes, n);
+				free(bytes);
+			}
+		}
+		finish(0);
+		goto out;
+	}
+	if (!cJSON_IsString(ev))
+		goto out;
+	if (!strcmp(ev->valuestring, "exec.started") || !strcmp(ev->valuestring, "exec.attached")) {
+		cJSON *cmd = cJSON_GetObjectItemCaseSensitive(root, "cmd");
+		if (cJSON_IsNumber(cmd))
+			C.cmd = (uint32_t)cmd->valuedouble;
+		C.attempt = 0;
+		C.lost_at = 0;
+	} else if (!strcmp(ev->valuestring, "exec.exit")) {
+		cJSON *last = cJSON_GetObjectItemCaseSensitive(root, "last_seq");
+		cJSON *code = cJSON_GetObjectItemCaseSensitive(root, "code");
+		cJSON *sig = cJSON_GetObjectItemCaseSensitive(root, "signal");
+		if (cJSON_IsNumber(last) && (uint64_t)last->valuedouble != C.last_seq) {
+			log_error("Exit event names sequence %.0f but %llu arrived",
+				  last->valuedouble, (unsigned long long)C.last_seq);
+			finish(125);
+			goto out;
+		}
+		C.acked = (uint64_t)-1; /* force the final ack even at sequence 0 */
+		send_ack();
+		if (C.json)
+			print_json(root);
+		C.exit_code = cJSON_IsNumber(sig)    ? 128 + (int)sig->valuedouble
+			      : cJSON_IsNumber(code) ? (int)code->valuedouble
+						     : 125;
+		/* let the ack go out, then stop */
+		C.mode = M_EXEC;
+		C.done = true;
+	}
+out:
+	cJSON_Delete(root);
+}
+
+static void on_binary(const uint8_t *buf, size_t len)
+{
+	struct proto_error err = {0};
+	struct proto_frame f;
+
+	if (proto_frame_parse(buf, len, &f, &err) < 0 || f.cmd != C.cmd)
+		return;
+	if (f.seq <= C.last_seq)
+		return; /* a resend we already have */
+	if (f.seq != C.last_seq + 1) {
+		log_error("Output frame %llu arrived after %llu: a gap; re-attaching",
+			  (unsigned long long)f.seq, (unsigned long long)C.last_seq);
+		lws_set_timeout(C.wsi, PENDING_TIMEOUT_CLOSE_SEND, LWS_TO_KILL_ASYNC);
+		return;
+	}
+	C.last_seq = f.seq;
+	if (f.len)
+		(void)loop_write(f.stream == PROTO_STREAM_STDERR ? STDERR_FILENO : STDOUT_FILENO,
+				 f.payload, f.len);
+	C.since_ack += f.len;
+	if (C.since_ack >= ACK_EVERY)
+		send_ack();
+}
+
+static void connect_now(lws_sorted_usec_list_t *sul);
+
+static void lost(void)
+{
+	C.wsi = NULL;
+	while (C.q_head) {
+		struct msg *m = C.q_head;
+		C.q_head = m->next;
+		free(m);
+	}
+	C.q_tail = NULL;
+	if (C.done)
+		return;
+	if (C.mode != M_EXEC || !C.cmd) {
+		log_error("Connection to the server failed");
+		finish(C.mode == M_EXEC ? 125 : 111);
+		return;
+	}
+	if (!C.lost_at)
+		C.lost_at = time(NULL);
+	if (time(NULL) - C.lost_at > RECONNECT_FOR_S) {
+		log_error("Server unreachable for %d s; giving up on command %u", RECONNECT_FOR_S,
+			  C.cmd);
+		finish(125);
+		return;
+	}
+	C.acked = C.last_seq; /* the new connection starts from what we hold */
+	{
+		unsigned ms = 100u << (C.attempt < 5 ? C.attempt : 5);
+		C.attempt++;
+		lws_sul_schedule(C.ctx, 0, &C.sul, connect_now,
+				 (lws_usec_t)(ms + (unsigned)random() % ms) * 1000);
+	}
+}
+
+static void read_stdin(struct lws *wsi)
+{
+	uint8_t buf[LWS_PRE + PROTO_FRAME_HEADER + 16384];
+	ssize_t n = read(STDIN_FILENO, buf + LWS_PRE + PROTO_FRAME_HEADER, 16384);
+	uint16_t flags = 0;
+
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) {
+		flags = PROTO_FRAME_EOF;
+		n = 0;
+		lws_set_timeout(wsi, PENDING_TIMEOUT_CLOSE_SEND, LWS_TO_KILL_ASYNC);
+		C.stdin_wsi = NULL;
+	}
+	if (!C.cmd || !C.wsi)
+		return;
+	proto_frame_header_put(buf + LWS_PRE, PROTO_STREAM_STDIN, flags, C.cmd, ++C.stdin_seq);
+	enqueue(buf + LWS_PRE, PROTO_FRAME_HEADER + (size_t)n, true);
+}
+
+static void on_winch(int fd)
+{
+	struct signalfd_siginfo si;
+	struct winsize ws = {0};
+	cJSON *o;
+
+	if (read(fd, &si, sizeof(si)) != sizeof(si) || !C.cmd)
+		return;
+	if (ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) < 0 || !ws.ws_row)
+		return;
+	o = request("exec.resize", NULL, 0);
+	cJSON_AddNumberToObject(o, "cmd", C.cmd);
+	cJSON_AddNumberToObject(o, "rows", ws.ws_row);
+	cJSON_AddNumberToObject(o, "cols", ws.ws_col);
+	send_obj(o);
+}
+
+static int cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in, size_t len)
+{
+	switch (reason) {
+	case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER: {
+		unsigned char **p = in, *end = (*p) + len;
+		char v[640];
+		int n = snprintf(v, sizeof(v), "Bearer %s", C.token);
+		return lws_add_http_header_by_name(wsi, (const unsigned char *)"authorization:",
+						   (const unsigned char *)v, n, p, end)
+			       ? -1
+			       : 0;
+	}
+	case LWS_CALLBACK_CLIENT_ESTABLISHED:
+		C.wsi = wsi;
+		send_start();
+		break;
+	case LWS_CALLBACK_CLIENT_RECEIVE: {
+		bool bin = lws_frame_is_binary(wsi);
+		size_t max = bin ? PROTO_FRAME_HEADER + PROTO_MAX_FRAME_PAYLOAD : PROTO_MAX_MESSAGE;
+		if (lws_is_first_fragment(wsi))
+			C.rx_len = 0;
+		if (C.rx_len + len > max)
+			return -1;
+		memcpy(C.rx + C.rx_len, in, len);
+		C.rx_len += len;
+		if (!lws_is_final_fragment(wsi))
+			break;
+		if (bin)
+			on_binary(C.rx, C.rx_len);
+		else
+			on_text((const char *)C.rx, C.rx_len);
+		break;
+	}
+	case LWS_CALLBACK_CLIENT_WRITEABLE: {
+		struct msg *m = C.q_head;
+		if (m) {
+			int n = lws_write(wsi, m->buf + LWS_PRE, m->len,
+					  m->binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT);
+			C.q_head = m->next;
+			if (!C.q_head)
+				C.q_tail = NULL;
+			free(m);
+			if (n < 0)
+				return -1;
+		}
+		if (C.q_head)
+			lws_callback_on_writable(wsi);
+		else if (C.done)
+			finish(C.exit_code);
+		break;
+	}
+	case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
+	case LWS_CALLBACK_CLIENT_CLOSED:
+		if (wsi == C.wsi || reason == LWS_CALLBACK_CLIENT_CONNECTION_ERROR)
+			lost();
+		break;
+	case LWS_CALLBACK_RAW_RX_FILE:
+		if (wsi == C.stdin_wsi)
+			read_stdin(wsi);
+		else if (wsi == C.sig_wsi)
+			on_winch(lws_get_socket_fd(wsi));
+		break;
+	case LWS_CALLBACK_RAW_CLOSE_FILE:
+		if (wsi == C.stdin_wsi) {
+			C.stdin_wsi = NULL;
+			if (C.cmd && C.wsi) {
+				uint8_t h[PROTO_FRAME_HEADER];
+				proto_frame_header_put(h, PROTO_STREAM_STDIN, PROTO_FRAME_EOF,
+						       C.cmd, ++C.stdin_seq);
+				enqueue(h, sizeof(h), true);
+			}
+		}
+		break;
+	default:
+		break;
+	}
+	return 0;
+}
+
+static const struct lws_protocols protocols[] = {
+	{PROTO_CLIENT_SUBPROTOCOL, cb, 0, 65536, 0, NULL, 0},
+	{NULL, NULL, 0, 0, 0, NULL, 0},
+};
+
+static void connect_now(lws_sorted_usec_list_t *sul)
+{
+	struct lws_client_connect_info cc = {0};
+	cc.context = C.ctx;
+	cc.address = C.host;
+	cc.port = C.port;
+	cc.path = C.path;
+	cc.host = C.host;
+	cc.origin = C.host;
+	cc.protocol = PROTO_CLIENT_SUBPROTOCOL;
+	cc.ssl_connection = C.tls ? LCCSCF_USE_SSL : 0;
+	if (!lws_client_connect_via_info(&cc))
+		lost();
+}
+
+static int parse_url(const char *url)
+{
+	const char *p;
+	size_t n;
+	if (!strncmp(url, "ws://", 5))
+		p = url + 5, C.port = 80;
+	else if (!strncmp(url, "wss://", 6))
+		p = url + 6, C.port = 443, C.tls = true;
+	else
+		return -EINVAL;
+	n = strcspn(p, ":/");
+	if (!n || n >= sizeof(C.host))
+		return -EINVAL;
+	memcpy(C.host, p, n);
+	C.host[n] = 0;
+	p += n;
+	if (*p == ':') {
+		C.port = atoi(p + 1);
+		p += 1 + strspn(p + 1, "0123456789");
+	}
+	snprintf(C.path, sizeof(C.path), "%s", *p ? p : "/v1/ws");
+	return C.port > 0 && C.port < 65536 ? 0 : -EINVAL;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "Usage: pistis [--url URL] [--token-file FILE] [--json] COMMAND …\n\n"
+		   "  ls                                   list sandboxes\n"
+		   "  status [--sandbox S]                 pistisd's status\n"
+		   "  exec [--sandbox S] --agent A [--tty] [-i] [--timeout SEC] [--cwd DIR] [--tag "
+		   "T] -- CMD…\n"
+		   "                                       run CMD, stream its output, exit with "
+		   "its code\n"
+		   "  read  [--sandbox S] --agent A PATH   print a file (read as the agent)\n"
+		   "  write [--sandbox S] --agent A PATH   write stdin to a file (as the agent)\n"
+		   "  edit  [--sandbox S] --agent A PATH --old TEXT --new TEXT\n\n"
+		   "Server: --url or $PISTIS_URL (default ws://127.0.0.1:7701/v1/ws); token: "
+		   "--token-file\n"
+		   "or $PISTIS_TOKEN. Exit codes: the command's own, 128+N for a signal, 125 relay "
+		   "or\n"
+		   "protocol failure, 100 usage, 111 cannot connect. See docs/api.md.\n");
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"url", required_argument, NULL, 'u'},
+		{"token-file", required_argument, NULL, 'T'},
+		{"json", no_argument, NULL, 'j'},
+		{"sandbox", required_argument, NULL, 's'},
+		{"agent", required_argument, NULL, 'a'},
+		{"tty", no_argument, NULL, 't'},
+		{"interactive", no_argument, NULL, 'i'},
+		{"timeout", required_argument, NULL, 'm'},
+		{"cwd", required_argument, NULL, 'c'},
+		{"tag", required_argument, NULL, 'g'},
+		{"old", required_argument, NULL, 'o'},
+		{"new", required_argument, NULL, 'n'},
+		{"help", no_argument, NULL, 'h'},
+		{0},
+	};
+	struct lws_context_creation_info info;
+	const char *url = getenv("PISTIS_URL"), *token_file = NULL, *cmd;
+	int c;
+
+	log_set_program("pistis");
+	C.sandbox = getenv("PISTIS_SANDBOX");
+	/* options may come before or after the command word */
+	while ((c = getopt_long(argc, argv, "+hjti", opts, NULL)) >= 0 || optind < argc) {
+		if (c < 0) {
+			if (C.argv || C.file)
+				break;
+			cmd = argv[optind++];
+			if (!strcmp(cmd, "ls"))
+				C.mode = M_LS;
+			else if (!strcmp(cmd, "status"))
+				C.mode = M_STATUS;
+			else if (!strcmp(cmd, "exec"))
+				C.mode = M_EXEC, C.argv = (char **)"";
+			else if (!strcmp(cmd, "read") || !strcmp(cmd, "write") ||
+				 !strcmp(cmd, "edit")) {
+				C.mode = cmd[0] == 'r' ? M_READ : cmd[0] == 'w' ? M_WRITE : M_EDIT;
+				C.file = "";
+			} else {
+				log_error("unknown command '%s'", cmd);
+				return 100;
+			}
+			continue;
+		}
+		switch (c) {
+		case 'u':
+			url = optarg;
+			break;
+		case 'T':
+			token_file = optarg;
+			break;
+		case 'j':
+			C.json = true;
+			break;
+		case 's':
+			C.sandbox = optarg;
+			break;
+		case 'a':
+			C.agent = optarg;
+			break;
+		case 't':
+			C.tty = true;
+			break;
+		case 'i':
+			C.stdin_pipe = true;
+			break;
+		case 'm':
+			C.timeout_ms = (uint64_t)strtoull(optarg, NULL, 10) * 1000;
+			break;
+		case 'c':
+			C.cwd = optarg;
+			break;
+		case 'g':
+			C.tag = optarg;
+			break;
+		case 'o':
+			C.old_text = optarg;
+			break;
+		case 'n':
+			C.new_text = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 100;
+		}
+	}
+	if (!C.argv && !C.file && C.mode == M_LS && optind > argc) {
+		usage(stderr);
+		return 100;
+	}
+	if (C.mode == M_EXEC) {
+		if (optind >= argc || !C.agent) {
+			log_error("exec needs --agent and a command after --");
+			return 100;
+		}
+		C.argv = argv + optind;
+	} else if (C.file) {
+		if (optind != argc - 1 || !C.agent ||
+		    (C.mode == M_EDIT && (!C.old_text || !C.new_text))) {
+			usage(stderr);
+			return 100;
+		}
+		C.file = argv[optind];
+	}
+	if (parse_url(url ? url : "ws://127.0.0.1:7701/v1/ws") < 0) {
+		log_error("--url must be ws://HOST[:PORT][/PATH] or wss://…");
+		return 100;
+	}
+	if (token_file) {
+		_cleanup_close_ int fd = open(token_file, O_RDONLY | O_CLOEXEC);
+		_cleanup_free_ char *t = NULL;
+		size_t n = 0;
+		if (fd < 0 || fd_read_all(fd, sizeof(C.token) - 1, &t, &n) < 0)
+			return log_error_errno(-errno, "Cannot read '%s': %m", token_file), 111;
+		while (n && (t[n - 1] == '\n' || t[n - 1] == '\r'))
+			n--;
+		memcpy(C.token, t, n);
+	} else if (getenv("PISTIS_TOKEN"))
+		snprintf(C.token, sizeof(C.token), "%s", getenv("PISTIS_TOKEN"));
+	else {
+		log_error("no token: --token-file FILE or $PISTIS_TOKEN");
+		return 100;
+	}
+	if (C.mode == M_WRITE) {
+		_cleanup_free_ char *t = NULL;
+		if (fd_read_all(STDIN_FILENO, PROTO_MAX_FILE / 2, &t, &C.wlen) < 0)
+			return log_error("stdin is over %u bytes", PROTO_MAX_FILE / 2), 100;
+		C.wbuf = (uint8_t *)TAKE_PTR(t);
+	}
+	C.rx = malloc(PROTO_MAX_MESSAGE + 1);
+	if (!C.rx)
+		return 111;
+	signal(SIGPIPE, SIG_IGN);
+	srandom((unsigned)time(NULL) ^ (unsigned)getpid());
+	lws_set_log_level(LLL_ERR, NULL);
+	memset(&info, 0, sizeof(info));
+	info.port = CONTEXT_PORT_NO_LISTEN;
+	info.protocols = protocols;
+	info.gid = (gid_t)-1;
+	info.uid = (uid_t)-1;
+	info.options = C.tls ? LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT : 0;
+	C.ctx = lws_create_context(&info);
+	if (!C.ctx)
+		return 111;
+	if (C.mode == M_EXEC && (C.stdin_pipe || C.tty)) {
+		lws_sock_file_fd_type fd = {.filefd = STDIN_FILENO};
+		C.stdin_wsi = lws_adopt_descriptor_vhost(lws_get_vhost_by_name(C.ctx, "default"),
+							 LWS_ADOPT_RAW_FILE_DESC, fd,
+							 PROTO_CLIENT_SUBPROTOCOL, NULL);
+	}
+	if (C.mode == M_EXEC && C.tty && isatty(STDIN_FILENO)) {
+		struct termios t;
+		sigset_t mask;
+		int sfd;
+		if (tcgetattr(STDIN_FILENO, &C.saved_tio) == 0) {
+			t = C.saved_tio;
+			cfmakeraw(&t);
+			if (tcsetattr(STDIN_FILENO, TCSAFLUSH, &t) == 0)
+				C.raw = true;
+		}
+		sigemptyset(&mask);
+		sigaddset(&mask, SIGWINCH);
+		sigprocmask(SIG_BLOCK, &mask, NULL);
+		sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+		if (sfd >= 0) {
+			lws_sock_file_fd_type fd = {.filefd = sfd};
+			C.sig_wsi = lws_adopt_descriptor_vhost(
+				lws_get_vhost_by_name(C.ctx, "default"), LWS_ADOPT_RAW_FILE_DESC,
+				fd, PROTO_CLIENT_SUBPROTOCOL, NULL);
+		}
+	}
+	connect_now(NULL);
+	while (!C.done || C.q_head)
+		if (lws_service(C.ctx, 0) < 0 || (C.done && !C.wsi))
+			break;
+	restore_tty();
+	lws_context_destroy(C.ctx);
+	return C.exit_code;
+}

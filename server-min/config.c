@@ -1,0 +1,244 @@
+/* server-min: pistis.json — parsed strictly (lib/proto's limits and duplicate-key check),
+ * ${ENV} substituted inside string values only (never in the JSON text, so an environment
+ * value cannot inject structure), every error with its line. See docs/server-min.md. */
+#include "server-min/config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/fd-util.h"
+#include "lib/macro.h"
+#include "lib/proto.h"
+
+static unsigned line_of_offset(const char *text, size_t off)
+{
+	unsigned line = 1;
+	for (size_t i = 0; i < off && text[i]; i++)
+		line += text[i] == '\n';
+	return line;
+}
+
+/* The line where "key" (as a JSON member name) first appears after `from`. */
+static unsigned line_of_key(const char *text, const char *key, size_t *from)
+{
+	char pat[80];
+	const char *p;
+
+	snprintf(pat, sizeof(pat), "\"%s\"", key);
+	p = strstr(text + (from ? *from : 0), pat);
+	if (!p)
+		return 0;
+	if (from)
+		*from = (size_t)(p - text) + 1;
+	return line_of_offset(text, (size_t)(p - text));
+}
+
+static int fail(struct smin_config *c, unsigned line, const char *fmt, ...) _printf_(3, 4);
+static int fail(struct smin_config *c, unsigned line, const char *fmt, ...)
+{
+	va_list ap;
+	int n = snprintf(c->error, sizeof(c->error), "%s:%u: ", c->path, line);
+	va_start(ap, fmt);
+	vsnprintf(c->error + n, sizeof(c->error) - (size_t)n, fmt, ap);
+	va_end(ap);
+	return -EINVAL;
+}
+
+static int substitute(struct smin_config *c, const char *in, unsigned line, char **ret)
+{
+	size_t cap = strlen(in) + 1, n = 0;
+	char *out = malloc(cap);
+
+	if (!out)
+		return -ENOMEM;
+	for (const char *p = in; *p;) {
+		const char *val;
+		size_t vl;
+		if (p[0] == '$' && p[1] == '{') {
+			const char *end = strchr(p + 2, '}');
+			char name[128];
+			if (!end || end - p - 2 <= 0 || end - p - 2 >= (long)sizeof(name)) {
+				free(out);
+				return fail(c, line, "bad ${NAME} reference in \"%.40s\"", in);
+			}
+			memcpy(name, p + 2, (size_t)(end - p - 2));
+			name[end - p - 2] = 0;
+			val = getenv(name);
+			if (!val) {
+				free(out);
+				return fail(c, line, "environment variable %s is not set", name);
+			}
+			p = end + 1;
+		} else {
+			val = p;
+			vl = 1;
+			p++;
+			goto copy;
+		}
+		vl = strlen(val);
+	copy:
+		if (n + vl + 1 > cap) {
+			char *nb;
+			cap = (n + vl + 1) * 2;
+			nb = realloc(out, cap);
+			if (!nb) {
+				free(out);
+				return -ENOMEM;
+			}
+			out = nb;
+		}
+		memcpy(out + n, val, vl);
+		n += vl;
+	}
+	out[n] = 0;
+	*ret = out;
+	return 0;
+}
+
+static int get_str(struct smin_config *c, cJSON *obj, const char *key, bool required, size_t *from,
+		   char **ret)
+{
+	cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+	unsigned line = line_of_key(c->text, key, from);
+
+	*ret = NULL;
+	if (!v) {
+		if (required)
+			return fail(c, line ? line : 1, "\"%s\" is required", key);
+		return 0;
+	}
+	if (!cJSON_IsString(v))
+		return fail(c, line, "\"%s\" must be a string", key);
+	return substitute(c, v->valuestring, line, ret);
+}
+
+int smin_config_load(const char *path, struct smin_config *c)
+{
+	_cleanup_close_ int fd = -1;
+	struct proto_error err = {0};
+	cJSON *root = NULL, *sbs, *listen;
+	size_t len = 0, from = 0;
+	int r;
+
+	memset(c, 0, sizeof(*c));
+	snprintf(c->path, sizeof(c->path), "%s", path);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0) {
+		snprintf(c->error, sizeof(c->error), "%s: %s", path, strerror(errno));
+		return -errno;
+	}
+	r = fd_read_all(fd, PROTO_MAX_MESSAGE, &c->text, &len);
+	if (r < 0) {
+		snprintf(c->error, sizeof(c->error), "%s: %s", path, strerror(-r));
+		return r;
+	}
+	root = cJSON_ParseWithLengthOpts(c->text, len, NULL, false);
+	if (!root) {
+		const char *e = cJSON_GetErrorPtr();
+		return fail(c,
+			    e && e >= c->text && e <= c->text + len
+				    ? line_of_offset(c->text, (size_t)(e - c->text))
+				    : 1,
+			    "not valid JSON");
+	}
+	cJSON_Delete(root);
+	if (proto_parse(c->text, len, &root, &err) < 0)
+		return fail(c, 1, "%s", err.message);
+
+	listen = cJSON_GetObjectItemCaseSensitive(root, "listen");
+	if (listen && !cJSON_IsObject(listen)) {
+		r = fail(c, line_of_key(c->text, "listen", NULL), "\"listen\" must be an object");
+		goto out;
+	}
+	if (listen) {
+		if ((r = get_str(c, listen, "sandbox", false, NULL, &c->listen_sandbox)) < 0 ||
+		    (r = get_str(c, listen, "client", false, NULL, &c->listen_client)) < 0)
+			goto out;
+	}
+	if (!c->listen_sandbox && !(c->listen_sandbox = strdup("127.0.0.1:7700")))
+		goto oom;
+	if (!c->listen_client && !(c->listen_client = strdup("127.0.0.1:7701")))
+		goto oom;
+	if ((r = get_str(c, root, "client_token", true, NULL, &c->client_token)) < 0)
+		goto out;
+	if (strlen(c->client_token) < 16) {
+		r = fail(c, line_of_key(c->text, "client_token", NULL),
+			 "\"client_token\" must be at least 16 characters");
+		goto out;
+	}
+	sbs = cJSON_GetObjectItemCaseSensitive(root, "sandboxes");
+	if (!cJSON_IsArray(sbs) || cJSON_GetArraySize(sbs) < 1 ||
+	    cJSON_GetArraySize(sbs) > SMIN_MAX_SANDBOXES) {
+		r = fail(c, line_of_key(c->text, "sandboxes", NULL) ?: 1,
+			 "\"sandboxes\" must be an array of 1..%u objects", SMIN_MAX_SANDBOXES);
+		goto out;
+	}
+	c->sandboxes = calloc((size_t)cJSON_GetArraySize(sbs), sizeof(*c->sandboxes));
+	if (!c->sandboxes)
+		goto oom;
+	from = 0;
+	for (cJSON *s = sbs->child; s; s = s->next) {
+		struct smin_sandbox_cfg *sc = &c->sandboxes[c->n_sandboxes];
+		size_t here = from;
+		if (!cJSON_IsObject(s)) {
+			r = fail(c, line_of_key(c->text, "sandboxes", NULL),
+				 "each sandbox must be an object");
+			goto out;
+		}
+		if ((r = get_str(c, s, "name", true, &from, &sc->name)) < 0)
+			goto out;
+		if (!proto_id_valid(sc->name, 63)) {
+			r = fail(c, line_of_key(c->text, "name", &here),
+				 "sandbox name \"%.40s\" must be 1..63 characters of "
+				 "[A-Za-z0-9._:-]",
+				 sc->name);
+			goto out;
+		}
+		here = from;
+		if ((r = get_str(c, s, "token", true, &here, &sc->token)) < 0)
+			goto out;
+		if (strlen(sc->token) < 16) {
+			r = fail(c, line_of_key(c->text, "token", &from),
+				 "token of sandbox \"%s\" must be at least 16 characters",
+				 sc->name);
+			goto out;
+		}
+		for (size_t i = 0; i < c->n_sandboxes; i++)
+			if (!strcmp(c->sandboxes[i].name, sc->name)) {
+				r = fail(c, line_of_key(c->text, "name", &here),
+					 "sandbox \"%s\" is named twice", sc->name);
+				goto out;
+			}
+		c->n_sandboxes++;
+	}
+	r = 0;
+	goto out;
+oom:
+	r = -ENOMEM;
+	snprintf(c->error, sizeof(c->error), "out of memory");
+out:
+	cJSON_Delete(root);
+	return r;
+}
+
+void smin_config_free(struct smin_config *c)
+{
+	for (size_t i = 0; i < c->n_sandboxes; i++) {
+		free(c->sandboxes[i].name);
+		if (c->sandboxes[i].token)
+			explicit_bzero(c->sandboxes[i].token, strlen(c->sandboxes[i].token));
+		free(c->sandboxes[i].token);
+	}
+	free(c->sandboxes);
+	if (c->client_token)
+		explicit_bzero(c->client_token, strlen(c->client_token));
+	free(c->client_token);
+	free(c->listen_sandbox);
+	free(c->listen_client);
+	free(c->text);
+	memset(c, 0, sizeof(*c));
+}

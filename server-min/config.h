@@ -1,0 +1,27 @@
+#pragma once
+
+/* server-min's configuration file, pistis.json (docs/server-min.md). */
+
+#include <stddef.h>
+
+#define SMIN_MAX_SANDBOXES 1024
+
+struct smin_sandbox_cfg {
+	char *name;
+	char *token;
+};
+
+struct smin_config {
+	char path[256];
+	char *text;	      /* the raw file, for line numbers */
+	char *listen_sandbox; /* "HOST:PORT" or "/path/to/unix.sock" */
+	char *listen_client;  /* "HOST:PORT" */
+	char *client_token;
+	struct smin_sandbox_cfg *sandboxes;
+	size_t n_sandboxes;
+	char error[512]; /* "pistis.json:12: what is wrong" */
+};
+
+/* 0, or -errno with c->error filled. */
+int smin_config_load(const char *path, struct smin_config *c);
+void smin_config_free(struct smin_config *c);

@@ -1,0 +1,843 @@
+/* server-min: the relay. Two faces on two listeners: the sandbox endpoint (pistisd dials in
+ * with its per-sandbox token) and the client API (HTTP + WebSocket, a client token). Every
+ * byte from a sandbox is untrusted: messages are size-capped while they are assembled,
+ * parsed with lib/proto's limits, and every queue is bounded; a full queue pauses the
+ * producer (lws_rx_flow_control) instead of growing. One event loop, no threads.
+ *
+ * Routing: a client's request id "r1" travels to pistisd as "<boot>.<client>.r1" and the
+ * answer's id is mapped back; output frames are routed by (sandbox, cmd) to the client that
+ * started or attached the command. server-min holds no output of its own beyond queues: a
+ * restart loses nothing because pistisd keeps every frame until the client acknowledges it. */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <libwebsockets.h>
+
+#include "lib/log.h"
+#include "lib/macro.h"
+#include "lib/proto.h"
+#include "server-min/config.h"
+
+#define QUEUE_SOFT (16u * 1024u * 1024u) /* pause the producer past this */
+#define MAX_CLIENTS 1024
+#define MAX_ROUTES 65536
+
+struct msg {
+	struct msg *next;
+	size_t len;
+	bool binary;
+	uint8_t buf[]; /* LWS_PRE + len */
+};
+
+struct queue {
+	struct msg *head, *tail;
+	size_t bytes;
+};
+
+struct conn {
+	struct lws *wsi;
+	bool is_client;
+	unsigned serial;    /* clients */
+	struct sandbox *sb; /* sandbox connections */
+	struct queue q;
+	uint8_t *rx;
+	size_t rx_len;
+	bool rx_skip;
+	unsigned paused_by; /* how many full peers asked us to pause */
+	unsigned bad_messages;
+};
+
+struct sandbox {
+	const struct smin_sandbox_cfg *cfg;
+	struct conn *conn;
+	char software[64];
+	unsigned connects;
+};
+
+struct route {
+	struct sandbox *sb;
+	uint32_t cmd;
+	unsigned client; /* serial */
+	uint64_t last_seq;
+	char orig_id[PROTO_MAX_CLIENT_ID + 1];
+	bool used;
+};
+
+static struct {
+	struct smin_config cfg;
+	struct sandbox *sbs;
+	struct conn *clients[MAX_CLIENTS];
+	unsigned next_serial;
+	struct route *routes;
+	size_t n_routes;
+	char boot[9];
+	struct lws_context *ctx;
+	volatile sig_atomic_t stop;
+} R;
+
+/* --- queues ---------------------------------------------------------------------------- */
+
+static struct conn *client_by_serial(unsigned serial)
+{
+	for (unsigned i = 0; i < MAX_CLIENTS; i++)
+		if (R.clients[i] && R.clients[i]->serial == serial)
+			return R.clients[i];
+	return NULL;
+}
+
+static void enqueue(struct conn *to, const void *data, size_t len, bool binary, struct conn *from)
+{
+	struct msg *m = malloc(sizeof(*m) + LWS_PRE + len);
+
+	if (!m)
+		return;
+	m->next = NULL;
+	m->len = len;
+	m->binary = binary;
+	memcpy(m->buf + LWS_PRE, data, len);
+	if (to->q.tail)
+		to->q.tail->next = m;
+	else
+		to->q.head = m;
+	to->q.tail = m;
+	to->q.bytes += len;
+	lws_callback_on_writable(to->wsi);
+	/* Backpressure: a reader that falls behind pauses whoever feeds it. */
+	if (from && to->q.bytes > QUEUE_SOFT && !from->paused_by) {
+		from->paused_by = 1;
+		lws_rx_flow_control(from->wsi, 0);
+	}
+}
+
+static void resume_producers(struct conn *c)
+{
+	if (c->q.bytes > QUEUE_SOFT / 2)
+		return;
+	/* a client drained: resume the sandboxes; a sandbox drained: resume the clients */
+	if (c->is_client) {
+		for (size_t i = 0; i < R.cfg.n_sandboxes; i++) {
+			struct conn *s = R.sbs[i].conn;
+			if (s && s->paused_by) {
+				s->paused_by = 0;
+				lws_rx_flow_control(s->wsi, 1);
+			}
+		}
+	} else
+		for (unsigned i = 0; i < MAX_CLIENTS; i++)
+			if (R.clients[i] && R.clients[i]->paused_by) {
+				R.clients[i]->paused_by = 0;
+				lws_rx_flow_control(R.clients[i]->wsi, 1);
+			}
+}
+
+static void queue_clear(struct queue *q)
+{
+	while (q->head) {
+		struct msg *m = q->head;
+		q->head = m->next;
+		free(m);
+	}
+	q->tail = NULL;
+	q->bytes = 0;
+}
+
+static void send_text(struct conn *to, char *json)
+{
+	if (json) {
+		enqueue(to, json, strlen(json), false, NULL);
+		free(json);
+	}
+}
+
+static void send_error(struct conn *to, const char *id, enum proto_err code, const char *fmt, ...)
+	_printf_(4, 5);
+static void send_error(struct conn *to, const char *id, enum proto_err code, const char *fmt, ...)
+{
+	char msg[256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	send_text(to, proto_error_build(id, code, msg));
+}
+
+/* --- routes ----------------------------------------------------------------------------- */
+
+static struct route *route_find(struct sandbox *sb, uint32_t cmd)
+{
+	for (size_t i = 0; i < R.n_routes; i++)
+		if (R.routes[i].used && R.routes[i].sb == sb && R.routes[i].cmd == cmd)
+			return &R.routes[i];
+	return NULL;
+}
+
+static struct route *route_find_client(unsigned client, uint32_t cmd)
+{
+	for (size_t i = R.n_routes; i-- > 0;)
+		if (R.routes[i].used && R.routes[i].client == client && R.routes[i].cmd == cmd)
+			return &R.routes[i];
+	return NULL;
+}
+
+static struct route *route_set(struct sandbox *sb, uint32_t cmd, unsigned client,
+			       const char *orig_id, uint64_t from)
+{
+	struct route *r = route_find(sb, cmd);
+	if (!r) {
+		for (size_t i = 0; i < R.n_routes; i++)
+			if (!R.routes[i].used) {
+				r = &R.routes[i];
+				break;
+			}
+		if (!r) {
+			if (R.n_routes >= MAX_ROUTES)
+				return NULL;
+			r = &R.routes[R.n_routes++];
+		}
+	}
+	*r = (struct route){.sb = sb, .cmd = cmd, .client = client, .last_seq = from, .used = true};
+	snprintf(r->orig_id, sizeof(r->orig_id), "%s", orig_id);
+	return r;
+}
+
+/* --- messages from clients --------------------------------------------------------------- */
+
+static struct sandbox *sandbox_named(const char *name)
+{
+	if (!name)
+		return R.cfg.n_sandboxes == 1 ? &R.sbs[0] : NULL;
+	for (size_t i = 0; i < R.cfg.n_sandboxes; i++)
+		if (!strcmp(R.sbs[i].cfg->name, name))
+			return &R.sbs[i];
+	return NULL;
+}
+
+static cJSON *sandboxes_json(void)
+{
+	cJSON *a = cJSON_CreateArray();
+	for (size_t i = 0; i < R.cfg.n_sandboxes && a; i++) {
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "name", R.sbs[i].cfg->name);
+		cJSON_AddBoolToObject(o, "connected", R.sbs[i].conn != NULL);
+		if (R.sbs[i].software[0])
+			cJSON_AddStringToObject(o, "software", R.sbs[i].software);
+		cJSON_AddNumberToObject(o, "connects", R.sbs[i].connects);
+		cJSON_AddItemToArray(a, o);
+	}
+	return a;
+}
+
+static void client_text(struct conn *c, const char *buf, size_t len)
+{
+	struct proto_error err = {0};
+	struct proto_request req;
+	cJSON *root = NULL;
+	const char *sbname = NULL;
+	struct sandbox *sb;
+	char fwd_id[PROTO_MAX_ID + 1];
+	char *out;
+
+	if (proto_parse(buf, len, &root, &err) < 0)
+		return send_error(c, NULL, err.code, "%s", err.message);
+	if (proto_request_parse(root, PROTO_MAX_CLIENT_ID, &req, &err) < 0) {
+		send_error(c, req.id, err.code, "%s", err.message);
+		goto out;
+	}
+	if (req.op == PROTO_OP_SANDBOXES_LIST) {
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddItemToObject(o, "sandboxes", sandboxes_json());
+		send_text(c, proto_ok_build(req.id, o));
+		goto out;
+	}
+	if (req.op == PROTO_OP_HELLO) {
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddNumberToObject(o, "version", PROTO_VERSION);
+		cJSON_AddStringToObject(o, "software", "server-min " PISTIS_VERSION);
+		send_text(c, proto_ok_build(req.id, o));
+		goto out;
+	}
+	if (proto_get_string(root, "sandbox", 63, &sbname, &err) == -EINVAL) {
+		send_error(c, req.id, PROTO_E_BAD_REQUEST, "\"sandbox\" must be a string");
+		goto out;
+	}
+	sb = sandbox_named(sbname);
+	if (!sb) {
+		send_error(c, req.id, PROTO_E_NOT_FOUND,
+			   sbname ? "no sandbox \"%.63s\"" : "\"sandbox\" is required%s",
+			   sbname ? sbname : " (more than one is configured)");
+		goto out;
+	}
+	if (!sb->conn) {
+		send_error(c, req.id, PROTO_E_UNAVAILABLE, "sandbox \"%s\" is not connected",
+			   sb->cfg->name);
+		goto out;
+	}
+	snprintf(fwd_id, sizeof(fwd_id), "%s.%u.%s", R.boot, c->serial, req.id);
+	cJSON_DeleteItemFromObjectCaseSensitive(root, "sandbox");
+	cJSON_ReplaceItemInObjectCaseSensitive(root, "id", cJSON_CreateString(fwd_id));
+	if (req.op == PROTO_OP_EXEC_ACK) {
+		/* remember how far the client got, for a re-attach after a sandbox reconnect */
+		uint64_t cmd = 0, seq = 0;
+		if (proto_get_u64(root, "cmd", UINT32_MAX, &cmd, &err) == 0 &&
+		    proto_get_u64(root, "seq", UINT64_MAX >> 11, &seq, &err) == 0) {
+			struct route *rt = route_find(sb, (uint32_t)cmd);
+			if (rt && rt->client == c->serial && seq > rt->last_seq)
+				rt->last_seq = seq;
+		}
+	}
+	out = cJSON_PrintUnformatted(root);
+	if (out) {
+		enqueue(sb->conn, out, strlen(out), false, c);
+		free(out);
+	}
+out:
+	cJSON_Delete(root);
+}
+
+static void client_binary(struct conn *c, const uint8_t *buf, size_t len)
+{
+	struct proto_error err = {0};
+	struct proto_frame f;
+	struct route *rt;
+
+	if (proto_frame_parse(buf, len, &f, &err) < 0)
+		return send_error(c, NULL, err.code, "%s", err.message);
+	if (f.stream != PROTO_STREAM_STDIN)
+		return send_error(c, NULL, PROTO_E_BAD_FRAME, "clients send only stdin frames");
+	rt = route_find_client(c->serial, f.cmd);
+	if (!rt || !rt->sb->conn)
+		return send_error(c, NULL, PROTO_E_NOT_FOUND, "no attached command %u", f.cmd);
+	enqueue(rt->sb->conn, buf, len, true, c);
+}
+
+/* --- messages from sandboxes -------------------------------------------------------------- */
+
+static void reattach_routes(struct sandbox *sb)
+{
+	for (size_t i = 0; i < R.n_routes; i++) {
+		struct route *rt = &R.routes[i];
+		char id[PROTO_MAX_ID + 1];
+		cJSON *o;
+		char *s;
+		if (!rt->used || rt->sb != sb || !client_by_serial(rt->client))
+			continue;
+		snprintf(id, sizeof(id), "%s.%u.%s", R.boot, rt->client, rt->orig_id);
+		o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "id", id);
+		cJSON_AddStringToObject(o, "op", "exec.attach");
+		cJSON_AddNumberToObject(o, "cmd", rt->cmd);
+		cJSON_AddNumberToObject(o, "after", (double)rt->last_seq);
+		s = cJSON_PrintUnformatted(o);
+		cJSON_Delete(o);
+		if (s) {
+			enqueue(sb->conn, s, strlen(s), false, NULL);
+			free(s);
+		}
+	}
+}
+
+static void sandbox_text(struct conn *c, const char *buf, size_t len)
+{
+	struct proto_error err = {0};
+	cJSON *root = NULL, *idv, *ev, *cmdv;
+	char boot[16];
+	unsigned serial;
+	int off = 0;
+	struct conn *client;
+	const char *id;
+
+	if (proto_parse(buf, len, &root, &err) < 0) {
+		c->bad_messages++;
+		log_warning("Sandbox '%s' sent a bad message: %s", c->sb->cfg->name, err.message);
+		return;
+	}
+	if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(root, "op"))) {
+		struct proto_request req;
+		if (proto_request_parse(root, PROTO_MAX_ID, &req, &err) == 0 &&
+		    req.op == PROTO_OP_HELLO) {
+			const char *sw = NULL;
+			(void)proto_get_string(root, "software", 60, &sw, &err);
+			snprintf(c->sb->software, sizeof(c->sb->software), "%s", sw ? sw : "");
+			send_text(c, proto_ok_build(req.id, NULL));
+			log_info("Sandbox '%s' said hello (%s)", c->sb->cfg->name, c->sb->software);
+			reattach_routes(c->sb);
+		} else
+			send_text(c, proto_error_build(req.id, PROTO_E_UNKNOWN_OP,
+						       "the relay serves only hello"));
+		goto out;
+	}
+	idv = cJSON_GetObjectItemCaseSensitive(root, "id");
+	if (!cJSON_IsString(idv) ||
+	    sscanf(idv->valuestring, "%8[0-9a-f].%u.%n", boot, &serial, &off) != 2 || !off ||
+	    strcmp(boot, R.boot)) {
+		/* not addressed to a client of this relay run (or a protocol error) */
+		if (cJSON_GetObjectItemCaseSensitive(root, "error"))
+			log_debug("Sandbox '%s' reported an error without a client",
+				  c->sb->cfg->name);
+		goto out;
+	}
+	id = idv->valuestring + off;
+	client = client_by_serial(serial);
+	ev = cJSON_GetObjectItemCaseSensitive(root, "event");
+	cmdv = cJSON_GetObjectItemCaseSensitive(root, "cmd");
+	if (cJSON_IsString(ev) && cJSON_IsNumber(cmdv) && cmdv->valuedouble >= 1 &&
+	    cmdv->valuedouble <= UINT32_MAX) {
+		uint32_t cmd = (uint32_t)cmdv->valuedouble;
+		if (!strcmp(ev->valuestring, "exec.started") ||
+		    !strcmp(ev->valuestring, "exec.attached")) {
+			cJSON *from = cJSON_GetObjectItemCaseSensitive(root, "from");
+			if (client && proto_id_valid(id, PROTO_MAX_CLIENT_ID))
+				(void)route_set(c->sb, cmd, serial, id,
+						cJSON_IsNumber(from) && from->valuedouble > 0
+							? (uint64_t)from->valuedouble
+							: 0);
+		} else if (!strcmp(ev->valuestring, "exec.exit")) {
+			struct route *rt = route_find(c->sb, cmd);
+			if (rt && rt->client == serial)
+				rt->used = false;
+		}
+	}
+	if (client) {
+		char *out;
+		cJSON_ReplaceItemInObjectCaseSensitive(root, "id", cJSON_CreateString(id));
+		out = cJSON_PrintUnformatted(root);
+		if (out) {
+			enqueue(client, out, strlen(out), false, c);
+			free(out);
+		}
+	}
+out:
+	cJSON_Delete(root);
+}
+
+static void sandbox_binary(struct conn *c, const uint8_t *buf, size_t len)
+{
+	struct proto_error err = {0};
+	struct proto_frame f;
+	struct route *rt;
+	struct conn *client;
+
+	if (proto_frame_parse(buf, len, &f, &err) < 0) {
+		c->bad_messages++;
+		return;
+	}
+	rt = route_find(c->sb, f.cmd);
+	if (!rt || !(client = client_by_serial(rt->client)))
+		return; /* nobody attached: pistisd keeps it until someone acknowledges */
+	if (f.seq <= rt->last_seq)
+		return; /* a resend the client already has */
+	rt->last_seq = f.seq;
+	enqueue(client, buf, len, true, c);
+}
+
+/* --- libwebsockets glue -------------------------------------------------------------------- */
+
+static bool check_bearer(struct lws *wsi, const char *want, size_t want_len)
+{
+	char h[640];
+	int n = lws_hdr_copy(wsi, h, sizeof(h), WSI_TOKEN_HTTP_AUTHORIZATION);
+	bool ok;
+
+	if (n < 8 || strncmp(h, "Bearer ", 7))
+		return false;
+	ok = proto_secret_equal(h + 7, (size_t)n - 7, want, want_len);
+	explicit_bzero(h, sizeof(h));
+	return ok;
+}
+
+static struct sandbox *sandbox_by_bearer(struct lws *wsi)
+{
+	char h[640];
+	struct sandbox *found = NULL;
+	int n = lws_hdr_copy(wsi, h, sizeof(h), WSI_TOKEN_HTTP_AUTHORIZATION);
+
+	if (n < 8 || strncmp(h, "Bearer ", 7))
+		return NULL;
+	/* compare against every token, no early exit: timing says nothing about which */
+	for (size_t i = 0; i < R.cfg.n_sandboxes; i++) {
+		const char *t = R.sbs[i].cfg->token;
+		if (proto_secret_equal(h + 7, (size_t)n - 7, t, strlen(t)))
+			found = &R.sbs[i];
+	}
+	explicit_bzero(h, sizeof(h));
+	return found;
+}
+
+static void on_rx(struct conn *c, const void *in, size_t len)
+{
+	bool first = lws_is_first_fragment(c->wsi), final = lws_is_final_fragment(c->wsi);
+	bool binary = lws_frame_is_binary(c->wsi);
+	size_t max = binary ? PROTO_FRAME_HEADER + PROTO_MAX_FRAME_PAYLOAD : PROTO_MAX_MESSAGE;
+
+	if (first) {
+		c->rx_len = 0;
+		c->rx_skip = false;
+	}
+	if (!c->rx && !(c->rx = malloc(PROTO_MAX_MESSAGE + 1)))
+		return;
+	if (!c->rx_skip && c->rx_len + len > max) {
+		c->rx_skip = true;
+		c->bad_messages++;
+		if (c->is_client)
+			send_error(c, NULL, PROTO_E_TOO_LARGE, "message over %zu bytes dropped",
+				   max);
+		else
+			log_warning("Sandbox '%s' sent a message over %zu bytes; dropped",
+				    c->sb->cfg->name, max);
+	}
+	if (!c->rx_skip) {
+		memcpy(c->rx + c->rx_len, in, len);
+		c->rx_len += len;
+	}
+	if (!final || c->rx_skip)
+		return;
+	if (c->is_client)
+		binary ? client_binary(c, c->rx, c->rx_len)
+		       : client_text(c, (const char *)c->rx, c->rx_len);
+	else
+		binary ? sandbox_binary(c, c->rx, c->rx_len)
+		       : sandbox_text(c, (const char *)c->rx, c->rx_len);
+	c->rx_len = 0;
+}
+
+static int on_writable(struct conn *c)
+{
+	struct msg *m = c->q.head;
+	int n;
+
+	if (!m)
+		return 0;
+	n = lws_write(c->wsi, m->buf + LWS_PRE, m->len,
+		      m->binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT);
+	c->q.head = m->next;
+	if (!c->q.head)
+		c->q.tail = NULL;
+	c->q.bytes -= m->len;
+	free(m);
+	if (n < 0)
+		return -1;
+	resume_producers(c);
+	if (c->q.head)
+		lws_callback_on_writable(c->wsi);
+	return 0;
+}
+
+static void conn_closed(struct conn *c)
+{
+	if (c->is_client) {
+		for (unsigned i = 0; i < MAX_CLIENTS; i++)
+			if (R.clients[i] == c)
+				R.clients[i] = NULL;
+		for (size_t i = 0; i < R.n_routes; i++)
+			if (R.routes[i].used && R.routes[i].client == c->serial)
+				R.routes[i].used = false;
+		resume_producers(c);
+	} else if (c->sb && c->sb->conn == c) {
+		log_info("Sandbox '%s' disconnected", c->sb->cfg->name);
+		c->sb->conn = NULL;
+		resume_producers(c);
+	}
+	queue_clear(&c->q);
+	free(c->rx);
+	c->rx = NULL;
+}
+
+static int cb_sandbox(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+		      size_t len)
+{
+	struct conn *c = user;
+
+	switch (reason) {
+	case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION: {
+		struct sandbox *sb = sandbox_by_bearer(wsi);
+		if (!sb) {
+			log_warning("Refused a sandbox connection with a wrong token");
+			return -1;
+		}
+		memset(c, 0, sizeof(*c));
+		c->sb = sb;
+		return 0;
+	}
+	case LWS_CALLBACK_ESTABLISHED:
+		c->wsi = wsi;
+		if (c->sb->conn) {
+			/* a stale connection (the sandbox redialled before we saw the drop) */
+			struct conn *old = c->sb->conn;
+			old->sb = NULL;
+			lws_set_timeout(old->wsi, PENDING_TIMEOUT_CLOSE_SEND, LWS_TO_KILL_ASYNC);
+		}
+		c->sb->conn = c;
+		c->sb->connects++;
+		log_info("Sandbox '%s' connected", c->sb->cfg->name);
+		break;
+	case LWS_CALLBACK_RECEIVE:
+		if (c->sb)
+			on_rx(c, in, len);
+		break;
+	case LWS_CALLBACK_SERVER_WRITEABLE:
+		return on_writable(c);
+	case LWS_CALLBACK_CLOSED:
+		conn_closed(c);
+		break;
+	default:
+		break;
+	}
+	return 0;
+}
+
+static int cb_client(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+		     size_t len)
+{
+	struct conn *c = user;
+
+	switch (reason) {
+	case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
+		if (!check_bearer(wsi, R.cfg.client_token, strlen(R.cfg.client_token))) {
+			log_warning("Refused a client connection with a wrong token");
+			return -1;
+		}
+		return 0;
+	case LWS_CALLBACK_ESTABLISHED: {
+		unsigned slot = MAX_CLIENTS;
+		memset(c, 0, sizeof(*c));
+		for (unsigned i = 0; i < MAX_CLIENTS; i++)
+			if (!R.clients[i]) {
+				slot = i;
+				break;
+			}
+		if (slot == MAX_CLIENTS)
+			return -1;
+		c->wsi = wsi;
+		c->is_client = true;
+		c->serial = ++R.next_serial;
+		R.clients[slot] = c;
+		break;
+	}
+	case LWS_CALLBACK_RECEIVE:
+		on_rx(c, in, len);
+		break;
+	case LWS_CALLBACK_SERVER_WRITEABLE:
+		return on_writable(c);
+	case LWS_CALLBACK_CLOSED:
+		conn_closed(c);
+		break;
+	default:
+		break;
+	}
+	return 0;
+}
+
+/* Plain HTTP on the client listener: GET /v1/sandboxes (bearer token). */
+static int cb_http(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+		   size_t len)
+{
+	uint8_t buf[LWS_PRE + 256], *start = buf + LWS_PRE, *p = start, *end = buf + sizeof(buf);
+	unsigned status = HTTP_STATUS_OK;
+	char *body = NULL;
+
+	if (reason != LWS_CALLBACK_HTTP)
+		return lws_callback_http_dummy(wsi, reason, user, in, len);
+	if (!check_bearer(wsi, R.cfg.client_token, strlen(R.cfg.client_token))) {
+		status = HTTP_STATUS_UNAUTHORIZED;
+		body = proto_error_build(NULL, PROTO_E_UNAUTHORIZED, "bearer token required");
+	} else if (!strcmp((const char *)in, "/v1/sandboxes")) {
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddItemToObject(o, "sandboxes", sandboxes_json());
+		body = cJSON_PrintUnformatted(o);
+		cJSON_Delete(o);
+	} else {
+		status = HTTP_STATUS_NOT_FOUND;
+		body = proto_error_build(NULL, PROTO_E_NOT_FOUND, "no such endpoint");
+	}
+	if (!body)
+		return -1;
+	if (lws_add_http_common_headers(wsi, status, "application/json",
+					(lws_filepos_t)strlen(body), &p, end) ||
+	    lws_finalize_write_http_header(wsi, start, &p, end)) {
+		free(body);
+		return -1;
+	}
+	{
+		size_t n = strlen(body);
+		uint8_t *b = malloc(LWS_PRE + n);
+		int w = -1;
+		if (b) {
+			memcpy(b + LWS_PRE, body, n);
+			w = lws_write(wsi, b + LWS_PRE, n, LWS_WRITE_HTTP_FINAL);
+			free(b);
+		}
+		free(body);
+		if (w < 0)
+			return -1;
+	}
+	return lws_http_transaction_completed(wsi) ? -1 : 0;
+}
+
+static const struct lws_protocols sandbox_protocols[] = {
+	{"http-none", lws_callback_http_dummy, 0, 0, 0, NULL, 0},
+	{PROTO_SUBPROTOCOL, cb_sandbox, sizeof(struct conn), 65536, 0, NULL, 0},
+	{NULL, NULL, 0, 0, 0, NULL, 0},
+};
+
+static const struct lws_protocols client_protocols[] = {
+	{"http", cb_http, 0, 0, 0, NULL, 0},
+	{PROTO_CLIENT_SUBPROTOCOL, cb_client, sizeof(struct conn), 65536, 0, NULL, 0},
+	{NULL, NULL, 0, 0, 0, NULL, 0},
+};
+
+static const lws_retry_bo_t heartbeat = {
+	.secs_since_valid_ping = 10,
+	.secs_since_valid_hangup = 30,
+};
+
+static int make_vhost(const char *name, const char *addr, const struct lws_protocols *protos)
+{
+	struct lws_context_creation_info info;
+	char host[128];
+	const char *colon;
+
+	memset(&info, 0, sizeof(info));
+	info.vhost_name = name;
+	info.protocols = protos;
+	info.retry_and_idle_policy = &heartbeat;
+	if (addr[0] == '/') {
+		info.options = LWS_SERVER_OPTION_UNIX_SOCK;
+		info.iface = addr;
+	} else {
+		colon = strrchr(addr, ':');
+		if (!colon || colon == addr || (size_t)(colon - addr) >= sizeof(host))
+			return log_error_errno(-EINVAL,
+					       "listen address '%s' must be HOST:PORT or "
+					       "/path",
+					       addr);
+		memcpy(host, addr, (size_t)(colon - addr));
+		host[colon - addr] = 0;
+		info.iface = host;
+		info.port = atoi(colon + 1);
+		if (info.port <= 0 || info.port > 65535)
+			return log_error_errno(-EINVAL, "bad port in '%s'", addr);
+	}
+	if (!lws_create_vhost(R.ctx, &info))
+		return log_error_errno(-EADDRINUSE, "Failed to listen on %s for %s", addr, name);
+	log_info("Listening for %s on %s", name, addr);
+	return 0;
+}
+
+static void on_signal(int sig)
+{
+	R.stop = 1;
+	if (R.ctx)
+		lws_cancel_service(R.ctx);
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: server-min [--config FILE] [--check] [--log-format text|json] [-v]\n\n"
+		"The minimal pistis server: relays clients' commands to sandboxes' pistisd.\n"
+		"  --config FILE   configuration (default ./pistis.json); see docs/server-min.md\n"
+		"  --check         validate the configuration and exit (0 ok, 1 invalid)\n"
+		"  --log-format    text (default) or json\n"
+		"  -v, --verbose   debug logging\n");
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"config", required_argument, NULL, 'c'},
+		{"check", no_argument, NULL, 'k'},
+		{"log-format", required_argument, NULL, 'l'},
+		{"verbose", no_argument, NULL, 'v'},
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
+		{0},
+	};
+	struct lws_context_creation_info info;
+	const char *config = "pistis.json";
+	bool check_only = false;
+	uint8_t rnd[4];
+	int c, r;
+
+	log_set_program("server-min");
+	while ((c = getopt_long(argc, argv, "hv", opts, NULL)) >= 0) {
+		switch (c) {
+		case 'c':
+			config = optarg;
+			break;
+		case 'k':
+			check_only = true;
+			break;
+		case 'l':
+			log_set_format(!strcmp(optarg, "json") ? LOG_FORMAT_JSON : LOG_FORMAT_TEXT);
+			break;
+		case 'v':
+			log_set_level(LOG_LVL_DEBUG);
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		case 'V':
+			printf("server-min %s\n", PISTIS_VERSION);
+			return 0;
+		default:
+			usage(stderr);
+			return 100;
+		}
+	}
+	if (optind != argc) {
+		usage(stderr);
+		return 100;
+	}
+	r = smin_config_load(config, &R.cfg);
+	if (r < 0) {
+		log_error("%s", R.cfg.error);
+		return check_only ? 1 : 111;
+	}
+	if (check_only) {
+		printf("%s: ok (%zu sandboxes)\n", config, R.cfg.n_sandboxes);
+		return 0;
+	}
+	R.sbs = calloc(R.cfg.n_sandboxes, sizeof(*R.sbs));
+	R.routes = calloc(MAX_ROUTES, sizeof(*R.routes));
+	if (!R.sbs || !R.routes)
+		return log_error("Out of memory"), 111;
+	for (size_t i = 0; i < R.cfg.n_sandboxes; i++)
+		R.sbs[i].cfg = &R.cfg.sandboxes[i];
+	if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
+		return log_error_errno(-errno, "getrandom: %m"), 111;
+	snprintf(R.boot, sizeof(R.boot), "%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2], rnd[3]);
+
+	signal(SIGPIPE, SIG_IGN);
+	signal(SIGTERM, on_signal);
+	signal(SIGINT, on_signal);
+	lws_set_log_level(
+		log_get_level() >= LOG_LVL_DEBUG ? LLL_ERR | LLL_WARN | LLL_NOTICE : LLL_ERR, NULL);
+	memset(&info, 0, sizeof(info));
+	info.options = LWS_SERVER_OPTION_EXPLICIT_VHOSTS;
+	info.gid = (gid_t)-1;
+	info.uid = (uid_t)-1;
+	R.ctx = lws_create_context(&info);
+	if (!R.ctx)
+		return log_error("Failed to create the libwebsockets context"), 111;
+	if (make_vhost("sandboxes", R.cfg.listen_sandbox, sandbox_protocols) < 0 ||
+	    make_vhost("clients", R.cfg.listen_client, client_protocols) < 0) {
+		lws_context_destroy(R.ctx);
+		return 111;
+	}
+	log_info("server-min %s ready: %zu sandboxes", PISTIS_VERSION, R.cfg.n_sandboxes);
+	while (!R.stop)
+		if (lws_service(R.ctx, 0) < 0)
+			break;
+	lws_context_destroy(R.ctx);
+	smin_config_free(&R.cfg);
+	free(R.sbs);
+	free(R.routes);
+	return 0;
+}
