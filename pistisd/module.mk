@@ -8,3 +8,18 @@ UNIT_TESTS += test-check
 test-check_SRCS := tests/unit/test-check.c pistisd/check-report.c
 test-check_LIBS := lib
 INTEGRATION_TESTS += tests/integration/check.sh tests/integration/static.sh
+
+# The spawn core (spawn_*, privs_*, cgroup_*, seccomp_profile_*) and `pistisd run`.
+LIBS += spawn
+spawn_SRCS := pistisd/spawn.c pistisd/spawn-child.c pistisd/privs.c pistisd/cgroup.c \
+	pistisd/seccomp-profile.c
+pistisd_SRCS += pistisd/run-cli.c
+pistisd_LIBS := spawn $(pistisd_LIBS)
+UNIT_TESTS += test-spawn
+test-spawn_SRCS := tests/unit/test-spawn.c
+test-spawn_LIBS := spawn lib
+MUSL_TEST_BINS += probe bench-spawn
+probe_SRCS := tests/probe.c
+bench-spawn_SRCS := bench/bench-spawn.c
+bench-spawn_LIBS := spawn lib
+

@@ -1,0 +1,311 @@
+/* cgroup v2 plumbing for the spawn core (see cgroup.h and docs/spawn.md). */
+#include "pistisd/cgroup.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "lib/fd-util.h"
+#include "lib/macro.h"
+
+static int write_at(int dir_fd, const char *file, const char *s)
+{
+	_cleanup_close_ int fd = openat(dir_fd, file, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+
+	if (fd < 0)
+		return -errno;
+	return loop_write(fd, s, strlen(s));
+}
+
+static int read_at(int dir_fd, const char *file, char **ret)
+{
+	_cleanup_close_ int fd = openat(dir_fd, file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+
+	if (fd < 0)
+		return -errno;
+	return fd_read_all(fd, 64 * 1024, ret, NULL);
+}
+
+/* "0::/some/path" from /proc/self/cgroup, the unified hierarchy's line. */
+static int own_cgroup(char *buf, size_t size)
+{
+	_cleanup_close_ int fd = open("/proc/self/cgroup", O_RDONLY | O_CLOEXEC);
+	_cleanup_free_ char *s = NULL;
+	char *p, *e;
+	int r;
+
+	if (fd < 0)
+		return -errno;
+	r = fd_read_all(fd, 64 * 1024, &s, NULL);
+	if (r < 0)
+		return r;
+	for (p = s; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+		if (strncmp(p, "0::", 3))
+			continue;
+		p += 3;
+		e = strchrnul(p, '\n');
+		if ((size_t)(e - p) >= size || *p != '/')
+			return -ENAMETOOLONG;
+		memcpy(buf, p, (size_t)(e - p));
+		buf[e - p] = 0;
+		return 0;
+	}
+	return -ENOENT;
+}
+
+/* The cgroup2 mount whose root is a prefix of our cgroup path. mountinfo fields:
+ * id parent maj:min root mountpoint opts... - fstype source superopts */
+static int find_mount(const char *own, char *ret, size_t size)
+{
+	_cleanup_close_ int fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+	_cleanup_free_ char *s = NULL;
+	char *save = NULL, *line;
+	int r;
+
+	if (fd < 0)
+		return -errno;
+	r = fd_read_all(fd, 4 * 1024 * 1024, &s, NULL);
+	if (r < 0)
+		return r;
+	for (line = strtok_r(s, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char root[256], mnt[256], fstype[32];
+		const char *dash = strstr(line, " - ");
+		size_t rl;
+
+		if (!dash || sscanf(dash, " - %31s", fstype) != 1 || strcmp(fstype, "cgroup2"))
+			continue;
+		if (sscanf(line, "%*s %*s %*s %255s %255s", root, mnt) != 2)
+			continue;
+		if (strchr(mnt, '\\') || strchr(root, '\\')) /* octal escapes: not ours */
+			continue;
+		rl = strcmp(root, "/") ? strlen(root) : 0;
+		if (strncmp(own, root, rl) || (own[rl] != '/' && own[rl] != 0))
+			continue;
+		if ((size_t)snprintf(ret, size, "%s%s", mnt, own + rl) >= size)
+			return -ENAMETOOLONG;
+		return 0;
+	}
+	return -ENOENT;
+}
+
+static unsigned enable_controllers(int dir_fd, const char *available)
+{
+	static const struct {
+		const char *name;
+		unsigned flag;
+	} ctl[] = {
+		{"memory", CGROUP_HAS_MEMORY}, {"pids", CGROUP_HAS_PIDS}, {"cpu", CGROUP_HAS_CPU}};
+	unsigned got = 0;
+
+	for (size_t i = 0; i < ELEMENTSOF(ctl); i++) {
+		char tok[16];
+		const char *p = available;
+		size_t l = strlen(ctl[i].name);
+		bool have = false;
+
+		while ((p = strstr(p, ctl[i].name))) {
+			if ((p == available || p[-1] == ' ') &&
+			    (p[l] == ' ' || p[l] == '\n' || !p[l])) {
+				have = true;
+				break;
+			}
+			p += l;
+		}
+		if (!have)
+			continue;
+		snprintf(tok, sizeof(tok), "+%s", ctl[i].name);
+		if (write_at(dir_fd, "cgroup.subtree_control", tok) >= 0)
+			got |= ctl[i].flag;
+	}
+	return got;
+}
+
+int cgroup_init(struct cgroup_ctx *ctx)
+{
+	char own[256], path[512];
+	_cleanup_close_ int own_fd = -1, base_fd = -1;
+	_cleanup_free_ char *avail = NULL;
+	unsigned features = 0;
+	int r;
+
+	ctx->base_fd = -1;
+	ctx->features = 0;
+	r = own_cgroup(own, sizeof(own));
+	if (r < 0)
+		return r;
+	r = find_mount(own, path, sizeof(path));
+	if (r < 0)
+		return r;
+	own_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (own_fd < 0)
+		return -errno;
+	if (mkdirat(own_fd, "pistis", 0755) < 0 && errno != EEXIST)
+		return -errno;
+	base_fd = openat(own_fd, "pistis", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (base_fd < 0)
+		return -errno;
+	if (faccessat(base_fd, "cgroup.kill", F_OK, 0) == 0)
+		features |= CGROUP_HAS_KILL;
+	/* Controllers must be enabled in every ancestor's subtree_control. Our own cgroup
+	 * may hold processes (ourselves), which v2 forbids for a non-root cgroup with enabled
+	 * controllers ("no internal processes"): then we run without limits, still with
+	 * cgroup.kill. docs/spawn.md has the layout an operator can give us instead. */
+	r = read_at(own_fd, "cgroup.controllers", &avail);
+	if (r >= 0) {
+		unsigned got = enable_controllers(own_fd, avail);
+		free(avail);
+		avail = NULL;
+		if (got && read_at(base_fd, "cgroup.controllers", &avail) >= 0)
+			features |= enable_controllers(base_fd, avail);
+	}
+	ctx->base_fd = TAKE_FD(base_fd);
+	ctx->features = features;
+	snprintf(ctx->base_path, sizeof(ctx->base_path), "%s/pistis", path);
+	return 0;
+}
+
+void cgroup_done(struct cgroup_ctx *ctx)
+{
+	ctx->base_fd = safe_close(ctx->base_fd);
+}
+
+bool cgroup_name_ok(const char *name)
+{
+	size_t l = strlen(name);
+
+	if (l == 0 || l > 64 || name[0] == '.' || !strncmp(name, "cgroup.", 7))
+		return false;
+	for (size_t i = 0; i < l; i++) {
+		char c = name[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '-' || c == '_' || c == '.'))
+			return false;
+	}
+	return true;
+}
+
+int cgroup_cmd_create(struct cgroup_ctx *ctx, const char *agent, const char *cmd,
+		      const struct cgroup_limits *lim, int *ret_dir_fd, int *ret_procs_fd)
+{
+	_cleanup_close_ int agent_fd = -1, dir_fd = -1, procs_fd = -1;
+	char buf[32];
+	int applied = 0, r;
+
+	if (ctx->base_fd < 0)
+		return -ENODEV;
+	if (!cgroup_name_ok(agent) || !cgroup_name_ok(cmd))
+		return -EINVAL;
+	agent_fd = openat(ctx->base_fd, agent, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (agent_fd < 0 && errno == ENOENT) {
+		if (mkdirat(ctx->base_fd, agent, 0755) < 0 && errno != EEXIST)
+			return -errno;
+		agent_fd = openat(ctx->base_fd, agent,
+				  O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+		if (agent_fd >= 0 &&
+		    (ctx->features & (CGROUP_HAS_MEMORY | CGROUP_HAS_PIDS | CGROUP_HAS_CPU))) {
+			_cleanup_free_ char *avail = NULL;
+			if (read_at(agent_fd, "cgroup.controllers", &avail) >= 0)
+				(void)enable_controllers(agent_fd, avail);
+		}
+	}
+	if (agent_fd < 0)
+		return -errno;
+	if (mkdirat(agent_fd, cmd, 0755) < 0)
+		return -errno;
+	dir_fd = openat(agent_fd, cmd, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (dir_fd < 0) {
+		r = -errno;
+		goto fail;
+	}
+	if (lim && lim->memory_max && (ctx->features & CGROUP_HAS_MEMORY)) {
+		snprintf(buf, sizeof(buf), "%llu", (unsigned long long)lim->memory_max);
+		r = write_at(dir_fd, "memory.max", buf);
+		if (r < 0)
+			goto fail;
+		/* No swap escape from the memory limit where swap accounting exists. */
+		(void)write_at(dir_fd, "memory.swap.max", "0");
+		applied |= CGROUP_HAS_MEMORY;
+	}
+	if (lim && lim->pids_max && (ctx->features & CGROUP_HAS_PIDS)) {
+		snprintf(buf, sizeof(buf), "%llu", (unsigned long long)lim->pids_max);
+		r = write_at(dir_fd, "pids.max", buf);
+		if (r < 0)
+			goto fail;
+		applied |= CGROUP_HAS_PIDS;
+	}
+	if (lim && lim->cpu_weight && (ctx->features & CGROUP_HAS_CPU)) {
+		snprintf(buf, sizeof(buf), "%u", lim->cpu_weight);
+		r = write_at(dir_fd, "cpu.weight", buf);
+		if (r < 0)
+			goto fail;
+		applied |= CGROUP_HAS_CPU;
+	}
+	procs_fd = openat(dir_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (procs_fd < 0) {
+		r = -errno;
+		goto fail;
+	}
+	*ret_dir_fd = TAKE_FD(dir_fd);
+	*ret_procs_fd = TAKE_FD(procs_fd);
+	return applied | (int)(ctx->features & CGROUP_HAS_KILL);
+fail:
+	(void)unlinkat(agent_fd, cmd, AT_REMOVEDIR);
+	return r;
+}
+
+int cgroup_kill(int dir_fd)
+{
+	_cleanup_free_ char *procs = NULL;
+	int r = write_at(dir_fd, "cgroup.kill", "1");
+
+	if (r != -ENOENT)
+		return r;
+	/* Before 5.14: freeze-free best effort, good enough as pids cannot be reused while
+	 * the cgroup still lists them only for a moment; repeat until empty in the caller. */
+	r = read_at(dir_fd, "cgroup.procs", &procs);
+	if (r < 0)
+		return r;
+	for (char *p = procs; *p;) {
+		char *end;
+		long pid = strtol(p, &end, 10);
+		if (end == p)
+			break;
+		if (pid > 0)
+			(void)kill((pid_t)pid, SIGKILL);
+		p = *end ? end + 1 : end;
+	}
+	return 0;
+}
+
+int cgroup_populated(int dir_fd)
+{
+	_cleanup_free_ char *ev = NULL;
+	const char *p;
+	int r = read_at(dir_fd, "cgroup.events", &ev);
+
+	if (r < 0)
+		return r;
+	p = strstr(ev, "populated ");
+	if (!p)
+		return -EIO;
+	return p[10] == '1';
+}
+
+int cgroup_cmd_remove(struct cgroup_ctx *ctx, const char *agent, const char *cmd)
+{
+	_cleanup_close_ int agent_fd = -1;
+
+	if (ctx->base_fd < 0)
+		return -ENODEV;
+	agent_fd = openat(ctx->base_fd, agent, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (agent_fd < 0)
+		return -errno;
+	if (unlinkat(agent_fd, cmd, AT_REMOVEDIR) < 0)
+		return -errno;
+	return 0;
+}

@@ -1,0 +1,50 @@
+#pragma once
+
+/* cgroup v2 for agent commands: <own cgroup>/pistis/<agent>/cmd-<pid>-<n>, one cgroup per
+ * command under one per agent, so a whole command tree (setsid'd grandchildren included)
+ * can be killed with cgroup.kill and limited with memory.max, pids.max and cpu.weight.
+ * cgroup v1 is not used (docs/spawn.md says why). */
+
+#include <stdbool.h>
+#include <stdint.h>
+
+enum {
+	CGROUP_HAS_MEMORY = 1 << 0,
+	CGROUP_HAS_PIDS = 1 << 1,
+	CGROUP_HAS_CPU = 1 << 2,
+	CGROUP_HAS_KILL = 1 << 3, /* cgroup.kill (Linux 5.14) */
+};
+
+struct cgroup_ctx {
+	int base_fd;	   /* O_DIRECTORY fd of <own>/pistis, -1: no usable cgroup v2 */
+	unsigned features; /* CGROUP_HAS_* enabled for the agents' subtrees */
+	char base_path[600];
+};
+
+struct cgroup_limits {
+	uint64_t memory_max; /* bytes, 0: none */
+	uint64_t pids_max;   /* 0: none */
+	unsigned cpu_weight; /* 1..10000, 0: default */
+};
+
+/* Find the cgroup2 mount and our own cgroup, create pistis/ under it and enable what
+ * controllers the host delegates. -ENOENT/-EROFS/-EACCES etc.: no cgroup v2 here. */
+int cgroup_init(struct cgroup_ctx *ctx);
+void cgroup_done(struct cgroup_ctx *ctx);
+
+/* True for a name usable as the agent's cgroup directory. */
+bool cgroup_name_ok(const char *name);
+
+/* Create <agent>/<cmd> (agent dir made on first use) and write the limits a controller
+ * exists for; *ret_dir_fd is the command cgroup's directory, *ret_procs_fd its
+ * cgroup.procs opened for writing (the spawn child writes "0" there). Returns a bitmask
+ * of CGROUP_HAS_* limits actually applied, or -errno. */
+int cgroup_cmd_create(struct cgroup_ctx *ctx, const char *agent, const char *cmd,
+		      const struct cgroup_limits *lim, int *ret_dir_fd, int *ret_procs_fd);
+
+/* SIGKILL every process in the cgroup (cgroup.kill; before 5.14 by reading cgroup.procs). */
+int cgroup_kill(int dir_fd);
+/* 1 populated, 0 empty, -errno. */
+int cgroup_populated(int dir_fd);
+/* rmdir <agent>/<cmd>; -EBUSY while processes remain. */
+int cgroup_cmd_remove(struct cgroup_ctx *ctx, const char *agent, const char *cmd);

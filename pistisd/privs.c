@@ -1,0 +1,163 @@
+/* Identity change and capability drop, raw syscalls only (see privs.h for why). The order
+ * the spawn child calls these in, and why, is in docs/spawn.md. */
+#include "pistisd/privs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "lib/macro.h"
+#include "sandbox-users/users.h"
+
+#ifndef PR_CAP_AMBIENT
+#define PR_CAP_AMBIENT 47
+#define PR_CAP_AMBIENT_IS_SET 1
+#define PR_CAP_AMBIENT_CLEAR_ALL 4
+#endif
+
+static int sys_ret(long r)
+{
+	return r < 0 ? negative_errno() : (int)r;
+}
+
+int privs_check_agent_ids(uid_t uid, gid_t gid, const gid_t *groups, size_t n_groups)
+{
+	/* users_uid_is_agent excludes 0 and (uid_t)-1 by construction. */
+	if (!users_uid_is_agent(uid) || !users_uid_is_agent((uid_t)gid))
+		return -EPERM;
+	if (n_groups > PRIVS_MAX_GROUPS || (n_groups > 0 && !groups))
+		return -EINVAL;
+	for (size_t i = 0; i < n_groups; i++) {
+		if (groups[i] != gid && groups[i] != USERS_SANDBOX_GID)
+			return -EPERM;
+		for (size_t j = 0; j < i; j++)
+			if (groups[j] == groups[i])
+				return -EINVAL;
+	}
+	return 0;
+}
+
+int privs_read_last_cap(void)
+{
+	char buf[16];
+	ssize_t n;
+	int fd, v = 0;
+
+	fd = open("/proc/sys/kernel/cap_last_cap", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, sizeof(buf) - 1);
+	safe_close(fd);
+	if (n <= 0)
+		return n < 0 ? -errno : -EIO;
+	for (ssize_t i = 0; i < n && buf[i] != '\n'; i++) {
+		if (buf[i] < '0' || buf[i] > '9' || v > 63)
+			return -EIO;
+		v = v * 10 + (buf[i] - '0');
+	}
+	return v > 63 ? -EIO : v;
+}
+
+int privs_drop_bounding(int last_cap, uint64_t keep)
+{
+	for (int c = 0; c <= last_cap; c++) {
+		if (keep & (UINT64_C(1) << c))
+			continue;
+		if (syscall(SYS_prctl, PR_CAPBSET_DROP, c, 0, 0, 0) < 0)
+			return negative_errno();
+		/* Read back: a kernel or LSM that pretends is a failure. */
+		if (syscall(SYS_prctl, PR_CAPBSET_READ, c, 0, 0, 0) != 0)
+			return -EIO;
+	}
+	return 0;
+}
+
+int privs_setgroups(const gid_t *groups, size_t n_groups)
+{
+	gid_t got[PRIVS_MAX_GROUPS + 1];
+	long n;
+
+	if (n_groups > PRIVS_MAX_GROUPS)
+		return -EINVAL;
+	if (syscall(SYS_setgroups, n_groups, groups) < 0)
+		return negative_errno();
+	n = syscall(SYS_getgroups, (int)ELEMENTSOF(got), got);
+	if (n < 0)
+		return negative_errno();
+	if ((size_t)n != n_groups)
+		return -EIO;
+	/* The kernel keeps the list sorted: compare as sets (no duplicates on either side). */
+	for (size_t i = 0; i < n_groups; i++) {
+		bool found = false;
+		for (size_t j = 0; j < n_groups; j++)
+			found = found || got[j] == groups[i];
+		if (!found)
+			return -EIO;
+	}
+	return 0;
+}
+
+int privs_setresgid(gid_t gid)
+{
+	gid_t r = (gid_t)-1, e = (gid_t)-1, s = (gid_t)-1;
+	int k;
+
+	k = sys_ret(syscall(SYS_setresgid, gid, gid, gid));
+	if (k < 0)
+		return k;
+	k = sys_ret(syscall(SYS_getresgid, &r, &e, &s));
+	if (k < 0)
+		return k;
+	return r == gid && e == gid && s == gid ? 0 : -EIO;
+}
+
+int privs_setresuid(uid_t uid)
+{
+	uid_t r = (uid_t)-1, e = (uid_t)-1, s = (uid_t)-1;
+	int k;
+
+	k = sys_ret(syscall(SYS_setresuid, uid, uid, uid));
+	if (k < 0)
+		return k;
+	k = sys_ret(syscall(SYS_getresuid, &r, &e, &s));
+	if (k < 0)
+		return k;
+	/* And no way back: setuid(0) must now fail. */
+	if (r != uid || e != uid || s != uid)
+		return -EIO;
+	if (syscall(SYS_setresuid, 0, 0, 0) == 0)
+		return -EIO;
+	return 0;
+}
+
+int privs_clear_caps(int last_cap)
+{
+	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+	struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {{0}};
+
+	/* setresuid away from 0 already cleared permitted/effective/ambient (no KEEPCAPS),
+	 * but not inheritable; clear all three explicitly rather than rely on that. */
+	if (syscall(SYS_capset, &hdr, data) < 0)
+		return negative_errno();
+	if (syscall(SYS_prctl, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 &&
+	    errno != EINVAL) /* EINVAL: kernel before 4.3, which has no ambient set */
+		return negative_errno();
+	if (syscall(SYS_capget, &hdr, data) < 0)
+		return negative_errno();
+	for (size_t i = 0; i < ELEMENTSOF(data); i++)
+		if (data[i].effective || data[i].permitted || data[i].inheritable)
+			return -EIO;
+	for (int c = 0; c <= last_cap; c++) {
+		long r = syscall(SYS_prctl, PR_CAP_AMBIENT, PR_CAP_AMBIENT_IS_SET, c, 0, 0);
+		if (r > 0)
+			return -EIO;
+		if (r < 0 && errno != EINVAL)
+			return negative_errno();
+		if (r < 0)
+			break;
+	}
+	return 0;
+}

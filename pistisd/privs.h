@@ -1,0 +1,33 @@
+#pragma once
+
+/* Identity change and capability drop for the spawn child. Everything here is raw
+ * syscalls, no malloc and no libc state, because it runs in a vfork-style child that
+ * shares memory with pistisd (and musl's set*id/setrlimit would broadcast to threads). */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define PRIVS_MAX_GROUPS 2
+
+/* Pure check (no syscalls): uid and gid inside the agent range (never 0, never -1: the
+ * CVE-2019-14287 class), groups exactly drawn from {gid, pi-sandbox}, no duplicates. */
+int privs_check_agent_ids(uid_t uid, gid_t gid, const gid_t *groups, size_t n_groups);
+
+/* /proc/sys/kernel/cap_last_cap (read once by the parent); -errno on failure. */
+int privs_read_last_cap(void);
+
+/* Drop every capability from the bounding set except those in keep (bit n = cap n), then
+ * read the set back. Needs CAP_SETPCAP: call before the uid change. */
+int privs_drop_bounding(int last_cap, uint64_t keep);
+
+/* setgroups / setresgid / setresuid to exactly these ids, each read back and compared
+ * (getgroups, getresgid, getresuid); -EPERM-like mismatches are reported as -EIO. */
+int privs_setgroups(const gid_t *groups, size_t n_groups);
+int privs_setresgid(gid_t gid);
+int privs_setresuid(uid_t uid);
+
+/* Inheritable, permitted, effective (capset) and ambient (PR_CAP_AMBIENT_CLEAR_ALL) all
+ * empty, verified with capget and PR_CAP_AMBIENT_IS_SET. */
+int privs_clear_caps(int last_cap);

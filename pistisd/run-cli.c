@@ -1,0 +1,512 @@
+/* `pistisd run --agent ID [options] -- CMD [ARG…]`: run one command as an agent, confined,
+ * through the spawn core, streaming its output; exits with its code (128+signal). The
+ * small poll loop here (pidfd, outputs, our stdin, a signalfd) is the reference driver of
+ * the spawn API; the daemon drives the same calls from libwebsockets' loop. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/signalfd.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include "lib/env-build.h"
+#include "lib/escape.h"
+#include "lib/fd-util.h"
+#include "lib/log.h"
+#include "lib/macro.h"
+#include "pistisd/cli.h"
+#include "pistisd/spawn.h"
+#include "sandbox-users/users.h"
+
+#define RUN_MAX_ENV 64
+#define RUN_CWD_ROOT "/data"
+
+extern char **environ;
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: pistisd run --agent ID [OPTIONS] -- CMD [ARG]...\n\n"
+		"Run CMD as the agent's user, confined the way pistisd runs every agent command:\n"
+		"own session, no capabilities, seccomp, no_new_privs, rlimits, a cgroup (or the\n"
+		"process group), the agent's environment. Output is streamed; the exit code is\n"
+		"CMD's, or 128+signal. Needs root.\n\n"
+		"Options:\n"
+		"  --agent ID          agent id (its user is created or confirmed first)\n"
+		"  --uid N             the uid the agent must have (passed to users ensure)\n"
+		"  --root DIR          the root filesystem holding /etc and /data (default /);\n"
+		"                      the command runs chrooted into it when it is not /\n"
+		"  --cwd DIR           working directory beneath " RUN_CWD_ROOT
+		", resolved as the agent\n"
+		"                      without symlinks (default: the agent's home)\n"
+		"  --pty               run on a new pseudo-terminal (--cols N, --rows N)\n"
+		"  --stdin             pass our stdin to the command (default /dev/null)\n"
+		"  --timeout S         wall-clock limit in seconds (fractions allowed)\n"
+		"  --idle-timeout S    stop after S seconds without output\n"
+		"  --max-output BYTES  keep at most BYTES of output (K/M/G suffixes)\n"
+		"  --env NAME=VALUE    set a variable (PI_* or an allowlisted name); repeatable\n"
+		"  --keep-children     do not kill what the command leaves running\n"
+		"  --memory-max BYTES  cgroup memory.max     --pids-max N  cgroup pids.max and "
+		"NPROC\n"
+		"  --cpu-weight N      cgroup cpu.weight (1-10000)\n"
+		"  --json              print one JSON result line on stderr at the end\n"
+		"  --help              this text\n\n"
+		"Exit codes: CMD's code, 128+signal, 100 usage, 111 system error, 126 cannot\n"
+		"exec, 127 not found. See docs/spawn.md.\n");
+}
+
+static int parse_u64(const char *s, uint64_t max, uint64_t *ret)
+{
+	char *end;
+	unsigned long long v;
+	uint64_t mul = 1;
+
+	if (!s || !*s || *s == '-')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return -EINVAL;
+	switch (*end) {
+	case 0:
+		break;
+	case 'K':
+	case 'k':
+		mul = 1ULL << 10;
+		break;
+	case 'M':
+		mul = 1ULL << 20;
+		break;
+	case 'G':
+		mul = 1ULL << 30;
+		break;
+	default:
+		return -EINVAL;
+	}
+	if (*end && end[1])
+		return -EINVAL;
+	if (v > max / mul)
+		return -ERANGE;
+	*ret = v * mul;
+	return 0;
+}
+
+/* "1", "2.5", "0.25" seconds → milliseconds. */
+static int parse_seconds(const char *s, uint64_t *ret_ms)
+{
+	uint64_t whole = 0, frac = 0, scale = 1000;
+	const char *p = s;
+
+	if (!s || !*s)
+		return -EINVAL;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		whole = whole * 10 + (uint64_t)(*p - '0');
+		if (whole > 86400ULL * 365)
+			return -ERANGE;
+	}
+	if (*p == '.')
+		for (p++; *p >= '0' && *p <= '9'; p++)
+			if (scale > 1) {
+				scale /= 10;
+				frac += (uint64_t)(*p - '0') * scale;
+			}
+	if (*p || p == s)
+		return -EINVAL;
+	*ret_ms = whole * 1000 + frac;
+	return *ret_ms ? 0 : -EINVAL;
+}
+
+struct loop {
+	struct spawn_proc *p;
+	bool pty;
+	bool forward_stdin;
+	int sig_fd;
+};
+
+static void forward_output(int fd, const char *buf, size_t n)
+{
+	/* A reader that went away (EPIPE) must not stop the command's supervision. */
+	(void)loop_write(fd, buf, n);
+}
+
+static int run_loop(struct loop *l)
+{
+	struct spawn_proc *p = l->p;
+	char buf[32768];
+	int in_fd = l->forward_stdin ? 0 : -1;
+
+	while (!spawn_done(p)) {
+		struct pollfd pf[5];
+		int n = 0, r;
+
+		if (!p->reaped)
+			pf[n++] = (struct pollfd){.fd = p->pidfd, .events = POLLIN};
+		if (p->fd_out >= 0)
+			pf[n++] = (struct pollfd){.fd = p->fd_out, .events = POLLIN};
+		if (p->fd_err >= 0)
+			pf[n++] = (struct pollfd){.fd = p->fd_err, .events = POLLIN};
+		if (in_fd >= 0 && p->fd_in >= 0 && !p->reaped)
+			pf[n++] = (struct pollfd){.fd = in_fd, .events = POLLIN};
+		pf[n++] = (struct pollfd){.fd = l->sig_fd, .events = POLLIN};
+		r = poll(pf, (nfds_t)n, spawn_next_timeout_ms(p));
+		if (r < 0 && errno != EINTR)
+			return -errno;
+		for (int i = 0; r > 0 && i < n; i++) {
+			int fd = pf[i].fd;
+
+			if (!pf[i].revents)
+				continue;
+			if (fd == p->pidfd && !p->reaped) {
+				int k = spawn_reap(p);
+				if (k < 0)
+					return k;
+			} else if (fd == p->fd_out || fd == p->fd_err) {
+				bool out = fd == p->fd_out;
+				ssize_t got = spawn_read(p, fd, buf, sizeof(buf));
+				if (got > 0)
+					forward_output(out ? 1 : 2, buf, (size_t)got);
+			} else if (fd == in_fd) {
+				ssize_t got = read(in_fd, buf, sizeof(buf));
+				if (got <= 0) {
+					/* EOF on our stdin: close the command's (pipes) so it sees EOF. */
+					in_fd = -1;
+					if (!l->pty)
+						p->fd_in = safe_close(p->fd_in);
+				} else if (loop_write(p->fd_in, buf, (size_t)got) < 0) {
+					in_fd = -1;
+				}
+			} else if (fd == l->sig_fd) {
+				struct signalfd_siginfo si;
+				if (read(l->sig_fd, &si, sizeof(si)) != sizeof(si))
+					continue;
+				if (si.ssi_signo == SIGWINCH) {
+					struct winsize ws;
+					if (l->pty && ioctl(1, TIOCGWINSZ, &ws) == 0)
+						(void)spawn_resize(p, ws.ws_col, ws.ws_row);
+				} else {
+					(void)spawn_signal(p, (int)si.ssi_signo);
+				}
+			}
+		}
+		spawn_tick(p);
+	}
+	return 0;
+}
+
+static void print_json(const struct spawn_result *res, const struct spawn_proc *p,
+		       const char *agent)
+{
+	char esc[1024];
+
+	escape_json(agent, strlen(agent), esc, sizeof(esc));
+	fprintf(stderr,
+		"{\"agent\":\"%s\",\"end\":\"%s\",\"exit_code\":%d,\"signal\":%d,\"core\":%s,"
+		"\"wall_ms\":%.3f,\"user_ms\":%.3f,\"sys_ms\":%.3f,\"maxrss_kb\":%ld,"
+		"\"out_bytes\":%" PRIu64 ",\"err_bytes\":%" PRIu64 ",\"truncated\":%s,"
+		"\"dropped_bytes\":%" PRIu64 ",\"left_children_killed\":%s,\"tree\":\"%s\","
+		"\"limits\":{\"memory\":%s,\"pids\":%s,\"cpu\":%s}}\n",
+		esc, spawn_end_name(res->end), res->end == SPAWN_END_EXITED ? res->exit_code : -1,
+		res->term_signal, res->core_dumped ? "true" : "false", res->wall_us / 1000.0,
+		res->rusage.ru_utime.tv_sec * 1000.0 + res->rusage.ru_utime.tv_usec / 1000.0,
+		res->rusage.ru_stime.tv_sec * 1000.0 + res->rusage.ru_stime.tv_usec / 1000.0,
+		res->rusage.ru_maxrss, res->out_bytes, res->err_bytes,
+		res->truncated ? "true" : "false", res->dropped_bytes,
+		res->left_children_killed ? "true" : "false", res->tree_control,
+		(p->cgroup_applied & CGROUP_HAS_MEMORY) ? "true" : "false",
+		(p->cgroup_applied & CGROUP_HAS_PIDS) ? "true" : "false",
+		(p->cgroup_applied & CGROUP_HAS_CPU) ? "true" : "false");
+}
+
+int run_cli_main(int argc, char **argv)
+{
+	enum {
+		OPT_AGENT = 0x100,
+		OPT_UID,
+		OPT_ROOT,
+		OPT_CWD,
+		OPT_PTY,
+		OPT_COLS,
+		OPT_ROWS,
+		OPT_STDIN,
+		OPT_TIMEOUT,
+		OPT_IDLE,
+		OPT_MAXOUT,
+		OPT_ENV,
+		OPT_KEEP,
+		OPT_MEM,
+		OPT_PIDS,
+		OPT_CPU,
+		OPT_JSON,
+		OPT_HELP,
+	};
+	static const struct option opts[] = {
+		{"agent", required_argument, NULL, OPT_AGENT},
+		{"uid", required_argument, NULL, OPT_UID},
+		{"root", required_argument, NULL, OPT_ROOT},
+		{"cwd", required_argument, NULL, OPT_CWD},
+		{"pty", no_argument, NULL, OPT_PTY},
+		{"cols", required_argument, NULL, OPT_COLS},
+		{"rows", required_argument, NULL, OPT_ROWS},
+		{"stdin", no_argument, NULL, OPT_STDIN},
+		{"timeout", required_argument, NULL, OPT_TIMEOUT},
+		{"idle-timeout", required_argument, NULL, OPT_IDLE},
+		{"max-output", required_argument, NULL, OPT_MAXOUT},
+		{"env", required_argument, NULL, OPT_ENV},
+		{"keep-children", no_argument, NULL, OPT_KEEP},
+		{"memory-max", required_argument, NULL, OPT_MEM},
+		{"pids-max", required_argument, NULL, OPT_PIDS},
+		{"cpu-weight", required_argument, NULL, OPT_CPU},
+		{"json", no_argument, NULL, OPT_JSON},
+		{"help", no_argument, NULL, OPT_HELP},
+		{},
+	};
+	const char *agent = NULL, *root = "/", *cwd = NULL, *set[RUN_MAX_ENV + 1] = {NULL};
+	size_t n_set = 0;
+	uid_t want_uid = (uid_t)-1;
+	bool json = false;
+	struct spawn_opts so = {.umask = (mode_t)-1, .cwd_root_fd = -1};
+	struct spawn_ctx *ctx = NULL;
+	struct spawn_proc *p = NULL;
+	struct spawn_error err;
+	struct users_identity ident;
+	struct envb_opts eo = {0};
+	char **envp = NULL, rel[4096], ebuf[256];
+	const char *bad = NULL;
+	_cleanup_close_ int data_fd = -1, sig_fd = -1;
+	sigset_t mask, oldmask;
+	uint64_t v;
+	int c, r, ret = EXIT_SYSTEM;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) >= 0) {
+		switch (c) {
+		case OPT_AGENT:
+			agent = optarg;
+			break;
+		case OPT_UID:
+			if (parse_u64(optarg, UINT32_MAX - 1, &v) < 0)
+				goto bad_arg;
+			want_uid = (uid_t)v;
+			break;
+		case OPT_ROOT:
+			root = optarg;
+			break;
+		case OPT_CWD:
+			cwd = optarg;
+			break;
+		case OPT_PTY:
+			so.stdio = SPAWN_STDIO_PTY;
+			break;
+		case OPT_COLS:
+		case OPT_ROWS:
+			if (parse_u64(optarg, 9999, &v) < 0 || v == 0)
+				goto bad_arg;
+			if (c == OPT_COLS)
+				so.cols = (unsigned short)v;
+			else
+				so.rows = (unsigned short)v;
+			break;
+		case OPT_STDIN:
+			so.stdin_pipe = true;
+			break;
+		case OPT_TIMEOUT:
+			if (parse_seconds(optarg, &so.timeout_ms) < 0)
+				goto bad_arg;
+			break;
+		case OPT_IDLE:
+			if (parse_seconds(optarg, &so.idle_timeout_ms) < 0)
+				goto bad_arg;
+			break;
+		case OPT_MAXOUT:
+			if (parse_u64(optarg, UINT64_MAX, &so.max_output) < 0 || !so.max_output)
+				goto bad_arg;
+			break;
+		case OPT_ENV:
+			if (n_set >= RUN_MAX_ENV) {
+				log_error("at most %d --env options", RUN_MAX_ENV);
+				return EXIT_USAGE;
+			}
+			set[n_set++] = optarg;
+			break;
+		case OPT_KEEP:
+			so.keep_children = true;
+			break;
+		case OPT_MEM:
+			if (parse_u64(optarg, UINT64_MAX, &so.cgroup.memory_max) < 0 ||
+			    !so.cgroup.memory_max)
+				goto bad_arg;
+			break;
+		case OPT_PIDS:
+			if (parse_u64(optarg, 1u << 22, &v) < 0 || !v)
+				goto bad_arg;
+			so.cgroup.pids_max = v;
+			so.rlimits.nproc = v;
+			break;
+		case OPT_CPU:
+			if (parse_u64(optarg, 10000, &v) < 0 || !v)
+				goto bad_arg;
+			so.cgroup.cpu_weight = (unsigned)v;
+			break;
+		case OPT_JSON:
+			json = true;
+			break;
+		case OPT_HELP:
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return EXIT_USAGE;
+		}
+	}
+	if (!agent || optind >= argc) {
+		log_error(
+			"run needs --agent ID and a command after '--'; see 'pistisd run --help'");
+		return EXIT_USAGE;
+	}
+	if (cwd && (strncmp(cwd, RUN_CWD_ROOT "/", strlen(RUN_CWD_ROOT) + 1) &&
+		    strcmp(cwd, RUN_CWD_ROOT))) {
+		log_error("--cwd '%s' is not beneath " RUN_CWD_ROOT, cwd);
+		return EXIT_USAGE;
+	}
+	if (geteuid() != 0) {
+		log_error("pistisd run needs root (it switches to the agent's user)");
+		return EXIT_SYSTEM;
+	}
+
+	r = users_ensure_base(root);
+	if (r < 0)
+		return log_error_errno(r, "Failed to ensure the base users in '%s': %m %s", root,
+				       users_last_error()),
+		       EXIT_SYSTEM;
+	r = users_ensure(root, agent, want_uid, &ident);
+	if (r < 0)
+		return log_error_errno(r, "Failed to ensure the user of agent '%s': %m %s", agent,
+				       users_last_error()),
+		       EXIT_SYSTEM;
+
+	/* Compile the filter and find cgroups before a chroot, which may lack /proc. */
+	r = spawn_ctx_new(&ctx);
+	if (r < 0) {
+		log_error_errno(r, "Failed to prepare the spawn core (seccomp, /proc): %m");
+		return EXIT_SYSTEM;
+	}
+	if (strcmp(root, "/")) {
+		if (chroot(root) < 0 || chdir("/") < 0) {
+			log_error_errno(-errno, "Failed to enter root '%s': %m", root);
+			goto out;
+		}
+	}
+	data_fd = open(RUN_CWD_ROOT, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (data_fd < 0) {
+		log_error_errno(-errno, "Failed to open " RUN_CWD_ROOT ": %m");
+		goto out;
+	}
+	if (!cwd)
+		cwd = ident.home;
+	if (strncmp(cwd, RUN_CWD_ROOT "/", strlen(RUN_CWD_ROOT) + 1) && strcmp(cwd, RUN_CWD_ROOT)) {
+		log_error("working directory '%s' is not beneath " RUN_CWD_ROOT, cwd);
+		ret = EXIT_USAGE;
+		goto out;
+	}
+	snprintf(rel, sizeof(rel), "%s",
+		 cwd[strlen(RUN_CWD_ROOT)] ? cwd + strlen(RUN_CWD_ROOT) + 1 : ".");
+
+	eo.user = ident.name;
+	eo.home = ident.home;
+	eo.tmpdir = ident.tmpdir;
+	eo.set = set;
+	r = envb_build(&eo, environ, &envp, &bad);
+	if (r < 0) {
+		if (r == -EINVAL && bad)
+			log_error("--env '%s' is not allowed (PI_* or an allowlisted name, no "
+				  "newline)",
+				  bad);
+		else
+			log_error_errno(r, "Failed to build the agent's environment: %m");
+		ret = r == -EINVAL ? EXIT_USAGE : EXIT_SYSTEM;
+		goto out;
+	}
+
+	so.argv = argv + optind;
+	so.envp = envp;
+	so.uid = ident.uid;
+	so.gid = ident.gid;
+	so.groups[0] = ident.gid;
+	so.groups[1] = USERS_SANDBOX_GID;
+	so.n_groups = 2;
+	so.cwd_root_fd = data_fd;
+	so.cwd = rel;
+	so.cgroup_agent = ident.name;
+	if (so.stdio == SPAWN_STDIO_PTY && !so.cols) {
+		struct winsize ws;
+		if (ioctl(1, TIOCGWINSZ, &ws) == 0 && ws.ws_col && ws.ws_row) {
+			so.cols = ws.ws_col;
+			so.rows = ws.ws_row;
+		}
+	}
+
+	/* Signals meant for the command arrive here as data (signalfd) and are forwarded. */
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGHUP);
+	sigaddset(&mask, SIGQUIT);
+	sigaddset(&mask, SIGUSR1);
+	sigaddset(&mask, SIGUSR2);
+	sigaddset(&mask, SIGWINCH);
+	sigprocmask(SIG_BLOCK, &mask, &oldmask);
+	signal(SIGPIPE, SIG_IGN);
+	sig_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (sig_fd < 0) {
+		log_error_errno(-errno, "Failed to create a signalfd: %m");
+		goto out;
+	}
+
+	r = spawn_start(ctx, &so, &p, &err);
+	if (r < 0) {
+		log_error("Failed to run '%s' as agent '%s': %s", so.argv[0], agent,
+			  spawn_error_string(&err, ebuf, sizeof(ebuf)));
+		ret = err.step == SPAWN_STEP_EXEC
+			      ? (err.error == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC)
+			      : EXIT_SYSTEM;
+		goto out;
+	}
+	{
+		struct loop l = {.p = p,
+				 .pty = so.stdio == SPAWN_STDIO_PTY,
+				 .forward_stdin = so.stdin_pipe || so.stdio == SPAWN_STDIO_PTY,
+				 .sig_fd = sig_fd};
+		r = run_loop(&l);
+	}
+	if (r < 0) {
+		log_error_errno(r, "Failed while supervising '%s': %m", so.argv[0]);
+		goto out;
+	}
+	{
+		const struct spawn_result *res = spawn_result(p);
+		if (json)
+			print_json(res, p, agent);
+		if (res->truncated)
+			log_warning("output truncated: %" PRIu64 " bytes over --max-output dropped",
+				    res->dropped_bytes);
+		ret = res->term_signal ? 128 + res->term_signal : res->exit_code;
+	}
+out:
+	spawn_free(p);
+	envb_free(envp);
+	spawn_ctx_free(ctx);
+	return ret;
+
+bad_arg:
+	log_error("invalid value '%s' for --%s; see 'pistisd run --help'", optarg,
+		  opts[c - OPT_AGENT].name);
+	return EXIT_USAGE;
+}

@@ -1,0 +1,201 @@
+/* The seccomp profile of every agent process, as data. The default is ALLOW: this is a
+ * deny list of the calls that cross the sandbox's walls (namespaces, mounts, tracing other
+ * processes, kernel keyrings, modules, raw I/O, terminal injection, exotic sockets).
+ * docs/spawn.md explains each group. Compiled once with libseccomp (seccomp_profile_compile)
+ * and exported as raw BPF, so a spawn only pays for one seccomp(2) call. */
+#include "pistisd/seccomp-profile.h"
+
+#include <errno.h>
+#include <linux/sched.h>
+#include <seccomp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "lib/fd-util.h"
+#include "lib/macro.h"
+
+#ifndef TIOCLINUX
+#define TIOCLINUX 0x541C
+#endif
+#ifndef CLONE_NEWTIME
+#define CLONE_NEWTIME 0x00000080
+#endif
+
+#define DENY(n)                                                                                    \
+	{                                                                                          \
+		n, SECCOMP_PROFILE_EPERM, -1, 0, 0, 0                                              \
+	}
+#define NOSYS(n)                                                                                   \
+	{                                                                                          \
+		n, SECCOMP_PROFILE_ENOSYS, -1, 0, 0, 0                                             \
+	}
+/* arg compared on its low 32 bits: the kernel reads an int/unsigned int, so junk in the
+ * upper half must not dodge the rule. */
+#define DENY_ARG32(n, a, v)                                                                        \
+	{                                                                                          \
+		n, SECCOMP_PROFILE_EPERM, a, 0xffffffffULL, v, 0                                   \
+	}
+#define DENY_FLAG(n, a, f)                                                                         \
+	{                                                                                          \
+		n, SECCOMP_PROFILE_EPERM, a, f, f, 0                                               \
+	}
+#define DENY_GT(n, a, v)                                                                           \
+	{                                                                                          \
+		n, SECCOMP_PROFILE_EPERM, a, 0, v, 1                                               \
+	}
+
+/* Socket families other than AF_UNIX (1), AF_INET (2), AF_INET6 (10), AF_NETLINK (16):
+ * 0, 3..9, 11..15 by value and everything above 16 (a value with upper bits set is also
+ * "above 16" as a 64-bit compare, so it is denied too). */
+#define DENY_FAMILIES(n)                                                                           \
+	DENY_ARG32(n, 0, 0), DENY_ARG32(n, 0, 3), DENY_ARG32(n, 0, 4), DENY_ARG32(n, 0, 5),        \
+		DENY_ARG32(n, 0, 6), DENY_ARG32(n, 0, 7), DENY_ARG32(n, 0, 8),                     \
+		DENY_ARG32(n, 0, 9), DENY_ARG32(n, 0, 11), DENY_ARG32(n, 0, 12),                   \
+		DENY_ARG32(n, 0, 13), DENY_ARG32(n, 0, 14), DENY_ARG32(n, 0, 15),                  \
+		DENY_GT(n, 0, 16)
+
+const struct seccomp_profile_rule seccomp_profile_rules[] = {
+	/* io_uring bypasses seccomp for the operations it performs; clone3's flags live in
+	 * memory a filter cannot read. ENOSYS makes libcs fall back (to clone, checked below). */
+	NOSYS("io_uring_setup"),
+	NOSYS("io_uring_enter"),
+	NOSYS("io_uring_register"),
+	NOSYS("clone3"),
+	/* Namespaces and mounts: an agent must not build itself a new view of the system. */
+	DENY("unshare"),
+	DENY("setns"),
+	DENY("mount"),
+	DENY("umount2"),
+	DENY("pivot_root"),
+	DENY("chroot"),
+	DENY("fsopen"),
+	DENY("fsconfig"),
+	DENY("fsmount"),
+	DENY("fspick"),
+	DENY("move_mount"),
+	DENY("open_tree"),
+	DENY("mount_setattr"),
+	DENY_FLAG("clone", 0, CLONE_NEWNS),
+	DENY_FLAG("clone", 0, CLONE_NEWUTS),
+	DENY_FLAG("clone", 0, CLONE_NEWIPC),
+	DENY_FLAG("clone", 0, CLONE_NEWUSER),
+	DENY_FLAG("clone", 0, CLONE_NEWPID),
+	DENY_FLAG("clone", 0, CLONE_NEWNET),
+	DENY_FLAG("clone", 0, CLONE_NEWCGROUP),
+	/* Other processes' memory and fds (agents are hostile to each other). */
+	DENY("ptrace"),
+	DENY("process_vm_readv"),
+	DENY("process_vm_writev"),
+	DENY("pidfd_getfd"),
+	DENY("kcmp"),
+	/* Kernel attack surface with a long CVE record, not needed to build software. */
+	DENY("bpf"),
+	DENY("perf_event_open"),
+	DENY("userfaultfd"),
+	DENY("keyctl"),
+	DENY("add_key"),
+	DENY("request_key"),
+	DENY("init_module"),
+	DENY("finit_module"),
+	DENY("delete_module"),
+	DENY("kexec_load"),
+	DENY("kexec_file_load"),
+	DENY("reboot"),
+	DENY("swapon"),
+	DENY("swapoff"),
+	DENY("iopl"),
+	DENY("ioperm"),
+	DENY("acct"),
+	DENY("syslog"),
+	DENY("open_by_handle_at"),
+	DENY("name_to_handle_at"),
+	/* Terminal input injection (CVE-2017-5226) and console control. */
+	DENY_ARG32("ioctl", 1, TIOCSTI),
+	DENY_ARG32("ioctl", 1, TIOCLINUX),
+	DENY_FAMILIES("socket"),
+	DENY_FAMILIES("socketpair"),
+};
+const size_t seccomp_profile_n_rules = ELEMENTSOF(seccomp_profile_rules);
+
+static void release_ctx(scmp_filter_ctx *ctx)
+{
+	if (*ctx)
+		seccomp_release(*ctx);
+}
+
+static int add_rule(scmp_filter_ctx ctx, const struct seccomp_profile_rule *r)
+{
+	int nr = seccomp_syscall_resolve_name(r->name);
+	uint32_t action;
+
+	/* A call the native arch does not have (iopl on arm64) needs no rule. */
+	if (nr == __NR_SCMP_ERROR)
+		return 0;
+	action = SCMP_ACT_ERRNO(r->action == SECCOMP_PROFILE_ENOSYS ? ENOSYS : EPERM);
+	if (r->argn < 0)
+		return seccomp_rule_add_exact(ctx, action, nr, 0);
+	struct scmp_arg_cmp cmp = {
+		.arg = (unsigned)r->argn,
+		.op = r->gt ? SCMP_CMP_GT : SCMP_CMP_MASKED_EQ,
+		.datum_a = r->gt ? r->value : r->mask,
+		.datum_b = r->gt ? 0 : r->value,
+	};
+	return seccomp_rule_add_exact_array(ctx, action, nr, 1, &cmp);
+}
+
+int seccomp_profile_compile(struct seccomp_profile_bpf *ret)
+{
+	_cleanup_(release_ctx) scmp_filter_ctx ctx = NULL;
+	_cleanup_close_ int fd = -1;
+	_cleanup_free_ char *buf = NULL;
+	size_t len = 0;
+	int r;
+
+	ctx = seccomp_init(SCMP_ACT_ALLOW);
+	if (!ctx)
+		return -ENOMEM;
+	/* Only the native arch is in the filter; everything else (i386 via int 0x80 on
+	 * x86_64) hits the bad-arch action: kill the whole process, never just a thread. */
+	r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+	if (r < 0)
+		return r;
+	/* We install the filter ourselves (no_new_privs is a separate, deliberate step). */
+	r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < seccomp_profile_n_rules; i++) {
+		r = add_rule(ctx, &seccomp_profile_rules[i]);
+		if (r < 0)
+			return r;
+	}
+	/* libseccomp has no seccomp_export_bpf_mem before 2.6: export into a memfd. */
+	fd = memfd_create("pistis-seccomp", MFD_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	r = seccomp_export_bpf(ctx, fd);
+	if (r < 0)
+		return r;
+	if (lseek(fd, 0, SEEK_SET) < 0)
+		return -errno;
+	r = fd_read_all(fd, 256 * 1024, &buf, &len);
+	if (r < 0)
+		return r;
+	if (len == 0 || len % sizeof(struct sock_filter) ||
+	    len / sizeof(struct sock_filter) > 0xffff)
+		return -EINVAL;
+	ret->insns = (struct sock_filter *)TAKE_PTR(buf);
+	ret->len = (unsigned short)(len / sizeof(struct sock_filter));
+	return 0;
+}
+
+void seccomp_profile_free(struct seccomp_profile_bpf *bpf)
+{
+	free(bpf->insns);
+	bpf->insns = NULL;
+	bpf->len = 0;
+}

@@ -1,0 +1,322 @@
+/* The spawn child: from clone() to execve(), in the order docs/spawn.md explains.
+ * It runs on its own stack but in pistisd's memory (CLONE_VM|CLONE_VFORK), so it uses raw
+ * system calls only: no malloc, no stdio, nothing that takes a libc lock or changes libc
+ * state that the parent would see (musl's setrlimit/set*id broadcast to "all threads"). */
+#include "pistisd/spawn-child.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/keyctl.h>
+#include <linux/openat2.h>
+#include <linux/seccomp.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "lib/macro.h"
+#include "pistisd/spawn.h"
+
+#ifndef SYS_close_range
+#define SYS_close_range 436
+#endif
+#ifndef SYS_openat2
+#define SYS_openat2 437
+#endif
+
+/* The kernel's struct sigaction for rt_sigaction (not libc's). */
+struct k_sigaction {
+	void *handler;
+	unsigned long flags;
+	void *restorer;
+	unsigned long mask;
+};
+
+/* Report the failing step and errno to the parent, then exit. Never returns. */
+_noreturn_ static void fail(const struct child_args *a, enum spawn_step step, int err)
+{
+	struct child_report rep = {.step = step, .error = err > 0 ? err : -err};
+
+	if (rep.error == 0)
+		rep.error = EIO;
+	(void)!write(a->err_fd, &rep, sizeof(rep));
+	syscall(SYS_exit_group, step == SPAWN_STEP_EXEC ? (rep.error == ENOENT ? 127 : 126) : 111);
+	__builtin_unreachable();
+}
+
+static int reset_signals(void)
+{
+	/* Handlers are pistisd's code in pistisd's memory: put every disposition back to
+	 * SIG_DFL, ignored ones too (an inherited SIG_IGN for SIGPIPE or SIGINT would
+	 * survive execve). The mask stays full until just before execve. */
+	for (int sig = 1; sig < 65; sig++) {
+		struct k_sigaction old = {0}, dfl = {0};
+
+		if (sig == SIGKILL || sig == SIGSTOP)
+			continue;
+		if (syscall(SYS_rt_sigaction, sig, NULL, &old, 8) < 0)
+			continue; /* not a valid signal number here */
+		if (old.handler == (void *)SIG_DFL)
+			continue;
+		if (syscall(SYS_rt_sigaction, sig, &dfl, NULL, 8) < 0)
+			return negative_errno();
+	}
+	return 0;
+}
+
+static int setup_stdio(const struct child_args *a)
+{
+	if (a->ctty_fd >= 0 && syscall(SYS_ioctl, a->ctty_fd, TIOCSCTTY, 0) < 0)
+		return negative_errno();
+	/* dup2 clears FD_CLOEXEC on the target: exactly 0, 1, 2 survive execve. The sources
+	 * are >= 3 (spawn_ctx_new made sure 0-2 exist), so no dup2 clobbers a later source. */
+	if (syscall(SYS_dup2, a->stdin_fd, 0) < 0 || syscall(SYS_dup2, a->stdout_fd, 1) < 0 ||
+	    syscall(SYS_dup2, a->stderr_fd, 2) < 0)
+		return negative_errno();
+	return 0;
+}
+
+static int resolve_fallback(int root_fd, const char *rel)
+{
+	char buf[4096];
+	struct stat root_st, st;
+	size_t len = strlen(rel);
+	int cur = -1;
+
+	if (len >= sizeof(buf))
+		return -ENAMETOOLONG;
+	if (rel[0] == '/')
+		return -EXDEV; /* what RESOLVE_BENEATH says for an absolute path */
+	memcpy(buf, rel, len + 1);
+	if (fstat(root_fd, &root_st) < 0)
+		return negative_errno();
+	cur = (int)syscall(SYS_openat, root_fd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (cur < 0)
+		return negative_errno();
+	for (char *c = buf, *next; c && *c; c = next) {
+		int fd;
+
+		next = strchr(c, '/');
+		if (next)
+			*next++ = 0;
+		if (!*c || !strcmp(c, "."))
+			continue;
+		if (!strcmp(c, "..")) {
+			safe_close(cur);
+			return -EXDEV;
+		}
+		/* One component at a time, never following a symlink; O_PATH still needs
+		 * search permission on cur, checked as the agent. */
+		fd = (int)syscall(SYS_openat, cur, c, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		safe_close(cur);
+		if (fd < 0)
+			return negative_errno();
+		cur = fd;
+		if (fstat(cur, &st) < 0) {
+			safe_close(cur);
+			return negative_errno();
+		}
+		if (S_ISLNK(st.st_mode) || !S_ISDIR(st.st_mode)) {
+			safe_close(cur);
+			return S_ISLNK(st.st_mode) ? -ELOOP : -ENOTDIR;
+		}
+		/* No mount crossing (a bind mount of the same device is not seen here; openat2's
+		 * RESOLVE_NO_XDEV sees it). */
+		if (st.st_dev != root_st.st_dev) {
+			safe_close(cur);
+			return -EXDEV;
+		}
+	}
+	return cur;
+}
+
+int spawn_resolve_dir(int root_fd, const char *rel, bool no_openat2)
+{
+	if (!rel || !*rel)
+		rel = ".";
+	if (!no_openat2) {
+		struct open_how how = {
+			.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+			.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
+				   RESOLVE_NO_XDEV,
+		};
+		long fd = syscall(SYS_openat2, root_fd, rel, &how, sizeof(how));
+
+		if (fd >= 0)
+			return (int)fd;
+		if (errno != ENOSYS && errno != E2BIG)
+			return negative_errno();
+	}
+	return resolve_fallback(root_fd, rel);
+}
+
+static int exec_search(const struct child_args *a)
+{
+	const char *file = a->argv[0], *p = a->path;
+	size_t flen = strlen(file);
+	char buf[4096];
+	bool eacces = false;
+
+	if (strchr(file, '/')) {
+		syscall(SYS_execve, file, a->argv, a->envp);
+		return negative_errno();
+	}
+	if (flen > NAME_MAX)
+		return -ENAMETOOLONG;
+	/* The agent's PATH (the new environment's), never pistisd's. Empty elements would
+	 * mean "the current directory"; they are skipped, not honoured. */
+	while (*p) {
+		const char *e = strchrnul(p, ':');
+		size_t l = (size_t)(e - p);
+
+		if (l > 0 && l + 1 + flen < sizeof(buf)) {
+			memcpy(buf, p, l);
+			buf[l] = '/';
+			memcpy(buf + l + 1, file, flen + 1);
+			syscall(SYS_execve, buf, a->argv, a->envp);
+			switch (errno) {
+			case EACCES:
+				eacces = true;
+				break;
+			case ENOENT:
+			case ENOTDIR:
+			case ENAMETOOLONG:
+			case ELOOP:
+			case ESTALE:
+			case ENODEV:
+			case ETIMEDOUT:
+				break;
+			default:
+				return negative_errno();
+			}
+		}
+		p = *e ? e + 1 : e;
+	}
+	return eacces ? -EACCES : -ENOENT;
+}
+
+static int install_seccomp(const struct child_args *a)
+{
+	/* The BPF was compiled once at start-up; here it is one system call. TSYNC is not
+	 * needed: the child is a single thread. */
+	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &a->bpf) < 0)
+		return negative_errno();
+	return 0;
+}
+
+static int set_ids(const struct child_args *a, enum spawn_step *ret_step)
+{
+	int r;
+
+	/* setgroups before setresgid before setresuid: each needs the privilege the next one
+	 * gives up (CAP_SETGID is gone after setresuid). */
+	*ret_step = SPAWN_STEP_SETGROUPS;
+	r = privs_setgroups(a->groups, a->n_groups);
+	if (r < 0)
+		return r;
+	*ret_step = SPAWN_STEP_SETRESGID;
+	r = privs_setresgid(a->gid);
+	if (r < 0)
+		return r;
+	*ret_step = SPAWN_STEP_SETRESUID;
+	return privs_setresuid(a->uid);
+}
+
+int spawn_child_main(void *arg)
+{
+	const struct child_args *a = arg;
+	enum spawn_step step = SPAWN_STEP_NONE;
+	sigset_t none;
+	int r, fd;
+
+	r = reset_signals();
+	if (r < 0)
+		fail(a, SPAWN_STEP_SIGNALS, r);
+
+	/* Into the command's cgroup first, so everything after (and every fork of the
+	 * command) is accounted and killable. */
+	if (a->cgroup_procs_fd >= 0 && syscall(SYS_write, a->cgroup_procs_fd, "0", 1) < 0)
+		fail(a, SPAWN_STEP_CGROUP, errno);
+
+	/* A new session: no controlling terminal (pistisd's, if any, is out of reach: no
+	 * TIOCSTI on it, CVE-2017-5226) and a process group of its own for pgid kills. */
+	if (syscall(SYS_setsid) < 0)
+		fail(a, SPAWN_STEP_SETSID, errno);
+	r = setup_stdio(a);
+	if (r < 0)
+		fail(a, a->ctty_fd >= 0 ? SPAWN_STEP_CTTY : SPAWN_STEP_STDIO, r);
+
+	/* A fresh anonymous session keyring: pistisd's keys are not the agent's. Done as root
+	 * because with allow_setuid the seccomp filter (which forbids keyctl) is already on
+	 * before the id change. ENOSYS: kernel without CONFIG_KEYS, nothing to hide. */
+	if (syscall(SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, 0, 0, 0, 0) < 0 && errno != ENOSYS)
+		fail(a, SPAWN_STEP_KEYRING, errno);
+
+	/* rlimits while root may still raise hard limits; prlimit64, not setrlimit (musl's
+	 * setrlimit is a broadcast to all of the process's threads). */
+	for (int i = 0; i < a->n_rl; i++)
+		if (syscall(SYS_prlimit64, 0, a->rl[i].resource, &a->rl[i].lim, NULL) < 0)
+			fail(a, SPAWN_STEP_RLIMIT, errno);
+	syscall(SYS_umask, a->umask);
+
+	/* The bounding set needs CAP_SETPCAP to shrink: before the uid change. */
+	r = privs_drop_bounding(a->last_cap, a->bounding_keep);
+	if (r < 0)
+		fail(a, SPAWN_STEP_BOUNDING, r);
+
+	/* allow_setuid: no no_new_privs (it would stop sudo), so the filter goes on while we
+	 * still hold CAP_SYS_ADMIN, which lets a process install one without no_new_privs. */
+	if (a->allow_setuid) {
+		r = install_seccomp(a);
+		if (r < 0)
+			fail(a, SPAWN_STEP_SECCOMP, r);
+	}
+
+	r = set_ids(a, &step);
+	if (r < 0)
+		fail(a, step, r);
+	r = privs_clear_caps(a->last_cap);
+	if (r < 0)
+		fail(a, SPAWN_STEP_CAPS, r);
+
+	/* After the id change: a credential change clears the parent-death signal. Then make
+	 * sure the parent did not die before it was set (it would never fire). */
+	if (syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+		fail(a, SPAWN_STEP_PDEATHSIG, errno);
+	if (syscall(SYS_getppid) != a->parent)
+		fail(a, SPAWN_STEP_PARENT, ESRCH);
+
+	/* The working directory, resolved as the agent so every permission check is the
+	 * agent's; entered by fd (fchdir), never by a path string. */
+	fd = spawn_resolve_dir(a->cwd_root_fd, a->cwd, a->no_openat2);
+	if (fd < 0)
+		fail(a, SPAWN_STEP_CWD, fd);
+	if (syscall(SYS_fchdir, fd) < 0)
+		fail(a, SPAWN_STEP_CWD, errno);
+	safe_close(fd);
+
+	if (!a->allow_setuid) {
+		if (syscall(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
+		    syscall(SYS_prctl, PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1)
+			fail(a, SPAWN_STEP_NNP, errno ? errno : EIO);
+		r = install_seccomp(a);
+		if (r < 0)
+			fail(a, SPAWN_STEP_SECCOMP, r);
+	}
+
+	/* No fd of pistisd's reaches the agent (runc CVE-2024-21626): everything from 3 up
+	 * except the CLOEXEC error pipe, which execve closes. */
+	if (a->err_fd > 3 && syscall(SYS_close_range, 3, a->err_fd - 1, 0) < 0)
+		fail(a, SPAWN_STEP_CLOSE_FDS, errno);
+	if (syscall(SYS_close_range, a->err_fd + 1, ~0U, 0) < 0)
+		fail(a, SPAWN_STEP_CLOSE_FDS, errno);
+
+	sigemptyset(&none);
+	syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, NULL, 8);
+	r = exec_search(a);
+	fail(a, SPAWN_STEP_EXEC, r);
+}

@@ -1,0 +1,54 @@
+#pragma once
+
+/* Internal to the spawn core: what the parent prepares for the vfork-style child, and the
+ * child's entry point. Everything the child needs is computed before clone(); the child
+ * only makes system calls (no malloc, no stdio, no libc locks). */
+
+#include <linux/filter.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+
+#include "pistisd/privs.h"
+#include "pistisd/seccomp-profile.h"
+
+struct child_report {
+	int step;  /* enum spawn_step */
+	int error; /* errno */
+};
+
+struct child_args {
+	int err_fd; /* CLOEXEC write end: a struct child_report on failure, EOF on exec */
+	int stdin_fd, stdout_fd, stderr_fd;
+	int ctty_fd; /* pty slave to make the controlling terminal, or -1 */
+	int cgroup_procs_fd;
+	int cwd_root_fd;
+	const char *cwd;
+	bool no_openat2;
+	char *const *argv;
+	char *const *envp;
+	const char *path; /* PATH of envp */
+	uid_t uid;
+	gid_t gid;
+	gid_t groups[PRIVS_MAX_GROUPS];
+	size_t n_groups;
+	struct {
+		int resource;
+		struct rlimit lim;
+	} rl[8];
+	int n_rl;
+	mode_t umask;
+	int last_cap;
+	bool allow_setuid;
+	uint64_t bounding_keep;
+	struct sock_fprog bpf;
+	pid_t parent;
+};
+
+int spawn_child_main(void *arg);
+
+/* Resolve rel beneath root_fd (openat2, or the per-component fallback) and return an
+ * O_PATH fd of the directory; exposed for the unit tests. -ELOOP for a symlink, -EXDEV
+ * for ".." or a mount crossing, -ENOTDIR. */
+int spawn_resolve_dir(int root_fd, const char *rel, bool no_openat2);

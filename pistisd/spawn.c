@@ -1,0 +1,706 @@
+/* The spawn core, parent side: set up fds, cgroup and the child's arguments, clone a
+ * vfork-style child (spawn-child.c), then supervise the command from any event loop.
+ * docs/spawn.md has the exact order of the child's steps and the reason for each. */
+#include "pistisd/spawn.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib/env-build.h"
+#include "lib/fd-util.h"
+#include "lib/macro.h"
+#include "pistisd/spawn-child.h"
+
+#ifndef CLONE_PIDFD
+#define CLONE_PIDFD 0x00001000
+#endif
+#ifndef TIOCGPTPEER
+#define TIOCGPTPEER _IO('T', 0x41)
+#endif
+
+#define CHILD_STACK_SIZE (256 * 1024)
+
+struct spawn_ctx {
+	struct seccomp_profile_bpf bpf;
+	struct cgroup_ctx cg;
+	int devnull_fd;
+	int last_cap;
+	bool no_openat2;
+	unsigned long counter;
+	pid_t self;
+};
+
+static const char *const step_names[_SPAWN_STEP_MAX] = {
+	[SPAWN_STEP_NONE] = "none",
+	[SPAWN_STEP_SIGNALS] = "reset signals",
+	[SPAWN_STEP_CGROUP] = "join cgroup",
+	[SPAWN_STEP_SETSID] = "setsid",
+	[SPAWN_STEP_STDIO] = "set up stdio",
+	[SPAWN_STEP_CTTY] = "TIOCSCTTY",
+	[SPAWN_STEP_KEYRING] = "join session keyring",
+	[SPAWN_STEP_RLIMIT] = "setrlimit",
+	[SPAWN_STEP_BOUNDING] = "drop bounding set",
+	[SPAWN_STEP_SECCOMP] = "seccomp",
+	[SPAWN_STEP_SETGROUPS] = "setgroups",
+	[SPAWN_STEP_SETRESGID] = "setresgid",
+	[SPAWN_STEP_SETRESUID] = "setresuid",
+	[SPAWN_STEP_CAPS] = "clear capabilities",
+	[SPAWN_STEP_PDEATHSIG] = "PR_SET_PDEATHSIG",
+	[SPAWN_STEP_PARENT] = "parent died",
+	[SPAWN_STEP_CWD] = "enter working directory",
+	[SPAWN_STEP_NNP] = "PR_SET_NO_NEW_PRIVS",
+	[SPAWN_STEP_CLOSE_FDS] = "close_range",
+	[SPAWN_STEP_EXEC] = "execve",
+	[SPAWN_STEP_PARENT_SIDE] = "prepare",
+};
+
+const char *spawn_step_name(enum spawn_step step)
+{
+	return step >= 0 && step < _SPAWN_STEP_MAX && step_names[step] ? step_names[step] : "?";
+}
+
+const char *spawn_error_string(const struct spawn_error *e, char *buf, size_t size)
+{
+	snprintf(buf, size, "%s: %s", spawn_step_name(e->step), strerror(e->error));
+	return buf;
+}
+
+const char *spawn_end_name(enum spawn_end end)
+{
+	switch (end) {
+	case SPAWN_END_RUNNING:
+		return "running";
+	case SPAWN_END_EXITED:
+		return "exited";
+	case SPAWN_END_SIGNALED:
+		return "signaled";
+	case SPAWN_END_TIMEOUT:
+		return "timeout";
+	case SPAWN_END_IDLE:
+		return "idle-timeout";
+	case SPAWN_END_CANCELLED:
+		return "cancelled";
+	default:
+		return "?";
+	}
+}
+
+uint64_t spawn_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int spawn_ctx_new(struct spawn_ctx **ret)
+{
+	struct spawn_ctx *ctx;
+	const char *e;
+	int r;
+
+	/* fds 0-2 must exist, or a pipe could land on them and be dup2'd over. */
+	r = fd_ensure_std();
+	if (r < 0)
+		return r;
+	ctx = calloc(1, sizeof(*ctx));
+	if (!ctx)
+		return -ENOMEM;
+	ctx->devnull_fd = -1;
+	ctx->cg.base_fd = -1;
+	ctx->self = getpid();
+	r = privs_read_last_cap();
+	if (r < 0)
+		goto fail;
+	ctx->last_cap = r;
+	r = seccomp_profile_compile(&ctx->bpf);
+	if (r < 0)
+		goto fail;
+	ctx->devnull_fd = open("/dev/null", O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (ctx->devnull_fd < 0) {
+		r = -errno;
+		goto fail;
+	}
+	/* Read once: forcing the per-component fallback is for tests (crun's check-no-openat2). */
+	e = getenv("PISTIS_NO_OPENAT2");
+	ctx->no_openat2 = e && *e && strcmp(e, "0");
+	/* No cgroup v2 is not an error: command trees are then process groups. */
+	(void)cgroup_init(&ctx->cg);
+	*ret = ctx;
+	return 0;
+fail:
+	spawn_ctx_free(ctx);
+	return r;
+}
+
+void spawn_ctx_free(struct spawn_ctx *ctx)
+{
+	if (!ctx)
+		return;
+	seccomp_profile_free(&ctx->bpf);
+	cgroup_done(&ctx->cg);
+	safe_close(ctx->devnull_fd);
+	free(ctx);
+}
+
+const char *spawn_ctx_tree_control(const struct spawn_ctx *ctx)
+{
+	return ctx->cg.base_fd >= 0 ? "cgroup" : "pgid";
+}
+
+unsigned spawn_ctx_cgroup_features(const struct spawn_ctx *ctx)
+{
+	return ctx->cg.base_fd >= 0 ? ctx->cg.features : 0;
+}
+
+bool spawn_ctx_uses_openat2(const struct spawn_ctx *ctx)
+{
+	return !ctx->no_openat2;
+}
+
+static const char *env_path(char *const *envp)
+{
+	for (size_t i = 0; envp && envp[i]; i++)
+		if (!strncmp(envp[i], "PATH=", 5))
+			return envp[i] + 5;
+	return ENVB_DEFAULT_PATH;
+}
+
+static void set_rlimit(struct child_args *a, int res, rlim_t v)
+{
+	a->rl[a->n_rl].resource = res;
+	a->rl[a->n_rl].lim.rlim_cur = v;
+	a->rl[a->n_rl].lim.rlim_max = v;
+	a->n_rl++;
+}
+
+static int open_pty(const struct spawn_opts *o, int *ret_master, int *ret_slave)
+{
+	_cleanup_close_ int m = -1, s = -1;
+	struct winsize ws = {.ws_col = o->cols ? o->cols : 80, .ws_row = o->rows ? o->rows : 24};
+	int unlock = 0;
+
+	m = open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (m < 0)
+		return -errno;
+	if (ioctl(m, TIOCSPTLCK, &unlock) < 0)
+		return -errno;
+	/* TIOCGPTPEER: the slave of exactly this master, no path lookup in /dev/pts. */
+	s = ioctl(m, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (s < 0)
+		return -errno;
+	if (ioctl(m, TIOCSWINSZ, &ws) < 0)
+		return -errno;
+	/* The agent owns its terminal (programs reopen /dev/tty); nobody else may write it. */
+	if (fchown(s, o->uid, (gid_t)-1) < 0 || fchmod(s, 0600) < 0)
+		return -errno;
+	*ret_master = TAKE_FD(m);
+	*ret_slave = TAKE_FD(s);
+	return 0;
+}
+
+static struct spawn_proc *proc_new(void)
+{
+	struct spawn_proc *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return NULL;
+	p->pid = -1;
+	p->pidfd = p->fd_in = p->fd_out = p->fd_err = p->cgroup_fd = -1;
+	return p;
+}
+
+static void proc_close(struct spawn_proc *p)
+{
+	p->pidfd = safe_close(p->pidfd);
+	p->fd_in = safe_close(p->fd_in);
+	p->fd_out = safe_close(p->fd_out);
+	p->fd_err = safe_close(p->fd_err);
+	p->cgroup_fd = safe_close(p->cgroup_fd);
+}
+
+static void cgroup_cleanup(struct spawn_proc *p, bool wait_empty)
+{
+	if (p->cgroup_fd < 0)
+		return;
+	for (int i = 0; i < 200; i++) {
+		int r = cgroup_cmd_remove(&p->ctx->cg, p->cgroup_agent, p->cgroup_cmd);
+		if (r != -EBUSY || !wait_empty)
+			break;
+		/* cgroup.kill is asynchronous: give the dying tree up to ~200 ms. */
+		(void)cgroup_kill(p->cgroup_fd);
+		(void)nanosleep(&(struct timespec){0, 1000000}, NULL);
+	}
+}
+
+int spawn_start(struct spawn_ctx *ctx, const struct spawn_opts *o, struct spawn_proc **ret,
+		struct spawn_error *ret_err)
+{
+	struct spawn_proc *p = NULL;
+	struct child_args a = {0};
+	struct child_report rep = {0};
+	_cleanup_close_ int err_r = -1, err_w = -1, in_child = -1, out_child = -1, err_child = -1,
+			    procs_fd = -1, slave = -1;
+	sigset_t all, old;
+	void *stack = MAP_FAILED;
+	int pidfd = -1, r;
+	enum spawn_step step = SPAWN_STEP_PARENT_SIDE;
+	ssize_t n;
+	pid_t pid;
+
+	*ret_err = (struct spawn_error){0};
+	if (!o->argv || !o->argv[0] || !o->argv[0][0] || o->cwd_root_fd < 0) {
+		r = -EINVAL;
+		goto fail;
+	}
+	/* Refused before any fork: root, -1 and anything outside the agent range. */
+	r = privs_check_agent_ids(o->uid, o->gid, o->groups, o->n_groups);
+	if (r < 0)
+		goto fail;
+	p = proc_new();
+	if (!p) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	p->ctx = ctx;
+	p->opts_copy = *o;
+	p->opts_copy.argv = NULL;
+	p->opts_copy.envp = NULL;
+	p->opts_copy.cwd = NULL;
+	p->result.tree_control = "pgid";
+
+	{
+		int fds[2];
+		if (pipe2(fds, O_CLOEXEC) < 0)
+			goto fail_errno;
+		err_r = fds[0];
+		err_w = fds[1];
+	}
+	if (o->stdio == SPAWN_STDIO_PTY) {
+		r = open_pty(o, &p->fd_out, &slave);
+		if (r < 0)
+			goto fail;
+		p->fd_in = fcntl(p->fd_out, F_DUPFD_CLOEXEC, 3);
+		if (p->fd_in < 0)
+			goto fail_errno;
+		a.stdin_fd = a.stdout_fd = a.stderr_fd = slave;
+		a.ctty_fd = slave;
+	} else {
+		int fds[2];
+		if (o->stdin_pipe) {
+			if (pipe2(fds, O_CLOEXEC) < 0)
+				goto fail_errno;
+			in_child = fds[0];
+			p->fd_in = fds[1];
+			a.stdin_fd = in_child;
+		} else {
+			a.stdin_fd = ctx->devnull_fd;
+		}
+		if (pipe2(fds, O_CLOEXEC) < 0)
+			goto fail_errno;
+		p->fd_out = fds[0];
+		out_child = fds[1];
+		if (pipe2(fds, O_CLOEXEC) < 0)
+			goto fail_errno;
+		p->fd_err = fds[0];
+		err_child = fds[1];
+		a.stdout_fd = out_child;
+		a.stderr_fd = err_child;
+		a.ctty_fd = -1;
+	}
+
+	a.cgroup_procs_fd = -1;
+	if (o->cgroup_agent && ctx->cg.base_fd >= 0) {
+		snprintf(p->cgroup_agent, sizeof(p->cgroup_agent), "%s", o->cgroup_agent);
+		snprintf(p->cgroup_cmd, sizeof(p->cgroup_cmd), "cmd-%d-%lu", (int)ctx->self,
+			 ++ctx->counter);
+		r = cgroup_cmd_create(&ctx->cg, p->cgroup_agent, p->cgroup_cmd, &o->cgroup,
+				      &p->cgroup_fd, &procs_fd);
+		if (r < 0) {
+			step = SPAWN_STEP_CGROUP;
+			goto fail;
+		}
+		p->cgroup_applied = r;
+		a.cgroup_procs_fd = procs_fd;
+		p->result.tree_control = "cgroup";
+	}
+
+	a.err_fd = err_w;
+	a.argv = o->argv;
+	a.envp = o->envp ? o->envp : (char *const[]){NULL};
+	a.path = env_path(o->envp);
+	a.uid = o->uid;
+	a.gid = o->gid;
+	memcpy(a.groups, o->groups, sizeof(a.groups));
+	a.n_groups = o->n_groups;
+	a.cwd_root_fd = o->cwd_root_fd;
+	a.cwd = o->cwd;
+	a.no_openat2 = ctx->no_openat2;
+	a.umask = o->umask == (mode_t)-1 ? SPAWN_UMASK_DEFAULT : (o->umask & 0777);
+	set_rlimit(&a, RLIMIT_NPROC, o->rlimits.nproc ? o->rlimits.nproc : 512);
+	set_rlimit(&a, RLIMIT_NOFILE, o->rlimits.nofile ? o->rlimits.nofile : 4096);
+	set_rlimit(&a, RLIMIT_FSIZE, o->rlimits.fsize ? o->rlimits.fsize : (16ULL << 30));
+	set_rlimit(&a, RLIMIT_CORE, o->rlimits.core_allowed ? o->rlimits.core : 0);
+	a.last_cap = ctx->last_cap;
+	a.allow_setuid = o->allow_setuid;
+	a.bounding_keep =
+		o->allow_setuid ? (o->bounding_keep ? o->bounding_keep : SPAWN_SETUID_BOUNDING) : 0;
+	a.bpf.len = ctx->bpf.len;
+	a.bpf.filter = ctx->bpf.insns;
+	a.parent = getpid();
+
+	/* The child shares our memory until execve (CLONE_VM|CLONE_VFORK, like posix_spawn):
+	 * no copy of pistisd's page tables, and we are suspended until it execs or exits.
+	 * It gets its own stack. All signals are blocked across the clone so none of our
+	 * handlers can run on the child's stack with our memory (the child resets them). */
+	stack = mmap(NULL, CHILD_STACK_SIZE, PROT_READ | PROT_WRITE,
+		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+	if (stack == MAP_FAILED)
+		goto fail_errno;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	p->start_ns = spawn_now_ns();
+	pid = clone(spawn_child_main, (char *)stack + CHILD_STACK_SIZE,
+		    CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD, &a, &pidfd);
+	r = pid < 0 ? -errno : 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	munmap(stack, CHILD_STACK_SIZE);
+	if (r < 0)
+		goto fail;
+	p->pid = pid;
+	p->pidfd = pidfd;
+
+	/* The child has exec'd (the write end closed with CLOEXEC: EOF) or failed and told us
+	 * which step failed with which errno. */
+	err_w = safe_close(err_w);
+	n = loop_read(err_r, &rep, sizeof(rep));
+	if (n == (ssize_t)sizeof(rep)) {
+		(void)wait4(pid, NULL, 0, NULL);
+		p->reaped = true;
+		step = rep.step > 0 && rep.step < _SPAWN_STEP_MAX ? rep.step : SPAWN_STEP_EXEC;
+		r = rep.error > 0 ? -rep.error : -EIO;
+		goto fail;
+	}
+	if (n != 0) {
+		/* A torn report: the child is in an unknown state. */
+		(void)kill(pid, SIGKILL);
+		(void)wait4(pid, NULL, 0, NULL);
+		p->reaped = true;
+		r = n < 0 ? (int)n : -EIO;
+		goto fail;
+	}
+	if (p->fd_out >= 0)
+		(void)fd_set_nonblock(p->fd_out, 1);
+	if (p->fd_err >= 0)
+		(void)fd_set_nonblock(p->fd_err, 1);
+	if (p->fd_in >= 0)
+		(void)fd_set_nonblock(p->fd_in, 1);
+	p->last_output_ns = p->start_ns;
+	*ret = p;
+	return 0;
+
+fail_errno:
+	r = negative_errno();
+fail:
+	ret_err->step = step;
+	ret_err->error = -r;
+	if (p) {
+		if (p->pid > 0 && !p->reaped) {
+			(void)kill(p->pid, SIGKILL);
+			(void)wait4(p->pid, NULL, 0, NULL);
+		}
+		cgroup_cleanup(p, true);
+		proc_close(p);
+		free(p);
+	}
+	return r;
+}
+
+static void tree_signal(struct spawn_proc *p, int sig)
+{
+	if (p->cgroup_fd >= 0) {
+		if (sig == SIGKILL && cgroup_kill(p->cgroup_fd) >= 0)
+			return;
+		/* No cgroup.term: signal every member by pid (they cannot change cgroup). */
+		_cleanup_close_ int fd =
+			openat(p->cgroup_fd, "cgroup.procs", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		_cleanup_free_ char *s = NULL;
+		if (fd >= 0 && fd_read_all(fd, 1 << 20, &s, NULL) >= 0)
+			for (char *q = s; *q;) {
+				char *end;
+				long pid = strtol(q, &end, 10);
+				if (end == q)
+					break;
+				if (pid > 0)
+					(void)kill((pid_t)pid, sig);
+				q = *end ? end + 1 : end;
+			}
+	}
+	/* The process group as well: setsid made pgid = pid. Without a cgroup this is all
+	 * we have, and a grandchild that called setsid() itself escapes it. */
+	(void)kill(-p->pid, sig);
+	if (!p->reaped)
+		(void)syscall(SYS_pidfd_send_signal, p->pidfd, sig, NULL, 0);
+}
+
+static bool tree_alive(struct spawn_proc *p)
+{
+	if (p->cgroup_fd >= 0)
+		return cgroup_populated(p->cgroup_fd) > 0;
+	return kill(-p->pid, 0) == 0;
+}
+
+static void finish_outputs(struct spawn_proc *p)
+{
+	p->fd_out = safe_close(p->fd_out);
+	p->fd_err = safe_close(p->fd_err);
+	if (!p->opts_copy.keep_children && tree_alive(p)) {
+		p->result.left_children_killed = true;
+		tree_signal(p, SIGKILL);
+	}
+}
+
+ssize_t spawn_read(struct spawn_proc *p, int fd, void *buf, size_t size)
+{
+	ssize_t n;
+	uint64_t keep;
+
+	if (fd < 0 || (fd != p->fd_out && fd != p->fd_err))
+		return -EBADF;
+	n = read(fd, buf, size);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return -EAGAIN;
+	if (n <= 0) {
+		/* EOF, or EIO from a pty master once every slave fd is closed. */
+		if (fd == p->fd_out)
+			p->fd_out = safe_close(p->fd_out);
+		else
+			p->fd_err = safe_close(p->fd_err);
+		if (p->reaped && p->fd_out < 0 && p->fd_err < 0)
+			finish_outputs(p);
+		return 0;
+	}
+	p->last_output_ns = spawn_now_ns();
+	if (fd == p->fd_out)
+		p->result.out_bytes += (uint64_t)n;
+	else
+		p->result.err_bytes += (uint64_t)n;
+	if (!p->opts_copy.max_output)
+		return n;
+	keep = p->result.out_bytes + p->result.err_bytes - p->result.dropped_bytes - (uint64_t)n;
+	keep = keep >= p->opts_copy.max_output ? 0 : p->opts_copy.max_output - keep;
+	if ((uint64_t)n > keep) {
+		p->result.dropped_bytes += (uint64_t)n - keep;
+		p->result.truncated = true;
+		n = (ssize_t)keep;
+	}
+	return n ? n : -EAGAIN;
+}
+
+int spawn_reap(struct spawn_proc *p)
+{
+	int status = 0;
+	pid_t r;
+
+	if (p->reaped)
+		return 1;
+	r = wait4(p->pid, &status, WNOHANG, &p->result.rusage);
+	if (r < 0)
+		return -errno;
+	if (r == 0)
+		return 0;
+	p->reaped = true;
+	p->exited_ns = spawn_now_ns();
+	p->result.raw_status = status;
+	p->result.wall_us = (p->exited_ns - p->start_ns) / 1000;
+	if (WIFEXITED(status)) {
+		p->result.end = SPAWN_END_EXITED;
+		p->result.exit_code = WEXITSTATUS(status);
+	} else {
+		p->result.end = SPAWN_END_SIGNALED;
+		p->result.term_signal = WTERMSIG(status);
+		p->result.core_dumped = WCOREDUMP(status);
+	}
+	if (p->stop_reason)
+		p->result.end = p->stop_reason;
+	p->pidfd = safe_close(p->pidfd);
+	/* Output ended already: nothing to drain. */
+	if (p->fd_out < 0 && p->fd_err < 0)
+		finish_outputs(p);
+	return 1;
+}
+
+int spawn_signal(struct spawn_proc *p, int sig)
+{
+	if (p->reaped)
+		return -ESRCH;
+	if (syscall(SYS_pidfd_send_signal, p->pidfd, sig, NULL, 0) < 0)
+		return -errno;
+	return 0;
+}
+
+static void stop_with(struct spawn_proc *p, enum spawn_end why)
+{
+	uint64_t grace = p->opts_copy.grace_ms ? p->opts_copy.grace_ms : SPAWN_GRACE_MS_DEFAULT;
+
+	if (p->stop_reason || p->reaped)
+		return;
+	p->stop_reason = why;
+	p->stop_ns = spawn_now_ns();
+	p->kill_ns = p->stop_ns + grace * 1000000u;
+	tree_signal(p, SIGTERM);
+}
+
+int spawn_stop(struct spawn_proc *p)
+{
+	if (p->reaped)
+		return -ESRCH;
+	stop_with(p, SPAWN_END_CANCELLED);
+	return 0;
+}
+
+int spawn_resize(struct spawn_proc *p, unsigned short cols, unsigned short rows)
+{
+	struct winsize ws = {.ws_col = cols, .ws_row = rows};
+
+	if (p->opts_copy.stdio != SPAWN_STDIO_PTY || p->fd_out < 0)
+		return -ENOTTY;
+	/* The kernel sends SIGWINCH to the terminal's foreground process group. */
+	return ioctl(p->fd_out, TIOCSWINSZ, &ws) < 0 ? -errno : 0;
+}
+
+static void deadline_min(uint64_t *best, uint64_t t)
+{
+	if (t && (!*best || t < *best))
+		*best = t;
+}
+
+int spawn_next_timeout_ms(const struct spawn_proc *p)
+{
+	uint64_t next = 0, now = spawn_now_ns();
+	const struct spawn_opts *o = &p->opts_copy;
+
+	if (p->reaped) {
+		uint64_t drain = o->drain_ms ? o->drain_ms : SPAWN_DRAIN_MS_DEFAULT;
+		if (p->fd_out >= 0 || p->fd_err >= 0)
+			deadline_min(&next, p->exited_ns + drain * 1000000u);
+	} else if (p->stop_reason) {
+		if (!p->sigkilled)
+			deadline_min(&next, p->kill_ns);
+	} else {
+		if (o->timeout_ms)
+			deadline_min(&next, p->start_ns + o->timeout_ms * 1000000u);
+		if (o->idle_timeout_ms)
+			deadline_min(&next, p->last_output_ns + o->idle_timeout_ms * 1000000u);
+	}
+	if (!next)
+		return -1;
+	if (next <= now)
+		return 0;
+	return (int)((next - now + 999999u) / 1000000u);
+}
+
+void spawn_tick(struct spawn_proc *p)
+{
+	uint64_t now = spawn_now_ns();
+	const struct spawn_opts *o = &p->opts_copy;
+
+	if (p->reaped) {
+		uint64_t drain = o->drain_ms ? o->drain_ms : SPAWN_DRAIN_MS_DEFAULT;
+		if ((p->fd_out >= 0 || p->fd_err >= 0) && now >= p->exited_ns + drain * 1000000u)
+			finish_outputs(p);
+		return;
+	}
+	if (p->stop_reason) {
+		if (!p->sigkilled && now >= p->kill_ns) {
+			p->sigkilled = true;
+			tree_signal(p, SIGKILL);
+		}
+		return;
+	}
+	if (o->timeout_ms && now >= p->start_ns + o->timeout_ms * 1000000u)
+		stop_with(p, SPAWN_END_TIMEOUT);
+	else if (o->idle_timeout_ms && now >= p->last_output_ns + o->idle_timeout_ms * 1000000u)
+		stop_with(p, SPAWN_END_IDLE);
+}
+
+bool spawn_done(const struct spawn_proc *p)
+{
+	return p->reaped && p->fd_out < 0 && p->fd_err < 0;
+}
+
+const struct spawn_result *spawn_result(const struct spawn_proc *p)
+{
+	return &p->result;
+}
+
+void spawn_free(struct spawn_proc *p)
+{
+	if (!p)
+		return;
+	if (!p->reaped) {
+		tree_signal(p, SIGKILL);
+		(void)wait4(p->pid, NULL, 0, NULL);
+		p->reaped = true;
+	}
+	if (p->fd_out >= 0 || p->fd_err >= 0)
+		finish_outputs(p);
+	cgroup_cleanup(p, !p->opts_copy.keep_children);
+	proc_close(p);
+	free(p);
+}
+
+int spawn_wait(struct spawn_proc *p, const struct spawn_wait_cb *cb)
+{
+	char buf[16384];
+
+	while (!spawn_done(p)) {
+		struct pollfd pf[4];
+		int n = 0, r, t;
+
+		if (!p->reaped)
+			pf[n++] = (struct pollfd){.fd = p->pidfd, .events = POLLIN};
+		if (p->fd_out >= 0)
+			pf[n++] = (struct pollfd){.fd = p->fd_out, .events = POLLIN};
+		if (p->fd_err >= 0)
+			pf[n++] = (struct pollfd){.fd = p->fd_err, .events = POLLIN};
+		if (cb && cb->extra_fd >= 0 && cb->on_extra)
+			pf[n++] = (struct pollfd){.fd = cb->extra_fd, .events = POLLIN};
+		t = spawn_next_timeout_ms(p);
+		r = poll(pf, (nfds_t)n, t);
+		if (r < 0 && errno != EINTR)
+			return -errno;
+		for (int i = 0; r > 0 && i < n; i++) {
+			if (!pf[i].revents)
+				continue;
+			if (pf[i].fd == p->pidfd && !p->reaped) {
+				int k = spawn_reap(p);
+				if (k < 0)
+					return k;
+			} else if (pf[i].fd == p->fd_out || pf[i].fd == p->fd_err) {
+				int stream = pf[i].fd == p->fd_out ? 1 : 2;
+				ssize_t got = spawn_read(p, pf[i].fd, buf, sizeof(buf));
+				if (got > 0 && cb && cb->on_output)
+					cb->on_output(cb->userdata, stream, buf, (size_t)got);
+			} else if (cb && pf[i].fd == cb->extra_fd) {
+				cb->on_extra(cb->userdata, p);
+			}
+		}
+		spawn_tick(p);
+	}
+	return 0;
+}

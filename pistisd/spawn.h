@@ -1,0 +1,204 @@
+#pragma once
+
+/* The spawn core: run one command as an agent, confined, without blocking.
+ *
+ *   struct spawn_ctx *ctx;            spawn_ctx_new(&ctx)      once: compiles the seccomp
+ *                                                              BPF, finds cgroup v2
+ *   struct spawn_proc *p;             spawn_start(ctx, &opts, &p, &err)
+ *       returns at once (after the child's execve) with p->pid, p->pidfd and the parent's
+ *       ends p->fd_in (or -1), p->fd_out, p->fd_err (-1 with a pty: all on fd_out = master).
+ *       A failure in the child between fork and exec comes back as err.step + err.error:
+ *       "setresuid: Operation not permitted" (spawn_error_string).
+ *   Event loop (any: poll, epoll, libwebsockets' foreign loop):
+ *       watch p->pidfd, p->fd_out, p->fd_err for input; when readable call
+ *       spawn_read(p, fd, buf, size) (0 = EOF: fd is closed and set to -1; data over the
+ *       output cap is counted and dropped) and spawn_reap(p) for the pidfd.
+ *       Timeouts: poll at most spawn_next_timeout_ms(p) ms, then call spawn_tick(p).
+ *   Control: spawn_signal(p, sig) forwards a signal to the main process; spawn_stop(p)
+ *       cancels: SIGTERM to the whole tree, grace period, SIGKILL.
+ *   Done when spawn_done(p): the main process is reaped and the outputs are closed (or
+ *       drained for opts.drain_ms after the main process exited). spawn_result(p) then
+ *       says how it ended; spawn_free(p) kills leftovers (unless keep_children), removes
+ *       the command's cgroup and closes everything.
+ *   spawn_wait(p, ...) is a small poll(2) loop doing all of the above, for the CLI, tests
+ *   and benchmarks. Not thread-safe: one event loop owns a ctx. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+
+#include "pistisd/cgroup.h"
+#include "pistisd/privs.h"
+
+#define SPAWN_DRAIN_MS_DEFAULT 100
+#define SPAWN_GRACE_MS_DEFAULT 2000
+#define SPAWN_UMASK_DEFAULT 0007
+
+enum spawn_stdio {
+	SPAWN_STDIO_PIPES = 0, /* stdout, stderr: pipes; stdin /dev/null or a pipe */
+	SPAWN_STDIO_PTY,       /* a new pty: controlling terminal, stdin/out/err on the slave */
+};
+
+/* rlimits in the child; a field of 0 keeps the default noted (use RLIM_INFINITY for none). */
+struct spawn_rlimits {
+	rlim_t nproc;  /* default 512 (per uid: counts all of the agent's processes) */
+	rlim_t nofile; /* default 4096 */
+	rlim_t fsize;  /* default 16 GiB */
+	rlim_t core;   /* always 0 unless core_allowed */
+	bool core_allowed;
+};
+
+struct spawn_opts {
+	/* What to run: argv[0] with a '/' is a path, else searched in envp's PATH. */
+	char *const *argv;
+	char *const *envp; /* the agent's environment (envb_build); NULL: empty */
+	/* Who: refused unless inside the agent range (privs_check_agent_ids). */
+	uid_t uid;
+	gid_t gid;
+	gid_t groups[PRIVS_MAX_GROUPS]; /* exactly these supplementary groups */
+	size_t n_groups;
+	/* Where: cwd resolved as the agent beneath cwd_root_fd (RESOLVE_BENEATH, no symlinks,
+	 * no mount crossing); cwd NULL or "" or ".": the root itself. */
+	int cwd_root_fd;
+	const char *cwd;
+	/* stdio */
+	enum spawn_stdio stdio;
+	bool stdin_pipe;	   /* pipes mode: give the caller a pipe to the command's stdin */
+	unsigned short cols, rows; /* pty size; 0: 80x24 */
+	/* limits */
+	struct spawn_rlimits rlimits;
+	mode_t umask;		     /* (mode_t)-1: SPAWN_UMASK_DEFAULT */
+	const char *cgroup_agent;    /* agent cgroup directory name; NULL: no cgroup */
+	struct cgroup_limits cgroup; /* memory.max, pids.max, cpu.weight */
+	/* The ONE switch for setuid programs (trusted commands run through sudo): false =
+	 * no_new_privs on, empty bounding set. true = no no_new_privs, the seccomp filter is
+	 * installed while still root (before the id change), and the bounding set keeps
+	 * bounding_keep (default SPAWN_SETUID_BOUNDING: what sudo needs to become pi-tools).
+	 * See docs/spawn.md. */
+	bool allow_setuid;
+	uint64_t bounding_keep;
+	/* control */
+	uint64_t timeout_ms;	  /* wall clock, 0: none */
+	uint64_t idle_timeout_ms; /* no output for that long, 0: none */
+	uint64_t grace_ms;	  /* SIGTERM → SIGKILL, 0: SPAWN_GRACE_MS_DEFAULT */
+	uint64_t drain_ms;	  /* read on after the main process exits, 0: default 100 */
+	uint64_t max_output;	  /* bytes over stdout+stderr kept, 0: unlimited */
+	bool keep_children;	  /* do not kill what the command leaves running */
+};
+
+/* CAP_SETUID, CAP_SETGID, CAP_AUDIT_WRITE: the least sudo needs to switch users. */
+#define SPAWN_SETUID_BOUNDING ((UINT64_C(1) << 7) | (UINT64_C(1) << 6) | (UINT64_C(1) << 29))
+
+enum spawn_step {
+	SPAWN_STEP_NONE = 0,
+	SPAWN_STEP_SIGNALS,
+	SPAWN_STEP_CGROUP,
+	SPAWN_STEP_SETSID,
+	SPAWN_STEP_STDIO,
+	SPAWN_STEP_CTTY,
+	SPAWN_STEP_KEYRING,
+	SPAWN_STEP_RLIMIT,
+	SPAWN_STEP_BOUNDING,
+	SPAWN_STEP_SECCOMP,
+	SPAWN_STEP_SETGROUPS,
+	SPAWN_STEP_SETRESGID,
+	SPAWN_STEP_SETRESUID,
+	SPAWN_STEP_CAPS,
+	SPAWN_STEP_PDEATHSIG,
+	SPAWN_STEP_PARENT,
+	SPAWN_STEP_CWD,
+	SPAWN_STEP_NNP,
+	SPAWN_STEP_CLOSE_FDS,
+	SPAWN_STEP_EXEC,
+	SPAWN_STEP_PARENT_SIDE, /* failed before the child existed */
+	_SPAWN_STEP_MAX,
+};
+
+struct spawn_error {
+	enum spawn_step step;
+	int error; /* positive errno */
+};
+const char *spawn_step_name(enum spawn_step step);
+/* "setresuid: Operation not permitted" into buf. */
+const char *spawn_error_string(const struct spawn_error *e, char *buf, size_t size);
+
+enum spawn_end {
+	SPAWN_END_RUNNING = 0,
+	SPAWN_END_EXITED,    /* exit_code */
+	SPAWN_END_SIGNALED,  /* term_signal, core_dumped */
+	SPAWN_END_TIMEOUT,   /* the wall-clock timeout stopped it */
+	SPAWN_END_IDLE,	     /* the no-output timeout stopped it */
+	SPAWN_END_CANCELLED, /* spawn_stop */
+};
+const char *spawn_end_name(enum spawn_end end);
+
+struct spawn_result {
+	enum spawn_end end;
+	int exit_code;	 /* EXITED; for the others the raw status is still decoded below */
+	int term_signal; /* the signal that ended the main process, 0 if it exited */
+	bool core_dumped;
+	int raw_status;
+	uint64_t wall_us;
+	struct rusage rusage;
+	uint64_t out_bytes, err_bytes; /* seen, including dropped */
+	uint64_t dropped_bytes;	       /* over max_output */
+	bool truncated;
+	bool left_children_killed; /* the tree was killed after the main process exited */
+	const char *tree_control;  /* "cgroup" or "pgid": how the tree is controlled */
+};
+
+struct spawn_ctx;
+struct spawn_proc {
+	pid_t pid;
+	int pidfd;
+	int fd_in;	    /* -1 unless stdin_pipe (pipes mode) or pty (dup of master) */
+	int fd_out;	    /* stdout pipe, or the pty master */
+	int fd_err;	    /* stderr pipe; -1 with a pty */
+	int cgroup_fd;	    /* the command's cgroup, -1: process group */
+	int cgroup_applied; /* CGROUP_HAS_* limits really applied */
+	/* private below */
+	struct spawn_ctx *ctx;
+	struct spawn_opts opts_copy;
+	char cgroup_agent[65], cgroup_cmd[48];
+	uint64_t start_ns, last_output_ns, exited_ns, stop_ns, kill_ns;
+	enum spawn_end stop_reason;
+	bool reaped, sigkilled;
+	struct spawn_result result;
+};
+
+/* ctx: BPF compiled once, cgroup v2 discovered, env PISTIS_NO_OPENAT2 read once. */
+int spawn_ctx_new(struct spawn_ctx **ret);
+void spawn_ctx_free(struct spawn_ctx *ctx);
+/* "cgroup" when command trees live in cgroups, else "pgid". */
+const char *spawn_ctx_tree_control(const struct spawn_ctx *ctx);
+unsigned spawn_ctx_cgroup_features(const struct spawn_ctx *ctx);
+bool spawn_ctx_uses_openat2(const struct spawn_ctx *ctx);
+
+/* Start. 0 and *ret on success; -errno with *ret_err filled (step, errno) on failure. */
+int spawn_start(struct spawn_ctx *ctx, const struct spawn_opts *opts, struct spawn_proc **ret,
+		struct spawn_error *ret_err);
+
+ssize_t spawn_read(struct spawn_proc *p, int fd, void *buf, size_t size);
+int spawn_reap(struct spawn_proc *p);
+int spawn_signal(struct spawn_proc *p, int sig);
+int spawn_stop(struct spawn_proc *p);
+int spawn_resize(struct spawn_proc *p, unsigned short cols, unsigned short rows);
+int spawn_next_timeout_ms(const struct spawn_proc *p); /* -1: none */
+void spawn_tick(struct spawn_proc *p);
+bool spawn_done(const struct spawn_proc *p);
+const struct spawn_result *spawn_result(const struct spawn_proc *p);
+void spawn_free(struct spawn_proc *p);
+
+/* Minimal loop: output goes to on_output(stream 1|2, data, len); extra_fd (or -1), when
+ * readable, calls on_extra (e.g. a signalfd). Returns 0 when done, or -errno. */
+struct spawn_wait_cb {
+	void (*on_output)(void *userdata, int stream, const char *data, size_t len);
+	int extra_fd;
+	void (*on_extra)(void *userdata, struct spawn_proc *p);
+	void *userdata;
+};
+int spawn_wait(struct spawn_proc *p, const struct spawn_wait_cb *cb);
+
+uint64_t spawn_now_ns(void);

@@ -1,0 +1,404 @@
+/* probe: reports from inside the sandbox what a confined process sees, as key=value lines
+ * (crun's tests/init.c, bubblewrap's try-syscall.c). Filtered syscalls are called with bad
+ * fds or arguments so nothing real happens: EBADF/EFAULT/EINVAL mean allowed, EPERM or
+ * ENOSYS filtered (for calls a non-root caller gets EPERM from anyway, test-spawn runs the
+ * same checks as root under the filter). Static (musl); only libc.
+ *
+ *   probe [report]        everything below
+ *   probe syscalls        only the sc.* lines
+ *   probe x32 | int80     the attempt in a child; prints how the child ended
+ *   probe tiocsti         TIOCSTI on fd 0
+ *   probe forkbomb N      fork up to N sleeping children; prints how many it got
+ *   probe bg-sleep S [stay]  a setsid()'d child sleeping S s; the probe exits, or stays
+ *   probe sleep S | output BYTES | exit N | raise SIG | winch S | spam S */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/keyctl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/fsuid.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef TIOCLINUX
+#define TIOCLINUX 0x541C
+#endif
+
+static const char *ename(int e)
+{
+	static char buf[16];
+	static const struct {
+		int e;
+		const char *n;
+	} t[] = {{0, "ok"},
+		 {EPERM, "EPERM"},
+		 {ENOSYS, "ENOSYS"},
+		 {EBADF, "EBADF"},
+		 {EFAULT, "EFAULT"},
+		 {EINVAL, "EINVAL"},
+		 {ESRCH, "ESRCH"},
+		 {EIO, "EIO"},
+		 {ENOENT, "ENOENT"},
+		 {EACCES, "EACCES"},
+		 {EAGAIN, "EAGAIN"},
+		 {ENOTTY, "ENOTTY"},
+		 {EOPNOTSUPP, "EOPNOTSUPP"},
+		 {EAFNOSUPPORT, "EAFNOSUPPORT"},
+		 {ENOEXEC, "ENOEXEC"},
+		 {ENOTDIR, "ENOTDIR"},
+		 {EBUSY, "EBUSY"},
+		 {ENOMEM, "ENOMEM"},
+		 {EEXIST, "EEXIST"},
+		 {EPROTONOSUPPORT, "EPROTONOSUPPORT"},
+		 {ENXIO, "ENXIO"},
+		 {ESOCKTNOSUPPORT, "ESOCKTNOSUPPORT"}};
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		if (t[i].e == e)
+			return t[i].n;
+	snprintf(buf, sizeof(buf), "E%d", e);
+	return buf;
+}
+
+static void sc(const char *name, long r)
+{
+	int e = r < 0 ? errno : 0;
+
+	if (r >= 0 && !strncmp(name, "socket", 6))
+		close((int)r);
+	printf("sc.%s=%s\n", name, ename(e));
+}
+
+#define S(name, ...) (errno = 0, sc(name, syscall(__VA_ARGS__)))
+
+static void syscalls(void)
+{
+	char *bad = (char *)1;
+
+	S("io_uring_setup", SYS_io_uring_setup, 0, NULL);
+	S("io_uring_enter", SYS_io_uring_enter, -1, 0, 0, 0, NULL, 0);
+	S("io_uring_register", SYS_io_uring_register, -1, 0, NULL, 0);
+	S("clone3", SYS_clone3, NULL, 0);
+	S("unshare", SYS_unshare, 0x1);
+	S("setns", SYS_setns, -1, 0);
+	S("mount", SYS_mount, bad, bad, bad, 0, NULL);
+	S("umount2", SYS_umount2, "/", 0xffff);
+	S("pivot_root", SYS_pivot_root, bad, bad);
+	S("chroot", SYS_chroot, bad);
+	S("fsopen", SYS_fsopen, bad, 0);
+	S("fsconfig", SYS_fsconfig, -1, 0xff, NULL, NULL, 0);
+	S("fsmount", SYS_fsmount, -1, 0xff, 0);
+	S("fspick", SYS_fspick, -1, bad, 0xff);
+	S("move_mount", SYS_move_mount, -1, bad, -1, bad, 0xff);
+	S("open_tree", SYS_open_tree, -1, bad, 0xff);
+	S("mount_setattr", SYS_mount_setattr, -1, bad, 0xff, NULL, 0);
+	/* CLONE_THREAD without CLONE_SIGHAND: EINVAL before anything is created. */
+	S("clone.NEWNS", SYS_clone, 0x00020000 | 0x00010000, NULL, NULL, NULL, 0);
+	S("clone.NEWUTS", SYS_clone, 0x04000000 | 0x00010000, NULL, NULL, NULL, 0);
+	S("clone.NEWIPC", SYS_clone, 0x08000000 | 0x00010000, NULL, NULL, NULL, 0);
+	S("clone.NEWUSER", SYS_clone, 0x10000000 | 0x00010000, NULL, NULL, NULL, 0);
+	S("clone.NEWPID", SYS_clone, 0x20000000 | 0x00010000, NULL, NULL, NULL, 0);
+	S("clone.NEWNET", SYS_clone, 0x40000000 | 0x00010000, NULL, NULL, NULL, 0);
+	S("clone.NEWCGROUP", SYS_clone, 0x02000000 | 0x00010000, NULL, NULL, NULL, 0);
+	S("clone.plain", SYS_clone, 0x00010000, NULL, NULL, NULL, 0);
+	S("ptrace", SYS_ptrace, 0x7fff, 0, NULL, NULL);
+	S("process_vm_readv", SYS_process_vm_readv, 0, NULL, 0, NULL, 0, 1);
+	S("process_vm_writev", SYS_process_vm_writev, 0, NULL, 0, NULL, 0, 1);
+	S("pidfd_getfd", SYS_pidfd_getfd, -1, 0, 0);
+	S("kcmp", SYS_kcmp, 0, 0, 99, 0, 0);
+	S("bpf", SYS_bpf, 0x7fff, NULL, 0);
+	S("perf_event_open", SYS_perf_event_open, NULL, 0, -1, -1, 0);
+	S("userfaultfd", SYS_userfaultfd, 0x7fff0000);
+	S("keyctl", SYS_keyctl, 0x7fff, 0, 0, 0, 0);
+	S("add_key", SYS_add_key, bad, bad, NULL, 0, 0);
+	S("request_key", SYS_request_key, bad, bad, NULL, 0);
+	S("init_module", SYS_init_module, NULL, 0, bad);
+	S("finit_module", SYS_finit_module, -1, "", 0);
+	S("delete_module", SYS_delete_module, bad, 0);
+	S("kexec_load", SYS_kexec_load, 0, 0, NULL, 0xdead0000);
+	S("kexec_file_load", SYS_kexec_file_load, -1, -1, 0, NULL, 0xdead0000);
+	S("reboot", SYS_reboot, 0, 0, 0, NULL);
+	S("swapon", SYS_swapon, bad, 0);
+	S("swapoff", SYS_swapoff, bad);
+#ifdef SYS_iopl
+	S("iopl", SYS_iopl, 99);
+	S("ioperm", SYS_ioperm, ~0UL, 1, 0);
+#endif
+	S("acct", SYS_acct, bad);
+	S("syslog", SYS_syslog, 9999, NULL, 0);
+	S("open_by_handle_at", SYS_open_by_handle_at, -1, NULL, 0);
+	S("name_to_handle_at", SYS_name_to_handle_at, -1, bad, NULL, NULL, 0);
+	S("ioctl.TIOCSTI", SYS_ioctl, -1, TIOCSTI, NULL);
+	S("ioctl.TIOCSTI_hi", SYS_ioctl, -1, 0x100000000UL | TIOCSTI, NULL);
+	S("ioctl.TIOCLINUX", SYS_ioctl, -1, TIOCLINUX, NULL);
+	S("ioctl.TCGETS", SYS_ioctl, -1, TCGETS, NULL);
+	S("socket.AF_UNIX", SYS_socket, AF_UNIX, -1, 0);
+	S("socket.AF_INET", SYS_socket, AF_INET, -1, 0);
+	S("socket.AF_INET6", SYS_socket, AF_INET6, -1, 0);
+	S("socket.AF_NETLINK", SYS_socket, AF_NETLINK, -1, 0);
+	S("socket.AF_PACKET", SYS_socket, AF_PACKET, -1, 0);
+	S("socket.AF_KEY", SYS_socket, 15, -1, 0);
+	S("socket.AF_ALG", SYS_socket, 38, -1, 0);
+	S("socket.AF_VSOCK", SYS_socket, 40, -1, 0);
+	S("socket.AF_BLUETOOTH", SYS_socket, 31, -1, 0);
+	S("socket.AF_UNSPEC", SYS_socket, 0, -1, 0);
+	S("socket.AF_INET_hi", SYS_socket, 0x100000002UL, -1, 0);
+	S("socketpair.AF_PACKET", SYS_socketpair, AF_PACKET, -1, 0, NULL);
+	S("dup.badfd", SYS_dup, -1);
+}
+
+static void status_lines(void)
+{
+	static const char *keys[] = {"CapInh", "CapPrm",     "CapEff",	"CapBnd",
+				     "CapAmb", "NoNewPrivs", "Seccomp", "Seccomp_filters"};
+	char line[512];
+	FILE *f = fopen("/proc/self/status", "re");
+
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		char *colon = strchr(line, ':'), *v;
+		if (!colon)
+			continue;
+		*colon = 0;
+		for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+			if (strcmp(line, keys[i]))
+				continue;
+			for (v = colon + 1; *v == ' ' || *v == '\t'; v++)
+				;
+			printf("%s=%s", keys[i], v);
+		}
+	}
+	fclose(f);
+}
+
+static void report(char **envp)
+{
+	uid_t r, e, s;
+	gid_t gr, ge, gs, groups[64];
+	int n;
+	char buf[4096];
+	mode_t um;
+	struct winsize ws;
+	static const struct {
+		const char *n;
+		int r;
+	} rl[] = {{"NPROC", RLIMIT_NPROC},
+		  {"NOFILE", RLIMIT_NOFILE},
+		  {"CORE", RLIMIT_CORE},
+		  {"FSIZE", RLIMIT_FSIZE}};
+
+	getresuid(&r, &e, &s);
+	getresgid(&gr, &ge, &gs);
+	printf("uid=%u,%u,%u,%d\n", r, e, s, setfsuid((uid_t)-1));
+	printf("gid=%u,%u,%u,%d\n", gr, ge, gs, setfsgid((gid_t)-1));
+	n = getgroups(64, groups);
+	printf("groups=");
+	for (int i = 0; i < n; i++)
+		printf("%s%u", i ? "," : "", groups[i]);
+	printf("\n");
+	status_lines();
+	printf("pid=%d\nppid=%d\nsid=%d\npgid=%d\n", getpid(), getppid(), getsid(0), getpgid(0));
+	um = umask(0);
+	umask(um);
+	printf("umask=%04o\n", um);
+	printf("cwd=%s\n", getcwd(buf, sizeof(buf)) ? buf : "?");
+	for (size_t i = 0; i < sizeof(rl) / sizeof(rl[0]); i++) {
+		struct rlimit l;
+		getrlimit(rl[i].r, &l);
+		printf("rlimit.%s=%lld:%lld\n", rl[i].n,
+		       l.rlim_cur == RLIM_INFINITY ? -1LL : (long long)l.rlim_cur,
+		       l.rlim_max == RLIM_INFINITY ? -1LL : (long long)l.rlim_max);
+	}
+	{
+		DIR *d = opendir("/proc/self/fd");
+		struct dirent *de;
+		printf("fds=");
+		int first = 1;
+		while (d && (de = readdir(d))) {
+			if (de->d_name[0] == '.' || atoi(de->d_name) == dirfd(d))
+				continue;
+			printf("%s%s", first ? "" : ",", de->d_name);
+			first = 0;
+		}
+		printf("\n");
+		if (d)
+			closedir(d);
+	}
+	{
+		FILE *f = fopen("/proc/self/cgroup", "re");
+		while (f && fgets(buf, sizeof(buf), f))
+			if (!strncmp(buf, "0::", 3))
+				printf("cgroup=%s", buf + 3);
+		if (f)
+			fclose(f);
+	}
+	{
+		FILE *f = fopen("/proc/keys", "re");
+		while (f && fgets(buf, sizeof(buf), f))
+			if (strstr(buf, " _ses"))
+				printf("keyring.session=%.8s\n", buf);
+		if (f)
+			fclose(f);
+	}
+	printf("tty=%d\n", isatty(0));
+	if (ioctl(0, TIOCGWINSZ, &ws) == 0)
+		printf("winsize=%ux%u\n", ws.ws_col, ws.ws_row);
+	n = open("/dev/tty", O_RDWR | O_CLOEXEC | O_NOCTTY);
+	printf("devtty=%s\n", n >= 0 ? "ok" : ename(errno));
+	if (n >= 0)
+		close(n);
+	for (char **v = envp; *v; v++)
+		printf("env.%s\n", *v);
+	syscalls();
+}
+
+static int in_child(void (*fn)(void))
+{
+	int st;
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		fn();
+		_exit(0);
+	}
+	if (pid < 0 || waitpid(pid, &st, 0) < 0)
+		return -1;
+	return st;
+}
+
+static void print_end(const char *what, int st)
+{
+	if (st < 0)
+		printf("%s=error\n", what);
+	else if (WIFSIGNALED(st))
+		printf("%s=killed:%d\n", what, WTERMSIG(st));
+	else
+		printf("%s=exited:%d\n", what, WEXITSTATUS(st));
+}
+
+static void try_x32(void)
+{
+	/* getpid with __X32_SYSCALL_BIT; the filter must kill before the kernel says ENOSYS. */
+	long r = syscall(39 | 0x40000000);
+	_exit(r < 0 ? 10 : 11);
+}
+
+static void try_int80(void)
+{
+#if defined(__x86_64__)
+	long ret;
+	__asm__ volatile("int $0x80" : "=a"(ret) : "a"(20L) : "memory", "rcx", "r11");
+	_exit(ret < 0 ? 10 : 11);
+#else
+	_exit(12);
+#endif
+}
+
+static volatile sig_atomic_t winched;
+static void on_winch(int sig)
+{
+	(void)sig;
+	winched = 1;
+}
+
+int main(int argc, char **argv, char **envp)
+{
+	const char *mode = argc > 1 ? argv[1] : "report";
+	long arg = argc > 2 ? atol(argv[2]) : 0;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (!strcmp(mode, "report")) {
+		report(envp);
+	} else if (!strcmp(mode, "syscalls")) {
+		syscalls();
+	} else if (!strcmp(mode, "x32")) {
+		print_end("x32", in_child(try_x32));
+	} else if (!strcmp(mode, "int80")) {
+		print_end("int80", in_child(try_int80));
+	} else if (!strcmp(mode, "tiocsti")) {
+		char c = 'x';
+		errno = 0;
+		sc("tiocsti", ioctl(0, TIOCSTI, &c));
+		printf("tty=%d\n", isatty(0));
+	} else if (!strcmp(mode, "forkbomb")) {
+		long got = 0;
+		int err = 0;
+		for (; got < arg; got++) {
+			pid_t p = fork();
+			if (p == 0) {
+				pause();
+				_exit(0);
+			}
+			if (p < 0) {
+				err = errno;
+				break;
+			}
+		}
+		printf("forked=%ld\nfork_error=%s\n", got, ename(err));
+		signal(SIGTERM, SIG_IGN);
+		kill(0, SIGTERM);
+		while (wait(NULL) > 0)
+			;
+	} else if (!strcmp(mode, "bg-sleep")) {
+		pid_t p = fork();
+		if (p == 0) {
+			setsid();
+			sleep((unsigned)arg);
+			_exit(0);
+		}
+		printf("bgpid=%d\n", p);
+		if (argc > 3 && !strcmp(argv[3], "stay"))
+			sleep((unsigned)arg);
+	} else if (!strcmp(mode, "sleep")) {
+		sleep((unsigned)arg);
+	} else if (!strcmp(mode, "output")) {
+		char buf[4096];
+		memset(buf, 'x', sizeof(buf));
+		while (arg > 0) {
+			size_t k = arg > (long)sizeof(buf) ? sizeof(buf) : (size_t)arg;
+			if (write(1, buf, k) < 0)
+				return 1;
+			arg -= (long)k;
+		}
+	} else if (!strcmp(mode, "spam")) {
+		/* a line every 100 ms for arg seconds (keeps the idle clock fresh) */
+		for (long i = 0; i < arg * 10; i++) {
+			printf("tick %ld\n", i);
+			usleep(100000);
+		}
+	} else if (!strcmp(mode, "exit")) {
+		return (int)arg;
+	} else if (!strcmp(mode, "raise")) {
+		signal((int)arg, SIG_DFL);
+		raise((int)arg);
+		return 99;
+	} else if (!strcmp(mode, "winch")) {
+		struct winsize ws;
+		struct sigaction sa = {.sa_handler = on_winch};
+		sigaction(SIGWINCH, &sa, NULL);
+		if (ioctl(0, TIOCGWINSZ, &ws) == 0)
+			printf("winsize=%ux%u\n", ws.ws_col, ws.ws_row);
+		for (long i = 0; i < arg * 100 && !winched; i++)
+			usleep(10000);
+		if (winched && ioctl(0, TIOCGWINSZ, &ws) == 0)
+			printf("winch=%ux%u\n", ws.ws_col, ws.ws_row);
+		else
+			printf("winch=none\n");
+	} else {
+		fprintf(stderr, "probe: unknown mode '%s'\n", mode);
+		return 100;
+	}
+	return 0;
+}

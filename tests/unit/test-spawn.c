@@ -1,0 +1,800 @@
+/* The spawn core, asserted from inside the sandbox by tests/probe (needs root). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <linux/keyctl.h>
+#include <linux/seccomp.h>
+
+#include "lib/macro.h"
+#include "lib/tap.h"
+#include "pistisd/privs.h"
+#include "pistisd/seccomp-profile.h"
+#include "pistisd/spawn-child.h"
+#include "pistisd/spawn.h"
+
+#define AGENT_UID 10100
+#define OUT_MAX (1 << 20)
+
+static char probe_path[PATH_MAX + 64];
+
+static void need_root_and_probe(struct tap_metadata *_metadata)
+{
+	const char *b = getenv("PISTIS_BUILD");
+	char cwd[PATH_MAX / 2];
+
+	if (geteuid() != 0)
+		SKIP("needs root");
+	if (!b)
+		b = "build";
+	if (b[0] == '/')
+		snprintf(probe_path, sizeof(probe_path), "%s/tests/probe", b);
+	else
+		snprintf(probe_path, sizeof(probe_path), "%s/%s/tests/probe",
+			 getcwd(cwd, sizeof(cwd)) ? cwd : ".", b);
+	ASSERT_EQ(access(probe_path, X_OK), 0);
+}
+
+struct capture {
+	char buf[OUT_MAX];
+	size_t len;
+};
+
+static void on_output(void *u, int stream, const char *data, size_t len)
+{
+	struct capture *c = u;
+	(void)stream;
+	if (c->len + len >= sizeof(c->buf))
+		len = sizeof(c->buf) - 1 - c->len;
+	memcpy(c->buf + c->len, data, len);
+	c->len += len;
+	c->buf[c->len] = 0;
+}
+
+static void base_opts(struct spawn_opts *o, char **argv)
+{
+	static char *envp[] = {"PATH=/usr/bin:/bin", "PI_TEST=1", NULL};
+	int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+
+	memset(o, 0, sizeof(*o));
+	o->argv = argv;
+	o->envp = envp;
+	o->uid = AGENT_UID;
+	o->gid = AGENT_UID;
+	o->groups[0] = AGENT_UID;
+	o->groups[1] = 10010;
+	o->n_groups = 2;
+	o->cwd_root_fd = root;
+	o->cwd = "tmp";
+	o->umask = (mode_t)-1;
+	o->cgroup_agent = "test-agent";
+}
+
+/* Spawn, wait, capture stdout+stderr; returns spawn_start's result. */
+static int run(struct spawn_ctx *ctx, struct spawn_opts *o, struct capture *c,
+	       struct spawn_result *res, struct spawn_error *err)
+{
+	struct spawn_proc *p = NULL;
+	struct spawn_wait_cb cb = {.on_output = on_output, .extra_fd = -1, .userdata = c};
+	int r;
+
+	c->len = 0;
+	c->buf[0] = 0;
+	r = spawn_start(ctx, o, &p, err);
+	if (r < 0)
+		return r;
+	r = spawn_wait(p, &cb);
+	*res = *spawn_result(p);
+	spawn_free(p);
+	return r;
+}
+
+static const char *val(const char *out, const char *key, char *buf, size_t size)
+{
+	size_t kl = strlen(key);
+
+	for (const char *l = out; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		if (!strncmp(l, key, kl) && l[kl] == '=') {
+			const char *e = strchrnul(l + kl + 1, '\n');
+			if (e > l + kl + 1 && e[-1] == '\r') /* a pty's ONLCR */
+				e--;
+			snprintf(buf, size, "%.*s", (int)(e - l - kl - 1), l + kl + 1);
+			return buf;
+		}
+	}
+	return "(missing)";
+}
+#define V(key) val(c->buf, key, vb, sizeof(vb))
+
+static struct spawn_ctx *ctx_or_die(struct tap_metadata *_metadata)
+{
+	struct spawn_ctx *ctx = NULL;
+	ASSERT_EQ(spawn_ctx_new(&ctx), 0);
+	return ctx;
+}
+
+TEST(check_agent_ids)
+{
+	gid_t g[2] = {10100, 10010};
+
+	EXPECT_EQ(privs_check_agent_ids(10100, 10100, g, 2), 0);
+	EXPECT_EQ(privs_check_agent_ids(0, 10100, g, 2), -EPERM);
+	EXPECT_EQ(privs_check_agent_ids((uid_t)-1, 10100, g, 2), -EPERM);
+	EXPECT_EQ(privs_check_agent_ids(10099, 10100, g, 2), -EPERM);
+	EXPECT_EQ(privs_check_agent_ids(60000, 10100, g, 2), -EPERM);
+	EXPECT_EQ(privs_check_agent_ids(10100, 0, g, 2), -EPERM);
+	EXPECT_EQ(privs_check_agent_ids(10100, (gid_t)-1, g, 2), -EPERM);
+	g[1] = 0;
+	EXPECT_EQ(privs_check_agent_ids(10100, 10100, g, 2), -EPERM);
+	g[1] = 10100;
+	EXPECT_EQ(privs_check_agent_ids(10100, 10100, g, 2), -EINVAL);
+	EXPECT_EQ(privs_check_agent_ids(10100, 10100, g, 3), -EINVAL);
+}
+
+TEST(refuses_root_before_fork)
+{
+	struct spawn_ctx *ctx;
+	struct spawn_opts o;
+	struct spawn_proc *p = NULL;
+	struct spawn_error err;
+	char *argv[] = {"/bin/true", NULL};
+
+	need_root_and_probe(_metadata);
+	ctx = ctx_or_die(_metadata);
+	base_opts(&o, argv);
+	o.uid = 0;
+	EXPECT_EQ(spawn_start(ctx, &o, &p, &err), -EPERM);
+	EXPECT_EQ((int)err.step, SPAWN_STEP_PARENT_SIDE);
+	o.uid = (uid_t)-1;
+	EXPECT_EQ(spawn_start(ctx, &o, &p, &err), -EPERM);
+	spawn_ctx_free(ctx);
+}
+
+TEST(probe_report)
+{
+	static struct capture cap;
+	struct capture *c = &cap;
+	struct spawn_ctx *ctx;
+	struct spawn_opts o;
+	struct spawn_result res;
+	struct spawn_error err;
+	char vb[256], *argv[] = {probe_path, NULL};
+	char want_cg[128];
+
+	need_root_and_probe(_metadata);
+	ctx = ctx_or_die(_metadata);
+	base_opts(&o, argv);
+	ASSERT_EQ(run(ctx, &o, c, &res, &err), 0);
+	EXPECT_EQ((int)res.end, SPAWN_END_EXITED);
+	EXPECT_EQ(res.exit_code, 0);
+	EXPECT_STREQ(V("uid"), "10100,10100,10100,10100");
+	EXPECT_STREQ(V("gid"), "10100,10100,10100,10100");
+	EXPECT_STREQ(V("groups"), "10010,10100");
+	EXPECT_STREQ(V("CapInh"), "0000000000000000");
+	EXPECT_STREQ(V("CapPrm"), "0000000000000000");
+	EXPECT_STREQ(V("CapEff"), "0000000000000000");
+	EXPECT_STREQ(V("CapBnd"), "0000000000000000");
+	EXPECT_STREQ(V("CapAmb"), "0000000000000000");
+	EXPECT_STREQ(V("NoNewPrivs"), "1");
+	EXPECT_STREQ(V("Seccomp"), "2");
+	EXPECT_STREQ(V("fds"), "0,1,2");
+	EXPECT_STREQ(V("umask"), "0007");
+	EXPECT_STREQ(V("cwd"), "/tmp");
+	EXPECT_STREQ(V("rlimit.CORE"), "0:0");
+	EXPECT_STREQ(V("rlimit.NPROC"), "512:512");
+	EXPECT_STREQ(V("rlimit.NOFILE"), "4096:4096");
+	EXPECT_STREQ(V("tty"), "0");
+	EXPECT_STREQ(V("devtty"), "ENXIO"); /* no controlling terminal at all */
+	EXPECT_STREQ(V("env.PI_TEST"), "1");
+	EXPECT_STREQ(V("env.PATH"), "/usr/bin:/bin");
+	/* a session of its own */
+	EXPECT_STREQ(V("sid"), V("pid"));
+	if (!strcmp(spawn_ctx_tree_control(ctx), "cgroup")) {
+		snprintf(want_cg, sizeof(want_cg), "/pistis/test-agent/cmd-%d-", getpid());
+		EXPECT_NOT_NULL(strstr(V("cgroup"), want_cg));
+	}
+	EXPECT_STREQ(V("sc.keyctl"), "EPERM");
+	EXPECT_STREQ(V("sc.dup.badfd"), "EBADF");
+	spawn_ctx_free(ctx);
+}
+
+TEST(fresh_session_keyring)
+{
+	static struct capture cap;
+	struct capture *c = &cap;
+	struct spawn_ctx *ctx;
+	struct spawn_opts o;
+	struct spawn_result res;
+	struct spawn_error err;
+	char vb[256], mine[24], *argv[] = {probe_path, NULL};
+	long id;
+
+	need_root_and_probe(_metadata);
+	id = syscall(SYS_keyctl, KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING, 1);
+	if (id < 0)
+		SKIP("no session keyring here (%s)", strerror(errno));
+	snprintf(mine, sizeof(mine), "%08lx", id);
+	ctx = ctx_or_die(_metadata);
+	base_opts(&o, argv);
+	ASSERT_EQ(run(ctx, &o, c, &res, &err), 0);
+	EXPECT_STRNE(V("keyring.session"), "(missing)");
+	EXPECT_STRNE(V("keyring.session"), mine);
+	spawn_ctx_free(ctx);
+}
+
+TEST(errors_name_the_step)
+{
+	static struct capture cap;
+	struct spawn_ctx *ctx;
+	struct spawn_opts o;
+	struct spawn_result res;
+	struct spawn_error err;
+	char *argv[] = {"/nonexistent/cmd", NULL}, *argv2[] = {"no-such-cmd-xyz", NULL};
+	char noexec[] = "/tmp/pistis-noexec-XXXXXX", *argv3[] = {noexec, NULL}, buf[128];
+	int nfd = mkstemp(noexec);
+
+	need_root_and_probe(_metadata);
+	ctx = ctx_or_die(_metadata);
+	base_opts(&o, argv);
+	EXPECT_EQ(run(ctx, &o, &cap, &res, &err), -ENOENT);
+	EXPECT_EQ((int)err.step, SPAWN_STEP_EXEC);
+	EXPECT_STREQ(spawn_error_string(&err, buf, sizeof(buf)),
+		     "execve: No such file or directory");
+	base_opts(&o, argv2);
+	EXPECT_EQ(run(ctx, &o, &cap, &res, &err), -ENOENT);
+	EXPECT_EQ((int)err.step, SPAWN_STEP_EXEC);
+	ASSERT_GE(nfd, 0);
+	fchmod(nfd, 0644);
+	close(nfd);
+	base_opts(&o, argv3);
+	EXPECT_EQ(run(ctx, &o, &cap, &res, &err), -EACCES);
+	EXPECT_EQ((int)err.step, SPAWN_STEP_EXEC);
+	unlink(noexec);
+	base_opts(&o, argv);
+	o.cwd = "tmp/does-not-exist";
+	EXPECT_EQ(run(ctx, &o, &cap, &res, &err), -ENOENT);
+	EXPECT_EQ((int)err.step, SPAWN_STEP_CWD);
+	o.cwd = "root"; /* 0700 root: the agent may not enter */
+	EXPECT_EQ(run(ctx, &o, &cap, &res, &err), -EACCES);
+	EXPECT_EQ((int)err.step, SPAWN_STEP_CWD);
+	spawn_ctx_free(ctx);
+}
+
+/* The filter itself, as root (so no capability check hides it): every rule's call gets
+ * its errno, the controls do not. */
+TEST(seccomp_table_as_root)
+{
+	static struct capture cap;
+	struct capture *c = &cap;
+	struct seccomp_profile_bpf bpf = {0};
+	int pfd[2], st;
+	char vb[64];
+	pid_t pid;
+	static const char *const eperm[] = {"unshare",
+					    "setns",
+					    "mount",
+					    "umount2",
+					    "pivot_root",
+					    "chroot",
+					    "fsopen",
+					    "fsconfig",
+					    "fsmount",
+					    "fspick",
+					    "move_mount",
+					    "open_tree",
+					    "mount_setattr",
+					    "clone.NEWNS",
+					    "clone.NEWUTS",
+					    "clone.NEWIPC",
+					    "clone.NEWUSER",
+					    "clone.NEWPID",
+					    "clone.NEWNET",
+					    "clone.NEWCGROUP",
+					    "ptrace",
+					    "process_vm_readv",
+					    "process_vm_writev",
+					    "pidfd_getfd",
+					    "kcmp",
+					    "bpf",
+					    "perf_event_open",
+					    "userfaultfd",
+					    "keyctl",
+					    "add_key",
+					    "request_key",
+					    "init_module",
+					    "finit_module",
+					    "delete_module",
+					    "kexec_load",
+					    "kexec_file_load",
+					    "reboot",
+					    "swapon",
+					    "swapoff",
+					    "iopl",
+					    "ioperm",
+					    "acct",
+					    "syslog",
+					    "open_by_handle_at",
+					    "name_to_handle_at",
+					    "ioctl.TIOCSTI",
+					    "ioctl.TIOCSTI_hi",
+					    "ioctl.TIOCLINUX",
+					    "socket.AF_PACKET",
+					    "socket.AF_KEY",
+					    "socket.AF_ALG",
+					    "socket.AF_VSOCK",
+					    "socket.AF_BLUETOOTH",
+					    "socket.AF_UNSPEC",
+					    "socket.AF_INET_hi",
+					    "socketpair.AF_PACKET"};
+	static const char *const enosys[] = {"io_uring_setup", "io_uring_enter",
+					     "io_uring_register", "clone3"};
+	static const char *const allowed[] = {
+		"clone.plain",	   "ioctl.TCGETS",	"socket.AF_UNIX", "socket.AF_INET",
+		"socket.AF_INET6", "socket.AF_NETLINK", "dup.badfd"};
+
+	need_root_and_probe(_metadata);
+	ASSERT_EQ(seccomp_profile_compile(&bpf), 0);
+	ASSERT_GT(bpf.len, 10);
+	ASSERT_EQ(pipe2(pfd, O_CLOEXEC), 0);
+	pid = fork();
+	if (pid == 0) {
+		struct sock_fprog prog = {.len = bpf.len, .filter = bpf.insns};
+		dup2(pfd[1], 1);
+		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
+		    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0)
+			_exit(3);
+		execl(probe_path, "probe", "syscalls", (char *)NULL);
+		_exit(4);
+	}
+	close(pfd[1]);
+	c->len = 0;
+	for (ssize_t n; (n = read(pfd[0], c->buf + c->len, sizeof(c->buf) - 1 - c->len)) > 0;)
+		c->len += (size_t)n;
+	c->buf[c->len] = 0;
+	close(pfd[0]);
+	ASSERT_EQ(waitpid(pid, &st, 0), pid);
+	ASSERT_EQ(st, 0);
+	for (size_t i = 0; i < ELEMENTSOF(eperm); i++) {
+		char k[64];
+		snprintf(k, sizeof(k), "sc.%s", eperm[i]);
+		if (!strcmp(V(k), "EPERM"))
+			continue;
+		tap_report(__FILE__, __LINE__, "%s=%s, want EPERM", k, V(k));
+		_metadata->failed = true;
+	}
+	for (size_t i = 0; i < ELEMENTSOF(enosys); i++) {
+		char k[64];
+		snprintf(k, sizeof(k), "sc.%s", enosys[i]);
+		EXPECT_STREQ(V(k), "ENOSYS");
+	}
+	for (size_t i = 0; i < ELEMENTSOF(allowed); i++) {
+		char k[64];
+		snprintf(k, sizeof(k), "sc.%s", allowed[i]);
+		EXPECT_STRNE(V(k), "EPERM");
+		EXPECT_STRNE(V(k), "ENOSYS");
+		EXPECT_STRNE(V(k), "(missing)");
+	}
+	seccomp_profile_free(&bpf);
+}
+
+static void expect_killed(struct tap_metadata *_metadata, const char *mode)
+{
+	static struct capture cap;
+	struct capture *c = &cap;
+	struct spawn_ctx *ctx = ctx_or_die(_metadata);
+	struct spawn_opts o;
+	struct spawn_result res;
+	struct spawn_error err;
+	char vb[64], want[32], *argv[] = {probe_path, (char *)mode, NULL};
+
+	base_opts(&o, argv);
+	ASSERT_EQ(run(ctx, &o, c, &res, &err), 0);
+	snprintf(want, sizeof(want), "killed:%d", SIGSYS);
+	EXPECT_STREQ(V(mode), want);
+	spawn_ctx_free(ctx);
+}
+
+TEST(x32_is_killed)
+{
+	need_root_and_probe(_metadata);
+	expect_killed(_metadata, "x32");
+}
+
+TEST(int80_is_killed)
+{
+	need_root_and_probe(_metadata);
+	expect_killed(_metadata, "int80");
+}
+
+static int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	while (d && readdir(d))
+		n++;
+	if (d)
+		closedir(d);
+	return n;
+}
+
+TEST_TIMEOUT(two_hundred_in_a_row_leak_nothing, 120)
+{
+	static struct capture cap;
+	struct spawn_ctx *ctx;
+	struct spawn_opts o;
+	struct spawn_result res;
+	struct spawn_error err;
+	char *argv[] = {"/bin/true", NULL};
+	int before;
+
+	need_root_and_probe(_metadata);
+	ctx = ctx_or_die(_metadata);
+	base_opts(&o, argv);
+	before = count_fds();
+	for (int i = 0; i < 200; i++) {
+		ASSERT_EQ(run(ctx, &o, &cap, &res, &err), 0);
+		ASSERT_EQ((int)res.end, SPAWN_END_EXITED);
+		ASSERT_EQ(res.exit_code, 0);
+	}
+	EXPECT_EQ(count_fds(), before);
+	/* no zombie: nothing left to reap */
+	EXPECT_EQ(waitpid(-1, NULL, WNOHANG), -1);
+	EXPECT_EQ(errno, ECHILD);
+	spawn_ctx_free(ctx);
+}
+
+TEST(exit_code_and_signal_are_distinct)
+{
+	static struct capture cap;
+	struct spawn_ctx *ctx;
+	struct spawn_opts o;
+	struct spawn_result res;
+	struct spawn_error err;
+	char *a1[] = {probe_path, "exit", "7", NULL}, *a2[] = {probe_path, "raise", "6", NULL};
+
+	need_root_and_probe(_metadata);
+	ctx = ctx_or_die(_metadata);
+	base_opts(&o, a1);
+	ASSERT_EQ(run(ctx, &o, &cap, &res, &err), 0);
+	EXPECT_EQ((int)res.end, SPAWN_END_EXITED);
+	EXPECT_EQ(res.exit_code, 7);
+	EXPECT_GT(res.wall_us, 0u);
+	base_opts(&o, a2);
+	ASSERT_EQ(run(ctx, &o, &cap, &res, &err), 0);
+	EXPECT_EQ((int)res.end, SPAWN_END_SIGNALED);
+	EXPECT_EQ(res.term_signal, SIGABRT);
+	EXPECT_FALSE(res.core_dumped); /* RLIMIT_CORE 0 */
+	spawn_ctx_free(ctx);
+}
+
+static bool pid_alive(pid_t pid)
+{
+	char path[64], buf[512];
+	int fd;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = 0;
+	/* a zombie waiting for its (non-us) parent counts as dead */
+	return !strstr(buf, ") Z ");
+}
+
+TEST(timeout_kills_setsid_grandchild)
+{
+	static struct capture cap;
+	struct capture *c = &cap;
+	struct spawn_ctx *ctx;
+	struct spawn_opts o;
+	struct spawn_result res;
+	struct spawn_error err;
+	char vb[64], *argv[] = {probe_path, "bg-sleep", "30", "stay", NULL};
+	uint64_t t0;
+
+	need_root_and_probe(_metadata);
+	ctx = ctx_or_die(_metadata);
+	if (strcmp(spawn_ctx_tree_control(ctx), "cgroup"))
+		SKIP("no cgroup v2: a setsid()'d grandchild escapes the process group "
+		     "(documented)");
+	base_opts(&o, argv);
+	o.timeout_ms = 300;
+	o.grace_ms = 200;
+	t0 = spawn_now_ns();
+	ASSERT_EQ(run(ctx, &o, c, &res, &err), 0);
+	EXPECT_EQ((int)res.end, SPAWN_END_TIMEOUT);
+	EXPECT_LT(spawn_now_ns() - t0, 5000000000ULL);
+	ASSERT_STRNE(V("bgpid"), "(missing)");
+	usleep(100000);
+	EXPECT_FALSE(pid_alive(atoi(V("bgpid"))));
+	spawn_ctx_free(ctx);
+}
+
+TEST(background_child_does_not_hang_and_is_stopped)
+{
+	static struct capture cap;
+	struct capture *c = &cap;
+	struct spawn_ctx *ctx;
+	struct spawn_opts o;
+	struct spawn_result res;
+	struct spawn_error err;
+	char vb[64], *argv[] = {probe_path, "bg-sleep", "30", NULL};
+	uint64_t t0;
+	pid_t bg;
+
+	need_root_and_probe(_metadata);
+	ctx = ctx_or_die(_metadata);
+	base_opts(&o, argv);
+	t0 = spawn_now_ns();
+	ASSERT_EQ(run(ctx, &o, c, &res, &err), 0);
+	EXPECT_LT(spawn_now_ns() - t0, 2000000000ULL);
+	EXPECT_EQ((int)res.end, SPAWN_END_EXITED);
+	EXPECT_EQ(res.exit_code, 0);
+	bg = atoi(V("bgpid"));
+	ASSERT_GT(bg, 0);
+	if (!strcmp(spawn_ctx_tree_control(ctx), "cgroup")) {
+		EXPECT_TRUE(res.left_children_killed);
+		usleep(100000);
+		EXPECT_FALSE(pid_alive(bg));
+	}
+	/* keep_children: left running (and killed here by hand) */
+	o.keep_children = true;
+	ASSERT_EQ(run(ctx, &o, c, &res, &err), 0);
+	bg = atoi(V("bgpid"));
+	EXPECT_FALSE(res.left_children_killed);
+	EXPECT_TRUE(pid_alive(bg));
+	kill(bg, SIGKILL);
+	spawn_ctx_free(ctx);
+}
+
+TEST(idle_timeout_and_cancel)
+{
+	static struct capture cap;
+	struct spawn_ctx *ctx;
+	struct spawn_opts o;
+	struct spawn_result res;
+	struct spawn_error err;
+	struct spawn_proc *p = NULL;
+	char *argv[] = {probe_path, "sleep", "30", NULL};
+	char *spam[] = {probe_path, "spam", "1", NULL};
+
+	need_root_and_probe(_metadata);
+	ctx = ctx_or_die(_metadata);
+	base_opts(&o, argv);
+	o.idle_timeout_ms = 300;
+	ASSERT_EQ(run(ctx, &o, &cap, &res, &err), 0);
+	EXPECT_EQ((int)res.end, SPAWN_END_IDLE);
+	EXPECT_EQ(res.term_signal, SIGTERM);
+	/* output keeps the idle clock fresh */
+	base_opts(&o, spam);
+	o.idle_timeout_ms = 500;
+	ASSERT_EQ(run(ctx, &o, &cap, &res, &err), 0);
+	EXPECT_EQ((int)res.end, SPAWN_END_EXITED);
+	/* cancel */
+	base_opts(&o, argv);
+	ASSERT_EQ(spawn_start(ctx, &o, &p, &err), 0);
+	EXPECT_EQ(spawn_stop(p), 0);
+	ASSERT_EQ(spawn_wait(p, NULL), 0);
+	EXPECT_EQ((int)spawn_result(p)->end, SPAWN_END_CANCELLED);
+	spawn_free(p);
+	/* a signal on request */
+	ASSERT_EQ(spawn_start(ctx, &o, &p, &err), 0);
+	EXPECT_EQ(spawn_signal(p, SIGUSR1), 0);
+	ASSERT_EQ(spawn_wait(p, NULL), 0);
+	EXPECT_EQ((int)spawn_result(p)->end, SPAWN_END_SIGNALED);
+	EXPECT_EQ(spawn_result(p)->term_signal, SIGUSR1);
+	spawn_free(p);
+	spawn_ctx_free(ctx);
+}
+
+TEST(output_cap_reports_truncation)
+{
+	static struct capture cap;
+	struct spawn_ctx *ctx;
+	struct spawn_opts o;
+	struct spawn_result res;
+	struct spawn_error err;
+	char *argv[] = {probe_path, "output", "100000", NULL};
+
+	need_root_and_probe(_metadata);
+	ctx = ctx_or_die(_metadata);
+	base_opts(&o, argv);
+	o.max_output = 1000;
+	ASSERT_EQ(run(ctx, &o, &cap, &res, &err), 0);
+	EXPECT_EQ(cap.len, 1000u);
+	EXPECT_TRUE(res.truncated);
+	EXPECT_EQ(res.out_bytes, 100000u);
+	EXPECT_EQ(res.dropped_bytes, 99000u);
+	spawn_ctx_free(ctx);
+}
+
+TEST(fork_bomb_stops_at_the_limit)
+{
+	static struct capture cap;
+	struct capture *c = &cap;
+	struct spawn_ctx *ctx;
+	struct spawn_opts o;
+	struct spawn_result res;
+	struct spawn_error err;
+	char vb[64], *argv[] = {probe_path, "forkbomb", "200", NULL};
+
+	need_root_and_probe(_metadata);
+	ctx = ctx_or_die(_metadata);
+	base_opts(&o, argv);
+	o.rlimits.nproc = 20;
+	o.cgroup.pids_max = 20;
+	ASSERT_EQ(run(ctx, &o, c, &res, &err), 0);
+	EXPECT_LT(atoi(V("forked")), 20);
+	EXPECT_STREQ(V("fork_error"), "EAGAIN");
+	spawn_ctx_free(ctx);
+}
+
+TEST(pty_is_a_tty_and_resizes)
+{
+	static struct capture cap;
+	struct capture *c = &cap;
+	struct spawn_ctx *ctx;
+	struct spawn_opts o;
+	struct spawn_proc *p = NULL;
+	struct spawn_error err;
+	struct spawn_wait_cb cb = {.on_output = on_output, .extra_fd = -1, .userdata = c};
+	char vb[64], *argv[] = {probe_path, NULL}, *w[] = {probe_path, "winch", "5", NULL};
+	struct spawn_result res;
+
+	need_root_and_probe(_metadata);
+	ctx = ctx_or_die(_metadata);
+	base_opts(&o, argv);
+	o.stdio = SPAWN_STDIO_PTY;
+	o.cols = 100;
+	o.rows = 30;
+	ASSERT_EQ(run(ctx, &o, c, &res, &err), 0);
+	EXPECT_STREQ(V("tty"), "1");
+	EXPECT_STREQ(V("winsize"), "100x30");
+	EXPECT_STREQ(V("devtty"), "ok");
+
+	base_opts(&o, w);
+	o.stdio = SPAWN_STDIO_PTY;
+	ASSERT_EQ(spawn_start(ctx, &o, &p, &err), 0);
+	c->len = 0;
+	c->buf[0] = 0;
+	/* wait for the first line, then resize */
+	for (int i = 0; i < 200 && !strstr(c->buf, "winsize="); i++) {
+		char b[256];
+		ssize_t n = spawn_read(p, p->fd_out, b, sizeof(b));
+		if (n > 0)
+			on_output(c, 1, b, (size_t)n);
+		usleep(10000);
+	}
+	EXPECT_NOT_NULL(strstr(c->buf, "winsize=80x24"));
+	if (!strstr(c->buf, "winsize=80x24"))
+		tap_report(__FILE__, __LINE__, "got '%s'", c->buf);
+	EXPECT_EQ(spawn_resize(p, 132, 50), 0);
+	ASSERT_EQ(spawn_wait(p, &cb), 0);
+	EXPECT_NOT_NULL(strstr(c->buf, "winch=132x50"));
+	spawn_free(p);
+	spawn_ctx_free(ctx);
+}
+
+TEST(tiocsti_refused_on_own_pty)
+{
+	static struct capture cap;
+	struct capture *c = &cap;
+	struct spawn_ctx *ctx;
+	struct spawn_opts o;
+	struct spawn_result res;
+	struct spawn_error err;
+	char *argv[] = {probe_path, "tiocsti", NULL};
+
+	need_root_and_probe(_metadata);
+	ctx = ctx_or_die(_metadata);
+	base_opts(&o, argv);
+	o.stdio = SPAWN_STDIO_PTY;
+	ASSERT_EQ(run(ctx, &o, c, &res, &err), 0);
+	EXPECT_NOT_NULL(strstr(c->buf, "sc.tiocsti=EPERM"));
+	EXPECT_NOT_NULL(strstr(c->buf, "tty=1"));
+	spawn_ctx_free(ctx);
+}
+
+TEST(allow_setuid_switch)
+{
+	static struct capture cap;
+	struct capture *c = &cap;
+	struct spawn_ctx *ctx;
+	struct spawn_opts o;
+	struct spawn_result res;
+	struct spawn_error err;
+	char vb[64], *argv[] = {probe_path, NULL};
+
+	need_root_and_probe(_metadata);
+	ctx = ctx_or_die(_metadata);
+	base_opts(&o, argv);
+	o.allow_setuid = true;
+	ASSERT_EQ(run(ctx, &o, c, &res, &err), 0);
+	EXPECT_STREQ(V("NoNewPrivs"), "0");
+	EXPECT_STREQ(V("Seccomp"), "2");
+	EXPECT_STREQ(V("CapBnd"), "00000000200000c0"); /* SETGID, SETUID, AUDIT_WRITE */
+	EXPECT_STREQ(V("CapEff"), "0000000000000000");
+	EXPECT_STREQ(V("CapPrm"), "0000000000000000");
+	EXPECT_STREQ(V("uid"), "10100,10100,10100,10100");
+	EXPECT_STREQ(V("sc.mount"), "EPERM");
+	spawn_ctx_free(ctx);
+}
+
+/* cwd resolution, both ways: openat2 and the per-component fallback. */
+TEST(resolve_dir_openat2_and_fallback)
+{
+	char tmpl[] = "/tmp/pistis-spawn-XXXXXX";
+	int root;
+
+	ASSERT_NOT_NULL(mkdtemp(tmpl));
+	root = open(tmpl, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	ASSERT_GE(root, 0);
+	ASSERT_EQ(mkdirat(root, "a", 0755), 0);
+	ASSERT_EQ(mkdirat(root, "a/b", 0755), 0);
+	ASSERT_EQ(symlinkat("a", root, "link"), 0);
+	ASSERT_EQ(symlinkat("/etc", root, "a/abs"), 0);
+	for (int no = 0; no <= 1; no++) {
+		int fd = spawn_resolve_dir(root, "a/b", no);
+		EXPECT_GE(fd, 0);
+		if (fd >= 0)
+			close(fd);
+		fd = spawn_resolve_dir(root, "a//./b/", no);
+		EXPECT_GE(fd, 0);
+		if (fd >= 0)
+			close(fd);
+		EXPECT_EQ(spawn_resolve_dir(root, "link", no), -ELOOP);
+		EXPECT_EQ(spawn_resolve_dir(root, "link/b", no), -ELOOP);
+		EXPECT_EQ(spawn_resolve_dir(root, "a/abs", no), -ELOOP);
+		EXPECT_EQ(spawn_resolve_dir(root, "a/../..", no), -EXDEV);
+		EXPECT_EQ(spawn_resolve_dir(root, "/etc", no), -EXDEV);
+		EXPECT_EQ(spawn_resolve_dir(root, "nope", no), -ENOENT);
+		EXPECT_EQ(spawn_resolve_dir(root, "proc/self/cwd", no), -ENOENT);
+	}
+	unlinkat(root, "a/abs", 0);
+	unlinkat(root, "link", 0);
+	unlinkat(root, "a/b", AT_REMOVEDIR);
+	unlinkat(root, "a", AT_REMOVEDIR);
+	close(root);
+	rmdir(tmpl);
+}
+
+TEST(forced_fallback_through_spawn)
+{
+	static struct capture cap;
+	struct capture *c = &cap;
+	struct spawn_ctx *ctx;
+	struct spawn_opts o;
+	struct spawn_result res;
+	struct spawn_error err;
+	char vb[128], *argv[] = {probe_path, NULL};
+
+	need_root_and_probe(_metadata);
+	setenv("PISTIS_NO_OPENAT2", "1", 1);
+	ctx = ctx_or_die(_metadata);
+	EXPECT_FALSE(spawn_ctx_uses_openat2(ctx));
+	base_opts(&o, argv);
+	o.cwd = "tmp";
+	ASSERT_EQ(run(ctx, &o, c, &res, &err), 0);
+	EXPECT_STREQ(V("cwd"), "/tmp");
+	o.cwd = "root";
+	EXPECT_EQ(run(ctx, &o, c, &res, &err), -EACCES);
+	EXPECT_EQ((int)err.step, SPAWN_STEP_CWD);
+	spawn_ctx_free(ctx);
+}
+
+TEST_HARNESS_MAIN
