@@ -65,7 +65,8 @@ static int parse_line(enum pwfile_kind kind, const char *p, size_t len, struct p
 	size_t start = 0;
 
 	l->entry = false;
-	if (len > PWFILE_LINE_MAX)
+	if (len > (kind == PWFILE_GROUP || kind == PWFILE_GSHADOW ? PWFILE_GROUP_LINE_MAX
+								  : PWFILE_LINE_MAX))
 		return *ret_why = "line too long", -EINVAL;
 	for (size_t i = 0; i < len; i++) {
 		unsigned char c = (unsigned char)p[i];
@@ -432,4 +433,52 @@ int pwfile_member_remove(struct pwfile *f, size_t idx, const char *name)
 	}
 	text[o] = '\0';
 	return replace_line(f, idx, text);
+}
+
+int pwfile_scan(enum pwfile_kind kind, const char *data, size_t len, const char *name,
+		struct pwfile_line *ret)
+{
+	size_t nlen = strlen(name);
+	const char *why = NULL;
+
+	if (kind >= _PWFILE_KIND_MAX || nlen == 0)
+		return -EINVAL;
+	for (size_t pos = 0; pos < len;) {
+		const char *nl = memchr(data + pos, '\n', len - pos);
+		size_t end = nl ? (size_t)(nl - data) : len;
+
+		if (end - pos > nlen && data[pos + nlen] == ':' &&
+		    memcmp(data + pos, name, nlen) == 0) {
+			struct pwfile_line l = {.off = pos, .len = end - pos, .term = nl ? 1 : 0};
+			if (nl && l.len > 0 && data[end - 1] == '\r') {
+				l.len--;
+				l.term = 2;
+			}
+			if (memchr(data + l.off, '\0', l.len))
+				return -EINVAL;
+			int r = parse_line(kind, data + l.off, l.len, &l, &why);
+			if (r < 0)
+				return r;
+			if (!l.entry)
+				return -EINVAL;
+			*ret = l;
+			return 0;
+		}
+		pos = nl ? end + 1 : len;
+	}
+	return -ENOENT;
+}
+
+bool pwfile_scan_member_has(enum pwfile_kind kind, const char *data, const struct pwfile_line *l,
+			    const char *name)
+{
+	const char *p = data + l->off, *c;
+
+	if (kind != PWFILE_GROUP && kind != PWFILE_GSHADOW)
+		return false;
+	/* members is the last field: after the last ':' of the line. */
+	c = memrchr(p, ':', l->len);
+	if (!c)
+		return false;
+	return members_contain(c + 1, l->len - (size_t)(c + 1 - p), name);
 }

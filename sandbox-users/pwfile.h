@@ -20,11 +20,12 @@ enum pwfile_kind {
 };
 
 /* Limits on untrusted files (a root-owned /etc may still come from any image). */
-#define PWFILE_LINE_MAX 4096	    /* bytes per line, without the terminator */
-#define PWFILE_SIZE_MAX (32u << 20) /* bytes per file */
-#define PWFILE_LINES_MAX 500000u    /* lines per file */
-#define PWFILE_MEMBERS_MAX 100000u  /* members of one group */
-#define PWFILE_ID_MAX 4294967294u   /* (uid_t)-1 is never an id */
+#define PWFILE_LINE_MAX 4096		 /* passwd/shadow: bytes per line, without the terminator */
+#define PWFILE_GROUP_LINE_MAX (2u << 20) /* group/gshadow: pi-sandbox lists every agent */
+#define PWFILE_SIZE_MAX (32u << 20)	 /* bytes per file */
+#define PWFILE_LINES_MAX 500000u	 /* lines per file */
+#define PWFILE_MEMBERS_MAX 100000u	 /* members of one group */
+#define PWFILE_ID_MAX 4294967294u	 /* (uid_t)-1 is never an id */
 
 struct pwfile_line {
 	size_t off, len; /* the line in the original buffer, terminator excluded */
@@ -74,6 +75,16 @@ int pwfile_member_add(struct pwfile *f, size_t idx, const char *name);
 int pwfile_member_remove(struct pwfile *f, size_t idx, const char *name);
 /* True when name is listed in the members field of entry idx. */
 bool pwfile_member_has(const struct pwfile *f, size_t idx, const char *name);
+
+/* Without parsing the whole file: find the first entry line named name in data (as
+ * pwfile_find_name would after a full parse) and check that one line strictly. Returns 0
+ * and fills *ret (offsets into data; name_len, id, gid), -ENOENT, or -EINVAL. For the
+ * read-only fast path; anything that writes parses the whole file first. */
+int pwfile_scan(enum pwfile_kind kind, const char *data, size_t len, const char *name,
+		struct pwfile_line *ret);
+/* Member test on a line found by pwfile_scan (group/gshadow). */
+bool pwfile_scan_member_has(enum pwfile_kind kind, const char *data, const struct pwfile_line *l,
+			    const char *name);
 
 /* Name of a file kind ("passwd", …), for messages and paths. */
 const char *pwfile_kind_name(enum pwfile_kind kind);

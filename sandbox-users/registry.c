@@ -291,3 +291,37 @@ void registry_delete(struct registry *reg, struct registry_record *rec)
 	reg->n--;
 	reg->changed = true;
 }
+
+int registry_scan(const char *data, size_t len, const char *agent_id, struct registry_record *ret)
+{
+	size_t hlen = strlen(REGISTRY_HEADER), ilen = strlen(agent_id);
+	const char *why = NULL;
+
+	if (len < hlen + 1 || memcmp(data, REGISTRY_HEADER "\n", hlen + 1))
+		return -EINVAL;
+	/* The id is the last field and holds no ':', so ":<id>\n" ends its record only. */
+	for (size_t pos = hlen + 1; pos < len;) {
+		const char *nl = memchr(data + pos, '\n', len - pos);
+		size_t end;
+		if (!nl)
+			return -EINVAL;
+		end = (size_t)(nl - data);
+		if (end - pos > ilen && data[end - ilen - 1] == ':' &&
+		    memcmp(data + end - ilen, agent_id, ilen) == 0 && data[pos] != '#') {
+			if (end - pos > REGISTRY_LINE_MAX)
+				return -EINVAL;
+			for (size_t i = pos; i < end; i++)
+				if ((unsigned char)data[i] < 0x20 || data[i] == 0x7f)
+					return -EINVAL;
+			int r = parse_record(data + pos, end - pos, ret, &why);
+			if (r < 0)
+				return r;
+			if (strcmp(ret->agent_id, agent_id))
+				return -EINVAL;
+			ret->line = 0;
+			return 0;
+		}
+		pos = end + 1;
+	}
+	return -ENOENT;
+}

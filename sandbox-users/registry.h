@@ -55,4 +55,7 @@ struct registry_record *registry_find_name(const struct registry *reg, const cha
 int registry_add(struct registry *reg, uint32_t uid, const char *name, const char *agent_id,
 		 enum registry_state state);
 void registry_delete(struct registry *reg, struct registry_record *rec);
+/* Fast path: find and strictly check the one record of agent_id in the registry's bytes
+ * without parsing the rest. 0, -ENOENT, or -EINVAL (bad header or bad record). */
+int registry_scan(const char *data, size_t len, const char *agent_id, struct registry_record *ret);
 const char *registry_state_name(enum registry_state s);

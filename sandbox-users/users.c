@@ -306,6 +306,72 @@ static int ensure_locked(struct ctx *c, const char *agent_id, uid_t want_uid,
 	return write_back(c);
 }
 
+/* The read-only check for an agent that already exists: find only the lines that matter
+ * (its registry record, its passwd/group/shadow/gshadow lines, the base entries) without
+ * parsing whole files, each found line checked strictly. Anything missing or odd sends
+ * the caller down the locked path, which parses everything and reports errors. */
+static bool fast_complete(struct ctx *c, const char *agent_id, uid_t want_uid,
+			  struct users_identity *ret)
+{
+	struct registry_record rec;
+	struct pwfile_line l;
+	_cleanup_free_ char *reg = NULL;
+	char *buf[_PWFILE_KIND_MAX] = {NULL};
+	size_t reg_len = 0, len[_PWFILE_KIND_MAX] = {0};
+	bool ok = false;
+
+	if (c->reg_fd < 0 ||
+	    ufs_read_file(c->reg_fd, USERS_REGISTRY_FILE, REGISTRY_SIZE_MAX, &reg, &reg_len, NULL) <
+		    0 ||
+	    registry_scan(reg, reg_len, agent_id, &rec) < 0 || rec.state != REGISTRY_ACTIVE ||
+	    (want_uid != (uid_t)-1 && want_uid != rec.uid))
+		return false;
+	for (int k = 0; k < _PWFILE_KIND_MAX; k++) {
+		int r = ufs_read_file(c->etc_fd, pwfile_kind_name(k), PWFILE_SIZE_MAX, &buf[k],
+				      &len[k], NULL);
+		if (r == -ENOENT && (k == PWFILE_SHADOW || k == PWFILE_GSHADOW))
+			continue;
+		if (r < 0)
+			goto out;
+	}
+#define HAS(k, name) (!buf[k] || pwfile_scan(k, buf[k], len[k], name, &l) == 0)
+	if (pwfile_scan(PWFILE_PASSWD, buf[PWFILE_PASSWD], len[PWFILE_PASSWD], rec.name, &l) < 0 ||
+	    l.id != rec.uid || l.gid != rec.uid)
+		goto out;
+	if (pwfile_scan(PWFILE_GROUP, buf[PWFILE_GROUP], len[PWFILE_GROUP], rec.name, &l) < 0 ||
+	    l.id != rec.uid)
+		goto out;
+	if (!HAS(PWFILE_SHADOW, rec.name) || !HAS(PWFILE_GSHADOW, rec.name))
+		goto out;
+	if (pwfile_scan(PWFILE_GROUP, buf[PWFILE_GROUP], len[PWFILE_GROUP], USERS_SANDBOX_GROUP,
+			&l) < 0 ||
+	    l.id != USERS_SANDBOX_GID ||
+	    !pwfile_scan_member_has(PWFILE_GROUP, buf[PWFILE_GROUP], &l, rec.name))
+		goto out;
+	if (buf[PWFILE_GSHADOW] &&
+	    (pwfile_scan(PWFILE_GSHADOW, buf[PWFILE_GSHADOW], len[PWFILE_GSHADOW],
+			 USERS_SANDBOX_GROUP, &l) < 0 ||
+	     !pwfile_scan_member_has(PWFILE_GSHADOW, buf[PWFILE_GSHADOW], &l, rec.name)))
+		goto out;
+	if (pwfile_scan(PWFILE_PASSWD, buf[PWFILE_PASSWD], len[PWFILE_PASSWD], USERS_TOOLS_USER,
+			&l) < 0 ||
+	    l.id != USERS_TOOLS_UID || l.gid != USERS_TOOLS_UID)
+		goto out;
+	if (pwfile_scan(PWFILE_GROUP, buf[PWFILE_GROUP], len[PWFILE_GROUP], USERS_TOOLS_USER, &l) <
+		    0 ||
+	    l.id != USERS_TOOLS_UID)
+		goto out;
+	if (!HAS(PWFILE_SHADOW, USERS_TOOLS_USER) || !HAS(PWFILE_GSHADOW, USERS_TOOLS_USER))
+		goto out;
+#undef HAS
+	users_identity_fill(ret, agent_id, rec.name, rec.uid);
+	ok = true;
+out:
+	for (int k = 0; k < _PWFILE_KIND_MAX; k++)
+		free(buf[k]);
+	return ok;
+}
+
 int users_ensure(const char *root, const char *agent_id, uid_t want_uid, struct users_identity *ret)
 {
 	_cleanup_(ctx_done) struct ctx c = CTX_NULL;
@@ -323,22 +389,7 @@ int users_ensure(const char *root, const char *agent_id, uid_t want_uid, struct 
 		return r;
 	/* Fast path without locks: every file is replaced by rename, so each read is a
 	 * consistent snapshot; when the identity is complete there is nothing to write. */
-	r = load_registry(&c);
-	if (r < 0)
-		return r;
-	const struct registry_record *rec = registry_find_id(&c.db.reg, agent_id);
-	bool done = false;
-	if (rec && rec->state == REGISTRY_ACTIVE &&
-	    (want_uid == (uid_t)-1 || want_uid == rec->uid)) {
-		r = load_etc(&c);
-		if (r < 0)
-			return r;
-		if (users_db_is_complete(&c.db, agent_id)) {
-			users_identity_fill(&id, agent_id, rec->name, rec->uid);
-			done = true;
-		}
-	}
-	if (!done) {
+	if (!fast_complete(&c, agent_id, want_uid, &id)) {
 		r = ensure_locked(&c, agent_id, want_uid, &id);
 		if (r < 0)
 			return r;

@@ -229,6 +229,33 @@ TEST(ensure_writes_expected_lines_and_keeps_foreign_bytes)
 	users_db_done(&db);
 }
 
+/* pi-sandbox lists every agent: its line outgrows any passwd-sized limit. */
+TEST(two_thousand_agents_in_one_group_line)
+{
+	struct users_db db;
+	struct users_identity a;
+	struct pwfile g;
+	char id[32], *gr;
+	size_t line;
+	const char *why;
+
+	db_load(&db, PASSWD, GROUP, SHADOW, GSHADOW);
+	for (int i = 0; i < 2000; i++) {
+		snprintf(id, sizeof(id), "agent-%d", i);
+		ASSERT_EQ(users_db_ensure(&db, id, (uid_t)-1, &a), 0);
+	}
+	EXPECT_EQ(a.uid, 10102u + 1999u);
+	gr = db_text(&db, PWFILE_GROUP);
+	ASSERT_EQ(pwfile_parse(PWFILE_GROUP, gr, strlen(gr), &g, &line, &why), 0);
+	ssize_t i = pwfile_find_name(&g, "pi-sandbox");
+	ASSERT_GE(i, 0);
+	EXPECT_GT(g.lines[i].len, 2000u * 17u);
+	EXPECT_TRUE(pwfile_member_has(&g, (size_t)i, a.name));
+	pwfile_done(&g);
+	free(gr);
+	users_db_done(&db);
+}
+
 TEST(no_shadow_means_locked_passwd_field)
 {
 	struct users_db db;
@@ -512,8 +539,14 @@ static void ensure_and_check(struct tap_metadata *_metadata, bool openat2)
 	ASSERT_EQ(stat_at(root, "data/pistis", &st), 0);
 	EXPECT_EQ(st.st_mode & 07777, 0700u);
 
+	struct stat before, after;
+	ASSERT_EQ(stat_at(root, "etc/passwd", &before), 0);
 	ASSERT_EQ(users_ensure(root, "agent-1", (uid_t)-1, &again), 0);
 	EXPECT_EQ(again.uid, id.uid);
+	EXPECT_STREQ(again.name, id.name);
+	/* An existing agent is confirmed without rewriting anything. */
+	ASSERT_EQ(stat_at(root, "etc/passwd", &after), 0);
+	EXPECT_EQ(after.st_ino, before.st_ino);
 	ASSERT_EQ(users_lookup(root, "agent-1", &again), 0);
 	EXPECT_STREQ(again.name, id.name);
 	EXPECT_EQ(users_lookup(root, "agent-2", &again), -ENOENT);
