@@ -215,13 +215,21 @@ int cgroup_cmd_create(struct cgroup_ctx *ctx, const char *agent, const char *cmd
 	}
 	if (agent_fd < 0)
 		return -errno;
-	if (mkdirat(agent_fd, cmd, 0755) < 0)
+	/* EEXIST: a command cgroup kept empty for reuse (spawn.c's pool); every limit is
+	 * rewritten below, "max" where none is asked for. */
+	if (mkdirat(agent_fd, cmd, 0755) < 0 && errno != EEXIST)
 		return -errno;
 	dir_fd = openat(agent_fd, cmd, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	if (dir_fd < 0) {
 		r = -errno;
 		goto fail;
 	}
+	if ((ctx->features & CGROUP_HAS_MEMORY) && !(lim && lim->memory_max))
+		(void)write_at(dir_fd, "memory.max", "max");
+	if ((ctx->features & CGROUP_HAS_PIDS) && !(lim && lim->pids_max))
+		(void)write_at(dir_fd, "pids.max", "max");
+	if ((ctx->features & CGROUP_HAS_CPU) && !(lim && lim->cpu_weight))
+		(void)write_at(dir_fd, "cpu.weight", "100");
 	if (lim && lim->memory_max && (ctx->features & CGROUP_HAS_MEMORY)) {
 		snprintf(buf, sizeof(buf), "%llu", (unsigned long long)lim->memory_max);
 		r = write_at(dir_fd, "memory.max", buf);

@@ -23,3 +23,4 @@ probe_SRCS := tests/probe.c
 bench-spawn_SRCS := bench/bench-spawn.c
 bench-spawn_LIBS := spawn lib
 
+INTEGRATION_TESTS += tests/integration/spawn.sh

@@ -34,7 +34,17 @@
 
 #define CHILD_STACK_SIZE (256 * 1024)
 
+/* Empty command cgroups kept for the next command of the same agent: mkdir + rmdir in
+ * cgroupfs cost more than the rest of a spawn together (bench/spawn.sh). */
+#define CGROUP_POOL_MAX 16
+struct pooled_cgroup {
+	char agent[65];
+	char cmd[48];
+};
+
 struct spawn_ctx {
+	struct pooled_cgroup pool[CGROUP_POOL_MAX];
+	size_t n_pool;
 	struct seccomp_profile_bpf bpf;
 	struct cgroup_ctx cg;
 	int devnull_fd;
@@ -66,6 +76,7 @@ static const char *const step_names[_SPAWN_STEP_MAX] = {
 	[SPAWN_STEP_CLOSE_FDS] = "close_range",
 	[SPAWN_STEP_EXEC] = "execve",
 	[SPAWN_STEP_PARENT_SIDE] = "prepare",
+	[SPAWN_STEP_PTY] = "open a pty (/dev/ptmx, devpts)",
 };
 
 const char *spawn_step_name(enum spawn_step step)
@@ -152,6 +163,8 @@ void spawn_ctx_free(struct spawn_ctx *ctx)
 	if (!ctx)
 		return;
 	seccomp_profile_free(&ctx->bpf);
+	for (size_t i = 0; i < ctx->n_pool; i++)
+		(void)cgroup_cmd_remove(&ctx->cg, ctx->pool[i].agent, ctx->pool[i].cmd);
 	cgroup_done(&ctx->cg);
 	safe_close(ctx->devnull_fd);
 	free(ctx);
@@ -235,8 +248,16 @@ static void proc_close(struct spawn_proc *p)
 
 static void cgroup_cleanup(struct spawn_proc *p, bool wait_empty)
 {
+	struct spawn_ctx *ctx = p->ctx;
+
 	if (p->cgroup_fd < 0)
 		return;
+	if (wait_empty && ctx->n_pool < CGROUP_POOL_MAX && cgroup_populated(p->cgroup_fd) == 0) {
+		struct pooled_cgroup *pc = &ctx->pool[ctx->n_pool++];
+		memcpy(pc->agent, p->cgroup_agent, sizeof(pc->agent));
+		memcpy(pc->cmd, p->cgroup_cmd, sizeof(pc->cmd));
+		return;
+	}
 	for (int i = 0; i < 200; i++) {
 		int r = cgroup_cmd_remove(&p->ctx->cg, p->cgroup_agent, p->cgroup_cmd);
 		if (r != -EBUSY || !wait_empty)
@@ -292,8 +313,10 @@ int spawn_start(struct spawn_ctx *ctx, const struct spawn_opts *o, struct spawn_
 	}
 	if (o->stdio == SPAWN_STDIO_PTY) {
 		r = open_pty(o, &p->fd_out, &slave);
-		if (r < 0)
+		if (r < 0) {
+			step = SPAWN_STEP_PTY;
 			goto fail;
+		}
 		p->fd_in = fcntl(p->fd_out, F_DUPFD_CLOEXEC, 3);
 		if (p->fd_in < 0)
 			goto fail_errno;
@@ -325,9 +348,19 @@ int spawn_start(struct spawn_ctx *ctx, const struct spawn_opts *o, struct spawn_
 
 	a.cgroup_procs_fd = -1;
 	if (o->cgroup_agent && ctx->cg.base_fd >= 0) {
+		size_t i;
+
 		snprintf(p->cgroup_agent, sizeof(p->cgroup_agent), "%s", o->cgroup_agent);
-		snprintf(p->cgroup_cmd, sizeof(p->cgroup_cmd), "cmd-%d-%lu", (int)ctx->self,
-			 ++ctx->counter);
+		for (i = 0; i < ctx->n_pool; i++)
+			if (!strcmp(ctx->pool[i].agent, p->cgroup_agent))
+				break;
+		if (i < ctx->n_pool) {
+			memcpy(p->cgroup_cmd, ctx->pool[i].cmd, sizeof(p->cgroup_cmd));
+			ctx->pool[i] = ctx->pool[--ctx->n_pool];
+		} else {
+			snprintf(p->cgroup_cmd, sizeof(p->cgroup_cmd), "cmd-%d-%lu", (int)ctx->self,
+				 ++ctx->counter);
+		}
 		r = cgroup_cmd_create(&ctx->cg, p->cgroup_agent, p->cgroup_cmd, &o->cgroup,
 				      &p->cgroup_fd, &procs_fd);
 		if (r < 0) {

@@ -113,6 +113,7 @@ enum spawn_step {
 	SPAWN_STEP_CLOSE_FDS,
 	SPAWN_STEP_EXEC,
 	SPAWN_STEP_PARENT_SIDE, /* failed before the child existed */
+	SPAWN_STEP_PTY,		/* opening /dev/ptmx (parent side) */
 	_SPAWN_STEP_MAX,
 };
 

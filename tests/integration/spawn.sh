@@ -1,0 +1,81 @@
+#!/bin/bash
+# pistisd run / the spawn core on the Debian (glibc) and musl test roots, asserted from
+# inside the sandbox by the static probe. Root, private mount namespace, throwaway roots.
+. "$(dirname "$0")/../lib.sh"
+need_root
+need_mount_ns "$@"
+
+P=$BIN/pistisd
+[ -x "$P" ] && [ -x "$TESTBIN/probe" ] || { echo "1..0 # SKIP pistisd or probe not built"; exit 0; }
+PROBE=/usr/local/lib/pistis-tests/probe
+field() { sed -n "s/^$1=//p" | tr -d '\r' | head -n 1; }
+
+for kind in debian musl; do
+	R=$(root_fresh "$kind") || { skip "$kind root" "root_fresh $kind failed"; continue; }
+	# a pty needs devpts in the root (the base roots have a minimal /dev)
+	mkdir -p "$R/dev/pts" && mount -t devpts -o newinstance,ptmxmode=0666,mode=0620 devpts "$R/dev/pts" &&
+		ln -sf pts/ptmx "$R/dev/ptmx"
+	run() { in_root "$R" pistisd run --agent "agent/$kind" "$@"; }
+
+	out=$(run -- $PROBE 2>&1)
+	is "$kind: ids" "$(echo "$out" | field uid)" "10100,10100,10100,10100"
+	is "$kind: groups: own + pi-sandbox" "$(echo "$out" | field groups)" "10010,10100"
+	for k in CapInh CapPrm CapEff CapBnd CapAmb; do
+		is "$kind: $k empty" "$(echo "$out" | field $k)" "0000000000000000"
+	done
+	is "$kind: no_new_privs" "$(echo "$out" | field NoNewPrivs)" 1
+	is "$kind: seccomp filter" "$(echo "$out" | field Seccomp)" 2
+	is "$kind: only fds 0-2" "$(echo "$out" | field fds)" "0,1,2"
+	is "$kind: umask" "$(echo "$out" | field umask)" "0007"
+	like "$kind: cwd is the home" "$(echo "$out" | field cwd)" '^/data/sandbox-home/pi-agent-[0-9a-f]{8}$'
+	is "$kind: RLIMIT_CORE 0" "$(echo "$out" | field rlimit.CORE)" "0:0"
+	is "$kind: own session" "$(echo "$out" | field sid)" "$(echo "$out" | field pid)"
+	is "$kind: no controlling tty" "$(echo "$out" | field devtty)" ENXIO
+	is "$kind: HOME from the builder" "$(echo "$out" | field env.HOME)" "$(echo "$out" | field cwd)"
+	unlike "$kind: nothing of ours leaks into env" "$out" '^env\.(PISTIS|SUDO|LD_)'
+	like "$kind: cgroup per command" "$(echo "$out" | field cgroup)" '^/.*pistis/pi-agent-[0-9a-f]{8}/cmd-'
+	for sc in unshare mount keyctl ptrace bpf ioctl.TIOCSTI ioctl.TIOCSTI_hi socket.AF_PACKET clone.NEWUSER; do
+		is "$kind: $sc filtered" "$(echo "$out" | field sc.$sc)" EPERM
+	done
+	is "$kind: io_uring ENOSYS" "$(echo "$out" | field sc.io_uring_setup)" ENOSYS
+	is "$kind: clone3 ENOSYS" "$(echo "$out" | field sc.clone3)" ENOSYS
+	is "$kind: AF_INET allowed" "$(echo "$out" | field sc.socket.AF_INET)" EINVAL
+	is "$kind: x32 killed" "$(run -- $PROBE x32 | field x32)" "killed:31"
+	is "$kind: int 0x80 killed" "$(run -- $PROBE int80 | field int80)" "killed:31"
+	is "$kind: fork bomb stops" "$(run --pids-max 16 -- $PROBE forkbomb 500 | field fork_error)" EAGAIN
+
+	exits 7 "$kind: exit code passes through" run -- $PROBE exit 7
+	exits 134 "$kind: 128+signal" run -- $PROBE raise 6
+	exits 127 "$kind: not found" run -- no-such-command
+	exits 100 "$kind: cwd outside /data refused" run --cwd /etc -- $PROBE exit 0
+	like "$kind: a failed step is named" "$(run --cwd /data/nope -- $PROBE 2>&1)" "enter working directory: No such file"
+
+	start=$(date +%s%N)
+	json=$(run --timeout 0.5 --json -- $PROBE bg-sleep 30 stay 2>&1 >/dev/null)
+	like "$kind: timeout reported" "$json" '"end":"timeout"'
+	ms=$(( ($(date +%s%N) - start) / 1000000 ))
+	ok "$kind: timeout took ${ms} ms (< 4000)" test "$ms" -lt 4000
+	json=$(run --idle-timeout 0.3 --json -- $PROBE sleep 30 2>&1 >/dev/null)
+	like "$kind: idle timeout reported" "$json" '"end":"idle-timeout"'
+	json=$(run --max-output 100 --json -- $PROBE output 5000 2>&1 >/dev/null)
+	like "$kind: truncation reported" "$json" '"truncated":true,"dropped_bytes":4900'
+	start=$(date +%s%N)
+	json=$(run --json -- $PROBE bg-sleep 30 2>&1 >/dev/null)
+	ms=$(( ($(date +%s%N) - start) / 1000000 ))
+	ok "$kind: background child holding the pipes: no hang (${ms} ms)" test "$ms" -lt 2000
+	like "$kind: leftovers stopped" "$json" '"left_children_killed":true'
+
+	out=$(run --pty --cols 91 --rows 21 -- $PROBE </dev/null 2>&1)
+	is "$kind: pty is a tty" "$(echo "$out" | field tty)" 1
+	is "$kind: pty size" "$(echo "$out" | field winsize)" 91x21
+	is "$kind: pty is the controlling terminal" "$(echo "$out" | field devtty)" ok
+	is "$kind: TIOCSTI refused on its own pty" \
+		"$(run --pty -- $PROBE tiocsti </dev/null | field sc.tiocsti)" EPERM
+
+	out=$(PISTIS_NO_OPENAT2=1 in_root "$R" env PISTIS_NO_OPENAT2=1 pistisd run --agent "agent/$kind" -- $PROBE 2>&1)
+	like "$kind: per-component fallback enters the home" "$(echo "$out" | field cwd)" '^/data/sandbox-home/'
+	mkdir -p "$R/data/agents" && ln -sfn /etc "$R/data/agents/evil"
+	like "$kind: symlinked cwd refused" "$(run --cwd /data/agents/evil -- $PROBE 2>&1)" 'enter working directory: (Too many levels|Symbolic link loop)'
+	umount "$R/dev/pts" 2>/dev/null
+done
+done_testing
