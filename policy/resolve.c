@@ -65,7 +65,7 @@ static int resolve_fallback(int root_fd, const char *rel, int flags, int *ret_fd
 	return 0;
 }
 
-int policy_resolve(int root_fd, const char *abs, int flags, int *ret_fd)
+static int resolve_raw(int root_fd, const char *abs, int flags, int *ret_fd)
 {
 	const char *rel = abs;
 	int fd;
@@ -100,4 +100,27 @@ int policy_resolve(int root_fd, const char *abs, int flags, int *ret_fd)
 		no_openat2 = true;
 	}
 	return resolve_fallback(root_fd, rel, flags, ret_fd);
+}
+
+int policy_resolve(int root_fd, const char *abs, int flags, int *ret_fd)
+{
+	_cleanup_close_ int fd = -1;
+	struct stat st;
+	int r;
+
+	if (!(flags & O_PATH))
+		return resolve_raw(root_fd, abs, flags, ret_fd);
+	/* O_PATH|O_NOFOLLOW hands back a trailing symlink itself (and O_DIRECTORY would
+	 * turn it into ENOTDIR, hiding it): open without O_DIRECTORY and look. */
+	r = resolve_raw(root_fd, abs, flags & ~O_DIRECTORY, &fd);
+	if (r < 0)
+		return r;
+	if (fstat(fd, &st) < 0)
+		return negative_errno();
+	if (S_ISLNK(st.st_mode))
+		return -ELOOP;
+	if ((flags & O_DIRECTORY) && !S_ISDIR(st.st_mode))
+		return -ENOTDIR;
+	*ret_fd = TAKE_FD(fd);
+	return 0;
 }

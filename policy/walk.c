@@ -83,26 +83,42 @@ struct walker {
 
 static bool no_listxattrat, no_fchmodat2;
 
-/* statx: also says whether the node is a mount root. On overlayfs non-directories carry
+/* struct statx as the kernel lays it out (stable ABI): musl before 1.2.5 has no statx(). */
+struct policy_statx {
+	uint32_t mask, blksize;
+	uint64_t attributes;
+	uint32_t nlink, uid, gid;
+	uint16_t mode, spare0;
+	uint64_t ino, size, blocks, attributes_mask;
+	struct {
+		int64_t sec;
+		uint32_t nsec;
+		int32_t pad;
+	} atime, btime, ctime, mtime;
+	uint32_t rdev_major, rdev_minor, dev_major, dev_minor;
+	uint64_t spare[14];
+};
+#define PSTATX_BASIC (0x1u | 0x2u | 0x4u | 0x8u | 0x10u | 0x100u) /* type mode nlink uid gid ino */
+#define PSTATX_ATTR_MOUNT_ROOT 0x2000u
+
+/* statx also says whether the node is a mount root. On overlayfs non-directories carry
  * the st_dev of their layer, so "st_dev changed" would stop at every lower-layer file;
  * STATX_ATTR_MOUNT_ROOT (5.8) is the exact question, st_dev the fallback. */
 static int node_stat(int dfd, const char *name, int flags, struct stat *st, int *ret_mount)
 {
-	struct statx sx;
+	struct policy_statx sx;
 
-	if (statx(dfd, name, flags | AT_STATX_SYNC_AS_STAT,
-		  STATX_TYPE | STATX_MODE | STATX_UID | STATX_GID | STATX_NLINK | STATX_INO,
-		  &sx) < 0)
+	if (syscall(SYS_statx, dfd, name, flags, PSTATX_BASIC, &sx) < 0)
 		return negative_errno();
 	memset(st, 0, sizeof(*st));
-	st->st_mode = sx.stx_mode;
-	st->st_uid = sx.stx_uid;
-	st->st_gid = sx.stx_gid;
-	st->st_nlink = sx.stx_nlink;
-	st->st_ino = sx.stx_ino;
-	st->st_dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
-	if (sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT)
-		*ret_mount = (sx.stx_attributes & STATX_ATTR_MOUNT_ROOT) ? 1 : 0;
+	st->st_mode = sx.mode;
+	st->st_uid = sx.uid;
+	st->st_gid = sx.gid;
+	st->st_nlink = sx.nlink;
+	st->st_ino = sx.ino;
+	st->st_dev = makedev(sx.dev_major, sx.dev_minor);
+	if (sx.attributes_mask & PSTATX_ATTR_MOUNT_ROOT)
+		*ret_mount = (sx.attributes & PSTATX_ATTR_MOUNT_ROOT) ? 1 : 0;
 	else
 		*ret_mount = -1; /* unknown: caller compares st_dev */
 	return 0;
@@ -626,6 +642,8 @@ static void finish_frame(struct walker *w, bool complete)
 	}
 	safe_close(f->fd);
 	w->depth--;
+	if (w->depth > 0)
+		path_pop(w, w->frames[w->depth - 1].path_len);
 }
 
 struct linux_dirent64 {
