@@ -1,0 +1,57 @@
+#!/bin/bash
+# bench/users.sh [N] — create N agents (default 1000) with `pistisd users ensure`, one
+# process per agent, against `useradd -R` doing the same on a temporary copy of /etc, in
+# the same run; then time `ensure` of an existing agent in-process (bench-users).
+# Runs as root in a private mount namespace; never touches the host's /etc or /data.
+# BENCH_FS=tmpfs puts both roots on a tmpfs (no fsync cost) instead of /var/tmp.
+set -euo pipefail
+[ "$(id -u)" = 0 ] || { echo "bench/users.sh: needs root" >&2; exit 100; }
+if [ "$(readlink /proc/self/ns/mnt)" = "$(readlink /proc/1/ns/mnt)" ]; then
+	exec unshare -m --propagation private bash "$0" "$@"
+fi
+N=${1:-1000}
+B=${PISTIS_BUILD:-build}
+case "$B" in /*) ;; *) B=$(pwd)/$B ;; esac
+P=$B/bin/pistisd
+H=$B/tests/bench-users
+command -v useradd >/dev/null || { echo "bench/users.sh: useradd missing (passwd package)" >&2; exit 111; }
+[ -x "$P" ] && [ -x "$H" ] || { echo "bench/users.sh: build $P and $H first" >&2; exit 111; }
+
+work=$(mktemp -d /var/tmp/pistis-bench-users.XXXXXX)
+trap 'umount "$work" 2>/dev/null || true; rm -rf "$work"' EXIT
+[ "${BENCH_FS:-disk}" = tmpfs ] && mount -t tmpfs -o size=512m bench "$work"
+
+mkroot() { # dir: a copy of the host's files, never the files themselves
+	mkdir -p "$1/etc/default" "$1/skel-empty" "$1/data/sandbox-home"
+	cp -a /etc/passwd /etc/group /etc/shadow /etc/gshadow /etc/login.defs "$1/etc/"
+	[ -e /etc/default/useradd ] && cp -a /etc/default/useradd "$1/etc/default/"
+	return 0
+}
+now() { date +%s%N; }
+
+mkroot "$work/ours"
+mkroot "$work/theirs"
+# The same end state on both sides: a shared group, a user and group per agent, a home.
+"$P" users ensure-base --root "$work/ours" >/dev/null
+groupadd -R "$work/theirs" -g 10010 pi-sandbox
+
+t0=$(now)
+for i in $(seq 1 "$N"); do
+	"$P" users ensure "bench-agent-$i" --root "$work/ours" >/dev/null
+done
+t1=$(now)
+for i in $(seq 1 "$N"); do
+	useradd -R "$work/theirs" -K UID_MIN=10100 -K GID_MIN=10100 -U -G pi-sandbox -m \
+		-k /skel-empty -b /data/sandbox-home -s /bin/sh "u$i" 2>/dev/null
+done
+t2=$(now)
+
+ours_us=$(( (t1 - t0) / 1000 / N ))
+theirs_us=$(( (t2 - t1) / 1000 / N ))
+echo "fs: ${BENCH_FS:-disk} ($(stat -f -c %T "$work"))  agents: $N"
+echo "create, one process per agent:  pistisd users ensure ${ours_us} us/user   useradd ${theirs_us} us/user   ratio $(awk "BEGIN{printf \"%.1f\", $theirs_us/$ours_us}")x"
+echo "check: $(grep -c '^pi-agent-' "$work/ours/etc/passwd") agents in ours, $(grep -c '^u[0-9]' "$work/theirs/etc/passwd") in useradd's"
+
+# In-process (what pistisd itself does): N more agents, then an existing one many times.
+"$H" "$work/ours" create inproc "$N"
+"$H" "$work/ours" existing bench-agent-500 5000
