@@ -12,6 +12,9 @@ B := build
 export PISTIS_BUILD := $(B)
 VERSION := 0.1.0
 FUZZ_SECONDS ?= 30
+# `make V=1` shows the full compiler command lines.
+Q := $(if $(V),,@)
+quiet = $(if $(V),,@printf '  %-6s %s\n' $(1) $(2);)
 
 # Goals that do not need the static dependency prefix.
 NO_DEPS_GOALS := clean distclean format format-check check-asan fuzz-smoke fuzz asan host
@@ -31,7 +34,7 @@ endif
 WARNINGS := -Wall -Wextra -Werror -Wshadow -Werror=shadow -Werror=strict-prototypes \
 	-Werror=missing-prototypes -Werror=format=2 -Werror=format-nonliteral \
 	-Werror=implicit-function-declaration -Werror=switch-default \
-	-Werror=incompatible-pointer-types -Wno-error=unused-parameter
+	-Werror=incompatible-pointer-types -Wno-unused-parameter
 BASE_CFLAGS := -std=gnu17 -D_GNU_SOURCE -I. -DPISTIS_VERSION='"$(VERSION)"' $(WARNINGS) \
 	-fstack-protector-strong -MMD -MP
 
@@ -80,32 +83,32 @@ libs = $(foreach l,$(2),$(B)/$(1)/lib$(l).a)
 
 $(B)/musl/obj/%.o: %.c | $(B)/deps.mk
 	@mkdir -p $(@D)
-	$(CC_MUSL) $(MUSL_CFLAGS) $($*_CFLAGS) -c $< -o $@
+	$(call quiet,CC.musl,$<)$(CC_MUSL) $(MUSL_CFLAGS) $($*_CFLAGS) -c $< -o $@
 $(B)/host/obj/%.o: %.c
 	@mkdir -p $(@D)
-	$(CC_HOST) $(HOST_CFLAGS) -c $< -o $@
+	$(call quiet,CC.host,$<)$(CC_HOST) $(HOST_CFLAGS) -c $< -o $@
 $(B)/asan/obj/%.o: %.c
 	@mkdir -p $(@D)
-	$(CC_ASAN) $(ASAN_CFLAGS) -c $< -o $@
+	$(call quiet,CC.asan,$<)$(CC_ASAN) $(ASAN_CFLAGS) -c $< -o $@
 $(B)/fuzz/obj/%.o: %.c
 	@mkdir -p $(@D)
-	$(CC_FUZZ) $(FUZZ_CFLAGS) -c $< -o $@
+	$(call quiet,CC.fuzz,$<)$(CC_FUZZ) $(FUZZ_CFLAGS) -c $< -o $@
 
 define lib_rule # variant, name
 $(B)/$(1)/lib$(2).a: $(call objs,$(1),$($(2)_SRCS))
 	@mkdir -p $$(@D)
 	@rm -f $$@
-	$$(AR) rcs $$@ $$^
+	$$(call quiet,AR,$$@)$$(AR) rcs $$@ $$^
 endef
 $(foreach v,musl host asan fuzz,$(foreach l,$(LIBS),$(eval $(call lib_rule,$(v),$(l)))))
 
 define musl_bin_rule # name, output dir
 $(B)/musl/$(1): $(call objs,musl,$($(1)_SRCS)) $(call libs,musl,$($(1)_LIBS))
-	$(CC_MUSL) $(MUSL_LDFLAGS) -o $$@ -Wl,--start-group $$^ -Wl,--end-group $(MUSL_EXT_LIBS)
+	$$(call quiet,LD,$$@)$(CC_MUSL) $(MUSL_LDFLAGS) -o $$@ -Wl,--start-group $$^ -Wl,--end-group $(MUSL_EXT_LIBS)
 	@file $$@ | grep -q 'statically linked' || { echo "$$@ is not static" >&2; rm -f $$@; exit 1; }
 $(2)/$(1): $(B)/musl/$(1)
 	@mkdir -p $$(@D)
-	strip -o $$@ $$<
+	$$(call quiet,STRIP,$$@)strip -o $$@ $$<
 endef
 $(foreach b,$(MUSL_BINS),$(eval $(call musl_bin_rule,$(b),$(B)/bin)))
 $(foreach b,$(UNIT_TESTS) $(MUSL_TEST_BINS),$(eval $(call musl_bin_rule,$(b),$(B)/tests)))
@@ -113,7 +116,7 @@ $(foreach b,$(UNIT_TESTS) $(MUSL_TEST_BINS),$(eval $(call musl_bin_rule,$(b),$(B
 define glibc_bin_rule # variant, name, output dir
 $(3)/$(2): $(call objs,$(1),$($(2)_SRCS)) $(call libs,$(1),$($(2)_LIBS))
 	@mkdir -p $$(@D)
-	$(CC_$(shell echo $(1) | tr a-z A-Z)) $($(shell echo $(1) | tr a-z A-Z)_LDFLAGS) -o $$@ -Wl,--start-group $$^ -Wl,--end-group \
+	$$(call quiet,LD,$$@)$(CC_$(shell echo $(1) | tr a-z A-Z)) $($(shell echo $(1) | tr a-z A-Z)_LDFLAGS) -o $$@ -Wl,--start-group $$^ -Wl,--end-group \
 		$($(shell echo $(1) | tr a-z A-Z)_EXT_LIBS)
 endef
 $(foreach b,$(HOST_BINS),$(eval $(call glibc_bin_rule,host,$(b),$(B)/bin)))

@@ -7,15 +7,6 @@
 #include "lib/version.h"
 #include "pistisd/cli.h"
 
-/* Components land one by one; a subcommand whose library is not linked into this build
- * says so instead of failing to link the whole binary. */
-#pragma weak check_cli_main
-#pragma weak users_cli_main
-#pragma weak policy_cli_main
-#pragma weak trusted_cli_main
-#pragma weak run_cli_main
-#pragma weak serve_cli_main
-
 static const struct {
 	const char *name;
 	int (*fn)(int, char **);
@@ -36,8 +27,7 @@ static void usage(FILE *f)
 		   "The pistis sandbox daemon (runs as root inside the sandbox) and its admin CLI.\n\n"
 		   "Commands:\n");
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-		fprintf(f, "  %-8s %s%s\n", commands[i].name, commands[i].help,
-			commands[i].fn ? "" : " (not in this build)");
+		fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].help);
 	fprintf(f, "\n`pistisd COMMAND --help` describes each command. Exit codes: 0 ok, 1 check\n"
 		   "failed, 100 usage, 111 system error. Documentation: docs/ in the source tree.\n");
 }
@@ -64,11 +54,6 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
 		if (strcmp(argv[1], commands[i].name))
 			continue;
-		if (!commands[i].fn) {
-			log_error("'%s' is not part of this build of pistisd", argv[1]);
-			return EXIT_SYSTEM;
-		}
-		log_set_program("pistisd");
 		return commands[i].fn(argc - 1, argv + 1);
 	}
 	log_error("unknown command '%s'; see 'pistisd --help'", argv[1]);
