@@ -1,0 +1,176 @@
+#!/bin/bash
+# pistisd policy: apply / plan / check / explain / save over a throwaway Debian root full
+# of hostile things (symlinks to secrets and /, hardlinks to /etc files, setuid files,
+# planted ACLs, FIFOs, sockets, devices, hostile names). Each apply is judged against
+# stat+ACL+xattr snapshots of /etc, /usr and the unmanaged part of /data, before and
+# after. Runs as root in a private mount namespace; never touches the host.
+. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/policy-lib.sh"
+need_root
+need_mount_ns "$@"
+
+P=$BIN/pistisd
+[ -x "$P" ] || { echo "1..0 # SKIP $P not built"; exit 0; }
+command -v setfacl >/dev/null || { echo "1..0 # SKIP setfacl missing (scripts/bootstrap.sh check)"; exit 0; }
+R=$(root_fresh debian) || { echo "1..0 # SKIP no debian root"; exit 0; }
+A=10100 # an agent's uid
+
+# --- the tree -------------------------------------------------------------------------
+W=$R/workspaces/proj
+mkdir -p "$W/src" "$W/sgid" "$W/acldir" "$R/data/bin" "$R/data/.secrets" "$R/data/home/x" \
+	"$R/data/keep/sub" "$R/data/sessions"
+echo 'int main(void){}' >"$W/src/main.c"
+printf '#!/bin/sh\n' >"$W/build.sh"
+chown -R $A:$A "$W"
+chmod 0644 "$W/src/main.c"
+chmod 04755 "$W/build.sh"
+chmod 02777 "$W/sgid"
+touch "$W/acl-file" && chown $A:$A "$W/acl-file"
+setfacl -m u:12345:rw,g:0:rw "$W/acl-file"
+setfacl -d -m u:12345:rwx "$W/acldir"
+mkfifo -m 0666 "$W/fifo"
+python3 -c 'import socket,sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$W/sock"
+mknod -m 0666 "$W/null" c 1 3
+touch "$W/new
+line" "$W/$(printf '\033[31mred')" "$W/$(printf '\377\376')" "$W/-rf"
+chmod 0666 "$W/new
+line" "$W/-rf"
+ln -s /etc/shadow "$W/link-last"
+ln -s / "$W/link-root"
+ln -s ../../etc "$W/link-mid"
+ln "$R/etc/shadow" "$W/shadow-hard"
+ln "$R/etc/passwd" "$W/passwd-hard"
+touch "$R/data/bin/tool" "$R/data/.secrets/token" "$R/data/portal.db" "$R/data/keep/f"
+chmod 0777 "$R/data/bin/tool"
+chmod 0666 "$R/data/portal.db" "$R/data/keep/f"
+setfacl -m u:12345:rwx "$R/data/keep/sub"
+
+outside() { snap "$R/etc" "$R/usr" "$R/data/keep" "$R/root" "$R/bin" "$R/lib"; }
+before=$(outside)
+
+# --- apply the defaults ---------------------------------------------------------------
+out=$("$P" policy apply --root "$R" 2>&1); rc=$?
+is "apply exits 0" "$rc" 0
+after=$(outside)
+is "/etc, /usr, /data/keep unchanged by apply" "$(diff <(echo "$before") <(echo "$after"))" ""
+is "workspace dir: group pi-sandbox, setgid, 2770, owner kept" "$(mode_of "$W")" "2770 $A:10010"
+is "file: 660, owner kept" "$(mode_of "$W/src/main.c")" "660 $A:10010"
+is "setuid file: bits gone, still runnable" "$(mode_of "$W/build.sh")" "770 $A:10010"
+is "setgid dir from scratch" "$(mode_of "$W/sgid")" "2770 $A:10010"
+is "planted access ACL removed" "$(getfattr --absolute-names -n system.posix_acl_access "$W/acl-file" 2>&1 | grep -c '^system')" 0
+is "planted default ACL replaced by ours" "$(getfacl -p -d "$W/acldir" | grep -v '^#' | grep . | tr '\n' ' ')" \
+	"user::rwx group::rwx other::--- "
+is "FIFO handled (never opened)" "$(mode_of "$W/fifo")" "660 0:10010"
+is "socket handled" "$(mode_of "$W/sock")" "660 0:10010"
+is "device node never loosened" "$(mode_of "$W/null")" "666 0:0"
+like "device reported" "$out" 'device node under a write rule'
+is "hardlinked /etc/shadow unchanged" "$(mode_of "$R/etc/shadow")" "$(mode_of "$W/shadow-hard")"
+like "hardlinks reported" "$out" 'passwd-hard: has more than one link'
+is "symlinks untouched" "$(readlink "$W/link-last") $(readlink "$W/link-root") $(readlink "$W/link-mid")" \
+	"/etc/shadow / ../../etc"
+is "name with newline handled" "$(mode_of "$W/new
+line")" "660 0:10010"
+is "name with leading - handled" "$(mode_of "$W/-rf")" "660 0:10010"
+is "/data/bin tool: read = 755 root" "$(mode_of "$R/data/bin/tool")" "755 0:0"
+is "/data/.secrets stays pi-tools 700" "$(mode_of "$R/data/.secrets")" "700 10002:10002"
+is "secret token 600 pi-tools" "$(mode_of "$R/data/.secrets/token")" "600 10002:10002"
+is "portal.db none" "$(mode_of "$R/data/portal.db")" "600 0:0"
+is "/data itself not named: unchanged" "$(mode_of "$R/data")" "755 0:0"
+like "missing rule path reported" "$out" 'not there yet: /certs'
+
+# --- re-apply only reads --------------------------------------------------------------
+full_before=$(snap "$R/workspaces" "$R/data" "$R/etc")
+out=$("$P" policy apply --root "$R" 2>&1); rc=$?
+is "re-apply exits 0" "$rc" 0
+like "re-apply changes nothing" "$out" ' 0 changed'
+is "re-apply leaves every stat/ACL/xattr as it was" \
+	"$(diff <(echo "$full_before") <(snap "$R/workspaces" "$R/data" "$R/etc"))" ""
+out=$("$P" policy check --root "$R" 2>&1); rc=$?
+is "check: hardlinks and devices looser than the rule do not conform" "$rc" 1
+is "exactly those are listed" "$(printf '%s\n' "$out" | grep '^violation' | cut -d: -f1 | sort | tr '\n' ' ')" \
+	"violation /workspaces/proj/null violation /workspaces/proj/passwd-hard "
+rm -f "$W/null" "$W/passwd-hard" "$W/shadow-hard"
+exits 0 "check: conforming" "$P" policy check --root "$R"
+
+# --- check, plan, escaping ------------------------------------------------------------
+chmod 0666 "$W/src/main.c"
+touch "$W/$(printf 'x\ny\033')" && chmod 0606 "$W/$(printf 'x\ny\033')"
+out=$("$P" policy check --root "$R" 2>&1); rc=$?
+is "check: not conforming exits 1" "$rc" 1
+like "check lists the violation" "$out" '^violation /workspaces/proj/src/main.c: mode'
+like "names are escaped (newline, ESC)" "$out" 'x\\ny\\x1b: '
+unlike "no raw escape byte in output" "$out" "$(printf '\033')"
+s1=$(snap "$R/workspaces")
+json=$("$P" policy plan --root "$R" --json 2>/dev/null); rc=$?
+is "plan exits 0" "$rc" 0
+is "plan changes nothing" "$(diff <(echo "$s1") <(snap "$R/workspaces"))" ""
+is "plan --json is JSON with the change" "$(printf '%s' "$json" | python3 -c '
+import json,sys; d=json.load(sys.stdin)
+print(sorted(e["path"] for e in d["events"] if e["kind"]=="change")[0], d["summary"]["changed"])')" \
+	"/workspaces/proj/src/main.c 2"
+"$P" policy apply --root "$R" >/dev/null 2>&1
+is "apply fixes it" "$(mode_of "$W/src/main.c")" "660 $A:10010"
+
+# --- explain --------------------------------------------------------------------------
+chmod 0755 "$R"
+out=$("$P" policy explain /workspaces/proj/src/main.c --root "$R" --uid $A 2>&1)
+like "explain names the rule and line" "$out" 'rule: "/workspaces" write \(line 2\)'
+like "explain: agent reads and writes it" "$out" 'traverse yes, read yes, write yes'
+out=$("$P" policy explain /data/bin/tool --root "$R" --uid $A 2>&1)
+like "explain: tool readable, not writable" "$out" 'read yes, write no, replace no'
+out=$("$P" policy explain /data/.secrets/token --root "$R" --uid $A 2>&1)
+like "explain: secrets not traversable" "$out" 'traverse no \(blocked at /data/.secrets\)'
+out=$("$P" policy explain /etc/hostname --root "$R" 2>&1)
+like "explain: unnamed path keeps its permissions" "$out" 'none covers this path'
+out=$("$P" policy explain /workspaces/proj/link-last --root "$R" 2>&1)
+like "explain: symlink is said to be one" "$out" 'is a symlink'
+json=$("$P" policy explain /workspaces/proj/src/main.c --root "$R" --uid $A --json)
+is "explain --json" "$(printf '%s' "$json" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["rule"]["access"], d["agent"]["write"])')" "write True"
+
+# --- save: validated, atomic, then applied --------------------------------------------
+work=$(mktemp -d "${TMPDIR:-/tmp}/pistis-test.$$.XXXXXX")
+printf '[\n  {"path": "/workspaces", "access": "write"},\n  {"path": "rel/x", "access": "read"}\n]\n' >"$work/bad.json"
+out=$("$P" policy save --root "$R" --rules "$work/bad.json" 2>&1); rc=$?
+is "save of invalid rules exits 1" "$rc" 1
+like "the error names line 3" "$out" 'line 3.*not absolute'
+ok "nothing installed" test ! -e "$R/data/pistis/rules.json"
+printf '[\n {"path":"/workspaces","access":"write"},\n {"path":"/workspaces/proj/link-mid","access":"none"}\n]\n' >"$work/sym.json"
+out=$("$P" policy save --root "$R" --rules "$work/sym.json" 2>&1); rc=$?
+is "a rule naming a symlink is refused" "$rc" 1
+like "with its line" "$out" 'line 3'
+cat >"$work/good.json" <<'EOF'
+[
+  {"path": "/workspaces", "access": "write"},
+  {"path": "/workspaces/proj/src", "access": "read"},
+  {"path": "/data/.secrets", "access": "none"}
+]
+EOF
+out=$("$P" policy save --root "$R" --rules "$work/good.json" 2>&1); rc=$?
+is "save exits 0" "$rc" 0
+is "rules file installed root 644" "$(mode_of "$R/data/pistis/rules.json")" "644 0:0"
+is "installed bytes are the new rules" "$(cmp "$work/good.json" "$R/data/pistis/rules.json" && echo same)" same
+is "and applied" "$(mode_of "$W/src")" "755 0:0"
+ok "no temp file left" test -z "$(ls -A "$R/data/pistis" | grep -v '^rules.json$')"
+out=$("$P" policy explain /workspaces/proj/src --root "$R" --uid $A 2>&1)
+like "explain: read rule in a writable dir is not read-only" "$out" 'warning: .* can replace'
+chown 1000 "$R/data/pistis/rules.json"
+out=$("$P" policy check --root "$R" 2>&1); rc=$?
+is "a rules file not owned by root is refused" "$rc" 1
+like "saying why" "$out" 'owned by root'
+chown 0 "$R/data/pistis/rules.json"
+
+# --- the openat2 fallback --------------------------------------------------------------
+before=$(outside)
+chmod 0666 "$W/src/main.c"
+out=$(PISTIS_NO_OPENAT2=1 "$P" policy apply --root "$R" 2>&1); rc=$?
+is "apply with the per-component resolver" "$rc" 0
+is "fallback: outside unchanged" "$(diff <(echo "$before") <(outside))" ""
+is "fallback: applied" "$(mode_of "$W/src/main.c")" "644 0:0"
+
+# --- usage ----------------------------------------------------------------------------
+exits 0 "--help" "$P" policy --help
+exits 100 "unknown command" "$P" policy frobnicate
+exits 100 "explain without PATH" "$P" policy explain --root "$R"
+exits 100 "explain of a relative path" "$P" policy explain rel --root "$R"
+exits 111 "missing root" "$P" policy check --root /nonexistent-root
+done_testing
