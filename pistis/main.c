@@ -60,7 +60,8 @@ static struct {
 	size_t rx_len;
 	struct msg *q_head, *q_tail;
 	struct termios saved_tio;
-	bool raw;
+	bool raw, stdin_eof;
+	bool redial;   /* drop this connection and re-attach from what we hold */
 	uint8_t *wbuf; /* stdin for `write` */
 	size_t wlen;
 } C = {.exit_code = 1};
@@ -237,7 +238,7 @@ static void on_text(const char *buf, size_t len)
 			cJSON_IsString(code) && !strcmp(code->valuestring, "unavailable");
 		if (C.mode == M_EXEC && C.cmd && unavailable) {
 			/* the sandbox has not redialled the restarted relay yet: try again */
-			lws_set_timeout(C.wsi, PENDING_TIMEOUT_CLOSE_SEND, LWS_TO_KILL_ASYNC);
+			C.redial = true;
 			goto out;
 		}
 		if (C.json)
@@ -246,8 +247,14 @@ static void on_text(const char *buf, size_t len)
 			log_error("%s: %s", cJSON_IsString(code) ? code->valuestring : "error",
 				  cJSON_IsString(msg) ? msg->valuestring : "");
 		/* errors about a single frame or ack do not end an exec */
+		/* a command that could not start: 127 not found, 126 cannot run (like a shell) */
 		if (C.mode != M_EXEC || !C.cmd)
-			finish(C.mode == M_EXEC ? 125 : 1);
+			finish(C.mode != M_EXEC ? 1
+			       : cJSON_IsString(code) && !strcmp(code->valuestring, "not_found")
+				       ? 127
+			       : cJSON_IsString(code) && !strcmp(code->valuestring, "denied")
+				       ? 126
+				       : 125);
 		goto out;
 	}
 	if (C.mode != M_EXEC) {
@@ -284,6 +291,13 @@ static void on_text(const char *buf, size_t len)
 		cJSON *cmd = cJSON_GetObjectItemCaseSensitive(root, "cmd");
 		if (cJSON_IsNumber(cmd))
 			C.cmd = (uint32_t)cmd->valuedouble;
+		/* stdin is read only once there is a command to give it to */
+		if (C.cmd && (C.stdin_pipe || C.tty) && !C.stdin_wsi && !C.stdin_eof) {
+			lws_sock_file_fd_type fd = {.filefd = STDIN_FILENO};
+			C.stdin_wsi = lws_adopt_descriptor_vhost(
+				lws_get_vhost_by_name(C.ctx, "default"), LWS_ADOPT_RAW_FILE_DESC,
+				fd, PROTO_CLIENT_SUBPROTOCOL, NULL);
+		}
 		C.attempt = 0;
 		C.lost_at = 0;
 	} else if (!strcmp(ev->valuestring, "exec.exit")) {
@@ -323,7 +337,7 @@ static void on_binary(const uint8_t *buf, size_t len)
 	if (f.seq != C.last_seq + 1) {
 		log_error("Output frame %llu arrived after %llu: a gap; re-attaching",
 			  (unsigned long long)f.seq, (unsigned long long)C.last_seq);
-		lws_set_timeout(C.wsi, PENDING_TIMEOUT_CLOSE_SEND, LWS_TO_KILL_ASYNC);
+		C.redial = true;
 		return;
 	}
 	C.last_seq = f.seq;
@@ -383,6 +397,7 @@ static void read_stdin(struct lws *wsi)
 		n = 0;
 		lws_set_timeout(wsi, PENDING_TIMEOUT_CLOSE_SEND, LWS_TO_KILL_ASYNC);
 		C.stdin_wsi = NULL;
+		C.stdin_eof = true;
 	}
 	if (!C.cmd || !C.wsi)
 		return;
@@ -438,6 +453,10 @@ static int cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, voi
 			on_binary(C.rx, C.rx_len);
 		else
 			on_text((const char *)C.rx, C.rx_len);
+		if (C.redial) {
+			C.redial = false;
+			return -1; /* closes; CLIENT_CLOSED redials with backoff */
+		}
 		break;
 	}
 	case LWS_CALLBACK_CLIENT_WRITEABLE: {
@@ -472,6 +491,7 @@ static int cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, voi
 	case LWS_CALLBACK_RAW_CLOSE_FILE:
 		if (wsi == C.stdin_wsi) {
 			C.stdin_wsi = NULL;
+			C.stdin_eof = true;
 			if (C.cmd && C.wsi) {
 				uint8_t h[PROTO_FRAME_HEADER];
 				proto_frame_header_put(h, PROTO_STREAM_STDIN, PROTO_FRAME_EOF,
@@ -576,8 +596,16 @@ int main(int argc, char **argv)
 	/* options may come before or after the command word */
 	while ((c = getopt_long(argc, argv, "+hjti", opts, NULL)) >= 0 || optind < argc) {
 		if (c < 0) {
-			if (C.argv || C.file)
+			if (C.argv)
 				break;
+			if (C.file) {
+				if (*C.file) {
+					log_error("one PATH only");
+					return 100;
+				}
+				C.file = argv[optind++];
+				continue;
+			}
 			cmd = argv[optind++];
 			if (!strcmp(cmd, "ls"))
 				C.mode = M_LS;
@@ -651,12 +679,11 @@ int main(int argc, char **argv)
 		}
 		C.argv = argv + optind;
 	} else if (C.file) {
-		if (optind != argc - 1 || !C.agent ||
+		if (!*C.file || optind != argc || !C.agent ||
 		    (C.mode == M_EDIT && (!C.old_text || !C.new_text))) {
 			usage(stderr);
 			return 100;
 		}
-		C.file = argv[optind];
 	}
 	if (parse_url(url ? url : "ws://127.0.0.1:7701/v1/ws") < 0) {
 		log_error("--url must be ws://HOST[:PORT][/PATH] or wss://…");
@@ -698,12 +725,6 @@ int main(int argc, char **argv)
 	C.ctx = lws_create_context(&info);
 	if (!C.ctx)
 		return 111;
-	if (C.mode == M_EXEC && (C.stdin_pipe || C.tty)) {
-		lws_sock_file_fd_type fd = {.filefd = STDIN_FILENO};
-		C.stdin_wsi = lws_adopt_descriptor_vhost(lws_get_vhost_by_name(C.ctx, "default"),
-							 LWS_ADOPT_RAW_FILE_DESC, fd,
-							 PROTO_CLIENT_SUBPROTOCOL, NULL);
-	}
 	if (C.mode == M_EXEC && C.tty && isatty(STDIN_FILENO)) {
 		struct termios t;
 		sigset_t mask;
@@ -711,7 +732,7 @@ int main(int argc, char **argv)
 		if (tcgetattr(STDIN_FILENO, &C.saved_tio) == 0) {
 			t = C.saved_tio;
 			cfmakeraw(&t);
-			if (tcsetattr(STDIN_FILENO, TCSAFLUSH, &t) == 0)
+			if (tcsetattr(STDIN_FILENO, TCSANOW, &t) == 0) /* keep typed-ahead input */
 				C.raw = true;
 		}
 		sigemptyset(&mask);

@@ -54,7 +54,8 @@ static int openat2_beneath(int dfd, const char *rel, int flags, mode_t mode)
 {
 	static bool no_openat2;
 	struct open_how how = {
-		.flags = (uint64_t)flags | O_CLOEXEC | O_NOCTTY,
+		/* openat2 refuses O_NOCTTY and friends next to O_PATH */
+		.flags = (uint64_t)flags | O_CLOEXEC | (flags & O_PATH ? 0 : O_NOCTTY),
 		.mode = mode,
 		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
 	};

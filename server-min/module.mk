@@ -16,3 +16,4 @@ pistisd_SRCS += pistisd/serve.c pistisd/session.c pistisd/fsops.c
 HOST_BINS += server-min
 server-min_SRCS := server-min/relay.c server-min/config.c
 server-min_LIBS := lib
+INTEGRATION_TESTS += tests/integration/relay.sh

@@ -64,8 +64,9 @@ struct sandbox {
 struct route {
 	struct sandbox *sb;
 	uint32_t cmd;
-	unsigned client; /* serial */
-	uint64_t last_seq;
+	unsigned client;   /* serial */
+	uint64_t last_seq; /* last frame forwarded to the client (dedupes resends) */
+	uint64_t acked;	   /* last frame the client acknowledged: all a re-attach may assume */
 	char orig_id[PROTO_MAX_CLIENT_ID + 1];
 	bool used;
 };
@@ -202,7 +203,12 @@ static struct route *route_set(struct sandbox *sb, uint32_t cmd, unsigned client
 			r = &R.routes[R.n_routes++];
 		}
 	}
-	*r = (struct route){.sb = sb, .cmd = cmd, .client = client, .last_seq = from, .used = true};
+	*r = (struct route){.sb = sb,
+			    .cmd = cmd,
+			    .client = client,
+			    .last_seq = from,
+			    .acked = from,
+			    .used = true};
 	snprintf(r->orig_id, sizeof(r->orig_id), "%s", orig_id);
 	return r;
 }
@@ -288,8 +294,8 @@ static void client_text(struct conn *c, const char *buf, size_t len)
 		if (proto_get_u64(root, "cmd", UINT32_MAX, &cmd, &err) == 0 &&
 		    proto_get_u64(root, "seq", UINT64_MAX >> 11, &seq, &err) == 0) {
 			struct route *rt = route_find(sb, (uint32_t)cmd);
-			if (rt && rt->client == c->serial && seq > rt->last_seq)
-				rt->last_seq = seq;
+			if (rt && rt->client == c->serial && seq > rt->acked && seq <= rt->last_seq)
+				rt->acked = seq;
 		}
 	}
 	out = cJSON_PrintUnformatted(root);
@@ -333,7 +339,8 @@ static void reattach_routes(struct sandbox *sb)
 		cJSON_AddStringToObject(o, "id", id);
 		cJSON_AddStringToObject(o, "op", "exec.attach");
 		cJSON_AddNumberToObject(o, "cmd", rt->cmd);
-		cJSON_AddNumberToObject(o, "after", (double)rt->last_seq);
+		/* only what the client acknowledged: frames queued to it may still be lost */
+		cJSON_AddNumberToObject(o, "after", (double)rt->acked);
 		s = cJSON_PrintUnformatted(o);
 		cJSON_Delete(o);
 		if (s) {

@@ -1,0 +1,148 @@
+#!/bin/bash
+# The relay end to end: server-min + pistisd serve + pistis as real processes, root, in a
+# private mount namespace over a throwaway Debian root, on loopback only.
+. "$(dirname "$0")/../lib.sh"
+need_root
+need_mount_ns "$@"
+for b in pistisd server-min pistis; do
+	[ -x "$BIN/$b" ] || { echo "1..0 # SKIP $BIN/$b not built"; exit 0; }
+done
+R=$(root_fresh debian) || { echo "1..0 # SKIP no debian test root"; exit 0; }
+W=$(mktemp -d "${TMPDIR:-/tmp}/pistis-relay.$$.XXXXXX")
+SP=$((20000 + RANDOM % 20000)); CP=$((SP + 1))
+cleanup() {
+	[ -n "${PD:-}" ] && kill "$PD" 2>/dev/null
+	[ -n "${SM:-}" ] && kill "$SM" 2>/dev/null
+	wait 2>/dev/null
+	root_cleanup
+	rm -rf "$W"
+}
+trap cleanup EXIT
+
+mkdir -p "$R/etc/pistis"
+head -c 24 /dev/urandom | base64 | tr -d '/+=' >"$R/etc/pistis/token"
+chmod 600 "$R/etc/pistis/token"
+export PISTIS_TEST_CT=client-$(head -c 12 /dev/urandom | base64 | tr -d '/+=')
+cat >"$W/pistis.json" <<J
+{
+  "listen": {"sandbox": "127.0.0.1:$SP", "client": "127.0.0.1:$CP"},
+  "client_token": "\${PISTIS_TEST_CT}",
+  "sandboxes": [{"name": "s1", "token": "$(cat "$R/etc/pistis/token")"}]
+}
+J
+start_relay() {
+	"$BIN/server-min" --config "$W/pistis.json" >>"$W/smin.log" 2>&1 &
+	SM=$!
+	for _ in $(seq 50); do "$BIN/pistis" ls 2>/dev/null | grep -q "s1 *connected" && return 0; sleep 0.1; done
+	return 1
+}
+export PISTIS_URL=ws://127.0.0.1:$CP PISTIS_TOKEN=$PISTIS_TEST_CT
+P() { "$BIN/pistis" "$@"; }
+
+# --- configuration --------------------------------------------------------------------
+printf '{\n  "client_token": "x",\n  "sandboxes": []\n}\n' >"$W/bad.json"
+like "config: errors name the line" "$("$BIN/server-min" --config "$W/bad.json" --check 2>&1)" 'bad.json:2: .*client_token'
+printf '{\n  "client_token": "${PISTIS_NOPE_UNSET}",\n  "sandboxes": [{"name":"a","token":"0123456789abcdef"}]\n}\n' >"$W/env.json"
+like "config: unset \${ENV} is an error with its line" "$("$BIN/server-min" --config "$W/env.json" --check 2>&1)" 'env.json:2: .*PISTIS_NOPE_UNSET'
+ok "config: the test config validates" "$BIN/server-min" --config "$W/pistis.json" --check
+
+# --- the token file ---------------------------------------------------------------------
+cp "$R/etc/pistis/token" "$R/etc/pistis/loose"; chmod 644 "$R/etc/pistis/loose"
+exits 111 "serve refuses a group/other-readable token file" \
+	in_root "$R" pistisd serve --relay ws://127.0.0.1:$SP --token-file /etc/pistis/loose
+
+ok "server-min starts and pistisd connects" true
+start_relay
+in_root "$R" pistisd serve --relay ws://127.0.0.1:$SP --token-file /etc/pistis/token --name s1 \
+	>"$W/pd.log" 2>&1 &
+PD=$!
+for _ in $(seq 50); do P ls 2>/dev/null | grep -q "s1 *connected" && break; sleep 0.1; done
+like "pistis ls shows the sandbox connected" "$(P ls 2>&1)" '^s1 +connected'
+
+# --- exec -------------------------------------------------------------------------------
+is "exec: stdout" "$(P exec --agent alice -- echo hello 2>&1)" hello
+exits 3 "exec: the command's exit code" P exec --agent alice -- sh -c 'exit 3'
+is "exec: stderr separate" "$(P exec --agent alice -- sh -c 'echo o; echo e >&2' 2>/dev/null)" o
+like "exec: runs as the agent's own user" "$(P exec --agent alice -- id 2>&1)" '^uid=101[0-9][0-9]\(pi-agent-[0-9a-f]{8}\) .*pi-sandbox'
+exits 127 "exec: unknown program is a clear failure" P exec --agent alice -- /nonexistent/x
+is "exec: no token in the environment" "$(P exec --agent alice -- sh -c 'env | grep -c -i token' 2>&1)" 0
+like "exec: token file unreadable by the agent" "$(P exec --agent alice -- cat /etc/pistis/token 2>&1)" 'Permission denied'
+big=$(P exec --agent alice -- sh -c 'seq 1 200000' | md5sum)
+is "exec: 1.2 MB of output complete and in order" "$big" "$(seq 1 200000 | md5sum)"
+
+# --- 100 concurrent commands across 10 agents ---------------------------------------------
+for a in $(seq 0 9); do P exec --agent "agent$a" -- true; done
+for i in $(seq 0 99); do
+	(P exec --agent "agent$((i % 10))" -- sh -c 'id -un; sleep 0.5; id -un' >"$W/c$i.out" 2>&1; echo $? >"$W/c$i.rc") &
+done
+wait_cnt=0; while [ "$(ls "$W"/c*.rc 2>/dev/null | wc -l)" -lt 100 ] && [ $wait_cnt -lt 300 ]; do sleep 0.1; wait_cnt=$((wait_cnt + 1)); done
+bad=0
+for i in $(seq 0 99); do
+	want=$(in_root "$R" pistisd users show "agent$((i % 10))" 2>/dev/null | sed -n 's/^name=//p')
+	got=$(sort -u "$W/c$i.out")
+	[ "$(cat "$W/c$i.rc" 2>/dev/null)" = 0 ] && [ -n "$want" ] && [ "$got" = "$want" ] || bad=$((bad + 1))
+done
+is "100 concurrent commands, 10 agents, each with its own identity" "$bad" 0
+
+# --- server-min killed and restarted in the middle of a command ----------------------------
+P exec --agent alice -- sh -c 'i=0; while [ $i -lt 60 ]; do echo line$i; i=$((i+1)); sleep 0.05; done' >"$W/restart.out" 2>"$W/restart.err" &
+EX=$!
+sleep 1
+kill -9 "$SM"; wait "$SM" 2>/dev/null
+sleep 0.5
+start_relay
+wait "$EX"; rc=$?
+is "restart: the command still exits 0" "$rc" 0
+is "restart: output complete and in order" "$(md5sum <"$W/restart.out")" \
+	"$(for i in $(seq 0 59); do echo line$i; done | md5sum)"
+
+# --- the connection cut by the test (ss -K kills the TCP sockets on the sandbox port) -------
+wait_connected() { for _ in $(seq 100); do P ls 2>/dev/null | grep -q "s1 *connected" && return 0; sleep 0.1; done; }
+if ss -K dst 127.0.0.1 dport = :$SP >/dev/null 2>&1 && sleep 0.5 && wait_connected; then
+	P exec --agent alice -- sh -c 'i=0; while [ $i -lt 60 ]; do echo cut$i; i=$((i+1)); sleep 0.05; done' >"$W/cut.out" 2>"$W/cut.err" &
+	EX=$!
+	sleep 1
+	ss -K dst 127.0.0.1 dport = :$SP >/dev/null 2>&1
+	sleep 0.3
+	ss -K dst 127.0.0.1 dport = :$CP >/dev/null 2>&1
+	wait "$EX"; rc=$?
+	[ "$rc" = 0 ] || sed 's/^/# cut: /' "$W/cut.err"
+	is "cut: the command exits 0" "$rc" 0
+	is "cut: output complete and in order" "$(md5sum <"$W/cut.out")" \
+		"$(for i in $(seq 0 59); do echo cut$i; done | md5sum)"
+else
+	skip "cut: connection cut" "ss -K not supported by this kernel (CONFIG_INET_DIAG_DESTROY)"
+	skip "cut: output"
+fi
+
+# --- pty with stdin and resize ----------------------------------------------------------------
+# the test root's minimal /dev has no pty multiplexer: give it a private devpts instance
+mkdir -p "$R/dev/pts" && mount -t devpts -o newinstance,ptmxmode=0666,mode=0620 devpts "$R/dev/pts" &&
+	ln -sf pts/ptmx "$R/dev/ptmx"
+out=$(printf 'stty size\necho tty-ok $(tty | cut -c1-8)\nexit 4\n' | script -qec "stty rows 30 cols 100; $BIN/pistis exec --tty --agent alice -- sh" /dev/null 2>&1)
+like "pty: the command sees a terminal" "$out" 'tty-ok /dev/pts'
+like "pty: the client's size reaches the pty" "$out" '30 100'
+
+# --- file operations as the agent ---------------------------------------------------------------
+home=$(in_root "$R" pistisd users show alice | sed -n 's/^home=//p')
+echo "hello file" | P write --agent alice "$home/notes/a.txt"
+is "fs.write creates parents; fs.read reads it back" "$(P read --agent alice "$home/notes/a.txt")" "hello file"
+ok "fs.edit replaces a unique occurrence" P edit --agent alice "$home/notes/a.txt" --old hello --new goodbye
+is "fs.edit result" "$(P read --agent alice "$home/notes/a.txt")" "goodbye file"
+like "fs.read of /etc/shadow is denied to the agent" "$(P read --agent alice /etc/shadow 2>&1)" 'denied'
+echo secret >"$R/root/secret"; chmod 600 "$R/root/secret"
+ln -sf /root/secret "$R/$home/link"
+like "fs.write through a symlink is refused" "$(echo x | P write --agent alice "$home/link" 2>&1)" 'denied|Too many levels'
+is "the symlink target is untouched" "$(cat "$R/root/secret")" secret
+bobhome=$(in_root "$R" pistisd users ensure bob | sed -n 's/^home=//p')
+like "alice cannot read bob's home" "$(P read --agent alice "$bobhome/x" 2>&1)" 'denied'
+
+# --- hostile input: the daemons keep running ----------------------------------------------------
+exits 125 "an empty agent through the relay is a structured error" \
+	"$BIN/pistis" exec --agent '' -- true
+is "pistisd still running" "$(kill -0 "$PD" && echo yes)" yes
+is "server-min still running" "$(kill -0 "$SM" && echo yes)" yes
+
+grep -q 'audit exec cmd=' "$W/pd.log"
+ok "pistisd logs an audit record per command" grep -q 'audit exec cmd=.*agent=.*argv=.*code=' "$W/pd.log"
+done_testing
