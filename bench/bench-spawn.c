@@ -1,6 +1,7 @@
 /* In one process: N spawns of /bin/true through the spawn core (agent uid, seccomp,
  * cgroup, everything) against plain posix_spawn + waitpid. Prints µs per spawn.
- * Usage: bench-spawn [N] [--no-cgroup]   (root) */
+ * Usage: bench-spawn [N] [--no-cgroup]   (root)
+ *        bench-spawn exec N -- CMD [ARG]...   median wall of N runs of CMD (bench/spawn.sh) */
 #include <errno.h>
 #include <fcntl.h>
 #include <spawn.h>
@@ -27,8 +28,40 @@ static void report(const char *what, uint64_t *t, int n, uint64_t total)
 	       t[n / 2] / 1000.0, t[n * 9 / 10] / 1000.0);
 }
 
+static int bench_exec(int n, char **cmd)
+{
+	uint64_t *t = calloc((size_t)n, sizeof(uint64_t)), total = 0;
+	int devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	posix_spawn_file_actions_t fa;
+
+	if (!t || devnull < 0 || n <= 0)
+		return 111;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, devnull, 1);
+	for (int i = -5; i < n; i++) {
+		pid_t pid;
+		int st;
+		uint64_t t0 = spawn_now_ns();
+		if (posix_spawn(&pid, cmd[0], &fa, NULL, cmd, environ) != 0 ||
+		    waitpid(pid, &st, 0) != pid || st != 0) {
+			fprintf(stderr, "bench-spawn: '%s' failed (status %d)\n", cmd[0], st);
+			return 111;
+		}
+		if (i < 0)
+			continue; /* warm-up */
+		t[i] = spawn_now_ns() - t0;
+		total += t[i];
+	}
+	qsort(t, (size_t)n, sizeof(*t), cmp);
+	printf("median_us=%.1f mean_us=%.1f\n", t[n / 2] / 1000.0, total / 1000.0 / n);
+	free(t);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc > 4 && !strcmp(argv[1], "exec") && !strcmp(argv[3], "--"))
+		return bench_exec(atoi(argv[2]), argv + 4);
 	int n = argc > 1 ? atoi(argv[1]) : 1000;
 	bool cg = !(argc > 2 && !strcmp(argv[2], "--no-cgroup"));
 	char *targv[] = {"/bin/true", NULL};
