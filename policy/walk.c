@@ -373,6 +373,27 @@ static int notify_tighten(struct walker *w)
 	return r;
 }
 
+/* A non-directory may skip the intermediate chmod when nobody could gain in the window
+ * between chown and the final chmod: no ACL to strip, no setuid/setgid bits, and the
+ * change of owner or group hands nobody more than they had (the new group gets the old
+ * group bits where it had the "other" bits; a former owner gets group/other bits).
+ * Directories always take the step: their final mode waits for the whole subtree. */
+static bool chown_window_is_safe(const struct stat *st, const struct xstate *x,
+				 const struct policy_target *t)
+{
+	mode_t mo = st->st_mode;
+	unsigned u = (mo >> 6) & 7, g = (mo >> 3) & 7, o = mo & 7;
+	uid_t uid = t->uid == (uid_t)-1 ? st->st_uid : t->uid;
+
+	if (x->acl_access || (mo & 07000))
+		return false;
+	if (st->st_gid != t->gid && g != o)
+		return false;
+	if (st->st_uid != uid && ((g | o) & ~u))
+		return false;
+	return true;
+}
+
 /* Everything that takes access away, in an order where no intermediate state is looser
  * than both the old and the new one:
  *   1. chmod to the bits both grant (drops setuid/setgid, group bits if the group changes)
@@ -389,6 +410,8 @@ static int apply_pre(int fd, bool opath, struct stat *st, const struct xstate *x
 	mode_t m = tighten_mode(st, t);
 	int r;
 
+	if (!S_ISDIR(st->st_mode) && chown_window_is_safe(st, x, t))
+		m = st->st_mode & 07777; /* the final chmod does it all, atomically */
 	if (m != (st->st_mode & 07777)) {
 		r = do_chmod(fd, opath, m);
 		if (r < 0)
@@ -408,9 +431,16 @@ static int apply_pre(int fd, bool opath, struct stat *st, const struct xstate *x
 	if (st->st_uid != uid || st->st_gid != t->gid) {
 		if (fchownat(fd, "", uid, t->gid, AT_EMPTY_PATH) < 0)
 			return negative_errno();
+		/* chown may clear setuid/setgid. A file: force the final chmod (one call,
+		 * instead of an fstat to learn what chown left); a directory: re-read. */
+		if (!S_ISDIR(st->st_mode)) {
+			st->st_mode = (st->st_mode & S_IFMT) | (t->mode ^ 07777); /* != t->mode */
+			return 0;
+		}
+		return RET_NERRNO(fstat(fd, st));
 	}
-	/* chown may have cleared bits; the final step compares against what is there. */
-	return RET_NERRNO(fstat(fd, st));
+	st->st_mode = (st->st_mode & S_IFMT) | m;
+	return 0;
 }
 
 static int apply_post(int fd, bool opath, const struct stat *st, const struct policy_target *t,
@@ -610,10 +640,11 @@ static void visit(struct walker *w, int dfd, const char *name, unsigned char d_t
 		    (st2.st_mode & S_IFMT) != (st.st_mode & S_IFMT))
 			return (void)(w->st.skipped++,
 				      emit(w, POLICY_EV_VANISHED, 0, 0, NULL, NULL, false));
+		/* Same inode as looked at by name (dev/ino/type checked above): its mode and
+		 * owner are re-read from the fd; the ACL state read by name a moment ago
+		 * stands (an ACL planted after this point is no different from one planted
+		 * after the walk passed; the next apply strips it). */
 		st = st2;
-		r = xstate_fd(fd, true, &x);
-		if (r < 0)
-			return emit(w, POLICY_EV_ERROR, r, 0, &st, &t, false);
 		policy_target_for(w->rule->access, secrets, st.st_mode, st.st_uid, &t);
 		if (st.st_nlink > 1 || !changes_for(&st, &x, &t))
 			return;
