@@ -271,7 +271,8 @@ TEST_F(root, fifos_sockets_devices_never_opened)
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	snprintf(p, sizeof(p), "%s/w/sock", self->dir);
-	strncpy(sa.sun_path, p, sizeof(sa.sun_path) - 1);
+	ASSERT_LT(strlen(p), sizeof(sa.sun_path));
+	memcpy(sa.sun_path, p, strlen(p) + 1);
 	ASSERT_EQ(bind(s, (struct sockaddr *)&sa, sizeof(sa)), 0);
 	close(s);
 	/* Opening the FIFO for reading would block forever without a writer: the test
