@@ -1,0 +1,216 @@
+/* serve.conf and the environment → the argv of the default child, `pistisd serve`. */
+#include "pistisd-entry/entry.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/macro.h"
+
+static const struct {
+	const char *key;
+	size_t field; /* offset of the char * in entry_serve_conf */
+	const char *option;
+} conf_keys[] = {
+	{"relay", offsetof(struct entry_serve_conf, relay), "--relay="},
+	{"token-file", offsetof(struct entry_serve_conf, token_file), "--token-file="},
+	{"ca", offsetof(struct entry_serve_conf, ca), "--ca="},
+	{"pin", offsetof(struct entry_serve_conf, pin), "--pin="},
+	{"name", offsetof(struct entry_serve_conf, name), "--name="},
+	{"log-format", offsetof(struct entry_serve_conf, log_format), "--log-format="},
+};
+
+static char **conf_field(struct entry_serve_conf *c, size_t k)
+{
+	return (char **)((char *)c + conf_keys[k].field);
+}
+
+static int set_field(char **field, const char *v, size_t n)
+{
+	char *copy = strndup(v, n);
+
+	if (!copy)
+		return -ENOMEM;
+	free(*field);
+	*field = copy;
+	return 0;
+}
+
+static bool is_blank(char c)
+{
+	return c == ' ' || c == '\t';
+}
+
+/* Values end up as one argv element of a root daemon and in its logs: printable bytes only
+ * (UTF-8 ≥ 0x80 allowed), no control characters. */
+static bool value_ok(const char *v, size_t n)
+{
+	if (n == 0 || n > ENTRY_CONF_MAX_VALUE)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)v[i] < 0x20 || v[i] == 0x7f)
+			return false;
+	return true;
+}
+
+static int parse_line(const char *p, size_t len, struct entry_serve_conf *conf,
+		      const char **ret_error)
+{
+	const char *end = p + len, *key, *eq, *val;
+	size_t klen, vlen;
+
+	while (p < end && is_blank(*p))
+		p++;
+	while (end > p && (is_blank(end[-1]) || end[-1] == '\r'))
+		end--;
+	if (p == end || *p == '#')
+		return 0;
+
+	eq = memchr(p, '=', (size_t)(end - p));
+	if (!eq) {
+		*ret_error = "expected 'key = value'";
+		return -EINVAL;
+	}
+	key = p;
+	klen = (size_t)(eq - p);
+	while (klen && is_blank(key[klen - 1]))
+		klen--;
+	val = eq + 1;
+	while (val < end && is_blank(*val))
+		val++;
+	vlen = (size_t)(end - val);
+	if (!value_ok(val, vlen)) {
+		*ret_error = "empty, overlong or control characters in the value";
+		return -EINVAL;
+	}
+
+	if (klen == strlen("verbose") && !memcmp(key, "verbose", klen)) {
+		if (vlen == 3 && !memcmp(val, "yes", 3))
+			conf->verbose = true;
+		else if (vlen == 2 && !memcmp(val, "no", 2))
+			conf->verbose = false;
+		else {
+			*ret_error = "verbose must be yes or no";
+			return -EINVAL;
+		}
+		return 0;
+	}
+	for (size_t k = 0; k < ELEMENTSOF(conf_keys); k++) {
+		if (strlen(conf_keys[k].key) != klen || memcmp(key, conf_keys[k].key, klen))
+			continue;
+		if (memchr(val, '\0', vlen)) {
+			*ret_error = "NUL byte in the value";
+			return -EINVAL;
+		}
+		return set_field(conf_field(conf, k), val, vlen) < 0 ? -ENOMEM : 0;
+	}
+	*ret_error = "unknown key (relay, token-file, ca, pin, name, log-format, verbose)";
+	return -EINVAL;
+}
+
+int entry_conf_parse(const char *text, size_t len, struct entry_serve_conf *conf,
+		     unsigned *ret_line, const char **ret_error)
+{
+	unsigned line = 0;
+	size_t off = 0;
+
+	*ret_line = 0;
+	*ret_error = NULL;
+	if (len > ENTRY_CONF_MAX_BYTES) {
+		*ret_error = "file too large";
+		return -EINVAL;
+	}
+	if (memchr(text, '\0', len)) {
+		*ret_line = 0;
+		*ret_error = "NUL byte in the file";
+		return -EINVAL;
+	}
+	while (off < len) {
+		const char *nl = memchr(text + off, '\n', len - off);
+		size_t n = nl ? (size_t)(nl - (text + off)) : len - off;
+		int r;
+
+		line++;
+		r = parse_line(text + off, n, conf, ret_error);
+		if (r < 0) {
+			*ret_line = line;
+			if (r == -ENOMEM)
+				*ret_error = "out of memory";
+			return r;
+		}
+		off += n + 1;
+	}
+	return 0;
+}
+
+int entry_conf_from_env(struct entry_serve_conf *conf, const char *(*getenv_fn)(const char *))
+{
+	static const struct {
+		const char *env;
+		size_t field;
+	} vars[] = {
+		{"PISTIS_RELAY", offsetof(struct entry_serve_conf, relay)},
+		{"PISTIS_TOKEN_FILE", offsetof(struct entry_serve_conf, token_file)},
+	};
+
+	for (size_t i = 0; i < ELEMENTSOF(vars); i++) {
+		const char *v = getenv_fn(vars[i].env);
+		char **field = (char **)((char *)conf + vars[i].field);
+
+		if (!v || !*v)
+			continue;
+		if (!value_ok(v, strlen(v)))
+			return -EINVAL;
+		if (set_field(field, v, strlen(v)) < 0)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+void entry_conf_done(struct entry_serve_conf *conf)
+{
+	for (size_t k = 0; k < ELEMENTSOF(conf_keys); k++) {
+		free(*conf_field(conf, k));
+		*conf_field(conf, k) = NULL;
+	}
+}
+
+int entry_serve_argv(const struct entry_serve_conf *conf, const char *pistisd, char ***ret)
+{
+	/* pistisd, serve, one per key, --verbose, NULL */
+	enum { MAX_ARGS = 2 + ELEMENTSOF(conf_keys) + 2 };
+	struct entry_serve_conf *c = (struct entry_serve_conf *)conf;
+	size_t bytes = sizeof(char *) * MAX_ARGS, n = 0;
+	char **argv, *p;
+
+	if (!conf->relay || !conf->token_file)
+		return -ENOENT;
+	bytes += strlen(pistisd) + 1 + sizeof("serve") + sizeof("--verbose");
+	for (size_t k = 0; k < ELEMENTSOF(conf_keys); k++)
+		if (*conf_field(c, k))
+			bytes += strlen(conf_keys[k].option) + strlen(*conf_field(c, k)) + 1;
+
+	argv = malloc(bytes);
+	if (!argv)
+		return -ENOMEM;
+	p = (char *)(argv + MAX_ARGS);
+	/* One "--key=value" element each: a value that starts with '-' can never be read as
+	 * another option of pistisd serve. */
+#define PUT(...)                                                                                   \
+	do {                                                                                       \
+		argv[n++] = p;                                                                     \
+		p += sprintf(p, __VA_ARGS__) + 1;                                                  \
+	} while (0)
+	PUT("%s", pistisd);
+	PUT("serve");
+	for (size_t k = 0; k < ELEMENTSOF(conf_keys); k++)
+		if (*conf_field(c, k))
+			PUT("%s%s", conf_keys[k].option, *conf_field(c, k));
+	if (conf->verbose)
+		PUT("--verbose");
+#undef PUT
+	argv[n] = NULL;
+	*ret = argv;
+	return 0;
+}

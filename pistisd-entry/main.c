@@ -1,0 +1,127 @@
+/* pistisd-entry: the container's ENTRYPOINT. PID 1 in the shape of tini: blocks every
+ * signal, forwards the ones that matter to the child's process group, reaps every zombie,
+ * prepares /data, starts `pistisd serve` and restarts it when it dies. See docs/entry.md. */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include "lib/fd-util.h"
+#include "lib/log.h"
+#include "lib/macro.h"
+#include "lib/version.h"
+#include "pistisd-entry/entry.h"
+#include "pistisd-entry/supervise.h"
+
+static const char help_text[] =
+	"Usage: pistisd-entry [OPTION]... [-- CMD [ARG]...]\n"
+	"The container's PID 1: reaps every zombie, forwards SIGTERM, SIGINT, SIGQUIT, SIGHUP,\n"
+	"SIGUSR1, SIGUSR2 and SIGWINCH to the child's process group, prepares the data\n"
+	"directory, and starts and supervises CMD (default: pistisd serve, configured from\n"
+	"DATA/pistis/serve.conf or PISTIS_RELAY and PISTIS_TOKEN_FILE).\n"
+	"\n"
+	"  --no-restart            exit with the child's status when it dies\n"
+	"  --max-restarts N        give up after N quick restarts in a row (default 10; 0: never)\n"
+	"  --restart-delay S       first restart delay in seconds (default 1), doubling\n"
+	"  --restart-delay-max S   up to this (default 30)\n"
+	"  --grace S               after a stop signal, SIGKILL what is left after S seconds\n"
+	"                          (default 10)\n"
+	"  --data DIR              the data directory (default /data)\n"
+	"  --no-prepare            leave the data directory and the base users alone\n"
+	"  --pistisd PATH          the pistisd binary (default /usr/local/bin/pistisd)\n"
+	"  -v, --verbose           debug logging\n"
+	"  -h, --help, --version\n"
+	"\n"
+	"Exit: 128+N after stop signal N; otherwise the child's status (128+N if it was killed\n"
+	"by signal N) once it is not restarted; 100 usage or configuration, 111 system error,\n"
+	"126 CMD cannot be executed, 127 CMD not found. See docs/entry.md.\n";
+
+static void reset_dispositions(void)
+{
+	struct sigaction sa = {.sa_handler = SIG_DFL};
+
+	/* Whatever started us may have ignored signals (SIGCHLD ignored would make the kernel
+	 * reap our children behind waitpid's back; SIGINT/SIGQUIT are ignored for background
+	 * jobs of a shell), and children inherit ignored dispositions across exec. The
+	 * numbers libc keeps for itself fail with EINVAL, which is fine. */
+	sigemptyset(&sa.sa_mask);
+	for (int sig = 1; sig < NSIG; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP)
+			(void)sigaction(sig, &sa, NULL);
+}
+
+int main(int argc, char **argv)
+{
+	_cleanup_free_ char **default_cmd = NULL;
+	struct entry_opts o;
+	const char *err = NULL, *arg = NULL;
+	sigset_t set;
+	char **cmd;
+	int r;
+
+	/* First of all: as PID 1 of a namespace a signal with the default action from outside
+	 * (docker stop) would kill us before the loop runs. Blocked signals stay pending. */
+	entry_wait_set(&set);
+	if (sigprocmask(SIG_SETMASK, &set, NULL) < 0)
+		return ENTRY_EXIT_SYSTEM;
+	reset_dispositions();
+
+	log_set_program("pistisd-entry");
+	/* Root, possibly holding what the child was configured with: no core dumps, no
+	 * ptrace by non-root, /proc/PID files root's. exec resets it for the child. */
+	(void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+
+	r = entry_parse_args(argc, argv, &o, &err, &arg);
+	if (r == ENTRY_PARSE_HELP) {
+		(void)loop_write(STDOUT_FILENO, help_text, sizeof(help_text) - 1);
+		return 0;
+	}
+	if (r == ENTRY_PARSE_VERSION) {
+		version_print("pistisd-entry", VERSION_NO_LIBS);
+		return 0;
+	}
+	if (r < 0) {
+		if (arg)
+			log_error("%s: '%s' (see pistisd-entry --help)", err, arg);
+		else
+			log_error("%s (see pistisd-entry --help)", err);
+		return ENTRY_EXIT_USAGE;
+	}
+	if (o.verbose)
+		log_set_level(LOG_LVL_DEBUG);
+
+	/* fds inherited from the runtime are no business of ours nor of the child's. */
+	r = fd_ensure_std();
+	if (r < 0)
+		return log_error_errno(r, "Failed to open /dev/null on fd 0-2: %m"),
+		       ENTRY_EXIT_SYSTEM;
+	(void)close_all_fds_from(3);
+
+	/* Not PID 1 (docker run --init, a sidecar started by a shell, tests): become the
+	 * subreaper, so orphans of the child's tree are still reparented to us and reaped. */
+	if (getpid() != 1 && prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0)
+		log_warning_errno(-errno, "Failed to become a child subreaper; orphans will go to "
+					  "PID 1: %m");
+
+	if (o.prepare) {
+		r = entry_prepare_data(o.data_dir);
+		if (r < 0)
+			return ENTRY_EXIT_SYSTEM;
+		r = entry_ensure_base(o.pistisd);
+		if (r == -ENOENT)
+			log_notice("'%s' not found: skipping 'users ensure-base'", o.pistisd);
+		else if (r != 0)
+			return ENTRY_EXIT_SYSTEM;
+	}
+
+	cmd = o.cmd;
+	if (!cmd) {
+		r = entry_default_cmd(o.data_dir, o.pistisd, &default_cmd);
+		if (r != 0)
+			return r;
+		cmd = default_cmd;
+	}
+	return entry_supervise(&o, cmd);
+}

@@ -1,0 +1,235 @@
+/* Before the child starts: the data directory, the base users, serve.conf. */
+#include "pistisd-entry/supervise.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib/fd-util.h"
+#include "lib/log.h"
+#include "lib/macro.h"
+
+#define ENSURE_BASE_TIMEOUT_MS 60000
+
+void entry_wait_set(sigset_t *ret)
+{
+	static const int synchronous[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL,
+					  SIGTRAP, SIGSYS, SIGABRT};
+
+	sigfillset(ret);
+	for (size_t i = 0; i < ELEMENTSOF(synchronous); i++)
+		sigdelset(ret, synchronous[i]);
+}
+
+int entry_prepare_data(const char *dir)
+{
+	_cleanup_close_ int fd = -1;
+	struct stat st;
+	bool created;
+
+	created = mkdir(dir, 0755) == 0;
+	if (!created && errno != EEXIST)
+		return log_error_errno(-errno, "Failed to create the data directory '%s': %m", dir);
+	/* O_NOFOLLOW: /data holds the registry, trusted scripts and secrets; a symlink there
+	 * would let whoever controls its target decide where they go. */
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return log_error_errno(-errno,
+				       "Failed to open the data directory '%s' (it must be a "
+				       "directory, not a symlink): %m",
+				       dir);
+	if (fstat(fd, &st) < 0)
+		return log_error_errno(-errno, "Failed to stat '%s': %m", dir);
+
+	/* Fix through the fd we checked. Only what is unsafe is changed: a foreign owner, or
+	 * write/special bits for group or other; a stricter mode an operator chose stays. The
+	 * new mode is computed from scratch, never from the old one. */
+	if (st.st_uid != 0 || st.st_gid != 0) {
+		if (fchown(fd, 0, 0) < 0)
+			return log_error_errno(-errno,
+					       "Failed to make the data directory '%s' owned "
+					       "by root: %m",
+					       dir);
+		if (!created)
+			log_notice("data directory '%s' was owned by %u:%u; now root:root", dir,
+				   (unsigned)st.st_uid, (unsigned)st.st_gid);
+	}
+	if (created || (st.st_mode & 07022)) {
+		if (fchmod(fd, 0755) < 0)
+			return log_error_errno(-errno, "Failed to chmod '%s' to 0755: %m", dir);
+		if (!created && (st.st_mode & 07022))
+			log_notice("data directory '%s' had mode %04o; now 0755", dir,
+				   (unsigned)(st.st_mode & 07777));
+	}
+	if (created)
+		log_info("created the data directory '%s' (root:root 0755)", dir);
+	return 0;
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int entry_ensure_base(const char *pistisd)
+{
+	char *argv[] = {(char *)pistisd, (char *)"users", (char *)"ensure-base", NULL};
+	sigset_t chld, empty;
+	int64_t deadline;
+	int status = 0;
+	pid_t pid;
+
+	if (access(pistisd, X_OK) < 0) {
+		if (errno == ENOENT)
+			return -ENOENT;
+		return log_error_errno(-errno, "Cannot execute '%s': %m", pistisd);
+	}
+
+	sigemptyset(&empty);
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	pid = fork();
+	if (pid < 0)
+		return log_error_errno(-errno, "Failed to fork for ensure-base: %m");
+	if (pid == 0) {
+		/* Dispositions are already the defaults (main reset them). */
+		(void)sigprocmask(SIG_SETMASK, &empty, NULL);
+		execv(pistisd, argv);
+		_exit(errno == ENOENT ? ENTRY_EXIT_NOT_FOUND : ENTRY_EXIT_CANNOT_EXEC);
+	}
+
+	/* Bounded: PID 1 must not hang forever on a stuck helper. Only SIGCHLD is taken here;
+	 * a stop signal stays pending for the supervision loop. Other zombies (none yet at
+	 * start-up, but a PID 1 can be handed some) are left to that loop's reaper. */
+	deadline = now_ms() + ENSURE_BASE_TIMEOUT_MS;
+	for (;;) {
+		pid_t p = waitpid(pid, &status, WNOHANG);
+		int64_t left = deadline - now_ms();
+		struct timespec ts;
+
+		if (p == pid)
+			break;
+		if (p < 0 && errno != EINTR)
+			return log_error_errno(-errno, "waitpid: %m");
+		if (left <= 0) {
+			(void)kill(pid, SIGKILL);
+			(void)waitpid(pid, &status, 0);
+			log_error("'%s users ensure-base' did not finish in %d s; killed it",
+				  pistisd, ENSURE_BASE_TIMEOUT_MS / 1000);
+			return ENTRY_EXIT_SYSTEM;
+		}
+		ts.tv_sec = left / 1000;
+		ts.tv_nsec = (left % 1000) * 1000000;
+		(void)sigtimedwait(&chld, NULL, &ts);
+	}
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		return 0;
+	log_error("'%s users ensure-base' failed (%s %d); not starting the child", pistisd,
+		  WIFEXITED(status) ? "exit status" : "signal",
+		  WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+	return entry_exit_code(status) ?: ENTRY_EXIT_SYSTEM;
+}
+
+/* Files entry trusts (they decide what a root daemon dials and with which token) must be
+ * root's and writable by root only; checked on the opened fd. */
+static int check_trusted(int fd, const char *what, bool dir)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return log_error_errno(-errno, "Failed to stat '%s': %m", what);
+	if (dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))
+		return log_error_errno(-EINVAL, "'%s' is not a %s", what,
+				       dir ? "directory" : "regular file");
+	if (st.st_uid != 0 || (st.st_mode & 022))
+		return log_error_errno(-EPERM,
+				       "Refusing '%s': owned by uid %u with mode %04o; it must be "
+				       "root's and not group/other writable",
+				       what, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+	return 0;
+}
+
+static const char *env_lookup(const char *name)
+{
+	return getenv(name);
+}
+
+static int load_conf(const char *data_dir, struct entry_serve_conf *conf)
+{
+	_cleanup_close_ int dfd = -1, fd = -1;
+	_cleanup_free_ char *text = NULL;
+	char path[PATH_MAX];
+	const char *err = NULL;
+	unsigned line = 0;
+	size_t len = 0;
+	int r;
+
+	if (snprintf(path, sizeof(path), "%s/pistis", data_dir) >= (int)sizeof(path))
+		return log_error_errno(-ENAMETOOLONG, "data directory path too long");
+	dfd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0) {
+		if (errno == ENOENT)
+			return 0;
+		return log_error_errno(-errno, "Failed to open '%s': %m", path);
+	}
+	r = check_trusted(dfd, path, true);
+	if (r < 0)
+		return r;
+	snprintf(path, sizeof(path), "%s/%s", data_dir, ENTRY_CONF_REL);
+	fd = openat(dfd, "serve.conf", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0) {
+		if (errno == ENOENT)
+			return 0;
+		return log_error_errno(-errno, "Failed to open '%s': %m", path);
+	}
+	r = check_trusted(fd, path, false);
+	if (r < 0)
+		return r;
+	r = fd_read_all(fd, ENTRY_CONF_MAX_BYTES, &text, &len);
+	if (r < 0)
+		return log_error_errno(r, "Failed to read '%s' (at most %d bytes): %m", path,
+				       ENTRY_CONF_MAX_BYTES);
+	r = entry_conf_parse(text, len, conf, &line, &err);
+	if (r < 0)
+		return log_error_errno(r, "%s:%u: %s", path, line, err);
+	return 0;
+}
+
+int entry_default_cmd(const char *data_dir, const char *pistisd, char ***ret_argv)
+{
+	_cleanup_(entry_conf_done) struct entry_serve_conf conf = {0};
+	int r;
+
+	r = load_conf(data_dir, &conf);
+	if (r < 0)
+		return r == -ENOMEM ? ENTRY_EXIT_SYSTEM : ENTRY_EXIT_USAGE;
+	r = entry_conf_from_env(&conf, env_lookup);
+	if (r < 0) {
+		log_error_errno(r, "PISTIS_RELAY or PISTIS_TOKEN_FILE holds control characters "
+				   "or is too long");
+		return r == -ENOMEM ? ENTRY_EXIT_SYSTEM : ENTRY_EXIT_USAGE;
+	}
+	r = entry_serve_argv(&conf, pistisd, ret_argv);
+	if (r == -ENOENT) {
+		log_error("no relay configured: set relay and token-file in %s/%s, or the "
+			  "environment variables PISTIS_RELAY and PISTIS_TOKEN_FILE (a path; "
+			  "never the token itself), or give a command after '--'",
+			  data_dir, ENTRY_CONF_REL);
+		return ENTRY_EXIT_USAGE;
+	}
+	if (r < 0) {
+		log_error_errno(r, "Failed to build the command line: %m");
+		return ENTRY_EXIT_SYSTEM;
+	}
+	return 0;
+}

@@ -1,0 +1,29 @@
+#pragma once
+
+/* The side-effecting half of pistisd-entry (part of the binary, not of the pure library):
+ * preparing the data directory, running `pistisd users ensure-base`, reading serve.conf,
+ * and the supervision loop. These log at the boundary themselves. */
+
+#include <signal.h>
+
+#include "pistisd-entry/entry.h"
+
+/* The signals entry blocks and waits for: everything but the synchronous faults, which must
+ * stay deliverable so a bug in entry crashes it instead of spinning. */
+void entry_wait_set(sigset_t *ret);
+
+/* Makes DIR exist, owned by root:root, not group/other writable (0755 when it fixes it).
+ * Returns 0 or a logged -errno. */
+int entry_prepare_data(const char *dir);
+
+/* Runs `PISTISD users ensure-base` and waits (bounded). 0 on success; -ENOENT when PISTISD
+ * does not exist (nothing to do); a logged negative errno or the command's failure > 0. */
+int entry_ensure_base(const char *pistisd);
+
+/* Loads DATA/pistis/serve.conf (absent is fine; present must be root's and not group/other
+ * writable, and so must its directory), applies PISTIS_RELAY / PISTIS_TOKEN_FILE, and builds
+ * the argv of `PISTISD serve`. Returns 0 or an exit code (100 configuration, 111 system). */
+int entry_default_cmd(const char *data_dir, const char *pistisd, char ***ret_argv);
+
+/* Starts cmd and supervises it until entry must exit; returns entry's exit code. */
+int entry_supervise(const struct entry_opts *o, char **cmd);
