@@ -300,6 +300,10 @@ static void on_text(const char *buf, size_t len)
 		}
 		C.attempt = 0;
 		C.lost_at = 0;
+	} else if (!strcmp(ev->valuestring, "exec.detached")) {
+		/* one reader per command: another client attached it */
+		log_error("Command %u was attached by another client; stopping here", C.cmd);
+		finish(125);
 	} else if (!strcmp(ev->valuestring, "exec.exit")) {
 		cJSON *last = cJSON_GetObjectItemCaseSensitive(root, "last_seq");
 		cJSON *code = cJSON_GetObjectItemCaseSensitive(root, "code");

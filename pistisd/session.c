@@ -595,6 +595,9 @@ static void exec_attach(const struct proto_request *req)
 		return serve_send_error(req->id, PROTO_E_BAD_SEQUENCE,
 					"after=%llu is beyond the last sequence %llu",
 					(unsigned long long)after, (unsigned long long)c->next_seq);
+	log_debug("attach cmd=%u by %s after=%llu acked=%llu next=%llu", c->id, req->id,
+		  (unsigned long long)after, (unsigned long long)c->acked,
+		  (unsigned long long)c->next_seq);
 	/* The client holds everything up to `after`: that is an acknowledgement too. */
 	drop_acked(c, after);
 	if (after < c->acked)
@@ -624,6 +627,7 @@ static void exec_ack(const struct proto_request *req)
 		return;
 	if (proto_get_u64(req->root, "seq", UINT64_MAX >> 11, &seq, &err) < 0)
 		return serve_send_error(req->id, PROTO_E_BAD_REQUEST, "\"seq\" is required");
+	log_debug("ack cmd=%u by %s seq=%llu", c->id, req->id, (unsigned long long)seq);
 	drop_acked(c, seq);
 	/* acks are not answered: one per window would double the control traffic */
 	maybe_finish(c);
@@ -766,6 +770,19 @@ bool session_has_pending(void)
 	return false;
 }
 
+/* lws_write() masks a client's payload in place (RFC 6455 5.3: every client frame is XORed
+ * with a fresh key), so writing a kept frame straight from its buffer would leave it
+ * scrambled for the resend after a re-attach. Frames go out from a scratch copy; lws keeps
+ * its own copy of anything the socket did not take, so the scratch buffer is free again
+ * when lws_write returns. */
+static bool write_frame(void *wsi, const struct frame *f)
+{
+	static uint8_t scratch[LWS_PRE + PROTO_FRAME_HEADER + PROTO_MAX_FRAME_PAYLOAD];
+
+	memcpy(scratch + LWS_PRE, f->buf + LWS_PRE, f->len);
+	return lws_write(wsi, scratch + LWS_PRE, f->len, LWS_WRITE_BINARY) >= 0;
+}
+
 /* Write one frame (or one exit event) of the next command in round-robin order, so one
  * chatty command cannot starve the others. */
 bool session_write_one(void *wsi)
@@ -783,8 +800,7 @@ bool session_write_one(void *wsi)
 			if (f) {
 				T.rr = c;
 				c->sent = f->seq;
-				return lws_write(wsi, f->buf + LWS_PRE, f->len, LWS_WRITE_BINARY) >=
-				       0;
+				return write_frame(wsi, f);
 			}
 			if (c->done && !c->exit_sent && c->exit_json) {
 				char *ev;

@@ -191,6 +191,15 @@ static struct route *route_set(struct sandbox *sb, uint32_t cmd, unsigned client
 			       const char *orig_id, uint64_t from)
 {
 	struct route *r = route_find(sb, cmd);
+	struct conn *prev;
+
+	if (r && r->client != client && (prev = client_by_serial(r->client))) {
+		/* one reader per command: tell the one that lost it */
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddNumberToObject(o, "cmd", cmd);
+		cJSON_AddStringToObject(o, "reason", "another client attached");
+		send_text(prev, proto_event_build("exec.detached", r->orig_id, o));
+	}
 	if (!r) {
 		for (size_t i = 0; i < R.n_routes; i++)
 			if (!R.routes[i].used) {
@@ -289,14 +298,29 @@ static void client_text(struct conn *c, const char *buf, size_t len)
 	cJSON_DeleteItemFromObjectCaseSensitive(root, "sandbox");
 	cJSON_ReplaceItemInObjectCaseSensitive(root, "id", cJSON_CreateString(fwd_id));
 	if (req.op == PROTO_OP_EXEC_ACK) {
-		/* remember how far the client got, for a re-attach after a sandbox reconnect */
+		/* An acknowledgement frees frames in pistisd for good, so only the command's
+		 * current reader may give one, and only for frames this relay forwarded to it:
+		 * an earlier reader (or any other client) acking further would make pistisd drop
+		 * frames the current reader still needs. The reader's position is kept for the
+		 * re-attach after a sandbox reconnect. */
 		uint64_t cmd = 0, seq = 0;
+		struct route *rt = NULL;
 		if (proto_get_u64(root, "cmd", UINT32_MAX, &cmd, &err) == 0 &&
-		    proto_get_u64(root, "seq", UINT64_MAX >> 11, &seq, &err) == 0) {
-			struct route *rt = route_find(sb, (uint32_t)cmd);
-			if (rt && rt->client == c->serial && seq > rt->acked && seq <= rt->last_seq)
-				rt->acked = seq;
+		    proto_get_u64(root, "seq", UINT64_MAX >> 11, &seq, &err) == 0)
+			rt = route_find(sb, (uint32_t)cmd);
+		if (!rt || rt->client != c->serial) {
+			log_debug("Dropped an exec.ack from client %u: not the reader of command "
+				  "%llu",
+				  c->serial, (unsigned long long)cmd);
+			goto out;
 		}
+		if (seq > rt->last_seq) {
+			seq = rt->last_seq;
+			cJSON_ReplaceItemInObjectCaseSensitive(root, "seq",
+							       cJSON_CreateNumber((double)seq));
+		}
+		if (seq > rt->acked)
+			rt->acked = seq;
 	}
 	out = cJSON_PrintUnformatted(root);
 	if (out) {
