@@ -24,3 +24,6 @@ bench-spawn_SRCS := bench/bench-spawn.c
 bench-spawn_LIBS := spawn lib
 
 INTEGRATION_TESTS += tests/integration/spawn.sh
+
+# `pistisd serve`: the sandbox half of the relay (docs/protocol.md).
+pistisd_SRCS += pistisd/serve.c pistisd/session.c pistisd/fsops.c

@@ -8,10 +8,6 @@ fuzz-proto-msg_LIBS := lib
 fuzz-proto-frame_SRCS := tests/fuzz/fuzz-proto-frame.c
 fuzz-proto-frame_LIBS := lib
 
-# pistisd serve: the sandbox half of the relay (pistisd/serve.c, session.c, fsops.c). Declared
-# here so the relay's pieces stay together; they link into the pistisd binary.
-pistisd_SRCS += pistisd/serve.c pistisd/session.c pistisd/fsops.c
-
 # server-min: the relay (host glibc build, system libwebsockets/cJSON/OpenSSL).
 HOST_BINS += server-min
 server-min_SRCS := server-min/relay.c server-min/config.c
