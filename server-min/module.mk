@@ -13,3 +13,7 @@ HOST_BINS += server-min
 server-min_SRCS := server-min/relay.c server-min/config.c
 server-min_LIBS := lib
 INTEGRATION_TESTS += tests/integration/relay.sh
+# The relay's message handlers (the real relay.c, sockets stubbed) under libFuzzer.
+FUZZERS += fuzz-relay
+fuzz-relay_SRCS := tests/fuzz/fuzz-relay.c server-min/config.c
+fuzz-relay_LIBS := lib
