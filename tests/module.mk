@@ -1,0 +1,6 @@
+# tests/: red-team helpers and tests that attack the privilege boundary from outside any
+# one component (docs/hacking.md; findings in the red-team report).
+MUSL_TEST_BINS += redteam-probe
+redteam-probe_SRCS := tests/redteam-probe.c
+INTEGRATION_TESTS += tests/integration/redteam-spawn.sh tests/integration/redteam-trusted.sh \
+	tests/integration/redteam-users.sh tests/integration/redteam-pi-env.sh

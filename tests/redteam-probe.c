@@ -1,0 +1,396 @@
+/* redteam-probe: the hostile agent of tests/integration/redteam-*.sh. Static (musl), libc
+ * only; each mode tries one attack from inside the sandbox and prints key=value lines
+ * with what happened (an errno name, "ok", or a count), so the shell test asserts on
+ * facts, never on the probe's opinion.
+ *
+ *   redteam-probe stall SECONDS        SIGSTOP every new process of our uid that still runs
+ *                                      pistisd's code (comm "pistisd": a spawn child between
+ *                                      its uid change and execve); SIGCONT them at the end
+ *   redteam-probe peek PID...          signal 0, /proc/PID/{environ,mem,fd,maps,cwd} of others
+ *   redteam-probe readfd N             read from fd N and through /proc/self/fd/N
+ *   redteam-probe seccomp              extra seccomp checks (families, high bits, flags)
+ *   redteam-probe setuid0              setresuid(0,0,0) and what ids result
+ *   redteam-probe escape SECONDS       double fork + setsid + setpgid; the grandchild sleeps
+ *   redteam-probe closeout SECONDS     close stdout/stderr, keep running
+ *   redteam-probe pause                print our pid, then sleep until killed */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef TIOCLINUX
+#define TIOCLINUX 0x541C
+#endif
+#ifndef CLONE_NEWUSER
+#define CLONE_NEWUSER 0x10000000
+#endif
+
+static const char *ename(int e)
+{
+	static char buf[16];
+
+	switch (e) {
+	case 0:
+		return "ok";
+	case EPERM:
+		return "EPERM";
+	case EACCES:
+		return "EACCES";
+	case ENOENT:
+		return "ENOENT";
+	case ESRCH:
+		return "ESRCH";
+	case ENOSYS:
+		return "ENOSYS";
+	case EINVAL:
+		return "EINVAL";
+	case EBADF:
+		return "EBADF";
+	case EFAULT:
+		return "EFAULT";
+	case EAFNOSUPPORT:
+		return "EAFNOSUPPORT";
+	case EPROTONOSUPPORT:
+		return "EPROTONOSUPPORT";
+	case ESOCKTNOSUPPORT:
+		return "ESOCKTNOSUPPORT";
+	case ENOTTY:
+		return "ENOTTY";
+	case EIO:
+		return "EIO";
+	case ENXIO:
+		return "ENXIO";
+	default:
+		snprintf(buf, sizeof(buf), "E%d", e);
+		return buf;
+	}
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static int read_small(const char *path, char *buf, size_t size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, size - 1);
+	close(fd);
+	if (n < 0)
+		return -errno;
+	buf[n] = 0;
+	return (int)n;
+}
+
+static long last_pid(void)
+{
+	char buf[32];
+
+	if (read_small("/proc/sys/kernel/ns_last_pid", buf, sizeof(buf)) <= 0)
+		return -1;
+	return strtol(buf, NULL, 10);
+}
+
+/* The spawn child shares pistisd's memory until execve; once it has switched to the
+ * agent's uid, the agent may signal it. Catch it in that window with SIGSTOP: comm is
+ * still "pistisd" before execve replaces the program. */
+static int mode_stall(int secs)
+{
+	pid_t caught[64];
+	int n_caught = 0, hits_after_exec = 0;
+	pid_t self = getpid();
+	uint64_t end = now_ms() + (uint64_t)secs * 1000;
+
+	printf("pid=%d\n", (int)self);
+	fflush(stdout);
+	while (now_ms() < end) {
+		long last = last_pid();
+
+		if (last < 0)
+			break;
+		for (long p = last - 4; p <= last + 48; p++) {
+			char path[64], comm[32];
+
+			if (p <= 1 || p == self)
+				continue;
+			if (kill((pid_t)p, SIGSTOP) < 0)
+				continue;
+			snprintf(path, sizeof(path), "/proc/%ld/comm", p);
+			if (read_small(path, comm, sizeof(comm)) > 0 &&
+			    !strncmp(comm, "pistisd", 7) &&
+			    n_caught < (int)(sizeof(caught) / sizeof(caught[0]))) {
+				bool seen = false;
+				for (int i = 0; i < n_caught; i++)
+					seen = seen || caught[i] == (pid_t)p;
+				if (!seen) {
+					char st[256];
+					snprintf(path, sizeof(path), "/proc/%ld/stat", p);
+					if (read_small(path, st, sizeof(st)) > 0)
+						printf("caught.stat=%s", st);
+					caught[n_caught++] = (pid_t)p;
+				}
+			} else {
+				/* A command of ours after its execve: let it go on. */
+				hits_after_exec++;
+				kill((pid_t)p, SIGCONT);
+			}
+		}
+	}
+	printf("caught=%d\n", n_caught);
+	printf("after_exec=%d\n", hits_after_exec);
+	for (int i = 0; i < n_caught; i++)
+		kill(caught[i], SIGCONT);
+	return 0;
+}
+
+static void peek_file(const char *pid, const char *what, int flags)
+{
+	char path[128], buf[256];
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%s/%s", pid, what);
+	fd = open(path, flags | O_CLOEXEC);
+	if (fd < 0) {
+		printf("%s.%s=%s\n", pid, what, ename(errno));
+		return;
+	}
+	if (flags & O_DIRECTORY) {
+		DIR *d = fdopendir(fd);
+		int n = 0;
+		struct dirent *de;
+
+		if (!d) {
+			printf("%s.%s=%s\n", pid, what, ename(errno));
+			close(fd);
+			return;
+		}
+		errno = 0;
+		while ((de = readdir(d)))
+			n += de->d_name[0] != '.';
+		printf("%s.%s=%s\n", pid, what, errno ? ename(errno) : n ? "listed" : "empty");
+		closedir(d);
+		return;
+	}
+	/* mem: try the first mapped page the kernel lets us name (the vdso's neighbourhood
+	 * is not needed: any read that succeeds is a failure of the boundary). */
+	ssize_t n = read(fd, buf, sizeof(buf));
+	printf("%s.%s=%s\n", pid, what, n < 0 ? ename(errno) : n == 0 ? "empty" : "read");
+	close(fd);
+}
+
+static int mode_peek(int argc, char **argv)
+{
+	for (int i = 2; i < argc; i++) {
+		const char *pid = argv[i];
+		char path[128], buf[4096];
+
+		printf("%s.kill0=%s\n", pid, kill((pid_t)atoi(pid), 0) < 0 ? ename(errno) : "ok");
+		peek_file(pid, "environ", O_RDONLY);
+		peek_file(pid, "fd", O_RDONLY | O_DIRECTORY);
+		peek_file(pid, "maps", O_RDONLY);
+		peek_file(pid, "cwd", O_RDONLY | O_DIRECTORY);
+		peek_file(pid, "root", O_RDONLY | O_DIRECTORY);
+		/* /proc/PID/mem at an address from maps, if maps was readable; else at 0x400000. */
+		snprintf(path, sizeof(path), "/proc/%s/mem", pid);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0) {
+			printf("%s.mem=%s\n", pid, ename(errno));
+		} else {
+			ssize_t n = pread(fd, buf, 16, 0x400000);
+			printf("%s.mem=%s\n", pid,
+			       n < 0 ? (errno == EIO ? "opened" : ename(errno)) : "read");
+			close(fd);
+		}
+		printf("%s.process_vm_readv=%s\n", pid,
+		       syscall(SYS_process_vm_readv, atoi(pid), NULL, 0, NULL, 0, 0) < 0
+			       ? ename(errno)
+			       : "ok");
+		printf("%s.ptrace=%s\n", pid,
+		       syscall(SYS_ptrace, 16 /* PTRACE_ATTACH */, atoi(pid), 0, 0) < 0
+			       ? ename(errno)
+			       : "ok");
+	}
+	return 0;
+}
+
+static int mode_readfd(int n)
+{
+	char path[64], buf[256];
+	ssize_t k;
+	int fd;
+
+	k = read(n, buf, sizeof(buf));
+	printf("fd.read=%s\n", k < 0 ? ename(errno) : "read");
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", n);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	printf("fd.reopen=%s\n", fd < 0 ? ename(errno) : "ok");
+	if (fd >= 0) {
+		k = read(fd, buf, sizeof(buf) - 1);
+		if (k > 0) {
+			buf[k] = 0;
+			buf[strcspn(buf, "\n")] = 0;
+			printf("fd.content=%s\n", buf);
+		}
+	}
+	return 0;
+}
+
+static void try_socket(const char *name, unsigned long long family, int type)
+{
+	long r = syscall(SYS_socket, family, type, 0);
+
+	printf("socket.%s=%s\n", name, r < 0 ? ename(errno) : "ok");
+	if (r >= 0)
+		close((int)r);
+}
+
+static int mode_seccomp(void)
+{
+	static const struct {
+		const char *name;
+		int family;
+	} fams[] = {
+		{"AF_PACKET", 17}, {"AF_VSOCK", 40},   {"AF_ALG", 38},	     {"AF_KEY", 15},
+		{"AF_XDP", 44},	   {"AF_CAN", 29},     {"AF_BLUETOOTH", 31}, {"AF_TIPC", 30},
+		{"AF_RDS", 21},	   {"AF_LLC", 26},     {"AF_PPPOX", 24},     {"AF_APPLETALK", 5},
+		{"AF_X25", 9},	   {"AF_AX25", 3},     {"AF_IPX", 4},	     {"AF_NFC", 39},
+		{"AF_SMC", 43},	   {"AF_QIPCRTR", 42}, {"AF_MCTP", 45},	     {"AF_KCM", 41}};
+	int sv[2];
+
+	for (size_t i = 0; i < sizeof(fams) / sizeof(fams[0]); i++) {
+		char hi[48];
+
+		try_socket(fams[i].name, (unsigned long long)fams[i].family, SOCK_RAW);
+		/* The kernel reads an int: junk in the upper half must not change the verdict. */
+		snprintf(hi, sizeof(hi), "%s_hi", fams[i].name);
+		try_socket(hi, (1ULL << 32) | (unsigned long long)fams[i].family, SOCK_RAW);
+	}
+	printf("socketpair.AF_PACKET=%s\n",
+	       syscall(SYS_socketpair, 17, SOCK_RAW, 0, sv) < 0 ? ename(errno) : "ok");
+	printf("socketpair.AF_VSOCK_hi=%s\n",
+	       syscall(SYS_socketpair, (1ULL << 32) | 40, SOCK_STREAM, 0, sv) < 0 ? ename(errno)
+										  : "ok");
+	/* ioctl numbers with junk in the upper half: the tty layer reads 32 bits. */
+	printf("ioctl.TIOCSTI_hi=%s\n",
+	       syscall(SYS_ioctl, 0, (0xdeadbeefULL << 32) | TIOCSTI, "x") < 0 ? ename(errno)
+									       : "ok");
+	printf("ioctl.TIOCLINUX_hi=%s\n",
+	       syscall(SYS_ioctl, 0, (0x1ULL << 32) | TIOCLINUX, "\x06") < 0 ? ename(errno) : "ok");
+	/* clone with CLONE_NEWUSER and junk high bits: denied before the kernel sees it. */
+	{
+		long r = syscall(SYS_clone, (0xffULL << 40) | CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0);
+		if (r == 0)
+			_exit(0);
+		if (r > 0)
+			waitpid((pid_t)r, NULL, 0);
+		printf("clone.NEWUSER_hi=%s\n", r < 0 ? ename(errno) : "ok");
+	}
+	/* userfaultfd through the device node: outside the syscall filter. */
+	{
+		int fd = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
+		printf("dev.userfaultfd=%s\n", fd < 0 ? ename(errno) : "ok");
+		if (fd >= 0)
+			close(fd);
+	}
+	printf("unshare.NEWUSER=%s\n",
+	       syscall(SYS_unshare, CLONE_NEWUSER) < 0 ? ename(errno) : "ok");
+	printf("setns=%s\n", syscall(SYS_setns, -1, 0) < 0 ? ename(errno) : "ok");
+	printf("pidfd_getfd=%s\n", syscall(438, -1, 0, 0) < 0 ? ename(errno) : "ok");
+	printf("kcmp=%s\n", syscall(SYS_kcmp, 1, 1, 0, 0, 0) < 0 ? ename(errno) : "ok");
+	return 0;
+}
+
+static int mode_setuid0(void)
+{
+	uid_t r, e, s;
+	long k = syscall(SYS_setresuid, 0, 0, 0);
+
+	printf("setresuid0=%s\n", k < 0 ? ename(errno) : "ok");
+	getresuid(&r, &e, &s);
+	printf("uid=%u,%u,%u\n", (unsigned)r, (unsigned)e, (unsigned)s);
+	return 0;
+}
+
+static int mode_escape(int secs)
+{
+	pid_t p = fork();
+
+	if (p < 0)
+		return 111;
+	if (p == 0) {
+		pid_t q = fork();
+		if (q != 0)
+			_exit(0);
+		setsid();
+		setpgid(0, 0);
+		for (int fd = 0; fd < 3; fd++)
+			close(fd);
+		/* A name the test can look for. */
+		char *const av[] = {"sleep", NULL};
+		(void)av;
+		sleep((unsigned)secs);
+		_exit(0);
+	}
+	waitpid(p, NULL, 0);
+	printf("escaped=1\n");
+	return 0;
+}
+
+static int mode_closeout(int secs)
+{
+	printf("closing\n");
+	fflush(stdout);
+	close(1);
+	close(2);
+	sleep((unsigned)secs);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *mode = argc > 1 ? argv[1] : "";
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (!strcmp(mode, "stall") && argc > 2)
+		return mode_stall(atoi(argv[2]));
+	if (!strcmp(mode, "peek"))
+		return mode_peek(argc, argv);
+	if (!strcmp(mode, "readfd") && argc > 2)
+		return mode_readfd(atoi(argv[2]));
+	if (!strcmp(mode, "seccomp"))
+		return mode_seccomp();
+	if (!strcmp(mode, "setuid0"))
+		return mode_setuid0();
+	if (!strcmp(mode, "escape") && argc > 2)
+		return mode_escape(atoi(argv[2]));
+	if (!strcmp(mode, "closeout") && argc > 2)
+		return mode_closeout(atoi(argv[2]));
+	if (!strcmp(mode, "pause")) {
+		printf("pid=%d\n", (int)getpid());
+		fflush(stdout);
+		for (;;)
+			pause();
+	}
+	fprintf(stderr, "usage: redteam-probe stall S|peek PID...|readfd N|seccomp|setuid0|"
+			"escape S|closeout S|pause\n");
+	return 100;
+}
