@@ -1,0 +1,170 @@
+#!/bin/bash
+# Red team: trusted commands attacked as an agent would (and as a careless image would
+# let it): file capabilities that outlive harden-setuid, sudo options around the rule,
+# sudoers injection through names, symlinks swapped into the directories pistisd writes,
+# FIFOs handed to `add`, agents writing /data/bin or /data/trusted, image rules that grant
+# more than the drop-in. Debian root with the real sudo; root, private mount namespace.
+. "$(dirname "$0")/../lib.sh"
+need_root
+need_mount_ns "$@"
+
+P=$BIN/pistisd
+[ -x "$P" ] && [ -x "$TESTBIN/redteam-probe" ] ||
+	{ echo "1..0 # SKIP pistisd or redteam-probe not built"; exit 0; }
+S=$(scratch)
+R=$(root_fresh debian) || { echo "1..0 # SKIP root_fresh debian failed"; exit 0; }
+[ -x "$R/usr/bin/sudo" ] && [ -x "$R/usr/bin/setpriv" ] || { echo "1..0 # SKIP no sudo/setpriv in the root"; exit 0; }
+
+"$P" users ensure-base --root "$R" >/dev/null
+AGENT=$("$P" users ensure rt/t --root "$R" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["name"])')
+AUID=$(awk -F: -v u="$AGENT" '$1 == u { print $3 }' "$R/etc/passwd")
+echo "127.0.1.1 $(hostname)" >>"$R/etc/hosts"
+
+# The agent as the spawn core makes it with allow_setuid (the only mode in which trusted
+# commands work): its ids, pi-sandbox, no no_new_privs, and the bounding set
+# SPAWN_SETUID_BOUNDING (CAP_SETUID, CAP_SETGID, CAP_AUDIT_WRITE).
+agent() {
+	chroot "$R" /usr/bin/setpriv --bounding-set -all,+setuid,+setgid,+audit_write \
+		--inh-caps -all --reuid "$AUID" --regid "$AUID" --groups 10010 \
+		/usr/bin/env -i PATH=/data/bin:/usr/bin:/bin HOME=/tmp "$@"
+}
+refused() { # desc cmd...: the agent's attempt fails and nothing ran as pi-tools or root
+	local d=$1 out rc
+	shift
+	out=$(agent "$@" </dev/null 2>&1)
+	rc=$?
+	if [ $rc -ne 0 ] && ! printf '%s' "$out" | grep -q 'user=pi-tools\|uid=0\|uid=10002'; then
+		_tap_result 0 "$d"
+	else
+		_tap_result 1 "$d" "exit $rc: $out"
+	fi
+}
+
+cat >"$S/hello" <<'EOF'
+#!/bin/sh
+echo "user=$(id -un) uid=$(id -u)"
+EOF
+chmod 0755 "$S/hello"
+ok "add hello" "$P" trusted add hello "$S/hello" --root "$R"
+like "the agent runs it as pi-tools" "$(agent hello 2>&1)" "^user=pi-tools"
+
+# --- 1. file capabilities: setuid without the setuid bit ----------------------------------
+# With allow_setuid the bounding set keeps CAP_SETUID and CAP_SETGID, so a file carrying
+# the capability cap_setuid+ep (security.capability, which Debian's uidmap, ping and many
+# images use instead of the setuid bit) lifts the agent to uid 0 exactly like a setuid-root
+# file. harden-setuid must take it away too.
+cp "$TESTBIN/redteam-probe" "$R/usr/lib/cap-probe"
+cp "$TESTBIN/redteam-probe" "$R/usr/lib/capgid-probe"
+setcap_file() { # file cap_bit
+	python3 -c 'import os,struct,sys
+os.setxattr(sys.argv[1], "security.capability",
+	struct.pack("<IIIII", 0x02000001, 1 << int(sys.argv[2]), 0, 0, 0))' "$1" "$2"
+}
+setcap_file "$R/usr/lib/cap-probe" 7     # CAP_SETUID
+setcap_file "$R/usr/lib/capgid-probe" 6  # CAP_SETGID
+out=$(agent /usr/lib/cap-probe setuid0 2>&1)
+is "before hardening: a cap_setuid+ep file makes the agent uid 0 (the hole)" "$(echo "$out" | sed -n 's/^uid=//p')" "0,0,0"
+out=$("$P" trusted harden-setuid --dry-run --root "$R" 2>&1)
+like "harden-setuid --dry-run lists the file with capabilities" "$out" "/usr/lib/cap-probe"
+"$P" trusted harden-setuid --root "$R" >"$S/harden" 2>&1
+is "harden-setuid exits 0" "$?" 0
+like "... reports the capability file as cleared" "$(cat "$S/harden")" "^cleared .*/usr/lib/cap-probe"
+out=$(agent /usr/lib/cap-probe setuid0 2>&1)
+is "after hardening: the file no longer lifts the agent (setresuid(0) refused)" \
+	"$(echo "$out" | sed -n 's/^setresuid0=//p')" EPERM
+is "... the agent stays itself" "$(echo "$out" | sed -n 's/^uid=//p')" "$AUID,$AUID,$AUID"
+python3 -c 'import os,sys
+try: os.getxattr(sys.argv[1], "security.capability"); print("present")
+except OSError: print("gone")' "$R/usr/lib/capgid-probe" >"$S/capgid"
+is "a cap_setgid+ep file loses its capability too" "$(cat "$S/capgid")" gone
+setcap_file "$R/usr/lib/cap-probe" 7
+"$P" trusted harden-setuid --keep /usr/lib/cap-probe --root "$R" >"$S/harden" 2>&1
+like "--keep keeps a capability file by name" "$(cat "$S/harden")" "^kept .*/usr/lib/cap-probe"
+like "the trusted command still works after hardening" "$(agent hello 2>&1)" "^user=pi-tools"
+rm -f "$R/usr/lib/cap-probe" "$R/usr/lib/capgid-probe"
+
+# --- 2. sudo around the rule ----------------------------------------------------------------
+refused "sudo -u#-1 (CVE-2019-14287)" sudo -n -u '#-1' /data/trusted/hello
+refused "sudo -u#4294967295" sudo -n -u '#4294967295' /data/trusted/hello
+refused "sudo -u root" sudo -n -u root /data/trusted/hello
+refused "sudo -g root" sudo -n -u pi-tools -g root /data/trusted/hello
+refused "sudo -g pi-sandbox (another group)" sudo -n -u pi-tools -g pi-sandbox /data/trusted/hello
+refused "sudoedit of the script" sudo -n -e -u pi-tools /data/trusted/hello
+refused "sudoedit of the drop-in" sudoedit -n /etc/sudoers.d/pistis-trusted
+refused "sudo -R (chroot)" sudo -n -R / -u pi-tools /data/trusted/hello
+refused "sudo -T (timeout option)" sudo -n -T 5 -u pi-tools /data/trusted/hello
+# (sudo matches /data/trusted/./hello and //data/trusted/hello by inode: the same pinned
+# file, digest checked; not an escape.)
+cp "$R/data/trusted/hello" "$R/tmp/hello" && chmod 0755 "$R/tmp/hello"
+refused "a root-owned copy with the same name and digest elsewhere" sudo -n -u pi-tools /tmp/hello
+rm -f "$R/tmp/hello"
+
+# --- 3. the agent and the files sudo trusts ----------------------------------------------------
+for t in "echo x >/data/bin/hello" "echo x >/data/trusted/hello" "echo x >/data/bin/new" \
+	"ln -s /tmp/x /data/bin/evil" "mv /data/bin/hello /data/bin/h2" "echo x >>/etc/sudoers.d/pistis-trusted" \
+	"touch /etc/sudoers.d/zz" "ls /data/.secrets"; do
+	refused "the agent cannot: $t" /bin/sh -c "$t"
+done
+is "... the wrapper is unchanged" "$("$P" trusted check --root "$R" >/dev/null 2>&1; echo $?)" 0
+
+# --- 4. names that would be sudoers syntax ------------------------------------------------------
+for bad in "$(printf 'x\n%%pi-sandbox ALL=(ALL) NOPASSWD: ALL')" 'x,y' 'x y' ALL 'a#b' 'x\' 'x:y' \
+	'x=y' '(x)' "$(printf 'x\ty')" "$(head -c 65 /dev/zero | tr '\0' a)"; do
+	"$P" trusted add "$bad" "$S/hello" --root "$R" >/dev/null 2>&1
+	rc=$?
+	is "add refuses name $(printf %q "$bad" | head -c 60) (usage)" "$rc" 100
+done
+unlike "the drop-in holds no directive but ours" "$(cat "$R/etc/sudoers.d/pistis-trusted")" \
+	'^[[:space:]]*[#@]include|ALL=\(ALL|^[^#C%D\t]'
+
+# --- 5. symlinks swapped into the directories pistisd writes -------------------------------------
+mkdir -p "$S/elsewhere"
+mv "$R/data/trusted" "$S/trusted.real"
+ln -s "$S/elsewhere" "$R/data/trusted"
+"$P" trusted add other "$S/hello" --root "$R" >/dev/null 2>&1
+rc=$?
+ok "add with /data/trusted a symlink fails (rc=$rc)" test "$rc" -ne 0
+is "... nothing was written where the link points" "$(ls -A "$S/elsewhere")" ""
+rm "$R/data/trusted" && mv "$S/trusted.real" "$R/data/trusted"
+mv "$R/etc/sudoers.d" "$S/sudoers.d.real"
+mkdir -p "$S/sd" && ln -s "$S/sd" "$R/etc/sudoers.d"
+"$P" trusted install --root "$R" >/dev/null 2>&1
+rc=$?
+ok "install with /etc/sudoers.d a symlink fails (rc=$rc)" test "$rc" -ne 0
+is "... nothing was written where the link points" "$(ls -A "$S/sd")" ""
+rm "$R/etc/sudoers.d" && mv "$S/sudoers.d.real" "$R/etc/sudoers.d"
+chown "$AUID" "$R/data/bin"
+"$P" trusted add other "$S/hello" --root "$R" >/dev/null 2>&1
+rc=$?
+ok "add refuses a /data/bin the agent owns (rc=$rc)" test "$rc" -ne 0 -a ! -e "$R/data/bin/other"
+chown 0 "$R/data/bin" && "$P" trusted remove other --root "$R" --no-install >/dev/null 2>&1
+
+# --- 6. what `add` is handed -------------------------------------------------------------------
+mkfifo "$S/fifo"
+t=$(date +%s)
+out=$(timeout -s KILL 10 "$P" trusted add fifo "$S/fifo" --root "$R" 2>&1)
+rc=$?
+ok "add of a FIFO fails without hanging (rc=$rc)" test "$rc" -ne 0 -a "$rc" -ne 137
+"$P" trusted add zero /dev/zero --root "$R" >/dev/null 2>&1
+rc=$?
+ok "add of /dev/zero fails (rc=$rc)" test "$rc" -ne 0 -a ! -e "$R/data/trusted/zero"
+head -c $((1024 * 1024 + 1)) /dev/zero >"$S/big" && chmod 0755 "$S/big"
+"$P" trusted add big "$S/big" --root "$R" >/dev/null 2>&1
+ok "add of a script over 1 MiB fails" test ! -e "$R/data/trusted/big"
+
+# --- 7. an image rule that grants more than the drop-in ------------------------------------------
+printf '%%pi-sandbox ALL = (pi-tools) NOPASSWD: /usr/bin/env\n' >"$R/etc/sudoers.d/zz-extra"
+chmod 0440 "$R/etc/sudoers.d/zz-extra"
+out=$("$P" trusted install --root "$R" 2>&1)
+is "install fails when the image grants pi-sandbox another command as pi-tools" "$?" 1
+like "... and names it" "$out" "/usr/bin/env"
+printf '%s ALL = (pi-tools) NOPASSWD: /data/trusted/*\n' "$AGENT" >"$R/etc/sudoers.d/zz-extra"
+out=$("$P" trusted install --root "$R" 2>&1)
+is "install fails on a per-agent wildcard over /data/trusted" "$?" 1
+printf '%%pi-sandbox ALL = (pi-tools) NOPASSWD:SETENV: /data/trusted/hello\n' >"$R/etc/sudoers.d/zz-extra"
+out=$("$P" trusted install --root "$R" 2>&1)
+is "install fails on a second rule for the same script with SETENV" "$?" 1
+rm -f "$R/etc/sudoers.d/zz-extra"
+ok "install again on a clean image" "$P" trusted install --root "$R"
+
+done_testing
