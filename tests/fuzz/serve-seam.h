@@ -1,0 +1,55 @@
+#pragma once
+
+/* The test seam of fuzz-serve: pistisd serve's real request handlers (serve.c, session.c,
+ * fsops.c) are compiled with their I/O boundaries redirected to the fuzz target's stubs —
+ * the socket (lws_write and friends), the timers, user creation (users_ensure would edit
+ * /etc/passwd), process creation (spawn_*) and fork (file-operation helpers). Everything
+ * between a received message and those calls is the production code. */
+
+#include <libwebsockets.h>
+
+#include "pistisd/spawn.h"
+#include "sandbox-users/users.h"
+
+int fz_on_writable(struct lws *wsi);
+int fz_lws_write(struct lws *wsi, unsigned char *buf, size_t len, enum lws_write_protocol wp);
+void fz_sul_schedule(struct lws_context *ctx, int tsi, lws_sorted_usec_list_t *sul, sul_cb_t cb,
+		     lws_usec_t us);
+void fz_sul_cancel(lws_sorted_usec_list_t *sul);
+int fz_users_ensure(const char *root, const char *agent_id, uid_t want_uid,
+		    struct users_identity *ret);
+int fz_users_ensure_base(const char *root);
+int fz_spawn_ctx_new(struct spawn_ctx **ret);
+void fz_spawn_ctx_free(struct spawn_ctx *ctx);
+int fz_spawn_start(struct spawn_ctx *ctx, const struct spawn_opts *opts, struct spawn_proc **ret,
+		   struct spawn_error *err);
+ssize_t fz_spawn_read(struct spawn_proc *p, int fd, void *buf, size_t size);
+int fz_spawn_reap(struct spawn_proc *p);
+int fz_spawn_signal(struct spawn_proc *p, int sig);
+int fz_spawn_resize(struct spawn_proc *p, unsigned short cols, unsigned short rows);
+int fz_spawn_next_timeout_ms(const struct spawn_proc *p);
+void fz_spawn_tick(struct spawn_proc *p);
+bool fz_spawn_done(const struct spawn_proc *p);
+const struct spawn_result *fz_spawn_result(const struct spawn_proc *p);
+void fz_spawn_free(struct spawn_proc *p);
+pid_t fz_fork(void);
+
+#define lws_callback_on_writable fz_on_writable
+#define lws_write fz_lws_write
+#define lws_sul_schedule fz_sul_schedule
+#define lws_sul_cancel fz_sul_cancel
+#define users_ensure fz_users_ensure
+#define users_ensure_base fz_users_ensure_base
+#define spawn_ctx_new fz_spawn_ctx_new
+#define spawn_ctx_free fz_spawn_ctx_free
+#define spawn_start fz_spawn_start
+#define spawn_read fz_spawn_read
+#define spawn_reap fz_spawn_reap
+#define spawn_signal fz_spawn_signal
+#define spawn_resize fz_spawn_resize
+#define spawn_next_timeout_ms fz_spawn_next_timeout_ms
+#define spawn_tick fz_spawn_tick
+#define spawn_done fz_spawn_done
+#define spawn_result(p) fz_spawn_result(p) /* function-like: struct spawn_result stays */
+#define spawn_free fz_spawn_free
+#define fork fz_fork
