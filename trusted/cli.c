@@ -331,18 +331,22 @@ static void setid_cb(const struct trusted_setid_file *f, void *userdata)
 
 	if (p->o->json) {
 		escape_json(f->path, strlen(f->path), path, sizeof(path));
-		printf("%s{\"path\":\"%s\",\"mode\":\"%04o\",\"uid\":%u,\"gid\":%u,\"kept\":%s,"
-		       "\"changed\":%s}",
+		printf("%s{\"path\":\"%s\",\"mode\":\"%04o\",\"uid\":%u,\"gid\":%u,\"caps\":%s,"
+		       "\"kept\":%s,\"changed\":%s}",
 		       p->n ? "," : "", path, (unsigned)(f->mode & 07777), (unsigned)f->uid,
-		       (unsigned)f->gid, f->kept ? "true" : "false", f->changed ? "true" : "false");
+		       (unsigned)f->gid, f->caps ? "true" : "false", f->kept ? "true" : "false",
+		       f->changed ? "true" : "false");
 	} else {
+		/* "caps": the file carries capabilities (security.capability), which go with
+		 * the setid bits. */
 		escape_c(f->path, strlen(f->path), path, sizeof(path));
-		printf("%-7s %04o -> %04o  %s\n",
+		printf("%-7s %04o -> %04o %-4s %s\n",
 		       f->kept	    ? "kept"
 		       : f->changed ? "cleared"
 				    : "would",
 		       (unsigned)(f->mode & 07777),
-		       (unsigned)(f->kept ? f->mode & 07777 : f->mode & 0777), path);
+		       (unsigned)(f->kept ? f->mode & 07777 : f->mode & 0777),
+		       f->caps ? "caps" : "", path);
 	}
 	p->n++;
 }

@@ -1,7 +1,8 @@
 /* trusted: keep the image's setuid/setgid inventory minimal. Agents of an image with
  * trusted commands run without no_new_privs (sudo must be able to raise privileges), so
- * every other setuid or setgid file would be a way up: all lose the bits but sudo and the
- * files the operator keeps by name. */
+ * every other setuid or setgid file, and every file with capabilities (security.capability:
+ * cap_setuid+ep is a setuid bit by another name), would be a way up: all lose the bits and
+ * the capabilities but sudo and the files the operator keeps by name. */
 #include "trusted/trusted.h"
 
 #include <dirent.h>
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "lib/macro.h"
@@ -48,6 +50,16 @@ static void note_err(struct walk *w, int r)
 		w->err = r;
 }
 
+/* A file capability (security.capability) lifts like a setuid bit: cap_setuid+ep gives an
+ * agent without no_new_privs CAP_SETUID within its bounding set, which allow_setuid keeps.
+ * Only the presence matters, so the value is never read. */
+#define CAP_XATTR "security.capability"
+
+static bool has_caps(int fd)
+{
+	return fgetxattr(fd, CAP_XATTR, NULL, 0) >= 0;
+}
+
 static void visit_file(struct walk *w, int dir_fd, const char *name, const struct stat *lst)
 {
 	struct trusted_setid_file f = {
@@ -56,9 +68,14 @@ static void visit_file(struct walk *w, int dir_fd, const char *name, const struc
 	struct stat st;
 
 	/* Reopen without following and act on what the fd is: the name may have changed
-	 * between readdir and now. O_PATH does not permit fchmod, so O_RDONLY; root may
-	 * open a 04711 file, and O_NONBLOCK|O_NOCTTY keep odd files harmless. */
-	fd = openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	 * between readdir and now. O_PATH permits neither fchmod nor fgetxattr, so O_RDONLY;
+	 * root may open a 04711 file, O_NONBLOCK|O_NOCTTY keep odd files harmless and
+	 * O_NOATIME leaves the image's times alone. */
+	fd = openat(dir_fd, name,
+		    O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_NOATIME | O_CLOEXEC);
+	if (fd < 0 && errno == EPERM) /* O_NOATIME on a filesystem that refuses it */
+		fd = openat(dir_fd, name,
+			    O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	if (fd < 0) {
 		note_err(w, -errno);
 		return;
@@ -67,7 +84,10 @@ static void visit_file(struct walk *w, int dir_fd, const char *name, const struc
 		note_err(w, -errno);
 		return;
 	}
-	if (!S_ISREG(st.st_mode) || !(st.st_mode & (S_ISUID | S_ISGID)))
+	if (!S_ISREG(st.st_mode))
+		return;
+	f.caps = has_caps(fd);
+	if (!(st.st_mode & (S_ISUID | S_ISGID)) && !f.caps)
 		return;
 	f.mode = st.st_mode;
 	f.uid = st.st_uid;
@@ -75,12 +95,14 @@ static void visit_file(struct walk *w, int dir_fd, const char *name, const struc
 	f.kept = kept(w, &st);
 	if (!f.kept && !(w->flags & TRUSTED_DRY_RUN)) {
 		/* Plain permission bits of the file as it is now; sticky has no meaning on a
-		 * regular file and goes with the others. */
-		if (fchmod(fd, st.st_mode & 0777) < 0) {
+		 * regular file and goes with the others. The capability goes first: a chmod
+		 * does not remove it (only a write or chown does). */
+		if (f.caps && fremovexattr(fd, CAP_XATTR) < 0 && errno != ENODATA)
 			note_err(w, -errno);
-		} else {
+		else if ((st.st_mode & 07000) && fchmod(fd, st.st_mode & 0777) < 0)
+			note_err(w, -errno);
+		else
 			f.changed = true;
-		}
 	}
 	if (w->cb)
 		w->cb(&f, w->userdata);
@@ -145,7 +167,8 @@ static void walk_dir(struct walk *w, int dir_fd, size_t depth)
 				continue;
 			}
 			walk_dir(w, sub, depth + 1);
-		} else if (S_ISREG(st.st_mode) && (st.st_mode & (S_ISUID | S_ISGID))) {
+		} else if (S_ISREG(st.st_mode)) {
+			/* Every regular file: a capability does not show in st_mode. */
 			visit_file(w, dirfd(d), de->d_name, &st);
 		}
 		w->path[base] = '\0';

@@ -160,14 +160,16 @@ int trusted_wrapper_check(const char *root, const char *name, char *why, size_t 
 int trusted_dropin_current(const char *root, char *why, size_t why_size);
 
 /* Walk the image (one filesystem; not /proc, /sys, /dev, /data) and remove setuid/setgid
- * from every regular file but sudo and the kept paths. cb sees each setid file. */
+ * and file capabilities (security.capability) from every regular file but sudo and the kept
+ * paths. cb sees each setid or capability file. */
 struct trusted_setid_file {
 	const char *path; /* inside the root, for reports only */
 	mode_t mode;	  /* before */
 	uid_t uid;
 	gid_t gid;
 	bool kept;
-	bool changed; /* bits removed (false in a dry run) */
+	bool caps;    /* carries file capabilities (security.capability) */
+	bool changed; /* bits and capabilities removed (false in a dry run) */
 };
 typedef void (*trusted_setid_cb)(const struct trusted_setid_file *f, void *userdata);
 int trusted_harden_setuid(const char *root, const char *const *keep, size_t n_keep, unsigned flags,
