@@ -1,0 +1,95 @@
+#!/bin/bash
+# Red team: `pistisd users` against planted files: a symlinked /etc/passwd, /etc/.pwd.lock
+# as a symlink or a FIFO, /data/pistis planted by an agent uid with a forged registry, a
+# home that is a bind mount of a root directory, an agent's TMPDIR swapped for a symlink,
+# an agent writing the registry. Debian root; root, private mount namespace.
+. "$(dirname "$0")/../lib.sh"
+need_root
+need_mount_ns "$@"
+
+P=$BIN/pistisd
+[ -x "$P" ] || { echo "1..0 # SKIP pistisd not built"; exit 0; }
+S=$(scratch)
+ms_since() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
+fresh() { R=$(root_fresh debian) || { echo "Bail out! no debian root"; exit 1; }; }
+u() { "$P" users "$@" --root "$R"; }
+snap() { stat -c '%u:%g %a' "$@"; }
+
+# --- 1. /etc/passwd a symlink ---------------------------------------------------------------
+fresh
+echo "target" >"$S/passwd.target"
+mv "$R/etc/passwd" "$S/passwd.real" && ln -s "$S/passwd.target" "$R/etc/passwd"
+u ensure rt/a >/dev/null 2>&1
+rc=$?
+ok "ensure with /etc/passwd a symlink fails (rc=$rc)" test "$rc" -ne 0
+is "... the link's target is untouched" "$(cat "$S/passwd.target")" target
+ok "... the link is still a link" test -L "$R/etc/passwd"
+rm "$R/etc/passwd" && mv "$S/passwd.real" "$R/etc/passwd"
+
+# --- 2. /etc/.pwd.lock a symlink, then a FIFO --------------------------------------------------
+rm -f "$R/etc/.pwd.lock"
+ln -s "$S/lock.target" "$R/etc/.pwd.lock"
+u ensure rt/a >/dev/null 2>&1
+rc=$?
+ok "ensure with /etc/.pwd.lock a symlink fails (rc=$rc)" test "$rc" -ne 0
+ok "... nothing was created where it points" test ! -e "$S/lock.target"
+rm -f "$R/etc/.pwd.lock" && mkfifo -m 0600 "$R/etc/.pwd.lock"
+t=$(date +%s%N)
+timeout -s KILL 8 "$P" users ensure rt/b --root "$R" >"$S/out" 2>&1
+rc=$?
+ms=$(ms_since "$t")
+ok "ensure with /etc/.pwd.lock a FIFO does not hang (rc=$rc, ${ms} ms; 137 = killed after 8 s)" \
+	test "$rc" -ne 137
+ok "... and fails closed, saying why (rc=$rc: $(head -c 200 "$S/out"))" test "$rc" -ne 0 -a "$rc" -ne 137
+rm -f "$R/etc/.pwd.lock"
+
+# --- 3. /data/pistis planted by an agent uid ------------------------------------------------------
+fresh
+mkdir -p "$R/data/pistis"
+name=pi-agent-$(printf %s rt/victim | sha256sum | cut -c1-8)
+printf 'pistis-users-registry 1\n10150:%s:active:rt/victim\n' "$name" >"$R/data/pistis/users.registry"
+chown -R 10150:10150 "$R/data/pistis"
+out=$(u ensure rt/victim 2>&1)
+rc=$?
+ok "ensure refuses an agent-owned /data/pistis (rc=$rc)" test "$rc" -ne 0
+out=$(u show rt/victim 2>&1)
+rc=$?
+ok "show does not trust a registry in an agent-owned /data/pistis (rc=$rc: $(echo "$out" | head -n1))" \
+	test "$rc" -ne 0
+out=$(u list 2>&1)
+rc=$?
+unlike "list does not report the forged record (rc=$rc)" "$out" "rt/victim"
+rm -rf "$R/data/pistis"
+
+# --- 4. a home that is a bind mount of a root-owned directory -------------------------------------
+fresh
+u ensure rt/a >/dev/null 2>&1 || true
+home=$(u show rt/a --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["home"])')
+AUID=$(u show rt/a --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["uid"])')
+mkdir -p "$S/rootdir/sub" && echo keep >"$S/rootdir/file"
+chmod 0755 "$S/rootdir"
+mount --bind "$S/rootdir" "$R$home"
+before=$(snap "$S/rootdir")
+u ensure rt/a >/dev/null 2>&1
+is "ensure does not hand a mounted root-owned directory to the agent" "$(snap "$S/rootdir")" "$before"
+umount "$R$home"
+
+# --- 5. the agent swaps its TMPDIR, or its home, for a symlink ------------------------------------
+fresh
+u ensure rt/a >/dev/null 2>&1
+home=$(u show rt/a --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["home"])')
+AUID=$(stat -c %u "$R$home")
+before=$(snap "$R/etc" "$R/etc/shadow")
+rm -rf "$R$home/tmp" && ln -s /etc "$R$home/tmp" && chown -h "$AUID:$AUID" "$R$home/tmp"
+u ensure rt/a >/dev/null 2>&1
+is "an agent's tmp -> /etc symlink: /etc keeps owner and mode" "$(snap "$R/etc" "$R/etc/shadow")" "$before"
+ok "... tmp is a directory again" test -d "$R$home/tmp" -a ! -L "$R$home/tmp"
+is "... owned by the agent" "$(stat -c %u "$R$home/tmp")" "$AUID"
+# The agent cannot write the registry or /etc through its own process.
+out=$(in_root "$R" pistisd run --agent rt/a -- /bin/sh -c \
+	'echo "10100:x:active:y" >>/data/pistis/users.registry; echo r=$?; echo x >>/etc/passwd; echo p=$?' 2>&1)
+like "the agent cannot append to the registry" "$out" "r=[1-9]"
+like "the agent cannot append to /etc/passwd" "$out" "p=[1-9]"
+unlike "... no forged line" "$(cat "$R/etc/passwd")" '^x$'
+
+done_testing
