@@ -17,3 +17,4 @@ INTEGRATION_TESTS += tests/integration/relay.sh
 FUZZERS += fuzz-relay
 fuzz-relay_SRCS := tests/fuzz/fuzz-relay.c server-min/config.c
 fuzz-relay_LIBS := lib
+INTEGRATION_TESTS += tests/integration/relay-hostile.sh

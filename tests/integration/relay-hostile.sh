@@ -1,0 +1,107 @@
+#!/bin/bash
+# Hostile input end to end: a fake client and a fake sandbox (tests/integration/wsfake.py, a
+# standard-library WebSocket peer) against server-min and a real pistisd over a throwaway
+# Debian root, on loopback. Asserts structured errors, that both daemons keep running, and
+# that a flooding sandbox does not starve another sandbox's commands.
+. "$(dirname "$0")/../lib.sh"
+need_root
+need_mount_ns "$@"
+for b in pistisd server-min pistis; do
+	[ -x "$BIN/$b" ] || { echo "1..0 # SKIP $BIN/$b not built"; exit 0; }
+done
+command -v python3 >/dev/null || { echo "1..0 # SKIP no python3"; exit 0; }
+R=$(root_fresh debian) || { echo "1..0 # SKIP no debian test root"; exit 0; }
+W=$(mktemp -d "${TMPDIR:-/tmp}/pistis-hostile.$$.XXXXXX")
+FAKE="python3 $(cd "$(dirname "$0")" && pwd)/wsfake.py"
+SP=$((20000 + RANDOM % 20000)); CP=$((SP + 1))
+cleanup() {
+	[ -n "${PD:-}" ] && kill "$PD" 2>/dev/null
+	[ -n "${SM:-}" ] && kill "$SM" 2>/dev/null
+	wait 2>/dev/null
+	root_cleanup
+	rm -rf "$W"
+}
+trap cleanup EXIT
+
+mkdir -p "$R/etc/pistis"
+head -c 24 /dev/urandom | base64 | tr -d '/+=' >"$R/etc/pistis/token"
+chmod 600 "$R/etc/pistis/token"
+EVIL=evil-$(head -c 12 /dev/urandom | base64 | tr -d '/+=')
+CT=client-$(head -c 12 /dev/urandom | base64 | tr -d '/+=')
+cat >"$W/pistis.json" <<J
+{"listen": {"sandbox": "127.0.0.1:$SP", "client": "127.0.0.1:$CP"}, "client_token": "$CT",
+ "sandboxes": [{"name": "s1", "token": "$(cat "$R/etc/pistis/token")"}, {"name": "evil", "token": "$EVIL"}]}
+J
+"$BIN/server-min" --config "$W/pistis.json" >"$W/smin.log" 2>&1 &
+SM=$!
+in_root "$R" pistisd serve --relay ws://127.0.0.1:$SP --token-file /etc/pistis/token --name s1 \
+	>"$W/pd.log" 2>&1 &
+PD=$!
+export PISTIS_URL=ws://127.0.0.1:$CP PISTIS_TOKEN=$CT PISTIS_SANDBOX=s1
+for _ in $(seq 100); do "$BIN/pistis" ls 2>/dev/null | grep -q "s1 *connected" && break; sleep 0.1; done
+"$BIN/pistis" exec --agent alice -- true # the agent exists before timing anything
+alive() { kill -0 "$PD" 2>/dev/null && kill -0 "$SM" 2>/dev/null && echo yes; }
+val() { sed -n "s/^$1=//p" "$2" | head -n 1; }
+
+# --- a hostile client, through server-min to pistisd -------------------------------------
+$FAKE client-errors "$CP" "$CT" s1 >"$W/ce.out" 2>&1
+[ -z "$(val exception "$W/ce.out")" ] || sed 's/^/# /' "$W/ce.out"
+is "client: malformed JSON is bad_json" "$(val bad_json "$W/ce.out")" bad_json
+is "client: 40 levels of nesting is too_deep" "$(val too_deep "$W/ce.out")" too_deep
+is "client: duplicate keys are refused" "$(val duplicate_key "$W/ce.out")" duplicate_key
+is "client: \\u0000 in a string is refused" "$(val nul "$W/ce.out")" bad_json
+is "client: a 1.1 MiB message is too_large" "$(val too_large "$W/ce.out")" too_large
+is "client: an unknown operation is unknown_op (answered by pistisd)" "$(val unknown_op "$W/ce.out")" unknown_op
+is "client: an id outside [A-Za-z0-9._:-] is bad_request" "$(val bad_id "$W/ce.out")" bad_request
+is "client: exec.start with stdin works" "$(val start "$W/ce.out")" ok
+is "client: an id that names a live command is duplicate_id" "$(val reused_id "$W/ce.out")" duplicate_id
+is "client: stdin frame 2 before 1 is bad_sequence" "$(val stdin_order "$W/ce.out")" bad_sequence
+is "client: a repeated stdin frame is bad_sequence" "$(val stdin_repeat "$W/ce.out")" bad_sequence
+is "client: stdin arrives once and in order" "$(val stdin_output "$W/ce.out")" "got:one,got:two,"
+is "client: a frame for a command it does not hold is not_found" "$(val foreign_frame "$W/ce.out")" not_found
+is "client: a stdout frame from a client is bad_frame" "$(val stdout_from_client "$W/ce.out")" bad_frame
+is "client: a 2-byte frame is bad_frame" "$(val short_frame "$W/ce.out")" bad_frame
+is "client: the connection is still served" "$(val still_served "$W/ce.out")" ok
+is "both daemons still running after the hostile client" "$(alive)" yes
+
+# --- one reader per command ------------------------------------------------------------------
+$FAKE takeover "$CP" "$CT" s1 >"$W/to.out" 2>&1
+[ -z "$(val exception "$W/to.out")" ] || sed 's/^/# /' "$W/to.out"
+is "takeover: a second client may attach" "$(val attached "$W/to.out")" ok
+is "takeover: the first reader is told exec.detached" "$(val detached "$W/to.out")" exec.detached
+is "takeover: the old reader's ack frees nothing; the new reader gets all output" \
+	"$(val b_output "$W/to.out")" "one,two,"
+is "takeover: and the exit code" "$(val b_code "$W/to.out")" 0
+
+# --- a hostile sandbox: garbage, forged answers, a flood --------------------------------------
+$FAKE sandbox-flood "$SP" "$EVIL" 4 >"$W/fl.out" 2>&1 &
+FL=$!
+sleep 0.5
+worst=0 fails=0
+for i in $(seq 10); do
+	s=$(date +%s%N)
+	[ "$("$BIN/pistis" exec --agent alice -- echo ok$i 2>&1)" = "ok$i" ] || fails=$((fails + 1))
+	ms=$((($(date +%s%N) - s) / 1000000))
+	[ $ms -gt $worst ] && worst=$ms
+done
+wait $FL
+[ -z "$(val exception "$W/fl.out")" ] || sed 's/^/# /' "$W/fl.out"
+is "flood: the fake sandbox was accepted (hello)" "$(val hello "$W/fl.out")" ok
+like "flood: it sent thousands of messages and 64 KiB frames" \
+	"$(val flood_msgs "$W/fl.out") $(val flood_frames "$W/fl.out")" '^[0-9]{4,} [0-9]{3,}$'
+is "flood: s1's commands all succeeded during the flood" "$fails" 0
+ok "flood: s1's slowest command took ${worst} ms (< 2000)" test "$worst" -lt 2000
+like "flood: server-min logged the oversized message" "$(cat "$W/smin.log")" "over [0-9]+ bytes"
+is "both daemons still running after the hostile sandbox" "$(alive)" yes
+rss=$(awk '/VmRSS/ {print $2}' /proc/$SM/status)
+ok "server-min RSS after the flood: ${rss} kB (< 200 MiB)" test "$rss" -lt 204800
+# --- a hostile sandbox's huge output to a client that does not read ---------------------------
+$FAKE sandbox-bulk "$SP" "$EVIL" "$CP" "$CT" "$SM" 256 >"$W/bk.out" 2>&1
+[ -z "$(val exception "$W/bk.out")" ] || sed 's/^/# /' "$W/bk.out"
+pa=$(val paused_at_mib "$W/bk.out"); rss=$(val smin_rss_kb "$W/bk.out")
+ok "bulk: server-min paused the sandbox (it got ${pa:-?} of 256 MiB out in 3 s)" test "${pa:-999}" -lt 128
+ok "bulk: server-min's RSS while paused: ${rss:-?} kB (< 96 MiB)" test "${rss:-999999}" -lt 98304
+is "bulk: then all 256 MiB reached the client" "$(val received_mib "$W/bk.out")" 256
+is "bulk: in order" "$(val in_order "$W/bk.out")" yes
+is "s1 still serves" "$("$BIN/pistis" exec --agent alice -- echo fine 2>&1)" fine
+done_testing

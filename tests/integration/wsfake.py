@@ -1,0 +1,272 @@
+#!/usr/bin/env python3
+"""A hostile peer for the relay tests: a minimal WebSocket client (RFC 6455, standard library
+only) that speaks docs/protocol.md to server-min as a fake sandbox or a fake client, and runs
+one named scenario. Prints `name=value` lines for tests/integration/relay-hostile.sh."""
+import base64, json, os, socket, struct, sys, time
+
+
+class WS:
+    def __init__(self, port, path, proto, token, timeout=10):
+        self.s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        key = base64.b64encode(os.urandom(16)).decode()
+        req = (f"GET {path} HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\n"
+               f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+               f"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: {proto}\r\n"
+               f"Authorization: Bearer {token}\r\n\r\n")
+        self.s.sendall(req.encode())
+        head = b""
+        while b"\r\n\r\n" not in head:
+            c = self.s.recv(4096)
+            if not c:
+                raise ConnectionError("closed during handshake")
+            head += c
+        head, self.buf = head.split(b"\r\n\r\n", 1)
+        self.frames = []
+        if b" 101 " not in head.split(b"\r\n")[0]:
+            raise ConnectionError(head.split(b"\r\n")[0].decode())
+
+    def send(self, payload, binary=False, fin=True, opcode=None):
+        if isinstance(payload, str):
+            payload = payload.encode()
+        op = opcode if opcode is not None else (2 if binary else 1)
+        n = len(payload)
+        h = bytes([(0x80 if fin else 0) | op])
+        if n < 126:
+            h += bytes([0x80 | n])
+        elif n < 65536:
+            h += bytes([0x80 | 126]) + struct.pack(">H", n)
+        else:
+            h += bytes([0x80 | 127]) + struct.pack(">Q", n)
+        mask = os.urandom(4)
+        masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload)) if n < 4096 else \
+            (int.from_bytes(payload, "big") ^ int.from_bytes((mask * (n // 4 + 1))[:n], "big")).to_bytes(n, "big")
+        self.s.sendall(h + mask + masked)
+
+    def _need(self, n):
+        while len(self.buf) < n:
+            c = self.s.recv(1 << 16)
+            if not c:
+                raise ConnectionError("closed")
+            self.buf += c
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+    def recv(self):
+        """(binary, payload) of the next whole message; answers pings."""
+        data, binary = b"", False
+        while True:
+            b0, b1 = self._need(2)
+            n = b1 & 0x7F
+            if n == 126:
+                n = struct.unpack(">H", self._need(2))[0]
+            elif n == 127:
+                n = struct.unpack(">Q", self._need(8))[0]
+            payload = self._need(n)
+            op = b0 & 0x0F
+            if op == 9:
+                self.send(payload, opcode=10)
+                continue
+            if op == 8:
+                raise ConnectionError("close frame")
+            if op in (1, 2):
+                binary = op == 2
+            data += payload
+            if b0 & 0x80 and op != 10:
+                return binary, data
+
+    def recv_json(self, want_id=None, timeout=10):
+        end = time.time() + timeout
+        while time.time() < end:
+            self.s.settimeout(max(0.1, end - time.time()))
+            b, d = self.recv()
+            if b:
+                self.frames.append(d)  # kept: output may overtake an awaited answer
+                continue
+            o = json.loads(d)
+            if want_id is None or o.get("id") == want_id:
+                return o
+        raise TimeoutError(want_id)
+
+
+def frame(stream, flags, cmd, seq, data=b""):
+    return struct.pack(">BBHIQ", 1, stream, flags, cmd, seq) + data
+
+
+def err_code(o):
+    return (o.get("error") or {}).get("code", "ok" if o.get("ok") else "?")
+
+
+def client(port, token):
+    return WS(port, "/v1/ws", "pistis-client.v1", token)
+
+
+def scenario_client_errors(port, token, sandbox):
+    """Malformed input from a client, through server-min to the real pistisd."""
+    c = client(port, token)
+    send = lambda o: c.send(json.dumps(o))
+    c.send("{not json")
+    print("bad_json=" + err_code(c.recv_json()))
+    c.send("[" * 40 + "]" * 40)
+    print("too_deep=" + err_code(c.recv_json()))
+    c.send('{"id":"d1","id":"d2","op":"ping"}')
+    print("duplicate_key=" + err_code(c.recv_json()))
+    c.send('{"id":"n1","op":"ping","x":"a\\u0000b"}')
+    print("nul=" + err_code(c.recv_json()))
+    c.send(json.dumps({"id": "big", "op": "ping", "pad": "x" * (1100 * 1024)}))
+    print("too_large=" + err_code(c.recv_json()))
+    send({"id": "u1", "op": "no.such.op", "sandbox": sandbox})
+    print("unknown_op=" + err_code(c.recv_json("u1")))
+    send({"id": "bad id!", "op": "ping"})
+    print("bad_id=" + err_code(c.recv_json()))
+    # a reused id while the command it started is still alive
+    send({"id": "x1", "op": "exec.start", "sandbox": sandbox, "agent": "alice",
+          "argv": ["sh", "-c", "read a; echo got:$a; read b; echo got:$b"], "stdin": "pipe"})
+    st = c.recv_json("x1")
+    cmd = st.get("cmd", 0)
+    print("start=" + err_code(st))
+    send({"id": "x1", "op": "exec.start", "sandbox": sandbox, "agent": "alice", "argv": ["true"]})
+    print("reused_id=" + err_code(c.recv_json("x1")))
+    # stdin frames out of order: 2 before 1 is refused, then 1, 2 work
+    c.send(frame(0, 0, cmd, 2, b"two\n"), binary=True)
+    print("stdin_order=" + err_code(c.recv_json("x1")))
+    c.send(frame(0, 0, cmd, 1, b"one\n"), binary=True)
+    c.send(frame(0, 0, cmd, 1, b"again\n"), binary=True)
+    print("stdin_repeat=" + err_code(c.recv_json("x1")))
+    c.send(frame(0, 1, cmd, 2, b"two\n"), binary=True)
+    out, end = b"".join(f[16:] for f in c.frames), time.time() + 10
+    while time.time() < end:
+        b, d = c.recv()
+        if b:
+            out += d[16:]
+        elif json.loads(d).get("event") == "exec.exit":
+            break
+    print("stdin_output=" + out.decode().replace("\n", ","))
+    # a frame for a command this client does not hold, and a stdout frame from a client
+    c.send(frame(0, 0, 99999, 1, b"x"), binary=True)
+    print("foreign_frame=" + err_code(c.recv_json()))
+    c.send(frame(1, 0, cmd, 1, b"x"), binary=True)
+    print("stdout_from_client=" + err_code(c.recv_json()))
+    c.send(b"\x01\x02", binary=True)
+    print("short_frame=" + err_code(c.recv_json()))
+    send({"id": "p9", "op": "ping", "sandbox": sandbox})
+    print("still_served=" + err_code(c.recv_json("p9")))
+
+
+def scenario_takeover(port, token, sandbox):
+    """One reader per command: a second client attaching displaces the first; the first's
+    acks no longer free anything."""
+    a, b = client(port, token), client(port, token)
+    a.send(json.dumps({"id": "s", "op": "exec.start", "sandbox": sandbox, "agent": "alice",
+                       "argv": ["sh", "-c", "echo one; sleep 1; echo two"]}))
+    cmd = a.recv_json("s")["cmd"]
+    b.send(json.dumps({"id": "t", "op": "exec.attach", "sandbox": sandbox, "cmd": cmd, "after": 0}))
+    print("attached=" + err_code(b.recv_json("t")))
+    print("detached=" + (a.recv_json("s").get("event") or "?"))
+    a.send(json.dumps({"id": "k", "op": "exec.ack", "sandbox": sandbox, "cmd": cmd, "seq": 1000}))
+    out, code, end = b"", None, time.time() + 10
+    while time.time() < end:
+        bi, d = b.recv()
+        if bi:
+            out += d[16:]
+            continue
+        o = json.loads(d)
+        if o.get("event") == "exec.exit":
+            code = o.get("code")
+            break
+    print("b_output=" + out.decode().replace("\n", ","))
+    print("b_code=%s" % code)
+
+
+def scenario_sandbox_flood(port, token, seconds):
+    """A hostile sandbox: garbage, oversized and nested messages, forged answers, frames
+    for nobody, then a flood of messages and bulk frames for `seconds`."""
+    s = WS(port, "/v1/sandbox", "pistis.v1", token)
+    s.send(json.dumps({"id": "hello", "op": "hello", "version": 1, "sandbox": "evil",
+                       "software": "x" * 500, "capabilities": [], "commands": []}))
+    print("hello=" + err_code(s.recv_json("hello")))
+    s.send("{oops")
+    s.send("[" * 100 + "]" * 100)
+    s.send('{"id":"a","id":"b"}')
+    s.send(json.dumps({"id": "00000000.1.r1", "ok": True}))          # another relay run
+    s.send(json.dumps({"id": "zz", "op": "exec.start", "agent": "x"}))  # requests to the relay
+    s.send(json.dumps({"pad": "y" * (2 * 1024 * 1024)}))               # over 1 MiB
+    s.send(frame(1, 0, 7, 1, b"z" * 70000), binary=True)               # over 64 KiB payload
+    s.send(frame(9, 0, 7, 1, b"z"), binary=True)
+    n_msgs = n_frames = 0
+    end = time.time() + seconds
+    blob = frame(1, 0, 12345, 1, b"q" * 65536)
+    while time.time() < end:
+        for _ in range(200):
+            s.send('{"event":"exec.exit","id":"nobody","cmd":1}')
+            n_msgs += 1
+        for _ in range(20):
+            s.send(blob, binary=True)
+            n_frames += 1
+    print("flood_msgs=%d" % n_msgs)
+    print("flood_frames=%d" % n_frames)
+    s.s.close()
+
+
+def rss_kb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        return int([l for l in f if l.startswith("VmRSS")][0].split()[1])
+
+
+def scenario_sandbox_bulk(sport, stoken, cport, ctoken, smin_pid, mib):
+    """A hostile sandbox pushes `mib` MiB of output at a client that does not read for 3 s:
+    server-min must pause the sandbox (bounded memory), then deliver everything in order."""
+    import threading
+    sb = WS(sport, "/v1/sandbox", "pistis.v1", stoken, timeout=60)
+    sb.send(json.dumps({"id": "hello", "op": "hello", "version": 1, "sandbox": "evil"}))
+    sb.recv_json("hello")
+    c = client(cport, ctoken)
+    c.send(json.dumps({"id": "big", "op": "exec.start", "sandbox": "evil", "agent": "a",
+                       "argv": ["yes"]}))
+    req = sb.recv_json()
+    sb.send(json.dumps({"id": req["id"], "ok": True, "event": "exec.started", "cmd": 5}))
+    sent = [0]
+
+    def pump():
+        chunk = b"b" * 65536
+        for seq in range(1, mib * 16 + 1):
+            sb.send(frame(1, 0, 5, seq, chunk), binary=True)
+            sent[0] = seq
+        sb.send(json.dumps({"event": "exec.exit", "id": req["id"], "cmd": 5, "end": "exited",
+                            "code": 0, "last_seq": mib * 16}))
+    t = threading.Thread(target=pump, daemon=True)
+    t.start()
+    time.sleep(3)
+    print("paused_at_mib=%d" % (sent[0] // 16))
+    print("smin_rss_kb=%d" % rss_kb(smin_pid))
+    got, last, order_ok = 0, 0, True
+    c.s.settimeout(30)
+    while True:
+        b, d = c.recv()
+        if b:
+            seq = struct.unpack(">Q", d[8:16])[0]
+            order_ok = order_ok and seq == last + 1
+            last = seq
+            got += len(d) - 16
+        elif json.loads(d).get("event") == "exec.exit":
+            break
+    print("received_mib=%d" % (got >> 20))
+    print("in_order=%s" % ("yes" if order_ok else "no"))
+
+
+if __name__ == "__main__":
+    name, port, token = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    rest = sys.argv[4:]
+    try:
+        if name == "client-errors":
+            scenario_client_errors(port, token, rest[0])
+        elif name == "takeover":
+            scenario_takeover(port, token, rest[0])
+        elif name == "sandbox-bulk":
+            scenario_sandbox_bulk(port, token, int(rest[0]), rest[1], int(rest[2]), int(rest[3]))
+        elif name == "sandbox-flood":
+            scenario_sandbox_flood(port, token, float(rest[0]))
+        else:
+            sys.exit(100)
+    except Exception as e:  # reported, so the test shows where it stopped
+        print("exception=%s: %s" % (type(e).__name__, e))
+        sys.exit(1)
