@@ -94,6 +94,18 @@ static const char *const refused_names[] = {
 	"DBUS_SESSION_BUS_ADDRESS",
 	"XDG_RUNTIME_DIR",
 	"GPG_AGENT_INFO",
+	/* Files or code named by the value, like LOCPATH and TERM with a '/': musl's locale
+	 * path, curses' terminal databases, OpenSSL's config (which loads engines and
+	 * providers: shared objects), glibc getconf's program directory, readline's init. */
+	"MUSL_LOCPATH",
+	"TERMINFO",
+	"TERMINFO_DIRS",
+	"TERMCAP",
+	"OPENSSL_CONF",
+	"OPENSSL_ENGINES",
+	"OPENSSL_MODULES",
+	"GETCONF_DIR",
+	"INPUTRC",
 };
 static const char *const refused_prefixes[] = {
 	"LD_",	 "DYLD_",	"BASH_FUNC_",  "GIT_",	"PYTHON",  "PERL",  "RUBY",
@@ -105,10 +117,12 @@ static const char *const refused_prefixes[] = {
  * from the inherited environment even when they match PI_* or --keep (pistisd's own
  * PI_RELAY_TOKEN must never reach an agent). */
 static const char *const secret_words[] = {
-	"TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL", "APIKEY", "PRIVATE",
+	"TOKEN",   "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL",
+	"APIKEY",  "PRIVATE", "BEARER", "JWT", "HMAC",
 };
 static const char *const secret_components[] = {
-	"KEY", "KEYS", "PASS", "PW", "PWD", "AUTH", "COOKIE", "CREDS", "SIG", "SIGNATURE",
+	"KEY", "KEYS", "PASS", "PW", "PWD", "AUTH", "COOKIE", "CRED", "CREDS", "SIG", "SIGNATURE",
+	"DSN",
 };
 
 static bool mem_eq_str(const char *s, size_t len, const char *lit)

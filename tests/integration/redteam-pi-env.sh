@@ -1,0 +1,35 @@
+#!/bin/bash
+# Red team: pi-env (and the builder pistisd links) against names that load files or code
+# but were not refused, secret-looking PI_* names the seatbelt missed, and the inherited
+# environment a hostile parent hands it. The static binary on the host.
+. "$(dirname "$0")/../lib.sh"
+
+E=$BIN/pi-env
+[ -x "$E" ] || { echo "1..0 # SKIP pi-env not built"; exit 0; }
+
+# Names whose value names a file or code to load: refused for --set and --keep, like
+# LOCPATH, GCONV_PATH and a TERM with a '/'.
+for n in MUSL_LOCPATH TERMINFO TERMINFO_DIRS TERMCAP OPENSSL_CONF OPENSSL_ENGINES \
+	OPENSSL_MODULES GETCONF_DIR INPUTRC LOCPATH GCONV_PATH LD_PRELOAD LD_AUDIT BASH_ENV; do
+	exits 100 "--set $n=/tmp/x refused" "$E" --set "$n=/tmp/x" --print
+	exits 100 "--keep $n refused" "$E" --keep "$n" --print
+done
+# Secret-looking PI_* names are not copied from the inherited environment.
+out=$(env -i PI_RELAY_BEARER=b1 PI_SERVER_JWT=j2 PI_RELAY_CRED=c3 PI_HMAC_KEY=h4 \
+	PI_DB_DSN=postgres://u:p@h PI_RELAY_TOKEN=t5 PI_OK=fine "$E" --print)
+unlike "no bearer, JWT, CRED, HMAC, DSN, TOKEN names pass" "$out" 'BEARER|JWT|CRED|HMAC|DSN|TOKEN'
+like "... an ordinary PI_* does" "$out" '^PI_OK=fine$'
+exits 100 "--keep PI_RELAY_BEARER refused" "$E" --keep PI_RELAY_BEARER --print
+# Hostile inherited entries: invalid values drop the name, never the run.
+out=$(env -i "PI_X=$(printf 'a\033]52;c;Zm9v\007')" "PI_Y=$(printf '\xc0\xaf')" \
+	"LANG=C.UTF-8/../../x" "TERM=../../tmp/t" "COLUMNS=080" "LC_FOO=x" "BASH_FUNC_ls%%=() { id; }" \
+	"$E" --print)
+is "escape sequences, overlong UTF-8, paths in LANG/TERM, odd numbers, unknown LC_, functions: all dropped" \
+	"$out" "PATH=/data/bin:/usr/local/bin:/usr/bin:/bin"
+big=$(head -c 5000 /dev/zero | tr '\0' a)
+is "a 5000-byte PI_* value is dropped" "$(env -i "PI_BIG=$big" "$E" --print | grep -c '^PI_BIG=')" 0
+# fds: pi-env closes everything above 2 before CMD.
+out=$(exec 5</etc/hostname; "$E" -- /bin/sh -c 'ls /proc/self/fd | sort -n | tr "\n" " "')
+is "a caller fd 5 does not reach CMD" "$out" "0 1 2 3 "
+
+done_testing
