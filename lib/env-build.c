@@ -117,12 +117,12 @@ static const char *const refused_prefixes[] = {
  * from the inherited environment even when they match PI_* or --keep (pistisd's own
  * PI_RELAY_TOKEN must never reach an agent). */
 static const char *const secret_words[] = {
-	"TOKEN",   "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL",
-	"APIKEY",  "PRIVATE", "BEARER", "JWT", "HMAC",
+	"TOKEN",  "SECRET",  "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL",
+	"APIKEY", "PRIVATE", "BEARER",	 "JWT",	   "HMAC",
 };
 static const char *const secret_components[] = {
-	"KEY", "KEYS", "PASS", "PW", "PWD", "AUTH", "COOKIE", "CRED", "CREDS", "SIG", "SIGNATURE",
-	"DSN",
+	"KEY",	  "KEYS", "PASS",  "PW",  "PWD",       "AUTH",
+	"COOKIE", "CRED", "CREDS", "SIG", "SIGNATURE", "DSN",
 };
 
 static bool mem_eq_str(const char *s, size_t len, const char *lit)
