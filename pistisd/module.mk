@@ -51,6 +51,7 @@ pistisd_SRCS += pistisd/serve.c pistisd/session.c pistisd/fsops.c
 # pistisd serve's request dispatcher under libFuzzer (the real handlers, I/O stubbed by
 # tests/fuzz/serve-seam.h).
 FUZZERS += fuzz-serve
-fuzz-serve_SRCS := tests/fuzz/fuzz-serve.c tests/fuzz/fuzz-serve-session.c \
+fuzz-serve_SRCS := tests/fuzz/fuzz-serve.c tests/fuzz/fuzz-serve-session.c pistisd/check.c \
+	pistisd/check-report.c \
 	tests/fuzz/fuzz-serve-fsops.c
 fuzz-serve_LIBS := spawn users lib

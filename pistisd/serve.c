@@ -31,6 +31,7 @@
 #include "lib/macro.h"
 #include "lib/proto.h"
 #include "lib/sha256.h"
+#include "pistisd/check.h"
 #include "pistisd/cli.h"
 #include "pistisd/serve.h"
 #include "sandbox-users/users.h"
@@ -70,6 +71,10 @@ static struct {
 	/* request ids seen on this connection */
 	char recent[RECENT_IDS][PROTO_MAX_ID + 1];
 	unsigned recent_next;
+	/* what the start-up check found (sandbox.status) */
+	cJSON *check;
+	time_t started;
+	unsigned connects;
 	/* the epoll set */
 	int epfd;
 	struct lws *ep_wsi;
@@ -235,6 +240,11 @@ static void handle_status(const struct proto_request *req)
 	cJSON_AddStringToObject(o, "sandbox", S.name);
 	cJSON_AddNumberToObject(o, "version", PROTO_VERSION);
 	cJSON_AddStringToObject(o, "software", "pistisd " PISTIS_VERSION);
+	cJSON_AddNumberToObject(o, "pid", getpid());
+	cJSON_AddNumberToObject(o, "uptime_s", (double)(time(NULL) - S.started));
+	cJSON_AddNumberToObject(o, "connects", S.connects);
+	if (S.check)
+		cJSON_AddItemReferenceToObject(o, "check", S.check);
 	cJSON_AddItemToObject(o, "commands", session_status());
 	serve_send_json(proto_ok_build(req->id, o));
 }
@@ -514,6 +524,7 @@ static int cb_relay(struct lws *wsi, enum lws_callback_reasons reason, void *use
 	}
 	case LWS_CALLBACK_CLIENT_ESTABLISHED:
 		log_info("Connected to the relay");
+		S.connects++;
 		S.conn = wsi;
 		S.established = false;
 		send_hello();
@@ -688,6 +699,60 @@ static int parse_pin(const char *s)
 	return 0;
 }
 
+/* The start-up check: the probes of `pistisd check` (without the setuid walk of the image,
+ * which can take seconds), logged, kept for sandbox.status, and a refusal to start when a
+ * hard requirement does not hold and was not allowed by name. */
+static int startup_check(check_mask_t allowed)
+{
+	struct check_report *r = NULL;
+	cJSON *findings, *allow;
+	int failed, k;
+
+	k = check_run("/", CHECK_SKIP_SETUID_WALK, &r);
+	if (k < 0)
+		return log_error_errno(k, "Failed to run the start-up check: %m");
+	r->allowed = allowed;
+	S.check = cJSON_CreateObject();
+	findings = cJSON_AddArrayToObject(S.check, "findings");
+	allow = cJSON_AddArrayToObject(S.check, "allowed");
+	for (int id = 0; id < _CHECK_MAX; id++) {
+		const struct check_result *res = &r->results[id];
+		bool hard = check_is_hard(id), allowed_here = allowed & CHECK_BIT(id);
+		cJSON *f;
+
+		if (allowed_here)
+			cJSON_AddItemToArray(allow, cJSON_CreateString(check_name(id)));
+		if (res->status == CHECK_STATUS_OK || id == CHECK_SETUID_FILES)
+			continue;
+		if (hard && !allowed_here)
+			log_error("check: %s: %s (%s): %s", check_name(id),
+				  check_status_to_string(res->status), res->value,
+				  check_advice(id));
+		else
+			log_warning("check: %s: %s (%s)%s", check_name(id),
+				    check_status_to_string(res->status), res->value,
+				    hard ? " [hard requirement, allowed]" : "");
+		f = cJSON_CreateObject();
+		cJSON_AddStringToObject(f, "name", check_name(id));
+		cJSON_AddStringToObject(f, "status", check_status_to_string(res->status));
+		cJSON_AddStringToObject(f, "value", res->value);
+		cJSON_AddBoolToObject(f, "hard", hard);
+		cJSON_AddItemToArray(findings, f);
+	}
+	failed = check_first_failure(r);
+	cJSON_AddStringToObject(S.check, "verdict", failed >= 0 ? "fail" : "ok");
+	if (failed >= 0) {
+		log_error(
+			"Refusing to start: hard requirement '%s' does not hold (opt out: --allow "
+			"%s, or PISTIS_ALLOW; see 'pistisd check')",
+			check_name(failed), check_name(failed));
+		check_report_free(r);
+		return -EPERM;
+	}
+	check_report_free(r);
+	return 0;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -700,10 +765,13 @@ static void usage(FILE *f)
 		"  --ca FILE           CA bundle for wss://\n"
 		"  --pin SHA256        also require this SHA-256 of the relay's certificate (hex)\n"
 		"  --name NAME         sandbox name sent in hello (default: host name)\n"
+		"  --allow NAMES       start although these hard requirements of 'pistisd check'\n"
+		"                      do not hold (also PISTIS_ALLOW=name,name)\n"
 		"  --log-format FMT    text (default) or json\n"
 		"  -v, --verbose       debug logging\n"
 		"  -h, --help\n\n"
-		"Exit codes: 0 stopped by SIGTERM/SIGINT, 100 usage, 111 system error.\n"
+		"Exit codes: 0 stopped by SIGTERM/SIGINT, 1 a hard requirement does not hold,\n"
+		"100 usage, 111 system error.\n"
 		"See docs/protocol.md.\n");
 }
 
@@ -715,13 +783,16 @@ int serve_cli_main(int argc, char **argv)
 		{"ca", required_argument, NULL, 'c'},
 		{"pin", required_argument, NULL, 'p'},
 		{"name", required_argument, NULL, 'n'},
+		{"allow", required_argument, NULL, 'a'},
 		{"log-format", required_argument, NULL, 'l'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
 	struct lws_context_creation_info info;
-	const char *relay = NULL, *token_file = NULL;
+	const char *relay = NULL, *token_file = NULL, *bad = NULL, *env;
+	check_mask_t allowed = 0;
+	size_t bad_len = 0;
 	sigset_t mask;
 	int c, r, sfd;
 
@@ -748,6 +819,14 @@ int serve_cli_main(int argc, char **argv)
 				return EXIT_USAGE;
 			}
 			snprintf(S.name, sizeof(S.name), "%s", optarg);
+			break;
+		case 'a':
+			if (check_allow_parse(optarg, &allowed, &bad, &bad_len) < 0) {
+				log_error("--allow: unknown check '%.*s' (see 'pistisd check "
+					  "--help')",
+					  (int)(bad_len > 64 ? 64 : bad_len), bad);
+				return EXIT_USAGE;
+			}
 			break;
 		case 'l':
 			if (!strcmp(optarg, "json"))
@@ -779,9 +858,21 @@ int serve_cli_main(int argc, char **argv)
 		(void)gethostname(h, sizeof(h) - 1);
 		snprintf(S.name, sizeof(S.name), "%s", proto_id_valid(h, 63) ? h : "sandbox");
 	}
+	env = getenv("PISTIS_ALLOW");
+	if (env && check_allow_parse(env, &allowed, &bad, &bad_len) < 0) {
+		log_error("PISTIS_ALLOW: unknown check '%.*s'", (int)(bad_len > 64 ? 64 : bad_len),
+			  bad);
+		return EXIT_USAGE;
+	}
 	(void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	if (read_token(token_file) < 0)
 		return EXIT_SYSTEM;
+	r = startup_check(allowed);
+	if (r == -EPERM)
+		return 1;
+	if (r < 0)
+		return EXIT_SYSTEM;
+	S.started = time(NULL);
 
 	srandom((unsigned)time(NULL) ^ (unsigned)getpid());
 	signal(SIGPIPE, SIG_IGN);
@@ -839,5 +930,6 @@ int serve_cli_main(int argc, char **argv)
 	lws_context_destroy(S.ctx);
 	explicit_bzero(S.token, sizeof(S.token));
 	free(S.rx);
+	cJSON_Delete(S.check);
 	return 0;
 }

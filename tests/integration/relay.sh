@@ -9,7 +9,8 @@ for b in pistisd server-min pistis; do
 done
 R=$(root_fresh debian) || { echo "1..0 # SKIP no debian test root"; exit 0; }
 W=$(mktemp -d "${TMPDIR:-/tmp}/pistis-relay.$$.XXXXXX")
-SP=$((20000 + RANDOM % 20000)); CP=$((SP + 1))
+# below the ephemeral range (32768+), so a client socket cannot hold our port
+SP=$((20000 + RANDOM % 12000)); CP=$((SP + 1))
 cleanup() {
 	[ -n "${PD:-}" ] && kill "$PD" 2>/dev/null
 	[ -n "${SM:-}" ] && kill "$SM" 2>/dev/null
@@ -20,6 +21,9 @@ cleanup() {
 trap cleanup EXIT
 
 mkdir -p "$R/etc/pistis"
+# hard requirements this host's kernel does not meet (not namespaced: not ours to change)
+ALLOW=$(in_root "$R" pistisd check --no-walk 2>/dev/null |
+	awk '$3 == "yes" && ($2 == "fail" || $2 == "missing") {print $1}' | paste -sd, -)
 head -c 24 /dev/urandom | base64 | tr -d '/+=' >"$R/etc/pistis/token"
 chmod 600 "$R/etc/pistis/token"
 export PISTIS_TEST_CT=client-$(head -c 12 /dev/urandom | base64 | tr -d '/+=')
@@ -51,14 +55,32 @@ cp "$R/etc/pistis/token" "$R/etc/pistis/loose"; chmod 644 "$R/etc/pistis/loose"
 exits 111 "serve refuses a group/other-readable token file" \
 	in_root "$R" pistisd serve --relay ws://127.0.0.1:$SP --token-file /etc/pistis/loose
 
+if [ -n "$ALLOW" ]; then
+	out=$(in_root "$R" pistisd serve --relay ws://127.0.0.1:$SP --token-file /etc/pistis/token 2>&1)
+	is "start-up check: serve refuses to start on a hard failure ($ALLOW)" "$?" 1
+	like "start-up check: and says which and how to opt out" "$out" "Refusing to start: hard requirement '${ALLOW%%,*}'.*--allow"
+else
+	skip "start-up check: refusal" "this host meets every hard requirement"
+	skip "start-up check: message"
+fi
+exits 100 "start-up check: an unknown --allow name is a usage error" \
+	in_root "$R" pistisd serve --relay ws://127.0.0.1:$SP --token-file /etc/pistis/token --allow nope
 ok "server-min starts and pistisd connects" true
 start_relay
-in_root "$R" pistisd serve --relay ws://127.0.0.1:$SP --token-file /etc/pistis/token --name s1 \
+in_root "$R" pistisd serve --relay ws://127.0.0.1:$SP --token-file /etc/pistis/token --name s1 ${ALLOW:+--allow $ALLOW} \
 	>"$W/pd.log" 2>&1 &
 PD=$!
 for _ in $(seq 50); do P ls 2>/dev/null | grep -q "s1 *connected" && break; sleep 0.1; done
 like "pistis ls shows the sandbox connected" "$(P ls 2>&1)" '^s1 +connected'
 
+st=$(P status --sandbox s1 2>&1)
+like "sandbox.status: name, software, uptime" "$st" '"software":[[:space:]]*"pistisd '
+like "sandbox.status: the start-up check's verdict" "$st" '"verdict":[[:space:]]*"ok"'
+if [ -n "$ALLOW" ]; then
+	like "sandbox.status: lists what was allowed" "$st" "\"${ALLOW%%,*}\""
+else
+	skip "sandbox.status: allowed" "nothing to allow here"
+fi
 # --- exec -------------------------------------------------------------------------------
 is "exec: stdout" "$(P exec --agent alice -- echo hello 2>&1)" hello
 exits 3 "exec: the command's exit code" P exec --agent alice -- sh -c 'exit 3'
