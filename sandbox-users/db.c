@@ -44,6 +44,26 @@ void users_identity_fill(struct users_identity *id, const char *agent_id, const 
 	snprintf(id->agent_dir, sizeof(id->agent_dir), "/data/agents/%s", name);
 }
 
+/* The record of agent_id, its name checked to be derived from the id (the one check the
+ * registry parser leaves until a record is used). NULL with *ret (0: none, -EINVAL: a
+ * corrupt record, db->err set). */
+static struct registry_record *find_record(const struct users_db *db, const char *agent_id,
+					   int *ret)
+{
+	struct registry_record *rec = registry_find_id(&db->reg, agent_id);
+	const char *why = NULL;
+
+	*ret = 0;
+	if (rec && registry_verify(rec, &why) < 0) {
+		snprintf((char *)db->err, sizeof(db->err),
+			 "/data/pistis/%s:%zu: %s; nothing written", USERS_REGISTRY_FILE, rec->line,
+			 why);
+		*ret = -EINVAL;
+		return NULL;
+	}
+	return rec;
+}
+
 /* Name of the entry at idx (for messages); the name is the line's first field. */
 static void entry_name(const struct pwfile *f, ssize_t idx, char *out, size_t size)
 {
@@ -235,7 +255,9 @@ int users_db_ensure(struct users_db *db, const char *agent_id, uid_t want_uid,
 	if (r < 0)
 		return r;
 
-	rec = registry_find_id(&db->reg, agent_id);
+	rec = find_record(db, agent_id, &r);
+	if (r < 0)
+		return r;
 	if (rec) {
 		if (want_uid != (uid_t)-1 && want_uid != rec->uid)
 			return fail(db, -EEXIST,
@@ -300,9 +322,13 @@ int users_db_lookup(const struct users_db *db, const char *agent_id, struct user
 {
 	const struct registry_record *rec;
 
+	int r;
+
 	if (ident_agent_id_check(agent_id) < 0)
 		return -EINVAL;
-	rec = registry_find_id(&db->reg, agent_id);
+	rec = find_record(db, agent_id, &r);
+	if (r < 0)
+		return r;
 	if (!rec || rec->state != REGISTRY_ACTIVE)
 		return -ENOENT;
 	if (ret)
@@ -312,10 +338,12 @@ int users_db_lookup(const struct users_db *db, const char *agent_id, struct user
 
 bool users_db_is_complete(const struct users_db *db, const char *agent_id)
 {
-	const struct registry_record *rec = registry_find_id(&db->reg, agent_id);
 	const struct pwfile *pw = &db->f[PWFILE_PASSWD], *gr = &db->f[PWFILE_GROUP];
+	const struct registry_record *rec;
 	ssize_t i;
+	int r;
 
+	rec = find_record(db, agent_id, &r);
 	if (!rec || rec->state != REGISTRY_ACTIVE)
 		return false;
 	i = pwfile_find_name(pw, rec->name);
@@ -356,11 +384,14 @@ int users_db_remove(struct users_db *db, const char *agent_id, bool forget)
 	struct registry_record *rec;
 	char name[USERS_NAME_MAX + 1];
 	ssize_t i;
+	int r;
 
 	db->err[0] = '\0';
 	if (ident_agent_id_check(agent_id) < 0)
 		return fail(db, -EINVAL, "invalid agent id");
-	rec = registry_find_id(&db->reg, agent_id);
+	rec = find_record(db, agent_id, &r);
+	if (r < 0)
+		return r;
 	if (!rec)
 		return fail(db, -ENOENT, "agent '%s' is not in the registry", agent_id);
 	snprintf(name, sizeof(name), "%s", rec->name);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -177,6 +178,8 @@ int ufs_read_file(int dir_fd, const char *name, size_t max, char **ret, size_t *
 		  struct stat *ret_st)
 {
 	_cleanup_close_ int fd = -1;
+	_cleanup_free_ char *buf = NULL;
+	size_t len = 0, cap;
 	struct stat st;
 
 	fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK);
@@ -188,12 +191,87 @@ int ufs_read_file(int dir_fd, const char *name, size_t max, char **ret, size_t *
 		return -EBADFD;
 	if ((uint64_t)st.st_size > max)
 		return -EFBIG;
+	/* One buffer of the size fstat gave (plus one byte to see that the file did not
+	 * grow meanwhile); grown only if it did. */
+	cap = (size_t)st.st_size + 2;
+	buf = malloc(cap);
+	if (!buf)
+		return -ENOMEM;
+	for (;;) {
+		ssize_t n;
+		if (len == cap - 1) {
+			char *nbuf;
+			if (len > max)
+				return -EFBIG;
+			cap = cap * 2 > max + 2 ? max + 2 : cap * 2;
+			nbuf = realloc(buf, cap);
+			if (!nbuf)
+				return -ENOMEM;
+			buf = nbuf;
+		}
+		n = read(fd, buf + len, cap - 1 - len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+		if (len > max)
+			return -EFBIG;
+	}
+	buf[len] = '\0';
 	if (ret_st)
 		*ret_st = st;
-	return fd_read_all(fd, max, ret, ret_len);
+	*ret_len = len;
+	*ret = TAKE_PTR(buf);
+	return 0;
 }
 
-static int write_new(int dir_fd, const char *tmp, const void *data, size_t len, uid_t uid,
+static int write_iov(int fd, const struct iovec *iov, size_t n)
+{
+	struct iovec cur[64];
+
+	while (n > 0) {
+		size_t k = n < ELEMENTSOF(cur) ? n : ELEMENTSOF(cur);
+		size_t want = 0;
+		ssize_t w;
+		memcpy(cur, iov, k * sizeof(*cur));
+		for (size_t i = 0; i < k; i++)
+			want += cur[i].iov_len;
+		/* Short writes: go on from where the kernel stopped. */
+		size_t first = 0;
+		while (want > 0) {
+			w = writev(fd, cur + first, (int)(k - first));
+			if (w < 0) {
+				if (errno == EINTR)
+					continue;
+				return -errno;
+			}
+			if (w == 0)
+				return -EIO;
+			want -= (size_t)w;
+			while (w > 0 && first < k) {
+				if ((size_t)w >= cur[first].iov_len) {
+					w -= (ssize_t)cur[first].iov_len;
+					first++;
+				} else {
+					cur[first].iov_base = (char *)cur[first].iov_base + w;
+					cur[first].iov_len -= (size_t)w;
+					w = 0;
+				}
+			}
+		}
+		iov += k;
+		n -= k;
+	}
+	return 0;
+}
+
+/* A new file tmp in dir_fd holding iov, owned uid:gid with mode; not synced. Returns the
+ * open fd (for ufs_sync) or -errno, with nothing left behind. */
+static int write_new(int dir_fd, const char *tmp, const struct iovec *iov, size_t n_iov, uid_t uid,
 		     gid_t gid, mode_t mode)
 {
 	_cleanup_close_ int fd = -1;
@@ -210,40 +288,58 @@ static int write_new(int dir_fd, const char *tmp, const void *data, size_t len, 
 		r = -errno;
 		goto fail;
 	}
-	r = loop_write(fd, data, len);
+	r = write_iov(fd, iov, n_iov);
 	if (r < 0)
 		goto fail;
-	if (fsync(fd) < 0) {
-		r = -errno;
-		goto fail;
-	}
-	if (close(TAKE_FD(fd)) < 0) {
-		r = -errno;
-		goto fail;
-	}
-	return 0;
+	return TAKE_FD(fd);
 fail:
 	(void)unlinkat(dir_fd, tmp, 0);
 	return r;
 }
 
-int ufs_stage(struct ufs_staged *s, int dir_fd, const char *name, const void *data, size_t len,
-	      uid_t uid, gid_t gid, mode_t mode, bool backup)
+int ufs_stage(struct ufs_staged *s, int dir_fd, const char *name, const struct iovec *iov,
+	      size_t n_iov, uid_t uid, gid_t gid, mode_t mode, bool backup)
 {
 	int r;
 
 	memset(s, 0, sizeof(*s));
+	s->fd = -1;
 	if (strlen(name) >= sizeof(s->name) - 1)
 		return -ENAMETOOLONG;
 	s->dir_fd = dir_fd;
 	snprintf(s->name, sizeof(s->name), "%s", name);
 	snprintf(s->tmp, sizeof(s->tmp), "%s+", name);
 	s->backup = backup;
-	r = write_new(dir_fd, s->tmp, data, len, uid, gid, mode);
+	r = write_new(dir_fd, s->tmp, iov, n_iov, uid, gid, mode);
 	if (r < 0)
 		return r;
+	s->fd = r;
 	s->staged = true;
 	return 0;
+}
+
+int ufs_sync(struct ufs_staged *const *v, size_t n)
+{
+	int r = 0;
+
+	/* Start writeback of every file before waiting for any: the writes go out together
+	 * and each fdatasync below mostly waits for I/O already under way, instead of one
+	 * write-and-flush round trip per file. sync_file_range is only a hint here (it makes
+	 * nothing durable); fdatasync is what the guarantee rests on. */
+	for (size_t i = 0; i < n; i++)
+		if (v[i]->staged && v[i]->fd >= 0)
+			(void)sync_file_range(v[i]->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+	for (size_t i = 0; i < n; i++) {
+		if (!v[i]->staged || v[i]->fd < 0)
+			continue;
+		if (fdatasync(v[i]->fd) < 0 && r == 0)
+			r = -errno;
+		if (close(v[i]->fd) < 0 && r == 0 && errno != EINTR)
+			r = -errno;
+		v[i]->fd = -1;
+		v[i]->synced = r == 0;
+	}
+	return r;
 }
 
 static int make_backup(struct ufs_staged *s)
@@ -267,7 +363,14 @@ static int make_backup(struct ufs_staged *s)
 	r = ufs_read_file(s->dir_fd, s->name, 64u << 20, &old, &old_len, &st);
 	if (r < 0)
 		return r;
-	return write_new(s->dir_fd, bak, old, old_len, st.st_uid, st.st_gid, st.st_mode);
+	r = write_new(s->dir_fd, bak, &(struct iovec){.iov_base = old, .iov_len = old_len}, 1,
+		      st.st_uid, st.st_gid, st.st_mode);
+	if (r < 0)
+		return r;
+	/* The backup need not be durable: it is the old content, still on disk under name
+	 * until the rename below is. */
+	safe_close(r);
+	return 0;
 }
 
 int ufs_commit(struct ufs_staged *s)
@@ -276,6 +379,11 @@ int ufs_commit(struct ufs_staged *s)
 
 	if (!s->staged)
 		return 0;
+	/* Never rename data that is not durable yet over the real file. */
+	if (!s->synced) {
+		ufs_abort(s);
+		return -EINVAL;
+	}
 	if (s->backup) {
 		r = make_backup(s);
 		if (r < 0) {
@@ -294,7 +402,10 @@ int ufs_commit(struct ufs_staged *s)
 
 void ufs_abort(struct ufs_staged *s)
 {
-	if (s->staged)
-		(void)unlinkat(s->dir_fd, s->tmp, 0);
+	if (!s->staged)
+		return;
+	if (s->fd >= 0)
+		s->fd = safe_close(s->fd);
+	(void)unlinkat(s->dir_fd, s->tmp, 0);
 	s->staged = false;
 }

@@ -36,21 +36,32 @@ int ufs_mkdir_owned(int parent_fd, const char *name, uid_t uid, gid_t gid, mode_
  * lock (close it to unlock) or -errno (-ETIMEDOUT). */
 int ufs_lock(int dir_fd, const char *name, unsigned timeout_ms);
 
-/* Read a regular file (no symlink) of at most max bytes; -ENOENT when missing. */
+/* Read a regular file (no symlink) of at most max bytes into one malloc'd buffer of
+ * len + 1 bytes, NUL-terminated; -ENOENT when missing. */
 int ufs_read_file(int dir_fd, const char *name, size_t max, char **ret, size_t *ret_len,
 		  struct stat *ret_st);
 
-/* Staged replacement of dir_fd/name: stage writes "<name>+" with owner and mode, fsyncs
- * it; commit keeps the current file as "<name>-" (a hard link, else a copy) and renames
- * the staged file over name. abort removes the staged file. The caller fsyncs dir_fd. */
+/* Staged replacement of dir_fd/name, in three steps so that one batch of files shares its
+ * syncs (docs/users.md, "Files written, and how"):
+ *   ufs_stage      writes "<name>+" (a new file, O_EXCL) with owner and mode, no sync yet;
+ *   ufs_sync       makes the data of every staged file durable: writeback is started for
+ *                  all of them first, then each is fdatasync'ed (and closed);
+ *   ufs_commit     keeps the current file as "<name>-" (a hard link, else a copy) and
+ *                  renames the synced staged file over name.
+ * abort removes the staged file. The caller fsyncs dir_fd where the rename must be durable
+ * before it goes on. */
+struct iovec;
 struct ufs_staged {
 	int dir_fd;
+	int fd; /* the staged file until ufs_sync, else -1 */
 	char name[64];
 	char tmp[66];
 	bool staged;
+	bool synced;
 	bool backup;
 };
-int ufs_stage(struct ufs_staged *s, int dir_fd, const char *name, const void *data, size_t len,
-	      uid_t uid, gid_t gid, mode_t mode, bool backup);
+int ufs_stage(struct ufs_staged *s, int dir_fd, const char *name, const struct iovec *iov,
+	      size_t n_iov, uid_t uid, gid_t gid, mode_t mode, bool backup);
+int ufs_sync(struct ufs_staged *const *v, size_t n);
 int ufs_commit(struct ufs_staged *s);
 void ufs_abort(struct ufs_staged *s);

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #include "lib/macro.h"
 
@@ -54,64 +55,156 @@ static int parse_id(const char *p, size_t len, uint32_t *ret)
 	return 0;
 }
 
-/* Classify and check one line (terminator already removed). Comments, blank lines and NIS
- * compat lines ("+", "-") are kept, never interpreted. */
-static int parse_line(enum pwfile_kind kind, const char *p, size_t len, struct pwfile_line *l,
-		      const char **ret_why)
+/* The word-at-a-time scan needs the first byte in memory to be the lowest. */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define SWAR 1
+#else
+#define SWAR 0
+#endif
+#define ONES 0x0101010101010101ull
+#define HIGHS 0x8080808080808080ull
+
+/* The high bit of each byte of w that is < 0x20 or 0x7f. The lowest flagged byte is
+ * exact (a higher one may be a false positive after a borrow, which only costs a look). */
+static inline uint64_t ctl_bytes(uint64_t w)
 {
-	const char *field[9];
-	size_t flen[9];
+	uint64_t x = w ^ (ONES * 0x7f);
+	return ((w - ONES * 0x20) & ~w & HIGHS) | ((x - ONES) & ~x & HIGHS);
+}
+
+/* What one scan of a line found. */
+struct line_scan {
+	size_t len;   /* without terminator */
+	uint8_t term; /* 0, 1 "\n", 2 "\r\n" */
+	const char *why;
+};
+
+/* Find the end of the line at p (avail bytes left) and refuse control bytes, 0x7f and NUL
+ * on the way, eight bytes a step: one pass, the only bytes looked at one by one are the
+ * terminator and what is refused. Returns -EINVAL with s->why. */
+static int scan_line(const char *p, size_t avail, struct line_scan *s)
+{
+	size_t i = 0;
+
+	s->term = 0;
+	for (;;) {
+		while (SWAR && i + 8 <= avail) {
+			uint64_t w, m;
+			memcpy(&w, p + i, 8);
+			m = ctl_bytes(w);
+			if (m) {
+				i += (size_t)__builtin_ctzll(m) / 8;
+				break;
+			}
+			i += 8;
+		}
+		if (i >= avail)
+			break;
+		unsigned char c = (unsigned char)p[i];
+		if (c >= 0x20 && c != 0x7f) {
+			i++;
+			continue;
+		}
+		if (c == '\n') {
+			s->term = 1;
+			break;
+		}
+		if (c == '\r' && i + 1 < avail && p[i + 1] == '\n') {
+			s->term = 2;
+			break;
+		}
+		s->len = i;
+		return s->why = c == 0 ? "NUL byte" : "control character", -EINVAL;
+	}
+	s->len = i;
+	return 0;
+}
+
+/* Check a scanned line (no control bytes in it) against its kind's grammar and fill l.
+ * Comments, blank lines and NIS compat lines ("+", "-") are kept, never interpreted. */
+static int check_line(enum pwfile_kind kind, const char *p, const struct line_scan *s,
+		      struct pwfile_line *l, const char **ret_why)
+{
+	const unsigned nf = kinds[kind].fields;
+	size_t len = s->len, start[9], flen[9];
 	unsigned n = 0;
-	size_t start = 0;
 
 	l->entry = false;
 	if (len > (kind == PWFILE_GROUP || kind == PWFILE_GSHADOW ? PWFILE_GROUP_LINE_MAX
 								  : PWFILE_LINE_MAX))
 		return *ret_why = "line too long", -EINVAL;
-	for (size_t i = 0; i < len; i++) {
-		unsigned char c = (unsigned char)p[i];
-		if (c < 0x20 || c == 0x7f)
-			return *ret_why = "control character", -EINVAL;
-	}
 	if (len == 0 || p[0] == '#' || p[0] == '+' || p[0] == '-')
 		return 0;
-	if (strspn(p, " \t") >= len)
-		return 0;
-
-	for (size_t i = 0; i <= len; i++) {
-		if (i < len && p[i] != ':')
-			continue;
-		if (n == kinds[kind].fields)
-			return *ret_why = "too many fields", -EINVAL;
-		field[n] = p + start;
-		flen[n] = i - start;
-		n++;
-		start = i + 1;
+	if (p[0] == ' ' || p[0] == '\t') {
+		size_t i = 0;
+		while (i < len && (p[i] == ' ' || p[i] == '\t'))
+			i++;
+		if (i == len)
+			return 0;
 	}
-	if (n != kinds[kind].fields)
+	/* The fields: nf - 1 colons, and none after the last. */
+	for (size_t pos = 0;;) {
+		const char *c = memchr(p + pos, ':', len - pos);
+		size_t end = c ? (size_t)(c - p) : len;
+		start[n] = pos;
+		flen[n] = end - pos;
+		n++;
+		if (!c)
+			break;
+		if (n == nf)
+			return *ret_why = "too many fields", -EINVAL;
+		pos = end + 1;
+	}
+	if (n != nf)
 		return *ret_why = "too few fields", -EINVAL;
 	if (flen[0] == 0)
 		return *ret_why = "empty name", -EINVAL;
-	if (memchr(field[0], ' ', flen[0]) || memchr(field[0], ',', flen[0]))
+	if (memchr(p, ' ', flen[0]) || memchr(p, ',', flen[0]))
 		return *ret_why = "invalid name", -EINVAL;
 	l->name_len = flen[0];
 	l->id = 0;
 	l->gid = 0;
-	if (kinds[kind].id_field >= 0 &&
-	    parse_id(field[kinds[kind].id_field], flen[kinds[kind].id_field], &l->id) < 0)
-		return *ret_why = kind == PWFILE_PASSWD ? "invalid uid" : "invalid gid", -EINVAL;
-	if (kinds[kind].gid_field >= 0 &&
-	    parse_id(field[kinds[kind].gid_field], flen[kinds[kind].gid_field], &l->gid) < 0)
-		return *ret_why = "invalid gid", -EINVAL;
-	if (kind == PWFILE_GROUP || kind == PWFILE_GSHADOW) {
-		size_t members = flen[n - 1] ? 1 : 0;
-		for (size_t i = 0; i < flen[n - 1]; i++)
-			members += field[n - 1][i] == ',';
+	if (kinds[kind].id_field >= 0) {
+		unsigned f = (unsigned)kinds[kind].id_field;
+		if (parse_id(p + start[f], flen[f], &l->id) < 0)
+			return *ret_why = kind == PWFILE_PASSWD ? "invalid uid" : "invalid gid",
+			       -EINVAL;
+	}
+	if (kinds[kind].gid_field >= 0) {
+		unsigned f = (unsigned)kinds[kind].gid_field;
+		if (parse_id(p + start[f], flen[f], &l->gid) < 0)
+			return *ret_why = "invalid gid", -EINVAL;
+	}
+	/* Members: a list shorter than 2 × the limit cannot hold more, so only a list that
+	 * long is counted. */
+	if ((kind == PWFILE_GROUP || kind == PWFILE_GSHADOW) &&
+	    flen[nf - 1] >= 2 * (size_t)PWFILE_MEMBERS_MAX) {
+		const char *m = p + start[nf - 1], *e = m + flen[nf - 1];
+		size_t members = 1;
+		while ((m = memchr(m, ',', (size_t)(e - m)))) {
+			members++;
+			m++;
+		}
 		if (members > PWFILE_MEMBERS_MAX)
 			return *ret_why = "too many members", -EINVAL;
 	}
 	l->entry = true;
 	return 0;
+}
+
+/* Scan and check a complete line of text (no terminator), for lines we make ourselves. */
+static int parse_line(enum pwfile_kind kind, const char *p, size_t len, struct pwfile_line *l,
+		      const char **ret_why)
+{
+	struct line_scan s;
+	int r;
+
+	r = scan_line(p, len, &s);
+	if (r < 0)
+		return *ret_why = s.why, r;
+	if (s.term != 0) /* a newline inside */
+		return *ret_why = "control character", -EINVAL;
+	return check_line(kind, p, &s, l, ret_why);
 }
 
 static int grow(struct pwfile *f)
@@ -140,34 +233,41 @@ void pwfile_done(struct pwfile *f)
 	memset(f, 0, sizeof(*f));
 }
 
-int pwfile_parse(enum pwfile_kind kind, const char *data, size_t len, struct pwfile *ret,
-		 size_t *ret_line, const char **ret_why)
+int pwfile_parse_owned(enum pwfile_kind kind, char *buf, size_t len, struct pwfile *ret,
+		       size_t *ret_line, const char **ret_why)
 {
-	struct pwfile f = {.kind = kind};
+	struct pwfile f = {.kind = kind, .buf = buf, .len = len};
 	const char *why = NULL;
-	size_t lineno = 0;
+	size_t lineno = 0, n = 0;
 	int r;
 
-	if (kind >= _PWFILE_KIND_MAX)
-		return -EINVAL;
 	if (ret_line)
 		*ret_line = 0;
+	if (kind >= _PWFILE_KIND_MAX) {
+		free(buf);
+		return -EINVAL;
+	}
 	if (len > PWFILE_SIZE_MAX) {
+		free(buf);
 		if (ret_why)
 			*ret_why = "file too large";
 		return -EFBIG;
 	}
-	f.buf = malloc(len + 1);
-	if (!f.buf)
+	/* Sized once, with room for a few appended lines. */
+	for (const char *q = buf;
+	     n <= PWFILE_LINES_MAX && (q = memchr(q, '\n', len - (size_t)(q - buf))); q++)
+		n++;
+	n = (n > PWFILE_LINES_MAX ? PWFILE_LINES_MAX : n) + 8;
+	f.lines = malloc(n * sizeof(*f.lines));
+	if (!f.lines) {
+		free(buf);
 		return -ENOMEM;
-	memcpy(f.buf, data, len);
-	f.buf[len] = '\0';
-	f.len = len;
+	}
+	f.cap_lines = n;
 
 	for (size_t pos = 0; pos < len;) {
-		const char *nl = memchr(f.buf + pos, '\n', len - pos);
-		size_t end = nl ? (size_t)(nl - f.buf) : len;
-		struct pwfile_line l = {.off = pos, .len = end - pos, .term = nl ? 1 : 0};
+		struct line_scan s;
+		struct pwfile_line l;
 
 		lineno++;
 		if (lineno > PWFILE_LINES_MAX) {
@@ -175,23 +275,20 @@ int pwfile_parse(enum pwfile_kind kind, const char *data, size_t len, struct pwf
 			r = -E2BIG;
 			goto fail;
 		}
-		if (nl && l.len > 0 && f.buf[end - 1] == '\r') {
-			l.len--;
-			l.term = 2;
-		}
-		if (memchr(f.buf + l.off, '\0', l.len)) {
-			why = "NUL byte";
-			r = -EINVAL;
+		r = scan_line(buf + pos, len - pos, &s);
+		if (r < 0) {
+			why = s.why;
 			goto fail;
 		}
-		r = parse_line(kind, f.buf + l.off, l.len, &l, &why);
+		l = (struct pwfile_line){.off = pos, .len = s.len, .term = s.term};
+		r = check_line(kind, buf + pos, &s, &l, &why);
 		if (r < 0)
 			goto fail;
 		r = grow(&f);
 		if (r < 0)
 			goto fail;
 		f.lines[f.n_lines++] = l;
-		pos = nl ? end + 1 : len;
+		pos += s.len + s.term;
 	}
 	f.n_orig = f.n_lines;
 	*ret = f;
@@ -205,41 +302,139 @@ fail:
 	return r;
 }
 
-int pwfile_format(const struct pwfile *f, char **ret, size_t *ret_len)
+int pwfile_parse(enum pwfile_kind kind, const char *data, size_t len, struct pwfile *ret,
+		 size_t *ret_line, const char **ret_why)
 {
-	size_t total = 0, last = SIZE_MAX, o = 0;
-	char *out;
+	char *buf;
 
-	for (size_t i = 0; i < f->n_lines; i++) {
-		const char *p;
-		size_t n;
-		if (f->lines[i].deleted)
-			continue;
-		line_text(f, &f->lines[i], &p, &n);
-		total += n + 2;
-		last = i;
+	if (ret_line)
+		*ret_line = 0;
+	if (kind >= _PWFILE_KIND_MAX)
+		return -EINVAL;
+	if (len > PWFILE_SIZE_MAX) {
+		if (ret_why)
+			*ret_why = "file too large";
+		return -EFBIG;
 	}
-	out = malloc(total + 1);
-	if (!out)
+	buf = malloc(len + 1);
+	if (!buf)
 		return -ENOMEM;
+	memcpy(buf, data, len);
+	buf[len] = '\0';
+	return pwfile_parse_owned(kind, buf, len, ret, ret_line, ret_why);
+}
+
+/* The pieces of the file, in order: runs of unedited original lines (with their own
+ * terminators, contiguous in buf) as one piece; an edited or appended line as its text
+ * plus its terminator. emit(p, n, ud) per piece. */
+static int pieces(const struct pwfile *f, int (*emit)(const char *p, size_t n, void *ud), void *ud)
+{
+	size_t last = SIZE_MAX, run = 0, run_len = 0;
+	bool in_run = false;
+	int r;
+
+	for (size_t i = 0; i < f->n_lines; i++)
+		if (!f->lines[i].deleted)
+			last = i;
 	for (size_t i = 0; i < f->n_lines; i++) {
 		const struct pwfile_line *l = &f->lines[i];
-		const char *p;
-		size_t n;
 		if (l->deleted)
 			continue;
-		line_text(f, l, &p, &n);
-		memcpy(out + o, p, n);
-		o += n;
-		if (l->term == 2)
-			out[o++] = '\r';
 		/* A last line without newline gets one only when something follows it. */
-		if (l->term != 0 || i != last)
-			out[o++] = '\n';
+		bool nl_missing = l->term == 0 && i != last;
+		if (!l->repl && !nl_missing) {
+			size_t n = l->len + l->term;
+			if (in_run && run + run_len == l->off) {
+				run_len += n;
+			} else {
+				if (in_run && (r = emit(f->buf + run, run_len, ud)) < 0)
+					return r;
+				in_run = true;
+				run = l->off;
+				run_len = n;
+			}
+			continue;
+		}
+		if (in_run && (r = emit(f->buf + run, run_len, ud)) < 0)
+			return r;
+		in_run = false;
+		if (l->repl)
+			r = emit(l->repl, strlen(l->repl), ud);
+		else
+			r = emit(f->buf + l->off, l->len, ud);
+		if (r < 0)
+			return r;
+		if (l->term == 2)
+			r = emit("\r\n", 2, ud);
+		else if (l->term == 1 || i != last)
+			r = emit("\n", 1, ud);
+		if (r < 0)
+			return r;
 	}
-	out[o] = '\0';
+	if (in_run && (r = emit(f->buf + run, run_len, ud)) < 0)
+		return r;
+	return 0;
+}
+
+struct iov_acc {
+	struct iovec *v;
+	size_t n, cap;
+	size_t total;
+};
+
+static int iov_emit(const char *p, size_t n, void *ud)
+{
+	struct iov_acc *a = ud;
+
+	if (n == 0)
+		return 0;
+	if (a->n == a->cap) {
+		size_t cap = a->cap ? a->cap * 2 : 16;
+		struct iovec *v = reallocarray(a->v, cap, sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		a->v = v;
+		a->cap = cap;
+	}
+	a->v[a->n++] = (struct iovec){.iov_base = (void *)p, .iov_len = n};
+	a->total += n;
+	return 0;
+}
+
+int pwfile_iov(const struct pwfile *f, struct iovec **ret, size_t *ret_n)
+{
+	struct iov_acc a = {0};
+	int r = pieces(f, iov_emit, &a);
+
+	if (r < 0) {
+		free(a.v);
+		return r;
+	}
+	*ret = a.v;
+	*ret_n = a.n;
+	return 0;
+}
+
+int pwfile_format(const struct pwfile *f, char **ret, size_t *ret_len)
+{
+	_cleanup_free_ struct iovec *v = NULL;
+	size_t n = 0, total = 0;
+	char *out, *o;
+	int r;
+
+	r = pwfile_iov(f, &v, &n);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < n; i++)
+		total += v[i].iov_len;
+	out = o = malloc(total + 1);
+	if (!out)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		o = mempcpy(o, v[i].iov_base, v[i].iov_len);
+	*o = '\0';
 	*ret = out;
-	*ret_len = o;
+	*ret_len = total;
 	return 0;
 }
 
@@ -449,14 +644,12 @@ int pwfile_scan(enum pwfile_kind kind, const char *data, size_t len, const char 
 
 		if (end - pos > nlen && data[pos + nlen] == ':' &&
 		    memcmp(data + pos, name, nlen) == 0) {
-			struct pwfile_line l = {.off = pos, .len = end - pos, .term = nl ? 1 : 0};
-			if (nl && l.len > 0 && data[end - 1] == '\r') {
-				l.len--;
-				l.term = 2;
-			}
-			if (memchr(data + l.off, '\0', l.len))
-				return -EINVAL;
-			int r = parse_line(kind, data + l.off, l.len, &l, &why);
+			struct line_scan s;
+			int r = scan_line(data + pos, len - pos, &s);
+			if (r < 0)
+				return r;
+			struct pwfile_line l = {.off = pos, .len = s.len, .term = s.term};
+			r = check_line(kind, data + pos, &s, &l, &why);
 			if (r < 0)
 				return r;
 			if (!l.entry)

@@ -49,13 +49,20 @@ struct pwfile {
 };
 
 /* Parse len bytes (copied). On a malformed line returns -EINVAL and sets *ret_line to its
- * 1-based number and ret_why (if not NULL) to a static reason. */
+ * 1-based number and ret_why (if not NULL) to a static reason. One pass over the bytes. */
 int pwfile_parse(enum pwfile_kind kind, const char *data, size_t len, struct pwfile *ret,
 		 size_t *ret_line, const char **ret_why);
+/* The same over a malloc'd buffer that the pwfile takes over (freed on failure too). */
+int pwfile_parse_owned(enum pwfile_kind kind, char *buf, size_t len, struct pwfile *ret,
+		       size_t *ret_line, const char **ret_why);
 void pwfile_done(struct pwfile *f);
 
 /* Serialise into a malloc'd buffer (the bytes to write). */
 int pwfile_format(const struct pwfile *f, char **ret, size_t *ret_len);
+/* The same bytes as pieces pointing into f (valid until f changes): runs of unedited lines
+ * are one piece each, so nothing is copied. *ret is malloc'd. */
+struct iovec;
+int pwfile_iov(const struct pwfile *f, struct iovec **ret, size_t *ret_n);
 
 /* Index of the first live entry named name / with id (passwd uid, group gid), or -1. */
 ssize_t pwfile_find_name(const struct pwfile *f, const char *name);

@@ -9,6 +9,8 @@
 #include "lib/macro.h"
 #include "sandbox-users/ident.h"
 
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+
 const char *registry_state_name(enum registry_state s)
 {
 	return s == REGISTRY_ACTIVE ? "active" : "reserved";
@@ -18,190 +20,276 @@ void registry_done(struct registry *reg)
 {
 	if (!reg)
 		return;
+	for (size_t i = 0; i < reg->n; i++)
+		free(reg->recs[i].own);
 	free(reg->recs);
+	free(reg->buf);
+	free(reg->by_id);
+	free(reg->by_name);
 	memset(reg, 0, sizeof(*reg));
 }
 
+/* One record line (no terminator, p[len] is where the '\n' was). Checks the syntax of
+ * every field in one pass; the id is cut out in place (p[len] becomes NUL) when writable.
+ * The name's derivation from the id is left to registry_verify. */
 static int parse_record(const char *p, size_t len, struct registry_record *rec,
 			const char **ret_why)
 {
-	const char *c1, *c2, *c3;
+	const char *c[3];
+	unsigned nc = 0;
 	uint64_t uid = 0;
 
-	c1 = memchr(p, ':', len);
-	c2 = c1 ? memchr(c1 + 1, ':', len - (size_t)(c1 + 1 - p)) : NULL;
-	c3 = c2 ? memchr(c2 + 1, ':', len - (size_t)(c2 + 1 - p)) : NULL;
-	if (!c3)
+	if (len > REGISTRY_LINE_MAX)
+		return *ret_why = "line too long", -EINVAL;
+	for (size_t i = 0; i < len; i++) {
+		unsigned char ch = (unsigned char)p[i];
+		if (ch < 0x20 || ch == 0x7f)
+			return *ret_why = "control character", -EINVAL;
+		if (ch == ':' && nc < 3)
+			c[nc++] = p + i;
+	}
+	if (nc < 3)
 		return *ret_why = "expected uid:name:state:agent-id", -EINVAL;
 
-	if (c1 == p || c1 - p > 10)
+	if (c[0] == p || c[0] - p > 10)
 		return *ret_why = "invalid uid", -EINVAL;
-	for (const char *q = p; q < c1; q++) {
+	for (const char *q = p; q < c[0]; q++) {
 		if (*q < '0' || *q > '9')
 			return *ret_why = "invalid uid", -EINVAL;
 		uid = uid * 10 + (uint64_t)(*q - '0');
 	}
-	if (!users_uid_is_agent((uid_t)uid) || uid > USERS_AGENT_UID_MAX)
+	if (uid < USERS_AGENT_UID_MIN || uid > USERS_AGENT_UID_MAX)
 		return *ret_why = "uid outside the agent range", -EINVAL;
 	rec->uid = (uint32_t)uid;
 
-	size_t nlen = (size_t)(c2 - c1 - 1);
+	size_t nlen = (size_t)(c[1] - c[0] - 1);
 	if (nlen > USERS_NAME_MAX)
 		return *ret_why = "invalid user name", -EINVAL;
-	memcpy(rec->name, c1 + 1, nlen);
+	memcpy(rec->name, c[0] + 1, nlen);
 	rec->name[nlen] = '\0';
 	if (!ident_name_valid(rec->name))
 		return *ret_why = "invalid user name", -EINVAL;
 
-	size_t slen = (size_t)(c3 - c2 - 1);
-	if (slen == 6 && !memcmp(c2 + 1, "active", 6))
+	size_t slen = (size_t)(c[2] - c[1] - 1);
+	if (slen == 6 && !memcmp(c[1] + 1, "active", 6))
 		rec->state = REGISTRY_ACTIVE;
-	else if (slen == 8 && !memcmp(c2 + 1, "reserved", 8))
+	else if (slen == 8 && !memcmp(c[1] + 1, "reserved", 8))
 		rec->state = REGISTRY_RESERVED;
 	else
 		return *ret_why = "state is neither active nor reserved", -EINVAL;
 
-	size_t ilen = len - (size_t)(c3 + 1 - p);
-	if (ilen > USERS_AGENT_ID_MAX)
+	/* The id: its own check (first byte, charset: no ':' so it is the last field). */
+	const char *id = c[2] + 1;
+	size_t ilen = len - (size_t)(id - p);
+	if (ilen == 0 || ilen > USERS_AGENT_ID_MAX)
 		return *ret_why = "invalid agent id", -EINVAL;
-	memcpy(rec->agent_id, c3 + 1, ilen);
-	rec->agent_id[ilen] = '\0';
-	if (ident_agent_id_check(rec->agent_id) < 0)
+	if (!((id[0] >= 'a' && id[0] <= 'z') || (id[0] >= 'A' && id[0] <= 'Z') ||
+	      (id[0] >= '0' && id[0] <= '9')))
 		return *ret_why = "invalid agent id", -EINVAL;
-	if (!ident_name_matches(rec->name, rec->agent_id))
-		return *ret_why = "user name is not derived from the agent id", -EINVAL;
+	for (size_t i = 1; i < ilen; i++) {
+		char ch = id[i];
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		      (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '@' ||
+		      ch == '+' || ch == '=' || ch == '/' || ch == '-'))
+			return *ret_why = "invalid agent id", -EINVAL;
+	}
+	rec->agent_id = id;
+	rec->verified = false;
+	rec->own = NULL;
 	return 0;
 }
 
-/* Duplicates in O(n log n): a registry may hold ~50,000 records and is read on every
- * ensure, so no pairwise comparison. */
-static int cmp_name(const void *a, const void *b)
+int registry_verify(struct registry_record *rec, const char **ret_why)
 {
-	const struct registry_record *x = *(const struct registry_record *const *)a;
-	const struct registry_record *y = *(const struct registry_record *const *)b;
-	int c = strcmp(x->name, y->name);
-	return c ? c : (x->line > y->line) - (x->line < y->line);
+	if (rec->verified)
+		return 0;
+	if (!ident_name_matches(rec->name, rec->agent_id)) {
+		if (ret_why)
+			*ret_why = "user name is not derived from the agent id";
+		return -EINVAL;
+	}
+	rec->verified = true;
+	return 0;
 }
 
-static int cmp_id(const void *a, const void *b)
+/* --- hash sets over ids and names (FNV-1a) ---------------------------------------------- */
+
+static uint64_t hash_str(const char *s)
 {
-	const struct registry_record *x = *(const struct registry_record *const *)a;
-	const struct registry_record *y = *(const struct registry_record *const *)b;
-	int c = strcmp(x->agent_id, y->agent_id);
-	return c ? c : (x->line > y->line) - (x->line < y->line);
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+	return h ^ (h >> 29);
 }
 
-static int check_duplicates(const struct registry *reg, size_t *ret_line, const char **ret_why)
+/* Slot of key in set: the slot holding it, or the empty slot where it would go. */
+static size_t slot_of(const struct registry *reg, const uint32_t *set, const char *key, bool by_id)
+{
+	size_t mask = reg->slots - 1, i = (size_t)hash_str(key) & mask;
+
+	for (;; i = (i + 1) & mask) {
+		uint32_t v = set[i];
+		if (v == 0)
+			return i;
+		const struct registry_record *r = &reg->recs[v - 1];
+		if (!strcmp(by_id ? r->agent_id : r->name, key))
+			return i;
+	}
+}
+
+static int index_rebuild(struct registry *reg, size_t want)
+{
+	size_t slots = 64;
+	uint32_t *a, *b;
+
+	while (slots < 2 * want + 2)
+		slots *= 2;
+	a = calloc(slots, sizeof(*a));
+	b = calloc(slots, sizeof(*b));
+	if (!a || !b) {
+		free(a);
+		free(b);
+		return -ENOMEM;
+	}
+	free(reg->by_id);
+	free(reg->by_name);
+	reg->by_id = a;
+	reg->by_name = b;
+	reg->slots = slots;
+	for (size_t i = 0; i < reg->n; i++) {
+		a[slot_of(reg, a, reg->recs[i].agent_id, true)] = (uint32_t)i + 1;
+		b[slot_of(reg, b, reg->recs[i].name, false)] = (uint32_t)i + 1;
+	}
+	return 0;
+}
+
+/* Make room for one more record in recs and in the index. */
+static int reserve(struct registry *reg)
+{
+	if (reg->n >= REGISTRY_RECORDS_MAX)
+		return -E2BIG;
+	if (reg->n == reg->cap) {
+		size_t cap = reg->cap ? reg->cap * 2 : 64;
+		struct registry_record *v = reallocarray(reg->recs, cap, sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		reg->recs = v;
+		reg->cap = cap;
+	}
+	if (2 * (reg->n + 1) + 2 > reg->slots)
+		return index_rebuild(reg, reg->n + 1 > 256 ? 2 * (reg->n + 1) : 256);
+	return 0;
+}
+
+int registry_parse_owned(char *buf, size_t len, bool lazy, struct registry *ret, size_t *ret_line,
+			 const char **ret_why)
 {
 	static const size_t range = USERS_AGENT_UID_MAX - USERS_AGENT_UID_MIN + 1;
+	static const size_t hlen = sizeof(REGISTRY_HEADER) - 1;
 	_cleanup_free_ uint8_t *seen = NULL;
-	_cleanup_free_ const struct registry_record **v = NULL;
-
-	if (reg->n < 2)
-		return 0;
-	seen = calloc((range + 7) / 8, 1);
-	v = calloc(reg->n, sizeof(*v));
-	if (!seen || !v)
-		return -ENOMEM;
-	for (size_t i = 0; i < reg->n; i++) {
-		uint32_t k = reg->recs[i].uid - USERS_AGENT_UID_MIN;
-		if (seen[k / 8] & (1u << (k % 8))) {
-			*ret_line = reg->recs[i].line;
-			*ret_why = "duplicate uid";
-			return -EINVAL;
-		}
-		seen[k / 8] |= (uint8_t)(1u << (k % 8));
-		v[i] = &reg->recs[i];
-	}
-	qsort(v, reg->n, sizeof(*v), cmp_name);
-	for (size_t i = 1; i < reg->n; i++)
-		if (!strcmp(v[i - 1]->name, v[i]->name)) {
-			*ret_line = v[i]->line;
-			*ret_why = "duplicate user name";
-			return -EINVAL;
-		}
-	qsort(v, reg->n, sizeof(*v), cmp_id);
-	for (size_t i = 1; i < reg->n; i++)
-		if (!strcmp(v[i - 1]->agent_id, v[i]->agent_id)) {
-			*ret_line = v[i]->line;
-			*ret_why = "duplicate agent id";
-			return -EINVAL;
-		}
-	return 0;
-}
-
-int registry_parse(const char *data, size_t len, struct registry *ret, size_t *ret_line,
-		   const char **ret_why)
-{
-	struct registry reg = {0};
+	struct registry reg = {.buf = buf};
 	const char *why = NULL;
-	size_t lineno = 0;
-	bool header = false;
+	size_t lineno = 0, lines = 0;
 	int r = 0;
 
 	*ret_line = 0;
 	if (len > REGISTRY_SIZE_MAX) {
+		free(buf);
 		*ret_why = "file too large";
 		return -EFBIG;
 	}
+	/* Sized once: one record a line at most. */
+	for (const char *q = buf; (q = memchr(q, '\n', len - (size_t)(q - buf))); q++)
+		lines++;
+	seen = calloc((range + 7) / 8, 1);
+	if (!seen || (lines > 1 && (reg.recs = calloc(MIN(lines, (size_t)REGISTRY_RECORDS_MAX),
+						      sizeof(*reg.recs))) == NULL)) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	reg.cap = reg.recs ? MIN(lines, (size_t)REGISTRY_RECORDS_MAX) : 0;
+	r = index_rebuild(&reg, lines);
+	if (r < 0)
+		goto fail;
+
 	for (size_t pos = 0; pos < len;) {
-		const char *nl = memchr(data + pos, '\n', len - pos);
-		size_t end = nl ? (size_t)(nl - data) : len;
-		const char *p = data + pos;
-		size_t n = end - pos;
-		struct registry_record rec;
+		char *p = buf + pos, *nl = memchr(p, '\n', len - pos);
+		size_t n;
+		struct registry_record *rec;
 
 		lineno++;
-		pos = nl ? end + 1 : len;
 		if (!nl) {
 			/* We always end with "\n": a torn last line is corruption, not data. */
 			why = "last line has no newline";
 			r = -EINVAL;
 			goto fail;
 		}
-		if (n > REGISTRY_LINE_MAX) {
-			why = "line too long";
-			r = -EINVAL;
+		n = (size_t)(nl - p);
+		pos += n + 1;
+		if (lineno == 1) {
+			if (n == hlen && !memcmp(p, REGISTRY_HEADER, n))
+				continue;
+			bool other = n > 22 && !memcmp(p, "pistis-users-registry ", 22);
+			why = other ? "unsupported registry version"
+				    : "missing 'pistis-users-registry 1' header";
+			r = other ? -EPROTONOSUPPORT : -EINVAL;
 			goto fail;
 		}
-		for (size_t i = 0; i < n; i++)
-			if ((unsigned char)p[i] < 0x20 || p[i] == 0x7f) {
-				why = "control character";
+		if (n == 0)
+			continue;
+		if (p[0] == '#') {
+			if (n > REGISTRY_LINE_MAX) {
+				why = "line too long";
 				r = -EINVAL;
 				goto fail;
 			}
-		if (!header) {
-			if (n == strlen(REGISTRY_HEADER) && !memcmp(p, REGISTRY_HEADER, n)) {
-				header = true;
-				continue;
-			}
-			why = n > 22 && !memcmp(p, "pistis-users-registry ", 22)
-				      ? "unsupported registry version"
-				      : "missing 'pistis-users-registry 1' header";
-			r = n > 22 && !memcmp(p, "pistis-users-registry ", 22) ? -EPROTONOSUPPORT
-									       : -EINVAL;
-			goto fail;
-		}
-		if (n == 0 || p[0] == '#')
+			for (size_t i = 0; i < n; i++)
+				if ((unsigned char)p[i] < 0x20 || p[i] == 0x7f) {
+					why = "control character";
+					r = -EINVAL;
+					goto fail;
+				}
 			continue;
-		r = parse_record(p, n, &rec, &why);
-		if (r < 0)
-			goto fail;
-		r = registry_add(&reg, rec.uid, rec.name, rec.agent_id, rec.state);
+		}
+		r = reserve(&reg);
 		if (r < 0) {
 			why = "too many records";
 			goto fail;
 		}
-		reg.recs[reg.n - 1].line = lineno;
+		rec = &reg.recs[reg.n];
+		r = parse_record(p, n, rec, &why);
+		if (r < 0)
+			goto fail;
+		*nl = '\0'; /* the id, NUL-terminated in place */
+		rec->line = lineno;
+		if (!lazy && registry_verify(rec, &why) < 0) {
+			r = -EINVAL;
+			goto fail;
+		}
+		uint32_t k = rec->uid - USERS_AGENT_UID_MIN;
+		if (seen[k / 8] & (1u << (k % 8))) {
+			why = "duplicate uid";
+			r = -EINVAL;
+			goto fail;
+		}
+		seen[k / 8] |= (uint8_t)(1u << (k % 8));
+		size_t si = slot_of(&reg, reg.by_name, rec->name, false);
+		if (reg.by_name[si]) {
+			why = "duplicate user name";
+			r = -EINVAL;
+			goto fail;
+		}
+		size_t ii = slot_of(&reg, reg.by_id, rec->agent_id, true);
+		if (reg.by_id[ii]) {
+			why = "duplicate agent id";
+			r = -EINVAL;
+			goto fail;
+		}
+		reg.n++;
+		reg.by_name[si] = (uint32_t)reg.n;
+		reg.by_id[ii] = (uint32_t)reg.n;
 	}
-	if (!header && len > 0) {
-		why = "missing 'pistis-users-registry 1' header";
-		r = -EINVAL;
-		goto fail;
-	}
-	r = check_duplicates(&reg, &lineno, &why);
-	if (r < 0)
-		goto fail;
 	reg.changed = false;
 	*ret = reg;
 	return 0;
@@ -212,30 +300,79 @@ fail:
 	return r;
 }
 
+int registry_parse(const char *data, size_t len, struct registry *ret, size_t *ret_line,
+		   const char **ret_why)
+{
+	char *buf;
+
+	*ret_line = 0;
+	if (len > REGISTRY_SIZE_MAX) {
+		*ret_why = "file too large";
+		return -EFBIG;
+	}
+	buf = malloc(len + 1);
+	if (!buf)
+		return -ENOMEM;
+	memcpy(buf, data, len);
+	buf[len] = '\0';
+	return registry_parse_owned(buf, len, false, ret, ret_line, ret_why);
+}
+
+static char *put_u32(char *o, uint32_t v)
+{
+	char t[10];
+	size_t n = 0;
+
+	do
+		t[n++] = (char)('0' + v % 10);
+	while ((v /= 10));
+	while (n)
+		*o++ = t[--n];
+	return o;
+}
+
 int registry_format(const struct registry *reg, char **ret, size_t *ret_len)
 {
-	size_t cap = strlen(REGISTRY_HEADER) + 1 + reg->n * (REGISTRY_LINE_MAX + 1) + 1, o;
-	char *out = malloc(cap);
+	size_t cap = sizeof(REGISTRY_HEADER) + 1;
+	char *out, *o;
 
+	for (size_t i = 0; i < reg->n; i++)
+		cap += 10 + 1 + strlen(reg->recs[i].name) + 1 + 8 + 1 +
+		       strlen(reg->recs[i].agent_id) + 1;
+	out = malloc(cap);
 	if (!out)
 		return -ENOMEM;
-	o = (size_t)snprintf(out, cap, "%s\n", REGISTRY_HEADER);
+	o = mempcpy(out, REGISTRY_HEADER "\n", sizeof(REGISTRY_HEADER));
 	for (size_t i = 0; i < reg->n; i++) {
 		const struct registry_record *r = &reg->recs[i];
-		o += (size_t)snprintf(out + o, cap - o, "%u:%s:%s:%s\n", r->uid, r->name,
-				      registry_state_name(r->state), r->agent_id);
+		const char *st = registry_state_name(r->state);
+		o = put_u32(o, r->uid);
+		*o++ = ':';
+		o = stpcpy(o, r->name);
+		*o++ = ':';
+		o = stpcpy(o, st);
+		*o++ = ':';
+		o = stpcpy(o, r->agent_id);
+		*o++ = '\n';
 	}
+	*o = '\0';
 	*ret = out;
-	*ret_len = o;
+	*ret_len = (size_t)(o - out);
 	return 0;
 }
 
 struct registry_record *registry_find_id(const struct registry *reg, const char *agent_id)
 {
-	for (size_t i = 0; i < reg->n; i++)
-		if (!strcmp(reg->recs[i].agent_id, agent_id))
-			return &reg->recs[i];
-	return NULL;
+	uint32_t v;
+
+	if (!reg->slots) { /* no index (out of memory after a delete) */
+		for (size_t i = 0; i < reg->n; i++)
+			if (!strcmp(reg->recs[i].agent_id, agent_id))
+				return &reg->recs[i];
+		return NULL;
+	}
+	v = reg->by_id[slot_of(reg, reg->by_id, agent_id, true)];
+	return v ? &reg->recs[v - 1] : NULL;
 }
 
 struct registry_record *registry_find_uid(const struct registry *reg, uint32_t uid)
@@ -248,35 +385,46 @@ struct registry_record *registry_find_uid(const struct registry *reg, uint32_t u
 
 struct registry_record *registry_find_name(const struct registry *reg, const char *name)
 {
-	for (size_t i = 0; i < reg->n; i++)
-		if (!strcmp(reg->recs[i].name, name))
-			return &reg->recs[i];
-	return NULL;
+	uint32_t v;
+
+	if (!reg->slots) {
+		for (size_t i = 0; i < reg->n; i++)
+			if (!strcmp(reg->recs[i].name, name))
+				return &reg->recs[i];
+		return NULL;
+	}
+	v = reg->by_name[slot_of(reg, reg->by_name, name, false)];
+	return v ? &reg->recs[v - 1] : NULL;
 }
 
 int registry_add(struct registry *reg, uint32_t uid, const char *name, const char *agent_id,
 		 enum registry_state state)
 {
 	struct registry_record *rec;
+	size_t si, ii;
+	int r;
 
 	if (strlen(name) > USERS_NAME_MAX || strlen(agent_id) > USERS_AGENT_ID_MAX)
 		return -EINVAL;
-	if (reg->n >= REGISTRY_RECORDS_MAX)
-		return -E2BIG;
-	if (reg->n == reg->cap) {
-		size_t cap = reg->cap ? reg->cap * 2 : 64;
-		rec = reallocarray(reg->recs, cap, sizeof(*rec));
-		if (!rec)
-			return -ENOMEM;
-		reg->recs = rec;
-		reg->cap = cap;
-	}
-	rec = &reg->recs[reg->n++];
+	r = reserve(reg);
+	if (r < 0)
+		return r;
+	si = slot_of(reg, reg->by_name, name, false);
+	ii = slot_of(reg, reg->by_id, agent_id, true);
+	if (reg->by_name[si] || reg->by_id[ii])
+		return -EEXIST; /* the caller checks first: never two records of one name/id */
+	rec = &reg->recs[reg->n];
+	memset(rec, 0, sizeof(*rec));
+	rec->own = strdup(agent_id);
+	if (!rec->own)
+		return -ENOMEM;
+	rec->agent_id = rec->own;
 	rec->uid = uid;
 	rec->state = state;
-	rec->line = 0;
 	strcpy(rec->name, name);
-	strcpy(rec->agent_id, agent_id);
+	reg->n++;
+	reg->by_name[si] = (uint32_t)reg->n;
+	reg->by_id[ii] = (uint32_t)reg->n;
 	reg->changed = true;
 	return 0;
 }
@@ -287,9 +435,18 @@ void registry_delete(struct registry *reg, struct registry_record *rec)
 
 	if (i >= reg->n)
 		return;
+	free(rec->own);
 	memmove(&reg->recs[i], &reg->recs[i + 1], (reg->n - i - 1) * sizeof(*rec));
 	reg->n--;
 	reg->changed = true;
+	if (index_rebuild(reg, reg->n) < 0) {
+		/* Out of memory: drop the index; lookups fall back to a linear search and the
+		 * next registry_add rebuilds it. */
+		free(reg->by_id);
+		free(reg->by_name);
+		reg->by_id = reg->by_name = NULL;
+		reg->slots = 0;
+	}
 }
 
 int registry_scan(const char *data, size_t len, const char *agent_id, struct registry_record *ret)
@@ -308,15 +465,11 @@ int registry_scan(const char *data, size_t len, const char *agent_id, struct reg
 		end = (size_t)(nl - data);
 		if (end - pos > ilen && data[end - ilen - 1] == ':' &&
 		    memcmp(data + end - ilen, agent_id, ilen) == 0 && data[pos] != '#') {
-			if (end - pos > REGISTRY_LINE_MAX)
-				return -EINVAL;
-			for (size_t i = pos; i < end; i++)
-				if ((unsigned char)data[i] < 0x20 || data[i] == 0x7f)
-					return -EINVAL;
 			int r = parse_record(data + pos, end - pos, ret, &why);
 			if (r < 0)
 				return r;
-			if (strcmp(ret->agent_id, agent_id))
+			ret->agent_id = agent_id;
+			if (registry_verify(ret, &why) < 0)
 				return -EINVAL;
 			ret->line = 0;
 			return 0;

@@ -2,7 +2,7 @@
 
 /* The identity registry: which agent id owns which user name and uid, kept on the
  * persistent volume so a rebuilt container (fresh /etc/passwd) gets the same ids back.
- * Pure parse/format here; the file I/O is in users-io.c. Format (docs/users.md):
+ * Pure parse/format here; the file I/O is in users.c. Format (docs/users.md):
  *
  *   pistis-users-registry 1
  *   # comments and blank lines are allowed and not kept
@@ -30,22 +30,36 @@ enum registry_state {
 struct registry_record {
 	uint32_t uid;
 	enum registry_state state;
+	bool verified; /* the name was checked to be derived from the id */
 	char name[USERS_NAME_MAX + 1];
-	char agent_id[USERS_AGENT_ID_MAX + 1];
-	size_t line; /* where it was read (0: added since) */
+	const char *agent_id; /* NUL-terminated: into the parsed buffer, or own */
+	char *own;	      /* records added since the parse own their id */
+	size_t line;	      /* where it was read (0: added since) */
 };
 
 struct registry {
 	struct registry_record *recs;
 	size_t n, cap;
+	char *buf;	 /* the parsed bytes, cut into NUL-terminated ids; owned */
+	uint32_t *by_id; /* open-addressing hash sets: record index + 1, 0 empty */
+	uint32_t *by_name;
+	size_t slots; /* power of two, > 2 × n */
 	bool changed;
 };
 
-/* Parse the registry's bytes; an empty buffer is an empty registry (no file yet).
+/* Parse the registry's bytes; an empty buffer is an empty registry (no file yet). Strict:
+ * every line's syntax, no duplicate uid, name or id, and every name derived from its id.
  * -EINVAL with *ret_line (1-based) and *ret_why on a malformed, out-of-range or duplicate
  * record; -EPROTONOSUPPORT for an unknown header/version. */
 int registry_parse(const char *data, size_t len, struct registry *ret, size_t *ret_line,
 		   const char **ret_why);
+/* The same over a malloc'd buffer of len + 1 bytes that the registry takes over (freed on
+ * failure too). With lazy, the SHA-256 derivation of a name is not checked here but by
+ * registry_verify when a record is used; every other check stays. */
+int registry_parse_owned(char *buf, size_t len, bool lazy, struct registry *ret, size_t *ret_line,
+			 const char **ret_why);
+/* The name derivation of rec (cached): 0, or -EINVAL with *ret_why. */
+int registry_verify(struct registry_record *rec, const char **ret_why);
 int registry_format(const struct registry *reg, char **ret, size_t *ret_len);
 void registry_done(struct registry *reg);
 
@@ -56,6 +70,8 @@ int registry_add(struct registry *reg, uint32_t uid, const char *name, const cha
 		 enum registry_state state);
 void registry_delete(struct registry *reg, struct registry_record *rec);
 /* Fast path: find and strictly check the one record of agent_id in the registry's bytes
- * without parsing the rest. 0, -ENOENT, or -EINVAL (bad header or bad record). */
+ * without parsing the rest. 0, -ENOENT, or -EINVAL (bad header or bad record). ret's
+ * agent_id is the caller's agent_id. Agrees with registry_parse + registry_find_id on
+ * every buffer the strict parser accepts (tests/fuzz/fuzz-users-scan.c). */
 int registry_scan(const char *data, size_t len, const char *agent_id, struct registry_record *ret);
 const char *registry_state_name(enum registry_state s);
