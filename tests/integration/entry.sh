@@ -1,0 +1,331 @@
+#!/bin/bash
+# pistisd-entry, the static binary, as PID 1 of a fresh PID namespace (unshare -fp
+# --mount-proc) and as an ordinary process (subreaper): zombies reaped, signals forwarded,
+# exit codes, restarts with backoff, the grace period then SIGKILL, what the child inherits,
+# /data and `users ensure-base` in a throwaway root, serve.conf → `pistisd serve` argv.
+# Writes only under scratch directories and throwaway roots.
+. "$(dirname "$0")/../lib.sh"
+need_root
+need_mount_ns "$@"
+
+E=$BIN/pistisd-entry
+[ -x "$E" ] || { echo "1..0 # SKIP $E not built"; exit 0; }
+S=$(scratch)
+NP=--no-prepare
+
+# Host pid of PID 1 in the namespace that `unshare -fp` (host pid $1) made: its only child.
+ns_init() {
+	local i c
+	for i in $(seq 100); do
+		# The file holds "PID " without a newline: not for `read`.
+		c=$(cat "/proc/$1/task/$1/children" 2>/dev/null)
+		c=${c%% *}
+		[ -n "$c" ] && echo "$c" && return 0
+		sleep 0.05
+	done
+	return 1
+}
+wait_file() { # FILE [tenths]
+	local i
+	for i in $(seq "${2:-100}"); do
+		[ -s "$1" ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+ms() { date +%s%3N; }
+
+like "pistisd-entry is a static binary" "$(file "$E")" 'statically linked'
+out=$("$E" --help)
+is "--help exits 0" "$?" 0
+like "--help shows the usage line" "$out" '^Usage: pistisd-entry \[OPTION\]\.\.\. \[-- CMD'
+like "--version names the binary" "$("$E" --version)" '^pistisd-entry [0-9]'
+exits 100 "unknown option: usage error" "$E" --bogus
+exits 100 "a command without '--': usage error" "$E" $NP true
+exits 100 "a bad duration: usage error" "$E" $NP --grace 1e3 -- true
+exits 100 "a relative --data: usage error" "$E" --data rel -- true
+
+# --- exit codes without restarts ---------------------------------------------------------
+exits 7 "--no-restart exits with the child's status" \
+	unshare -fp --mount-proc "$E" $NP --no-restart -- sh -c 'exit 7'
+exits 137 "--no-restart: a child killed by SIGKILL gives 128+9" \
+	unshare -fp --mount-proc "$E" $NP --no-restart -- sh -c 'kill -KILL $$'
+exits 127 "a command that does not exist: 127, not restarted" "$E" $NP -- "$S/none"
+printf '#!/bin/sh\n' >"$S/noexec" && chmod 0644 "$S/noexec"
+exits 126 "a command that cannot be executed: 126" "$E" $NP -- "$S/noexec"
+
+# --- zombies ---------------------------------------------------------------------------
+# Ten orphans (their parent shell exits at once) that exit 0.2 s later: they are
+# reparented to PID 1 (or the nearest subreaper), whose job it is to reap them.
+cat >"$S/zombies.sh" <<'EOF'
+for i in 1 2 3 4 5 6 7 8 9 10; do sh -c 'sleep 0.2 & exit 0'; done
+sleep 1.2
+n=0
+for f in /proc/[0-9]*/stat; do
+	read -r _ _ st _ <"$f" 2>/dev/null && [ "$st" = Z ] && n=$((n + 1))
+done
+echo "zombies=$n"
+EOF
+# Control: a PID 1 that waits only for its own child (perl's system) leaves them as zombies,
+# which shows the count can see them.
+got=$(unshare -fp --mount-proc perl -e 'exit(system("sh", $ARGV[0]) >> 8)' "$S/zombies.sh")
+is "control: a PID 1 that does not reap leaves the 10 orphans as zombies" "$got" "zombies=10"
+got=$(unshare -fp --mount-proc "$E" $NP --no-restart -- sh "$S/zombies.sh" 2>/dev/null)
+is "as PID 1: orphaned grandchildren are reaped (no zombie in the namespace)" "$got" "zombies=0"
+got=$(unshare -fp --mount-proc perl -e 'exit(system(@ARGV) >> 8)' \
+	"$E" $NP --no-restart -- sh "$S/zombies.sh" 2>/dev/null)
+is "not PID 1 (PID 2 under perl): subreaper, orphans still reaped" "$got" "zombies=0"
+
+# --- signals -----------------------------------------------------------------------------
+cat >"$S/term.sh" <<'EOF'
+out=$1
+trap 'echo HUP >>"$out"' HUP
+trap 'echo USR1 >>"$out"' USR1
+trap 'echo TERM >>"$out"; exit 0' TERM
+echo ready >"$out.ready"
+while :; do sleep 0.05; done
+EOF
+rm -f "$S/sig" "$S/sig.ready"
+unshare -fp --mount-proc "$E" $NP -- sh "$S/term.sh" "$S/sig" 2>"$S/sig.log" &
+up=$!
+init=$(ns_init $up)
+ok "the namespace's PID 1 is pistisd-entry" grep -q pistisd-entry "/proc/$init/cmdline"
+wait_file "$S/sig.ready"
+kill -HUP "$init"
+sleep 0.3
+kill -USR1 "$init"
+sleep 0.3
+ok "SIGHUP and SIGUSR1 were forwarded and did not stop anything" \
+	test "$(cat "$S/sig" 2>/dev/null | tr '\n' ' ')" = "HUP USR1 "
+ok "the child is still running" test -d "/proc/$init"
+t0=$(ms)
+kill -TERM "$init"
+wait $up
+rc=$?
+t1=$(ms)
+is "SIGTERM: exit code 128+15 (the child exited 0 on it)" "$rc" 143
+is "SIGTERM was forwarded to the child" "$(tail -n 1 "$S/sig" 2>/dev/null)" TERM
+ok "stopped promptly ($((t1 - t0)) ms < 2000)" test $((t1 - t0)) -lt 2000
+like "the log says what happened" "$(cat "$S/sig.log")" 'SIGTERM: forwarding it to process group'
+
+# SIGINT also stops; the code says which signal.
+rm -f "$S/sig" "$S/sig.ready"
+unshare -fp --mount-proc "$E" $NP -- sh "$S/term.sh" "$S/sig" 2>/dev/null &
+up=$!
+init=$(ns_init $up)
+wait_file "$S/sig.ready"
+kill -INT "$init"
+wait $up
+is "SIGINT: exit code 128+2" "$?" 130
+
+# --- grace period, then SIGKILL ------------------------------------------------------------
+rm -f "$S/g.ready"
+unshare -fp --mount-proc "$E" $NP --grace 1 -- \
+	sh -c 'trap "" TERM; echo r >"$1"; sleep 30' sh "$S/g.ready" 2>"$S/g.log" &
+up=$!
+init=$(ns_init $up)
+wait_file "$S/g.ready"
+t0=$(ms)
+kill -TERM "$init"
+wait $up
+rc=$?
+el=$(($(ms) - t0))
+is "a child ignoring SIGTERM: still 128+15" "$rc" 143
+ok "it was killed after the 1 s grace ($el ms in 900..4000)" test $el -ge 900 -a $el -lt 4000
+like "the log says SIGKILL was sent" "$(cat "$S/g.log")" 'grace period over: sending SIGKILL'
+
+# Not PID 1: nothing is left behind either (the namespace's end would hide that).
+rm -f "$S/g.ready" "$S/g.pid"
+"$E" $NP --grace 0.5 -- sh -c 'trap "" TERM; sleep 30 & echo $! >"$1"; echo r >"$2"; wait' \
+	sh "$S/g.pid" "$S/g.ready" 2>/dev/null &
+ep=$!
+wait_file "$S/g.ready"
+gp=$(cat "$S/g.pid")
+kill -TERM $ep
+wait $ep
+is "not PID 1: SIGTERM gives 143" "$?" 143
+sleep 0.1
+fails "not PID 1: the grandchild that ignored SIGTERM is gone (SIGKILL to the group)" \
+	kill -0 "$gp"
+
+# Not PID 1: an orphan in its own session (outside the group) is reparented to entry as
+# subreaper and asked to go when the child is done.
+rm -f "$S/o.pid"
+t0=$(ms)
+"$E" $NP --no-restart --grace 3 -- sh -c 'setsid sleep 30 & echo $! >"$1"' sh "$S/o.pid" \
+	2>/dev/null
+rc=$?
+el=$(($(ms) - t0))
+op=$(cat "$S/o.pid")
+is "not PID 1: --no-restart exits with the child's 0" "$rc" 0
+fails "not PID 1: the orphan in another session got SIGTERM and is gone" kill -0 "$op"
+ok "…without waiting for the grace period ($el ms < 2500)" test $el -lt 2500
+
+# --- restarts ------------------------------------------------------------------------------
+rm -f "$S/runs"
+t0=$(ms)
+unshare -fp --mount-proc "$E" $NP --max-restarts 3 --restart-delay 0.1 --restart-delay-max 0.2 \
+	-- sh -c 'echo run >>"$1"; exit 3' sh "$S/runs" 2>"$S/r.log"
+rc=$?
+el=$(($(ms) - t0))
+is "a dying child is restarted 3 times, then entry gives up with its status" "$rc" 3
+is "it ran 4 times" "$(wc -l <"$S/runs")" 4
+is "each restart is logged with the exit status" \
+	"$(grep -c 'exited with status 3' "$S/r.log")" 4
+like "the backoff doubles up to the cap" "$(grep -o 'restart [0-9]/3 in [0-9.]* s' "$S/r.log" |
+	tr '\n' ' ')" '^restart 1/3 in 0.100 s restart 2/3 in 0.200 s restart 3/3 in 0.200 s $'
+ok "the delays were really waited (${el} ms ≥ 500)" test "$el" -ge 500
+like "giving up is logged" "$(cat "$S/r.log")" 'giving up after 3 restarts in a row'
+
+# A child killed by a signal is restarted too; its status is logged.
+rm -f "$S/runs"
+unshare -fp --mount-proc "$E" $NP --max-restarts 1 --restart-delay 0 \
+	-- sh -c 'echo run >>"$1"; kill -SEGV $$' sh "$S/runs" 2>"$S/r.log"
+is "a child killed by SIGSEGV: restarted, then 128+11" "$?" 139
+like "the log names the signal" "$(cat "$S/r.log")" 'was killed by SIGSEGV'
+
+# SIGTERM while waiting to restart: stop at once, no more restarts.
+rm -f "$S/runs"
+unshare -fp --mount-proc "$E" $NP --restart-delay 20 \
+	-- sh -c 'echo run >>"$1"; exit 1' sh "$S/runs" 2>/dev/null &
+up=$!
+init=$(ns_init $up)
+wait_file "$S/runs"
+sleep 0.2
+t0=$(ms)
+kill -TERM "$init"
+wait $up
+rc=$?
+is "SIGTERM during the restart delay: 143" "$rc" 143
+ok "…at once ($(($(ms) - t0)) ms < 1500), without another run" \
+	test $(($(ms) - t0)) -lt 1500 -a "$(wc -l <"$S/runs")" = 1
+
+# A restart takes what the dead child left in its group with it.
+rm -f "$S/runs" "$S/bg.pid"
+unshare -fp --mount-proc "$E" $NP --max-restarts 1 --restart-delay 0.2 -- \
+	sh -c 'echo run >>"$1"; if [ ! -s "$2" ]; then sleep 30 & echo $! >"$2"; exit 1; fi
+		sleep 0.3; if kill -0 "$(cat "$2")" 2>/dev/null; then exit 5; fi; exit 6' \
+	sh "$S/runs" "$S/bg.pid" 2>/dev/null
+is "the first run's background process was gone when the second ran" "$?" 6
+
+# --- what the child inherits -----------------------------------------------------------------
+got=$( (
+	trap '' INT QUIT USR1 PIPE
+	exec "$E" $NP --no-restart -- sh -c 'grep -E "^Sig(Blk|Ign):" /proc/self/status'
+) 2>/dev/null)
+is "the child's signal mask is empty and nothing is ignored, even when entry's parent ignored some" \
+	"$got" "SigBlk:	0000000000000000
+SigIgn:	0000000000000000"
+# (No pipeline in the child's shell: it would hold the pipe's fds itself.)
+got=$("$E" $NP --no-restart -- sh -c 'ls /proc/$$/fd' 5</dev/null 7>"$S/x" 9<"$S/zombies.sh" \
+	2>/dev/null | tr '\n' ' ')
+is "fds above 2 are closed before exec" "$got" "0 1 2 "
+
+# Not dumpable: /proc/PID of a non-dumpable process belongs to root even when it runs as
+# nobody; exec makes the child dumpable again (its /proc is nobody's).
+setpriv --reuid=65534 --regid=65534 --clear-groups "$E" $NP --no-restart -- sleep 3 \
+	2>/dev/null &
+ep=$!
+sleep 0.3
+cp=$(cut -d' ' -f1 "/proc/$ep/task/$ep/children")
+is "pistisd-entry is not dumpable (its /proc is root's although it runs as nobody)" \
+	"$(stat -c %u "/proc/$ep/status")" 0
+is "the child is dumpable again after exec" "$(stat -c %u "/proc/$cp/status")" 65534
+kill -TERM $ep
+wait $ep
+
+# --- the default child: pistisd serve from serve.conf and the environment ---------------------
+# A stand-in pistisd records how it is called; the real one runs further below.
+fake=$S/fake-pistisd
+cat >"$fake" <<EOF
+#!/bin/sh
+case "\$1" in
+users) echo "\$*" >>"$S/fake.base"; exit \${FAKE_BASE_RC:-0} ;;
+serve) printf '%s\n' "\$@" >"$S/fake.serve"; exit 0 ;;
+esac
+exit 9
+EOF
+chmod 0755 "$fake"
+D=$S/data
+mkdir -p "$D/pistis"
+chmod 0755 "$D/pistis"
+printf 'relay = ws://127.0.0.1:9/x\ntoken-file = /data/pistis/token\nname = box-1\n' \
+	>"$D/pistis/serve.conf"
+rm -f "$S/fake.base" "$S/fake.serve"
+exits 0 "default child from serve.conf" "$E" --data "$D" --pistisd "$fake" --no-restart
+is "ensure-base ran once before it" "$(cat "$S/fake.base" 2>/dev/null)" "users ensure-base"
+is "…and pistisd serve got the options of serve.conf" "$(tr '\n' ' ' <"$S/fake.serve")" \
+	"serve --relay=ws://127.0.0.1:9/x --token-file=/data/pistis/token --name=box-1 "
+rm -f "$S/fake.serve"
+env PISTIS_RELAY=/run/relay.sock PISTIS_TOKEN_FILE=/run/t "$E" --data "$D" \
+	--pistisd "$fake" --no-restart 2>/dev/null
+is "PISTIS_RELAY and PISTIS_TOKEN_FILE override serve.conf" "$(tr '\n' ' ' <"$S/fake.serve")" \
+	"serve --relay=/run/relay.sock --token-file=/run/t --name=box-1 "
+exits 111 "ensure-base failing stops entry before the child" \
+	env FAKE_BASE_RC=1 "$E" --data "$D" --pistisd "$fake" --no-restart
+chmod 0666 "$D/pistis/serve.conf"
+exits 100 "a group/other-writable serve.conf is refused" \
+	"$E" --data "$D" --pistisd "$fake" --no-restart
+chmod 0644 "$D/pistis/serve.conf"
+chmod 0777 "$D/pistis"
+exits 100 "a group/other-writable pistis/ directory is refused" \
+	"$E" --data "$D" --pistisd "$fake" --no-restart
+chmod 0755 "$D/pistis"
+printf 'relay = x\ntoken = hunter2\n' >"$D/pistis/serve.conf"
+out=$("$E" --data "$D" --pistisd "$fake" --no-restart 2>&1)
+is "an unknown key is refused (100)" "$?" 100
+like "…naming file and line" "$out" 'serve.conf:2: unknown key'
+rm "$D/pistis/serve.conf"
+out=$("$E" --data "$D" --pistisd "$fake" --no-restart 2>&1)
+is "no configuration at all: 100" "$?" 100
+like "…saying what to set" "$out" 'no relay configured: set relay and token-file'
+out=$("$E" --data "$D" --pistisd "$S/none" --no-restart -- true 2>&1)
+like "no pistisd binary: ensure-base is skipped, and said so" "$out" "not found: skipping"
+
+# --- /data in a throwaway root; the real pistisd users ensure-base ---------------------------
+if [ -x "$BIN/pistisd" ] && R=$(root_fresh debian 2>/dev/null); then
+	exits 0 "debian root: entry prepares and runs the child" \
+		in_root "$R" /usr/local/bin/pistisd-entry --no-restart -- /bin/true
+	is "/data created root:root 0755" "$(stat -c '%u:%g %a' "$R/data")" "0:0 755"
+	ok "ensure-base made group pi-sandbox" grep -q '^pi-sandbox:x:10010:' "$R/etc/group"
+	ok "ensure-base made user pi-tools" grep -q '^pi-tools:x:10002:10002:' "$R/etc/passwd"
+	chown 1000:1000 "$R/data" && chmod 0777 "$R/data"
+	in_root "$R" /usr/local/bin/pistisd-entry --no-restart -- /bin/true 2>"$S/d.log"
+	is "an unsafe existing /data is made root:root 0755" "$(stat -c '%u:%g %a' "$R/data")" \
+		"0:0 755"
+	like "…and that is logged" "$(cat "$S/d.log")" "was owned by 1000:1000; now root:root"
+	chmod 0711 "$R/data"
+	in_root "$R" /usr/local/bin/pistisd-entry --no-restart -- /bin/true 2>/dev/null
+	is "a stricter mode an operator chose is kept" "$(stat -c '%a' "$R/data")" 711
+	mv "$R/data" "$R/data.real" && ln -s /data.real "$R/data"
+	exits 111 "a symlinked /data is refused" \
+		in_root "$R" /usr/local/bin/pistisd-entry --no-restart -- /bin/true
+	rm "$R/data" && mv "$R/data.real" "$R/data"
+
+	# The real pistisd serve as the default child: started from serve.conf, stopped by
+	# SIGTERM (the relay is a socket nobody listens on; it keeps redialling meanwhile).
+	mkdir -p "$R/data/pistis" && chmod 0755 "$R/data/pistis"
+	printf 'tok-%s\n' "$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')" \
+		>"$R/data/pistis/token"
+	chmod 0600 "$R/data/pistis/token"
+	printf 'relay = /run/none.sock\ntoken-file = /data/pistis/token\n' \
+		>"$R/data/pistis/serve.conf"
+	unshare -fp --mount-proc --root="$R" /usr/local/bin/pistisd-entry --grace 3 \
+		2>"$S/serve.log" &
+	up=$!
+	init=$(ns_init $up)
+	sleep 1
+	cp=$(cut -d' ' -f1 "/proc/$init/task/$init/children" 2>/dev/null)
+	is "the default child is pistisd serve with serve.conf's options" \
+		"$(tr '\0' ' ' <"/proc/${cp:-0}/cmdline" 2>/dev/null)" \
+		"/usr/local/bin/pistisd serve --relay=/run/none.sock --token-file=/data/pistis/token "
+	unlike "the token is in no argv or environment of the child" \
+		"$(cat "/proc/${cp:-0}/cmdline" "/proc/${cp:-0}/environ" 2>/dev/null | tr '\0' ' ')" 'tok-'
+	kill -TERM "$init"
+	wait $up
+	is "SIGTERM stops entry and pistisd serve: 143" "$?" 143
+else
+	skip "debian root: entry prepares /data and runs ensure-base" "no pistisd or no debian root"
+fi
+
+done_testing
