@@ -13,13 +13,15 @@ test-users-sha256_LIBS := lib
 test-users_SRCS := tests/unit/test-users.c
 test-users_LIBS := users lib
 
-FUZZERS += fuzz-passwd fuzz-group fuzz-registry
+FUZZERS += fuzz-passwd fuzz-group fuzz-registry fuzz-users-scan
 fuzz-passwd_SRCS := tests/fuzz/fuzz-passwd.c
 fuzz-passwd_LIBS := users lib
 fuzz-group_SRCS := tests/fuzz/fuzz-group.c
 fuzz-group_LIBS := users lib
 fuzz-registry_SRCS := tests/fuzz/fuzz-registry.c
 fuzz-registry_LIBS := users lib
+fuzz-users-scan_SRCS := tests/fuzz/fuzz-users-scan.c
+fuzz-users-scan_LIBS := users lib
 
 MUSL_TEST_BINS += bench-users
 INTEGRATION_TESTS += tests/integration/users.sh

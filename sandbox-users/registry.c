@@ -454,6 +454,8 @@ int registry_scan(const char *data, size_t len, const char *agent_id, struct reg
 	size_t hlen = strlen(REGISTRY_HEADER), ilen = strlen(agent_id);
 	const char *why = NULL;
 
+	if (len == 0)
+		return -ENOENT; /* as registry_parse: an empty file is an empty registry */
 	if (len < hlen + 1 || memcmp(data, REGISTRY_HEADER "\n", hlen + 1))
 		return -EINVAL;
 	/* The id is the last field and holds no ':', so ":<id>\n" ends its record only. */

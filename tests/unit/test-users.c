@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -431,6 +432,84 @@ TEST(registry_roundtrip_and_errors)
 	EXPECT_EQ(line, 1u);
 }
 
+TEST(registry_lazy_parse_checks_syntax_everywhere_and_derivation_on_use)
+{
+	char a_name[USERS_NAME_MAX + 1], b_name[USERS_NAME_MAX + 1], text[1024];
+	struct registry reg;
+	struct registry_record *rec;
+	size_t line;
+	const char *why = NULL;
+
+	ident_name_derive("a", 8, a_name);
+	ident_name_derive("b", 8, b_name);
+	/* b's name has the right shape but is not derived from "b". */
+	snprintf(text, sizeof(text),
+		 "pistis-users-registry 1\n10100:%s:active:a\n10101:pi-agent-%s:active:b\n", a_name,
+		 "0123abcd");
+	ASSERT_EQ(registry_parse_owned(strdup(text), strlen(text), true, &reg, &line, &why), 0);
+	rec = registry_find_id(&reg, "a");
+	ASSERT_NOT_NULL(rec);
+	EXPECT_EQ(registry_verify(rec, &why), 0);
+	rec = registry_find_id(&reg, "b");
+	ASSERT_NOT_NULL(rec);
+	EXPECT_EQ(registry_verify(rec, &why), -EINVAL);
+	EXPECT_EQ(rec->line, 3u);
+	EXPECT_STREQ(why, "user name is not derived from the agent id");
+	EXPECT_NOT_NULL(registry_find_name(&reg, a_name));
+	EXPECT_NULL(registry_find_name(&reg, b_name));
+	registry_done(&reg);
+	/* The strict parse refuses the same text at the same line. */
+	EXPECT_EQ(registry_parse(text, strlen(text), &reg, &line, &why), -EINVAL);
+	EXPECT_EQ(line, 3u);
+
+	/* Every other check stays in the lazy parse: syntax and duplicates on any line. */
+	const char *bad[] = {
+		"10100:@:active:a\n10100:@:active:b\n",			    /* duplicate uid */
+		"10100:@:active:a\n10101:@:active:b\n",			    /* duplicate name */
+		"10100:@:active:a\n10101:pi-agent-0123abcd:active:a\n",	    /* duplicate id */
+		"10100:@:active:a\n10101:pi-agent-zz:active:b\n",	    /* name shape */
+		"10100:@:active:a\n10101:pi-agent-0123abcd:gone:b\n",	    /* state */
+		"10100:@:active:a\n10101:pi-agent-0123abcd:active:b\x01\n", /* control byte */
+		"10100:@:active:a\n10101:pi-agent-0123abcd:active:-b\n",    /* id shape */
+		"10100:@:active:a\n10101:pi-agent-0123abcd:active:b",	    /* torn last line */
+	};
+	for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+		size_t o = (size_t)snprintf(text, sizeof(text), "pistis-users-registry 1\n");
+		for (const char *c = bad[i]; *c; c++)
+			o += (size_t)snprintf(text + o, sizeof(text) - o, "%s",
+					      *c == '@' ? a_name : (char[]){*c, 0});
+		EXPECT_EQ(registry_parse_owned(strdup(text), strlen(text), true, &reg, &line, &why),
+			  -EINVAL);
+		EXPECT_EQ(line, 3u);
+	}
+}
+
+TEST(registry_index_survives_add_and_delete)
+{
+	struct registry reg = {0};
+	char name[USERS_NAME_MAX + 1], id[32];
+
+	for (unsigned i = 0; i < 3000; i++) {
+		snprintf(id, sizeof(id), "agent-%u", i);
+		ident_name_derive(id, 8, name);
+		ASSERT_EQ(registry_add(&reg, USERS_AGENT_UID_MIN + i, name, id, REGISTRY_ACTIVE),
+			  0);
+	}
+	EXPECT_EQ(registry_add(&reg, 20000, name, "other", REGISTRY_ACTIVE), -EEXIST);
+	registry_delete(&reg, registry_find_id(&reg, "agent-7"));
+	EXPECT_NULL(registry_find_id(&reg, "agent-7"));
+	for (unsigned i = 0; i < 3000; i += 97) {
+		snprintf(id, sizeof(id), "agent-%u", i);
+		ident_name_derive(id, 8, name);
+		if (i == 7)
+			continue;
+		ASSERT_NOT_NULL(registry_find_id(&reg, id));
+		EXPECT_EQ(registry_find_id(&reg, id)->uid, USERS_AGENT_UID_MIN + i);
+		EXPECT_TRUE(registry_find_name(&reg, name) == registry_find_id(&reg, id));
+	}
+	registry_done(&reg);
+}
+
 /* --- file-system side: needs root (chown) ------------------------------------------ */
 
 static void need_root(struct tap_metadata *_metadata)
@@ -676,6 +755,102 @@ TEST(corrupt_files_name_file_and_line_and_write_nothing)
 	EXPECT_STREQ(after, before);
 	free(before);
 	free(after);
+	rm_root(root);
+}
+
+/* A name not derived from its id is found when that record is used (ensure, lookup,
+ * remove, list); a record nobody uses costs no SHA-256. A syntax error anywhere is still
+ * an error naming file and line, with nothing written. */
+TEST(registry_derivation_checked_on_use)
+{
+	char *root, dir[2048], *reg, *bad, *before, *after;
+	struct users_identity id;
+	struct users_entry *v = NULL;
+	size_t n = 0;
+
+	need_root(_metadata);
+	root = make_root();
+	ASSERT_EQ(users_ensure(root, "a", (uid_t)-1, NULL), 0);
+	snprintf(dir, sizeof(dir), "%s/data/pistis", root);
+	reg = read_text(root, "data/pistis/users.registry");
+	bad = malloc(strlen(reg) + 64);
+	sprintf(bad, "%s10200:pi-agent-0123abcd:active:b\n", reg);
+	write_file(dir, "users.registry", bad, 0600, 0);
+	before = read_text(root, "etc/passwd");
+	EXPECT_EQ(users_ensure(root, "b", (uid_t)-1, NULL), -EINVAL);
+	EXPECT_NOT_NULL(strstr(users_last_error(), "/data/pistis/users.registry:3: user name is "
+						   "not derived from the agent id"));
+	EXPECT_EQ(users_lookup(root, "b", &id), -EINVAL);
+	EXPECT_EQ(users_remove(root, "b", false), -EINVAL);
+	EXPECT_EQ(users_list(root, &v, &n), -EINVAL);
+	EXPECT_NOT_NULL(strstr(users_last_error(), "users.registry:3:"));
+	after = read_text(root, "etc/passwd");
+	EXPECT_STREQ(after, before);
+	free(after);
+	/* Another agent: b's record is not used, so it is not hashed. */
+	EXPECT_EQ(users_lookup(root, "a", &id), 0);
+	EXPECT_EQ(users_ensure(root, "c", (uid_t)-1, NULL), 0);
+
+	/* A broken line that nobody uses is still refused. */
+	sprintf(bad, "%s10201:pi-agent-zz:active:d\n", reg);
+	write_file(dir, "users.registry", bad, 0600, 0);
+	free(before);
+	before = read_text(root, "etc/passwd");
+	EXPECT_EQ(users_ensure(root, "e", (uid_t)-1, NULL), -EINVAL);
+	EXPECT_NOT_NULL(
+		strstr(users_last_error(), "/data/pistis/users.registry:3: invalid user name"));
+	after = read_text(root, "etc/passwd");
+	EXPECT_STREQ(after, before);
+	free(after);
+	free(before);
+	free(bad);
+	free(reg);
+	rm_root(root);
+}
+
+/* Staging: nothing reaches the real name before ufs_sync; commit keeps the old file as the
+ * "-" backup; abort leaves no trace. */
+TEST(staged_files_sync_then_commit)
+{
+	char *root, dir[2048], *t;
+	_cleanup_close_ int fd = -1;
+	struct ufs_staged a, b;
+	struct ufs_staged *v[] = {&a, &b};
+	struct iovec iov[] = {{.iov_base = "new ", .iov_len = 4},
+			      {.iov_base = "text\n", .iov_len = 5}};
+
+	need_root(_metadata);
+	root = make_root();
+	snprintf(dir, sizeof(dir), "%s/etc", root);
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	ASSERT_GE(fd, 0);
+	write_file(dir, "f", "old\n", 0640, 0);
+	ASSERT_EQ(ufs_stage(&a, fd, "f", iov, 2, 0, 0, 0640, true), 0);
+	ASSERT_EQ(ufs_stage(&b, fd, "g", iov, 1, 0, 0, 0600, false), 0);
+	t = read_text(root, "etc/f");
+	EXPECT_STREQ(t, "old\n");
+	free(t);
+	t = read_text(root, "etc/f+");
+	EXPECT_STREQ(t, "new text\n");
+	free(t);
+	ASSERT_EQ(ufs_sync(v, 2), 0);
+	ASSERT_EQ(ufs_commit(&a), 0);
+	t = read_text(root, "etc/f");
+	EXPECT_STREQ(t, "new text\n");
+	free(t);
+	t = read_text(root, "etc/f-");
+	EXPECT_STREQ(t, "old\n");
+	free(t);
+	ufs_abort(&b);
+	EXPECT_NULL(read_text(root, "etc/g"));
+	EXPECT_NULL(read_text(root, "etc/g+"));
+	/* Not synced: never renamed over the real file. */
+	ASSERT_EQ(ufs_stage(&a, fd, "f", iov, 1, 0, 0, 0640, true), 0);
+	EXPECT_EQ(ufs_commit(&a), -EINVAL);
+	t = read_text(root, "etc/f");
+	EXPECT_STREQ(t, "new text\n");
+	free(t);
+	EXPECT_NULL(read_text(root, "etc/f+"));
 	rm_root(root);
 }
 
