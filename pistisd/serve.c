@@ -404,20 +404,26 @@ static void on_receive(struct lws *wsi, const void *in, size_t len)
 
 /* --- outbound ----------------------------------------------------------------------- */
 
+/* Several messages per writable callback while the socket takes them (one per callback
+ * costs a poll round trip per 64 KiB frame); JSON answers go before output frames. */
 static int on_writable(struct lws *wsi)
 {
-	if (S.out_head) {
-		struct outmsg *m = S.out_head;
-		int n = lws_write(wsi, m->buf + LWS_PRE, m->len, LWS_WRITE_TEXT);
-		S.out_head = m->next;
-		if (!S.out_head)
-			S.out_tail = NULL;
-		S.out_bytes -= m->len;
-		free(m);
-		if (n < 0)
-			return -1;
-	} else if (S.established)
-		(void)session_write_one(wsi);
+	for (int i = 0; i < 16; i++) {
+		if (S.out_head) {
+			struct outmsg *m = S.out_head;
+			int n = lws_write(wsi, m->buf + LWS_PRE, m->len, LWS_WRITE_TEXT);
+			S.out_head = m->next;
+			if (!S.out_head)
+				S.out_tail = NULL;
+			S.out_bytes -= m->len;
+			free(m);
+			if (n < 0)
+				return -1;
+		} else if (!S.established || !session_write_one(wsi))
+			break;
+		if (lws_send_pipe_choked(wsi))
+			break;
+	}
 	if (S.out_head || (S.established && session_has_pending()))
 		lws_callback_on_writable(wsi);
 	return 0;

@@ -538,22 +538,23 @@ static void on_rx(struct conn *c, const void *in, size_t len)
 	c->rx_len = 0;
 }
 
+/* Several messages per writable callback while the socket takes them. */
 static int on_writable(struct conn *c)
 {
-	struct msg *m = c->q.head;
-	int n;
-
-	if (!m)
-		return 0;
-	n = lws_write(c->wsi, m->buf + LWS_PRE, m->len,
-		      m->binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT);
-	c->q.head = m->next;
-	if (!c->q.head)
-		c->q.tail = NULL;
-	c->q.bytes -= m->len;
-	free(m);
-	if (n < 0)
-		return -1;
+	for (int i = 0; i < 16 && c->q.head; i++) {
+		struct msg *m = c->q.head;
+		int n = lws_write(c->wsi, m->buf + LWS_PRE, m->len,
+				  m->binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT);
+		c->q.head = m->next;
+		if (!c->q.head)
+			c->q.tail = NULL;
+		c->q.bytes -= m->len;
+		free(m);
+		if (n < 0)
+			return -1;
+		if (lws_send_pipe_choked(c->wsi))
+			break;
+	}
 	resume_producers(c);
 	if (c->q.head)
 		lws_callback_on_writable(c->wsi);

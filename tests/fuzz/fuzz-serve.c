@@ -23,6 +23,11 @@ int fz_on_writable(struct lws *wsi)
 	return 0;
 }
 
+int fz_send_pipe_choked(struct lws *wsi)
+{
+	return 0;
+}
+
 int fz_lws_write(struct lws *wsi, unsigned char *buf, size_t len, enum lws_write_protocol wp)
 {
 	struct proto_error err = {0};

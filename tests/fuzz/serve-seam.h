@@ -33,6 +33,7 @@ bool fz_spawn_done(const struct spawn_proc *p);
 const struct spawn_result *fz_spawn_result(const struct spawn_proc *p);
 void fz_spawn_free(struct spawn_proc *p);
 pid_t fz_fork(void);
+int fz_send_pipe_choked(struct lws *wsi);
 
 #define lws_callback_on_writable fz_on_writable
 #define lws_write fz_lws_write
@@ -53,3 +54,4 @@ pid_t fz_fork(void);
 #define spawn_result(p) fz_spawn_result(p) /* function-like: struct spawn_result stays */
 #define spawn_free fz_spawn_free
 #define fork fz_fork
+#define lws_send_pipe_choked fz_send_pipe_choked
