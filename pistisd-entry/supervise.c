@@ -250,8 +250,9 @@ static void on_child_died(struct sup *s)
 			   (long long)(delay % 1000));
 	/* What is left of the dead child's group (a helper, a daemon a script started) goes
 	 * before the new one starts, so a restart never runs two of anything. The group id
-	 * cannot be handed to a new group while any member is alive; once it is empty this
-	 * is ESRCH. */
+	 * cannot be handed out again while a member lives; once the group is empty this is
+	 * ESRCH, unless in the microseconds since the reap the number went to a new process
+	 * that made itself a group leader. */
 	(void)kill(-s->dead_child, SIGKILL);
 	s->restart_at = now_ms() + delay;
 }

@@ -97,7 +97,9 @@ kill -USR1 "$init"
 sleep 0.3
 ok "SIGHUP and SIGUSR1 were forwarded and did not stop anything" \
 	test "$(cat "$S/sig" 2>/dev/null | tr '\n' ' ')" = "HUP USR1 "
-ok "the child is still running" test -d "/proc/$init"
+cp=$(ns_init "$init")
+ok "the child is still running, still the same process" \
+	grep -q term.sh "/proc/${cp:-0}/cmdline"
 t0=$(ms)
 kill -TERM "$init"
 wait $up
@@ -220,6 +222,12 @@ SigIgn:	0000000000000000"
 got=$("$E" $NP --no-restart -- sh -c 'ls /proc/$$/fd' 5</dev/null 7>"$S/x" 9<"$S/zombies.sh" \
 	2>/dev/null | tr '\n' ' ')
 is "fds above 2 are closed before exec" "$got" "0 1 2 "
+
+# With a terminal (docker run -t) the child's group is the foreground one: it can read it
+# (otherwise SIGTTIN stops it and this times out).
+got=$(printf 'hello\n' | timeout 10 script -qec \
+	"$E $NP --no-restart -- sh -c 'read x; echo got:\$x'" /dev/null 2>&1 | tr -d '\r')
+like "on a terminal the child is the foreground process group and reads it" "$got" '^got:hello$'
 
 # Not dumpable: /proc/PID of a non-dumpable process belongs to root even when it runs as
 # nobody; exec makes the child dumpable again (its /proc is nobody's).
