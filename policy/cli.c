@@ -28,6 +28,7 @@ struct ctx {
 	const char *rules_path;
 	bool json, progress, verbose;
 	unsigned timeout;
+	unsigned threads;
 	const char *agent;
 	long long uid;
 	bool first_event;
@@ -55,6 +56,7 @@ static void usage(FILE *f)
 		"  --root DIR     the sandbox's root (default /); rule paths are inside it\n"
 		"  --json         machine-readable output on stdout\n"
 		"  --timeout SEC  stop a walk after SEC seconds (default 3600; 0: none)\n"
+		"  --threads N    walk with N threads (default 0: one per CPU, at most 8)\n"
 		"  -h, --help     this help\n\n"
 		"Rules file: " POLICY_RULES_PATH " inside the root; the built-in defaults when it\n"
 		"does not exist. Exit: 0 ok, 1 not conforming / not everything done / invalid "
@@ -133,13 +135,15 @@ static void clear_progress(struct ctx *c)
 static void on_event(void *userdata, const struct policy_event *ev)
 {
 	struct ctx *c = userdata;
-	_cleanup_free_ char *p = esc(ev->path, ev->path_len, c->json);
+	_cleanup_free_ char *p = NULL;
 	char ch[128];
 
-	if (!p)
-		return;
-	/* apply lists only what needs attention unless --verbose; plan and check list all. */
+	/* apply lists only what needs attention unless --verbose; plan and check list all.
+	 * Decided before escaping: a first apply reports every node it changes. */
 	if (c->cmd == CMD_APPLY && !c->verbose && ev->kind == POLICY_EV_CHANGE)
+		return;
+	p = esc(ev->path, ev->path_len, c->json);
+	if (!p)
 		return;
 	changes_text(ev->changes, ch, sizeof(ch));
 	clear_progress(c);
@@ -327,6 +331,7 @@ static int run_walk(struct ctx *c, int root_fd, const struct policy_rules *rules
 			: c->cmd == CMD_CHECK ? POLICY_CHECK
 					      : POLICY_APPLY,
 		.timeout_sec = c->timeout,
+		.threads = c->threads,
 		.on_event = on_event,
 		.on_progress = c->progress && isatty(STDERR_FILENO) ? on_progress : NULL,
 		.userdata = c,
@@ -554,11 +559,17 @@ static int do_save(struct ctx *c, int root_fd)
 int policy_cli_main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"root", required_argument, NULL, 'r'},	 {"json", no_argument, NULL, 'j'},
-		{"rules", required_argument, NULL, 'R'}, {"progress", no_argument, NULL, 'p'},
-		{"verbose", no_argument, NULL, 'v'},	 {"timeout", required_argument, NULL, 't'},
-		{"agent", required_argument, NULL, 'a'}, {"uid", required_argument, NULL, 'u'},
-		{"help", no_argument, NULL, 'h'},	 {},
+		{"root", required_argument, NULL, 'r'},
+		{"json", no_argument, NULL, 'j'},
+		{"rules", required_argument, NULL, 'R'},
+		{"progress", no_argument, NULL, 'p'},
+		{"verbose", no_argument, NULL, 'v'},
+		{"timeout", required_argument, NULL, 't'},
+		{"agent", required_argument, NULL, 'a'},
+		{"uid", required_argument, NULL, 'u'},
+		{"threads", required_argument, NULL, 'T'},
+		{"help", no_argument, NULL, 'h'},
+		{},
 	};
 	static const char *names[] = {"apply", "plan", "check", "explain", "save"};
 	struct ctx c = {.root = "/", .uid = -1, .timeout = 3600};
@@ -608,6 +619,15 @@ int policy_cli_main(int argc, char **argv)
 			c.timeout = (unsigned)strtoul(optarg, &end, 10);
 			if (errno || *end || !*optarg || optarg[0] == '-') {
 				log_error("--timeout wants seconds, got '%s'", optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case 'T':
+			errno = 0;
+			c.threads = (unsigned)strtoul(optarg, &end, 10);
+			if (errno || *end || !*optarg || optarg[0] == '-' || c.threads > 64) {
+				log_error("--threads wants a number (0: one per CPU), got '%s'",
+					  optarg);
 				return EXIT_USAGE;
 			}
 			break;

@@ -179,6 +179,11 @@ struct policy_walk_opts {
 	enum policy_mode mode;
 	unsigned max_depth;   /* 0: POLICY_DEPTH_MAX (also capped by RLIMIT_NOFILE) */
 	unsigned timeout_sec; /* 0: none */
+	/* Threads that walk disjoint subtrees, created and joined inside policy_walk():
+	 * 0: one per CPU (at most 8); 1: none. Fewer when RLIMIT_NOFILE cannot hold one
+	 * stack of directory fds per thread. */
+	unsigned threads;
+	/* Callbacks may come from any of the walk's threads, one at a time (serialised). */
 	void (*on_event)(void *userdata, const struct policy_event *ev);
 	void (*on_progress)(void *userdata, const struct policy_stats *st); /* every 4096 nodes */
 	/* Called once, before the first change that takes access away from anyone: stop the

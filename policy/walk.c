@@ -2,13 +2,21 @@
  * socket or device for I/O, stays on one file system, bounded in depth, fds, memory and
  * time, and writes a node only when it is not already right. The reasons are in
  * SECURITY.md ("Walking trees the agent can write"); the order of changes on one node is
- * explained at apply_pre(). */
+ * explained at apply_pre().
+ *
+ * Parallel: a few threads, created and joined inside policy_walk(), walk disjoint
+ * subtrees (see "Parallel walk" below). Every node is still handled by exactly one
+ * thread with the same per-node steps; what threads share is the event callback, the
+ * stats, the abort state and the post-order of the directories they split. */
 #include "policy/policy.h"
 
 #include <acl/libacl.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +41,8 @@
 #endif
 
 #define DENTS_BUF (64 * 1024)
-#define FD_RESERVE 32 /* fds kept free for the rest of the process */
+#define FD_RESERVE 32	/* fds kept free for the rest of the process */
+#define XLIST_MAX 65536 /* XATTR_LIST_MAX */
 
 const char *policy_proc_fd(int fd, char buf[POLICY_PROC_FD_MAX])
 {
@@ -50,6 +59,8 @@ ssize_t policy_getxattr_fd(int fd, bool opath, const char *name, void *buf, size
 	return n < 0 ? (errno == ENOTSUP ? -ENODATA : negative_errno()) : n;
 }
 
+struct pnode;
+
 struct frame {
 	int fd;
 	size_t path_len;
@@ -60,28 +71,97 @@ struct frame {
 	bool has_below;
 	bool secrets;
 	bool seek;
+	bool busy;	    /* the last file here needed changes: expect the next one to */
+	struct pnode *node; /* set once part of the subtree is walked by another thread */
+	struct pnode *up;   /* a task's top frame: the parent directory's node */
 	off_t resume;
 };
 
+struct shared;
+
 struct walker {
-	int root_fd;
+	struct shared *sh;
 	const struct policy_rules *rules;
 	const struct policy_walk_opts *o;
-	struct policy_stats st;
+	struct policy_stats st; /* not yet added to sh->st */
 	const struct policy_rule *rule;
-	dev_t dev;
 	char *path;
 	size_t path_len, path_cap;
 	struct frame *frames;
-	unsigned depth, max_depth;
+	unsigned depth; /* frames on this walker's stack */
+	unsigned base;	/* absolute depth of frames[0] (a task starts below the rule's path) */
 	char *dents;
-	bool tighten_called;
-	int abort_r;
+	char *xlist; /* listxattr buffer (XATTR_LIST_MAX) */
+};
+
+/* A directory split between threads: its final (loosening) step waits until its own
+ * listing and every subtree handed out beneath it are done. Whoever drops the last
+ * reference does it. */
+struct pnode {
+	struct pnode *parent;
+	unsigned refs; /* under sh->lock */
+	bool complete; /* its own listing was read to the end */
+	struct frame f;
+	const struct policy_rule *rule;
+	size_t path_len;
+	char path[];
+};
+
+/* A subtree handed to another thread: the directory is open and its pre-order changes
+ * are made; the thread that takes it walks it as its own stack's first frame. */
+struct task {
+	struct task *next;
+	struct frame f;
+	unsigned abs; /* its absolute depth */
+	const struct policy_rule *rule;
+	size_t path_len;
+	char path[];
+};
+
+struct shared {
+	const struct policy_rules *rules;
+	const struct policy_walk_opts *o;
+	bool mt; /* more than one thread: lock */
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct policy_stats st;
+	atomic_int abort_r;
+	atomic_bool tighten_called;
+	int tighten_r;
+	unsigned max_depth, threads, qcap; /* fixed before any thread starts */
+	dev_t dev;			   /* of the current rule's path */
+	struct task *qhead, *qtail;
+	unsigned queued, active; /* tasks in the queue; tasks queued or running */
+	bool done;
 	struct timespec deadline;
 	bool has_deadline;
 };
 
-static bool no_listxattrat, no_fchmodat2;
+static void lock(struct shared *sh)
+{
+	if (sh->mt)
+		pthread_mutex_lock(&sh->lock);
+}
+
+static void unlock(struct shared *sh)
+{
+	if (sh->mt)
+		pthread_mutex_unlock(&sh->lock);
+}
+
+static int abort_r(const struct walker *w)
+{
+	return atomic_load_explicit(&w->sh->abort_r, memory_order_relaxed);
+}
+
+static void set_abort(struct walker *w, int r)
+{
+	int zero = 0;
+
+	atomic_compare_exchange_strong(&w->sh->abort_r, &zero, r);
+}
+
+static atomic_bool no_listxattrat, no_fchmodat2;
 
 /* struct statx as the kernel lays it out (stable ABI): musl before 1.2.5 has no statx(). */
 struct policy_statx {
@@ -127,9 +207,9 @@ static int node_stat(int dfd, const char *name, int flags, struct stat *st, int 
 /* The rule's own path may be a mount point (a volume); nothing beneath it may. */
 static bool crosses_fs(const struct walker *w, const struct stat *st, int mount)
 {
-	if (w->depth == 0)
+	if (w->base + w->depth == 0)
 		return false;
-	return mount > 0 || (mount < 0 && st->st_dev != w->dev);
+	return mount > 0 || (mount < 0 && st->st_dev != w->sh->dev);
 }
 
 /* What we know about a node's ACLs. */
@@ -139,14 +219,15 @@ struct xstate {
 	int acl_default;
 };
 
-static void emit(struct walker *w, enum policy_event_kind kind, int error, unsigned changes,
-		 const struct stat *st, const struct policy_target *t, bool violation)
+static void emit_at(struct walker *w, const struct policy_rule *rule, const char *path,
+		    size_t path_len, enum policy_event_kind kind, int error, unsigned changes,
+		    const struct stat *st, const struct policy_target *t, bool violation)
 {
 	struct policy_event ev = {
 		.kind = kind,
-		.path = w->path,
-		.path_len = w->path_len,
-		.rule = w->rule,
+		.path = path,
+		.path_len = path_len,
+		.rule = rule,
 		.error = error,
 		.changes = changes,
 		.violation = violation,
@@ -165,8 +246,17 @@ static void emit(struct walker *w, enum policy_event_kind kind, int error, unsig
 		w->st.errors++;
 	if (violation)
 		w->st.violations++;
-	if (w->o->on_event)
+	if (w->o->on_event) {
+		lock(w->sh);
 		w->o->on_event(w->o->userdata, &ev);
+		unlock(w->sh);
+	}
+}
+
+static void emit(struct walker *w, enum policy_event_kind kind, int error, unsigned changes,
+		 const struct stat *st, const struct policy_target *t, bool violation)
+{
+	emit_at(w, w->rule, w->path, w->path_len, kind, error, changes, st, t, violation);
 }
 
 static int path_push(struct walker *w, const char *name, size_t n)
@@ -229,12 +319,12 @@ static int xstate_from_list(const char *list, ssize_t n, int fd, bool opath, str
 	return 0;
 }
 
-static int xstate_fd(int fd, bool opath, struct xstate *x)
+static int xstate_fd(struct walker *w, int fd, bool opath, struct xstate *x)
 {
-	static char list[65536]; /* XATTR_LIST_MAX: one walk at a time per process */
+	char *list = w->xlist;
 	char p[POLICY_PROC_FD_MAX];
-	ssize_t n = opath ? listxattr(policy_proc_fd(fd, p), list, sizeof(list))
-			  : flistxattr(fd, list, sizeof(list));
+	ssize_t n = opath ? listxattr(policy_proc_fd(fd, p), list, XLIST_MAX)
+			  : flistxattr(fd, list, XLIST_MAX);
 
 	if (n < 0 && errno == ENOTSUP)
 		n = 0;
@@ -246,16 +336,16 @@ static int xstate_fd(int fd, bool opath, struct xstate *x)
 /* By name, without opening the node: listxattrat(AT_SYMLINK_NOFOLLOW) (Linux 6.13). Only
  * used to decide that a non-directory is already right; any change re-reads through the
  * node's own fd. -ENOSYS when the kernel lacks it. */
-static int xstate_at(int dfd, const char *name, struct xstate *x)
+static int xstate_at(struct walker *w, int dfd, const char *name, struct xstate *x)
 {
-	static char list[65536];
+	char *list = w->xlist;
 	long n;
 
-	if (no_listxattrat)
+	if (atomic_load_explicit(&no_listxattrat, memory_order_relaxed))
 		return -ENOSYS;
-	n = syscall(POLICY_SYS_listxattrat, dfd, name, AT_SYMLINK_NOFOLLOW, list, sizeof(list));
+	n = syscall(POLICY_SYS_listxattrat, dfd, name, AT_SYMLINK_NOFOLLOW, list, XLIST_MAX);
 	if (n < 0 && (errno == ENOSYS || errno == EPERM)) {
-		no_listxattrat = true;
+		atomic_store(&no_listxattrat, true);
 		return -ENOSYS;
 	}
 	if (n < 0 && errno == ENOTSUP)
@@ -313,12 +403,12 @@ static int do_chmod(int fd, bool opath, mode_t mode)
 		return RET_NERRNO(fchmod(fd, mode));
 	/* fchmod() refuses O_PATH fds; fchmodat2(AT_EMPTY_PATH) (6.6) takes them, else the
 	 * fd's magic link, which names this inode and nothing an agent can swap. */
-	if (!no_fchmodat2) {
+	if (!atomic_load_explicit(&no_fchmodat2, memory_order_relaxed)) {
 		if (syscall(POLICY_SYS_fchmodat2, fd, "", mode, AT_EMPTY_PATH) == 0)
 			return 0;
 		if (errno != ENOSYS && errno != EINVAL && errno != EOPNOTSUPP && errno != EPERM)
 			return negative_errno();
-		no_fchmodat2 = true;
+		atomic_store(&no_fchmodat2, true);
 	}
 	return RET_NERRNO(chmod(policy_proc_fd(fd, p), mode));
 }
@@ -360,16 +450,28 @@ static bool takes_away(const struct stat *st, const struct xstate *x, const stru
 	       st->st_gid != t->gid;
 }
 
+/* Once per walk, whichever thread gets there first; the others wait on the lock until
+ * the agents are stopped, and all of them see a refusal. */
 static int notify_tighten(struct walker *w)
 {
+	struct shared *sh = w->sh;
 	int r;
 
-	if (w->tighten_called || !w->o->before_tighten)
+	if (!w->o->before_tighten)
 		return 0;
-	w->tighten_called = true;
-	r = w->o->before_tighten(w->o->userdata);
-	if (r < 0)
-		w->abort_r = r;
+	if (atomic_load_explicit(&sh->tighten_called, memory_order_acquire))
+		return sh->tighten_r;
+	lock(sh);
+	if (!atomic_load_explicit(&sh->tighten_called, memory_order_relaxed)) {
+		sh->tighten_r = w->o->before_tighten(w->o->userdata);
+		if (sh->tighten_r > 0)
+			sh->tighten_r = 0;
+		if (sh->tighten_r < 0)
+			set_abort(w, sh->tighten_r);
+		atomic_store_explicit(&sh->tighten_called, true, memory_order_release);
+	}
+	r = sh->tighten_r;
+	unlock(sh);
 	return r;
 }
 
@@ -461,28 +563,75 @@ static int apply_post(int fd, bool opath, const struct stat *st, const struct po
 	return 0;
 }
 
-static bool time_is_up(struct walker *w)
+static bool time_is_up(const struct shared *sh)
 {
 	struct timespec now;
 
-	if (!w->has_deadline)
+	if (!sh->has_deadline)
 		return false;
 	clock_gettime(CLOCK_MONOTONIC, &now);
-	return now.tv_sec > w->deadline.tv_sec ||
-	       (now.tv_sec == w->deadline.tv_sec && now.tv_nsec >= w->deadline.tv_nsec);
+	return now.tv_sec > sh->deadline.tv_sec ||
+	       (now.tv_sec == sh->deadline.tv_sec && now.tv_nsec >= sh->deadline.tv_nsec);
+}
+
+/* Add this walker's counts to the walk's. */
+static void flush_stats(struct walker *w, bool progress)
+{
+	struct shared *sh = w->sh;
+
+	lock(sh);
+	sh->st.entries += w->st.entries;
+	sh->st.dirs += w->st.dirs;
+	sh->st.changed += w->st.changed;
+	sh->st.violations += w->st.violations;
+	sh->st.symlinks += w->st.symlinks;
+	sh->st.skipped += w->st.skipped;
+	sh->st.errors += w->st.errors;
+	memset(&w->st, 0, sizeof(w->st));
+	if (progress && w->o->on_progress)
+		w->o->on_progress(w->o->userdata, &sh->st);
+	unlock(sh);
 }
 
 static void tick(struct walker *w)
 {
 	w->st.entries++;
-	if ((w->st.entries & 1023) == 0 && time_is_up(w) && !w->abort_r)
-		w->abort_r = -ETIME;
+	if ((w->st.entries & 1023) == 0 && time_is_up(w->sh) && !abort_r(w))
+		set_abort(w, -ETIME);
 	if ((w->st.entries & 4095) == 0 && w->o->on_progress)
-		w->o->on_progress(w->o->userdata, &w->st);
+		flush_stats(w, true);
+}
+
+/* --- Parallel walk ---
+ * sh->threads threads take subtrees from a bounded queue. A directory at absolute depth
+ * 1..SPLIT_DEPTH whose pre-order changes are made may be handed out instead of descended
+ * into while the queue has room; the same per-node steps then run on another thread.
+ * The order the sequential walk guarantees still holds:
+ *  - a directory is tightened (pre-order) before it is queued, so before anything
+ *    beneath it is touched;
+ *  - a directory is loosened (post-order) only after its own listing and every subtree
+ *    handed out beneath it are done: its frame gets a reference-counted node, each task
+ *    holds a reference on its parent's node, and whoever drops the last one takes the
+ *    final step. No thread waits for another in the middle of a walk.
+ *  - rules are walked one after the other: all of a rule's tasks finish before the next.
+ * Bounds: each thread has its own stack (one fd per level, max_depth levels); the queue
+ * holds SPLIT_QUEUE tasks per thread (one fd each); nodes outlive their frame only at
+ * depth <= SPLIT_DEPTH above a live task. policy_walk() sizes the thread count so that
+ * all of it fits in RLIMIT_NOFILE. */
+#define WALK_THREADS_MAX 8
+#define SPLIT_DEPTH 3
+#define SPLIT_QUEUE 2
+
+static unsigned fds_needed(unsigned threads, unsigned max_depth)
+{
+	unsigned q = threads * SPLIT_QUEUE;
+
+	return threads * (max_depth + 1) + (threads > 1 ? q + (q + threads) * SPLIT_DEPTH : 0);
 }
 
 static void push_frame(struct walker *w, int fd, const struct stat *st,
-		       const struct policy_target *t, bool pending, bool acl_set, bool secrets)
+		       const struct policy_target *t, bool pending, bool acl_set, bool secrets,
+		       bool busy)
 {
 	struct frame *f = &w->frames[w->depth++];
 
@@ -494,12 +643,126 @@ static void push_frame(struct walker *w, int fd, const struct stat *st,
 		.pending = pending,
 		.acl_set = acl_set,
 		.secrets = secrets,
+		.busy = busy,
 		.has_below = policy_rules_has_below(w->rules, w->path, w->path_len),
 	};
 }
 
+/* The node of a frame on this walker's stack (created on first need; refs 1: the frame). */
+static struct pnode *frame_node(struct walker *w, struct frame *f)
+{
+	struct pnode *n;
+
+	if (f->node)
+		return f->node;
+	n = malloc(sizeof(*n) + f->path_len + 1);
+	if (!n)
+		return NULL;
+	*n = (struct pnode){.refs = 1, .rule = w->rule, .path_len = f->path_len};
+	memcpy(n->path, w->path, f->path_len);
+	n->path[f->path_len] = '\0';
+	f->node = n;
+	return n;
+}
+
+/* The last reference is gone: the directory's final step, then its parent's reference. */
+static void node_done(struct walker *w, struct pnode *n)
+{
+	while (n) {
+		struct pnode *parent = n->parent;
+		struct frame *f = &n->f;
+		bool last = false;
+		int r;
+
+		if (n->complete && !abort_r(w)) {
+			if (f->pending) {
+				r = apply_post(f->fd, false, &f->st, &f->tgt, f->acl_set);
+				if (r < 0)
+					emit_at(w, n->rule, n->path, n->path_len, POLICY_EV_ERROR,
+						r, POLICY_CH_MODE, &f->st, &f->tgt, false);
+			}
+		} else {
+			emit_at(w, n->rule, n->path, n->path_len, POLICY_EV_NOT_DONE, abort_r(w), 0,
+				&f->st, NULL, false);
+		}
+		safe_close(f->fd);
+		free(n);
+		if (parent) {
+			lock(w->sh);
+			last = --parent->refs == 0;
+			unlock(w->sh);
+		}
+		n = last ? parent : NULL;
+	}
+}
+
+static void node_release(struct walker *w, struct pnode *n)
+{
+	bool last;
+
+	lock(w->sh);
+	last = --n->refs == 0;
+	unlock(w->sh);
+	if (last)
+		node_done(w, n);
+}
+
+/* Hand the directory just visited (fd open, pre-order done, path in w->path) to the
+ * queue instead of descending into it. False: walk it here. */
+static bool split(struct walker *w, int fd, const struct stat *st, const struct policy_target *t,
+		  bool pending, bool acl_set, bool secrets, bool busy)
+{
+	struct shared *sh = w->sh;
+	unsigned abs = w->base + w->depth, cap = sh->qcap;
+	struct pnode *pn;
+	struct task *k;
+
+	if (!sh->mt || w->depth == 0 || abs > SPLIT_DEPTH ||
+	    __atomic_load_n(&sh->queued, __ATOMIC_RELAXED) >= cap)
+		return false;
+	pn = frame_node(w, &w->frames[w->depth - 1]);
+	if (!pn)
+		return false;
+	k = malloc(sizeof(*k) + w->path_len + 1);
+	if (!k)
+		return false;
+	*k = (struct task){
+		.f = {.fd = fd,
+		      .path_len = w->path_len,
+		      .st = *st,
+		      .tgt = *t,
+		      .pending = pending,
+		      .acl_set = acl_set,
+		      .secrets = secrets,
+		      .busy = busy,
+		      .has_below = policy_rules_has_below(w->rules, w->path, w->path_len),
+		      .up = pn},
+		.abs = abs,
+		.rule = w->rule,
+		.path_len = w->path_len,
+	};
+	memcpy(k->path, w->path, w->path_len + 1);
+	lock(sh);
+	if (sh->queued >= cap) {
+		unlock(sh);
+		free(k);
+		return false;
+	}
+	pn->refs++;
+	if (sh->qtail)
+		sh->qtail->next = k;
+	else
+		sh->qhead = k;
+	sh->qtail = k;
+	__atomic_store_n(&sh->queued, sh->queued + 1, __ATOMIC_RELAXED);
+	sh->active++;
+	pthread_cond_broadcast(&sh->cond);
+	unlock(sh);
+	return true;
+}
+
 /* A directory: opened (O_DIRECTORY|O_NOFOLLOW: a real directory or nothing), checked,
- * its pre-order changes made, pushed for reading. */
+ * its pre-order changes made, pushed for reading (or handed to another thread). */
 static void visit_dir(struct walker *w, int fd, bool secrets)
 {
 	_cleanup_close_ int dfd = fd;
@@ -517,7 +780,7 @@ static void visit_dir(struct walker *w, int fd, bool secrets)
 	if (crosses_fs(w, &st, mount))
 		return (void)(w->st.skipped++, emit(w, POLICY_EV_OTHER_FS, 0, 0, &st, NULL, false));
 	policy_target_for(w->rule->access, secrets, st.st_mode, st.st_uid, &t);
-	r = xstate_fd(dfd, false, &x);
+	r = xstate_fd(w, dfd, false, &x);
 	if (r < 0)
 		return emit(w, POLICY_EV_ERROR, r, 0, &st, &t, false);
 	changes = changes_for(&st, &x, &t);
@@ -534,20 +797,51 @@ static void visit_dir(struct walker *w, int fd, bool secrets)
 		else
 			pending = (st.st_mode & 07777) != t.mode || (changes & POLICY_CH_ACL_SET);
 	}
-	if (w->depth >= w->max_depth) {
+	if (w->base + w->depth >= w->sh->max_depth) {
 		/* Not descending: the subtree stays as it is, so this directory gets only the
 		 * changes that take access away (already made), never the final loosening. */
 		w->st.skipped++;
 		emit(w, POLICY_EV_TOO_DEEP, 0, 0, &st, NULL, false);
 		return;
 	}
-	push_frame(w, TAKE_FD(dfd), &st, &t, pending, (changes & POLICY_CH_ACL_SET) != 0, secrets);
+	if (split(w, dfd, &st, &t, pending, (changes & POLICY_CH_ACL_SET) != 0, secrets,
+		  changes != 0)) {
+		TAKE_FD(dfd);
+		return;
+	}
+	push_frame(w, TAKE_FD(dfd), &st, &t, pending, (changes & POLICY_CH_ACL_SET) != 0, secrets,
+		   changes != 0);
 }
 
-/* A non-directory (or an entry of unknown type) named name in dfd. */
+static void vanished(struct walker *w)
+{
+	w->st.skipped++;
+	emit(w, POLICY_EV_VANISHED, 0, 0, NULL, NULL, false);
+}
+
+/* A name that getdents (or the rule) gave as a non-directory is a directory now: take it
+ * as one, through an fd of its own. */
+static void look_again_as_dir(struct walker *w, int dfd, const char *name, bool secrets)
+{
+	int fd = openat(dfd, name,
+			O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+
+	if (fd < 0)
+		return vanished(w);
+	visit_dir(w, fd, secrets);
+}
+
+/* An entry of a directory (or a rule's own path) named name in dfd.
+ *
+ * A non-directory is looked at by name (statx and listxattrat with AT_SYMLINK_NOFOLLOW:
+ * nothing is opened) and, only when it must change, opened O_PATH|O_NOFOLLOW and checked
+ * to be the node looked at. Where the last file of the same directory needed changes
+ * (a first apply), the O_PATH fd is opened first and its own statx decides: one syscall
+ * less per changed file, the same checks. Either way changes go through the fd only. */
 static void visit(struct walker *w, int dfd, const char *name, unsigned char d_type, bool secrets)
 {
 	_cleanup_close_ int fd = -1;
+	struct frame *parent = w->depth ? &w->frames[w->depth - 1] : NULL;
 	struct policy_target t;
 	struct xstate x;
 	struct stat st, st2;
@@ -567,53 +861,61 @@ static void visit(struct walker *w, int dfd, const char *name, unsigned char d_t
 		if (fd >= 0)
 			return visit_dir(w, TAKE_FD(fd), secrets);
 		if (errno == ENOENT)
-			return (void)(w->st.skipped++,
-				      emit(w, POLICY_EV_VANISHED, 0, 0, NULL, NULL, false));
+			return vanished(w);
 		if (errno != ENOTDIR && errno != ELOOP)
 			return emit(w, POLICY_EV_ERROR, negative_errno(), 0, NULL, NULL, false);
 	}
-	r = node_stat(dfd, name, AT_SYMLINK_NOFOLLOW, &st, &mount);
+	if (parent && parent->busy && w->o->mode == POLICY_APPLY) {
+		/* O_PATH never opens the node for I/O (FIFOs, devices stay closed) and with
+		 * O_NOFOLLOW a symlink is the link itself, seen as such by the statx. */
+		fd = openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0 && errno == ENOENT)
+			return vanished(w);
+		if (fd < 0)
+			return emit(w, POLICY_EV_ERROR, negative_errno(), 0, NULL, NULL, false);
+		r = node_stat(fd, "", AT_EMPTY_PATH, &st, &mount);
+	} else {
+		r = node_stat(dfd, name, AT_SYMLINK_NOFOLLOW, &st, &mount);
+	}
 	if (r == -ENOENT)
-		return (void)(w->st.skipped++,
-			      emit(w, POLICY_EV_VANISHED, 0, 0, NULL, NULL, false));
+		return vanished(w);
 	if (r < 0)
 		return emit(w, POLICY_EV_ERROR, r, 0, NULL, NULL, false);
 	if (S_ISLNK(st.st_mode)) {
 		w->st.symlinks++;
 		return;
 	}
-	if (S_ISDIR(st.st_mode)) {
-		/* Became a directory since getdents: take it as one, through an fd. */
-		fd = openat(dfd, name,
-			    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK |
-				    O_NOCTTY);
-		if (fd < 0)
-			return (void)(w->st.skipped++,
-				      emit(w, POLICY_EV_VANISHED, 0, 0, NULL, NULL, false));
-		return visit_dir(w, TAKE_FD(fd), secrets);
-	}
+	if (S_ISDIR(st.st_mode))
+		return look_again_as_dir(w, dfd, name, secrets);
 	if (crosses_fs(w, &st, mount))
 		return (void)(w->st.skipped++, emit(w, POLICY_EV_OTHER_FS, 0, 0, &st, NULL, false));
 
-	r = xstate_at(dfd, name, &x);
+	/* The ACL state is read by name even when fd is open: listxattr() refuses O_PATH
+	 * fds, and /proc/self/fd/N costs a path walk. A name swapped in the meantime can
+	 * only make us miss an ACL planted a moment ago — no different from one planted
+	 * after the walk passed; the next apply strips it. */
+	r = xstate_at(w, dfd, name, &x);
 	if (r == -ENOSYS || r == -ENOENT) {
 		/* Old kernel: look through an O_PATH fd (never opened for I/O). */
-		fd = openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-		if (fd < 0)
-			return (void)(w->st.skipped++,
-				      emit(w, POLICY_EV_VANISHED, 0, 0, NULL, NULL, false));
-		if (fstat(fd, &st) < 0)
-			return emit(w, POLICY_EV_ERROR, negative_errno(), 0, NULL, NULL, false);
-		if (S_ISLNK(st.st_mode) || S_ISDIR(st.st_mode))
-			return (void)(w->st.skipped++,
-				      emit(w, POLICY_EV_VANISHED, 0, 0, NULL, NULL, false));
-		r = xstate_fd(fd, true, &x);
+		if (fd < 0) {
+			fd = openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+			if (fd < 0)
+				return vanished(w);
+			if (fstat(fd, &st) < 0)
+				return emit(w, POLICY_EV_ERROR, negative_errno(), 0, NULL, NULL,
+					    false);
+			if (S_ISLNK(st.st_mode) || S_ISDIR(st.st_mode))
+				return vanished(w);
+		}
+		r = xstate_fd(w, fd, true, &x);
 	}
 	if (r < 0)
 		return emit(w, POLICY_EV_ERROR, r, 0, &st, NULL, false);
 
 	policy_target_for(w->rule->access, secrets, st.st_mode, st.st_uid, &t);
 	changes = changes_for(&st, &x, &t);
+	if (parent)
+		parent->busy = changes != 0;
 	if (!changes)
 		return;
 	if (st.st_nlink > 1 || (t.flags & POLICY_T_LEAVE)) {
@@ -632,18 +934,15 @@ static void visit(struct walker *w, int dfd, const char *name, unsigned char d_t
 	if (fd < 0) {
 		fd = openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 		if (fd < 0)
-			return (void)(w->st.skipped++,
-				      emit(w, POLICY_EV_VANISHED, 0, 0, NULL, NULL, false));
+			return vanished(w);
 		if (fstat(fd, &st2) < 0)
 			return emit(w, POLICY_EV_ERROR, negative_errno(), 0, NULL, NULL, false);
 		if (st2.st_dev != st.st_dev || st2.st_ino != st.st_ino ||
 		    (st2.st_mode & S_IFMT) != (st.st_mode & S_IFMT))
-			return (void)(w->st.skipped++,
-				      emit(w, POLICY_EV_VANISHED, 0, 0, NULL, NULL, false));
+			return vanished(w);
 		/* Same inode as looked at by name (dev/ino/type checked above): its mode and
 		 * owner are re-read from the fd; the ACL state read by name a moment ago
-		 * stands (an ACL planted after this point is no different from one planted
-		 * after the walk passed; the next apply strips it). */
+		 * stands (see above). */
 		st = st2;
 		policy_target_for(w->rule->access, secrets, st.st_mode, st.st_uid, &t);
 		if (st.st_nlink > 1 || !changes_for(&st, &x, &t))
@@ -661,17 +960,44 @@ static void visit(struct walker *w, int dfd, const char *name, unsigned char d_t
 static void finish_frame(struct walker *w, bool complete)
 {
 	struct frame *f = &w->frames[w->depth - 1];
+	struct pnode *up = f->up;
 	int r;
 
 	path_pop(w, f->path_len);
-	if (f->pending && complete) {
-		r = apply_post(f->fd, false, &f->st, &f->tgt, f->acl_set);
-		if (r < 0)
-			emit(w, POLICY_EV_ERROR, r, POLICY_CH_MODE, &f->st, &f->tgt, false);
-	} else if (!complete) {
-		emit(w, POLICY_EV_NOT_DONE, w->abort_r, 0, &f->st, NULL, false);
+	if (f->node) {
+		/* Part of the subtree may still be walked elsewhere: the node takes the fd
+		 * and the final step; the parent directory now waits for this node. */
+		struct pnode *n = f->node, *pn = up;
+		bool last;
+
+		n->f = *f;
+		n->f.node = NULL;
+		n->complete = complete;
+		if (w->depth >= 2) {
+			pn = frame_node(w, &w->frames[w->depth - 2]);
+			if (!pn)
+				set_abort(w, -ENOMEM); /* no final steps from now on */
+		}
+		lock(w->sh);
+		if (pn && w->depth >= 2)
+			pn->refs++;
+		n->parent = pn;
+		last = --n->refs == 0;
+		unlock(w->sh);
+		if (last)
+			node_done(w, n);
+	} else {
+		if (f->pending && complete) {
+			r = apply_post(f->fd, false, &f->st, &f->tgt, f->acl_set);
+			if (r < 0)
+				emit(w, POLICY_EV_ERROR, r, POLICY_CH_MODE, &f->st, &f->tgt, false);
+		} else if (!complete) {
+			emit(w, POLICY_EV_NOT_DONE, abort_r(w), 0, &f->st, NULL, false);
+		}
+		safe_close(f->fd);
+		if (up)
+			node_release(w, up);
 	}
-	safe_close(f->fd);
 	w->depth--;
 	if (w->depth > 0)
 		path_pop(w, w->frames[w->depth - 1].path_len);
@@ -694,7 +1020,7 @@ static void run_stack(struct walker *w, unsigned base)
 		struct frame *f = &w->frames[w->depth - 1];
 		long n;
 
-		if (w->abort_r) {
+		if (abort_r(w)) {
 			finish_frame(w, false);
 			continue;
 		}
@@ -716,7 +1042,7 @@ static void run_stack(struct walker *w, unsigned base)
 			finish_frame(w, true);
 			continue;
 		}
-		for (long pos = 0; pos < n && !w->abort_r;) {
+		for (long pos = 0; pos < n && !abort_r(w);) {
 			struct linux_dirent64 *d = (struct linux_dirent64 *)(w->dents + pos);
 			const char *name = d->d_name;
 			size_t len = strlen(name);
@@ -728,7 +1054,7 @@ static void run_stack(struct walker *w, unsigned base)
 			if (name[0] == '.' && (len == 1 || (len == 2 && name[1] == '.')))
 				continue;
 			if (path_push(w, name, len) < 0) {
-				w->abort_r = -ENOMEM;
+				set_abort(w, -ENOMEM);
 				break;
 			}
 			/* A more specific rule owns that subtree; it gets its own walk. */
@@ -755,7 +1081,84 @@ static void run_stack(struct walker *w, unsigned base)
 	}
 }
 
-static void walk_rule(struct walker *w, const struct policy_rule *rule)
+/* Walk a queued subtree as the first frame of this walker's stack. */
+static void run_task(struct walker *w, struct task *k)
+{
+	if (w->path_cap < k->path_len + 1) {
+		char *p = realloc(w->path, k->path_len + 1);
+
+		if (!p) {
+			set_abort(w, -ENOMEM);
+			safe_close(k->f.fd);
+			node_release(w, k->f.up);
+			free(k);
+			return;
+		}
+		w->path = p;
+		w->path_cap = k->path_len + 1;
+	}
+	memcpy(w->path, k->path, k->path_len + 1);
+	w->path_len = k->path_len;
+	w->rule = k->rule;
+	w->base = k->abs;
+	w->frames[0] = k->f;
+	w->depth = 1;
+	free(k);
+	run_stack(w, 0);
+}
+
+/* Under sh->lock: take a task and run it unlocked. */
+static void run_one_locked(struct walker *w)
+{
+	struct shared *sh = w->sh;
+	struct task *k = sh->qhead;
+
+	sh->qhead = k->next;
+	if (!sh->qhead)
+		sh->qtail = NULL;
+	__atomic_store_n(&sh->queued, sh->queued - 1, __ATOMIC_RELAXED);
+	unlock(sh);
+	run_task(w, k);
+	lock(sh);
+	if (--sh->active == 0)
+		pthread_cond_broadcast(&sh->cond);
+}
+
+static void *worker_main(void *arg)
+{
+	struct walker *w = arg;
+	struct shared *sh = w->sh;
+
+	lock(sh);
+	for (;;) {
+		while (!sh->qhead && !sh->done)
+			pthread_cond_wait(&sh->cond, &sh->lock);
+		if (!sh->qhead)
+			break;
+		run_one_locked(w);
+	}
+	unlock(sh);
+	return NULL;
+}
+
+/* The calling thread, its own stack done: help until every task of the rule is done. */
+static void drain(struct walker *w)
+{
+	struct shared *sh = w->sh;
+
+	if (!sh->mt)
+		return;
+	lock(sh);
+	while (sh->active) {
+		if (sh->qhead)
+			run_one_locked(w);
+		else
+			pthread_cond_wait(&sh->cond, &sh->lock);
+	}
+	unlock(sh);
+}
+
+static void walk_rule(struct walker *w, const struct policy_rule *rule, int root_fd)
 {
 	_cleanup_close_ int pfd = -1;
 	const char *name = ".";
@@ -767,11 +1170,12 @@ static void walk_rule(struct walker *w, const struct policy_rule *rule)
 	int r;
 
 	w->rule = rule;
+	w->base = 0;
 	if (w->path_cap < rule->len + 2) {
 		char *p = realloc(w->path, rule->len + 2);
 
 		if (!p) {
-			w->abort_r = -ENOMEM;
+			set_abort(w, -ENOMEM);
 			return;
 		}
 		w->path = p;
@@ -792,7 +1196,7 @@ static void walk_rule(struct walker *w, const struct policy_rule *rule)
 	} else {
 		strcpy(parent, "/");
 	}
-	r = policy_resolve(w->root_fd, parent, O_PATH | O_DIRECTORY, &pfd);
+	r = policy_resolve(root_fd, parent, O_PATH | O_DIRECTORY, &pfd);
 	if (r == -ENOENT || r == -ENOTDIR) {
 		w->st.skipped++;
 		return emit(w, POLICY_EV_MISSING, r, 0, NULL, NULL, false);
@@ -811,49 +1215,122 @@ static void walk_rule(struct walker *w, const struct policy_rule *rule)
 	if (S_ISLNK(st.st_mode))
 		return emit(w, POLICY_EV_SYMLINK, -ELOOP, 0, &st, NULL, false);
 	/* The walk stays on the file system of the rule's own path (a volume is fine). */
-	w->dev = st.st_dev;
+	w->sh->dev = st.st_dev;
 	visit(w, pfd, name, S_ISDIR(st.st_mode) ? DT_DIR : DT_UNKNOWN, secrets);
 	run_stack(w, 0);
+	drain(w);
+}
+
+static int walker_init(struct walker *w, struct shared *sh)
+{
+	*w = (struct walker){.sh = sh, .rules = sh->rules, .o = sh->o};
+	w->frames = calloc(sh->max_depth + 1, sizeof(*w->frames));
+	w->dents = malloc(DENTS_BUF);
+	w->xlist = malloc(XLIST_MAX);
+	w->path_cap = 4096;
+	w->path = malloc(w->path_cap);
+	return w->frames && w->dents && w->xlist && w->path ? 0 : -ENOMEM;
+}
+
+static void walker_done(struct walker *w)
+{
+	flush_stats(w, false);
+	free(w->frames);
+	free(w->dents);
+	free(w->xlist);
+	free(w->path);
+}
+
+static unsigned cpus(void)
+{
+	cpu_set_t set;
+	int n;
+
+	if (sched_getaffinity(0, sizeof(set), &set) == 0 && (n = CPU_COUNT(&set)) > 0)
+		return (unsigned)n;
+	n = (int)sysconf(_SC_NPROCESSORS_ONLN);
+	return n > 0 ? (unsigned)n : 1;
 }
 
 int policy_walk(int root_fd, const struct policy_rules *rules, const struct policy_walk_opts *opts,
 		struct policy_stats *ret_stats)
 {
-	struct walker w = {
-		.root_fd = root_fd,
+	struct shared sh = {
 		.rules = rules,
 		.o = opts,
 	};
+	struct walker w, *workers = NULL;
+	pthread_t *tids = NULL;
+	unsigned started = 0;
 	struct rlimit rl;
 	int r;
 
-	w.max_depth = opts->max_depth ? opts->max_depth : POLICY_DEPTH_MAX;
-	/* One fd per level: the depth bound never exceeds what RLIMIT_NOFILE allows. */
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
-	    rl.rlim_cur < (rlim_t)w.max_depth + FD_RESERVE)
-		w.max_depth = rl.rlim_cur > FD_RESERVE * 2 ? (unsigned)(rl.rlim_cur - FD_RESERVE)
-							   : FD_RESERVE;
+	sh.max_depth = opts->max_depth ? opts->max_depth : POLICY_DEPTH_MAX;
+	sh.threads = opts->threads ? opts->threads : cpus();
+	if (sh.threads > WALK_THREADS_MAX)
+		sh.threads = WALK_THREADS_MAX;
+	/* One fd per level and thread, plus the queue: never more than RLIMIT_NOFILE
+	 * allows. Fewer threads first; then (one thread) a lower depth bound. */
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+		rlim_t avail = rl.rlim_cur > FD_RESERVE * 2 ? rl.rlim_cur - FD_RESERVE : FD_RESERVE;
+
+		while (sh.threads > 1 && fds_needed(sh.threads, sh.max_depth) > avail)
+			sh.threads--;
+		if (sh.threads == 1 && avail < (rlim_t)sh.max_depth + 1)
+			sh.max_depth = (unsigned)avail - 1;
+	}
+	sh.mt = sh.threads > 1;
+	sh.qcap = sh.threads * SPLIT_QUEUE;
 	if (opts->timeout_sec) {
-		clock_gettime(CLOCK_MONOTONIC, &w.deadline);
-		w.deadline.tv_sec += opts->timeout_sec;
-		w.has_deadline = true;
+		clock_gettime(CLOCK_MONOTONIC, &sh.deadline);
+		sh.deadline.tv_sec += opts->timeout_sec;
+		sh.has_deadline = true;
 	}
-	w.frames = calloc(w.max_depth + 1, sizeof(*w.frames));
-	w.dents = malloc(DENTS_BUF);
-	w.path_cap = 4096;
-	w.path = malloc(w.path_cap);
-	if (!w.frames || !w.dents || !w.path) {
-		r = -ENOMEM;
+	pthread_mutex_init(&sh.lock, NULL);
+	pthread_cond_init(&sh.cond, NULL);
+	r = walker_init(&w, &sh);
+	if (r < 0)
 		goto out;
+	if (sh.mt) {
+		pthread_attr_t attr;
+
+		workers = calloc(sh.threads - 1, sizeof(*workers));
+		tids = calloc(sh.threads - 1, sizeof(*tids));
+		if (workers && tids && pthread_attr_init(&attr) == 0) {
+			(void)pthread_attr_setstacksize(&attr, 256 * 1024);
+			for (; started < sh.threads - 1; started++) {
+				if (walker_init(&workers[started], &sh) < 0 ||
+				    pthread_create(&tids[started], &attr, worker_main,
+						   &workers[started]) != 0) {
+					walker_done(&workers[started]);
+					break;
+				}
+			}
+			pthread_attr_destroy(&attr);
+		}
+		/* Fewer threads than planned (or none): the queue still works, drain() runs
+		 * what no worker takes. sh.mt and sh.qcap stay as the workers saw them. */
 	}
-	for (size_t i = 0; i < rules->n && !w.abort_r; i++)
-		walk_rule(&w, &rules->rules[i]);
-	r = w.abort_r;
+	for (size_t i = 0; i < rules->n && !abort_r(&w); i++)
+		walk_rule(&w, &rules->rules[i], root_fd);
+	r = abort_r(&w);
 out:
+	if (started) {
+		lock(&sh);
+		sh.done = true;
+		pthread_cond_broadcast(&sh.cond);
+		unlock(&sh);
+		for (unsigned i = 0; i < started; i++) {
+			pthread_join(tids[i], NULL);
+			walker_done(&workers[i]);
+		}
+	}
+	walker_done(&w);
 	if (ret_stats)
-		*ret_stats = w.st;
-	free(w.frames);
-	free(w.dents);
-	free(w.path);
+		*ret_stats = sh.st;
+	free(workers);
+	free(tids);
+	pthread_cond_destroy(&sh.cond);
+	pthread_mutex_destroy(&sh.lock);
 	return r;
 }

@@ -4,8 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/un.h>
 #include <sys/xattr.h>
@@ -363,6 +365,174 @@ TEST_TIMEOUT(deep_tree_20000_levels, 120)
 	char cmd[128];
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	EXPECT_EQ(system(cmd), 0);
+}
+
+/* Parallel walk: the result is the sequential walk's, node for node; no directory is
+ * loosened before everything beneath it is done, even when other threads walk parts of
+ * its subtree; before_tighten runs once. */
+struct order_check {
+	const char *dir;
+	unsigned events, early;
+	pid_t tids[8];
+	unsigned ntids;
+};
+
+static void check_ancestors_closed(void *ud, const struct policy_event *ev)
+{
+	struct order_check *oc = ud;
+	char p[1024];
+	struct stat s;
+
+	if (ev->kind != POLICY_EV_CHANGE)
+		return;
+	oc->events++;
+	pid_t tid = (pid_t)syscall(SYS_gettid);
+	unsigned i = 0;
+	while (i < oc->ntids && oc->tids[i] != tid)
+		i++;
+	if (i == oc->ntids && i < 8)
+		oc->tids[oc->ntids++] = tid;
+	/* Every directory above the node (up to the rule's path) is still without group
+	 * bits: its final 02770 comes only after its whole subtree. */
+	snprintf(p, sizeof(p), "%s%.*s", oc->dir, (int)ev->path_len, ev->path);
+	for (char *slash = strrchr(p, '/'); slash && strcmp(p, oc->dir) != 0;
+	     slash = strrchr(p, '/')) {
+		*slash = '\0';
+		if (strlen(p) <= strlen(oc->dir) + 2) /* reached "/w" */
+			break;
+		if (lstat(p, &s) == 0 && (s.st_mode & 070))
+			oc->early++;
+	}
+}
+
+static int before_tighten_refuse(void *ud)
+{
+	return ud ? -ECANCELED : 0;
+}
+
+static int count_tighten(void *ud)
+{
+	(*(unsigned *)ud)++;
+	return 0;
+}
+
+static unsigned tighten_count;
+static int tighten_once(void *ud)
+{
+	(void)ud;
+	tighten_count++;
+	return 0;
+}
+
+TEST_F(root, parallel_walk_equals_sequential)
+{
+	struct policy_rules *r = NULL;
+	struct policy_error err;
+	struct policy_stats st1, st4;
+	struct order_check oc = {.dir = self->dir};
+	struct policy_walk_opts o = {.mode = POLICY_APPLY,
+				     .threads = 4,
+				     .on_event = check_ancestors_closed,
+				     .userdata = &oc,
+				     .before_tighten = tighten_once};
+	const char *j = "[{\"path\":\"/w\",\"access\":\"write\"},"
+			"{\"path\":\"/w2\",\"access\":\"write\"}]";
+	char cmd[512];
+
+	(void)count_tighten;
+	mk(self, "etc", S_IFDIR | 0755, 0, 0);
+	mk(self, "etc/shadow", S_IFREG | 0640, 0, 42);
+	sh(self, "mkdir w && for a in 0 1 2 3 4 5; do for b in 0 1 2; do for c in 0 1 2 3 4; do "
+		 "mkdir -p w/$a/$b/$c/x/y; for f in 0 1 2 3; do : > w/$a/$b/$c/f$f; "
+		 ": > w/$a/$b/$c/x/y/g$f; done; done; : > w/$a/$b/h; done; done && "
+		 "chown -R 10100:10100 w && chmod -R 0700 w && "
+		 "find w -type f -exec chmod 0604 {} + && chmod 04755 w/1/1/1/f1 && "
+		 "setfacl -m u:12345:rw w/2/2/2/f2 && setfacl -d -m u:12345:rwx w/3/0/4 && "
+		 "mkfifo -m 0666 w/4/1/0/fifo && ln -s ../../../../etc/shadow w/5/2/3/sym && "
+		 "cp -a w w2 && ln etc/shadow w/0/0/0/x/link && ln etc/shadow w2/0/0/0/x/link");
+	ASSERT_EQ(policy_rules_parse(j, strlen(j), &r, &err), 0);
+	/* /w with four threads, /w2 alone: same rules, same tree. */
+	struct policy_rules one = {.rules = &r->rules[0], .n = 1},
+			    two = {.rules = &r->rules[1], .n = 1};
+	ASSERT_EQ(policy_walk(self->fd, &one, &o, &st4), 0);
+	o.threads = 1;
+	o.on_event = NULL;
+	ASSERT_EQ(policy_walk(self->fd, &two, &o, &st1), 0);
+	EXPECT_EQ(tighten_count, 2u);
+	EXPECT_EQ(oc.early, 0u);
+	EXPECT_GT(oc.ntids, 1u); /* the work was split */
+	EXPECT_GT(oc.events, 900u);
+	EXPECT_EQ(st4.entries, st1.entries);
+	EXPECT_EQ(st4.dirs, st1.dirs);
+	EXPECT_EQ(st4.changed, st1.changed);
+	EXPECT_EQ(st4.symlinks, 1u);
+	EXPECT_EQ(st4.skipped, 1u); /* the hardlink */
+	EXPECT_EQ(st4.errors, 0u);
+	EXPECT_EQ(st_of(self, "etc/shadow").st_mode & 07777, 0640u);
+	EXPECT_EQ(st_of(self, "etc/shadow").st_gid, 42u);
+	EXPECT_EQ(st_of(self, "w/1/1/1/f1").st_mode & 07777, 0770u);
+	EXPECT_EQ(st_of(self, "w/4/1/0/fifo").st_mode & 07777, 0660u);
+	EXPECT_EQ(xattr_of(self, "w/2/2/2/f2", "system.posix_acl_access"), -1);
+	EXPECT_EQ(xattr_of(self, "w/3/0/4", "system.posix_acl_default"), POLICY_DEFAULT_ACL_SIZE);
+	/* Node for node the same owners, modes and ACLs. */
+	snprintf(cmd, sizeof(cmd),
+		 "cd '%s' && for t in w w2; do (cd $t && find . -printf '%%p %%m %%u %%g %%y\\n' "
+		 "| sort && getfacl -R -p -s . 2>/dev/null | grep -v '^# file' | sort) > $t.txt; "
+		 "done && cmp -s w.txt w2.txt",
+		 self->dir);
+	EXPECT_EQ(system(cmd), 0);
+	/* Re-apply with threads: nothing to change. */
+	o.threads = 4;
+	ASSERT_EQ(policy_walk(self->fd, &one, &o, &st4), 0);
+	EXPECT_EQ(st4.changed, 0u);
+	EXPECT_EQ(st4.entries, st1.entries);
+	policy_rules_free(r);
+}
+
+TEST_F(root, parallel_walk_refused_tighten_changes_nothing)
+{
+	struct policy_rules *r = NULL;
+	struct policy_error err;
+	struct policy_stats st;
+	unsigned calls = 0;
+	struct policy_walk_opts o = {.mode = POLICY_APPLY, .threads = 4};
+
+	sh(self, "mkdir w && for a in 0 1 2 3 4 5 6 7; do mkdir -p w/$a/b/c; : > w/$a/b/c/f; done "
+		 "&& chmod -R 0777 w");
+	ASSERT_EQ(policy_rules_parse(N, strlen(N), &r, &err), 0);
+	o.before_tighten = count_tighten;
+	o.userdata = &calls;
+	/* Refused: nothing tightened anywhere. */
+	struct policy_walk_opts refuse = o;
+	refuse.before_tighten = before_tighten_refuse;
+	refuse.userdata = (void *)1;
+	EXPECT_EQ(policy_walk(self->fd, r, &refuse, &st), -ECANCELED);
+	EXPECT_EQ(st_of(self, "w").st_mode & 07777, 0777u);
+	EXPECT_EQ(st_of(self, "w/3/b/c/f").st_mode & 07777, 0777u);
+	ASSERT_EQ(policy_walk(self->fd, r, &o, &st), 0);
+	EXPECT_EQ(calls, 1u);
+	EXPECT_EQ(st.errors, 0u);
+	EXPECT_EQ(st_of(self, "w/7/b/c/f").st_mode & 07777, 0700u); /* was executable */
+	EXPECT_EQ(st_of(self, "w/7/b").st_mode & 07777, 0700u);
+	policy_rules_free(r);
+}
+
+TEST_F(root, parallel_walk_fits_a_small_fd_limit)
+{
+	struct policy_rules *r = NULL;
+	struct policy_error err;
+	struct policy_stats st;
+	struct policy_walk_opts o = {.mode = POLICY_APPLY, .threads = 8};
+	struct rlimit rl = {.rlim_cur = 200, .rlim_max = 200};
+
+	sh(self, "mkdir w && for a in 0 1 2 3 4 5 6 7; do mkdir -p w/$a/b/c; : > w/$a/b/c/f; done");
+	ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	ASSERT_EQ(policy_rules_parse(W, strlen(W), &r, &err), 0);
+	ASSERT_EQ(policy_walk(self->fd, r, &o, &st), 0);
+	EXPECT_EQ(st.errors, 0u);
+	EXPECT_EQ(st.entries, 33u);
+	EXPECT_EQ(st_of(self, "w/5/b/c").st_mode & 07777, 02770u);
+	policy_rules_free(r);
 }
 
 static int tighten_calls;
