@@ -1,7 +1,8 @@
 #!/bin/bash
 # bench/users.sh [N] — create N agents (default 1000) with `pistisd users ensure`, one
 # process per agent, against `useradd -R` doing the same on a temporary copy of /etc, in
-# the same run; then time `ensure` of an existing agent in-process (bench-users).
+# the same run, interleaved; the batch form separately; then time `ensure` of an existing
+# agent in-process (bench-users).
 # Runs as root in a private mount namespace; never touches the host's /etc or /data.
 # BENCH_FS=tmpfs puts both roots on a tmpfs (no fsync cost) instead of /var/tmp.
 set -euo pipefail
@@ -30,8 +31,10 @@ mkroot() { # dir: a copy of the host's files, never the files themselves
 
 mkroot "$work/ours"
 mkroot "$work/theirs"
+mkroot "$work/batch"
 # The same end state on both sides: a shared group, a user and group per agent, a home.
 "$P" users ensure-base --root "$work/ours" >/dev/null
+"$P" users ensure-base --root "$work/batch" >/dev/null
 groupadd -R "$work/theirs" -g 10010 pi-sandbox
 
 # Interleaved, one pistisd and one useradd per step, each timed alone with bash's
@@ -55,6 +58,20 @@ echo "fs: ${BENCH_FS:-disk} ($(stat -f -c %T "$work"))  agents: $N  load: $(cut 
 echo "create, one process per agent (mean):    pistisd users ensure ${ours_us} us/user   useradd ${theirs_us} us/user   ratio $(awk "BEGIN{printf \"%.1f\", $theirs_us/$ours_us}")x"
 echo "create, one process per agent (median):  pistisd users ensure ${ours_med} us/user   useradd ${theirs_med} us/user   ratio $(awk "BEGIN{printf \"%.1f\", $theirs_med/$ours_med}")x"
 echo "check: $(grep -c '^pi-agent-' "$work/ours/etc/passwd") agents in ours, $(grep -c '^u[0-9]' "$work/theirs/etc/passwd") in useradd's"
+
+# The batch form (servers that pre-create agents): N agents, BATCH ids per process, one
+# lock and one rewrite per process. Not the headline: useradd has no batch form.
+BATCH=${BATCH:-100}
+a=$EPOCHREALTIME
+for ((i = 1; i <= N; i += BATCH)); do
+	ids=()
+	for ((j = i; j < i + BATCH && j <= N; j++)); do ids+=("batch-agent-$j"); done
+	"$P" users ensure "${ids[@]}" --root "$work/batch" >/dev/null
+done
+b=$EPOCHREALTIME
+batch_us=$(( ($(us "$b") - $(us "$a")) / N ))
+echo "create, batches of $BATCH per process: pistisd users ensure ID... ${batch_us} us/user   (useradd mean above: ${theirs_us} us/user, $(awk "BEGIN{printf \"%.1f\", $theirs_us/$batch_us}")x)"
+echo "check: $(grep -c '^pi-agent-' "$work/batch/etc/passwd") agents in the batch root"
 
 # In-process (what pistisd itself does): N more agents, then an existing one many times.
 "$H" "$work/ours" create inproc "$N"

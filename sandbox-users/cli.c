@@ -16,7 +16,7 @@ struct opts {
 	bool json;
 	bool forget;
 	uid_t uid;
-	const char *args[2];
+	const char **args; /* the operands, pointing into argv */
 	int n_args;
 };
 
@@ -30,6 +30,9 @@ static void usage(FILE *f)
 		"                             TMPDIR and /data/agents dir; print the identity.\n"
 		"                             --uid: the uid the server keeps for this agent\n"
 		"                             (%u-%u); refused when someone else holds it\n"
+		"  ensure AGENT_ID...         many agents under one lock and one rewrite (at most\n"
+		"                             %d; all or nothing; no --uid); one identity each,\n"
+		"                             blank-line separated (--json: one object a line)\n"
 		"  ensure-base                group %s (gid %u), user and group %s (%u)\n"
 		"  remove AGENT_ID [--forget] delete the user and group; the registry keeps the\n"
 		"                             uid reserved unless --forget; files are kept\n"
@@ -41,8 +44,8 @@ static void usage(FILE *f)
 		"  -h, --help   this text\n\n"
 		"Exit codes: 0 ok, 1 refused (conflict, unknown agent, corrupt file), 100 usage,\n"
 		"111 system error.\n",
-		USERS_AGENT_UID_MIN, USERS_AGENT_UID_MAX, USERS_SANDBOX_GROUP, USERS_SANDBOX_GID,
-		USERS_TOOLS_USER, USERS_TOOLS_UID);
+		USERS_AGENT_UID_MIN, USERS_AGENT_UID_MAX, USERS_BATCH_MAX, USERS_SANDBOX_GROUP,
+		USERS_SANDBOX_GID, USERS_TOOLS_USER, USERS_TOOLS_UID);
 }
 
 static int parse_uid(const char *s, uid_t *ret)
@@ -67,8 +70,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	for (int i = 2; i < argc; i++) {
 		const char *a = argv[i];
 		if (dashdash || a[0] != '-' || !a[1]) {
-			if (o->n_args == (int)ELEMENTSOF(o->args)) {
-				log_error("unexpected argument '%s'", a);
+			if (o->n_args == USERS_BATCH_MAX) {
+				log_error("unexpected argument '%s' (at most %d agent ids)", a,
+					  USERS_BATCH_MAX);
 				return -EINVAL;
 			}
 			o->args[o->n_args++] = a;
@@ -168,6 +172,7 @@ static int need_agent_id(const struct opts *o, const char *cmd)
 
 int users_cli_main(int argc, char **argv)
 {
+	_cleanup_free_ const char **args = NULL;
 	struct opts o = {.uid = (uid_t)-1};
 	const char *cmd;
 	int r;
@@ -181,6 +186,12 @@ int users_cli_main(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
+	args = calloc((size_t)argc, sizeof(*args));
+	if (!args) {
+		log_error("out of memory");
+		return EXIT_SYSTEM;
+	}
+	o.args = args;
 	r = parse_args(argc, argv, &o);
 	if (r > 0)
 		return 0;
@@ -195,6 +206,34 @@ int users_cli_main(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 
+	if (!strcmp(cmd, "ensure") && o.n_args > 1) {
+		_cleanup_free_ struct users_identity *ids = NULL;
+		if (o.uid != (uid_t)-1) {
+			log_error("--uid applies to one AGENT_ID only");
+			return EXIT_USAGE;
+		}
+		for (int i = 0; i < o.n_args; i++)
+			if (ident_agent_id_check(o.args[i]) < 0) {
+				log_error("invalid agent id #%d: 1-%d bytes of [A-Za-z0-9._@+=/-], "
+					  "starting with a letter or digit",
+					  i + 1, USERS_AGENT_ID_MAX);
+				return EXIT_USAGE;
+			}
+		ids = calloc((size_t)o.n_args, sizeof(*ids));
+		if (!ids) {
+			log_error("out of memory");
+			return EXIT_SYSTEM;
+		}
+		r = users_ensure_many(o.root, o.args, (size_t)o.n_args, ids);
+		if (r < 0)
+			return fail_exit(r, "users ensure");
+		for (int i = 0; i < o.n_args; i++) {
+			if (i && !o.json)
+				putchar('\n');
+			print_identity(&ids[i], o.json);
+		}
+		return 0;
+	}
 	if (!strcmp(cmd, "ensure") || !strcmp(cmd, "show")) {
 		struct users_identity id;
 		bool ensure = !strcmp(cmd, "ensure");

@@ -64,34 +64,38 @@ static int parse_id(const char *p, size_t len, uint32_t *ret)
 #define ONES 0x0101010101010101ull
 #define HIGHS 0x8080808080808080ull
 
-/* The high bit of each byte of w that is < 0x20 or 0x7f. The lowest flagged byte is
+/* The high bit of each byte of w that is < 0x20, 0x7f or ':'. The lowest flagged byte is
  * exact (a higher one may be a false positive after a borrow, which only costs a look). */
-static inline uint64_t ctl_bytes(uint64_t w)
+static inline uint64_t special_bytes(uint64_t w)
 {
-	uint64_t x = w ^ (ONES * 0x7f);
-	return ((w - ONES * 0x20) & ~w & HIGHS) | ((x - ONES) & ~x & HIGHS);
+	uint64_t x = w ^ (ONES * 0x7f), y = w ^ (ONES * ':');
+	return ((w - ONES * 0x20) & ~w & HIGHS) | ((x - ONES) & ~x & HIGHS) |
+	       ((y - ONES) & ~y & HIGHS);
 }
 
 /* What one scan of a line found. */
 struct line_scan {
-	size_t len;   /* without terminator */
-	uint8_t term; /* 0, 1 "\n", 2 "\r\n" */
+	size_t len;	 /* without terminator */
+	uint8_t term;	 /* 0, 1 "\n", 2 "\r\n" */
+	unsigned colons; /* ':' in the line */
+	size_t colon[9]; /* the offsets of the first nine */
 	const char *why;
 };
 
-/* Find the end of the line at p (avail bytes left) and refuse control bytes, 0x7f and NUL
- * on the way, eight bytes a step: one pass, the only bytes looked at one by one are the
- * terminator and what is refused. Returns -EINVAL with s->why. */
+/* One pass over the line at p (avail bytes left), eight bytes a step: finds its end and
+ * its ':', and refuses control bytes, 0x7f and NUL. The only bytes looked at one by one
+ * are those. Returns -EINVAL with s->why. */
 static int scan_line(const char *p, size_t avail, struct line_scan *s)
 {
 	size_t i = 0;
 
 	s->term = 0;
+	s->colons = 0;
 	for (;;) {
 		while (SWAR && i + 8 <= avail) {
 			uint64_t w, m;
 			memcpy(&w, p + i, 8);
-			m = ctl_bytes(w);
+			m = special_bytes(w);
 			if (m) {
 				i += (size_t)__builtin_ctzll(m) / 8;
 				break;
@@ -101,6 +105,13 @@ static int scan_line(const char *p, size_t avail, struct line_scan *s)
 		if (i >= avail)
 			break;
 		unsigned char c = (unsigned char)p[i];
+		if (c == ':') {
+			if (s->colons < ELEMENTSOF(s->colon))
+				s->colon[s->colons] = i;
+			s->colons++;
+			i++;
+			continue;
+		}
 		if (c >= 0x20 && c != 0x7f) {
 			i++;
 			continue;
@@ -120,14 +131,13 @@ static int scan_line(const char *p, size_t avail, struct line_scan *s)
 	return 0;
 }
 
-/* Check a scanned line (no control bytes in it) against its kind's grammar and fill l.
- * Comments, blank lines and NIS compat lines ("+", "-") are kept, never interpreted. */
+/* Check a scanned line against its kind's grammar and fill l. Comments, blank lines and
+ * NIS compat lines ("+", "-") are kept, never interpreted. */
 static int check_line(enum pwfile_kind kind, const char *p, const struct line_scan *s,
 		      struct pwfile_line *l, const char **ret_why)
 {
 	const unsigned nf = kinds[kind].fields;
-	size_t len = s->len, start[9], flen[9];
-	unsigned n = 0;
+	size_t len = s->len;
 
 	l->entry = false;
 	if (len > (kind == PWFILE_GROUP || kind == PWFILE_GSHADOW ? PWFILE_GROUP_LINE_MAX
@@ -142,44 +152,37 @@ static int check_line(enum pwfile_kind kind, const char *p, const struct line_sc
 		if (i == len)
 			return 0;
 	}
-	/* The fields: nf - 1 colons, and none after the last. */
-	for (size_t pos = 0;;) {
-		const char *c = memchr(p + pos, ':', len - pos);
-		size_t end = c ? (size_t)(c - p) : len;
-		start[n] = pos;
-		flen[n] = end - pos;
-		n++;
-		if (!c)
-			break;
-		if (n == nf)
-			return *ret_why = "too many fields", -EINVAL;
-		pos = end + 1;
-	}
-	if (n != nf)
+	if (s->colons + 1 > nf)
+		return *ret_why = "too many fields", -EINVAL;
+	if (s->colons + 1 < nf)
 		return *ret_why = "too few fields", -EINVAL;
-	if (flen[0] == 0)
+		/* Field f runs from FSTART(f) to FEND(f). */
+#define FSTART(f) ((f) == 0 ? 0 : s->colon[(f)-1] + 1)
+#define FEND(f) ((f) == nf - 1 ? len : s->colon[f])
+	if (s->colon[0] == 0)
 		return *ret_why = "empty name", -EINVAL;
-	if (memchr(p, ' ', flen[0]) || memchr(p, ',', flen[0]))
-		return *ret_why = "invalid name", -EINVAL;
-	l->name_len = flen[0];
+	for (size_t i = 0; i < s->colon[0]; i++)
+		if (p[i] == ' ' || p[i] == ',')
+			return *ret_why = "invalid name", -EINVAL;
+	l->name_len = s->colon[0];
 	l->id = 0;
 	l->gid = 0;
 	if (kinds[kind].id_field >= 0) {
 		unsigned f = (unsigned)kinds[kind].id_field;
-		if (parse_id(p + start[f], flen[f], &l->id) < 0)
+		if (parse_id(p + FSTART(f), FEND(f) - FSTART(f), &l->id) < 0)
 			return *ret_why = kind == PWFILE_PASSWD ? "invalid uid" : "invalid gid",
 			       -EINVAL;
 	}
 	if (kinds[kind].gid_field >= 0) {
 		unsigned f = (unsigned)kinds[kind].gid_field;
-		if (parse_id(p + start[f], flen[f], &l->gid) < 0)
+		if (parse_id(p + FSTART(f), FEND(f) - FSTART(f), &l->gid) < 0)
 			return *ret_why = "invalid gid", -EINVAL;
 	}
 	/* Members: a list shorter than 2 × the limit cannot hold more, so only a list that
 	 * long is counted. */
 	if ((kind == PWFILE_GROUP || kind == PWFILE_GSHADOW) &&
-	    flen[nf - 1] >= 2 * (size_t)PWFILE_MEMBERS_MAX) {
-		const char *m = p + start[nf - 1], *e = m + flen[nf - 1];
+	    FEND(nf - 1) - FSTART(nf - 1) >= 2 * (size_t)PWFILE_MEMBERS_MAX) {
+		const char *m = p + FSTART(nf - 1), *e = p + len;
 		size_t members = 1;
 		while ((m = memchr(m, ',', (size_t)(e - m)))) {
 			members++;
@@ -188,6 +191,8 @@ static int check_line(enum pwfile_kind kind, const char *p, const struct line_sc
 		if (members > PWFILE_MEMBERS_MAX)
 			return *ret_why = "too many members", -EINVAL;
 	}
+#undef FSTART
+#undef FEND
 	l->entry = true;
 	return 0;
 }
@@ -253,11 +258,8 @@ int pwfile_parse_owned(enum pwfile_kind kind, char *buf, size_t len, struct pwfi
 			*ret_why = "file too large";
 		return -EFBIG;
 	}
-	/* Sized once, with room for a few appended lines. */
-	for (const char *q = buf;
-	     n <= PWFILE_LINES_MAX && (q = memchr(q, '\n', len - (size_t)(q - buf))); q++)
-		n++;
-	n = (n > PWFILE_LINES_MAX ? PWFILE_LINES_MAX : n) + 8;
+	/* Sized once for lines of 40 bytes on average, grown if they are shorter. */
+	n = len / 40 + 16;
 	f.lines = malloc(n * sizeof(*f.lines));
 	if (!f.lines) {
 		free(buf);

@@ -418,6 +418,43 @@ int users_ensure(const char *root, const char *agent_id, uid_t want_uid, struct 
 	return 0;
 }
 
+int users_ensure_many(const char *root, const char *const *agent_ids, size_t n,
+		      struct users_identity *ret)
+{
+	_cleanup_(ctx_done) struct ctx c = CTX_NULL;
+	int r;
+
+	last_error[0] = '\0';
+	if (n == 0 || n > USERS_BATCH_MAX)
+		return set_error(-E2BIG, "1 to %d agent ids at once", USERS_BATCH_MAX);
+	for (size_t i = 0; i < n; i++)
+		if (ident_agent_id_check(agent_ids[i]) < 0)
+			return set_error(-EINVAL,
+					 "invalid agent id #%zu: 1-%d bytes of [A-Za-z0-9._@+=/-], "
+					 "starting with a letter or digit",
+					 i + 1, USERS_AGENT_ID_MAX);
+	r = ctx_open(&c, root, true);
+	if (r < 0)
+		return r;
+	r = lock_and_load(&c);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < n; i++) {
+		r = users_db_ensure(&c.db, agent_ids[i], (uid_t)-1, &ret[i]);
+		if (r < 0)
+			return db_error(&c, r);
+	}
+	r = write_back(&c);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < n; i++) {
+		r = users_homes_ensure(c.root_fd, &ret[i]);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
 int users_ensure_base(const char *root)
 {
 	_cleanup_(ctx_done) struct ctx c = CTX_NULL;

@@ -31,6 +31,13 @@ struct users_identity {
 int users_ensure(const char *root, const char *agent_id, uid_t want_uid,
 		 struct users_identity *ret);
 
+/* Create or confirm many agents at once (servers that pre-create agents): one lock, one
+ * parse and one rewrite of each file for all of them. All or nothing: a refusal for any
+ * id writes nothing. 1..USERS_BATCH_MAX ids, no --uid; ret: n identities, in order. */
+#define USERS_BATCH_MAX 1024
+int users_ensure_many(const char *root, const char *const *agent_ids, size_t n,
+		      struct users_identity *ret);
+
 /* Look up an existing identity without changing anything; -ENOENT when unknown. */
 int users_lookup(const char *root, const char *agent_id, struct users_identity *ret);
 

@@ -854,6 +854,52 @@ TEST(staged_files_sync_then_commit)
 	rm_root(root);
 }
 
+/* The batch form: one lock and one rewrite for many agents, the same identities as one by
+ * one, and all or nothing. */
+TEST(ensure_many_is_all_or_nothing)
+{
+	const char *ids[] = {"m1", "m2", "m1", "m3"};
+	struct users_identity got[ELEMENTSOF(ids)], one;
+	char *root, etc[2048], *before, *after;
+
+	need_root(_metadata);
+	root = make_root();
+	ASSERT_EQ(users_ensure(root, "m0", (uid_t)-1, &one), 0);
+	ASSERT_EQ(users_ensure_many(root, ids, ELEMENTSOF(ids), got), 0);
+	EXPECT_EQ(got[0].uid, one.uid + 1);
+	EXPECT_EQ(got[1].uid, one.uid + 2);
+	EXPECT_EQ(got[2].uid, got[0].uid);
+	EXPECT_EQ(got[3].uid, one.uid + 3);
+	for (size_t i = 0; i < ELEMENTSOF(ids); i++) {
+		EXPECT_EQ(users_ensure(root, ids[i], (uid_t)-1, &one), 0); /* fast path: complete */
+		EXPECT_STREQ(one.name, got[i].name);
+		EXPECT_EQ(one.uid, got[i].uid);
+	}
+	const char *bad[] = {"m4", "-m5"};
+	EXPECT_EQ(users_ensure_many(root, bad, 2, got), -EINVAL);
+	EXPECT_EQ(users_ensure_many(root, bad, 0, got), -E2BIG);
+	/* A conflict (pi-sandbox with another gid) refuses the whole batch, writing nothing. */
+	snprintf(etc, sizeof(etc), "%s/etc", root);
+	before = read_text(root, "etc/group");
+	char *g = malloc(strlen(before) + 32);
+	ASSERT_NOT_NULL(g);
+	sprintf(g, "%s", before);
+	char *ps = strstr(g, "pi-sandbox:x:10010:");
+	ASSERT_NOT_NULL(ps);
+	memcpy(ps + strlen("pi-sandbox:x:"), "10011", 5);
+	write_file(etc, "group", g, 0644, 0);
+	free(g);
+	free(before);
+	before = read_text(root, "data/pistis/users.registry");
+	const char *more[] = {"m6", "m7"};
+	EXPECT_EQ(users_ensure_many(root, more, 2, got), -EEXIST);
+	after = read_text(root, "data/pistis/users.registry");
+	EXPECT_STREQ(after, before);
+	free(after);
+	free(before);
+	rm_root(root);
+}
+
 TEST(remove_reserves_and_forget_releases)
 {
 	char *root = NULL, *pw;
