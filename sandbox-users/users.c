@@ -310,6 +310,28 @@ int users_homes_ensure(int root_fd, const struct users_identity *id)
 	return 0;
 }
 
+/* The agent's home, its tmp and its /data/agents directory exist as directories owned by
+ * the agent (nothing followed): users_homes_ensure would create nothing. */
+static bool homes_complete(int data_fd, const struct users_identity *id)
+{
+	const int fl = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY;
+	_cleanup_close_ int homes = -1, home = -1, agents = -1;
+	struct stat st;
+
+	if (data_fd < 0 || (homes = openat(data_fd, "sandbox-home", fl)) < 0 ||
+	    (home = openat(homes, id->name, fl)) < 0 || fstat(home, &st) < 0 ||
+	    st.st_uid != id->uid)
+		return false;
+	if (fstatat(home, "tmp", &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode) ||
+	    st.st_uid != id->uid)
+		return false;
+	if ((agents = openat(data_fd, "agents", fl)) < 0 ||
+	    fstatat(agents, id->name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode) ||
+	    st.st_uid != id->uid)
+		return false;
+	return true;
+}
+
 static int ensure_locked(struct ctx *c, const char *agent_id, uid_t want_uid,
 			 struct users_identity *ret)
 {
@@ -405,10 +427,21 @@ int users_ensure(const char *root, const char *agent_id, uid_t want_uid, struct 
 		return r;
 	/* Fast path without locks: every file is replaced by rename, so each read is a
 	 * consistent snapshot; when the identity is complete there is nothing to write. */
+	bool locked = false;
 	if (!fast_complete(&c, agent_id, want_uid, &id)) {
 		r = ensure_locked(&c, agent_id, want_uid, &id);
 		if (r < 0)
 			return r;
+		locked = true; /* homes are made under the locks, which c holds until the end */
+	}
+	/* Whoever makes or repairs homes holds the registry lock: a concurrent ensure of the
+	 * same agent would otherwise meet its tmp root-owned before the chown, and refuse
+	 * it. Complete homes (the common case) are only confirmed, without the lock. */
+	if (!locked && !homes_complete(c.data_fd, &id)) {
+		r = ufs_lock(c.reg_fd, USERS_REGISTRY_LOCK, USERS_LOCK_TIMEOUT_MS);
+		if (r < 0)
+			return set_error(r, "cannot lock /data/pistis/%s", USERS_REGISTRY_LOCK);
+		c.reg_lock = r;
 	}
 	r = users_homes_ensure(c.root_fd, &id);
 	if (r < 0)

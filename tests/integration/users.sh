@@ -101,6 +101,9 @@ for i in $(seq 1 10); do
 done
 wait
 is "all 20 succeeded" "$(cat "$work"/par-*.out "$work"/same-*.out | grep -c '^uid=')" 20
+for f in "$work"/par-*.out "$work"/same-*.out; do # say why one failed
+	grep -q '^uid=' "$f" || sed "s|^|# ${f##*/}: |" "$f"
+done
 is "same id: one answer for every caller" "$(cat "$work"/same-*.out | sort -u | wc -l)" 7
 is "passwd: 11 agents" "$(grep -c '^pi-agent-' "$R/etc/passwd")" 11
 is "no duplicate uid in passwd" "$(cut -d: -f3 "$R/etc/passwd" | sort | uniq -d)" ""
@@ -110,6 +113,18 @@ is "shadow: 11 agents" "$(grep -c '^pi-agent-' "$R/etc/shadow")" 11
 is "pi-sandbox lists 11" "$(grep '^pi-sandbox:' "$R/etc/group" | cut -d: -f4 | tr , '\n' | grep -c .)" 11
 is "foreign lines byte for byte" "$(head -n "$(wc -l </etc/passwd)" "$R/etc/passwd" | sha256sum)" \
 	"$(sha256sum </etc/passwd)"
+# 20 callers for an agent whose /etc entries are complete but whose home is gone (the
+# lock-free path): each makes or confirms the home, none sees another's half-made tmp.
+n=$(sed -n 's/^name=//p' "$work/same-1.out")
+rm -rf "$R/data/sandbox-home/$n" "$R/data/agents/$n"
+for i in $(seq 1 20); do
+	"$P" users ensure same-agent --root "$R" >"$work/home-$i.out" 2>&1 &
+done
+wait
+is "20 callers remake one home: all succeeded" "$(cat "$work"/home-*.out | grep -c '^uid=')" 20
+for f in "$work"/home-*.out; do grep -q '^uid=' "$f" || sed "s|^|# ${f##*/}: |" "$f"; done
+is "... tmp is the agent's, 0700" "$(stat -c '%u %a' "$R/data/sandbox-home/$n/tmp")" \
+	"$(sed -n 's/^uid=//p' "$work/same-1.out") 700"
 
 # --- corrupt files: clear error naming file and line, nothing written -------------
 R=$work/r3
@@ -122,12 +137,25 @@ is "corrupt passwd: exit 1" "$rc" 1
 like "corrupt passwd: names file and line" "$out" "/etc/passwd:$(wc -l <"$R/etc/passwd"): too few fields"
 is "corrupt passwd: nothing written" "$(cd "$R" && sha256sum etc/* data/pistis/users.registry)" "$sum"
 sed -i '$d' "$R/etc/passwd"
-printf '10999:pi-agent-00000000:active:x\n' >>"$R/data/pistis/users.registry"
+# A line whose syntax is wrong is refused whoever it belongs to.
+cp -a "$R/data/pistis/users.registry" "$work/registry.good"
+printf '10998:pi-agent-zz:active:y\n' >>"$R/data/pistis/users.registry"
 sum=$(cd "$R" && sha256sum etc/* data/pistis/users.registry)
 out=$("$P" users ensure c-2 --root "$R" 2>&1); rc=$?
-is "corrupt registry: exit 1" "$rc" 1
-like "corrupt registry: names file and line" "$out" "/data/pistis/users.registry:3: user name is not derived"
-is "corrupt registry: nothing written" "$(cd "$R" && sha256sum etc/* data/pistis/users.registry)" "$sum"
+is "corrupt registry line: exit 1" "$rc" 1
+like "corrupt registry line: names file and line" "$out" "/data/pistis/users.registry:3: invalid user name"
+is "corrupt registry line: nothing written" "$(cd "$R" && sha256sum etc/* data/pistis/users.registry)" "$sum"
+# A name not derived from its id is found when that record is used (the SHA-256 of the
+# records nobody uses is not recomputed on every call).
+cp -a "$work/registry.good" "$R/data/pistis/users.registry"
+printf '10999:pi-agent-00000000:active:x\n' >>"$R/data/pistis/users.registry"
+sum=$(cd "$R" && sha256sum etc/* data/pistis/users.registry)
+out=$("$P" users ensure x --root "$R" 2>&1); rc=$?
+is "corrupt registry record: exit 1" "$rc" 1
+like "corrupt registry record: names file and line" "$out" "/data/pistis/users.registry:3: user name is not derived"
+is "corrupt registry record: nothing written" "$(cd "$R" && sha256sum etc/* data/pistis/users.registry)" "$sum"
+exits 1 "corrupt registry record: show refuses it" "$P" users show x --root "$R"
+exits 1 "corrupt registry record: list refuses it" "$P" users list --root "$R"
 
 # --- a full file system during the write: the old files intact ------------------------
 for where in etc data; do
