@@ -8,7 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
+
+#ifndef CGROUP2_SUPER_MAGIC
+#define CGROUP2_SUPER_MAGIC 0x63677270
+#endif
 
 #include "lib/fd-util.h"
 #include "lib/macro.h"
@@ -58,6 +63,43 @@ static int own_cgroup(char *buf, size_t size)
 	return -ENOENT;
 }
 
+/* Without reading mountinfo (tens of µs, more on hosts with many mounts): the usual
+ * places of the cgroup2 mount, accepted only when the directory found there provably is
+ * our own cgroup: a cgroup2 file system, and either our pid listed in its cgroup.procs,
+ * or, for "/", the real root (which alone has no cgroup.events). Anything else (a
+ * bind-mounted subtree, a foreign layout) is left to find_mount. */
+static int open_own_fast(const char *own, char *ret, size_t size)
+{
+	static const char *const mounts[] = {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"};
+	char pid[16];
+	int n = snprintf(pid, sizeof(pid), "%d", (int)getpid());
+
+	for (size_t i = 0; i < ELEMENTSOF(mounts); i++) {
+		_cleanup_close_ int fd = -1;
+		_cleanup_free_ char *procs = NULL;
+		struct statfs sf;
+		bool mine = false;
+
+		if ((size_t)snprintf(ret, size, "%s%s", mounts[i], strcmp(own, "/") ? own : "") >=
+		    size)
+			return -ENAMETOOLONG;
+		fd = open(ret, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+		if (fd < 0 || fstatfs(fd, &sf) < 0 || sf.f_type != CGROUP2_SUPER_MAGIC)
+			continue;
+		if (!strcmp(own, "/") && faccessat(fd, "cgroup.events", F_OK, 0) < 0 &&
+		    errno == ENOENT)
+			return TAKE_FD(fd);
+		if (read_at(fd, "cgroup.procs", &procs) < 0)
+			continue;
+		for (const char *p = procs; p && *p && !mine;
+		     p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+			mine = !strncmp(p, pid, (size_t)n) && (p[n] == '\n' || !p[n]);
+		if (mine)
+			return TAKE_FD(fd);
+	}
+	return -ENOENT;
+}
+
 /* The cgroup2 mount whose root is a prefix of our cgroup path. mountinfo fields:
  * id parent maj:min root mountpoint opts... - fstype source superopts */
 static int find_mount(const char *own, char *ret, size_t size)
@@ -93,6 +135,19 @@ static int find_mount(const char *own, char *ret, size_t size)
 	return -ENOENT;
 }
 
+static bool has_word(const char *list, const char *word)
+{
+	size_t l = strlen(word);
+
+	for (const char *p = list; (p = strstr(p, word)); p += l)
+		if ((p == list || p[-1] == ' ') && (p[l] == ' ' || p[l] == '\n' || !p[l]))
+			return true;
+	return false;
+}
+
+/* Enable memory, pids and cpu in dir's subtree where available; those already in
+ * cgroup.subtree_control are not written again (each write takes the cgroup lock and
+ * rebuilds the subtree's state). Returns the CGROUP_HAS_* now enabled. */
 static unsigned enable_controllers(int dir_fd, const char *available)
 {
 	static const struct {
@@ -100,24 +155,20 @@ static unsigned enable_controllers(int dir_fd, const char *available)
 		unsigned flag;
 	} ctl[] = {
 		{"memory", CGROUP_HAS_MEMORY}, {"pids", CGROUP_HAS_PIDS}, {"cpu", CGROUP_HAS_CPU}};
+	_cleanup_free_ char *enabled = NULL;
 	unsigned got = 0;
 
+	if (read_at(dir_fd, "cgroup.subtree_control", &enabled) < 0)
+		enabled = NULL;
 	for (size_t i = 0; i < ELEMENTSOF(ctl); i++) {
 		char tok[16];
-		const char *p = available;
-		size_t l = strlen(ctl[i].name);
-		bool have = false;
 
-		while ((p = strstr(p, ctl[i].name))) {
-			if ((p == available || p[-1] == ' ') &&
-			    (p[l] == ' ' || p[l] == '\n' || !p[l])) {
-				have = true;
-				break;
-			}
-			p += l;
-		}
-		if (!have)
+		if (!has_word(available, ctl[i].name))
 			continue;
+		if (enabled && has_word(enabled, ctl[i].name)) {
+			got |= ctl[i].flag;
+			continue;
+		}
 		snprintf(tok, sizeof(tok), "+%s", ctl[i].name);
 		if (write_at(dir_fd, "cgroup.subtree_control", tok) >= 0)
 			got |= ctl[i].flag;
@@ -138,12 +189,15 @@ int cgroup_init(struct cgroup_ctx *ctx)
 	r = own_cgroup(own, sizeof(own));
 	if (r < 0)
 		return r;
-	r = find_mount(own, path, sizeof(path));
-	if (r < 0)
-		return r;
-	own_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (own_fd < 0)
-		return -errno;
+	own_fd = open_own_fast(own, path, sizeof(path));
+	if (own_fd < 0) {
+		r = find_mount(own, path, sizeof(path));
+		if (r < 0)
+			return r;
+		own_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (own_fd < 0)
+			return -errno;
+	}
 	if (mkdirat(own_fd, "pistis", 0755) < 0 && errno != EEXIST)
 		return -errno;
 	base_fd = openat(own_fd, "pistis", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
@@ -189,7 +243,26 @@ bool cgroup_name_ok(const char *name)
 	return true;
 }
 
-int cgroup_cmd_create(struct cgroup_ctx *ctx, const char *agent, const char *cmd,
+static void idle_name(char *buf, size_t size, unsigned i)
+{
+	snprintf(buf, size, "idle-%u", i);
+}
+
+/* Take a parked command cgroup of this agent by renaming it to cmd: atomic, so two
+ * pistisd processes never get the same one. 1 taken, 0 none parked. */
+static int claim_idle(int agent_fd, const char *cmd)
+{
+	char idle[16];
+
+	for (unsigned i = 0; i < CGROUP_IDLE_SLOTS; i++) {
+		idle_name(idle, sizeof(idle), i);
+		if (renameat(agent_fd, idle, agent_fd, cmd) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+int cgroup_cmd_create(struct cgroup_ctx *ctx, const char *agent, const char *cmd, bool reuse,
 		      const struct cgroup_limits *lim, int *ret_dir_fd, int *ret_procs_fd)
 {
 	_cleanup_close_ int agent_fd = -1, dir_fd = -1, procs_fd = -1;
@@ -215,9 +288,11 @@ int cgroup_cmd_create(struct cgroup_ctx *ctx, const char *agent, const char *cmd
 	}
 	if (agent_fd < 0)
 		return -errno;
-	/* EEXIST: a command cgroup kept empty for reuse (spawn.c's pool); every limit is
-	 * rewritten below, "max" where none is asked for. */
-	if (mkdirat(agent_fd, cmd, 0755) < 0 && errno != EEXIST)
+	/* A cgroup parked by an earlier command (claim_idle), or one this process kept
+	 * (reuse: spawn.c's pool, EEXIST); mkdir + rmdir in cgroupfs cost more than a
+	 * rename. Every limit is rewritten below, "max" where none is asked for. */
+	if (!reuse && claim_idle(agent_fd, cmd) == 0 && mkdirat(agent_fd, cmd, 0755) < 0 &&
+	    errno != EEXIST)
 		return -errno;
 	dir_fd = openat(agent_fd, cmd, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	if (dir_fd < 0) {
@@ -313,6 +388,29 @@ int cgroup_cmd_remove(struct cgroup_ctx *ctx, const char *agent, const char *cmd
 	agent_fd = openat(ctx->base_fd, agent, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	if (agent_fd < 0)
 		return -errno;
+	if (unlinkat(agent_fd, cmd, AT_REMOVEDIR) < 0)
+		return -errno;
+	return 0;
+}
+
+int cgroup_cmd_park(struct cgroup_ctx *ctx, const char *agent, const char *cmd)
+{
+	_cleanup_close_ int agent_fd = -1;
+	char idle[16];
+
+	if (ctx->base_fd < 0)
+		return -ENODEV;
+	agent_fd = openat(ctx->base_fd, agent, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (agent_fd < 0)
+		return -errno;
+	/* cgroupfs renames never replace an existing name: a taken slot fails, try the next. */
+	for (unsigned i = 0; i < CGROUP_IDLE_SLOTS; i++) {
+		idle_name(idle, sizeof(idle), i);
+		if (renameat(agent_fd, cmd, agent_fd, idle) == 0)
+			return 0;
+		if (errno == ENOENT)
+			return -errno;
+	}
 	if (unlinkat(agent_fd, cmd, AT_REMOVEDIR) < 0)
 		return -errno;
 	return 0;

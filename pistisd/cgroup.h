@@ -35,12 +35,19 @@ void cgroup_done(struct cgroup_ctx *ctx);
 /* True for a name usable as the agent's cgroup directory. */
 bool cgroup_name_ok(const char *name);
 
-/* Create <agent>/<cmd> (agent dir made on first use) and write the limits a controller
- * exists for; *ret_dir_fd is the command cgroup's directory, *ret_procs_fd its
- * cgroup.procs opened for writing (the spawn child writes "0" there). Returns a bitmask
- * of CGROUP_HAS_* limits actually applied, or -errno. */
-int cgroup_cmd_create(struct cgroup_ctx *ctx, const char *agent, const char *cmd,
+/* Empty command cgroups parked per agent as <agent>/idle-0..N-1 for the next command,
+ * in this process or the next one (pistisd run is one process per command). */
+#define CGROUP_IDLE_SLOTS 2
+
+/* Make <agent>/<cmd> (agent dir made on first use): a parked idle cgroup renamed to cmd
+ * when there is one, else mkdir; reuse: cmd is this process's own empty cgroup already.
+ * Then write the limits a controller exists for; *ret_dir_fd is the command cgroup's
+ * directory, *ret_procs_fd its cgroup.procs opened for writing (the spawn child writes
+ * "0" there). Returns a bitmask of CGROUP_HAS_* limits actually applied, or -errno. */
+int cgroup_cmd_create(struct cgroup_ctx *ctx, const char *agent, const char *cmd, bool reuse,
 		      const struct cgroup_limits *lim, int *ret_dir_fd, int *ret_procs_fd);
+/* Park the empty <agent>/<cmd> in a free idle slot, else rmdir it. -EBUSY: not empty. */
+int cgroup_cmd_park(struct cgroup_ctx *ctx, const char *agent, const char *cmd);
 
 /* SIGKILL every process in the cgroup (cgroup.kill; before 5.14 by reading cgroup.procs). */
 int cgroup_kill(int dir_fd);

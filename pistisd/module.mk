@@ -47,11 +47,11 @@ bench-spawn_LIBS := spawn lib
 INTEGRATION_TESTS += tests/integration/spawn.sh
 
 # `pistisd serve`: the sandbox half of the relay (docs/protocol.md).
-pistisd_SRCS += pistisd/serve.c pistisd/session.c pistisd/fsops.c
+pistisd_SRCS += pistisd/serve.c pistisd/session.c pistisd/fsops.c pistisd/ops-admin.c
 # pistisd serve's request dispatcher under libFuzzer (the real handlers, I/O stubbed by
 # tests/fuzz/serve-seam.h).
 FUZZERS += fuzz-serve
 fuzz-serve_SRCS := tests/fuzz/fuzz-serve.c tests/fuzz/fuzz-serve-session.c pistisd/check.c \
 	pistisd/check-report.c \
-	tests/fuzz/fuzz-serve-fsops.c
-fuzz-serve_LIBS := spawn users lib
+	tests/fuzz/fuzz-serve-fsops.c tests/fuzz/fuzz-serve-admin.c
+fuzz-serve_LIBS := policy trusted spawn users lib

@@ -381,11 +381,9 @@ int run_cli_main(int argc, char **argv)
 		return EXIT_SYSTEM;
 	}
 
-	r = users_ensure_base(root);
-	if (r < 0)
-		return log_error_errno(r, "Failed to ensure the base users in '%s': %m %s", root,
-				       users_last_error()),
-		       EXIT_SYSTEM;
+	/* users_ensure covers the base users too (pi-sandbox, pi-tools): its lock-free read
+	 * path checks them with the agent's lines, its locked path creates them. An existing
+	 * agent therefore costs reads only: no lock, no write, no fsync. */
 	r = users_ensure(root, agent, want_uid, &ident);
 	if (r < 0)
 		return log_error_errno(r, "Failed to ensure the user of agent '%s': %m %s", agent,

@@ -1,8 +1,9 @@
 /* The seccomp profile of every agent process, as data. The default is ALLOW: this is a
  * deny list of the calls that cross the sandbox's walls (namespaces, mounts, tracing other
  * processes, kernel keyrings, modules, raw I/O, terminal injection, exotic sockets).
- * docs/spawn.md explains each group. Compiled once with libseccomp (seccomp_profile_compile)
- * and exported as raw BPF, so a spawn only pays for one seccomp(2) call. */
+ * docs/spawn.md explains each group. Compiled with libseccomp at build time by
+ * seccomp-gen.c (this table is its only input) and embedded as raw BPF by seccomp-bpf.c,
+ * so a spawn only pays for one seccomp(2) call. */
 #include "pistisd/seccomp-profile.h"
 
 #include <errno.h>
@@ -164,6 +165,12 @@ int seccomp_profile_compile(struct seccomp_profile_bpf *ret)
 	r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
 	if (r < 0)
 		return r;
+	/* A binary tree of syscall numbers instead of a linear chain: the kernel runs the
+	 * filter once per syscall number when it is installed (the allow-cache), so this
+	 * halves the cost of every spawn's seccomp(2) (~78 -> ~32 us, bench/spawn.sh). */
+	r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
+	if (r < 0)
+		return r;
 	/* We install the filter ourselves (no_new_privs is a separate, deliberate step). */
 	r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0);
 	if (r < 0)
@@ -188,14 +195,15 @@ int seccomp_profile_compile(struct seccomp_profile_bpf *ret)
 	if (len == 0 || len % sizeof(struct sock_filter) ||
 	    len / sizeof(struct sock_filter) > 0xffff)
 		return -EINVAL;
-	ret->insns = (struct sock_filter *)TAKE_PTR(buf);
+	ret->insns = (const struct sock_filter *)TAKE_PTR(buf);
 	ret->len = (unsigned short)(len / sizeof(struct sock_filter));
+	ret->owned = true;
 	return 0;
 }
 
 void seccomp_profile_free(struct seccomp_profile_bpf *bpf)
 {
-	free(bpf->insns);
-	bpf->insns = NULL;
-	bpf->len = 0;
+	if (bpf->owned)
+		free((void *)bpf->insns);
+	*bpf = (struct seccomp_profile_bpf){0};
 }

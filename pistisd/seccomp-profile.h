@@ -1,18 +1,29 @@
 #pragma once
 
-/* The agent seccomp profile (a data table in seccomp-profile.c) compiled once, at start-up,
- * into a ready BPF program that the spawn child installs with one seccomp(2) call. */
+/* The agent seccomp profile: a data table in seccomp-profile.c, compiled into BPF at BUILD
+ * time (pistisd/seccomp-gen.c prints it into $(B)/gen/<libc>/seccomp-bpf.gen.h, which
+ * seccomp-bpf.c embeds), so the spawn child installs a ready program with one seccomp(2)
+ * call and pistisd never runs libseccomp. The unit test compiles the table again at run
+ * time and requires the very same bytes, so the two cannot drift. */
 
 #include <linux/filter.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 struct seccomp_profile_bpf {
-	struct sock_filter *insns; /* malloc'd */
+	const struct sock_filter *insns;
 	unsigned short len;
+	bool owned; /* insns malloc'd (seccomp_profile_compile), else static */
 };
 
+/* The program compiled at build time (seccomp-bpf.c): no allocation, no libseccomp. */
+void seccomp_profile_load(struct seccomp_profile_bpf *ret);
+/* The libseccomp version and architecture it was compiled with, for --version and tests. */
+extern const char seccomp_profile_built_with[];
+
 /* Compile the table with libseccomp for the native architecture (bad arch: KILL_PROCESS;
- * on x86_64 x32 numbers are killed too). Returns 0 or -errno. */
+ * on x86_64 x32 numbers are killed too; binary-tree layout). The build-time generator and
+ * the drift test use it. Returns 0 or -errno. */
 int seccomp_profile_compile(struct seccomp_profile_bpf *ret);
 void seccomp_profile_free(struct seccomp_profile_bpf *bpf);
 

@@ -35,7 +35,8 @@
 #define CHILD_STACK_SIZE (256 * 1024)
 
 /* Empty command cgroups kept for the next command of the same agent: mkdir + rmdir in
- * cgroupfs cost more than the rest of a spawn together (bench/spawn.sh). */
+ * cgroupfs cost more than the rest of a spawn together (bench/spawn.sh). What is left
+ * here at spawn_ctx_free is parked (cgroup_cmd_park) for the next process. */
 #define CGROUP_POOL_MAX 16
 struct pooled_cgroup {
 	char agent[65];
@@ -138,9 +139,8 @@ int spawn_ctx_new(struct spawn_ctx **ret)
 	if (r < 0)
 		goto fail;
 	ctx->last_cap = r;
-	r = seccomp_profile_compile(&ctx->bpf);
-	if (r < 0)
-		goto fail;
+	/* Compiled at build time: nothing to do but point at it. */
+	seccomp_profile_load(&ctx->bpf);
 	ctx->devnull_fd = open("/dev/null", O_RDONLY | O_CLOEXEC | O_NOCTTY);
 	if (ctx->devnull_fd < 0) {
 		r = -errno;
@@ -162,9 +162,8 @@ void spawn_ctx_free(struct spawn_ctx *ctx)
 {
 	if (!ctx)
 		return;
-	seccomp_profile_free(&ctx->bpf);
 	for (size_t i = 0; i < ctx->n_pool; i++)
-		(void)cgroup_cmd_remove(&ctx->cg, ctx->pool[i].agent, ctx->pool[i].cmd);
+		(void)cgroup_cmd_park(&ctx->cg, ctx->pool[i].agent, ctx->pool[i].cmd);
 	cgroup_done(&ctx->cg);
 	safe_close(ctx->devnull_fd);
 	free(ctx);
@@ -252,11 +251,15 @@ static void cgroup_cleanup(struct spawn_proc *p, bool wait_empty)
 
 	if (p->cgroup_fd < 0)
 		return;
-	if (wait_empty && ctx->n_pool < CGROUP_POOL_MAX && cgroup_populated(p->cgroup_fd) == 0) {
-		struct pooled_cgroup *pc = &ctx->pool[ctx->n_pool++];
-		memcpy(pc->agent, p->cgroup_agent, sizeof(pc->agent));
-		memcpy(pc->cmd, p->cgroup_cmd, sizeof(pc->cmd));
-		return;
+	if (wait_empty && cgroup_populated(p->cgroup_fd) == 0) {
+		if (ctx->n_pool < CGROUP_POOL_MAX) {
+			struct pooled_cgroup *pc = &ctx->pool[ctx->n_pool++];
+			memcpy(pc->agent, p->cgroup_agent, sizeof(pc->agent));
+			memcpy(pc->cmd, p->cgroup_cmd, sizeof(pc->cmd));
+			return;
+		}
+		if (cgroup_cmd_park(&ctx->cg, p->cgroup_agent, p->cgroup_cmd) != -EBUSY)
+			return;
 	}
 	for (int i = 0; i < 200; i++) {
 		int r = cgroup_cmd_remove(&p->ctx->cg, p->cgroup_agent, p->cgroup_cmd);
@@ -348,20 +351,22 @@ int spawn_start(struct spawn_ctx *ctx, const struct spawn_opts *o, struct spawn_
 
 	a.cgroup_procs_fd = -1;
 	if (o->cgroup_agent && ctx->cg.base_fd >= 0) {
+		bool reuse;
 		size_t i;
 
 		snprintf(p->cgroup_agent, sizeof(p->cgroup_agent), "%s", o->cgroup_agent);
 		for (i = 0; i < ctx->n_pool; i++)
 			if (!strcmp(ctx->pool[i].agent, p->cgroup_agent))
 				break;
-		if (i < ctx->n_pool) {
+		reuse = i < ctx->n_pool;
+		if (reuse) {
 			memcpy(p->cgroup_cmd, ctx->pool[i].cmd, sizeof(p->cgroup_cmd));
 			ctx->pool[i] = ctx->pool[--ctx->n_pool];
 		} else {
 			snprintf(p->cgroup_cmd, sizeof(p->cgroup_cmd), "cmd-%d-%lu", (int)ctx->self,
 				 ++ctx->counter);
 		}
-		r = cgroup_cmd_create(&ctx->cg, p->cgroup_agent, p->cgroup_cmd, &o->cgroup,
+		r = cgroup_cmd_create(&ctx->cg, p->cgroup_agent, p->cgroup_cmd, reuse, &o->cgroup,
 				      &p->cgroup_fd, &procs_fd);
 		if (r < 0) {
 			step = SPAWN_STEP_CGROUP;
@@ -393,7 +398,7 @@ int spawn_start(struct spawn_ctx *ctx, const struct spawn_opts *o, struct spawn_
 	a.bounding_keep =
 		o->allow_setuid ? (o->bounding_keep ? o->bounding_keep : SPAWN_SETUID_BOUNDING) : 0;
 	a.bpf.len = ctx->bpf.len;
-	a.bpf.filter = ctx->bpf.insns;
+	a.bpf.filter = (struct sock_filter *)ctx->bpf.insns; /* only read */
 	a.parent = getpid();
 
 	/* The child shares our memory until execve (CLONE_VM|CLONE_VFORK, like posix_spawn):

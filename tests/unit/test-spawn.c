@@ -269,8 +269,26 @@ TEST(errors_name_the_step)
 	spawn_ctx_free(ctx);
 }
 
-/* The filter itself, as root (so no capability check hides it): every rule's call gets
- * its errno, the controls do not. */
+/* The program embedded at build time is exactly what libseccomp makes of the table now:
+ * the table (seccomp-profile.c) stays the single source of truth. */
+TEST(seccomp_embedded_matches_table)
+{
+	struct seccomp_profile_bpf built, now = {0};
+
+	seccomp_profile_load(&built);
+	ASSERT_EQ(seccomp_profile_compile(&now), 0);
+	ASSERT_GT(built.len, 10);
+	EXPECT_EQ(built.len, now.len);
+	if (built.len == now.len)
+		EXPECT_EQ(memcmp(built.insns, now.insns, built.len * sizeof(*built.insns)), 0);
+	EXPECT_NE(strstr(seccomp_profile_built_with, "libseccomp "), NULL);
+	seccomp_profile_free(&built); /* static: must not be freed, only cleared */
+	EXPECT_EQ(built.len, 0);
+	seccomp_profile_free(&now);
+}
+
+/* The filter itself (the embedded program, which the spawn core installs), as root (so
+ * no capability check hides it): every rule's call gets its errno, the controls do not. */
 TEST(seccomp_table_as_root)
 {
 	static struct capture cap;
@@ -342,12 +360,13 @@ TEST(seccomp_table_as_root)
 		"socket.AF_INET6", "socket.AF_NETLINK", "dup.badfd"};
 
 	need_root_and_probe(_metadata);
-	ASSERT_EQ(seccomp_profile_compile(&bpf), 0);
+	seccomp_profile_load(&bpf);
 	ASSERT_GT(bpf.len, 10);
 	ASSERT_EQ(pipe2(pfd, O_CLOEXEC), 0);
 	pid = fork();
 	if (pid == 0) {
-		struct sock_fprog prog = {.len = bpf.len, .filter = bpf.insns};
+		struct sock_fprog prog = {.len = bpf.len,
+					  .filter = (struct sock_filter *)bpf.insns};
 		dup2(pfd[1], 1);
 		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
 		    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0)
