@@ -28,7 +28,7 @@
 #define ACK_EVERY (1024u * 1024u)
 #define RECONNECT_FOR_S 120
 
-enum mode { M_LS, M_STATUS, M_EXEC, M_READ, M_WRITE, M_EDIT };
+enum mode { M_LS, M_STATUS, M_EXEC, M_READ, M_WRITE, M_EDIT, M_CALL };
 
 static struct {
 	enum mode mode;
@@ -38,6 +38,7 @@ static struct {
 	bool tls;
 	char token[600];
 	const char *sandbox, *agent, *cwd, *tag, *file, *old_text, *new_text;
+	const char *call_op, *call_fields; /* call OP [JSON] */
 	char **argv;
 	bool tty, stdin_pipe;
 	uint64_t timeout_ms;
@@ -176,6 +177,33 @@ static void send_start(void)
 		cJSON_AddStringToObject(o, "new", C.new_text);
 		send_obj(o);
 		return;
+	case M_CALL: {
+		cJSON *f = NULL, *it;
+		o = request(C.call_op, NULL, 0);
+		if (C.call_fields) {
+			struct proto_error err = {0};
+			if (proto_parse(C.call_fields, strlen(C.call_fields), &f, &err) < 0 ||
+			    !cJSON_IsObject(f)) {
+				log_error("FIELDS must be one JSON object: %s", err.message);
+				cJSON_Delete(f);
+				cJSON_Delete(o);
+				finish(100);
+				return;
+			}
+			while ((it = f->child)) {
+				cJSON_DetachItemViaPointer(f, it);
+				if (!strcmp(it->string, "id") || !strcmp(it->string, "op"))
+					cJSON_Delete(it);
+				else {
+					cJSON_DeleteItemFromObjectCaseSensitive(o, it->string);
+					cJSON_AddItemToObject(o, it->string, it);
+				}
+			}
+			cJSON_Delete(f);
+		}
+		send_obj(o);
+		return;
+	}
 	case M_EXEC:
 	default:
 		break;
@@ -231,6 +259,16 @@ static void on_text(const char *buf, size_t len)
 	ok = cJSON_GetObjectItemCaseSensitive(root, "ok");
 	ev = cJSON_GetObjectItemCaseSensitive(root, "event");
 	e = cJSON_GetObjectItemCaseSensitive(root, "error");
+	if (C.mode == M_CALL) { /* every message on one line; the answer ends it */
+		char *s = cJSON_PrintUnformatted(root);
+		if (s)
+			printf("%s\n", s);
+		free(s);
+		fflush(stdout);
+		if (ok)
+			finish(cJSON_IsTrue(ok) ? 0 : 1);
+		goto out;
+	}
 	if (cJSON_IsFalse(ok) || e) {
 		cJSON *code = cJSON_GetObjectItemCaseSensitive(e, "code");
 		cJSON *msg = cJSON_GetObjectItemCaseSensitive(e, "message");
@@ -565,7 +603,12 @@ static void usage(FILE *f)
 		   "its code\n"
 		   "  read  [--sandbox S] --agent A PATH   print a file (read as the agent)\n"
 		   "  write [--sandbox S] --agent A PATH   write stdin to a file (as the agent)\n"
-		   "  edit  [--sandbox S] --agent A PATH --old TEXT --new TEXT\n\n"
+		   "  edit  [--sandbox S] --agent A PATH --old TEXT --new TEXT\n"
+		   "  call  [--sandbox S] [--agent A] OP ['{JSON fields}']\n"
+		   "                                       send one request (policy.plan, "
+		   "trusted.list…),\n"
+		   "                                       print every message for it, one a "
+		   "line\n\n"
 		   "Server: --url or $PISTIS_URL (default ws://127.0.0.1:7701/v1/ws); token: "
 		   "--token-file\n"
 		   "or $PISTIS_TOKEN. Exit codes: the command's own, 128+N for a signal, 125 relay "
@@ -615,7 +658,16 @@ int main(int argc, char **argv)
 				C.mode = M_LS;
 			else if (!strcmp(cmd, "status"))
 				C.mode = M_STATUS;
-			else if (!strcmp(cmd, "exec"))
+			else if (!strcmp(cmd, "call")) {
+				if (optind >= argc) {
+					log_error("call needs an OP");
+					return 100;
+				}
+				C.mode = M_CALL;
+				C.call_op = argv[optind++];
+				if (optind < argc && argv[optind][0] != '-')
+					C.call_fields = argv[optind++];
+			} else if (!strcmp(cmd, "exec"))
 				C.mode = M_EXEC, C.argv = (char **)"";
 			else if (!strcmp(cmd, "read") || !strcmp(cmd, "write") ||
 				 !strcmp(cmd, "edit")) {

@@ -349,8 +349,7 @@ static void handle_text(const char *buf, size_t len)
 	case PROTO_OP_TRUSTED_ADD:
 	case PROTO_OP_TRUSTED_REMOVE:
 	case PROTO_OP_TRUSTED_LIST:
-		serve_send_error(req.id, PROTO_E_UNAVAILABLE,
-				 "\"%s\" is not wired into pistisd serve yet", req.op_name);
+		admin_request(&req);
 		break;
 	case PROTO_OP_SANDBOXES_LIST:
 	case PROTO_OP_UNKNOWN:

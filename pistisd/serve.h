@@ -55,9 +55,19 @@ bool session_write_one(void *wsi);
 bool session_has_pending(void);
 void session_disconnected(void);
 cJSON *session_status(void);
+/* For policy.apply's before_tighten: stop every running command (spawn_stop: SIGTERM to
+ * the tree, grace, SIGKILL) and return how many; how many have not ended yet; refuse
+ * exec.start (unavailable) while held. */
+unsigned session_stop_all(void);
+unsigned session_running(void);
+void session_hold_starts(bool hold);
 
 /* Wipe secrets (the relay token) from this process's memory: for forked helpers. */
 void serve_forget_secrets(void);
 
 /* fsops.c: file operations as the agent */
 void fsops_request(const struct proto_request *req);
+
+/* ops-admin.c: policy.* and trusted.* in a forked root helper, one at a time */
+void admin_request(const struct proto_request *req);
+bool admin_busy(void);

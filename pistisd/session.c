@@ -67,6 +67,7 @@ static struct {
 	unsigned n_cmds;
 	struct cmd *rr; /* round-robin position for fair sending */
 	int root_fd;
+	bool hold_starts; /* a policy apply is tightening */
 } T = {.root_fd = -1};
 
 int session_init(void)
@@ -416,6 +417,10 @@ static void exec_start(const struct proto_request *req)
 	char *sh_argv[] = {(char *)"/bin/sh", (char *)"-c", NULL, NULL};
 	int r;
 
+	if (T.hold_starts)
+		return serve_send_error(
+			req->id, PROTO_E_UNAVAILABLE,
+			"a policy apply is tightening permissions; retry when it ends");
 	if (proto_exec_start_parse(req->root, &st, &err) < 0)
 		return serve_send_error(req->id, err.code, "%s", err.message);
 	for (struct cmd *x = T.cmds; x; x = x->next) {
@@ -723,6 +728,34 @@ cJSON *session_status(void)
 		cJSON_AddItemToArray(a, o);
 	}
 	return a;
+}
+
+unsigned session_stop_all(void)
+{
+	unsigned n = 0;
+
+	for (struct cmd *c = T.cmds; c; c = c->next)
+		if (!c->done && c->p && !c->p->reaped) {
+			(void)spawn_stop(c->p);
+			schedule_tick(c); /* the grace period ends in spawn_tick */
+			n++;
+		}
+	return n;
+}
+
+unsigned session_running(void)
+{
+	unsigned n = 0;
+
+	for (struct cmd *c = T.cmds; c; c = c->next)
+		if (!c->done && c->p && !c->p->reaped)
+			n++;
+	return n;
+}
+
+void session_hold_starts(bool hold)
+{
+	T.hold_starts = hold;
 }
 
 void session_request(const struct proto_request *req)
