@@ -7,3 +7,4 @@ UNIT_TESTS += test-lib
 test-lib_SRCS := tests/unit/test-lib.c
 test-lib_LIBS := lib
 lib_SRCS += lib/proto.c
+lib_SRCS += lib/mountinfo.c

@@ -69,6 +69,7 @@ int entry_parse_args(int argc, char **argv, struct entry_opts *ret, const char *
 	*ret = (struct entry_opts){
 		.restart = true,
 		.prepare = true,
+		.harden = true,
 		.grace_ms = ENTRY_DEFAULT_GRACE_MS,
 		.delay_ms = ENTRY_DEFAULT_DELAY_MS,
 		.delay_max_ms = ENTRY_DEFAULT_DELAY_MAX_MS,
@@ -102,6 +103,10 @@ int entry_parse_args(int argc, char **argv, struct entry_opts *ret, const char *
 		}
 		if (!strcmp(a, "--no-prepare")) {
 			ret->prepare = false;
+			continue;
+		}
+		if (!strcmp(a, "--no-harden-mounts")) {
+			ret->harden = false;
 			continue;
 		}
 		if (!strcmp(a, "--verbose") || !strcmp(a, "-v")) {

@@ -31,6 +31,7 @@ enum {
 struct entry_opts {
 	bool restart;	  /* false with --no-restart */
 	bool prepare;	  /* false with --no-prepare: leave the data dir and users alone */
+	bool harden;	  /* false with --no-harden-mounts: leave mounts and /proc alone */
 	int64_t grace_ms; /* after forwarding a stop signal, before SIGKILL */
 	int64_t delay_ms; /* first restart delay; doubles per consecutive failure */
 	int64_t delay_max_ms;

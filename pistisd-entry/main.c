@@ -1,6 +1,6 @@
 /* pistisd-entry: the container's ENTRYPOINT. PID 1 in the shape of tini: blocks every
  * signal, forwards the ones that matter to the child's process group, reaps every zombie,
- * prepares /data, starts `pistisd serve` and restarts it when it dies. See docs/entry.md. */
+ * prepares /data, hardens the mounts agents write to, starts `pistisd serve` and restarts it when it dies. See docs/entry.md. */
 #include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -30,6 +30,9 @@ static const char help_text[] =
 	"                          (default 10)\n"
 	"  --data DIR              the data directory (default /data)\n"
 	"  --no-prepare            leave the data directory and the base users alone\n"
+	"  --no-harden-mounts      leave mounts alone: by default the data directory,\n"
+	"                          /workspaces, /tmp and /dev/shm are made nosuid,nodev and\n"
+	"                          /proc gets hidepid=invisible\n"
 	"  --pistisd PATH          the pistisd binary (default /usr/local/bin/pistisd)\n"
 	"  -v, --verbose           debug logging\n"
 	"  -h, --help, --version\n"
@@ -115,6 +118,9 @@ int main(int argc, char **argv)
 		else if (r != 0)
 			return ENTRY_EXIT_SYSTEM;
 	}
+	/* After prepare (the data directory exists then), before any child. */
+	if (o.harden && entry_harden_mounts(o.data_dir) < 0)
+		return ENTRY_EXIT_SYSTEM;
 
 	cmd = o.cmd;
 	if (!cmd) {

@@ -16,6 +16,13 @@ void entry_wait_set(sigset_t *ret);
  * Returns 0 or a logged -errno. */
 int entry_prepare_data(const char *dir);
 
+/* Makes DATA_DIR, /workspaces, /tmp and /dev/shm (those that exist, and every mount beneath
+ * them) nosuid,nodev, bind-mounting a plain directory onto itself first, and remounts this
+ * container's own /proc with hidepid=invisible. Failures are logged and tolerated, except
+ * that it returns -EPERM when trusted commands are configured and DATA_DIR or /workspaces
+ * could not be hardened. (harden.c) */
+int entry_harden_mounts(const char *data_dir);
+
 /* Runs `PISTISD users ensure-base` and waits (bounded). 0 on success; -ENOENT when PISTISD
  * does not exist (nothing to do); a logged negative errno or the command's failure > 0. */
 int entry_ensure_base(const char *pistisd);

@@ -5,12 +5,14 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "lib/escape.h"
 #include "lib/macro.h"
+#include "lib/mountinfo.h"
 
 static const struct {
 	const char *name;
@@ -100,7 +102,51 @@ static const struct {
 		 "agents gain no privileges through setuid/setgid programs in the image",
 		 "remove the setuid/setgid bits (chmod u-s,g-s) from programs agents do not "
 		 "need; keep sudo only if trusted commands are used"},
+	[CHECK_SUID_DUMPABLE] =
+		{"suid_dumpable", true,
+		 "a process that changed its ids (the spawn child, sudo) is not dumpable, so an "
+		 "agent cannot ptrace it or read its memory through /proc",
+		 "sysctl fs.suid_dumpable=0 on the host (2 is accepted with a warning), or "
+		 "--allow suid_dumpable"},
+	[CHECK_PROC_HIDEPID] =
+		{"proc_hidepid", false,
+		 "agents cannot see each other's processes, command lines or environments in "
+		 "/proc",
+		 "mount /proc with hidepid=invisible (pistisd-entry does it at start-up; needs "
+		 "CAP_SYS_ADMIN and a runtime that allows mount)"},
+	[CHECK_NOSUID_DATA] =
+		{"nosuid_data", true,
+		 "a setuid or device file in /data gives no agent another's privileges (hard "
+		 "where trusted commands are configured: agents then run without no_new_privs)",
+		 "mount /data nosuid,nodev (pistisd-entry does it at start-up), or --allow "
+		 "nosuid_data"},
+	[CHECK_NOSUID_WORKSPACES] =
+		{"nosuid_workspaces", true,
+		 "a setuid file one agent plants in /workspaces does not run as that agent when "
+		 "another executes it (hard where trusted commands are configured)",
+		 "mount /workspaces nosuid,nodev (pistisd-entry does it at start-up), or "
+		 "--allow nosuid_workspaces"},
 };
+
+enum check_status check_hidepid_status(const char *super_opts, char *value, size_t size)
+{
+	const char *v = NULL, *sub = NULL;
+	size_t n = 0, sn = 0;
+	bool hidden, subset;
+
+	subset = mountinfo_opt(super_opts, "subset", &sub, &sn);
+	if (!mountinfo_opt(super_opts, "hidepid", &v, &n)) {
+		snprintf(value, size, "no hidepid (every process visible to every user)%s",
+			 subset ? "; subset=pid" : "");
+		return CHECK_STATUS_WARN;
+	}
+	hidden = (n == 9 && !strncmp(v, "invisible", 9)) || (n == 1 && (*v == '2' || *v == '4')) ||
+		 (n == 10 && !strncmp(v, "ptraceable", 10));
+	snprintf(value, size, "hidepid=%.*s%s%s", (int)(n > 32 ? 32 : n), v,
+		 hidden ? "" : " (other users' processes still listed)",
+		 subset ? "; subset=pid" : "");
+	return hidden ? CHECK_STATUS_OK : CHECK_STATUS_WARN;
+}
 
 static const char *const status_names[_CHECK_STATUS_MAX] = {
 	[CHECK_STATUS_OK] = "ok",

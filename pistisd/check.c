@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -28,6 +29,7 @@
 #include "lib/fd-util.h"
 #include "lib/log.h"
 #include "lib/macro.h"
+#include "lib/mountinfo.h"
 #include "pistisd/cli.h"
 
 /* Syscall numbers and constants the libc headers may lack (musl 1.2.3, older glibc). The
@@ -469,6 +471,92 @@ static void probe_sysctl_zero(struct check_report *r, enum check_id id, const ch
 		check_set(r, id, v == 0 ? CHECK_STATUS_OK : CHECK_STATUS_WARN, "%ld (want 0)", v);
 }
 
+/* fs.suid_dumpable: 0 is right; 2 ("suidsafe") keeps such processes root-only (their /proc
+ * files and core dumps are root's), which holds with a warning; 1 ("debug") leaves a
+ * process that changed its ids dumpable, so the agent it became can ptrace it or read its
+ * memory before exec, and sudo's after it dropped privileges. */
+static void probe_suid_dumpable(struct check_report *r)
+{
+	long v = 0;
+	int k = read_sysctl("fs/suid_dumpable", &v);
+
+	if (k < 0)
+		check_set(r, CHECK_SUID_DUMPABLE, CHECK_STATUS_FAIL,
+			  "/proc/sys/fs/suid_dumpable unreadable (%s)", errno_name(-k));
+	else
+		check_set(r, CHECK_SUID_DUMPABLE,
+			  v == 0   ? CHECK_STATUS_OK
+			  : v == 2 ? CHECK_STATUS_WARN
+				   : CHECK_STATUS_FAIL,
+			  "%ld (want 0%s)", v, v == 2 ? "; 2 keeps dumps and /proc root's" : "");
+}
+
+/* /proc's superblock options, from the topmost mount at /proc in /proc/self/mountinfo. */
+static void probe_proc_hidepid(struct check_report *r)
+{
+	_cleanup_free_ char *mi = NULL, *opts = NULL;
+	char value[sizeof(r->results[0].value)];
+	int k = mountinfo_read(&mi);
+
+	if (k < 0) {
+		check_set(r, CHECK_PROC_HIDEPID, CHECK_STATUS_WARN,
+			  "cannot read /proc/self/mountinfo (%s)", errno_name(-k));
+		return;
+	}
+	for (char *line = mi, *next; line && *line; line = next) {
+		struct mountinfo_entry e;
+
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		if (mountinfo_parse_line(line, &e) < 0 || strcmp(e.mount_point, "/proc"))
+			continue;
+		free(opts);
+		/* Later lines are mounted later: the last one at /proc is the one seen. */
+		opts = strcmp(e.fstype, "proc") ? NULL : strdup(e.super_opts);
+		if (!opts && !strcmp(e.fstype, "proc")) {
+			check_set(r, CHECK_PROC_HIDEPID, CHECK_STATUS_WARN, "out of memory");
+			return;
+		}
+	}
+	if (!opts) {
+		check_set(r, CHECK_PROC_HIDEPID, CHECK_STATUS_WARN, "no proc mounted at /proc");
+		return;
+	}
+	enum check_status st = check_hidepid_status(opts, value, sizeof(value));
+	check_set(r, CHECK_PROC_HIDEPID, st, "%s", value);
+}
+
+/* The mount a path is on (statvfs resolves it like an agent would) must be nosuid,nodev.
+ * Hard only where trusted commands are configured; elsewhere agents keep no_new_privs,
+ * which makes setuid bits inert for them anyway. */
+static void probe_nosuid(struct check_report *r, enum check_id id, const char *path, bool trusted)
+{
+	struct statvfs sv;
+
+	if (statvfs(path, &sv) < 0) {
+		if (errno == ENOENT)
+			check_set(r, id, CHECK_STATUS_OK, "%s does not exist", path);
+		else
+			check_set(r, id, trusted ? CHECK_STATUS_FAIL : CHECK_STATUS_WARN,
+				  "cannot statvfs %s (%s)", path, errno_name(errno));
+		return;
+	}
+	bool nosuid = sv.f_flag & ST_NOSUID, nodev = sv.f_flag & ST_NODEV;
+	if (nosuid && nodev) {
+		check_set(r, id, CHECK_STATUS_OK, "%s: nosuid,nodev", path);
+		return;
+	}
+	/* nodev alone is a warning: agents cannot make device nodes (no CAP_MKNOD). */
+	check_set(r, id, !nosuid && trusted ? CHECK_STATUS_FAIL : CHECK_STATUS_WARN,
+		  "%s: without %s (%s)", path,
+		  !nosuid && !nodev ? "nosuid,nodev"
+		  : !nosuid	    ? "nosuid"
+				    : "nodev",
+		  trusted ? "trusted commands configured: agents run without no_new_privs"
+			  : "no trusted commands: agents keep no_new_privs");
+}
+
 /* Run `PROG -V` (inside the root when it is not "/") and keep the first line of stdout.
  * Fixed environment, stdin /dev/null, output and time bounded. */
 static int program_version(const char *root, const char *path, char *buf, size_t size)
@@ -749,6 +837,13 @@ int check_run(const char *root, unsigned flags, struct check_report **ret)
 			  "Linux < 5.2 lets everyone use userfaultfd, or it is not built");
 	probe_sysctl_min(r, CHECK_PERF_EVENT, "kernel/perf_event_paranoid", 2, CHECK_STATUS_WARN,
 			 CHECK_STATUS_OK);
+	probe_suid_dumpable(r);
+	probe_proc_hidepid(r);
+	/* Present, or not known to be absent: the stricter verdict. */
+	struct stat tst;
+	bool trusted = lstat(CHECK_TRUSTED_SUDOERS, &tst) == 0 || errno != ENOENT;
+	probe_nosuid(r, CHECK_NOSUID_DATA, "/data", trusted);
+	probe_nosuid(r, CHECK_NOSUID_WORKSPACES, "/workspaces", trusted);
 	probe_program(r, CHECK_SUDO, root_fd, root, "sudo", true);
 	probe_program(r, CHECK_VISUDO, root_fd, root, "visudo", false);
 	if (flags & CHECK_SKIP_SETUID_WALK)

@@ -32,6 +32,10 @@ enum check_id {
 	CHECK_SUDO,
 	CHECK_VISUDO,
 	CHECK_SETUID_FILES,
+	CHECK_SUID_DUMPABLE,
+	CHECK_PROC_HIDEPID,
+	CHECK_NOSUID_DATA,
+	CHECK_NOSUID_WORKSPACES,
 	_CHECK_MAX,
 };
 
@@ -77,6 +81,14 @@ struct check_report {
 enum {
 	CHECK_SKIP_SETUID_WALK = 1 << 0,
 };
+
+/* Where trusted commands are configured (agents then run without no_new_privs); the nosuid
+ * checks are hard failures there and warnings elsewhere. */
+#define CHECK_TRUSTED_SUDOERS "/etc/sudoers.d/pistis-trusted"
+
+/* The verdict of the hidepid check from /proc's superblock options ("rw,hidepid=invisible"):
+ * ok for invisible/2 and ptraceable/4, warn otherwise. Writes what was found to value. */
+enum check_status check_hidepid_status(const char *super_opts, char *value, size_t size);
 
 /* Probe everything. root: "/" or an image root (only the image-side checks, sudo, visudo
  * and the setuid inventory, look there; kernel checks always describe the running kernel).

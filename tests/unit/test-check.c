@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "lib/macro.h"
+#include "lib/mountinfo.h"
 #include "lib/tap.h"
 #include "pistisd/check.h"
 
@@ -56,10 +57,89 @@ TEST(hard_set_is_the_documented_one)
 	for (unsigned i = 0; i < _CHECK_MAX; i++)
 		if (check_is_hard(i))
 			hard |= CHECK_BIT(i);
-	ASSERT_EQ(hard, CHECK_BIT(CHECK_SECCOMP) | CHECK_BIT(CHECK_OPENAT2) |
-				CHECK_BIT(CHECK_CLOSE_RANGE) |
-				CHECK_BIT(CHECK_PROTECTED_HARDLINKS) |
-				CHECK_BIT(CHECK_PROTECTED_SYMLINKS));
+	ASSERT_EQ(hard,
+		  CHECK_BIT(CHECK_SECCOMP) | CHECK_BIT(CHECK_OPENAT2) |
+			  CHECK_BIT(CHECK_CLOSE_RANGE) | CHECK_BIT(CHECK_PROTECTED_HARDLINKS) |
+			  CHECK_BIT(CHECK_PROTECTED_SYMLINKS) | CHECK_BIT(CHECK_SUID_DUMPABLE) |
+			  CHECK_BIT(CHECK_NOSUID_DATA) | CHECK_BIT(CHECK_NOSUID_WORKSPACES));
+}
+
+TEST(hidepid_verdicts)
+{
+	char v[256];
+
+	EXPECT_EQ((int)check_hidepid_status("rw,hidepid=invisible", v, sizeof(v)),
+		  (int)CHECK_STATUS_OK);
+	EXPECT_STREQ(v, "hidepid=invisible");
+	EXPECT_EQ((int)check_hidepid_status("rw,hidepid=2", v, sizeof(v)), (int)CHECK_STATUS_OK);
+	EXPECT_EQ((int)check_hidepid_status("rw,hidepid=ptraceable,subset=pid", v, sizeof(v)),
+		  (int)CHECK_STATUS_OK);
+	EXPECT_STREQ(v, "hidepid=ptraceable; subset=pid");
+	EXPECT_EQ((int)check_hidepid_status("rw,hidepid=4", v, sizeof(v)), (int)CHECK_STATUS_OK);
+	EXPECT_EQ((int)check_hidepid_status("rw,hidepid=noaccess", v, sizeof(v)),
+		  (int)CHECK_STATUS_WARN);
+	EXPECT_EQ((int)check_hidepid_status("rw,hidepid=1", v, sizeof(v)), (int)CHECK_STATUS_WARN);
+	EXPECT_EQ((int)check_hidepid_status("rw,hidepid=0", v, sizeof(v)), (int)CHECK_STATUS_WARN);
+	EXPECT_EQ((int)check_hidepid_status("rw", v, sizeof(v)), (int)CHECK_STATUS_WARN);
+	EXPECT_EQ((int)check_hidepid_status("", v, sizeof(v)), (int)CHECK_STATUS_WARN);
+	/* Prefixes and look-alikes are not the option. */
+	EXPECT_EQ((int)check_hidepid_status("rw,xhidepid=2,hidepid2", v, sizeof(v)),
+		  (int)CHECK_STATUS_WARN);
+	EXPECT_EQ((int)check_hidepid_status("rw,hidepid=22", v, sizeof(v)), (int)CHECK_STATUS_WARN);
+	EXPECT_EQ((int)check_hidepid_status("rw,hidepid=invisiblex", v, sizeof(v)),
+		  (int)CHECK_STATUS_WARN);
+}
+
+TEST(mountinfo_lines)
+{
+	char l1[] = "36 35 98:0 /mnt1 /mnt\\0402 rw,noatime master:1 shared:7 - ext3 /dev/r\\134t "
+		    "rw,errors=continue";
+	char l2[] = "25 1 0:23 / /proc rw,nosuid,nodev,noexec,relatime - proc proc "
+		    "rw,hidepid=invisible";
+	char bad1[] = "36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 ext3 /dev/root rw";
+	char bad2[] = "x 35 98:0 / / rw - ext3 /dev/root rw";
+	char bad3[] = "36 35 98:0 / / rw - ext3 /dev/root rw extra";
+	char bad4[] = "";
+	struct mountinfo_entry e;
+
+	ASSERT_EQ(mountinfo_parse_line(l1, &e), 0);
+	EXPECT_EQ(e.id, 36u);
+	EXPECT_EQ(e.parent, 35u);
+	EXPECT_STREQ(e.root, "/mnt1");
+	EXPECT_STREQ(e.mount_point, "/mnt 2");
+	EXPECT_STREQ(e.mount_opts, "rw,noatime");
+	EXPECT_STREQ(e.fstype, "ext3");
+	EXPECT_STREQ(e.source, "/dev/r\\t");
+	EXPECT_STREQ(e.super_opts, "rw,errors=continue");
+	ASSERT_EQ(mountinfo_parse_line(l2, &e), 0);
+	EXPECT_STREQ(e.mount_point, "/proc");
+	EXPECT_STREQ(e.super_opts, "rw,hidepid=invisible");
+	EXPECT_EQ(mountinfo_parse_line(bad1, &e), -EINVAL);
+	EXPECT_EQ(mountinfo_parse_line(bad2, &e), -EINVAL);
+	EXPECT_EQ(mountinfo_parse_line(bad3, &e), -EINVAL);
+	EXPECT_EQ(mountinfo_parse_line(bad4, &e), -EINVAL);
+}
+
+TEST(mountinfo_options_and_prefixes)
+{
+	const char *v = NULL;
+	size_t n = 99;
+
+	EXPECT_TRUE(mountinfo_opt("rw,nosuid,nodev", "nosuid", &v, &n));
+	EXPECT_EQ(n, 0u);
+	EXPECT_TRUE(mountinfo_opt("rw,hidepid=invisible", "hidepid", &v, &n));
+	EXPECT_EQ(n, 9u);
+	EXPECT_EQ(strncmp(v, "invisible", n), 0);
+	EXPECT_FALSE(mountinfo_opt("rw,nosuidx,xnosuid", "nosuid", NULL, NULL));
+	EXPECT_FALSE(mountinfo_opt("", "rw", NULL, NULL));
+	EXPECT_TRUE(mountinfo_opt("rw", "rw", NULL, NULL));
+
+	EXPECT_TRUE(mountinfo_path_under("/workspaces", "/workspaces"));
+	EXPECT_TRUE(mountinfo_path_under("/workspaces/a/b", "/workspaces"));
+	EXPECT_FALSE(mountinfo_path_under("/workspaces2", "/workspaces"));
+	EXPECT_FALSE(mountinfo_path_under("/work", "/workspaces"));
+	EXPECT_TRUE(mountinfo_path_under("/anything", "/"));
+	EXPECT_TRUE(mountinfo_path_under("/", "/"));
 }
 
 TEST(allow_parse_lists)

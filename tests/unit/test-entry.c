@@ -35,6 +35,7 @@ TEST(args_defaults)
 	ASSERT_EQ(PARSE(&o, NULL), ENTRY_PARSE_RUN);
 	EXPECT_TRUE(o.restart);
 	EXPECT_TRUE(o.prepare);
+	EXPECT_TRUE(o.harden);
 	EXPECT_EQ(o.grace_ms, 10000);
 	EXPECT_EQ(o.delay_ms, 1000);
 	EXPECT_EQ(o.delay_max_ms, 30000);
@@ -51,10 +52,12 @@ TEST(args_all)
 
 	ASSERT_EQ(PARSE(&o, "--no-restart", "--grace", "2.5", "--data=/srv/d", "--pistisd",
 			"/opt/pistisd", "--restart-delay", "0.05", "--restart-delay-max=0.2",
-			"--max-restarts", "0", "--no-prepare", "-v", "--", "sh", "-c", "--grace 1"),
+			"--max-restarts", "0", "--no-prepare", "--no-harden-mounts", "-v", "--",
+			"sh", "-c", "--grace 1"),
 		  ENTRY_PARSE_RUN);
 	EXPECT_FALSE(o.restart);
 	EXPECT_FALSE(o.prepare);
+	EXPECT_FALSE(o.harden);
 	EXPECT_TRUE(o.verbose);
 	EXPECT_EQ(o.grace_ms, 2500);
 	EXPECT_EQ(o.delay_ms, 50);
@@ -66,6 +69,22 @@ TEST(args_all)
 	EXPECT_STREQ(o.cmd[0], "sh");
 	EXPECT_STREQ(o.cmd[2], "--grace 1"); /* after "--" nothing is an option */
 	EXPECT_NULL(o.cmd[3]);
+}
+
+TEST(args_harden_is_separate_from_prepare)
+{
+	struct entry_opts o;
+	const char *err, *arg;
+
+	ASSERT_EQ(PARSE(&o, "--no-prepare", "--", "true"), ENTRY_PARSE_RUN);
+	EXPECT_FALSE(o.prepare);
+	EXPECT_TRUE(o.harden);
+	ASSERT_EQ(PARSE(&o, "--no-harden-mounts", "--", "true"), ENTRY_PARSE_RUN);
+	EXPECT_TRUE(o.prepare);
+	EXPECT_FALSE(o.harden);
+	/* Exact name only: no prefix, no value. */
+	EXPECT_EQ(PARSE(&o, "--no-harden", "--", "true"), -EINVAL);
+	EXPECT_EQ(PARSE(&o, "--no-harden-mounts=yes", "--", "true"), -EINVAL);
 }
 
 TEST(args_help_version)

@@ -1,0 +1,235 @@
+/* Mount hardening at start-up (docs/entry.md, "Mount hardening"): the trees agents can write
+ * become nosuid,nodev, and /proc gets hidepid=invisible.
+ *
+ * Where trusted commands are configured, agents run without no_new_privs (sudo needs its
+ * setuid bit), so a setuid file one agent plants in a shared tree would run as that agent
+ * whenever another executes it; nosuid on those trees takes the bit's meaning away. nodev
+ * does the same for device nodes. hidepid keeps agents from reading each other's command
+ * lines and environments' neighbours in /proc. */
+#include "pistisd-entry/supervise.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "lib/log.h"
+#include "lib/macro.h"
+#include "lib/mountinfo.h"
+
+/* Mount points beneath one tree remounted at most (a limit on work, not a real bound). */
+#define HARDEN_MAX_SUBMOUNTS 4096u
+/* The inode number of the initial PID namespace (PROC_PID_INIT_INO in the kernel). */
+#define HARDEN_PROC_PID_INIT_INO 0xEFFFFFFCU
+#define HARDEN_TRUSTED_SUDOERS "/etc/sudoers.d/pistis-trusted"
+
+/* The flags a bind remount must repeat: leaving one out clears it, and in a user namespace
+ * clearing a locked one (ro, noexec, nosuid, nodev) fails with EPERM. Atime flags are left
+ * out on purpose: a remount that names none keeps the mount's own. */
+static unsigned long keep_flags(unsigned long f_flag)
+{
+	unsigned long m = 0;
+
+	if (f_flag & ST_RDONLY)
+		m |= MS_RDONLY;
+	if (f_flag & ST_NOSUID)
+		m |= MS_NOSUID;
+	if (f_flag & ST_NODEV)
+		m |= MS_NODEV;
+	if (f_flag & ST_NOEXEC)
+		m |= MS_NOEXEC;
+	return m;
+}
+
+static bool is_mount_point(const char *path, bool *ret)
+{
+	_cleanup_free_ char *mi = NULL;
+	int r = mountinfo_read(&mi);
+
+	if (r < 0)
+		return log_warning_errno(r, "Failed to read /proc/self/mountinfo: %m"), false;
+	*ret = false;
+	for (char *line = mi, *next; line && *line; line = next) {
+		struct mountinfo_entry e;
+
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		if (mountinfo_parse_line(line, &e) == 0 && !strcmp(e.mount_point, path)) {
+			*ret = true;
+			break;
+		}
+	}
+	return true;
+}
+
+static int remount_one(const char *mp)
+{
+	struct statvfs sv;
+
+	if (statvfs(mp, &sv) < 0)
+		return log_warning_errno(-errno, "Failed to statvfs '%s': %m", mp);
+	if ((sv.f_flag & (ST_NOSUID | ST_NODEV)) == (ST_NOSUID | ST_NODEV))
+		return 0;
+	if (mount(NULL, mp, NULL,
+		  MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | keep_flags(sv.f_flag), NULL) < 0)
+		return log_warning_errno(-errno, "Failed to remount '%s' nosuid,nodev: %m", mp);
+	log_debug("remounted '%s' nosuid,nodev", mp);
+	return 0;
+}
+
+/* Every mount at PATH or beneath it (a volume inside /workspaces is a tree agents write
+ * too) becomes nosuid,nodev. Returns 0 or the first -errno (logged). */
+static int remount_tree(const char *path)
+{
+	_cleanup_free_ char *mi = NULL;
+	unsigned n = 0;
+	int r, ret = 0;
+
+	r = mountinfo_read(&mi);
+	if (r < 0)
+		return log_warning_errno(r, "Failed to read /proc/self/mountinfo: %m");
+	for (char *line = mi, *next; line && *line; line = next) {
+		struct mountinfo_entry e;
+
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		if (mountinfo_parse_line(line, &e) < 0 ||
+		    !mountinfo_path_under(e.mount_point, path))
+			continue;
+		if (++n > HARDEN_MAX_SUBMOUNTS) {
+			log_warning("more than %u mounts beneath '%s'; the rest keep their flags",
+				    HARDEN_MAX_SUBMOUNTS, path);
+			return ret ?: -E2BIG;
+		}
+		r = remount_one(e.mount_point);
+		if (r < 0 && ret == 0)
+			ret = r;
+	}
+	return ret;
+}
+
+/* Returns 0 when PATH (and what is mounted beneath it) is nosuid,nodev or does not exist;
+ * a logged -errno otherwise. */
+static int harden_tree(const char *path)
+{
+	char real[PATH_MAX];
+	struct statvfs sv;
+	struct stat st;
+	bool mp = false;
+	int r;
+
+	if (lstat(path, &st) < 0) {
+		if (errno == ENOENT) {
+			log_debug("'%s' does not exist: nothing to harden", path);
+			return 0;
+		}
+		return log_warning_errno(-errno, "Failed to stat '%s': %m", path);
+	}
+	/* mount(2) follows symlinks; a tree we harden is named by the operator, never by
+	 * where a link happens to point. */
+	if (!S_ISDIR(st.st_mode))
+		return log_warning_errno(S_ISLNK(st.st_mode) ? -ELOOP : -ENOTDIR,
+					 "'%s' is not a directory (%s): not hardened", path,
+					 S_ISLNK(st.st_mode) ? "a symlink" : "another file type");
+	/* mountinfo names mount points canonically; compare like with like. */
+	if (!realpath(path, real))
+		return log_warning_errno(-errno, "Failed to resolve '%s': %m", path);
+	if (!is_mount_point(real, &mp))
+		return -EIO;
+	if (!mp) {
+		/* A plain directory of the root filesystem: give it a mount of its own to set
+		 * flags on. MS_REC takes along what is mounted beneath it. */
+		if (mount(real, real, NULL, MS_BIND | MS_REC, NULL) < 0)
+			return log_warning_errno(-errno,
+						 "Failed to bind-mount '%s' onto itself: %m", real);
+		log_debug("bind-mounted '%s' onto itself", real);
+	}
+	r = remount_tree(real);
+	if (r < 0)
+		return r;
+	/* Believe the kernel, not our bookkeeping. */
+	if (statvfs(real, &sv) < 0)
+		return log_warning_errno(-errno, "Failed to statvfs '%s': %m", real);
+	if ((sv.f_flag & (ST_NOSUID | ST_NODEV)) != (ST_NOSUID | ST_NODEV))
+		return log_warning_errno(-EIO, "'%s' is still not nosuid,nodev after remounting",
+					 real);
+	log_info("'%s' is mounted nosuid,nodev", path);
+	return 0;
+}
+
+/* hidepid=invisible on /proc, only on a proc instance that is this container's own: in a
+ * PID namespace other than the host's, and showing us as the PID we are. The options of
+ * proc belong to its instance (superblock), so remounting the host's /proc would change
+ * what the whole host sees. */
+static int harden_proc(void)
+{
+	char self[32], want[32];
+	struct statvfs sv;
+	struct stat st;
+	ssize_t n;
+
+	if (stat("/proc/self/ns/pid", &st) < 0)
+		return log_warning_errno(-errno, "/proc is not mounted (or has no "
+						 "/proc/self/ns/pid): not setting hidepid: %m");
+	if (st.st_ino == HARDEN_PROC_PID_INIT_INO) {
+		log_notice("running in the host's PID namespace: leaving /proc alone (hidepid "
+			   "there would apply to the whole host)");
+		return -EPERM;
+	}
+	n = readlink("/proc/self", self, sizeof(self) - 1);
+	if (n < 0)
+		return log_warning_errno(-errno, "Failed to read /proc/self: %m");
+	self[n] = '\0';
+	snprintf(want, sizeof(want), "%d", (int)getpid());
+	if (strcmp(self, want)) {
+		log_notice("/proc belongs to another PID namespace (/proc/self is %s, we are "
+			   "%s): leaving it alone",
+			   self, want);
+		return -EPERM;
+	}
+	if (statvfs("/proc", &sv) < 0)
+		return log_warning_errno(-errno, "Failed to statvfs /proc: %m");
+	/* A superblock remount sets the mount's flags too: repeat them. "2" and not
+	 * "invisible": older kernels (< 5.8) know only the number; it means the same. */
+	if (mount("proc", "/proc", NULL, MS_REMOUNT | keep_flags(sv.f_flag), "hidepid=2") < 0)
+		return log_warning_errno(-errno, "Failed to remount /proc with hidepid=invisible: "
+						 "%m; agents can see each other's processes");
+	log_info("/proc remounted with hidepid=invisible");
+	return 0;
+}
+
+int entry_harden_mounts(const char *data_dir)
+{
+	const char *const trees[] = {data_dir, "/workspaces", "/tmp", "/dev/shm"};
+	struct stat st;
+	bool trusted;
+
+	/* With trusted commands agents run without no_new_privs: a setuid file in a tree they
+	 * share is then a way from one agent to another, and entry refuses to start. */
+	trusted = lstat(HARDEN_TRUSTED_SUDOERS, &st) == 0;
+	for (size_t i = 0; i < ELEMENTSOF(trees); i++) {
+		int r = harden_tree(trees[i]);
+
+		if (r >= 0)
+			continue;
+		if (trusted && i < 2) {
+			log_error(
+				"Refusing to start: trusted commands are configured (%s), so "
+				"agents run without no_new_privs, and '%s' could not be made "
+				"nosuid,nodev. Mount it nosuid,nodev, give entry CAP_SYS_ADMIN, or "
+				"opt out with --no-harden-mounts",
+				HARDEN_TRUSTED_SUDOERS, trees[i]);
+			return -EPERM;
+		}
+		log_warning("'%s' stays without nosuid,nodev", trees[i]);
+	}
+	(void)harden_proc();
+	return 0;
+}
