@@ -199,8 +199,8 @@ int registry_parse_owned(char *buf, size_t len, bool lazy, struct registry *ret,
 		*ret_why = "file too large";
 		return -EFBIG;
 	}
-	/* Sized once for the usual record (~60 bytes), grown if they are shorter. */
-	lines = len / 56 + 16;
+	/* Sized once for records of 32 bytes or more (the usual is ~47), grown if shorter. */
+	lines = len / 32 + 16;
 	seen = calloc((range + 7) / 8, 1);
 	if (!seen ||
 	    (lines > 1 && (reg.recs = reallocarray(NULL, MIN(lines, (size_t)REGISTRY_RECORDS_MAX),
