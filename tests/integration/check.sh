@@ -41,8 +41,8 @@ exits 111 "--root that does not exist is a system error" "$P" check --root "$S/n
 "$P" check --json --no-walk >"$S/host.json" 2>"$S/host.err"
 rc=$?
 ok "--json output is one valid JSON document" python3 -m json.tool "$S/host.json"
-is "--json lists all 19 checks" \
-	"$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["checks"]))' "$S/host.json")" 19
+is "--json lists all 23 checks" \
+	"$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["checks"]))' "$S/host.json")" 23
 ok "every check has name, status, hard, allowed, value, promise, advice" python3 -c '
 import json, sys
 for c in json.load(open(sys.argv[1]))["checks"]:
@@ -65,10 +65,11 @@ like "cgroup2 found through mountinfo" "$(field "$S/host.json" cgroup2 value)" \
 	"at $(awk '$9 == "cgroup2" { print $5; exit }' /proc/self/mountinfo);"
 
 # --- both verdicts, with the hard sysctls faked ------------------------------------
-for n in protected_hardlinks protected_symlinks; do
+for n in protected_hardlinks protected_symlinks suid_dumpable; do
 	echo 1 >"$S/$n"
 	mount --bind "$S/$n" "/proc/sys/fs/$n"
 done
+echo 0 >"$S/suid_dumpable"
 is "faked sysctl is what /proc/sys shows in this namespace" \
 	"$(cat /proc/sys/fs/protected_hardlinks)" 1
 
@@ -121,6 +122,25 @@ out=$("$P" check --no-walk 2>&1 >/dev/null)
 like "unparsable sysctl fails the hard requirement" "$out" \
 	"'protected_hardlinks' does not hold: /proc/sys/fs/protected_hardlinks unreadable \(EINVAL\)"
 echo 1 >"$S/protected_hardlinks"
+
+# --- fs.suid_dumpable: hard, 2 tolerated ---------------------------------------------
+echo 1 >"$S/suid_dumpable"
+"$P" check --no-walk --json >"$S/sd.json" 2>"$S/err"
+is "suid_dumpable=1: exit 1" "$?" 1
+is "suid_dumpable=1: status fail" "$(field "$S/sd.json" suid_dumpable status)" fail
+like "suid_dumpable=1: stderr names it and what to do" "$(cat "$S/err")" \
+	"'suid_dumpable' does not hold: 1 \(want 0\); sysctl fs.suid_dumpable=0"
+like "suid_dumpable: the promise it backs is in the report" \
+	"$(field "$S/sd.json" suid_dumpable promise)" 'not dumpable'
+exits 0 "suid_dumpable=1 with --allow suid_dumpable: exit 0" \
+	"$P" check --no-walk --allow suid_dumpable
+echo 2 >"$S/suid_dumpable"
+"$P" check --no-walk --json >"$S/sd.json" 2>/dev/null
+is "suid_dumpable=2: exit 0 (root-only dumps hold, with a warning)" "$?" 0
+is "suid_dumpable=2: status warn" "$(field "$S/sd.json" suid_dumpable status)" warn
+echo 0 >"$S/suid_dumpable"
+"$P" check --no-walk --json >"$S/sd.json" 2>/dev/null
+is "suid_dumpable=0: ok" "$(field "$S/sd.json" suid_dumpable status)" ok
 
 # --- throwaway roots: sudo and the setuid inventory -------------------------------
 D=$(root_fresh debian) || { echo "Bail out! no debian root"; exit 1; }
@@ -178,6 +198,61 @@ like "text output escapes the newline" "$out" '/opt/evil\\nname$'
 out=$(in_root "$M" pistisd check --json 2>/dev/null)
 like "run inside the root, the walk finds the planted file" "$out" '"path": "/opt/planted"'
 unlike "run inside the root, /proc is skipped" "$out" '"path": "/proc/'
+
+# --- /proc hidepid and nosuid /data, /workspaces, run inside the debian root -------------
+# The root has a proc instance of its own (root_fresh mounts one); a new proc mount is a new
+# instance (Linux >= 5.8), so options set here change nothing outside this namespace.
+in_root "$D" pistisd check --no-walk --json >"$S/h.json" 2>/dev/null
+is "proc without hidepid: warn" "$(field "$S/h.json" proc_hidepid status)" warn
+like "…says every process is visible" "$(field "$S/h.json" proc_hidepid value)" '^no hidepid'
+is "proc_hidepid is not hard" "$(field "$S/h.json" proc_hidepid hard)" False
+mount -t proc -o nosuid,nodev,noexec,hidepid=invisible proc "$D/proc"
+in_root "$D" pistisd check --no-walk --json >"$S/h.json" 2>/dev/null
+is "proc with hidepid=invisible: ok" "$(field "$S/h.json" proc_hidepid status)" ok
+is "…value" "$(field "$S/h.json" proc_hidepid value)" "hidepid=invisible"
+umount "$D/proc"
+mount -t proc -o nosuid,nodev,noexec,hidepid=noaccess proc "$D/proc"
+in_root "$D" pistisd check --no-walk --json >"$S/h.json" 2>/dev/null
+is "proc with hidepid=noaccess (pids still listed): warn" \
+	"$(field "$S/h.json" proc_hidepid status)" warn
+umount "$D/proc"
+
+# Everything else hard is allowed, so the exit code is nosuid_data's alone.
+ALLOW=seccomp,openat2,close_range,protected_hardlinks,protected_symlinks,suid_dumpable
+ALLOW=$ALLOW,nosuid_workspaces
+inside_check() { in_root "$D" env PISTIS_ALLOW=$ALLOW pistisd check --no-walk --json "$@"; }
+inside_check >"$S/n.json" 2>/dev/null
+is "no /data: nosuid_data ok" "$(field "$S/n.json" nosuid_data status)" ok
+like "…saying it does not exist" "$(field "$S/n.json" nosuid_data value)" 'does not exist'
+mkdir -p "$D/data" "$D/workspaces"
+mount --bind "$D/data" "$D/data"
+mount --bind "$D/workspaces" "$D/workspaces"
+mount -o remount,bind,nosuid,nodev "$D/data"
+mount -o remount,bind,nosuid "$D/workspaces"
+inside_check >"$S/n.json" 2>/dev/null
+is "/data nosuid,nodev: ok" "$(field "$S/n.json" nosuid_data status)" ok
+is "/workspaces nosuid without nodev: warn" "$(field "$S/n.json" nosuid_workspaces status)" warn
+mount -o remount,bind,suid,dev "$D/data"
+inside_check >"$S/n.json" 2>/dev/null
+is "/data suid, no trusted commands: exit 0" "$?" 0
+is "/data suid, no trusted commands: warn" "$(field "$S/n.json" nosuid_data status)" warn
+like "…saying agents keep no_new_privs" "$(field "$S/n.json" nosuid_data value)" \
+	'^/data: without nosuid,nodev \(no trusted commands'
+mkdir -p "$D/etc/sudoers.d"
+echo '# test' >"$D/etc/sudoers.d/pistis-trusted"
+inside_check >"$S/n.json" 2>"$S/err"
+is "/data suid with trusted commands configured: exit 1" "$?" 1
+is "…status fail" "$(field "$S/n.json" nosuid_data status)" fail
+like "…stderr names nosuid_data and the fix" "$(cat "$S/err")" \
+	"'nosuid_data' does not hold: .*mount /data nosuid,nodev"
+is "/workspaces nosuid (nodev missing only) with trusted commands: still warn" \
+	"$(field "$S/n.json" nosuid_workspaces status)" warn
+exits 0 "…--allow nosuid_data: exit 0" \
+	in_root "$D" env PISTIS_ALLOW=$ALLOW,nosuid_data pistisd check --no-walk
+mount -o remount,bind,nosuid,nodev "$D/data"
+exits 0 "/data nosuid,nodev with trusted commands: exit 0" inside_check
+rm "$D/etc/sudoers.d/pistis-trusted"
+umount "$D/data" "$D/workspaces"
 
 exits 0 "--no-walk skips the inventory" "$P" check --no-walk --root "$M"
 out=$("$P" check --json --no-walk --root "$M")
