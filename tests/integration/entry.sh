@@ -11,7 +11,9 @@ need_mount_ns "$@"
 E=$BIN/pistisd-entry
 [ -x "$E" ] || { echo "1..0 # SKIP $E not built"; exit 0; }
 S=$(scratch)
-NP=--no-prepare
+# The supervision tests run in this test's own namespaces: leave its mounts alone (mount
+# hardening has its own section, in namespaces made for it).
+NP="--no-prepare --no-harden-mounts"
 
 # Host pid of PID 1 in the namespace that `unshare -fp` (host pid $1) made: its only child.
 ns_init() {
@@ -255,59 +257,62 @@ exit 9
 EOF
 chmod 0755 "$fake"
 D=$S/data
+NH=--no-harden-mounts
 mkdir -p "$D/pistis"
 chmod 0755 "$D/pistis"
 printf 'relay = ws://127.0.0.1:9/x\ntoken-file = /data/pistis/token\nname = box-1\n' \
 	>"$D/pistis/serve.conf"
 rm -f "$S/fake.base" "$S/fake.serve"
-exits 0 "default child from serve.conf" "$E" --data "$D" --pistisd "$fake" --no-restart
+exits 0 "default child from serve.conf" "$E" $NH --data "$D" --pistisd "$fake" --no-restart
 is "ensure-base ran once before it" "$(cat "$S/fake.base" 2>/dev/null)" "users ensure-base"
 is "…and pistisd serve got the options of serve.conf" "$(tr '\n' ' ' <"$S/fake.serve")" \
 	"serve --relay=ws://127.0.0.1:9/x --token-file=/data/pistis/token --name=box-1 "
 rm -f "$S/fake.serve"
-env PISTIS_RELAY=/run/relay.sock PISTIS_TOKEN_FILE=/run/t "$E" --data "$D" \
+env PISTIS_RELAY=/run/relay.sock PISTIS_TOKEN_FILE=/run/t "$E" $NH --data "$D" \
 	--pistisd "$fake" --no-restart 2>/dev/null
 is "PISTIS_RELAY and PISTIS_TOKEN_FILE override serve.conf" "$(tr '\n' ' ' <"$S/fake.serve")" \
 	"serve --relay=/run/relay.sock --token-file=/run/t --name=box-1 "
 exits 111 "ensure-base failing stops entry before the child" \
-	env FAKE_BASE_RC=1 "$E" --data "$D" --pistisd "$fake" --no-restart
+	env FAKE_BASE_RC=1 "$E" $NH --data "$D" --pistisd "$fake" --no-restart
 chmod 0666 "$D/pistis/serve.conf"
 exits 100 "a group/other-writable serve.conf is refused" \
-	"$E" --data "$D" --pistisd "$fake" --no-restart
+	"$E" $NH --data "$D" --pistisd "$fake" --no-restart
 chmod 0644 "$D/pistis/serve.conf"
 chmod 0777 "$D/pistis"
 exits 100 "a group/other-writable pistis/ directory is refused" \
-	"$E" --data "$D" --pistisd "$fake" --no-restart
+	"$E" $NH --data "$D" --pistisd "$fake" --no-restart
 chmod 0755 "$D/pistis"
 printf 'relay = x\ntoken = hunter2\n' >"$D/pistis/serve.conf"
-out=$("$E" --data "$D" --pistisd "$fake" --no-restart 2>&1)
+out=$("$E" $NH --data "$D" --pistisd "$fake" --no-restart 2>&1)
 is "an unknown key is refused (100)" "$?" 100
 like "…naming file and line" "$out" 'serve.conf:2: unknown key'
 rm "$D/pistis/serve.conf"
-out=$("$E" --data "$D" --pistisd "$fake" --no-restart 2>&1)
+out=$("$E" $NH --data "$D" --pistisd "$fake" --no-restart 2>&1)
 is "no configuration at all: 100" "$?" 100
 like "…saying what to set" "$out" 'no relay configured: set relay and token-file'
-out=$("$E" --data "$D" --pistisd "$S/none" --no-restart -- true 2>&1)
+out=$("$E" $NH --data "$D" --pistisd "$S/none" --no-restart -- true 2>&1)
 like "no pistisd binary: ensure-base is skipped, and said so" "$out" "not found: skipping"
 
 # --- /data in a throwaway root; the real pistisd users ensure-base ---------------------------
 if [ -x "$BIN/pistisd" ] && R=$(root_fresh debian 2>/dev/null); then
+	# in_root shares this test's mount namespace; entry's own mounts would stay behind
+	# (and /data, a mount point then, could not be renamed below).
 	exits 0 "debian root: entry prepares and runs the child" \
-		in_root "$R" /usr/local/bin/pistisd-entry --no-restart -- /bin/true
+		in_root "$R" /usr/local/bin/pistisd-entry $NH --no-restart -- /bin/true
 	is "/data created root:root 0755" "$(stat -c '%u:%g %a' "$R/data")" "0:0 755"
 	ok "ensure-base made group pi-sandbox" grep -q '^pi-sandbox:x:10010:' "$R/etc/group"
 	ok "ensure-base made user pi-tools" grep -q '^pi-tools:x:10002:10002:' "$R/etc/passwd"
 	chown 1000:1000 "$R/data" && chmod 0777 "$R/data"
-	in_root "$R" /usr/local/bin/pistisd-entry --no-restart -- /bin/true 2>"$S/d.log"
+	in_root "$R" /usr/local/bin/pistisd-entry $NH --no-restart -- /bin/true 2>"$S/d.log"
 	is "an unsafe existing /data is made root:root 0755" "$(stat -c '%u:%g %a' "$R/data")" \
 		"0:0 755"
 	like "…and that is logged" "$(cat "$S/d.log")" "was owned by 1000:1000; now root:root"
 	chmod 0711 "$R/data"
-	in_root "$R" /usr/local/bin/pistisd-entry --no-restart -- /bin/true 2>/dev/null
+	in_root "$R" /usr/local/bin/pistisd-entry $NH --no-restart -- /bin/true 2>/dev/null
 	is "a stricter mode an operator chose is kept" "$(stat -c '%a' "$R/data")" 711
 	mv "$R/data" "$R/data.real" && ln -s /data.real "$R/data"
 	exits 111 "a symlinked /data is refused" \
-		in_root "$R" /usr/local/bin/pistisd-entry --no-restart -- /bin/true
+		in_root "$R" /usr/local/bin/pistisd-entry $NH --no-restart -- /bin/true
 	rm "$R/data" && mv "$R/data.real" "$R/data"
 
 	# The real pistisd serve as the default child: started from serve.conf, stopped by
@@ -318,7 +323,10 @@ if [ -x "$BIN/pistisd" ] && R=$(root_fresh debian 2>/dev/null); then
 	chmod 0600 "$R/data/pistis/token"
 	printf 'relay = /run/none.sock\ntoken-file = /data/pistis/token\n' \
 		>"$R/data/pistis/serve.conf"
-	unshare -fp --mount-proc --root="$R" /usr/local/bin/pistisd-entry --grace 3 \
+	# serve's start-up check refuses on a host that fails a hard requirement (this one
+	# has fs.protected_symlinks=0): opt out by name, as an operator would, for the argv test.
+	env PISTIS_ALLOW=protected_symlinks,protected_hardlinks,suid_dumpable \
+		unshare -fp --mount-proc --root="$R" /usr/local/bin/pistisd-entry --grace 3 \
 		2>"$S/serve.log" &
 	up=$!
 	init=$(ns_init $up)
@@ -332,6 +340,73 @@ if [ -x "$BIN/pistisd" ] && R=$(root_fresh debian 2>/dev/null); then
 	kill -TERM "$init"
 	wait $up
 	is "SIGTERM stops entry and pistisd serve: 143" "$?" 143
+
+	# --- mount hardening: entry as PID 1 of a new PID and mount namespace in the root ----
+	# The child reports, as root, how the trees are mounted and what an agent can do: uid
+	# 1001 owns a setuid copy of id in /workspaces, uid 1002 runs it (setpriv leaves
+	# no_new_privs off, as for agents where trusted commands are configured); 1001 runs a
+	# sleep, 1002 looks for it in /proc.
+	mkdir -p "$R/workspaces/vol"
+	mount -t tmpfs -o mode=0755 vol "$R/workspaces/vol"
+	cat >"$R/root/harden.sh" <<'EOS'
+opts() { r=; while read -r _ _ _ _ mp o _; do [ "$mp" = "$1" ] && r=$o; done </proc/self/mountinfo; echo "$r"; }
+echo "data=$(opts /data)"
+echo "ws=$(opts /workspaces)"
+echo "vol=$(opts /workspaces/vol)"
+echo "tmp=$(opts /tmp)"
+echo "shm=$(opts /dev/shm)"
+echo "proc=$(sed -n 's|^[^ ]* [^ ]* [^ ]* [^ ]* /proc .* - proc [^ ]* \(.*\)$|\1|p' /proc/self/mountinfo | tail -n 1)"
+cp /usr/bin/id /workspaces/id-a && chown 1001:1001 /workspaces/id-a && chmod 4755 /workspaces/id-a
+echo "euid=$(setpriv --reuid=1002 --regid=1002 --clear-groups /workspaces/id-a -u)"
+setpriv --reuid=1001 --regid=1001 --clear-groups sleep 5 &
+p=$!
+sleep 0.2
+see() { test -d "/proc/$1" && echo seen || echo hidden; }
+echo "other=$(setpriv --reuid=1002 --regid=1002 --clear-groups sh -c "test -d /proc/$p && echo seen || echo hidden")"
+echo "own=$(setpriv --reuid=1002 --regid=1002 --clear-groups sh -c 'test -d /proc/$$ && echo seen || echo hidden')"
+echo "root=$(see $p)"
+kill $p
+EOS
+	hard() { unshare -fp --mount-proc --root="$R" /usr/local/bin/pistisd-entry --no-restart "$@"; }
+	out=$(hard -- /bin/sh /root/harden.sh 2>"$S/h.log")
+	is "hardening: entry and the child ran (exit 0)" "$?" 0
+	like "/data (a plain directory) is bind-mounted nosuid,nodev" "$out" '^data=rw,nosuid,nodev,'
+	like "/workspaces is nosuid,nodev" "$out" '^ws=rw,nosuid,nodev,'
+	like "a mount beneath /workspaces is nosuid,nodev too" "$out" '^vol=rw,nosuid,nodev,'
+	like "/tmp is nosuid,nodev" "$out" '^tmp=rw,nosuid,nodev'
+	like "/dev/shm is nosuid,nodev" "$out" '^shm=rw,nosuid,nodev'
+	like "/proc has hidepid=invisible" "$out" '^proc=.*hidepid=invisible'
+	like "a setuid file of uid 1001 in /workspaces runs as 1002 for 1002 (not elevated)" \
+		"$out" '^euid=1002$'
+	like "uid 1002 does not see uid 1001's process in /proc" "$out" '^other=hidden$'
+	like "…but sees its own" "$out" '^own=seen$'
+	like "…and root (pistisd) still sees every process" "$out" '^root=seen$'
+	like "the log says what was hardened" "$(cat "$S/h.log")" "'/workspaces' is mounted nosuid,nodev"
+	# Control: without hardening the same setuid file elevates and the process is visible.
+	out=$(hard --no-harden-mounts -- /bin/sh /root/harden.sh 2>/dev/null)
+	like "control (--no-harden-mounts): the setuid file runs as its owner 1001" "$out" \
+		'^euid=1001$'
+	like "control: uid 1002 sees uid 1001's process" "$out" '^other=seen$'
+	like "control: /workspaces keeps suid" "$out" '^ws=$'
+	ok "entry's mounts stayed in its namespace (none on this test's /workspaces)" \
+		test "$(findmnt -no TARGET "$R/workspaces")" != "$R/workspaces"
+
+	# Trusted commands configured: a tree that cannot be hardened stops entry.
+	umount "$R/workspaces/vol"
+	rm -f "$R/workspaces/id-a"
+	mv "$R/workspaces" "$R/ws.real" && ln -s /ws.real "$R/workspaces"
+	out=$(hard -- /bin/true 2>&1)
+	is "no trusted commands, /workspaces cannot be hardened (a symlink): starts (0)" "$?" 0
+	like "…with a warning" "$out" "'/workspaces' stays without nosuid,nodev"
+	mkdir -p "$R/etc/sudoers.d" && echo '# test' >"$R/etc/sudoers.d/pistis-trusted"
+	out=$(hard -- /bin/true 2>&1)
+	is "trusted commands configured and /workspaces not hardened: refuses (111)" "$?" 111
+	like "…saying why and how to opt out" "$out" \
+		"Refusing to start: trusted commands are configured .*--no-harden-mounts"
+	exits 0 "…--no-harden-mounts opts out by name" hard --no-harden-mounts -- /bin/true
+	rm "$R/workspaces" && mv "$R/ws.real" "$R/workspaces"
+	exits 0 "trusted commands configured, every tree hardened: starts" hard -- /bin/true
+	rm "$R/etc/sudoers.d/pistis-trusted"
 else
 	skip "debian root: entry prepares /data and runs ensure-base" "no pistisd or no debian root"
 fi
