@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <unistd.h>
@@ -243,29 +244,50 @@ bool cgroup_name_ok(const char *name)
 	return true;
 }
 
-static void idle_name(char *buf, size_t size, unsigned i)
+bool cgroup_cmd_is_slot(const char *cmd)
 {
-	snprintf(buf, size, "idle-%u", i);
+	return !strncmp(cmd, CGROUP_SLOT_PREFIX, strlen(CGROUP_SLOT_PREFIX));
 }
 
-/* Take a parked command cgroup of this agent by renaming it to cmd: atomic, so two
- * pistisd processes never get the same one. 1 taken, 0 none parked. */
-static int claim_idle(int agent_fd, const char *cmd)
+/* Claim one of the agent's reusable command cgroups: <agent>/cmd-s0..N-1, made on first
+ * use and kept. A slot belongs to whoever holds flock(LOCK_EX) on its directory fd; the
+ * lock lives as long as that fd, so a pistisd that dies frees its slots, and a slot still
+ * populated (children kept, a crash) is passed over. Returns the locked directory fd and
+ * writes the slot's name to cmd, or -EBUSY when every slot is taken. */
+static int claim_slot(int agent_fd, char *cmd, size_t cmd_size)
 {
-	char idle[16];
+	for (unsigned i = 0; i < CGROUP_SLOTS; i++) {
+		char name[16];
+		int fd;
 
-	for (unsigned i = 0; i < CGROUP_IDLE_SLOTS; i++) {
-		idle_name(idle, sizeof(idle), i);
-		if (renameat(agent_fd, idle, agent_fd, cmd) == 0)
-			return 1;
+		snprintf(name, sizeof(name), CGROUP_SLOT_PREFIX "%u", i);
+		fd = openat(agent_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+		if (fd < 0 && errno == ENOENT) {
+			if (mkdirat(agent_fd, name, 0755) < 0 && errno != EEXIST)
+				return -errno;
+			fd = openat(agent_fd, name,
+				    O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+		}
+		if (fd < 0)
+			return -errno;
+		if (flock(fd, LOCK_EX | LOCK_NB) < 0 || cgroup_populated(fd) != 0) {
+			safe_close(fd);
+			continue;
+		}
+		if ((size_t)snprintf(cmd, cmd_size, "%s", name) >= cmd_size) {
+			safe_close(fd);
+			return -ENAMETOOLONG;
+		}
+		return fd;
 	}
-	return 0;
+	return -EBUSY;
 }
 
-int cgroup_cmd_create(struct cgroup_ctx *ctx, const char *agent, const char *cmd, bool reuse,
-		      const struct cgroup_limits *lim, int *ret_dir_fd, int *ret_procs_fd)
+int cgroup_cmd_create(struct cgroup_ctx *ctx, const char *agent, char *cmd, size_t cmd_size,
+		      int reuse_fd, const struct cgroup_limits *lim, int *ret_dir_fd,
+		      int *ret_procs_fd)
 {
-	_cleanup_close_ int agent_fd = -1, dir_fd = -1, procs_fd = -1;
+	_cleanup_close_ int agent_fd = -1, dir_fd = reuse_fd, procs_fd = -1;
 	char buf[32];
 	int applied = 0, r;
 
@@ -273,6 +295,8 @@ int cgroup_cmd_create(struct cgroup_ctx *ctx, const char *agent, const char *cmd
 		return -ENODEV;
 	if (!cgroup_name_ok(agent) || !cgroup_name_ok(cmd))
 		return -EINVAL;
+	if (dir_fd >= 0)
+		goto limits; /* this process's own, still locked or uniquely named */
 	agent_fd = openat(ctx->base_fd, agent, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	if (agent_fd < 0 && errno == ENOENT) {
 		if (mkdirat(ctx->base_fd, agent, 0755) < 0 && errno != EEXIST)
@@ -288,17 +312,23 @@ int cgroup_cmd_create(struct cgroup_ctx *ctx, const char *agent, const char *cmd
 	}
 	if (agent_fd < 0)
 		return -errno;
-	/* A cgroup parked by an earlier command (claim_idle), or one this process kept
-	 * (reuse: spawn.c's pool, EEXIST); mkdir + rmdir in cgroupfs cost more than a
-	 * rename. Every limit is rewritten below, "max" where none is asked for. */
-	if (!reuse && claim_idle(agent_fd, cmd) == 0 && mkdirat(agent_fd, cmd, 0755) < 0 &&
-	    errno != EEXIST)
-		return -errno;
-	dir_fd = openat(agent_fd, cmd, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	/* A reusable slot first: mkdir + rmdir in cgroupfs cost more than the rest of a
+	 * spawn's cgroup work. Only when every slot is busy a cgroup of its own (cmd). */
+	dir_fd = claim_slot(agent_fd, cmd, cmd_size);
 	if (dir_fd < 0) {
-		r = -errno;
-		goto fail;
+		if (dir_fd != -EBUSY)
+			return dir_fd;
+		if (mkdirat(agent_fd, cmd, 0755) < 0)
+			return -errno;
+		dir_fd = openat(agent_fd, cmd, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+		if (dir_fd < 0) {
+			r = -errno;
+			goto fail;
+		}
 	}
+limits:
+	/* Every limit is rewritten, "max" where none is asked for: a reused cgroup keeps
+	 * what the previous command had. */
 	if ((ctx->features & CGROUP_HAS_MEMORY) && !(lim && lim->memory_max))
 		(void)write_at(dir_fd, "memory.max", "max");
 	if ((ctx->features & CGROUP_HAS_PIDS) && !(lim && lim->pids_max))
@@ -337,7 +367,12 @@ int cgroup_cmd_create(struct cgroup_ctx *ctx, const char *agent, const char *cmd
 	*ret_procs_fd = TAKE_FD(procs_fd);
 	return applied | (int)(ctx->features & CGROUP_HAS_KILL);
 fail:
-	(void)unlinkat(agent_fd, cmd, AT_REMOVEDIR);
+	/* A slot stays (others may be waiting to open it); a cgroup of our own goes. */
+	if (!cgroup_cmd_is_slot(cmd) &&
+	    (agent_fd >= 0 ||
+	     (agent_fd = openat(ctx->base_fd, agent,
+				O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)) >= 0))
+		(void)unlinkat(agent_fd, cmd, AT_REMOVEDIR);
 	return r;
 }
 
@@ -388,29 +423,6 @@ int cgroup_cmd_remove(struct cgroup_ctx *ctx, const char *agent, const char *cmd
 	agent_fd = openat(ctx->base_fd, agent, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	if (agent_fd < 0)
 		return -errno;
-	if (unlinkat(agent_fd, cmd, AT_REMOVEDIR) < 0)
-		return -errno;
-	return 0;
-}
-
-int cgroup_cmd_park(struct cgroup_ctx *ctx, const char *agent, const char *cmd)
-{
-	_cleanup_close_ int agent_fd = -1;
-	char idle[16];
-
-	if (ctx->base_fd < 0)
-		return -ENODEV;
-	agent_fd = openat(ctx->base_fd, agent, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-	if (agent_fd < 0)
-		return -errno;
-	/* cgroupfs renames never replace an existing name: a taken slot fails, try the next. */
-	for (unsigned i = 0; i < CGROUP_IDLE_SLOTS; i++) {
-		idle_name(idle, sizeof(idle), i);
-		if (renameat(agent_fd, cmd, agent_fd, idle) == 0)
-			return 0;
-		if (errno == ENOENT)
-			return -errno;
-	}
 	if (unlinkat(agent_fd, cmd, AT_REMOVEDIR) < 0)
 		return -errno;
 	return 0;

@@ -6,6 +6,7 @@
  * cgroup v1 is not used (docs/spawn.md says why). */
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 enum {
@@ -35,19 +36,22 @@ void cgroup_done(struct cgroup_ctx *ctx);
 /* True for a name usable as the agent's cgroup directory. */
 bool cgroup_name_ok(const char *name);
 
-/* Empty command cgroups parked per agent as <agent>/idle-0..N-1 for the next command,
- * in this process or the next one (pistisd run is one process per command). */
-#define CGROUP_IDLE_SLOTS 2
+/* Reusable command cgroups per agent, <agent>/cmd-s0..N-1, claimed with flock on the
+ * directory (docs/spawn.md): pistisd run is one process per command, and mkdir + rmdir in
+ * cgroupfs would otherwise be paid by every command. */
+#define CGROUP_SLOTS 4
+#define CGROUP_SLOT_PREFIX "cmd-s"
+bool cgroup_cmd_is_slot(const char *cmd);
 
-/* Make <agent>/<cmd> (agent dir made on first use): a parked idle cgroup renamed to cmd
- * when there is one, else mkdir; reuse: cmd is this process's own empty cgroup already.
- * Then write the limits a controller exists for; *ret_dir_fd is the command cgroup's
- * directory, *ret_procs_fd its cgroup.procs opened for writing (the spawn child writes
- * "0" there). Returns a bitmask of CGROUP_HAS_* limits actually applied, or -errno. */
-int cgroup_cmd_create(struct cgroup_ctx *ctx, const char *agent, const char *cmd, bool reuse,
-		      const struct cgroup_limits *lim, int *ret_dir_fd, int *ret_procs_fd);
-/* Park the empty <agent>/<cmd> in a free idle slot, else rmdir it. -EBUSY: not empty. */
-int cgroup_cmd_park(struct cgroup_ctx *ctx, const char *agent, const char *cmd);
+/* Open a command cgroup of agent (agent dir made on first use): reuse_fd >= 0 is one this
+ * process already holds (taken over, cmd is its name); else a free slot, its name written
+ * to cmd; else, every slot busy, mkdir cmd (the caller's unique name). Then write the
+ * limits a controller exists for; *ret_dir_fd is the command cgroup's directory (holding
+ * the slot's lock), *ret_procs_fd its cgroup.procs opened for writing. Returns a bitmask
+ * of CGROUP_HAS_* limits actually applied, or -errno. */
+int cgroup_cmd_create(struct cgroup_ctx *ctx, const char *agent, char *cmd, size_t cmd_size,
+		      int reuse_fd, const struct cgroup_limits *lim, int *ret_dir_fd,
+		      int *ret_procs_fd);
 
 /* SIGKILL every process in the cgroup (cgroup.kill; before 5.14 by reading cgroup.procs). */
 int cgroup_kill(int dir_fd);

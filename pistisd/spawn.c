@@ -35,12 +35,13 @@
 #define CHILD_STACK_SIZE (256 * 1024)
 
 /* Empty command cgroups kept for the next command of the same agent: mkdir + rmdir in
- * cgroupfs cost more than the rest of a spawn together (bench/spawn.sh). What is left
- * here at spawn_ctx_free is parked (cgroup_cmd_park) for the next process. */
+ * cgroupfs cost more than the rest of a spawn together (bench/spawn.sh). A pooled slot
+ * keeps its directory fd, and with it the slot's lock (cgroup.h). */
 #define CGROUP_POOL_MAX 16
 struct pooled_cgroup {
 	char agent[65];
 	char cmd[48];
+	int fd;
 };
 
 struct spawn_ctx {
@@ -162,8 +163,12 @@ void spawn_ctx_free(struct spawn_ctx *ctx)
 {
 	if (!ctx)
 		return;
-	for (size_t i = 0; i < ctx->n_pool; i++)
-		(void)cgroup_cmd_park(&ctx->cg, ctx->pool[i].agent, ctx->pool[i].cmd);
+	for (size_t i = 0; i < ctx->n_pool; i++) {
+		/* Slots stay for the next process (closing the fd unlocks them). */
+		if (!cgroup_cmd_is_slot(ctx->pool[i].cmd))
+			(void)cgroup_cmd_remove(&ctx->cg, ctx->pool[i].agent, ctx->pool[i].cmd);
+		safe_close(ctx->pool[i].fd);
+	}
 	cgroup_done(&ctx->cg);
 	safe_close(ctx->devnull_fd);
 	free(ctx);
@@ -251,16 +256,17 @@ static void cgroup_cleanup(struct spawn_proc *p, bool wait_empty)
 
 	if (p->cgroup_fd < 0)
 		return;
-	if (wait_empty && cgroup_populated(p->cgroup_fd) == 0) {
-		if (ctx->n_pool < CGROUP_POOL_MAX) {
-			struct pooled_cgroup *pc = &ctx->pool[ctx->n_pool++];
-			memcpy(pc->agent, p->cgroup_agent, sizeof(pc->agent));
-			memcpy(pc->cmd, p->cgroup_cmd, sizeof(pc->cmd));
-			return;
-		}
-		if (cgroup_cmd_park(&ctx->cg, p->cgroup_agent, p->cgroup_cmd) != -EBUSY)
-			return;
+	if (wait_empty && ctx->n_pool < CGROUP_POOL_MAX && cgroup_populated(p->cgroup_fd) == 0) {
+		struct pooled_cgroup *pc = &ctx->pool[ctx->n_pool++];
+		memcpy(pc->agent, p->cgroup_agent, sizeof(pc->agent));
+		memcpy(pc->cmd, p->cgroup_cmd, sizeof(pc->cmd));
+		pc->fd = TAKE_FD(p->cgroup_fd);
+		return;
 	}
+	/* A slot is left in place, unlocked when proc_close closes its fd; whoever claims it
+	 * next passes it over while it is still populated. */
+	if (cgroup_cmd_is_slot(p->cgroup_cmd))
+		return;
 	for (int i = 0; i < 200; i++) {
 		int r = cgroup_cmd_remove(&p->ctx->cg, p->cgroup_agent, p->cgroup_cmd);
 		if (r != -EBUSY || !wait_empty)
@@ -351,23 +357,25 @@ int spawn_start(struct spawn_ctx *ctx, const struct spawn_opts *o, struct spawn_
 
 	a.cgroup_procs_fd = -1;
 	if (o->cgroup_agent && ctx->cg.base_fd >= 0) {
-		bool reuse;
+		int reuse_fd = -1;
 		size_t i;
 
 		snprintf(p->cgroup_agent, sizeof(p->cgroup_agent), "%s", o->cgroup_agent);
 		for (i = 0; i < ctx->n_pool; i++)
 			if (!strcmp(ctx->pool[i].agent, p->cgroup_agent))
 				break;
-		reuse = i < ctx->n_pool;
-		if (reuse) {
+		if (i < ctx->n_pool) {
 			memcpy(p->cgroup_cmd, ctx->pool[i].cmd, sizeof(p->cgroup_cmd));
+			reuse_fd = ctx->pool[i].fd;
 			ctx->pool[i] = ctx->pool[--ctx->n_pool];
 		} else {
 			snprintf(p->cgroup_cmd, sizeof(p->cgroup_cmd), "cmd-%d-%lu", (int)ctx->self,
 				 ++ctx->counter);
 		}
-		r = cgroup_cmd_create(&ctx->cg, p->cgroup_agent, p->cgroup_cmd, reuse, &o->cgroup,
-				      &p->cgroup_fd, &procs_fd);
+		/* reuse_fd is taken over, on failure too. */
+		r = cgroup_cmd_create(&ctx->cg, p->cgroup_agent, p->cgroup_cmd,
+				      sizeof(p->cgroup_cmd), reuse_fd, &o->cgroup, &p->cgroup_fd,
+				      &procs_fd);
 		if (r < 0) {
 			step = SPAWN_STEP_CGROUP;
 			goto fail;

@@ -199,7 +199,8 @@ TEST(probe_report)
 	/* a session of its own */
 	EXPECT_STREQ(V("sid"), V("pid"));
 	if (!strcmp(spawn_ctx_tree_control(ctx), "cgroup")) {
-		snprintf(want_cg, sizeof(want_cg), "/pistis/test-agent/cmd-%d-", getpid());
+		/* a reusable slot (cmd-s<n>), or its own cgroup when every slot is busy */
+		snprintf(want_cg, sizeof(want_cg), "/pistis/test-agent/cmd-");
 		EXPECT_NOT_NULL(strstr(V("cgroup"), want_cg));
 	}
 	EXPECT_STREQ(V("sc.keyctl"), "EPERM");
@@ -457,19 +458,94 @@ TEST_TIMEOUT(two_hundred_in_a_row_leak_nothing, 120)
 	int before;
 
 	need_root_and_probe(_metadata);
+	int empty = count_fds();
 	ctx = ctx_or_die(_metadata);
 	base_opts(&o, argv);
 	before = count_fds();
+	ASSERT_EQ(run(ctx, &o, &cap, &res, &err), 0);
+	/* The context keeps the command cgroup's fd for the next spawn (and with it a slot's
+	 * lock): one fd at most, the same one every time. */
+	int steady = count_fds();
+	EXPECT_LE(steady, before + 1);
 	for (int i = 0; i < 200; i++) {
 		ASSERT_EQ(run(ctx, &o, &cap, &res, &err), 0);
 		ASSERT_EQ((int)res.end, SPAWN_END_EXITED);
 		ASSERT_EQ(res.exit_code, 0);
 	}
-	EXPECT_EQ(count_fds(), before);
+	EXPECT_EQ(count_fds(), steady);
 	/* no zombie: nothing left to reap */
 	EXPECT_EQ(waitpid(-1, NULL, WNOHANG), -1);
 	EXPECT_EQ(errno, ECHILD);
 	spawn_ctx_free(ctx);
+	close(o.cwd_root_fd);
+	EXPECT_EQ(count_fds(), empty);
+}
+
+/* Reusable command cgroups (cmd-s<n>) are shared between processes only one at a time:
+ * the flock on the slot's directory is per open file, so two contexts in one process
+ * contend exactly like two pistisd processes. A slot left populated is passed over. */
+TEST(cgroup_slots_are_exclusive)
+{
+	struct spawn_ctx *a = NULL, *b = NULL;
+	struct spawn_opts o;
+	struct spawn_proc *p1 = NULL, *p2 = NULL, *p3 = NULL;
+	struct spawn_error err;
+	char *sleeper[] = {"/bin/sleep", "5", NULL}, *tru[] = {"/bin/true", NULL};
+
+	need_root_and_probe(_metadata);
+	ASSERT_EQ(spawn_ctx_new(&a), 0);
+	ASSERT_EQ(spawn_ctx_new(&b), 0);
+	if (strcmp(spawn_ctx_tree_control(a), "cgroup"))
+		SKIP("no cgroup v2");
+	base_opts(&o, sleeper);
+	o.cgroup_agent = "slot-agent";
+	ASSERT_EQ(spawn_start(a, &o, &p1, &err), 0);
+	EXPECT_EQ(strncmp(p1->cgroup_cmd, "cmd-s", 5), 0);
+	o.argv = tru;
+	ASSERT_EQ(spawn_start(b, &o, &p2, &err), 0);
+	EXPECT_STRNE(p1->cgroup_cmd, p2->cgroup_cmd);
+	ASSERT_EQ(spawn_wait(p2, NULL), 0);
+	spawn_free(p2);
+	/* b's slot is empty again and still b's (pooled); a's stays busy: a third context
+	 * (another process) gets neither. */
+	{
+		struct spawn_ctx *c = NULL;
+		ASSERT_EQ(spawn_ctx_new(&c), 0);
+		ASSERT_EQ(spawn_start(c, &o, &p3, &err), 0);
+		EXPECT_STRNE(p3->cgroup_cmd, p1->cgroup_cmd);
+		ASSERT_EQ(spawn_wait(p3, NULL), 0);
+		spawn_free(p3);
+		spawn_ctx_free(c);
+	}
+	/* keep_children: the sleeper's slot stays populated after its context is gone, and
+	 * the next claimer passes it over even though nobody holds its lock any more. */
+	{
+		char busy[48];
+		snprintf(busy, sizeof(busy), "%s", p1->cgroup_cmd);
+		ASSERT_EQ(spawn_stop(p1), 0);
+		ASSERT_EQ(spawn_wait(p1, NULL), 0);
+		spawn_free(p1);
+		base_opts(&o, sleeper);
+		o.cgroup_agent = "slot-agent";
+		o.keep_children = true;
+		o.argv = (char *[]){"/bin/sh", "-c", "/bin/sleep 3 & exit 0", NULL};
+		ASSERT_EQ(spawn_start(a, &o, &p1, &err), 0);
+		snprintf(busy, sizeof(busy), "%s", p1->cgroup_cmd);
+		ASSERT_EQ(spawn_wait(p1, NULL), 0);
+		spawn_free(p1);
+		spawn_ctx_free(a);
+		a = NULL;
+		ASSERT_EQ(spawn_ctx_new(&a), 0);
+		o.keep_children = false;
+		o.argv = tru;
+		ASSERT_EQ(spawn_start(a, &o, &p3, &err), 0);
+		EXPECT_STRNE(p3->cgroup_cmd, busy);
+		ASSERT_EQ(spawn_wait(p3, NULL), 0);
+		spawn_free(p3);
+		/* the kept sleeper ends by itself within 3 s */
+	}
+	spawn_ctx_free(a);
+	spawn_ctx_free(b);
 }
 
 TEST(exit_code_and_signal_are_distinct)
