@@ -212,8 +212,9 @@ int entry_harden_mounts(const char *data_dir)
 	bool trusted;
 
 	/* With trusted commands agents run without no_new_privs: a setuid file in a tree they
-	 * share is then a way from one agent to another, and entry refuses to start. */
-	trusted = lstat(HARDEN_TRUSTED_SUDOERS, &st) == 0;
+	 * share is then a way from one agent to another, and entry refuses to start. A
+	 * sudoers file that cannot be ruled out counts as there. */
+	trusted = lstat(HARDEN_TRUSTED_SUDOERS, &st) == 0 || errno != ENOENT;
 	for (size_t i = 0; i < ELEMENTSOF(trees); i++) {
 		int r = harden_tree(trees[i]);
 

@@ -877,6 +877,9 @@ static void help(void)
 	for (unsigned i = 0, n = 0; i < _CHECK_MAX; i++)
 		if (check_is_hard(i))
 			printf("%s%s", n++ ? ", " : "", check_name(i));
+	printf(".\nnosuid_data and nosuid_workspaces fail only where trusted commands are "
+	       "configured\n"
+	       "(" CHECK_TRUSTED_SUDOERS " exists)");
 	printf(".\nAll checks: ");
 	for (unsigned i = 0; i < _CHECK_MAX; i++)
 		printf("%s%s", i ? ", " : "", check_name(i));
