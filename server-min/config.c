@@ -120,7 +120,7 @@ int smin_config_load(const char *path, struct smin_config *c)
 {
 	_cleanup_close_ int fd = -1;
 	struct proto_error err = {0};
-	cJSON *root = NULL, *sbs, *listen;
+	cJSON *root = NULL, *sbs, *listen, *tls;
 	size_t len = 0, from = 0;
 	int r;
 
@@ -163,6 +163,21 @@ int smin_config_load(const char *path, struct smin_config *c)
 		goto oom;
 	if (!c->listen_client && !(c->listen_client = strdup("127.0.0.1:7701")))
 		goto oom;
+	tls = cJSON_GetObjectItemCaseSensitive(root, "tls");
+	if (tls && !cJSON_IsObject(tls)) {
+		r = fail(c, line_of_key(c->text, "tls", NULL), "\"tls\" must be an object");
+		goto out;
+	}
+	if (tls) {
+		if ((r = get_str(c, tls, "cert", true, NULL, &c->tls_cert)) < 0 ||
+		    (r = get_str(c, tls, "key", true, NULL, &c->tls_key)) < 0)
+			goto out;
+		if (c->tls_cert[0] != '/' || c->tls_key[0] != '/') {
+			r = fail(c, line_of_key(c->text, "tls", NULL),
+				 "\"tls\": \"cert\" and \"key\" must be absolute paths");
+			goto out;
+		}
+	}
 	if ((r = get_str(c, root, "client_token", true, NULL, &c->client_token)) < 0)
 		goto out;
 	if (strlen(c->client_token) < 16) {
@@ -239,6 +254,8 @@ void smin_config_free(struct smin_config *c)
 	free(c->client_token);
 	free(c->listen_sandbox);
 	free(c->listen_client);
+	free(c->tls_cert);
+	free(c->tls_key);
 	free(c->text);
 	memset(c, 0, sizeof(*c));
 }

@@ -17,6 +17,8 @@ struct smin_config {
 	char *listen_sandbox; /* "HOST:PORT" or "/path/to/unix.sock" */
 	char *listen_client;  /* "HOST:PORT" */
 	char *client_token;
+	char *tls_cert; /* PEM files: the sandbox listener speaks TLS (wss://) when set */
+	char *tls_key;
 	struct smin_sandbox_cfg *sandboxes;
 	size_t n_sandboxes;
 	char error[512]; /* "pistis.json:12: what is wrong" */

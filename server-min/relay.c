@@ -729,7 +729,8 @@ static const lws_retry_bo_t heartbeat = {
 	.secs_since_valid_hangup = 30,
 };
 
-static int make_vhost(const char *name, const char *addr, const struct lws_protocols *protos)
+static int make_vhost(const char *name, const char *addr, const struct lws_protocols *protos,
+		      bool tls)
 {
 	struct lws_context_creation_info info;
 	char host[128];
@@ -755,6 +756,11 @@ static int make_vhost(const char *name, const char *addr, const struct lws_proto
 		info.port = atoi(colon + 1);
 		if (info.port <= 0 || info.port > 65535)
 			return log_error_errno(-EINVAL, "bad port in '%s'", addr);
+	}
+	if (tls) {
+		info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
+		info.ssl_cert_filepath = R.cfg.tls_cert;
+		info.ssl_private_key_filepath = R.cfg.tls_key;
 	}
 	if (!lws_create_vhost(R.ctx, &info))
 		return log_error_errno(-EADDRINUSE, "Failed to listen on %s for %s", addr, name);
@@ -852,14 +858,16 @@ int main(int argc, char **argv)
 	lws_set_log_level(
 		log_get_level() >= LOG_LVL_DEBUG ? LLL_ERR | LLL_WARN | LLL_NOTICE : LLL_ERR, NULL);
 	memset(&info, 0, sizeof(info));
-	info.options = LWS_SERVER_OPTION_EXPLICIT_VHOSTS;
+	info.options = LWS_SERVER_OPTION_EXPLICIT_VHOSTS |
+		       (R.cfg.tls_cert ? LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT : 0);
 	info.gid = (gid_t)-1;
 	info.uid = (uid_t)-1;
 	R.ctx = lws_create_context(&info);
 	if (!R.ctx)
 		return log_error("Failed to create the libwebsockets context"), 111;
-	if (make_vhost("sandboxes", R.cfg.listen_sandbox, sandbox_protocols) < 0 ||
-	    make_vhost("clients", R.cfg.listen_client, client_protocols) < 0) {
+	if (make_vhost("sandboxes", R.cfg.listen_sandbox, sandbox_protocols,
+		       R.cfg.tls_cert != NULL) < 0 ||
+	    make_vhost("clients", R.cfg.listen_client, client_protocols, false) < 0) {
 		lws_context_destroy(R.ctx);
 		return 111;
 	}

@@ -14,6 +14,8 @@ SP=$((20000 + RANDOM % 12000)); CP=$((SP + 1))
 cleanup() {
 	[ -n "${PD:-}" ] && kill "$PD" 2>/dev/null
 	[ -n "${SM:-}" ] && kill "$SM" 2>/dev/null
+	[ -n "${PD2:-}" ] && kill "$PD2" 2>/dev/null
+	[ -n "${SM2:-}" ] && kill "$SM2" 2>/dev/null
 	wait 2>/dev/null
 	root_cleanup
 	rm -rf "$W"
@@ -200,6 +202,51 @@ ok "trusted.add: the script, the wrapper and the sudoers rule are in place" \
 like "trusted.add: a bad name is a structured error" "$(P call trusted.add '{"name":"../x","data":""}' 2>&1)" '"code":"bad_request"'
 like "trusted.remove: removed" "$(P call trusted.remove '{"name":"hello"}' 2>&1)" '"ok":true.*"name":"hello"'
 like "trusted.remove: again is not_found" "$(P call trusted.remove '{"name":"hello"}' 2>&1)" '"code":"not_found"'
+
+# --- wss://: server-min with a certificate from a CA made here; --ca and --pin ------------------
+T=$W/tls; mkdir -p "$T"
+SP2=$((SP + 2)); CP2=$((SP + 3))
+if (cd "$T" &&
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout ca.key -out ca.pem -days 1 -subj /CN=pistis-test-ca &&
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout other.key -out other.pem -days 1 -subj /CN=pistis-other-ca &&
+	openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout srv.key -out srv.csr -subj /CN=127.0.0.1 &&
+	printf 'subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n' >ext &&
+	openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out srv.pem -days 1 -extfile ext) >"$T/openssl.log" 2>&1; then
+	cp "$T/ca.pem" "$R/etc/pistis/ca.pem"; cp "$T/other.pem" "$R/etc/pistis/other.pem"
+	PIN=$(openssl x509 -in "$T/srv.pem" -outform DER | sha256sum | cut -d' ' -f1)
+	BADPIN=$(printf '%064d' 0)
+	sed -e "s/127.0.0.1:$SP\"/127.0.0.1:$SP2\"/" -e "s/127.0.0.1:$CP\"/127.0.0.1:$CP2\"/" \
+		-e "s|\"client_token\"|\"tls\": {\"cert\": \"$T/srv.pem\", \"key\": \"$T/srv.key\"},\n  \"client_token\"|" \
+		"$W/pistis.json" >"$W/tls.json"
+	ok "wss: the TLS config validates" "$BIN/server-min" --config "$W/tls.json" --check
+	"$BIN/server-min" --config "$W/tls.json" >>"$W/smin-tls.log" 2>&1 &
+	SM2=$!
+	P2() { PISTIS_URL=ws://127.0.0.1:$CP2 "$BIN/pistis" "$@"; }
+	tls_try() { # ARGS…: start serve against the TLS relay, wait for a connection; 0 when connected
+		# exec: $! must be pistisd itself, so that killing it ends the connection
+		(exec env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin chroot "$R" pistisd serve \
+			--relay wss://127.0.0.1:$SP2 --token-file /etc/pistis/token --name s1 \
+			${ALLOW:+--allow $ALLOW} "$@" >"$W/pd-tls.log" 2>&1) &
+		PD2=$!
+		local rc=1
+		for _ in $(seq 30); do P2 ls 2>/dev/null | grep -q "s1 *connected" && { rc=0; break; }; sleep 0.1; done
+		[ $rc = 0 ] && [ "$(P2 exec --agent alice -- echo over-tls 2>&1)" = over-tls ] || rc=1
+		kill "$PD2" 2>/dev/null; wait "$PD2" 2>/dev/null
+		for _ in $(seq 30); do P2 ls 2>/dev/null | grep -q "s1 *disconnected" && break; sleep 0.1; done
+		return $rc
+	}
+	ok "wss: --ca with the right CA connects and runs a command" tls_try --ca /etc/pistis/ca.pem
+	! tls_try --ca /etc/pistis/other.pem
+	ok "wss: a certificate from another CA is refused" test $? = 0
+	ok "wss: --pin with the certificate's SHA-256 connects" tls_try --ca /etc/pistis/ca.pem --pin "$PIN"
+	! tls_try --ca /etc/pistis/ca.pem --pin "$BADPIN"
+	ok "wss: a wrong --pin is refused" test $? = 0
+	like "wss: and the log says why" "$(cat "$W/pd-tls.log")" 'does not match --pin'
+	kill "$SM2" 2>/dev/null; wait "$SM2" 2>/dev/null
+else
+	sed 's/^/# /' "$T/openssl.log"
+	for t in config right-ca other-ca pin wrong-pin log; do skip "wss: $t" "openssl could not make the test certificates"; done
+fi
 
 # --- hostile input: the daemons keep running ----------------------------------------------------
 exits 125 "an empty agent through the relay is a structured error" \
