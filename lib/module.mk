@@ -8,3 +8,4 @@ test-lib_SRCS := tests/unit/test-lib.c
 test-lib_LIBS := lib
 lib_SRCS += lib/proto.c
 lib_SRCS += lib/mountinfo.c
+lib_SRCS += lib/sig-util.c

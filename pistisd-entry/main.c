@@ -10,6 +10,7 @@
 
 #include "lib/fd-util.h"
 #include "lib/log.h"
+#include "lib/sig-util.h"
 #include "lib/macro.h"
 #include "lib/version.h"
 #include "pistisd-entry/entry.h"
@@ -43,16 +44,11 @@ static const char help_text[] =
 
 static void reset_dispositions(void)
 {
-	struct sigaction sa = {.sa_handler = SIG_DFL};
-
 	/* Whatever started us may have ignored signals (SIGCHLD ignored would make the kernel
 	 * reap our children behind waitpid's back; SIGINT/SIGQUIT are ignored for background
-	 * jobs of a shell), and children inherit ignored dispositions across exec. The
-	 * numbers libc keeps for itself fail with EINVAL, which is fine. */
-	sigemptyset(&sa.sa_mask);
-	for (int sig = 1; sig < NSIG; sig++)
-		if (sig != SIGKILL && sig != SIGSTOP)
-			(void)sigaction(sig, &sa, NULL);
+	 * jobs of a shell), and children inherit ignored dispositions across exec, libc's own
+	 * numbers included. */
+	(void)sigutil_reset_dispositions();
 }
 
 int main(int argc, char **argv)
