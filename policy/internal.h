@@ -1,10 +1,14 @@
 #pragma once
 
-/* Helpers shared by walk.c and explain.c (not part of the library's interface). */
+/* Helpers shared by walk.c, walk-node.c and explain.c (not part of the library's
+ * interface). */
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/stat.h>
 #include <sys/types.h>
+
+#include "policy/policy.h"
 
 #define POLICY_XATTR_ACL_ACCESS "system.posix_acl_access"
 #define POLICY_XATTR_ACL_DEFAULT "system.posix_acl_default"
@@ -17,3 +21,41 @@ const char *policy_proc_fd(int fd, char buf[POLICY_PROC_FD_MAX]);
 /* Read an xattr of the inode behind fd (opath: an O_PATH fd). Returns its length,
  * -ENODATA when absent, -errno. */
 ssize_t policy_getxattr_fd(int fd, bool opath, const char *name, void *buf, size_t size);
+
+/* --- one node (walk-node.c) --- */
+
+#define POLICY_XLIST_MAX 65536 /* XATTR_LIST_MAX */
+
+/* statx(dfd, name, flags) with the minimal mask the walk needs (type, mode, owner, group,
+ * links, inode) into st; *ret_mount: 1/0 whether it is a mount root, -1 unknown. */
+int policy_node_stat(int dfd, const char *name, int flags, struct stat *st, int *ret_mount);
+
+/* What we know about a node's ACLs. */
+enum { POLICY_ACL_DEF_NONE, POLICY_ACL_DEF_OURS, POLICY_ACL_DEF_FOREIGN };
+struct policy_xstate {
+	bool acl_access;
+	int acl_default;
+};
+
+/* The ACL state through fd (opath: an O_PATH fd, read through /proc/self/fd/N), or by name
+ * without opening anything: listxattrat(AT_SYMLINK_NOFOLLOW) (Linux 6.13; -ENOSYS when the
+ * kernel lacks it). list: a buffer of POLICY_XLIST_MAX bytes. */
+int policy_xstate_fd(char list[POLICY_XLIST_MAX], int fd, bool opath, struct policy_xstate *x);
+int policy_xstate_at(char list[POLICY_XLIST_MAX], int dfd, const char *name,
+		     struct policy_xstate *x);
+
+/* enum policy_change bits for a node with this stat and ACL state under target t. */
+unsigned policy_changes_for(const struct stat *st, const struct policy_xstate *x,
+			    const struct policy_target *t);
+/* Someone would have more access now than t gives. */
+bool policy_looser_than(const struct stat *st, const struct policy_xstate *x,
+			const struct policy_target *t);
+/* The change takes access away from someone (before_tighten must have run). */
+bool policy_takes_away(const struct stat *st, const struct policy_xstate *x,
+		       const struct policy_target *t);
+/* The changes that take access away, in a fail-safe order (st is updated), and then the
+ * ones that give it (final mode, our default ACL). fd: the node's own fd (opath: O_PATH). */
+int policy_apply_pre(int fd, bool opath, struct stat *st, const struct policy_xstate *x,
+		     const struct policy_target *t);
+int policy_apply_post(int fd, bool opath, const struct stat *st, const struct policy_target *t,
+		      bool want_acl_set);

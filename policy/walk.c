@@ -2,7 +2,7 @@
  * socket or device for I/O, stays on one file system, bounded in depth, fds, memory and
  * time, and writes a node only when it is not already right. The reasons are in
  * SECURITY.md ("Walking trees the agent can write"); the order of changes on one node is
- * explained at apply_pre().
+ * explained at policy_apply_pre().
  *
  * Parallel: a few threads, created and joined inside policy_walk(), walk disjoint
  * subtrees (see "Parallel walk" below). Every node is still handled by exactly one
@@ -10,7 +10,6 @@
  * stats, the abort state and the post-order of the directories they split. */
 #include "policy/policy.h"
 
-#include <acl/libacl.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -21,43 +20,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/acl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/sysmacros.h>
-#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "lib/macro.h"
 #include "policy/internal.h"
 
-/* Syscalls newer than the libc headers we build against; since 5.x new syscalls have one
- * number on every architecture. */
-#define POLICY_SYS_fchmodat2 452
-#define POLICY_SYS_listxattrat 465
-#ifndef AT_EMPTY_PATH
-#define AT_EMPTY_PATH 0x1000
-#endif
-
 #define DENTS_BUF (64 * 1024)
-#define FD_RESERVE 32	/* fds kept free for the rest of the process */
-#define XLIST_MAX 65536 /* XATTR_LIST_MAX */
-
-const char *policy_proc_fd(int fd, char buf[POLICY_PROC_FD_MAX])
-{
-	snprintf(buf, POLICY_PROC_FD_MAX, "/proc/self/fd/%d", fd);
-	return buf;
-}
-
-ssize_t policy_getxattr_fd(int fd, bool opath, const char *name, void *buf, size_t size)
-{
-	char p[POLICY_PROC_FD_MAX];
-	ssize_t n = opath ? getxattr(policy_proc_fd(fd, p), name, buf, size)
-			  : fgetxattr(fd, name, buf, size);
-
-	return n < 0 ? (errno == ENOTSUP ? -ENODATA : negative_errno()) : n;
-}
+#define FD_RESERVE 32 /* fds kept free for the rest of the process */
 
 struct pnode;
 
@@ -161,49 +133,6 @@ static void set_abort(struct walker *w, int r)
 	atomic_compare_exchange_strong(&w->sh->abort_r, &zero, r);
 }
 
-static atomic_bool no_listxattrat, no_fchmodat2;
-
-/* struct statx as the kernel lays it out (stable ABI): musl before 1.2.5 has no statx(). */
-struct policy_statx {
-	uint32_t mask, blksize;
-	uint64_t attributes;
-	uint32_t nlink, uid, gid;
-	uint16_t mode, spare0;
-	uint64_t ino, size, blocks, attributes_mask;
-	struct {
-		int64_t sec;
-		uint32_t nsec;
-		int32_t pad;
-	} atime, btime, ctime, mtime;
-	uint32_t rdev_major, rdev_minor, dev_major, dev_minor;
-	uint64_t spare[14];
-};
-#define PSTATX_BASIC (0x1u | 0x2u | 0x4u | 0x8u | 0x10u | 0x100u) /* type mode nlink uid gid ino */
-#define PSTATX_ATTR_MOUNT_ROOT 0x2000u
-
-/* statx also says whether the node is a mount root. On overlayfs non-directories carry
- * the st_dev of their layer, so "st_dev changed" would stop at every lower-layer file;
- * STATX_ATTR_MOUNT_ROOT (5.8) is the exact question, st_dev the fallback. */
-static int node_stat(int dfd, const char *name, int flags, struct stat *st, int *ret_mount)
-{
-	struct policy_statx sx;
-
-	if (syscall(SYS_statx, dfd, name, flags, PSTATX_BASIC, &sx) < 0)
-		return negative_errno();
-	memset(st, 0, sizeof(*st));
-	st->st_mode = sx.mode;
-	st->st_uid = sx.uid;
-	st->st_gid = sx.gid;
-	st->st_nlink = sx.nlink;
-	st->st_ino = sx.ino;
-	st->st_dev = makedev(sx.dev_major, sx.dev_minor);
-	if (sx.attributes_mask & PSTATX_ATTR_MOUNT_ROOT)
-		*ret_mount = (sx.attributes & PSTATX_ATTR_MOUNT_ROOT) ? 1 : 0;
-	else
-		*ret_mount = -1; /* unknown: caller compares st_dev */
-	return 0;
-}
-
 /* The rule's own path may be a mount point (a volume); nothing beneath it may. */
 static bool crosses_fs(const struct walker *w, const struct stat *st, int mount)
 {
@@ -211,13 +140,6 @@ static bool crosses_fs(const struct walker *w, const struct stat *st, int mount)
 		return false;
 	return mount > 0 || (mount < 0 && st->st_dev != w->sh->dev);
 }
-
-/* What we know about a node's ACLs. */
-enum { ACL_DEF_NONE, ACL_DEF_OURS, ACL_DEF_FOREIGN };
-struct xstate {
-	bool acl_access;
-	int acl_default;
-};
 
 static void emit_at(struct walker *w, const struct policy_rule *rule, const char *path,
 		    size_t path_len, enum policy_event_kind kind, int error, unsigned changes,
@@ -286,170 +208,6 @@ static void path_pop(struct walker *w, size_t len)
 	w->path[len] = '\0';
 }
 
-/* Parse a listxattr() name list for the two ACL names; the default ACL's bytes are read
- * only when present (directories), to tell ours from a planted one. */
-static int xstate_from_list(const char *list, ssize_t n, int fd, bool opath, struct xstate *x)
-{
-	memset(x, 0, sizeof(*x));
-	for (ssize_t i = 0; i < n;) {
-		const char *name = list + i;
-		size_t l = strnlen(name, (size_t)(n - i));
-
-		if (!strcmp(name, POLICY_XATTR_ACL_ACCESS))
-			x->acl_access = true;
-		else if (!strcmp(name, POLICY_XATTR_ACL_DEFAULT)) {
-			uint8_t buf[256];
-			ssize_t m;
-
-			if (fd < 0)
-				return -EAGAIN; /* caller re-reads through an fd */
-			m = policy_getxattr_fd(fd, opath, POLICY_XATTR_ACL_DEFAULT, buf,
-					       sizeof(buf));
-			if (m == -ENODATA)
-				x->acl_default = ACL_DEF_NONE;
-			else if (m == POLICY_DEFAULT_ACL_SIZE &&
-				 !memcmp(buf, policy_default_acl_xattr, POLICY_DEFAULT_ACL_SIZE))
-				x->acl_default = ACL_DEF_OURS;
-			else
-				x->acl_default =
-					ACL_DEF_FOREIGN; /* incl. -ERANGE: too big to be ours */
-		}
-		i += (ssize_t)l + 1;
-	}
-	return 0;
-}
-
-static int xstate_fd(struct walker *w, int fd, bool opath, struct xstate *x)
-{
-	char *list = w->xlist;
-	char p[POLICY_PROC_FD_MAX];
-	ssize_t n = opath ? listxattr(policy_proc_fd(fd, p), list, XLIST_MAX)
-			  : flistxattr(fd, list, XLIST_MAX);
-
-	if (n < 0 && errno == ENOTSUP)
-		n = 0;
-	if (n < 0)
-		return negative_errno();
-	return xstate_from_list(list, n, fd, opath, x);
-}
-
-/* By name, without opening the node: listxattrat(AT_SYMLINK_NOFOLLOW) (Linux 6.13). Only
- * used to decide that a non-directory is already right; any change re-reads through the
- * node's own fd. -ENOSYS when the kernel lacks it. */
-static int xstate_at(struct walker *w, int dfd, const char *name, struct xstate *x)
-{
-	char *list = w->xlist;
-	long n;
-
-	if (atomic_load_explicit(&no_listxattrat, memory_order_relaxed))
-		return -ENOSYS;
-	n = syscall(POLICY_SYS_listxattrat, dfd, name, AT_SYMLINK_NOFOLLOW, list, XLIST_MAX);
-	if (n < 0 && (errno == ENOSYS || errno == EPERM)) {
-		atomic_store(&no_listxattrat, true);
-		return -ENOSYS;
-	}
-	if (n < 0 && errno == ENOTSUP)
-		n = 0;
-	if (n < 0)
-		return negative_errno();
-	return xstate_from_list(list, (ssize_t)n, -1, false, x);
-}
-
-static unsigned changes_for(const struct stat *st, const struct xstate *x,
-			    const struct policy_target *t)
-{
-	uid_t uid = t->uid == (uid_t)-1 ? st->st_uid : t->uid;
-	unsigned c = 0;
-
-	if (st->st_uid != uid || st->st_gid != t->gid)
-		c |= POLICY_CH_OWNER;
-	if ((st->st_mode & 07777) != t->mode)
-		c |= POLICY_CH_MODE;
-	if (x->acl_access)
-		c |= POLICY_CH_ACL_ACCESS;
-	if (S_ISDIR(st->st_mode)) {
-		bool want = t->flags & POLICY_T_DEFAULT_ACL;
-
-		if (x->acl_default == ACL_DEF_FOREIGN || (x->acl_default == ACL_DEF_OURS && !want))
-			c |= POLICY_CH_ACL_DEFAULT;
-		if (want && x->acl_default != ACL_DEF_OURS)
-			c |= POLICY_CH_ACL_SET;
-	}
-	return c;
-}
-
-/* Someone would have more access now than the target gives. */
-static bool looser_than(const struct stat *st, const struct xstate *x,
-			const struct policy_target *t)
-{
-	return (st->st_mode & 07777 & ~t->mode) || x->acl_access;
-}
-
-/* The intermediate mode before owner or ACL changes: only bits both the old and the new
- * state grant, no setuid/setgid/sticky; no group bits at all when the group changes,
- * so the old group never holds, even for a moment, what only the new one should. */
-static mode_t tighten_mode(const struct stat *st, const struct policy_target *t)
-{
-	mode_t keep = st->st_gid != t->gid ? 0707 : 0777;
-
-	return st->st_mode & t->mode & keep;
-}
-
-static int do_chmod(int fd, bool opath, mode_t mode)
-{
-	char p[POLICY_PROC_FD_MAX];
-
-	if (!opath)
-		return RET_NERRNO(fchmod(fd, mode));
-	/* fchmod() refuses O_PATH fds; fchmodat2(AT_EMPTY_PATH) (6.6) takes them, else the
-	 * fd's magic link, which names this inode and nothing an agent can swap. */
-	if (!atomic_load_explicit(&no_fchmodat2, memory_order_relaxed)) {
-		if (syscall(POLICY_SYS_fchmodat2, fd, "", mode, AT_EMPTY_PATH) == 0)
-			return 0;
-		if (errno != ENOSYS && errno != EINVAL && errno != EOPNOTSUPP && errno != EPERM)
-			return negative_errno();
-		atomic_store(&no_fchmodat2, true);
-	}
-	return RET_NERRNO(chmod(policy_proc_fd(fd, p), mode));
-}
-
-static int do_removexattr(int fd, bool opath, const char *name)
-{
-	char p[POLICY_PROC_FD_MAX];
-	int r = opath ? removexattr(policy_proc_fd(fd, p), name) : fremovexattr(fd, name);
-
-	if (r < 0 && errno != ENODATA)
-		return negative_errno();
-	return 0;
-}
-
-static int set_default_acl(int dir_fd)
-{
-	char p[POLICY_PROC_FD_MAX];
-	acl_t acl = acl_from_text("u::rwx,g::rwx,o::---");
-	int r;
-
-	if (!acl)
-		return negative_errno();
-	/* acl_set_file on the fd's magic link: a default ACL cannot be set through an fd. */
-	r = acl_set_file(policy_proc_fd(dir_fd, p), ACL_TYPE_DEFAULT, acl) < 0 ? negative_errno()
-									       : 0;
-	acl_free(acl);
-	if (r == -ENOENT) /* no /proc: the same bytes through the fd */
-		r = RET_NERRNO(fsetxattr(dir_fd, POLICY_XATTR_ACL_DEFAULT, policy_default_acl_xattr,
-					 POLICY_DEFAULT_ACL_SIZE, 0));
-	return r < 0 ? r : 0;
-}
-
-static bool takes_away(const struct stat *st, const struct xstate *x, const struct policy_target *t)
-{
-	uid_t uid = t->uid == (uid_t)-1 ? st->st_uid : t->uid;
-
-	return tighten_mode(st, t) != (st->st_mode & 07777) || x->acl_access ||
-	       (S_ISDIR(st->st_mode) && x->acl_default != ACL_DEF_NONE) || st->st_uid != uid ||
-	       st->st_gid != t->gid;
-}
-
 /* Once per walk, whichever thread gets there first; the others wait on the lock until
  * the agents are stopped, and all of them see a refusal. */
 static int notify_tighten(struct walker *w)
@@ -473,94 +231,6 @@ static int notify_tighten(struct walker *w)
 	r = sh->tighten_r;
 	unlock(sh);
 	return r;
-}
-
-/* A non-directory may skip the intermediate chmod when nobody could gain in the window
- * between chown and the final chmod: no ACL to strip, no setuid/setgid bits, and the
- * change of owner or group hands nobody more than they had (the new group gets the old
- * group bits where it had the "other" bits; a former owner gets group/other bits).
- * Directories always take the step: their final mode waits for the whole subtree. */
-static bool chown_window_is_safe(const struct stat *st, const struct xstate *x,
-				 const struct policy_target *t)
-{
-	mode_t mo = st->st_mode;
-	unsigned u = (mo >> 6) & 7, g = (mo >> 3) & 7, o = mo & 7;
-	uid_t uid = t->uid == (uid_t)-1 ? st->st_uid : t->uid;
-
-	if (x->acl_access || (mo & 07000))
-		return false;
-	if (st->st_gid != t->gid && g != o)
-		return false;
-	if (st->st_uid != uid && ((g | o) & ~u))
-		return false;
-	return true;
-}
-
-/* Everything that takes access away, in an order where no intermediate state is looser
- * than both the old and the new one:
- *   1. chmod to the bits both grant (drops setuid/setgid, group bits if the group changes)
- *      — before the ACLs go, because removing an access ACL hands the mask to the owning
- *      group;
- *   2. remove the planted access ACL and a foreign default ACL;
- *   3. chown (the new owner is root, pi-tools or unchanged; the group has no bits yet).
- * What gives access (the final mode, our default ACL) comes last, in apply_post(); for a
- * directory only after its subtree is done, so nothing beneath is reachable early. */
-static int apply_pre(int fd, bool opath, struct stat *st, const struct xstate *x,
-		     const struct policy_target *t)
-{
-	uid_t uid = t->uid == (uid_t)-1 ? st->st_uid : t->uid;
-	mode_t m = tighten_mode(st, t);
-	int r;
-
-	if (!S_ISDIR(st->st_mode) && chown_window_is_safe(st, x, t))
-		m = st->st_mode & 07777; /* the final chmod does it all, atomically */
-	if (m != (st->st_mode & 07777)) {
-		r = do_chmod(fd, opath, m);
-		if (r < 0)
-			return r;
-	}
-	if (x->acl_access) {
-		r = do_removexattr(fd, opath, POLICY_XATTR_ACL_ACCESS);
-		if (r < 0)
-			return r;
-	}
-	if (S_ISDIR(st->st_mode) && x->acl_default != ACL_DEF_NONE &&
-	    !(x->acl_default == ACL_DEF_OURS && (t->flags & POLICY_T_DEFAULT_ACL))) {
-		r = do_removexattr(fd, opath, POLICY_XATTR_ACL_DEFAULT);
-		if (r < 0)
-			return r;
-	}
-	if (st->st_uid != uid || st->st_gid != t->gid) {
-		if (fchownat(fd, "", uid, t->gid, AT_EMPTY_PATH) < 0)
-			return negative_errno();
-		/* chown may clear setuid/setgid. A file: force the final chmod (one call,
-		 * instead of an fstat to learn what chown left); a directory: re-read. */
-		if (!S_ISDIR(st->st_mode)) {
-			st->st_mode = (st->st_mode & S_IFMT) | (t->mode ^ 07777); /* != t->mode */
-			return 0;
-		}
-		return RET_NERRNO(fstat(fd, st));
-	}
-	st->st_mode = (st->st_mode & S_IFMT) | m;
-	return 0;
-}
-
-static int apply_post(int fd, bool opath, const struct stat *st, const struct policy_target *t,
-		      bool want_acl_set)
-{
-	int r;
-
-	if ((st->st_mode & 07777) != t->mode) {
-		r = do_chmod(fd, opath, t->mode);
-		if (r < 0)
-			return r;
-	}
-	if (want_acl_set) {
-		r = set_default_acl(fd);
-		if (r < 0)
-			return r;
-	}
-	return 0;
 }
 
 static bool time_is_up(const struct shared *sh)
@@ -676,7 +346,7 @@ static void node_done(struct walker *w, struct pnode *n)
 
 		if (n->complete && !abort_r(w)) {
 			if (f->pending) {
-				r = apply_post(f->fd, false, &f->st, &f->tgt, f->acl_set);
+				r = policy_apply_post(f->fd, false, &f->st, &f->tgt, f->acl_set);
 				if (r < 0)
 					emit_at(w, n->rule, n->path, n->path_len, POLICY_EV_ERROR,
 						r, POLICY_CH_MODE, &f->st, &f->tgt, false);
@@ -767,31 +437,31 @@ static void visit_dir(struct walker *w, int fd, bool secrets)
 {
 	_cleanup_close_ int dfd = fd;
 	struct policy_target t;
-	struct xstate x;
+	struct policy_xstate x;
 	struct stat st;
 	unsigned changes;
 	bool apply = w->o->mode == POLICY_APPLY, pending = false;
 	int r, mount;
 
 	w->st.dirs++;
-	r = node_stat(dfd, "", AT_EMPTY_PATH, &st, &mount);
+	r = policy_node_stat(dfd, "", AT_EMPTY_PATH, &st, &mount);
 	if (r < 0)
 		return emit(w, POLICY_EV_ERROR, r, 0, NULL, NULL, false);
 	if (crosses_fs(w, &st, mount))
 		return (void)(w->st.skipped++, emit(w, POLICY_EV_OTHER_FS, 0, 0, &st, NULL, false));
 	policy_target_for(w->rule->access, secrets, st.st_mode, st.st_uid, &t);
-	r = xstate_fd(w, dfd, false, &x);
+	r = policy_xstate_fd(w->xlist, dfd, false, &x);
 	if (r < 0)
 		return emit(w, POLICY_EV_ERROR, r, 0, &st, &t, false);
-	changes = changes_for(&st, &x, &t);
+	changes = policy_changes_for(&st, &x, &t);
 	if (changes) {
 		w->st.changed++;
 		emit(w, POLICY_EV_CHANGE, 0, changes, &st, &t, w->o->mode == POLICY_CHECK);
 	}
 	if (changes && apply) {
-		if (takes_away(&st, &x, &t) && notify_tighten(w) < 0)
+		if (policy_takes_away(&st, &x, &t) && notify_tighten(w) < 0)
 			return;
-		r = apply_pre(dfd, false, &st, &x, &t);
+		r = policy_apply_pre(dfd, false, &st, &x, &t);
 		if (r < 0)
 			emit(w, POLICY_EV_ERROR, r, changes, &st, &t, false);
 		else
@@ -843,7 +513,7 @@ static void visit(struct walker *w, int dfd, const char *name, unsigned char d_t
 	_cleanup_close_ int fd = -1;
 	struct frame *parent = w->depth ? &w->frames[w->depth - 1] : NULL;
 	struct policy_target t;
-	struct xstate x;
+	struct policy_xstate x;
 	struct stat st, st2;
 	unsigned changes;
 	int r, mount = -1;
@@ -873,9 +543,9 @@ static void visit(struct walker *w, int dfd, const char *name, unsigned char d_t
 			return vanished(w);
 		if (fd < 0)
 			return emit(w, POLICY_EV_ERROR, negative_errno(), 0, NULL, NULL, false);
-		r = node_stat(fd, "", AT_EMPTY_PATH, &st, &mount);
+		r = policy_node_stat(fd, "", AT_EMPTY_PATH, &st, &mount);
 	} else {
-		r = node_stat(dfd, name, AT_SYMLINK_NOFOLLOW, &st, &mount);
+		r = policy_node_stat(dfd, name, AT_SYMLINK_NOFOLLOW, &st, &mount);
 	}
 	if (r == -ENOENT)
 		return vanished(w);
@@ -894,7 +564,7 @@ static void visit(struct walker *w, int dfd, const char *name, unsigned char d_t
 	 * fds, and /proc/self/fd/N costs a path walk. A name swapped in the meantime can
 	 * only make us miss an ACL planted a moment ago — no different from one planted
 	 * after the walk passed; the next apply strips it. */
-	r = xstate_at(w, dfd, name, &x);
+	r = policy_xstate_at(w->xlist, dfd, name, &x);
 	if (r == -ENOSYS || r == -ENOENT) {
 		/* Old kernel: look through an O_PATH fd (never opened for I/O). */
 		if (fd < 0) {
@@ -907,13 +577,13 @@ static void visit(struct walker *w, int dfd, const char *name, unsigned char d_t
 			if (S_ISLNK(st.st_mode) || S_ISDIR(st.st_mode))
 				return vanished(w);
 		}
-		r = xstate_fd(w, fd, true, &x);
+		r = policy_xstate_fd(w->xlist, fd, true, &x);
 	}
 	if (r < 0)
 		return emit(w, POLICY_EV_ERROR, r, 0, &st, NULL, false);
 
 	policy_target_for(w->rule->access, secrets, st.st_mode, st.st_uid, &t);
-	changes = changes_for(&st, &x, &t);
+	changes = policy_changes_for(&st, &x, &t);
 	if (parent)
 		parent->busy = changes != 0;
 	if (!changes)
@@ -923,7 +593,7 @@ static void visit(struct walker *w, int dfd, const char *name, unsigned char d_t
 		 * never chowned, never made more permissive — left as it is and reported. */
 		w->st.skipped++;
 		return emit(w, st.st_nlink > 1 ? POLICY_EV_HARDLINK : POLICY_EV_DEVICE, 0, changes,
-			    &st, &t, w->o->mode == POLICY_CHECK && looser_than(&st, &x, &t));
+			    &st, &t, w->o->mode == POLICY_CHECK && policy_looser_than(&st, &x, &t));
 	}
 	w->st.changed++;
 	emit(w, POLICY_EV_CHANGE, 0, changes, &st, &t, w->o->mode == POLICY_CHECK);
@@ -945,14 +615,14 @@ static void visit(struct walker *w, int dfd, const char *name, unsigned char d_t
 		 * stands (see above). */
 		st = st2;
 		policy_target_for(w->rule->access, secrets, st.st_mode, st.st_uid, &t);
-		if (st.st_nlink > 1 || !changes_for(&st, &x, &t))
+		if (st.st_nlink > 1 || !policy_changes_for(&st, &x, &t))
 			return;
 	}
-	if (takes_away(&st, &x, &t) && notify_tighten(w) < 0)
+	if (policy_takes_away(&st, &x, &t) && notify_tighten(w) < 0)
 		return;
-	r = apply_pre(fd, true, &st, &x, &t);
+	r = policy_apply_pre(fd, true, &st, &x, &t);
 	if (r >= 0)
-		r = apply_post(fd, true, &st, &t, false);
+		r = policy_apply_post(fd, true, &st, &t, false);
 	if (r < 0)
 		emit(w, POLICY_EV_ERROR, r, changes, &st, &t, false);
 }
@@ -988,7 +658,7 @@ static void finish_frame(struct walker *w, bool complete)
 			node_done(w, n);
 	} else {
 		if (f->pending && complete) {
-			r = apply_post(f->fd, false, &f->st, &f->tgt, f->acl_set);
+			r = policy_apply_post(f->fd, false, &f->st, &f->tgt, f->acl_set);
 			if (r < 0)
 				emit(w, POLICY_EV_ERROR, r, POLICY_CH_MODE, &f->st, &f->tgt, false);
 		} else if (!complete) {
@@ -1226,7 +896,7 @@ static int walker_init(struct walker *w, struct shared *sh)
 	*w = (struct walker){.sh = sh, .rules = sh->rules, .o = sh->o};
 	w->frames = calloc(sh->max_depth + 1, sizeof(*w->frames));
 	w->dents = malloc(DENTS_BUF);
-	w->xlist = malloc(XLIST_MAX);
+	w->xlist = malloc(POLICY_XLIST_MAX);
 	w->path_cap = 4096;
 	w->path = malloc(w->path_cap);
 	return w->frames && w->dents && w->xlist && w->path ? 0 : -ENOMEM;

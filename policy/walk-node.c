@@ -1,0 +1,343 @@
+/* What the walk does to one node (walk-node.c): look at it, compute what must change,
+ * make the changes in a fail-safe order. The walk itself (walk.c) decides which node and
+ * through which fd. */
+#include "policy/policy.h"
+
+#include <acl/libacl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/acl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "lib/macro.h"
+#include "policy/internal.h"
+
+/* Syscalls newer than the libc headers we build against; since 5.x new syscalls have one
+ * number on every architecture. */
+#define POLICY_SYS_fchmodat2 452
+#define POLICY_SYS_listxattrat 465
+#ifndef AT_EMPTY_PATH
+#define AT_EMPTY_PATH 0x1000
+#endif
+
+#define XLIST_MAX POLICY_XLIST_MAX
+
+static atomic_bool no_listxattrat, no_fchmodat2;
+
+const char *policy_proc_fd(int fd, char buf[POLICY_PROC_FD_MAX])
+{
+	snprintf(buf, POLICY_PROC_FD_MAX, "/proc/self/fd/%d", fd);
+	return buf;
+}
+
+ssize_t policy_getxattr_fd(int fd, bool opath, const char *name, void *buf, size_t size)
+{
+	char p[POLICY_PROC_FD_MAX];
+	ssize_t n = opath ? getxattr(policy_proc_fd(fd, p), name, buf, size)
+			  : fgetxattr(fd, name, buf, size);
+
+	return n < 0 ? (errno == ENOTSUP ? -ENODATA : negative_errno()) : n;
+}
+
+/* struct statx as the kernel lays it out (stable ABI): musl before 1.2.5 has no statx(). */
+struct policy_statx {
+	uint32_t mask, blksize;
+	uint64_t attributes;
+	uint32_t nlink, uid, gid;
+	uint16_t mode, spare0;
+	uint64_t ino, size, blocks, attributes_mask;
+	struct {
+		int64_t sec;
+		uint32_t nsec;
+		int32_t pad;
+	} atime, btime, ctime, mtime;
+	uint32_t rdev_major, rdev_minor, dev_major, dev_minor;
+	uint64_t spare[14];
+};
+#define PSTATX_BASIC (0x1u | 0x2u | 0x4u | 0x8u | 0x10u | 0x100u) /* type mode nlink uid gid ino */
+#define PSTATX_ATTR_MOUNT_ROOT 0x2000u
+
+/* statx also says whether the node is a mount root. On overlayfs non-directories carry
+ * the st_dev of their layer, so "st_dev changed" would stop at every lower-layer file;
+ * STATX_ATTR_MOUNT_ROOT (5.8) is the exact question, st_dev the fallback. */
+int policy_node_stat(int dfd, const char *name, int flags, struct stat *st, int *ret_mount)
+{
+	struct policy_statx sx;
+
+	if (syscall(SYS_statx, dfd, name, flags, PSTATX_BASIC, &sx) < 0)
+		return negative_errno();
+	memset(st, 0, sizeof(*st));
+	st->st_mode = sx.mode;
+	st->st_uid = sx.uid;
+	st->st_gid = sx.gid;
+	st->st_nlink = sx.nlink;
+	st->st_ino = sx.ino;
+	st->st_dev = makedev(sx.dev_major, sx.dev_minor);
+	if (sx.attributes_mask & PSTATX_ATTR_MOUNT_ROOT)
+		*ret_mount = (sx.attributes & PSTATX_ATTR_MOUNT_ROOT) ? 1 : 0;
+	else
+		*ret_mount = -1; /* unknown: caller compares st_dev */
+	return 0;
+}
+
+/* Parse a listxattr() name list for the two ACL names; the default ACL's bytes are read
+ * only when present (directories), to tell ours from a planted one. */
+static int xstate_from_list(const char *list, ssize_t n, int fd, bool opath,
+			    struct policy_xstate *x)
+{
+	memset(x, 0, sizeof(*x));
+	for (ssize_t i = 0; i < n;) {
+		const char *name = list + i;
+		size_t l = strnlen(name, (size_t)(n - i));
+
+		if (!strcmp(name, POLICY_XATTR_ACL_ACCESS))
+			x->acl_access = true;
+		else if (!strcmp(name, POLICY_XATTR_ACL_DEFAULT)) {
+			uint8_t buf[256];
+			ssize_t m;
+
+			if (fd < 0)
+				return -EAGAIN; /* caller re-reads through an fd */
+			m = policy_getxattr_fd(fd, opath, POLICY_XATTR_ACL_DEFAULT, buf,
+					       sizeof(buf));
+			if (m == -ENODATA)
+				x->acl_default = POLICY_ACL_DEF_NONE;
+			else if (m == POLICY_DEFAULT_ACL_SIZE &&
+				 !memcmp(buf, policy_default_acl_xattr, POLICY_DEFAULT_ACL_SIZE))
+				x->acl_default = POLICY_ACL_DEF_OURS;
+			else
+				x->acl_default =
+					POLICY_ACL_DEF_FOREIGN; /* incl. -ERANGE: too big to be ours */
+		}
+		i += (ssize_t)l + 1;
+	}
+	return 0;
+}
+
+int policy_xstate_fd(char list[POLICY_XLIST_MAX], int fd, bool opath, struct policy_xstate *x)
+{
+	char p[POLICY_PROC_FD_MAX];
+	ssize_t n = opath ? listxattr(policy_proc_fd(fd, p), list, XLIST_MAX)
+			  : flistxattr(fd, list, XLIST_MAX);
+
+	if (n < 0 && errno == ENOTSUP)
+		n = 0;
+	if (n < 0)
+		return negative_errno();
+	return xstate_from_list(list, n, fd, opath, x);
+}
+
+/* By name, without opening the node: listxattrat(AT_SYMLINK_NOFOLLOW) (Linux 6.13). Only
+ * used to decide that a non-directory is already right; any change re-reads through the
+ * node's own fd. -ENOSYS when the kernel lacks it. */
+int policy_xstate_at(char list[POLICY_XLIST_MAX], int dfd, const char *name,
+		     struct policy_xstate *x)
+{
+	long n;
+
+	if (atomic_load_explicit(&no_listxattrat, memory_order_relaxed))
+		return -ENOSYS;
+	n = syscall(POLICY_SYS_listxattrat, dfd, name, AT_SYMLINK_NOFOLLOW, list, XLIST_MAX);
+	if (n < 0 && (errno == ENOSYS || errno == EPERM)) {
+		atomic_store(&no_listxattrat, true);
+		return -ENOSYS;
+	}
+	if (n < 0 && errno == ENOTSUP)
+		n = 0;
+	if (n < 0)
+		return negative_errno();
+	return xstate_from_list(list, (ssize_t)n, -1, false, x);
+}
+
+unsigned policy_changes_for(const struct stat *st, const struct policy_xstate *x,
+			    const struct policy_target *t)
+{
+	uid_t uid = t->uid == (uid_t)-1 ? st->st_uid : t->uid;
+	unsigned c = 0;
+
+	if (st->st_uid != uid || st->st_gid != t->gid)
+		c |= POLICY_CH_OWNER;
+	if ((st->st_mode & 07777) != t->mode)
+		c |= POLICY_CH_MODE;
+	if (x->acl_access)
+		c |= POLICY_CH_ACL_ACCESS;
+	if (S_ISDIR(st->st_mode)) {
+		bool want = t->flags & POLICY_T_DEFAULT_ACL;
+
+		if (x->acl_default == POLICY_ACL_DEF_FOREIGN ||
+		    (x->acl_default == POLICY_ACL_DEF_OURS && !want))
+			c |= POLICY_CH_ACL_DEFAULT;
+		if (want && x->acl_default != POLICY_ACL_DEF_OURS)
+			c |= POLICY_CH_ACL_SET;
+	}
+	return c;
+}
+
+/* Someone would have more access now than the target gives. */
+bool policy_looser_than(const struct stat *st, const struct policy_xstate *x,
+			const struct policy_target *t)
+{
+	return (st->st_mode & 07777 & ~t->mode) || x->acl_access;
+}
+
+/* The intermediate mode before owner or ACL changes: only bits both the old and the new
+ * state grant, no setuid/setgid/sticky; no group bits at all when the group changes,
+ * so the old group never holds, even for a moment, what only the new one should. */
+static mode_t tighten_mode(const struct stat *st, const struct policy_target *t)
+{
+	mode_t keep = st->st_gid != t->gid ? 0707 : 0777;
+
+	return st->st_mode & t->mode & keep;
+}
+
+static int do_chmod(int fd, bool opath, mode_t mode)
+{
+	char p[POLICY_PROC_FD_MAX];
+
+	if (!opath)
+		return RET_NERRNO(fchmod(fd, mode));
+	/* fchmod() refuses O_PATH fds; fchmodat2(AT_EMPTY_PATH) (6.6) takes them, else the
+	 * fd's magic link, which names this inode and nothing an agent can swap. */
+	if (!atomic_load_explicit(&no_fchmodat2, memory_order_relaxed)) {
+		if (syscall(POLICY_SYS_fchmodat2, fd, "", mode, AT_EMPTY_PATH) == 0)
+			return 0;
+		if (errno != ENOSYS && errno != EINVAL && errno != EOPNOTSUPP && errno != EPERM)
+			return negative_errno();
+		atomic_store(&no_fchmodat2, true);
+	}
+	return RET_NERRNO(chmod(policy_proc_fd(fd, p), mode));
+}
+
+static int do_removexattr(int fd, bool opath, const char *name)
+{
+	char p[POLICY_PROC_FD_MAX];
+	int r = opath ? removexattr(policy_proc_fd(fd, p), name) : fremovexattr(fd, name);
+
+	if (r < 0 && errno != ENODATA)
+		return negative_errno();
+	return 0;
+}
+
+static int set_default_acl(int dir_fd)
+{
+	char p[POLICY_PROC_FD_MAX];
+	acl_t acl = acl_from_text("u::rwx,g::rwx,o::---");
+	int r;
+
+	if (!acl)
+		return negative_errno();
+	/* acl_set_file on the fd's magic link: a default ACL cannot be set through an fd. */
+	r = acl_set_file(policy_proc_fd(dir_fd, p), ACL_TYPE_DEFAULT, acl) < 0 ? negative_errno()
+									       : 0;
+	acl_free(acl);
+	if (r == -ENOENT) /* no /proc: the same bytes through the fd */
+		r = RET_NERRNO(fsetxattr(dir_fd, POLICY_XATTR_ACL_DEFAULT, policy_default_acl_xattr,
+					 POLICY_DEFAULT_ACL_SIZE, 0));
+	return r < 0 ? r : 0;
+}
+
+bool policy_takes_away(const struct stat *st, const struct policy_xstate *x,
+		       const struct policy_target *t)
+{
+	uid_t uid = t->uid == (uid_t)-1 ? st->st_uid : t->uid;
+
+	return tighten_mode(st, t) != (st->st_mode & 07777) || x->acl_access ||
+	       (S_ISDIR(st->st_mode) && x->acl_default != POLICY_ACL_DEF_NONE) ||
+	       st->st_uid != uid || st->st_gid != t->gid;
+}
+
+/* A non-directory may skip the intermediate chmod when nobody could gain in the window
+ * between chown and the final chmod: no ACL to strip, no setuid/setgid bits, and the
+ * change of owner or group hands nobody more than they had (the new group gets the old
+ * group bits where it had the "other" bits; a former owner gets group/other bits).
+ * Directories always take the step: their final mode waits for the whole subtree. */
+static bool chown_window_is_safe(const struct stat *st, const struct policy_xstate *x,
+				 const struct policy_target *t)
+{
+	mode_t mo = st->st_mode;
+	unsigned u = (mo >> 6) & 7, g = (mo >> 3) & 7, o = mo & 7;
+	uid_t uid = t->uid == (uid_t)-1 ? st->st_uid : t->uid;
+
+	if (x->acl_access || (mo & 07000))
+		return false;
+	if (st->st_gid != t->gid && g != o)
+		return false;
+	if (st->st_uid != uid && ((g | o) & ~u))
+		return false;
+	return true;
+}
+
+/* Everything that takes access away, in an order where no intermediate state is looser
+ * than both the old and the new one:
+ *   1. chmod to the bits both grant (drops setuid/setgid, group bits if the group changes)
+ *      — before the ACLs go, because removing an access ACL hands the mask to the owning
+ *      group;
+ *   2. remove the planted access ACL and a foreign default ACL;
+ *   3. chown (the new owner is root, pi-tools or unchanged; the group has no bits yet).
+ * What gives access (the final mode, our default ACL) comes last, in policy_apply_post(); for a
+ * directory only after its subtree is done, so nothing beneath is reachable early. */
+int policy_apply_pre(int fd, bool opath, struct stat *st, const struct policy_xstate *x,
+		     const struct policy_target *t)
+{
+	uid_t uid = t->uid == (uid_t)-1 ? st->st_uid : t->uid;
+	mode_t m = tighten_mode(st, t);
+	int r;
+
+	if (!S_ISDIR(st->st_mode) && chown_window_is_safe(st, x, t))
+		m = st->st_mode & 07777; /* the final chmod does it all, atomically */
+	if (m != (st->st_mode & 07777)) {
+		r = do_chmod(fd, opath, m);
+		if (r < 0)
+			return r;
+	}
+	if (x->acl_access) {
+		r = do_removexattr(fd, opath, POLICY_XATTR_ACL_ACCESS);
+		if (r < 0)
+			return r;
+	}
+	if (S_ISDIR(st->st_mode) && x->acl_default != POLICY_ACL_DEF_NONE &&
+	    !(x->acl_default == POLICY_ACL_DEF_OURS && (t->flags & POLICY_T_DEFAULT_ACL))) {
+		r = do_removexattr(fd, opath, POLICY_XATTR_ACL_DEFAULT);
+		if (r < 0)
+			return r;
+	}
+	if (st->st_uid != uid || st->st_gid != t->gid) {
+		if (fchownat(fd, "", uid, t->gid, AT_EMPTY_PATH) < 0)
+			return negative_errno();
+		/* chown may clear setuid/setgid. A file: force the final chmod (one call,
+		 * instead of an fstat to learn what chown left); a directory: re-read. */
+		if (!S_ISDIR(st->st_mode)) {
+			st->st_mode = (st->st_mode & S_IFMT) | (t->mode ^ 07777); /* != t->mode */
+			return 0;
+		}
+		return RET_NERRNO(fstat(fd, st));
+	}
+	st->st_mode = (st->st_mode & S_IFMT) | m;
+	return 0;
+}
+
+int policy_apply_post(int fd, bool opath, const struct stat *st, const struct policy_target *t,
+		      bool want_acl_set)
+{
+	int r;
+
+	if ((st->st_mode & 07777) != t->mode) {
+		r = do_chmod(fd, opath, t->mode);
+		if (r < 0)
+			return r;
+	}
+	if (want_acl_set) {
+		r = set_default_acl(fd);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
