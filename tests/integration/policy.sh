@@ -110,6 +110,19 @@ print(sorted(e["path"] for e in d["events"] if e["kind"]=="change")[0], d["summa
 	"/workspaces/proj/src/main.c 2"
 "$P" policy apply --root "$R" >/dev/null 2>&1
 is "apply fixes it" "$(mode_of "$W/src/main.c")" "660 $A:10010"
+# One thread and four threads leave the same tree (a loosened copy of the workspace each).
+cp -a "$R/workspaces" "$R/ws1" && cp -a "$R/workspaces" "$R/ws4"
+chmod -R g-w,o+w "$R/ws1" "$R/ws4" 2>/dev/null
+chown -R $A:$A "$R/ws1" "$R/ws4"
+printf '[{"path":"/ws1","access":"write"}]\n' >"$R/.rules-1"
+printf '[{"path":"/ws4","access":"write"}]\n' >"$R/.rules-4"
+"$P" policy apply --root "$R" --rules "$R/.rules-1" --threads 1 >/dev/null 2>&1
+"$P" policy apply --root "$R" --rules "$R/.rules-4" --threads 4 >/dev/null 2>&1
+is "--threads 4 leaves what --threads 1 leaves" \
+	"$(diff <(cd "$R/ws1" && snap .) <(cd "$R/ws4" && snap .))" ""
+is "... both applied" "$(mode_of "$R/ws1/proj/src/main.c") $(mode_of "$R/ws4/proj/src")" \
+	"660 $A:10010 2770 $A:10010"
+rm -rf "$R/ws1" "$R/ws4" "$R/.rules-1" "$R/.rules-4"
 
 # --- explain --------------------------------------------------------------------------
 chmod 0755 "$R"
@@ -172,5 +185,6 @@ exits 0 "--help" "$P" policy --help
 exits 100 "unknown command" "$P" policy frobnicate
 exits 100 "explain without PATH" "$P" policy explain --root "$R"
 exits 100 "explain of a relative path" "$P" policy explain rel --root "$R"
+exits 100 "--threads wants a number" "$P" policy check --threads many --root "$R"
 exits 111 "missing root" "$P" policy check --root /nonexistent-root
 done_testing
