@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <libwebsockets.h>
@@ -27,11 +28,13 @@
 
 #define LINGER_US (600LL * LWS_US_PER_SEC) /* keep an exited, unacknowledged command 10 min */
 #define STDIN_MAX (1024u * 1024u)	   /* stdin bytes queued for a command */
+#define PIPE_BYTES (1024 * 1024)	   /* F_SETPIPE_SZ of a command's output pipes */
 
 struct frame {
 	struct frame *next;
 	uint64_t seq;
 	size_t len;    /* header + payload */
+	bool big;      /* a full-size buffer from the pool */
 	uint8_t buf[]; /* LWS_PRE + len */
 };
 
@@ -83,6 +86,7 @@ int session_init(void)
 }
 
 static void cmd_free(struct cmd *c);
+static void frame_free(struct frame *f);
 
 void session_done(void)
 {
@@ -130,7 +134,7 @@ static void cmd_free(struct cmd *c)
 	while (c->head) {
 		struct frame *f = c->head;
 		c->head = f->next;
-		free(f);
+		frame_free(f);
 	}
 	free(c->exit_json);
 	free(c->in_buf);
@@ -169,18 +173,39 @@ static void set_paused(struct cmd *c, bool paused)
 	}
 }
 
-static int push_frame(struct cmd *c, uint8_t stream, uint16_t flags, const void *data, size_t len)
-{
-	struct frame *f = malloc(sizeof(*f) + LWS_PRE + PROTO_FRAME_HEADER + len);
+/* Output frames. A read goes straight into a full-size frame buffer (one copy less than
+ * reading into a stack buffer); a short read is moved into an exact-size frame so that
+ * many small frames cannot hold many large buffers (the 8 MiB bound counts payload bytes).
+ * Full-size buffers are recycled through a small pool: musl's malloc returns large blocks
+ * to the kernel on free, and a page fault per 4 KiB of every frame cost more than the copy. */
+#define FRAME_BIG (sizeof(struct frame) + LWS_PRE + PROTO_FRAME_HEADER + PROTO_MAX_FRAME_PAYLOAD)
+#define FRAME_POOL 8
+static struct frame *pool[FRAME_POOL];
+static unsigned pool_n;
 
-	if (!f)
-		return -ENOMEM;
+static struct frame *frame_big(void)
+{
+	struct frame *f = pool_n ? pool[--pool_n] : malloc(FRAME_BIG);
+	if (f)
+		f->big = true;
+	return f;
+}
+
+static void frame_free(struct frame *f)
+{
+	if (f && f->big && pool_n < FRAME_POOL)
+		pool[pool_n++] = f;
+	else
+		free(f);
+}
+
+/* Queue f (its payload already in place) as the command's next frame. */
+static void queue_frame(struct cmd *c, struct frame *f, uint8_t stream, uint16_t flags, size_t len)
+{
 	f->next = NULL;
 	f->seq = ++c->next_seq;
 	f->len = PROTO_FRAME_HEADER + len;
 	proto_frame_header_put(f->buf + LWS_PRE, stream, flags, c->id, f->seq);
-	if (len)
-		memcpy(f->buf + LWS_PRE + PROTO_FRAME_HEADER, data, len);
 	if (c->tail)
 		c->tail->next = f;
 	else
@@ -191,6 +216,18 @@ static int push_frame(struct cmd *c, uint8_t stream, uint16_t flags, const void 
 		set_paused(c, true);
 	if (c->attached)
 		serve_want_write();
+}
+
+static int push_frame(struct cmd *c, uint8_t stream, uint16_t flags, const void *data, size_t len)
+{
+	struct frame *f = malloc(sizeof(*f) + LWS_PRE + PROTO_FRAME_HEADER + len);
+
+	if (!f)
+		return -ENOMEM;
+	f->big = false;
+	if (len)
+		memcpy(f->buf + LWS_PRE + PROTO_FRAME_HEADER, data, len);
+	queue_frame(c, f, stream, flags, len);
 	return 0;
 }
 
@@ -242,22 +279,36 @@ static void check_done(struct cmd *c)
 static void on_output(struct watch *w, uint32_t events)
 {
 	struct cmd *c = w->owner;
-	uint8_t buf[PROTO_MAX_FRAME_PAYLOAD];
+	struct frame *f = frame_big();
+	uint8_t *payload;
 	uint8_t stream;
 	ssize_t n;
 	int fd = w->fd;
 
-	stream = w == &c->w_err ? PROTO_STREAM_STDERR : PROTO_STREAM_STDOUT;
-	n = spawn_read(c->p, fd, buf, sizeof(buf));
-	if (n == -EAGAIN || n == -EINTR)
+	if (!f) {
+		log_error("Command %u: out of memory buffering output", c->id);
 		return;
+	}
+	payload = f->buf + LWS_PRE + PROTO_FRAME_HEADER;
+	stream = w == &c->w_err ? PROTO_STREAM_STDERR : PROTO_STREAM_STDOUT;
+	n = spawn_read(c->p, fd, payload, PROTO_MAX_FRAME_PAYLOAD);
+	if (n == -EAGAIN || n == -EINTR) {
+		frame_free(f);
+		return;
+	}
 	if (n <= 0) {
 		/* EOF (or EIO from a pty master whose slave closed): the stream ends. */
+		frame_free(f);
 		serve_unwatch(w);
 		w->fd = -1;
 		(void)push_frame(c, stream, PROTO_FRAME_EOF, NULL, 0);
-	} else if (push_frame(c, stream, 0, buf, (size_t)n) < 0)
-		log_error("Command %u: out of memory buffering output", c->id);
+	} else if ((size_t)n >= PROTO_MAX_FRAME_PAYLOAD / 2)
+		queue_frame(c, f, stream, 0, (size_t)n);
+	else {
+		if (push_frame(c, stream, 0, payload, (size_t)n) < 0)
+			log_error("Command %u: out of memory buffering output", c->id);
+		frame_free(f);
+	}
 	check_done(c);
 	schedule_tick(c);
 }
@@ -273,10 +324,32 @@ static void on_pidfd(struct watch *w, uint32_t events)
 	schedule_tick(c);
 }
 
+/* After the main process exits, spawn_tick closes the outputs once the drain time has
+ * passed (a background child may hold them open). Output already in the pipe must not be
+ * lost to that: while the command is paused (its reader is 8 MiB behind) or the pipes
+ * still hold bytes, the drain waits. */
+static bool output_pending(struct cmd *c)
+{
+	int fds[2] = {c->p->fd_out, c->p->fd_err};
+
+	for (unsigned i = 0; i < 2; i++) {
+		int n = 0;
+		if (fds[i] < 0)
+			continue;
+		if (c->paused || (ioctl(fds[i], FIONREAD, &n) == 0 && n > 0))
+			return true;
+	}
+	return false;
+}
+
 static void on_tick(lws_sorted_usec_list_t *sul)
 {
 	struct cmd *c = lws_container_of(sul, struct cmd, tick);
 
+	if (c->p->reaped && output_pending(c)) {
+		lws_sul_schedule(serve_lws_context(), 0, &c->tick, on_tick, 50 * LWS_US_PER_MS);
+		return;
+	}
 	spawn_tick(c->p);
 	check_done(c);
 	if (!c->done)
@@ -519,6 +592,14 @@ static void exec_start(const struct proto_request *req)
 		*pp = c;
 	}
 	T.n_cmds++;
+	/* A 1 MiB pipe: the command writes on while we send, and one read fills a whole frame
+	 * (the default 64 KiB pipe made every read short). Not for a pty (EBADF: harmless). */
+	if (!c->pty) {
+		if (c->p->fd_out >= 0)
+			(void)fcntl(c->p->fd_out, F_SETPIPE_SZ, PIPE_BYTES);
+		if (c->p->fd_err >= 0)
+			(void)fcntl(c->p->fd_err, F_SETPIPE_SZ, PIPE_BYTES);
+	}
 	if (c->p->fd_out >= 0)
 		(void)serve_watch(&c->w_out, c->p->fd_out, EPOLLIN, on_output);
 	if (c->p->fd_err >= 0)
@@ -573,7 +654,7 @@ static void drop_acked(struct cmd *c, uint64_t seq)
 		struct frame *f = c->head;
 		c->head = f->next;
 		c->buffered -= f->len - PROTO_FRAME_HEADER;
-		free(f);
+		frame_free(f);
 	}
 	if (!c->head)
 		c->tail = NULL;

@@ -93,6 +93,10 @@ is "exec: no token in the environment" "$(P exec --agent alice -- sh -c 'env | g
 like "exec: token file unreadable by the agent" "$(P exec --agent alice -- cat /etc/pistis/token 2>&1)" 'Permission denied'
 big=$(P exec --agent alice -- sh -c 'seq 1 200000' | md5sum)
 is "exec: 1.2 MB of output complete and in order" "$big" "$(seq 1 200000 | md5sum)"
+# a reader 3 s late: pistisd pauses at 8 MiB unacknowledged while the command fills its pipe
+# and exits; what is in the pipe then must survive the drain time after exit
+n=$(P exec --agent alice -- head -c 8912896 /dev/zero | (sleep 3; wc -c))
+is "exec: output still in the pipe when a paused command exits is not lost" "$n" 8912896
 
 # --- 100 concurrent commands across 10 agents ---------------------------------------------
 for a in $(seq 0 9); do P exec --agent "agent$a" -- true; done

@@ -190,7 +190,7 @@ def scenario_sandbox_flood(port, token, seconds):
     s.send(json.dumps({"id": "00000000.1.r1", "ok": True}))          # another relay run
     s.send(json.dumps({"id": "zz", "op": "exec.start", "agent": "x"}))  # requests to the relay
     s.send(json.dumps({"pad": "y" * (2 * 1024 * 1024)}))               # over 1 MiB
-    s.send(frame(1, 0, 7, 1, b"z" * 70000), binary=True)               # over 64 KiB payload
+    s.send(frame(1, 0, 7, 1, b"z" * 270000), binary=True)              # over 256 KiB payload
     s.send(frame(9, 0, 7, 1, b"z"), binary=True)
     n_msgs = n_frames = 0
     end = time.time() + seconds
