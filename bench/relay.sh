@@ -2,8 +2,12 @@
 # Relay benchmark: the round trip of `true` through pistis -> server-min -> pistisd against
 # the local `pistisd run` of the same command (median and p99 of 100), 1 GiB of output through
 # the relay against the local run, pistisd's idle RSS, its size and what dominates it.
-# docker exec is compared only where dockerd runs (not started here: see the message).
-# Run as root from the tree: PISTIS_BUILD=build bash bench/relay.sh
+# docker exec is the baseline when Debian's docker.io is installed (scripts/bootstrap.sh
+# docker): the bench starts its own /usr/sbin/dockerd (no bridge, no iptables, private data
+# root and socket in a scratch directory), imports the debian test root as an image, runs one
+# container with no network, times `docker exec C true` and 1 GiB through `docker exec`, and
+# removes everything (trap, bounded waits). Run as root from the tree:
+# PISTIS_BUILD=build bash bench/relay.sh
 . "$(dirname "$0")/../tests/lib.sh"
 need_mount_ns "$@"
 R=$(root_fresh debian) || exit 1
@@ -24,18 +28,19 @@ export PISTIS_URL=ws://127.0.0.1:$CP PISTIS_TOKEN=$ct
 for _ in $(seq 100); do "$BIN/pistis" ls 2>/dev/null | grep -q "s1 *connected" && break; sleep 0.1; done
 PD=$(pgrep -n -f 'pistisd serve --relay ws://127.0.0.1:'"$SP")
 "$BIN/pistis" exec --agent alice -- true
-echo "pistisd idle RSS (connected, one command run): $(awk '/VmRSS/ {print $2, $3}' /proc/$PD/status)"
+echo "pistisd idle RSS (connected, one command run): $(awk '/VmRSS/ {print $2, $3}' /proc/$PD/status) (target <= 4096 kB)"
 local_run() { chroot "$R" /usr/local/bin/pistisd run --agent alice -- "$@"; }
 local_run /bin/true
 
-# median and p99 in microseconds of 100 runs of "$@"
+# median and p99 in microseconds of ${RUNS:-100} runs of "$@"
 times() {
-	for _ in $(seq 100); do
+	local n=${RUNS:-100}
+	for _ in $(seq "$n"); do
 		s=$(date +%s%N)
 		"$@" >/dev/null
 		echo $((($(date +%s%N) - s) / 1000))
 	done | sort -n >"$W/t"
-	echo "$(sed -n 50p "$W/t") $(sed -n 99p "$W/t")"
+	echo "$(sed -n "$(((n + 1) / 2))p" "$W/t") $(sed -n "$(((n * 99 + 99) / 100))p" "$W/t")"
 }
 read -r rm rp <<<"$(times "$BIN/pistis" exec --agent alice -- /bin/true)"
 read -r lm lp <<<"$(times local_run /bin/true)"
@@ -49,7 +54,7 @@ s=$(date +%s%N); m=$(local_run head -c $GIB /dev/zero | wc -c); e=$(date +%s%N)
 lt=$(((e - s) / 1000000))
 echo "1 GiB of output: relay $n bytes in $rt ms = $((1024 * 1000 / rt)) MiB/s; local run $m bytes in $lt ms = $((1024 * 1000 / lt)) MiB/s"
 echo "pistisd RSS after the runs (1 GiB through it): $(awk '/VmRSS/ {print $2, $3}' /proc/$PD/status)"
-echo "pistisd stripped size: $(stat -c %s "$BIN/pistisd") bytes"
+echo "pistisd stripped size: $(stat -c %s "$BIN/pistisd") bytes (target <= 2097152)"
 if [ -f "$PISTIS_BUILD/musl/pistisd" ]; then
 	size "$PISTIS_BUILD/musl/pistisd" | sed 's/^/  /'
 	echo "  largest symbols:"
@@ -62,10 +67,59 @@ if [ -f "$PISTIS_BUILD/musl/pistisd" ]; then
 		else if (n ~ /^(EVP|X509|SSL|ssl|tls|OPENSSL|ossl|OSSL|BN_|bn_|EC_|ec_|ecp_|RSA|rsa|ASN1|asn1|CRYPTO|ERR_|OBJ_|PEM|PKCS|evp|x509|aes|AES|sha|SHA|ChaCha|Poly|poly|DH_|dh_|DSA|dsa|CMS|cms|HMAC|RAND|rand|OCSP|CT_|SCT|BIO|bio|UI_|DES|des|camellia|aria|ARIA|gcm|x25519|X25519|ED25519|ED448|k25519|curve448|nid_objs|param_group|ssl3_)/) k = "openssl"
 		t[k] += sz } END { for (k in t) printf "    %-14s %8d\n", k, t[k] }' | sort -k2 -nr
 fi
-if command -v dockerd >/dev/null && docker info >/dev/null 2>&1; then
-	echo "docker: a daemon is running, but this bench does not drive it yet"
-else
-	echo "docker exec: skipped (no running dockerd here; comparing needs docker.io installed, dockerd started with --bridge=none --iptables=false and an image imported from the test root)"
-fi
 kill "$PD" "$SM"
 wait
+
+# --- docker exec baseline -------------------------------------------------------------------
+DD=/usr/sbin/dockerd
+DC=/usr/bin/docker # Debian's client; /usr/local/bin/docker is a client only, used if this is missing
+[ -x "$DC" ] || DC=/usr/local/bin/docker
+if [ ! -x "$DD" ] || [ ! -x "$DC" ]; then
+	echo "docker exec: skipped ($DD missing: scripts/bootstrap.sh docker installs docker.io)"
+	rm -rf "$W"
+	exit 0
+fi
+D=$(mktemp -d /tmp/pistis-dockerd.XXXXXX)
+DK() { timeout 120 "$DC" -H "unix://$D/docker.sock" "$@"; }
+docker_cleanup() {
+	[ -n "${CID:-}" ] && DK rm -f "$CID" >/dev/null 2>&1
+	DK rmi -f pistis-bench >/dev/null 2>&1
+	if [ -n "${DDP:-}" ] && kill -0 "$DDP" 2>/dev/null; then
+		kill "$DDP"
+		for _ in $(seq 100); do kill -0 "$DDP" 2>/dev/null || break; sleep 0.1; done
+		kill -9 "$DDP" 2>/dev/null
+	fi
+	wait 2>/dev/null
+	grep " $D/" /proc/self/mountinfo | awk '{print $5}' | sort -r | xargs -r -n1 umount -l 2>/dev/null
+	rm -rf "$D" "$W"
+}
+trap docker_cleanup EXIT
+"$DD" --bridge=none --iptables=false --ip6tables=false --data-root "$D/root" \
+	--exec-root "$D/exec" --pidfile "$D/dockerd.pid" -H "unix://$D/docker.sock" \
+	>"$D/dockerd.log" 2>&1 &
+DDP=$!
+for _ in $(seq 300); do DK info >/dev/null 2>&1 && break; sleep 0.1; done
+if ! DK info >/dev/null 2>&1; then
+	echo "docker exec: skipped (dockerd did not come up; its log:)"
+	tail -n 5 "$D/dockerd.log" | sed 's/^/  /'
+	exit 0
+fi
+# the cached test root itself (the running copy has /proc and /sys mounted)
+tar -C "$(tests/roots.sh debian)" --exclude='./proc/*' --exclude='./sys/*' -c . |
+	DK import - pistis-bench >/dev/null
+CID=$(DK run -d --network none pistis-bench sleep inf)
+if [ -z "$CID" ]; then
+	echo "docker exec: skipped (docker run failed; dockerd's log:)"
+	tail -n 5 "$D/dockerd.log" | sed 's/^/  /'
+	exit 0
+fi
+DK exec "$CID" true
+read -r dm dp <<<"$(RUNS=50 times DK exec "$CID" /bin/true)"
+echo "round trip of true, us (median p99 of 50): docker exec $dm $dp"
+s=$(date +%s%N); dn=$(DK exec "$CID" head -c $GIB /dev/zero | wc -c); e=$(date +%s%N)
+dt=$(((e - s) / 1000000))
+echo "1 GiB of output: docker exec $dn bytes in $dt ms = $((1024 * 1000 / dt)) MiB/s"
+echo "targets:"
+echo "  round trip relay / docker exec = $(echo "scale=3; $rm / $dm" | bc) (target <= 0.05)"
+echo "  round trip relay / local run   = $(echo "scale=2; $rm / $lm" | bc) (target <= 1.5)"
+echo "  throughput relay / docker exec = $(echo "scale=2; $dt / $rt" | bc) (target >= 2)"
