@@ -1,7 +1,7 @@
 #pragma once
 
 /* Identity change and capability drop for the spawn child. Everything here is raw
- * syscalls, no malloc and no libc state, because it runs in a vfork-style child that
+ * syscalls, no malloc and no libc state, because it runs in a fork-style child that
  * shares memory with pistisd (and musl's set*id/setrlimit would broadcast to threads). */
 
 #include <stdbool.h>

@@ -23,6 +23,7 @@
 #include "lib/macro.h"
 #include "pistisd/cli.h"
 #include "pistisd/spawn.h"
+#include "sandbox-users/ident.h"
 #include "sandbox-users/users.h"
 
 #define RUN_MAX_ENV 64
@@ -369,6 +370,14 @@ int run_cli_main(int argc, char **argv)
 	if (!agent || optind >= argc) {
 		log_error(
 			"run needs --agent ID and a command after '--'; see 'pistisd run --help'");
+		return EXIT_USAGE;
+	}
+	/* Bad input is a usage error, found before anything is touched; the id itself is not
+	 * echoed (it may hold control bytes). */
+	if (ident_agent_id_check(agent) < 0) {
+		log_error("invalid agent id: 1-%d bytes of [A-Za-z0-9._@+=/-], starting with a "
+			  "letter or digit",
+			  USERS_AGENT_ID_MAX);
 		return EXIT_USAGE;
 	}
 	if (cwd && (strncmp(cwd, RUN_CWD_ROOT "/", strlen(RUN_CWD_ROOT) + 1) &&

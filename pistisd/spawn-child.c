@@ -1,7 +1,8 @@
 /* The spawn child: from clone() to execve(), in the order docs/spawn.md explains.
- * It runs on its own stack but in pistisd's memory (CLONE_VM|CLONE_VFORK), so it uses raw
- * system calls only: no malloc, no stdio, nothing that takes a libc lock or changes libc
- * state that the parent would see (musl's setrlimit/set*id broadcast to "all threads"). */
+ * It is a fork-style child (a raw clone without CLONE_VM: its own copy of pistisd's memory,
+ * libc's state not updated for it), so it uses raw system calls only: no malloc, no stdio,
+ * nothing that takes a libc lock or relies on libc knowing its thread (musl's
+ * setrlimit/set*id broadcast to "all threads"). */
 #include "pistisd/spawn-child.h"
 
 #include <errno.h>
@@ -282,6 +283,12 @@ int spawn_child_main(void *arg)
 	r = privs_clear_caps(a->last_cap);
 	if (r < 0)
 		fail(a, SPAWN_STEP_CAPS, r);
+	/* Until execve this process holds pistisd's fds and a copy of its memory, under the
+	 * agent's uid. The kernel already made it non-dumpable on the id change (unless
+	 * fs.suid_dumpable says otherwise): say it explicitly, so no ptrace attach and no
+	 * /proc/PID/mem, environ or fd by the agent. execve of a normal binary sets it back. */
+	if (syscall(SYS_prctl, PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		fail(a, SPAWN_STEP_CAPS, errno);
 
 	/* After the id change: a credential change clears the parent-death signal. Then make
 	 * sure the parent did not die before it was set (it would never fire). */

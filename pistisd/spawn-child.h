@@ -1,6 +1,6 @@
 #pragma once
 
-/* Internal to the spawn core: what the parent prepares for the vfork-style child, and the
+/* Internal to the spawn core: what the parent prepares for the fork-style child, and the
  * child's entry point. Everything the child needs is computed before clone(); the child
  * only makes system calls (no malloc, no stdio, no libc locks). */
 

@@ -1,5 +1,5 @@
 /* The spawn core, parent side: set up fds, cgroup and the child's arguments, clone a
- * vfork-style child (spawn-child.c), then supervise the command from any event loop.
+ * fork-style child (spawn-child.c), then supervise the command from any event loop.
  * docs/spawn.md has the exact order of the child's steps and the reason for each. */
 #include "pistisd/spawn.h"
 
@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -31,8 +30,6 @@
 #ifndef TIOCGPTPEER
 #define TIOCGPTPEER _IO('T', 0x41)
 #endif
-
-#define CHILD_STACK_SIZE (256 * 1024)
 
 /* Empty command cgroups kept for the next command of the same agent: mkdir + rmdir in
  * cgroupfs cost more than the rest of a spawn together (bench/spawn.sh). A pooled slot
@@ -79,6 +76,7 @@ static const char *const step_names[_SPAWN_STEP_MAX] = {
 	[SPAWN_STEP_EXEC] = "execve",
 	[SPAWN_STEP_PARENT_SIDE] = "prepare",
 	[SPAWN_STEP_PTY] = "open a pty (/dev/ptmx, devpts)",
+	[SPAWN_STEP_EXEC_TIMEOUT] = "timed out before exec",
 };
 
 const char *spawn_step_name(enum spawn_step step)
@@ -277,19 +275,65 @@ static void cgroup_cleanup(struct spawn_proc *p, bool wait_empty)
 	}
 }
 
+/* Wait for the child to exec (EOF on the CLOEXEC error pipe), fail (a report on it) or
+ * die, for at most SPAWN_EXEC_DEADLINE_MS. A child that does not get there in time (an
+ * agent can SIGSTOP it once it has the agent's uid) is killed through its pidfd and
+ * reaped: "timed out before exec". */
+static int exec_wait(struct spawn_proc *p, int err_r, enum spawn_step *ret_step)
+{
+	uint64_t deadline = p->start_ns + SPAWN_EXEC_DEADLINE_MS * 1000000u;
+	struct child_report rep = {0};
+	size_t got = 0;
+
+	for (;;) {
+		struct pollfd pf = {.fd = err_r, .events = POLLIN};
+		uint64_t now = spawn_now_ns();
+		int k;
+		ssize_t n;
+
+		if (now >= deadline) {
+			(void)syscall(SYS_pidfd_send_signal, p->pidfd, SIGKILL, NULL, 0);
+			(void)wait4(p->pid, NULL, 0, NULL);
+			p->reaped = true;
+			*ret_step = SPAWN_STEP_EXEC_TIMEOUT;
+			return -ETIMEDOUT;
+		}
+		k = poll(&pf, 1, (int)((deadline - now + 999999u) / 1000000u));
+		if (k < 0 && errno != EINTR)
+			return -errno;
+		if (k <= 0)
+			continue;
+		n = read(err_r, (char *)&rep + got, sizeof(rep) - got);
+		if (n < 0) {
+			if (errno == EINTR || errno == EAGAIN)
+				continue;
+			return -errno;
+		}
+		got += (size_t)n;
+		if (n > 0 && got < sizeof(rep))
+			continue;
+		if (got == 0)
+			return 0; /* EOF: exec'd (or died, which the pidfd reports later) */
+		(void)syscall(SYS_pidfd_send_signal, p->pidfd, SIGKILL, NULL, 0);
+		(void)wait4(p->pid, NULL, 0, NULL);
+		p->reaped = true;
+		if (got != sizeof(rep))
+			return -EIO; /* a torn report: the child is in an unknown state */
+		*ret_step = rep.step > 0 && rep.step < _SPAWN_STEP_MAX ? rep.step : SPAWN_STEP_EXEC;
+		return rep.error > 0 ? -rep.error : -EIO;
+	}
+}
+
 int spawn_start(struct spawn_ctx *ctx, const struct spawn_opts *o, struct spawn_proc **ret,
 		struct spawn_error *ret_err)
 {
 	struct spawn_proc *p = NULL;
 	struct child_args a = {0};
-	struct child_report rep = {0};
 	_cleanup_close_ int err_r = -1, err_w = -1, in_child = -1, out_child = -1, err_child = -1,
 			    procs_fd = -1, slave = -1;
 	sigset_t all, old;
-	void *stack = MAP_FAILED;
 	int pidfd = -1, r;
 	enum spawn_step step = SPAWN_STEP_PARENT_SIDE;
-	ssize_t n;
 	pid_t pid;
 
 	*ret_err = (struct spawn_error){0};
@@ -409,46 +453,32 @@ int spawn_start(struct spawn_ctx *ctx, const struct spawn_opts *o, struct spawn_
 	a.bpf.filter = (struct sock_filter *)ctx->bpf.insns; /* only read */
 	a.parent = getpid();
 
-	/* The child shares our memory until execve (CLONE_VM|CLONE_VFORK, like posix_spawn):
-	 * no copy of pistisd's page tables, and we are suspended until it execs or exits.
-	 * It gets its own stack. All signals are blocked across the clone so none of our
-	 * handlers can run on the child's stack with our memory (the child resets them). */
-	stack = mmap(NULL, CHILD_STACK_SIZE, PROT_READ | PROT_WRITE,
-		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-	if (stack == MAP_FAILED)
-		goto fail_errno;
+	/* A fork-style child (no CLONE_VM): it works on its own copy of everything the
+	 * parent prepared, so nothing we do afterwards can change what it reads, and a child
+	 * an agent stops (it has the agent's uid from setresuid to execve) cannot stop us:
+	 * we wait for it with a deadline (exec_wait). Raw clone, not fork(): no atfork
+	 * handlers, no libc state touched, and the pidfd comes with it. All signals are
+	 * blocked across the clone so no handler of ours runs in the child before it resets
+	 * them. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	p->start_ns = spawn_now_ns();
-	pid = clone(spawn_child_main, (char *)stack + CHILD_STACK_SIZE,
-		    CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD, &a, &pidfd);
+	pid = (pid_t)syscall(SYS_clone, CLONE_PIDFD | SIGCHLD, NULL, &pidfd, NULL, NULL);
+	if (pid == 0) {
+		(void)spawn_child_main(&a); /* execs or exits */
+		syscall(SYS_exit_group, 111);
+	}
 	r = pid < 0 ? -errno : 0;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	munmap(stack, CHILD_STACK_SIZE);
 	if (r < 0)
 		goto fail;
 	p->pid = pid;
 	p->pidfd = pidfd;
 
-	/* The child has exec'd (the write end closed with CLOEXEC: EOF) or failed and told us
-	 * which step failed with which errno. */
 	err_w = safe_close(err_w);
-	n = loop_read(err_r, &rep, sizeof(rep));
-	if (n == (ssize_t)sizeof(rep)) {
-		(void)wait4(pid, NULL, 0, NULL);
-		p->reaped = true;
-		step = rep.step > 0 && rep.step < _SPAWN_STEP_MAX ? rep.step : SPAWN_STEP_EXEC;
-		r = rep.error > 0 ? -rep.error : -EIO;
+	r = exec_wait(p, err_r, &step);
+	if (r < 0)
 		goto fail;
-	}
-	if (n != 0) {
-		/* A torn report: the child is in an unknown state. */
-		(void)kill(pid, SIGKILL);
-		(void)wait4(pid, NULL, 0, NULL);
-		p->reaped = true;
-		r = n < 0 ? (int)n : -EIO;
-		goto fail;
-	}
 	if (p->fd_out >= 0)
 		(void)fd_set_nonblock(p->fd_out, 1);
 	if (p->fd_err >= 0)

@@ -33,6 +33,9 @@
 #include "pistisd/privs.h"
 
 #define SPAWN_DRAIN_MS_DEFAULT 100
+/* From clone to execve at most this long; then the child is killed (an agent can stop it
+ * once it has the agent's uid). spawn_start blocks at most this long. */
+#define SPAWN_EXEC_DEADLINE_MS 2000
 #define SPAWN_GRACE_MS_DEFAULT 2000
 #define SPAWN_UMASK_DEFAULT 0007
 
@@ -112,8 +115,9 @@ enum spawn_step {
 	SPAWN_STEP_NNP,
 	SPAWN_STEP_CLOSE_FDS,
 	SPAWN_STEP_EXEC,
-	SPAWN_STEP_PARENT_SIDE, /* failed before the child existed */
-	SPAWN_STEP_PTY,		/* opening /dev/ptmx (parent side) */
+	SPAWN_STEP_PARENT_SIDE,	 /* failed before the child existed */
+	SPAWN_STEP_PTY,		 /* opening /dev/ptmx (parent side) */
+	SPAWN_STEP_EXEC_TIMEOUT, /* no exec within SPAWN_EXEC_DEADLINE_MS: killed */
 	_SPAWN_STEP_MAX,
 };
 
