@@ -25,9 +25,11 @@
 #include "pistisd/spawn.h"
 #include "sandbox-users/ident.h"
 #include "sandbox-users/users.h"
+#include "trusted/trusted.h"
 
 #define RUN_MAX_ENV 64
-#define RUN_CWD_ROOT "/data"
+/* SPAWN_CWD_ROOTS, for messages */
+#define RUN_CWD_ROOTS_TEXT "/workspaces or /data"
 
 extern char **environ;
 
@@ -44,9 +46,9 @@ static void usage(FILE *f)
 		"  --uid N             the uid the agent must have (passed to users ensure)\n"
 		"  --root DIR          the root filesystem holding /etc and /data (default /);\n"
 		"                      the command runs chrooted into it when it is not /\n"
-		"  --cwd DIR           working directory beneath " RUN_CWD_ROOT
-		", resolved as the agent\n"
-		"                      without symlinks (default: the agent's home)\n"
+		"  --cwd DIR           working directory beneath " RUN_CWD_ROOTS_TEXT ",\n"
+		"                      resolved as the agent without symlinks (default: the\n"
+		"                      agent's home)\n"
 		"  --pty               run on a new pseudo-terminal (--cols N, --rows N)\n"
 		"  --stdin             pass our stdin to the command (default /dev/null)\n"
 		"  --timeout S         wall-clock limit in seconds (fractions allowed)\n"
@@ -278,9 +280,10 @@ int run_cli_main(int argc, char **argv)
 	struct spawn_error err;
 	struct users_identity ident;
 	struct envb_opts eo = {0};
-	char **envp = NULL, rel[4096], ebuf[256];
+	char **envp = NULL, ebuf[256];
+	const char *cwd_root = NULL, *rel = NULL;
 	const char *bad = NULL;
-	_cleanup_close_ int data_fd = -1, sig_fd = -1;
+	_cleanup_close_ int data_fd = -1, root_fd = -1, sig_fd = -1;
 	sigset_t mask, oldmask;
 	uint64_t v;
 	int c, r, ret = EXIT_SYSTEM;
@@ -380,9 +383,8 @@ int run_cli_main(int argc, char **argv)
 			  USERS_AGENT_ID_MAX);
 		return EXIT_USAGE;
 	}
-	if (cwd && (strncmp(cwd, RUN_CWD_ROOT "/", strlen(RUN_CWD_ROOT) + 1) &&
-		    strcmp(cwd, RUN_CWD_ROOT))) {
-		log_error("--cwd '%s' is not beneath " RUN_CWD_ROOT, cwd);
+	if (cwd && spawn_cwd_split(cwd, &cwd_root, &rel) < 0) {
+		log_error("--cwd '%s' is not beneath " RUN_CWD_ROOTS_TEXT, cwd);
 		return EXIT_USAGE;
 	}
 	if (geteuid() != 0) {
@@ -411,20 +413,26 @@ int run_cli_main(int argc, char **argv)
 			goto out;
 		}
 	}
-	data_fd = open(RUN_CWD_ROOT, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (data_fd < 0) {
-		log_error_errno(-errno, "Failed to open " RUN_CWD_ROOT ": %m");
-		goto out;
-	}
 	if (!cwd)
 		cwd = ident.home;
-	if (strncmp(cwd, RUN_CWD_ROOT "/", strlen(RUN_CWD_ROOT) + 1) && strcmp(cwd, RUN_CWD_ROOT)) {
-		log_error("working directory '%s' is not beneath " RUN_CWD_ROOT, cwd);
+	if (spawn_cwd_split(cwd, &cwd_root, &rel) < 0) {
+		log_error("working directory '%s' is not beneath " RUN_CWD_ROOTS_TEXT, cwd);
 		ret = EXIT_USAGE;
 		goto out;
 	}
-	snprintf(rel, sizeof(rel), "%s",
-		 cwd[strlen(RUN_CWD_ROOT)] ? cwd + strlen(RUN_CWD_ROOT) + 1 : ".");
+	data_fd = open(cwd_root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (data_fd < 0) {
+		log_error_errno(-errno, "Failed to open %s: %m", cwd_root);
+		goto out;
+	}
+	/* Trusted commands configured in this image: no no_new_privs, so the wrappers' sudo
+	 * can switch to pi-tools (docs/trusted.md); otherwise no setuid program works. */
+	root_fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (root_fd < 0) {
+		log_error_errno(-errno, "Failed to open the root: %m");
+		goto out;
+	}
+	so.allow_setuid = trusted_configured(root_fd);
 
 	eo.user = ident.name;
 	eo.home = ident.home;

@@ -25,6 +25,7 @@
 #include "pistisd/serve.h"
 #include "pistisd/spawn.h"
 #include "sandbox-users/users.h"
+#include "trusted/trusted.h"
 
 #define LINGER_US (600LL * LWS_US_PER_SEC) /* keep an exited, unacknowledged command 10 min */
 #define STDIN_MAX (1024u * 1024u)	   /* stdin bytes queued for a command */
@@ -550,6 +551,10 @@ static void exec_start(const struct proto_request *req)
 	so.umask = (mode_t)-1;
 	so.timeout_ms = st.timeout_ms;
 	so.max_output = st.output_cap;
+	/* The one switch for setuid programs: on exactly when the image has trusted commands
+	 * (docs/trusted.md). Looked up per command (an openat2 and an fstat), so an operator's
+	 * `pistisd trusted add/remove` takes effect without a restart. */
+	so.allow_setuid = trusted_configured(T.root_fd);
 
 	c = calloc(1, sizeof(*c));
 	if (!c) {

@@ -187,6 +187,24 @@ bool spawn_ctx_uses_openat2(const struct spawn_ctx *ctx)
 	return !ctx->no_openat2;
 }
 
+int spawn_cwd_split(const char *cwd, const char **ret_root, const char **ret_rel)
+{
+	static const char *const roots[] = SPAWN_CWD_ROOTS;
+
+	if (!cwd)
+		return -EINVAL;
+	for (size_t i = 0; i < ELEMENTSOF(roots); i++) {
+		size_t l = strlen(roots[i]);
+
+		if (strncmp(cwd, roots[i], l) || (cwd[l] && cwd[l] != '/'))
+			continue;
+		*ret_root = roots[i];
+		*ret_rel = cwd[l] && cwd[l + 1] ? cwd + l + 1 : ".";
+		return 0;
+	}
+	return -EINVAL;
+}
+
 static const char *env_path(char *const *envp)
 {
 	for (size_t i = 0; envp && envp[i]; i++)

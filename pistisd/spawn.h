@@ -207,3 +207,15 @@ struct spawn_wait_cb {
 int spawn_wait(struct spawn_proc *p, const struct spawn_wait_cb *cb);
 
 uint64_t spawn_now_ns(void);
+
+/* The working directories an agent may ask for by path: beneath one of these roots
+ * (docs/spawn.md, "Working directory"). The one definition; callers open the matching root
+ * as cwd_root_fd and pass the rest as cwd, which the child resolves as the agent. */
+#define SPAWN_CWD_ROOTS                                                                            \
+	{                                                                                          \
+		"/workspaces", "/data"                                                             \
+	}
+/* cwd is one of SPAWN_CWD_ROOTS or beneath one ("/data" or "/data/..."): *ret_root is that
+ * root, *ret_rel the part after it ("." for the root itself; may still hold "..", "//"
+ * or symlinks, which the resolution refuses). -EINVAL otherwise. */
+int spawn_cwd_split(const char *cwd, const char **ret_root, const char **ret_rel);

@@ -2,6 +2,7 @@
  * /data/bin, /etc/sudoers.d…); still, none is followed through a symlink, and each file
  * is checked on the fd that was opened. */
 #include "trusted/internal.h"
+#include "trusted/trusted.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -172,4 +173,26 @@ int trusted_open_in_root(int root_fd, const char *rel, int flags, int *ret_fd)
 		return -EINVAL;
 	*ret_fd = TAKE_FD(fd);
 	return 0;
+}
+
+bool trusted_configured(int root_fd)
+{
+	struct open_how how = {
+		.flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+	};
+	static const char path[] = TRUSTED_SUDOERS_DIR "/" TRUSTED_DROPIN_NAME;
+	_cleanup_close_ int fd = -1;
+	struct stat st;
+
+	if (root_fd < 0)
+		return false;
+	fd = (int)syscall(SYS_openat2, root_fd, path, &how, sizeof(how));
+	if (fd < 0 && (errno == ENOSYS || errno == E2BIG))
+		/* No openat2: etc and etc/sudoers.d are root's; the last component is still
+		 * never followed, and the checks below are on the fd. */
+		fd = openat(root_fd, path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return false;
+	return S_ISREG(st.st_mode) && st.st_uid == 0 && !(st.st_mode & 022) && st.st_size > 0;
 }

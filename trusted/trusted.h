@@ -88,6 +88,13 @@ enum {
 	TRUSTED_DRY_RUN = 1 << 0,
 };
 
+/* The one predicate for "this image has trusted commands", which decides whether agents
+ * run with no_new_privs (docs/trusted.md, "The no_new_privs conflict, decided"): true when
+ * etc/sudoers.d/pistis-trusted beneath root_fd (no symlink on the way) is a non-empty
+ * regular file owned by root and writable by neither group nor others. One openat2 and one
+ * fstat on the opened fd; any error (absent, a symlink, loose owner or mode) is false. */
+bool trusted_configured(int root_fd);
+
 /* Open the root ("/" or a directory) as an O_PATH fd. */
 int trusted_root_open(const char *root, int *ret_fd);
 

@@ -76,6 +76,39 @@ for kind in debian musl; do
 	like "$kind: per-component fallback enters the home" "$(echo "$out" | field cwd)" '^/data/sandbox-home/'
 	mkdir -p "$R/data/agents" && ln -sfn /etc "$R/data/agents/evil"
 	like "$kind: symlinked cwd refused" "$(run --cwd /data/agents/evil -- $PROBE 2>&1)" 'enter working directory: (Too many levels|Symbolic link loop)'
+
+	# Working directories beneath /workspaces (the agents' default write rule) as well.
+	mkdir -p "$R/workspaces/proj" && chown 10100:10100 "$R/workspaces/proj"
+	is "$kind: --cwd beneath /workspaces" "$(run --cwd /workspaces/proj -- /bin/pwd 2>&1)" /workspaces/proj
+	is "$kind: --cwd /workspaces itself" "$(run --cwd /workspaces -- /bin/pwd 2>&1)" /workspaces
+	exits 100 "$kind: --cwd /workspacesX refused" run --cwd /workspacesX -- /bin/true
+	ok "$kind: --cwd /workspaces/../etc refused" test "$(run --cwd /workspaces/../etc -- /bin/pwd 2>/dev/null)" != /etc
+	ln -sfn /etc "$R/workspaces/evil"
+	like "$kind: symlink beneath /workspaces refused" "$(run --cwd /workspaces/evil -- /bin/pwd 2>&1)" 'enter working directory'
 	umount "$R/dev/pts" 2>/dev/null
 done
+
+# --- trusted commands: no_new_privs off exactly when they are configured ---------------
+R=$(root_fresh debian) || { skip "trusted commands" "root_fresh debian failed"; done_testing; exit; }
+S=$(scratch)
+run() { in_root "$R" pistisd run --agent agent/t "$@"; }
+out=$(run -- $PROBE 2>&1)
+is "no trusted commands: no_new_privs" "$(echo "$out" | field NoNewPrivs)" 1
+is "no trusted commands: empty bounding set" "$(echo "$out" | field CapBnd)" 0000000000000000
+# sudo resolves the host name (Debian builds it with fqdn); a container's /etc/hosts has it.
+echo "127.0.1.1 $(hostname)" >>"$R/etc/hosts"
+printf '#!/bin/sh\necho "trusted as $(id -un)"\n' >"$S/whoami" && chmod 0755 "$S/whoami"
+"$P" trusted add whoami "$S/whoami" --root "$R" >"$S/add" 2>&1
+ok "trusted add (rc=$?: $(tail -n 1 "$S/add"))" test -f "$R/etc/sudoers.d/pistis-trusted"
+is "the agent runs the trusted command as pi-tools" "$(run -- whoami 2>&1)" "trusted as pi-tools"
+out=$(run -- $PROBE 2>&1)
+is "trusted commands: no no_new_privs" "$(echo "$out" | field NoNewPrivs)" 0
+is "trusted commands: bounding = SETUID|SETGID|AUDIT_WRITE" "$(echo "$out" | field CapBnd)" 00000000200000c0
+is "trusted commands: seccomp still on" "$(echo "$out" | field Seccomp)" 2
+is "trusted commands: effective set empty" "$(echo "$out" | field CapEff)" 0000000000000000
+chmod 0666 "$R/etc/sudoers.d/pistis-trusted"
+is "a world-writable drop-in does not count" "$(run -- $PROBE 2>&1 | field NoNewPrivs)" 1
+chmod 0440 "$R/etc/sudoers.d/pistis-trusted"
+"$P" trusted remove whoami --root "$R" >/dev/null 2>&1
+is "trusted commands removed: no_new_privs again" "$(run -- $PROBE 2>&1 | field NoNewPrivs)" 1
 done_testing

@@ -259,6 +259,64 @@ TEST(open_dir_refuses_symlinks_and_loose_parents)
 	(void)system(p);
 }
 
+TEST(configured_predicate)
+{
+	_cleanup_free_ char *root = make_root();
+	_cleanup_close_ int rfd = -1;
+	char d[200], f[256], p[256];
+	int fd;
+
+	if (geteuid() != 0)
+		SKIP("needs root (ownership checks)");
+	ASSERT_NE(root, NULL);
+	rfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	ASSERT_GE(rfd, 0);
+	EXPECT_FALSE(trusted_configured(-1));
+	EXPECT_FALSE(trusted_configured(rfd)); /* no etc at all */
+	snprintf(d, sizeof(d), "%s/etc", root);
+	ASSERT_EQ(mkdir(d, 0755), 0);
+	snprintf(d, sizeof(d), "%s/etc/sudoers.d", root);
+	ASSERT_EQ(mkdir(d, 0755), 0);
+	EXPECT_FALSE(trusted_configured(rfd));
+	snprintf(f, sizeof(f), "%s/pistis-trusted", d);
+	fd = open(f, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0440);
+	ASSERT_GE(fd, 0);
+	EXPECT_FALSE(trusted_configured(rfd)); /* empty */
+	ASSERT_EQ(write(fd, "# rules\n", 8), 8);
+	close(fd);
+	EXPECT_TRUE(trusted_configured(rfd));
+	ASSERT_EQ(chmod(f, 0460), 0); /* group-writable */
+	EXPECT_FALSE(trusted_configured(rfd));
+	ASSERT_EQ(chmod(f, 0442), 0); /* other-writable */
+	EXPECT_FALSE(trusted_configured(rfd));
+	ASSERT_EQ(chmod(f, 0440), 0);
+	ASSERT_EQ(chown(f, 1000, 0), 0); /* not root's */
+	EXPECT_FALSE(trusted_configured(rfd));
+	ASSERT_EQ(chown(f, 0, 0), 0);
+	EXPECT_TRUE(trusted_configured(rfd));
+	/* a symlink, as the last component or on the way, is never followed */
+	snprintf(p, sizeof(p), "%s/real", d);
+	ASSERT_EQ(rename(f, p), 0);
+	ASSERT_EQ(symlink("real", f), 0);
+	EXPECT_FALSE(trusted_configured(rfd));
+	ASSERT_EQ(unlink(f), 0);
+	ASSERT_EQ(rename(p, f), 0);
+	snprintf(p, sizeof(p), "%s/etc2", root);
+	snprintf(d, sizeof(d), "%s/etc", root);
+	ASSERT_EQ(rename(d, p), 0);
+	ASSERT_EQ(symlink("etc2", d), 0);
+	EXPECT_FALSE(trusted_configured(rfd));
+	ASSERT_EQ(unlink(d), 0);
+	ASSERT_EQ(rename(p, d), 0);
+	EXPECT_TRUE(trusted_configured(rfd));
+	/* a directory of that name */
+	ASSERT_EQ(unlink(f), 0);
+	ASSERT_EQ(mkdir(f, 0755), 0);
+	EXPECT_FALSE(trusted_configured(rfd));
+	snprintf(p, sizeof(p), "rm -rf '%s'", root);
+	(void)system(p);
+}
+
 TEST(write_file_temp_names_are_ignored_by_sudo)
 {
 	_cleanup_free_ char *root = make_root();
