@@ -218,6 +218,73 @@ static int write_leaf(int dfd, const char *leaf, const uint8_t *data, size_t len
 	return loop_write(fd, data, len);
 }
 
+/* fs.remove {recursive: true}: empty the directory dfd and everything beneath it, as the
+ * agent, fd-based: every entry is looked at with AT_SYMLINK_NOFOLLOW and every directory
+ * opened O_NOFOLLOW beneath its parent's fd, so a symlink is removed, never followed (a
+ * directory swapped for a symlink mid-walk fails the open). Mount points are not crossed
+ * (-EXDEV); depth and entries are bounded (-ELOOP, -E2BIG). */
+#define REMOVE_DEPTH_MAX 256
+#define REMOVE_ENTRIES_MAX 1000000u
+
+static int remove_tree(int dfd, dev_t dev, unsigned depth, uint64_t *count)
+{
+	bool again = true;
+	int r = 0;
+
+	if (depth >= REMOVE_DEPTH_MAX)
+		return -ELOOP;
+	/* readdir while unlinking may skip entries: pass again until a pass removes nothing */
+	while (again && r >= 0) {
+		int fd = fcntl(dfd, F_DUPFD_CLOEXEC, 3);
+		struct dirent *de;
+		DIR *d;
+
+		again = false;
+		if (fd < 0)
+			return -errno;
+		d = fdopendir(fd);
+		if (!d) {
+			close(fd);
+			return -errno;
+		}
+		rewinddir(d);
+		while (r >= 0 && (de = readdir(d))) {
+			struct stat st;
+			if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+				continue;
+			if (++*count > REMOVE_ENTRIES_MAX) {
+				r = -E2BIG;
+				break;
+			}
+			if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+				r = errno == ENOENT ? 0 : -errno;
+				continue;
+			}
+			if (S_ISDIR(st.st_mode)) {
+				int sub;
+				if (st.st_dev != dev) {
+					r = -EXDEV;
+					break;
+				}
+				sub = openat(dfd, de->d_name,
+					     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+				if (sub < 0) {
+					r = -errno;
+					break;
+				}
+				r = remove_tree(sub, dev, depth + 1, count);
+				close(sub);
+				if (r >= 0 && unlinkat(dfd, de->d_name, AT_REMOVEDIR) < 0)
+					r = -errno;
+			} else if (unlinkat(dfd, de->d_name, 0) < 0)
+				r = -errno;
+			again = true;
+		}
+		closedir(d);
+	}
+	return r;
+}
+
 static const char *type_name(mode_t m)
 {
 	return S_ISREG(m) ? "file" : S_ISDIR(m) ? "dir" : S_ISLNK(m) ? "symlink" : "other";
@@ -356,10 +423,26 @@ static int do_op(enum proto_op op, cJSON *req, cJSON *o, struct proto_error *err
 	case PROTO_OP_FS_MKDIR:
 		return mkdirat(dfd, leaf, 0777) < 0 && errno != EEXIST ? -errno : 0;
 	case PROTO_OP_FS_REMOVE: {
+		cJSON *rec = cJSON_GetObjectItemCaseSensitive(req, "recursive");
+		uint64_t count = 0;
 		struct stat st;
 		if (fstatat(dfd, leaf, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			return -errno;
-		return unlinkat(dfd, leaf, S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0) < 0 ? -errno : 0;
+		if (S_ISDIR(st.st_mode) && cJSON_IsTrue(rec)) {
+			_cleanup_close_ int sub =
+				openat(dfd, leaf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (sub < 0)
+				return -errno;
+			if (fstat(sub, &st) < 0)
+				return -errno;
+			r = remove_tree(sub, st.st_dev, 0, &count);
+			if (r < 0)
+				return r;
+		}
+		if (unlinkat(dfd, leaf, S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0) < 0)
+			return -errno;
+		cJSON_AddNumberToObject(o, "removed", (double)count + 1);
+		return 0;
 	}
 	case PROTO_OP_FS_MOVE: {
 		const char *to = NULL;

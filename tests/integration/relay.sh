@@ -164,6 +164,17 @@ like "fs.write through a symlink is refused" "$(echo x | P write --agent alice "
 is "the symlink target is untouched" "$(cat "$R/root/secret")" secret
 bobhome=$(in_root "$R" pistisd users ensure bob | sed -n 's/^home=//p')
 like "alice cannot read bob's home" "$(P read --agent alice "$bobhome/x" 2>&1)" 'denied'
+P exec --agent alice -- sh -c 'mkdir -p ~/tree/a/b /tmp/victim && echo x >~/tree/a/b/f && echo y >~/tree/top &&
+	echo keep >/tmp/victim/k && ln -s /tmp/victim ~/tree/a/vl && ln -s /tmp/victim/k ~/tree/kl'
+like "fs.remove of a full directory without recursive: an error" \
+	"$(P call fs.remove "{\"agent\":\"alice\",\"path\":\"$home/tree\"}" 2>&1)" '"ok":false'
+like "fs.remove recursive: removes the tree" \
+	"$(P call fs.remove "{\"agent\":\"alice\",\"path\":\"$home/tree\",\"recursive\":true}" 2>&1)" '"ok":true.*"removed":7'
+ok "fs.remove recursive: the tree is gone" test ! -e "$R$home/tree"
+is "fs.remove recursive: symlinks removed, never followed" "$(cat "$R/tmp/victim/k")" keep
+like "fs.remove recursive: bob's home stays bob's" \
+	"$(P call fs.remove "{\"agent\":\"alice\",\"path\":\"$bobhome\",\"recursive\":true}" 2>&1)" '"code":"denied"'
+ok "fs.remove recursive: bob's home is still there" test -d "$R$bobhome"
 
 # --- policy.* and trusted.* (a root helper; events streamed, one answer) ----------------------
 mkdir -p "$R/data/proj" && echo data >"$R/data/proj/f" && chmod 0777 "$R/data/proj" && chmod 0666 "$R/data/proj/f"
