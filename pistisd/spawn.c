@@ -27,6 +27,9 @@
 #ifndef CLONE_PIDFD
 #define CLONE_PIDFD 0x00001000
 #endif
+#ifndef P_PIDFD
+#define P_PIDFD 3
+#endif
 #ifndef TIOCGPTPEER
 #define TIOCGPTPEER _IO('T', 0x41)
 #endif
@@ -47,6 +50,7 @@ struct spawn_ctx {
 	struct seccomp_profile_bpf bpf;
 	struct cgroup_ctx cg;
 	int devnull_fd;
+	int proc_fd; /* /proc, opened before any chroot; -1 if absent (pgid mode only) */
 	int last_cap;
 	bool no_openat2;
 	unsigned long counter;
@@ -132,6 +136,7 @@ int spawn_ctx_new(struct spawn_ctx **ret)
 	if (!ctx)
 		return -ENOMEM;
 	ctx->devnull_fd = -1;
+	ctx->proc_fd = -1;
 	ctx->cg.base_fd = -1;
 	ctx->self = getpid();
 	r = privs_read_last_cap();
@@ -140,6 +145,7 @@ int spawn_ctx_new(struct spawn_ctx **ret)
 	ctx->last_cap = r;
 	/* Compiled at build time: nothing to do but point at it. */
 	seccomp_profile_load(&ctx->bpf);
+	ctx->proc_fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	ctx->devnull_fd = open("/dev/null", O_RDONLY | O_CLOEXEC | O_NOCTTY);
 	if (ctx->devnull_fd < 0) {
 		r = -errno;
@@ -169,6 +175,7 @@ void spawn_ctx_free(struct spawn_ctx *ctx)
 	}
 	cgroup_done(&ctx->cg);
 	safe_close(ctx->devnull_fd);
+	safe_close(ctx->proc_fd);
 	free(ctx);
 }
 
@@ -312,7 +319,7 @@ static int exec_wait(struct spawn_proc *p, int err_r, enum spawn_step *ret_step)
 		if (now >= deadline) {
 			(void)syscall(SYS_pidfd_send_signal, p->pidfd, SIGKILL, NULL, 0);
 			(void)wait4(p->pid, NULL, 0, NULL);
-			p->reaped = true;
+			p->reaped = p->released = true;
 			*ret_step = SPAWN_STEP_EXEC_TIMEOUT;
 			return -ETIMEDOUT;
 		}
@@ -334,7 +341,7 @@ static int exec_wait(struct spawn_proc *p, int err_r, enum spawn_step *ret_step)
 			return 0; /* EOF: exec'd (or died, which the pidfd reports later) */
 		(void)syscall(SYS_pidfd_send_signal, p->pidfd, SIGKILL, NULL, 0);
 		(void)wait4(p->pid, NULL, 0, NULL);
-		p->reaped = true;
+		p->reaped = p->released = true;
 		if (got != sizeof(rep))
 			return -EIO; /* a torn report: the child is in an unknown state */
 		*ret_step = rep.step > 0 && rep.step < _SPAWN_STEP_MAX ? rep.step : SPAWN_STEP_EXEC;
@@ -545,17 +552,81 @@ static void tree_signal(struct spawn_proc *p, int sig)
 			}
 	}
 	/* The process group as well: setsid made pgid = pid. Without a cgroup this is all
-	 * we have, and a grandchild that called setsid() itself escapes it. */
-	(void)kill(-p->pid, sig);
-	if (!p->reaped)
+	 * we have, and a grandchild that called setsid() itself escapes it. Only while the
+	 * leader is unreaped (running or our zombie): its pid, and so the group id, cannot
+	 * be reused until we release it, so the signal never reaches a stranger's group. */
+	if (!p->released)
+		(void)kill(-p->pid, sig);
+	if (!p->reaped && p->pidfd >= 0)
 		(void)syscall(SYS_pidfd_send_signal, p->pidfd, sig, NULL, 0);
+}
+
+/* A process other than the leader in process group pgid (the leader is our zombie, so
+ * kill(-pgid, 0) would always succeed). Read from /proc; without it, assume yes. */
+static bool pgrp_has_others(const struct spawn_ctx *ctx, pid_t pgid)
+{
+	char buf[8192];
+	_cleanup_close_ int dfd = -1;
+	bool found = false;
+	long n;
+
+	if (ctx->proc_fd < 0)
+		return true;
+	dfd = openat(ctx->proc_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return true;
+	while (!found && (n = syscall(SYS_getdents64, dfd, buf, sizeof(buf))) > 0) {
+		for (long off = 0; off < n && !found;) {
+			struct {
+				uint64_t ino;
+				int64_t off;
+				unsigned short reclen;
+				unsigned char type;
+				char name[];
+			} *de = (void *)(buf + off);
+			char path[64], stat[512], *q;
+			_cleanup_close_ int fd = -1;
+			ssize_t k;
+			long pid, pg;
+
+			off += de->reclen;
+			pid = strtol(de->name, &q, 10);
+			if (*q || pid <= 0 || pid == pgid)
+				continue;
+			snprintf(path, sizeof(path), "%ld/stat", pid);
+			fd = openat(ctx->proc_fd, path, O_RDONLY | O_CLOEXEC);
+			if (fd < 0)
+				continue;
+			k = read(fd, stat, sizeof(stat) - 1);
+			if (k <= 0)
+				continue;
+			stat[k] = 0;
+			/* "pid (comm) S ppid pgrp ...": comm may hold anything, ')' included. */
+			q = strrchr(stat, ')');
+			if (q && sscanf(q + 1, " %*c %*d %ld", &pg) == 1 && pg == pgid)
+				found = true;
+		}
+	}
+	return n < 0 ? true : found;
 }
 
 static bool tree_alive(struct spawn_proc *p)
 {
 	if (p->cgroup_fd >= 0)
 		return cgroup_populated(p->cgroup_fd) > 0;
-	return kill(-p->pid, 0) == 0;
+	if (p->released)
+		return false;
+	return p->reaped ? pgrp_has_others(p->ctx, p->pid) : kill(-p->pid, 0) == 0;
+}
+
+/* Reap the leader for good (its status was taken with WNOWAIT): after this, its pid, and
+ * the group id, may be reused, so nothing signals the group any more. */
+static void release_leader(struct spawn_proc *p)
+{
+	if (p->pid <= 0 || p->released)
+		return;
+	(void)wait4(p->pid, NULL, 0, p->reaped ? NULL : &p->result.rusage);
+	p->released = true;
 }
 
 static void finish_outputs(struct spawn_proc *p)
@@ -566,6 +637,8 @@ static void finish_outputs(struct spawn_proc *p)
 		p->result.left_children_killed = true;
 		tree_signal(p, SIGKILL);
 	}
+	if (p->reaped)
+		release_leader(p);
 }
 
 ssize_t spawn_read(struct spawn_proc *p, int fd, void *buf, size_t size)
@@ -607,16 +680,22 @@ ssize_t spawn_read(struct spawn_proc *p, int fd, void *buf, size_t size)
 
 int spawn_reap(struct spawn_proc *p)
 {
+	siginfo_t si = {0};
 	int status = 0;
-	pid_t r;
 
 	if (p->reaped)
 		return 1;
-	r = wait4(p->pid, &status, WNOHANG, &p->result.rusage);
-	if (r < 0)
+	/* WNOWAIT: the status and rusage, but the leader stays a zombie until finish_outputs
+	 * has dealt with the rest of its process group (release_leader). */
+	if (syscall(SYS_waitid, P_PIDFD, p->pidfd, &si, WEXITED | WNOHANG | WNOWAIT,
+		    &p->result.rusage) < 0)
 		return -errno;
-	if (r == 0)
+	if (si.si_pid == 0)
 		return 0;
+	if (si.si_code == CLD_EXITED)
+		status = (si.si_status & 0xff) << 8;
+	else
+		status = (si.si_status & 0x7f) | (si.si_code == CLD_DUMPED ? 0x80 : 0);
 	p->reaped = true;
 	p->exited_ns = spawn_now_ns();
 	p->result.raw_status = status;
@@ -749,10 +828,11 @@ void spawn_free(struct spawn_proc *p)
 	if (!p->reaped) {
 		tree_signal(p, SIGKILL);
 		(void)wait4(p->pid, NULL, 0, NULL);
-		p->reaped = true;
+		p->reaped = p->released = true;
 	}
 	if (p->fd_out >= 0 || p->fd_err >= 0)
 		finish_outputs(p);
+	release_leader(p);
 	cgroup_cleanup(p, !p->opts_copy.keep_children);
 	proc_close(p);
 	free(p);

@@ -169,7 +169,9 @@ struct spawn_proc {
 	char cgroup_agent[65], cgroup_cmd[48];
 	uint64_t start_ns, last_output_ns, exited_ns, stop_ns, kill_ns;
 	enum spawn_end stop_reason;
-	bool reaped, sigkilled;
+	bool reaped;   /* exited: status taken (WNOWAIT), still a zombie until released */
+	bool released; /* really reaped: its pid may be reused, its group is not signalled */
+	bool sigkilled;
 	struct spawn_result result;
 };
 

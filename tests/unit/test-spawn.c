@@ -591,6 +591,78 @@ static bool pid_alive(pid_t pid)
 	return !strstr(buf, ") Z ");
 }
 
+static bool pid_is_zombie(pid_t pid)
+{
+	char path[64], buf[512];
+	int fd;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = 0;
+	return strstr(buf, ") Z ") != NULL;
+}
+
+/* Finding 3 (red team): without a cgroup the tree is the process group, and kill(-pid)
+ * after the leader was reaped could hit a stranger's group under a reused pid. The leader
+ * stays our zombie (status taken with WNOWAIT) until its group has been dealt with. */
+TEST(pgid_mode_holds_the_leader_until_the_group_is_killed)
+{
+	static struct capture cap;
+	struct capture *c = &cap;
+	struct spawn_ctx *ctx;
+	struct spawn_opts o;
+	struct spawn_result res;
+	struct spawn_error err;
+	struct spawn_proc *p = NULL;
+	struct spawn_wait_cb cb = {.on_output = on_output, .extra_fd = -1, .userdata = c};
+	char vb[64], *argv[] = {"/bin/sh", "-c", "sleep 30 & echo bgpid=$!", NULL};
+	char *argv_true[] = {"/bin/true", NULL};
+	pid_t leader, bg;
+	int k = 0;
+
+	need_root_and_probe(_metadata);
+	ctx = ctx_or_die(_metadata);
+	base_opts(&o, argv);
+	o.cgroup_agent = NULL;
+	c->len = 0;
+	ASSERT_EQ(spawn_start(ctx, &o, &p, &err), 0);
+	EXPECT_STREQ(p->result.tree_control, "pgid");
+	leader = p->pid;
+	for (int i = 0; i < 500 && (k = spawn_reap(p)) == 0; i++)
+		usleep(10000);
+	ASSERT_EQ(k, 1);
+	/* exited, status known, but not released: its pid (= the group id) is still ours */
+	EXPECT_TRUE(p->reaped);
+	EXPECT_FALSE(p->released);
+	EXPECT_TRUE(pid_is_zombie(leader));
+	EXPECT_EQ((int)p->result.end, SPAWN_END_EXITED);
+	ASSERT_EQ(spawn_wait(p, &cb), 0);
+	res = *spawn_result(p);
+	EXPECT_TRUE(p->released);
+	EXPECT_TRUE(res.left_children_killed);
+	EXPECT_EQ(res.exit_code, 0);
+	spawn_free(p);
+	bg = atoi(V("bgpid"));
+	ASSERT_GT(bg, 0);
+	usleep(100000);
+	EXPECT_FALSE(pid_alive(bg));
+	EXPECT_FALSE(pid_alive(leader)); /* released: no zombie of ours left */
+	/* nothing left behind: nothing reported killed */
+	base_opts(&o, argv_true);
+	o.cgroup_agent = NULL;
+	ASSERT_EQ(run(ctx, &o, c, &res, &err), 0);
+	EXPECT_EQ((int)res.end, SPAWN_END_EXITED);
+	EXPECT_FALSE(res.left_children_killed);
+	spawn_ctx_free(ctx);
+}
+
 TEST(timeout_kills_setsid_grandchild)
 {
 	static struct capture cap;
