@@ -5,7 +5,7 @@
  *   struct spawn_ctx *ctx;            spawn_ctx_new(&ctx)      once: compiles the seccomp
  *                                                              BPF, finds cgroup v2
  *   struct spawn_proc *p;             spawn_start(ctx, &opts, &p, &err)
- *       returns at once (after the child's execve) with p->pid, p->pidfd and the parent's
+ *       returns after the child's execve (at most SPAWN_EXEC_DEADLINE_MS) with p->pid, p->pidfd and the parent's
  *       ends p->fd_in (or -1), p->fd_out, p->fd_err (-1 with a pty: all on fd_out = master).
  *       A failure in the child between fork and exec comes back as err.step + err.error:
  *       "setresuid: Operation not permitted" (spawn_error_string).
