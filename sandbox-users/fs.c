@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -121,7 +122,16 @@ int ufs_mkdir_owned(int parent_fd, const char *name, uid_t uid, gid_t gid, mode_
 			return -errno;
 		replaced = true;
 	}
-	if (fstat(fd, &st) < 0)
+	if (flags & UFS_NO_MOUNT) {
+		bool mount = false;
+		int r = ufs_stat_mount(parent_fd, fd, "", AT_EMPTY_PATH, &st, &mount);
+		if (r < 0)
+			return r;
+		/* A mount point (a bind mount of some root directory, a volume) is never
+		 * handed to an agent: chown and chmod would act on what is mounted there. */
+		if (!created && mount)
+			return -EBUSY;
+	} else if (fstat(fd, &st) < 0)
 		return -errno;
 	if (!S_ISDIR(st.st_mode))
 		return -ENOTDIR;
@@ -143,16 +153,99 @@ int ufs_mkdir_owned(int parent_fd, const char *name, uid_t uid, gid_t gid, mode_
 	return TAKE_FD(fd);
 }
 
-int ufs_lock(int dir_fd, const char *name, unsigned timeout_ms)
+/* struct statx as the kernel lays it out (stable ABI): musl before 1.2.5 has no statx(). */
+struct ufs_statx {
+	uint32_t mask, blksize;
+	uint64_t attributes;
+	uint32_t nlink, uid, gid;
+	uint16_t mode, spare0;
+	uint64_t ino, size, blocks, attributes_mask;
+	struct {
+		int64_t sec;
+		uint32_t nsec;
+		int32_t pad;
+	} atime, btime, ctime, mtime;
+	uint32_t rdev_major, rdev_minor, dev_major, dev_minor;
+	uint64_t spare[14];
+};
+#define UFS_STATX_BASIC (0x1u | 0x2u | 0x8u | 0x10u) /* type mode uid gid */
+#define UFS_STATX_ATTR_MOUNT_ROOT 0x2000u
+
+int ufs_stat_mount(int parent_fd, int dfd, const char *name, int flags, struct stat *st,
+		   bool *ret_mount)
+{
+	struct ufs_statx sx;
+	struct stat pst;
+
+	if (syscall(SYS_statx, dfd, name, flags, UFS_STATX_BASIC, &sx) < 0)
+		return -errno;
+	memset(st, 0, sizeof(*st));
+	st->st_mode = sx.mode;
+	st->st_uid = sx.uid;
+	st->st_gid = sx.gid;
+	st->st_dev = makedev(sx.dev_major, sx.dev_minor);
+	/* STATX_ATTR_MOUNT_ROOT (5.8) is the exact question. On overlayfs a lower-layer
+	 * non-directory reports its layer's st_dev, so "st_dev differs from the parent's" is
+	 * only the fallback (it is right for directories, which is all we ask about). */
+	if (sx.attributes_mask & UFS_STATX_ATTR_MOUNT_ROOT) {
+		*ret_mount = (sx.attributes & UFS_STATX_ATTR_MOUNT_ROOT) != 0;
+		return 0;
+	}
+	if (fstat(parent_fd, &pst) < 0)
+		return -errno;
+	*ret_mount = pst.st_dev != st->st_dev;
+	return 0;
+}
+
+int ufs_check_regular(int fd, unsigned flags)
+{
+	struct stat st;
+	int fl;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return -EBADFD;
+	if ((flags & UFS_ROOT_OWNED) && st.st_uid != 0)
+		return -EPERM;
+	if ((flags & UFS_NO_GROUP_OTHER_WRITE) && (st.st_mode & 0022))
+		return -EPERM;
+	/* Opened O_NONBLOCK so that a FIFO or a device could not block the open; a regular
+	 * file ignores the flag, but nothing after this point should see it. */
+	fl = fcntl(fd, F_GETFL);
+	if (fl < 0)
+		return -errno;
+	if ((fl & O_NONBLOCK) && fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0)
+		return -errno;
+	return 0;
+}
+
+int ufs_lock(int dir_fd, const char *name, unsigned timeout_ms, unsigned flags)
 {
 	_cleanup_close_ int fd = -1;
 	struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
 	struct timespec start, now;
 	long delay_us = 200;
+	struct stat st;
+	int r;
 
-	fd = openat(dir_fd, name, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0600);
-	if (fd < 0)
+	/* Looked at by name first, so that a FIFO, a device or a socket is never even opened
+	 * (a FIFO without a reader would block O_WRONLY forever; O_NONBLOCK turns that into
+	 * ENXIO); the fd is checked again below, for a swap between the two. */
+	if (fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+		if (S_ISLNK(st.st_mode))
+			return -ELOOP;
+		if (!S_ISREG(st.st_mode))
+			return -EBADFD;
+	} else if (errno != ENOENT)
 		return -errno;
+	fd = openat(dir_fd, name,
+		    O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK, 0600);
+	if (fd < 0)
+		return errno == ENXIO ? -EBADFD : -errno;
+	r = ufs_check_regular(fd, flags | UFS_ROOT_OWNED);
+	if (r < 0)
+		return r;
 	clock_gettime(CLOCK_MONOTONIC, &start);
 	/* The lock lckpwdf() takes (a POSIX write lock on the whole file), so shadow-utils
 	 * and we exclude each other. Polled with F_SETLK instead of lckpwdf's F_SETLKW +
@@ -280,9 +373,16 @@ static int write_new(int dir_fd, const char *tmp, const struct iovec *iov, size_
 	/* A leftover from a crashed writer (we hold the lock, so it is not live). */
 	if (unlinkat(dir_fd, tmp, 0) < 0 && errno != ENOENT)
 		return -errno;
-	fd = openat(dir_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	/* O_EXCL makes it a new regular file of ours; O_NONBLOCK and the check on the fd are
+	 * the rule for every open here all the same. */
+	fd = openat(dir_fd, tmp,
+		    O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK,
+		    0600);
 	if (fd < 0)
 		return -errno;
+	r = ufs_check_regular(fd, 0);
+	if (r < 0)
+		goto fail;
 	/* Owner, then mode: shadow stays root:shadow 0640 as the image had it. */
 	if (fchown(fd, uid, gid) < 0 || fchmod(fd, mode & 07777) < 0) {
 		r = -errno;

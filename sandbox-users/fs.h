@@ -21,7 +21,25 @@ enum {
 	UFS_REPLACE_SYMLINK = 1 << 0, /* a symlink at name is removed (never followed) */
 	UFS_AGENT_PARENT = 1 << 1,    /* parent is writable by the agent: adopt nothing */
 	UFS_KEEP_EXISTING = 1 << 2,   /* an existing dir keeps its owner and mode */
+	UFS_NO_MOUNT = 1 << 3,	      /* an existing mount point is refused (-EBUSY) */
 };
+
+/* statx of name in dfd (flags as for fstatat; "" with AT_EMPTY_PATH for dfd itself) into
+ * st's type, mode, owner, group and device, and whether it is a mount root:
+ * STATX_ATTR_MOUNT_ROOT where the kernel reports it (5.8), else st_dev differs from
+ * parent_fd's. */
+int ufs_stat_mount(int parent_fd, int dfd, const char *name, int flags, struct stat *st,
+		   bool *ret_mount);
+
+/* The check on every fd sandbox-users opens as a file (opened O_NONBLOCK, so that a FIFO
+ * or a device cannot block the open): a regular file (-EBADFD otherwise), root-owned with
+ * UFS_ROOT_OWNED and not group/other-writable with UFS_NO_GROUP_OTHER_WRITE (-EPERM
+ * otherwise); then O_NONBLOCK is cleared. */
+enum {
+	UFS_ROOT_OWNED = 1 << 0,
+	UFS_NO_GROUP_OTHER_WRITE = 1 << 1,
+};
+int ufs_check_regular(int fd, unsigned flags);
 
 /* Make name in parent_fd a directory owned by uid:gid with exactly mode (set on the
  * opened fd: fchown, then fchmod from scratch). An existing directory owned by another
@@ -32,12 +50,15 @@ int ufs_mkdir_owned(int parent_fd, const char *name, uid_t uid, gid_t gid, mode_
 		    unsigned flags);
 
 /* lckpwdf()-compatible lock: a POSIX write lock on the whole file name in dir_fd
- * (created 0600 when missing), waiting at most timeout_ms. Returns the fd holding the
- * lock (close it to unlock) or -errno (-ETIMEDOUT). */
-int ufs_lock(int dir_fd, const char *name, unsigned timeout_ms);
+ * (created 0600 when missing), waiting at most timeout_ms. The file must be a regular,
+ * root-owned file (a FIFO, device or socket is never opened for writing: -EBADFD; another
+ * owner: -EPERM; a symlink: -ELOOP), plus the ufs_check_regular flags. Returns the fd
+ * holding the lock (close it to unlock) or -errno (-ETIMEDOUT). */
+int ufs_lock(int dir_fd, const char *name, unsigned timeout_ms, unsigned flags);
 
-/* Read a regular file (no symlink) of at most max bytes into one malloc'd buffer of
- * len + 1 bytes, NUL-terminated; -ENOENT when missing. */
+/* Read a regular file (no symlink; opened O_NONBLOCK, anything else is -EBADFD) of at
+ * most max bytes into one malloc'd buffer of len + 1 bytes, NUL-terminated; -ENOENT when
+ * missing. ret_st (optional) is the fstat of the fd read, for the caller's owner check. */
 int ufs_read_file(int dir_fd, const char *name, size_t max, char **ret, size_t *ret_len,
 		  struct stat *ret_st);
 

@@ -62,6 +62,110 @@ static void ctx_done(struct ctx *c)
 	users_db_done(&c->db);
 }
 
+/* Whether the registry may be believed: root-owned and writable by nobody else. The one
+ * rule for /data/pistis, its registry and its lock, on the fds themselves. */
+static bool registry_trusted(const struct stat *st)
+{
+	return st->st_uid == 0 && !(st->st_mode & 0022);
+}
+
+/* The one way to /data/pistis, for every path (ensure, its lock-free fast path, lookup,
+ * list, show, remove): opened without following links (made root 0700 when create), and
+ * refused unless the opened directory is root-owned and not group/other-writable, so that
+ * a registry planted in a directory an agent owns is never read. c->reg_fd stays -1 when
+ * it is missing and !create. */
+static int registry_dir_open(struct ctx *c, bool create)
+{
+	_cleanup_close_ int fd = -1;
+	struct stat st;
+	int r;
+
+	if (create) {
+		r = ufs_mkdir_owned(c->data_fd, "pistis", 0, 0, 0700, 0);
+		if (r == -EPERM)
+			return set_error(r, "/data/pistis is not owned by root; refusing to trust "
+					    "or repair it");
+		if (r < 0)
+			return set_error(r, "cannot make /data/pistis root-only");
+	} else {
+		r = ufs_open_dir(c->data_fd, "pistis");
+		if (r == -ENOENT)
+			return 0;
+		if (r < 0)
+			return set_error(r, "cannot open /data/pistis (a symlink is refused)");
+	}
+	fd = r;
+	if (fstat(fd, &st) < 0)
+		return set_error(-errno, "cannot stat /data/pistis");
+	if (!registry_trusted(&st))
+		return set_error(-EPERM,
+				 "/data/pistis is owned by uid %u with mode %04o: it must be "
+				 "root-owned and not group/other-writable; its registry is not "
+				 "trusted",
+				 (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+	c->reg_fd = TAKE_FD(fd);
+	return 0;
+}
+
+/* The one way to the registry's bytes: read through ufs_read_file (no link, a regular file,
+ * O_NONBLOCK) from the checked directory, and refused unless the file read is root-owned
+ * and not group/other-writable. -ENOENT when there is none yet (no error set). */
+static int registry_read(struct ctx *c, char **ret, size_t *ret_len, struct stat *ret_st)
+{
+	_cleanup_free_ char *buf = NULL;
+	struct stat st;
+	int r;
+
+	r = ufs_read_file(c->reg_fd, USERS_REGISTRY_FILE, REGISTRY_SIZE_MAX, &buf, ret_len, &st);
+	if (r == -ENOENT)
+		return r;
+	if (r == -EBADFD)
+		return set_error(r, "/data/pistis/%s is not a regular file", USERS_REGISTRY_FILE);
+	if (r < 0)
+		return set_error(r, "cannot read /data/pistis/%s", USERS_REGISTRY_FILE);
+	if (!registry_trusted(&st))
+		return set_error(-EPERM,
+				 "/data/pistis/%s is owned by uid %u with mode %04o: it must be "
+				 "root-owned and not group/other-writable; not trusted",
+				 USERS_REGISTRY_FILE, (unsigned)st.st_uid,
+				 (unsigned)(st.st_mode & 07777));
+	if (ret_st)
+		*ret_st = st;
+	*ret = TAKE_PTR(buf);
+	return 0;
+}
+
+/* Both locks go through here: a FIFO, device or socket in place of a lock file would block
+ * or do worse; it is refused with the file named. */
+static int lock_file(int dir_fd, const char *path, const char *name, unsigned flags)
+{
+	int r = ufs_lock(dir_fd, name, USERS_LOCK_TIMEOUT_MS, flags);
+
+	if (r == -EBADFD)
+		return set_error(r,
+				 "cannot lock %s: not a regular file (a FIFO, device or socket "
+				 "is refused)",
+				 path);
+	if (r == -EPERM)
+		return set_error(r, "cannot lock %s: not root-owned%s", path,
+				 (flags & UFS_NO_GROUP_OTHER_WRITE) ? ", or group/other-writable"
+								    : "");
+	if (r == -ELOOP)
+		return set_error(r, "cannot lock %s: it is a symlink", path);
+	if (r == -ETIMEDOUT)
+		return set_error(r, "cannot lock %s within %u s (is another user tool running?)",
+				 path, USERS_LOCK_TIMEOUT_MS / 1000);
+	if (r < 0)
+		return set_error(r, "cannot lock %s", path);
+	return r;
+}
+
+static int registry_lock(struct ctx *c)
+{
+	return lock_file(c->reg_fd, "/data/pistis/" USERS_REGISTRY_LOCK, USERS_REGISTRY_LOCK,
+			 UFS_NO_GROUP_OTHER_WRITE);
+}
+
 static int ctx_open(struct ctx *c, const char *root, bool create_data)
 {
 	static const char *const shells[] = {"usr/sbin/nologin", "sbin/nologin"};
@@ -95,17 +199,9 @@ static int ctx_open(struct ctx *c, const char *root, bool create_data)
 		return set_error(r, "cannot open /data (a symlink is refused)");
 	c->data_fd = r < 0 ? -1 : r;
 	if (c->data_fd >= 0) {
-		if (create_data) {
-			r = ufs_mkdir_owned(c->data_fd, "pistis", 0, 0, 0700, 0);
-			if (r < 0)
-				return set_error(r, "cannot make /data/pistis root-only");
-			c->reg_fd = r;
-		} else {
-			r = ufs_open_dir(c->data_fd, "pistis");
-			if (r < 0 && r != -ENOENT)
-				return set_error(r, "cannot open /data/pistis");
-			c->reg_fd = r < 0 ? -1 : r;
-		}
+		r = registry_dir_open(c, create_data);
+		if (r < 0)
+			return r;
 	}
 	return 0;
 }
@@ -121,12 +217,11 @@ static int load_registry(struct ctx *c)
 	c->reg_present = false;
 	if (c->reg_fd < 0)
 		return 0;
-	r = ufs_read_file(c->reg_fd, USERS_REGISTRY_FILE, REGISTRY_SIZE_MAX, &buf, &len,
-			  &c->reg_st);
+	r = registry_read(c, &buf, &len, &c->reg_st);
 	if (r == -ENOENT)
 		return 0;
 	if (r < 0)
-		return set_error(r, "cannot read /data/pistis/%s", USERS_REGISTRY_FILE);
+		return r;
 	c->reg_present = true;
 	/* Every line's syntax and the duplicates are checked here; a name's derivation
 	 * from its id when the record is used (db.c), not 50,000 SHA-256 per call. */
@@ -253,13 +348,15 @@ static int lock_and_load(struct ctx *c)
 
 	if (c->reg_fd < 0)
 		return set_error(-ENOENT, "/data/pistis is missing");
-	r = ufs_lock(c->reg_fd, USERS_REGISTRY_LOCK, USERS_LOCK_TIMEOUT_MS);
+	r = registry_lock(c);
 	if (r < 0)
-		return set_error(r, "cannot lock /data/pistis/%s", USERS_REGISTRY_LOCK);
+		return r;
 	c->reg_lock = r;
-	r = ufs_lock(c->etc_fd, ".pwd.lock", USERS_LOCK_TIMEOUT_MS);
+	/* Debian's lckpwdf() creates it root 0600; only the type and the owner are asked of
+	 * it (another image's mode is its own business). */
+	r = lock_file(c->etc_fd, "/etc/.pwd.lock", ".pwd.lock", 0);
 	if (r < 0)
-		return set_error(r, "cannot lock /etc/.pwd.lock (is another user tool running?)");
+		return r;
 	c->pwd_lock = r;
 	r = load_registry(c);
 	if (r < 0)
@@ -270,6 +367,15 @@ static int lock_and_load(struct ctx *c)
 static int db_error(struct ctx *c, int r)
 {
 	return set_error(r, "%s", c->db.err[0] ? c->db.err : "");
+}
+
+static int agent_dir_error(int r, const char *path)
+{
+	if (r == -EBUSY)
+		return set_error(r, "%s is a mount point; refusing to hand it to the agent", path);
+	if (r == -EPERM)
+		return set_error(r, "cannot make %s: it exists with another owner", path);
+	return set_error(r, "cannot make %s", path);
 }
 
 int users_homes_ensure(int root_fd, const struct users_identity *id)
@@ -292,20 +398,24 @@ int users_homes_ensure(int root_fd, const struct users_identity *id)
 		return set_error(r, "cannot make /data/agents root-owned 0711");
 	agents = r;
 	/* The agent's own entries live in root-owned parents; a symlink left there by an
-	 * earlier life of the volume is removed, never followed. */
-	r = ufs_mkdir_owned(homes, id->name, id->uid, id->gid, 0700, UFS_REPLACE_SYMLINK);
+	 * earlier life of the volume is removed, never followed. A mount point there (a bind
+	 * mount of a root directory, a volume) is refused: chown and chmod would hand over
+	 * whatever is mounted. */
+	r = ufs_mkdir_owned(homes, id->name, id->uid, id->gid, 0700,
+			    UFS_REPLACE_SYMLINK | UFS_NO_MOUNT);
 	if (r < 0)
-		return set_error(r, "cannot make %s", id->home);
+		return agent_dir_error(r, id->home);
 	home = r;
-	r = ufs_mkdir_owned(agents, id->name, id->uid, id->gid, 0700, UFS_REPLACE_SYMLINK);
+	r = ufs_mkdir_owned(agents, id->name, id->uid, id->gid, 0700,
+			    UFS_REPLACE_SYMLINK | UFS_NO_MOUNT);
 	if (r < 0)
-		return set_error(r, "cannot make %s", id->agent_dir);
+		return agent_dir_error(r, id->agent_dir);
 	own = r;
 	/* tmp sits in a directory the agent writes: take nothing it did not make itself. */
 	r = ufs_mkdir_owned(home, "tmp", id->uid, id->gid, 0700,
-			    UFS_REPLACE_SYMLINK | UFS_AGENT_PARENT);
+			    UFS_REPLACE_SYMLINK | UFS_AGENT_PARENT | UFS_NO_MOUNT);
 	if (r < 0)
-		return set_error(r, "cannot make %s", id->tmpdir);
+		return agent_dir_error(r, id->tmpdir);
 	tmp = r;
 	return 0;
 }
@@ -317,18 +427,22 @@ static bool homes_complete(int data_fd, const struct users_identity *id)
 	const int fl = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY;
 	_cleanup_close_ int homes = -1, home = -1, agents = -1;
 	struct stat st;
+	bool mount = true;
 
+	/* One statx per directory answers type, owner and "mount point?" at once: a mount
+	 * point sends the caller to users_homes_ensure, which refuses it. */
+#define OWN_DIR(parent, dfd, name, flags)                                                          \
+	(ufs_stat_mount(parent, dfd, name, flags, &st, &mount) == 0 && !mount &&                   \
+	 S_ISDIR(st.st_mode) && st.st_uid == id->uid)
 	if (data_fd < 0 || (homes = openat(data_fd, "sandbox-home", fl)) < 0 ||
-	    (home = openat(homes, id->name, fl)) < 0 || fstat(home, &st) < 0 ||
-	    st.st_uid != id->uid)
+	    (home = openat(homes, id->name, fl)) < 0 || !OWN_DIR(homes, home, "", AT_EMPTY_PATH))
 		return false;
-	if (fstatat(home, "tmp", &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode) ||
-	    st.st_uid != id->uid)
+	if (!OWN_DIR(home, home, "tmp", AT_SYMLINK_NOFOLLOW))
 		return false;
 	if ((agents = openat(data_fd, "agents", fl)) < 0 ||
-	    fstatat(agents, id->name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode) ||
-	    st.st_uid != id->uid)
+	    !OWN_DIR(agents, agents, id->name, AT_SYMLINK_NOFOLLOW))
 		return false;
+#undef OWN_DIR
 	return true;
 }
 
@@ -358,9 +472,7 @@ static bool fast_complete(struct ctx *c, const char *agent_id, uid_t want_uid,
 	size_t reg_len = 0, len[_PWFILE_KIND_MAX] = {0};
 	bool ok = false;
 
-	if (c->reg_fd < 0 ||
-	    ufs_read_file(c->reg_fd, USERS_REGISTRY_FILE, REGISTRY_SIZE_MAX, &reg, &reg_len, NULL) <
-		    0 ||
+	if (c->reg_fd < 0 || registry_read(c, &reg, &reg_len, NULL) < 0 ||
 	    registry_scan(reg, reg_len, agent_id, &rec) < 0 || rec.state != REGISTRY_ACTIVE ||
 	    (want_uid != (uid_t)-1 && want_uid != rec.uid))
 		return false;
@@ -438,9 +550,9 @@ int users_ensure(const char *root, const char *agent_id, uid_t want_uid, struct 
 	 * same agent would otherwise meet its tmp root-owned before the chown, and refuse
 	 * it. Complete homes (the common case) are only confirmed, without the lock. */
 	if (!locked && !homes_complete(c.data_fd, &id)) {
-		r = ufs_lock(c.reg_fd, USERS_REGISTRY_LOCK, USERS_LOCK_TIMEOUT_MS);
+		r = registry_lock(&c);
 		if (r < 0)
-			return set_error(r, "cannot lock /data/pistis/%s", USERS_REGISTRY_LOCK);
+			return r;
 		c.reg_lock = r;
 	}
 	r = users_homes_ensure(c.root_fd, &id);
