@@ -17,7 +17,7 @@ Q := $(if $(V),,@)
 quiet = $(if $(V),,@printf '  %-6s %s\n' $(1) $(2);)
 
 # Goals that do not need the static dependency prefix.
-NO_DEPS_GOALS := clean distclean format format-check check-asan fuzz-smoke fuzz asan host
+NO_DEPS_GOALS := clean distclean format format-check fuzz-smoke fuzz asan host
 GOALS := $(or $(MAKECMDGOALS),all)
 ifneq ($(filter-out $(NO_DEPS_GOALS),$(GOALS)),)
 -include $(B)/deps.mk
@@ -147,7 +147,8 @@ check: all tests
 	@scripts/bootstrap.sh check
 	@tests/run.sh $(addprefix $(B)/tests/,$(UNIT_TESTS)) $(INTEGRATION_TESTS)
 
-check-asan:
+# The spawn tests run the static probe (a musl program) inside the sandbox they test.
+check-asan: $(addprefix $(B)/tests/,$(MUSL_TEST_BINS))
 	@scripts/bootstrap.sh asan
 	@$(MAKE) --no-print-directory $(addprefix $(B)/asan/tests/,$(UNIT_TESTS))
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
