@@ -81,7 +81,10 @@ static int registry_dir_open(struct ctx *c, bool create)
 	int r;
 
 	if (create) {
-		r = ufs_mkdir_owned(c->data_fd, "pistis", 0, 0, 0700, 0);
+		/* An existing one keeps its mode until it passed the check below: a root-owned
+		 * but world-writable /data/pistis is refused, not quietly repaired over
+		 * whatever was planted in it meanwhile. */
+		r = ufs_mkdir_owned(c->data_fd, "pistis", 0, 0, 0700, UFS_KEEP_EXISTING);
 		if (r == -EPERM)
 			return set_error(r, "/data/pistis is not owned by root; refusing to trust "
 					    "or repair it");
@@ -103,6 +106,9 @@ static int registry_dir_open(struct ctx *c, bool create)
 				 "root-owned and not group/other-writable; its registry is not "
 				 "trusted",
 				 (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+	/* 0755 made by an operator or an image: root-only from now on. */
+	if (create && (st.st_mode & 07777) != 0700 && fchmod(fd, 0700) < 0)
+		return set_error(-errno, "cannot make /data/pistis root-only");
 	c->reg_fd = TAKE_FD(fd);
 	return 0;
 }

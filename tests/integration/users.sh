@@ -201,4 +201,40 @@ rm -rf "$R/data"
 ln -s /tmp "$R/data"
 exits 111 "a /data that is a link is refused" "$P" users ensure old-agent --root "$R"
 
+# --- planted lock files, an untrusted registry, a mounted TMPDIR ----------------------
+R=$work/r5
+mkroot "$R"
+"$P" users ensure lk --root "$R" >/dev/null
+rm -f "$R/data/pistis/users.registry.lock"
+mkfifo -m 0600 "$R/data/pistis/users.registry.lock"
+out=$(timeout -s KILL 8 "$P" users ensure lk-2 --root "$R" 2>&1)
+rc=$?
+is "a FIFO as the registry lock: refused at once (rc=$rc)" "$rc" 111
+like "... naming the file" "$out" "users.registry.lock: not a regular file"
+rm -f "$R/data/pistis/users.registry.lock"
+touch "$R/etc/.pwd.lock" && chown 10150 "$R/etc/.pwd.lock"
+exits 111 "a /etc/.pwd.lock another uid owns is refused" "$P" users ensure lk-2 --root "$R"
+rm -f "$R/etc/.pwd.lock"
+ok "... and ensure goes on once it is gone" "$P" users ensure lk-2 --root "$R"
+chmod 0666 "$R/data/pistis/users.registry"
+out=$("$P" users show lk --root "$R" 2>&1)
+rc=$?
+is "a group/other-writable registry is not believed by show (rc=$rc)" "$rc" 111
+like "... saying why" "$out" "not trusted"
+exits 111 "... nor by the lock-free ensure of an existing agent" "$P" users ensure lk --root "$R"
+chmod 0600 "$R/data/pistis/users.registry"
+out=$("$P" users ensure lk --root "$R")
+home=$(printf '%s\n' "$out" | field home)
+auid=$(printf '%s\n' "$out" | field uid)
+mkdir -m 0755 "$work/mnt-src"
+mount --bind "$work/mnt-src" "$R$home/tmp"
+out=$("$P" users ensure lk --root "$R" 2>&1)
+rc=$?
+is "a mount point at the TMPDIR is refused (rc=$rc)" "$rc" 111
+like "... saying so" "$out" "is a mount point"
+is "... and not handed over" "$(stat -c '%a %u' "$work/mnt-src")" "755 0"
+umount "$R$home/tmp"
+ok "... ensure completes once it is unmounted" "$P" users ensure lk --root "$R"
+is "... tmp is the agent's" "$(stat -c '%u' "$R$home/tmp")" "$auid"
+
 done_testing

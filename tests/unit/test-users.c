@@ -5,7 +5,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -928,6 +933,174 @@ TEST(remove_reserves_and_forget_releases)
 	EXPECT_EQ(users_remove(root, "a", true), -ENOENT);
 	ASSERT_EQ(users_ensure(root, "c", a.uid, &b), 0);
 	EXPECT_EQ(b.uid, a.uid);
+	rm_root(root);
+}
+
+/* A lock file that is a FIFO (no reader: O_WRONLY would block forever), a socket, another
+ * owner's file or a group/other-writable one: refused at once, nothing blocks. */
+TEST(lock_refuses_fifo_socket_and_foreign_files)
+{
+	char *root = NULL, p[2048];
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct timespec t0, t1;
+	int dfd, fd, s;
+
+	need_root(_metadata);
+	root = make_root();
+	dfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	ASSERT_GE(dfd, 0);
+	snprintf(p, sizeof(p), "%s/fifo", root);
+	ASSERT_EQ(mkfifo(p, 0600), 0);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	EXPECT_EQ(ufs_lock(dfd, "fifo", 15000, 0), -EBADFD);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	EXPECT_LT(t1.tv_sec - t0.tv_sec, 2);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/sock", root);
+	s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ASSERT_GE(s, 0);
+	if (strlen(root) + 5 < sizeof(sa.sun_path)) {
+		ASSERT_EQ(bind(s, (struct sockaddr *)&sa, sizeof(sa)), 0);
+		EXPECT_EQ(ufs_lock(dfd, "sock", 100, 0), -EBADFD);
+	}
+	close(s);
+	write_file(root, "foreign", "", 0600, 0);
+	ASSERT_EQ(fchownat(dfd, "foreign", 10150, 10150, 0), 0);
+	EXPECT_EQ(ufs_lock(dfd, "foreign", 100, 0), -EPERM);
+	write_file(root, "loose", "", 0666, 0);
+	EXPECT_EQ(ufs_lock(dfd, "loose", 100, UFS_NO_GROUP_OTHER_WRITE), -EPERM);
+	/* Not asked of /etc/.pwd.lock: the type and the owner only. O_NONBLOCK is gone. */
+	fd = ufs_lock(dfd, "loose", 100, 0);
+	ASSERT_GE(fd, 0);
+	EXPECT_EQ(fcntl(fd, F_GETFL) & O_NONBLOCK, 0);
+	close(fd);
+	/* A missing one is created, root 0600. */
+	fd = ufs_lock(dfd, "new", 100, UFS_NO_GROUP_OTHER_WRITE);
+	ASSERT_GE(fd, 0);
+	close(fd);
+	close(dfd);
+	/* Through users_ensure: the file is named, and the error comes at once. */
+	snprintf(p, sizeof(p), "%s/etc/.pwd.lock", root);
+	ASSERT_EQ(mkfifo(p, 0600), 0);
+	EXPECT_EQ(users_ensure(root, "a", (uid_t)-1, NULL), -EBADFD);
+	EXPECT_NOT_NULL(strstr(users_last_error(), "/etc/.pwd.lock"));
+	unlink(p);
+	ASSERT_EQ(users_ensure(root, "a", (uid_t)-1, NULL), 0);
+	snprintf(p, sizeof(p), "%s/data/pistis/users.registry.lock", root);
+	unlink(p);
+	ASSERT_EQ(mkfifo(p, 0600), 0);
+	EXPECT_EQ(users_ensure(root, "b", (uid_t)-1, NULL), -EBADFD);
+	EXPECT_NOT_NULL(strstr(users_last_error(), "users.registry.lock"));
+	rm_root(root);
+}
+
+static void expect_registry_refused(struct tap_metadata *_metadata, const char *root)
+{
+	struct users_identity id;
+	struct users_entry *v = NULL;
+	size_t n = 0;
+
+	EXPECT_EQ(users_lookup(root, "a", &id), -EPERM);
+	EXPECT_EQ(users_list(root, &v, &n), -EPERM);
+	free(v);
+	EXPECT_EQ(users_ensure(root, "a", (uid_t)-1, &id), -EPERM); /* existing: fast path */
+	EXPECT_EQ(users_ensure(root, "new", (uid_t)-1, &id), -EPERM);
+	EXPECT_EQ(users_remove(root, "a", false), -EPERM);
+}
+
+/* The registry, its directory: root-owned and not group/other-writable, checked on the
+ * opened fds by every path; a repair of a mere 0755 still happens. */
+TEST(registry_owner_and_mode_checked_on_every_path)
+{
+	char *root = NULL, dir[2048], file[2100];
+	struct users_identity id;
+	struct stat st;
+
+	need_root(_metadata);
+	root = make_root();
+	ASSERT_EQ(users_ensure(root, "a", (uid_t)-1, &id), 0);
+	snprintf(dir, sizeof(dir), "%s/data/pistis", root);
+	snprintf(file, sizeof(file), "%s/users.registry", dir);
+	ASSERT_EQ(chmod(file, 0620), 0);
+	expect_registry_refused(_metadata, root);
+	EXPECT_NOT_NULL(strstr(users_last_error(), "users.registry"));
+	ASSERT_EQ(chmod(file, 0600), 0);
+	ASSERT_EQ(chown(file, 10150, 10150), 0);
+	expect_registry_refused(_metadata, root);
+	ASSERT_EQ(chown(file, 0, 0), 0);
+	ASSERT_EQ(chmod(dir, 0777), 0);
+	expect_registry_refused(_metadata, root);
+	EXPECT_EQ(stat(dir, &st), 0);
+	EXPECT_EQ(st.st_mode & 07777, 0777u); /* refused, not repaired */
+	ASSERT_EQ(chmod(dir, 0755), 0);
+	ASSERT_EQ(chown(dir, 10150, 0), 0);
+	expect_registry_refused(_metadata, root);
+	ASSERT_EQ(chown(dir, 0, 0), 0);
+	EXPECT_EQ(users_lookup(root, "a", &id), 0);
+	EXPECT_EQ(users_ensure(root, "b", (uid_t)-1, &id), 0);
+	EXPECT_EQ(stat(dir, &st), 0);
+	EXPECT_EQ(st.st_mode & 07777, 0700u);
+	rm_root(root);
+}
+
+/* statx's mount-root attribute (or the st_dev fallback) on a known mount point. */
+TEST(stat_mount_sees_a_mount_point)
+{
+	struct stat st;
+	bool mount = false;
+	int root = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	ASSERT_GE(root, 0);
+	ASSERT_EQ(ufs_stat_mount(root, root, "proc", AT_SYMLINK_NOFOLLOW, &st, &mount), 0);
+	EXPECT_TRUE(mount);
+	EXPECT_TRUE(S_ISDIR(st.st_mode));
+	ASSERT_EQ(ufs_stat_mount(root, root, "etc", AT_SYMLINK_NOFOLLOW, &st, &mount), 0);
+	EXPECT_FALSE(mount);
+	close(root);
+}
+
+static void bind_at(struct tap_metadata *_metadata, const char *src, const char *root,
+		    const char *rel)
+{
+	char p[2048];
+
+	snprintf(p, sizeof(p), "%s%s", root, rel);
+	ASSERT_EQ(mount(src, p, NULL, MS_BIND, NULL), 0);
+}
+
+/* A bind mount at the home, the TMPDIR or /data/agents/<user> is never handed over, even
+ * one the agent already owns; the fast path sends it to the refusal too. */
+TEST(mount_point_homes_refused)
+{
+	char *root = NULL, src[] = "/tmp/test-users-src.XXXXXX", p[2048];
+	struct users_identity id;
+	struct stat st;
+
+	need_root(_metadata);
+	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		SKIP("no mount namespace");
+	root = make_root();
+	ASSERT_NOT_NULL(mkdtemp(src));
+	ASSERT_EQ(chmod(src, 0755), 0);
+	ASSERT_EQ(users_ensure(root, "a", (uid_t)-1, &id), 0);
+	for (int i = 0; i < 3; i++) {
+		const char *rel = i == 0 ? id.home : i == 1 ? id.tmpdir : id.agent_dir;
+		bind_at(_metadata, src, root, rel);
+		EXPECT_EQ(users_ensure(root, "a", (uid_t)-1, &id), -EBUSY);
+		EXPECT_NOT_NULL(strstr(users_last_error(), "mount point"));
+		ASSERT_EQ(stat(src, &st), 0);
+		EXPECT_EQ(st.st_uid, 0u);
+		EXPECT_EQ(st.st_mode & 07777, 0755u);
+		/* Already the agent's: refused all the same (the fast path does not confirm it). */
+		ASSERT_EQ(chown(src, id.uid, id.gid), 0);
+		ASSERT_EQ(chmod(src, 0700), 0);
+		EXPECT_EQ(users_ensure(root, "a", (uid_t)-1, &id), -EBUSY);
+		snprintf(p, sizeof(p), "%s%s", root, rel);
+		ASSERT_EQ(umount2(p, MNT_DETACH), 0);
+		ASSERT_EQ(chown(src, 0, 0), 0);
+		ASSERT_EQ(chmod(src, 0755), 0);
+		EXPECT_EQ(users_ensure(root, "a", (uid_t)-1, &id), 0);
+	}
+	rmdir(src);
 	rm_root(root);
 }
 
