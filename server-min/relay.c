@@ -26,6 +26,10 @@
 #include "server-min/config.h"
 
 #define QUEUE_SOFT (16u * 1024u * 1024u) /* pause the producer past this */
+/* Messages a sandbox may send: a token bucket per connection. Past it server-min stops
+ * reading from that sandbox until the bucket refills (nothing is dropped). */
+#define SANDBOX_MSG_RATE 5000 /* per second */
+#define SANDBOX_MSG_BURST 10000
 #define MAX_CLIENTS 1024
 #define MAX_ROUTES 65536
 
@@ -52,6 +56,11 @@ struct conn {
 	bool rx_skip;
 	unsigned paused_by; /* how many full peers asked us to pause */
 	unsigned bad_messages;
+	/* sandboxes: the message-rate bucket */
+	double tokens;
+	lws_usec_t refilled;
+	bool rate_paused, rate_warned;
+	lws_sorted_usec_list_t rate_sul;
 };
 
 struct sandbox {
@@ -127,7 +136,8 @@ static void resume_producers(struct conn *c)
 			struct conn *s = R.sbs[i].conn;
 			if (s && s->paused_by) {
 				s->paused_by = 0;
-				lws_rx_flow_control(s->wsi, 1);
+				if (!s->rate_paused)
+					lws_rx_flow_control(s->wsi, 1);
 			}
 		}
 	} else
@@ -501,6 +511,38 @@ static struct sandbox *sandbox_by_bearer(struct lws *wsi)
 	return found;
 }
 
+static void rate_resume(lws_sorted_usec_list_t *sul)
+{
+	struct conn *c = lws_container_of(sul, struct conn, rate_sul);
+
+	c->rate_paused = false;
+	if (!c->paused_by)
+		lws_rx_flow_control(c->wsi, 1);
+}
+
+/* One message from a sandbox: take a token; an empty bucket pauses reading until one more
+ * message is allowed. */
+static void rate_take(struct conn *c)
+{
+	lws_usec_t now = lws_now_usecs();
+
+	c->tokens += (double)(now - c->refilled) * SANDBOX_MSG_RATE / LWS_US_PER_SEC;
+	if (c->tokens > SANDBOX_MSG_BURST)
+		c->tokens = SANDBOX_MSG_BURST;
+	c->refilled = now;
+	c->tokens -= 1;
+	if (c->tokens >= 0 || c->rate_paused)
+		return;
+	if (!c->rate_warned && (c->rate_warned = true))
+		log_warning("Sandbox '%s' sends over %u messages/s; reading from it is throttled",
+			    c->sb->cfg->name, SANDBOX_MSG_RATE);
+	c->rate_paused = true;
+	lws_rx_flow_control(c->wsi, 0);
+	if (R.ctx) /* (the fuzz target has no context) */
+		lws_sul_schedule(R.ctx, 0, &c->rate_sul, rate_resume,
+				 (lws_usec_t)((1 - c->tokens) * LWS_US_PER_SEC / SANDBOX_MSG_RATE));
+}
+
 static void on_rx(struct conn *c, const void *in, size_t len)
 {
 	bool first = lws_is_first_fragment(c->wsi), final = lws_is_final_fragment(c->wsi);
@@ -527,7 +569,11 @@ static void on_rx(struct conn *c, const void *in, size_t len)
 		memcpy(c->rx + c->rx_len, in, len);
 		c->rx_len += len;
 	}
-	if (!final || c->rx_skip)
+	if (!final)
+		return;
+	if (!c->is_client)
+		rate_take(c);
+	if (c->rx_skip)
 		return;
 	if (c->is_client)
 		binary ? client_binary(c, c->rx, c->rx_len)
@@ -607,6 +653,8 @@ static int cb_sandbox(struct lws *wsi, enum lws_callback_reasons reason, void *u
 		}
 		c->sb->conn = c;
 		c->sb->connects++;
+		c->tokens = SANDBOX_MSG_BURST;
+		c->refilled = lws_now_usecs();
 		log_info("Sandbox '%s' connected", c->sb->cfg->name);
 		break;
 	case LWS_CALLBACK_RECEIVE:
@@ -616,6 +664,7 @@ static int cb_sandbox(struct lws *wsi, enum lws_callback_reasons reason, void *u
 	case LWS_CALLBACK_SERVER_WRITEABLE:
 		return on_writable(c);
 	case LWS_CALLBACK_CLOSED:
+		lws_sul_cancel(&c->rate_sul);
 		conn_closed(c);
 		break;
 	default:
