@@ -114,6 +114,21 @@ static struct cmd *cmd_by_tag(const char *tag)
 	return found;
 }
 
+/* spawn_opts.on_close: the spawn core is about to close one of the command's stream fds
+ * (end of output, drain over, a pty's input with its output): drop its watch while the fd
+ * is still open, so EPOLL_CTL_DEL reaches the right registration. */
+static void on_spawn_close(void *userdata, int fd)
+{
+	struct cmd *c = userdata;
+	struct watch *ws[] = {&c->w_out, &c->w_err, &c->w_in};
+
+	for (size_t i = 0; i < ELEMENTSOF(ws); i++)
+		if (ws[i]->fd == fd) {
+			serve_unwatch(ws[i]);
+			ws[i]->fd = -1;
+		}
+}
+
 static void cmd_free(struct cmd *c)
 {
 	for (struct cmd **pp = &T.cmds; *pp; pp = &(*pp)->next)
@@ -564,6 +579,8 @@ static void exec_start(const struct proto_request *req)
 	c->w_out.fd = c->w_err.fd = c->w_pid.fd = c->w_in.fd = -1;
 	c->w_out.owner = c->w_err.owner = c;
 	c->pty = st.pty;
+	so.on_close = on_spawn_close;
+	so.on_close_userdata = c;
 	r = spawn_start(T.spawn, &so, &c->p, &se);
 	if (r < 0) {
 		char msg[160];

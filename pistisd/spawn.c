@@ -253,6 +253,26 @@ static int open_pty(const struct spawn_opts *o, int *ret_master, int *ret_slave)
 	return 0;
 }
 
+/* Close one of the parent's stream fds, telling the caller first (spawn_opts.on_close). */
+static void close_stream(struct spawn_proc *p, int *fd)
+{
+	if (*fd < 0)
+		return;
+	if (p->opts_copy.on_close)
+		p->opts_copy.on_close(p->opts_copy.on_close_userdata, *fd);
+	*fd = safe_close(*fd);
+}
+
+/* The output side is over. With a pty, fd_in is a dup of the same master: its slave side
+ * is gone, so input is over too, and closing the dup lets the open file die (a HUP'ing
+ * master would otherwise stay ready in the caller's epoll set forever). */
+static void close_output(struct spawn_proc *p, int *fd)
+{
+	close_stream(p, fd);
+	if (p->opts_copy.stdio == SPAWN_STDIO_PTY && p->fd_out < 0)
+		close_stream(p, &p->fd_in);
+}
+
 static struct spawn_proc *proc_new(void)
 {
 	struct spawn_proc *p = calloc(1, sizeof(*p));
@@ -267,9 +287,9 @@ static struct spawn_proc *proc_new(void)
 static void proc_close(struct spawn_proc *p)
 {
 	p->pidfd = safe_close(p->pidfd);
-	p->fd_in = safe_close(p->fd_in);
-	p->fd_out = safe_close(p->fd_out);
-	p->fd_err = safe_close(p->fd_err);
+	close_stream(p, &p->fd_in);
+	close_stream(p, &p->fd_out);
+	close_stream(p, &p->fd_err);
 	p->cgroup_fd = safe_close(p->cgroup_fd);
 }
 
@@ -631,8 +651,8 @@ static void release_leader(struct spawn_proc *p)
 
 static void finish_outputs(struct spawn_proc *p)
 {
-	p->fd_out = safe_close(p->fd_out);
-	p->fd_err = safe_close(p->fd_err);
+	close_output(p, &p->fd_out);
+	close_output(p, &p->fd_err);
 	if (!p->opts_copy.keep_children && tree_alive(p)) {
 		p->result.left_children_killed = true;
 		tree_signal(p, SIGKILL);
@@ -653,10 +673,7 @@ ssize_t spawn_read(struct spawn_proc *p, int fd, void *buf, size_t size)
 		return -EAGAIN;
 	if (n <= 0) {
 		/* EOF, or EIO from a pty master once every slave fd is closed. */
-		if (fd == p->fd_out)
-			p->fd_out = safe_close(p->fd_out);
-		else
-			p->fd_err = safe_close(p->fd_err);
+		close_output(p, fd == p->fd_out ? &p->fd_out : &p->fd_err);
 		if (p->reaped && p->fd_out < 0 && p->fd_err < 0)
 			finish_outputs(p);
 		return 0;

@@ -89,6 +89,12 @@ struct spawn_opts {
 	uint64_t drain_ms;	  /* read on after the main process exits, 0: default 100 */
 	uint64_t max_output;	  /* bytes over stdout+stderr kept, 0: unlimited */
 	bool keep_children;	  /* do not kill what the command leaves running */
+	/* Called right before the library closes fd_in, fd_out or fd_err on its own (end of
+	 * output, drain time over), while the fd is still open: an event loop must take it
+	 * out of its poll set now. Afterwards the number may be reused, and epoll keeps a
+	 * registration for as long as the open file lives on (a pty master's dup in fd_in). */
+	void (*on_close)(void *userdata, int fd);
+	void *on_close_userdata;
 };
 
 /* CAP_SETUID, CAP_SETGID, CAP_AUDIT_WRITE: the least sudo needs to switch users. */

@@ -857,6 +857,61 @@ TEST(pty_is_a_tty_and_resizes)
 	spawn_ctx_free(ctx);
 }
 
+/* Every stream fd the core closes on its own is announced first, while still open, and a
+ * pty's input dup goes with its output: an epoll set that saw only fd_out must not keep a
+ * registration alive through the dup (a HUP'ing master spun pistisd serve at 50% CPU). */
+struct close_log {
+	int fds[8];
+	int open_at_call[8];
+	unsigned n;
+};
+static void record_close(void *userdata, int fd)
+{
+	struct close_log *l = userdata;
+
+	if (l->n < 8) {
+		l->open_at_call[l->n] = fcntl(fd, F_GETFD) >= 0;
+		l->fds[l->n++] = fd;
+	}
+}
+
+TEST(stream_fds_are_announced_before_close)
+{
+	static struct capture cap;
+	struct close_log log = {0};
+	struct spawn_ctx *ctx;
+	struct spawn_opts o;
+	struct spawn_proc *p = NULL;
+	struct spawn_error err;
+	struct spawn_wait_cb cb = {.on_output = on_output, .extra_fd = -1, .userdata = &cap};
+	char *argv[] = {probe_path, "exit", "0", NULL};
+	int out, in;
+
+	need_root_and_probe(_metadata);
+	ctx = ctx_or_die(_metadata);
+	base_opts(&o, argv);
+	o.stdio = SPAWN_STDIO_PTY;
+	o.on_close = record_close;
+	o.on_close_userdata = &log;
+	ASSERT_EQ(spawn_start(ctx, &o, &p, &err), 0);
+	out = p->fd_out;
+	in = p->fd_in;
+	ASSERT_GE(out, 0);
+	ASSERT_GE(in, 0);
+	ASSERT_EQ(spawn_wait(p, &cb), 0);
+	/* the output ended: both the master and its dup are closed, each announced while open */
+	EXPECT_EQ(p->fd_out, -1);
+	EXPECT_EQ(p->fd_in, -1);
+	ASSERT_EQ(log.n, 2u);
+	EXPECT_EQ(log.fds[0], out);
+	EXPECT_EQ(log.fds[1], in);
+	EXPECT_EQ(log.open_at_call[0], 1);
+	EXPECT_EQ(log.open_at_call[1], 1);
+	spawn_free(p);
+	EXPECT_EQ(log.n, 2u); /* nothing announced twice */
+	spawn_ctx_free(ctx);
+}
+
 TEST(tiocsti_refused_on_own_pty)
 {
 	static struct capture cap;
