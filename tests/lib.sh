@@ -161,10 +161,29 @@ in_root() {
 		LANG=C TERM=dumb chroot "$r" "$@"
 }
 
+# Kill every process still running inside one of this test's roots (a daemon started in
+# the background through in_root, whose $! was only the wrapping subshell): nothing a
+# test started may outlive it.
+_root_kill_procs() { # root-dir
+	local pid root n
+	for n in 1 2 3; do
+		local found=0
+		for pid in /proc/[0-9]*; do
+			root=$(readlink "$pid/root" 2>/dev/null) || continue
+			case "$root" in "$1" | "$1"/*)
+				kill -9 "${pid#/proc/}" 2>/dev/null && found=1 ;;
+			esac
+		done
+		[ $found = 0 ] && break
+		sleep 0.1
+	done
+}
+
 root_cleanup() {
 	local d
 	for d in "${TMPDIR:-/tmp}"/pistis-root.$$.*; do
 		[ -d "$d" ] || continue
+		_root_kill_procs "$d/root"
 		umount -R -l "$d" 2>/dev/null
 		rmdir "$d" 2>/dev/null
 	done
