@@ -8,6 +8,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -476,7 +478,12 @@ static int cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, voi
 			       ? -1
 			       : 0;
 	}
-	case LWS_CALLBACK_CLIENT_ESTABLISHED:
+	case LWS_CALLBACK_CLIENT_ESTABLISHED: { /* small messages (answers, acks, a command's first frame) must not wait for
+		   * Nagle + delayed ACK (~40 ms per round trip on loopback) */
+		int one = 1;
+		(void)setsockopt(lws_get_socket_fd(wsi), IPPROTO_TCP, TCP_NODELAY, &one,
+				 sizeof(one));
+	}
 		C.wsi = wsi;
 		send_start();
 		break;

@@ -548,11 +548,21 @@ static void do_trusted(struct hctx *h, enum proto_op op, cJSON *req)
 
 _noreturn_ static void helper(int out, int ctl, const struct proto_request *req)
 {
-	struct hctx h = {.out = out, .ctl = ctl, .id = req->id};
+	struct hctx h = {.id = req->id};
 	_cleanup_close_ int root_fd = -1;
 	sigset_t all;
+	int o, c;
 
 	serve_forget_secrets();
+	/* Keep only the two pipes (as fds 3 and 4): a walk can take minutes, and the relay
+	 * socket held open here would hide a dropped connection from the server. */
+	o = fcntl(out, F_DUPFD_CLOEXEC, 10);
+	c = fcntl(ctl, F_DUPFD_CLOEXEC, 10);
+	if (o < 0 || c < 0 || dup3(o, 3, O_CLOEXEC) < 0 || dup3(c, 4, O_CLOEXEC) < 0)
+		_exit(1);
+	(void)close_all_fds_from(5);
+	h.out = 3;
+	h.ctl = 4;
 	/* the parent blocks signals for its signalfd; visudo and sudo must not inherit that */
 	sigemptyset(&all);
 	(void)sigprocmask(SIG_SETMASK, &all, NULL);

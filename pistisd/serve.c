@@ -9,6 +9,8 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -527,7 +529,12 @@ static int cb_relay(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		explicit_bzero(value, sizeof(value));
 		return r ? -1 : 0;
 	}
-	case LWS_CALLBACK_CLIENT_ESTABLISHED:
+	case LWS_CALLBACK_CLIENT_ESTABLISHED: { /* small messages (answers, acks, a command's first frame) must not wait for
+		   * Nagle + delayed ACK (~40 ms per round trip on loopback) */
+		int one = 1;
+		(void)setsockopt(lws_get_socket_fd(wsi), IPPROTO_TCP, TCP_NODELAY, &one,
+				 sizeof(one));
+	}
 		log_info("Connected to the relay");
 		S.connects++;
 		S.conn = wsi;

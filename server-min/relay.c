@@ -9,6 +9,8 @@
  * started or attached the command. server-min holds no output of its own beyond queues: a
  * restart loses nothing because pistisd keeps every frame until the client acknowledges it. */
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -511,6 +513,14 @@ static struct sandbox *sandbox_by_bearer(struct lws *wsi)
 	return found;
 }
 
+/* Small messages (answers, acks, a command's first frame) must not wait for Nagle +
+ * delayed ACK (~40 ms per round trip on loopback). A unix socket refuses it: harmless. */
+static void set_nodelay(struct lws *wsi)
+{
+	int one = 1;
+	(void)setsockopt(lws_get_socket_fd(wsi), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
 static void rate_resume(lws_sorted_usec_list_t *sul)
 {
 	struct conn *c = lws_container_of(sul, struct conn, rate_sul);
@@ -645,6 +655,7 @@ static int cb_sandbox(struct lws *wsi, enum lws_callback_reasons reason, void *u
 	}
 	case LWS_CALLBACK_ESTABLISHED:
 		c->wsi = wsi;
+		set_nodelay(wsi);
 		if (c->sb->conn) {
 			/* a stale connection (the sandbox redialled before we saw the drop) */
 			struct conn *old = c->sb->conn;
@@ -686,6 +697,7 @@ static int cb_client(struct lws *wsi, enum lws_callback_reasons reason, void *us
 		}
 		return 0;
 	case LWS_CALLBACK_ESTABLISHED: {
+		set_nodelay(wsi);
 		unsigned slot = MAX_CLIENTS;
 		memset(c, 0, sizeof(*c));
 		for (unsigned i = 0; i < MAX_CLIENTS; i++)
