@@ -33,7 +33,8 @@ static size_t escape(const char *in, size_t in_len, char *out, size_t out_size, 
 			if (c >= 0x20 && c < 0x7f)
 				n = 1, tmp[0] = (char)c;
 			else
-				n = (size_t)snprintf(tmp, sizeof(tmp), json ? "\\u%04x" : "\\x%02x", c);
+				n = (size_t)snprintf(tmp, sizeof(tmp), json ? "\\u%04x" : "\\x%02x",
+						     c);
 			break;
 		}
 		/* Whole escapes only: once one does not fit, the output is closed for good. */

@@ -54,8 +54,7 @@ static const char *level_name(enum log_level level)
 	}
 }
 
-int log_internal(enum log_level level, int error, const char *file, int line, const char *fmt,
-		 ...)
+int log_internal(enum log_level level, int error, const char *file, int line, const char *fmt, ...)
 {
 	char msg[2048], esc[4096], out[4608];
 	int saved = errno;
@@ -93,7 +92,8 @@ int log_internal(enum log_level level, int error, const char *file, int line, co
 	} else {
 		escape_c(msg, (size_t)n, esc, sizeof(esc));
 		if (max_level >= LOG_LVL_DEBUG)
-			n = snprintf(out, sizeof(out), "%s: %s (%s:%d)\n", program, esc, file, line);
+			n = snprintf(out, sizeof(out), "%s: %s (%s:%d)\n", program, esc, file,
+				     line);
 		else
 			n = snprintf(out, sizeof(out), "%s: %s\n", program, esc);
 	}

@@ -24,10 +24,10 @@ void log_set_format(enum log_format format);
 
 /* Writes one line to stderr ("prog: message"); returns -abs(error) so callers can
  * `return log_error_errno(r, "Failed to …: %m")`. %m expands to strerror(abs(error)). */
-int log_internal(enum log_level level, int error, const char *file, int line,
-		 const char *fmt, ...) _printf_(5, 6);
+int log_internal(enum log_level level, int error, const char *file, int line, const char *fmt, ...)
+	_printf_(5, 6);
 
-#define log_full_errno(level, error, ...)                                      \
+#define log_full_errno(level, error, ...)                                                          \
 	log_internal((level), (error), __FILE__, __LINE__, __VA_ARGS__)
 #define log_error_errno(error, ...) log_full_errno(LOG_LVL_ERROR, (error), __VA_ARGS__)
 #define log_warning_errno(error, ...) log_full_errno(LOG_LVL_WARNING, (error), __VA_ARGS__)

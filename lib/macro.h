@@ -13,17 +13,17 @@
 #define ELEMENTSOF(x) (sizeof(x) / sizeof((x)[0]))
 
 /* Hand a pointer or fd over to the caller and disarm the cleanup. */
-#define TAKE_PTR(p)                                                            \
-	({                                                                     \
-		__typeof__(p) _p_ = (p);                                       \
-		(p) = NULL;                                                    \
-		_p_;                                                           \
+#define TAKE_PTR(p)                                                                                \
+	({                                                                                         \
+		__typeof__(p) _p_ = (p);                                                           \
+		(p) = NULL;                                                                        \
+		_p_;                                                                               \
 	})
-#define TAKE_FD(fd)                                                            \
-	({                                                                     \
-		int _fd_ = (fd);                                               \
-		(fd) = -1;                                                     \
-		_fd_;                                                          \
+#define TAKE_FD(fd)                                                                                \
+	({                                                                                         \
+		int _fd_ = (fd);                                                                   \
+		(fd) = -1;                                                                         \
+		_fd_;                                                                              \
 	})
 
 /* close() that keeps errno and never retries: on Linux the fd is gone even on EINTR. */
@@ -55,8 +55,8 @@ static inline int negative_errno(void)
 	return errno > 0 ? -errno : -EINVAL;
 }
 
-#define RET_NERRNO(expr)                                                       \
-	({                                                                     \
-		long _r_ = (long)(expr);                                       \
-		_r_ < 0 ? negative_errno() : (int)_r_;                         \
+#define RET_NERRNO(expr)                                                                           \
+	({                                                                                         \
+		long _r_ = (long)(expr);                                                           \
+		_r_ < 0 ? negative_errno() : (int)_r_;                                             \
 	})

@@ -127,7 +127,8 @@ static int run_one(struct tap_metadata *t, unsigned n)
 		if (t->term_signal && WTERMSIG(status) == t->term_signal)
 			result = TAP_EXIT_PASS;
 		else
-			snprintf(detail, sizeof(detail), " # killed by signal %d", WTERMSIG(status));
+			snprintf(detail, sizeof(detail), " # killed by signal %d",
+				 WTERMSIG(status));
 	} else if (WIFEXITED(status)) {
 		int code = WEXITSTATUS(status);
 		if (t->term_signal) {

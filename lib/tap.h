@@ -29,9 +29,9 @@ typedef void (*tap_fn)(struct tap_metadata *meta);
 struct tap_metadata {
 	const char *name;
 	tap_fn fn;
-	int term_signal;     /* 0: must exit cleanly */
-	unsigned timeout;    /* seconds */
-	bool failed;         /* set by EXPECT_* in the child */
+	int term_signal;  /* 0: must exit cleanly */
+	unsigned timeout; /* seconds */
+	bool failed;	  /* set by EXPECT_* in the child */
 	struct tap_metadata *next;
 };
 
@@ -43,15 +43,14 @@ _Noreturn void tap_fail_now(void);
 void tap_report(const char *file, int line, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
-#define TAP_DEFINE(test_name, sig, secs)                                            \
-	static void test_name(struct tap_metadata *_metadata);                      \
-	static struct tap_metadata _##test_name##_meta = {                          \
-		.name = #test_name, .fn = test_name, .term_signal = (sig),          \
-		.timeout = (secs) };                                                \
-	__attribute__((constructor)) static void _##test_name##_reg(void)           \
-	{                                                                           \
-		tap_register(&_##test_name##_meta);                                 \
-	}                                                                           \
+#define TAP_DEFINE(test_name, sig, secs)                                                           \
+	static void test_name(struct tap_metadata *_metadata);                                     \
+	static struct tap_metadata _##test_name##_meta = {                                         \
+		.name = #test_name, .fn = test_name, .term_signal = (sig), .timeout = (secs)};     \
+	__attribute__((constructor)) static void _##test_name##_reg(void)                          \
+	{                                                                                          \
+		tap_register(&_##test_name##_meta);                                                \
+	}                                                                                          \
 	static void test_name(struct tap_metadata *_metadata __attribute__((unused)))
 
 #define TEST(name) TAP_DEFINE(name, 0, 30)
@@ -59,63 +58,64 @@ void tap_report(const char *file, int line, const char *fmt, ...)
 #define TEST_TIMEOUT(name, secs) TAP_DEFINE(name, 0, secs)
 
 #define FIXTURE(f) struct _fixture_##f
-#define FIXTURE_SETUP(f) static void _fixture_##f##_setup(struct _fixture_##f *self, \
-		struct tap_metadata *_metadata __attribute__((unused)))
-#define FIXTURE_TEARDOWN(f) static void _fixture_##f##_teardown(struct _fixture_##f *self, \
-		struct tap_metadata *_metadata __attribute__((unused)))
-#define TEST_F(f, test_name)                                                        \
-	static void _##f##_##test_name##_body(struct _fixture_##f *self,             \
-					      struct tap_metadata *_metadata);      \
-	TAP_DEFINE(f##_##test_name, 0, 30)                                          \
-	{                                                                           \
-		struct _fixture_##f fx;                                             \
-		memset(&fx, 0, sizeof(fx));                                         \
-		_fixture_##f##_setup(&fx, _metadata);                               \
-		_##f##_##test_name##_body(&fx, _metadata);                          \
-		_fixture_##f##_teardown(&fx, _metadata);                            \
-	}                                                                           \
-	static void _##f##_##test_name##_body(struct _fixture_##f *self,             \
-					      struct tap_metadata *_metadata __attribute__((unused)))
+#define FIXTURE_SETUP(f)                                                                           \
+	static void _fixture_##f##_setup(struct _fixture_##f *self,                                \
+					 struct tap_metadata *_metadata __attribute__((unused)))
+#define FIXTURE_TEARDOWN(f)                                                                        \
+	static void _fixture_##f##_teardown(                                                       \
+		struct _fixture_##f *self, struct tap_metadata *_metadata __attribute__((unused)))
+#define TEST_F(f, test_name)                                                                       \
+	static void _##f##_##test_name##_body(struct _fixture_##f *self,                           \
+					      struct tap_metadata *_metadata);                     \
+	TAP_DEFINE(f##_##test_name, 0, 30)                                                         \
+	{                                                                                          \
+		struct _fixture_##f fx;                                                            \
+		memset(&fx, 0, sizeof(fx));                                                        \
+		_fixture_##f##_setup(&fx, _metadata);                                              \
+		_##f##_##test_name##_body(&fx, _metadata);                                         \
+		_fixture_##f##_teardown(&fx, _metadata);                                           \
+	}                                                                                          \
+	static void _##f##_##test_name##_body(                                                     \
+		struct _fixture_##f *self, struct tap_metadata *_metadata __attribute__((unused)))
 
 #define SKIP(...) tap_skip(__FILE__, __LINE__, __VA_ARGS__)
 
-#define TAP_CMP(fatal, a, op, b)                                                    \
-	do {                                                                        \
-		__typeof__(a) _a = (a);                                             \
-		__typeof__(b) _b = (b);                                             \
-		if (!(_a op _b)) {                                                  \
-			tap_report(__FILE__, __LINE__,                              \
-				   "%s %s %s: %" PRIdMAX " vs %" PRIdMAX, #a, #op, #b, \
-				   (intmax_t)_a, (intmax_t)_b);                    \
-			_metadata->failed = true;                                   \
-			if (fatal)                                                  \
-				tap_fail_now();                                     \
-		}                                                                   \
+#define TAP_CMP(fatal, a, op, b)                                                                   \
+	do {                                                                                       \
+		__typeof__(a) _a = (a);                                                            \
+		__typeof__(b) _b = (b);                                                            \
+		if (!(_a op _b)) {                                                                 \
+			tap_report(__FILE__, __LINE__, "%s %s %s: %" PRIdMAX " vs %" PRIdMAX, #a,  \
+				   #op, #b, (intmax_t)_a, (intmax_t)_b);                           \
+			_metadata->failed = true;                                                  \
+			if (fatal)                                                                 \
+				tap_fail_now();                                                    \
+		}                                                                                  \
 	} while (0)
 
-#define TAP_BOOL(fatal, cond, want)                                                 \
-	do {                                                                        \
-		if ((!!(cond)) != (want)) {                                         \
-			tap_report(__FILE__, __LINE__, "expected %s to be %s", #cond, \
-				   (want) ? "true" : "false");                      \
-			_metadata->failed = true;                                   \
-			if (fatal)                                                  \
-				tap_fail_now();                                     \
-		}                                                                   \
+#define TAP_BOOL(fatal, cond, want)                                                                \
+	do {                                                                                       \
+		if ((!!(cond)) != (want)) {                                                        \
+			tap_report(__FILE__, __LINE__, "expected %s to be %s", #cond,              \
+				   (want) ? "true" : "false");                                     \
+			_metadata->failed = true;                                                  \
+			if (fatal)                                                                 \
+				tap_fail_now();                                                    \
+		}                                                                                  \
 	} while (0)
 
-#define TAP_STR(fatal, a, b, want_eq)                                               \
-	do {                                                                        \
-		const char *_a = (a), *_b = (b);                                    \
-		bool _eq = _a && _b && strcmp(_a, _b) == 0;                         \
-		if (_eq != (want_eq)) {                                             \
-			tap_report(__FILE__, __LINE__, "%s %s %s: \"%s\" vs \"%s\"", #a, \
-				   (want_eq) ? "==" : "!=", #b, _a ? _a : "(null)", \
-				   _b ? _b : "(null)");                             \
-			_metadata->failed = true;                                   \
-			if (fatal)                                                  \
-				tap_fail_now();                                     \
-		}                                                                   \
+#define TAP_STR(fatal, a, b, want_eq)                                                              \
+	do {                                                                                       \
+		const char *_a = (a), *_b = (b);                                                   \
+		bool _eq = _a && _b && strcmp(_a, _b) == 0;                                        \
+		if (_eq != (want_eq)) {                                                            \
+			tap_report(__FILE__, __LINE__, "%s %s %s: \"%s\" vs \"%s\"", #a,           \
+				   (want_eq) ? "==" : "!=", #b, _a ? _a : "(null)",                \
+				   _b ? _b : "(null)");                                            \
+			_metadata->failed = true;                                                  \
+			if (fatal)                                                                 \
+				tap_fail_now();                                                    \
+		}                                                                                  \
 	} while (0)
 
 #define ASSERT_EQ(a, b) TAP_CMP(1, a, ==, b)
@@ -143,8 +143,8 @@ void tap_report(const char *file, int line, const char *fmt, ...)
 #define EXPECT_STREQ(a, b) TAP_STR(0, a, b, true)
 #define EXPECT_STRNE(a, b) TAP_STR(0, a, b, false)
 
-#define TEST_HARNESS_MAIN                                                           \
-	int main(int argc, char **argv)                                             \
-	{                                                                           \
-		return tap_main(argc, argv);                                        \
+#define TEST_HARNESS_MAIN                                                                          \
+	int main(int argc, char **argv)                                                            \
+	{                                                                                          \
+		return tap_main(argc, argv);                                                       \
 	}
