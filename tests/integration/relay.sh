@@ -211,9 +211,10 @@ like "trusted.list: an answer with no commands" "$out" '"ok":true.*"commands":\[
 out=$(P call trusted.add "{\"name\":\"hello\",\"data\":\"$(printf '#!/bin/sh\necho trusted-hi\n' | base64 -w0)\"}" 2>&1)
 like "trusted.add: added with its digest, drop-in installed" "$out" '"ok":true.*"digest":"[0-9a-f]{64}".*"install":\{"ok":true'
 like "trusted.list: lists it" "$(P call trusted.list 2>&1)" '"name":"hello","digest":"[0-9a-f]{64}"'
-# (running it through exec needs sudo, which the spawn core's no_new_privs refuses: reported)
 ok "trusted.add: the script, the wrapper and the sudoers rule are in place" \
 	grep -q 'trusted/hello' "$R/etc/sudoers.d/pistis-trusted" "$R/data/bin/hello"
+like "trusted: the agent runs it through exec (as pi-tools, via sudo)" \
+	"$(P exec --agent alice -- /data/bin/hello 2>&1)" 'trusted-hi'
 like "trusted.add: a bad name is a structured error" "$(P call trusted.add '{"name":"../x","data":""}' 2>&1)" '"code":"bad_request"'
 like "trusted.remove: removed" "$(P call trusted.remove '{"name":"hello"}' 2>&1)" '"ok":true.*"name":"hello"'
 like "trusted.remove: again is not_found" "$(P call trusted.remove '{"name":"hello"}' 2>&1)" '"code":"not_found"'
