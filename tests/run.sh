@@ -4,7 +4,7 @@
 # A program that crashes, exits non-zero without a "not ok", or runs fewer tests than it
 # planned counts as one more failure: a broken test must never look green.
 set -u
-logdir=${PISTIS_TEST_LOGS:-build/test-logs}
+logdir=${PISTIS_TEST_LOGS:-${PISTIS_BUILD:-build}/test-logs}
 mkdir -p "$logdir"
 passed=0 failed=0 skipped=0
 failures=""
