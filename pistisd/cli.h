@@ -7,6 +7,7 @@ int check_cli_main(int argc, char **argv);   /* pistisd/check.c */
 int users_cli_main(int argc, char **argv);   /* sandbox-users/cli.c */
 int policy_cli_main(int argc, char **argv);  /* policy/cli.c */
 int trusted_cli_main(int argc, char **argv); /* trusted/cli.c */
+int trusted_exec_main(int argc, char **argv); /* trusted/exec.c: the wrappers' interpreter */
 int run_cli_main(int argc, char **argv);     /* pistisd/run-cli.c */
 int serve_cli_main(int argc, char **argv);   /* pistisd/serve.c */
 

@@ -17,6 +17,7 @@ static const struct {
 	{"users", users_cli_main, "agent identities: ensure, ensure-base, remove, list, show"},
 	{"policy", policy_cli_main, "path rules: apply, plan, check, explain"},
 	{"trusted", trusted_cli_main, "trusted commands: add, remove, list, check, install"},
+	{"trusted-exec", trusted_exec_main, "interpreter of the /data/bin trusted wrappers"},
 	{"run", run_cli_main, "run one command as an agent, confined"},
 };
 

@@ -200,6 +200,10 @@ int trusted_install(const char *root, const char *agent, struct trusted_install_
 				 (unsigned)entries[i].mode);
 			return 1;
 		}
+	/* Wrappers of an older form (the /bin/sh one) or another pistisd path: rewritten. */
+	r = trusted_wrappers_refresh(root);
+	if (r < 0)
+		return r;
 	r = trusted_dropin_render(entries, n, &text);
 	if (r < 0)
 		return r;

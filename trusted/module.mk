@@ -5,7 +5,7 @@ trusted_SRCS := trusted/render.c trusted/fs.c trusted/store.c trusted/install.c 
 pistisd_LIBS := trusted $(pistisd_LIBS)
 # main.c refers to trusted_cli_main weakly, and a weak reference never pulls a member out
 # of an archive: the CLI is linked as an object so `pistisd trusted` is really there.
-pistisd_SRCS += trusted/cli.c
+pistisd_SRCS += trusted/cli.c trusted/exec.c
 
 UNIT_TESTS += test-trusted
 test-trusted_SRCS := tests/unit/test-trusted.c

@@ -120,28 +120,79 @@ int trusted_dropin_render(const struct trusted_entry *entries, size_t n, char **
 	return sbuf_finish(&b, ret);
 }
 
-int trusted_wrapper_render(const char *sudo_path, const char *name, char **ret)
+/* A path that goes into a script or a shebang line: absolute, short, and made of
+ * [A-Za-z0-9/_.+-] only, so neither a shell nor the kernel's shebang parser reads it twice. */
+static bool wrapper_path_valid(const char *path, size_t max)
 {
-	struct sbuf b = {0};
 	const char *p;
 
-	if (!sudo_path || sudo_path[0] != '/' || strlen(sudo_path) > 255 ||
-	    !trusted_name_valid(name))
-		return -EINVAL;
-	/* The path goes into a shell script unquoted: allow no character a shell reads. */
-	for (p = sudo_path; *p; p++)
+	if (!path || path[0] != '/' || strlen(path) > max)
+		return false;
+	for (p = path; *p; p++)
 		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
 		      (*p >= '0' && *p <= '9') || strchr("/_.+-", *p)))
+			return false;
+	return true;
+}
+
+int trusted_wrapper_render(const char *sudo_path, const char *pistisd_path, const char *name,
+			   char **ret)
+{
+	struct sbuf b = {0};
+
+	if (!wrapper_path_valid(sudo_path, 255) || !trusted_name_valid(name))
+		return -EINVAL;
+	if (pistisd_path) {
+		/* The whole shebang line must fit the kernel's buffer (128 bytes before 5.1). */
+		if (!wrapper_path_valid(pistisd_path, TRUSTED_PISTISD_PATH_MAX))
 			return -EINVAL;
-	sbuf_printf(
-		&b,
-		"#!/bin/sh\n"
-		"# pistis trusted command '%s': written by `pistisd trusted add`, do not edit.\n"
-		"# sudo resets the environment; the script sees the arguments as untrusted "
-		"argv.\n"
-		"exec %s -n -u pi-tools -- /data/trusted/%s \"$@\"\n",
-		name, sudo_path, name);
+		sbuf_printf(&b,
+			    "#!%s " TRUSTED_EXEC_VERB "\n" TRUSTED_WRAPPER_MARK
+			    "%s': written by `pistisd trusted add`, do not edit.\n"
+			    "# The kernel runs `%s " TRUSTED_EXEC_VERB " /data/bin/%s ARGS`, "
+			    "which execs\n"
+			    "# %s -n -u pi-tools -- /data/trusted/%s ARGS (docs/trusted.md).\n",
+			    pistisd_path, name, pistisd_path, name, sudo_path, name);
+		return sbuf_finish(&b, ret);
+	}
+	sbuf_printf(&b,
+		    "#!/bin/sh\n" TRUSTED_WRAPPER_MARK
+		    "%s': written by `pistisd trusted add`, do not "
+		    "edit.\n"
+		    "# sudo resets the environment; the script sees the arguments as untrusted "
+		    "argv.\n"
+		    "exec %s -n -u pi-tools -- /data/trusted/%s \"$@\"\n",
+		    name, sudo_path, name);
 	return sbuf_finish(&b, ret);
+}
+
+bool trusted_wrapper_is_ours(const char *text, size_t len)
+{
+	const char *nl;
+
+	if (len < 2 || memcmp(text, "#!", 2))
+		return false;
+	nl = memchr(text, '\n', len);
+	if (!nl)
+		return false;
+	len -= (size_t)(nl + 1 - text);
+	return len >= strlen(TRUSTED_WRAPPER_MARK) &&
+	       !memcmp(nl + 1, TRUSTED_WRAPPER_MARK, strlen(TRUSTED_WRAPPER_MARK));
+}
+
+int trusted_exec_name(const char *path, char ret_name[TRUSTED_NAME_MAX + 1])
+{
+	static const char prefix[] = "/" TRUSTED_BIN_DIR "/";
+	const char *name;
+
+	if (!path || strncmp(path, prefix, sizeof(prefix) - 1))
+		return -EINVAL;
+	name = path + sizeof(prefix) - 1;
+	/* The charset has no '/' and no '.': "..", "x/y" and "" all fail here. */
+	if (!trusted_name_valid(name))
+		return -EINVAL;
+	strcpy(ret_name, name);
+	return 0;
 }
 
 bool trusted_sudoers_has_includedir(const char *text, size_t len)

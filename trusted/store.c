@@ -15,8 +15,6 @@
 #include "sandbox-users/users.h"
 #include "trusted/internal.h"
 
-#define WRAPPER_MARK "# pistis trusted command '"
-
 int trusted_root_open(const char *root, int *ret_fd)
 {
 	struct stat st;
@@ -50,8 +48,7 @@ int trusted_open_script(const char *path, int *ret_fd)
 int trusted_find_sudo(const char *root, char *ret_sudo, size_t sudo_size, char *ret_visudo,
 		      size_t visudo_size)
 {
-	static const char *const sudos[] = {"usr/bin/sudo", "bin/sudo", "usr/local/bin/sudo",
-					    "usr/sbin/sudo"};
+	static const char *const sudos[] = {TRUSTED_SUDO_PATHS};
 	static const char *const visudos[] = {"usr/sbin/visudo", "sbin/visudo",
 					      "usr/local/sbin/visudo", "usr/bin/visudo"};
 	_cleanup_close_ int root_fd = -1;
@@ -66,12 +63,13 @@ int trusted_find_sudo(const char *root, char *ret_sudo, size_t sudo_size, char *
 		_cleanup_close_ int fd = -1;
 		struct stat st;
 
-		if (trusted_open_in_root(root_fd, sudos[i], O_PATH, &fd) < 0 || fstat(fd, &st) < 0)
+		if (trusted_open_in_root(root_fd, sudos[i] + 1, O_PATH, &fd) < 0 ||
+		    fstat(fd, &st) < 0)
 			continue;
 		/* sudo only works setuid root; a copy anyone may rewrite is no sudo to trust. */
 		if (S_ISREG(st.st_mode) && st.st_uid == 0 && (st.st_mode & S_ISUID) &&
 		    !(st.st_mode & 022)) {
-			snprintf(ret_sudo, sudo_size, "/%s", sudos[i]);
+			snprintf(ret_sudo, sudo_size, "%s", sudos[i]);
 			found_sudo = true;
 		}
 	}
@@ -91,13 +89,53 @@ int trusted_find_sudo(const char *root, char *ret_sudo, size_t sudo_size, char *
 	return found_sudo && found_visudo ? 0 : -ENOENT;
 }
 
-static int write_wrapper(int root_fd, const char *sudo_path, const char *name)
+int trusted_find_pistisd(const char *root, char *ret, size_t size)
+{
+	static const char *const paths[] = {TRUSTED_PISTISD_PATHS};
+	_cleanup_close_ int root_fd = -1;
+	size_t i;
+	int r;
+
+	r = trusted_root_open(root, &root_fd);
+	if (r < 0)
+		return r;
+	for (i = 0; i < ELEMENTSOF(paths); i++) {
+		_cleanup_close_ int fd = -1;
+		struct stat st;
+
+		if (trusted_open_in_root(root_fd, paths[i] + 1, O_PATH, &fd) < 0 ||
+		    fstat(fd, &st) < 0)
+			continue;
+		/* Every agent execs it as its wrappers' interpreter: root's alone, runnable by all. */
+		if (S_ISREG(st.st_mode) && st.st_uid == 0 && !(st.st_mode & 022) &&
+		    (st.st_mode & 0111) == 0111) {
+			snprintf(ret, size, "%s", paths[i]);
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+/* The wrapper add writes for NAME in this root: the trusted-exec form when pistisd is in
+ * the root, else the /bin/sh form. */
+static int render_for_root(const char *root, const char *name, char **ret)
+{
+	char sudo[256], pistisd[256];
+
+	if (trusted_find_sudo(root, sudo, sizeof(sudo), NULL, 0) < 0)
+		return -ENOPKG;
+	return trusted_wrapper_render(
+		sudo, trusted_find_pistisd(root, pistisd, sizeof(pistisd)) >= 0 ? pistisd : NULL,
+		name, ret);
+}
+
+static int write_wrapper(int root_fd, const char *root, const char *name)
 {
 	_cleanup_free_ char *text = NULL;
 	_cleanup_close_ int bin_fd = -1;
 	int r;
 
-	r = trusted_wrapper_render(sudo_path, name, &text);
+	r = render_for_root(root, name, &text);
 	if (r < 0)
 		return r;
 	/* /data/bin is on every agent's PATH: it must be root's alone, or one agent could
@@ -145,7 +183,7 @@ static int add_from_fd(int root_fd, const char *root, const char *name, int scri
 		return r;
 	if (ret_digest)
 		sha256_hex(buf, len, ret_digest);
-	return write_wrapper(root_fd, sudo, name);
+	return write_wrapper(root_fd, root, name);
 }
 
 int trusted_add_fd(const char *root, const char *name, int script_fd,
@@ -167,7 +205,7 @@ static bool is_our_wrapper(int dir_fd, const char *name)
 
 	if (trusted_read_file(dir_fd, name, 4096, &text, &len) < 0)
 		return false;
-	return !strncmp(text, "#!/bin/sh\n" WRAPPER_MARK, strlen("#!/bin/sh\n" WRAPPER_MARK));
+	return trusted_wrapper_is_ours(text, len);
 }
 
 int trusted_remove(const char *root, const char *name)
@@ -351,7 +389,6 @@ int trusted_wrapper_check(const char *root, const char *name, char *why, size_t 
 {
 	_cleanup_close_ int root_fd = -1, bin_fd = -1, fd = -1;
 	_cleanup_free_ char *want = NULL, *have = NULL;
-	char sudo[256];
 	struct stat st;
 	size_t len = 0;
 	int r;
@@ -359,9 +396,7 @@ int trusted_wrapper_check(const char *root, const char *name, char *why, size_t 
 	r = trusted_root_open(root, &root_fd);
 	if (r < 0)
 		return r;
-	if (trusted_find_sudo(root, sudo, sizeof(sudo), NULL, 0) < 0)
-		return -ENOPKG;
-	r = trusted_wrapper_render(sudo, name, &want);
+	r = render_for_root(root, name, &want);
 	if (r < 0)
 		return r;
 	r = trusted_open_dir(root_fd, TRUSTED_BIN_DIR, false, 0755, 0, 0, false, &bin_fd);
@@ -392,4 +427,43 @@ int trusted_wrapper_check(const char *root, const char *name, char *why, size_t 
 		return 1;
 	}
 	return r < 0 ? r : 0;
+}
+
+int trusted_wrappers_refresh(const char *root)
+{
+	_cleanup_close_ int root_fd = -1, bin_fd = -1;
+	_cleanup_free_ struct trusted_entry *v = NULL;
+	size_t n = 0, i;
+	int r, count = 0;
+
+	r = trusted_root_open(root, &root_fd);
+	if (r < 0)
+		return r;
+	r = trusted_list(root, &v, &n, NULL);
+	if (r < 0)
+		return r;
+	if (n == 0)
+		return 0;
+	r = trusted_open_dir(root_fd, TRUSTED_BIN_DIR, true, 0755, 0, 0, false, &bin_fd);
+	if (r < 0)
+		return r;
+	for (i = 0; i < n; i++) {
+		_cleanup_free_ char *want = NULL, *have = NULL;
+		size_t len = 0;
+
+		r = render_for_root(root, v[i].name, &want);
+		if (r < 0)
+			return r;
+		r = trusted_read_file(bin_fd, v[i].name, 4096, &have, &len);
+		/* Another file in its place is the operator's to resolve (check reports it). */
+		if (r >= 0 && (!trusted_wrapper_is_ours(have, len) || !strcmp(have, want)))
+			continue;
+		if (r < 0 && r != -ENOENT)
+			continue;
+		r = trusted_write_file(bin_fd, v[i].name, want, strlen(want), 0755, false, NULL, 0);
+		if (r < 0)
+			return r;
+		count++;
+	}
+	return count;
 }

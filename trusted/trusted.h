@@ -45,9 +45,29 @@ struct trusted_entry {
 /* The sudoers drop-in for these commands (n may be 0: a file with no rule). */
 int trusted_dropin_render(const struct trusted_entry *entries, size_t n, char **ret);
 
-/* The /bin/sh wrapper that execs `SUDO -n -u pi-tools -- /data/trusted/NAME "$@"`.
- * sudo_path must be absolute and made of [A-Za-z0-9/_.+-] only. */
-int trusted_wrapper_render(const char *sudo_path, const char *name, char **ret);
+/* The wrapper /data/bin/NAME. With pistisd_path (pistisd as found in the root, absolute,
+ * at most TRUSTED_PISTISD_PATH_MAX bytes) a script whose interpreter is
+ * `PISTISD trusted-exec`; without, the /bin/sh script that execs
+ * `SUDO -n -u pi-tools -- /data/trusted/NAME "$@"`. Paths must be absolute and made of
+ * [A-Za-z0-9/_.+-] only. */
+#define TRUSTED_EXEC_VERB "trusted-exec"
+#define TRUSTED_WRAPPER_MARK "# pistis trusted command '"
+#define TRUSTED_PISTISD_PATH_MAX 96
+int trusted_wrapper_render(const char *sudo_path, const char *pistisd_path, const char *name,
+			   char **ret);
+
+/* True when text is a wrapper pistisd wrote (either form): a "#!" line, then the mark. */
+bool trusted_wrapper_is_ours(const char *text, size_t len);
+
+/* The name in a trusted-exec script path: path must be exactly "/data/bin/NAME" with a
+ * valid NAME; -EINVAL otherwise. */
+int trusted_exec_name(const char *path, char ret_name[TRUSTED_NAME_MAX + 1]);
+
+/* Where sudo is looked for, in this order, inside the root (trusted_find_sudo) and by
+ * trusted-exec at run time; and where pistisd is looked for by add and install. */
+#define TRUSTED_SUDO_PATHS "/usr/bin/sudo", "/bin/sudo", "/usr/local/bin/sudo", "/usr/sbin/sudo"
+#define TRUSTED_PISTISD_PATHS                                                                      \
+	"/usr/local/bin/pistisd", "/usr/bin/pistisd", "/usr/local/sbin/pistisd", "/usr/sbin/pistisd"
 
 /* True when the sudoers text has an `@includedir /etc/sudoers.d` (or `#includedir`) line. */
 bool trusted_sudoers_has_includedir(const char *text, size_t len);
@@ -128,6 +148,15 @@ int trusted_secrets_ensure(const char *root);
  * inside it. -ENOENT when absent. */
 int trusted_find_sudo(const char *root, char *ret_sudo, size_t sudo_size, char *ret_visudo,
 		      size_t visudo_size);
+
+/* Find pistisd inside the root (TRUSTED_PISTISD_PATHS: regular, root-owned, writable by
+ * no one else, executable by all); the path as seen inside it. -ENOENT when absent. */
+int trusted_find_pistisd(const char *root, char *ret, size_t size);
+
+/* Rewrite every trusted command's wrapper that is absent or one pistisd wrote but not
+ * exactly what add writes now (an older form, another pistisd path). Returns the number
+ * rewritten or -errno. */
+int trusted_wrappers_refresh(const char *root);
 
 /* Run argv (argv[0] an absolute path inside the root) as root in a child chrooted into
  * root (not when root is "/"), with a clean environment, stdin /dev/null, and stdout+stderr

@@ -87,13 +87,21 @@ is "wrapper root 0755" "$(stat -c '%u %a' "$R/data/bin/hello")" "0 755"
 is "drop-in root 0440" "$(stat -c '%u %a' "$R/etc/sudoers.d/pistis-trusted")" "0 440"
 is "secrets dir pi-tools 0700" "$(stat -c '%u %a' "$R/data/.secrets")" "10002 700"
 like "drop-in pins the digest" "$(cat "$R/etc/sudoers.d/pistis-trusted")" "sha256:$digest /data/trusted/hello"
-like "wrapper execs sudo by absolute path" "$(cat "$R/data/bin/hello")" \
-	'^exec /usr/bin/sudo -n -u pi-tools -- /data/trusted/hello "\$@"$'
+is "wrapper's interpreter is the root's pistisd trusted-exec" "$(head -n 1 "$R/data/bin/hello")" \
+	'#!/usr/local/bin/pistisd trusted-exec'
+like "wrapper names the sudo it runs" "$(cat "$R/data/bin/hello")" \
+	'/usr/bin/sudo -n -u pi-tools -- /data/trusted/hello ARGS'
 out=$("$P" trusted list --root "$R")
 like "list shows the digest" "$out" "^hello +sha256:$digest"
 out=$("$P" trusted list --root "$R" --json | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["commands"][0]["name"], d["commands"][0]["digest"])')
 is "list --json" "$out" "hello sha256:$digest"
 ok "check passes" "$P" trusted check --root "$R"
+# An image from before trusted-exec: its /bin/sh wrapper is rewritten by install.
+printf '#!/bin/sh\n# pistis trusted command '"'"'hello'"'"': written by `pistisd trusted add`, do not edit.\nexec /usr/bin/sudo -n -u pi-tools -- /data/trusted/hello "$@"\n' >"$R/data/bin/hello"
+exits 1 "check wants the trusted-exec form of an old /bin/sh wrapper" "$P" trusted check --root "$R"
+ok "install rewrites it" "$P" trusted install --root "$R"
+is "... into the trusted-exec form" "$(head -n 1 "$R/data/bin/hello")" '#!/usr/local/bin/pistisd trusted-exec'
+ok "check passes again" "$P" trusted check --root "$R"
 
 echo "s3cr3t" >"$R/data/.secrets/token"
 chown 10002:10002 "$R/data/.secrets/token"
@@ -133,6 +141,42 @@ for v in LD_PRELOAD LD_LIBRARY_PATH BASH_ENV ENV SHELLOPTS PS4 PYTHONPATH NODE_O
 	unlike "hostile env: $v does not reach the script" "$out" "^env:$v="
 done
 like "hostile env: PATH is still the secure path" "$out" "^env:PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin$"
+
+# trusted-exec called directly, as the agent may: NAME only from an exact /data/bin path
+# that is a root-owned regular file; anything else exits 100 and never reaches sudo (a
+# stand-in sudo that would say so is put first on the sudo list for this part).
+mv "$R/usr/bin/sudo" "$S/sudo.real"
+printf '#!/bin/sh\necho SUDO-RAN "$@"\n' >"$R/usr/bin/sudo"
+chmod 0755 "$R/usr/bin/sudo"
+like "stand-in sudo: trusted-exec reaches it for a real wrapper" \
+	"$(agent /usr/local/bin/pistisd trusted-exec /data/bin/hello x 2>&1)" \
+	"^SUDO-RAN -n -u pi-tools -- /data/trusted/hello x$"
+ln -s /data/bin/hello "$R/tmp/hello-link"
+mkdir -p "$R/data/bin/sub" && cp -p "$R/data/bin/hello" "$R/data/bin/sub/hello"
+ln -s /data/trusted/hello "$R/data/bin/linked"
+ln -s /usr/bin/id "$R/data/bin/idlink"
+cp "$R/data/bin/hello" "$R/data/bin/agentown" && chown "$AUID" "$R/data/bin/agentown"
+for bad in /tmp/hello-link /data/trusted/hello /data/bin/../bin/hello /data/bin/../trusted/hello \
+	/data/bin/sub/hello /data/bin/Hello /data/bin/a.b '/data/bin/$(id)' /data/bin/ //data/bin/hello \
+	/data/bin//hello data/bin/hello ./hello /data/bin/linked /data/bin/idlink /data/bin/agentown \
+	/data/bin/missing ''; do
+	out=$(agent /usr/local/bin/pistisd trusted-exec "$bad" 2>&1)
+	rc=$?
+	if [ $rc -eq 100 ] && ! printf '%s' "$out" | grep -q 'SUDO-RAN\|user='; then
+		_tap_result 0 "trusted-exec '$bad': refused (100), sudo not run"
+	else
+		_tap_result 1 "trusted-exec '$bad': refused (100), sudo not run" "exit $rc: $out"
+	fi
+done
+out=$(agent /usr/local/bin/pistisd trusted-exec 2>&1)
+is "trusted-exec with no path: usage (100)" "$?" 100
+out=$(cd "$R/tmp" && agent sh -c 'exec /tmp/hello-link' 2>&1)
+is "a symlink to the wrapper is refused (100)" "$?" 100
+unlike "... and ran no sudo" "$out" "SUDO-RAN"
+rm -rf "$R/tmp/hello-link" "$R/data/bin/sub" "$R/data/bin/linked" "$R/data/bin/idlink" "$R/data/bin/agentown"
+mv "$S/sudo.real" "$R/usr/bin/sudo"
+ok "the real sudo is back (setuid root)" test -u "$R/usr/bin/sudo" -a "$(stat -c %u "$R/usr/bin/sudo")" = 0
+like "trusted-exec --help" "$(agent /usr/local/bin/pistisd trusted-exec --help)" "Usage: pistisd trusted-exec"
 
 # --- what the agent cannot do ---------------------------------------------------------
 fails "agent cannot list /data/.secrets" agent ls /data/.secrets

@@ -79,14 +79,73 @@ TEST(wrapper_is_exact)
 	_cleanup_free_ char *t = NULL;
 	char *bad = NULL;
 
-	ASSERT_EQ(trusted_wrapper_render("/usr/bin/sudo", "hello", &t), 0);
+	ASSERT_EQ(trusted_wrapper_render("/usr/bin/sudo", NULL, "hello", &t), 0);
 	ASSERT_NE(strstr(t, "\nexec /usr/bin/sudo -n -u pi-tools -- /data/trusted/hello \"$@\"\n"),
 		  NULL);
 	ASSERT_EQ(strncmp(t, "#!/bin/sh\n", 10), 0);
-	ASSERT_EQ(trusted_wrapper_render("sudo", "hello", &bad), -EINVAL);
-	ASSERT_EQ(trusted_wrapper_render("/usr/bin/su do", "hello", &bad), -EINVAL);
-	ASSERT_EQ(trusted_wrapper_render("/usr/bin/$(x)", "hello", &bad), -EINVAL);
-	ASSERT_EQ(trusted_wrapper_render("/usr/bin/sudo", "a;b", &bad), -EINVAL);
+	ASSERT_TRUE(trusted_wrapper_is_ours(t, strlen(t)));
+	ASSERT_EQ(trusted_wrapper_render("sudo", NULL, "hello", &bad), -EINVAL);
+	ASSERT_EQ(trusted_wrapper_render("/usr/bin/su do", NULL, "hello", &bad), -EINVAL);
+	ASSERT_EQ(trusted_wrapper_render("/usr/bin/$(x)", NULL, "hello", &bad), -EINVAL);
+	ASSERT_EQ(trusted_wrapper_render("/usr/bin/sudo", NULL, "a;b", &bad), -EINVAL);
+}
+
+TEST(wrapper_trusted_exec_form)
+{
+	_cleanup_free_ char *t = NULL;
+	char *bad = NULL, longp[TRUSTED_PISTISD_PATH_MAX + 2];
+
+	ASSERT_EQ(trusted_wrapper_render("/usr/bin/sudo", "/usr/local/bin/pistisd", "hello", &t),
+		  0);
+	/* The kernel runs `/usr/local/bin/pistisd trusted-exec /data/bin/hello ARGS`. */
+	ASSERT_EQ(strncmp(t,
+			  "#!/usr/local/bin/pistisd trusted-exec\n# pistis trusted command "
+			  "'hello'",
+			  strlen("#!/usr/local/bin/pistisd trusted-exec\n# pistis trusted command "
+				 "'hello'")),
+		  0);
+	ASSERT_NE(strstr(t, "/usr/bin/sudo -n -u pi-tools -- /data/trusted/hello"), NULL);
+	ASSERT_TRUE(trusted_wrapper_is_ours(t, strlen(t)));
+	/* A space or a newline would split or end the shebang line. */
+	ASSERT_EQ(trusted_wrapper_render("/usr/bin/sudo", "/usr/bin/pi stisd", "hello", &bad),
+		  -EINVAL);
+	ASSERT_EQ(trusted_wrapper_render("/usr/bin/sudo", "/usr/bin/p\nx", "hello", &bad), -EINVAL);
+	ASSERT_EQ(trusted_wrapper_render("/usr/bin/sudo", "pistisd", "hello", &bad), -EINVAL);
+	memset(longp, 'a', sizeof(longp) - 1);
+	longp[0] = '/';
+	longp[sizeof(longp) - 1] = '\0';
+	ASSERT_EQ(trusted_wrapper_render("/usr/bin/sudo", longp, "hello", &bad), -EINVAL);
+	ASSERT_FALSE(trusted_wrapper_is_ours("#!/bin/sh\necho hi\n", 18));
+	ASSERT_FALSE(trusted_wrapper_is_ours("# pistis trusted command 'x'", 28));
+	ASSERT_FALSE(trusted_wrapper_is_ours("", 0));
+}
+
+TEST(exec_name_only_from_exact_path)
+{
+	char name[TRUSTED_NAME_MAX + 1];
+
+	ASSERT_EQ(trusted_exec_name("/data/bin/hello", name), 0);
+	ASSERT_STREQ(name, "hello");
+	ASSERT_EQ(trusted_exec_name("/data/bin/a-b_9", name), 0);
+	ASSERT_EQ(trusted_exec_name(NULL, name), -EINVAL);
+	ASSERT_EQ(trusted_exec_name("", name), -EINVAL);
+	ASSERT_EQ(trusted_exec_name("/data/bin/", name), -EINVAL);
+	ASSERT_EQ(trusted_exec_name("/data/bin/..", name), -EINVAL);
+	ASSERT_EQ(trusted_exec_name("/data/bin/../trusted/hello", name), -EINVAL);
+	ASSERT_EQ(trusted_exec_name("/data/bin//hello", name), -EINVAL);
+	ASSERT_EQ(trusted_exec_name("/data/bin/x/y", name), -EINVAL);
+	ASSERT_EQ(trusted_exec_name("/data/bin/Hello", name), -EINVAL);
+	ASSERT_EQ(trusted_exec_name("/data/bin/a.b", name), -EINVAL);
+	ASSERT_EQ(trusted_exec_name("data/bin/hello", name), -EINVAL);
+	ASSERT_EQ(trusted_exec_name("./hello", name), -EINVAL);
+	ASSERT_EQ(trusted_exec_name("/tmp/hello", name), -EINVAL);
+	ASSERT_EQ(trusted_exec_name("/data/binx/hello", name), -EINVAL);
+	ASSERT_EQ(trusted_exec_name("//data/bin/hello", name), -EINVAL);
+	ASSERT_EQ(trusted_exec_name(
+			  "/data/bin/"
+			  "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+			  name),
+		  -EINVAL); /* 65 bytes */
 }
 
 TEST(includedir_detection)
@@ -392,6 +451,41 @@ TEST(add_refuses_loose_scripts)
 
 	char why[256];
 	ASSERT_EQ(trusted_wrapper_check(root, "hi", why, sizeof(why)), 0);
+	/* No pistisd in this root: the /bin/sh form. Once there is one, refresh rewrites the
+	 * wrapper into the trusted-exec form, and check wants that form. */
+	snprintf(p, sizeof(p), "%s/data/bin/hi", root);
+	{
+		char buf[512] = "";
+		FILE *f = fopen(p, "re");
+		ASSERT_NE(f, NULL);
+		(void)!fread(buf, 1, sizeof(buf) - 1, f);
+		fclose(f);
+		ASSERT_EQ(strncmp(buf, "#!/bin/sh\n", 10), 0);
+		snprintf(p, sizeof(p),
+			 "mkdir -p %s/usr/local/bin && install -m 0755 /bin/true "
+			 "%s/usr/local/bin/pistisd",
+			 root, root);
+		ASSERT_EQ(system(p), 0);
+		ASSERT_EQ(trusted_wrapper_check(root, "hi", why, sizeof(why)), 1);
+		ASSERT_EQ(trusted_wrappers_refresh(root), 1);
+		ASSERT_EQ(trusted_wrappers_refresh(root), 0);
+		ASSERT_EQ(trusted_wrapper_check(root, "hi", why, sizeof(why)), 0);
+		snprintf(p, sizeof(p), "%s/data/bin/hi", root);
+		f = fopen(p, "re");
+		ASSERT_NE(f, NULL);
+		memset(buf, 0, sizeof(buf));
+		(void)!fread(buf, 1, sizeof(buf) - 1, f);
+		fclose(f);
+		ASSERT_EQ(strncmp(buf, "#!/usr/local/bin/pistisd trusted-exec\n", 38), 0);
+		/* A pistisd others may write is no interpreter for every agent. */
+		snprintf(p, sizeof(p), "%s/usr/local/bin/pistisd", root);
+		ASSERT_EQ(chmod(p, 0775), 0);
+		char pp[256];
+		ASSERT_EQ(trusted_find_pistisd(root, pp, sizeof(pp)), -ENOENT);
+		ASSERT_EQ(chmod(p, 0755), 0);
+		ASSERT_EQ(trusted_find_pistisd(root, pp, sizeof(pp)), 0);
+		ASSERT_STREQ(pp, "/usr/local/bin/pistisd");
+	}
 	ASSERT_EQ(trusted_adopt_from_bin(root, "hi"), 1);
 	ASSERT_EQ(trusted_remove(root, "hi"), 0);
 	ASSERT_EQ(trusted_remove(root, "hi"), -ENOENT);

@@ -1,0 +1,98 @@
+/* trusted: `pistisd trusted-exec`, the interpreter of the wrappers in /data/bin. The kernel
+ * runs `PISTISD trusted-exec /data/bin/NAME ARGS…` for the agent that calls NAME; this execs
+ * `sudo -n -u pi-tools -- /data/trusted/NAME ARGS…` and nothing else.
+ *
+ * It runs as the agent, with no privilege, and the agent may call it directly with any argv
+ * and environment: nothing here is a boundary (sudo is, and it only runs the pinned
+ * scripts). It still takes NAME only from a path of the exact form /data/bin/NAME that is a
+ * root-owned regular file, so a stray call never reaches sudo, and it hands sudo no
+ * environment but TERM. Hot path: no allocation, no stdio, a few syscalls. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "lib/log.h"
+#include "pistisd/cli.h"
+#include "trusted/trusted.h"
+
+#define EXEC_ARGS_MAX 65536 /* arguments forwarded (the kernel's own limit is in bytes) */
+#define EXEC_TERM_MAX 128   /* bytes of TERM=… passed on */
+
+static void help(void)
+{
+	printf("Usage: pistisd trusted-exec /data/bin/NAME [ARGS]…\n\n"
+	       "The interpreter of the trusted-command wrappers (their first line is\n"
+	       "'#!PISTISD trusted-exec'): runs `sudo -n -u pi-tools -- /data/trusted/NAME "
+	       "ARGS…`\n"
+	       "with no environment but TERM. NAME must match [a-z0-9][a-z0-9_-]{0,63} and\n"
+	       "/data/bin/NAME must be a root-owned regular file (not a symlink).\n"
+	       "Exit codes: 100 bad usage, 126 sudo cannot be run, 127 sudo not found;\n"
+	       "otherwise sudo's (and the script's). See docs/trusted.md.\n");
+}
+
+int trusted_exec_main(int argc, char **argv)
+{
+	static const char *const sudos[] = {TRUSTED_SUDO_PATHS};
+	char name[TRUSTED_NAME_MAX + 1];
+	char script[sizeof("/" TRUSTED_DIR "/") + TRUSTED_NAME_MAX];
+	/* In .bss: only the pages used are ever touched. */
+	static char *sargv[6 + EXEC_ARGS_MAX + 1];
+	char *envp[2] = {NULL, NULL};
+	struct stat st;
+	size_t i, n = 0;
+	int err = ENOENT;
+
+	if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+		help();
+		return 0;
+	}
+	if (argc < 2 || trusted_exec_name(argv[1], name) < 0) {
+		log_error("trusted-exec: %s: not a trusted command wrapper (/data/bin/NAME)",
+			  argc < 2 ? "(no path)" : argv[1]);
+		return EXIT_USAGE;
+	}
+	/* No symlink, nothing an agent made: the file the wrapper path names is root's. */
+	if (lstat(argv[1], &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != 0 ||
+	    (st.st_mode & 022)) {
+		log_error("trusted-exec: %s is not a root-owned regular file", argv[1]);
+		return EXIT_USAGE;
+	}
+	if ((size_t)(argc - 2) > EXEC_ARGS_MAX) {
+		log_error("trusted-exec: more than %d arguments", EXEC_ARGS_MAX);
+		return EXIT_USAGE;
+	}
+	snprintf(script, sizeof(script), "/" TRUSTED_DIR "/%s", name);
+	sargv[n++] = (char *)"sudo";
+	sargv[n++] = (char *)"-n";
+	sargv[n++] = (char *)"-u";
+	sargv[n++] = (char *)"pi-tools";
+	sargv[n++] = (char *)"--";
+	sargv[n++] = script;
+	for (i = 2; i < (size_t)argc; i++)
+		sargv[n++] = argv[i];
+	sargv[n] = NULL;
+
+	/* sudo's env_reset (with !env_keep) drops everything but TERM, which it keeps when it
+	 * holds no '/' or '%': pass only that, as the /bin/sh wrapper effectively did. */
+	const char *term = getenv("TERM");
+	char term_var[sizeof("TERM=") + EXEC_TERM_MAX];
+	if (term && strlen(term) <= EXEC_TERM_MAX) {
+		snprintf(term_var, sizeof(term_var), "TERM=%s", term);
+		envp[0] = term_var;
+	}
+
+	/* The order of trusted_find_sudo, so the sudo add checked is the one run. */
+	for (i = 0; i < sizeof(sudos) / sizeof(sudos[0]); i++) {
+		execve(sudos[i], sargv, envp);
+		if (errno != ENOENT && errno != ENOTDIR) {
+			err = errno;
+			break;
+		}
+	}
+	errno = err;
+	log_error_errno(-err, "trusted-exec: cannot run sudo: %m");
+	return err == ENOENT || err == ENOTDIR ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC;
+}
