@@ -319,9 +319,17 @@ build_openssl() {
 	# no-async: musl has no makecontext. --openssldir: the system's CA store.
 	# Configure takes CC and CFLAGS from the environment (CFLAGS replaces its
 	# -O3); CPPFLAGS would only add our staging path to OpenSSL_version()'s text.
+	# The rest is size (issue 7): a TLS 1.2/1.3 client and server with ECDHE,
+	# AES-GCM and ChaCha20-Poly1305, RSA and ECDSA certificates; nothing else.
+	local size_opts=(no-engine no-legacy no-ssl3 no-tls1 no-tls1_1 no-dtls no-srp
+		no-psk no-comp no-ocsp no-cms no-ts no-ct no-srtp no-nextprotoneg no-cmp
+		no-idea no-rc2 no-rc4 no-rc5 no-md2 no-md4 no-mdc2 no-seed no-bf
+		no-cast no-des no-camellia no-aria no-sm2 no-sm3 no-sm4 no-whirlpool
+		no-rmd160 no-scrypt no-siphash no-gost no-dsa no-ec2m no-ocb no-blake2
+		no-ui-console no-weak-ssl-ciphers no-multiblock no-filenames)
 	env -u CPPFLAGS -u LDFLAGS ./Configure "$(openssl_target)" \
 		--prefix="$FINAL" --libdir=lib --openssldir=/etc/ssl \
-		no-shared no-module no-dso no-tests no-async no-afalgeng
+		no-shared no-module no-dso no-tests no-async no-afalgeng "${size_opts[@]}"
 	make -j"$JOBS" build_libs
 	make install_dev DESTDIR="$STAGE"
 }
@@ -347,7 +355,10 @@ build_libwebsockets() {
 		-DLWS_WITHOUT_TESTAPPS=ON -DLWS_WITH_MINIMAL_EXAMPLES=OFF \
 		-DLWS_WITHOUT_EXTENSIONS=ON -DLWS_WITH_ZLIB=OFF -DLWS_WITH_ZIP_FOPS=OFF \
 		-DLWS_WITH_LIBUV=OFF -DLWS_WITH_LIBEV=OFF -DLWS_WITH_LIBEVENT=OFF \
-		-DLWS_WITH_GLIB=OFF -DLWS_WITH_SQLITE3=OFF
+		-DLWS_WITH_GLIB=OFF -DLWS_WITH_SQLITE3=OFF \
+		-DLWS_WITH_HTTP2=OFF -DLWS_WITH_HTTP_BASIC_AUTH=OFF \
+		-DLWS_WITH_HTTP_UNCOMMON_HEADERS=OFF -DLWS_WITH_CUSTOM_HEADERS=OFF \
+		-DLWS_WITH_LEJP=OFF -DLWS_WITH_SYS_SMD=OFF -DLWS_WITH_DIR=OFF
 	make -j"$JOBS"
 	make install DESTDIR="$STAGE"
 }
