@@ -1,6 +1,6 @@
 #!/bin/bash
 # bench/trusted.sh [RUNS]: median wall time of an agent calling a trusted no-op through its
-# wrapper (/data/bin/noop -> sudo -> /data/trusted/noop) against calling
+# wrapper (/data/bin/noop: #!pistisd trusted-exec -> sudo -> /data/trusted/noop) against calling
 # `sudo -n -u pi-tools /data/trusted/noop` directly, interleaved in the same run, inside the
 # debian test root (real sudo 1.9.13). Prints both medians and the ratio.
 # Needs root; works in a throwaway overlay root in a private mount namespace.
@@ -22,6 +22,7 @@ echo "127.0.1.1 $(hostname)" >>"$R/etc/hosts"
 printf '#!/bin/sh\n:\n' >"$S/noop"
 chmod 0755 "$S/noop"
 "$P" trusted add noop "$S/noop" --root "$R" >/dev/null || exit 111
+echo "wrapper: $(head -n 1 "$R/data/bin/noop")"
 
 # The timing loop runs inside the root as the agent, so chroot/exec of the harness is not
 # in the figures: one shell, RUNS × (wrapper, direct), interleaved, nanosecond clock.

@@ -1,7 +1,9 @@
-/* libFuzzer: trusted command names, and the generated wrapper and drop-in for any name the
- * validator accepts (they must never carry a byte outside the allowed set). */
+/* libFuzzer: trusted command names, the generated wrappers (both forms) and drop-in for any
+ * name the validator accepts (they must never carry a byte outside the allowed set), and
+ * the name trusted-exec takes from a wrapper path. */
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,7 +13,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	char name[128];
+	char name[128], path[160], got[TRUSTED_NAME_MAX + 1];
 	struct trusted_entry e = {
 		.digest = "d5520751b4e6cd9dd8835fa8d4e5a75974c0cbb693f427a9a0a483ee7c4f9515"};
 	char *text = NULL;
@@ -20,6 +22,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	memcpy(name, data, size);
 	name[size] = '\0';
+	/* trusted-exec: any path it accepts is "/data/bin/" plus a valid name, that name. */
+	if (trusted_exec_name(name, got) == 0 &&
+	    (strncmp(name, "/data/bin/", 10) || strcmp(name + 10, got) || !trusted_name_valid(got)))
+		abort();
 	if (!trusted_name_valid(name))
 		return 0;
 	if (strlen(name) > TRUSTED_NAME_MAX || strpbrk(name, ".~/ \n\\\"'$`*?"))
@@ -28,8 +34,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (trusted_dropin_render(&e, 1, &text) != 0)
 		abort();
 	free(text);
-	if (trusted_wrapper_render("/usr/bin/sudo", name, &text) != 0)
+	if (trusted_wrapper_render("/usr/bin/sudo", NULL, name, &text) != 0)
 		abort();
 	free(text);
+	if (trusted_wrapper_render("/usr/bin/sudo", "/usr/local/bin/pistisd", name, &text) != 0)
+		abort();
+	/* One shebang line, then comments only: nothing a shell or the kernel reads twice. */
+	if (!trusted_wrapper_is_ours(text, strlen(text)))
+		abort();
+	for (const char *l = strchr(text, '\n') + 1; *l; l = strchr(l, '\n') + 1)
+		if (strncmp(l, "# ", 2) || !strchr(l, '\n'))
+			abort();
+	free(text);
+	snprintf(path, sizeof(path), "/data/bin/%s", name);
+	if (trusted_exec_name(path, got) != 0 || strcmp(got, name))
+		abort();
 	return 0;
 }
