@@ -274,22 +274,6 @@ static void probe_pidfd(struct check_report *r)
 		check_set(r, CHECK_PIDFD, CHECK_STATUS_MISSING, "%s", why_missing(errno));
 }
 
-/* mountinfo escapes space, tab, newline and backslash as \ooo; undo that in place. */
-static void unescape_octal(char *s)
-{
-	char *w = s;
-
-	for (; *s; s++) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
-		    s[3] >= '0' && s[3] <= '7') {
-			*w++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
-			s += 3;
-		} else
-			*w++ = *s;
-	}
-	*w = '\0';
-}
-
 static int read_small_file(const char *path, size_t max, char **ret)
 {
 	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
@@ -316,40 +300,26 @@ static void probe_cgroup(struct check_report *r)
 	bool v1 = false;
 	int k;
 
-	k = read_small_file("/proc/self/mountinfo", 1 << 20, &mountinfo);
+	k = mountinfo_read(&mountinfo);
 	if (k < 0) {
 		check_set(r, CHECK_CGROUP2, CHECK_STATUS_MISSING,
 			  "cannot read /proc/self/mountinfo (%s)", errno_name(-k));
 		check_set(r, CHECK_CGROUP_CONTROLLERS, CHECK_STATUS_MISSING, "no cgroup v2");
 		return;
 	}
-	/* "id parent maj:min root mountpoint opts [optional…] - fstype source superopts" */
 	for (char *line = mountinfo, *next; line && *line; line = next) {
-		char *f[5], *sep, *save = NULL;
-		unsigned n = 0;
+		struct mountinfo_entry e;
 
 		next = strchr(line, '\n');
 		if (next)
 			*next++ = '\0';
-		sep = strstr(line, " - ");
-		if (!sep)
+		if (mountinfo_parse_line(line, &e) < 0)
 			continue;
-		*sep = '\0';
-		for (char *t = strtok_r(line, " ", &save); t && n < 5;
-		     t = strtok_r(NULL, " ", &save))
-			f[n++] = t;
-		if (n < 5)
-			continue;
-		char *fstype = sep + 3, *sp = strchr(fstype, ' ');
-		if (sp)
-			*sp = '\0';
-		if (!strcmp(fstype, "cgroup"))
+		if (!strcmp(e.fstype, "cgroup"))
 			v1 = true;
-		else if (!strcmp(fstype, "cgroup2") && !mnt[0]) {
-			unescape_octal(f[3]);
-			unescape_octal(f[4]);
-			snprintf(mroot, sizeof(mroot), "%s", f[3]);
-			snprintf(mnt, sizeof(mnt), "%s", f[4]);
+		else if (!strcmp(e.fstype, "cgroup2") && !mnt[0]) {
+			snprintf(mroot, sizeof(mroot), "%s", e.root);
+			snprintf(mnt, sizeof(mnt), "%s", e.mount_point);
 		}
 	}
 	if (!mnt[0]) {
