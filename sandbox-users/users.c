@@ -426,8 +426,11 @@ int users_homes_ensure(int root_fd, const struct users_identity *id)
 	return 0;
 }
 
-/* The agent's home, its tmp and its /data/agents directory exist as directories owned by
- * the agent (nothing followed): users_homes_ensure would create nothing. */
+/* Everything users_homes_ensure would make or repair is already as it would leave it:
+ * /data/sandbox-home and /data/agents root:root 0711, the agent's home, its tmp and its
+ * /data/agents directory owned by the agent (uid and gid), 0700, none of them a mount
+ * point, nothing followed. Then users_homes_ensure would only re-open and re-stat all
+ * five (mkdirat EEXIST, open, stat each), so the caller skips it. */
 static bool homes_complete(int data_fd, const struct users_identity *id)
 {
 	const int fl = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY;
@@ -435,20 +438,26 @@ static bool homes_complete(int data_fd, const struct users_identity *id)
 	struct stat st;
 	bool mount = true;
 
-	/* One statx per directory answers type, owner and "mount point?" at once: a mount
-	 * point sends the caller to users_homes_ensure, which refuses it. */
+	/* One statx per directory answers type, owner, mode and "mount point?" at once: a
+	 * mount point sends the caller to users_homes_ensure, which refuses it. */
+#define DIR_AS(uid_, gid_, mode_)                                                                  \
+	(S_ISDIR(st.st_mode) && st.st_uid == (uid_) && st.st_gid == (gid_) &&                      \
+	 (st.st_mode & 07777) == (mode_))
+#define PARENT_OK(fd) (fstat(fd, &st) == 0 && DIR_AS(0, 0, 0711))
 #define OWN_DIR(parent, dfd, name, flags)                                                          \
 	(ufs_stat_mount(parent, dfd, name, flags, &st, &mount) == 0 && !mount &&                   \
-	 S_ISDIR(st.st_mode) && st.st_uid == id->uid)
-	if (data_fd < 0 || (homes = openat(data_fd, "sandbox-home", fl)) < 0 ||
+	 DIR_AS(id->uid, id->gid, 0700))
+	if (data_fd < 0 || (homes = openat(data_fd, "sandbox-home", fl)) < 0 || !PARENT_OK(homes) ||
 	    (home = openat(homes, id->name, fl)) < 0 || !OWN_DIR(homes, home, "", AT_EMPTY_PATH))
 		return false;
 	if (!OWN_DIR(home, home, "tmp", AT_SYMLINK_NOFOLLOW))
 		return false;
-	if ((agents = openat(data_fd, "agents", fl)) < 0 ||
+	if ((agents = openat(data_fd, "agents", fl)) < 0 || !PARENT_OK(agents) ||
 	    !OWN_DIR(agents, agents, id->name, AT_SYMLINK_NOFOLLOW))
 		return false;
 #undef OWN_DIR
+#undef PARENT_OK
+#undef DIR_AS
 	return true;
 }
 
@@ -555,15 +564,17 @@ int users_ensure(const char *root, const char *agent_id, uid_t want_uid, struct 
 	/* Whoever makes or repairs homes holds the registry lock: a concurrent ensure of the
 	 * same agent would otherwise meet its tmp root-owned before the chown, and refuse
 	 * it. Complete homes (the common case) are only confirmed, without the lock. */
-	if (!locked && !homes_complete(c.data_fd, &id)) {
-		r = registry_lock(&c);
+	if (locked || !homes_complete(c.data_fd, &id)) {
+		if (!locked) {
+			r = registry_lock(&c);
+			if (r < 0)
+				return r;
+			c.reg_lock = r;
+		}
+		r = users_homes_ensure(c.root_fd, &id);
 		if (r < 0)
 			return r;
-		c.reg_lock = r;
 	}
-	r = users_homes_ensure(c.root_fd, &id);
-	if (r < 0)
-		return r;
 	if (ret)
 		*ret = id;
 	return 0;
