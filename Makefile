@@ -38,13 +38,13 @@ WARNINGS := -Wall -Wextra -Werror -Wshadow -Werror=shadow -Werror=strict-prototy
 BASE_CFLAGS := -std=gnu17 -D_GNU_SOURCE -I. -DPISTIS_VERSION='"$(VERSION)"' $(WARNINGS) \
 	-fstack-protector-strong -MMD -MP
 
-# Static musl: pistisd, pi-env, pistisd-entry, the probe, unit tests of `make check`.
+# Static musl: pistisd, pi-env, pistisd-entry, pistis, the probe, unit tests of `make check`.
 CC_MUSL := scripts/musl-cc
 MUSL_CFLAGS := $(BASE_CFLAGS) -O2 -g -I$(DEPS_PREFIX)/include
 MUSL_LDFLAGS := -static -L$(DEPS_PREFIX)/lib -Wl,-z,relro,-z,now -Wl,--gc-sections
 MUSL_EXT_LIBS := -lwebsockets -lssl -lcrypto -lseccomp -lcap -lacl -lattr -lcjson
 
-# Host glibc (dynamic): server-min and pistis.
+# Host glibc (dynamic): server-min.
 CC_HOST := gcc
 HOST_CFLAGS := $(BASE_CFLAGS) -O2 -g -D_FORTIFY_SOURCE=3 -fPIE
 HOST_LDFLAGS := -pie -Wl,-z,relro,-z,now -Wl,--as-needed
