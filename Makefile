@@ -40,7 +40,8 @@ BASE_CFLAGS := -std=gnu17 -D_GNU_SOURCE -I. -DPISTIS_VERSION='"$(VERSION)"' $(WA
 
 # Static musl: pistisd, pi-env, pistisd-entry, pistis, the probe, unit tests of `make check`.
 CC_MUSL := scripts/musl-cc
-MUSL_CFLAGS := $(BASE_CFLAGS) -O2 -g -I$(DEPS_PREFIX)/include
+MUSL_CFLAGS := $(BASE_CFLAGS) -O2 -g -ffunction-sections -fdata-sections \
+	-fno-asynchronous-unwind-tables -fno-unwind-tables -I$(DEPS_PREFIX)/include
 MUSL_LDFLAGS := -static -L$(DEPS_PREFIX)/lib -Wl,-z,relro,-z,now -Wl,--gc-sections
 MUSL_EXT_LIBS := -lwebsockets -lssl -lcrypto -lseccomp -lcap -lacl -lattr -lcjson
 

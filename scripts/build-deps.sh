@@ -236,7 +236,7 @@ mkdir -p "$S/include" "$S/lib/pkgconfig"
 
 JOBS=${PISTIS_DEPS_JOBS:-$(nproc 2>/dev/null || echo 2)}
 export CC=$WRAPPER AR=ar RANLIB=ranlib
-export CFLAGS="-O2 -fstack-protector-strong -ffunction-sections -fdata-sections"
+export CFLAGS="-Os -fstack-protector-strong -ffunction-sections -fdata-sections -fno-asynchronous-unwind-tables -fno-unwind-tables"
 export CPPFLAGS="-I$S/include" LDFLAGS="-L$S/lib"
 export PKG_CONFIG_LIBDIR=$S/lib/pkgconfig PKG_CONFIG_PATH="" PKG_CONFIG_SYSROOT_DIR=$STAGE
 t0=$(date +%s)
@@ -316,6 +316,16 @@ openssl_target() {
 build_openssl() {
 	unpack_debian openssl
 	cd "$B/openssl"
+	# Size: no ecp_nistz256 (a 148 KiB precomputed table plus its assembly):
+	# P-256 falls back to OpenSSL's generic constant-time Montgomery ladder,
+	# slower per handshake (sub-millisecond for a client connecting once;
+	# TLS 1.3 prefers X25519, whose assembly stays). No Configure option does
+	# this, so crypto/ec/build.info loses it for the arches we build on.
+	sed -i -E '/^[[:space:]]*\$EC(ASM|DEF)_(x86|x86_64|armv4|aarch64)=/{
+		s/ecp_nistz256\.c ?//; s/ ?ecp_nistz256-[a-z0-9_]+\.[sS]//; s/ECP_NISTZ256_ASM ?//; }' \
+		crypto/ec/build.info
+	! grep -En '^[[:space:]]*\$EC(ASM|DEF)_(x86|x86_64|armv4|aarch64)=.*(nistz256|NISTZ256)' \
+		crypto/ec/build.info || { echo "crypto/ec/build.info: nistz256 still enabled" >&2; exit 1; }
 	# no-async: musl has no makecontext. --openssldir: the system's CA store.
 	# Configure takes CC and CFLAGS from the environment (CFLAGS replaces its
 	# -O3); CPPFLAGS would only add our staging path to OpenSSL_version()'s text.
@@ -325,12 +335,14 @@ build_openssl() {
 		no-psk no-comp no-ocsp no-cms no-ts no-ct no-srtp no-nextprotoneg no-cmp
 		no-idea no-rc2 no-rc4 no-rc5 no-md2 no-md4 no-mdc2 no-seed no-bf
 		no-cast no-des no-camellia no-aria no-sm2 no-sm3 no-sm4 no-whirlpool
-		no-rmd160 no-scrypt no-siphash no-gost no-dsa no-ec2m no-ocb no-blake2
+		no-rmd160 no-scrypt no-siphash no-gost no-dh no-dsa no-ec2m no-ocb no-blake2
 		no-ui-console no-weak-ssl-ciphers no-multiblock no-filenames)
 	env -u CPPFLAGS -u LDFLAGS ./Configure "$(openssl_target)" \
 		--prefix="$FINAL" --libdir=lib --openssldir=/etc/ssl \
 		no-shared no-module no-dso no-tests no-async no-afalgeng "${size_opts[@]}"
 	make -j"$JOBS" build_libs
+	! nm libcrypto.a 2>/dev/null | grep -q ecp_nistz256_precomputed ||
+		{ echo "libcrypto.a still has ecp_nistz256" >&2; exit 1; }
 	make install_dev DESTDIR="$STAGE"
 }
 build_libwebsockets() {
@@ -340,7 +352,7 @@ build_libwebsockets() {
 	cmake .. -DCMAKE_BUILD_TYPE=Release \
 		-DCMAKE_C_COMPILER="$CC" \
 		-DCMAKE_C_FLAGS="$CFLAGS -Wno-error=deprecated-declarations" \
-		-DCMAKE_C_FLAGS_RELEASE="-O2" \
+		-DCMAKE_C_FLAGS_RELEASE="-Os" \
 		-DCMAKE_INSTALL_PREFIX="$FINAL" -DCMAKE_INSTALL_LIBDIR=lib \
 		-DCMAKE_POLICY_DEFAULT_CMP0056=NEW -DCMAKE_EXE_LINKER_FLAGS="-L$S/lib" \
 		-DCMAKE_FIND_ROOT_PATH="$S" \
