@@ -28,26 +28,60 @@ static int write_at(int dir_fd, const char *file, const char *s)
 	return loop_write(fd, s, strlen(s));
 }
 
+/* cgroupfs and /proc files are read whole, and are nearly always a few bytes: through a
+ * stack buffer, so the result is a small allocation. fd_read_all's 4 KiB start buffer was
+ * a fresh mmap + page fault + munmap (a TLB flush) in musl's malloc, five to seven times
+ * per command. Longer files (cgroup.procs of a big tree) are read again from the start. */
+static int read_whole(int fd, size_t max, char **ret)
+{
+	char buf[1024];
+	size_t len = 0;
+
+	for (;;) {
+		ssize_t n = read(fd, buf + len, sizeof(buf) - 1 - len);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+		if (len == sizeof(buf) - 1) {
+			if (lseek(fd, 0, SEEK_SET) < 0)
+				return -errno;
+			return fd_read_all(fd, max, ret, NULL);
+		}
+	}
+	buf[len] = '\0';
+	*ret = malloc(len + 1);
+	if (!*ret)
+		return -ENOMEM;
+	memcpy(*ret, buf, len + 1);
+	return 0;
+}
+
 static int read_at(int dir_fd, const char *file, char **ret)
 {
 	_cleanup_close_ int fd = openat(dir_fd, file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 
 	if (fd < 0)
 		return -errno;
-	return fd_read_all(fd, 64 * 1024, ret, NULL);
+	return read_whole(fd, 64 * 1024, ret);
 }
 
 /* "0::/some/path" from /proc/self/cgroup, the unified hierarchy's line. */
 static int own_cgroup(char *buf, size_t size)
 {
-	_cleanup_close_ int fd = open("/proc/self/cgroup", O_RDONLY | O_CLOEXEC);
+	_cleanup_close_ int fd = openat(AT_FDCWD, "/proc/self/cgroup", O_RDONLY | O_CLOEXEC);
 	_cleanup_free_ char *s = NULL;
 	char *p, *e;
 	int r;
 
 	if (fd < 0)
 		return -errno;
-	r = fd_read_all(fd, 64 * 1024, &s, NULL);
+	r = read_whole(fd, 64 * 1024, &s);
 	if (r < 0)
 		return r;
 	for (p = s; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
@@ -84,7 +118,7 @@ static int open_own_fast(const char *own, char *ret, size_t size)
 		if ((size_t)snprintf(ret, size, "%s%s", mounts[i], strcmp(own, "/") ? own : "") >=
 		    size)
 			return -ENAMETOOLONG;
-		fd = open(ret, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+		fd = openat(AT_FDCWD, ret, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 		if (fd < 0 || fstatfs(fd, &sf) < 0 || sf.f_type != CGROUP2_SUPER_MAGIC)
 			continue;
 		if (!strcmp(own, "/") && faccessat(fd, "cgroup.events", F_OK, 0) < 0 &&
@@ -105,7 +139,7 @@ static int open_own_fast(const char *own, char *ret, size_t size)
  * id parent maj:min root mountpoint opts... - fstype source superopts */
 static int find_mount(const char *own, char *ret, size_t size)
 {
-	_cleanup_close_ int fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+	_cleanup_close_ int fd = openat(AT_FDCWD, "/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
 	_cleanup_free_ char *s = NULL;
 	char *save = NULL, *line;
 	int r;
@@ -195,7 +229,7 @@ int cgroup_init(struct cgroup_ctx *ctx)
 		r = find_mount(own, path, sizeof(path));
 		if (r < 0)
 			return r;
-		own_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		own_fd = openat(AT_FDCWD, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (own_fd < 0)
 			return -errno;
 	}

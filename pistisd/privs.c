@@ -46,7 +46,7 @@ int privs_read_last_cap(void)
 	ssize_t n;
 	int fd, v = 0;
 
-	fd = open("/proc/sys/kernel/cap_last_cap", O_RDONLY | O_CLOEXEC);
+	fd = openat(AT_FDCWD, "/proc/sys/kernel/cap_last_cap", O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
 	n = read(fd, buf, sizeof(buf) - 1);

@@ -420,14 +420,14 @@ int run_cli_main(int argc, char **argv)
 		ret = EXIT_USAGE;
 		goto out;
 	}
-	data_fd = open(cwd_root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	data_fd = openat(AT_FDCWD, cwd_root, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (data_fd < 0) {
 		log_error_errno(-errno, "Failed to open %s: %m", cwd_root);
 		goto out;
 	}
 	/* Trusted commands configured in this image: no no_new_privs, so the wrappers' sudo
 	 * can switch to pi-tools (docs/trusted.md); otherwise no setuid program works. */
-	root_fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	root_fd = openat(AT_FDCWD, "/", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (root_fd < 0) {
 		log_error_errno(-errno, "Failed to open the root: %m");
 		goto out;

@@ -145,8 +145,8 @@ int spawn_ctx_new(struct spawn_ctx **ret)
 	ctx->last_cap = r;
 	/* Compiled at build time: nothing to do but point at it. */
 	seccomp_profile_load(&ctx->bpf);
-	ctx->proc_fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	ctx->devnull_fd = open("/dev/null", O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	ctx->proc_fd = openat(AT_FDCWD, "/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	ctx->devnull_fd = openat(AT_FDCWD, "/dev/null", O_RDONLY | O_CLOEXEC | O_NOCTTY);
 	if (ctx->devnull_fd < 0) {
 		r = -errno;
 		goto fail;
@@ -234,7 +234,7 @@ static int open_pty(const struct spawn_opts *o, int *ret_master, int *ret_slave)
 	struct winsize ws = {.ws_col = o->cols ? o->cols : 80, .ws_row = o->rows ? o->rows : 24};
 	int unlock = 0;
 
-	m = open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC);
+	m = openat(AT_FDCWD, "/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC);
 	if (m < 0)
 		return -errno;
 	if (ioctl(m, TIOCSPTLCK, &unlock) < 0)
