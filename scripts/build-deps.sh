@@ -336,7 +336,9 @@ build_openssl() {
 		no-idea no-rc2 no-rc4 no-rc5 no-md2 no-md4 no-mdc2 no-seed no-bf
 		no-cast no-des no-camellia no-aria no-sm2 no-sm3 no-sm4 no-whirlpool
 		no-rmd160 no-scrypt no-siphash no-gost no-dh no-dsa no-ec2m no-ocb no-blake2
-		no-ui-console no-weak-ssl-ciphers no-multiblock no-filenames)
+		no-ui-console no-weak-ssl-ciphers no-multiblock no-filenames
+		no-siv no-cmac no-rfc3779 no-dgram no-ssl3-method no-tls1-method
+		no-tls1_1-method no-secure-memory)
 	env -u CPPFLAGS -u LDFLAGS ./Configure "$(openssl_target)" \
 		--prefix="$FINAL" --libdir=lib --openssldir=/etc/ssl \
 		no-shared no-module no-dso no-tests no-async no-afalgeng "${size_opts[@]}"
