@@ -299,7 +299,8 @@ static void cgroup_cleanup(struct spawn_proc *p, bool wait_empty)
 
 	if (p->cgroup_fd < 0)
 		return;
-	if (wait_empty && ctx->n_pool < CGROUP_POOL_MAX && cgroup_populated(p->cgroup_fd) == 0) {
+	if (wait_empty && ctx->n_pool < CGROUP_POOL_MAX &&
+	    (p->cgroup_empty || cgroup_populated(p->cgroup_fd) == 0)) {
 		struct pooled_cgroup *pc = &ctx->pool[ctx->n_pool++];
 		memcpy(pc->agent, p->cgroup_agent, sizeof(pc->agent));
 		memcpy(pc->cmd, p->cgroup_cmd, sizeof(pc->cmd));
@@ -653,9 +654,14 @@ static void finish_outputs(struct spawn_proc *p)
 {
 	close_output(p, &p->fd_out);
 	close_output(p, &p->fd_err);
-	if (!p->opts_copy.keep_children && tree_alive(p)) {
-		p->result.left_children_killed = true;
-		tree_signal(p, SIGKILL);
+	if (!p->opts_copy.keep_children) {
+		if (tree_alive(p)) {
+			p->result.left_children_killed = true;
+			tree_signal(p, SIGKILL);
+		} else if (p->cgroup_fd >= 0) {
+			/* Nothing left in it, and only root can put anything back. */
+			p->cgroup_empty = true;
+		}
 	}
 	if (p->reaped)
 		release_leader(p);

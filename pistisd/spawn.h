@@ -178,6 +178,7 @@ struct spawn_proc {
 	bool reaped;   /* exited: status taken (WNOWAIT), still a zombie until released */
 	bool released; /* really reaped: its pid may be reused, its group is not signalled */
 	bool sigkilled;
+	bool cgroup_empty; /* seen empty after the leader exited (no second read to pool it) */
 	struct spawn_result result;
 };
 
