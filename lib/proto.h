@@ -29,7 +29,7 @@
 #define PROTO_MAX_TAG 64
 #define PROTO_MAX_AGENT 256
 #define PROTO_FRAME_HEADER 16
-#define PROTO_MAX_FRAME_PAYLOAD (256u * 1024u) /* binary frame payload, bytes */
+#define PROTO_MAX_FRAME_PAYLOAD (256u * 1024u)	/* binary frame payload, bytes */
 #define PROTO_MAX_COMMANDS_PER_AGENT 32		/* concurrent commands one agent may hold */
 #define PROTO_MAX_COMMANDS 256			/* per sandbox */
 #define PROTO_MAX_BUFFERED (8u * 1024u * 1024u) /* unacknowledged output per command */

@@ -23,14 +23,16 @@ static const struct {
 
 static void usage(FILE *f)
 {
-	fprintf(f, "Usage: pistisd COMMAND [OPTIONS]…\n"
-		   "       pistisd --version | --help\n\n"
-		   "The pistis sandbox daemon (runs as root inside the sandbox) and its admin CLI.\n\n"
-		   "Commands:\n");
+	fprintf(f,
+		"Usage: pistisd COMMAND [OPTIONS]…\n"
+		"       pistisd --version | --help\n\n"
+		"The pistis sandbox daemon (runs as root inside the sandbox) and its admin CLI.\n\n"
+		"Commands:\n");
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].help);
-	fprintf(f, "\n`pistisd COMMAND --help` describes each command. Exit codes: 0 ok, 1 check\n"
-		   "failed, 100 usage, 111 system error. Documentation: docs/ in the source tree.\n");
+	fprintf(f,
+		"\n`pistisd COMMAND --help` describes each command. Exit codes: 0 ok, 1 check\n"
+		"failed, 100 usage, 111 system error. Documentation: docs/ in the source tree.\n");
 }
 
 int main(int argc, char **argv)
