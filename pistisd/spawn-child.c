@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "lib/macro.h"
+#include "lib/sig-util.h"
 #include "pistisd/spawn.h"
 
 #ifndef SYS_close_range
@@ -28,14 +29,6 @@
 #ifndef SYS_openat2
 #define SYS_openat2 437
 #endif
-
-/* The kernel's struct sigaction for rt_sigaction (not libc's). */
-struct k_sigaction {
-	void *handler;
-	unsigned long flags;
-	void *restorer;
-	unsigned long mask;
-};
 
 /* Report the failing step and errno to the parent, then exit. Never returns. */
 _noreturn_ static void fail(const struct child_args *a, enum spawn_step step, int err)
@@ -47,26 +40,6 @@ _noreturn_ static void fail(const struct child_args *a, enum spawn_step step, in
 	(void)!write(a->err_fd, &rep, sizeof(rep));
 	syscall(SYS_exit_group, step == SPAWN_STEP_EXEC ? (rep.error == ENOENT ? 127 : 126) : 111);
 	__builtin_unreachable();
-}
-
-static int reset_signals(void)
-{
-	/* Handlers are pistisd's code in pistisd's memory: put every disposition back to
-	 * SIG_DFL, ignored ones too (an inherited SIG_IGN for SIGPIPE or SIGINT would
-	 * survive execve). The mask stays full until just before execve. */
-	for (int sig = 1; sig < 65; sig++) {
-		struct k_sigaction old = {0}, dfl = {0};
-
-		if (sig == SIGKILL || sig == SIGSTOP)
-			continue;
-		if (syscall(SYS_rt_sigaction, sig, NULL, &old, 8) < 0)
-			continue; /* not a valid signal number here */
-		if (old.handler == (void *)SIG_DFL)
-			continue;
-		if (syscall(SYS_rt_sigaction, sig, &dfl, NULL, 8) < 0)
-			return negative_errno();
-	}
-	return 0;
 }
 
 static int setup_stdio(const struct child_args *a)
@@ -234,7 +207,9 @@ int spawn_child_main(void *arg)
 	sigset_t none;
 	int r, fd;
 
-	r = reset_signals();
+	/* Handlers are pistisd's code: every disposition back to SIG_DFL, ignored ones too
+	 * (an inherited SIG_IGN survives execve). The mask stays full until just before execve. */
+	r = sigutil_reset_dispositions();
 	if (r < 0)
 		fail(a, SPAWN_STEP_SIGNALS, r);
 
