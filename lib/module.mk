@@ -9,3 +9,4 @@ test-lib_LIBS := lib
 lib_SRCS += lib/proto.c
 lib_SRCS += lib/mountinfo.c
 lib_SRCS += lib/sig-util.c
+lib_SRCS += lib/statx.c

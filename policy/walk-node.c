@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "lib/macro.h"
+#include "lib/statx.h"
 #include "policy/internal.h"
 
 /* Syscalls newer than the libc headers we build against; since 5.x new syscalls have one
@@ -47,45 +48,12 @@ ssize_t policy_getxattr_fd(int fd, bool opath, const char *name, void *buf, size
 	return n < 0 ? (errno == ENOTSUP ? -ENODATA : negative_errno()) : n;
 }
 
-/* struct statx as the kernel lays it out (stable ABI): musl before 1.2.5 has no statx(). */
-struct policy_statx {
-	uint32_t mask, blksize;
-	uint64_t attributes;
-	uint32_t nlink, uid, gid;
-	uint16_t mode, spare0;
-	uint64_t ino, size, blocks, attributes_mask;
-	struct {
-		int64_t sec;
-		uint32_t nsec;
-		int32_t pad;
-	} atime, btime, ctime, mtime;
-	uint32_t rdev_major, rdev_minor, dev_major, dev_minor;
-	uint64_t spare[14];
-};
-#define PSTATX_BASIC (0x1u | 0x2u | 0x4u | 0x8u | 0x10u | 0x100u) /* type mode nlink uid gid ino */
-#define PSTATX_ATTR_MOUNT_ROOT 0x2000u
-
 /* statx also says whether the node is a mount root. On overlayfs non-directories carry
  * the st_dev of their layer, so "st_dev changed" would stop at every lower-layer file;
  * STATX_ATTR_MOUNT_ROOT (5.8) is the exact question, st_dev the fallback. */
 int policy_node_stat(int dfd, const char *name, int flags, struct stat *st, int *ret_mount)
 {
-	struct policy_statx sx;
-
-	if (syscall(SYS_statx, dfd, name, flags, PSTATX_BASIC, &sx) < 0)
-		return negative_errno();
-	memset(st, 0, sizeof(*st));
-	st->st_mode = sx.mode;
-	st->st_uid = sx.uid;
-	st->st_gid = sx.gid;
-	st->st_nlink = sx.nlink;
-	st->st_ino = sx.ino;
-	st->st_dev = makedev(sx.dev_major, sx.dev_minor);
-	if (sx.attributes_mask & PSTATX_ATTR_MOUNT_ROOT)
-		*ret_mount = (sx.attributes & PSTATX_ATTR_MOUNT_ROOT) ? 1 : 0;
-	else
-		*ret_mount = -1; /* unknown: caller compares st_dev */
-	return 0;
+	return statx_node(dfd, name, flags, st, ret_mount);
 }
 
 /* Parse a listxattr() name list for the two ACL names; the default ACL's bytes are read

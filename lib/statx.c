@@ -1,0 +1,48 @@
+#include "lib/statx.h"
+
+#include <stdint.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "lib/macro.h"
+
+/* struct statx as the kernel lays it out (a stable ABI). */
+struct kstatx {
+	uint32_t mask, blksize;
+	uint64_t attributes;
+	uint32_t nlink, uid, gid;
+	uint16_t mode, spare0;
+	uint64_t ino, size, blocks, attributes_mask;
+	struct {
+		int64_t sec;
+		uint32_t nsec;
+		int32_t pad;
+	} atime, btime, ctime, mtime;
+	uint32_t rdev_major, rdev_minor, dev_major, dev_minor;
+	uint64_t spare[14];
+};
+
+#define KSTATX_BASIC (0x1u | 0x2u | 0x4u | 0x8u | 0x10u | 0x100u) /* type mode nlink uid gid ino */
+#define KSTATX_ATTR_MOUNT_ROOT 0x2000u
+
+int statx_node(int dfd, const char *name, int flags, struct stat *st, int *ret_mount)
+{
+	struct kstatx sx;
+
+	if (syscall(SYS_statx, dfd, name, flags, KSTATX_BASIC, &sx) < 0)
+		return negative_errno();
+	memset(st, 0, sizeof(*st));
+	st->st_mode = sx.mode;
+	st->st_uid = sx.uid;
+	st->st_gid = sx.gid;
+	st->st_nlink = sx.nlink;
+	st->st_ino = sx.ino;
+	st->st_dev = makedev(sx.dev_major, sx.dev_minor);
+	if (sx.attributes_mask & KSTATX_ATTR_MOUNT_ROOT)
+		*ret_mount = (sx.attributes & KSTATX_ATTR_MOUNT_ROOT) ? 1 : 0;
+	else
+		*ret_mount = -1;
+	return 0;
+}

@@ -1,0 +1,11 @@
+#pragma once
+
+#include <sys/stat.h>
+
+/* statx(2) of (dfd, name, flags) into the struct stat fields the tree walkers use (mode,
+ * uid, gid, nlink, ino, dev; the rest zeroed), and whether the node is a mount root:
+ * *ret_mount is 1 or 0 from STATX_ATTR_MOUNT_ROOT (5.8), or -1 when the kernel does not
+ * say, and the caller falls back to comparing st_dev with the parent's. That fallback is
+ * only right for directories: on overlayfs a lower-layer non-directory reports its layer's
+ * st_dev. Raw syscall: musl before 1.2.5 has no statx(). Returns 0 or -errno. */
+int statx_node(int dfd, const char *name, int flags, struct stat *st, int *ret_mount);
