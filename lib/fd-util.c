@@ -52,11 +52,19 @@ int loop_write(int fd, const void *buf, size_t count)
 
 int fd_read_all(int fd, size_t max, char **ret, size_t *ret_len)
 {
-	size_t cap = 4096, len = 0;
+	return fd_read_all_hint(fd, max, 0, ret, ret_len);
+}
+
+int fd_read_all_hint(int fd, size_t max, size_t size_hint, char **ret, size_t *ret_len)
+{
+	size_t cap, len = 0;
 	_cleanup_free_ char *buf = NULL;
 
-	if (max >= SIZE_MAX - 1)
+	if (max >= SIZE_MAX - 2)
 		return -EINVAL;
+	/* With a hint: one buffer of that size plus one byte to see EOF (and one for the NUL),
+	 * grown only if the file grew meanwhile. */
+	cap = size_hint ? (size_hint < max ? size_hint : max) + 2 : 4096;
 	buf = malloc(cap);
 	if (!buf)
 		return -ENOMEM;

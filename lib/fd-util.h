@@ -13,6 +13,9 @@ int loop_write(int fd, const void *buf, size_t count);
 /* Read a whole (small) file from an open fd into a NUL-terminated malloc'd buffer;
  * -EFBIG when it holds more than max bytes. */
 int fd_read_all(int fd, size_t max, char **ret, size_t *ret_len);
+/* The same, starting with a buffer for size_hint bytes (e.g. fstat's st_size), so a file
+ * of the expected size is read into one allocation. */
+int fd_read_all_hint(int fd, size_t max, size_t size_hint, char **ret, size_t *ret_len);
 
 /* close_range(first, ~0U, 0) with a fallback over /proc/self/fd for old kernels. */
 int close_all_fds_from(int first);

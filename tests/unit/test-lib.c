@@ -87,6 +87,45 @@ TEST(fd_read_all_limit)
 	close(p[0]);
 }
 
+/* The hint sizes the first buffer only: a file that grew past it, or shrank, reads whole,
+ * and the limit still holds. */
+TEST(fd_read_all_hint_sizes)
+{
+	char big[10000];
+	size_t hints[] = {1, 9999, 10000, 20000};
+
+	memset(big, 'y', sizeof(big));
+	for (size_t i = 0; i < ELEMENTSOF(hints); i++) {
+		int p[2];
+		char *s = NULL;
+		size_t len = 0;
+
+		ASSERT_EQ(pipe2(p, O_CLOEXEC), 0);
+		ASSERT_EQ(fcntl(p[1], F_SETPIPE_SZ, 65536) >= 0, 1);
+		ASSERT_EQ(loop_write(p[1], big, sizeof(big)), 0);
+		close(p[1]);
+		ASSERT_EQ(fd_read_all_hint(p[0], 1 << 20, hints[i], &s, &len), 0);
+		ASSERT_EQ(len, sizeof(big));
+		ASSERT_EQ(s[len], '\0');
+		ASSERT_EQ(memcmp(s, big, len), 0);
+		free(s);
+		close(p[0]);
+	}
+	{
+		int p[2];
+		char *s = NULL;
+		size_t len = 0;
+
+		ASSERT_EQ(pipe2(p, O_CLOEXEC), 0);
+		ASSERT_EQ(fcntl(p[1], F_SETPIPE_SZ, 65536) >= 0, 1);
+		ASSERT_EQ(loop_write(p[1], big, sizeof(big)), 0);
+		close(p[1]);
+		ASSERT_EQ(fd_read_all_hint(p[0], 9999, 20000, &s, &len), -EFBIG);
+		ASSERT_NULL(s);
+		close(p[0]);
+	}
+}
+
 TEST(close_all_fds_from_closes)
 {
 	int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
