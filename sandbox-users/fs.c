@@ -15,6 +15,7 @@
 
 #include "lib/fd-util.h"
 #include "lib/macro.h"
+#include "lib/statx.h"
 
 static bool openat2_enabled = true;
 static bool openat2_missing; /* cached ENOSYS */
@@ -153,42 +154,20 @@ int ufs_mkdir_owned(int parent_fd, const char *name, uid_t uid, gid_t gid, mode_
 	return TAKE_FD(fd);
 }
 
-/* struct statx as the kernel lays it out (stable ABI): musl before 1.2.5 has no statx(). */
-struct ufs_statx {
-	uint32_t mask, blksize;
-	uint64_t attributes;
-	uint32_t nlink, uid, gid;
-	uint16_t mode, spare0;
-	uint64_t ino, size, blocks, attributes_mask;
-	struct {
-		int64_t sec;
-		uint32_t nsec;
-		int32_t pad;
-	} atime, btime, ctime, mtime;
-	uint32_t rdev_major, rdev_minor, dev_major, dev_minor;
-	uint64_t spare[14];
-};
-#define UFS_STATX_BASIC (0x1u | 0x2u | 0x8u | 0x10u) /* type mode uid gid */
-#define UFS_STATX_ATTR_MOUNT_ROOT 0x2000u
-
 int ufs_stat_mount(int parent_fd, int dfd, const char *name, int flags, struct stat *st,
 		   bool *ret_mount)
 {
-	struct ufs_statx sx;
 	struct stat pst;
+	int mount, r;
 
-	if (syscall(SYS_statx, dfd, name, flags, UFS_STATX_BASIC, &sx) < 0)
-		return -errno;
-	memset(st, 0, sizeof(*st));
-	st->st_mode = sx.mode;
-	st->st_uid = sx.uid;
-	st->st_gid = sx.gid;
-	st->st_dev = makedev(sx.dev_major, sx.dev_minor);
+	r = statx_node(dfd, name, flags, st, &mount);
+	if (r < 0)
+		return r;
 	/* STATX_ATTR_MOUNT_ROOT (5.8) is the exact question. On overlayfs a lower-layer
 	 * non-directory reports its layer's st_dev, so "st_dev differs from the parent's" is
 	 * only the fallback (it is right for directories, which is all we ask about). */
-	if (sx.attributes_mask & UFS_STATX_ATTR_MOUNT_ROOT) {
-		*ret_mount = (sx.attributes & UFS_STATX_ATTR_MOUNT_ROOT) != 0;
+	if (mount >= 0) {
+		*ret_mount = mount;
 		return 0;
 	}
 	if (fstat(parent_fd, &pst) < 0)
@@ -271,9 +250,8 @@ int ufs_read_file(int dir_fd, const char *name, size_t max, char **ret, size_t *
 		  struct stat *ret_st)
 {
 	_cleanup_close_ int fd = -1;
-	_cleanup_free_ char *buf = NULL;
-	size_t len = 0, cap;
 	struct stat st;
+	int r;
 
 	fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK);
 	if (fd < 0)
@@ -284,41 +262,11 @@ int ufs_read_file(int dir_fd, const char *name, size_t max, char **ret, size_t *
 		return -EBADFD;
 	if ((uint64_t)st.st_size > max)
 		return -EFBIG;
-	/* One buffer of the size fstat gave (plus one byte to see that the file did not
-	 * grow meanwhile); grown only if it did. */
-	cap = (size_t)st.st_size + 2;
-	buf = malloc(cap);
-	if (!buf)
-		return -ENOMEM;
-	for (;;) {
-		ssize_t n;
-		if (len == cap - 1) {
-			char *nbuf;
-			if (len > max)
-				return -EFBIG;
-			cap = cap * 2 > max + 2 ? max + 2 : cap * 2;
-			nbuf = realloc(buf, cap);
-			if (!nbuf)
-				return -ENOMEM;
-			buf = nbuf;
-		}
-		n = read(fd, buf + len, cap - 1 - len);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
-		if (len > max)
-			return -EFBIG;
-	}
-	buf[len] = '\0';
+	r = fd_read_all_hint(fd, max, (size_t)st.st_size, ret, ret_len);
+	if (r < 0)
+		return r;
 	if (ret_st)
 		*ret_st = st;
-	*ret_len = len;
-	*ret = TAKE_PTR(buf);
 	return 0;
 }
 
