@@ -16,6 +16,9 @@ FUZZ_SECONDS ?= 30
 Q := $(if $(V),,@)
 quiet = $(if $(V),,@printf '  %-6s %s\n' $(1) $(2);)
 
+# `make` alone builds everything (the deps.mk rule below would otherwise be the default).
+.DEFAULT_GOAL := all
+
 # Goals that do not need the static dependency prefix.
 NO_DEPS_GOALS := clean distclean format format-check fuzz-smoke fuzz asan host
 GOALS := $(or $(MAKECMDGOALS),all)
