@@ -504,6 +504,8 @@ static void exec_start(const struct proto_request *req)
 	const char *bad = NULL;
 	unsigned per_agent = 0;
 	char *sh_argv[] = {(char *)"/bin/sh", (char *)"-c", NULL, NULL};
+	const char *cwd_root = NULL, *cwd_rel = NULL;
+	_cleanup_close_ int cwd_fd = -1;
 	int r;
 
 	if (T.hold_starts)
@@ -548,6 +550,20 @@ static void exec_start(const struct proto_request *req)
 			goto out;
 		}
 	}
+	/* The same rule as `pistisd run --cwd`: /workspaces or /data or beneath them (either
+	 * may be its own mount, so the root of the walk is the matching root itself), the rest
+	 * resolved as the agent without symlinks or mount crossings. */
+	if (spawn_cwd_split(st.cwd ? st.cwd : a.home, &cwd_root, &cwd_rel) < 0) {
+		serve_send_error(req->id, PROTO_E_BAD_REQUEST,
+				 "cwd must be /workspaces or /data or beneath them");
+		goto out;
+	}
+	cwd_fd = openat(T.root_fd, cwd_root + 1, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (cwd_fd < 0) {
+		serve_send_error(req->id, proto_err_from_errno(-errno), "cannot open %s: %s",
+				 cwd_root, strerror(errno));
+		goto out;
+	}
 	memset(&so, 0, sizeof(so));
 	sh_argv[2] = (char *)st.shell;
 	so.argv = st.shell ? sh_argv : st.argv;
@@ -557,8 +573,8 @@ static void exec_start(const struct proto_request *req)
 	so.groups[0] = a.gid;
 	so.groups[1] = USERS_SANDBOX_GID;
 	so.n_groups = 2;
-	so.cwd_root_fd = T.root_fd;
-	so.cwd = st.cwd ? st.cwd + strspn(st.cwd, "/") : a.home + strspn(a.home, "/");
+	so.cwd_root_fd = cwd_fd;
+	so.cwd = cwd_rel;
 	so.stdio = st.pty ? SPAWN_STDIO_PTY : SPAWN_STDIO_PIPES;
 	so.stdin_pipe = st.stdin_mode == PROTO_STDIN_PIPE;
 	so.cols = (unsigned short)st.cols;

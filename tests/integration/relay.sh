@@ -176,6 +176,19 @@ like "fs.remove recursive: bob's home stays bob's" \
 	"$(P call fs.remove "{\"agent\":\"alice\",\"path\":\"$bobhome\",\"recursive\":true}" 2>&1)" '"code":"denied"'
 ok "fs.remove recursive: bob's home is still there" test -d "$R$bobhome"
 
+# --- exec.start's cwd: the same roots as `pistisd run --cwd` ---------------------------------
+mkdir -p "$R/workspaces/proj" && chmod 0777 "$R/workspaces/proj"
+is "exec --cwd beneath /workspaces" "$(P exec --agent alice --cwd /workspaces/proj -- /bin/pwd 2>&1)" /workspaces/proj
+is "exec: the default cwd is the agent's home" "$(P exec --agent alice -- /bin/pwd 2>&1)" "$home"
+out=$(P exec --agent alice --cwd /etc -- /bin/pwd 2>&1); rc=$?
+ok "exec --cwd /etc is refused, not run (rc=$rc)" test "$rc" -ne 0 -a "$out" != /etc
+like "exec --cwd /etc: a bad_request naming the roots" "$out" 'cwd must be /workspaces or /data'
+out=$(P exec --agent alice --cwd /workspaces/../etc -- /bin/pwd 2>&1)
+ok "exec --cwd /workspaces/../etc does not reach /etc" test "$out" != /etc
+ln -sfn /etc "$R/workspaces/evil"
+like "exec --cwd through a symlink beneath /workspaces is refused" \
+	"$(P exec --agent alice --cwd /workspaces/evil -- /bin/pwd 2>&1)" 'cannot start|Too many levels|Symbolic link'
+
 # --- policy.* and trusted.* (a root helper; events streamed, one answer) ----------------------
 mkdir -p "$R/data/proj" && echo data >"$R/data/proj/f" && chmod 0777 "$R/data/proj" && chmod 0666 "$R/data/proj/f"
 RULES='[{"path":"/data/proj","access":"read"}]'
