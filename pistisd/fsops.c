@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <linux/openat2.h>
 #include <signal.h>
 #include <stdio.h>
@@ -17,6 +18,7 @@
 #include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -98,6 +100,21 @@ static int openat2_beneath(int dfd, const char *rel, int flags, mode_t mode)
 	return TAKE_FD(cur);
 }
 
+/* The helper is a fork of pistisd that became the agent: its memory is a copy of the
+ * daemon's (other agents' buffered output, their commands' environments), and ptrace's
+ * access check always lets a process at its own /proc/PID/{mem,environ,maps}. Today those
+ * files are root-owned because the helper is non-dumpable, so DAC refuses them; the helper
+ * does not rely on that: no file operation looks inside a procfs, wherever it is mounted
+ * (the agent's own commands still see /proc as usual: they are fresh executables). */
+static int refuse_procfs(int fd)
+{
+	struct statfs sf;
+
+	if (fstatfs(fd, &sf) < 0)
+		return -errno;
+	return sf.f_type == PROC_SUPER_MAGIC ? -EACCES : 0;
+}
+
 /* Split "/a/b/c" into the parent directory (opened beneath "/") and the leaf name. */
 static int open_parent(const char *path, char leaf[256])
 {
@@ -127,6 +144,13 @@ static int open_parent(const char *path, char leaf[256])
 		return -errno;
 	int r = openat2_beneath(root, rel, O_PATH | O_DIRECTORY, 0);
 	close(root);
+	if (r >= 0) {
+		int k = refuse_procfs(r);
+		if (k < 0) {
+			close(r);
+			return k;
+		}
+	}
 	return r;
 }
 
@@ -383,6 +407,9 @@ static int do_op(enum proto_op op, cJSON *req, cJSON *o, struct proto_error *err
 		fd = openat(dfd, leaf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (fd < 0)
 			return -errno;
+		r = refuse_procfs(fd);
+		if (r < 0)
+			return r;
 		d = fdopendir(fd);
 		if (!d)
 			return -errno;
@@ -470,6 +497,14 @@ _noreturn_ static void helper(int out_fd, const struct proto_request *req,
 	int r;
 
 	serve_forget_secrets();
+	/* Only the answer pipe: not the relay's socket, not other commands' pipes, not the
+	 * epoll set (the kernel keeps them from the agent, non-dumpable; do not rely on it). */
+	if (out_fd != 3) {
+		if (dup3(out_fd, 3, O_CLOEXEC) < 0)
+			_exit(1);
+		out_fd = 3;
+	}
+	(void)close_all_fds_from(4);
 	/* setgroups before setresgid before setresuid: after setresuid we lack CAP_SETGID */
 	r = privs_check_agent_ids(a->uid, a->gid, groups, 2);
 	if (r >= 0)

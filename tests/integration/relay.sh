@@ -176,6 +176,13 @@ like "fs.remove recursive: bob's home stays bob's" \
 	"$(P call fs.remove "{\"agent\":\"alice\",\"path\":\"$bobhome\",\"recursive\":true}" 2>&1)" '"code":"denied"'
 ok "fs.remove recursive: bob's home is still there" test -d "$R$bobhome"
 
+# The fs helper is a fork of pistisd turned agent: its own /proc/PID/{mem,environ} are a copy
+# of the daemon's memory (today root-owned 0400/0600 because the helper is non-dumpable, so
+# DAC refuses them; the procfs refusal does not depend on that). No fs.* looks inside a procfs.
+like "fs.read of a procfs file is denied" "$(P read --agent alice /proc/loadavg 2>&1)" 'denied'
+like "fs.list of /proc is denied" "$(P call fs.list '{"agent":"alice","path":"/proc"}' 2>&1)" '"code":"denied"'
+like "fs.stat beneath /proc is denied" "$(P call fs.stat '{"agent":"alice","path":"/proc/self"}' 2>&1)" '"code":"denied"'
+
 # --- exec.start's cwd: the same roots as `pistisd run --cwd` ---------------------------------
 mkdir -p "$R/workspaces/proj" && chmod 0777 "$R/workspaces/proj"
 is "exec --cwd beneath /workspaces" "$(P exec --agent alice --cwd /workspaces/proj -- /bin/pwd 2>&1)" /workspaces/proj
