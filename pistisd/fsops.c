@@ -186,6 +186,31 @@ static int mkdir_parents(const char *path)
 	return r;
 }
 
+/* Open the regular file leaf beneath dfd: looked at first (no follow) so a FIFO, socket or
+ * device is refused without being opened (an open alone has effects on some devices), then
+ * opened O_NOFOLLOW|O_NONBLOCK and checked again on the fd (a swap in between is refused). */
+static int open_regular(int dfd, const char *leaf, int flags, mode_t mode, struct stat *st)
+{
+	int fd;
+
+	if (fstatat(dfd, leaf, st, AT_SYMLINK_NOFOLLOW) == 0) {
+		if (!S_ISREG(st->st_mode))
+			return S_ISDIR(st->st_mode)   ? -EISDIR
+			       : S_ISLNK(st->st_mode) ? -ELOOP /* what O_NOFOLLOW says */
+						      : -EINVAL;
+	} else if (errno != ENOENT || !(flags & O_CREAT))
+		return -errno;
+	fd = openat(dfd, leaf, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY, mode);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode)) {
+		int r = S_ISDIR(st->st_mode) ? -EISDIR : -EINVAL;
+		close(fd);
+		return r;
+	}
+	return fd;
+}
+
 static int read_leaf(int dfd, const char *leaf, uint64_t offset, uint64_t limit, bool prompt,
 		     cJSON *o)
 {
@@ -195,13 +220,9 @@ static int read_leaf(int dfd, const char *leaf, uint64_t offset, uint64_t limit,
 	struct stat st;
 	ssize_t n;
 
-	fd = openat(dfd, leaf, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+	fd = open_regular(dfd, leaf, O_RDONLY, 0, &st);
 	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	if (!S_ISREG(st.st_mode))
-		return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+		return fd;
 	/* a prompt file that is a hard link could be anyone's file planted by name */
 	if (prompt && st.st_nlink > 1)
 		return -EPERM;
@@ -229,14 +250,9 @@ static int write_leaf(int dfd, const char *leaf, const uint8_t *data, size_t len
 	_cleanup_close_ int fd = -1;
 	struct stat st;
 
-	fd = openat(dfd, leaf, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY,
-		    0666);
+	fd = open_regular(dfd, leaf, O_WRONLY | O_CREAT, 0666, &st);
 	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	if (!S_ISREG(st.st_mode))
-		return -EINVAL;
+		return fd;
 	if (ftruncate(fd, 0) < 0)
 		return -errno;
 	return loop_write(fd, data, len);
@@ -368,13 +384,9 @@ static int do_op(enum proto_op op, cJSON *req, cJSON *o, struct proto_error *err
 		if (proto_get_string(req, "old", PROTO_MAX_STRING, &old, err) < 0 ||
 		    proto_get_string(req, "new", PROTO_MAX_STRING, &new, err) < 0 || !*old)
 			return -EINVAL;
-		fd = openat(dfd, leaf, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+		fd = open_regular(dfd, leaf, O_RDWR, 0, &st);
 		if (fd < 0)
-			return -errno;
-		if (fstat(fd, &st) < 0)
-			return -errno;
-		if (!S_ISREG(st.st_mode))
-			return -EINVAL;
+			return fd;
 		r = fd_read_all(fd, PROTO_MAX_FILE, &content, &len);
 		if (r < 0)
 			return r;

@@ -176,6 +176,13 @@ like "fs.remove recursive: bob's home stays bob's" \
 	"$(P call fs.remove "{\"agent\":\"alice\",\"path\":\"$bobhome\",\"recursive\":true}" 2>&1)" '"code":"denied"'
 ok "fs.remove recursive: bob's home is still there" test -d "$R$bobhome"
 
+# FIFOs, sockets and devices are refused, never opened (a FIFO with a writer would block,
+# some devices act on open).
+mkfifo "$R$home/fifo" && chown --reference="$R$home" "$R$home/fifo"
+like "fs.read of a FIFO is refused" "$(timeout 10 "$BIN/pistis" read --agent alice "$home/fifo" 2>&1)" 'invalid|Invalid'
+like "fs.write to a FIFO is refused" "$(echo x | timeout 10 "$BIN/pistis" write --agent alice "$home/fifo" 2>&1)" 'invalid|Invalid'
+like "fs.read of a device is refused" "$(timeout 10 "$BIN/pistis" read --agent alice /dev/null 2>&1)" 'invalid|Invalid'
+like "fs.edit of a device is refused" "$(timeout 10 "$BIN/pistis" edit --agent alice /dev/null --old a --new b 2>&1)" 'invalid|Invalid'
 # The fs helper is a fork of pistisd turned agent: its own /proc/PID/{mem,environ} are a copy
 # of the daemon's memory (today root-owned 0400/0600 because the helper is non-dumpable, so
 # DAC refuses them; the procfs refusal does not depend on that). No fs.* looks inside a procfs.
