@@ -43,7 +43,7 @@ CC_MUSL := scripts/musl-cc
 MUSL_CFLAGS := $(BASE_CFLAGS) -O2 -g -ffunction-sections -fdata-sections \
 	-fno-asynchronous-unwind-tables -fno-unwind-tables -I$(DEPS_PREFIX)/include
 MUSL_LDFLAGS := -static -L$(DEPS_PREFIX)/lib -Wl,-z,relro,-z,now -Wl,--gc-sections
-MUSL_EXT_LIBS := -lwebsockets -lssl -lcrypto -lseccomp -lcap -lacl -lattr -lcjson
+MUSL_EXT_LIBS := -lwebsockets -lmbedtls -lmbedx509 -lmbedcrypto -lseccomp -lcap -lacl -lattr -lcjson
 
 # Host glibc (dynamic): server-min.
 CC_HOST := gcc
