@@ -82,7 +82,9 @@ include $(sort $(wildcard */module.mk))
 objs = $(patsubst %.c,$(B)/$(1)/obj/%.o,$(2))
 libs = $(foreach l,$(2),$(B)/$(1)/lib$(l).a)
 
-$(B)/musl/obj/%.o: %.c | $(B)/deps.mk
+# deps.mk as a normal prerequisite: it changes only when the deps prefix does, and then
+# every musl object must be rebuilt (headers and pistis-deps-versions.h moved with it).
+$(B)/musl/obj/%.o: %.c $(B)/deps.mk
 	@mkdir -p $(@D)
 	$(call quiet,CC.musl,$<)$(CC_MUSL) $(MUSL_CFLAGS) $($*_CFLAGS) -c $< -o $@
 $(B)/host/obj/%.o: %.c
