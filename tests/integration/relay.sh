@@ -269,6 +269,20 @@ if (cd "$T" &&
 	! tls_try --ca /etc/pistis/ca.pem --pin "$BADPIN"
 	ok "wss: a wrong --pin is refused" test $? = 0
 	like "wss: and the log says why" "$(cat "$W/pd-tls.log")" 'does not match --pin'
+	# without --ca: the root's bundle file (mbedtls has no default store; the whole Debian
+	# bundle must parse, or the context fails). The test root has none: the host's, copied.
+	if [ ! -e "$R/etc/ssl/certs/ca-certificates.crt" ] && [ -s /etc/ssl/certs/ca-certificates.crt ]; then
+		mkdir -p "$R/etc/ssl/certs" && cp /etc/ssl/certs/ca-certificates.crt "$R/etc/ssl/certs/"
+	fi
+	if [ -s "$R/etc/ssl/certs/ca-certificates.crt" ]; then
+		! tls_try
+		ok "wss: without --ca the system's bundle is used: the test CA is not in it" test $? = 0
+		cat "$T/ca.pem" >>"$R/etc/ssl/certs/ca-certificates.crt"
+		ok "wss: without --ca the system's bundle is used: with the test CA appended" tls_try
+	else
+		skip "wss: system bundle (not in it)" "no /etc/ssl/certs/ca-certificates.crt here"
+		skip "wss: system bundle (appended)" "no /etc/ssl/certs/ca-certificates.crt here"
+	fi
 	kill "$SM2" 2>/dev/null; wait "$SM2" 2>/dev/null
 
 	# What reaches a relay that fails a check: a bare TLS listener (tlscapture.py) records
@@ -310,7 +324,7 @@ if (cd "$T" &&
 		in_root "$R" pistisd serve --relay ws://127.0.0.1:$SP --token-file /etc/pistis/token --pin "$PIN"
 else
 	sed 's/^/# /' "$T/openssl.log"
-	for t in config right-ca other-ca pin wrong-pin log cap-control cap-pin-handshake cap-pin-token \
+	for t in config right-ca other-ca pin wrong-pin log bundle-without bundle-with cap-control cap-pin-handshake cap-pin-token \
 		cap-pin-get cap-pin-log cap-addr-handshake cap-addr-token cap-ca-token pin-ws; do
 		skip "wss: $t" "openssl could not make the test certificates"
 	done
