@@ -250,6 +250,8 @@ if (cd "$T" &&
 		local rc=1
 		for _ in $(seq 30); do P2 ls 2>/dev/null | grep -q "s1 *connected" && { rc=0; break; }; sleep 0.1; done
 		[ $rc = 0 ] && [ "$(P2 exec --agent alice -- echo over-tls 2>&1)" = over-tls ] || rc=1
+		# and a few MiB through the TLS records in one piece
+		[ $rc = 0 ] && [ "$(P2 exec --agent alice -- head -c 3000000 /dev/zero | wc -c)" = 3000000 ] || rc=1
 		# refused: give pistisd time to get through its handshake and log why (a loaded
 		# machine and the generic P-256 code can take longer than the 3 s above)
 		if [ $rc != 0 ]; then
