@@ -46,7 +46,7 @@ CC_MUSL := scripts/musl-cc
 MUSL_CFLAGS := $(BASE_CFLAGS) -O2 -g -ffunction-sections -fdata-sections \
 	-fno-asynchronous-unwind-tables -fno-unwind-tables -I$(DEPS_PREFIX)/include
 MUSL_LDFLAGS := -static -L$(DEPS_PREFIX)/lib -Wl,-z,relro,-z,now -Wl,--gc-sections
-MUSL_EXT_LIBS := -lwebsockets -lssl -lcrypto -lseccomp -lcap -lacl -lattr -lcjson
+MUSL_EXT_LIBS := -lwebsockets -lmbedtls -lmbedx509 -lmbedcrypto -lseccomp -lcap -lacl -lattr -lcjson
 
 # Host glibc (dynamic): server-min.
 CC_HOST := gcc
@@ -85,7 +85,9 @@ include $(sort $(wildcard */module.mk))
 objs = $(patsubst %.c,$(B)/$(1)/obj/%.o,$(2))
 libs = $(foreach l,$(2),$(B)/$(1)/lib$(l).a)
 
-$(B)/musl/obj/%.o: %.c | $(B)/deps.mk
+# deps.mk as a normal prerequisite: it changes only when the deps prefix does, and then
+# every musl object must be rebuilt (headers and pistis-deps-versions.h moved with it).
+$(B)/musl/obj/%.o: %.c $(B)/deps.mk
 	@mkdir -p $(@D)
 	$(call quiet,CC.musl,$<)$(CC_MUSL) $(MUSL_CFLAGS) $($*_CFLAGS) -c $< -o $@
 $(B)/host/obj/%.o: %.c

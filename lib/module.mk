@@ -10,3 +10,4 @@ lib_SRCS += lib/proto.c
 lib_SRCS += lib/mountinfo.c
 lib_SRCS += lib/sig-util.c
 lib_SRCS += lib/statx.c
+lib_SRCS += lib/tls-ca.c

@@ -26,6 +26,7 @@
 #include "lib/log.h"
 #include "lib/macro.h"
 #include "lib/proto.h"
+#include "lib/tls-ca.h"
 
 #define ACK_EVERY (1024u * 1024u)
 #define RECONNECT_FOR_S 120
@@ -785,6 +786,15 @@ int main(int argc, char **argv)
 	info.gid = (gid_t)-1;
 	info.uid = (uid_t)-1;
 	info.options = C.tls ? LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT : 0;
+	if (C.tls) {
+		/* mbedtls has no default trust store: the system's bundle file */
+		info.client_ssl_ca_filepath = tls_default_ca_file();
+		if (!info.client_ssl_ca_filepath) {
+			log_error("wss:// needs the system's CA bundle "
+				  "(/etc/ssl/certs/ca-certificates.crt, ...); none found");
+			return 111;
+		}
+	}
 	C.ctx = lws_create_context(&info);
 	if (!C.ctx)
 		return 111;

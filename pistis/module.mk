@@ -1,6 +1,6 @@
 # pistis: the command-line client of server-min; see docs/api.md. Static musl like pistisd:
 # the dynamic glibc build spent ~1.6 ms of every run loading and relocating Debian's
-# libwebsockets, libssl and libcrypto (docs/server-min.md, latency).
+# libwebsockets, libssl and libcrypto (docs/server-min.md, latency). TLS is now mbedtls.
 MUSL_BINS += pistis
 pistis_SRCS := pistis/main.c
 pistis_LIBS := lib

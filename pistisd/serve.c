@@ -24,8 +24,6 @@
 #include <unistd.h>
 
 #include <libwebsockets.h>
-#include <openssl/evp.h>
-#include <openssl/x509.h>
 
 #include "lib/escape.h"
 #include "lib/fd-util.h"
@@ -33,6 +31,7 @@
 #include "lib/macro.h"
 #include "lib/proto.h"
 #include "lib/sha256.h"
+#include "lib/tls-ca.h"
 #include "pistisd/check.h"
 #include "pistisd/cli.h"
 #include "pistisd/serve.h"
@@ -42,6 +41,7 @@
 #define RECENT_IDS 256
 #define BACKOFF_MIN_MS 250
 #define BACKOFF_MAX_MS 15000
+#define CERT_DER_MAX 16384 /* a relay's leaf certificate; RSA-4096 ones are under 2 KiB */
 
 static struct {
 	struct lws_context *ctx;
@@ -492,40 +492,46 @@ static void connection_lost(const char *why)
 	schedule_reconnect();
 }
 
-static int verify_pin(void *x509_ctx)
+/* --pin: the SHA-256 of the relay's leaf certificate (DER). Checked when lws asks for the
+ * upgrade request's headers: the TLS handshake is over (mbedtls has verified the chain and
+ * the host name), no byte of HTTP has gone out yet, and the token goes out in this very
+ * request. Fail closed: a certificate we cannot get is a mismatch. */
+static bool pin_matches(struct lws *wsi)
 {
-	X509_STORE_CTX *xc = x509_ctx;
-	X509 *cert = X509_STORE_CTX_get_current_cert(xc);
-	unsigned char *der = NULL;
-	uint8_t digest[32];
-	int n;
+	_cleanup_free_ union lws_tls_cert_info_results *ci = NULL;
+	uint8_t digest[SHA256_DIGEST_SIZE];
 
-	if (!S.have_pin || X509_STORE_CTX_get_error_depth(xc) != 0)
-		return 0;
-	if (!cert || (n = i2d_X509(cert, &der)) <= 0)
-		return 1;
-	sha256(der, (size_t)n, digest);
-	OPENSSL_free(der);
-	if (memcmp(digest, S.pin, 32)) {
-		log_error("Relay certificate does not match --pin; refusing");
-		X509_STORE_CTX_set_error(xc, X509_V_ERR_CERT_REJECTED);
-		return 1;
+	ci = malloc(sizeof(*ci) + CERT_DER_MAX);
+	if (!ci) {
+		log_error("Out of memory checking the relay certificate against --pin; refusing");
+		return false;
 	}
-	return 0;
+	if (lws_tls_peer_cert_info(wsi, LWS_TLS_CERT_INFO_DER_RAW, ci, CERT_DER_MAX) < 0 ||
+	    ci->ns.len <= 0) {
+		log_error("Cannot read the relay's certificate to check --pin; refusing");
+		return false;
+	}
+	sha256(ci->ns.name, (size_t)ci->ns.len, digest);
+	if (memcmp(digest, S.pin, sizeof(digest))) {
+		log_error("Relay certificate does not match --pin; refusing");
+		return false;
+	}
+	return true;
 }
 
 static int cb_relay(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
 		    size_t len)
 {
 	switch (reason) {
-	case LWS_CALLBACK_OPENSSL_PERFORM_SERVER_CERT_VERIFICATION:
-		return verify_pin(user);
 	case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER: {
 		unsigned char **p = in, *end = (*p) + len;
 		char value[TOKEN_MAX + 8];
-		int n = snprintf(value, sizeof(value), "Bearer %.*s", (int)S.token_len, S.token);
-		int r = lws_add_http_header_by_name(wsi, (const unsigned char *)"authorization:",
-						    (const unsigned char *)value, n, p, end);
+		int n, r;
+		if (S.have_pin && !pin_matches(wsi))
+			return -1;
+		n = snprintf(value, sizeof(value), "Bearer %.*s", (int)S.token_len, S.token);
+		r = lws_add_http_header_by_name(wsi, (const unsigned char *)"authorization:",
+						(const unsigned char *)value, n, p, end);
 		explicit_bzero(value, sizeof(value));
 		return r ? -1 : 0;
 	}
@@ -774,7 +780,8 @@ static void usage(FILE *f)
 		"/path/to/unix.sock.\n\n"
 		"  --relay URL         where to dial (never listens)\n"
 		"  --token-file FILE   this sandbox's token (root-owned, mode 0600)\n"
-		"  --ca FILE           CA bundle for wss://\n"
+		"  --ca FILE           CA bundle for wss:// (default: the system's, e.g.\n"
+		"                      /etc/ssl/certs/ca-certificates.crt)\n"
 		"  --pin SHA256        also require this SHA-256 of the relay's certificate (hex)\n"
 		"  --name NAME         sandbox name sent in hello (default: host name)\n"
 		"  --allow NAMES       start although these hard requirements of 'pistisd check'\n"
@@ -865,6 +872,18 @@ int serve_cli_main(int argc, char **argv)
 	}
 	if (parse_url(relay) < 0)
 		return EXIT_USAGE;
+	if (S.have_pin && !S.tls) {
+		log_error("--pin needs a wss:// relay");
+		return EXIT_USAGE;
+	}
+	if (S.tls && !S.ca) {
+		S.ca = tls_default_ca_file();
+		if (!S.ca) {
+			log_error("wss:// needs a CA bundle: no system bundle found "
+				  "(/etc/ssl/certs/ca-certificates.crt, ...); pass --ca FILE");
+			return EXIT_USAGE;
+		}
+	}
 	if (!S.name[0]) {
 		char h[64] = "";
 		(void)gethostname(h, sizeof(h) - 1);

@@ -22,10 +22,10 @@ unset MAKEFLAGS MFLAGS MAKELEVEL MAKEOVERRIDES GNUMAKEFLAGS \
 	PKG_CONFIG_PATH PKG_CONFIG_SYSROOT_DIR DESTDIR prefix
 
 # Source package -> library name, in build order (acl needs attr,
-# libwebsockets needs openssl).
-SRCPKGS=(libseccomp libcap2 attr acl cjson openssl libwebsockets)
+# libwebsockets needs mbedtls).
+SRCPKGS=(libseccomp libcap2 attr acl cjson mbedtls libwebsockets)
 declare -A LIBNAME=([libseccomp]=libseccomp [libcap2]=libcap [attr]=libattr
-	[acl]=libacl [cjson]=cjson [openssl]=openssl [libwebsockets]=libwebsockets)
+	[acl]=libacl [cjson]=cjson [mbedtls]=mbedtls [libwebsockets]=libwebsockets)
 
 say() { echo "build-deps: $*" >&2; }
 die() { say "error: $*"; exit 1; }
@@ -302,55 +302,135 @@ build_cjson() {
 	install -D -m 644 cJSON.h "$S/include/cjson/cJSON.h"
 	install -D -m 644 libcjson.a "$S/lib/libcjson.a"
 }
-openssl_target() {
-	case "$(uname -m)" in
-	x86_64) echo linux-x86_64 ;;
-	aarch64) echo linux-aarch64 ;;
-	i?86) echo linux-elf ;;
-	ppc64le) echo linux-ppc64le ;;
-	s390x) echo linux64-s390x ;;
-	riscv64) echo linux64-riscv64 ;;
-	*) echo linux-generic64 ;;
-	esac
+# TLS for the static binaries (issue 7: pistisd <= 2 MiB). They only ever dial out
+# (pistisd serve, pistis), so: a TLS 1.2 client with ECDHE, AES-GCM and
+# ChaCha20-Poly1305, RSA and ECDSA certificates, X.509 chain and host name
+# verification; mbedtls 2.28 has no TLS 1.3 (only an experimental prototype, left off).
+MBEDTLS_OFF=(
+	# protocol versions and features a TLS 1.2 client does not use
+	MBEDTLS_SSL_PROTO_TLS1 MBEDTLS_SSL_PROTO_TLS1_1 MBEDTLS_SSL_PROTO_DTLS
+	MBEDTLS_SSL_DTLS_ANTI_REPLAY MBEDTLS_SSL_DTLS_HELLO_VERIFY
+	MBEDTLS_SSL_DTLS_CLIENT_PORT_REUSE MBEDTLS_SSL_DTLS_BADMAC_LIMIT
+	MBEDTLS_SSL_CBC_RECORD_SPLITTING MBEDTLS_SSL_TRUNCATED_HMAC
+	MBEDTLS_SSL_RENEGOTIATION MBEDTLS_SSL_CONTEXT_SERIALIZATION
+	MBEDTLS_SSL_SRV_C MBEDTLS_SSL_CACHE_C MBEDTLS_SSL_COOKIE_C MBEDTLS_SSL_TICKET_C
+	# key exchanges without forward secrecy, with finite-field DH, or with PSKs
+	MBEDTLS_KEY_EXCHANGE_PSK_ENABLED MBEDTLS_KEY_EXCHANGE_DHE_PSK_ENABLED
+	MBEDTLS_KEY_EXCHANGE_ECDHE_PSK_ENABLED MBEDTLS_KEY_EXCHANGE_RSA_PSK_ENABLED
+	MBEDTLS_KEY_EXCHANGE_RSA_ENABLED MBEDTLS_KEY_EXCHANGE_DHE_RSA_ENABLED
+	MBEDTLS_KEY_EXCHANGE_ECDH_ECDSA_ENABLED MBEDTLS_KEY_EXCHANGE_ECDH_RSA_ENABLED
+	MBEDTLS_DHM_C
+	# legacy ciphers and hashes, VIA Padlock, CCM
+	MBEDTLS_ARC4_C MBEDTLS_DES_C MBEDTLS_BLOWFISH_C MBEDTLS_CAMELLIA_C
+	MBEDTLS_XTEA_C MBEDTLS_RIPEMD160_C MBEDTLS_PADLOCK_C MBEDTLS_CCM_C
+	# curves: P-256, P-384, P-521 and X25519 stay
+	MBEDTLS_ECP_DP_SECP192R1_ENABLED MBEDTLS_ECP_DP_SECP224R1_ENABLED
+	MBEDTLS_ECP_DP_SECP192K1_ENABLED MBEDTLS_ECP_DP_SECP224K1_ENABLED
+	MBEDTLS_ECP_DP_SECP256K1_ENABLED MBEDTLS_ECP_DP_BP256R1_ENABLED
+	MBEDTLS_ECP_DP_BP384R1_ENABLED MBEDTLS_ECP_DP_BP512R1_ENABLED
+	MBEDTLS_ECP_DP_CURVE448_ENABLED
+	# no private keys, CRLs, CSRs, PSA or self tests in the binaries
+	MBEDTLS_PKCS12_C MBEDTLS_PKCS5_C MBEDTLS_X509_CRL_PARSE_C MBEDTLS_X509_CSR_PARSE_C
+	MBEDTLS_PSA_CRYPTO_C MBEDTLS_PSA_CRYPTO_STORAGE_C MBEDTLS_PSA_ITS_FILE_C
+	MBEDTLS_SELF_TEST MBEDTLS_CERTS_C MBEDTLS_DEBUG_C MBEDTLS_TIMING_C
+	MBEDTLS_VERSION_FEATURES
+)
+build_mbedtls() {
+	local o
+	unpack_debian mbedtls
+	cd "$B/mbedtls"
+	for o in "${MBEDTLS_OFF[@]}"; do
+		grep -q "^#define $o\$" include/mbedtls/config.h ||
+			{ echo "mbedtls config.h: no '#define $o' to turn off" >&2; exit 1; }
+		sed -i "s|^#define $o\$|//#define $o /* off: scripts/build-deps.sh */|" include/mbedtls/config.h
+	done
+	# mbedtls 2.28 matches a host name only against dNSName SANs, so a relay
+	# dialled by IP address (subjectAltName=IP:...) would always fail; 3.5 added
+	# iPAddress matching. Ours: inet_pton of the name, compared with the SAN's octets.
+	patch -p1 <<'PATCH'
+--- a/library/x509_crt.c
++++ b/library/x509_crt.c
+@@ -39,6 +39,7 @@
+ #include "mbedtls/platform_util.h"
+ 
+ #include <string.h>
++#include <arpa/inet.h>
+ 
+ #if defined(MBEDTLS_PEM_PARSE_C)
+ #include "mbedtls/pem.h"
+@@ -3029,6 +3030,26 @@
+         return x509_crt_check_cn(name, cn, cn_len);
+     }
+ 
++    /* iPAddress (pistis, scripts/build-deps.sh): the 4 or 16 octets of the
++     * address named; mbedtls 2.28 matched no iPAddress SAN at all */
++    if (san_type == MBEDTLS_X509_SAN_IP_ADDRESS) {
++        unsigned char ip[16];
++        char txt[INET6_ADDRSTRLEN];
++
++        if (cn_len >= sizeof(txt)) {
++            return -1;
++        }
++        memcpy(txt, cn, cn_len);
++        txt[cn_len] = '\0';
++        if (name->len == 4 && inet_pton(AF_INET, txt, ip) == 1) {
++            return memcmp(ip, name->p, 4) == 0 ? 0 : -1;
++        }
++        if (name->len == 16 && inet_pton(AF_INET6, txt, ip) == 1) {
++            return memcmp(ip, name->p, 16) == 0 ? 0 : -1;
++        }
++        return -1;
++    }
++
+     /* (We may handle other types here later.) */
+ 
+     /* Unrecognized type */
+PATCH
+	make -C library -j"$JOBS" CC="$CC" AR=ar CFLAGS="$CFLAGS" static
+	install -d "$S/include/mbedtls" "$S/include/psa" "$S/lib"
+	install -m 644 include/mbedtls/*.h "$S/include/mbedtls/"
+	install -m 644 include/psa/*.h "$S/include/psa/"
+	install -m 644 library/libmbedtls.a library/libmbedx509.a library/libmbedcrypto.a "$S/lib/"
 }
-build_openssl() {
-	unpack_debian openssl
-	cd "$B/openssl"
-	# Size: no ecp_nistz256 (a 148 KiB precomputed table plus its assembly):
-	# P-256 falls back to OpenSSL's generic constant-time Montgomery ladder,
-	# slower per handshake (sub-millisecond for a client connecting once;
-	# TLS 1.3 prefers X25519, whose assembly stays). No Configure option does
-	# this, so crypto/ec/build.info loses it for the arches we build on.
-	# shellcheck disable=SC2016 # the $ is build.info's, not ours
-	sed -i -E '/^[[:space:]]*\$EC(ASM|DEF)_(x86|x86_64|armv4|aarch64)=/{
-		s/ecp_nistz256\.c ?//; s/ ?ecp_nistz256-[a-z0-9_]+\.[sS]//; s/ECP_NISTZ256_ASM ?//; }' \
-		crypto/ec/build.info
-	# shellcheck disable=SC2016
-	! grep -En '^[[:space:]]*\$EC(ASM|DEF)_(x86|x86_64|armv4|aarch64)=.*(nistz256|NISTZ256)' \
-		crypto/ec/build.info || { echo "crypto/ec/build.info: nistz256 still enabled" >&2; exit 1; }
-	# no-async: musl has no makecontext. --openssldir: the system's CA store.
-	# Configure takes CC and CFLAGS from the environment (CFLAGS replaces its
-	# -O3); CPPFLAGS would only add our staging path to OpenSSL_version()'s text.
-	# The rest is size (issue 7): a TLS 1.2/1.3 client and server with ECDHE,
-	# AES-GCM and ChaCha20-Poly1305, RSA and ECDSA certificates; nothing else.
-	local size_opts=(no-engine no-legacy no-ssl3 no-tls1 no-tls1_1 no-dtls no-srp
-		no-psk no-comp no-ocsp no-cms no-ts no-ct no-srtp no-nextprotoneg no-cmp
-		no-idea no-rc2 no-rc4 no-rc5 no-md2 no-md4 no-mdc2 no-seed no-bf
-		no-cast no-des no-camellia no-aria no-sm2 no-sm3 no-sm4 no-whirlpool
-		no-rmd160 no-scrypt no-siphash no-gost no-dh no-dsa no-ec2m no-ocb no-blake2
-		no-ui-console no-weak-ssl-ciphers no-multiblock no-filenames
-		no-siv no-cmac no-rfc3779 no-dgram no-ssl3-method no-tls1-method
-		no-tls1_1-method no-secure-memory)
-	env -u CPPFLAGS -u LDFLAGS ./Configure "$(openssl_target)" \
-		--prefix="$FINAL" --libdir=lib --openssldir=/etc/ssl \
-		no-shared no-module no-dso no-tests no-async no-afalgeng "${size_opts[@]}"
-	make -j"$JOBS" build_libs
-	! nm libcrypto.a 2>/dev/null | grep -q ecp_nistz256_precomputed ||
-		{ echo "libcrypto.a still has ecp_nistz256" >&2; exit 1; }
-	make install_dev DESTDIR="$STAGE"
+# lws 4.1.6 cannot hand out the peer certificate's DER (upstream added
+# LWS_TLS_CERT_INFO_DER_RAW later); pistisd serve's --pin hashes it.
+lws_der_raw_patch() {
+	patch -p1 <<'PATCH'
+--- a/include/libwebsockets/lws-x509.h
++++ b/include/libwebsockets/lws-x509.h
+@@ -42,6 +42,10 @@
+ 	 * same tls backend, ie, OpenSSL or mbedTLS.  The different backends
+ 	 * produce different, incompatible representations for the same cert.
+ 	 */
++	LWS_TLS_CERT_INFO_DER_RAW,
++	/**< (pistis backport, mbedtls only) the certificate's DER in .ns.name,
++	 * its length in .ns.len; -1 if it does not fit in len bytes or there
++	 * is no certificate */
+ };
+ 
+ union lws_tls_cert_info_results {
+--- a/lib/tls/mbedtls/mbedtls-x509.c
++++ b/lib/tls/mbedtls/mbedtls-x509.c
+@@ -118,6 +118,14 @@
+ 		buf->usage = x509->key_usage;
+ 		break;
+ 
++	case LWS_TLS_CERT_INFO_DER_RAW:
++		buf->ns.len = 0;
++		if (!x509->raw.p || !x509->raw.len || x509->raw.len > len)
++			return -1;
++		memcpy(buf->ns.name, x509->raw.p, x509->raw.len);
++		buf->ns.len = (int)x509->raw.len;
++		break;
++
+ 	case LWS_TLS_CERT_INFO_OPAQUE_PUBLIC_KEY:
+ 	{
+ 		char *p = buf->ns.name;
+PATCH
 }
 build_libwebsockets() {
 	unpack_debian libwebsockets
+	(cd "$B/libwebsockets" && lws_der_raw_patch)
 	mkdir -p "$B/libwebsockets/build"
 	cd "$B/libwebsockets/build"
 	cmake .. -DCMAKE_BUILD_TYPE=Release \
@@ -364,9 +444,9 @@ build_libwebsockets() {
 		-DCMAKE_FIND_ROOT_PATH_MODE_INCLUDE=ONLY \
 		-DCMAKE_FIND_ROOT_PATH_MODE_PACKAGE=ONLY \
 		-DLWS_WITH_STATIC=ON -DLWS_WITH_SHARED=OFF \
-		-DLWS_WITH_SSL=ON \
-		-DLWS_OPENSSL_INCLUDE_DIRS="$S/include" \
-		-DLWS_OPENSSL_LIBRARIES="$S/lib/libssl.a;$S/lib/libcrypto.a" \
+		-DLWS_WITH_SSL=ON -DLWS_WITH_MBEDTLS=ON \
+		-DLWS_MBEDTLS_INCLUDE_DIRS="$S/include" \
+		-DLWS_MBEDTLS_LIBRARIES="$S/lib/libmbedtls.a;$S/lib/libmbedx509.a;$S/lib/libmbedcrypto.a" \
 		-DLWS_WITHOUT_CLIENT=OFF -DLWS_WITHOUT_SERVER=OFF \
 		-DLWS_WITHOUT_TESTAPPS=ON -DLWS_WITH_MINIMAL_EXAMPLES=OFF \
 		-DLWS_WITHOUT_EXTENSIONS=ON -DLWS_WITH_ZLIB=OFF -DLWS_WITH_ZIP_FOPS=OFF \

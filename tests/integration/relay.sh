@@ -254,7 +254,10 @@ if (cd "$T" &&
 	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout other.key -out other.pem -days 1 -subj /CN=pistis-other-ca &&
 	openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout srv.key -out srv.csr -subj /CN=127.0.0.1 &&
 	printf 'subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n' >ext &&
-	openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out srv.pem -days 1 -extfile ext) >"$T/openssl.log" 2>&1; then
+	openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out srv.pem -days 1 -extfile ext &&
+	openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout srv2.key -out srv2.csr -subj /CN=127.0.0.2 &&
+	printf 'subjectAltName=IP:127.0.0.2\nbasicConstraints=CA:FALSE\n' >ext2 &&
+	openssl x509 -req -in srv2.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out srv2.pem -days 1 -extfile ext2) >"$T/openssl.log" 2>&1; then
 	cp "$T/ca.pem" "$R/etc/pistis/ca.pem"; cp "$T/other.pem" "$R/etc/pistis/other.pem"
 	PIN=$(openssl x509 -in "$T/srv.pem" -outform DER | sha256sum | cut -d' ' -f1)
 	BADPIN=$(printf '%064d' 0)
@@ -274,6 +277,8 @@ if (cd "$T" &&
 		local rc=1
 		for _ in $(seq 30); do P2 ls 2>/dev/null | grep -q "s1 *connected" && { rc=0; break; }; sleep 0.1; done
 		[ $rc = 0 ] && [ "$(P2 exec --agent alice -- echo over-tls 2>&1)" = over-tls ] || rc=1
+		# and a few MiB through the TLS records in one piece
+		[ $rc = 0 ] && [ "$(P2 exec --agent alice -- head -c 3000000 /dev/zero | wc -c)" = 3000000 ] || rc=1
 		# refused: give pistisd time to get through its handshake and log why (a loaded
 		# machine and the generic P-256 code can take longer than the 3 s above)
 		if [ $rc != 0 ]; then
@@ -293,10 +298,65 @@ if (cd "$T" &&
 	! tls_try --ca /etc/pistis/ca.pem --pin "$BADPIN"
 	ok "wss: a wrong --pin is refused" test $? = 0
 	like "wss: and the log says why" "$(cat "$W/pd-tls.log")" 'does not match --pin'
+	# without --ca: the root's bundle file (mbedtls has no default store; the whole Debian
+	# bundle must parse, or the context fails). The test root has none: the host's, copied.
+	if [ ! -e "$R/etc/ssl/certs/ca-certificates.crt" ] && [ -s /etc/ssl/certs/ca-certificates.crt ]; then
+		mkdir -p "$R/etc/ssl/certs" && cp /etc/ssl/certs/ca-certificates.crt "$R/etc/ssl/certs/"
+	fi
+	if [ -s "$R/etc/ssl/certs/ca-certificates.crt" ]; then
+		! tls_try
+		ok "wss: without --ca the system's bundle is used: the test CA is not in it" test $? = 0
+		cat "$T/ca.pem" >>"$R/etc/ssl/certs/ca-certificates.crt"
+		ok "wss: without --ca the system's bundle is used: with the test CA appended" tls_try
+	else
+		skip "wss: system bundle (not in it)" "no /etc/ssl/certs/ca-certificates.crt here"
+		skip "wss: system bundle (appended)" "no /etc/ssl/certs/ca-certificates.crt here"
+	fi
 	kill "$SM2" 2>/dev/null; wait "$SM2" 2>/dev/null
+
+	# What reaches a relay that fails a check: a bare TLS listener (tlscapture.py) records
+	# every byte pistisd sends after the handshake. The token must not reach it when the pin
+	# or the certificate's address is wrong; with the right pin it does (the control).
+	TOKEN=$(cat "$R/etc/pistis/token")
+	cap_try() { # CERT KEY ARGS…: serve against the listener; what it received in $W/cap.out
+		local cert=$1 key=$2 port=$((SP + 4)) cap pd
+		shift 2
+		: >"$W/cap.out"
+		python3 "$(cd "$(dirname "$0")" && pwd)/tlscapture.py" "$port" "$cert" "$key" "$W/cap.out" 20 &
+		cap=$!
+		for _ in $(seq 50); do grep -q listening "$W/cap.out" && break; sleep 0.1; done
+		(exec env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin chroot "$R" pistisd serve \
+			--relay wss://127.0.0.1:$port --token-file /etc/pistis/token --name s1 \
+			${ALLOW:+--allow $ALLOW} "$@" >"$W/pd-cap.log" 2>&1) &
+		pd=$!
+		for _ in $(seq 150); do
+			grep -qF "$TOKEN" "$W/cap.out" && break
+			grep -qiE 'pin|certificate|verify|tls|ssl' "$W/pd-cap.log" && break
+			sleep 0.1
+		done
+		sleep 0.3 # anything pistisd would send after its log line
+		kill "$pd" "$cap" 2>/dev/null; wait "$pd" "$cap" 2>/dev/null
+	}
+	cap_try "$T/srv.pem" "$T/srv.key" --ca /etc/pistis/ca.pem --pin "$PIN"
+	like "wss: the listener sees the token with the right --pin (the control)" "$(cat "$W/cap.out")" "Bearer $TOKEN"
+	cap_try "$T/srv.pem" "$T/srv.key" --ca /etc/pistis/ca.pem --pin "$BADPIN"
+	like "wss: a wrong --pin: the TLS handshake completed" "$(cat "$W/cap.out")" '^handshake$'
+	unlike "wss: a wrong --pin: the token never reached the server" "$(cat "$W/cap.out")" "$TOKEN"
+	unlike "wss: a wrong --pin: nor did the upgrade request" "$(cat "$W/cap.out")" 'GET '
+	like "wss: a wrong --pin: the log says why" "$(cat "$W/pd-cap.log")" 'does not match --pin'
+	cap_try "$T/srv2.pem" "$T/srv2.key" --ca /etc/pistis/ca.pem
+	like "wss: a certificate for another address: the TLS handshake completed" "$(cat "$W/cap.out")" '^handshake$'
+	unlike "wss: a certificate for another address: the token never reached the server" "$(cat "$W/cap.out")" "$TOKEN"
+	cap_try "$T/srv.pem" "$T/srv.key" --ca /etc/pistis/other.pem
+	unlike "wss: a certificate from another CA: the token never reached the server" "$(cat "$W/cap.out")" "$TOKEN"
+	exits 100 "wss: --pin with ws:// is a usage error" \
+		in_root "$R" pistisd serve --relay ws://127.0.0.1:$SP --token-file /etc/pistis/token --pin "$PIN"
 else
 	sed 's/^/# /' "$T/openssl.log"
-	for t in config right-ca other-ca pin wrong-pin log; do skip "wss: $t" "openssl could not make the test certificates"; done
+	for t in config right-ca other-ca pin wrong-pin log bundle-without bundle-with cap-control cap-pin-handshake cap-pin-token \
+		cap-pin-get cap-pin-log cap-addr-handshake cap-addr-token cap-ca-token pin-ws; do
+		skip "wss: $t" "openssl could not make the test certificates"
+	done
 fi
 
 # --- hostile input: the daemons keep running ----------------------------------------------------

@@ -18,6 +18,12 @@ for b in $bins; do
 	unlike "$b: no interpreter" "$(file -L "$BIN/$b")" 'interpreter'
 done
 
+# TLS is mbedtls (issue 7: size, and no libcrypto CPUID probe at every start)
+out=$("$BIN/pistisd" --version)
+like "pistisd --version: linked mbedtls" "$out" '^linked: .*mbedtls [0-9]'
+unlike "pistisd --version: no OpenSSL" "$out" 'openssl'
+ok "pistisd: no OpenSSL symbol in the binary" sh -c "! grep -qa 'OPENSSL_ia32cap\|OpenSSL 3' '$BIN/pistisd'"
+
 is "pistisd-musl is the same inode as pistisd" \
 	"$(stat -c '%d:%i' "$BIN/pistisd-musl")" "$(stat -c '%d:%i' "$BIN/pistisd")"
 ok "pistisd-musl has the same content as pistisd" cmp "$BIN/pistisd" "$BIN/pistisd-musl"
