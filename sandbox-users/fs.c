@@ -179,7 +179,6 @@ int ufs_stat_mount(int parent_fd, int dfd, const char *name, int flags, struct s
 int ufs_check_regular(int fd, unsigned flags)
 {
 	struct stat st;
-	int fl;
 
 	if (fstat(fd, &st) < 0)
 		return -errno;
@@ -189,13 +188,6 @@ int ufs_check_regular(int fd, unsigned flags)
 		return -EPERM;
 	if ((flags & UFS_NO_GROUP_OTHER_WRITE) && (st.st_mode & 0022))
 		return -EPERM;
-	/* Opened O_NONBLOCK so that a FIFO or a device could not block the open; a regular
-	 * file ignores the flag, but nothing after this point should see it. */
-	fl = fcntl(fd, F_GETFL);
-	if (fl < 0)
-		return -errno;
-	if ((fl & O_NONBLOCK) && fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0)
-		return -errno;
 	return 0;
 }
 
@@ -225,6 +217,11 @@ int ufs_lock(int dir_fd, const char *name, unsigned timeout_ms, unsigned flags)
 	r = ufs_check_regular(fd, flags | UFS_ROOT_OWNED);
 	if (r < 0)
 		return r;
+	/* O_NONBLOCK was for the open only; the fd goes to the caller without it. F_SETFL
+	 * with 0: the open above set no other status flag (O_APPEND, O_DIRECT, ...), so no
+	 * F_GETFL is needed to keep them. */
+	if (fcntl(fd, F_SETFL, 0) < 0)
+		return -errno;
 	clock_gettime(CLOCK_MONOTONIC, &start);
 	/* The lock lckpwdf() takes (a POSIX write lock on the whole file), so shadow-utils
 	 * and we exclude each other. Polled with F_SETLK instead of lckpwdf's F_SETLKW +
@@ -247,7 +244,7 @@ int ufs_lock(int dir_fd, const char *name, unsigned timeout_ms, unsigned flags)
 }
 
 int ufs_read_file(int dir_fd, const char *name, size_t max, char **ret, size_t *ret_len,
-		  struct stat *ret_st)
+		  struct stat *ret_st, int *ret_fd)
 {
 	_cleanup_close_ int fd = -1;
 	struct stat st;
@@ -267,6 +264,8 @@ int ufs_read_file(int dir_fd, const char *name, size_t max, char **ret, size_t *
 		return r;
 	if (ret_st)
 		*ret_st = st;
+	if (ret_fd)
+		*ret_fd = TAKE_FD(fd);
 	return 0;
 }
 
@@ -315,24 +314,48 @@ static int write_iov(int fd, const struct iovec *iov, size_t n)
 static int write_new(int dir_fd, const char *tmp, const struct iovec *iov, size_t n_iov, uid_t uid,
 		     gid_t gid, mode_t mode)
 {
+	const int oflags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY;
 	_cleanup_close_ int fd = -1;
+	struct stat st;
 	int r;
 
-	/* A leftover from a crashed writer (we hold the lock, so it is not live). */
-	if (unlinkat(dir_fd, tmp, 0) < 0 && errno != ENOENT)
-		return -errno;
-	/* O_EXCL makes it a new regular file of ours; O_NONBLOCK and the check on the fd are
-	 * the rule for every open here all the same. */
-	fd = openat(dir_fd, tmp,
-		    O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK,
-		    0600);
+	/* O_CREAT|O_EXCL makes a new regular file or fails: it never opens what is there
+	 * (a FIFO, a device, a link), so unlike every other open here it needs no
+	 * O_NONBLOCK. Created with the target's permission bits less group/other write,
+	 * which the fchmod below adds back only after the owner is right; most of the time
+	 * (0644, 0640, 0600 under umask 022) nothing is left to change. */
+	fd = openat(dir_fd, tmp, oflags, mode & 0755);
+	if (fd < 0 && errno == EEXIST) {
+		/* A leftover from a crashed writer (we hold the lock, so it is not live): the
+		 * name itself is removed (never followed), and the open is tried once more. */
+		if (unlinkat(dir_fd, tmp, 0) < 0 && errno != ENOENT)
+			return -errno;
+		fd = openat(dir_fd, tmp, oflags, mode & 0755);
+	}
 	if (fd < 0)
 		return -errno;
-	r = ufs_check_regular(fd, 0);
-	if (r < 0)
+	/* The rule for every fd opened here all the same: a regular file, checked on the fd. */
+	if (fstat(fd, &st) < 0) {
+		r = -errno;
 		goto fail;
-	/* Owner, then mode: shadow stays root:shadow 0640 as the image had it. */
-	if (fchown(fd, uid, gid) < 0 || fchmod(fd, mode & 07777) < 0) {
+	}
+	if (!S_ISREG(st.st_mode)) {
+		r = -EBADFD;
+		goto fail;
+	}
+	/* Owner, then mode: shadow stays root:shadow 0640 as the image had it. Each call only
+	 * where the new file differs; chown clears set-id bits, so a mode with any is set
+	 * again after it. */
+	bool chowned = false;
+	if (st.st_uid != uid || st.st_gid != gid) {
+		if (fchown(fd, uid, gid) < 0) {
+			r = -errno;
+			goto fail;
+		}
+		chowned = true;
+	}
+	if (((chowned && (mode & 06000)) || (st.st_mode & 07777) != (mode & 07777)) &&
+	    fchmod(fd, mode & 07777) < 0) {
 		r = -errno;
 		goto fail;
 	}
@@ -408,7 +431,7 @@ static int make_backup(struct ufs_staged *s)
 		return 0; /* nothing to back up yet */
 	if (errno != EPERM && errno != EOPNOTSUPP && errno != EMLINK)
 		return -errno;
-	r = ufs_read_file(s->dir_fd, s->name, 64u << 20, &old, &old_len, &st);
+	r = ufs_read_file(s->dir_fd, s->name, 64u << 20, &old, &old_len, &st, NULL);
 	if (r < 0)
 		return r;
 	r = write_new(s->dir_fd, bak, &(struct iovec){.iov_base = old, .iov_len = old_len}, 1,

@@ -34,7 +34,7 @@ int ufs_stat_mount(int parent_fd, int dfd, const char *name, int flags, struct s
 /* The check on every fd sandbox-users opens as a file (opened O_NONBLOCK, so that a FIFO
  * or a device cannot block the open): a regular file (-EBADFD otherwise), root-owned with
  * UFS_ROOT_OWNED and not group/other-writable with UFS_NO_GROUP_OTHER_WRITE (-EPERM
- * otherwise); then O_NONBLOCK is cleared. */
+ * otherwise). O_NONBLOCK stays (a regular file ignores it); ufs_lock clears it. */
 enum {
 	UFS_ROOT_OWNED = 1 << 0,
 	UFS_NO_GROUP_OTHER_WRITE = 1 << 1,
@@ -58,9 +58,10 @@ int ufs_lock(int dir_fd, const char *name, unsigned timeout_ms, unsigned flags);
 
 /* Read a regular file (no symlink; opened O_NONBLOCK, anything else is -EBADFD) of at
  * most max bytes into one malloc'd buffer of len + 1 bytes, NUL-terminated; -ENOENT when
- * missing. ret_st (optional) is the fstat of the fd read, for the caller's owner check. */
+ * missing. ret_st (optional) is the fstat of the fd read, for the caller's owner check;
+ * ret_fd (optional) gets the fd, still open, else it is closed. */
 int ufs_read_file(int dir_fd, const char *name, size_t max, char **ret, size_t *ret_len,
-		  struct stat *ret_st);
+		  struct stat *ret_st, int *ret_fd);
 
 /* Staged replacement of dir_fd/name, in three steps so that one batch of files shares its
  * syncs (docs/users.md, "Files written, and how"):

@@ -4,5 +4,6 @@
 
 #include "sandbox-users/users.h"
 
-/* Homes, TMPDIR and the agent's own directory under root_fd/data (docs/users.md). */
-int users_homes_ensure(int root_fd, const struct users_identity *id);
+/* Homes, TMPDIR and the agent's own directory under data_fd, the root's /data opened
+ * without following links (docs/users.md). */
+int users_homes_ensure(int data_fd, const struct users_identity *id);

@@ -43,16 +43,24 @@ struct ctx {
 	struct stat st[_PWFILE_KIND_MAX];
 	struct stat reg_st;
 	bool reg_present;
+	/* The registry as the lock-free fast path read it, with its fd kept open, for
+	 * load_registry to take over when the file has not been replaced since. */
+	char *pre_reg;
+	size_t pre_reg_len;
+	struct stat pre_reg_st;
+	int pre_reg_fd;
 };
 
 #define CTX_NULL                                                                                   \
 	{                                                                                          \
 		.root_fd = -1, .etc_fd = -1, .data_fd = -1, .reg_fd = -1, .reg_lock = -1,          \
-		.pwd_lock = -1                                                                     \
+		.pwd_lock = -1, .pre_reg_fd = -1                                                   \
 	}
 
 static void ctx_done(struct ctx *c)
 {
+	free(c->pre_reg);
+	safe_close(c->pre_reg_fd);
 	safe_close(c->pwd_lock);
 	safe_close(c->reg_lock);
 	safe_close(c->reg_fd);
@@ -116,13 +124,16 @@ static int registry_dir_open(struct ctx *c, bool create)
 /* The one way to the registry's bytes: read through ufs_read_file (no link, a regular file,
  * O_NONBLOCK) from the checked directory, and refused unless the file read is root-owned
  * and not group/other-writable. -ENOENT when there is none yet (no error set). */
-static int registry_read(struct ctx *c, char **ret, size_t *ret_len, struct stat *ret_st)
+static int registry_read(struct ctx *c, char **ret, size_t *ret_len, struct stat *ret_st,
+			 int *ret_fd)
 {
 	_cleanup_free_ char *buf = NULL;
+	_cleanup_close_ int fd = -1;
 	struct stat st;
 	int r;
 
-	r = ufs_read_file(c->reg_fd, USERS_REGISTRY_FILE, REGISTRY_SIZE_MAX, &buf, ret_len, &st);
+	r = ufs_read_file(c->reg_fd, USERS_REGISTRY_FILE, REGISTRY_SIZE_MAX, &buf, ret_len, &st,
+			  ret_fd ? &fd : NULL);
 	if (r == -ENOENT)
 		return r;
 	if (r == -EBADFD)
@@ -137,8 +148,30 @@ static int registry_read(struct ctx *c, char **ret, size_t *ret_len, struct stat
 				 (unsigned)(st.st_mode & 07777));
 	if (ret_st)
 		*ret_st = st;
+	if (ret_fd)
+		*ret_fd = TAKE_FD(fd);
 	*ret = TAKE_PTR(buf);
 	return 0;
+}
+
+/* Whether the registry read before the lock is still the registry: the same inode under
+ * the name, unchanged. Every writer of the registry holds the lock we now hold and
+ * replaces the file by rename, never in place; the fd kept open since the read pins the
+ * inode, so its number cannot have been reused by a newer file. Size, mtime and ctime
+ * (and so owner and mode) must match too, against anyone writing in place without the
+ * lock, which the lock could not have kept out of a second read either. */
+static bool pre_registry_current(const struct ctx *c)
+{
+	const struct stat *a = &c->pre_reg_st;
+	struct stat b;
+
+	if (!c->pre_reg || c->pre_reg_fd < 0 ||
+	    fstatat(c->reg_fd, USERS_REGISTRY_FILE, &b, AT_SYMLINK_NOFOLLOW) < 0)
+		return false;
+	return a->st_dev == b.st_dev && a->st_ino == b.st_ino && a->st_size == b.st_size &&
+	       a->st_mtim.tv_sec == b.st_mtim.tv_sec && a->st_mtim.tv_nsec == b.st_mtim.tv_nsec &&
+	       a->st_ctim.tv_sec == b.st_ctim.tv_sec && a->st_ctim.tv_nsec == b.st_ctim.tv_nsec &&
+	       a->st_uid == b.st_uid && a->st_mode == b.st_mode;
 }
 
 /* Both locks go through here: a FIFO, device or socket in place of a lock file would block
@@ -172,10 +205,23 @@ static int registry_lock(struct ctx *c)
 			 UFS_NO_GROUP_OTHER_WRITE);
 }
 
-static int ctx_open(struct ctx *c, const char *root, bool create_data)
+/* pi-tools' shell: the image's nologin, else /bin/false. Looked for only when pi-tools is
+ * about to be created. */
+static void pick_nologin(struct ctx *c)
 {
 	static const char *const shells[] = {"usr/sbin/nologin", "sbin/nologin"};
 	struct stat st;
+
+	c->db.nologin = "/bin/false";
+	for (size_t i = 0; i < ELEMENTSOF(shells); i++)
+		if (fstatat(c->root_fd, shells[i], &st, 0) == 0 && S_ISREG(st.st_mode)) {
+			c->db.nologin = i == 0 ? "/usr/sbin/nologin" : "/sbin/nologin";
+			break;
+		}
+}
+
+static int ctx_open(struct ctx *c, const char *root, bool create_data)
+{
 	int r;
 
 	memset(c, 0, sizeof(*c));
@@ -188,12 +234,6 @@ static int ctx_open(struct ctx *c, const char *root, bool create_data)
 		return set_error(r, "cannot open '%s/etc' (a symlink is refused)",
 				 root ? root : "");
 	c->etc_fd = r;
-	c->db.nologin = "/bin/false";
-	for (size_t i = 0; i < ELEMENTSOF(shells); i++)
-		if (fstatat(c->root_fd, shells[i], &st, 0) == 0 && S_ISREG(st.st_mode)) {
-			c->db.nologin = i == 0 ? "/usr/sbin/nologin" : "/sbin/nologin";
-			break;
-		}
 
 	r = ufs_open_dir(c->root_fd, "data");
 	if (r == -ENOENT && create_data) {
@@ -223,7 +263,16 @@ static int load_registry(struct ctx *c)
 	c->reg_present = false;
 	if (c->reg_fd < 0)
 		return 0;
-	r = registry_read(c, &buf, &len, &c->reg_st);
+	if (pre_registry_current(c)) {
+		buf = TAKE_PTR(c->pre_reg);
+		len = c->pre_reg_len;
+		c->reg_st = c->pre_reg_st;
+		r = 0;
+	} else
+		r = registry_read(c, &buf, &len, &c->reg_st, NULL);
+	free(c->pre_reg);
+	c->pre_reg = NULL;
+	c->pre_reg_fd = safe_close(c->pre_reg_fd);
 	if (r == -ENOENT)
 		return 0;
 	if (r < 0)
@@ -248,7 +297,7 @@ static int load_etc(struct ctx *c)
 
 		pwfile_done(&c->db.f[k]);
 		c->db.present[k] = false;
-		r = ufs_read_file(c->etc_fd, name, PWFILE_SIZE_MAX, &buf, &len, &c->st[k]);
+		r = ufs_read_file(c->etc_fd, name, PWFILE_SIZE_MAX, &buf, &len, &c->st[k], NULL);
 		if (r == -ENOENT && (k == PWFILE_SHADOW || k == PWFILE_GSHADOW)) {
 			/* Not every base has them; an empty, absent file stays absent. */
 			c->db.f[k].kind = k;
@@ -367,7 +416,12 @@ static int lock_and_load(struct ctx *c)
 	r = load_registry(c);
 	if (r < 0)
 		return r;
-	return load_etc(c);
+	r = load_etc(c);
+	if (r < 0)
+		return r;
+	if (pwfile_find_name(&c->db.f[PWFILE_PASSWD], USERS_TOOLS_USER) < 0)
+		pick_nologin(c);
+	return 0;
 }
 
 static int db_error(struct ctx *c, int r)
@@ -384,15 +438,13 @@ static int agent_dir_error(int r, const char *path)
 	return set_error(r, "cannot make %s", path);
 }
 
-int users_homes_ensure(int root_fd, const struct users_identity *id)
+int users_homes_ensure(int data, const struct users_identity *id)
 {
-	_cleanup_close_ int data = -1, homes = -1, agents = -1, home = -1, tmp = -1, own = -1;
+	_cleanup_close_ int homes = -1, agents = -1, home = -1, tmp = -1, own = -1;
 	int r;
 
-	r = ufs_open_dir(root_fd, "data");
-	if (r < 0)
-		return set_error(r, "cannot open /data");
-	data = r;
+	if (data < 0)
+		return set_error(-ENOENT, "cannot open /data");
 	/* Parents: root 0711, so agents can pass through to their own directory but
 	 * cannot list the others. */
 	r = ufs_mkdir_owned(data, "sandbox-home", 0, 0, 0711, 0);
@@ -482,18 +534,23 @@ static bool fast_complete(struct ctx *c, const char *agent_id, uid_t want_uid,
 {
 	struct registry_record rec;
 	struct pwfile_line l;
-	_cleanup_free_ char *reg = NULL;
+	char *reg = NULL;
 	char *buf[_PWFILE_KIND_MAX] = {NULL};
 	size_t reg_len = 0, len[_PWFILE_KIND_MAX] = {0};
 	bool ok = false;
 
-	if (c->reg_fd < 0 || registry_read(c, &reg, &reg_len, NULL) < 0 ||
-	    registry_scan(reg, reg_len, agent_id, &rec) < 0 || rec.state != REGISTRY_ACTIVE ||
+	if (c->reg_fd < 0 || registry_read(c, &reg, &reg_len, &c->pre_reg_st, &c->pre_reg_fd) < 0)
+		return false;
+	/* Kept for the locked path (a new agent, the usual reason to get there), which
+	 * takes it over unless the registry was replaced meanwhile: read once, not twice. */
+	c->pre_reg = reg;
+	c->pre_reg_len = reg_len;
+	if (registry_scan(reg, reg_len, agent_id, &rec) < 0 || rec.state != REGISTRY_ACTIVE ||
 	    (want_uid != (uid_t)-1 && want_uid != rec.uid))
 		return false;
 	for (int k = 0; k < _PWFILE_KIND_MAX; k++) {
 		int r = ufs_read_file(c->etc_fd, pwfile_kind_name(k), PWFILE_SIZE_MAX, &buf[k],
-				      &len[k], NULL);
+				      &len[k], NULL, NULL);
 		if (r == -ENOENT && (k == PWFILE_SHADOW || k == PWFILE_GSHADOW))
 			continue;
 		if (r < 0)
@@ -571,7 +628,7 @@ int users_ensure(const char *root, const char *agent_id, uid_t want_uid, struct 
 				return r;
 			c.reg_lock = r;
 		}
-		r = users_homes_ensure(c.root_fd, &id);
+		r = users_homes_ensure(c.data_fd, &id);
 		if (r < 0)
 			return r;
 	}
@@ -610,7 +667,7 @@ int users_ensure_many(const char *root, const char *const *agent_ids, size_t n,
 	if (r < 0)
 		return r;
 	for (size_t i = 0; i < n; i++) {
-		r = users_homes_ensure(c.root_fd, &ret[i]);
+		r = users_homes_ensure(c.data_fd, &ret[i]);
 		if (r < 0)
 			return r;
 	}

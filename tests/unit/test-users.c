@@ -859,6 +859,53 @@ TEST(staged_files_sync_then_commit)
 	rm_root(root);
 }
 
+/* A staged "+" file left by a crashed writer is replaced, never followed or reused: a
+ * symlink or a FIFO in its place is removed and a new regular file made; owner and mode
+ * come out exact whatever the umask. */
+TEST(staged_file_replaces_leftovers)
+{
+	char *root, dir[2048], p[2100], *t;
+	_cleanup_close_ int fd = -1;
+	struct ufs_staged a, b;
+	struct ufs_staged *v[] = {&a, &b};
+	struct iovec iov = {.iov_base = "x\n", .iov_len = 2};
+	struct stat st;
+	mode_t old_umask;
+
+	need_root(_metadata);
+	root = make_root();
+	snprintf(dir, sizeof(dir), "%s/etc", root);
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	ASSERT_GE(fd, 0);
+	write_file(dir, "target", "untouched\n", 0600, 0);
+	snprintf(p, sizeof(p), "%s/f+", dir);
+	ASSERT_EQ(symlink("target", p), 0);
+	snprintf(p, sizeof(p), "%s/g+", dir);
+	ASSERT_EQ(mkfifo(p, 0600), 0);
+	old_umask = umask(077);
+	ASSERT_EQ(ufs_stage(&a, fd, "f", &iov, 1, 10150, 42, 0644, false), 0);
+	ASSERT_EQ(ufs_stage(&b, fd, "g", &iov, 1, 0, 0, 0640, false), 0);
+	umask(old_umask);
+	ASSERT_EQ(ufs_sync(v, 2), 0);
+	ASSERT_EQ(ufs_commit(&a), 0);
+	ASSERT_EQ(ufs_commit(&b), 0);
+	t = read_text(root, "etc/target");
+	EXPECT_STREQ(t, "untouched\n");
+	free(t);
+	ASSERT_EQ(fstatat(fd, "f", &st, AT_SYMLINK_NOFOLLOW), 0);
+	EXPECT_TRUE(S_ISREG(st.st_mode));
+	EXPECT_EQ(st.st_mode & 07777, 0644u);
+	EXPECT_EQ(st.st_uid, 10150u);
+	EXPECT_EQ(st.st_gid, 42u);
+	ASSERT_EQ(fstatat(fd, "g", &st, AT_SYMLINK_NOFOLLOW), 0);
+	EXPECT_TRUE(S_ISREG(st.st_mode));
+	EXPECT_EQ(st.st_mode & 07777, 0640u);
+	t = read_text(root, "etc/g");
+	EXPECT_STREQ(t, "x\n");
+	free(t);
+	rm_root(root);
+}
+
 /* The batch form: one lock and one rewrite for many agents, the same identities as one by
  * one, and all or nothing. */
 TEST(ensure_many_is_all_or_nothing)
