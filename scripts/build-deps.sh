@@ -61,10 +61,16 @@ CACHE=$(cd "$CACHE" && pwd -P)
 export PISTIS_DEPS_CACHE=$CACHE # the wrapper keeps its kinc/ there
 LAST=$CACHE/last-versions       # "srcpkg version" lines of the last good build
 
-# The key: exact source versions + this script + the wrapper + musl + arch.
+# Our patches on top of Debian's: scripts/patches/<srcpkg>/NNNN-*.patch, applied
+# in name order right after the source is unpacked (see scripts/patches/README).
+PATCHES=$HERE/patches
+
+# The key: exact source versions + this script + our patches + the wrapper + musl + arch.
 key_of() { # $1: file of "srcpkg version" lines
 	{
 		echo "build-deps $(sha256sum <"$SELF" | cut -c1-64)"
+		echo "patches $(cd "$PATCHES" 2>/dev/null && find . -name '*.patch' -type f | LC_ALL=C sort |
+			xargs -r sha256sum | sha256sum | cut -c1-64)"
 		echo "musl-cc $(sha256sum <"$WRAPPER" | cut -c1-64)"
 		echo "musl $(dpkg-query -W -f='${Version}' musl-dev 2>/dev/null || echo none)"
 		echo "arch $(uname -m)"
@@ -258,6 +264,14 @@ unpack_orig() { # $1 pkg -> $B/$1
 	[ -x "$B/$1/configure" ] || { echo "no configure in $t" >&2; exit 1; }
 }
 unla() { find "$S/lib" -name '*.la' -delete; }
+apply_patches() { # $1 pkg, unpacked in $B/$1
+	local f
+	for f in "$PATCHES/$1"/*.patch; do
+		[ -f "$f" ] || continue
+		echo "applying $f"
+		patch -d "$B/$1" -p1 --forward --batch --no-backup-if-mismatch <"$f"
+	done
+}
 
 build_libseccomp() {
 	unpack_debian libseccomp
@@ -351,6 +365,7 @@ build_openssl() {
 }
 build_libwebsockets() {
 	unpack_debian libwebsockets
+	apply_patches libwebsockets
 	mkdir -p "$B/libwebsockets/build"
 	cd "$B/libwebsockets/build"
 	cmake .. -DCMAKE_BUILD_TYPE=Release \
