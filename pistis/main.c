@@ -491,18 +491,26 @@ static int cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, voi
 	case LWS_CALLBACK_CLIENT_RECEIVE: {
 		bool bin = lws_frame_is_binary(wsi);
 		size_t max = bin ? PROTO_FRAME_HEADER + PROTO_MAX_FRAME_PAYLOAD : PROTO_MAX_MESSAGE;
+		const uint8_t *msg = in;
 		if (lws_is_first_fragment(wsi))
 			C.rx_len = 0;
 		if (C.rx_len + len > max)
 			return -1;
-		memcpy(C.rx + C.rx_len, in, len);
-		C.rx_len += len;
-		if (!lws_is_final_fragment(wsi))
-			break;
+		if (C.rx_len || !lws_is_final_fragment(wsi)) {
+			/* a message in pieces is put together in C.rx; one in one piece is
+			 * read where lws has it */
+			memcpy(C.rx + C.rx_len, in, len);
+			C.rx_len += len;
+			if (!lws_is_final_fragment(wsi))
+				break;
+			msg = C.rx;
+			len = C.rx_len;
+		}
+		C.rx_len = 0;
 		if (bin)
-			on_binary(C.rx, C.rx_len);
+			on_binary(msg, len);
 		else
-			on_text((const char *)C.rx, C.rx_len);
+			on_text((const char *)msg, len);
 		if (C.redial) {
 			C.redial = false;
 			return -1; /* closes; CLIENT_CLOSED redials with backoff */
@@ -556,8 +564,11 @@ static int cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, voi
 	return 0;
 }
 
+/* rx_buffer_size: a whole output frame reaches the callback in one piece (no copy);
+ * tx_packet_size: a stdin frame goes to the socket in one send, not 64 KiB at a time. */
 static const struct lws_protocols protocols[] = {
-	{PROTO_CLIENT_SUBPROTOCOL, cb, 0, 65536, 0, NULL, 0},
+	{PROTO_CLIENT_SUBPROTOCOL, cb, 0, PROTO_FRAME_HEADER + PROTO_MAX_FRAME_PAYLOAD, 0, NULL,
+	 PROTO_FRAME_HEADER + PROTO_MAX_FRAME_PAYLOAD},
 	{NULL, NULL, 0, 0, 0, NULL, 0},
 };
 
@@ -795,6 +806,8 @@ int main(int argc, char **argv)
 			return 111;
 		}
 	}
+	/* lws reads the socket in pieces of this size (default 4 KiB) */
+	info.pt_serv_buf_size = 256 * 1024;
 	C.ctx = lws_create_context(&info);
 	if (!C.ctx)
 		return 111;

@@ -596,8 +596,11 @@ static void on_signal(struct watch *w, uint32_t events)
 	lws_cancel_service(S.ctx);
 }
 
+/* tx_packet_size: lws hands a write to the socket at most this much at a time and copies
+ * the rest into its own buffer (one send and a poll round trip per pt_serv_buf_size, 4 KiB
+ * by default); a whole output frame in one send lets the kernel take what it can. */
 static const struct lws_protocols protocols[] = {
-	{PROTO_SUBPROTOCOL, cb_relay, 0, 0, 0, NULL, 0},
+	{PROTO_SUBPROTOCOL, cb_relay, 0, 0, 0, NULL, PROTO_FRAME_HEADER + PROTO_MAX_FRAME_PAYLOAD},
 	{"pistis-epoll", cb_epoll, 0, 0, 0, NULL, 0},
 	{NULL, NULL, 0, 0, 0, NULL, 0},
 };
@@ -928,6 +931,9 @@ int serve_cli_main(int argc, char **argv)
 	info.uid = (uid_t)-1;
 	info.options = S.tls ? LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT : 0;
 	info.client_ssl_ca_filepath = S.ca;
+	/* lws reads the socket in pieces of this size (default 4 KiB): stdin frames and
+	 * large answers in fewer reads */
+	info.pt_serv_buf_size = 64 * 1024;
 	S.ctx = lws_create_context(&info);
 	if (!S.ctx)
 		return log_error("Failed to create the libwebsockets context"), EXIT_SYSTEM;

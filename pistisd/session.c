@@ -88,6 +88,7 @@ int session_init(void)
 
 static void cmd_free(struct cmd *c);
 static void frame_free(struct frame *f);
+static void pool_trim(void);
 
 void session_done(void)
 {
@@ -152,6 +153,7 @@ static void cmd_free(struct cmd *c)
 		c->head = f->next;
 		frame_free(f);
 	}
+	pool_trim();
 	free(c->exit_json);
 	free(c->in_buf);
 	free(c->audit_argv);
@@ -192,12 +194,22 @@ static void set_paused(struct cmd *c, bool paused)
 /* Output frames. A read goes straight into a full-size frame buffer (one copy less than
  * reading into a stack buffer); a short read is moved into an exact-size frame so that
  * many small frames cannot hold many large buffers (the 8 MiB bound counts payload bytes).
- * Full-size buffers are recycled through a small pool: musl's malloc returns large blocks
- * to the kernel on free, and a page fault per 4 KiB of every frame cost more than the copy. */
+ * Full-size buffers are recycled through a pool: musl's malloc returns large blocks to the
+ * kernel on free, and a page fault per 4 KiB of every frame cost more than the copy. The
+ * pool holds as many as one command may keep unacknowledged (PROTO_MAX_BUFFERED), so a
+ * command streaming at full speed allocates nothing; once a command has ended and its
+ * output is all acknowledged, the pool shrinks back to FRAME_POOL_IDLE. */
 #define FRAME_BIG (sizeof(struct frame) + LWS_PRE + PROTO_FRAME_HEADER + PROTO_MAX_FRAME_PAYLOAD)
-#define FRAME_POOL 8
+#define FRAME_POOL (PROTO_MAX_BUFFERED / PROTO_MAX_FRAME_PAYLOAD + 1)
+#define FRAME_POOL_IDLE 8
 static struct frame *pool[FRAME_POOL];
 static unsigned pool_n;
+
+static void pool_trim(void)
+{
+	while (pool_n > FRAME_POOL_IDLE)
+		free(pool[--pool_n]);
+}
 
 static struct frame *frame_big(void)
 {
@@ -694,8 +706,11 @@ static void drop_acked(struct cmd *c, uint64_t seq)
 		c->buffered -= f->len - PROTO_FRAME_HEADER;
 		frame_free(f);
 	}
-	if (!c->head)
+	if (!c->head) {
 		c->tail = NULL;
+		if (c->done)
+			pool_trim();
+	}
 	if (seq > c->acked)
 		c->acked = seq;
 	if (c->paused && c->buffered < PROTO_MAX_BUFFERED / 2)

@@ -61,10 +61,16 @@ CACHE=$(cd "$CACHE" && pwd -P)
 export PISTIS_DEPS_CACHE=$CACHE # the wrapper keeps its kinc/ there
 LAST=$CACHE/last-versions       # "srcpkg version" lines of the last good build
 
-# The key: exact source versions + this script + the wrapper + musl + arch.
+# Our patches on top of Debian's: scripts/patches/<srcpkg>/NNNN-*.patch, applied
+# in name order right after the source is unpacked (see scripts/patches/README).
+PATCHES=$HERE/patches
+
+# The key: exact source versions + this script + our patches + the wrapper + musl + arch.
 key_of() { # $1: file of "srcpkg version" lines
 	{
 		echo "build-deps $(sha256sum <"$SELF" | cut -c1-64)"
+		echo "patches $(cd "$PATCHES" 2>/dev/null && find . -name '*.patch' -type f | LC_ALL=C sort |
+			xargs -r sha256sum | sha256sum | cut -c1-64)"
 		echo "musl-cc $(sha256sum <"$WRAPPER" | cut -c1-64)"
 		echo "musl $(dpkg-query -W -f='${Version}' musl-dev 2>/dev/null || echo none)"
 		echo "arch $(uname -m)"
@@ -258,6 +264,14 @@ unpack_orig() { # $1 pkg -> $B/$1
 	[ -x "$B/$1/configure" ] || { echo "no configure in $t" >&2; exit 1; }
 }
 unla() { find "$S/lib" -name '*.la' -delete; }
+apply_patches() { # $1 pkg, unpacked in $B/$1
+	local f
+	for f in "$PATCHES/$1"/*.patch; do
+		[ -f "$f" ] || continue
+		echo "applying $f"
+		patch -d "$B/$1" -p1 --forward --batch --no-backup-if-mismatch <"$f"
+	done
+}
 
 build_libseccomp() {
 	unpack_debian libseccomp
@@ -344,93 +358,17 @@ build_mbedtls() {
 			{ echo "mbedtls config.h: no '#define $o' to turn off" >&2; exit 1; }
 		sed -i "s|^#define $o\$|//#define $o /* off: scripts/build-deps.sh */|" include/mbedtls/config.h
 	done
-	# mbedtls 2.28 matches a host name only against dNSName SANs, so a relay
-	# dialled by IP address (subjectAltName=IP:...) would always fail; 3.5 added
-	# iPAddress matching. Ours: inet_pton of the name, compared with the SAN's octets.
-	patch -p1 <<'PATCH'
---- a/library/x509_crt.c
-+++ b/library/x509_crt.c
-@@ -39,6 +39,7 @@
- #include "mbedtls/platform_util.h"
- 
- #include <string.h>
-+#include <arpa/inet.h>
- 
- #if defined(MBEDTLS_PEM_PARSE_C)
- #include "mbedtls/pem.h"
-@@ -3029,6 +3030,26 @@
-         return x509_crt_check_cn(name, cn, cn_len);
-     }
- 
-+    /* iPAddress (pistis, scripts/build-deps.sh): the 4 or 16 octets of the
-+     * address named; mbedtls 2.28 matched no iPAddress SAN at all */
-+    if (san_type == MBEDTLS_X509_SAN_IP_ADDRESS) {
-+        unsigned char ip[16];
-+        char txt[INET6_ADDRSTRLEN];
-+
-+        if (cn_len >= sizeof(txt)) {
-+            return -1;
-+        }
-+        memcpy(txt, cn, cn_len);
-+        txt[cn_len] = '\0';
-+        if (name->len == 4 && inet_pton(AF_INET, txt, ip) == 1) {
-+            return memcmp(ip, name->p, 4) == 0 ? 0 : -1;
-+        }
-+        if (name->len == 16 && inet_pton(AF_INET6, txt, ip) == 1) {
-+            return memcmp(ip, name->p, 16) == 0 ? 0 : -1;
-+        }
-+        return -1;
-+    }
-+
-     /* (We may handle other types here later.) */
- 
-     /* Unrecognized type */
-PATCH
+	# scripts/patches/mbedtls: iPAddress SAN matching (see its header)
+	apply_patches mbedtls
 	make -C library -j"$JOBS" CC="$CC" AR=ar CFLAGS="$CFLAGS" static
 	install -d "$S/include/mbedtls" "$S/include/psa" "$S/lib"
 	install -m 644 include/mbedtls/*.h "$S/include/mbedtls/"
 	install -m 644 include/psa/*.h "$S/include/psa/"
 	install -m 644 library/libmbedtls.a library/libmbedx509.a library/libmbedcrypto.a "$S/lib/"
 }
-# lws 4.1.6 cannot hand out the peer certificate's DER (upstream added
-# LWS_TLS_CERT_INFO_DER_RAW later); pistisd serve's --pin hashes it.
-lws_der_raw_patch() {
-	patch -p1 <<'PATCH'
---- a/include/libwebsockets/lws-x509.h
-+++ b/include/libwebsockets/lws-x509.h
-@@ -42,6 +42,10 @@
- 	 * same tls backend, ie, OpenSSL or mbedTLS.  The different backends
- 	 * produce different, incompatible representations for the same cert.
- 	 */
-+	LWS_TLS_CERT_INFO_DER_RAW,
-+	/**< (pistis backport, mbedtls only) the certificate's DER in .ns.name,
-+	 * its length in .ns.len; -1 if it does not fit in len bytes or there
-+	 * is no certificate */
- };
- 
- union lws_tls_cert_info_results {
---- a/lib/tls/mbedtls/mbedtls-x509.c
-+++ b/lib/tls/mbedtls/mbedtls-x509.c
-@@ -118,6 +118,14 @@
- 		buf->usage = x509->key_usage;
- 		break;
- 
-+	case LWS_TLS_CERT_INFO_DER_RAW:
-+		buf->ns.len = 0;
-+		if (!x509->raw.p || !x509->raw.len || x509->raw.len > len)
-+			return -1;
-+		memcpy(buf->ns.name, x509->raw.p, x509->raw.len);
-+		buf->ns.len = (int)x509->raw.len;
-+		break;
-+
- 	case LWS_TLS_CERT_INFO_OPAQUE_PUBLIC_KEY:
- 	{
- 		char *p = buf->ns.name;
-PATCH
-}
 build_libwebsockets() {
 	unpack_debian libwebsockets
-	(cd "$B/libwebsockets" && lws_der_raw_patch)
+	apply_patches libwebsockets
 	mkdir -p "$B/libwebsockets/build"
 	cd "$B/libwebsockets/build"
 	cmake .. -DCMAKE_BUILD_TYPE=Release \

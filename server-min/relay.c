@@ -53,7 +53,8 @@ struct conn {
 	unsigned serial;    /* clients */
 	struct sandbox *sb; /* sandbox connections */
 	struct queue q;
-	uint8_t *rx;
+	uint8_t *rx;	 /* a text message being put together */
+	struct msg *rxm; /* a binary one: in a queue entry, forwarded without another copy */
 	size_t rx_len;
 	bool rx_skip;
 	unsigned paused_by; /* how many full peers asked us to pause */
@@ -104,16 +105,12 @@ static struct conn *client_by_serial(unsigned serial)
 	return NULL;
 }
 
-static void enqueue(struct conn *to, const void *data, size_t len, bool binary, struct conn *from)
+/* Queue m (len, binary and the payload set) to `to`; the queue owns it. */
+static void enqueue_msg(struct conn *to, struct msg *m, struct conn *from)
 {
-	struct msg *m = malloc(sizeof(*m) + LWS_PRE + len);
+	size_t len = m->len;
 
-	if (!m)
-		return;
 	m->next = NULL;
-	m->len = len;
-	m->binary = binary;
-	memcpy(m->buf + LWS_PRE, data, len);
 	if (to->q.tail)
 		to->q.tail->next = m;
 	else
@@ -126,6 +123,18 @@ static void enqueue(struct conn *to, const void *data, size_t len, bool binary, 
 		from->paused_by = 1;
 		lws_rx_flow_control(from->wsi, 0);
 	}
+}
+
+static void enqueue(struct conn *to, const void *data, size_t len, bool binary, struct conn *from)
+{
+	struct msg *m = malloc(sizeof(*m) + LWS_PRE + len);
+
+	if (!m)
+		return;
+	m->len = len;
+	m->binary = binary;
+	memcpy(m->buf + LWS_PRE, data, len);
+	enqueue_msg(to, m, from);
 }
 
 static void resume_producers(struct conn *c)
@@ -460,7 +469,9 @@ out:
 	cJSON_Delete(root);
 }
 
-static void sandbox_binary(struct conn *c, const uint8_t *buf, size_t len)
+/* A frame from a sandbox goes to its command's reader: a copy of buf, or *own itself (the
+ * frame in a queue entry: taken, *own is set to NULL). */
+static void sandbox_frame(struct conn *c, const uint8_t *buf, size_t len, struct msg **own)
 {
 	struct proto_error err = {0};
 	struct proto_frame f;
@@ -477,7 +488,16 @@ static void sandbox_binary(struct conn *c, const uint8_t *buf, size_t len)
 	if (f.seq <= rt->last_seq)
 		return; /* a resend the client already has */
 	rt->last_seq = f.seq;
-	enqueue(client, buf, len, true, c);
+	if (own && *own) {
+		enqueue_msg(client, *own, c);
+		*own = NULL;
+	} else
+		enqueue(client, buf, len, true, c);
+}
+
+static void sandbox_binary(struct conn *c, const uint8_t *buf, size_t len)
+{
+	sandbox_frame(c, buf, len, NULL);
 }
 
 /* --- libwebsockets glue -------------------------------------------------------------------- */
@@ -563,7 +583,8 @@ static void on_rx(struct conn *c, const void *in, size_t len)
 		c->rx_len = 0;
 		c->rx_skip = false;
 	}
-	if (!c->rx && !(c->rx = malloc(PROTO_MAX_MESSAGE + 1)))
+	if (binary ? !c->rxm && !(c->rxm = malloc(sizeof(struct msg) + LWS_PRE + max))
+		   : !c->rx && !(c->rx = malloc(PROTO_MAX_MESSAGE + 1)))
 		return;
 	if (!c->rx_skip && c->rx_len + len > max) {
 		c->rx_skip = true;
@@ -576,7 +597,7 @@ static void on_rx(struct conn *c, const void *in, size_t len)
 				    c->sb->cfg->name, max);
 	}
 	if (!c->rx_skip) {
-		memcpy(c->rx + c->rx_len, in, len);
+		memcpy((binary ? c->rxm->buf + LWS_PRE : c->rx) + c->rx_len, in, len);
 		c->rx_len += len;
 	}
 	if (!final)
@@ -585,12 +606,26 @@ static void on_rx(struct conn *c, const void *in, size_t len)
 		rate_take(c);
 	if (c->rx_skip)
 		return;
-	if (c->is_client)
-		binary ? client_binary(c, c->rx, c->rx_len)
-		       : client_text(c, (const char *)c->rx, c->rx_len);
-	else
-		binary ? sandbox_binary(c, c->rx, c->rx_len)
-		       : sandbox_text(c, (const char *)c->rx, c->rx_len);
+	if (!binary)
+		c->is_client ? client_text(c, (const char *)c->rx, c->rx_len)
+			     : sandbox_text(c, (const char *)c->rx, c->rx_len);
+	else if (c->is_client)
+		client_binary(c, c->rxm->buf + LWS_PRE, c->rx_len);
+	else if (c->rx_len < max / 2)
+		/* a short frame is queued as an exact-size copy; the buffer is kept */
+		sandbox_binary(c, c->rxm->buf + LWS_PRE, c->rx_len);
+	else {
+		/* a long one is queued in the buffer it arrived in, cut to its size (realloc
+		 * shrinks in place) so the queue's memory stays what its byte count says */
+		struct msg *m = realloc(c->rxm, sizeof(*m) + LWS_PRE + c->rx_len);
+		if (m)
+			c->rxm = m;
+		c->rxm->len = c->rx_len;
+		c->rxm->binary = true;
+		sandbox_frame(c, c->rxm->buf + LWS_PRE, c->rx_len, &c->rxm);
+		free(c->rxm); /* not queued (nobody attached): a full-size one next time */
+		c->rxm = NULL;
+	}
 	c->rx_len = 0;
 }
 
@@ -635,6 +670,8 @@ static void conn_closed(struct conn *c)
 	queue_clear(&c->q);
 	free(c->rx);
 	c->rx = NULL;
+	free(c->rxm);
+	c->rxm = NULL;
 }
 
 static int cb_sandbox(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
@@ -773,15 +810,20 @@ static int cb_http(struct lws *wsi, enum lws_callback_reasons reason, void *user
 	return lws_http_transaction_completed(wsi) ? -1 : 0;
 }
 
+/* tx_packet_size: lws gives a write to the socket at most this much at a time (else
+ * rx_buffer_size, 64 KiB) and copies the rest into its own buffer: a whole frame in one
+ * send lets the kernel take what it can. */
+#define TX_PACKET (PROTO_FRAME_HEADER + PROTO_MAX_FRAME_PAYLOAD)
+
 static const struct lws_protocols sandbox_protocols[] = {
 	{"http-none", lws_callback_http_dummy, 0, 0, 0, NULL, 0},
-	{PROTO_SUBPROTOCOL, cb_sandbox, sizeof(struct conn), 65536, 0, NULL, 0},
+	{PROTO_SUBPROTOCOL, cb_sandbox, sizeof(struct conn), 65536, 0, NULL, TX_PACKET},
 	{NULL, NULL, 0, 0, 0, NULL, 0},
 };
 
 static const struct lws_protocols client_protocols[] = {
 	{"http", cb_http, 0, 0, 0, NULL, 0},
-	{PROTO_CLIENT_SUBPROTOCOL, cb_client, sizeof(struct conn), 65536, 0, NULL, 0},
+	{PROTO_CLIENT_SUBPROTOCOL, cb_client, sizeof(struct conn), 65536, 0, NULL, TX_PACKET},
 	{NULL, NULL, 0, 0, 0, NULL, 0},
 };
 
@@ -923,6 +965,9 @@ int main(int argc, char **argv)
 		       (R.cfg.tls_cert ? LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT : 0);
 	info.gid = (gid_t)-1;
 	info.uid = (uid_t)-1;
+	/* lws reads a socket in pieces of this size (default 4 KiB: a read and a poll per
+	 * 4 KiB of output); one buffer for the whole event loop */
+	info.pt_serv_buf_size = 256 * 1024;
 	R.ctx = lws_create_context(&info);
 	if (!R.ctx)
 		return log_error("Failed to create the libwebsockets context"), 111;
