@@ -224,8 +224,7 @@ static int ctx_open(struct ctx *c, const char *root, bool create_data)
 {
 	int r;
 
-	memset(c, 0, sizeof(*c));
-	c->root_fd = c->etc_fd = c->data_fd = c->reg_fd = c->reg_lock = c->pwd_lock = -1;
+	*c = (struct ctx)CTX_NULL;
 	c->root_fd = open(root ? root : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (c->root_fd < 0)
 		return set_error(-errno, "cannot open root directory '%s'", root ? root : "/");

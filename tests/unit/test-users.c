@@ -649,6 +649,33 @@ TEST(ensure_on_a_root_fallback)
 	ensure_and_check(_metadata, false);
 }
 
+/* The caller's fds are the caller's: a first ensure (no registry yet) once closed fd 0,
+ * a ctx field zeroed instead of -1, and pistisd serve's next open landed on 0. */
+TEST(ensure_leaves_the_callers_fds_alone)
+{
+	char *root;
+	struct users_identity id;
+	struct stat before[3], after[3];
+	int saved = dup(0);
+
+	need_root(_metadata);
+	ASSERT_GE(saved, 0);
+	for (int fd = 0; fd < 3; fd++)
+		ASSERT_EQ(fstat(fd, &before[fd]), 0);
+	root = make_root();
+	ASSERT_EQ(users_ensure(root, "agent-fds", (uid_t)-1, &id), 0);
+	ASSERT_EQ(users_ensure(root, "agent-fds", (uid_t)-1, &id), 0);
+	ASSERT_EQ(users_ensure_base(root), 0);
+	for (int fd = 0; fd < 3; fd++) {
+		ASSERT_EQ(fstat(fd, &after[fd]), 0);
+		EXPECT_EQ(after[fd].st_ino, before[fd].st_ino);
+		EXPECT_EQ(after[fd].st_dev, before[fd].st_dev);
+	}
+	dup2(saved, 0);
+	close(saved);
+	rm_root(root);
+}
+
 TEST(open_dir_never_follows_a_link)
 {
 	char *root;
