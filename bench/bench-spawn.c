@@ -1,7 +1,8 @@
 /* In one process: N spawns of /bin/true through the spawn core (agent uid, seccomp,
  * cgroup, everything) against plain posix_spawn + waitpid. Prints µs per spawn.
  * Usage: bench-spawn [N] [--no-cgroup]   (root)
- *        bench-spawn exec N -- CMD [ARG]...   median wall of N runs of CMD (bench/spawn.sh) */
+ *        bench-spawn exec N -- CMD [ARG]...   median, mean and p99 wall of N runs of CMD
+ *        (posix_spawn + CLOCK_MONOTONIC; bench/spawn.sh, bench/relay.sh) */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -75,8 +76,8 @@ static int bench_exec(int n, char **cmd)
 		total += t[i];
 	}
 	qsort(t, (size_t)n, sizeof(*t), cmp);
-	printf("median_us=%.1f mean_us=%.1f stopped=%d\n", t[n / 2] / 1000.0, total / 1000.0 / n,
-	       stopped);
+	printf("median_us=%.1f mean_us=%.1f p99_us=%.1f stopped=%d\n", t[n / 2] / 1000.0,
+	       total / 1000.0 / n, t[(n * 99 + 99) / 100 - 1] / 1000.0, stopped);
 	free(t);
 	return 0;
 }
