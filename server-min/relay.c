@@ -81,6 +81,7 @@ struct route {
 	uint64_t acked;	   /* last frame the client acknowledged: all a re-attach may assume */
 	char orig_id[PROTO_MAX_CLIENT_ID + 1];
 	bool used;
+	bool exited; /* exec.exit forwarded: kept for the reader's last ack, then freed */
 };
 
 static struct {
@@ -342,6 +343,8 @@ static void client_text(struct conn *c, const char *buf, size_t len)
 		}
 		if (seq > rt->acked)
 			rt->acked = seq;
+		if (rt->exited && seq >= rt->last_seq)
+			rt->used = false; /* the reader holds everything: nothing more to route */
 	}
 	out = cJSON_PrintUnformatted(root);
 	if (out) {
@@ -451,9 +454,13 @@ static void sandbox_text(struct conn *c, const char *buf, size_t len)
 							? (uint64_t)from->valuedouble
 							: 0);
 		} else if (!strcmp(ev->valuestring, "exec.exit")) {
+			/* The route stays until the reader's final exec.ack (which lets pistisd
+			 * forget the command; dropping it here made every finished command
+			 * linger there for 10 minutes and fill its command table) or until the
+			 * reader disconnects. */
 			struct route *rt = route_find(c->sb, cmd);
 			if (rt && rt->client == serial)
-				rt->used = false;
+				rt->exited = true;
 		}
 	}
 	if (client) {

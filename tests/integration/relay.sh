@@ -98,6 +98,17 @@ is "exec: 1.2 MB of output complete and in order" "$big" "$(seq 1 200000 | md5su
 n=$(P exec --agent alice -- head -c 8912896 /dev/zero | (sleep 3; wc -c))
 is "exec: output still in the pipe when a paused command exits is not lost" "$n" 8912896
 
+# --- finished commands are forgotten once their reader has everything -------------------------
+# The reader's last exec.ack comes after exec.exit; server-min once dropped it (the route went
+# with the exit), so pistisd kept every finished command 10 minutes and refused the 257th.
+finished() { P --json status | python3 -c 'import json,sys; print(sum(1 for c in json.load(sys.stdin).get("commands", []) if not c["running"]))'; }
+n0=$(finished)
+fails=0
+for _ in $(seq 300); do P exec --agent alice -- /bin/true || fails=$((fails + 1)); done
+is "300 short commands in a row all run (more than the 256-command table)" "$fails" 0
+sleep 0.5
+is "pistisd keeps none of them once acknowledged" "$(finished)" "$n0"
+
 # --- 100 concurrent commands across 10 agents ---------------------------------------------
 for a in $(seq 0 9); do P exec --agent "agent$a" -- true; done
 for i in $(seq 0 99); do
