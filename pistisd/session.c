@@ -281,6 +281,8 @@ static void build_exit(struct cmd *c)
 	cJSON_AddNumberToObject(o, "stderr_bytes", (double)res->err_bytes);
 	cJSON_AddBoolToObject(o, "truncated", res->truncated);
 	cJSON_AddNumberToObject(o, "duration_ms", (double)ms);
+	cJSON_AddStringToObject(o, "tree", res->tree_control ? res->tree_control : "pgid");
+	cJSON_AddBoolToObject(o, "left_children_killed", res->left_children_killed);
 	c->exit_json = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);
 	/* The audit record: one line per command. */
@@ -587,6 +589,10 @@ static void exec_start(const struct proto_request *req)
 	so.n_groups = 2;
 	so.cwd_root_fd = cwd_fd;
 	so.cwd = cwd_rel;
+	/* One cgroup per agent, one per command under it, where the host delegates one
+	 * (cgroup.kill stops the whole tree, setsid'ed grandchildren included); otherwise the
+	 * process group. exec.exit says which ("tree"). */
+	so.cgroup_agent = a.name;
 	so.stdio = st.pty ? SPAWN_STDIO_PTY : SPAWN_STDIO_PIPES;
 	so.stdin_pipe = st.stdin_mode == PROTO_STDIN_PIPE;
 	so.cols = (unsigned short)st.cols;

@@ -98,6 +98,19 @@ is "exec: 1.2 MB of output complete and in order" "$big" "$(seq 1 200000 | md5su
 n=$(P exec --agent alice -- head -c 8912896 /dev/zero | (sleep 3; wc -c))
 is "exec: output still in the pipe when a paused command exits is not lost" "$n" 8912896
 
+# --- the command's tree: a cgroup per command where the host delegates one -------------------
+out=$(P --json exec --agent alice -- sh -c 'setsid sleep 347 >/dev/null 2>&1 < /dev/null & echo started' 2>&1)
+like "exec.exit says how the tree was held" "$out" '"tree":[[:space:]]*"(cgroup|pgid)"'
+if [ -w /sys/fs/cgroup/unified ] || [ -w /sys/fs/cgroup/cgroup.procs ]; then
+	like "exec through the relay: the command ran in its own cgroup" "$out" '"tree":[[:space:]]*"cgroup"'
+	like "exec: what it left behind was stopped" "$out" '"left_children_killed":[[:space:]]*true'
+	sleep 0.3
+	ok "exec: a setsid'ed grandchild does not outlive its command" sh -c '! pgrep -f "^sleep 347$" >/dev/null'
+else
+	skip "no writable cgroup v2 here: the process group holds the tree" 3
+fi
+pkill -f "^sleep 347$" 2>/dev/null
+
 # --- finished commands are forgotten once their reader has everything -------------------------
 # The reader's last exec.ack comes after exec.exit; server-min once dropped it (the route went
 # with the exit), so pistisd kept every finished command 10 minutes and refused the 257th.
