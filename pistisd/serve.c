@@ -184,11 +184,88 @@ void serve_unwatch(struct watch *w)
 	w->armed = false;
 }
 
-int serve_resolve_agent(const char *agent, struct serve_agent *ret)
+/* Agents already ensured, for exec.start and fs.*: users_ensure reads and parses the five
+ * files on every call (0.1-1 ms with many agents), while these change only when pistisd
+ * itself (or an operator) rewrites them. An entry is used only while the files' stat
+ * fingerprints are the ones seen when it was made (every writer replaces them by rename:
+ * a new inode and ctime) and while the agent's home and TMPDIR are still its directories
+ * (the agent may remove its TMPDIR; ensure recreates it). Anything else: users_ensure. */
+#define AGENT_CACHE 64
+static const char *const fingerprint_files[] = {"/etc/passwd", "/etc/group", "/etc/shadow",
+						"/etc/gshadow", "/data/pistis/users.registry"};
+struct file_print {
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	struct timespec mtime, ctime;
+	bool present;
+};
+static struct {
+	struct file_print print[ELEMENTSOF(fingerprint_files)];
+	struct agent_cache_entry {
+		char agent[USERS_AGENT_ID_MAX + 1];
+		struct serve_agent a;
+		uint64_t used;
+	} e[AGENT_CACHE];
+	unsigned n;
+	uint64_t clock;
+} AC;
+
+static bool print_equal(const struct file_print *a, const struct file_print *b)
+{
+	return a->present == b->present && a->dev == b->dev && a->ino == b->ino &&
+	       a->size == b->size && a->mtime.tv_sec == b->mtime.tv_sec &&
+	       a->mtime.tv_nsec == b->mtime.tv_nsec && a->ctime.tv_sec == b->ctime.tv_sec &&
+	       a->ctime.tv_nsec == b->ctime.tv_nsec;
+}
+
+static bool fingerprint_current(bool update)
+{
+	bool same = true;
+
+	for (size_t i = 0; i < ELEMENTSOF(fingerprint_files); i++) {
+		struct file_print f = {0};
+		struct stat st;
+		if (fstatat(AT_FDCWD, fingerprint_files[i], &st, AT_SYMLINK_NOFOLLOW) == 0)
+			f = (struct file_print){.dev = st.st_dev,
+						.ino = st.st_ino,
+						.size = st.st_size,
+						.mtime = st.st_mtim,
+						.ctime = st.st_ctim,
+						.present = true};
+		if (!print_equal(&f, &AC.print[i]))
+			same = false;
+		if (update)
+			AC.print[i] = f;
+	}
+	return same;
+}
+
+static bool own_dir(const char *path, uid_t uid)
+{
+	struct stat st;
+	return fstatat(AT_FDCWD, path, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
+	       st.st_uid == uid;
+}
+
+static int resolve(const char *agent, bool cached, struct serve_agent *ret)
 {
 	struct users_identity id;
+	struct agent_cache_entry *e = NULL;
 	int r;
 
+	if (cached && fingerprint_current(false)) {
+		for (unsigned i = 0; i < AC.n; i++)
+			if (!strcmp(AC.e[i].agent, agent)) {
+				e = &AC.e[i];
+				break;
+			}
+		if (e && own_dir(e->a.home, e->a.uid) && own_dir(e->a.tmpdir, e->a.uid)) {
+			e->used = ++AC.clock;
+			*ret = e->a;
+			return 0;
+		}
+	}
 	r = users_ensure("/", agent, (uid_t)-1, &id);
 	if (r < 0)
 		return r;
@@ -198,7 +275,32 @@ int serve_resolve_agent(const char *agent, struct serve_agent *ret)
 	snprintf(ret->name, sizeof(ret->name), "%s", id.name);
 	snprintf(ret->home, sizeof(ret->home), "%s", id.home);
 	snprintf(ret->tmpdir, sizeof(ret->tmpdir), "%s", id.tmpdir);
+
+	/* Remember it under the files' state after the ensure (which may have written them):
+	 * a changed fingerprint empties the cache first. */
+	if (!fingerprint_current(true))
+		AC.n = 0;
+	e = NULL;
+	for (unsigned i = 0; i < AC.n && !e; i++)
+		if (!strcmp(AC.e[i].agent, agent))
+			e = &AC.e[i];
+	if (!e && AC.n < AGENT_CACHE)
+		e = &AC.e[AC.n++];
+	if (!e) { /* full: the least recently used goes */
+		e = &AC.e[0];
+		for (unsigned i = 1; i < AC.n; i++)
+			if (AC.e[i].used < e->used)
+				e = &AC.e[i];
+	}
+	snprintf(e->agent, sizeof(e->agent), "%s", agent);
+	e->a = *ret;
+	e->used = ++AC.clock;
 	return 0;
+}
+
+int serve_resolve_agent(const char *agent, struct serve_agent *ret)
+{
+	return resolve(agent, true, ret);
 }
 
 /* --- inbound ------------------------------------------------------------------------ */
@@ -262,7 +364,7 @@ static void handle_users_ensure(const struct proto_request *req)
 	r = proto_get_string(req->root, "agent", PROTO_MAX_AGENT, &agent, &err);
 	if (r < 0 || !*agent)
 		return serve_send_error(req->id, PROTO_E_BAD_REQUEST, "\"agent\" is required");
-	r = serve_resolve_agent(agent, &a);
+	r = resolve(agent, false, &a); /* users.ensure: always the real thing */
 	if (r < 0)
 		return serve_send_error(req->id, proto_err_from_errno(r), "cannot ensure agent: %s",
 					strerror(-r));
