@@ -166,6 +166,42 @@ TEST_F(root, write_level_from_scratch_and_idempotent)
 	EXPECT_EQ(self->st.violations, 0u);
 }
 
+/* The xattr list is first asked for in a small buffer: a node whose list is longer (many
+ * user xattrs, each a long name) is read again in full, and a planted ACL among them is
+ * still seen and removed, on a file and on a directory. */
+TEST_F(root, acls_found_behind_a_long_xattr_list)
+{
+	char p[512], name[96];
+
+	mk(self, "w", S_IFDIR | 0755, 0, 0);
+	mk(self, "w/d", S_IFDIR | 0755, AGENT, AGENT);
+	mk(self, "w/d/f", S_IFREG | 0644, AGENT, AGENT);
+	for (int i = 0; i < 12; i++) {
+		snprintf(name, sizeof(name), "user.a-rather-long-attribute-name-to-fill-the-list-%02d",
+			 i);
+		snprintf(p, sizeof(p), "%s/w/d/f", self->dir);
+		ASSERT_EQ(lsetxattr(p, name, "x", 1, 0), 0);
+		snprintf(p, sizeof(p), "%s/w/d", self->dir);
+		ASSERT_EQ(lsetxattr(p, name, "x", 1, 0), 0);
+	}
+	snprintf(p, sizeof(p), "%s/w/d/f", self->dir);
+	ASSERT_GT(llistxattr(p, NULL, 0), 600);
+	sh(self, "setfacl -m u:12345:rw w/d/f && setfacl -m u:12345:rwx w/d && "
+		 "setfacl -d -m u:12345:rwx w/d");
+	ASSERT_GT(xattr_of(self, "w/d/f", "system.posix_acl_access"), 0);
+
+	ASSERT_EQ(run(self, W, POLICY_CHECK), 0);
+	EXPECT_EQ(self->st.violations, 3u); /* w, w/d, w/d/f */
+	ASSERT_EQ(run(self, W, POLICY_APPLY), 0);
+	EXPECT_EQ(self->st.errors, 0u);
+	EXPECT_EQ(xattr_of(self, "w/d/f", "system.posix_acl_access"), -1);
+	EXPECT_EQ(xattr_of(self, "w/d", "system.posix_acl_access"), -1);
+	EXPECT_EQ(xattr_of(self, "w/d", "system.posix_acl_default"), POLICY_DEFAULT_ACL_SIZE);
+	EXPECT_EQ(st_of(self, "w/d/f").st_mode & 07777, 0660u);
+	ASSERT_EQ(run(self, W, POLICY_CHECK), 0);
+	EXPECT_EQ(self->st.violations, 0u);
+}
+
 TEST_F(root, none_and_read_levels)
 {
 	mk(self, "w", S_IFDIR | 02777, AGENT, USERS_SANDBOX_GID);
