@@ -22,6 +22,10 @@ const char *policy_proc_fd(int fd, char buf[POLICY_PROC_FD_MAX]);
  * -ENODATA when absent, -errno. */
 ssize_t policy_getxattr_fd(int fd, bool opath, const char *name, void *buf, size_t size);
 
+/* Bytes per thread kept for the rest of getdents buffers above a directory being walked
+ * (walk.c); beyond it, a parent seeks back on return. Tests set it small. */
+extern size_t policy_walk_rest_buf;
+
 /* --- one node (walk-node.c) --- */
 
 #define POLICY_XLIST_MAX 65536 /* XATTR_LIST_MAX */

@@ -29,6 +29,9 @@
 #include "policy/internal.h"
 
 #define DENTS_BUF (64 * 1024)
+/* Per thread: the unread rest of the listings above (see keep_rest). A variable so that
+ * tests can make it small and reach the lseek path. */
+size_t policy_walk_rest_buf = 256 * 1024;
 #define FD_RESERVE 32 /* fds kept free for the rest of the process */
 
 struct pnode;
@@ -47,6 +50,7 @@ struct frame {
 	struct pnode *node; /* set once part of the subtree is walked by another thread */
 	struct pnode *up;   /* a task's top frame: the parent directory's node */
 	off_t resume;
+	size_t rest_base, rest_pos, rest_end; /* its entries still to do, in w->rest */
 };
 
 struct shared;
@@ -63,6 +67,8 @@ struct walker {
 	unsigned depth; /* frames on this walker's stack */
 	unsigned base;	/* absolute depth of frames[0] (a task starts below the rule's path) */
 	char *dents;
+	char *rest; /* a stack: the rest of each listing being walked */
+	size_t rest_top, rest_cap;
 	char *xlist; /* listxattr buffer (XATTR_LIST_MAX) */
 };
 
@@ -627,12 +633,40 @@ static void visit(struct walker *w, int dfd, const char *name, unsigned char d_t
 		emit(w, POLICY_EV_ERROR, r, changes, &st, &t, false);
 }
 
+/* The entries of f's listing not walked yet when a child directory is pushed: kept in
+ * the thread's rest stack (frames end in LIFO order, so the regions do too) when it has
+ * room, else found again with lseek to d_off and a new getdents on return. */
+static void keep_rest(struct walker *w, struct frame *f, const char *buf, long pos, long n,
+		      bool from_rest, int64_t off)
+{
+	size_t len = (size_t)(n - pos);
+
+	if (from_rest) {
+		f->rest_pos += (size_t)pos;
+	} else if (len <= w->rest_cap - w->rest_top) {
+		memcpy(w->rest + w->rest_top, buf + pos, len);
+		f->rest_base = f->rest_pos = w->rest_top;
+		f->rest_end = w->rest_top += len;
+	} else {
+		f->seek = true;
+		f->resume = off;
+	}
+}
+
+static void drop_rest(struct walker *w, struct frame *f)
+{
+	if (f->rest_pos < f->rest_end)
+		w->rest_top = f->rest_base;
+	f->rest_base = f->rest_pos = f->rest_end = 0;
+}
+
 static void finish_frame(struct walker *w, bool complete)
 {
 	struct frame *f = &w->frames[w->depth - 1];
 	struct pnode *up = f->up;
 	int r;
 
+	drop_rest(w, f);
 	path_pop(w, f->path_len);
 	if (f->node) {
 		/* Part of the subtree may still be walked elsewhere: the node takes the fd
@@ -681,39 +715,48 @@ struct linux_dirent64 {
 	char d_name[];
 };
 
-/* Stream the directory on top of the stack. One shared getdents buffer: when a child
- * directory is pushed mid-buffer, the parent remembers d_off and seeks back on return,
- * so memory does not grow with depth and no listing is held whole. */
+/* Stream the directory on top of the stack. One getdents buffer per thread; when a child
+ * directory is pushed mid-buffer, the rest of the buffer waits in the rest stack (or the
+ * parent remembers d_off and seeks back on return), so memory does not grow with depth
+ * and no listing is held whole. */
 static void run_stack(struct walker *w, unsigned base)
 {
 	while (w->depth > base) {
 		struct frame *f = &w->frames[w->depth - 1];
-		long n;
+		bool from_rest = f->rest_pos < f->rest_end;
+		const char *buf = w->dents;
+		long n, pos = 0;
 
 		if (abort_r(w)) {
 			finish_frame(w, false);
 			continue;
 		}
-		if (f->seek) {
-			f->seek = false;
-			if (lseek(f->fd, f->resume, SEEK_SET) < 0) {
+		if (from_rest) {
+			buf = w->rest + f->rest_pos;
+			n = (long)(f->rest_end - f->rest_pos);
+		} else {
+			if (f->seek) {
+				f->seek = false;
+				if (lseek(f->fd, f->resume, SEEK_SET) < 0) {
+					emit(w, POLICY_EV_ERROR, negative_errno(), 0, &f->st, NULL,
+					     false);
+					finish_frame(w, false);
+					continue;
+				}
+			}
+			n = syscall(SYS_getdents64, f->fd, w->dents, DENTS_BUF);
+			if (n < 0) {
 				emit(w, POLICY_EV_ERROR, negative_errno(), 0, &f->st, NULL, false);
 				finish_frame(w, false);
 				continue;
 			}
+			if (n == 0) {
+				finish_frame(w, true);
+				continue;
+			}
 		}
-		n = syscall(SYS_getdents64, f->fd, w->dents, DENTS_BUF);
-		if (n < 0) {
-			emit(w, POLICY_EV_ERROR, negative_errno(), 0, &f->st, NULL, false);
-			finish_frame(w, false);
-			continue;
-		}
-		if (n == 0) {
-			finish_frame(w, true);
-			continue;
-		}
-		for (long pos = 0; pos < n && !abort_r(w);) {
-			struct linux_dirent64 *d = (struct linux_dirent64 *)(w->dents + pos);
+		while (pos < n && !abort_r(w)) {
+			const struct linux_dirent64 *d = (const struct linux_dirent64 *)(buf + pos);
 			const char *name = d->d_name;
 			size_t len = strlen(name);
 			unsigned before = w->depth;
@@ -740,14 +783,14 @@ static void run_stack(struct walker *w, unsigned base)
 							       w->path_len)));
 			if (w->depth > before) {
 				/* Descend now; come back to the next entry. */
-				if (pos < n) {
-					f->seek = true;
-					f->resume = off;
-				}
+				if (pos < n)
+					keep_rest(w, f, buf, pos, n, from_rest, off);
 				break;
 			}
 			path_pop(w, f->path_len);
 		}
+		if (from_rest && pos >= n)
+			drop_rest(w, f); /* all of it walked: the next entries come from getdents */
 	}
 }
 
@@ -896,10 +939,12 @@ static int walker_init(struct walker *w, struct shared *sh)
 	*w = (struct walker){.sh = sh, .rules = sh->rules, .o = sh->o};
 	w->frames = calloc(sh->max_depth + 1, sizeof(*w->frames));
 	w->dents = malloc(DENTS_BUF);
+	w->rest_cap = policy_walk_rest_buf;
+	w->rest = malloc(w->rest_cap ? w->rest_cap : 1);
 	w->xlist = malloc(POLICY_XLIST_MAX);
 	w->path_cap = 4096;
 	w->path = malloc(w->path_cap);
-	return w->frames && w->dents && w->xlist && w->path ? 0 : -ENOMEM;
+	return w->frames && w->dents && w->rest && w->xlist && w->path ? 0 : -ENOMEM;
 }
 
 static void walker_done(struct walker *w)
@@ -907,6 +952,7 @@ static void walker_done(struct walker *w)
 	flush_stats(w, false);
 	free(w->frames);
 	free(w->dents);
+	free(w->rest);
 	free(w->xlist);
 	free(w->path);
 }

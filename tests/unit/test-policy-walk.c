@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "lib/tap.h"
+#include "policy/internal.h"
 #include "policy/policy.h"
 #include "sandbox-users/users.h"
 
@@ -177,8 +178,8 @@ TEST_F(root, acls_found_behind_a_long_xattr_list)
 	mk(self, "w/d", S_IFDIR | 0755, AGENT, AGENT);
 	mk(self, "w/d/f", S_IFREG | 0644, AGENT, AGENT);
 	for (int i = 0; i < 12; i++) {
-		snprintf(name, sizeof(name), "user.a-rather-long-attribute-name-to-fill-the-list-%02d",
-			 i);
+		snprintf(name, sizeof(name),
+			 "user.a-rather-long-attribute-name-to-fill-the-list-%02d", i);
 		snprintf(p, sizeof(p), "%s/w/d/f", self->dir);
 		ASSERT_EQ(lsetxattr(p, name, "x", 1, 0), 0);
 		snprintf(p, sizeof(p), "%s/w/d", self->dir);
@@ -523,6 +524,54 @@ TEST_F(root, parallel_walk_equals_sequential)
 	EXPECT_EQ(st4.changed, 0u);
 	EXPECT_EQ(st4.entries, st1.entries);
 	policy_rules_free(r);
+}
+
+/* A parent's listing resumes after a child directory either from the rest stack or by
+ * lseek + getdents when the stack is full: every node is walked exactly once either way,
+ * with one thread and with four, whatever the budget (0: always seek; 200: a mix). */
+TEST_F(root, listing_resumes_after_a_child_whatever_the_budget)
+{
+	static const size_t budgets[] = {0, 200, 256 * 1024};
+	size_t saved = policy_walk_rest_buf;
+	char cmd[512];
+
+	sh(self, "mkdir w && for a in 0 1 2 3 4 5 6 7; do for b in 0 1 2 3 4 5; do "
+		 "mkdir -p w/$a/$b/sub; for f in 0 1 2 3 4 5 6 7 8 9; do : > w/$a/f$f; "
+		 ": > w/$a/$b/f-with-a-longer-name-$f; : > w/$a/$b/sub/g$f; done; done; done && "
+		 "chown -R 10100:10100 w && chmod -R u=rwX,go=rX w");
+	for (size_t i = 0; i < sizeof(budgets) / sizeof(budgets[0]); i++) {
+		for (unsigned threads = 1; threads <= 4; threads += 3) {
+			struct policy_rules *r = NULL;
+			struct policy_error err;
+			struct policy_stats st;
+			struct policy_walk_opts o = {.mode = POLICY_CHECK, .threads = threads};
+
+			policy_walk_rest_buf = budgets[i];
+			ASSERT_EQ(policy_rules_parse(W, strlen(W), &r, &err), 0);
+			ASSERT_EQ(policy_walk(self->fd, r, &o, &st), 0);
+			/* w, 8 + 48 + 48 dirs, 80 + 480 + 480 files: all of them wrong */
+			EXPECT_EQ(st.entries, 1145u);
+			EXPECT_EQ(st.dirs, 105u);
+			EXPECT_EQ(st.violations, 1145u);
+			o.mode = POLICY_APPLY;
+			ASSERT_EQ(policy_walk(self->fd, r, &o, &st), 0);
+			EXPECT_EQ(st.entries, 1145u);
+			EXPECT_EQ(st.changed, 1145u);
+			EXPECT_EQ(st.errors, 0u);
+			o.mode = POLICY_CHECK;
+			ASSERT_EQ(policy_walk(self->fd, r, &o, &st), 0);
+			EXPECT_EQ(st.entries, 1145u);
+			EXPECT_EQ(st.violations, 0u);
+			snprintf(cmd, sizeof(cmd),
+				 "cd '%s' && test -z \"$(find w ! -group %u)\" && "
+				 "chown -R 10100:10100 w && chmod -R u=rwX,go=rX w && setfacl -R "
+				 "-b w",
+				 self->dir, (unsigned)USERS_SANDBOX_GID);
+			EXPECT_EQ(system(cmd), 0);
+			policy_rules_free(r);
+		}
+	}
+	policy_walk_rest_buf = saved;
 }
 
 TEST_F(root, parallel_walk_refused_tighten_changes_nothing)
