@@ -174,7 +174,7 @@ static void emit_at(struct walker *w, const struct policy_rule *rule, const char
 		w->st.errors++;
 	if (violation)
 		w->st.violations++;
-	if (w->o->on_event) {
+	if (w->o->on_event && !(w->o->skip_events & (1u << kind))) {
 		lock(w->sh);
 		w->o->on_event(w->o->userdata, &ev);
 		unlock(w->sh);

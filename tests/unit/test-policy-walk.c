@@ -301,6 +301,31 @@ TEST_F(root, hardlinks_left_alone)
 	EXPECT_EQ(self->st.violations, 1u);
 }
 
+/* skip_events: the kinds left out are not reported but still counted; the others are. */
+TEST_F(root, skipped_event_kinds_still_counted)
+{
+	struct policy_rules *r = NULL;
+	struct policy_error err;
+	struct policy_walk_opts o = {.mode = POLICY_APPLY,
+				     .on_event = on_event,
+				     .userdata = self->events,
+				     .skip_events = 1u << POLICY_EV_CHANGE};
+
+	mk(self, "etc", S_IFDIR | 0755, 0, 0);
+	mk(self, "etc/shadow", S_IFREG | 0640, 0, 42);
+	mk(self, "w", S_IFDIR | 0755, 0, 0);
+	mk(self, "w/f", S_IFREG | 0644, AGENT, AGENT);
+	sh(self, "ln etc/shadow w/shadow-link");
+	memset(self->events, 0, sizeof(self->events));
+	ASSERT_EQ(policy_rules_parse(W, strlen(W), &r, &err), 0);
+	ASSERT_EQ(policy_walk(self->fd, r, &o, &self->st), 0);
+	EXPECT_EQ(self->events[POLICY_EV_CHANGE], 0u);
+	EXPECT_EQ(self->st.changed, 2u); /* w, w/f */
+	EXPECT_EQ(self->events[POLICY_EV_HARDLINK], 1u);
+	EXPECT_EQ(st_of(self, "w/f").st_mode & 07777, 0660u);
+	policy_rules_free(r);
+}
+
 TEST_F(root, fifos_sockets_devices_never_opened)
 {
 	mk(self, "w", S_IFDIR | 0755, 0, 0);
