@@ -35,7 +35,7 @@ static atomic_bool no_listxattrat, no_fchmodat2;
 
 const char *policy_proc_fd(int fd, char buf[POLICY_PROC_FD_MAX])
 {
-	snprintf(buf, POLICY_PROC_FD_MAX, "/proc/self/fd/%d", fd);
+	snprintf(buf, POLICY_PROC_FD_MAX, "/proc/thread-self/fd/%d", fd);
 	return buf;
 }
 

@@ -1,9 +1,14 @@
 /* policy: the walk, as root over a scratch root (never the host's /etc or /data). */
 #include <errno.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -597,6 +602,45 @@ TEST_F(root, listing_resumes_after_a_child_whatever_the_budget)
 		}
 	}
 	policy_walk_rest_buf = saved;
+}
+
+/* The workers unshare their fd tables and take their own credentials; where they cannot
+ * (here a seccomp filter refuses unshare and prctl with EPERM), the walk is the same. */
+TEST_F(root, parallel_walk_without_private_fd_tables)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_unshare, 2, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_prctl, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+	};
+	struct sock_fprog prog = {.len = sizeof(f) / sizeof(f[0]), .filter = f};
+	struct policy_rules *r = NULL;
+	struct policy_error err;
+	struct policy_stats st;
+	struct policy_walk_opts o = {.mode = POLICY_APPLY, .threads = 4};
+
+	sh(self,
+	   "mkdir w && for a in 0 1 2 3 4 5 6 7; do for b in 0 1 2 3; do mkdir -p w/$a/$b/c; "
+	   ": > w/$a/$b/c/f; : > w/$a/$b/g; done; done && chown -R 10100:10100 w && "
+	   "chmod -R 0755 w && setfacl -m u:12345:rw w/5/2/g && setfacl -d -m u:12345:rwx w/6/1");
+	ASSERT_EQ(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+	ASSERT_EQ(syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog), 0);
+	ASSERT_EQ(unshare(CLONE_FILES), -1); /* the filter works */
+	ASSERT_EQ(policy_rules_parse(W, strlen(W), &r, &err), 0);
+	ASSERT_EQ(policy_walk(self->fd, r, &o, &st), 0);
+	EXPECT_EQ(st.errors, 0u);
+	EXPECT_EQ(st.entries, 1u + 8 + 32 + 32 + 32 + 32);
+	EXPECT_EQ(st.changed, st.entries);
+	EXPECT_EQ(st_of(self, "w/3/2").st_mode & 07777, 02770u);
+	EXPECT_EQ(st_of(self, "w/7/3/c/f").st_mode & 07777, 0770u); /* was executable */
+	EXPECT_EQ(xattr_of(self, "w/5/2/g", "system.posix_acl_access"), -1);
+	EXPECT_EQ(xattr_of(self, "w/6/1", "system.posix_acl_default"), POLICY_DEFAULT_ACL_SIZE);
+	o.mode = POLICY_CHECK;
+	ASSERT_EQ(policy_walk(self->fd, r, &o, &st), 0);
+	EXPECT_EQ(st.violations, 0u);
+	policy_rules_free(r);
 }
 
 TEST_F(root, parallel_walk_refused_tighten_changes_nothing)
