@@ -333,6 +333,8 @@ static int run_walk(struct ctx *c, int root_fd, const struct policy_rules *rules
 		.timeout_sec = c->timeout,
 		.threads = c->threads,
 		.on_event = on_event,
+		/* apply lists only what needs attention unless --verbose */
+		.skip_events = c->cmd == CMD_APPLY && !c->verbose ? 1u << POLICY_EV_CHANGE : 0,
 		.on_progress = c->progress && isatty(STDERR_FILENO) ? on_progress : NULL,
 		.userdata = c,
 	};

@@ -13,14 +13,19 @@
 #define POLICY_XATTR_ACL_ACCESS "system.posix_acl_access"
 #define POLICY_XATTR_ACL_DEFAULT "system.posix_acl_default"
 
-/* "/proc/self/fd/N": the magic link reaches exactly the inode behind fd (an O_PATH fd
- * included), never a name that could be swapped. */
-#define POLICY_PROC_FD_MAX 32
+/* "/proc/thread-self/fd/N": the magic link reaches exactly the inode behind fd (an O_PATH
+ * fd included), never a name that could be swapped. thread-self, not self: the walk's
+ * worker threads have fd tables of their own, and /proc/self is the main thread's. */
+#define POLICY_PROC_FD_MAX 48
 const char *policy_proc_fd(int fd, char buf[POLICY_PROC_FD_MAX]);
 
 /* Read an xattr of the inode behind fd (opath: an O_PATH fd). Returns its length,
  * -ENODATA when absent, -errno. */
 ssize_t policy_getxattr_fd(int fd, bool opath, const char *name, void *buf, size_t size);
+
+/* Bytes per thread kept for the rest of getdents buffers above a directory being walked
+ * (walk.c); beyond it, a parent seeks back on return. Tests set it small. */
+extern size_t policy_walk_rest_buf;
 
 /* --- one node (walk-node.c) --- */
 
@@ -37,7 +42,7 @@ struct policy_xstate {
 	int acl_default;
 };
 
-/* The ACL state through fd (opath: an O_PATH fd, read through /proc/self/fd/N), or by name
+/* The ACL state through fd (opath: an O_PATH fd, read through /proc/thread-self/fd/N), or by name
  * without opening anything: listxattrat(AT_SYMLINK_NOFOLLOW) (Linux 6.13; -ENOSYS when the
  * kernel lacks it). list: a buffer of POLICY_XLIST_MAX bytes. */
 int policy_xstate_fd(char list[POLICY_XLIST_MAX], int fd, bool opath, struct policy_xstate *x);

@@ -185,6 +185,10 @@ struct policy_walk_opts {
 	unsigned threads;
 	/* Callbacks may come from any of the walk's threads, one at a time (serialised). */
 	void (*on_event)(void *userdata, const struct policy_event *ev);
+	/* Kinds on_event is not called for: bit (1u << kind). The stats count them anyway.
+	 * An apply that lists only what needs attention skips POLICY_EV_CHANGE: a first
+	 * apply changes every node, and each event is a trip through the shared lock. */
+	unsigned skip_events;
 	void (*on_progress)(void *userdata, const struct policy_stats *st); /* every 4096 nodes */
 	/* Called once, before the first change that takes access away from anyone: stop the
 	 * agents' processes (open fds survive a chmod). A negative return aborts the apply. */

@@ -35,7 +35,7 @@ static atomic_bool no_listxattrat, no_fchmodat2;
 
 const char *policy_proc_fd(int fd, char buf[POLICY_PROC_FD_MAX])
 {
-	snprintf(buf, POLICY_PROC_FD_MAX, "/proc/self/fd/%d", fd);
+	snprintf(buf, POLICY_PROC_FD_MAX, "/proc/thread-self/fd/%d", fd);
 	return buf;
 }
 
@@ -90,12 +90,24 @@ static int xstate_from_list(const char *list, ssize_t n, int fd, bool opath,
 	return 0;
 }
 
-int policy_xstate_fd(char list[POLICY_XLIST_MAX], int fd, bool opath, struct policy_xstate *x)
+/* The kernel allocates a buffer of the size it is given (kvmalloc: whole pages for 64 KiB)
+ * before it knows how long the list is; almost every node has no xattr or a few short ones.
+ * Ask with a small size first and only on -ERANGE with XATTR_LIST_MAX. */
+#define XLIST_FIRST 512
+
+static ssize_t list_fd(int fd, bool opath, char *list, size_t size)
 {
 	char p[POLICY_PROC_FD_MAX];
-	ssize_t n = opath ? listxattr(policy_proc_fd(fd, p), list, XLIST_MAX)
-			  : flistxattr(fd, list, XLIST_MAX);
 
+	return opath ? listxattr(policy_proc_fd(fd, p), list, size) : flistxattr(fd, list, size);
+}
+
+int policy_xstate_fd(char list[POLICY_XLIST_MAX], int fd, bool opath, struct policy_xstate *x)
+{
+	ssize_t n = list_fd(fd, opath, list, XLIST_FIRST);
+
+	if (n < 0 && errno == ERANGE)
+		n = list_fd(fd, opath, list, XLIST_MAX);
 	if (n < 0 && errno == ENOTSUP)
 		n = 0;
 	if (n < 0)
@@ -113,7 +125,10 @@ int policy_xstate_at(char list[POLICY_XLIST_MAX], int dfd, const char *name,
 
 	if (atomic_load_explicit(&no_listxattrat, memory_order_relaxed))
 		return -ENOSYS;
-	n = syscall(POLICY_SYS_listxattrat, dfd, name, AT_SYMLINK_NOFOLLOW, list, XLIST_MAX);
+	n = syscall(POLICY_SYS_listxattrat, dfd, name, AT_SYMLINK_NOFOLLOW, list, XLIST_FIRST);
+	if (n < 0 && errno == ERANGE)
+		n = syscall(POLICY_SYS_listxattrat, dfd, name, AT_SYMLINK_NOFOLLOW, list,
+			    XLIST_MAX);
 	if (n < 0 && (errno == ENOSYS || errno == EPERM)) {
 		atomic_store(&no_listxattrat, true);
 		return -ENOSYS;

@@ -108,8 +108,13 @@ is "plan --json is JSON with the change" "$(printf '%s' "$json" | python3 -c '
 import json,sys; d=json.load(sys.stdin)
 print(sorted(e["path"] for e in d["events"] if e["kind"]=="change")[0], d["summary"]["changed"])')" \
 	"/workspaces/proj/src/main.c 2"
-"$P" policy apply --root "$R" >/dev/null 2>&1
+out=$("$P" policy apply --root "$R" 2>&1)
 is "apply fixes it" "$(mode_of "$W/src/main.c")" "660 $A:10010"
+unlike "apply lists no change without --verbose" "$out" '^changed'
+chmod 0666 "$W/src/main.c"
+out=$("$P" policy apply --root "$R" --verbose 2>&1)
+like "apply --verbose lists the change" "$out" '^changed /workspaces/proj/src/main.c: mode'
+is "... and makes it" "$(mode_of "$W/src/main.c")" "660 $A:10010"
 # One thread and four threads leave the same tree (a loosened copy of the workspace each).
 cp -a "$R/workspaces" "$R/ws1" && cp -a "$R/workspaces" "$R/ws4"
 chmod -R g-w,o+w "$R/ws1" "$R/ws4" 2>/dev/null

@@ -1,9 +1,14 @@
 /* policy: the walk, as root over a scratch root (never the host's /etc or /data). */
 #include <errno.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -14,6 +19,7 @@
 #include <unistd.h>
 
 #include "lib/tap.h"
+#include "policy/internal.h"
 #include "policy/policy.h"
 #include "sandbox-users/users.h"
 
@@ -166,6 +172,42 @@ TEST_F(root, write_level_from_scratch_and_idempotent)
 	EXPECT_EQ(self->st.violations, 0u);
 }
 
+/* The xattr list is first asked for in a small buffer: a node whose list is longer (many
+ * user xattrs, each a long name) is read again in full, and a planted ACL among them is
+ * still seen and removed, on a file and on a directory. */
+TEST_F(root, acls_found_behind_a_long_xattr_list)
+{
+	char p[512], name[96];
+
+	mk(self, "w", S_IFDIR | 0755, 0, 0);
+	mk(self, "w/d", S_IFDIR | 0755, AGENT, AGENT);
+	mk(self, "w/d/f", S_IFREG | 0644, AGENT, AGENT);
+	for (int i = 0; i < 12; i++) {
+		snprintf(name, sizeof(name),
+			 "user.a-rather-long-attribute-name-to-fill-the-list-%02d", i);
+		snprintf(p, sizeof(p), "%s/w/d/f", self->dir);
+		ASSERT_EQ(lsetxattr(p, name, "x", 1, 0), 0);
+		snprintf(p, sizeof(p), "%s/w/d", self->dir);
+		ASSERT_EQ(lsetxattr(p, name, "x", 1, 0), 0);
+	}
+	snprintf(p, sizeof(p), "%s/w/d/f", self->dir);
+	ASSERT_GT(llistxattr(p, NULL, 0), 600);
+	sh(self, "setfacl -m u:12345:rw w/d/f && setfacl -m u:12345:rwx w/d && "
+		 "setfacl -d -m u:12345:rwx w/d");
+	ASSERT_GT(xattr_of(self, "w/d/f", "system.posix_acl_access"), 0);
+
+	ASSERT_EQ(run(self, W, POLICY_CHECK), 0);
+	EXPECT_EQ(self->st.violations, 3u); /* w, w/d, w/d/f */
+	ASSERT_EQ(run(self, W, POLICY_APPLY), 0);
+	EXPECT_EQ(self->st.errors, 0u);
+	EXPECT_EQ(xattr_of(self, "w/d/f", "system.posix_acl_access"), -1);
+	EXPECT_EQ(xattr_of(self, "w/d", "system.posix_acl_access"), -1);
+	EXPECT_EQ(xattr_of(self, "w/d", "system.posix_acl_default"), POLICY_DEFAULT_ACL_SIZE);
+	EXPECT_EQ(st_of(self, "w/d/f").st_mode & 07777, 0660u);
+	ASSERT_EQ(run(self, W, POLICY_CHECK), 0);
+	EXPECT_EQ(self->st.violations, 0u);
+}
+
 TEST_F(root, none_and_read_levels)
 {
 	mk(self, "w", S_IFDIR | 02777, AGENT, USERS_SANDBOX_GID);
@@ -262,6 +304,31 @@ TEST_F(root, hardlinks_left_alone)
 	/* check: looser than "none" counts as a violation. */
 	ASSERT_EQ(run(self, N, POLICY_CHECK), 0);
 	EXPECT_EQ(self->st.violations, 1u);
+}
+
+/* skip_events: the kinds left out are not reported but still counted; the others are. */
+TEST_F(root, skipped_event_kinds_still_counted)
+{
+	struct policy_rules *r = NULL;
+	struct policy_error err;
+	struct policy_walk_opts o = {.mode = POLICY_APPLY,
+				     .on_event = on_event,
+				     .userdata = self->events,
+				     .skip_events = 1u << POLICY_EV_CHANGE};
+
+	mk(self, "etc", S_IFDIR | 0755, 0, 0);
+	mk(self, "etc/shadow", S_IFREG | 0640, 0, 42);
+	mk(self, "w", S_IFDIR | 0755, 0, 0);
+	mk(self, "w/f", S_IFREG | 0644, AGENT, AGENT);
+	sh(self, "ln etc/shadow w/shadow-link");
+	memset(self->events, 0, sizeof(self->events));
+	ASSERT_EQ(policy_rules_parse(W, strlen(W), &r, &err), 0);
+	ASSERT_EQ(policy_walk(self->fd, r, &o, &self->st), 0);
+	EXPECT_EQ(self->events[POLICY_EV_CHANGE], 0u);
+	EXPECT_EQ(self->st.changed, 2u); /* w, w/f */
+	EXPECT_EQ(self->events[POLICY_EV_HARDLINK], 1u);
+	EXPECT_EQ(st_of(self, "w/f").st_mode & 07777, 0660u);
+	policy_rules_free(r);
 }
 
 TEST_F(root, fifos_sockets_devices_never_opened)
@@ -486,6 +553,93 @@ TEST_F(root, parallel_walk_equals_sequential)
 	ASSERT_EQ(policy_walk(self->fd, &one, &o, &st4), 0);
 	EXPECT_EQ(st4.changed, 0u);
 	EXPECT_EQ(st4.entries, st1.entries);
+	policy_rules_free(r);
+}
+
+/* A parent's listing resumes after a child directory either from the rest stack or by
+ * lseek + getdents when the stack is full: every node is walked exactly once either way,
+ * with one thread and with four, whatever the budget (0: always seek; 200: a mix). */
+TEST_F(root, listing_resumes_after_a_child_whatever_the_budget)
+{
+	static const size_t budgets[] = {0, 200, 256 * 1024};
+	size_t saved = policy_walk_rest_buf;
+	char cmd[512];
+
+	sh(self, "mkdir w && for a in 0 1 2 3 4 5 6 7; do for b in 0 1 2 3 4 5; do "
+		 "mkdir -p w/$a/$b/sub; for f in 0 1 2 3 4 5 6 7 8 9; do : > w/$a/f$f; "
+		 ": > w/$a/$b/f-with-a-longer-name-$f; : > w/$a/$b/sub/g$f; done; done; done && "
+		 "chown -R 10100:10100 w && chmod -R u=rwX,go=rX w");
+	for (size_t i = 0; i < sizeof(budgets) / sizeof(budgets[0]); i++) {
+		for (unsigned threads = 1; threads <= 4; threads += 3) {
+			struct policy_rules *r = NULL;
+			struct policy_error err;
+			struct policy_stats st;
+			struct policy_walk_opts o = {.mode = POLICY_CHECK, .threads = threads};
+
+			policy_walk_rest_buf = budgets[i];
+			ASSERT_EQ(policy_rules_parse(W, strlen(W), &r, &err), 0);
+			ASSERT_EQ(policy_walk(self->fd, r, &o, &st), 0);
+			/* w, 8 + 48 + 48 dirs, 80 + 480 + 480 files: all of them wrong */
+			EXPECT_EQ(st.entries, 1145u);
+			EXPECT_EQ(st.dirs, 105u);
+			EXPECT_EQ(st.violations, 1145u);
+			o.mode = POLICY_APPLY;
+			ASSERT_EQ(policy_walk(self->fd, r, &o, &st), 0);
+			EXPECT_EQ(st.entries, 1145u);
+			EXPECT_EQ(st.changed, 1145u);
+			EXPECT_EQ(st.errors, 0u);
+			o.mode = POLICY_CHECK;
+			ASSERT_EQ(policy_walk(self->fd, r, &o, &st), 0);
+			EXPECT_EQ(st.entries, 1145u);
+			EXPECT_EQ(st.violations, 0u);
+			snprintf(cmd, sizeof(cmd),
+				 "cd '%s' && test -z \"$(find w ! -group %u)\" && "
+				 "chown -R 10100:10100 w && chmod -R u=rwX,go=rX w && setfacl -R "
+				 "-b w",
+				 self->dir, (unsigned)USERS_SANDBOX_GID);
+			EXPECT_EQ(system(cmd), 0);
+			policy_rules_free(r);
+		}
+	}
+	policy_walk_rest_buf = saved;
+}
+
+/* The workers unshare their fd tables and take their own credentials; where they cannot
+ * (here a seccomp filter refuses unshare and prctl with EPERM), the walk is the same. */
+TEST_F(root, parallel_walk_without_private_fd_tables)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_unshare, 2, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_prctl, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+	};
+	struct sock_fprog prog = {.len = sizeof(f) / sizeof(f[0]), .filter = f};
+	struct policy_rules *r = NULL;
+	struct policy_error err;
+	struct policy_stats st;
+	struct policy_walk_opts o = {.mode = POLICY_APPLY, .threads = 4};
+
+	sh(self,
+	   "mkdir w && for a in 0 1 2 3 4 5 6 7; do for b in 0 1 2 3; do mkdir -p w/$a/$b/c; "
+	   ": > w/$a/$b/c/f; : > w/$a/$b/g; done; done && chown -R 10100:10100 w && "
+	   "chmod -R 0755 w && setfacl -m u:12345:rw w/5/2/g && setfacl -d -m u:12345:rwx w/6/1");
+	ASSERT_EQ(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+	ASSERT_EQ(syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog), 0);
+	ASSERT_EQ(unshare(CLONE_FILES), -1); /* the filter works */
+	ASSERT_EQ(policy_rules_parse(W, strlen(W), &r, &err), 0);
+	ASSERT_EQ(policy_walk(self->fd, r, &o, &st), 0);
+	EXPECT_EQ(st.errors, 0u);
+	EXPECT_EQ(st.entries, 1u + 8 + 32 + 32 + 32 + 32);
+	EXPECT_EQ(st.changed, st.entries);
+	EXPECT_EQ(st_of(self, "w/3/2").st_mode & 07777, 02770u);
+	EXPECT_EQ(st_of(self, "w/7/3/c/f").st_mode & 07777, 0770u); /* was executable */
+	EXPECT_EQ(xattr_of(self, "w/5/2/g", "system.posix_acl_access"), -1);
+	EXPECT_EQ(xattr_of(self, "w/6/1", "system.posix_acl_default"), POLICY_DEFAULT_ACL_SIZE);
+	o.mode = POLICY_CHECK;
+	ASSERT_EQ(policy_walk(self->fd, r, &o, &st), 0);
+	EXPECT_EQ(st.violations, 0u);
 	policy_rules_free(r);
 }
 
