@@ -226,6 +226,7 @@ static int ctx_open(struct ctx *c, const char *root, bool create_data)
 
 	memset(c, 0, sizeof(*c));
 	c->root_fd = c->etc_fd = c->data_fd = c->reg_fd = c->reg_lock = c->pwd_lock = -1;
+	c->pre_reg_fd = -1;
 	c->root_fd = open(root ? root : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (c->root_fd < 0)
 		return set_error(-errno, "cannot open root directory '%s'", root ? root : "/");

@@ -649,6 +649,33 @@ TEST(ensure_on_a_root_fallback)
 	ensure_and_check(_metadata, false);
 }
 
+/* ctx_open zeroes its context: an fd member it does not set to -1 is fd 0, and the
+ * cleanup then closes the caller's stdin (pistisd serve reused the number for exec.start's
+ * cwd fd, which the child's dup2 onto 0 clobbered: every command failed with ENOTDIR). */
+TEST(ensure_leaves_fds_0_1_2_alone)
+{
+	char *root;
+	struct users_identity id;
+	struct stat before, after;
+	int keep;
+
+	need_root(_metadata);
+	root = make_root();
+	keep = fcntl(0, F_DUPFD_CLOEXEC, 3); /* stdin as the harness gave it, if any */
+	ASSERT_EQ(dup2(open("/dev/null", O_RDONLY | O_CLOEXEC), 0), 0);
+	ASSERT_EQ(fstat(0, &before), 0);
+	ASSERT_EQ(users_ensure(root, "agent-1", (uid_t)-1, &id), 0); /* new: registry missing */
+	ASSERT_EQ(users_ensure(root, "agent-1", (uid_t)-1, &id), 0); /* existing */
+	ASSERT_EQ(users_ensure(root, "agent-2", (uid_t)-1, &id), 0); /* new, registry present */
+	ASSERT_EQ(users_lookup(root, "agent-1", &id), 0);
+	ASSERT_EQ(fstat(0, &after), 0);
+	EXPECT_EQ(after.st_ino, before.st_ino);
+	EXPECT_EQ(after.st_rdev, before.st_rdev);
+	if (keep >= 0)
+		dup2(keep, 0);
+	rm_root(root);
+}
+
 TEST(open_dir_never_follows_a_link)
 {
 	char *root;
