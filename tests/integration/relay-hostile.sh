@@ -77,6 +77,15 @@ is "takeover: the old reader's ack frees nothing; the new reader gets all output
 	"$(val b_output "$W/to.out")" "one,two,"
 is "takeover: and the exit code" "$(val b_code "$W/to.out")" 0
 
+# --- a hostile sandbox answers for another: forged answers, output, a colliding command ---------
+$FAKE sandbox-forge "$SP" "$EVIL" "$CP" "$CT" s1 >"$W/fg.out" 2>&1
+[ -z "$(val exception "$W/fg.out")" ] || sed 's/^/# /' "$W/fg.out"
+is "forge: no answer or event forged by another sandbox reached the client" "$(val forged_msgs "$W/fg.out")" 0
+is "forge: a stdin frame whose command number two sandboxes hold is refused, not guessed" \
+	"$(val stdin_frame "$W/fg.out")" not_unique
+is "forge: the other sandbox never saw the stdin" "$(val evil_got_stdin "$W/fg.out")" no
+is "forge: the client got only the real command's output" "$(val output "$W/fg.out")" "got:secret,real,"
+
 # --- a hostile sandbox: garbage, forged answers, a flood --------------------------------------
 $FAKE sandbox-flood "$SP" "$EVIL" 4 >"$W/fl.out" 2>&1 &
 FL=$!
