@@ -90,6 +90,7 @@ struct route {
 	uint64_t acked;	   /* last frame the client acknowledged: all a re-attach may assume */
 	char orig_id[PROTO_MAX_CLIENT_ID + 1];
 	bool used;
+	bool ended; /* exec.exit forwarded: kept for the reader's final ack, then freed */
 };
 
 static struct {
@@ -390,6 +391,8 @@ static void client_text(struct conn *c, const char *buf, size_t len)
 		}
 		if (seq > rt->acked)
 			rt->acked = seq;
+		if (rt->ended && seq >= rt->last_seq)
+			rt->used = false;
 	} else if (pending_add(sb, c->serial, orig_id) < 0) {
 		send_error(c, orig_id, PROTO_E_LIMIT,
 			   "%u requests to sandbox \"%s\" are waiting for an answer", MAX_PENDING,
@@ -533,8 +536,10 @@ static void sandbox_text(struct conn *c, const char *buf, size_t len)
 							? (uint64_t)from->valuedouble
 							: 0);
 		} else if (!strcmp(ev->valuestring, "exec.exit")) {
+			/* the reader's final ack lets pistisd forget the command (else it keeps
+			 * it 10 minutes, and counts it against its 256): the route waits for it */
 			if (own_route)
-				rt->used = false;
+				rt->ended = true;
 		}
 	}
 	if (client) {

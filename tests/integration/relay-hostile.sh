@@ -77,6 +77,13 @@ is "takeover: the old reader's ack frees nothing; the new reader gets all output
 	"$(val b_output "$W/to.out")" "one,two,"
 is "takeover: and the exit code" "$(val b_code "$W/to.out")" 0
 
+# --- the final acknowledgement: an ended command is forgotten, not kept for 10 minutes ---------
+# (pistisd holds at most 256 commands, ended ones included, until they are acknowledged)
+for i in 1 2 3; do "$BIN/pistis" exec --agent alice --tag final-ack -- true; done
+sleep 0.5
+is "final ack: commands that ended through server-min are forgotten by pistisd" \
+	"$("$BIN/pistis" call exec.list | grep -o '"tag":"final-ack"' | wc -l)" 0
+
 # --- a hostile sandbox answers for another: forged answers, output, a colliding command ---------
 $FAKE sandbox-forge "$SP" "$EVIL" "$CP" "$CT" s1 >"$W/fg.out" 2>&1
 [ -z "$(val exception "$W/fg.out")" ] || sed 's/^/# /' "$W/fg.out"
