@@ -77,6 +77,21 @@ is "takeover: the old reader's ack frees nothing; the new reader gets all output
 	"$(val b_output "$W/to.out")" "one,two,"
 is "takeover: and the exit code" "$(val b_code "$W/to.out")" 0
 
+# --- agents' commands: a request naming an agent reaches only that agent's commands -----------
+$FAKE agent-scope "$CP" "$CT" s1 >"$W/as.out" 2>&1
+[ -z "$(val exception "$W/as.out")" ] || sed 's/^/# /' "$W/as.out"
+is "agents: a bare tag that two agents' commands hold is not_unique (signal)" "$(val bare_tag_signal "$W/as.out")" not_unique
+is "agents: ... and for attach" "$(val bare_tag_attach "$W/as.out")" not_unique
+is "agents: the tag with an agent signals that agent's command" "$(val scoped_signal "$W/as.out")" ok
+is "agents: alice cannot attach bob's command by its id" "$(val cross_attach "$W/as.out")" not_found
+is "agents: alice cannot write bob's command's stdin" "$(val cross_stdin "$W/as.out")" not_found
+is "agents: alice cannot signal bob's command" "$(val cross_signal "$W/as.out")" not_found
+is "agents: a tag no command of that agent holds is not_found" "$(val cross_tag "$W/as.out")" not_found
+is "agents: exec.list {agent} lists only that agent's commands" "$(val list_agents "$W/as.out")" bob
+is "agents: bob's command survived" "$(val bob_running "$W/as.out")" yes
+is "agents: alice's command was the one signalled" "$(val alice_running "$W/as.out")" no
+is "agents: bob's command is signalled with bob named" "$(val bob_cleanup "$W/as.out")" ok
+
 # --- the final acknowledgement: an ended command is forgotten, not kept for 10 minutes ---------
 # (pistisd holds at most 256 commands, ended ones included, until they are acknowledged)
 for i in 1 2 3; do "$BIN/pistis" exec --agent alice --tag final-ack -- true; done

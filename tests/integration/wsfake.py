@@ -320,6 +320,38 @@ def scenario_sandbox_forge(sport, stoken, cport, ctoken, real):
     print("output=" + out.decode(errors="replace").replace("\n", ","))
 
 
+def scenario_agent_scope(port, token, sandbox):
+    """Two agents' commands with the same tag: a request that names an agent reaches only
+    that agent's commands; a bare tag that two agents hold is ambiguous, never guessed."""
+    c = client(port, token)
+    n = [0]
+
+    def call(op, **kw):
+        n[0] += 1
+        rid = "q%d" % n[0]
+        c.send(json.dumps(dict(id=rid, op=op, sandbox=sandbox, **kw)))
+        return c.recv_json(rid)
+    a = call("exec.start", agent="alice", argv=["sleep", "30"], tag="build")
+    b = call("exec.start", agent="bob", argv=["sleep", "30"], tag="build")
+    ca, cb = a.get("cmd"), b.get("cmd")
+    print("bare_tag_signal=" + err_code(call("exec.signal", tag="build", signal=15)))
+    print("bare_tag_attach=" + err_code(call("exec.attach", tag="build", after=0)))
+    print("scoped_signal=" + err_code(call("exec.signal", tag="build", agent="alice", signal=9)))
+    print("cross_attach=" + err_code(call("exec.attach", cmd=cb, agent="alice", after=0)))
+    print("cross_stdin=" + err_code(call("exec.stdin", cmd=cb, agent="alice", data="eA==")))
+    print("cross_signal=" + err_code(call("exec.signal", cmd=cb, agent="alice", signal=9)))
+    print("cross_tag=" + err_code(call("exec.signal", tag="build", agent="carol", signal=9)))
+    time.sleep(0.5)
+    lst = call("exec.list", agent="bob").get("commands", [])
+    print("list_agents=" + ",".join(sorted(set(x.get("agent", "?") for x in lst))))
+    print("bob_running=" + ("yes" if any(x.get("cmd") == cb and x.get("running")
+                                         for x in lst) else "no"))
+    al = call("exec.list", agent="alice").get("commands", [])
+    print("alice_running=" + ("yes" if any(x.get("cmd") == ca and x.get("running")
+                                           for x in al) else "no"))
+    print("bob_cleanup=" + err_code(call("exec.signal", cmd=cb, agent="bob", signal=9)))
+
+
 if __name__ == "__main__":
     name, port, token = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     rest = sys.argv[4:]
@@ -332,6 +364,8 @@ if __name__ == "__main__":
             scenario_sandbox_bulk(port, token, int(rest[0]), rest[1], int(rest[2]), int(rest[3]))
         elif name == "sandbox-forge":
             scenario_sandbox_forge(port, token, int(rest[0]), rest[1], rest[2])
+        elif name == "agent-scope":
+            scenario_agent_scope(port, token, rest[0])
         elif name == "sandbox-flood":
             scenario_sandbox_flood(port, token, float(rest[0]))
         else:
