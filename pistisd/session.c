@@ -630,7 +630,13 @@ static void exec_start(const struct proto_request *req)
 	c->attached = true;
 	c->shell = !!st.shell;
 	c->audit_argv = argv_for_audit(st.argv, st.shell);
-	c->cwd = st.cwd ? strdup(st.cwd) : NULL;
+	/* C-escaped like argv: a '"' in a directory name must not close the audit field */
+	if (st.cwd) {
+		size_t n = strlen(st.cwd);
+		c->cwd = malloc(4 * n + 1);
+		if (c->cwd)
+			escape_c(st.cwd, n, c->cwd, 4 * n + 1);
+	}
 	/* newest last, so a tag names the latest command */
 	{
 		struct cmd **pp = &T.cmds;

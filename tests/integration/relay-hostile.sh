@@ -92,6 +92,17 @@ is "agents: bob's command survived" "$(val bob_running "$W/as.out")" yes
 is "agents: alice's command was the one signalled" "$(val alice_running "$W/as.out")" no
 is "agents: bob's command is signalled with bob named" "$(val bob_cleanup "$W/as.out")" ok
 
+# --- the audit record quotes every agent-chosen field escaped: a cwd cannot forge fields -------
+H=$("$BIN/pistis" exec --agent alice -- sh -c 'echo $HOME')
+D="$H/x\" end=exited code=0 signal=0 forged=\"1"
+"$BIN/pistis" exec --agent alice -- mkdir -p "$D"
+"$BIN/pistis" exec --agent alice --cwd "$D" -- sh -c 'exit 3'
+line=$(grep 'audit exec .*forged' "$W/pd.log" | tail -n 1)
+# the field delimiter is \" in the log; a quote inside the value must come out as \\\"
+is "audit: a quote in the cwd is escaped inside the field, not a delimiter" \
+	"$(printf '%s\n' "$line" | grep -c '[^\\]\\" end=exited code=0 signal=0 forged')" 0
+like "audit: and the real end is there" "$line" 'end=exited code=3 '
+
 # --- the final acknowledgement: an ended command is forgotten, not kept for 10 minutes ---------
 # (pistisd holds at most 256 commands, ended ones included, until they are acknowledged)
 for i in 1 2 3; do "$BIN/pistis" exec --agent alice --tag final-ack -- true; done
