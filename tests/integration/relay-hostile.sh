@@ -103,6 +103,17 @@ is "audit: a quote in the cwd is escaped inside the field, not a delimiter" \
 	"$(printf '%s\n' "$line" | grep -c '[^\\]\\" end=exited code=0 signal=0 forged')" 0
 like "audit: and the real end is there" "$line" 'end=exited code=3 '
 
+# --- file operations: a bad field is an error, never silently replaced by a default ------------
+"$BIN/pistis" exec --agent alice -- sh -c 'printf 0123456789 >"$HOME/ten"'
+fsr() { "$BIN/pistis" call "$1" "{\"agent\":\"alice\",\"path\":\"$H/ten\"$2}" | grep -o '"code":"[a-z_]*"\|"length":[0-9]*' | tail -n 1; }
+is "fs.read: a negative offset is bad_request" "$(fsr fs.read ',"offset":-1')" '"code":"bad_request"'
+is "fs.read: an offset over 2^52 is bad_request" "$(fsr fs.read ',"offset":9007199254740992')" '"code":"bad_request"'
+is "fs.read: a string limit is bad_request" "$(fsr fs.read ',"limit":"5"')" '"code":"bad_request"'
+is "fs.read: offset 4 limit 3 reads 3 bytes" "$(fsr fs.read ',"offset":4,"limit":3')" '"length":3'
+is "fs.read_prompt: a negative limit is bad_request" "$(fsr fs.read_prompt ',"limit":-1')" '"code":"bad_request"'
+is "fs.write: parents that is not a boolean is bad_request" \
+	"$("$BIN/pistis" call fs.write "{\"agent\":\"alice\",\"path\":\"$H/new/f\",\"data\":\"\",\"parents\":\"no\"}" | grep -o '"code":"[a-z_]*"')" '"code":"bad_request"'
+
 # --- the final acknowledgement: an ended command is forgotten, not kept for 10 minutes ---------
 # (pistisd holds at most 256 commands, ended ones included, until they are acknowledged)
 for i in 1 2 3; do "$BIN/pistis" exec --agent alice --tag final-ack -- true; done
