@@ -341,7 +341,9 @@ static int do_op(enum proto_op op, cJSON *req, cJSON *o, struct proto_error *err
 		return -EINVAL;
 	if (op == PROTO_OP_FS_WRITE || op == PROTO_OP_FS_MKDIR) {
 		bool parents = true;
-		(void)proto_get_bool(req, "parents", &parents, err);
+		r = proto_get_bool(req, "parents", &parents, err);
+		if (r < 0 && r != -ENOENT)
+			return r;
 		if (parents) {
 			r = mkdir_parents(path);
 			if (r < 0)
@@ -355,10 +357,18 @@ static int do_op(enum proto_op op, cJSON *req, cJSON *o, struct proto_error *err
 	switch (op) {
 	case PROTO_OP_FS_READ:
 	case PROTO_OP_FS_READ_PROMPT: {
-		uint64_t offset = 0, limit = op == PROTO_OP_FS_READ ? PROTO_MAX_FILE : PROMPT_MAX;
-		(void)proto_get_u64(req, "offset", UINT64_C(1) << 52, &offset, err);
-		(void)proto_get_u64(req, "limit", PROTO_MAX_FILE, &limit, err);
-		return read_leaf(dfd, leaf, offset, limit, op == PROTO_OP_FS_READ_PROMPT, o);
+		uint64_t max = op == PROTO_OP_FS_READ ? PROTO_MAX_FILE : PROMPT_MAX;
+		uint64_t offset = 0, limit = max;
+		/* a bad offset or limit is an error, never the default: "offset": -1 read
+		 * from 0. A limit over the maximum is the maximum (read_prompt's 1 MiB too). */
+		r = proto_get_u64(req, "offset", UINT64_C(1) << 52, &offset, err);
+		if (r < 0 && r != -ENOENT)
+			return r;
+		r = proto_get_u64(req, "limit", UINT64_C(1) << 53, &limit, err);
+		if (r < 0 && r != -ENOENT)
+			return r;
+		return read_leaf(dfd, leaf, offset, limit < max ? limit : max,
+				 op == PROTO_OP_FS_READ_PROMPT, o);
 	}
 	case PROTO_OP_FS_WRITE: {
 		const char *data = NULL;

@@ -106,13 +106,22 @@ static struct cmd *cmd_by_id(uint64_t id)
 	return NULL;
 }
 
-static struct cmd *cmd_by_tag(const char *tag)
+/* The newest command with this tag, of this agent when one is named. Tags are the
+ * caller's words, not unique: without an agent, a tag that commands of two agents hold
+ * names neither (*ambiguous), so one agent's tag can never reach the other's command. */
+static struct cmd *cmd_by_tag(const char *tag, const char *agent, bool *ambiguous)
 {
 	struct cmd *found = NULL;
-	for (struct cmd *c = T.cmds; c; c = c->next)
-		if (c->tag[0] && !strcmp(c->tag, tag))
-			found = c; /* newest wins: the list is newest-last */
-	return found;
+
+	*ambiguous = false;
+	for (struct cmd *c = T.cmds; c; c = c->next) {
+		if (!c->tag[0] || strcmp(c->tag, tag) || (agent && strcmp(c->agent, agent)))
+			continue;
+		if (found && strcmp(found->agent, c->agent))
+			*ambiguous = true;
+		found = c; /* newest wins: the list is newest-last */
+	}
+	return *ambiguous ? NULL : found;
 }
 
 /* spawn_opts.on_close: the spawn core is about to close one of the command's stream fds
@@ -639,7 +648,13 @@ static void exec_start(const struct proto_request *req)
 	c->attached = true;
 	c->shell = !!st.shell;
 	c->audit_argv = argv_for_audit(st.argv, st.shell);
-	c->cwd = st.cwd ? strdup(st.cwd) : NULL;
+	/* C-escaped like argv: a '"' in a directory name must not close the audit field */
+	if (st.cwd) {
+		size_t n = strlen(st.cwd);
+		c->cwd = malloc(4 * n + 1);
+		if (c->cwd)
+			escape_c(st.cwd, n, c->cwd, 4 * n + 1);
+	}
 	/* newest last, so a tag names the latest command */
 	{
 		struct cmd **pp = &T.cmds;
@@ -682,22 +697,39 @@ out:
 	proto_exec_start_done(&st);
 }
 
+/* The command a request names by "cmd" or "tag". With "agent", only that agent's
+ * commands: a server acting for an agent names it, and a guessed number or a reused tag
+ * then cannot reach another agent's command. */
 static struct cmd *find_cmd(const struct proto_request *req)
 {
 	struct proto_error err = {0};
-	const char *tag = NULL;
+	const char *tag = NULL, *agent = NULL;
+	bool ambiguous = false;
 	uint64_t id;
 	struct cmd *c = NULL;
+	int r;
 
-	if (proto_get_u64(req->root, "cmd", UINT32_MAX, &id, &err) == 0)
+	r = proto_get_string(req->root, "agent", PROTO_MAX_AGENT, &agent, &err);
+	if ((r < 0 && r != -ENOENT) || (agent && !*agent)) {
+		serve_send_error(req->id, PROTO_E_BAD_REQUEST, "\"agent\" must be a name");
+		return NULL;
+	}
+	if (proto_get_u64(req->root, "cmd", UINT32_MAX, &id, &err) == 0) {
 		c = cmd_by_id(id);
-	else if (proto_get_string(req->root, "tag", PROTO_MAX_TAG, &tag, &err) == 0)
-		c = cmd_by_tag(tag);
+		if (c && agent && strcmp(c->agent, agent))
+			c = NULL; /* not_found, as for a number nobody holds */
+	} else if (proto_get_string(req->root, "tag", PROTO_MAX_TAG, &tag, &err) == 0)
+		c = cmd_by_tag(tag, agent, &ambiguous);
 	else {
 		serve_send_error(req->id, PROTO_E_BAD_REQUEST, "\"cmd\" or \"tag\" is required");
 		return NULL;
 	}
-	if (!c)
+	if (ambiguous)
+		serve_send_error(req->id, PROTO_E_NOT_UNIQUE,
+				 "tag \"%s\" is held by commands of more than one agent; name the "
+				 "\"agent\"",
+				 tag);
+	else if (!c)
 		serve_send_error(req->id, PROTO_E_NOT_FOUND, "no such command");
 	return c;
 }
@@ -852,12 +884,15 @@ static void exec_close_stdin(const struct proto_request *req)
 	serve_send_json(proto_ok_build(req->id, NULL));
 }
 
-cJSON *session_status(void)
+static cJSON *status_of(const char *agent)
 {
 	cJSON *a = cJSON_CreateArray();
 
 	for (struct cmd *c = T.cmds; c && a; c = c->next) {
-		cJSON *o = cJSON_CreateObject();
+		cJSON *o;
+		if (agent && strcmp(c->agent, agent))
+			continue;
+		o = cJSON_CreateObject();
 		cJSON_AddNumberToObject(o, "cmd", c->id);
 		cJSON_AddStringToObject(o, "agent", c->agent);
 		if (c->tag[0])
@@ -868,6 +903,11 @@ cJSON *session_status(void)
 		cJSON_AddItemToArray(a, o);
 	}
 	return a;
+}
+
+cJSON *session_status(void)
+{
+	return status_of(NULL);
 }
 
 unsigned session_stop_all(void)
@@ -923,8 +963,16 @@ void session_request(const struct proto_request *req)
 		exec_close_stdin(req);
 		break;
 	case PROTO_OP_EXEC_LIST: {
-		cJSON *o = cJSON_CreateObject();
-		cJSON_AddItemToObject(o, "commands", session_status());
+		struct proto_error err = {0};
+		const char *agent = NULL;
+		cJSON *o;
+		int r = proto_get_string(req->root, "agent", PROTO_MAX_AGENT, &agent, &err);
+		if ((r < 0 && r != -ENOENT) || (agent && !*agent)) {
+			serve_send_error(req->id, PROTO_E_BAD_REQUEST, "\"agent\" must be a name");
+			break;
+		}
+		o = cJSON_CreateObject();
+		cJSON_AddItemToObject(o, "commands", status_of(agent));
 		serve_send_json(proto_ok_build(req->id, o));
 		break;
 	}

@@ -34,6 +34,9 @@
 #define SANDBOX_MSG_BURST 10000
 #define MAX_CLIENTS 1024
 #define MAX_ROUTES 65536
+/* Requests forwarded to one sandbox and not yet answered: a sandbox's answers and events
+ * reach a client only for a request that client sent to that very sandbox. */
+#define MAX_PENDING 4096
 
 struct msg {
 	struct msg *next;
@@ -66,11 +69,18 @@ struct conn {
 	lws_sorted_usec_list_t rate_sul;
 };
 
+struct pending {
+	unsigned client; /* serial */
+	char id[PROTO_MAX_CLIENT_ID + 1];
+};
+
 struct sandbox {
 	const struct smin_sandbox_cfg *cfg;
 	struct conn *conn;
 	char software[64];
 	unsigned connects;
+	struct pending *pend; /* requests forwarded to it, not yet answered */
+	size_t n_pend;
 };
 
 struct route {
@@ -81,7 +91,7 @@ struct route {
 	uint64_t acked;	   /* last frame the client acknowledged: all a re-attach may assume */
 	char orig_id[PROTO_MAX_CLIENT_ID + 1];
 	bool used;
-	bool exited; /* exec.exit forwarded: kept for the reader's last ack, then freed */
+	bool ended; /* exec.exit forwarded: kept for the reader's final ack, then freed */
 };
 
 static struct {
@@ -209,6 +219,16 @@ static struct route *route_find_client(unsigned client, uint32_t cmd)
 	return NULL;
 }
 
+/* A command of sb that client reads through the request id (its events and errors). */
+static bool route_of_owner(struct sandbox *sb, unsigned client, const char *id)
+{
+	for (size_t i = 0; i < R.n_routes; i++)
+		if (R.routes[i].used && R.routes[i].sb == sb && R.routes[i].client == client &&
+		    !strcmp(R.routes[i].orig_id, id))
+			return true;
+	return false;
+}
+
 static struct route *route_set(struct sandbox *sb, uint32_t cmd, unsigned client,
 			       const char *orig_id, uint64_t from)
 {
@@ -242,6 +262,42 @@ static struct route *route_set(struct sandbox *sb, uint32_t cmd, unsigned client
 			    .used = true};
 	snprintf(r->orig_id, sizeof(r->orig_id), "%s", orig_id);
 	return r;
+}
+
+/* --- requests in flight ------------------------------------------------------------------ */
+
+static int pending_add(struct sandbox *sb, unsigned client, const char *id)
+{
+	if (!sb->pend && !(sb->pend = calloc(MAX_PENDING, sizeof(*sb->pend))))
+		return -ENOMEM;
+	if (sb->n_pend >= MAX_PENDING)
+		return -ENOBUFS;
+	sb->pend[sb->n_pend].client = client;
+	snprintf(sb->pend[sb->n_pend].id, sizeof(sb->pend[0].id), "%s", id);
+	sb->n_pend++;
+	return 0;
+}
+
+/* Whether client sent id to sb and has no answer yet; an answer (final) takes it. */
+static bool pending_match(struct sandbox *sb, unsigned client, const char *id, bool final)
+{
+	for (size_t i = 0; i < sb->n_pend; i++)
+		if (sb->pend[i].client == client && !strcmp(sb->pend[i].id, id)) {
+			if (final)
+				sb->pend[i] = sb->pend[--sb->n_pend];
+			return true;
+		}
+	return false;
+}
+
+static void pending_drop_client(unsigned client)
+{
+	for (size_t k = 0; k < R.cfg.n_sandboxes; k++) {
+		struct sandbox *sb = &R.sbs[k];
+		for (size_t i = sb->n_pend; i-- > 0;)
+			if (sb->pend[i].client == client)
+				sb->pend[i] = sb->pend[--sb->n_pend];
+	}
 }
 
 /* --- messages from clients --------------------------------------------------------------- */
@@ -278,7 +334,7 @@ static void client_text(struct conn *c, const char *buf, size_t len)
 	cJSON *root = NULL;
 	const char *sbname = NULL;
 	struct sandbox *sb;
-	char fwd_id[PROTO_MAX_ID + 1];
+	char fwd_id[PROTO_MAX_ID + 1], orig_id[PROTO_MAX_CLIENT_ID + 1];
 	char *out;
 
 	if (proto_parse(buf, len, &root, &err) < 0)
@@ -317,6 +373,7 @@ static void client_text(struct conn *c, const char *buf, size_t len)
 		goto out;
 	}
 	snprintf(fwd_id, sizeof(fwd_id), "%s.%u.%s", R.boot, c->serial, req.id);
+	snprintf(orig_id, sizeof(orig_id), "%s", req.id); /* req.id dies with the replace */
 	cJSON_DeleteItemFromObjectCaseSensitive(root, "sandbox");
 	cJSON_ReplaceItemInObjectCaseSensitive(root, "id", cJSON_CreateString(fwd_id));
 	if (req.op == PROTO_OP_EXEC_ACK) {
@@ -343,8 +400,13 @@ static void client_text(struct conn *c, const char *buf, size_t len)
 		}
 		if (seq > rt->acked)
 			rt->acked = seq;
-		if (rt->exited && seq >= rt->last_seq)
-			rt->used = false; /* the reader holds everything: nothing more to route */
+		if (rt->ended && seq >= rt->last_seq)
+			rt->used = false;
+	} else if (pending_add(sb, c->serial, orig_id) < 0) {
+		send_error(c, orig_id, PROTO_E_LIMIT,
+			   "%u requests to sandbox \"%s\" are waiting for an answer", MAX_PENDING,
+			   sb->cfg->name);
+		goto out;
 	}
 	out = cJSON_PrintUnformatted(root);
 	if (out) {
@@ -368,6 +430,15 @@ static void client_binary(struct conn *c, const uint8_t *buf, size_t len)
 	rt = route_find_client(c->serial, f.cmd);
 	if (!rt || !rt->sb->conn)
 		return send_error(c, NULL, PROTO_E_NOT_FOUND, "no attached command %u", f.cmd);
+	/* A frame does not name its sandbox, and command numbers are per sandbox: when this
+	 * client reads command N in two of them, stdin meant for one must not reach the other. */
+	for (size_t i = 0; i < R.n_routes; i++)
+		if (R.routes[i].used && R.routes[i].client == c->serial &&
+		    R.routes[i].cmd == f.cmd && R.routes[i].sb != rt->sb)
+			return send_error(c, NULL, PROTO_E_NOT_UNIQUE,
+					  "command %u is attached in more than one sandbox; send "
+					  "exec.stdin with \"sandbox\"",
+					  f.cmd);
 	enqueue(rt->sb->conn, buf, len, true, c);
 }
 
@@ -406,6 +477,8 @@ static void sandbox_text(struct conn *c, const char *buf, size_t len)
 	unsigned serial;
 	int off = 0;
 	struct conn *client;
+	struct route *rt;
+	bool has_cmd, own_route, requested;
 	const char *id;
 
 	if (proto_parse(buf, len, &root, &err) < 0) {
@@ -442,25 +515,40 @@ static void sandbox_text(struct conn *c, const char *buf, size_t len)
 	client = client_by_serial(serial);
 	ev = cJSON_GetObjectItemCaseSensitive(root, "event");
 	cmdv = cJSON_GetObjectItemCaseSensitive(root, "cmd");
-	if (cJSON_IsString(ev) && cJSON_IsNumber(cmdv) && cmdv->valuedouble >= 1 &&
-	    cmdv->valuedouble <= UINT32_MAX) {
+	has_cmd = cJSON_IsNumber(cmdv) && cmdv->valuedouble >= 1 && cmdv->valuedouble <= UINT32_MAX;
+	rt = has_cmd ? route_find(c->sb, (uint32_t)cmdv->valuedouble) : NULL;
+	own_route = rt && rt->client == serial;
+	/* Only for what this client asked of this sandbox: a request sent to it and not yet
+	 * answered (an answer carries "ok" and settles it), or a command of this sandbox the
+	 * client reads (its events; errors named by the owner id). A sandbox that knows the
+	 * relay's id scheme cannot answer, or send output, in another sandbox's name. */
+	requested =
+		pending_match(c->sb, serial, id, !!cJSON_GetObjectItemCaseSensitive(root, "ok"));
+	if (!requested && !own_route && (has_cmd || !route_of_owner(c->sb, serial, id))) {
+		c->bad_messages++;
+		log_debug("Sandbox '%s' sent a message for a request it was not sent; dropped",
+			  c->sb->cfg->name);
+		goto out;
+	}
+	if (cJSON_IsString(ev) && has_cmd) {
 		uint32_t cmd = (uint32_t)cmdv->valuedouble;
 		if (!strcmp(ev->valuestring, "exec.started") ||
 		    !strcmp(ev->valuestring, "exec.attached")) {
 			cJSON *from = cJSON_GetObjectItemCaseSensitive(root, "from");
-			if (client && proto_id_valid(id, PROTO_MAX_CLIENT_ID))
+			/* a new reader only by a request; a re-attach refreshes its own route */
+			if (client && (requested || own_route) &&
+			    proto_id_valid(id, PROTO_MAX_CLIENT_ID))
 				(void)route_set(c->sb, cmd, serial, id,
-						cJSON_IsNumber(from) && from->valuedouble > 0
+						cJSON_IsNumber(from) && from->valuedouble > 0 &&
+								from->valuedouble <
+									9007199254740992.0
 							? (uint64_t)from->valuedouble
 							: 0);
 		} else if (!strcmp(ev->valuestring, "exec.exit")) {
-			/* The route stays until the reader's final exec.ack (which lets pistisd
-			 * forget the command; dropping it here made every finished command
-			 * linger there for 10 minutes and fill its command table) or until the
-			 * reader disconnects. */
-			struct route *rt = route_find(c->sb, cmd);
-			if (rt && rt->client == serial)
-				rt->exited = true;
+			/* the reader's final ack lets pistisd forget the command (else it keeps
+			 * it 10 minutes, and counts it against its 256): the route waits for it */
+			if (own_route)
+				rt->ended = true;
 		}
 	}
 	if (client) {
@@ -668,10 +756,12 @@ static void conn_closed(struct conn *c)
 		for (size_t i = 0; i < R.n_routes; i++)
 			if (R.routes[i].used && R.routes[i].client == c->serial)
 				R.routes[i].used = false;
+		pending_drop_client(c->serial);
 		resume_producers(c);
 	} else if (c->sb && c->sb->conn == c) {
 		log_info("Sandbox '%s' disconnected", c->sb->cfg->name);
 		c->sb->conn = NULL;
+		c->sb->n_pend = 0; /* answers are not replayed across connections */
 		resume_producers(c);
 	}
 	queue_clear(&c->q);
@@ -706,6 +796,7 @@ static int cb_sandbox(struct lws *wsi, enum lws_callback_reasons reason, void *u
 			old->sb = NULL;
 			lws_set_timeout(old->wsi, PENDING_TIMEOUT_CLOSE_SEND, LWS_TO_KILL_ASYNC);
 		}
+		c->sb->n_pend = 0; /* what the old connection was asked, it cannot answer here */
 		c->sb->conn = c;
 		c->sb->connects++;
 		c->tokens = SANDBOX_MSG_BURST;
@@ -990,6 +1081,8 @@ int main(int argc, char **argv)
 			break;
 	lws_context_destroy(R.ctx);
 	smin_config_free(&R.cfg);
+	for (size_t i = 0; i < R.cfg.n_sandboxes; i++)
+		free(R.sbs[i].pend);
 	free(R.sbs);
 	free(R.routes);
 	return 0;

@@ -77,6 +77,59 @@ is "takeover: the old reader's ack frees nothing; the new reader gets all output
 	"$(val b_output "$W/to.out")" "one,two,"
 is "takeover: and the exit code" "$(val b_code "$W/to.out")" 0
 
+# --- agents' commands: a request naming an agent reaches only that agent's commands -----------
+$FAKE agent-scope "$CP" "$CT" s1 >"$W/as.out" 2>&1
+[ -z "$(val exception "$W/as.out")" ] || sed 's/^/# /' "$W/as.out"
+is "agents: a bare tag that two agents' commands hold is not_unique (signal)" "$(val bare_tag_signal "$W/as.out")" not_unique
+is "agents: ... and for attach" "$(val bare_tag_attach "$W/as.out")" not_unique
+is "agents: the tag with an agent signals that agent's command" "$(val scoped_signal "$W/as.out")" ok
+is "agents: alice cannot attach bob's command by its id" "$(val cross_attach "$W/as.out")" not_found
+is "agents: alice cannot write bob's command's stdin" "$(val cross_stdin "$W/as.out")" not_found
+is "agents: alice cannot signal bob's command" "$(val cross_signal "$W/as.out")" not_found
+is "agents: a tag no command of that agent holds is not_found" "$(val cross_tag "$W/as.out")" not_found
+is "agents: exec.list {agent} lists only that agent's commands" "$(val list_agents "$W/as.out")" bob
+is "agents: bob's command survived" "$(val bob_running "$W/as.out")" yes
+is "agents: alice's command was the one signalled" "$(val alice_running "$W/as.out")" no
+is "agents: bob's command is signalled with bob named" "$(val bob_cleanup "$W/as.out")" ok
+
+# --- the audit record quotes every agent-chosen field escaped: a cwd cannot forge fields -------
+H=$("$BIN/pistis" exec --agent alice -- sh -c 'echo $HOME')
+D="$H/x\" end=exited code=0 signal=0 forged=\"1"
+"$BIN/pistis" exec --agent alice -- mkdir -p "$D"
+"$BIN/pistis" exec --agent alice --cwd "$D" -- sh -c 'exit 3'
+line=$(grep 'audit exec .*forged' "$W/pd.log" | tail -n 1)
+# the field delimiter is \" in the log; a quote inside the value must come out as \\\"
+is "audit: a quote in the cwd is escaped inside the field, not a delimiter" \
+	"$(printf '%s\n' "$line" | grep -c '[^\\]\\" end=exited code=0 signal=0 forged')" 0
+like "audit: and the real end is there" "$line" 'end=exited code=3 '
+
+# --- file operations: a bad field is an error, never silently replaced by a default ------------
+"$BIN/pistis" exec --agent alice -- sh -c 'printf 0123456789 >"$HOME/ten"'
+fsr() { "$BIN/pistis" call "$1" "{\"agent\":\"alice\",\"path\":\"$H/ten\"$2}" | grep -o '"code":"[a-z_]*"\|"length":[0-9]*' | tail -n 1; }
+is "fs.read: a negative offset is bad_request" "$(fsr fs.read ',"offset":-1')" '"code":"bad_request"'
+is "fs.read: an offset over 2^52 is bad_request" "$(fsr fs.read ',"offset":9007199254740992')" '"code":"bad_request"'
+is "fs.read: a string limit is bad_request" "$(fsr fs.read ',"limit":"5"')" '"code":"bad_request"'
+is "fs.read: offset 4 limit 3 reads 3 bytes" "$(fsr fs.read ',"offset":4,"limit":3')" '"length":3'
+is "fs.read_prompt: a negative limit is bad_request" "$(fsr fs.read_prompt ',"limit":-1')" '"code":"bad_request"'
+is "fs.write: parents that is not a boolean is bad_request" \
+	"$("$BIN/pistis" call fs.write "{\"agent\":\"alice\",\"path\":\"$H/new/f\",\"data\":\"\",\"parents\":\"no\"}" | grep -o '"code":"[a-z_]*"')" '"code":"bad_request"'
+
+# --- the final acknowledgement: an ended command is forgotten, not kept for 10 minutes ---------
+# (pistisd holds at most 256 commands, ended ones included, until they are acknowledged)
+for i in 1 2 3; do "$BIN/pistis" exec --agent alice --tag final-ack -- true; done
+sleep 0.5
+is "final ack: commands that ended through server-min are forgotten by pistisd" \
+	"$("$BIN/pistis" call exec.list | grep -o '"tag":"final-ack"' | wc -l)" 0
+
+# --- a hostile sandbox answers for another: forged answers, output, a colliding command ---------
+$FAKE sandbox-forge "$SP" "$EVIL" "$CP" "$CT" s1 >"$W/fg.out" 2>&1
+[ -z "$(val exception "$W/fg.out")" ] || sed 's/^/# /' "$W/fg.out"
+is "forge: no answer or event forged by another sandbox reached the client" "$(val forged_msgs "$W/fg.out")" 0
+is "forge: a stdin frame whose command number two sandboxes hold is refused, not guessed" \
+	"$(val stdin_frame "$W/fg.out")" not_unique
+is "forge: the other sandbox never saw the stdin" "$(val evil_got_stdin "$W/fg.out")" no
+is "forge: the client got only the real command's output" "$(val output "$W/fg.out")" "got:secret,real,"
+
 # --- a hostile sandbox: garbage, forged answers, a flood --------------------------------------
 $FAKE sandbox-flood "$SP" "$EVIL" 4 >"$W/fl.out" 2>&1 &
 FL=$!

@@ -22,6 +22,7 @@ class WS:
             head += c
         head, self.buf = head.split(b"\r\n\r\n", 1)
         self.frames = []
+        self.seen = []  # every JSON message recv_json read, awaited or not
         if b" 101 " not in head.split(b"\r\n")[0]:
             raise ConnectionError(head.split(b"\r\n")[0].decode())
 
@@ -83,6 +84,7 @@ class WS:
                 self.frames.append(d)  # kept: output may overtake an awaited answer
                 continue
             o = json.loads(d)
+            self.seen.append(o)
             if want_id is None or o.get("id") == want_id:
                 return o
         raise TimeoutError(want_id)
@@ -253,6 +255,103 @@ def scenario_sandbox_bulk(sport, stoken, cport, ctoken, smin_pid, mib):
     print("in_order=%s" % ("yes" if order_ok else "no"))
 
 
+def scenario_sandbox_forge(sport, stoken, cport, ctoken, real):
+    """A hostile sandbox forges answers, events and output for a request its client sent to
+    another sandbox (`real`), and holds a command with the same number as the real one:
+    server-min must deliver a sandbox's messages only for requests sent to that sandbox, and
+    never guess which sandbox an ambiguous stdin frame is for."""
+    evil = WS(sport, "/v1/sandbox", "pistis.v1", stoken)
+    evil.send(json.dumps({"id": "hello", "op": "hello", "version": 1, "sandbox": real}))
+    evil.recv_json("hello")
+    c = client(cport, ctoken)
+    c.send(json.dumps({"id": "e1", "op": "ping", "sandbox": "evil"}))
+    fwd = evil.recv_json()["id"]
+    prefix = fwd[:-len("e1")]
+    evil.send(json.dumps({"id": fwd, "ok": True}))
+    c.recv_json("e1")
+    c.send(json.dumps({"id": "r1", "op": "exec.start", "sandbox": real, "agent": "alice",
+                       "stdin": "pipe",
+                       "argv": ["sh", "-c", "read x; echo got:$x; sleep 1; echo real"]}))
+    st = c.recv_json("r1")
+    cmd = st.get("cmd", 0)
+    fake = cmd + 1000
+    evil.send(json.dumps({"id": prefix + "r1", "ok": True, "event": "exec.started",
+                          "cmd": fake, "forged": True}))
+    evil.send(frame(1, 0, fake, 1, b"FORGED\n"), binary=True)
+    evil.send(json.dumps({"id": prefix + "zz", "ok": True, "forged": True}))
+    evil.send(json.dumps({"event": "exec.exit", "id": prefix + "r1", "cmd": fake,
+                          "end": "exited", "code": 7, "last_seq": 1, "forged": True}))
+    # a command of the evil sandbox with the same number as the real one
+    c.send(json.dumps({"id": "e2", "op": "exec.start", "sandbox": "evil", "agent": "alice",
+                       "argv": ["cat"], "stdin": "pipe"}))
+    e2 = evil.recv_json()
+    evil.send(json.dumps({"id": e2["id"], "ok": True, "event": "exec.started", "cmd": cmd}))
+    c.recv_json("e2")
+    c.send(frame(0, 0, cmd, 1, b"secret\n"), binary=True)
+    got = "no"
+    try:
+        evil.s.settimeout(1.5)
+        b, d = evil.recv()
+        got = "yes" if b else "no"
+    except (socket.timeout, TimeoutError):
+        pass
+    print("evil_got_stdin=" + got)
+    c.send(json.dumps({"id": "in1", "op": "exec.stdin", "sandbox": real, "cmd": cmd,
+                       "data": base64.b64encode(b"secret\n").decode()}))
+    out, frame_err, end = b"", "", time.time() + 10
+    c.s.settimeout(10)
+    pending = list(c.frames)  # output that arrived while an answer was awaited
+    while time.time() < end:
+        b, d = (True, pending.pop(0)) if pending else c.recv()
+        if b:
+            if struct.unpack(">I", d[4:8])[0] != cmd:
+                out += b"<" + d[16:] + b">"
+            elif d[1] == 1:
+                out += d[16:]
+            continue
+        o = json.loads(d)
+        c.seen.append(o)
+        if o.get("id") is None and o.get("error"):
+            frame_err = o["error"]["code"]
+        if o.get("event") == "exec.exit" and o.get("cmd") == cmd and not o.get("forged"):
+            break
+    print("forged_msgs=%d" % sum(1 for o in c.seen if o.get("forged")))
+    print("stdin_frame=" + (frame_err or "accepted"))
+    print("output=" + out.decode(errors="replace").replace("\n", ","))
+
+
+def scenario_agent_scope(port, token, sandbox):
+    """Two agents' commands with the same tag: a request that names an agent reaches only
+    that agent's commands; a bare tag that two agents hold is ambiguous, never guessed."""
+    c = client(port, token)
+    n = [0]
+
+    def call(op, **kw):
+        n[0] += 1
+        rid = "q%d" % n[0]
+        c.send(json.dumps(dict(id=rid, op=op, sandbox=sandbox, **kw)))
+        return c.recv_json(rid)
+    a = call("exec.start", agent="alice", argv=["sleep", "30"], tag="build")
+    b = call("exec.start", agent="bob", argv=["sleep", "30"], tag="build")
+    ca, cb = a.get("cmd"), b.get("cmd")
+    print("bare_tag_signal=" + err_code(call("exec.signal", tag="build", signal=15)))
+    print("bare_tag_attach=" + err_code(call("exec.attach", tag="build", after=0)))
+    print("scoped_signal=" + err_code(call("exec.signal", tag="build", agent="alice", signal=9)))
+    print("cross_attach=" + err_code(call("exec.attach", cmd=cb, agent="alice", after=0)))
+    print("cross_stdin=" + err_code(call("exec.stdin", cmd=cb, agent="alice", data="eA==")))
+    print("cross_signal=" + err_code(call("exec.signal", cmd=cb, agent="alice", signal=9)))
+    print("cross_tag=" + err_code(call("exec.signal", tag="build", agent="carol", signal=9)))
+    time.sleep(0.5)
+    lst = call("exec.list", agent="bob").get("commands", [])
+    print("list_agents=" + ",".join(sorted(set(x.get("agent", "?") for x in lst))))
+    print("bob_running=" + ("yes" if any(x.get("cmd") == cb and x.get("running")
+                                         for x in lst) else "no"))
+    al = call("exec.list", agent="alice").get("commands", [])
+    print("alice_running=" + ("yes" if any(x.get("cmd") == ca and x.get("running")
+                                           for x in al) else "no"))
+    print("bob_cleanup=" + err_code(call("exec.signal", cmd=cb, agent="bob", signal=9)))
+
+
 if __name__ == "__main__":
     name, port, token = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     rest = sys.argv[4:]
@@ -263,6 +362,10 @@ if __name__ == "__main__":
             scenario_takeover(port, token, rest[0])
         elif name == "sandbox-bulk":
             scenario_sandbox_bulk(port, token, int(rest[0]), rest[1], int(rest[2]), int(rest[3]))
+        elif name == "sandbox-forge":
+            scenario_sandbox_forge(port, token, int(rest[0]), rest[1], rest[2])
+        elif name == "agent-scope":
+            scenario_agent_scope(port, token, rest[0])
         elif name == "sandbox-flood":
             scenario_sandbox_flood(port, token, float(rest[0]))
         else:
