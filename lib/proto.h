@@ -33,8 +33,11 @@
 #define PROTO_MAX_COMMANDS_PER_AGENT 32		/* concurrent commands one agent may hold */
 #define PROTO_MAX_COMMANDS 256			/* per sandbox */
 #define PROTO_MAX_BUFFERED (8u * 1024u * 1024u) /* unacknowledged output per command */
-#define PROTO_MAX_FILE (16u * 1024u * 1024u)	/* fs.read limit / fs.write content, bytes */
-#define PROTO_MAX_LIST 10000			/* fs.list entries per answer */
+#define PROTO_MAX_FILE (16u * 1024u * 1024u)	/* a file fs.edit rewrites, bytes */
+/* File bytes one fs.read answer or fs.write request carries: their base64 is one JSON
+ * string, well under PROTO_MAX_STRING. Larger files go in pieces: offset + eof. */
+#define PROTO_MAX_FILE_CHUNK (128u * 1024u)
+#define PROTO_MAX_LIST 10000 /* fs.list entries per answer */
 
 enum proto_op {
 	PROTO_OP_UNKNOWN = 0,

@@ -68,6 +68,7 @@ static struct {
 	bool redial;   /* drop this connection and re-attach from what we hold */
 	uint8_t *wbuf; /* stdin for `write` */
 	size_t wlen;
+	uint64_t foff; /* read/write: where the next piece starts */
 } C = {.exit_code = 1};
 
 struct msg {
@@ -159,18 +160,24 @@ static void send_start(void)
 	case M_STATUS:
 		send_obj(request("sandbox.status", NULL, 0));
 		return;
-	case M_READ:
+	case M_READ: /* a piece at a time (PROTO_MAX_FILE_CHUNK), on from C.foff */
 		o = request("fs.read", NULL, 0);
 		cJSON_AddStringToObject(o, "path", C.file);
+		cJSON_AddNumberToObject(o, "offset", (double)C.foff);
 		send_obj(o);
 		return;
-	case M_WRITE: {
-		char *b64 = proto_base64_encode(C.wbuf, C.wlen);
+	case M_WRITE: { /* the first piece replaces the file, the next ones go at C.foff */
+		size_t n = C.wlen - C.foff < PROTO_MAX_FILE_CHUNK ? C.wlen - C.foff
+								  : PROTO_MAX_FILE_CHUNK;
+		char *b64 = proto_base64_encode(C.wbuf + C.foff, n);
 		o = request("fs.write", NULL, 0);
 		cJSON_AddStringToObject(o, "path", C.file);
 		cJSON_AddStringToObject(o, "data", b64 ? b64 : "");
+		if (C.foff)
+			cJSON_AddNumberToObject(o, "offset", (double)C.foff);
 		free(b64);
 		send_obj(o);
+		C.foff += n;
 		return;
 	}
 	case M_EDIT:
@@ -322,6 +329,15 @@ static void on_text(const char *buf, size_t len)
 				(void)loop_write(STDOUT_FILENO, bytes, n);
 				free(bytes);
 			}
+			/* more to come: the next piece */
+			if (n && cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(root, "eof"))) {
+				C.foff += n;
+				send_start();
+				goto out;
+			}
+		} else if (C.mode == M_WRITE && C.foff < C.wlen) {
+			send_start();
+			goto out;
 		}
 		finish(0);
 		goto out;
@@ -486,6 +502,8 @@ static int cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, voi
 				 sizeof(one));
 	}
 		C.wsi = wsi;
+		if (C.mode == M_WRITE) /* a redial starts over: the first piece truncates */
+			C.foff = 0;
 		send_start();
 		break;
 	case LWS_CALLBACK_CLIENT_RECEIVE: {

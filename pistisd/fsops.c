@@ -36,11 +36,14 @@
 #define FSOP_TIMEOUT_US (30LL * LWS_US_PER_SEC)
 #define FSOP_MAX_ANSWER (PROTO_MAX_FILE / 3 * 4 + 64 * 1024)
 #define FSOP_MAX_RUNNING 16
-#define PROMPT_MAX (1024u * 1024u)
+#define FSOP_MAX_PER_AGENT                                                                         \
+	4 /* one agent cannot take every slot (a helper it SIGSTOPs holds
+			      * one for FSOP_TIMEOUT_US) */
 
 struct fsop {
 	struct watch w;
 	pid_t pid;
+	uid_t uid; /* the agent's */
 	char id[PROTO_MAX_ID + 1];
 	char *buf;
 	size_t len;
@@ -49,6 +52,23 @@ struct fsop {
 };
 
 static unsigned running;
+static struct {
+	uid_t uid;
+	unsigned n;
+} per_agent[FSOP_MAX_RUNNING];
+
+static unsigned *agent_count(uid_t uid, bool add)
+{
+	for (unsigned i = 0; i < FSOP_MAX_RUNNING; i++)
+		if (per_agent[i].n && per_agent[i].uid == uid)
+			return &per_agent[i].n;
+	for (unsigned i = 0; add && i < FSOP_MAX_RUNNING; i++)
+		if (!per_agent[i].n) {
+			per_agent[i].uid = uid;
+			return &per_agent[i].n;
+		}
+	return NULL;
+}
 
 /* --- in the helper, as the agent ----------------------------------------------------- */
 
@@ -245,7 +265,8 @@ static int read_leaf(int dfd, const char *leaf, uint64_t offset, uint64_t limit,
 	return 0;
 }
 
-static int write_leaf(int dfd, const char *leaf, const uint8_t *data, size_t len)
+/* offset < 0: replace the content; else write at offset, the rest of the file kept */
+static int write_leaf(int dfd, const char *leaf, const uint8_t *data, size_t len, int64_t offset)
 {
 	_cleanup_close_ int fd = -1;
 	struct stat st;
@@ -253,9 +274,19 @@ static int write_leaf(int dfd, const char *leaf, const uint8_t *data, size_t len
 	fd = open_regular(dfd, leaf, O_WRONLY | O_CREAT, 0666, &st);
 	if (fd < 0)
 		return fd;
-	if (ftruncate(fd, 0) < 0)
-		return -errno;
-	return loop_write(fd, data, len);
+	if (offset < 0)
+		return ftruncate(fd, 0) < 0 ? -errno : loop_write(fd, data, len);
+	while (len > 0) {
+		ssize_t k = pwrite(fd, data, len, (off_t)offset);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return k < 0 ? -errno : -EIO;
+		data += k;
+		len -= (size_t)k;
+		offset += k;
+	}
+	return 0;
 }
 
 /* fs.remove {recursive: true}: empty the directory dfd and everything beneath it, as the
@@ -357,10 +388,12 @@ static int do_op(enum proto_op op, cJSON *req, cJSON *o, struct proto_error *err
 	switch (op) {
 	case PROTO_OP_FS_READ:
 	case PROTO_OP_FS_READ_PROMPT: {
-		uint64_t max = op == PROTO_OP_FS_READ ? PROTO_MAX_FILE : PROMPT_MAX;
+		/* one answer carries at most PROTO_MAX_FILE_CHUNK bytes (its base64 is one JSON
+		 * string); a reader pages on with offset until eof */
+		uint64_t max = PROTO_MAX_FILE_CHUNK;
 		uint64_t offset = 0, limit = max;
 		/* a bad offset or limit is an error, never the default: "offset": -1 read
-		 * from 0. A limit over the maximum is the maximum (read_prompt's 1 MiB too). */
+		 * from 0. A limit over the maximum is the maximum. */
 		r = proto_get_u64(req, "offset", UINT64_C(1) << 52, &offset, err);
 		if (r < 0 && r != -ENOENT)
 			return r;
@@ -374,12 +407,20 @@ static int do_op(enum proto_op op, cJSON *req, cJSON *o, struct proto_error *err
 		const char *data = NULL;
 		_cleanup_free_ uint8_t *bytes = NULL;
 		size_t n = 0;
-		if (proto_get_string(req, "data", PROTO_MAX_FILE / 3 * 4 + 4, &data, err) < 0)
+		uint64_t offset = 0;
+		bool at = false;
+		if (proto_get_string(req, "data", PROTO_MAX_STRING, &data, err) < 0)
 			return -EINVAL;
+		/* offset: a later piece of a large file, written there without truncating;
+		 * without it the file is replaced by data */
+		r = proto_get_u64(req, "offset", UINT64_C(1) << 52, &offset, err);
+		if (r < 0 && r != -ENOENT)
+			return r;
+		at = r == 0;
 		r = proto_base64_decode(data, strlen(data), &bytes, &n);
 		if (r < 0)
 			return r;
-		r = write_leaf(dfd, leaf, bytes, n);
+		r = write_leaf(dfd, leaf, bytes, n, at ? (int64_t)offset : -1);
 		if (r == 0)
 			cJSON_AddNumberToObject(o, "length", (double)n);
 		return r;
@@ -570,6 +611,11 @@ static void fsop_free(struct fsop *f)
 		(void)kill(f->pid, SIGKILL);
 		(void)waitpid(f->pid, NULL, 0);
 	}
+	{
+		unsigned *n = agent_count(f->uid, false);
+		if (n && *n)
+			(*n)--;
+	}
 	free(f->buf);
 	free(f);
 	running--;
@@ -633,6 +679,12 @@ void fsops_request(const struct proto_request *req)
 	if (r < 0)
 		return serve_send_error(req->id, proto_err_from_errno(r), "agent: %s",
 					strerror(-r));
+	{
+		unsigned *n = agent_count(a.uid, false);
+		if (n && *n >= FSOP_MAX_PER_AGENT)
+			return serve_send_error(req->id, PROTO_E_LIMIT,
+						"too many file operations of this agent at once");
+	}
 	f = calloc(1, sizeof(*f));
 	if (!f || pipe2(p, O_CLOEXEC) < 0) {
 		free(f);
@@ -651,6 +703,8 @@ void fsops_request(const struct proto_request *req)
 	}
 	close(p[1]);
 	running++;
+	(*agent_count(a.uid, true))++; /* a free slot exists: running < FSOP_MAX_RUNNING */
+	f->uid = a.uid;
 	f->pid = pid;
 	snprintf(f->id, sizeof(f->id), "%s", req->id);
 	(void)fd_set_nonblock(p[0], 1);

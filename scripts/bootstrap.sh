@@ -8,7 +8,7 @@ set -eu
 pkgs_build="make gcc musl musl-tools musl-dev gperf dpkg-dev cmake perl pkg-config
 	autoconf automake libtool file xz-utils ca-certificates linux-libc-dev"
 pkgs_check="$pkgs_build debootstrap busybox-static sudo util-linux iproute2 acl attr clang-format
-	python3 libcap2-bin procps"
+	python3 libcap2-bin procps strace"
 pkgs_asan="gcc clang libseccomp-dev libcap-dev libacl1-dev libcjson-dev libssl-dev
 	libwebsockets-dev libsqlite3-dev"
 pkgs_fuzz="clang libclang-rt-14-dev $pkgs_asan"

@@ -200,6 +200,15 @@ like "fs.remove recursive: bob's home stays bob's" \
 	"$(P call fs.remove "{\"agent\":\"alice\",\"path\":\"$bobhome\",\"recursive\":true}" 2>&1)" '"code":"denied"'
 ok "fs.remove recursive: bob's home is still there" test -d "$R$bobhome"
 
+# Files larger than one message: pistis read/write go in pieces (offset, eof).
+head -c 1500000 /dev/urandom >"$W/big"
+P write --agent alice "$home/big" <"$W/big"
+is "fs.write of 1.5 MB in pieces: the file is whole" "$(sha256sum <"$R$home/big")" "$(sha256sum <"$W/big")"
+is "fs.read of 1.5 MB in pieces: the bytes come back whole" "$(P read --agent alice "$home/big" | sha256sum)" "$(sha256sum <"$W/big")"
+echo small | P write --agent alice "$home/big"
+is "fs.write without offset replaces the whole file" "$(cat "$R$home/big")" small
+like "one fs.read answer is at most one piece" \
+	"$(P call fs.read "{\"agent\":\"alice\",\"path\":\"$home/notes/a.txt\",\"limit\":100000000}" 2>&1)" '"ok":true'
 # FIFOs, sockets and devices are refused, never opened (a FIFO with a writer would block,
 # some devices act on open).
 mkfifo "$R$home/fifo" && chown --reference="$R$home" "$R$home/fifo"
@@ -213,6 +222,28 @@ like "fs.edit of a device is refused" "$(timeout 10 "$BIN/pistis" edit --agent a
 like "fs.read of a procfs file is denied" "$(P read --agent alice /proc/loadavg 2>&1)" 'denied'
 like "fs.list of /proc is denied" "$(P call fs.list '{"agent":"alice","path":"/proc"}' 2>&1)" '"code":"denied"'
 like "fs.stat beneath /proc is denied" "$(P call fs.stat '{"agent":"alice","path":"/proc/self"}' 2>&1)" '"code":"denied"'
+
+# One agent cannot take every file-operation slot: its helpers run as its uid, so it can
+# SIGSTOP them and hold each slot until the 30 s timeout. Here strace holds them instead:
+# every getdents64 (fs.list's; the daemon itself makes none) waits 4 s.
+SD=$(pgrep -n -f "pistisd serve --relay ws://127.0.0.1:$SP --token-file /etc/pistis/token --name s1")
+strace -qq -f -p "$SD" -o /dev/null -e trace=getdents64 -e inject=getdents64:delay_enter=4000000 &
+ST=$!
+sleep 0.5
+HANG=()
+for _ in 1 2 3 4; do
+	P call fs.list "{\"agent\":\"alice\",\"path\":\"$home\"}" >/dev/null 2>&1 &
+	HANG+=($!)
+done
+sleep 1
+like "a fifth file operation of an agent holding four is refused" \
+	"$(P call fs.stat "{\"agent\":\"alice\",\"path\":\"$home\"}" 2>&1)" 'too many file operations of this agent'
+like "another agent's file operation still runs" \
+	"$(P call fs.stat "{\"agent\":\"bob\",\"path\":\"$bobhome\"}" 2>&1)" '"ok":true'
+wait "${HANG[@]}" 2>/dev/null
+kill "$ST" 2>/dev/null; wait "$ST" 2>/dev/null
+like "the agent's slots come back when its operations end" \
+	"$(P call fs.stat "{\"agent\":\"alice\",\"path\":\"$home\"}" 2>&1)" '"ok":true'
 
 # --- exec.start's cwd: the same roots as `pistisd run --cwd` ---------------------------------
 mkdir -p "$R/workspaces/proj" && chmod 0777 "$R/workspaces/proj"
