@@ -34,8 +34,11 @@
 struct frame {
 	struct frame *next;
 	uint64_t seq;
-	size_t len;    /* header + payload */
-	bool big;      /* a full-size buffer from the pool */
+	size_t len; /* header + payload */
+	bool big;   /* a full-size buffer from the pool */
+	uint8_t stream;
+	uint16_t flags;
+	bool written;  /* handed to the link once: its bytes are fixed from then on */
 	uint8_t buf[]; /* LWS_PRE + len */
 };
 
@@ -242,6 +245,9 @@ static void queue_frame(struct cmd *c, struct frame *f, uint8_t stream, uint16_t
 	f->next = NULL;
 	f->seq = ++c->next_seq;
 	f->len = PROTO_FRAME_HEADER + len;
+	f->stream = stream;
+	f->flags = flags;
+	f->written = false;
 	proto_frame_header_put(f->buf + LWS_PRE, stream, flags, c->id, f->seq);
 	if (c->tail)
 		c->tail->next = f;
@@ -330,6 +336,40 @@ static void on_output(struct watch *w, uint32_t events)
 	}
 	payload = f->buf + LWS_PRE + PROTO_FRAME_HEADER;
 	stream = w == &c->w_err ? PROTO_STREAM_STDERR : PROTO_STREAM_STDOUT;
+	/* While this stream's last frame has never gone out (the link is busy), more
+	 * output joins it: fewer, larger frames when output outruns the link, none delayed
+	 * when it does not. A frame still small when it is sent is moved into an exact-size
+	 * copy then (take_frame), so what waits for an ack holds no spare buffer. */
+	{
+		struct frame *t = c->tail;
+		/* never a frame written before: after a re-attach it is resent, and the relay
+		 * drops a sequence number it has forwarded already */
+		if (t && t->big && !t->written && t->stream == stream && !t->flags &&
+		    t->len < PROTO_FRAME_HEADER + PROTO_MAX_FRAME_PAYLOAD) {
+			size_t have = t->len - PROTO_FRAME_HEADER;
+			frame_free(f);
+			n = spawn_read(c->p, fd, t->buf + LWS_PRE + PROTO_FRAME_HEADER + have,
+				       PROTO_MAX_FRAME_PAYLOAD - have);
+			if (n == -EAGAIN || n == -EINTR)
+				return;
+			if (n > 0) {
+				t->len += (size_t)n;
+				c->buffered += (size_t)n;
+				if (c->buffered >= PROTO_MAX_BUFFERED)
+					set_paused(c, true);
+				check_done(c);
+				schedule_tick(c);
+				return;
+			}
+			/* EOF: the stream ends below, after this frame */
+			serve_unwatch(w);
+			w->fd = -1;
+			(void)push_frame(c, stream, PROTO_FRAME_EOF, NULL, 0);
+			check_done(c);
+			schedule_tick(c);
+			return;
+		}
+	}
 	n = spawn_read(c->p, fd, payload, PROTO_MAX_FRAME_PAYLOAD);
 	if (n == -EAGAIN || n == -EINTR) {
 		frame_free(f);
@@ -341,13 +381,8 @@ static void on_output(struct watch *w, uint32_t events)
 		serve_unwatch(w);
 		w->fd = -1;
 		(void)push_frame(c, stream, PROTO_FRAME_EOF, NULL, 0);
-	} else if ((size_t)n >= PROTO_MAX_FRAME_PAYLOAD / 2)
+	} else
 		queue_frame(c, f, stream, 0, (size_t)n);
-	else {
-		if (push_frame(c, stream, 0, payload, (size_t)n) < 0)
-			log_error("Command %u: out of memory buffering output", c->id);
-		frame_free(f);
-	}
 	check_done(c);
 	schedule_tick(c);
 }
@@ -1004,6 +1039,28 @@ static bool write_frame(void *wsi, const struct frame *f)
 	return lws_write(wsi, scratch + LWS_PRE, f->len, LWS_WRITE_BINARY) >= 0;
 }
 
+/* The frame *pf is going out: a full-size buffer holding less than half of one is moved
+ * into an exact-size copy first (it may wait long for its ack; the 8 MiB bound counts
+ * payload bytes, not buffers). Out of memory: it stays as it is. */
+static struct frame *take_frame(struct cmd *c, struct frame **pf)
+{
+	struct frame *f = *pf, *g;
+
+	if (!f->big || f->len - PROTO_FRAME_HEADER >= PROTO_MAX_FRAME_PAYLOAD / 2)
+		return f;
+	g = malloc(sizeof(*g) + LWS_PRE + f->len);
+	if (!g)
+		return f;
+	memcpy(g, f, sizeof(*g));
+	memcpy(g->buf + LWS_PRE, f->buf + LWS_PRE, f->len);
+	g->big = false;
+	*pf = g;
+	if (c->tail == f)
+		c->tail = g;
+	frame_free(f);
+	return g;
+}
+
 /* Write one frame (or one exit event) of the next command in round-robin order, so one
  * chatty command cannot starve the others. */
 bool session_write_one(void *wsi)
@@ -1015,12 +1072,14 @@ bool session_write_one(void *wsi)
 		return false;
 	do {
 		if (c->attached) {
-			struct frame *f = c->head;
-			while (f && f->seq <= c->sent)
-				f = f->next;
-			if (f) {
+			struct frame **pf = &c->head, *f;
+			while (*pf && (*pf)->seq <= c->sent)
+				pf = &(*pf)->next;
+			if ((f = *pf)) {
 				T.rr = c;
 				c->sent = f->seq;
+				f = take_frame(c, pf);
+				f->written = true;
 				return write_frame(wsi, f);
 			}
 			if (c->done && !c->exit_sent && c->exit_json) {
