@@ -467,6 +467,12 @@ static int do_op(enum proto_op op, cJSON *req, cJSON *o, struct proto_error *err
 		struct dirent *de;
 		cJSON *entries;
 		unsigned n = 0;
+		uint64_t skip = 0, seen = 0;
+		size_t bytes = 0;
+		/* offset: entries to pass over, from a `next` an earlier answer gave */
+		r = proto_get_u64(req, "offset", UINT32_MAX, &skip, err);
+		if (r < 0 && r != -ENOENT)
+			return r;
 		fd = openat(dfd, leaf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (fd < 0)
 			return -errno;
@@ -482,8 +488,14 @@ static int do_op(enum proto_op op, cJSON *req, cJSON *o, struct proto_error *err
 			cJSON *e;
 			if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 				continue;
-			if (++n > PROTO_MAX_LIST) {
+			if (seen++ < skip)
+				continue;
+			/* an answer must fit one message (PROTO_MAX_MESSAGE): names counted at
+			 * their worst escaped size, half the message at most */
+			bytes += strlen(de->d_name) * 6 + 32;
+			if (++n > PROTO_MAX_LIST || bytes > PROTO_MAX_MESSAGE / 2) {
 				cJSON_AddBoolToObject(o, "truncated", true);
+				cJSON_AddNumberToObject(o, "next", (double)(skip + n - 1));
 				break;
 			}
 			e = cJSON_CreateObject();

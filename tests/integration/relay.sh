@@ -209,6 +209,21 @@ echo small | P write --agent alice "$home/big"
 is "fs.write without offset replaces the whole file" "$(cat "$R$home/big")" small
 like "one fs.read answer is at most one piece" \
 	"$(P call fs.read "{\"agent\":\"alice\",\"path\":\"$home/notes/a.txt\",\"limit\":100000000}" 2>&1)" '"ok":true'
+# A directory whose listing does not fit one message comes in pages (truncated, next).
+mkdir "$R$home/many" && (cd "$R$home/many" && for i in $(seq 1 4000); do : >"$(printf 'n%0250d' "$i")"; done)
+chown -R --reference="$R$home" "$R$home/many"
+out=$(timeout 20 "$BIN/pistis" call fs.list "{\"agent\":\"alice\",\"path\":\"$home/many\"}" 2>&1)
+like "fs.list of 4000 long names (over 1 MiB): a first page that fits a message" "$out" '"ok":true.*"truncated":true,"next":[0-9]+'
+total=0 off=0
+for _ in $(seq 1 20); do
+	out=$(timeout 20 "$BIN/pistis" call fs.list "{\"agent\":\"alice\",\"path\":\"$home/many\",\"offset\":$off}" 2>&1)
+	total=$((total + $(echo "$out" | grep -o '"name"' | wc -l)))
+	next=$(echo "$out" | sed -n 's/.*"next":\([0-9]*\).*/\1/p')
+	[ -n "$next" ] || break
+	off=$next
+done
+is "fs.list pages with offset/next cover every entry once" "$total" 4000
+rm -rf "$R$home/many"
 # FIFOs, sockets and devices are refused, never opened (a FIFO with a writer would block,
 # some devices act on open).
 mkfifo "$R$home/fifo" && chown --reference="$R$home" "$R$home/fifo"
