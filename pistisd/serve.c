@@ -350,6 +350,7 @@ static void handle_status(const struct proto_request *req)
 	if (S.check)
 		cJSON_AddItemReferenceToObject(o, "check", S.check);
 	cJSON_AddItemToObject(o, "commands", session_status());
+	cJSON_AddNumberToObject(o, "buffered", (double)session_buffered());
 	serve_send_json(proto_ok_build(req->id, o));
 }
 
@@ -900,6 +901,8 @@ static void usage(FILE *f)
 		"  --allow NAMES       start although these hard requirements of 'pistisd check'\n"
 		"                      do not hold (also PISTIS_ALLOW=name,name)\n"
 		"  --log-format FMT    text (default) or json\n"
+		"  --max-buffered N    unacknowledged output of all commands together, in MiB\n"
+		"                      (default 64; each command also stops at 8 MiB)\n"
 		"  -v, --verbose       debug logging\n"
 		"  -h, --help\n\n"
 		"Exit codes: 0 stopped by SIGTERM/SIGINT, 1 a hard requirement does not hold,\n"
@@ -917,6 +920,7 @@ int serve_cli_main(int argc, char **argv)
 		{"name", required_argument, NULL, 'n'},
 		{"allow", required_argument, NULL, 'a'},
 		{"log-format", required_argument, NULL, 'l'},
+		{"max-buffered", required_argument, NULL, 'm'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
@@ -945,6 +949,18 @@ int serve_cli_main(int argc, char **argv)
 				return EXIT_USAGE;
 			}
 			break;
+		case 'm': {
+			char *end;
+			unsigned long long mib;
+			errno = 0;
+			mib = strtoull(optarg, &end, 10);
+			if (errno || end == optarg || *end || !mib || mib > 65536) {
+				log_error("--max-buffered must be 1..65536 (MiB)");
+				return EXIT_USAGE;
+			}
+			session_set_max_buffered(mib << 20);
+			break;
+		}
 		case 'n':
 			if (!proto_id_valid(optarg, sizeof(S.name) - 1)) {
 				log_error("--name must be 1..63 characters of [A-Za-z0-9._:-]");

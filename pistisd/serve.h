@@ -55,6 +55,11 @@ bool session_write_one(void *wsi);
 bool session_has_pending(void);
 void session_disconnected(void);
 cJSON *session_status(void);
+/* Unacknowledged output of all commands together: over it, commands stop being read until
+ * acknowledgements bring it under half (pistisd serve --max-buffered). */
+#define SESSION_MAX_BUFFERED_DEFAULT (64ull * 1024 * 1024)
+void session_set_max_buffered(uint64_t bytes);
+uint64_t session_buffered(void);
 /* For policy.apply's before_tighten: stop every running command (spawn_stop: SIGTERM to
  * the tree, grace, SIGKILL) and return how many; how many have not ended yet; refuse
  * exec.start (unavailable) while held. */

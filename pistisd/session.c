@@ -75,7 +75,40 @@ static struct {
 	struct cmd *rr; /* round-robin position for fair sending */
 	int root_fd;
 	bool hold_starts; /* a policy apply is tightening */
-} T = {.root_fd = -1};
+	/* Unacknowledged output of all commands together, and its bound: 8 MiB per command
+	 * times 256 commands would be 2 GiB of a sandbox's memory. */
+	uint64_t buffered, max_buffered;
+} T = {.root_fd = -1, .max_buffered = SESSION_MAX_BUFFERED_DEFAULT};
+
+void session_set_max_buffered(uint64_t bytes)
+{
+	T.max_buffered = bytes;
+}
+
+uint64_t session_buffered(void)
+{
+	return T.buffered;
+}
+
+/* After output was acknowledged or dropped: every command paused for the bounds and
+ * now under both halves reads again. */
+static void set_paused(struct cmd *c, bool paused);
+static void resume_paused(void)
+{
+	if (T.buffered >= T.max_buffered / 2)
+		return;
+	for (struct cmd *x = T.cmds; x; x = x->next)
+		if (x->paused && x->buffered < PROTO_MAX_BUFFERED / 2)
+			set_paused(x, false);
+}
+
+static void count_buffered(struct cmd *c, size_t n)
+{
+	c->buffered += n;
+	T.buffered += n;
+	if (c->buffered >= PROTO_MAX_BUFFERED || T.buffered >= T.max_buffered)
+		set_paused(c, true);
+}
 
 int session_init(void)
 {
@@ -165,7 +198,9 @@ static void cmd_free(struct cmd *c)
 		c->head = f->next;
 		frame_free(f);
 	}
+	T.buffered -= c->buffered;
 	pool_trim();
+	resume_paused();
 	free(c->exit_json);
 	free(c->in_buf);
 	free(c->audit_argv);
@@ -254,9 +289,7 @@ static void queue_frame(struct cmd *c, struct frame *f, uint8_t stream, uint16_t
 	else
 		c->head = f;
 	c->tail = f;
-	c->buffered += len;
-	if (c->buffered >= PROTO_MAX_BUFFERED)
-		set_paused(c, true);
+	count_buffered(c, len);
 	if (c->attached)
 		serve_want_write();
 }
@@ -354,9 +387,7 @@ static void on_output(struct watch *w, uint32_t events)
 				return;
 			if (n > 0) {
 				t->len += (size_t)n;
-				c->buffered += (size_t)n;
-				if (c->buffered >= PROTO_MAX_BUFFERED)
-					set_paused(c, true);
+				count_buffered(c, (size_t)n);
 				check_done(c);
 				schedule_tick(c);
 				return;
@@ -777,6 +808,7 @@ static void drop_acked(struct cmd *c, uint64_t seq)
 		struct frame *f = c->head;
 		c->head = f->next;
 		c->buffered -= f->len - PROTO_FRAME_HEADER;
+		T.buffered -= f->len - PROTO_FRAME_HEADER;
 		frame_free(f);
 	}
 	if (!c->head) {
@@ -786,8 +818,7 @@ static void drop_acked(struct cmd *c, uint64_t seq)
 	}
 	if (seq > c->acked)
 		c->acked = seq;
-	if (c->paused && c->buffered < PROTO_MAX_BUFFERED / 2)
-		set_paused(c, false);
+	resume_paused();
 }
 
 static void exec_attach(const struct proto_request *req)
@@ -935,6 +966,8 @@ static cJSON *status_of(const char *agent)
 		cJSON_AddBoolToObject(o, "running", !c->done);
 		cJSON_AddNumberToObject(o, "last_seq", (double)c->next_seq);
 		cJSON_AddNumberToObject(o, "acked", (double)c->acked);
+		cJSON_AddNumberToObject(o, "buffered", (double)c->buffered);
+		cJSON_AddBoolToObject(o, "paused", c->paused);
 		cJSON_AddItemToArray(a, o);
 	}
 	return a;

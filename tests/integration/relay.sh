@@ -437,4 +437,37 @@ is "server-min still running" "$(kill -0 "$SM" && echo yes)" yes
 
 grep -q 'audit exec cmd=' "$W/pd.log"
 ok "pistisd logs an audit record per command" grep -q 'audit exec cmd=.*agent=.*argv=.*code=' "$W/pd.log"
+
+# --- the bound on unacknowledged output of all commands together (--max-buffered) -----------
+# Three commands write 3 MiB each to readers that do not read: pistisd stops reading them
+# once 1 MiB is waiting for acks, not at 3 x 8 MiB.
+exits 100 "--max-buffered 0 is a usage error" \
+	in_root "$R" pistisd serve --relay ws://127.0.0.1:$SP --token-file /etc/pistis/token --max-buffered 0
+SD=$(pgrep -n -f "pistisd serve --relay ws://127.0.0.1:$SP --token-file /etc/pistis/token --name s1")
+kill "$SD" 2>/dev/null
+for _ in $(seq 50); do kill -0 "$SD" 2>/dev/null || break; sleep 0.1; done
+# exec: $! is pistisd itself
+(exec env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin chroot "$R" pistisd serve \
+	--relay ws://127.0.0.1:$SP --token-file /etc/pistis/token --name s1 --max-buffered 1 \
+	${ALLOW:+--allow $ALLOW} >"$W/pd3.log" 2>&1) &
+PD=$!
+for _ in $(seq 50); do timeout 5 "$BIN/pistis" ls 2>/dev/null | grep -q "s1 *connected" && break; sleep 0.1; done
+SLOW=()
+for i in 1 2 3; do
+	(timeout 30 "$BIN/pistis" exec --agent alice -- head -c 3145728 /dev/zero | sleep 20) >/dev/null 2>&1 &
+	SLOW+=($!)
+done
+paused=0 st=
+for _ in $(seq 50); do
+	st=$(timeout 5 "$BIN/pistis" --json status 2>/dev/null)
+	paused=$(echo "$st" | grep -c '"paused":[[:space:]]*true')
+	[ "$paused" -ge 3 ] && break
+	sleep 0.2
+done
+buf=$(echo "$st" | python3 -c 'import json,sys; print(json.load(sys.stdin)["buffered"])' 2>/dev/null)
+is "--max-buffered: all three commands wait (paused)" "$paused" 3
+ok "--max-buffered: at most 1 MiB + a frame per command waits for acks (${buf:-?} bytes)" \
+	test "${buf:-0}" -gt 0 -a "${buf:-0}" -le $((1048576 + 3 * 262144))
+pkill -f "head -c 3145728 /dev/zero" 2>/dev/null
+kill "${SLOW[@]}" 2>/dev/null; wait "${SLOW[@]}" 2>/dev/null
 done_testing
