@@ -807,6 +807,11 @@ int main(int argc, char **argv)
 	if (!C.rx)
 		return 111;
 	signal(SIGPIPE, SIG_IGN);
+	/* Output into a pipe: a 1 MiB pipe takes a whole frame or four per write instead of
+	 * a 64 KiB one blocking us (and waking the reader) 4 times a frame. Best effort: the
+	 * size is the unprivileged maximum, and a pipe we cannot grow stays as it is. */
+	if (C.mode == M_EXEC || C.mode == M_READ)
+		(void)fcntl(STDOUT_FILENO, F_SETPIPE_SZ, 1024 * 1024);
 	srandom((unsigned)time(NULL) ^ (unsigned)getpid());
 	lws_set_log_level(LLL_ERR, NULL);
 	memset(&info, 0, sizeof(info));
