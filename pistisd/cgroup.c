@@ -35,25 +35,17 @@ static int write_at(int dir_fd, const char *file, const char *s)
 static int read_whole(int fd, size_t max, char **ret)
 {
 	char buf[1024];
-	size_t len = 0;
+	ssize_t n = loop_read(fd, buf, sizeof(buf) - 1);
+	size_t len;
 
-	for (;;) {
-		ssize_t n = read(fd, buf + len, sizeof(buf) - 1 - len);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
+	if (n < 0)
+		return (int)n;
+	if ((size_t)n == sizeof(buf) - 1) {
+		if (lseek(fd, 0, SEEK_SET) < 0)
 			return -errno;
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
-		if (len == sizeof(buf) - 1) {
-			if (lseek(fd, 0, SEEK_SET) < 0)
-				return -errno;
-			return fd_read_all(fd, max, ret, NULL);
-		}
+		return fd_read_all(fd, max, ret, NULL);
 	}
+	len = (size_t)n;
 	buf[len] = '\0';
 	*ret = malloc(len + 1);
 	if (!*ret)
