@@ -328,13 +328,13 @@ static unsigned fds_needed(unsigned threads, unsigned max_depth)
 	return threads * (max_depth + 1) + (threads > 1 ? q + (q + threads) * SPLIT_DEPTH : 0);
 }
 
-static void push_frame(struct walker *w, int fd, const struct stat *st,
-		       const struct policy_target *t, bool pending, bool acl_set, bool secrets,
-		       bool busy)
+/* The frame of the directory just visited (fd open, path in w->path): pushed on this
+ * walker's stack, or queued for another thread (split). */
+static struct frame new_frame(const struct walker *w, int fd, const struct stat *st,
+			      const struct policy_target *t, bool pending, bool acl_set,
+			      bool secrets, bool busy)
 {
-	struct frame *f = &w->frames[w->depth++];
-
-	*f = (struct frame){
+	return (struct frame){
 		.fd = fd,
 		.path_len = w->path_len,
 		.st = *st,
@@ -345,6 +345,13 @@ static void push_frame(struct walker *w, int fd, const struct stat *st,
 		.busy = busy,
 		.has_below = policy_rules_has_below(w->rules, w->path, w->path_len),
 	};
+}
+
+static void push_frame(struct walker *w, int fd, const struct stat *st,
+		       const struct policy_target *t, bool pending, bool acl_set, bool secrets,
+		       bool busy)
+{
+	w->frames[w->depth++] = new_frame(w, fd, st, t, pending, acl_set, secrets, busy);
 }
 
 /* The node of a frame on this walker's stack (created on first need; refs 1: the frame). */
@@ -477,20 +484,12 @@ static bool split(struct walker *w, int fd, const struct stat *st, const struct 
 	if (!k)
 		return false;
 	*k = (struct task){
-		.f = {.fd = fd,
-		      .path_len = w->path_len,
-		      .st = *st,
-		      .tgt = *t,
-		      .pending = pending,
-		      .acl_set = acl_set,
-		      .secrets = secrets,
-		      .busy = busy,
-		      .has_below = policy_rules_has_below(w->rules, w->path, w->path_len),
-		      .up = pn},
+		.f = new_frame(w, fd, st, t, pending, acl_set, secrets, busy),
 		.abs = abs,
 		.rule = w->rule,
 		.path_len = w->path_len,
 	};
+	k->f.up = pn;
 	memcpy(k->path, w->path, w->path_len + 1);
 	lock(sh);
 	if (sh->queued >= cap || send_fd(sh->fdq[0], fd) < 0) {
