@@ -357,51 +357,33 @@ static void check_done(struct cmd *c)
 static void on_output(struct watch *w, uint32_t events)
 {
 	struct cmd *c = w->owner;
-	struct frame *f = frame_big();
-	uint8_t *payload;
-	uint8_t stream;
+	uint8_t stream = w == &c->w_err ? PROTO_STREAM_STDERR : PROTO_STREAM_STDOUT;
+	struct frame *t = c->tail, *f = NULL;
+	uint8_t *dst;
+	size_t room;
 	ssize_t n;
-	int fd = w->fd;
 
-	if (!f) {
-		log_error("Command %u: out of memory buffering output", c->id);
-		return;
-	}
-	payload = f->buf + LWS_PRE + PROTO_FRAME_HEADER;
-	stream = w == &c->w_err ? PROTO_STREAM_STDERR : PROTO_STREAM_STDOUT;
-	/* While this stream's last frame has never gone out (the link is busy), more
-	 * output joins it: fewer, larger frames when output outruns the link, none delayed
-	 * when it does not. A frame still small when it is sent is moved into an exact-size
-	 * copy then (take_frame), so what waits for an ack holds no spare buffer. */
-	{
-		struct frame *t = c->tail;
-		/* never a frame written before: after a re-attach it is resent, and the relay
-		 * drops a sequence number it has forwarded already */
-		if (t && t->big && !t->written && t->stream == stream && !t->flags &&
-		    t->len < PROTO_FRAME_HEADER + PROTO_MAX_FRAME_PAYLOAD) {
-			size_t have = t->len - PROTO_FRAME_HEADER;
-			frame_free(f);
-			n = spawn_read(c->p, fd, t->buf + LWS_PRE + PROTO_FRAME_HEADER + have,
-				       PROTO_MAX_FRAME_PAYLOAD - have);
-			if (n == -EAGAIN || n == -EINTR)
-				return;
-			if (n > 0) {
-				t->len += (size_t)n;
-				count_buffered(c, (size_t)n);
-				check_done(c);
-				schedule_tick(c);
-				return;
-			}
-			/* EOF: the stream ends below, after this frame */
-			serve_unwatch(w);
-			w->fd = -1;
-			(void)push_frame(c, stream, PROTO_FRAME_EOF, NULL, 0);
-			check_done(c);
-			schedule_tick(c);
+	/* While this stream's last frame has never gone out (the link is busy), more output
+	 * joins it: fewer, larger frames when output outruns the link, none delayed when it
+	 * does not. A frame still small when it is sent is moved into an exact-size copy then
+	 * (take_frame), so what waits for an ack holds no spare buffer. Never a frame written
+	 * before: after a re-attach it is resent, and the relay drops a sequence number it has
+	 * forwarded already. */
+	if (t && t->big && !t->written && t->stream == stream && !t->flags &&
+	    t->len < PROTO_FRAME_HEADER + PROTO_MAX_FRAME_PAYLOAD) {
+		size_t have = t->len - PROTO_FRAME_HEADER;
+		dst = t->buf + LWS_PRE + PROTO_FRAME_HEADER + have;
+		room = PROTO_MAX_FRAME_PAYLOAD - have;
+	} else {
+		f = frame_big();
+		if (!f) {
+			log_error("Command %u: out of memory buffering output", c->id);
 			return;
 		}
+		dst = f->buf + LWS_PRE + PROTO_FRAME_HEADER;
+		room = PROTO_MAX_FRAME_PAYLOAD;
 	}
-	n = spawn_read(c->p, fd, payload, PROTO_MAX_FRAME_PAYLOAD);
+	n = spawn_read(c->p, w->fd, dst, room);
 	if (n == -EAGAIN || n == -EINTR) {
 		frame_free(f);
 		return;
@@ -412,8 +394,12 @@ static void on_output(struct watch *w, uint32_t events)
 		serve_unwatch(w);
 		w->fd = -1;
 		(void)push_frame(c, stream, PROTO_FRAME_EOF, NULL, 0);
-	} else
+	} else if (f) {
 		queue_frame(c, f, stream, 0, (size_t)n);
+	} else {
+		t->len += (size_t)n;
+		count_buffered(c, (size_t)n);
+	}
 	check_done(c);
 	schedule_tick(c);
 }
