@@ -72,6 +72,21 @@ static unsigned *agent_count(uid_t uid, bool add)
 
 /* --- in the helper, as the agent ----------------------------------------------------- */
 
+/* True when nothing but empty and "." components are left in p (NULL: none left): the
+ * component just split off is the last one. "..." and ".." are components like any other
+ * (".." is then refused), never the end of the path. */
+static bool only_dots(const char *p)
+{
+	while (p && *p) {
+		size_t n = strcspn(p, "/");
+
+		if (n > 1 || (n == 1 && p[0] != '.'))
+			return false;
+		p += n + (p[n] == '/');
+	}
+	return true;
+}
+
 static int openat2_beneath(int dfd, const char *rel, int flags, mode_t mode)
 {
 	static bool no_openat2;
@@ -82,7 +97,7 @@ static int openat2_beneath(int dfd, const char *rel, int flags, mode_t mode)
 		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
 	};
 	_cleanup_close_ int cur = -1;
-	char buf[PROTO_MAX_PATH + 1], *p, *save = NULL;
+	char buf[PROTO_MAX_PATH + 1], *p;
 
 	if (!no_openat2 && !getenv("PISTIS_NO_OPENAT2")) {
 		long fd = syscall(SYS_openat2, dfd, rel, &how, sizeof(how));
@@ -106,7 +121,7 @@ static int openat2_beneath(int dfd, const char *rel, int flags, mode_t mode)
 			continue;
 		if (!strcmp(comp, ".."))
 			return -EXDEV;
-		last = !p || !p[strspn(p, "/.")];
+		last = only_dots(p);
 		fd = last ? openat(cur, comp, flags | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, mode)
 			  : openat(cur, comp, O_PATH | O_NOFOLLOW | O_CLOEXEC | O_DIRECTORY);
 		if (fd < 0)
@@ -116,7 +131,6 @@ static int openat2_beneath(int dfd, const char *rel, int flags, mode_t mode)
 		if (last)
 			break;
 	}
-	(void)save;
 	return TAKE_FD(cur);
 }
 

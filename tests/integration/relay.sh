@@ -470,4 +470,25 @@ ok "--max-buffered: at most 1 MiB + a frame per command waits for acks (${buf:-?
 	test "${buf:-0}" -gt 0 -a "${buf:-0}" -le $((1048576 + 3 * 262144))
 pkill -f "head -c 3145728 /dev/zero" 2>/dev/null
 kill "${SLOW[@]}" 2>/dev/null; wait "${SLOW[@]}" 2>/dev/null
+
+# --- file operations without openat2 (PISTIS_NO_OPENAT2: the per-component fallback) ----------
+# A component made only of dots ("...") is a name like any other, never the end of the path.
+kill "$PD" 2>/dev/null; wait "$PD" 2>/dev/null
+(exec env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin PISTIS_NO_OPENAT2=1 \
+	chroot "$R" pistisd serve --relay ws://127.0.0.1:$SP --token-file /etc/pistis/token --name s1 \
+	${ALLOW:+--allow $ALLOW} >"$W/pd4.log" 2>&1) &
+PD=$!
+for _ in $(seq 50); do timeout 5 "$BIN/pistis" ls 2>/dev/null | grep -q "s1 *connected" && break; sleep 0.1; done
+echo "three dots" >"$R$home/..."
+mkdir -p "$R$home/d/..."
+echo "inner" >"$R$home/d/.../f"
+chown -R --reference="$R$home" "$R$home/..." "$R$home/d"
+is "fallback: fs.read of a file named ... reads that file" "$(P read --agent alice "$home/..." 2>&1)" "three dots"
+is "fallback: fs.read through a directory named ..." "$(P read --agent alice "$home/d/.../f" 2>&1)" "inner"
+echo "written" | P write --agent alice "$home/d/.../g"
+is "fallback: fs.write through a directory named ... lands inside it" "$(cat "$R$home/d/.../g" 2>&1)" "written"
+like "fallback: fs.list of a/.. is refused, not a listing of a" \
+	"$(P call fs.list "{\"agent\":\"alice\",\"path\":\"$home/d/..\"}" 2>&1)" '"ok":false'
+is "fallback: fs.read of the home itself through a trailing /. is not a file" \
+	"$(P read --agent alice "$home/d/./." >/dev/null 2>&1; echo $?)" 1
 done_testing
