@@ -61,6 +61,7 @@ struct conn {
 	size_t rx_len;
 	bool rx_skip;
 	unsigned paused_by; /* how many full peers asked us to pause */
+	bool self_paused;   /* its own unread answers are past QUEUE_SOFT: not read meanwhile */
 	unsigned bad_messages;
 	/* sandboxes: the message-rate bucket */
 	double tokens;
@@ -148,6 +149,13 @@ static void enqueue(struct conn *to, const void *data, size_t len, bool binary, 
 	enqueue_msg(to, m, from);
 }
 
+/* Reading from c again, unless something else still holds it paused. */
+static void rx_resume(struct conn *c)
+{
+	if (!c->paused_by && !c->self_paused && !c->rate_paused)
+		lws_rx_flow_control(c->wsi, 1);
+}
+
 static void resume_producers(struct conn *c)
 {
 	if (c->q.bytes > QUEUE_SOFT / 2)
@@ -158,15 +166,14 @@ static void resume_producers(struct conn *c)
 			struct conn *s = R.sbs[i].conn;
 			if (s && s->paused_by) {
 				s->paused_by = 0;
-				if (!s->rate_paused)
-					lws_rx_flow_control(s->wsi, 1);
+				rx_resume(s);
 			}
 		}
 	} else
 		for (unsigned i = 0; i < MAX_CLIENTS; i++)
 			if (R.clients[i] && R.clients[i]->paused_by) {
 				R.clients[i]->paused_by = 0;
-				lws_rx_flow_control(R.clients[i]->wsi, 1);
+				rx_resume(R.clients[i]);
 			}
 }
 
@@ -181,11 +188,18 @@ static void queue_clear(struct queue *q)
 	q->bytes = 0;
 }
 
+/* A peer that sends requests but never reads the answers (server-min's own replies: errors,
+ * acks, events) is not read from again until they drain, as a full reader pauses whoever
+ * feeds it: its requests cannot grow the queue without bound. */
 static void send_text(struct conn *to, char *json)
 {
-	if (json) {
-		enqueue(to, json, strlen(json), false, NULL);
-		free(json);
+	if (!json)
+		return;
+	enqueue(to, json, strlen(json), false, NULL);
+	free(json);
+	if (to->q.bytes > QUEUE_SOFT && !to->self_paused) {
+		to->self_paused = true;
+		lws_rx_flow_control(to->wsi, 0);
 	}
 }
 
@@ -641,8 +655,7 @@ static void rate_resume(lws_sorted_usec_list_t *sul)
 	struct conn *c = lws_container_of(sul, struct conn, rate_sul);
 
 	c->rate_paused = false;
-	if (!c->paused_by)
-		lws_rx_flow_control(c->wsi, 1);
+	rx_resume(c);
 }
 
 /* One message from a sandbox: take a token; an empty bucket pauses reading until one more
@@ -742,6 +755,10 @@ static int on_writable(struct conn *c)
 			break;
 	}
 	resume_producers(c);
+	if (c->self_paused && c->q.bytes <= QUEUE_SOFT / 2) {
+		c->self_paused = false;
+		rx_resume(c);
+	}
 	if (c->q.head)
 		lws_callback_on_writable(c->wsi);
 	return 0;

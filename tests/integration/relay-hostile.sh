@@ -162,4 +162,14 @@ ok "bulk: server-min's RSS while paused: ${rss:-?} kB (< 96 MiB)" test "${rss:-9
 is "bulk: then all 256 MiB reached the client" "$(val received_mib "$W/bk.out")" 256
 is "bulk: in order" "$(val in_order "$W/bk.out")" yes
 is "s1 still serves" "$("$BIN/pistis" exec --agent alice -- echo fine 2>&1)" fine
+# --- a client that sends requests and never reads the answers -----------------------------------
+$FAKE client-noread "$CP" "$CT" "$SM" 64 >"$W/nr.out" 2>&1
+[ -z "$(val exception "$W/nr.out")" ] || sed 's/^/# /' "$W/nr.out"
+g=$(val smin_rss_growth_kb "$W/nr.out")
+ok "no-read client: server-min stopped reading it (RSS grew ${g:-?} kB for 64 MiB of answers; < 40 MiB)" \
+	test "${g:-999999}" -lt 40960
+ok "no-read client: it could not send all its requests while it did not read ($(val sent_before_read "$W/nr.out") of $(val requests "$W/nr.out"))" \
+	test "$(val sent_before_read "$W/nr.out")" -lt "$(val requests "$W/nr.out")"
+is "no-read client: once it reads, every request is answered" "$(val answered "$W/nr.out")" "$(val requests "$W/nr.out")"
+is "no-read client: s1 still serves" "$("$BIN/pistis" exec --agent alice -- echo fine 2>&1)" fine
 done_testing

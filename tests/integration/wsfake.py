@@ -352,6 +352,55 @@ def scenario_agent_scope(port, token, sandbox):
     print("bob_cleanup=" + err_code(call("exec.signal", cmd=cb, agent="bob", signal=9)))
 
 
+def scenario_client_noread(port, token, smin_pid, mib):
+    """A client sends requests whose answers add up to `mib` MiB and reads none of them for
+    4 s: server-min must stop reading it once its unread answers pass the queue bound
+    (bounded memory), then answer every request once the client reads."""
+    import threading
+    c = client(port, token)
+    base = rss_kb(smin_pid)
+    req = json.dumps({"id": "n" * 64, "op": "nope"}).encode()
+    mask = os.urandom(4)
+    one = bytes([0x81, 0x80 | len(req)]) + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(req))
+    n = (mib << 20) // 128  # an unknown_op answer naming a 64-byte id is over 128 bytes
+    batch = 4096
+    n -= n % batch
+    sent = [0]
+
+    def pump():
+        blob = one * batch
+        for _ in range(n // batch):
+            c.s.sendall(blob)
+            sent[0] += batch
+    c.s.settimeout(60)
+    t = threading.Thread(target=pump, daemon=True)
+    t.start()
+    time.sleep(4)
+    print("sent_before_read=%d" % sent[0])
+    print("requests=%d" % n)
+    print("smin_rss_growth_kb=%d" % (rss_kb(smin_pid) - base))
+    got, buf, pos = 0, b"", 0
+    while got < n:
+        chunk = c.s.recv(1 << 20)
+        if not chunk:
+            break
+        buf = buf[pos:] + chunk
+        pos = 0
+        while len(buf) - pos >= 2:
+            b1 = buf[pos + 1] & 0x7F
+            h = 2 + (2 if b1 == 126 else 8 if b1 == 127 else 0)
+            if len(buf) - pos < h:
+                break
+            ln = b1 if b1 < 126 else int.from_bytes(buf[pos + 2:pos + h], "big")
+            if len(buf) - pos < h + ln:
+                break
+            if buf[pos] & 0x0F == 1 and b'"unknown_op"' in buf[pos + h:pos + h + ln]:
+                got += 1
+            pos += h + ln
+    t.join(30)
+    print("answered=%d" % got)
+
+
 if __name__ == "__main__":
     name, port, token = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     rest = sys.argv[4:]
@@ -366,6 +415,8 @@ if __name__ == "__main__":
             scenario_sandbox_forge(port, token, int(rest[0]), rest[1], rest[2])
         elif name == "agent-scope":
             scenario_agent_scope(port, token, rest[0])
+        elif name == "client-noread":
+            scenario_client_noread(port, token, int(rest[0]), int(rest[1]))
         elif name == "sandbox-flood":
             scenario_sandbox_flood(port, token, float(rest[0]))
         else:
