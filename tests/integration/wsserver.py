@@ -641,7 +641,6 @@ def hostile_cases(rng, cap):
     def F(*a, **k):
         h, p = ws_frame(*a, **k)
         return h + p
-    ok_frame = pframe(1, 0, 1, 1, b"x")  # replaced per use (cmd/seq) where it matters
     big = 1 << 40
     cases = [
         ("masked_binary", lambda cmd, seq: F(2, pframe(1, 0, cmd, seq, b"MASKED\n"),
