@@ -4,3 +4,6 @@
 MUSL_BINS += pistis
 pistis_SRCS := pistis/main.c
 pistis_LIBS := lib
+# The WebSocket client receive path of pistis and pistisd serve (our patched libwebsockets)
+# against a fake server: exact output under random segmentation, hostile frames.
+INTEGRATION_TESTS += tests/integration/wsrx.sh

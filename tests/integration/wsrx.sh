@@ -1,0 +1,115 @@
+#!/bin/bash
+# The WebSocket CLIENT receive path of the shipped static binaries (our patched
+# libwebsockets: scripts/patches/libwebsockets/0001 parses a server's payload in bulk, 0004
+# refuses masked frames), attacked from a fake server (tests/integration/wsserver.py,
+# standard library only) on loopback:
+#  - differential: `pistis exec` against a fake server-min that answers with a random
+#    payload (1-6 MiB of stdout, some stderr) in random protocol frames (0..256 KiB,
+#    the 125/126/127 length forms and their edges), messages in 1-5 fragments with
+#    pings/pongs between them, ignored text messages up to 1 MiB (over the 256 KiB receive
+#    buffer: handed to the callback in pieces), the 101 response and the first frames in
+#    one stream, and the bytes cut at random points: every offset inside the 2/4/10-byte
+#    headers (the 8-byte length included), 1-byte writes, around the receive buffer's size,
+#    before the last payload byte. Synchronised cuts wait (sock_diag) until pistis has
+#    read every byte, so they reach the parser as separate reads. stdout, stderr and the
+#    exit code must be exact; the last ack must name the last frame.
+#    Seeds: PISTIS_WSRX_SEED (default: from the clock, printed), PISTIS_WSRX_SEEDS
+#    (default 40); a failure prints its seed and how to rerun it.
+#  - hostile frames to `pistis exec`, before exec.started (must fail with exit 125 and
+#    "Connection to the server failed") and in the middle of the output (must drop the
+#    connection, redial, re-attach after the last frame it holds, and finish with the
+#    complete output): masked frames, RSV bits, reserved opcodes, 64-bit lengths with the
+#    top bit set, a 2^40-byte length, control frames over 125 bytes or with an extended
+#    length, fragmented control frames, a continuation without a start, a new message
+#    while one is unfinished, a stream cut inside a header or a payload, garbage after a
+#    close, a 1-byte close, garbage. Invalid UTF-8 in a text frame may be kept (neither
+#    client asks lws to check UTF-8; the JSON parser decides), but must not crash.
+#  - the same frames to `pistisd serve --relay` (a throwaway root, as relay.sh): it must
+#    drop the connection (or keep answering), stay alive and redial; then a 2^40-byte
+#    binary message streamed for 4 s: pistisd's RSS must stay small.
+. "$(dirname "$0")/../lib.sh"
+need_root
+need_mount_ns "$@"
+for b in pistisd pistis; do
+	[ -x "$BIN/$b" ] || { echo "1..0 # SKIP $BIN/$b not built"; exit 0; }
+done
+command -v python3 >/dev/null || { echo "1..0 # SKIP no python3"; exit 0; }
+FAKE="python3 $(cd "$(dirname "$0")" && pwd)/wsserver.py"
+SEED=${PISTIS_WSRX_SEED:-$(($(date +%s) % 1000000))}
+SEEDS=${PISTIS_WSRX_SEEDS:-40}
+W=$(mktemp -d "${TMPDIR:-/tmp}/pistis-wsrx.$$.XXXXXX")
+cleanup() {
+	[ -n "${PD:-}" ] && kill "$PD" 2>/dev/null
+	wait 2>/dev/null
+	root_cleanup
+	rm -rf "$W"
+}
+trap cleanup EXIT
+val() { sed -n "s/^$1=//p" "$2" | head -n 1; }
+show() { grep -v '^[a-z_0-9]*=' "$1" | sed 's/^# //; s/^/# /'; }
+echo "# seeds $SEED..$((SEED + SEEDS - 1)) (PISTIS_WSRX_SEED, PISTIS_WSRX_SEEDS)"
+
+# --- differential through pistis exec ---------------------------------------------------------
+$FAKE exec-diff "$BIN/pistis" "$SEED" "$SEEDS" >"$W/diff.out" 2>&1
+show "$W/diff.out"
+is "exec-diff: the fake server ran" "$(val exception "$W/diff.out")" ""
+is "exec-diff: $SEEDS seeds, stdout/stderr/exit code/last ack exact in all" \
+	"$(val seeds_failed "$W/diff.out")/$(val seeds "$W/diff.out")" "0/$SEEDS"
+echo "# $(grep -E '^(bytes|frames|fragments|control|hdr_splits|sync_cuts|cuts|byte_runs|cap_splits|merged|seconds)=' "$W/diff.out" | paste -sd' ' -)"
+is "exec-diff: splits at every offset inside the 2-, 4- and 10-byte headers" \
+	"$(val hdr_split_offsets "$W/diff.out")" 13/13
+is "exec-diff: all three length forms (7-bit, 16-bit, 64-bit)" "$(val length_forms "$W/diff.out")" 7,16,64
+ok "exec-diff: fragmented messages, control frames between fragments, 1-byte writes" \
+	test "$(val fragments "$W/diff.out")" -gt 0 -a "$(val control "$W/diff.out")" -gt 0 \
+	-a "$(val byte_runs "$W/diff.out")" -gt 0
+ok "exec-diff: the 101 response and the first frames arrived in one stream in some seeds" \
+	test "$(val merged "$W/diff.out")" -gt 0
+
+# --- hostile frames to pistis -----------------------------------------------------------------
+$FAKE client-hostile "$BIN/pistis" "$SEED" >"$W/ch.out" 2>&1
+show "$W/ch.out"
+is "pistis: the fake server ran" "$(val exception "$W/ch.out")" ""
+is "pistis: every hostile case, before and during output: no crash, the documented outcome" \
+	"$(val failed_cases "$W/ch.out")" none
+like "pistis: ran them all" "$(val cases "$W/ch.out")" '^[0-9]{2,}$'
+unlike "pistis: a masked frame fails the connection (RFC 6455 5.1), is not unmasked" \
+	"$(val kept "$W/ch.out")" masked
+is "pistis: nothing else kept the connection but invalid UTF-8 text" \
+	"$(val kept "$W/ch.out" | tr , '\n' | grep -v -e utf8 -e '^none$')" ""
+
+# --- hostile frames to pistisd serve ----------------------------------------------------------
+R=$(root_fresh debian) || { skip "pistisd serve: no debian test root"; done_testing; exit; }
+mkdir -p "$R/etc/pistis"
+# hard requirements this host's kernel does not meet (not namespaced: not ours to change)
+ALLOW=$(in_root "$R" pistisd check --no-walk 2>/dev/null |
+	awk '$3 == "yes" && ($2 == "fail" || $2 == "missing") {print $1}' | paste -sd, -)
+head -c 24 /dev/urandom | base64 | tr -d '/+=' >"$R/etc/pistis/token"
+chmod 600 "$R/etc/pistis/token"
+# below the ephemeral range (32768+), so a client socket cannot hold our port
+SP=$((20000 + RANDOM % 12000))
+$FAKE serve-hostile "$SP" "$(cat "$R/etc/pistis/token")" "$SEED" >"$W/sh.out" 2>&1 &
+FK=$!
+sleep 0.3
+in_root "$R" pistisd serve --relay ws://127.0.0.1:$SP --token-file /etc/pistis/token --name s1 \
+	${ALLOW:+--allow $ALLOW} >"$W/pd.log" 2>&1 &
+PD=$!
+wait $FK
+show "$W/sh.out"
+is "serve: the fake server ran" "$(val exception "$W/sh.out")" ""
+is "serve: pistisd dialled with its token" "$(val auth "$W/sh.out")" ok
+is "serve: every hostile case: dropped (or kept and still answering), alive, redialled" \
+	"$(val failed_cases "$W/sh.out")" none
+like "serve: ran them all" "$(val cases "$W/sh.out")" '^[0-9]{2,}$'
+pid=$(val serve_pid "$W/sh.out")
+ok "serve: the same pistisd process throughout (pid $pid)" kill -0 "${pid:-0}"
+like "serve: it streamed a 2^40-byte message for 4 s" "$(val huge_sent_mib "$W/sh.out")" '^[0-9]{3,}$'
+r0=$(val rss_before_kb "$W/sh.out") r1=$(val rss_max_kb "$W/sh.out")
+ok "serve: RSS while it streamed: ${r1:-?} kB (before: ${r0:-?} kB; < before + 16 MiB)" \
+	test "${r1:-999999}" -gt 0 -a "${r1:-999999}" -lt $((${r0:-0} + 16384))
+unlike "serve: a masked frame fails the connection (RFC 6455 5.1), is not unmasked" \
+	"$(val kept "$W/sh.out")" masked
+is "serve: nothing else kept the connection but invalid UTF-8 text" \
+	"$(val kept "$W/sh.out" | tr , '\n' | grep -v -e utf8 -e '^none$')" ""
+is "serve: it answered the 2^40-byte message with too_large" "$(val huge_error "$W/sh.out")" too_large
+grep -q 'Relay connection lost' "$W/pd.log" || sed 's/^/# /' "$W/pd.log" | tail -n 20
+done_testing
