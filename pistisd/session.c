@@ -30,6 +30,10 @@
 #define LINGER_US (600LL * LWS_US_PER_SEC) /* keep an exited, unacknowledged command 10 min */
 #define STDIN_MAX (1024u * 1024u)	   /* stdin bytes queued for a command */
 #define PIPE_BYTES (1024 * 1024)	   /* F_SETPIPE_SZ of a command's output pipes */
+/* exec.start waits this long for the child's execve in place (the common case, ~0.2 ms)
+ * before leaving it to the event loop: a start an agent stalls then costs the loop at most
+ * this, never SPAWN_EXEC_DEADLINE_MS. */
+#define EXEC_WAIT_INLINE_MS 1
 
 struct frame {
 	struct frame *next;
@@ -50,7 +54,7 @@ struct cmd {
 	char agent[PROTO_MAX_AGENT + 1];
 	uid_t uid;
 	struct spawn_proc *p;
-	struct watch w_out, w_err, w_pid, w_in;
+	struct watch w_out, w_err, w_pid, w_in, w_exec;
 	struct frame *head, *tail;
 	uint64_t next_seq; /* last sequence assigned */
 	uint64_t sent;	   /* last sequence written on the current connection */
@@ -65,6 +69,11 @@ struct cmd {
 	lws_sorted_usec_list_t tick, linger;
 	char *audit_argv, *cwd;
 	bool shell, pty;
+	/* Until the child has exec'd (spawn_exec_poll): no output is read, and the answer to
+	 * exec.start (exec.started, or the error) is still owed to start_id. */
+	bool starting;
+	char start_id[PROTO_MAX_ID + 1];
+	char user[sizeof(((struct serve_agent *)0)->name)];
 };
 
 static struct {
@@ -166,7 +175,7 @@ static struct cmd *cmd_by_tag(const char *tag, const char *agent, bool *ambiguou
 static void on_spawn_close(void *userdata, int fd)
 {
 	struct cmd *c = userdata;
-	struct watch *ws[] = {&c->w_out, &c->w_err, &c->w_in};
+	struct watch *ws[] = {&c->w_out, &c->w_err, &c->w_in, &c->w_exec};
 
 	for (size_t i = 0; i < ELEMENTSOF(ws); i++)
 		if (ws[i]->fd == fd) {
@@ -189,6 +198,7 @@ static void cmd_free(struct cmd *c)
 	serve_unwatch(&c->w_err);
 	serve_unwatch(&c->w_pid);
 	serve_unwatch(&c->w_in);
+	serve_unwatch(&c->w_exec);
 	lws_sul_cancel(&c->tick);
 	lws_sul_cancel(&c->linger);
 	if (c->p)
@@ -408,9 +418,14 @@ static void on_pidfd(struct watch *w, uint32_t events)
 {
 	struct cmd *c = lws_container_of(w, struct cmd, w_pid);
 
+	/* Out of the epoll set before spawn_reap closes the pidfd: a spawn child that has not
+	 * exec'd yet holds a copy of every fd of ours (a stalled one for up to
+	 * SPAWN_EXEC_DEADLINE_MS), so the registration would outlive the close and report a
+	 * freed watch. */
+	serve_unwatch(w);
 	(void)spawn_reap(c->p);
-	if (c->p->pidfd < 0 || c->p->reaped)
-		serve_unwatch(w);
+	if (!c->p->reaped && c->p->pidfd >= 0)
+		(void)serve_watch(w, c->p->pidfd, EPOLLIN, on_pidfd);
 	check_done(c);
 	schedule_tick(c);
 }
@@ -433,10 +448,22 @@ static bool output_pending(struct cmd *c)
 	return false;
 }
 
+static void exec_settled(struct cmd *c, int r, const struct spawn_error *se);
+
 static void on_tick(lws_sorted_usec_list_t *sul)
 {
 	struct cmd *c = lws_container_of(sul, struct cmd, tick);
 
+	if (c->starting) {
+		/* SPAWN_EXEC_DEADLINE_MS is up (or another timer of the command): a child that
+		 * has not exec'd by now is killed ("timed out before exec"), c freed. */
+		struct spawn_error se;
+		int r = spawn_exec_poll(c->p, 0, &se);
+		if (r != 0)
+			exec_settled(c, r, &se);
+		if (r < 0)
+			return;
+	}
 	if (c->p->reaped && output_pending(c)) {
 		lws_sul_schedule(serve_lws_context(), 0, &c->tick, on_tick, 50 * LWS_US_PER_MS);
 		return;
@@ -567,6 +594,69 @@ static char *argv_for_audit(char *const *argv, const char *shell)
 	return out;
 }
 
+static void send_start_error(const char *id, const struct spawn_error *se)
+{
+	char msg[160];
+
+	spawn_error_string(se, msg, sizeof(msg));
+	serve_send_error(id,
+			 se->step == SPAWN_STEP_EXEC && se->error == ENOENT ? PROTO_E_NOT_FOUND
+			 : se->step == SPAWN_STEP_CWD ? proto_err_from_errno(-se->error)
+						      : PROTO_E_INTERNAL,
+			 "cannot start: %s", msg);
+}
+
+/* The start of c is decided (spawn_exec_poll said r != 0): on failure exec.start is
+ * answered with the error and the command forgotten (c is freed); once exec'd, its output
+ * and exit are watched and exec.start is answered with exec.started. Nothing of the
+ * command reached the server before this. */
+static void exec_settled(struct cmd *c, int r, const struct spawn_error *se)
+{
+	cJSON *o;
+
+	if (r < 0) {
+		send_start_error(c->start_id, se);
+		cmd_free(c);
+		return;
+	}
+	c->starting = false;
+	serve_unwatch(&c->w_exec); /* spawn_exec_poll closed the fd (on_spawn_close) */
+	/* A 1 MiB pipe: the command writes on while we send, and one read fills a whole frame
+	 * (the default 64 KiB pipe made every read short). Not for a pty (EBADF: harmless). */
+	if (!c->pty) {
+		if (c->p->fd_out >= 0)
+			(void)fcntl(c->p->fd_out, F_SETPIPE_SZ, PIPE_BYTES);
+		if (c->p->fd_err >= 0)
+			(void)fcntl(c->p->fd_err, F_SETPIPE_SZ, PIPE_BYTES);
+	}
+	if (c->p->fd_out >= 0)
+		(void)serve_watch(&c->w_out, c->p->fd_out, EPOLLIN, on_output);
+	if (c->p->fd_err >= 0)
+		(void)serve_watch(&c->w_err, c->p->fd_err, EPOLLIN, on_output);
+	if (c->p->pidfd >= 0)
+		(void)serve_watch(&c->w_pid, c->p->pidfd, EPOLLIN, on_pidfd);
+	schedule_tick(c);
+	o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "event", "exec.started");
+	cJSON_AddNumberToObject(o, "cmd", c->id);
+	cJSON_AddNumberToObject(o, "pid", c->p->pid);
+	cJSON_AddStringToObject(o, "user", c->user);
+	cJSON_AddNumberToObject(o, "uid", c->uid);
+	if (c->tag[0])
+		cJSON_AddStringToObject(o, "tag", c->tag);
+	serve_send_json(proto_ok_build(c->start_id, o));
+}
+
+static void on_exec(struct watch *w, uint32_t events)
+{
+	struct cmd *c = lws_container_of(w, struct cmd, w_exec);
+	struct spawn_error se;
+	int r = spawn_exec_poll(c->p, 0, &se);
+
+	if (r != 0)
+		exec_settled(c, r, &se);
+}
+
 static void exec_start(const struct proto_request *req)
 {
 	struct proto_error err = {0};
@@ -671,31 +761,30 @@ static void exec_start(const struct proto_request *req)
 		serve_send_error(req->id, PROTO_E_INTERNAL, "out of memory");
 		goto out;
 	}
-	c->w_out.fd = c->w_err.fd = c->w_pid.fd = c->w_in.fd = -1;
+	c->w_out.fd = c->w_err.fd = c->w_pid.fd = c->w_in.fd = c->w_exec.fd = -1;
 	c->w_out.owner = c->w_err.owner = c;
+	c->w_in.fn = on_stdin_writable;
 	c->pty = st.pty;
 	so.on_close = on_spawn_close;
 	so.on_close_userdata = c;
-	r = spawn_start(T.spawn, &so, &c->p, &se);
+	/* Returns right after clone: the exec is awaited below for a moment, then by the loop
+	 * (exec_settled), so a spawn child the agent stops holds up only its own command. */
+	r = spawn_start_async(T.spawn, &so, &c->p, &se);
 	if (r < 0) {
-		char msg[160];
-		spawn_error_string(&se, msg, sizeof(msg));
-		serve_send_error(req->id,
-				 se.step == SPAWN_STEP_EXEC && se.error == ENOENT
-					 ? PROTO_E_NOT_FOUND
-				 : se.step == SPAWN_STEP_CWD ? proto_err_from_errno(-se.error)
-							     : PROTO_E_INTERNAL,
-				 "cannot start: %s", msg);
+		send_start_error(req->id, &se);
 		free(c);
 		c = NULL;
 		goto out;
 	}
+	c->starting = true;
 	c->id = T.next_id++;
 	if (T.next_id == 0)
 		T.next_id = 1;
 	snprintf(c->owner, sizeof(c->owner), "%s", req->id);
+	snprintf(c->start_id, sizeof(c->start_id), "%s", req->id);
 	snprintf(c->tag, sizeof(c->tag), "%s", st.tag ? st.tag : "");
 	snprintf(c->agent, sizeof(c->agent), "%s", st.agent);
+	snprintf(c->user, sizeof(c->user), "%s", a.name);
 	c->uid = a.uid;
 	c->attached = true;
 	c->shell = !!st.shell;
@@ -707,7 +796,8 @@ static void exec_start(const struct proto_request *req)
 		if (c->cwd)
 			escape_c(st.cwd, n, c->cwd, 4 * n + 1);
 	}
-	/* newest last, so a tag names the latest command */
+	/* Listed from now on, so it counts against the limits (and its tag names it) while
+	 * it starts; newest last, so a tag names the latest command. */
 	{
 		struct cmd **pp = &T.cmds;
 		while (*pp)
@@ -715,35 +805,14 @@ static void exec_start(const struct proto_request *req)
 		*pp = c;
 	}
 	T.n_cmds++;
-	/* A 1 MiB pipe: the command writes on while we send, and one read fills a whole frame
-	 * (the default 64 KiB pipe made every read short). Not for a pty (EBADF: harmless). */
-	if (!c->pty) {
-		if (c->p->fd_out >= 0)
-			(void)fcntl(c->p->fd_out, F_SETPIPE_SZ, PIPE_BYTES);
-		if (c->p->fd_err >= 0)
-			(void)fcntl(c->p->fd_err, F_SETPIPE_SZ, PIPE_BYTES);
-	}
-	if (c->p->fd_out >= 0)
-		(void)serve_watch(&c->w_out, c->p->fd_out, EPOLLIN, on_output);
-	if (c->p->fd_err >= 0)
-		(void)serve_watch(&c->w_err, c->p->fd_err, EPOLLIN, on_output);
-	if (c->p->pidfd >= 0)
-		(void)serve_watch(&c->w_pid, c->p->pidfd, EPOLLIN, on_pidfd);
-	c->w_in.fn = on_stdin_writable;
-	if (c->p->fd_in >= 0)
-		(void)fd_set_nonblock(c->p->fd_in, 1);
-	schedule_tick(c);
-	{
-		cJSON *o = cJSON_CreateObject();
-		cJSON_AddStringToObject(o, "event", "exec.started");
-		cJSON_AddNumberToObject(o, "cmd", c->id);
-		cJSON_AddNumberToObject(o, "pid", c->p->pid);
-		cJSON_AddStringToObject(o, "user", a.name);
-		cJSON_AddNumberToObject(o, "uid", a.uid);
-		if (c->tag[0])
-			cJSON_AddStringToObject(o, "tag", c->tag);
-		serve_send_json(proto_ok_build(req->id, o));
-	}
+	r = spawn_exec_poll(c->p, EXEC_WAIT_INLINE_MS, &se);
+	if (r != 0)
+		exec_settled(c, r, &se);
+	else if (serve_watch(&c->w_exec, c->p->exec_fd, EPOLLIN, on_exec) < 0)
+		/* cannot watch it: wait here as spawn_start would (bounded) */
+		exec_settled(c, spawn_exec_poll(c->p, -1, &se), &se);
+	else
+		schedule_tick(c); /* SPAWN_EXEC_DEADLINE_MS, in case the child never gets there */
 out:
 	envb_free(envp);
 	proto_exec_start_done(&st);
@@ -817,6 +886,10 @@ static void exec_attach(const struct proto_request *req)
 
 	if (!c)
 		return;
+	/* Its reader is the exec.start that is still waiting for its answer. */
+	if (c->starting)
+		return serve_send_error(req->id, PROTO_E_UNAVAILABLE,
+					"command %u is still starting", c->id);
 	r = proto_get_u64(req->root, "after", UINT64_MAX >> 11, &after, &err);
 	if (r < 0 && r != -ENOENT)
 		return serve_send_error(req->id, err.code, "%s", err.message);

@@ -273,6 +273,16 @@ static void close_output(struct spawn_proc *p, int *fd)
 		close_stream(p, &p->fd_in);
 }
 
+/* The error pipe is announced (on_close) only to a caller that was given it: one of
+ * spawn_start_async, which may be watching it. */
+static void close_exec_fd(struct spawn_proc *p)
+{
+	if (p->exec_announce)
+		close_stream(p, &p->exec_fd);
+	else
+		p->exec_fd = safe_close(p->exec_fd);
+}
+
 static struct spawn_proc *proc_new(void)
 {
 	struct spawn_proc *p = calloc(1, sizeof(*p));
@@ -280,7 +290,7 @@ static struct spawn_proc *proc_new(void)
 	if (!p)
 		return NULL;
 	p->pid = -1;
-	p->pidfd = p->fd_in = p->fd_out = p->fd_err = p->cgroup_fd = -1;
+	p->pidfd = p->fd_in = p->fd_out = p->fd_err = p->exec_fd = p->cgroup_fd = -1;
 	return p;
 }
 
@@ -290,6 +300,7 @@ static void proc_close(struct spawn_proc *p)
 	close_stream(p, &p->fd_in);
 	close_stream(p, &p->fd_out);
 	close_stream(p, &p->fd_err);
+	close_exec_fd(p);
 	p->cgroup_fd = safe_close(p->cgroup_fd);
 }
 
@@ -321,57 +332,8 @@ static void cgroup_cleanup(struct spawn_proc *p, bool wait_empty)
 	}
 }
 
-/* Wait for the child to exec (EOF on the CLOEXEC error pipe), fail (a report on it) or
- * die, for at most SPAWN_EXEC_DEADLINE_MS. A child that does not get there in time (an
- * agent can SIGSTOP it once it has the agent's uid) is killed through its pidfd and
- * reaped: "timed out before exec". */
-static int exec_wait(struct spawn_proc *p, int err_r, enum spawn_step *ret_step)
-{
-	uint64_t deadline = p->start_ns + SPAWN_EXEC_DEADLINE_MS * 1000000u;
-	struct child_report rep = {0};
-	size_t got = 0;
-
-	for (;;) {
-		struct pollfd pf = {.fd = err_r, .events = POLLIN};
-		uint64_t now = spawn_now_ns();
-		int k;
-		ssize_t n;
-
-		if (now >= deadline) {
-			(void)syscall(SYS_pidfd_send_signal, p->pidfd, SIGKILL, NULL, 0);
-			(void)wait4(p->pid, NULL, 0, NULL);
-			p->reaped = p->released = true;
-			*ret_step = SPAWN_STEP_EXEC_TIMEOUT;
-			return -ETIMEDOUT;
-		}
-		k = poll(&pf, 1, (int)((deadline - now + 999999u) / 1000000u));
-		if (k < 0 && errno != EINTR)
-			return -errno;
-		if (k <= 0)
-			continue;
-		n = read(err_r, (char *)&rep + got, sizeof(rep) - got);
-		if (n < 0) {
-			if (errno == EINTR || errno == EAGAIN)
-				continue;
-			return -errno;
-		}
-		got += (size_t)n;
-		if (n > 0 && got < sizeof(rep))
-			continue;
-		if (got == 0)
-			return 0; /* EOF: exec'd (or died, which the pidfd reports later) */
-		(void)syscall(SYS_pidfd_send_signal, p->pidfd, SIGKILL, NULL, 0);
-		(void)wait4(p->pid, NULL, 0, NULL);
-		p->reaped = p->released = true;
-		if (got != sizeof(rep))
-			return -EIO; /* a torn report: the child is in an unknown state */
-		*ret_step = rep.step > 0 && rep.step < _SPAWN_STEP_MAX ? rep.step : SPAWN_STEP_EXEC;
-		return rep.error > 0 ? -rep.error : -EIO;
-	}
-}
-
-int spawn_start(struct spawn_ctx *ctx, const struct spawn_opts *o, struct spawn_proc **ret,
-		struct spawn_error *ret_err)
+static int start(struct spawn_ctx *ctx, const struct spawn_opts *o, struct spawn_proc **ret,
+		 struct spawn_error *ret_err)
 {
 	struct spawn_proc *p = NULL;
 	struct child_args a = {0};
@@ -445,6 +407,14 @@ int spawn_start(struct spawn_ctx *ctx, const struct spawn_opts *o, struct spawn_
 		a.ctty_fd = -1;
 	}
 
+	/* The parent's ends only (the child's are other open files, or the pty slave). */
+	if (p->fd_out >= 0)
+		(void)fd_set_nonblock(p->fd_out, 1);
+	if (p->fd_err >= 0)
+		(void)fd_set_nonblock(p->fd_err, 1);
+	if (p->fd_in >= 0)
+		(void)fd_set_nonblock(p->fd_in, 1);
+
 	a.cgroup_procs_fd = -1;
 	if (o->cgroup_agent && ctx->cg.base_fd >= 0) {
 		int reuse_fd = -1;
@@ -502,7 +472,8 @@ int spawn_start(struct spawn_ctx *ctx, const struct spawn_opts *o, struct spawn_
 	/* A fork-style child (no CLONE_VM): it works on its own copy of everything the
 	 * parent prepared, so nothing we do afterwards can change what it reads, and a child
 	 * an agent stops (it has the agent's uid from setresuid to execve) cannot stop us:
-	 * we wait for it with a deadline (exec_wait). Raw clone, not fork(): no atfork
+	 * the exec is awaited with a deadline (spawn_exec_poll), by spawn_start or by the
+	 * caller's own loop. Raw clone, not fork(): no atfork
 	 * handlers, no libc state touched, and the pidfd comes with it. All signals are
 	 * blocked across the clone so no handler of ours runs in the child before it resets
 	 * them. */
@@ -521,16 +492,7 @@ int spawn_start(struct spawn_ctx *ctx, const struct spawn_opts *o, struct spawn_
 	p->pid = pid;
 	p->pidfd = pidfd;
 
-	err_w = safe_close(err_w);
-	r = exec_wait(p, err_r, &step);
-	if (r < 0)
-		goto fail;
-	if (p->fd_out >= 0)
-		(void)fd_set_nonblock(p->fd_out, 1);
-	if (p->fd_err >= 0)
-		(void)fd_set_nonblock(p->fd_err, 1);
-	if (p->fd_in >= 0)
-		(void)fd_set_nonblock(p->fd_in, 1);
+	p->exec_fd = TAKE_FD(err_r);
 	p->last_output_ns = p->start_ns;
 	*ret = p;
 	return 0;
@@ -550,6 +512,114 @@ fail:
 		free(p);
 	}
 	return r;
+}
+
+int spawn_start_async(struct spawn_ctx *ctx, const struct spawn_opts *o, struct spawn_proc **ret,
+		      struct spawn_error *ret_err)
+{
+	int r = start(ctx, o, ret, ret_err);
+
+	if (r >= 0)
+		(*ret)->exec_announce = true;
+	return r;
+}
+
+/* The start failed (a report, a torn report, no exec in time, or our own poll/read
+ * failing): the child is killed through its pidfd and reaped, and everything else goes as
+ * after a failure before the clone. p stays allocated, done, for spawn_free. */
+static int exec_failed(struct spawn_proc *p, enum spawn_step step, int r,
+		       struct spawn_error *ret_err)
+{
+	if (p->pid > 0 && !p->reaped) {
+		(void)syscall(SYS_pidfd_send_signal, p->pidfd, SIGKILL, NULL, 0);
+		(void)wait4(p->pid, NULL, 0, NULL);
+		p->reaped = p->released = true;
+	}
+	p->exec_err = (struct spawn_error){.step = step, .error = -r};
+	*ret_err = p->exec_err;
+	cgroup_cleanup(p, true);
+	proc_close(p);
+	return r;
+}
+
+/* Wait for the child to exec (EOF on the CLOEXEC error pipe), fail (a report on it) or
+ * die, for at most wait_ms and never past SPAWN_EXEC_DEADLINE_MS after the clone. A child
+ * that does not get there in time (an agent can SIGSTOP it once it has the agent's uid) is
+ * killed through its pidfd and reaped: "timed out before exec". */
+_Static_assert(sizeof(((struct spawn_proc *)0)->exec_report) == sizeof(struct child_report),
+	       "spawn_proc.exec_report holds one struct child_report");
+
+int spawn_exec_poll(struct spawn_proc *p, int wait_ms, struct spawn_error *ret_err)
+{
+	uint64_t deadline = p->start_ns + SPAWN_EXEC_DEADLINE_MS * 1000000u;
+	uint64_t until = wait_ms < 0 ? UINT64_MAX : spawn_now_ns() + (uint64_t)wait_ms * 1000000u;
+	char *rep = (char *)p->exec_report;
+
+	*ret_err = (struct spawn_error){0};
+	if (p->exec_fd < 0) {
+		*ret_err = p->exec_err;
+		return p->exec_err.step ? -p->exec_err.error : 1;
+	}
+	for (;;) {
+		struct pollfd pf = {.fd = p->exec_fd, .events = POLLIN};
+		uint64_t now = spawn_now_ns(), end = deadline < until ? deadline : until;
+		int k;
+		ssize_t n;
+
+		if (now >= deadline)
+			return exec_failed(p, SPAWN_STEP_EXEC_TIMEOUT, -ETIMEDOUT, ret_err);
+		k = poll(&pf, 1, now >= end ? 0 : (int)((end - now + 999999u) / 1000000u));
+		if (k < 0 && errno != EINTR)
+			return exec_failed(p, SPAWN_STEP_PARENT_SIDE, -errno, ret_err);
+		if (k == 0 && spawn_now_ns() >= until && spawn_now_ns() < deadline)
+			return 0;
+		if (k <= 0)
+			continue;
+		n = read(p->exec_fd, rep + p->exec_report_got,
+			 sizeof(p->exec_report) - p->exec_report_got);
+		if (n < 0) {
+			if (errno == EINTR || errno == EAGAIN)
+				continue;
+			return exec_failed(p, SPAWN_STEP_PARENT_SIDE, -errno, ret_err);
+		}
+		p->exec_report_got += (size_t)n;
+		if (n > 0 && p->exec_report_got < sizeof(p->exec_report))
+			continue;
+		if (p->exec_report_got == 0) {
+			/* EOF: exec'd (or died, which the pidfd reports later) */
+			close_exec_fd(p);
+			return 1;
+		}
+		if (p->exec_report_got != sizeof(p->exec_report))
+			/* a torn report: the child is in an unknown state */
+			return exec_failed(p, SPAWN_STEP_PARENT_SIDE, -EIO, ret_err);
+		{
+			int step = p->exec_report[0], error = p->exec_report[1];
+			return exec_failed(p,
+					   step > 0 && step < _SPAWN_STEP_MAX
+						   ? (enum spawn_step)step
+						   : SPAWN_STEP_EXEC,
+					   error > 0 ? -error : -EIO, ret_err);
+		}
+	}
+}
+
+int spawn_start(struct spawn_ctx *ctx, const struct spawn_opts *o, struct spawn_proc **ret,
+		struct spawn_error *ret_err)
+{
+	struct spawn_proc *p;
+	int r;
+
+	r = start(ctx, o, &p, ret_err);
+	if (r < 0)
+		return r;
+	r = spawn_exec_poll(p, -1, ret_err);
+	if (r < 0) {
+		spawn_free(p);
+		return r;
+	}
+	*ret = p;
+	return 0;
 }
 
 static void tree_signal(struct spawn_proc *p, int sig)
@@ -790,6 +860,8 @@ int spawn_next_timeout_ms(const struct spawn_proc *p)
 	uint64_t next = 0, now = spawn_now_ns();
 	const struct spawn_opts *o = &p->opts_copy;
 
+	if (p->exec_fd >= 0)
+		deadline_min(&next, p->start_ns + SPAWN_EXEC_DEADLINE_MS * 1000000u);
 	if (p->reaped) {
 		uint64_t drain = o->drain_ms ? o->drain_ms : SPAWN_DRAIN_MS_DEFAULT;
 		if (p->fd_out >= 0 || p->fd_err >= 0)
@@ -865,6 +937,12 @@ int spawn_wait(struct spawn_proc *p, const struct spawn_wait_cb *cb)
 {
 	char buf[16384];
 
+	if (p->exec_fd >= 0) {
+		struct spawn_error e;
+		int r = spawn_exec_poll(p, -1, &e);
+		if (r < 0)
+			return r;
+	}
 	while (!spawn_done(p)) {
 		struct pollfd pf[4];
 		int n = 0, r, t;

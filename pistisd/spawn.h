@@ -9,10 +9,21 @@
  *       ends p->fd_in (or -1), p->fd_out, p->fd_err (-1 with a pty: all on fd_out = master).
  *       A failure in the child between fork and exec comes back as err.step + err.error:
  *       "setresuid: Operation not permitted" (spawn_error_string).
+ *   Or without blocking (a daemon serving many agents): spawn_start_async returns right
+ *       after clone with p->exec_fd >= 0; watch it for input (and wake up within
+ *       spawn_next_timeout_ms) and call spawn_exec_poll(p, 0, &err) until it is not 0:
+ *       1 = exec'd (p->exec_fd is -1 from then on), < 0 = the start failed exactly as
+ *       spawn_start would have said (child killed and reaped, cgroup given back, fds
+ *       closed; spawn_free(p) is all that is left to do). Until then the command has not
+ *       exec'd: do not read its output; spawn_signal, spawn_stop, spawn_resize and writes
+ *       to fd_in work (signals other than SIGKILL/SIGSTOP/SIGCONT arrive just before the
+ *       execve, where the child unblocks them).
  *   Event loop (any: poll, epoll, libwebsockets' foreign loop):
  *       watch p->pidfd, p->fd_out, p->fd_err for input; when readable call
  *       spawn_read(p, fd, buf, size) (0 = EOF: fd is closed and set to -1; data over the
- *       output cap is counted and dropped) and spawn_reap(p) for the pidfd.
+ *       output cap is counted and dropped) and spawn_reap(p) for the pidfd (which it
+ *       closes once the process is reaped: an epoll user takes it out of its set first,
+ *       since a spawn child not yet exec'd holds copies of all the caller's fds).
  *       Timeouts: poll at most spawn_next_timeout_ms(p) ms, then call spawn_tick(p).
  *   Control: spawn_signal(p, sig) forwards a signal to the main process; spawn_stop(p)
  *       cancels: SIGTERM to the whole tree, grace period, SIGKILL.
@@ -34,7 +45,8 @@
 
 #define SPAWN_DRAIN_MS_DEFAULT 100
 /* From clone to execve at most this long; then the child is killed (an agent can stop it
- * once it has the agent's uid). spawn_start blocks at most this long. */
+ * once it has the agent's uid). spawn_start blocks at most this long; spawn_start_async
+ * leaves the waiting to the caller's loop (spawn_exec_poll). */
 #define SPAWN_EXEC_DEADLINE_MS 2000
 #define SPAWN_GRACE_MS_DEFAULT 2000
 #define SPAWN_UMASK_DEFAULT 0007
@@ -90,7 +102,8 @@ struct spawn_opts {
 	uint64_t max_output;	  /* bytes over stdout+stderr kept, 0: unlimited */
 	bool keep_children;	  /* do not kill what the command leaves running */
 	/* Called right before the library closes fd_in, fd_out or fd_err on its own (end of
-	 * output, drain time over), while the fd is still open: an event loop must take it
+	 * output, drain time over), or the exec_fd spawn_start_async handed out (the start
+	 * is decided), while the fd is still open: an event loop must take it
 	 * out of its poll set now. Afterwards the number may be reused, and epoll keeps a
 	 * registration for as long as the open file lives on (a pty master's dup in fd_in). */
 	void (*on_close)(void *userdata, int fd);
@@ -167,6 +180,8 @@ struct spawn_proc {
 	int fd_in;	    /* -1 unless stdin_pipe (pipes mode) or pty (dup of master) */
 	int fd_out;	    /* stdout pipe, or the pty master */
 	int fd_err;	    /* stderr pipe; -1 with a pty */
+	int exec_fd;	    /* spawn_start_async: readable once the start is decided
+			     * (spawn_exec_poll); -1 from then on. Goes through on_close. */
 	int cgroup_fd;	    /* the command's cgroup, -1: process group */
 	int cgroup_applied; /* CGROUP_HAS_* limits really applied */
 	/* private below */
@@ -178,7 +193,11 @@ struct spawn_proc {
 	bool reaped;   /* exited: status taken (WNOWAIT), still a zombie until released */
 	bool released; /* really reaped: its pid may be reused, its group is not signalled */
 	bool sigkilled;
-	bool cgroup_empty; /* seen empty after the leader exited (no second read to pool it) */
+	bool cgroup_empty;	/* seen empty after the leader exited (no second read to pool it) */
+	int exec_report[2];	/* the child's struct child_report, as read so far */
+	size_t exec_report_got; /* bytes of it */
+	struct spawn_error exec_err; /* a failed start, for a spawn_exec_poll called again */
+	bool exec_announce;	     /* exec_fd was handed out: its close goes through on_close */
 	struct spawn_result result;
 };
 
@@ -193,13 +212,26 @@ bool spawn_ctx_uses_openat2(const struct spawn_ctx *ctx);
 /* Start. 0 and *ret on success; -errno with *ret_err filled (step, errno) on failure. */
 int spawn_start(struct spawn_ctx *ctx, const struct spawn_opts *opts, struct spawn_proc **ret,
 		struct spawn_error *ret_err);
+/* The same, but returns right after clone: *ret has exec_fd >= 0 and the exec is still to
+ * come. A failure before the child exists is returned here as by spawn_start. */
+int spawn_start_async(struct spawn_ctx *ctx, const struct spawn_opts *opts, struct spawn_proc **ret,
+		      struct spawn_error *ret_err);
+/* Has the child of spawn_start_async exec'd? Waits at most wait_ms for it (0: not at all,
+ * -1: until SPAWN_EXEC_DEADLINE_MS after the clone). 1: exec'd (or died before execve
+ * without a report: the pidfd tells the rest), 0: not yet, -errno with *ret_err: failed,
+ * or SPAWN_EXEC_DEADLINE_MS passed ("timed out before exec"); the child is then killed and
+ * reaped, its cgroup given back and every fd closed (on_close is called for each). Called
+ * again, it says the same. */
+int spawn_exec_poll(struct spawn_proc *p, int wait_ms, struct spawn_error *ret_err);
 
 ssize_t spawn_read(struct spawn_proc *p, int fd, void *buf, size_t size);
 int spawn_reap(struct spawn_proc *p);
 int spawn_signal(struct spawn_proc *p, int sig);
 int spawn_stop(struct spawn_proc *p);
 int spawn_resize(struct spawn_proc *p, unsigned short cols, unsigned short rows);
-int spawn_next_timeout_ms(const struct spawn_proc *p); /* -1: none */
+/* -1: none. While the exec is pending it includes SPAWN_EXEC_DEADLINE_MS after the clone,
+ * which spawn_exec_poll (not spawn_tick) enforces. */
+int spawn_next_timeout_ms(const struct spawn_proc *p);
 void spawn_tick(struct spawn_proc *p);
 bool spawn_done(const struct spawn_proc *p);
 const struct spawn_result *spawn_result(const struct spawn_proc *p);

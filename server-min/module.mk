@@ -18,3 +18,5 @@ FUZZERS += fuzz-relay
 fuzz-relay_SRCS := tests/fuzz/fuzz-relay.c server-min/config.c
 fuzz-relay_LIBS := lib
 INTEGRATION_TESTS += tests/integration/relay-hostile.sh
+# One agent stalling its spawn children does not stall serve for the others.
+INTEGRATION_TESTS += tests/integration/serve-stall.sh

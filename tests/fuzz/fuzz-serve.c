@@ -94,8 +94,8 @@ void fz_spawn_ctx_free(struct spawn_ctx *ctx)
 	free(ctx);
 }
 
-int fz_spawn_start(struct spawn_ctx *ctx, const struct spawn_opts *o, struct spawn_proc **ret,
-		   struct spawn_error *err)
+int fz_spawn_start_async(struct spawn_ctx *ctx, const struct spawn_opts *o, struct spawn_proc **ret,
+			 struct spawn_error *err)
 {
 	struct spawn_proc *p;
 	size_t n = 0;
@@ -118,9 +118,20 @@ int fz_spawn_start(struct spawn_ctx *ctx, const struct spawn_opts *o, struct spa
 	if (!p)
 		return -ENOMEM;
 	p->pid = 4242;
-	p->pidfd = p->fd_in = p->fd_out = p->fd_err = p->cgroup_fd = -1;
+	p->pidfd = p->fd_in = p->fd_out = p->fd_err = p->exec_fd = p->cgroup_fd = -1;
+	/* 'T': a child that never reaches execve (an agent stopped it), decided by the first
+	 * poll as the deadline would; everything else has exec'd */
+	if (o->argv[0][0] == 'T')
+		p->exec_err =
+			(struct spawn_error){.step = SPAWN_STEP_EXEC_TIMEOUT, .error = ETIMEDOUT};
 	*ret = p;
 	return 0;
+}
+
+int fz_spawn_exec_poll(struct spawn_proc *p, int wait_ms, struct spawn_error *err)
+{
+	*err = p->exec_err;
+	return p->exec_err.step ? -p->exec_err.error : 1;
 }
 
 ssize_t fz_spawn_read(struct spawn_proc *p, int fd, void *buf, size_t size)

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -909,6 +910,156 @@ TEST(stream_fds_are_announced_before_close)
 	EXPECT_EQ(log.open_at_call[1], 1);
 	spawn_free(p);
 	EXPECT_EQ(log.n, 2u); /* nothing announced twice */
+	spawn_ctx_free(ctx);
+}
+
+/* spawn_start_async: the exec is awaited by the caller's loop. A child stopped before its
+ * execve (an agent's SIGSTOP; here ours) must cost the caller nothing, fail exactly as
+ * spawn_start's deadline says, and leave no fd, zombie or busy cgroup behind. */
+static uint64_t ms_since(uint64_t t0)
+{
+	return (spawn_now_ns() - t0) / 1000000u;
+}
+
+/* An async start whose child is stopped before it could exec: SIGSTOP right after clone
+ * (the child takes ~0.2 ms to its execve). A child that won the race anyway is waited for
+ * and tried again. */
+static int start_stopped(struct spawn_ctx *ctx, struct spawn_opts *o, struct spawn_proc **ret)
+{
+	for (int i = 0; i < 20; i++) {
+		struct spawn_proc *p;
+		struct spawn_error err;
+		int r = spawn_start_async(ctx, o, &p, &err);
+		if (r < 0)
+			return r;
+		(void)kill(p->pid, SIGSTOP);
+		if (spawn_exec_poll(p, 0, &err) == 0) {
+			*ret = p;
+			return 0;
+		}
+		(void)kill(p->pid, SIGCONT);
+		(void)spawn_wait(p, NULL);
+		spawn_free(p);
+	}
+	return -EAGAIN;
+}
+
+TEST_TIMEOUT(async_start_execs_fails_and_times_out, 60)
+{
+	static struct capture cap;
+	struct spawn_wait_cb cb = {.on_output = on_output, .extra_fd = -1, .userdata = &cap};
+	struct close_log log = {0};
+	struct spawn_ctx *ctx;
+	struct spawn_opts o;
+	struct spawn_proc *p = NULL;
+	struct spawn_error err;
+	char *argv[] = {probe_path, "exit", "7", NULL};
+	char *missing[] = {"/nonexistent/x", NULL};
+	char msg[160];
+	uint64_t t0;
+	int fds, efd, r;
+	pid_t pid;
+
+	need_root_and_probe(_metadata);
+	ctx = ctx_or_die(_metadata);
+	base_opts(&o, argv);
+	/* warm: the context keeps one cgroup fd from here on */
+	ASSERT_EQ(spawn_start(ctx, &o, &p, &err), 0);
+	ASSERT_EQ(spawn_wait(p, NULL), 0);
+	spawn_free(p);
+	fds = count_fds();
+
+	/* exec'd: 1, exec_fd closed and announced (it was handed out), then as spawn_start */
+	o.on_close = record_close;
+	o.on_close_userdata = &log;
+	ASSERT_EQ(spawn_start_async(ctx, &o, &p, &err), 0);
+	efd = p->exec_fd;
+	ASSERT_GE(efd, 0);
+	EXPECT_GT(spawn_next_timeout_ms(p), 0);
+	EXPECT_LE(spawn_next_timeout_ms(p), SPAWN_EXEC_DEADLINE_MS);
+	EXPECT_EQ(spawn_exec_poll(p, -1, &err), 1);
+	EXPECT_EQ(p->exec_fd, -1);
+	ASSERT_GE(log.n, 1u);
+	EXPECT_EQ(log.fds[0], efd);
+	EXPECT_EQ(log.open_at_call[0], 1);
+	EXPECT_EQ(spawn_exec_poll(p, 0, &err), 1); /* asked again: the same */
+	cap.len = 0;
+	ASSERT_EQ(spawn_wait(p, &cb), 0);
+	EXPECT_EQ((int)spawn_result(p)->end, SPAWN_END_EXITED);
+	EXPECT_EQ(spawn_result(p)->exit_code, 7);
+	spawn_free(p);
+	o.on_close = NULL;
+
+	/* a failed step: the error spawn_start gives, the child reaped, p done */
+	o.argv = missing;
+	ASSERT_EQ(spawn_start_async(ctx, &o, &p, &err), 0);
+	pid = p->pid;
+	r = spawn_exec_poll(p, -1, &err);
+	EXPECT_EQ(r, -ENOENT);
+	EXPECT_EQ((int)err.step, SPAWN_STEP_EXEC);
+	EXPECT_EQ(err.error, ENOENT);
+	EXPECT_TRUE(spawn_done(p));
+	EXPECT_EQ(p->exec_fd, -1);
+	EXPECT_EQ(waitpid(pid, NULL, WNOHANG), -1);
+	err = (struct spawn_error){0};
+	EXPECT_EQ(spawn_exec_poll(p, 0, &err), -ENOENT);
+	EXPECT_EQ((int)err.step, SPAWN_STEP_EXEC);
+	spawn_free(p);
+	EXPECT_EQ(count_fds(), fds);
+
+	/* stopped before its execve: polls return at once, the deadline kills it */
+	o.argv = argv;
+	ASSERT_EQ(start_stopped(ctx, &o, &p), 0);
+	pid = p->pid;
+	t0 = spawn_now_ns();
+	EXPECT_EQ(spawn_exec_poll(p, 0, &err), 0);
+	EXPECT_EQ(spawn_exec_poll(p, 50, &err), 0);
+	EXPECT_LT(ms_since(t0), 1000u);
+	r = spawn_next_timeout_ms(p);
+	EXPECT_GT(r, 0);
+	EXPECT_LE(r, SPAWN_EXEC_DEADLINE_MS);
+	{
+		struct pollfd pf = {.fd = p->exec_fd, .events = POLLIN};
+		EXPECT_EQ(poll(&pf, 1, r), 0); /* nothing comes: the caller's timer fires */
+	}
+	r = spawn_exec_poll(p, 0, &err);
+	EXPECT_GE(ms_since(t0) + 5, SPAWN_EXEC_DEADLINE_MS - 100u);
+	EXPECT_EQ(r, -ETIMEDOUT);
+	EXPECT_EQ((int)err.step, SPAWN_STEP_EXEC_TIMEOUT);
+	{
+		char want[160];
+		snprintf(want, sizeof(want), "timed out before exec: %s", strerror(ETIMEDOUT));
+		EXPECT_STREQ(spawn_error_string(&err, msg, sizeof(msg)), want);
+	}
+	EXPECT_TRUE(spawn_done(p));
+	EXPECT_EQ(waitpid(pid, NULL, WNOHANG), -1); /* reaped: no zombie */
+	spawn_free(p);
+	EXPECT_EQ(count_fds(), fds); /* the cgroup went back to the pool */
+
+	/* cancelled while stopped before its execve: SIGTERM waits in the blocked mask and
+	 * ends it right where the child unblocks signals, before the execve */
+	ASSERT_EQ(start_stopped(ctx, &o, &p), 0);
+	EXPECT_EQ(spawn_stop(p), 0);
+	(void)kill(p->pid, SIGCONT);
+	EXPECT_EQ(spawn_exec_poll(p, -1, &err), 1);
+	ASSERT_EQ(spawn_wait(p, NULL), 0);
+	EXPECT_EQ((int)spawn_result(p)->end, SPAWN_END_CANCELLED);
+	EXPECT_EQ(spawn_result(p)->term_signal, SIGTERM);
+	spawn_free(p);
+
+	/* a signal to a starting command: delivered, the same way */
+	ASSERT_EQ(start_stopped(ctx, &o, &p), 0);
+	EXPECT_EQ(spawn_signal(p, SIGUSR1), 0);
+	(void)kill(p->pid, SIGCONT);
+	EXPECT_EQ(spawn_exec_poll(p, -1, &err), 1);
+	ASSERT_EQ(spawn_wait(p, NULL), 0);
+	EXPECT_EQ((int)spawn_result(p)->end, SPAWN_END_SIGNALED);
+	EXPECT_EQ(spawn_result(p)->term_signal, SIGUSR1);
+	spawn_free(p);
+
+	EXPECT_EQ(waitpid(-1, NULL, WNOHANG), -1);
+	EXPECT_EQ(count_fds(), fds);
+	close(o.cwd_root_fd);
 	spawn_ctx_free(ctx);
 }
 
