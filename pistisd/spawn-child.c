@@ -200,6 +200,24 @@ static int set_ids(const struct child_args *a, enum spawn_step *ret_step)
 	return privs_setresuid(a->uid);
 }
 
+/* close_range over everything from 3 except keep1 and keep2 (either may be < 3). */
+static int close_fds_but(int keep1, int keep2)
+{
+	int lo = keep1 < keep2 ? keep1 : keep2, hi = keep1 < keep2 ? keep2 : keep1;
+	unsigned from = 3;
+
+	for (int k = 0; k < 2; k++) {
+		int keep = k ? hi : lo;
+
+		if (keep < (int)from)
+			continue;
+		if ((unsigned)keep > from && syscall(SYS_close_range, from, keep - 1, 0) < 0)
+			return -errno;
+		from = (unsigned)keep + 1;
+	}
+	return syscall(SYS_close_range, from, ~0U, 0) < 0 ? -errno : 0;
+}
+
 int spawn_child_main(void *arg)
 {
 	const struct child_args *a = arg;
@@ -225,6 +243,13 @@ int spawn_child_main(void *arg)
 	r = setup_stdio(a);
 	if (r < 0)
 		fail(a, a->ctty_fd >= 0 ? SPAWN_STEP_CTTY : SPAWN_STEP_STDIO, r);
+	/* From here on only the error pipe and the working directory's root are needed: the
+	 * rest of pistisd's fds go now, not at the end, so that a child the agent stops once
+	 * it has the agent's uid (up to the exec deadline) holds no pipe, socket or pidfd of
+	 * the daemon's, and no other command's pipe waits for its EOF on it. */
+	r = close_fds_but(a->err_fd, a->cwd_root_fd);
+	if (r < 0)
+		fail(a, SPAWN_STEP_CLOSE_FDS, r);
 
 	/* A fresh anonymous session keyring: pistisd's keys are not the agent's. Done as root
 	 * because with allow_setuid the seccomp filter (which forbids keyctl) is already on
@@ -291,11 +316,11 @@ int spawn_child_main(void *arg)
 	}
 
 	/* No fd of pistisd's reaches the agent (runc CVE-2024-21626): everything from 3 up
-	 * except the CLOEXEC error pipe, which execve closes. */
-	if (a->err_fd > 3 && syscall(SYS_close_range, 3, a->err_fd - 1, 0) < 0)
-		fail(a, SPAWN_STEP_CLOSE_FDS, errno);
-	if (syscall(SYS_close_range, a->err_fd + 1, ~0U, 0) < 0)
-		fail(a, SPAWN_STEP_CLOSE_FDS, errno);
+	 * except the CLOEXEC error pipe, which execve closes (the working directory's root
+	 * fd, and anything the steps above may have opened since the first close). */
+	r = close_fds_but(a->err_fd, a->err_fd);
+	if (r < 0)
+		fail(a, SPAWN_STEP_CLOSE_FDS, r);
 
 	sigemptyset(&none);
 	syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, NULL, 8);

@@ -114,10 +114,29 @@ for i in $(seq 10); do
 	[ "$out" = "b$i" ] || { bad=$((bad + 1)); echo "# B command $i: $out"; }
 done
 wait_a=$(($(now_ms) < end))
+# The children A stopped (agent uid, still pistisd's code, state T) hold only stdio, the
+# error pipe and the cwd root: serve's pipes, sockets and pidfds were closed before the uid
+# change (docs/spawn.md step 4b), so none of them waits on a stopped child.
+auid=$(in_root "$R" pistisd users show stall-a | sed -n 's/^uid=//p')
+nstopped=0 maxfds=0
+for _ in $(seq 20); do
+	for pid in $(ours); do
+		st=$(awk '/^State:/ {print $2} /^Uid:/ {print $2}' "/proc/$pid/status" 2>/dev/null | paste -sd' ')
+		[ "$st" = "T $auid" ] || continue
+		case "$(readlink "/proc/$pid/exe" 2>/dev/null)" in */pistisd) ;; *) continue ;; esac
+		n=$(ls "/proc/$pid/fd" 2>/dev/null | wc -l)
+		nstopped=$((nstopped + 1))
+		[ "$n" -gt "$maxfds" ] && maxfds=$n
+	done
+	[ "$nstopped" -ge 3 ] && break
+	sleep 0.1
+done
 is "B's 10 commands all ran and printed their output" "$bad" 0
 is "no B command took 1 s or more while A stalled its starts (slowest ${max} ms)" "$slow" 0
 ok "B's 10 commands took under 3 s together (${total} ms)" test "$total" -lt 3000
 is "... and A was still starting stalled commands all that time" "$wait_a" 1
+ok "found spawn children A stopped before their exec ($nstopped)" test "$nstopped" -gt 0
+ok "each holds at most 6 fds: stdio, the error pipe, the cwd root and, in step 12, the cwd (most: $maxfds)" test "$maxfds" -le 6
 # a ping answered promptly too (status goes through the same loop)
 t=$(now_ms)
 P status --sandbox s1 >/dev/null 2>&1
