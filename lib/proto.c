@@ -148,6 +148,50 @@ static int fail(struct proto_error *err, enum proto_err code, int r, const char 
 /* Scan the raw text before cJSON sees it: nesting depth, string lengths and NUL escapes.
  * cJSON's own CJSON_NESTING_LIMIT is 1000, far over ours, and it recurses; this scan is a
  * flat loop, so a 1 MiB "[[[[..." costs one pass and no allocation. */
+/* Length of the well-formed UTF-8 sequence at p (RFC 3629: no overlong forms, no
+ * surrogates, nothing past U+10FFFF), 0 if there is none. p[0] >= 0x80. */
+static size_t utf8_seq(const unsigned char *p, size_t n)
+{
+	unsigned char c = p[0], lo = 0x80, hi = 0xBF;
+	size_t k;
+
+	if (c >= 0xC2 && c <= 0xDF)
+		k = 2;
+	else if (c >= 0xE0 && c <= 0xEF) {
+		k = 3;
+		if (c == 0xE0)
+			lo = 0xA0;
+		else if (c == 0xED)
+			hi = 0x9F;
+	} else if (c >= 0xF0 && c <= 0xF4) {
+		k = 4;
+		if (c == 0xF0)
+			lo = 0x90;
+		else if (c == 0xF4)
+			hi = 0x8F;
+	} else
+		return 0;
+	if (n < k || p[1] < lo || p[1] > hi)
+		return 0;
+	for (size_t j = 2; j < k; j++)
+		if (p[j] < 0x80 || p[j] > 0xBF)
+			return 0;
+	return k;
+}
+
+bool proto_utf8_valid(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)s[i] >= 0x80) {
+			size_t k = utf8_seq((const unsigned char *)s + i, n - i);
+
+			if (!k)
+				return false;
+			i += k - 1;
+		}
+	return true;
+}
+
 static int precheck(const char *buf, size_t len, struct proto_error *err)
 {
 	unsigned depth = 0;
@@ -164,6 +208,18 @@ static int precheck(const char *buf, size_t len, struct proto_error *err)
 				return fail(err, PROTO_E_TOO_LARGE, -E2BIG,
 					    "string at offset %zu is over %u bytes", i,
 					    PROTO_MAX_STRING);
+			/* JSON text is UTF-8 (RFC 8259 8.1); a WebSocket peer must fail a text
+			 * message that is not (RFC 6455 8.1), so none is ever passed on. */
+			if (c >= 0x80) {
+				size_t k = utf8_seq((const unsigned char *)buf + i, len - i);
+
+				if (!k)
+					return fail(err, PROTO_E_BAD_JSON, -EINVAL,
+						    "invalid UTF-8 at offset %zu", i);
+				i += k - 1;
+				slen += k - 1;
+				continue;
+			}
 			if (c == '\\') {
 				if (i + 1 >= len)
 					break;

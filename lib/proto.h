@@ -112,6 +112,9 @@ struct proto_error {
  * allocates anything), cJSON parse, duplicate keys, an object at the top. On success *ret is
  * the root object (cJSON_Delete it). Errors fill err and return -EINVAL (-E2BIG for size). */
 int proto_parse(const char *buf, size_t len, cJSON **ret, struct proto_error *err);
+/* Is s[0..n) well-formed UTF-8 (RFC 3629)? proto_parse refuses a message whose strings are
+ * not, so a string from elsewhere (a file name) must be checked before it goes into one. */
+bool proto_utf8_valid(const char *s, size_t n);
 
 /* A parsed request: op and id validated. Fields point into the cJSON tree. */
 struct proto_request {

@@ -28,6 +28,7 @@
 #include "lib/fd-util.h"
 #include "lib/log.h"
 #include "lib/macro.h"
+#include "lib/escape.h"
 #include "lib/proto.h"
 #include "pistisd/privs.h"
 #include "pistisd/serve.h"
@@ -513,7 +514,16 @@ static int do_op(enum proto_op op, cJSON *req, cJSON *o, struct proto_error *err
 				break;
 			}
 			e = cJSON_CreateObject();
-			cJSON_AddStringToObject(e, "name", de->d_name);
+			if (proto_utf8_valid(de->d_name, strlen(de->d_name)))
+				cJSON_AddStringToObject(e, "name", de->d_name);
+			else {
+				/* JSON carries UTF-8 only: any other name goes C-escaped */
+				char esc[NAME_MAX * 4 + 1];
+
+				escape_c(de->d_name, strlen(de->d_name), esc, sizeof(esc));
+				cJSON_AddStringToObject(e, "name", esc);
+				cJSON_AddBoolToObject(e, "escaped", true);
+			}
 			cJSON_AddStringToObject(e, "type",
 						de->d_type == DT_REG   ? "file"
 						: de->d_type == DT_DIR ? "dir"

@@ -149,6 +149,7 @@ like "flood: it sent thousands of messages and frames" \
 is "flood: s1's commands all succeeded during the flood" "$fails" 0
 ok "flood: s1's slowest command took ${worst} ms (< 2000)" test "$worst" -lt 2000
 like "flood: server-min logged the oversized message" "$(cat "$W/smin.log")" "over [0-9]+ bytes"
+like "flood: server-min refused the message that is not UTF-8" "$(cat "$W/smin.log")" "bad message: invalid UTF-8 at offset"
 like "flood: server-min throttled the flooding sandbox (message rate)" "$(cat "$W/smin.log")" "sends over 5000 messages/s; reading from it is throttled"
 is "both daemons still running after the hostile sandbox" "$(alive)" yes
 rss=$(awk '/VmRSS/ {print $2}' /proc/$SM/status)

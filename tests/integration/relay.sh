@@ -224,6 +224,14 @@ for _ in $(seq 1 20); do
 done
 is "fs.list pages with offset/next cover every entry once" "$total" 4000
 rm -rf "$R$home/many"
+# JSON carries UTF-8 only: a file name that is not comes C-escaped, and a request that is not
+# UTF-8 is refused before it leaves the client.
+: >"$R$home/$(printf 'bad\377\376name')" && chown --reference="$R$home" "$R$home/$(printf 'bad\377\376name')"
+like "fs.list: a name that is not UTF-8 comes C-escaped, marked escaped" \
+	"$(P call fs.list "{\"agent\":\"alice\",\"path\":\"$home\"}" 2>&1)" '"name":"bad.{1,2}xff.{1,2}xfename","escaped":true,"type":"file"'
+rm -f "$R$home/$(printf 'bad\377\376name')"
+like "a request whose strings are not UTF-8 is refused" \
+	"$(P call fs.stat "$(printf '{"agent":"alice","path":"/tmp/\377"}')" 2>&1)" 'invalid UTF-8'
 # FIFOs, sockets and devices are refused, never opened (a FIFO with a writer would block,
 # some devices act on open).
 mkfifo "$R$home/fifo" && chown --reference="$R$home" "$R$home/fifo"

@@ -189,6 +189,7 @@ def scenario_sandbox_flood(port, token, seconds):
     s.send("{oops")
     s.send("[" * 100 + "]" * 100)
     s.send('{"id":"a","id":"b"}')
+    s.send(b'{"event":"exec.exit","id":"\xff\xfe","cmd":1}')          # not UTF-8
     s.send(json.dumps({"id": "00000000.1.r1", "ok": True}))          # another relay run
     s.send(json.dumps({"id": "zz", "op": "exec.start", "agent": "x"}))  # requests to the relay
     s.send(json.dumps({"pad": "y" * (2 * 1024 * 1024)}))               # over 1 MiB

@@ -99,6 +99,38 @@ TEST(parse_rejects_nul_in_strings)
 	ASSERT_EQ(parse_code("{\"path\":\"\\\\u0000\"}"), 0); /* an escaped backslash, then text */
 }
 
+TEST(parse_accepts_only_utf8)
+{
+	/* well-formed: 2, 3 and 4 bytes, the edges of each range */
+	ASSERT_EQ(parse_code("{\"a\":\"\xc2\x80 \xdf\xbf \xe0\xa0\x80 \xed\x9f\xbf \xee\x80\x80 "
+			     "\xef\xbf\xbf \xf0\x90\x80\x80 \xf4\x8f\xbf\xbf\"}"),
+		  0);
+	ASSERT_EQ(parse_code("{\"\xc3\xa9t\xc3\xa9\":\"h\xc3\xa9\"}"), 0); /* in a key too */
+	/* ill-formed: a lone continuation byte, overlong forms, a surrogate, past U+10FFFF,
+	 * a truncated sequence (at the end and before the closing quote), latin-1 */
+	static const char *const bad[] = {
+		"{\"a\":\"\x80\"}",
+		"{\"a\":\"\xc0\xaf\"}",
+		"{\"a\":\"\xc1\xbf\"}",
+		"{\"a\":\"\xe0\x9f\xbf\"}",
+		"{\"a\":\"\xed\xa0\x80\"}",
+		"{\"a\":\"\xf0\x8f\xbf\xbf\"}",
+		"{\"a\":\"\xf4\x90\x80\x80\"}",
+		"{\"a\":\"\xf5\x80\x80\x80\"}",
+		"{\"a\":\"\xe2\x82\"}",
+		"{\"a\":\"caf\xe9\"}",
+		"{\"a\":\"\xff\"}",
+	};
+	for (size_t i = 0; i < ELEMENTSOF(bad); i++)
+		EXPECT_EQ(parse_code(bad[i]), PROTO_E_BAD_JSON);
+	{
+		struct proto_error err = {0};
+		cJSON *root = NULL;
+		/* cut inside a sequence at the very end of the buffer */
+		EXPECT_EQ(proto_parse("{\"a\":\"\xe2\x82", 8, &root, &err), -EINVAL);
+	}
+}
+
 static int request_code(const char *s, struct proto_request *req, cJSON **root)
 {
 	struct proto_error err = {0};
