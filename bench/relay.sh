@@ -57,12 +57,12 @@ if [ -f "$PISTIS_BUILD/musl/pistisd" ]; then
 	size "$PISTIS_BUILD/musl/pistisd" | sed 's/^/  /'
 	echo "  largest symbols:"
 	nm --size-sort -S -r "$PISTIS_BUILD/musl/pistisd" | head -n 8 | sed 's/^/    /'
-	echo "  by origin (text+data bytes of symbols whose names start with…):"
-	nm -S -t d "$PISTIS_BUILD/musl/pistisd" | awk 'NF == 4 { n = $4; sz = $2 + 0; k = "other"
+	echo "  by origin (text+data bytes of symbols whose names start with…; bss not counted):"
+	nm -S -t d "$PISTIS_BUILD/musl/pistisd" | awk 'NF == 4 && $3 !~ /^[bB]$/ { n = $4; sz = $2 + 0; k = "other"
 		if (n ~ /^(lws|_lws|__lws)/) k = "libwebsockets"
 		else if (n ~ /^(seccomp|_seccomp|arch_|db_|gen_bpf)/) k = "libseccomp"
 		else if (n ~ /^cJSON/) k = "cjson"
-		else if (n ~ /^(EVP|X509|SSL|ssl|tls|OPENSSL|ossl|OSSL|BN_|bn_|EC_|ec_|ecp_|RSA|rsa|ASN1|asn1|CRYPTO|ERR_|OBJ_|PEM|PKCS|evp|x509|aes|AES|sha|SHA|ChaCha|Poly|poly|DH_|dh_|DSA|dsa|CMS|cms|HMAC|RAND|rand|OCSP|CT_|SCT|BIO|bio|UI_|DES|des|camellia|aria|ARIA|gcm|x25519|X25519|ED25519|ED448|k25519|curve448|nid_objs|param_group|ssl3_)/) k = "openssl"
+		else if (n ~ /^(mbedtls|_mbedtls|x509_|ssl_|ecp_|mpi_|aes_|gcm_|chacha|poly1305|sha256_|sha512_|sha1_|rsa_|pk_|oid_|asn1_|md_|cipher_|ctr_drbg|entropy|ecdsa|ecdh)/) k = "mbedtls"
 		t[k] += sz } END { for (k in t) printf "    %-14s %8d\n", k, t[k] }' | sort -k2 -nr
 fi
 kill "$PD" "$SM"
