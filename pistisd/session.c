@@ -1023,6 +1023,10 @@ static cJSON *status_of(const char *agent)
 		if (c->tag[0])
 			cJSON_AddStringToObject(o, "tag", c->tag);
 		cJSON_AddBoolToObject(o, "running", !c->done);
+		/* its exec is still awaited: not attachable yet, and it may still fail (and then
+		 * vanish without an exec.exit) */
+		if (c->starting)
+			cJSON_AddBoolToObject(o, "starting", true);
 		cJSON_AddNumberToObject(o, "last_seq", (double)c->next_seq);
 		cJSON_AddNumberToObject(o, "acked", (double)c->acked);
 		cJSON_AddNumberToObject(o, "buffered", (double)c->buffered);

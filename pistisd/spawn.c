@@ -566,11 +566,17 @@ int spawn_exec_poll(struct spawn_proc *p, int wait_ms, struct spawn_error *ret_e
 		int k;
 		ssize_t n;
 
-		if (now >= deadline)
-			return exec_failed(p, SPAWN_STEP_EXEC_TIMEOUT, -ETIMEDOUT, ret_err);
+		/* Past the deadline, one last look: what the child did is decided by the pipe,
+		 * not by when the caller got round to asking (an event loop busy elsewhere, or
+		 * running the deadline timer before the pipe's event). An EOF or a report already
+		 * there counts; only an empty pipe is "timed out before exec". */
+		bool late = now >= deadline;
+
 		k = poll(&pf, 1, now >= end ? 0 : (int)((end - now + 999999u) / 1000000u));
 		if (k < 0 && errno != EINTR)
 			return exec_failed(p, SPAWN_STEP_PARENT_SIDE, -errno, ret_err);
+		if (k == 0 && late)
+			return exec_failed(p, SPAWN_STEP_EXEC_TIMEOUT, -ETIMEDOUT, ret_err);
 		if (k == 0 && spawn_now_ns() >= until && spawn_now_ns() < deadline)
 			return 0;
 		if (k <= 0)
@@ -625,8 +631,13 @@ int spawn_start(struct spawn_ctx *ctx, const struct spawn_opts *o, struct spawn_
 static void tree_signal(struct spawn_proc *p, int sig)
 {
 	if (p->cgroup_fd >= 0) {
-		if (sig == SIGKILL && cgroup_kill(p->cgroup_fd) >= 0)
+		if (sig == SIGKILL && cgroup_kill(p->cgroup_fd) >= 0) {
+			/* A leader that has not joined the cgroup yet (spawn step 2, right after
+			 * clone: a start given up at once) is not in it. */
+			if (!p->reaped && p->pidfd >= 0)
+				(void)syscall(SYS_pidfd_send_signal, p->pidfd, sig, NULL, 0);
 			return;
+		}
 		/* No cgroup.term: signal every member by pid (they cannot change cgroup). */
 		_cleanup_close_ int fd =
 			openat(p->cgroup_fd, "cgroup.procs", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);

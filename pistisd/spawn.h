@@ -221,7 +221,8 @@ int spawn_start_async(struct spawn_ctx *ctx, const struct spawn_opts *opts, stru
  * without a report: the pidfd tells the rest), 0: not yet, -errno with *ret_err: failed,
  * or SPAWN_EXEC_DEADLINE_MS passed ("timed out before exec"); the child is then killed and
  * reaped, its cgroup given back and every fd closed (on_close is called for each). Called
- * again, it says the same. */
+ * again, it says the same. Called after the deadline, it still takes an EOF or a report
+ * already in the pipe: only a child with nothing to show by then has timed out. */
 int spawn_exec_poll(struct spawn_proc *p, int wait_ms, struct spawn_error *ret_err);
 
 ssize_t spawn_read(struct spawn_proc *p, int fd, void *buf, size_t size);

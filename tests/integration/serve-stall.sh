@@ -142,6 +142,23 @@ t=$(now_ms)
 P status --sandbox s1 >/dev/null 2>&1
 ms=$(($(now_ms) - t))
 ok "sandbox.status answered under 1 s while A stalls (${ms} ms)" test "$ms" -lt 1000
+# A's stalled starts are listed as starting (exec.attach cannot take them yet, and they may
+# still vanish): status and exec.list say so, and only of starting commands of A
+nst=0 nstb=0
+for _ in $(seq 20); do
+	st=$(P --json status --sandbox s1 2>/dev/null | python3 -c '
+import json, sys
+c = json.load(sys.stdin).get("commands", [])
+print(sum(1 for x in c if x.get("starting") is True and x["agent"] == "stall-a" and x["running"]),
+      sum(1 for x in c if "starting" in x and (x["agent"] != "stall-a" or x["starting"] is not True)))')
+	read -r a b <<<"$st"
+	[ "${a:-0}" -gt "$nst" ] && nst=$a
+	nstb=$((nstb + ${b:-1}))
+	[ "$nst" -gt 0 ] && break
+	sleep 0.1
+done
+ok "sandbox.status marks A's stalled starts \"starting\" ($nst)" test "$nst" -gt 0
+is "... and no other command" "$nstb" 0
 
 wait "$STALL" $loops
 caught=$(sed -n 's/^caught=//p' "$W/stall.out" | tr -d '\r')

@@ -1063,6 +1063,151 @@ TEST_TIMEOUT(async_start_execs_fails_and_times_out, 60)
 	spawn_ctx_free(ctx);
 }
 
+/* The start is decided by what the child did, not by when the caller's loop got round to
+ * looking: a child that exec'd (or reported a failed step) well before the deadline, polled
+ * only after it (serve busy; the deadline timer run before the pipe's event in the same
+ * loop iteration, as when the agent SIGCONTs it just in time), has started (or failed for
+ * its own reason). It used to be killed and reported "timed out before exec" although it
+ * had been running the agent's program. */
+TEST_TIMEOUT(async_exec_polled_after_deadline, 60)
+{
+	struct spawn_ctx *ctx;
+	struct spawn_opts o;
+	struct spawn_proc *p = NULL;
+	struct spawn_error err;
+	char *argv[] = {probe_path, "sleep", "30", NULL};
+	char *missing[] = {"/nonexistent/x", NULL};
+	struct pollfd pf;
+	int r;
+
+	need_root_and_probe(_metadata);
+	ctx = ctx_or_die(_metadata);
+	base_opts(&o, argv);
+
+	ASSERT_EQ(spawn_start_async(ctx, &o, &p, &err), 0);
+	pf = (struct pollfd){.fd = p->exec_fd, .events = POLLIN};
+	ASSERT_EQ(poll(&pf, 1, 1000), 1); /* exec'd: the EOF is there, not read yet */
+	while (spawn_now_ns() < p->start_ns + (SPAWN_EXEC_DEADLINE_MS + 100) * 1000000ull)
+		(void)poll(NULL, 0, 20);
+	r = spawn_exec_poll(p, 0, &err);
+	EXPECT_EQ(r, 1);
+	EXPECT_EQ((int)err.step, 0);
+	EXPECT_EQ(kill(p->pid, 0), 0); /* still running its program */
+	EXPECT_FALSE(spawn_done(p));
+	if (r == 1) {
+		EXPECT_EQ(spawn_stop(p), 0);
+		ASSERT_EQ(spawn_wait(p, NULL), 0);
+		EXPECT_EQ((int)spawn_result(p)->end, SPAWN_END_CANCELLED);
+	}
+	spawn_free(p);
+
+	/* a failed step reported in time: that error, not "timed out before exec" */
+	o.argv = missing;
+	ASSERT_EQ(spawn_start_async(ctx, &o, &p, &err), 0);
+	pf = (struct pollfd){.fd = p->exec_fd, .events = POLLIN};
+	ASSERT_EQ(poll(&pf, 1, 1000), 1);
+	while (spawn_now_ns() < p->start_ns + (SPAWN_EXEC_DEADLINE_MS + 100) * 1000000ull)
+		(void)poll(NULL, 0, 20);
+	EXPECT_EQ(spawn_exec_poll(p, 0, &err), -ENOENT);
+	EXPECT_EQ((int)err.step, SPAWN_STEP_EXEC);
+	EXPECT_TRUE(spawn_done(p));
+	spawn_free(p);
+
+	EXPECT_EQ(waitpid(-1, NULL, WNOHANG), -1);
+	close(o.cwd_root_fd);
+	spawn_ctx_free(ctx);
+}
+
+/* A starting command freed (serve's shutdown, a start given up) before its child has
+ * joined the command's cgroup: cgroup.kill does not reach it there, so spawn_free's SIGKILL
+ * must also go to the leader's pidfd, or spawn_free waits for it forever (the child goes on
+ * to exec the agent's program). The child is held before that step by our SIGSTOP right
+ * after clone; a watchdog SIGKILLs it after 3 s and says so. */
+static volatile pid_t watchdog_pid;
+static volatile sig_atomic_t watchdog_fired;
+
+static void watchdog(int sig)
+{
+	(void)sig;
+	if (watchdog_pid > 0 && kill(watchdog_pid, SIGKILL) == 0)
+		watchdog_fired = 1;
+}
+
+static bool in_cgroup(pid_t pid, const char *name)
+{
+	char path[64], buf[512];
+	int fd;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = 0;
+	return strstr(buf, name) != NULL;
+}
+
+TEST_TIMEOUT(async_free_before_cgroup_join, 60)
+{
+	struct sigaction sa = {.sa_handler = watchdog, .sa_flags = SA_RESTART}, old;
+	struct spawn_ctx *ctx;
+	struct spawn_opts o;
+	struct spawn_proc *p = NULL;
+	struct spawn_error err;
+	char *argv[] = {probe_path, "sleep", "30", NULL};
+	bool caught = false;
+	pid_t pid = -1;
+
+	need_root_and_probe(_metadata);
+	ctx = ctx_or_die(_metadata);
+	if (strcmp(spawn_ctx_tree_control(ctx), "cgroup"))
+		SKIP("no cgroup v2");
+	base_opts(&o, argv);
+	for (int i = 0; i < 200 && !caught; i++) {
+		ASSERT_EQ(spawn_start_async(ctx, &o, &p, &err), 0);
+		(void)kill(p->pid, SIGSTOP);
+		/* stopped (state T) before it wrote itself into the command's cgroup */
+		for (int k = 0; k < 100; k++) {
+			char path[64], st[256];
+			int fd;
+			ssize_t n;
+			snprintf(path, sizeof(path), "/proc/%d/stat", (int)p->pid);
+			fd = open(path, O_RDONLY | O_CLOEXEC);
+			n = fd >= 0 ? read(fd, st, sizeof(st) - 1) : -1;
+			if (fd >= 0)
+				close(fd);
+			st[n > 0 ? n : 0] = 0;
+			if (strstr(st, ") T "))
+				break;
+			(void)poll(NULL, 0, 1);
+		}
+		if (!in_cgroup(p->pid, p->cgroup_cmd)) {
+			caught = true;
+			break;
+		}
+		(void)kill(p->pid, SIGKILL);
+		(void)spawn_exec_poll(p, -1, &err);
+		spawn_free(p);
+		p = NULL;
+	}
+	if (!caught)
+		SKIP("never caught a child before its cgroup join");
+	pid = p->pid;
+	watchdog_pid = pid;
+	watchdog_fired = 0;
+	ASSERT_EQ(sigaction(SIGALRM, &sa, &old), 0);
+	alarm(3);
+	spawn_free(p);
+	alarm(0);
+	(void)sigaction(SIGALRM, &old, NULL);
+	EXPECT_EQ(watchdog_fired, 0); /* spawn_free ended it by itself */
+	EXPECT_EQ(waitpid(pid, NULL, WNOHANG), -1);
+	close(o.cwd_root_fd);
+	spawn_ctx_free(ctx);
+}
+
 TEST(tiocsti_refused_on_own_pty)
 {
 	static struct capture cap;
