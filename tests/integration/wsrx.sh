@@ -15,6 +15,19 @@
 #    exit code must be exact; the last ack must name the last frame.
 #    Seeds: PISTIS_WSRX_SEED (default: from the clock, printed), PISTIS_WSRX_SEEDS
 #    (default 40); a failure prints its seed and how to rerun it.
+#  - differential through `pistisd serve --relay` (a throwaway root, as relay.sh): the fake
+#    server-min starts `cat` (or `sha256sum`) with stdin "pipe" for an agent and sends a
+#    random payload (1-6 MiB; sha256sum under 1 MiB) as stdin frames (stream 0, sequence
+#    1, 2, 3...) of random sizes up to 256 KiB, the 125/126/127 and 65535/65536 length
+#    edges and pistisd's 64 KiB socket read size among them, in the same random fragments,
+#    control frames and cuts, plus cuts at multiples of the read size inside a payload;
+#    exec.ack and ping requests (some over pistisd's 256 KiB receive buffer, up to 1 MiB:
+#    handed to its callback in pieces) between the frames; stdin closed by the EOF flag
+#    on the last data frame, an empty EOF frame or exec.close_stdin. The output frames
+#    (acked as they come) must be the payload (its sha256), in sequence, with EOF on both
+#    streams, exit 0, every request answered, no error; at the end sandbox.status lists no
+#    command. One pistisd, one connection, a command per seed; PISTIS_WSRX_SERVE_SEEDS
+#    (default 40), from the same PISTIS_WSRX_SEED.
 #  - hostile frames to `pistis exec`, before exec.started (must fail with exit 125 and
 #    "Connection to the server failed") and in the middle of the output (must drop the
 #    connection, redial, re-attach after the last frame it holds, and finish with the
