@@ -15,6 +15,19 @@
 #    exit code must be exact; the last ack must name the last frame.
 #    Seeds: PISTIS_WSRX_SEED (default: from the clock, printed), PISTIS_WSRX_SEEDS
 #    (default 40); a failure prints its seed and how to rerun it.
+#  - differential through `pistisd serve --relay` (a throwaway root, as relay.sh): the fake
+#    server-min starts `cat` (or `sha256sum`) with stdin "pipe" for an agent and sends a
+#    random payload (1-6 MiB; sha256sum under 1 MiB) as stdin frames (stream 0, sequence
+#    1, 2, 3...) of random sizes up to 256 KiB, the 125/126/127 and 65535/65536 length
+#    edges and pistisd's 64 KiB socket read size among them, in the same random fragments,
+#    control frames and cuts, plus cuts at multiples of the read size inside a payload;
+#    exec.ack and ping requests (some over pistisd's 256 KiB receive buffer, up to 1 MiB:
+#    handed to its callback in pieces) between the frames; stdin closed by the EOF flag
+#    on the last data frame, an empty EOF frame or exec.close_stdin. The output frames
+#    (acked as they come) must be the payload (its sha256), in sequence, with EOF on both
+#    streams, exit 0, every request answered, no error; at the end sandbox.status lists no
+#    command. One pistisd, one connection, a command per seed; PISTIS_WSRX_SERVE_SEEDS
+#    (default 40), from the same PISTIS_WSRX_SEED.
 #  - hostile frames to `pistis exec`, before exec.started (must fail with exit 125 and
 #    "Connection to the server failed") and in the middle of the output (must drop the
 #    connection, redial, re-attach after the last frame it holds, and finish with the
@@ -37,6 +50,7 @@ command -v python3 >/dev/null || { echo "1..0 # SKIP no python3"; exit 0; }
 FAKE="python3 $(cd "$(dirname "$0")" && pwd)/wsserver.py"
 SEED=${PISTIS_WSRX_SEED:-$(($(date +%s) % 1000000))}
 SEEDS=${PISTIS_WSRX_SEEDS:-40}
+SSEEDS=${PISTIS_WSRX_SERVE_SEEDS:-40}
 W=$(mktemp -d "${TMPDIR:-/tmp}/pistis-wsrx.$$.XXXXXX")
 cleanup() {
 	[ -n "${PD:-}" ] && kill "$PD" 2>/dev/null
@@ -47,7 +61,8 @@ cleanup() {
 trap cleanup EXIT
 val() { sed -n "s/^$1=//p" "$2" | head -n 1; }
 show() { grep -v '^[a-z_0-9]*=' "$1" | sed 's/^# //; s/^/# /'; }
-echo "# seeds $SEED..$((SEED + SEEDS - 1)) (PISTIS_WSRX_SEED, PISTIS_WSRX_SEEDS)"
+echo "# seeds $SEED..$((SEED + SEEDS - 1)) (PISTIS_WSRX_SEED, PISTIS_WSRX_SEEDS)," \
+	"serve $SEED..$((SEED + SSEEDS - 1)) (PISTIS_WSRX_SERVE_SEEDS)"
 
 # --- differential through pistis exec ---------------------------------------------------------
 $FAKE exec-diff "$BIN/pistis" "$SEED" "$SEEDS" >"$W/diff.out" 2>&1
@@ -77,7 +92,7 @@ unlike "pistis: a masked frame fails the connection (RFC 6455 5.1), is not unmas
 is "pistis: nothing else kept the connection but invalid UTF-8 text" \
 	"$(val kept "$W/ch.out" | tr , '\n' | grep -v -e utf8 -e '^none$')" ""
 
-# --- hostile frames to pistisd serve ----------------------------------------------------------
+# --- pistisd serve: a throwaway root, as relay.sh ---------------------------------------------
 R=$(root_fresh debian) || { skip "pistisd serve: no debian test root"; done_testing; exit; }
 mkdir -p "$R/etc/pistis"
 # hard requirements this host's kernel does not meet (not namespaced: not ours to change)
@@ -87,6 +102,37 @@ head -c 24 /dev/urandom | base64 | tr -d '/+=' >"$R/etc/pistis/token"
 chmod 600 "$R/etc/pistis/token"
 # below the ephemeral range (32768+), so a client socket cannot hold our port
 SP=$((20000 + RANDOM % 12000))
+
+# --- differential through pistisd serve's stdin -----------------------------------------------
+$FAKE serve-diff "$((SP + 1))" "$(cat "$R/etc/pistis/token")" "$SEED" "$SSEEDS" alice \
+	>"$W/sd.out" 2>&1 &
+FK=$!
+sleep 0.3
+in_root "$R" pistisd serve --relay ws://127.0.0.1:$((SP + 1)) --token-file /etc/pistis/token \
+	--name s1 ${ALLOW:+--allow $ALLOW} >"$W/pd-diff.log" 2>&1 &
+PD=$!
+wait $FK
+kill "$PD" 2>/dev/null
+wait "$PD" 2>/dev/null
+PD=
+show "$W/sd.out"
+is "serve-diff: the fake server ran" "$(val exception "$W/sd.out")" ""
+is "serve-diff: pistisd dialled with its token" "$(val auth "$W/sd.out")" ok
+is "serve-diff: $SSEEDS seeds, stdout/exit/sequence exact, every request answered, in all" \
+	"$(val seeds_failed "$W/sd.out")/$(val seeds "$W/sd.out")" "0/$SSEEDS"
+echo "# $(grep -E '^(bytes|ws_bytes|stdin_frames|frames|fragments|control|requests|pongs|hdr_splits|sync_cuts|cuts|byte_runs|cap_splits|read_splits|cat|sha256sum|close_[a-z]*|seconds)=' "$W/sd.out" | paste -sd' ' -)"
+is "serve-diff: pistisd forgot every command acknowledged to its end" \
+	"$(val left_commands "$W/sd.out")/$(val left_buffered "$W/sd.out")" 0/0
+is "serve-diff: the same pistisd process throughout" "$(val serve_alive "$W/sd.out")" yes
+is "serve-diff: splits at every offset inside the 2-, 4- and 10-byte headers" \
+	"$(val hdr_split_offsets "$W/sd.out")" 13/13
+is "serve-diff: all three length forms (7-bit, 16-bit, 64-bit)" "$(val length_forms "$W/sd.out")" 7,16,64
+ok "serve-diff: fragments, control frames between them, 1-byte writes, splits at read-size multiples" \
+	test "$(val fragments "$W/sd.out")" -gt 0 -a "$(val control "$W/sd.out")" -gt 0 \
+	-a "$(val byte_runs "$W/sd.out")" -gt 0 -a "$(val read_splits "$W/sd.out")" -gt 0
+grep -q 'Connected to the relay' "$W/pd-diff.log" || sed 's/^/# /' "$W/pd-diff.log" | tail -n 20
+
+# --- hostile frames to pistisd serve ----------------------------------------------------------
 $FAKE serve-hostile "$SP" "$(cat "$R/etc/pistis/token")" "$SEED" >"$W/sh.out" 2>&1 &
 FK=$!
 sleep 0.3

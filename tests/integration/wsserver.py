@@ -10,6 +10,11 @@ from the server side, on loopback only.
                                  TCP segmentations; stdout/stderr/exit code must match
   client-hostile PISTIS SEED     hostile frames to `pistis exec`, before and during a
                                  command's output
+  serve-diff PORT TOKEN SEED COUNT AGENT
+                                 listen on PORT for `pistisd serve --relay`; COUNT commands
+                                 (cat or sha256sum, seeds SEED, SEED+1, ...) get a random
+                                 payload as stdin frames in random WebSocket frames and
+                                 TCP segmentations; the output must be the payload
   serve-hostile PORT TOKEN SEED  listen on PORT for `pistisd serve --relay` (token TOKEN)
                                  and send it hostile frames, one connection per case
 
@@ -333,9 +338,10 @@ class Conn:
 class Plan:
     """A byte stream plus cut points: {offset: synchronised?}."""
 
-    def __init__(self, rng, cap):
+    def __init__(self, rng, cap, reads=0):
         self.rng = rng
         self.cap = cap
+        self.reads = reads        # the client's socket read size: cuts at its multiples too
         self.parts = []
         self.len = 0
         self.cuts = {}
@@ -388,6 +394,12 @@ class Plan:
         if n > self.cap and rng.random() < 0.7:
             self.stats["cap_splits"] += 1
             self.cut(o + h + self.cap + rng.choice((-1, 0, 1)), True)
+        # around multiples of the client's read size inside a long payload (serve-diff only,
+        # so exec-diff's seeds keep their streams)
+        if self.reads and n > self.reads and rng.random() < 0.6:
+            self.stats["read_splits"] = self.stats.get("read_splits", 0) + 1
+            k = rng.randrange(1, n // self.reads + 1)
+            self.cut(o + h + k * self.reads + rng.choice((-1, 0, 1)), True)
         # the last payload byte alone, or all but one (where the bulk path stops)
         if rng.random() < 0.2:
             self.cut(o + h + n - 1, True)
@@ -942,6 +954,294 @@ def serve_hostile(port, token, seed):
     c.close()
 
 
+# --- pistisd serve: the stdin differential -------------------------------------------------
+
+# session.c STDIN_MAX: the stdin pistisd queues for one command while the pipe is full. It
+# has no flow control: a frame over it is refused ("internal", ENOBUFS) and lost while the
+# next ones are taken. So a cat's stdin is paced by its output: at most this much of it is
+# sent and not yet back; sha256sum's input fits in it.
+STDIN_QUEUE = 1 << 20
+SERVE_READ = SERVE_CAP - 16    # lws reads the socket pt_serv_buf_size - LWS_PRE at a time
+SERVE_PIECE = PISTIS_CAP       # pistisd's rx_buffer_size: a longer message reaches its
+                               # callback in pieces of this size (text up to 1 MiB)
+STDIN_BATCH = 384 << 10        # stdin written between two looks at the output
+STDIN_SIZES = (0, 1, 2, 15, 16, 17, 125 - 16, 126 - 16, 127 - 16, 65535 - 16, 65536 - 16,
+               65537 - 16, SERVE_READ - 17, SERVE_READ - 16, SERVE_READ - 15,
+               SERVE_PIECE - 17, PROTO_MAX_FRAME_PAYLOAD - 1, PROTO_MAX_FRAME_PAYLOAD)
+
+
+class OutTrack:
+    """What pistisd sent on the connection since the tracker started: one command's output
+    frames (in order, without gaps), its exec.exit, answers by id, errors, pongs."""
+
+    def __init__(self, c):
+        self.c, self.cmd, self.i = c, None, len(c.msgs)
+        self.out, self.err, self.nbytes, self.seq = [], [], 0, 0
+        self.eof, self.bad, self.exit, self.answers, self.errors = set(), [], None, {}, []
+        self.pongs = 0
+
+    def update(self):
+        with self.c.cv:
+            ms = self.c.msgs[self.i:]
+            self.i += len(ms)
+        for op, p in ms:
+            if op == 10:
+                self.pongs += 1
+            elif op == 2:
+                if len(p) < 16:
+                    self.bad.append("frame of %d bytes" % len(p))
+                    continue
+                _, stream, flags, cmd, seq = struct.unpack_from(">BBHIQ", p)
+                if cmd != self.cmd:
+                    self.bad.append("a frame for command %d" % cmd)
+                    continue
+                if seq != self.seq + 1:
+                    self.bad.append("frame %d after %d" % (seq, self.seq))
+                self.seq = seq
+                if stream in self.eof:
+                    self.bad.append("stream %d frame %d after its EOF" % (stream, seq))
+                if stream == 1:
+                    self.out.append(p[16:])
+                    self.nbytes += len(p) - 16
+                elif stream == 2:
+                    self.err.append(p[16:])
+                else:
+                    self.bad.append("frame on stream %d" % stream)
+                if flags & 1:
+                    self.eof.add(stream)
+            elif op == 1:
+                try:
+                    o = json.loads(p)
+                except ValueError:
+                    self.bad.append("text that is not JSON: %r" % p[:100])
+                    continue
+                if o.get("error"):
+                    self.errors.append(o)
+                if o.get("event") == "exec.exit" and o.get("cmd") == self.cmd:
+                    self.exit = o
+                elif "ok" in o and o.get("id") is not None:
+                    self.answers[o["id"]] = o
+
+    def wait(self, pred, timeout):
+        end = time.time() + timeout
+        while True:
+            self.update()
+            if pred():
+                return True
+            with self.c.cv:
+                if len(self.c.msgs) > self.i:
+                    continue
+                left = end - time.time()
+                if self.c.eof or left <= 0:
+                    break
+                self.c.cv.wait(min(left, 0.5))
+        self.update()
+        return pred()
+
+
+def send_plan(c, plan, totals):
+    for data, sync in plan.chunks():
+        if data and not c.send(data):
+            return False
+        if sync:
+            c.sync()
+    for k, v in plan.stats.items():
+        totals[k] = totals.get(k, 0) + v
+    totals["ws_bytes"] = totals.get("ws_bytes", 0) + plan.len
+    totals.setdefault("hdr_cov", set()).update(plan.hdr_cov)
+    totals.setdefault("form_cov", set()).update(plan.form_cov)
+    return True
+
+
+def one_serve(c, seed, agent, totals):
+    """One command: exec.start of cat (or sha256sum) with stdin "pipe", a random payload as
+    stdin frames in random WebSocket frames and segmentations, with acks, pings and JSON
+    requests between them, stdin closed one of the three ways; the output must be the
+    payload (its sha256), in order, and the command must exit 0."""
+    rng = random.Random(seed)
+    why = []
+    tool = "sha256sum" if rng.random() < 0.25 else "cat"
+    if tool == "cat":
+        size = (rng.choice((1, 2, 3, 4, 6)) << 20) + rng.randrange(0, 70000)
+    else:  # no output to pace on: the whole input fits pistisd's stdin queue
+        size = rng.choice((0, 1, rng.randrange(0, STDIN_QUEUE - 65536)))
+    data = rand_bytes(rng, size)
+    close = rng.choice(("flag", "frame", "json"))
+    rid = "d%d" % seed
+    syncs0 = c.sync_timeouts
+    trk = OutTrack(c)
+    ctl, asked = [0], []
+
+    def request(plan, o):
+        asked.append(o["id"])
+        message(plan, rng, 1, json.dumps(o), ctl)
+
+    plan = Plan(rng, SERVE_PIECE, SERVE_READ)
+    request(plan, {"id": rid, "op": "exec.start", "agent": agent, "stdin": "pipe",
+                   "argv": ["/usr/bin/" + tool]})
+    send_plan(c, plan, totals)
+    if not trk.wait(lambda: rid in trk.answers, 20):
+        return ["no answer to exec.start"]
+    st = trk.answers[rid]
+    if not st.get("ok") or not isinstance(st.get("cmd"), int):
+        return ["exec.start: %r" % st]
+    cmd = trk.cmd = st["cmd"]
+    seq = off = sent = acked = nreq = 0
+    eof_sent = False
+    while not eof_sent:
+        if tool == "cat" and not trk.wait(
+                lambda: sent - trk.nbytes <= STDIN_QUEUE - STDIN_BATCH - PROTO_MAX_FRAME_PAYLOAD,
+                20):
+            why.append("output stalled: %d stdin bytes sent, %d came back" % (sent, trk.nbytes))
+            break
+        plan = Plan(rng, SERVE_PIECE, SERVE_READ)
+        if rng.random() < 0.7:
+            # what has come back by now depends on timing: the message's length must not,
+            # or a seed would not replay the same stream
+            acked = max(acked, trk.seq)
+            nreq += 1
+            message(plan, rng, 1, json.dumps({"id": "a%d.%d" % (seed, nreq), "op": "exec.ack",
+                                              "cmd": cmd, "seq": acked, "agent": agent,
+                                              "pad": "x" * (12 - len(str(acked)))}), ctl)
+        batch = 0
+        while off < size and batch < STDIN_BATCH:
+            r = rng.random()
+            if r < 0.3:
+                n = rng.choice(STDIN_SIZES)
+            elif r < 0.75:
+                n = rng.randrange(0, PROTO_MAX_FRAME_PAYLOAD + 1)
+            else:
+                n = rng.randrange(0, 4096)
+            d = data[off:off + n]
+            off += len(d)
+            seq += 1
+            last = off >= size and close == "flag"
+            message(plan, rng, 2, pframe(0, 1 if last else 0, cmd, seq, d), ctl)
+            eof_sent = eof_sent or last
+            batch += len(d)
+            if rng.random() < 0.04:
+                # a request pistisd answers; over its receive buffer it reaches the callback
+                # in pieces (one string is at most 256 KiB, a message 1 MiB)
+                nreq += 1
+                pad = rng.choice((0, 10, 70000, SERVE_PIECE - 60, SERVE_PIECE + 1000, 600000,
+                                  1000000))
+                o = {"id": "n%d.%d" % (seed, nreq), "op": "ping"}
+                for i in range(pad // 250000 + 1):
+                    o["pad%d" % i] = "n" * min(250000, pad - 250000 * i)
+                request(plan, o)
+        if off >= size and not eof_sent:
+            if close == "json":
+                request(plan, {"id": "c%d" % seed, "op": "exec.close_stdin", "cmd": cmd,
+                               "agent": agent})
+            else:
+                seq += 1
+                message(plan, rng, 2, pframe(0, 1, cmd, seq), ctl)
+            eof_sent = True
+        if not send_plan(c, plan, totals):
+            why.append("send failed: pistisd closed the connection")
+            break
+        sent += batch
+    if not trk.wait(lambda: trk.exit and all(i in trk.answers for i in asked), 30):
+        why.append("no exec.exit" if not trk.exit else "unanswered requests: %s" %
+                   ",".join(i for i in asked if i not in trk.answers)[:200])
+    # the final ack lets pistisd forget the command
+    h, p = ws_frame(1, json.dumps({"id": "f%d" % seed, "op": "exec.ack", "cmd": cmd,
+                                   "seq": trk.seq, "agent": agent}))
+    c.send(h + p)
+    got = b"".join(trk.out)
+    want = data if tool == "cat" else (hashlib.sha256(data).hexdigest() + "  -\n").encode()
+    if got != want:
+        i = next((i for i in range(min(len(got), len(want))) if got[i] != want[i]),
+                 min(len(got), len(want)))
+        why.append("stdout differs: %d bytes, want %d, first difference at %d"
+                   % (len(got), len(want), i))
+    if b"".join(trk.err):
+        why.append("stderr: %r" % b"".join(trk.err)[:200])
+    ex = trk.exit or {}
+    if trk.exit and (ex.get("end") != "exited" or ex.get("code") != 0):
+        why.append("exec.exit %r" % ex)
+    if trk.exit and (ex.get("last_seq") != trk.seq or ex.get("stdout_bytes") != len(got)):
+        why.append("exec.exit says last_seq %s/stdout_bytes %s, got %d/%d" % (
+            ex.get("last_seq"), ex.get("stdout_bytes"), trk.seq, len(got)))
+    if trk.eof != {1, 2}:
+        why.append("EOF frames on streams %s" % sorted(trk.eof))
+    why += trk.bad[:5]
+    for o in trk.errors[:5]:
+        why.append("error %s" % json.dumps(o)[:300])
+    for i in asked:
+        if i in trk.answers and not trk.answers[i].get("ok"):
+            why.append("%s answered %s" % (i, json.dumps(trk.answers[i])[:200]))
+    if c.sync_timeouts > syncs0:
+        why.append("%d synchronised cuts timed out" % (c.sync_timeouts - syncs0))
+    totals["bytes"] = totals.get("bytes", 0) + size
+    totals["stdin_frames"] = totals.get("stdin_frames", 0) + seq
+    totals["requests"] = totals.get("requests", 0) + nreq
+    totals["pongs"] = totals.get("pongs", 0) + trk.pongs
+    totals[tool] = totals.get(tool, 0) + 1
+    totals["close_" + close] = totals.get("close_" + close, 0) + 1
+    return why
+
+
+def serve_diff(port, token, seed, count, agent):
+    """pistisd serve dials us once; COUNT commands one after the other on that connection."""
+    ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind(("127.0.0.1", port))
+    ls.listen(4)
+
+    def connect():
+        c = Conn(ls, "pistis.v1", token, timeout=30)
+        if not c.wait_json(lambda o: o.get("op") == "hello"):
+            raise RuntimeError("no hello")
+        h, p = ws_frame(1, json.dumps({"id": "hello", "ok": True}))
+        c.send(h + p)
+        return c
+    c = connect()
+    pid = pid_of_peer(c.sport, c.cport)
+    out("auth", "ok" if c.auth_ok else "wrong")
+    totals, failed = {}, []
+    t0 = time.time()
+    for s in range(seed, seed + count):
+        with c.cv:
+            del c.msgs[:]  # the previous command's output
+        try:
+            why = one_serve(c, s, agent, totals)
+        except Exception as e:
+            why = ["%s: %s" % (type(e).__name__, e)]
+        if c.eof:
+            why.append("pistisd dropped the connection")
+        if why:
+            failed.append(s)
+            note("FAILED serve seed %d (rerun: PISTIS_WSRX_SEED=%d PISTIS_WSRX_SERVE_SEEDS=1): %s"
+                 % (s, s, "; ".join(why)))
+        if len(failed) >= 5 and s < seed + count - 1:
+            note("stopped after 5 failed seeds")  # each can wait 20-30 s for pistisd
+            break
+        if c.eof:
+            c.close()
+            c = connect()
+    # every command acknowledged to its end: pistisd forgot them all
+    h, p = ws_frame(1, json.dumps({"id": "st", "op": "sandbox.status"}))
+    c.send(h + p)
+    st = c.wait_json(lambda o: o.get("id") == "st", 10) or {}
+    out("left_commands", len(st.get("commands", [None])))
+    out("left_buffered", st.get("buffered"))
+    out("serve_alive", "yes" if pid and os.path.exists("/proc/%d" % pid) else "no")
+    out("seeds", count)
+    out("seeds_failed", len(failed))
+    out("failed_seeds", ",".join(map(str, failed)) or "none")
+    for k in ("bytes", "ws_bytes", "stdin_frames", "frames", "fragments", "control", "requests",
+              "pongs", "hdr_splits", "sync_cuts", "cuts", "byte_runs", "cap_splits",
+              "read_splits", "cat", "sha256sum", "close_flag", "close_frame", "close_json"):
+        out(k, totals.get(k, 0))
+    cov = totals.get("hdr_cov", set())
+    want = {(h, k) for h in (2, 4, 10) for k in range(1, h)}
+    out("hdr_split_offsets", "%d/%d" % (len(cov & want), len(want)))
+    out("length_forms", ",".join(str(f) for f in sorted(totals.get("form_cov", set()))))
+    out("seconds", "%.1f" % (time.time() - t0))
+    c.close()
+
+
 if __name__ == "__main__":
     mode = sys.argv[1]
     try:
@@ -949,6 +1249,9 @@ if __name__ == "__main__":
             exec_diff(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
         elif mode == "client-hostile":
             client_hostile(sys.argv[2], int(sys.argv[3]))
+        elif mode == "serve-diff":
+            serve_diff(int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5]),
+                       sys.argv[6])
         elif mode == "serve-hostile":
             serve_hostile(int(sys.argv[2]), sys.argv[3], int(sys.argv[4]))
         else:
