@@ -177,11 +177,23 @@ int serve_watch(struct watch *w, int fd, uint32_t events, void (*fn)(struct watc
 	return 0;
 }
 
+/* The batch of events cb_epoll is dispatching. A handler may unwatch and free a watch
+ * whose own event waits later in the same batch (an administrative helper's record pipe
+ * and control socket both report its exit; the first handler frees both watches):
+ * serve_unwatch forgets such events, so the loop never reads a freed watch. */
+static struct {
+	struct epoll_event *ev;
+	int n;
+} batch;
+
 void serve_unwatch(struct watch *w)
 {
 	if (w->armed && w->fd >= 0)
 		(void)epoll_ctl(S.epfd, EPOLL_CTL_DEL, w->fd, NULL);
 	w->armed = false;
+	for (int i = 0; i < batch.n; i++)
+		if (batch.ev[i].data.ptr == w)
+			batch.ev[i].data.ptr = NULL;
 }
 
 /* Agents already ensured, for exec.start and fs.*: users_ensure reads and parses the five
@@ -688,11 +700,14 @@ static int cb_epoll(struct lws *wsi, enum lws_callback_reasons reason, void *use
 	if (reason != LWS_CALLBACK_RAW_RX_FILE)
 		return 0;
 	n = epoll_wait(S.epfd, ev, (int)ELEMENTSOF(ev), 0);
+	batch.ev = ev;
+	batch.n = n > 0 ? n : 0;
 	for (int i = 0; i < n; i++) {
 		struct watch *w = ev[i].data.ptr;
-		if (w->armed)
+		if (w && w->armed)
 			w->fn(w, ev[i].events);
 	}
+	batch.n = 0;
 	return 0;
 }
 
