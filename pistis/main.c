@@ -55,6 +55,10 @@ static struct {
 	uint64_t last_seq, acked;
 	size_t since_ack;
 	uint64_t stdin_seq;
+	/* stdin credit (exec.started's stdin_window, exec.stdin's written): what was sent and
+	 * not yet written to the command stays under the window; 0: no window (older pistisd) */
+	uint64_t stdin_sent, stdin_written, stdin_window;
+	bool stdin_paused;
 	unsigned req_n;
 	char start_id[32];
 	time_t lost_at;
@@ -70,6 +74,29 @@ static struct {
 	size_t wlen;
 	uint64_t foff; /* read/write: where the next piece starts */
 } C = {.exit_code = 1};
+
+#define STDIN_PIECE 16384
+
+/* May another piece of stdin go out now: a command to give it to, a connection, and room
+ * under the stdin window? */
+static bool stdin_may_send(void)
+{
+	uint64_t inflight = C.stdin_sent > C.stdin_written ? C.stdin_sent - C.stdin_written : 0;
+
+	return C.cmd && C.wsi && (!C.stdin_window || inflight + STDIN_PIECE <= C.stdin_window);
+}
+
+/* Read stdin only while a piece may go out: a fast sender waits for a slow command
+ * instead of overflowing pistisd's queue (which would end the command's stdin there). */
+static void stdin_flow(void)
+{
+	bool may = stdin_may_send();
+
+	if (!C.stdin_wsi || may == !C.stdin_paused)
+		return;
+	lws_rx_flow_control(C.stdin_wsi, may);
+	C.stdin_paused = !may;
+}
 
 struct msg {
 	struct msg *next;
@@ -346,8 +373,19 @@ static void on_text(const char *buf, size_t len)
 		goto out;
 	if (!strcmp(ev->valuestring, "exec.started") || !strcmp(ev->valuestring, "exec.attached")) {
 		cJSON *cmd = cJSON_GetObjectItemCaseSensitive(root, "cmd");
+		cJSON *win = cJSON_GetObjectItemCaseSensitive(root, "stdin_window");
+		cJSON *got = cJSON_GetObjectItemCaseSensitive(root, "stdin_received");
+		cJSON *wr = cJSON_GetObjectItemCaseSensitive(root, "stdin_written");
 		if (cJSON_IsNumber(cmd))
 			C.cmd = (uint32_t)cmd->valuedouble;
+		C.stdin_window = cJSON_IsNumber(win) && win->valuedouble >= 2 * STDIN_PIECE
+					 ? (uint64_t)win->valuedouble
+					 : 0;
+		/* an attach starts the credit again from what pistisd holds */
+		if (cJSON_IsNumber(got) && cJSON_IsNumber(wr)) {
+			C.stdin_sent = (uint64_t)got->valuedouble;
+			C.stdin_written = (uint64_t)wr->valuedouble;
+		}
 		/* stdin is read only once there is a command to give it to */
 		if (C.cmd && (C.stdin_pipe || C.tty) && !C.stdin_wsi && !C.stdin_eof) {
 			lws_sock_file_fd_type fd = {.filefd = STDIN_FILENO};
@@ -355,8 +393,14 @@ static void on_text(const char *buf, size_t len)
 				lws_get_vhost_by_name(C.ctx, "default"), LWS_ADOPT_RAW_FILE_DESC,
 				fd, PROTO_CLIENT_SUBPROTOCOL, NULL);
 		}
+		stdin_flow();
 		C.attempt = 0;
 		C.lost_at = 0;
+	} else if (!strcmp(ev->valuestring, "exec.stdin")) {
+		cJSON *wr = cJSON_GetObjectItemCaseSensitive(root, "written");
+		if (cJSON_IsNumber(wr) && (uint64_t)wr->valuedouble > C.stdin_written)
+			C.stdin_written = (uint64_t)wr->valuedouble;
+		stdin_flow();
 	} else if (!strcmp(ev->valuestring, "exec.detached")) {
 		/* one reader per command: another client attached it */
 		log_error("Command %u was attached by another client; stopping here", C.cmd);
@@ -447,9 +491,13 @@ static void lost(void)
 
 static void read_stdin(struct lws *wsi)
 {
-	uint8_t buf[LWS_PRE + PROTO_FRAME_HEADER + 16384];
-	ssize_t n = read(STDIN_FILENO, buf + LWS_PRE + PROTO_FRAME_HEADER, 16384);
+	uint8_t buf[LWS_PRE + PROTO_FRAME_HEADER + STDIN_PIECE];
+	ssize_t n;
 	uint16_t flags = 0;
+
+	if (!stdin_may_send())
+		return stdin_flow();
+	n = read(STDIN_FILENO, buf + LWS_PRE + PROTO_FRAME_HEADER, STDIN_PIECE);
 
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
@@ -464,6 +512,8 @@ static void read_stdin(struct lws *wsi)
 		return;
 	proto_frame_header_put(buf + LWS_PRE, PROTO_STREAM_STDIN, flags, C.cmd, ++C.stdin_seq);
 	enqueue(buf + LWS_PRE, PROTO_FRAME_HEADER + (size_t)n, true);
+	C.stdin_sent += (uint64_t)n;
+	stdin_flow();
 }
 
 static void on_winch(int fd)

@@ -29,6 +29,7 @@
 
 #define LINGER_US (600LL * LWS_US_PER_SEC) /* keep an exited, unacknowledged command 10 min */
 #define STDIN_MAX (1024u * 1024u)	   /* stdin bytes queued for a command */
+#define STDIN_ACK_STEP (128u * 1024u)	   /* an exec.stdin event per this much written */
 #define PIPE_BYTES (1024 * 1024)	   /* F_SETPIPE_SZ of a command's output pipes */
 /* exec.start waits this long for the child's execve in place (the common case, ~0.2 ms)
  * before leaving it to the event loop: a start an agent stalls then costs the loop at most
@@ -66,6 +67,8 @@ struct cmd {
 	uint8_t *in_buf;
 	size_t in_len;
 	bool in_close;
+	bool in_refused; /* a frame overflowed the queue: the rest of stdin is refused */
+	uint64_t in_written, in_told; /* stdin bytes written to the command; last told */
 	lws_sorted_usec_list_t tick, linger;
 	char *audit_argv, *cwd;
 	bool shell, pty;
@@ -488,6 +491,24 @@ static void schedule_tick(struct cmd *c)
 				 (lws_usec_t)ms * 1000 + 1000);
 }
 
+/* The reader's stdin credit: how much of its stdin the command has taken, every
+ * STDIN_ACK_STEP and whenever the queue runs empty. A client keeps what it sent and was not
+ * yet told written under the stdin_window of exec.started (docs/protocol.md), so a fast
+ * sender never overflows the queue of a slow reader. */
+static void tell_stdin_written(struct cmd *c)
+{
+	cJSON *o;
+
+	if (c->in_written == c->in_told || c->done || !c->owner[0] ||
+	    (c->in_len && c->in_written - c->in_told < STDIN_ACK_STEP))
+		return;
+	c->in_told = c->in_written;
+	o = cJSON_CreateObject();
+	cJSON_AddNumberToObject(o, "cmd", c->id);
+	cJSON_AddNumberToObject(o, "written", (double)c->in_written);
+	serve_send_json(proto_event_build("exec.stdin", c->owner, o));
+}
+
 /* stdin: queued bytes go to the pipe (or pty) as it accepts them; never blocks. */
 static void flush_stdin(struct cmd *c)
 {
@@ -508,7 +529,9 @@ static void flush_stdin(struct cmd *c)
 		}
 		memmove(c->in_buf, c->in_buf + n, c->in_len - (size_t)n);
 		c->in_len -= (size_t)n;
+		c->in_written += (uint64_t)n;
 	}
+	tell_stdin_written(c);
 	if (c->in_len) {
 		(void)serve_watch(&c->w_in, fd, EPOLLOUT, c->w_in.fn);
 		return;
@@ -555,8 +578,22 @@ void session_frame(const struct proto_frame *f)
 			c->owner, PROTO_E_BAD_SEQUENCE, "stdin frame %llu, expected %llu",
 			(unsigned long long)f->seq, (unsigned long long)c->stdin_seq + 1);
 	c->stdin_seq = f->seq;
+	if (c->in_refused)
+		return;
 	if (f->len) {
 		r = queue_stdin(c, f->payload, f->len);
+		if (r == -ENOBUFS) {
+			/* A reader past its stdin_window: dropping this frame and taking the next
+			 * would hand the command a stream with a hole in it. Its stdin ends here
+			 * instead (EOF once the queue drains), and the reader is told. */
+			c->in_refused = c->in_close = true;
+			flush_stdin(c);
+			return serve_send_error(c->owner, PROTO_E_LIMIT,
+						"stdin: over %u bytes the command has not read; "
+						"stdin closed at byte %llu",
+						STDIN_MAX,
+						(unsigned long long)(c->in_written + c->in_len));
+		}
 		if (r < 0)
 			serve_send_error(c->owner, proto_err_from_errno(r), "stdin: %s",
 					 strerror(-r));
@@ -644,6 +681,8 @@ static void exec_settled(struct cmd *c, int r, const struct spawn_error *se)
 	cJSON_AddNumberToObject(o, "uid", c->uid);
 	if (c->tag[0])
 		cJSON_AddStringToObject(o, "tag", c->tag);
+	if (c->p->fd_in >= 0)
+		cJSON_AddNumberToObject(o, "stdin_window", STDIN_MAX);
 	serve_send_json(proto_ok_build(c->start_id, o));
 }
 
@@ -915,6 +954,13 @@ static void exec_attach(const struct proto_request *req)
 	cJSON_AddBoolToObject(o, "running", !c->done);
 	if (c->tag[0])
 		cJSON_AddStringToObject(o, "tag", c->tag);
+	if (c->p && c->p->fd_in >= 0 && !c->in_refused) {
+		/* the new reader's stdin credit starts from what pistisd holds */
+		cJSON_AddNumberToObject(o, "stdin_window", STDIN_MAX);
+		cJSON_AddNumberToObject(o, "stdin_received", (double)(c->in_written + c->in_len));
+		cJSON_AddNumberToObject(o, "stdin_written", (double)c->in_written);
+		c->in_told = c->in_written;
+	}
 	serve_send_json(proto_ok_build(req->id, o));
 	serve_want_write();
 }

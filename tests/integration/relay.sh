@@ -175,6 +175,20 @@ out=$(printf 'stty size\necho tty-ok $(tty | cut -c1-8)\nexit 4\n' | script -qec
 like "pty: the command sees a terminal" "$out" 'tty-ok /dev/pts'
 like "pty: the client's size reaches the pty" "$out" '30 100'
 
+# --- stdin faster than the command reads it: credit, not holes ------------------------------
+# 8 MiB into a command that only starts reading after 2 s: pistis keeps what pistisd has not
+# written to the command under exec.started's stdin_window (exec.stdin events); before, the
+# frames over pistisd's 1 MiB queue were dropped and the command read a stream with holes.
+head -c 8388608 /dev/urandom >"$W/stdin8"
+want=$(sha256sum <"$W/stdin8" | cut -d' ' -f1)
+/usr/bin/time -f '%U %S' -o "$W/stdin8.time" "$BIN/pistis" exec -i --agent alice -- sh -c 'sleep 2; sha256sum' \
+	<"$W/stdin8" >"$W/stdin8.out" 2>"$W/stdin8.err"
+is "stdin: 8 MiB to a slow reader arrive whole" "$(cut -d' ' -f1 "$W/stdin8.out")" "$want"
+[ "$(cut -d" " -f1 "$W/stdin8.out")" = "$want" ] || { echo "# out: $(head -c 200 "$W/stdin8.out")"; echo "# err: $(head -c 300 "$W/stdin8.err")"; }
+is "stdin: no error on the way" "$(cat "$W/stdin8.err")" ""
+ok "stdin: pistis waits for credit without spinning ($(cat "$W/stdin8.time") s CPU)" \
+	awk '{ exit !($1 + $2 < 1.0) }' "$W/stdin8.time"
+
 # --- file operations as the agent ---------------------------------------------------------------
 home=$(in_root "$R" pistisd users show alice | sed -n 's/^home=//p')
 echo "hello file" | P write --agent alice "$home/notes/a.txt"
@@ -311,6 +325,21 @@ like "policy.check: the saved rules conform after the apply" "$out" '"conforming
 out=$(P call policy.explain '{"path":"/data/proj/f","agent":"alice"}' 2>&1)
 like "policy.explain: names the rule and the agent's access" "$out" '"rule":\{"path":"/data/proj","access":"read".*"agent":\{.*"can_write":false'
 is "exec works again after the apply" "$(P exec --agent alice -- echo back 2>&1)" back
+# An administrative helper's exit makes both its record pipe and its control socket
+# readable; when both land in one epoll batch, the first handler frees the helper's state,
+# watches included, and the second event must not touch it (serve once crashed here in
+# cb_epoll). strace delays every epoll_wait by 0.3 s so that both are always in one batch.
+SPD=$(pgrep -n -f "pistisd serve --relay ws://127.0.0.1:$SP --token-file /etc/pistis/token --name s1")
+strace -q -p "$SPD" -e trace=epoll_wait -e inject=epoll_wait:delay_enter=300000 -o /dev/null &
+ST=$!
+sleep 0.5
+n=0
+for _ in 1 2 3 4 5; do
+	P call policy.explain '{"path":"/workspaces","agent":"alice"}' 2>&1 | grep -q '"ok":true' && n=$((n + 1))
+done
+kill "$ST" 2>/dev/null; wait "$ST" 2>/dev/null
+is "admin helpers whose two fds close in one epoll batch: every answer arrives" "$n" 5
+ok "... and serve is still running" kill -0 "$SPD"
 out=$(P call trusted.list 2>&1)
 like "trusted.list: an answer with no commands" "$out" '"ok":true.*"commands":\[\]'
 out=$(P call trusted.add "{\"name\":\"hello\",\"data\":\"$(printf '#!/bin/sh\necho trusted-hi\n' | base64 -w0)\"}" 2>&1)
