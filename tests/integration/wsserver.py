@@ -771,6 +771,20 @@ def client_hostile(pistis, seed):
     os.rmdir(tmp)
 
 
+def judge(c, name, expect, why):
+    """After a hostile case went out on c: close our side too for a *_then_close case, then
+    see whether the peer kept the connection (answers a ping) or dropped it; note in why
+    what was wrong. Returns "kept", "dropped" or None."""
+    if name.endswith("_then_close"):
+        shut(c)
+    st = c.probe()
+    if st is None:
+        why.append("neither answered a ping nor closed")
+    if expect == "drop" and st != "dropped":
+        why.append("the connection was kept")
+    return st
+
+
 def hostile_mid(pistis, rng, token, tmp, name, make, expect):
     ls = listen()
     p = run_pistis(pistis, ls.getsockname()[1], token, tmp, "m")
@@ -797,14 +811,8 @@ def hostile_mid(pistis, rng, token, tmp, name, make, expect):
         c.send(h + pl + b)
         c.sync()
         c.send(make(cmd, seq + 1))
-        if name.endswith("_then_close"):
-            shut(c)
-        st = c.probe()
-        if st is None:
-            why.append("neither answered a ping nor closed")
+        st = judge(c, name, expect, why)
         dropped = st == "dropped"
-        if expect == "drop" and not dropped:
-            why.append("the connection was kept")
         if dropped:
             c.close()
             c = Conn(ls, "pistis-client.v1", token)
@@ -887,14 +895,8 @@ def serve_hostile(port, token, seed):
         try:
             if not c.send(make(7, 1)):
                 why.append("send failed")
-            if name.endswith("_then_close"):
-                shut(c)
-            st = c.probe()
-            if st is None:
-                why.append("neither answered a ping nor closed")
+            st = judge(c, name, expect, why)
             dropped = st == "dropped"
-            if expect == "drop" and not dropped:
-                why.append("the connection was kept")
             if st == "kept":
                 kept.append(name)
             if dropped:
