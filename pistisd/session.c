@@ -857,6 +857,20 @@ out:
 	proto_exec_start_done(&st);
 }
 
+/* The optional "agent" of a request that names commands: 0 with *agent (NULL: none
+ * given); -EINVAL, answered, when it is there but not a name. */
+static int get_agent_filter(const struct proto_request *req, const char **agent)
+{
+	struct proto_error err = {0};
+	int r = proto_get_string(req->root, "agent", PROTO_MAX_AGENT, agent, &err);
+
+	if ((r < 0 && r != -ENOENT) || (*agent && !**agent)) {
+		serve_send_error(req->id, PROTO_E_BAD_REQUEST, "\"agent\" must be a name");
+		return -EINVAL;
+	}
+	return 0;
+}
+
 /* The command a request names by "cmd" or "tag". With "agent", only that agent's
  * commands: a server acting for an agent names it, and a guessed number or a reused tag
  * then cannot reach another agent's command. */
@@ -867,13 +881,9 @@ static struct cmd *find_cmd(const struct proto_request *req)
 	bool ambiguous = false;
 	uint64_t id;
 	struct cmd *c = NULL;
-	int r;
 
-	r = proto_get_string(req->root, "agent", PROTO_MAX_AGENT, &agent, &err);
-	if ((r < 0 && r != -ENOENT) || (agent && !*agent)) {
-		serve_send_error(req->id, PROTO_E_BAD_REQUEST, "\"agent\" must be a name");
+	if (get_agent_filter(req, &agent) < 0)
 		return NULL;
-	}
 	if (proto_get_u64(req->root, "cmd", UINT32_MAX, &id, &err) == 0) {
 		c = cmd_by_id(id);
 		if (c && agent && strcmp(c->agent, agent))
@@ -1140,14 +1150,10 @@ void session_request(const struct proto_request *req)
 		exec_close_stdin(req);
 		break;
 	case PROTO_OP_EXEC_LIST: {
-		struct proto_error err = {0};
 		const char *agent = NULL;
 		cJSON *o;
-		int r = proto_get_string(req->root, "agent", PROTO_MAX_AGENT, &agent, &err);
-		if ((r < 0 && r != -ENOENT) || (agent && !*agent)) {
-			serve_send_error(req->id, PROTO_E_BAD_REQUEST, "\"agent\" must be a name");
+		if (get_agent_filter(req, &agent) < 0)
 			break;
-		}
 		o = cJSON_CreateObject();
 		cJSON_AddItemToObject(o, "commands", status_of(agent));
 		serve_send_json(proto_ok_build(req->id, o));
