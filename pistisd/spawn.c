@@ -549,9 +549,14 @@ static int exec_failed(struct spawn_proc *p, enum spawn_step step, int r,
 _Static_assert(sizeof(((struct spawn_proc *)0)->exec_report) == sizeof(struct child_report),
 	       "spawn_proc.exec_report holds one struct child_report");
 
+static uint64_t exec_deadline_ns(const struct spawn_proc *p)
+{
+	return p->start_ns + SPAWN_EXEC_DEADLINE_MS * 1000000u;
+}
+
 int spawn_exec_poll(struct spawn_proc *p, int wait_ms, struct spawn_error *ret_err)
 {
-	uint64_t deadline = p->start_ns + SPAWN_EXEC_DEADLINE_MS * 1000000u;
+	uint64_t deadline = exec_deadline_ns(p);
 	uint64_t until = wait_ms < 0 ? UINT64_MAX : spawn_now_ns() + (uint64_t)wait_ms * 1000000u;
 	char *rep = (char *)p->exec_report;
 
@@ -577,8 +582,11 @@ int spawn_exec_poll(struct spawn_proc *p, int wait_ms, struct spawn_error *ret_e
 			return exec_failed(p, SPAWN_STEP_PARENT_SIDE, -errno, ret_err);
 		if (k == 0 && late)
 			return exec_failed(p, SPAWN_STEP_EXEC_TIMEOUT, -ETIMEDOUT, ret_err);
-		if (k == 0 && spawn_now_ns() >= until && spawn_now_ns() < deadline)
-			return 0;
+		if (k == 0) {
+			now = spawn_now_ns();
+			if (now >= until && now < deadline)
+				return 0;
+		}
 		if (k <= 0)
 			continue;
 		n = read(p->exec_fd, rep + p->exec_report_got,
@@ -872,7 +880,7 @@ int spawn_next_timeout_ms(const struct spawn_proc *p)
 	const struct spawn_opts *o = &p->opts_copy;
 
 	if (p->exec_fd >= 0)
-		deadline_min(&next, p->start_ns + SPAWN_EXEC_DEADLINE_MS * 1000000u);
+		deadline_min(&next, exec_deadline_ns(p));
 	if (p->reaped) {
 		uint64_t drain = o->drain_ms ? o->drain_ms : SPAWN_DRAIN_MS_DEFAULT;
 		if (p->fd_out >= 0 || p->fd_err >= 0)
