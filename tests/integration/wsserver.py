@@ -464,6 +464,17 @@ def rand_bytes(rng, n):
     return rng.getrandbits(8 * n).to_bytes(n, "little") if n else b""
 
 
+def piece_size(rng, edges, p_any):
+    """A payload size: one of the edges (30 %), any up to the frame maximum (up to p_any),
+    or a small one."""
+    r = rng.random()
+    if r < 0.3:
+        return rng.choice(edges)
+    if r < p_any:
+        return rng.randrange(0, PROTO_MAX_FRAME_PAYLOAD + 1)
+    return rng.randrange(0, 4096)
+
+
 def exec_stream(rng, cmd, reqid, stdout, stderr, code, plan, noise=True):
     """exec.started, the output as protocol frames (random sizes), noise, exec.exit."""
     ctl = [0]
@@ -474,13 +485,7 @@ def exec_stream(rng, cmd, reqid, stdout, stderr, code, plan, noise=True):
              65535 - 16, 65536 - 16, 65537 - 16, PROTO_MAX_FRAME_PAYLOAD - 1,
              PROTO_MAX_FRAME_PAYLOAD)
     while oo < len(stdout) or eo < len(stderr):
-        r = rng.random()
-        if r < 0.3:
-            n = rng.choice(sizes)
-        elif r < 0.7:
-            n = rng.randrange(0, PROTO_MAX_FRAME_PAYLOAD + 1)
-        else:
-            n = rng.randrange(0, 4096)
+        n = piece_size(rng, sizes, 0.7)
         if eo < len(stderr) and (oo >= len(stdout) or rng.random() < 0.1):
             s, d = 2, stderr[eo:eo + n]
             eo += len(d)
@@ -1107,13 +1112,7 @@ def one_serve(c, seed, agent, totals):
                                               "pad": "x" * (12 - len(str(acked)))}), ctl)
         batch = 0
         while off < size and batch < STDIN_BATCH:
-            r = rng.random()
-            if r < 0.3:
-                n = rng.choice(STDIN_SIZES)
-            elif r < 0.75:
-                n = rng.randrange(0, PROTO_MAX_FRAME_PAYLOAD + 1)
-            else:
-                n = rng.randrange(0, 4096)
+            n = piece_size(rng, STDIN_SIZES, 0.75)
             d = data[off:off + n]
             off += len(d)
             seq += 1
