@@ -82,6 +82,7 @@ struct sandbox {
 	unsigned connects;
 	struct pending *pend; /* requests forwarded to it, not yet answered */
 	size_t n_pend;
+	bool full_warned; /* sandbox_full logged since its queue last went under the bound */
 };
 
 struct route {
@@ -130,8 +131,11 @@ static void enqueue_msg(struct conn *to, struct msg *m, struct conn *from)
 	to->q.tail = m;
 	to->q.bytes += len;
 	lws_callback_on_writable(to->wsi);
-	/* Backpressure: a reader that falls behind pauses whoever feeds it. */
-	if (from && to->q.bytes > QUEUE_SOFT && !from->paused_by) {
+	/* Backpressure: a client that falls behind pauses the sandbox feeding it. Never the
+	 * other way round: one client connection may talk to many sandboxes, and pausing it
+	 * for one that stopped reading would stall its requests to all the others; what is
+	 * meant for a sandbox past its bound is refused instead (sandbox_full). */
+	if (from && !from->is_client && to->q.bytes > QUEUE_SOFT && !from->paused_by) {
 		from->paused_by = 1;
 		lws_rx_flow_control(from->wsi, 0);
 	}
@@ -147,6 +151,24 @@ static void enqueue(struct conn *to, const void *data, size_t len, bool binary, 
 	m->binary = binary;
 	memcpy(m->buf + LWS_PRE, data, len);
 	enqueue_msg(to, m, from);
+}
+
+/* A sandbox whose queue is past QUEUE_SOFT has stopped reading (or reads slower than its
+ * clients write): client messages for it are refused with `limit` until it drains, so its
+ * queue stays bounded without pausing clients. Logged once each time it fills up. */
+static bool sandbox_full(struct sandbox *sb)
+{
+	if (sb->conn->q.bytes <= QUEUE_SOFT) {
+		sb->full_warned = false;
+		return false;
+	}
+	if (!sb->full_warned) {
+		sb->full_warned = true;
+		log_warning("Sandbox '%s' is not reading (%zu MiB wait for it): client messages "
+			    "for it are refused until it drains",
+			    sb->cfg->name, sb->conn->q.bytes >> 20);
+	}
+	return true;
 }
 
 /* Reading from c again, unless something else still holds it paused. */
@@ -386,6 +408,14 @@ static void client_text(struct conn *c, const char *buf, size_t len)
 			   sb->cfg->name);
 		goto out;
 	}
+	if (sandbox_full(sb)) {
+		/* an acknowledgement has no answer, and a later one covers it */
+		if (req.op != PROTO_OP_EXEC_ACK)
+			send_error(c, req.id, PROTO_E_LIMIT,
+				   "sandbox \"%s\" is not reading: %zu MiB wait for it",
+				   sb->cfg->name, sb->conn->q.bytes >> 20);
+		goto out;
+	}
 	snprintf(fwd_id, sizeof(fwd_id), "%s.%u.%s", R.boot, c->serial, req.id);
 	snprintf(orig_id, sizeof(orig_id), "%s", req.id); /* req.id dies with the replace */
 	cJSON_DeleteItemFromObjectCaseSensitive(root, "sandbox");
@@ -453,6 +483,13 @@ static void client_binary(struct conn *c, const uint8_t *buf, size_t len)
 					  "command %u is attached in more than one sandbox; send "
 					  "exec.stdin with \"sandbox\"",
 					  f.cmd);
+	if (sandbox_full(rt->sb))
+		return send_error(
+			c, NULL, PROTO_E_LIMIT,
+			"sandbox \"%s\" is not reading: %zu MiB wait for it; stdin frame %llu "
+			"of command %u dropped",
+			rt->sb->cfg->name, rt->sb->conn->q.bytes >> 20, (unsigned long long)f.seq,
+			f.cmd);
 	enqueue(rt->sb->conn, buf, len, true, c);
 }
 

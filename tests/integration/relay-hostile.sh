@@ -154,6 +154,19 @@ like "flood: server-min throttled the flooding sandbox (message rate)" "$(cat "$
 is "both daemons still running after the hostile sandbox" "$(alive)" yes
 rss=$(awk '/VmRSS/ {print $2}' /proc/$SM/status)
 ok "server-min RSS after the flood: ${rss} kB (< 200 MiB)" test "$rss" -lt 204800
+# --- a hostile sandbox that stops reading: a client's other requests still go through ---------
+$FAKE sandbox-noread "$SP" "$EVIL" "$CP" "$CT" s1 48 >"$W/sn.out" 2>&1
+[ -z "$(val exception "$W/sn.out")" ] || sed 's/^/# /' "$W/sn.out"
+is "no-read sandbox: the client's 48 MiB of stdin for it were all read by server-min" \
+	"$(val client_sent_all "$W/sn.out")" yes
+is "no-read sandbox: the same client connection's request to s1 is answered" \
+	"$(val other_sandbox "$W/sn.out")" ok
+ok "no-read sandbox: ... at once ($(val other_ms "$W/sn.out") ms < 2000)" test "$(val other_ms "$W/sn.out")" -lt 2000
+is "no-read sandbox: a request for it is refused with limit" "$(val evil_request "$W/sn.out")" limit
+ok "no-read sandbox: stdin frames past its queue bound were refused with limit ($(val refused_frames "$W/sn.out"))" \
+	test "$(val refused_frames "$W/sn.out")" -gt 0
+like "no-read sandbox: server-min logged it" "$(cat "$W/smin.log")" "Sandbox 'evil' is not reading \\([0-9]+ MiB"
+is "no-read sandbox: s1 still serves" "$("$BIN/pistis" exec --agent alice -- echo fine 2>&1)" fine
 # --- a hostile sandbox's huge output to a client that does not read ---------------------------
 $FAKE sandbox-bulk "$SP" "$EVIL" "$CP" "$CT" "$SM" 256 >"$W/bk.out" 2>&1
 [ -z "$(val exception "$W/bk.out")" ] || sed 's/^/# /' "$W/bk.out"

@@ -405,6 +405,50 @@ def scenario_client_noread(port, token, smin_pid, mib):
     print("answered=%d" % got)
 
 
+def scenario_sandbox_noread(sport, stoken, cport, ctoken, real, mib):
+    """A hostile sandbox takes a command with stdin, then never reads again. One client
+    connection streams `mib` MiB of stdin to it and then asks the real sandbox something:
+    server-min must not stop reading the client (which would stall its requests to every
+    sandbox) but refuse what is meant for the sandbox that does not read, with `limit`."""
+    import threading
+    sb = WS(sport, "/v1/sandbox", "pistis.v1", stoken, timeout=60)
+    sb.send(json.dumps({"id": "hello", "op": "hello", "version": 1, "sandbox": "evil"}))
+    sb.recv_json("hello")
+    c = client(cport, ctoken)
+    c.send(json.dumps({"id": "in", "op": "exec.start", "sandbox": "evil", "agent": "a",
+                       "argv": ["cat"], "stdin": "pipe"}))
+    req = sb.recv_json()
+    sb.send(json.dumps({"id": req["id"], "ok": True, "event": "exec.started", "cmd": 5}))
+    c.recv_json("in")
+    # from here on the fake sandbox reads nothing
+    done = [False]
+
+    def pump():
+        chunk = b"i" * (200 * 1024)
+        for seq in range(1, mib * 5 + 1):
+            c.send(frame(0, 0, 5, seq, chunk), binary=True)
+        done[0] = True
+    t = threading.Thread(target=pump, daemon=True)
+    t.start()
+    t.join(8)
+    print("client_sent_all=%s" % ("yes" if done[0] else "no"))
+    t0 = time.time()
+    c.send(json.dumps({"id": "q1", "op": "ping", "sandbox": real}))
+    try:
+        print("other_sandbox=" + err_code(c.recv_json("q1", timeout=5)))
+    except (socket.timeout, TimeoutError):
+        print("other_sandbox=timeout")
+    print("other_ms=%d" % ((time.time() - t0) * 1000))
+    c.send(json.dumps({"id": "q2", "op": "ping", "sandbox": "evil"}))
+    try:
+        print("evil_request=" + err_code(c.recv_json("q2", timeout=5)))
+    except (socket.timeout, TimeoutError):
+        print("evil_request=timeout")
+    print("refused_frames=%d" % sum(1 for o in c.seen if o.get("id") is None and
+                                     err_code(o) == "limit"))
+    sb.s.close()
+
+
 if __name__ == "__main__":
     name, port, token = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     rest = sys.argv[4:]
@@ -421,6 +465,8 @@ if __name__ == "__main__":
             scenario_agent_scope(port, token, rest[0])
         elif name == "client-noread":
             scenario_client_noread(port, token, int(rest[0]), int(rest[1]))
+        elif name == "sandbox-noread":
+            scenario_sandbox_noread(port, token, int(rest[0]), rest[1], rest[2], int(rest[3]))
         elif name == "sandbox-flood":
             scenario_sandbox_flood(port, token, float(rest[0]))
         else:
