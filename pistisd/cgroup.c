@@ -10,6 +10,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #ifndef CGROUP2_SUPER_MAGIC
@@ -275,6 +276,23 @@ bool cgroup_cmd_is_slot(const char *cmd)
 	return !strncmp(cmd, CGROUP_SLOT_PREFIX, strlen(CGROUP_SLOT_PREFIX));
 }
 
+/* The mark of a command cgroup this pistisd made and nobody has cgroup.kill'ed since:
+ * only into such a cgroup is a child cloned directly (clone3 CLONE_INTO_CGROUP; see
+ * cgroup_clone_ok). A cgroup made by anyone else, or by an older pistisd, has no mark. */
+#define FRESH_XATTR "user.pistis.fresh"
+
+static void mark_fresh(int dir_fd)
+{
+	(void)fsetxattr(dir_fd, FRESH_XATTR, "1", 1, 0);
+}
+
+bool cgroup_clone_ok(int dir_fd)
+{
+	char v;
+
+	return fgetxattr(dir_fd, FRESH_XATTR, &v, 1) == 1 && v == '1';
+}
+
 /* Claim one of the agent's reusable command cgroups: <agent>/cmd-s0..N-1, made on first
  * use and kept. A slot belongs to whoever holds flock(LOCK_EX) on its directory fd; the
  * lock lives as long as that fd, so a pistisd that dies frees its slots, and a slot still
@@ -289,10 +307,13 @@ static int claim_slot(int agent_fd, char *cmd, size_t cmd_size)
 		snprintf(name, sizeof(name), CGROUP_SLOT_PREFIX "%u", i);
 		fd = openat(agent_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 		if (fd < 0 && errno == ENOENT) {
-			if (mkdirat(agent_fd, name, 0755) < 0 && errno != EEXIST)
+			bool made = mkdirat(agent_fd, name, 0755) == 0;
+			if (!made && errno != EEXIST)
 				return -errno;
 			fd = openat(agent_fd, name,
 				    O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+			if (made && fd >= 0)
+				mark_fresh(fd);
 		}
 		if (fd < 0)
 			return -errno;
@@ -351,6 +372,7 @@ int cgroup_cmd_create(struct cgroup_ctx *ctx, const char *agent, char *cmd, size
 			r = -errno;
 			goto fail;
 		}
+		mark_fresh(dir_fd);
 	}
 limits:
 	/* Every limit is rewritten, "max" where none is asked for: a reused cgroup keeps
@@ -405,7 +427,14 @@ fail:
 int cgroup_kill(int dir_fd)
 {
 	_cleanup_free_ char *procs = NULL;
-	int r = write_at(dir_fd, "cgroup.kill", "1");
+	int r;
+
+	/* The mark goes first. Kernels that count each cgroup's cgroup.kill writes compare,
+	 * for a child cloned with CLONE_INTO_CGROUP, the target's count with the parent's
+	 * cgroup's, and SIGKILL the newborn when they differ (seen on 6.18): into a cgroup
+	 * killed once, children are moved the old way (cgroup.procs) from then on. */
+	(void)fremovexattr(dir_fd, FRESH_XATTR);
+	r = write_at(dir_fd, "cgroup.kill", "1");
 
 	if (r != -ENOENT)
 		return r;

@@ -53,7 +53,12 @@ int cgroup_cmd_create(struct cgroup_ctx *ctx, const char *agent, char *cmd, size
 		      int reuse_fd, const struct cgroup_limits *lim, int *ret_dir_fd,
 		      int *ret_procs_fd);
 
-/* SIGKILL every process in the cgroup (cgroup.kill; before 5.14 by reading cgroup.procs). */
+/* True for a command cgroup made by cgroup_cmd_create and never killed by cgroup_kill
+ * since (a user.* xattr on the directory; false where cgroupfs refuses xattrs): a child may
+ * be cloned straight into it. */
+bool cgroup_clone_ok(int dir_fd);
+/* SIGKILL every process in the cgroup (cgroup.kill; before 5.14 by reading cgroup.procs);
+ * takes away the mark cgroup_clone_ok looks for. */
 int cgroup_kill(int dir_fd);
 /* 1 populated, 0 empty, -errno. */
 int cgroup_populated(int dir_fd);

@@ -27,6 +27,12 @@
 #ifndef CLONE_PIDFD
 #define CLONE_PIDFD 0x00001000
 #endif
+#ifndef CLONE_INTO_CGROUP
+#define CLONE_INTO_CGROUP 0x200000000ULL
+#endif
+#ifndef SYS_clone3
+#define SYS_clone3 435
+#endif
 #ifndef P_PIDFD
 #define P_PIDFD 3
 #endif
@@ -53,6 +59,7 @@ struct spawn_ctx {
 	int proc_fd; /* /proc, opened before any chroot; -1 if absent (pgid mode only) */
 	int last_cap;
 	bool no_openat2;
+	bool no_clone3; /* clone3 with CLONE_INTO_CGROUP refused here, or switched off */
 	unsigned long counter;
 	pid_t self;
 };
@@ -154,6 +161,9 @@ int spawn_ctx_new(struct spawn_ctx **ret)
 	/* Read once: forcing the per-component fallback is for tests (crun's check-no-openat2). */
 	e = getenv("PISTIS_NO_OPENAT2");
 	ctx->no_openat2 = e && *e && strcmp(e, "0");
+	/* The same for the cgroup.procs path (the one Docker's seccomp profile leaves us). */
+	e = getenv("PISTIS_NO_CLONE3");
+	ctx->no_clone3 = e && *e && strcmp(e, "0");
 	/* No cgroup v2 is not an error: command trees are then process groups. */
 	(void)cgroup_init(&ctx->cg);
 	*ret = ctx;
@@ -182,6 +192,11 @@ void spawn_ctx_free(struct spawn_ctx *ctx)
 const char *spawn_ctx_tree_control(const struct spawn_ctx *ctx)
 {
 	return ctx->cg.base_fd >= 0 ? "cgroup" : "pgid";
+}
+
+int spawn_ctx_cgroup_base_fd(const struct spawn_ctx *ctx)
+{
+	return ctx->cg.base_fd;
 }
 
 unsigned spawn_ctx_cgroup_features(const struct spawn_ctx *ctx)
@@ -332,6 +347,40 @@ static void cgroup_cleanup(struct spawn_proc *p, bool wait_empty)
 	}
 }
 
+/* Clone the fork-style child; returns as fork() does. A child cloned with clone3's
+ * CLONE_INTO_CGROUP is in its command's cgroup from birth: no moment outside it, and no
+ * write to cgroup.procs, which takes the kernel's cgroup threadgroup lock for writing (an
+ * RCU grace period: ~15 ms for the first command after a pause, measured here). Only into
+ * a cgroup cgroup_clone_ok vouches for (see cgroup_kill for the kernel behaviour that
+ * needs it). Where clone3 is refused (Docker's default seccomp profile answers ENOSYS,
+ * others EPERM) or predates CLONE_INTO_CGROUP (before 5.7: EINVAL), that is remembered;
+ * then, and for any other failure of clone3, the child joins by writing cgroup.procs as
+ * its first step, which reports the step if the cgroup itself is the problem. */
+static pid_t clone_child(struct spawn_ctx *ctx, struct child_args *a, int cgroup_fd, int procs_fd,
+			 int *pidfd)
+{
+	a->cgroup_procs_fd = -1;
+	if (cgroup_fd >= 0 && !ctx->no_clone3 && cgroup_clone_ok(cgroup_fd)) {
+		struct {
+			uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack,
+				stack_size, tls, set_tid, set_tid_size, cgroup;
+		} ca = {
+			.flags = CLONE_PIDFD | CLONE_INTO_CGROUP,
+			.pidfd = (uint64_t)(uintptr_t)pidfd,
+			.exit_signal = SIGCHLD,
+			.cgroup = (uint64_t)cgroup_fd,
+		};
+		pid_t pid = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
+
+		if (pid >= 0)
+			return pid;
+		if (errno == ENOSYS || errno == EPERM || errno == EINVAL || errno == E2BIG)
+			ctx->no_clone3 = true;
+	}
+	a->cgroup_procs_fd = procs_fd;
+	return (pid_t)syscall(SYS_clone, CLONE_PIDFD | SIGCHLD, NULL, pidfd, NULL, NULL);
+}
+
 static int start(struct spawn_ctx *ctx, const struct spawn_opts *o, struct spawn_proc **ret,
 		 struct spawn_error *ret_err)
 {
@@ -441,7 +490,6 @@ static int start(struct spawn_ctx *ctx, const struct spawn_opts *o, struct spawn
 			goto fail;
 		}
 		p->cgroup_applied = r;
-		a.cgroup_procs_fd = procs_fd;
 		p->result.tree_control = "cgroup";
 	}
 
@@ -480,12 +528,13 @@ static int start(struct spawn_ctx *ctx, const struct spawn_opts *o, struct spawn
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	p->start_ns = spawn_now_ns();
-	pid = (pid_t)syscall(SYS_clone, CLONE_PIDFD | SIGCHLD, NULL, &pidfd, NULL, NULL);
+	pid = clone_child(ctx, &a, p->cgroup_fd, procs_fd, &pidfd);
 	if (pid == 0) {
 		(void)spawn_child_main(&a); /* execs or exits */
 		syscall(SYS_exit_group, 111);
 	}
 	r = pid < 0 ? -errno : 0;
+	p->cloned_into_cgroup = pid > 0 && p->cgroup_fd >= 0 && a.cgroup_procs_fd < 0;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (r < 0)
 		goto fail;

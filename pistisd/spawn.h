@@ -193,6 +193,7 @@ struct spawn_proc {
 	bool reaped;   /* exited: status taken (WNOWAIT), still a zombie until released */
 	bool released; /* really reaped: its pid may be reused, its group is not signalled */
 	bool sigkilled;
+	bool cloned_into_cgroup; /* born in its cgroup (clone3), not moved by its first step */
 	bool cgroup_empty;	/* seen empty after the leader exited (no second read to pool it) */
 	int exec_report[2];	/* the child's struct child_report, as read so far */
 	size_t exec_report_got; /* bytes of it */
@@ -201,12 +202,15 @@ struct spawn_proc {
 	struct spawn_result result;
 };
 
-/* ctx: BPF compiled once, cgroup v2 discovered, env PISTIS_NO_OPENAT2 read once. */
+/* ctx: BPF compiled once, cgroup v2 discovered, env PISTIS_NO_OPENAT2 and
+ * PISTIS_NO_CLONE3 (tests: the cgroup.procs path) read once. */
 int spawn_ctx_new(struct spawn_ctx **ret);
 void spawn_ctx_free(struct spawn_ctx *ctx);
 /* "cgroup" when command trees live in cgroups, else "pgid". */
 const char *spawn_ctx_tree_control(const struct spawn_ctx *ctx);
 unsigned spawn_ctx_cgroup_features(const struct spawn_ctx *ctx);
+/* The agents' cgroup directory (<own>/pistis), -1 without cgroup v2; the ctx keeps it. */
+int spawn_ctx_cgroup_base_fd(const struct spawn_ctx *ctx);
 bool spawn_ctx_uses_openat2(const struct spawn_ctx *ctx);
 
 /* Start. 0 and *ret on success; -errno with *ret_err filled (step, errno) on failure. */

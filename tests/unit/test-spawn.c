@@ -18,6 +18,7 @@
 
 #include "lib/macro.h"
 #include "lib/tap.h"
+#include "pistisd/cgroup.h"
 #include "pistisd/privs.h"
 #include "pistisd/seccomp-profile.h"
 #include "pistisd/spawn-child.h"
@@ -1161,7 +1162,11 @@ TEST_TIMEOUT(async_free_before_cgroup_join, 60)
 	pid_t pid = -1;
 
 	need_root_and_probe(_metadata);
+	/* Only the cgroup.procs path has a moment before the join (clone3 has none: see
+	 * clone_into_cgroup_and_after_a_kill). */
+	setenv("PISTIS_NO_CLONE3", "1", 1);
 	ctx = ctx_or_die(_metadata);
+	unsetenv("PISTIS_NO_CLONE3");
 	if (strcmp(spawn_ctx_tree_control(ctx), "cgroup"))
 		SKIP("no cgroup v2");
 	base_opts(&o, argv);
@@ -1205,6 +1210,108 @@ TEST_TIMEOUT(async_free_before_cgroup_join, 60)
 	EXPECT_EQ(watchdog_fired, 0); /* spawn_free ended it by itself */
 	EXPECT_EQ(waitpid(pid, NULL, WNOHANG), -1);
 	close(o.cwd_root_fd);
+	spawn_ctx_free(ctx);
+}
+
+/* The agent's slots gone, so the next command gets a cgroup made afresh. */
+static void remove_agent_cgroups(int base_fd, const char *agent)
+{
+	int fd = openat(base_fd, agent, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+
+	if (fd < 0)
+		return;
+	for (int i = 0; i < CGROUP_SLOTS; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), CGROUP_SLOT_PREFIX "%d", i);
+		(void)unlinkat(fd, name, AT_REMOVEDIR);
+	}
+	close(fd);
+	(void)unlinkat(base_fd, agent, AT_REMOVEDIR);
+}
+
+/* clone3 CLONE_INTO_CGROUP: a child is in its command's cgroup from birth when pistisd
+ * made the cgroup. After a cgroup.kill of it, children join through cgroup.procs again:
+ * kernels that count cgroup.kill writes (this one, 6.18) SIGKILL a child cloned into a
+ * cgroup killed before, so the next command in the slot must still run, and exit 0. */
+TEST(clone_into_cgroup_and_after_a_kill)
+{
+	struct spawn_ctx *ctx;
+	struct spawn_opts o;
+	struct spawn_proc *p = NULL;
+	struct spawn_error err;
+	char agent[32], cmd[48];
+	char *ok[] = {probe_path, "exit", "0", NULL};
+	char *sleeper[] = {probe_path, "bg-sleep", "30", NULL};
+	int base;
+
+	need_root_and_probe(_metadata);
+	ctx = ctx_or_die(_metadata);
+	if (strcmp(spawn_ctx_tree_control(ctx), "cgroup"))
+		SKIP("no cgroup v2");
+	base = spawn_ctx_cgroup_base_fd(ctx);
+	snprintf(agent, sizeof(agent), "clone3-agent-%d", (int)getpid());
+	remove_agent_cgroups(base, agent);
+	base_opts(&o, ok);
+	o.cgroup_agent = agent;
+
+	/* a fresh slot: born in it, before the child ran a single step */
+	ASSERT_EQ(spawn_start_async(ctx, &o, &p, &err), 0);
+	if (!p->cloned_into_cgroup) {
+		(void)spawn_wait(p, NULL);
+		spawn_free(p);
+		remove_agent_cgroups(base, agent);
+		SKIP("clone3 CLONE_INTO_CGROUP refused by this kernel or a seccomp filter");
+	}
+	(void)kill(p->pid, SIGSTOP); /* held where it is: the join cannot come later */
+	EXPECT_TRUE(in_cgroup(p->pid, p->cgroup_cmd));
+	(void)kill(p->pid, SIGCONT);
+	snprintf(cmd, sizeof(cmd), "%s", p->cgroup_cmd);
+	ASSERT_EQ(spawn_exec_poll(p, -1, &err), 1);
+	ASSERT_EQ(spawn_wait(p, NULL), 0);
+	EXPECT_EQ((int)spawn_result(p)->end, SPAWN_END_EXITED);
+	EXPECT_EQ(spawn_result(p)->exit_code, 0);
+	spawn_free(p);
+
+	/* the same slot, a command that leaves a child behind: stopped with cgroup.kill */
+	o.argv = sleeper;
+	ASSERT_EQ(spawn_start(ctx, &o, &p, &err), 0);
+	EXPECT_STREQ(p->cgroup_cmd, cmd);
+	EXPECT_TRUE(p->cloned_into_cgroup);
+	ASSERT_EQ(spawn_wait(p, NULL), 0);
+	EXPECT_TRUE(spawn_result(p)->left_children_killed);
+	spawn_free(p);
+	{
+		/* the killed tree is gone before the slot is asked for again */
+		char path[128], ev[64] = "";
+		snprintf(path, sizeof(path), "%s/%s/cgroup.events", agent, cmd);
+		for (int i = 0; i < 200 && !strstr(ev, "populated 0"); i++) {
+			int fd = openat(base, path, O_RDONLY | O_CLOEXEC);
+			ssize_t n = fd >= 0 ? read(fd, ev, sizeof(ev) - 1) : -1;
+			if (fd >= 0)
+				close(fd);
+			ev[n > 0 ? n : 0] = 0;
+			if (!strstr(ev, "populated 0"))
+				(void)poll(NULL, 0, 10);
+		}
+		EXPECT_NOT_NULL(strstr(ev, "populated 0"));
+	}
+
+	/* and again in it: joined the old way, and it runs */
+	o.argv = ok;
+	for (int i = 0; i < 3; i++) {
+		ASSERT_EQ(spawn_start(ctx, &o, &p, &err), 0);
+		EXPECT_STREQ(p->cgroup_cmd, cmd);
+		EXPECT_FALSE(p->cloned_into_cgroup);
+		ASSERT_EQ(spawn_wait(p, NULL), 0);
+		EXPECT_EQ((int)spawn_result(p)->end, SPAWN_END_EXITED);
+		EXPECT_EQ(spawn_result(p)->exit_code, 0);
+		spawn_free(p);
+	}
+	close(o.cwd_root_fd);
+	spawn_ctx_free(ctx);
+	/* spawn_ctx_free keeps slots; this agent's go, as nothing else uses them */
+	ctx = ctx_or_die(_metadata);
+	remove_agent_cgroups(spawn_ctx_cgroup_base_fd(ctx), agent);
 	spawn_ctx_free(ctx);
 }
 
