@@ -371,6 +371,74 @@ TEST_F(root, hostile_names)
 	EXPECT_EQ(st_of(self, "w/-rf").st_uid, 0u);
 }
 
+/* The walk builds each node's path from the names getdents gives (short names are
+ * copied with fixed-size moves): every length comes out exact, in files and in
+ * directories on the way. */
+static char seen_paths[64][600];
+static unsigned nseen;
+
+static void collect_path(void *ud, const struct policy_event *ev)
+{
+	(void)ud;
+	if (ev->kind == POLICY_EV_CHANGE && nseen < 64 && ev->path_len < sizeof(seen_paths[0]))
+		memcpy(seen_paths[nseen++], ev->path, ev->path_len + 1);
+}
+
+static void name_of_length(char *buf, size_t n, unsigned salt)
+{
+	for (size_t i = 0; i < n; i++)
+		buf[i] = (char)('a' + (i * 7 + salt) % 26);
+	buf[n] = '\0';
+}
+
+TEST_F(root, event_paths_for_names_of_every_length)
+{
+	static const size_t lens[] = {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 24, 255};
+	struct policy_rules *r = NULL;
+	struct policy_error err;
+	struct policy_stats st;
+	struct policy_walk_opts o = {.mode = POLICY_CHECK, .on_event = collect_path};
+	char name[256], dname[256], rel[600], want[600];
+
+	mk(self, "w", S_IFDIR | 0755, AGENT, AGENT);
+	for (size_t i = 0; i < (sizeof(lens) / sizeof(lens[0])); i++) {
+		name_of_length(name, lens[i], (unsigned)i);
+		name_of_length(dname, lens[(sizeof(lens) / sizeof(lens[0])) - 1 - i],
+			       (unsigned)i + 3);
+		snprintf(rel, sizeof(rel), "w/%s", name);
+		mk(self, rel, S_IFREG | 0644, AGENT, AGENT);
+		dname[0] = 'D';
+		snprintf(rel, sizeof(rel), "w/%s", dname);
+		mk(self, rel, S_IFDIR | 0755, AGENT, AGENT);
+		snprintf(rel, sizeof(rel), "w/%s/%s", dname, name);
+		mk(self, rel, S_IFREG | 0644, AGENT, AGENT);
+	}
+	nseen = 0;
+	ASSERT_EQ(policy_rules_parse(W, strlen(W), &r, &err), 0);
+	ASSERT_EQ(policy_walk(self->fd, r, &o, &st), 0);
+	EXPECT_EQ(nseen, 1u + 3 * (sizeof(lens) / sizeof(lens[0])));
+	for (size_t i = 0; i < (sizeof(lens) / sizeof(lens[0])); i++) {
+		name_of_length(name, lens[i], (unsigned)i);
+		name_of_length(dname, lens[(sizeof(lens) / sizeof(lens[0])) - 1 - i],
+			       (unsigned)i + 3);
+		dname[0] = 'D';
+		for (int k = 0; k < 3; k++) {
+			unsigned found = 0;
+
+			if (k == 0)
+				snprintf(want, sizeof(want), "/w/%s", name);
+			else if (k == 1)
+				snprintf(want, sizeof(want), "/w/%s", dname);
+			else
+				snprintf(want, sizeof(want), "/w/%s/%s", dname, name);
+			for (unsigned j = 0; j < nseen; j++)
+				found += strcmp(seen_paths[j], want) == 0;
+			EXPECT_EQ(found, 1u);
+		}
+	}
+	policy_rules_free(r);
+}
+
 TEST_F(root, nested_rules_own_their_subtrees)
 {
 	mk(self, "w", S_IFDIR | 0755, 0, 0);
