@@ -371,6 +371,74 @@ TEST_F(root, hostile_names)
 	EXPECT_EQ(st_of(self, "w/-rf").st_uid, 0u);
 }
 
+/* The walk builds each node's path from the names getdents gives (short names are
+ * copied with fixed-size moves): every length comes out exact, in files and in
+ * directories on the way. */
+static char seen_paths[64][600];
+static unsigned nseen;
+
+static void collect_path(void *ud, const struct policy_event *ev)
+{
+	(void)ud;
+	if (ev->kind == POLICY_EV_CHANGE && nseen < 64 && ev->path_len < sizeof(seen_paths[0]))
+		memcpy(seen_paths[nseen++], ev->path, ev->path_len + 1);
+}
+
+static void name_of_length(char *buf, size_t n, unsigned salt)
+{
+	for (size_t i = 0; i < n; i++)
+		buf[i] = (char)('a' + (i * 7 + salt) % 26);
+	buf[n] = '\0';
+}
+
+TEST_F(root, event_paths_for_names_of_every_length)
+{
+	static const size_t lens[] = {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 24, 255};
+	struct policy_rules *r = NULL;
+	struct policy_error err;
+	struct policy_stats st;
+	struct policy_walk_opts o = {.mode = POLICY_CHECK, .on_event = collect_path};
+	char name[256], dname[256], rel[600], want[600];
+
+	mk(self, "w", S_IFDIR | 0755, AGENT, AGENT);
+	for (size_t i = 0; i < (sizeof(lens) / sizeof(lens[0])); i++) {
+		name_of_length(name, lens[i], (unsigned)i);
+		name_of_length(dname, lens[(sizeof(lens) / sizeof(lens[0])) - 1 - i],
+			       (unsigned)i + 3);
+		snprintf(rel, sizeof(rel), "w/%s", name);
+		mk(self, rel, S_IFREG | 0644, AGENT, AGENT);
+		dname[0] = 'D';
+		snprintf(rel, sizeof(rel), "w/%s", dname);
+		mk(self, rel, S_IFDIR | 0755, AGENT, AGENT);
+		snprintf(rel, sizeof(rel), "w/%s/%s", dname, name);
+		mk(self, rel, S_IFREG | 0644, AGENT, AGENT);
+	}
+	nseen = 0;
+	ASSERT_EQ(policy_rules_parse(W, strlen(W), &r, &err), 0);
+	ASSERT_EQ(policy_walk(self->fd, r, &o, &st), 0);
+	EXPECT_EQ(nseen, 1u + 3 * (sizeof(lens) / sizeof(lens[0])));
+	for (size_t i = 0; i < (sizeof(lens) / sizeof(lens[0])); i++) {
+		name_of_length(name, lens[i], (unsigned)i);
+		name_of_length(dname, lens[(sizeof(lens) / sizeof(lens[0])) - 1 - i],
+			       (unsigned)i + 3);
+		dname[0] = 'D';
+		for (int k = 0; k < 3; k++) {
+			unsigned found = 0;
+
+			if (k == 0)
+				snprintf(want, sizeof(want), "/w/%s", name);
+			else if (k == 1)
+				snprintf(want, sizeof(want), "/w/%s", dname);
+			else
+				snprintf(want, sizeof(want), "/w/%s/%s", dname, name);
+			for (unsigned j = 0; j < nseen; j++)
+				found += strcmp(seen_paths[j], want) == 0;
+			EXPECT_EQ(found, 1u);
+		}
+	}
+	policy_rules_free(r);
+}
+
 TEST_F(root, nested_rules_own_their_subtrees)
 {
 	mk(self, "w", S_IFDIR | 0755, 0, 0);
@@ -441,6 +509,7 @@ struct order_check {
 	const char *dir;
 	unsigned events, early;
 	pid_t tids[8];
+	unsigned per_tid[8]; /* CHANGE events each thread reported */
 	unsigned ntids;
 };
 
@@ -459,6 +528,8 @@ static void check_ancestors_closed(void *ud, const struct policy_event *ev)
 		i++;
 	if (i == oc->ntids && i < 8)
 		oc->tids[oc->ntids++] = tid;
+	if (i < 8)
+		oc->per_tid[i]++;
 	/* Every directory above the node (up to the rule's path) is still without group
 	 * bits: its final 02770 comes only after its whole subtree. */
 	snprintf(p, sizeof(p), "%s%.*s", oc->dir, (int)ev->path_len, ev->path);
@@ -553,6 +624,60 @@ TEST_F(root, parallel_walk_equals_sequential)
 	ASSERT_EQ(policy_walk(self->fd, &one, &o, &st4), 0);
 	EXPECT_EQ(st4.changed, 0u);
 	EXPECT_EQ(st4.entries, st1.entries);
+	policy_rules_free(r);
+}
+
+/* One top-level directory: the queue gets only that one at the top, so the threads share
+ * the rest through the deeper splits made for threads that wait (split()). The work still
+ * spreads, with the same result and order guarantees. */
+TEST_F(root, parallel_walk_spreads_below_a_single_top_directory)
+{
+	struct policy_rules *r = NULL;
+	struct policy_error err;
+	struct policy_stats st1, stn;
+	const char *j = "[{\"path\":\"/w\",\"access\":\"write\"},"
+			"{\"path\":\"/w2\",\"access\":\"write\"}]";
+	char cmd[512];
+
+	sh(self, "mkdir w && for a in 0 1 2 3 4 5 6 7 8 9 10 11; do for b in 0 1 2 3 4 5; do "
+		 "mkdir -p w/top/$a/$b/sub; for f in 0 1 2 3 4 5 6 7; do : > w/top/$a/$b/f$f; "
+		 ": > w/top/$a/$b/sub/g$f; done; done; done && chown -R 10100:10100 w && "
+		 "chmod -R 0700 w && setfacl -m u:12345:rw w/top/6/3/f4 && cp -a w w2");
+	ASSERT_EQ(policy_rules_parse(j, strlen(j), &r, &err), 0);
+	struct policy_rules one = {.rules = &r->rules[0], .n = 1},
+			    two = {.rules = &r->rules[1], .n = 1};
+	for (unsigned threads = 2; threads <= 4; threads += 2) {
+		struct order_check oc = {.dir = self->dir};
+		struct policy_walk_opts o = {.mode = POLICY_APPLY,
+					     .threads = threads,
+					     .on_event = check_ancestors_closed,
+					     .userdata = &oc};
+
+		ASSERT_EQ(policy_walk(self->fd, &one, &o, &stn), 0);
+		EXPECT_EQ(oc.early, 0u);
+		/* Not all of it on the thread that took "top": more than a few subtrees went
+		 * elsewhere. */
+		unsigned most = 0;
+		for (unsigned i = 0; i < oc.ntids; i++)
+			most = oc.per_tid[i] > most ? oc.per_tid[i] : most;
+		EXPECT_LT(most, oc.events - 40);
+		EXPECT_EQ(stn.errors, 0u);
+		EXPECT_EQ(stn.entries, 1u + 1 + 12 + 72 + 72 + 576 + 576);
+		EXPECT_EQ(stn.changed, stn.entries);
+		o = (struct policy_walk_opts){.mode = POLICY_APPLY, .threads = 1};
+		ASSERT_EQ(policy_walk(self->fd, &two, &o, &st1), 0);
+		EXPECT_EQ(st1.changed, stn.changed);
+		EXPECT_EQ(xattr_of(self, "w/top/6/3/f4", "system.posix_acl_access"), -1);
+		snprintf(cmd, sizeof(cmd),
+			 "cd '%s' && for t in w w2; do (cd $t && find . -printf '%%p %%m %%u %%g "
+			 "%%y\\n' | sort && getfacl -R -p -s . 2>/dev/null | grep -v '^# file' | "
+			 "sort) > $t.txt; done && cmp -s w.txt w2.txt && chown -R 10100:10100 w w2 "
+			 "&& "
+			 "chmod -R 0700 w w2 && setfacl -R -b w w2 && setfacl -m u:12345:rw "
+			 "w/top/6/3/f4 w2/top/6/3/f4",
+			 self->dir);
+		EXPECT_EQ(system(cmd), 0);
+	}
 	policy_rules_free(r);
 }
 
