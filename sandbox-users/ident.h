@@ -27,6 +27,8 @@ int ident_name_derive(const char *agent_id, int hexlen, char *out);
 
 /* name has the shape "pi-agent-" + 8..23 lowercase hex digits. */
 bool ident_name_valid(const char *name);
+/* The same for the n bytes at name (no NUL needed). */
+bool ident_name_valid_n(const char *name, size_t n);
 
 /* name is what ident_name_derive(agent_id, its own length) gives. */
 bool ident_name_matches(const char *name, const char *agent_id);

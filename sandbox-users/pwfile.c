@@ -5,8 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "lib/macro.h"
+#include "sandbox-users/scan.h"
 
 static const struct {
 	const char *name;
@@ -52,82 +56,6 @@ static int parse_id(const char *p, size_t len, uint32_t *ret)
 	if (v > PWFILE_ID_MAX)
 		return -ERANGE;
 	*ret = (uint32_t)v;
-	return 0;
-}
-
-/* The word-at-a-time scan needs the first byte in memory to be the lowest. */
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-#define SWAR 1
-#else
-#define SWAR 0
-#endif
-#define ONES 0x0101010101010101ull
-#define HIGHS 0x8080808080808080ull
-
-/* The high bit of each byte of w that is < 0x20, 0x7f or ':'. The lowest flagged byte is
- * exact (a higher one may be a false positive after a borrow, which only costs a look). */
-static inline uint64_t special_bytes(uint64_t w)
-{
-	uint64_t x = w ^ (ONES * 0x7f), y = w ^ (ONES * ':');
-	return ((w - ONES * 0x20) & ~w & HIGHS) | ((x - ONES) & ~x & HIGHS) |
-	       ((y - ONES) & ~y & HIGHS);
-}
-
-/* What one scan of a line found. */
-struct line_scan {
-	size_t len;	 /* without terminator */
-	uint8_t term;	 /* 0, 1 "\n", 2 "\r\n" */
-	unsigned colons; /* ':' in the line */
-	size_t colon[9]; /* the offsets of the first nine */
-	const char *why;
-};
-
-/* One pass over the line at p (avail bytes left), eight bytes a step: finds its end and
- * its ':', and refuses control bytes, 0x7f and NUL. The only bytes looked at one by one
- * are those. Returns -EINVAL with s->why. */
-static int scan_line(const char *p, size_t avail, struct line_scan *s)
-{
-	size_t i = 0;
-
-	s->term = 0;
-	s->colons = 0;
-	for (;;) {
-		while (SWAR && i + 8 <= avail) {
-			uint64_t w, m;
-			memcpy(&w, p + i, 8);
-			m = special_bytes(w);
-			if (m) {
-				i += (size_t)__builtin_ctzll(m) / 8;
-				break;
-			}
-			i += 8;
-		}
-		if (i >= avail)
-			break;
-		unsigned char c = (unsigned char)p[i];
-		if (c == ':') {
-			if (s->colons < ELEMENTSOF(s->colon))
-				s->colon[s->colons] = i;
-			s->colons++;
-			i++;
-			continue;
-		}
-		if (c >= 0x20 && c != 0x7f) {
-			i++;
-			continue;
-		}
-		if (c == '\n') {
-			s->term = 1;
-			break;
-		}
-		if (c == '\r' && i + 1 < avail && p[i + 1] == '\n') {
-			s->term = 2;
-			break;
-		}
-		s->len = i;
-		return s->why = c == 0 ? "NUL byte" : "control character", -EINVAL;
-	}
-	s->len = i;
 	return 0;
 }
 
@@ -212,6 +140,31 @@ static int parse_line(enum pwfile_kind kind, const char *p, size_t len, struct p
 	return check_line(kind, p, &s, l, ret_why);
 }
 
+/* How many '\n' are in p[0..len): sixteen bytes a step with SSE2, counted in byte lanes
+ * (a match is -1, subtracted) and summed every 255 steps, before a lane can overflow
+ * (no popcount instruction in the baseline x86-64 set: it would be a libgcc call). */
+static size_t count_newlines(const char *p, size_t len)
+{
+	size_t n = 0, i = 0;
+
+#if defined(__SSE2__)
+	const __m128i nl = _mm_set1_epi8('\n'), zero = _mm_setzero_si128();
+	while (i + 16 <= len) {
+		__m128i acc = zero;
+		for (unsigned k = 0; k < 255 && i + 16 <= len; k++, i += 16) {
+			__m128i v = _mm_loadu_si128((const __m128i *)(const void *)(p + i));
+			acc = _mm_sub_epi8(acc, _mm_cmpeq_epi8(v, nl));
+		}
+		__m128i sum = _mm_sad_epu8(acc, zero);
+		n += (size_t)_mm_cvtsi128_si64(sum) +
+		     (size_t)_mm_cvtsi128_si64(_mm_unpackhi_epi64(sum, sum));
+	}
+#endif
+	for (; i < len; i++)
+		n += p[i] == '\n';
+	return n;
+}
+
 static int grow(struct pwfile *f)
 {
 	if (f->n_lines < f->cap_lines)
@@ -258,8 +211,11 @@ int pwfile_parse_owned(enum pwfile_kind kind, char *buf, size_t len, struct pwfi
 			*ret_why = "file too large";
 		return -EFBIG;
 	}
-	/* Sized once for lines of 40 bytes on average, grown if they are shorter. */
-	n = len / 40 + 16;
+	/* Sized once, from the number of newlines (capped: more lines than the limit fail
+	 * below anyway), so that the array is never grown and copied while parsing. */
+	n = count_newlines(buf, len) + 1 + 16; /* + room for appended lines */
+	if (n > PWFILE_LINES_MAX + 1)
+		n = PWFILE_LINES_MAX + 1;
 	f.lines = malloc(n * sizeof(*f.lines));
 	if (!f.lines) {
 		free(buf);
@@ -524,17 +480,24 @@ void pwfile_delete(struct pwfile *f, size_t idx)
 	}
 }
 
-/* Walk the comma-separated members field; calls back with each member's span. */
+/* Whether name is one of the comma-separated members in p[0..n). pi-sandbox lists every
+ * agent, so this looks for the name's bytes (memmem) and then checks that the hit is a
+ * whole member (a ',' or the field's edge on both sides), instead of walking every member
+ * with a memchr and a memcmp each. */
 static bool members_contain(const char *p, size_t n, const char *name)
 {
 	size_t nl = strlen(name);
 
-	for (size_t s = 0; s <= n;) {
-		const char *c = memchr(p + s, ',', n - s);
-		size_t e = c ? (size_t)(c - p) : n;
-		if (e - s == nl && memcmp(p + s, name, nl) == 0)
+	if (nl == 0) /* an empty member: an empty field, an edge comma or ",," */
+		return n == 0 || p[0] == ',' || p[n - 1] == ',' || memmem(p, n, ",,", 2);
+	for (size_t s = 0; s + nl <= n;) {
+		const char *h = memmem(p + s, n - s, name, nl);
+		if (!h)
+			return false;
+		size_t at = (size_t)(h - p);
+		if ((at == 0 || p[at - 1] == ',') && (at + nl == n || p[at + nl] == ','))
 			return true;
-		s = e + 1;
+		s = at + 1;
 	}
 	return false;
 }
