@@ -216,7 +216,7 @@ int registry_parse_owned(char *buf, size_t len, bool lazy, struct registry *ret,
 	static const size_t range = USERS_AGENT_UID_MAX - USERS_AGENT_UID_MIN + 1;
 	static const size_t hlen = sizeof(REGISTRY_HEADER) - 1;
 	_cleanup_free_ uint8_t *seen = NULL;
-	struct registry reg = {.buf = buf};
+	struct registry reg = {.buf = buf, .canonical = true};
 	const char *why = NULL;
 	size_t lineno = 0, lines = 0;
 	int r = 0;
@@ -270,9 +270,12 @@ int registry_parse_owned(char *buf, size_t len, bool lazy, struct registry *ret,
 			r = other ? -EPROTONOSUPPORT : -EINVAL;
 			goto fail;
 		}
-		if (n == 0)
+		if (n == 0) {
+			reg.canonical = false; /* not kept: the file changes on the next write */
 			continue;
+		}
 		if (p[0] == '#') {
+			reg.canonical = false;
 			if (n > REGISTRY_LINE_MAX) {
 				why = "line too long";
 				r = -EINVAL;
@@ -297,6 +300,9 @@ int registry_parse_owned(char *buf, size_t len, bool lazy, struct registry *ret,
 			goto fail;
 		*nl = '\0'; /* the id, NUL-terminated in place */
 		rec->line = lineno;
+		rec->parsed_state = rec->state;
+		if (p[0] == '0')
+			reg.canonical = false; /* a leading zero: formatted without it */
 		if (!lazy && registry_verify(rec, &why) < 0) {
 			r = -EINVAL;
 			goto fail;
@@ -325,6 +331,8 @@ int registry_parse_owned(char *buf, size_t len, bool lazy, struct registry *ret,
 		reg.by_id[ii] = (uint32_t)reg.n;
 	}
 	reg.changed = false;
+	reg.len = len;
+	reg.n_parsed = reg.n;
 	*ret = reg;
 	return 0;
 fail:
@@ -365,19 +373,63 @@ static char *put_u32(char *o, uint32_t v)
 	return o;
 }
 
+/* buf's bytes as they were read: the parser cut each id out with a NUL where its '\n'
+ * was, and no other NUL can be in a buffer it accepted (NUL is a control byte). */
+static char *copy_restoring_newlines(char *o, const char *buf, size_t len)
+{
+	size_t i = 0;
+
+	memcpy(o, buf, len);
+#if defined(__SSE2__)
+	for (const __m128i zero = _mm_setzero_si128(), nl = _mm_set1_epi8('\n'); i + 16 <= len;
+	     i += 16) {
+		__m128i v = _mm_loadu_si128((const __m128i *)(const void *)(o + i));
+		__m128i z = _mm_cmpeq_epi8(v, zero);
+		if (_mm_movemask_epi8(z))
+			_mm_storeu_si128((__m128i *)(void *)(o + i),
+					 _mm_or_si128(v, _mm_and_si128(z, nl)));
+	}
+#endif
+	for (; i < len; i++)
+		if (o[i] == '\0')
+			o[i] = '\n';
+	return o + len;
+}
+
+/* Whether the records read from buf are all still there, in order, in their parsed state:
+ * then buf's bytes are the start of the new file. */
+static bool append_only(const struct registry *reg)
+{
+	if (!reg->canonical || !reg->buf || reg->n < reg->n_parsed ||
+	    reg->len < sizeof(REGISTRY_HEADER))
+		return false;
+	for (size_t i = 0; i < reg->n_parsed; i++)
+		if (reg->recs[i].line == 0 || reg->recs[i].state != reg->recs[i].parsed_state)
+			return false;
+	return true;
+}
+
 int registry_format(const struct registry *reg, char **ret, size_t *ret_len)
 {
-	size_t cap = sizeof(REGISTRY_HEADER) + 1;
+	size_t cap = sizeof(REGISTRY_HEADER) + 1, first = 0;
+	bool append = append_only(reg);
 	char *out, *o;
 
-	for (size_t i = 0; i < reg->n; i++)
+	if (append) {
+		cap = reg->len + 1;
+		first = reg->n_parsed;
+	}
+	for (size_t i = first; i < reg->n; i++)
 		cap += 10 + 1 + strlen(reg->recs[i].name) + 1 + 8 + 1 +
 		       strlen(reg->recs[i].agent_id) + 1;
 	out = malloc(cap);
 	if (!out)
 		return -ENOMEM;
-	o = mempcpy(out, REGISTRY_HEADER "\n", sizeof(REGISTRY_HEADER));
-	for (size_t i = 0; i < reg->n; i++) {
+	if (append)
+		o = copy_restoring_newlines(out, reg->buf, reg->len);
+	else
+		o = mempcpy(out, REGISTRY_HEADER "\n", sizeof(REGISTRY_HEADER));
+	for (size_t i = first; i < reg->n; i++) {
 		const struct registry_record *r = &reg->recs[i];
 		const char *st = registry_state_name(r->state);
 		o = put_u32(o, r->uid);
@@ -473,6 +525,7 @@ void registry_delete(struct registry *reg, struct registry_record *rec)
 	memmove(&reg->recs[i], &reg->recs[i + 1], (reg->n - i - 1) * sizeof(*rec));
 	reg->n--;
 	reg->changed = true;
+	reg->canonical = false;
 	if (index_rebuild(reg, reg->n) < 0) {
 		/* Out of memory: drop the index; lookups fall back to a linear search and the
 		 * next registry_add rebuilds it. */
