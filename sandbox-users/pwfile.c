@@ -89,7 +89,10 @@ static int check_line(enum pwfile_kind kind, const char *p, const struct line_sc
 #define FEND(f) ((f) == nf - 1 ? len : s->colon[f])
 	if (s->colon[0] == 0)
 		return *ret_why = "empty name", -EINVAL;
-	for (size_t i = 0; i < s->colon[0]; i++)
+	/* No ' ' or ',' in the name: the scan found the first in the part it covered. */
+	if (s->name_bad < s->colon[0])
+		return *ret_why = "invalid name", -EINVAL;
+	for (size_t i = s->vec_end < s->colon[0] ? s->vec_end : s->colon[0]; i < s->colon[0]; i++)
 		if (p[i] == ' ' || p[i] == ',')
 			return *ret_why = "invalid name", -EINVAL;
 	l->name_len = s->colon[0];

@@ -37,6 +37,10 @@ struct line_scan {
 	uint8_t term;	 /* 0, 1 "\n", 2 "\r\n" */
 	unsigned colons; /* ':' in the line */
 	size_t colon[9]; /* the offsets of the first nine */
+	/* The first ' ' or ',' in the bytes before the first ':' that the vector loop looked
+	 * at (SIZE_MAX: none there), and where that loop stopped: the name's bytes from
+	 * vec_end on are for the caller to look at. */
+	size_t name_bad, vec_end;
 	const char *why;
 };
 
@@ -64,11 +68,24 @@ static inline int scan_line(const char *p, size_t avail, struct line_scan *s)
 
 	s->term = 0;
 	s->colons = 0;
+	s->name_bad = SIZE_MAX;
+	s->vec_end = 0;
 #if defined(__SSE2__)
 	while (i + 16 <= avail) {
 		unsigned sp, co = special16(p + i, &sp);
 		if (sp)
 			co &= (sp & -sp) - 1; /* the ':' before the first special byte */
+		if (s->colons == 0 && s->name_bad == SIZE_MAX) {
+			/* Still in the first field (the name): where is its first ' ' or ','? */
+			__m128i v = _mm_loadu_si128((const __m128i *)(const void *)(p + i));
+			unsigned b = (unsigned)_mm_movemask_epi8(
+				_mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8(' ')),
+					     _mm_cmpeq_epi8(v, _mm_set1_epi8(','))));
+			if (sp)
+				b &= (sp & -sp) - 1;
+			if (b)
+				s->name_bad = i + (size_t)__builtin_ctz(b);
+		}
 		while (co) {
 			if (s->colons < ELEMENTSOF(s->colon))
 				s->colon[s->colons] = i + (size_t)__builtin_ctz(co);
@@ -77,10 +94,12 @@ static inline int scan_line(const char *p, size_t avail, struct line_scan *s)
 		}
 		if (sp) {
 			i += (size_t)__builtin_ctz(sp);
+			s->vec_end = i;
 			goto special;
 		}
 		i += 16;
 	}
+	s->vec_end = i;
 #endif
 	for (;;) {
 		while (SWAR && i + 8 <= avail) {
