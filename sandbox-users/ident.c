@@ -6,10 +6,22 @@
 
 #include "lib/sha256.h"
 
+const uint8_t ident_id_chars[256] = {
+	['a' ... 'z'] = IDENT_ID_FIRST | IDENT_ID_CHAR,
+	['A' ... 'Z'] = IDENT_ID_FIRST | IDENT_ID_CHAR,
+	['0' ... '9'] = IDENT_ID_FIRST | IDENT_ID_CHAR,
+	['.'] = IDENT_ID_CHAR,
+	['_'] = IDENT_ID_CHAR,
+	['@'] = IDENT_ID_CHAR,
+	['+'] = IDENT_ID_CHAR,
+	['='] = IDENT_ID_CHAR,
+	['/'] = IDENT_ID_CHAR,
+	['-'] = IDENT_ID_CHAR,
+};
+
 static bool id_char_ok(char c)
 {
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-	       strchr("._@+=/-", c) != NULL;
+	return ident_id_chars[(unsigned char)c] & IDENT_ID_CHAR;
 }
 
 int ident_agent_id_check(const char *agent_id)

@@ -94,16 +94,14 @@ static int parse_record(const char *p, size_t len, const struct line_scan *sc,
 	size_t ilen = len - (size_t)(id - p);
 	if (ilen == 0 || ilen > USERS_AGENT_ID_MAX)
 		return *ret_why = "invalid agent id", -EINVAL;
-	if (!((id[0] >= 'a' && id[0] <= 'z') || (id[0] >= 'A' && id[0] <= 'Z') ||
-	      (id[0] >= '0' && id[0] <= '9')))
+	/* One table lookup a byte, no branch per byte (ident.c's alphabet): ok keeps the
+	 * IDENT_ID_FIRST bit while every later byte has IDENT_ID_CHAR (shifted onto it). */
+	_Static_assert(IDENT_ID_CHAR << 1 == IDENT_ID_FIRST, "bit layout");
+	unsigned ok = ident_id_chars[(unsigned char)id[0]] & IDENT_ID_FIRST;
+	for (size_t i = 1; i < ilen; i++)
+		ok &= (unsigned)ident_id_chars[(unsigned char)id[i]] << 1;
+	if (!ok)
 		return *ret_why = "invalid agent id", -EINVAL;
-	for (size_t i = 1; i < ilen; i++) {
-		char ch = id[i];
-		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-		      (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '@' ||
-		      ch == '+' || ch == '=' || ch == '/' || ch == '-'))
-			return *ret_why = "invalid agent id", -EINVAL;
-	}
 	rec->agent_id = id;
 	rec->verified = false;
 	rec->own = NULL;
@@ -545,25 +543,34 @@ int registry_scan(const char *data, size_t len, const char *agent_id, struct reg
 		return -ENOENT; /* as registry_parse: an empty file is an empty registry */
 	if (len < hlen + 1 || memcmp(data, REGISTRY_HEADER "\n", hlen + 1))
 		return -EINVAL;
-	/* The id is the last field and holds no ':', so ":<id>\n" ends its record only. */
-	for (size_t pos = hlen + 1; pos < len;) {
-		const char *nl = memchr(data + pos, '\n', len - pos);
-		size_t end;
-		if (!nl)
-			return -EINVAL;
-		end = (size_t)(nl - data);
-		if (end - pos > ilen && data[end - ilen - 1] == ':' &&
-		    memcmp(data + end - ilen, agent_id, ilen) == 0 && data[pos] != '#') {
-			int r = parse_record(data + pos, end - pos, NULL, ret, &why);
-			if (r < 0)
-				return r;
-			ret->agent_id = agent_id;
-			if (registry_verify(ret, &why) < 0)
-				return -EINVAL;
-			ret->line = 0;
-			return 0;
+	/* The id is the last field and holds no ':', so ":<id>\n" ends its record only, and
+	 * can only be found at the end of a line: one memmem over the file, not a memchr and
+	 * a compare per line. A '#' line that happens to end so is skipped. */
+	char pat[USERS_AGENT_ID_MAX + 2];
+	const char *body = data + hlen + 1, *end = data + len;
+	if (ilen == 0 || ilen > USERS_AGENT_ID_MAX)
+		return -EINVAL;
+	pat[0] = ':';
+	memcpy(pat + 1, agent_id, ilen);
+	pat[ilen + 1] = '\n';
+	for (const char *from = body; from < end;) {
+		const char *hit = memmem(from, (size_t)(end - from), pat, ilen + 2), *ls;
+		if (!hit)
+			break;
+		ls = memrchr(body, '\n', (size_t)(hit - body));
+		ls = ls ? ls + 1 : body;
+		if (ls[0] == '#') {
+			from = hit + ilen + 2;
+			continue;
 		}
-		pos = end + 1;
+		int r = parse_record(ls, (size_t)(hit + 1 + ilen - ls), NULL, ret, &why);
+		if (r < 0)
+			return r;
+		ret->agent_id = agent_id;
+		if (registry_verify(ret, &why) < 0)
+			return -EINVAL;
+		ret->line = 0;
+		return 0;
 	}
 	return -ENOENT;
 }
