@@ -30,7 +30,8 @@ enum pwfile_kind {
 /* 32 bytes: one per line of every file, on every call. Offsets and lengths fit 32 bits
  * (files are at most PWFILE_SIZE_MAX bytes). */
 struct pwfile_line {
-	uint32_t off, len; /* the line in the original buffer, terminator excluded */
+	uint32_t off, len; /* the line in the original buffer, terminator excluded (len:
+			    * repl's length where there is one) */
 	uint32_t name_len; /* entries: the name is at off */
 	uint32_t id;	   /* passwd: uid; group: gid; others: 0 */
 	uint32_t gid;	   /* passwd: the primary gid */
