@@ -10,6 +10,7 @@
 #endif
 
 #include "lib/macro.h"
+#include "sandbox-users/fs.h"
 #include "sandbox-users/scan.h"
 
 static const struct {
@@ -219,6 +220,7 @@ int pwfile_parse_owned(enum pwfile_kind kind, char *buf, size_t len, struct pwfi
 		free(buf);
 		return -ENOMEM;
 	}
+	ufs_prefault(f.lines, n * sizeof(*f.lines)); /* every record is written below */
 	f.cap_lines = n;
 
 	for (size_t pos = 0; pos < len;) {

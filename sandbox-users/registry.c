@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "lib/macro.h"
+#include "sandbox-users/fs.h"
 #include "sandbox-users/ident.h"
 #include "sandbox-users/scan.h"
 
@@ -235,6 +236,8 @@ int registry_parse_owned(char *buf, size_t len, bool lazy, struct registry *ret,
 		goto fail;
 	}
 	reg.cap = reg.recs ? MIN(lines, (size_t)REGISTRY_RECORDS_MAX) : 0;
+	if (reg.recs) /* all but the estimate's slack is written below */
+		ufs_prefault(reg.recs, reg.cap * sizeof(*reg.recs));
 	r = index_rebuild(&reg, lines);
 	if (r < 0)
 		goto fail;
@@ -423,6 +426,7 @@ int registry_format(const struct registry *reg, char **ret, size_t *ret_len)
 	out = malloc(cap);
 	if (!out)
 		return -ENOMEM;
+	ufs_prefault(out, cap);
 	if (append)
 		o = copy_restoring_newlines(out, reg->buf, reg->len);
 	else
