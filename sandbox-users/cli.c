@@ -9,6 +9,7 @@
 #include "lib/macro.h"
 #include "pistisd/cli.h"
 #include "sandbox-users/ident.h"
+#include "sandbox-users/users-internal.h"
 #include "sandbox-users/users.h"
 
 struct opts {
@@ -186,6 +187,8 @@ int users_cli_main(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
+	/* pistisd exits when this returns: what the call allocated is left to exit(2). */
+	users_leave_memory_to_exit();
 	args = calloc((size_t)argc, sizeof(*args));
 	if (!args) {
 		log_error("out of memory");

@@ -56,6 +56,10 @@ int ufs_mkdir_owned(int parent_fd, const char *name, uid_t uid, gid_t gid, mode_
  * holding the lock (close it to unlock) or -errno (-ETIMEDOUT). */
 int ufs_lock(int dir_fd, const char *name, unsigned timeout_ms, unsigned flags);
 
+/* Map every whole page of p[0..n) now (MADV_POPULATE_WRITE), instead of one page fault
+ * per page as it is first written; a hint, errors are ignored. */
+void ufs_prefault(void *p, size_t n);
+
 /* Read a regular file (no symlink; opened O_NONBLOCK, anything else is -EBADFD) of at
  * most max bytes into one malloc'd buffer of len + 1 bytes, NUL-terminated; -ENOENT when
  * missing. ret_st (optional) is the fstat of the fd read, for the caller's owner check;

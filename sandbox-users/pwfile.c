@@ -5,8 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "lib/macro.h"
+#include "sandbox-users/fs.h"
+#include "sandbox-users/scan.h"
 
 static const struct {
 	const char *name;
@@ -28,13 +33,8 @@ const char *pwfile_kind_name(enum pwfile_kind kind)
 static void line_text(const struct pwfile *f, const struct pwfile_line *l, const char **ret,
 		      size_t *ret_len)
 {
-	if (l->repl) {
-		*ret = l->repl;
-		*ret_len = strlen(l->repl);
-	} else {
-		*ret = f->buf + l->off;
-		*ret_len = l->len;
-	}
+	*ret = l->repl ? l->repl : f->buf + l->off;
+	*ret_len = l->len; /* of repl where there is one */
 }
 
 /* Strict decimal id: 1-10 digits, no sign or space, at most PWFILE_ID_MAX. */
@@ -52,82 +52,6 @@ static int parse_id(const char *p, size_t len, uint32_t *ret)
 	if (v > PWFILE_ID_MAX)
 		return -ERANGE;
 	*ret = (uint32_t)v;
-	return 0;
-}
-
-/* The word-at-a-time scan needs the first byte in memory to be the lowest. */
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-#define SWAR 1
-#else
-#define SWAR 0
-#endif
-#define ONES 0x0101010101010101ull
-#define HIGHS 0x8080808080808080ull
-
-/* The high bit of each byte of w that is < 0x20, 0x7f or ':'. The lowest flagged byte is
- * exact (a higher one may be a false positive after a borrow, which only costs a look). */
-static inline uint64_t special_bytes(uint64_t w)
-{
-	uint64_t x = w ^ (ONES * 0x7f), y = w ^ (ONES * ':');
-	return ((w - ONES * 0x20) & ~w & HIGHS) | ((x - ONES) & ~x & HIGHS) |
-	       ((y - ONES) & ~y & HIGHS);
-}
-
-/* What one scan of a line found. */
-struct line_scan {
-	size_t len;	 /* without terminator */
-	uint8_t term;	 /* 0, 1 "\n", 2 "\r\n" */
-	unsigned colons; /* ':' in the line */
-	size_t colon[9]; /* the offsets of the first nine */
-	const char *why;
-};
-
-/* One pass over the line at p (avail bytes left), eight bytes a step: finds its end and
- * its ':', and refuses control bytes, 0x7f and NUL. The only bytes looked at one by one
- * are those. Returns -EINVAL with s->why. */
-static int scan_line(const char *p, size_t avail, struct line_scan *s)
-{
-	size_t i = 0;
-
-	s->term = 0;
-	s->colons = 0;
-	for (;;) {
-		while (SWAR && i + 8 <= avail) {
-			uint64_t w, m;
-			memcpy(&w, p + i, 8);
-			m = special_bytes(w);
-			if (m) {
-				i += (size_t)__builtin_ctzll(m) / 8;
-				break;
-			}
-			i += 8;
-		}
-		if (i >= avail)
-			break;
-		unsigned char c = (unsigned char)p[i];
-		if (c == ':') {
-			if (s->colons < ELEMENTSOF(s->colon))
-				s->colon[s->colons] = i;
-			s->colons++;
-			i++;
-			continue;
-		}
-		if (c >= 0x20 && c != 0x7f) {
-			i++;
-			continue;
-		}
-		if (c == '\n') {
-			s->term = 1;
-			break;
-		}
-		if (c == '\r' && i + 1 < avail && p[i + 1] == '\n') {
-			s->term = 2;
-			break;
-		}
-		s->len = i;
-		return s->why = c == 0 ? "NUL byte" : "control character", -EINVAL;
-	}
-	s->len = i;
 	return 0;
 }
 
@@ -161,7 +85,10 @@ static int check_line(enum pwfile_kind kind, const char *p, const struct line_sc
 #define FEND(f) ((f) == nf - 1 ? len : s->colon[f])
 	if (s->colon[0] == 0)
 		return *ret_why = "empty name", -EINVAL;
-	for (size_t i = 0; i < s->colon[0]; i++)
+	/* No ' ' or ',' in the name: the scan found the first in the part it covered. */
+	if (s->name_bad < s->colon[0])
+		return *ret_why = "invalid name", -EINVAL;
+	for (size_t i = s->vec_end < s->colon[0] ? s->vec_end : s->colon[0]; i < s->colon[0]; i++)
 		if (p[i] == ' ' || p[i] == ',')
 			return *ret_why = "invalid name", -EINVAL;
 	l->name_len = s->colon[0];
@@ -212,6 +139,31 @@ static int parse_line(enum pwfile_kind kind, const char *p, size_t len, struct p
 	return check_line(kind, p, &s, l, ret_why);
 }
 
+/* How many '\n' are in p[0..len): sixteen bytes a step with SSE2, counted in byte lanes
+ * (a match is -1, subtracted) and summed every 255 steps, before a lane can overflow
+ * (no popcount instruction in the baseline x86-64 set: it would be a libgcc call). */
+static size_t count_newlines(const char *p, size_t len)
+{
+	size_t n = 0, i = 0;
+
+#if defined(__SSE2__)
+	const __m128i nl = _mm_set1_epi8('\n'), zero = _mm_setzero_si128();
+	while (i + 16 <= len) {
+		__m128i acc = zero;
+		for (unsigned k = 0; k < 255 && i + 16 <= len; k++, i += 16) {
+			__m128i v = _mm_loadu_si128((const __m128i *)(const void *)(p + i));
+			acc = _mm_sub_epi8(acc, _mm_cmpeq_epi8(v, nl));
+		}
+		__m128i sum = _mm_sad_epu8(acc, zero);
+		n += (size_t)_mm_cvtsi128_si64(sum) +
+		     (size_t)_mm_cvtsi128_si64(_mm_unpackhi_epi64(sum, sum));
+	}
+#endif
+	for (; i < len; i++)
+		n += p[i] == '\n';
+	return n;
+}
+
 static int grow(struct pwfile *f)
 {
 	if (f->n_lines < f->cap_lines)
@@ -258,13 +210,17 @@ int pwfile_parse_owned(enum pwfile_kind kind, char *buf, size_t len, struct pwfi
 			*ret_why = "file too large";
 		return -EFBIG;
 	}
-	/* Sized once for lines of 40 bytes on average, grown if they are shorter. */
-	n = len / 40 + 16;
+	/* Sized once, from the number of newlines (capped: more lines than the limit fail
+	 * below anyway), so that the array is never grown and copied while parsing. */
+	n = count_newlines(buf, len) + 1 + 16; /* + room for appended lines */
+	if (n > PWFILE_LINES_MAX + 1)
+		n = PWFILE_LINES_MAX + 1;
 	f.lines = malloc(n * sizeof(*f.lines));
 	if (!f.lines) {
 		free(buf);
 		return -ENOMEM;
 	}
+	ufs_prefault(f.lines, n * sizeof(*f.lines)); /* every record is written below */
 	f.cap_lines = n;
 
 	for (size_t pos = 0; pos < len;) {
@@ -361,7 +317,7 @@ static int pieces(const struct pwfile *f, int (*emit)(const char *p, size_t n, v
 			return r;
 		in_run = false;
 		if (l->repl)
-			r = emit(l->repl, strlen(l->repl), ud);
+			r = emit(l->repl, l->len, ud);
 		else
 			r = emit(f->buf + l->off, l->len, ud);
 		if (r < 0)
@@ -444,11 +400,20 @@ static bool name_is(const struct pwfile *f, const struct pwfile_line *l, const c
 		    size_t name_len)
 {
 	const char *p;
-	size_t n;
 
 	if (!l->entry || l->deleted || l->name_len != name_len)
 		return false;
-	line_text(f, l, &p, &n);
+	/* The text without line_text's strlen of an edited line: the name is its start. */
+	p = l->repl ? l->repl : f->buf + l->off;
+	/* Agent names share their first nine bytes ("pi-agent-") and differ in the last:
+	 * one 8-byte compare of the tail rejects almost every line of a miss. */
+	if (name_len >= 8) {
+		uint64_t a, b;
+		memcpy(&a, p + name_len - 8, 8);
+		memcpy(&b, name + name_len - 8, 8);
+		if (a != b)
+			return false;
+	}
 	return memcmp(p, name, name_len) == 0;
 }
 
@@ -509,6 +474,7 @@ int pwfile_append(struct pwfile *f, const char *line)
 	if (r < 0)
 		return r;
 	l.repl = strdup(line);
+	l.len = (uint32_t)len;
 	if (!l.repl)
 		return -ENOMEM;
 	f->lines[f->n_lines++] = l;
@@ -524,19 +490,49 @@ void pwfile_delete(struct pwfile *f, size_t idx)
 	}
 }
 
-/* Walk the comma-separated members field; calls back with each member's span. */
+/* Whether name is one of the comma-separated members in p[0..n). pi-sandbox lists every
+ * agent: the commas are found sixteen bytes a step (SSE2), and a member is compared only
+ * when its length matches, first by its last eight bytes (agent names share their first
+ * nine). No memmem: every member starts with the same "pi-agent-", the worst case for a
+ * general substring search. */
+static bool member_is(const char *m, size_t len, const char *name, size_t nl)
+{
+	if (len != nl)
+		return false;
+	if (nl >= 8) {
+		uint64_t a, b;
+		memcpy(&a, m + nl - 8, 8);
+		memcpy(&b, name + nl - 8, 8);
+		if (a != b)
+			return false;
+	}
+	return memcmp(m, name, nl) == 0;
+}
+
 static bool members_contain(const char *p, size_t n, const char *name)
 {
-	size_t nl = strlen(name);
+	size_t nl = strlen(name), s = 0, i = 0;
 
-	for (size_t s = 0; s <= n;) {
-		const char *c = memchr(p + s, ',', n - s);
-		size_t e = c ? (size_t)(c - p) : n;
-		if (e - s == nl && memcmp(p + s, name, nl) == 0)
-			return true;
-		s = e + 1;
+#if defined(__SSE2__)
+	for (; i + 16 <= n; i += 16) {
+		__m128i v = _mm_loadu_si128((const __m128i *)(const void *)(p + i));
+		unsigned m = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(',')));
+		while (m) {
+			size_t e = i + (size_t)__builtin_ctz(m);
+			if (member_is(p + s, e - s, name, nl))
+				return true;
+			s = e + 1;
+			m &= m - 1;
+		}
 	}
-	return false;
+#endif
+	for (; i < n; i++)
+		if (p[i] == ',') {
+			if (member_is(p + s, i - s, name, nl))
+				return true;
+			s = i + 1;
+		}
+	return member_is(p + s, n - s, name, nl); /* the last member (or an empty field) */
 }
 
 bool pwfile_member_has(const struct pwfile *f, size_t idx, const char *name)
@@ -555,15 +551,17 @@ static int replace_line(struct pwfile *f, size_t idx, char *text)
 {
 	struct pwfile_line l = f->lines[idx];
 	const char *why = NULL;
+	size_t len = strlen(text);
 	int r;
 
-	r = parse_line(f->kind, text, strlen(text), &l, &why);
+	r = parse_line(f->kind, text, len, &l, &why);
 	if (r < 0 || !l.entry) {
 		free(text);
 		return r < 0 ? r : -EINVAL;
 	}
 	free(f->lines[idx].repl);
 	l.repl = text;
+	l.len = (uint32_t)len;
 	f->lines[idx] = l;
 	f->changed = true;
 	return 1;

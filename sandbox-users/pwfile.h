@@ -27,16 +27,20 @@ enum pwfile_kind {
 #define PWFILE_MEMBERS_MAX 100000u	 /* members of one group */
 #define PWFILE_ID_MAX 4294967294u	 /* (uid_t)-1 is never an id */
 
+/* 32 bytes: one per line of every file, on every call. Offsets and lengths fit 32 bits
+ * (files are at most PWFILE_SIZE_MAX bytes). */
 struct pwfile_line {
-	size_t off, len; /* the line in the original buffer, terminator excluded */
-	uint8_t term;	 /* terminator bytes: 0 (last line), 1 "\n", 2 "\r\n" */
-	bool entry;	 /* a parsed entry (not a comment, blank or NIS line) */
+	uint32_t off, len; /* the line in the original buffer, terminator excluded (len:
+			    * repl's length where there is one) */
+	uint32_t name_len; /* entries: the name is at off */
+	uint32_t id;	   /* passwd: uid; group: gid; others: 0 */
+	uint32_t gid;	   /* passwd: the primary gid */
+	uint8_t term;	   /* terminator bytes: 0 (last line), 1 "\n", 2 "\r\n" */
+	bool entry;	   /* a parsed entry (not a comment, blank or NIS line) */
 	bool deleted;
-	size_t name_len; /* entries: the name is at off */
-	uint32_t id;	 /* passwd: uid; group: gid; others: 0 */
-	uint32_t gid;	 /* passwd: the primary gid */
-	char *repl;	 /* edited or appended line (without terminator), owned */
+	char *repl; /* edited or appended line (without terminator), owned */
 };
+_Static_assert(PWFILE_SIZE_MAX <= UINT32_MAX, "line offsets are 32 bits");
 
 struct pwfile {
 	enum pwfile_kind kind;

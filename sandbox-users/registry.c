@@ -7,7 +7,9 @@
 #include <string.h>
 
 #include "lib/macro.h"
+#include "sandbox-users/fs.h"
 #include "sandbox-users/ident.h"
+#include "sandbox-users/scan.h"
 
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 
@@ -31,9 +33,11 @@ void registry_done(struct registry *reg)
 
 /* One record line (no terminator, p[len] is where the '\n' was). Checks the syntax of
  * every field in one pass; the id is cut out in place (p[len] becomes NUL) when writable.
- * The name's derivation from the id is left to registry_verify. */
-static int parse_record(const char *p, size_t len, struct registry_record *rec,
-			const char **ret_why)
+ * The name's derivation from the id is left to registry_verify. sc (may be NULL) is
+ * scan_line's finding for a line that it found clean (no control byte, ended by '\n'):
+ * then the bytes need no second look for control bytes and ':'. */
+static int parse_record(const char *p, size_t len, const struct line_scan *sc,
+			struct registry_record *rec, const char **ret_why)
 {
 	const char *c[3];
 	unsigned nc = 0;
@@ -41,13 +45,17 @@ static int parse_record(const char *p, size_t len, struct registry_record *rec,
 
 	if (len > REGISTRY_LINE_MAX)
 		return *ret_why = "line too long", -EINVAL;
-	for (size_t i = 0; i < len; i++) {
-		unsigned char ch = (unsigned char)p[i];
-		if (ch < 0x20 || ch == 0x7f)
-			return *ret_why = "control character", -EINVAL;
-		if (ch == ':' && nc < 3)
-			c[nc++] = p + i;
-	}
+	if (sc)
+		for (; nc < 3 && nc < sc->colons; nc++)
+			c[nc] = p + sc->colon[nc];
+	else
+		for (size_t i = 0; i < len; i++) {
+			unsigned char ch = (unsigned char)p[i];
+			if (ch < 0x20 || ch == 0x7f)
+				return *ret_why = "control character", -EINVAL;
+			if (ch == ':' && nc < 3)
+				c[nc++] = p + i;
+		}
 	if (nc < 3)
 		return *ret_why = "expected uid:name:state:agent-id", -EINVAL;
 
@@ -63,12 +71,16 @@ static int parse_record(const char *p, size_t len, struct registry_record *rec,
 	rec->uid = (uint32_t)uid;
 
 	size_t nlen = (size_t)(c[1] - c[0] - 1);
-	if (nlen > USERS_NAME_MAX)
+	if (!ident_name_valid_n(c[0] + 1, nlen))
 		return *ret_why = "invalid user name", -EINVAL;
-	memcpy(rec->name, c[0] + 1, nlen);
+	/* A valid name has 17 to 32 bytes: two fixed 16-byte copies (inlined, unlike a call
+	 * to memcpy for a few bytes) cover it. */
+	_Static_assert(sizeof(USERS_AGENT_PREFIX) - 1 + IDENT_HEX_MIN >= 16 &&
+			       sizeof(rec->name) > USERS_NAME_MAX,
+		       "names are 16..USERS_NAME_MAX bytes");
+	memcpy(rec->name, c[0] + 1, 16);
+	memcpy(rec->name + nlen - 16, c[0] + 1 + nlen - 16, 16);
 	rec->name[nlen] = '\0';
-	if (!ident_name_valid(rec->name))
-		return *ret_why = "invalid user name", -EINVAL;
 
 	size_t slen = (size_t)(c[2] - c[1] - 1);
 	if (slen == 6 && !memcmp(c[1] + 1, "active", 6))
@@ -83,16 +95,14 @@ static int parse_record(const char *p, size_t len, struct registry_record *rec,
 	size_t ilen = len - (size_t)(id - p);
 	if (ilen == 0 || ilen > USERS_AGENT_ID_MAX)
 		return *ret_why = "invalid agent id", -EINVAL;
-	if (!((id[0] >= 'a' && id[0] <= 'z') || (id[0] >= 'A' && id[0] <= 'Z') ||
-	      (id[0] >= '0' && id[0] <= '9')))
+	/* One table lookup a byte, no branch per byte (ident.c's alphabet): ok keeps the
+	 * IDENT_ID_FIRST bit while every later byte has IDENT_ID_CHAR (shifted onto it). */
+	_Static_assert(IDENT_ID_CHAR << 1 == IDENT_ID_FIRST, "bit layout");
+	unsigned ok = ident_id_chars[(unsigned char)id[0]] & IDENT_ID_FIRST;
+	for (size_t i = 1; i < ilen; i++)
+		ok &= (unsigned)ident_id_chars[(unsigned char)id[i]] << 1;
+	if (!ok)
 		return *ret_why = "invalid agent id", -EINVAL;
-	for (size_t i = 1; i < ilen; i++) {
-		char ch = id[i];
-		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-		      (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '@' ||
-		      ch == '+' || ch == '=' || ch == '/' || ch == '-'))
-			return *ret_why = "invalid agent id", -EINVAL;
-	}
 	rec->agent_id = id;
 	rec->verified = false;
 	rec->own = NULL;
@@ -112,15 +122,32 @@ int registry_verify(struct registry_record *rec, const char **ret_why)
 	return 0;
 }
 
-/* --- hash sets over ids and names (FNV-1a) ---------------------------------------------- */
+/* --- hash sets over ids and names ------------------------------------------------------- */
 
+/* Eight bytes a step (a multiply and a shift each), instead of FNV-1a's multiply per byte:
+ * every key is hashed once per parsed record. Not keyed: the registry is root's own file
+ * (checked to be root-owned and not group/other-writable before it is read). */
 static uint64_t hash_str(const char *s)
 {
-	uint64_t h = 0xcbf29ce484222325ull;
+	size_t n = strlen(s);
+	uint64_t h = 0x9e3779b97f4a7c15ull ^ n, w;
 
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-	return h ^ (h >> 29);
+	for (; n >= 8; s += 8, n -= 8) {
+		memcpy(&w, s, 8);
+		h = (h ^ w) * 0xff51afd7ed558ccdull;
+		h ^= h >> 32;
+	}
+	w = 0;
+	for (size_t i = 0; i < n; i++)
+		w |= (uint64_t)(unsigned char)s[i] << (8 * i);
+	/* The last word, then murmur3's 64-bit finaliser: every input bit reaches the low
+	 * bits that pick the slot. */
+	h ^= w;
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdull;
+	h ^= h >> 33;
+	h *= 0xc4ceb9fe1a85ec53ull;
+	return h ^ (h >> 33);
 }
 
 /* Slot of key in set: the slot holding it, or the empty slot where it would go. */
@@ -188,7 +215,7 @@ int registry_parse_owned(char *buf, size_t len, bool lazy, struct registry *ret,
 	static const size_t range = USERS_AGENT_UID_MAX - USERS_AGENT_UID_MIN + 1;
 	static const size_t hlen = sizeof(REGISTRY_HEADER) - 1;
 	_cleanup_free_ uint8_t *seen = NULL;
-	struct registry reg = {.buf = buf};
+	struct registry reg = {.buf = buf, .canonical = true};
 	const char *why = NULL;
 	size_t lineno = 0, lines = 0;
 	int r = 0;
@@ -209,16 +236,24 @@ int registry_parse_owned(char *buf, size_t len, bool lazy, struct registry *ret,
 		goto fail;
 	}
 	reg.cap = reg.recs ? MIN(lines, (size_t)REGISTRY_RECORDS_MAX) : 0;
+	if (reg.recs) /* all but the estimate's slack is written below */
+		ufs_prefault(reg.recs, reg.cap * sizeof(*reg.recs));
 	r = index_rebuild(&reg, lines);
 	if (r < 0)
 		goto fail;
 
 	for (size_t pos = 0; pos < len;) {
-		char *p = buf + pos, *nl = memchr(p, '\n', len - pos);
+		char *p = buf + pos, *nl;
 		size_t n;
 		struct registry_record *rec;
+		struct line_scan sc;
+		/* The usual line: one vector pass finds its '\n', its ':' and that it holds
+		 * no control byte. Anything else (a control byte, "\r\n", no newline) goes
+		 * the byte-by-byte way below, which tells which error it is. */
+		bool clean = scan_line(p, len - pos, &sc) == 0 && sc.term == 1;
 
 		lineno++;
+		nl = clean ? p + sc.len : memchr(p, '\n', len - pos);
 		if (!nl) {
 			/* We always end with "\n": a torn last line is corruption, not data. */
 			why = "last line has no newline";
@@ -236,15 +271,18 @@ int registry_parse_owned(char *buf, size_t len, bool lazy, struct registry *ret,
 			r = other ? -EPROTONOSUPPORT : -EINVAL;
 			goto fail;
 		}
-		if (n == 0)
+		if (n == 0) {
+			reg.canonical = false; /* not kept: the file changes on the next write */
 			continue;
+		}
 		if (p[0] == '#') {
+			reg.canonical = false;
 			if (n > REGISTRY_LINE_MAX) {
 				why = "line too long";
 				r = -EINVAL;
 				goto fail;
 			}
-			for (size_t i = 0; i < n; i++)
+			for (size_t i = 0; !clean && i < n; i++)
 				if ((unsigned char)p[i] < 0x20 || p[i] == 0x7f) {
 					why = "control character";
 					r = -EINVAL;
@@ -258,11 +296,14 @@ int registry_parse_owned(char *buf, size_t len, bool lazy, struct registry *ret,
 			goto fail;
 		}
 		rec = &reg.recs[reg.n];
-		r = parse_record(p, n, rec, &why);
+		r = parse_record(p, n, clean ? &sc : NULL, rec, &why);
 		if (r < 0)
 			goto fail;
 		*nl = '\0'; /* the id, NUL-terminated in place */
 		rec->line = lineno;
+		rec->parsed_state = rec->state;
+		if (p[0] == '0')
+			reg.canonical = false; /* a leading zero: formatted without it */
 		if (!lazy && registry_verify(rec, &why) < 0) {
 			r = -EINVAL;
 			goto fail;
@@ -291,6 +332,8 @@ int registry_parse_owned(char *buf, size_t len, bool lazy, struct registry *ret,
 		reg.by_id[ii] = (uint32_t)reg.n;
 	}
 	reg.changed = false;
+	reg.len = len;
+	reg.n_parsed = reg.n;
 	*ret = reg;
 	return 0;
 fail:
@@ -331,19 +374,64 @@ static char *put_u32(char *o, uint32_t v)
 	return o;
 }
 
+/* buf's bytes as they were read: the parser cut each id out with a NUL where its '\n'
+ * was, and no other NUL can be in a buffer it accepted (NUL is a control byte). */
+static char *copy_restoring_newlines(char *o, const char *buf, size_t len)
+{
+	size_t i = 0;
+
+	memcpy(o, buf, len);
+#if defined(__SSE2__)
+	for (const __m128i zero = _mm_setzero_si128(), nl = _mm_set1_epi8('\n'); i + 16 <= len;
+	     i += 16) {
+		__m128i v = _mm_loadu_si128((const __m128i *)(const void *)(o + i));
+		__m128i z = _mm_cmpeq_epi8(v, zero);
+		if (_mm_movemask_epi8(z))
+			_mm_storeu_si128((__m128i *)(void *)(o + i),
+					 _mm_or_si128(v, _mm_and_si128(z, nl)));
+	}
+#endif
+	for (; i < len; i++)
+		if (o[i] == '\0')
+			o[i] = '\n';
+	return o + len;
+}
+
+/* Whether the records read from buf are all still there, in order, in their parsed state:
+ * then buf's bytes are the start of the new file. */
+static bool append_only(const struct registry *reg)
+{
+	if (!reg->canonical || !reg->buf || reg->n < reg->n_parsed ||
+	    reg->len < sizeof(REGISTRY_HEADER))
+		return false;
+	for (size_t i = 0; i < reg->n_parsed; i++)
+		if (reg->recs[i].line == 0 || reg->recs[i].state != reg->recs[i].parsed_state)
+			return false;
+	return true;
+}
+
 int registry_format(const struct registry *reg, char **ret, size_t *ret_len)
 {
-	size_t cap = sizeof(REGISTRY_HEADER) + 1;
+	size_t cap = sizeof(REGISTRY_HEADER) + 1, first = 0;
+	bool append = append_only(reg);
 	char *out, *o;
 
-	for (size_t i = 0; i < reg->n; i++)
+	if (append) {
+		cap = reg->len + 1;
+		first = reg->n_parsed;
+	}
+	for (size_t i = first; i < reg->n; i++)
 		cap += 10 + 1 + strlen(reg->recs[i].name) + 1 + 8 + 1 +
 		       strlen(reg->recs[i].agent_id) + 1;
 	out = malloc(cap);
 	if (!out)
 		return -ENOMEM;
-	o = mempcpy(out, REGISTRY_HEADER "\n", sizeof(REGISTRY_HEADER));
-	for (size_t i = 0; i < reg->n; i++) {
+	ufs_prefault(out, cap);
+	if (append)
+		o = copy_restoring_newlines(out, reg->buf, reg->len);
+	else
+		o = mempcpy(out, REGISTRY_HEADER "\n", sizeof(REGISTRY_HEADER));
+	for (size_t i = first; i < reg->n; i++) {
 		const struct registry_record *r = &reg->recs[i];
 		const char *st = registry_state_name(r->state);
 		o = put_u32(o, r->uid);
@@ -439,6 +527,7 @@ void registry_delete(struct registry *reg, struct registry_record *rec)
 	memmove(&reg->recs[i], &reg->recs[i + 1], (reg->n - i - 1) * sizeof(*rec));
 	reg->n--;
 	reg->changed = true;
+	reg->canonical = false;
 	if (index_rebuild(reg, reg->n) < 0) {
 		/* Out of memory: drop the index; lookups fall back to a linear search and the
 		 * next registry_add rebuilds it. */
@@ -458,16 +547,35 @@ int registry_scan(const char *data, size_t len, const char *agent_id, struct reg
 		return -ENOENT; /* as registry_parse: an empty file is an empty registry */
 	if (len < hlen + 1 || memcmp(data, REGISTRY_HEADER "\n", hlen + 1))
 		return -EINVAL;
-	/* The id is the last field and holds no ':', so ":<id>\n" ends its record only. */
-	for (size_t pos = hlen + 1; pos < len;) {
-		const char *nl = memchr(data + pos, '\n', len - pos);
-		size_t end;
-		if (!nl)
-			return -EINVAL;
-		end = (size_t)(nl - data);
-		if (end - pos > ilen && data[end - ilen - 1] == ':' &&
-		    memcmp(data + end - ilen, agent_id, ilen) == 0 && data[pos] != '#') {
-			int r = parse_record(data + pos, end - pos, ret, &why);
+	/* The id is the last field and holds no ':', so ":<id>\n" ends its record only. Every
+	 * '\n' is looked at (sixteen bytes a step with SSE2), and the bytes before it
+	 * compared with ":<id>" only when the last byte matches. */
+	const char *body = data + hlen + 1;
+	size_t blen = len - hlen - 1, ls = 0;
+	for (size_t i = 0; i < blen;) {
+		size_t e; /* the next '\n' */
+#if defined(__SSE2__)
+		if (i + 16 <= blen) {
+			__m128i v = _mm_loadu_si128((const __m128i *)(const void *)(body + i));
+			unsigned m =
+				(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8('\n')));
+			if (!m) {
+				i += 16;
+				continue;
+			}
+			e = i + (size_t)__builtin_ctz(m);
+		} else
+#endif
+		{
+			const char *nl = memchr(body + i, '\n', blen - i);
+			if (!nl)
+				break;
+			e = (size_t)(nl - body);
+		}
+		if (e - ls > ilen && body[e - 1] == agent_id[ilen - 1] &&
+		    body[e - ilen - 1] == ':' && memcmp(body + e - ilen, agent_id, ilen) == 0 &&
+		    body[ls] != '#') {
+			int r = parse_record(body + ls, e - ls, NULL, ret, &why);
 			if (r < 0)
 				return r;
 			ret->agent_id = agent_id;
@@ -476,7 +584,7 @@ int registry_scan(const char *data, size_t len, const char *agent_id, struct reg
 			ret->line = 0;
 			return 0;
 		}
-		pos = end + 1;
+		ls = i = e + 1;
 	}
 	return -ENOENT;
 }

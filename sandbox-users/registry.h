@@ -32,9 +32,10 @@ struct registry_record {
 	enum registry_state state;
 	bool verified; /* the name was checked to be derived from the id */
 	char name[USERS_NAME_MAX + 1];
-	const char *agent_id; /* NUL-terminated: into the parsed buffer, or own */
-	char *own;	      /* records added since the parse own their id */
-	size_t line;	      /* where it was read (0: added since) */
+	const char *agent_id;		  /* NUL-terminated: into the parsed buffer, or own */
+	char *own;			  /* records added since the parse own their id */
+	size_t line;			  /* where it was read (0: added since) */
+	enum registry_state parsed_state; /* the state as read (records read from buf) */
 };
 
 struct registry {
@@ -45,6 +46,12 @@ struct registry {
 	uint32_t *by_name;
 	size_t slots; /* power of two, > 2 × n */
 	bool changed;
+	/* buf[0..len) is exactly what registry_format would write for its n_parsed records
+	 * (no comment, no blank line, no uid with a leading zero), and no record was deleted
+	 * since: while those records keep their parsed state, the new file is those bytes
+	 * plus the added records (registry_format appends instead of formatting them all). */
+	bool canonical;
+	size_t len, n_parsed;
 };
 
 /* Parse the registry's bytes; an empty buffer is an empty registry (no file yet). Strict:

@@ -57,9 +57,16 @@ struct ctx {
 		.pwd_lock = -1, .pre_reg_fd = -1                                                   \
 	}
 
+static bool memory_left_to_exit;
+
+void users_leave_memory_to_exit(void)
+{
+	memory_left_to_exit = true;
+}
+
 static void ctx_done(struct ctx *c)
 {
-	free(c->pre_reg);
+	/* The fds always: they hold the locks, which go as soon as the call is over. */
 	safe_close(c->pre_reg_fd);
 	safe_close(c->pwd_lock);
 	safe_close(c->reg_lock);
@@ -67,6 +74,9 @@ static void ctx_done(struct ctx *c)
 	safe_close(c->data_fd);
 	safe_close(c->etc_fd);
 	safe_close(c->root_fd);
+	if (memory_left_to_exit)
+		return;
+	free(c->pre_reg);
 	users_db_done(&c->db);
 }
 

@@ -437,6 +437,60 @@ TEST(registry_roundtrip_and_errors)
 	EXPECT_EQ(line, 1u);
 }
 
+/* registry_format appends the added records to the bytes read when those are exactly what
+ * it would write; every other case (a comment, a blank line, a leading zero, a state
+ * changed, a record deleted) is formatted from scratch. Both ways give the same bytes as
+ * a fresh format of the same records. */
+TEST(registry_format_appends_only_to_canonical_bytes)
+{
+	char a[USERS_NAME_MAX + 1], b[USERS_NAME_MAX + 1], c[USERS_NAME_MAX + 1];
+	char text[1024], want[1024], *out;
+	struct registry reg;
+	size_t line, len;
+	const char *why;
+
+	ident_name_derive("a", 8, a);
+	ident_name_derive("b", 8, b);
+	ident_name_derive("c", 8, c);
+	const struct {
+		const char *head; /* between the header and the records */
+		const char *uid_a;
+		int edit; /* 0: add c; 1: add c and reserve a; 2: add c and delete b */
+		bool append;
+	} cases[] = {
+		{"", "10100", 0, true},	      {"", "10100", 1, false},	 {"", "10100", 2, false},
+		{"# x\n", "10100", 0, false}, {"\n", "10100", 0, false}, {"", "010100", 0, false},
+	};
+	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+		snprintf(text, sizeof(text),
+			 "pistis-users-registry 1\n%s%s:%s:active:a\n10107:%s:reserved:b\n",
+			 cases[i].head, cases[i].uid_a, a, b);
+		ASSERT_EQ(registry_parse(text, strlen(text), &reg, &line, &why), 0);
+		/* Read canonical: the edits below are what must send it to a full format. */
+		EXPECT_EQ(reg.canonical, cases[i].append || cases[i].edit != 0);
+		ASSERT_EQ(registry_add(&reg, 10101, c, "c", REGISTRY_ACTIVE), 0);
+		if (cases[i].edit == 1)
+			registry_find_id(&reg, "a")->state = REGISTRY_RESERVED;
+		if (cases[i].edit == 2) {
+			registry_delete(&reg, registry_find_id(&reg, "b"));
+			EXPECT_FALSE(reg.canonical);
+		}
+		ASSERT_EQ(registry_format(&reg, &out, &len), 0);
+		int o = snprintf(want, sizeof(want), "pistis-users-registry 1\n10100:%s:%s:a\n", a,
+				 cases[i].edit == 1 ? "reserved" : "active");
+		if (cases[i].edit != 2)
+			o += snprintf(want + o, sizeof(want) - (size_t)o, "10107:%s:reserved:b\n",
+				      b);
+		snprintf(want + o, sizeof(want) - (size_t)o, "10101:%s:active:c\n", c);
+		EXPECT_STREQ(out, want);
+		EXPECT_EQ(len, strlen(want));
+		/* The ids read are still usable (the NULs of the parsed buffer stayed). */
+		EXPECT_STREQ(registry_find_name(&reg, a)->agent_id, "a");
+		free(out);
+		registry_done(&reg);
+	}
+}
+
 TEST(registry_lazy_parse_checks_syntax_everywhere_and_derivation_on_use)
 {
 	char a_name[USERS_NAME_MAX + 1], b_name[USERS_NAME_MAX + 1], text[1024];

@@ -1,0 +1,145 @@
+#pragma once
+
+/* The line scanner shared by the passwd-family parser (pwfile.c) and the registry parser
+ * (registry.c): one pass over a line that finds its end and its ':' and refuses control
+ * bytes, 0x7f and NUL. Internal to sandbox-users. */
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+#include "lib/macro.h"
+
+/* The word-at-a-time scan needs the first byte in memory to be the lowest. */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define SWAR 1
+#else
+#define SWAR 0
+#endif
+#define ONES 0x0101010101010101ull
+#define HIGHS 0x8080808080808080ull
+
+/* The high bit of each byte of w that is < 0x20, 0x7f or ':'. The lowest flagged byte is
+ * exact (a higher one may be a false positive after a borrow, which only costs a look). */
+static inline uint64_t special_bytes(uint64_t w)
+{
+	uint64_t x = w ^ (ONES * 0x7f), y = w ^ (ONES * ':');
+	return ((w - ONES * 0x20) & ~w & HIGHS) | ((x - ONES) & ~x & HIGHS) |
+	       ((y - ONES) & ~y & HIGHS);
+}
+
+/* What one scan of a line found. */
+struct line_scan {
+	size_t len;	 /* without terminator */
+	uint8_t term;	 /* 0, 1 "\n", 2 "\r\n" */
+	unsigned colons; /* ':' in the line */
+	size_t colon[9]; /* the offsets of the first nine */
+	/* The first ' ' or ',' in the bytes before the first ':' that the vector loop looked
+	 * at (SIZE_MAX: none there), and where that loop stopped: the name's bytes from
+	 * vec_end on are for the caller to look at. */
+	size_t name_bad, vec_end;
+	const char *why;
+};
+
+#if defined(__SSE2__)
+/* Sixteen bytes a step: a bit per byte that is < 0x20 or 0x7f (ret_special) and a bit per
+ * ':' (the return value). Unsigned "< 0x20" is "min(b, 0x1f) == b". */
+static inline unsigned special16(const char *p, unsigned *ret_special)
+{
+	__m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+	__m128i ctl = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1f)), v);
+	__m128i del = _mm_cmpeq_epi8(v, _mm_set1_epi8(0x7f));
+
+	*ret_special = (unsigned)_mm_movemask_epi8(_mm_or_si128(ctl, del));
+	return (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(':')));
+}
+#endif
+
+/* One pass over the line at p (avail bytes left: the rest of the buffer, so a step may
+ * look past the line's end), sixteen bytes a step with SSE2 (else eight, SWAR): finds its
+ * end and its ':', and refuses control bytes, 0x7f and NUL. The only bytes looked at one
+ * by one are the last few of the buffer and the special ones. Returns -EINVAL with s->why. */
+static inline int scan_line(const char *p, size_t avail, struct line_scan *s)
+{
+	size_t i = 0;
+
+	s->term = 0;
+	s->colons = 0;
+	s->name_bad = SIZE_MAX;
+	s->vec_end = 0;
+#if defined(__SSE2__)
+	while (i + 16 <= avail) {
+		unsigned sp, co = special16(p + i, &sp);
+		if (sp)
+			co &= (sp & -sp) - 1; /* the ':' before the first special byte */
+		if (s->colons == 0 && s->name_bad == SIZE_MAX) {
+			/* Still in the first field (the name): where is its first ' ' or ','? */
+			__m128i v = _mm_loadu_si128((const __m128i *)(const void *)(p + i));
+			unsigned b = (unsigned)_mm_movemask_epi8(
+				_mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8(' ')),
+					     _mm_cmpeq_epi8(v, _mm_set1_epi8(','))));
+			if (sp)
+				b &= (sp & -sp) - 1;
+			if (b)
+				s->name_bad = i + (size_t)__builtin_ctz(b);
+		}
+		while (co) {
+			if (s->colons < ELEMENTSOF(s->colon))
+				s->colon[s->colons] = i + (size_t)__builtin_ctz(co);
+			s->colons++;
+			co &= co - 1;
+		}
+		if (sp) {
+			i += (size_t)__builtin_ctz(sp);
+			s->vec_end = i;
+			goto special;
+		}
+		i += 16;
+	}
+	s->vec_end = i;
+#endif
+	for (;;) {
+		while (SWAR && i + 8 <= avail) {
+			uint64_t w, m;
+			memcpy(&w, p + i, 8);
+			m = special_bytes(w);
+			if (m) {
+				i += (size_t)__builtin_ctzll(m) / 8;
+				break;
+			}
+			i += 8;
+		}
+		if (i >= avail)
+			break;
+		unsigned char c = (unsigned char)p[i];
+		if (c == ':') {
+			if (s->colons < ELEMENTSOF(s->colon))
+				s->colon[s->colons] = i;
+			s->colons++;
+			i++;
+			continue;
+		}
+		if (c >= 0x20 && c != 0x7f) {
+			i++;
+			continue;
+		}
+		goto special;
+	}
+	s->len = i;
+	return 0;
+special:;
+	unsigned char c = (unsigned char)p[i];
+	if (c == '\n')
+		s->term = 1;
+	else if (c == '\r' && i + 1 < avail && p[i + 1] == '\n')
+		s->term = 2;
+	else {
+		s->len = i;
+		return s->why = c == 0 ? "NUL byte" : "control character", -EINVAL;
+	}
+	s->len = i;
+	return 0;
+}
