@@ -1176,15 +1176,16 @@ bool session_has_pending(void)
 
 /* lws_write() masks a client's payload in place (RFC 6455 5.3: every client frame is XORed
  * with a fresh key), so writing a kept frame straight from its buffer would leave it
- * scrambled for the resend after a re-attach. Frames go out from a scratch copy; lws keeps
- * its own copy of anything the socket did not take, so the scratch buffer is free again
- * when lws_write returns. */
+ * scrambled for the resend after a re-attach. Frames go out through a scratch buffer,
+ * masked into it from the kept frame in one pass (our lws patch 0005); lws keeps its own
+ * copy of anything the socket did not take, so the scratch buffer is free again when
+ * lws_write returns. */
 static bool write_frame(void *wsi, const struct frame *f)
 {
 	static uint8_t scratch[LWS_PRE + PROTO_FRAME_HEADER + PROTO_MAX_FRAME_PAYLOAD];
 
-	memcpy(scratch + LWS_PRE, f->buf + LWS_PRE, f->len);
-	return lws_write(wsi, scratch + LWS_PRE, f->len, LWS_WRITE_BINARY) >= 0;
+	return lws_write_ws_masked_from(wsi, scratch + LWS_PRE, f->buf + LWS_PRE, f->len,
+					LWS_WRITE_BINARY) >= 0;
 }
 
 /* The frame *pf is going out: a full-size buffer holding less than half of one is moved

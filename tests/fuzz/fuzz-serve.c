@@ -28,6 +28,13 @@ int fz_send_pipe_choked(struct lws *wsi)
 	return 0;
 }
 
+int fz_lws_write_ws_masked_from(struct lws *wsi, unsigned char *buf, const unsigned char *src,
+				size_t len, enum lws_write_protocol wp)
+{
+	memcpy(buf, src, len);
+	return fz_lws_write(wsi, buf, len, wp);
+}
+
 int fz_lws_write(struct lws *wsi, unsigned char *buf, size_t len, enum lws_write_protocol wp)
 {
 	struct proto_error err = {0};

@@ -13,6 +13,9 @@
 
 int fz_on_writable(struct lws *wsi);
 int fz_lws_write(struct lws *wsi, unsigned char *buf, size_t len, enum lws_write_protocol wp);
+/* our lws patch 0005; the fuzz build links the system libwebsockets, which lacks it */
+int fz_lws_write_ws_masked_from(struct lws *wsi, unsigned char *buf, const unsigned char *src,
+				size_t len, enum lws_write_protocol wp);
 void fz_sul_schedule(struct lws_context *ctx, int tsi, lws_sorted_usec_list_t *sul, sul_cb_t cb,
 		     lws_usec_t us);
 void fz_sul_cancel(lws_sorted_usec_list_t *sul);
@@ -38,6 +41,7 @@ int fz_send_pipe_choked(struct lws *wsi);
 
 #define lws_callback_on_writable fz_on_writable
 #define lws_write fz_lws_write
+#define lws_write_ws_masked_from fz_lws_write_ws_masked_from
 #define lws_sul_schedule fz_sul_schedule
 #define lws_sul_cancel fz_sul_cancel
 #define users_ensure fz_users_ensure
