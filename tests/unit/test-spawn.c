@@ -1220,9 +1220,9 @@ static void remove_agent_cgroups(int base_fd, const char *agent)
 
 	if (fd < 0)
 		return;
-	for (int i = 0; i < CGROUP_SLOTS; i++) {
-		char name[16];
-		snprintf(name, sizeof(name), CGROUP_SLOT_PREFIX "%d", i);
+	for (unsigned i = 0; i < CGROUP_SLOTS; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), CGROUP_SLOT_PREFIX "%u", i);
 		(void)unlinkat(fd, name, AT_REMOVEDIR);
 	}
 	close(fd);
