@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "lib/macro.h"
+#include "sandbox-users/arena.h"
 #include "sandbox-users/ident.h"
 
 #define AGENT_GECOS "pistis agent"
@@ -206,7 +207,7 @@ static bool uid_used(const struct users_db *db, uint32_t uid)
 static int pick_uid(struct users_db *db, uint32_t *ret)
 {
 	const uint32_t lo = USERS_AGENT_UID_MIN, n = USERS_AGENT_UID_MAX - USERS_AGENT_UID_MIN + 1;
-	_cleanup_free_ uint8_t *used = calloc((n + 7) / 8, 1);
+	_cleanup_uarena_ uint8_t *used = uarena_calloc((n + 7) / 8, 1);
 
 	if (!used)
 		return fail(db, -ENOMEM, "out of memory");

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "lib/macro.h"
+#include "sandbox-users/arena.h"
 #include "sandbox-users/fs.h"
 #include "sandbox-users/ident.h"
 #include "sandbox-users/scan.h"
@@ -24,10 +25,10 @@ void registry_done(struct registry *reg)
 		return;
 	for (size_t i = 0; i < reg->n; i++)
 		free(reg->recs[i].own);
-	free(reg->recs);
-	free(reg->buf);
-	free(reg->by_id);
-	free(reg->by_name);
+	uarena_free(reg->recs);
+	uarena_free(reg->buf);
+	uarena_free(reg->by_id);
+	uarena_free(reg->by_name);
 	memset(reg, 0, sizeof(*reg));
 }
 
@@ -172,15 +173,15 @@ static int index_rebuild(struct registry *reg, size_t want)
 
 	while (slots < 2 * want + 2)
 		slots *= 2;
-	a = calloc(slots, sizeof(*a));
-	b = calloc(slots, sizeof(*b));
+	a = uarena_calloc(slots, sizeof(*a));
+	b = uarena_calloc(slots, sizeof(*b));
 	if (!a || !b) {
-		free(a);
-		free(b);
+		uarena_free(a);
+		uarena_free(b);
 		return -ENOMEM;
 	}
-	free(reg->by_id);
-	free(reg->by_name);
+	uarena_free(reg->by_id);
+	uarena_free(reg->by_name);
 	reg->by_id = a;
 	reg->by_name = b;
 	reg->slots = slots;
@@ -198,7 +199,7 @@ static int reserve(struct registry *reg)
 		return -E2BIG;
 	if (reg->n == reg->cap) {
 		size_t cap = reg->cap ? reg->cap * 2 : 64;
-		struct registry_record *v = reallocarray(reg->recs, cap, sizeof(*v));
+		struct registry_record *v = uarena_reallocarray(reg->recs, cap, sizeof(*v));
 		if (!v)
 			return -ENOMEM;
 		reg->recs = v;
@@ -214,7 +215,7 @@ int registry_parse_owned(char *buf, size_t len, bool lazy, struct registry *ret,
 {
 	static const size_t range = USERS_AGENT_UID_MAX - USERS_AGENT_UID_MIN + 1;
 	static const size_t hlen = sizeof(REGISTRY_HEADER) - 1;
-	_cleanup_free_ uint8_t *seen = NULL;
+	_cleanup_uarena_ uint8_t *seen = NULL;
 	struct registry reg = {.buf = buf, .canonical = true};
 	const char *why = NULL;
 	size_t lineno = 0, lines = 0;
@@ -222,21 +223,22 @@ int registry_parse_owned(char *buf, size_t len, bool lazy, struct registry *ret,
 
 	*ret_line = 0;
 	if (len > REGISTRY_SIZE_MAX) {
-		free(buf);
+		uarena_free(buf);
 		*ret_why = "file too large";
 		return -EFBIG;
 	}
-	/* Sized once for records of 32 bytes or more (the usual is ~47), grown if shorter. */
-	lines = len / 32 + 16;
-	seen = calloc((range + 7) / 8, 1);
-	if (!seen ||
-	    (lines > 1 && (reg.recs = reallocarray(NULL, MIN(lines, (size_t)REGISTRY_RECORDS_MAX),
-						   sizeof(*reg.recs))) == NULL)) {
+	/* Sized once, from the number of newlines (each record ends with one), with room for
+	 * the records a call adds; populated as a whole, so no estimate's slack. */
+	lines = scan_count_newlines(buf, len) + 16;
+	seen = uarena_calloc((range + 7) / 8, 1);
+	if (!seen || (lines > 1 && (reg.recs = uarena_reallocarray(
+					    NULL, MIN(lines, (size_t)REGISTRY_RECORDS_MAX),
+					    sizeof(*reg.recs))) == NULL)) {
 		r = -ENOMEM;
 		goto fail;
 	}
 	reg.cap = reg.recs ? MIN(lines, (size_t)REGISTRY_RECORDS_MAX) : 0;
-	if (reg.recs) /* all but the estimate's slack is written below */
+	if (reg.recs) /* all but the room for additions is written below */
 		ufs_prefault(reg.recs, reg.cap * sizeof(*reg.recs));
 	r = index_rebuild(&reg, lines);
 	if (r < 0)
@@ -423,7 +425,7 @@ int registry_format(const struct registry *reg, char **ret, size_t *ret_len)
 	for (size_t i = first; i < reg->n; i++)
 		cap += 10 + 1 + strlen(reg->recs[i].name) + 1 + 8 + 1 +
 		       strlen(reg->recs[i].agent_id) + 1;
-	out = malloc(cap);
+	out = uarena_alloc(cap);
 	if (!out)
 		return -ENOMEM;
 	ufs_prefault(out, cap);
@@ -531,8 +533,8 @@ void registry_delete(struct registry *reg, struct registry_record *rec)
 	if (index_rebuild(reg, reg->n) < 0) {
 		/* Out of memory: drop the index; lookups fall back to a linear search and the
 		 * next registry_add rebuilds it. */
-		free(reg->by_id);
-		free(reg->by_name);
+		uarena_free(reg->by_id);
+		uarena_free(reg->by_name);
 		reg->by_id = reg->by_name = NULL;
 		reg->slots = 0;
 	}

@@ -60,13 +60,14 @@ struct registry {
  * record; -EPROTONOSUPPORT for an unknown header/version. */
 int registry_parse(const char *data, size_t len, struct registry *ret, size_t *ret_line,
 		   const char **ret_why);
-/* The same over a malloc'd buffer of len + 1 bytes that the registry takes over (freed on
- * failure too). With lazy, the SHA-256 derivation of a name is not checked here but by
+/* The same over a buffer of len + 1 bytes from malloc or uarena_alloc that the registry
+ * takes over (freed on failure too). With lazy, the SHA-256 derivation of a name is not checked here but by
  * registry_verify when a record is used; every other check stays. */
 int registry_parse_owned(char *buf, size_t len, bool lazy, struct registry *ret, size_t *ret_line,
 			 const char **ret_why);
 /* The name derivation of rec (cached): 0, or -EINVAL with *ret_why. */
 int registry_verify(struct registry_record *rec, const char **ret_why);
+/* The file's bytes, in a buffer from uarena_alloc (free it with uarena_free). */
 int registry_format(const struct registry *reg, char **ret, size_t *ret_len);
 void registry_done(struct registry *reg);
 

@@ -19,6 +19,7 @@
 #include "lib/macro.h"
 #include "lib/sha256.h"
 #include "lib/tap.h"
+#include "sandbox-users/arena.h"
 #include "sandbox-users/db.h"
 #include "sandbox-users/fs.h"
 #include "sandbox-users/ident.h"
@@ -94,6 +95,58 @@ TEST(agent_id_validation)
 	big[USERS_AGENT_ID_MAX] = 'a';
 	big[USERS_AGENT_ID_MAX + 1] = '\0';
 	EXPECT_EQ(ident_agent_id_check(big), -ENAMETOOLONG);
+}
+
+/* The per-call arena (arena.h): blocks are usable, zeroed where calloc says so even after
+ * a realloc moved or grew the last block, grown in place when last, and any pointer (an
+ * arena block or a malloc'd one) can be freed. Without an arena (ASan builds, or none
+ * begun) the same calls are malloc's. */
+TEST(arena_blocks_behave_as_malloc)
+{
+	for (int round = 0; round < 2; round++) {
+		if (round == 1)
+			uarena_begin();
+		char *a = uarena_alloc(100), *m = malloc(10);
+		ASSERT_NOT_NULL(a);
+		memset(a, 'a', 100);
+		/* The last block grows in place (where there is an arena) and keeps its bytes. */
+		char *b = uarena_realloc(a, 9000);
+		ASSERT_NOT_NULL(b);
+		EXPECT_EQ(b[0], 'a');
+		EXPECT_EQ(b[99], 'a');
+		memset(b, 'b', 9000);
+		/* Shrinking leaves the block where it is; a later calloc is zero all the same. */
+		b = uarena_realloc(b, 10);
+		uint8_t *z = uarena_calloc(5000, 2);
+		ASSERT_NOT_NULL(z);
+		for (size_t i = 0; i < 10000; i++)
+			ASSERT_EQ(z[i], 0);
+		memset(z, 0xff, 10000);
+		/* A block that is not the last moves, its bytes with it. */
+		char *c = uarena_realloc(b, 20000);
+		ASSERT_NOT_NULL(c);
+		EXPECT_EQ(c[9], 'b');
+		uint32_t *w = uarena_calloc(4096, sizeof(*w));
+		ASSERT_NOT_NULL(w);
+		for (size_t i = 0; i < 4096; i++)
+			ASSERT_EQ(w[i], 0u);
+		EXPECT_NULL(uarena_calloc(SIZE_MAX / 2, 4));
+		EXPECT_NULL(uarena_reallocarray(NULL, SIZE_MAX / 2, 4));
+		/* Too big for the arena: malloc's, freed as such. */
+		char *big = uarena_alloc((size_t)80 << 20);
+		ASSERT_NOT_NULL(big);
+		EXPECT_FALSE(uarena_owns(big));
+		EXPECT_FALSE(uarena_owns(m));
+		big[0] = big[(80 << 20) - 1] = 1;
+		uarena_free(big);
+		uarena_free(m);
+		uarena_free(c);
+		uarena_free(z);
+		uarena_free(w);
+		uarena_free(NULL);
+		if (round == 1)
+			uarena_end(false);
+	}
 }
 
 TEST(name_is_prefix_plus_8_hex_of_sha256)
