@@ -57,7 +57,7 @@ static struct registry_record *find_record(const struct users_db *db, const char
 	*ret = 0;
 	if (rec && registry_verify(rec, &why) < 0) {
 		snprintf((char *)db->err, sizeof(db->err),
-			 "/data/pistis/%s:%zu: %s; nothing written", USERS_REGISTRY_FILE, rec->line,
+			 "/data/pistis/%s:%u: %s; nothing written", USERS_REGISTRY_FILE, rec->line,
 			 why);
 		*ret = -EINVAL;
 		return NULL;
@@ -279,8 +279,9 @@ int users_db_ensure(struct users_db *db, const char *agent_id, uid_t want_uid,
 		if (want_uid != (uid_t)-1) {
 			struct registry_record *o = registry_find_uid(&db->reg, want_uid);
 			if (o)
-				return fail(db, -EEXIST, "uid %u belongs to agent '%s' (user '%s')",
-					    (unsigned)want_uid, o->agent_id, o->name);
+				return fail(db, -EEXIST,
+					    "uid %u belongs to agent '%.*s' (user '%s')",
+					    (unsigned)want_uid, (int)o->id_len, o->id, o->name);
 			if (uid_used(db, want_uid)) {
 				ssize_t i = pwfile_find_id(&db->f[PWFILE_PASSWD], want_uid);
 				char other[72];

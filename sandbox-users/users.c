@@ -343,19 +343,19 @@ static int write_back(struct ctx *c)
 	static const int order[] = {PWFILE_SHADOW, PWFILE_GSHADOW, PWFILE_GROUP, PWFILE_PASSWD};
 	struct ufs_staged reg = {.fd = -1}, etc[ELEMENTSOF(order)];
 	struct ufs_staged *all[1 + ELEMENTSOF(order)];
-	_cleanup_uarena_ char *reg_buf = NULL;
-	size_t reg_len = 0, n_all = 0;
+	_cleanup_uarena_ char *reg_tail = NULL;
+	struct iovec reg_iov[2];
+	size_t reg_n = 0, n_all = 0;
 	int r = 0;
 
 	for (size_t i = 0; i < ELEMENTSOF(order); i++)
 		etc[i] = (struct ufs_staged){.fd = -1};
 	if (c->db.reg.changed) {
-		r = registry_format(&c->db.reg, &reg_buf, &reg_len);
+		r = registry_pieces(&c->db.reg, reg_iov, &reg_n, &reg_tail);
 		if (r < 0)
 			return set_error(r, "cannot format the registry");
-		r = ufs_stage(&reg, c->reg_fd, USERS_REGISTRY_FILE,
-			      &(struct iovec){.iov_base = reg_buf, .iov_len = reg_len}, 1, 0, 0,
-			      0600, c->reg_present);
+		r = ufs_stage(&reg, c->reg_fd, USERS_REGISTRY_FILE, reg_iov, reg_n, 0, 0, 0600,
+			      c->reg_present);
 		if (r < 0)
 			return set_error(r, "cannot write /data/pistis/%s+; nothing changed",
 					 USERS_REGISTRY_FILE);
@@ -769,10 +769,10 @@ int users_list(const char *root, struct users_entry **ret, size_t *ret_n)
 		/* list shows every record: each one's name is checked against its id. */
 		if (registry_verify(rec, &why) < 0) {
 			free(v);
-			return set_error(-EINVAL, "/data/pistis/%s:%zu: %s", USERS_REGISTRY_FILE,
+			return set_error(-EINVAL, "/data/pistis/%s:%u: %s", USERS_REGISTRY_FILE,
 					 rec->line, why);
 		}
-		snprintf(v[i].agent_id, sizeof(v[i].agent_id), "%s", rec->agent_id);
+		snprintf(v[i].agent_id, sizeof(v[i].agent_id), "%.*s", (int)rec->id_len, rec->id);
 		snprintf(v[i].name, sizeof(v[i].name), "%s", rec->name);
 		v[i].uid = rec->uid;
 		v[i].active = rec->state == REGISTRY_ACTIVE;
