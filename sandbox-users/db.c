@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "lib/macro.h"
+#include "sandbox-users/arena.h"
 #include "sandbox-users/ident.h"
 
 #define AGENT_GECOS "pistis agent"
@@ -56,7 +57,7 @@ static struct registry_record *find_record(const struct users_db *db, const char
 	*ret = 0;
 	if (rec && registry_verify(rec, &why) < 0) {
 		snprintf((char *)db->err, sizeof(db->err),
-			 "/data/pistis/%s:%zu: %s; nothing written", USERS_REGISTRY_FILE, rec->line,
+			 "/data/pistis/%s:%u: %s; nothing written", USERS_REGISTRY_FILE, rec->line,
 			 why);
 		*ret = -EINVAL;
 		return NULL;
@@ -206,7 +207,7 @@ static bool uid_used(const struct users_db *db, uint32_t uid)
 static int pick_uid(struct users_db *db, uint32_t *ret)
 {
 	const uint32_t lo = USERS_AGENT_UID_MIN, n = USERS_AGENT_UID_MAX - USERS_AGENT_UID_MIN + 1;
-	_cleanup_free_ uint8_t *used = calloc((n + 7) / 8, 1);
+	_cleanup_uarena_ uint8_t *used = uarena_calloc((n + 7) / 8, 1);
 
 	if (!used)
 		return fail(db, -ENOMEM, "out of memory");
@@ -278,8 +279,9 @@ int users_db_ensure(struct users_db *db, const char *agent_id, uid_t want_uid,
 		if (want_uid != (uid_t)-1) {
 			struct registry_record *o = registry_find_uid(&db->reg, want_uid);
 			if (o)
-				return fail(db, -EEXIST, "uid %u belongs to agent '%s' (user '%s')",
-					    (unsigned)want_uid, o->agent_id, o->name);
+				return fail(db, -EEXIST,
+					    "uid %u belongs to agent '%.*s' (user '%s')",
+					    (unsigned)want_uid, (int)o->id_len, o->id, o->name);
 			if (uid_used(db, want_uid)) {
 				ssize_t i = pwfile_find_id(&db->f[PWFILE_PASSWD], want_uid);
 				char other[72];

@@ -18,6 +18,7 @@
 #include "lib/fd-util.h"
 #include "lib/macro.h"
 #include "lib/statx.h"
+#include "sandbox-users/arena.h"
 
 static bool openat2_enabled = true;
 static bool openat2_missing; /* cached ENOSYS */
@@ -254,6 +255,8 @@ void ufs_prefault(void *p, size_t n)
 	const uintptr_t page = 4096;
 	uintptr_t a = ((uintptr_t)p + page - 1) & ~(page - 1), e = ((uintptr_t)p + n) & ~(page - 1);
 
+	if (uarena_owns(p))
+		return; /* populated by the arena as it was handed out */
 	/* One call maps every whole page of the buffer, about half the cost of taking a fault
 	 * on each as it is first written. Only a hint: any error leaves the faults to come. */
 	if (e > a + 4 * page)
@@ -264,13 +267,13 @@ void ufs_prefault(void *p, size_t n)
  * EOF, one for the NUL), grown only if the file grew meanwhile; at most max bytes. */
 static int read_all(int fd, size_t max, size_t size, char **ret, size_t *ret_len)
 {
-	_cleanup_free_ char *buf = NULL;
+	_cleanup_uarena_ char *buf = NULL;
 	size_t cap, len = 0;
 
 	if (max >= SIZE_MAX - 2)
 		return -EINVAL;
 	cap = (size < max ? size : max) + 2;
-	buf = malloc(cap);
+	buf = uarena_alloc(cap);
 	if (!buf)
 		return -ENOMEM;
 	ufs_prefault(buf, cap);
@@ -281,7 +284,7 @@ static int read_all(int fd, size_t max, size_t size, char **ret, size_t *ret_len
 			if (cap > max + 1)
 				return -EFBIG;
 			cap = cap * 2 > max + 2 ? max + 2 : cap * 2;
-			nbuf = realloc(buf, cap);
+			nbuf = uarena_realloc(buf, cap);
 			if (!nbuf)
 				return -ENOMEM;
 			buf = nbuf;
@@ -477,7 +480,7 @@ int ufs_sync(struct ufs_staged *const *v, size_t n)
 static int make_backup(struct ufs_staged *s)
 {
 	char bak[66];
-	_cleanup_free_ char *old = NULL;
+	_cleanup_uarena_ char *old = NULL;
 	size_t old_len = 0;
 	struct stat st;
 	int r;

@@ -61,7 +61,8 @@ int ufs_lock(int dir_fd, const char *name, unsigned timeout_ms, unsigned flags);
 void ufs_prefault(void *p, size_t n);
 
 /* Read a regular file (no symlink; opened O_NONBLOCK, anything else is -EBADFD) of at
- * most max bytes into one malloc'd buffer of len + 1 bytes, NUL-terminated; -ENOENT when
+ * most max bytes into one buffer of len + 1 bytes from uarena_alloc (free it with
+ * uarena_free; sandbox-users/arena.h), NUL-terminated; -ENOENT when
  * missing. ret_st (optional) is the fstat of the fd read, for the caller's owner check;
  * ret_fd (optional) gets the fd, still open, else it is closed. */
 int ufs_read_file(int dir_fd, const char *name, size_t max, char **ret, size_t *ret_len,

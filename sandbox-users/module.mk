@@ -1,6 +1,6 @@
 # sandbox-users: agent identities (users_*) and `pistisd users`; see docs/users.md.
 LIBS += users
-users_SRCS := sandbox-users/ident.c sandbox-users/pwfile.c sandbox-users/registry.c \
+users_SRCS := sandbox-users/arena.c sandbox-users/ident.c sandbox-users/pwfile.c sandbox-users/registry.c \
 	sandbox-users/db.c sandbox-users/fs.c sandbox-users/users.c
 pistisd_LIBS := users $(pistisd_LIBS)
 # The CLI is linked as an object, not an archive member: pistisd/main.c refers to

@@ -38,7 +38,7 @@ struct pwfile_line {
 	uint8_t term;	   /* terminator bytes: 0 (last line), 1 "\n", 2 "\r\n" */
 	bool entry;	   /* a parsed entry (not a comment, blank or NIS line) */
 	bool deleted;
-	char *repl; /* edited or appended line (without terminator), owned */
+	char *repl; /* edited or appended line (without terminator), owned (uarena_alloc) */
 };
 _Static_assert(PWFILE_SIZE_MAX <= UINT32_MAX, "line offsets are 32 bits");
 
@@ -56,7 +56,8 @@ struct pwfile {
  * 1-based number and ret_why (if not NULL) to a static reason. One pass over the bytes. */
 int pwfile_parse(enum pwfile_kind kind, const char *data, size_t len, struct pwfile *ret,
 		 size_t *ret_line, const char **ret_why);
-/* The same over a malloc'd buffer that the pwfile takes over (freed on failure too). */
+/* The same over a buffer from malloc or uarena_alloc (sandbox-users/arena.h) that the
+ * pwfile takes over (freed on failure too). */
 int pwfile_parse_owned(enum pwfile_kind kind, char *buf, size_t len, struct pwfile *ret,
 		       size_t *ret_line, const char **ret_why);
 void pwfile_done(struct pwfile *f);
@@ -64,7 +65,7 @@ void pwfile_done(struct pwfile *f);
 /* Serialise into a malloc'd buffer (the bytes to write). */
 int pwfile_format(const struct pwfile *f, char **ret, size_t *ret_len);
 /* The same bytes as pieces pointing into f (valid until f changes): runs of unedited lines
- * are one piece each, so nothing is copied. *ret is malloc'd. */
+ * are one piece each, so nothing is copied. *ret is from uarena_alloc (uarena_free it). */
 struct iovec;
 int pwfile_iov(const struct pwfile *f, struct iovec **ret, size_t *ret_n);
 

@@ -5,8 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #include "lib/macro.h"
+#include "sandbox-users/arena.h"
 #include "sandbox-users/fs.h"
 #include "sandbox-users/ident.h"
 #include "sandbox-users/scan.h"
@@ -24,16 +26,16 @@ void registry_done(struct registry *reg)
 		return;
 	for (size_t i = 0; i < reg->n; i++)
 		free(reg->recs[i].own);
-	free(reg->recs);
-	free(reg->buf);
-	free(reg->by_id);
-	free(reg->by_name);
+	uarena_free(reg->recs);
+	uarena_free(reg->buf);
+	uarena_free(reg->by_id);
+	uarena_free(reg->by_name);
 	memset(reg, 0, sizeof(*reg));
 }
 
-/* One record line (no terminator, p[len] is where the '\n' was). Checks the syntax of
- * every field in one pass; the id is cut out in place (p[len] becomes NUL) when writable.
- * The name's derivation from the id is left to registry_verify. sc (may be NULL) is
+/* One record line (no terminator). Checks the syntax of every field in one pass; the id
+ * is the line's tail (rec->id, rec->id_len). The name's derivation from the id is left to
+ * registry_verify. sc (may be NULL) is
  * scan_line's finding for a line that it found clean (no control byte, ended by '\n'):
  * then the bytes need no second look for control bytes and ':'. */
 static int parse_record(const char *p, size_t len, const struct line_scan *sc,
@@ -81,6 +83,7 @@ static int parse_record(const char *p, size_t len, const struct line_scan *sc,
 	memcpy(rec->name, c[0] + 1, 16);
 	memcpy(rec->name + nlen - 16, c[0] + 1 + nlen - 16, 16);
 	rec->name[nlen] = '\0';
+	rec->name_len = (uint8_t)nlen;
 
 	size_t slen = (size_t)(c[2] - c[1] - 1);
 	if (slen == 6 && !memcmp(c[1] + 1, "active", 6))
@@ -103,7 +106,8 @@ static int parse_record(const char *p, size_t len, const struct line_scan *sc,
 		ok &= (unsigned)ident_id_chars[(unsigned char)id[i]] << 1;
 	if (!ok)
 		return *ret_why = "invalid agent id", -EINVAL;
-	rec->agent_id = id;
+	rec->id = id;
+	rec->id_len = (uint16_t)ilen;
 	rec->verified = false;
 	rec->own = NULL;
 	return 0;
@@ -111,9 +115,15 @@ static int parse_record(const char *p, size_t len, const struct line_scan *sc,
 
 int registry_verify(struct registry_record *rec, const char **ret_why)
 {
+	char id[USERS_AGENT_ID_MAX + 1];
+
 	if (rec->verified)
 		return 0;
-	if (!ident_name_matches(rec->name, rec->agent_id)) {
+	if (rec->id_len > USERS_AGENT_ID_MAX)
+		return -EINVAL;
+	memcpy(id, rec->id, rec->id_len);
+	id[rec->id_len] = '\0';
+	if (!ident_name_matches(rec->name, id)) {
 		if (ret_why)
 			*ret_why = "user name is not derived from the agent id";
 		return -EINVAL;
@@ -127,9 +137,8 @@ int registry_verify(struct registry_record *rec, const char **ret_why)
 /* Eight bytes a step (a multiply and a shift each), instead of FNV-1a's multiply per byte:
  * every key is hashed once per parsed record. Not keyed: the registry is root's own file
  * (checked to be root-owned and not group/other-writable before it is read). */
-static uint64_t hash_str(const char *s)
+static uint64_t hash_mem(const char *s, size_t n)
 {
-	size_t n = strlen(s);
 	uint64_t h = 0x9e3779b97f4a7c15ull ^ n, w;
 
 	for (; n >= 8; s += 8, n -= 8) {
@@ -150,17 +159,20 @@ static uint64_t hash_str(const char *s)
 	return h ^ (h >> 33);
 }
 
-/* Slot of key in set: the slot holding it, or the empty slot where it would go. */
-static size_t slot_of(const struct registry *reg, const uint32_t *set, const char *key, bool by_id)
+/* Slot of the n bytes at key in set: the slot holding it, or the empty slot where it
+ * would go. */
+static size_t slot_of(const struct registry *reg, const uint32_t *set, const char *key, size_t n,
+		      bool by_id)
 {
-	size_t mask = reg->slots - 1, i = (size_t)hash_str(key) & mask;
+	size_t mask = reg->slots - 1, i = (size_t)hash_mem(key, n) & mask;
 
 	for (;; i = (i + 1) & mask) {
 		uint32_t v = set[i];
 		if (v == 0)
 			return i;
 		const struct registry_record *r = &reg->recs[v - 1];
-		if (!strcmp(by_id ? r->agent_id : r->name, key))
+		if (by_id ? r->id_len == n && !memcmp(r->id, key, n)
+			  : r->name_len == n && !memcmp(r->name, key, n))
 			return i;
 	}
 }
@@ -172,21 +184,22 @@ static int index_rebuild(struct registry *reg, size_t want)
 
 	while (slots < 2 * want + 2)
 		slots *= 2;
-	a = calloc(slots, sizeof(*a));
-	b = calloc(slots, sizeof(*b));
+	a = uarena_calloc(slots, sizeof(*a));
+	b = uarena_calloc(slots, sizeof(*b));
 	if (!a || !b) {
-		free(a);
-		free(b);
+		uarena_free(a);
+		uarena_free(b);
 		return -ENOMEM;
 	}
-	free(reg->by_id);
-	free(reg->by_name);
+	uarena_free(reg->by_id);
+	uarena_free(reg->by_name);
 	reg->by_id = a;
 	reg->by_name = b;
 	reg->slots = slots;
 	for (size_t i = 0; i < reg->n; i++) {
-		a[slot_of(reg, a, reg->recs[i].agent_id, true)] = (uint32_t)i + 1;
-		b[slot_of(reg, b, reg->recs[i].name, false)] = (uint32_t)i + 1;
+		const struct registry_record *r = &reg->recs[i];
+		a[slot_of(reg, a, r->id, r->id_len, true)] = (uint32_t)i + 1;
+		b[slot_of(reg, b, r->name, r->name_len, false)] = (uint32_t)i + 1;
 	}
 	return 0;
 }
@@ -198,7 +211,7 @@ static int reserve(struct registry *reg)
 		return -E2BIG;
 	if (reg->n == reg->cap) {
 		size_t cap = reg->cap ? reg->cap * 2 : 64;
-		struct registry_record *v = reallocarray(reg->recs, cap, sizeof(*v));
+		struct registry_record *v = uarena_reallocarray(reg->recs, cap, sizeof(*v));
 		if (!v)
 			return -ENOMEM;
 		reg->recs = v;
@@ -214,7 +227,7 @@ int registry_parse_owned(char *buf, size_t len, bool lazy, struct registry *ret,
 {
 	static const size_t range = USERS_AGENT_UID_MAX - USERS_AGENT_UID_MIN + 1;
 	static const size_t hlen = sizeof(REGISTRY_HEADER) - 1;
-	_cleanup_free_ uint8_t *seen = NULL;
+	_cleanup_uarena_ uint8_t *seen = NULL;
 	struct registry reg = {.buf = buf, .canonical = true};
 	const char *why = NULL;
 	size_t lineno = 0, lines = 0;
@@ -222,21 +235,22 @@ int registry_parse_owned(char *buf, size_t len, bool lazy, struct registry *ret,
 
 	*ret_line = 0;
 	if (len > REGISTRY_SIZE_MAX) {
-		free(buf);
+		uarena_free(buf);
 		*ret_why = "file too large";
 		return -EFBIG;
 	}
-	/* Sized once for records of 32 bytes or more (the usual is ~47), grown if shorter. */
-	lines = len / 32 + 16;
-	seen = calloc((range + 7) / 8, 1);
-	if (!seen ||
-	    (lines > 1 && (reg.recs = reallocarray(NULL, MIN(lines, (size_t)REGISTRY_RECORDS_MAX),
-						   sizeof(*reg.recs))) == NULL)) {
+	/* Sized once, from the number of newlines (each record ends with one), with room for
+	 * the records a call adds; populated as a whole, so no estimate's slack. */
+	lines = scan_count_newlines(buf, len) + 16;
+	seen = uarena_calloc((range + 7) / 8, 1);
+	if (!seen || (lines > 1 && (reg.recs = uarena_reallocarray(
+					    NULL, MIN(lines, (size_t)REGISTRY_RECORDS_MAX),
+					    sizeof(*reg.recs))) == NULL)) {
 		r = -ENOMEM;
 		goto fail;
 	}
 	reg.cap = reg.recs ? MIN(lines, (size_t)REGISTRY_RECORDS_MAX) : 0;
-	if (reg.recs) /* all but the estimate's slack is written below */
+	if (reg.recs) /* all but the room for additions is written below */
 		ufs_prefault(reg.recs, reg.cap * sizeof(*reg.recs));
 	r = index_rebuild(&reg, lines);
 	if (r < 0)
@@ -299,8 +313,7 @@ int registry_parse_owned(char *buf, size_t len, bool lazy, struct registry *ret,
 		r = parse_record(p, n, clean ? &sc : NULL, rec, &why);
 		if (r < 0)
 			goto fail;
-		*nl = '\0'; /* the id, NUL-terminated in place */
-		rec->line = lineno;
+		rec->line = (uint32_t)lineno;
 		rec->parsed_state = rec->state;
 		if (p[0] == '0')
 			reg.canonical = false; /* a leading zero: formatted without it */
@@ -315,13 +328,13 @@ int registry_parse_owned(char *buf, size_t len, bool lazy, struct registry *ret,
 			goto fail;
 		}
 		seen[k / 8] |= (uint8_t)(1u << (k % 8));
-		size_t si = slot_of(&reg, reg.by_name, rec->name, false);
+		size_t si = slot_of(&reg, reg.by_name, rec->name, rec->name_len, false);
 		if (reg.by_name[si]) {
 			why = "duplicate user name";
 			r = -EINVAL;
 			goto fail;
 		}
-		size_t ii = slot_of(&reg, reg.by_id, rec->agent_id, true);
+		size_t ii = slot_of(&reg, reg.by_id, rec->id, rec->id_len, true);
 		if (reg.by_id[ii]) {
 			why = "duplicate agent id";
 			r = -EINVAL;
@@ -374,29 +387,6 @@ static char *put_u32(char *o, uint32_t v)
 	return o;
 }
 
-/* buf's bytes as they were read: the parser cut each id out with a NUL where its '\n'
- * was, and no other NUL can be in a buffer it accepted (NUL is a control byte). */
-static char *copy_restoring_newlines(char *o, const char *buf, size_t len)
-{
-	size_t i = 0;
-
-	memcpy(o, buf, len);
-#if defined(__SSE2__)
-	for (const __m128i zero = _mm_setzero_si128(), nl = _mm_set1_epi8('\n'); i + 16 <= len;
-	     i += 16) {
-		__m128i v = _mm_loadu_si128((const __m128i *)(const void *)(o + i));
-		__m128i z = _mm_cmpeq_epi8(v, zero);
-		if (_mm_movemask_epi8(z))
-			_mm_storeu_si128((__m128i *)(void *)(o + i),
-					 _mm_or_si128(v, _mm_and_si128(z, nl)));
-	}
-#endif
-	for (; i < len; i++)
-		if (o[i] == '\0')
-			o[i] = '\n';
-	return o + len;
-}
-
 /* Whether the records read from buf are all still there, in order, in their parsed state:
  * then buf's bytes are the start of the new file. */
 static bool append_only(const struct registry *reg)
@@ -410,42 +400,66 @@ static bool append_only(const struct registry *reg)
 	return true;
 }
 
-int registry_format(const struct registry *reg, char **ret, size_t *ret_len)
+int registry_pieces(const struct registry *reg, struct iovec *ret, size_t *ret_n, char **ret_tail)
 {
-	size_t cap = sizeof(REGISTRY_HEADER) + 1, first = 0;
+	size_t cap = sizeof(REGISTRY_HEADER) + 1, first = 0, n = 0;
 	bool append = append_only(reg);
 	char *out, *o;
 
 	if (append) {
-		cap = reg->len + 1;
+		/* The bytes read, as they are: nothing copied. */
+		ret[n++] = (struct iovec){.iov_base = reg->buf, .iov_len = reg->len};
+		cap = 1;
 		first = reg->n_parsed;
 	}
 	for (size_t i = first; i < reg->n; i++)
-		cap += 10 + 1 + strlen(reg->recs[i].name) + 1 + 8 + 1 +
-		       strlen(reg->recs[i].agent_id) + 1;
-	out = malloc(cap);
+		cap += 10 + 1 + (size_t)reg->recs[i].name_len + 1 + 8 + 1 +
+		       (size_t)reg->recs[i].id_len + 1;
+	out = uarena_alloc(cap);
 	if (!out)
 		return -ENOMEM;
-	ufs_prefault(out, cap);
-	if (append)
-		o = copy_restoring_newlines(out, reg->buf, reg->len);
-	else
-		o = mempcpy(out, REGISTRY_HEADER "\n", sizeof(REGISTRY_HEADER));
+	o = append ? out : mempcpy(out, REGISTRY_HEADER "\n", sizeof(REGISTRY_HEADER));
 	for (size_t i = first; i < reg->n; i++) {
 		const struct registry_record *r = &reg->recs[i];
 		const char *st = registry_state_name(r->state);
 		o = put_u32(o, r->uid);
 		*o++ = ':';
-		o = stpcpy(o, r->name);
+		o = mempcpy(o, r->name, r->name_len);
 		*o++ = ':';
 		o = stpcpy(o, st);
 		*o++ = ':';
-		o = stpcpy(o, r->agent_id);
+		o = mempcpy(o, r->id, r->id_len);
 		*o++ = '\n';
 	}
 	*o = '\0';
+	if (o > out)
+		ret[n++] = (struct iovec){.iov_base = out, .iov_len = (size_t)(o - out)};
+	*ret_n = n;
+	*ret_tail = out;
+	return 0;
+}
+
+int registry_format(const struct registry *reg, char **ret, size_t *ret_len)
+{
+	_cleanup_uarena_ char *tail = NULL;
+	struct iovec v[2];
+	size_t n = 0, total = 0;
+	char *out, *o;
+	int r;
+
+	r = registry_pieces(reg, v, &n, &tail);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < n; i++)
+		total += v[i].iov_len;
+	out = o = malloc(total + 1);
+	if (!out)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		o = mempcpy(o, v[i].iov_base, v[i].iov_len);
+	*o = '\0';
 	*ret = out;
-	*ret_len = (size_t)(o - out);
+	*ret_len = total;
 	return 0;
 }
 
@@ -453,13 +467,15 @@ struct registry_record *registry_find_id(const struct registry *reg, const char 
 {
 	uint32_t v;
 
+	size_t n = strlen(agent_id);
+
 	if (!reg->slots) { /* no index (out of memory after a delete) */
 		for (size_t i = 0; i < reg->n; i++)
-			if (!strcmp(reg->recs[i].agent_id, agent_id))
+			if (reg->recs[i].id_len == n && !memcmp(reg->recs[i].id, agent_id, n))
 				return &reg->recs[i];
 		return NULL;
 	}
-	v = reg->by_id[slot_of(reg, reg->by_id, agent_id, true)];
+	v = reg->by_id[slot_of(reg, reg->by_id, agent_id, n, true)];
 	return v ? &reg->recs[v - 1] : NULL;
 }
 
@@ -473,15 +489,16 @@ struct registry_record *registry_find_uid(const struct registry *reg, uint32_t u
 
 struct registry_record *registry_find_name(const struct registry *reg, const char *name)
 {
+	size_t n = strlen(name);
 	uint32_t v;
 
 	if (!reg->slots) {
 		for (size_t i = 0; i < reg->n; i++)
-			if (!strcmp(reg->recs[i].name, name))
+			if (reg->recs[i].name_len == n && !memcmp(reg->recs[i].name, name, n))
 				return &reg->recs[i];
 		return NULL;
 	}
-	v = reg->by_name[slot_of(reg, reg->by_name, name, false)];
+	v = reg->by_name[slot_of(reg, reg->by_name, name, n, false)];
 	return v ? &reg->recs[v - 1] : NULL;
 }
 
@@ -489,16 +506,16 @@ int registry_add(struct registry *reg, uint32_t uid, const char *name, const cha
 		 enum registry_state state)
 {
 	struct registry_record *rec;
-	size_t si, ii;
+	size_t si, ii, nlen = strlen(name), ilen = strlen(agent_id);
 	int r;
 
-	if (strlen(name) > USERS_NAME_MAX || strlen(agent_id) > USERS_AGENT_ID_MAX)
+	if (nlen > USERS_NAME_MAX || ilen > USERS_AGENT_ID_MAX)
 		return -EINVAL;
 	r = reserve(reg);
 	if (r < 0)
 		return r;
-	si = slot_of(reg, reg->by_name, name, false);
-	ii = slot_of(reg, reg->by_id, agent_id, true);
+	si = slot_of(reg, reg->by_name, name, nlen, false);
+	ii = slot_of(reg, reg->by_id, agent_id, ilen, true);
 	if (reg->by_name[si] || reg->by_id[ii])
 		return -EEXIST; /* the caller checks first: never two records of one name/id */
 	rec = &reg->recs[reg->n];
@@ -506,10 +523,12 @@ int registry_add(struct registry *reg, uint32_t uid, const char *name, const cha
 	rec->own = strdup(agent_id);
 	if (!rec->own)
 		return -ENOMEM;
-	rec->agent_id = rec->own;
+	rec->id = rec->own;
+	rec->id_len = (uint16_t)ilen;
 	rec->uid = uid;
-	rec->state = state;
-	strcpy(rec->name, name);
+	rec->state = (uint8_t)state;
+	memcpy(rec->name, name, nlen + 1);
+	rec->name_len = (uint8_t)nlen;
 	reg->n++;
 	reg->by_name[si] = (uint32_t)reg->n;
 	reg->by_id[ii] = (uint32_t)reg->n;
@@ -531,8 +550,8 @@ void registry_delete(struct registry *reg, struct registry_record *rec)
 	if (index_rebuild(reg, reg->n) < 0) {
 		/* Out of memory: drop the index; lookups fall back to a linear search and the
 		 * next registry_add rebuilds it. */
-		free(reg->by_id);
-		free(reg->by_name);
+		uarena_free(reg->by_id);
+		uarena_free(reg->by_name);
 		reg->by_id = reg->by_name = NULL;
 		reg->slots = 0;
 	}
@@ -578,7 +597,8 @@ int registry_scan(const char *data, size_t len, const char *agent_id, struct reg
 			int r = parse_record(body + ls, e - ls, NULL, ret, &why);
 			if (r < 0)
 				return r;
-			ret->agent_id = agent_id;
+			ret->id = agent_id;
+			ret->id_len = (uint16_t)ilen;
 			if (registry_verify(ret, &why) < 0)
 				return -EINVAL;
 			ret->line = 0;

@@ -27,21 +27,27 @@ enum registry_state {
 	REGISTRY_RESERVED,
 };
 
+/* The id is id_len bytes at id, NOT NUL-terminated (it points into the bytes read, which
+ * stay as they were so that they can be written back as they are): print it with
+ * "%.*s". */
 struct registry_record {
+	const char *id; /* into the parsed buffer, or own */
+	char *own;	/* records added since the parse own their id */
 	uint32_t uid;
-	enum registry_state state;
-	bool verified; /* the name was checked to be derived from the id */
+	uint32_t line; /* where it was read (0: added since) */
+	uint16_t id_len;
+	uint8_t name_len;
+	uint8_t state;	      /* enum registry_state */
+	uint8_t parsed_state; /* the state as read (records read from buf) */
+	bool verified;	      /* the name was checked to be derived from the id */
 	char name[USERS_NAME_MAX + 1];
-	const char *agent_id;		  /* NUL-terminated: into the parsed buffer, or own */
-	char *own;			  /* records added since the parse own their id */
-	size_t line;			  /* where it was read (0: added since) */
-	enum registry_state parsed_state; /* the state as read (records read from buf) */
 };
+_Static_assert(USERS_AGENT_ID_MAX <= UINT16_MAX && USERS_NAME_MAX <= UINT8_MAX, "lengths");
 
 struct registry {
 	struct registry_record *recs;
 	size_t n, cap;
-	char *buf;	 /* the parsed bytes, cut into NUL-terminated ids; owned */
+	char *buf;	 /* the bytes read, unchanged; owned */
 	uint32_t *by_id; /* open-addressing hash sets: record index + 1, 0 empty */
 	uint32_t *by_name;
 	size_t slots; /* power of two, > 2 × n */
@@ -49,7 +55,8 @@ struct registry {
 	/* buf[0..len) is exactly what registry_format would write for its n_parsed records
 	 * (no comment, no blank line, no uid with a leading zero), and no record was deleted
 	 * since: while those records keep their parsed state, the new file is those bytes
-	 * plus the added records (registry_format appends instead of formatting them all). */
+	 * plus the added records (registry_pieces: those bytes as they are, then the added
+	 * records formatted). */
 	bool canonical;
 	size_t len, n_parsed;
 };
@@ -60,13 +67,19 @@ struct registry {
  * record; -EPROTONOSUPPORT for an unknown header/version. */
 int registry_parse(const char *data, size_t len, struct registry *ret, size_t *ret_line,
 		   const char **ret_why);
-/* The same over a malloc'd buffer of len + 1 bytes that the registry takes over (freed on
- * failure too). With lazy, the SHA-256 derivation of a name is not checked here but by
+/* The same over a buffer of len + 1 bytes from malloc or uarena_alloc that the registry
+ * takes over (freed on failure too). With lazy, the SHA-256 derivation of a name is not checked here but by
  * registry_verify when a record is used; every other check stays. */
 int registry_parse_owned(char *buf, size_t len, bool lazy, struct registry *ret, size_t *ret_line,
 			 const char **ret_why);
 /* The name derivation of rec (cached): 0, or -EINVAL with *ret_why. */
 int registry_verify(struct registry_record *rec, const char **ret_why);
+/* The file's bytes as one or two pieces in ret[2]: the bytes read as they are (when it is
+ * canonical and only added to) and the records formatted in *ret_tail (from uarena_alloc,
+ * uarena_free it; the pieces are valid until reg changes). */
+struct iovec;
+int registry_pieces(const struct registry *reg, struct iovec *ret, size_t *ret_n, char **ret_tail);
+/* The same bytes in one malloc'd buffer. */
 int registry_format(const struct registry *reg, char **ret, size_t *ret_len);
 void registry_done(struct registry *reg);
 

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "lib/macro.h"
+#include "sandbox-users/arena.h"
 #include "sandbox-users/db.h"
 #include "sandbox-users/fs.h"
 #include "sandbox-users/ident.h"
@@ -74,10 +75,12 @@ static void ctx_done(struct ctx *c)
 	safe_close(c->data_fd);
 	safe_close(c->etc_fd);
 	safe_close(c->root_fd);
-	if (memory_left_to_exit)
-		return;
-	free(c->pre_reg);
-	users_db_done(&c->db);
+	if (!memory_left_to_exit) {
+		uarena_free(c->pre_reg);
+		users_db_done(&c->db);
+	}
+	/* After the frees above, which leave arena blocks alone: the arena goes at once. */
+	uarena_end(memory_left_to_exit);
 }
 
 /* Whether the registry may be believed: root-owned and writable by nobody else. The one
@@ -137,7 +140,7 @@ static int registry_dir_open(struct ctx *c, bool create)
 static int registry_read(struct ctx *c, char **ret, size_t *ret_len, struct stat *ret_st,
 			 int *ret_fd)
 {
-	_cleanup_free_ char *buf = NULL;
+	_cleanup_uarena_ char *buf = NULL;
 	_cleanup_close_ int fd = -1;
 	struct stat st;
 	int r;
@@ -235,6 +238,7 @@ static int ctx_open(struct ctx *c, const char *root, bool create_data)
 	int r;
 
 	*c = (struct ctx)CTX_NULL;
+	uarena_begin(); /* ended by ctx_done */
 	c->root_fd = open(root ? root : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (c->root_fd < 0)
 		return set_error(-errno, "cannot open root directory '%s'", root ? root : "/");
@@ -263,7 +267,7 @@ static int ctx_open(struct ctx *c, const char *root, bool create_data)
 
 static int load_registry(struct ctx *c)
 {
-	_cleanup_free_ char *buf = NULL;
+	_cleanup_uarena_ char *buf = NULL;
 	size_t len = 0, line = 0;
 	const char *why = NULL;
 	int r;
@@ -279,7 +283,7 @@ static int load_registry(struct ctx *c)
 		r = 0;
 	} else
 		r = registry_read(c, &buf, &len, &c->reg_st, NULL);
-	free(c->pre_reg);
+	uarena_free(c->pre_reg);
 	c->pre_reg = NULL;
 	c->pre_reg_fd = safe_close(c->pre_reg_fd);
 	if (r == -ENOENT)
@@ -299,7 +303,7 @@ static int load_registry(struct ctx *c)
 static int load_etc(struct ctx *c)
 {
 	for (int k = 0; k < _PWFILE_KIND_MAX; k++) {
-		_cleanup_free_ char *buf = NULL;
+		_cleanup_uarena_ char *buf = NULL;
 		const char *name = pwfile_kind_name(k), *why = NULL;
 		size_t len = 0, line = 0;
 		int r;
@@ -339,19 +343,19 @@ static int write_back(struct ctx *c)
 	static const int order[] = {PWFILE_SHADOW, PWFILE_GSHADOW, PWFILE_GROUP, PWFILE_PASSWD};
 	struct ufs_staged reg = {.fd = -1}, etc[ELEMENTSOF(order)];
 	struct ufs_staged *all[1 + ELEMENTSOF(order)];
-	_cleanup_free_ char *reg_buf = NULL;
-	size_t reg_len = 0, n_all = 0;
+	_cleanup_uarena_ char *reg_tail = NULL;
+	struct iovec reg_iov[2];
+	size_t reg_n = 0, n_all = 0;
 	int r = 0;
 
 	for (size_t i = 0; i < ELEMENTSOF(order); i++)
 		etc[i] = (struct ufs_staged){.fd = -1};
 	if (c->db.reg.changed) {
-		r = registry_format(&c->db.reg, &reg_buf, &reg_len);
+		r = registry_pieces(&c->db.reg, reg_iov, &reg_n, &reg_tail);
 		if (r < 0)
 			return set_error(r, "cannot format the registry");
-		r = ufs_stage(&reg, c->reg_fd, USERS_REGISTRY_FILE,
-			      &(struct iovec){.iov_base = reg_buf, .iov_len = reg_len}, 1, 0, 0,
-			      0600, c->reg_present);
+		r = ufs_stage(&reg, c->reg_fd, USERS_REGISTRY_FILE, reg_iov, reg_n, 0, 0, 0600,
+			      c->reg_present);
 		if (r < 0)
 			return set_error(r, "cannot write /data/pistis/%s+; nothing changed",
 					 USERS_REGISTRY_FILE);
@@ -359,7 +363,7 @@ static int write_back(struct ctx *c)
 	}
 	for (size_t i = 0; i < ELEMENTSOF(order); i++) {
 		int k = order[i];
-		_cleanup_free_ struct iovec *iov = NULL;
+		_cleanup_uarena_ struct iovec *iov = NULL;
 		size_t n_iov = 0;
 		if (!c->db.present[k] || !c->db.f[k].changed)
 			continue;
@@ -599,7 +603,7 @@ static bool fast_complete(struct ctx *c, const char *agent_id, uid_t want_uid,
 	ok = true;
 out:
 	for (int k = 0; k < _PWFILE_KIND_MAX; k++)
-		free(buf[k]);
+		uarena_free(buf[k]);
 	return ok;
 }
 
@@ -765,10 +769,10 @@ int users_list(const char *root, struct users_entry **ret, size_t *ret_n)
 		/* list shows every record: each one's name is checked against its id. */
 		if (registry_verify(rec, &why) < 0) {
 			free(v);
-			return set_error(-EINVAL, "/data/pistis/%s:%zu: %s", USERS_REGISTRY_FILE,
+			return set_error(-EINVAL, "/data/pistis/%s:%u: %s", USERS_REGISTRY_FILE,
 					 rec->line, why);
 		}
-		snprintf(v[i].agent_id, sizeof(v[i].agent_id), "%s", rec->agent_id);
+		snprintf(v[i].agent_id, sizeof(v[i].agent_id), "%.*s", (int)rec->id_len, rec->id);
 		snprintf(v[i].name, sizeof(v[i].name), "%s", rec->name);
 		v[i].uid = rec->uid;
 		v[i].active = rec->state == REGISTRY_ACTIVE;

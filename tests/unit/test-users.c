@@ -19,6 +19,7 @@
 #include "lib/macro.h"
 #include "lib/sha256.h"
 #include "lib/tap.h"
+#include "sandbox-users/arena.h"
 #include "sandbox-users/db.h"
 #include "sandbox-users/fs.h"
 #include "sandbox-users/ident.h"
@@ -94,6 +95,58 @@ TEST(agent_id_validation)
 	big[USERS_AGENT_ID_MAX] = 'a';
 	big[USERS_AGENT_ID_MAX + 1] = '\0';
 	EXPECT_EQ(ident_agent_id_check(big), -ENAMETOOLONG);
+}
+
+/* The per-call arena (arena.h): blocks are usable, zeroed where calloc says so even after
+ * a realloc moved or grew the last block, grown in place when last, and any pointer (an
+ * arena block or a malloc'd one) can be freed. Without an arena (ASan builds, or none
+ * begun) the same calls are malloc's. */
+TEST(arena_blocks_behave_as_malloc)
+{
+	for (int round = 0; round < 2; round++) {
+		if (round == 1)
+			uarena_begin();
+		char *a = uarena_alloc(100), *m = malloc(10);
+		ASSERT_NOT_NULL(a);
+		memset(a, 'a', 100);
+		/* The last block grows in place (where there is an arena) and keeps its bytes. */
+		char *b = uarena_realloc(a, 9000);
+		ASSERT_NOT_NULL(b);
+		EXPECT_EQ(b[0], 'a');
+		EXPECT_EQ(b[99], 'a');
+		memset(b, 'b', 9000);
+		/* Shrinking leaves the block where it is; a later calloc is zero all the same. */
+		b = uarena_realloc(b, 10);
+		uint8_t *z = uarena_calloc(5000, 2);
+		ASSERT_NOT_NULL(z);
+		for (size_t i = 0; i < 10000; i++)
+			ASSERT_EQ(z[i], 0);
+		memset(z, 0xff, 10000);
+		/* A block that is not the last moves, its bytes with it. */
+		char *c = uarena_realloc(b, 20000);
+		ASSERT_NOT_NULL(c);
+		EXPECT_EQ(c[9], 'b');
+		uint32_t *w = uarena_calloc(4096, sizeof(*w));
+		ASSERT_NOT_NULL(w);
+		for (size_t i = 0; i < 4096; i++)
+			ASSERT_EQ(w[i], 0u);
+		EXPECT_NULL(uarena_calloc(SIZE_MAX / 2, 4));
+		EXPECT_NULL(uarena_reallocarray(NULL, SIZE_MAX / 2, 4));
+		/* Too big for the arena: malloc's, freed as such. */
+		char *big = uarena_alloc((size_t)80 << 20);
+		ASSERT_NOT_NULL(big);
+		EXPECT_FALSE(uarena_owns(big));
+		EXPECT_FALSE(uarena_owns(m));
+		big[0] = big[(80 << 20) - 1] = 1;
+		uarena_free(big);
+		uarena_free(m);
+		uarena_free(c);
+		uarena_free(z);
+		uarena_free(w);
+		uarena_free(NULL);
+		if (round == 1)
+			uarena_end(false);
+	}
 }
 
 TEST(name_is_prefix_plus_8_hex_of_sha256)
@@ -236,6 +289,88 @@ TEST(ensure_writes_expected_lines_and_keeps_foreign_bytes)
 }
 
 /* pi-sandbox lists every agent: its line outgrows any passwd-sized limit. */
+/* The file written is pieces pointing into the bytes read (runs of untouched lines) plus
+ * the edited and appended lines: it must be byte for byte what a line-by-line rewrite of
+ * every line gives, on inputs with CRLF, no final newline, comments, blank and NIS lines,
+ * and pi-sandbox first, last (unterminated) or absent. */
+static char *line_by_line(const struct pwfile *f)
+{
+	size_t total = 0, last = SIZE_MAX, o = 0;
+	char *out;
+
+	for (size_t i = 0; i < f->n_lines; i++)
+		if (!f->lines[i].deleted) {
+			total += f->lines[i].len + 2;
+			last = i;
+		}
+	out = malloc(total + 1);
+	if (!out)
+		abort();
+	for (size_t i = 0; i < f->n_lines; i++) {
+		const struct pwfile_line *l = &f->lines[i];
+		if (l->deleted)
+			continue;
+		memcpy(out + o, l->repl ? l->repl : f->buf + l->off, l->len);
+		o += l->len;
+		if (l->term == 2) {
+			memcpy(out + o, "\r\n", 2);
+			o += 2;
+		} else if (l->term == 1 || i != last)
+			out[o++] = '\n';
+	}
+	out[o] = '\0';
+	return out;
+}
+
+TEST(pieces_match_a_line_by_line_rewrite_on_odd_inputs)
+{
+	static const struct {
+		const char *group, *gshadow;
+	} cases[] = {
+		{"pi-sandbox:x:10010:\r\nroot:x:0:\r\n# c\r\n+::::\r\n",
+		 "pi-sandbox:!::\r\nroot:*::\r\n"},
+		{"root:x:0:\n\n# a comment\n+@nis:::\npi-sandbox:x:10010:x,y",
+		 "root:*::\n-@nis:::\npi-sandbox:!::x,y"},
+		{"root:x:0:\r\n  \n+@nis:::", "root:*::"},
+		{"pi-sandbox:x:10010:x\r\n", "pi-sandbox:!:x:x"},
+		{"daemon:x:1:\npi-sandbox:x:10010:\nlast:x:7:", NULL},
+	};
+	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+		struct users_db db;
+		struct users_identity a, b;
+		db_load(&db, PASSWD, cases[i].group, SHADOW, cases[i].gshadow);
+		ASSERT_EQ(users_db_ensure(&db, "a", (uid_t)-1, &a), 0);
+		ASSERT_EQ(users_db_ensure(&db, "b", (uid_t)-1, &b), 0);
+		for (int k = 0; k < _PWFILE_KIND_MAX; k++) {
+			if (!db.present[k])
+				continue;
+			char *fast = db_text(&db, k), *slow = line_by_line(&db.f[k]);
+			EXPECT_STREQ(fast, slow);
+			free(fast);
+			free(slow);
+		}
+		/* And by hand, where pi-sandbox was edited in place (its terminator kept). */
+		char *gr = db_text(&db, PWFILE_GROUP), want[512];
+		if (i == 0) {
+			snprintf(want, sizeof(want),
+				 "pi-sandbox:x:10010:%s,%s\r\nroot:x:0:\r\n# c\r\n+::::\r\n"
+				 "pi-tools:x:10002:\n%s:x:10101:\n%s:x:10102:\n",
+				 a.name, b.name, a.name, b.name);
+			EXPECT_STREQ(gr, want);
+		}
+		if (i == 1) {
+			snprintf(
+				want, sizeof(want),
+				"root:x:0:\n\n# a comment\n+@nis:::\npi-sandbox:x:10010:x,y,%s,%s\n"
+				"pi-tools:x:10002:\n%s:x:10101:\n%s:x:10102:\n",
+				a.name, b.name, a.name, b.name);
+			EXPECT_STREQ(gr, want);
+		}
+		free(gr);
+		users_db_done(&db);
+	}
+}
+
 TEST(two_thousand_agents_in_one_group_line)
 {
 	struct users_db db;
@@ -484,8 +619,31 @@ TEST(registry_format_appends_only_to_canonical_bytes)
 		snprintf(want + o, sizeof(want) - (size_t)o, "10101:%s:active:c\n", c);
 		EXPECT_STREQ(out, want);
 		EXPECT_EQ(len, strlen(want));
-		/* The ids read are still usable (the NULs of the parsed buffer stayed). */
-		EXPECT_STREQ(registry_find_name(&reg, a)->agent_id, "a");
+		/* The bytes read stay as read (ids are (id, id_len) into them): the append
+		 * writes them as they are, the first of two pieces, not a copy. */
+		EXPECT_EQ(memcmp(reg.buf, text, strlen(text)), 0);
+		EXPECT_EQ(registry_find_name(&reg, a)->id_len, 1);
+		EXPECT_EQ(registry_find_name(&reg, a)->id[0], 'a');
+		struct iovec v[2];
+		size_t n = 0;
+		char *tail = NULL;
+		ASSERT_EQ(registry_pieces(&reg, v, &n, &tail), 0);
+		EXPECT_EQ(n, cases[i].append ? 2u : 1u);
+		if (cases[i].append) {
+			EXPECT_TRUE(v[0].iov_base == reg.buf);
+			EXPECT_EQ(v[0].iov_len, strlen(text));
+		}
+		uarena_free(tail);
+		/* The same bytes as the full format, which the append must never differ from. */
+		bool canonical = reg.canonical;
+		char *full = NULL;
+		size_t full_len = 0;
+		reg.canonical = false;
+		ASSERT_EQ(registry_format(&reg, &full, &full_len), 0);
+		reg.canonical = canonical;
+		EXPECT_EQ(full_len, len);
+		EXPECT_STREQ(full, out);
+		free(full);
 		free(out);
 		registry_done(&reg);
 	}

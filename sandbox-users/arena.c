@@ -1,0 +1,168 @@
+/* A per-call bump allocator over one anonymous mapping: see arena.h. */
+#include "sandbox-users/arena.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+/* Address space only (MAP_NORESERVE, nothing committed until populated): enough for a
+ * registry and /etc of tens of thousands of agents; larger calls go on in malloc for the
+ * blocks that no longer fit. */
+#define ARENA_RESERVE ((size_t)64 << 20)
+#define ARENA_ALIGN 16
+#define ARENA_PAGE ((size_t)4096)
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14; older kernels say EINVAL: pages fault in */
+#endif
+
+/* Each block is preceded by its size, for realloc. Bytes beyond `used` have never been
+ * handed out, so they are still the zeroes of a fresh mapping (calloc relies on it):
+ * nothing ever moves `used` back. */
+struct arena {
+	char *base;
+	size_t used, populated;
+	char *last; /* the last block, which realloc can grow in place */
+	unsigned depth;
+};
+
+static _Thread_local struct arena arena;
+
+/* Under AddressSanitizer every block is malloc's: a block carved out of one mapping has
+ * no redzones, and an overflow from one into the next would go unseen by the ASan tests. */
+#if defined(__SANITIZE_ADDRESS__)
+#define ARENA_ENABLED 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ARENA_ENABLED 0
+#endif
+#endif
+#ifndef ARENA_ENABLED
+#define ARENA_ENABLED 1
+#endif
+
+void uarena_begin(void)
+{
+	void *p;
+
+	if (arena.depth++ > 0 || !ARENA_ENABLED)
+		return;
+	p = mmap(NULL, ARENA_RESERVE, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED)
+		return; /* RLIMIT_AS, strict overcommit: malloc it is */
+	/* Where THP is "always", populating a 2 MiB-aligned range would zero a whole huge
+	 * page for a few KiB of buffers. */
+	(void)madvise(p, ARENA_RESERVE, MADV_NOHUGEPAGE);
+	arena.base = p;
+	arena.used = arena.populated = 0;
+	arena.last = NULL;
+}
+
+void uarena_end(bool keep)
+{
+	if (arena.depth == 0 || --arena.depth > 0)
+		return;
+	if (arena.base && !keep)
+		(void)munmap(arena.base, ARENA_RESERVE);
+	arena = (struct arena){0};
+}
+
+bool uarena_owns(const void *p)
+{
+	uintptr_t a = (uintptr_t)p, b = (uintptr_t)arena.base;
+
+	return arena.base && a >= b && a - b < ARENA_RESERVE;
+}
+
+/* Map the pages up to end now, in one call, instead of one fault per page as they are
+ * first written (only a hint: on failure they fault in as usual). */
+static void populate(size_t end)
+{
+	size_t to;
+
+	if (end <= arena.populated)
+		return;
+	to = (end + ARENA_PAGE - 1) & ~(ARENA_PAGE - 1);
+	(void)madvise(arena.base + arena.populated, to - arena.populated, MADV_POPULATE_WRITE);
+	arena.populated = to;
+}
+
+static size_t *header(void *p)
+{
+	return (size_t *)(void *)((char *)p - ARENA_ALIGN);
+}
+
+void *uarena_alloc(size_t n)
+{
+	size_t start, end;
+
+	if (!arena.base || n > ARENA_RESERVE - ARENA_ALIGN * 2 ||
+	    arena.used > ARENA_RESERVE - ARENA_ALIGN * 2 - n)
+		return malloc(n);
+	start = arena.used + ARENA_ALIGN;
+	end = (start + n + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
+	populate(end);
+	arena.last = arena.base + start;
+	*header(arena.last) = n;
+	arena.used = end;
+	return arena.last;
+}
+
+void *uarena_calloc(size_t n, size_t size)
+{
+	void *p;
+
+	if (size && n > SIZE_MAX / size)
+		return NULL;
+	if (!arena.base)
+		return calloc(n, size);
+	p = uarena_alloc(n * size);
+	/* A fresh arena block is zero already; one that fell back to malloc is not. */
+	if (p && !uarena_owns(p))
+		memset(p, 0, n * size);
+	return p;
+}
+
+void *uarena_realloc(void *p, size_t n)
+{
+	size_t old;
+	void *q;
+
+	if (!p)
+		return uarena_alloc(n);
+	if (!uarena_owns(p))
+		return realloc(p, n);
+	old = *header(p);
+	if (n <= old)
+		return p;
+	if (p == arena.last &&
+	    n <= ARENA_RESERVE - ARENA_ALIGN - (size_t)((char *)p - arena.base)) {
+		/* The last block grows in place: the bytes after it were never handed out. */
+		size_t end = ((size_t)((char *)p - arena.base) + n + ARENA_ALIGN - 1) &
+			     ~(size_t)(ARENA_ALIGN - 1);
+		populate(end);
+		arena.used = end;
+		*header(p) = n;
+		return p;
+	}
+	q = uarena_alloc(n);
+	if (q)
+		memcpy(q, p, old);
+	return q;
+}
+
+void *uarena_reallocarray(void *p, size_t n, size_t size)
+{
+	if (size && n > SIZE_MAX / size)
+		return NULL;
+	return uarena_realloc(p, n * size);
+}
+
+void uarena_free(void *p)
+{
+	/* An arena block goes with the arena. */
+	if (!uarena_owns(p))
+		free(p);
+}
