@@ -350,7 +350,7 @@ static void cgroup_cleanup(struct spawn_proc *p, bool wait_empty)
 /* Clone the fork-style child; returns as fork() does. A child cloned with clone3's
  * CLONE_INTO_CGROUP is in its command's cgroup from birth: no moment outside it, and no
  * write to cgroup.procs, which takes the kernel's cgroup threadgroup lock for writing (an
- * RCU grace period: ~15 ms for the first command after a pause, measured here). Only into
+ * RCU grace period: rare stalls of 8-15 ms here under load). Only into
  * a cgroup cgroup_clone_ok vouches for (see cgroup_kill for the kernel behaviour that
  * needs it). Where clone3 is refused (Docker's default seccomp profile answers ENOSYS,
  * others EPERM) or predates CLONE_INTO_CGROUP (before 5.7: EINVAL), that is remembered;
