@@ -326,6 +326,23 @@ static bool pending_match(struct sandbox *sb, unsigned client, const char *id, b
 	return false;
 }
 
+/* The sandbox's connection is gone (or replaced) with requests in flight: their answers
+ * will never come (pistisd does not replay answers across connections), so every client
+ * still waiting is told now instead of waiting for nothing. */
+static void pending_fail_all(struct sandbox *sb, const char *what)
+{
+	for (size_t i = 0; i < sb->n_pend; i++) {
+		struct conn *cl = client_by_serial(sb->pend[i].client);
+		if (cl)
+			send_error(
+				cl, sb->pend[i].id, PROTO_E_UNAVAILABLE,
+				"sandbox \"%s\" %s before it answered: the request may or may "
+				"not have taken effect (exec.list, or exec.attach by tag, tells)",
+				sb->cfg->name, what);
+	}
+	sb->n_pend = 0;
+}
+
 static void pending_drop_client(unsigned client)
 {
 	for (size_t k = 0; k < R.cfg.n_sandboxes; k++) {
@@ -815,7 +832,7 @@ static void conn_closed(struct conn *c)
 	} else if (c->sb && c->sb->conn == c) {
 		log_info("Sandbox '%s' disconnected", c->sb->cfg->name);
 		c->sb->conn = NULL;
-		c->sb->n_pend = 0; /* answers are not replayed across connections */
+		pending_fail_all(c->sb, "disconnected");
 		resume_producers(c);
 	}
 	queue_clear(&c->q);
@@ -850,7 +867,7 @@ static int cb_sandbox(struct lws *wsi, enum lws_callback_reasons reason, void *u
 			old->sb = NULL;
 			lws_set_timeout(old->wsi, PENDING_TIMEOUT_CLOSE_SEND, LWS_TO_KILL_ASYNC);
 		}
-		c->sb->n_pend = 0; /* what the old connection was asked, it cannot answer here */
+		pending_fail_all(c->sb, "reconnected"); /* the old connection's questions */
 		c->sb->conn = c;
 		c->sb->connects++;
 		c->tokens = SANDBOX_MSG_BURST;

@@ -154,6 +154,14 @@ like "flood: server-min throttled the flooding sandbox (message rate)" "$(cat "$
 is "both daemons still running after the hostile sandbox" "$(alive)" yes
 rss=$(awk '/VmRSS/ {print $2}' /proc/$SM/status)
 ok "server-min RSS after the flood: ${rss} kB (< 200 MiB)" test "$rss" -lt 204800
+# --- a sandbox that drops its connection with requests in flight ------------------------------
+$FAKE sandbox-drop "$SP" "$EVIL" "$CP" "$CT" >"$W/sd.out" 2>&1
+[ -z "$(val exception "$W/sd.out")" ] || sed 's/^/# /' "$W/sd.out"
+is "dropped sandbox: the exec.start in flight is answered unavailable" "$(val d1 "$W/sd.out")" unavailable
+is "dropped sandbox: so is the ping in flight" "$(val d2 "$W/sd.out")" unavailable
+like "dropped sandbox: the answer says the outcome is unknown" "$(val d1_message "$W/sd.out")" 'disconnected before it answered: the request may or may not have taken effect'
+ok "dropped sandbox: at once ($(val drop_ms "$W/sd.out") ms < 2000)" test "$(val drop_ms "$W/sd.out")" -lt 2000
+is "dropped sandbox: a new request to it is unavailable (not connected)" "$(val after "$W/sd.out")" unavailable
 # --- a hostile sandbox that stops reading: a client's other requests still go through ---------
 $FAKE sandbox-noread "$SP" "$EVIL" "$CP" "$CT" s1 48 >"$W/sn.out" 2>&1
 [ -z "$(val exception "$W/sn.out")" ] || sed 's/^/# /' "$W/sn.out"

@@ -449,6 +449,38 @@ def scenario_sandbox_noread(sport, stoken, cport, ctoken, real, mib):
     sb.s.close()
 
 
+def scenario_sandbox_drop(sport, stoken, cport, ctoken):
+    """A sandbox takes a request and drops its connection without answering: the client is
+    told at once (unavailable), not left waiting for an answer that can never come."""
+    sb = WS(sport, "/v1/sandbox", "pistis.v1", stoken)
+    sb.send(json.dumps({"id": "hello", "op": "hello", "version": 1, "sandbox": "evil"}))
+    sb.recv_json("hello")
+    c = client(cport, ctoken)
+    c.send(json.dumps({"id": "d1", "op": "exec.start", "sandbox": "evil", "agent": "a",
+                       "argv": ["true"]}))
+    c.send(json.dumps({"id": "d2", "op": "ping", "sandbox": "evil"}))
+    sb.recv_json()
+    sb.recv_json()
+    t0 = time.time()
+    sb.s.close()
+    got = {}
+    try:
+        while len(got) < 2:
+            o = c.recv_json(timeout=5)
+            if o.get("id") in ("d1", "d2"):
+                got[o["id"]] = o
+    except (socket.timeout, TimeoutError):
+        pass
+    print("drop_ms=%d" % ((time.time() - t0) * 1000))
+    for k in ("d1", "d2"):
+        o = got.get(k, {})
+        print("%s=%s" % (k, err_code(o) if o else "none"))
+        if o:
+            print("%s_message=%s" % (k, (o.get("error") or {}).get("message", "")))
+    c.send(json.dumps({"id": "d3", "op": "ping", "sandbox": "evil"}))
+    print("after=" + err_code(c.recv_json("d3")))
+
+
 if __name__ == "__main__":
     name, port, token = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     rest = sys.argv[4:]
@@ -465,6 +497,8 @@ if __name__ == "__main__":
             scenario_agent_scope(port, token, rest[0])
         elif name == "client-noread":
             scenario_client_noread(port, token, int(rest[0]), int(rest[1]))
+        elif name == "sandbox-drop":
+            scenario_sandbox_drop(port, token, int(rest[0]), rest[1])
         elif name == "sandbox-noread":
             scenario_sandbox_noread(port, token, int(rest[0]), rest[1], rest[2], int(rest[3]))
         elif name == "sandbox-flood":
