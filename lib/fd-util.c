@@ -57,15 +57,24 @@ int fd_read_all(int fd, size_t max, char **ret, size_t *ret_len)
 
 int fd_read_all_hint(int fd, size_t max, size_t size_hint, char **ret, size_t *ret_len)
 {
+	static const struct fd_allocator libc = {realloc, free};
+
+	return fd_read_all_with(fd, max, size_hint, &libc, ret, ret_len);
+}
+
+int fd_read_all_with(int fd, size_t max, size_t size_hint, const struct fd_allocator *a, char **ret,
+		     size_t *ret_len)
+{
 	size_t cap, len = 0;
-	_cleanup_free_ char *buf = NULL;
+	char *buf;
+	int r = 0;
 
 	if (max >= SIZE_MAX - 2)
 		return -EINVAL;
 	/* With a hint: one buffer of that size plus one byte to see EOF (and one for the NUL),
 	 * grown only if the file grew meanwhile. */
 	cap = size_hint ? (size_hint < max ? size_hint : max) + 2 : 4096;
-	buf = malloc(cap);
+	buf = a->realloc(NULL, cap);
 	if (!buf)
 		return -ENOMEM;
 	for (;;) {
@@ -74,30 +83,41 @@ int fd_read_all_hint(int fd, size_t max, size_t size_hint, char **ret, size_t *r
 		if (len == cap - 1) {
 			char *nbuf;
 
-			if (cap > max + 1)
-				return -EFBIG;
+			if (cap > max + 1) {
+				r = -EFBIG;
+				break;
+			}
 			cap = cap * 2 > max + 2 ? max + 2 : cap * 2;
-			nbuf = realloc(buf, cap);
-			if (!nbuf)
-				return -ENOMEM;
+			nbuf = a->realloc(buf, cap);
+			if (!nbuf) {
+				r = -ENOMEM;
+				break;
+			}
 			buf = nbuf;
 		}
 		n = read(fd, buf + len, cap - 1 - len);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
-			return -errno;
+			r = -errno;
+			break;
 		}
 		if (n == 0)
 			break;
 		len += (size_t)n;
-		if (len > max)
-			return -EFBIG;
+		if (len > max) {
+			r = -EFBIG;
+			break;
+		}
+	}
+	if (r < 0) {
+		a->free(buf);
+		return r;
 	}
 	buf[len] = '\0';
 	if (ret_len)
 		*ret_len = len;
-	*ret = TAKE_PTR(buf);
+	*ret = buf;
 	return 0;
 }
 

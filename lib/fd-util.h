@@ -16,6 +16,14 @@ int fd_read_all(int fd, size_t max, char **ret, size_t *ret_len);
 /* The same, starting with a buffer for size_hint bytes (e.g. fstat's st_size), so a file
  * of the expected size is read into one allocation. */
 int fd_read_all_hint(int fd, size_t max, size_t size_hint, char **ret, size_t *ret_len);
+/* The same with another allocator: realloc (NULL allocates) grows the buffer, free drops it
+ * on failure; the result is the caller's to free with it. */
+struct fd_allocator {
+	void *(*realloc)(void *p, size_t n);
+	void (*free)(void *p);
+};
+int fd_read_all_with(int fd, size_t max, size_t size_hint, const struct fd_allocator *a, char **ret,
+		     size_t *ret_len);
 
 /* close_range(first, ~0U, 0) with a fallback over /proc/self/fd for old kernels. */
 int close_all_fds_from(int first);

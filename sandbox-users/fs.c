@@ -263,47 +263,33 @@ void ufs_prefault(void *p, size_t n)
 		(void)madvise((void *)a, e - a, MADV_POPULATE_WRITE);
 }
 
-/* fd_read_all_hint (lib/fd-util.c) with the buffer prefaulted: size + 2 bytes (one to see
- * EOF, one for the NUL), grown only if the file grew meanwhile; at most max bytes. */
-static int read_all(int fd, size_t max, size_t size, char **ret, size_t *ret_len)
+/* fd_read_all_with's allocator here: the arena, a fresh buffer prefaulted. */
+static void *prefaulted_realloc(void *p, size_t n)
 {
-	_cleanup_uarena_ char *buf = NULL;
-	size_t cap, len = 0;
+	void *q = uarena_realloc(p, n);
 
-	if (max >= SIZE_MAX - 2)
-		return -EINVAL;
-	cap = (size < max ? size : max) + 2;
-	buf = uarena_alloc(cap);
-	if (!buf)
+	if (q && !p)
+		ufs_prefault(q, n);
+	return q;
+}
+
+static const struct fd_allocator ufs_allocator = {prefaulted_realloc, uarena_free};
+
+int ufs_iov_join(const struct iovec *v, size_t n, char **ret, size_t *ret_len)
+{
+	size_t total = 0;
+	char *out, *o;
+
+	for (size_t i = 0; i < n; i++)
+		total += v[i].iov_len;
+	out = o = malloc(total + 1);
+	if (!out)
 		return -ENOMEM;
-	ufs_prefault(buf, cap);
-	for (;;) {
-		ssize_t n;
-		if (len == cap - 1) {
-			char *nbuf;
-			if (cap > max + 1)
-				return -EFBIG;
-			cap = cap * 2 > max + 2 ? max + 2 : cap * 2;
-			nbuf = uarena_realloc(buf, cap);
-			if (!nbuf)
-				return -ENOMEM;
-			buf = nbuf;
-		}
-		n = read(fd, buf + len, cap - 1 - len);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
-		if (len > max)
-			return -EFBIG;
-	}
-	buf[len] = '\0';
-	*ret_len = len;
-	*ret = TAKE_PTR(buf);
+	for (size_t i = 0; i < n; i++)
+		o = mempcpy(o, v[i].iov_base, v[i].iov_len);
+	*o = '\0';
+	*ret = out;
+	*ret_len = total;
 	return 0;
 }
 
@@ -323,7 +309,7 @@ int ufs_read_file(int dir_fd, const char *name, size_t max, char **ret, size_t *
 		return -EBADFD;
 	if ((uint64_t)st.st_size > max)
 		return -EFBIG;
-	r = read_all(fd, max, (size_t)st.st_size, ret, ret_len);
+	r = fd_read_all_with(fd, max, (size_t)st.st_size, &ufs_allocator, ret, ret_len);
 	if (r < 0)
 		return r;
 	if (ret_st)

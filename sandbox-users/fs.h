@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 /* Open directory path (relative, no "..") beneath dir_fd with no symlink anywhere:
  * openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS|RESOLVE_NO_MAGICLINKS), falling back to one
@@ -65,6 +66,9 @@ void ufs_prefault(void *p, size_t n);
  * uarena_free; sandbox-users/arena.h), NUL-terminated; -ENOENT when
  * missing. ret_st (optional) is the fstat of the fd read, for the caller's owner check;
  * ret_fd (optional) gets the fd, still open, else it is closed. */
+/* The pieces v[0..n) as one NUL-terminated malloc'd string (the formatters' result). */
+int ufs_iov_join(const struct iovec *v, size_t n, char **ret, size_t *ret_len);
+
 int ufs_read_file(int dir_fd, const char *name, size_t max, char **ret, size_t *ret_len,
 		  struct stat *ret_st, int *ret_fd);
 
@@ -77,7 +81,6 @@ int ufs_read_file(int dir_fd, const char *name, size_t max, char **ret, size_t *
  *                  renames the synced staged file over name.
  * abort removes the staged file. The caller fsyncs dir_fd where the rename must be durable
  * before it goes on. */
-struct iovec;
 struct ufs_staged {
 	int dir_fd;
 	int fd; /* the staged file until ufs_sync, else -1 */

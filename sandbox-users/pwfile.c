@@ -356,24 +356,13 @@ int pwfile_iov(const struct pwfile *f, struct iovec **ret, size_t *ret_n)
 int pwfile_format(const struct pwfile *f, char **ret, size_t *ret_len)
 {
 	_cleanup_uarena_ struct iovec *v = NULL;
-	size_t n = 0, total = 0;
-	char *out, *o;
+	size_t n = 0;
 	int r;
 
 	r = pwfile_iov(f, &v, &n);
 	if (r < 0)
 		return r;
-	for (size_t i = 0; i < n; i++)
-		total += v[i].iov_len;
-	out = o = malloc(total + 1);
-	if (!out)
-		return -ENOMEM;
-	for (size_t i = 0; i < n; i++)
-		o = mempcpy(o, v[i].iov_base, v[i].iov_len);
-	*o = '\0';
-	*ret = out;
-	*ret_len = total;
-	return 0;
+	return ufs_iov_join(v, n, ret, ret_len);
 }
 
 static bool name_is(const struct pwfile *f, const struct pwfile_line *l, const char *name,

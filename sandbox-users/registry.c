@@ -443,24 +443,13 @@ int registry_format(const struct registry *reg, char **ret, size_t *ret_len)
 {
 	_cleanup_uarena_ char *tail = NULL;
 	struct iovec v[2];
-	size_t n = 0, total = 0;
-	char *out, *o;
+	size_t n = 0;
 	int r;
 
 	r = registry_pieces(reg, v, &n, &tail);
 	if (r < 0)
 		return r;
-	for (size_t i = 0; i < n; i++)
-		total += v[i].iov_len;
-	out = o = malloc(total + 1);
-	if (!out)
-		return -ENOMEM;
-	for (size_t i = 0; i < n; i++)
-		o = mempcpy(o, v[i].iov_base, v[i].iov_len);
-	*o = '\0';
-	*ret = out;
-	*ret_len = total;
-	return 0;
+	return ufs_iov_join(v, n, ret, ret_len);
 }
 
 struct registry_record *registry_find_id(const struct registry *reg, const char *agent_id)
