@@ -5,6 +5,18 @@ one named scenario. Prints `name=value` lines for tests/integration/relay-hostil
 import base64, json, os, socket, struct, sys, time
 
 
+def frame_head(need):
+    """(first byte, payload length, mask key or None) of the next WebSocket frame, read with
+    need(n), which returns exactly n bytes (tests/integration/wsserver.py uses it too)."""
+    b0, b1 = need(2)
+    n = b1 & 0x7F
+    if n == 126:
+        n = struct.unpack(">H", need(2))[0]
+    elif n == 127:
+        n = struct.unpack(">Q", need(8))[0]
+    return b0, n, (need(4) if b1 & 0x80 else None)
+
+
 class WS:
     def __init__(self, port, path, proto, token, timeout=10):
         self.s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
@@ -56,12 +68,9 @@ class WS:
         """(binary, payload) of the next whole message; answers pings."""
         data, binary = b"", False
         while True:
-            b0, b1 = self._need(2)
-            n = b1 & 0x7F
-            if n == 126:
-                n = struct.unpack(">H", self._need(2))[0]
-            elif n == 127:
-                n = struct.unpack(">Q", self._need(8))[0]
+            b0, n, mask = frame_head(self._need)
+            if mask:
+                raise ConnectionError("a masked frame from the server")
             payload = self._need(n)
             op = b0 & 0x0F
             if op == 9:
