@@ -78,6 +78,14 @@ need_root() {
 	fi
 }
 
+# need_bins NAME...: skip the whole test unless every $BIN/NAME is built.
+need_bins() {
+	local b
+	for b; do
+		[ -x "$BIN/$b" ] || { echo "1..0 # SKIP $BIN/$b not built"; exit 0; }
+	done
+}
+
 # A scratch directory removed when the test exits. `d=$(scratch)` runs in a subshell,
 # so the directory carries the test's PID ($$ is the same in subshells) and the EXIT
 # trap set below (lib_cleanup) removes every one of them; a trap set in here would fire
@@ -147,6 +155,17 @@ root_fresh() {
 	ln -s /proc/self/fd/2 "$r/dev/stderr"
 	mkdir -m 1777 "$r/dev/shm"
 	echo "$r"
+}
+
+# serve_setup ROOT: what `pistisd serve` in ROOT needs to dial a relay: the sandbox token
+# at /etc/pistis/token (root-only), and in ALLOW the hard start-up requirements this host's
+# kernel does not meet (not namespaced: not ours to change), for `--allow "$ALLOW"`.
+serve_setup() {
+	mkdir -p "$1/etc/pistis"
+	head -c 24 /dev/urandom | base64 | tr -d '/+=' >"$1/etc/pistis/token"
+	chmod 600 "$1/etc/pistis/token"
+	ALLOW=$(in_root "$1" pistisd check --no-walk 2>/dev/null |
+		awk '$3 == "yes" && ($2 == "fail" || $2 == "missing") {print $1}' | paste -sd, -)
 }
 
 _root_bind_ro() { # src dst

@@ -4,9 +4,7 @@
 . "$(dirname "$0")/../lib.sh"
 need_root
 need_mount_ns "$@"
-for b in pistisd server-min pistis; do
-	[ -x "$BIN/$b" ] || { echo "1..0 # SKIP $BIN/$b not built"; exit 0; }
-done
+need_bins pistisd server-min pistis
 R=$(root_fresh debian) || { echo "1..0 # SKIP no debian test root"; exit 0; }
 W=$(mktemp -d "${TMPDIR:-/tmp}/pistis-relay.$$.XXXXXX")
 # below the ephemeral range (32768+), so a client socket cannot hold our port
@@ -22,12 +20,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-mkdir -p "$R/etc/pistis"
-# hard requirements this host's kernel does not meet (not namespaced: not ours to change)
-ALLOW=$(in_root "$R" pistisd check --no-walk 2>/dev/null |
-	awk '$3 == "yes" && ($2 == "fail" || $2 == "missing") {print $1}' | paste -sd, -)
-head -c 24 /dev/urandom | base64 | tr -d '/+=' >"$R/etc/pistis/token"
-chmod 600 "$R/etc/pistis/token"
+serve_setup "$R"
 export PISTIS_TEST_CT=client-$(head -c 12 /dev/urandom | base64 | tr -d '/+=')
 cat >"$W/pistis.json" <<J
 {

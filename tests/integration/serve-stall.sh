@@ -12,9 +12,7 @@
 . "$(dirname "$0")/../lib.sh"
 need_root
 need_mount_ns "$@"
-for b in pistisd server-min pistis; do
-	[ -x "$BIN/$b" ] || { echo "1..0 # SKIP $BIN/$b not built"; exit 0; }
-done
+need_bins pistisd server-min pistis
 [ -x "$TESTBIN/redteam-probe" ] || { echo "1..0 # SKIP redteam-probe not built"; exit 0; }
 RT=/usr/local/lib/pistis-tests/redteam-probe
 R=$(root_fresh debian) || { echo "1..0 # SKIP no debian test root"; exit 0; }
@@ -42,11 +40,7 @@ ours() {
 }
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
-mkdir -p "$R/etc/pistis"
-ALLOW=$(in_root "$R" pistisd check --no-walk 2>/dev/null |
-	awk '$3 == "yes" && ($2 == "fail" || $2 == "missing") {print $1}' | paste -sd, -)
-head -c 24 /dev/urandom | base64 | tr -d '/+=' >"$R/etc/pistis/token"
-chmod 600 "$R/etc/pistis/token"
+serve_setup "$R"
 export PISTIS_TEST_CT=client-$(head -c 12 /dev/urandom | base64 | tr -d '/+=')
 cat >"$W/pistis.json" <<J
 {

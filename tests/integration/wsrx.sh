@@ -43,9 +43,7 @@
 . "$(dirname "$0")/../lib.sh"
 need_root
 need_mount_ns "$@"
-for b in pistisd pistis; do
-	[ -x "$BIN/$b" ] || { echo "1..0 # SKIP $BIN/$b not built"; exit 0; }
-done
+need_bins pistisd pistis
 command -v python3 >/dev/null || { echo "1..0 # SKIP no python3"; exit 0; }
 FAKE="python3 $(cd "$(dirname "$0")" && pwd)/wsserver.py"
 SEED=${PISTIS_WSRX_SEED:-$(($(date +%s) % 1000000))}
@@ -94,12 +92,7 @@ is "pistis: nothing else kept the connection but invalid UTF-8 text" \
 
 # --- pistisd serve: a throwaway root, as relay.sh ---------------------------------------------
 R=$(root_fresh debian) || { skip "pistisd serve: no debian test root"; done_testing; exit; }
-mkdir -p "$R/etc/pistis"
-# hard requirements this host's kernel does not meet (not namespaced: not ours to change)
-ALLOW=$(in_root "$R" pistisd check --no-walk 2>/dev/null |
-	awk '$3 == "yes" && ($2 == "fail" || $2 == "missing") {print $1}' | paste -sd, -)
-head -c 24 /dev/urandom | base64 | tr -d '/+=' >"$R/etc/pistis/token"
-chmod 600 "$R/etc/pistis/token"
+serve_setup "$R"
 # below the ephemeral range (32768+), so a client socket cannot hold our port
 SP=$((20000 + RANDOM % 12000))
 
