@@ -13,11 +13,7 @@
 . "$(dirname "$0")/../tests/lib.sh"
 need_mount_ns "$@"
 R=$(root_fresh debian) || exit 1
-mkdir -p "$R/etc/pistis"
-head -c 24 /dev/urandom | base64 | tr -d '/+=' >"$R/etc/pistis/token"
-chmod 600 "$R/etc/pistis/token"
-ALLOW=$(in_root "$R" pistisd check --no-walk 2>/dev/null |
-	awk '$3 == "yes" && ($2 == "fail" || $2 == "missing") {print $1}' | paste -sd, -)
+serve_setup "$R"
 ct=clienttoken-0123456789abcdef
 W=$(mktemp -d)
 SP=$((20000 + RANDOM % 12000)); CP=$((SP + 1))
@@ -54,20 +50,23 @@ gib() {
 	s=$(date +%s%N); n=$("$@" head -c $GIB /dev/zero | wc -c); e=$(date +%s%N)
 	echo "$n $(((e - s) / 1000000))"
 }
-relay_gib() { gib "$BIN/pistis" exec --agent alice --; }
 # The throughput runs: ${TPUT_RUNS:-3} of each side, interleaved with docker exec's when it is
 # there (one burst of load from the neighbours then hits both sides), the fastest of each
 # compared, every run printed. Each side is one 1 GiB stream through its own path.
 TPUT_RUNS=${TPUT_RUNS:-3}
-rt_all="" rt=""
-note_relay() {
-	local n t
-	read -r n t <<<"$(relay_gib)"
-	[ "$n" = "$GIB" ] || echo "relay: $n bytes of $GIB" >&2
-	rt_all="$rt_all $t"
-	{ [ -z "$rt" ] || [ "$t" -lt "$rt" ]; } && rt=$t
+# tput_run ALL BEST LABEL CMD...: one gib of CMD, its time added to the list ALL, BEST the fastest
+tput_run() {
+	local -n all=$1 best=$2
+	local label=$3 n t
+	shift 3
+	read -r n t <<<"$(gib "$@")"
+	[ "$n" = "$GIB" ] || echo "$label: $n bytes of $GIB" >&2
+	all="$all $t"
+	{ [ -z "$best" ] || [ "$t" -lt "$best" ]; } && best=$t
 	return 0
 }
+rt_all="" rt=""
+note_relay() { tput_run rt_all rt relay "$BIN/pistis" exec --agent alice --; }
 read -r m lt <<<"$(gib local_run)"
 echo "1 GiB of output, local pistisd run: $m bytes in $lt ms = $((1024 * 1000 / lt)) MiB/s"
 echo "pistisd stripped size: $(stat -c %s "$BIN/pistisd") bytes (target <= 2097152)"
@@ -147,10 +146,7 @@ echo "round trip of true, us (median p99 of 50): docker exec $dm $dp"
 dt_all="" dt=""
 for _ in $(seq "$TPUT_RUNS"); do
 	note_relay
-	read -r dn t <<<"$(gib DK exec "$CID")"
-	[ "$dn" = "$GIB" ] || echo "docker exec: $dn bytes of $GIB" >&2
-	dt_all="$dt_all $t"
-	{ [ -z "$dt" ] || [ "$t" -lt "$dt" ]; } && dt=$t
+	tput_run dt_all dt "docker exec" DK exec "$CID"
 done
 relay_report
 echo "1 GiB of output through docker exec, ms: $dt_all (fastest $dt ms = $((1024 * 1000 / dt)) MiB/s)"
