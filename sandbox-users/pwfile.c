@@ -365,6 +365,23 @@ int pwfile_format(const struct pwfile *f, char **ret, size_t *ret_len)
 	return ufs_iov_join(v, n, ret, ret_len);
 }
 
+/* Whether the name m[0..len) is name[0..nl). Agent names share their first nine bytes
+ * ("pi-agent-") and differ in the last: one 8-byte compare of the tail rejects almost every
+ * other agent's name before the whole compare. */
+static bool name_eq(const char *m, size_t len, const char *name, size_t nl)
+{
+	if (len != nl)
+		return false;
+	if (nl >= 8) {
+		uint64_t a, b;
+		memcpy(&a, m + nl - 8, 8);
+		memcpy(&b, name + nl - 8, 8);
+		if (a != b)
+			return false;
+	}
+	return memcmp(m, name, nl) == 0;
+}
+
 static bool name_is(const struct pwfile *f, const struct pwfile_line *l, const char *name,
 		    size_t name_len)
 {
@@ -374,16 +391,7 @@ static bool name_is(const struct pwfile *f, const struct pwfile_line *l, const c
 		return false;
 	/* The text without line_text's strlen of an edited line: the name is its start. */
 	p = l->repl ? l->repl : f->buf + l->off;
-	/* Agent names share their first nine bytes ("pi-agent-") and differ in the last:
-	 * one 8-byte compare of the tail rejects almost every line of a miss. */
-	if (name_len >= 8) {
-		uint64_t a, b;
-		memcpy(&a, p + name_len - 8, 8);
-		memcpy(&b, name + name_len - 8, 8);
-		if (a != b)
-			return false;
-	}
-	return memcmp(p, name, name_len) == 0;
+	return name_eq(p, name_len, name, name_len);
 }
 
 ssize_t pwfile_find_name(const struct pwfile *f, const char *name)
@@ -461,24 +469,9 @@ void pwfile_delete(struct pwfile *f, size_t idx)
 }
 
 /* Whether name is one of the comma-separated members in p[0..n). pi-sandbox lists every
- * agent: the commas are found sixteen bytes a step (SSE2), and a member is compared only
- * when its length matches, first by its last eight bytes (agent names share their first
- * nine). No memmem: every member starts with the same "pi-agent-", the worst case for a
+ * agent: the commas are found sixteen bytes a step (SSE2), and each member is compared with
+ * name_eq. No memmem: every member starts with the same "pi-agent-", the worst case for a
  * general substring search. */
-static bool member_is(const char *m, size_t len, const char *name, size_t nl)
-{
-	if (len != nl)
-		return false;
-	if (nl >= 8) {
-		uint64_t a, b;
-		memcpy(&a, m + nl - 8, 8);
-		memcpy(&b, name + nl - 8, 8);
-		if (a != b)
-			return false;
-	}
-	return memcmp(m, name, nl) == 0;
-}
-
 static bool members_contain(const char *p, size_t n, const char *name)
 {
 	size_t nl = strlen(name), s = 0, i = 0;
@@ -489,7 +482,7 @@ static bool members_contain(const char *p, size_t n, const char *name)
 		unsigned m = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(',')));
 		while (m) {
 			size_t e = i + (size_t)__builtin_ctz(m);
-			if (member_is(p + s, e - s, name, nl))
+			if (name_eq(p + s, e - s, name, nl))
 				return true;
 			s = e + 1;
 			m &= m - 1;
@@ -498,11 +491,11 @@ static bool members_contain(const char *p, size_t n, const char *name)
 #endif
 	for (; i < n; i++)
 		if (p[i] == ',') {
-			if (member_is(p + s, i - s, name, nl))
+			if (name_eq(p + s, i - s, name, nl))
 				return true;
 			s = i + 1;
 		}
-	return member_is(p + s, n - s, name, nl); /* the last member (or an empty field) */
+	return name_eq(p + s, n - s, name, nl); /* the last member (or an empty field) */
 }
 
 bool pwfile_member_has(const struct pwfile *f, size_t idx, const char *name)
