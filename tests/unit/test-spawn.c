@@ -574,41 +574,42 @@ TEST(exit_code_and_signal_are_distinct)
 	spawn_ctx_free(ctx);
 }
 
-static bool pid_alive(pid_t pid)
+/* The first size - 1 bytes of dir_fd/path (AT_FDCWD: an absolute path), NUL-terminated;
+ * "" when it cannot be read. */
+static char *read_text(int dir_fd, const char *path, char *buf, size_t size)
+{
+	int fd = openat(dir_fd, path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, size - 1) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	buf[n > 0 ? n : 0] = 0;
+	return buf;
+}
+
+/* The state letter of /proc/PID/stat (after the command's closing parenthesis), 0 when
+ * the process is gone. */
+static char proc_state(pid_t pid)
 {
 	char path[64], buf[512];
-	int fd;
-	ssize_t n;
+	const char *e;
 
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return false;
-	buf[n] = 0;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	e = strrchr(read_text(AT_FDCWD, path, buf, sizeof(buf)), ')');
+	return e && e[1] == ' ' ? e[2] : 0;
+}
+
+static bool pid_alive(pid_t pid)
+{
+	char st = proc_state(pid);
+
 	/* a zombie waiting for its (non-us) parent counts as dead */
-	return !strstr(buf, ") Z ");
+	return st && st != 'Z';
 }
 
 static bool pid_is_zombie(pid_t pid)
 {
-	char path[64], buf[512];
-	int fd;
-	ssize_t n;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return false;
-	buf[n] = 0;
-	return strstr(buf, ") Z ") != NULL;
+	return proc_state(pid) == 'Z';
 }
 
 /* Finding 3 (red team): without a cgroup the tree is the process group, and kill(-pid)
@@ -1137,17 +1138,9 @@ static void watchdog(int sig)
 static bool in_cgroup(pid_t pid, const char *name)
 {
 	char path[64], buf[512];
-	int fd;
-	ssize_t n;
 
 	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	buf[n > 0 ? n : 0] = 0;
-	return strstr(buf, name) != NULL;
+	return strstr(read_text(AT_FDCWD, path, buf, sizeof(buf)), name) != NULL;
 }
 
 TEST_TIMEOUT(async_free_before_cgroup_join, 60)
@@ -1174,20 +1167,8 @@ TEST_TIMEOUT(async_free_before_cgroup_join, 60)
 		ASSERT_EQ(spawn_start_async(ctx, &o, &p, &err), 0);
 		(void)kill(p->pid, SIGSTOP);
 		/* stopped (state T) before it wrote itself into the command's cgroup */
-		for (int k = 0; k < 100; k++) {
-			char path[64], st[256];
-			int fd;
-			ssize_t n;
-			snprintf(path, sizeof(path), "/proc/%d/stat", (int)p->pid);
-			fd = open(path, O_RDONLY | O_CLOEXEC);
-			n = fd >= 0 ? read(fd, st, sizeof(st) - 1) : -1;
-			if (fd >= 0)
-				close(fd);
-			st[n > 0 ? n : 0] = 0;
-			if (strstr(st, ") T "))
-				break;
+		for (int k = 0; k < 100 && proc_state(p->pid) != 'T'; k++)
 			(void)poll(NULL, 0, 1);
-		}
 		if (!in_cgroup(p->pid, p->cgroup_cmd)) {
 			caught = true;
 			break;
@@ -1282,17 +1263,11 @@ TEST(clone_into_cgroup_and_after_a_kill)
 	spawn_free(p);
 	{
 		/* the killed tree is gone before the slot is asked for again */
-		char path[128], ev[64] = "";
+		char path[128], ev[64];
 		snprintf(path, sizeof(path), "%s/%s/cgroup.events", agent, cmd);
-		for (int i = 0; i < 200 && !strstr(ev, "populated 0"); i++) {
-			int fd = openat(base, path, O_RDONLY | O_CLOEXEC);
-			ssize_t n = fd >= 0 ? read(fd, ev, sizeof(ev) - 1) : -1;
-			if (fd >= 0)
-				close(fd);
-			ev[n > 0 ? n : 0] = 0;
-			if (!strstr(ev, "populated 0"))
-				(void)poll(NULL, 0, 10);
-		}
+		for (int i = 0;
+		     i < 200 && !strstr(read_text(base, path, ev, sizeof(ev)), "populated 0"); i++)
+			(void)poll(NULL, 0, 10);
 		EXPECT_NOT_NULL(strstr(ev, "populated 0"));
 	}
 
