@@ -1,8 +1,9 @@
 /* server-min: the relay. Two faces on two listeners: the sandbox endpoint (pistisd dials in
  * with its per-sandbox token) and the client API (HTTP + WebSocket, a client token). Every
  * byte from a sandbox is untrusted: messages are size-capped while they are assembled,
- * parsed with lib/proto's limits, and every queue is bounded; a full queue pauses the
- * producer (lws_rx_flow_control) instead of growing. One event loop, no threads.
+ * parsed with lib/proto's limits, and every queue is bounded: a full client queue pauses the
+ * sandbox feeding it (lws_rx_flow_control), what is meant for a full sandbox queue is
+ * refused. One event loop, no threads.
  *
  * Routing: a client's request id "r1" travels to pistisd as "<boot>.<client>.r1" and the
  * answer's id is mapped back; output frames are routed by (sandbox, cmd) to the client that
@@ -60,7 +61,7 @@ struct conn {
 	struct msg *rxm; /* a binary one: in a queue entry, forwarded without another copy */
 	size_t rx_len;
 	bool rx_skip;
-	unsigned paused_by; /* how many full peers asked us to pause */
+	unsigned paused_by; /* sandboxes: a full client asked us to pause */
 	bool self_paused;   /* its own unread answers are past QUEUE_SOFT: not read meanwhile */
 	unsigned bad_messages;
 	/* sandboxes: the message-rate bucket */
@@ -180,23 +181,17 @@ static void rx_resume(struct conn *c)
 
 static void resume_producers(struct conn *c)
 {
-	if (c->q.bytes > QUEUE_SOFT / 2)
+	/* Only sandboxes are paused for a full peer (enqueue_msg): a client drained resumes
+	 * them; a sandbox drained has nobody to resume. */
+	if (!c->is_client || c->q.bytes > QUEUE_SOFT / 2)
 		return;
-	/* a client drained: resume the sandboxes; a sandbox drained: resume the clients */
-	if (c->is_client) {
-		for (size_t i = 0; i < R.cfg.n_sandboxes; i++) {
-			struct conn *s = R.sbs[i].conn;
-			if (s && s->paused_by) {
-				s->paused_by = 0;
-				rx_resume(s);
-			}
+	for (size_t i = 0; i < R.cfg.n_sandboxes; i++) {
+		struct conn *s = R.sbs[i].conn;
+		if (s && s->paused_by) {
+			s->paused_by = 0;
+			rx_resume(s);
 		}
-	} else
-		for (unsigned i = 0; i < MAX_CLIENTS; i++)
-			if (R.clients[i] && R.clients[i]->paused_by) {
-				R.clients[i]->paused_by = 0;
-				rx_resume(R.clients[i]);
-			}
+	}
 }
 
 static void queue_clear(struct queue *q)
