@@ -284,6 +284,15 @@ static void print_json(cJSON *root)
 	free(s);
 }
 
+/* obj's integer field key in 0..max (the server is not trusted with a double that a cast
+ * would turn into anything: 1e999, -1, 2.5 are refused). */
+static bool num(cJSON *obj, const char *key, uint64_t max, uint64_t *ret)
+{
+	struct proto_error err = {0};
+
+	return proto_get_u64(obj, key, max, ret, &err) == 0;
+}
+
 static void on_text(const char *buf, size_t len)
 {
 	struct proto_error err = {0};
@@ -372,19 +381,17 @@ static void on_text(const char *buf, size_t len)
 	if (!cJSON_IsString(ev))
 		goto out;
 	if (!strcmp(ev->valuestring, "exec.started") || !strcmp(ev->valuestring, "exec.attached")) {
-		cJSON *cmd = cJSON_GetObjectItemCaseSensitive(root, "cmd");
-		cJSON *win = cJSON_GetObjectItemCaseSensitive(root, "stdin_window");
-		cJSON *got = cJSON_GetObjectItemCaseSensitive(root, "stdin_received");
-		cJSON *wr = cJSON_GetObjectItemCaseSensitive(root, "stdin_written");
-		if (cJSON_IsNumber(cmd))
-			C.cmd = (uint32_t)cmd->valuedouble;
-		C.stdin_window = cJSON_IsNumber(win) && win->valuedouble >= 2 * STDIN_PIECE
-					 ? (uint64_t)win->valuedouble
-					 : 0;
+		uint64_t cmd, win, got, wr;
+		if (num(root, "cmd", UINT32_MAX, &cmd))
+			C.cmd = (uint32_t)cmd;
+		C.stdin_window =
+			num(root, "stdin_window", UINT64_MAX, &win) && win >= 2 * STDIN_PIECE ? win
+											      : 0;
 		/* an attach starts the credit again from what pistisd holds */
-		if (cJSON_IsNumber(got) && cJSON_IsNumber(wr)) {
-			C.stdin_sent = (uint64_t)got->valuedouble;
-			C.stdin_written = (uint64_t)wr->valuedouble;
+		if (num(root, "stdin_received", UINT64_MAX, &got) &&
+		    num(root, "stdin_written", got, &wr)) {
+			C.stdin_sent = got;
+			C.stdin_written = wr;
 		}
 		/* stdin is read only once there is a command to give it to */
 		if (C.cmd && (C.stdin_pipe || C.tty) && !C.stdin_wsi && !C.stdin_eof) {
@@ -397,9 +404,9 @@ static void on_text(const char *buf, size_t len)
 		C.attempt = 0;
 		C.lost_at = 0;
 	} else if (!strcmp(ev->valuestring, "exec.stdin")) {
-		cJSON *wr = cJSON_GetObjectItemCaseSensitive(root, "written");
-		if (cJSON_IsNumber(wr) && (uint64_t)wr->valuedouble > C.stdin_written)
-			C.stdin_written = (uint64_t)wr->valuedouble;
+		uint64_t wr;
+		if (num(root, "written", C.stdin_sent, &wr) && wr > C.stdin_written)
+			C.stdin_written = wr;
 		stdin_flow();
 	} else if (!strcmp(ev->valuestring, "exec.detached")) {
 		/* one reader per command: another client attached it */
@@ -407,11 +414,12 @@ static void on_text(const char *buf, size_t len)
 		finish(125);
 	} else if (!strcmp(ev->valuestring, "exec.exit")) {
 		cJSON *last = cJSON_GetObjectItemCaseSensitive(root, "last_seq");
-		cJSON *code = cJSON_GetObjectItemCaseSensitive(root, "code");
-		cJSON *sig = cJSON_GetObjectItemCaseSensitive(root, "signal");
-		if (cJSON_IsNumber(last) && (uint64_t)last->valuedouble != C.last_seq) {
+		uint64_t last_seq, code, sig;
+		if (last &&
+		    (!num(root, "last_seq", UINT64_MAX, &last_seq) || last_seq != C.last_seq)) {
 			log_error("Exit event names sequence %.0f but %llu arrived",
-				  last->valuedouble, (unsigned long long)C.last_seq);
+				  cJSON_IsNumber(last) ? last->valuedouble : -1.0,
+				  (unsigned long long)C.last_seq);
 			finish(125);
 			goto out;
 		}
@@ -419,9 +427,10 @@ static void on_text(const char *buf, size_t len)
 		send_ack();
 		if (C.json)
 			print_json(root);
-		C.exit_code = cJSON_IsNumber(sig)    ? 128 + (int)sig->valuedouble
-			      : cJSON_IsNumber(code) ? (int)code->valuedouble
-						     : 125;
+		/* as a shell says it; anything else (out of range, not a number) is 125 */
+		C.exit_code = num(root, "signal", 64, &sig) && sig > 0 ? 128 + (int)sig
+			      : num(root, "code", 255, &code)	       ? (int)code
+								       : 125;
 		/* let the ack go out, then stop */
 		C.mode = M_EXEC;
 		C.done = true;

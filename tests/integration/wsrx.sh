@@ -90,6 +90,12 @@ unlike "pistis: a masked frame fails the connection (RFC 6455 5.1), is not unmas
 is "pistis: nothing else kept the connection but invalid UTF-8 text" \
 	"$(val kept "$W/ch.out" | tr , '\n' | grep -v -e utf8 -e '^none$')" ""
 
+# --- numbers from the server: exec.exit's code, signal and last_seq ---------------------------
+$FAKE client-exit-values "$BIN/pistis" >"$W/cx.out" 2>&1
+show "$W/cx.out"
+is "pistis: exec.exit values out of range, fractional, infinite or mistyped give 125, the rest as a shell" \
+	"$(val exit_failed "$W/cx.out")/$(val exit_cases "$W/cx.out")" "0/17"
+
 # --- pistisd serve: a throwaway root, as relay.sh ---------------------------------------------
 R=$(root_fresh debian) || { skip "pistisd serve: no debian test root"; done_testing; exit; }
 serve_setup "$R"

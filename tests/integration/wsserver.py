@@ -10,6 +10,8 @@ from the server side, on loopback only.
                                  TCP segmentations; stdout/stderr/exit code must match
   client-hostile PISTIS SEED     hostile frames to `pistis exec`, before and during a
                                  command's output
+  client-exit-values PISTIS      exec.exit with out-of-range, fractional, infinite and
+                                 mistyped code/signal/last_seq: pistis's exit code
   serve-diff PORT TOKEN SEED COUNT AGENT
                                  listen on PORT for `pistisd serve --relay`; COUNT commands
                                  (cat or sha256sum, seeds SEED, SEED+1, ...) get a random
@@ -766,6 +768,60 @@ def client_hostile(pistis, seed):
     os.rmdir(tmp)
 
 
+# Raw JSON text, not json.dumps: 1e999 (an infinity to strtod), -1 and 2.5 are valid JSON
+# numbers that a cast to an integer would turn into anything.
+EXIT_VALUES = [
+    ('"code": 3', 3), ('"code": 0', 0), ('"signal": 9', 137), ('"signal": 0, "code": 4', 4),
+    ('"code": 1e999', 125), ('"code": -1e999', 125), ('"code": -1', 125),
+    ('"code": 2.5', 125), ('"code": 256', 125), ('"code": 4294967296', 125),
+    ('"code": "3"', 125), ('"signal": 1e999', 125), ('"signal": 65', 125),
+    ('"signal": -9', 125), ('"code": 1, "last_seq": 1e999', 125),
+    ('"code": 1, "last_seq": "0"', 125), ('"code": 2, "last_seq": 0', 2),
+]
+
+
+def client_exit_values(pistis):
+    """exec.exit from the server with each value of EXIT_VALUES: pistis's exit code must
+    be the one listed (a shell's 128+signal, the code, or 125 for anything out of range)."""
+    tmp = tempfile.mkdtemp(prefix="pistis-wsrx-x.")
+    token = "tx"
+    bad = []
+    for i, (fields, want) in enumerate(EXIT_VALUES):
+        ls = listen()
+        p = run_pistis(pistis, ls.getsockname()[1], token, tmp, "x")
+        try:
+            c = Conn(ls, "pistis-client.v1", token)
+            c.wait_json(lambda o: o.get("op") == "exec.start")
+            msgs = ['{"id": "r1", "ok": true, "event": "exec.started", "cmd": 7,'
+                    ' "stdin_window": 1e999}',
+                    '{"event": "exec.exit", "id": "r1", "cmd": 7, "end": "exited", %s}'
+                    % fields]
+            for m in msgs:
+                h, pl = ws_frame(1, m.encode())
+                c.send(h + pl)
+            try:
+                rc = p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                rc = "still running 10 s later"
+            if rc != want:
+                bad.append("%s: exit %s, want %d" % (fields, rc, want))
+            c.close()
+        except Exception as e:
+            bad.append("%s: %s: %s" % (fields, type(e).__name__, e))
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+        ls.close()
+    for b in bad:
+        note("FAILED exit value %s" % b)
+    out("exit_cases", len(EXIT_VALUES))
+    out("exit_failed", len(bad))
+    for f in os.listdir(tmp):
+        os.unlink(os.path.join(tmp, f))
+    os.rmdir(tmp)
+
+
 def judge(c, name, expect, why):
     """After a hostile case went out on c: close our side too for a *_then_close case, then
     see whether the peer kept the connection (answers a ping) or dropped it; note in why
@@ -1240,6 +1296,8 @@ if __name__ == "__main__":
             exec_diff(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
         elif mode == "client-hostile":
             client_hostile(sys.argv[2], int(sys.argv[3]))
+        elif mode == "client-exit-values":
+            client_exit_values(sys.argv[2])
         elif mode == "serve-diff":
             serve_diff(int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5]),
                        sys.argv[6])
