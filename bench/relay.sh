@@ -3,7 +3,8 @@
 # the local `pistisd run` of the same command (median and p99 of 100), 1 GiB of output through
 # the relay against the local run, pistisd's idle RSS, its size and what dominates it.
 # Throughput: TPUT_RUNS (default 3) GiB through the relay and as many through docker exec,
-# interleaved, every run printed, the fastest of each side compared.
+# interleaved, every run printed, the fastest of each side compared; and as many through the
+# relay's floor (bench-fwd: the same hops as plain copy loops, see fwd_hops).
 # docker exec is the baseline when Debian's docker.io is installed (scripts/bootstrap.sh
 # docker): the bench starts its own /usr/sbin/dockerd (no bridge, no iptables, private data
 # root and socket in a scratch directory), imports the debian test root as an image, runs one
@@ -67,6 +68,35 @@ tput_run() {
 }
 rt_all="" rt=""
 note_relay() { tput_run rt_all rt relay "$BIN/pistis" exec --agent alice --; }
+# The floor: the relay's three hops (pipe -> TCP -> TCP -> pipe) as plain blocking copy loops
+# (bench-fwd), masked and unmasked on the first link as RFC 6455 asks of pistisd and
+# server-min, but with no framing, event loop or protocol: what the kernel's copies and
+# loopback TCP cost on this machine now. With --splice the last hop moves the bytes from the
+# socket into the output pipe without a copy (what pistis does not do).
+FWD=$PISTIS_BUILD/tests/bench-fwd
+fwd_hops() { # [--splice] -- CMD...: CMD's output through the three hops, on stdout
+	local p=$((20000 + RANDOM % 12000)) o
+	local -a sp=()
+	[ -n "$1" ] && sp=("$1")
+	shift 2
+	"$FWD" out $((p + 1)) "${sp[@]}" &
+	o=$!
+	"$FWD" mid $p $((p + 1)) --mask </dev/null >/dev/null &
+	"$@" | "$FWD" in $p --mask
+	wait $o
+}
+ft_all="" ft="" fs_all="" fs=""
+note_floor() {
+	[ -x "$FWD" ] || return 0
+	tput_run ft_all ft floor fwd_hops "" --
+	tput_run fs_all fs "floor (splice)" fwd_hops --splice --
+}
+floor_report() {
+	[ -n "$ft" ] || return 0
+	echo "1 GiB through the floor (plain hops), ms: $ft_all (fastest $ft ms = $((1024 * 1000 / ft)) MiB/s)"
+	echo "  with splice on the last hop, ms: $fs_all (fastest $fs ms = $((1024 * 1000 / fs)) MiB/s)"
+	echo "  relay / floor = $(echo "scale=2; $ft / $rt" | bc), relay / floor with splice = $(echo "scale=2; $fs / $rt" | bc)"
+}
 read -r m lt <<<"$(gib local_run)"
 echo "1 GiB of output, local pistisd run: $m bytes in $lt ms = $((1024 * 1000 / lt)) MiB/s"
 echo "pistisd stripped size: $(stat -c %s "$BIN/pistisd") bytes (target <= 2097152)"
@@ -92,8 +122,12 @@ DD=/usr/sbin/dockerd
 DC=/usr/bin/docker # Debian's client; /usr/local/bin/docker is a client only, used if this is missing
 [ -x "$DC" ] || DC=/usr/local/bin/docker
 relay_only() {
-	for _ in $(seq "$TPUT_RUNS"); do note_relay; done
+	for _ in $(seq "$TPUT_RUNS"); do
+		note_relay
+		note_floor
+	done
 	relay_report
+	floor_report
 	kill "$PD" "$SM"
 	wait
 }
@@ -147,8 +181,10 @@ dt_all="" dt=""
 for _ in $(seq "$TPUT_RUNS"); do
 	note_relay
 	tput_run dt_all dt "docker exec" DK exec "$CID"
+	note_floor
 done
 relay_report
+floor_report
 echo "1 GiB of output through docker exec, ms: $dt_all (fastest $dt ms = $((1024 * 1000 / dt)) MiB/s)"
 echo "targets:"
 echo "  round trip relay / docker exec = $(echo "scale=3; $rm / $dm" | bc) (target <= 0.05)"

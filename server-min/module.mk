@@ -20,3 +20,7 @@ fuzz-relay_LIBS := lib
 INTEGRATION_TESTS += tests/integration/relay-hostile.sh
 # One agent stalling its spawn children does not stall serve for the others.
 INTEGRATION_TESTS += tests/integration/serve-stall.sh
+# bench/relay.sh's floor: the relay's three hops as plain copy loops (no WebSocket, no loop).
+MUSL_TEST_BINS += bench-fwd
+bench-fwd_SRCS := bench/bench-fwd.c
+bench-fwd_LIBS := lib
