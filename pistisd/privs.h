@@ -30,5 +30,5 @@ int privs_setresgid(gid_t gid);
 int privs_setresuid(uid_t uid);
 
 /* Inheritable, permitted, effective (capset) and ambient (PR_CAP_AMBIENT_CLEAR_ALL) all
- * empty, verified with capget and PR_CAP_AMBIENT_IS_SET. */
+ * empty, verified with capget (ambient is kept within permitted & inheritable). */
 int privs_clear_caps(int last_cap);
