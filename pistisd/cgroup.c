@@ -64,19 +64,31 @@ static int read_at(int dir_fd, const char *file, char **ret)
 	return read_whole(fd, 64 * 1024, ret);
 }
 
-/* "0::/some/path" from /proc/self/cgroup, the unified hierarchy's line. */
+/* "0::/some/path" from /proc/self/cgroup, the unified hierarchy's line. Parsed where it
+ * was read (a stack buffer, like read_whole's; only a longer file is allocated). */
 static int own_cgroup(char *buf, size_t size)
 {
 	_cleanup_close_ int fd = openat(AT_FDCWD, "/proc/self/cgroup", O_RDONLY | O_CLOEXEC);
-	_cleanup_free_ char *s = NULL;
-	char *p, *e;
-	int r;
+	_cleanup_free_ char *big = NULL;
+	char text[2048], *s = text, *p, *e;
+	ssize_t n;
 
 	if (fd < 0)
 		return -errno;
-	r = read_whole(fd, 64 * 1024, &s);
-	if (r < 0)
-		return r;
+	n = loop_read(fd, text, sizeof(text) - 1);
+	if (n < 0)
+		return (int)n;
+	text[n] = '\0';
+	if ((size_t)n == sizeof(text) - 1) {
+		int r;
+
+		if (lseek(fd, 0, SEEK_SET) < 0)
+			return -errno;
+		r = fd_read_all(fd, 64 * 1024, &big, NULL);
+		if (r < 0)
+			return r;
+		s = big;
+	}
 	for (p = s; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
 		if (strncmp(p, "0::", 3))
 			continue;
@@ -185,7 +197,13 @@ static unsigned enable_controllers(int dir_fd, const char *available)
 		{"memory", CGROUP_HAS_MEMORY}, {"pids", CGROUP_HAS_PIDS}, {"cpu", CGROUP_HAS_CPU}};
 	_cleanup_free_ char *enabled = NULL;
 	unsigned got = 0;
+	bool any = false;
 
+	for (size_t i = 0; i < ELEMENTSOF(ctl); i++)
+		any = any || has_word(available, ctl[i].name);
+	/* None of ours available (a host that delegates none): nothing to read or write. */
+	if (!any)
+		return 0;
 	if (read_at(dir_fd, "cgroup.subtree_control", &enabled) < 0)
 		enabled = NULL;
 	for (size_t i = 0; i < ELEMENTSOF(ctl); i++) {
@@ -226,9 +244,13 @@ int cgroup_init(struct cgroup_ctx *ctx)
 		if (own_fd < 0)
 			return -errno;
 	}
-	if (mkdirat(own_fd, "pistis", 0755) < 0 && errno != EEXIST)
-		return -errno;
+	/* Made once, then only opened (a mkdir that says EEXIST still takes kernfs' locks). */
 	base_fd = openat(own_fd, "pistis", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (base_fd < 0 && errno == ENOENT) {
+		if (mkdirat(own_fd, "pistis", 0755) < 0 && errno != EEXIST)
+			return -errno;
+		base_fd = openat(own_fd, "pistis", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	}
 	if (base_fd < 0)
 		return -errno;
 	if (faccessat(base_fd, "cgroup.kill", F_OK, 0) == 0)
@@ -406,13 +428,15 @@ limits:
 			goto fail;
 		applied |= CGROUP_HAS_CPU;
 	}
-	procs_fd = openat(dir_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (procs_fd < 0) {
-		r = -errno;
-		goto fail;
+	if (ret_procs_fd) {
+		procs_fd = openat(dir_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+		if (procs_fd < 0) {
+			r = -errno;
+			goto fail;
+		}
+		*ret_procs_fd = TAKE_FD(procs_fd);
 	}
 	*ret_dir_fd = TAKE_FD(dir_fd);
-	*ret_procs_fd = TAKE_FD(procs_fd);
 	return applied | (int)(ctx->features & CGROUP_HAS_KILL);
 fail:
 	/* A slot stays (others may be waiting to open it); a cgroup of our own goes. */

@@ -47,8 +47,9 @@ bool cgroup_cmd_is_slot(const char *cmd);
  * process already holds (taken over, cmd is its name); else a free slot, its name written
  * to cmd; else, every slot busy, mkdir cmd (the caller's unique name). Then write the
  * limits a controller exists for; *ret_dir_fd is the command cgroup's directory (holding
- * the slot's lock), *ret_procs_fd its cgroup.procs opened for writing. Returns a bitmask
- * of CGROUP_HAS_* limits actually applied, or -errno. */
+ * the slot's lock), *ret_procs_fd its cgroup.procs opened for writing (ret_procs_fd NULL:
+ * not opened, for a caller that clones into the cgroup and opens it only when that fails).
+ * Returns a bitmask of CGROUP_HAS_* limits actually applied, or -errno. */
 int cgroup_cmd_create(struct cgroup_ctx *ctx, const char *agent, char *cmd, size_t cmd_size,
 		      int reuse_fd, const struct cgroup_limits *lim, int *ret_dir_fd,
 		      int *ret_procs_fd);

@@ -40,25 +40,27 @@ int privs_check_agent_ids(uid_t uid, gid_t gid, const gid_t *groups, size_t n_gr
 	return 0;
 }
 
+/* PR_CAPBSET_READ of capability c: 0 or 1 when the kernel knows c, -EINVAL when c is past
+ * its last one (cap_valid), the same bound /proc/sys/kernel/cap_last_cap prints. */
+static int capbset_read(int c)
+{
+	return sys_ret(syscall(SYS_prctl, PR_CAPBSET_READ, c, 0, 0, 0));
+}
+
 int privs_read_last_cap(void)
 {
-	char buf[16];
-	ssize_t n;
-	int fd, v = 0;
+	/* Start from the headers' last capability and walk to the kernel's: two or three
+	 * prctl calls instead of a procfs open, read and close. */
+	int c = CAP_LAST_CAP, r = capbset_read(c);
 
-	fd = openat(AT_FDCWD, "/proc/sys/kernel/cap_last_cap", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, sizeof(buf) - 1);
-	safe_close(fd);
-	if (n <= 0)
-		return n < 0 ? -errno : -EIO;
-	for (ssize_t i = 0; i < n && buf[i] != '\n'; i++) {
-		if (buf[i] < '0' || buf[i] > '9' || v > 63)
-			return -EIO;
-		v = v * 10 + (buf[i] - '0');
+	if (r >= 0) {
+		while (c < 63 && (r = capbset_read(c + 1)) >= 0)
+			c++;
+		return r == -EINVAL || c == 63 ? c : r;
 	}
-	return v > 63 ? -EIO : v;
+	while (r == -EINVAL && --c >= 0)
+		r = capbset_read(c);
+	return r >= 0 ? c : r == -EINVAL ? -EIO : r;
 }
 
 int privs_drop_bounding(int last_cap, uint64_t keep)

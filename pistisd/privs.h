@@ -15,7 +15,8 @@
  * CVE-2019-14287 class), groups exactly drawn from {gid, pi-sandbox}, no duplicates. */
 int privs_check_agent_ids(uid_t uid, gid_t gid, const gid_t *groups, size_t n_groups);
 
-/* /proc/sys/kernel/cap_last_cap (read once by the parent); -errno on failure. */
+/* The kernel's last capability, as /proc/sys/kernel/cap_last_cap says (asked once by the
+ * parent, with PR_CAPBSET_READ: no /proc needed); -errno on failure. */
 int privs_read_last_cap(void);
 
 /* Drop every capability from the bounding set except those in keep (bit n = cap n), then
@@ -29,5 +30,5 @@ int privs_setresgid(gid_t gid);
 int privs_setresuid(uid_t uid);
 
 /* Inheritable, permitted, effective (capset) and ambient (PR_CAP_AMBIENT_CLEAR_ALL) all
- * empty, verified with capget and PR_CAP_AMBIENT_IS_SET. */
+ * empty, verified with capget (ambient is kept within permitted & inheritable). */
 int privs_clear_caps(int last_cap);

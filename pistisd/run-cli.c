@@ -131,6 +131,7 @@ struct loop {
 	bool pty;
 	bool forward_stdin;
 	int sig_fd;
+	struct spawn_error exec_err; /* the start failed (run_loop returned 1) */
 };
 
 static void forward_output(int fd, const char *buf, size_t n)
@@ -139,6 +140,13 @@ static void forward_output(int fd, const char *buf, size_t n)
 	(void)loop_write(fd, buf, n);
 }
 
+/* Supervise p until it is done. The start is asynchronous: the exec is decided by
+ * spawn_exec_poll(p, 0) after each wake-up, not by a wait of its own. The error pipe is not
+ * watched: whatever wakes us next (the command's first output, its exit, a signal for it, or
+ * the exec deadline, which spawn_next_timeout_ms includes while the start is open) finds it
+ * decided, so the parent does not wake up (and take a CPU from the command) just to learn
+ * that the command has exec'd. No output is read before that. Returns 0, 1 when the start
+ * failed (l->exec_err: the child is reaped, as after a failed spawn_start), or -errno. */
 static int run_loop(struct loop *l)
 {
 	struct spawn_proc *p = l->p;
@@ -161,6 +169,11 @@ static int run_loop(struct loop *l)
 		r = poll(pf, (nfds_t)n, spawn_next_timeout_ms(p));
 		if (r < 0 && errno != EINTR)
 			return -errno;
+		if (p->exec_fd >= 0) {
+			int k = spawn_exec_poll(p, 0, &l->exec_err);
+			if (k < 0)
+				return 1;
+		}
 		for (int i = 0; r > 0 && i < n; i++) {
 			int fd = pf[i].fd;
 
@@ -170,7 +183,7 @@ static int run_loop(struct loop *l)
 				int k = spawn_reap(p);
 				if (k < 0)
 					return k;
-			} else if (fd == p->fd_out || fd == p->fd_err) {
+			} else if ((fd == p->fd_out || fd == p->fd_err) && p->exec_fd < 0) {
 				bool out = fd == p->fd_out;
 				ssize_t got = spawn_read(p, fd, buf, sizeof(buf));
 				if (got > 0)
@@ -485,21 +498,25 @@ int run_cli_main(int argc, char **argv)
 		goto out;
 	}
 
-	r = spawn_start(ctx, &so, &p, &err);
-	if (r < 0) {
+	r = spawn_start_async(ctx, &so, &p, &err);
+	if (r >= 0) {
+		struct loop l = {.p = p,
+				 .pty = so.stdio == SPAWN_STDIO_PTY,
+				 .forward_stdin = so.stdio == SPAWN_STDIO_PTY || so.stdin_pipe,
+				 .sig_fd = sig_fd};
+		r = run_loop(&l);
+		if (r == 1) {
+			err = l.exec_err;
+			r = -err.error;
+		}
+	}
+	if (r < 0 && err.step) {
 		log_error("Failed to run '%s' as agent '%s': %s", so.argv[0], agent,
 			  spawn_error_string(&err, ebuf, sizeof(ebuf)));
 		ret = err.step == SPAWN_STEP_EXEC
 			      ? (err.error == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC)
 			      : EXIT_SYSTEM;
 		goto out;
-	}
-	{
-		struct loop l = {.p = p,
-				 .pty = so.stdio == SPAWN_STDIO_PTY,
-				 .forward_stdin = so.stdin_pipe || so.stdio == SPAWN_STDIO_PTY,
-				 .sig_fd = sig_fd};
-		r = run_loop(&l);
 	}
 	if (r < 0) {
 		log_error_errno(r, "Failed while supervising '%s': %m", so.argv[0]);

@@ -356,8 +356,8 @@ static void cgroup_cleanup(struct spawn_proc *p, bool wait_empty)
  * others EPERM) or predates CLONE_INTO_CGROUP (before 5.7: EINVAL), that is remembered;
  * then, and for any other failure of clone3, the child joins by writing cgroup.procs as
  * its first step, which reports the step if the cgroup itself is the problem. */
-static pid_t clone_child(struct spawn_ctx *ctx, struct child_args *a, int cgroup_fd, int procs_fd,
-			 int *pidfd)
+static pid_t clone_child(struct spawn_ctx *ctx, struct child_args *a, int cgroup_fd, int *procs_fd,
+			 int *pidfd, enum spawn_step *ret_step)
 {
 	a->cgroup_procs_fd = -1;
 	if (cgroup_fd >= 0 && !ctx->no_clone3 && cgroup_clone_ok(cgroup_fd)) {
@@ -377,7 +377,15 @@ static pid_t clone_child(struct spawn_ctx *ctx, struct child_args *a, int cgroup
 		if (errno == ENOSYS || errno == EPERM || errno == EINVAL || errno == E2BIG)
 			ctx->no_clone3 = true;
 	}
-	a->cgroup_procs_fd = procs_fd;
+	/* cgroup.procs is opened only now: a child born in its cgroup does not need it. */
+	if (cgroup_fd >= 0 && *procs_fd < 0) {
+		*procs_fd = openat(cgroup_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+		if (*procs_fd < 0) {
+			*ret_step = SPAWN_STEP_CGROUP;
+			return -1;
+		}
+	}
+	a->cgroup_procs_fd = *procs_fd;
 	return (pid_t)syscall(SYS_clone, CLONE_PIDFD | SIGCHLD, NULL, pidfd, NULL, NULL);
 }
 
@@ -484,7 +492,7 @@ static int start(struct spawn_ctx *ctx, const struct spawn_opts *o, struct spawn
 		/* reuse_fd is taken over, on failure too. */
 		r = cgroup_cmd_create(&ctx->cg, p->cgroup_agent, p->cgroup_cmd,
 				      sizeof(p->cgroup_cmd), reuse_fd, &o->cgroup, &p->cgroup_fd,
-				      &procs_fd);
+				      NULL);
 		if (r < 0) {
 			step = SPAWN_STEP_CGROUP;
 			goto fail;
@@ -528,7 +536,7 @@ static int start(struct spawn_ctx *ctx, const struct spawn_opts *o, struct spawn
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	p->start_ns = spawn_now_ns();
-	pid = clone_child(ctx, &a, p->cgroup_fd, procs_fd, &pidfd);
+	pid = clone_child(ctx, &a, p->cgroup_fd, &procs_fd, &pidfd, &step);
 	if (pid == 0) {
 		(void)spawn_child_main(&a); /* execs or exits */
 		syscall(SYS_exit_group, 111);

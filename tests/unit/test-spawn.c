@@ -142,6 +142,18 @@ TEST(check_agent_ids)
 	EXPECT_EQ(privs_check_agent_ids(10100, 10100, g, 3), -EINVAL);
 }
 
+/* privs_read_last_cap asks PR_CAPBSET_READ, not /proc: the same answer. */
+TEST(last_cap_as_proc_says)
+{
+	char buf[16] = {0};
+	int fd = open("/proc/sys/kernel/cap_last_cap", O_RDONLY | O_CLOEXEC);
+
+	ASSERT_GE(fd, 0);
+	ASSERT_GT(read(fd, buf, sizeof(buf) - 1), 0);
+	close(fd);
+	EXPECT_EQ(privs_read_last_cap(), atoi(buf));
+}
+
 TEST(refuses_root_before_fork)
 {
 	struct spawn_ctx *ctx;
