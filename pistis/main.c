@@ -10,12 +10,15 @@
 #include <getopt.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <termios.h>
 #include <time.h>
 #include <unistd.h>
@@ -73,6 +76,17 @@ static struct {
 	uint8_t *wbuf; /* stdin for `write` */
 	size_t wlen;
 	uint64_t foff; /* read/write: where the next piece starts */
+	/* Output frames spliced from the socket into a stdout/stderr pipe (direct_rx): */
+	bool out_pipe[_PROTO_STREAM_MAX]; /* the stream's fd is a pipe */
+	struct {
+		uint64_t seq; /* the frame being spliced, 0: none */
+		size_t len;   /* its payload */
+		size_t left;  /* of it, still in the socket */
+		size_t skip;  /* of it, written before a reconnect: dropped, not written */
+		int fd;
+	} sp;
+	uint64_t part_seq; /* a frame cut off by a lost connection after part_done bytes of */
+	size_t part_done;  /* its payload were written: the resent frame skips those */
 } C = {.exit_code = 1};
 
 #define STDIN_PIECE 16384
@@ -276,6 +290,29 @@ static void send_start(void)
 	send_obj(o);
 }
 
+/* All of buf to fd (stdout or stderr), waiting where the pipe is full, also when the fd
+ * we inherited is non-blocking; errors (a reader gone: EPIPE) drop the output, as a shell's
+ * pipeline would, and the command goes on. */
+static void out_write(int fd, const void *buf, size_t n)
+{
+	const char *p = buf;
+
+	while (n > 0) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0 && errno == EAGAIN) {
+			struct pollfd pf = {.fd = fd, .events = POLLOUT};
+			(void)poll(&pf, 1, -1);
+			continue;
+		}
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return;
+		p += w;
+		n -= (size_t)w;
+	}
+}
+
 static void print_json(cJSON *root)
 {
 	char *s = cJSON_Print(root);
@@ -362,7 +399,7 @@ static void on_text(const char *buf, size_t len)
 			if (cJSON_IsString(d) &&
 			    proto_base64_decode(d->valuestring, strlen(d->valuestring), &bytes,
 						&n) == 0) {
-				(void)loop_write(STDOUT_FILENO, bytes, n);
+				out_write(STDOUT_FILENO, bytes, n);
 				free(bytes);
 			}
 			/* more to come: the next piece */
@@ -439,6 +476,16 @@ out:
 	cJSON_Delete(root);
 }
 
+/* Frame seq's payload is complete at the output: it is the last one held. */
+static void frame_done(uint64_t seq, size_t len)
+{
+	C.last_seq = seq;
+	C.part_seq = 0;
+	C.since_ack += len;
+	if (C.since_ack >= ACK_EVERY)
+		send_ack();
+}
+
 static void on_binary(const uint8_t *buf, size_t len)
 {
 	struct proto_error err = {0};
@@ -454,13 +501,125 @@ static void on_binary(const uint8_t *buf, size_t len)
 		C.redial = true;
 		return;
 	}
-	C.last_seq = f.seq;
-	if (f.len)
-		(void)loop_write(f.stream == PROTO_STREAM_STDERR ? STDERR_FILENO : STDOUT_FILENO,
-				 f.payload, f.len);
-	C.since_ack += f.len;
-	if (C.since_ack >= ACK_EVERY)
-		send_ack();
+	/* the first part_done bytes of a frame cut off by a reconnect are out already */
+	size_t skip = f.seq == C.part_seq ? C.part_done < f.len ? C.part_done : f.len : 0;
+	if (f.len > skip)
+		out_write(f.stream == PROTO_STREAM_STDERR ? STDERR_FILENO : STDOUT_FILENO,
+			  f.payload + skip, f.len - skip);
+	frame_done(f.seq, f.len);
+}
+
+/* Wait until fd can be written (a full output pipe). */
+static void wait_writable(int fd)
+{
+	struct pollfd pf = {.fd = fd, .events = POLLOUT};
+	while (poll(&pf, 1, -1) < 0 && errno == EINTR)
+		;
+}
+
+/* LWS_CALLBACK_CLIENT_RECEIVE_DIRECT (scripts/patches/libwebsockets/0006): the socket is
+ * readable at a WebSocket frame boundary with nothing buffered in lws. When the next frame
+ * is exactly the output frame on_binary would write next — one final, unmasked binary
+ * WebSocket frame, a valid header for this command with sequence last_seq + 1, a non-empty
+ * payload for a stream whose fd is a pipe — its two headers are read here and its payload is
+ * spliced from the socket into the pipe, never copied through user space. Anything else
+ * (a control or text frame, a fragment, a resend, a gap, a header not all arrived yet) is
+ * left to lws and on_binary, which decide exactly as before. A frame may take several
+ * calls (the socket runs dry: C.sp.left); lws calls again at the next readable socket and
+ * reads nothing itself until the frame is done. Returns 1 when bytes were taken from the
+ * socket, 0 to let lws read, -1 to close (the connection failed mid-frame: the bytes out
+ * so far are remembered, part_*, and the resent frame skips them). */
+static int direct_rx(struct lws *wsi)
+{
+	const int sfd = lws_get_socket_fd(wsi);
+	size_t taken = 0;
+
+	if (C.mode != M_EXEC || !C.cmd || C.rx_len)
+		return 0;
+	while (taken < ACK_EVERY) {
+		if (!C.sp.seq) {
+			uint8_t h[10 + PROTO_FRAME_HEADER];
+			struct proto_error err = {0};
+			struct proto_frame f;
+			uint64_t plen;
+			size_t hl;
+			ssize_t n = recv(sfd, h, sizeof(h), MSG_PEEK | MSG_DONTWAIT);
+			if (n < 2 || h[0] != 0x82 || (h[1] & 0x80))
+				break; /* not a final binary frame (or masked: lws refuses it) */
+			hl = (h[1] & 0x7f) == 126 ? 4 : (h[1] & 0x7f) == 127 ? 10 : 2;
+			if ((size_t)n < hl + PROTO_FRAME_HEADER)
+				break;
+			plen = hl == 2 ? h[1] & 0x7f : 0;
+			for (size_t i = 2; i < hl; i++)
+				plen = plen << 8 | h[i];
+			if (plen <= PROTO_FRAME_HEADER ||
+			    plen > PROTO_FRAME_HEADER + PROTO_MAX_FRAME_PAYLOAD ||
+			    proto_frame_parse(h + hl, (size_t)plen, &f, &err) < 0 ||
+			    f.cmd != C.cmd || f.seq != C.last_seq + 1 ||
+			    (f.stream != PROTO_STREAM_STDOUT && f.stream != PROTO_STREAM_STDERR) ||
+			    !C.out_pipe[f.stream])
+				break;
+			/* peeked, so there: both headers are taken off the socket */
+			if (recv(sfd, h, hl + PROTO_FRAME_HEADER, MSG_DONTWAIT) !=
+			    (ssize_t)(hl + PROTO_FRAME_HEADER))
+				return -1;
+			C.sp.seq = f.seq;
+			C.sp.len = C.sp.left = f.len;
+			C.sp.skip =
+				f.seq == C.part_seq ? C.part_done < f.len ? C.part_done : f.len : 0;
+			C.sp.fd = f.stream == PROTO_STREAM_STDERR ? STDERR_FILENO : STDOUT_FILENO;
+			taken += hl + PROTO_FRAME_HEADER;
+		}
+		while (C.sp.left) {
+			ssize_t n;
+			if (C.sp.skip) { /* out before the reconnect: read and dropped */
+				uint8_t junk[4096];
+				n = recv(sfd, junk,
+					 C.sp.skip < sizeof(junk) ? C.sp.skip : sizeof(junk),
+					 MSG_DONTWAIT);
+				if (n > 0)
+					C.sp.skip -= (size_t)n;
+			} else {
+				n = splice(sfd, NULL, C.sp.fd, NULL, C.sp.left, SPLICE_F_MOVE);
+				if (n < 0 && errno == EAGAIN) {
+					int avail = 0;
+					/* the pipe is full (an inherited O_NONBLOCK), not the socket dry */
+					if (ioctl(sfd, FIONREAD, &avail) == 0 && avail > 0) {
+						wait_writable(C.sp.fd);
+						continue;
+					}
+				} else if (n < 0 && errno != EINTR) {
+					/* the output failed (its reader gone): the bytes are read and
+					 * dropped, as out_write drops them */
+					uint8_t junk[4096];
+					n = recv(sfd, junk,
+						 C.sp.left < sizeof(junk) ? C.sp.left
+									  : sizeof(junk),
+						 MSG_DONTWAIT);
+				}
+				if (n > 0) {
+					C.part_seq = C.sp.seq;
+					C.part_done = C.sp.len - C.sp.left + (size_t)n;
+				}
+			}
+			if (n > 0) {
+				C.sp.left -= (size_t)n;
+				taken += (size_t)n;
+				continue;
+			}
+			if (n == 0)
+				return -1; /* the server closed mid-frame */
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN)
+				return 1; /* mid-frame: lws must not read; wait for more */
+			return -1;
+		}
+		uint64_t seq = C.sp.seq;
+		C.sp.seq = 0;
+		frame_done(seq, C.sp.len);
+	}
+	return taken ? 1 : 0;
 }
 
 static void connect_now(lws_sorted_usec_list_t *sul);
@@ -468,6 +627,7 @@ static void connect_now(lws_sorted_usec_list_t *sul);
 static void lost(void)
 {
 	C.wsi = NULL;
+	C.sp.seq = 0; /* a frame cut mid-splice: part_* say what of it is out */
 	while (C.q_head) {
 		struct msg *m = C.q_head;
 		C.q_head = m->next;
@@ -561,10 +721,16 @@ static int cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, voi
 				 sizeof(one));
 	}
 		C.wsi = wsi;
+		/* splice output into a pipe: plain ws:// only (TLS bytes need decrypting) */
+		if (C.mode == M_EXEC && !C.tls && !getenv("PISTIS_NO_SPLICE") &&
+		    (C.out_pipe[PROTO_STREAM_STDOUT] || C.out_pipe[PROTO_STREAM_STDERR]))
+			lws_ws_client_rx_direct(wsi, 1);
 		if (C.mode == M_WRITE) /* a redial starts over: the first piece truncates */
 			C.foff = 0;
 		send_start();
 		break;
+	case LWS_CALLBACK_CLIENT_RECEIVE_DIRECT:
+		return wsi == C.wsi ? direct_rx(wsi) : 0;
 	case LWS_CALLBACK_CLIENT_RECEIVE: {
 		bool bin = lws_frame_is_binary(wsi);
 		size_t max = bin ? PROTO_FRAME_HEADER + PROTO_MAX_FRAME_PAYLOAD : PROTO_MAX_MESSAGE;
@@ -709,7 +875,10 @@ static void usage(FILE *f)
 		   "--token-file\n"
 		   "or $PISTIS_TOKEN. Exit codes: the command's own, 128+N for a signal, 125 relay "
 		   "or\n"
-		   "protocol failure, 100 usage, 111 cannot connect. See docs/api.md.\n");
+		   "protocol failure, 100 usage, 111 cannot connect. Output into a pipe is "
+		   "spliced\n"
+		   "from the socket over ws:// ($PISTIS_NO_SPLICE=1 turns that off). See "
+		   "docs/api.md.\n");
 }
 
 int main(int argc, char **argv)
@@ -871,6 +1040,12 @@ int main(int argc, char **argv)
 	 * size is the unprivileged maximum, and a pipe we cannot grow stays as it is. */
 	if (C.mode == M_EXEC || C.mode == M_READ)
 		(void)fcntl(STDOUT_FILENO, F_SETPIPE_SZ, 1024 * 1024);
+	for (int s = PROTO_STREAM_STDOUT; s <= PROTO_STREAM_STDERR; s++) {
+		struct stat st;
+		C.out_pipe[s] =
+			fstat(s == PROTO_STREAM_STDOUT ? STDOUT_FILENO : STDERR_FILENO, &st) == 0 &&
+			S_ISFIFO(st.st_mode);
+	}
 	srandom((unsigned)time(NULL) ^ (unsigned)getpid());
 	lws_set_log_level(LLL_ERR, NULL);
 	memset(&info, 0, sizeof(info));

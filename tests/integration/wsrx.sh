@@ -75,6 +75,8 @@ is "exec-diff: all three length forms (7-bit, 16-bit, 64-bit)" "$(val length_for
 ok "exec-diff: fragmented messages, control frames between fragments, 1-byte writes" \
 	test "$(val fragments "$W/diff.out")" -gt 0 -a "$(val control "$W/diff.out")" -gt 0 \
 	-a "$(val byte_runs "$W/diff.out")" -gt 0
+ok "exec-diff: half the seeds had stdout and stderr in pipes (output frames spliced)" \
+	test "$(val pipes "$W/diff.out")" -ge $((SEEDS / 2))
 ok "exec-diff: the 101 response and the first frames arrived in one stream in some seeds" \
 	test "$(val merged "$W/diff.out")" -gt 0
 
@@ -89,6 +91,14 @@ unlike "pistis: a masked frame fails the connection (RFC 6455 5.1), is not unmas
 	"$(val kept "$W/ch.out")" masked
 is "pistis: nothing else kept the connection but invalid UTF-8 text" \
 	"$(val kept "$W/ch.out" | tr , '\n' | grep -v -e utf8 -e '^none$')" ""
+
+# --- the connection cut in the middle of an output frame (stdout a pipe: spliced) -------------
+$FAKE client-cut-frame "$BIN/pistis" "$SEED" 40 >"$W/cf.out" 2>&1
+show "$W/cf.out"
+is "pistis: a frame cut by a lost connection, resent whole: output exact, nothing twice (pipe and file)" \
+	"$(val cut_failed "$W/cf.out")/$(val cut_cases "$W/cf.out")" "0/40"
+like "pistis: cuts inside the WebSocket header, the frame header and the payload" \
+	"$(val cut_in "$W/cf.out")" '^frame header:[0-9]+,payload:[0-9]+,ws header:[0-9]+$'
 
 # --- numbers from the server: exec.exit's code, signal and last_seq ---------------------------
 $FAKE client-exit-values "$BIN/pistis" >"$W/cx.out" 2>&1

@@ -10,6 +10,10 @@ from the server side, on loopback only.
                                  TCP segmentations; stdout/stderr/exit code must match
   client-hostile PISTIS SEED     hostile frames to `pistis exec`, before and during a
                                  command's output
+  client-cut-frame PISTIS SEED COUNT
+                                 the connection closed in the middle of an output
+                                 frame, the frame resent whole after the re-attach
+                                 (stdout a pipe or a file): the output exact
   client-exit-values PISTIS      exec.exit with out-of-range, fractional, infinite and
                                  mistyped code/signal/last_seq: pistis's exit code
   serve-diff PORT TOKEN SEED COUNT AGENT
@@ -516,17 +520,41 @@ def listen():
     return ls
 
 
-def run_pistis(pistis, port, token, tmp, tag):
+def run_pistis(pistis, port, token, tmp, tag, pipes=False):
+    """pistis exec with stdout and stderr into tmp/tag.out and .err: the files themselves,
+    or (pipes) pipes copied into them by two threads, so that pistis splices output frames
+    (scripts/patches/libwebsockets/0006); wait_copied(p) after p exits."""
     o = open(os.path.join(tmp, tag + ".out"), "wb")
     e = open(os.path.join(tmp, tag + ".err"), "wb")
     env = dict(os.environ, PISTIS_TOKEN=token)
     env.pop("PISTIS_SANDBOX", None)
     p = subprocess.Popen([pistis, "--url", "ws://127.0.0.1:%d/v1/ws" % port, "exec",
-                          "--agent", "alice", "--", "payload"], stdout=o, stderr=e,
+                          "--agent", "alice", "--", "payload"],
+                         stdout=subprocess.PIPE if pipes else o,
+                         stderr=subprocess.PIPE if pipes else e,
                          stdin=subprocess.DEVNULL, env=env)
-    o.close()
-    e.close()
+    p.copiers = []
+    if pipes:
+        def copy(src, dst):
+            while True:
+                b = src.read1(65536)
+                if not b:
+                    break
+                dst.write(b)
+            dst.close()
+        for src, dst in ((p.stdout, o), (p.stderr, e)):
+            t = threading.Thread(target=copy, args=(src, dst), daemon=True)
+            t.start()
+            p.copiers.append(t)
+    else:
+        o.close()
+        e.close()
     return p
+
+
+def wait_copied(p):
+    for t in p.copiers:
+        t.join(30)
 
 
 def read(tmp, name):
@@ -551,7 +579,9 @@ def one_exec(pistis, seed, tmp, totals):
     cmd = rng.randrange(1, 1 << 31)
     ls = listen()
     port = ls.getsockname()[1]
-    p = run_pistis(pistis, port, token, tmp, "s%d" % seed)
+    pipes = seed % 2 == 1  # odd seeds: output into pipes, spliced
+    totals["pipes"] = totals.get("pipes", 0) + pipes
+    p = run_pistis(pistis, port, token, tmp, "s%d" % seed, pipes)
     why = []
     c = None
     try:
@@ -584,6 +614,7 @@ def one_exec(pistis, seed, tmp, totals):
             p.kill()
             rc = p.wait()
             why.append("pistis did not exit in 60 s")
+        wait_copied(p)
         c.wait_eof(5)  # the reader thread has everything pistis sent
         acks = [o.get("seq") for o in c.json_msgs() if o.get("op") == "exec.ack"]
         if not acks or acks[-1] != last:
@@ -645,6 +676,7 @@ def exec_diff(pistis, seed, count):
     want = {(h, k) for h in (2, 4, 10) for k in range(1, h)}
     out("hdr_split_offsets", "%d/%d" % (len(cov & want), len(want)))
     out("length_forms", ",".join(str(f) for f in sorted(totals.get("form_cov", set()))))
+    out("pipes", totals.get("pipes", 0))
     out("seconds", "%.1f" % (time.time() - t0))
 
 
@@ -838,7 +870,7 @@ def judge(c, name, expect, why):
 
 def hostile_mid(pistis, rng, token, tmp, name, make, expect):
     ls = listen()
-    p = run_pistis(pistis, ls.getsockname()[1], token, tmp, "m")
+    p = run_pistis(pistis, ls.getsockname()[1], token, tmp, "m", pipes=rng.random() < 0.5)
     why = []
     cmd, code = 77, rng.randrange(0, 100)
     first = rand_bytes(rng, rng.randrange(1, 300000))
@@ -888,6 +920,7 @@ def hostile_mid(pistis, rng, token, tmp, name, make, expect):
             p.kill()
             rc = p.wait()
             why.append("still running 20 s later")
+        wait_copied(p)
         if rc is not None and rc < 0:
             why.append("killed by signal %d" % -rc)
         elif rc != code:
@@ -906,6 +939,104 @@ def hostile_mid(pistis, rng, token, tmp, name, make, expect):
     p.wait()
     ls.close()
     return why
+
+
+def client_cut_frame(pistis, seed, count):
+    """The connection closed by the server in the middle of an output frame, at a random
+    place (inside the WebSocket header, the frame header or the payload), after pistis has
+    read all of the frame sent so far; then the redial, exec.attach after the last whole
+    frame, and the resend of that frame whole with the rest. Odd cases have stdout in a pipe
+    (pistis splices the payload and has written part of it when the cut comes: the resend
+    must not write that part twice), even ones a file. The output must be exact."""
+    rng = random.Random(seed)
+    tmp = tempfile.mkdtemp(prefix="pistis-wsrx-c.")
+    token = "tc"
+    bad, cuts_in = [], {}
+    for i in range(count):
+        pipes = i % 2 == 1
+        ls = listen()
+        p = run_pistis(pistis, ls.getsockname()[1], token, tmp, "c", pipes)
+        why = []
+        cmd, code = 5, rng.randrange(0, 100)
+        chunks = [rand_bytes(rng, rng.choice((1, 1000, 65536, 200000, 262144)))
+                  for _ in range(rng.randrange(2, 6))]
+        cut_at = rng.randrange(1, len(chunks))  # frame seq cut_at + 1 is cut
+        wire = []
+        for k, d in enumerate(chunks):
+            h, pl = ws_frame(2, pframe(1, 0, cmd, k + 1, d))
+            wire.append(h + pl)
+        frame = wire[cut_at]
+        off = rng.choice((1, len(frame) - len(chunks[cut_at]) - 3,
+                          len(frame) - len(chunks[cut_at]),
+                          rng.randrange(1, len(frame)), len(frame) - 1))
+        off = max(1, min(off, len(frame) - 1))
+        where = ("ws header" if off < len(frame) - len(chunks[cut_at]) - PROTO_FRAME_HEADER
+                 else "frame header" if off < len(frame) - len(chunks[cut_at])
+                 else "payload")
+        cuts_in[where] = cuts_in.get(where, 0) + 1
+        try:
+            c = Conn(ls, "pistis-client.v1", token)
+            c.wait_json(lambda o: o.get("op") == "exec.start")
+            h, pl = ws_frame(1, json.dumps({"id": "r1", "ok": True, "event": "exec.started",
+                                            "cmd": cmd}))
+            # the cut frame starts a send of its own, after pistis has read all before it:
+            # a read of pistis starts with it (where pipes, it is spliced from the start)
+            c.send(h + pl + b"".join(wire[:cut_at]))
+            c.sync()
+            c.send(frame[:off])
+            c.sync()
+            try:  # a FIN now (close alone waits for the reader thread's recv)
+                c.s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            c.close()
+            c = Conn(ls, "pistis-client.v1", token)
+            att = c.wait_json(lambda o: o.get("op") == "exec.attach")
+            if not att or att.get("after") != cut_at:
+                why.append("attach %r, want after %d" % (att, cut_at))
+            else:
+                h, pl = ws_frame(1, json.dumps({"id": att["id"], "ok": True,
+                                                "event": "exec.attached", "cmd": cmd,
+                                                "from": cut_at, "running": True}))
+                h2, pl2 = ws_frame(1, json.dumps({"event": "exec.exit", "id": "r1",
+                                                  "cmd": cmd, "end": "exited", "code": code,
+                                                  "last_seq": len(chunks)}))
+                if i % 4 >= 2:  # the resent frame, too, at the start of a read
+                    c.send(h + pl)
+                    c.sync()
+                    h, pl = b"", b""
+                c.send(h + pl + b"".join(wire[cut_at:]) + h2 + pl2)
+            try:
+                rc = p.wait(20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                rc = p.wait()
+            wait_copied(p)
+            if rc != code:
+                why.append("exit %s, want %d; stderr %r" % (describe_rc(rc), code,
+                                                           read(tmp, "c.err")[-300:]))
+            got, want = read(tmp, "c.out"), b"".join(chunks)
+            if got != want:
+                why.append("output %d bytes, want %d" % (len(got), len(want)))
+            c.close()
+        except Exception as e:
+            why.append("%s: %s" % (type(e).__name__, e))
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+        ls.close()
+        if why:
+            bad.append("case %d (%s, cut in the %s at %d of %d): %s"
+                       % (i, "pipe" if pipes else "file", where, off, len(frame),
+                          "; ".join(why)))
+    for b in bad:
+        note("FAILED %s" % b)
+    out("cut_cases", count)
+    out("cut_failed", len(bad))
+    out("cut_in", ",".join("%s:%d" % kv for kv in sorted(cuts_in.items())))
+    for f in os.listdir(tmp):
+        os.unlink(os.path.join(tmp, f))
+    os.rmdir(tmp)
 
 
 # --- pistisd serve -----------------------------------------------------------------------
@@ -1285,6 +1416,7 @@ def serve_diff(port, token, seed, count, agent):
     want = {(h, k) for h in (2, 4, 10) for k in range(1, h)}
     out("hdr_split_offsets", "%d/%d" % (len(cov & want), len(want)))
     out("length_forms", ",".join(str(f) for f in sorted(totals.get("form_cov", set()))))
+    out("pipes", totals.get("pipes", 0))
     out("seconds", "%.1f" % (time.time() - t0))
     c.close()
 
@@ -1296,6 +1428,8 @@ if __name__ == "__main__":
             exec_diff(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
         elif mode == "client-hostile":
             client_hostile(sys.argv[2], int(sys.argv[3]))
+        elif mode == "client-cut-frame":
+            client_cut_frame(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
         elif mode == "client-exit-values":
             client_exit_values(sys.argv[2])
         elif mode == "serve-diff":
