@@ -315,13 +315,28 @@ bool cgroup_clone_ok(int dir_fd)
 	return fgetxattr(dir_fd, FRESH_XATTR, &v, 1) == 1 && v == '1';
 }
 
+/* A claimed, empty slot that was cgroup.kill'ed (xattrs work here, the mark is gone)
+ * while children are cloned into their cgroups: without the renewal every later command in
+ * it would join by writing cgroup.procs, which takes the kernel's cgroup threadgroup lock
+ * for writing (an RCU grace period: 0.1 to several ms a command). */
+static bool slot_wants_renewal(const struct cgroup_ctx *ctx, int fd)
+{
+	char v;
+
+	return ctx->renew_killed && fgetxattr(fd, FRESH_XATTR, &v, 1) < 0 && errno == ENODATA;
+}
+
 /* Claim one of the agent's reusable command cgroups: <agent>/cmd-s0..N-1, made on first
  * use and kept. A slot belongs to whoever holds flock(LOCK_EX) on its directory fd; the
  * lock lives as long as that fd, so a pistisd that dies frees its slots, and a slot still
- * populated (children kept, a crash) is passed over. Returns the locked directory fd and
+ * populated (children kept, a crash) is passed over. A slot killed before is removed and
+ * made afresh (slot_wants_renewal), once per call: if the rmdir fails, or another pistisd
+ * takes the new one first, things go on as without it. Returns the locked directory fd and
  * writes the slot's name to cmd, or -EBUSY when every slot is taken. */
-static int claim_slot(int agent_fd, char *cmd, size_t cmd_size)
+static int claim_slot(const struct cgroup_ctx *ctx, int agent_fd, char *cmd, size_t cmd_size)
 {
+	bool renewed = false;
+
 	for (unsigned i = 0; i < CGROUP_SLOTS; i++) {
 		char name[16];
 		int fd;
@@ -341,6 +356,13 @@ static int claim_slot(int agent_fd, char *cmd, size_t cmd_size)
 			return -errno;
 		if (flock(fd, LOCK_EX | LOCK_NB) < 0 || cgroup_populated(fd) != 0) {
 			safe_close(fd);
+			continue;
+		}
+		if (!renewed && slot_wants_renewal(ctx, fd) &&
+		    unlinkat(agent_fd, name, AT_REMOVEDIR) == 0) {
+			renewed = true;
+			safe_close(fd);
+			i--; /* the same slot again: made afresh, marked, locked */
 			continue;
 		}
 		if ((size_t)snprintf(cmd, cmd_size, "%s", name) >= cmd_size) {
@@ -383,7 +405,7 @@ int cgroup_cmd_create(struct cgroup_ctx *ctx, const char *agent, char *cmd, size
 		return -errno;
 	/* A reusable slot first: mkdir + rmdir in cgroupfs cost more than the rest of a
 	 * spawn's cgroup work. Only when every slot is busy a cgroup of its own (cmd). */
-	dir_fd = claim_slot(agent_fd, cmd, cmd_size);
+	dir_fd = claim_slot(ctx, agent_fd, cmd, cmd_size);
 	if (dir_fd < 0) {
 		if (dir_fd != -EBUSY)
 			return dir_fd;

@@ -166,6 +166,7 @@ int spawn_ctx_new(struct spawn_ctx **ret)
 	ctx->no_clone3 = e && *e && strcmp(e, "0");
 	/* No cgroup v2 is not an error: command trees are then process groups. */
 	(void)cgroup_init(&ctx->cg);
+	ctx->cg.renew_killed = !ctx->no_clone3;
 	*ret = ctx;
 	return 0;
 fail:
@@ -325,8 +326,11 @@ static void cgroup_cleanup(struct spawn_proc *p, bool wait_empty)
 
 	if (p->cgroup_fd < 0)
 		return;
+	/* Pooled only while a child can still be cloned into it: a cgroup killed once goes
+	 * back to its slot, which claim_slot renews. */
 	if (wait_empty && ctx->n_pool < CGROUP_POOL_MAX &&
-	    (p->cgroup_empty || cgroup_populated(p->cgroup_fd) == 0)) {
+	    (p->cgroup_empty || cgroup_populated(p->cgroup_fd) == 0) &&
+	    (!ctx->cg.renew_killed || cgroup_clone_ok(p->cgroup_fd))) {
 		struct pooled_cgroup *pc = &ctx->pool[ctx->n_pool++];
 		memcpy(pc->agent, p->cgroup_agent, sizeof(pc->agent));
 		memcpy(pc->cmd, p->cgroup_cmd, sizeof(pc->cmd));
@@ -375,7 +379,7 @@ static pid_t clone_child(struct spawn_ctx *ctx, struct child_args *a, int cgroup
 		if (pid >= 0)
 			return pid;
 		if (errno == ENOSYS || errno == EPERM || errno == EINVAL || errno == E2BIG)
-			ctx->no_clone3 = true;
+			ctx->no_clone3 = true, ctx->cg.renew_killed = false;
 	}
 	/* cgroup.procs is opened only now: a child born in its cgroup does not need it. */
 	if (cgroup_fd >= 0 && *procs_fd < 0) {

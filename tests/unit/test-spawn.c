@@ -1223,9 +1223,11 @@ static void remove_agent_cgroups(int base_fd, const char *agent)
 }
 
 /* clone3 CLONE_INTO_CGROUP: a child is in its command's cgroup from birth when pistisd
- * made the cgroup. After a cgroup.kill of it, children join through cgroup.procs again:
- * kernels that count cgroup.kill writes (this one, 6.18) SIGKILL a child cloned into a
- * cgroup killed before, so the next command in the slot must still run, and exit 0. */
+ * made the cgroup. Kernels that count cgroup.kill writes (this one, 6.18) SIGKILL a child
+ * cloned into a cgroup killed before: after a cgroup.kill the slot is made afresh when next
+ * claimed (and cloned into again), and where it cannot be (PISTIS_NO_CLONE3 here, as where
+ * clone3 is refused) children join through cgroup.procs; either way the next commands in
+ * the slot run, and exit 0. */
 TEST(clone_into_cgroup_and_after_a_kill)
 {
 	struct spawn_ctx *ctx;
@@ -1283,9 +1285,44 @@ TEST(clone_into_cgroup_and_after_a_kill)
 		EXPECT_NOT_NULL(strstr(ev, "populated 0"));
 	}
 
-	/* and again in it: joined the old way, and it runs */
+	/* and again in it: the slot made afresh, born in it again, and it runs */
 	o.argv = ok;
 	for (int i = 0; i < 3; i++) {
+		ASSERT_EQ(spawn_start(ctx, &o, &p, &err), 0);
+		EXPECT_STREQ(p->cgroup_cmd, cmd);
+		EXPECT_TRUE(p->cloned_into_cgroup);
+		ASSERT_EQ(spawn_wait(p, NULL), 0);
+		EXPECT_EQ((int)spawn_result(p)->end, SPAWN_END_EXITED);
+		EXPECT_EQ(spawn_result(p)->exit_code, 0);
+		spawn_free(p);
+	}
+	close(o.cwd_root_fd);
+	spawn_ctx_free(ctx);
+
+	/* killed again, then claimed by a context that must not clone3 (the mark check alone
+	 * keeps the killed slot on the cgroup.procs path) */
+	ctx = ctx_or_die(_metadata);
+	base_opts(&o, sleeper);
+	o.cgroup_agent = agent;
+	ASSERT_EQ(spawn_start(ctx, &o, &p, &err), 0);
+	ASSERT_EQ(spawn_wait(p, NULL), 0);
+	EXPECT_TRUE(spawn_result(p)->left_children_killed);
+	spawn_free(p);
+	close(o.cwd_root_fd);
+	spawn_ctx_free(ctx);
+	{
+		char path[128], ev[64];
+		snprintf(path, sizeof(path), "%s/%s/cgroup.events", agent, cmd);
+		for (int i = 0;
+		     i < 200 && !strstr(read_text(base, path, ev, sizeof(ev)), "populated 0"); i++)
+			(void)poll(NULL, 0, 10);
+	}
+	setenv("PISTIS_NO_CLONE3", "1", 1);
+	ctx = ctx_or_die(_metadata);
+	unsetenv("PISTIS_NO_CLONE3");
+	base_opts(&o, ok);
+	o.cgroup_agent = agent;
+	for (int i = 0; i < 2; i++) {
 		ASSERT_EQ(spawn_start(ctx, &o, &p, &err), 0);
 		EXPECT_STREQ(p->cgroup_cmd, cmd);
 		EXPECT_FALSE(p->cloned_into_cgroup);
