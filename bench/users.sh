@@ -89,9 +89,11 @@ for i in $(seq 1 "$BASH_N"); do
 	ours+=($(($(us "$b") - $(us "$a")))) theirs+=($(($(us "$c") - $(us "$b"))))
 done
 stats() { printf '%s\n' "$@" | sort -n | awk '{v[NR]=$1; s+=$1} END {printf "%d %d", s/NR, v[int((NR+1)/2)]}'; }
-read -r b_ours_us b_ours_med <<<"$(stats "${ours[@]}")"
-read -r b_theirs_us b_theirs_med <<<"$(stats "${theirs[@]}")"
-echo "create, bash-timed (incl. bash's fork), $BASH_N agents: pistisd mean ${b_ours_us} median ${b_ours_med} us/user   useradd mean ${b_theirs_us} median ${b_theirs_med} us/user   ratio (median) $(awk "BEGIN{printf \"%.1f\", $b_theirs_med/$b_ours_med}")x"
+if [ "$BASH_N" -gt 0 ]; then # BASH_N=0 leaves the old harness out
+	read -r b_ours_us b_ours_med <<<"$(stats "${ours[@]}")"
+	read -r b_theirs_us b_theirs_med <<<"$(stats "${theirs[@]}")"
+	echo "create, bash-timed (incl. bash's fork), $BASH_N agents: pistisd mean ${b_ours_us} median ${b_ours_med} us/user   useradd mean ${b_theirs_us} median ${b_theirs_med} us/user   ratio (median) $(awk "BEGIN{printf \"%.1f\", $b_theirs_med/$b_ours_med}")x"
+fi
 
 # The batch form (servers that pre-create agents): N agents, BATCH ids per process, one
 # lock and one rewrite per process. Not the headline: useradd has no batch form.
