@@ -566,6 +566,14 @@ def describe_rc(rc):
     return "signal %d" % -rc if rc is not None and rc < 0 else str(rc)
 
 
+def case_failed(why, e, p):
+    """An exception in a pistis case: say it, and stop pistis if it still runs."""
+    why.append("%s: %s" % (type(e).__name__, e))
+    if p.poll() is None:
+        p.kill()
+    p.wait()
+
+
 # --- exec-diff ---------------------------------------------------------------------------
 
 def one_exec(pistis, seed, tmp, totals):
@@ -639,10 +647,7 @@ def one_exec(pistis, seed, tmp, totals):
         totals.setdefault("form_cov", set()).update(plan.form_cov)
         totals["merged"] = totals.get("merged", 0) + merged
     except Exception as e:  # reported with the seed
-        why.append("%s: %s" % (type(e).__name__, e))
-        if p.poll() is None:
-            p.kill()
-        p.wait()
+        case_failed(why, e, p)
     finally:
         if c:
             c.close()
@@ -780,10 +785,7 @@ def client_hostile(pistis, seed):
             res_state[name] = st
             c.close()
         except Exception as e:
-            why.append("%s: %s" % (type(e).__name__, e))
-            if p.poll() is None:
-                p.kill()
-            p.wait()
+            case_failed(why, e, p)
         ls.close()
         res[name + ".pre"] = why
         # -- in the middle of the output
@@ -1020,10 +1022,7 @@ def client_cut_frame(pistis, seed, count):
                 why.append("output %d bytes, want %d" % (len(got), len(want)))
             c.close()
         except Exception as e:
-            why.append("%s: %s" % (type(e).__name__, e))
-            if p.poll() is None:
-                p.kill()
-            p.wait()
+            case_failed(why, e, p)
         ls.close()
         if why:
             bad.append("case %d (%s, cut in the %s at %d of %d): %s"

@@ -1222,6 +1222,37 @@ static void remove_agent_cgroups(int base_fd, const char *agent)
 	(void)unlinkat(base_fd, agent, AT_REMOVEDIR);
 }
 
+/* Wait (up to 2 s) until the agent's cgroup cmd has no process left (cgroup.kill is
+ * asynchronous); whether it got there. */
+static bool wait_unpopulated(int base, const char *agent, const char *cmd)
+{
+	char path[128], ev[64];
+
+	snprintf(path, sizeof(path), "%s/%s/cgroup.events", agent, cmd);
+	for (int i = 0; i < 200 && !strstr(read_text(base, path, ev, sizeof(ev)), "populated 0");
+	     i++)
+		(void)poll(NULL, 0, 10);
+	return strstr(ev, "populated 0") != NULL;
+}
+
+/* n commands of o in the slot cmd, each exiting 0, born in it (clone3) or not as cloned. */
+static void run_ok_in_slot(struct tap_metadata *_metadata, struct spawn_ctx *ctx,
+			   struct spawn_opts *o, const char *cmd, int n, bool cloned)
+{
+	struct spawn_error err;
+	struct spawn_proc *p;
+
+	for (int i = 0; i < n; i++) {
+		ASSERT_EQ(spawn_start(ctx, o, &p, &err), 0);
+		EXPECT_STREQ(p->cgroup_cmd, cmd);
+		EXPECT_EQ(p->cloned_into_cgroup, cloned);
+		ASSERT_EQ(spawn_wait(p, NULL), 0);
+		EXPECT_EQ((int)spawn_result(p)->end, SPAWN_END_EXITED);
+		EXPECT_EQ(spawn_result(p)->exit_code, 0);
+		spawn_free(p);
+	}
+}
+
 /* clone3 CLONE_INTO_CGROUP: a child is in its command's cgroup from birth when pistisd
  * made the cgroup. Kernels that count cgroup.kill writes (this one, 6.18) SIGKILL a child
  * cloned into a cgroup killed before: after a cgroup.kill the slot is made afresh when next
@@ -1275,62 +1306,35 @@ TEST(clone_into_cgroup_and_after_a_kill)
 	ASSERT_EQ(spawn_wait(p, NULL), 0);
 	EXPECT_TRUE(spawn_result(p)->left_children_killed);
 	spawn_free(p);
-	{
-		/* the killed tree is gone before the slot is asked for again */
-		char path[128], ev[64];
-		snprintf(path, sizeof(path), "%s/%s/cgroup.events", agent, cmd);
-		for (int i = 0;
-		     i < 200 && !strstr(read_text(base, path, ev, sizeof(ev)), "populated 0"); i++)
-			(void)poll(NULL, 0, 10);
-		EXPECT_NOT_NULL(strstr(ev, "populated 0"));
-	}
+	/* the killed tree is gone before the slot is asked for again */
+	EXPECT_TRUE(wait_unpopulated(base, agent, cmd));
 
 	/* and again in it: the slot made afresh, born in it again, and it runs */
 	o.argv = ok;
-	for (int i = 0; i < 3; i++) {
-		ASSERT_EQ(spawn_start(ctx, &o, &p, &err), 0);
-		EXPECT_STREQ(p->cgroup_cmd, cmd);
-		EXPECT_TRUE(p->cloned_into_cgroup);
-		ASSERT_EQ(spawn_wait(p, NULL), 0);
-		EXPECT_EQ((int)spawn_result(p)->end, SPAWN_END_EXITED);
-		EXPECT_EQ(spawn_result(p)->exit_code, 0);
-		spawn_free(p);
-	}
+	run_ok_in_slot(_metadata, ctx, &o, cmd, 3, true);
 	close(o.cwd_root_fd);
 	spawn_ctx_free(ctx);
 
 	/* killed again, then claimed by a context that must not clone3 (the mark check alone
 	 * keeps the killed slot on the cgroup.procs path) */
 	ctx = ctx_or_die(_metadata);
+	base = spawn_ctx_cgroup_base_fd(ctx); /* the first context's is closed */
 	base_opts(&o, sleeper);
 	o.cgroup_agent = agent;
 	ASSERT_EQ(spawn_start(ctx, &o, &p, &err), 0);
+	EXPECT_STREQ(p->cgroup_cmd, cmd);
 	ASSERT_EQ(spawn_wait(p, NULL), 0);
 	EXPECT_TRUE(spawn_result(p)->left_children_killed);
 	spawn_free(p);
 	close(o.cwd_root_fd);
+	EXPECT_TRUE(wait_unpopulated(base, agent, cmd));
 	spawn_ctx_free(ctx);
-	{
-		char path[128], ev[64];
-		snprintf(path, sizeof(path), "%s/%s/cgroup.events", agent, cmd);
-		for (int i = 0;
-		     i < 200 && !strstr(read_text(base, path, ev, sizeof(ev)), "populated 0"); i++)
-			(void)poll(NULL, 0, 10);
-	}
 	setenv("PISTIS_NO_CLONE3", "1", 1);
 	ctx = ctx_or_die(_metadata);
 	unsetenv("PISTIS_NO_CLONE3");
 	base_opts(&o, ok);
 	o.cgroup_agent = agent;
-	for (int i = 0; i < 2; i++) {
-		ASSERT_EQ(spawn_start(ctx, &o, &p, &err), 0);
-		EXPECT_STREQ(p->cgroup_cmd, cmd);
-		EXPECT_FALSE(p->cloned_into_cgroup);
-		ASSERT_EQ(spawn_wait(p, NULL), 0);
-		EXPECT_EQ((int)spawn_result(p)->end, SPAWN_END_EXITED);
-		EXPECT_EQ(spawn_result(p)->exit_code, 0);
-		spawn_free(p);
-	}
+	run_ok_in_slot(_metadata, ctx, &o, cmd, 2, false);
 	close(o.cwd_root_fd);
 	spawn_ctx_free(ctx);
 	/* spawn_ctx_free keeps slots; this agent's go, as nothing else uses them */
