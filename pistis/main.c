@@ -82,12 +82,11 @@ static struct {
 		uint64_t seq; /* the frame being spliced, 0: none */
 		size_t len;   /* its payload */
 		size_t left;  /* of it, still in the socket */
-		size_t skip;  /* of it, written before a reconnect: dropped, not written */
-		int fd;
+		int fd;	      /* where it goes once whole */
+		bool copy;    /* staging pipe full (many small segments): in C.rx instead */
 	} sp;
-	uint64_t part_seq; /* a frame cut off by a lost connection after part_done bytes of */
-	size_t part_done;  /* its payload were written: the resent frame skips those */
-} C = {.exit_code = 1};
+	int stage[2]; /* a pipe holding that frame's payload until all of it has arrived */
+} C = {.exit_code = 1, .stage = {-1, -1}};
 
 #define STDIN_PIECE 16384
 
@@ -480,7 +479,6 @@ out:
 static void frame_done(uint64_t seq, size_t len)
 {
 	C.last_seq = seq;
-	C.part_seq = 0;
 	C.since_ack += len;
 	if (C.since_ack >= ACK_EVERY)
 		send_ack();
@@ -501,34 +499,58 @@ static void on_binary(const uint8_t *buf, size_t len)
 		C.redial = true;
 		return;
 	}
-	/* the first part_done bytes of a frame cut off by a reconnect are out already */
-	size_t skip = f.seq == C.part_seq ? C.part_done < f.len ? C.part_done : f.len : 0;
-	if (f.len > skip)
+	if (f.len)
 		out_write(f.stream == PROTO_STREAM_STDERR ? STDERR_FILENO : STDOUT_FILENO,
-			  f.payload + skip, f.len - skip);
+			  f.payload, f.len);
 	frame_done(f.seq, f.len);
 }
 
-/* Wait until fd can be written (a full output pipe). */
-static void wait_writable(int fd)
+/* Drop what the staging pipe holds (a frame that never arrived whole). */
+static void stage_drop(void)
 {
-	struct pollfd pf = {.fd = fd, .events = POLLOUT};
-	while (poll(&pf, 1, -1) < 0 && errno == EINTR)
+	uint8_t junk[4096];
+
+	while (C.stage[0] >= 0 && read(C.stage[0], junk, sizeof(junk)) > 0)
 		;
+}
+
+/* The staged payload (len bytes) into fd, moved pipe to pipe (no copy): waits where fd
+ * is full, also when the fd we inherited is non-blocking; an output that fails (its reader
+ * gone: EPIPE) drops the rest, as out_write does, and the command goes on. */
+static void stage_flush(int fd, size_t len)
+{
+	while (len > 0) {
+		ssize_t n = splice(C.stage[0], NULL, fd, NULL, len, SPLICE_F_MOVE);
+		if (n > 0) {
+			len -= (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN) {
+			struct pollfd pf = {.fd = fd, .events = POLLOUT};
+			(void)poll(&pf, 1, -1);
+			continue;
+		}
+		stage_drop();
+		return;
+	}
 }
 
 /* LWS_CALLBACK_CLIENT_RECEIVE_DIRECT (scripts/patches/libwebsockets/0006): the socket is
  * readable at a WebSocket frame boundary with nothing buffered in lws. When the next frame
  * is exactly the output frame on_binary would write next — one final, unmasked binary
  * WebSocket frame, a valid header for this command with sequence last_seq + 1, a non-empty
- * payload for a stream whose fd is a pipe — its two headers are read here and its payload is
- * spliced from the socket into the pipe, never copied through user space. Anything else
- * (a control or text frame, a fragment, a resend, a gap, a header not all arrived yet) is
- * left to lws and on_binary, which decide exactly as before. A frame may take several
- * calls (the socket runs dry: C.sp.left); lws calls again at the next readable socket and
- * reads nothing itself until the frame is done. Returns 1 when bytes were taken from the
- * socket, 0 to let lws read, -1 to close (the connection failed mid-frame: the bytes out
- * so far are remembered, part_*, and the resent frame skips them). */
+ * payload for a stream whose fd is a pipe — its two headers are read here and its payload
+ * is spliced from the socket into a private staging pipe, and from there, once all of it
+ * is in, into the output pipe: never copied through user space, and nothing of a frame
+ * reaches the output before the whole frame has arrived (a connection lost mid-frame
+ * drops the staged part, lost(); the frame is resent whole after the re-attach). Anything
+ * else (a control or text frame, a fragment, a resend, a gap, a header not all arrived
+ * yet) is left to lws and on_binary, which decide exactly as before. A frame may take
+ * several calls (the socket runs dry: C.sp.left); lws calls again at the next readable
+ * socket and reads nothing itself until the frame is done. Returns 1 when bytes were taken
+ * from the socket, 0 to let lws read, -1 to close. */
 static int direct_rx(struct lws *wsi)
 {
 	const int sfd = lws_get_socket_fd(wsi);
@@ -565,56 +587,46 @@ static int direct_rx(struct lws *wsi)
 				return -1;
 			C.sp.seq = f.seq;
 			C.sp.len = C.sp.left = f.len;
-			C.sp.skip =
-				f.seq == C.part_seq ? C.part_done < f.len ? C.part_done : f.len : 0;
 			C.sp.fd = f.stream == PROTO_STREAM_STDERR ? STDERR_FILENO : STDOUT_FILENO;
 			taken += hl + PROTO_FRAME_HEADER;
 		}
 		while (C.sp.left) {
+			const size_t have = C.sp.len - C.sp.left;
 			ssize_t n;
-			if (C.sp.skip) { /* out before the reconnect: read and dropped */
-				uint8_t junk[4096];
-				n = recv(sfd, junk,
-					 C.sp.skip < sizeof(junk) ? C.sp.skip : sizeof(junk),
-					 MSG_DONTWAIT);
-				if (n > 0)
-					C.sp.skip -= (size_t)n;
-			} else {
-				n = splice(sfd, NULL, C.sp.fd, NULL, C.sp.left, SPLICE_F_MOVE);
-				if (n < 0 && errno == EAGAIN) {
-					int avail = 0;
-					/* the pipe is full (an inherited O_NONBLOCK), not the socket dry */
-					if (ioctl(sfd, FIONREAD, &avail) == 0 && avail > 0) {
-						wait_writable(C.sp.fd);
-						continue;
-					}
-				} else if (n < 0 && errno != EINTR) {
-					/* the output failed (its reader gone): the bytes are read and
-					 * dropped, as out_write drops them */
-					uint8_t junk[4096];
-					n = recv(sfd, junk,
-						 C.sp.left < sizeof(junk) ? C.sp.left
-									  : sizeof(junk),
-						 MSG_DONTWAIT);
-				}
-				if (n > 0) {
-					C.part_seq = C.sp.seq;
-					C.part_done = C.sp.len - C.sp.left + (size_t)n;
-				}
-			}
+			int avail = 0;
+			if (C.sp.copy)
+				n = recv(sfd, C.rx + have, C.sp.left, MSG_DONTWAIT);
+			else
+				n = splice(sfd, NULL, C.stage[1], NULL, C.sp.left,
+					   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 			if (n > 0) {
 				C.sp.left -= (size_t)n;
 				taken += (size_t)n;
 				continue;
 			}
-			if (n == 0)
-				return -1; /* the server closed mid-frame */
-			if (errno == EINTR)
+			if (n < 0 && errno == EINTR)
 				continue;
-			if (errno == EAGAIN)
-				return 1; /* mid-frame: lws must not read; wait for more */
-			return -1;
+			if (n == 0 || errno != EAGAIN)
+				return -1; /* closed or failed mid-frame: lost() drops the part */
+			if (C.sp.copy || ioctl(sfd, FIONREAD, &avail) < 0 || avail <= 0)
+				return 1; /* mid-frame, the socket dry: lws must not read; wait */
+			/* The socket has more but the staging pipe is full: its slots hold
+			 * segments, not pages, and a peer that sent small ones fills them
+			 * early. The frame goes on in memory (C.rx is free: no message is
+			 * being put together while a frame is taken here). */
+			for (size_t got = 0; got < have;) {
+				ssize_t r = read(C.stage[0], C.rx + got, have - got);
+				if (r <= 0)
+					return -1;
+				got += (size_t)r;
+			}
+			C.sp.copy = true;
 		}
+		if (C.sp.copy)
+			out_write(C.sp.fd, C.rx, C.sp.len);
+		else
+			stage_flush(C.sp.fd, C.sp.len);
+		C.sp.copy = false;
 		uint64_t seq = C.sp.seq;
 		C.sp.seq = 0;
 		frame_done(seq, C.sp.len);
@@ -627,7 +639,11 @@ static void connect_now(lws_sorted_usec_list_t *sul);
 static void lost(void)
 {
 	C.wsi = NULL;
-	C.sp.seq = 0; /* a frame cut mid-splice: part_* say what of it is out */
+	if (C.sp.seq) { /* a frame cut mid-splice: none of it went out; it comes again */
+		C.sp.seq = 0;
+		C.sp.copy = false;
+		stage_drop();
+	}
 	while (C.q_head) {
 		struct msg *m = C.q_head;
 		C.q_head = m->next;
@@ -722,7 +738,7 @@ static int cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, voi
 	}
 		C.wsi = wsi;
 		/* splice output into a pipe: plain ws:// only (TLS bytes need decrypting) */
-		if (C.mode == M_EXEC && !C.tls && !getenv("PISTIS_NO_SPLICE") &&
+		if (C.mode == M_EXEC && !C.tls && C.stage[0] >= 0 &&
 		    (C.out_pipe[PROTO_STREAM_STDOUT] || C.out_pipe[PROTO_STREAM_STDERR]))
 			lws_ws_client_rx_direct(wsi, 1);
 		if (C.mode == M_WRITE) /* a redial starts over: the first piece truncates */
@@ -1045,6 +1061,17 @@ int main(int argc, char **argv)
 		C.out_pipe[s] =
 			fstat(s == PROTO_STREAM_STDOUT ? STDOUT_FILENO : STDERR_FILENO, &st) == 0 &&
 			S_ISFIFO(st.st_mode);
+	}
+	/* The staging pipe of the splice path (direct_rx): room for a whole frame, or no
+	 * splicing at all. */
+	if (C.mode == M_EXEC &&
+	    (C.out_pipe[PROTO_STREAM_STDOUT] || C.out_pipe[PROTO_STREAM_STDERR]) &&
+	    !getenv("PISTIS_NO_SPLICE") && pipe2(C.stage, O_CLOEXEC | O_NONBLOCK) == 0 &&
+	    fcntl(C.stage[1], F_SETPIPE_SZ, (int)PROTO_MAX_FRAME_PAYLOAD) <
+		    (int)PROTO_MAX_FRAME_PAYLOAD) {
+		close(C.stage[0]);
+		close(C.stage[1]);
+		C.stage[0] = C.stage[1] = -1;
 	}
 	srandom((unsigned)time(NULL) ^ (unsigned)getpid());
 	lws_set_log_level(LLL_ERR, NULL);

@@ -142,7 +142,7 @@ is "restart: output complete and in order" "$(md5sum <"$W/restart.out")" \
 	"$(for i in $(seq 0 59); do echo line$i; done | md5sum)"
 
 # --- the same with 39 MB into a slow pipe: pistis splices frames into it, so the kill lands
-# inside frames partly written; the resent frames must not write those parts twice ---------
+# inside frames partly taken; only whole frames reach the output, each once ----------------
 cat >"$W/slow.py" <<'PY'
 import hashlib, sys, time
 h, f = hashlib.md5(), sys.stdin.buffer

@@ -95,7 +95,7 @@ is "pistis: nothing else kept the connection but invalid UTF-8 text" \
 # --- the connection cut in the middle of an output frame (stdout a pipe: spliced) -------------
 $FAKE client-cut-frame "$BIN/pistis" "$SEED" 40 >"$W/cf.out" 2>&1
 show "$W/cf.out"
-is "pistis: a frame cut by a lost connection, resent whole: output exact, nothing twice (pipe and file)" \
+is "pistis: a frame cut by a lost connection, resent whole: output exact, no part of the cut one (pipe and file)" \
 	"$(val cut_failed "$W/cf.out")/$(val cut_cases "$W/cf.out")" "0/40"
 like "pistis: cuts inside the WebSocket header, the frame header and the payload" \
 	"$(val cut_in "$W/cf.out")" '^frame header:[0-9]+,payload:[0-9]+,ws header:[0-9]+$'

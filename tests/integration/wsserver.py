@@ -948,8 +948,9 @@ def client_cut_frame(pistis, seed, count):
     place (inside the WebSocket header, the frame header or the payload), after pistis has
     read all of the frame sent so far; then the redial, exec.attach after the last whole
     frame, and the resend of that frame whole with the rest. Odd cases have stdout in a pipe
-    (pistis splices the payload and has written part of it when the cut comes: the resend
-    must not write that part twice), even ones a file. The output must be exact."""
+    (pistis splices the payload into a staging pipe and has part of it there when the cut
+    comes: none of it may reach the output, and the resent frame must), even ones a file.
+    The output must be exact."""
     rng = random.Random(seed)
     tmp = tempfile.mkdtemp(prefix="pistis-wsrx-c.")
     token = "tc"
