@@ -115,14 +115,26 @@ static ssize_t xattr_of(struct _fixture_root *self, const char *rel, const char 
 	return lgetxattr(p, name, buf, sizeof(buf));
 }
 
-static void sh(struct _fixture_root *self, const char *inner)
+/* system() of inner run in the fixture's directory. */
+static int sh_status(struct _fixture_root *self, const char *inner)
 {
 	char cmd[1024];
 
 	snprintf(cmd, sizeof(cmd), "cd '%s' && %s", self->dir, inner);
-	if (system(cmd) != 0)
-		fprintf(stderr, "# failed: %s\n", cmd);
+	return system(cmd);
 }
+
+static void sh(struct _fixture_root *self, const char *inner)
+{
+	if (sh_status(self, inner) != 0)
+		fprintf(stderr, "# failed in %s: %s\n", self->dir, inner);
+}
+
+/* Trees w and w2 node for node the same: owners, modes, types and ACLs. */
+#define W_SAME_AS_W2                                                                               \
+	"for t in w w2; do (cd $t && find . -printf '%p %m %u %g %y\\n' | sort && "                \
+	"getfacl -R -p -s . 2>/dev/null | grep -v '^# file' | sort) > $t.txt; done && "            \
+	"cmp -s w.txt w2.txt"
 
 #define W "[{\"path\":\"/w\",\"access\":\"write\"}]"
 #define N "[{\"path\":\"/w\",\"access\":\"none\"}]"
@@ -647,7 +659,6 @@ TEST_F(root, parallel_walk_equals_sequential)
 				     .before_tighten = tighten_once};
 	const char *j = "[{\"path\":\"/w\",\"access\":\"write\"},"
 			"{\"path\":\"/w2\",\"access\":\"write\"}]";
-	char cmd[512];
 
 	(void)count_tighten;
 	mk(self, "etc", S_IFDIR | 0755, 0, 0);
@@ -684,13 +695,7 @@ TEST_F(root, parallel_walk_equals_sequential)
 	EXPECT_EQ(st_of(self, "w/4/1/0/fifo").st_mode & 07777, 0660u);
 	EXPECT_EQ(xattr_of(self, "w/2/2/2/f2", "system.posix_acl_access"), -1);
 	EXPECT_EQ(xattr_of(self, "w/3/0/4", "system.posix_acl_default"), POLICY_DEFAULT_ACL_SIZE);
-	/* Node for node the same owners, modes and ACLs. */
-	snprintf(cmd, sizeof(cmd),
-		 "cd '%s' && for t in w w2; do (cd $t && find . -printf '%%p %%m %%u %%g %%y\\n' "
-		 "| sort && getfacl -R -p -s . 2>/dev/null | grep -v '^# file' | sort) > $t.txt; "
-		 "done && cmp -s w.txt w2.txt",
-		 self->dir);
-	EXPECT_EQ(system(cmd), 0);
+	EXPECT_EQ(sh_status(self, W_SAME_AS_W2), 0);
 	/* Re-apply with threads: nothing to change. */
 	o.threads = 4;
 	ASSERT_EQ(policy_walk(self->fd, &one, &o, &st4), 0);
@@ -709,7 +714,6 @@ TEST_F(root, parallel_walk_spreads_below_a_single_top_directory)
 	struct policy_stats st1, stn;
 	const char *j = "[{\"path\":\"/w\",\"access\":\"write\"},"
 			"{\"path\":\"/w2\",\"access\":\"write\"}]";
-	char cmd[512];
 
 	sh(self, "mkdir w && for a in 0 1 2 3 4 5 6 7 8 9 10 11; do for b in 0 1 2 3 4 5; do "
 		 "mkdir -p w/top/$a/$b/sub; for f in 0 1 2 3 4 5 6 7; do : > w/top/$a/$b/f$f; "
@@ -740,15 +744,13 @@ TEST_F(root, parallel_walk_spreads_below_a_single_top_directory)
 		ASSERT_EQ(policy_walk(self->fd, &two, &o, &st1), 0);
 		EXPECT_EQ(st1.changed, stn.changed);
 		EXPECT_EQ(xattr_of(self, "w/top/6/3/f4", "system.posix_acl_access"), -1);
-		snprintf(cmd, sizeof(cmd),
-			 "cd '%s' && for t in w w2; do (cd $t && find . -printf '%%p %%m %%u %%g "
-			 "%%y\\n' | sort && getfacl -R -p -s . 2>/dev/null | grep -v '^# file' | "
-			 "sort) > $t.txt; done && cmp -s w.txt w2.txt && chown -R 10100:10100 w w2 "
-			 "&& "
-			 "chmod -R 0700 w w2 && setfacl -R -b w w2 && setfacl -m u:12345:rw "
-			 "w/top/6/3/f4 w2/top/6/3/f4",
-			 self->dir);
-		EXPECT_EQ(system(cmd), 0);
+		/* the same end state, then both trees back to their first state */
+		EXPECT_EQ(sh_status(self,
+				    W_SAME_AS_W2 " && chown -R 10100:10100 w w2 && "
+						 "chmod -R 0700 w w2 && setfacl -R -b w w2 && "
+						 "setfacl -m u:12345:rw w/top/6/3/f4 "
+						 "w2/top/6/3/f4"),
+			  0);
 	}
 	policy_rules_free(r);
 }
