@@ -308,11 +308,19 @@ static void mark_fresh(int dir_fd)
 	(void)fsetxattr(dir_fd, FRESH_XATTR, "1", 1, 0);
 }
 
-bool cgroup_clone_ok(int dir_fd)
+/* 1 marked, 0 not (ENODATA: xattrs work here, the mark is absent), -errno. */
+static int fresh_mark(int dir_fd)
 {
 	char v;
 
-	return fgetxattr(dir_fd, FRESH_XATTR, &v, 1) == 1 && v == '1';
+	if (fgetxattr(dir_fd, FRESH_XATTR, &v, 1) < 0)
+		return errno == ENODATA ? 0 : -errno;
+	return v == '1';
+}
+
+bool cgroup_clone_ok(int dir_fd)
+{
+	return fresh_mark(dir_fd) == 1;
 }
 
 /* A claimed, empty slot that was cgroup.kill'ed (xattrs work here, the mark is gone)
@@ -321,9 +329,7 @@ bool cgroup_clone_ok(int dir_fd)
  * for writing (an RCU grace period: 0.1 to several ms a command). */
 static bool slot_wants_renewal(const struct cgroup_ctx *ctx, int fd)
 {
-	char v;
-
-	return ctx->renew_killed && fgetxattr(fd, FRESH_XATTR, &v, 1) < 0 && errno == ENODATA;
+	return ctx->clone_into && fresh_mark(fd) == 0;
 }
 
 /* Claim one of the agent's reusable command cgroups: <agent>/cmd-s0..N-1, made on first

@@ -20,9 +20,10 @@ struct cgroup_ctx {
 	int base_fd;	   /* O_DIRECTORY fd of <own>/pistis, -1: no usable cgroup v2 */
 	unsigned features; /* CGROUP_HAS_* enabled for the agents' subtrees */
 	char base_path[600];
-	/* a slot cgroup.kill'ed once is made afresh when next claimed (claim_slot): set while
-	 * children are cloned into their cgroups (clone3), which a killed cgroup refuses */
-	bool renew_killed;
+	/* children are cloned straight into their command cgroups (clone3 CLONE_INTO_CGROUP),
+	 * unless that is refused here or switched off; while so, a slot cgroup.kill'ed once
+	 * is made afresh when next claimed (claim_slot), as a killed cgroup refuses them */
+	bool clone_into;
 };
 
 struct cgroup_limits {

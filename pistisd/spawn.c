@@ -59,7 +59,6 @@ struct spawn_ctx {
 	int proc_fd; /* /proc, opened before any chroot; -1 if absent (pgid mode only) */
 	int last_cap;
 	bool no_openat2;
-	bool no_clone3; /* clone3 with CLONE_INTO_CGROUP refused here, or switched off */
 	unsigned long counter;
 	pid_t self;
 };
@@ -161,12 +160,11 @@ int spawn_ctx_new(struct spawn_ctx **ret)
 	/* Read once: forcing the per-component fallback is for tests (crun's check-no-openat2). */
 	e = getenv("PISTIS_NO_OPENAT2");
 	ctx->no_openat2 = e && *e && strcmp(e, "0");
-	/* The same for the cgroup.procs path (the one Docker's seccomp profile leaves us). */
-	e = getenv("PISTIS_NO_CLONE3");
-	ctx->no_clone3 = e && *e && strcmp(e, "0");
 	/* No cgroup v2 is not an error: command trees are then process groups. */
 	(void)cgroup_init(&ctx->cg);
-	ctx->cg.renew_killed = !ctx->no_clone3;
+	/* The same for the cgroup.procs path (the one Docker's seccomp profile leaves us). */
+	e = getenv("PISTIS_NO_CLONE3");
+	ctx->cg.clone_into = !(e && *e && strcmp(e, "0"));
 	*ret = ctx;
 	return 0;
 fail:
@@ -330,7 +328,7 @@ static void cgroup_cleanup(struct spawn_proc *p, bool wait_empty)
 	 * back to its slot, which claim_slot renews. */
 	if (wait_empty && ctx->n_pool < CGROUP_POOL_MAX &&
 	    (p->cgroup_empty || cgroup_populated(p->cgroup_fd) == 0) &&
-	    (!ctx->cg.renew_killed || cgroup_clone_ok(p->cgroup_fd))) {
+	    (!ctx->cg.clone_into || cgroup_clone_ok(p->cgroup_fd))) {
 		struct pooled_cgroup *pc = &ctx->pool[ctx->n_pool++];
 		memcpy(pc->agent, p->cgroup_agent, sizeof(pc->agent));
 		memcpy(pc->cmd, p->cgroup_cmd, sizeof(pc->cmd));
@@ -364,7 +362,7 @@ static pid_t clone_child(struct spawn_ctx *ctx, struct child_args *a, int cgroup
 			 int *pidfd, enum spawn_step *ret_step)
 {
 	a->cgroup_procs_fd = -1;
-	if (cgroup_fd >= 0 && !ctx->no_clone3 && cgroup_clone_ok(cgroup_fd)) {
+	if (cgroup_fd >= 0 && ctx->cg.clone_into && cgroup_clone_ok(cgroup_fd)) {
 		struct {
 			uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack,
 				stack_size, tls, set_tid, set_tid_size, cgroup;
@@ -379,7 +377,7 @@ static pid_t clone_child(struct spawn_ctx *ctx, struct child_args *a, int cgroup
 		if (pid >= 0)
 			return pid;
 		if (errno == ENOSYS || errno == EPERM || errno == EINVAL || errno == E2BIG)
-			ctx->no_clone3 = true, ctx->cg.renew_killed = false;
+			ctx->cg.clone_into = false;
 	}
 	/* cgroup.procs is opened only now: a child born in its cgroup does not need it. */
 	if (cgroup_fd >= 0 && *procs_fd < 0) {
