@@ -289,6 +289,20 @@ static void send_start(void)
 	send_obj(o);
 }
 
+/* Wait until an output fd we inherited non-blocking (EAGAIN) takes more. */
+static void wait_writable(int fd)
+{
+	struct pollfd pf = {.fd = fd, .events = POLLOUT};
+
+	(void)poll(&pf, 1, -1);
+}
+
+/* The output fd of a stream: stderr's, else stdout's (as on_binary always wrote them). */
+static int stream_fd(unsigned stream)
+{
+	return stream == PROTO_STREAM_STDERR ? STDERR_FILENO : STDOUT_FILENO;
+}
+
 /* All of buf to fd (stdout or stderr), waiting where the pipe is full, also when the fd
  * we inherited is non-blocking; errors (a reader gone: EPIPE) drop the output, as a shell's
  * pipeline would, and the command goes on. */
@@ -299,8 +313,7 @@ static void out_write(int fd, const void *buf, size_t n)
 	while (n > 0) {
 		ssize_t w = write(fd, p, n);
 		if (w < 0 && errno == EAGAIN) {
-			struct pollfd pf = {.fd = fd, .events = POLLOUT};
-			(void)poll(&pf, 1, -1);
+			wait_writable(fd);
 			continue;
 		}
 		if (w < 0 && errno == EINTR)
@@ -500,8 +513,7 @@ static void on_binary(const uint8_t *buf, size_t len)
 		return;
 	}
 	if (f.len)
-		out_write(f.stream == PROTO_STREAM_STDERR ? STDERR_FILENO : STDOUT_FILENO,
-			  f.payload, f.len);
+		out_write(stream_fd(f.stream), f.payload, f.len);
 	frame_done(f.seq, f.len);
 }
 
@@ -528,8 +540,7 @@ static void stage_flush(int fd, size_t len)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EAGAIN) {
-			struct pollfd pf = {.fd = fd, .events = POLLOUT};
-			(void)poll(&pf, 1, -1);
+			wait_writable(fd);
 			continue;
 		}
 		stage_drop();
@@ -587,7 +598,7 @@ static int direct_rx(struct lws *wsi)
 				return -1;
 			C.sp.seq = f.seq;
 			C.sp.len = C.sp.left = f.len;
-			C.sp.fd = f.stream == PROTO_STREAM_STDERR ? STDERR_FILENO : STDOUT_FILENO;
+			C.sp.fd = stream_fd(f.stream);
 			taken += hl + PROTO_FRAME_HEADER;
 		}
 		while (C.sp.left) {
@@ -1058,9 +1069,7 @@ int main(int argc, char **argv)
 		(void)fcntl(STDOUT_FILENO, F_SETPIPE_SZ, 1024 * 1024);
 	for (int s = PROTO_STREAM_STDOUT; s <= PROTO_STREAM_STDERR; s++) {
 		struct stat st;
-		C.out_pipe[s] =
-			fstat(s == PROTO_STREAM_STDOUT ? STDOUT_FILENO : STDERR_FILENO, &st) == 0 &&
-			S_ISFIFO(st.st_mode);
+		C.out_pipe[s] = fstat(stream_fd((unsigned)s), &st) == 0 && S_ISFIFO(st.st_mode);
 	}
 	/* The staging pipe of the splice path (direct_rx): room for a whole frame, or no
 	 * splicing at all. */
