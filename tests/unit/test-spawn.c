@@ -947,7 +947,12 @@ static int start_stopped(struct spawn_ctx *ctx, struct spawn_opts *o, struct spa
 		if (r < 0)
 			return r;
 		(void)kill(p->pid, SIGSTOP);
-		if (spawn_exec_poll(p, 0, &err) == 0) {
+		/* Stopped for real first: a SIGSTOP sent while the child is inside execve lands
+		 * only after it, when the error pipe is already closed; asked before that, the
+		 * pipe looked open and a child that went on to exec was taken as stopped. */
+		for (int k = 0; k < 100 && proc_state(p->pid) != 'T'; k++)
+			(void)poll(NULL, 0, 1);
+		if (proc_state(p->pid) == 'T' && spawn_exec_poll(p, 0, &err) == 0) {
 			*ret = p;
 			return 0;
 		}
