@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -418,6 +419,62 @@ fail:
 	return r;
 }
 
+/* renameat2's flag (linux/fs.h); musl has no renameat2() wrapper before 1.2.5. */
+#define UFS_RENAME_EXCHANGE (1 << 1)
+
+static bool recycle_enabled = true;
+
+void ufs_set_recycle(bool enabled)
+{
+	recycle_enabled = enabled;
+}
+
+/* The previous backup "<name>-" rewritten in place as the staged file, when that is safe:
+ * a regular file with one link and the very owner and mode the new file needs, that no
+ * one but us has open. The last is what a write lease asserts: F_SETLEASE F_WRLCK fails
+ * (EAGAIN) while any other open file (an fd, a mapping) refers to the inode, and while we
+ * hold it, anyone opening the file waits in open() until we close it, i.e. until the new
+ * content is complete and synced. So no reader ever sees this file half-written: not one
+ * that opened it back when it was the current file (the lease is refused), not one that
+ * opens the backup now (it waits). Returns the fd (lease held; closing it releases the
+ * lease) or -errno; any error means "make a new file instead". */
+static int recycle_backup(int dir_fd, const char *name, const char *bak, const struct iovec *iov,
+			  size_t n_iov, uid_t uid, gid_t gid, mode_t mode)
+{
+	_cleanup_close_ int fd = -1;
+	struct stat st;
+	off_t total = 0;
+	int r;
+
+	/* O_NONBLOCK: a FIFO planted there cannot block the open, and a lease someone else
+	 * holds makes the open fail instead of wait. */
+	fd = openat(dir_fd, bak, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode) || st.st_nlink != 1 || st.st_uid != uid || st.st_gid != gid ||
+	    (st.st_mode & 07777) != (mode & 07777))
+		return -ESTALE;
+	/* A lease break signals the holder (SIGIO, whose default is to terminate): it gets
+	 * SIGURG instead, ignored by default, and then no one at all (owner 0). */
+	if (fcntl(fd, F_SETSIG, SIGURG) < 0 || fcntl(fd, F_SETLEASE, F_WRLCK) < 0 ||
+	    fcntl(fd, F_SETOWN, 0) < 0)
+		return -errno;
+	r = write_iov(fd, iov, n_iov);
+	for (size_t i = 0; i < n_iov; i++)
+		total += (off_t)iov[i].iov_len;
+	if (r == 0 && st.st_size > total && ftruncate(fd, total) < 0)
+		r = -errno;
+	if (r < 0) {
+		/* Half rewritten (a full disk): the backup becomes the current file again. */
+		if (unlinkat(dir_fd, bak, 0) == 0)
+			(void)linkat(dir_fd, name, dir_fd, bak, 0);
+		return r;
+	}
+	return TAKE_FD(fd);
+}
+
 int ufs_stage(struct ufs_staged *s, int dir_fd, const char *name, const struct iovec *iov,
 	      size_t n_iov, uid_t uid, gid_t gid, mode_t mode, bool backup)
 {
@@ -430,7 +487,16 @@ int ufs_stage(struct ufs_staged *s, int dir_fd, const char *name, const struct i
 	s->dir_fd = dir_fd;
 	snprintf(s->name, sizeof(s->name), "%s", name);
 	snprintf(s->tmp, sizeof(s->tmp), "%s+", name);
+	snprintf(s->bak, sizeof(s->bak), "%s-", name);
 	s->backup = backup;
+	if (backup && recycle_enabled) {
+		r = recycle_backup(dir_fd, s->name, s->bak, iov, n_iov, uid, gid, mode);
+		if (r >= 0) {
+			s->fd = r;
+			s->staged = s->recycled = true;
+			return 0;
+		}
+	}
 	r = write_new(dir_fd, s->tmp, iov, n_iov, uid, gid, mode);
 	if (r < 0)
 		return r;
@@ -465,13 +531,12 @@ int ufs_sync(struct ufs_staged *const *v, size_t n)
 
 static int make_backup(struct ufs_staged *s)
 {
-	char bak[66];
+	const char *bak = s->bak;
 	_cleanup_uarena_ char *old = NULL;
 	size_t old_len = 0;
 	struct stat st;
 	int r;
 
-	snprintf(bak, sizeof(bak), "%s-", s->name);
 	if (unlinkat(s->dir_fd, bak, 0) < 0 && errno != ENOENT)
 		return -errno;
 	/* The current file itself becomes the backup: no copy, same owner and mode. */
@@ -505,6 +570,27 @@ int ufs_commit(struct ufs_staged *s)
 		ufs_abort(s);
 		return -EINVAL;
 	}
+	if (s->recycled) {
+		/* One atomic swap: the new content becomes name, the current file the backup.
+		 * No inode is created or freed. Where the file system cannot exchange, the
+		 * staged file goes the usual way from here. */
+		if (syscall(SYS_renameat2, s->dir_fd, s->bak, s->dir_fd, s->name,
+			    UFS_RENAME_EXCHANGE) == 0) {
+			s->staged = false;
+			return 0;
+		}
+		if (errno != EINVAL && errno != ENOSYS && errno != ENOENT) {
+			r = -errno;
+			ufs_abort(s);
+			return r;
+		}
+		if (renameat(s->dir_fd, s->bak, s->dir_fd, s->tmp) < 0) {
+			r = -errno;
+			ufs_abort(s);
+			return r;
+		}
+		s->recycled = false;
+	}
 	if (s->backup) {
 		r = make_backup(s);
 		if (r < 0) {
@@ -527,6 +613,13 @@ void ufs_abort(struct ufs_staged *s)
 		return;
 	if (s->fd >= 0)
 		s->fd = safe_close(s->fd);
-	(void)unlinkat(s->dir_fd, s->tmp, 0);
-	s->staged = false;
+	if (s->recycled) {
+		/* The backup holds content that never took effect: it becomes a link to the
+		 * current file instead, which is a true previous-or-current version. */
+		if (unlinkat(s->dir_fd, s->bak, 0) == 0)
+			(void)linkat(s->dir_fd, s->name, s->dir_fd, s->bak, 0);
+	} else {
+		(void)unlinkat(s->dir_fd, s->tmp, 0);
+	}
+	s->staged = s->recycled = false;
 }

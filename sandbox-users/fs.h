@@ -74,24 +74,34 @@ int ufs_read_file(int dir_fd, const char *name, size_t max, char **ret, size_t *
 
 /* Staged replacement of dir_fd/name, in three steps so that one batch of files shares its
  * syncs (docs/users.md, "Files written, and how"):
- *   ufs_stage      writes "<name>+" (a new file, O_EXCL) with owner and mode, no sync yet;
+ *   ufs_stage      rewrites the previous backup "<name>-" in place under a write lease
+ *                  when no one else has it open and it is a one-link regular file of the
+ *                  right owner and mode (with backup; see docs/users.md, "The backup's
+ *                  inode, reused"), else writes "<name>+" (a new file, O_EXCL) with owner
+ *                  and mode; no sync yet;
  *   ufs_sync       makes the data of every staged file durable: writeback is started for
- *                  all of them first, then each is fdatasync'ed (and closed);
- *   ufs_commit     keeps the current file as "<name>-" (a hard link, else a copy) and
- *                  renames the synced staged file over name.
- * abort removes the staged file. The caller fsyncs dir_fd where the rename must be durable
- * before it goes on. */
+ *                  all of them first, then each is fdatasync'ed (and closed, which ends
+ *                  the lease);
+ *   ufs_commit     swaps a rewritten backup and name (RENAME_EXCHANGE), else keeps the
+ *                  current file as "<name>-" (a hard link, else a copy) and renames the
+ *                  synced staged file over name.
+ * abort removes the staged file (a rewritten backup becomes a link to the current file).
+ * The caller fsyncs dir_fd where the rename must be durable before it goes on. */
 struct ufs_staged {
 	int dir_fd;
 	int fd; /* the staged file until ufs_sync, else -1 */
 	char name[64];
 	char tmp[66];
+	char bak[66];
 	bool staged;
 	bool synced;
 	bool backup;
+	bool recycled; /* staged in place of the old backup, "<name>-" (lease held) */
 };
 int ufs_stage(struct ufs_staged *s, int dir_fd, const char *name, const struct iovec *iov,
 	      size_t n_iov, uid_t uid, gid_t gid, mode_t mode, bool backup);
 int ufs_sync(struct ufs_staged *const *v, size_t n);
 int ufs_commit(struct ufs_staged *s);
 void ufs_abort(struct ufs_staged *s);
+/* Whether ufs_stage may rewrite the previous backup in place (default on; tests). */
+void ufs_set_recycle(bool enabled);

@@ -328,7 +328,8 @@ static int load_etc(struct ctx *c)
 }
 
 /* Stage every changed file, make all of their data durable at once, then commit:
- * 1. write "<name>+" for the registry and each changed /etc file (no sync yet);
+ * 1. write the new content of the registry and each changed /etc file (no sync yet):
+ *    into the previous backup "<name>-" when no one has it open, else into "<name>+";
  * 2. ufs_sync: start writeback of all, then fdatasync each — nothing is renamed over a
  *    real file before its new content is on disk, so a crash or a full disk at any point
  *    leaves every file whole (old or new), never partial;

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sched.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
@@ -1095,6 +1096,148 @@ TEST(staged_files_sync_then_commit)
 	EXPECT_STREQ(t, "new text\n");
 	free(t);
 	EXPECT_NULL(read_text(root, "etc/f+"));
+	rm_root(root);
+}
+
+static ino_t ino_of(int dfd, const char *name)
+{
+	struct stat st;
+
+	return fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 ? st.st_ino : 0;
+}
+
+/* One staged replacement of dir_fd/f with text, synced and committed. */
+static int replace(int fd, const char *text)
+{
+	struct ufs_staged a;
+	struct ufs_staged *v[] = {&a};
+	struct iovec iov = {.iov_base = (void *)text, .iov_len = strlen(text)};
+	int r = ufs_stage(&a, fd, "f", &iov, 1, 0, 0, 0640, true);
+
+	if (r < 0)
+		return r;
+	r = ufs_sync(v, 1);
+	return r < 0 ? (ufs_abort(&a), r) : ufs_commit(&a);
+}
+
+/* The previous backup's inode is rewritten and swapped in (RENAME_EXCHANGE) only when it is
+ * a plain file of the right owner and mode that nobody else has open: a reader holding it
+ * keeps its bytes, a reader opening it meanwhile waits for the whole new content, and a
+ * failed batch leaves the backup a true version of the file. */
+TEST(backup_rewritten_in_place_only_when_no_one_has_it_open)
+{
+	char *root, dir[2048], p[2100], *t;
+	_cleanup_close_ int fd = -1, held = -1;
+	struct ufs_staged a;
+	struct iovec iov = {.iov_base = "v4 longer\n", .iov_len = 10};
+	ino_t cur, bak;
+	char buf[64];
+	int pfd[2];
+	pid_t pid;
+
+	need_root(_metadata);
+	root = make_root();
+	snprintf(dir, sizeof(dir), "%s/etc", root);
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	ASSERT_GE(fd, 0);
+	write_file(dir, "f", "v1 with a long tail\n", 0640, 0);
+	ASSERT_EQ(replace(fd, "v2\n"), 0); /* no backup yet: a new file, f- linked */
+	cur = ino_of(fd, "f");
+	bak = ino_of(fd, "f-");
+	ASSERT_EQ(replace(fd, "v3\n"), 0);
+	/* Recycled: the old backup's inode holds v3 now, the v2 inode is the backup. */
+	EXPECT_EQ(ino_of(fd, "f"), bak);
+	EXPECT_EQ(ino_of(fd, "f-"), cur);
+	t = read_text(root, "etc/f");
+	EXPECT_STREQ(t, "v3\n"); /* the longer old content cut to length */
+	free(t);
+	t = read_text(root, "etc/f-");
+	EXPECT_STREQ(t, "v2\n");
+	free(t);
+
+	/* A reader still holding the backup (it opened f when the backup was current): the
+	 * lease is refused, a new file is made, the reader's bytes stay. */
+	snprintf(p, sizeof(p), "%s/f-", dir);
+	held = open(p, O_RDONLY | O_CLOEXEC);
+	ASSERT_GE(held, 0);
+	cur = ino_of(fd, "f");
+	bak = ino_of(fd, "f-");
+	ASSERT_EQ(replace(fd, "v4\n"), 0);
+	EXPECT_NE(ino_of(fd, "f"), bak);
+	EXPECT_EQ(ino_of(fd, "f-"), cur);
+	ASSERT_EQ(pread(held, buf, sizeof(buf), 0), 3);
+	EXPECT_EQ(memcmp(buf, "v2\n", 3), 0);
+	held = safe_close(held);
+
+	/* Another link, owner or mode than the file needs: never rewritten. */
+	snprintf(p, sizeof(p), "%s/f-", dir);
+	ASSERT_EQ(chmod(p, 0644), 0);
+	bak = ino_of(fd, "f-");
+	ASSERT_EQ(replace(fd, "v5\n"), 0);
+	EXPECT_NE(ino_of(fd, "f"), bak);
+	snprintf(p, sizeof(p), "%s/f-", dir);
+	snprintf(buf, sizeof(buf), "%s", "f-link");
+	ASSERT_EQ(linkat(fd, "f-", fd, buf, 0), 0);
+	bak = ino_of(fd, "f-");
+	ASSERT_EQ(replace(fd, "v6\n"), 0);
+	EXPECT_NE(ino_of(fd, "f"), bak);
+	t = read_text(root, "etc/f-link");
+	EXPECT_STREQ(t, "v4\n");
+	free(t);
+	ASSERT_EQ(unlinkat(fd, "f-link", 0), 0);
+
+	/* Someone opening the backup while it is rewritten waits until the content is whole. */
+	ASSERT_EQ(replace(fd, "v7\n"), 0); /* f- is v6 now, recyclable */
+	bak = ino_of(fd, "f-");
+	ASSERT_EQ(ufs_stage(&a, fd, "f", &iov, 1, 0, 0, 0640, true), 0);
+	ASSERT_TRUE(a.recycled);
+	ASSERT_EQ(pipe2(pfd, O_CLOEXEC), 0);
+	pid = fork();
+	ASSERT_GE(pid, 0);
+	if (pid == 0) {
+		char b[64] = "";
+		int o;
+
+		close(a.fd); /* the lease is the parent's open file, not this copy's */
+		o = openat(fd, "f-", O_RDONLY); /* waits for the lease */
+		ssize_t n = o < 0 ? -1 : read(o, b, sizeof(b));
+
+		_exit(n == 10 && !memcmp(b, "v4 longer\n", 10) &&
+				      write(pfd[1], "k", 1) == 1
+			      ? 0
+			      : 1);
+	}
+	close(pfd[1]);
+	struct pollfd pl = {.fd = pfd[0], .events = POLLIN};
+	EXPECT_EQ(poll(&pl, 1, 300), 0); /* still waiting in open() */
+	struct ufs_staged *v[] = {&a};
+	ASSERT_EQ(ufs_sync(v, 1), 0); /* closes: the lease goes, the open goes on */
+	EXPECT_EQ(poll(&pl, 1, 10000), 1);
+	int status;
+	ASSERT_EQ(waitpid(pid, &status, 0), pid);
+	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	close(pfd[0]);
+	ASSERT_EQ(ufs_commit(&a), 0);
+	EXPECT_EQ(ino_of(fd, "f"), bak);
+
+	/* A batch that fails after the backup was rewritten: the backup becomes the current
+	 * file, never content that did not take effect. */
+	ASSERT_EQ(ufs_stage(&a, fd, "f", &iov, 1, 0, 0, 0640, true), 0);
+	ASSERT_TRUE(a.recycled);
+	ufs_abort(&a);
+	EXPECT_EQ(ino_of(fd, "f-"), ino_of(fd, "f"));
+	t = read_text(root, "etc/f");
+	EXPECT_STREQ(t, "v4 longer\n");
+	free(t);
+
+	/* Off: always a new file. */
+	ufs_set_recycle(false);
+	ASSERT_EQ(unlinkat(fd, "f-", 0), 0);
+	ASSERT_EQ(replace(fd, "v8\n"), 0);
+	bak = ino_of(fd, "f-");
+	ASSERT_EQ(replace(fd, "v9\n"), 0);
+	EXPECT_NE(ino_of(fd, "f"), bak);
+	ufs_set_recycle(true);
 	rm_root(root);
 }
 
