@@ -1202,10 +1202,9 @@ TEST(backup_rewritten_in_place_only_when_no_one_has_it_open)
 		o = openat(fd, "f-", O_RDONLY); /* waits for the lease */
 		ssize_t n = o < 0 ? -1 : read(o, b, sizeof(b));
 
-		_exit(n == 10 && !memcmp(b, "v4 longer\n", 10) &&
-				      write(pfd[1], "k", 1) == 1
-			      ? 0
-			      : 1);
+		bool whole = n == 10 && !memcmp(b, "v4 longer\n", 10);
+
+		_exit(whole && write(pfd[1], "k", 1) == 1 ? 0 : 1);
 	}
 	close(pfd[1]);
 	struct pollfd pl = {.fd = pfd[0], .events = POLLIN};
