@@ -126,6 +126,52 @@ for f in "$work"/home-*.out; do grep -q '^uid=' "$f" || sed "s|^|# ${f##*/}: |" 
 is "... tmp is the agent's, 0700" "$(stat -c '%u %a' "$R/data/sandbox-home/$n/tmp")" \
 	"$(sed -n 's/^uid=//p' "$work/same-1.out") 700"
 
+# --- lock-free readers while agents are created: never a torn or changing file -------
+# A commit rewrites the previous backup's inode when no one has it open (docs/users.md,
+# "The backup's inode, reused"): readers that hold the current file across several
+# commits, readers of the backup itself and plain readers must each see one whole
+# version, never a file that changes under them.
+R=$work/r-readers
+mkroot "$R"
+"$P" users ensure-base --root "$R" >/dev/null
+"$P" users ensure reader-0 --root "$R" >/dev/null
+ino0=$(stat -c %i "$R/etc/passwd")
+"$P" users ensure reader-1 --root "$R" >/dev/null
+"$P" users ensure reader-2 --root "$R" >/dev/null
+is "a commit reuses the backup's inode (A, B, A)" "$(stat -c %i "$R/etc/passwd")" "$ino0"
+TR="$(dirname "$0")/torn-reader.py"
+stop=$work/readers.stop
+"$TR" "$R/etc/passwd" 7 "$stop" linger >"$work/rd-1.out" 2>&1 &
+r1=$!
+"$TR" "$R/etc/passwd" 7 "$stop" >"$work/rd-2.out" 2>&1 &
+r2=$!
+"$TR" "$R/etc/group" 4 "$stop" linger >"$work/rd-3.out" 2>&1 &
+r3=$!
+"$TR" "$R/etc/passwd-" 7 "$stop" >"$work/rd-4.out" 2>&1 &
+r4=$!
+"$TR" "$R/data/pistis/users.registry" 0 "$stop" linger >"$work/rd-5.out" 2>&1 &
+r5=$!
+fails=0
+for i in $(seq 1 150); do
+	"$P" users ensure "reader-agent-$i" --root "$R" >/dev/null 2>&1 || fails=$((fails + 1))
+done
+touch "$stop"
+for n in 1 2 3 4 5; do
+	pid_var=r$n
+	wait "${!pid_var}"
+	echo "rc=$?" >>"$work/rd-$n.out"
+done
+is "150 creations beside five readers: all succeeded" "$fails" 0
+for n in 1 2 3 4 5; do
+	out=$(cat "$work/rd-$n.out")
+	printf '%s\n' "$out" | grep '^#' || true
+	like "reader $n: read whole versions only" "$out" 'bad=0'
+	reads=$(printf '%s\n' "$out" | sed -n 's/^reads=\([0-9]*\).*/\1/p')
+	[ "${reads:-0}" -ge 5 ] && ok "reader $n: read during the creations ($reads reads)" true ||
+		ok "reader $n: read during the creations (${reads:-0} reads)" false
+done
+is "passwd: 153 agents after the readers' run" "$(grep -c '^pi-agent-' "$R/etc/passwd")" 153
+
 # --- corrupt files: clear error naming file and line, nothing written -------------
 R=$work/r3
 mkroot "$R"
