@@ -699,6 +699,27 @@ int proto_frame_parse(const uint8_t *buf, size_t len, struct proto_frame *f,
 	return 0;
 }
 
+size_t proto_ws_binary_header(const uint8_t *buf, size_t n, uint64_t *plen)
+{
+	uint64_t len;
+	size_t hl;
+
+	/* 0x82: FIN, no RSV bit, opcode 2 (binary); the mask bit must be clear. */
+	if (n < 2 || buf[0] != 0x82 || (buf[1] & 0x80))
+		return 0;
+	len = buf[1] & 0x7f;
+	hl = len == 126 ? 4 : len == 127 ? 10 : 2;
+	if (n < hl)
+		return 0;
+	if (hl > 2) {
+		len = get_be(buf + 2, hl - 2);
+		if (len < (hl == 4 ? 126u : 0x10000u) || len >> 63)
+			return 0;
+	}
+	*plen = len;
+	return hl;
+}
+
 static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 char *proto_base64_encode(const uint8_t *in, size_t len)

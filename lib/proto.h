@@ -200,6 +200,16 @@ void proto_frame_header_put(uint8_t out[PROTO_FRAME_HEADER], uint8_t stream, uin
 int proto_frame_parse(const uint8_t *buf, size_t len, struct proto_frame *ret,
 		      struct proto_error *err);
 
+/* The WebSocket header (RFC 6455, 5.2) at the start of buf, n bytes peeked from a socket,
+ * for a reader that takes some frames off the socket itself (pistis's splice path) and
+ * leaves every other one to libwebsockets. Returns the header's length (2, 4 or 10) and
+ * the payload length in *plen only for the whole header of a final, unmasked binary frame
+ * with no reserved bit and a minimally encoded length below 2^63; else 0: another opcode,
+ * a fragment, a mask, a reserved bit, a length in more bytes than it needs, or a header
+ * not all in buf. */
+#define PROTO_WS_HEADER_MAX 10 /* unmasked: 2 + 8 length bytes */
+size_t proto_ws_binary_header(const uint8_t *buf, size_t n, uint64_t *plen);
+
 /* base64 (RFC 4648, with padding) for JSON-carried bytes. decode returns -EINVAL on any
  * character outside the alphabet or bad padding. */
 char *proto_base64_encode(const uint8_t *in, size_t len);

@@ -571,21 +571,18 @@ static int direct_rx(struct lws *wsi)
 		return 0;
 	while (taken < ACK_EVERY) {
 		if (!C.sp.seq) {
-			uint8_t h[10 + PROTO_FRAME_HEADER];
+			uint8_t h[PROTO_WS_HEADER_MAX + PROTO_FRAME_HEADER];
 			struct proto_error err = {0};
 			struct proto_frame f;
-			uint64_t plen;
+			uint64_t plen = 0;
 			size_t hl;
 			ssize_t n = recv(sfd, h, sizeof(h), MSG_PEEK | MSG_DONTWAIT);
-			if (n < 2 || h[0] != 0x82 || (h[1] & 0x80))
-				break; /* not a final binary frame (or masked: lws refuses it) */
-			hl = (h[1] & 0x7f) == 126 ? 4 : (h[1] & 0x7f) == 127 ? 10 : 2;
-			if ((size_t)n < hl + PROTO_FRAME_HEADER)
-				break;
-			plen = hl == 2 ? h[1] & 0x7f : 0;
-			for (size_t i = 2; i < hl; i++)
-				plen = plen << 8 | h[i];
-			if (plen <= PROTO_FRAME_HEADER ||
+			/* Not a final binary frame, masked (lws refuses it), odd, or its headers
+			 * not all here yet: lws reads it. proto_frame_parse reads only the
+			 * frame header of the plen bytes it is told of. */
+			hl = n > 0 ? proto_ws_binary_header(h, (size_t)n, &plen) : 0;
+			if (!hl || (size_t)n < hl + PROTO_FRAME_HEADER ||
+			    plen <= PROTO_FRAME_HEADER ||
 			    plen > PROTO_FRAME_HEADER + PROTO_MAX_FRAME_PAYLOAD ||
 			    proto_frame_parse(h + hl, (size_t)plen, &f, &err) < 0 ||
 			    f.cmd != C.cmd || f.seq != C.last_seq + 1 ||

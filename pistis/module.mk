@@ -7,3 +7,7 @@ pistis_LIBS := lib
 # The WebSocket client receive path of pistis and pistisd serve (our patched libwebsockets)
 # against a fake server: exact output under random segmentation, hostile frames.
 INTEGRATION_TESTS += tests/integration/wsrx.sh
+# The WebSocket header its splice path takes off the socket itself.
+FUZZERS += fuzz-ws-header
+fuzz-ws-header_SRCS := tests/fuzz/fuzz-ws-header.c
+fuzz-ws-header_LIBS := lib

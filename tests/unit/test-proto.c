@@ -302,6 +302,56 @@ TEST(frames_round_trip_and_reject)
 		-E2BIG);
 }
 
+/* The WebSocket header the splice path of pistis takes itself: only the whole header of
+ * a final, unmasked binary frame with a minimal length; everything else is left to lws. */
+TEST(ws_binary_header)
+{
+	static const struct {
+		uint8_t b[12];
+		size_t n;
+		size_t hl;
+		uint64_t plen;
+	} cases[] = {
+		{{0x82, 0x05}, 2, 2, 5},
+		{{0x82, 0x00}, 2, 2, 0},
+		{{0x82, 0x7d}, 2, 2, 125},
+		{{0x82, 0x7e, 0x00, 0x7e}, 4, 4, 126},
+		{{0x82, 0x7e, 0xff, 0xff}, 4, 4, 65535},
+		{{0x82, 0x7f, 0, 0, 0, 0, 0, 1, 0, 0}, 10, 10, 65536},
+		{{0x82, 0x7f, 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff},
+		 10,
+		 10,
+		 0x7fffffffffffffffull},
+		{{0x82, 0x05, 1, 2, 3}, 5, 2, 5},	      /* more than the header peeked */
+		{{0x82}, 1, 0, 0},			      /* header not all here */
+		{{0x82, 0x7e, 0x01}, 3, 0, 0},		      /* ... */
+		{{0x82, 0x7f, 0, 0, 0, 0, 0, 1, 0}, 9, 0, 0}, /* ... */
+		{{0x02, 0x05}, 2, 0, 0},		      /* not final */
+		{{0x81, 0x05}, 2, 0, 0},		      /* text */
+		{{0x80, 0x05}, 2, 0, 0},		      /* continuation */
+		{{0x88, 0x02}, 2, 0, 0},		      /* close */
+		{{0x89, 0x00}, 2, 0, 0},		      /* ping */
+		{{0xc2, 0x05}, 2, 0, 0},		      /* RSV1 */
+		{{0x92, 0x05}, 2, 0, 0},		      /* RSV3 */
+		{{0x82, 0x85, 1, 2, 3, 4}, 6, 0, 0},	      /* masked */
+		{{0x82, 0x7e, 0x00, 0x7d}, 4, 0, 0},	      /* 125 in two bytes */
+		{{0x82, 0x7f, 0, 0, 0, 0, 0, 0, 0xff, 0xff}, 10, 0, 0}, /* 65535 in eight */
+		{{0x82, 0x7f, 0x80, 0, 0, 0, 0, 0, 0, 0}, 10, 0, 0},	/* bit 63 */
+	};
+
+	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+		uint64_t plen = 0xdead;
+		size_t hl = proto_ws_binary_header(cases[i].b, cases[i].n, &plen);
+		EXPECT_EQ(hl, cases[i].hl);
+		if (hl)
+			EXPECT_EQ(plen, cases[i].plen);
+		else
+			EXPECT_EQ(plen, 0xdeadu); /* untouched */
+		if (hl != cases[i].hl)
+			fprintf(stderr, "# case %zu\n", i);
+	}
+}
+
 TEST(base64)
 {
 	const char *in[] = {"", "f", "fo", "foo", "foob", "fooba", "foobar"};
