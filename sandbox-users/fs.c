@@ -149,10 +149,12 @@ int ufs_mkdir_owned(int parent_fd, const char *name, uid_t uid, gid_t gid, mode_
 	}
 	if (!created && (flags & UFS_KEEP_EXISTING))
 		return TAKE_FD(fd);
-	if ((st.st_uid != uid || st.st_gid != gid) && fchown(fd, uid, gid) < 0)
+	bool chowned = st.st_uid != uid || st.st_gid != gid;
+	if (chowned && fchown(fd, uid, gid) < 0)
 		return -errno;
-	/* From scratch, after chown (which clears set-id bits): never OR into st_mode. */
-	if ((st.st_mode & 07777) != mode || st.st_uid != uid || st.st_gid != gid)
+	/* From scratch, never ORed into st_mode; after chown, which may clear set-id bits,
+	 * also when mode has any (a new directory's 0700 is right as mkdir made it). */
+	if ((st.st_mode & 07777) != mode || (chowned && (mode & 06000)))
 		if (fchmod(fd, mode) < 0)
 			return -errno;
 	return TAKE_FD(fd);
