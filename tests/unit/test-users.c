@@ -1053,6 +1053,13 @@ TEST(registry_derivation_checked_on_use)
 	rm_root(root);
 }
 
+/* root's etc directory: its path in dir, an fd to it returned. */
+static int open_etc(const char *root, char *dir, size_t size)
+{
+	snprintf(dir, size, "%s/etc", root);
+	return open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+}
+
 /* Staging: nothing reaches the real name before ufs_sync; commit keeps the old file as the
  * "-" backup; abort leaves no trace. */
 TEST(staged_files_sync_then_commit)
@@ -1066,8 +1073,7 @@ TEST(staged_files_sync_then_commit)
 
 	need_root(_metadata);
 	root = make_root();
-	snprintf(dir, sizeof(dir), "%s/etc", root);
-	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	fd = open_etc(root, dir, sizeof(dir));
 	ASSERT_GE(fd, 0);
 	write_file(dir, "f", "old\n", 0640, 0);
 	ASSERT_EQ(ufs_stage(&a, fd, "f", iov, 2, 0, 0, 0640, true), 0);
@@ -1137,8 +1143,7 @@ TEST(backup_rewritten_in_place_only_when_no_one_has_it_open)
 
 	need_root(_metadata);
 	root = make_root();
-	snprintf(dir, sizeof(dir), "%s/etc", root);
-	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	fd = open_etc(root, dir, sizeof(dir));
 	ASSERT_GE(fd, 0);
 	write_file(dir, "f", "v1 with a long tail\n", 0640, 0);
 	ASSERT_EQ(replace(fd, "v2\n"), 0); /* no backup yet: a new file, f- linked */
@@ -1255,8 +1260,7 @@ TEST(staged_file_replaces_leftovers)
 
 	need_root(_metadata);
 	root = make_root();
-	snprintf(dir, sizeof(dir), "%s/etc", root);
-	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	fd = open_etc(root, dir, sizeof(dir));
 	ASSERT_GE(fd, 0);
 	write_file(dir, "target", "untouched\n", 0600, 0);
 	snprintf(p, sizeof(p), "%s/f+", dir);
