@@ -431,6 +431,15 @@ void ufs_set_recycle(bool enabled)
 	recycle_enabled = enabled;
 }
 
+/* A rewritten backup bak whose content did not take effect (a write that failed half-way,
+ * an aborted batch) becomes a hard link to the current file name: a true version of the
+ * file, never content that never was. Best effort; the real file is untouched either way. */
+static void backup_from_current(int dir_fd, const char *name, const char *bak)
+{
+	if (unlinkat(dir_fd, bak, 0) == 0)
+		(void)linkat(dir_fd, name, dir_fd, bak, 0);
+}
+
 /* The previous backup "<name>-" rewritten in place as the staged file, when that is safe:
  * a regular file with one link and the very owner and mode the new file needs, that no
  * one but us has open. The last is what a write lease asserts: F_SETLEASE F_WRLCK fails
@@ -469,9 +478,7 @@ static int recycle_backup(int dir_fd, const char *name, const char *bak, const s
 	if (r == 0 && st.st_size > total && ftruncate(fd, total) < 0)
 		r = -errno;
 	if (r < 0) {
-		/* Half rewritten (a full disk): the backup becomes the current file again. */
-		if (unlinkat(dir_fd, bak, 0) == 0)
-			(void)linkat(dir_fd, name, dir_fd, bak, 0);
+		backup_from_current(dir_fd, name, bak); /* half rewritten (a full disk) */
 		return r;
 	}
 	return TAKE_FD(fd);
@@ -616,10 +623,7 @@ void ufs_abort(struct ufs_staged *s)
 	if (s->fd >= 0)
 		s->fd = safe_close(s->fd);
 	if (s->recycled) {
-		/* The backup holds content that never took effect: it becomes a link to the
-		 * current file instead, which is a true previous-or-current version. */
-		if (unlinkat(s->dir_fd, s->bak, 0) == 0)
-			(void)linkat(s->dir_fd, s->name, s->dir_fd, s->bak, 0);
+		backup_from_current(s->dir_fd, s->name, s->bak);
 	} else {
 		(void)unlinkat(s->dir_fd, s->tmp, 0);
 	}
