@@ -141,24 +141,21 @@ ino0=$(stat -c %i "$R/etc/passwd")
 is "a commit reuses the backup's inode (A, B, A)" "$(stat -c %i "$R/etc/passwd")" "$ino0"
 TR="$(dirname "$0")/torn-reader.py"
 stop=$work/readers.stop
-"$TR" "$R/etc/passwd" 7 "$stop" linger >"$work/rd-1.out" 2>&1 &
-r1=$!
-"$TR" "$R/etc/passwd" 7 "$stop" >"$work/rd-2.out" 2>&1 &
-r2=$!
-"$TR" "$R/etc/group" 4 "$stop" linger >"$work/rd-3.out" 2>&1 &
-r3=$!
-"$TR" "$R/etc/passwd-" 7 "$stop" >"$work/rd-4.out" 2>&1 &
-r4=$!
-"$TR" "$R/data/pistis/users.registry" 0 "$stop" linger >"$work/rd-5.out" 2>&1 &
-r5=$!
+readers=("etc/passwd 7 linger" "etc/passwd 7" "etc/group 4 linger" "etc/passwd- 7"
+	"data/pistis/users.registry 0 linger")
+pids=()
+for n in 1 2 3 4 5; do
+	read -r file fields how <<<"${readers[n - 1]}"
+	"$TR" "$R/$file" "$fields" "$stop" $how >"$work/rd-$n.out" 2>&1 &
+	pids+=($!)
+done
 fails=0
 for i in $(seq 1 150); do
 	"$P" users ensure "reader-agent-$i" --root "$R" >/dev/null 2>&1 || fails=$((fails + 1))
 done
 touch "$stop"
 for n in 1 2 3 4 5; do
-	pid_var=r$n
-	wait "${!pid_var}"
+	wait "${pids[n - 1]}"
 	echo "rc=$?" >>"$work/rd-$n.out"
 done
 is "150 creations beside five readers: all succeeded" "$fails" 0
