@@ -113,7 +113,18 @@ static const char *why_missing(int e)
 	}
 }
 
-/* Read a small integer from /proc/sys/<name>. -ENOENT when the knob does not exist. */
+/* Whether /proc/sys is there at all: kernel/osrelease exists on every kernel. Without it (no
+ * proc mounted, or /proc/sys masked by the runtime) a missing knob says nothing about the
+ * kernel, and must not be reported as "absent". */
+static bool proc_sys_readable(void)
+{
+	_cleanup_close_ int fd = open("/proc/sys/kernel/osrelease", O_RDONLY | O_CLOEXEC | O_NOCTTY);
+
+	return fd >= 0;
+}
+
+/* Read a small integer from /proc/sys/<name>. -ENOENT when the knob does not exist,
+ * -ENODATA when /proc/sys itself cannot be read (nothing is known then). */
 static int read_sysctl(const char *name, long *ret)
 {
 	_cleanup_close_ int fd = -1;
@@ -126,7 +137,7 @@ static int read_sysctl(const char *name, long *ret)
 		return -ENAMETOOLONG;
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 	if (fd < 0)
-		return -errno;
+		return errno == ENOENT && !proc_sys_readable() ? -ENODATA : -errno;
 	r = fd_read_all(fd, 64, &buf, &len);
 	if (r < 0)
 		return r;
@@ -136,6 +147,17 @@ static int read_sysctl(const char *name, long *ret)
 		return -EINVAL;
 	*ret = v;
 	return 0;
+}
+
+/* The value for a sysctl that could not be read. */
+static const char *sysctl_unread(const char *name, int k, char *buf, size_t size)
+{
+	if (k == -ENODATA)
+		snprintf(buf, size, "/proc/sys is not readable (not mounted, or masked): %s unknown",
+			 name);
+	else
+		snprintf(buf, size, "/proc/sys/%s unreadable (%s)", name, errno_name(-k));
+	return buf;
 }
 
 static void probe_seccomp(struct check_report *r)
@@ -390,7 +412,13 @@ static void probe_userns(struct check_report *r)
 {
 	long max = -1, clone = -1;
 	int k = read_sysctl("user/max_user_namespaces", &max);
+	char why[128];
 
+	if (k < 0 && k != -ENOENT) {
+		check_set(r, CHECK_USERNS, CHECK_STATUS_WARN, "%s",
+			  sysctl_unread("user/max_user_namespaces", k, why, sizeof(why)));
+		return;
+	}
 	if (k < 0) {
 		check_set(r, CHECK_USERNS, CHECK_STATUS_OK, "user namespaces not built (%s)",
 			  errno_name(-k));
@@ -415,12 +443,12 @@ static void probe_sysctl_min(struct check_report *r, enum check_id id, const cha
 {
 	long v = 0;
 	int k = read_sysctl(name, &v);
+	char why[128];
 
 	if (k == -ENOENT)
 		check_set(r, id, absent, "%s absent", name);
 	else if (k < 0)
-		check_set(r, id, CHECK_STATUS_FAIL, "/proc/sys/%s unreadable (%s)", name,
-			  errno_name(-k));
+		check_set(r, id, CHECK_STATUS_FAIL, "%s", sysctl_unread(name, k, why, sizeof(why)));
 	else
 		check_set(r, id, v >= want ? CHECK_STATUS_OK : low, "%ld (want >= %ld)", v, want);
 }
@@ -431,12 +459,12 @@ static void probe_sysctl_zero(struct check_report *r, enum check_id id, const ch
 {
 	long v = 0;
 	int k = read_sysctl(name, &v);
+	char why[128];
 
 	if (k == -ENOENT)
 		check_set(r, id, absent, "absent: %s", absent_why);
 	else if (k < 0)
-		check_set(r, id, CHECK_STATUS_WARN, "/proc/sys/%s unreadable (%s)", name,
-			  errno_name(-k));
+		check_set(r, id, CHECK_STATUS_WARN, "%s", sysctl_unread(name, k, why, sizeof(why)));
 	else
 		check_set(r, id, v == 0 ? CHECK_STATUS_OK : CHECK_STATUS_WARN, "%ld (want 0)", v);
 }
@@ -449,10 +477,11 @@ static void probe_suid_dumpable(struct check_report *r)
 {
 	long v = 0;
 	int k = read_sysctl("fs/suid_dumpable", &v);
+	char why[128];
 
 	if (k < 0)
-		check_set(r, CHECK_SUID_DUMPABLE, CHECK_STATUS_FAIL,
-			  "/proc/sys/fs/suid_dumpable unreadable (%s)", errno_name(-k));
+		check_set(r, CHECK_SUID_DUMPABLE, CHECK_STATUS_FAIL, "%s",
+			  sysctl_unread("fs/suid_dumpable", k, why, sizeof(why)));
 	else
 		check_set(r, CHECK_SUID_DUMPABLE,
 			  v == 0   ? CHECK_STATUS_OK

@@ -260,4 +260,26 @@ is "--no-walk: setuid_files says so" "$(echo "$out" | python3 -c 'import json,sy
 print([c for c in json.load(sys.stdin)["checks"] if c["name"]=="setuid_files"][0]["value"])')" \
 	"not walked (--no-walk)"
 
+# --- /proc/sys not there (not mounted, masked by the runtime): no sysctl is known, and the
+# report must say so instead of "absent" (which reads as "this kernel lacks it"), and no
+# check may come out ok on a value it never read.
+mkdir -p "$S/nosys"
+mount -t tmpfs nosys "$S/nosys"
+mount --bind "$S/nosys" /proc/sys
+"$P" check --json --no-walk >"$S/ns.json" 2>"$S/err"
+is "/proc/sys missing: exit 1" "$?" 1
+for n in userns perf_event_paranoid protected_hardlinks protected_symlinks protected_regular \
+	protected_fifos yama_ptrace_scope legacy_tiocsti unprivileged_userfaultfd suid_dumpable; do
+	unlike "/proc/sys missing: $n is not ok" "$(field "$S/ns.json" $n status)" '^ok$'
+	like "/proc/sys missing: $n says /proc/sys could not be read" \
+		"$(field "$S/ns.json" $n value)" '/proc/sys is not readable'
+done
+unlike "/proc/sys missing: no claim about the kernel version" "$(cat "$S/ns.json")" 'Linux < '
+like "/proc/sys missing: stderr names the first hard check and why" "$(cat "$S/err")" \
+	"'protected_hardlinks' does not hold: /proc/sys is not readable"
+umount /proc/sys "$S/nosys"
+"$P" check --json --no-walk >"$S/back.json" 2>/dev/null
+unlike "/proc/sys back: the sysctls are read again" \
+	"$(field "$S/back.json" protected_symlinks value)" 'not readable'
+
 done_testing
