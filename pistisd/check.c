@@ -118,7 +118,8 @@ static const char *why_missing(int e)
  * kernel, and must not be reported as "absent". */
 static bool proc_sys_readable(void)
 {
-	_cleanup_close_ int fd = open("/proc/sys/kernel/osrelease", O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	_cleanup_close_ int fd =
+		open("/proc/sys/kernel/osrelease", O_RDONLY | O_CLOEXEC | O_NOCTTY);
 
 	return fd >= 0;
 }
@@ -153,8 +154,8 @@ static int read_sysctl(const char *name, long *ret)
 static const char *sysctl_unread(const char *name, int k, char *buf, size_t size)
 {
 	if (k == -ENODATA)
-		snprintf(buf, size, "/proc/sys is not readable (not mounted, or masked): %s unknown",
-			 name);
+		snprintf(buf, size,
+			 "/proc/sys is not readable (not mounted, or masked): %s unknown", name);
 	else
 		snprintf(buf, size, "/proc/sys/%s unreadable (%s)", name, errno_name(-k));
 	return buf;
