@@ -76,6 +76,80 @@ static void entry_name(const struct pwfile *f, ssize_t idx, char *out, size_t si
 	snprintf(out, size, "%.*s", (int)(n > 64 ? 64 : n), p);
 }
 
+/* Whether the password field of line idx can never match a password: "!" or "*" first
+ * (locked, usermod -L puts "!" before a hash), or "x" in passwd (the real one is in shadow,
+ * checked there; without shadow no crypt() result is "x"). Empty means no password at all. */
+static bool field_locked(const struct pwfile *f, size_t idx, bool x_ok)
+{
+	const char *p = "";
+	size_t n = 0;
+
+	if (pwfile_field(f, idx, 1, &p, &n) < 0 || n == 0)
+		return false;
+	return p[0] == '!' || p[0] == '*' || (x_ok && n == 1 && p[0] == 'x');
+}
+
+/* Whether name is one of the comma-separated entries of field i of line idx. */
+static bool field_lists(const struct pwfile *f, size_t idx, unsigned i, const char *name)
+{
+	const char *p = "";
+	size_t n = 0, nl = strlen(name);
+
+	if (pwfile_field(f, idx, i, &p, &n) < 0)
+		return false;
+	for (size_t s = 0; s < n;) {
+		const char *c = memchr(p + s, ',', n - s);
+		size_t e = c ? (size_t)(c - p) : n;
+		if (e - s == nl && !memcmp(p + s, name, nl))
+			return true;
+		s = e + 1;
+	}
+	return false;
+}
+
+/* An agent's user is a member of its own group and pi-sandbox, and of nothing else: an
+ * image's /etc may name it in advance (the name is derived from the id), and a membership
+ * in shadow, sudo, disk or another agent's group, or a gshadow admin entry, would give it
+ * that group through newgrp, sg or gpasswd (setuid programs, which work where agents run
+ * without no_new_privs) or sudoers' %group rules. Refused, never adopted or edited. */
+static int check_memberships(struct users_db *db, const char *name)
+{
+	static const struct {
+		int kind;
+		unsigned field;
+		const char *what;
+	} lists[] = {
+		{PWFILE_GROUP, 3, "a member"},
+		{PWFILE_GSHADOW, 3, "a member"},
+		{PWFILE_GSHADOW, 2, "an administrator"},
+	};
+	char other[72];
+
+	for (size_t l = 0; l < ELEMENTSOF(lists); l++) {
+		const struct pwfile *f = &db->f[lists[l].kind];
+		if (!db->present[lists[l].kind])
+			continue;
+		for (size_t i = 0; i < f->n_lines; i++) {
+			if (!f->lines[i].entry || f->lines[i].deleted)
+				continue;
+			/* Its own group and pi-sandbox (every agent: skipped before the walk
+			 * over its members) may list it as a member. */
+			entry_name(f, (ssize_t)i, other, sizeof(other));
+			if (lists[l].field == 3 &&
+			    (!strcmp(other, name) || !strcmp(other, USERS_SANDBOX_GROUP)))
+				continue;
+			if (!field_lists(f, i, lists[l].field, name))
+				continue;
+			return fail(db, -EEXIST,
+				    "user '%s' is %s of group '%s' in /etc/%s; an agent belongs to "
+				    "its own group and %s only: refusing",
+				    name, lists[l].what, other, pwfile_kind_name(lists[l].kind),
+				    USERS_SANDBOX_GROUP);
+		}
+	}
+	return 0;
+}
+
 /* A group called name with exactly gid (created when missing), plus its gshadow line. */
 static int ensure_group(struct users_db *db, const char *name, uint32_t gid)
 {
@@ -126,6 +200,12 @@ static int ensure_user(struct users_db *db, const char *name, uint32_t uid, cons
 				    "user '%s' exists in /etc/passwd with uid %u gid %u, expected "
 				    "%u",
 				    name, pw->lines[i].id, pw->lines[i].gid, uid);
+		/* "x" sends the lookup to shadow (locked there, or no password matches "x"). */
+		if (!field_locked(pw, (size_t)i, true))
+			return fail(db, -EEXIST,
+				    "user '%s' has a password in /etc/passwd; its account must be "
+				    "locked ('x', '!' or '*'): refusing to adopt it",
+				    name);
 	} else {
 		i = pwfile_find_id(pw, uid);
 		if (i >= 0) {
@@ -139,7 +219,13 @@ static int ensure_user(struct users_db *db, const char *name, uint32_t uid, cons
 		if (r < 0)
 			return fail(db, r, "cannot add user '%s'", name);
 	}
-	if (db->present[PWFILE_SHADOW] && pwfile_find_name(sh, name) < 0) {
+	i = db->present[PWFILE_SHADOW] ? pwfile_find_name(sh, name) : -1;
+	if (i >= 0 && !field_locked(sh, (size_t)i, false))
+		return fail(db, -EEXIST,
+			    "user '%s' has a password in /etc/shadow; its account must be locked "
+			    "('!' or '*'): refusing to adopt it",
+			    name);
+	if (db->present[PWFILE_SHADOW] && i < 0) {
 		/* "!": no password can ever match; empty aging fields: aging disabled. */
 		snprintf(line, sizeof(line), "%s:!:::::::", name);
 		r = pwfile_append(sh, line);
@@ -195,15 +281,26 @@ static bool name_taken(const char *name, void *userdata)
 	       pwfile_find_name(&db->f[PWFILE_GROUP], name) >= 0;
 }
 
+/* The first passwd entry whose primary gid is gid, or -1. */
+static ssize_t find_primary_gid(const struct pwfile *pw, uint32_t gid)
+{
+	for (size_t i = 0; i < pw->n_lines; i++)
+		if (pw->lines[i].entry && !pw->lines[i].deleted && pw->lines[i].gid == gid)
+			return (ssize_t)i;
+	return -1;
+}
+
 static bool uid_used(const struct users_db *db, uint32_t uid)
 {
 	return registry_find_uid(&db->reg, uid) ||
 	       pwfile_find_id(&db->f[PWFILE_PASSWD], uid) >= 0 ||
-	       pwfile_find_id(&db->f[PWFILE_GROUP], uid) >= 0;
+	       pwfile_find_id(&db->f[PWFILE_GROUP], uid) >= 0 ||
+	       find_primary_gid(&db->f[PWFILE_PASSWD], uid) >= 0;
 }
 
-/* First uid from USERS_AGENT_UID_MIN free in the registry, passwd (uids) and group (gids),
- * in one pass over each: a bitmap of the agent range. */
+/* First uid from USERS_AGENT_UID_MIN free in the registry, passwd (uids and primary gids:
+ * the agent's gid is its uid, and its group is its own) and group (gids), in one pass over
+ * each: a bitmap of the agent range. */
 static int pick_uid(struct users_db *db, uint32_t *ret)
 {
 	const uint32_t lo = USERS_AGENT_UID_MIN, n = USERS_AGENT_UID_MAX - USERS_AGENT_UID_MIN + 1;
@@ -221,8 +318,11 @@ static int pick_uid(struct users_db *db, uint32_t *ret)
 		MARK(db->reg.recs[i].uid);
 	for (int k = PWFILE_PASSWD; k <= PWFILE_GROUP; k++)
 		for (size_t i = 0; i < db->f[k].n_lines; i++)
-			if (db->f[k].lines[i].entry && !db->f[k].lines[i].deleted)
+			if (db->f[k].lines[i].entry && !db->f[k].lines[i].deleted) {
 				MARK(db->f[k].lines[i].id);
+				if (k == PWFILE_PASSWD)
+					MARK(db->f[k].lines[i].gid);
+			}
 #undef MARK
 	for (uint32_t k = 0; k < n; k++)
 		if (!(used[k / 8] & (1u << (k % 8)))) {
@@ -288,6 +388,14 @@ int users_db_ensure(struct users_db *db, const char *agent_id, uid_t want_uid,
 				bool is_user = i >= 0;
 				if (!is_user)
 					i = pwfile_find_id(&db->f[PWFILE_GROUP], want_uid);
+				if (!is_user && i < 0) {
+					i = find_primary_gid(&db->f[PWFILE_PASSWD], want_uid);
+					entry_name(&db->f[PWFILE_PASSWD], i, other, sizeof(other));
+					return fail(db, -EEXIST,
+						    "uid %u is the primary group of user '%s' in "
+						    "/etc/passwd",
+						    (unsigned)want_uid, other);
+				}
 				entry_name(&db->f[is_user ? PWFILE_PASSWD : PWFILE_GROUP], i, other,
 					   sizeof(other));
 				return fail(db, -EEXIST, "uid %u belongs to %s '%s' in /etc/%s",
@@ -310,6 +418,9 @@ int users_db_ensure(struct users_db *db, const char *agent_id, uid_t want_uid,
 	if (r < 0)
 		return r;
 	r = ensure_user(db, name, uid, AGENT_GECOS, id.home, AGENT_SHELL);
+	if (r < 0)
+		return r;
+	r = check_memberships(db, name);
 	if (r < 0)
 		return r;
 	r = add_member(db, USERS_SANDBOX_GROUP, name);

@@ -539,6 +539,17 @@ static int ensure_locked(struct ctx *c, const char *agent_id, uid_t want_uid,
 	return write_back(c);
 }
 
+/* Whether the password field of a line pwfile_scan found can never match (db.c's rule:
+ * "!" or "*" first, or "x" in passwd); the locked path refuses it otherwise. */
+static bool scan_locked(const char *buf, const struct pwfile_line *l, bool x_ok)
+{
+	const char *p = buf + l->off + l->name_len + 1, *end = buf + l->off + l->len;
+
+	if (p >= end || *p == ':')
+		return false;
+	return *p == '!' || *p == '*' || (x_ok && *p == 'x' && (p + 1 == end || p[1] == ':'));
+}
+
 /* The read-only check for an agent that already exists: find only the lines that matter
  * (its registry record, its passwd/group/shadow/gshadow lines, the base entries) without
  * parsing whole files, each found line checked strictly. Anything missing or odd sends
@@ -572,7 +583,11 @@ static bool fast_complete(struct ctx *c, const char *agent_id, uid_t want_uid,
 	}
 #define HAS(k, name) (!buf[k] || pwfile_scan(k, buf[k], len[k], name, &l) == 0)
 	if (pwfile_scan(PWFILE_PASSWD, buf[PWFILE_PASSWD], len[PWFILE_PASSWD], rec.name, &l) < 0 ||
-	    l.id != rec.uid || l.gid != rec.uid)
+	    l.id != rec.uid || l.gid != rec.uid || !scan_locked(buf[PWFILE_PASSWD], &l, true))
+		goto out;
+	if (buf[PWFILE_SHADOW] &&
+	    (pwfile_scan(PWFILE_SHADOW, buf[PWFILE_SHADOW], len[PWFILE_SHADOW], rec.name, &l) < 0 ||
+	     !scan_locked(buf[PWFILE_SHADOW], &l, false)))
 		goto out;
 	if (pwfile_scan(PWFILE_GROUP, buf[PWFILE_GROUP], len[PWFILE_GROUP], rec.name, &l) < 0 ||
 	    l.id != rec.uid)

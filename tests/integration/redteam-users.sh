@@ -92,4 +92,31 @@ like "the agent cannot append to the registry" "$out" "r=[1-9]"
 like "the agent cannot append to /etc/passwd" "$out" "p=[1-9]"
 unlike "... no forged line" "$(cat "$R/etc/passwd")" '^x$'
 
+# --- An image that already names the agent (names are derived from ids): on a rebuild its
+# recorded name may come with a password or another group's membership; both are refused,
+# by the lock-free fast path (the agent complete in /etc) and by the locked path.
+fresh
+u ensure rt/img >"$S/id" 2>&1
+name=$(sed -n 's/^name=//p' "$S/id")
+cp "$R/etc/shadow" "$S/shadow.ok"
+sed -i "s/^$name:!:/$name::/" "$R/etc/shadow"
+like "(planted) the agent's shadow line has an empty password" "$(grep "^$name:" "$R/etc/shadow")" "^$name::"
+out=$(u ensure rt/img 2>&1)
+is "complete identity with an empty shadow password: ensure refuses (exit 1)" "$?" 1
+like "... and says why" "$out" "has a password in /etc/shadow"
+cp "$S/shadow.ok" "$R/etc/shadow"
+sed -i "s/^$name:x:/$name::/" "$R/etc/passwd"
+out=$(u ensure rt/img 2>&1)
+is "an empty passwd password field: ensure refuses (exit 1)" "$?" 1
+like "... and says why" "$out" "has a password in /etc/passwd"
+sed -i "s/^$name::/$name:x:/" "$R/etc/passwd"
+exits 0 "restored: ensure confirms it again" u ensure rt/img
+sed -i "/^$name:/d" "$R/etc/passwd"
+sed -i "s/^\(shadow:x:[0-9]*:.*\)$/\1,$name/; s/^shadow:x:\([0-9]*\):,/shadow:x:\1:/" "$R/etc/group"
+like "(planted) the agent is a member of group shadow" "$(grep '^shadow:' "$R/etc/group")" "$name"
+out=$(u ensure rt/img 2>&1)
+is "rebuilt /etc listing the agent in group shadow: ensure refuses (exit 1)" "$?" 1
+like "... naming the group" "$out" "member of group 'shadow' in /etc/group"
+unlike "... and the user is not re-created" "$(cat "$R/etc/passwd")" "^$name:"
+
 done_testing

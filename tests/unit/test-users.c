@@ -414,6 +414,100 @@ TEST(no_shadow_means_locked_passwd_field)
 	users_db_done(&db);
 }
 
+/* An image's /etc may already name an agent (names are derived from the id, so they can be
+ * known in advance): a password on its account, or a membership in another group (shadow,
+ * sudo, disk, another agent's), would give the agent, or whoever knows the password, more
+ * than its identity (su, newgrp and sg are setuid and work where agents run without
+ * no_new_privs). Such entries are refused, never adopted. */
+TEST(ensure_refuses_image_entries_that_give_the_agent_more)
+{
+	struct users_db db;
+	struct users_identity a;
+	char name[64], pw[256], line[512];
+
+	/* A new agent never takes a name /etc already has (the collision rule); these are
+	 * the agent's recorded name on a rebuilt image, so the registry holds its record. */
+	static const char *const bad_passwd[] = {"", "$6$salt$hash"};
+	static const char *const bad_shadow[] = {"", "$6$salt$hash"};
+
+	db_load(&db, "root:x:0:0::/:/bin/sh\n", "root:x:0:\n", NULL, NULL);
+	ASSERT_EQ(users_db_ensure(&db, "a", (uid_t)-1, &a), 0);
+	snprintf(name, sizeof(name), "%s", a.name);
+	users_db_done(&db);
+
+	for (size_t i = 0; i < ELEMENTSOF(bad_passwd); i++) {
+		snprintf(pw, sizeof(pw), "root:x:0:0::/:/bin/sh\n%s:%s:10100:10100::/:/bin/sh\n",
+			 name, bad_passwd[i]);
+		db_load(&db, pw, "root:x:0:\n", NULL, NULL);
+		ASSERT_EQ(registry_add(&db.reg, 10100, name, "a", REGISTRY_ACTIVE), 0);
+		EXPECT_EQ(users_db_ensure(&db, "a", (uid_t)-1, &a), -EEXIST);
+		EXPECT_NOT_NULL(strstr(db.err, "has a password in /etc/passwd"));
+		users_db_done(&db);
+	}
+	for (size_t i = 0; i < ELEMENTSOF(bad_shadow); i++) {
+		snprintf(pw, sizeof(pw), "root:x:0:0::/:/bin/sh\n%s:x:10100:10100::/:/bin/sh\n",
+			 name);
+		snprintf(line, sizeof(line), "root:*:1::::::\n%s:%s:19000:0:99999:7:::\n", name,
+			 bad_shadow[i]);
+		db_load(&db, pw, "root:x:0:\n", line, NULL);
+		ASSERT_EQ(registry_add(&db.reg, 10100, name, "a", REGISTRY_ACTIVE), 0);
+		EXPECT_EQ(users_db_ensure(&db, "a", (uid_t)-1, &a), -EEXIST);
+		EXPECT_NOT_NULL(strstr(db.err, "has a password in /etc/shadow"));
+		users_db_done(&db);
+	}
+	/* Locked ones are adopted: "!" (ours, useradd's), "*", "!" before a hash (usermod -L). */
+	snprintf(pw, sizeof(pw), "root:x:0:0::/:/bin/sh\n%s:x:10100:10100::/:/bin/sh\n", name);
+	snprintf(line, sizeof(line), "root:*:1::::::\n%s:!$6$salt$hash:19000:0:99999:7:::\n", name);
+	db_load(&db, pw, "root:x:0:\n", line, NULL);
+	ASSERT_EQ(registry_add(&db.reg, 10100, name, "a", REGISTRY_ACTIVE), 0);
+	EXPECT_EQ(users_db_ensure(&db, "a", (uid_t)-1, &a), 0);
+	EXPECT_STREQ(a.name, name);
+	users_db_done(&db);
+
+	/* Memberships: in /etc/group, in gshadow's members and in gshadow's admins. */
+	snprintf(line, sizeof(line), "root:x:0:\nshadow:x:42:daemon,%s\n", name);
+	db_load(&db, "root:x:0:0::/:/bin/sh\n", line, NULL, NULL);
+	EXPECT_EQ(users_db_ensure(&db, "a", (uid_t)-1, &a), -EEXIST);
+	EXPECT_NOT_NULL(strstr(db.err, "member of group 'shadow' in /etc/group"));
+	users_db_done(&db);
+	snprintf(line, sizeof(line), "root:*::\nsudo:*::%s\n", name);
+	db_load(&db, "root:x:0:0::/:/bin/sh\n", "root:x:0:\nsudo:x:27:\n", "root:*:1::::::\n",
+		line);
+	EXPECT_EQ(users_db_ensure(&db, "a", (uid_t)-1, &a), -EEXIST);
+	EXPECT_NOT_NULL(strstr(db.err, "member of group 'sudo' in /etc/gshadow"));
+	users_db_done(&db);
+	snprintf(line, sizeof(line), "root:*::\nstaff:*:%s:\n", name);
+	db_load(&db, "root:x:0:0::/:/bin/sh\n", "root:x:0:\nstaff:x:50:\n", "root:*:1::::::\n",
+		line);
+	EXPECT_EQ(users_db_ensure(&db, "a", (uid_t)-1, &a), -EEXIST);
+	EXPECT_NOT_NULL(strstr(db.err, "administrator of group 'staff' in /etc/gshadow"));
+	users_db_done(&db);
+	/* A name that only starts like it, and its own group and pi-sandbox, are fine. */
+	snprintf(line, sizeof(line), "root:x:0:\nshadow:x:42:%sf\n%s:x:10100:%s\n", name, name,
+		 name);
+	db_load(&db, "root:x:0:0::/:/bin/sh\n", line, NULL, NULL);
+	EXPECT_EQ(users_db_ensure(&db, "a", (uid_t)-1, &a), 0);
+	EXPECT_EQ(users_db_ensure(&db, "a", (uid_t)-1, &a), 0);
+	users_db_done(&db);
+}
+
+/* uid = gid, and the group is the agent's alone: a gid some account in /etc/passwd already
+ * has as its primary group (without a group line) is not handed out, or that account would
+ * share the agent's group. */
+TEST(uid_allocation_skips_primary_gids_of_passwd)
+{
+	struct users_db db;
+	struct users_identity a;
+
+	db_load(&db, "root:x:0:0::/:/bin/sh\nsvc:x:900:10100::/:/bin/sh\n", "root:x:0:\n", NULL,
+		NULL);
+	ASSERT_EQ(users_db_ensure(&db, "a", (uid_t)-1, &a), 0);
+	EXPECT_EQ(a.uid, 10101u);
+	EXPECT_EQ(users_db_ensure(&db, "b", 10100, &a), -EEXIST);
+	EXPECT_NOT_NULL(strstr(db.err, "uid 10100 is the primary group of user 'svc'"));
+	users_db_done(&db);
+}
+
 TEST(ensure_base_conflicts)
 {
 	struct users_db db;
