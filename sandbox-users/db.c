@@ -89,15 +89,10 @@ static bool field_locked(const struct pwfile *f, size_t idx, bool x_ok)
 	return p[0] == '!' || p[0] == '*' || (x_ok && n == 1 && p[0] == 'x');
 }
 
-/* Whether name is one of the comma-separated entries of field i of line idx. */
-static bool field_lists(const struct pwfile *f, size_t idx, unsigned i, const char *name)
+/* Whether name is one of the comma-separated entries in p[0..n). */
+static bool list_has(const char *p, size_t n, const char *name, size_t nl)
 {
-	const char *p = "";
-	size_t n = 0, nl = strlen(name);
-
-	if (pwfile_field(f, idx, i, &p, &n) < 0)
-		return false;
-	for (size_t s = 0; s < n;) {
+	for (size_t s = 0; s + nl <= n;) {
 		const char *c = memchr(p + s, ',', n - s);
 		size_t e = c ? (size_t)(c - p) : n;
 		if (e - s == nl && !memcmp(p + s, name, nl))
@@ -114,37 +109,38 @@ static bool field_lists(const struct pwfile *f, size_t idx, unsigned i, const ch
  * without no_new_privs) or sudoers' %group rules. Refused, never adopted or edited. */
 static int check_memberships(struct users_db *db, const char *name)
 {
-	static const struct {
-		int kind;
-		unsigned field;
-		const char *what;
-	} lists[] = {
-		{PWFILE_GROUP, 3, "a member"},
-		{PWFILE_GSHADOW, 3, "a member"},
-		{PWFILE_GSHADOW, 2, "an administrator"},
-	};
+	const size_t nl = strlen(name);
 	char other[72];
 
-	for (size_t l = 0; l < ELEMENTSOF(lists); l++) {
-		const struct pwfile *f = &db->f[lists[l].kind];
-		if (!db->present[lists[l].kind])
+	for (int k = PWFILE_GROUP; k <= PWFILE_GSHADOW; k += PWFILE_GSHADOW - PWFILE_GROUP) {
+		const struct pwfile *f = &db->f[k];
+		/* group: name:passwd:gid:members; gshadow: name:passwd:admins:members. */
+		if (!db->present[k])
 			continue;
 		for (size_t i = 0; i < f->n_lines; i++) {
-			if (!f->lines[i].entry || f->lines[i].deleted)
+			const char *p = NULL, *m = NULL, *g = NULL;
+			size_t n = 0, mn = 0, gn = 0;
+			if (!f->lines[i].entry || f->lines[i].deleted ||
+			    pwfile_field(f, i, 3, &m, &mn) < 0 ||
+			    (k == PWFILE_GSHADOW && pwfile_field(f, i, 2, &p, &n) < 0))
 				continue;
-			/* Its own group and pi-sandbox (every agent: skipped before the walk
-			 * over its members) may list it as a member. */
+			if (mn < nl && n < nl)
+				continue; /* most lines (every agent's group) list no one */
+			/* Its own group and pi-sandbox (every agent) may list it as a member:
+			 * their member lists (pi-sandbox's is long) are not even walked. */
+			bool own = pwfile_field(f, i, 0, &g, &gn) == 0 &&
+				   ((gn == nl && !memcmp(g, name, nl)) ||
+				    (gn == strlen(USERS_SANDBOX_GROUP) &&
+				     !memcmp(g, USERS_SANDBOX_GROUP, gn)));
+			bool admin = list_has(p, n, name, nl);
+			if (!admin && (own || !list_has(m, mn, name, nl)))
+				continue;
 			entry_name(f, (ssize_t)i, other, sizeof(other));
-			if (lists[l].field == 3 &&
-			    (!strcmp(other, name) || !strcmp(other, USERS_SANDBOX_GROUP)))
-				continue;
-			if (!field_lists(f, i, lists[l].field, name))
-				continue;
 			return fail(db, -EEXIST,
 				    "user '%s' is %s of group '%s' in /etc/%s; an agent belongs to "
 				    "its own group and %s only: refusing",
-				    name, lists[l].what, other, pwfile_kind_name(lists[l].kind),
-				    USERS_SANDBOX_GROUP);
+				    name, admin ? "an administrator" : "a member", other,
+				    pwfile_kind_name(k), USERS_SANDBOX_GROUP);
 		}
 	}
 	return 0;
