@@ -41,6 +41,12 @@ struct seccomp_profile_rule {
 	unsigned long long mask;
 	unsigned long long value;
 	int gt;
+	/* The call's number where libseccomp knows it by no name (calls newer than the
+	 * libseccomp of the build: open_tree_attr, listmount, statmount are not in Debian 12's
+	 * 2.5.4); 0: the name must resolve. Such calls are numbered alike on every
+	 * architecture since 5.1 (asm-generic/unistd.h), except the ones with an offset
+	 * (alpha, mips, ia64), where the number is not used. */
+	int nr;
 };
 extern const struct seccomp_profile_rule seccomp_profile_rules[];
 extern const size_t seccomp_profile_n_rules;

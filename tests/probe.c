@@ -103,6 +103,11 @@ static void syscalls(void)
 	S("move_mount", SYS_move_mount, -1, bad, -1, bad, 0xff);
 	S("open_tree", SYS_open_tree, -1, bad, 0xff);
 	S("mount_setattr", SYS_mount_setattr, -1, bad, 0xff, NULL, 0);
+	/* Newer than Debian 12's libseccomp (2.5.4), which knows them by no name: raw
+	 * numbers, the same on every architecture pistisd is built for. */
+	S("open_tree_attr", 467, -1, bad, 0xff, NULL, 0);
+	S("statmount", 457, NULL, NULL, 0, 0);
+	S("listmount", 458, NULL, NULL, 0, 0);
 	/* CLONE_THREAD without CLONE_SIGHAND: EINVAL before anything is created. */
 	S("clone.NEWNS", SYS_clone, 0x00020000 | 0x00010000, NULL, NULL, NULL, 0);
 	S("clone.NEWUTS", SYS_clone, 0x04000000 | 0x00010000, NULL, NULL, NULL, 0);
@@ -117,6 +122,8 @@ static void syscalls(void)
 	S("process_vm_writev", SYS_process_vm_writev, 0, NULL, 0, NULL, 0, 1);
 	S("pidfd_getfd", SYS_pidfd_getfd, -1, 0, 0);
 	S("kcmp", SYS_kcmp, 0, 0, 99, 0, 0);
+	S("process_madvise", 440, -1, NULL, 0, 0, 0);
+	S("process_mrelease", 448, -1, 0);
 	S("bpf", SYS_bpf, 0x7fff, NULL, 0);
 	S("perf_event_open", SYS_perf_event_open, NULL, 0, -1, -1, 0);
 	S("userfaultfd", SYS_userfaultfd, 0x7fff0000);
@@ -136,6 +143,10 @@ static void syscalls(void)
 	S("ioperm", SYS_ioperm, ~0UL, 1, 0);
 #endif
 	S("acct", SYS_acct, bad);
+	S("fanotify_init", SYS_fanotify_init, 0xffffffffU, 0);
+#ifdef SYS_uselib
+	S("uselib", SYS_uselib, bad);
+#endif
 	S("syslog", SYS_syslog, 9999, NULL, 0);
 	S("open_by_handle_at", SYS_open_by_handle_at, -1, NULL, 0);
 	S("name_to_handle_at", SYS_name_to_handle_at, -1, bad, NULL, NULL, 0);

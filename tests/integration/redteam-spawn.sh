@@ -138,6 +138,12 @@ is "ioctl TIOCLINUX with upper bits filtered" "$(echo "$out" | field ioctl.TIOCL
 is "clone(CLONE_NEWUSER | upper bits) filtered" "$(echo "$out" | field clone.NEWUSER_hi)" EPERM
 is "unshare(CLONE_NEWUSER) filtered" "$(echo "$out" | field unshare.NEWUSER)" EPERM
 is "pidfd_getfd filtered" "$(echo "$out" | field pidfd_getfd)" EPERM
+# Calls newer than the build's libseccomp (by raw number) and pidfd/fanotify neighbours of
+# the listed ones, through `pistisd run` as the agent.
+out=$(run --agent rt/a -- $PROBE syscalls 2>&1)
+for c in open_tree_attr statmount listmount process_madvise process_mrelease fanotify_init uselib; do
+	is "$c filtered for the agent" "$(echo "$out" | field "sc.$c")" EPERM
+done
 if [ -e /dev/userfaultfd ]; then
 	touch "$R/dev/userfaultfd" && mount --bind /dev/userfaultfd "$R/dev/userfaultfd"
 	out=$(run --agent rt/a -- $RT seccomp 2>&1)
