@@ -12,6 +12,8 @@
  *   redteam-probe setuid0              setresuid(0,0,0) and what ids result
  *   redteam-probe escape SECONDS       double fork + setsid + setpgid; the grandchild sleeps
  *   redteam-probe closeout SECONDS     close stdout/stderr, keep running
+ *   redteam-probe cgroup [DIR]...      leave our command cgroup, kill or loosen it, its
+ *                                      parents' and DIRs' (other agents' cgroups)
  *   redteam-probe pause                print our pid, then sleep until killed */
 #include <dirent.h>
 #include <errno.h>
@@ -365,6 +367,89 @@ static int mode_closeout(int secs)
 	return 0;
 }
 
+/* Write text to dir/file as the agent would: the errno of the open or the write. */
+static const char *cg_write(const char *dir, const char *file, const char *text)
+{
+	char path[4096];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return ename(errno);
+	if (write(fd, text, strlen(text)) < 0) {
+		int e = errno;
+		close(fd);
+		return ename(e);
+	}
+	close(fd);
+	return "ok";
+}
+
+static int mode_cgroup(int argc, char **argv)
+{
+	static const char *const mounts[] = {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"};
+	char line[4096], self[4096] = "", dir[4096], pid[32];
+	FILE *f = fopen("/proc/self/cgroup", "re");
+	struct stat st;
+	char *slash;
+
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, "0::", 3)) {
+			line[strcspn(line, "\n")] = 0;
+			snprintf(self, sizeof(self), "%s", line + 3);
+		}
+	if (f)
+		fclose(f);
+	for (size_t i = 0; i < sizeof(mounts) / sizeof(mounts[0]) && *self; i++) {
+		snprintf(dir, sizeof(dir), "%s%s", mounts[i], self);
+		if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode))
+			break;
+		dir[0] = 0;
+	}
+	if (!*self || !dir[0]) {
+		printf("cg.found=no\n");
+		return 1;
+	}
+	printf("cg.found=yes\ncg.self=%s\n", self);
+	snprintf(pid, sizeof(pid), "%d", (int)getpid());
+	printf("cg.mkdir=%s\n",
+	       mkdir(strcat(strcpy(line, dir), "/escape"), 0755) < 0 ? ename(errno) : "ok");
+	printf("cg.self.pids_max=%s\n", cg_write(dir, "pids.max", "max"));
+	printf("cg.self.memory_max=%s\n", cg_write(dir, "memory.max", "max"));
+	printf("cg.self.subtree_control=%s\n", cg_write(dir, "cgroup.subtree_control", "+pids"));
+	/* Every ancestor up to the hierarchy's root: moving there is leaving the command's
+	 * cgroup (and its kill); cgroup.kill there kills other commands, other agents. */
+	int levels = 0;
+
+	for (int up = 1; (slash = strrchr(dir, '/')) && slash > dir; up++) {
+		*slash = 0;
+		if (stat(strcat(strcpy(line, dir), "/cgroup.procs"), &st) < 0)
+			break;
+		printf("cg.up%d.procs=%s\n", up, cg_write(dir, "cgroup.procs", pid));
+		printf("cg.up%d.threads=%s\n", up, cg_write(dir, "cgroup.threads", pid));
+		printf("cg.up%d.kill=%s\n", up, cg_write(dir, "cgroup.kill", "1"));
+		printf("cg.up%d.freeze=%s\n", up, cg_write(dir, "cgroup.freeze", "1"));
+		levels = up;
+	}
+	printf("cg.levels=%d\n", levels);
+	for (int i = 2; i < argc; i++) {
+		printf("cg.other%d.procs=%s\n", i - 1, cg_write(argv[i], "cgroup.procs", pid));
+		printf("cg.other%d.kill=%s\n", i - 1, cg_write(argv[i], "cgroup.kill", "1"));
+		printf("cg.other%d.freeze=%s\n", i - 1, cg_write(argv[i], "cgroup.freeze", "1"));
+	}
+	/* Still where pistisd put us? */
+	f = fopen("/proc/self/cgroup", "re");
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, "0::", 3)) {
+			line[strcspn(line, "\n")] = 0;
+			printf("cg.after=%s\n", line + 3);
+		}
+	if (f)
+		fclose(f);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "";
@@ -384,6 +469,8 @@ int main(int argc, char **argv)
 		return mode_escape(atoi(argv[2]));
 	if (!strcmp(mode, "closeout") && argc > 2)
 		return mode_closeout(atoi(argv[2]));
+	if (!strcmp(mode, "cgroup"))
+		return mode_cgroup(argc, argv);
 	if (!strcmp(mode, "pause")) {
 		printf("pid=%d\n", (int)getpid());
 		fflush(stdout);
@@ -391,6 +478,6 @@ int main(int argc, char **argv)
 			pause();
 	}
 	fprintf(stderr, "usage: redteam-probe stall S|peek PID...|readfd N|seccomp|setuid0|"
-			"escape S|closeout S|pause\n");
+			"escape S|closeout S|cgroup [DIR]...|pause\n");
 	return 100;
 }

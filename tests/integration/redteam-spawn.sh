@@ -222,4 +222,49 @@ is "a 120 KB argument reaches the command intact" "$out" 120000
 out=$(run --agent rt/a -- /bin/true $(seq 1 20000) 2>&1)
 is "20,000 arguments run" "$?" 0
 
+# --- 10. leaving or killing cgroups ------------------------------------------------------
+# The command's cgroup is what stops and kills its whole tree, and every agent's commands
+# sit side by side under pistis/: an agent must not move itself out (into its agent's or
+# pistisd's cgroup), kill or freeze a parent (other commands, other agents, pistisd) or
+# another agent's command, nor loosen its own limits.
+tree=$(run --agent rt/a --json -- /bin/true 2>&1 >/dev/null | sed -n 's/.*"tree":"\([a-z]*\)".*/\1/p')
+if [ "$tree" = cgroup ]; then
+	run --agent rt/b --timeout 30 -- $RT pause >"$S/b2" 2>&1 &
+	for _ in $(seq 50); do grep -q '^pid=' "$S/b2" && break; sleep 0.1; done
+	BPID=$(field pid <"$S/b2")
+	BCG=$(sed -n 's/^0:://p' "/proc/$BPID/cgroup" 2>/dev/null)
+	BDIR=""
+	for m in /sys/fs/cgroup /sys/fs/cgroup/unified; do
+		[ -n "$BCG" ] && [ -e "$m$BCG/cgroup.procs" ] && BDIR=$m$BCG && break
+	done
+	ok "agent B's command runs in a cgroup of its own (${BDIR:-?})" test -n "$BDIR"
+	out=$(run --agent rt/a -- $RT cgroup "$BDIR" "${BDIR%/*}" 2>&1)
+	self=$(echo "$out" | field cg.self)
+	is "A's command found its cgroup" "$(echo "$out" | field cg.found)" yes
+	levels=$(echo "$out" | field cg.levels)
+	ok "... and has parents to attack (${levels:-0} levels)" test "${levels:-0}" -ge 2
+	is "A cannot make a sub-cgroup" "$(echo "$out" | field cg.mkdir)" EACCES
+	for f in pids_max memory_max subtree_control; do
+		v=$(echo "$out" | field "cg.self.$f")
+		ok "A cannot write its own cgroup's $f ($v)" test "$v" = EACCES -o "$v" = ENOENT
+	done
+	for l in $(seq 1 "${levels:-0}"); do
+		for f in procs threads kill freeze; do
+			v=$(echo "$out" | field "cg.up$l.$f")
+			ok "A cannot write cgroup.$f $l level(s) up ($v)" test "$v" = EACCES -o "$v" = ENOENT
+		done
+	done
+	for o in 1 2; do
+		for f in procs kill freeze; do
+			is "A cannot write cgroup.$f of agent B's cgroups ($o)" "$(echo "$out" | field "cg.other$o.$f")" EACCES
+		done
+	done
+	is "A's command is still in the cgroup pistisd made" "$(echo "$out" | field cg.after)" "$self"
+	ok "agent B's command still runs" kill -0 "$BPID"
+	kill "$(ours 0 | awk '/pistisd run --agent rt\/b/ { print $1; exit }')" 2>/dev/null
+	wait
+else
+	skip "cgroup escapes" "tree control is '${tree:-?}', not cgroup"
+fi
+
 done_testing
