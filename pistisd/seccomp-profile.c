@@ -127,9 +127,12 @@ const struct seccomp_profile_rule seccomp_profile_rules[] = {
 	DENY("acct"),
 	DENY("syslog"),
 	/* Unprivileged fanotify (5.13+) watches whole files' access; the a.out library loader
-	 * (uselib) is dead code with a CVE record. */
+	 * (uselib) is dead code with a CVE record (CVE-2004-1235). */
 	DENY("fanotify_init"),
 	DENY("uselib"),
+	/* Per-process LDT (16-bit segments for Wine and DOSEMU), CVE-2015-5157 and
+	 * CVE-2017-17053; a kernel may lack it (CONFIG_MODIFY_LDT_SYSCALL). */
+	DENY("modify_ldt"),
 	DENY("open_by_handle_at"),
 	DENY("name_to_handle_at"),
 	/* Terminal input injection (CVE-2017-5226) and console control. */

@@ -147,6 +147,9 @@ static void syscalls(void)
 #ifdef SYS_uselib
 	S("uselib", SYS_uselib, bad);
 #endif
+#ifdef SYS_modify_ldt
+	S("modify_ldt", SYS_modify_ldt, 99, NULL, 0);
+#endif
 	S("syslog", SYS_syslog, 9999, NULL, 0);
 	S("open_by_handle_at", SYS_open_by_handle_at, -1, NULL, 0);
 	S("name_to_handle_at", SYS_name_to_handle_at, -1, bad, NULL, NULL, 0);

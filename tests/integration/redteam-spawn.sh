@@ -141,7 +141,7 @@ is "pidfd_getfd filtered" "$(echo "$out" | field pidfd_getfd)" EPERM
 # Calls newer than the build's libseccomp (by raw number) and pidfd/fanotify neighbours of
 # the listed ones, through `pistisd run` as the agent.
 out=$(run --agent rt/a -- $PROBE syscalls 2>&1)
-for c in open_tree_attr statmount listmount process_madvise process_mrelease fanotify_init uselib; do
+for c in open_tree_attr statmount listmount process_madvise process_mrelease fanotify_init uselib modify_ldt; do
 	is "$c filtered for the agent" "$(echo "$out" | field "sc.$c")" EPERM
 done
 if [ -e /dev/userfaultfd ]; then

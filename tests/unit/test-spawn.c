@@ -344,6 +344,7 @@ TEST(seccomp_table_as_root)
 					    "process_mrelease",
 					    "fanotify_init",
 					    "uselib",
+					    "modify_ldt",
 					    "bpf",
 					    "perf_event_open",
 					    "userfaultfd",
