@@ -167,4 +167,47 @@ is "install fails on a second rule for the same script with SETENV" "$?" 1
 rm -f "$R/etc/sudoers.d/zz-extra"
 ok "install again on a clean image" "$P" trusted install --root "$R"
 
+# --- 8. the secret of a running trusted command, from the agent that started it ----------------
+# Agents run without no_new_privs where trusted commands exist; the script they start holds
+# pi-tools' secret. Nothing the starting agent controls (its environment, its fds, being
+# the one that called sudo) may get it the secret or a say in the script's environment.
+mkdir -p "$R/data/.secrets" && chown 10002:10002 "$R/data/.secrets" && chmod 0700 "$R/data/.secrets"
+echo "s3cret-$$-value" >"$R/data/.secrets/tok" && chown 10002:10002 "$R/data/.secrets/tok" &&
+	chmod 0600 "$R/data/.secrets/tok"
+cat >"$S/holdsecret" <<'EOF'
+#!/bin/sh
+echo "pid=$$"
+echo "envnames=$(env | sed 's/=.*//' | sort | tr '\n' ,)"
+for f in /proc/$$/fd/*; do echo "fd=${f##*/} $(readlink "$f")"; done
+PI_TOOLS_TOKEN=$(cat /data/.secrets/tok)
+export PI_TOOLS_TOKEN
+echo ready
+exec sleep 20
+EOF
+chmod 0755 "$S/holdsecret"
+ok "add holdsecret" "$P" trusted add holdsecret "$S/holdsecret" --root "$R"
+agent /bin/sh -c 'exec 5</etc/hostname 7</etc/passwd; exec env LD_PRELOAD=/tmp/x.so \
+	BASH_ENV=/tmp/e.sh ENV=/tmp/e.sh PI_AGENT_SET=1 SUDO_ASKPASS=/tmp/a holdsecret' >"$S/hs" 2>&1 </dev/null &
+for _ in $(seq 100); do grep -q '^ready' "$S/hs" 2>/dev/null && break; sleep 0.1; done
+HPID=$(sed -n 's/^pid=//p' "$S/hs")
+ok "the trusted command runs as pi-tools (pid ${HPID:-?})" test -n "$HPID" -a "$(stat -c %u "/proc/$HPID" 2>/dev/null)" = 10002
+envnames=$(sed -n 's/^envnames=//p' "$S/hs")
+unlike "... with nothing of the agent's environment (${envnames})" "$envnames" \
+	'(^|,)(LD_PRELOAD|BASH_ENV|ENV|PI_AGENT_SET|SUDO_ASKPASS),'
+fds=$(sed -n 's/^fd=//p' "$S/hs" | tr '\n' ' ')
+ok "... it lists its fds (${fds})" test -n "$fds"
+unlike "... none is the agent's (its 5 and 7 were /etc/hostname, /etc/passwd)" "$fds" '/etc/(hostname|passwd)'
+out=$(agent /usr/local/lib/pistis-tests/redteam-probe peek "$HPID" 2>&1)
+is "the agent cannot signal it" "$(echo "$out" | sed -n "s/^$HPID.kill0=//p")" EPERM
+for f in environ mem fd maps; do
+	is "the agent cannot read its /proc/PID/$f" "$(echo "$out" | sed -n "s/^$HPID.$f=//p")" EACCES
+done
+is "the agent cannot ptrace it" "$(echo "$out" | sed -n "s/^$HPID.ptrace=//p")" EPERM
+is "the agent cannot process_vm_readv it" "$(echo "$out" | sed -n "s/^$HPID.process_vm_readv=//p")" EPERM
+unlike "the secret shows nowhere the agent looked" \
+	"$out$(agent /bin/sh -c "cat /proc/$HPID/environ /proc/$HPID/cmdline" 2>&1 | tr '\0' ' ')" "s3cret-$$"
+[ -n "$HPID" ] && kill "$HPID" 2>/dev/null
+wait
+ok "remove holdsecret" "$P" trusted remove holdsecret --root "$R"
+
 done_testing
