@@ -17,7 +17,7 @@ enum var_class {
 	VC_NUMBER, /* COLUMNS, LINES: 1..5 digits, no leading zero */
 	VC_FLAG,   /* NO_COLOR, FORCE_COLOR, CLICOLOR: [A-Za-z0-9_.+-]{0,16} */
 	VC_TZ,	   /* TZ (only with --keep/--set): no file path, see tz_ok() */
-	VC_TEXT,   /* PI_*, other --keep/--set: UTF-8, no control bytes but TAB, <= 4 KiB */
+	VC_TEXT,   /* PI_*, other --keep/--set: UTF-8, no C0/C1 controls but TAB, <= 4 KiB */
 };
 
 struct pass_rule {
@@ -287,6 +287,11 @@ static const char *text_refusal(const char *v, size_t len, size_t max)
 	}
 	if (!utf8_valid((const unsigned char *)v, len))
 		return "value is not valid UTF-8";
+	/* The C1 controls U+0080-U+009F (C2 80-C2 9F once the UTF-8 is valid) are controls
+	 * too: U+009B is a CSI the Linux console and xterm act on, U+0085 a line break (NEL). */
+	for (size_t i = 0; i + 1 < len; i++)
+		if ((unsigned char)v[i] == 0xc2 && (unsigned char)v[i + 1] <= 0x9f)
+			return "value contains a control character";
 	return NULL;
 }
 

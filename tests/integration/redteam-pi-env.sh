@@ -28,6 +28,17 @@ is "escape sequences, overlong UTF-8, paths in LANG/TERM, odd numbers, unknown L
 	"$out" "PATH=/data/bin:/usr/local/bin:/usr/bin:/bin"
 big=$(head -c 5000 /dev/zero | tr '\0' a)
 is "a 5000-byte PI_* value is dropped" "$(env -i "PI_BIG=$big" "$E" --print | grep -c '^PI_BIG=')" 0
+# C1 controls (U+0080-U+009F) are control characters too: UTF-8-encoded U+009B is a CSI
+# that the Linux console and xterm act on, U+0085 (NEL) a line break in some loggers.
+csi=$(printf '\302\2332J')
+nel=$(printf 'a\302\205b')
+out=$(env -i "PI_CSI=x${csi}y" "PI_NEL=$nel" "PI_OK2=caf$(printf '\303\251')" "$E" --print)
+is "C1 controls in inherited PI_* values drop the names" "$(echo "$out" | grep -c '^PI_\(CSI\|NEL\)=')" 0
+like "... a value with an ordinary non-ASCII letter passes" "$out" '^PI_OK2=caf'
+exits 100 "--set with a UTF-8 CSI (U+009B) refused" "$E" --set "PI_X=a${csi}b" --print
+exits 100 "--set with NEL (U+0085) refused" "$E" --set "PI_X=$nel" --print
+exits 100 "--home with a C1 control refused" "$E" --home "/h${csi}" --print
+
 # fds: pi-env closes everything above 2 before CMD.
 out=$(exec 5</etc/hostname; "$E" -- /bin/sh -c 'ls /proc/self/fd | sort -n | tr "\n" " "')
 is "a caller fd 5 does not reach CMD" "$out" "0 1 2 3 "

@@ -260,6 +260,15 @@ TEST(value_rules)
 		{"PI_X=\xf4\x90\x80\x80", "PI_X", false}, /* above U+10FFFF */
 		{"PI_X=\xc3", "PI_X", false},		  /* truncated */
 		{"PI_X=\xf0\x9f\x98\x80", "PI_X", true},  /* U+1F600 */
+		{"PI_X=a\xc2\x9b"
+		 "2Jb",
+		 "PI_X", false}, /* U+009B CSI */
+		{"PI_X=a\xc2\x85"
+		 "b",
+		 "PI_X", false},			 /* U+0085 NEL */
+		{"PI_X=\xc2\x80", "PI_X", false},	 /* U+0080 */
+		{"PI_X=\xc2\x9f", "PI_X", false},	 /* U+009F */
+		{"PI_X=\xc2\xa0\xc3\xa9", "PI_X", true}, /* U+00A0, U+00E9 */
 		{"PI_X=/and%percent", "PI_X", true},
 		{"PI_X=", "PI_X", true},
 		{"PI_KEYBOARD=us", "PI_KEYBOARD", true},
@@ -466,6 +475,9 @@ TEST(set_validation)
 		{"A\n=x", false},
 		{"FOO=a\nb", false},
 		{"FOO=\xff", false},
+		{"FOO=\xc2\x9b"
+		 "2J",
+		 false},
 		{"LANG=../x", false},
 		{"TERM=a/b", false},
 		{"COLUMNS=abc", false},
