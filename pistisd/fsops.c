@@ -633,9 +633,8 @@ _noreturn_ static void helper(int out_fd, const struct proto_request *req,
 	} else
 		answer = proto_ok_build(req->id, o);
 out:
-	if (answer)
-		(void)loop_write(out_fd, answer, strlen(answer));
-	_exit(0);
+	/* exit 0 says "the answer is whole": the parent forwards nothing else */
+	_exit(answer && loop_write(out_fd, answer, strlen(answer)) == 0 ? 0 : 1);
 }
 
 static void fsop_free(struct fsop *f)
@@ -688,10 +687,21 @@ static void on_answer(struct watch *w, uint32_t events)
 		}
 		return;
 	}
-	/* EOF: the helper exited (or died) */
-	(void)waitpid(f->pid, NULL, 0);
+	/* EOF: the helper exited (or died). It runs as the agent, so the agent may kill it
+	 * in the middle of its answer: only a helper that exited 0 wrote a whole one, and
+	 * half a message would be bad JSON that the relay drops, leaving the client waiting. */
+	int status = 0;
+	if (waitpid(f->pid, &status, 0) < 0)
+		status = -1;
 	f->pid = 0;
-	if (f->overflow || !f->len)
+	if (WIFSIGNALED(status))
+		serve_send_error(f->id, PROTO_E_INTERNAL,
+				 "file operation helper killed by signal %d before it answered",
+				 WTERMSIG(status));
+	else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		serve_send_error(f->id, PROTO_E_INTERNAL,
+				 "file operation helper could not write its answer");
+	else if (f->overflow || !f->len)
 		serve_send_error(f->id, PROTO_E_INTERNAL, "file operation helper failed");
 	else
 		serve_send_json(TAKE_PTR(f->buf));

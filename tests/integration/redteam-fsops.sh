@@ -1,0 +1,75 @@
+#!/bin/bash
+# Red team: file operations pistisd performs as the agent (fs.*), attacked by the agent
+# itself: it runs as the same uid as the helper that does the work, so it can signal that
+# helper, race it and plant what it likes where it may write. server-min + pistisd serve +
+# pistis as real processes in a private mount namespace over a throwaway Debian root.
+. "$(dirname "$0")/../lib.sh"
+need_root
+need_mount_ns "$@"
+need_bins pistisd server-min pistis
+R=$(root_fresh debian) || { echo "1..0 # SKIP no debian test root"; exit 0; }
+W=$(mktemp -d "${TMPDIR:-/tmp}/pistis-test.$$.XXXXXX")
+SP=$((20000 + RANDOM % 12000)); CP=$((SP + 1))
+cleanup() {
+	[ -n "${ST:-}" ] && kill "$ST" 2>/dev/null
+	[ -n "${PD:-}" ] && kill "$PD" 2>/dev/null
+	[ -n "${SM:-}" ] && kill "$SM" 2>/dev/null
+	wait 2>/dev/null
+	root_cleanup
+	rm -rf "$W"
+}
+trap cleanup EXIT
+
+serve_setup "$R"
+export PISTIS_TEST_CT=client-$(head -c 12 /dev/urandom | base64 | tr -d '/+=')
+cat >"$W/pistis.json" <<J
+{
+  "listen": {"sandbox": "127.0.0.1:$SP", "client": "127.0.0.1:$CP"},
+  "client_token": "\${PISTIS_TEST_CT}",
+  "sandboxes": [{"name": "s1", "token": "$(cat "$R/etc/pistis/token")"}]
+}
+J
+export PISTIS_URL=ws://127.0.0.1:$CP PISTIS_TOKEN=$PISTIS_TEST_CT
+P() { "$BIN/pistis" "$@"; }
+"$BIN/server-min" --config "$W/pistis.json" >>"$W/smin.log" 2>&1 &
+SM=$!
+for _ in $(seq 50); do P ls 2>/dev/null | grep -q "s1 *connected" && break; sleep 0.1; done
+in_root "$R" pistisd serve --relay ws://127.0.0.1:$SP --token-file /etc/pistis/token --name s1 \
+	${ALLOW:+--allow $ALLOW} >"$W/pd.log" 2>&1 &
+PD=$!
+for _ in $(seq 50); do P ls 2>/dev/null | grep -q "s1 *connected" && break; sleep 0.1; done
+like "pistisd is connected" "$(P ls 2>&1)" '^s1 +connected'
+SD=$(pgrep -n -f "pistisd serve --relay ws://127.0.0.1:$SP --token-file /etc/pistis/token --name s1")
+home=$(in_root "$R" pistisd users ensure alice | sed -n 's/^home=//p')
+auid=$(stat -c %u "$R$home")
+call() { timeout 20 "$BIN/pistis" call "$@" 2>&1; }
+
+# --- a helper killed mid-answer --------------------------------------------------------------
+# The helper runs as the agent, so the agent may SIGKILL it while it writes a large answer
+# into the pipe. Half an answer is not an answer: forwarded, it is bad JSON that the relay
+# drops, and the client waits forever. strace holds pistisd's reads so the pipe fills and the
+# helper is blocked inside its write when the agent's kill lands.
+head -c 131072 /dev/urandom >"$R$home/big"
+chown "$auid:$auid" "$R$home/big"
+strace -qq -p "$SD" -o /dev/null -e trace=read -e inject=read:delay_enter=1000000 &
+ST=$!
+sleep 0.5
+call fs.read "{\"agent\":\"alice\",\"path\":\"$home/big\"}" >"$W/cut.out" &
+CALL=$!
+hp=
+for _ in $(seq 300); do
+	hp=$(pgrep -P "$SD" -u "$auid" | head -1)
+	[ -n "$hp" ] && break
+	sleep 0.05
+done
+sleep 1.5
+wchan=$(cat "/proc/${hp:-0}/wchan" 2>/dev/null)
+[ -n "$hp" ] && setpriv --reuid="$auid" --regid="$auid" --clear-groups kill -KILL "$hp"
+kill "$ST"; wait "$ST" 2>/dev/null; ST=
+wait "$CALL"
+like "the agent killed its helper inside its answer's write" "$wchan" 'pipe_write'
+like "a helper killed mid-answer: the client gets an error, not silence" "$(head -c 300 "$W/cut.out")" '"ok":false'
+like "the next fs.read of the same file answers whole" \
+	"$(call fs.read "{\"agent\":\"alice\",\"path\":\"$home/big\"}" | grep -o '"ok":true\|"eof":true' | paste -sd,)" '"ok":true,"eof":true'
+
+done_testing
