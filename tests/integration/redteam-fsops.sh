@@ -62,8 +62,12 @@ for _ in $(seq 300); do
 	[ -n "$hp" ] && break
 	sleep 0.05
 done
-sleep 1.5
-wchan=$(cat "/proc/${hp:-0}/wchan" 2>/dev/null)
+wchan=
+for _ in $(seq 200); do
+	wchan=$(cat "/proc/${hp:-0}/wchan" 2>/dev/null)
+	case "$wchan" in *pipe_write) break ;; esac
+	sleep 0.05
+done
 [ -n "$hp" ] && setpriv --reuid="$auid" --regid="$auid" --clear-groups kill -KILL "$hp"
 kill "$ST"; wait "$ST" 2>/dev/null; ST=
 wait "$CALL"
@@ -71,5 +75,20 @@ like "the agent killed its helper inside its answer's write" "$wchan" 'pipe_writ
 like "a helper killed mid-answer: the client gets an error, not silence" "$(head -c 300 "$W/cut.out")" '"ok":false'
 like "the next fs.read of the same file answers whole" \
 	"$(call fs.read "{\"agent\":\"alice\",\"path\":\"$home/big\"}" | grep -o '"ok":true\|"eof":true' | paste -sd,)" '"ok":true,"eof":true'
+
+# --- the helper is not dumpable whatever fs.suid_dumpable says ---------------------------------
+# setresuid sets "dumpable" to fs.suid_dumpable; at 1 (accepted with --allow suid_dumpable)
+# the agent could attach to the helper, a copy of the daemon's memory (other agents'
+# output and environments), for as long as it runs. The host's sysctl is not ours to change
+# here: strace shows the helper making itself non-dumpable after its id change.
+strace -qq -f -p "$SD" -o "$W/ids.st" -e trace=setresuid,prctl &
+ST=$!
+sleep 0.5
+call fs.stat "{\"agent\":\"alice\",\"path\":\"$home\"}" >/dev/null
+sleep 0.2
+kill "$ST"; wait "$ST" 2>/dev/null; ST=
+like "the helper says PR_SET_DUMPABLE 0 after it became the agent" \
+	"$(grep -E 'setresuid|PR_SET_DUMPABLE' "$W/ids.st" | sed 's/^[0-9]* *//' | cut -c1-40 | paste -sd' ')" \
+	"setresuid\\($auid, $auid, $auid\\).*prctl\\(PR_SET_DUMPABLE, (SUID_DUMP_DISABLE|0)"
 
 done_testing
