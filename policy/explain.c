@@ -5,6 +5,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/limits.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,9 +14,12 @@
 #include "lib/macro.h"
 #include "policy/internal.h"
 
+/* The largest ACL the kernel stores (an xattr value of XATTR_SIZE_MAX): an agent may plant
+ * thousands of named entries on a node it owns, and an ACL read as "mode bits only" would
+ * make explain deny what the kernel allows. */
 struct node_perm {
 	struct stat st;
-	uint8_t acl[4 + 8 * 64];
+	uint8_t acl[XATTR_SIZE_MAX];
 	size_t acl_len;
 };
 
@@ -23,8 +28,6 @@ static void read_node(int fd, struct node_perm *n, bool *ret_default)
 	ssize_t k = policy_getxattr_fd(fd, true, POLICY_XATTR_ACL_ACCESS, n->acl, sizeof(n->acl));
 	uint8_t tmp[8];
 
-	/* An ACL too large for the buffer is evaluated as "mode bits only": explain then
-	 * errs towards the owning group's bits; the walk removes such ACLs anyway. */
 	n->acl_len = k > 0 ? (size_t)k : 0;
 	if (ret_default)
 		*ret_default = policy_getxattr_fd(fd, true, POLICY_XATTR_ACL_DEFAULT, tmp,
@@ -44,19 +47,22 @@ int policy_explain(int root_fd, const struct policy_rules *rules, const char *pa
 		   const gid_t *gids, size_t ngids, struct policy_explain *ret)
 {
 	_cleanup_close_ int cur = -1;
-	struct node_perm parent = {0}, node = {0};
+	_cleanup_free_ struct node_perm *perms = calloc(2, sizeof(*perms));
+	struct node_perm *parent = perms, *node = perms + 1;
 	const char *p = path;
 	size_t done = 0;
 
 	memset(ret, 0, sizeof(*ret));
+	if (!perms)
+		return -ENOMEM;
 	ret->rule = policy_rules_match(rules, path);
 	ret->agent = uid != (uid_t)-1;
 	ret->can_traverse = true;
 
 	cur = openat(root_fd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (cur < 0 || fstat(cur, &node.st) < 0)
+	if (cur < 0 || fstat(cur, &node->st) < 0)
 		return negative_errno();
-	read_node(cur, &node, &ret->has_default_acl);
+	read_node(cur, node, &ret->has_default_acl);
 
 	while (*p == '/')
 		p++;
@@ -64,10 +70,12 @@ int policy_explain(int root_fd, const struct policy_rules *rules, const char *pa
 		const char *slash = strchr(p, '/');
 		size_t n = slash ? (size_t)(slash - p) : strlen(p);
 		char name[POLICY_NAME_MAX + 1];
+		struct node_perm *t = parent;
 		int fd;
 
 		parent = node;
-		if (ret->agent && ret->can_traverse && !permits(&parent, uid, gids, ngids, 1)) {
+		node = t; /* refilled below before it is read */
+		if (ret->agent && ret->can_traverse && !permits(parent, uid, gids, ngids, 1)) {
 			ret->can_traverse = false;
 			memcpy(ret->blocked_by, path, done ? done : 1);
 			ret->blocked_by[done ? done : 1] = '\0';
@@ -88,44 +96,44 @@ int policy_explain(int root_fd, const struct policy_rules *rules, const char *pa
 		}
 		safe_close(cur);
 		cur = fd;
-		if (fstat(cur, &node.st) < 0)
+		if (fstat(cur, &node->st) < 0)
 			return negative_errno();
-		if (S_ISLNK(node.st.st_mode)) {
+		if (S_ISLNK(node->st.st_mode)) {
 			/* The walk leaves it alone and never follows it; stop here. */
 			ret->symlink_on_way = true;
 			ret->exists = !*p;
-			ret->st = node.st;
+			ret->st = node->st;
 			return 0;
 		}
-		if (*p && !S_ISDIR(node.st.st_mode))
+		if (*p && !S_ISDIR(node->st.st_mode))
 			return 0;
-		read_node(cur, &node, &ret->has_default_acl);
+		read_node(cur, node, &ret->has_default_acl);
 	}
 
 	ret->exists = true;
-	ret->st = node.st;
-	ret->has_acl = node.acl_len > 0;
+	ret->st = node->st;
+	ret->has_acl = node->acl_len > 0;
 	ret->stop_at[0] = '\0';
 	if (ret->rule) {
 		bool secrets = ret->rule->access == POLICY_NONE &&
 			       policy_path_under(POLICY_SECRETS_DIR, strlen(POLICY_SECRETS_DIR),
 						 path, strlen(path));
 
-		policy_target_for(ret->rule->access, secrets, node.st.st_mode, node.st.st_uid,
+		policy_target_for(ret->rule->access, secrets, node->st.st_mode, node->st.st_uid,
 				  &ret->target);
-		ret->target_hardlink_left = !S_ISDIR(node.st.st_mode) && node.st.st_nlink > 1;
+		ret->target_hardlink_left = !S_ISDIR(node->st.st_mode) && node->st.st_nlink > 1;
 	}
 	if (ret->agent && ret->can_traverse) {
-		bool dir = S_ISDIR(node.st.st_mode);
+		bool dir = S_ISDIR(node->st.st_mode);
 
-		ret->can_read = permits(&node, uid, gids, ngids, dir ? 5 : 4);
-		ret->can_write = permits(&node, uid, gids, ngids, dir ? 3 : 2);
+		ret->can_read = permits(node, uid, gids, ngids, dir ? 5 : 4);
+		ret->can_write = permits(node, uid, gids, ngids, dir ? 3 : 2);
 		/* Replacing = unlink/rename in the parent: write+search there, and the sticky
 		 * bit (if set) limits it to the owner of the file or of the directory. */
 		if (done > 0 && strcmp(path, "/") != 0) {
-			ret->can_replace = permits(&parent, uid, gids, ngids, 3) &&
-					   (!(parent.st.st_mode & S_ISVTX) ||
-					    uid == parent.st.st_uid || uid == node.st.st_uid);
+			ret->can_replace = permits(parent, uid, gids, ngids, 3) &&
+					   (!(parent->st.st_mode & S_ISVTX) ||
+					    uid == parent->st.st_uid || uid == node->st.st_uid);
 		}
 	}
 	return 0;

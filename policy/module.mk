@@ -21,4 +21,5 @@ FUZZERS += fuzz-rules
 fuzz-rules_SRCS := tests/fuzz/fuzz-rules.c
 fuzz-rules_LIBS := policy lib
 
-INTEGRATION_TESTS += tests/integration/policy.sh tests/integration/policy-race.sh
+INTEGRATION_TESTS += tests/integration/policy.sh tests/integration/policy-race.sh \
+	tests/integration/redteam-policy.sh
