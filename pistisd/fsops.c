@@ -53,6 +53,8 @@ struct fsop {
 };
 
 static unsigned running;
+static struct fsop *live[FSOP_MAX_RUNNING]; /* for fsops_stop_all */
+static bool held;
 static struct {
 	uid_t uid;
 	unsigned n;
@@ -656,6 +658,9 @@ static void fsop_free(struct fsop *f)
 		if (n && *n)
 			(*n)--;
 	}
+	for (unsigned i = 0; i < FSOP_MAX_RUNNING; i++)
+		if (live[i] == f)
+			live[i] = NULL;
 	free(f->buf);
 	free(f);
 	running--;
@@ -724,6 +729,10 @@ void fsops_request(const struct proto_request *req)
 
 	if (proto_get_string(req->root, "agent", PROTO_MAX_AGENT, &agent, &err) < 0 || !*agent)
 		return serve_send_error(req->id, PROTO_E_BAD_REQUEST, "\"agent\" is required");
+	if (held)
+		return serve_send_error(
+			req->id, PROTO_E_UNAVAILABLE,
+			"a policy apply is tightening permissions; retry when it ends");
 	if (running >= FSOP_MAX_RUNNING)
 		return serve_send_error(req->id, PROTO_E_LIMIT, "too many file operations at once");
 	r = serve_resolve_agent(agent, &a);
@@ -755,6 +764,11 @@ void fsops_request(const struct proto_request *req)
 	close(p[1]);
 	running++;
 	(*agent_count(a.uid, true))++; /* a free slot exists: running < FSOP_MAX_RUNNING */
+	for (unsigned i = 0; i < FSOP_MAX_RUNNING; i++)
+		if (!live[i]) {
+			live[i] = f;
+			break;
+		}
 	f->uid = a.uid;
 	f->pid = pid;
 	snprintf(f->id, sizeof(f->id), "%s", req->id);
@@ -766,4 +780,28 @@ void fsops_request(const struct proto_request *req)
 		return;
 	}
 	lws_sul_schedule(serve_lws_context(), 0, &f->timeout, fsop_timeout, FSOP_TIMEOUT_US);
+}
+
+void fsops_hold(bool hold)
+{
+	held = hold;
+}
+
+/* A helper holds the fds it opened as the agent, and a rule tightened later does not revoke
+ * them (a helper the agent SIGSTOPs after its open could write once the file is read-only):
+ * kill every helper, SIGKILL and reaped before this returns. */
+unsigned fsops_stop_all(void)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < FSOP_MAX_RUNNING; i++) {
+		struct fsop *f = live[i];
+		if (!f)
+			continue;
+		serve_send_error(f->id, PROTO_E_UNAVAILABLE,
+				 "stopped: a policy apply is tightening permissions");
+		fsop_free(f);
+		n++;
+	}
+	return n;
 }

@@ -607,6 +607,7 @@ static void admin_free(struct admin *a)
 		(void)waitpid(a->pid, NULL, 0);
 	}
 	session_hold_starts(false);
+	fsops_hold(false);
 	free(a->buf);
 	free(a);
 	cur = NULL;
@@ -697,10 +698,14 @@ static void on_ctl(struct watch *w, uint32_t events)
 		serve_unwatch(w); /* the helper closed it (or spoke nonsense): records decide */
 		return;
 	}
-	/* before_tighten: nothing new starts, everything running is stopped */
+	/* before_tighten: nothing new starts, everything running is stopped (file operations
+	 * too: their helpers hold fds opened as the agent) */
 	session_hold_starts(true);
+	fsops_hold(true);
 	k = session_stop_all();
-	log_notice("audit policy.apply: tightening; stopping %u running command(s)", k);
+	log_notice("audit policy.apply: tightening; stopping %u running command(s), %u file "
+		   "operation(s)",
+		   k, fsops_stop_all());
 	a->stop_deadline = lws_now_usecs() + ADMIN_STOP_WAIT_US;
 	stop_poll(&a->stop_poll);
 }

@@ -70,8 +70,11 @@ void session_hold_starts(bool hold);
 /* Wipe secrets (the relay token) from this process's memory: for forked helpers. */
 void serve_forget_secrets(void);
 
-/* fsops.c: file operations as the agent */
+/* fsops.c: file operations as the agent. For before_tighten: refuse new ones (unavailable)
+ * while held; kill the running ones (reaped on return), and say how many. */
 void fsops_request(const struct proto_request *req);
+void fsops_hold(bool hold);
+unsigned fsops_stop_all(void);
 
 /* ops-admin.c: policy.* and trusted.* in a forked root helper, one at a time */
 void admin_request(const struct proto_request *req);

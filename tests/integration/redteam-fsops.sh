@@ -91,4 +91,30 @@ like "the helper says PR_SET_DUMPABLE 0 after it became the agent" \
 	"$(grep -E 'setresuid|PR_SET_DUMPABLE' "$W/ids.st" | sed 's/^[0-9]* *//' | cut -c1-40 | paste -sd' ')" \
 	"setresuid\\($auid, $auid, $auid\\).*prctl\\(PR_SET_DUMPABLE, (SUID_DUMP_DISABLE|0)"
 
+# --- a rule tightened while a helper holds a writable fd --------------------------------------
+# Tightening does not revoke open fds, so before_tighten stops what runs as an agent: the
+# helpers of file operations too. Here strace holds an fs.write helper right after its
+# open (the agent could SIGSTOP it there just as well) while policy.apply makes the file
+# read-only; the write must not land after the apply.
+mkdir -p "$R/data/tight"
+echo before >"$R/data/tight/f"
+chmod 0777 "$R/data/tight"
+chmod 0666 "$R/data/tight/f"
+strace -qq -f -p "$SD" -o /dev/null -e trace=ftruncate -e inject=ftruncate:delay_enter=4000000 &
+ST=$!
+sleep 0.5
+call fs.write "{\"agent\":\"alice\",\"path\":\"/data/tight/f\",\"data\":\"$(printf after | base64)\"}" >"$W/tw.out" &
+CALL=$!
+for _ in $(seq 100); do pgrep -P "$SD" -u "$auid" >/dev/null && break; sleep 0.05; done
+sleep 0.5
+like "policy.apply tightens while the helper holds the file open" \
+	"$(call policy.apply '{"rules":"[{\"path\":\"/data/tight\",\"access\":\"read\"}]"}')" '"ok":true.*"complete":true'
+wait "$CALL"
+kill "$ST" 2>/dev/null; wait "$ST" 2>/dev/null; ST=
+is "the file is read-only for agents after the apply" "$(stat -c '%U %a' "$R/data/tight/f")" "root 644"
+is "the held write did not land after the tightening" "$(cat "$R/data/tight/f")" before
+like "the held fs.write got an error" "$(cat "$W/tw.out")" '"ok":false'
+like "fs.write as the agent is denied now" \
+	"$(call fs.write "{\"agent\":\"alice\",\"path\":\"/data/tight/f\",\"data\":\"eA==\"}")" '"code":"denied"'
+
 done_testing
