@@ -225,19 +225,34 @@ static int mkdir_parents(const char *path)
 
 /* Open the regular file leaf beneath dfd: looked at first (no follow) so a FIFO, socket or
  * device is refused without being opened (an open alone has effects on some devices), then
- * opened O_NOFOLLOW|O_NONBLOCK and checked again on the fd (a swap in between is refused). */
+ * opened O_NOFOLLOW|O_NONBLOCK and checked again on the fd (a regular file swapped for
+ * something else in between is opened non-blocking, as the agent, and refused). */
 static int open_regular(int dfd, const char *leaf, int flags, mode_t mode, struct stat *st)
 {
-	int fd;
+	int fd = -1;
 
-	if (fstatat(dfd, leaf, st, AT_SYMLINK_NOFOLLOW) == 0) {
-		if (!S_ISREG(st->st_mode))
-			return S_ISDIR(st->st_mode)   ? -EISDIR
-			       : S_ISLNK(st->st_mode) ? -ELOOP /* what O_NOFOLLOW says */
-						      : -EINVAL;
-	} else if (errno != ENOENT || !(flags & O_CREAT))
-		return -errno;
-	fd = openat(dfd, leaf, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY, mode);
+	/* Nothing there: create it O_EXCL, so a FIFO the agent makes in between is not opened
+	 * by an O_CREAT open; one that appears is looked at again (a few times: the agent
+	 * may race, but the answer is then its own error). */
+	for (unsigned tries = 0; fd < 0 && tries < 3; tries++) {
+		int excl = 0;
+
+		if (fstatat(dfd, leaf, st, AT_SYMLINK_NOFOLLOW) == 0) {
+			if (!S_ISREG(st->st_mode))
+				return S_ISDIR(st->st_mode)   ? -EISDIR
+				       : S_ISLNK(st->st_mode) ? -ELOOP /* what O_NOFOLLOW says */
+							      : -EINVAL;
+		} else if (errno != ENOENT || !(flags & O_CREAT))
+			return -errno;
+		else
+			excl = O_EXCL;
+		fd = openat(dfd, leaf,
+			    (excl ? flags : flags & ~O_CREAT) | excl | O_NOFOLLOW | O_NONBLOCK |
+				    O_CLOEXEC | O_NOCTTY,
+			    mode);
+		if (fd < 0 && errno != EEXIST && errno != ENOENT)
+			return -errno;
+	}
 	if (fd < 0)
 		return -errno;
 	if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode)) {

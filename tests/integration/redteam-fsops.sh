@@ -117,4 +117,23 @@ like "the held fs.write got an error" "$(cat "$W/tw.out")" '"ok":false'
 like "fs.write as the agent is denied now" \
 	"$(call fs.write "{\"agent\":\"alice\",\"path\":\"/data/tight/f\",\"data\":\"eA==\"}")" '"code":"denied"'
 
+# --- a FIFO swapped in between fs.write's look at the leaf and its open --------------------------
+# Nothing is at the path when the helper looks; the agent makes a FIFO there and reads it
+# before the helper's O_CREAT open. That open must not open the FIFO (its reader would see
+# a writer come and go): creating is O_EXCL. strace holds the helper before that open.
+rm -f "$R$home/race"
+strace -qq -f -p "$SD" -o /dev/null -e trace=openat -e inject=openat:delay_enter=2000000 &
+ST=$!
+sleep 0.5
+call fs.write "{\"agent\":\"alice\",\"path\":\"$home/race\",\"data\":\"eA==\"}" >"$W/race.out" &
+CALL=$!
+for _ in $(seq 100); do pgrep -P "$SD" -u "$auid" >/dev/null && break; sleep 0.05; done
+chroot --userspec="$auid:$auid" "$R" mkfifo "$home/race"
+chroot --userspec="$auid:$auid" "$R" timeout 6 cat "$home/race" >/dev/null
+rc=$?
+wait "$CALL"
+kill "$ST" 2>/dev/null; wait "$ST" 2>/dev/null; ST=
+is "the FIFO's reader never saw the helper open it (timed out)" "$rc" 124
+ok "the FIFO is still a FIFO" test -p "$R$home/race"
+
 done_testing
