@@ -499,7 +499,7 @@ static void do_trusted(struct hctx *h, enum proto_op op, cJSON *req)
 		const char *b64 = NULL;
 		_cleanup_free_ uint8_t *data = NULL;
 		_cleanup_close_ int fd = -1;
-		char digest[SHA256_HEX_SIZE];
+		char digest[SHA256_HEX_SIZE], why[1024];
 		size_t len = 0;
 
 		if (proto_get_string(req, "data", PROTO_MAX_STRING, &b64, &perr) < 0 || !b64 ||
@@ -522,7 +522,11 @@ static void do_trusted(struct hctx *h, enum proto_op op, cJSON *req)
 			cJSON_Delete(o);
 			return answer_error(h, PROTO_E_INTERNAL, 0, "memfd: %s", strerror(errno));
 		}
-		r = trusted_add_fd("/", name, fd, digest);
+		r = trusted_add_fd("/", name, fd, digest, why, sizeof(why));
+		if (r == -ENOEXEC) {
+			cJSON_Delete(o);
+			return answer_error(h, PROTO_E_BAD_REQUEST, 0, "add: %s", why);
+		}
 		if (r < 0) {
 			cJSON_Delete(o);
 			return answer_error(h, proto_err_from_errno(r), 0, "add: %s%s",

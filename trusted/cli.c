@@ -139,7 +139,7 @@ static int do_install(const struct opts *o, const char *verb, const char *name, 
 
 static int verb_add(const struct opts *o, const char *name, const char *script)
 {
-	char digest[SHA256_HEX_SIZE];
+	char digest[SHA256_HEX_SIZE], why[1024];
 	_cleanup_close_ int fd = -1;
 	int r;
 
@@ -150,7 +150,11 @@ static int verb_add(const struct opts *o, const char *name, const char *script)
 	}
 	if (r < 0)
 		return fail(r, "Failed to open the script", o->root);
-	r = trusted_add_fd(o->root, name, fd, digest);
+	r = trusted_add_fd(o->root, name, fd, digest, why, sizeof(why));
+	if (r == -ENOEXEC) {
+		log_error("'%s' not added: %s", script, why);
+		return 1;
+	}
 	if (r == -EPERM) {
 		log_error(
 			"'%s' must be owned by root and writable by no one else (chown root, chmod "
@@ -209,6 +213,13 @@ static int verb_adopt(const struct opts *o, const char *name)
 	}
 	if (r == -EEXIST) {
 		log_error("/data/trusted/%s already exists: remove one of the two first", name);
+		return 1;
+	}
+	if (r == -ENOEXEC) {
+		log_error("/data/bin/%s not adopted: its #! interpreter is not root's alone, "
+			  "relative "
+			  "or missing (`pistisd trusted add` of a copy says which)",
+			  name);
 		return 1;
 	}
 	if (r < 0)
@@ -280,6 +291,11 @@ static int verb_check(const struct opts *o)
 	for (i = 0; i < n; i++) {
 		if (v[i].uid != 0 || v[i].mode != 0755)
 			PROBLEM("/data/trusted/%s is not root-owned 0755", v[i].name);
+		r = trusted_scripts_interp_check(o->root, &v[i], 1, why, sizeof(why));
+		if (r < 0)
+			return fail(r, "Failed to check a script's interpreter", o->root);
+		if (r)
+			PROBLEM("%s", why);
 		r = trusted_wrapper_check(o->root, v[i].name, why, sizeof(why));
 		if (r < 0)
 			return fail(r, "Failed to check a wrapper", o->root);

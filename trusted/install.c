@@ -200,6 +200,10 @@ int trusted_install(const char *root, const char *agent, struct trusted_install_
 				 (unsigned)entries[i].mode);
 			return 1;
 		}
+	/* The digest pins each script, not its interpreter: that must be root's alone too. */
+	r = trusted_scripts_interp_check(root, entries, n, rep->message, sizeof(rep->message));
+	if (r != 0)
+		return r;
 	/* Wrappers of an older form (the /bin/sh one) or another pistisd path: rewritten. */
 	r = trusted_wrappers_refresh(root);
 	if (r < 0)

@@ -470,3 +470,36 @@ int trusted_sudo_list_verify(const struct trusted_sudo_list *l, const struct tru
 	}
 	return 0;
 }
+
+int trusted_shebang_parse(const char *text, size_t len, char interp[TRUSTED_SHEBANG_MAX],
+			  char arg[TRUSTED_SHEBANG_MAX])
+{
+	const char *nl, *p, *end, *a;
+
+	interp[0] = arg[0] = '\0';
+	if (len < 2 || memcmp(text, "#!", 2))
+		return 0;
+	/* The kernel reads at most TRUSTED_SHEBANG_MAX bytes; a longer line is not what runs. */
+	nl = memchr(text, '\n', len < TRUSTED_SHEBANG_MAX ? len : TRUSTED_SHEBANG_MAX);
+	end = nl ? nl : text + len;
+	if (!nl && len >= TRUSTED_SHEBANG_MAX)
+		return -EINVAL;
+	if (memchr(text, '\0', (size_t)(end - text)))
+		return -EINVAL;
+	for (p = text + 2; p < end && (*p == ' ' || *p == '\t'); p++)
+		;
+	for (a = p; a < end && *a != ' ' && *a != '\t'; a++)
+		;
+	if (a == p)
+		return -EINVAL;
+	memcpy(interp, p, (size_t)(a - p));
+	interp[a - p] = '\0';
+	/* The rest, trimmed, is one argument (the kernel never splits it). */
+	while (a < end && (*a == ' ' || *a == '\t'))
+		a++;
+	while (end > a && (end[-1] == ' ' || end[-1] == '\t'))
+		end--;
+	memcpy(arg, a, (size_t)(end - a));
+	arg[end - a] = '\0';
+	return 1;
+}

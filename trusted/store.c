@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,7 +150,7 @@ static int write_wrapper(int root_fd, const char *root, const char *name)
 /* The copy is made from the bytes read from the checked fd, and the digest computed over
  * those very bytes, so what sudo pins is what was checked. */
 static int add_from_fd(int root_fd, const char *root, const char *name, int script_fd,
-		       char ret_digest[SHA256_HEX_SIZE])
+		       char ret_digest[SHA256_HEX_SIZE], char *why, size_t why_size)
 {
 	char sudo[256];
 	_cleanup_free_ char *buf = NULL;
@@ -175,6 +176,12 @@ static int add_from_fd(int root_fd, const char *root, const char *name, int scri
 	r = fd_read_all(script_fd, TRUSTED_SCRIPT_MAX, &buf, &len);
 	if (r < 0)
 		return r;
+	/* sudo's digest pins these bytes, not the interpreter they name. */
+	r = trusted_interp_check(root_fd, name, buf, len, why, why_size);
+	if (r < 0)
+		return r;
+	if (r > 0)
+		return -ENOEXEC;
 	r = trusted_open_dir(root_fd, TRUSTED_DIR, true, 0755, 0, 0, true, &dir_fd);
 	if (r < 0)
 		return r;
@@ -187,7 +194,7 @@ static int add_from_fd(int root_fd, const char *root, const char *name, int scri
 }
 
 int trusted_add_fd(const char *root, const char *name, int script_fd,
-		   char ret_digest[SHA256_HEX_SIZE])
+		   char ret_digest[SHA256_HEX_SIZE], char *why, size_t why_size)
 {
 	_cleanup_close_ int root_fd = -1;
 	int r;
@@ -195,7 +202,7 @@ int trusted_add_fd(const char *root, const char *name, int script_fd,
 	r = trusted_root_open(root, &root_fd);
 	if (r < 0)
 		return r;
-	return add_from_fd(root_fd, root, name, script_fd, ret_digest);
+	return add_from_fd(root_fd, root, name, script_fd, ret_digest, why, why_size);
 }
 
 static bool is_our_wrapper(int dir_fd, const char *name)
@@ -232,6 +239,7 @@ int trusted_remove(const char *root, const char *name)
 
 int trusted_adopt_from_bin(const char *root, const char *name)
 {
+	char why[512];
 	_cleanup_close_ int root_fd = -1, bin_fd = -1, fd = -1, dir_fd = -1, old_fd = -1;
 	struct stat st;
 	int r;
@@ -260,7 +268,7 @@ int trusted_adopt_from_bin(const char *root, const char *name)
 		if (old_fd >= 0)
 			return -EEXIST;
 	}
-	r = add_from_fd(root_fd, root, name, fd, NULL);
+	r = add_from_fd(root_fd, root, name, fd, NULL, why, sizeof(why));
 	return r < 0 ? r : 0;
 }
 
@@ -466,4 +474,307 @@ int trusted_wrappers_refresh(const char *root)
 		count++;
 	}
 	return count;
+}
+
+/* Resolve the absolute path inside the root as the kernel would (symlinks followed, within
+ * the root), checking every directory passed through: root-owned and writable by no one
+ * else (group/other bits, which hold an ACL's mask), so nobody else can swap what it holds.
+ * The last component must be a regular file, root's and writable by root alone; it is
+ * opened for reading. 0 and *ret_fd, 1 with why (refused), -ENOENT when it does not exist
+ * (the directories before it checked), -errno. */
+#define CHAIN_DEPTH 64
+#define CHAIN_LINKS 40
+static int chain_open(int root_fd, const char *path, int *ret_fd, char *why, size_t why_size)
+{
+	int fds[CHAIN_DEPTH + 1], depth = 0, links = 0, r = 0;
+	char rest[2 * PATH_MAX], walked[PATH_MAX] = "";
+	char *p = rest;
+
+	fds[0] = root_fd;
+	if (snprintf(rest, sizeof(rest), "%s", path) >= (int)sizeof(rest))
+		return -ENAMETOOLONG;
+	for (;;) {
+		char comp[NAME_MAX + 1], target[PATH_MAX];
+		struct stat st;
+		size_t l;
+		int fd;
+
+		p += strspn(p, "/");
+		l = strcspn(p, "/");
+		if (l == 0) {
+			snprintf(why, why_size, "'%s' is not a regular file", path);
+			r = 1;
+			break;
+		}
+		if (l > NAME_MAX) {
+			r = -ENAMETOOLONG;
+			break;
+		}
+		memcpy(comp, p, l);
+		comp[l] = '\0';
+		p += l;
+		if (!strcmp(comp, "."))
+			continue;
+		if (!strcmp(comp, "..")) {
+			if (depth > 0) {
+				safe_close(fds[depth--]);
+				*(strrchr(walked, '/') ?: walked) = '\0';
+			}
+			continue;
+		}
+		fd = openat(fds[depth], comp, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0 || fstat(fd, &st) < 0) {
+			r = -errno;
+			safe_close(fd);
+			break;
+		}
+		if (S_ISLNK(st.st_mode)) {
+			ssize_t n = readlinkat(fd, "", target, sizeof(target) - 1);
+
+			safe_close(fd);
+			if (n < 0) {
+				r = -errno;
+				break;
+			}
+			target[n] = '\0';
+			if (++links > CHAIN_LINKS) {
+				snprintf(why, why_size, "'%s': too many symlinks", path);
+				r = 1;
+				break;
+			}
+			if (target[0] == '/')
+				for (; depth > 0; depth--)
+					safe_close(fds[depth]);
+			if (target[0] == '/')
+				walked[0] = '\0';
+			{
+				char tmp[2 * PATH_MAX];
+
+				if (snprintf(tmp, sizeof(tmp), "%s/%s", target, p) >=
+				    (int)sizeof(tmp)) {
+					r = -ENAMETOOLONG;
+					break;
+				}
+				memcpy(rest, tmp, sizeof(rest));
+				p = rest;
+			}
+			continue;
+		}
+		l = strlen(walked);
+		snprintf(walked + l, sizeof(walked) - l, "/%s", comp);
+		if (S_ISDIR(st.st_mode) && p[strspn(p, "/")] != '\0') {
+			if (st.st_uid != 0 || (st.st_mode & 022)) {
+				snprintf(why, why_size,
+					 "'%s': directory '%s' is not root's alone (owner %u, mode "
+					 "%04o): someone else can swap what it holds",
+					 path, walked, (unsigned)st.st_uid,
+					 (unsigned)(st.st_mode & 07777));
+				safe_close(fd);
+				r = 1;
+				break;
+			}
+			if (depth >= CHAIN_DEPTH) {
+				safe_close(fd);
+				r = -ELOOP;
+				break;
+			}
+			fds[++depth] = fd;
+			continue;
+		}
+		if (!S_ISREG(st.st_mode) || p[strspn(p, "/")] != '\0') {
+			snprintf(why, why_size, "'%s' is not a regular file", path);
+			safe_close(fd);
+			r = 1;
+			break;
+		}
+		if (st.st_uid != 0 || (st.st_mode & 022)) {
+			snprintf(why, why_size,
+				 "'%s' (%s) is not root's alone (owner %u, mode %04o)", path,
+				 walked, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+			safe_close(fd);
+			r = 1;
+			break;
+		}
+		/* Opened for reading from the same checked directory; must be the same file. */
+		{
+			struct stat st2;
+			int rfd = openat(fds[depth], comp,
+					 O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+
+			safe_close(fd);
+			if (rfd < 0 || fstat(rfd, &st2) < 0) {
+				r = -errno;
+				safe_close(rfd);
+				break;
+			}
+			if (st2.st_dev != st.st_dev || st2.st_ino != st.st_ino) {
+				safe_close(rfd);
+				r = -EAGAIN;
+				break;
+			}
+			*ret_fd = rfd;
+		}
+		break;
+	}
+	for (; depth > 0; depth--)
+		safe_close(fds[depth]);
+	return r;
+}
+
+#define INTERP_DEPTH 4 /* the kernel's BINPRM_MAX_RECURSION */
+
+static int interp_check_level(int root_fd, const char *what, const char *text, size_t len,
+			      int level, char *why, size_t why_size);
+
+/* Check the file at path (an interpreter) and, when it is a script, its own interpreter. */
+static int interp_check_path(int root_fd, const char *what, const char *path, int level, char *why,
+			     size_t why_size)
+{
+	_cleanup_close_ int fd = -1;
+	char head[TRUSTED_SHEBANG_MAX], w[PATH_MAX + 64];
+	ssize_t n;
+	int r;
+
+	r = chain_open(root_fd, path, &fd, w, sizeof(w));
+	if (r == -ENOENT) {
+		snprintf(why, why_size, "%s: interpreter '%s' does not exist in the image", what,
+			 path);
+		return 1;
+	}
+	if (r < 0)
+		return r;
+	if (r > 0) {
+		snprintf(why, why_size, "%s: interpreter %s", what, w);
+		return 1;
+	}
+	n = pread(fd, head, sizeof(head), 0);
+	if (n < 0)
+		return -errno;
+	return interp_check_level(root_fd, path, head, (size_t)n, level + 1, why, why_size);
+}
+
+static int interp_check_level(int root_fd, const char *what, const char *text, size_t len,
+			      int level, char *why, size_t why_size)
+{
+	static const char secure_path[] = TRUSTED_SECURE_PATH;
+	char interp[TRUSTED_SHEBANG_MAX], arg[TRUSTED_SHEBANG_MAX];
+	const char *base, *d;
+	int r;
+
+	r = trusted_shebang_parse(text, len, interp, arg);
+	if (r == 0)
+		return 0; /* a binary, or no #! at all: sudo execs it itself, nothing else runs */
+	if (r < 0) {
+		snprintf(why, why_size,
+			 "%s: the #! line names no interpreter, holds a NUL or is longer than %d "
+			 "bytes",
+			 what, TRUSTED_SHEBANG_MAX - 1);
+		return 1;
+	}
+	if (strchr(interp, '\r') || strchr(arg, '\r')) {
+		snprintf(why, why_size,
+			 "%s: the #! line ends in a carriage return (CRLF line endings): the "
+			 "interpreter would be '%s<CR>'",
+			 what, interp);
+		return 1;
+	}
+	if (interp[0] != '/') {
+		snprintf(why, why_size,
+			 "%s: interpreter '%s' is a relative path (the kernel resolves it from the "
+			 "working directory): give an absolute one",
+			 what, interp);
+		return 1;
+	}
+	if (level >= INTERP_DEPTH) {
+		snprintf(why, why_size, "%s: interpreters nested more than %d deep", what,
+			 INTERP_DEPTH);
+		return 1;
+	}
+	r = interp_check_path(root_fd, what, interp, level, why, why_size);
+	if (r != 0)
+		return r;
+	base = strrchr(interp, '/') + 1;
+	if (strcmp(base, "env") || !arg[0])
+		return 0;
+	/* env runs its argument: an option (-S splits, -i, -u, -C…) decides what that is. */
+	if (arg[0] == '-') {
+		snprintf(why, why_size,
+			 "%s: interpreter '%s %s': env options are not allowed (name the "
+			 "interpreter by its absolute path)",
+			 what, interp, arg);
+		return 1;
+	}
+	if (strchr(arg, '/')) {
+		if (arg[0] != '/') {
+			snprintf(why, why_size, "%s: interpreter '%s' (through env) is relative",
+				 what, arg);
+			return 1;
+		}
+		return interp_check_path(root_fd, what, arg, level + 1, why, why_size);
+	}
+	/* Looked up in the script's PATH, which sudo sets to secure_path: every directory
+	 * before the one that holds it (or its nearest existing parent) is checked too. */
+	for (d = secure_path; *d;) {
+		_cleanup_close_ int fd = -1;
+		char path[PATH_MAX], w[PATH_MAX + 64];
+		size_t l = strcspn(d, ":");
+
+		snprintf(path, sizeof(path), "%.*s/%s", (int)l, d, arg);
+		d += l + (d[l] == ':');
+		r = chain_open(root_fd, path, &fd, w, sizeof(w));
+		if (r == -ENOENT || r == -ENOTDIR)
+			continue;
+		if (r < 0)
+			return r;
+		if (r > 0) {
+			snprintf(why, why_size, "%s: interpreter '%s' looked up by env: %s", what,
+				 arg, w);
+			return 1;
+		}
+		return interp_check_path(root_fd, what, path, level + 1, why, why_size);
+	}
+	snprintf(why, why_size, "%s: interpreter '%s' (through env) is in no directory of %s", what,
+		 arg, secure_path);
+	return 1;
+}
+
+int trusted_interp_check(int root_fd, const char *what, const char *text, size_t len, char *why,
+			 size_t why_size)
+{
+	return interp_check_level(root_fd, what, text, len, 0, why, why_size);
+}
+
+int trusted_scripts_interp_check(const char *root, const struct trusted_entry *v, size_t n,
+				 char *why, size_t why_size)
+{
+	_cleanup_close_ int root_fd = -1, dir_fd = -1;
+	size_t i;
+	int r;
+
+	r = trusted_root_open(root, &root_fd);
+	if (r < 0)
+		return r;
+	r = trusted_open_dir(root_fd, TRUSTED_DIR, false, 0755, 0, 0, false, &dir_fd);
+	if (r == -ENOENT)
+		return 0;
+	if (r < 0)
+		return r;
+	for (i = 0; i < n; i++) {
+		_cleanup_close_ int fd = -1;
+		char head[TRUSTED_SHEBANG_MAX], what[TRUSTED_NAME_MAX + 32];
+		ssize_t got;
+
+		fd = openat(dir_fd, v[i].name,
+			    O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+		if (fd < 0)
+			return -errno;
+		got = pread(fd, head, sizeof(head), 0);
+		if (got < 0)
+			return -errno;
+		snprintf(what, sizeof(what), "/data/trusted/%s", v[i].name);
+		r = trusted_interp_check(root_fd, what, head, (size_t)got, why, why_size);
+		if (r != 0)
+			return r;
+	}
+	return 0;
 }

@@ -59,6 +59,14 @@ int trusted_wrapper_render(const char *sudo_path, const char *pistisd_path, cons
 /* True when text is a wrapper pistisd wrote (either form): a "#!" line, then the mark. */
 bool trusted_wrapper_is_ours(const char *text, size_t len);
 
+/* The #! line of a script as the kernel reads it: the interpreter and its one optional
+ * argument (the trimmed rest of the line, never split). 1 with a #! line, 0 without one,
+ * -EINVAL when it does not fit the kernel's TRUSTED_SHEBANG_MAX bytes, holds a NUL or names
+ * no interpreter. */
+#define TRUSTED_SHEBANG_MAX 256
+int trusted_shebang_parse(const char *text, size_t len, char interp[TRUSTED_SHEBANG_MAX],
+			  char arg[TRUSTED_SHEBANG_MAX]);
+
 /* The name in a trusted-exec script path: path must be exactly "/data/bin/NAME" with a
  * valid NAME; -EINVAL otherwise. */
 int trusted_exec_name(const char *path, char ret_name[TRUSTED_NAME_MAX + 1]);
@@ -120,9 +128,24 @@ int trusted_root_open(const char *root, int *ret_fd);
 
 /* Copy a script from an fd the caller opened (regular file, owned by root, writable by no one
  * else: -EPERM otherwise) to /data/trusted/NAME, root 0755, and write the wrapper
- * /data/bin/NAME. Does not touch sudoers: call trusted_install() after. */
+ * /data/bin/NAME. -ENOEXEC, with the reason in why, when its #! interpreter fails
+ * trusted_interp_check. Does not touch sudoers: call trusted_install() after. */
 int trusted_add_fd(const char *root, const char *name, int script_fd,
-		   char ret_digest[SHA256_HEX_SIZE]);
+		   char ret_digest[SHA256_HEX_SIZE], char *why, size_t why_size);
+
+/* sudo's digest pins a script's bytes, not the program its #! line names. 0 when whatever
+ * the kernel runs for this text is root's alone: the interpreter an absolute path that,
+ * resolved in the root (symlinks followed), passes only through root-owned directories
+ * no one else may write and ends at a root-owned file no one else may write; the same for
+ * that file's own #! (up to the kernel's 4 levels) and for `env NAME` looked up in
+ * secure_path (env options refused). Text without #! is 0 (sudo execs it itself). 1 with a
+ * one-line reason in why (what names the script), -errno. */
+int trusted_interp_check(int root_fd, const char *what, const char *text, size_t len, char *why,
+			 size_t why_size);
+
+/* trusted_interp_check for each listed script in /data/trusted (the first that fails). */
+int trusted_scripts_interp_check(const char *root, const struct trusted_entry *v, size_t n,
+				 char *why, size_t why_size);
 
 /* Open SCRIPT for trusted_add_fd: O_NOFOLLOW (a symlink is -ELOOP), never blocks on a FIFO. */
 int trusted_open_script(const char *path, int *ret_fd);

@@ -1,6 +1,6 @@
 /* libFuzzer: trusted command names, the generated wrappers (both forms) and drop-in for any
  * name the validator accepts (they must never carry a byte outside the allowed set), and
- * the name trusted-exec takes from a wrapper path. */
+ * the name trusted-exec takes from a wrapper path; and the #! parser on any bytes. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -16,8 +16,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char name[128], path[160], got[TRUSTED_NAME_MAX + 1];
 	struct trusted_entry e = {
 		.digest = "d5520751b4e6cd9dd8835fa8d4e5a75974c0cbb693f427a9a0a483ee7c4f9515"};
-	char *text = NULL;
+	char *text = NULL, interp[TRUSTED_SHEBANG_MAX], arg[TRUSTED_SHEBANG_MAX];
+	int sb;
 
+	/* The #! parser: any bytes; what it returns is a non-empty interpreter with no blank,
+	 * and both strings fit (a NUL inside would have been refused). */
+	sb = trusted_shebang_parse((const char *)data, size, interp, arg);
+	if (sb == 1 &&
+	    (!interp[0] || strpbrk(interp, " \t\n") || strchr(arg, '\n') ||
+	     strlen(interp) >= TRUSTED_SHEBANG_MAX || strlen(arg) >= TRUSTED_SHEBANG_MAX))
+		abort();
 	if (size >= sizeof(name))
 		return 0;
 	memcpy(name, data, size);

@@ -210,4 +210,59 @@ unlike "the secret shows nowhere the agent looked" \
 wait
 ok "remove holdsecret" "$P" trusted remove holdsecret --root "$R"
 
+# --- 9. the script's interpreter: what sudo's digest does not cover --------------------------
+# sudo pins the script's bytes, not the program its #! line names: an interpreter an agent
+# can write (or swap through a directory it can write, or reach through a relative path
+# or `env` and a PATH directory it can write) runs as pi-tools with the secrets.
+mkdir -p "$R/workspaces/tools" && chown "$AUID:10010" "$R/workspaces/tools" && chmod 02770 "$R/workspaces/tools"
+cp "$R/bin/sh" "$R/workspaces/tools/sh" && chmod 0755 "$R/workspaces/tools/sh"
+mkdir -p "$R/opt/shared" && chmod 0777 "$R/opt/shared"
+cp "$R/bin/sh" "$R/opt/shared/sh" && chmod 0755 "$R/opt/shared/sh"
+mkdir -p "$R/opt/rootonly" && cp "$R/bin/sh" "$R/opt/rootonly/sh" && chmod 0755 "$R/opt/rootonly/sh"
+ln -sfn /workspaces/tools/sh "$R/opt/rootonly/via-link"
+printf '#!/bin/sh\nexec /opt/rootonly/sh "$@"\n' >"$R/opt/rootonly/nested" && chmod 0755 "$R/opt/rootonly/nested"
+printf '#!/workspaces/tools/sh\nexec /opt/rootonly/sh "$@"\n' >"$R/opt/rootonly/nested-bad" && chmod 0755 "$R/opt/rootonly/nested-bad"
+interp_refused() { # desc name first-line
+	printf '%s\necho "user=$(id -un)"\n' "$3" >"$S/$2" && chmod 0755 "$S/$2"
+	out=$("$P" trusted add "$2" "$S/$2" --root "$R" 2>&1)
+	rc=$?
+	if [ $rc -eq 1 ] && [ ! -e "$R/data/trusted/$2" ] && printf '%s' "$out" | grep -q 'interpreter'; then
+		_tap_result 0 "$1"
+	else
+		_tap_result 1 "$1" "exit $rc: $out"
+	fi
+}
+interp_refused "add refuses an interpreter the agent owns" ownint '#!/workspaces/tools/sh'
+interp_refused "add refuses a root-owned interpreter in a directory others can write" sharedint '#!/opt/shared/sh'
+interp_refused "add refuses a relative interpreter (resolved from the cwd)" relint '#!workspaces/tools/sh'
+interp_refused "add refuses an interpreter reached through a symlink into an agent's directory" linkint '#!/opt/rootonly/via-link'
+interp_refused "add refuses an interpreter whose own #! names an agent's file" nestint '#!/opt/rootonly/nested-bad'
+interp_refused "add refuses a CRLF #! line (the interpreter would be 'sh<CR>')" crlfint "$(printf '#!/bin/sh\r')"
+interp_refused "add refuses env options (env -S splits, -i/-u/-C change what runs)" envopt '#!/usr/bin/env -S sh -e'
+interp_refused "add refuses a missing interpreter" noint '#!/opt/rootonly/nope'
+mkdir -p "$R/usr/local/sbin" && chmod 0777 "$R/usr/local/sbin"
+interp_refused "add refuses env NAME when a secure_path directory before it is writable" envpath '#!/usr/bin/env sh'
+chmod 0755 "$R/usr/local/sbin"
+for f in '#!/bin/sh' '#!/usr/bin/env sh' '#! /opt/rootonly/sh -e' '#!/opt/rootonly/nested'; do
+	printf '%s\necho "user=$(id -un)"\n' "$f" >"$S/goodint" && chmod 0755 "$S/goodint"
+	ok "add accepts a root-only interpreter: $f" "$P" trusted add goodint "$S/goodint" --root "$R"
+	like "... and the agent runs it as pi-tools" "$(agent goodint 2>&1)" "^user=pi-tools"
+done
+printf 'echo "user=$(id -un)"\n' >"$S/noshebang" && chmod 0755 "$S/noshebang"
+ok "add accepts a script without #! (no interpreter to check)" "$P" trusted add noshebang "$S/noshebang" --root "$R"
+refused "... sudo execs it itself (fexecve): Exec format error, no /bin/sh fallback" noshebang
+# Added while the interpreter was root's; the image changed since: install and check refuse.
+printf '#!/opt/rootonly/sh\necho "user=$(id -un)"\n' >"$S/later" && chmod 0755 "$S/later"
+ok "add later (interpreter root's alone)" "$P" trusted add later "$S/later" --root "$R"
+chmod 0777 "$R/opt/rootonly"
+out=$("$P" trusted check --root "$R" 2>&1)
+is "check fails once the interpreter's directory is writable by others" "$?" 1
+like "... and names the script and its interpreter" "$out" "/data/trusted/later.*/opt/rootonly"
+out=$("$P" trusted install --root "$R" 2>&1)
+is "install refuses too" "$?" 1
+like "... and says why" "$out" "interpreter"
+chmod 0755 "$R/opt/rootonly"
+for n in goodint noshebang later; do "$P" trusted remove "$n" --no-install --root "$R" >/dev/null; done
+ok "install again" "$P" trusted install --root "$R"
+
 done_testing

@@ -292,6 +292,31 @@ static char *make_root(void)
 	return d;
 }
 
+TEST(shebang_parse_as_the_kernel)
+{
+	char interp[TRUSTED_SHEBANG_MAX], arg[TRUSTED_SHEBANG_MAX], big[400];
+
+	ASSERT_EQ(trusted_shebang_parse("echo hi\n", 8, interp, arg), 0);
+	ASSERT_EQ(trusted_shebang_parse("", 0, interp, arg), 0);
+	ASSERT_EQ(trusted_shebang_parse("#!/bin/sh\n", 10, interp, arg), 1);
+	ASSERT_STREQ(interp, "/bin/sh");
+	ASSERT_STREQ(arg, "");
+	ASSERT_EQ(trusted_shebang_parse("#! \t/usr/bin/env  python3 -u \t\nx", 34, interp, arg), 1);
+	ASSERT_STREQ(interp, "/usr/bin/env");
+	ASSERT_STREQ(arg, "python3 -u"); /* one argument, never split */
+	ASSERT_EQ(trusted_shebang_parse("#!/bin/sh\r\n", 11, interp, arg), 1);
+	ASSERT_STREQ(interp, "/bin/sh\r"); /* what the kernel would exec */
+	ASSERT_EQ(trusted_shebang_parse("#!/bin/sh", 9, interp, arg), 1); /* no newline: whole */
+	ASSERT_STREQ(interp, "/bin/sh");
+	ASSERT_EQ(trusted_shebang_parse("#!\n", 3, interp, arg), -EINVAL);
+	ASSERT_EQ(trusted_shebang_parse("#!  \n", 5, interp, arg), -EINVAL);
+	ASSERT_EQ(trusted_shebang_parse("#!/bin/s\0h\n", 12, interp, arg), -EINVAL);
+	memset(big, 'a', sizeof(big));
+	memcpy(big, "#!/", 3);
+	big[sizeof(big) - 1] = '\n';
+	ASSERT_EQ(trusted_shebang_parse(big, sizeof(big), interp, arg), -EINVAL);
+}
+
 TEST(open_dir_refuses_symlinks_and_loose_parents)
 {
 	_cleanup_free_ char *root = make_root();
@@ -404,7 +429,7 @@ TEST(write_file_temp_names_are_ignored_by_sudo)
 TEST(add_refuses_loose_scripts)
 {
 	_cleanup_free_ char *root = make_root();
-	char p[512], digest[SHA256_HEX_SIZE];
+	char p[512], digest[SHA256_HEX_SIZE], why[512];
 	int fd = -1;
 
 	if (geteuid() != 0)
@@ -424,17 +449,17 @@ TEST(add_refuses_loose_scripts)
 	snprintf(p, sizeof(p), "%s/s", root);
 	ASSERT_EQ(chmod(p, 0664), 0);
 	ASSERT_EQ(trusted_open_script(p, &fd), 0);
-	ASSERT_EQ(trusted_add_fd(root, "hi", fd, digest), -EPERM);
+	ASSERT_EQ(trusted_add_fd(root, "hi", fd, digest, why, sizeof(why)), -EPERM);
 	close(fd);
 	ASSERT_EQ(chmod(p, 0644), 0);
 	ASSERT_EQ(chown(p, 1000, 0), 0);
 	ASSERT_EQ(trusted_open_script(p, &fd), 0);
-	ASSERT_EQ(trusted_add_fd(root, "hi", fd, digest), -EPERM);
+	ASSERT_EQ(trusted_add_fd(root, "hi", fd, digest, why, sizeof(why)), -EPERM);
 	close(fd);
 	ASSERT_EQ(chown(p, 0, 0), 0);
 	ASSERT_EQ(trusted_open_script(p, &fd), 0);
-	ASSERT_EQ(trusted_add_fd(root, "a.b", fd, digest), -EINVAL);
-	ASSERT_EQ(trusted_add_fd(root, "hi", fd, digest), 0);
+	ASSERT_EQ(trusted_add_fd(root, "a.b", fd, digest, why, sizeof(why)), -EINVAL);
+	ASSERT_EQ(trusted_add_fd(root, "hi", fd, digest, why, sizeof(why)), 0);
 	close(fd);
 	char want[SHA256_HEX_SIZE];
 	sha256_hex("echo hi\n", 8, want);
@@ -449,7 +474,6 @@ TEST(add_refuses_loose_scripts)
 	ASSERT_EQ(v[0].mode, 0755u);
 	free(v);
 
-	char why[256];
 	ASSERT_EQ(trusted_wrapper_check(root, "hi", why, sizeof(why)), 0);
 	/* No pistisd in this root: the /bin/sh form. Once there is one, refresh rewrites the
 	 * wrapper into the trusted-exec form, and check wants that form. */
