@@ -674,8 +674,8 @@ static int interp_check_level(int root_fd, const char *what, const char *text, s
 	if (strchr(interp, '\r') || strchr(arg, '\r')) {
 		snprintf(why, why_size,
 			 "%s: the #! line ends in a carriage return (CRLF line endings): the "
-			 "interpreter would be '%s<CR>'",
-			 what, interp);
+			 "interpreter or its argument would end in <CR> ('%.*s')",
+			 what, (int)strcspn(interp, "\r"), interp);
 		return 1;
 	}
 	if (interp[0] != '/') {

@@ -367,6 +367,9 @@ ok "trusted.add: the script, the wrapper and the sudoers rule are in place" \
 	grep -q 'trusted/hello' "$R/etc/sudoers.d/pistis-trusted" "$R/data/bin/hello"
 like "trusted: the agent runs it through exec (as pi-tools, via sudo)" \
 	"$(P exec --agent alice -- /data/bin/hello 2>&1)" 'trusted-hi'
+out=$(P call trusted.add "{\"name\":\"ownint\",\"data\":\"$(printf '#!/workspaces/x/sh\necho hi\n' | base64 -w0)\"}" 2>&1)
+like "trusted.add: an interpreter that is not root's alone is a bad_request with the reason" "$out" '"code":"bad_request".*interpreter'
+ok "... and nothing was added" test ! -e "$R/data/trusted/ownint"
 like "trusted.add: a bad name is a structured error" "$(P call trusted.add '{"name":"../x","data":""}' 2>&1)" '"code":"bad_request"'
 like "trusted.remove: removed" "$(P call trusted.remove '{"name":"hello"}' 2>&1)" '"ok":true.*"name":"hello"'
 like "trusted.remove: again is not_found" "$(P call trusted.remove '{"name":"hello"}' 2>&1)" '"code":"not_found"'
