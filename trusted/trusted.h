@@ -119,8 +119,10 @@ enum {
 /* The one predicate for "this image has trusted commands", which decides whether agents
  * run with no_new_privs (docs/trusted.md, "The no_new_privs conflict, decided"): true when
  * etc/sudoers.d/pistis-trusted beneath root_fd (no symlink on the way) is a non-empty
- * regular file owned by root and writable by neither group nor others. One openat2 and one
- * fstat on the opened fd; any error (absent, a symlink, loose owner or mode) is false. */
+ * regular file owned by root and writable by neither group nor others, and data and
+ * data/trusted are directories root's alone (a rule that let agents write there would let
+ * them change a script between sudo's digest and its read). Three openat2 and fstat on the
+ * opened fds; any error (absent, a symlink, loose owner or mode) is false. */
 bool trusted_configured(int root_fd);
 
 /* Open the root ("/" or a directory) as an O_PATH fd. */

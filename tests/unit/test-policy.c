@@ -23,13 +23,14 @@ TEST(defaults_parse)
 
 	ASSERT_EQ(policy_rules_parse(policy_defaults_json, policy_defaults_json_len(), &r, &err),
 		  0);
-	ASSERT_EQ(r->n, 8u);
+	ASSERT_EQ(r->n, 9u);
 	/* Sorted bytewise, so a parent always comes before what lies beneath it. */
 	for (size_t i = 1; i < r->n; i++)
 		EXPECT_LT(strcmp(r->rules[i - 1].path, r->rules[i].path), 0);
 	EXPECT_EQ(policy_rules_match(r, "/workspaces/x/y")->access == POLICY_WRITE, true);
 	EXPECT_EQ(policy_rules_match(r, "/data/bin/tool")->access == POLICY_READ, true);
 	EXPECT_EQ(policy_rules_match(r, "/data/.secrets")->access == POLICY_NONE, true);
+	EXPECT_EQ(policy_rules_match(r, "/data/trusted/gh-token")->access == POLICY_READ, true);
 	EXPECT_EQ(policy_rules_match(r, "/certs/key.pem")->access == POLICY_NONE, true);
 	EXPECT_NULL(policy_rules_match(r, "/data"));
 	EXPECT_NULL(policy_rules_match(r, "/data/binaries"));

@@ -368,6 +368,31 @@ TEST(configured_predicate)
 	EXPECT_FALSE(trusted_configured(rfd)); /* empty */
 	ASSERT_EQ(write(fd, "# rules\n", 8), 8);
 	close(fd);
+	EXPECT_FALSE(trusted_configured(rfd)); /* no /data/trusted */
+	snprintf(p, sizeof(p), "%s/data", root);
+	ASSERT_EQ(mkdir(p, 0755), 0);
+	snprintf(p, sizeof(p), "%s/data/trusted", root);
+	ASSERT_EQ(mkdir(p, 0755), 0);
+	EXPECT_TRUE(trusted_configured(rfd));
+	/* a rule that let agents write /data/trusted or /data turns setuid off */
+	ASSERT_EQ(chmod(p, 02775), 0);
+	EXPECT_FALSE(trusted_configured(rfd));
+	ASSERT_EQ(chmod(p, 0755), 0);
+	ASSERT_EQ(chown(p, 10100, 0), 0);
+	EXPECT_FALSE(trusted_configured(rfd));
+	ASSERT_EQ(chown(p, 0, 0), 0);
+	snprintf(p, sizeof(p), "%s/data", root);
+	ASSERT_EQ(chmod(p, 0757), 0);
+	EXPECT_FALSE(trusted_configured(rfd));
+	ASSERT_EQ(chmod(p, 0755), 0);
+	snprintf(p, sizeof(p), "%s/data/trusted", root);
+	snprintf(d, sizeof(d), "%s/data/trusted2", root);
+	ASSERT_EQ(rename(p, d), 0);
+	ASSERT_EQ(symlink("trusted2", p), 0);
+	EXPECT_FALSE(trusted_configured(rfd)); /* a symlink at /data/trusted */
+	ASSERT_EQ(unlink(p), 0);
+	ASSERT_EQ(rename(d, p), 0);
+	snprintf(d, sizeof(d), "%s/etc/sudoers.d", root);
 	EXPECT_TRUE(trusted_configured(rfd));
 	ASSERT_EQ(chmod(f, 0460), 0); /* group-writable */
 	EXPECT_FALSE(trusted_configured(rfd));
