@@ -276,7 +276,9 @@ static int verb_check(const struct opts *o)
 			printf("%s", problems ? "," : "");                                         \
 			json_str(_m);                                                              \
 		} else {                                                                           \
-			printf("FAIL %s\n", _m);                                                   \
+			char _e[4 * sizeof(_m)];                                                   \
+			escape_c(_m, strlen(_m), _e, sizeof(_e));                                  \
+			printf("FAIL %s\n", _e);                                                   \
 		}                                                                                  \
 		problems++;                                                                        \
 	} while (0)

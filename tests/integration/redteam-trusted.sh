@@ -262,6 +262,17 @@ out=$("$P" trusted install --root "$R" 2>&1)
 is "install refuses too" "$?" 1
 like "... and says why" "$out" "interpreter"
 chmod 0755 "$R/opt/rootonly"
+# A path with an escape sequence in check's report reaches the operator's terminal escaped.
+E=$(printf 'opt/e\033[2Jx')
+mkdir -p "$R/$E" && cp "$R/bin/sh" "$R/$E/sh" && chmod 0755 "$R/$E/sh"
+printf '#!/%s/sh\necho "user=$(id -un)"\n' "$E" >"$S/escint" && chmod 0755 "$S/escint"
+ok "add an interpreter in a directory whose name holds ESC" "$P" trusted add escint "$S/escint" --root "$R"
+chmod 0777 "$R/$E"
+out=$("$P" trusted check --root "$R" 2>&1)
+like "check names that directory ..." "$out" 'FAIL .*opt/e\\(x1b|033|e)\[2Jx'
+is "... with no raw ESC byte in its report" "$(printf '%s' "$out" | tr -dc '\033' | wc -c)" 0
+chmod 0755 "$R/$E"
+"$P" trusted remove escint --no-install --root "$R" >/dev/null
 for n in goodint noshebang later; do "$P" trusted remove "$n" --no-install --root "$R" >/dev/null; done
 ok "install again" "$P" trusted install --root "$R"
 
