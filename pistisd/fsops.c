@@ -283,8 +283,21 @@ static int read_leaf(int dfd, const char *leaf, uint64_t offset, uint64_t limit,
 	buf = malloc(limit ? limit : 1);
 	if (!buf)
 		return -ENOMEM;
-	n = pread(fd, buf, limit, (off_t)offset);
-	if (n < 0)
+	/* The file may change while it is read (a log being appended): a size taken before the
+	 * read says nothing about where the read ended. eof means a pread returned 0 (the end
+	 * of the file at that moment), or the piece reaches the size measured after the read;
+	 * so eof is false only when the whole piece was read and more bytes were there after. */
+	for (n = 0; (uint64_t)n < limit;) {
+		ssize_t k = pread(fd, buf + n, limit - (uint64_t)n, (off_t)(offset + (uint64_t)n));
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return -errno;
+		if (k == 0)
+			break;
+		n += k;
+	}
+	if (fstat(fd, &st) < 0)
 		return -errno;
 	b64 = proto_base64_encode(buf, (size_t)n);
 	if (!b64)
@@ -293,7 +306,8 @@ static int read_leaf(int dfd, const char *leaf, uint64_t offset, uint64_t limit,
 	cJSON_AddNumberToObject(o, "size", (double)st.st_size);
 	cJSON_AddNumberToObject(o, "offset", (double)offset);
 	cJSON_AddNumberToObject(o, "length", (double)n);
-	cJSON_AddBoolToObject(o, "eof", (uint64_t)n + offset >= (uint64_t)st.st_size);
+	cJSON_AddBoolToObject(o, "eof",
+			      (uint64_t)n < limit || (uint64_t)n + offset >= (uint64_t)st.st_size);
 	return 0;
 }
 

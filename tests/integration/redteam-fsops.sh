@@ -136,4 +136,71 @@ kill "$ST" 2>/dev/null; wait "$ST" 2>/dev/null; ST=
 is "the FIFO's reader never saw the helper open it (timed out)" "$rc" 124
 ok "the FIFO is still a FIFO" test -p "$R$home/race"
 
+# --- fs.read of a file that changes while it is read ---------------------------------------------
+# eof used to come from the size taken before the read: a log appended between the helper's
+# look and its read answered eof with bytes left (pistis read stopped early, no error), and
+# a file cut short answered the old size and eof false. strace holds the helper inside its
+# pread (after every look at the file) while the file grows or shrinks.
+case $(uname -m) in
+x86_64) NR_PREAD=17 NR_FSTAT=5 NR_FSTATAT=262 ;;
+aarch64) NR_PREAD=67 NR_FSTAT=80 NR_FSTATAT=79 ;;
+*) NR_PREAD= ;;
+esac
+helper_pid() {
+	local hp
+	for _ in $(seq 200); do
+		hp=$(pgrep -P "$SD" -u "$auid" | head -1)
+		[ -n "$hp" ] && { echo "$hp"; return 0; }
+		sleep 0.02
+	done
+	return 1
+}
+# held_in PID "NR..." [PATH...]: PID is stopped (strace holds it) in one of the syscalls NR,
+# whose first argument is an fd open on one of PATH (any fd when no PATH is given)
+held_in() {
+	local pid=$1 nrs=$2 s nr a p
+	shift 2
+	for _ in $(seq 250); do
+		s=$(cat "/proc/$pid/syscall" 2>/dev/null) || return 1
+		nr=${s%% *}
+		case " $nrs " in *" $nr "*)
+			[ $# = 0 ] && return 0
+			a=$(echo "$s" | cut -d' ' -f2)
+			for p in "$@"; do
+				[ "$(readlink "/proc/$pid/fd/$((a))" 2>/dev/null)" = "$p" ] && return 0
+			done ;;
+		esac
+		sleep 0.02
+	done
+	return 1
+}
+if [ -z "$NR_PREAD" ]; then
+	skip "fs.read of a file that grows or shrinks while read" "syscall numbers of $(uname -m) unknown here"
+else
+	head -c 100 /dev/urandom >"$R$home/grow"
+	head -c 307200 /dev/urandom >"$R$home/shrink"
+	chown "$auid:$auid" "$R$home/grow" "$R$home/shrink"
+	strace -qq -f -p "$SD" -o /dev/null -e trace=pread64 -e inject=pread64:delay_enter=1500000 &
+	ST=$!
+	sleep 0.5
+	timeout 30 "$BIN/pistis" read --agent alice "$home/grow" >"$W/grow.out" 2>&1 &
+	CALL=$!
+	hp=$(helper_pid)
+	ok "the fs.read helper is held inside its read" held_in "${hp:-0}" "$NR_PREAD"
+	head -c 204800 /dev/urandom >>"$R$home/grow"
+	wait "$CALL"
+	is "a file that grew during the read: pistis read gets all of it" \
+		"$(wc -c <"$W/grow.out") $(sha256sum <"$W/grow.out")" "204900 $(sha256sum <"$R$home/grow")"
+	call fs.read "{\"agent\":\"alice\",\"path\":\"$home/shrink\"}" >"$W/shrink.out" &
+	CALL=$!
+	hp=$(helper_pid)
+	ok "the fs.read helper is held inside its read" held_in "${hp:-0}" "$NR_PREAD"
+	truncate -s 51200 "$R$home/shrink"
+	wait "$CALL"
+	kill "$ST" 2>/dev/null; wait "$ST" 2>/dev/null; ST=
+	is "a file cut short during the read: size, length and eof as after the read" \
+		"$(grep -o '"size":[0-9]*\|"length":[0-9]*\|"eof":[a-z]*' "$W/shrink.out" | sort | paste -sd,)" \
+		'"eof":true,"length":51200,"size":51200'
+fi
+
 done_testing
