@@ -3,8 +3,9 @@
  * each verified), forgets the relay token, and only then touches the file system: the
  * kernel's own permission checks decide, never root plus checks. Paths are resolved with
  * openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS) beneath "/" (or a
- * per-component O_NOFOLLOW walk where openat2 is missing); the leaf is opened with
- * O_NOFOLLOW, so no symlink is ever followed. The helper writes the whole JSON answer to a
+ * per-component O_NOFOLLOW walk where openat2 is missing); the leaf is opened
+ * O_PATH|O_NOFOLLOW and only the regular file it holds is reopened for I/O, so no symlink is
+ * followed and no FIFO or device opened. The helper writes the whole JSON answer to a
  * pipe; the parent forwards it. */
 #include <dirent.h>
 #include <errno.h>
@@ -223,44 +224,79 @@ static int mkdir_parents(const char *path)
 	return r;
 }
 
-/* Open the regular file leaf beneath dfd: looked at first (no follow) so a FIFO, socket or
- * device is refused without being opened (an open alone has effects on some devices), then
- * opened O_NOFOLLOW|O_NONBLOCK and checked again on the fd (a regular file swapped for
- * something else in between is opened non-blocking, as the agent, and refused). */
+/* Reopen for I/O the inode the O_PATH fd pfd holds, never another: through the helper's own
+ * fd link in a procfs mounted at /proc (a task may open its own fd links though it is
+ * non-dumpable: proc_fd_permission; the kernel checks the agent's access to the inode as for
+ * any open). "/proc" is taken without following and must be a procfs, so nothing the agent
+ * made is walked; this is no agent-supplied path, so refuse_procfs has no say in it. Where no
+ * procfs is there for this task, the leaf is opened by name (O_NOFOLLOW, O_NONBLOCK) and
+ * checked on the fd afterwards: a FIFO swapped in meanwhile is then opened and refused. */
+static int reopen_leaf(int pfd, int dfd, const char *leaf, int flags)
+{
+	_cleanup_close_ int proc = -1, fds = -1;
+	struct statfs sf;
+	char name[16];
+	int fd;
+
+	flags |= O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
+	proc = open("/proc", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (proc >= 0 && fstatfs(proc, &sf) == 0 && sf.f_type == PROC_SUPER_MAGIC) {
+		fds = openat(proc, "thread-self/fd", O_PATH | O_DIRECTORY | O_CLOEXEC);
+		/* ENOENT: a procfs of a pid namespace this task is not in */
+		if (fds < 0 && errno != ENOENT)
+			return -errno;
+	}
+	if (fds < 0) {
+		fd = openat(dfd, leaf, flags | O_NOFOLLOW);
+		return fd < 0 ? -errno : fd;
+	}
+	snprintf(name, sizeof(name), "%d", pfd);
+	fd = openat(fds, name, flags);
+	return fd < 0 ? -errno : fd;
+}
+
+/* Open the regular file leaf beneath dfd. The leaf is opened O_PATH|O_NOFOLLOW (which opens
+ * nothing: no FIFO end, no device's open), judged on that fd's fstat, and only that inode is
+ * reopened for I/O: a FIFO, socket or device is refused without ever being opened, whenever
+ * the agent swaps it in. */
 static int open_regular(int dfd, const char *leaf, int flags, mode_t mode, struct stat *st)
 {
-	int fd = -1;
-
 	/* Nothing there: create it O_EXCL, so a FIFO the agent makes in between is not opened
 	 * by an O_CREAT open; one that appears is looked at again (a few times: the agent
 	 * may race, but the answer is then its own error). */
-	for (unsigned tries = 0; fd < 0 && tries < 3; tries++) {
-		int excl = 0;
+	for (unsigned tries = 0; tries < 3; tries++) {
+		_cleanup_close_ int pfd = openat(dfd, leaf, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		int fd;
 
-		if (fstatat(dfd, leaf, st, AT_SYMLINK_NOFOLLOW) == 0) {
+		if (pfd < 0) {
+			if (errno != ENOENT || !(flags & O_CREAT))
+				return -errno;
+			fd = openat(dfd, leaf,
+				    flags | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY,
+				    mode);
+			if (fd < 0 && errno == EEXIST)
+				continue;
+			if (fd < 0)
+				return -errno;
+		} else {
+			if (fstat(pfd, st) < 0)
+				return -errno;
 			if (!S_ISREG(st->st_mode))
 				return S_ISDIR(st->st_mode)   ? -EISDIR
 				       : S_ISLNK(st->st_mode) ? -ELOOP /* what O_NOFOLLOW says */
 							      : -EINVAL;
-		} else if (errno != ENOENT || !(flags & O_CREAT))
-			return -errno;
-		else
-			excl = O_EXCL;
-		fd = openat(dfd, leaf,
-			    (excl ? flags : flags & ~O_CREAT) | excl | O_NOFOLLOW | O_NONBLOCK |
-				    O_CLOEXEC | O_NOCTTY,
-			    mode);
-		if (fd < 0 && errno != EEXIST && errno != ENOENT)
-			return -errno;
+			fd = reopen_leaf(pfd, dfd, leaf, flags & ~O_CREAT);
+			if (fd < 0)
+				return fd;
+		}
+		if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode)) {
+			int r = S_ISDIR(st->st_mode) ? -EISDIR : -EINVAL;
+			close(fd);
+			return r;
+		}
+		return fd;
 	}
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode)) {
-		int r = S_ISDIR(st->st_mode) ? -EISDIR : -EINVAL;
-		close(fd);
-		return r;
-	}
-	return fd;
+	return -EEXIST;
 }
 
 static int read_leaf(int dfd, const char *leaf, uint64_t offset, uint64_t limit, bool prompt,

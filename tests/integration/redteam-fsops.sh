@@ -203,4 +203,82 @@ else
 		'"eof":true,"length":51200,"size":51200'
 fi
 
+# --- a regular file swapped for a FIFO between the look at the leaf and its open ----------------
+# fs.read, fs.write and fs.edit looked at the leaf (no follow), then opened it by name: a FIFO
+# put there in between was opened (as the agent, O_NONBLOCK) before being refused, and its
+# other end saw an opener come and go. The leaf is now opened O_PATH, judged on that fd and
+# reopened through the helper's own /proc/thread-self/fd/N: only the inode judged is opened.
+# strace holds the helper as it returns from its look at the leaf (a stat of the leaf
+# through its directory, or of an fd open on it).
+swap_test() { # op request-fields end-of-the-agent (the FIFO's other end: read or write)
+	local op=$1 fields=$2 other=$3 hp rc
+	rm -f "$R$home/swap"
+	echo "old text" >"$R$home/swap"
+	chown "$auid:$auid" "$R$home/swap"
+	strace -qq -f -p "$SD" -o /dev/null -e trace=fstat,newfstatat \
+		-e inject=fstat,newfstatat:delay_exit=3000000 &
+	ST=$!
+	sleep 0.5
+	call "$op" "{\"agent\":\"alice\",\"path\":\"$home/swap\"$fields}" >"$W/swap.out" &
+	CALL=$!
+	hp=$(helper_pid)
+	ok "$op: the helper is held at its look at the leaf" \
+		held_in "${hp:-0}" "$NR_FSTAT $NR_FSTATAT" "$R$home" "$R$home/swap"
+	chroot --userspec="$auid:$auid" "$R" sh -c "mkfifo $home/swap.f && mv -f $home/swap.f $home/swap"
+	if [ "$other" = write ]; then
+		chroot --userspec="$auid:$auid" "$R" timeout 6 sh -c ": >$home/swap"
+	else
+		chroot --userspec="$auid:$auid" "$R" timeout 6 cat "$home/swap" >/dev/null
+	fi
+	rc=$?
+	wait "$CALL"
+	kill "$ST" 2>/dev/null; wait "$ST" 2>/dev/null; ST=
+	is "$op: the FIFO's other end never saw the helper open it (timed out)" "$rc" 124
+	ok "$op: the FIFO is still a FIFO" test -p "$R$home/swap"
+}
+if [ -n "$NR_PREAD" ]; then
+	swap_test fs.read "" write
+	swap_test fs.write ",\"data\":\"eA==\"" read
+	swap_test fs.edit ",\"old\":\"old\",\"new\":\"new\"" read
+fi
+
+# --- where the reopen goes, and without a procfs at /proc ----------------------------------------
+# With /proc mounted the leaf is reopened through the helper's own fd link; a path the agent
+# names inside /proc stays denied. Without a procfs at /proc the helper opens the leaf by
+# name again (O_NOFOLLOW, checked on the fd): fs.read, fs.write and fs.edit still work.
+strace -qq -f -p "$SD" -o "$W/reopen.st" -e trace=openat &
+ST=$!
+sleep 0.5
+echo old >"$R$home/viaproc"
+chown "$auid:$auid" "$R$home/viaproc"
+is "fs.write with /proc: written" "$(call fs.write "{\"agent\":\"alice\",\"path\":\"$home/viaproc\",\"data\":\"$(printf 'one two' | base64)\"}" | grep -o '"ok":true')" '"ok":true'
+sleep 0.2
+kill "$ST"; wait "$ST" 2>/dev/null; ST=
+like "the helper reopened the leaf through its own fd link" \
+	"$(grep -o 'openat([0-9]*, "[^"]*", O_[A-Z]*' "$W/reopen.st" | sed 's/openat([0-9]*, //' | paste -sd' ')" \
+	'"viaproc", O_RDONLY "thread-self/fd", O_RDONLY "[0-9]+", O_WRONLY'
+like "fs.read of the helper's own fd links by path is denied" \
+	"$(call fs.read "{\"agent\":\"alice\",\"path\":\"/proc/thread-self/fd/3\"}")" '"ok":false'
+like "fs.read beneath /proc/PID/fd is denied" \
+	"$(call fs.read "{\"agent\":\"alice\",\"path\":\"/proc/$SD/fd/0\"}")" '"code":"denied"'
+if umount -l "$R/proc"; then
+	is "no /proc: fs.write works" "$(call fs.write "{\"agent\":\"alice\",\"path\":\"$home/noproc\",\"data\":\"$(printf 'red fish' | base64)\"}" | grep -o '"ok":true')" '"ok":true'
+	strace -qq -f -p "$SD" -o "$W/noproc.st" -e trace=openat &
+	ST=$!
+	sleep 0.5
+	is "no /proc: fs.write over an existing file works" "$(call fs.write "{\"agent\":\"alice\",\"path\":\"$home/noproc\",\"data\":\"$(printf 'one fish' | base64)\"}" | grep -o '"ok":true')" '"ok":true'
+	sleep 0.2
+	kill "$ST"; wait "$ST" 2>/dev/null; ST=
+	is "no /proc: the leaf is opened O_PATH, then by name" \
+		"$(grep -o 'openat([0-9]*, "[^"]*", O_[A-Z]*' "$W/noproc.st" | sed 's/openat([0-9]*, //' | paste -sd' ')" \
+		'"noproc", O_RDONLY "noproc", O_WRONLY'
+	is "no /proc: fs.edit works" "$(P edit --agent alice "$home/noproc" --old one --new two 2>&1 && cat "$R$home/noproc")" "two fish"
+	is "no /proc: fs.read works" "$(P read --agent alice "$home/noproc" 2>&1)" "two fish"
+	like "no /proc: fs.read of a FIFO is refused" \
+		"$(call fs.read "{\"agent\":\"alice\",\"path\":\"$home/swap\"}")" '"code":"bad_request"'
+	mount -t proc proc "$R/proc"
+else
+	skip "no /proc: fs.* by name" "cannot unmount the test root's /proc"
+fi
+
 done_testing
