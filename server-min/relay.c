@@ -73,6 +73,7 @@ struct conn {
 
 struct pending {
 	unsigned client; /* serial */
+	bool reader;	 /* exec.start or exec.attach: its answer may make the client a reader */
 	char id[PROTO_MAX_CLIENT_ID + 1];
 };
 
@@ -297,23 +298,28 @@ static struct route *route_set(struct sandbox *sb, uint32_t cmd, unsigned client
 
 /* --- requests in flight ------------------------------------------------------------------ */
 
-static int pending_add(struct sandbox *sb, unsigned client, const char *id)
+static int pending_add(struct sandbox *sb, unsigned client, const char *id, bool reader)
 {
 	if (!sb->pend && !(sb->pend = calloc(MAX_PENDING, sizeof(*sb->pend))))
 		return -ENOMEM;
 	if (sb->n_pend >= MAX_PENDING)
 		return -ENOBUFS;
 	sb->pend[sb->n_pend].client = client;
+	sb->pend[sb->n_pend].reader = reader;
 	snprintf(sb->pend[sb->n_pend].id, sizeof(sb->pend[0].id), "%s", id);
 	sb->n_pend++;
 	return 0;
 }
 
-/* Whether client sent id to sb and has no answer yet; an answer (final) takes it. */
-static bool pending_match(struct sandbox *sb, unsigned client, const char *id, bool final)
+/* Whether client sent id to sb and has no answer yet; an answer (final) takes it.
+ * *ret_reader: the request was an exec.start or exec.attach. */
+static bool pending_match(struct sandbox *sb, unsigned client, const char *id, bool final,
+			  bool *ret_reader)
 {
+	*ret_reader = false;
 	for (size_t i = 0; i < sb->n_pend; i++)
 		if (sb->pend[i].client == client && !strcmp(sb->pend[i].id, id)) {
+			*ret_reader = sb->pend[i].reader;
 			if (final)
 				sb->pend[i] = sb->pend[--sb->n_pend];
 			return true;
@@ -458,7 +464,9 @@ static void client_text(struct conn *c, const char *buf, size_t len)
 			rt->acked = seq;
 		if (rt->ended && seq >= rt->last_seq)
 			rt->used = false;
-	} else if (pending_add(sb, c->serial, orig_id) < 0) {
+	} else if (pending_add(sb, c->serial, orig_id,
+			       req.op == PROTO_OP_EXEC_START || req.op == PROTO_OP_EXEC_ATTACH) <
+		   0) {
 		send_error(c, orig_id, PROTO_E_LIMIT,
 			   "%u requests to sandbox \"%s\" are waiting for an answer", MAX_PENDING,
 			   sb->cfg->name);
@@ -541,7 +549,7 @@ static void sandbox_text(struct conn *c, const char *buf, size_t len)
 	int off = 0;
 	struct conn *client;
 	struct route *rt;
-	bool has_cmd, own_route, requested;
+	bool has_cmd, own_route, requested, reader_req, answer;
 	const char *id;
 
 	if (proto_parse(buf, len, &root, &err) < 0) {
@@ -585,8 +593,8 @@ static void sandbox_text(struct conn *c, const char *buf, size_t len)
 	 * answered (an answer carries "ok" and settles it), or a command of this sandbox the
 	 * client reads (its events; errors named by the owner id). A sandbox that knows the
 	 * relay's id scheme cannot answer, or send output, in another sandbox's name. */
-	requested =
-		pending_match(c->sb, serial, id, !!cJSON_GetObjectItemCaseSensitive(root, "ok"));
+	answer = !!cJSON_GetObjectItemCaseSensitive(root, "ok");
+	requested = pending_match(c->sb, serial, id, answer, &reader_req);
 	if (!requested && !own_route && (has_cmd || !route_of_owner(c->sb, serial, id))) {
 		c->bad_messages++;
 		log_debug("Sandbox '%s' sent a message for a request it was not sent; dropped",
@@ -598,8 +606,11 @@ static void sandbox_text(struct conn *c, const char *buf, size_t len)
 		if (!strcmp(ev->valuestring, "exec.started") ||
 		    !strcmp(ev->valuestring, "exec.attached")) {
 			cJSON *from = cJSON_GetObjectItemCaseSensitive(root, "from");
-			/* a new reader only by a request; a re-attach refreshes its own route */
-			if (client && (requested || own_route) &&
+			/* A new reader only by the answer to its exec.start or exec.attach, one
+			 * command each; a re-attach refreshes its own route. Events under any
+			 * other request's id would let a sandbox make routes for commands nobody
+			 * started until the table, which all sandboxes share, is full. */
+			if (client && ((requested && reader_req && answer) || own_route) &&
 			    proto_id_valid(id, PROTO_MAX_CLIENT_ID))
 				(void)route_set(c->sb, cmd, serial, id,
 						cJSON_IsNumber(from) && from->valuedouble > 0 &&

@@ -147,6 +147,14 @@ like "flood: server-min throttled the flooding sandbox (message rate)" "$(cat "$
 is "both daemons still running after the hostile sandbox" "$(alive)" yes
 rss=$(awk '/VmRSS/ {print $2}' /proc/$SM/status)
 ok "server-min RSS after the flood: ${rss} kB (< 200 MiB)" test "$rss" -lt 204800
+# --- a hostile sandbox makes a client the reader of commands nobody started --------------------
+# (65536 routes, shared by every sandbox: filled, the real sandbox's output went nowhere)
+$FAKE sandbox-routes "$SP" "$EVIL" "$CP" "$CT" s1 66000 >"$W/sr.out" 2>&1
+[ -z "$(val exception "$W/sr.out")" ] || sed 's/^/# /' "$W/sr.out"
+is "routes: events under a ping's id make no reader: the sandbox's frame reached nobody" \
+	"$(val forged_frames "$W/sr.out")" 0
+is "routes: another sandbox's command still reaches its client" "$(val real_output "$W/sr.out")" routed
+is "routes: both daemons still running" "$(alive)" yes
 # --- a sandbox that drops its connection with requests in flight ------------------------------
 $FAKE sandbox-drop "$SP" "$EVIL" "$CP" "$CT" >"$W/sd.out" 2>&1
 [ -z "$(val exception "$W/sd.out")" ] || sed 's/^/# /' "$W/sd.out"

@@ -458,6 +458,57 @@ def scenario_sandbox_noread(sport, stoken, cport, ctoken, real, mib):
     sb.s.close()
 
 
+def scenario_sandbox_routes(sport, stoken, cport, ctoken, real, n):
+    """A hostile sandbox makes itself the source of commands nobody started: it is sent a
+    ping and, before answering it, sends `exec.started` events for `n` command numbers under
+    the ping's id. server-min must make a client a command's reader only by the answer to
+    that client's exec.start or exec.attach (one command each): else these routes fill the
+    relay's table, which every sandbox shares, and the real sandbox's output goes nowhere."""
+    evil = WS(sport, "/v1/sandbox", "pistis.v1", stoken, timeout=60)
+    evil.send(json.dumps({"id": "hello", "op": "hello", "version": 1, "sandbox": "evil"}))
+    evil.recv_json("hello")
+    c = client(cport, ctoken)
+    c.send(json.dumps({"id": "p1", "op": "ping", "sandbox": "evil"}))
+    fwd = evil.recv_json()["id"]
+    batch = []
+    for cmd in range(1, n + 1):
+        batch.append(json.dumps({"id": fwd, "event": "exec.started", "cmd": cmd}))
+        if len(batch) == 1000 or cmd == n:
+            for m in batch:
+                evil.send(m)
+            batch = []
+    evil.send(json.dumps({"id": fwd, "ok": True}))
+    evil.send(frame(1, 0, 5, 1, b"FORGED\n"), binary=True)
+    while "ok" not in c.recv_json("p1", timeout=60):  # the events carry its id too
+        pass
+    time.sleep(0.5)
+    try:
+        while True:
+            c.recv_json(timeout=0.5)
+    except (socket.timeout, TimeoutError):
+        pass
+    print("forged_started=%d" % sum(1 for o in c.seen if o.get("event") == "exec.started"))
+    print("forged_frames=%d" % len(c.frames))
+    # a command of the real sandbox, for another client: its output must reach it
+    r = client(cport, ctoken)
+    r.send(json.dumps({"id": "x1", "op": "exec.start", "sandbox": real, "agent": "alice",
+                       "argv": ["echo", "routed"]}))
+    st = r.recv_json("x1")
+    out, end = b"", time.time() + 5
+    while time.time() < end and b"\n" not in out:
+        for d in r.frames:
+            if struct.unpack(">I", d[4:8])[0] == st.get("cmd") and d[1] == 1:
+                out += d[16:]
+        r.frames = []
+        try:
+            if b"\n" not in out:
+                r.recv_json(timeout=0.5)
+        except (socket.timeout, TimeoutError):
+            pass
+    print("real_output=" + (out.decode(errors="replace").strip() or "none"))
+    evil.s.close()
+
+
 def scenario_sandbox_drop(sport, stoken, cport, ctoken):
     """A sandbox takes a request and drops its connection without answering: the client is
     told at once (unavailable), not left waiting for an answer that can never come."""
@@ -506,6 +557,8 @@ if __name__ == "__main__":
             scenario_agent_scope(port, token, rest[0])
         elif name == "client-noread":
             scenario_client_noread(port, token, int(rest[0]), int(rest[1]))
+        elif name == "sandbox-routes":
+            scenario_sandbox_routes(port, token, int(rest[0]), rest[1], rest[2], int(rest[3]))
         elif name == "sandbox-drop":
             scenario_sandbox_drop(port, token, int(rest[0]), rest[1])
         elif name == "sandbox-noread":
