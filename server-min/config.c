@@ -228,6 +228,25 @@ int smin_config_load(const char *path, struct smin_config *c)
 					 "sandbox \"%s\" is named twice", sc->name);
 				goto out;
 			}
+		/* A token is one sandbox's identity: shared by two, the one that connects is
+		 * taken for the other (it gets that one's requests, stdin and files); equal to
+		 * the client token, a sandbox could connect as a client to every sandbox. */
+		here = from;
+		if (!strcmp(sc->token, c->client_token)) {
+			r = fail(c, line_of_key(c->text, "token", &here),
+				 "token of sandbox \"%s\" is the \"client_token\": each sandbox "
+				 "needs a token of its own",
+				 sc->name);
+			goto out;
+		}
+		for (size_t i = 0; i < c->n_sandboxes; i++)
+			if (!strcmp(c->sandboxes[i].token, sc->token)) {
+				r = fail(c, line_of_key(c->text, "token", &here),
+					 "sandbox \"%s\" has the same token as sandbox \"%s\": "
+					 "each sandbox needs a token of its own",
+					 sc->name, c->sandboxes[i].name);
+				goto out;
+			}
 		c->n_sandboxes++;
 	}
 	r = 0;

@@ -44,6 +44,18 @@ like "config: errors name the line" "$("$BIN/server-min" --config "$W/bad.json" 
 printf '{\n  "client_token": "${PISTIS_NOPE_UNSET}",\n  "sandboxes": [{"name":"a","token":"0123456789abcdef"}]\n}\n' >"$W/env.json"
 like "config: unset \${ENV} is an error with its line" "$("$BIN/server-min" --config "$W/env.json" --check 2>&1)" 'env.json:2: .*PISTIS_NOPE_UNSET'
 ok "config: the test config validates" "$BIN/server-min" --config "$W/pistis.json" --check
+# a token is one sandbox's identity: shared with another sandbox, the one that connects is
+# taken for the other (its clients' requests, stdin and files go to it); equal to the client
+# token, a sandbox holding its own token could connect as a client and reach every sandbox
+printf '{\n  "client_token": "client-0123456789",\n  "sandboxes": [{"name":"a","token":"tok-a-0123456789"},\n    {"name":"b","token":"tok-a-0123456789"}]\n}\n' >"$W/dup.json"
+out=$("$BIN/server-min" --config "$W/dup.json" --check 2>&1); rc=$?
+is "config: two sandboxes with one token are refused" "$rc" 1
+like "config: ... naming both, and the line" "$out" 'dup.json:4: .*sandbox .*b.* has the same token as sandbox .*a'
+printf '{\n  "client_token": "tok-a-0123456789",\n  "sandboxes": [{"name":"a","token":"tok-a-0123456789"}]\n}\n' >"$W/dupc.json"
+out2=$("$BIN/server-min" --config "$W/dupc.json" --check 2>&1); rc=$?
+is "config: a sandbox token equal to the client token is refused" "$rc" 1
+like "config: ... with its line" "$out2" 'dupc.json:3: .*sandbox .*a.* is the .*client_token'
+is "config: neither message quotes the token" "$(printf '%s\n%s\n' "$out" "$out2" | grep -c 0123456789)" 0
 
 # --- the token file ---------------------------------------------------------------------
 cp "$R/etc/pistis/token" "$R/etc/pistis/loose"; chmod 644 "$R/etc/pistis/loose"
