@@ -342,15 +342,24 @@ static void send_hello(void)
 	for (const char *const *c = (const char *const[]){"exec", "pty", "replay", "fs", NULL}; *c;
 	     c++)
 		cJSON_AddItemToArray(caps, cJSON_CreateString(*c));
-	cJSON_AddItemToObject(o, "commands", session_status());
+	cJSON_AddItemToObject(o, "commands", session_status(NULL));
 	serve_send_json(cJSON_PrintUnformatted(o));
 	cJSON_Delete(o);
 }
 
 static void handle_status(const struct proto_request *req)
 {
-	cJSON *o = cJSON_CreateObject();
+	struct proto_error err = {0};
+	const char *agent = NULL;
+	cJSON *o;
+	int r;
 
+	/* With an agent, only its commands: a server acting for an agent names it, as for
+	 * exec.list, and the other agents' commands and tags are none of its business. */
+	r = proto_get_string(req->root, "agent", PROTO_MAX_AGENT, &agent, &err);
+	if ((r < 0 && r != -ENOENT) || (agent && !*agent))
+		return serve_send_error(req->id, PROTO_E_BAD_REQUEST, "\"agent\" must be a name");
+	o = cJSON_CreateObject();
 	if (!o)
 		return;
 	cJSON_AddStringToObject(o, "sandbox", S.name);
@@ -361,7 +370,7 @@ static void handle_status(const struct proto_request *req)
 	cJSON_AddNumberToObject(o, "connects", S.connects);
 	if (S.check)
 		cJSON_AddItemReferenceToObject(o, "check", S.check);
-	cJSON_AddItemToObject(o, "commands", session_status());
+	cJSON_AddItemToObject(o, "commands", session_status(agent));
 	cJSON_AddNumberToObject(o, "buffered", (double)session_buffered());
 	serve_send_json(proto_ok_build(req->id, o));
 }

@@ -54,7 +54,7 @@ void session_frame(const struct proto_frame *f);
 bool session_write_one(void *wsi);
 bool session_has_pending(void);
 void session_disconnected(void);
-cJSON *session_status(void);
+cJSON *session_status(const char *agent);
 /* Unacknowledged output of all commands together: over it, commands stop being read until
  * acknowledgements bring it under half (pistisd serve --max-buffered). */
 #define SESSION_MAX_BUFFERED_DEFAULT (64ull * 1024 * 1024)

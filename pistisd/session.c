@@ -1092,9 +1092,9 @@ static cJSON *status_of(const char *agent)
 	return a;
 }
 
-cJSON *session_status(void)
+cJSON *session_status(const char *agent)
 {
-	return status_of(NULL);
+	return status_of(agent);
 }
 
 unsigned session_stop_all(void)

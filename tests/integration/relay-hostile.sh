@@ -83,6 +83,8 @@ is "agents: a tag no command of that agent holds is not_found" "$(val cross_tag 
 is "agents: exec.list {agent} lists only that agent's commands" "$(val list_agents "$W/as.out")" bob
 is "agents: bob's command survived" "$(val bob_running "$W/as.out")" yes
 is "agents: alice's command was the one signalled" "$(val alice_running "$W/as.out")" no
+is "agents: sandbox.status {agent} lists only that agent's commands" "$(val status_agents "$W/as.out")" bob
+is "agents: sandbox.status with an agent that is not a string is bad_request" "$(val status_bad_agent "$W/as.out")" bad_request
 is "agents: bob's command is signalled with bob named" "$(val bob_cleanup "$W/as.out")" ok
 
 # --- the audit record quotes every agent-chosen field escaped: a cwd cannot forge fields -------

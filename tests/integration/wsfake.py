@@ -362,6 +362,9 @@ def scenario_agent_scope(port, token, sandbox):
     al = call("exec.list", agent="alice").get("commands", [])
     print("alice_running=" + ("yes" if any(x.get("cmd") == ca and x.get("running")
                                            for x in al) else "no"))
+    st = call("sandbox.status", agent="bob").get("commands", [])
+    print("status_agents=" + ",".join(sorted(set(x.get("agent", "?") for x in st))))
+    print("status_bad_agent=" + err_code(call("sandbox.status", agent=7)))
     print("bob_cleanup=" + err_code(call("exec.signal", cmd=cb, agent="bob", signal=9)))
 
 
