@@ -905,6 +905,46 @@ static void usage(FILE *f)
 		   "docs/api.md.\n");
 }
 
+/* The client token reaches every sandbox: a file others can read, or that someone else
+ * owns (and may rewrite, or swap for a FIFO that never answers), is refused. Checked on the
+ * opened fd, so a rename between a check and the read cannot swap the file. */
+static int read_token_file(const char *path)
+{
+	_cleanup_close_ int fd = -1;
+	_cleanup_free_ char *t = NULL;
+	struct stat st;
+	size_t n = 0;
+	int r;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return log_error_errno(-errno, "Cannot read token file '%s': %m", path);
+	if (!S_ISREG(st.st_mode) || (st.st_uid != getuid() && st.st_uid != 0) || (st.st_mode & 077))
+		return log_error_errno(
+			-EPERM,
+			"Token file '%s' must be a regular file of yours (or root's) "
+			"that group and others cannot access: chmod 600 (found uid "
+			"%u, mode %04o)",
+			path, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+	r = fd_read_all(fd, sizeof(C.token) - 1, &t, &n);
+	if (r < 0)
+		return log_error_errno(r, "Cannot read token file '%s': %m", path);
+	while (n && (t[n - 1] == '\n' || t[n - 1] == '\r'))
+		n--;
+	/* it goes into an HTTP header: a CR or LF would add header lines */
+	for (size_t i = 0; i < n; i++)
+		if (t[i] <= ' ' || t[i] > '~') {
+			explicit_bzero(t, n);
+			return log_error_errno(-EINVAL,
+					       "Token file '%s' holds a non-printable or space "
+					       "character",
+					       path);
+		}
+	memcpy(C.token, t, n);
+	explicit_bzero(t, n);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -1035,14 +1075,8 @@ int main(int argc, char **argv)
 		return 100;
 	}
 	if (token_file) {
-		_cleanup_close_ int fd = open(token_file, O_RDONLY | O_CLOEXEC);
-		_cleanup_free_ char *t = NULL;
-		size_t n = 0;
-		if (fd < 0 || fd_read_all(fd, sizeof(C.token) - 1, &t, &n) < 0)
-			return log_error_errno(-errno, "Cannot read '%s': %m", token_file), 111;
-		while (n && (t[n - 1] == '\n' || t[n - 1] == '\r'))
-			n--;
-		memcpy(C.token, t, n);
+		if (read_token_file(token_file) < 0)
+			return 111;
 	} else if (getenv("PISTIS_TOKEN"))
 		snprintf(C.token, sizeof(C.token), "%s", getenv("PISTIS_TOKEN"));
 	else {

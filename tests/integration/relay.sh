@@ -79,6 +79,22 @@ in_root "$R" pistisd serve --relay ws://127.0.0.1:$SP --token-file /etc/pistis/t
 PD=$!
 for _ in $(seq 50); do P ls 2>/dev/null | grep -q "s1 *connected" && break; sleep 0.1; done
 like "pistis ls shows the sandbox connected" "$(P ls 2>&1)" '^s1 +connected'
+# pistis --token-file: the client token reaches every sandbox, so the file is checked on the
+# opened fd like pistisd's own (mode, owner, type) and its bytes must fit in a header line
+printf '%s\n' "$PISTIS_TEST_CT" >"$W/ct"; chmod 600 "$W/ct"
+like "pistis --token-file: a 0600 file of root's works" "$(PISTIS_TOKEN= P --token-file "$W/ct" ls 2>&1)" '^s1 +connected'
+cp "$W/ct" "$W/ct-loose"; chmod 644 "$W/ct-loose"
+out=$(PISTIS_TOKEN= P --token-file "$W/ct-loose" ls 2>&1); rc=$?
+is "pistis --token-file: a file others can read is refused" "$rc" 111
+like "pistis --token-file: ... saying what to do" "$out" "Token file .*ct-loose.* chmod 600 \(found uid 0, mode 0644\)"
+cp "$W/ct" "$W/ct-other"; chown 12345 "$W/ct-other"
+exits 111 "pistis --token-file: a file another user owns is refused" env PISTIS_TOKEN= "$BIN/pistis" --token-file "$W/ct-other" ls
+mkfifo -m 600 "$W/ct-fifo"
+exits 111 "pistis --token-file: a FIFO is refused at once (never waited on)" timeout 5 env PISTIS_TOKEN= "$BIN/pistis" --token-file "$W/ct-fifo" ls
+printf '%s\r\nX-Injected: 1\n' "$PISTIS_TEST_CT" >"$W/ct-crlf"; chmod 600 "$W/ct-crlf"
+out=$(PISTIS_TOKEN= P --token-file "$W/ct-crlf" ls 2>&1); rc=$?
+is "pistis --token-file: a CR or LF inside the token is refused (no header injection)" "$rc" 111
+is "pistis --token-file: no message quotes the token" "$(printf '%s\n' "$out" | grep -c -- "$PISTIS_TEST_CT")" 0
 
 st=$(P status --sandbox s1 2>&1)
 like "sandbox.status: name, software, uptime" "$st" '"software":[[:space:]]*"pistisd '
