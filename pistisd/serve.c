@@ -60,6 +60,9 @@ static struct {
 	bool have_pin;
 	char token[TOKEN_MAX + 1];
 	size_t token_len;
+	/* "Bearer <token>" in the upgrade request lws built (forget_sent_token) */
+	unsigned char *sent_token;
+	size_t sent_token_len;
 	char name[64];
 	unsigned attempt;
 	lws_sorted_usec_list_t reconnect_sul;
@@ -89,8 +92,22 @@ struct outmsg {
 	uint8_t buf[]; /* LWS_PRE + len */
 };
 
+/* libwebsockets builds the upgrade request in its per-thread buffer, which later socket
+ * reads reuse from its start: the token after the request's first ~250 bytes stayed until a
+ * read that long came, and every helper forked meanwhile (fs helpers run as the agent) held
+ * it. Where it was written is wiped once the request is out, if nothing overwrote it. */
+static void forget_sent_token(void)
+{
+	if (S.sent_token && S.sent_token_len == 7 + S.token_len &&
+	    !memcmp(S.sent_token, "Bearer ", 7) && !memcmp(S.sent_token + 7, S.token, S.token_len))
+		explicit_bzero(S.sent_token, S.sent_token_len);
+	S.sent_token = NULL;
+	S.sent_token_len = 0;
+}
+
 void serve_forget_secrets(void)
 {
+	forget_sent_token();
 	explicit_bzero(S.token, sizeof(S.token));
 	S.token_len = 0;
 }
@@ -665,7 +682,11 @@ static int cb_relay(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		r = lws_add_http_header_by_name(wsi, (const unsigned char *)"authorization:",
 						(const unsigned char *)value, n, p, end);
 		explicit_bzero(value, sizeof(value));
-		return r ? -1 : 0;
+		if (r)
+			return -1;
+		S.sent_token = *p - 2 - n; /* the value, before its "\r\n" */
+		S.sent_token_len = (size_t)n;
+		return 0;
 	}
 	case LWS_CALLBACK_CLIENT_ESTABLISHED: { /* small messages (answers, acks, a command's first frame) must not wait for
 		   * Nagle + delayed ACK (~40 ms per round trip on loopback) */
@@ -673,6 +694,7 @@ static int cb_relay(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		(void)setsockopt(lws_get_socket_fd(wsi), IPPROTO_TCP, TCP_NODELAY, &one,
 				 sizeof(one));
 	}
+		forget_sent_token();
 		log_info("Connected to the relay");
 		S.connects++;
 		S.conn = wsi;
@@ -688,6 +710,7 @@ static int cb_relay(struct lws *wsi, enum lws_callback_reasons reason, void *use
 			return on_writable(wsi);
 		break;
 	case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
+		forget_sent_token();
 		connection_lost(in ? (const char *)in : "connection error");
 		break;
 	case LWS_CALLBACK_CLIENT_CLOSED:

@@ -79,6 +79,30 @@ in_root "$R" pistisd serve --relay ws://127.0.0.1:$SP --token-file /etc/pistis/t
 PD=$!
 for _ in $(seq 50); do P ls 2>/dev/null | grep -q "s1 *connected" && break; sleep 0.1; done
 like "pistis ls shows the sandbox connected" "$(P ls 2>&1)" '^s1 +connected'
+# the relay token is in pistisd's memory once (to redial), never also in the upgrade request
+# lws built: every helper forked later (fs helpers become the agent) wipes only the first
+count_in_mem() { # PID STRING: how often STRING is in the process's readable memory
+	python3 - "$1" "$2" <<'PY'
+import sys
+pid, needle, n = sys.argv[1], sys.argv[2].encode(), 0
+with open("/proc/%s/mem" % pid, "rb", 0) as mem:
+    for line in open("/proc/%s/maps" % pid):
+        addr, perm = line.split()[:2]
+        if not perm.startswith("rw"):
+            continue
+        lo, hi = (int(x, 16) for x in addr.split("-"))
+        try:
+            mem.seek(lo)
+            n += mem.read(hi - lo).count(needle)
+        except OSError:
+            pass
+print(n)
+PY
+}
+PDPID=$(pgrep -f "pistisd serve --relay ws://127.0.0.1:$SP --token-file /etc/pistis/token --name s1" | head -n 1)
+is "token: not left in the upgrade request's buffer in pistisd's memory" \
+	"$(count_in_mem "$PDPID" "Bearer $(cat "$R/etc/pistis/token")")" 0
+is "token: pistisd holds it once (to redial)" "$(count_in_mem "$PDPID" "$(cat "$R/etc/pistis/token")")" 1
 # pistis --token-file: the client token reaches every sandbox, so the file is checked on the
 # opened fd like pistisd's own (mode, owner, type) and its bytes must fit in a header line
 printf '%s\n' "$PISTIS_TEST_CT" >"$W/ct"; chmod 600 "$W/ct"
