@@ -106,6 +106,10 @@ static struct {
 	struct route *routes;
 	size_t n_routes;
 	char boot[9];
+	struct {
+		lws_usec_t logged;
+		unsigned unlogged;
+	} refused[2]; /* wrong tokens: [0] sandboxes, [1] clients */
 	struct lws_context *ctx;
 	volatile sig_atomic_t stop;
 } R;
@@ -671,6 +675,29 @@ static void sandbox_binary(struct conn *c, const uint8_t *buf, size_t len)
 
 /* --- libwebsockets glue -------------------------------------------------------------------- */
 
+/* Anyone who reaches a listener can try tokens as fast as it connects: a refusal is logged
+ * at most once a second per listener, with the count of those that were not, so a flood of
+ * wrong tokens cannot flood the log (and the disk under it). */
+static void log_refused(bool client)
+{
+	lws_usec_t now = lws_now_usecs();
+	typeof(R.refused[0]) *r = &R.refused[client];
+	const char *what = client ? "client" : "sandbox";
+
+	if (r->logged && now - r->logged < LWS_US_PER_SEC) {
+		r->unlogged++;
+		return;
+	}
+	if (r->unlogged)
+		log_warning("Refused a %s connection with a wrong token (and %u more since the "
+			    "last report)",
+			    what, r->unlogged);
+	else
+		log_warning("Refused a %s connection with a wrong token", what);
+	r->logged = now;
+	r->unlogged = 0;
+}
+
 static bool check_bearer(struct lws *wsi, const char *want, size_t want_len)
 {
 	char h[640];
@@ -857,7 +884,7 @@ static int cb_sandbox(struct lws *wsi, enum lws_callback_reasons reason, void *u
 	case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION: {
 		struct sandbox *sb = sandbox_by_bearer(wsi);
 		if (!sb) {
-			log_warning("Refused a sandbox connection with a wrong token");
+			log_refused(false);
 			return -1;
 		}
 		memset(c, 0, sizeof(*c));
@@ -904,7 +931,7 @@ static int cb_client(struct lws *wsi, enum lws_callback_reasons reason, void *us
 	switch (reason) {
 	case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
 		if (!check_bearer(wsi, R.cfg.client_token, strlen(R.cfg.client_token))) {
-			log_warning("Refused a client connection with a wrong token");
+			log_refused(true);
 			return -1;
 		}
 		return 0;

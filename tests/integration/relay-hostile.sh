@@ -157,6 +157,15 @@ is "routes: events under a ping's id make no reader: the sandbox's frame reached
 	"$(val forged_frames "$W/sr.out")" 0
 is "routes: another sandbox's command still reaches its client" "$(val real_output "$W/sr.out")" routed
 is "routes: both daemons still running" "$(alive)" yes
+# --- a flood of wrong tokens: every one refused, the log does not grow a line for each ---------
+before=$(grep -c "wrong token" "$W/smin.log")
+$FAKE wrong-tokens "$SP" "$CP" 300 >"$W/wt.out" 2>&1
+[ -z "$(val exception "$W/wt.out")" ] || sed 's/^/# /' "$W/wt.out"
+is "wrong tokens: all 602 upgrades refused" "$(val refused "$W/wt.out")" 602
+lines=$(($(grep -c "wrong token" "$W/smin.log") - before))
+ok "wrong tokens: logged in $lines lines, not 602 (at most one a second per listener)" test "$lines" -le 8
+like "wrong tokens: the report counts the ones not logged" "$(cat "$W/smin.log")" "Refused a sandbox connection with a wrong token \(and [0-9]+ more since the last report\)"
+is "wrong tokens: both daemons still running" "$(alive)" yes
 # --- a sandbox that drops its connection with requests in flight ------------------------------
 $FAKE sandbox-drop "$SP" "$EVIL" "$CP" "$CT" >"$W/sd.out" 2>&1
 [ -z "$(val exception "$W/sd.out")" ] || sed 's/^/# /' "$W/sd.out"

@@ -512,6 +512,22 @@ def scenario_sandbox_routes(sport, stoken, cport, ctoken, real, n):
     evil.s.close()
 
 
+def scenario_wrong_tokens(sport, cport, n):
+    """`n` upgrades with a wrong token to each listener as fast as they go, then one more
+    after a second: each is refused, and the log must not grow a line per attempt."""
+    refused = 0
+    for port, path, proto in ((sport, "/v1/sandbox", "pistis.v1"),
+                              (cport, "/v1/ws", "pistis-client.v1")):
+        for i in range(n + 1):
+            if i == n:
+                time.sleep(1.2)
+            try:
+                WS(port, path, proto, "wrong-token-%d-xxxxxxxx" % i, timeout=5).s.close()
+            except (ConnectionError, OSError):
+                refused += 1
+    print("refused=%d" % refused)
+
+
 def scenario_sandbox_drop(sport, stoken, cport, ctoken):
     """A sandbox takes a request and drops its connection without answering: the client is
     told at once (unavailable), not left waiting for an answer that can never come."""
@@ -562,6 +578,8 @@ if __name__ == "__main__":
             scenario_client_noread(port, token, int(rest[0]), int(rest[1]))
         elif name == "sandbox-routes":
             scenario_sandbox_routes(port, token, int(rest[0]), rest[1], rest[2], int(rest[3]))
+        elif name == "wrong-tokens":
+            scenario_wrong_tokens(port, int(token), int(rest[0]))
         elif name == "sandbox-drop":
             scenario_sandbox_drop(port, token, int(rest[0]), rest[1])
         elif name == "sandbox-noread":
