@@ -69,6 +69,9 @@ struct conn {
 	lws_usec_t refilled;
 	bool rate_paused, rate_warned;
 	lws_sorted_usec_list_t rate_sul;
+	/* sandboxes: lines logged about what it sent (sandbox_log_ok) */
+	lws_usec_t log_window;
+	unsigned log_count, log_unlogged;
 };
 
 struct pending {
@@ -235,6 +238,37 @@ static void send_error(struct conn *to, const char *id, enum proto_err code, con
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	send_text(to, proto_error_build(id, code, msg));
+}
+
+/* What a sandbox sends is logged (bad messages, hellos), but at most SANDBOX_LOG_BURST lines
+ * a second per connection: it may send 5000 messages a second, and a line for each would
+ * fill the log and the disk under it. The count of those not logged is reported next. */
+#define SANDBOX_LOG_BURST 10
+
+static void sandbox_log_report(struct conn *c)
+{
+	if (c->log_unlogged)
+		log_warning("Sandbox '%s': %u more of its messages were not logged (over %u a "
+			    "second)",
+			    c->sb ? c->sb->cfg->name : "?", c->log_unlogged, SANDBOX_LOG_BURST);
+	c->log_unlogged = 0;
+}
+
+static bool sandbox_log_ok(struct conn *c)
+{
+	lws_usec_t now = lws_now_usecs();
+
+	if (now - c->log_window >= LWS_US_PER_SEC) {
+		sandbox_log_report(c);
+		c->log_window = now;
+		c->log_count = 0;
+	}
+	if (c->log_count < SANDBOX_LOG_BURST) {
+		c->log_count++;
+		return true;
+	}
+	c->log_unlogged++;
+	return false;
 }
 
 /* --- routes ----------------------------------------------------------------------------- */
@@ -558,7 +592,9 @@ static void sandbox_text(struct conn *c, const char *buf, size_t len)
 
 	if (proto_parse(buf, len, &root, &err) < 0) {
 		c->bad_messages++;
-		log_warning("Sandbox '%s' sent a bad message: %s", c->sb->cfg->name, err.message);
+		if (sandbox_log_ok(c))
+			log_warning("Sandbox '%s' sent a bad message: %s", c->sb->cfg->name,
+				    err.message);
 		return;
 	}
 	if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(root, "op"))) {
@@ -569,7 +605,9 @@ static void sandbox_text(struct conn *c, const char *buf, size_t len)
 			(void)proto_get_string(root, "software", 60, &sw, &err);
 			snprintf(c->sb->software, sizeof(c->sb->software), "%s", sw ? sw : "");
 			send_text(c, proto_ok_build(req.id, NULL));
-			log_info("Sandbox '%s' said hello (%s)", c->sb->cfg->name, c->sb->software);
+			if (sandbox_log_ok(c))
+				log_info("Sandbox '%s' said hello (%s)", c->sb->cfg->name,
+					 c->sb->software);
 			reattach_routes(c->sb);
 		} else
 			send_text(c, proto_error_build(req.id, PROTO_E_UNKNOWN_OP,
@@ -787,7 +825,7 @@ static void on_rx(struct conn *c, const void *in, size_t len)
 		if (c->is_client)
 			send_error(c, NULL, PROTO_E_TOO_LARGE, "message over %zu bytes dropped",
 				   max);
-		else
+		else if (sandbox_log_ok(c))
 			log_warning("Sandbox '%s' sent a message over %zu bytes; dropped",
 				    c->sb->cfg->name, max);
 	}
@@ -863,6 +901,7 @@ static void conn_closed(struct conn *c)
 		pending_drop_client(c->serial);
 		resume_producers(c);
 	} else if (c->sb && c->sb->conn == c) {
+		sandbox_log_report(c);
 		log_info("Sandbox '%s' disconnected", c->sb->cfg->name);
 		c->sb->conn = NULL;
 		pending_fail_all(c->sb, "disconnected");

@@ -166,6 +166,16 @@ lines=$(($(grep -c "wrong token" "$W/smin.log") - before))
 ok "wrong tokens: logged in $lines lines, not 602 (at most one a second per listener)" test "$lines" -le 8
 like "wrong tokens: the report counts the ones not logged" "$(cat "$W/smin.log")" "Refused a sandbox connection with a wrong token \(and [0-9]+ more since the last report\)"
 is "wrong tokens: both daemons still running" "$(alive)" yes
+# --- a sandbox that sends thousands of messages worth a log line each --------------------------
+before=$(grep -c "Sandbox 'evil'" "$W/smin.log")
+$FAKE sandbox-log-flood "$SP" "$EVIL" 4000 >"$W/lf.out" 2>&1
+[ -z "$(val exception "$W/lf.out")" ] || sed 's/^/# /' "$W/lf.out"
+is "log flood: the sandbox sent 4000 bad messages and hellos" "$(val sent "$W/lf.out")" 4000
+sleep 0.3
+lines=$(($(grep -c "Sandbox 'evil'" "$W/smin.log") - before))
+ok "log flood: server-min logged $lines lines about them, not 4000 (10 a second)" test "$lines" -le 40
+like "log flood: and counted those it did not log" "$(cat "$W/smin.log")" "Sandbox 'evil': [0-9]+ more of its messages were not logged"
+is "log flood: both daemons still running" "$(alive)" yes
 # --- a sandbox that drops its connection with requests in flight ------------------------------
 $FAKE sandbox-drop "$SP" "$EVIL" "$CP" "$CT" >"$W/sd.out" 2>&1
 [ -z "$(val exception "$W/sd.out")" ] || sed 's/^/# /' "$W/sd.out"

@@ -528,6 +528,19 @@ def scenario_wrong_tokens(sport, cport, n):
     print("refused=%d" % refused)
 
 
+def scenario_sandbox_log_flood(port, token, n):
+    """A sandbox sends `n` messages that are each worth a log line (bad JSON, hellos)."""
+    s = WS(port, "/v1/sandbox", "pistis.v1", token)
+    s.send(json.dumps({"id": "hello", "op": "hello", "version": 1, "sandbox": "evil"}))
+    s.recv_json("hello")
+    for i in range(n):
+        s.send("{oops" if i % 2 else json.dumps({"id": "h%d" % i, "op": "hello"}))
+    s.send(json.dumps({"id": "last", "op": "hello"}))
+    s.recv_json("last", timeout=30)
+    print("sent=%d" % n)
+    s.s.close()
+
+
 def scenario_sandbox_drop(sport, stoken, cport, ctoken):
     """A sandbox takes a request and drops its connection without answering: the client is
     told at once (unavailable), not left waiting for an answer that can never come."""
@@ -580,6 +593,8 @@ if __name__ == "__main__":
             scenario_sandbox_routes(port, token, int(rest[0]), rest[1], rest[2], int(rest[3]))
         elif name == "wrong-tokens":
             scenario_wrong_tokens(port, int(token), int(rest[0]))
+        elif name == "sandbox-log-flood":
+            scenario_sandbox_log_flood(port, token, int(rest[0]))
         elif name == "sandbox-drop":
             scenario_sandbox_drop(port, token, int(rest[0]), rest[1])
         elif name == "sandbox-noread":
