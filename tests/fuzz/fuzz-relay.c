@@ -8,7 +8,9 @@
  *    only be told exec.detached), and the id is mapped back to the client's own id;
  *  - a sandbox's frame reaches only the client that holds the command's route;
  *  - an exec.ack reaches a sandbox only from the command's reader, clamped to what the
- *    relay forwarded to that reader.
+ *    relay forwarded to that reader;
+ *  - a sandbox's message makes at most one client the reader of a command it did not read,
+ *    and only when it is an answer ("ok"), never an event.
  *
  * Input: records of [selector][len hi][len lo][payload]; selector % 10 picks the peer and
  * the kind (0..2 client text, 3..5 client binary, 6/7 sandbox 0 text/binary, 8/9 sandbox 1). */
@@ -171,6 +173,32 @@ static void check_new(size_t before_c[N_CLIENTS], size_t before_s[2], int kind, 
 	}
 }
 
+/* Reader changes a sandbox's message made: routes whose reader is new. */
+static struct route before_routes[MAX_ROUTES];
+
+static void check_readers(size_t n_before, const uint8_t *in, size_t len)
+{
+	struct proto_error err = {0};
+	unsigned changed = 0;
+	cJSON *root = NULL;
+	bool answer = false;
+
+	for (size_t i = 0; i < R.n_routes; i++) {
+		const struct route *a = &R.routes[i];
+		const struct route *b = i < n_before ? &before_routes[i] : NULL;
+		if (a->used && (!b || !b->used || b->sb != a->sb || b->cmd != a->cmd ||
+				b->client != a->client))
+			changed++;
+	}
+	if (!changed)
+		return;
+	if (proto_parse((const char *)in, len, &root, &err) == 0)
+		answer = cJSON_GetObjectItemCaseSensitive(root, "ok") != NULL;
+	cJSON_Delete(root);
+	if (changed > 1 || !answer)
+		__builtin_trap(); /* readers made by events, or several by one message */
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	setup();
@@ -192,9 +220,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			client_text(&clients[peer], (const char *)data, len);
 		else if (sel <= 5)
 			client_binary(&clients[peer], data, len);
-		else if (sel == 6 || sel == 8)
+		else if (sel == 6 || sel == 8) {
+			size_t n_before = R.n_routes;
+			memcpy(before_routes, R.routes, sizeof(*R.routes) * n_before);
 			sandbox_text(&sbconn[(sel - 6) / 2], (const char *)data, len);
-		else
+			check_readers(n_before, data, len);
+		} else
 			sandbox_binary(&sbconn[(sel - 7) / 2], data, len);
 		check_new(before_c, before_s, sel, peer, data, len);
 		data += len;
