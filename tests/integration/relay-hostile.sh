@@ -157,6 +157,11 @@ is "routes: events under a ping's id make no reader: the sandbox's frame reached
 	"$(val forged_frames "$W/sr.out")" 0
 is "routes: another sandbox's command still reaches its client" "$(val real_output "$W/sr.out")" routed
 is "routes: both daemons still running" "$(alive)" yes
+# --- upgrade requests that smuggle a token: duplicate or folded headers, long ones -------------
+$FAKE handshakes "$SP" "$EVIL" >"$W/hs.out" 2>&1
+[ -z "$(val exception "$W/hs.out")" ] || sed 's/^/# /' "$W/hs.out"
+is "handshakes: only the lone exact 'Bearer <token>' upgrades (duplicates, folding, prefixes, NUL, long headers refused)" \
+	"$(val upgraded "$W/hs.out")" good
 # --- a flood of wrong tokens: every one refused, the log does not grow a line for each ---------
 before=$(grep -c "wrong token" "$W/smin.log")
 $FAKE wrong-tokens "$SP" "$CP" 300 >"$W/wt.out" 2>&1

@@ -541,6 +541,40 @@ def scenario_sandbox_log_flood(port, token, n):
     s.s.close()
 
 
+def scenario_handshakes(port, token):
+    """Upgrade requests that smuggle a token: only a lone, exact `Bearer <token>` may pass.
+    Prints the names of those that got 101, comma-separated."""
+    def hs(auth):
+        s = socket.create_connection(("127.0.0.1", port), timeout=3)
+        key = base64.b64encode(os.urandom(16)).decode()
+        s.sendall((f"GET /v1/sandbox HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\n"
+                   f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+                   f"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: pistis.v1\r\n"
+                   + auth + "\r\n").encode())
+        try:
+            d = s.recv(200)
+        except socket.timeout:
+            d = b""
+        s.close()
+        return b" 101 " in d.split(b"\r\n")[0]
+    t = token
+    cases = [
+        ("good", f"Authorization: Bearer {t}\r\n"),
+        ("dup-good-bad", f"Authorization: Bearer {t}\r\nAuthorization: Bearer x{t}\r\n"),
+        ("dup-bad-good", f"Authorization: Bearer x{t}\r\nAuthorization: Bearer {t}\r\n"),
+        ("dup-good-good", f"Authorization: Bearer {t}\r\nAuthorization: Bearer {t}\r\n"),
+        ("folded", f"Authorization: Bearer\r\n {t}\r\n"),
+        ("comma", f"Authorization: Bearer x{t},Bearer {t}\r\n"),
+        ("prefix", f"Authorization: Bearer {t[:-1]}\r\n"),
+        ("longer", f"Authorization: Bearer {t}x\r\n"),
+        ("nul", f"Authorization: Bearer {t}\x00x\r\n"),
+        ("long-header", "X-Long: " + "a" * 100000 + f"\r\nAuthorization: Bearer {t}\r\n"),
+        ("long-token", "Authorization: Bearer " + "a" * 5000 + "\r\n"),
+        ("basic", "Authorization: Basic " + base64.b64encode(t.encode()).decode() + "\r\n"),
+    ]
+    print("upgraded=" + ",".join(name for name, auth in cases if hs(auth)))
+
+
 def scenario_sandbox_drop(sport, stoken, cport, ctoken):
     """A sandbox takes a request and drops its connection without answering: the client is
     told at once (unavailable), not left waiting for an answer that can never come."""
@@ -595,6 +629,8 @@ if __name__ == "__main__":
             scenario_wrong_tokens(port, int(token), int(rest[0]))
         elif name == "sandbox-log-flood":
             scenario_sandbox_log_flood(port, token, int(rest[0]))
+        elif name == "handshakes":
+            scenario_handshakes(port, token)
         elif name == "sandbox-drop":
             scenario_sandbox_drop(port, token, int(rest[0]), rest[1])
         elif name == "sandbox-noread":
