@@ -131,6 +131,73 @@ TEST(parse_accepts_only_utf8)
 	}
 }
 
+/* \u escapes decode to UTF-8 too: a lone or reversed surrogate would become the ill-formed
+ * bytes the raw check refuses (CESU-8), which a peer's WebSocket must fail */
+TEST(parse_rejects_lone_surrogate_escapes)
+{
+	static const char *const bad[] = {
+		"{\"a\":\"\\ud800\"}",	      /* high, alone at the end */
+		"{\"a\":\"\\ud800x\"}",	      /* high, then text */
+		"{\"a\":\"\\udbff\\u0041\"}", /* high, then not a low one */
+		"{\"a\":\"\\udc00\"}",	      /* low, alone */
+		"{\"a\":\"\\udc00\\ud800\"}", /* reversed */
+		"{\"a\":\"\\ud800\\ud800\"}", /* high, high */
+		"{\"\\udfff\":1}",	      /* in a key */
+	};
+	cJSON *root = NULL;
+	struct proto_error err = {0};
+
+	for (size_t i = 0; i < ELEMENTSOF(bad); i++)
+		EXPECT_EQ(parse_code(bad[i]), PROTO_E_BAD_JSON);
+	/* a pair is U+10000..U+10FFFF, as 4 bytes of UTF-8 */
+	ASSERT_EQ(proto_parse("{\"a\":\"\\ud83d\\ude00\"}", 20, &root, &err), 0);
+	EXPECT_STREQ(cJSON_GetObjectItemCaseSensitive(root, "a")->valuestring, "\xf0\x9f\x98\x80");
+	cJSON_Delete(root);
+}
+
+/* Depth is counted outside strings only, and an escaped quote does not end a string. */
+TEST(parse_depth_ignores_escaped_quotes_in_strings)
+{
+	ASSERT_EQ(parse_code("{\"a\":\"\\\"[[[[[[[[[[[[[[[[\"}"), 0);
+	ASSERT_EQ(parse_code("{\"a\":\"\\\\\",\"b\":[[[[[[[[[[]]]]]]]]]]}"), PROTO_E_TOO_DEEP);
+	ASSERT_EQ(parse_code("{\"a\":\"]]]]]]]]\",\"b\":[[[[[[[[[[]]]]]]]]]]}"), PROTO_E_TOO_DEEP);
+}
+
+/* Numbers a peer sends: only exact non-negative integers within the field's bound. */
+TEST(get_u64_refuses_what_a_cast_would_bend)
+{
+	static const struct {
+		const char *json;
+		int want;
+		uint64_t v;
+	} cases[] = {
+		{"{\"n\":1e999}", -EINVAL, 0},
+		{"{\"n\":-1e999}", -EINVAL, 0},
+		{"{\"n\":-1}", -EINVAL, 0},
+		{"{\"n\":1.5}", -EINVAL, 0},
+		{"{\"n\":9007199254740993}", -EINVAL, 0}, /* 2^53 + 1: not exact */
+		{"{\"n\":18446744073709551616}", -EINVAL, 0},
+		{"{\"n\":4294967296}", -EINVAL, 0}, /* over the bound below */
+		{"{\"n\":\"5\"}", -EINVAL, 0},
+		{"{\"n\":true}", -EINVAL, 0},
+		{"{\"n\":-0}", 0, 0},
+		{"{\"n\":4294967295}", 0, 4294967295u},
+		{"{\"n\":1e3}", 0, 1000},
+		{"{\"n\":null}", -ENOENT, 0},
+	};
+
+	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+		struct proto_error err = {0};
+		cJSON *root = NULL;
+		uint64_t v = 77;
+		ASSERT_EQ(proto_parse(cases[i].json, strlen(cases[i].json), &root, &err), 0);
+		EXPECT_EQ(proto_get_u64(root, "n", UINT32_MAX, &v, &err), cases[i].want);
+		if (cases[i].want == 0)
+			EXPECT_EQ(v, cases[i].v);
+		cJSON_Delete(root);
+	}
+}
+
 static int request_code(const char *s, struct proto_request *req, cJSON **root)
 {
 	struct proto_error err = {0};
