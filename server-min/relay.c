@@ -899,6 +899,10 @@ static void conn_closed(struct conn *c)
 			if (R.routes[i].used && R.routes[i].client == c->serial)
 				R.routes[i].used = false;
 		pending_drop_client(c->serial);
+		/* its queue goes with it: the sandboxes paused for it are read again (with the
+		 * queue still counted, one stayed paused until another client drained, and its
+		 * other clients' requests waited for ever) */
+		queue_clear(&c->q);
 		resume_producers(c);
 	} else if (c->sb && c->sb->conn == c) {
 		sandbox_log_report(c);

@@ -211,6 +211,12 @@ ok "bulk: server-min's RSS while paused: ${rss:-?} kB (< 96 MiB)" test "${rss:-9
 is "bulk: then all 256 MiB reached the client" "$(val received_mib "$W/bk.out")" 256
 is "bulk: in order" "$(val in_order "$W/bk.out")" yes
 is "s1 still serves" "$("$BIN/pistis" exec --agent alice -- echo fine 2>&1)" fine
+# --- a client that stopped reading goes away: the sandbox paused for it is read again -----------
+$FAKE reader-gone "$SP" "$EVIL" "$CP" "$CT" >"$W/rg.out" 2>&1
+[ -z "$(val exception "$W/rg.out")" ] || sed 's/^/# /' "$W/rg.out"
+ok "reader gone: server-min paused the sandbox for the client that did not read ($(val paused_at_mib "$W/rg.out") MiB sent)" \
+	test "$(val paused_at_mib "$W/rg.out")" -lt 64
+is "reader gone: once it disconnected, another client's request to that sandbox is answered" "$(val ping "$W/rg.out")" ok
 # --- a client that sends requests and never reads the answers -----------------------------------
 $FAKE client-noread "$CP" "$CT" "$SM" 64 >"$W/nr.out" 2>&1
 [ -z "$(val exception "$W/nr.out")" ] || sed 's/^/# /' "$W/nr.out"

@@ -268,6 +268,52 @@ def scenario_sandbox_bulk(sport, stoken, cport, ctoken, smin_pid, mib):
     print("in_order=%s" % ("yes" if order_ok else "no"))
 
 
+def scenario_reader_gone(sport, stoken, cport, ctoken):
+    """A client that stopped reading a sandbox's output (server-min paused the sandbox for
+    it) disconnects: the sandbox must be read again, or every other client's request to it
+    waits for ever. Prints how long the next client's ping took, or "stalled"."""
+    import threading
+    sb = WS(sport, "/v1/sandbox", "pistis.v1", stoken, timeout=60)
+    sb.send(json.dumps({"id": "hello", "op": "hello", "version": 1, "sandbox": "evil"}))
+    sb.recv_json("hello")
+    c = client(cport, ctoken)
+    c.send(json.dumps({"id": "big", "op": "exec.start", "sandbox": "evil", "agent": "a",
+                       "argv": ["yes"]}))
+    req = sb.recv_json()
+    sb.send(json.dumps({"id": req["id"], "ok": True, "event": "exec.started", "cmd": 5}))
+    stop, sent = [False], [0]
+
+    def pump():
+        chunk = b"b" * 65536
+        seq = 0
+        while not stop[0]:
+            seq += 1
+            sb.send(frame(1, 0, 5, seq, chunk), binary=True)
+            sent[0] = seq
+    t = threading.Thread(target=pump, daemon=True)
+    t.start()
+    time.sleep(2)  # the client reads nothing: server-min pauses the sandbox
+    print("paused_at_mib=%d" % (sent[0] // 16))
+    c.s.close()
+    stop[0] = True
+    d = client(cport, ctoken)
+    t0 = time.time()
+    d.send(json.dumps({"id": "p", "op": "ping", "sandbox": "evil"}))
+    fwd = sb.recv_json()["id"]
+    t.join(5)  # the pump's last send completes once server-min reads the sandbox again
+    if t.is_alive():
+        print("ping=stalled")
+        return
+    sb.send(json.dumps({"id": fwd, "ok": True}))
+    try:
+        d.recv_json("p", timeout=5)
+        print("ping=ok")
+    except (socket.timeout, TimeoutError):
+        print("ping=stalled")
+    print("ping_ms=%d" % ((time.time() - t0) * 1000))
+    sb.s.close()
+
+
 def scenario_sandbox_forge(sport, stoken, cport, ctoken, real):
     """A hostile sandbox forges answers, events and output for a request its client sent to
     another sandbox (`real`), and holds a command with the same number as the real one:
@@ -631,6 +677,8 @@ if __name__ == "__main__":
             scenario_sandbox_log_flood(port, token, int(rest[0]))
         elif name == "handshakes":
             scenario_handshakes(port, token)
+        elif name == "reader-gone":
+            scenario_reader_gone(port, token, int(rest[0]), rest[1])
         elif name == "sandbox-drop":
             scenario_sandbox_drop(port, token, int(rest[0]), rest[1])
         elif name == "sandbox-noread":
