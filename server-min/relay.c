@@ -449,7 +449,7 @@ static void client_text(struct conn *c, const char *buf, size_t len)
 		goto out;
 	}
 	if (proto_get_string(root, "sandbox", 63, &sbname, &err) == -EINVAL) {
-		send_error(c, req.id, PROTO_E_BAD_REQUEST, "\"sandbox\" must be a string");
+		send_error(c, req.id, PROTO_E_BAD_REQUEST, "%s", err.message);
 		goto out;
 	}
 	sb = sandbox_named(sbname);

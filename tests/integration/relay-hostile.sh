@@ -58,6 +58,8 @@ is "client: stdin arrives once and in order" "$(val stdin_output "$W/ce.out")" "
 is "client: a frame for a command it does not hold is not_found" "$(val foreign_frame "$W/ce.out")" not_found
 is "client: a stdout frame from a client is bad_frame" "$(val stdout_from_client "$W/ce.out")" bad_frame
 is "client: a 2-byte frame is bad_frame" "$(val short_frame "$W/ce.out")" bad_frame
+is "client: a sandbox name over 63 bytes is bad_request saying so (not \"must be a string\")" \
+	"$(val long_sandbox "$W/ce.out")" 'bad_request:"sandbox" is longer than 63 bytes'
 is "client: the connection is still served" "$(val still_served "$W/ce.out")" ok
 is "both daemons still running after the hostile client" "$(alive)" yes
 

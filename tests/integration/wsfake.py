@@ -162,6 +162,9 @@ def scenario_client_errors(port, token, sandbox):
     print("stdout_from_client=" + err_code(c.recv_json()))
     c.send(b"\x01\x02", binary=True)
     print("short_frame=" + err_code(c.recv_json()))
+    send({"id": "sl", "op": "ping", "sandbox": "s" * 64})
+    o = c.recv_json("sl")
+    print("long_sandbox=%s:%s" % (err_code(o), (o.get("error") or {}).get("message", "")))
     send({"id": "p9", "op": "ping", "sandbox": sandbox})
     print("still_served=" + err_code(c.recv_json("p9")))
 
