@@ -164,6 +164,12 @@ $FAKE handshakes "$SP" "$EVIL" >"$W/hs.out" 2>&1
 [ -z "$(val exception "$W/hs.out")" ] || sed 's/^/# /' "$W/hs.out"
 is "handshakes: only the lone exact 'Bearer <token>' upgrades (duplicates, folding, prefixes, NUL, long headers refused)" \
 	"$(val upgraded "$W/hs.out")" good
+# --- frames RFC 6455 says to fail, from a sandbox: RSV (compression) bits, reserved opcodes,
+# long or fragmented control frames, continuation and interleaving errors, a 2^63 length ---------
+$FAKE sandbox-frames "$SP" "$EVIL" >"$W/sf.out" 2>&1
+[ -z "$(val exception "$W/sf.out")" ] || sed 's/^/# /' "$W/sf.out"
+is "frames: server-min closes every connection that sends a frame RFC 6455 fails" "$(val kept_open "$W/sf.out")" none
+is "frames: both daemons still running, s1 still serves" "$(alive) $("$BIN/pistis" exec --agent alice -- echo fine 2>&1)" "yes fine"
 # --- a flood of wrong tokens: every one refused, the log does not grow a line for each ---------
 before=$(grep -c "wrong token" "$W/smin.log")
 $FAKE wrong-tokens "$SP" "$CP" 300 >"$W/wt.out" 2>&1

@@ -624,6 +624,56 @@ def scenario_handshakes(port, token):
     print("upgraded=" + ",".join(name for name, auth in cases if hs(auth)))
 
 
+def scenario_sandbox_frames(port, token):
+    """WebSocket frames RFC 6455 says to fail, each from an authenticated sandbox on a
+    connection of its own: server-min must close it (a close frame or EOF within 3 s).
+    Prints the names of those it did not close, comma-separated."""
+    def raw(ws, b0, payload, length=None):
+        n = len(payload) if length is None else length
+        h = bytes([b0])
+        if n < 126:
+            h += bytes([0x80 | n])
+        elif n < 65536:
+            h += bytes([0x80 | 126]) + struct.pack(">H", n)
+        else:
+            h += bytes([0x80 | 127]) + struct.pack(">Q", n)
+        m = os.urandom(4)
+        ws.s.sendall(h + m + bytes(b ^ m[i % 4] for i, b in enumerate(payload)))
+    cases = [
+        ("rsv1-compressed", lambda w: raw(w, 0xC1, b'{"id":"x"}')),
+        ("rsv2", lambda w: raw(w, 0xA2, b"x" * 20)),
+        ("rsv3", lambda w: raw(w, 0x91, b'{"id":"x"}')),
+        ("opcode-3", lambda w: raw(w, 0x83, b"abc")),
+        ("opcode-11", lambda w: raw(w, 0x8B, b"abc")),
+        ("ping-126", lambda w: raw(w, 0x89, b"p" * 126)),
+        ("fragmented-ping", lambda w: raw(w, 0x09, b"p")),
+        ("continuation-first", lambda w: raw(w, 0x80, b"abc")),
+        ("text-inside-text", lambda w: (raw(w, 0x01, b'{"a":'), raw(w, 0x81, b'{"b":1}'))),
+        ("binary-inside-text", lambda w: (raw(w, 0x01, b'{"a":'), raw(w, 0x82, b"x" * 16))),
+        ("length-2^63", lambda w: raw(w, 0x82, b"", length=1 << 63)),
+    ]
+    kept = []
+    for name, send in cases:
+        w = WS(port, "/v1/sandbox", "pistis.v1", token)
+        w.send(json.dumps({"id": "hello", "op": "hello", "version": 1}))
+        w.recv_json("hello")
+        send(w)
+        closed, end = False, time.time() + 3
+        try:
+            while time.time() < end and not closed:
+                w.s.settimeout(max(0.05, end - time.time()))
+                d = w.s.recv(4096)
+                closed = not d or d[0] & 0x0F == 8
+        except socket.timeout:
+            pass
+        except OSError:
+            closed = True
+        if not closed:
+            kept.append(name)
+        w.s.close()
+    print("kept_open=" + (",".join(kept) or "none"))
+
+
 def scenario_sandbox_drop(sport, stoken, cport, ctoken):
     """A sandbox takes a request and drops its connection without answering: the client is
     told at once (unavailable), not left waiting for an answer that can never come."""
@@ -682,6 +732,8 @@ if __name__ == "__main__":
             scenario_handshakes(port, token)
         elif name == "reader-gone":
             scenario_reader_gone(port, token, int(rest[0]), rest[1])
+        elif name == "sandbox-frames":
+            scenario_sandbox_frames(port, token)
         elif name == "sandbox-drop":
             scenario_sandbox_drop(port, token, int(rest[0]), rest[1])
         elif name == "sandbox-noread":
