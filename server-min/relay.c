@@ -1009,6 +1009,23 @@ static int cb_client(struct lws *wsi, enum lws_callback_reasons reason, void *us
 	return 0;
 }
 
+/* An upgrade that names no sub-protocol (or the HTTP one) lands on a listener's first
+ * protocol: refused, or it would be a WebSocket that no token was asked for, kept alive by
+ * answered pings for as long as its peer likes. */
+static bool upgrade_to_http_protocol(enum lws_callback_reasons reason)
+{
+	return reason == LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION ||
+	       reason == LWS_CALLBACK_ESTABLISHED;
+}
+
+static int cb_http_none(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+			size_t len)
+{
+	if (upgrade_to_http_protocol(reason))
+		return -1;
+	return lws_callback_http_dummy(wsi, reason, user, in, len);
+}
+
 /* Plain HTTP on the client listener: GET /v1/sandboxes (bearer token). */
 static int cb_http(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
 		   size_t len)
@@ -1017,6 +1034,8 @@ static int cb_http(struct lws *wsi, enum lws_callback_reasons reason, void *user
 	unsigned status = HTTP_STATUS_OK;
 	char *body = NULL;
 
+	if (upgrade_to_http_protocol(reason))
+		return -1;
 	if (reason != LWS_CALLBACK_HTTP)
 		return lws_callback_http_dummy(wsi, reason, user, in, len);
 	if (!check_bearer(wsi, R.cfg.client_token, strlen(R.cfg.client_token))) {
@@ -1061,7 +1080,7 @@ static int cb_http(struct lws *wsi, enum lws_callback_reasons reason, void *user
 #define TX_PACKET (PROTO_FRAME_HEADER + PROTO_MAX_FRAME_PAYLOAD)
 
 static const struct lws_protocols sandbox_protocols[] = {
-	{"http-none", lws_callback_http_dummy, 0, 0, 0, NULL, 0},
+	{"http-none", cb_http_none, 0, 0, 0, NULL, 0},
 	{PROTO_SUBPROTOCOL, cb_sandbox, sizeof(struct conn), 65536, 0, NULL, TX_PACKET},
 	{NULL, NULL, 0, 0, 0, NULL, 0},
 };

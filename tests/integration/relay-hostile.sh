@@ -170,6 +170,16 @@ $FAKE sandbox-frames "$SP" "$EVIL" >"$W/sf.out" 2>&1
 [ -z "$(val exception "$W/sf.out")" ] || sed 's/^/# /' "$W/sf.out"
 is "frames: server-min closes every connection that sends a frame RFC 6455 fails" "$(val kept_open "$W/sf.out")" none
 is "frames: both daemons still running, s1 still serves" "$(alive) $("$BIN/pistis" exec --agent alice -- echo fine 2>&1)" "yes fine"
+# --- upgrades that name no sub-protocol (or the HTTP one) and carry no token -------------------
+$FAKE unnamed-upgrades "$SP" "$CP" >"$W/uu.out" 2>&1
+[ -z "$(val exception "$W/uu.out")" ] || sed 's/^/# /' "$W/uu.out"
+is "unnamed upgrades: no WebSocket without a token on either listener" "$(val upgraded "$W/uu.out")" none
+if command -v curl >/dev/null; then
+	is "unnamed upgrades: GET /v1/sandboxes still answers" \
+		"$(curl -s -H "Authorization: Bearer $CT" "http://127.0.0.1:$CP/v1/sandboxes" | grep -o '"name":"s1"')" '"name":"s1"'
+else
+	skip "unnamed upgrades: GET /v1/sandboxes still answers" "no curl"
+fi
 # --- a flood of wrong tokens: every one refused, the log does not grow a line for each ---------
 before=$(grep -c "wrong token" "$W/smin.log")
 $FAKE wrong-tokens "$SP" "$CP" 300 >"$W/wt.out" 2>&1

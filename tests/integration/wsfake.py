@@ -674,6 +674,34 @@ def scenario_sandbox_frames(port, token):
     print("kept_open=" + (",".join(kept) or "none"))
 
 
+def scenario_unnamed_upgrades(sport, cport):
+    """WebSocket upgrades without a token that name no sub-protocol, or the HTTP one: they
+    landed on the listener's HTTP protocol, where no token is asked for. Prints those that
+    got 101, comma-separated."""
+    def hs(port, path, extra):
+        s = socket.create_connection(("127.0.0.1", port), timeout=3)
+        key = base64.b64encode(os.urandom(16)).decode()
+        s.sendall((f"GET {path} HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\n"
+                   f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+                   f"Sec-WebSocket-Version: 13\r\n" + extra + "\r\n").encode())
+        try:
+            d = s.recv(200)
+        except socket.timeout:
+            d = b""
+        s.close()
+        return b" 101 " in d.split(b"\r\n")[0]
+    cases = [
+        ("sandbox-none", sport, "/v1/sandbox", ""),
+        ("sandbox-http-none", sport, "/v1/sandbox", "Sec-WebSocket-Protocol: http-none\r\n"),
+        ("sandbox-other-path", sport, "/", ""),
+        ("client-none", cport, "/v1/ws", ""),
+        ("client-http", cport, "/v1/ws", "Sec-WebSocket-Protocol: http\r\n"),
+        ("client-other-path", cport, "/v1/sandboxes", ""),
+    ]
+    print("upgraded=" + (",".join(n for n, port, path, extra in cases if hs(port, path, extra))
+                         or "none"))
+
+
 def scenario_sandbox_drop(sport, stoken, cport, ctoken):
     """A sandbox takes a request and drops its connection without answering: the client is
     told at once (unavailable), not left waiting for an answer that can never come."""
@@ -734,6 +762,8 @@ if __name__ == "__main__":
             scenario_reader_gone(port, token, int(rest[0]), rest[1])
         elif name == "sandbox-frames":
             scenario_sandbox_frames(port, token)
+        elif name == "unnamed-upgrades":
+            scenario_unnamed_upgrades(port, int(token))
         elif name == "sandbox-drop":
             scenario_sandbox_drop(port, token, int(rest[0]), rest[1])
         elif name == "sandbox-noread":
