@@ -94,6 +94,20 @@ static cJSON *parse_msg(const struct msg *m)
 	return root;
 }
 
+/* The routes as they were before the record being checked (an ack may free its route: the
+ * reader's final one, after exec.exit). */
+static struct route before_routes[MAX_ROUTES];
+static size_t n_before_routes;
+
+static const struct route *route_before(const struct sandbox *sb, uint32_t cmd)
+{
+	for (size_t i = 0; i < n_before_routes; i++)
+		if (before_routes[i].used && before_routes[i].sb == sb &&
+		    before_routes[i].cmd == cmd)
+			return &before_routes[i];
+	return NULL;
+}
+
 static void check_new(size_t before_c[N_CLIENTS], size_t before_s[2], int kind, int peer,
 		      const uint8_t *in, size_t len)
 {
@@ -160,11 +174,11 @@ static void check_new(size_t before_c[N_CLIENTS], size_t before_s[2], int kind, 
 			cJSON *op = cJSON_GetObjectItemCaseSensitive(root, "op");
 			if (cJSON_IsString(op) && !strcmp(op->valuestring, "exec.ack")) {
 				uint64_t cmd = 0, seq = 0;
-				struct route *rt;
+				const struct route *rt;
 				if (proto_get_u64(root, "cmd", UINT32_MAX, &cmd, &err) < 0 ||
 				    proto_get_u64(root, "seq", UINT64_MAX >> 11, &seq, &err) < 0)
 					__builtin_trap();
-				rt = route_find(&R.sbs[s], (uint32_t)cmd);
+				rt = route_before(&R.sbs[s], (uint32_t)cmd);
 				if (!rt || rt->client != clients[peer].serial || seq > rt->last_seq)
 					__builtin_trap(); /* an ack the reader could not give */
 			}
@@ -174,7 +188,6 @@ static void check_new(size_t before_c[N_CLIENTS], size_t before_s[2], int kind, 
 }
 
 /* Reader changes a sandbox's message made: routes whose reader is new. */
-static struct route before_routes[MAX_ROUTES];
 
 static void check_readers(size_t n_before, const uint8_t *in, size_t len)
 {
@@ -216,15 +229,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		for (int s = 0; s < 2; s++)
 			before_s[s] = qlen(&sbconn[s].q);
 		peer = sel % 3;
+		n_before_routes = R.n_routes;
+		memcpy(before_routes, R.routes, sizeof(*R.routes) * n_before_routes);
 		if (sel <= 2)
 			client_text(&clients[peer], (const char *)data, len);
 		else if (sel <= 5)
 			client_binary(&clients[peer], data, len);
 		else if (sel == 6 || sel == 8) {
-			size_t n_before = R.n_routes;
-			memcpy(before_routes, R.routes, sizeof(*R.routes) * n_before);
 			sandbox_text(&sbconn[(sel - 6) / 2], (const char *)data, len);
-			check_readers(n_before, data, len);
+			check_readers(n_before_routes, data, len);
 		} else
 			sandbox_binary(&sbconn[(sel - 7) / 2], data, len);
 		check_new(before_c, before_s, sel, peer, data, len);
