@@ -458,8 +458,10 @@ static void on_text(const char *buf, size_t len)
 			C.stdin_written = wr;
 		stdin_flow();
 	} else if (!strcmp(ev->valuestring, "exec.detached")) {
-		/* one reader per command: another client attached it */
-		log_error("Command %u was attached by another client; stopping here", C.cmd);
+		/* one reader per command: another client attached it (or it is gone) */
+		cJSON *why = cJSON_GetObjectItemCaseSensitive(root, "reason");
+		log_error("Command %u is no longer read here: %s; stopping", C.cmd,
+			  cJSON_IsString(why) ? why->valuestring : "another client attached it");
 		finish(125);
 	} else if (!strcmp(ev->valuestring, "exec.exit")) {
 		cJSON *last = cJSON_GetObjectItemCaseSensitive(root, "last_seq");

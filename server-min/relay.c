@@ -578,6 +578,42 @@ static void reattach_routes(struct sandbox *sb)
 	}
 }
 
+/* Routes to commands the sandbox no longer holds are ended before the re-attach: after a
+ * pistisd restart its command numbers start at 1 again, and a re-attach by number would make
+ * the old reader the reader of a new command, perhaps another agent's. Its hello lists the
+ * commands it holds (at most 256; more are not looked at). The reader is told. */
+static void drop_gone_routes(struct sandbox *sb, const cJSON *commands)
+{
+	if (!cJSON_IsArray(commands))
+		return; /* a hello without the list: nothing is known */
+	for (size_t i = 0; i < R.n_routes; i++) {
+		struct route *rt = &R.routes[i];
+		const cJSON *e;
+		struct conn *cl;
+		unsigned k = 0;
+		bool held = false;
+		if (!rt->used || rt->sb != sb)
+			continue;
+		cJSON_ArrayForEach(e, commands)
+		{
+			const cJSON *n = cJSON_GetObjectItemCaseSensitive(e, "cmd");
+			if (++k > 256 || (held = cJSON_IsNumber(n) && n->valuedouble == rt->cmd))
+				break;
+		}
+		if (held)
+			continue;
+		rt->used = false;
+		if ((cl = client_by_serial(rt->client))) {
+			cJSON *o = cJSON_CreateObject();
+			cJSON_AddNumberToObject(o, "cmd", rt->cmd);
+			cJSON_AddStringToObject(o, "reason",
+						"the sandbox no longer has the command "
+						"(pistisd restarted)");
+			send_text(cl, proto_event_build("exec.detached", rt->orig_id, o));
+		}
+	}
+}
+
 static void sandbox_text(struct conn *c, const char *buf, size_t len)
 {
 	struct proto_error err = {0};
@@ -608,6 +644,7 @@ static void sandbox_text(struct conn *c, const char *buf, size_t len)
 			if (sandbox_log_ok(c))
 				log_info("Sandbox '%s' said hello (%s)", c->sb->cfg->name,
 					 c->sb->software);
+			drop_gone_routes(c->sb, cJSON_GetObjectItemCaseSensitive(root, "commands"));
 			reattach_routes(c->sb);
 		} else
 			send_text(c, proto_error_build(req.id, PROTO_E_UNKNOWN_OP,

@@ -199,6 +199,12 @@ lines=$(($(grep -c "Sandbox 'evil'" "$W/smin.log") - before))
 ok "log flood: server-min logged $lines lines about them, not 4000 (10 a second)" test "$lines" -le 40
 like "log flood: and counted those it did not log" "$(cat "$W/smin.log")" "Sandbox 'evil': [0-9]+ more of its messages were not logged"
 is "log flood: both daemons still running" "$(alive)" yes
+# --- the sandbox comes back without a command a client read (pistisd restarted) ---------------
+$FAKE sandbox-restart "$SP" "$EVIL" "$CP" "$CT" >"$W/sr2.out" 2>&1
+[ -z "$(val exception "$W/sr2.out")" ] || sed 's/^/# /' "$W/sr2.out"
+is "restart: only the command the sandbox still holds is re-attached (a new command 1 could be another agent's)" \
+	"$(val attached "$W/sr2.out")" 2
+is "restart: the reader of the one that is gone is told (exec.detached)" "$(val detached "$W/sr2.out")" r1:1
 # --- a sandbox that drops its connection with requests in flight ------------------------------
 $FAKE sandbox-drop "$SP" "$EVIL" "$CP" "$CT" >"$W/sd.out" 2>&1
 [ -z "$(val exception "$W/sd.out")" ] || sed 's/^/# /' "$W/sd.out"

@@ -702,6 +702,47 @@ def scenario_unnamed_upgrades(sport, cport):
                          or "none"))
 
 
+def scenario_sandbox_restart(sport, stoken, cport, ctoken):
+    """The sandbox redials holding only command 2 of the two a client reads (pistisd
+    restarted; its numbers start at 1 again): server-min re-attaches 2 only, and tells the
+    reader of 1 that it is gone instead of attaching it to whatever is number 1 now."""
+    sb = WS(sport, "/v1/sandbox", "pistis.v1", stoken)
+    sb.send(json.dumps({"id": "hello", "op": "hello", "version": 1, "commands": []}))
+    sb.recv_json("hello")
+    c = client(cport, ctoken)
+    for rid, cmd in (("r1", 1), ("r2", 2)):
+        c.send(json.dumps({"id": rid, "op": "exec.start", "sandbox": "evil", "agent": "a",
+                           "argv": ["sleep", "9"]}))
+        req = sb.recv_json()
+        sb.send(json.dumps({"id": req["id"], "ok": True, "event": "exec.started", "cmd": cmd}))
+        c.recv_json(rid)
+    sb.s.close()
+    time.sleep(0.3)
+    sb = WS(sport, "/v1/sandbox", "pistis.v1", stoken)
+    sb.send(json.dumps({"id": "hello", "op": "hello", "version": 1,
+                        "commands": [{"cmd": 2, "agent": "a", "running": True}]}))
+    sb.recv_json("hello")
+    attached = []
+    try:
+        while True:
+            o = sb.recv_json(timeout=1)
+            if o.get("op") == "exec.attach":
+                attached.append(str(o.get("cmd")))
+    except (socket.timeout, TimeoutError):
+        pass
+    print("attached=" + (",".join(attached) or "none"))
+    det = []
+    try:
+        while True:
+            o = c.recv_json(timeout=1)
+            if o.get("event") == "exec.detached":
+                det.append("%s:%s" % (o.get("id"), o.get("cmd")))
+    except (socket.timeout, TimeoutError):
+        pass
+    print("detached=" + (",".join(det) or "none"))
+    sb.s.close()
+
+
 def scenario_sandbox_drop(sport, stoken, cport, ctoken):
     """A sandbox takes a request and drops its connection without answering: the client is
     told at once (unavailable), not left waiting for an answer that can never come."""
@@ -764,6 +805,8 @@ if __name__ == "__main__":
             scenario_sandbox_frames(port, token)
         elif name == "unnamed-upgrades":
             scenario_unnamed_upgrades(port, int(token))
+        elif name == "sandbox-restart":
+            scenario_sandbox_restart(port, token, int(rest[0]), rest[1])
         elif name == "sandbox-drop":
             scenario_sandbox_drop(port, token, int(rest[0]), rest[1])
         elif name == "sandbox-noread":
