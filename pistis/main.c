@@ -907,6 +907,15 @@ static void usage(FILE *f)
 		   "docs/api.md.\n");
 }
 
+/* The token goes into an HTTP header: a CR or LF would add header lines. */
+static bool token_printable(const char *t, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (t[i] <= ' ' || t[i] > '~')
+			return false;
+	return true;
+}
+
 /* The client token reaches every sandbox: a file others can read, or that someone else
  * owns (and may rewrite, or swap for a FIFO that never answers), is refused. Checked on the
  * opened fd, so a rename between a check and the read cannot swap the file. */
@@ -933,15 +942,11 @@ static int read_token_file(const char *path)
 		return log_error_errno(r, "Cannot read token file '%s': %m", path);
 	while (n && (t[n - 1] == '\n' || t[n - 1] == '\r'))
 		n--;
-	/* it goes into an HTTP header: a CR or LF would add header lines */
-	for (size_t i = 0; i < n; i++)
-		if (t[i] <= ' ' || t[i] > '~') {
-			explicit_bzero(t, n);
-			return log_error_errno(-EINVAL,
-					       "Token file '%s' holds a non-printable or space "
-					       "character",
-					       path);
-		}
+	if (!token_printable(t, n)) {
+		explicit_bzero(t, n);
+		return log_error_errno(
+			-EINVAL, "Token file '%s' holds a non-printable or space character", path);
+	}
 	memcpy(C.token, t, n);
 	explicit_bzero(t, n);
 	return 0;
@@ -1079,9 +1084,16 @@ int main(int argc, char **argv)
 	if (token_file) {
 		if (read_token_file(token_file) < 0)
 			return 111;
-	} else if (getenv("PISTIS_TOKEN"))
-		snprintf(C.token, sizeof(C.token), "%s", getenv("PISTIS_TOKEN"));
-	else {
+	} else if (getenv("PISTIS_TOKEN") && *getenv("PISTIS_TOKEN")) {
+		const char *t = getenv("PISTIS_TOKEN");
+		if (strlen(t) >= sizeof(C.token) || !token_printable(t, strlen(t))) {
+			log_error("$PISTIS_TOKEN must be at most %zu printable characters without "
+				  "spaces",
+				  sizeof(C.token) - 1);
+			return 100;
+		}
+		memcpy(C.token, t, strlen(t));
+	} else {
 		log_error("no token: --token-file FILE or $PISTIS_TOKEN");
 		return 100;
 	}

@@ -118,6 +118,10 @@ exits 111 "pistis --token-file: a FIFO is refused at once (never waited on)" tim
 printf '%s\r\nX-Injected: 1\n' "$PISTIS_TEST_CT" >"$W/ct-crlf"; chmod 600 "$W/ct-crlf"
 out=$(PISTIS_TOKEN= P --token-file "$W/ct-crlf" ls 2>&1); rc=$?
 is "pistis --token-file: a CR or LF inside the token is refused (no header injection)" "$rc" 111
+exits 100 "pistis: a CR/LF in \$PISTIS_TOKEN is refused, not sent as extra header lines" \
+	env PISTIS_TOKEN="$PISTIS_TEST_CT"$'\r\nX-Injected: 1' "$BIN/pistis" ls
+exits 100 "pistis: a \$PISTIS_TOKEN longer than 599 characters is refused, not cut" \
+	env PISTIS_TOKEN="$PISTIS_TEST_CT$(head -c 700 /dev/zero | tr '\0' a)" "$BIN/pistis" ls
 is "pistis --token-file: no message quotes the token" "$(printf '%s\n' "$out" | grep -c -- "$PISTIS_TEST_CT")" 0
 
 st=$(P status --sandbox s1 2>&1)
