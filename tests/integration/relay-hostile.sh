@@ -180,6 +180,11 @@ if command -v curl >/dev/null; then
 else
 	skip "unnamed upgrades: GET /v1/sandboxes still answers" "no curl"
 fi
+# --- upgrade requests that never end (idle, or a byte a second), on both listeners -----------
+$FAKE slowloris "$SP" "$CP" 40 >"$W/sl.out" 2>&1
+[ -z "$(val exception "$W/sl.out")" ] || sed 's/^/# /' "$W/sl.out"
+is "slowloris: server-min closed all 4 unfinished upgrade requests" "$(val closed "$W/sl.out")" 4
+ok "slowloris: the longest was kept $(val longest_s "$W/sl.out") s (< 30)" test "$(val longest_s "$W/sl.out")" -lt 30
 # --- a flood of wrong tokens: every one refused, the log does not grow a line for each ---------
 before=$(grep -c "wrong token" "$W/smin.log")
 $FAKE wrong-tokens "$SP" "$CP" 300 >"$W/wt.out" 2>&1

@@ -743,6 +743,38 @@ def scenario_sandbox_restart(sport, stoken, cport, ctoken):
     sb.s.close()
 
 
+def scenario_slowloris(sport, cport, limit):
+    """Connections that never finish their upgrade request: one idle, one sending a byte a
+    second, on each listener. Prints how many server-min closed within `limit` seconds and
+    the longest it kept one."""
+    req = b"GET /v1/sandbox HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 500
+    conns = []
+    for port in (sport, cport):
+        for drip in (False, True):
+            s = socket.create_connection(("127.0.0.1", port))
+            s.setblocking(False)
+            conns.append([s, drip, None])
+    t0, i = time.time(), 0
+    while time.time() - t0 < limit and any(c[2] is None for c in conns):
+        for c in conns:
+            if c[2] is not None:
+                continue
+            try:
+                if c[1]:
+                    c[0].send(req[i % len(req):i % len(req) + 1])
+                if c[0].recv(100) == b"":
+                    c[2] = time.time() - t0
+            except BlockingIOError:
+                pass
+            except OSError:
+                c[2] = time.time() - t0
+        i += 1
+        time.sleep(1)
+    closed = [c[2] for c in conns if c[2] is not None]
+    print("closed=%d" % len(closed))
+    print("longest_s=%d" % (max(closed) if closed else -1))
+
+
 def scenario_sandbox_drop(sport, stoken, cport, ctoken):
     """A sandbox takes a request and drops its connection without answering: the client is
     told at once (unavailable), not left waiting for an answer that can never come."""
@@ -807,6 +839,8 @@ if __name__ == "__main__":
             scenario_unnamed_upgrades(port, int(token))
         elif name == "sandbox-restart":
             scenario_sandbox_restart(port, token, int(rest[0]), rest[1])
+        elif name == "slowloris":
+            scenario_slowloris(port, int(token), int(rest[0]))
         elif name == "sandbox-drop":
             scenario_sandbox_drop(port, token, int(rest[0]), rest[1])
         elif name == "sandbox-noread":
