@@ -1,6 +1,7 @@
 /* cgroup v2 plumbing for the spawn core (see cgroup.h and docs/spawn.md). */
 #include "pistisd/cgroup.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -11,6 +12,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/xattr.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef CGROUP2_SUPER_MAGIC
@@ -298,6 +300,11 @@ bool cgroup_cmd_is_slot(const char *cmd)
 	return !strncmp(cmd, CGROUP_SLOT_PREFIX, strlen(CGROUP_SLOT_PREFIX));
 }
 
+/* Command cgroups are 0711: an agent may read its own memory.max by path, but cannot open
+ * the directory, so it cannot take the flock that says a pistisd owns it (and with it
+ * hide a tree from cgroup_reap_orphans, or keep a slot from everyone). */
+#define CMD_MODE 0711
+
 /* The mark of a command cgroup this pistisd made and nobody has cgroup.kill'ed since:
  * only into such a cgroup is a child cloned directly (clone3 CLONE_INTO_CGROUP; see
  * cgroup_clone_ok). A cgroup made by anyone else, or by an older pistisd, has no mark. */
@@ -350,7 +357,7 @@ static int claim_slot(const struct cgroup_ctx *ctx, int agent_fd, char *cmd, siz
 		snprintf(name, sizeof(name), CGROUP_SLOT_PREFIX "%u", i);
 		fd = openat(agent_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 		if (fd < 0 && errno == ENOENT) {
-			bool made = mkdirat(agent_fd, name, 0755) == 0;
+			bool made = mkdirat(agent_fd, name, CMD_MODE) == 0;
 			if (!made && errno != EEXIST)
 				return -errno;
 			fd = openat(agent_fd, name,
@@ -415,10 +422,13 @@ int cgroup_cmd_create(struct cgroup_ctx *ctx, const char *agent, char *cmd, size
 	if (dir_fd < 0) {
 		if (dir_fd != -EBUSY)
 			return dir_fd;
-		if (mkdirat(agent_fd, cmd, 0755) < 0)
+		if (mkdirat(agent_fd, cmd, CMD_MODE) < 0)
 			return -errno;
 		dir_fd = openat(agent_fd, cmd, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-		if (dir_fd < 0) {
+		/* Held like a slot, so that cgroup_reap_orphans knows it has an owner. Nobody
+		 * else can hold it yet: agents cannot open it (CMD_MODE), and the reaper locks
+		 * only populated cgroups, which this one is not until it is ours. */
+		if (dir_fd < 0 || flock(dir_fd, LOCK_EX | LOCK_NB) < 0) {
 			r = -errno;
 			goto fail;
 		}
@@ -533,4 +543,91 @@ int cgroup_cmd_remove(struct cgroup_ctx *ctx, const char *agent, const char *cmd
 	if (unlinkat(agent_fd, cmd, AT_REMOVEDIR) < 0)
 		return -errno;
 	return 0;
+}
+
+/* One command cgroup: killed when populated and nobody holds its lock. An empty one is
+ * never locked, not even for a moment: its maker may be between mkdir and flock
+ * (cgroup_cmd_create), and it is populated only once its maker holds it. 1 killed, 0 not,
+ * -errno. */
+static int reap_one(int agent_fd, const char *name)
+{
+	_cleanup_close_ int fd =
+		openat(agent_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	/* Made 0755 by an older pistisd: from now on agents cannot open it (CMD_MODE). */
+	(void)fchmod(fd, CMD_MODE);
+	if (cgroup_populated(fd) != 1)
+		return 0;
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0)
+		return errno == EWOULDBLOCK ? 0 : -errno;
+	if (cgroup_populated(fd) != 1)
+		return 0; /* its owner finished with it between the two looks */
+	/* cgroup.kill is asynchronous (and the fallback before 5.14 one pass over
+	 * cgroup.procs): up to ~200 ms for the tree to go, then a cgroup of its own is
+	 * removed; a slot stays for the next claimer, which renews it (claim_slot). */
+	for (int i = 0; i < 200; i++) {
+		int r = cgroup_kill(fd);
+		if (r < 0)
+			return r;
+		if (cgroup_populated(fd) == 0)
+			break;
+		(void)nanosleep(&(struct timespec){0, 1000000}, NULL);
+	}
+	if (!cgroup_cmd_is_slot(name))
+		(void)unlinkat(agent_fd, name, AT_REMOVEDIR);
+	return 1;
+}
+
+int cgroup_reap_orphans(int base_fd, void (*found)(const char *agent, unsigned killed, void *u),
+			void *userdata)
+{
+	DIR *base = NULL;
+	struct dirent *de;
+	int fd, r = 0;
+
+	if (base_fd < 0)
+		return 0;
+	fd = openat(base_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	base = fdopendir(fd);
+	if (!base) {
+		safe_close(fd);
+		return -errno;
+	}
+	while ((de = readdir(base))) {
+		_cleanup_close_ int agent_fd = -1;
+		unsigned killed = 0;
+		DIR *cmds = NULL;
+		struct dirent *ce;
+
+		if (de->d_type != DT_DIR || !cgroup_name_ok(de->d_name))
+			continue;
+		agent_fd = openat(dirfd(base), de->d_name,
+				  O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+		fd = agent_fd < 0 ? -1 : openat(agent_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (fd < 0 || !(cmds = fdopendir(fd))) {
+			r = -errno;
+			safe_close(fd);
+			continue;
+		}
+		while ((ce = readdir(cmds))) {
+			int k;
+
+			if (ce->d_type != DT_DIR || strncmp(ce->d_name, "cmd-", 4))
+				continue;
+			k = reap_one(agent_fd, ce->d_name);
+			if (k < 0)
+				r = k;
+			else
+				killed += (unsigned)k;
+		}
+		closedir(cmds);
+		if (killed && found)
+			found(de->d_name, killed, userdata);
+	}
+	closedir(base);
+	return r;
 }

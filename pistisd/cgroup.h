@@ -69,3 +69,12 @@ int cgroup_kill(int dir_fd);
 int cgroup_populated(int dir_fd);
 /* rmdir <agent>/<cmd>; -EBUSY while processes remain. */
 int cgroup_cmd_remove(struct cgroup_ctx *ctx, const char *agent, const char *cmd);
+
+/* At start-up of pistisd serve: every populated command cgroup under base_fd
+ * (<own>/pistis/<agent>/cmd-*) whose lock no process holds (a pistisd that crashed, or a
+ * keep_children command whose pistisd ended) is killed, and a non-slot one removed.
+ * Cgroups a live pistisd holds (pistisd run, another serve) are left alone. found is called
+ * once per agent with the number of cgroups killed. Returns 0, or the last -errno met
+ * (the walk goes on past it). */
+int cgroup_reap_orphans(int base_fd, void (*found)(const char *agent, unsigned killed, void *u),
+			void *userdata);

@@ -122,11 +122,25 @@ static void count_buffered(struct cmd *c, size_t n)
 		set_paused(c, true);
 }
 
+static void log_orphans(const char *agent, unsigned killed, void *userdata)
+{
+	(void)userdata;
+	log_warning("Killed %u command tree(s) of agent '%s' that no pistisd owned (left by a "
+		    "pistisd that died)",
+		    killed, agent);
+}
+
 int session_init(void)
 {
 	int r = spawn_ctx_new(&T.spawn);
 	if (r < 0)
 		return r;
+	/* A restarted daemon starts clean: the commands of one that died (SIGKILL, OOM) still
+	 * run as their agents, with no timeout and no reader, and this one numbers commands
+	 * from 1 again. Before dialling, so no command of ours exists yet (docs/spawn.md). */
+	r = cgroup_reap_orphans(spawn_ctx_cgroup_base_fd(T.spawn), log_orphans, NULL);
+	if (r < 0)
+		log_warning_errno(r, "Failed to kill every orphaned command tree: %m");
 	T.root_fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (T.root_fd < 0)
 		return -errno;

@@ -1464,3 +1464,134 @@ TEST(forced_fallback_through_spawn)
 }
 
 TEST_HARNESS_MAIN
+
+static void count_orphans(const char *agent, unsigned killed, void *u)
+{
+	if (!strcmp(agent, "orphan-agent"))
+		*(unsigned *)u += killed;
+}
+
+static int write_file(const char *path, const char *s)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	ssize_t n = fd < 0 ? -1 : write(fd, s, strlen(s));
+
+	if (fd >= 0)
+		close(fd);
+	return n == (ssize_t)strlen(s) ? 0 : -1;
+}
+
+/* pistisd serve's start-up (cgroup_reap_orphans): a pistisd killed with SIGKILL leaves the
+ * trees of its commands running as the agent (PR_SET_PDEATHSIG takes only the leaders;
+ * their setsid'd children stay), in slots and, with every slot busy, in cgroups of their
+ * own. The next serve kills them all, while the command a live pistisd run holds (its
+ * slot's lock) goes on. In a cgroup of its own, so that only this test's pistis/ tree is
+ * walked (other pistisd may run on this machine). */
+TEST_TIMEOUT(cgroup_orphans_of_a_dead_pistisd_are_killed_held_ones_survive, 60)
+{
+	struct cgroup_ctx probe = {.base_fd = -1}, cg = {.base_fd = -1};
+	struct spawn_ctx *run_ctx = NULL;
+	struct spawn_opts o;
+	struct spawn_proc *held = NULL;
+	struct spawn_error err;
+	char *sleeper[] = {"/bin/sleep", "30", NULL};
+	char *tree[] = {"/bin/sh", "-c", "/usr/bin/setsid /bin/sleep 100 & exec /bin/sleep 100",
+			NULL};
+	char own[600], mine[700], path[900], pid[16], names[4][48];
+	int pfd[2], agent_fd, n_names = 0;
+	unsigned killed = 0;
+	pid_t daemon;
+
+	need_root_and_probe(_metadata);
+	if (cgroup_init(&probe) < 0)
+		SKIP("no cgroup v2 delegated here");
+	snprintf(own, sizeof(own), "%s", probe.base_path);
+	*strrchr(own, '/') = 0;
+	cgroup_done(&probe);
+	snprintf(mine, sizeof(mine), "%s/orphan-test-%d", own, (int)getpid());
+	snprintf(pid, sizeof(pid), "%d", (int)getpid());
+	snprintf(path, sizeof(path), "%s/cgroup.procs", mine);
+	if (mkdir(mine, 0755) < 0 || write_file(path, pid) < 0)
+		SKIP("cannot make a cgroup of this test's own: %s", strerror(errno));
+
+	ASSERT_EQ(spawn_ctx_new(&run_ctx), 0);
+	ASSERT_STREQ(spawn_ctx_tree_control(run_ctx), "cgroup");
+	base_opts(&o, sleeper);
+	o.cgroup_agent = "orphan-agent";
+	ASSERT_EQ(spawn_start(run_ctx, &o, &held, &err), 0);
+	ASSERT_STREQ(held->cgroup_cmd, "cmd-s0");
+
+	/* The daemon that dies: the three free slots and one cgroup of its own. */
+	ASSERT_EQ(pipe2(pfd, O_CLOEXEC), 0);
+	daemon = fork();
+	ASSERT_GE(daemon, 0);
+	if (daemon == 0) {
+		struct spawn_ctx *d = NULL;
+		struct spawn_proc *p[4];
+
+		if (spawn_ctx_new(&d) < 0)
+			_exit(1);
+		o.argv = tree;
+		for (int i = 0; i < 4; i++) {
+			if (spawn_start(d, &o, &p[i], &err) < 0 ||
+			    write(pfd[1], p[i]->cgroup_cmd, 48) != 48)
+				_exit(1);
+		}
+		for (;;)
+			pause();
+	}
+	close(pfd[1]);
+	while (n_names < 4 && read(pfd[0], names[n_names], 48) == 48)
+		n_names++;
+	close(pfd[0]);
+	ASSERT_EQ(n_names, 4);
+	usleep(200 * 1000); /* the shells start their setsid'd sleepers */
+	ASSERT_EQ(kill(daemon, SIGKILL), 0);
+	ASSERT_EQ(waitpid(daemon, NULL, 0), daemon);
+
+	ASSERT_EQ(cgroup_init(&cg), 0);
+	agent_fd = openat(cg.base_fd, "orphan-agent", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	ASSERT_GE(agent_fd, 0);
+	for (int i = 0; i < 4; i++) {
+		int fd = openat(agent_fd, names[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		ASSERT_GE(fd, 0);
+		EXPECT_EQ(cgroup_populated(fd), 1); /* the setsid'd sleeper outlived its daemon */
+		close(fd);
+	}
+	EXPECT_EQ(cgroup_reap_orphans(cg.base_fd, count_orphans, &killed), 0);
+	EXPECT_EQ(killed, 4u);
+	for (int i = 0; i < 4; i++) {
+		int fd = openat(agent_fd, names[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (cgroup_cmd_is_slot(names[i])) {
+			ASSERT_GE(fd, 0);
+			EXPECT_EQ(cgroup_populated(fd), 0);
+			close(fd);
+		} else {
+			EXPECT_EQ(fd, -1); /* a cgroup of its own is removed */
+		}
+	}
+	/* pistisd run's command is untouched, and a second start-up finds nothing. */
+	EXPECT_EQ(cgroup_populated(held->cgroup_fd), 1);
+	EXPECT_EQ(kill(held->pid, 0), 0);
+	killed = 0;
+	EXPECT_EQ(cgroup_reap_orphans(cg.base_fd, count_orphans, &killed), 0);
+	EXPECT_EQ(killed, 0u);
+	EXPECT_EQ(spawn_stop(held), 0);
+	EXPECT_EQ(spawn_wait(held, NULL), 0);
+	spawn_free(held);
+	spawn_ctx_free(run_ctx);
+
+	/* Back where we came from, and the test's cgroups gone. */
+	for (int i = 0; i < CGROUP_SLOTS; i++) {
+		snprintf(path, sizeof(path), "cmd-s%d", i);
+		(void)unlinkat(agent_fd, path, AT_REMOVEDIR);
+	}
+	close(agent_fd);
+	(void)unlinkat(cg.base_fd, "orphan-agent", AT_REMOVEDIR);
+	cgroup_done(&cg);
+	snprintf(path, sizeof(path), "%s/cgroup.procs", own);
+	EXPECT_EQ(write_file(path, pid), 0);
+	snprintf(path, sizeof(path), "%s/pistis", mine);
+	EXPECT_EQ(rmdir(path), 0);
+	EXPECT_EQ(rmdir(mine), 0);
+}
