@@ -116,11 +116,27 @@ static int get_str(struct smin_config *c, cJSON *obj, const char *key, bool requ
 	return substitute(c, v->valuestring, line, ret);
 }
 
+/* An optional whole number 1..max: *ret is left alone when the key is absent. */
+static int get_count(struct smin_config *c, cJSON *obj, const char *key, unsigned max,
+		     unsigned *ret)
+{
+	cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+
+	if (!v)
+		return 0;
+	if (!cJSON_IsNumber(v) || v->valuedouble < 1 || v->valuedouble > max ||
+	    v->valuedouble != (double)(unsigned)v->valuedouble)
+		return fail(c, line_of_key(c->text, key, NULL),
+			    "\"%s\" must be a whole number 1..%u", key, max);
+	*ret = (unsigned)v->valuedouble;
+	return 0;
+}
+
 int smin_config_load(const char *path, struct smin_config *c)
 {
 	_cleanup_close_ int fd = -1;
 	struct proto_error err = {0};
-	cJSON *root = NULL, *sbs, *listen, *tls;
+	cJSON *root = NULL, *sbs, *listen, *tls, *limits;
 	size_t len = 0, from = 0;
 	int r;
 
@@ -178,6 +194,18 @@ int smin_config_load(const char *path, struct smin_config *c)
 			goto out;
 		}
 	}
+	c->handshakes = 0;
+	c->handshakes_per_address = SMIN_HANDSHAKES_PER_ADDRESS;
+	limits = cJSON_GetObjectItemCaseSensitive(root, "limits");
+	if (limits && !cJSON_IsObject(limits)) {
+		r = fail(c, line_of_key(c->text, "limits", NULL), "\"limits\" must be an object");
+		goto out;
+	}
+	if (limits &&
+	    ((r = get_count(c, limits, "handshakes", SMIN_MAX_HANDSHAKES, &c->handshakes)) < 0 ||
+	     (r = get_count(c, limits, "handshakes_per_address", SMIN_MAX_HANDSHAKES,
+			    &c->handshakes_per_address)) < 0))
+		goto out;
 	if ((r = get_str(c, root, "client_token", true, NULL, &c->client_token)) < 0)
 		goto out;
 	if (strlen(c->client_token) < 16) {

@@ -5,6 +5,8 @@
 #include <stddef.h>
 
 #define SMIN_MAX_SANDBOXES 1024
+#define SMIN_MAX_HANDSHAKES 65536
+#define SMIN_HANDSHAKES_PER_ADDRESS 32
 
 struct smin_sandbox_cfg {
 	char *name;
@@ -19,6 +21,9 @@ struct smin_config {
 	char *client_token;
 	char *tls_cert; /* PEM files: the sandbox listener speaks TLS (wss://) when set */
 	char *tls_key;
+	/* "limits": connections that have not finished their upgrade, in total and per peer
+	 * address (0 in "handshakes": a quarter of RLIMIT_NOFILE, set by the relay) */
+	unsigned handshakes, handshakes_per_address;
 	struct smin_sandbox_cfg *sandboxes;
 	size_t n_sandboxes;
 	char error[512]; /* "pistis.json:12: what is wrong" */

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <arpa/inet.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -19,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <libwebsockets.h>
@@ -38,6 +40,10 @@
 /* Requests forwarded to one sandbox and not yet answered: a sandbox's answers and events
  * reach a client only for a request that client sent to that very sandbox. */
 #define MAX_PENDING 4096
+/* One client connection's share of them: a client that sends requests the sandbox does not
+ * answer (long exec.starts, a pistisd that stopped answering) must not take every slot and
+ * leave the sandbox's other clients with nothing but `limit`. */
+#define MAX_PENDING_PER_CLIENT (MAX_PENDING / 4)
 
 struct msg {
 	struct msg *next;
@@ -112,7 +118,16 @@ static struct {
 	struct {
 		lws_usec_t logged;
 		unsigned unlogged;
-	} refused[2]; /* wrong tokens: [0] sandboxes, [1] clients */
+	} refused[3]; /* [REFUSED_SANDBOX], [REFUSED_CLIENT], [REFUSED_HANDSHAKES] */
+	/* Connections accepted whose upgrade has not shown a token yet (handshakes), by
+	 * wsi, with their peer: bounded per peer and in total (docs/server-min.md). */
+	struct handshake {
+		struct lws *wsi;
+		uint8_t peer[16];
+	} * hs;
+	size_t n_hs;
+	uint8_t accepted_peer[16]; /* the accept just allowed, for its LWS_CALLBACK_WSI_CREATE */
+	bool accepted;
 	struct lws_context *ctx;
 	volatile sig_atomic_t stop;
 } R;
@@ -336,12 +351,19 @@ static struct route *route_set(struct sandbox *sb, uint32_t cmd, unsigned client
 
 /* --- requests in flight ------------------------------------------------------------------ */
 
+/* -ENOBUFS: the sandbox has MAX_PENDING requests waiting; -EDQUOT: this client has its
+ * share of them. */
 static int pending_add(struct sandbox *sb, unsigned client, const char *id, bool reader)
 {
+	size_t mine = 0;
+
 	if (!sb->pend && !(sb->pend = calloc(MAX_PENDING, sizeof(*sb->pend))))
 		return -ENOMEM;
 	if (sb->n_pend >= MAX_PENDING)
 		return -ENOBUFS;
+	for (size_t i = 0; i < sb->n_pend; i++)
+		if (sb->pend[i].client == client && ++mine >= MAX_PENDING_PER_CLIENT)
+			return -EDQUOT;
 	sb->pend[sb->n_pend].client = client;
 	sb->pend[sb->n_pend].reader = reader;
 	snprintf(sb->pend[sb->n_pend].id, sizeof(sb->pend[0].id), "%s", id);
@@ -428,6 +450,7 @@ static void client_text(struct conn *c, const char *buf, size_t len)
 	struct sandbox *sb;
 	char fwd_id[PROTO_MAX_ID + 1], orig_id[PROTO_MAX_CLIENT_ID + 1];
 	char *out;
+	int r;
 
 	if (proto_parse(buf, len, &root, &err) < 0)
 		return send_error(c, NULL, err.code, "%s", err.message);
@@ -502,12 +525,18 @@ static void client_text(struct conn *c, const char *buf, size_t len)
 			rt->acked = seq;
 		if (rt->ended && seq >= rt->last_seq)
 			rt->used = false;
-	} else if (pending_add(sb, c->serial, orig_id,
-			       req.op == PROTO_OP_EXEC_START || req.op == PROTO_OP_EXEC_ATTACH) <
-		   0) {
-		send_error(c, orig_id, PROTO_E_LIMIT,
-			   "%u requests to sandbox \"%s\" are waiting for an answer", MAX_PENDING,
-			   sb->cfg->name);
+	} else if ((r = pending_add(sb, c->serial, orig_id,
+				    req.op == PROTO_OP_EXEC_START ||
+					    req.op == PROTO_OP_EXEC_ATTACH)) < 0) {
+		if (r == -EDQUOT)
+			send_error(c, orig_id, PROTO_E_LIMIT,
+				   "%u of this connection's requests to sandbox \"%s\" are waiting "
+				   "for an answer",
+				   MAX_PENDING_PER_CLIENT, sb->cfg->name);
+		else
+			send_error(c, orig_id, PROTO_E_LIMIT,
+				   "%u requests to sandbox \"%s\" are waiting for an answer",
+				   MAX_PENDING, sb->cfg->name);
 		goto out;
 	}
 	out = cJSON_PrintUnformatted(root);
@@ -750,27 +779,138 @@ static void sandbox_binary(struct conn *c, const uint8_t *buf, size_t len)
 
 /* --- libwebsockets glue -------------------------------------------------------------------- */
 
-/* Anyone who reaches a listener can try tokens as fast as it connects: a refusal is logged
- * at most once a second per listener, with the count of those that were not, so a flood of
- * wrong tokens cannot flood the log (and the disk under it). */
-static void log_refused(bool client)
+enum { REFUSED_SANDBOX, REFUSED_CLIENT, REFUSED_HANDSHAKES };
+
+/* Anyone who reaches a listener can try tokens, or open connections, as fast as it connects:
+ * a refusal is logged at most once a second per kind, with the count of those that were not,
+ * so a flood of wrong tokens or connections cannot flood the log (and the disk under it). */
+static void log_refused(unsigned kind, const char *fmt, ...) _printf_(2, 3);
+static void log_refused(unsigned kind, const char *fmt, ...)
 {
 	lws_usec_t now = lws_now_usecs();
-	typeof(R.refused[0]) *r = &R.refused[client];
-	const char *what = client ? "client" : "sandbox";
+	typeof(R.refused[0]) *r = &R.refused[kind];
+	char what[160];
+	va_list ap;
 
 	if (r->logged && now - r->logged < LWS_US_PER_SEC) {
 		r->unlogged++;
 		return;
 	}
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
 	if (r->unlogged)
-		log_warning("Refused a %s connection with a wrong token (and %u more since the "
-			    "last report)",
-			    what, r->unlogged);
+		log_warning("Refused a %s (and %u more since the last report)", what, r->unlogged);
 	else
-		log_warning("Refused a %s connection with a wrong token", what);
+		log_warning("Refused a %s", what);
 	r->logged = now;
 	r->unlogged = 0;
+}
+
+/* --- connections that have not shown a token yet ------------------------------------------ */
+
+/* The peer an accepted socket counts against: its IPv4 address, or its IPv6 /64 (one host
+ * usually holds a whole /64, so per address would be no bound), as 16 bytes; all unix-socket
+ * peers are one. 0, or -errno. */
+static int peer_key(int fd, uint8_t ret_key[static 16], char *ret_name, size_t name_size)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+
+	memset(ret_key, 0, 16);
+	snprintf(ret_name, name_size, "a unix socket");
+	if (getpeername(fd, (struct sockaddr *)&ss, &sl) < 0)
+		return -errno;
+	if (ss.ss_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)&ss;
+		ret_key[10] = ret_key[11] = 0xff; /* as ::ffff:a.b.c.d */
+		memcpy(ret_key + 12, &in->sin_addr, 4);
+		inet_ntop(AF_INET, &in->sin_addr, ret_name, (socklen_t)name_size);
+	} else if (ss.ss_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&ss;
+		bool v4 = IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr); /* a dual-stack listener's */
+		memcpy(ret_key, &in6->sin6_addr, 16);
+		if (v4)
+			inet_ntop(AF_INET, ret_key + 12, ret_name, (socklen_t)name_size);
+		else {
+			inet_ntop(AF_INET6, &in6->sin6_addr, ret_name, (socklen_t)name_size);
+			memset(ret_key + 8, 0, 8);
+		}
+	}
+	return 0;
+}
+
+/* A new connection (fd): refused when its peer already has handshakes_per_address
+ * connections that have not shown a token, or all peers together hold `handshakes`. Without
+ * the bound one peer could hold every fd server-min may open (lws only closes an unfinished
+ * upgrade after 10 s, and a peer can open thousands in that time): no sandbox or client
+ * could connect or redial. */
+static bool handshake_allowed(int fd)
+{
+	char name[INET6_ADDRSTRLEN];
+	uint8_t key[16];
+	unsigned same = 0;
+
+	R.accepted = false;
+	if (peer_key(fd, key, name, sizeof(name)) < 0)
+		return false; /* gone already */
+	if (R.n_hs >= R.cfg.handshakes) {
+		log_refused(REFUSED_HANDSHAKES,
+			    "connection from %s: %u connections have not finished their upgrade",
+			    name, R.cfg.handshakes);
+		return false;
+	}
+	for (size_t i = 0; i < R.n_hs; i++)
+		if (!memcmp(R.hs[i].peer, key, 16) && ++same >= R.cfg.handshakes_per_address) {
+			log_refused(REFUSED_HANDSHAKES,
+				    "connection from %s: %u of its connections have not finished "
+				    "their upgrade",
+				    name, same);
+			return false;
+		}
+	memcpy(R.accepted_peer, key, 16);
+	R.accepted = true;
+	return true;
+}
+
+/* lws creates the connection's wsi right after the filter allowed its fd. */
+static void handshake_started(struct lws *wsi)
+{
+	if (!R.accepted || R.n_hs >= R.cfg.handshakes)
+		return;
+	R.accepted = false;
+	R.hs[R.n_hs].wsi = wsi;
+	memcpy(R.hs[R.n_hs].peer, R.accepted_peer, 16);
+	R.n_hs++;
+}
+
+/* It showed a valid token, or it is gone. */
+static void handshake_done(struct lws *wsi)
+{
+	for (size_t i = 0; i < R.n_hs; i++)
+		if (R.hs[i].wsi == wsi) {
+			R.hs[i] = R.hs[--R.n_hs];
+			return;
+		}
+}
+
+/* Every connection passes through its listener's first protocol: accepted, created, gone. */
+static bool handshake_event(struct lws *wsi, enum lws_callback_reasons reason, void *in, int *ret)
+{
+	switch (reason) {
+	case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
+		*ret = handshake_allowed((int)(intptr_t)in) ? 0 : -1;
+		return true;
+	case LWS_CALLBACK_WSI_CREATE:
+		handshake_started(wsi);
+		break;
+	case LWS_CALLBACK_WSI_DESTROY:
+		handshake_done(wsi);
+		break;
+	default:
+		break;
+	}
+	return false;
 }
 
 static bool check_bearer(struct lws *wsi, const char *want, size_t want_len)
@@ -964,9 +1104,10 @@ static int cb_sandbox(struct lws *wsi, enum lws_callback_reasons reason, void *u
 	case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION: {
 		struct sandbox *sb = sandbox_by_bearer(wsi);
 		if (!sb) {
-			log_refused(false);
+			log_refused(REFUSED_SANDBOX, "sandbox connection with a wrong token");
 			return -1;
 		}
+		handshake_done(wsi);
 		memset(c, 0, sizeof(*c));
 		c->sb = sb;
 		return 0;
@@ -1011,9 +1152,10 @@ static int cb_client(struct lws *wsi, enum lws_callback_reasons reason, void *us
 	switch (reason) {
 	case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
 		if (!check_bearer(wsi, R.cfg.client_token, strlen(R.cfg.client_token))) {
-			log_refused(true);
+			log_refused(REFUSED_CLIENT, "client connection with a wrong token");
 			return -1;
 		}
+		handshake_done(wsi);
 		return 0;
 	case LWS_CALLBACK_ESTABLISHED: {
 		set_nodelay(wsi);
@@ -1058,6 +1200,10 @@ static bool upgrade_to_http_protocol(enum lws_callback_reasons reason)
 static int cb_http_none(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
 			size_t len)
 {
+	int r;
+
+	if (handshake_event(wsi, reason, in, &r))
+		return r;
 	if (upgrade_to_http_protocol(reason))
 		return -1;
 	return lws_callback_http_dummy(wsi, reason, user, in, len);
@@ -1070,12 +1216,19 @@ static int cb_http(struct lws *wsi, enum lws_callback_reasons reason, void *user
 	uint8_t buf[LWS_PRE + 256], *start = buf + LWS_PRE, *p = start, *end = buf + sizeof(buf);
 	unsigned status = HTTP_STATUS_OK;
 	char *body = NULL;
+	bool authed;
+	int r;
 
+	if (handshake_event(wsi, reason, in, &r))
+		return r;
 	if (upgrade_to_http_protocol(reason))
 		return -1;
 	if (reason != LWS_CALLBACK_HTTP)
 		return lws_callback_http_dummy(wsi, reason, user, in, len);
-	if (!check_bearer(wsi, R.cfg.client_token, strlen(R.cfg.client_token))) {
+	authed = check_bearer(wsi, R.cfg.client_token, strlen(R.cfg.client_token));
+	if (authed) /* a keep-alive connection with the token counts against no bound */
+		handshake_done(wsi);
+	if (!authed) {
 		status = HTTP_STATUS_UNAUTHORIZED;
 		body = proto_error_build(NULL, PROTO_E_UNAUTHORIZED, "bearer token required");
 	} else if (!strcmp((const char *)in, "/v1/sandboxes")) {
@@ -1246,9 +1399,21 @@ int main(int argc, char **argv)
 		printf("%s: ok (%zu sandboxes)\n", config, R.cfg.n_sandboxes);
 		return 0;
 	}
+	if (!R.cfg.handshakes) {
+		/* a quarter of the fds it may open: the rest stay for sandboxes, clients and
+		 * lws' own */
+		struct rlimit rl = {.rlim_cur = 1024};
+		rlim_t n;
+		(void)getrlimit(RLIMIT_NOFILE, &rl);
+		n = rl.rlim_cur / 4;
+		if (n > SMIN_MAX_HANDSHAKES)
+			n = SMIN_MAX_HANDSHAKES;
+		R.cfg.handshakes = n < 16 ? 16 : (unsigned)n;
+	}
 	R.sbs = calloc(R.cfg.n_sandboxes, sizeof(*R.sbs));
 	R.routes = calloc(MAX_ROUTES, sizeof(*R.routes));
-	if (!R.sbs || !R.routes)
+	R.hs = calloc(R.cfg.handshakes, sizeof(*R.hs));
+	if (!R.sbs || !R.routes || !R.hs)
 		return log_error("Out of memory"), 111;
 	for (size_t i = 0; i < R.cfg.n_sandboxes; i++)
 		R.sbs[i].cfg = &R.cfg.sandboxes[i];
@@ -1288,5 +1453,6 @@ int main(int argc, char **argv)
 		free(R.sbs[i].pend);
 	free(R.sbs);
 	free(R.routes);
+	free(R.hs);
 	return 0;
 }

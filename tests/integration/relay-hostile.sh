@@ -194,6 +194,29 @@ lines=$(($(grep -c "wrong token" "$W/smin.log") - before))
 ok "wrong tokens: logged in $lines lines, not 602 (at most one a second per listener)" test "$lines" -le 8
 like "wrong tokens: the report counts the ones not logged" "$(cat "$W/smin.log")" "Refused a sandbox connection with a wrong token \(and [0-9]+ more since the last report\)"
 is "wrong tokens: both daemons still running" "$(alive)" yes
+# --- a connection flood from one address: idle and half-sent upgrades that never finish -------
+# (server-min may open 512 fds here: unbounded, 800 held connections left no fd for anyone)
+prlimit --pid "$SM" --nofile=512:512
+$FAKE conn-flood "$SP" "$EVIL" "$CP" "$CT" "$SM" 400 127.0.0.2 >"$W/cf.out" 2>&1
+[ -z "$(val exception "$W/cf.out")$(val legit_error "$W/cf.out")" ] || sed 's/^/# /' "$W/cf.out"
+g=$(val smin_fds_growth "$W/cf.out")
+ok "conn flood: server-min holds ${g:-?} more fds for 800 connections from one address (<= 32 + 8)" \
+	test "${g:-999}" -le 40
+ok "conn flood: it closed the ones over the bound at once ($(val flood_closed "$W/cf.out") of 800)" \
+	test "$(val flood_closed "$W/cf.out")" -ge 768
+is "conn flood: meanwhile a sandbox from another address connects (hello)" "$(val sandbox_hello "$W/cf.out")" ok
+is "conn flood: ... and a client, whose request to s1 is answered" "$(val client_ping_s1 "$W/cf.out")" ok
+is "conn flood: ... and to the new sandbox" "$(val client_ping_evil "$W/cf.out")" ok
+like "conn flood: logged, rate-limited" "$(cat "$W/smin.log")" \
+	"Refused a connection from 127.0.0.2: 32 of its connections have not finished their upgrade \(and [0-9]+ more since the last report\)"
+ok "conn flood: logged in at most 4 lines" test "$(grep -c "Refused a connection from" "$W/smin.log")" -le 4
+is "conn flood: both daemons still running" "$(alive)" yes
+# --- one client fills a sandbox's table of unanswered requests: another client is still served --
+$FAKE pending-share "$SP" "$EVIL" "$CP" "$CT" 4200 >"$W/ps.out" 2>&1
+[ -z "$(val exception "$W/ps.out")" ] || sed 's/^/# /' "$W/ps.out"
+is "pending share: the other client's request is answered (not limit)" "$(val b "$W/ps.out")" ok
+is "pending share: the greedy client got limit past its 1024" "$(val a_limits "$W/ps.out")" 3176
+is "pending share: and only 1024 of its requests reached the sandbox" "$(val a_forwarded "$W/ps.out")" 1024
 # --- a sandbox that sends thousands of messages worth a log line each --------------------------
 before=$(grep -c "Sandbox 'evil'" "$W/smin.log")
 $FAKE sandbox-log-flood "$SP" "$EVIL" 4000 >"$W/lf.out" 2>&1

@@ -55,6 +55,11 @@ printf '{\n  "client_token": "tok-a-0123456789",\n  "sandboxes": [{"name":"a","t
 out2=$("$BIN/server-min" --config "$W/dupc.json" --check 2>&1); rc=$?
 is "config: a sandbox token equal to the client token is refused" "$rc" 1
 like "config: ... with its line" "$out2" 'dupc.json:3: .*sandbox .*a.* is the .*client_token'
+printf '{\n  "client_token": "client-0123456789",\n  "limits": {"handshakes_per_address": 0},\n  "sandboxes": [{"name":"a","token":"tok-a-0123456789"}]\n}\n' >"$W/lim.json"
+like "config: a handshake bound of 0 is refused with its line" "$("$BIN/server-min" --config "$W/lim.json" --check 2>&1)" \
+	'lim.json:3: .*handshakes_per_address.* must be a whole number 1..65536'
+printf '{\n  "client_token": "client-0123456789",\n  "limits": {"handshakes": 64, "handshakes_per_address": 8},\n  "sandboxes": [{"name":"a","token":"tok-a-0123456789"}]\n}\n' >"$W/lim2.json"
+ok "config: handshake bounds validate" "$BIN/server-min" --config "$W/lim2.json" --check
 is "config: neither message quotes the token" "$(printf '%s\n%s\n' "$out" "$out2" | grep -c 0123456789)" 0
 
 # --- the token file ---------------------------------------------------------------------
