@@ -27,6 +27,7 @@ EVIL=evil-$(head -c 12 /dev/urandom | base64 | tr -d '/+=')
 CT=client-$(head -c 12 /dev/urandom | base64 | tr -d '/+=')
 cat >"$W/pistis.json" <<J
 {"listen": {"sandbox": "127.0.0.1:$SP", "client": "127.0.0.1:$CP"}, "client_token": "$CT",
+ "limits": {"handshakes_per_address": 32},
  "sandboxes": [{"name": "s1", "token": "$(cat "$R/etc/pistis/token")"}, {"name": "evil", "token": "$EVIL"}]}
 J
 "$BIN/server-min" --config "$W/pistis.json" >"$W/smin.log" 2>&1 &
