@@ -175,40 +175,23 @@ int trusted_open_in_root(int root_fd, const char *rel, int flags, int *ret_fd)
 	return 0;
 }
 
-/* rel beneath root, opened O_PATH without following any symlink: openat2 where the kernel
- * has it, else openat with O_NOFOLLOW (the components above the last are root's here). */
-static int open_beneath_path(int root_fd, const char *rel)
+bool trusted_configured(int root_fd)
 {
 	struct open_how how = {
 		.flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
 		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
 	};
-	int fd = (int)syscall(SYS_openat2, root_fd, rel, &how, sizeof(how));
-
-	if (fd < 0 && (errno == ENOSYS || errno == E2BIG))
-		fd = openat(root_fd, rel, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-	return fd;
-}
-
-/* A directory that is root's alone: root-owned, writable by no group or other. */
-static bool root_only_dir(int root_fd, const char *rel)
-{
-	_cleanup_close_ int fd = open_beneath_path(root_fd, rel);
-	struct stat st;
-
-	return fd >= 0 && fstat(fd, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == 0 &&
-	       !(st.st_mode & 022);
-}
-
-bool trusted_configured(int root_fd)
-{
 	static const char path[] = TRUSTED_SUDOERS_DIR "/" TRUSTED_DROPIN_NAME;
-	_cleanup_close_ int fd = -1;
+	_cleanup_close_ int fd = -1, dir_fd = -1;
 	struct stat st;
 
 	if (root_fd < 0)
 		return false;
-	fd = open_beneath_path(root_fd, path);
+	fd = (int)syscall(SYS_openat2, root_fd, path, &how, sizeof(how));
+	if (fd < 0 && (errno == ENOSYS || errno == E2BIG))
+		/* No openat2: etc and etc/sudoers.d are root's; the last component is still
+		 * never followed, and the checks below are on the fd. */
+		fd = openat(root_fd, path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0 || fstat(fd, &st) < 0)
 		return false;
 	if (!S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 022) || st.st_size == 0)
@@ -216,6 +199,7 @@ bool trusted_configured(int root_fd)
 	/* sudo's digest does not stop the owner of a script, or of a directory above it,
 	 * rewriting or replacing it between the hash and the interpreter's read: a path rule
 	 * that made /data or /data/trusted writable by agents (a write rule on /data) leaves
-	 * setuid off, so sudo refuses, rather than running what an agent may have changed. */
-	return root_only_dir(root_fd, "data") && root_only_dir(root_fd, TRUSTED_DIR);
+	 * setuid off, so sudo refuses, rather than running what an agent may have changed.
+	 * trusted_open_dir without create or fix: every component root's alone, no symlink. */
+	return trusted_open_dir(root_fd, TRUSTED_DIR, false, 0, 0, 0, false, &dir_fd) == 0;
 }

@@ -121,8 +121,8 @@ enum {
  * etc/sudoers.d/pistis-trusted beneath root_fd (no symlink on the way) is a non-empty
  * regular file owned by root and writable by neither group nor others, and data and
  * data/trusted are directories root's alone (a rule that let agents write there would let
- * them change a script between sudo's digest and its read). Three openat2 and fstat on the
- * opened fds; any error (absent, a symlink, loose owner or mode) is false. */
+ * them change a script between sudo's digest and its read; trusted_open_dir's check). Checked
+ * on opened fds; any error (absent, a symlink, loose owner or mode) is false. */
 bool trusted_configured(int root_fd);
 
 /* Open the root ("/" or a directory) as an O_PATH fd. */
