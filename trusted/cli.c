@@ -290,6 +290,13 @@ static int verb_check(const struct opts *o)
 	r = trusted_list(o->root, &v, &n, NULL);
 	if (r < 0)
 		return fail(r, "Failed to list /data/trusted", o->root);
+	if (n > 0) {
+		r = trusted_secure_path_check(o->root, why, sizeof(why));
+		if (r < 0)
+			return fail(r, "Failed to check secure_path", o->root);
+		if (r)
+			PROBLEM("%s", why);
+	}
 	for (i = 0; i < n; i++) {
 		if (v[i].uid != 0 || v[i].mode != 0755)
 			PROBLEM("/data/trusted/%s is not root-owned 0755", v[i].name);

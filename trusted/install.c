@@ -204,6 +204,12 @@ int trusted_install(const char *root, const char *agent, struct trusted_install_
 	r = trusted_scripts_interp_check(root, entries, n, rep->message, sizeof(rep->message));
 	if (r != 0)
 		return r;
+	/* ... nor the programs the scripts run by name, from secure_path. */
+	if (n > 0) {
+		r = trusted_secure_path_check(root, rep->message, sizeof(rep->message));
+		if (r != 0)
+			return r;
+	}
 	/* Wrappers of an older form (the /bin/sh one) or another pistisd path: rewritten. */
 	r = trusted_wrappers_refresh(root);
 	if (r < 0)

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -502,4 +503,69 @@ int trusted_shebang_parse(const char *text, size_t len, char interp[TRUSTED_SHEB
 	memcpy(arg, a, (size_t)(end - a));
 	arg[end - a] = '\0';
 	return 1;
+}
+
+/* Little- or big-endian fields of an ELF header, bounds checked by the caller. */
+static uint64_t elf_field(const uint8_t *p, size_t size, bool msb)
+{
+	uint64_t v = 0;
+
+	for (size_t i = 0; i < size; i++)
+		v |= (uint64_t)p[msb ? size - 1 - i : i] << (8 * i);
+	return v;
+}
+
+int trusted_elf_interp(const void *buf, size_t len, char *interp, size_t size)
+{
+	/* Offsets of e_type, e_phoff, e_phentsize, e_phnum and of p_offset, p_filesz in
+	 * a program header, for ELFCLASS32 [0] and ELFCLASS64 [1]. */
+	static const struct {
+		size_t ehdr, phoff, phoff_size, phentsize, phent, off, filesz, word;
+	} f[2] = {
+		{52, 28, 4, 42, 32, 4, 16, 4},
+		{64, 32, 8, 54, 56, 8, 32, 8},
+	};
+	const uint8_t *b = buf;
+	uint64_t phoff, phnum, type, found = 0;
+	bool msb;
+	int c;
+
+	if (size)
+		interp[0] = '\0';
+	if (len < 16 || memcmp(b, "\177ELF", 4))
+		return 0;
+	if ((b[4] != 1 && b[4] != 2) || (b[5] != 1 && b[5] != 2))
+		return -EINVAL;
+	c = b[4] - 1;
+	msb = b[5] == 2;
+	if (len < f[c].ehdr)
+		return -EINVAL;
+	type = elf_field(b + 16, 2, msb);
+	if (type != 2 && type != 3)
+		return 0; /* not ET_EXEC or ET_DYN: the kernel does not run it */
+	/* As the kernel's loader: headers of exactly the class's size, at most 64 KiB. */
+	if (elf_field(b + f[c].phentsize, 2, msb) != f[c].phent)
+		return -EINVAL;
+	phoff = elf_field(b + f[c].phoff, f[c].phoff_size, msb);
+	phnum = elf_field(b + f[c].phentsize + 2, 2, msb);
+	if (phnum == 0 || phnum * f[c].phent > 65536 || phoff > len ||
+	    phnum * f[c].phent > len - phoff)
+		return -EINVAL;
+	for (uint64_t i = 0; i < phnum; i++) {
+		const uint8_t *ph = b + phoff + i * f[c].phent;
+		uint64_t off, n;
+
+		if (elf_field(ph, 4, msb) != 3) /* PT_INTERP */
+			continue;
+		if (found++)
+			return -EINVAL; /* two loaders: refuse rather than guess which one runs */
+		off = elf_field(ph + f[c].off, f[c].word, msb);
+		n = elf_field(ph + f[c].filesz, f[c].word, msb);
+		/* The kernel: 2..PATH_MAX bytes, the last one NUL; it opens the C string. */
+		if (n < 2 || n > 4096 || off > len || n > len - off || b[off + n - 1] != '\0' ||
+		    strlen((const char *)b + off) >= size)
+			return -EINVAL;
+		memcpy(interp, b + off, strlen((const char *)b + off) + 1);
+	}
+	return found ? 1 : 0;
 }

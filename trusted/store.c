@@ -147,6 +147,8 @@ static int write_wrapper(int root_fd, const char *root, const char *name)
 	return trusted_write_file(bin_fd, name, text, strlen(text), 0755, false, NULL, 0);
 }
 
+static int secure_path_check_fd(int root_fd, char *why, size_t why_size);
+
 /* The copy is made from the bytes read from the checked fd, and the digest computed over
  * those very bytes, so what sudo pins is what was checked. */
 static int add_from_fd(int root_fd, const char *root, const char *name, int script_fd,
@@ -176,8 +178,11 @@ static int add_from_fd(int root_fd, const char *root, const char *name, int scri
 	r = fd_read_all(script_fd, TRUSTED_SCRIPT_MAX, &buf, &len);
 	if (r < 0)
 		return r;
-	/* sudo's digest pins these bytes, not the interpreter they name. */
+	/* sudo's digest pins these bytes, not the interpreter they name, nor the programs
+	 * the script runs by name. */
 	r = trusted_interp_check(root_fd, name, buf, len, why, why_size);
+	if (r == 0)
+		r = secure_path_check_fd(root_fd, why, why_size);
 	if (r < 0)
 		return r;
 	if (r > 0)
@@ -480,11 +485,13 @@ int trusted_wrappers_refresh(const char *root)
  * the root), checking every directory passed through: root-owned and writable by no one
  * else (group/other bits, which hold an ACL's mask), so nobody else can swap what it holds.
  * The last component must be a regular file, root's and writable by root alone; it is
- * opened for reading. 0 and *ret_fd, 1 with why (refused), -ENOENT when it does not exist
- * (the directories before it checked), -errno. */
+ * opened for reading. want_dir: it must be a directory, root's alone, and nothing is
+ * opened (-ENOTDIR for anything else). 0 and *ret_fd, 1 with why (refused), -ENOENT when
+ * it does not exist (the directories before it checked), -errno. */
 #define CHAIN_DEPTH 64
 #define CHAIN_LINKS 40
-static int chain_open(int root_fd, const char *path, int *ret_fd, char *why, size_t why_size)
+static int chain_walk(int root_fd, const char *path, bool want_dir, int *ret_fd, char *why,
+		      size_t why_size)
 {
 	int fds[CHAIN_DEPTH + 1], depth = 0, links = 0, r = 0;
 	char rest[2 * PATH_MAX], walked[PATH_MAX] = "";
@@ -562,7 +569,7 @@ static int chain_open(int root_fd, const char *path, int *ret_fd, char *why, siz
 		}
 		l = strlen(walked);
 		snprintf(walked + l, sizeof(walked) - l, "/%s", comp);
-		if (S_ISDIR(st.st_mode) && p[strspn(p, "/")] != '\0') {
+		if (S_ISDIR(st.st_mode) && (want_dir || p[strspn(p, "/")] != '\0')) {
 			if (st.st_uid != 0 || (st.st_mode & 022)) {
 				snprintf(why, why_size,
 					 "'%s': directory '%s' is not root's alone (owner %u, mode "
@@ -573,6 +580,10 @@ static int chain_open(int root_fd, const char *path, int *ret_fd, char *why, siz
 				r = 1;
 				break;
 			}
+			if (p[strspn(p, "/")] == '\0') {
+				safe_close(fd); /* want_dir: the directory itself, checked */
+				break;
+			}
 			if (depth >= CHAIN_DEPTH) {
 				safe_close(fd);
 				r = -ELOOP;
@@ -580,6 +591,11 @@ static int chain_open(int root_fd, const char *path, int *ret_fd, char *why, siz
 			}
 			fds[++depth] = fd;
 			continue;
+		}
+		if (want_dir) {
+			safe_close(fd);
+			r = -ENOTDIR;
+			break;
 		}
 		if (!S_ISREG(st.st_mode) || p[strspn(p, "/")] != '\0') {
 			snprintf(why, why_size, "'%s' is not a regular file", path);
@@ -621,6 +637,11 @@ static int chain_open(int root_fd, const char *path, int *ret_fd, char *why, siz
 	return r;
 }
 
+static int chain_open(int root_fd, const char *path, int *ret_fd, char *why, size_t why_size)
+{
+	return chain_walk(root_fd, path, false, ret_fd, why, why_size);
+}
+
 #define INTERP_DEPTH 4 /* the kernel's BINPRM_MAX_RECURSION */
 
 static int interp_check_level(int root_fd, const char *what, const char *text, size_t len,
@@ -631,7 +652,8 @@ static int interp_check_path(int root_fd, const char *what, const char *path, in
 			     size_t why_size)
 {
 	_cleanup_close_ int fd = -1;
-	char head[TRUSTED_SHEBANG_MAX], w[PATH_MAX + 64];
+	_cleanup_free_ char *head = NULL;
+	char w[PATH_MAX + 64];
 	ssize_t n;
 	int r;
 
@@ -647,7 +669,10 @@ static int interp_check_path(int root_fd, const char *what, const char *path, in
 		snprintf(why, why_size, "%s: interpreter %s", what, w);
 		return 1;
 	}
-	n = pread(fd, head, sizeof(head), 0);
+	head = malloc(TRUSTED_HEAD_MAX);
+	if (!head)
+		return -ENOMEM;
+	n = pread(fd, head, TRUSTED_HEAD_MAX, 0);
 	if (n < 0)
 		return -errno;
 	return interp_check_level(root_fd, path, head, (size_t)n, level + 1, why, why_size);
@@ -657,10 +682,35 @@ static int interp_check_level(int root_fd, const char *what, const char *text, s
 			      int level, char *why, size_t why_size)
 {
 	static const char secure_path[] = TRUSTED_SECURE_PATH;
-	char interp[TRUSTED_SHEBANG_MAX], arg[TRUSTED_SHEBANG_MAX];
+	char interp[TRUSTED_SHEBANG_MAX], arg[TRUSTED_SHEBANG_MAX], loader[PATH_MAX];
 	const char *base, *d;
 	int r;
 
+	/* A program: the kernel maps its loader (PT_INTERP) into it before any of its code
+	 * runs, so the loader must be root's alone like a script's interpreter. */
+	r = trusted_elf_interp(text, len, loader, sizeof(loader));
+	if (r < 0) {
+		snprintf(why, why_size,
+			 "%s: an ELF file whose loader cannot be read (malformed program headers, "
+			 "or they or the loader's path lie past the first %d bytes)",
+			 what, TRUSTED_HEAD_MAX);
+		return 1;
+	}
+	if (r > 0) {
+		if (loader[0] != '/') {
+			snprintf(why, why_size,
+				 "%s: ELF loader '%s' is not an absolute path (the kernel would "
+				 "resolve it from the working directory)",
+				 what, loader);
+			return 1;
+		}
+		if (level >= INTERP_DEPTH) {
+			snprintf(why, why_size, "%s: interpreters nested more than %d deep", what,
+				 INTERP_DEPTH);
+			return 1;
+		}
+		return interp_check_path(root_fd, what, loader, level, why, why_size);
+	}
 	r = trusted_shebang_parse(text, len, interp, arg);
 	if (r == 0)
 		return 0; /* a binary, or no #! at all: sudo execs it itself, nothing else runs */
@@ -761,14 +811,18 @@ int trusted_scripts_interp_check(const char *root, const struct trusted_entry *v
 		return r;
 	for (i = 0; i < n; i++) {
 		_cleanup_close_ int fd = -1;
-		char head[TRUSTED_SHEBANG_MAX], what[TRUSTED_NAME_MAX + 32];
+		_cleanup_free_ char *head = NULL;
+		char what[TRUSTED_NAME_MAX + 32];
 		ssize_t got;
 
 		fd = openat(dir_fd, v[i].name,
 			    O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 		if (fd < 0)
 			return -errno;
-		got = pread(fd, head, sizeof(head), 0);
+		head = malloc(TRUSTED_HEAD_MAX);
+		if (!head)
+			return -ENOMEM;
+		got = pread(fd, head, TRUSTED_HEAD_MAX, 0);
 		if (got < 0)
 			return -errno;
 		snprintf(what, sizeof(what), "/data/trusted/%s", v[i].name);
@@ -777,4 +831,41 @@ int trusted_scripts_interp_check(const char *root, const struct trusted_entry *v
 			return r;
 	}
 	return 0;
+}
+
+static int secure_path_check_fd(int root_fd, char *why, size_t why_size)
+{
+	static const char secure_path[] = TRUSTED_SECURE_PATH;
+
+	/* A script runs programs by name from its PATH, which sudo sets to secure_path: who
+	 * can put a file in one of those directories (or make a missing one) chooses what
+	 * runs as pi-tools. Each directory, every directory on the way to it and the nearest
+	 * existing parent of a missing one must be root's alone. */
+	for (const char *d = secure_path; *d;) {
+		char path[PATH_MAX], w[PATH_MAX + 64];
+		size_t l = strcspn(d, ":");
+		int r;
+
+		snprintf(path, sizeof(path), "%.*s", (int)l, d);
+		d += l + (d[l] == ':');
+		r = chain_walk(root_fd, path, true, NULL, w, sizeof(w));
+		if (r == -ENOENT || r == -ENOTDIR)
+			continue;
+		if (r < 0)
+			return r;
+		if (r > 0) {
+			snprintf(why, why_size,
+				 "secure_path (the PATH trusted commands run with): %s", w);
+			return 1;
+		}
+	}
+	return 0;
+}
+
+int trusted_secure_path_check(const char *root, char *why, size_t why_size)
+{
+	_cleanup_close_ int root_fd = -1;
+	int r = trusted_root_open(root, &root_fd);
+
+	return r < 0 ? r : secure_path_check_fd(root_fd, why, why_size);
 }

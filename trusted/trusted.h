@@ -67,6 +67,14 @@ bool trusted_wrapper_is_ours(const char *text, size_t len);
 int trusted_shebang_parse(const char *text, size_t len, char interp[TRUSTED_SHEBANG_MAX],
 			  char arg[TRUSTED_SHEBANG_MAX]);
 
+/* The loader a binary names (its PT_INTERP), from the first len bytes of the file, as the
+ * kernel's ELF loader reads it (either class and byte order). 1 and the path in interp (may
+ * be empty or relative: the caller judges it); 0: not ELF, not a program the kernel runs
+ * (ET_EXEC/ET_DYN), or no PT_INTERP (static); -EINVAL: malformed, two PT_INTERPs, or the
+ * headers or the path not within len, or the path not shorter than size. */
+#define TRUSTED_HEAD_MAX 65536 /* bytes read of a script or interpreter to check it */
+int trusted_elf_interp(const void *buf, size_t len, char *interp, size_t size);
+
 /* The name in a trusted-exec script path: path must be exactly "/data/bin/NAME" with a
  * valid NAME; -EINVAL otherwise. */
 int trusted_exec_name(const char *path, char ret_name[TRUSTED_NAME_MAX + 1]);
@@ -131,7 +139,7 @@ int trusted_root_open(const char *root, int *ret_fd);
 /* Copy a script from an fd the caller opened (regular file, owned by root, writable by no one
  * else: -EPERM otherwise) to /data/trusted/NAME, root 0755, and write the wrapper
  * /data/bin/NAME. -ENOEXEC, with the reason in why, when its #! interpreter fails
- * trusted_interp_check. Does not touch sudoers: call trusted_install() after. */
+ * trusted_interp_check or secure_path trusted_secure_path_check. Does not touch sudoers: call trusted_install() after. */
 int trusted_add_fd(const char *root, const char *name, int script_fd,
 		   char ret_digest[SHA256_HEX_SIZE], char *why, size_t why_size);
 
@@ -140,10 +148,15 @@ int trusted_add_fd(const char *root, const char *name, int script_fd,
  * resolved in the root (symlinks followed), passes only through root-owned directories
  * no one else may write and ends at a root-owned file no one else may write; the same for
  * that file's own #! (up to the kernel's 4 levels) and for `env NAME` looked up in
- * secure_path (env options refused). Text without #! is 0 (sudo execs it itself). 1 with a
- * one-line reason in why (what names the script), -errno. */
+ * secure_path (env options refused); for an ELF program, its loader (PT_INTERP) the same
+ * way. Text without #! is 0 (sudo execs it itself). 1 with a one-line reason in why (what
+ * names the script), -errno. text: at least the first TRUSTED_HEAD_MAX bytes (or all). */
 int trusted_interp_check(int root_fd, const char *what, const char *text, size_t len, char *why,
 			 size_t why_size);
+
+/* Every directory of TRUSTED_SECURE_PATH inside the root, the directories on the way to it
+ * and the nearest existing parent of a missing one: root's alone. 0, 1 with why, -errno. */
+int trusted_secure_path_check(const char *root, char *why, size_t why_size);
 
 /* trusted_interp_check for each listed script in /data/trusted (the first that fails). */
 int trusted_scripts_interp_check(const char *root, const struct trusted_entry *v, size_t n,

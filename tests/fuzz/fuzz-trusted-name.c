@@ -1,6 +1,8 @@
 /* libFuzzer: trusted command names, the generated wrappers (both forms) and drop-in for any
  * name the validator accepts (they must never carry a byte outside the allowed set), and
- * the name trusted-exec takes from a wrapper path; and the #! parser on any bytes. */
+ * the name trusted-exec takes from a wrapper path; the #! parser and the ELF loader reader
+ * on any bytes. */
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -26,6 +28,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	    (!interp[0] || strpbrk(interp, " \t\n") || strchr(arg, '\n') ||
 	     strlen(interp) >= TRUSTED_SHEBANG_MAX || strlen(arg) >= TRUSTED_SHEBANG_MAX))
 		abort();
+	/* The ELF loader reader: any bytes; a path it returns fits and ends in NUL. */
+	{
+		char loader[64];
+		int el = trusted_elf_interp(data, size, loader, sizeof(loader));
+
+		if (el < -EINVAL || el > 1 || (el >= 0 && !memchr(loader, '\0', sizeof(loader))))
+			abort();
+	}
 	if (size >= sizeof(name))
 		return 0;
 	memcpy(name, data, size);

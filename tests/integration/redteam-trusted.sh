@@ -3,7 +3,7 @@
 # let it): file capabilities that outlive harden-setuid, sudo options around the rule,
 # sudoers injection through names, symlinks swapped into the directories pistisd writes,
 # FIFOs handed to `add`, agents writing /data/bin or /data/trusted, image rules that grant
-# more than the drop-in. Debian root with the real sudo; root, private mount namespace.
+# more than the drop-in, interpreters, secure_path and a binary's loader. Debian root with the real sudo; root, private mount namespace.
 . "$(dirname "$0")/../lib.sh"
 need_root
 need_mount_ns "$@"
@@ -275,5 +275,69 @@ chmod 0755 "$R/$E"
 "$P" trusted remove escint --no-install --root "$R" >/dev/null
 for n in goodint noshebang later; do "$P" trusted remove "$n" --no-install --root "$R" >/dev/null; done
 ok "install again" "$P" trusted install --root "$R"
+
+# --- 10. what else runs as pi-tools: programs named in the script, a binary's loader -------
+# A script runs `id`, `curl`… by name from its PATH, which sudo sets to secure_path: whoever
+# can put a file in one of those directories (or create a missing one) decides what runs.
+printf '#!/bin/sh\necho "user=$(id -un)"\n' >"$S/byname" && chmod 0755 "$S/byname"
+add_refused() { # desc name pattern
+	out=$("$P" trusted add "$2" "$S/$2" --root "$R" 2>&1)
+	rc=$?
+	if [ $rc -eq 1 ] && [ ! -e "$R/data/trusted/$2" ] && printf '%s' "$out" | grep -q "$3"; then
+		_tap_result 0 "$1"
+	else
+		_tap_result 1 "$1" "exit $rc: $out"
+	fi
+}
+chmod 0777 "$R/usr/local/sbin"
+add_refused "add refuses while a secure_path directory is writable by others" byname 'secure_path.*/usr/local/sbin'
+chmod 0755 "$R/usr/local/sbin"
+chown "$AUID" "$R/usr/sbin"
+add_refused "add refuses while a secure_path directory is an agent's" byname 'secure_path.*/usr/sbin'
+chown 0 "$R/usr/sbin"
+mv "$R/usr/local/sbin" "$R/usr/local/sbin.away" && chmod 0777 "$R/usr/local"
+add_refused "add refuses a missing secure_path directory whose parent others can write" byname 'secure_path.*/usr/local'
+chmod 0755 "$R/usr/local" && mv "$R/usr/local/sbin.away" "$R/usr/local/sbin"
+ok "add accepts it once secure_path is root's alone" "$P" trusted add byname "$S/byname" --root "$R"
+like "... and the agent runs it as pi-tools" "$(agent byname 2>&1)" "^user=pi-tools"
+chmod 0777 "$R/usr/local/sbin"
+out=$("$P" trusted check --root "$R" 2>&1)
+is "check fails once a secure_path directory is writable by others" "$?" 1
+like "... and says which" "$out" "FAIL secure_path.*/usr/local/sbin"
+out=$("$P" trusted install --root "$R" 2>&1)
+is "install refuses too" "$?" 1
+like "... and says why" "$out" "secure_path"
+chmod 0755 "$R/usr/local/sbin"
+"$P" trusted remove byname --no-install --root "$R" >/dev/null
+# A binary has no #!, but the kernel maps its loader (PT_INTERP) into it before any of its
+# code runs: a loader an agent can replace runs as pi-tools just like an interpreter.
+cp "$R/usr/bin/id" "$S/elfid" && chmod 0755 "$S/elfid"
+ok "add accepts a dynamic binary whose loader is root's alone" "$P" trusted add elfid "$S/elfid" --root "$R"
+like "... and the agent runs it as pi-tools" "$(agent elfid -un 2>&1)" "^pi-tools$"
+"$P" trusted remove elfid --no-install --root "$R" >/dev/null
+# The same binary with its loader path (same length) pointing into /opt/shared (0777).
+loader=$(python3 - "$S/elfid" "$S/elfbad" <<'PY'
+import struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+assert b[:4] == b"\x7fELF" and b[4] == 2 and b[5] == 1, "a 64-bit little-endian ELF"
+phoff, = struct.unpack_from("<Q", b, 32)
+phent, phnum = struct.unpack_from("<HH", b, 54)
+for i in range(phnum):
+    p = phoff + i * phent
+    if struct.unpack_from("<I", b, p)[0] == 3:
+        off, = struct.unpack_from("<Q", b, p + 8)
+        n, = struct.unpack_from("<Q", b, p + 32)
+        old = bytes(b[off:off + n - 1])
+        new = (b"/opt/shared/" + b"l" * n)[:n - 1]
+        b[off:off + n - 1] = new
+        open(sys.argv[2], "wb").write(b)
+        print(old.decode(), new.decode())
+PY
+)
+read -r orig_loader bad_loader <<<"$loader"
+cp "$R$orig_loader" "$R$bad_loader" 2>/dev/null || cp -L "$R/$(readlink -f "$R$orig_loader" | sed "s|^$R||")" "$R$bad_loader"
+chmod 0755 "$S/elfbad" "$R$bad_loader"
+add_refused "add refuses a binary whose loader lies in a directory others can write" elfbad "interpreter '$bad_loader'"
+rm -f "$R$bad_loader"
 
 done_testing

@@ -1,6 +1,9 @@
 /* Unit tests of trusted/: names, generated files, the sudo -l parser and verifier, and the
  * fd-based store on a temporary tree (as root where ownership matters). */
 #include <errno.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -315,6 +318,92 @@ TEST(shebang_parse_as_the_kernel)
 	memcpy(big, "#!/", 3);
 	big[sizeof(big) - 1] = '\n';
 	ASSERT_EQ(trusted_shebang_parse(big, sizeof(big), interp, arg), -EINVAL);
+}
+
+/* A minimal ELF image: header, phnum program headers at 64 (class 64) or 52 (class 32),
+ * then the loader path; every field written in the requested byte order. */
+static void put(uint8_t *p, uint64_t v, size_t size, bool msb)
+{
+	for (size_t i = 0; i < size; i++)
+		p[msb ? size - 1 - i : i] = (uint8_t)(v >> (8 * i));
+}
+
+static size_t make_elf(uint8_t *b, bool c64, bool msb, unsigned type, unsigned n_interp,
+		       const char *loader)
+{
+	size_t eh = c64 ? 64 : 52, ph = c64 ? 56 : 32, w = c64 ? 8 : 4, phnum = 2 + n_interp;
+	size_t off = eh + phnum * ph, len = strlen(loader) + 1;
+
+	memset(b, 0, off + len);
+	memcpy(b, "\177ELF", 4);
+	b[4] = c64 ? 2 : 1;
+	b[5] = msb ? 2 : 1;
+	b[6] = 1;
+	put(b + 16, type, 2, msb);
+	put(b + (c64 ? 32 : 28), eh, w, msb);	 /* e_phoff */
+	put(b + (c64 ? 54 : 42), ph, 2, msb);	 /* e_phentsize */
+	put(b + (c64 ? 56 : 44), phnum, 2, msb); /* e_phnum */
+	put(b + eh, 6, 4, msb);			 /* PT_PHDR */
+	put(b + eh + ph, 1, 4, msb);		 /* PT_LOAD */
+	for (unsigned i = 0; i < n_interp; i++) {
+		uint8_t *p = b + eh + (2 + i) * ph;
+
+		put(p, 3, 4, msb); /* PT_INTERP */
+		put(p + (c64 ? 8 : 4), off, w, msb);
+		put(p + (c64 ? 32 : 16), len, w, msb);
+	}
+	memcpy(b + off, loader, len);
+	return off + len;
+}
+
+TEST(elf_loader_as_the_kernel_reads_it)
+{
+	static uint8_t b[4096];
+	char out[PATH_MAX];
+	size_t n;
+
+	for (int c64 = 0; c64 < 2; c64++)
+		for (int msb = 0; msb < 2; msb++) {
+			n = make_elf(b, c64, msb, 2, 1, "/lib64/ld-linux-x86-64.so.2");
+			ASSERT_EQ(trusted_elf_interp(b, n, out, sizeof(out)), 1);
+			ASSERT_STREQ(out, "/lib64/ld-linux-x86-64.so.2");
+			n = make_elf(b, c64, msb, 3, 1, "lib/ld.so"); /* ET_DYN, relative */
+			ASSERT_EQ(trusted_elf_interp(b, n, out, sizeof(out)), 1);
+			ASSERT_STREQ(out, "lib/ld.so");
+			n = make_elf(b, c64, msb, 2, 0, ""); /* static */
+			ASSERT_EQ(trusted_elf_interp(b, n, out, sizeof(out)), 0);
+		}
+	/* Not a program the kernel runs, not ELF: nothing to check. */
+	n = make_elf(b, true, false, 1, 1, "/evil/ld.so"); /* ET_REL */
+	ASSERT_EQ(trusted_elf_interp(b, n, out, sizeof(out)), 0);
+	ASSERT_EQ(trusted_elf_interp("#!/bin/sh\n", 10, out, sizeof(out)), 0);
+	ASSERT_EQ(trusted_elf_interp("\177EL", 3, out, sizeof(out)), 0);
+	/* Two loaders: which one runs is the kernel's choice, not ours to guess. */
+	n = make_elf(b, true, false, 2, 2, "/lib64/ld.so");
+	ASSERT_EQ(trusted_elf_interp(b, n, out, sizeof(out)), -EINVAL);
+	/* Cut anywhere before the path's NUL: never read past len. */
+	n = make_elf(b, true, false, 2, 1, "/lib64/ld-linux-x86-64.so.2");
+	for (size_t cut = 16; cut < n; cut++)
+		ASSERT_EQ(trusted_elf_interp(b, cut, out, sizeof(out)), -EINVAL);
+	/* The path not NUL-terminated where its size says. */
+	b[n - 1] = 'x';
+	ASSERT_EQ(trusted_elf_interp(b, n, out, sizeof(out)), -EINVAL);
+	/* A path that does not fit the caller's buffer. */
+	n = make_elf(b, true, false, 2, 1, "/lib64/ld-linux-x86-64.so.2");
+	ASSERT_EQ(trusted_elf_interp(b, n, out, 10), -EINVAL);
+	/* Program headers of another size than the class's, or none, or a bad class. */
+	put(b + 54, 57, 2, false);
+	ASSERT_EQ(trusted_elf_interp(b, n, out, sizeof(out)), -EINVAL);
+	n = make_elf(b, true, false, 2, 1, "/x");
+	put(b + 56, 0, 2, false);
+	ASSERT_EQ(trusted_elf_interp(b, n, out, sizeof(out)), -EINVAL);
+	n = make_elf(b, true, false, 2, 1, "/x");
+	b[4] = 3;
+	ASSERT_EQ(trusted_elf_interp(b, n, out, sizeof(out)), -EINVAL);
+	/* A huge e_phoff does not wrap around. */
+	n = make_elf(b, true, false, 2, 1, "/x");
+	put(b + 32, UINT64_MAX - 8, 8, false);
+	ASSERT_EQ(trusted_elf_interp(b, n, out, sizeof(out)), -EINVAL);
 }
 
 TEST(open_dir_refuses_symlinks_and_loose_parents)
