@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "lib/macro.h"
+#include "lib/sha256.h"
 
 static const char *const op_names[_PROTO_OP_MAX] = {
 	[PROTO_OP_UNKNOWN] = NULL,
@@ -787,12 +788,18 @@ int proto_base64_decode(const char *in, size_t in_len, uint8_t **ret, size_t *re
 	return 0;
 }
 
+/* Compared as SHA-256 digests, byte by byte without an early exit: the time taken depends
+ * on each input's own length only. A byte loop over min(a_len, b_len) would stop growing
+ * once a guess is longer than the secret, telling a peer who varies its guess's length
+ * how long the token is. */
 bool proto_secret_equal(const char *a, size_t a_len, const char *b, size_t b_len)
 {
-	volatile unsigned char acc = (unsigned char)(a_len != b_len);
-	size_t n = a_len < b_len ? a_len : b_len;
+	uint8_t da[SHA256_DIGEST_SIZE], db[SHA256_DIGEST_SIZE];
+	volatile unsigned char acc = 0;
 
-	for (size_t i = 0; i < n; i++)
-		acc |= (unsigned char)(a[i] ^ b[i]);
+	sha256(a, a_len, da);
+	sha256(b, b_len, db);
+	for (size_t i = 0; i < SHA256_DIGEST_SIZE; i++)
+		acc |= (unsigned char)(da[i] ^ db[i]);
 	return acc == 0 && a_len == b_len;
 }

@@ -215,5 +215,6 @@ size_t proto_ws_binary_header(const uint8_t *buf, size_t n, uint64_t *plen);
 char *proto_base64_encode(const uint8_t *in, size_t len);
 int proto_base64_decode(const char *in, size_t in_len, uint8_t **ret, size_t *ret_len);
 
-/* Constant-time comparison of two secrets (length leaks, content does not). */
+/* Comparison of two secrets whose time depends on neither one's content nor the other's
+ * length (a: the peer's guess, b: the secret). */
 bool proto_secret_equal(const char *a, size_t a_len, const char *b, size_t b_len);

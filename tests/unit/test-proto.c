@@ -448,6 +448,9 @@ TEST(secret_equal)
 	ASSERT_FALSE(proto_secret_equal("abc", 3, "abd", 3));
 	ASSERT_FALSE(proto_secret_equal("abc", 3, "abcd", 4));
 	ASSERT_FALSE(proto_secret_equal("", 0, "a", 1));
+	ASSERT_TRUE(proto_secret_equal("", 0, "", 0));
+	ASSERT_FALSE(proto_secret_equal("abcd", 4, "abc", 3)); /* a longer guess, same prefix */
+	ASSERT_FALSE(proto_secret_equal("abc\0", 4, "abc", 3));
 }
 
 TEST(errno_mapping)
