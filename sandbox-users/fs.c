@@ -501,16 +501,21 @@ int ufs_stage(struct ufs_staged *s, int dir_fd, const char *name, const struct i
 	if (backup && recycle_enabled) {
 		r = recycle_backup(dir_fd, s->name, s->bak, iov, n_iov, uid, gid, mode);
 		if (r >= 0) {
-			s->fd = r;
-			s->staged = s->recycled = true;
-			return 0;
+			s->recycled = true;
+			goto staged;
 		}
 	}
 	r = write_new(dir_fd, s->tmp, iov, n_iov, uid, gid, mode);
 	if (r < 0)
 		return r;
+staged:
 	s->fd = r;
 	s->staged = true;
+	/* Writeback starts now, so the device writes this file while the caller stages the
+	 * next ones (and makes the homes' directories): ufs_sync's fdatasync mostly finds it
+	 * done. Only a hint (it makes nothing durable); fdatasync is what the guarantee rests
+	 * on. */
+	(void)sync_file_range(r, 0, 0, SYNC_FILE_RANGE_WRITE);
 	return 0;
 }
 
@@ -518,13 +523,9 @@ int ufs_sync(struct ufs_staged *const *v, size_t n)
 {
 	int r = 0;
 
-	/* Start writeback of every file before waiting for any: the writes go out together
-	 * and each fdatasync below mostly waits for I/O already under way, instead of one
-	 * write-and-flush round trip per file. sync_file_range is only a hint here (it makes
-	 * nothing durable); fdatasync is what the guarantee rests on. */
-	for (size_t i = 0; i < n; i++)
-		if (v[i]->staged && v[i]->fd >= 0)
-			(void)sync_file_range(v[i]->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+	/* Writeback of every file was started as it was staged, so each fdatasync mostly
+	 * waits for I/O already under way (and for its flush), instead of one write-and-flush
+	 * round trip per file. */
 	for (size_t i = 0; i < n; i++) {
 		if (!v[i]->staged || v[i]->fd < 0)
 			continue;

@@ -78,10 +78,9 @@ int ufs_read_file(int dir_fd, const char *name, size_t max, char **ret, size_t *
  *                  when no one else has it open and it is a one-link regular file of the
  *                  right owner and mode (with backup; see docs/users.md, "The backup's
  *                  inode, reused"), else writes "<name>+" (a new file, O_EXCL) with owner
- *                  and mode; no sync yet;
- *   ufs_sync       makes the data of every staged file durable: writeback is started for
- *                  all of them first, then each is fdatasync'ed (and closed, which ends
- *                  the lease);
+ *                  and mode; starts its writeback (a hint), no sync yet;
+ *   ufs_sync       makes the data of every staged file durable: each is fdatasync'ed
+ *                  (and closed, which ends the lease);
  *   ufs_commit     swaps a rewritten backup and name (RENAME_EXCHANGE), else keeps the
  *                  current file as "<name>-" (a hard link, else a copy) and renames the
  *                  synced staged file over name.

@@ -327,6 +327,50 @@ static int load_etc(struct ctx *c)
 	return 0;
 }
 
+/* The directories of a new agent's homes that users_homes_ensure will make, made here
+ * already, root-owned 0700 and empty, while the staged files are being written out: the
+ * inode allocation of a mkdir (a walk of the inode bitmap, on ext4 past every recently
+ * freed inode) then overlaps the device's writes instead of following the data barrier.
+ * They carry no uid: users_homes_ensure hands them to the agent (fchown, fchmod through
+ * the fd) only after the registry is durable, as before, and takes a root-owned home
+ * over just as it takes one an operator made. tmp is not made here: in a directory the
+ * agent writes only a tmp it owns or this very call made is taken. A best effort: any
+ * error is left for users_homes_ensure to meet and report. Returns which ones it made
+ * (bit 0 the home, bit 1 the agent directory), for homes_precreate_undo. */
+static unsigned homes_precreate(int data_fd, const struct users_identity *id)
+{
+	static const char *const parents[] = {"sandbox-home", "agents"};
+	unsigned made = 0;
+
+	for (size_t i = 0; i < ELEMENTSOF(parents); i++) {
+		_cleanup_close_ int p = -1;
+		/* The parents as users_homes_ensure leaves them (root 0711); a root-owned
+		 * parent is all this needs. */
+		p = ufs_mkdir_owned(data_fd, parents[i], 0, 0, 0711, 0);
+		if (p < 0)
+			break;
+		if (mkdirat(p, id->name, 0700) == 0)
+			made |= 1u << i;
+	}
+	return made;
+}
+
+/* A failed write-back removes the empty directories homes_precreate made (rmdir: never
+ * one with anything in it). */
+static void homes_precreate_undo(int data_fd, const struct users_identity *id, unsigned made)
+{
+	static const char *const parents[] = {"sandbox-home", "agents"};
+
+	for (size_t i = 0; i < ELEMENTSOF(parents); i++) {
+		_cleanup_close_ int p = -1;
+		if (!(made & (1u << i)))
+			continue;
+		p = openat(data_fd, parents[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (p >= 0)
+			(void)unlinkat(p, id->name, AT_REMOVEDIR);
+	}
+}
+
 /* Stage every changed file, make all of their data durable at once, then commit:
  * 1. write the new content of the registry and each changed /etc file (no sync yet):
  *    into the previous backup "<name>-" when no one has it open, else into "<name>+";
@@ -338,7 +382,7 @@ static int load_etc(struct ctx *c)
  * 4. the /etc renames (shadow before passwd), no directory sync: losing one in a crash
  *    rolls /etc back to its previous whole version, which the next ensure completes from
  *    the registry exactly as after a rebuild (docs/users.md, "Files written, and how"). */
-static int write_back(struct ctx *c)
+static int write_back(struct ctx *c, const struct users_identity *ids, size_t n_ids)
 {
 	/* shadow before passwd: a user never shows up in passwd before its shadow line. */
 	static const int order[] = {PWFILE_SHADOW, PWFILE_GSHADOW, PWFILE_GROUP, PWFILE_PASSWD};
@@ -347,8 +391,11 @@ static int write_back(struct ctx *c)
 	_cleanup_uarena_ char *reg_tail = NULL;
 	struct iovec reg_iov[2];
 	size_t reg_n = 0, n_all = 0;
+	unsigned char made[USERS_BATCH_MAX] = {0};
 	int r = 0;
 
+	if (n_ids > ELEMENTSOF(made))
+		n_ids = ELEMENTSOF(made); /* callers take at most USERS_BATCH_MAX ids */
 	for (size_t i = 0; i < ELEMENTSOF(order); i++)
 		etc[i] = (struct ufs_staged){.fd = -1};
 	if (c->db.reg.changed) {
@@ -378,6 +425,9 @@ static int write_back(struct ctx *c)
 		}
 		all[n_all++] = &etc[i];
 	}
+	/* The homes' directories while the writes are under way (they wait for nothing). */
+	for (size_t i = 0; i < n_ids && n_all > 0 && c->data_fd >= 0; i++)
+		made[i] = homes_precreate(c->data_fd, &ids[i]);
 	r = ufs_sync(all, n_all);
 	if (r < 0) {
 		set_error(r, "cannot write the new files to disk; nothing changed");
@@ -407,6 +457,9 @@ abort:
 	ufs_abort(&reg);
 	for (size_t i = 0; i < ELEMENTSOF(order); i++)
 		ufs_abort(&etc[i]);
+	for (size_t i = 0; i < n_ids; i++)
+		if (made[i])
+			homes_precreate_undo(c->data_fd, &ids[i], made[i]);
 	return r;
 }
 
@@ -536,7 +589,7 @@ static int ensure_locked(struct ctx *c, const char *agent_id, uid_t want_uid,
 	r = users_db_ensure(&c->db, agent_id, want_uid, ret);
 	if (r < 0)
 		return db_error(c, r);
-	return write_back(c);
+	return write_back(c, ret, 1);
 }
 
 /* Whether the password field of a line pwfile_scan found can never match (db.c's rule:
@@ -692,7 +745,7 @@ int users_ensure_many(const char *root, const char *const *agent_ids, size_t n,
 		if (r < 0)
 			return db_error(&c, r);
 	}
-	r = write_back(&c);
+	r = write_back(&c, ret, n);
 	if (r < 0)
 		return r;
 	for (size_t i = 0; i < n; i++) {
@@ -718,7 +771,7 @@ int users_ensure_base(const char *root)
 	r = users_db_ensure_base(&c.db);
 	if (r < 0)
 		return db_error(&c, r);
-	return write_back(&c);
+	return write_back(&c, NULL, 0);
 }
 
 int users_lookup(const char *root, const char *agent_id, struct users_identity *ret)
@@ -760,7 +813,7 @@ int users_remove(const char *root, const char *agent_id, bool forget)
 	r = users_db_remove(&c.db, agent_id, forget);
 	if (r < 0)
 		return db_error(&c, r);
-	return write_back(&c);
+	return write_back(&c, NULL, 0);
 }
 
 int users_list(const char *root, struct users_entry **ret, size_t *ret_n)

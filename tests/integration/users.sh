@@ -214,12 +214,16 @@ for where in etc data; do
 	for f in "$R/$where"/*- "$R/$where"/pistis/*-; do [ -f "$f" ] && : >"$f"; done
 	dd if=/dev/zero of="$R/$where/filler" bs=4k 2>/dev/null
 	sum=$(cd "$R" && sha256sum etc/passwd etc/group etc/shadow etc/gshadow data/pistis/users.registry)
+	homes=$(ls -a "$R/data/sandbox-home" "$R/data/agents")
 	out=$("$P" users ensure f-2 --root "$R" 2>&1); rc=$?
 	is "full /$where: exit 111" "$rc" 111
 	like "full /$where: says so" "$out" "No space left on device"
 	is "full /$where: every file intact" \
 		"$(cd "$R" && sha256sum etc/passwd etc/group etc/shadow etc/gshadow data/pistis/users.registry)" "$sum"
 	is "full /$where: no temp file left" "$(ls -a "$R/etc" "$R/data/pistis" | grep -c '+$')" 0
+	# The homes' directories are made while the staged files are written out; a failed
+	# write leaves none of them behind.
+	is "full /$where: no home directory left" "$(ls -a "$R/data/sandbox-home" "$R/data/agents")" "$homes"
 	torn=0
 	for f in "$R/$where"/*- "$R/$where"/pistis/*-; do
 		[ -f "$f" ] || continue
