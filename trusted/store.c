@@ -678,6 +678,26 @@ static int interp_check_path(int root_fd, const char *what, const char *path, in
 	return interp_check_level(root_fd, path, head, (size_t)n, level + 1, why, why_size);
 }
 
+/* What the kernel runs for a script or a program (kind: "interpreter", "ELF loader"): an
+ * absolute path, within the kernel's nesting depth, root's alone (interp_check_path). */
+static int program_check(int root_fd, const char *what, const char *kind, const char *path,
+			 int level, char *why, size_t why_size)
+{
+	if (path[0] != '/') {
+		snprintf(why, why_size,
+			 "%s: %s '%s' is a relative path (the kernel resolves it from the "
+			 "working directory): give an absolute one",
+			 what, kind, path);
+		return 1;
+	}
+	if (level >= INTERP_DEPTH) {
+		snprintf(why, why_size, "%s: interpreters nested more than %d deep", what,
+			 INTERP_DEPTH);
+		return 1;
+	}
+	return interp_check_path(root_fd, what, path, level, why, why_size);
+}
+
 static int interp_check_level(int root_fd, const char *what, const char *text, size_t len,
 			      int level, char *why, size_t why_size)
 {
@@ -696,21 +716,8 @@ static int interp_check_level(int root_fd, const char *what, const char *text, s
 			 what, TRUSTED_HEAD_MAX);
 		return 1;
 	}
-	if (r > 0) {
-		if (loader[0] != '/') {
-			snprintf(why, why_size,
-				 "%s: ELF loader '%s' is not an absolute path (the kernel would "
-				 "resolve it from the working directory)",
-				 what, loader);
-			return 1;
-		}
-		if (level >= INTERP_DEPTH) {
-			snprintf(why, why_size, "%s: interpreters nested more than %d deep", what,
-				 INTERP_DEPTH);
-			return 1;
-		}
-		return interp_check_path(root_fd, what, loader, level, why, why_size);
-	}
+	if (r > 0)
+		return program_check(root_fd, what, "ELF loader", loader, level, why, why_size);
 	r = trusted_shebang_parse(text, len, interp, arg);
 	if (r == 0)
 		return 0; /* a binary, or no #! at all: sudo execs it itself, nothing else runs */
@@ -728,19 +735,7 @@ static int interp_check_level(int root_fd, const char *what, const char *text, s
 			 what, (int)strcspn(interp, "\r"), interp);
 		return 1;
 	}
-	if (interp[0] != '/') {
-		snprintf(why, why_size,
-			 "%s: interpreter '%s' is a relative path (the kernel resolves it from the "
-			 "working directory): give an absolute one",
-			 what, interp);
-		return 1;
-	}
-	if (level >= INTERP_DEPTH) {
-		snprintf(why, why_size, "%s: interpreters nested more than %d deep", what,
-			 INTERP_DEPTH);
-		return 1;
-	}
-	r = interp_check_path(root_fd, what, interp, level, why, why_size);
+	r = program_check(root_fd, what, "interpreter", interp, level, why, why_size);
 	if (r != 0)
 		return r;
 	base = strrchr(interp, '/') + 1;

@@ -222,15 +222,18 @@ mkdir -p "$R/opt/rootonly" && cp "$R/bin/sh" "$R/opt/rootonly/sh" && chmod 0755 
 ln -sfn /workspaces/tools/sh "$R/opt/rootonly/via-link"
 printf '#!/bin/sh\nexec /opt/rootonly/sh "$@"\n' >"$R/opt/rootonly/nested" && chmod 0755 "$R/opt/rootonly/nested"
 printf '#!/workspaces/tools/sh\nexec /opt/rootonly/sh "$@"\n' >"$R/opt/rootonly/nested-bad" && chmod 0755 "$R/opt/rootonly/nested-bad"
-interp_refused() { # desc name first-line
-	printf '%s\necho "user=$(id -un)"\n' "$3" >"$S/$2" && chmod 0755 "$S/$2"
+add_refused() { # desc name pattern: `add` of $S/name exits 1, adds nothing, says pattern
 	out=$("$P" trusted add "$2" "$S/$2" --root "$R" 2>&1)
 	rc=$?
-	if [ $rc -eq 1 ] && [ ! -e "$R/data/trusted/$2" ] && printf '%s' "$out" | grep -q 'interpreter'; then
+	if [ $rc -eq 1 ] && [ ! -e "$R/data/trusted/$2" ] && printf '%s' "$out" | grep -q "$3"; then
 		_tap_result 0 "$1"
 	else
 		_tap_result 1 "$1" "exit $rc: $out"
 	fi
+}
+interp_refused() { # desc name first-line
+	printf '%s\necho "user=$(id -un)"\n' "$3" >"$S/$2" && chmod 0755 "$S/$2"
+	add_refused "$1" "$2" interpreter
 }
 interp_refused "add refuses an interpreter the agent owns" ownint '#!/workspaces/tools/sh'
 interp_refused "add refuses a root-owned interpreter in a directory others can write" sharedint '#!/opt/shared/sh'
@@ -254,13 +257,16 @@ refused "... sudo execs it itself (fexecve): Exec format error, no /bin/sh fallb
 # Added while the interpreter was root's; the image changed since: install and check refuse.
 printf '#!/opt/rootonly/sh\necho "user=$(id -un)"\n' >"$S/later" && chmod 0755 "$S/later"
 ok "add later (interpreter root's alone)" "$P" trusted add later "$S/later" --root "$R"
+image_changed() { # what check-pattern install-pattern: check and install both refuse
+	out=$("$P" trusted check --root "$R" 2>&1)
+	is "check fails once $1" "$?" 1
+	like "... and names it" "$out" "$2"
+	out=$("$P" trusted install --root "$R" 2>&1)
+	is "install refuses too" "$?" 1
+	like "... and says why" "$out" "$3"
+}
 chmod 0777 "$R/opt/rootonly"
-out=$("$P" trusted check --root "$R" 2>&1)
-is "check fails once the interpreter's directory is writable by others" "$?" 1
-like "... and names the script and its interpreter" "$out" "/data/trusted/later.*/opt/rootonly"
-out=$("$P" trusted install --root "$R" 2>&1)
-is "install refuses too" "$?" 1
-like "... and says why" "$out" "interpreter"
+image_changed "the interpreter's directory is writable by others" "/data/trusted/later.*/opt/rootonly" interpreter
 chmod 0755 "$R/opt/rootonly"
 # A path with an escape sequence in check's report reaches the operator's terminal escaped.
 E=$(printf 'opt/e\033[2Jx')
@@ -280,15 +286,6 @@ ok "install again" "$P" trusted install --root "$R"
 # A script runs `id`, `curl`… by name from its PATH, which sudo sets to secure_path: whoever
 # can put a file in one of those directories (or create a missing one) decides what runs.
 printf '#!/bin/sh\necho "user=$(id -un)"\n' >"$S/byname" && chmod 0755 "$S/byname"
-add_refused() { # desc name pattern
-	out=$("$P" trusted add "$2" "$S/$2" --root "$R" 2>&1)
-	rc=$?
-	if [ $rc -eq 1 ] && [ ! -e "$R/data/trusted/$2" ] && printf '%s' "$out" | grep -q "$3"; then
-		_tap_result 0 "$1"
-	else
-		_tap_result 1 "$1" "exit $rc: $out"
-	fi
-}
 chmod 0777 "$R/usr/local/sbin"
 add_refused "add refuses while a secure_path directory is writable by others" byname 'secure_path.*/usr/local/sbin'
 chmod 0755 "$R/usr/local/sbin"
@@ -301,12 +298,7 @@ chmod 0755 "$R/usr/local" && mv "$R/usr/local/sbin.away" "$R/usr/local/sbin"
 ok "add accepts it once secure_path is root's alone" "$P" trusted add byname "$S/byname" --root "$R"
 like "... and the agent runs it as pi-tools" "$(agent byname 2>&1)" "^user=pi-tools"
 chmod 0777 "$R/usr/local/sbin"
-out=$("$P" trusted check --root "$R" 2>&1)
-is "check fails once a secure_path directory is writable by others" "$?" 1
-like "... and says which" "$out" "FAIL secure_path.*/usr/local/sbin"
-out=$("$P" trusted install --root "$R" 2>&1)
-is "install refuses too" "$?" 1
-like "... and says why" "$out" "secure_path"
+image_changed "a secure_path directory is writable by others" "FAIL secure_path.*/usr/local/sbin" secure_path
 chmod 0755 "$R/usr/local/sbin"
 "$P" trusted remove byname --no-install --root "$R" >/dev/null
 # A binary has no #!, but the kernel maps its loader (PT_INTERP) into it before any of its
