@@ -375,12 +375,17 @@ TEST(seccomp_table_as_root)
 					    "socket.AF_BLUETOOTH",
 					    "socket.AF_UNSPEC",
 					    "socket.AF_INET_hi",
-					    "socketpair.AF_PACKET"};
+					    "socketpair.AF_PACKET",
+					    "personality.ADDR_NO_RANDOMIZE",
+					    "personality.READ_IMPLIES_EXEC",
+					    "personality.MMAP_PAGE_ZERO",
+					    "personality.LINUX_hi"};
 	static const char *const enosys[] = {"io_uring_setup", "io_uring_enter",
 					     "io_uring_register", "clone3"};
 	static const char *const allowed[] = {
-		"clone.plain",	   "ioctl.TCGETS",	"socket.AF_UNIX", "socket.AF_INET",
-		"socket.AF_INET6", "socket.AF_NETLINK", "dup.badfd"};
+		"clone.plain",	  "ioctl.TCGETS",      "socket.AF_UNIX",
+		"socket.AF_INET", "socket.AF_INET6",   "socket.AF_NETLINK",
+		"dup.badfd",	  "personality.query", "personality.LINUX32"};
 
 	need_root_and_probe(_metadata);
 	seccomp_profile_load(&bpf);
@@ -426,6 +431,86 @@ TEST(seccomp_table_as_root)
 		EXPECT_STRNE(V(k), "(missing)");
 	}
 	seccomp_profile_free(&bpf);
+}
+
+/* personality(2) under the embedded filter: Docker's five values pass, every other persona
+ * is EPERM. In a child (an allowed value changes its persona); the kernel lets anyone set
+ * most of these bits, so an EPERM can only come from the filter. Every value with one, two
+ * or three bits set, the allowed ones with each bit flipped, junk in the upper half, and a
+ * million random values: the profile's union of masked compares is checked against the
+ * plain definition. */
+static bool persona_allowed(unsigned long long v)
+{
+	return v == 0 || v == 0x8 || v == 0x20000 || v == 0x20008 || v == 0xffffffffULL;
+}
+
+static int persona_try(unsigned long long v, unsigned long long *ret_bad)
+{
+	long r = syscall(SYS_personality, (unsigned long)v);
+	bool denied = r < 0 && errno == EPERM;
+
+	if (r < 0 && !denied)
+		return (*ret_bad = v), -1;
+	if (denied == persona_allowed(v))
+		return (*ret_bad = v), -1;
+	if (!denied && v != 0xffffffffULL)
+		(void)syscall(SYS_personality, 0UL); /* back to PER_LINUX */
+	return 0;
+}
+
+TEST_TIMEOUT(personality_only_dockers_values, 120)
+{
+	struct seccomp_profile_bpf bpf = {0};
+	int pfd[2], st;
+	unsigned long long bad = 0;
+	pid_t pid;
+
+	if (sizeof(long) < 8)
+		SKIP("the upper-half cases need a 64-bit long");
+	seccomp_profile_load(&bpf);
+	ASSERT_EQ(pipe2(pfd, O_CLOEXEC), 0);
+	pid = fork();
+	ASSERT_GE(pid, 0);
+	if (pid == 0) {
+		struct sock_fprog prog = {.len = bpf.len,
+					  .filter = (struct sock_filter *)bpf.insns};
+		static const unsigned long long ok[] = {0, 0x8, 0x20000, 0x20008, 0xffffffffULL};
+		unsigned long long x = 0x9e3779b97f4a7c15ULL;
+		int r = 0;
+
+		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
+		    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0)
+			_exit(3);
+		for (int a = 0; a < 32 && r == 0; a++)
+			for (int b = a; b < 32 && r == 0; b++)
+				for (int c = b; c < 32 && r == 0; c++)
+					r = persona_try((1ULL << a) | (1ULL << b) | (1ULL << c),
+							&bad);
+		for (size_t i = 0; i < ELEMENTSOF(ok) && r == 0; i++) {
+			r = persona_try(ok[i], &bad);
+			for (int b = 0; b < 64 && r == 0; b++)
+				r = persona_try(ok[i] ^ (1ULL << b), &bad);
+			if (r == 0)
+				r = persona_try(ok[i] | 0xffffffff00000000ULL, &bad);
+		}
+		for (int i = 0; i < 1000000 && r == 0; i++) {
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+			r = persona_try(i & 1 ? x & 0xffffffffULL : x, &bad);
+		}
+		if (r == 0)
+			r = persona_try(0xffffffffULL, &bad);
+		if (write(pfd[1], &bad, sizeof(bad)) != sizeof(bad))
+			_exit(4);
+		_exit(r == 0 ? 0 : 1);
+	}
+	close(pfd[1]);
+	EXPECT_EQ(read(pfd[0], &bad, sizeof(bad)), (ssize_t)sizeof(bad));
+	close(pfd[0]);
+	ASSERT_EQ(waitpid(pid, &st, 0), pid);
+	if (st != 0)
+		tap_report(__FILE__, __LINE__, "personality(0x%llx): %s", bad,
+			   persona_allowed(bad) ? "refused, Docker allows it" : "allowed");
+	EXPECT_EQ(st, 0);
 }
 
 static void expect_killed(struct tap_metadata *_metadata, const char *mode)
