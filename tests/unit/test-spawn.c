@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -1675,6 +1676,131 @@ TEST_TIMEOUT(cgroup_orphans_of_a_dead_pistisd_are_killed_held_ones_survive, 60)
 	(void)unlinkat(cg.base_fd, "orphan-agent", AT_REMOVEDIR);
 	cgroup_done(&cg);
 	snprintf(path, sizeof(path), "%s/cgroup.procs", own);
+	EXPECT_EQ(write_file(path, pid), 0);
+	snprintf(path, sizeof(path), "%s/pistis", mine);
+	EXPECT_EQ(rmdir(path), 0);
+	EXPECT_EQ(rmdir(mine), 0);
+}
+
+static ino_t ino_at(int dir_fd, const char *name)
+{
+	struct stat st;
+
+	return fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ? 0 : st.st_ino;
+}
+
+/* A pistisd that gets a dead one's pid names its cgroups cmd-<pid>-<n> from 1 again and
+ * may meet that pistisd's leftovers. With every slot busy (four sleepers), the next two
+ * commands are cmd-P-5 and cmd-P-6; cmd-P-5 is left empty and unheld: removed and made
+ * afresh. cmd-P-6 is held (its flock taken here, as a live pistisd would) and cmd-P-7 has
+ * a process of someone else's in it: neither is joined nor touched, the command goes to
+ * cmd-P-8. Before, the command failed with EEXIST at the cgroup step. */
+TEST_TIMEOUT(cgroup_leftover_of_a_dead_pistisd_with_our_pid, 60)
+{
+	struct cgroup_ctx probe = {.base_fd = -1}, cg = {.base_fd = -1};
+	struct spawn_ctx *ctx = NULL;
+	struct spawn_opts o;
+	struct spawn_proc *busy[CGROUP_SLOTS] = {NULL}, *p5 = NULL, *p6 = NULL;
+	struct spawn_error err;
+	char *sleeper[] = {"/bin/sleep", "30", NULL};
+	char own[600], mine[700], path[900], pid[16], name[3][48], want[48], procs[64] = "";
+	int agent_fd, held_fd, procs_fd;
+	ino_t ino5, ino6;
+	pid_t self = getpid(), other;
+	ssize_t n;
+
+	need_root_and_probe(_metadata);
+	if (cgroup_init(&probe) < 0)
+		SKIP("no cgroup v2 delegated here");
+	snprintf(own, sizeof(own), "%s", probe.base_path);
+	*strrchr(own, '/') = 0;
+	cgroup_done(&probe);
+	snprintf(mine, sizeof(mine), "%s/leftover-test-%d", own, (int)self);
+	snprintf(pid, sizeof(pid), "%d", (int)self);
+	snprintf(path, sizeof(path), "%s/cgroup.procs", mine);
+	if (mkdir(mine, 0755) < 0 || write_file(path, pid) < 0)
+		SKIP("cannot make a cgroup of this test's own: %s", strerror(errno));
+
+	ASSERT_EQ(spawn_ctx_new(&ctx), 0);
+	ASSERT_STREQ(spawn_ctx_tree_control(ctx), "cgroup");
+	base_opts(&o, sleeper);
+	o.cgroup_agent = "leftover-agent";
+	for (int i = 0; i < CGROUP_SLOTS; i++) {
+		ASSERT_EQ(spawn_start(ctx, &o, &busy[i], &err), 0);
+		ASSERT_TRUE(cgroup_cmd_is_slot(busy[i]->cgroup_cmd));
+	}
+
+	/* The dead namesake's leftovers. */
+	ASSERT_EQ(cgroup_init(&cg), 0);
+	agent_fd = openat(cg.base_fd, "leftover-agent", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	ASSERT_GE(agent_fd, 0);
+	for (int i = 0; i < 3; i++) {
+		snprintf(name[i], sizeof(name[i]), "cmd-%d-%d", (int)self, 5 + i);
+		ASSERT_EQ(mkdirat(agent_fd, name[i], 0711), 0);
+	}
+	ino5 = ino_at(agent_fd, name[0]);
+	ino6 = ino_at(agent_fd, name[1]);
+	held_fd = openat(agent_fd, name[1], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	ASSERT_GE(held_fd, 0);
+	ASSERT_EQ(flock(held_fd, LOCK_EX | LOCK_NB), 0);
+	other = fork();
+	ASSERT_GE(other, 0);
+	if (other == 0) {
+		pause();
+		_exit(0);
+	}
+	snprintf(path, sizeof(path), "%s/pistis/leftover-agent/%s/cgroup.procs", mine, name[2]);
+	snprintf(pid, sizeof(pid), "%d", (int)other);
+	ASSERT_EQ(write_file(path, pid), 0);
+
+	ASSERT_EQ(spawn_start(ctx, &o, &p5, &err), 0);
+	EXPECT_STREQ(p5->cgroup_cmd, name[0]);
+	EXPECT_NE(ino_at(agent_fd, name[0]), ino5); /* made afresh */
+	EXPECT_EQ(cgroup_populated(p5->cgroup_fd), 1);
+
+	ASSERT_EQ(spawn_start(ctx, &o, &p6, &err), 0);
+	snprintf(want, sizeof(want), "cmd-%d-8", (int)self);
+	EXPECT_STREQ(p6->cgroup_cmd, want);
+	EXPECT_EQ(ino_at(agent_fd, name[1]), ino6); /* the held one: untouched, empty */
+	EXPECT_EQ(cgroup_populated(held_fd), 0);
+	EXPECT_EQ(kill(other, 0), 0); /* the populated one: its process alone, alive */
+	procs_fd = open(path, O_RDONLY | O_CLOEXEC);
+	ASSERT_GE(procs_fd, 0);
+	n = read(procs_fd, procs, sizeof(procs) - 1);
+	close(procs_fd);
+	ASSERT_GT(n, 0);
+	procs[n] = 0;
+	snprintf(want, sizeof(want), "%d\n", (int)other);
+	EXPECT_STREQ(procs, want);
+
+	EXPECT_EQ(spawn_stop(p5), 0);
+	EXPECT_EQ(spawn_wait(p5, NULL), 0);
+	spawn_free(p5);
+	EXPECT_EQ(spawn_stop(p6), 0);
+	EXPECT_EQ(spawn_wait(p6, NULL), 0);
+	spawn_free(p6);
+	for (int i = 0; i < CGROUP_SLOTS; i++) {
+		EXPECT_EQ(spawn_stop(busy[i]), 0);
+		EXPECT_EQ(spawn_wait(busy[i], NULL), 0);
+		spawn_free(busy[i]);
+	}
+	spawn_ctx_free(ctx);
+	kill(other, SIGKILL);
+	waitpid(other, NULL, 0);
+	close(held_fd);
+
+	/* Back where we came from, and the test's cgroups gone. */
+	for (int i = 0; i < CGROUP_SLOTS; i++) {
+		snprintf(path, sizeof(path), "cmd-s%d", i);
+		(void)unlinkat(agent_fd, path, AT_REMOVEDIR);
+	}
+	for (int i = 0; i < 3; i++)
+		(void)unlinkat(agent_fd, name[i], AT_REMOVEDIR);
+	close(agent_fd);
+	EXPECT_EQ(unlinkat(cg.base_fd, "leftover-agent", AT_REMOVEDIR), 0);
+	cgroup_done(&cg);
+	snprintf(path, sizeof(path), "%s/cgroup.procs", own);
+	snprintf(pid, sizeof(pid), "%d", (int)self);
 	EXPECT_EQ(write_file(path, pid), 0);
 	snprintf(path, sizeof(path), "%s/pistis", mine);
 	EXPECT_EQ(rmdir(path), 0);
