@@ -11,3 +11,4 @@ lib_SRCS += lib/mountinfo.c
 lib_SRCS += lib/sig-util.c
 lib_SRCS += lib/statx.c
 lib_SRCS += lib/tls-ca.c
+lib_SRCS += lib/token-file.c

@@ -27,6 +27,7 @@
 
 #include "lib/fd-util.h"
 #include "lib/log.h"
+#include "lib/token-file.h"
 #include "lib/macro.h"
 #include "lib/proto.h"
 #include "lib/tls-ca.h"
@@ -917,38 +918,31 @@ static bool token_printable(const char *t, size_t n)
 }
 
 /* The client token reaches every sandbox: a file others can read, or that someone else
- * owns (and may rewrite, or swap for a FIFO that never answers), is refused. Checked on the
- * opened fd, so a rename between a check and the read cannot swap the file. */
+ * owns (and may rewrite, or swap for a FIFO that never answers), or a symlink, is refused
+ * (lib/token-file.c, checked on the opened fd). */
 static int read_token_file(const char *path)
 {
-	_cleanup_close_ int fd = -1;
-	_cleanup_free_ char *t = NULL;
-	struct stat st;
-	size_t n = 0;
-	int r;
+	const struct token_file_rule rule = {.also_owner = getuid(), .forbidden = 077};
+	struct token_file_info info;
+	size_t len = 0;
+	int r = token_file_read(path, &rule, C.token, sizeof(C.token), &len, &info);
 
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-	if (fd < 0 || fstat(fd, &st) < 0)
-		return log_error_errno(-errno, "Cannot read token file '%s': %m", path);
-	if (!S_ISREG(st.st_mode) || (st.st_uid != getuid() && st.st_uid != 0) || (st.st_mode & 077))
+	if (r == -ELOOP)
 		return log_error_errno(
-			-EPERM,
-			"Token file '%s' must be a regular file of yours (or root's) "
-			"that group and others cannot access: chmod 600 (found uid "
-			"%u, mode %04o)",
-			path, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
-	r = fd_read_all(fd, sizeof(C.token) - 1, &t, &n);
+			r, "Token file '%s' is a symbolic link: name the file itself", path);
+	if (r == -EPERM)
+		return log_error_errno(r,
+				       "Token file '%s' %s: it must be a regular file of yours (or "
+				       "root's) that group and others cannot access: chmod 600 "
+				       "(found uid %d, mode %04o)",
+				       path, info.why, (int)info.uid, (unsigned)info.mode);
+	if (r < 0 && info.why)
+		return log_error_errno(r,
+				       "Token file '%s' %s: it must hold one line of at most %zu "
+				       "printable characters without spaces",
+				       path, info.why, sizeof(C.token) - 1);
 	if (r < 0)
 		return log_error_errno(r, "Cannot read token file '%s': %m", path);
-	while (n && (t[n - 1] == '\n' || t[n - 1] == '\r'))
-		n--;
-	if (!token_printable(t, n)) {
-		explicit_bzero(t, n);
-		return log_error_errno(
-			-EINVAL, "Token file '%s' holds a non-printable or space character", path);
-	}
-	memcpy(C.token, t, n);
-	explicit_bzero(t, n);
 	return 0;
 }
 

@@ -387,6 +387,30 @@ static int claim_slot(const struct cgroup_ctx *ctx, int agent_fd, char *cmd, siz
 	return -EBUSY;
 }
 
+/* A cgroup of its own whose name is already there: left by an earlier pistisd with the same
+ * pid (the name carries it), which died between its command's end and the rmdir, or a
+ * keep_children command's, whose processes have ended since (cgroup_reap_orphans leaves
+ * empty cgroups alone). Removed only when nobody holds its lock and it is empty, so that
+ * the caller makes it afresh; else -EEXIST, and the caller takes another name: a cgroup a
+ * live pistisd holds, or one with processes in it, is never joined (nor killed here; that
+ * is the reaper's, at serve start-up). Locking an empty cgroup could meet its maker between
+ * mkdir and flock (see reap_one), but only a process with our pid can make this name, and
+ * in our pid namespace that is us; one in another namespace sharing this tree would fail
+ * its own flock or open and report it, never join ours. */
+static int remove_leftover(int agent_fd, const char *name)
+{
+	_cleanup_close_ int fd =
+		openat(agent_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -EEXIST; /* gone since: make it */
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0 || cgroup_populated(fd) != 0)
+		return -EEXIST;
+	if (unlinkat(agent_fd, name, AT_REMOVEDIR) < 0)
+		return errno == ENOENT ? 0 : -EEXIST;
+	return 0;
+}
+
 int cgroup_cmd_create(struct cgroup_ctx *ctx, const char *agent, char *cmd, size_t cmd_size,
 		      int reuse_fd, const struct cgroup_limits *lim, int *ret_dir_fd,
 		      int *ret_procs_fd)
@@ -422,8 +446,15 @@ int cgroup_cmd_create(struct cgroup_ctx *ctx, const char *agent, char *cmd, size
 	if (dir_fd < 0) {
 		if (dir_fd != -EBUSY)
 			return dir_fd;
-		if (mkdirat(agent_fd, cmd, CMD_MODE) < 0)
-			return -errno;
+		if (mkdirat(agent_fd, cmd, CMD_MODE) < 0) {
+			if (errno != EEXIST)
+				return -errno;
+			r = remove_leftover(agent_fd, cmd);
+			if (r < 0)
+				return r;
+			if (mkdirat(agent_fd, cmd, CMD_MODE) < 0)
+				return -errno; /* EEXIST: another name, please */
+		}
 		dir_fd = openat(agent_fd, cmd, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 		/* Held like a slot, so that cgroup_reap_orphans knows it has an owner. Nobody
 		 * else can hold it yet: agents cannot open it (CMD_MODE), and the reaper locks

@@ -53,7 +53,10 @@ bool cgroup_cmd_is_slot(const char *cmd);
  * limits a controller exists for; *ret_dir_fd is the command cgroup's directory (holding
  * the slot's lock), *ret_procs_fd its cgroup.procs opened for writing (ret_procs_fd NULL:
  * not opened, for a caller that clones into the cgroup and opens it only when that fails).
- * Returns a bitmask of CGROUP_HAS_* limits actually applied, or -errno. */
+ * Returns a bitmask of CGROUP_HAS_* limits actually applied, or -errno. A leftover cmd of
+ * that name (an earlier pistisd's with the same pid) is removed and made afresh when it is
+ * empty and nobody holds it; else -EEXIST (held, or populated): the caller takes another
+ * name, as such a cgroup is never joined. */
 int cgroup_cmd_create(struct cgroup_ctx *ctx, const char *agent, char *cmd, size_t cmd_size,
 		      int reuse_fd, const struct cgroup_limits *lim, int *ret_dir_fd,
 		      int *ret_procs_fd);

@@ -65,6 +65,43 @@
 		DENY_ARG32(n, 0, 13), DENY_ARG32(n, 0, 14), DENY_ARG32(n, 0, 15),                  \
 		DENY_GT(n, 0, 16)
 
+/* personality(2): only the personas Docker's default profile allows: PER_LINUX (0x0),
+ * PER_LINUX32 (0x8), UNAME26 (0x20000), both (0x20008) and the query 0xffffffff; anything
+ * else is EPERM (READ_IMPLIES_EXEC makes every mapping executable, ADDR_NO_RANDOMIZE turns
+ * ASLR off for what the agent execs next, MMAP_PAGE_ZERO maps page 0). A filter with an
+ * ALLOW default cannot hold ALLOW rules (libseccomp refuses them) and compares an argument
+ * once per rule, so the complement is written as a union of single compares:
+ *  - any bit of the upper half set (full 64-bit compare, as Docker's SCMP_CMP_EQ: the
+ *    kernel would read only the low half, so this is stricter, never looser);
+ *  - on the low 32 bits x, read as a ring of bits: bit i set and bit i+1 (mod 32) clear,
+ *    i.e. a run of ones ends at i. For i = 3 and i = 17 the run must also be longer than
+ *    that bit alone (bit i-1 set).
+ * x passes iff no run of ones ends (x is 0 or 0xffffffff) or every run is bit 3 or bit 17
+ * alone: exactly 0, 8, 0x20000, 0x20008, 0xffffffff. Any other x has a bit outside {3, 17}
+ * in some run of ones that ends somewhere (x != 0xffffffff); if it ends at 3 or 17 the run
+ * holds another bit, so bit i-1 is set. test-spawn personality_only_dockers_values tries
+ * the compiled filter on every one-, two- and three-bit value and 10^6 random ones. */
+#define PERSONA_RUN_END(i)                                                                         \
+	{                                                                                          \
+		"personality", SECCOMP_PROFILE_EPERM, 0,                                           \
+			(1ULL << (i)) | (1ULL << (((i) + 1) % 32)), 1ULL << (i), 0, 0              \
+	}
+#define PERSONA_LONG_RUN_END(i)                                                                    \
+	{                                                                                          \
+		"personality", SECCOMP_PROFILE_EPERM, 0, 7ULL << ((i)-1), 3ULL << ((i)-1), 0, 0    \
+	}
+#define DENY_PERSONAS                                                                              \
+	DENY_GT("personality", 0, 0xffffffffULL), PERSONA_RUN_END(0), PERSONA_RUN_END(1),          \
+		PERSONA_RUN_END(2), PERSONA_LONG_RUN_END(3), PERSONA_RUN_END(4),                   \
+		PERSONA_RUN_END(5), PERSONA_RUN_END(6), PERSONA_RUN_END(7), PERSONA_RUN_END(8),    \
+		PERSONA_RUN_END(9), PERSONA_RUN_END(10), PERSONA_RUN_END(11), PERSONA_RUN_END(12), \
+		PERSONA_RUN_END(13), PERSONA_RUN_END(14), PERSONA_RUN_END(15),                     \
+		PERSONA_RUN_END(16), PERSONA_LONG_RUN_END(17), PERSONA_RUN_END(18),                \
+		PERSONA_RUN_END(19), PERSONA_RUN_END(20), PERSONA_RUN_END(21),                     \
+		PERSONA_RUN_END(22), PERSONA_RUN_END(23), PERSONA_RUN_END(24),                     \
+		PERSONA_RUN_END(25), PERSONA_RUN_END(26), PERSONA_RUN_END(27),                     \
+		PERSONA_RUN_END(28), PERSONA_RUN_END(29), PERSONA_RUN_END(30), PERSONA_RUN_END(31)
+
 const struct seccomp_profile_rule seccomp_profile_rules[] = {
 	/* io_uring bypasses seccomp for the operations it performs; clone3's flags live in
 	 * memory a filter cannot read. ENOSYS makes libcs fall back (to clone, checked below). */
@@ -140,6 +177,7 @@ const struct seccomp_profile_rule seccomp_profile_rules[] = {
 	DENY_ARG32("ioctl", 1, TIOCLINUX),
 	DENY_FAMILIES("socket"),
 	DENY_FAMILIES("socketpair"),
+	DENY_PERSONAS,
 };
 const size_t seccomp_profile_n_rules = ELEMENTSOF(seccomp_profile_rules);
 

@@ -28,6 +28,7 @@
 #include "lib/escape.h"
 #include "lib/fd-util.h"
 #include "lib/log.h"
+#include "lib/token-file.h"
 #include "lib/macro.h"
 #include "lib/proto.h"
 #include "lib/sha256.h"
@@ -765,47 +766,37 @@ static const struct lws_protocols protocols[] = {
 
 /* --- setup ---------------------------------------------------------------------------- */
 
-/* The token file must be root's alone: checked on the opened fd, so a rename race cannot
- * swap in another file between the check and the read. */
+/* The token file must be root's alone, a regular file, not a symlink (lib/token-file.c,
+ * checked on the opened fd, so a rename race cannot swap in another file). */
 static int read_token(const char *path)
 {
-	_cleanup_close_ int fd = -1;
-	_cleanup_free_ char *buf = NULL;
-	struct stat st;
+	const struct token_file_rule rule = {.also_owner = (uid_t)-1, .forbidden = 077};
+	struct token_file_info info;
 	size_t len = 0;
-	int r;
+	int r = token_file_read(path, &rule, S.token, sizeof(S.token), &len, &info);
 
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
-	if (fd < 0)
-		return log_error_errno(-errno, "Failed to open token file '%s': %m", path);
-	if (fstat(fd, &st) < 0)
-		return log_error_errno(-errno, "Failed to stat token file '%s': %m", path);
-	if (!S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 077))
-		return log_error_errno(-EPERM,
-				       "Token file '%s' must be a regular file owned by root with "
-				       "mode 0600 or stricter (found uid %u, mode %04o)",
-				       path, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
-	r = fd_read_all(fd, TOKEN_MAX, &buf, &len);
+	if (r == -ELOOP)
+		return log_error_errno(
+			r, "Token file '%s' is a symbolic link: name the file itself", path);
+	if (r == -EPERM)
+		return log_error_errno(
+			r,
+			"Token file '%s' %s: it must be a regular file owned by root "
+			"with mode 0600 or stricter (found uid %d, mode %04o)",
+			path, info.why, (int)info.uid, (unsigned)info.mode);
+	if (r < 0 && info.why)
+		return log_error_errno(r,
+				       "Token file '%s' %s: it must hold one line of 16 to %d "
+				       "printable characters without spaces",
+				       path, info.why, TOKEN_MAX);
 	if (r < 0)
 		return log_error_errno(r, "Failed to read token file '%s': %m", path);
-	while (len && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
-		len--;
-	for (size_t i = 0; i < len; i++)
-		if (buf[i] <= ' ' || buf[i] > '~') {
-			explicit_bzero(buf, len);
-			return log_error_errno(-EINVAL,
-					       "Token file '%s' holds a non-printable or "
-					       "space character",
-					       path);
-		}
 	if (len < 16) {
-		explicit_bzero(buf, len);
+		explicit_bzero(S.token, sizeof(S.token));
 		return log_error_errno(-EINVAL, "Token in '%s' is shorter than 16 characters",
 				       path);
 	}
-	memcpy(S.token, buf, len);
 	S.token_len = len;
-	explicit_bzero(buf, len);
 	return 0;
 }
 

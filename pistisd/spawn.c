@@ -487,14 +487,20 @@ static int start(struct spawn_ctx *ctx, const struct spawn_opts *o, struct spawn
 			memcpy(p->cgroup_cmd, ctx->pool[i].cmd, sizeof(p->cgroup_cmd));
 			reuse_fd = ctx->pool[i].fd;
 			ctx->pool[i] = ctx->pool[--ctx->n_pool];
-		} else {
-			snprintf(p->cgroup_cmd, sizeof(p->cgroup_cmd), "cmd-%d-%lu", (int)ctx->self,
-				 ++ctx->counter);
 		}
-		/* reuse_fd is taken over, on failure too. */
-		r = cgroup_cmd_create(&ctx->cg, p->cgroup_agent, p->cgroup_cmd,
-				      sizeof(p->cgroup_cmd), reuse_fd, &o->cgroup, &p->cgroup_fd,
-				      NULL);
+		/* reuse_fd is taken over, on failure too. -EEXIST: a cmd-<pid>-<n> of an
+		 * earlier pistisd with our pid is still held or populated (cgroup_cmd_create
+		 * removes an empty, unheld one): never joined, the next number is tried. */
+		for (unsigned tries = 0;; tries++) {
+			if (reuse_fd < 0)
+				snprintf(p->cgroup_cmd, sizeof(p->cgroup_cmd), "cmd-%d-%lu",
+					 (int)ctx->self, ++ctx->counter);
+			r = cgroup_cmd_create(&ctx->cg, p->cgroup_agent, p->cgroup_cmd,
+					      sizeof(p->cgroup_cmd), reuse_fd, &o->cgroup,
+					      &p->cgroup_fd, NULL);
+			if (r != -EEXIST || reuse_fd >= 0 || tries == 15)
+				break;
+		}
 		if (r < 0) {
 			step = SPAWN_STEP_CGROUP;
 			goto fail;

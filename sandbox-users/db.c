@@ -525,12 +525,14 @@ int users_db_remove(struct users_db *db, const char *agent_id, bool forget)
 		i = pwfile_find_name(f, name);
 		if (i >= 0)
 			pwfile_delete(f, (size_t)i);
-		/* Out of every group's member list, so a later holder of a similar name
-		 * never inherits a membership. */
+		/* Out of every group's member list and every gshadow administrator list
+		 * (gpasswd -A, an image's /etc), so a later holder of the name never inherits
+		 * a membership or the right to add members. */
 		if (k == PWFILE_GROUP || k == PWFILE_GSHADOW)
 			for (size_t j = 0; j < f->n_lines; j++)
 				if (f->lines[j].entry && !f->lines[j].deleted &&
-				    pwfile_member_remove(f, j, name) < 0)
+				    (pwfile_member_remove(f, j, name) < 0 ||
+				     (k == PWFILE_GSHADOW && pwfile_admin_remove(f, j, name) < 0)))
 					return fail(db, -ENOMEM, "out of memory");
 	}
 	if (forget)

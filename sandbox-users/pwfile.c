@@ -558,39 +558,57 @@ int pwfile_member_add(struct pwfile *f, size_t idx, const char *name)
 	return replace_line(f, idx, text);
 }
 
-int pwfile_member_remove(struct pwfile *f, size_t idx, const char *name)
+/* Drop every entry equal to name from the comma-separated list in field `field` of entry
+ * idx; every other byte of the line (other entries, empty ones, the fields after it, a
+ * CR) stays as it was. */
+static int list_remove(struct pwfile *f, size_t idx, unsigned field, const char *name)
 {
-	const char *line, *members;
-	size_t line_len, mlen, nlen = strlen(name), o;
+	const char *line, *list;
+	size_t line_len, llen, nlen = strlen(name), o, tail;
 	char *text;
 	bool first = true;
 
-	if (f->kind != PWFILE_GROUP && f->kind != PWFILE_GSHADOW)
+	if (pwfile_field(f, idx, field, &list, &llen) < 0)
 		return -EINVAL;
-	if (pwfile_field(f, idx, kinds[f->kind].fields - 1, &members, &mlen) < 0)
-		return -EINVAL;
-	if (!members_contain(members, mlen, name))
+	if (!members_contain(list, llen, name))
 		return 0;
 	line_text(f, &f->lines[idx], &line, &line_len);
 	text = uarena_alloc(line_len + 1);
 	if (!text)
 		return -ENOMEM;
-	o = (size_t)(members - line);
+	o = (size_t)(list - line);
+	tail = o + llen;
 	memcpy(text, line, o);
-	for (size_t s = 0; s <= mlen;) {
-		const char *c = memchr(members + s, ',', mlen - s);
-		size_t e = c ? (size_t)(c - members) : mlen;
-		if (!(e - s == nlen && memcmp(members + s, name, nlen) == 0)) {
+	for (size_t s = 0; s <= llen;) {
+		const char *c = memchr(list + s, ',', llen - s);
+		size_t e = c ? (size_t)(c - list) : llen;
+		if (!(e - s == nlen && memcmp(list + s, name, nlen) == 0)) {
 			if (!first)
 				text[o++] = ',';
-			memcpy(text + o, members + s, e - s);
+			memcpy(text + o, list + s, e - s);
 			o += e - s;
 			first = false;
 		}
 		s = e + 1;
 	}
+	memcpy(text + o, line + tail, line_len - tail);
+	o += line_len - tail;
 	text[o] = '\0';
 	return replace_line(f, idx, text);
+}
+
+int pwfile_member_remove(struct pwfile *f, size_t idx, const char *name)
+{
+	if (f->kind != PWFILE_GROUP && f->kind != PWFILE_GSHADOW)
+		return -EINVAL;
+	return list_remove(f, idx, kinds[f->kind].fields - 1, name);
+}
+
+int pwfile_admin_remove(struct pwfile *f, size_t idx, const char *name)
+{
+	if (f->kind != PWFILE_GSHADOW)
+		return -EINVAL;
+	return list_remove(f, idx, 2, name);
 }
 
 int pwfile_scan(enum pwfile_kind kind, const char *data, size_t len, const char *name,

@@ -85,6 +85,9 @@ void pwfile_delete(struct pwfile *f, size_t idx);
  * already (not) there. Returns 1 when the line changed, 0 when not, -errno. */
 int pwfile_member_add(struct pwfile *f, size_t idx, const char *name);
 int pwfile_member_remove(struct pwfile *f, size_t idx, const char *name);
+/* gshadow: remove name from the administrators (third) field of entry idx, keeping the
+ * rest of the line byte for byte. Returns 1 when the line changed, 0 when not, -errno. */
+int pwfile_admin_remove(struct pwfile *f, size_t idx, const char *name);
 /* True when name is listed in the members field of entry idx. */
 bool pwfile_member_has(const struct pwfile *f, size_t idx, const char *name);
 

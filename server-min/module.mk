@@ -19,7 +19,7 @@ fuzz-relay_SRCS := tests/fuzz/fuzz-relay.c server-min/config.c
 fuzz-relay_LIBS := lib
 INTEGRATION_TESTS += tests/integration/relay-hostile.sh
 # One agent stalling its spawn children does not stall serve for the others.
-INTEGRATION_TESTS += tests/integration/serve-stall.sh
+INTEGRATION_TESTS += tests/integration/serve-stall.sh tests/integration/serve-restart.sh
 # bench/relay.sh's floor: the relay's three hops as plain copy loops (no WebSocket, no loop).
 MUSL_TEST_BINS += bench-fwd
 bench-fwd_SRCS := bench/bench-fwd.c

@@ -170,6 +170,14 @@ static void syscalls(void)
 	S("socket.AF_INET_hi", SYS_socket, 0x100000002UL, -1, 0);
 	S("socketpair.AF_PACKET", SYS_socketpair, AF_PACKET, -1, 0, NULL);
 	S("dup.badfd", SYS_dup, -1);
+	/* Only Docker's personas: the query and PER_LINUX32 pass (set back to PER_LINUX). */
+	S("personality.query", SYS_personality, 0xffffffffUL);
+	S("personality.ADDR_NO_RANDOMIZE", SYS_personality, 0x0040000UL);
+	S("personality.READ_IMPLIES_EXEC", SYS_personality, 0x0400000UL);
+	S("personality.MMAP_PAGE_ZERO", SYS_personality, 0x0100000UL);
+	S("personality.LINUX_hi", SYS_personality, 0x100000000UL);
+	S("personality.LINUX32", SYS_personality, 0x8UL);
+	(void)syscall(SYS_personality, 0UL);
 }
 
 static void status_lines(void)

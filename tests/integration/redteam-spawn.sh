@@ -144,6 +144,12 @@ out=$(run --agent rt/a -- $PROBE syscalls 2>&1)
 for c in open_tree_attr statmount listmount process_madvise process_mrelease fanotify_init uselib modify_ldt; do
 	is "$c filtered for the agent" "$(echo "$out" | field "sc.$c")" EPERM
 done
+# personality: only Docker's personas (the kernel lets any user set the others).
+for p in ADDR_NO_RANDOMIZE READ_IMPLIES_EXEC MMAP_PAGE_ZERO LINUX_hi; do
+	is "personality($p) filtered for the agent" "$(echo "$out" | field "sc.personality.$p")" EPERM
+done
+is "personality(0xffffffff) (the query) allowed" "$(echo "$out" | field sc.personality.query)" ok
+is "personality(PER_LINUX32) allowed" "$(echo "$out" | field sc.personality.LINUX32)" ok
 if [ -e /dev/userfaultfd ]; then
 	touch "$R/dev/userfaultfd" && mount --bind /dev/userfaultfd "$R/dev/userfaultfd"
 	out=$(run --agent rt/a -- $RT seccomp 2>&1)

@@ -66,6 +66,16 @@ is "config: neither message quotes the token" "$(printf '%s\n%s\n' "$out" "$out2
 cp "$R/etc/pistis/token" "$R/etc/pistis/loose"; chmod 644 "$R/etc/pistis/loose"
 exits 111 "serve refuses a group/other-readable token file" \
 	in_root "$R" pistisd serve --relay ws://127.0.0.1:$SP --token-file /etc/pistis/loose
+# one reader for both token files (lib/token-file.c): a FIFO is refused at once (serve's
+# open waited for a writer), a symlink (even to the good file) is refused
+mkfifo -m 600 "$R/etc/pistis/fifo"
+exits 111 "serve refuses a FIFO token file at once (never waits on it)" \
+	timeout 5 env -i PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin chroot "$R" pistisd serve --relay ws://127.0.0.1:$SP --token-file /etc/pistis/fifo
+ln -s token "$R/etc/pistis/link"
+like "serve refuses a symlinked token file, saying so" \
+	"$(in_root "$R" pistisd serve --relay ws://127.0.0.1:$SP --token-file /etc/pistis/link 2>&1)" \
+	"Token file '/etc/pistis/link' is a symbolic link"
+rm -f "$R/etc/pistis/fifo" "$R/etc/pistis/link"
 
 if [ -n "$ALLOW" ]; then
 	out=$(in_root "$R" pistisd serve --relay ws://127.0.0.1:$SP --token-file /etc/pistis/token 2>&1)
@@ -119,6 +129,13 @@ like "pistis --token-file: ... saying what to do" "$out" "Token file .*ct-loose.
 cp "$W/ct" "$W/ct-other"; chown 12345 "$W/ct-other"
 exits 111 "pistis --token-file: a file another user owns is refused" env PISTIS_TOKEN= "$BIN/pistis" --token-file "$W/ct-other" ls
 mkfifo -m 600 "$W/ct-fifo"
+ln -s ct "$W/ct-link"
+out=$(PISTIS_TOKEN= P --token-file "$W/ct-link" ls 2>&1); rc=$?
+is "pistis --token-file: a symlink (even to a good file) is refused" "$rc" 111
+like "pistis --token-file: ... saying so" "$out" "Token file .*ct-link.* is a symbolic link"
+printf 'client\0token\n' >"$W/ct-nul"; chmod 600 "$W/ct-nul"
+like "pistis --token-file: a NUL in the file is refused, saying so" \
+	"$(PISTIS_TOKEN= P --token-file "$W/ct-nul" ls 2>&1)" "ct-nul.* holds a NUL byte"
 exits 111 "pistis --token-file: a FIFO is refused at once (never waited on)" timeout 5 env PISTIS_TOKEN= "$BIN/pistis" --token-file "$W/ct-fifo" ls
 printf '%s\r\nX-Injected: 1\n' "$PISTIS_TEST_CT" >"$W/ct-crlf"; chmod 600 "$W/ct-crlf"
 out=$(PISTIS_TOKEN= P --token-file "$W/ct-crlf" ls 2>&1); rc=$?

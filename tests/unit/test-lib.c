@@ -2,6 +2,8 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "lib/escape.h"
@@ -9,6 +11,7 @@
 #include "lib/log.h"
 #include "lib/macro.h"
 #include "lib/tap.h"
+#include "lib/token-file.h"
 
 TEST(escape_c_control_bytes)
 {
@@ -182,6 +185,114 @@ TEST_F(tmpfile, fixture_sets_up)
 {
 	ASSERT_GE(self->fd, 0);
 	ASSERT_EQ(write(self->fd, "x", 1), 1);
+}
+
+/* The token-file reader of pistis and pistisd serve: what is refused, and why. */
+static void put(const char *dir, const char *name, const char *data, size_t len, mode_t mode)
+{
+	char p[512];
+	int fd;
+
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0 || loop_write(fd, data, len) < 0 || fchmod(fd, mode) < 0)
+		abort();
+	close(fd);
+}
+
+static int tf_read(const char *dir, const char *name, uid_t also, mode_t forbidden, char *buf,
+		   size_t size, size_t *len, struct token_file_info *info)
+{
+	const struct token_file_rule rule = {.also_owner = also, .forbidden = forbidden};
+	char p[512];
+
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	memset(buf, 'Z', size);
+	return token_file_read(p, &rule, buf, size, len, info);
+}
+
+static bool all_zero(const char *buf, size_t size)
+{
+	for (size_t i = 0; i < size; i++)
+		if (buf[i])
+			return false;
+	return true;
+}
+
+TEST(token_file_reader)
+{
+	char tmpl[] = "/tmp/test-token.XXXXXX", *d = mkdtemp(tmpl), buf[32], p[512];
+	struct token_file_info info;
+	size_t len = 0;
+	uid_t me = geteuid();
+
+	ASSERT_NE(d, NULL);
+	/* One line, CR/LF trimmed; the rest of buf wiped. */
+	put(d, "ok", "0123456789abcdefghijklmnopqrst\r\n", 32, 0600);
+	EXPECT_EQ(tf_read(d, "ok", me, 077, buf, sizeof(buf), &len, &info), -EFBIG);
+	EXPECT_STREQ(info.why, "is too long");
+	EXPECT_TRUE(all_zero(buf, sizeof(buf)));
+	put(d, "ok", "0123456789abcdefghijklmnopqrs\r\n", 31, 0600);
+	ASSERT_EQ(tf_read(d, "ok", me, 077, buf, sizeof(buf), &len, &info), 0);
+	EXPECT_EQ(len, 29u);
+	EXPECT_STREQ(buf, "0123456789abcdefghijklmnopqrs");
+	EXPECT_TRUE(all_zero(buf + len, sizeof(buf) - len));
+
+	/* A symlink to that good file. */
+	snprintf(p, sizeof(p), "%s/link", d);
+	ASSERT_EQ(symlink("ok", p), 0);
+	EXPECT_EQ(tf_read(d, "link", me, 077, buf, sizeof(buf), &len, &info), -ELOOP);
+	EXPECT_STREQ(info.why, "is a symbolic link");
+	EXPECT_TRUE(all_zero(buf, sizeof(buf)));
+
+	/* A FIFO with no writer: refused at once, never waited on (the test's timeout). */
+	snprintf(p, sizeof(p), "%s/fifo", d);
+	ASSERT_EQ(mkfifo(p, 0600), 0);
+	EXPECT_EQ(tf_read(d, "fifo", me, 077, buf, sizeof(buf), &len, &info), -EPERM);
+	EXPECT_STREQ(info.why, "is not a regular file");
+	EXPECT_EQ(tf_read(d, ".", me, 077, buf, sizeof(buf), &len, &info), -EPERM);
+
+	/* Contents: a NUL, a control byte, a space, nothing at all. */
+	put(d, "nul", "abc\0def\n", 8, 0600);
+	EXPECT_EQ(tf_read(d, "nul", me, 077, buf, sizeof(buf), &len, &info), -EINVAL);
+	EXPECT_STREQ(info.why, "holds a NUL byte");
+	EXPECT_TRUE(all_zero(buf, sizeof(buf)));
+	put(d, "ctl", "abc\tdef", 7, 0600);
+	EXPECT_EQ(tf_read(d, "ctl", me, 077, buf, sizeof(buf), &len, &info), -EINVAL);
+	EXPECT_STREQ(info.why, "holds a control or non-ASCII byte");
+	put(d, "lf", "abc\ndef\n", 8, 0600);
+	EXPECT_EQ(tf_read(d, "lf", me, 077, buf, sizeof(buf), &len, &info), -EINVAL);
+	put(d, "high", "abc\xc3\xa9", 5, 0600);
+	EXPECT_EQ(tf_read(d, "high", me, 077, buf, sizeof(buf), &len, &info), -EINVAL);
+	put(d, "sp", "abc def", 7, 0600);
+	EXPECT_EQ(tf_read(d, "sp", me, 077, buf, sizeof(buf), &len, &info), -EINVAL);
+	EXPECT_STREQ(info.why, "holds a space");
+	put(d, "empty", "\r\n", 2, 0600);
+	EXPECT_EQ(tf_read(d, "empty", me, 077, buf, sizeof(buf), &len, &info), -EINVAL);
+	EXPECT_STREQ(info.why, "is empty");
+
+	/* Mode: group-readable refused where the caller forbids it, read where it does not. */
+	put(d, "grp", "token\n", 6, 0640);
+	EXPECT_EQ(tf_read(d, "grp", me, 077, buf, sizeof(buf), &len, &info), -EPERM);
+	EXPECT_STREQ(info.why, "can be accessed by group or others");
+	EXPECT_EQ(info.mode, 0640u);
+	EXPECT_EQ(tf_read(d, "grp", me, 0, buf, sizeof(buf), &len, &info), 0);
+	EXPECT_STREQ(buf, "token");
+
+	/* Owner: root's always; another uid's only where the caller names it. */
+	if (me == 0) {
+		snprintf(p, sizeof(p), "%s/ok", d);
+		EXPECT_EQ(tf_read(d, "ok", (uid_t)-1, 077, buf, sizeof(buf), &len, &info), 0);
+		ASSERT_EQ(chown(p, 12345, 0), 0);
+		EXPECT_EQ(tf_read(d, "ok", (uid_t)-1, 077, buf, sizeof(buf), &len, &info), -EPERM);
+		EXPECT_STREQ(info.why, "is not owned by root");
+		EXPECT_EQ(info.uid, 12345u);
+		EXPECT_EQ(tf_read(d, "ok", 4242, 077, buf, sizeof(buf), &len, &info), -EPERM);
+		EXPECT_STREQ(info.why, "is owned by someone else");
+		EXPECT_EQ(tf_read(d, "ok", 12345, 077, buf, sizeof(buf), &len, &info), 0);
+	}
+	snprintf(p, sizeof(p), "rm -rf '%s'", d);
+	EXPECT_EQ(system(p), 0);
 }
 
 TEST_HARNESS_MAIN

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -375,12 +376,17 @@ TEST(seccomp_table_as_root)
 					    "socket.AF_BLUETOOTH",
 					    "socket.AF_UNSPEC",
 					    "socket.AF_INET_hi",
-					    "socketpair.AF_PACKET"};
+					    "socketpair.AF_PACKET",
+					    "personality.ADDR_NO_RANDOMIZE",
+					    "personality.READ_IMPLIES_EXEC",
+					    "personality.MMAP_PAGE_ZERO",
+					    "personality.LINUX_hi"};
 	static const char *const enosys[] = {"io_uring_setup", "io_uring_enter",
 					     "io_uring_register", "clone3"};
 	static const char *const allowed[] = {
-		"clone.plain",	   "ioctl.TCGETS",	"socket.AF_UNIX", "socket.AF_INET",
-		"socket.AF_INET6", "socket.AF_NETLINK", "dup.badfd"};
+		"clone.plain",	  "ioctl.TCGETS",      "socket.AF_UNIX",
+		"socket.AF_INET", "socket.AF_INET6",   "socket.AF_NETLINK",
+		"dup.badfd",	  "personality.query", "personality.LINUX32"};
 
 	need_root_and_probe(_metadata);
 	seccomp_profile_load(&bpf);
@@ -426,6 +432,86 @@ TEST(seccomp_table_as_root)
 		EXPECT_STRNE(V(k), "(missing)");
 	}
 	seccomp_profile_free(&bpf);
+}
+
+/* personality(2) under the embedded filter: Docker's five values pass, every other persona
+ * is EPERM. In a child (an allowed value changes its persona); the kernel lets anyone set
+ * most of these bits, so an EPERM can only come from the filter. Every value with one, two
+ * or three bits set, the allowed ones with each bit flipped, junk in the upper half, and a
+ * million random values: the profile's union of masked compares is checked against the
+ * plain definition. */
+static bool persona_allowed(unsigned long long v)
+{
+	return v == 0 || v == 0x8 || v == 0x20000 || v == 0x20008 || v == 0xffffffffULL;
+}
+
+static int persona_try(unsigned long long v, unsigned long long *ret_bad)
+{
+	long r = syscall(SYS_personality, (unsigned long)v);
+	bool denied = r < 0 && errno == EPERM;
+
+	if (r < 0 && !denied)
+		return (*ret_bad = v), -1;
+	if (denied == persona_allowed(v))
+		return (*ret_bad = v), -1;
+	if (!denied && v != 0xffffffffULL)
+		(void)syscall(SYS_personality, 0UL); /* back to PER_LINUX */
+	return 0;
+}
+
+TEST_TIMEOUT(personality_only_dockers_values, 120)
+{
+	struct seccomp_profile_bpf bpf = {0};
+	int pfd[2], st;
+	unsigned long long bad = 0;
+	pid_t pid;
+
+	if (sizeof(long) < 8)
+		SKIP("the upper-half cases need a 64-bit long");
+	seccomp_profile_load(&bpf);
+	ASSERT_EQ(pipe2(pfd, O_CLOEXEC), 0);
+	pid = fork();
+	ASSERT_GE(pid, 0);
+	if (pid == 0) {
+		struct sock_fprog prog = {.len = bpf.len,
+					  .filter = (struct sock_filter *)bpf.insns};
+		static const unsigned long long ok[] = {0, 0x8, 0x20000, 0x20008, 0xffffffffULL};
+		unsigned long long x = 0x9e3779b97f4a7c15ULL;
+		int r = 0;
+
+		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
+		    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0)
+			_exit(3);
+		for (int a = 0; a < 32 && r == 0; a++)
+			for (int b = a; b < 32 && r == 0; b++)
+				for (int c = b; c < 32 && r == 0; c++)
+					r = persona_try((1ULL << a) | (1ULL << b) | (1ULL << c),
+							&bad);
+		for (size_t i = 0; i < ELEMENTSOF(ok) && r == 0; i++) {
+			r = persona_try(ok[i], &bad);
+			for (int b = 0; b < 64 && r == 0; b++)
+				r = persona_try(ok[i] ^ (1ULL << b), &bad);
+			if (r == 0)
+				r = persona_try(ok[i] | 0xffffffff00000000ULL, &bad);
+		}
+		for (int i = 0; i < 1000000 && r == 0; i++) {
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+			r = persona_try(i & 1 ? x & 0xffffffffULL : x, &bad);
+		}
+		if (r == 0)
+			r = persona_try(0xffffffffULL, &bad);
+		if (write(pfd[1], &bad, sizeof(bad)) != sizeof(bad))
+			_exit(4);
+		_exit(r == 0 ? 0 : 1);
+	}
+	close(pfd[1]);
+	EXPECT_EQ(read(pfd[0], &bad, sizeof(bad)), (ssize_t)sizeof(bad));
+	close(pfd[0]);
+	ASSERT_EQ(waitpid(pid, &st, 0), pid);
+	if (st != 0)
+		tap_report(__FILE__, __LINE__, "personality(0x%llx): %s", bad,
+			   persona_allowed(bad) ? "refused, Docker allows it" : "allowed");
+	EXPECT_EQ(st, 0);
 }
 
 static void expect_killed(struct tap_metadata *_metadata, const char *mode)
@@ -1590,6 +1676,131 @@ TEST_TIMEOUT(cgroup_orphans_of_a_dead_pistisd_are_killed_held_ones_survive, 60)
 	(void)unlinkat(cg.base_fd, "orphan-agent", AT_REMOVEDIR);
 	cgroup_done(&cg);
 	snprintf(path, sizeof(path), "%s/cgroup.procs", own);
+	EXPECT_EQ(write_file(path, pid), 0);
+	snprintf(path, sizeof(path), "%s/pistis", mine);
+	EXPECT_EQ(rmdir(path), 0);
+	EXPECT_EQ(rmdir(mine), 0);
+}
+
+static ino_t ino_at(int dir_fd, const char *name)
+{
+	struct stat st;
+
+	return fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ? 0 : st.st_ino;
+}
+
+/* A pistisd that gets a dead one's pid names its cgroups cmd-<pid>-<n> from 1 again and
+ * may meet that pistisd's leftovers. With every slot busy (four sleepers), the next two
+ * commands are cmd-P-5 and cmd-P-6; cmd-P-5 is left empty and unheld: removed and made
+ * afresh. cmd-P-6 is held (its flock taken here, as a live pistisd would) and cmd-P-7 has
+ * a process of someone else's in it: neither is joined nor touched, the command goes to
+ * cmd-P-8. Before, the command failed with EEXIST at the cgroup step. */
+TEST_TIMEOUT(cgroup_leftover_of_a_dead_pistisd_with_our_pid, 60)
+{
+	struct cgroup_ctx probe = {.base_fd = -1}, cg = {.base_fd = -1};
+	struct spawn_ctx *ctx = NULL;
+	struct spawn_opts o;
+	struct spawn_proc *busy[CGROUP_SLOTS] = {NULL}, *p5 = NULL, *p6 = NULL;
+	struct spawn_error err;
+	char *sleeper[] = {"/bin/sleep", "30", NULL};
+	char own[600], mine[700], path[900], pid[16], name[3][48], want[48], procs[64] = "";
+	int agent_fd, held_fd, procs_fd;
+	ino_t ino5, ino6;
+	pid_t self = getpid(), other;
+	ssize_t n;
+
+	need_root_and_probe(_metadata);
+	if (cgroup_init(&probe) < 0)
+		SKIP("no cgroup v2 delegated here");
+	snprintf(own, sizeof(own), "%s", probe.base_path);
+	*strrchr(own, '/') = 0;
+	cgroup_done(&probe);
+	snprintf(mine, sizeof(mine), "%s/leftover-test-%d", own, (int)self);
+	snprintf(pid, sizeof(pid), "%d", (int)self);
+	snprintf(path, sizeof(path), "%s/cgroup.procs", mine);
+	if (mkdir(mine, 0755) < 0 || write_file(path, pid) < 0)
+		SKIP("cannot make a cgroup of this test's own: %s", strerror(errno));
+
+	ASSERT_EQ(spawn_ctx_new(&ctx), 0);
+	ASSERT_STREQ(spawn_ctx_tree_control(ctx), "cgroup");
+	base_opts(&o, sleeper);
+	o.cgroup_agent = "leftover-agent";
+	for (int i = 0; i < CGROUP_SLOTS; i++) {
+		ASSERT_EQ(spawn_start(ctx, &o, &busy[i], &err), 0);
+		ASSERT_TRUE(cgroup_cmd_is_slot(busy[i]->cgroup_cmd));
+	}
+
+	/* The dead namesake's leftovers. */
+	ASSERT_EQ(cgroup_init(&cg), 0);
+	agent_fd = openat(cg.base_fd, "leftover-agent", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	ASSERT_GE(agent_fd, 0);
+	for (int i = 0; i < 3; i++) {
+		snprintf(name[i], sizeof(name[i]), "cmd-%d-%d", (int)self, 5 + i);
+		ASSERT_EQ(mkdirat(agent_fd, name[i], 0711), 0);
+	}
+	ino5 = ino_at(agent_fd, name[0]);
+	ino6 = ino_at(agent_fd, name[1]);
+	held_fd = openat(agent_fd, name[1], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	ASSERT_GE(held_fd, 0);
+	ASSERT_EQ(flock(held_fd, LOCK_EX | LOCK_NB), 0);
+	other = fork();
+	ASSERT_GE(other, 0);
+	if (other == 0) {
+		pause();
+		_exit(0);
+	}
+	snprintf(path, sizeof(path), "%s/pistis/leftover-agent/%s/cgroup.procs", mine, name[2]);
+	snprintf(pid, sizeof(pid), "%d", (int)other);
+	ASSERT_EQ(write_file(path, pid), 0);
+
+	ASSERT_EQ(spawn_start(ctx, &o, &p5, &err), 0);
+	EXPECT_STREQ(p5->cgroup_cmd, name[0]);
+	EXPECT_NE(ino_at(agent_fd, name[0]), ino5); /* made afresh */
+	EXPECT_EQ(cgroup_populated(p5->cgroup_fd), 1);
+
+	ASSERT_EQ(spawn_start(ctx, &o, &p6, &err), 0);
+	snprintf(want, sizeof(want), "cmd-%d-8", (int)self);
+	EXPECT_STREQ(p6->cgroup_cmd, want);
+	EXPECT_EQ(ino_at(agent_fd, name[1]), ino6); /* the held one: untouched, empty */
+	EXPECT_EQ(cgroup_populated(held_fd), 0);
+	EXPECT_EQ(kill(other, 0), 0); /* the populated one: its process alone, alive */
+	procs_fd = open(path, O_RDONLY | O_CLOEXEC);
+	ASSERT_GE(procs_fd, 0);
+	n = read(procs_fd, procs, sizeof(procs) - 1);
+	close(procs_fd);
+	ASSERT_GT(n, 0);
+	procs[n] = 0;
+	snprintf(want, sizeof(want), "%d\n", (int)other);
+	EXPECT_STREQ(procs, want);
+
+	EXPECT_EQ(spawn_stop(p5), 0);
+	EXPECT_EQ(spawn_wait(p5, NULL), 0);
+	spawn_free(p5);
+	EXPECT_EQ(spawn_stop(p6), 0);
+	EXPECT_EQ(spawn_wait(p6, NULL), 0);
+	spawn_free(p6);
+	for (int i = 0; i < CGROUP_SLOTS; i++) {
+		EXPECT_EQ(spawn_stop(busy[i]), 0);
+		EXPECT_EQ(spawn_wait(busy[i], NULL), 0);
+		spawn_free(busy[i]);
+	}
+	spawn_ctx_free(ctx);
+	kill(other, SIGKILL);
+	waitpid(other, NULL, 0);
+	close(held_fd);
+
+	/* Back where we came from, and the test's cgroups gone. */
+	for (int i = 0; i < CGROUP_SLOTS; i++) {
+		snprintf(path, sizeof(path), "cmd-s%d", i);
+		(void)unlinkat(agent_fd, path, AT_REMOVEDIR);
+	}
+	for (int i = 0; i < 3; i++)
+		(void)unlinkat(agent_fd, name[i], AT_REMOVEDIR);
+	close(agent_fd);
+	EXPECT_EQ(unlinkat(cg.base_fd, "leftover-agent", AT_REMOVEDIR), 0);
+	cgroup_done(&cg);
+	snprintf(path, sizeof(path), "%s/cgroup.procs", own);
+	snprintf(pid, sizeof(pid), "%d", (int)self);
 	EXPECT_EQ(write_file(path, pid), 0);
 	snprintf(path, sizeof(path), "%s/pistis", mine);
 	EXPECT_EQ(rmdir(path), 0);

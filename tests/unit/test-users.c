@@ -1462,6 +1462,56 @@ TEST(remove_reserves_and_forget_releases)
 	rm_root(root);
 }
 
+/* `users remove` takes the agent out of gshadow's administrator lists (field 3) as well as
+ * the member lists: an admin of a group can add members to it with gpasswd. Every other
+ * byte stays: other admins, empty entries, a CR, a name that only starts like the
+ * agent's. */
+TEST(remove_clears_gshadow_admin_lists)
+{
+	struct users_db db;
+	struct users_identity a;
+	char line[3][256], want[1024], *out;
+
+	db_load(&db, PASSWD, GROUP, SHADOW, GSHADOW);
+	ASSERT_EQ(users_db_ensure(&db, "a", (uid_t)-1, &a), 0);
+	/* What gpasswd -A (or an image's /etc) may add after the agent was made. */
+	snprintf(line[0], sizeof(line[0]), "appgrp:!:%s:app", a.name);
+	snprintf(line[1], sizeof(line[1]), "daemon:*:ops,%s,,%sx:%s,ops", a.name, a.name, a.name);
+	snprintf(line[2], sizeof(line[2]), "nogroup:!:%s,%s:", a.name, a.name);
+	for (int i = 0; i < 3; i++)
+		ASSERT_EQ(pwfile_append(&db.f[PWFILE_GSHADOW], line[i]), 0);
+	ASSERT_EQ(users_db_remove(&db, "a", false), 0);
+	out = db_text(&db, PWFILE_GSHADOW);
+	snprintf(want, sizeof(want),
+		 "root:*::\npi-sandbox:!::\npi-tools:!::\nappgrp:!::app\ndaemon:*:ops,,%sx:"
+		 "ops\nnogroup:!::\n",
+		 a.name);
+	EXPECT_STREQ(out, want);
+	free(out);
+	users_db_done(&db);
+}
+
+TEST(pwfile_admin_remove_keeps_the_rest_of_the_line)
+{
+	const char *g = "a:!:x,y:x\r\nb:*:y:\nc:!::x\n";
+	struct pwfile f;
+	size_t line, len;
+	const char *why;
+	char *out;
+
+	ASSERT_EQ(pwfile_parse(PWFILE_GSHADOW, g, strlen(g), &f, &line, &why), 0);
+	EXPECT_EQ(pwfile_admin_remove(&f, 0, "x"), 1);
+	EXPECT_EQ(pwfile_admin_remove(&f, 1, "y"), 1);
+	EXPECT_EQ(pwfile_admin_remove(&f, 2, "x"), 0); /* a member, not an admin */
+	ASSERT_EQ(pwfile_format(&f, &out, &len), 0);
+	EXPECT_STREQ(out, "a:!:y:x\r\nb:*::\nc:!::x\n");
+	free(out);
+	pwfile_done(&f);
+	ASSERT_EQ(pwfile_parse(PWFILE_GROUP, "a:x:1:x\n", 8, &f, &line, &why), 0);
+	EXPECT_EQ(pwfile_admin_remove(&f, 0, "x"), -EINVAL);
+	pwfile_done(&f);
+}
+
 /* A lock file that is a FIFO (no reader: O_WRONLY would block forever), a socket, another
  * owner's file or a group/other-writable one: refused at once, nothing blocks. */
 TEST(lock_refuses_fifo_socket_and_foreign_files)

@@ -1,0 +1,72 @@
+#include "lib/token-file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "lib/fd-util.h"
+#include "lib/macro.h"
+
+static int refuse(char *buf, size_t size, struct token_file_info *info, int r, const char *why)
+{
+	explicit_bzero(buf, size);
+	info->why = why;
+	return r;
+}
+
+int token_file_read(const char *path, const struct token_file_rule *rule, char *buf, size_t size,
+		    size_t *ret_len, struct token_file_info *ret_info)
+{
+	_cleanup_close_ int fd = -1;
+	struct stat st;
+	ssize_t n;
+	size_t len;
+
+	*ret_info = (struct token_file_info){.uid = (uid_t)-1};
+	if (size < 2)
+		return -EINVAL;
+	/* O_NONBLOCK: a FIFO in the file's place would block open(2) until a writer came;
+	 * with it the open returns and fstat refuses the FIFO. */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0)
+		return refuse(buf, size, ret_info, -errno,
+			      errno == ELOOP ? "is a symbolic link" : NULL);
+	if (fstat(fd, &st) < 0)
+		return refuse(buf, size, ret_info, -errno, NULL);
+	ret_info->uid = st.st_uid;
+	ret_info->mode = st.st_mode & 07777;
+	if (!S_ISREG(st.st_mode))
+		return refuse(buf, size, ret_info, -EPERM, "is not a regular file");
+	if (st.st_uid != 0 && (rule->also_owner == (uid_t)-1 || st.st_uid != rule->also_owner))
+		return refuse(buf, size, ret_info, -EPERM,
+			      rule->also_owner == (uid_t)-1 || rule->also_owner == 0
+				      ? "is not owned by root"
+				      : "is owned by someone else");
+	if (st.st_mode & rule->forbidden)
+		return refuse(buf, size, ret_info, -EPERM, "can be accessed by group or others");
+	/* size bytes asked: reading them all means the file is too long for the token. */
+	n = loop_read(fd, buf, size);
+	if (n < 0)
+		return refuse(buf, size, ret_info, (int)n, NULL);
+	if ((size_t)n == size)
+		return refuse(buf, size, ret_info, -EFBIG, "is too long");
+	len = (size_t)n;
+	while (len && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
+		len--;
+	if (len == 0)
+		return refuse(buf, size, ret_info, -EINVAL, "is empty");
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)buf[i];
+		if (c == 0)
+			return refuse(buf, size, ret_info, -EINVAL, "holds a NUL byte");
+		if (c == ' ')
+			return refuse(buf, size, ret_info, -EINVAL, "holds a space");
+		if (c < ' ' || c > '~')
+			return refuse(buf, size, ret_info, -EINVAL,
+				      "holds a control or non-ASCII byte");
+	}
+	explicit_bzero(buf + len, size - len); /* the trimmed CR/LF and anything past it */
+	*ret_len = len;
+	return 0;
+}

@@ -1,0 +1,30 @@
+#pragma once
+
+/* One reader for the secret token files (pistis --token-file, pistisd serve --token-file):
+ * opened O_NOFOLLOW|O_NONBLOCK|O_NOCTTY|O_CLOEXEC (a symlink is refused, a FIFO never
+ * blocks the open), checked on the opened fd (a rename cannot swap the file between check
+ * and read): a regular file, owned by root or the caller's also_owner, with none of the
+ * forbidden mode bits; at most size - 1 bytes; trailing CR/LF trimmed; the rest printable
+ * ASCII without spaces (no NUL, no control byte: a token goes into an HTTP header). */
+
+#include <stddef.h>
+#include <sys/types.h>
+
+struct token_file_rule {
+	uid_t also_owner; /* allowed owner besides root; (uid_t)-1: root only */
+	mode_t forbidden; /* mode bits that must be clear, e.g. 077 */
+};
+
+struct token_file_info {
+	uid_t uid;	 /* of the file, once opened */
+	mode_t mode;	 /* & 07777 */
+	const char *why; /* what is wrong, a phrase after the file's name ("is a symbolic
+			  * link"); NULL when the error is the errno's own (open, read) */
+};
+
+/* Read the token into buf (NUL-terminated, *ret_len bytes). Returns 0, or -errno with
+ * ret_info->why set for a broken rule: -ELOOP symlink, -EPERM not a regular file or owner
+ * or mode, -EFBIG over size - 1 bytes, -EINVAL empty or a NUL, control or space byte. buf
+ * is wiped on failure, and the bytes read never stay anywhere else. */
+int token_file_read(const char *path, const struct token_file_rule *rule, char *buf, size_t size,
+		    size_t *ret_len, struct token_file_info *ret_info);
