@@ -682,8 +682,8 @@ static void client_text(struct conn *c, const char *buf, size_t len)
 		if (r == -EDQUOT)
 			send_error(c, orig_id, PROTO_E_LIMIT,
 				   "%u of this connection's requests to sandbox \"%s\" are waiting "
-				   "for an answer, and only %zu more may (a connection holds at "
-				   "most as many as are free)",
+				   "for an answer, and %zu slots are free: a connection takes one "
+				   "only while more are free than it holds",
 				   (unsigned)sb->pend_of[c->slot], sb->cfg->name,
 				   (size_t)(MAX_PENDING - sb->n_pend));
 		else
