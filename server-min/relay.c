@@ -74,6 +74,7 @@ struct conn {
 	unsigned slot;	       /* clients: index in R.clients */
 	bool dropped;	       /* clients: being disconnected for not reading (client_drop) */
 	lws_usec_t over_since; /* clients: queue past QUEUE_SOFT, not back under half since */
+	bool holds_pauses;     /* clients: some sandbox's pausers has its bit */
 	lws_sorted_usec_list_t slow_sul;
 	struct sandbox *sb; /* sandbox connections */
 	struct queue q;
@@ -204,6 +205,7 @@ static void pause_for(struct conn *s, struct conn *c)
 	if (s->pausers[c->slot / 64] & bit)
 		return;
 	s->pausers[c->slot / 64] |= bit;
+	c->holds_pauses = true;
 	if (!s->n_pausers++)
 		lws_rx_flow_control(s->wsi, 0);
 }
@@ -216,6 +218,9 @@ static void release_pauses(struct conn *c)
 {
 	uint64_t bit = UINT64_C(1) << (c->slot % 64);
 
+	if (!c->holds_pauses) /* (every writable callback of every client comes here) */
+		return;
+	c->holds_pauses = false;
 	for (size_t i = 0; i < R.cfg.n_sandboxes; i++) {
 		struct conn *s = R.sbs[i].conn;
 		if (s && s->pausers[c->slot / 64] & bit) {
