@@ -196,6 +196,8 @@ int smin_config_load(const char *path, struct smin_config *c)
 	}
 	c->handshakes = 0;
 	c->handshakes_per_address = SMIN_HANDSHAKES_PER_ADDRESS;
+	c->client_queue_grace_s = SMIN_CLIENT_QUEUE_GRACE_S;
+	c->client_queue_max_mib = SMIN_CLIENT_QUEUE_MAX_MIB;
 	limits = cJSON_GetObjectItemCaseSensitive(root, "limits");
 	if (limits && !cJSON_IsObject(limits)) {
 		r = fail(c, line_of_key(c->text, "limits", NULL), "\"limits\" must be an object");
@@ -204,7 +206,11 @@ int smin_config_load(const char *path, struct smin_config *c)
 	if (limits &&
 	    ((r = get_count(c, limits, "handshakes", SMIN_MAX_HANDSHAKES, &c->handshakes)) < 0 ||
 	     (r = get_count(c, limits, "handshakes_per_address", SMIN_MAX_HANDSHAKES,
-			    &c->handshakes_per_address)) < 0))
+			    &c->handshakes_per_address)) < 0 ||
+	     (r = get_count(c, limits, "client_queue_grace_s", SMIN_MAX_CLIENT_QUEUE_GRACE_S,
+			    &c->client_queue_grace_s)) < 0 ||
+	     (r = get_count(c, limits, "client_queue_max_mib", SMIN_MAX_CLIENT_QUEUE_MAX_MIB,
+			    &c->client_queue_max_mib)) < 0))
 		goto out;
 	if ((r = get_str(c, root, "client_token", true, NULL, &c->client_token)) < 0)
 		goto out;

@@ -9,6 +9,12 @@
 /* Unfinished upgrades from one address: a platform's backend opens bursts of clients from
  * one host (relay.sh starts 100 `pistis exec` at once; at 32, 2 of them were refused). */
 #define SMIN_HANDSHAKES_PER_ADDRESS 256
+/* A client whose queue is past the relay's 16 MiB soft bound holds the sandboxes feeding it
+ * paused: it is disconnected once that has lasted this long, or at once past the hard bound. */
+#define SMIN_CLIENT_QUEUE_GRACE_S 5
+#define SMIN_MAX_CLIENT_QUEUE_GRACE_S 3600
+#define SMIN_CLIENT_QUEUE_MAX_MIB 64
+#define SMIN_MAX_CLIENT_QUEUE_MAX_MIB 4096
 
 struct smin_sandbox_cfg {
 	char *name;
@@ -26,6 +32,9 @@ struct smin_config {
 	/* "limits": connections that have not finished their upgrade, in total and per peer
 	 * address (0 in "handshakes": a quarter of RLIMIT_NOFILE, set by the relay) */
 	unsigned handshakes, handshakes_per_address;
+	/* "limits": how long a client's queue may stay past the soft bound (s), and its hard
+	 * bound (MiB) */
+	unsigned client_queue_grace_s, client_queue_max_mib;
 	struct smin_sandbox_cfg *sandboxes;
 	size_t n_sandboxes;
 	char error[512]; /* "pistis.json:12: what is wrong" */

@@ -18,6 +18,8 @@ FUZZERS += fuzz-relay
 fuzz-relay_SRCS := tests/fuzz/fuzz-relay.c server-min/config.c
 fuzz-relay_LIBS := lib
 INTEGRATION_TESTS += tests/integration/relay-hostile.sh
+# One client that does not read stalls a sandbox for at most a grace period.
+INTEGRATION_TESTS += tests/integration/relay-slow.sh
 # One agent stalling its spawn children does not stall serve for the others.
 INTEGRATION_TESTS += tests/integration/serve-stall.sh tests/integration/serve-restart.sh
 # bench/relay.sh's floor: the relay's three hops as plain copy loops (no WebSocket, no loop).

@@ -3,7 +3,10 @@
  * byte from a sandbox is untrusted: messages are size-capped while they are assembled,
  * parsed with lib/proto's limits, and every queue is bounded: a full client queue pauses the
  * sandbox feeding it (lws_rx_flow_control), what is meant for a full sandbox queue is
- * refused. One event loop, no threads.
+ * refused. A paused sandbox stalls every client of it, so a client may hold one paused only
+ * for a grace period (limits.client_queue_grace_s), and its queue never past a hard bound:
+ * then it is disconnected, and the commands it read keep their output in pistisd until it
+ * re-attaches. One event loop, no threads.
  *
  * Routing: a client's request id "r1" travels to pistisd as "<boot>.<client>.r1" and the
  * answer's id is mapped back; output frames are routed by (sandbox, cmd) to the client that
@@ -39,11 +42,18 @@
 #define MAX_ROUTES 65536
 /* Requests forwarded to one sandbox and not yet answered: a sandbox's answers and events
  * reach a client only for a request that client sent to that very sandbox. */
+/* A client that sends requests the sandbox does not answer (long exec.starts, a pistisd that
+ * stopped answering) must not take every slot and leave the sandbox's other clients with
+ * nothing but `limit`, nor may a few such clients together: a client connection may take
+ * another slot only while more are free than it holds (pending_add). */
 #define MAX_PENDING 4096
-/* One client connection's share of them: a client that sends requests the sandbox does not
- * answer (long exec.starts, a pistisd that stopped answering) must not take every slot and
- * leave the sandbox's other clients with nothing but `limit`. */
-#define MAX_PENDING_PER_CLIENT (MAX_PENDING / 4)
+
+/* At most `burst` lines a second from one source; the lines held back are counted, for the
+ * next line to report. */
+struct log_rate {
+	lws_usec_t window;
+	unsigned n, held;
+};
 
 struct msg {
 	struct msg *next;
@@ -60,28 +70,34 @@ struct queue {
 struct conn {
 	struct lws *wsi;
 	bool is_client;
-	unsigned serial;    /* clients */
+	unsigned serial;       /* clients */
+	unsigned slot;	       /* clients: index in R.clients */
+	bool dropped;	       /* clients: being disconnected for not reading (client_drop) */
+	lws_usec_t over_since; /* clients: queue past QUEUE_SOFT, not back under half since */
+	bool holds_pauses;     /* clients: some sandbox's pausers has its bit */
+	lws_sorted_usec_list_t slow_sul;
 	struct sandbox *sb; /* sandbox connections */
 	struct queue q;
 	uint8_t *rx;	 /* a text message being put together */
 	struct msg *rxm; /* a binary one: in a queue entry, forwarded without another copy */
 	size_t rx_len;
 	bool rx_skip;
-	unsigned paused_by; /* sandboxes: a full client asked us to pause */
-	bool self_paused;   /* its own unread answers are past QUEUE_SOFT: not read meanwhile */
+	/* sandboxes: the clients (by slot) whose queue past QUEUE_SOFT holds it paused */
+	uint64_t pausers[MAX_CLIENTS / 64];
+	unsigned n_pausers;
+	bool self_paused; /* its own unread answers are past QUEUE_SOFT: not read meanwhile */
 	unsigned bad_messages;
 	/* sandboxes: the message-rate bucket */
 	double tokens;
 	lws_usec_t refilled;
 	bool rate_paused, rate_warned;
 	lws_sorted_usec_list_t rate_sul;
-	/* sandboxes: lines logged about what it sent (sandbox_log_ok) */
-	lws_usec_t log_window;
-	unsigned log_count, log_unlogged;
+	struct log_rate log_rate; /* sandboxes: lines logged about what it sent */
 };
 
 struct pending {
 	unsigned client; /* serial */
+	uint16_t slot;	 /* the client's, for pend_of */
 	bool reader;	 /* exec.start or exec.attach: its answer may make the client a reader */
 	char id[PROTO_MAX_CLIENT_ID + 1];
 };
@@ -93,7 +109,8 @@ struct sandbox {
 	unsigned connects;
 	struct pending *pend; /* requests forwarded to it, not yet answered */
 	size_t n_pend;
-	bool full_warned; /* sandbox_full logged since its queue last went under the bound */
+	uint16_t *pend_of; /* [client slot]: how many of them are that client's */
+	bool full_warned;  /* sandbox_full logged since its queue last went under the bound */
 };
 
 struct route {
@@ -115,10 +132,8 @@ static struct {
 	struct route *routes;
 	size_t n_routes;
 	char boot[9];
-	struct {
-		lws_usec_t logged;
-		unsigned unlogged;
-	} refused[3]; /* [REFUSED_SANDBOX], [REFUSED_CLIENT], [REFUSED_HANDSHAKES] */
+	struct log_rate refused[3]; /* [REFUSED_SANDBOX], [REFUSED_CLIENT], [REFUSED_HANDSHAKES] */
+	struct log_rate dropped;    /* clients disconnected for not reading */
 	/* Connections accepted whose upgrade has not shown a token yet (handshakes), by
 	 * wsi, with their peer: bounded per peer and in total (docs/server-min.md). */
 	struct handshake {
@@ -142,11 +157,142 @@ static struct conn *client_by_serial(unsigned serial)
 	return NULL;
 }
 
+/* --- logging what peers make happen ------------------------------------------------------ */
+
+/* Whether one more line may be logged now: at most burst a second (anyone who reaches a
+ * listener, or any sandbox, can cause lines as fast as it sends, and a line for each would
+ * fill the log and the disk under it). */
+static bool log_rate_ok(struct log_rate *lr, unsigned burst)
+{
+	lws_usec_t now = lws_now_usecs();
+
+	if (now - lr->window >= LWS_US_PER_SEC) {
+		lr->window = now;
+		lr->n = 0;
+	}
+	if (lr->n < burst) {
+		lr->n++;
+		return true;
+	}
+	lr->held++;
+	return false;
+}
+
+/* The lines held back since the last call. */
+static unsigned log_rate_held(struct log_rate *lr)
+{
+	unsigned n = lr->held;
+
+	lr->held = 0;
+	return n;
+}
+
+static void client_forget(struct conn *c);
+static int peer_key(int fd, uint8_t ret_key[static 16], char *ret_name, size_t name_size);
+
+/* Reading from c again, unless something else still holds it paused. */
+static void rx_resume(struct conn *c)
+{
+	if (!c->n_pausers && !c->self_paused && !c->rate_paused)
+		lws_rx_flow_control(c->wsi, 1);
+}
+
+/* Client c, past QUEUE_SOFT, holds the sandbox connection s paused. */
+static void pause_for(struct conn *s, struct conn *c)
+{
+	uint64_t bit = UINT64_C(1) << (c->slot % 64);
+
+	if (s->pausers[c->slot / 64] & bit)
+		return;
+	s->pausers[c->slot / 64] |= bit;
+	c->holds_pauses = true;
+	if (!s->n_pausers++)
+		lws_rx_flow_control(s->wsi, 0);
+}
+
+/* Client c drained (or is gone): the sandboxes it held paused are read again, unless another
+ * client still holds them. Only its own: resuming every paused sandbox whenever any client
+ * drained let a sandbox paused for a client that does not read push more at it each time
+ * another client of it read something. */
+static void release_pauses(struct conn *c)
+{
+	uint64_t bit = UINT64_C(1) << (c->slot % 64);
+
+	if (!c->holds_pauses) /* (every writable callback of every client comes here) */
+		return;
+	c->holds_pauses = false;
+	for (size_t i = 0; i < R.cfg.n_sandboxes; i++) {
+		struct conn *s = R.sbs[i].conn;
+		if (s && s->pausers[c->slot / 64] & bit) {
+			s->pausers[c->slot / 64] &= ~bit;
+			if (!--s->n_pausers)
+				rx_resume(s);
+		}
+	}
+}
+
+static void queue_clear(struct queue *q)
+{
+	while (q->head) {
+		struct msg *m = q->head;
+		q->head = m->next;
+		free(m);
+	}
+	q->tail = NULL;
+	q->bytes = 0;
+}
+
+/* Client c no longer reads what it is sent, and the sandboxes that feed it wait for it: it
+ * is disconnected now. Everything it held here goes at once (queue, pauses, routes, request
+ * slots), so the sandboxes are read again before lws has closed the socket; the commands it
+ * read keep running in pistisd, which keeps their frames until a reader acknowledges them,
+ * so a client that redials and re-attaches (exec.attach after its last sequence) loses
+ * nothing. */
+static void client_drop(struct conn *c, const char *why)
+{
+	char peer[64] = "?";
+	unsigned held;
+
+	if (c->dropped)
+		return;
+	if (log_rate_ok(&R.dropped, 5)) {
+		char more[64] = "";
+		uint8_t key[16];
+		if (R.ctx)
+			(void)peer_key(lws_get_socket_fd(c->wsi), key, peer, sizeof(peer));
+		if ((held = log_rate_held(&R.dropped)))
+			snprintf(more, sizeof(more), " (and %u more since the last report)", held);
+		log_warning("Disconnected client %u (%s), which does not read: %s (%zu MiB "
+			    "waiting); its commands keep their output until it re-attaches%s",
+			    c->serial, peer, why, c->q.bytes >> 20, more);
+	}
+	c->dropped = true;
+	client_forget(c);
+	if (R.ctx) /* (the fuzz target has no context, nor sockets) */
+		lws_set_timeout(c->wsi, PENDING_TIMEOUT_CLOSE_SEND, LWS_TO_KILL_ASYNC);
+}
+
+static void slow_timeout(lws_sorted_usec_list_t *sul)
+{
+	struct conn *c = lws_container_of(sul, struct conn, slow_sul);
+	char why[96];
+
+	if (!c->over_since)
+		return;
+	snprintf(why, sizeof(why), "its queue stayed over %u MiB for %u s", QUEUE_SOFT >> 20,
+		 R.cfg.client_queue_grace_s);
+	client_drop(c, why);
+}
+
 /* Queue m (len, binary and the payload set) to `to`; the queue owns it. */
 static void enqueue_msg(struct conn *to, struct msg *m, struct conn *from)
 {
 	size_t len = m->len;
 
+	if (to->dropped) {
+		free(m);
+		return;
+	}
 	m->next = NULL;
 	if (to->q.tail)
 		to->q.tail->next = m;
@@ -155,14 +301,28 @@ static void enqueue_msg(struct conn *to, struct msg *m, struct conn *from)
 	to->q.tail = m;
 	to->q.bytes += len;
 	lws_callback_on_writable(to->wsi);
-	/* Backpressure: a client that falls behind pauses the sandbox feeding it. Never the
-	 * other way round: one client connection may talk to many sandboxes, and pausing it
-	 * for one that stopped reading would stall its requests to all the others; what is
-	 * meant for a sandbox past its bound is refused instead (sandbox_full). */
-	if (from && !from->is_client && to->q.bytes > QUEUE_SOFT && !from->paused_by) {
-		from->paused_by = 1;
-		lws_rx_flow_control(from->wsi, 0);
+	if (!to->is_client)
+		return;
+	if (to->q.bytes > (size_t)R.cfg.client_queue_max_mib << 20) {
+		char why[64];
+		snprintf(why, sizeof(why), "its queue passed %u MiB", R.cfg.client_queue_max_mib);
+		return client_drop(to, why);
 	}
+	if (to->q.bytes <= QUEUE_SOFT)
+		return;
+	/* Backpressure: a client that falls behind pauses the sandbox feeding it — for at most
+	 * the grace period, since that stalls the sandbox's other clients too. Never the other
+	 * way round: one client connection may talk to many sandboxes, and pausing it for one
+	 * that stopped reading would stall its requests to all the others; what is meant for
+	 * a sandbox past its bound is refused instead (sandbox_full). */
+	if (!to->over_since) {
+		to->over_since = lws_now_usecs();
+		if (R.ctx)
+			lws_sul_schedule(R.ctx, 0, &to->slow_sul, slow_timeout,
+					 (lws_usec_t)R.cfg.client_queue_grace_s * LWS_US_PER_SEC);
+	}
+	if (from && !from->is_client)
+		pause_for(from, to);
 }
 
 static void enqueue(struct conn *to, const void *data, size_t len, bool binary, struct conn *from)
@@ -195,37 +355,18 @@ static bool sandbox_full(struct sandbox *sb)
 	return true;
 }
 
-/* Reading from c again, unless something else still holds it paused. */
-static void rx_resume(struct conn *c)
-{
-	if (!c->paused_by && !c->self_paused && !c->rate_paused)
-		lws_rx_flow_control(c->wsi, 1);
-}
-
+/* Only sandboxes are paused for a full peer (enqueue_msg): a client drained under half the
+ * bound resumes those it held; a sandbox drained has nobody to resume. */
 static void resume_producers(struct conn *c)
 {
-	/* Only sandboxes are paused for a full peer (enqueue_msg): a client drained resumes
-	 * them; a sandbox drained has nobody to resume. */
 	if (!c->is_client || c->q.bytes > QUEUE_SOFT / 2)
 		return;
-	for (size_t i = 0; i < R.cfg.n_sandboxes; i++) {
-		struct conn *s = R.sbs[i].conn;
-		if (s && s->paused_by) {
-			s->paused_by = 0;
-			rx_resume(s);
-		}
+	if (c->over_since) {
+		c->over_since = 0;
+		if (R.ctx)
+			lws_sul_cancel(&c->slow_sul);
 	}
-}
-
-static void queue_clear(struct queue *q)
-{
-	while (q->head) {
-		struct msg *m = q->head;
-		q->head = m->next;
-		free(m);
-	}
-	q->tail = NULL;
-	q->bytes = 0;
+	release_pauses(c);
 }
 
 /* A peer that sends requests but never reads the answers (server-min's own replies: errors,
@@ -256,34 +397,26 @@ static void send_error(struct conn *to, const char *id, enum proto_err code, con
 }
 
 /* What a sandbox sends is logged (bad messages, hellos), but at most SANDBOX_LOG_BURST lines
- * a second per connection: it may send 5000 messages a second, and a line for each would
- * fill the log and the disk under it. The count of those not logged is reported next. */
+ * a second per connection: it may send 5000 messages a second. The count of those not
+ * logged is reported before the next line, or when it disconnects. */
 #define SANDBOX_LOG_BURST 10
 
 static void sandbox_log_report(struct conn *c)
 {
-	if (c->log_unlogged)
+	unsigned held = log_rate_held(&c->log_rate);
+
+	if (held)
 		log_warning("Sandbox '%s': %u more of its messages were not logged (over %u a "
 			    "second)",
-			    c->sb ? c->sb->cfg->name : "?", c->log_unlogged, SANDBOX_LOG_BURST);
-	c->log_unlogged = 0;
+			    c->sb ? c->sb->cfg->name : "?", held, SANDBOX_LOG_BURST);
 }
 
 static bool sandbox_log_ok(struct conn *c)
 {
-	lws_usec_t now = lws_now_usecs();
-
-	if (now - c->log_window >= LWS_US_PER_SEC) {
-		sandbox_log_report(c);
-		c->log_window = now;
-		c->log_count = 0;
-	}
-	if (c->log_count < SANDBOX_LOG_BURST) {
-		c->log_count++;
-		return true;
-	}
-	c->log_unlogged++;
-	return false;
+	if (!log_rate_ok(&c->log_rate, SANDBOX_LOG_BURST))
+		return false;
+	sandbox_log_report(c);
+	return true;
 }
 
 /* --- routes ----------------------------------------------------------------------------- */
@@ -351,24 +484,45 @@ static struct route *route_set(struct sandbox *sb, uint32_t cmd, unsigned client
 
 /* --- requests in flight ------------------------------------------------------------------ */
 
-/* -ENOBUFS: the sandbox has MAX_PENDING requests waiting; -EDQUOT: this client has its
- * share of them. */
-static int pending_add(struct sandbox *sb, unsigned client, const char *id, bool reader)
+/* A client connection may take another slot while more slots are free than it holds: N
+ * connections that send requests nobody answers end up with about MAX_PENDING / (N + 1)
+ * each (one alone with half), so slots stay free for every other client, and a client
+ * that holds none is refused only when every slot is taken, which needs more clients
+ * than MAX_CLIENTS. -ENOBUFS: no slot is free; -EDQUOT: this client holds as many as are
+ * free. */
+static int pending_add(struct sandbox *sb, const struct conn *c, const char *id, bool reader)
 {
-	size_t mine = 0;
+	size_t free_slots = MAX_PENDING - sb->n_pend;
+	struct pending *p;
 
-	if (!sb->pend && !(sb->pend = calloc(MAX_PENDING, sizeof(*sb->pend))))
-		return -ENOMEM;
-	if (sb->n_pend >= MAX_PENDING)
+	if (!sb->pend) {
+		sb->pend = calloc(MAX_PENDING, sizeof(*sb->pend));
+		sb->pend_of = calloc(MAX_CLIENTS, sizeof(*sb->pend_of));
+		if (!sb->pend || !sb->pend_of) {
+			free(sb->pend);
+			free(sb->pend_of);
+			sb->pend = NULL;
+			sb->pend_of = NULL;
+			return -ENOMEM;
+		}
+	}
+	if (!free_slots)
 		return -ENOBUFS;
-	for (size_t i = 0; i < sb->n_pend; i++)
-		if (sb->pend[i].client == client && ++mine >= MAX_PENDING_PER_CLIENT)
-			return -EDQUOT;
-	sb->pend[sb->n_pend].client = client;
-	sb->pend[sb->n_pend].reader = reader;
-	snprintf(sb->pend[sb->n_pend].id, sizeof(sb->pend[0].id), "%s", id);
-	sb->n_pend++;
+	if (sb->pend_of[c->slot] >= free_slots)
+		return -EDQUOT;
+	p = &sb->pend[sb->n_pend++];
+	p->client = c->serial;
+	p->slot = (uint16_t)c->slot;
+	p->reader = reader;
+	snprintf(p->id, sizeof(p->id), "%s", id);
+	sb->pend_of[c->slot]++;
 	return 0;
+}
+
+static void pending_remove(struct sandbox *sb, size_t i)
+{
+	sb->pend_of[sb->pend[i].slot]--;
+	sb->pend[i] = sb->pend[--sb->n_pend];
 }
 
 /* Whether client sent id to sb and has no answer yet; an answer (final) takes it.
@@ -381,7 +535,7 @@ static bool pending_match(struct sandbox *sb, unsigned client, const char *id, b
 		if (sb->pend[i].client == client && !strcmp(sb->pend[i].id, id)) {
 			*ret_reader = sb->pend[i].reader;
 			if (final)
-				sb->pend[i] = sb->pend[--sb->n_pend];
+				pending_remove(sb, i);
 			return true;
 		}
 	return false;
@@ -402,6 +556,8 @@ static void pending_fail_all(struct sandbox *sb, const char *what)
 				sb->cfg->name, what);
 	}
 	sb->n_pend = 0;
+	if (sb->pend_of)
+		memset(sb->pend_of, 0, MAX_CLIENTS * sizeof(*sb->pend_of));
 }
 
 static void pending_drop_client(unsigned client)
@@ -410,7 +566,7 @@ static void pending_drop_client(unsigned client)
 		struct sandbox *sb = &R.sbs[k];
 		for (size_t i = sb->n_pend; i-- > 0;)
 			if (sb->pend[i].client == client)
-				sb->pend[i] = sb->pend[--sb->n_pend];
+				pending_remove(sb, i);
 	}
 }
 
@@ -525,14 +681,16 @@ static void client_text(struct conn *c, const char *buf, size_t len)
 			rt->acked = seq;
 		if (rt->ended && seq >= rt->last_seq)
 			rt->used = false;
-	} else if ((r = pending_add(sb, c->serial, orig_id,
+	} else if ((r = pending_add(sb, c, orig_id,
 				    req.op == PROTO_OP_EXEC_START ||
 					    req.op == PROTO_OP_EXEC_ATTACH)) < 0) {
 		if (r == -EDQUOT)
 			send_error(c, orig_id, PROTO_E_LIMIT,
 				   "%u of this connection's requests to sandbox \"%s\" are waiting "
-				   "for an answer",
-				   MAX_PENDING_PER_CLIENT, sb->cfg->name);
+				   "for an answer, and %zu slots are free: a connection takes one "
+				   "only while more are free than it holds",
+				   (unsigned)sb->pend_of[c->slot], sb->cfg->name,
+				   (size_t)(MAX_PENDING - sb->n_pend));
 		else
 			send_error(c, orig_id, PROTO_E_LIMIT,
 				   "%u requests to sandbox \"%s\" are waiting for an answer",
@@ -782,29 +940,24 @@ static void sandbox_binary(struct conn *c, const uint8_t *buf, size_t len)
 enum { REFUSED_SANDBOX, REFUSED_CLIENT, REFUSED_HANDSHAKES };
 
 /* Anyone who reaches a listener can try tokens, or open connections, as fast as it connects:
- * a refusal is logged at most once a second per kind, with the count of those that were not,
- * so a flood of wrong tokens or connections cannot flood the log (and the disk under it). */
+ * a refusal is logged at most once a second per kind, with the count of those that were not. */
 static void log_refused(unsigned kind, const char *fmt, ...) _printf_(2, 3);
 static void log_refused(unsigned kind, const char *fmt, ...)
 {
-	lws_usec_t now = lws_now_usecs();
-	typeof(R.refused[0]) *r = &R.refused[kind];
+	struct log_rate *lr = &R.refused[kind];
 	char what[160];
+	unsigned held;
 	va_list ap;
 
-	if (r->logged && now - r->logged < LWS_US_PER_SEC) {
-		r->unlogged++;
+	if (!log_rate_ok(lr, 1))
 		return;
-	}
 	va_start(ap, fmt);
 	vsnprintf(what, sizeof(what), fmt, ap);
 	va_end(ap);
-	if (r->unlogged)
-		log_warning("Refused a %s (and %u more since the last report)", what, r->unlogged);
+	if ((held = log_rate_held(lr)))
+		log_warning("Refused a %s (and %u more since the last report)", what, held);
 	else
 		log_warning("Refused a %s", what);
-	r->logged = now;
-	r->unlogged = 0;
 }
 
 /* --- connections that have not shown a token yet ------------------------------------------ */
@@ -1066,22 +1219,30 @@ static int on_writable(struct conn *c)
 	return 0;
 }
 
+/* Client c is gone (or being dropped): nothing is routed to it any more. Its queue goes
+ * with it and the sandboxes it held paused are read again (with the queue still counted, one
+ * stayed paused until another client drained, and its other clients' requests waited for
+ * ever). Idempotent: a dropped client comes here again when lws closes it. */
+static void client_forget(struct conn *c)
+{
+	if (R.clients[c->slot] == c)
+		R.clients[c->slot] = NULL;
+	for (size_t i = 0; i < R.n_routes; i++)
+		if (R.routes[i].used && R.routes[i].client == c->serial)
+			R.routes[i].used = false;
+	pending_drop_client(c->serial);
+	queue_clear(&c->q);
+	c->over_since = 0;
+	if (R.ctx)
+		lws_sul_cancel(&c->slow_sul);
+	release_pauses(c);
+}
+
 static void conn_closed(struct conn *c)
 {
-	if (c->is_client) {
-		for (unsigned i = 0; i < MAX_CLIENTS; i++)
-			if (R.clients[i] == c)
-				R.clients[i] = NULL;
-		for (size_t i = 0; i < R.n_routes; i++)
-			if (R.routes[i].used && R.routes[i].client == c->serial)
-				R.routes[i].used = false;
-		pending_drop_client(c->serial);
-		/* its queue goes with it: the sandboxes paused for it are read again (with the
-		 * queue still counted, one stayed paused until another client drained, and its
-		 * other clients' requests waited for ever) */
-		queue_clear(&c->q);
-		resume_producers(c);
-	} else if (c->sb && c->sb->conn == c) {
+	if (c->is_client)
+		client_forget(c);
+	else if (c->sb && c->sb->conn == c) {
 		sandbox_log_report(c);
 		log_info("Sandbox '%s' disconnected", c->sb->cfg->name);
 		c->sb->conn = NULL;
@@ -1171,11 +1332,13 @@ static int cb_client(struct lws *wsi, enum lws_callback_reasons reason, void *us
 		c->wsi = wsi;
 		c->is_client = true;
 		c->serial = ++R.next_serial;
+		c->slot = slot;
 		R.clients[slot] = c;
 		break;
 	}
 	case LWS_CALLBACK_RECEIVE:
-		on_rx(c, in, len);
+		if (!c->dropped)
+			on_rx(c, in, len);
 		break;
 	case LWS_CALLBACK_SERVER_WRITEABLE:
 		return on_writable(c);
@@ -1449,8 +1612,10 @@ int main(int argc, char **argv)
 			break;
 	lws_context_destroy(R.ctx);
 	smin_config_free(&R.cfg);
-	for (size_t i = 0; i < R.cfg.n_sandboxes; i++)
+	for (size_t i = 0; i < R.cfg.n_sandboxes; i++) {
 		free(R.sbs[i].pend);
+		free(R.sbs[i].pend_of);
+	}
 	free(R.sbs);
 	free(R.routes);
 	free(R.hs);

@@ -48,6 +48,8 @@ static void setup(void)
 	R.cfg.sandboxes = sbcfg;
 	R.cfg.n_sandboxes = 2;
 	R.cfg.client_token = (char *)"client-token-0123456789";
+	R.cfg.client_queue_grace_s = SMIN_CLIENT_QUEUE_GRACE_S;
+	R.cfg.client_queue_max_mib = SMIN_CLIENT_QUEUE_MAX_MIB;
 	R.sbs = calloc(2, sizeof(*R.sbs));
 	R.routes = calloc(MAX_ROUTES, sizeof(*R.routes));
 	if (!R.sbs || !R.routes)
@@ -62,6 +64,7 @@ static void setup(void)
 	for (unsigned i = 0; i < N_CLIENTS; i++) {
 		clients[i].is_client = true;
 		clients[i].serial = i + 1;
+		clients[i].slot = i;
 		clients[i].wsi = (struct lws *)&clients[i];
 		R.clients[i] = &clients[i];
 	}

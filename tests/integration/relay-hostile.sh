@@ -216,8 +216,16 @@ is "conn flood: both daemons still running" "$(alive)" yes
 $FAKE pending-share "$SP" "$EVIL" "$CP" "$CT" 4200 >"$W/ps.out" 2>&1
 [ -z "$(val exception "$W/ps.out")" ] || sed 's/^/# /' "$W/ps.out"
 is "pending share: the other client's request is answered (not limit)" "$(val b "$W/ps.out")" ok
-is "pending share: the greedy client got limit past its 1024" "$(val a_limits "$W/ps.out")" 3176
-is "pending share: and only 1024 of its requests reached the sandbox" "$(val a_forwarded "$W/ps.out")" 1024
+# (a connection takes another slot only while more are free than it holds: alone, half)
+is "pending share: the greedy client got limit past 2048, half of the 4096" "$(val a_limits "$W/ps.out")" 2152
+is "pending share: and only 2048 of its requests reached the sandbox" "$(val a_forwarded "$W/ps.out")" 2048
+# --- four connections, one after another, fill what they can: slots stay free for a fifth -------
+# (with a fixed share of 1024 each, four took all 4096 and every other client got limit)
+$FAKE pending-fair "$SP" "$EVIL" "$CP" "$CT" 4 1100 >"$W/pf.out" 2>&1
+[ -z "$(val exception "$W/pf.out")" ] || sed 's/^/# /' "$W/pf.out"
+is "pending fair: each took slots while more were free than it held" "$(val forwarded_each "$W/pf.out")" 1100,1100,948,474
+is "pending fair: a fifth connection's request is answered (not limit)" "$(val e "$W/pf.out")" ok
+is "pending fair: the sandbox got only what the four were allowed" "$(val sandbox_got "$W/pf.out")" 3622
 # --- a sandbox that sends thousands of messages worth a log line each --------------------------
 before=$(grep -c "Sandbox 'evil'" "$W/smin.log")
 $FAKE sandbox-log-flood "$SP" "$EVIL" 4000 >"$W/lf.out" 2>&1

@@ -907,6 +907,230 @@ def scenario_pending_share(sport, stoken, cport, ctoken, n):
         x.s.close()
 
 
+def parse_frame(d):
+    """(stream, flags, cmd, seq, payload) of an output frame."""
+    _, stream, flags, cmd, seq = struct.unpack(">BBHIQ", d[:16])
+    return stream, flags, cmd, seq, d[16:]
+
+
+def seq_output(i, lines):
+    """What command i of scenario_slow_reader prints: `seq` over its own range."""
+    base = (i + 1) * 10 ** 7
+    return base, base + lines - 1
+
+
+def scenario_slow_reader(cport, ctoken, sandbox, pistis, smin_log, grace, n, lines):
+    """A client starts `n` commands that print `lines` lines each and then stops reading, so
+    its queue in server-min passes the soft bound and the sandbox is paused for it. Meanwhile
+    another client (the real `pistis`) runs a command and a request on the same sandbox: both
+    must finish within about the grace period. server-min must disconnect the slow client
+    after the grace period; it then reads what it had received, redials, re-attaches each
+    command after the last sequence it holds, and must get every command's output complete
+    (sha256 against what `seq` prints)."""
+    import hashlib, subprocess
+    c = WS(cport, "/v1/ws", "pistis-client.v1", ctoken, timeout=60)
+    for i in range(n):
+        a, b = seq_output(i, lines)
+        c.send(json.dumps({"id": "s%d" % i, "op": "exec.start", "sandbox": sandbox,
+                           "agent": "alice", "argv": ["seq", str(a), str(b)]}))
+    answers = {}  # pistisd answers each exec.start once it has exec'd: in any order
+    end = time.time() + 30
+    while len(answers) < n and time.time() < end:
+        o = c.recv_json(timeout=end - time.time())
+        if str(o.get("id", "")).startswith("s"):
+            if not o.get("ok"):
+                raise RuntimeError("exec.start: %s" % o)
+            answers[o["id"]] = o["cmd"]
+    cmds = [answers["s%d" % i] for i in range(n)]
+    t_stop = time.time()  # from here on the slow client reads nothing
+    print("read_before_stop_kib=%d" % (sum(len(d) for d in c.frames) >> 10))
+    log0 = os.path.getsize(smin_log)
+    time.sleep(1)  # its queue fills; the sandbox is paused for it
+    t0 = time.time()
+    r = subprocess.run([pistis, "exec", "--agent", "bob", "--", "seq", "1", "300000"],
+                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                       timeout=grace + 30)
+    want = "".join("%d\n" % k for k in range(1, 300001)).encode()
+    print("fast_output=%s" % ("ok" if r.stdout == want and r.returncode == 0 else
+                              "bad(rc=%d, %d bytes)" % (r.returncode, len(r.stdout))))
+    print("fast_ms=%d" % ((time.time() - t0) * 1000))
+    t1 = time.time()
+    r = subprocess.run([pistis, "call", "ping"], stdout=subprocess.PIPE,
+                       stderr=subprocess.DEVNULL, timeout=grace + 30)
+    print("fast_ping=%s" % ("ok" if b'"ok":true' in r.stdout.replace(b" ", b"") else "bad"))
+    print("fast_ping_ms=%d" % ((time.time() - t1) * 1000))
+    dropped = None
+    while time.time() < t_stop + grace + 20:
+        with open(smin_log, "rb") as f:
+            f.seek(log0)
+            if b"Disconnected client" in f.read():
+                dropped = time.time() - t_stop
+                break
+        time.sleep(0.1)
+    print("slow_dropped_s=%s" % ("%.1f" % dropped if dropped is not None else "never"))
+    if dropped is None:
+        return
+    # What reached the slow client before it was disconnected is what it holds.
+    last, data, gaps = {k: 0 for k in cmds}, {k: [] for k in cmds}, 0
+
+    def take(d):
+        nonlocal gaps
+        stream, flags, cmd, seq, payload = parse_frame(d)
+        if cmd not in last or seq <= last[cmd]:
+            return
+        if seq != last[cmd] + 1:
+            gaps += 1
+            return
+        last[cmd] = seq
+        if stream == 1:
+            data[cmd].append(payload)
+    for d in c.frames:
+        take(d)
+    c.s.settimeout(10)
+    try:
+        while True:
+            b, d = c.recv()
+            if b:
+                take(d)
+    except (ConnectionError, OSError, socket.timeout):
+        pass
+    held = sum(len(x) for v in data.values() for x in v)
+    print("slow_held_mib=%d" % (held >> 20))
+    # Redial and re-attach each command after what it holds, acknowledging as it reads.
+    c = WS(cport, "/v1/ws", "pistis-client.v1", ctoken, timeout=60)
+    for k in cmds:
+        c.send(json.dumps({"id": "a%d" % k, "op": "exec.attach", "sandbox": sandbox,
+                           "agent": "alice", "cmd": k, "after": last[k]}))
+    exited, acked, n_ack = {}, {k: last[k] for k in cmds}, 0
+    end = time.time() + 120
+    c.s.settimeout(30)
+    while time.time() < end and not (len(exited) == n and
+                                     all(last[k] >= exited[k] for k in cmds)):
+        b, d = c.recv()
+        if b:
+            take(d)
+            cmd = parse_frame(d)[2]
+            if cmd in last and last[cmd] - acked[cmd] >= 8:
+                n_ack += 1
+                c.send(json.dumps({"id": "k%d" % n_ack, "op": "exec.ack", "sandbox": sandbox,
+                                   "cmd": cmd, "seq": last[cmd]}))
+                acked[cmd] = last[cmd]
+            continue
+        o = json.loads(d)
+        if o.get("event") == "exec.exit" and o.get("cmd") in last:
+            exited[o["cmd"]] = o.get("last_seq", 0)
+        elif str(o.get("id", "")).startswith("a") and not o.get("ok"):
+            raise RuntimeError("exec.attach: %s" % o)
+    for k in cmds:
+        n_ack += 1
+        c.send(json.dumps({"id": "k%d" % n_ack, "op": "exec.ack", "sandbox": sandbox,
+                           "cmd": k, "seq": last[k]}))
+    bad = []
+    for i, k in enumerate(cmds):
+        a, b = seq_output(i, lines)
+        want = hashlib.sha256("".join("%d\n" % x for x in range(a, b + 1)).encode()).hexdigest()
+        got = b"".join(data[k])
+        if hashlib.sha256(got).hexdigest() != want:
+            bad.append("cmd %d: %d bytes" % (k, len(got)))
+    print("slow_output=%s" % ("ok" if not bad and not gaps else
+                              "bad(%s; %d gaps)" % (", ".join(bad), gaps)))
+    print("slow_total_mib=%d" % (sum(len(x) for v in data.values() for x in v) >> 20))
+    c.s.close()
+
+
+def scenario_hard_bound(sport, stoken, cport, ctoken, smin_log):
+    """A fake sandbox pushes output at a client that does not read, on a server-min whose
+    hard bound is below the soft one: the client must be disconnected at once (not after the
+    grace period), and another client's request to the sandbox still answered."""
+    import threading
+    sb = WS(sport, "/v1/sandbox", "pistis.v1", stoken, timeout=60)
+    sb.send(json.dumps({"id": "hello", "op": "hello", "version": 1, "sandbox": "evil"}))
+    sb.recv_json("hello")
+    log0 = os.path.getsize(smin_log)
+    c = client(cport, ctoken)
+    c.send(json.dumps({"id": "big", "op": "exec.start", "sandbox": "evil", "agent": "a",
+                       "argv": ["yes"]}))
+    req = sb.recv_json()
+    sb.send(json.dumps({"id": req["id"], "ok": True, "event": "exec.started", "cmd": 5}))
+    stop = [False]
+
+    def pump():
+        chunk = b"b" * 65536
+        seq = 0
+        while not stop[0]:
+            seq += 1
+            sb.send(frame(1, 0, 5, seq, chunk), binary=True)
+    t = threading.Thread(target=pump, daemon=True)
+    t0 = time.time()
+    t.start()
+    dropped = None
+    while time.time() < t0 + 20:
+        with open(smin_log, "rb") as f:
+            f.seek(log0)
+            line = f.read()
+        if b"Disconnected client" in line:
+            dropped = time.time() - t0
+            print("why=%s" % line.split(b"Disconnected client", 1)[1].split(b"\n")[0]
+                  .decode(errors="replace"))
+            break
+        time.sleep(0.05)
+    print("dropped_s=%s" % ("%.1f" % dropped if dropped is not None else "never"))
+    stop[0] = True
+    t.join(10)
+    print("sandbox_read_again=%s" % ("no" if t.is_alive() else "yes"))
+    d = client(cport, ctoken)
+    d.send(json.dumps({"id": "p", "op": "ping", "sandbox": "evil"}))
+    while True:
+        o = sb.recv_json(timeout=10)
+        if str(o.get("id", "")).endswith(".p"):
+            sb.send(json.dumps({"id": o["id"], "ok": True}))
+            break
+    print("ping=" + err_code(d.recv_json("p", timeout=10)))
+    for x in (c, d, sb):
+        x.s.close()
+
+
+def scenario_pending_fair(sport, stoken, cport, ctoken, k, n):
+    """`k` clients one after another each send `n` pings to a sandbox that answers none:
+    together they must not take every slot of the sandbox's pending table (k connections
+    of 1024 did), so one more client's request is still forwarded and answered."""
+    sb = WS(sport, "/v1/sandbox", "pistis.v1", stoken)
+    sb.send(json.dumps({"id": "hello", "op": "hello", "version": 1, "sandbox": "evil"}))
+    sb.recv_json("hello")
+    greedy, fwd = [], []
+    for g in range(k):
+        a = client(cport, ctoken)
+        greedy.append(a)
+        for i in range(n):
+            a.send(json.dumps({"id": "g%d" % i, "op": "ping", "sandbox": "evil"}))
+        a.send(json.dumps({"id": "last", "op": "sandboxes.list"}))
+        limits = 0
+        while True:
+            o = a.recv_json(timeout=30)
+            if o.get("id") == "last":
+                break
+            if err_code(o) == "limit":
+                limits += 1
+        fwd.append(n - limits)
+    print("forwarded_each=%s" % ",".join(str(x) for x in fwd))
+    e = client(cport, ctoken)
+    e.send(json.dumps({"id": "e1", "op": "ping", "sandbox": "evil"}))
+    seen = 0
+    try:
+        while True:
+            o = sb.recv_json(timeout=5)
+            if str(o.get("id", "")).endswith(".e1"):
+                sb.send(json.dumps({"id": o["id"], "ok": True}))
+                break
+            seen += 1
+    except (socket.timeout, TimeoutError):
+        pass
+    print("sandbox_got=%d" % seen)
+    print("e=" + err_code(e.recv_json("e1", timeout=10)))
+    for x in greedy + [e, sb]:
+        x.s.close()
+
+
 if __name__ == "__main__":
     name, port, token = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     rest = sys.argv[4:]
@@ -950,6 +1174,13 @@ if __name__ == "__main__":
                                 rest[4])
         elif name == "pending-share":
             scenario_pending_share(port, token, int(rest[0]), rest[1], int(rest[2]))
+        elif name == "slow-reader":
+            scenario_slow_reader(port, token, rest[0], rest[1], rest[2], int(rest[3]),
+                                 int(rest[4]), int(rest[5]))
+        elif name == "hard-bound":
+            scenario_hard_bound(port, token, int(rest[0]), rest[1], rest[2])
+        elif name == "pending-fair":
+            scenario_pending_fair(port, token, int(rest[0]), rest[1], int(rest[2]), int(rest[3]))
         elif name == "sandbox-flood":
             scenario_sandbox_flood(port, token, float(rest[0]))
         else:
