@@ -65,13 +65,16 @@ static const struct {
 		 "directory such as /tmp",
 		 "sysctl fs.protected_symlinks=1 on the host, or --allow protected_symlinks"},
 	[CHECK_PROTECTED_REGULAR] =
-		{"protected_regular", false,
-		 "root cannot be tricked into opening an agent's file planted in /tmp (O_CREAT)",
-		 "sysctl fs.protected_regular=2 on the host"},
+		{"protected_regular", true,
+		 "root and other agents' tools never write into a file an agent planted in /tmp "
+		 "(O_CREAT of an existing name)",
+		 "sysctl fs.protected_regular=2 on the host (1 covers /tmp), or --allow "
+		 "protected_regular"},
 	[CHECK_PROTECTED_FIFOS] =
-		{"protected_fifos", false,
-		 "root cannot be tricked into writing to an agent's FIFO planted in /tmp",
-		 "sysctl fs.protected_fifos=2 on the host"},
+		{"protected_fifos", true,
+		 "root and other agents' tools never write into a FIFO an agent planted in /tmp",
+		 "sysctl fs.protected_fifos=2 on the host (1 covers /tmp), or --allow "
+		 "protected_fifos"},
 	[CHECK_YAMA_PTRACE] =
 		{"yama_ptrace_scope", false,
 		 "an agent cannot trace its own trusted-command children or other same-uid "

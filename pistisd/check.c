@@ -454,6 +454,30 @@ static void probe_sysctl_min(struct check_report *r, enum check_id id, const cha
 		check_set(r, id, v >= want ? CHECK_STATUS_OK : low, "%ld (want >= %ld)", v, want);
 }
 
+/* fs.protected_regular and fs.protected_fifos: 1 covers world-writable sticky directories
+ * (/tmp, /dev/shm, shared by every agent), where an agent plants a file or FIFO under a name
+ * another agent's tool opens O_CREAT: without it the victim writes into the planter's inode.
+ * Below 1 is a failure (hard); 1 is a warning, since 2 also covers group-writable sticky
+ * directories. */
+static void probe_sysctl_need_want(struct check_report *r, enum check_id id, const char *name,
+				   long need, long want)
+{
+	long v = 0;
+	int k = read_sysctl(name, &v);
+	char why[128];
+
+	if (k == -ENOENT)
+		check_set(r, id, CHECK_STATUS_MISSING, "%s absent", name);
+	else if (k < 0)
+		check_set(r, id, CHECK_STATUS_FAIL, "%s", sysctl_unread(name, k, why, sizeof(why)));
+	else if (v < need)
+		check_set(r, id, CHECK_STATUS_FAIL, "%ld (need >= %ld, want >= %ld)", v, need,
+			  want);
+	else
+		check_set(r, id, v >= want ? CHECK_STATUS_OK : CHECK_STATUS_WARN,
+			  "%ld (want >= %ld)", v, want);
+}
+
 /* A sysctl where 0 is right and anything else is `high`. */
 static void probe_sysctl_zero(struct check_report *r, enum check_id id, const char *name,
 			      enum check_status absent, const char *absent_why)
@@ -825,10 +849,8 @@ int check_run(const char *root, unsigned flags, struct check_report **ret)
 			 CHECK_STATUS_FAIL, CHECK_STATUS_MISSING);
 	probe_sysctl_min(r, CHECK_PROTECTED_SYMLINKS, "fs/protected_symlinks", 1, CHECK_STATUS_FAIL,
 			 CHECK_STATUS_MISSING);
-	probe_sysctl_min(r, CHECK_PROTECTED_REGULAR, "fs/protected_regular", 2, CHECK_STATUS_WARN,
-			 CHECK_STATUS_MISSING);
-	probe_sysctl_min(r, CHECK_PROTECTED_FIFOS, "fs/protected_fifos", 2, CHECK_STATUS_WARN,
-			 CHECK_STATUS_MISSING);
+	probe_sysctl_need_want(r, CHECK_PROTECTED_REGULAR, "fs/protected_regular", 1, 2);
+	probe_sysctl_need_want(r, CHECK_PROTECTED_FIFOS, "fs/protected_fifos", 1, 2);
 	probe_sysctl_min(r, CHECK_YAMA_PTRACE, "kernel/yama/ptrace_scope", 1, CHECK_STATUS_WARN,
 			 CHECK_STATUS_MISSING);
 	probe_sysctl_zero(r, CHECK_TIOCSTI, "dev/tty/legacy_tiocsti", CHECK_STATUS_MISSING,

@@ -4,4 +4,4 @@ MUSL_TEST_BINS += redteam-probe
 redteam-probe_SRCS := tests/redteam-probe.c
 INTEGRATION_TESTS += tests/integration/redteam-spawn.sh tests/integration/redteam-trusted.sh \
 	tests/integration/redteam-users.sh tests/integration/redteam-pi-env.sh \
-	tests/integration/redteam-fsops.sh
+	tests/integration/redteam-fsops.sh tests/integration/redteam-cross.sh

@@ -6,7 +6,9 @@
  *   redteam-probe stall SECONDS        SIGSTOP every new process of our uid that still runs
  *                                      pistisd's code (comm "pistisd": a spawn child between
  *                                      its uid change and execve); SIGCONT them at the end
- *   redteam-probe peek PID...          signal 0, /proc/PID/{environ,mem,fd,maps,cwd} of others
+ *   redteam-probe peek PID...          signal 0, /proc/PID/{environ,cmdline,mem,fd,maps,cwd,root}
+ *                                      of others; ptrace, process_vm_readv, pidfd_open, then
+ *                                      pidfd_send_signal(0) and pidfd_getfd(0) on that pidfd
  *   redteam-probe readfd N             read from fd N and through /proc/self/fd/N
  *   redteam-probe seccomp              extra seccomp checks (families, high bits, flags)
  *   redteam-probe setuid0              setresuid(0,0,0) and what ids result
@@ -14,7 +16,12 @@
  *   redteam-probe closeout SECONDS     close stdout/stderr, keep running
  *   redteam-probe cgroup [DIR]...      leave our command cgroup, kill or loosen it, its
  *                                      parents' and DIRs' (other agents' cgroups)
- *   redteam-probe pause                print our pid, then sleep until killed */
+ *   redteam-probe pause                print our pid, then sleep until killed
+ *   redteam-probe hunt DIR...          read secrets (one a line, up to 8) from stdin, then look
+ *                                      for each in every file we can read beneath DIRs (one
+ *                                      file system each, symlinks not followed) and in every
+ *                                      /proc/PID/{cmdline,environ} we can read: hit=PATH lines
+ *                                      and the counts; the secrets never enter argv or env */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -208,6 +215,7 @@ static int mode_peek(int argc, char **argv)
 
 		printf("%s.kill0=%s\n", pid, kill((pid_t)atoi(pid), 0) < 0 ? ename(errno) : "ok");
 		peek_file(pid, "environ", O_RDONLY);
+		peek_file(pid, "cmdline", O_RDONLY);
 		peek_file(pid, "fd", O_RDONLY | O_DIRECTORY);
 		peek_file(pid, "maps", O_RDONLY);
 		peek_file(pid, "cwd", O_RDONLY | O_DIRECTORY);
@@ -234,6 +242,22 @@ static int mode_peek(int argc, char **argv)
 		       syscall(SYS_ptrace, 16 /* PTRACE_ATTACH */, atoi(pid), 0, 0) < 0
 			       ? ename(errno)
 			       : "ok");
+		/* pidfd_open checks nothing (a pidfd only names a process); what it is then good
+		 * for must be checked: a signal (kill's rules) and taking one of its fds
+		 * (ptrace's rules, and the spawn filter). Raw numbers: musl may lack wrappers. */
+		long pfd = syscall(434 /* pidfd_open */, atoi(pid), 0);
+		printf("%s.pidfd_open=%s\n", pid, pfd < 0 ? ename(errno) : "ok");
+		if (pfd >= 0) {
+			printf("%s.pidfd_send_signal=%s\n", pid,
+			       syscall(424 /* pidfd_send_signal */, pfd, 0, NULL, 0) < 0
+				       ? ename(errno)
+				       : "ok");
+			long got = syscall(438 /* pidfd_getfd */, pfd, 0, 0);
+			printf("%s.pidfd_getfd=%s\n", pid, got < 0 ? ename(errno) : "ok");
+			if (got >= 0)
+				close((int)got);
+			close((int)pfd);
+		}
 	}
 	return 0;
 }
@@ -454,6 +478,103 @@ static int mode_cgroup(int argc, char **argv)
 	return 0;
 }
 
+static char hunt_needles[8][1024];
+static int hunt_n_needles;
+static long hunt_files, hunt_hits;
+
+/* Open without following, never a FIFO or device (O_NONBLOCK, then S_ISREG on the fd), read
+ * up to 8 MiB and look for every needle. */
+static void hunt_file(const char *path)
+{
+	static char buf[8 << 20];
+	struct stat st;
+	size_t len = 0;
+	ssize_t k;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+
+	if (fd < 0)
+		return;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return;
+	}
+	while (len < sizeof(buf) && (k = read(fd, buf + len, sizeof(buf) - len)) > 0)
+		len += (size_t)k;
+	close(fd);
+	hunt_files++;
+	for (int i = 0; i < hunt_n_needles; i++)
+		if (memmem(buf, len, hunt_needles[i], strlen(hunt_needles[i]))) {
+			printf("hit=%s secret=%d\n", path, i + 1);
+			hunt_hits++;
+		}
+}
+
+/* Depth-first by name, symlinks not followed, staying on the directory's file system (by
+ * the directories' st_dev: overlayfs gives lower-layer files their layer's st_dev, so files
+ * are not judged by it), so procfs, sysfs and other mounts are not walked. */
+static void hunt_dir(const char *path, dev_t dev, int depth)
+{
+	DIR *d = depth < 64 ? opendir(path) : NULL;
+	struct dirent *de;
+
+	while (d && (de = readdir(d))) {
+		char child[4096];
+		struct stat st;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (snprintf(child, sizeof(child), "%s/%s", strcmp(path, "/") ? path : "",
+			     de->d_name) >= (int)sizeof(child) ||
+		    lstat(child, &st) < 0)
+			continue;
+		if (S_ISDIR(st.st_mode) && st.st_dev == dev)
+			hunt_dir(child, dev, depth + 1);
+		else if (S_ISREG(st.st_mode))
+			hunt_file(child);
+	}
+	if (d)
+		closedir(d);
+}
+
+static int mode_hunt(int argc, char **argv)
+{
+	char line[1024];
+	DIR *d;
+	struct dirent *de;
+
+	while (hunt_n_needles < 8 && fgets(line, sizeof(line), stdin)) {
+		line[strcspn(line, "\n")] = 0;
+		if (strlen(line) >= 8)
+			snprintf(hunt_needles[hunt_n_needles++], sizeof(hunt_needles[0]), "%s",
+				 line);
+	}
+	printf("needles=%d\n", hunt_n_needles);
+	if (!hunt_n_needles)
+		return 1;
+	for (int i = 2; i < argc; i++) {
+		struct stat st;
+
+		/* /proc is looked at below, PID by PID. */
+		if (lstat(argv[i], &st) == 0 && S_ISDIR(st.st_mode))
+			hunt_dir(argv[i], st.st_dev, 0);
+	}
+	d = opendir("/proc");
+	while (d && (de = readdir(d))) {
+		char path[300];
+
+		if (de->d_name[0] < '0' || de->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/cmdline", de->d_name);
+		hunt_file(path);
+		snprintf(path, sizeof(path), "/proc/%s/environ", de->d_name);
+		hunt_file(path);
+	}
+	if (d)
+		closedir(d);
+	printf("files=%ld\nhits=%ld\n", hunt_files, hunt_hits);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "";
@@ -475,6 +596,8 @@ int main(int argc, char **argv)
 		return mode_closeout(atoi(argv[2]));
 	if (!strcmp(mode, "cgroup"))
 		return mode_cgroup(argc, argv);
+	if (!strcmp(mode, "hunt"))
+		return mode_hunt(argc, argv);
 	if (!strcmp(mode, "pause")) {
 		printf("pid=%d\n", (int)getpid());
 		fflush(stdout);
@@ -482,6 +605,6 @@ int main(int argc, char **argv)
 			pause();
 	}
 	fprintf(stderr, "usage: redteam-probe stall S|peek PID...|readfd N|seccomp|setuid0|"
-			"escape S|closeout S|cgroup [DIR]...|pause\n");
+			"escape S|closeout S|cgroup [DIR]...|pause|hunt DIR...\n");
 	return 100;
 }

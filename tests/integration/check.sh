@@ -65,7 +65,7 @@ like "cgroup2 found through mountinfo" "$(field "$S/host.json" cgroup2 value)" \
 	"at $(awk '$9 == "cgroup2" { print $5; exit }' /proc/self/mountinfo);"
 
 # --- both verdicts, with the hard sysctls faked ------------------------------------
-for n in protected_hardlinks protected_symlinks suid_dumpable; do
+for n in protected_hardlinks protected_symlinks protected_regular protected_fifos suid_dumpable; do
 	echo 1 >"$S/$n"
 	mount --bind "$S/$n" "/proc/sys/fs/$n"
 done
@@ -122,6 +122,25 @@ out=$("$P" check --no-walk 2>&1 >/dev/null)
 like "unparsable sysctl fails the hard requirement" "$out" \
 	"'protected_hardlinks' does not hold: /proc/sys/fs/protected_hardlinks unreadable \(EINVAL\)"
 echo 1 >"$S/protected_hardlinks"
+
+# --- fs.protected_regular and protected_fifos: hard at 1 (/tmp), 2 wanted ---------------
+# At 0 an agent's file or FIFO planted in /tmp under a name another agent's tool opens
+# O_CREAT is written into (redteam-cross.sh); 1 covers world-writable sticky directories.
+for n in protected_regular protected_fifos; do
+	echo 0 >"$S/$n"
+	"$P" check --no-walk --json >"$S/pr.json" 2>"$S/err"
+	is "$n=0: exit 1" "$?" 1
+	is "$n=0: status fail" "$(field "$S/pr.json" $n status)" fail
+	like "$n=0: stderr names it and what to do" "$(cat "$S/err")" \
+		"'$n' does not hold: 0 \(need >= 1, want >= 2\); sysctl fs.$n=2 on the host \(1 covers /tmp\), or --allow $n"
+	exits 0 "$n=0 with --allow $n: exit 0" "$P" check --no-walk --allow "$n"
+	echo 1 >"$S/$n"
+	"$P" check --no-walk --json >"$S/pr.json" 2>/dev/null
+	is "$n=1: exit 0, status warn (2 also covers group-writable sticky directories)" \
+		"$?,$(field "$S/pr.json" $n status)" 0,warn
+	echo 2 >"$S/$n"
+	is "$n=2: ok" "$("$P" check --no-walk --json 2>/dev/null | python3 -c "import json,sys; print([c['status'] for c in json.load(sys.stdin)['checks'] if c['name'] == '$n'][0])")" ok
+done
 
 # --- fs.suid_dumpable: hard, 2 tolerated ---------------------------------------------
 echo 1 >"$S/suid_dumpable"
@@ -218,7 +237,7 @@ is "proc with hidepid=noaccess (pids still listed): warn" \
 umount "$D/proc"
 
 # Everything else hard is allowed, so the exit code is nosuid_data's alone.
-ALLOW=seccomp,openat2,close_range,protected_hardlinks,protected_symlinks,suid_dumpable
+ALLOW=seccomp,openat2,close_range,protected_hardlinks,protected_symlinks,protected_regular,protected_fifos,suid_dumpable
 ALLOW=$ALLOW,nosuid_workspaces
 inside_check() { in_root "$D" env PISTIS_ALLOW=$ALLOW pistisd check --no-walk --json "$@"; }
 inside_check >"$S/n.json" 2>/dev/null

@@ -325,7 +325,7 @@ if [ -x "$BIN/pistisd" ] && R=$(root_fresh debian 2>/dev/null); then
 		>"$R/data/pistis/serve.conf"
 	# serve's start-up check refuses on a host that fails a hard requirement (this one
 	# has fs.protected_symlinks=0): opt out by name, as an operator would, for the argv test.
-	env PISTIS_ALLOW=protected_symlinks,protected_hardlinks,suid_dumpable \
+	env PISTIS_ALLOW=protected_symlinks,protected_hardlinks,protected_regular,protected_fifos,suid_dumpable \
 		unshare -fp --mount-proc --root="$R" /usr/local/bin/pistisd-entry --grace 3 \
 		2>"$S/serve.log" &
 	up=$!

@@ -60,7 +60,8 @@ TEST(hard_set_is_the_documented_one)
 	ASSERT_EQ(hard,
 		  CHECK_BIT(CHECK_SECCOMP) | CHECK_BIT(CHECK_OPENAT2) |
 			  CHECK_BIT(CHECK_CLOSE_RANGE) | CHECK_BIT(CHECK_PROTECTED_HARDLINKS) |
-			  CHECK_BIT(CHECK_PROTECTED_SYMLINKS) | CHECK_BIT(CHECK_SUID_DUMPABLE) |
+			  CHECK_BIT(CHECK_PROTECTED_SYMLINKS) | CHECK_BIT(CHECK_PROTECTED_REGULAR) |
+			  CHECK_BIT(CHECK_PROTECTED_FIFOS) | CHECK_BIT(CHECK_SUID_DUMPABLE) |
 			  CHECK_BIT(CHECK_NOSUID_DATA) | CHECK_BIT(CHECK_NOSUID_WORKSPACES));
 }
 
@@ -245,7 +246,7 @@ TEST(text_table_shows_advice_only_for_problems)
 	r->allowed = CHECK_BIT(CHECK_OPENAT2);
 	_cleanup_free_ char *text = render(r, false);
 	ASSERT_NOT_NULL(strstr(text, "protected_fifos"));
-	ASSERT_NOT_NULL(strstr(text, "warn     -     1 (want >= 2)"));
+	ASSERT_NOT_NULL(strstr(text, "warn     yes   1 (want >= 2)"));
 	ASSERT_NOT_NULL(strstr(text, "do:      sysctl fs.protected_fifos=2"));
 	ASSERT_NULL(strstr(text, "do:      sysctl fs.protected_regular"));
 	ASSERT_NOT_NULL(strstr(text, "ok       off   fine")); /* openat2, allowed */
