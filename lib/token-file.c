@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "lib/fd-util.h"
+#include "lib/log.h"
 #include "lib/macro.h"
 
 static int refuse(char *buf, size_t size, struct token_file_info *info, int r, const char *why)
@@ -68,5 +69,38 @@ int token_file_read(const char *path, const struct token_file_rule *rule, char *
 	}
 	explicit_bzero(buf + len, size - len); /* the trimmed CR/LF and anything past it */
 	*ret_len = len;
+	return 0;
+}
+
+int token_file_load(const char *path, const struct token_file_rule *rule, char *buf, size_t size,
+		    size_t *ret_len)
+{
+	struct token_file_info info;
+	int r = token_file_read(path, rule, buf, size, ret_len, &info);
+
+	if (r == -ELOOP)
+		return log_error_errno(
+			r, "Token file '%s' is a symbolic link: name the file itself", path);
+	if (r == -EPERM)
+		return log_error_errno(
+			r, "Token file '%s' %s: it must be %s (found uid %d, mode %04o)", path,
+			info.why, rule->file_rule, (int)info.uid, (unsigned)info.mode);
+	if (r < 0 && info.why && rule->min_len)
+		return log_error_errno(r,
+				       "Token file '%s' %s: it must hold one line of %zu to %zu "
+				       "printable characters without spaces",
+				       path, info.why, rule->min_len, size - 1);
+	if (r < 0 && info.why)
+		return log_error_errno(r,
+				       "Token file '%s' %s: it must hold one line of at most %zu "
+				       "printable characters without spaces",
+				       path, info.why, size - 1);
+	if (r < 0)
+		return log_error_errno(r, "Cannot read token file '%s': %m", path);
+	if (*ret_len < rule->min_len) {
+		explicit_bzero(buf, size);
+		return log_error_errno(-EINVAL, "Token in '%s' is shorter than %zu characters",
+				       path, rule->min_len);
+	}
 	return 0;
 }

@@ -13,6 +13,10 @@
 struct token_file_rule {
 	uid_t also_owner; /* allowed owner besides root; (uid_t)-1: root only */
 	mode_t forbidden; /* mode bits that must be clear, e.g. 077 */
+	/* For token_file_load's messages: what the file must be ("a regular file owned by
+	 * root with mode 0600 or stricter"), and the shortest token taken (0: any). */
+	const char *file_rule;
+	size_t min_len;
 };
 
 struct token_file_info {
@@ -28,3 +32,8 @@ struct token_file_info {
  * is wiped on failure, and the bytes read never stay anywhere else. */
 int token_file_read(const char *path, const struct token_file_rule *rule, char *buf, size_t size,
 		    size_t *ret_len, struct token_file_info *ret_info);
+
+/* token_file_read, then the length bound of rule->min_len, each failure logged in one line
+ * that names the file, what is wrong with it and what it must be. Returns 0 or -errno. */
+int token_file_load(const char *path, const struct token_file_rule *rule, char *buf, size_t size,
+		    size_t *ret_len);

@@ -922,28 +922,15 @@ static bool token_printable(const char *t, size_t n)
  * (lib/token-file.c, checked on the opened fd). */
 static int read_token_file(const char *path)
 {
-	const struct token_file_rule rule = {.also_owner = getuid(), .forbidden = 077};
-	struct token_file_info info;
+	const struct token_file_rule rule = {
+		.also_owner = getuid(),
+		.forbidden = 077,
+		.file_rule = "a regular file of yours (or root's) that group and others cannot "
+			     "access: chmod 600",
+	};
 	size_t len = 0;
-	int r = token_file_read(path, &rule, C.token, sizeof(C.token), &len, &info);
 
-	if (r == -ELOOP)
-		return log_error_errno(
-			r, "Token file '%s' is a symbolic link: name the file itself", path);
-	if (r == -EPERM)
-		return log_error_errno(r,
-				       "Token file '%s' %s: it must be a regular file of yours (or "
-				       "root's) that group and others cannot access: chmod 600 "
-				       "(found uid %d, mode %04o)",
-				       path, info.why, (int)info.uid, (unsigned)info.mode);
-	if (r < 0 && info.why)
-		return log_error_errno(r,
-				       "Token file '%s' %s: it must hold one line of at most %zu "
-				       "printable characters without spaces",
-				       path, info.why, sizeof(C.token) - 1);
-	if (r < 0)
-		return log_error_errno(r, "Cannot read token file '%s': %m", path);
-	return 0;
+	return token_file_load(path, &rule, C.token, sizeof(C.token), &len);
 }
 
 int main(int argc, char **argv)

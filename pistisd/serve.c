@@ -770,34 +770,18 @@ static const struct lws_protocols protocols[] = {
  * checked on the opened fd, so a rename race cannot swap in another file). */
 static int read_token(const char *path)
 {
-	const struct token_file_rule rule = {.also_owner = (uid_t)-1, .forbidden = 077};
-	struct token_file_info info;
+	const struct token_file_rule rule = {
+		.also_owner = (uid_t)-1,
+		.forbidden = 077,
+		.file_rule = "a regular file owned by root with mode 0600 or stricter",
+		.min_len = 16,
+	};
 	size_t len = 0;
-	int r = token_file_read(path, &rule, S.token, sizeof(S.token), &len, &info);
+	int r = token_file_load(path, &rule, S.token, sizeof(S.token), &len);
 
-	if (r == -ELOOP)
-		return log_error_errno(
-			r, "Token file '%s' is a symbolic link: name the file itself", path);
-	if (r == -EPERM)
-		return log_error_errno(
-			r,
-			"Token file '%s' %s: it must be a regular file owned by root "
-			"with mode 0600 or stricter (found uid %d, mode %04o)",
-			path, info.why, (int)info.uid, (unsigned)info.mode);
-	if (r < 0 && info.why)
-		return log_error_errno(r,
-				       "Token file '%s' %s: it must hold one line of 16 to %d "
-				       "printable characters without spaces",
-				       path, info.why, TOKEN_MAX);
-	if (r < 0)
-		return log_error_errno(r, "Failed to read token file '%s': %m", path);
-	if (len < 16) {
-		explicit_bzero(S.token, sizeof(S.token));
-		return log_error_errno(-EINVAL, "Token in '%s' is shorter than 16 characters",
-				       path);
-	}
-	S.token_len = len;
-	return 0;
+	if (r >= 0)
+		S.token_len = len;
+	return r;
 }
 
 static int parse_url(const char *url)
