@@ -47,8 +47,20 @@ struct frame {
 	uint8_t buf[]; /* LWS_PRE + len */
 };
 
+/* Who reads a command's output: the "reader" its exec.start or latest exec.attach named
+ * (server-min names the client connection), else that request's id. Unacknowledged output
+ * is bounded per reader as well as per command and in all (reader_max), so a reader that
+ * stops acknowledging pauses its own commands only, and the others keep being read. */
+struct reader {
+	struct reader *next;
+	uint64_t buffered;
+	unsigned refs; /* commands it reads */
+	char key[PROTO_MAX_ID + 1];
+};
+
 struct cmd {
 	struct cmd *next;
+	struct reader *rd;
 	uint32_t id;
 	char owner[PROTO_MAX_ID + 1]; /* request id of the exec.start/attach that receives events */
 	char tag[PROTO_MAX_TAG + 1];
@@ -90,7 +102,71 @@ static struct {
 	/* Unacknowledged output of all commands together, and its bound: 8 MiB per command
 	 * times 256 commands would be 2 GiB of a sandbox's memory. */
 	uint64_t buffered, max_buffered;
+	struct reader *readers;
 } T = {.root_fd = -1, .max_buffered = SESSION_MAX_BUFFERED_DEFAULT};
+
+/* One reader's share of max_buffered: a quarter (16 of the default 64 MiB, two commands'
+ * full windows), at least one frame. So it takes four readers that all stop reading to
+ * fill the bound that pauses everyone. */
+static uint64_t reader_max(void)
+{
+	uint64_t m = T.max_buffered / 4;
+
+	return m < PROTO_MAX_FRAME_PAYLOAD ? PROTO_MAX_FRAME_PAYLOAD : m;
+}
+
+/* The reader named key, made on first use; NULL when out of memory. */
+static struct reader *reader_get(const char *key)
+{
+	struct reader *rd;
+
+	for (rd = T.readers; rd; rd = rd->next)
+		if (!strcmp(rd->key, key))
+			break;
+	if (!rd) {
+		rd = calloc(1, sizeof(*rd));
+		if (!rd)
+			return NULL;
+		snprintf(rd->key, sizeof(rd->key), "%s", key);
+		rd->next = T.readers;
+		T.readers = rd;
+	}
+	rd->refs++;
+	return rd;
+}
+
+static void reader_put(struct reader *rd)
+{
+	if (!rd || --rd->refs > 0)
+		return;
+	for (struct reader **pp = &T.readers; *pp; pp = &(*pp)->next)
+		if (*pp == rd) {
+			*pp = rd->next;
+			break;
+		}
+	free(rd);
+}
+
+/* The request's "reader", else its id; -EINVAL, answered, when "reader" is not an id. */
+static int reader_key(const struct proto_request *req, const char **ret)
+{
+	struct proto_error err = {0};
+	const char *s = NULL;
+	int r = proto_get_string(req->root, "reader", PROTO_MAX_READER, &s, &err);
+
+	if (r == -ENOENT) {
+		*ret = req->id;
+		return 0;
+	}
+	if (r < 0 || !proto_id_valid(s, PROTO_MAX_READER)) {
+		serve_send_error(req->id, PROTO_E_BAD_REQUEST,
+				 "\"reader\" must be 1..%d bytes of [A-Za-z0-9._:-]",
+				 PROTO_MAX_READER);
+		return -EINVAL;
+	}
+	*ret = s;
+	return 0;
+}
 
 void session_set_max_buffered(uint64_t bytes)
 {
@@ -110,15 +186,18 @@ static void resume_paused(void)
 	if (T.buffered >= T.max_buffered / 2)
 		return;
 	for (struct cmd *x = T.cmds; x; x = x->next)
-		if (x->paused && x->buffered < PROTO_MAX_BUFFERED / 2)
+		if (x->paused && x->buffered < PROTO_MAX_BUFFERED / 2 &&
+		    x->rd->buffered < reader_max() / 2)
 			set_paused(x, false);
 }
 
 static void count_buffered(struct cmd *c, size_t n)
 {
 	c->buffered += n;
+	c->rd->buffered += n;
 	T.buffered += n;
-	if (c->buffered >= PROTO_MAX_BUFFERED || T.buffered >= T.max_buffered)
+	if (c->buffered >= PROTO_MAX_BUFFERED || c->rd->buffered >= reader_max() ||
+	    T.buffered >= T.max_buffered)
 		set_paused(c, true);
 }
 
@@ -226,6 +305,9 @@ static void cmd_free(struct cmd *c)
 		frame_free(f);
 	}
 	T.buffered -= c->buffered;
+	if (c->rd)
+		c->rd->buffered -= c->buffered;
+	reader_put(c->rd);
 	pool_trim();
 	resume_paused();
 	free(c->exit_json);
@@ -722,7 +804,7 @@ static void exec_start(const struct proto_request *req)
 	const char *bad = NULL;
 	unsigned per_agent = 0;
 	char *sh_argv[] = {(char *)"/bin/sh", (char *)"-c", NULL, NULL};
-	const char *cwd_root = NULL, *cwd_rel = NULL;
+	const char *cwd_root = NULL, *cwd_rel = NULL, *key = NULL;
 	_cleanup_close_ int cwd_fd = -1;
 	int r;
 
@@ -732,6 +814,8 @@ static void exec_start(const struct proto_request *req)
 			"a policy apply is tightening permissions; retry when it ends");
 	if (proto_exec_start_parse(req->root, &st, &err) < 0)
 		return serve_send_error(req->id, err.code, "%s", err.message);
+	if (reader_key(req, &key) < 0)
+		goto out;
 	for (struct cmd *x = T.cmds; x; x = x->next) {
 		if (!strcmp(x->owner, req->id)) {
 			serve_send_error(req->id, PROTO_E_DUPLICATE_ID,
@@ -814,6 +898,13 @@ static void exec_start(const struct proto_request *req)
 		serve_send_error(req->id, PROTO_E_INTERNAL, "out of memory");
 		goto out;
 	}
+	c->rd = reader_get(key);
+	if (!c->rd) {
+		serve_send_error(req->id, PROTO_E_INTERNAL, "out of memory");
+		free(c);
+		c = NULL;
+		goto out;
+	}
 	c->w_out.fd = c->w_err.fd = c->w_pid.fd = c->w_in.fd = c->w_exec.fd = -1;
 	c->w_out.owner = c->w_err.owner = c;
 	c->w_in.fn = on_stdin_writable;
@@ -825,6 +916,7 @@ static void exec_start(const struct proto_request *req)
 	r = spawn_start_async(T.spawn, &so, &c->p, &se);
 	if (r < 0) {
 		send_start_error(req->id, &se);
+		reader_put(c->rd);
 		free(c);
 		c = NULL;
 		goto out;
@@ -926,6 +1018,7 @@ static void drop_acked(struct cmd *c, uint64_t seq)
 		struct frame *f = c->head;
 		c->head = f->next;
 		c->buffered -= f->len - PROTO_FRAME_HEADER;
+		c->rd->buffered -= f->len - PROTO_FRAME_HEADER;
 		T.buffered -= f->len - PROTO_FRAME_HEADER;
 		frame_free(f);
 	}
@@ -942,6 +1035,8 @@ static void drop_acked(struct cmd *c, uint64_t seq)
 static void exec_attach(const struct proto_request *req)
 {
 	struct proto_error err = {0};
+	struct reader *rd;
+	const char *key;
 	uint64_t after = 0;
 	struct cmd *c = find_cmd(req);
 	cJSON *o;
@@ -963,10 +1058,21 @@ static void exec_attach(const struct proto_request *req)
 	log_debug("attach cmd=%u by %s after=%llu acked=%llu next=%llu", c->id, req->id,
 		  (unsigned long long)after, (unsigned long long)c->acked,
 		  (unsigned long long)c->next_seq);
+	if (reader_key(req, &key) < 0)
+		return;
+	rd = reader_get(key);
+	if (!rd)
+		return serve_send_error(req->id, PROTO_E_INTERNAL, "out of memory");
 	/* The client holds everything up to `after`: that is an acknowledgement too. */
 	drop_acked(c, after);
 	if (after < c->acked)
 		after = c->acked; /* older frames were acknowledged (by an earlier reader) and are gone */
+	/* What is still unacknowledged is the new reader's to acknowledge now. */
+	c->rd->buffered -= c->buffered;
+	reader_put(c->rd);
+	rd->buffered += c->buffered;
+	c->rd = rd;
+	resume_paused();
 	snprintf(c->owner, sizeof(c->owner), "%s", req->id);
 	c->attached = true;
 	c->sent = after;

@@ -597,6 +597,18 @@ static cJSON *sandboxes_json(void)
 	return a;
 }
 
+/* pistisd bounds unacknowledged output per reader (docs/protocol.md, "reader"): the reader
+ * of what a client starts or attaches is its connection, named by the relay, never by the
+ * client (which could name another's and spend that one's share). */
+static void set_reader(cJSON *req, unsigned serial)
+{
+	char reader[PROTO_MAX_READER + 1];
+
+	snprintf(reader, sizeof(reader), "%s.%u", R.boot, serial);
+	cJSON_DeleteItemFromObjectCaseSensitive(req, "reader");
+	cJSON_AddStringToObject(req, "reader", reader);
+}
+
 static void client_text(struct conn *c, const char *buf, size_t len)
 {
 	struct proto_error err = {0};
@@ -655,6 +667,8 @@ static void client_text(struct conn *c, const char *buf, size_t len)
 	snprintf(orig_id, sizeof(orig_id), "%s", req.id); /* req.id dies with the replace */
 	cJSON_DeleteItemFromObjectCaseSensitive(root, "sandbox");
 	cJSON_ReplaceItemInObjectCaseSensitive(root, "id", cJSON_CreateString(fwd_id));
+	if (req.op == PROTO_OP_EXEC_START || req.op == PROTO_OP_EXEC_ATTACH)
+		set_reader(root, c->serial);
 	if (req.op == PROTO_OP_EXEC_ACK) {
 		/* An acknowledgement frees frames in pistisd for good, so only the command's
 		 * current reader may give one, and only for frames this relay forwarded to it:
@@ -754,6 +768,7 @@ static void reattach_routes(struct sandbox *sb)
 		cJSON_AddStringToObject(o, "id", id);
 		cJSON_AddStringToObject(o, "op", "exec.attach");
 		cJSON_AddNumberToObject(o, "cmd", rt->cmd);
+		set_reader(o, rt->client);
 		/* only what the client acknowledged: frames queued to it may still be lost */
 		cJSON_AddNumberToObject(o, "after", (double)rt->acked);
 		s = cJSON_PrintUnformatted(o);

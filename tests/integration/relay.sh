@@ -607,6 +607,28 @@ ok "--max-buffered: at most 1 MiB + a frame per command waits for acks (${buf:-?
 pkill -f "head -c 3145728 /dev/zero" 2>/dev/null
 kill "${SLOW[@]}" 2>/dev/null; wait "${SLOW[@]}" 2>/dev/null
 
+# --- one reader that never acknowledges: a quarter of the bound, not all of it -------------
+# A client reads three commands' 3 MiB each and acknowledges nothing, under --max-buffered 8:
+# its commands pause once it holds 2 MiB, so another client's command runs (before: all
+# 8 MiB were its, and every other command paused at its first output). docs/protocol.md.
+kill "$PD" 2>/dev/null; wait "$PD" 2>/dev/null
+(exec env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin chroot "$R" pistisd serve \
+	--relay ws://127.0.0.1:$SP --token-file /etc/pistis/token --name s1 --max-buffered 8 \
+	${ALLOW:+--allow $ALLOW} >"$W/pd5.log" 2>&1) &
+PD=$!
+for _ in $(seq 50); do timeout 5 "$BIN/pistis" ls 2>/dev/null | grep -q "s1 *connected" && break; sleep 0.1; done
+python3 "$(cd "$(dirname "$0")" && pwd)/wsfake.py" noack-reader "$CP" "$PISTIS_TEST_CT" s1 "$BIN/pistis" 3 3145728 \
+	>"$W/na.out" 2>&1
+grep -q '^exception=' "$W/na.out" && sed 's/^/# /' "$W/na.out"
+nb=$(sed -n 's/^buffered_kib=//p' "$W/na.out")
+ok "one reader: its commands pause at its quarter, 2 MiB + a read per command (${nb:-?} KiB)" \
+	test "${nb:-0}" -ge 2048 -a "${nb:-99999}" -le $((2048 + 3 * 256))
+is "one reader: another client's command runs to its end meanwhile" \
+	"$(sed -n 's/^other_output=//p' "$W/na.out")" ok
+om=$(sed -n 's/^other_ms=//p' "$W/na.out")
+ok "one reader: ... at once (${om:-?} ms < 5000)" test "${om:-99999}" -lt 5000
+is "one reader: acknowledging, it then gets all 3 x 3 MiB" "$(sed -n 's/^noack_output=//p' "$W/na.out")" ok
+
 # --- file operations without openat2 (PISTIS_NO_OPENAT2: the per-component fallback) ----------
 # A component made only of dots ("...") is a name like any other, never the end of the path.
 kill "$PD" 2>/dev/null; wait "$PD" 2>/dev/null

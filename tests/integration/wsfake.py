@@ -1131,6 +1131,86 @@ def scenario_pending_fair(sport, stoken, cport, ctoken, k, n):
         x.s.close()
 
 
+def scenario_noack_reader(cport, ctoken, sandbox, pistis, n, nbytes):
+    """One client starts `n` commands that each print `nbytes` and reads every frame but
+    acknowledges none, so all of it stays in pistisd. Its share of pistisd's bound on
+    unacknowledged output is a quarter: once its commands are paused at that share, another
+    client's command (the real `pistis`) must run to its end at once. Then the first
+    client acknowledges as it reads and must get every byte of every command."""
+    import subprocess
+    c = WS(cport, "/v1/ws", "pistis-client.v1", ctoken, timeout=60)
+    for i in range(n):
+        c.send(json.dumps({"id": "h%d" % i, "op": "exec.start", "sandbox": sandbox,
+                           "agent": "alice", "argv": ["head", "-c", str(nbytes), "/dev/zero"]}))
+    cmds = {}
+    end = time.time() + 30
+    while len(cmds) < n and time.time() < end:
+        o = c.recv_json(timeout=end - time.time())
+        if str(o.get("id", "")).startswith("h"):
+            if not o.get("ok"):
+                raise RuntimeError("exec.start: %s" % o)
+            cmds[o["cmd"]] = True
+    got, last, exited = {k: 0 for k in cmds}, {k: 0 for k in cmds}, {}
+
+    def take(d):
+        stream, flags, cmd, seq, payload = parse_frame(d)
+        if cmd in last and seq == last[cmd] + 1:
+            last[cmd] = seq
+            if stream == 1:
+                got[cmd] += len(payload)
+
+    def pump(seconds):
+        c.s.settimeout(0.2)
+        end = time.time() + seconds
+        while time.time() < end:
+            try:
+                b, d = c.recv()
+            except socket.timeout:
+                continue
+            if b:
+                take(d)
+            else:
+                o = json.loads(d)
+                if o.get("event") == "exec.exit" and o.get("cmd") in last:
+                    exited[o["cmd"]] = o.get("last_seq", 0)
+    # Read (never acknowledge) until nothing more comes for a second: paused.
+    held = -1
+    while held != sum(got.values()):
+        held = sum(got.values())
+        pump(1.0)
+    print("held_kib=%d" % (held >> 10))
+    st = subprocess.run([pistis, "--json", "status"], stdout=subprocess.PIPE,
+                        stderr=subprocess.DEVNULL, timeout=20)
+    try:
+        print("buffered_kib=%d" % (json.loads(st.stdout)["buffered"] >> 10))
+    except (ValueError, KeyError):
+        print("buffered_kib=?")
+    t0 = time.time()
+    try:
+        r = subprocess.run([pistis, "exec", "--agent", "bob", "--", "seq", "1", "200000"],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=20)
+        want = "".join("%d\n" % k for k in range(1, 200001)).encode()
+        ok = r.stdout == want and r.returncode == 0
+        print("other_output=%s" % ("ok" if ok else "bad(rc=%d, %d bytes)" %
+                                   (r.returncode, len(r.stdout))))
+    except subprocess.TimeoutExpired:
+        print("other_output=timeout")
+    print("other_ms=%d" % ((time.time() - t0) * 1000))
+    # Now acknowledge as it reads: everything must come.
+    n_ack = 0
+    end = time.time() + 120
+    while time.time() < end and not (len(exited) == n and
+                                     all(last[k] >= exited[k] for k in cmds)):
+        for k in cmds:
+            n_ack += 1
+            c.send(json.dumps({"id": "k%d" % n_ack, "op": "exec.ack", "sandbox": sandbox,
+                               "cmd": k, "seq": last[k]}))
+        pump(0.3)
+    print("noack_output=%s" % ("ok" if all(got[k] == nbytes for k in cmds) and len(exited) == n
+                               else "bad(%s)" % ",".join(str(got[k]) for k in cmds)))
+    c.s.close()
+
+
 if __name__ == "__main__":
     name, port, token = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     rest = sys.argv[4:]
@@ -1181,6 +1261,8 @@ if __name__ == "__main__":
             scenario_hard_bound(port, token, int(rest[0]), rest[1], rest[2])
         elif name == "pending-fair":
             scenario_pending_fair(port, token, int(rest[0]), rest[1], int(rest[2]), int(rest[3]))
+        elif name == "noack-reader":
+            scenario_noack_reader(port, token, rest[0], rest[1], int(rest[2]), int(rest[3]))
         elif name == "sandbox-flood":
             scenario_sandbox_flood(port, token, float(rest[0]))
         else:
