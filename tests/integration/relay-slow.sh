@@ -50,8 +50,11 @@ cat >"$W/pistis.json" <<J
 J
 "$BIN/server-min" --config "$W/pistis.json" >"$W/smin.log" 2>&1 &
 SM=$!
-in_root "$R" pistisd serve --relay ws://127.0.0.1:$SP --token-file /etc/pistis/token --name s1 ${ALLOW:+--allow $ALLOW} \
-	>"$W/pd.log" 2>&1 &
+# --max-buffered 256: one reader may then hold 64 MiB unacknowledged in pistisd, more than
+# server-min's 16 MiB soft bound, which is what this test is about. With the default (a
+# quarter of 64 MiB) pistisd itself stops at 16 MiB for one reader (relay.sh, "one reader").
+in_root "$R" pistisd serve --relay ws://127.0.0.1:$SP --token-file /etc/pistis/token --name s1 \
+	--max-buffered 256 ${ALLOW:+--allow $ALLOW} >"$W/pd.log" 2>&1 &
 PD=$!
 export PISTIS_URL=ws://127.0.0.1:$CP PISTIS_TOKEN=$CT PISTIS_SANDBOX=s1
 for _ in $(seq 100); do "$BIN/pistis" ls 2>/dev/null | grep -q "s1 *connected" && break; sleep 0.1; done
