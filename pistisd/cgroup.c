@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -389,8 +390,8 @@ static int claim_slot(const struct cgroup_ctx *ctx, int agent_fd, char *cmd, siz
 
 /* A cgroup of its own whose name is already there: left by an earlier pistisd with the same
  * pid (the name carries it), which died between its command's end and the rmdir, or a
- * keep_children command's, whose processes have ended since (cgroup_reap_orphans leaves
- * empty cgroups alone). Removed only when nobody holds its lock and it is empty, so that
+ * keep_children command's, whose processes have ended since (cgroup_reap_orphans removes
+ * empty ones only when no process has the pid in the name, which is not the case here). Removed only when nobody holds its lock and it is empty, so that
  * the caller makes it afresh; else -EEXIST, and the caller takes another name: a cgroup a
  * live pistisd holds, or one with processes in it, is never joined (nor killed here; that
  * is the reaper's, at serve start-up). Locking an empty cgroup could meet its maker between
@@ -580,16 +581,43 @@ int cgroup_cmd_remove(struct cgroup_ctx *ctx, const char *agent, const char *cmd
  * never locked, not even for a moment: its maker may be between mkdir and flock
  * (cgroup_cmd_create), and it is populated only once its maker holds it. 1 killed, 0 not,
  * -errno. */
+/* Whether the pistisd that named a cgroup of its own "cmd-<pid>-<n>" is gone: no process
+ * has that pid (in our pid namespace) any more. A live pid may be a pistisd between its
+ * mkdir and its flock, so only a dead one's empty cgroups are removed. */
+static bool maker_gone(const char *name)
+{
+	const char *p = name + 4;
+	char *end;
+	long pid;
+
+	if (*p < '1' || *p > '9')
+		return false;
+	errno = 0;
+	pid = strtol(p, &end, 10);
+	if (errno || *end != '-' || pid > INT_MAX)
+		return false;
+	return kill((pid_t)pid, 0) < 0 && errno == ESRCH;
+}
+
 static int reap_one(int agent_fd, const char *name)
 {
 	_cleanup_close_ int fd =
 		openat(agent_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	int populated;
 
 	if (fd < 0)
 		return errno == ENOENT ? 0 : -errno;
 	/* Made 0755 by an older pistisd: from now on agents cannot open it (CMD_MODE). */
 	(void)fchmod(fd, CMD_MODE);
-	if (cgroup_populated(fd) != 1)
+	populated = cgroup_populated(fd);
+	if (populated == 0 && !cgroup_cmd_is_slot(name) && maker_gone(name)) {
+		/* Empty, left by a pistisd that died between its command's end and the
+		 * rmdir (or a keep_children command's, whose processes have ended since). */
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0 && cgroup_populated(fd) == 0)
+			(void)unlinkat(agent_fd, name, AT_REMOVEDIR);
+		return 0;
+	}
+	if (populated != 1)
 		return 0;
 	if (flock(fd, LOCK_EX | LOCK_NB) < 0)
 		return errno == EWOULDBLOCK ? 0 : -errno;

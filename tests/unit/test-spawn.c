@@ -1551,6 +1551,8 @@ TEST(forced_fallback_through_spawn)
 
 TEST_HARNESS_MAIN
 
+static ino_t ino_at(int dir_fd, const char *name);
+
 static void count_orphans(const char *agent, unsigned killed, void *u)
 {
 	if (!strcmp(agent, "orphan-agent"))
@@ -1583,8 +1585,8 @@ TEST_TIMEOUT(cgroup_orphans_of_a_dead_pistisd_are_killed_held_ones_survive, 60)
 	char *sleeper[] = {"/bin/sleep", "30", NULL};
 	char *tree[] = {"/bin/sh", "-c", "/usr/bin/setsid /bin/sleep 100 & exec /bin/sleep 100",
 			NULL};
-	char own[600], mine[700], path[900], pid[16], names[4][48];
-	int pfd[2], agent_fd, n_names = 0;
+	char own[600], mine[700], path[900], pid[16], names[4][48], empty[3][48];
+	int pfd[2], agent_fd, n_names = 0, held_empty;
 	unsigned killed = 0;
 	pid_t daemon;
 
@@ -1638,6 +1640,17 @@ TEST_TIMEOUT(cgroup_orphans_of_a_dead_pistisd_are_killed_held_ones_survive, 60)
 	ASSERT_EQ(cgroup_init(&cg), 0);
 	agent_fd = openat(cg.base_fd, "orphan-agent", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	ASSERT_GE(agent_fd, 0);
+	/* Empty cgroups of their own: the dead daemon's (its pid is gone) are removed; one
+	 * named by a live pid (a pistisd between its mkdir and its flock, here this test) and
+	 * one a live pistisd holds (its flock) stay. */
+	snprintf(empty[0], sizeof(empty[0]), "cmd-%d-77", (int)daemon);
+	snprintf(empty[1], sizeof(empty[1]), "cmd-%d-78", (int)getpid());
+	snprintf(empty[2], sizeof(empty[2]), "cmd-%d-79", (int)daemon);
+	for (int i = 0; i < 3; i++)
+		ASSERT_EQ(mkdirat(agent_fd, empty[i], 0711), 0);
+	held_empty = openat(agent_fd, empty[2], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	ASSERT_GE(held_empty, 0);
+	ASSERT_EQ(flock(held_empty, LOCK_EX | LOCK_NB), 0);
 	for (int i = 0; i < 4; i++) {
 		int fd = openat(agent_fd, names[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		ASSERT_GE(fd, 0);
@@ -1646,6 +1659,12 @@ TEST_TIMEOUT(cgroup_orphans_of_a_dead_pistisd_are_killed_held_ones_survive, 60)
 	}
 	EXPECT_EQ(cgroup_reap_orphans(cg.base_fd, count_orphans, &killed), 0);
 	EXPECT_EQ(killed, 4u);
+	EXPECT_EQ(ino_at(agent_fd, empty[0]), 0u);
+	EXPECT_NE(ino_at(agent_fd, empty[1]), 0u);
+	EXPECT_NE(ino_at(agent_fd, empty[2]), 0u);
+	close(held_empty);
+	EXPECT_EQ(unlinkat(agent_fd, empty[1], AT_REMOVEDIR), 0);
+	EXPECT_EQ(unlinkat(agent_fd, empty[2], AT_REMOVEDIR), 0);
 	for (int i = 0; i < 4; i++) {
 		int fd = openat(agent_fd, names[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (cgroup_cmd_is_slot(names[i])) {
