@@ -1206,6 +1206,8 @@ static cJSON *status_of(const char *agent)
 		cJSON_AddNumberToObject(o, "last_seq", (double)c->next_seq);
 		cJSON_AddNumberToObject(o, "acked", (double)c->acked);
 		cJSON_AddNumberToObject(o, "buffered", (double)c->buffered);
+		cJSON_AddStringToObject(o, "reader", c->rd->key);
+		cJSON_AddNumberToObject(o, "reader_buffered", (double)c->rd->buffered);
 		cJSON_AddBoolToObject(o, "paused", c->paused);
 		cJSON_AddItemToArray(a, o);
 	}

@@ -622,6 +622,9 @@ python3 "$(cd "$(dirname "$0")" && pwd)/wsfake.py" noack-reader "$CP" "$PISTIS_T
 nb=$(sed -n 's/^buffered_kib=//p' "$W/na.out")
 ok "one reader: its commands pause at its quarter, 2 MiB + a read per command (${nb:-?} KiB)" \
 	test "${nb:-0}" -ge 2048 -a "${nb:-99999}" -le $((2048 + 3 * 256))
+like "one reader: its three commands have one reader, its connection as the relay names it (not the one it sent)" \
+	"$(sed -n 's/^readers=//p' "$W/na.out")" '^[0-9a-f]+\.[0-9]+$'
+is "one reader: ... which holds what all its commands hold" "$(sed -n 's/^reader_kib=//p' "$W/na.out")" "${nb:-?}"
 is "one reader: another client's command runs to its end meanwhile" \
 	"$(sed -n 's/^other_output=//p' "$W/na.out")" ok
 om=$(sed -n 's/^other_ms=//p' "$W/na.out")

@@ -1140,8 +1140,11 @@ def scenario_noack_reader(cport, ctoken, sandbox, pistis, n, nbytes):
     import subprocess
     c = WS(cport, "/v1/ws", "pistis-client.v1", ctoken, timeout=60)
     for i in range(n):
-        c.send(json.dumps({"id": "h%d" % i, "op": "exec.start", "sandbox": sandbox,
-                           "agent": "alice", "argv": ["head", "-c", str(nbytes), "/dev/zero"]}))
+        # the first names a reader of its own choosing: the relay must replace it
+        c.send(json.dumps(dict({"id": "h%d" % i, "op": "exec.start", "sandbox": sandbox,
+                                "agent": "alice",
+                                "argv": ["head", "-c", str(nbytes), "/dev/zero"]},
+                               **({"reader": "spoofed.1"} if i == 0 else {}))))
     cmds = {}
     end = time.time() + 30
     while len(cmds) < n and time.time() < end:
@@ -1189,8 +1192,12 @@ def scenario_noack_reader(cport, ctoken, sandbox, pistis, n, nbytes):
     st = subprocess.run([pistis, "--json", "status"], stdout=subprocess.PIPE,
                         stderr=subprocess.DEVNULL, timeout=20)
     try:
-        print("buffered_kib=%d" % (json.loads(st.stdout)["buffered"] >> 10))
-    except (ValueError, KeyError):
+        status = json.loads(st.stdout)
+        print("buffered_kib=%d" % (status["buffered"] >> 10))
+        mine = [x for x in status["commands"] if x["cmd"] in cmds]
+        print("readers=%s" % ",".join(sorted({x["reader"] for x in mine})))
+        print("reader_kib=%d" % (max(x["reader_buffered"] for x in mine) >> 10))
+    except (ValueError, KeyError, TypeError):
         print("buffered_kib=?")
     t0 = time.time()
     try:
