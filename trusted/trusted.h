@@ -188,8 +188,10 @@ int trusted_add_fd(const char *root, const char *name, int script_fd,
  * no one else may write and ends at a root-owned file no one else may write; the same for
  * that file's own #! (up to the kernel's 4 levels) and for `env NAME` looked up in
  * secure_path (env options refused); for an ELF program, its loader (PT_INTERP) the same
- * way. Text without #! is 0 (sudo execs it itself). 1 with a one-line reason in why (what
- * names the script), -errno. text: at least the first TRUSTED_HEAD_MAX bytes (or all). */
+ * way, and the libraries the dynamic loader maps into it from its RPATH/RUNPATH,
+ * DT_NEEDED paths and /etc/ld.so.preload (trusted/dyn.c; $ORIGIN is /data/trusted). Text
+ * without #! is 0 (sudo execs it itself). 1 with a one-line reason in why (what names the
+ * script), -errno. text: the whole file (a binary's dynamic section may lie anywhere). */
 int trusted_interp_check(int root_fd, const char *what, const char *text, size_t len, char *why,
 			 size_t why_size);
 

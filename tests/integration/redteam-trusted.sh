@@ -3,7 +3,8 @@
 # let it): file capabilities that outlive harden-setuid, sudo options around the rule,
 # sudoers injection through names, symlinks swapped into the directories pistisd writes,
 # FIFOs handed to `add`, agents writing /data/bin or /data/trusted, image rules that grant
-# more than the drop-in, interpreters, secure_path and a binary's loader. Debian root with the real sudo; root, private mount namespace.
+# more than the drop-in, interpreters, secure_path, a binary's loader and the libraries it
+# maps (RPATH/RUNPATH, DT_NEEDED paths, /etc/ld.so.preload). Debian root with the real sudo; root, private mount namespace.
 . "$(dirname "$0")/../lib.sh"
 need_root
 need_mount_ns "$@"
