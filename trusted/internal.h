@@ -27,3 +27,22 @@ int trusted_read_file(int dir_fd, const char *name, size_t max, char **ret, size
 /* Resolve rel inside the root the way the root itself sees it (symlinks resolved within
  * the root: openat2 RESOLVE_IN_ROOT, or a no-symlink walk where openat2 is missing). */
 int trusted_open_in_root(int root_fd, const char *rel, int flags, int *ret_fd);
+
+/* Resolve the absolute path inside the root as the kernel would (symlinks followed, within
+ * the root), checking every directory passed through: root-owned and writable by no one
+ * else (group/other bits, which hold an ACL's mask), so nobody else can swap what it holds.
+ * The last component must be a regular file, root's and writable by root alone; it is
+ * opened for reading into *ret_fd. want_dir: it must be a directory, root's alone, and
+ * nothing is opened (-ENOTDIR for anything else). ret_resolved (PATH_MAX bytes, may be
+ * NULL): the path with every symlink and ".." resolved, as /proc/self/exe would show it.
+ * 0, 1 with why (refused), -ENOENT when it does not exist (the directories before it
+ * checked, so the nearest existing parent of a missing one is root's alone), -errno. */
+int trusted_chain_walk(int root_fd, const char *path, bool want_dir, int *ret_fd,
+		       char *ret_resolved, char *why, size_t why_size);
+
+/* The libraries the dynamic loader maps into an ELF program (or nothing, for anything
+ * else): fd the opened file, or fd -1 and buf/len the whole file; origin the directory
+ * $ORIGIN stands for; has_interp: the program has a PT_INTERP, so the loader runs and reads
+ * /etc/ld.so.preload. 0 when all of it is root's alone, 1 with "WHAT: reason" in why. */
+int trusted_elf_libs_check(int root_fd, const char *what, int fd, const void *buf, size_t len,
+			   const char *origin, bool has_interp, char *why, size_t why_size);

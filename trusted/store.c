@@ -481,17 +481,12 @@ int trusted_wrappers_refresh(const char *root)
 	return count;
 }
 
-/* Resolve the absolute path inside the root as the kernel would (symlinks followed, within
- * the root), checking every directory passed through: root-owned and writable by no one
- * else (group/other bits, which hold an ACL's mask), so nobody else can swap what it holds.
- * The last component must be a regular file, root's and writable by root alone; it is
- * opened for reading. want_dir: it must be a directory, root's alone, and nothing is
- * opened (-ENOTDIR for anything else). 0 and *ret_fd, 1 with why (refused), -ENOENT when
- * it does not exist (the directories before it checked), -errno. */
+/* trusted_chain_walk (internal.h): resolve the absolute path inside the root as the kernel
+ * would (symlinks followed, within the root), checking every directory passed through. */
 #define CHAIN_DEPTH 64
 #define CHAIN_LINKS 40
-static int chain_walk(int root_fd, const char *path, bool want_dir, int *ret_fd, char *why,
-		      size_t why_size)
+int trusted_chain_walk(int root_fd, const char *path, bool want_dir, int *ret_fd,
+		       char *ret_resolved, char *why, size_t why_size)
 {
 	int fds[CHAIN_DEPTH + 1], depth = 0, links = 0, r = 0;
 	char rest[2 * PATH_MAX], walked[PATH_MAX] = "";
@@ -568,7 +563,12 @@ static int chain_walk(int root_fd, const char *path, bool want_dir, int *ret_fd,
 			continue;
 		}
 		l = strlen(walked);
-		snprintf(walked + l, sizeof(walked) - l, "/%s", comp);
+		if (snprintf(walked + l, sizeof(walked) - l, "/%s", comp) >=
+		    (int)(sizeof(walked) - l)) {
+			safe_close(fd);
+			r = -ENAMETOOLONG;
+			break;
+		}
 		if (S_ISDIR(st.st_mode) && (want_dir || p[strspn(p, "/")] != '\0')) {
 			if (st.st_uid != 0 || (st.st_mode & 022)) {
 				snprintf(why, why_size,
@@ -582,6 +582,8 @@ static int chain_walk(int root_fd, const char *path, bool want_dir, int *ret_fd,
 			}
 			if (p[strspn(p, "/")] == '\0') {
 				safe_close(fd); /* want_dir: the directory itself, checked */
+				if (ret_resolved)
+					memcpy(ret_resolved, walked, strlen(walked) + 1);
 				break;
 			}
 			if (depth >= CHAIN_DEPTH) {
@@ -629,6 +631,8 @@ static int chain_walk(int root_fd, const char *path, bool want_dir, int *ret_fd,
 				break;
 			}
 			*ret_fd = rfd;
+			if (ret_resolved)
+				memcpy(ret_resolved, walked, strlen(walked) + 1);
 		}
 		break;
 	}
@@ -639,25 +643,26 @@ static int chain_walk(int root_fd, const char *path, bool want_dir, int *ret_fd,
 
 static int chain_open(int root_fd, const char *path, int *ret_fd, char *why, size_t why_size)
 {
-	return chain_walk(root_fd, path, false, ret_fd, why, why_size);
+	return trusted_chain_walk(root_fd, path, false, ret_fd, NULL, why, why_size);
 }
 
 #define INTERP_DEPTH 4 /* the kernel's BINPRM_MAX_RECURSION */
 
-static int interp_check_level(int root_fd, const char *what, const char *text, size_t len,
-			      int level, char *why, size_t why_size);
+static int interp_check_level(int root_fd, const char *what, const char *text, size_t len, int fd,
+			      const char *origin, int level, char *why, size_t why_size);
 
-/* Check the file at path (an interpreter) and, when it is a script, its own interpreter. */
+/* Check the file at path (an interpreter) and, when it is a script, its own interpreter;
+ * when it is a program, the libraries it loads. */
 static int interp_check_path(int root_fd, const char *what, const char *path, int level, char *why,
 			     size_t why_size)
 {
 	_cleanup_close_ int fd = -1;
 	_cleanup_free_ char *head = NULL;
-	char w[PATH_MAX + 64];
+	char w[PATH_MAX + 64], resolved[PATH_MAX], inner[2 * PATH_MAX];
 	ssize_t n;
 	int r;
 
-	r = chain_open(root_fd, path, &fd, w, sizeof(w));
+	r = trusted_chain_walk(root_fd, path, false, &fd, resolved, w, sizeof(w));
 	if (r == -ENOENT) {
 		snprintf(why, why_size, "%s: interpreter '%s' does not exist in the image", what,
 			 path);
@@ -675,7 +680,12 @@ static int interp_check_path(int root_fd, const char *what, const char *path, in
 	n = pread(fd, head, TRUSTED_HEAD_MAX, 0);
 	if (n < 0)
 		return -errno;
-	return interp_check_level(root_fd, path, head, (size_t)n, level + 1, why, why_size);
+	/* The kernel execs it: the loader's $ORIGIN is where /proc/self/exe points, the path
+	 * with every symlink resolved. */
+	*(strrchr(resolved, '/') + (strrchr(resolved, '/') == resolved)) = '\0';
+	snprintf(inner, sizeof(inner), "%s: interpreter '%s'", what, path);
+	return interp_check_level(root_fd, inner, head, (size_t)n, fd, resolved, level + 1, why,
+				  why_size);
 }
 
 /* What the kernel runs for a script or a program (kind: "interpreter", "ELF loader"): an
@@ -698,8 +708,10 @@ static int program_check(int root_fd, const char *what, const char *kind, const 
 	return interp_check_path(root_fd, what, path, level, why, why_size);
 }
 
-static int interp_check_level(int root_fd, const char *what, const char *text, size_t len,
-			      int level, char *why, size_t why_size)
+/* text: the file's first bytes (fd >= 0, read on through fd) or all of it (fd -1); origin:
+ * the directory it runs from. */
+static int interp_check_level(int root_fd, const char *what, const char *text, size_t len, int fd,
+			      const char *origin, int level, char *why, size_t why_size)
 {
 	static const char secure_path[] = TRUSTED_SECURE_PATH;
 	char interp[TRUSTED_SHEBANG_MAX], arg[TRUSTED_SHEBANG_MAX], loader[PATH_MAX];
@@ -716,8 +728,22 @@ static int interp_check_level(int root_fd, const char *what, const char *text, s
 			 what, TRUSTED_HEAD_MAX);
 		return 1;
 	}
-	if (r > 0)
-		return program_check(root_fd, what, "ELF loader", loader, level, why, why_size);
+	if (r > 0) {
+		r = program_check(root_fd, what, "ELF loader", loader, level, why, why_size);
+		if (r != 0)
+			return r;
+		r = 1;
+	}
+	/* ... and then the libraries its RPATH, RUNPATH and DT_NEEDED make the loader map. */
+	{
+		int l = trusted_elf_libs_check(root_fd, what, fd, text, len, origin, r > 0, why,
+					       why_size);
+
+		if (l != 0)
+			return l;
+		if (r > 0)
+			return 0;
+	}
 	r = trusted_shebang_parse(text, len, interp, arg);
 	if (r == 0)
 		return 0; /* a binary, or no #! at all: sudo execs it itself, nothing else runs */
@@ -760,13 +786,13 @@ static int interp_check_level(int root_fd, const char *what, const char *text, s
 	/* Looked up in the script's PATH, which sudo sets to secure_path: every directory
 	 * before the one that holds it (or its nearest existing parent) is checked too. */
 	for (d = secure_path; *d;) {
-		_cleanup_close_ int fd = -1;
+		_cleanup_close_ int pfd = -1;
 		char path[PATH_MAX], w[PATH_MAX + 64];
 		size_t l = strcspn(d, ":");
 
 		snprintf(path, sizeof(path), "%.*s/%s", (int)l, d, arg);
 		d += l + (d[l] == ':');
-		r = chain_open(root_fd, path, &fd, w, sizeof(w));
+		r = chain_open(root_fd, path, &pfd, w, sizeof(w));
 		if (r == -ENOENT || r == -ENOTDIR)
 			continue;
 		if (r < 0)
@@ -786,7 +812,7 @@ static int interp_check_level(int root_fd, const char *what, const char *text, s
 int trusted_interp_check(int root_fd, const char *what, const char *text, size_t len, char *why,
 			 size_t why_size)
 {
-	return interp_check_level(root_fd, what, text, len, 0, why, why_size);
+	return interp_check_level(root_fd, what, text, len, -1, "/" TRUSTED_DIR, 0, why, why_size);
 }
 
 int trusted_scripts_interp_check(const char *root, const struct trusted_entry *v, size_t n,
@@ -821,7 +847,8 @@ int trusted_scripts_interp_check(const char *root, const struct trusted_entry *v
 		if (got < 0)
 			return -errno;
 		snprintf(what, sizeof(what), "/data/trusted/%s", v[i].name);
-		r = trusted_interp_check(root_fd, what, head, (size_t)got, why, why_size);
+		r = interp_check_level(root_fd, what, head, (size_t)got, fd, "/" TRUSTED_DIR, 0,
+				       why, why_size);
 		if (r != 0)
 			return r;
 	}
@@ -843,7 +870,7 @@ static int secure_path_check_fd(int root_fd, char *why, size_t why_size)
 
 		snprintf(path, sizeof(path), "%.*s", (int)l, d);
 		d += l + (d[l] == ':');
-		r = chain_walk(root_fd, path, true, NULL, w, sizeof(w));
+		r = trusted_chain_walk(root_fd, path, true, NULL, NULL, w, sizeof(w));
 		if (r == -ENOENT || r == -ENOTDIR)
 			continue;
 		if (r < 0)

@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "lib/sha256.h"
@@ -74,6 +75,44 @@ int trusted_shebang_parse(const char *text, size_t len, char interp[TRUSTED_SHEB
  * headers or the path not within len, or the path not shorter than size. */
 #define TRUSTED_HEAD_MAX 65536 /* bytes read of a script or interpreter to check it */
 int trusted_elf_interp(const void *buf, size_t len, char *interp, size_t size);
+
+/* What the dynamic loader reads from a program or library before any of its code runs: the
+ * strings of DT_RPATH, DT_RUNPATH and of the entries that name a library it maps (DT_NEEDED,
+ * DT_FILTER, DT_AUXILIARY, and DT_AUDIT, DT_DEPAUDIT: ':'-separated lists glibc loads as audit
+ * modules). PT_DYNAMIC is found through the program headers and read at its address as the
+ * loader does (mapped to a file offset through the PT_LOAD that holds it, which must agree
+ * with its p_offset); DT_STRTAB is an address mapped the same way, and each string must end
+ * within DT_STRSZ. Read with pread (the table and the strings may lie anywhere in the file),
+ * so it takes a reader; either class and byte order. */
+#define TRUSTED_ELF_FILE_MAX (256ULL << 20) /* bytes of a file whose dynamic section is read */
+#define TRUSTED_ELF_DYN_MAX 1024	    /* dynamic entries read, DT_NULL included */
+#define TRUSTED_ELF_LOADS_MAX 64	    /* library names per file; libraries per program */
+#define TRUSTED_ELF_STR_MAX 4096	    /* bytes of one string, NUL not counted */
+struct trusted_elf_load {
+	const char *tag; /* "NEEDED", "FILTER", "AUXILIARY", "AUDIT", "DEPAUDIT" */
+	char *name;
+};
+struct trusted_elf_dyn {
+	bool dynamic;	       /* has PT_DYNAMIC */
+	char *rpath, *runpath; /* NULL when absent */
+	size_t n;
+	struct trusted_elf_load loads[TRUSTED_ELF_LOADS_MAX];
+};
+/* Read exactly len bytes at off (the parser checked off + len <= size): 0 or -errno. */
+typedef int (*trusted_elf_read_fn)(void *userdata, uint64_t off, void *buf, size_t len);
+/* 1 and *ret filled (free with trusted_elf_dyn_done, also after an error); 0: not ELF, or
+ * not a program or library the loader maps (ET_EXEC/ET_DYN); -EINVAL with a one-line reason
+ * in why when malformed, ambiguous or over a limit (refuse: fail closed); -errno from read. */
+int trusted_elf_dynamic(trusted_elf_read_fn read, void *userdata, uint64_t size,
+			struct trusted_elf_dyn *ret, char *why, size_t why_size);
+int trusted_elf_dynamic_buf(const void *buf, size_t len, struct trusted_elf_dyn *ret, char *why,
+			    size_t why_size);
+void trusted_elf_dyn_done(struct trusted_elf_dyn *d);
+
+/* The next name /etc/ld.so.preload lists, as glibc's loader reads the file: '#' starts a
+ * comment up to the end of the line; names are separated by blanks, tabs, newlines and ':'.
+ * Returns the name's length (0: no more) and its start in *ret_name; *pos advances. */
+size_t trusted_preload_next(const char *text, size_t len, size_t *pos, const char **ret_name);
 
 /* The name in a trusted-exec script path: path must be exactly "/data/bin/NAME" with a
  * valid NAME; -EINVAL otherwise. */
@@ -149,8 +188,10 @@ int trusted_add_fd(const char *root, const char *name, int script_fd,
  * no one else may write and ends at a root-owned file no one else may write; the same for
  * that file's own #! (up to the kernel's 4 levels) and for `env NAME` looked up in
  * secure_path (env options refused); for an ELF program, its loader (PT_INTERP) the same
- * way. Text without #! is 0 (sudo execs it itself). 1 with a one-line reason in why (what
- * names the script), -errno. text: at least the first TRUSTED_HEAD_MAX bytes (or all). */
+ * way, and the libraries the dynamic loader maps into it from its RPATH/RUNPATH,
+ * DT_NEEDED paths and /etc/ld.so.preload (trusted/dyn.c; $ORIGIN is /data/trusted). Text
+ * without #! is 0 (sudo execs it itself). 1 with a one-line reason in why (what names the
+ * script), -errno. text: the whole file (a binary's dynamic section may lie anywhere). */
 int trusted_interp_check(int root_fd, const char *what, const char *text, size_t len, char *why,
 			 size_t why_size);
 

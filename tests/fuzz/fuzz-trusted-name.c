@@ -1,7 +1,7 @@
 /* libFuzzer: trusted command names, the generated wrappers (both forms) and drop-in for any
  * name the validator accepts (they must never carry a byte outside the allowed set), and
- * the name trusted-exec takes from a wrapper path; the #! parser and the ELF loader reader
- * on any bytes. */
+ * the name trusted-exec takes from a wrapper path; the #! parser, the ELF loader reader,
+ * the dynamic section reader and the ld.so.preload tokenizer on any bytes. */
 #include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -35,6 +35,36 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 		if (el < -EINVAL || el > 1 || (el >= 0 && !memchr(loader, '\0', sizeof(loader))))
 			abort();
+	}
+	/* The dynamic section reader: any bytes; refused (-EINVAL) or strings within bounds. */
+	{
+		struct trusted_elf_dyn d;
+		char why[256];
+		int r = trusted_elf_dynamic_buf(data, size, &d, why, sizeof(why));
+
+		if (r < -EINVAL || r > 1 || (r == -EINVAL && !why[0]) ||
+		    d.n > TRUSTED_ELF_LOADS_MAX ||
+		    (d.rpath && strlen(d.rpath) > TRUSTED_ELF_STR_MAX) ||
+		    (d.runpath && strlen(d.runpath) > TRUSTED_ELF_STR_MAX))
+			abort();
+		for (size_t i = 0; i < d.n; i++)
+			if (!d.loads[i].name || !d.loads[i].tag ||
+			    strlen(d.loads[i].name) > TRUSTED_ELF_STR_MAX)
+				abort();
+		trusted_elf_dyn_done(&d);
+	}
+	/* ld.so.preload: names are non-empty, hold no separator or '#', and stay in the text. */
+	{
+		const char *t = (const char *)data, *nm;
+		size_t pos = 0, l;
+
+		while ((l = trusted_preload_next(t, size, &pos, &nm)) > 0) {
+			if (nm < t || nm + l > t + size || pos > size)
+				abort();
+			for (size_t i = 0; i < l; i++)
+				if (nm[i] == '#' || (nm[i] && strchr(" \t\n:", nm[i])))
+					abort();
+		}
 	}
 	if (size >= sizeof(name))
 		return 0;

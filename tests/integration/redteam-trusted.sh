@@ -3,7 +3,8 @@
 # let it): file capabilities that outlive harden-setuid, sudo options around the rule,
 # sudoers injection through names, symlinks swapped into the directories pistisd writes,
 # FIFOs handed to `add`, agents writing /data/bin or /data/trusted, image rules that grant
-# more than the drop-in, interpreters, secure_path and a binary's loader. Debian root with the real sudo; root, private mount namespace.
+# more than the drop-in, interpreters, secure_path, a binary's loader and the libraries it
+# maps (RPATH/RUNPATH, DT_NEEDED paths, /etc/ld.so.preload). Debian root with the real sudo; root, private mount namespace.
 . "$(dirname "$0")/../lib.sh"
 need_root
 need_mount_ns "$@"
@@ -331,5 +332,116 @@ cp "$R$orig_loader" "$R$bad_loader" 2>/dev/null || cp -L "$R/$(readlink -f "$R$o
 chmod 0755 "$S/elfbad" "$R$bad_loader"
 add_refused "add refuses a binary whose loader lies in a directory others can write" elfbad "interpreter '$bad_loader'"
 rm -f "$R$bad_loader"
+
+# --- 11. what the dynamic loader maps, and from where ----------------------------------------
+# sudo runs the command without AT_SECURE, so the loader honours the program's RPATH/RUNPATH
+# ($ORIGIN, relative and empty entries) and a DT_NEEDED with a '/': a library directory an
+# agent can write gives it code in pi-tools' process. Test ELFs built here with gcc.
+if ! command -v gcc >/dev/null 2>&1; then
+	skip "the dynamic loader's search paths" "no gcc"
+else
+D=$S/dyn
+mkdir -p "$D/sub" "$D/abs"
+printf 'int pwn_value(void) { return 42; }\n' >"$D/pwn.c"
+printf '#include <stdio.h>\n#include <unistd.h>\nint pwn_value(void);\nint main(void) { printf("uid=%%d v=%%d\\n", (int)getuid(), pwn_value()); return 0; }\n' >"$D/prog.c"
+gcc -shared -fPIC -Wl,-soname,libpwn.so -o "$D/libpwn.so" "$D/pwn.c"
+gcc -shared -fPIC -Wl,-soname,libpwn.so -Wl,--enable-new-dtags -Wl,-rpath,'$ORIGIN/../agentlib' \
+	-o "$D/libpwn-chain.so" "$D/pwn.c"
+gcc -shared -fPIC -o "$D/sub/libnoso.so" "$D/pwn.c" # no soname: linked by path, NEEDED is that path
+# A soname with a '/' is copied into DT_NEEDED as it is: an absolute path inside the root.
+gcc -shared -fPIC -Wl,-soname,/opt/dyn/abs/libnoso.so -o "$D/abs/libnoso.so" "$D/pwn.c"
+build() { # out ldflags...: prog.c linked against libpwn.so
+	local out=$1
+	shift
+	gcc -o "$D/$out" "$D/prog.c" -L"$D" -lpwn "$@"
+}
+build origin-runpath -Wl,--enable-new-dtags -Wl,-rpath,'$ORIGIN/../lib'
+build origin-rpath -Wl,--disable-new-dtags -Wl,-rpath,'$ORIGIN/../lib'
+build dot -Wl,--enable-new-dtags -Wl,-rpath,.
+build empty-tail -Wl,--enable-new-dtags -Wl,-rpath,/opt/dyn/rootlib:
+build empty-head -Wl,--disable-new-dtags -Wl,-rpath,:/opt/dyn/rootlib
+build dollar-lib -Wl,--enable-new-dtags -Wl,-rpath,'/opt/dyn/$LIB'
+build dollar-platform -Wl,--enable-new-dtags -Wl,-rpath,'/opt/dyn/${PLATFORM}'
+build rootlib -Wl,--enable-new-dtags -Wl,-rpath,/opt/dyn/rootlib
+build filelib -Wl,--enable-new-dtags -Wl,-rpath,/opt/dyn/filelib
+(cd "$D" && gcc -o needed-rel prog.c sub/libnoso.so)
+gcc -o "$D/needed-abs" "$D/prog.c" "$D/abs/libnoso.so"
+is "the test ELFs carry what they should" \
+	"$(for f in origin-runpath origin-rpath dot empty-tail needed-rel needed-abs; do
+		readelf -d "$D/$f" | grep -E '(RUNPATH|RPATH)|NEEDED.*noso' | sed 's/.*\(([A-Z]*)\).*\[\(.*\)\]/\1 \2/'
+	done | tr '\n' '|')" \
+	"(RUNPATH) \$ORIGIN/../lib|(RPATH) \$ORIGIN/../lib|(RUNPATH) .|(RUNPATH) /opt/dyn/rootlib:|(NEEDED) sub/libnoso.so|(NEEDED) /opt/dyn/abs/libnoso.so|"
+# The image: /opt/dyn/bin root's; /opt/dyn/lib (what $ORIGIN/../lib names) and
+# /opt/dyn/agentlib an agent's; /opt/dyn/rootlib root's with a root-owned libpwn.so;
+# /opt/dyn/filelib root's, but the libpwn.so in it the agent's.
+mkdir -p "$R/opt/dyn/bin" "$R/opt/dyn/lib" "$R/opt/dyn/agentlib" "$R/opt/dyn/rootlib" "$R/opt/dyn/filelib"
+chown "$AUID" "$R/opt/dyn/lib" "$R/opt/dyn/agentlib"
+cp "$D/libpwn.so" "$R/opt/dyn/rootlib/libpwn.so"
+cp "$D/libpwn.so" "$R/opt/dyn/filelib/libpwn.so" && chown "$AUID" "$R/opt/dyn/filelib/libpwn.so"
+for f in origin-runpath origin-rpath dot empty-tail empty-head dollar-lib dollar-platform rootlib \
+	filelib needed-rel needed-abs; do
+	cp "$D/$f" "$R/opt/dyn/bin/$f"
+done
+dyn_refused() { # desc interpreter pattern: a script with #!interpreter is not added, says why
+	printf '#!%s\n' "$2" >"$S/dynint" && chmod 0755 "$S/dynint"
+	add_refused "$1" dynint "$3"
+}
+dyn_refused "add refuses an interpreter whose RUNPATH \$ORIGIN/../lib is an agent's" /opt/dyn/bin/origin-runpath \
+	"interpreter '/opt/dyn/bin/origin-runpath': RUNPATH entry '\$ORIGIN/../lib' -> '/opt/dyn/bin/../lib': directory '/opt/dyn/lib' is not root's alone (owner $AUID"
+dyn_refused "... the same with DT_RPATH (--disable-new-dtags)" /opt/dyn/bin/origin-rpath \
+	"RPATH entry '\$ORIGIN/../lib' -> .*directory '/opt/dyn/lib' is not root's alone"
+dyn_refused "add refuses a RUNPATH '.' (resolved from the working directory)" /opt/dyn/bin/dot \
+	"RUNPATH entry '.' is relative"
+dyn_refused "add refuses a RUNPATH with an empty entry at the end ('/opt/dyn/rootlib:')" /opt/dyn/bin/empty-tail \
+	"RUNPATH '/opt/dyn/rootlib:' has an empty entry"
+dyn_refused "add refuses an RPATH with an empty entry at the start (':/opt/dyn/rootlib')" /opt/dyn/bin/empty-head \
+	"RPATH ':/opt/dyn/rootlib' has an empty entry"
+dyn_refused "add refuses \$LIB in a RUNPATH" /opt/dyn/bin/dollar-lib '\$LIB is what the loader was built with'
+dyn_refused "add refuses \${PLATFORM} in a RUNPATH" /opt/dyn/bin/dollar-platform '\$PLATFORM is the CPU'
+dyn_refused "add refuses a library found through RUNPATH that the agent owns" /opt/dyn/bin/filelib \
+	"library 'libpwn.so', found in the search directory '/opt/dyn/filelib': .*not root's alone (owner $AUID"
+dyn_refused "add refuses a relative DT_NEEDED (a library linked by path)" /opt/dyn/bin/needed-rel \
+	"NEEDED 'sub/libnoso.so' is a relative path"
+mkdir -p "$R/opt/dyn/abs" && cp "$D/abs/libnoso.so" "$R/opt/dyn/abs/libnoso.so" && chown "$AUID" "$R/opt/dyn/abs"
+dyn_refused "add refuses an absolute DT_NEEDED in an agent's directory" /opt/dyn/bin/needed-abs \
+	"NEEDED library '/opt/dyn/abs/libnoso.so': directory '/opt/dyn/abs' is not root's alone"
+chown 0 "$R/opt/dyn/abs"
+printf '#!/opt/dyn/bin/needed-abs\n' >"$S/dynint"
+ok "... and accepts it once that directory is root's" "$P" trusted add dynint "$S/dynint" --root "$R" --no-install
+"$P" trusted remove dynint --no-install --root "$R" >/dev/null
+# A root-owned library found through a clean RUNPATH is checked in turn: its own RUNPATH.
+cp "$D/libpwn-chain.so" "$R/opt/dyn/rootlib/libpwn.so"
+dyn_refused "add refuses a library whose own RUNPATH is an agent's directory" /opt/dyn/bin/rootlib \
+	"library '/opt/dyn/rootlib/libpwn.so': RUNPATH entry '\$ORIGIN/../agentlib' -> .*directory '/opt/dyn/agentlib' is not root's alone"
+cp "$D/libpwn.so" "$R/opt/dyn/rootlib/libpwn.so"
+# The program itself: an ELF trusted command, $ORIGIN is /data/trusted.
+cp "$D/origin-runpath" "$S/elfdyn"
+mkdir -p "$R/data/lib" && chown "$AUID" "$R/data/lib"
+add_refused "add refuses an ELF trusted command whose \$ORIGIN/../lib (/data/lib) is an agent's" elfdyn \
+	"elfdyn: RUNPATH entry '\$ORIGIN/../lib' -> '/data/trusted/../lib': directory '/data/lib' is not root's alone"
+rmdir "$R/data/lib"
+cp "$D/rootlib" "$S/elfdyn"
+ok "add accepts an ELF trusted command whose RUNPATH and library are root's alone" \
+	"$P" trusted add elfdyn "$S/elfdyn" --root "$R"
+like "... and the agent runs it as pi-tools, with the library from its RUNPATH" "$(agent elfdyn 2>&1)" "^uid=10002 v=42$"
+# The image changed after add: check and install refuse.
+chown "$AUID" "$R/opt/dyn/rootlib/libpwn.so"
+image_changed "the library in the RUNPATH directory is an agent's" \
+	"FAIL /data/trusted/elfdyn: library 'libpwn.so', found in the search directory '/opt/dyn/rootlib'" "libpwn.so"
+chown 0 "$R/opt/dyn/rootlib/libpwn.so"
+# /etc/ld.so.preload: glibc's loader maps what it lists into every dynamic program.
+printf '/opt/dyn/rootlib/libpwn.so\n' >"$R/etc/ld.so.preload" && chmod 0666 "$R/etc/ld.so.preload"
+image_changed "/etc/ld.so.preload is writable by others" "/etc/ld.so.preload .every dynamic program loads what it lists.: .* is not root's alone .owner 0, mode 0666" "ld.so.preload"
+chmod 0644 "$R/etc/ld.so.preload"
+printf '# a comment\nlibpwn.so\n' >"$R/etc/ld.so.preload"
+image_changed "/etc/ld.so.preload lists a name, not a path" "/etc/ld.so.preload entry 'libpwn.so': not an absolute path" "ld.so.preload"
+printf '/opt/dyn/rootlib/libpwn.so /opt/dyn/filelib/libpwn.so\n' >"$R/etc/ld.so.preload"
+image_changed "/etc/ld.so.preload lists a library the agent owns" "/etc/ld.so.preload library '/opt/dyn/filelib/libpwn.so'.*not root's alone" "ld.so.preload"
+printf '/opt/dyn/rootlib/libpwn.so\n' >"$R/etc/ld.so.preload"
+ok "check passes with an /etc/ld.so.preload that is root's alone and lists root's library" "$P" trusted check --root "$R"
+rm -f "$R/etc/ld.so.preload"
+"$P" trusted remove elfdyn --root "$R" >/dev/null
+rm -rf "$R/opt/dyn"
+fi
 
 done_testing

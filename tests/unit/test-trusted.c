@@ -406,6 +406,319 @@ TEST(elf_loader_as_the_kernel_reads_it)
 	ASSERT_EQ(trusted_elf_interp(b, n, out, sizeof(out)), -EINVAL);
 }
 
+/* A dynamic ELF image: header; PT_LOAD (the whole file at vaddr DYN_BASE) and PT_DYNAMIC;
+ * the dynamic table at DYN_OFF; the string table at DYN_STR. Entries with a string (tag
+ * with s set) get the string appended to the table and its offset as value. */
+#define DYN_BASE 0x10000
+#define DYN_OFF 0x100
+#define DYN_STR dyn_str
+static size_t dyn_str = 0x800;
+struct dyn_ent {
+	uint64_t tag, val;
+	const char *s;
+};
+static size_t make_dyn_elf(uint8_t *b, size_t cap, bool c64, bool msb, const struct dyn_ent *e,
+			   size_t n, size_t *ret_dyn_filesz)
+{
+	size_t eh = c64 ? 64 : 52, ph = c64 ? 56 : 32, w = c64 ? 8 : 4, s = 1, len;
+	uint8_t *p;
+
+	memset(b, 0, cap);
+	memcpy(b, "\177ELF", 4);
+	b[4] = c64 ? 2 : 1;
+	b[5] = msb ? 2 : 1;
+	b[6] = 1;
+	put(b + 16, 3, 2, msb);
+	put(b + (c64 ? 32 : 28), eh, w, msb);
+	put(b + (c64 ? 54 : 42), ph, 2, msb);
+	put(b + (c64 ? 56 : 44), 2, 2, msb);
+	for (size_t i = 0; i < n; i++) {
+		p = b + DYN_OFF + i * 2 * w;
+		put(p, e[i].tag, w, msb);
+		if (e[i].s) {
+			put(p + w, s, w, msb);
+			memcpy(b + DYN_STR + s, e[i].s, strlen(e[i].s) + 1);
+			s += strlen(e[i].s) + 1;
+		} else {
+			put(p + w, e[i].val, w, msb);
+		}
+	}
+	/* DT_NULL after the entries (already zero); STRTAB and STRSZ patched in by value. */
+	for (size_t i = 0; i < n; i++) {
+		p = b + DYN_OFF + i * 2 * w;
+		if (e[i].tag == 5 && !e[i].s && e[i].val == 0)
+			put(p + w, DYN_BASE + DYN_STR, w, msb);
+		if (e[i].tag == 10 && !e[i].s && e[i].val == 0)
+			put(p + w, s, w, msb);
+	}
+	len = DYN_STR + s;
+	p = b + eh; /* PT_LOAD: the whole file */
+	put(p, 1, 4, msb);
+	put(p + (c64 ? 8 : 4), 0, w, msb);
+	put(p + (c64 ? 16 : 8), DYN_BASE, w, msb);
+	put(p + (c64 ? 32 : 16), len, w, msb);
+	put(p + (c64 ? 40 : 20), len, w, msb);
+	p = b + eh + ph; /* PT_DYNAMIC */
+	put(p, 2, 4, msb);
+	put(p + (c64 ? 8 : 4), DYN_OFF, w, msb);
+	put(p + (c64 ? 16 : 8), DYN_BASE + DYN_OFF, w, msb);
+	put(p + (c64 ? 32 : 16), (n + 1) * 2 * w, w, msb);
+	put(p + (c64 ? 40 : 20), (n + 1) * 2 * w, w, msb);
+	if (ret_dyn_filesz)
+		*ret_dyn_filesz = (n + 1) * 2 * w;
+	return len;
+}
+
+#define STD_DYN                                                                                    \
+	{5, 0, NULL}, {10, 0, NULL}, {15, 0, "$ORIGIN/../lib"}, {29, 0, "/opt/x/lib:"},            \
+		{1, 0, "libc.so.6"}, {1, 0, "/abs/libfoo.so"}, {0x6ffffefc, 0, "libaudit.so"},     \
+	{                                                                                          \
+		0x7fffffff, 0, "libfilter.so"                                                      \
+	}
+
+TEST(elf_dynamic_both_classes_and_byte_orders)
+{
+	static uint8_t b[8192];
+	static const struct dyn_ent e[] = {STD_DYN};
+	struct trusted_elf_dyn d;
+	char why[256];
+	size_t n;
+
+	for (int c64 = 0; c64 < 2; c64++)
+		for (int msb = 0; msb < 2; msb++) {
+			n = make_dyn_elf(b, sizeof(b), c64, msb, e, ELEMENTSOF(e), NULL);
+			ASSERT_EQ(trusted_elf_dynamic_buf(b, n, &d, why, sizeof(why)), 1);
+			ASSERT_TRUE(d.dynamic);
+			ASSERT_STREQ(d.rpath, "$ORIGIN/../lib");
+			ASSERT_STREQ(d.runpath, "/opt/x/lib:");
+			ASSERT_EQ(d.n, (size_t)4);
+			ASSERT_STREQ(d.loads[0].tag, "NEEDED");
+			ASSERT_STREQ(d.loads[0].name, "libc.so.6");
+			ASSERT_STREQ(d.loads[1].name, "/abs/libfoo.so");
+			ASSERT_STREQ(d.loads[2].tag, "AUDIT");
+			ASSERT_STREQ(d.loads[2].name, "libaudit.so");
+			ASSERT_STREQ(d.loads[3].tag, "FILTER");
+			trusted_elf_dyn_done(&d);
+			/* Every truncation is refused, never read past the end. */
+			for (size_t cut = 16; cut < n; cut++) {
+				ASSERT_EQ(trusted_elf_dynamic_buf(b, cut, &d, why, sizeof(why)),
+					  -EINVAL);
+				trusted_elf_dyn_done(&d);
+			}
+		}
+}
+
+TEST(elf_dynamic_nothing_to_load)
+{
+	static uint8_t b[8192];
+	static const struct dyn_ent none[] = {{7, 0, NULL}}; /* DT_HASH only */
+	struct trusted_elf_dyn d;
+	char why[256];
+	size_t n;
+
+	/* Not ELF, not a program or library: nothing. Static (no PT_DYNAMIC): not dynamic. */
+	ASSERT_EQ(trusted_elf_dynamic_buf("#!/bin/sh\n\n\n\n\n\n\n\n", 17, &d, why, sizeof(why)),
+		  0);
+	n = make_elf(b, true, false, 1, 1, "/x");
+	ASSERT_EQ(trusted_elf_dynamic_buf(b, n, &d, why, sizeof(why)), 0);
+	n = make_elf(b, true, false, 2, 0, "");
+	ASSERT_EQ(trusted_elf_dynamic_buf(b, n, &d, why, sizeof(why)), 1);
+	ASSERT_FALSE(d.dynamic);
+	/* Dynamic, but no names and no paths: no string table needed. */
+	n = make_dyn_elf(b, sizeof(b), true, false, none, 1, NULL);
+	ASSERT_EQ(trusted_elf_dynamic_buf(b, n, &d, why, sizeof(why)), 1);
+	ASSERT_TRUE(d.dynamic);
+	ASSERT_NULL(d.rpath);
+	ASSERT_NULL(d.runpath);
+	ASSERT_EQ(d.n, (size_t)0);
+}
+
+/* One malformed variant of the standard image: fails with -EINVAL and says why. */
+#define REFUSED(b, n, pattern)                                                                     \
+	do {                                                                                       \
+		struct trusted_elf_dyn d_;                                                         \
+		char why_[256];                                                                    \
+		ASSERT_EQ(trusted_elf_dynamic_buf(b, n, &d_, why_, sizeof(why_)), -EINVAL);        \
+		trusted_elf_dyn_done(&d_);                                                         \
+		if (!strstr(why_, pattern)) {                                                      \
+			fprintf(stderr, "# why: '%s', wanted '%s'\n", why_, pattern);              \
+			ASSERT_TRUE(false);                                                        \
+		}                                                                                  \
+	} while (0)
+
+TEST(elf_dynamic_malformed_is_refused)
+{
+	static uint8_t b[16384];
+	static const struct dyn_ent e[] = {STD_DYN};
+	struct dyn_ent many[TRUSTED_ELF_LOADS_MAX + 3];
+	char longname[TRUSTED_ELF_STR_MAX + 2];
+	size_t n, fs;
+
+	/* DT_STRTAB at an address no PT_LOAD maps. */
+	n = make_dyn_elf(b, sizeof(b), true, false, e, ELEMENTSOF(e), NULL);
+	put(b + DYN_OFF + 8, 0x900000, 8, false);
+	REFUSED(b, n, "DT_STRTAB is in no PT_LOAD");
+	/* DT_STRSZ shorter than the last string: it runs past the table. */
+	n = make_dyn_elf(b, sizeof(b), true, false, e, ELEMENTSOF(e), NULL);
+	put(b + DYN_OFF + 16 + 8, n - DYN_STR - 3, 8, false);
+	REFUSED(b, n, "runs past DT_STRSZ");
+	/* ... or than a string's offset. */
+	put(b + DYN_OFF + 16 + 8, 3, 8, false);
+	REFUSED(b, n, "past DT_STRSZ");
+	/* DT_STRSZ past the PT_LOAD's file part. */
+	put(b + DYN_OFF + 16 + 8, n - DYN_STR + 1, 8, false);
+	REFUSED(b, n, "not within the file part");
+	put(b + DYN_OFF + 16 + 8, UINT64_MAX, 8, false);
+	REFUSED(b, n, "DT_STRSZ");
+	/* A string offset near 2^64 does not wrap around. */
+	n = make_dyn_elf(b, sizeof(b), true, false, e, ELEMENTSOF(e), NULL);
+	put(b + DYN_OFF + 4 * 16 + 8, UINT64_MAX - 2, 8, false);
+	REFUSED(b, n, "past DT_STRSZ");
+	/* No DT_STRTAB at all. */
+	n = make_dyn_elf(b, sizeof(b), true, false, e + 1, ELEMENTSOF(e) - 1, NULL);
+	REFUSED(b, n, "without DT_STRTAB");
+	/* Two DT_RUNPATHs: each loader keeps the last; we refuse to guess. */
+	{
+		struct dyn_ent two[] = {STD_DYN, {29, 0, "/evil"}};
+
+		n = make_dyn_elf(b, sizeof(b), false, true, two, ELEMENTSOF(two), NULL);
+		REFUSED(b, n, "two DT_RUNPATH");
+	}
+	/* No DT_NULL within PT_DYNAMIC's p_filesz. */
+	n = make_dyn_elf(b, sizeof(b), true, false, e, ELEMENTSOF(e), &fs);
+	put(b + 64 + 56 + 32, fs - 16, 8, false);
+	REFUSED(b, n, "no DT_NULL");
+	/* A huge p_filesz: at most TRUSTED_ELF_DYN_MAX entries are read. */
+	put(b + 64 + 56 + 32, UINT64_MAX, 8, false);
+	REFUSED(b, n, "is not within the file part"); /* table past the file, limited first */
+	/* PT_DYNAMIC's p_offset and p_vaddr say different places. */
+	n = make_dyn_elf(b, sizeof(b), true, false, e, ELEMENTSOF(e), NULL);
+	put(b + 64 + 56 + 8, DYN_OFF + 16, 8, false);
+	REFUSED(b, n, "disagree");
+	/* PT_DYNAMIC's address in no PT_LOAD. */
+	n = make_dyn_elf(b, sizeof(b), true, false, e, ELEMENTSOF(e), NULL);
+	put(b + 64 + 56 + 16, 0x4000000, 8, false);
+	REFUSED(b, n, "PT_DYNAMIC is in no PT_LOAD");
+	/* Two PT_DYNAMICs. */
+	n = make_dyn_elf(b, sizeof(b), true, false, e, ELEMENTSOF(e), NULL);
+	put(b + 64, 2, 4, false);
+	REFUSED(b, n, "two PT_DYNAMIC");
+	/* Overlapping PT_LOADs: what is read there depends on mapping order. */
+	n = make_dyn_elf(b, sizeof(b), true, false, e, ELEMENTSOF(e), NULL);
+	memcpy(b + 64 + 2 * 56, b + 64, 56); /* a third header (room before DYN_OFF) */
+	put(b + 56, 3, 2, false);
+	REFUSED(b, n, "two PT_LOAD");
+	/* A PT_LOAD past the end of the file. */
+	n = make_dyn_elf(b, sizeof(b), true, false, e, ELEMENTSOF(e), NULL);
+	put(b + 64 + 32, n + 1, 8, false);
+	put(b + 64 + 40, n + 1, 8, false);
+	REFUSED(b, n, "past the end of the file");
+	/* Huge or zero e_phnum. */
+	n = make_dyn_elf(b, sizeof(b), true, false, e, ELEMENTSOF(e), NULL);
+	put(b + 56, 0xffff, 2, false);
+	REFUSED(b, n, "program headers");
+	put(b + 56, 0, 2, false);
+	REFUSED(b, n, "program headers");
+	/* More than TRUSTED_ELF_LOADS_MAX library names. */
+	many[0] = (struct dyn_ent){5, 0, NULL};
+	many[1] = (struct dyn_ent){10, 0, NULL};
+	for (size_t i = 2; i < ELEMENTSOF(many); i++)
+		many[i] = (struct dyn_ent){1, 0, "l.so"};
+	n = make_dyn_elf(b, sizeof(b), true, false, many, ELEMENTSOF(many), NULL);
+	REFUSED(b, n, "more than 64 libraries");
+	{
+		struct trusted_elf_dyn d;
+		char why[256];
+
+		n = make_dyn_elf(b, sizeof(b), true, false, many, ELEMENTSOF(many) - 1, NULL);
+		ASSERT_EQ(trusted_elf_dynamic_buf(b, n, &d, why, sizeof(why)), 1);
+		ASSERT_EQ(d.n, (size_t)TRUSTED_ELF_LOADS_MAX);
+		trusted_elf_dyn_done(&d);
+		/* A string of exactly TRUSTED_ELF_STR_MAX bytes is read, one more is refused. */
+		memset(longname, 'a', sizeof(longname));
+		longname[0] = '/';
+		longname[TRUSTED_ELF_STR_MAX] = '\0';
+		many[2] = (struct dyn_ent){29, 0, longname};
+		n = make_dyn_elf(b, sizeof(b), true, false, many, 3, NULL);
+		ASSERT_EQ(trusted_elf_dynamic_buf(b, n, &d, why, sizeof(why)), 1);
+		ASSERT_EQ(strlen(d.runpath), (size_t)TRUSTED_ELF_STR_MAX);
+		trusted_elf_dyn_done(&d);
+		longname[TRUSTED_ELF_STR_MAX] = 'a';
+		longname[TRUSTED_ELF_STR_MAX + 1] = '\0';
+		n = make_dyn_elf(b, sizeof(b), true, false, many, 3, NULL);
+		REFUSED(b, n, "longer than 4096");
+	}
+	/* Too many dynamic entries before DT_NULL; exactly the limit is read. */
+	{
+		static struct dyn_ent lots[TRUSTED_ELF_DYN_MAX + 8];
+		static uint8_t big[(TRUSTED_ELF_DYN_MAX + 40) * 16 + 0x200];
+		struct trusted_elf_dyn d;
+		char why[256];
+
+		for (size_t i = 0; i < ELEMENTSOF(lots); i++)
+			lots[i] = (struct dyn_ent){7, 0, NULL};
+		dyn_str = (TRUSTED_ELF_DYN_MAX + 32) * 16;
+		n = make_dyn_elf(big, sizeof(big), true, false, lots, ELEMENTSOF(lots), NULL);
+		REFUSED(big, n, "more than 1024 dynamic entries");
+		n = make_dyn_elf(big, sizeof(big), true, false, lots, TRUSTED_ELF_DYN_MAX - 1,
+				 NULL);
+		ASSERT_EQ(trusted_elf_dynamic_buf(big, n, &d, why, sizeof(why)), 1);
+		trusted_elf_dyn_done(&d);
+		n = make_dyn_elf(big, sizeof(big), true, false, lots, TRUSTED_ELF_DYN_MAX, NULL);
+		REFUSED(big, n, "more than 1024 dynamic entries");
+		dyn_str = 0x800;
+	}
+}
+
+struct sparse {
+	const uint8_t *p;
+	size_t len;
+};
+static int sparse_read(void *userdata, uint64_t off, void *buf, size_t len)
+{
+	const struct sparse *s = userdata;
+
+	memset(buf, 0, len);
+	if (off < s->len)
+		memcpy(buf, s->p + off, len < s->len - off ? len : s->len - off);
+	return 0;
+}
+
+TEST(elf_dynamic_size_cap)
+{
+	static uint8_t b[8192];
+	static const struct dyn_ent e[] = {STD_DYN};
+	struct sparse s = {b, 0};
+	struct trusted_elf_dyn d;
+	char why[256];
+
+	s.len = make_dyn_elf(b, sizeof(b), true, false, e, ELEMENTSOF(e), NULL);
+	ASSERT_EQ(trusted_elf_dynamic(sparse_read, &s, TRUSTED_ELF_FILE_MAX, &d, why, sizeof(why)),
+		  1);
+	trusted_elf_dyn_done(&d);
+	ASSERT_EQ(trusted_elf_dynamic(sparse_read, &s, TRUSTED_ELF_FILE_MAX + 1, &d, why,
+				      sizeof(why)),
+		  -EINVAL);
+	ASSERT_NOT_NULL(strstr(why, "larger than 256 MiB"));
+}
+
+TEST(preload_names_as_glibc_reads_them)
+{
+	static const char t[] = "/lib/a.so:/lib/b.so # comment /evil.so\n\t/lib/c.so#x\n::rel.so";
+	const char *want[] = {"/lib/a.so", "/lib/b.so", "/lib/c.so", "rel.so"}, *name;
+	size_t pos = 0, l, i = 0;
+
+	while ((l = trusted_preload_next(t, strlen(t), &pos, &name)) > 0) {
+		ASSERT_LT(i, ELEMENTSOF(want));
+		ASSERT_EQ(l, strlen(want[i]));
+		ASSERT_EQ(memcmp(name, want[i], l), 0);
+		i++;
+	}
+	ASSERT_EQ(i, ELEMENTSOF(want));
+	pos = 0;
+	ASSERT_EQ(trusted_preload_next("# only\n  \n", 10, &pos, &name), (size_t)0);
+}
+
 TEST(open_dir_refuses_symlinks_and_loose_parents)
 {
 	_cleanup_free_ char *root = make_root();
