@@ -1,8 +1,9 @@
 /* trusted: what the dynamic loader maps into a trusted program or interpreter, and from
- * where. sudo runs a trusted command without AT_SECURE and in the agent's working
- * directory, so glibc's and musl's loaders honour the program's DT_RPATH and DT_RUNPATH
- * ($ORIGIN, relative and empty entries: the last two mean the working directory) and a
- * DT_NEEDED with a '/' (relative: from the working directory). Whoever can write a
+ * where. sudo runs a trusted command without AT_SECURE, so glibc's and musl's loaders
+ * honour the program's DT_RPATH and DT_RUNPATH ($ORIGIN, relative and empty entries: the
+ * last two mean the working directory, which our rule pins to / with CWD=/ but which
+ * nothing in the file pins) and a DT_NEEDED with a '/' (relative: from the working
+ * directory). Whoever can write a
  * directory on such a path picks code that runs as pi-tools (the insecure-RPATH class of
  * CVEs). See docs/trusted.md, "The libraries a binary loads". */
 #include "trusted/trusted.h"
@@ -123,8 +124,8 @@ static int expand_entry(struct lib_walk *w, const struct lib_obj *o, const char 
 				w, o, "%s entry '%.*s': %s: name the directory itself", kind,
 				(int)len, e,
 				lib    ? "$LIB is what the loader was built with (lib, lib64, "
-					 "lib/x86_64-linux-gnu…), not something the image pins"
-				: plat ? "$PLATFORM is the CPU's (x86_64, haswell…), not "
+					 "lib/x86_64-linux-gnu...), not something the image pins"
+				: plat ? "$PLATFORM is the CPU's (x86_64, haswell...), not "
 					 "something the image pins"
 				       : "a '$' other than $ORIGIN, which glibc and musl read "
 					 "differently");

@@ -830,7 +830,7 @@ int trusted_elf_dynamic(trusted_elf_read_fn read, void *userdata, uint64_t size,
 			continue;
 		}
 		if (n_want >= TRUSTED_ELF_LOADS_MAX)
-			return elf_refuse(&x, "more than %d libraries named (DT_NEEDED…)",
+			return elf_refuse(&x, "more than %d libraries named (DT_NEEDED...)",
 					  TRUSTED_ELF_LOADS_MAX);
 		want[n_want].tag = tag;
 		want[n_want].name = name;
