@@ -111,6 +111,29 @@ def client(port, token):
     return WS(port, "/v1/ws", "pistis-client.v1", token)
 
 
+def fake_sandbox(port, token, name="evil", timeout=10):
+    """A fake sandbox connected to server-min that has said hello as `name`."""
+    sb = WS(port, "/v1/sandbox", "pistis.v1", token, timeout=timeout)
+    sb.send(json.dumps({"id": "hello", "op": "hello", "version": 1, "sandbox": name}))
+    sb.recv_json("hello")
+    return sb
+
+
+def ping_flood(c, n, prefix, last):
+    """`n` pings from client c to the fake sandbox "evil" (which answers none), then a request
+    server-min answers itself (id `last`): how many of the pings were refused with `limit`."""
+    for i in range(n):
+        c.send(json.dumps({"id": "%s%d" % (prefix, i), "op": "ping", "sandbox": "evil"}))
+    c.send(json.dumps({"id": last, "op": "sandboxes.list"}))
+    limits = 0
+    while True:
+        o = c.recv_json(timeout=30)
+        if o.get("id") == last:
+            return limits
+        if err_code(o) == "limit":
+            limits += 1
+
+
 def scenario_client_errors(port, token, sandbox):
     """Malformed input from a client, through server-min to the real pistisd."""
     c = client(port, token)
@@ -234,9 +257,7 @@ def scenario_sandbox_bulk(sport, stoken, cport, ctoken, smin_pid, mib):
     """A hostile sandbox pushes `mib` MiB of output at a client that does not read for 3 s:
     server-min must pause the sandbox (bounded memory), then deliver everything in order."""
     import threading
-    sb = WS(sport, "/v1/sandbox", "pistis.v1", stoken, timeout=60)
-    sb.send(json.dumps({"id": "hello", "op": "hello", "version": 1, "sandbox": "evil"}))
-    sb.recv_json("hello")
+    sb = fake_sandbox(sport, stoken, timeout=60)
     c = client(cport, ctoken)
     c.send(json.dumps({"id": "big", "op": "exec.start", "sandbox": "evil", "agent": "a",
                        "argv": ["yes"]}))
@@ -276,9 +297,7 @@ def scenario_reader_gone(sport, stoken, cport, ctoken):
     it) disconnects: the sandbox must be read again, or every other client's request to it
     waits for ever. Prints how long the next client's ping took, or "stalled"."""
     import threading
-    sb = WS(sport, "/v1/sandbox", "pistis.v1", stoken, timeout=60)
-    sb.send(json.dumps({"id": "hello", "op": "hello", "version": 1, "sandbox": "evil"}))
-    sb.recv_json("hello")
+    sb = fake_sandbox(sport, stoken, timeout=60)
     c = client(cport, ctoken)
     c.send(json.dumps({"id": "big", "op": "exec.start", "sandbox": "evil", "agent": "a",
                        "argv": ["yes"]}))
@@ -322,9 +341,7 @@ def scenario_sandbox_forge(sport, stoken, cport, ctoken, real):
     another sandbox (`real`), and holds a command with the same number as the real one:
     server-min must deliver a sandbox's messages only for requests sent to that sandbox, and
     never guess which sandbox an ambiguous stdin frame is for."""
-    evil = WS(sport, "/v1/sandbox", "pistis.v1", stoken)
-    evil.send(json.dumps({"id": "hello", "op": "hello", "version": 1, "sandbox": real}))
-    evil.recv_json("hello")
+    evil = fake_sandbox(sport, stoken, real)
     c = client(cport, ctoken)
     c.send(json.dumps({"id": "e1", "op": "ping", "sandbox": "evil"}))
     fwd = evil.recv_json()["id"]
@@ -472,9 +489,7 @@ def scenario_sandbox_noread(sport, stoken, cport, ctoken, real, mib):
     server-min must not stop reading the client (which would stall its requests to every
     sandbox) but refuse what is meant for the sandbox that does not read, with `limit`."""
     import threading
-    sb = WS(sport, "/v1/sandbox", "pistis.v1", stoken, timeout=60)
-    sb.send(json.dumps({"id": "hello", "op": "hello", "version": 1, "sandbox": "evil"}))
-    sb.recv_json("hello")
+    sb = fake_sandbox(sport, stoken, timeout=60)
     c = client(cport, ctoken)
     c.send(json.dumps({"id": "in", "op": "exec.start", "sandbox": "evil", "agent": "a",
                        "argv": ["cat"], "stdin": "pipe"}))
@@ -516,9 +531,7 @@ def scenario_sandbox_routes(sport, stoken, cport, ctoken, real, n):
     the ping's id. server-min must make a client a command's reader only by the answer to
     that client's exec.start or exec.attach (one command each): else these routes fill the
     relay's table, which every sandbox shares, and the real sandbox's output goes nowhere."""
-    evil = WS(sport, "/v1/sandbox", "pistis.v1", stoken, timeout=60)
-    evil.send(json.dumps({"id": "hello", "op": "hello", "version": 1, "sandbox": "evil"}))
-    evil.recv_json("hello")
+    evil = fake_sandbox(sport, stoken, timeout=60)
     c = client(cport, ctoken)
     c.send(json.dumps({"id": "p1", "op": "ping", "sandbox": "evil"}))
     fwd = evil.recv_json()["id"]
@@ -579,9 +592,7 @@ def scenario_wrong_tokens(sport, cport, n):
 
 def scenario_sandbox_log_flood(port, token, n):
     """A sandbox sends `n` messages that are each worth a log line (bad JSON, hellos)."""
-    s = WS(port, "/v1/sandbox", "pistis.v1", token)
-    s.send(json.dumps({"id": "hello", "op": "hello", "version": 1, "sandbox": "evil"}))
-    s.recv_json("hello")
+    s = fake_sandbox(port, token)
     for i in range(n):
         s.send("{oops" if i % 2 else json.dumps({"id": "h%d" % i, "op": "hello"}))
     s.send(json.dumps({"id": "last", "op": "hello"}))
@@ -778,9 +789,7 @@ def scenario_slowloris(sport, cport, limit):
 def scenario_sandbox_drop(sport, stoken, cport, ctoken):
     """A sandbox takes a request and drops its connection without answering: the client is
     told at once (unavailable), not left waiting for an answer that can never come."""
-    sb = WS(sport, "/v1/sandbox", "pistis.v1", stoken)
-    sb.send(json.dumps({"id": "hello", "op": "hello", "version": 1, "sandbox": "evil"}))
-    sb.recv_json("hello")
+    sb = fake_sandbox(sport, stoken)
     c = client(cport, ctoken)
     c.send(json.dumps({"id": "d1", "op": "exec.start", "sandbox": "evil", "agent": "a",
                        "argv": ["true"]}))
@@ -875,21 +884,9 @@ def scenario_pending_share(sport, stoken, cport, ctoken, n):
     """Client A sends `n` pings to a sandbox that answers none of them; client B then sends
     one, which the sandbox answers. B must get its answer, not `limit` (the sandbox's
     pending-request table is shared); A is refused past its share."""
-    sb = WS(sport, "/v1/sandbox", "pistis.v1", stoken)
-    sb.send(json.dumps({"id": "hello", "op": "hello", "version": 1, "sandbox": "evil"}))
-    sb.recv_json("hello")
+    sb = fake_sandbox(sport, stoken)
     a, b = client(cport, ctoken), client(cport, ctoken)
-    for i in range(n):
-        a.send(json.dumps({"id": "a%d" % i, "op": "ping", "sandbox": "evil"}))
-    a.send(json.dumps({"id": "a-last", "op": "sandboxes.list"}))
-    limits = 0
-    while True:
-        o = a.recv_json(timeout=30)
-        if o.get("id") == "a-last":
-            break
-        if err_code(o) == "limit":
-            limits += 1
-    print("a_limits=%d" % limits)
+    print("a_limits=%d" % ping_flood(a, n, "a", "a-last"))
     b.send(json.dumps({"id": "b1", "op": "ping", "sandbox": "evil"}))
     forwarded = 0
     try:
@@ -1043,9 +1040,7 @@ def scenario_hard_bound(sport, stoken, cport, ctoken, smin_log):
     hard bound is below the soft one: the client must be disconnected at once (not after the
     grace period), and another client's request to the sandbox still answered."""
     import threading
-    sb = WS(sport, "/v1/sandbox", "pistis.v1", stoken, timeout=60)
-    sb.send(json.dumps({"id": "hello", "op": "hello", "version": 1, "sandbox": "evil"}))
-    sb.recv_json("hello")
+    sb = fake_sandbox(sport, stoken, timeout=60)
     log0 = os.path.getsize(smin_log)
     c = client(cport, ctoken)
     c.send(json.dumps({"id": "big", "op": "exec.start", "sandbox": "evil", "agent": "a",
@@ -1094,24 +1089,12 @@ def scenario_pending_fair(sport, stoken, cport, ctoken, k, n):
     """`k` clients one after another each send `n` pings to a sandbox that answers none:
     together they must not take every slot of the sandbox's pending table (k connections
     of 1024 did), so one more client's request is still forwarded and answered."""
-    sb = WS(sport, "/v1/sandbox", "pistis.v1", stoken)
-    sb.send(json.dumps({"id": "hello", "op": "hello", "version": 1, "sandbox": "evil"}))
-    sb.recv_json("hello")
+    sb = fake_sandbox(sport, stoken)
     greedy, fwd = [], []
     for g in range(k):
         a = client(cport, ctoken)
         greedy.append(a)
-        for i in range(n):
-            a.send(json.dumps({"id": "g%d" % i, "op": "ping", "sandbox": "evil"}))
-        a.send(json.dumps({"id": "last", "op": "sandboxes.list"}))
-        limits = 0
-        while True:
-            o = a.recv_json(timeout=30)
-            if o.get("id") == "last":
-                break
-            if err_code(o) == "limit":
-                limits += 1
-        fwd.append(n - limits)
+        fwd.append(n - ping_flood(a, n, "g", "last"))
     print("forwarded_each=%s" % ",".join(str(x) for x in fwd))
     e = client(cport, ctoken)
     e.send(json.dumps({"id": "e1", "op": "ping", "sandbox": "evil"}))
