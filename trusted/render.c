@@ -515,61 +515,6 @@ static uint64_t elf_field(const uint8_t *p, size_t size, bool msb)
 	return v;
 }
 
-int trusted_elf_interp(const void *buf, size_t len, char *interp, size_t size)
-{
-	/* Offsets of e_type, e_phoff, e_phentsize, e_phnum and of p_offset, p_filesz in
-	 * a program header, for ELFCLASS32 [0] and ELFCLASS64 [1]. */
-	static const struct {
-		size_t ehdr, phoff, phoff_size, phentsize, phent, off, filesz, word;
-	} f[2] = {
-		{52, 28, 4, 42, 32, 4, 16, 4},
-		{64, 32, 8, 54, 56, 8, 32, 8},
-	};
-	const uint8_t *b = buf;
-	uint64_t phoff, phnum, type, found = 0;
-	bool msb;
-	int c;
-
-	if (size)
-		interp[0] = '\0';
-	if (len < 16 || memcmp(b, "\177ELF", 4))
-		return 0;
-	if ((b[4] != 1 && b[4] != 2) || (b[5] != 1 && b[5] != 2))
-		return -EINVAL;
-	c = b[4] - 1;
-	msb = b[5] == 2;
-	if (len < f[c].ehdr)
-		return -EINVAL;
-	type = elf_field(b + 16, 2, msb);
-	if (type != 2 && type != 3)
-		return 0; /* not ET_EXEC or ET_DYN: the kernel does not run it */
-	/* As the kernel's loader: headers of exactly the class's size, at most 64 KiB. */
-	if (elf_field(b + f[c].phentsize, 2, msb) != f[c].phent)
-		return -EINVAL;
-	phoff = elf_field(b + f[c].phoff, f[c].phoff_size, msb);
-	phnum = elf_field(b + f[c].phentsize + 2, 2, msb);
-	if (phnum == 0 || phnum * f[c].phent > 65536 || phoff > len ||
-	    phnum * f[c].phent > len - phoff)
-		return -EINVAL;
-	for (uint64_t i = 0; i < phnum; i++) {
-		const uint8_t *ph = b + phoff + i * f[c].phent;
-		uint64_t off, n;
-
-		if (elf_field(ph, 4, msb) != 3) /* PT_INTERP */
-			continue;
-		if (found++)
-			return -EINVAL; /* two loaders: refuse rather than guess which one runs */
-		off = elf_field(ph + f[c].off, f[c].word, msb);
-		n = elf_field(ph + f[c].filesz, f[c].word, msb);
-		/* The kernel: 2..PATH_MAX bytes, the last one NUL; it opens the C string. */
-		if (n < 2 || n > 4096 || off > len || n > len - off || b[off + n - 1] != '\0' ||
-		    strlen((const char *)b + off) >= size)
-			return -EINVAL;
-		memcpy(interp, b + off, strlen((const char *)b + off) + 1);
-	}
-	return found ? 1 : 0;
-}
-
 /* --- the dynamic section ------------------------------------------------------------- */
 
 #define DT_NULL_ 0
@@ -677,6 +622,57 @@ static int elf_string(struct elf_ctx *x, uint64_t tab, uint64_t tabsz, uint64_t 
 	return 0;
 }
 
+/* The ELF header and program headers as the kernel's loader takes them (either class and
+ * byte order, headers of exactly the class's size, at most 64 KiB of them, within the
+ * file): 1 with x->c, x->msb, x->phnum and *ret_ph (malloc'd, also x->ph) set; 0 when the
+ * file is no ELF program or library (not ELF, not ET_EXEC or ET_DYN); -EINVAL (x->why
+ * says why) when it is one the loader would not take. */
+static int elf_headers(struct elf_ctx *x, uint8_t **ret_ph)
+{
+	static const size_t ehdr[2] = {52, 64}, phoff_at[2] = {28, 32}, phentsize_at[2] = {42, 54};
+	uint8_t eh[64] = {0};
+	uint64_t phoff, type;
+	uint8_t *ph;
+	int r;
+
+	if (x->size < 16)
+		return 0;
+	r = x->read(x->userdata, 0, eh, x->size < sizeof(eh) ? (size_t)x->size : sizeof(eh));
+	if (r < 0)
+		return r;
+	if (memcmp(eh, "\177ELF", 4))
+		return 0;
+	if ((eh[4] != 1 && eh[4] != 2) || (eh[5] != 1 && eh[5] != 2))
+		return elf_refuse(x, "an ELF file of unknown class or byte order");
+	x->c = eh[4] - 1;
+	x->msb = eh[5] == 2;
+	if (x->size < ehdr[x->c])
+		return elf_refuse(x, "an ELF file cut short in its header");
+	type = elf_field(eh + 16, 2, x->msb);
+	if (type != 2 && type != 3)
+		return 0; /* not ET_EXEC or ET_DYN: neither run nor mapped as a library */
+	if (x->size > TRUSTED_ELF_FILE_MAX)
+		return elf_refuse(x, "an ELF file larger than %llu MiB (not read)",
+				  TRUSTED_ELF_FILE_MAX >> 20);
+	if (elf_field(eh + phentsize_at[x->c], 2, x->msb) != ph_size[x->c])
+		return elf_refuse(x, "program headers of another size than the class's");
+	phoff = elf_field(eh + phoff_at[x->c], word[x->c], x->msb);
+	x->phnum = elf_field(eh + phentsize_at[x->c] + 2, 2, x->msb);
+	if (x->phnum == 0 || x->phnum * ph_size[x->c] > 65536 || phoff > x->size ||
+	    x->phnum * ph_size[x->c] > x->size - phoff)
+		return elf_refuse(x, "program headers missing or past the end of the file");
+	ph = malloc(x->phnum * ph_size[x->c]);
+	if (!ph)
+		return -ENOMEM;
+	r = x->read(x->userdata, phoff, ph, x->phnum * ph_size[x->c]);
+	if (r < 0) {
+		free(ph);
+		return r;
+	}
+	x->ph = *ret_ph = ph;
+	return 1;
+}
+
 void trusted_elf_dyn_done(struct trusted_elf_dyn *d)
 {
 	free(d->rpath);
@@ -689,7 +685,6 @@ void trusted_elf_dyn_done(struct trusted_elf_dyn *d)
 int trusted_elf_dynamic(trusted_elf_read_fn read, void *userdata, uint64_t size,
 			struct trusted_elf_dyn *ret, char *why, size_t why_size)
 {
-	static const size_t ehdr[2] = {52, 64}, phoff_at[2] = {28, 32}, phentsize_at[2] = {42, 54};
 	struct elf_ctx x = {
 		.read = read, .userdata = userdata, .size = size, .why = why, .why_size = why_size};
 	struct {
@@ -698,8 +693,7 @@ int trusted_elf_dynamic(trusted_elf_read_fn read, void *userdata, uint64_t size,
 		uint64_t off;
 	} want[TRUSTED_ELF_LOADS_MAX];
 	_cleanup_free_ uint8_t *ph = NULL, *dyn = NULL;
-	uint8_t eh[64] = {0};
-	uint64_t phoff, dyn_vaddr = 0, dyn_off = 0, dyn_filesz = 0, ent, n_ent, dyn_at, i;
+	uint64_t dyn_vaddr = 0, dyn_off = 0, dyn_filesz = 0, ent, n_ent, dyn_at, i;
 	uint64_t strtab = 0, strsz = 0, rpath = 0, runpath = 0, tab;
 	bool has_strtab = false, has_strsz = false, has_rpath = false, has_runpath = false;
 	size_t n_dyn = 0, n_want = 0;
@@ -708,39 +702,9 @@ int trusted_elf_dynamic(trusted_elf_read_fn read, void *userdata, uint64_t size,
 	memset(ret, 0, sizeof(*ret));
 	if (why && why_size)
 		why[0] = '\0';
-	if (size < 16)
-		return 0;
-	r = read(userdata, 0, eh, size < sizeof(eh) ? (size_t)size : sizeof(eh));
-	if (r < 0)
+	r = elf_headers(&x, &ph);
+	if (r <= 0)
 		return r;
-	if (memcmp(eh, "\177ELF", 4))
-		return 0;
-	if ((eh[4] != 1 && eh[4] != 2) || (eh[5] != 1 && eh[5] != 2))
-		return elf_refuse(&x, "an ELF file of unknown class or byte order");
-	x.c = eh[4] - 1;
-	x.msb = eh[5] == 2;
-	if (size < ehdr[x.c])
-		return elf_refuse(&x, "an ELF file cut short in its header");
-	i = elf_field(eh + 16, 2, x.msb);
-	if (i != 2 && i != 3)
-		return 0; /* not ET_EXEC or ET_DYN: neither run nor mapped as a library */
-	if (size > TRUSTED_ELF_FILE_MAX)
-		return elf_refuse(&x, "an ELF file larger than %llu MiB (not read)",
-				  TRUSTED_ELF_FILE_MAX >> 20);
-	if (elf_field(eh + phentsize_at[x.c], 2, x.msb) != ph_size[x.c])
-		return elf_refuse(&x, "program headers of another size than the class's");
-	phoff = elf_field(eh + phoff_at[x.c], word[x.c], x.msb);
-	x.phnum = elf_field(eh + phentsize_at[x.c] + 2, 2, x.msb);
-	if (x.phnum == 0 || x.phnum * ph_size[x.c] > 65536 || phoff > size ||
-	    x.phnum * ph_size[x.c] > size - phoff)
-		return elf_refuse(&x, "program headers missing or past the end of the file");
-	ph = malloc(x.phnum * ph_size[x.c]);
-	if (!ph)
-		return -ENOMEM;
-	r = read(userdata, phoff, ph, x.phnum * ph_size[x.c]);
-	if (r < 0)
-		return r;
-	x.ph = ph;
 	for (i = 0; i < x.phnum; i++) {
 		const uint8_t *p = ph + i * ph_size[x.c];
 
@@ -881,6 +845,39 @@ int trusted_elf_dynamic_buf(const void *buf, size_t len, struct trusted_elf_dyn 
 	struct elf_buf b = {buf, len};
 
 	return trusted_elf_dynamic(elf_buf_read, &b, len, ret, why, why_size);
+}
+
+int trusted_elf_interp(const void *buf, size_t len, char *interp, size_t size)
+{
+	struct elf_buf eb = {buf, len};
+	struct elf_ctx x = {.read = elf_buf_read, .userdata = &eb, .size = len};
+	_cleanup_free_ uint8_t *ph = NULL;
+	const uint8_t *b = buf;
+	uint64_t found = 0;
+	int r;
+
+	if (size)
+		interp[0] = '\0';
+	r = elf_headers(&x, &ph);
+	if (r <= 0)
+		return r;
+	for (uint64_t i = 0; i < x.phnum; i++) {
+		const uint8_t *p = ph + i * ph_size[x.c];
+		uint64_t off, n;
+
+		if (elf_field(p, 4, x.msb) != 3) /* PT_INTERP */
+			continue;
+		if (found++)
+			return -EINVAL; /* two loaders: refuse rather than guess which one runs */
+		off = elf_field(p + ph_off[x.c], word[x.c], x.msb);
+		n = elf_field(p + ph_filesz[x.c], word[x.c], x.msb);
+		/* The kernel: 2..PATH_MAX bytes, the last one NUL; it opens the C string. */
+		if (n < 2 || n > 4096 || off > len || n > len - off || b[off + n - 1] != '\0' ||
+		    strlen((const char *)b + off) >= size)
+			return -EINVAL;
+		memcpy(interp, b + off, strlen((const char *)b + off) + 1);
+	}
+	return found ? 1 : 0;
 }
 
 size_t trusted_preload_next(const char *text, size_t len, size_t *pos, const char **ret_name)
