@@ -34,6 +34,7 @@ struct lib_obj {
 	int depth;
 	dev_t dev;
 	ino_t ino;
+	off_t size;
 };
 
 struct lib_name {
@@ -233,6 +234,7 @@ static int add_obj(struct lib_walk *w, int fd, const char *path, const char *ori
 	o->depth = depth;
 	o->dev = st.st_dev;
 	o->ino = st.st_ino;
+	o->size = st.st_size;
 	w->objs[w->n_objs++] = o;
 	return 0;
 }
@@ -262,7 +264,7 @@ static int add_by_path(struct lib_walk *w, const struct lib_obj *from, const cha
 	if (r > 0)
 		return refuse(w, from, "%s library %s", kind, msg);
 	snprintf(origin, sizeof(origin), "%s", name);
-	*(strrchr(origin, '/') + (strrchr(origin, '/') == origin)) = '\0';
+	trusted_path_to_dir(origin);
 	return add_obj(w, TAKE_FD(fd), name, origin, depth);
 }
 
@@ -285,13 +287,10 @@ static int scan_obj(struct lib_walk *w, struct lib_obj *o, const void *buf, size
 {
 	struct trusted_elf_dyn d;
 	char why[256];
-	struct stat st;
 	int r;
 
 	if (o->fd >= 0) {
-		if (fstat(o->fd, &st) < 0)
-			return -errno;
-		r = trusted_elf_dynamic(pread_exact, &o->fd, (uint64_t)st.st_size, &d, why,
+		r = trusted_elf_dynamic(pread_exact, &o->fd, (uint64_t)o->size, &d, why,
 					sizeof(why));
 	} else {
 		r = trusted_elf_dynamic_buf(buf, len, &d, why, sizeof(why));
@@ -426,9 +425,15 @@ int trusted_elf_libs_check(int root_fd, const char *what, int fd, const void *bu
 {
 	struct lib_walk w = {.root_fd = root_fd, .what = what, .why = why, .why_size = why_size};
 	struct lib_obj prog = {.fd = fd, .path = "", .depth = 0};
+	struct stat st;
 	int r;
 
 	snprintf(prog.origin, sizeof(prog.origin), "%s", origin);
+	if (fd >= 0) {
+		if (fstat(fd, &st) < 0)
+			return -errno;
+		prog.size = st.st_size;
+	}
 	r = scan_obj(&w, &prog, buf, len);
 	if (r == 0 && has_interp)
 		r = check_preload(&w);

@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 
@@ -39,6 +40,14 @@ int trusted_open_in_root(int root_fd, const char *rel, int flags, int *ret_fd);
  * checked, so the nearest existing parent of a missing one is root's alone), -errno. */
 int trusted_chain_walk(int root_fd, const char *path, bool want_dir, int *ret_fd,
 		       char *ret_resolved, char *why, size_t why_size);
+
+/* Cut an absolute path to its directory, in place: "/a/b" -> "/a", "/a" -> "/". */
+static inline void trusted_path_to_dir(char *path)
+{
+	char *slash = strrchr(path, '/');
+
+	slash[slash == path] = '\0';
+}
 
 /* The libraries the dynamic loader maps into an ELF program (or nothing, for anything
  * else): fd the opened file, or fd -1 and buf/len the whole file; origin the directory

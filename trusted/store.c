@@ -682,7 +682,7 @@ static int interp_check_path(int root_fd, const char *what, const char *path, in
 		return -errno;
 	/* The kernel execs it: the loader's $ORIGIN is where /proc/self/exe points, the path
 	 * with every symlink resolved. */
-	*(strrchr(resolved, '/') + (strrchr(resolved, '/') == resolved)) = '\0';
+	trusted_path_to_dir(resolved);
 	snprintf(inner, sizeof(inner), "%s: interpreter '%s'", what, path);
 	return interp_check_level(root_fd, inner, head, (size_t)n, fd, resolved, level + 1, why,
 				  why_size);
