@@ -201,6 +201,14 @@ static void count_buffered(struct cmd *c, size_t n)
 		set_paused(c, true);
 }
 
+/* Output acknowledged or dropped: off the command's, its reader's and the total count. */
+static void uncount_buffered(struct cmd *c, size_t n)
+{
+	c->buffered -= n;
+	c->rd->buffered -= n;
+	T.buffered -= n;
+}
+
 static void log_orphans(const char *agent, unsigned killed, void *userdata)
 {
 	(void)userdata;
@@ -304,9 +312,7 @@ static void cmd_free(struct cmd *c)
 		c->head = f->next;
 		frame_free(f);
 	}
-	T.buffered -= c->buffered;
-	if (c->rd)
-		c->rd->buffered -= c->buffered;
+	uncount_buffered(c, c->buffered);
 	reader_put(c->rd);
 	pool_trim();
 	resume_paused();
@@ -1017,9 +1023,7 @@ static void drop_acked(struct cmd *c, uint64_t seq)
 	while (c->head && c->head->seq <= seq) {
 		struct frame *f = c->head;
 		c->head = f->next;
-		c->buffered -= f->len - PROTO_FRAME_HEADER;
-		c->rd->buffered -= f->len - PROTO_FRAME_HEADER;
-		T.buffered -= f->len - PROTO_FRAME_HEADER;
+		uncount_buffered(c, f->len - PROTO_FRAME_HEADER);
 		frame_free(f);
 	}
 	if (!c->head) {
