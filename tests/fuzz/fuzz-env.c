@@ -63,6 +63,24 @@ static bool pi_name(const char *s, size_t len)
 	return true;
 }
 
+/* A C1 control, U+2028/U+2029 or a bidirectional control, spelled out as UTF-8. */
+static bool has_forbidden_char(const char *v)
+{
+	static const char *const seq[] = {
+		"\xe2\x80\xa8", "\xe2\x80\xa9", "\xe2\x80\xaa", "\xe2\x80\xab", "\xe2\x80\xac",
+		"\xe2\x80\xad", "\xe2\x80\xae", "\xe2\x81\xa6", "\xe2\x81\xa7", "\xe2\x81\xa8",
+		"\xe2\x81\xa9", "\xe2\x80\x8e", "\xe2\x80\x8f", "\xd8\x9c",
+	};
+
+	for (const unsigned char *c = (const unsigned char *)v; c[0]; c++)
+		if (c[0] == 0xc2 && c[1] >= 0x80 && c[1] <= 0x9f)
+			return true;
+	for (size_t i = 0; i < ELEMENTSOF(seq); i++)
+		if (strstr(v, seq[i]))
+			return true;
+	return false;
+}
+
 /* The value getenv() would have seen in inherited (first occurrence). */
 static const char *first_value(char *const *inh, const char *name, size_t len)
 {
@@ -169,6 +187,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		for (const unsigned char *c = (const unsigned char *)eq + 1; *c; c++)
 			if ((*c < 0x20 && *c != '\t') || *c == 0x7f)
 				abort();
+		if (has_forbidden_char(eq + 1))
+			abort();
 		for (char **prev = env; prev < e; prev++)
 			if (strncmp(*prev, s, nlen + 1) == 0)
 				abort();

@@ -38,6 +38,23 @@ like "... a value with an ordinary non-ASCII letter passes" "$out" '^PI_OK2=caf'
 exits 100 "--set with a UTF-8 CSI (U+009B) refused" "$E" --set "PI_X=a${csi}b" --print
 exits 100 "--set with NEL (U+0085) refused" "$E" --set "PI_X=$nel" --print
 exits 100 "--home with a C1 control refused" "$E" --home "/h${csi}" --print
+# Unicode line and paragraph separators (U+2028, U+2029) end a line for some readers, and
+# the bidirectional controls reorder what a terminal shows (CVE-2021-42574, "Trojan Source"):
+# U+202E RLO, U+2066 LRI, U+2069 PDI, U+200F RLM, U+061C ALM.
+ls_=$(printf '\342\200\250') ps_=$(printf '\342\200\251') rlo=$(printf '\342\200\256')
+lri=$(printf '\342\201\246') pdi=$(printf '\342\201\251') rlm=$(printf '\342\200\217')
+alm=$(printf '\330\234')
+out=$(env -i "PI_LS=a${ls_}b" "PI_PS=a${ps_}b" "PI_RLO=${rlo}txt.exe" "PI_LRI=a${lri}b${pdi}" \
+	"PI_RLM=a${rlm}" "PI_ALM=a${alm}" "PI_DASH=a$(printf '\342\200\224')b" \
+	"PI_ARABIC=$(printf '\330\243\331\207\331\204\330\247')" "$E" --print)
+is "U+2028, U+2029 and bidi controls in inherited PI_* values drop the names" \
+	"$(echo "$out" | grep -c '^PI_\(LS\|PS\|RLO\|LRI\|RLM\|ALM\)=')" 0
+like "... an em dash (E2 80 94, next to them) passes" "$out" '^PI_DASH=a'
+like "... Arabic letters without controls pass" "$out" '^PI_ARABIC='
+for c in ls_ ps_ rlo lri pdi rlm alm; do
+	exits 100 "--set with ${c%_} refused" "$E" --set "PI_X=a${!c}b" --print
+done
+exits 100 "--home with U+202E refused" "$E" --home "/h${rlo}" --print
 
 # fds: pi-env closes everything above 2 before CMD.
 out=$(exec 5</etc/hostname; "$E" -- /bin/sh -c 'ls /proc/self/fd | sort -n | tr "\n" " "')

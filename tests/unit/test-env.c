@@ -265,10 +265,22 @@ TEST(value_rules)
 		 "PI_X", false}, /* U+009B CSI */
 		{"PI_X=a\xc2\x85"
 		 "b",
-		 "PI_X", false},			 /* U+0085 NEL */
-		{"PI_X=\xc2\x80", "PI_X", false},	 /* U+0080 */
-		{"PI_X=\xc2\x9f", "PI_X", false},	 /* U+009F */
-		{"PI_X=\xc2\xa0\xc3\xa9", "PI_X", true}, /* U+00A0, U+00E9 */
+		 "PI_X", false},				 /* U+0085 NEL */
+		{"PI_X=\xc2\x80", "PI_X", false},		 /* U+0080 */
+		{"PI_X=\xc2\x9f", "PI_X", false},		 /* U+009F */
+		{"PI_X=\xc2\xa0\xc3\xa9", "PI_X", true},	 /* U+00A0, U+00E9 */
+		{"PI_X=a\xe2\x80\xa8", "PI_X", false},		 /* U+2028 LINE SEPARATOR */
+		{"PI_X=\xe2\x80\xa9", "PI_X", false},		 /* U+2029 PARAGRAPH SEPARATOR */
+		{"PI_X=\xe2\x80\xaa", "PI_X", false},		 /* U+202A LRE */
+		{"PI_X=\xe2\x80\xae", "PI_X", false},		 /* U+202E RLO */
+		{"PI_X=\xe2\x81\xa6", "PI_X", false},		 /* U+2066 LRI */
+		{"PI_X=\xe2\x81\xa9", "PI_X", false},		 /* U+2069 PDI */
+		{"PI_X=\xe2\x80\x8e", "PI_X", false},		 /* U+200E LRM */
+		{"PI_X=\xe2\x80\x8f", "PI_X", false},		 /* U+200F RLM */
+		{"PI_X=\xd8\x9c", "PI_X", false},		 /* U+061C ALM */
+		{"PI_X=\xe2\x80\xa7\xe2\x80\xaf", "PI_X", true}, /* U+2027, U+202F */
+		{"PI_X=\xe2\x80\x8d\xe2\x81\xa5", "PI_X", true}, /* U+200D ZWJ, U+2065 */
+		{"PI_X=\xd8\x9b\xd8\x9d", "PI_X", true},	 /* U+061B, U+061D */
 		{"PI_X=/and%percent", "PI_X", true},
 		{"PI_X=", "PI_X", true},
 		{"PI_KEYBOARD=us", "PI_KEYBOARD", true},
