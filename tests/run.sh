@@ -7,6 +7,17 @@ set -u
 logdir=${PISTIS_TEST_LOGS:-${PISTIS_BUILD:-build}/test-logs}
 mkdir -p "$logdir"
 passed=0 failed=0 skipped=0
+# A test that hangs must fail, not hold the run until CI's own limit: each program or
+# script gets PISTIS_TEST_TIMEOUT seconds (default 900; 0: none), then SIGTERM to its
+# process group and SIGKILL 10 s later.
+limit=${PISTIS_TEST_TIMEOUT:-900}
+case "$limit" in
+'' | *[!0-9]*) echo "run.sh: PISTIS_TEST_TIMEOUT must be a number of seconds" >&2; exit 2 ;;
+esac
+watchdog=""
+if [ "$limit" != 0 ] && command -v timeout >/dev/null; then
+	watchdog="timeout -k 10 $limit"
+fi
 failures=""
 for t in "$@"; do
 	name=$(basename "$t")
@@ -18,14 +29,17 @@ for t in "$@"; do
 		# As root, each script gets a private mount namespace: the roots and mounts it
 		# makes vanish with it and never propagate to the host.
 		if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null; then
-			unshare -m --propagation private bash "$t" >"$log" 2>&1
+			$watchdog unshare -m --propagation private bash "$t" >"$log" 2>&1
 		else
-			bash "$t" >"$log" 2>&1
+			$watchdog bash "$t" >"$log" 2>&1
 		fi
 		;;
-	*) "$t" >"$log" 2>&1 ;;
+	*) $watchdog "$t" >"$log" 2>&1 ;;
 	esac
 	rc=$?
+	if [ -n "$watchdog" ] && { [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; }; then
+		echo "not ok - $name did not finish in ${limit}s (PISTIS_TEST_TIMEOUT); stopped" >>"$log"
+	fi
 	cat "$log"
 	p=$(grep -c '^ok ' "$log" | tr -d ' ')
 	s=$(grep -c '^ok .*# SKIP' "$log" | tr -d ' ')
