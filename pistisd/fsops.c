@@ -224,13 +224,39 @@ static int mkdir_parents(const char *path)
 	return r;
 }
 
+/* reopen_leaf without a procfs: open the name again and keep the fd only if it is the
+ * inode pfd holds; O_TRUNC waits until that is known, so a file swapped in meanwhile is
+ * neither truncated nor used (-ENOENT: the file judged is no longer at that name). */
+static int reopen_by_name(int pfd, int dfd, const char *leaf, int flags)
+{
+	struct stat want, got;
+	int fd;
+
+	if (fstat(pfd, &want) < 0)
+		return -errno;
+	fd = openat(dfd, leaf, (flags & ~O_TRUNC) | O_NOFOLLOW);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &got) < 0 || got.st_dev != want.st_dev || got.st_ino != want.st_ino) {
+		close(fd);
+		return -ENOENT;
+	}
+	if ((flags & O_TRUNC) && ftruncate(fd, 0) < 0) {
+		int r = -errno;
+		close(fd);
+		return r;
+	}
+	return fd;
+}
+
 /* Reopen for I/O the inode the O_PATH fd pfd holds, never another: through the helper's own
  * fd link in a procfs mounted at /proc (a task may open its own fd links though it is
  * non-dumpable: proc_fd_permission; the kernel checks the agent's access to the inode as for
  * any open). "/proc" is taken without following and must be a procfs, so nothing the agent
  * made is walked; this is no agent-supplied path, so refuse_procfs has no say in it. Where no
  * procfs is there for this task, the leaf is opened by name (O_NOFOLLOW, O_NONBLOCK) and
- * checked on the fd afterwards: a FIFO swapped in meanwhile is then opened and refused. */
+ * kept only if it is the same inode (reopen_by_name): another file swapped in meanwhile is
+ * closed untouched; a FIFO is opened (non-blocking, as the agent) and refused. */
 static int reopen_leaf(int pfd, int dfd, const char *leaf, int flags)
 {
 	_cleanup_close_ int proc = -1, fds = -1;
@@ -246,10 +272,8 @@ static int reopen_leaf(int pfd, int dfd, const char *leaf, int flags)
 		if (fds < 0 && errno != ENOENT)
 			return -errno;
 	}
-	if (fds < 0) {
-		fd = openat(dfd, leaf, flags | O_NOFOLLOW);
-		return fd < 0 ? -errno : fd;
-	}
+	if (fds < 0)
+		return reopen_by_name(pfd, dfd, leaf, flags);
 	snprintf(name, sizeof(name), "%d", pfd);
 	fd = openat(fds, name, flags);
 	return fd < 0 ? -errno : fd;
