@@ -3,6 +3,7 @@
 #include "trusted/trusted.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -900,4 +901,41 @@ size_t trusted_preload_next(const char *text, size_t len, size_t *pos, const cha
 	*pos = p;
 	*ret_name = text + start;
 	return p - start;
+}
+
+static bool script_path_byte(unsigned char c)
+{
+	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+	       (c && strchr("._+@%~-/", c));
+}
+
+bool trusted_script_path_next(const char *text, size_t len, size_t *pos, size_t *line,
+			      char *ret_path)
+{
+	size_t i = *pos;
+
+	if (i == 0) /* the #! line is the interpreter's */
+		while (i < len && text[i] != '\n')
+			i++;
+	for (; i < len; i++) {
+		unsigned char prev = i ? (unsigned char)text[i - 1] : '\n';
+		size_t n = 0;
+
+		if (text[i] == '\n')
+			(*line)++;
+		if (text[i] != '/' || script_path_byte(prev) || prev == ':')
+			continue;
+		while (i + n < len && script_path_byte((unsigned char)text[i + n]))
+			n++;
+		if (n >= PATH_MAX) {
+			i += n - 1;
+			continue; /* longer than any path the kernel resolves */
+		}
+		memcpy(ret_path, text + i, n);
+		ret_path[n] = '\0';
+		*pos = i + n;
+		return true;
+	}
+	*pos = len;
+	return false;
 }

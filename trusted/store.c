@@ -651,10 +651,10 @@ static int chain_open(int root_fd, const char *path, int *ret_fd, char *why, siz
 static int interp_check_level(int root_fd, const char *what, const char *text, size_t len, int fd,
 			      const char *origin, int level, char *why, size_t why_size);
 
-/* Check the file at path (an interpreter) and, when it is a script, its own interpreter;
- * when it is a program, the libraries it loads. */
-static int interp_check_path(int root_fd, const char *what, const char *path, int level, char *why,
-			     size_t why_size)
+/* Check the file at path (an interpreter, or another kind of program the kernel runs) and,
+ * when it is a script, its own interpreter; when it is a program, the libraries it loads. */
+static int interp_check_path(int root_fd, const char *what, const char *kind, const char *path,
+			     int level, char *why, size_t why_size)
 {
 	_cleanup_close_ int fd = -1;
 	_cleanup_free_ char *head = NULL;
@@ -664,14 +664,14 @@ static int interp_check_path(int root_fd, const char *what, const char *path, in
 
 	r = trusted_chain_walk(root_fd, path, false, &fd, resolved, w, sizeof(w));
 	if (r == -ENOENT) {
-		snprintf(why, why_size, "%s: interpreter '%s' does not exist in the image", what,
+		snprintf(why, why_size, "%s: %s '%s' does not exist in the image", what, kind,
 			 path);
 		return 1;
 	}
 	if (r < 0)
 		return r;
 	if (r > 0) {
-		snprintf(why, why_size, "%s: interpreter %s", what, w);
+		snprintf(why, why_size, "%s: %s %s", what, kind, w);
 		return 1;
 	}
 	head = malloc(TRUSTED_HEAD_MAX);
@@ -683,7 +683,7 @@ static int interp_check_path(int root_fd, const char *what, const char *path, in
 	/* The kernel execs it: the loader's $ORIGIN is where /proc/self/exe points, the path
 	 * with every symlink resolved. */
 	trusted_path_to_dir(resolved);
-	snprintf(inner, sizeof(inner), "%s: interpreter '%s'", what, path);
+	snprintf(inner, sizeof(inner), "%s: %s '%s'", what, kind, path);
 	return interp_check_level(root_fd, inner, head, (size_t)n, fd, resolved, level + 1, why,
 				  why_size);
 }
@@ -705,7 +705,7 @@ static int program_check(int root_fd, const char *what, const char *kind, const 
 			 INTERP_DEPTH);
 		return 1;
 	}
-	return interp_check_path(root_fd, what, path, level, why, why_size);
+	return interp_check_path(root_fd, what, "interpreter", path, level, why, why_size);
 }
 
 /* text: the file's first bytes (fd >= 0, read on through fd) or all of it (fd -1); origin:
@@ -781,7 +781,8 @@ static int interp_check_level(int root_fd, const char *what, const char *text, s
 				 what, arg);
 			return 1;
 		}
-		return interp_check_path(root_fd, what, arg, level + 1, why, why_size);
+		return interp_check_path(root_fd, what, "interpreter", arg, level + 1, why,
+					 why_size);
 	}
 	/* Looked up in the script's PATH, which sudo sets to secure_path: every directory
 	 * before the one that holds it (or its nearest existing parent) is checked too. */
@@ -802,17 +803,71 @@ static int interp_check_level(int root_fd, const char *what, const char *text, s
 				 arg, w);
 			return 1;
 		}
-		return interp_check_path(root_fd, what, path, level + 1, why, why_size);
+		return interp_check_path(root_fd, what, "interpreter", path, level + 1, why,
+					 why_size);
 	}
 	snprintf(why, why_size, "%s: interpreter '%s' (through env) is in no directory of %s", what,
 		 arg, secure_path);
 	return 1;
 }
 
+/* The programs a script names by an absolute path ("/opt/tool/bin/x", "exec /srv/run"):
+ * each word trusted_script_path_next finds that is an executable file in the image when
+ * this runs is checked like an interpreter (root's alone, the directories on the way, its
+ * own interpreter or loader and libraries). Files that do not exist yet, directories,
+ * non-executable files and paths built at run time are not seen: a guard, not a boundary
+ * (docs/trusted.md). The #! line is checked by interp_check_level. */
+static int script_programs_check(int root_fd, const char *what, const char *text, size_t len,
+				 char *why, size_t why_size)
+{
+	size_t pos = 0, line = 1, words = 0;
+	char path[PATH_MAX];
+
+	if (len < 2 || text[0] != '#' || text[1] != '!')
+		return 0; /* a binary, or no #!: sudo execs it itself */
+	while (trusted_script_path_next(text, len, &pos, &line, path)) {
+		_cleanup_close_ int fd = -1;
+		char inner[TRUSTED_NAME_MAX + PATH_MAX + 64];
+		struct stat st;
+		int r;
+
+		if (++words > TRUSTED_SCRIPT_PATHS_MAX) {
+			snprintf(
+				why, why_size,
+				"%s: names more than %d absolute paths; each would be checked as a "
+				"program it may run",
+				what, TRUSTED_SCRIPT_PATHS_MAX);
+			return 1;
+		}
+		/* Where it leads in the image, as the kernel would resolve it; only an
+		 * executable file is a program this script may run. */
+		r = trusted_open_in_root(root_fd, path + 1, O_PATH, &fd);
+		if (r < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || !(st.st_mode & 0111))
+			continue;
+		snprintf(inner, sizeof(inner), "%s (line %zu)", what, line);
+		r = interp_check_path(root_fd, inner, "program", path, 1, why, why_size);
+		if (r != 0)
+			return r;
+	}
+	return 0;
+}
+
+/* A script's interpreter chain and the programs it names by absolute path; a program's
+ * loader and libraries. text: the whole file. */
+static int script_check(int root_fd, const char *what, const char *text, size_t len, int fd,
+			char *why, size_t why_size)
+{
+	int r = interp_check_level(root_fd, what, text, len, fd, "/" TRUSTED_DIR, 0, why, why_size);
+
+	if (r != 0)
+		return r;
+	return script_programs_check(root_fd, what, text, len, why, why_size);
+}
+
 int trusted_interp_check(int root_fd, const char *what, const char *text, size_t len, char *why,
 			 size_t why_size)
 {
-	return interp_check_level(root_fd, what, text, len, -1, "/" TRUSTED_DIR, 0, why, why_size);
+	return script_check(root_fd, what, text, len, -1, why, why_size);
 }
 
 int trusted_scripts_interp_check(const char *root, const struct trusted_entry *v, size_t n,
@@ -832,23 +887,21 @@ int trusted_scripts_interp_check(const char *root, const struct trusted_entry *v
 		return r;
 	for (i = 0; i < n; i++) {
 		_cleanup_close_ int fd = -1;
-		_cleanup_free_ char *head = NULL;
+		_cleanup_free_ char *text = NULL;
 		char what[TRUSTED_NAME_MAX + 32];
-		ssize_t got;
+		size_t got;
 
 		fd = openat(dir_fd, v[i].name,
 			    O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 		if (fd < 0)
 			return -errno;
-		head = malloc(TRUSTED_HEAD_MAX);
-		if (!head)
-			return -ENOMEM;
-		got = pread(fd, head, TRUSTED_HEAD_MAX, 0);
-		if (got < 0)
-			return -errno;
+		/* All of it (add took at most TRUSTED_SCRIPT_MAX; a larger file is someone
+		 * else's and -EFBIG): the programs it names may be anywhere in it. */
+		r = fd_read_all(fd, TRUSTED_SCRIPT_MAX, &text, &got);
+		if (r < 0)
+			return r;
 		snprintf(what, sizeof(what), "/data/trusted/%s", v[i].name);
-		r = interp_check_level(root_fd, what, head, (size_t)got, fd, "/" TRUSTED_DIR, 0,
-				       why, why_size);
+		r = script_check(root_fd, what, text, got, fd, why, why_size);
 		if (r != 0)
 			return r;
 	}

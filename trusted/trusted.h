@@ -73,7 +73,8 @@ int trusted_shebang_parse(const char *text, size_t len, char interp[TRUSTED_SHEB
  * be empty or relative: the caller judges it); 0: not ELF, not a program the kernel runs
  * (ET_EXEC/ET_DYN), or no PT_INTERP (static); -EINVAL: malformed, two PT_INTERPs, or the
  * headers or the path not within len, or the path not shorter than size. */
-#define TRUSTED_HEAD_MAX 65536 /* bytes read of a script or interpreter to check it */
+#define TRUSTED_HEAD_MAX 65536	      /* bytes read of a script or interpreter to check it */
+#define TRUSTED_SCRIPT_PATHS_MAX 4096 /* absolute paths one script may name (each checked) */
 int trusted_elf_interp(const void *buf, size_t len, char *interp, size_t size);
 
 /* What the dynamic loader reads from a program or library before any of its code runs: the
@@ -113,6 +114,15 @@ void trusted_elf_dyn_done(struct trusted_elf_dyn *d);
  * comment up to the end of the line; names are separated by blanks, tabs, newlines and ':'.
  * Returns the name's length (0: no more) and its start in *ret_name; *pos advances. */
 size_t trusted_preload_next(const char *text, size_t len, size_t *pos, const char **ret_name);
+
+/* The next absolute path a script names, after its #! line: a '/' that does not follow a
+ * byte of a name, a '/' or a ':' (so no "$HOME/bin", "a/b", URLs or PATH lists), up to the
+ * first byte outside [A-Za-z0-9._+@%~/-]; words of PATH_MAX bytes or more are skipped.
+ * Comments are not told apart: a program named only in one is checked too (refusing a
+ * script for a comment is the safe mistake). Start with *pos 0 and *line 1; returns true
+ * with the path in ret_path (PATH_MAX bytes) and *line its line, false at the end. */
+bool trusted_script_path_next(const char *text, size_t len, size_t *pos, size_t *line,
+			      char *ret_path);
 
 /* The name in a trusted-exec script path: path must be exactly "/data/bin/NAME" with a
  * valid NAME; -EINVAL otherwise. */

@@ -4,6 +4,8 @@
  * the dynamic section reader and the ld.so.preload tokenizer on any bytes. */
 #include <errno.h>
 #include <stddef.h>
+#include <ctype.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,6 +67,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				if (nm[i] == '#' || (nm[i] && strchr(" \t\n:", nm[i])))
 					abort();
 		}
+	}
+	/* Absolute paths a script names: each starts with '/', is shorter than PATH_MAX, holds
+	 * only path bytes, is where pos says in the text, and pos only moves forward. */
+	{
+		const char *t = (const char *)data;
+		static char path[PATH_MAX];
+		size_t pos = 0, line = 1, last = 0, nl = 1;
+
+		while (trusted_script_path_next(t, size, &pos, &line, path)) {
+			size_t l = strlen(path);
+
+			if (path[0] != '/' || l >= PATH_MAX || pos < l || pos > size ||
+			    pos <= last || memcmp(t + pos - l, path, l) || line < nl)
+				abort();
+			for (size_t i = 0; i < l; i++)
+				if (!isalnum((unsigned char)path[i]) &&
+				    !strchr("._+@%~-/", path[i]))
+					abort();
+			last = pos;
+			nl = line;
+		}
+		if (pos != size)
+			abort();
 	}
 	if (size >= sizeof(name))
 		return 0;

@@ -302,6 +302,33 @@ chmod 0777 "$R/usr/local/sbin"
 image_changed "a secure_path directory is writable by others" "FAIL secure_path.*/usr/local/sbin" secure_path
 chmod 0755 "$R/usr/local/sbin"
 "$P" trusted remove byname --no-install --root "$R" >/dev/null
+# A program the script runs by an absolute path of its own: each word of the script that is
+# an absolute path to an executable file is checked like an interpreter.
+printf '#!/bin/sh\n# board\n  /opt/shared/sh -c "id -un"\n' >"$S/bypath" && chmod 0755 "$S/bypath"
+add_refused "add refuses a script that runs a program from a directory others can write" bypath \
+	"bypath (line 3): program .*/opt/shared"
+printf '#!/bin/sh\nX=$(/workspaces/tools/sh -c true)\n' >"$S/bypath2" && chmod 0755 "$S/bypath2"
+add_refused "... one the agent owns, inside \$( )" bypath2 "bypath2 (line 2): program .*/workspaces/tools"
+printf '#!/bin/sh\nexec /opt/rootonly/via-link -c true\n' >"$S/bypath3" && chmod 0755 "$S/bypath3"
+add_refused "... one reached through a symlink into an agent's directory" bypath3 "program '/opt/rootonly/via-link'"
+printf '#!/bin/sh\n/opt/rootonly/nested-bad -c true\n' >"$S/bypath4" && chmod 0755 "$S/bypath4"
+add_refused "... a root-owned one whose own #! names an agent's file" bypath4 "program '/opt/rootonly/nested-bad'.*interpreter"
+cp "$R/bin/sh" "$R/opt/rootonly/agentsh" && chown "$AUID" "$R/opt/rootonly/agentsh"
+printf '#!/bin/sh\ntrue;/opt/rootonly/agentsh -c true\n' >"$S/bypath5" && chmod 0755 "$S/bypath5"
+add_refused "... one the agent owns in a root-owned directory" bypath5 "program '/opt/rootonly/agentsh'"
+rm -f "$R/opt/rootonly/agentsh"
+echo data >"$R/opt/shared/notes.txt" && chmod 0644 "$R/opt/shared/notes.txt"
+printf '#!/bin/sh\n/usr/bin/id -un\ncat /opt/shared/notes.txt >/dev/null\nexec /opt/rootonly/sh -c "echo user=\\$(id -un)" # see http://x/opt/shared/sh, $HOME/opt/shared/sh, a/opt/shared/sh\n' \
+	>"$S/bypathok" && chmod 0755 "$S/bypathok"
+ok "add accepts root-owned programs by path, data files others can write, URLs, \$HOME/ and relative paths" \
+	"$P" trusted add bypathok "$S/bypathok" --root "$R"
+like "... and the agent runs it as pi-tools" "$(agent bypathok 2>&1)" "user=pi-tools"
+chmod 0755 "$R/opt/shared/notes.txt"
+image_changed "a data file it names became executable in a directory others can write" \
+	"/data/trusted/bypathok \(line 3\): program '/opt/shared/notes.txt'" "program"
+chmod 0644 "$R/opt/shared/notes.txt"
+ok "check passes again once it is not" "$P" trusted check --root "$R"
+"$P" trusted remove bypathok --no-install --root "$R" >/dev/null
 # A binary has no #!, but the kernel maps its loader (PT_INTERP) into it before any of its
 # code runs: a loader an agent can replace runs as pi-tools just like an interpreter.
 cp "$R/usr/bin/id" "$S/elfid" && chmod 0755 "$S/elfid"

@@ -719,6 +719,45 @@ TEST(preload_names_as_glibc_reads_them)
 	ASSERT_EQ(trusted_preload_next("# only\n  \n", 10, &pos, &name), (size_t)0);
 }
 
+TEST(script_path_words)
+{
+	const char *t = "#!/bin/sh /x/ignored\n"
+			"exec /opt/a/bin/tool --x=/etc/y \"$(/usr/bin/id)\"\n"
+			"# /in/comment and http://host/url and $HOME/bin/x and a/b:/c/d\n"
+			"PATH=/p/q;cd /w&&/v1/v.sh|/v2@x~y+z%w-1.0 'https://z' /\n";
+	const char *want[] = {
+		"/opt/a/bin/tool", "/etc/y", "/usr/bin/id", "/in/comment", "/p/q", "/w", "/v1/v.sh",
+		"/v2@x~y+z%w-1.0", "/"};
+	size_t lines[] = {2, 2, 2, 3, 4, 4, 4, 4, 4};
+	size_t pos = 0, line = 1, i = 0;
+	char path[PATH_MAX];
+
+	while (trusted_script_path_next(t, strlen(t), &pos, &line, path)) {
+		ASSERT_LT(i, ELEMENTSOF(want));
+		EXPECT_STREQ(path, want[i]);
+		EXPECT_EQ(line, lines[i]);
+		i++;
+	}
+	ASSERT_EQ(i, ELEMENTSOF(want));
+	EXPECT_EQ(pos, strlen(t));
+	/* A word of PATH_MAX bytes is no path the kernel resolves: skipped, the next found. */
+	{
+		char *big = malloc(PATH_MAX + 32);
+
+		ASSERT_NE(big, NULL);
+		memcpy(big, "#!\n", 3);
+		memset(big + 3, 'a', PATH_MAX);
+		big[3] = '/';
+		memcpy(big + 3 + PATH_MAX, " /ok", 5);
+		pos = 0;
+		line = 1;
+		ASSERT_TRUE(trusted_script_path_next(big, strlen(big), &pos, &line, path));
+		EXPECT_STREQ(path, "/ok");
+		EXPECT_FALSE(trusted_script_path_next(big, strlen(big), &pos, &line, path));
+		free(big);
+	}
+}
+
 TEST(open_dir_refuses_symlinks_and_loose_parents)
 {
 	_cleanup_free_ char *root = make_root();
