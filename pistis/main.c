@@ -326,11 +326,43 @@ static void out_write(int fd, const void *buf, size_t n)
 	}
 }
 
+/* cJSON text to stdout, with the characters that drive or rearrange a terminal written as
+ * \uXXXX escapes: DEL, the C1 controls U+0080-U+009F (U+009B is a CSI to xterm and the
+ * Linux console), U+2028/U+2029 and the bidirectional controls (CVE-2021-42574). cJSON
+ * escapes only what is below U+0020, and names, argv and messages come from agents; the
+ * escapes are the same JSON string, so what a program reads is unchanged. */
+static void json_out(const char *s)
+{
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		unsigned cp = 0;
+		int n = 0;
+
+		if (p[0] == 0x7f)
+			cp = 0x7f, n = 1;
+		else if (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)
+			cp = p[1], n = 2;
+		else if (p[0] == 0xd8 && p[1] == 0x9c)
+			cp = 0x61c, n = 2;
+		else if (p[0] == 0xe2 && p[1] == 0x80 &&
+			 ((p[2] >= 0xa8 && p[2] <= 0xae) || p[2] == 0x8e || p[2] == 0x8f))
+			cp = 0x2000 | (p[2] & 0x3f), n = 3;
+		else if (p[0] == 0xe2 && p[1] == 0x81 && p[2] >= 0xa6 && p[2] <= 0xa9)
+			cp = 0x2040 | (p[2] & 0x3f), n = 3;
+		if (n) {
+			printf("\\u%04x", cp);
+			p += n - 1;
+		} else {
+			putchar(*p);
+		}
+	}
+	putchar('\n');
+}
+
 static void print_json(cJSON *root)
 {
 	char *s = cJSON_Print(root);
 	if (s)
-		printf("%s\n", s);
+		json_out(s);
 	free(s);
 }
 
@@ -358,7 +390,7 @@ static void on_text(const char *buf, size_t len)
 	if (C.mode == M_CALL) { /* every message on one line; the answer ends it */
 		char *s = cJSON_PrintUnformatted(root);
 		if (s)
-			printf("%s\n", s);
+			json_out(s);
 		free(s);
 		fflush(stdout);
 		if (ok)

@@ -242,6 +242,24 @@ if [ -n "$NR_PREAD" ]; then
 	swap_test fs.edit ",\"old\":\"old\",\"new\":\"new\"" read
 fi
 
+# --- names that drive or rearrange a terminal, printed by pistis ---------------------------------
+# An agent names files with a UTF-8 CSI (U+009B), NEL (U+0085), RLO (U+202E) and U+2028; they
+# are valid UTF-8, so fs.list carries them as they are, and `pistis call` printed them raw
+# to the operator's terminal. Now they are \uXXXX escapes: the same JSON string.
+mkdir -p "$R$home/names" && chown "$auid:$auid" "$R$home/names"
+for n in "$(printf 'csi\302\2332Jx')" "$(printf 'nel\302\205x')" "$(printf 'rlo\342\200\256txt.exe')" \
+	"$(printf 'ls\342\200\250x')" "$(printf 'caf\303\251')"; do
+	touch "$R$home/names/$n" && chown "$auid:$auid" "$R$home/names/$n"
+done
+call fs.list "{\"agent\":\"alice\",\"path\":\"$home/names\"}" >"$W/names.out"
+is "pistis call prints no raw C1, RLO or U+2028 byte sequence" \
+	"$(LC_ALL=C grep -c "$(printf '\302[\200-\237]\\|\342\200[\250\256]')" "$W/names.out")" 0
+like "... they are \\u escapes" "$(cat "$W/names.out")" 'csi\\u009b2Jx'
+like "... all of them" "$(grep -o 'nel\\u0085x\|rlo\\u202etxt\|ls\\u2028x' "$W/names.out" | sort | paste -sd' ')" '^ls.u2028x nel.u0085x rlo.u202etxt$'
+is "... and decode to the names on disk (an ordinary é stays as it is)" \
+	"$(python3 -c 'import json,sys; d=json.loads(sys.stdin.read().splitlines()[-1]); print(" ".join(sorted(e["name"].encode().hex() for e in d["entries"])))' <"$W/names.out")" \
+	"$(ls "$R$home/names" | while IFS= read -r f; do printf '%s' "$f" | od -An -tx1 | tr -d ' \n'; echo; done | sort | paste -sd' ')"
+
 # --- where the reopen goes, and without a procfs at /proc ----------------------------------------
 # With /proc mounted the leaf is reopened through the helper's own fd link; a path the agent
 # names inside /proc stays denied. Without a procfs at /proc the helper opens the leaf by
