@@ -17,6 +17,7 @@
 #include <netinet/tcp.h>
 #include <arpa/inet.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -31,6 +32,7 @@
 #include "lib/log.h"
 #include "lib/macro.h"
 #include "lib/proto.h"
+#include "lib/siphash.h"
 #include "server-min/config.h"
 
 #define QUEUE_SOFT (16u * 1024u * 1024u) /* pause the producer past this */
@@ -47,6 +49,10 @@
  * nothing but `limit`, nor may a few such clients together: a client connection may take
  * another slot only while more are free than it holds (pending_add). */
 #define MAX_PENDING 4096
+/* Routes are found by (sandbox, cmd) for output and acks, by (client, cmd) for stdin, by
+ * (sandbox, client, request id) for events named by the owner's id, and all of one client's
+ * when it goes (route_insert). */
+enum { ROUTE_BY_CMD, ROUTE_BY_READER, ROUTE_BY_OWNER, ROUTE_OF_CLIENT, N_ROUTE_INDEXES };
 
 /* At most `burst` lines a second from one source; the lines held back are counted, for the
  * next line to report. */
@@ -67,10 +73,33 @@ struct queue {
 	size_t bytes;
 };
 
+/* An index over a table: lists threaded through it by entry number, one list per bucket
+ * (the entries whose key hashes to it, or simply those of client slot b). The lists are
+ * circular and doubly linked: an entry is added at the end, or taken out, in O(1), and one
+ * that moves to another entry number (pending_remove) is relinked in O(1). */
+#define NIL UINT32_MAX
+
+struct link {
+	uint32_t next, prev;
+};
+
+struct index {
+	uint32_t *head;	   /* [bucket]: the list's first entry, or NIL */
+	struct link *link; /* [entry] */
+	uint32_t n_buckets;
+};
+
+/* A set of route slots that is walked in slot order: bit i of word[i / 64], and a summary
+ * with bit w set while word[w] is not 0. */
+struct route_slots {
+	uint64_t word[MAX_ROUTES / 64];
+	uint64_t some[MAX_ROUTES / 64 / 64];
+};
+
 struct conn {
 	struct lws *wsi;
 	bool is_client;
-	unsigned serial;       /* clients */
+	uint64_t serial;       /* clients: client_by_serial */
 	unsigned slot;	       /* clients: index in R.clients */
 	bool dropped;	       /* clients: being disconnected for not reading (client_drop) */
 	lws_usec_t over_since; /* clients: queue past QUEUE_SOFT, not back under half since */
@@ -96,8 +125,8 @@ struct conn {
 };
 
 struct pending {
-	unsigned client; /* serial */
-	uint16_t slot;	 /* the client's, for pend_of */
+	uint64_t client; /* serial */
+	uint32_t bucket; /* in pend_by_id */
 	bool reader;	 /* exec.start or exec.attach: its answer may make the client a reader */
 	char id[PROTO_MAX_CLIENT_ID + 1];
 };
@@ -109,14 +138,17 @@ struct sandbox {
 	unsigned connects;
 	struct pending *pend; /* requests forwarded to it, not yet answered */
 	size_t n_pend;
-	uint16_t *pend_of; /* [client slot]: how many of them are that client's */
-	bool full_warned;  /* sandbox_full logged since its queue last went under the bound */
+	uint16_t *pend_of;		 /* [client slot]: how many of them are that client's */
+	struct index pend_by_id;	 /* by (client, id), in the order they were sent */
+	struct index pend_of_client;	 /* by client slot */
+	struct route_slots *route_slots; /* where its routes are in R.routes */
+	bool full_warned; /* sandbox_full logged since its queue last went under the bound */
 };
 
 struct route {
 	struct sandbox *sb;
 	uint32_t cmd;
-	unsigned client;   /* serial */
+	uint64_t client;   /* serial */
 	uint64_t last_seq; /* last frame forwarded to the client (dedupes resends) */
 	uint64_t acked;	   /* last frame the client acknowledged: all a re-attach may assume */
 	char orig_id[PROTO_MAX_CLIENT_ID + 1];
@@ -128,9 +160,13 @@ static struct {
 	struct smin_config cfg;
 	struct sandbox *sbs;
 	struct conn *clients[MAX_CLIENTS];
-	unsigned next_serial;
+	uint64_t next_serial; /* client connections so far */
 	struct route *routes;
-	size_t n_routes;
+	size_t n_routes;			   /* slots ever used (route_slot_free) */
+	uint64_t route_used[MAX_ROUTES / 64];	   /* slots in use */
+	uint64_t route_full[MAX_ROUTES / 64 / 64]; /* words of route_used with every bit set */
+	struct index route_ix[N_ROUTE_INDEXES];
+	uint8_t hash_key[SIPHASH_KEY_SIZE];
 	char boot[9];
 	struct log_rate refused[3]; /* [REFUSED_SANDBOX], [REFUSED_CLIENT], [REFUSED_HANDSHAKES] */
 	struct log_rate dropped;    /* clients disconnected for not reading */
@@ -147,14 +183,116 @@ static struct {
 	volatile sig_atomic_t stop;
 } R;
 
-/* --- queues ---------------------------------------------------------------------------- */
+/* --- lookups ---------------------------------------------------------------------------- */
 
-static struct conn *client_by_serial(unsigned serial)
+/* What a message or frame needs is found by key, never by a walk of a table: clients and
+ * sandboxes fill the tables (65536 routes, 4096 requests per sandbox), and a walk per frame
+ * made every command's output as slow as the fullest table. */
+
+/* A client connection's serial names it to pistisd (request ids "<boot>.<serial>.<id>",
+ * readers "<boot>.<serial>") and in logs: (connections so far) * MAX_CLIENTS + its slot.
+ * Found from its slot, and never the same twice in a run (64 bits), so what was meant for a
+ * connection that is gone never reaches the one that took its slot. */
+static struct conn *client_by_serial(uint64_t serial)
 {
-	for (unsigned i = 0; i < MAX_CLIENTS; i++)
-		if (R.clients[i] && R.clients[i]->serial == serial)
-			return R.clients[i];
-	return NULL;
+	struct conn *c = R.clients[serial % MAX_CLIENTS];
+
+	return c && c->serial == serial ? c : NULL;
+}
+
+static void index_free(struct index *ix)
+{
+	free(ix->head);
+	free(ix->link);
+	ix->head = NULL;
+	ix->link = NULL;
+}
+
+static void index_clear(struct index *ix)
+{
+	memset(ix->head, 0xff, ix->n_buckets * sizeof(*ix->head)); /* NIL */
+}
+
+static int index_init(struct index *ix, uint32_t n_buckets, uint32_t n_entries)
+{
+	ix->head = malloc(n_buckets * sizeof(*ix->head));
+	ix->link = calloc(n_entries, sizeof(*ix->link));
+	ix->n_buckets = n_buckets;
+	if (!ix->head || !ix->link) {
+		index_free(ix);
+		return -ENOMEM;
+	}
+	index_clear(ix);
+	return 0;
+}
+
+/* Entry i at the end of bucket b's list. */
+static void index_add(struct index *ix, uint32_t b, uint32_t i)
+{
+	struct link *l = ix->link;
+	uint32_t first = ix->head[b];
+
+	if (first == NIL) {
+		l[i] = (struct link){i, i};
+		ix->head[b] = i;
+		return;
+	}
+	l[i] = (struct link){first, l[first].prev};
+	l[l[first].prev].next = i;
+	l[first].prev = i;
+}
+
+static void index_del(struct index *ix, uint32_t b, uint32_t i)
+{
+	struct link *l = ix->link;
+
+	if (l[i].next == i) {
+		ix->head[b] = NIL;
+		return;
+	}
+	l[l[i].prev].next = l[i].next;
+	l[l[i].next].prev = l[i].prev;
+	if (ix->head[b] == i)
+		ix->head[b] = l[i].next;
+}
+
+/* Entry `from` of bucket b's list is now entry `to` (taken out of every list before). */
+static void index_move(struct index *ix, uint32_t b, uint32_t from, uint32_t to)
+{
+	struct link *l = ix->link;
+
+	if (l[from].next == from)
+		l[to] = (struct link){to, to};
+	else {
+		l[to] = l[from];
+		l[l[to].prev].next = to;
+		l[l[to].next].prev = to;
+	}
+	if (ix->head[b] == from)
+		ix->head[b] = to;
+}
+
+/* The entry after i in bucket b's list, NIL after its last. */
+static uint32_t index_next(const struct index *ix, uint32_t b, uint32_t i)
+{
+	uint32_t n = ix->link[i].next;
+
+	return n == ix->head[b] ? NIL : n;
+}
+
+/* The bucket of a key made of two numbers and a string (a request id, or ""): SipHash under
+ * this run's random key, so neither a sandbox choosing command numbers nor a client choosing
+ * ids can put its entries into one bucket. Only an id's first PROTO_MAX_CLIENT_ID bytes are
+ * hashed (no stored id is longer; the comparison that follows sees all of it). */
+static uint32_t key_bucket(uint64_t a, uint64_t b, const char *s, uint32_t n_buckets)
+{
+	uint8_t key[16 + PROTO_MAX_CLIENT_ID];
+	size_t n = strnlen(s, PROTO_MAX_CLIENT_ID);
+
+	memcpy(key, &a, 8);
+	memcpy(key + 8, &b, 8);
+	memcpy(key + 16, s, n);
+	return (uint32_t)(siphash24(R.hash_key, key, 16 + n) % n_buckets);
 }
 
 /* --- logging what peers make happen ------------------------------------------------------ */
@@ -262,8 +400,9 @@ static void client_drop(struct conn *c, const char *why)
 			(void)peer_key(lws_get_socket_fd(c->wsi), key, peer, sizeof(peer));
 		if ((held = log_rate_held(&R.dropped)))
 			snprintf(more, sizeof(more), " (and %u more since the last report)", held);
-		log_warning("Disconnected client %u (%s), which does not read: %s (%zu MiB "
-			    "waiting); its commands keep their output until it re-attaches%s",
+		log_warning("Disconnected client %" PRIu64 " (%s), which does not read: %s "
+			    "(%zu MiB waiting); its commands keep their output until it "
+			    "re-attaches%s",
 			    c->serial, peer, why, c->q.bytes >> 20, more);
 	}
 	c->dropped = true;
@@ -421,64 +560,174 @@ static bool sandbox_log_ok(struct conn *c)
 
 /* --- routes ----------------------------------------------------------------------------- */
 
+static int routes_init(void)
+{
+	R.routes = calloc(MAX_ROUTES, sizeof(*R.routes));
+	if (!R.routes)
+		return -ENOMEM;
+	for (int k = 0; k < N_ROUTE_INDEXES; k++)
+		if (index_init(&R.route_ix[k], k == ROUTE_OF_CLIENT ? MAX_CLIENTS : MAX_ROUTES,
+			       MAX_ROUTES) < 0)
+			return -ENOMEM;
+	return 0;
+}
+
+static uint32_t route_bucket(const struct route *r, int k)
+{
+	size_t sb = (size_t)(r->sb - R.sbs);
+
+	switch (k) {
+	case ROUTE_BY_CMD:
+		return key_bucket(sb, r->cmd, "", MAX_ROUTES);
+	case ROUTE_BY_READER:
+		return key_bucket(r->client, r->cmd, "", MAX_ROUTES);
+	case ROUTE_BY_OWNER:
+		return key_bucket(r->client, sb, r->orig_id, MAX_ROUTES);
+	default:
+		return (uint32_t)(r->client % MAX_CLIENTS);
+	}
+}
+
+/* Slot i, filled in, is in use: in every index, and in the bitmaps. */
+static void route_insert(uint32_t i)
+{
+	struct route *r = &R.routes[i];
+	uint64_t bit = UINT64_C(1) << (i % 64);
+
+	r->used = true;
+	R.route_used[i / 64] |= bit;
+	if (R.route_used[i / 64] == UINT64_MAX)
+		R.route_full[i / 4096] |= UINT64_C(1) << (i / 64 % 64);
+	r->sb->route_slots->word[i / 64] |= bit;
+	r->sb->route_slots->some[i / 4096] |= UINT64_C(1) << (i / 64 % 64);
+	if (i >= R.n_routes)
+		R.n_routes = i + 1;
+	for (int k = 0; k < N_ROUTE_INDEXES; k++)
+		index_add(&R.route_ix[k], route_bucket(r, k), i);
+}
+
+static void route_remove(struct route *r)
+{
+	uint32_t i = (uint32_t)(r - R.routes);
+	uint64_t bit = UINT64_C(1) << (i % 64);
+
+	for (int k = 0; k < N_ROUTE_INDEXES; k++)
+		index_del(&R.route_ix[k], route_bucket(r, k), i);
+	R.route_used[i / 64] &= ~bit;
+	R.route_full[i / 4096] &= ~(UINT64_C(1) << (i / 64 % 64));
+	if (!(r->sb->route_slots->word[i / 64] &= ~bit))
+		r->sb->route_slots->some[i / 4096] &= ~(UINT64_C(1) << (i / 64 % 64));
+	r->used = false;
+}
+
+/* The lowest free slot, or NIL when all MAX_ROUTES are taken: the one a walk of the table
+ * from its start took, so a route gets the slot it always got, and a sandbox's routes are
+ * re-attached in the order they always were (route_next_of). */
+static uint32_t route_slot_free(void)
+{
+	for (uint32_t w = 0; w < ELEMENTSOF(R.route_full); w++)
+		if (~R.route_full[w]) {
+			uint32_t u = w * 64 + (uint32_t)__builtin_ctzll(~R.route_full[w]);
+			return u * 64 + (uint32_t)__builtin_ctzll(~R.route_used[u]);
+		}
+	return NIL;
+}
+
+/* sb's first route in slot i or after, or NULL: its routes in slot order, for a hello. */
+static struct route *route_next_of(const struct sandbox *sb, uint32_t i)
+{
+	const struct route_slots *set = sb->route_slots;
+	uint32_t w = i / 64;
+	uint64_t bits;
+
+	if (!set || w >= MAX_ROUTES / 64)
+		return NULL;
+	if ((bits = set->word[w] & UINT64_MAX << (i % 64)))
+		return &R.routes[w * 64 + (uint32_t)__builtin_ctzll(bits)];
+	for (uint32_t s = (w + 1) / 64; s < ELEMENTSOF(set->some); s++) {
+		uint64_t some = set->some[s];
+		if (s == (w + 1) / 64)
+			some &= UINT64_MAX << ((w + 1) % 64);
+		if (some) {
+			w = s * 64 + (uint32_t)__builtin_ctzll(some);
+			return &R.routes[w * 64 + (uint32_t)__builtin_ctzll(set->word[w])];
+		}
+	}
+	return NULL;
+}
+
+/* The route of sb's command cmd: at most one (route_set replaces it). */
 static struct route *route_find(struct sandbox *sb, uint32_t cmd)
 {
-	for (size_t i = 0; i < R.n_routes; i++)
-		if (R.routes[i].used && R.routes[i].sb == sb && R.routes[i].cmd == cmd)
+	const struct index *ix = &R.route_ix[ROUTE_BY_CMD];
+	uint32_t b = key_bucket((size_t)(sb - R.sbs), cmd, "", MAX_ROUTES);
+
+	for (uint32_t i = ix->head[b]; i != NIL; i = index_next(ix, b, i))
+		if (R.routes[i].sb == sb && R.routes[i].cmd == cmd)
 			return &R.routes[i];
 	return NULL;
 }
 
-static struct route *route_find_client(unsigned client, uint32_t cmd)
+/* A command cmd that client reads: the route in the highest slot, as a walk of the table
+ * from its end found it. *ret_several: client reads a command cmd in another sandbox too
+ * (one per sandbox at most: route_find). */
+static struct route *route_find_client(uint64_t client, uint32_t cmd, bool *ret_several)
 {
-	for (size_t i = R.n_routes; i-- > 0;)
-		if (R.routes[i].used && R.routes[i].client == client && R.routes[i].cmd == cmd)
-			return &R.routes[i];
-	return NULL;
+	const struct index *ix = &R.route_ix[ROUTE_BY_READER];
+	uint32_t b = key_bucket(client, cmd, "", MAX_ROUTES);
+	struct route *found = NULL;
+
+	*ret_several = false;
+	for (uint32_t i = ix->head[b]; i != NIL; i = index_next(ix, b, i))
+		if (R.routes[i].client == client && R.routes[i].cmd == cmd) {
+			*ret_several = found != NULL;
+			if (!found || &R.routes[i] > found)
+				found = &R.routes[i];
+		}
+	return found;
 }
 
 /* A command of sb that client reads through the request id (its events and errors). */
-static bool route_of_owner(struct sandbox *sb, unsigned client, const char *id)
+static bool route_of_owner(struct sandbox *sb, uint64_t client, const char *id)
 {
-	for (size_t i = 0; i < R.n_routes; i++)
-		if (R.routes[i].used && R.routes[i].sb == sb && R.routes[i].client == client &&
+	const struct index *ix = &R.route_ix[ROUTE_BY_OWNER];
+	uint32_t b = key_bucket(client, (size_t)(sb - R.sbs), id, MAX_ROUTES);
+
+	for (uint32_t i = ix->head[b]; i != NIL; i = index_next(ix, b, i))
+		if (R.routes[i].sb == sb && R.routes[i].client == client &&
 		    !strcmp(R.routes[i].orig_id, id))
 			return true;
 	return false;
 }
 
-static struct route *route_set(struct sandbox *sb, uint32_t cmd, unsigned client,
+static struct route *route_set(struct sandbox *sb, uint32_t cmd, uint64_t client,
 			       const char *orig_id, uint64_t from)
 {
 	struct route *r = route_find(sb, cmd);
 	struct conn *prev;
+	uint32_t i;
 
+	if (!sb->route_slots && !(sb->route_slots = calloc(1, sizeof(*sb->route_slots))))
+		return NULL;
 	if (r && r->client != client && (prev = client_by_serial(r->client))) {
-		/* one reader per command: tell the one that lost it */
+		/* one reader per command: tell the one that lost it (a queue past its bound
+		 * drops it, and r with its routes: the slot is then free, and still this one) */
 		cJSON *o = cJSON_CreateObject();
 		cJSON_AddNumberToObject(o, "cmd", cmd);
 		cJSON_AddStringToObject(o, "reason", "another client attached");
 		send_text(prev, proto_event_build("exec.detached", r->orig_id, o));
 	}
-	if (!r) {
-		for (size_t i = 0; i < R.n_routes; i++)
-			if (!R.routes[i].used) {
-				r = &R.routes[i];
-				break;
-			}
-		if (!r) {
-			if (R.n_routes >= MAX_ROUTES)
-				return NULL;
-			r = &R.routes[R.n_routes++];
-		}
-	}
-	*r = (struct route){.sb = sb,
-			    .cmd = cmd,
-			    .client = client,
-			    .last_seq = from,
-			    .acked = from,
-			    .used = true};
+	if (r) {
+		i = (uint32_t)(r - R.routes);
+		if (r->used)
+			route_remove(r); /* its keys change */
+	} else if ((i = route_slot_free()) == NIL)
+		return NULL;
+	r = &R.routes[i];
+	*r = (struct route){
+		.sb = sb, .cmd = cmd, .client = client, .last_seq = from, .acked = from};
 	snprintf(r->orig_id, sizeof(r->orig_id), "%s", orig_id);
+	route_insert(i);
 	return r;
 }
 
@@ -494,15 +743,20 @@ static int pending_add(struct sandbox *sb, const struct conn *c, const char *id,
 {
 	size_t free_slots = MAX_PENDING - sb->n_pend;
 	struct pending *p;
+	uint32_t i;
 
 	if (!sb->pend) {
 		sb->pend = calloc(MAX_PENDING, sizeof(*sb->pend));
 		sb->pend_of = calloc(MAX_CLIENTS, sizeof(*sb->pend_of));
-		if (!sb->pend || !sb->pend_of) {
+		if (!sb->pend || !sb->pend_of ||
+		    index_init(&sb->pend_by_id, MAX_PENDING, MAX_PENDING) < 0 ||
+		    index_init(&sb->pend_of_client, MAX_CLIENTS, MAX_PENDING) < 0) {
 			free(sb->pend);
 			free(sb->pend_of);
 			sb->pend = NULL;
 			sb->pend_of = NULL;
+			index_free(&sb->pend_by_id);
+			index_free(&sb->pend_of_client);
 			return -ENOMEM;
 		}
 	}
@@ -510,28 +764,49 @@ static int pending_add(struct sandbox *sb, const struct conn *c, const char *id,
 		return -ENOBUFS;
 	if (sb->pend_of[c->slot] >= free_slots)
 		return -EDQUOT;
-	p = &sb->pend[sb->n_pend++];
+	i = (uint32_t)sb->n_pend++;
+	p = &sb->pend[i];
 	p->client = c->serial;
-	p->slot = (uint16_t)c->slot;
+	p->bucket = key_bucket(c->serial, 0, id, MAX_PENDING);
 	p->reader = reader;
 	snprintf(p->id, sizeof(p->id), "%s", id);
 	sb->pend_of[c->slot]++;
+	index_add(&sb->pend_by_id, p->bucket, i);
+	index_add(&sb->pend_of_client, c->slot, i);
 	return 0;
 }
 
-static void pending_remove(struct sandbox *sb, size_t i)
+/* The last entry takes the place of entry i, as it always did: the table's order is the
+ * order pending_fail_all answers in. */
+static void pending_remove(struct sandbox *sb, uint32_t i)
 {
-	sb->pend_of[sb->pend[i].slot]--;
-	sb->pend[i] = sb->pend[--sb->n_pend];
+	uint32_t last = (uint32_t)--sb->n_pend;
+	const struct pending *l = &sb->pend[last];
+
+	sb->pend_of[sb->pend[i].client % MAX_CLIENTS]--;
+	index_del(&sb->pend_by_id, sb->pend[i].bucket, i);
+	index_del(&sb->pend_of_client, sb->pend[i].client % MAX_CLIENTS, i);
+	if (i == last)
+		return;
+	index_move(&sb->pend_by_id, l->bucket, last, i);
+	index_move(&sb->pend_of_client, l->client % MAX_CLIENTS, last, i);
+	sb->pend[i] = *l;
 }
 
-/* Whether client sent id to sb and has no answer yet; an answer (final) takes it.
- * *ret_reader: the request was an exec.start or exec.attach. */
-static bool pending_match(struct sandbox *sb, unsigned client, const char *id, bool final,
+/* Whether client sent id to sb and has no answer yet; an answer (final) takes it (of two
+ * requests in flight with one id, the first sent). *ret_reader: the request was an
+ * exec.start or exec.attach. */
+static bool pending_match(struct sandbox *sb, uint64_t client, const char *id, bool final,
 			  bool *ret_reader)
 {
+	const struct index *ix = &sb->pend_by_id;
+	uint32_t b;
+
 	*ret_reader = false;
-	for (size_t i = 0; i < sb->n_pend; i++)
+	if (!sb->pend)
+		return false;
+	b = key_bucket(client, 0, id, MAX_PENDING);
+	for (uint32_t i = ix->head[b]; i != NIL; i = index_next(ix, b, i))
 		if (sb->pend[i].client == client && !strcmp(sb->pend[i].id, id)) {
 			*ret_reader = sb->pend[i].reader;
 			if (final)
@@ -556,17 +831,38 @@ static void pending_fail_all(struct sandbox *sb, const char *what)
 				sb->cfg->name, what);
 	}
 	sb->n_pend = 0;
-	if (sb->pend_of)
+	if (sb->pend) {
 		memset(sb->pend_of, 0, MAX_CLIENTS * sizeof(*sb->pend_of));
+		index_clear(&sb->pend_by_id);
+		index_clear(&sb->pend_of_client);
+	}
 }
 
-static void pending_drop_client(unsigned client)
+static int cmp_desc(const void *a, const void *b)
 {
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* Client c's requests leave every table, each from its last entry down as a walk from the
+ * end took them (so what stays is in the order it always was): then each one taken out is
+ * replaced by an entry of another client, and the others' positions hold. */
+static void pending_drop_client(const struct conn *c)
+{
+	uint32_t mine[MAX_PENDING];
+
 	for (size_t k = 0; k < R.cfg.n_sandboxes; k++) {
 		struct sandbox *sb = &R.sbs[k];
-		for (size_t i = sb->n_pend; i-- > 0;)
-			if (sb->pend[i].client == client)
-				pending_remove(sb, i);
+		const struct index *ix = &sb->pend_of_client;
+		size_t n = 0;
+		if (!sb->pend || !sb->pend_of[c->slot])
+			continue;
+		for (uint32_t i = ix->head[c->slot]; i != NIL; i = index_next(ix, c->slot, i))
+			mine[n++] = i;
+		qsort(mine, n, sizeof(*mine), cmp_desc);
+		for (size_t j = 0; j < n; j++)
+			pending_remove(sb, mine[j]);
 	}
 }
 
@@ -600,11 +896,11 @@ static cJSON *sandboxes_json(void)
 /* pistisd bounds unacknowledged output per reader (docs/protocol.md, "reader"): the reader
  * of what a client starts or attaches is its connection, named by the relay, never by the
  * client (which could name another's and spend that one's share). */
-static void set_reader(cJSON *req, unsigned serial)
+static void set_reader(cJSON *req, uint64_t serial)
 {
 	char reader[PROTO_MAX_READER + 1];
 
-	snprintf(reader, sizeof(reader), "%s.%u", R.boot, serial);
+	snprintf(reader, sizeof(reader), "%s.%" PRIu64, R.boot, serial);
 	cJSON_DeleteItemFromObjectCaseSensitive(req, "reader");
 	cJSON_AddStringToObject(req, "reader", reader);
 }
@@ -663,7 +959,7 @@ static void client_text(struct conn *c, const char *buf, size_t len)
 				   sb->cfg->name, sb->conn->q.bytes >> 20);
 		goto out;
 	}
-	snprintf(fwd_id, sizeof(fwd_id), "%s.%u.%s", R.boot, c->serial, req.id);
+	snprintf(fwd_id, sizeof(fwd_id), "%s.%" PRIu64 ".%s", R.boot, c->serial, req.id);
 	snprintf(orig_id, sizeof(orig_id), "%s", req.id); /* req.id dies with the replace */
 	cJSON_DeleteItemFromObjectCaseSensitive(root, "sandbox");
 	cJSON_ReplaceItemInObjectCaseSensitive(root, "id", cJSON_CreateString(fwd_id));
@@ -681,8 +977,8 @@ static void client_text(struct conn *c, const char *buf, size_t len)
 		    proto_get_u64(root, "seq", UINT64_MAX >> 11, &seq, &err) == 0)
 			rt = route_find(sb, (uint32_t)cmd);
 		if (!rt || rt->client != c->serial) {
-			log_debug("Dropped an exec.ack from client %u: not the reader of command "
-				  "%llu",
+			log_debug("Dropped an exec.ack from client %" PRIu64 ": not the reader of "
+				  "command %llu",
 				  c->serial, (unsigned long long)cmd);
 			goto out;
 		}
@@ -694,7 +990,7 @@ static void client_text(struct conn *c, const char *buf, size_t len)
 		if (seq > rt->acked)
 			rt->acked = seq;
 		if (rt->ended && seq >= rt->last_seq)
-			rt->used = false;
+			route_remove(rt);
 	} else if ((r = pending_add(sb, c, orig_id,
 				    req.op == PROTO_OP_EXEC_START ||
 					    req.op == PROTO_OP_EXEC_ATTACH)) < 0) {
@@ -725,23 +1021,22 @@ static void client_binary(struct conn *c, const uint8_t *buf, size_t len)
 	struct proto_error err = {0};
 	struct proto_frame f;
 	struct route *rt;
+	bool several;
 
 	if (proto_frame_parse(buf, len, &f, &err) < 0)
 		return send_error(c, NULL, err.code, "%s", err.message);
 	if (f.stream != PROTO_STREAM_STDIN)
 		return send_error(c, NULL, PROTO_E_BAD_FRAME, "clients send only stdin frames");
-	rt = route_find_client(c->serial, f.cmd);
+	rt = route_find_client(c->serial, f.cmd, &several);
 	if (!rt || !rt->sb->conn)
 		return send_error(c, NULL, PROTO_E_NOT_FOUND, "no attached command %u", f.cmd);
 	/* A frame does not name its sandbox, and command numbers are per sandbox: when this
 	 * client reads command N in two of them, stdin meant for one must not reach the other. */
-	for (size_t i = 0; i < R.n_routes; i++)
-		if (R.routes[i].used && R.routes[i].client == c->serial &&
-		    R.routes[i].cmd == f.cmd && R.routes[i].sb != rt->sb)
-			return send_error(c, NULL, PROTO_E_NOT_UNIQUE,
-					  "command %u is attached in more than one sandbox; send "
-					  "exec.stdin with \"sandbox\"",
-					  f.cmd);
+	if (several)
+		return send_error(c, NULL, PROTO_E_NOT_UNIQUE,
+				  "command %u is attached in more than one sandbox; send "
+				  "exec.stdin with \"sandbox\"",
+				  f.cmd);
 	if (sandbox_full(rt->sb))
 		return send_error(
 			c, NULL, PROTO_E_LIMIT,
@@ -756,14 +1051,14 @@ static void client_binary(struct conn *c, const uint8_t *buf, size_t len)
 
 static void reattach_routes(struct sandbox *sb)
 {
-	for (size_t i = 0; i < R.n_routes; i++) {
-		struct route *rt = &R.routes[i];
+	for (struct route *rt = route_next_of(sb, 0); rt;
+	     rt = route_next_of(sb, (uint32_t)(rt - R.routes) + 1)) {
 		char id[PROTO_MAX_ID + 1];
 		cJSON *o;
 		char *s;
-		if (!rt->used || rt->sb != sb || !client_by_serial(rt->client))
+		if (!client_by_serial(rt->client))
 			continue;
-		snprintf(id, sizeof(id), "%s.%u.%s", R.boot, rt->client, rt->orig_id);
+		snprintf(id, sizeof(id), "%s.%" PRIu64 ".%s", R.boot, rt->client, rt->orig_id);
 		o = cJSON_CreateObject();
 		cJSON_AddStringToObject(o, "id", id);
 		cJSON_AddStringToObject(o, "op", "exec.attach");
@@ -788,14 +1083,12 @@ static void drop_gone_routes(struct sandbox *sb, const cJSON *commands)
 {
 	if (!cJSON_IsArray(commands))
 		return; /* a hello without the list: nothing is known */
-	for (size_t i = 0; i < R.n_routes; i++) {
-		struct route *rt = &R.routes[i];
+	for (struct route *rt = route_next_of(sb, 0); rt;
+	     rt = route_next_of(sb, (uint32_t)(rt - R.routes) + 1)) {
 		const cJSON *e;
 		struct conn *cl;
 		unsigned k = 0;
 		bool held = false;
-		if (!rt->used || rt->sb != sb)
-			continue;
 		cJSON_ArrayForEach(e, commands)
 		{
 			const cJSON *n = cJSON_GetObjectItemCaseSensitive(e, "cmd");
@@ -804,7 +1097,7 @@ static void drop_gone_routes(struct sandbox *sb, const cJSON *commands)
 		}
 		if (held)
 			continue;
-		rt->used = false;
+		route_remove(rt); /* (what the message below needs stays in the slot) */
 		if ((cl = client_by_serial(rt->client))) {
 			cJSON *o = cJSON_CreateObject();
 			cJSON_AddNumberToObject(o, "cmd", rt->cmd);
@@ -821,7 +1114,7 @@ static void sandbox_text(struct conn *c, const char *buf, size_t len)
 	struct proto_error err = {0};
 	cJSON *root = NULL, *idv, *ev, *cmdv;
 	char boot[16];
-	unsigned serial;
+	uint64_t serial;
 	int off = 0;
 	struct conn *client;
 	struct route *rt;
@@ -855,8 +1148,8 @@ static void sandbox_text(struct conn *c, const char *buf, size_t len)
 	}
 	idv = cJSON_GetObjectItemCaseSensitive(root, "id");
 	if (!cJSON_IsString(idv) ||
-	    sscanf(idv->valuestring, "%8[0-9a-f].%u.%n", boot, &serial, &off) != 2 || !off ||
-	    strcmp(boot, R.boot)) {
+	    sscanf(idv->valuestring, "%8[0-9a-f].%" SCNu64 ".%n", boot, &serial, &off) != 2 ||
+	    !off || strcmp(boot, R.boot)) {
 		/* not addressed to a client of this relay run (or a protocol error) */
 		if (cJSON_GetObjectItemCaseSensitive(root, "error"))
 			log_debug("Sandbox '%s' reported an error without a client",
@@ -1240,12 +1533,14 @@ static int on_writable(struct conn *c)
  * ever). Idempotent: a dropped client comes here again when lws closes it. */
 static void client_forget(struct conn *c)
 {
-	if (R.clients[c->slot] == c)
+	const struct index *ix = &R.route_ix[ROUTE_OF_CLIENT];
+
+	if (R.clients[c->slot] == c) { /* (else forgotten before, and the slot may be another's) */
+		while (ix->head[c->slot] != NIL)
+			route_remove(&R.routes[ix->head[c->slot]]);
+		pending_drop_client(c);
 		R.clients[c->slot] = NULL;
-	for (size_t i = 0; i < R.n_routes; i++)
-		if (R.routes[i].used && R.routes[i].client == c->serial)
-			R.routes[i].used = false;
-	pending_drop_client(c->serial);
+	}
 	queue_clear(&c->q);
 	c->over_since = 0;
 	if (R.ctx)
@@ -1346,7 +1641,7 @@ static int cb_client(struct lws *wsi, enum lws_callback_reasons reason, void *us
 			return -1;
 		c->wsi = wsi;
 		c->is_client = true;
-		c->serial = ++R.next_serial;
+		c->serial = ++R.next_serial * MAX_CLIENTS + slot;
 		c->slot = slot;
 		R.clients[slot] = c;
 		break;
@@ -1589,13 +1884,13 @@ int main(int argc, char **argv)
 		R.cfg.handshakes = n < 16 ? 16 : (unsigned)n;
 	}
 	R.sbs = calloc(R.cfg.n_sandboxes, sizeof(*R.sbs));
-	R.routes = calloc(MAX_ROUTES, sizeof(*R.routes));
 	R.hs = calloc(R.cfg.handshakes, sizeof(*R.hs));
-	if (!R.sbs || !R.routes || !R.hs)
+	if (!R.sbs || !R.hs || routes_init() < 0)
 		return log_error("Out of memory"), 111;
 	for (size_t i = 0; i < R.cfg.n_sandboxes; i++)
 		R.sbs[i].cfg = &R.cfg.sandboxes[i];
-	if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
+	if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd) ||
+	    getrandom(R.hash_key, sizeof(R.hash_key), 0) != sizeof(R.hash_key))
 		return log_error_errno(-errno, "getrandom: %m"), 111;
 	snprintf(R.boot, sizeof(R.boot), "%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2], rnd[3]);
 
@@ -1630,9 +1925,14 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < R.cfg.n_sandboxes; i++) {
 		free(R.sbs[i].pend);
 		free(R.sbs[i].pend_of);
+		index_free(&R.sbs[i].pend_by_id);
+		index_free(&R.sbs[i].pend_of_client);
+		free(R.sbs[i].route_slots);
 	}
 	free(R.sbs);
 	free(R.routes);
+	for (int k = 0; k < N_ROUTE_INDEXES; k++)
+		index_free(&R.route_ix[k]);
 	free(R.hs);
 	return 0;
 }

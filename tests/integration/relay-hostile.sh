@@ -16,6 +16,7 @@ SP=$((20000 + RANDOM % 12000)); CP=$((SP + 1))
 cleanup() {
 	[ -n "${PD:-}" ] && kill "$PD" 2>/dev/null
 	[ -n "${SM:-}" ] && kill "$SM" 2>/dev/null
+	[ -n "${LK1:-}" ] && kill "$LK1" "$LK2" 2>/dev/null
 	wait 2>/dev/null
 	root_cleanup
 	rm -rf "$W"
@@ -226,6 +227,41 @@ $FAKE pending-fair "$SP" "$EVIL" "$CP" "$CT" 4 1100 >"$W/pf.out" 2>&1
 is "pending fair: each took slots while more were free than it held" "$(val forwarded_each "$W/pf.out")" 1100,1100,948,474
 is "pending fair: a fifth connection's request is answered (not limit)" "$(val e "$W/pf.out")" ok
 is "pending fair: the sandbox got only what the four were allowed" "$(val sandbox_got "$W/pf.out")" 3622
+# --- one client's thousands of commands and requests do not slow every message ------------------
+# Two more server-mins side by side: on one a client reads one command of a fake sandbox and
+# has one request in flight, on the other 20001 and 2001; they take turns at each measurement.
+# (server-min found a frame's route, an event's owner and a request in flight by walking its
+# tables: per output frame 14-15x the CPU with 20001 routes, per stdin frame 15-16x, per event
+# named by its owner's id 29-32x, per event for a request with 2001 in flight 3.6-3.9x)
+lookup_relay() { # N: a server-min of its own on the ports after ours, once it listens
+	cat >"$W/lookup$1.json" <<J
+{"listen": {"sandbox": "127.0.0.1:$((SP + 2 * $1))", "client": "127.0.0.1:$((CP + 2 * $1))"},
+ "client_token": "$CT", "sandboxes": [{"name": "evil", "token": "$EVIL"}]}
+J
+	"$BIN/server-min" --config "$W/lookup$1.json" >"$W/lookup$1.log" 2>&1 &
+	for _ in $(seq 50); do (exec 3<>"/dev/tcp/127.0.0.1/$((CP + 2 * $1))") 2>/dev/null && break; sleep 0.1; done
+}
+lookup_relay 1
+LK1=$!
+lookup_relay 2
+LK2=$!
+$FAKE lookup-cost $((SP + 2)) $((CP + 2)) "$EVIL" "$CT" "$LK1" $((SP + 4)) $((CP + 4)) "$LK2" 20000 1000 7 \
+	>"$W/lc.out" 2>&1
+[ -z "$(val exception "$W/lc.out")" ] || sed 's/^/# /' "$W/lc.out"
+cost() { # what, key: the check that many costs under 3x one
+	one=$(val "$2_1_ns" "$W/lc.out") many=$(val "$2_n_ns" "$W/lc.out")
+	ok "lookups: $1 costs server-min ${many:-?} ns of CPU, against ${one:-?} ns with one (< 3x)" \
+		test "${many:-999999}" -lt $((3 * ${one:-0}))
+}
+cost "an output frame with 20001 routes" frame
+cost "a stdin frame with 20001 routes" stdin
+cost "an event named by its command's owner id, with 20001 routes" owner_event
+cost "an event for a request in flight, with 2001 in flight" request_event
+is "lookups: both server-mins still running" \
+	"$(kill -0 "$LK1" && kill -0 "$LK2" && echo yes)" yes
+kill "$LK1" "$LK2"
+wait "$LK1" "$LK2" 2>/dev/null
+LK1= LK2=
 # --- a sandbox that sends thousands of messages worth a log line each --------------------------
 before=$(grep -c "Sandbox 'evil'" "$W/smin.log")
 $FAKE sandbox-log-flood "$SP" "$EVIL" 4000 >"$W/lf.out" 2>&1

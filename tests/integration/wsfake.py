@@ -39,6 +39,10 @@ class WS:
             raise ConnectionError(head.split(b"\r\n")[0].decode())
 
     def send(self, payload, binary=False, fin=True, opcode=None):
+        self.s.sendall(self.encode(payload, binary, fin, opcode))
+
+    def encode(self, payload, binary=False, fin=True, opcode=None):
+        """The WebSocket frame send() sends, masked as a client must."""
         if isinstance(payload, str):
             payload = payload.encode()
         op = opcode if opcode is not None else (2 if binary else 1)
@@ -53,7 +57,7 @@ class WS:
         mask = os.urandom(4)
         masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload)) if n < 4096 else \
             (int.from_bytes(payload, "big") ^ int.from_bytes((mask * (n // 4 + 1))[:n], "big")).to_bytes(n, "big")
-        self.s.sendall(h + mask + masked)
+        return h + mask + masked
 
     def _need(self, n):
         while len(self.buf) < n:
@@ -1114,6 +1118,115 @@ def scenario_pending_fair(sport, stoken, cport, ctoken, k, n):
         x.s.close()
 
 
+def cpu_ns(pid):
+    """The CPU time process `pid` has used, in ns (schedstat; else stat's clock ticks)."""
+    try:
+        with open("/proc/%d/schedstat" % pid) as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        with open("/proc/%d/stat" % pid) as f:
+            v = f.read().rsplit(")", 1)[1].split()
+        return (int(v[11]) + int(v[12])) * 10 ** 9 // os.sysconf("SC_CLK_TCK")
+
+
+def scenario_lookup_cost(stoken, ctoken, base, full, n, k, rounds):
+    """server-min's CPU per message on two instances side by side (each a (sandbox port,
+    client port, pid) triple): on `base` one client reads one command of a fake sandbox and
+    has one request in flight; on `full` it reads n + 1 (that it started, the sandbox
+    answering each with exec.started) and has 2001 requests in flight. Output frames and
+    events go to the newest command, stdin frames come from it, events answer the newest
+    request. Lookups must find a route or request without going through the others: the
+    figures on `full` must stay near those on `base`. Each figure is the lowest of `rounds`
+    runs of `k` messages, the two instances taking turns (a neighbour's load only ever adds,
+    and it falls on both), and all three processes on one CPU (a message handed across CPUs
+    cost 3-4x one handed over on the same CPU, and where the scheduler put them changed from
+    one run to the next). `base` is sent as many requests and answers as `full`, the rest
+    answered without a command, so that their connections carried the same."""
+    class Relay:
+        def __init__(self, ports):
+            self.pid = ports[2]
+            self.sb = fake_sandbox(ports[0], stoken, timeout=60)
+            self.c = WS(ports[1], "/v1/ws", "pistis-client.v1", ctoken, timeout=60)
+            self.fwd = {}  # client id -> the id the sandbox sees
+            self.seq = 0
+
+        def ask(self, ids, answer):
+            """c sends an exec.start under each id; the sandbox answers it with the fields
+            answer(id) gives, or not at all for None."""
+            for rid in ids:
+                self.c.send(json.dumps({"id": rid, "op": "exec.start", "sandbox": "evil",
+                                        "agent": "a", "argv": ["true"]}))
+            answered = []
+            for _ in ids:
+                o = self.sb.recv_json(timeout=30)
+                rid = o["id"].rsplit(".", 1)[1]
+                self.fwd[rid] = o["id"]
+                if answer(rid) is not None:
+                    self.sb.send(json.dumps(dict({"id": o["id"], "ok": True}, **answer(rid))))
+                    answered.append(rid)
+            for rid in answered:
+                self.c.recv_json(rid, timeout=30)
+
+        def run(self, kind, cmd, rid):
+            """server-min's CPU per message for k messages of kind, in ns."""
+            msgs, sender, receiver = [], self.sb, self.c
+            for _ in range(k):
+                self.seq += 1
+                if kind == "frame":
+                    msgs.append((frame(1, 0, cmd, self.seq, b"o"), True))
+                elif kind == "stdin":
+                    msgs.append((frame(0, 0, cmd, self.seq, b"i"), True))
+                else:
+                    msgs.append((json.dumps({"id": self.fwd[rid], "event": "exec.stdin"}), False))
+            if kind == "stdin":
+                sender, receiver = self.c, self.sb
+            blob = b"".join(sender.encode(*m) for m in msgs)  # one write: as few reads
+            t0 = cpu_ns(self.pid)
+            sender.s.sendall(blob)
+            got = 0
+            while got < k:
+                b, d = receiver.recv()
+                got += b == msgs[0][1]
+            return (cpu_ns(self.pid) - t0) // k
+
+    req = "p%060d"  # ids as long as a client may send, alike up to their last digits
+
+    def started(cmds):  # commands 1..cmds start; the others are answered without one
+        return lambda rid: ({"event": "exec.started", "cmd": int(rid[1:])}
+                            if int(rid[1:]) <= cmds else {})
+
+    cpu = min(os.sched_getaffinity(0))
+    try:
+        for pid in (0, base[2], full[2]):
+            os.sched_setaffinity(pid, {cpu})
+        print("pinned=%d" % cpu)
+    except OSError as e:  # measured anyway, taking turns
+        print("pinned=no (%s)" % e)
+    relays = {"1": Relay(base), "n": Relay(full)}
+    for b in range(1, n + 2, 1000):
+        ids = ["s%d" % i for i in range(b, min(b + 1000, n + 2))]
+        relays["1"].ask(ids, started(1))
+        relays["n"].ask(ids, started(n + 1))
+    reqs = [req % i for i in range(2001)]
+    relays["1"].ask(reqs, lambda rid: None if rid == req % 0 else {})
+    relays["n"].ask(reqs, lambda rid: None)
+    target = {"1": (1, "s1", req % 0), "n": (n + 1, "s%d" % (n + 1), req % 2000)}
+    for kind in ("frame", "stdin", "owner_event", "request_event"):
+        if kind != "stdin":
+            time.sleep(rounds * k / 5000 + 0.2)  # room in the sandboxes' message buckets
+        best = {}
+        for _ in range(rounds):
+            for label, r in relays.items():
+                cmd, owner, request = target[label]
+                ns = r.run(kind, cmd, request if kind == "request_event" else owner)
+                best[label] = min(best.get(label, ns), ns)
+        for label in relays:
+            print("%s_%s_ns=%d" % (kind, label, best[label]))
+    for r in relays.values():
+        r.sb.s.close()
+        r.c.s.close()
+
+
 def scenario_noack_reader(cport, ctoken, sandbox, pistis, n, nbytes):
     """One client starts `n` commands that each print `nbytes` and reads every frame but
     acknowledges none, so all of it stays in pistisd. Its share of pistisd's bound on
@@ -1260,6 +1373,10 @@ if __name__ == "__main__":
             scenario_pending_fair(port, token, int(rest[0]), rest[1], int(rest[2]), int(rest[3]))
         elif name == "noack-reader":
             scenario_noack_reader(port, token, rest[0], rest[1], int(rest[2]), int(rest[3]))
+        elif name == "lookup-cost":
+            scenario_lookup_cost(rest[0], rest[1], (port, int(token), int(rest[2])),
+                                 tuple(int(x) for x in rest[3:6]), int(rest[6]), int(rest[7]),
+                                 int(rest[8]))
         elif name == "sandbox-flood":
             scenario_sandbox_flood(port, token, float(rest[0]))
         else:

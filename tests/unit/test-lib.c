@@ -10,6 +10,7 @@
 #include "lib/fd-util.h"
 #include "lib/log.h"
 #include "lib/macro.h"
+#include "lib/siphash.h"
 #include "lib/tap.h"
 #include "lib/token-file.h"
 
@@ -293,6 +294,31 @@ TEST(token_file_reader)
 	}
 	snprintf(p, sizeof(p), "rm -rf '%s'", d);
 	EXPECT_EQ(system(p), 0);
+}
+
+/* The reference implementation's vectors (key 00..0f, message 00 01 02 ... of each length):
+ * empty, inside the first word, at and around the word boundaries, the longest. */
+TEST(siphash24_reference_vectors)
+{
+	static const struct {
+		size_t len;
+		uint64_t want;
+	} v[] = {
+		{0, UINT64_C(0x726fdb47dd0e0e31)},  {1, UINT64_C(0x74f839c593dc67fd)},
+		{7, UINT64_C(0xab0200f58b01d137)},  {8, UINT64_C(0x93f5f5799a932462)},
+		{9, UINT64_C(0x9e0082df0ba9e4b0)},  {15, UINT64_C(0xa129ca6149be45e5)},
+		{16, UINT64_C(0x3f2acc7f57c29bdb)}, {63, UINT64_C(0x958a324ceb064572)},
+	};
+	uint8_t key[SIPHASH_KEY_SIZE], msg[64];
+
+	for (size_t i = 0; i < sizeof(key); i++)
+		key[i] = (uint8_t)i;
+	for (size_t i = 0; i < sizeof(msg); i++)
+		msg[i] = (uint8_t)i;
+	for (size_t i = 0; i < ELEMENTSOF(v); i++)
+		ASSERT_EQ(siphash24(key, msg, v[i].len), v[i].want);
+	key[15] ^= 1; /* another key, another hash */
+	ASSERT_NE(siphash24(key, msg, 15), UINT64_C(0xa129ca6149be45e5));
 }
 
 TEST_HARNESS_MAIN
