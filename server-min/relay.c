@@ -37,9 +37,12 @@
 
 #define QUEUE_SOFT (16u * 1024u * 1024u) /* pause the producer past this */
 /* Messages a sandbox may send: a token bucket per connection. Past it server-min stops
- * reading from that sandbox until the bucket refills (nothing is dropped). */
+ * reading from that sandbox until SANDBOX_MSG_RESUME messages are allowed again (nothing is
+ * dropped): 50 ms worth, so a sandbox that floods costs a pause and a resume per 250
+ * messages, not per message (rate_take). */
 #define SANDBOX_MSG_RATE 5000 /* per second */
 #define SANDBOX_MSG_BURST 10000
+#define SANDBOX_MSG_RESUME (SANDBOX_MSG_RATE / 20)
 #define MAX_CLIENTS 1024
 #define MAX_ROUTES 65536
 /* Requests forwarded to one sandbox and not yet answered: a sandbox's answers and events
@@ -1413,17 +1416,7 @@ static void set_nodelay(struct lws *wsi)
 	(void)setsockopt(lws_get_socket_fd(wsi), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
-static void rate_resume(lws_sorted_usec_list_t *sul)
-{
-	struct conn *c = lws_container_of(sul, struct conn, rate_sul);
-
-	c->rate_paused = false;
-	rx_resume(c);
-}
-
-/* One message from a sandbox: take a token; an empty bucket pauses reading until one more
- * message is allowed. */
-static void rate_take(struct conn *c)
+static void rate_refill(struct conn *c)
 {
 	lws_usec_t now = lws_now_usecs();
 
@@ -1431,6 +1424,39 @@ static void rate_take(struct conn *c)
 	if (c->tokens > SANDBOX_MSG_BURST)
 		c->tokens = SANDBOX_MSG_BURST;
 	c->refilled = now;
+}
+
+static void rate_resume(lws_sorted_usec_list_t *sul);
+
+/* Read from c again when the bucket holds SANDBOX_MSG_RESUME tokens. */
+static void rate_wait(struct conn *c)
+{
+	double us = (SANDBOX_MSG_RESUME - c->tokens) * LWS_US_PER_SEC / SANDBOX_MSG_RATE;
+
+	if (R.ctx) /* (the fuzz target has no context) */
+		lws_sul_schedule(R.ctx, 0, &c->rate_sul, rate_resume, (lws_usec_t)us);
+}
+
+static void rate_resume(lws_sorted_usec_list_t *sul)
+{
+	struct conn *c = lws_container_of(sul, struct conn, rate_sul);
+
+	rate_refill(c);
+	if (c->tokens < SANDBOX_MSG_RESUME - 1) /* (messages taken while paused) */
+		return rate_wait(c);
+	c->rate_paused = false;
+	rx_resume(c);
+}
+
+/* One message from a sandbox: take a token; an empty bucket pauses reading until
+ * SANDBOX_MSG_RESUME messages are allowed again, not one: lws polls with timeout 0 through
+ * the last millisecond before a timer (poll's timeout is in ms, rounded down), so a resume
+ * every ~200 us, one message's worth, spins in poll: a whole core for a sandbox that floods.
+ * (Nor does lws spin on what it read and holds for a paused connection: its service loop
+ * skips flow-controlled connections when it looks for buffered input.) */
+static void rate_take(struct conn *c)
+{
+	rate_refill(c);
 	c->tokens -= 1;
 	if (c->tokens >= 0 || c->rate_paused)
 		return;
@@ -1439,9 +1465,7 @@ static void rate_take(struct conn *c)
 			    c->sb->cfg->name, SANDBOX_MSG_RATE);
 	c->rate_paused = true;
 	lws_rx_flow_control(c->wsi, 0);
-	if (R.ctx) /* (the fuzz target has no context) */
-		lws_sul_schedule(R.ctx, 0, &c->rate_sul, rate_resume,
-				 (lws_usec_t)((1 - c->tokens) * LWS_US_PER_SEC / SANDBOX_MSG_RATE));
+	rate_wait(c);
 }
 
 static void on_rx(struct conn *c, const void *in, size_t len)
