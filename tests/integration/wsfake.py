@@ -221,9 +221,11 @@ def scenario_takeover(port, token, sandbox):
     print("b_code=%s" % code)
 
 
-def scenario_sandbox_flood(port, token, seconds):
+def scenario_sandbox_flood(port, token, seconds, smin_pid=None):
     """A hostile sandbox: garbage, oversized and nested messages, forged answers, frames
-    for nobody, then a flood of messages and bulk frames for `seconds`."""
+    for nobody, then a flood of messages and bulk frames for `seconds`. With server-min's
+    pid: the CPU it used from the connection to the flood's end, and the wall time."""
+    cpu0, t0 = (cpu_ns(smin_pid) if smin_pid else 0), time.monotonic()
     s = WS(port, "/v1/sandbox", "pistis.v1", token)
     s.send(json.dumps({"id": "hello", "op": "hello", "version": 1, "sandbox": "evil",
                        "software": "x" * 500, "capabilities": [], "commands": []}))
@@ -240,6 +242,7 @@ def scenario_sandbox_flood(port, token, seconds):
     n_msgs = n_frames = 0
     end = time.time() + seconds
     blob = frame(1, 0, 12345, 1, b"q" * 65536)
+    half = None  # (messages, time) half-way: the socket buffers are full by then
     while time.time() < end:
         for _ in range(200):
             s.send('{"event":"exec.exit","id":"nobody","cmd":1}')
@@ -247,8 +250,18 @@ def scenario_sandbox_flood(port, token, seconds):
         for _ in range(20):
             s.send(blob, binary=True)
             n_frames += 1
+        if half is None and time.time() > end - seconds / 2:
+            half = (n_msgs + n_frames, time.monotonic())
+    wall = time.monotonic() - t0
+    if half:  # what server-min read meanwhile, give or take what the buffers hold
+        print("flood_rate=%d" % ((n_msgs + n_frames - half[0]) / (time.monotonic() - half[1])))
     print("flood_msgs=%d" % n_msgs)
     print("flood_frames=%d" % n_frames)
+    # all it sent (10 messages before the flood) is in server-min or in the socket buffers
+    print("flood_sent=%d" % (10 + n_msgs + n_frames))
+    print("flood_wall_ms=%d" % (wall * 1000))
+    if smin_pid:
+        print("flood_cpu_ms=%d" % ((cpu_ns(smin_pid) - cpu0) // 10 ** 6))
     s.s.close()
 
 
@@ -1378,7 +1391,8 @@ if __name__ == "__main__":
                                  tuple(int(x) for x in rest[3:6]), int(rest[6]), int(rest[7]),
                                  int(rest[8]))
         elif name == "sandbox-flood":
-            scenario_sandbox_flood(port, token, float(rest[0]))
+            scenario_sandbox_flood(port, token, float(rest[0]),
+                                   int(rest[1]) if len(rest) > 1 else None)
         else:
             sys.exit(100)
     except Exception as e:  # reported, so the test shows where it stopped
