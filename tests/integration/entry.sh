@@ -37,7 +37,7 @@ wait_file() { # FILE [tenths]
 }
 ms() { date +%s%3N; }
 
-like "pistisd-entry is a static binary" "$(file "$E")" 'statically linked'
+like "pistisd-entry is a static PIE" "$(file "$E")" 'static-pie linked'
 out=$("$E" --help)
 is "--help exits 0" "$?" 0
 like "--help shows the usage line" "$out" '^Usage: pistisd-entry \[OPTION\]\.\.\. \[-- CMD'

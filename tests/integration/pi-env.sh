@@ -8,7 +8,7 @@ PE=$BIN/pi-env
 tmp=$(scratch)
 DEFPATH=/data/bin:/usr/local/bin:/usr/bin:/bin
 
-like "pi-env is a static binary" "$(file "$PE")" 'statically linked'
+like "pi-env is a static PIE" "$(file "$PE")" 'static-pie linked'
 
 # --- hostile environment in, clean environment out ---------------------------------------
 # (duplicate names cannot be made with env(1), which replaces; test-env covers them)
