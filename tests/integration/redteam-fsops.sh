@@ -290,6 +290,27 @@ if umount -l "$R/proc"; then
 	is "no /proc: the leaf is opened O_PATH, then by name" \
 		"$(grep -o 'openat([0-9]*, "[^"]*", O_[A-Z]*' "$W/noproc.st" | sed 's/openat([0-9]*, //' | paste -sd' ')" \
 		'"noproc", O_RDONLY "noproc", O_WRONLY'
+	# The swap the by-name reopen must notice: strace holds the helper right after its
+	# O_PATH open of "swapme" (delay_exit on the first openat of that name), the agent
+	# renames its other file over the name meanwhile, and only then is the name reopened.
+	printf 'judged\n' >"$R$home/swapme" && printf 'decoy\n' >"$R$home/decoy"
+	chown "$auid:$auid" "$R$home/swapme" "$R$home/decoy"
+	strace -qq -f -p "$SD" -o "$W/swap.st" -e trace=openat -P swapme \
+		-e inject=openat:delay_exit=2000000:when=1 &
+	ST=$!
+	sleep 0.5
+	call fs.write "{\"agent\":\"alice\",\"path\":\"$home/swapme\",\"data\":\"$(printf 'mine' | base64)\"}" >"$W/swap.out" &
+	CALL=$!
+	# the helper opens the name within milliseconds of being forked, then is held 2 s
+	for _ in $(seq 200); do pgrep -P "$SD" -u "$auid" >/dev/null && break; sleep 0.01; done
+	sleep 0.5
+	setpriv --reuid="$auid" --regid="$auid" --clear-groups mv -f "$R$home/decoy" "$R$home/swapme" 2>/dev/null ||
+		mv -f "$R$home/decoy" "$R$home/swapme"
+	wait "$CALL"
+	kill "$ST"; wait "$ST" 2>/dev/null; ST=
+	like "no /proc: the helper was held after its O_PATH open of the name" "$(cat "$W/swap.st")" '"swapme", O_RDONLY[A-Z_|]*O_PATH\) = [0-9]+ \(DELAYED\)'
+	is "no /proc: a file renamed over the name before the reopen is left as it was" "$(cat "$R$home/swapme")" decoy
+	like "... and the write fails (the file judged is no longer there)" "$(cat "$W/swap.out")" '"code":"not_found"'
 	is "no /proc: fs.edit works" "$(P edit --agent alice "$home/noproc" --old one --new two 2>&1 && cat "$R$home/noproc")" "two fish"
 	is "no /proc: fs.read works" "$(P read --agent alice "$home/noproc" 2>&1)" "two fish"
 	like "no /proc: fs.read of a FIFO is refused" \
