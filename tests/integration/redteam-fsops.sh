@@ -43,6 +43,22 @@ SD=$(pgrep -n -f "pistisd serve --relay ws://127.0.0.1:$SP --token-file /etc/pis
 home=$(in_root "$R" pistisd users ensure alice | sed -n 's/^home=//p')
 auid=$(stat -c %u "$R$home")
 call() { timeout 20 "$BIN/pistis" call "$@" 2>&1; }
+# held_write STRACE-ARG... -- PATH TEXT OUT: strace pistisd with those arguments (a delay
+# they inject into the fs.write helper), then fs.write TEXT to PATH as alice in the
+# background into OUT; returns once the helper runs and half a second has passed, with
+# ST (strace) and CALL (the client) set.
+held_write() {
+	local a=()
+	while [ "$1" != -- ]; do a+=("$1"); shift; done
+	shift
+	strace -qq -f -p "$SD" "${a[@]}" &
+	ST=$!
+	sleep 0.5
+	call fs.write "{\"agent\":\"alice\",\"path\":\"$1\",\"data\":\"$(printf '%s' "$2" | base64)\"}" >"$3" &
+	CALL=$!
+	for _ in $(seq 500); do pgrep -P "$SD" -u "$auid" >/dev/null && break; sleep 0.01; done
+	sleep 0.5
+}
 
 # --- a helper killed mid-answer --------------------------------------------------------------
 # The helper runs as the agent, so the agent may SIGKILL it while it writes a large answer
@@ -100,13 +116,8 @@ mkdir -p "$R/data/tight"
 echo before >"$R/data/tight/f"
 chmod 0777 "$R/data/tight"
 chmod 0666 "$R/data/tight/f"
-strace -qq -f -p "$SD" -o /dev/null -e trace=ftruncate -e inject=ftruncate:delay_enter=4000000 &
-ST=$!
-sleep 0.5
-call fs.write "{\"agent\":\"alice\",\"path\":\"/data/tight/f\",\"data\":\"$(printf after | base64)\"}" >"$W/tw.out" &
-CALL=$!
-for _ in $(seq 100); do pgrep -P "$SD" -u "$auid" >/dev/null && break; sleep 0.05; done
-sleep 0.5
+held_write -o /dev/null -e trace=ftruncate -e inject=ftruncate:delay_enter=4000000 -- \
+	/data/tight/f after "$W/tw.out"
 like "policy.apply tightens while the helper holds the file open" \
 	"$(call policy.apply '{"rules":"[{\"path\":\"/data/tight\",\"access\":\"read\"}]"}')" '"ok":true.*"complete":true'
 wait "$CALL"
@@ -295,15 +306,9 @@ if umount -l "$R/proc"; then
 	# renames its other file over the name meanwhile, and only then is the name reopened.
 	printf 'judged\n' >"$R$home/swapme" && printf 'decoy\n' >"$R$home/decoy"
 	chown "$auid:$auid" "$R$home/swapme" "$R$home/decoy"
-	strace -qq -f -p "$SD" -o "$W/swap.st" -e trace=openat -P swapme \
-		-e inject=openat:delay_exit=2000000:when=1 &
-	ST=$!
-	sleep 0.5
-	call fs.write "{\"agent\":\"alice\",\"path\":\"$home/swapme\",\"data\":\"$(printf 'mine' | base64)\"}" >"$W/swap.out" &
-	CALL=$!
-	# the helper opens the name within milliseconds of being forked, then is held 2 s
-	for _ in $(seq 200); do pgrep -P "$SD" -u "$auid" >/dev/null && break; sleep 0.01; done
-	sleep 0.5
+	# (the helper opens the name within milliseconds of being forked, then is held 2 s)
+	held_write -o "$W/swap.st" -e trace=openat -P swapme \
+		-e inject=openat:delay_exit=2000000:when=1 -- "$home/swapme" mine "$W/swap.out"
 	setpriv --reuid="$auid" --regid="$auid" --clear-groups mv -f "$R$home/decoy" "$R$home/swapme" 2>/dev/null ||
 		mv -f "$R$home/decoy" "$R$home/swapme"
 	wait "$CALL"
