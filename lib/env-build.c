@@ -1,5 +1,6 @@
 #include "lib/env-build.h"
 
+#include "lib/escape.h"
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -287,29 +288,20 @@ static const char *text_refusal(const char *v, size_t len, size_t max)
 	}
 	if (!utf8_valid((const unsigned char *)v, len))
 		return "value is not valid UTF-8";
-	/* The C1 controls U+0080-U+009F (C2 80-C2 9F once the UTF-8 is valid) are controls
-	 * too: U+009B is a CSI the Linux console and xterm act on, U+0085 a line break (NEL). */
-	for (size_t i = 0; i + 1 < len; i++)
-		if ((unsigned char)v[i] == 0xc2 && (unsigned char)v[i + 1] <= 0x9f)
-			return "value contains a control character";
-	/* U+2028 and U+2029 end a line for JavaScript before ES2019 and for editors and
-	 * viewers that follow Unicode; the bidirectional embeddings, overrides and isolates
-	 * (U+202A-U+202E, U+2066-U+2069) and the marks U+200E, U+200F and U+061C reorder what a
-	 * terminal or a log viewer shows around them (CVE-2021-42574): a value must not hide
-	 * text or forge a line. All are E2 80 A8-AE, E2 81 A6-A9, E2 80 8E-8F or D8 9C. */
-	for (size_t i = 0; i + 1 < len; i++) {
-		unsigned char c = (unsigned char)v[i], d = (unsigned char)v[i + 1];
+	/* Valid text may still hold characters that drive or rearrange a terminal: the C1
+	 * controls (U+009B is a CSI, U+0085 NEL a line break), U+2028/U+2029 and the
+	 * bidirectional controls (utf8_display_control): a value must not hide text or forge
+	 * a line. */
+	for (size_t i = 0; i < len; i++) {
+		unsigned cp;
 
-		if (c == 0xd8 && d == 0x9c)
-			return "value contains a bidirectional formatting character";
-		if (c != 0xe2 || i + 2 >= len)
+		if (!utf8_display_control(v + i, len - i, &cp))
 			continue;
-		unsigned char e = (unsigned char)v[i + 2];
-		if (d == 0x80 && (e == 0xa8 || e == 0xa9))
+		if (cp < 0xa0)
+			return "value contains a control character";
+		if (cp == 0x2028 || cp == 0x2029)
 			return "value contains a line or paragraph separator";
-		if ((d == 0x80 && ((e >= 0xaa && e <= 0xae) || e == 0x8e || e == 0x8f)) ||
-		    (d == 0x81 && e >= 0xa6 && e <= 0xa9))
-			return "value contains a bidirectional formatting character";
+		return "value contains a bidirectional formatting character";
 	}
 	return NULL;
 }

@@ -61,3 +61,19 @@ size_t escape_json(const char *in, size_t in_len, char *out, size_t out_size)
 {
 	return escape(in, in_len, out, out_size, 1);
 }
+
+size_t utf8_display_control(const char *s, size_t left, unsigned *ret_cp)
+{
+	const unsigned char *p = (const unsigned char *)s;
+
+	if (left >= 2 && p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)
+		return *ret_cp = p[1], 2;
+	if (left >= 2 && p[0] == 0xd8 && p[1] == 0x9c)
+		return *ret_cp = 0x61c, 2;
+	if (left < 3 || p[0] != 0xe2)
+		return 0;
+	if ((p[1] == 0x80 && ((p[2] >= 0xa8 && p[2] <= 0xae) || p[2] == 0x8e || p[2] == 0x8f)) ||
+	    (p[1] == 0x81 && p[2] >= 0xa6 && p[2] <= 0xa9))
+		return *ret_cp = 0x2000 | (p[1] & 0x3f) << 6 | (p[2] & 0x3f), 3;
+	return 0;
+}

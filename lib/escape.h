@@ -13,3 +13,11 @@ size_t escape_c(const char *in, size_t in_len, char *out, size_t out_size);
 /* JSON string body (without quotes): \" \\ \n \r \t \uXXXX; bytes >= 0x80 become \u00XX
  * so invalid UTF-8 cannot break a JSON reader (the value stays lossless and reversible). */
 size_t escape_json(const char *in, size_t in_len, char *out, size_t out_size);
+
+/* The UTF-8 form of a character that drives or rearranges a terminal though it is valid
+ * text: a C1 control U+0080-U+009F (U+009B is a CSI to xterm and the Linux console, U+0085
+ * a line break to some readers), U+2028/U+2029 (a line end to JavaScript before ES2019 and
+ * to Unicode-aware viewers), or a bidirectional control that reorders what is shown around
+ * it (U+202A-U+202E, U+2066-U+2069, U+200E, U+200F, U+061C; CVE-2021-42574). Returns its
+ * length in bytes at s (left bytes readable) with the code point in *ret_cp, or 0. */
+size_t utf8_display_control(const char *s, size_t left, unsigned *ret_cp);

@@ -25,6 +25,7 @@
 
 #include <libwebsockets.h>
 
+#include "lib/escape.h"
 #include "lib/fd-util.h"
 #include "lib/log.h"
 #include "lib/token-file.h"
@@ -333,26 +334,19 @@ static void out_write(int fd, const void *buf, size_t n)
  * escapes are the same JSON string, so what a program reads is unchanged. */
 static void json_out(const char *s)
 {
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		unsigned cp = 0;
-		int n = 0;
+	size_t len = strlen(s);
 
-		if (p[0] == 0x7f)
+	for (size_t i = 0; i < len; i++) {
+		unsigned cp;
+		size_t n = utf8_display_control(s + i, len - i, &cp);
+
+		if (s[i] == 0x7f)
 			cp = 0x7f, n = 1;
-		else if (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)
-			cp = p[1], n = 2;
-		else if (p[0] == 0xd8 && p[1] == 0x9c)
-			cp = 0x61c, n = 2;
-		else if (p[0] == 0xe2 && p[1] == 0x80 &&
-			 ((p[2] >= 0xa8 && p[2] <= 0xae) || p[2] == 0x8e || p[2] == 0x8f))
-			cp = 0x2000 | (p[2] & 0x3f), n = 3;
-		else if (p[0] == 0xe2 && p[1] == 0x81 && p[2] >= 0xa6 && p[2] <= 0xa9)
-			cp = 0x2040 | (p[2] & 0x3f), n = 3;
 		if (n) {
 			printf("\\u%04x", cp);
-			p += n - 1;
+			i += n - 1;
 		} else {
-			putchar(*p);
+			putchar(s[i]);
 		}
 	}
 	putchar('\n');

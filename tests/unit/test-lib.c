@@ -31,6 +31,45 @@ TEST(escape_json_high_bytes_and_quotes)
 	ASSERT_STREQ(out, "\\\"\\u0001\\u00c3\\u00a9");
 }
 
+TEST(utf8_display_control_finds_c1_separators_and_bidi)
+{
+	static const struct {
+		const char *s;
+		size_t len, n;
+		unsigned cp;
+	} cases[] = {
+		{"\xc2\x80", 2, 2, 0x80},
+		{"\xc2\x9b", 2, 2, 0x9b},
+		{"\xc2\x9f", 2, 2, 0x9f},
+		{"\xc2\xa0", 2, 0, 0},
+		{"\xc2\x9b", 1, 0, 0},
+		{"\xd8\x9c", 2, 2, 0x61c},
+		{"\xd8\x9b", 2, 0, 0},
+		{"\xe2\x80\x8e", 3, 3, 0x200e},
+		{"\xe2\x80\x8f", 3, 3, 0x200f},
+		{"\xe2\x80\x8d", 3, 0, 0},
+		{"\xe2\x80\xa7", 3, 0, 0},
+		{"\xe2\x80\xa8", 3, 3, 0x2028},
+		{"\xe2\x80\xa9", 3, 3, 0x2029},
+		{"\xe2\x80\xae", 3, 3, 0x202e},
+		{"\xe2\x80\xaf", 3, 0, 0},
+		{"\xe2\x81\xa5", 3, 0, 0},
+		{"\xe2\x81\xa6", 3, 3, 0x2066},
+		{"\xe2\x81\xa9", 3, 3, 0x2069},
+		{"\xe2\x81\xaa", 3, 0, 0},
+		{"\xe2\x80\xae", 2, 0, 0},
+		{"a", 1, 0, 0},
+	};
+
+	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+		unsigned cp = 0;
+
+		EXPECT_EQ(utf8_display_control(cases[i].s, cases[i].len, &cp), cases[i].n);
+		if (cases[i].n)
+			EXPECT_EQ(cp, cases[i].cp);
+	}
+}
+
 TEST(escape_truncates_on_escape_boundary)
 {
 	char out[6];
