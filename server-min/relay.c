@@ -165,7 +165,7 @@ static struct {
 	struct conn *clients[MAX_CLIENTS];
 	uint64_t next_serial; /* client connections so far */
 	struct route *routes;
-	size_t n_routes;			   /* slots ever used (route_slot_free) */
+	size_t n_routes;			   /* slots ever used (fuzz-relay walks them) */
 	uint64_t route_used[MAX_ROUTES / 64];	   /* slots in use */
 	uint64_t route_full[MAX_ROUTES / 64 / 64]; /* words of route_used with every bit set */
 	struct index route_ix[N_ROUTE_INDEXES];
