@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 /* Address space only (MAP_NORESERVE, nothing committed until populated): enough for a
  * registry and /etc of tens of thousands of agents; larger calls go on in malloc for the
@@ -12,6 +13,8 @@
 #define ARENA_RESERVE ((size_t)64 << 20)
 #define ARENA_ALIGN 16
 #define ARENA_PAGE ((size_t)4096)
+/* What the main thread keeps populated between calls (below). */
+#define ARENA_RETAIN ((size_t)4 << 20)
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14; older kernels say EINVAL: pages fault in */
@@ -28,6 +31,17 @@ struct arena {
 };
 
 static _Thread_local struct arena arena;
+
+/* The mapping the main thread keeps between calls. A long-lived caller (pistisd serve
+ * ensures the agent before every command; the in-process benchmark) would otherwise
+ * populate the same pages afresh each time, one page allocation and zeroing each, which
+ * in some VMs costs more than the whole call's parsing. Kept only on the main thread (no
+ * thread exit to leak it), zeroed at the end of each call (so the next call's blocks are
+ * zero, as calloc relies on, and no byte of /etc/shadow outlives the call), at most
+ * ARENA_RETAIN populated, and MADV_DONTFORK: a spawn child neither copies its page
+ * tables nor can touch it. */
+static struct arena retained;
+static pid_t retained_pid; /* a child forked meanwhile does not have the mapping */
 
 /* Under AddressSanitizer every block is malloc's: a block carved out of one mapping has
  * no redzones, and an overflow from one into the next would go unseen by the ASan tests. */
@@ -48,6 +62,14 @@ void uarena_begin(void)
 
 	if (arena.depth++ > 0 || !ARENA_ENABLED)
 		return;
+	if (retained.base && retained_pid != getpid())
+		retained = (struct arena){0};
+	if (retained.base && gettid() == getpid()) {
+		arena = retained;
+		retained = (struct arena){0};
+		arena.depth = 1;
+		return;
+	}
 	p = mmap(NULL, ARENA_RESERVE, PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (p == MAP_FAILED)
@@ -55,6 +77,7 @@ void uarena_begin(void)
 	/* Where THP is "always", populating a 2 MiB-aligned range would zero a whole huge
 	 * page for a few KiB of buffers. */
 	(void)madvise(p, ARENA_RESERVE, MADV_NOHUGEPAGE);
+	(void)madvise(p, ARENA_RESERVE, MADV_DONTFORK);
 	arena.base = p;
 	arena.used = arena.populated = 0;
 	arena.last = NULL;
@@ -64,7 +87,18 @@ void uarena_end(bool keep)
 {
 	if (arena.depth == 0 || --arena.depth > 0)
 		return;
-	if (arena.base && !keep)
+	if (arena.base && !keep && gettid() == getpid()) {
+		/* Every byte handed out goes back to zero; what was populated but never handed
+		 * out is zero still. Beyond ARENA_RETAIN the pages go back to the kernel. */
+		explicit_bzero(arena.base, arena.used);
+		if (arena.populated > ARENA_RETAIN) {
+			(void)madvise(arena.base + ARENA_RETAIN, arena.populated - ARENA_RETAIN,
+				      MADV_DONTNEED);
+			arena.populated = ARENA_RETAIN;
+		}
+		retained = (struct arena){.base = arena.base, .populated = arena.populated};
+		retained_pid = getpid();
+	} else if (arena.base && !keep)
 		(void)munmap(arena.base, ARENA_RESERVE);
 	arena = (struct arena){0};
 }

@@ -2,11 +2,14 @@
  * without root, and the file-system side on throwaway roots when run as root. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -148,6 +151,88 @@ TEST(arena_blocks_behave_as_malloc)
 		if (round == 1)
 			uarena_end(false);
 	}
+}
+
+/* The main thread keeps its arena between calls (arena.c): the next call gets the same
+ * mapping back, every byte the last call handed out zero again (calloc, and no copy of
+ * /etc/shadow left behind), more than ARENA_RETAIN of it given back; a child forked in
+ * between (which has no copy: MADV_DONTFORK) and another thread get their own. */
+static void *arena_in_thread(void *arg)
+{
+	(void)arg;
+	uarena_begin();
+	char *p = uarena_calloc(3, 4096);
+	bool ok = p && p[0] == 0 && p[3 * 4096 - 1] == 0;
+	if (ok)
+		memset(p, 1, 3 * 4096);
+	uarena_end(false);
+	return ok ? p : NULL;
+}
+
+TEST(arena_kept_between_calls_zeroed_and_not_forked)
+{
+	size_t big = (size_t)6 << 20;
+
+	uarena_begin();
+	char *a = uarena_alloc(big);
+	ASSERT_NOT_NULL(a);
+	bool arena = uarena_owns(a);
+	memset(a, 0x5a, big);
+	uarena_end(false);
+	if (arena) {
+		/* Still mapped and populated up to 4 MiB, zero already; the rest given back. */
+		unsigned char in_core[2] = {0, 0};
+		char *page = (char *)((uintptr_t)a & ~(uintptr_t)4095);
+		ASSERT_EQ(mincore(page, 4096, &in_core[0]), 0);
+		ASSERT_EQ(mincore(page + ((size_t)5 << 20), 4096, &in_core[1]), 0);
+		EXPECT_EQ(in_core[0] & 1, 1);
+		EXPECT_EQ(in_core[1] & 1, 0);
+		for (size_t i = 0; i < ((size_t)4 << 20); i += 512)
+			ASSERT_EQ(a[i], 0);
+	}
+
+	uarena_begin();
+	uint8_t *b = uarena_calloc(big, 1);
+	ASSERT_NOT_NULL(b);
+	if (arena)
+		EXPECT_TRUE((void *)b == (void *)a); /* the same mapping, the same first block */
+	for (size_t i = 0; i < big; i += 512)
+		ASSERT_EQ(b[i], 0);
+	ASSERT_EQ(b[big - 1], 0);
+	memset(b, 0xa5, 4096);
+	uarena_end(false);
+
+	pid_t pid = fork();
+	ASSERT_TRUE(pid >= 0);
+	if (pid == 0) {
+		uarena_begin();
+		uint8_t *c = uarena_calloc(8192, 1);
+		int bad = !c || c[0] || c[8191];
+		if (c)
+			memset(c, 1, 8192);
+		uarena_end(false);
+		_exit(bad);
+	}
+	int st;
+	ASSERT_EQ(waitpid(pid, &st, 0), pid);
+	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+
+	pthread_t t;
+	void *res;
+	ASSERT_EQ(pthread_create(&t, NULL, arena_in_thread, NULL), 0);
+	ASSERT_EQ(pthread_join(t, &res), 0);
+	EXPECT_NOT_NULL(res);
+	if (arena)
+		EXPECT_TRUE(res != (void *)b); /* its own mapping, not the kept one */
+
+	uarena_begin();
+	uint8_t *d = uarena_calloc(4096, 1);
+	ASSERT_NOT_NULL(d);
+	if (arena)
+		EXPECT_TRUE(d == b);
+	for (size_t i = 0; i < 4096; i++)
+		ASSERT_EQ(d[i], 0);
+	uarena_end(false);
 }
 
 TEST(name_is_prefix_plus_8_hex_of_sha256)
