@@ -3,7 +3,9 @@
 /* One mapping for the big, short-lived buffers of one sandbox-users call (the five files
  * read, their line and record arrays, the hash sets, the registry written): a bump
  * allocator over a single reserved anonymous mapping, populated as it is used by one
- * MADV_POPULATE_WRITE per block, and unmapped at once when the call is over.
+ * MADV_POPULATE_WRITE per block: 4 KiB pages for a call's first 32 KiB, then a zone that
+ * transparent huge pages may back (arena.c says why). Unmapped when the call is over, or,
+ * on the main thread of a long-lived caller, zeroed and kept for its next call.
  *
  * Why: musl's allocator serves every block of this size from its own mmap, whose group
  * header page then faults on first write, and hands it back with munmap; a creation made
@@ -20,7 +22,8 @@
 /* Reserve the arena (no memory is committed until used). Failure is not an error: the
  * call then runs on malloc. */
 void uarena_begin(void);
-/* Unmap the arena (keep: leave its memory to exit(2), as users_leave_memory_to_exit). */
+/* End the call's arena: unmapped, or zeroed and kept on the main thread (arena.c); keep:
+ * leave it as it is to exit(2), as users_leave_memory_to_exit. */
 void uarena_end(bool keep);
 
 void *uarena_alloc(size_t n);

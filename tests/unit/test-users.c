@@ -174,32 +174,62 @@ TEST(arena_kept_between_calls_zeroed_and_not_forked)
 	size_t big = (size_t)6 << 20;
 
 	uarena_begin();
+	char *s1 = uarena_alloc(100);
+	ASSERT_NOT_NULL(s1);
+	memset(s1, 0x5a, 100);
+	/* A block that grows out of the small zone moves to the huge one, its bytes with it;
+	 * what comes after it is zero. */
+	char *r = uarena_alloc(20000);
+	ASSERT_NOT_NULL(r);
+	bool arena = uarena_owns(r);
+	memset(r, 'r', 20000);
+	char *r2 = uarena_realloc(r, 300000);
+	ASSERT_NOT_NULL(r2);
+	if (arena)
+		EXPECT_TRUE(r2 - s1 >= (2 << 20) - 4096); /* in the huge zone */
+	EXPECT_EQ(r2[0], 'r');
+	EXPECT_EQ(r2[19999], 'r');
 	char *a = uarena_alloc(big);
 	ASSERT_NOT_NULL(a);
-	bool arena = uarena_owns(a);
 	memset(a, 0x5a, big);
+	uint8_t *z = uarena_calloc(1000, 1);
+	ASSERT_NOT_NULL(z);
+	for (size_t i = 0; i < 1000; i++)
+		ASSERT_EQ(z[i], 0);
 	uarena_end(false);
 	if (arena) {
-		/* Still mapped and populated up to 4 MiB, zero already; the rest given back. */
+		/* Still mapped and populated up to 4 MiB of the big block, zero already; the
+		 * rest given back. */
 		unsigned char in_core[2] = {0, 0};
 		char *page = (char *)((uintptr_t)a & ~(uintptr_t)4095);
 		ASSERT_EQ(mincore(page, 4096, &in_core[0]), 0);
 		ASSERT_EQ(mincore(page + ((size_t)5 << 20), 4096, &in_core[1]), 0);
 		EXPECT_EQ(in_core[0] & 1, 1);
 		EXPECT_EQ(in_core[1] & 1, 0);
-		for (size_t i = 0; i < ((size_t)4 << 20); i += 512)
+		for (size_t i = 0; i < ((size_t)4 << 20) - 4096; i += 512)
 			ASSERT_EQ(a[i], 0);
+		for (size_t i = 0; i < 100; i++)
+			ASSERT_EQ(s1[i], 0);
+		for (size_t i = 0; i < 20000; i++)
+			ASSERT_EQ(r[i], 0);
 	}
 
 	uarena_begin();
+	uint8_t *s2 = uarena_calloc(100, 1);
 	uint8_t *b = uarena_calloc(big, 1);
+	ASSERT_NOT_NULL(s2);
 	ASSERT_NOT_NULL(b);
-	if (arena)
-		EXPECT_TRUE((void *)b == (void *)a); /* the same mapping, the same first block */
+	if (arena) { /* the same mapping, the same places: each zone's first block */
+		EXPECT_TRUE((void *)s2 == (void *)s1);
+		EXPECT_TRUE((void *)b == (void *)r2);
+	}
+	for (size_t i = 0; i < 100; i++)
+		ASSERT_EQ(s2[i], 0);
 	for (size_t i = 0; i < big; i += 512)
 		ASSERT_EQ(b[i], 0);
 	ASSERT_EQ(b[big - 1], 0);
 	memset(b, 0xa5, 4096);
+	memset(s2, 0xa5, 100);
 	uarena_end(false);
 
 	pid_t pid = fork();
@@ -223,13 +253,13 @@ TEST(arena_kept_between_calls_zeroed_and_not_forked)
 	ASSERT_EQ(pthread_join(t, &res), 0);
 	EXPECT_NOT_NULL(res);
 	if (arena)
-		EXPECT_TRUE(res != (void *)b); /* its own mapping, not the kept one */
+		EXPECT_TRUE(res != (void *)s2); /* its own mapping, not the kept one */
 
 	uarena_begin();
 	uint8_t *d = uarena_calloc(4096, 1);
 	ASSERT_NOT_NULL(d);
 	if (arena)
-		EXPECT_TRUE(d == b);
+		EXPECT_TRUE(d == s2);
 	for (size_t i = 0; i < 4096; i++)
 		ASSERT_EQ(d[i], 0);
 	uarena_end(false);
