@@ -34,13 +34,13 @@
  * have never been handed out, so they are still the zeroes of a fresh mapping (calloc
  * relies on it): nothing moves `used` back during a call. Offsets are from base. */
 struct arena {
-	char *map;   /* what mmap returned, ARENA_RESERVE + ARENA_HUGE long */
-	char *base;  /* map rounded up to ARENA_HUGE */
-	size_t used; /* the bump offset, in the current zone */
+	char *map;		    /* what mmap returned, ARENA_RESERVE + ARENA_HUGE long */
+	char *base;		    /* map rounded up to ARENA_HUGE */
+	size_t used;		    /* the bump offset, in the current zone */
 	size_t pop_small, pop_huge; /* populated: [0, pop_small), [ARENA_HUGE, pop_huge) */
 	size_t small_end;	    /* the small zone's use, once the call moved on */
 	bool huge;		    /* in the huge zone */
-	char *last; /* the last block, which realloc can grow in place */
+	char *last;		    /* the last block, which realloc can grow in place */
 	unsigned depth;
 };
 
