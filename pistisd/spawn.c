@@ -4,6 +4,7 @@
 #include "pistisd/spawn.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
@@ -737,7 +738,9 @@ static void tree_signal(struct spawn_proc *p, int sig)
 }
 
 /* A process other than the leader in process group pgid (the leader is our zombie, so
- * kill(-pgid, 0) would always succeed). Read from /proc; without it, assume yes. */
+ * kill(-pgid, 0) would always succeed). The pids come from /proc; each one's group from
+ * getpgid(2), one system call (reading /proc/PID/stat took three). Without /proc, or if
+ * it cannot be read, assume yes. */
 static bool pgrp_has_others(const struct spawn_ctx *ctx, pid_t pgid)
 {
 	char buf[8192];
@@ -759,27 +762,17 @@ static bool pgrp_has_others(const struct spawn_ctx *ctx, pid_t pgid)
 				unsigned char type;
 				char name[];
 			} *de = (void *)(buf + off);
-			char path[64], stat[512], *q;
-			_cleanup_close_ int fd = -1;
-			ssize_t k;
-			long pid, pg;
+			char *q;
+			long pid;
 
 			off += de->reclen;
+			if (de->name[0] < '1' || de->name[0] > '9')
+				continue;
 			pid = strtol(de->name, &q, 10);
-			if (*q || pid <= 0 || pid == pgid)
+			if (*q || pid <= 0 || pid > INT_MAX || pid == pgid)
 				continue;
-			snprintf(path, sizeof(path), "%ld/stat", pid);
-			fd = openat(ctx->proc_fd, path, O_RDONLY | O_CLOEXEC);
-			if (fd < 0)
-				continue;
-			k = read(fd, stat, sizeof(stat) - 1);
-			if (k <= 0)
-				continue;
-			stat[k] = 0;
-			/* "pid (comm) S ppid pgrp ...": comm may hold anything, ')' included. */
-			q = strrchr(stat, ')');
-			if (q && sscanf(q + 1, " %*c %*d %ld", &pg) == 1 && pg == pgid)
-				found = true;
+			/* ESRCH: gone since the listing. */
+			found = getpgid((pid_t)pid) == pgid;
 		}
 	}
 	return n < 0 ? true : found;
