@@ -76,13 +76,16 @@ void uarena_begin(void)
 
 	if (arena.depth++ > 0 || !ARENA_ENABLED)
 		return;
-	if (retained.base && retained_pid != getpid())
-		retained = (struct arena){0};
-	if (retained.base && gettid() == getpid()) {
-		arena = retained;
-		retained = (struct arena){0};
-		arena.depth = 1;
-		return;
+	/* `retained` is the main thread's alone: no other thread reads it. */
+	if (gettid() == getpid() && retained.base) {
+		if (retained_pid != getpid()) {
+			retained = (struct arena){0}; /* a fork's child: not mapped here */
+		} else {
+			arena = retained;
+			retained = (struct arena){0};
+			arena.depth = 1;
+			return;
+		}
 	}
 	p = mmap(NULL, ARENA_RESERVE + ARENA_HUGE, PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
