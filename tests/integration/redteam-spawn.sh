@@ -21,9 +21,8 @@ S=$(scratch)
 # other tests on this machine use the same agent uids).
 ours() { # [uid] -> "pid args" of processes in $R
 	local pid
-	for pid in $(ps -eo pid= ${1:+-u "$1"}); do
-		[ "$(readlink "/proc/$pid/root" 2>/dev/null)" = "$R" ] &&
-			echo "$pid $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)"
+	for pid in $(root_pids "$R" "${1:-}"); do
+		echo "$pid $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)"
 	done
 }
 # The agent processes this test leaves behind on failure must not outlive it.

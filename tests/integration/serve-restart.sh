@@ -24,12 +24,7 @@ cleanup() {
 }
 trap cleanup EXIT
 # Processes of this test: those whose root is our throwaway root (never by name or uid).
-ours() {
-	local pid
-	for pid in $(ps -eo pid=); do
-		[ "$(readlink "/proc/$pid/root" 2>/dev/null)" = "$R" ] && echo "$pid"
-	done
-}
+ours() { root_pids "$R"; }
 # Pids of ours whose command line matches the extended regex $1.
 ours_cmd() {
 	local pid

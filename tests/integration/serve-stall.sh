@@ -32,12 +32,8 @@ cleanup() {
 }
 trap cleanup EXIT
 # Processes of this test: those whose root is our throwaway root (never by name or uid).
-ours() {
-	local pid
-	for pid in $(ps -eo pid=); do
-		[ "$(readlink "/proc/$pid/root" 2>/dev/null)" = "$R" ] && echo "$pid"
-	done
-}
+# Processes of this test: those whose root is our throwaway root (never by name or uid).
+ours() { root_pids "$R"; }
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
 serve_setup "$R"
@@ -115,10 +111,15 @@ auid=$(in_root "$R" pistisd users show stall-a | sed -n 's/^uid=//p')
 nstopped=0 maxfds=0
 for _ in $(seq 20); do
 	for pid in $(ours); do
-		st=$(awk '/^State:/ {print $2} /^Uid:/ {print $2}' "/proc/$pid/status" 2>/dev/null | paste -sd' ')
-		[ "$st" = "T $auid" ] || continue
-		case "$(readlink "/proc/$pid/exe" 2>/dev/null)" in */pistisd) ;; *) continue ;; esac
-		n=$(ls "/proc/$pid/fd" 2>/dev/null | wc -l)
+		state="" uid="" comm=""
+		while read -r k v _; do
+			case $k in State:) state=$v ;; Uid:) uid=$v ;; esac
+		done <"/proc/$pid/status" 2>/dev/null
+		[ "$state $uid" = "T $auid" ] || continue
+		read -r comm <"/proc/$pid/comm" 2>/dev/null
+		[ "$comm" = pistisd ] || continue # still pistisd's code: not exec'd yet
+		fds=(/proc/"$pid"/fd/*)
+		n=${#fds[@]}
 		nstopped=$((nstopped + 1))
 		[ "$n" -gt "$maxfds" ] && maxfds=$n
 	done
