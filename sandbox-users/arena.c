@@ -1,6 +1,7 @@
 /* A per-call bump allocator over one anonymous mapping: see arena.h. */
 #include "sandbox-users/arena.h"
 
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@
  * a small call (an existing agent among a few: ~5 KiB) never pays for zeroing 2 MiB. */
 #define ARENA_HUGE ((size_t)2 << 20)
 #define ARENA_SMALL_MAX ((size_t)32 << 10)
+#define ARENA_HUGE_ORDER 9 /* 2 MiB in 4 KiB pages */
 /* What the main thread keeps populated of the huge zone between calls (below). */
 #define ARENA_RETAIN ((size_t)4 << 20)
 
@@ -95,8 +97,7 @@ void uarena_begin(void)
 	arena.base = (char *)(((uintptr_t)p + ARENA_HUGE - 1) & ~(uintptr_t)(ARENA_HUGE - 1));
 	/* Where THP is "always", the small zone would otherwise zero a whole huge page for a
 	 * few KiB of buffers. */
-	(void)madvise(arena.base, ARENA_HUGE, MADV_NOHUGEPAGE);
-	(void)madvise(arena.base + ARENA_HUGE, ARENA_RESERVE - ARENA_HUGE, MADV_HUGEPAGE);
+	(void)madvise(arena.base, ARENA_RESERVE, MADV_NOHUGEPAGE);
 	(void)madvise(arena.map, ARENA_RESERVE + ARENA_HUGE, MADV_DONTFORK);
 	arena.used = arena.pop_small = arena.pop_huge = 0;
 	arena.last = NULL;
@@ -159,6 +160,64 @@ static size_t *header(void *p)
 	return (size_t *)(void *)((char *)p - ARENA_ALIGN);
 }
 
+bool uarena_buddyinfo_has_huge(const char *s, size_t n)
+{
+	const char *end = s + n;
+
+	/* "Node 0, zone   Normal   c0 c1 ... c10": the free blocks of each order. */
+	while (s < end) {
+		const char *eol = memchr(s, '\n', (size_t)(end - s)), *p;
+		unsigned order = 0;
+		bool dma;
+
+		if (!eol)
+			eol = end;
+		p = memmem(s, (size_t)(eol - s), "zone", 4);
+		if (p) {
+			p += 4;
+			while (p < eol && *p == ' ')
+				p++;
+			/* ZONE_DMA serves only GFP_DMA allocations, never a THP. */
+			dma = eol - p >= 4 && !memcmp(p, "DMA ", 4);
+			while (p < eol && *p != ' ')
+				p++;
+			while (p < eol) {
+				bool nonzero = false, digits = false;
+
+				while (p < eol && *p == ' ')
+					p++;
+				while (p < eol && *p >= '0' && *p <= '9') {
+					nonzero |= *p != '0';
+					digits = true;
+					p++;
+				}
+				if (!digits)
+					break;
+				if (order >= ARENA_HUGE_ORDER && nonzero && !dma)
+					return true;
+				order++;
+			}
+		}
+		s = eol + 1;
+	}
+	return false;
+}
+
+/* Whether the buddy allocator has a free block of a huge page's order in a zone a THP can
+ * come from. /proc/buddyinfo; unreadable (no /proc): no. */
+static bool huge_page_free(void)
+{
+	char buf[4096];
+	ssize_t n;
+	int fd = open("/proc/buddyinfo", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf));
+	close(fd);
+	return n > 0 && uarena_buddyinfo_has_huge(buf, (size_t)n);
+}
+
 /* Where the current zone ends. */
 static size_t zone_limit(void)
 {
@@ -176,6 +235,12 @@ void *uarena_alloc(size_t n)
 	if (end > zone_limit() && !arena.huge) {
 		arena.small_end = arena.used;
 		arena.huge = true;
+		/* Huge pages only where one is free now: under THP's default defrag setting
+		 * a fault in a MADV_HUGEPAGE range that finds none reclaims and compacts
+		 * memory first, milliseconds on a host whose memory is full of page cache. */
+		size_t from = arena.pop_huge > ARENA_HUGE ? arena.pop_huge : ARENA_HUGE;
+		(void)madvise(arena.base + from, ARENA_RESERVE - from,
+			      huge_page_free() ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
 		arena.used = ARENA_HUGE;
 		start = arena.used + ARENA_ALIGN;
 		end = (start + n + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);

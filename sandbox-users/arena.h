@@ -34,6 +34,10 @@ void uarena_free(void *p);
 /* Whether p lies in the active arena (its pages are populated already). */
 bool uarena_owns(const void *p);
 
+/* Whether /proc/buddyinfo text shows a free block of a huge page's order in a zone other
+ * than DMA (arena.c: only then is the huge zone MADV_HUGEPAGE). Exported for tests. */
+bool uarena_buddyinfo_has_huge(const char *s, size_t n);
+
 static inline void uarena_freep(void *p)
 {
 	uarena_free(*(void **)p);

@@ -265,6 +265,46 @@ TEST(arena_kept_between_calls_zeroed_and_not_forked)
 	uarena_end(false);
 }
 
+/* The huge zone is MADV_HUGEPAGE only while /proc/buddyinfo shows a free block of order
+ * 9 or more outside ZONE_DMA (a THP fault that finds none reclaims and compacts first). */
+TEST(arena_huge_pages_only_when_one_is_free)
+{
+	static const struct {
+		const char *text;
+		bool want;
+	} cases[] = {
+		{"Node 0, zone      DMA      0      0      0      0      0      0      0      0    "
+		 "  1      1      3 \n"
+		 "Node 0, zone    DMA32      4      1      2      2      2      2      1      4    "
+		 "  4      0      0 \n"
+		 "Node 0, zone   Normal    876    230      2    753    777    358    148    159    "
+		 " 85      0      0 \n",
+		 false},
+		{"Node 0, zone   Normal    876    230      2    753    777    358    148    159    "
+		 " 85     43      0 \n",
+		 true},
+		{"Node 0, zone    DMA32      0      0      0      0      0      0      0      0    "
+		 "  0      0    752\n",
+		 true},
+		{"Node 1, zone   Normal      5      0      0      0      0      0      0      0    "
+		 "  3      0      0\n"
+		 "Node 0, zone   Normal      0      0      0      0      0      0      0      0    "
+		 "  0      2      0\n",
+		 true},
+		{"Node 0, zone   Normal      0      0      0      0      0      0      0      0    "
+		 "  7\n",
+		 false},
+		{"", false},
+		{"garbage without the word\n", false},
+		{"Node 0, zone Normal 1 2 x 9 9 9 9 9 9 9 9\n",
+		 false}, /* stops at what is not a count */
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		EXPECT_EQ(uarena_buddyinfo_has_huge(cases[i].text, strlen(cases[i].text)),
+			  cases[i].want);
+}
+
 TEST(name_is_prefix_plus_8_hex_of_sha256)
 {
 	char name[USERS_NAME_MAX + 1], hex[SHA256_HEX_SIZE], want[32];
