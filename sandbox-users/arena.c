@@ -204,10 +204,12 @@ bool uarena_buddyinfo_has_huge(const char *s, size_t n)
 }
 
 /* Whether the buddy allocator has a free block of a huge page's order in a zone a THP can
- * come from. /proc/buddyinfo; unreadable (no /proc): no. */
+ * come from. /proc/buddyinfo; unreadable (no /proc): no. Its first KiB only (~100 bytes a
+ * zone): a stack buffer no larger than what the call's stack has already touched, since a
+ * fresh stack page costs more than the read; nodes past it count as having none. */
 static bool huge_page_free(void)
 {
-	char buf[4096];
+	char buf[1024];
 	ssize_t n;
 	int fd = open("/proc/buddyinfo", O_RDONLY | O_CLOEXEC);
 
