@@ -42,6 +42,7 @@ struct arena {
 	size_t pop_small, pop_huge; /* populated: [0, pop_small), [ARENA_HUGE, pop_huge) */
 	size_t small_end;	    /* the small zone's use, once the call moved on */
 	bool huge;		    /* in the huge zone */
+	bool advised;		    /* the huge zone's THP advice given (once a mapping) */
 	char *last;		    /* the last block, which realloc can grow in place */
 	unsigned depth;
 };
@@ -124,7 +125,8 @@ void uarena_end(bool keep)
 		retained = (struct arena){.map = arena.map,
 					  .base = arena.base,
 					  .pop_small = arena.pop_small,
-					  .pop_huge = arena.pop_huge};
+					  .pop_huge = arena.pop_huge,
+					  .advised = arena.advised};
 		retained_pid = getpid();
 	} else if (arena.base && !keep)
 		(void)munmap(arena.map, ARENA_RESERVE + ARENA_HUGE);
@@ -239,10 +241,12 @@ void *uarena_alloc(size_t n)
 		arena.huge = true;
 		/* Huge pages only where one is free now: under THP's default defrag setting
 		 * a fault in a MADV_HUGEPAGE range that finds none reclaims and compacts
-		 * memory first, milliseconds on a host whose memory is full of page cache. */
-		size_t from = arena.pop_huge > ARENA_HUGE ? arena.pop_huge : ARENA_HUGE;
-		(void)madvise(arena.base + from, ARENA_RESERVE - from,
-			      huge_page_free() ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+		 * memory first, milliseconds on a host whose memory is full of page cache.
+		 * Decided once a mapping: a kept arena has its huge page already. */
+		if (!arena.advised && huge_page_free())
+			(void)madvise(arena.base + ARENA_HUGE, ARENA_RESERVE - ARENA_HUGE,
+				      MADV_HUGEPAGE);
+		arena.advised = true;
 		arena.used = ARENA_HUGE;
 		start = arena.used + ARENA_ALIGN;
 		end = (start + n + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
