@@ -6,12 +6,13 @@
  * For any buffer, the lazy registry parse (derivation left for later) fails exactly where
  * the strict one does, unless the strict one stopped at a name not derived from its id;
  * and it accepts what the strict one accepts. The scanners must never read out of bounds,
- * whatever the input. */
+ * whatever the input; nor must the arena's reading of /proc/buddyinfo (the same bytes). */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "sandbox-users/arena.h"
 #include "sandbox-users/ident.h"
 #include "sandbox-users/pwfile.h"
 #include "sandbox-users/registry.h"
@@ -159,5 +160,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (int k = 0; k < _PWFILE_KIND_MAX; k++)
 		pw(k, p, size, keys, nk);
 	reg(p, size, keys, nk);
+	(void)uarena_buddyinfo_has_huge(p, size);
 	return 0;
 }
