@@ -207,6 +207,8 @@ _root_kill_procs() { # root-dir
 	for n in 1 2 3; do
 		local found=0
 		for pid in /proc/[0-9]*; do
+			# Most processes share our root: skipped without a fork (root_pids).
+			[[ $pid/root -ef / ]] && continue
 			root=$(readlink "$pid/root" 2>/dev/null) || continue
 			case "$root" in "$1" | "$1"/*)
 				kill -9 "${pid#/proc/}" 2>/dev/null && found=1 ;;
