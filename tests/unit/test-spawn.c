@@ -304,6 +304,40 @@ TEST(seccomp_embedded_matches_table)
 	seccomp_profile_free(&now);
 }
 
+/* `probe MODE` in a plain child of ours, not through the spawn core: under bpf when given
+ * (no_new_privs, then the program), with nothing at all otherwise. Its output goes to c;
+ * returns the child's wait status (exit 3: the filter could not be installed, 4: no exec). */
+static int probe_direct(struct tap_metadata *_metadata, struct capture *c, const char *mode,
+			const struct seccomp_profile_bpf *bpf)
+{
+	int pfd[2], st;
+	pid_t pid;
+
+	ASSERT_EQ(pipe2(pfd, O_CLOEXEC), 0);
+	pid = fork();
+	ASSERT_TRUE(pid >= 0);
+	if (pid == 0) {
+		dup2(pfd[1], 1);
+		if (bpf) {
+			struct sock_fprog prog = {.len = bpf->len,
+						  .filter = (struct sock_filter *)bpf->insns};
+			if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
+			    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0)
+				_exit(3);
+		}
+		execl(probe_path, "probe", mode, (char *)NULL);
+		_exit(4);
+	}
+	close(pfd[1]);
+	c->len = 0;
+	for (ssize_t n; (n = read(pfd[0], c->buf + c->len, sizeof(c->buf) - 1 - c->len)) > 0;)
+		c->len += (size_t)n;
+	c->buf[c->len] = 0;
+	close(pfd[0]);
+	ASSERT_EQ(waitpid(pid, &st, 0), pid);
+	return st;
+}
+
 /* The filter itself (the embedded program, which the spawn core installs), as root (so
  * no capability check hides it): every rule's call gets its errno, the controls do not. */
 TEST(seccomp_table_as_root)
@@ -311,9 +345,7 @@ TEST(seccomp_table_as_root)
 	static struct capture cap;
 	struct capture *c = &cap;
 	struct seccomp_profile_bpf bpf = {0};
-	int pfd[2], st;
 	char vb[64];
-	pid_t pid;
 	static const char *const eperm[] = {"unshare",
 					    "setns",
 					    "mount",
@@ -392,26 +424,7 @@ TEST(seccomp_table_as_root)
 	need_root_and_probe(_metadata);
 	seccomp_profile_load(&bpf);
 	ASSERT_GT(bpf.len, 10);
-	ASSERT_EQ(pipe2(pfd, O_CLOEXEC), 0);
-	pid = fork();
-	if (pid == 0) {
-		struct sock_fprog prog = {.len = bpf.len,
-					  .filter = (struct sock_filter *)bpf.insns};
-		dup2(pfd[1], 1);
-		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
-		    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0)
-			_exit(3);
-		execl(probe_path, "probe", "syscalls", (char *)NULL);
-		_exit(4);
-	}
-	close(pfd[1]);
-	c->len = 0;
-	for (ssize_t n; (n = read(pfd[0], c->buf + c->len, sizeof(c->buf) - 1 - c->len)) > 0;)
-		c->len += (size_t)n;
-	c->buf[c->len] = 0;
-	close(pfd[0]);
-	ASSERT_EQ(waitpid(pid, &st, 0), pid);
-	ASSERT_EQ(st, 0);
+	ASSERT_EQ(probe_direct(_metadata, c, "syscalls", &bpf), 0);
 	for (size_t i = 0; i < ELEMENTSOF(eperm); i++) {
 		char k[64];
 		snprintf(k, sizeof(k), "sc.%s", eperm[i]);
@@ -515,7 +528,7 @@ TEST_TIMEOUT(personality_only_dockers_values, 120)
 	EXPECT_EQ(st, 0);
 }
 
-static void expect_killed(struct tap_metadata *_metadata, const char *mode)
+static void expect_killed(struct tap_metadata *_metadata, const char *mode, int sig)
 {
 	static struct capture cap;
 	struct capture *c = &cap;
@@ -527,7 +540,7 @@ static void expect_killed(struct tap_metadata *_metadata, const char *mode)
 
 	base_opts(&o, argv);
 	ASSERT_EQ(run(ctx, &o, c, &res, &err), 0);
-	snprintf(want, sizeof(want), "killed:%d", SIGSYS);
+	snprintf(want, sizeof(want), "killed:%d", sig);
 	EXPECT_STREQ(V(mode), want);
 	spawn_ctx_free(ctx);
 }
@@ -535,31 +548,7 @@ static void expect_killed(struct tap_metadata *_metadata, const char *mode)
 TEST(x32_is_killed)
 {
 	need_root_and_probe(_metadata);
-	expect_killed(_metadata, "x32");
-}
-
-/* How `probe MODE` ends outside any sandbox, as "killed:N" or "exited:N". */
-static void unfiltered_end(struct tap_metadata *_metadata, const char *mode, char *buf, size_t size)
-{
-	int pfd[2], st;
-	ssize_t n;
-	pid_t pid;
-
-	ASSERT_EQ(pipe2(pfd, O_CLOEXEC), 0);
-	pid = fork();
-	ASSERT_TRUE(pid >= 0);
-	if (pid == 0) {
-		dup2(pfd[1], 1);
-		execl(probe_path, probe_path, mode, (char *)NULL);
-		_exit(127);
-	}
-	close(pfd[1]);
-	n = read(pfd[0], buf, size - 1);
-	close(pfd[0]);
-	ASSERT_EQ(waitpid(pid, &st, 0), pid);
-	ASSERT_GT(n, 0);
-	buf[n] = 0;
-	buf[strcspn(buf, "\n")] = 0;
+	expect_killed(_metadata, "x32", SIGSYS);
 }
 
 /* int 0x80 from a 64-bit process: the filter sees AUDIT_ARCH_I386 and kills (SIGSYS).
@@ -571,29 +560,20 @@ TEST(int80_is_killed)
 {
 	static struct capture cap;
 	struct capture *c = &cap;
-	char outside[64], vb[64], want[32];
-	char *argv[] = {probe_path, (char *)"int80", NULL};
-	struct spawn_opts o;
-	struct spawn_result res;
-	struct spawn_error err;
+	char vb[64];
 
 	need_root_and_probe(_metadata);
-	unfiltered_end(_metadata, "int80", outside, sizeof(outside));
-	if (!strcmp(outside, "int80=killed:11")) {
+	(void)probe_direct(_metadata, c, "int80", NULL);
+	if (!strcmp(V("int80"), "killed:11")) {
 		tap_report(__FILE__, __LINE__,
 			   "int 0x80 raises SIGSEGV on this kernel without any filter: "
 			   "requiring the same in the sandbox");
-		snprintf(want, sizeof(want), "killed:%d", SIGSEGV);
+		expect_killed(_metadata, "int80", SIGSEGV);
 	} else {
 		/* A kernel with the entry runs it: getpid returns (exited:11). */
-		EXPECT_STREQ(outside, "int80=exited:11");
-		snprintf(want, sizeof(want), "killed:%d", SIGSYS);
+		EXPECT_STREQ(V("int80"), "exited:11");
+		expect_killed(_metadata, "int80", SIGSYS);
 	}
-	struct spawn_ctx *ctx = ctx_or_die(_metadata);
-	base_opts(&o, argv);
-	ASSERT_EQ(run(ctx, &o, c, &res, &err), 0);
-	EXPECT_STREQ(V("int80"), want);
-	spawn_ctx_free(ctx);
 }
 
 /* A classic-BPF interpreter for the instructions seccomp accepts (loads of aligned words
