@@ -38,16 +38,21 @@
 struct arena {
 	char *map;		    /* what mmap returned, ARENA_RESERVE + ARENA_HUGE long */
 	char *base;		    /* map rounded up to ARENA_HUGE */
-	size_t used;		    /* the bump offset, in the current zone */
+	size_t used;		    /* the bump offset: in the huge zone once >= ARENA_HUGE */
 	size_t pop_small, pop_huge; /* populated: [0, pop_small), [ARENA_HUGE, pop_huge) */
 	size_t small_end;	    /* the small zone's use, once the call moved on */
-	bool huge;		    /* in the huge zone */
 	bool advised;		    /* the huge zone's THP advice given (once a mapping) */
 	char *last;		    /* the last block, which realloc can grow in place */
 	unsigned depth;
 };
 
 static _Thread_local struct arena arena;
+
+/* The small zone ends at ARENA_SMALL_MAX, far below where the huge one starts. */
+static bool in_huge(void)
+{
+	return arena.used >= ARENA_HUGE;
+}
 
 /* The mapping the main thread keeps between calls. A long-lived caller (pistisd serve
  * ensures the agent before every command; the in-process benchmark) would otherwise
@@ -100,7 +105,8 @@ void uarena_begin(void)
 	 * few KiB of buffers. */
 	(void)madvise(arena.base, ARENA_RESERVE, MADV_NOHUGEPAGE);
 	(void)madvise(arena.map, ARENA_RESERVE + ARENA_HUGE, MADV_DONTFORK);
-	arena.used = arena.pop_small = arena.pop_huge = 0;
+	arena.used = arena.pop_small = 0;
+	arena.pop_huge = ARENA_HUGE;
 	arena.last = NULL;
 }
 
@@ -112,7 +118,7 @@ void uarena_end(bool keep)
 		/* Every byte handed out goes back to zero; what was populated but never handed
 		 * out is zero still (the gap between the zones was never touched). Beyond
 		 * ARENA_RETAIN of the huge zone the pages go back to the kernel. */
-		if (arena.huge) {
+		if (in_huge()) {
 			explicit_bzero(arena.base, arena.small_end);
 			explicit_bzero(arena.base + ARENA_HUGE, arena.used - ARENA_HUGE);
 		} else
@@ -145,11 +151,9 @@ bool uarena_owns(const void *p)
  * huge zone the first call maps a whole huge page where THP gives one. */
 static void populate(size_t end)
 {
-	size_t *pop = arena.huge ? &arena.pop_huge : &arena.pop_small;
+	size_t *pop = in_huge() ? &arena.pop_huge : &arena.pop_small;
 	size_t from = *pop, to;
 
-	if (arena.huge && from < ARENA_HUGE)
-		from = ARENA_HUGE;
 	if (end <= from)
 		return;
 	to = (end + ARENA_PAGE - 1) & ~(ARENA_PAGE - 1);
@@ -225,7 +229,7 @@ static bool huge_page_free(void)
 /* Where the current zone ends. */
 static size_t zone_limit(void)
 {
-	return arena.huge ? ARENA_RESERVE : ARENA_SMALL_MAX;
+	return in_huge() ? ARENA_RESERVE : ARENA_SMALL_MAX;
 }
 
 void *uarena_alloc(size_t n)
@@ -236,12 +240,11 @@ void *uarena_alloc(size_t n)
 		return malloc(n);
 	start = arena.used + ARENA_ALIGN;
 	end = (start + n + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
-	if (end > zone_limit() && !arena.huge) {
+	if (end > zone_limit() && !in_huge()) {
 		arena.small_end = arena.used;
-		arena.huge = true;
 		/* Huge pages only where one is free now: under THP's default defrag setting
 		 * a fault in a MADV_HUGEPAGE range that finds none reclaims and compacts
-		 * memory first, milliseconds on a host whose memory is full of page cache.
+		 * memory first, which can take milliseconds on a host full of page cache.
 		 * Decided once a mapping: a kept arena has its huge page already. */
 		if (!arena.advised && huge_page_free())
 			(void)madvise(arena.base + ARENA_HUGE, ARENA_RESERVE - ARENA_HUGE,
