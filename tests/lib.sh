@@ -181,9 +181,9 @@ in_root() {
 }
 
 # The pids of the processes whose root directory is ROOT (the same directory: -ef compares
-# device and inode), optionally only those whose effective uid is UID (as ps -u). Shell builtins only: a
-# fork per process on the machine (a readlink, an awk) took ~0.5 s a call on a VM where a
-# fork costs ~2 ms, longer than the states some tests poll for last.
+# device and inode), optionally only those whose effective uid is UID (as ps -u). Shell
+# builtins only: a fork per process on the machine (a readlink, an awk) took ~0.5 s a call
+# on a VM where a fork costs ~2 ms, longer than the states some tests poll for last.
 root_pids() { # root [uid]
 	local d k r e _ uid
 	for d in /proc/[0-9]*; do

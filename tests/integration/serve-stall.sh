@@ -32,7 +32,6 @@ cleanup() {
 }
 trap cleanup EXIT
 # Processes of this test: those whose root is our throwaway root (never by name or uid).
-# Processes of this test: those whose root is our throwaway root (never by name or uid).
 ours() { root_pids "$R"; }
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
