@@ -1,8 +1,10 @@
 /* The spawn child: from clone() to execve(), in the order docs/spawn.md explains.
- * It is a fork-style child (a raw clone without CLONE_VM: its own copy of pistisd's memory,
- * libc's state not updated for it), so it uses raw system calls only: no malloc, no stdio,
- * nothing that takes a libc lock or relies on libc knowing its thread (musl's
- * setrlimit/set*id broadcast to "all threads"). */
+ * It is either a fork-style child (a raw clone without CLONE_VM: its own copy of pistisd's
+ * memory) or a vfork-style one (spawn-vfork.c: pistisd's memory itself, while the thread
+ * that made it waits). Either way libc's state is not updated for it, so it uses raw system
+ * calls only and writes nothing but its own stack (and errno): no malloc, no stdio, nothing
+ * that takes a libc lock or relies on libc knowing its thread (musl's setrlimit/set*id
+ * broadcast to "all threads", which would be pistisd's). */
 #include "pistisd/spawn-child.h"
 
 #include <errno.h>
@@ -37,7 +39,7 @@ _noreturn_ static void fail(const struct child_args *a, enum spawn_step step, in
 
 	if (rep.error == 0)
 		rep.error = EIO;
-	(void)!write(a->err_fd, &rep, sizeof(rep));
+	(void)syscall(SYS_write, a->err_fd, &rep, sizeof(rep));
 	syscall(SYS_exit_group, step == SPAWN_STEP_EXEC ? (rep.error == ENOENT ? 127 : 126) : 111);
 	__builtin_unreachable();
 }

@@ -1,8 +1,9 @@
 #pragma once
 
-/* Internal to the spawn core: what the parent prepares for the fork-style child, and the
- * child's entry point. Everything the child needs is computed before clone(); the child
- * only makes system calls (no malloc, no stdio, no libc locks). */
+/* Internal to the spawn core: what the parent prepares for the child (fork-style, or
+ * vfork-style: spawn-vfork.h), and the child's entry point. Everything the child needs is
+ * computed before clone(); the child only makes system calls (no malloc, no stdio, no libc
+ * locks) and writes only its own stack. */
 
 #include <linux/filter.h>
 #include <stdbool.h>

@@ -15,6 +15,7 @@
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <time.h>
@@ -24,6 +25,7 @@
 #include "lib/fd-util.h"
 #include "lib/macro.h"
 #include "pistisd/spawn-child.h"
+#include "pistisd/spawn-vfork.h"
 
 #ifndef CLONE_PIDFD
 #define CLONE_PIDFD 0x00001000
@@ -60,6 +62,9 @@ struct spawn_ctx {
 	int proc_fd; /* /proc, opened before any chroot; -1 if absent (pgid mode only) */
 	int last_cap;
 	bool no_openat2;
+	bool vfork;	  /* vfork-style starts allowed (spawn-vfork.c); off after a refusal */
+	int dumpable_fd;  /* /proc/sys/fs/suid_dumpable, read at every start; -1: fork-style */
+	char release[65]; /* uname -r */
 	unsigned long counter;
 	pid_t self;
 };
@@ -144,6 +149,7 @@ int spawn_ctx_new(struct spawn_ctx **ret)
 		return -ENOMEM;
 	ctx->devnull_fd = -1;
 	ctx->proc_fd = -1;
+	ctx->dumpable_fd = -1;
 	ctx->cg.base_fd = -1;
 	ctx->self = getpid();
 	r = privs_read_last_cap();
@@ -166,6 +172,17 @@ int spawn_ctx_new(struct spawn_ctx **ret)
 	/* The same for the cgroup.procs path (the one Docker's seccomp profile leaves us). */
 	e = getenv("PISTIS_NO_CLONE3");
 	ctx->cg.clone_into = !(e && *e && strcmp(e, "0"));
+	/* And for the fork-style start everywhere (the vfork-style one needs the sysctl). */
+	e = getenv("PISTIS_NO_VFORK");
+	ctx->vfork = !(e && *e && strcmp(e, "0")) && ctx->proc_fd >= 0;
+	if (ctx->vfork) {
+		struct utsname u;
+		ctx->dumpable_fd =
+			openat(ctx->proc_fd, "sys/fs/suid_dumpable", O_RDONLY | O_CLOEXEC);
+		ctx->vfork = ctx->dumpable_fd >= 0 && uname(&u) == 0;
+		if (ctx->vfork)
+			snprintf(ctx->release, sizeof(ctx->release), "%s", u.release);
+	}
 	*ret = ctx;
 	return 0;
 fail:
@@ -186,6 +203,7 @@ void spawn_ctx_free(struct spawn_ctx *ctx)
 	cgroup_done(&ctx->cg);
 	safe_close(ctx->devnull_fd);
 	safe_close(ctx->proc_fd);
+	safe_close(ctx->dumpable_fd);
 	free(ctx);
 }
 
@@ -392,6 +410,46 @@ static pid_t clone_child(struct spawn_ctx *ctx, struct child_args *a, int cgroup
 	return (pid_t)syscall(SYS_clone, CLONE_PIDFD | SIGCHLD, NULL, pidfd, NULL, NULL);
 }
 
+/* The vfork-style start (spawn-vfork.c) where it is allowed (fs.suid_dumpable read now:
+ * an admin may have changed it), born in its cgroup by clone3 under clone_child's rule,
+ * else made by clone and joining through cgroup.procs. A refused clone3 sends the next
+ * starts to clone, a refused clone turns the vfork-style start off for the context; busy,
+ * refused or not possible here, this start goes the fork-style way. 0 with pid and pidfd,
+ * or < 0 for that. */
+static int vfork_child(struct spawn_ctx *ctx, struct child_args *a, int cgroup_fd, int *procs_fd,
+		       pid_t *pid, int *pidfd)
+{
+	char buf[8] = "";
+	bool into;
+	ssize_t n;
+	int r;
+
+	if (!ctx->vfork)
+		return -EOPNOTSUPP;
+	n = pread(ctx->dumpable_fd, buf, sizeof(buf) - 1, 0);
+	if (n < 2 || buf[1] != '\n' || buf[0] < '0' || buf[0] > '9' ||
+	    !spawn_vfork_allowed(buf[0] - '0', ctx->release))
+		return -EOPNOTSUPP;
+	into = cgroup_fd >= 0 && ctx->cg.clone_into && cgroup_clone_ok(cgroup_fd);
+	a->cgroup_procs_fd = -1;
+	if (cgroup_fd >= 0 && !into) {
+		if (*procs_fd < 0)
+			*procs_fd = openat(cgroup_fd, "cgroup.procs",
+					   O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+		if (*procs_fd < 0)
+			return -errno; /* the fork-style start tries and reports it */
+		a->cgroup_procs_fd = *procs_fd;
+	}
+	r = spawn_vfork_start(a, !into, into ? cgroup_fd : -1, pid, pidfd);
+	if (r == -ENOSYS || r == -EPERM || r == -EINVAL || r == -E2BIG) {
+		if (into)
+			ctx->cg.clone_into = false;
+		else
+			ctx->vfork = false;
+	}
+	return r;
+}
+
 static int start(struct spawn_ctx *ctx, const struct spawn_opts *o, struct spawn_proc **ret,
 		 struct spawn_error *ret_err)
 {
@@ -545,13 +603,19 @@ static int start(struct spawn_ctx *ctx, const struct spawn_opts *o, struct spawn
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	p->start_ns = spawn_now_ns();
-	pid = clone_child(ctx, &a, p->cgroup_fd, &procs_fd, &pidfd, &step);
-	if (pid == 0) {
-		(void)spawn_child_main(&a); /* execs or exits */
-		syscall(SYS_exit_group, 111);
+	r = vfork_child(ctx, &a, p->cgroup_fd, &procs_fd, &pid, &pidfd);
+	if (r == 0) {
+		p->vforked = true;
+		p->cloned_into_cgroup = p->cgroup_fd >= 0 && a.cgroup_procs_fd < 0;
+	} else {
+		pid = clone_child(ctx, &a, p->cgroup_fd, &procs_fd, &pidfd, &step);
+		if (pid == 0) {
+			(void)spawn_child_main(&a); /* execs or exits */
+			syscall(SYS_exit_group, 111);
+		}
+		r = pid < 0 ? -errno : 0;
+		p->cloned_into_cgroup = pid > 0 && p->cgroup_fd >= 0 && a.cgroup_procs_fd < 0;
 	}
-	r = pid < 0 ? -errno : 0;
-	p->cloned_into_cgroup = pid > 0 && p->cgroup_fd >= 0 && a.cgroup_procs_fd < 0;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (r < 0)
 		goto fail;

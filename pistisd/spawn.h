@@ -194,6 +194,7 @@ struct spawn_proc {
 	bool released; /* really reaped: its pid may be reused, its group is not signalled */
 	bool sigkilled;
 	bool cloned_into_cgroup; /* born in its cgroup (clone3), not moved by its first step */
+	bool vforked;		 /* made vfork-style (spawn-vfork.c), not fork-style */
 	bool cgroup_empty;	/* seen empty after the leader exited (no second read to pool it) */
 	int exec_report[2];	/* the child's struct child_report, as read so far */
 	size_t exec_report_got; /* bytes of it */

@@ -11,7 +11,10 @@
 #include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/ptrace.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <linux/keyctl.h>
@@ -24,6 +27,7 @@
 #include "pistisd/privs.h"
 #include "pistisd/seccomp-profile.h"
 #include "pistisd/spawn-child.h"
+#include "pistisd/spawn-vfork.h"
 #include "pistisd/spawn.h"
 
 #define AGENT_UID 10100
@@ -1755,6 +1759,250 @@ TEST(forced_fallback_through_spawn)
 	EXPECT_EQ(run(ctx, &o, c, &res, &err), -EACCES);
 	EXPECT_EQ((int)err.step, SPAWN_STEP_CWD);
 	spawn_ctx_free(ctx);
+}
+
+/* The vfork-style start (spawn-vfork.c) is allowed exactly where docs/spawn.md says: a
+ * child sharing pistisd's memory must never be ptrace-able by its agent. */
+TEST(vfork_allowed_by_sysctl_and_kernel)
+{
+	if (!spawn_vfork_allowed(0, "6.1.0")) {
+		/* this build cannot (not x86_64, or a sanitizer): never, whatever the values */
+		EXPECT_FALSE(spawn_vfork_allowed(2, "6.18.0"));
+		return;
+	}
+	EXPECT_TRUE(spawn_vfork_allowed(0, "4.19.0-27-amd64"));
+	EXPECT_TRUE(spawn_vfork_allowed(0, NULL)); /* 0 is safe on any kernel */
+	EXPECT_FALSE(spawn_vfork_allowed(1, "6.18.44"));
+	EXPECT_TRUE(spawn_vfork_allowed(2, "6.18.44-fc-v1045"));
+	EXPECT_TRUE(spawn_vfork_allowed(2, "5.16.0"));
+	EXPECT_TRUE(spawn_vfork_allowed(2, "10.0"));
+	EXPECT_FALSE(spawn_vfork_allowed(2, "5.15.120"));
+	EXPECT_FALSE(spawn_vfork_allowed(2, "5.9"));
+	EXPECT_FALSE(spawn_vfork_allowed(2, "5"));
+	EXPECT_FALSE(spawn_vfork_allowed(2, ""));
+	EXPECT_FALSE(spawn_vfork_allowed(2, NULL));
+	EXPECT_FALSE(spawn_vfork_allowed(3, "6.18.0"));
+	EXPECT_FALSE(spawn_vfork_allowed(-1, "6.18.0"));
+}
+
+/* Whether this machine and build should start vfork-style (the same reading as spawn.c's). */
+static bool vfork_expected(void)
+{
+	char buf[16];
+	struct utsname u;
+	const char *v = read_text(AT_FDCWD, "/proc/sys/fs/suid_dumpable", buf, sizeof(buf));
+
+	return !getenv("PISTIS_NO_VFORK") && uname(&u) == 0 && v[0] >= '0' && v[0] <= '9' &&
+	       spawn_vfork_allowed(v[0] - '0', u.release);
+}
+
+static uid_t proc_uid(pid_t pid, const char *file, bool owner)
+{
+	char path[64], buf[2048];
+	struct stat st;
+	const char *u;
+
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
+	if (owner)
+		return stat(path, &st) == 0 ? st.st_uid : (uid_t)-1;
+	u = strstr(read_text(AT_FDCWD, path, buf, sizeof(buf)), "\nUid:\t");
+	return u ? (uid_t)strtoul(u + 6, NULL, 10) : (uid_t)-1;
+}
+
+/* Past its last step before the filter (no_new_privs on): every earlier step that could
+ * have left the child dumpable is behind it. */
+static bool late_step(pid_t pid)
+{
+	char path[64], buf[2048];
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	return strstr(read_text(AT_FDCWD, path, buf, sizeof(buf)), "\nNoNewPrivs:\t1\n") != NULL;
+}
+
+/* What the agent could try on a child that shares our memory, from a process with the
+ * agent's ids: bit 1 ptrace attached, 2 /proc/PID/mem opened, 4 process_vm_readv read. */
+static int agent_reaches(pid_t pid)
+{
+	static volatile uint64_t secret = 0x5ec2e7;
+	pid_t h = fork();
+	int st = -1;
+
+	if (h == 0) {
+		gid_t g = AGENT_UID;
+		uint64_t got = 0;
+		struct iovec l = {&got, sizeof(got)}, r = {(void *)&secret, sizeof(secret)};
+		char path[64];
+		int bad = 0, fd;
+
+		if (syscall(SYS_setgroups, 1, &g) < 0 ||
+		    syscall(SYS_setresgid, AGENT_UID, AGENT_UID, AGENT_UID) < 0 ||
+		    syscall(SYS_setresuid, AGENT_UID, AGENT_UID, AGENT_UID) < 0)
+			_exit(100);
+		if (syscall(SYS_ptrace, PTRACE_ATTACH, pid, 0, 0) == 0 || errno != EPERM)
+			bad |= 1;
+		snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0 || errno != EACCES)
+			bad |= 2;
+		if (syscall(SYS_process_vm_readv, pid, &l, 1, &r, 1, 0) >= 0 || errno != EPERM)
+			bad |= 4;
+		_exit(bad);
+	}
+	if (h < 0 || waitpid(h, &st, 0) != h || !WIFEXITED(st))
+		return -1;
+	return WEXITSTATUS(st);
+}
+
+/* A vfork-style child has the agent's uid from setresuid to execve, in our memory, while
+ * our spawner thread waits for it. Caught there (stopped, as an agent could): the agent
+ * cannot reach it (not dumpable: /proc/PID is root's; no ptrace, /proc/PID/mem or
+ * process_vm_readv), the caller is not held (the next start goes fork-style at once),
+ * and once it is killed the spawner is free again. */
+TEST_TIMEOUT(vfork_child_stopped_holds_nothing_and_is_out_of_reach, 120)
+{
+	struct spawn_ctx *ctx;
+	struct spawn_opts o;
+	struct spawn_proc *p = NULL, *q = NULL;
+	struct spawn_error err;
+	static char path_env[16384];
+	char *argv[] = {"probe", "exit", "0", NULL}, *argv3[] = {probe_path, "exit", "3", NULL};
+	char *envp[] = {NULL, NULL};
+	bool caught = false, again = false;
+	uint64_t t0;
+
+	need_root_and_probe(_metadata);
+	ctx = ctx_or_die(_metadata);
+	base_opts(&o, argv);
+	/* A long way to its execve: the probe found by name after 400 PATH entries that
+	 * do not exist (each one an execve failing with ENOENT, after every other step). */
+	{
+		size_t n = 0;
+		char *slash = strrchr(probe_path, '/');
+
+		n += (size_t)snprintf(path_env + n, sizeof(path_env) - n, "PATH=");
+		for (int i = 0; i < 400; i++)
+			n += (size_t)snprintf(path_env + n, sizeof(path_env) - n,
+					      "/nonexistent/%d:", i);
+		snprintf(path_env + n, sizeof(path_env) - n, "%.*s", (int)(slash - probe_path),
+			 probe_path);
+		envp[0] = path_env;
+		o.envp = envp;
+	}
+	ASSERT_EQ(spawn_start(ctx, &o, &p, &err), 0);
+	EXPECT_EQ(p->vforked, vfork_expected());
+	ASSERT_EQ(spawn_wait(p, NULL), 0);
+	spawn_free(p);
+	if (!vfork_expected()) {
+		spawn_ctx_free(ctx);
+		SKIP("vfork-style starts not allowed here (build, fs.suid_dumpable or kernel)");
+	}
+	/* Stopped after its setresuid, late in its steps, and before its execve: the delay
+	 * before SIGSTOP walks across the child's steps and its PATH search. */
+	for (int i = 0; i < 200 && !caught; i++) {
+		ASSERT_EQ(spawn_start_async(ctx, &o, &p, &err), 0);
+		if (p->vforked) {
+			t0 = spawn_now_ns();
+			while (spawn_now_ns() - t0 < (uint64_t)(i % 10) * 100000u)
+				;
+			(void)kill(p->pid, SIGSTOP);
+			for (int k = 0; k < 100 && proc_state(p->pid) != 'T'; k++)
+				(void)poll(NULL, 0, 1);
+			caught = proc_state(p->pid) == 'T' &&
+				 proc_uid(p->pid, "status", false) == AGENT_UID &&
+				 late_step(p->pid) && spawn_exec_poll(p, 0, &err) == 0;
+			if (caught)
+				break;
+			(void)kill(p->pid, SIGCONT);
+		}
+		(void)spawn_wait(p, NULL);
+		spawn_free(p);
+		p = NULL;
+		(void)poll(NULL, 0, 1); /* the spawner's turn to come back */
+	}
+	ASSERT_TRUE(caught);
+	EXPECT_EQ(proc_uid(p->pid, "status", true), 0u); /* not dumpable */
+	EXPECT_EQ(agent_reaches(p->pid), 0);
+
+	/* The caller is not held: the next start goes fork-style and runs to its end. */
+	t0 = spawn_now_ns();
+	o.argv = argv3;
+	ASSERT_EQ(spawn_start(ctx, &o, &q, &err), 0);
+	EXPECT_FALSE(q->vforked);
+	ASSERT_EQ(spawn_wait(q, NULL), 0);
+	EXPECT_EQ(spawn_result(q)->exit_code, 3);
+	EXPECT_LT((spawn_now_ns() - t0) / 1000000u, (uint64_t)SPAWN_EXEC_DEADLINE_MS);
+	spawn_free(q);
+
+	/* Killed, as the exec deadline would: the spawner takes the next vfork-style start. */
+	(void)kill(p->pid, SIGKILL);
+	(void)spawn_exec_poll(p, -1, &err);
+	spawn_free(p);
+	o.argv = argv;
+	for (int i = 0; i < 200 && !again; i++) {
+		ASSERT_EQ(spawn_start(ctx, &o, &q, &err), 0);
+		again = q->vforked;
+		ASSERT_EQ(spawn_wait(q, NULL), 0);
+		spawn_free(q);
+		(void)poll(NULL, 0, 1);
+	}
+	EXPECT_TRUE(again);
+	spawn_ctx_free(ctx);
+}
+
+/* The child reads argv, envp and cwd after spawn_start_async has returned (a vfork-style
+ * child until its execve): what the caller frees or overwrites then changes nothing. Three
+ * ways to start: vfork-style by clone3 (born in the cgroup), vfork-style by clone where
+ * clone3 is refused (PISTIS_NO_CLONE3: joins through cgroup.procs), and fork-style
+ * (PISTIS_NO_VFORK), each saying the same. */
+TEST(arguments_may_be_freed_once_started)
+{
+	static struct capture cap;
+	struct capture *c = &cap;
+	struct spawn_wait_cb cb = {.on_output = on_output, .extra_fd = -1, .userdata = c};
+	struct spawn_ctx *ctx;
+	struct spawn_opts o;
+	struct spawn_proc *p = NULL;
+	struct spawn_error err;
+	char vb[128], *argv[] = {probe_path, NULL};
+
+	need_root_and_probe(_metadata);
+	for (int pass = 0; pass < 3; pass++) {
+		static const char *const force[] = {NULL, "PISTIS_NO_CLONE3", "PISTIS_NO_VFORK"};
+		char *hargv[2] = {strdup(probe_path), NULL};
+		char *henvp[3] = {strdup("PATH=/usr/bin:/bin"), strdup("PI_TEST=copied"), NULL};
+		char *hcwd = strdup("tmp");
+
+		if (force[pass])
+			setenv(force[pass], "1", 1);
+		ctx = ctx_or_die(_metadata);
+		if (force[pass])
+			unsetenv(force[pass]);
+		base_opts(&o, argv);
+		o.argv = hargv;
+		o.envp = henvp;
+		o.cwd = hcwd;
+		c->len = 0;
+		c->buf[0] = 0;
+		ASSERT_EQ(spawn_start_async(ctx, &o, &p, &err), 0);
+		EXPECT_EQ(p->vforked, pass < 2 && vfork_expected());
+		if (pass == 1) /* no clone3: joins through cgroup.procs */
+			EXPECT_FALSE(p->cloned_into_cgroup);
+		memset(hargv[0], 'X', strlen(hargv[0]));
+		memset(henvp[0], 'Y', strlen(henvp[0]));
+		memset(henvp[1], 'Y', strlen(henvp[1]));
+		memset(hcwd, 'Z', strlen(hcwd));
+		free(hargv[0]);
+		free(henvp[0]);
+		free(henvp[1]);
+		free(hcwd);
+		ASSERT_EQ(spawn_wait(p, &cb), 0);
+		EXPECT_EQ(spawn_result(p)->exit_code, 0);
+		EXPECT_STREQ(V("env.PI_TEST"), "copied");
+		EXPECT_STREQ(V("env.PATH"), "/usr/bin:/bin");
+		EXPECT_STREQ(V("cwd"), "/tmp");
+		spawn_free(p);
+		spawn_ctx_free(ctx);
+	}
 }
 
 TEST_HARNESS_MAIN

@@ -1,0 +1,371 @@
+/* The vfork-style start: the spawn child shares pistisd's memory (CLONE_VM | CLONE_VFORK)
+ * until its execve, as posix_spawn's child does, so no copy of pistisd's address space is
+ * made and then thrown away by the exec. docs/spawn.md ("How the child is made") says why
+ * each rule below holds; in short:
+ *  - The clone is made by a spawner thread of ours, never by the caller: CLONE_VFORK
+ *    suspends the thread that clones until the child execs or dies, and a child has the
+ *    agent's uid from setresuid to execve, so an agent can SIGSTOP it there. Only the
+ *    spawner waits; the caller's loop goes on and its exec deadline kills the child. A
+ *    spawner still waiting (one start at a time) sends the next start the fork-style way.
+ *  - The spawner thread never exits: PR_SET_PDEATHSIG fires when the *thread* that made
+ *    the child ends, so it must end only with pistisd.
+ *  - The child reads only memory that stays put until it has exec'd: a copy of argv, envp
+ *    and cwd owned by the spawner (the caller may free its own as soon as we return), the
+ *    job, its own stack with a guard page, and the compiled seccomp program (static).
+ *  - A child of the agent's uid in pistisd's mm must be out of the agent's reach: not
+ *    ptrace-able, no /proc/PID/mem. The kernel sets the mm's dumpable flag from
+ *    fs.suid_dumpable at the id change: 0 is safe; 2 too from Linux 5.16 on (a core dump
+ *    of the child then stops only the child's thread group, not every process sharing the
+ *    mm); 1 makes the child ptrace-able by the agent: fork-style then, checked per start.
+ *  - An OOM kill never picks a task still in vfork (in_vfork), so an OOM in the command's
+ *    cgroup cannot select the child and take every process sharing its mm with it.
+ *  - x86_64 only (the clone3 and clone trampolines below), and not under AddressSanitizer,
+ *    which does not know the child's stack. Elsewhere spawn_vfork_start says -EOPNOTSUPP. */
+#include "pistisd/spawn-vfork.h"
+
+#include <errno.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "pistisd/spawn-child.h"
+
+#ifndef CLONE_PIDFD
+#define CLONE_PIDFD 0x00001000
+#endif
+#ifndef CLONE_INTO_CGROUP
+#define CLONE_INTO_CGROUP 0x200000000ULL
+#endif
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SANITIZED 1
+#endif
+
+#if defined(__x86_64__) && !defined(SANITIZED)
+#define VFORK_SUPPORTED 1
+#else
+#define VFORK_SUPPORTED 0
+#endif
+
+bool spawn_vfork_allowed(int suid_dumpable, const char *release)
+{
+	unsigned major = 0, minor = 0;
+
+	if (!VFORK_SUPPORTED)
+		return false;
+	if (suid_dumpable == 0)
+		return true;
+	if (suid_dumpable != 2 || !release || sscanf(release, "%u.%u", &major, &minor) != 2)
+		return false;
+	return major > 5 || (major == 5 && minor >= 16);
+}
+
+#if VFORK_SUPPORTED
+
+/* long spawn_clone3_run(struct clone_args *args, size_t size, int (*fn)(void *), void *arg)
+ * clone3; the child, on the stack args gave it, calls fn(arg) and exit_groups with its
+ * result; the parent gets the child's pid or -errno. fn and arg ride in r8/r9, which the
+ * syscall instruction leaves alone, so the child touches no memory of the parent's stack. */
+long spawn_clone3_run(void *args, size_t size, int (*fn)(void *), void *arg);
+__asm__(".text\n"
+	".globl spawn_clone3_run\n"
+	".hidden spawn_clone3_run\n"
+	".type spawn_clone3_run,@function\n"
+	"spawn_clone3_run:\n"
+	"	mov %rdx, %r8\n"
+	"	mov %rcx, %r9\n"
+	"	mov $435, %eax\n" /* SYS_clone3 */
+	"	syscall\n"
+	"	test %rax, %rax\n"
+	"	jnz 1f\n"
+	"	xor %ebp, %ebp\n"
+	"	mov %r9, %rdi\n"
+	"	call *%r8\n"
+	"	mov %eax, %edi\n"
+	"	mov $231, %eax\n" /* SYS_exit_group: the child's own group */
+	"	syscall\n"
+	"	hlt\n"
+	"1:	ret\n"
+	".size spawn_clone3_run, .-spawn_clone3_run\n");
+
+/* long spawn_clone_run(unsigned long flags, void *stack_top, int *pidfd, int (*fn)(void *),
+ *                       void *arg)
+ * The same with the older clone system call, for where clone3 is refused (Docker's default
+ * seccomp profile answers ENOSYS): fn and arg in rbx and r12, saved for the parent. */
+long spawn_clone_run(unsigned long flags, void *stack_top, int *pidfd, int (*fn)(void *),
+		     void *arg);
+__asm__(".text\n"
+	".globl spawn_clone_run\n"
+	".hidden spawn_clone_run\n"
+	".type spawn_clone_run,@function\n"
+	"spawn_clone_run:\n"
+	"	push %rbx\n"
+	"	push %r12\n"
+	"	mov %rcx, %rbx\n"
+	"	mov %r8, %r12\n"
+	"	xor %r10d, %r10d\n" /* child_tid */
+	"	xor %r8d, %r8d\n"   /* tls */
+	"	mov $56, %eax\n"    /* SYS_clone: flags, stack, parent_tid (the pidfd) */
+	"	syscall\n"
+	"	test %rax, %rax\n"
+	"	jnz 1f\n"
+	"	xor %ebp, %ebp\n"
+	"	mov %r12, %rdi\n"
+	"	call *%rbx\n"
+	"	mov %eax, %edi\n"
+	"	mov $231, %eax\n"
+	"	syscall\n"
+	"	hlt\n"
+	"1:	pop %r12\n"
+	"	pop %rbx\n"
+	"	ret\n"
+	".size spawn_clone_run, .-spawn_clone_run\n");
+
+struct clone3_args {
+	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls,
+		set_tid, set_tid_size, cgroup;
+};
+
+/* The one job slot. state is the futex word; who may write what in each state:
+ *   IDLE     the caller may claim it (CAS to FILLING) and fill it in
+ *   GO       the spawner clones; the child writes its pid and sets CREATED as its first
+ *            act (the kernel wrote the pidfd before the child ran), or the spawner FAILED
+ *   CREATED / FAILED   the caller reads pid, pidfd or error and says TAKEN
+ *   TAKEN    the spawner, once clone has returned (the child exec'd or died), says IDLE */
+enum { VF_IDLE, VF_FILLING, VF_GO, VF_CREATED, VF_FAILED, VF_TAKEN };
+
+#define CHILD_STACK (64u << 10)
+
+static struct {
+	int state;
+	pid_t owner; /* the process whose thread this is (a fork of pistisd has none) */
+	bool broken; /* the thread or its stack could not be made: fork-style for good */
+	char *stack; /* CHILD_STACK bytes above a guard page */
+	struct child_args a;
+	bool legacy; /* clone, not clone3 (and so no CLONE_INTO_CGROUP) */
+	int cgroup_fd;
+	int pidfd, error;
+	pid_t pid;
+	char *copy; /* argv, envp and cwd for the child */
+	size_t copy_size;
+} sp;
+
+static void futex_wait(int *w, int val)
+{
+	(void)syscall(SYS_futex, w, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
+}
+
+static void futex_wake(int *w)
+{
+	(void)syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+static void set_state(int s)
+{
+	__atomic_store_n(&sp.state, s, __ATOMIC_RELEASE);
+	futex_wake(&sp.state);
+}
+
+static int get_state(void)
+{
+	return __atomic_load_n(&sp.state, __ATOMIC_ACQUIRE);
+}
+
+/* The child's first act, on its own stack in our memory: say who it is. */
+static int vfork_child(void *arg)
+{
+	(void)arg;
+	sp.pid = (pid_t)syscall(SYS_getpid);
+	set_state(VF_CREATED);
+	return spawn_child_main(&sp.a); /* execs or exits */
+}
+
+static void *spawner_main(void *unused)
+{
+	(void)unused;
+	for (;;) {
+		int s;
+		while ((s = get_state()) != VF_GO)
+			futex_wait(&sp.state, s);
+		uint64_t flags = CLONE_VM | CLONE_VFORK | CLONE_PIDFD;
+		long r;
+
+		if (sp.legacy) {
+			r = spawn_clone_run(flags | SIGCHLD, sp.stack + CHILD_STACK, &sp.pidfd,
+					    vfork_child, NULL);
+		} else {
+			struct clone3_args ca = {
+				.flags = flags | (sp.cgroup_fd >= 0 ? CLONE_INTO_CGROUP : 0),
+				.pidfd = (uint64_t)(uintptr_t)&sp.pidfd,
+				.exit_signal = SIGCHLD,
+				.stack = (uint64_t)(uintptr_t)sp.stack,
+				.stack_size = CHILD_STACK,
+				.cgroup = sp.cgroup_fd >= 0 ? (uint64_t)sp.cgroup_fd : 0,
+			};
+			r = spawn_clone3_run(&ca, sizeof(ca), vfork_child, NULL);
+		}
+
+		if (r < 0) {
+			sp.error = (int)-r;
+			set_state(VF_FAILED);
+		} else if (get_state() == VF_GO) {
+			set_state(VF_CREATED); /* killed before its first instruction */
+		}
+		/* Back here: the child exec'd or died, so nothing reads the slot any more. */
+		while ((s = get_state()) != VF_TAKEN)
+			futex_wait(&sp.state, s);
+		set_state(VF_IDLE);
+	}
+	return NULL;
+}
+
+/* The spawner for this process, started on first use with every signal blocked (the
+ * thread and each child inherit that mask; the child clears it just before execve). */
+static bool spawner_ready(void)
+{
+	pthread_attr_t attr;
+	pthread_t t;
+	sigset_t all, old;
+	char *m;
+	int r;
+
+	if (sp.owner == getpid())
+		return !sp.broken;
+	/* First use, or a fork of the process that had it: the thread did not come along. */
+	free(sp.copy);
+	if (sp.stack)
+		(void)munmap(sp.stack - 4096, CHILD_STACK + 4096);
+	memset(&sp, 0, sizeof(sp));
+	sp.owner = getpid();
+	sp.broken = true;
+	m = mmap(NULL, CHILD_STACK + 4096, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+	if (m == MAP_FAILED)
+		return false;
+	if (mprotect(m, 4096, PROT_NONE) < 0) {
+		(void)munmap(m, CHILD_STACK + 4096);
+		return false;
+	}
+	sp.stack = m + 4096;
+	if (pthread_attr_init(&attr) != 0)
+		return false;
+	(void)pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	(void)pthread_attr_setstacksize(&attr, 64u << 10);
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	r = pthread_create(&t, &attr, spawner_main, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+	sp.broken = r != 0;
+	return !sp.broken;
+}
+
+/* argv, envp and cwd into one buffer of the slot, and a's pointers to it. PATH points
+ * into envp's copy when it came from envp (else it is a static default). */
+static int copy_args(struct child_args *a)
+{
+	size_t n_argv = 0, n_envp = 0, strs = 0, size, pos;
+	char **argv, **envp, *s;
+
+	for (; a->argv[n_argv]; n_argv++)
+		strs += strlen(a->argv[n_argv]) + 1;
+	for (; a->envp[n_envp]; n_envp++)
+		strs += strlen(a->envp[n_envp]) + 1;
+	if (a->cwd)
+		strs += strlen(a->cwd) + 1;
+	size = (n_argv + n_envp + 2) * sizeof(char *) + strs;
+	if (size > sp.copy_size) {
+		char *c = realloc(sp.copy, size);
+		if (!c)
+			return -ENOMEM;
+		sp.copy = c;
+		sp.copy_size = size;
+	}
+	argv = (char **)(void *)sp.copy;
+	envp = argv + n_argv + 1;
+	s = (char *)(envp + n_envp + 1);
+	pos = 0;
+	for (size_t i = 0; i < n_argv; i++) {
+		size_t l = strlen(a->argv[i]) + 1;
+		argv[i] = memcpy(s + pos, a->argv[i], l);
+		pos += l;
+	}
+	argv[n_argv] = NULL;
+	for (size_t i = 0; i < n_envp; i++) {
+		size_t l = strlen(a->envp[i]) + 1;
+		envp[i] = memcpy(s + pos, a->envp[i], l);
+		if (a->path >= a->envp[i] && a->path < a->envp[i] + l)
+			a->path = envp[i] + (a->path - a->envp[i]);
+		pos += l;
+	}
+	envp[n_envp] = NULL;
+	if (a->cwd) {
+		size_t l = strlen(a->cwd) + 1;
+		a->cwd = memcpy(s + pos, a->cwd, l);
+	}
+	a->argv = argv;
+	a->envp = envp;
+	return 0;
+}
+
+int spawn_vfork_start(const struct child_args *a, bool legacy, int cgroup_fd, pid_t *ret_pid,
+		      int *ret_pidfd)
+{
+	int expect = VF_IDLE, s, r;
+
+	if (!spawner_ready())
+		return -EOPNOTSUPP;
+	/* Busy: the last child has not exec'd yet (stopped by its agent, or just slow). */
+	if (!__atomic_compare_exchange_n(&sp.state, &expect, VF_FILLING, false, __ATOMIC_ACQUIRE,
+					 __ATOMIC_RELAXED))
+		return -EBUSY;
+	sp.a = *a;
+	r = copy_args(&sp.a);
+	if (r < 0) {
+		set_state(VF_IDLE);
+		return r;
+	}
+	sp.legacy = legacy;
+	sp.cgroup_fd = legacy ? -1 : cgroup_fd;
+	sp.pid = 0;
+	sp.pidfd = -1;
+	sp.error = 0;
+	set_state(VF_GO);
+	while ((s = get_state()) == VF_GO)
+		futex_wait(&sp.state, s);
+	if (s == VF_FAILED) {
+		r = -sp.error;
+	} else {
+		*ret_pid = sp.pid;
+		*ret_pidfd = sp.pidfd;
+		r = 0;
+	}
+	set_state(VF_TAKEN);
+	return r;
+}
+
+#else
+
+int spawn_vfork_start(const struct child_args *a, bool legacy, int cgroup_fd, pid_t *ret_pid,
+		      int *ret_pidfd)
+{
+	(void)a;
+	(void)legacy;
+	(void)cgroup_fd;
+	(void)ret_pid;
+	(void)ret_pidfd;
+	return -EOPNOTSUPP;
+}
+
+#endif
