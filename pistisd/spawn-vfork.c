@@ -19,6 +19,10 @@
  *    mm); 1 makes the child ptrace-able by the agent: fork-style then, checked per start.
  *  - An OOM kill never picks a task still in vfork (in_vfork), so an OOM in the command's
  *    cgroup cannot select the child and take every process sharing its mm with it.
+ *  - A process that starts commands must not call libc's set*id or setrlimit: musl and
+ *    glibc broadcast those to every thread and wait for each, and the spawner answers
+ *    only once its child has exec'd (the policy walk's setrlimit runs in a forked helper,
+ *    which has no spawner). The child itself uses prlimit64 and raw set*id calls.
  *  - x86_64 only (the clone3 and clone trampolines below), and not under AddressSanitizer,
  *    which does not know the child's stack. Elsewhere spawn_vfork_start says -EOPNOTSUPP. */
 #include "pistisd/spawn-vfork.h"
@@ -133,8 +137,8 @@ __asm__(".text\n"
 	".size spawn_clone_run, .-spawn_clone_run\n");
 
 struct clone3_args {
-	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls,
-		set_tid, set_tid_size, cgroup;
+	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid,
+		set_tid_size, cgroup;
 };
 
 /* The one job slot. state is the futex word; who may write what in each state:
