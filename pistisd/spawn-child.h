@@ -6,6 +6,7 @@
  * locks) and writes only its own stack. */
 
 #include <linux/filter.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/resource.h>
@@ -13,6 +14,13 @@
 
 #include "pistisd/privs.h"
 #include "pistisd/seccomp-profile.h"
+
+#ifndef CLONE_PIDFD
+#define CLONE_PIDFD 0x00001000
+#endif
+#ifndef CLONE_INTO_CGROUP
+#define CLONE_INTO_CGROUP 0x200000000ULL
+#endif
 
 struct child_report {
 	int step;  /* enum spawn_step */

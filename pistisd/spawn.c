@@ -27,12 +27,6 @@
 #include "pistisd/spawn-child.h"
 #include "pistisd/spawn-vfork.h"
 
-#ifndef CLONE_PIDFD
-#define CLONE_PIDFD 0x00001000
-#endif
-#ifndef CLONE_INTO_CGROUP
-#define CLONE_INTO_CGROUP 0x200000000ULL
-#endif
 #ifndef SYS_clone3
 #define SYS_clone3 435
 #endif
