@@ -180,7 +180,7 @@ static int get_state(void)
 }
 
 /* The child's first act, on its own stack in our memory: say who it is. */
-static int vfork_child(void *arg)
+static int child_entry(void *arg)
 {
 	(void)arg;
 	sp.pid = (pid_t)syscall(SYS_getpid);
@@ -200,7 +200,7 @@ static void *spawner_main(void *unused)
 
 		if (sp.legacy) {
 			r = spawn_clone_run(flags | SIGCHLD, sp.stack + CHILD_STACK, &sp.pidfd,
-					    vfork_child, NULL);
+					    child_entry, NULL);
 		} else {
 			struct clone3_args ca = {
 				.flags = flags | (sp.cgroup_fd >= 0 ? CLONE_INTO_CGROUP : 0),
@@ -210,7 +210,7 @@ static void *spawner_main(void *unused)
 				.stack_size = CHILD_STACK,
 				.cgroup = sp.cgroup_fd >= 0 ? (uint64_t)sp.cgroup_fd : 0,
 			};
-			r = spawn_clone3_run(&ca, sizeof(ca), vfork_child, NULL);
+			r = spawn_clone3_run(&ca, sizeof(ca), child_entry, NULL);
 		}
 
 		if (r < 0) {
