@@ -93,7 +93,7 @@ int main(int argc, char **argv)
 	uint64_t *t = calloc((size_t)n, sizeof(uint64_t)), total, t0;
 	struct spawn_ctx *ctx = NULL;
 	struct spawn_opts o = {0};
-	int r, vforked = 0;
+	int r, vforked = 0, born_in_cgroup = 0;
 
 	if (n <= 0 || !t)
 		return 100;
@@ -149,15 +149,16 @@ int main(int argc, char **argv)
 		if (spawn_wait(p, NULL) < 0 || spawn_result(p)->exit_code != 0)
 			return 111;
 		vforked += p->vforked;
+		born_in_cgroup += p->cloned_into_cgroup;
 		spawn_free(p);
 		t[i] = spawn_now_ns() - t0;
 		total += t[i];
 	}
 	report(cg ? "spawn core (cgroup)" : "spawn core (pgid)", t, n, total);
-	printf("ratio mean spawn/posix_spawn = %.2f (tree control: %s; %d of %d started "
-	       "vfork-style, docs/spawn.md)\n",
-	       (double)total / (double)plain, cg ? spawn_ctx_tree_control(ctx) : "pgid", vforked,
-	       n);
+	printf("ratio mean spawn/posix_spawn = %.2f (tree control: %s; of %d spawns %d started "
+	       "vfork-style, %d born in their cgroup: docs/spawn.md)\n",
+	       (double)total / (double)plain, cg ? spawn_ctx_tree_control(ctx) : "pgid", n, vforked,
+	       born_in_cgroup);
 	spawn_ctx_free(ctx);
 	free(t);
 	return 0;
