@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <sys/resource.h>
 #include <sys/types.h>
+#include <sys/wait.h>
 
 #include "pistisd/privs.h"
 #include "pistisd/seccomp-profile.h"
@@ -20,6 +21,9 @@
 #endif
 #ifndef CLONE_INTO_CGROUP
 #define CLONE_INTO_CGROUP 0x200000000ULL
+#endif
+#ifndef P_PIDFD
+#define P_PIDFD 3
 #endif
 
 struct child_report {

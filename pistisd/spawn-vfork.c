@@ -36,6 +36,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "pistisd/spawn-child.h"
@@ -217,7 +218,13 @@ static void *spawner_main(void *unused)
 			sp.error = (int)-r;
 			set_state(VF_FAILED);
 		} else if (get_state() == VF_GO) {
-			set_state(VF_CREATED); /* killed before its first instruction */
+			/* Gone before its first instruction (only root can SIGKILL it there), so
+			 * its pid was never written: reaped here and the start reported failed,
+			 * never a pid of 0 handed on (kill(0, …) is our own process group). */
+			(void)syscall(SYS_waitid, P_PIDFD, sp.pidfd, NULL, WEXITED, NULL);
+			(void)close(sp.pidfd);
+			sp.error = ECHILD;
+			set_state(VF_FAILED);
 		}
 		/* Back here: the child exec'd or died, so nothing reads the slot any more. */
 		while ((s = get_state()) != VF_TAKEN)

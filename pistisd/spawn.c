@@ -30,9 +30,6 @@
 #ifndef SYS_clone3
 #define SYS_clone3 435
 #endif
-#ifndef P_PIDFD
-#define P_PIDFD 3
-#endif
 #ifndef TIOCGPTPEER
 #define TIOCGPTPEER _IO('T', 0x41)
 #endif
