@@ -1,5 +1,6 @@
-/* The spawn core, parent side: set up fds, cgroup and the child's arguments, clone a
- * fork-style child (spawn-child.c), then supervise the command from any event loop.
+/* The spawn core, parent side: set up fds, cgroup and the child's arguments, clone the
+ * child (spawn-child.c; vfork-style through spawn-vfork.c where that is safe, else
+ * fork-style), then supervise the command from any event loop.
  * docs/spawn.md has the exact order of the child's steps and the reason for each. */
 #include "pistisd/spawn.h"
 
@@ -583,14 +584,14 @@ static int start(struct spawn_ctx *ctx, const struct spawn_opts *o, struct spawn
 	a.bpf.filter = (struct sock_filter *)ctx->bpf.insns; /* only read */
 	a.parent = getpid();
 
-	/* A fork-style child (no CLONE_VM): it works on its own copy of everything the
-	 * parent prepared, so nothing we do afterwards can change what it reads, and a child
-	 * an agent stops (it has the agent's uid from setresuid to execve) cannot stop us:
-	 * the exec is awaited with a deadline (spawn_exec_poll), by spawn_start or by the
-	 * caller's own loop. Raw clone, not fork(): no atfork
-	 * handlers, no libc state touched, and the pidfd comes with it. All signals are
-	 * blocked across the clone so no handler of ours runs in the child before it resets
-	 * them. */
+	/* A vfork-style child made by the spawner thread (spawn-vfork.c: on a copy of a's
+	 * strings), else a fork-style one (no CLONE_VM: its own copy of everything the parent
+	 * prepared). Either way a child an agent stops (it has the agent's uid from
+	 * setresuid to execve) cannot stop us: the exec is awaited with a deadline
+	 * (spawn_exec_poll), by spawn_start or by the caller's own loop. Raw clone, not
+	 * fork(): no atfork handlers, no libc state touched, and the pidfd comes with it.
+	 * All signals are blocked across the clone so no handler of ours runs in the child
+	 * before it resets them. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	p->start_ns = spawn_now_ns();
