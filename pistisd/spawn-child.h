@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 
@@ -25,6 +26,15 @@
 #ifndef P_PIDFD
 #define P_PIDFD 3
 #endif
+#ifndef SYS_clone3
+#define SYS_clone3 435
+#endif
+
+/* clone3's struct clone_args, as far as Linux 5.7 (CLONE_INTO_CGROUP). */
+struct clone3_args {
+	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid,
+		set_tid_size, cgroup;
+};
 
 struct child_report {
 	int step;  /* enum spawn_step */

@@ -23,7 +23,7 @@
  *    glibc broadcast those to every thread and wait for each, and the spawner answers
  *    only once its child has exec'd (the policy walk's setrlimit runs in a forked helper,
  *    which has no spawner). The child itself uses prlimit64 and raw set*id calls.
- *  - x86_64 only (the clone3 and clone trampolines below), and not under AddressSanitizer,
+ *  - x86_64 only (the clone trampoline below), and not under AddressSanitizer,
  *    which does not know the child's stack. Elsewhere spawn_vfork_start says -EOPNOTSUPP. */
 #include "pistisd/spawn-vfork.h"
 
@@ -71,38 +71,14 @@ bool spawn_vfork_allowed(int suid_dumpable, const char *release)
 
 #if VFORK_SUPPORTED
 
-/* long spawn_clone3_run(struct clone_args *args, size_t size, int (*fn)(void *), void *arg)
- * clone3; the child, on the stack args gave it, calls fn(arg) and exit_groups with its
- * result; the parent gets the child's pid or -errno. fn and arg ride in r8/r9, which the
- * syscall instruction leaves alone, so the child touches no memory of the parent's stack. */
-long spawn_clone3_run(void *args, size_t size, int (*fn)(void *), void *arg);
-__asm__(".text\n"
-	".globl spawn_clone3_run\n"
-	".hidden spawn_clone3_run\n"
-	".type spawn_clone3_run,@function\n"
-	"spawn_clone3_run:\n"
-	"	mov %rdx, %r8\n"
-	"	mov %rcx, %r9\n"
-	"	mov $435, %eax\n" /* SYS_clone3 */
-	"	syscall\n"
-	"	test %rax, %rax\n"
-	"	jnz 1f\n"
-	"	xor %ebp, %ebp\n"
-	"	mov %r9, %rdi\n"
-	"	call *%r8\n"
-	"	mov %eax, %edi\n"
-	"	mov $231, %eax\n" /* SYS_exit_group: the child's own group */
-	"	syscall\n"
-	"	hlt\n"
-	"1:	ret\n"
-	".size spawn_clone3_run, .-spawn_clone3_run\n");
-
-/* long spawn_clone_run(unsigned long flags, void *stack_top, int *pidfd, int (*fn)(void *),
- *                       void *arg)
- * The same with the older clone system call, for where clone3 is refused (Docker's default
- * seccomp profile answers ENOSYS): fn and arg in rbx and r12, saved for the parent. */
-long spawn_clone_run(unsigned long flags, void *stack_top, int *pidfd, int (*fn)(void *),
-		     void *arg);
+/* long spawn_clone_run(long nr, long a1, long a2, long a3, int (*fn)(void *), void *arg)
+ * System call nr (clone3 or clone) with a1..a3 and r10 = r8 = 0; the child, on the stack
+ * the call gave it, calls fn(arg) and exit_groups with its result; the parent gets the
+ * child's pid or -errno. fn and arg ride in rbx and r12 (saved for the parent), which the
+ * syscall instruction leaves alone, so the child touches no memory of the parent's stack.
+ * clone3: a1 its struct clone_args, a2 that size. clone: a1 flags, a2 the stack's top,
+ * a3 parent_tid (where CLONE_PIDFD puts the pidfd), no child_tid, no tls. */
+long spawn_clone_run(long nr, long a1, long a2, long a3, int (*fn)(void *), void *arg);
 __asm__(".text\n"
 	".globl spawn_clone_run\n"
 	".hidden spawn_clone_run\n"
@@ -110,11 +86,14 @@ __asm__(".text\n"
 	"spawn_clone_run:\n"
 	"	push %rbx\n"
 	"	push %r12\n"
-	"	mov %rcx, %rbx\n"
-	"	mov %r8, %r12\n"
-	"	xor %r10d, %r10d\n" /* child_tid */
-	"	xor %r8d, %r8d\n"   /* tls */
-	"	mov $56, %eax\n"    /* SYS_clone: flags, stack, parent_tid (the pidfd) */
+	"	mov %r8, %rbx\n"
+	"	mov %r9, %r12\n"
+	"	mov %rdi, %rax\n"
+	"	mov %rsi, %rdi\n"
+	"	mov %rdx, %rsi\n"
+	"	mov %rcx, %rdx\n"
+	"	xor %r10d, %r10d\n"
+	"	xor %r8d, %r8d\n"
 	"	syscall\n"
 	"	test %rax, %rax\n"
 	"	jnz 1f\n"
@@ -122,18 +101,13 @@ __asm__(".text\n"
 	"	mov %r12, %rdi\n"
 	"	call *%rbx\n"
 	"	mov %eax, %edi\n"
-	"	mov $231, %eax\n"
+	"	mov $231, %eax\n" /* SYS_exit_group: the child's own group */
 	"	syscall\n"
 	"	hlt\n"
 	"1:	pop %r12\n"
 	"	pop %rbx\n"
 	"	ret\n"
 	".size spawn_clone_run, .-spawn_clone_run\n");
-
-struct clone3_args {
-	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid,
-		set_tid_size, cgroup;
-};
 
 /* The one job slot. state is the futex word; who may write what in each state:
  *   IDLE     the caller may claim it (CAS to FILLING) and fill it in
@@ -200,7 +174,8 @@ static void *spawner_main(void *unused)
 		long r;
 
 		if (sp.legacy) {
-			r = spawn_clone_run(flags | SIGCHLD, sp.stack + CHILD_STACK, &sp.pidfd,
+			r = spawn_clone_run(SYS_clone, (long)(flags | SIGCHLD),
+					    (long)(sp.stack + CHILD_STACK), (long)&sp.pidfd,
 					    child_entry, NULL);
 		} else {
 			struct clone3_args ca = {
@@ -211,7 +186,8 @@ static void *spawner_main(void *unused)
 				.stack_size = CHILD_STACK,
 				.cgroup = sp.cgroup_fd >= 0 ? (uint64_t)sp.cgroup_fd : 0,
 			};
-			r = spawn_clone3_run(&ca, sizeof(ca), child_entry, NULL);
+			r = spawn_clone_run(SYS_clone3, (long)&ca, (long)sizeof(ca), 0, child_entry,
+					    NULL);
 		}
 
 		if (r < 0) {

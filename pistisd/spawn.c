@@ -28,9 +28,6 @@
 #include "pistisd/spawn-child.h"
 #include "pistisd/spawn-vfork.h"
 
-#ifndef SYS_clone3
-#define SYS_clone3 435
-#endif
 #ifndef TIOCGPTPEER
 #define TIOCGPTPEER _IO('T', 0x41)
 #endif
@@ -360,24 +357,40 @@ static void cgroup_cleanup(struct spawn_proc *p, bool wait_empty)
 	}
 }
 
-/* Clone the fork-style child; returns as fork() does. A child cloned with clone3's
- * CLONE_INTO_CGROUP is in its command's cgroup from birth: no moment outside it, and no
- * write to cgroup.procs, which takes the kernel's cgroup threadgroup lock for writing (an
- * RCU grace period: rare stalls of 8-15 ms here under load). Only into
- * a cgroup cgroup_clone_ok vouches for (see cgroup_kill for the kernel behaviour that
- * needs it). Where clone3 is refused (Docker's default seccomp profile answers ENOSYS,
- * others EPERM) or predates CLONE_INTO_CGROUP (before 5.7: EINVAL), that is remembered;
- * then, and for any other failure of clone3, the child joins by writing cgroup.procs as
- * its first step, which reports the step if the cgroup itself is the problem. */
-static pid_t clone_child(struct spawn_ctx *ctx, struct child_args *a, int cgroup_fd, int *procs_fd,
-			 int *pidfd, enum spawn_step *ret_step)
+/* Whether this start's child can be born in its command's cgroup by clone3's
+ * CLONE_INTO_CGROUP: no moment outside it, and no write to cgroup.procs, which takes the
+ * kernel's cgroup threadgroup lock for writing (an RCU grace period: rare stalls of 8-15
+ * ms here under load). Only into a cgroup cgroup_clone_ok vouches for (see cgroup_kill for
+ * the kernel behaviour that needs it), and not once clone3 was refused. Decided once a
+ * start, for whichever way the child is made. */
+static bool clone_into_cgroup(const struct spawn_ctx *ctx, int cgroup_fd)
+{
+	return cgroup_fd >= 0 && ctx->cg.clone_into && cgroup_clone_ok(cgroup_fd);
+}
+
+/* Otherwise the child joins by writing cgroup.procs as its first step, which reports the
+ * step if the cgroup itself is the problem: the file is opened once a start. */
+static int join_by_procs(int cgroup_fd, int *procs_fd, struct child_args *a)
+{
+	if (*procs_fd < 0) {
+		*procs_fd = openat(cgroup_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+		if (*procs_fd < 0)
+			return negative_errno();
+	}
+	a->cgroup_procs_fd = *procs_fd;
+	return 0;
+}
+
+/* Clone the fork-style child; returns as fork() does. into: clone3 into cgroup_fd first.
+ * Where clone3 is refused (Docker's default seccomp profile answers ENOSYS, others EPERM)
+ * or predates CLONE_INTO_CGROUP (before 5.7: EINVAL), that is remembered; then, and for
+ * any other failure of clone3, the child joins through cgroup.procs. */
+static pid_t clone_child(struct spawn_ctx *ctx, struct child_args *a, int cgroup_fd, bool into,
+			 int *procs_fd, int *pidfd, enum spawn_step *ret_step)
 {
 	a->cgroup_procs_fd = -1;
-	if (cgroup_fd >= 0 && ctx->cg.clone_into && cgroup_clone_ok(cgroup_fd)) {
-		struct {
-			uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack,
-				stack_size, tls, set_tid, set_tid_size, cgroup;
-		} ca = {
+	if (into) {
+		struct clone3_args ca = {
 			.flags = CLONE_PIDFD | CLONE_INTO_CGROUP,
 			.pidfd = (uint64_t)(uintptr_t)pidfd,
 			.exit_signal = SIGCHLD,
@@ -390,29 +403,27 @@ static pid_t clone_child(struct spawn_ctx *ctx, struct child_args *a, int cgroup
 		if (errno == ENOSYS || errno == EPERM || errno == EINVAL || errno == E2BIG)
 			ctx->cg.clone_into = false;
 	}
-	/* cgroup.procs is opened only now: a child born in its cgroup does not need it. */
-	if (cgroup_fd >= 0 && *procs_fd < 0) {
-		*procs_fd = openat(cgroup_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
-		if (*procs_fd < 0) {
+	if (cgroup_fd >= 0) {
+		int r = join_by_procs(cgroup_fd, procs_fd, a);
+		if (r < 0) {
 			*ret_step = SPAWN_STEP_CGROUP;
+			errno = -r;
 			return -1;
 		}
 	}
-	a->cgroup_procs_fd = *procs_fd;
 	return (pid_t)syscall(SYS_clone, CLONE_PIDFD | SIGCHLD, NULL, pidfd, NULL, NULL);
 }
 
 /* The vfork-style start (spawn-vfork.c) where it is allowed (fs.suid_dumpable read now:
- * an admin may have changed it), born in its cgroup by clone3 under clone_child's rule,
- * else made by clone and joining through cgroup.procs. A refused clone3 sends the next
- * starts to clone, a refused clone turns the vfork-style start off for the context; busy,
- * refused or not possible here, this start goes the fork-style way. 0 with pid and pidfd,
- * or < 0 for that. */
-static int vfork_child(struct spawn_ctx *ctx, struct child_args *a, int cgroup_fd, int *procs_fd,
-		       pid_t *pid, int *pidfd)
+ * an admin may have changed it): by clone3 into the cgroup when into, else by clone with
+ * the child joining through cgroup.procs. A refused clone3 sends the next starts to clone,
+ * a refused clone turns the vfork-style start off for the context; busy, refused or not
+ * possible here, this start goes the fork-style way. 0 with pid and pidfd, or < 0 for
+ * that. */
+static int vfork_child(struct spawn_ctx *ctx, struct child_args *a, int cgroup_fd, bool into,
+		       int *procs_fd, pid_t *pid, int *pidfd)
 {
 	char buf[8] = "";
-	bool into;
 	ssize_t n;
 	int r;
 
@@ -422,15 +433,11 @@ static int vfork_child(struct spawn_ctx *ctx, struct child_args *a, int cgroup_f
 	if (n < 2 || buf[1] != '\n' || buf[0] < '0' || buf[0] > '9' ||
 	    !spawn_vfork_allowed(buf[0] - '0', ctx->release))
 		return -EOPNOTSUPP;
-	into = cgroup_fd >= 0 && ctx->cg.clone_into && cgroup_clone_ok(cgroup_fd);
 	a->cgroup_procs_fd = -1;
 	if (cgroup_fd >= 0 && !into) {
-		if (*procs_fd < 0)
-			*procs_fd = openat(cgroup_fd, "cgroup.procs",
-					   O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
-		if (*procs_fd < 0)
-			return -errno; /* the fork-style start tries and reports it */
-		a->cgroup_procs_fd = *procs_fd;
+		r = join_by_procs(cgroup_fd, procs_fd, a);
+		if (r < 0)
+			return r; /* the fork-style start tries and reports it */
 	}
 	r = spawn_vfork_start(a, !into, into ? cgroup_fd : -1, pid, pidfd);
 	if (r == -ENOSYS || r == -EPERM || r == -EINVAL || r == -E2BIG) {
@@ -452,6 +459,7 @@ static int start(struct spawn_ctx *ctx, const struct spawn_opts *o, struct spawn
 	sigset_t all, old;
 	int pidfd = -1, r;
 	enum spawn_step step = SPAWN_STEP_PARENT_SIDE;
+	bool into;
 	pid_t pid;
 
 	*ret_err = (struct spawn_error){0};
@@ -595,12 +603,15 @@ static int start(struct spawn_ctx *ctx, const struct spawn_opts *o, struct spawn
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	p->start_ns = spawn_now_ns();
-	r = vfork_child(ctx, &a, p->cgroup_fd, &procs_fd, &pid, &pidfd);
+	into = clone_into_cgroup(ctx, p->cgroup_fd);
+	r = vfork_child(ctx, &a, p->cgroup_fd, into, &procs_fd, &pid, &pidfd);
 	if (r == 0) {
 		p->vforked = true;
 		p->cloned_into_cgroup = p->cgroup_fd >= 0 && a.cgroup_procs_fd < 0;
 	} else {
-		pid = clone_child(ctx, &a, p->cgroup_fd, &procs_fd, &pidfd, &step);
+		/* a clone3 the vfork-style start saw refused is not tried again */
+		pid = clone_child(ctx, &a, p->cgroup_fd, into && ctx->cg.clone_into, &procs_fd,
+				  &pidfd, &step);
 		if (pid == 0) {
 			(void)spawn_child_main(&a); /* execs or exits */
 			syscall(SYS_exit_group, 111);
