@@ -905,15 +905,22 @@ static char *read_text(int dir_fd, const char *path, char *buf, size_t size)
 	return buf;
 }
 
+/* /proc/PID/file as read_text reads it: "" once the process is gone. */
+static char *proc_text(pid_t pid, const char *file, char *buf, size_t size)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
+	return read_text(AT_FDCWD, path, buf, size);
+}
+
 /* The state letter of /proc/PID/stat (after the command's closing parenthesis), 0 when
  * the process is gone. */
 static char proc_state(pid_t pid)
 {
-	char path[64], buf[512];
-	const char *e;
+	char buf[512];
+	const char *e = strrchr(proc_text(pid, "stat", buf, sizeof(buf)), ')');
 
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	e = strrchr(read_text(AT_FDCWD, path, buf, sizeof(buf)), ')');
 	return e && e[1] == ' ' ? e[2] : 0;
 }
 
@@ -1460,10 +1467,9 @@ static void watchdog(int sig)
 
 static bool in_cgroup(pid_t pid, const char *name)
 {
-	char path[64], buf[512];
+	char buf[512];
 
-	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
-	return strstr(read_text(AT_FDCWD, path, buf, sizeof(buf)), name) != NULL;
+	return strstr(proc_text(pid, "cgroup", buf, sizeof(buf)), name) != NULL;
 }
 
 TEST_TIMEOUT(async_free_before_cgroup_join, 60)
@@ -1796,27 +1802,32 @@ static bool vfork_expected(void)
 	       spawn_vfork_allowed(v[0] - '0', u.release);
 }
 
-static uid_t proc_uid(pid_t pid, const char *file, bool owner)
+/* The real uid of /proc/PID/status, -1 when gone. */
+static uid_t proc_real_uid(pid_t pid)
 {
-	char path[64], buf[2048];
-	struct stat st;
-	const char *u;
+	char buf[2048];
+	const char *u = strstr(proc_text(pid, "status", buf, sizeof(buf)), "\nUid:\t");
 
-	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
-	if (owner)
-		return stat(path, &st) == 0 ? st.st_uid : (uid_t)-1;
-	u = strstr(read_text(AT_FDCWD, path, buf, sizeof(buf)), "\nUid:\t");
 	return u ? (uid_t)strtoul(u + 6, NULL, 10) : (uid_t)-1;
+}
+
+/* Who owns the process's /proc files: root's while it is not dumpable. */
+static uid_t proc_files_owner(pid_t pid)
+{
+	char path[64];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	return stat(path, &st) == 0 ? st.st_uid : (uid_t)-1;
 }
 
 /* Past its last step before the filter (no_new_privs on): every earlier step that could
  * have left the child dumpable is behind it. */
 static bool late_step(pid_t pid)
 {
-	char path[64], buf[2048];
+	char buf[2048];
 
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	return strstr(read_text(AT_FDCWD, path, buf, sizeof(buf)), "\nNoNewPrivs:\t1\n") != NULL;
+	return strstr(proc_text(pid, "status", buf, sizeof(buf)), "\nNoNewPrivs:\t1\n") != NULL;
 }
 
 /* What the agent could try on a child that shares our memory, from a process with the
@@ -1908,8 +1919,7 @@ TEST_TIMEOUT(vfork_child_stopped_holds_nothing_and_is_out_of_reach, 120)
 			(void)kill(p->pid, SIGSTOP);
 			for (int k = 0; k < 100 && proc_state(p->pid) != 'T'; k++)
 				(void)poll(NULL, 0, 1);
-			caught = proc_state(p->pid) == 'T' &&
-				 proc_uid(p->pid, "status", false) == AGENT_UID &&
+			caught = proc_state(p->pid) == 'T' && proc_real_uid(p->pid) == AGENT_UID &&
 				 late_step(p->pid) && spawn_exec_poll(p, 0, &err) == 0;
 			if (caught)
 				break;
@@ -1921,7 +1931,7 @@ TEST_TIMEOUT(vfork_child_stopped_holds_nothing_and_is_out_of_reach, 120)
 		(void)poll(NULL, 0, 1); /* the spawner's turn to come back */
 	}
 	ASSERT_TRUE(caught);
-	EXPECT_EQ(proc_uid(p->pid, "status", true), 0u); /* not dumpable */
+	EXPECT_EQ(proc_files_owner(p->pid), 0u); /* not dumpable */
 	EXPECT_EQ(agent_reaches(p->pid), 0);
 
 	/* The caller is not held: the next start goes fork-style and runs to its end. */
