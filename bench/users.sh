@@ -2,10 +2,11 @@
 # bench/users.sh [N] — create N agents (default 1000) with `pistisd users ensure`, one
 # process per agent, against `useradd -R` doing the same on a temporary copy of /etc, in
 # the same run, interleaved, each process spawned and timed by bench-users (posix_spawn +
-# CLOCK_MONOTONIC); the batch form separately; then time `ensure` of an existing agent
-# in-process (bench-users).
+# CLOCK_MONOTONIC), the file system synced (untimed) before each step; the batch form
+# separately; then time `ensure` of an existing agent in-process (bench-users).
 # Runs as root in a private mount namespace; never touches the host's /etc or /data.
-# BENCH_FS=tmpfs puts both roots on a tmpfs (no fsync cost) instead of /var/tmp.
+# BENCH_FS=tmpfs puts both roots on a tmpfs (no fsync cost) instead of /var/tmp;
+# BENCH_SETTLE=0 leaves out the sync before each step.
 set -euo pipefail
 [ "$(id -u)" = 0 ] || { echo "bench/users.sh: needs root" >&2; exit 100; }
 if [ "$(readlink /proc/self/ns/mnt)" = "$(readlink /proc/1/ns/mnt)" ]; then
@@ -47,15 +48,23 @@ groupadd -R "$work/theirs" -g 10010 pi-sandbox
 # the harness, not the tool, and it swamps a ~1 ms creation. The bash-timed figures are
 # still printed below (BASH_N steps on their own pair of roots) for comparison with older
 # runs.
+# Settled: before every step the bench file system is synced, untimed (bench-users
+# --settle: syncfs). Both tools fsync what they write; without this, whichever runs next
+# also pays in its first fsync for the journal commit of what the other left for
+# writeback (useradd's home, lastlog and renames; our /etc renames and homes), and which
+# side pays more depends on the other's habits, not its own. BENCH_SETTLE=0 leaves it
+# out (the figures of runs before this option).
+settle=(--settle "$work")
+[ "${BENCH_SETTLE:-1}" = 0 ] && settle=()
 USERADD=$(command -v useradd)
 ua_args=(-K UID_MIN=10100 -K GID_MIN=10100 -U -G pi-sandbox -m -k /skel-empty
 	-b /data/sandbox-home -s /bin/sh)
-"$H" pair "$N" "$P" users ensure "bench-agent-{}" --root "$work/ours" \
+"$H" pair "$N" "${settle[@]}" "$P" users ensure "bench-agent-{}" --root "$work/ours" \
 	-- "$USERADD" -R "$work/theirs" "${ua_args[@]}" "u{}" >"$work/pair.out"
 field() { awk -v s="$1" '$1 == s {for (i = 2; i <= NF; i++) {split($i, kv, "="); v[kv[1]] = kv[2]} print v["mean_us"], v["median_us"]}' "$work/pair.out"; }
 read -r ours_us ours_med <<<"$(field A)"
 read -r theirs_us theirs_med <<<"$(field B)"
-echo "fs: ${BENCH_FS:-disk} ($(stat -f -c %T "$work"))  agents: $N  load: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "fs: ${BENCH_FS:-disk} ($(stat -f -c %T "$work"))  agents: $N  settled: $([ ${#settle[@]} -gt 0 ] && echo "yes (syncfs before each step)" || echo no)  load: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "create, one process per agent, posix_spawn-timed (mean):    pistisd users ensure ${ours_us} us/user   useradd ${theirs_us} us/user   ratio $(awk "BEGIN{printf \"%.1f\", $theirs_us/$ours_us}")x"
 echo "create, one process per agent, posix_spawn-timed (median):  pistisd users ensure ${ours_med} us/user   useradd ${theirs_med} us/user   ratio $(awk "BEGIN{printf \"%.1f\", $theirs_med/$ours_med}")x"
 sed 's/^A /  pistisd: /; s/^B /  useradd: /; s/^ratio B\/A/  ratio useradd\/pistisd:/' "$work/pair.out"

@@ -3,14 +3,18 @@
  *                                          in-process
  *   bench-users ROOT create PREFIX N       create N agents PREFIX-0 … PREFIX-(N-1),
  *                                          in-process
- *   bench-users pair N CMD_A... -- CMD_B...
+ *   bench-users pair N [--settle DIR] CMD_A... -- CMD_B...
  *                                          run A then B, N times, interleaved: each run
  *                                          spawned alone (posix_spawn: vfork+exec, like
  *                                          hyperfine -N) and timed with CLOCK_MONOTONIC
  *                                          from spawn to reaped exit; "{}" in any argument
  *                                          becomes the step number 1..N; stdout and stderr
  *                                          go to /dev/null, every exit status must be 0.
- *                                          CMD_A and CMD_B are absolute paths.
+ *                                          CMD_A and CMD_B are absolute paths. With
+ *                                          --settle, the file system holding DIR is synced
+ *                                          (syncfs, untimed) before every run: each run's
+ *                                          fsyncs then flush only what that run wrote, not
+ *                                          what the other side left for writeback.
  * Prints "<what> n=N total_ms=… per_op_us=…", or for pair one line per side with the
  * mean, median, p10 and p90 in µs and the ratios B/A. */
 #include <errno.h>
@@ -100,7 +104,7 @@ static void report(const char *what, double *t, long n, double *ret_mean, double
 	       *ret_med, t[n / 10], t[n * 9 / 10]);
 }
 
-static int pair(long n, char **argv, int argc)
+static int pair(long n, char **argv, int argc, int settle)
 {
 	static char buf_a[8192], buf_b[8192];
 	char *a[64], *b[64];
@@ -118,7 +122,8 @@ static int pair(long n, char **argv, int argc)
 	nb = argc - sep - 1;
 	if (sep < 1 || nb < 1 || na >= 63 || nb >= 63 || argv[0][0] != '/' ||
 	    argv[sep + 1][0] != '/') {
-		fprintf(stderr, "usage: bench-users pair N /CMD_A [ARG]... -- /CMD_B [ARG]...\n");
+		fprintf(stderr, "usage: bench-users pair N [--settle DIR] /CMD_A [ARG]... -- "
+				"/CMD_B [ARG]...\n");
 		return 100;
 	}
 	ta = calloc((size_t)n, sizeof(*ta));
@@ -134,7 +139,11 @@ static int pair(long n, char **argv, int argc)
 		if (expand(argv, (size_t)na, i + 1, a, buf_a, sizeof(buf_a)) < 0 ||
 		    expand(argv + sep + 1, (size_t)nb, i + 1, b, buf_b, sizeof(buf_b)) < 0)
 			return 100;
+		if (settle >= 0)
+			(void)syncfs(settle);
 		ta[i] = run_one(a, &fa);
+		if (settle >= 0)
+			(void)syncfs(settle);
 		tb[i] = run_one(b, &fa);
 		if (ta[i] < 0 || tb[i] < 0)
 			return 111;
@@ -152,11 +161,25 @@ int main(int argc, char **argv)
 	double t0, t1;
 	long n;
 
-	if (argc > 4 && !strcmp(argv[1], "pair") && (n = strtol(argv[2], NULL, 10)) > 0)
-		return pair(n, argv + 3, argc - 3);
+	if (argc > 4 && !strcmp(argv[1], "pair") && (n = strtol(argv[2], NULL, 10)) > 0) {
+		int settle = -1;
+		if (!strcmp(argv[3], "--settle")) {
+			settle = open(argv[4], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			if (settle < 0) {
+				fprintf(stderr, "bench-users: cannot open '%s': %s\n", argv[4],
+					strerror(errno));
+				return 111;
+			}
+			argv += 2;
+			argc -= 2;
+		}
+		return pair(n, argv + 3, argc - 3, settle);
+	}
 	if (argc != 5 || (n = strtol(argv[4], NULL, 10)) <= 0) {
-		fprintf(stderr, "usage: bench-users ROOT existing|create ID|PREFIX N\n"
-				"       bench-users pair N /CMD_A [ARG]... -- /CMD_B [ARG]...\n");
+		fprintf(stderr,
+			"usage: bench-users ROOT existing|create ID|PREFIX N\n"
+			"       bench-users pair N [--settle DIR] /CMD_A [ARG]... -- /CMD_B "
+			"[ARG]...\n");
 		return 100;
 	}
 	if (!strcmp(argv[2], "existing")) {
