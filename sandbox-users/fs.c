@@ -134,12 +134,21 @@ int ufs_mkdir_owned(int parent_fd, const char *name, uid_t uid, gid_t gid, mode_
 			return r;
 		/* A mount point (a bind mount of some root directory, a volume) is never
 		 * handed to an agent: chown and chmod would act on what is mounted there. */
-		if (!created && mount)
+		if (mount)
 			return -EBUSY;
 	} else if (fstat(fd, &st) < 0)
 		return -errno;
 	if (!S_ISDIR(st.st_mode))
 		return -ENOTDIR;
+	/* Between mkdirat and openat the name may have changed hands: in a parent the agent
+	 * writes, it can rename our new directory away and move one of its choosing in (a
+	 * directory of another agent's, or a pi-sandbox one it may write). Only a directory
+	 * as mkdirat left it, root's with no access for group or others, is ours; anything
+	 * else goes through the checks of an existing one. The agent cannot have moved in a
+	 * root-owned directory closed to it: renaming a directory into another parent needs
+	 * write permission on the directory itself. */
+	if (created && (st.st_uid != 0 || (st.st_mode & 0077)))
+		created = false;
 	if (!created && st.st_uid != uid) {
 		/* In a directory the agent can write it may have moved in a directory it does
 		 * not own (root's, another agent's): never adopt it. Elsewhere only a root-owned
@@ -223,6 +232,14 @@ int ufs_lock(int dir_fd, const char *name, unsigned timeout_ms, unsigned flags)
 	r = ufs_check_regular(fd, flags | UFS_ROOT_OWNED);
 	if (r < 0)
 		return r;
+	/* Anyone who can open the lock file can hold a read lock on it, and the write lock
+	 * below waits for every reader: one that group or others may read (an image that
+	 * ships it 0644) is made 0600 through the fd. Done on the first lock after boot, which
+	 * precedes every agent process (an agent's commands start after its ensure), so no
+	 * agent holds an fd from before. A file with other links is left as it is: the mode
+	 * is the other names' too. */
+	if (fstat(fd, &st) == 0 && (st.st_mode & 0077) && st.st_nlink == 1)
+		(void)fchmod(fd, 0600);
 	/* O_NONBLOCK was for the open only; the fd goes to the caller without it. F_SETFL
 	 * with 0: the open above set no other status flag (O_APPEND, O_DIRECT, ...), so no
 	 * F_GETFL is needed to keep them. */

@@ -1,8 +1,9 @@
 #!/bin/bash
 # Red team: `pistisd users` against planted files: a symlinked /etc/passwd, /etc/.pwd.lock
 # as a symlink or a FIFO, /data/pistis planted by an agent uid with a forged registry, a
-# home that is a bind mount of a root directory, an agent's TMPDIR swapped for a symlink,
-# an agent writing the registry. Debian root; root, private mount namespace.
+# home that is a bind mount of a root directory, an agent's TMPDIR swapped for a symlink or,
+# mid-ensure, for another agent's directory, a world-readable /etc/.pwd.lock, an agent
+# writing the registry. Debian root; root, private mount namespace.
 . "$(dirname "$0")/../lib.sh"
 need_root
 need_mount_ns "$@"
@@ -91,6 +92,50 @@ out=$(in_root "$R" pistisd run --agent rt/a -- /bin/sh -c \
 like "the agent cannot append to the registry" "$out" "r=[1-9]"
 like "the agent cannot append to /etc/passwd" "$out" "p=[1-9]"
 unlike "... no forged line" "$(cat "$R/etc/passwd")" '^x$'
+
+# --- 6. the agent swaps a directory of another's in for its new TMPDIR, mid-ensure -------------
+# ensure makes the agent's tmp root-owned 0700, then opens it by name and hands it over. The
+# home is the agent's: in between, it can rename the new directory away and move in one it
+# may write but does not own (another agent's, in a pi-sandbox tree on the same volume).
+# strace holds every mkdirat's return for 0.4 s, which makes the window wide enough to hit.
+fresh
+u ensure rt/a >"$S/a.id" 2>&1 && u ensure rt/b >"$S/b.id" 2>&1
+AUID=$(sed -n 's/^uid=//p' "$S/a.id")
+BUID=$(sed -n 's/^uid=//p' "$S/b.id")
+home=$(sed -n 's/^home=//p' "$S/a.id")
+mkdir -p "$R/data/shared/bdir"
+echo secret >"$R/data/shared/bdir/f"
+chown 0:10010 "$R/data/shared" && chmod 02770 "$R/data/shared"
+chown "$BUID:10010" "$R/data/shared/bdir" && chmod 02770 "$R/data/shared/bdir"
+chown "$BUID:$BUID" "$R/data/shared/bdir/f" && chmod 0600 "$R/data/shared/bdir/f"
+rmdir "$R$home/tmp"
+in_root "$R" setpriv --reuid="$AUID" --regid="$AUID" --groups=10010 /bin/bash -c \
+	"cd '$home' || exit 1; for i in \$(seq 1 4000); do
+		mv tmp tmp.pistis 2>/dev/null && mv /data/shared/bdir tmp && exit 0
+	done; exit 1" &
+atk=$!
+strace -qq -f -o /dev/null -e trace=mkdirat -e inject=mkdirat:delay_exit=400000 \
+	"$P" users ensure rt/a --root "$R" >"$S/swap.out" 2>&1
+rc=$?
+wait "$atk"
+arc=$?
+ok "(the agent swapped the new tmp for B's directory mid-ensure: attacker rc=$arc)" test "$arc" = 0
+is "B's directory keeps its owner, group and mode" "$(snap "$R$home/tmp")" "$BUID:10010 2770"
+is "... and B's file inside it too" "$(snap "$R$home/tmp/f")" "$BUID:$BUID 600"
+ok "... ensure fails closed, naming the directory (rc=$rc: $(head -c 200 "$S/swap.out"))" \
+	test "$rc" -ne 0 -a -n "$(grep -F "$home/tmp" "$S/swap.out")"
+
+# --- 7. an image's /etc/.pwd.lock that others may read -----------------------------------------
+# Whoever can open the lock file can hold a read lock on it, and lckpwdf's write lock waits
+# for every reader: an agent could stall every user change. ensure makes it 0600.
+fresh
+rm -f "$R/etc/.pwd.lock" && touch "$R/etc/.pwd.lock" && chmod 0644 "$R/etc/.pwd.lock"
+exits 0 "ensure with a 0644 /etc/.pwd.lock" u ensure rt/a
+is "... which is now root's alone" "$(snap "$R/etc/.pwd.lock")" "0:0 600"
+AUID=$(u show rt/a | sed -n 's/^uid=//p')
+out=$(in_root "$R" setpriv --reuid="$AUID" --regid="$AUID" --clear-groups /bin/bash -c \
+	'exec 3</etc/.pwd.lock && echo opened || echo refused' 2>/dev/null)
+is "... so the agent cannot open it to hold a read lock" "$out" refused
 
 # --- An image that already names the agent (names are derived from ids): on a rebuild its
 # recorded name may come with a password or another group's membership; both are refused,
