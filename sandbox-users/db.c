@@ -146,8 +146,82 @@ static int check_memberships(struct users_db *db, const char *name)
 	return 0;
 }
 
+/* Whether field i of line idx lists no one, or only name. */
+static bool field_only(const struct pwfile *f, size_t idx, unsigned i, const char *name)
+{
+	const char *p = "";
+	size_t n = 0, nl = strlen(name);
+
+	if (pwfile_field(f, idx, i, &p, &n) < 0)
+		return false;
+	return n == 0 || (n == nl && !memcmp(p, name, nl));
+}
+
+/* An existing line of one of pistis's groups, as an image may carry it: no group password
+ * (newgrp and sg would let whoever knows it into the group: x, ! or * in group, ! or * in
+ * gshadow), and for an agent's own group (private) no member or administrator but the
+ * agent itself (a member reads what the agent shares with its group). Refused, never
+ * adopted or edited. */
+static int check_group_line(struct users_db *db, const char *name, ssize_t i, bool private)
+{
+	const struct pwfile *gr = &db->f[PWFILE_GROUP], *gs = &db->f[PWFILE_GSHADOW];
+	ssize_t j = db->present[PWFILE_GSHADOW] ? pwfile_find_name(gs, name) : -1;
+
+	if (!field_locked(gr, (size_t)i, true) || (j >= 0 && !field_locked(gs, (size_t)j, false)))
+		return fail(db, -EEXIST,
+			    "group '%s' has a password in /etc/%s; it must be locked ('x', '!' or "
+			    "'*'): refusing to adopt it",
+			    name, field_locked(gr, (size_t)i, true) ? "gshadow" : "group");
+	if (private && (!field_only(gr, (size_t)i, 3, name) ||
+			(j >= 0 && (!field_only(gs, (size_t)j, 2, "") ||
+				    !field_only(gs, (size_t)j, 3, name)))))
+		return fail(db, -EEXIST,
+			    "group '%s' lists members or administrators other than its agent in "
+			    "/etc/%s; an agent's group is its own: refusing to adopt it",
+			    name, field_only(gr, (size_t)i, 3, name) ? "gshadow" : "group");
+	return 0;
+}
+
+/* The first entry other than line skip whose id (passwd: uid, group: gid) is id, or with
+ * passwd_gid the first passwd entry other than skip whose primary gid is id; -1 if none. */
+static ssize_t other_with_id(const struct pwfile *f, uint32_t id, ssize_t skip, bool passwd_gid)
+{
+	for (size_t i = 0; i < f->n_lines; i++)
+		if ((ssize_t)i != skip && f->lines[i].entry && !f->lines[i].deleted &&
+		    (passwd_gid ? f->lines[i].gid : f->lines[i].id) == id)
+			return (ssize_t)i;
+	return -1;
+}
+
+/* An agent's uid and gid are its own: no other user has its uid or its group as primary
+ * group, no other group its gid (an image's line or an operator's slip would share the
+ * agent's files, processes or group). Refused with the other entry named. */
+static int check_ids_private(struct users_db *db, const char *name, uint32_t uid)
+{
+	const struct pwfile *pw = &db->f[PWFILE_PASSWD], *gr = &db->f[PWFILE_GROUP];
+	ssize_t mine = pwfile_find_name(pw, name), j;
+	char other[72];
+
+	if ((j = other_with_id(pw, uid, mine, false)) >= 0 ||
+	    (j = other_with_id(pw, uid, mine, true)) >= 0) {
+		entry_name(pw, j, other, sizeof(other));
+		return fail(db, -EEXIST,
+			    "user '%s' in /etc/passwd shares id %u (as uid or primary gid) with "
+			    "agent user '%s'; an agent's ids are its own: refusing",
+			    other, uid, name);
+	}
+	if ((j = other_with_id(gr, uid, pwfile_find_name(gr, name), false)) >= 0) {
+		entry_name(gr, j, other, sizeof(other));
+		return fail(db, -EEXIST,
+			    "group '%s' in /etc/group shares gid %u with agent user '%s'; an "
+			    "agent's group is its own: refusing",
+			    other, uid, name);
+	}
+	return 0;
+}
+
 /* A group called name with exactly gid (created when missing), plus its gshadow line. */
-static int ensure_group(struct users_db *db, const char *name, uint32_t gid)
+static int ensure_group(struct users_db *db, const char *name, uint32_t gid, bool private)
 {
 	struct pwfile *gr = &db->f[PWFILE_GROUP], *gs = &db->f[PWFILE_GSHADOW];
 	char line[128], other[72];
@@ -159,6 +233,9 @@ static int ensure_group(struct users_db *db, const char *name, uint32_t gid)
 			return fail(db, -EEXIST,
 				    "group '%s' exists in /etc/group with gid %u, expected %u",
 				    name, gr->lines[i].id, gid);
+		r = check_group_line(db, name, i, private);
+		if (r < 0)
+			return r;
 	} else {
 		i = pwfile_find_id(gr, gid);
 		if (i >= 0) {
@@ -252,10 +329,10 @@ int users_db_ensure_base(struct users_db *db)
 {
 	int r;
 
-	r = ensure_group(db, USERS_SANDBOX_GROUP, USERS_SANDBOX_GID);
+	r = ensure_group(db, USERS_SANDBOX_GROUP, USERS_SANDBOX_GID, false);
 	if (r < 0)
 		return r;
-	r = ensure_group(db, USERS_TOOLS_USER, USERS_TOOLS_UID);
+	r = ensure_group(db, USERS_TOOLS_USER, USERS_TOOLS_UID, false);
 	if (r < 0)
 		return r;
 	return ensure_user(db, USERS_TOOLS_USER, USERS_TOOLS_UID, "pistis trusted commands",
@@ -410,13 +487,16 @@ int users_db_ensure(struct users_db *db, const char *agent_id, uid_t want_uid,
 	}
 
 	users_identity_fill(&id, agent_id, name, uid);
-	r = ensure_group(db, name, uid);
+	r = ensure_group(db, name, uid, true);
 	if (r < 0)
 		return r;
 	r = ensure_user(db, name, uid, AGENT_GECOS, id.home, AGENT_SHELL);
 	if (r < 0)
 		return r;
 	r = check_memberships(db, name);
+	if (r < 0)
+		return r;
+	r = check_ids_private(db, name, uid);
 	if (r < 0)
 		return r;
 	r = add_member(db, USERS_SANDBOX_GROUP, name);

@@ -603,6 +603,77 @@ static bool scan_locked(const char *buf, const struct pwfile_line *l, bool x_ok)
 	return *p == '!' || *p == '*' || (x_ok && *p == 'x' && (p + 1 == end || p[1] == ':'));
 }
 
+/* Field i of a line pwfile_scan found (checked strictly there, so it has them all). */
+static void scan_field(const char *buf, const struct pwfile_line *l, unsigned i, const char **ret,
+		       size_t *ret_len)
+{
+	const char *p = buf + l->off, *end = buf + l->off + l->len, *c;
+
+	for (; i > 0 && (c = memchr(p, ':', (size_t)(end - p))); i--)
+		p = c + 1;
+	c = memchr(p, ':', (size_t)(end - p));
+	*ret = p;
+	*ret_len = (size_t)((c ? c : end) - p);
+}
+
+/* db.c's rule for the agent's own group line: field i lists no one, or only name. */
+static bool scan_field_only(const char *buf, const struct pwfile_line *l, unsigned i,
+			    const char *name)
+{
+	const char *p;
+	size_t n, nl = strlen(name);
+
+	scan_field(buf, l, i, &p, &n);
+	return n == 0 || (n == nl && !memcmp(p, name, nl));
+}
+
+/* Whether name shows up in data only where an agent may be listed: its own group's line
+ * and pi-sandbox's, in the last field (members), or as its own line's name. Any other
+ * place (a member of shadow or sudo, an administrator in gshadow, a comment, a longer
+ * name that contains it) says no, and the locked path decides with a full parse. */
+static bool scan_memberships_own(const char *data, size_t len, const char *name)
+{
+	const size_t nl = strlen(name), sl = strlen(USERS_SANDBOX_GROUP);
+	const char *end = data + len, *q = data;
+
+	while ((q = memmem(q, (size_t)(end - q), name, nl))) {
+		const char *ls = memrchr(data, '\n', (size_t)(q - data));
+		const char *le = memchr(q, '\n', (size_t)(end - q));
+		ls = ls ? ls + 1 : data;
+		le = le ? le : end;
+		const char *colon = memchr(ls, ':', (size_t)(le - ls));
+		const char *last = memrchr(ls, ':', (size_t)(le - ls));
+		size_t gl = colon ? (size_t)(colon - ls) : 0;
+		bool own = gl == nl && !memcmp(ls, name, nl);
+		bool sandbox = gl == sl && !memcmp(ls, USERS_SANDBOX_GROUP, sl);
+		if (!(own && q == ls) && !((own || sandbox) && last && q > last))
+			return false;
+		q += nl;
+	}
+	return true;
+}
+
+/* Whether every occurrence of needle in data lies on the line that starts "name:" (the
+ * agent's own line). For the fast path's uniqueness checks: its uid or gid anywhere else
+ * (a duplicated record, another user or group with the id, or just a longer number or a
+ * comment that contains it) sends the caller to the locked path, whose full parse
+ * refuses a true duplicate with the file and line. */
+static bool scan_only_own_line(const char *data, size_t len, const char *needle, size_t nn,
+			       const char *name)
+{
+	const size_t nl = strlen(name);
+	const char *end = data + len, *q = data;
+
+	while ((q = memmem(q, (size_t)(end - q), needle, nn))) {
+		const char *ls = memrchr(data, '\n', (size_t)(q - data));
+		ls = ls ? ls + 1 : data;
+		if ((size_t)(end - ls) <= nl || memcmp(ls, name, nl) || ls[nl] != ':')
+			return false;
+		q++;
+	}
+	return true;
+}
+
 /* The read-only check for an agent that already exists: find only the lines that matter
  * (its registry record, its passwd/group/shadow/gshadow lines, the base entries) without
  * parsing whole files, each found line checked strictly. Anything missing or odd sends
@@ -642,10 +713,34 @@ static bool fast_complete(struct ctx *c, const char *agent_id, uid_t want_uid,
 	    (pwfile_scan(PWFILE_SHADOW, buf[PWFILE_SHADOW], len[PWFILE_SHADOW], rec.name, &l) < 0 ||
 	     !scan_locked(buf[PWFILE_SHADOW], &l, false)))
 		goto out;
+	/* Its own group: the gid, no group password, no one else in it (db.c). */
 	if (pwfile_scan(PWFILE_GROUP, buf[PWFILE_GROUP], len[PWFILE_GROUP], rec.name, &l) < 0 ||
-	    l.id != rec.uid)
+	    l.id != rec.uid || !scan_locked(buf[PWFILE_GROUP], &l, true) ||
+	    !scan_field_only(buf[PWFILE_GROUP], &l, 3, rec.name))
 		goto out;
-	if (!HAS(PWFILE_SHADOW, rec.name) || !HAS(PWFILE_GSHADOW, rec.name))
+	if (buf[PWFILE_GSHADOW] && (pwfile_scan(PWFILE_GSHADOW, buf[PWFILE_GSHADOW],
+						len[PWFILE_GSHADOW], rec.name, &l) < 0 ||
+				    !scan_locked(buf[PWFILE_GSHADOW], &l, false) ||
+				    !scan_field_only(buf[PWFILE_GSHADOW], &l, 2, "") ||
+				    !scan_field_only(buf[PWFILE_GSHADOW], &l, 3, rec.name)))
+		goto out;
+	if (!HAS(PWFILE_SHADOW, rec.name))
+		goto out;
+	/* Its uid on no other record, passwd line or group line: one uid, one agent. */
+	char num[16], rn[16];
+	int nn = snprintf(num, sizeof(num), ":%u:", rec.uid);
+	int rl = snprintf(rn, sizeof(rn), "\n%u:", rec.uid); /* a record's start: header first */
+	const char *first = memmem(reg, reg_len, rn, (size_t)rl);
+	if (!first || memmem(first + 1, reg_len - (size_t)(first + 1 - reg), rn, (size_t)rl))
+		goto out;
+	if (!scan_only_own_line(buf[PWFILE_PASSWD], len[PWFILE_PASSWD], num, (size_t)nn,
+				rec.name) ||
+	    !scan_only_own_line(buf[PWFILE_GROUP], len[PWFILE_GROUP], num, (size_t)nn, rec.name))
+		goto out;
+	/* A member of its own group and pi-sandbox, of nothing else (db.c). */
+	if (!scan_memberships_own(buf[PWFILE_GROUP], len[PWFILE_GROUP], rec.name) ||
+	    (buf[PWFILE_GSHADOW] &&
+	     !scan_memberships_own(buf[PWFILE_GSHADOW], len[PWFILE_GSHADOW], rec.name)))
 		goto out;
 	if (pwfile_scan(PWFILE_GROUP, buf[PWFILE_GROUP], len[PWFILE_GROUP], USERS_SANDBOX_GROUP,
 			&l) < 0 ||

@@ -164,4 +164,53 @@ is "rebuilt /etc listing the agent in group shadow: ensure refuses (exit 1)" "$?
 like "... naming the group" "$out" "member of group 'shadow' in /etc/group"
 unlike "... and the user is not re-created" "$(cat "$R/etc/passwd")" "^$name:"
 
+# The same with the identity complete in /etc (the lock-free fast path of every command's
+# ensure): a membership elsewhere, a group password, another member in its own group.
+fresh
+u ensure rt/img >"$S/id" 2>&1
+name=$(sed -n 's/^name=//p' "$S/id")
+for f in group gshadow; do cp "$R/etc/$f" "$S/$f.ok"; done
+sed -i "s/^\(shadow:x:[0-9]*:\)\(.*\)$/\1$name/" "$R/etc/group"
+out=$(u ensure rt/img 2>&1)
+is "complete identity, also a member of group shadow: ensure refuses (exit 1)" "$?" 1
+like "... naming the group" "$out" "member of group 'shadow' in /etc/group"
+cp "$S/group.ok" "$R/etc/group"
+sed -i "s/^\(shadow:[^:]*:\)[^:]*:/\1$name:/" "$R/etc/gshadow"
+out=$(u ensure rt/img 2>&1)
+is "... an administrator of shadow in /etc/gshadow: refused (exit 1)" "$?" 1
+like "... saying so" "$out" "administrator of group 'shadow' in /etc/gshadow"
+cp "$S/gshadow.ok" "$R/etc/gshadow"
+sed -i "s/^$name:x:/$name:\$6\$salt\$hash:/" "$R/etc/group"
+out=$(u ensure rt/img 2>&1)
+is "... a password on its own group in /etc/group: refused (exit 1)" "$?" 1
+like "... saying so" "$out" "group '$name' has a password in /etc/group"
+cp "$S/group.ok" "$R/etc/group"
+sed -i "s/^$name:!:/$name:\$6\$salt\$hash:/" "$R/etc/gshadow"
+out=$(u ensure rt/img 2>&1)
+is "... a password on its own group in /etc/gshadow: refused (exit 1)" "$?" 1
+like "... saying so" "$out" "group '$name' has a password in /etc/gshadow"
+cp "$S/gshadow.ok" "$R/etc/gshadow"
+sed -i "s/^\($name:x:[0-9]*:\)$/\1pi-tools/" "$R/etc/group"
+like "(planted) pi-tools is a member of the agent's group" "$(grep "^$name:" "$R/etc/group")" "pi-tools\$"
+out=$(u ensure rt/img 2>&1)
+is "... refused (exit 1)" "$?" 1
+like "... saying so" "$out" "group '$name' lists members or administrators other than its agent"
+cp "$S/group.ok" "$R/etc/group"
+exits 0 "restored: ensure confirms it again" u ensure rt/img
+
+# One uid for two agents, the registry and /etc edited to match (a corrupt volume, an
+# operator's slip): the fast path must not confirm either; the full parse names the line.
+u ensure rt/two >"$S/id2" 2>&1
+uid1=$(sed -n 's/^uid=//p' "$S/id")
+uid2=$(sed -n 's/^uid=//p' "$S/id2")
+name2=$(sed -n 's/^name=//p' "$S/id2")
+sed -i "s/^$uid2:$name2:/$uid1:$name2:/" "$R/data/pistis/users.registry"
+sed -i "s/^$name2:x:$uid2:$uid2:/$name2:x:$uid1:$uid1:/" "$R/etc/passwd"
+sed -i "s/^$name2:x:$uid2:/$name2:x:$uid1:/" "$R/etc/group"
+for id in rt/img rt/two; do
+	out=$(u ensure "$id" 2>&1)
+	is "two agents on uid $uid1: ensure $id refuses (exit 1)" "$?" 1
+	like "... naming the registry line" "$out" "users.registry:3: duplicate uid"
+done
+
 done_testing

@@ -646,6 +646,64 @@ TEST(ensure_refuses_image_entries_that_give_the_agent_more)
 	users_db_done(&db);
 }
 
+/* The agent's group on a rebuilt image: no group password, no one else in it, and its ids
+ * on no other user or group. Each refused with the file named; the locked forms adopted. */
+TEST(ensure_refuses_a_shared_or_open_agent_group)
+{
+	struct users_db db;
+	struct users_identity a;
+	char name[64], pw[512], gr[512], gs[512];
+	static const struct {
+		const char *group_tail, *gshadow, *pw_extra, *gr_extra, *why;
+	} cases[] = {
+		{"$6$salt$hash:10100:", "!::", "", "", "has a password in /etc/group"},
+		{"x:10100:", "$6$salt$hash::", "", "", "has a password in /etc/gshadow"},
+		{"x:10100:", "::", "", "", "has a password in /etc/gshadow"},
+		{"x:10100:daemon", "!::", "", "", "other than its agent in /etc/group"},
+		{"x:10100:", "!:daemon:", "", "", "other than its agent in /etc/gshadow"},
+		{"x:10100:", "!::daemon", "", "", "other than its agent in /etc/gshadow"},
+		{"x:10100:", "!::", "evil:x:10100:1::/:/bin/sh\n", "",
+		 "user 'evil' in /etc/passwd"},
+		{"x:10100:", "!::", "evil:x:1:10100::/:/bin/sh\n", "",
+		 "user 'evil' in /etc/passwd"},
+		{"x:10100:", "!::", "", "evil:x:10100:\n", "group 'evil' in /etc/group shares"},
+		{"!:10100:NAME", "*::NAME", "", "", NULL}, /* locked, only itself: adopted */
+	};
+
+	db_load(&db, "root:x:0:0::/:/bin/sh\n", "root:x:0:\n", NULL, NULL);
+	ASSERT_EQ(users_db_ensure(&db, "a", (uid_t)-1, &a), 0);
+	snprintf(name, sizeof(name), "%s", a.name);
+	users_db_done(&db);
+	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+		char tail[128], gst[128], *n;
+		snprintf(tail, sizeof(tail), "%s", cases[i].group_tail);
+		snprintf(gst, sizeof(gst), "%s", cases[i].gshadow);
+		if ((n = strstr(tail, "NAME")))
+			snprintf(n, sizeof(tail) - (size_t)(n - tail), "%s", name);
+		if ((n = strstr(gst, "NAME")))
+			snprintf(n, sizeof(gst) - (size_t)(n - gst), "%s", name);
+		snprintf(pw, sizeof(pw), "root:x:0:0::/:/bin/sh\n%s%s:x:10100:10100::/:/bin/sh\n",
+			 cases[i].pw_extra, name);
+		snprintf(gr, sizeof(gr), "root:x:0:\n%s%s:%s\n", cases[i].gr_extra, name, tail);
+		snprintf(gs, sizeof(gs), "root:*::\n%s:%s\n", name, gst);
+		db_load(&db, pw, gr, NULL, gs);
+		ASSERT_EQ(registry_add(&db.reg, 10100, name, "a", REGISTRY_ACTIVE), 0);
+		int r = users_db_ensure(&db, "a", (uid_t)-1, &a);
+		if (cases[i].why) {
+			EXPECT_EQ(r, -EEXIST);
+			EXPECT_NOT_NULL(strstr(db.err, cases[i].why));
+		} else
+			EXPECT_EQ(r, 0);
+		users_db_done(&db);
+	}
+	/* pistis's shared groups carry no group password either. */
+	db_load(&db, "root:x:0:0::/:/bin/sh\n", "root:x:0:\npi-sandbox:secret:10010:\n", NULL,
+		NULL);
+	EXPECT_EQ(users_db_ensure_base(&db), -EEXIST);
+	EXPECT_NOT_NULL(strstr(db.err, "group 'pi-sandbox' has a password in /etc/group"));
+	users_db_done(&db);
+}
+
 /* uid = gid, and the group is the agent's alone: a gid some account in /etc/passwd already
  * has as its primary group (without a group line) is not handed out, or that account would
  * share the agent's group. */
@@ -1215,6 +1273,57 @@ TEST(planted_symlink_at_home_is_replaced_not_followed)
 	EXPECT_EQ(users_ensure(root, "a", (uid_t)-1, &id), -EPERM);
 	ASSERT_EQ(stat_at(root, id.tmpdir + 1, &st), 0);
 	EXPECT_EQ(st.st_uid, 0u);
+	rm_root(root);
+}
+
+/* The lock-free confirmation of an existing agent looks for its name and its id in the
+ * whole of /etc/group, /etc/gshadow and /etc/passwd: a place it must not be sends the call
+ * to the locked path, which refuses; a longer name that merely contains it does not. Lines
+ * at the very end of a file, without a newline, included (the scans' edges). */
+TEST(fast_path_sends_doubt_to_the_locked_path)
+{
+	char *root = make_root(), etc[2048], text[4096];
+	struct users_identity id;
+
+	snprintf(etc, sizeof(etc), "%s/etc", root);
+	ASSERT_EQ(users_ensure(root, "fast", (uid_t)-1, &id), 0);
+	char *gr = read_text(root, "etc/group"), *pw = read_text(root, "etc/passwd");
+	char *gs = read_text(root, "etc/gshadow");
+	ASSERT_NOT_NULL(gr);
+	ASSERT_NOT_NULL(pw);
+	ASSERT_NOT_NULL(gs);
+
+	snprintf(text, sizeof(text), "%sstaff:x:50:daemon,%s", gr, id.name);
+	write_file(etc, "group", text, 0644, 0);
+	EXPECT_EQ(users_ensure(root, "fast", (uid_t)-1, &id), -EEXIST);
+	EXPECT_NOT_NULL(strstr(users_last_error(), "member of group 'staff' in /etc/group"));
+	snprintf(text, sizeof(text), "%sstaff:x:50:daemon,%sx", gr, id.name);
+	write_file(etc, "group", text, 0644, 0);
+	EXPECT_EQ(users_ensure(root, "fast", (uid_t)-1, &id), 0);
+	write_file(etc, "group", gr, 0644, 0);
+
+	snprintf(text, sizeof(text), "%sstaff:*:%s:", gs, id.name);
+	write_file(etc, "gshadow", text, 0640, 42);
+	EXPECT_EQ(users_ensure(root, "fast", (uid_t)-1, &id), -EEXIST);
+	EXPECT_NOT_NULL(strstr(users_last_error(), "administrator of group 'staff'"));
+	write_file(etc, "gshadow", gs, 0640, 42);
+
+	snprintf(text, sizeof(text), "%stwin:x:%u:%u::/:/bin/sh", pw, id.uid, id.uid);
+	write_file(etc, "passwd", text, 0644, 0);
+	EXPECT_EQ(users_ensure(root, "fast", (uid_t)-1, &id), -EEXIST);
+	EXPECT_NOT_NULL(strstr(users_last_error(), "user 'twin' in /etc/passwd shares id"));
+	write_file(etc, "passwd", pw, 0644, 0);
+
+	snprintf(text, sizeof(text), "%stwin:x:%u:", gr, id.uid);
+	write_file(etc, "group", text, 0644, 0);
+	EXPECT_EQ(users_ensure(root, "fast", (uid_t)-1, &id), -EEXIST);
+	EXPECT_NOT_NULL(strstr(users_last_error(), "group 'twin' in /etc/group shares gid"));
+	write_file(etc, "group", gr, 0644, 0);
+
+	EXPECT_EQ(users_ensure(root, "fast", (uid_t)-1, &id), 0);
+	free(gr);
+	free(pw);
+	free(gs);
 	rm_root(root);
 }
 
