@@ -150,11 +150,13 @@ static void forward_output(int fd, const char *buf, size_t n)
 static int run_loop(struct loop *l)
 {
 	struct spawn_proc *p = l->p;
-	char buf[32768];
+	char buf[32768], in_buf[32768];
+	size_t in_len = 0, in_off = 0; /* read from our stdin, not yet taken by the command */
+	bool in_eof = false;
 	int in_fd = l->forward_stdin ? 0 : -1;
 
 	while (!spawn_done(p)) {
-		struct pollfd pf[5];
+		struct pollfd pf[6];
 		int n = 0, r;
 
 		if (!p->reaped)
@@ -163,8 +165,12 @@ static int run_loop(struct loop *l)
 			pf[n++] = (struct pollfd){.fd = p->fd_out, .events = POLLIN};
 		if (p->fd_err >= 0)
 			pf[n++] = (struct pollfd){.fd = p->fd_err, .events = POLLIN};
+		/* The command's stdin is non-blocking: what it has not taken yet waits here,
+		 * and our stdin is not read again until it has (back-pressure, nothing lost). */
 		if (in_fd >= 0 && p->fd_in >= 0 && !p->reaped)
-			pf[n++] = (struct pollfd){.fd = in_fd, .events = POLLIN};
+			pf[n++] = in_off < in_len
+					  ? (struct pollfd){.fd = p->fd_in, .events = POLLOUT}
+					  : (struct pollfd){.fd = in_fd, .events = POLLIN};
 		pf[n++] = (struct pollfd){.fd = l->sig_fd, .events = POLLIN};
 		r = poll(pf, (nfds_t)n, spawn_next_timeout_ms(p));
 		if (r < 0 && errno != EINTR)
@@ -179,7 +185,41 @@ static int run_loop(struct loop *l)
 
 			if (!pf[i].revents)
 				continue;
-			if (fd == p->pidfd && !p->reaped) {
+			if (fd == in_fd ||
+			    (in_fd >= 0 && fd == p->fd_in && (pf[i].events & POLLOUT))) {
+				if (fd == in_fd) {
+					ssize_t got = read(in_fd, in_buf, sizeof(in_buf));
+					if (got < 0 && (errno == EINTR || errno == EAGAIN))
+						continue;
+					in_eof = got <= 0;
+					in_off = 0;
+					in_len = got > 0 ? (size_t)got : 0;
+				}
+				while (in_off < in_len) {
+					ssize_t w =
+						write(p->fd_in, in_buf + in_off, in_len - in_off);
+					if (w > 0) {
+						in_off += (size_t)w;
+					} else if (w < 0 && errno == EINTR) {
+						continue;
+					} else if (w < 0 && errno == EAGAIN) {
+						break;
+					} else {
+						/* The command closed its stdin (EPIPE): stop
+						 * forwarding, drop the rest. */
+						in_fd = -1;
+						in_len = in_off = 0;
+						break;
+					}
+				}
+				if (in_fd >= 0 && in_eof && in_off >= in_len) {
+					/* EOF on our stdin, all of it taken: close the command's
+					 * (pipes) so it sees EOF. */
+					in_fd = -1;
+					if (!l->pty)
+						p->fd_in = safe_close(p->fd_in);
+				}
+			} else if (fd == p->pidfd && !p->reaped) {
 				int k = spawn_reap(p);
 				if (k < 0)
 					return k;
@@ -188,16 +228,6 @@ static int run_loop(struct loop *l)
 				ssize_t got = spawn_read(p, fd, buf, sizeof(buf));
 				if (got > 0)
 					forward_output(out ? 1 : 2, buf, (size_t)got);
-			} else if (fd == in_fd) {
-				ssize_t got = read(in_fd, buf, sizeof(buf));
-				if (got <= 0) {
-					/* EOF on our stdin: close the command's (pipes) so it sees EOF. */
-					in_fd = -1;
-					if (!l->pty)
-						p->fd_in = safe_close(p->fd_in);
-				} else if (loop_write(p->fd_in, buf, (size_t)got) < 0) {
-					in_fd = -1;
-				}
 			} else if (fd == l->sig_fd) {
 				struct signalfd_siginfo si;
 				if (read(l->sig_fd, &si, sizeof(si)) != sizeof(si))

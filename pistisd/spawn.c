@@ -1023,7 +1023,11 @@ int spawn_next_timeout_ms(const struct spawn_proc *p)
 		return -1;
 	if (next <= now)
 		return 0;
-	return (int)((next - now + 999999u) / 1000000u);
+	/* A deadline past INT_MAX ms (~24.8 days; timeouts may be longer) is a wake-up at
+	 * INT_MAX ms, after which the caller asks again: never a negative poll timeout
+	 * ("forever") or a cancelled timer. */
+	uint64_t ms = (next - now + 999999u) / 1000000u;
+	return ms > INT_MAX ? INT_MAX : (int)ms;
 }
 
 void spawn_tick(struct spawn_proc *p)

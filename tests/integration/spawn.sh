@@ -97,6 +97,23 @@ for kind in debian musl; do
 	umount "$R/dev/pts" 2>/dev/null
 done
 
+# --- --stdin: more than a pipe or a pty holds, nothing lost ---------------------------
+# The command's stdin is non-blocking on our side: what it has not taken waits, and our
+# stdin is read again only once it has (1 MB through a 64 KiB pipe; 12,000 lines through
+# a pty's 4 KiB line buffer).
+R=$(root_fresh debian) || { skip "--stdin" "root_fresh debian failed"; done_testing; exit; }
+head -c 1000000 /dev/zero >"$R/tmp/in.bin"
+out=$(in_root "$R" sh -c 'pistisd run --agent agent/in --stdin --timeout 20 -- wc -c </tmp/in.bin' 2>&1)
+is "--stdin: 1,000,000 bytes through a pipe, all of them, then EOF" "$out" 1000000
+seq 1 12000 >"$R/tmp/in.txt"
+mkdir -p "$R/dev/pts" && mount -t devpts -o newinstance,ptmxmode=0666,mode=0620 devpts "$R/dev/pts" &&
+	ln -sf pts/ptmx "$R/dev/ptmx"
+out=$(in_root "$R" sh -c 'pistisd run --agent agent/in --pty --stdin --timeout 20 -- \
+	sh -c "stty -echo; head -n 12000 >/tmp/got; echo lines=\$(wc -l </tmp/got)" </tmp/in.txt' 2>&1 |
+	tr -d '\r')
+like "--pty --stdin: 12,000 lines through the terminal, all of them" "$out" 'lines=12000$'
+umount "$R/dev/pts" 2>/dev/null
+
 # --- trusted commands: no_new_privs off exactly when they are configured ---------------
 R=$(root_fresh debian) || { skip "trusted commands" "root_fresh debian failed"; done_testing; exit; }
 S=$(scratch)

@@ -1057,6 +1057,42 @@ TEST(background_child_does_not_hang_and_is_stopped)
 	spawn_ctx_free(ctx);
 }
 
+/* Timeouts may be longer than poll's int of ms (the protocol takes 30 days, run 365): the
+ * wait asked for is then INT_MAX ms and the command keeps its deadline, never a negative
+ * "wait forever" or a cancelled timer. */
+TEST(long_timeouts_wait_at_most_int_max_ms)
+{
+	struct spawn_ctx *ctx;
+	struct spawn_opts o;
+	struct spawn_proc *p = NULL;
+	struct spawn_error err;
+	char *argv[] = {probe_path, "bg-sleep", "30", "stay", NULL};
+	static const uint64_t days[] = {20, 25, 30, 365};
+
+	need_root_and_probe(_metadata);
+	ctx = ctx_or_die(_metadata);
+	for (size_t i = 0; i < ELEMENTSOF(days); i++) {
+		uint64_t ms = days[i] * 86400000u;
+		int next;
+		base_opts(&o, argv);
+		o.timeout_ms = ms;
+		ASSERT_EQ(spawn_start(ctx, &o, &p, &err), 0);
+		next = spawn_next_timeout_ms(p);
+		if (ms > INT_MAX) {
+			EXPECT_EQ(next, INT_MAX);
+		} else {
+			EXPECT_GE((uint64_t)next, ms - 60000);
+			EXPECT_LE((uint64_t)next, ms);
+		}
+		EXPECT_EQ(spawn_stop(p), 0);
+		ASSERT_EQ(spawn_wait(p, NULL), 0);
+		EXPECT_EQ((int)spawn_result(p)->end, SPAWN_END_CANCELLED);
+		spawn_free(p);
+		p = NULL;
+	}
+	spawn_ctx_free(ctx);
+}
+
 TEST(idle_timeout_and_cancel)
 {
 	static struct capture cap;
