@@ -23,6 +23,14 @@
 #include "lib/fd-util.h"
 #include "lib/macro.h"
 
+/* pistis/ is 0711: agents cannot list which agents have cgroups. Each agent's directory
+ * is root:<the agent's gid> 0710: only the agent itself may pass (and read its own
+ * memory.max, cpu.stat by path); another agent cannot reach its cmd-* cgroups, whose
+ * cgroup.procs (0644, kernfs) would list its pids and group them into commands, around
+ * /proc's hidepid. */
+#define BASE_MODE 0711
+#define AGENT_MODE 0710
+
 static int write_at(int dir_fd, const char *file, const char *s)
 {
 	_cleanup_close_ int fd = openat(dir_fd, file, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -250,12 +258,16 @@ int cgroup_init(struct cgroup_ctx *ctx)
 	/* Made once, then only opened (a mkdir that says EEXIST still takes kernfs' locks). */
 	base_fd = openat(own_fd, "pistis", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	if (base_fd < 0 && errno == ENOENT) {
-		if (mkdirat(own_fd, "pistis", 0755) < 0 && errno != EEXIST)
+		if (mkdirat(own_fd, "pistis", BASE_MODE) < 0 && errno != EEXIST)
 			return -errno;
 		base_fd = openat(own_fd, "pistis", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	}
 	if (base_fd < 0)
 		return -errno;
+	/* Made 0755 by an older pistisd: from now on agents cannot list it. */
+	struct stat bst;
+	if (fstat(base_fd, &bst) == 0 && (bst.st_mode & 07777) != BASE_MODE)
+		(void)fchmod(base_fd, BASE_MODE);
 	if (faccessat(base_fd, "cgroup.kill", F_OK, 0) == 0)
 		features |= CGROUP_HAS_KILL;
 	/* Controllers must be enabled in every ancestor's subtree_control. Our own cgroup
@@ -412,9 +424,9 @@ static int remove_leftover(int agent_fd, const char *name)
 	return 0;
 }
 
-int cgroup_cmd_create(struct cgroup_ctx *ctx, const char *agent, char *cmd, size_t cmd_size,
-		      int reuse_fd, const struct cgroup_limits *lim, int *ret_dir_fd,
-		      int *ret_procs_fd)
+int cgroup_cmd_create(struct cgroup_ctx *ctx, const char *agent, gid_t agent_gid, char *cmd,
+		      size_t cmd_size, int reuse_fd, const struct cgroup_limits *lim,
+		      int *ret_dir_fd, int *ret_procs_fd)
 {
 	_cleanup_close_ int agent_fd = -1, dir_fd = reuse_fd, procs_fd = -1;
 	char buf[32];
@@ -428,7 +440,7 @@ int cgroup_cmd_create(struct cgroup_ctx *ctx, const char *agent, char *cmd, size
 		goto limits; /* this process's own, still locked or uniquely named */
 	agent_fd = openat(ctx->base_fd, agent, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	if (agent_fd < 0 && errno == ENOENT) {
-		if (mkdirat(ctx->base_fd, agent, 0755) < 0 && errno != EEXIST)
+		if (mkdirat(ctx->base_fd, agent, AGENT_MODE) < 0 && errno != EEXIST)
 			return -errno;
 		agent_fd = openat(ctx->base_fd, agent,
 				  O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
@@ -440,6 +452,18 @@ int cgroup_cmd_create(struct cgroup_ctx *ctx, const char *agent, char *cmd, size
 		}
 	}
 	if (agent_fd < 0)
+		return -errno;
+	/* root:<agent gid> 0710, whether made just now (root:root) or by an older pistisd
+	 * (0755): owner and mode through the fd, before any command cgroup is made in it. */
+	struct stat ast;
+	if (fstat(agent_fd, &ast) < 0)
+		return -errno;
+	if (ast.st_uid != 0 || ast.st_gid != agent_gid) {
+		if (fchown(agent_fd, 0, agent_gid) < 0)
+			return -errno;
+		ast.st_mode = 0; /* chown may clear bits: set the mode again */
+	}
+	if ((ast.st_mode & 07777) != AGENT_MODE && fchmod(agent_fd, AGENT_MODE) < 0)
 		return -errno;
 	/* A reusable slot first: mkdir + rmdir in cgroupfs cost more than the rest of a
 	 * spawn's cgroup work. Only when every slot is busy a cgroup of its own (cmd). */

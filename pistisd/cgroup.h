@@ -6,6 +6,7 @@
  * cgroup v1 is not used (docs/spawn.md says why). */
 
 #include <stdbool.h>
+#include <sys/types.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -57,9 +58,9 @@ bool cgroup_cmd_is_slot(const char *cmd);
  * that name (an earlier pistisd's with the same pid) is removed and made afresh when it is
  * empty and nobody holds it; else -EEXIST (held, or populated): the caller takes another
  * name, as such a cgroup is never joined. */
-int cgroup_cmd_create(struct cgroup_ctx *ctx, const char *agent, char *cmd, size_t cmd_size,
-		      int reuse_fd, const struct cgroup_limits *lim, int *ret_dir_fd,
-		      int *ret_procs_fd);
+int cgroup_cmd_create(struct cgroup_ctx *ctx, const char *agent, gid_t agent_gid, char *cmd,
+		      size_t cmd_size, int reuse_fd, const struct cgroup_limits *lim,
+		      int *ret_dir_fd, int *ret_procs_fd);
 
 /* True for a command cgroup made by cgroup_cmd_create and never killed by cgroup_kill
  * since (a user.* xattr on the directory; false where cgroupfs refuses xattrs): a child may

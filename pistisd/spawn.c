@@ -554,7 +554,7 @@ static int start(struct spawn_ctx *ctx, const struct spawn_opts *o, struct spawn
 			if (reuse_fd < 0)
 				snprintf(p->cgroup_cmd, sizeof(p->cgroup_cmd), "cmd-%d-%lu",
 					 (int)ctx->self, ++ctx->counter);
-			r = cgroup_cmd_create(&ctx->cg, p->cgroup_agent, p->cgroup_cmd,
+			r = cgroup_cmd_create(&ctx->cg, p->cgroup_agent, o->gid, p->cgroup_cmd,
 					      sizeof(p->cgroup_cmd), reuse_fd, &o->cgroup,
 					      &p->cgroup_fd, NULL);
 			if (r != -EEXIST || reuse_fd >= 0 || tries == 15)

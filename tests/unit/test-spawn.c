@@ -868,6 +868,73 @@ TEST(cgroup_slots_are_exclusive)
 	spawn_ctx_free(b);
 }
 
+/* Exit status of a child that takes uid/gid (no supplementary groups) and opens rel
+ * beneath dir_fd: 0 when it could, else the errno. */
+static int open_as(int dir_fd, const char *rel, uid_t uid, gid_t gid)
+{
+	pid_t pid = fork();
+	int st = -1;
+
+	if (pid == 0) {
+		if (syscall(SYS_setgroups, 0, NULL) < 0 ||
+		    syscall(SYS_setresgid, gid, gid, gid) < 0 ||
+		    syscall(SYS_setresuid, uid, uid, uid) < 0)
+			_exit(100);
+		_exit(openat(dir_fd, rel, O_RDONLY | O_CLOEXEC) < 0 ? errno : 0);
+	}
+	if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
+		return -1;
+	return WEXITSTATUS(st);
+}
+
+/* An agent's cgroups are its own: pistis/ 0711, <agent>/ root:<agent gid> 0710. Another
+ * agent cannot read its command cgroups' cgroup.procs (its pids, grouped by command, around
+ * hidepid); the agent itself still reads its own limits by path. */
+TEST(agents_cannot_reach_each_others_cgroups)
+{
+	struct spawn_ctx *ctx = NULL;
+	struct spawn_opts o;
+	struct spawn_proc *p = NULL;
+	struct spawn_error err;
+	char *sleeper[] = {"/bin/sleep", "5", NULL}, rel[160];
+	struct stat st;
+	int base;
+
+	need_root_and_probe(_metadata);
+	ASSERT_EQ(spawn_ctx_new(&ctx), 0);
+	if (strcmp(spawn_ctx_tree_control(ctx), "cgroup"))
+		SKIP("no cgroup v2");
+	base = spawn_ctx_cgroup_base_fd(ctx);
+	ASSERT_GE(base, 0);
+	/* As an older pistisd left them: open to all. */
+	(void)mkdirat(base, "cg-own", 0755);
+	ASSERT_EQ(fchmodat(base, "cg-own", 0755, 0), 0);
+	ASSERT_EQ(fchmod(base, 0755), 0);
+	base_opts(&o, sleeper);
+	o.cgroup_agent = "cg-own";
+	ASSERT_EQ(spawn_start(ctx, &o, &p, &err), 0);
+	ASSERT_EQ(fstatat(base, "cg-own", &st, AT_SYMLINK_NOFOLLOW), 0);
+	EXPECT_EQ(st.st_uid, 0u);
+	EXPECT_EQ(st.st_gid, (gid_t)AGENT_UID);
+	EXPECT_EQ(st.st_mode & 07777, 0710u);
+	{ /* a new context (the next pistisd) repairs the base too */
+		struct spawn_ctx *next = NULL;
+		ASSERT_EQ(spawn_ctx_new(&next), 0);
+		ASSERT_EQ(fstat(spawn_ctx_cgroup_base_fd(next), &st), 0);
+		EXPECT_EQ(st.st_mode & 07777, 0711u);
+		spawn_ctx_free(next);
+	}
+	snprintf(rel, sizeof(rel), "cg-own/%s/cgroup.procs", p->cgroup_cmd);
+	EXPECT_EQ(open_as(base, rel, AGENT_UID + 1, AGENT_UID + 1), EACCES);
+	EXPECT_EQ(open_as(base, "cg-own", AGENT_UID + 1, AGENT_UID + 1), EACCES);
+	EXPECT_EQ(open_as(base, ".", AGENT_UID + 1, AGENT_UID + 1), EACCES);
+	EXPECT_EQ(open_as(base, rel, AGENT_UID, AGENT_UID), 0);
+	EXPECT_EQ(spawn_stop(p), 0);
+	ASSERT_EQ(spawn_wait(p, NULL), 0);
+	spawn_free(p);
+	spawn_ctx_free(ctx);
+}
+
 TEST(exit_code_and_signal_are_distinct)
 {
 	static struct capture cap;
