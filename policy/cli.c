@@ -192,7 +192,8 @@ static void on_event(void *userdata, const struct policy_event *ev)
 		       p, ev->rule ? ev->rule->line : 0);
 		break;
 	case POLICY_EV_HARDLINK:
-		printf("%s %s: has more than one link: left as is (would need %s)\n",
+		printf("%s %s: has more than one link: never chowned or loosened (would need "
+		       "%s)\n",
 		       ev->violation ? "violation" : "left", p, ch);
 		break;
 	case POLICY_EV_DEVICE:

@@ -56,6 +56,15 @@ unsigned policy_changes_for(const struct stat *st, const struct policy_xstate *x
 bool policy_looser_than(const struct stat *st, const struct policy_xstate *x,
 			const struct policy_target *t);
 /* The change takes access away from someone (before_tighten must have run). */
+/* The part of target t that only takes away, for a node with more than one link: its
+ * owner and group kept, mode bits only where both st and t have them, no set-id bit. */
+void policy_trim_target(const struct stat *st, const struct policy_target *t,
+			struct policy_target *ret);
+/* An agent may write the file now: an agent's own, a shared pi-sandbox group-writable
+ * one, or a world-writable one. */
+bool policy_agents_may_write(const struct stat *st);
+/* fs.protected_hardlinks is 1: no one links a file they could not read and write. */
+bool policy_hardlinks_protected(void);
 bool policy_takes_away(const struct stat *st, const struct policy_xstate *x,
 		       const struct policy_target *t);
 /* The changes that take access away, in a fail-safe order (st is updated), and then the

@@ -20,6 +20,7 @@
 #include "lib/macro.h"
 #include "lib/statx.h"
 #include "policy/internal.h"
+#include "sandbox-users/users.h"
 
 /* Syscalls newer than the libc headers we build against; since 5.x new syscalls have one
  * number on every architecture. */
@@ -179,6 +180,44 @@ static mode_t tighten_mode(const struct stat *st, const struct policy_target *t)
 	mode_t keep = st->st_gid != t->gid ? 0707 : 0777;
 
 	return st->st_mode & t->mode & keep;
+}
+
+void policy_trim_target(const struct stat *st, const struct policy_target *t,
+			struct policy_target *ret)
+{
+	/* Owner and group as they are; each class of the mode keeps only what it has and
+	 * the rule grants it: the owner's bits where it is the rule's owner, else what the
+	 * rule grants everyone (the "other" bits); the same for the group; never a set-id
+	 * bit. Access ACLs go (policy_changes_for counts one as a change against any
+	 * target). */
+	mode_t m = st->st_mode, tm = t->mode, o = tm & 07;
+	mode_t u = (t->uid == (uid_t)-1 || st->st_uid == t->uid) ? (tm >> 6) & 07 : o;
+	mode_t g = st->st_gid == t->gid ? (tm >> 3) & 07 : o;
+
+	*ret = (struct policy_target){
+		.uid = st->st_uid,
+		.gid = st->st_gid,
+		.mode = (m & 0700 & (u << 6)) | (m & 0070 & (g << 3)) | (m & 0007 & o),
+	};
+}
+
+bool policy_agents_may_write(const struct stat *st)
+{
+	return (st->st_uid >= USERS_AGENT_UID_MIN && st->st_uid <= USERS_AGENT_UID_MAX) ||
+	       (st->st_gid == USERS_SANDBOX_GID && (st->st_mode & 0020)) || (st->st_mode & 0002);
+}
+
+bool policy_hardlinks_protected(void)
+{
+	char c = 0;
+	int fd = open("/proc/sys/fs/protected_hardlinks", O_RDONLY | O_CLOEXEC | O_NOCTTY);
+
+	if (fd < 0)
+		return false;
+	if (read(fd, &c, 1) != 1)
+		c = 0;
+	close(fd);
+	return c == '1';
 }
 
 static int do_chmod(int fd, bool opath, mode_t mode)

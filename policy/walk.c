@@ -113,6 +113,7 @@ struct shared {
 	atomic_bool tighten_called;
 	int tighten_r;
 	unsigned max_depth, threads, qcap; /* fixed before any thread starts */
+	bool hardlinks_protected;	   /* fs.protected_hardlinks is 1 (read at start) */
 	dev_t dev;			   /* of the current rule's path */
 	struct task *qhead, *qtail;
 	unsigned idle;		 /* threads waiting for work (under lock; split() peeks) */
@@ -714,17 +715,35 @@ static void visit(struct walker *w, int dfd, const char *name, unsigned char d_t
 		parent->busy = changes != 0;
 	if (!changes)
 		return;
+	bool trim = false;
 	if (st.st_nlink > 1 || (t.flags & POLICY_T_LEAVE)) {
 		/* Another name may be outside the tree (/etc/shadow linked into a workspace):
-		 * never chowned, never made more permissive — left as it is and reported. */
+		 * never chowned, never made more permissive, and reported. A file agents can
+		 * write already (one of theirs, a shared pi-sandbox one, a world-writable
+		 * one), where the kernel lets no one link a file it could not write
+		 * (protected_hardlinks), is no one else's to keep as it is: what the rule
+		 * takes away (mode bits, set-id bits, ACLs) is taken away through the fd, so
+		 * a second name never keeps a tightened file open (policy_trim_target). A
+		 * file agents cannot write (/etc/passwd linked by root, cp -al) is left. */
+		struct policy_target tt;
+		trim = st.st_nlink > 1 && !(t.flags & POLICY_T_LEAVE) &&
+		       w->sh->hardlinks_protected && policy_agents_may_write(&st);
+		if (trim) {
+			policy_trim_target(&st, &t, &tt);
+			trim = policy_changes_for(&st, &x, &tt) != 0;
+		}
 		w->st.skipped++;
-		return emit(w, st.st_nlink > 1 ? POLICY_EV_HARDLINK : POLICY_EV_DEVICE, 0, changes,
-			    &st, &t, w->o->mode == POLICY_CHECK && policy_looser_than(&st, &x, &t));
+		emit(w, st.st_nlink > 1 ? POLICY_EV_HARDLINK : POLICY_EV_DEVICE, 0, changes, &st,
+		     &t, w->o->mode == POLICY_CHECK && policy_looser_than(&st, &x, &t));
+		if (!trim || w->o->mode != POLICY_APPLY)
+			return;
+		t = tt;
+	} else {
+		w->st.changed++;
+		emit(w, POLICY_EV_CHANGE, 0, changes, &st, &t, w->o->mode == POLICY_CHECK);
+		if (w->o->mode != POLICY_APPLY)
+			return;
 	}
-	w->st.changed++;
-	emit(w, POLICY_EV_CHANGE, 0, changes, &st, &t, w->o->mode == POLICY_CHECK);
-	if (w->o->mode != POLICY_APPLY)
-		return;
 
 	/* From here on only the fd counts: it must be the very node we looked at. */
 	if (fd < 0) {
@@ -741,7 +760,14 @@ static void visit(struct walker *w, int dfd, const char *name, unsigned char d_t
 		 * stands (see above). */
 		st = st2;
 		policy_target_for(w->rule->access, secrets, st.st_mode, st.st_uid, &t);
-		if (st.st_nlink > 1 || !policy_changes_for(&st, &x, &t))
+		if (trim) {
+			struct policy_target tt;
+			policy_trim_target(&st, &t, &tt);
+			t = tt;
+		} else if (st.st_nlink > 1) {
+			return;
+		}
+		if (!policy_changes_for(&st, &x, &t))
 			return;
 	}
 	if (policy_takes_away(&st, &x, &t) && notify_tighten(w) < 0)
@@ -1159,6 +1185,7 @@ int policy_walk(int root_fd, const struct policy_rules *rules, const struct poli
 	struct rlimit rl;
 	int r;
 
+	sh.hardlinks_protected = policy_hardlinks_protected();
 	sh.max_depth = opts->max_depth ? opts->max_depth : POLICY_DEPTH_MAX;
 	sh.threads = opts->threads ? opts->threads : cpus();
 	if (sh.threads > WALK_THREADS_MAX)

@@ -34,4 +34,32 @@ setfacl -m "${spec//:rw/:rx}" "$R/d"
 like "explain: agent B can traverse a directory whose large ACL lets it" \
 	"$("$P" policy explain /d/sub --root "$R" --uid $B 2>&1)" 'traverse yes'
 
+# --- a second name keeps a tightened file open -------------------------------------------------
+# Under a write rule an agent may hardlink any file it can write (protected_hardlinks lets
+# it: read and write access), root's shared files included. A later read rule on the
+# subtree must still take write access away from that file, through the fd: never a chown
+# (the other name may lie anywhere the agent could write), never looser.
+mkdir -p "$R/ws/proj" && echo shared >"$R/ws/proj/config" && echo mine >"$R/ws/proj/own"
+chown $A:$A "$R/ws/proj/own"
+printf '[{"path":"/ws","access":"write"}]\n' >"$R/rules-w.json"
+"$P" policy apply --root "$R" --rules "$R/rules-w.json" >/dev/null 2>&1
+is "write rule: root's file is root:pi-sandbox 0660" "$(stat -c '%u:%g %a' "$R/ws/proj/config")" "0:10010 660"
+setpriv --reuid=$A --regid=$A --groups=10010 ln "$R/ws/proj/config" "$R/ws/.c2"
+setpriv --reuid=$A --regid=$A --groups=10010 ln "$R/ws/proj/own" "$R/ws/.o2"
+is "(the agent gave both files a second name)" "$(stat -c %h "$R/ws/proj/config" "$R/ws/proj/own" | paste -sd' ')" "2 2"
+printf '[{"path":"/ws","access":"write"},{"path":"/ws/proj","access":"read"}]\n' >"$R/rules-r.json"
+out=$("$P" policy apply --root "$R" --rules "$R/rules-r.json" 2>&1)
+if [ "$(cat /proc/sys/fs/protected_hardlinks)" = 1 ]; then
+	is "read rule: the linked root file keeps its owner and loses group write" \
+		"$(stat -c '%u:%g %a' "$R/ws/proj/config")" "0:10010 640"
+	is "... the agent's linked file keeps its owner, both lose write (it is not the rule's owner)" \
+		"$(stat -c '%u:%g %a' "$R/ws/proj/own")" "$A:10010 440"
+	fails "... agent B can no longer write it through the other name" \
+		setpriv --reuid=$B --regid=$B --groups=10010 sh -c "echo x >>'$R/ws/.c2'"
+else
+	is "protected_hardlinks off: a linked file is left exactly as it was" \
+		"$(stat -c '%u:%g %a' "$R/ws/proj/config")" "0:10010 660"
+fi
+like "... and reported" "$out" "config: has more than one link"
+
 done_testing
