@@ -437,13 +437,14 @@ static int do_explain(struct ctx *c, int root_fd, const struct policy_rules *rul
 		if (ex.exists && ex.rule && !ex.symlink_on_way)
 			printf(",\"implies\":{\"uid\":%d,\"gid\":%u,\"mode\":\"%04o\",\"default_"
 			       "acl\":%s,"
-			       "\"left_as_is\":%s}",
+			       "\"left_as_is\":%s,\"pinned\":%s}",
 			       ex.target.uid == (uid_t)-1 ? -1 : (int)ex.target.uid,
 			       (unsigned)ex.target.gid, (unsigned)ex.target.mode,
 			       ex.target.flags & POLICY_T_DEFAULT_ACL ? "true" : "false",
 			       ex.target_hardlink_left || (ex.target.flags & POLICY_T_LEAVE)
 				       ? "true"
-				       : "false");
+				       : "false",
+			       ex.target.flags & POLICY_T_PINNED ? "true" : "false");
 		if (ex.agent)
 			printf(",\"agent\":{\"uid\":%u,\"traverse\":%s,\"blocked_by\":\"%s\","
 			       "\"read\":%s,"
@@ -498,6 +499,9 @@ static int do_explain(struct ctx *c, int root_fd, const struct policy_rules *rul
 			       (uintmax_t)ex.st.st_nlink);
 		if (ex.target.flags & POLICY_T_LEAVE)
 			printf("  note: a device node: apply never loosens it\n");
+		if (ex.target.flags & POLICY_T_PINNED)
+			printf("  note: root's and sticky: a none or read rule lies below, and no "
+			       "agent may rename what it protects or the directories on the way\n");
 	}
 	if (ex.agent) {
 		printf("  agent uid %u (groups %u, %u): traverse %s", (unsigned)uid,
@@ -506,10 +510,17 @@ static int do_explain(struct ctx *c, int root_fd, const struct policy_rules *rul
 			printf(" (blocked at %s)", blk);
 		printf(", read %s, write %s, replace %s\n", ex.can_read ? "yes" : "no",
 		       ex.can_write ? "yes" : "no", ex.can_replace ? "yes" : "no");
-		if (read_only_broken)
+		if (read_only_broken && strcmp(ex.replace_via, norm) == 0)
 			printf("  warning: the agent can write the directory holding it, so it can "
 			       "replace this node (rename/unlink): %s is not effective here\n",
 			       policy_access_name(ex.rule->access));
+		else if (read_only_broken) {
+			_cleanup_free_ char *rv =
+				esc(ex.replace_via, strlen(ex.replace_via), false);
+			printf("  warning: the agent can rename %s, a directory on the way, and "
+			       "put its own in its place: %s is not effective here\n",
+			       rv ? rv : "", policy_access_name(ex.rule->access));
+		}
 	}
 	return 0;
 }

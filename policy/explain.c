@@ -108,6 +108,18 @@ int policy_explain(int root_fd, const struct policy_rules *rules, const char *pa
 		if (*p && !S_ISDIR(node->st.st_mode))
 			return 0;
 		read_node(cur, node, &ret->has_default_acl);
+		/* Replacing the node or any directory on its way: rename or unlink it in its
+		 * own parent (write+search there; the sticky bit limits that to the owner of
+		 * the entry or of the directory), then put one's own in its place. Within the
+		 * same parent no write permission on a renamed directory itself is needed. */
+		if (ret->agent && ret->can_traverse && !ret->replace_via[0] &&
+		    permits(parent, uid, gids, ngids, 3) &&
+		    (!(parent->st.st_mode & S_ISVTX) || uid == parent->st.st_uid ||
+		     uid == node->st.st_uid)) {
+			ret->can_replace = true;
+			memcpy(ret->replace_via, path, done);
+			ret->replace_via[done] = '\0';
+		}
 	}
 
 	ret->exists = true;
@@ -121,6 +133,8 @@ int policy_explain(int root_fd, const struct policy_rules *rules, const char *pa
 
 		policy_target_for(ret->rule->access, secrets, node->st.st_mode, node->st.st_uid,
 				  &ret->target);
+		if (S_ISDIR(node->st.st_mode))
+			policy_target_pin(rules, path, strlen(path), &ret->target);
 		ret->target_hardlink_left = !S_ISDIR(node->st.st_mode) && node->st.st_nlink > 1;
 	}
 	if (ret->agent && ret->can_traverse) {
@@ -128,13 +142,7 @@ int policy_explain(int root_fd, const struct policy_rules *rules, const char *pa
 
 		ret->can_read = permits(node, uid, gids, ngids, dir ? 5 : 4);
 		ret->can_write = permits(node, uid, gids, ngids, dir ? 3 : 2);
-		/* Replacing = unlink/rename in the parent: write+search there, and the sticky
-		 * bit (if set) limits it to the owner of the file or of the directory. */
-		if (done > 0 && strcmp(path, "/") != 0) {
-			ret->can_replace = permits(parent, uid, gids, ngids, 3) &&
-					   (!(parent->st.st_mode & S_ISVTX) ||
-					    uid == parent->st.st_uid || uid == node->st.st_uid);
-		}
+		/* can_replace and replace_via were set on the way (this node included). */
 	}
 	return 0;
 }

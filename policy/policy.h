@@ -76,6 +76,8 @@ ssize_t policy_rules_find(const struct policy_rules *r, const char *path, size_t
 
 /* True when some rule lies strictly beneath dir (normalised). */
 bool policy_rules_has_below(const struct policy_rules *r, const char *dir, size_t len);
+/* Whether a none or read rule lies strictly below directory dir. */
+bool policy_rules_stricter_below(const struct policy_rules *r, const char *dir, size_t len);
 
 const char *policy_access_name(enum policy_access a);
 
@@ -87,6 +89,7 @@ size_t policy_defaults_json_len(void);
 enum policy_target_flags {
 	POLICY_T_DEFAULT_ACL = 1 << 0, /* directory gets the group-writable default ACL */
 	POLICY_T_LEAVE = 1 << 1,       /* never made more permissive: device nodes in read/write */
+	POLICY_T_PINNED = 1 << 2,      /* write dir above a stricter rule: root's, sticky */
 };
 struct policy_target {
 	uid_t uid; /* (uid_t)-1: keep the current owner */
@@ -100,6 +103,12 @@ struct policy_target {
  * beneath it and access is none (pi-tools keeps it). */
 void policy_target_for(enum policy_access access, bool secrets, mode_t st_mode, uid_t st_uid,
 		       struct policy_target *ret);
+/* A write-level directory on the way to a none or read rule below it (rules r, the
+ * directory's path): root's and sticky (03770), so no agent can rename or remove what the
+ * stricter rule protects, or the directories that lead to it, and have a later walk take
+ * it for write-level content. Does nothing otherwise. */
+void policy_target_pin(const struct policy_rules *r, const char *path, size_t len,
+		       struct policy_target *t);
 
 /* The default ACL of write-level directories, u::rwx,g::rwx,o::---, as the kernel stores
  * it in system.posix_acl_default (little-endian v2 header + 3 entries). */
@@ -233,8 +242,10 @@ struct policy_explain {
 	bool agent;
 	bool can_traverse; /* every directory on the way allows search */
 	bool can_read, can_write;
-	bool can_replace; /* the parent directory lets the agent rename/unlink the node */
-	char blocked_by[POLICY_PATH_MAX + 1]; /* first directory that stops traversal */
+	bool can_replace; /* the agent can rename/unlink the node, or a directory on its way,
+			   * and so put its own in its place */
+	char blocked_by[POLICY_PATH_MAX + 1];  /* first directory that stops traversal */
+	char replace_via[POLICY_PATH_MAX + 1]; /* the highest such node ("" if none) */
 };
 
 /* path: normalised absolute path inside the root. uid/gids: the agent's credentials

@@ -134,6 +134,41 @@ ssize_t policy_rules_find(const struct policy_rules *r, const char *path, size_t
 	return -1;
 }
 
+/* The first rule (sorted bytewise) >= dir: every rule that starts with "dir" follows it,
+ * contiguously ("dir", "dir-x", "dir.y", "dir/z"…). */
+static size_t first_at_or_after(const struct policy_rules *r, const char *dir, size_t len)
+{
+	size_t lo = 0, hi = r->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (cmp_bytes(r->rules[mid].path, r->rules[mid].len, dir, len) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+bool policy_rules_stricter_below(const struct policy_rules *r, const char *dir, size_t len)
+{
+	if (!r)
+		return false;
+	for (size_t i = len == 1 && dir[0] == '/' ? 0 : first_at_or_after(r, dir, len); i < r->n;
+	     i++) {
+		const struct policy_rule *m = &r->rules[i];
+		bool root = len == 1 && dir[0] == '/';
+
+		if (!root && (m->len < len || memcmp(m->path, dir, len) != 0))
+			return false;
+		if ((root ? m->len > 1 : m->len > len && m->path[len] == '/') &&
+		    m->access != POLICY_WRITE)
+			return true;
+	}
+	return false;
+}
+
 bool policy_rules_has_below(const struct policy_rules *r, const char *dir, size_t len)
 {
 	size_t lo = 0, hi = r ? r->n : 0;

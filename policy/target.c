@@ -56,6 +56,25 @@ void policy_target_for(enum policy_access access, bool secrets, mode_t st_mode, 
 	}
 }
 
+void policy_target_pin(const struct policy_rules *r, const char *path, size_t len,
+		       struct policy_target *t)
+{
+	/* Under a write rule an agent may rename anything in a directory it can write, if
+	 * the sticky bit does not stop it (it stops renaming and removing entries the agent
+	 * does not own, in a directory it does not own). A none or read rule is matched by
+	 * path: renamed away, its tree would be write-level content at the next walk, root's
+	 * files group-writable. So every directory from the write rule down to it is root's
+	 * and sticky: the protected directory (root's) cannot be renamed, nor any directory
+	 * on the way (root's too), and agents still create, write and remove their own files
+	 * in them through the group. */
+	if (t->gid != USERS_SANDBOX_GID || !(t->flags & POLICY_T_DEFAULT_ACL) ||
+	    !policy_rules_stricter_below(r, path, len))
+		return;
+	t->uid = 0;
+	t->mode |= S_ISVTX;
+	t->flags |= POLICY_T_PINNED;
+}
+
 static uint16_t le16(const uint8_t *p)
 {
 	return (uint16_t)(p[0] | p[1] << 8);

@@ -577,6 +577,7 @@ static void visit_dir(struct walker *w, int fd, bool secrets)
 	if (crosses_fs(w, &st, mount))
 		return (void)(w->st.skipped++, emit(w, POLICY_EV_OTHER_FS, 0, 0, &st, NULL, false));
 	policy_target_for(w->rule->access, secrets, st.st_mode, st.st_uid, &t);
+	policy_target_pin(w->rules, w->path, w->path_len, &t);
 	r = policy_xstate_fd(w->xlist, dfd, false, &x);
 	if (r < 0)
 		return emit(w, POLICY_EV_ERROR, r, 0, &st, &t, false);

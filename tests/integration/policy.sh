@@ -170,7 +170,15 @@ is "installed bytes are the new rules" "$(cmp "$work/good.json" "$R/data/pistis/
 is "and applied" "$(mode_of "$W/src")" "755 0:0"
 ok "no temp file left" test -z "$(ls -A "$R/data/pistis" | grep -v '^rules.json$')"
 out=$("$P" policy explain /workspaces/proj/src --root "$R" --uid $A 2>&1)
-like "explain: read rule in a writable dir is not read-only" "$out" 'warning: .* can replace'
+unlike "explain: a read rule in a write tree holds (no warning)" "$out" 'warning: .* can replace'
+like "... replace no" "$out" 'replace no'
+is "... its parent is pinned: root's, sticky" "$(mode_of "$W")" "3770 0:10010"
+like "... and explain says why" "$("$P" policy explain /workspaces/proj --root "$R" 2>&1)" "root's and sticky"
+mkdir -p "$R/open" && chmod 0777 "$R/open" && echo x >"$R/open/f"
+printf '[{"path": "/open/f", "access": "read"}]\n' >"$work/ro-open.json"
+out=$("$P" policy explain /open/f --root "$R" --rules "$work/ro-open.json" --uid $A 2>&1)
+like "explain: a read rule in a directory anyone may write is not read-only" "$out" 'warning: .* can replace'
+rm -rf "$R/open"
 chown 1000 "$R/data/pistis/rules.json"
 out=$("$P" policy check --root "$R" 2>&1); rc=$?
 is "a rules file not owned by root is refused" "$rc" 1

@@ -62,4 +62,25 @@ else
 fi
 like "... and reported" "$out" "config: has more than one link"
 
+# --- renaming what a stricter rule protects, inside a write tree --------------------------------
+# A none rule is matched by path. Renamed away by an agent (in a directory it may write),
+# its tree would be write-level content at the next apply: root's secrets group-writable.
+# The directories from the write rule down to it are root's and sticky, so nobody renames
+# the protected directory or one on the way (the agent made proj itself).
+mkdir -p "$R/w2/proj/secret" && echo TOPSECRET >"$R/w2/proj/secret/key"
+chmod 0600 "$R/w2/proj/secret/key" && chown $A:$A "$R/w2/proj"
+printf '[{"path":"/w2","access":"write"},{"path":"/w2/proj/secret","access":"none"}]\n' >"$R/rules-n.json"
+"$P" policy apply --root "$R" --rules "$R/rules-n.json" >/dev/null 2>&1
+is "the way down to a none rule is root's and sticky" \
+	"$(stat -c '%u:%g %a' "$R/w2" "$R/w2/proj" | paste -sd' ')" "0:10010 3770 0:10010 3770"
+as_a() { setpriv --reuid=$A --regid=$A --groups=10010 "$@"; }
+fails "the agent cannot rename the protected directory" as_a mv "$R/w2/proj/secret" "$R/w2/proj/loot"
+fails "... nor a directory on the way to it" as_a mv "$R/w2/proj" "$R/w2/proj2"
+ok "... and still makes, renames and removes its own files there" as_a sh -c \
+	"echo x >'$R/w2/proj/mine' && mv '$R/w2/proj/mine' '$R/w2/proj/mine2' && rm '$R/w2/proj/mine2'"
+"$P" policy apply --root "$R" --rules "$R/rules-n.json" >/dev/null 2>&1
+is "after a second apply the secret is still root's alone" \
+	"$(stat -c '%u:%g %a' "$R/w2/proj/secret" "$R/w2/proj/secret/key" | paste -sd' ')" "0:0 700 0:0 600"
+fails "... and unreadable to the agent" as_a cat "$R/w2/proj/secret/key"
+
 done_testing

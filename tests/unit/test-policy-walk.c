@@ -923,21 +923,43 @@ TEST_F(root, explain_from_the_real_chain)
 	struct policy_error err;
 	struct policy_explain ex;
 	gid_t g[] = {AGENT, USERS_SANDBOX_GID};
-	const char *j =
-		"[{\"path\":\"/w\",\"access\":\"write\"},{\"path\":\"/w/ro\",\"access\":\"read\"}]";
+	const char *j = "[{\"path\":\"/w\",\"access\":\"write\"},{\"path\":\"/w/ro\",\"access\":"
+			"\"read\"},{\"path\":\"/open/ro\",\"access\":\"read\"},{\"path\":"
+			"\"/open/sub/ro\",\"access\":\"read\"}]";
 
 	ASSERT_EQ(chmod(self->dir, 0755), 0);
-	mk(self, "w", S_IFDIR | 0755, 0, 0);
+	mk(self, "w", S_IFDIR | 0755, AGENT, AGENT);
 	mk(self, "w/ro", S_IFREG | 0644, 0, 0);
+	mk(self, "open", S_IFDIR | 0777, 0, 0); /* writable by all, no rule of its own */
+	mk(self, "open/ro", S_IFREG | 0644, 0, 0);
+	mk(self, "open/sub", S_IFDIR | 0755, 0, 0); /* root's, in the open directory */
+	mk(self, "open/sub/ro", S_IFREG | 0644, 0, 0);
 	ASSERT_EQ(policy_rules_parse(j, strlen(j), &r, &err), 0);
 	ASSERT_EQ(run(self, j, POLICY_APPLY), 0);
+	/* The write directory above a read rule is pinned: root's, sticky, so the agent
+	 * cannot rename the read-only file away (nor the directory, by then root's). */
+	EXPECT_EQ(st_of(self, "w").st_uid, 0u);
+	EXPECT_EQ(st_of(self, "w").st_mode & 07777, 03770u);
 	ASSERT_EQ(policy_explain(self->fd, r, "/w/ro", AGENT, g, 2, &ex), 0);
 	ASSERT_NOT_NULL(ex.rule);
 	EXPECT_STREQ(ex.rule->path, "/w/ro");
 	EXPECT_TRUE(ex.exists);
 	EXPECT_TRUE(ex.can_read);
 	EXPECT_FALSE(ex.can_write);
-	EXPECT_TRUE(ex.can_replace); /* read-only inside a writable directory */
+	EXPECT_FALSE(ex.can_replace);
+	ASSERT_EQ(policy_explain(self->fd, r, "/w", AGENT, g, 2, &ex), 0);
+	EXPECT_TRUE(ex.target.flags & POLICY_T_PINNED);
+	/* In a directory anyone may write and no rule covers, read-only does not hold. */
+	ASSERT_EQ(policy_explain(self->fd, r, "/open/ro", AGENT, g, 2, &ex), 0);
+	EXPECT_FALSE(ex.can_write);
+	EXPECT_TRUE(ex.can_replace);
+	EXPECT_STREQ(ex.replace_via, "/open/ro");
+	/* Its own directory is root's 0755, but that directory can be renamed away in the
+	 * open one above it and a new one put in its place: not read-only either. */
+	ASSERT_EQ(policy_explain(self->fd, r, "/open/sub/ro", AGENT, g, 2, &ex), 0);
+	EXPECT_FALSE(ex.can_write);
+	EXPECT_TRUE(ex.can_replace);
+	EXPECT_STREQ(ex.replace_via, "/open/sub");
 	ASSERT_EQ(policy_explain(self->fd, r, "/w/missing", AGENT, g, 2, &ex), 0);
 	EXPECT_FALSE(ex.exists);
 	EXPECT_STREQ(ex.rule->path, "/w");
