@@ -202,22 +202,76 @@ static int set_ids(const struct child_args *a, enum spawn_step *ret_step)
 	return privs_setresuid(a->uid);
 }
 
-/* close_range over everything from 3 except keep1 and keep2 (either may be < 3). */
-static int close_fds_but(int keep1, int keep2)
+/* Where close_range is refused (a container's seccomp profile older than it says EPERM,
+ * a kernel before 5.9 ENOSYS): every fd from 3 but keep1, keep2 and the directory itself,
+ * found in /proc/self/fd. The directory is opened once, at the first call (as root, before
+ * the id change: afterwards the non-dumpable child's /proc/self/fd is root's, not its
+ * own) and kept in *dir_fd (O_CLOEXEC: execve closes it). Raw system calls and the stack
+ * only: a vfork-style child shares pistisd's memory. */
+static int close_fds_by_proc(int keep1, int keep2, int *dir_fd)
+{
+	char buf[2048] __attribute__((aligned(8)));
+	long n;
+
+	if (*dir_fd < 0) {
+		*dir_fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/fd",
+				       O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (*dir_fd < 0)
+			return -errno;
+	}
+	if (syscall(SYS_lseek, *dir_fd, 0, SEEK_SET) < 0)
+		return -errno;
+	/* Closing an fd does not move the others' entries: /proc/PID/fd is listed by fd
+	 * number from where the last read stopped. */
+	while ((n = syscall(SYS_getdents64, *dir_fd, buf, sizeof(buf))) > 0) {
+		for (long pos = 0; pos < n;) {
+			const struct dirent64_raw {
+				uint64_t ino;
+				int64_t off;
+				unsigned short reclen;
+				unsigned char type;
+				char name[];
+			} *d = (const void *)(buf + pos);
+			long fd = 0;
+			const char *c = d->name;
+
+			pos += d->reclen;
+			if (*c < '0' || *c > '9')
+				continue; /* "." and ".." */
+			for (; *c >= '0' && *c <= '9' && fd < INT_MAX / 10; c++)
+				fd = fd * 10 + (*c - '0');
+			if (*c || fd < 3 || fd == keep1 || fd == keep2 || fd == *dir_fd)
+				continue;
+			syscall(SYS_close, (int)fd);
+		}
+	}
+	return n < 0 ? -errno : 0;
+}
+
+/* close_range over everything from 3 except keep1 and keep2 (either may be < 3); where
+ * close_range is refused, close_fds_by_proc (*dir_fd: its directory, -1 at first). */
+static int close_fds_but(int keep1, int keep2, int *dir_fd)
 {
 	int lo = keep1 < keep2 ? keep1 : keep2, hi = keep1 < keep2 ? keep2 : keep1;
 	unsigned from = 3;
 
+	if (*dir_fd >= 0)
+		return close_fds_by_proc(keep1, keep2, dir_fd);
 	for (int k = 0; k < 2; k++) {
 		int keep = k ? hi : lo;
 
 		if (keep < (int)from)
 			continue;
 		if ((unsigned)keep > from && syscall(SYS_close_range, from, keep - 1, 0) < 0)
-			return -errno;
+			goto refused;
 		from = (unsigned)keep + 1;
 	}
-	return syscall(SYS_close_range, from, ~0U, 0) < 0 ? -errno : 0;
+	if (syscall(SYS_close_range, from, ~0U, 0) == 0)
+		return 0;
+refused:
+	if (errno != ENOSYS && errno != EPERM && errno != EINVAL)
+		return -errno;
+	return close_fds_by_proc(keep1, keep2, dir_fd);
 }
 
 int spawn_child_main(void *arg)
@@ -225,7 +279,7 @@ int spawn_child_main(void *arg)
 	const struct child_args *a = arg;
 	enum spawn_step step = SPAWN_STEP_NONE;
 	sigset_t none;
-	int r, fd;
+	int r, fd, fd_dir = -1; /* /proc/self/fd, where close_range is refused */
 
 	/* Handlers are pistisd's code: every disposition back to SIG_DFL, ignored ones too
 	 * (an inherited SIG_IGN survives execve). The mask stays full until just before execve. */
@@ -249,7 +303,7 @@ int spawn_child_main(void *arg)
 	 * rest of pistisd's fds go now, not at the end, so that a child the agent stops once
 	 * it has the agent's uid (up to the exec deadline) holds no pipe, socket or pidfd of
 	 * the daemon's, and no other command's pipe waits for its EOF on it. */
-	r = close_fds_but(a->err_fd, a->cwd_root_fd);
+	r = close_fds_but(a->err_fd, a->cwd_root_fd, &fd_dir);
 	if (r < 0)
 		fail(a, SPAWN_STEP_CLOSE_FDS, r);
 
@@ -320,7 +374,7 @@ int spawn_child_main(void *arg)
 	/* No fd of pistisd's reaches the agent (runc CVE-2024-21626): everything from 3 up
 	 * except the CLOEXEC error pipe, which execve closes (the working directory's root
 	 * fd, and anything the steps above may have opened since the first close). */
-	r = close_fds_but(a->err_fd, a->err_fd);
+	r = close_fds_but(a->err_fd, a->err_fd, &fd_dir);
 	if (r < 0)
 		fail(a, SPAWN_STEP_CLOSE_FDS, r);
 

@@ -292,6 +292,54 @@ TEST(errors_name_the_step)
 
 /* The program embedded at build time is exactly what libseccomp makes of the table now:
  * the table (seccomp-profile.c) stays the single source of truth. */
+/* Where close_range is refused (a container's seccomp profile older than it: EPERM; a
+ * kernel before 5.9: ENOSYS), pistisd check promises the /proc/self/fd fallback: the
+ * command still gets exactly 0, 1 and 2, none of the fds left open without CLOEXEC. */
+TEST(close_range_refused_fds_still_closed)
+{
+	static const int errs[] = {EPERM, ENOSYS};
+
+	need_root_and_probe(_metadata);
+	for (size_t i = 0; i < ELEMENTSOF(errs); i++) {
+		pid_t pid = fork();
+		int st = -1;
+
+		ASSERT_GE(pid, 0);
+		if (pid == 0) {
+			static struct capture cap;
+			struct capture *c = &cap;
+			struct sock_filter f[] = {
+				BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+					 offsetof(struct seccomp_data, nr)),
+				BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_close_range, 0, 1),
+				BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (unsigned)errs[i]),
+				BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+			};
+			struct sock_fprog prog = {.len = ELEMENTSOF(f), .filter = f};
+			struct spawn_ctx *ctx = NULL;
+			struct spawn_opts o;
+			struct spawn_result res;
+			struct spawn_error err;
+			char vb[256], *argv[] = {probe_path, NULL};
+
+			/* Left open without CLOEXEC, as a careless library would. */
+			if (dup2(2, 40) < 0 || dup2(2, 41) < 0 || dup2(2, 700) < 0 ||
+			    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0 ||
+			    syscall(SYS_close_range, ~0U, ~0U, 0) == 0 || spawn_ctx_new(&ctx) < 0)
+				_exit(90);
+			base_opts(&o, argv);
+			if (run(ctx, &o, c, &res, &err) != 0 || res.end != SPAWN_END_EXITED ||
+			    res.exit_code != 0)
+				_exit(91);
+			(void)vb;
+			_exit(strcmp(V("fds"), "0,1,2") ? 92 : 0);
+		}
+		ASSERT_EQ(waitpid(pid, &st, 0), pid);
+		EXPECT_TRUE(WIFEXITED(st));
+		EXPECT_EQ(WEXITSTATUS(st), 0);
+	}
+}
+
 TEST(seccomp_embedded_matches_table)
 {
 	struct seccomp_profile_bpf built, now = {0};
