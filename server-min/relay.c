@@ -45,6 +45,11 @@
 #define SANDBOX_MSG_RESUME (SANDBOX_MSG_RATE / 20)
 #define MAX_CLIENTS 1024
 #define MAX_ROUTES 65536
+/* Routes one sandbox may hold: pistisd holds at most 256 commands, each with at most one
+ * reader; the rest is room for ended ones awaiting their reader's final ack. A sandbox that
+ * never sends exec.exit would otherwise keep every route it was ever given until the
+ * table, which all sandboxes share, is full. */
+#define MAX_ROUTES_PER_SANDBOX 1024
 /* Requests forwarded to one sandbox and not yet answered: a sandbox's answers and events
  * reach a client only for a request that client sent to that very sandbox. */
 /* A client that sends requests the sandbox does not answer (long exec.starts, a pistisd that
@@ -145,6 +150,7 @@ struct sandbox {
 	struct index pend_by_id;	 /* by (client, id), in the order they were sent */
 	struct index pend_of_client;	 /* by client slot */
 	struct route_slots *route_slots; /* where its routes are in R.routes */
+	uint32_t n_routes;		 /* how many */
 	bool full_warned; /* sandbox_full logged since its queue last went under the bound */
 };
 
@@ -603,6 +609,7 @@ static void route_insert(uint32_t i)
 		R.route_full[i / 4096] |= UINT64_C(1) << (i / 64 % 64);
 	r->sb->route_slots->word[i / 64] |= bit;
 	r->sb->route_slots->some[i / 4096] |= UINT64_C(1) << (i / 64 % 64);
+	r->sb->n_routes++;
 	if (i >= R.n_routes)
 		R.n_routes = i + 1;
 	for (int k = 0; k < N_ROUTE_INDEXES; k++)
@@ -620,6 +627,7 @@ static void route_remove(struct route *r)
 	R.route_full[i / 4096] &= ~(UINT64_C(1) << (i / 64 % 64));
 	if (!(r->sb->route_slots->word[i / 64] &= ~bit))
 		r->sb->route_slots->some[i / 4096] &= ~(UINT64_C(1) << (i / 64 % 64));
+	r->sb->n_routes--;
 	r->used = false;
 }
 
@@ -703,6 +711,55 @@ static bool route_of_owner(struct sandbox *sb, uint64_t client, const char *id)
 	return false;
 }
 
+/* Make room: drop one of sb's routes, an ended one (its reader only owes the final ack)
+ * before a running one, the lowest slot of each kind; its reader is told, never left
+ * waiting for output that will not come. The slot is free afterwards. */
+static void route_evict(struct sandbox *sb, const char *why)
+{
+	struct route *victim = NULL;
+	struct conn *cl;
+
+	for (struct route *rt = route_next_of(sb, 0); rt;
+	     rt = route_next_of(sb, (uint32_t)(rt - R.routes) + 1)) {
+		if (!victim)
+			victim = rt;
+		if (rt->ended) {
+			victim = rt;
+			break;
+		}
+	}
+	if (!victim)
+		return;
+	route_remove(victim); /* (what the message below needs stays in the slot) */
+	if ((cl = client_by_serial(victim->client))) {
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddNumberToObject(o, "cmd", victim->cmd);
+		cJSON_AddStringToObject(o, "reason", why);
+		send_text(cl, proto_event_build("exec.detached", victim->orig_id, o));
+	}
+}
+
+/* A free slot for a new route of sb, or NIL. sb at its own bound gives up one of its own;
+ * a full table, one of the sandbox holding the most routes if that is more than sb holds
+ * (so a sandbox that hoards routes loses them, not the others). */
+static uint32_t route_slot_for(struct sandbox *sb)
+{
+	uint32_t i;
+	struct sandbox *most = sb;
+
+	if (sb->n_routes >= MAX_ROUTES_PER_SANDBOX)
+		route_evict(sb, "too many commands routed for this sandbox");
+	if ((i = route_slot_free()) != NIL)
+		return i;
+	for (size_t k = 0; k < R.cfg.n_sandboxes; k++)
+		if (R.sbs[k].n_routes > most->n_routes)
+			most = &R.sbs[k];
+	if (most == sb || most->n_routes <= sb->n_routes + 1)
+		return NIL;
+	route_evict(most, "the relay's route table is full");
+	return route_slot_free();
+}
+
 static struct route *route_set(struct sandbox *sb, uint32_t cmd, uint64_t client,
 			       const char *orig_id, uint64_t from)
 {
@@ -724,7 +781,7 @@ static struct route *route_set(struct sandbox *sb, uint32_t cmd, uint64_t client
 		i = (uint32_t)(r - R.routes);
 		if (r->used)
 			route_remove(r); /* its keys change */
-	} else if ((i = route_slot_free()) == NIL)
+	} else if ((i = route_slot_for(sb)) == NIL)
 		return NULL;
 	r = &R.routes[i];
 	*r = (struct route){

@@ -170,6 +170,17 @@ is "routes: events under a ping's id make no reader: the sandbox's frame reached
 	"$(val forged_frames "$W/sr.out")" 0
 is "routes: another sandbox's command still reaches its client" "$(val real_output "$W/sr.out")" routed
 is "routes: both daemons still running" "$(alive)" yes
+# --- a hostile sandbox keeps every command it was given running, forever ----------------------
+# (every route kept until the shared table is full: then no sandbox's new output was routed)
+$FAKE sandbox-hoard "$SP" "$EVIL" "$CP" "$CT" s1 1300 >"$W/sh.out" 2>&1
+[ -z "$(val exception "$W/sh.out")" ] || sed 's/^/# /' "$W/sh.out"
+is "hoard: all 1300 commands started" "$(val started "$W/sh.out")" 1300
+is "hoard: past 1024 routes the oldest readers are told they are detached" "$(val detached "$W/sh.out")" 276
+is "... the first of them command 1" "$(val detached_first "$W/sh.out")" 1
+is "... saying why" "$(val detached_reason "$W/sh.out")" "too many commands routed for this sandbox"
+is "hoard: the newest command's output still reaches its reader" "$(val newest_output "$W/sh.out")" newest
+is "hoard: another sandbox's command still reaches its client" "$(val real_output "$W/sh.out")" routed
+is "hoard: both daemons still running" "$(alive)" yes
 # --- upgrade requests that smuggle a token: duplicate or folded headers, long ones -------------
 $FAKE handshakes "$SP" "$EVIL" >"$W/hs.out" 2>&1
 [ -z "$(val exception "$W/hs.out")" ] || sed 's/^/# /' "$W/hs.out"

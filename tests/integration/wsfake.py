@@ -2,7 +2,7 @@
 """A hostile peer for the relay tests: a minimal WebSocket client (RFC 6455, standard library
 only) that speaks docs/protocol.md to server-min as a fake sandbox or a fake client, and runs
 one named scenario. Prints `name=value` lines for tests/integration/relay-hostile.sh."""
-import base64, json, os, socket, struct, sys, time
+import base64, json, os, socket, struct, sys, threading, time
 
 
 def frame_head(need):
@@ -572,6 +572,84 @@ def scenario_sandbox_routes(sport, stoken, cport, ctoken, real, n):
     print("forged_started=%d" % sum(1 for o in c.seen if o.get("event") == "exec.started"))
     print("forged_frames=%d" % len(c.frames))
     # a command of the real sandbox, for another client: its output must reach it
+    r = client(cport, ctoken)
+    r.send(json.dumps({"id": "x1", "op": "exec.start", "sandbox": real, "agent": "alice",
+                       "argv": ["echo", "routed"]}))
+    st = r.recv_json("x1")
+    out, end = b"", time.time() + 5
+    while time.time() < end and b"\n" not in out:
+        for d in r.frames:
+            if struct.unpack(">I", d[4:8])[0] == st.get("cmd") and d[1] == 1:
+                out += d[16:]
+        r.frames = []
+        try:
+            if b"\n" not in out:
+                r.recv_json(timeout=0.5)
+        except (socket.timeout, TimeoutError):
+            pass
+    print("real_output=" + (out.decode(errors="replace").strip() or "none"))
+    evil.s.close()
+
+
+def scenario_sandbox_hoard(sport, stoken, cport, ctoken, real, n):
+    """A hostile sandbox answers every exec.start and never ends a command, so server-min
+    would keep every route until the table all sandboxes share is full (65536) and then route
+    no new command's output, any sandbox's. One sandbox holds at most 1024 routes: past that
+    its oldest reader is told (exec.detached), its newest command still routes, and another
+    sandbox's command still reaches its client."""
+    evil = fake_sandbox(sport, stoken, timeout=120)
+    c = client(cport, ctoken)
+    cmds = {}
+
+    def answer():
+        cmd = 0
+        while True:
+            try:
+                b, d = evil.recv()
+            except Exception:
+                return
+            if b:
+                continue
+            o = json.loads(d)
+            if o.get("op") == "exec.start":
+                cmd += 1
+                evil.send(json.dumps({"id": o["id"], "ok": True, "event": "exec.started",
+                                      "cmd": cmd, "pid": 1, "user": "x", "uid": 10100}))
+
+    threading.Thread(target=answer, daemon=True).start()
+    done = 0
+    while done < n:
+        k = min(500, n - done)
+        for i in range(k):
+            c.send(json.dumps({"id": "h%d" % (done + i), "op": "exec.start", "sandbox": "evil",
+                               "agent": "a", "argv": ["true"]}))
+        got = 0
+        while got < k:
+            o = c.recv_json(timeout=60)
+            if str(o.get("id", "")).startswith("h") and o.get("event") == "exec.started":
+                cmds[o["id"]] = o["cmd"]
+                got += 1
+        done += k
+    try:
+        while True:
+            c.recv_json(timeout=0.5)
+    except (socket.timeout, TimeoutError):
+        pass
+    detached = [o for o in c.seen if o.get("event") == "exec.detached"]
+    print("started=%d" % len(cmds))
+    print("detached=%d" % len(detached))
+    print("detached_reason=" + (detached[0].get("reason", "") if detached else "none"))
+    print("detached_first=%s" % (detached[0].get("cmd") if detached else "none"))
+    last = cmds["h%d" % (n - 1)]
+    c.frames = []
+    evil.send(frame(1, 0, last, 1, b"newest\n"), binary=True)
+    try:
+        while not c.frames:
+            c.recv_json(timeout=2)
+    except (socket.timeout, TimeoutError):
+        pass
+    print("newest_output=" + (c.frames[0][16:].decode(errors="replace").strip()
+                              if c.frames else "none"))
     r = client(cport, ctoken)
     r.send(json.dumps({"id": "x1", "op": "exec.start", "sandbox": real, "agent": "alice",
                        "argv": ["echo", "routed"]}))
@@ -1352,6 +1430,8 @@ if __name__ == "__main__":
             scenario_client_noread(port, token, int(rest[0]), int(rest[1]))
         elif name == "sandbox-routes":
             scenario_sandbox_routes(port, token, int(rest[0]), rest[1], rest[2], int(rest[3]))
+        elif name == "sandbox-hoard":
+            scenario_sandbox_hoard(port, token, int(rest[0]), rest[1], rest[2], int(rest[3]))
         elif name == "wrong-tokens":
             scenario_wrong_tokens(port, int(token), int(rest[0]))
         elif name == "sandbox-log-flood":
