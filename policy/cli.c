@@ -17,6 +17,7 @@
 #include "lib/log.h"
 #include "lib/macro.h"
 #include "pistisd/cli.h"
+#include "policy/internal.h"
 #include "policy/policy.h"
 #include "sandbox-users/users.h"
 
@@ -32,6 +33,7 @@ struct ctx {
 	const char *agent;
 	long long uid;
 	bool first_event;
+	bool allow_unprotected_hardlinks; /* --allow protected_hardlinks */
 	struct timespec start, last_progress;
 	bool progress_shown;
 };
@@ -57,6 +59,9 @@ static void usage(FILE *f)
 		"  --json         machine-readable output on stdout\n"
 		"  --timeout SEC  stop a walk after SEC seconds (default 3600; 0: none)\n"
 		"  --threads N    walk with N threads (default 0: one per CPU, at most 8)\n"
+		"  --allow protected_hardlinks\n"
+		"                 apply or save although fs.protected_hardlinks is not 1 (an\n"
+		"                 agent could then link any file into a tree it writes)\n"
 		"  -h, --help     this help\n\n"
 		"Rules file: " POLICY_RULES_PATH " inside the root; the built-in defaults when it\n"
 		"does not exist. Exit: 0 ok, 1 not conforming / not everything done / invalid "
@@ -582,6 +587,7 @@ int policy_cli_main(int argc, char **argv)
 		{"agent", required_argument, NULL, 'a'},
 		{"uid", required_argument, NULL, 'u'},
 		{"threads", required_argument, NULL, 'T'},
+		{"allow", required_argument, NULL, 'A'},
 		{"help", no_argument, NULL, 'h'},
 		{},
 	};
@@ -648,6 +654,14 @@ int policy_cli_main(int argc, char **argv)
 		case 'a':
 			c.agent = optarg;
 			break;
+		case 'A':
+			if (strcmp(optarg, "protected_hardlinks")) {
+				log_error("--allow knows only 'protected_hardlinks', got '%s'",
+					  optarg);
+				return EXIT_USAGE;
+			}
+			c.allow_unprotected_hardlinks = true;
+			break;
 		case 'u':
 			errno = 0;
 			c.uid = strtoll(optarg, &end, 10);
@@ -688,6 +702,20 @@ int policy_cli_main(int argc, char **argv)
 	if (getenv("PISTIS_NO_OPENAT2"))
 		policy_resolve_force_fallback(true);
 
+	/* Without protected_hardlinks an agent can link any file (/etc/shadow) into a tree it
+	 * writes; the walk leaves a file with two names alone, but once the other name is
+	 * replaced (passwd and shadow are, on every change) the agent's is the only one, and a
+	 * write rule would hand the old inode to pi-sandbox. pistisd serve refuses to start
+	 * then (pistisd check); so do the commands that change the tree. */
+	if ((c.cmd == CMD_APPLY || c.cmd == CMD_SAVE) && !c.allow_unprotected_hardlinks &&
+	    !policy_hardlinks_protected()) {
+		log_error("refusing to %s: fs.protected_hardlinks is not 1 (read from "
+			  "/proc/sys/fs/protected_hardlinks), so an agent can hardlink any file, "
+			  "/etc/shadow included, into a tree it may write; set it to 1 on the host "
+			  "(it is not namespaced), or pass --allow protected_hardlinks",
+			  c.cmd == CMD_APPLY ? "apply" : "save");
+		return EXIT_SYSTEM;
+	}
 	if (open_root(c.root, &root_fd) < 0)
 		return EXIT_SYSTEM;
 	if (c.cmd == CMD_SAVE)

@@ -62,6 +62,21 @@ else
 fi
 like "... and reported" "$out" "config: has more than one link"
 
+# --- the same with fs.protected_hardlinks off (faked for this mount namespace: a file bound
+# over the sysctl): an agent could have linked anything, so nothing linked is touched, and
+# apply refuses to run at all unless the operator allows it by name.
+echo 0 >"$R/ph0"
+mount --bind "$R/ph0" /proc/sys/fs/protected_hardlinks
+chmod 0660 "$R/ws/proj/config"
+out=$("$P" policy apply --root "$R" --rules "$R/rules-r.json" 2>&1)
+is "protected_hardlinks 0: apply refuses (exit 111)" "$?" 111
+like "... saying why and how to allow it" "$out" "protected_hardlinks is not 1.*--allow protected_hardlinks"
+"$P" policy apply --root "$R" --rules "$R/rules-r.json" --allow protected_hardlinks >/dev/null 2>&1
+is "... allowed by name: a linked file is left exactly as it was" \
+	"$(stat -c '%u:%g %a' "$R/ws/proj/config")" "0:10010 660"
+umount /proc/sys/fs/protected_hardlinks
+chmod 0640 "$R/ws/proj/config"
+
 # --- renaming what a stricter rule protects, inside a write tree --------------------------------
 # A none rule is matched by path. Renamed away by an agent (in a directory it may write),
 # its tree would be write-level content at the next apply: root's secrets group-writable.
