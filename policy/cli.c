@@ -442,14 +442,15 @@ static int do_explain(struct ctx *c, int root_fd, const struct policy_rules *rul
 		if (ex.exists && ex.rule && !ex.symlink_on_way)
 			printf(",\"implies\":{\"uid\":%d,\"gid\":%u,\"mode\":\"%04o\",\"default_"
 			       "acl\":%s,"
-			       "\"left_as_is\":%s,\"pinned\":%s}",
+			       "\"left_as_is\":%s,\"pinned\":%s,\"beyond_mount\":%s}",
 			       ex.target.uid == (uid_t)-1 ? -1 : (int)ex.target.uid,
 			       (unsigned)ex.target.gid, (unsigned)ex.target.mode,
 			       ex.target.flags & POLICY_T_DEFAULT_ACL ? "true" : "false",
 			       ex.target_hardlink_left || (ex.target.flags & POLICY_T_LEAVE)
 				       ? "true"
 				       : "false",
-			       ex.target.flags & POLICY_T_PINNED ? "true" : "false");
+			       ex.target.flags & POLICY_T_PINNED ? "true" : "false",
+			       ex.mount_at[0] ? "true" : "false");
 		if (ex.agent)
 			printf(",\"agent\":{\"uid\":%u,\"traverse\":%s,\"blocked_by\":\"%s\","
 			       "\"read\":%s,"
@@ -504,6 +505,13 @@ static int do_explain(struct ctx *c, int root_fd, const struct policy_rules *rul
 			       (uintmax_t)ex.st.st_nlink);
 		if (ex.target.flags & POLICY_T_LEAVE)
 			printf("  note: a device node: apply never loosens it\n");
+		if (ex.mount_at[0]) {
+			_cleanup_free_ char *mp = esc(ex.mount_at, strlen(ex.mount_at), false);
+			printf("  note: %s is a mount point below the rule's path: apply does not "
+			       "cross it, so this node keeps what it has (put a rule on the mount "
+			       "point to cover it)\n",
+			       mp ? mp : "");
+		}
 		if (ex.target.flags & POLICY_T_PINNED)
 			printf("  note: root's and sticky: a none or read rule lies below, and no "
 			       "agent may rename what it protects or the directories on the way\n");

@@ -107,6 +107,18 @@ int policy_explain(int root_fd, const struct policy_rules *rules, const char *pa
 		}
 		if (*p && !S_ISDIR(node->st.st_mode))
 			return 0;
+		/* The walk stays on its rule's file system: a mount point below the rule's own
+		 * path (the rule's path may be one) is where apply stops (walk.c crosses_fs). */
+		if (ret->rule && !ret->mount_at[0] && done > ret->rule->len &&
+		    S_ISDIR(node->st.st_mode)) {
+			struct stat mst;
+			int mount = 0;
+			if (policy_node_stat(cur, "", AT_EMPTY_PATH, &mst, &mount) == 0 &&
+			    (mount > 0 || (mount < 0 && mst.st_dev != parent->st.st_dev))) {
+				memcpy(ret->mount_at, path, done);
+				ret->mount_at[done] = '\0';
+			}
+		}
 		read_node(cur, node, &ret->has_default_acl);
 		/* Replacing the node or any directory on its way: rename or unlink it in its
 		 * own parent (write+search there; the sticky bit limits that to the owner of

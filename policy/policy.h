@@ -246,6 +246,9 @@ struct policy_explain {
 			   * and so put its own in its place */
 	char blocked_by[POLICY_PATH_MAX + 1];  /* first directory that stops traversal */
 	char replace_via[POLICY_PATH_MAX + 1]; /* the highest such node ("" if none) */
+	/* A mount point below the rule's own path on the way to (or at) the node: apply does
+	 * not cross it, so the node keeps what it has. */
+	char mount_at[POLICY_PATH_MAX + 1];
 };
 
 /* path: normalised absolute path inside the root. uid/gids: the agent's credentials

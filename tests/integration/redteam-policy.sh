@@ -77,6 +77,16 @@ is "... allowed by name: a linked file is left exactly as it was" \
 umount /proc/sys/fs/protected_hardlinks
 chmod 0640 "$R/ws/proj/config"
 
+# --- explain and a mount point below its rule's path: apply does not cross it ------------------
+mkdir -p "$R/ws/vol" && mount -t tmpfs -o mode=0755 pistis-vol "$R/ws/vol"
+echo v >"$R/ws/vol/f" && chmod 0600 "$R/ws/vol/f"
+"$P" policy apply --root "$R" --rules "$R/rules-w.json" >/dev/null 2>&1
+is "apply leaves a file beyond a mount point as it is" "$(stat -c '%u:%g %a' "$R/ws/vol/f")" "0:0 600"
+like "explain says so, naming the mount point" \
+	"$("$P" policy explain /ws/vol/f --root "$R" --rules "$R/rules-w.json" 2>&1)" \
+	"note: /ws/vol is a mount point below the rule's path: apply does not cross it"
+umount "$R/ws/vol"
+
 # --- renaming what a stricter rule protects, inside a write tree --------------------------------
 # A none rule is matched by path. Renamed away by an agent (in a directory it may write),
 # its tree would be write-level content at the next apply: root's secrets group-writable.
