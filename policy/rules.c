@@ -318,7 +318,7 @@ static int parse_rule(const cJSON *o, unsigned line, struct policy_rule *rule,
 
 	if (!cJSON_IsObject(o))
 		return fail(err, -EINVAL, line,
-			    "a rule must be an object {\"path\": …, \"access\": …}");
+			    "a rule must be an object {\"path\": ..., \"access\": ...}");
 	for (const cJSON *k = o->child; k; k = k->next) {
 		const cJSON **slot;
 
