@@ -151,49 +151,35 @@ static size_t first_at_or_after(const struct policy_rules *r, const char *dir, s
 	return lo;
 }
 
-bool policy_rules_stricter_below(const struct policy_rules *r, const char *dir, size_t len)
+/* Whether a rule lies strictly below directory dir (with stricter: a none or read one).
+ * Rules are sorted bytewise, so those that start with "dir" are one run from
+ * first_at_or_after; "/" is above every other rule. */
+static bool rule_below(const struct policy_rules *r, const char *dir, size_t len, bool stricter)
 {
+	bool root = len == 1 && dir[0] == '/';
+
 	if (!r)
 		return false;
-	for (size_t i = len == 1 && dir[0] == '/' ? 0 : first_at_or_after(r, dir, len); i < r->n;
-	     i++) {
+	for (size_t i = root ? 0 : first_at_or_after(r, dir, len); i < r->n; i++) {
 		const struct policy_rule *m = &r->rules[i];
-		bool root = len == 1 && dir[0] == '/';
 
 		if (!root && (m->len < len || memcmp(m->path, dir, len) != 0))
 			return false;
 		if ((root ? m->len > 1 : m->len > len && m->path[len] == '/') &&
-		    m->access != POLICY_WRITE)
+		    (!stricter || m->access != POLICY_WRITE))
 			return true;
 	}
 	return false;
 }
 
+bool policy_rules_stricter_below(const struct policy_rules *r, const char *dir, size_t len)
+{
+	return rule_below(r, dir, len, true);
+}
+
 bool policy_rules_has_below(const struct policy_rules *r, const char *dir, size_t len)
 {
-	size_t lo = 0, hi = r ? r->n : 0;
-
-	if (len == 1 && dir[0] == '/')
-		return r && (r->n > 1 || (r->n == 1 && r->rules[0].len > 1));
-	/* Sorted bytewise: every rule that starts with "dir" follows the first rule >= dir,
-	 * contiguously ("dir", "dir-x", "dir.y", "dir/z"…); scan that run for "dir/". */
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (cmp_bytes(r->rules[mid].path, r->rules[mid].len, dir, len) < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	for (size_t i = lo; i < r->n; i++) {
-		const struct policy_rule *m = &r->rules[i];
-
-		if (m->len < len || memcmp(m->path, dir, len) != 0)
-			return false;
-		if (m->len > len && m->path[len] == '/')
-			return true;
-	}
-	return false;
+	return rule_below(r, dir, len, false);
 }
 
 void policy_rules_free(struct policy_rules *r)

@@ -166,36 +166,29 @@ unlike "... and the user is not re-created" "$(cat "$R/etc/passwd")" "^$name:"
 
 # The same with the identity complete in /etc (the lock-free fast path of every command's
 # ensure): a membership elsewhere, a group password, another member in its own group.
+# refused FILE SED-EXPR WHAT MESSAGE: SED-EXPR planted in /etc/FILE, ensure must exit 1
+# saying MESSAGE; FILE is put back as it was.
+refused() {
+	cp "$R/etc/$1" "$S/$1.ok"
+	sed -i "$2" "$R/etc/$1"
+	out=$(u ensure rt/img 2>&1)
+	is "complete identity, $3: ensure refuses (exit 1)" "$?" 1
+	like "... saying so" "$out" "$4"
+	cp "$S/$1.ok" "$R/etc/$1"
+}
 fresh
 u ensure rt/img >"$S/id" 2>&1
 name=$(sed -n 's/^name=//p' "$S/id")
-for f in group gshadow; do cp "$R/etc/$f" "$S/$f.ok"; done
-sed -i "s/^\(shadow:x:[0-9]*:\)\(.*\)$/\1$name/" "$R/etc/group"
-out=$(u ensure rt/img 2>&1)
-is "complete identity, also a member of group shadow: ensure refuses (exit 1)" "$?" 1
-like "... naming the group" "$out" "member of group 'shadow' in /etc/group"
-cp "$S/group.ok" "$R/etc/group"
-sed -i "s/^\(shadow:[^:]*:\)[^:]*:/\1$name:/" "$R/etc/gshadow"
-out=$(u ensure rt/img 2>&1)
-is "... an administrator of shadow in /etc/gshadow: refused (exit 1)" "$?" 1
-like "... saying so" "$out" "administrator of group 'shadow' in /etc/gshadow"
-cp "$S/gshadow.ok" "$R/etc/gshadow"
-sed -i "s/^$name:x:/$name:\$6\$salt\$hash:/" "$R/etc/group"
-out=$(u ensure rt/img 2>&1)
-is "... a password on its own group in /etc/group: refused (exit 1)" "$?" 1
-like "... saying so" "$out" "group '$name' has a password in /etc/group"
-cp "$S/group.ok" "$R/etc/group"
-sed -i "s/^$name:!:/$name:\$6\$salt\$hash:/" "$R/etc/gshadow"
-out=$(u ensure rt/img 2>&1)
-is "... a password on its own group in /etc/gshadow: refused (exit 1)" "$?" 1
-like "... saying so" "$out" "group '$name' has a password in /etc/gshadow"
-cp "$S/gshadow.ok" "$R/etc/gshadow"
-sed -i "s/^\($name:x:[0-9]*:\)$/\1pi-tools/" "$R/etc/group"
-like "(planted) pi-tools is a member of the agent's group" "$(grep "^$name:" "$R/etc/group")" "pi-tools\$"
-out=$(u ensure rt/img 2>&1)
-is "... refused (exit 1)" "$?" 1
-like "... saying so" "$out" "group '$name' lists members or administrators other than its agent"
-cp "$S/group.ok" "$R/etc/group"
+refused group "s/^\(shadow:x:[0-9]*:\)\(.*\)$/\1$name/" "also a member of group shadow" \
+	"member of group 'shadow' in /etc/group"
+refused gshadow "s/^\(shadow:[^:]*:\)[^:]*:/\1$name:/" "an administrator of shadow in /etc/gshadow" \
+	"administrator of group 'shadow' in /etc/gshadow"
+refused group "s/^$name:x:/$name:\$6\$salt\$hash:/" "a password on its own group in /etc/group" \
+	"group '$name' has a password in /etc/group"
+refused gshadow "s/^$name:!:/$name:\$6\$salt\$hash:/" "a password on its own group in /etc/gshadow" \
+	"group '$name' has a password in /etc/gshadow"
+refused group "s/^\($name:x:[0-9]*:\)$/\1pi-tools/" "pi-tools a member of its group" \
+	"group '$name' lists members or administrators other than its agent"
 exits 0 "restored: ensure confirms it again" u ensure rt/img
 
 # One uid for two agents, the registry and /etc edited to match (a corrupt volume, an

@@ -542,6 +542,27 @@ def scenario_sandbox_noread(sport, stoken, cport, ctoken, real, mib):
     sb.s.close()
 
 
+def real_output(cport, ctoken, real):
+    """`echo routed` on the real sandbox for a client of its own: what reached that client
+    on the command's stdout within 5 s ("none" if nothing)."""
+    r = client(cport, ctoken)
+    r.send(json.dumps({"id": "x1", "op": "exec.start", "sandbox": real, "agent": "alice",
+                       "argv": ["echo", "routed"]}))
+    st = r.recv_json("x1")
+    out, end = b"", time.time() + 5
+    while time.time() < end and b"\n" not in out:
+        for d in r.frames:
+            if struct.unpack(">I", d[4:8])[0] == st.get("cmd") and d[1] == 1:
+                out += d[16:]
+        r.frames = []
+        try:
+            if b"\n" not in out:
+                r.recv_json(timeout=0.5)
+        except (socket.timeout, TimeoutError):
+            pass
+    return out.decode(errors="replace").strip() or "none"
+
+
 def scenario_sandbox_routes(sport, stoken, cport, ctoken, real, n):
     """A hostile sandbox makes itself the source of commands nobody started: it is sent a
     ping and, before answering it, sends `exec.started` events for `n` command numbers under
@@ -572,22 +593,7 @@ def scenario_sandbox_routes(sport, stoken, cport, ctoken, real, n):
     print("forged_started=%d" % sum(1 for o in c.seen if o.get("event") == "exec.started"))
     print("forged_frames=%d" % len(c.frames))
     # a command of the real sandbox, for another client: its output must reach it
-    r = client(cport, ctoken)
-    r.send(json.dumps({"id": "x1", "op": "exec.start", "sandbox": real, "agent": "alice",
-                       "argv": ["echo", "routed"]}))
-    st = r.recv_json("x1")
-    out, end = b"", time.time() + 5
-    while time.time() < end and b"\n" not in out:
-        for d in r.frames:
-            if struct.unpack(">I", d[4:8])[0] == st.get("cmd") and d[1] == 1:
-                out += d[16:]
-        r.frames = []
-        try:
-            if b"\n" not in out:
-                r.recv_json(timeout=0.5)
-        except (socket.timeout, TimeoutError):
-            pass
-    print("real_output=" + (out.decode(errors="replace").strip() or "none"))
+    print("real_output=" + real_output(cport, ctoken, real))
     evil.s.close()
 
 
@@ -650,22 +656,7 @@ def scenario_sandbox_hoard(sport, stoken, cport, ctoken, real, n):
         pass
     print("newest_output=" + (c.frames[0][16:].decode(errors="replace").strip()
                               if c.frames else "none"))
-    r = client(cport, ctoken)
-    r.send(json.dumps({"id": "x1", "op": "exec.start", "sandbox": real, "agent": "alice",
-                       "argv": ["echo", "routed"]}))
-    st = r.recv_json("x1")
-    out, end = b"", time.time() + 5
-    while time.time() < end and b"\n" not in out:
-        for d in r.frames:
-            if struct.unpack(">I", d[4:8])[0] == st.get("cmd") and d[1] == 1:
-                out += d[16:]
-        r.frames = []
-        try:
-            if b"\n" not in out:
-                r.recv_json(timeout=0.5)
-        except (socket.timeout, TimeoutError):
-            pass
-    print("real_output=" + (out.decode(errors="replace").strip() or "none"))
+    print("real_output=" + real_output(cport, ctoken, real))
     evil.s.close()
 
 

@@ -203,6 +203,15 @@ TEST(most_specific_rule_decides)
 	EXPECT_FALSE(policy_rules_has_below(rules, "/work", 5));
 	EXPECT_FALSE(policy_rules_has_below(rules, "/workspaces/a/secret/pub", 24));
 	EXPECT_FALSE(policy_rules_has_below(rules, "/etc", 4));
+	/* A none or read rule below (what pins a write directory's way down to it). */
+	EXPECT_TRUE(policy_rules_stricter_below(rules, "/", 1));
+	EXPECT_TRUE(policy_rules_stricter_below(rules, "/workspaces", 11));
+	EXPECT_TRUE(policy_rules_stricter_below(rules, "/workspaces/a", 13));
+	EXPECT_TRUE(policy_rules_stricter_below(rules, "/workspaces/a/secret", 20));
+	EXPECT_FALSE(policy_rules_stricter_below(rules, "/workspaces/a/secret/pub", 24));
+	EXPECT_FALSE(policy_rules_stricter_below(rules, "/work", 5));
+	EXPECT_FALSE(policy_rules_stricter_below(rules, "/work-old", 9));
+	EXPECT_FALSE(policy_rules_stricter_below(rules, "/workspaces/a/secre", 19));
 	EXPECT_EQ(policy_rules_find(rules, "/work", 5) >= 0, true);
 	EXPECT_EQ(policy_rules_find(rules, "/wor", 4), -1);
 	policy_rules_free(rules);
@@ -214,6 +223,16 @@ TEST(most_specific_rule_decides)
 	EXPECT_NULL(policy_rules_match(rules, "/data/bi"));
 	EXPECT_FALSE(policy_rules_has_below(rules, "/data/bi", 8));
 	EXPECT_TRUE(policy_rules_has_below(rules, "/data", 5));
+	policy_rules_free(rules);
+
+	/* Only write rules below: something below, nothing stricter. */
+	rules = parse("[{\"path\":\"/a\",\"access\":\"write\"},{\"path\":\"/a/b\",\"access\":"
+		      "\"write\"}]",
+		      &r, &err);
+	ASSERT_EQ(r, 0);
+	EXPECT_TRUE(policy_rules_has_below(rules, "/a", 2));
+	EXPECT_FALSE(policy_rules_stricter_below(rules, "/a", 2));
+	EXPECT_FALSE(policy_rules_stricter_below(rules, "/", 1));
 	policy_rules_free(rules);
 }
 

@@ -1282,48 +1282,47 @@ TEST(planted_symlink_at_home_is_replaced_not_followed)
  * at the very end of a file, without a newline, included (the scans' edges). */
 TEST(fast_path_sends_doubt_to_the_locked_path)
 {
-	char *root = make_root(), etc[2048], text[4096];
+	char *root = make_root(), etc[2048], text[4096], line[4][128];
 	struct users_identity id;
 
 	snprintf(etc, sizeof(etc), "%s/etc", root);
 	ASSERT_EQ(users_ensure(root, "fast", (uid_t)-1, &id), 0);
-	char *gr = read_text(root, "etc/group"), *pw = read_text(root, "etc/passwd");
-	char *gs = read_text(root, "etc/gshadow");
-	ASSERT_NOT_NULL(gr);
-	ASSERT_NOT_NULL(pw);
-	ASSERT_NOT_NULL(gs);
-
-	snprintf(text, sizeof(text), "%sstaff:x:50:daemon,%s", gr, id.name);
-	write_file(etc, "group", text, 0644, 0);
-	EXPECT_EQ(users_ensure(root, "fast", (uid_t)-1, &id), -EEXIST);
-	EXPECT_NOT_NULL(strstr(users_last_error(), "member of group 'staff' in /etc/group"));
-	snprintf(text, sizeof(text), "%sstaff:x:50:daemon,%sx", gr, id.name);
-	write_file(etc, "group", text, 0644, 0);
+	snprintf(line[0], sizeof(line[0]), "staff:x:50:daemon,%s", id.name);
+	snprintf(line[1], sizeof(line[1]), "staff:x:50:daemon,%sx", id.name);
+	snprintf(line[2], sizeof(line[2]), "staff:*:%s:", id.name);
+	snprintf(line[3], sizeof(line[3]), "twin:x:%u:%u::/:/bin/sh", id.uid, id.uid);
+	char twin_group[64];
+	snprintf(twin_group, sizeof(twin_group), "twin:x:%u:", id.uid);
+	const struct {
+		const char *file, *tail, *why; /* why NULL: confirmed */
+		mode_t mode;
+		gid_t gid;
+	} cases[] = {
+		{"group", line[0], "member of group 'staff' in /etc/group", 0644, 0},
+		{"group", line[1], NULL, 0644, 0}, /* a longer name that contains it */
+		{"gshadow", line[2], "administrator of group 'staff'", 0640, 42},
+		{"passwd", line[3], "user 'twin' in /etc/passwd shares id", 0644, 0},
+		{"group", twin_group, "group 'twin' in /etc/group shares gid", 0644, 0},
+	};
+	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+		char rel[32], *orig;
+		snprintf(rel, sizeof(rel), "etc/%s", cases[i].file);
+		orig = read_text(root, rel);
+		ASSERT_NOT_NULL(orig);
+		/* The planted line last, without a newline: the scans' far edge. */
+		snprintf(text, sizeof(text), "%s%s", orig, cases[i].tail);
+		write_file(etc, cases[i].file, text, cases[i].mode, cases[i].gid);
+		int r = users_ensure(root, "fast", (uid_t)-1, &id);
+		if (cases[i].why) {
+			EXPECT_EQ(r, -EEXIST);
+			EXPECT_NOT_NULL(strstr(users_last_error(), cases[i].why));
+		} else {
+			EXPECT_EQ(r, 0);
+		}
+		write_file(etc, cases[i].file, orig, cases[i].mode, cases[i].gid);
+		free(orig);
+	}
 	EXPECT_EQ(users_ensure(root, "fast", (uid_t)-1, &id), 0);
-	write_file(etc, "group", gr, 0644, 0);
-
-	snprintf(text, sizeof(text), "%sstaff:*:%s:", gs, id.name);
-	write_file(etc, "gshadow", text, 0640, 42);
-	EXPECT_EQ(users_ensure(root, "fast", (uid_t)-1, &id), -EEXIST);
-	EXPECT_NOT_NULL(strstr(users_last_error(), "administrator of group 'staff'"));
-	write_file(etc, "gshadow", gs, 0640, 42);
-
-	snprintf(text, sizeof(text), "%stwin:x:%u:%u::/:/bin/sh", pw, id.uid, id.uid);
-	write_file(etc, "passwd", text, 0644, 0);
-	EXPECT_EQ(users_ensure(root, "fast", (uid_t)-1, &id), -EEXIST);
-	EXPECT_NOT_NULL(strstr(users_last_error(), "user 'twin' in /etc/passwd shares id"));
-	write_file(etc, "passwd", pw, 0644, 0);
-
-	snprintf(text, sizeof(text), "%stwin:x:%u:", gr, id.uid);
-	write_file(etc, "group", text, 0644, 0);
-	EXPECT_EQ(users_ensure(root, "fast", (uid_t)-1, &id), -EEXIST);
-	EXPECT_NOT_NULL(strstr(users_last_error(), "group 'twin' in /etc/group shares gid"));
-	write_file(etc, "group", gr, 0644, 0);
-
-	EXPECT_EQ(users_ensure(root, "fast", (uid_t)-1, &id), 0);
-	free(gr);
-	free(pw);
-	free(gs);
 	rm_root(root);
 }
 
