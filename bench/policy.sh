@@ -22,9 +22,9 @@
 set -eu
 export LC_NUMERIC=C # $EPOCHREALTIME and awk: a dot for the decimal point
 [ "$(id -u)" = 0 ] || { echo "bench/policy.sh: run as root (chown, tmpfs)" >&2; exit 111; }
-if [ "$(readlink /proc/self/ns/mnt)" = "$(readlink /proc/1/ns/mnt)" ]; then
-	exec unshare -m --propagation private bash "$0" "$@"
-fi
+# scripts/in-private-ns: mounts made here never reach the host.
+[ "${PISTIS_MNT_NS:-}" = "$(readlink /proc/self/ns/mnt)" ] ||
+	exec "$(dirname "$0")/../scripts/in-private-ns" bash "$0" "$@"
 B=${PISTIS_BUILD:-build}
 P=$B/bin/pistisd
 [ -x "$P" ] || { echo "bench/policy.sh: $P not built (make B=$B)" >&2; exit 111; }

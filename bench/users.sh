@@ -9,9 +9,9 @@
 # BENCH_SETTLE=0 leaves out the sync before each step.
 set -euo pipefail
 [ "$(id -u)" = 0 ] || { echo "bench/users.sh: needs root" >&2; exit 100; }
-if [ "$(readlink /proc/self/ns/mnt)" = "$(readlink /proc/1/ns/mnt)" ]; then
-	exec unshare -m --propagation private bash "$0" "$@"
-fi
+# scripts/in-private-ns: mounts made here never reach the host.
+[ "${PISTIS_MNT_NS:-}" = "$(readlink /proc/self/ns/mnt)" ] ||
+	exec "$(dirname "$0")/../scripts/in-private-ns" bash "$0" "$@"
 N=${1:-1000}
 B=${PISTIS_BUILD:-build}
 case "$B" in /*) ;; *) B=$(pwd)/$B ;; esac

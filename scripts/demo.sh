@@ -3,9 +3,9 @@
 # mount namespace: nothing on this machine's /etc, /data or sudoers changes).
 set -u
 cd "$(dirname "$0")/.."
-if [ "$(readlink /proc/self/ns/mnt)" = "$(readlink /proc/1/ns/mnt)" ]; then
-	exec unshare -m --propagation private bash "$0" "$@"
-fi
+# scripts/in-private-ns: mounts made here never reach the host.
+[ "${PISTIS_MNT_NS:-}" = "$(readlink /proc/self/ns/mnt)" ] ||
+	exec "$(dirname "$0")/../scripts/in-private-ns" bash "$0" "$@"
 . tests/lib.sh
 
 bold=$(printf '\033[1m') off=$(printf '\033[0m')

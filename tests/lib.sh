@@ -106,15 +106,19 @@ scratch() {
 #                          EXIT; call it from your own EXIT trap if you set one).
 _lib_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
+# In a private mount namespace that scripts/in-private-ns made (it names it in
+# PISTIS_MNT_NS). Not "differs from PID 1's": where /proc/1/ns/mnt cannot be read (PID 1
+# out of reach, as on some VMs), that was true in the host's own namespace, and a test run
+# by hand left its mounts there.
 in_private_mount_ns() {
-	[ "$(readlink /proc/self/ns/mnt)" != "$(readlink /proc/1/ns/mnt)" ]
+	[ -n "${PISTIS_MNT_NS:-}" ] && [ "$PISTIS_MNT_NS" = "$(readlink /proc/self/ns/mnt)" ]
 }
 
 # Re-run this test in a private mount namespace unless it already is in one (tests/run.sh
 # does that for every *.sh as root; this covers running a test by hand).
 need_mount_ns() {
 	in_private_mount_ns && return 0
-	exec unshare -m --propagation private bash "$0" "$@"
+	exec "$_lib_dir/../scripts/in-private-ns" bash "$0" "$@"
 }
 
 root_fresh() {
@@ -166,6 +170,18 @@ serve_setup() {
 	chmod 600 "$1/etc/pistis/token"
 	ALLOW=$(in_root "$1" pistisd check --no-walk 2>/dev/null |
 		awk '$3 == "yes" && ($2 == "fail" || $2 == "missing") {print $1}' | paste -sd, -)
+}
+
+# harden_shared ROOT: the trees agents share (trusted/trusted.h TRUSTED_SHARED_TREES) bound
+# onto themselves nosuid,nodev, as pistisd-entry leaves a sandbox; /data and /workspaces
+# are made first. Trusted commands (agents without no_new_privs) are on only then.
+harden_shared() {
+	local d
+	mkdir -p "$1/data" "$1/workspaces" || return 111
+	for d in data workspaces tmp dev/shm var/tmp run/lock; do
+		[ -d "$1/$d" ] && [ ! -L "$1/$d" ] || continue
+		mount --bind "$1/$d" "$1/$d" && mount -o remount,bind,nosuid,nodev "$1/$d" || return 111
+	done
 }
 
 _root_bind_ro() { # src dst

@@ -29,7 +29,7 @@ for t in "$@"; do
 		# As root, each script gets a private mount namespace: the roots and mounts it
 		# makes vanish with it and never propagate to the host.
 		if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null; then
-			$watchdog unshare -m --propagation private bash "$t" >"$log" 2>&1
+			$watchdog "$(dirname "$0")/../scripts/in-private-ns" bash "$t" >"$log" 2>&1
 		else
 			$watchdog bash "$t" >"$log" 2>&1
 		fi
