@@ -207,7 +207,10 @@ static int harden_proc(void)
 
 int entry_harden_mounts(const char *data_dir)
 {
-	const char *const trees[] = {data_dir, "/workspaces", "/tmp", "/dev/shm"};
+	/* trusted.h's TRUSTED_SHARED_TREES (with the data directory as configured): agents
+	 * get setuid (trusted commands) only while each that exists is nosuid. */
+	const char *const trees[] = {data_dir,	 "/workspaces", "/tmp",
+				     "/dev/shm", "/var/tmp",	"/run/lock"};
 	struct stat st;
 	bool trusted;
 

@@ -129,6 +129,13 @@ static const struct {
 		 "another executes it (hard where trusted commands are configured)",
 		 "mount /workspaces nosuid,nodev (pistisd-entry does it at start-up), or "
 		 "--allow nosuid_workspaces"},
+	[CHECK_NOSUID_SHARED] =
+		{"nosuid_shared", true,
+		 "a setuid file one agent leaves in /tmp, /dev/shm, /var/tmp or /run/lock does not "
+		 "run as that agent for another (hard where trusted commands are configured: "
+		 "agents get setuid only while every shared tree is nosuid)",
+		 "mount them nosuid,nodev (pistisd-entry does it at start-up; docker run "
+		 "--tmpfs /tmp:nosuid,nodev and the like), or --allow nosuid_shared"},
 };
 
 enum check_status check_hidepid_status(const char *super_opts, char *value, size_t size)

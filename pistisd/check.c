@@ -581,6 +581,39 @@ static void probe_nosuid(struct check_report *r, enum check_id id, const char *p
 			  : "no trusted commands: agents keep no_new_privs");
 }
 
+/* /tmp, /dev/shm, /var/tmp and /run/lock (trusted.h's shared trees besides /data and
+ * /workspaces, which have checks of their own): the first one there without nosuid. */
+static void probe_nosuid_shared(struct check_report *r, bool trusted)
+{
+	static const char *const trees[] = {"/tmp", "/dev/shm", "/var/tmp", "/run/lock"};
+	char seen[128] = "";
+	size_t n = 0;
+
+	for (size_t i = 0; i < ELEMENTSOF(trees); i++) {
+		struct statvfs sv;
+		if (statvfs(trees[i], &sv) < 0) {
+			if (errno == ENOENT)
+				continue;
+			check_set(r, CHECK_NOSUID_SHARED,
+				  trusted ? CHECK_STATUS_FAIL : CHECK_STATUS_WARN,
+				  "cannot statvfs %s (%s)", trees[i], errno_name(errno));
+			return;
+		}
+		if (!(sv.f_flag & ST_NOSUID)) {
+			check_set(
+				r, CHECK_NOSUID_SHARED,
+				trusted ? CHECK_STATUS_FAIL : CHECK_STATUS_WARN,
+				"%s: without nosuid (%s)", trees[i],
+				trusted ? "trusted commands configured: agents keep no_new_privs, "
+					  "so trusted commands fail, until it is nosuid"
+					: "no trusted commands: agents keep no_new_privs");
+			return;
+		}
+		n += (size_t)snprintf(seen + n, sizeof(seen) - n, "%s%s", n ? ", " : "", trees[i]);
+	}
+	check_set(r, CHECK_NOSUID_SHARED, CHECK_STATUS_OK, "%s: nosuid", n ? seen : "none there");
+}
+
 /* Run `PROG -V` (inside the root when it is not "/") and keep the first line of stdout.
  * Fixed environment, stdin /dev/null, output and time bounded. */
 static int program_version(const char *root, const char *path, char *buf, size_t size)
@@ -866,6 +899,7 @@ int check_run(const char *root, unsigned flags, struct check_report **ret)
 	bool trusted = lstat(CHECK_TRUSTED_SUDOERS, &tst) == 0 || errno != ENOENT;
 	probe_nosuid(r, CHECK_NOSUID_DATA, "/data", trusted);
 	probe_nosuid(r, CHECK_NOSUID_WORKSPACES, "/workspaces", trusted);
+	probe_nosuid_shared(r, trusted);
 	probe_program(r, CHECK_SUDO, root_fd, root, "sudo", true);
 	probe_program(r, CHECK_VISUDO, root_fd, root, "visudo", false);
 	if (flags & CHECK_SKIP_SETUID_WALK)

@@ -122,6 +122,29 @@ static void print_report(const struct opts *o, const char *verb, const char *nam
 		log_error("%s", rep->message);
 }
 
+/* Installed, but agents get setuid only while every shared tree is nosuid: say which is
+ * not, so the operator does not learn it from sudo's "no new privileges". */
+static void warn_suid_trees(const char *root)
+{
+	_cleanup_close_ int root_fd = -1;
+	char which[32] = "";
+	int k;
+
+	if (trusted_root_open(root, &root_fd) < 0)
+		return;
+	k = trusted_shared_tree_suid(root_fd, which, sizeof(which));
+	if (k > 0)
+		log_warning("trusted commands stay off for agents while %s is not mounted nosuid "
+			    "(a setuid file one agent leaves there would run as it for another): "
+			    "mount it nosuid,nodev (pistisd-entry does at start-up); pistisd check "
+			    "lists every such tree",
+			    which);
+	else if (k < 0)
+		log_warning("trusted commands stay off for agents: cannot tell whether %s is "
+			    "mounted nosuid (%s)",
+			    which, strerror(-k));
+}
+
 static int do_install(const struct opts *o, const char *verb, const char *name, const char *digest)
 {
 	struct trusted_install_report rep;
@@ -134,6 +157,8 @@ static int do_install(const struct opts *o, const char *verb, const char *name, 
 	if (r < 0)
 		return fail(r, "Failed to install the sudoers drop-in", o->root);
 	print_report(o, verb, name, digest, &rep, true, r);
+	if (r == 0 && !rep.removed)
+		warn_suid_trees(o->root);
 	return r;
 }
 

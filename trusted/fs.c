@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/statfs.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -201,5 +203,37 @@ bool trusted_configured(int root_fd)
 	 * that made /data or /data/trusted writable by agents (a write rule on /data) leaves
 	 * setuid off, so sudo refuses, rather than running what an agent may have changed.
 	 * trusted_open_dir without create or fix: every component root's alone, no symlink. */
-	return trusted_open_dir(root_fd, TRUSTED_DIR, false, 0, 0, 0, false, &dir_fd) == 0;
+	if (trusted_open_dir(root_fd, TRUSTED_DIR, false, 0, 0, 0, false, &dir_fd) < 0)
+		return false;
+	/* Agents run without no_new_privs from here: only where no shared tree lets a setuid
+	 * file of one agent's run as that agent for another. */
+	char which[32];
+	return trusted_shared_tree_suid(root_fd, which, sizeof(which)) == 0;
+}
+
+int trusted_shared_tree_suid(int root_fd, char *which, size_t size)
+{
+	static const char *const trees[] = TRUSTED_SHARED_TREES;
+	struct open_how how = {
+		.flags = O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+	};
+
+	for (size_t i = 0; i < ELEMENTSOF(trees); i++) {
+		_cleanup_close_ int fd =
+			(int)syscall(SYS_openat2, root_fd, trees[i], &how, sizeof(how));
+		struct statfs sf;
+
+		if (fd < 0 && (errno == ENOSYS || errno == E2BIG))
+			fd = openat(root_fd, trees[i],
+				    O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0 && errno == ENOENT)
+			continue; /* not there: nothing shared */
+		snprintf(which, size, "/%s", trees[i]);
+		if (fd < 0 || fstatfs(fd, &sf) < 0)
+			return negative_errno();
+		if (!(sf.f_flags & ST_NOSUID))
+			return 1;
+	}
+	return 0;
 }

@@ -176,11 +176,26 @@ enum {
 /* The one predicate for "this image has trusted commands", which decides whether agents
  * run with no_new_privs (docs/trusted.md, "The no_new_privs conflict, decided"): true when
  * etc/sudoers.d/pistis-trusted beneath root_fd (no symlink on the way) is a non-empty
- * regular file owned by root and writable by neither group nor others, and data and
+ * regular file owned by root and writable by neither group nor others, data and
  * data/trusted are directories root's alone (a rule that let agents write there would let
- * them change a script between sudo's digest and its read; trusted_open_dir's check). Checked
+ * them change a script between sudo's digest and its read; trusted_open_dir's check), and
+ * every shared tree that exists is mounted nosuid (trusted_shared_tree_suid). Checked
  * on opened fds; any error (absent, a symlink, loose owner or mode) is false. */
 bool trusted_configured(int root_fd);
+
+/* The directories agents share (relative to the root). Without no_new_privs a setuid file
+ * one agent leaves in any of them runs as that agent for the others, so agents get setuid
+ * (trusted commands) only while each that exists is mounted nosuid. pistisd-entry makes them
+ * nosuid,nodev where it can; pistisd check reports them. */
+#define TRUSTED_SHARED_TREES                                                                       \
+	{                                                                                          \
+		"data", "workspaces", "tmp", "dev/shm", "var/tmp", "run/lock"                      \
+	}
+
+/* The first of TRUSTED_SHARED_TREES beneath root_fd that exists and is not mounted nosuid
+ * (its name in which), 0 when none is, -errno when one cannot be looked at (which names
+ * it; counts as not nosuid). */
+int trusted_shared_tree_suid(int root_fd, char *which, size_t size);
 
 /* Open the root ("/" or a directory) as an O_PATH fd. */
 int trusted_root_open(const char *root, int *ret_fd);

@@ -41,8 +41,8 @@ exits 111 "--root that does not exist is a system error" "$P" check --root "$S/n
 "$P" check --json --no-walk >"$S/host.json" 2>"$S/host.err"
 rc=$?
 ok "--json output is one valid JSON document" python3 -m json.tool "$S/host.json"
-is "--json lists all 23 checks" \
-	"$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["checks"]))' "$S/host.json")" 23
+is "--json lists all 24 checks" \
+	"$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["checks"]))' "$S/host.json")" 24
 ok "every check has name, status, hard, allowed, value, promise, advice" python3 -c '
 import json, sys
 for c in json.load(open(sys.argv[1]))["checks"]:
@@ -239,7 +239,7 @@ umount "$D/proc"
 
 # Everything else hard is allowed, so the exit code is nosuid_data's alone.
 ALLOW=seccomp,openat2,close_range,protected_hardlinks,protected_symlinks,protected_regular,protected_fifos,suid_dumpable
-ALLOW=$ALLOW,nosuid_workspaces
+ALLOW=$ALLOW,nosuid_workspaces,nosuid_shared
 inside_check() { in_root "$D" env PISTIS_ALLOW=$ALLOW pistisd check --no-walk --json "$@"; }
 inside_check >"$S/n.json" 2>/dev/null
 is "no /data: nosuid_data ok" "$(field "$S/n.json" nosuid_data status)" ok
@@ -269,6 +269,17 @@ is "/workspaces nosuid (nodev missing only) with trusted commands: still warn" \
 	"$(field "$S/n.json" nosuid_workspaces status)" warn
 exits 0 "…--allow nosuid_data: exit 0" \
 	in_root "$D" env PISTIS_ALLOW=$ALLOW,nosuid_data pistisd check --no-walk
+# The other shared trees: /tmp and /dev/shm are nosuid tmpfs in the test root, /var/tmp is
+# on the root's overlay.
+is "/var/tmp suid with trusted commands: nosuid_shared fails" \
+	"$(field "$S/n.json" nosuid_shared status)" fail
+like "…naming /var/tmp" "$(field "$S/n.json" nosuid_shared value)" '^/var/tmp: without nosuid'
+for d in var/tmp run/lock; do
+	[ -d "$D/$d" ] && mount --bind "$D/$d" "$D/$d" && mount -o remount,bind,nosuid,nodev "$D/$d"
+done
+inside_check >"$S/n.json" 2>/dev/null
+is "…every shared tree nosuid: ok" "$(field "$S/n.json" nosuid_shared status)" ok
+like "…listing them" "$(field "$S/n.json" nosuid_shared value)" '/tmp, /dev/shm, /var/tmp'
 mount -o remount,bind,nosuid,nodev "$D/data"
 exits 0 "/data nosuid,nodev with trusted commands: exit 0" inside_check
 rm "$D/etc/sudoers.d/pistis-trusted"

@@ -20,6 +20,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# As pistisd-entry leaves a sandbox: the trees agents share nosuid (trusted commands, used
+# below, are on only then).
+harden_shared "$R"
 serve_setup "$R"
 export PISTIS_TEST_CT=client-$(head -c 12 /dev/urandom | base64 | tr -d '/+=')
 cat >"$W/pistis.json" <<J

@@ -126,6 +126,18 @@ echo "127.0.1.1 $(hostname)" >>"$R/etc/hosts"
 printf '#!/bin/sh\necho "trusted as $(id -un)"\n' >"$S/whoami" && chmod 0755 "$S/whoami"
 "$P" trusted add whoami "$S/whoami" --root "$R" >"$S/add" 2>&1
 ok "trusted add (rc=$?: $(tail -n 1 "$S/add"))" test -f "$R/etc/sudoers.d/pistis-trusted"
+# Without no_new_privs a setuid file one agent leaves in a tree they share runs as that agent
+# for another: trusted commands are on only while every shared tree is nosuid.
+like "... which warns that they stay off while /data is not nosuid" "$(cat "$S/add")" \
+	"stay off for agents while /data is not mounted nosuid"
+is "trusted commands, shared trees not nosuid: no_new_privs stays on" \
+	"$(run -- $PROBE 2>&1 | field NoNewPrivs)" 1
+like "... so the trusted command fails closed (sudo refuses)" "$(run -- whoami 2>&1)" "no new privileges"
+harden_shared "$R"
+umount "$R/var/tmp"
+is "... one of them (/var/tmp) still suid: no_new_privs stays on" \
+	"$(run -- $PROBE 2>&1 | field NoNewPrivs)" 1
+mount --bind "$R/var/tmp" "$R/var/tmp" && mount -o remount,bind,nosuid,nodev "$R/var/tmp"
 is "the agent runs the trusted command as pi-tools" "$(run -- whoami 2>&1)" "trusted as pi-tools"
 out=$(run -- $PROBE 2>&1)
 is "trusted commands: no no_new_privs" "$(echo "$out" | field NoNewPrivs)" 0
