@@ -42,6 +42,8 @@ env -i "${hostile[@]}" "$BIN/pi-env" --agent-user pi-agent-demo \
 step "4. A throwaway Debian root with the binaries in /usr/local/bin"
 R=$(root_fresh debian) || { say "could not make the test root"; exit 111; }
 say "root: $R (overlay over the cached debootstrap minbase; gone when the demo ends)"
+harden_shared "$R" || { say "could not mount the shared trees nosuid"; exit 111; }
+say "the trees agents share (/data, /workspaces, /tmp, /var/tmp, ...) nosuid,nodev, as pistisd-entry leaves them"
 
 step "5. One stable unprivileged user per agent"
 inr pistisd users ensure alice
