@@ -570,6 +570,13 @@ static void on_tick(lws_sorted_usec_list_t *sul)
 			return;
 	}
 	if (c->p->reaped && output_pending(c)) {
+		/* The drain time is over but the reader has not taken everything: what the
+		 * command left behind is killed now all the same (a paused command must not
+		 * keep processes alive, nor a steady writer hold the drain off); the pipes
+		 * stay open until their buffered bytes are read to EOF. keep_children keeps
+		 * them, as documented. */
+		if (!c->p->opts_copy.keep_children && spawn_next_timeout_ms(c->p) == 0)
+			(void)spawn_kill_leftovers(c->p);
 		lws_sul_schedule(serve_lws_context(), 0, &c->tick, on_tick, 50 * LWS_US_PER_MS);
 		return;
 	}
@@ -1223,16 +1230,24 @@ cJSON *session_status(const char *agent)
 	return status_of(agent);
 }
 
+/* Before a tightening apply every process of every command goes, the ones a command left
+ * behind after its main process ended included (a background writer holding an fd would
+ * outlive the new modes): those are killed at once, with or without keep_children. */
 unsigned session_stop_all(void)
 {
 	unsigned n = 0;
 
-	for (struct cmd *c = T.cmds; c; c = c->next)
-		if (!c->done && c->p && !c->p->reaped) {
+	for (struct cmd *c = T.cmds; c; c = c->next) {
+		if (c->done || !c->p)
+			continue;
+		if (!c->p->reaped) {
 			(void)spawn_stop(c->p);
 			schedule_tick(c); /* the grace period ends in spawn_tick */
 			n++;
+		} else if (spawn_kill_leftovers(c->p) > 0) {
+			n++;
 		}
+	}
 	return n;
 }
 
@@ -1241,7 +1256,7 @@ unsigned session_running(void)
 	unsigned n = 0;
 
 	for (struct cmd *c = T.cmds; c; c = c->next)
-		if (!c->done && c->p && !c->p->reaped)
+		if (!c->done && c->p && (!c->p->reaped || spawn_tree_alive(c->p)))
 			n++;
 	return n;
 }

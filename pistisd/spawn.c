@@ -954,10 +954,30 @@ int spawn_reap(struct spawn_proc *p)
 	return 1;
 }
 
+bool spawn_tree_alive(struct spawn_proc *p)
+{
+	return tree_alive(p);
+}
+
+int spawn_kill_leftovers(struct spawn_proc *p)
+{
+	if (!p->reaped || !tree_alive(p))
+		return 0;
+	p->result.left_children_killed = true;
+	tree_signal(p, SIGKILL);
+	return 1;
+}
+
 int spawn_signal(struct spawn_proc *p, int sig)
 {
-	if (p->reaped)
-		return -ESRCH;
+	/* The main process is gone: what it left (still its tree: the cgroup, or the process
+	 * group while the leader is held) gets the signal instead. */
+	if (p->reaped) {
+		if (!tree_alive(p))
+			return -ESRCH;
+		tree_signal(p, sig);
+		return 0;
+	}
 	if (syscall(SYS_pidfd_send_signal, p->pidfd, sig, NULL, 0) < 0)
 		return -errno;
 	return 0;

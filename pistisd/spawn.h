@@ -233,6 +233,12 @@ int spawn_exec_poll(struct spawn_proc *p, int wait_ms, struct spawn_error *ret_e
 ssize_t spawn_read(struct spawn_proc *p, int fd, void *buf, size_t size);
 int spawn_reap(struct spawn_proc *p);
 int spawn_signal(struct spawn_proc *p, int sig);
+/* Whether anything of the command's tree still runs (the main process or what it left). */
+bool spawn_tree_alive(struct spawn_proc *p);
+/* After the main process exited: SIGKILL what it left behind, now, without closing the
+ * outputs (their buffered bytes can still be read to EOF). 1 when something was left, 0 when
+ * not (or the main process still runs). */
+int spawn_kill_leftovers(struct spawn_proc *p);
 int spawn_stop(struct spawn_proc *p);
 int spawn_resize(struct spawn_proc *p, unsigned short cols, unsigned short rows);
 /* -1: none. While the exec is pending it includes SPAWN_EXEC_DEADLINE_MS after the clone,

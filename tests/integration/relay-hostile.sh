@@ -181,6 +181,15 @@ is "... saying why" "$(val detached_reason "$W/sh.out")" "too many commands rout
 is "hoard: the newest command's output still reaches its reader" "$(val newest_output "$W/sh.out")" newest
 is "hoard: another sandbox's command still reaches its client" "$(val real_output "$W/sh.out")" routed
 is "hoard: both daemons still running" "$(alive)" yes
+# --- a command that leaves a process behind, read but never acknowledged ------------------------
+$FAKE noack-leftover "$CP" "$CT" s1 >"$W/nl.out" 2>&1
+[ -z "$(val exception "$W/nl.out")" ] || sed 's/^/# /' "$W/nl.out"
+is "no ack: the command started" "$(val started "$W/nl.out")" yes
+ok "... its output was read ($(val read_mib "$W/nl.out") MiB) until pistisd paused it" \
+	test "$(val read_mib "$W/nl.out")" -ge 8
+AUID=$(in_root "$R" pistisd users show alice | sed -n 's/^uid=//p')
+left=$(for pid in $(root_pids "$R" "$AUID"); do cat "/proc/$pid/comm" 2>/dev/null; done | grep -cx yes)
+is "... what it left behind (yes) is killed at the drain time, paused or not" "$left" 0
 # --- upgrade requests that smuggle a token: duplicate or folded headers, long ones -------------
 $FAKE handshakes "$SP" "$EVIL" >"$W/hs.out" 2>&1
 [ -z "$(val exception "$W/hs.out")" ] || sed 's/^/# /' "$W/hs.out"

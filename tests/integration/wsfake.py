@@ -660,6 +660,28 @@ def scenario_sandbox_hoard(sport, stoken, cport, ctoken, real, n):
     evil.s.close()
 
 
+def scenario_noack_leftover(cport, ctoken, real):
+    """A command whose main process exits at once and leaves `yes` running; its reader reads
+    the output but never acknowledges it, so pistisd pauses the command (8 MiB behind). What
+    the command left behind must be killed at the drain time all the same: a paused command
+    kept it alive for ever (and a tightening apply found no command to stop)."""
+    c = client(cport, ctoken)
+    c.send(json.dumps({"id": "nl", "op": "exec.start", "sandbox": real, "agent": "alice",
+                       "argv": ["sh", "-c", "yes & exit 0"]}))
+    st = c.recv_json("nl")
+    print("started=%s" % ("yes" if st.get("event") == "exec.started" else json.dumps(st)))
+    got, end = 0, time.time() + 3
+    while time.time() < end:
+        try:
+            c.recv_json(timeout=0.5)
+        except (socket.timeout, TimeoutError):
+            pass
+        got += sum(len(d) for d in c.frames)
+        c.frames = []
+    print("read_mib=%d" % (got >> 20))
+    c.s.close()
+
+
 def scenario_wrong_tokens(sport, cport, n):
     """`n` upgrades with a wrong token to each listener as fast as they go, then one more
     after a second: each is refused, and the log must not grow a line per attempt."""
@@ -1423,6 +1445,8 @@ if __name__ == "__main__":
             scenario_sandbox_routes(port, token, int(rest[0]), rest[1], rest[2], int(rest[3]))
         elif name == "sandbox-hoard":
             scenario_sandbox_hoard(port, token, int(rest[0]), rest[1], rest[2], int(rest[3]))
+        elif name == "noack-leftover":
+            scenario_noack_leftover(port, token, rest[0])
         elif name == "wrong-tokens":
             scenario_wrong_tokens(port, int(token), int(rest[0]))
         elif name == "sandbox-log-flood":

@@ -1208,6 +1208,40 @@ TEST(long_timeouts_wait_at_most_int_max_ms)
 	spawn_ctx_free(ctx);
 }
 
+/* After the main process exits, what it left still belongs to the command: a signal
+ * reaches it, and spawn_kill_leftovers ends it at once while the outputs stay open. */
+TEST(leftovers_are_signalled_and_killed_after_the_main_exits)
+{
+	struct spawn_ctx *ctx;
+	struct spawn_opts o;
+	struct spawn_proc *p = NULL;
+	struct spawn_error err;
+	char *argv[] = {"/bin/sh", "-c", "sleep 30 >/dev/null 2>&1 </dev/null & exit 0", NULL};
+
+	need_root_and_probe(_metadata);
+	ctx = ctx_or_die(_metadata);
+	for (int way = 0; way < 2; way++) {
+		base_opts(&o, argv);
+		ASSERT_EQ(spawn_start(ctx, &o, &p, &err), 0);
+		for (int i = 0; i < 200 && spawn_reap(p) == 0; i++)
+			usleep(10000);
+		ASSERT_TRUE(p->reaped);
+		EXPECT_TRUE(spawn_tree_alive(p));
+		if (way == 0)
+			EXPECT_EQ(spawn_signal(p, SIGTERM), 0); /* not ESRCH: the tree is there */
+		else
+			EXPECT_EQ(spawn_kill_leftovers(p), 1);
+		for (int i = 0; i < 200 && spawn_tree_alive(p); i++)
+			usleep(10000);
+		EXPECT_FALSE(spawn_tree_alive(p));
+		EXPECT_EQ(spawn_signal(p, SIGTERM), -ESRCH); /* nothing left */
+		EXPECT_EQ(spawn_kill_leftovers(p), 0);
+		spawn_free(p);
+		p = NULL;
+	}
+	spawn_ctx_free(ctx);
+}
+
 TEST(idle_timeout_and_cancel)
 {
 	static struct capture cap;
