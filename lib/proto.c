@@ -599,9 +599,41 @@ static void merge(cJSON *o, cJSON *extra)
 	cJSON_Delete(extra);
 }
 
+size_t proto_utf8_sanitize(const char *in, char *out, size_t size)
+{
+	size_t n = strlen(in), o = 0;
+
+	if (!size)
+		return 0;
+	for (size_t i = 0; i < n && o + 1 < size;) {
+		unsigned char c = (unsigned char)in[i];
+		size_t k = c < 0x80 ? 1 : utf8_seq((const unsigned char *)in + i, n - i);
+
+		if (!k) {
+			out[o++] = '?';
+			i++;
+			continue;
+		}
+		if (o + k >= size)
+			break; /* never half a character */
+		memcpy(out + o, in + i, k);
+		o += k;
+		i += k;
+	}
+	out[o] = '\0';
+	return o;
+}
+
 char *proto_error_build(const char *id, enum proto_err code, const char *message)
 {
 	cJSON *o = cJSON_CreateObject(), *e;
+	/* Messages quote what a peer sent, cut to a length ("%.64s", fixed buffers): a cut
+	 * through a multi-byte character, or any other invalid UTF-8, would make the answer
+	 * a text message a WebSocket peer must fail (RFC 6455 8.1). */
+	char safe[PROTO_MAX_ERROR_MESSAGE];
+
+	proto_utf8_sanitize(message ? message : "", safe, sizeof(safe));
+	message = safe;
 
 	if (!o)
 		return NULL;

@@ -167,6 +167,13 @@ int proto_exec_start_parse(cJSON *root, struct proto_exec_start *ret, struct pro
 void proto_exec_start_done(struct proto_exec_start *s);
 
 /* Answers and events. Each returns a malloc'd NUL-terminated JSON text or NULL on ENOMEM. */
+/* in as valid UTF-8 in out (size bytes with the NUL): each byte that does not start a
+ * valid sequence becomes '?', and the copy stops before a character that would not fit.
+ * Returns its length. */
+size_t proto_utf8_sanitize(const char *in, char *out, size_t size);
+/* An error answer; message is made valid UTF-8 (proto_utf8_sanitize), at most
+ * PROTO_MAX_ERROR_MESSAGE - 1 bytes. */
+#define PROTO_MAX_ERROR_MESSAGE 1024
 char *proto_error_build(const char *id, enum proto_err code, const char *message);
 /* {"id":id,"ok":true, ...fields of extra (taken over, may be NULL)} */
 char *proto_ok_build(const char *id, cJSON *extra);

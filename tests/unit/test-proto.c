@@ -337,6 +337,38 @@ TEST(answers_are_structured)
 	free(s);
 }
 
+/* An error answer is valid UTF-8 whatever its message: the messages quote what a peer sent
+ * cut to 64 bytes, which can split a character ("unknown operation" of 63 ASCII bytes and
+ * an "é" left a lone 0xc3). */
+TEST(error_answers_are_valid_utf8)
+{
+	char op[80], json[160], out[16];
+	struct proto_error err = {0};
+	struct proto_request req;
+	cJSON *root = NULL;
+	char *a;
+
+	memset(op, 'a', 63);
+	memcpy(op + 63, "\xc3\xa9", 3); /* "é" and the NUL */
+	snprintf(json, sizeof(json), "{\"id\":\"u1\",\"op\":\"%s\"}", op);
+	ASSERT_EQ(proto_parse(json, strlen(json), &root, &err), 0);
+	ASSERT_LT(proto_request_parse(root, PROTO_MAX_ID, &req, &err), 0);
+	EXPECT_FALSE(proto_utf8_valid(err.message, strlen(err.message))); /* cut mid-"é" */
+	a = proto_error_build("u1", err.code, err.message);
+	ASSERT_NOT_NULL(a);
+	EXPECT_TRUE(proto_utf8_valid(a, strlen(a)));
+	EXPECT_NOT_NULL(strstr(a, "unknown operation"));
+	free(a);
+	cJSON_Delete(root);
+
+	EXPECT_EQ(proto_utf8_sanitize("ok \xc3\xa9 \xff\xc3", out, sizeof(out)), 8u);
+	EXPECT_STREQ(out, "ok \xc3\xa9 ??");
+	EXPECT_EQ(proto_utf8_sanitize("abcd\xc3\xa9", out, 6), 4u); /* no half character */
+	EXPECT_STREQ(out, "abcd");
+	EXPECT_EQ(proto_utf8_sanitize("\xed\xa0\x80", out, sizeof(out)), 3u); /* a surrogate */
+	EXPECT_STREQ(out, "???");
+}
+
 TEST(frames_round_trip_and_reject)
 {
 	uint8_t buf[PROTO_FRAME_HEADER + 4];
