@@ -121,6 +121,7 @@ enum proto_err proto_err_from_errno(int r)
 	case ENFILE:
 	case ENOSPC:
 	case EDQUOT:
+	case ENOBUFS: /* a queue's bound (exec.stdin past its window) */
 		return PROTO_E_LIMIT;
 	case ENOTUNIQ:
 		return PROTO_E_NOT_UNIQUE;

@@ -490,6 +490,7 @@ TEST(errno_mapping)
 	ASSERT_EQ(proto_err_from_errno(-EACCES), PROTO_E_DENIED);
 	ASSERT_EQ(proto_err_from_errno(-ELOOP), PROTO_E_DENIED);
 	ASSERT_EQ(proto_err_from_errno(-ENOENT), PROTO_E_NOT_FOUND);
+	ASSERT_EQ(proto_err_from_errno(-ENOBUFS), PROTO_E_LIMIT); /* JSON exec.stdin's window */
 	ASSERT_STREQ(proto_err_name(PROTO_E_NOT_UNIQUE), "not_unique");
 	ASSERT_STREQ(proto_op_name(PROTO_OP_FS_READ_PROMPT), "fs.read_prompt");
 	ASSERT_EQ(proto_op_from_name("sandbox.status"), PROTO_OP_SANDBOX_STATUS);
