@@ -330,6 +330,45 @@ static void linger_expired(lws_sorted_usec_list_t *sul)
 	cmd_free(c);
 }
 
+/* How many table entries agent holds, ended ones (kept for their reader's final ack)
+ * included. */
+static unsigned entries_of(const char *agent)
+{
+	unsigned n = 0;
+
+	for (struct cmd *x = T.cmds; x; x = x->next)
+		n += !strcmp(x->agent, agent);
+	return n;
+}
+
+/* The table is full: an ended command, kept only for its reader's final ack, of the agent
+ * holding the most entries is dropped (its oldest, as its linger would have), if that agent
+ * holds more than agent does. Without this one agent whose readers never ack filled the
+ * table for 10 minutes at a time and every other agent's exec.start got "too many
+ * commands". Running commands are never dropped. */
+static void make_room_for(const char *agent)
+{
+	struct cmd *victim = NULL;
+	unsigned most = entries_of(agent);
+
+	for (struct cmd *x = T.cmds; x; x = x->next) {
+		unsigned n;
+		if (!x->done || (victim && !strcmp(x->agent, victim->agent)))
+			continue;
+		n = entries_of(x->agent);
+		if (n > most) {
+			most = n;
+			victim = x; /* the first ended one in the list: that agent's oldest */
+		}
+	}
+	if (!victim)
+		return;
+	log_info("Command %u of agent \"%s\" dropped before its final acknowledgement: the "
+		 "command table is full, and that agent holds the most of it (%u)",
+		 victim->id, victim->agent, most);
+	cmd_free(victim);
+}
+
 static void maybe_finish(struct cmd *c)
 {
 	if (c->done && c->exit_sent && c->acked >= c->next_seq)
@@ -838,6 +877,8 @@ static void exec_start(const struct proto_request *req)
 		if (!x->done && !strcmp(x->agent, st.agent))
 			per_agent++;
 	}
+	if (per_agent < PROTO_MAX_COMMANDS_PER_AGENT && T.n_cmds >= PROTO_MAX_COMMANDS)
+		make_room_for(st.agent);
 	if (per_agent >= PROTO_MAX_COMMANDS_PER_AGENT || T.n_cmds >= PROTO_MAX_COMMANDS) {
 		serve_send_error(req->id, PROTO_E_LIMIT, "too many commands (%u for this agent)",
 				 per_agent);

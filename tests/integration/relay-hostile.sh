@@ -190,6 +190,14 @@ ok "... its output was read ($(val read_mib "$W/nl.out") MiB) until pistisd paus
 AUID=$(in_root "$R" pistisd users show alice | sed -n 's/^uid=//p')
 left=$(for pid in $(root_pids "$R" "$AUID"); do cat "/proc/$pid/comm" 2>/dev/null; done | grep -cx yes)
 is "... what it left behind (yes) is killed at the drain time, paused or not" "$left" 0
+# --- one agent's ended, never-acknowledged commands fill pistisd's table of 256 ------------------
+$FAKE table-hog "$CP" "$CT" s1 300 >"$W/th.out" 2>&1
+[ -z "$(val exception "$W/th.out")" ] || sed 's/^/# /' "$W/th.out"
+is "table: full with mallory's ended commands, mallory may start no more ($(val mallory_started "$W/th.out") started, $(val mallory_refused "$W/th.out") refused)" \
+	"$(val mallory_more "$W/th.out")" limit
+is "table: another agent still starts a command (mallory's oldest ended one is dropped)" \
+	"$(val alice "$W/th.out")" started
+is "table: both daemons still running" "$(alive)" yes
 # --- upgrade requests that smuggle a token: duplicate or folded headers, long ones -------------
 $FAKE handshakes "$SP" "$EVIL" >"$W/hs.out" 2>&1
 [ -z "$(val exception "$W/hs.out")" ] || sed 's/^/# /' "$W/hs.out"

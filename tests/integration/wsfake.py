@@ -682,6 +682,41 @@ def scenario_noack_leftover(cport, ctoken, real):
     c.s.close()
 
 
+def scenario_table_hog(cport, ctoken, real, n):
+    """One agent starts n short commands and never acknowledges their end: pistisd keeps
+    each for its reader's final ack (10 minutes), and they filled its table of 256 for every
+    agent. Another agent's exec.start must still get in."""
+    c = client(cport, ctoken)
+    started = refused = 0
+    for i in range(0, n, 20):  # 20 at a time: under the 32 running commands an agent may have
+        ids = ["t%d" % j for j in range(i, min(i + 20, n))]
+        for k in ids:
+            c.send(json.dumps({"id": k, "op": "exec.start", "sandbox": real,
+                               "agent": "mallory", "argv": ["true"]}))
+        pending = set(ids)
+        while pending:  # the first message naming each id answers it (its exit comes later)
+            o = c.recv_json(timeout=30)
+            if o.get("id") in pending:
+                pending.discard(o["id"])
+                if o.get("event") == "exec.started":
+                    started += 1
+                else:
+                    refused += 1
+        time.sleep(0.3)  # let them end: ended commands, kept for an ack that never comes
+    print("mallory_started=%d" % started)
+    print("mallory_refused=%d" % refused)
+    c.send(json.dumps({"id": "last", "op": "exec.start", "sandbox": real, "agent": "mallory",
+                       "argv": ["true"]}))
+    o = c.recv_json("last", timeout=30)
+    print("mallory_more=" + ("started" if o.get("event") == "exec.started" else err_code(o)))
+    r = client(cport, ctoken)
+    r.send(json.dumps({"id": "in1", "op": "exec.start", "sandbox": real, "agent": "alice",
+                       "argv": ["true"]}))
+    o = r.recv_json("in1", timeout=30)
+    print("alice=" + ("started" if o.get("event") == "exec.started" else err_code(o)))
+    c.s.close()
+
+
 def scenario_wrong_tokens(sport, cport, n):
     """`n` upgrades with a wrong token to each listener as fast as they go, then one more
     after a second: each is refused, and the log must not grow a line per attempt."""
@@ -1447,6 +1482,8 @@ if __name__ == "__main__":
             scenario_sandbox_hoard(port, token, int(rest[0]), rest[1], rest[2], int(rest[3]))
         elif name == "noack-leftover":
             scenario_noack_leftover(port, token, rest[0])
+        elif name == "table-hog":
+            scenario_table_hog(port, token, rest[0], int(rest[1]))
         elif name == "wrong-tokens":
             scenario_wrong_tokens(port, int(token), int(rest[0]))
         elif name == "sandbox-log-flood":
