@@ -74,6 +74,7 @@ struct cmd {
 	uint64_t acked;
 	size_t buffered;
 	bool attached, paused, done, exit_sent;
+	bool paused_for_total; /* paused by the total bound alone (resume_paused) */
 	char *exit_json;
 	uint64_t stdin_seq;
 	uint8_t *in_buf;
@@ -183,22 +184,31 @@ uint64_t session_buffered(void)
 static void set_paused(struct cmd *c, bool paused);
 static void resume_paused(void)
 {
-	if (T.buffered >= T.max_buffered / 2)
-		return;
+	/* Each by the bound that paused it: one paused for its own or its reader's count
+	 * reads again once both are under half and the total is under the maximum; only one
+	 * paused for the total waits for the total to be under half. Before, any total over
+	 * half kept every paused command paused, so two readers that stopped acknowledging
+	 * (a quarter each) stalled every other command that had paused for its own bound,
+	 * acknowledged or not. */
 	for (struct cmd *x = T.cmds; x; x = x->next)
 		if (x->paused && x->buffered < PROTO_MAX_BUFFERED / 2 &&
-		    x->rd->buffered < reader_max() / 2)
+		    x->rd->buffered < reader_max() / 2 &&
+		    T.buffered < (x->paused_for_total ? T.max_buffered / 2 : T.max_buffered))
 			set_paused(x, false);
 }
 
 static void count_buffered(struct cmd *c, size_t n)
 {
+	bool own;
+
 	c->buffered += n;
 	c->rd->buffered += n;
 	T.buffered += n;
-	if (c->buffered >= PROTO_MAX_BUFFERED || c->rd->buffered >= reader_max() ||
-	    T.buffered >= T.max_buffered)
+	own = c->buffered >= PROTO_MAX_BUFFERED || c->rd->buffered >= reader_max();
+	if (own || T.buffered >= T.max_buffered) {
+		c->paused_for_total = !own;
 		set_paused(c, true);
+	}
 }
 
 /* Output acknowledged or dropped: off the command's, its reader's and the total count. */

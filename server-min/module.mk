@@ -21,7 +21,8 @@ INTEGRATION_TESTS += tests/integration/relay-hostile.sh
 # One client that does not read stalls a sandbox for at most a grace period.
 INTEGRATION_TESTS += tests/integration/relay-slow.sh
 # One agent stalling its spawn children does not stall serve for the others.
-INTEGRATION_TESTS += tests/integration/serve-stall.sh tests/integration/serve-restart.sh
+INTEGRATION_TESTS += tests/integration/serve-stall.sh tests/integration/serve-restart.sh \
+	tests/integration/serve-credit.sh
 # bench/relay.sh's floor: the relay's three hops as plain copy loops (no WebSocket, no loop).
 MUSL_TEST_BINS += bench-fwd
 bench-fwd_SRCS := bench/bench-fwd.c

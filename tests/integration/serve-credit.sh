@@ -1,0 +1,36 @@
+#!/bin/bash
+# Output credit in `pistisd serve`: readers that stop acknowledging must not keep other
+# commands paused. Two readers that never acknowledge hold a quarter of the 64 MiB bound
+# each, half of it together; a third reader's command, paused for its own 8 MiB bound,
+# must read again once that reader has acknowledged, and run to its end. Before, any
+# total over half kept every paused command paused. A relay of our own on loopback
+# (serve-credit.py), a throwaway Debian root, root, private mount namespace.
+. "$(dirname "$0")/../lib.sh"
+need_root
+need_mount_ns "$@"
+need_bins pistisd
+command -v python3 >/dev/null || { echo "1..0 # SKIP no python3"; exit 0; }
+R=$(root_fresh debian) || { echo "1..0 # SKIP no debian test root"; exit 0; }
+W=$(scratch)
+cleanup() {
+	[ -n "${PD:-}" ] && kill "$PD" 2>/dev/null
+	wait 2>/dev/null
+	root_cleanup
+}
+trap cleanup EXIT
+serve_setup "$R"
+PORT=$((20000 + RANDOM % 12000))
+python3 "$(dirname "$0")/serve-credit.py" "$PORT" "$(cat "$R/etc/pistis/token")" >"$W/out" 2>&1 &
+FK=$!
+sleep 0.3
+in_root "$R" pistisd serve --relay ws://127.0.0.1:$PORT --token-file /etc/pistis/token --name s1 \
+	${ALLOW:+--allow $ALLOW} >"$W/pd.log" 2>&1 &
+PD=$!
+wait "$FK"
+val() { sed -n "s/^$1=//p" "$W/out" | head -n 1; }
+[ -n "$(val alice_bytes)" ] || sed 's/^/# /' "$W/out" "$W/pd.log" | tail -n 20
+is "the acknowledging reader gets all of its 30 MiB while two others stall at half the bound" \
+	"$(val alice_bytes)" 31457280
+is "... and its command's end" "$(val alice_exit)" yes
+ok "pistisd serve is still running" kill -0 "$PD"
+done_testing
