@@ -634,8 +634,15 @@ static void records(struct admin *a)
 		if ((p[0] != 'E' && p[0] != 'A') || a->answered)
 			a->failed = true;
 		else {
-			if (p[0] == 'A')
+			if (p[0] == 'A') {
+				/* The walk is over (the answer is its last record): starts and
+				 * file operations may go on now, not only once the helper has
+				 * exited and its pipe reached EOF (an exec.start right after the
+				 * answer was refused "a policy apply is tightening"). */
 				a->answered = true;
+				session_hold_starts(false);
+				fsops_hold(false);
+			}
 			serve_send_json(strdup(p + 1));
 		}
 		p = nl + 1;
@@ -665,8 +672,13 @@ static void on_records(struct watch *w, uint32_t events)
 	if (!a->failed && a->len)
 		a->failed = true; /* a record without its newline */
 done:
-	(void)waitpid(a->pid, NULL, 0);
-	a->pid = 0;
+	/* EOF: the helper is exiting, reap it. A bad record: it may still be walking (up to
+	 * the time limit) and would fill the pipe nobody reads: admin_free kills it first,
+	 * never a blocking wait on a live helper in the event loop. */
+	if (!a->failed) {
+		(void)waitpid(a->pid, NULL, 0);
+		a->pid = 0;
+	}
 	admin_free(a);
 }
 

@@ -424,6 +424,18 @@ like "policy.check: the saved rules conform after the apply" "$out" '"conforming
 out=$(P call policy.explain '{"path":"/data/proj/f","agent":"alice"}' 2>&1)
 like "policy.explain: names the rule and the agent's access" "$out" '"rule":\{"path":"/data/proj","access":"read".*"agent":\{.*"can_write":false'
 is "exec works again after the apply" "$(P exec --agent alice -- echo back 2>&1)" back
+# The answer is the walk's last record: starts go on from there, not only once the helper has
+# exited (strace holds every exit of serve's children 1.5 s; exec.start was "unavailable").
+SPD0=$(pgrep -n -f "pistisd serve --relay ws://127.0.0.1:$SP --token-file /etc/pistis/token --name s1")
+echo x >"$R/data/proj/g" && chmod 0666 "$R/data/proj/g"
+strace -q -f -p "$SPD0" -e trace=exit_group -e inject=exit_group:delay_enter=1500000 -o /dev/null &
+ST=$!
+sleep 0.5
+out=$(P call policy.apply "{\"rules\":$RULES}" 2>&1)
+like "policy.apply (tightening a new file): complete" "$out" '"ok":true.*"mode":"apply".*"complete":true'
+is "... exec right after its answer, its helper not yet gone: runs" \
+	"$(P exec --agent alice -- echo now 2>&1)" now
+kill "$ST" 2>/dev/null; wait "$ST" 2>/dev/null
 # An administrative helper's exit makes both its record pipe and its control socket
 # readable; when both land in one epoll batch, the first handler frees the helper's state,
 # watches included, and the second event must not touch it (serve once crashed here in
