@@ -274,8 +274,8 @@ struct check_report *check_report_new(const char *root)
 	return r;
 }
 
-int check_report_add_suid(struct check_report *r, const char *path, mode_t mode, uid_t uid,
-			  gid_t gid)
+int check_report_add_suid(struct check_report *r, const char *path, mode_t mode, bool caps,
+			  uid_t uid, gid_t gid)
 {
 	r->n_suid_all++;
 	if (r->n_suid >= CHECK_SUID_MAX)
@@ -288,7 +288,7 @@ int check_report_add_suid(struct check_report *r, const char *path, mode_t mode,
 	char *p = strdup(path);
 	if (!p)
 		return -ENOMEM;
-	r->suid[r->n_suid++] = (struct check_suid){p, mode, uid, gid};
+	r->suid[r->n_suid++] = (struct check_suid){p, mode, uid, gid, caps};
 	return 0;
 }
 
@@ -362,9 +362,9 @@ void check_format_json(const struct check_report *r, FILE *f)
 		const struct check_suid *s = &r->suid[i];
 		fputs("    {", f);
 		json_str(f, "path", s->path);
-		fprintf(f, ", \"mode\": \"%05o\", \"uid\": %u, \"gid\": %u}%s\n",
+		fprintf(f, ", \"mode\": \"%05o\", \"uid\": %u, \"gid\": %u, \"caps\": %s}%s\n",
 			(unsigned)(s->mode & 07777), (unsigned)s->uid, (unsigned)s->gid,
-			i + 1 < r->n_suid ? "," : "");
+			s->caps ? "true" : "false", i + 1 < r->n_suid ? "," : "");
 	}
 	fprintf(f, "  ],\n  \"setuid_count\": %zu,\n  \"setuid_walk_truncated\": %s\n}\n",
 		r->n_suid_all, r->walk_truncated ? "true" : "false");
@@ -402,7 +402,7 @@ void check_format_text(const struct check_report *r, FILE *f)
 		fprintf(f, "  %05o %5u:%-5u ", (unsigned)(s->mode & 07777), (unsigned)s->uid,
 			(unsigned)s->gid);
 		put_escaped(f, s->path, false);
-		fputc('\n', f);
+		fputs(s->caps ? " caps\n" : "\n", f);
 	}
 	if (r->n_suid < r->n_suid_all)
 		fprintf(f, "  … and %zu more\n", r->n_suid_all - r->n_suid);

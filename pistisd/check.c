@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -756,6 +757,17 @@ static bool walk_out_of_time(struct walk *w)
 	       (now.tv_sec == w->deadline.tv_sec && now.tv_nsec >= w->deadline.tv_nsec);
 }
 
+/* Whether name in dfd (a regular file by fstatat) carries security.capability: asked by
+ * name through the directory fd's /proc/self/fd link, the last component not followed. */
+static bool file_has_caps(int dfd, const char *name)
+{
+	char p[PATH_MAX];
+
+	if (snprintf(p, sizeof(p), "/proc/self/fd/%d/%s", dfd, name) >= (int)sizeof(p))
+		return false;
+	return lgetxattr(p, "security.capability", NULL, 0) > 0;
+}
+
 /* Depth-first over directory fds; owns dfd. Acts only on what fstatat(NOFOLLOW) says about
  * the entry and, for directories, re-checks the opened fd is the inode it looked at, so a
  * concurrent rename cannot steer the walk (it only reports, but it must not wander). */
@@ -793,8 +805,13 @@ static void walk_dir(struct walk *w, int dfd, size_t path_len, unsigned depth)
 		w->path[path_len] = '/';
 		memcpy(w->path + path_len + 1, name, nl + 1);
 
-		if (S_ISREG(st.st_mode) && (st.st_mode & (S_ISUID | S_ISGID))) {
-			int k = check_report_add_suid(w->r, w->path, st.st_mode, st.st_uid,
+		/* File capabilities lift an agent like a setuid bit (cap_setuid+ep: the
+		 * bounding set of trusted-command agents keeps CAP_SETUID); only an
+		 * executable file can carry them into a process. */
+		bool caps =
+			S_ISREG(st.st_mode) && (st.st_mode & 0111) && file_has_caps(dirfd(d), name);
+		if (S_ISREG(st.st_mode) && ((st.st_mode & (S_ISUID | S_ISGID)) || caps)) {
+			int k = check_report_add_suid(w->r, w->path, st.st_mode, caps, st.st_uid,
 						      st.st_gid);
 			if (k < 0)
 				w->error = k;

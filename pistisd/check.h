@@ -62,6 +62,7 @@ struct check_suid {
 	mode_t mode;
 	uid_t uid;
 	gid_t gid;
+	bool caps; /* file capabilities (security.capability): lifts like a setuid bit */
 };
 
 #define CHECK_SUID_MAX 1024u	 /* entries listed; more are counted, not kept */
@@ -117,8 +118,8 @@ int check_first_failure(const struct check_report *r);
 void check_set(struct check_report *r, enum check_id id, enum check_status status, const char *fmt,
 	       ...) __attribute__((format(printf, 4, 5)));
 
-int check_report_add_suid(struct check_report *r, const char *path, mode_t mode, uid_t uid,
-			  gid_t gid);
+int check_report_add_suid(struct check_report *r, const char *path, mode_t mode, bool caps,
+			  uid_t uid, gid_t gid);
 struct check_report *check_report_new(const char *root);
 
 void check_format_text(const struct check_report *r, FILE *f);

@@ -198,6 +198,10 @@ nl_name="$M/opt/evil
 name"
 cp "$M/bin/busybox" "$nl_name" && chmod 4700 "$nl_name"
 ln -s /opt/planted "$M/opt/link-to-planted"
+# A file with capabilities lifts an agent like a setuid bit (cap_setuid+ep): listed too.
+if command -v setcap >/dev/null; then
+	cp "$M/bin/busybox" "$M/opt/capped" && setcap cap_setuid+ep "$M/opt/capped"
+fi
 mkdir -m 2775 "$M/opt/sgid-dir"              # a setgid directory is not a program
 mkdir -p "$M/mnt/other" && mount -t tmpfs other "$M/mnt/other"
 cp "$M/bin/busybox" "$M/mnt/other/elsewhere" && chmod 4755 "$M/mnt/other/elsewhere"
@@ -207,7 +211,16 @@ paths=$(suid_paths "$S/p.json")
 like "planted setuid file listed with mode and owner" "$paths" '^/opt/planted 04755 0 0$'
 like "nested setgid file listed with its group" "$paths" '^/opt/deep/er/sgid 02711 0 12$'
 is "status warn when any are found" "$(field "$S/p.json" setuid_files status)" warn
-is "count: exactly the three planted files" "$(top "$S/p.json" setuid_count)" 3
+if [ -e "$M/opt/capped" ]; then
+	is "count: exactly the four planted files" "$(top "$S/p.json" setuid_count)" 4
+	ok "the file with capabilities is listed, marked caps" python3 -c '
+import json, sys
+f = [f for f in json.load(open(sys.argv[1]))["setuid_files"] if f["path"] == "/opt/capped"]
+assert f and f[0]["caps"] is True and f[0]["mode"] == "00755", f' "$S/p.json"
+	like "... in the text output too" "$("$P" check --root "$M" 2>/dev/null)" '/opt/capped caps$'
+else
+	is "count: exactly the three planted files" "$(top "$S/p.json" setuid_count)" 3
+fi
 unlike "symlink to a setuid file not listed" "$paths" 'link-to-planted'
 unlike "setgid directory not listed" "$paths" 'sgid-dir'
 unlike "file on another filesystem not listed" "$paths" 'elsewhere'

@@ -202,7 +202,7 @@ TEST(suid_list_is_bounded)
 	struct check_report *r = all_ok();
 
 	for (unsigned i = 0; i < CHECK_SUID_MAX + 10; i++)
-		ASSERT_EQ(check_report_add_suid(r, "/bin/x", 04755, 0, 0), 0);
+		ASSERT_EQ(check_report_add_suid(r, "/bin/x", 04755, false, 0, 0), 0);
 	ASSERT_EQ(r->n_suid, (size_t)CHECK_SUID_MAX);
 	ASSERT_EQ(r->n_suid_all, (size_t)CHECK_SUID_MAX + 10);
 	_cleanup_free_ char *text = render(r, false);
@@ -214,11 +214,12 @@ TEST(json_escapes_hostile_names)
 {
 	struct check_report *r = all_ok();
 
-	ASSERT_EQ(check_report_add_suid(r, "/tmp/a\"b\n\x1b[31m\xff", 06755, 1000, 50), 0);
+	ASSERT_EQ(check_report_add_suid(r, "/tmp/a\"b\n\x1b[31m\xff", 06755, true, 1000, 50), 0);
 	_cleanup_free_ char *json = render(r, true);
 	ASSERT_NOT_NULL(json);
 	ASSERT_NOT_NULL(strstr(json, "\"path\": \"/tmp/a\\\"b\\n\\u001b[31m\\u00ff\""));
-	ASSERT_NOT_NULL(strstr(json, "\"mode\": \"06755\", \"uid\": 1000, \"gid\": 50"));
+	ASSERT_NOT_NULL(
+		strstr(json, "\"mode\": \"06755\", \"uid\": 1000, \"gid\": 50, \"caps\": true"));
 	ASSERT_NOT_NULL(strstr(json, "\"ok\": true"));
 	ASSERT_NOT_NULL(strstr(json, "\"failed\": null"));
 	for (const char *p = json; *p; p++)
@@ -259,7 +260,7 @@ TEST(text_escapes_values)
 {
 	struct check_report *r = all_ok();
 
-	ASSERT_EQ(check_report_add_suid(r, "/x\n\x1b]0;pwned\a", 04755, 0, 0), 0);
+	ASSERT_EQ(check_report_add_suid(r, "/x\n\x1b]0;pwned\a", 04755, false, 0, 0), 0);
 	_cleanup_free_ char *text = render(r, false);
 	ASSERT_NOT_NULL(strstr(text, "/x\\n\\x1b]0;pwned\\x07"));
 	ASSERT_NULL(strchr(text, '\x1b'));
