@@ -142,6 +142,8 @@ static int start_child(struct sup *s)
 	return 0;
 }
 
+static void signal_rest(struct sup *s, int sig);
+
 static void reap(struct sup *s)
 {
 	for (;;) {
@@ -149,6 +151,12 @@ static void reap(struct sup *s)
 		/* __WALL: also children whose exit signal is not SIGCHLD (clone()). */
 		pid_t p = waitpid(-1, &status, WNOHANG | __WALL);
 
+		/* In the SIGKILL pass, a process that dies hands its own children to us (as
+		 * subreaper): a grandchild in a session of its own was not among our children
+		 * when the pass began, so it gets its SIGKILL now. As PID 1, kill(-1) already
+		 * reached it. */
+		if (p > 0 && s->killed && !s->pid1)
+			signal_rest(s, SIGKILL);
 		if (p > 0) {
 			if (p == s->child) {
 				s->dead_child = p;

@@ -138,6 +138,27 @@ is "a child ignoring SIGTERM: still 128+15" "$rc" 143
 ok "it was killed after the 1 s grace ($el ms in 900..4000)" test $el -ge 900 -a $el -lt 4000
 like "the log says SIGKILL was sent" "$(cat "$S/g.log")" 'grace period over: sending SIGKILL'
 
+# Not PID 1 (a subreaper): a grandchild in a session of its own that ignores SIGTERM becomes
+# entry's only when its parent dies in the SIGKILL pass; it must get a SIGKILL too, not
+# outlive entry ("processes are left after SIGKILL").
+rm -f "$S/gc.pid"
+cat >"$S/gc.sh" <<'EOS'
+trap '' TERM
+setsid sh -c 'trap "" TERM; echo $$ >"$1"; exec sleep 60' sh "$1" &
+sleep 60
+EOS
+"$E" $NP --grace 1 --no-restart -- sh "$S/gc.sh" "$S/gc.pid" 2>"$S/gc.log" &
+ent=$!
+wait_file "$S/gc.pid"
+gc=$(cat "$S/gc.pid")
+kill -TERM "$ent"
+wait "$ent"
+sleep 0.2
+ok "entry not PID 1: the setsid'd grandchild ($gc) is gone when entry exits" \
+	test ! -e "/proc/$gc" -o "$(cut -d' ' -f3 "/proc/$gc/stat" 2>/dev/null)" = Z
+unlike "... and nothing was 'left after SIGKILL'" "$(cat "$S/gc.log")" 'left after SIGKILL'
+kill -KILL "$gc" 2>/dev/null
+
 # Not PID 1: nothing is left behind either (the namespace's end would hide that).
 rm -f "$S/g.ready" "$S/g.pid"
 "$E" $NP --grace 0.5 -- sh -c 'trap "" TERM; sleep 30 & echo $! >"$1"; echo r >"$2"; wait' \
