@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -794,6 +796,11 @@ TEST(configured_predicate)
 	if (geteuid() != 0)
 		SKIP("needs root (ownership checks)");
 	ASSERT_NE(root, NULL);
+	/* The shared trees nosuid, as entry leaves a sandbox: the root a nosuid tmpfs, in a
+	 * mount namespace of this test's own (each test is a forked child). */
+	ASSERT_EQ(unshare(CLONE_NEWNS), 0);
+	ASSERT_EQ(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
+	ASSERT_EQ(mount("tt", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755"), 0);
 	rfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	ASSERT_GE(rfd, 0);
 	EXPECT_FALSE(trusted_configured(-1));
@@ -835,6 +842,23 @@ TEST(configured_predicate)
 	ASSERT_EQ(rename(d, p), 0);
 	snprintf(d, sizeof(d), "%s/etc/sudoers.d", root);
 	EXPECT_TRUE(trusted_configured(rfd));
+	/* A shared tree without nosuid: agents keep no_new_privs (setuid stays off). */
+	{
+		char t[256];
+		snprintf(t, sizeof(t), "%s/var/tmp", root);
+		snprintf(p, sizeof(p), "%s/var", root);
+		ASSERT_EQ(mkdir(p, 0755), 0);
+		ASSERT_EQ(mkdir(t, 01777), 0);
+		EXPECT_TRUE(trusted_configured(rfd)); /* on the nosuid root */
+		ASSERT_EQ(mount(t, t, NULL, MS_BIND, NULL), 0);
+		ASSERT_EQ(mount(NULL, t, NULL, MS_REMOUNT | MS_BIND, NULL), 0); /* suid */
+		EXPECT_FALSE(trusted_configured(rfd));
+		char which[32];
+		EXPECT_EQ(trusted_shared_tree_suid(rfd, which, sizeof(which)), 1);
+		EXPECT_STREQ(which, "/var/tmp");
+		ASSERT_EQ(umount(t), 0);
+		EXPECT_TRUE(trusted_configured(rfd));
+	}
 	ASSERT_EQ(chmod(f, 0460), 0); /* group-writable */
 	EXPECT_FALSE(trusted_configured(rfd));
 	ASSERT_EQ(chmod(f, 0442), 0); /* other-writable */
@@ -863,6 +887,9 @@ TEST(configured_predicate)
 	ASSERT_EQ(unlink(f), 0);
 	ASSERT_EQ(mkdir(f, 0755), 0);
 	EXPECT_FALSE(trusted_configured(rfd));
+	safe_close(rfd);
+	rfd = -1;
+	(void)umount2(root, MNT_DETACH); /* the tmpfs goes, with what was made in it */
 	snprintf(p, sizeof(p), "rm -rf '%s'", root);
 	(void)system(p);
 }
