@@ -168,3 +168,35 @@ static inline size_t scan_count_newlines(const char *p, size_t len)
 		n += p[i] == '\n';
 	return n;
 }
+
+/* memmem for the lock-free confirmation's whole-file looks (users.c), sixteen places a
+ * step: a place is looked at only where the needle's second and next-to-last bytes both
+ * match (for ":10100:" a '1' and a '0' four bytes apart; for a user name two of its hex
+ * digits), which in passwd-family text is rare, then compared whole. musl's memmem took a
+ * creation's fast path from 0.21 to 0.34 ms at 2,000 agents. */
+static inline const char *scan_find(const char *hay, size_t n, const char *needle, size_t m)
+{
+	size_t i = 0;
+
+	if (m < 4 || n < m)
+		return m <= n ? memmem(hay, n, needle, m) : NULL;
+#if defined(__SSE2__)
+	const size_t a = 1, b = m - 2;
+	const __m128i na = _mm_set1_epi8(needle[a]), nb = _mm_set1_epi8(needle[b]);
+
+	for (; i + 16 + m - 1 <= n; i += 16) {
+		__m128i va = _mm_loadu_si128((const __m128i *)(const void *)(hay + i + a));
+		__m128i vb = _mm_loadu_si128((const __m128i *)(const void *)(hay + i + b));
+		unsigned mask = (unsigned)_mm_movemask_epi8(
+			_mm_and_si128(_mm_cmpeq_epi8(va, na), _mm_cmpeq_epi8(vb, nb)));
+
+		while (mask) {
+			size_t j = i + (size_t)__builtin_ctz(mask);
+			if (!memcmp(hay + j, needle, m))
+				return hay + j;
+			mask &= mask - 1;
+		}
+	}
+#endif
+	return memmem(hay + i, n - i, needle, m);
+}
