@@ -21,6 +21,7 @@
 #include "lib/log.h"
 #include "lib/macro.h"
 #include "lib/mountinfo.h"
+#include "trusted/trusted.h"
 
 /* Mount points beneath one tree remounted at most (a limit on work, not a real bound). */
 #define HARDEN_MAX_SUBMOUNTS 4096u
@@ -209,8 +210,7 @@ int entry_harden_mounts(const char *data_dir)
 {
 	/* trusted.h's TRUSTED_SHARED_TREES (with the data directory as configured): agents
 	 * get setuid (trusted commands) only while each that exists is nosuid. */
-	const char *const trees[] = {data_dir,	 "/workspaces", "/tmp",
-				     "/dev/shm", "/var/tmp",	"/run/lock"};
+	const char *const trees[] = {data_dir, "/workspaces", TRUSTED_SCRATCH_TREES};
 	struct stat st;
 	bool trusted;
 

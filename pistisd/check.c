@@ -5,6 +5,7 @@
  * visudo, the setuid inventory) look beneath the root given, resolving inside it, and never
  * follow its symlinks out. The verdict and the output live in check-report.c. */
 #include "pistisd/check.h"
+#include "trusted/trusted.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -582,11 +583,11 @@ static void probe_nosuid(struct check_report *r, enum check_id id, const char *p
 			  : "no trusted commands: agents keep no_new_privs");
 }
 
-/* /tmp, /dev/shm, /var/tmp and /run/lock (trusted.h's shared trees besides /data and
- * /workspaces, which have checks of their own): the first one there without nosuid. */
+/* trusted.h's TRUSTED_SCRATCH_TREES (the shared trees besides /data and /workspaces, which
+ * have checks of their own): the first one there without nosuid. */
 static void probe_nosuid_shared(struct check_report *r, bool trusted)
 {
-	static const char *const trees[] = {"/tmp", "/dev/shm", "/var/tmp", "/run/lock"};
+	static const char *const trees[] = {TRUSTED_SCRATCH_TREES};
 	char seen[128] = "";
 	size_t n = 0;
 

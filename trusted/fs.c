@@ -220,16 +220,15 @@ int trusted_shared_tree_suid(int root_fd, char *which, size_t size)
 	};
 
 	for (size_t i = 0; i < ELEMENTSOF(trees); i++) {
-		_cleanup_close_ int fd =
-			(int)syscall(SYS_openat2, root_fd, trees[i], &how, sizeof(how));
+		const char *rel = trees[i] + 1; /* beneath root_fd */
+		_cleanup_close_ int fd = (int)syscall(SYS_openat2, root_fd, rel, &how, sizeof(how));
 		struct statfs sf;
 
 		if (fd < 0 && (errno == ENOSYS || errno == E2BIG))
-			fd = openat(root_fd, trees[i],
-				    O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			fd = openat(root_fd, rel, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (fd < 0 && errno == ENOENT)
 			continue; /* not there: nothing shared */
-		snprintf(which, size, "/%s", trees[i]);
+		snprintf(which, size, "%s", trees[i]);
 		if (fd < 0 || fstatfs(fd, &sf) < 0)
 			return negative_errno();
 		if (!(sf.f_flags & ST_NOSUID))

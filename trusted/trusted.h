@@ -183,14 +183,17 @@ enum {
  * on opened fds; any error (absent, a symlink, loose owner or mode) is false. */
 bool trusted_configured(int root_fd);
 
-/* The directories agents share (relative to the root). Without no_new_privs a setuid file
+/* The directories agents share (absolute, inside the root). Without no_new_privs a setuid file
  * one agent leaves in any of them runs as that agent for the others, so agents get setuid
  * (trusted commands) only while each that exists is mounted nosuid. pistisd-entry makes them
  * nosuid,nodev where it can; pistisd check reports them. */
 #define TRUSTED_SHARED_TREES                                                                       \
 	{                                                                                          \
-		"data", "workspaces", "tmp", "dev/shm", "var/tmp", "run/lock"                      \
+		"/data", "/workspaces", TRUSTED_SCRATCH_TREES                                      \
 	}
+/* Those besides /data and /workspaces (the image's world-writable scratch directories), for
+ * pistisd-entry's hardening and pistisd check, which name those two on their own. */
+#define TRUSTED_SCRATCH_TREES "/tmp", "/dev/shm", "/var/tmp", "/run/lock"
 
 /* The first of TRUSTED_SHARED_TREES beneath root_fd that exists and is not mounted nosuid
  * (its name in which), 0 when none is, -errno when one cannot be looked at (which names
