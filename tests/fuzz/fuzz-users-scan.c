@@ -6,7 +6,8 @@
  * For any buffer, the lazy registry parse (derivation left for later) fails exactly where
  * the strict one does, unless the strict one stopped at a name not derived from its id;
  * and it accepts what the strict one accepts. The scanners must never read out of bounds,
- * whatever the input; nor must the arena's reading of /proc/buddyinfo (the same bytes). */
+ * whatever the input; nor must the arena's reading of /proc/buddyinfo (the same bytes).
+ * scan_find, the fast path's search in whole files, finds what memmem finds. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include "sandbox-users/ident.h"
 #include "sandbox-users/pwfile.h"
 #include "sandbox-users/registry.h"
+#include "sandbox-users/scan.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -146,6 +148,19 @@ static void reg(const char *p, size_t n, char keys[][257], size_t nk)
 		registry_done(&lazy);
 }
 
+/* The fast path's whole-file search finds what memmem finds, for every key and every
+ * start, never reading past the buffer (its SIMD loop stops 15 + m - 1 bytes short). */
+static void find(const char *p, size_t n, char keys[][257], size_t nk)
+{
+	for (size_t i = 0; i < nk; i++) {
+		size_t m = strlen(keys[i]);
+		for (size_t from = 0; from <= n && from < 64; from += 7)
+			if (scan_find(p + from, n - from, keys[i], m) !=
+			    memmem(p + from, n - from, keys[i], m))
+				abort();
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static char keys[34][257];
@@ -160,6 +175,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (int k = 0; k < _PWFILE_KIND_MAX; k++)
 		pw(k, p, size, keys, nk);
 	reg(p, size, keys, nk);
+	find(p, size, keys, nk);
 	(void)uarena_buddyinfo_has_huge(p, size);
 	return 0;
 }
