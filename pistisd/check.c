@@ -33,6 +33,7 @@
 #include "lib/macro.h"
 #include "lib/mountinfo.h"
 #include "pistisd/cli.h"
+#include "policy/policy.h"
 
 /* Syscall numbers and constants the libc headers may lack (musl 1.2.3, older glibc). The
  * numbers are the same on every architecture since the 4xx unification. */
@@ -584,8 +585,9 @@ static void probe_nosuid(struct check_report *r, enum check_id id, const char *p
 }
 
 /* trusted.h's TRUSTED_SCRATCH_TREES (the shared trees besides /data and /workspaces, which
- * have checks of their own): the first one there without nosuid. */
-static void probe_nosuid_shared(struct check_report *r, bool trusted)
+ * have checks of their own), then the trees the path rules let agents write: the first one
+ * there without nosuid. */
+static void probe_nosuid_shared(struct check_report *r, int root_fd, bool trusted)
 {
 	static const char *const trees[] = {TRUSTED_SCRATCH_TREES};
 	char seen[128] = "";
@@ -613,7 +615,19 @@ static void probe_nosuid_shared(struct check_report *r, bool trusted)
 		}
 		n += (size_t)snprintf(seen + n, sizeof(seen) - n, "%s%s", n ? ", " : "", trees[i]);
 	}
-	check_set(r, CHECK_NOSUID_SHARED, CHECK_STATUS_OK, "%s: nosuid", n ? seen : "none there");
+	char which[POLICY_PATH_MAX + 1];
+	int k = trusted_write_tree_suid(root_fd, which, sizeof(which));
+	if (k != 0) {
+		check_set(r, CHECK_NOSUID_SHARED, trusted ? CHECK_STATUS_FAIL : CHECK_STATUS_WARN,
+			  "write rule %s: %s (%s)", which,
+			  k > 0 ? "without nosuid" : "cannot tell whether it is nosuid",
+			  trusted ? "trusted commands configured: agents keep no_new_privs, "
+				    "so trusted commands fail, until it is nosuid"
+				  : "no trusted commands: agents keep no_new_privs");
+		return;
+	}
+	check_set(r, CHECK_NOSUID_SHARED, CHECK_STATUS_OK, "%s: nosuid; write rules' trees too",
+		  n ? seen : "none there");
 }
 
 /* Run `PROG -V` (inside the root when it is not "/") and keep the first line of stdout.
@@ -917,7 +931,7 @@ int check_run(const char *root, unsigned flags, struct check_report **ret)
 	bool trusted = lstat(CHECK_TRUSTED_SUDOERS, &tst) == 0 || errno != ENOENT;
 	probe_nosuid(r, CHECK_NOSUID_DATA, "/data", trusted);
 	probe_nosuid(r, CHECK_NOSUID_WORKSPACES, "/workspaces", trusted);
-	probe_nosuid_shared(r, trusted);
+	probe_nosuid_shared(r, root_fd, trusted);
 	probe_program(r, CHECK_SUDO, root_fd, root, "sudo", true);
 	probe_program(r, CHECK_VISUDO, root_fd, root, "visudo", false);
 	if (flags & CHECK_SKIP_SETUID_WALK)

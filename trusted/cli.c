@@ -9,6 +9,7 @@
 #include "lib/log.h"
 #include "lib/macro.h"
 #include "pistisd/cli.h"
+#include "policy/policy.h"
 #include "trusted/trusted.h"
 
 struct opts {
@@ -122,27 +123,33 @@ static void print_report(const struct opts *o, const char *verb, const char *nam
 		log_error("%s", rep->message);
 }
 
-/* Installed, but agents get setuid only while every shared tree is nosuid: say which is
- * not, so the operator does not learn it from sudo's "no new privileges". */
+/* Installed, but agents get setuid only while every tree they share or may write is
+ * nosuid: say which is not, so the operator does not learn it from sudo's "no new
+ * privileges". */
 static void warn_suid_trees(const char *root)
 {
 	_cleanup_close_ int root_fd = -1;
-	char which[32] = "";
+	char which[POLICY_PATH_MAX + 1] = "";
+	const char *what = "shared tree";
 	int k;
 
 	if (trusted_root_open(root, &root_fd) < 0)
 		return;
 	k = trusted_shared_tree_suid(root_fd, which, sizeof(which));
+	if (k == 0) {
+		what = "write rule's tree";
+		k = trusted_write_tree_suid(root_fd, which, sizeof(which));
+	}
 	if (k > 0)
-		log_warning("trusted commands stay off for agents while %s is not mounted nosuid "
-			    "(a setuid file one agent leaves there would run as it for another): "
-			    "mount it nosuid,nodev (pistisd-entry does at start-up); pistisd check "
-			    "lists every such tree",
-			    which);
+		log_warning("trusted commands stay off for agents while the %s %s is not mounted "
+			    "nosuid (a setuid file one agent leaves there would run as it for "
+			    "another): mount it nosuid,nodev (pistisd-entry does for the shared "
+			    "trees at start-up); pistisd check lists every such tree",
+			    what, which);
 	else if (k < 0)
-		log_warning("trusted commands stay off for agents: cannot tell whether %s is "
-			    "mounted nosuid (%s)",
-			    which, strerror(-k));
+		log_warning("trusted commands stay off for agents: cannot tell whether the %s %s "
+			    "is mounted nosuid (%s)",
+			    what, which, strerror(-k));
 }
 
 static int do_install(const struct opts *o, const char *verb, const char *name, const char *digest)

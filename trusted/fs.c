@@ -19,6 +19,7 @@
 
 #include "lib/fd-util.h"
 #include "lib/macro.h"
+#include "policy/policy.h"
 
 int trusted_open_dir(int dir_fd, const char *rel, bool create, mode_t mode, uid_t uid, gid_t gid,
 		     bool fix, int *ret_fd)
@@ -207,8 +208,43 @@ bool trusted_configured(int root_fd)
 		return false;
 	/* Agents run without no_new_privs from here: only where no shared tree lets a setuid
 	 * file of one agent's run as that agent for another. */
-	char which[32];
-	return trusted_shared_tree_suid(root_fd, which, sizeof(which)) == 0;
+	char which[POLICY_PATH_MAX + 1];
+	return trusted_shared_tree_suid(root_fd, which, sizeof(which)) == 0 &&
+	       trusted_write_tree_suid(root_fd, which, sizeof(which)) == 0;
+}
+
+int trusted_write_tree_suid(int root_fd, char *which, size_t size)
+{
+	_cleanup_(policy_rules_freep) struct policy_rules *rules = NULL;
+	struct policy_error err;
+	int r;
+
+	snprintf(which, size, "%s", POLICY_RULES_PATH);
+	r = policy_rules_load(root_fd, POLICY_RULES_PATH, true, true, &rules, &err);
+	if (r == -ENOENT)
+		r = policy_rules_parse(policy_defaults_json, policy_defaults_json_len(), &rules,
+				       &err);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < rules->n; i++) {
+		const struct policy_rule *u = &rules->rules[i];
+		_cleanup_close_ int fd = -1;
+		struct statfs sf;
+
+		if (u->access != POLICY_WRITE)
+			continue;
+		snprintf(which, size, "%s", u->path);
+		r = policy_resolve(root_fd, u->path, O_PATH, &fd);
+		if (r == -ENOENT || r == -ENOTDIR)
+			continue; /* not there yet: nothing of it is writable */
+		if (r < 0)
+			return r; /* a symlink (-ELOOP) the walk refuses: not known, so not nosuid */
+		if (fstatfs(fd, &sf) < 0)
+			return negative_errno();
+		if (!(sf.f_flags & ST_NOSUID))
+			return 1;
+	}
+	return 0;
 }
 
 int trusted_shared_tree_suid(int root_fd, char *which, size_t size)

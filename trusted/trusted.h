@@ -179,7 +179,8 @@ enum {
  * regular file owned by root and writable by neither group nor others, data and
  * data/trusted are directories root's alone (a rule that let agents write there would let
  * them change a script between sudo's digest and its read; trusted_open_dir's check), and
- * every shared tree that exists is mounted nosuid (trusted_shared_tree_suid). Checked
+ * every shared tree that exists is mounted nosuid (trusted_shared_tree_suid), and so is
+ * every tree a write rule names (trusted_write_tree_suid). Checked
  * on opened fds; any error (absent, a symlink, loose owner or mode) is false. */
 bool trusted_configured(int root_fd);
 
@@ -199,6 +200,14 @@ bool trusted_configured(int root_fd);
  * (its name in which), 0 when none is, -errno when one cannot be looked at (which names
  * it; counts as not nosuid). */
 int trusted_shared_tree_suid(int root_fd, char *which, size_t size);
+
+/* The same for the trees the path rules let agents write (access "write" in
+ * /data/pistis/rules.json beneath root_fd, or policy/defaults.json where there is none): a
+ * file agent A creates there and makes setuid runs as A for agent B, on any mount that
+ * honours the bit. 1 with the rule's path in which for the first that exists and is not
+ * mounted nosuid, 0 when none is, -errno when the rules cannot be read or a rule path
+ * cannot be looked at (which names it; counts as not nosuid). */
+int trusted_write_tree_suid(int root_fd, char *which, size_t size);
 
 /* Open the root ("/" or a directory) as an O_PATH fd. */
 int trusted_root_open(const char *root, int *ret_fd);

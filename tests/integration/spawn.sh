@@ -129,7 +129,7 @@ ok "trusted add (rc=$?: $(tail -n 1 "$S/add"))" test -f "$R/etc/sudoers.d/pistis
 # Without no_new_privs a setuid file one agent leaves in a tree they share runs as that agent
 # for another: trusted commands are on only while every shared tree is nosuid.
 like "... which warns that they stay off while /data is not nosuid" "$(cat "$S/add")" \
-	"stay off for agents while /data is not mounted nosuid"
+	"stay off for agents while the shared tree /data is not mounted nosuid"
 is "trusted commands, shared trees not nosuid: no_new_privs stays on" \
 	"$(run -- $PROBE 2>&1 | field NoNewPrivs)" 1
 like "... so the trusted command fails closed (sudo refuses)" "$(run -- whoami 2>&1)" "no new privileges"
@@ -144,6 +144,22 @@ is "trusted commands: no no_new_privs" "$(echo "$out" | field NoNewPrivs)" 0
 is "trusted commands: bounding = SETUID|SETGID|AUDIT_WRITE" "$(echo "$out" | field CapBnd)" 00000000200000c0
 is "trusted commands: seccomp still on" "$(echo "$out" | field Seccomp)" 2
 is "trusted commands: effective set empty" "$(echo "$out" | field CapEff)" 0000000000000000
+# A write rule outside the shared trees, on a mount that honours setuid (the root's
+# overlay): agent A could leave a setuid file there for agent B. Setuid stays off until
+# the tree is nosuid; `pistisd check` and `trusted add` name it.
+mkdir -p "$R/srv/proj" "$R/data/pistis"
+printf '[{"path": "/srv/proj", "access": "write"}, {"path": "/workspaces", "access": "write"}]\n' \
+	>"$R/data/pistis/rules.json" && chmod 0600 "$R/data/pistis/rules.json"
+is "a write rule's tree not nosuid: no_new_privs stays on" \
+	"$(run -- $PROBE 2>&1 | field NoNewPrivs)" 1
+like "... trusted add names it" "$("$P" trusted add whoami "$S/whoami" --root "$R" 2>&1)" \
+	"write rule's tree /srv/proj is not mounted nosuid"
+like "... pistisd check names it" "$(in_root "$R" pistisd check --no-walk 2>&1)" \
+	"write rule /srv/proj: without nosuid"
+mount --bind "$R/srv/proj" "$R/srv/proj" && mount -o remount,bind,nosuid,nodev "$R/srv/proj"
+is "... once nosuid: no no_new_privs again" "$(run -- $PROBE 2>&1 | field NoNewPrivs)" 0
+umount "$R/srv/proj"
+rm "$R/data/pistis/rules.json"
 chmod 0666 "$R/etc/sudoers.d/pistis-trusted"
 is "a world-writable drop-in does not count" "$(run -- $PROBE 2>&1 | field NoNewPrivs)" 1
 chmod 0440 "$R/etc/sudoers.d/pistis-trusted"

@@ -16,6 +16,7 @@
 #include "lib/macro.h"
 #include "lib/tap.h"
 #include "trusted/internal.h"
+#include "policy/policy.h"
 #include "trusted/trusted.h"
 
 #define D1 "d5520751b4e6cd9dd8835fa8d4e5a75974c0cbb693f427a9a0a483ee7c4f9515"
@@ -857,6 +858,81 @@ TEST(configured_predicate)
 		EXPECT_EQ(trusted_shared_tree_suid(rfd, which, sizeof(which)), 1);
 		EXPECT_STREQ(which, "/var/tmp");
 		ASSERT_EQ(umount(t), 0);
+		EXPECT_TRUE(trusted_configured(rfd));
+	}
+	/* A tree a write rule gives agents, on a mount that honours setuid: a file agent A
+	 * makes setuid there runs as A for agent B, so setuid stays off. The rules are the
+	 * saved file, or the shipped defaults (write: /workspaces) without one. */
+	{
+		char t[256], rules[256], which[POLICY_PATH_MAX + 1];
+		int rf;
+
+		snprintf(t, sizeof(t), "%s/workspaces", root);
+		ASSERT_EQ(mkdir(t, 0755), 0);
+		ASSERT_EQ(mount(t, t, NULL, MS_BIND, NULL), 0);
+		ASSERT_EQ(mount(NULL, t, NULL, MS_REMOUNT | MS_BIND, NULL), 0); /* suid */
+		/* /workspaces is a shared tree too: the first check names it */
+		EXPECT_FALSE(trusted_configured(rfd));
+		EXPECT_EQ(trusted_write_tree_suid(rfd, which, sizeof(which)), 1);
+		EXPECT_STREQ(which, "/workspaces");
+		ASSERT_EQ(umount(t), 0);
+		EXPECT_EQ(trusted_write_tree_suid(rfd, which, sizeof(which)), 0);
+		/* a saved rule on a tree outside the shared ones */
+		snprintf(t, sizeof(t), "%s/srv", root);
+		ASSERT_EQ(mkdir(t, 0755), 0);
+		snprintf(t, sizeof(t), "%s/srv/proj", root);
+		ASSERT_EQ(mkdir(t, 0755), 0);
+		snprintf(p, sizeof(p), "%s/data/pistis", root);
+		ASSERT_EQ(mkdir(p, 0700), 0);
+		snprintf(rules, sizeof(rules), "%s/data/pistis/rules.json", root);
+		rf = open(rules, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		ASSERT_GE(rf, 0);
+		static const char json[] = "[{\"path\": \"/srv/proj\", \"access\": \"write\"},\n"
+					   " {\"path\": \"/srv/ro\", \"access\": \"read\"}]\n";
+		ASSERT_EQ(write(rf, json, sizeof(json) - 1), (ssize_t)sizeof(json) - 1);
+		close(rf);
+		EXPECT_TRUE(trusted_configured(rfd)); /* on the nosuid root */
+		ASSERT_EQ(mount(t, t, NULL, MS_BIND, NULL), 0);
+		ASSERT_EQ(mount(NULL, t, NULL, MS_REMOUNT | MS_BIND, NULL), 0);
+		EXPECT_FALSE(trusted_configured(rfd));
+		EXPECT_EQ(trusted_write_tree_suid(rfd, which, sizeof(which)), 1);
+		EXPECT_STREQ(which, "/srv/proj");
+		/* a read rule on a suid mount is no concern: agents create nothing there */
+		snprintf(p, sizeof(p), "%s/srv/ro", root);
+		ASSERT_EQ(mkdir(p, 0755), 0);
+		ASSERT_EQ(mount(p, p, NULL, MS_BIND, NULL), 0);
+		ASSERT_EQ(mount(NULL, p, NULL, MS_REMOUNT | MS_BIND, NULL), 0); /* suid */
+		ASSERT_EQ(mount(NULL, t, NULL, MS_REMOUNT | MS_BIND | MS_NOSUID, NULL), 0);
+		EXPECT_TRUE(trusted_configured(rfd));
+		ASSERT_EQ(umount(p), 0);
+		/* rules that cannot be read (not root's alone, or not JSON): fail closed */
+		ASSERT_EQ(chmod(rules, 0622), 0);
+		EXPECT_FALSE(trusted_configured(rfd));
+		EXPECT_LT(trusted_write_tree_suid(rfd, which, sizeof(which)), 0);
+		EXPECT_STREQ(which, "/data/pistis/rules.json");
+		ASSERT_EQ(chmod(rules, 0600), 0);
+		rf = open(rules, O_WRONLY | O_TRUNC | O_CLOEXEC);
+		ASSERT_GE(rf, 0);
+		ASSERT_EQ(write(rf, "[{", 2), 2);
+		close(rf);
+		EXPECT_FALSE(trusted_configured(rfd));
+		/* a write rule's path that is a symlink now: the walk refuses it, so nobody can
+		 * say what is writable there: fail closed */
+		rf = open(rules, O_WRONLY | O_TRUNC | O_CLOEXEC);
+		ASSERT_GE(rf, 0);
+		ASSERT_EQ(write(rf, json, sizeof(json) - 1), (ssize_t)sizeof(json) - 1);
+		close(rf);
+		EXPECT_TRUE(trusted_configured(rfd));
+		ASSERT_EQ(umount(t), 0);
+		snprintf(p, sizeof(p), "%s/srv/proj2", root);
+		ASSERT_EQ(rename(t, p), 0);
+		EXPECT_TRUE(trusted_configured(rfd)); /* not there yet: nothing writable */
+		ASSERT_EQ(symlink("proj2", t), 0);
+		EXPECT_FALSE(trusted_configured(rfd));
+		EXPECT_EQ(trusted_write_tree_suid(rfd, which, sizeof(which)), -ELOOP);
+		ASSERT_EQ(unlink(t), 0);
+		ASSERT_EQ(rename(p, t), 0);
+		ASSERT_EQ(unlink(rules), 0);
 		EXPECT_TRUE(trusted_configured(rfd));
 	}
 	ASSERT_EQ(chmod(f, 0460), 0); /* group-writable */
