@@ -136,6 +136,12 @@ static const struct {
 		 "agents get setuid only while every shared tree is nosuid)",
 		 "mount them nosuid,nodev (pistisd-entry does it at start-up; docker run "
 		 "--tmpfs /tmp:nosuid,nodev and the like), or --allow nosuid_shared"},
+	[CHECK_AGENT_WRITABLE] =
+		{"agent_writable", true,
+		 "no other directory of the image lets one agent leave a setuid file that runs as "
+		 "it for another (hard where trusted commands are configured)",
+		 "mount the directories named nosuid,nodev, or take agents' write access away "
+		 "(chmod o-w, a read path rule), or --allow agent_writable"},
 };
 
 enum check_status check_hidepid_status(const char *super_opts, char *value, size_t size)

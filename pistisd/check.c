@@ -22,6 +22,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
+#include <sys/statfs.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -34,6 +35,7 @@
 #include "lib/mountinfo.h"
 #include "pistisd/cli.h"
 #include "policy/policy.h"
+#include "sandbox-users/users.h"
 
 /* Syscall numbers and constants the libc headers may lack (musl 1.2.3, older glibc). The
  * numbers are the same on every architecture since the 4xx unification. */
@@ -783,6 +785,33 @@ static bool file_has_caps(int dfd, const char *name)
 	return lgetxattr(p, "security.capability", NULL, 0) > 0;
 }
 
+/* A directory agents may create files in: theirs (an owner may always chmod), or writable
+ * and searchable by everyone, or by pi-sandbox or an agent's group. ACL entries are not
+ * read (policy's write trees, the ones that use them, carry pi-sandbox as their group). */
+static bool agents_may_write(const struct stat *st)
+{
+	bool agent_uid = st->st_uid >= USERS_AGENT_UID_MIN && st->st_uid <= USERS_AGENT_UID_MAX;
+	bool agent_gid = st->st_gid == USERS_SANDBOX_GID ||
+			 (st->st_gid >= USERS_AGENT_UID_MIN && st->st_gid <= USERS_AGENT_UID_MAX);
+
+	return agent_uid || (st->st_mode & 0003) == 0003 ||
+	       (agent_gid && (st->st_mode & 0030) == 0030);
+}
+
+/* A directory (fd) agents may write, on a mount where setuid bits count: listed. */
+static void note_writable(struct walk *w, int fd, const struct stat *st)
+{
+	struct check_report *r = w->r;
+	struct statfs sf;
+	size_t n;
+
+	if (!agents_may_write(st) || (fstatfs(fd, &sf) == 0 && (sf.f_flags & ST_NOSUID)))
+		return;
+	n = strlen(r->writable);
+	if (r->n_writable++ < 4 && n + strlen(w->path) + 3 < sizeof(r->writable))
+		snprintf(r->writable + n, sizeof(r->writable) - n, "%s%s", n ? ", " : "", w->path);
+}
+
 /* Depth-first over directory fds; owns dfd. Acts only on what fstatat(NOFOLLOW) says about
  * the entry and, for directories, re-checks the opened fd is the inode it looked at, so a
  * concurrent rename cannot steer the walk (it only reports, but it must not wander). */
@@ -830,7 +859,15 @@ static void walk_dir(struct walk *w, int dfd, size_t path_len, unsigned depth)
 						      st.st_gid);
 			if (k < 0)
 				w->error = k;
-		} else if (S_ISDIR(st.st_mode) && st.st_dev == w->dev) {
+		} else if (S_ISDIR(st.st_mode) && st.st_dev != w->dev) {
+			/* Another file system's root (not walked): its own mode still counts. */
+			_cleanup_close_ int top = openat(
+				dirfd(d), name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			struct stat st2;
+
+			if (top >= 0 && fstat(top, &st2) == 0 && st2.st_ino == st.st_ino)
+				note_writable(w, top, &st2);
+		} else if (S_ISDIR(st.st_mode)) {
 			struct stat st2;
 			int sub;
 
@@ -848,6 +885,7 @@ static void walk_dir(struct walk *w, int dfd, size_t path_len, unsigned depth)
 				safe_close(sub);
 				continue;
 			}
+			note_writable(w, sub, &st2);
 			walk_dir(w, sub, path_len + 1 + nl, depth + 1);
 		}
 		w->path[path_len] = '\0';
@@ -855,7 +893,22 @@ static void walk_dir(struct walk *w, int dfd, size_t path_len, unsigned depth)
 	closedir(d);
 }
 
-static int probe_setuid_files(struct check_report *r, int root_fd)
+static void set_agent_writable(struct check_report *r, bool trusted)
+{
+	if (!r->n_writable)
+		check_set(r, CHECK_AGENT_WRITABLE,
+			  r->walk_truncated ? CHECK_STATUS_WARN : CHECK_STATUS_OK,
+			  "none on a mount without nosuid%s",
+			  r->walk_truncated ? " (the walk stopped at a limit)" : "");
+	else
+		check_set(r, CHECK_AGENT_WRITABLE, trusted ? CHECK_STATUS_FAIL : CHECK_STATUS_WARN,
+			  "%zu without nosuid: %s%s (%s)", r->n_writable, r->writable,
+			  r->n_writable > 4 ? ", …" : "",
+			  trusted ? "trusted commands configured: agents run without no_new_privs"
+				  : "no trusted commands: agents keep no_new_privs");
+}
+
+static int probe_setuid_files(struct check_report *r, int root_fd, bool trusted)
 {
 	struct walk w = {.r = r};
 	struct stat st;
@@ -874,6 +927,7 @@ static int probe_setuid_files(struct check_report *r, int root_fd)
 	walk_dir(&w, fd, 0, 0);
 	if (w.error < 0)
 		return w.error;
+	set_agent_writable(r, trusted);
 
 	if (r->walk_truncated)
 		check_set(r, CHECK_SETUID_FILES, CHECK_STATUS_WARN,
@@ -934,10 +988,11 @@ int check_run(const char *root, unsigned flags, struct check_report **ret)
 	probe_nosuid_shared(r, root_fd, trusted);
 	probe_program(r, CHECK_SUDO, root_fd, root, "sudo", true);
 	probe_program(r, CHECK_VISUDO, root_fd, root, "visudo", false);
-	if (flags & CHECK_SKIP_SETUID_WALK)
+	if (flags & CHECK_SKIP_SETUID_WALK) {
 		check_set(r, CHECK_SETUID_FILES, CHECK_STATUS_WARN, "not walked (--no-walk)");
-	else {
-		k = probe_setuid_files(r, root_fd);
+		check_set(r, CHECK_AGENT_WRITABLE, CHECK_STATUS_WARN, "not walked (--no-walk)");
+	} else {
+		k = probe_setuid_files(r, root_fd, trusted);
 		if (k < 0) {
 			check_report_free(r);
 			return k;

@@ -37,6 +37,7 @@ enum check_id {
 	CHECK_NOSUID_DATA,
 	CHECK_NOSUID_WORKSPACES,
 	CHECK_NOSUID_SHARED,
+	CHECK_AGENT_WRITABLE,
 	_CHECK_MAX,
 };
 
@@ -77,6 +78,10 @@ struct check_report {
 	size_t n_suid;	   /* kept in suid[] */
 	size_t n_suid_all; /* found, including those over CHECK_SUID_MAX */
 	bool walk_truncated;
+	/* Directories of the image agents may write on a mount that honours setuid (found
+	 * by the setuid walk): the first few, comma-separated, and how many in all. */
+	char writable[192];
+	size_t n_writable;
 	check_mask_t allowed;
 };
 

@@ -41,8 +41,8 @@ exits 111 "--root that does not exist is a system error" "$P" check --root "$S/n
 "$P" check --json --no-walk >"$S/host.json" 2>"$S/host.err"
 rc=$?
 ok "--json output is one valid JSON document" python3 -m json.tool "$S/host.json"
-is "--json lists all 24 checks" \
-	"$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["checks"]))' "$S/host.json")" 24
+is "--json lists all 25 checks" \
+	"$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["checks"]))' "$S/host.json")" 25
 ok "every check has name, status, hard, allowed, value, promise, advice" python3 -c '
 import json, sys
 for c in json.load(open(sys.argv[1]))["checks"]:
@@ -231,6 +231,40 @@ like "text output escapes the newline" "$out" '/opt/evil\\nname$'
 out=$(in_root "$M" pistisd check --json 2>/dev/null)
 like "run inside the root, the walk finds the planted file" "$out" '"path": "/opt/planted"'
 unlike "run inside the root, /proc is skipped" "$out" '"path": "/proc/'
+
+# Directories agents may write on a mount that honours setuid: one agent's setuid file
+# there runs as it for another once trusted commands take no_new_privs away. The musl
+# root's /var/tmp (1777, on the overlay) is one; /tmp is a nosuid tmpfs and is not.
+mkdir -m 1777 "$M/opt/drop"
+mkdir "$M/opt/agent-own" && chown 10107:0 "$M/opt/agent-own" && chmod 0500 "$M/opt/agent-own"
+mkdir -m 0775 "$M/opt/team" && chgrp 10010 "$M/opt/team"
+mkdir -m 0755 "$M/opt/team-ro" && chgrp 10010 "$M/opt/team-ro"
+mkdir -m 0773 "$M/opt/staff" && chgrp 50 "$M/opt/staff" # others may write, whatever the group
+mkdir -m 0777 "$M/mnt/other/wide"                        # on another (suid) tmpfs: its root is
+chmod 1777 "$M/mnt/other"                                # listed, not walked into
+"$P" check --json --root "$M" >"$S/w.json" 2>/dev/null
+w=$(field "$S/w.json" agent_writable value)
+is "agent-writable directories without nosuid, no trusted commands: warn" \
+	"$(field "$S/w.json" agent_writable status)" warn
+like "... counted: /var/tmp, drop, agent-own, team, staff, /mnt/other" "$w" '^6 without nosuid: '
+like "... the first named" "$w" '/var/tmp'
+is "... hard (where trusted commands are configured)" "$(field "$S/w.json" agent_writable hard)" True
+mount --bind "$M/opt" "$M/opt" && mount -o remount,bind,nosuid "$M/opt"
+for d in var/tmp mnt/other; do mount -o remount,nosuid "$M/$d" 2>/dev/null ||
+	{ mount --bind "$M/$d" "$M/$d" && mount -o remount,bind,nosuid "$M/$d"; }; done
+"$P" check --json --root "$M" >"$S/w.json" 2>/dev/null
+is "... all of them nosuid: ok" "$(field "$S/w.json" agent_writable status)" ok
+umount "$M/opt"
+mkdir -p "$M/etc/sudoers.d" && echo '# test' >"$M/etc/sudoers.d/pistis-trusted"
+in_root "$M" pistisd check --json >"$S/w.json" 2>/dev/null
+is "trusted commands configured, /opt/drop without nosuid: fail" \
+	"$(field "$S/w.json" agent_writable status)" fail
+like "... naming it" "$(field "$S/w.json" agent_writable value)" '/opt/drop'
+unlike "... a group-pi-sandbox directory without group write is not" \
+	"$(field "$S/w.json" agent_writable value)" 'team-ro'
+in_root "$M" pistisd check --no-walk --json >"$S/w.json" 2>/dev/null
+is "--no-walk: not walked, warn" "$(field "$S/w.json" agent_writable status)" warn
+rm "$M/etc/sudoers.d/pistis-trusted"
 
 # --- /proc hidepid and nosuid /data, /workspaces, run inside the debian root -------------
 # The root has a proc instance of its own (root_fresh mounts one); a new proc mount is a new
