@@ -692,8 +692,19 @@ static void stop_poll(lws_sorted_usec_list_t *sul)
 {
 	struct admin *a = lws_container_of(sul, struct admin, stop_poll);
 
-	if (!session_running())
-		return stop_reply(a, '0');
+	if (!session_running()) {
+		/* The commands have ended; what runs as an agent outside them (a setsid'ed
+		 * grandchild where there is no cgroup, one a restarted daemon never knew)
+		 * would keep its fds through the new modes just the same. */
+		int k = session_kill_agent_processes();
+		if (k < 0)
+			log_warning_errno(k, "Cannot list processes to stop agents' strays: %m");
+		if (k <= 0)
+			return stop_reply(a, '0');
+		log_notice("audit policy.apply: tightening; killed %d agent process(es) outside "
+			   "any running command",
+			   k);
+	}
 	if (lws_now_usecs() > a->stop_deadline) {
 		log_error("Commands did not end in time; the policy apply is aborted");
 		return stop_reply(a, 'F');

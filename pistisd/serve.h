@@ -65,6 +65,10 @@ uint64_t session_buffered(void);
  * exec.start (unavailable) while held. */
 unsigned session_stop_all(void);
 unsigned session_running(void);
+/* Once none runs: SIGKILL whatever still runs as an agent of the registry's, tracked or
+ * not (spawn_kill_agent_processes); how many, 0 when none is left, -errno when the
+ * registry or /proc cannot be read. */
+int session_kill_agent_processes(void);
 void session_hold_starts(bool hold);
 
 /* Wipe secrets (the relay token) from this process's memory: for forked helpers. */

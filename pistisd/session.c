@@ -1302,6 +1302,27 @@ unsigned session_stop_all(void)
 	return n;
 }
 
+int session_kill_agent_processes(void)
+{
+	_cleanup_free_ struct users_entry *e = NULL;
+	_cleanup_free_ uid_t *uids = NULL;
+	size_t n = 0;
+	int r;
+
+	/* Every uid the registry holds, removed agents' (reserved) included. */
+	r = users_list("/", &e, &n);
+	if (r == -ENOENT)
+		return 0; /* no registry: no agent has ever run here */
+	if (r < 0)
+		return r;
+	uids = calloc(n ? n : 1, sizeof(*uids));
+	if (!uids)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		uids[i] = e[i].uid;
+	return spawn_kill_agent_processes(T.spawn, uids, n);
+}
+
 unsigned session_running(void)
 {
 	unsigned n = 0;

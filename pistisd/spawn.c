@@ -27,6 +27,7 @@
 #include "lib/macro.h"
 #include "pistisd/spawn-child.h"
 #include "pistisd/spawn-vfork.h"
+#include "sandbox-users/users.h"
 
 #ifndef TIOCGPTPEER
 #define TIOCGPTPEER _IO('T', 0x41)
@@ -804,24 +805,21 @@ static void tree_signal(struct spawn_proc *p, int sig)
 		(void)syscall(SYS_pidfd_send_signal, p->pidfd, sig, NULL, 0);
 }
 
-/* A process other than the leader in process group pgid (the leader is our zombie, so
- * kill(-pgid, 0) would always succeed). The pids come from /proc; each one's group from
- * getpgid(2), one system call (reading /proc/PID/stat took three). Without /proc, or if
- * it cannot be read, assume yes. */
-static bool pgrp_has_others(const struct spawn_ctx *ctx, pid_t pgid)
+/* fn(pid, arg) for every process /proc (proc_fd) lists, until fn returns true: 1 then, 0
+ * when the listing ended, -errno when it could not be read. */
+static int proc_each(int proc_fd, bool (*fn)(pid_t pid, void *arg), void *arg)
 {
 	char buf[8192];
 	_cleanup_close_ int dfd = -1;
-	bool found = false;
 	long n;
 
-	if (ctx->proc_fd < 0)
-		return true;
-	dfd = openat(ctx->proc_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (proc_fd < 0)
+		return -ENOENT;
+	dfd = openat(proc_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
-		return true;
-	while (!found && (n = syscall(SYS_getdents64, dfd, buf, sizeof(buf))) > 0) {
-		for (long off = 0; off < n && !found;) {
+		return negative_errno();
+	while ((n = syscall(SYS_getdents64, dfd, buf, sizeof(buf))) > 0) {
+		for (long off = 0; off < n;) {
 			struct {
 				uint64_t ino;
 				int64_t off;
@@ -836,13 +834,105 @@ static bool pgrp_has_others(const struct spawn_ctx *ctx, pid_t pgid)
 			if (de->name[0] < '1' || de->name[0] > '9')
 				continue;
 			pid = strtol(de->name, &q, 10);
-			if (*q || pid <= 0 || pid > INT_MAX || pid == pgid)
+			if (*q || pid <= 0 || pid > INT_MAX)
 				continue;
-			/* ESRCH: gone since the listing. */
-			found = getpgid((pid_t)pid) == pgid;
+			if (fn((pid_t)pid, arg))
+				return 1;
 		}
 	}
-	return n < 0 ? true : found;
+	return n < 0 ? negative_errno() : 0;
+}
+
+static bool in_pgrp(pid_t pid, void *arg)
+{
+	pid_t pgid = *(pid_t *)arg;
+
+	/* ESRCH: gone since the listing. */
+	return pid != pgid && getpgid(pid) == pgid;
+}
+
+/* A process other than the leader in process group pgid (the leader is our zombie, so
+ * kill(-pgid, 0) would always succeed). The pids come from /proc; each one's group from
+ * getpgid(2), one system call (reading /proc/PID/stat took three). Without /proc, or if
+ * it cannot be read, assume yes. */
+static bool pgrp_has_others(const struct spawn_ctx *ctx, pid_t pgid)
+{
+	return proc_each(ctx->proc_fd, in_pgrp, &pgid) != 0;
+}
+
+struct sweep {
+	int proc_fd;
+	const uid_t *uids; /* sorted */
+	size_t n_uids;
+	unsigned found;
+};
+
+static int cmp_uid(const void *a, const void *b)
+{
+	uid_t x = *(const uid_t *)a, y = *(const uid_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Whether /proc/PID/status names a live process (not a zombie) any of whose real,
+ * effective, saved or file-system uids is one of s->uids. */
+static bool agent_process(const struct sweep *s, pid_t pid)
+{
+	char name[32], buf[2048];
+	_cleanup_close_ int fd = -1;
+	const char *st, *u;
+	unsigned long id[4];
+	ssize_t n;
+
+	snprintf(name, sizeof(name), "%d/status", (int)pid);
+	fd = openat(s->proc_fd, name, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	if (n <= 0)
+		return false;
+	buf[n] = 0;
+	st = strstr(buf, "\nState:\t");
+	u = strstr(buf, "\nUid:\t");
+	if (!st || !u || st[8] == 'Z' || st[8] == 'X' ||
+	    sscanf(u + 6, "%lu %lu %lu %lu", &id[0], &id[1], &id[2], &id[3]) != 4)
+		return false;
+	for (size_t i = 0; i < 4; i++) {
+		uid_t x = (uid_t)id[i];
+		if (users_uid_is_agent(x) && bsearch(&x, s->uids, s->n_uids, sizeof(x), cmp_uid))
+			return true;
+	}
+	return false;
+}
+
+static bool sweep_one(pid_t pid, void *arg)
+{
+	struct sweep *s = arg;
+	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+
+	if (pidfd < 0 && errno != ENOSYS)
+		return false; /* gone */
+	/* The pidfd is opened first and the signal goes through it: if the process ended and
+	 * its pid was reused before the status was read, the signal finds the pidfd's
+	 * process gone (ESRCH) and never reaches the stranger whose status was read. */
+	if (agent_process(s, pid)) {
+		if (pidfd < 0 ? kill(pid, SIGKILL) == 0
+			      : syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0) == 0)
+			s->found++;
+	}
+	safe_close(pidfd);
+	return false;
+}
+
+int spawn_kill_agent_processes(const struct spawn_ctx *ctx, uid_t *uids, size_t n)
+{
+	struct sweep s = {.proc_fd = ctx->proc_fd, .uids = uids, .n_uids = n};
+	int r;
+
+	if (n == 0)
+		return 0;
+	qsort(uids, n, sizeof(*uids), cmp_uid);
+	r = proc_each(ctx->proc_fd, sweep_one, &s);
+	return r < 0 ? r : (int)s.found;
 }
 
 static bool tree_alive(struct spawn_proc *p)

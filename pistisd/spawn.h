@@ -239,6 +239,15 @@ bool spawn_tree_alive(struct spawn_proc *p);
  * outputs (their buffered bytes can still be read to EOF). 1 when something was left, 0 when
  * not (or the main process still runs). */
 int spawn_kill_leftovers(struct spawn_proc *p);
+
+/* SIGKILL every live process whose real, effective, saved or fs uid is one of uids (n of
+ * them, agents' uids; sorted in place; others in the agent range are never touched: a
+ * plain host may have users there), whoever started it: what a tightening must not leave
+ * running, tracked by a command or not (a setsid'ed grandchild outside any process group
+ * pistisd knows, where there is no cgroup; one a restarted daemon never knew). Read from
+ * /proc, each signalled through a pidfd opened before its status is read. Returns how
+ * many were signalled (0: none left), -errno when /proc cannot be read. */
+int spawn_kill_agent_processes(const struct spawn_ctx *ctx, uid_t *uids, size_t n);
 int spawn_stop(struct spawn_proc *p);
 int spawn_resize(struct spawn_proc *p, unsigned short cols, unsigned short rows);
 /* -1: none. While the exec is pending it includes SPAWN_EXEC_DEADLINE_MS after the clone,
