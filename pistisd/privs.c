@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "lib/macro.h"
+#include "lib/proc-status.h"
 #include "sandbox-users/users.h"
 
 #ifndef PR_CAP_AMBIENT
@@ -65,15 +66,23 @@ int privs_read_last_cap(void)
 
 int privs_drop_bounding(int last_cap, uint64_t keep)
 {
+	uint64_t all = last_cap >= 63 ? UINT64_MAX : (UINT64_C(1) << (last_cap + 1)) - 1, bnd;
+	char buf[4096];
+
 	for (int c = 0; c <= last_cap; c++) {
 		if (keep & (UINT64_C(1) << c))
 			continue;
 		if (syscall(SYS_prctl, PR_CAPBSET_DROP, c, 0, 0, 0) < 0)
 			return negative_errno();
-		/* Read back: a kernel or LSM that pretends is a failure. */
-		if (syscall(SYS_prctl, PR_CAPBSET_READ, c, 0, 0, 0) != 0)
-			return -EIO;
 	}
+	/* Read back: a kernel or LSM that pretends is a failure. The whole set at once from
+	 * /proc/self/status (CapBnd), or a PR_CAPBSET_READ each where that cannot be read. */
+	if (proc_status_read(buf, sizeof(buf)) >= 0 && proc_status_hex(buf, "CapBnd", &bnd) == 0)
+		return (bnd & ~keep & all) == 0 ? 0 : -EIO;
+	for (int c = 0; c <= last_cap; c++)
+		if (!(keep & (UINT64_C(1) << c)) &&
+		    syscall(SYS_prctl, PR_CAPBSET_READ, c, 0, 0, 0) != 0)
+			return -EIO;
 	return 0;
 }
 

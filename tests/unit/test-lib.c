@@ -1,15 +1,22 @@
+#include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
-#include <string.h>
-#include <sys/stat.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "lib/escape.h"
 #include "lib/fd-util.h"
 #include "lib/log.h"
 #include "lib/macro.h"
+#include "lib/proc-status.h"
+#include "lib/sig-util.h"
 #include "lib/siphash.h"
 #include "lib/tap.h"
 #include "lib/token-file.h"
@@ -358,6 +365,84 @@ TEST(siphash24_reference_vectors)
 		ASSERT_EQ(siphash24(key, msg, v[i].len), v[i].want);
 	key[15] ^= 1; /* another key, another hash */
 	ASSERT_NE(siphash24(key, msg, 15), UINT64_C(0xa129ca6149be45e5));
+}
+
+TEST(proc_status_hex_lines)
+{
+	static const char buf[] = "Name:\tx\nxSigIgn:\tffff\nSigIgn:\t0000000000001000\n"
+				  "SigCgt:\t00000000000000000\nCapBnd:\t\nCapEff:\t00g0\n"
+				  "CapPrm:\t000001ffffffffff";
+	uint64_t v = 1;
+
+	ASSERT_EQ(proc_status_hex(buf, "SigIgn", &v), 0); /* not the "xSigIgn" line */
+	EXPECT_EQ(v, (uint64_t)0x1000);
+	EXPECT_EQ(proc_status_hex(buf, "SigCgt", &v), -EINVAL); /* 17 digits */
+	EXPECT_EQ(proc_status_hex(buf, "CapBnd", &v), -EINVAL); /* empty */
+	EXPECT_EQ(proc_status_hex(buf, "CapEff", &v), -EINVAL); /* not hex */
+	ASSERT_EQ(proc_status_hex(buf, "CapPrm", &v), 0);	/* the last line, no newline */
+	EXPECT_EQ(v, (uint64_t)0x1ffffffffffULL);
+	EXPECT_EQ(proc_status_hex(buf, "Sig", &v), -ENOENT); /* a prefix is no key */
+	EXPECT_EQ(proc_status_hex(buf, "CapAmb", &v), -ENOENT);
+}
+
+TEST(proc_status_read_whole_file)
+{
+	char buf[4096], small[16];
+	uint64_t v;
+
+	ASSERT_GT(proc_status_read(buf, sizeof(buf)), 0);
+	EXPECT_TRUE(strncmp(buf, "Name:\t", 6) == 0);
+	EXPECT_EQ(proc_status_hex(buf, "SigBlk", &v), 0);
+	EXPECT_EQ(proc_status_read(small, sizeof(small)), -EFBIG); /* never a cut file */
+}
+
+static void on_usr2(int sig)
+{
+	(void)sig;
+}
+
+/* Ignored and caught signals, the libc-reserved real-time ones included (raw numbers),
+ * go back to SIG_DFL; the fallback (no /proc) does the same. */
+static void check_reset(struct tap_metadata *_metadata, bool hide_proc)
+{
+	struct {
+		void *handler;
+		unsigned long flags;
+		void *restorer;
+		unsigned long mask;
+	} ks = {.handler = (void *)SIG_IGN}, got;
+
+	ASSERT_NE(signal(SIGUSR1, SIG_IGN), SIG_ERR);
+	ASSERT_NE(signal(SIGUSR2, on_usr2), SIG_ERR);
+	ASSERT_NE(signal(SIGPIPE, SIG_IGN), SIG_ERR);
+	ASSERT_EQ(syscall(SYS_rt_sigaction, 33, &ks, NULL, 8), 0);
+	if (hide_proc) {
+		ASSERT_EQ(unshare(CLONE_NEWNS), 0);
+		ASSERT_EQ(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
+		ASSERT_EQ(mount("none", "/proc", "tmpfs", 0, "size=4k"), 0);
+		char buf[64];
+		EXPECT_LT(proc_status_read(buf, sizeof(buf)), 0);
+	}
+	ASSERT_EQ(sigutil_reset_dispositions(), 0);
+	for (int sig = 1; sig < 65; sig++) {
+		if (sig == SIGKILL || sig == SIGSTOP)
+			continue;
+		if (syscall(SYS_rt_sigaction, sig, NULL, &got, 8) < 0)
+			continue;
+		EXPECT_EQ((long)(intptr_t)got.handler, (long)(intptr_t)SIG_DFL);
+	}
+}
+
+TEST(sigutil_resets_ignored_and_caught)
+{
+	check_reset(_metadata, false);
+}
+
+TEST(sigutil_resets_without_proc)
+{
+	if (geteuid() != 0)
+		SKIP("needs root (a mount namespace hiding /proc)");
+	check_reset(_metadata, true);
 }
 
 TEST_HARNESS_MAIN
