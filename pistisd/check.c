@@ -944,6 +944,26 @@ static int probe_setuid_files(struct check_report *r, int root_fd, bool trusted)
 	return 0;
 }
 
+int check_walk(const char *root, struct check_report **ret)
+{
+	_cleanup_close_ int root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	struct check_report *r;
+	int k;
+
+	if (root_fd < 0)
+		return -errno;
+	r = check_report_new(root);
+	if (!r)
+		return -ENOMEM;
+	k = probe_setuid_files(r, root_fd, false);
+	if (k < 0) {
+		check_report_free(r);
+		return k;
+	}
+	*ret = r;
+	return 0;
+}
+
 int check_run(const char *root, unsigned flags, struct check_report **ret)
 {
 	struct check_report *r = NULL;

@@ -102,6 +102,9 @@ enum check_status check_hidepid_status(const char *super_opts, char *value, size
  * Returns 0 or -errno (only for failures to probe at all: out of memory, root unopenable). */
 int check_run(const char *root, unsigned flags, struct check_report **ret);
 void check_report_free(struct check_report *r);
+/* Only the walk of the image at root: the setuid inventory (suid[], n_suid_all) and the
+ * directories agents may write without nosuid (writable, n_writable). */
+int check_walk(const char *root, struct check_report **ret);
 
 /* Pure helpers (check-report.c). */
 const char *check_name(enum check_id id);

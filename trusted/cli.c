@@ -8,6 +8,7 @@
 #include "lib/escape.h"
 #include "lib/log.h"
 #include "lib/macro.h"
+#include "pistisd/check.h"
 #include "pistisd/cli.h"
 #include "policy/policy.h"
 #include "trusted/trusted.h"
@@ -38,7 +39,10 @@ static void help(FILE *f)
 		"view\n"
 		"  install               regenerate /etc/sudoers.d/pistis-trusted from "
 		"/data/trusted,\n"
-		"                        check it with visudo, install it, confirm with sudo -l\n"
+		"                        check it with visudo, install it, confirm with sudo -l;\n"
+		"                        then warn of what agents reach without no_new_privs:\n"
+		"                        setuid programs besides sudo, directories they may\n"
+		"                        write on a mount without nosuid\n"
 		"  harden-setuid         remove setuid/setgid from every file of the image but "
 		"sudo\n"
 		"                        and the --keep PATHs (not /proc, /sys, /dev, /data)\n\n"
@@ -152,6 +156,45 @@ static void warn_suid_trees(const char *root)
 			    what, which, strerror(-k));
 }
 
+/* Trusted commands take no_new_privs away from every agent: each setuid program left in
+ * the image (su, mount, pkexec…) is then the agents' to run, and each directory they may
+ * write on a mount that honours setuid a place to leave one for another agent. Say so
+ * (pistisd check's walk), with the fix. */
+static void warn_setuid_inventory(const char *root)
+{
+	struct check_report *r = NULL;
+	char names[160] = "";
+	size_t n = 0, len = 0;
+
+	if (check_walk(root, &r) < 0)
+		return;
+	for (size_t i = 0; i < r->n_suid; i++) {
+		const char *base = strrchr(r->suid[i].path, '/');
+		if (base && !strcmp(base + 1, "sudo"))
+			continue;
+		if (n++ < 3 && len + strlen(r->suid[i].path) + 3 < sizeof(names))
+			len += (size_t)snprintf(names + len, sizeof(names) - len, "%s%s",
+						len ? ", " : "", r->suid[i].path);
+	}
+	n += r->n_suid_all - r->n_suid;
+	if (n)
+		log_warning(
+			"agents run without no_new_privs while trusted commands are configured, "
+			"and %zu setuid/setgid or capability program(s) besides sudo are in the "
+			"image (%s%s): run `pistisd trusted harden-setuid` (--keep what agents "
+			"need); pistisd check lists them",
+			n, names, n > 3 ? ", …" : "");
+	if (r->n_writable)
+		log_warning("%zu director%s agents may write %s on a mount without nosuid (%s%s): "
+			    "a setuid file one agent leaves there runs as it for another; mount "
+			    "them nosuid,nodev or take the write access away (pistisd check: "
+			    "agent_writable)",
+			    r->n_writable, r->n_writable == 1 ? "y" : "ies",
+			    r->n_writable == 1 ? "is" : "are", r->writable,
+			    r->n_writable > 4 ? ", …" : "");
+	check_report_free(r);
+}
+
 static int do_install(const struct opts *o, const char *verb, const char *name, const char *digest)
 {
 	struct trusted_install_report rep;
@@ -164,8 +207,10 @@ static int do_install(const struct opts *o, const char *verb, const char *name, 
 	if (r < 0)
 		return fail(r, "Failed to install the sudoers drop-in", o->root);
 	print_report(o, verb, name, digest, &rep, true, r);
-	if (r == 0 && !rep.removed)
+	if (r == 0 && !rep.removed) {
 		warn_suid_trees(o->root);
+		warn_setuid_inventory(o->root);
+	}
 	return r;
 }
 

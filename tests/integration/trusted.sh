@@ -81,6 +81,12 @@ is "nothing was copied by the refused adds" "$?" 0
 out=$("$P" trusted add hello "$S/hello" --root "$R" 2>&1)
 is "add hello exits 0" "$?" 0
 like "add confirms sudo -l for the agent" "$out" "confirmed for 1 agent"
+# Agents lose no_new_privs: the image's setuid programs and the places agents could leave one
+# are named, with the fix.
+like "add warns of the setuid programs besides sudo agents may now run" "$out" \
+	"[0-9]+ setuid/setgid or capability program\(s\) besides sudo are in the image .*harden-setuid"
+like "... and of the directories agents may write without nosuid (/var/tmp)" "$out" \
+	"agents may write (is|are) on a mount without nosuid \(.*/var/tmp"
 digest=$(sha256sum "$S/hello" | cut -d' ' -f1)
 is "script copied root 0755" "$(stat -c '%u %a' "$R/data/trusted/hello")" "0 755"
 is "wrapper root 0755" "$(stat -c '%u %a' "$R/data/bin/hello")" "0 755"
@@ -309,6 +315,9 @@ left=$(cd "$R" && find . -xdev \( -path ./proc -o -path ./sys -o -path ./dev -o 
 is "only sudo and the kept file keep setuid/setgid" "$left" "./usr/bin/passwd ./usr/bin/sudo "
 unlike "after hardening the planted file does not raise the agent" "$(agent /usr/lib/suid-id 2>&1)" "euid=0"
 like "the trusted command still works after hardening" "$(agent hello 2>&1)" "^user=pi-tools"
+out=$("$P" trusted install --root "$R" 2>&1)
+like "install after hardening names only the program kept" "$out" \
+	"1 setuid/setgid or capability program\(s\) besides sudo are in the image \(/usr/bin/passwd\)"
 
 # --- remove -------------------------------------------------------------------------------
 ok "remove hello" "$P" trusted remove hello --root "$R"
