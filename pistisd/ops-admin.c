@@ -131,7 +131,10 @@ static void on_event(void *userdata, const struct policy_event *ev)
 		add_path(o, "rule", ev->rule->path, ev->rule->len);
 	if (ev->error)
 		cJSON_AddStringToObject(o, "error", strerror(-ev->error));
-	if (ev->kind == POLICY_EV_CHANGE || ev->kind == POLICY_EV_HARDLINK) {
+	if (ev->kind == POLICY_EV_TOO_DEEP)
+		cJSON_AddNumberToObject(o, "depth_max", ev->depth_max);
+	if (ev->kind == POLICY_EV_CHANGE || ev->kind == POLICY_EV_HARDLINK ||
+	    ev->kind == POLICY_EV_TOO_DEEP) {
 		cJSON_AddItemToObject(o, "changes", changes_array(ev->changes));
 		cJSON_AddBoolToObject(o, "violation", ev->violation);
 		cJSON_AddNumberToObject(o, "old_uid", ev->old_uid);
@@ -310,7 +313,11 @@ static void do_walk(struct hctx *h, int root_fd, enum proto_op op, cJSON *req)
 		return answer_error(h, proto_err_from_errno(r), 0, "walk failed: %s", strerror(-r));
 	a = cJSON_CreateObject();
 	cJSON_AddStringToObject(a, "mode", proto_op_name(op) + strlen("policy."));
-	cJSON_AddBoolToObject(a, "complete", r >= 0);
+	/* complete: everything the rules ask for was done. Not when the walk stopped early
+	 * ("stopped" says why), nor when it ran to the end with part of the tree not done
+	 * (stats.errors: a change that failed, a rule path that is a symlink, a directory
+	 * closed at the depth bound; the events name each). */
+	cJSON_AddBoolToObject(a, "complete", r >= 0 && !st.errors);
 	if (r < 0)
 		cJSON_AddStringToObject(a, "stopped",
 					r == -ETIME   ? "timeout"

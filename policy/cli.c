@@ -164,8 +164,10 @@ static void on_event(void *userdata, const struct policy_event *ev)
 		}
 		printf(",\"changes\":\"%s\",\"violation\":%s", ch,
 		       ev->violation ? "true" : "false");
+		if (ev->kind == POLICY_EV_TOO_DEEP)
+			printf(",\"depth_max\":%u", ev->depth_max);
 		if (ev->kind == POLICY_EV_CHANGE || ev->kind == POLICY_EV_HARDLINK ||
-		    ev->kind == POLICY_EV_DEVICE)
+		    ev->kind == POLICY_EV_DEVICE || ev->kind == POLICY_EV_TOO_DEEP)
 			printf(",\"old\":{\"uid\":%u,\"gid\":%u,\"mode\":\"%04o\"},"
 			       "\"new\":{\"uid\":%u,\"gid\":%u,\"mode\":\"%04o\"}",
 			       (unsigned)ev->old_uid, (unsigned)ev->old_gid,
@@ -210,7 +212,26 @@ static void on_event(void *userdata, const struct policy_event *ev)
 		printf("left %s: another file system (mount point): not crossed\n", p);
 		break;
 	case POLICY_EV_TOO_DEEP:
-		printf("left %s: deeper than the walk's bound: its subtree is left as is\n", p);
+		/* Failing closed: the directory is made root:root 0700 (not walked below). */
+		if (ev->error)
+			printf("error %s: deeper than the walk's bound (%u levels), and closing it "
+			       "failed (%s): what lies below was not walked; left no looser than "
+			       "before\n",
+			       p, ev->depth_max, strerror(-ev->error));
+		else if (c->cmd == CMD_PLAN)
+			printf("would close %s: deeper than the walk's bound (%u levels); what "
+			       "lies below would not be walked (root:root 0700: agents could not "
+			       "reach it)\n",
+			       p, ev->depth_max);
+		else if (c->cmd == CMD_CHECK)
+			printf("violation %s: deeper than the walk's bound (%u levels); what lies "
+			       "below was not checked (apply closes it: root:root 0700)\n",
+			       p, ev->depth_max);
+		else
+			printf("closed %s: deeper than the walk's bound (%u levels); what lies "
+			       "below was not walked (root:root 0700: agents cannot reach it; make "
+			       "the tree shallower and apply again)\n",
+			       p, ev->depth_max);
 		break;
 	case POLICY_EV_VANISHED:
 		printf("skipped %s: changed or removed while walked\n", p);

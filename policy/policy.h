@@ -155,7 +155,10 @@ enum policy_event_kind {
 	POLICY_EV_HARDLINK, /* non-directory with st_nlink > 1: left as is */
 	POLICY_EV_DEVICE,   /* device node under read/write: never loosened, left as is */
 	POLICY_EV_OTHER_FS, /* mount point beneath a rule: not crossed */
-	POLICY_EV_TOO_DEEP, /* beyond the depth bound: subtree left as is */
+	/* The directory at the depth bound (error; check: a violation): made root:root 0700
+	 * without ACLs (apply; plan: would be; error set when that failed), so what lies
+	 * below, not walked, is unreachable for agents. */
+	POLICY_EV_TOO_DEEP,
 	POLICY_EV_VANISHED, /* changed or removed while walked: skipped */
 	POLICY_EV_ERROR, /* a change failed (error): the node is left at most as open as before */
 	POLICY_EV_NOT_DONE, /* walk stopped (timeout/error): this directory was not finished */
@@ -166,9 +169,10 @@ struct policy_event {
 	const char *path; /* inside the root, raw bytes: escape before printing */
 	size_t path_len;
 	const struct policy_rule *rule;
-	int error;	  /* -errno for ERROR/NOT_DONE/SYMLINK */
-	unsigned changes; /* enum policy_change, for CHANGE and HARDLINK */
-	bool violation;	  /* check: this counts as not conforming */
+	int error;	    /* -errno for ERROR/NOT_DONE/SYMLINK/TOO_DEEP */
+	unsigned changes;   /* enum policy_change, for CHANGE, HARDLINK and TOO_DEEP */
+	unsigned depth_max; /* TOO_DEEP: the walk's depth bound, in levels below the rule */
+	bool violation;	    /* check: this counts as not conforming */
 	uid_t old_uid, new_uid;
 	gid_t old_gid, new_gid;
 	mode_t old_mode, new_mode; /* type + bits */
@@ -180,8 +184,9 @@ struct policy_stats {
 	uint64_t changed;    /* nodes changed (apply) or to change (plan/check) */
 	uint64_t violations; /* check: non-conforming nodes (incl. loose hardlinks) */
 	uint64_t symlinks;   /* left alone */
-	uint64_t skipped;    /* hardlinks, devices, mount points, too deep, vanished, missing */
-	uint64_t errors;     /* changes that failed, rules not walked, unfinished directories */
+	uint64_t skipped;    /* hardlinks, devices, mount points, vanished, missing */
+	uint64_t errors;     /* changes that failed, rules not walked, unfinished directories,
+				directories closed at the depth bound */
 };
 
 struct policy_walk_opts {

@@ -180,7 +180,10 @@ static void emit_at(struct walker *w, const struct policy_rule *rule, const char
 		ev.new_gid = t->gid;
 		ev.new_mode = (st->st_mode & S_IFMT) | t->mode;
 	}
-	if (kind == POLICY_EV_ERROR || kind == POLICY_EV_NOT_DONE || kind == POLICY_EV_SYMLINK)
+	if (kind == POLICY_EV_TOO_DEEP)
+		ev.depth_max = w->sh->max_depth;
+	if (kind == POLICY_EV_ERROR || kind == POLICY_EV_NOT_DONE || kind == POLICY_EV_SYMLINK ||
+	    kind == POLICY_EV_TOO_DEEP)
 		w->st.errors++;
 	if (violation)
 		w->st.violations++;
@@ -558,6 +561,43 @@ static bool split(struct walker *w, int fd, const struct stat *st, const struct 
 	return true;
 }
 
+/* A directory at the depth bound: the walk does not descend, so what lies below keeps
+ * whatever it has, and under a read or write rule that may be an agent's writable files
+ * inside what is now a read-only tree. Fail closed whatever the rule: the directory
+ * becomes root:root 0700 with no ACLs (the same fd-based, tighten-first steps as any
+ * node: nothing is followed, nobody gains), so nothing below is reachable for agents,
+ * and it is reported as an error (a violation for check): the rule is not fully applied.
+ * Owners and modes below stay as they are: root's 0700 on this directory is what shuts
+ * them off. */
+static void close_too_deep(struct walker *w, int dfd, const struct stat *st0)
+{
+	const struct policy_target t = {.uid = 0, .gid = 0, .mode = 0700};
+	struct policy_xstate x;
+	struct stat st = *st0;
+	unsigned changes;
+	int r;
+
+	r = policy_xstate_fd(w->xlist, dfd, false, &x);
+	if (r < 0)
+		return emit(w, POLICY_EV_TOO_DEEP, r, 0, &st, &t, w->o->mode == POLICY_CHECK);
+	changes = policy_changes_for(&st, &x, &t);
+	if (changes)
+		w->st.changed++;
+	if (changes && w->o->mode == POLICY_APPLY) {
+		if (policy_takes_away(&st, &x, &t)) {
+			r = notify_tighten(w);
+			if (r < 0)
+				return emit(w, POLICY_EV_TOO_DEEP, r, changes, st0, &t, false);
+		}
+		r = policy_apply_pre(dfd, false, &st, &x, &t);
+		if (r >= 0)
+			r = policy_apply_post(dfd, false, &st, &t, false);
+		if (r < 0)
+			return emit(w, POLICY_EV_TOO_DEEP, r, changes, st0, &t, false);
+	}
+	emit(w, POLICY_EV_TOO_DEEP, 0, changes, st0, &t, w->o->mode == POLICY_CHECK);
+}
+
 /* A directory: opened (O_DIRECTORY|O_NOFOLLOW: a real directory or nothing), checked,
  * its pre-order changes made, pushed for reading (or handed to another thread). */
 static void visit_dir(struct walker *w, int fd, bool secrets)
@@ -576,6 +616,8 @@ static void visit_dir(struct walker *w, int fd, bool secrets)
 		return emit(w, POLICY_EV_ERROR, r, 0, NULL, NULL, false);
 	if (crosses_fs(w, &st, mount))
 		return (void)(w->st.skipped++, emit(w, POLICY_EV_OTHER_FS, 0, 0, &st, NULL, false));
+	if (w->base + w->depth >= w->sh->max_depth)
+		return close_too_deep(w, dfd, &st);
 	policy_target_for(w->rule->access, secrets, st.st_mode, st.st_uid, &t);
 	policy_target_pin(w->rules, w->path, w->path_len, &t);
 	r = policy_xstate_fd(w->xlist, dfd, false, &x);
@@ -594,13 +636,6 @@ static void visit_dir(struct walker *w, int fd, bool secrets)
 			emit(w, POLICY_EV_ERROR, r, changes, &st, &t, false);
 		else
 			pending = (st.st_mode & 07777) != t.mode || (changes & POLICY_CH_ACL_SET);
-	}
-	if (w->base + w->depth >= w->sh->max_depth) {
-		/* Not descending: the subtree stays as it is, so this directory gets only the
-		 * changes that take access away (already made), never the final loosening. */
-		w->st.skipped++;
-		emit(w, POLICY_EV_TOO_DEEP, 0, 0, &st, NULL, false);
-		return;
 	}
 	if (split(w, dfd, &st, &t, pending, (changes & POLICY_CH_ACL_SET) != 0, secrets,
 		  changes != 0)) {

@@ -193,6 +193,72 @@ is "apply with the per-component resolver" "$rc" 0
 is "fallback: outside unchanged" "$(diff <(echo "$before") <(outside))" ""
 is "fallback: applied" "$(mode_of "$W/src/main.c")" "644 0:0"
 
+# --- a tree deeper than the walk's bound (fails closed) ----------------------------------
+# An agent's tree 20,000 levels deep (its own, 0777). The walk stops at its depth bound;
+# the directory there is made root:root 0700 whatever the rule, so nothing deeper is
+# reachable, and apply, plan and check say so and exit 1.
+mkdeep() {
+	python3 - "$1" "$A" <<'EOF'
+import os, sys
+top, uid = sys.argv[1], int(sys.argv[2])
+os.mkdir(top)
+fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
+for i in range(20000):
+    os.fchown(fd, uid, uid); os.fchmod(fd, 0o777)
+    os.mkdir("x", dir_fd=fd)
+    n = os.open("x", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+    os.close(fd); fd = n
+os.fchown(fd, uid, uid); os.fchmod(fd, 0o777)
+os.close(fd)
+EOF
+}
+# deep_at DIR LEVEL -> "MODE UID:GID" of the directory LEVEL levels below DIR (by fds:
+# the path is longer than PATH_MAX)
+deep_at() {
+	python3 - "$1" "$2" <<'EOF'
+import os, sys
+fd = os.open(sys.argv[1], os.O_PATH | os.O_DIRECTORY)
+for i in range(int(sys.argv[2])):
+    n = os.open("x", os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+    os.close(fd); fd = n
+st = os.fstat(fd)
+print("%o %d:%d" % (st.st_mode & 0o7777, st.st_uid, st.st_gid))
+EOF
+}
+deep_path() { python3 -c 'import sys; print("/deep" + "/x" * int(sys.argv[1]))' "$1"; }
+for access in read write; do
+	case $access in read) above="755 0:0" ;; write) above="2770 $A:10010" ;; esac
+	mkdeep "$R/deep"
+	printf '[{"path":"/deep","access":"%s"}]\n' "$access" >"$work/deep.json"
+	out=$("$P" policy plan --root "$R" --rules "$work/deep.json" 2>&1); rc=$?
+	n=$(printf '%s\n' "$out" | sed -n 's/^would close .*(\([0-9]*\) levels).*/\1/p')
+	is "deep tree, $access: plan exits 1" "$rc" 1
+	ok "... names the bound (about 4096 levels: $n)" test "${n:-0}" -ge 900 -a "${n:-0}" -le 4096
+	is "... as the directory it would close" \
+		"$(printf '%s\n' "$out" | grep '^would close ' | sed 's/: deeper.*//')" \
+		"would close $(deep_path "$n")"
+	is "... and changes nothing" "$(deep_at "$R/deep" "$n") $(deep_at "$R/deep" 0)" \
+		"777 $A:$A 777 $A:$A"
+	out=$("$P" policy apply --root "$R" --rules "$work/deep.json" 2>&1); rc=$?
+	is "deep tree, $access: apply exits 1" "$rc" 1
+	line=$(printf '%s\n' "$out" | grep '^closed ')
+	is "... the message names the bound directory" "${line%%: deeper*}" "closed $(deep_path "$n")"
+	like "... and says why" "$line" ": deeper than the walk's bound \\($n levels\\); what lies below was not walked"
+	like "... the summary counts it as an error" "$out" "^apply: .* 1 errors"
+	is "... the bound directory is root:root 0700" "$(deep_at "$R/deep" "$n")" "700 0:0"
+	is "... the directories above it get the rule" \
+		"$(deep_at "$R/deep" 0)|$(deep_at "$R/deep" 1)|$(deep_at "$R/deep" $((n - 1)))" \
+		"$above|$above|$above"
+	is "... what lies below is left as it was (unreachable now)" \
+		"$(deep_at "$R/deep" $((n + 1)))" "777 $A:$A"
+	out=$("$P" policy check --root "$R" --rules "$work/deep.json" 2>&1); rc=$?
+	is "deep tree, $access: check exits 1" "$rc" 1
+	is "... the bound is the one violation" \
+		"$(printf '%s\n' "$out" | grep '^violation' | sed 's/: deeper.*//')" \
+		"violation $(deep_path "$n")"
+	rm -rf "$R/deep"
+done
+
 # --- usage ----------------------------------------------------------------------------
 exits 0 "--help" "$P" policy --help
 exits 100 "unknown command" "$P" policy frobnicate

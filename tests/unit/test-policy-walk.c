@@ -18,6 +18,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "lib/macro.h"
 #include "lib/tap.h"
 #include "policy/internal.h"
 #include "policy/policy.h"
@@ -542,17 +543,88 @@ TEST_F(root, nested_rules_own_their_subtrees)
 	EXPECT_EQ(self->events[POLICY_EV_MISSING], 1u);
 }
 
-TEST_TIMEOUT(deep_tree_20000_levels, 120)
+/* The depth bound fails closed: the directory at the bound is made root:root 0700 without
+ * ACLs whatever the rule, so what lies below (not walked, left as it was) is unreachable
+ * for agents, and it is an error (a violation for check), never a silent skip. */
+struct deep_seen {
+	unsigned events[16];
+	unsigned depth_max;
+	size_t bound_len; /* of the TOO_DEEP event's path */
+	bool bound_violation;
+	int bound_error;
+};
+
+static void on_deep_event(void *ud, const struct policy_event *ev)
 {
-	char dir[] = "/tmp/pistis-test-deep.XXXXXX";
-	int fd, rfd;
+	struct deep_seen *d = ud;
+
+	d->events[ev->kind]++;
+	if (ev->kind == POLICY_EV_TOO_DEEP) {
+		d->depth_max = ev->depth_max;
+		d->bound_len = ev->path_len;
+		d->bound_violation = ev->violation;
+		d->bound_error = ev->error;
+	}
+}
+
+/* fstat of the directory `levels` below dir/d (d, then x, x, …), by fds: the path is
+ * longer than PATH_MAX. */
+static struct stat deep_stat(int rfd, unsigned levels)
+{
+	struct stat s = {0};
+	int fd = openat(rfd, "d", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+	for (unsigned i = 0; fd >= 0 && i < levels; i++) {
+		int n = openat(fd, "x", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		close(fd);
+		fd = n;
+	}
+	if (fd >= 0 && fstat(fd, &s) < 0)
+		s.st_mode = 0;
+	if (fd >= 0)
+		close(fd);
+	return s;
+}
+
+static bool deep_has_xattr(int rfd, unsigned levels, const char *name)
+{
+	char p[64];
+	int fd = openat(rfd, "d", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	bool has;
+
+	for (unsigned i = 0; fd >= 0 && i < levels; i++) {
+		int n = openat(fd, "x", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		close(fd);
+		fd = n;
+	}
+	if (fd < 0)
+		return true;
+	snprintf(p, sizeof(p), "/proc/self/fd/%d", fd);
+	has = getxattr(p, name, NULL, 0) >= 0;
+	close(fd);
+	return has;
+}
+
+/* A 20,000-level tree an agent made (its own, 0777, each directory with a planted access
+ * ACL), walked under a rule of the given access: plan, apply, check. */
+static void deep_tree(struct tap_metadata *_metadata, const char *access, mode_t above_mode,
+		      uid_t above_uid, gid_t above_gid)
+{
+	char dir[] = "/tmp/pistis-test-deep.XXXXXX", j[128], cmd[128];
+	static const uint8_t acl[] = {
+		0x02, 0x00, 0x00, 0x00, 0x01, 0x00, 0x07, 0x00, 0xff, 0xff, 0xff, 0xff,
+		0x02, 0x00, 0x07, 0x00, 0x39, 0x30, 0x00, 0x00, /* user 12345 rwx */
+		0x04, 0x00, 0x07, 0x00, 0xff, 0xff, 0xff, 0xff, 0x10, 0x00, 0x07, 0x00,
+		0xff, 0xff, 0xff, 0xff, 0x20, 0x00, 0x07, 0x00, 0xff, 0xff, 0xff, 0xff,
+	};
 	struct policy_rules *r = NULL;
 	struct policy_error err;
 	struct policy_stats st;
-	unsigned events[16] = {0};
-	struct policy_walk_opts o = {
-		.mode = POLICY_APPLY, .on_event = on_event, .userdata = events};
-	const char *j = "[{\"path\":\"/d\",\"access\":\"none\"}]";
+	struct deep_seen seen;
+	struct policy_walk_opts o = {.on_event = on_deep_event, .userdata = &seen};
+	struct stat s;
+	unsigned bound;
+	int fd, rfd;
 
 	if (geteuid() != 0)
 		SKIP("needs root");
@@ -566,24 +638,93 @@ TEST_TIMEOUT(deep_tree_20000_levels, 120)
 		ASSERT_GE(n, 0);
 		close(fd);
 		fd = n;
+		ASSERT_EQ(fchown(fd, AGENT, AGENT), 0);
+		ASSERT_EQ(fchmod(fd, 0777), 0);
+		ASSERT_EQ(fsetxattr(fd, POLICY_XATTR_ACL_ACCESS, acl, sizeof(acl), 0), 0);
 		ASSERT_EQ(mkdirat(fd, "x", 0777), 0);
 	}
 	close(fd);
+	snprintf(j, sizeof(j), "[{\"path\":\"/d\",\"access\":\"%s\"}]", access);
 	ASSERT_EQ(policy_rules_parse(j, strlen(j), &r, &err), 0);
+
+	/* plan: reports that it would close the bound, changes nothing, counts an error. */
+	memset(&seen, 0, sizeof(seen));
+	o.mode = POLICY_PLAN;
 	ASSERT_EQ(policy_walk(rfd, r, &o, &st), 0);
-	EXPECT_EQ(events[POLICY_EV_TOO_DEEP], 1u);
-	EXPECT_LE(st.dirs, (uint64_t)POLICY_DEPTH_MAX + 1);
-	EXPECT_GE(st.dirs, 900u);
-	/* The top is closed, so what lies beyond the bound is unreachable anyway. */
-	struct stat s;
-	ASSERT_EQ(fstatat(rfd, "d", &s, AT_SYMLINK_NOFOLLOW), 0);
+	EXPECT_EQ(seen.events[POLICY_EV_TOO_DEEP], 1u);
+	EXPECT_EQ(seen.events[POLICY_EV_ERROR], 0u);
+	EXPECT_EQ(st.errors, 1u);
+	bound = (unsigned)(seen.bound_len - 2) / 2; /* "/d" + bound × "/x" */
+	EXPECT_EQ(seen.depth_max, bound);
+	EXPECT_LE(bound, (unsigned)POLICY_DEPTH_MAX);
+	EXPECT_GE(bound, 900u);
+	s = deep_stat(rfd, bound);
+	EXPECT_EQ(s.st_uid, (uid_t)AGENT);
+	EXPECT_EQ(s.st_mode & 07777, 0777u);
+
+	/* apply */
+	memset(&seen, 0, sizeof(seen));
+	o.mode = POLICY_APPLY;
+	ASSERT_EQ(policy_walk(rfd, r, &o, &st), 0);
+	EXPECT_EQ(seen.events[POLICY_EV_TOO_DEEP], 1u);
+	EXPECT_EQ(seen.events[POLICY_EV_ERROR], 0u);
+	EXPECT_EQ(seen.bound_error, 0);
+	EXPECT_EQ(seen.depth_max, bound);
+	EXPECT_EQ(st.errors, 1u);
+	EXPECT_EQ(st.skipped, 0u);
+	EXPECT_EQ(st.dirs, (uint64_t)bound + 1);
+	/* The bound: closed, whatever the rule. */
+	s = deep_stat(rfd, bound);
+	EXPECT_EQ(s.st_uid, 0u);
+	EXPECT_EQ(s.st_gid, 0u);
 	EXPECT_EQ(s.st_mode & 07777, 0700u);
+	EXPECT_FALSE(deep_has_xattr(rfd, bound, POLICY_XATTR_ACL_ACCESS));
+	EXPECT_FALSE(deep_has_xattr(rfd, bound, POLICY_XATTR_ACL_DEFAULT));
+	/* Above it: the rule's own result, loosening steps included. */
+	unsigned above[] = {0, 1, 2, bound / 2, bound - 1};
+	for (size_t i = 0; i < ELEMENTSOF(above); i++) {
+		s = deep_stat(rfd, above[i]);
+		EXPECT_EQ(s.st_mode & 07777, above_mode);
+		EXPECT_EQ(s.st_uid, above_uid);
+		EXPECT_EQ(s.st_gid, above_gid);
+		EXPECT_FALSE(deep_has_xattr(rfd, above[i], POLICY_XATTR_ACL_ACCESS));
+	}
+	/* Below it: not walked, left as it was (and unreachable through the bound). */
+	s = deep_stat(rfd, bound + 1);
+	EXPECT_EQ(s.st_uid, (uid_t)AGENT);
+	EXPECT_EQ(s.st_mode & 07777, 0777u);
+
+	/* check: the bound is a violation (what lies below was not checked), the rest
+	 * conforms. */
+	memset(&seen, 0, sizeof(seen));
+	o.mode = POLICY_CHECK;
+	ASSERT_EQ(policy_walk(rfd, r, &o, &st), 0);
+	EXPECT_EQ(seen.events[POLICY_EV_TOO_DEEP], 1u);
+	EXPECT_EQ(seen.events[POLICY_EV_CHANGE], 0u);
+	EXPECT_TRUE(seen.bound_violation);
+	EXPECT_EQ(st.violations, 1u);
+	EXPECT_EQ(st.errors, 1u);
+
 	policy_rules_free(r);
 	close(rfd);
 	/* rm -rf copes with the depth. */
-	char cmd[128];
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	EXPECT_EQ(system(cmd), 0);
+}
+
+TEST_TIMEOUT(deep_tree_20000_levels, 120)
+{
+	deep_tree(_metadata, "none", 0700, 0, 0);
+}
+
+TEST_TIMEOUT(deep_tree_20000_levels_read_closes_the_bound, 120)
+{
+	deep_tree(_metadata, "read", 0755, 0, 0);
+}
+
+TEST_TIMEOUT(deep_tree_20000_levels_write_closes_the_bound, 120)
+{
+	deep_tree(_metadata, "write", 02770, AGENT, USERS_SANDBOX_GID);
 }
 
 /* Parallel walk: the result is the sequential walk's, node for node; no directory is
