@@ -151,7 +151,8 @@ enum policy_change {
 enum policy_event_kind {
 	POLICY_EV_CHANGE,   /* apply: changed; plan: would change; check: violation */
 	POLICY_EV_MISSING,  /* a rule path that is not there yet: skipped */
-	POLICY_EV_SYMLINK,  /* a rule path (or a directory on the way) is a symlink: skipped */
+	POLICY_EV_SYMLINK,  /* a rule path (or a directory on the way) is a symlink: the rule
+			       is not applied (error) */
 	POLICY_EV_HARDLINK, /* non-directory with st_nlink > 1: left as is */
 	POLICY_EV_DEVICE,   /* device node under read/write: never loosened, left as is */
 	POLICY_EV_OTHER_FS, /* mount point beneath a rule: not crossed */
@@ -183,7 +184,7 @@ struct policy_stats {
 	uint64_t dirs;	     /* directories read */
 	uint64_t changed;    /* nodes changed (apply) or to change (plan/check) */
 	uint64_t violations; /* check: non-conforming nodes (incl. loose hardlinks) */
-	uint64_t symlinks;   /* left alone */
+	uint64_t symlinks;   /* inside the walked trees: left alone */
 	uint64_t skipped;    /* hardlinks, devices, mount points, vanished, missing */
 	uint64_t errors;     /* changes that failed, rules not walked, unfinished directories,
 				directories closed at the depth bound */

@@ -149,10 +149,18 @@ static void set_abort(struct walker *w, int r)
 	atomic_compare_exchange_strong(&w->sh->abort_r, &zero, r);
 }
 
+void (*policy_walk_rule_hook)(int dir_fd, const char *name);
+
+/* The node being visited is a rule's own path (not an entry beneath it). */
+static bool at_rule_path(const struct walker *w)
+{
+	return w->base + w->depth == 0;
+}
+
 /* The rule's own path may be a mount point (a volume); nothing beneath it may. */
 static bool crosses_fs(const struct walker *w, const struct stat *st, int mount)
 {
-	if (w->base + w->depth == 0)
+	if (at_rule_path(w))
 		return false;
 	return mount > 0 || (mount < 0 && st->st_dev != w->sh->dev);
 }
@@ -652,13 +660,29 @@ static void vanished(struct walker *w)
 	emit(w, POLICY_EV_VANISHED, 0, 0, NULL, NULL, false);
 }
 
+/* A symlink where the walk looked (st: its stat, or NULL when d_type said so). Inside a
+ * tree it is left alone and counted. At a rule's own path it is an error: rules name real
+ * paths (policy_rules_check_fs refuses a symlink, and walk_rule looks again), so one there
+ * now was planted since, even between the walk's own looks at the path, and the rule was
+ * not applied: say so, and make apply, plan and check fail. */
+static void symlink_seen(struct walker *w, const struct stat *st)
+{
+	if (at_rule_path(w))
+		return emit(w, POLICY_EV_SYMLINK, -ELOOP, 0, st, NULL, false);
+	w->st.symlinks++;
+}
+
 /* A name that getdents (or the rule) gave as a non-directory is a directory now: take it
  * as one, through an fd of its own. */
 static void look_again_as_dir(struct walker *w, int dfd, const char *name, bool secrets)
 {
 	int fd = openat(dfd, name,
 			O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	struct stat st;
 
+	if (fd < 0 && (errno == ENOTDIR || errno == ELOOP) && at_rule_path(w) &&
+	    fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
+		return symlink_seen(w, &st);
 	if (fd < 0)
 		return vanished(w);
 	visit_dir(w, fd, secrets);
@@ -682,10 +706,8 @@ static void visit(struct walker *w, int dfd, const char *name, unsigned char d_t
 	int r, mount = -1;
 
 	tick(w);
-	if (d_type == DT_LNK) {
-		w->st.symlinks++;
-		return;
-	}
+	if (d_type == DT_LNK)
+		return symlink_seen(w, NULL);
 	if (d_type == DT_DIR || d_type == DT_UNKNOWN) {
 		/* Try the directory first: O_NOFOLLOW|O_DIRECTORY fails on anything else. */
 		fd = openat(dfd, name,
@@ -714,10 +736,8 @@ static void visit(struct walker *w, int dfd, const char *name, unsigned char d_t
 		return vanished(w);
 	if (r < 0)
 		return emit(w, POLICY_EV_ERROR, r, 0, NULL, NULL, false);
-	if (S_ISLNK(st.st_mode)) {
-		w->st.symlinks++;
-		return;
-	}
+	if (S_ISLNK(st.st_mode))
+		return symlink_seen(w, &st);
 	if (S_ISDIR(st.st_mode))
 		return look_again_as_dir(w, dfd, name, secrets);
 	if (crosses_fs(w, &st, mount))
@@ -737,6 +757,8 @@ static void visit(struct walker *w, int dfd, const char *name, unsigned char d_t
 			if (fstat(fd, &st) < 0)
 				return emit(w, POLICY_EV_ERROR, negative_errno(), 0, NULL, NULL,
 					    false);
+			if (S_ISLNK(st.st_mode) && at_rule_path(w))
+				return symlink_seen(w, &st);
 			if (S_ISLNK(st.st_mode) || S_ISDIR(st.st_mode))
 				return vanished(w);
 		}
@@ -788,6 +810,8 @@ static void visit(struct walker *w, int dfd, const char *name, unsigned char d_t
 			return vanished(w);
 		if (fstat(fd, &st2) < 0)
 			return emit(w, POLICY_EV_ERROR, negative_errno(), 0, NULL, NULL, false);
+		if (S_ISLNK(st2.st_mode) && at_rule_path(w))
+			return symlink_seen(w, &st2);
 		if (st2.st_dev != st.st_dev || st2.st_ino != st.st_ino ||
 		    (st2.st_mode & S_IFMT) != (st.st_mode & S_IFMT))
 			return vanished(w);
@@ -1168,6 +1192,10 @@ static void walk_rule(struct walker *w, const struct policy_rule *rule, int root
 		return emit(w, POLICY_EV_SYMLINK, -ELOOP, 0, &st, NULL, false);
 	/* The walk stays on the file system of the rule's own path (a volume is fine). */
 	w->sh->dev = st.st_dev;
+	if (policy_walk_rule_hook)
+		policy_walk_rule_hook(pfd, name);
+	/* The path may have changed since the fstatat (a symlink planted): visit() looks
+	 * again and reports it (symlink_seen). */
 	visit(w, pfd, name, S_ISDIR(st.st_mode) ? DT_DIR : DT_UNKNOWN, secrets);
 	run_stack(w, 0);
 	drain(w);

@@ -345,6 +345,7 @@ TEST_F(root, symlinks_never_followed)
 	EXPECT_EQ(st_of(self, "outside/secret").st_gid, 0u);
 	EXPECT_EQ(st_of(self, "outside").st_mode & 07777, 0755u);
 	EXPECT_EQ(self->st.symlinks, 3u);
+	EXPECT_EQ(self->st.errors, 0u); /* inside the tree: left alone, not an error */
 	/* A rule through a symlink (middle or last component) is refused, not followed. */
 	ASSERT_EQ(run(self, "[{\"path\":\"/w/mid/secret\",\"access\":\"write\"}]", POLICY_APPLY),
 		  0);
@@ -371,6 +372,110 @@ TEST_F(root, symlinks_never_followed)
 	EXPECT_EQ(policy_rules_check_fs(self->fd, r, &err), -ELOOP);
 	EXPECT_EQ(err.line, 3u);
 	policy_rules_free(r);
+}
+
+/* A rule's own path (or a directory on the way) that is a symlink when the walk gets
+ * there was planted after the rules were checked (policy_rules_check_fs refuses one): the
+ * rule is not applied, and that is an error (apply and check fail), never a symlink
+ * silently "left alone". The hook stages the race inside the walk, between its fstatat of
+ * the rule's path and its open. */
+static const char *plant_target;
+
+static void plant_symlink(int dir_fd, const char *name)
+{
+	if (renameat(dir_fd, name, dir_fd, "away") < 0 || symlinkat(plant_target, dir_fd, name) < 0)
+		fprintf(stderr, "# planting the symlink failed: %m\n");
+}
+
+static int walk_checked(struct _fixture_root *self, const char *json, enum policy_mode mode,
+			void (*hook)(int, const char *))
+{
+	struct policy_rules *r = NULL;
+	struct policy_error err;
+	struct policy_walk_opts o = {.mode = mode, .on_event = on_event, .userdata = self->events};
+	int k;
+
+	memset(self->events, 0, sizeof(self->events));
+	k = policy_rules_parse(json, strlen(json), &r, &err);
+	if (k == 0)
+		k = policy_rules_check_fs(self->fd, r, &err); /* a real path when loaded */
+	if (k == 0) {
+		policy_walk_rule_hook = hook;
+		k = policy_walk(self->fd, r, &o, &self->st);
+		policy_walk_rule_hook = NULL;
+	}
+	policy_rules_free(r);
+	return k;
+}
+
+TEST_F(root, rule_path_raced_into_a_symlink_is_an_error)
+{
+	static const enum policy_mode modes[] = {POLICY_APPLY, POLICY_CHECK, POLICY_PLAN};
+
+	mk(self, "outside", S_IFDIR | 0755, 0, 0);
+	mk(self, "outside/secret", S_IFREG | 0600, 0, 0);
+	mk(self, "outside/b", S_IFDIR | 0755, 0, 0);
+	for (size_t i = 0; i < ELEMENTSOF(modes); i++) {
+		/* A directory rule: swapped for a symlink to a directory it must not touch. */
+		mk(self, "w", S_IFDIR | 0777, AGENT, AGENT);
+		plant_target = "outside";
+		ASSERT_EQ(walk_checked(self, W, modes[i], plant_symlink), 0);
+		EXPECT_EQ(self->events[POLICY_EV_SYMLINK], 1u);
+		EXPECT_EQ(self->st.errors, 1u);
+		EXPECT_EQ(self->st.symlinks, 0u);
+		EXPECT_EQ(self->st.changed, 0u);
+		EXPECT_EQ(st_of(self, "outside").st_mode & 07777, 0755u);
+		EXPECT_EQ(st_of(self, "outside").st_gid, 0u);
+		EXPECT_EQ(st_of(self, "away").st_mode & 07777,
+			  0777u); /* the rule's dir: as it was */
+		sh(self, "rm w && mv away w");
+		/* The same from the per-component resolver. */
+		policy_resolve_force_fallback(true);
+		ASSERT_EQ(walk_checked(self, W, modes[i], plant_symlink), 0);
+		policy_resolve_force_fallback(false);
+		EXPECT_EQ(self->events[POLICY_EV_SYMLINK], 1u);
+		EXPECT_EQ(self->st.errors, 1u);
+		EXPECT_EQ(st_of(self, "outside").st_mode & 07777, 0755u);
+		sh(self, "rm w && rmdir away");
+
+		/* A file rule: swapped for a symlink to a file. */
+		mk(self, "f", S_IFREG | 0666, AGENT, AGENT);
+		plant_target = "outside/secret";
+		ASSERT_EQ(walk_checked(self, "[{\"path\":\"/f\",\"access\":\"write\"}]", modes[i],
+				       plant_symlink),
+			  0);
+		EXPECT_EQ(self->events[POLICY_EV_SYMLINK], 1u);
+		EXPECT_EQ(self->st.errors, 1u);
+		EXPECT_EQ(self->st.symlinks, 0u);
+		EXPECT_EQ(st_of(self, "outside/secret").st_mode & 07777, 0600u);
+		EXPECT_EQ(st_of(self, "outside/secret").st_gid, 0u);
+		sh(self, "rm f away");
+	}
+
+	/* Between the check and the walk: a directory on the way to the rule's path. */
+	mk(self, "a", S_IFDIR | 0777, AGENT, AGENT);
+	mk(self, "a/b", S_IFDIR | 0777, AGENT, AGENT);
+	plant_target = "outside";
+	ASSERT_EQ(walk_checked(self, "[{\"path\":\"/a/b\",\"access\":\"write\"}]", POLICY_APPLY,
+			       NULL),
+		  0);
+	EXPECT_EQ(self->events[POLICY_EV_SYMLINK], 0u); /* nothing planted yet */
+	EXPECT_EQ(st_of(self, "a/b").st_gid, (gid_t)USERS_SANDBOX_GID);
+	struct policy_rules *r = NULL;
+	struct policy_error err;
+	const char *j = "[{\"path\":\"/a/b\",\"access\":\"write\"}]";
+	struct policy_walk_opts o = {
+		.mode = POLICY_APPLY, .on_event = on_event, .userdata = self->events};
+	ASSERT_EQ(policy_rules_parse(j, strlen(j), &r, &err), 0);
+	ASSERT_EQ(policy_rules_check_fs(self->fd, r, &err), 0);
+	sh(self, "mv a a.away && ln -s outside a");
+	memset(self->events, 0, sizeof(self->events));
+	ASSERT_EQ(policy_walk(self->fd, r, &o, &self->st), 0);
+	policy_rules_free(r);
+	EXPECT_EQ(self->events[POLICY_EV_SYMLINK], 1u);
+	EXPECT_EQ(self->st.errors, 1u);
+	EXPECT_EQ(st_of(self, "outside/b").st_mode & 07777, 0755u);
+	EXPECT_EQ(st_of(self, "outside/b").st_gid, 0u);
 }
 
 TEST_F(root, hardlinks_left_alone)
