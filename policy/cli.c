@@ -559,6 +559,19 @@ static int do_explain(struct ctx *c, int root_fd, const struct policy_rules *rul
 	return 0;
 }
 
+/* "'/path' access (line N)" of a rule, escaped and cut to size; "no rule" for NULL. */
+static void rule_text(const struct policy_rule *r, char *buf, size_t size)
+{
+	char p[384];
+
+	if (!r) {
+		snprintf(buf, size, "no rule");
+		return;
+	}
+	escape_c(r->path, r->len, p, sizeof(p));
+	snprintf(buf, size, "'%s' %s (line %u)", p, policy_access_name(r->access), r->line);
+}
+
 static int do_save(struct ctx *c, int root_fd)
 {
 	_cleanup_(policy_rules_freep) struct policy_rules *rules = NULL;
@@ -576,14 +589,32 @@ static int do_save(struct ctx *c, int root_fd)
 		return log_error_errno(negative_errno(), "Failed to read '%s' again: %m",
 				       c->rules_path),
 		       EXIT_SYSTEM;
-	/* Save exactly what was validated: parse the bytes we are about to write. */
+	/* Save exactly what was validated: parse the bytes we are about to write and require
+	 * the very rules checked above (paths and access, in order; a count alone let a
+	 * rule swapped for another, unchecked, through). */
 	{
 		_cleanup_(policy_rules_freep) struct policy_rules *again = NULL;
-		struct policy_error err;
+		_cleanup_free_ char *f = esc(c->rules_path, strlen(c->rules_path), false);
+		struct policy_error err = {0};
+		ssize_t i;
 
-		if (policy_rules_parse(buf, len, &again, &err) < 0 || again->n != rules->n) {
-			log_error("'%s' changed while it was being saved; nothing replaced",
-				  c->rules_path);
+		if (!f)
+			return log_error("Out of memory"), EXIT_SYSTEM;
+		if (policy_rules_parse(buf, len, &again, &err) < 0) {
+			log_error("'%s' changed while it was being saved and is no longer valid "
+				  "(line %u: %s); nothing replaced, nothing applied",
+				  f, err.line, err.msg);
+			return 1;
+		}
+		i = policy_rules_differ(rules, again);
+		if (i >= 0) {
+			char was[512], now[512];
+
+			rule_text((size_t)i < rules->n ? &rules->rules[i] : NULL, was, sizeof(was));
+			rule_text((size_t)i < again->n ? &again->rules[i] : NULL, now, sizeof(now));
+			log_error("'%s' changed while it was being saved: validated %s, read again "
+				  "%s; nothing replaced, nothing applied (save again)",
+				  f, was, now);
 			return 1;
 		}
 		policy_rules_free(rules);

@@ -71,6 +71,12 @@ bool policy_path_under(const char *rule, size_t rule_len, const char *path, size
  * permissions. */
 const struct policy_rule *policy_rules_match(const struct policy_rules *r, const char *path);
 
+/* Whether two rule sets say the same: -1 when they hold the same paths with the same
+ * access in the same order (lines and comments do not count), else the index of the
+ * first rule that differs (the shorter set's length when one set is a prefix of the
+ * other). */
+ssize_t policy_rules_differ(const struct policy_rules *a, const struct policy_rules *b);
+
 /* Index of the rule exactly at path, or -1. */
 ssize_t policy_rules_find(const struct policy_rules *r, const char *path, size_t len);
 

@@ -185,6 +185,32 @@ is "a rules file not owned by root is refused" "$rc" 1
 like "saying why" "$out" 'owned by root'
 chown 0 "$R/data/pistis/rules.json"
 
+# save re-reads the file before installing it and must install the very rules it validated:
+# the file is swapped between the two reads (strace holds the second open for 3 s) for
+# one with as many rules but /data/.secrets writable. Nothing may be replaced or applied.
+if command -v strace >/dev/null && strace -qq -o /dev/null true 2>/dev/null; then
+	secrets_before=$(mode_of "$R/data/.secrets")
+	printf '[\n {"path": "/workspaces", "access": "write"},\n {"path": "/data/.secrets", "access": "none"}\n]\n' >"$work/race.json"
+	printf '[\n {"path": "/workspaces", "access": "write"},\n {"path": "/data/.secrets", "access": "write"}\n]\n' >"$work/race-swap.json"
+	: >"$work/strace.log"
+	strace -f -qq -e signal=none -o "$work/strace.log" -P "$work/race.json" -e trace=open,openat \
+		-e inject=open,openat:delay_enter=3000000:when=2 \
+		"$P" policy save --root "$R" --rules "$work/race.json" >"$work/race.out" 2>&1 &
+	spid=$!
+	for i in $(seq 1 100); do grep -q ') = [0-9]' "$work/strace.log" && break; sleep 0.1; done
+	sleep 0.5 # the first read is done; the second open waits in strace
+	mv "$work/race-swap.json" "$work/race.json"
+	wait "$spid"; rc=$?
+	out=$(cat "$work/race.out")
+	is "save: the file swapped between its two reads (same rule count) is refused" "$rc" 1
+	like "... saying which rule differs" "$out" \
+		"changed while it was being saved: validated '/data/.secrets' none \(line 3\), read again '/data/.secrets' write \(line 3\)"
+	is "... nothing replaced" "$(cmp "$work/good.json" "$R/data/pistis/rules.json" && echo same)" same
+	is "... nothing applied" "$(mode_of "$R/data/.secrets")" "$secrets_before"
+else
+	skip "save: the file swapped between its two reads is refused" "strace missing or not allowed"
+fi
+
 # --- the openat2 fallback --------------------------------------------------------------
 before=$(outside)
 chmod 0666 "$W/src/main.c"

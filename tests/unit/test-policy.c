@@ -87,6 +87,50 @@ TEST(parse_errors_name_the_line)
 	}
 }
 
+/* policy save installs only the rules it validated: the same paths with the same access,
+ * in the same order; lines, comments, spacing and the order in the file do not count. */
+TEST(rules_differ_compares_paths_and_access)
+{
+	static const struct {
+		const char *b;
+		ssize_t want;
+	} cases[] = {
+		{"[{\"path\":\"/a\",\"access\":\"read\"},{\"path\":\"/b\",\"access\":\"none\"}]",
+		 -1},
+		{"[\n\n {\"path\": \"/b/\", \"access\": \"none\", \"comment\": \"x\"},\n"
+		 " {\"path\": \"//a\", \"access\": \"read\"}\n]",
+		 -1},
+		{"[{\"path\":\"/a\",\"access\":\"write\"},{\"path\":\"/b\",\"access\":\"none\"}]",
+		 0},
+		{"[{\"path\":\"/a\",\"access\":\"read\"},{\"path\":\"/c\",\"access\":\"none\"}]",
+		 1},
+		{"[{\"path\":\"/a\",\"access\":\"read\"},{\"path\":\"/bb\",\"access\":\"none\"}]",
+		 1},
+		{"[{\"path\":\"/a\",\"access\":\"read\"}]", 1},
+		{"[{\"path\":\"/a\",\"access\":\"read\"},{\"path\":\"/b\",\"access\":\"none\"},"
+		 "{\"path\":\"/c\",\"access\":\"none\"}]",
+		 2},
+		{"[]", 0},
+	};
+	struct policy_error err;
+	int k;
+	struct policy_rules *a = parse(
+		"[{\"path\":\"/a\",\"access\":\"read\"},{\"path\":\"/b\",\"access\":\"none\"}]", &k,
+		&err);
+
+	ASSERT_EQ(k, 0);
+	EXPECT_EQ(policy_rules_differ(a, a), -1);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct policy_rules *b = parse(cases[i].b, &k, &err);
+
+		ASSERT_EQ(k, 0);
+		EXPECT_EQ(policy_rules_differ(a, b), cases[i].want);
+		EXPECT_EQ(policy_rules_differ(b, a), cases[i].want);
+		policy_rules_free(b);
+	}
+	policy_rules_free(a);
+}
+
 TEST(parse_limits)
 {
 	struct policy_error err;
