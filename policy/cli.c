@@ -337,7 +337,8 @@ static void print_summary(struct ctx *c, const char *name, const struct policy_s
 		       ",\"skipped\":%" PRIu64 ",\"errors\":%" PRIu64
 		       ",\"seconds\":%.3f,\"complete\":%s}\n}\n",
 		       st->entries, st->dirs, st->changed, st->violations, st->symlinks,
-		       st->skipped, st->errors, elapsed(&c->start, &now), r < 0 ? "false" : "true");
+		       st->skipped, st->errors, elapsed(&c->start, &now),
+		       r < 0 || st->errors ? "false" : "true");
 		return;
 	}
 	printf("%s: %" PRIu64 " entries, %" PRIu64 " %s, %" PRIu64 " violations, %" PRIu64

@@ -271,6 +271,11 @@ for access in read write; do
 	is "... the message names the bound directory" "${line%%: deeper*}" "closed $(deep_path "$n")"
 	like "... and says why" "$line" ": deeper than the walk's bound \\($n levels\\); what lies below was not walked"
 	like "... the summary counts it as an error" "$out" "^apply: .* 1 errors"
+	is "... and --json says the apply is not complete" "$("$P" policy apply --root "$R" \
+		--rules "$work/deep.json" --json 2>/dev/null | python3 -c '
+import json, sys; d = json.load(sys.stdin); e = [x for x in d["events"] if x["kind"] == "too-deep"]
+print(d["summary"]["complete"], d["summary"]["errors"], len(e), e[0]["depth_max"], e[0]["new"])')" \
+		"False 1 1 $n {'uid': 0, 'gid': 0, 'mode': '0700'}"
 	is "... the bound directory is root:root 0700" "$(deep_at "$R/deep" "$n")" "700 0:0"
 	is "... the directories above it get the rule" \
 		"$(deep_at "$R/deep" 0)|$(deep_at "$R/deep" 1)|$(deep_at "$R/deep" $((n - 1)))" \
