@@ -182,9 +182,9 @@ static void on_event(void *userdata, const struct policy_event *ev)
 	switch (ev->kind) {
 	case POLICY_EV_CHANGE:
 		printf("%s %s: %s (owner %u:%u -> %u:%u, mode %04o -> %04o)\n",
-		       c->cmd == CMD_APPLY  ? "changed"
-		       : c->cmd == CMD_PLAN ? "would change"
-					    : "violation",
+		       c->cmd == CMD_APPLY || c->cmd == CMD_SAVE ? "changed"
+		       : c->cmd == CMD_PLAN			 ? "would change"
+								 : "violation",
 		       p, ch, (unsigned)ev->old_uid, (unsigned)ev->old_gid, (unsigned)ev->new_uid,
 		       (unsigned)ev->new_gid, (unsigned)(ev->old_mode & 07777),
 		       (unsigned)(ev->new_mode & 07777));
@@ -361,8 +361,10 @@ static int run_walk(struct ctx *c, int root_fd, const struct policy_rules *rules
 		.timeout_sec = c->timeout,
 		.threads = c->threads,
 		.on_event = on_event,
-		/* apply lists only what needs attention unless --verbose */
-		.skip_events = c->cmd == CMD_APPLY && !c->verbose ? 1u << POLICY_EV_CHANGE : 0,
+		/* apply and save list only what needs attention unless --verbose */
+		.skip_events = (c->cmd == CMD_APPLY || c->cmd == CMD_SAVE) && !c->verbose
+				       ? 1u << POLICY_EV_CHANGE
+				       : 0,
 		.on_progress = c->progress && isatty(STDERR_FILENO) ? on_progress : NULL,
 		.userdata = c,
 	};
@@ -586,10 +588,13 @@ static int do_save(struct ctx *c, int root_fd)
 	if (r < 0)
 		return exit_for_load(r);
 	fd = open(c->rules_path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-	if (fd < 0 || fd_read_all(fd, POLICY_FILE_MAX, &buf, &len) < 0)
-		return log_error_errno(negative_errno(), "Failed to read '%s' again: %m",
-				       c->rules_path),
-		       EXIT_SYSTEM;
+	if (fd < 0 || fd_read_all(fd, POLICY_FILE_MAX, &buf, &len) < 0) {
+		int e = negative_errno();
+		char f[512];
+
+		escape_c(c->rules_path, strlen(c->rules_path), f, sizeof(f));
+		return log_error_errno(e, "Failed to read '%s' again: %m", f), EXIT_SYSTEM;
+	}
 	/* Save exactly what was validated: parse the bytes we are about to write and require
 	 * the very rules checked above (paths and access, in order; a count alone let a
 	 * rule swapped for another, unchecked, through). */

@@ -165,6 +165,8 @@ cat >"$work/good.json" <<'EOF'
 EOF
 out=$("$P" policy save --root "$R" --rules "$work/good.json" 2>&1); rc=$?
 is "save exits 0" "$rc" 0
+unlike "save lists only what needs attention, as apply does (no 'violation' per change)" \
+	"$out" '^(violation|changed) '
 is "rules file installed root 644" "$(mode_of "$R/data/pistis/rules.json")" "644 0:0"
 is "installed bytes are the new rules" "$(cmp "$work/good.json" "$R/data/pistis/rules.json" && echo same)" same
 is "and applied" "$(mode_of "$W/src")" "755 0:0"
