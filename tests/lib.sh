@@ -172,6 +172,37 @@ serve_setup() {
 		awk '$3 == "yes" && ($2 == "fail" || $2 == "missing") {print $1}' | paste -sd, -)
 }
 
+# relay_up ROOT DIR: server-min on two loopback ports and `pistisd serve` in ROOT dialling
+# it as sandbox s1 (after serve_setup, so --allow "$ALLOW"). Sets SP and CP (the ports), SM
+# and PD (the two pids, for the caller's cleanup), and exports PISTIS_URL and PISTIS_TOKEN
+# for `pistis`; the logs are DIR/smin.log and DIR/pd.log. 0 once s1 is connected, 1 if it
+# is not within 10 s.
+relay_up() {
+	local r=$1 w=$2
+	SP=$((20000 + RANDOM % 12000))
+	CP=$((SP + 1))
+	serve_setup "$r"
+	export PISTIS_TEST_CT=client-$(head -c 12 /dev/urandom | base64 | tr -d '/+=')
+	cat >"$w/pistis.json" <<J
+{
+  "listen": {"sandbox": "127.0.0.1:$SP", "client": "127.0.0.1:$CP"},
+  "client_token": "\${PISTIS_TEST_CT}",
+  "sandboxes": [{"name": "s1", "token": "$(cat "$r/etc/pistis/token")"}]
+}
+J
+	export PISTIS_URL=ws://127.0.0.1:$CP PISTIS_TOKEN=$PISTIS_TEST_CT
+	"$BIN/server-min" --config "$w/pistis.json" >>"$w/smin.log" 2>&1 &
+	SM=$!
+	in_root "$r" pistisd serve --relay "ws://127.0.0.1:$SP" --token-file /etc/pistis/token \
+		--name s1 ${ALLOW:+--allow $ALLOW} >"$w/pd.log" 2>&1 &
+	PD=$!
+	for _ in $(seq 100); do
+		"$BIN/pistis" ls 2>/dev/null | grep -q "s1 *connected" && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
 # harden_shared ROOT: the trees agents share (trusted/trusted.h TRUSTED_SHARED_TREES) bound
 # onto themselves nosuid,nodev, as pistisd-entry leaves a sandbox; /data and /workspaces
 # are made first. Trusted commands (agents without no_new_privs) are on only then.

@@ -17,7 +17,6 @@ need_bins pistisd server-min pistis
 RT=/usr/local/lib/pistis-tests/redteam-probe
 R=$(root_fresh debian) || { echo "1..0 # SKIP no debian test root"; exit 0; }
 W=$(mktemp -d "${TMPDIR:-/tmp}/pistis-stall.$$.XXXXXX")
-SP=$((20000 + RANDOM % 12000)); CP=$((SP + 1))
 cleanup() {
 	local pid
 	for pid in $(jobs -p); do kill "$pid" 2>/dev/null; done
@@ -35,23 +34,8 @@ trap cleanup EXIT
 ours() { root_pids "$R"; }
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
-serve_setup "$R"
-export PISTIS_TEST_CT=client-$(head -c 12 /dev/urandom | base64 | tr -d '/+=')
-cat >"$W/pistis.json" <<J
-{
-  "listen": {"sandbox": "127.0.0.1:$SP", "client": "127.0.0.1:$CP"},
-  "client_token": "\${PISTIS_TEST_CT}",
-  "sandboxes": [{"name": "s1", "token": "$(cat "$R/etc/pistis/token")"}]
-}
-J
-export PISTIS_URL=ws://127.0.0.1:$CP PISTIS_TOKEN=$PISTIS_TEST_CT
+relay_up "$R" "$W"
 P() { "$BIN/pistis" "$@"; }
-"$BIN/server-min" --config "$W/pistis.json" >>"$W/smin.log" 2>&1 &
-SM=$!
-in_root "$R" pistisd serve --relay ws://127.0.0.1:$SP --token-file /etc/pistis/token --name s1 \
-	${ALLOW:+--allow $ALLOW} >"$W/pd.log" 2>&1 &
-PD=$!
-for _ in $(seq 100); do P ls 2>/dev/null | grep -q "s1 *connected" && break; sleep 0.1; done
 like "pistisd serve is connected" "$(P ls 2>&1)" '^s1 +connected'
 SPID=$(for pid in $(ours); do
 	tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q '^pistisd serve' && echo "$pid"

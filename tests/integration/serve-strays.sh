@@ -12,7 +12,6 @@ need_mount_ns "$@"
 need_bins pistisd server-min pistis
 R=$(root_fresh debian) || { echo "1..0 # SKIP no debian test root"; exit 0; }
 W=$(scratch)
-SP=$((20000 + RANDOM % 12000)); CP=$((SP + 1))
 cleanup() {
 	[ -n "${PD:-}" ] && kill "$PD" 2>/dev/null
 	[ -n "${SM:-}" ] && kill "$SM" 2>/dev/null
@@ -24,25 +23,9 @@ cleanup() {
 trap cleanup EXIT
 
 mount -t tmpfs -o mode=0755,size=1m no-cgroup "$R/sys/fs/cgroup"
-serve_setup "$R"
-export PISTIS_TEST_CT=client-$(head -c 12 /dev/urandom | base64 | tr -d '/+=')
-STOK=$(cat "$R/etc/pistis/token")
-cat >"$W/pistis.json" <<J
-{
-  "listen": {"sandbox": "127.0.0.1:$SP", "client": "127.0.0.1:$CP"},
-  "client_token": "\${PISTIS_TEST_CT}",
-  "sandboxes": [{"name": "s1", "token": "$STOK"}]
-}
-J
-export PISTIS_URL=ws://127.0.0.1:$CP PISTIS_TOKEN=$PISTIS_TEST_CT
+relay_up "$R" "$W"
 P() { timeout 30 "$BIN/pistis" "$@"; }
 call() { timeout 60 "$BIN/pistis" call "$@" 2>&1; }
-"$BIN/server-min" --config "$W/pistis.json" >>"$W/smin.log" 2>&1 &
-SM=$!
-in_root "$R" pistisd serve --relay ws://127.0.0.1:$SP --token-file /etc/pistis/token --name s1 \
-	${ALLOW:+--allow $ALLOW} >"$W/pd.log" 2>&1 &
-PD=$!
-for _ in $(seq 100); do P ls 2>/dev/null | grep -q "s1 *connected" && break; sleep 0.1; done
 like "pistisd serve is connected" "$(P ls 2>&1)" '^s1 +connected'
 
 mkdir -p "$R/workspaces"
