@@ -903,7 +903,7 @@ static void set_agent_writable(struct check_report *r, bool trusted)
 	else
 		check_set(r, CHECK_AGENT_WRITABLE, trusted ? CHECK_STATUS_FAIL : CHECK_STATUS_WARN,
 			  "%zu without nosuid: %s%s (%s)", r->n_writable, r->writable,
-			  r->n_writable > 4 ? ", …" : "",
+			  r->n_writable > 4 ? ", ..." : "",
 			  trusted ? "trusted commands configured: agents run without no_new_privs"
 				  : "no trusted commands: agents keep no_new_privs");
 }

@@ -80,6 +80,9 @@ echo "board: 3 open cards (authenticated as $(id -un) with a ${#token}-byte toke
 EOS
 chmod 0755 "$R/root/board"
 grep -q "$(hostname)" "$R/etc/hosts" 2>/dev/null || echo "127.0.1.1 $(hostname)" >>"$R/etc/hosts"
+# Agents lose no_new_privs once trusted commands exist: the image keeps sudo as its only
+# setuid program (trusted add would otherwise warn of each one left).
+inr pistisd trusted harden-setuid
 inr pistisd trusted add board /root/board
 inr pistisd trusted list
 inr pistisd run --agent alice -- board

@@ -183,7 +183,7 @@ static void warn_setuid_inventory(const char *root)
 			"and %zu setuid/setgid or capability program(s) besides sudo are in the "
 			"image (%s%s): run `pistisd trusted harden-setuid` (--keep what agents "
 			"need); pistisd check lists them",
-			n, names, n > 3 ? ", …" : "");
+			n, names, n > 3 ? ", ..." : "");
 	if (r->n_writable)
 		log_warning("%zu director%s agents may write %s on a mount without nosuid (%s%s): "
 			    "a setuid file one agent leaves there runs as it for another; mount "
@@ -191,7 +191,7 @@ static void warn_setuid_inventory(const char *root)
 			    "agent_writable)",
 			    r->n_writable, r->n_writable == 1 ? "y" : "ies",
 			    r->n_writable == 1 ? "is" : "are", r->writable,
-			    r->n_writable > 4 ? ", …" : "");
+			    r->n_writable > 4 ? ", ..." : "");
 	check_report_free(r);
 }
 
