@@ -509,11 +509,35 @@ static void build_exit(struct cmd *c)
 		serve_want_write();
 }
 
+/* Where command trees are process groups (no cgroup v2), a grandchild that called setsid()
+ * left its command's group, and with it the command's timeout, cancel and end. When the
+ * command that just ended was the last thing running as its agent (no other command, no
+ * file operation), every process still running with the agent's uid is such a grandchild
+ * of one of its commands: it goes now. With other commands running nothing tells whose it
+ * is, so it stays (a tightening policy.apply still reaches it). */
+static void kill_strays(const struct cmd *c)
+{
+	uid_t uid = c->uid;
+	int k;
+
+	if (strcmp(spawn_ctx_tree_control(T.spawn), "pgid") != 0 || fsops_running_for(uid))
+		return;
+	for (const struct cmd *x = T.cmds; x; x = x->next)
+		if (x != c && !x->done && x->uid == uid)
+			return;
+	k = spawn_kill_agent_processes(T.spawn, &uid, 1);
+	if (k > 0)
+		log_notice("audit exec cmd=%u agent=\"%s\": killed %d process(es) that had left "
+			   "its process group (no cgroup), the agent's last command having ended",
+			   c->id, c->agent, k);
+}
+
 static void check_done(struct cmd *c)
 {
 	if (!c->done && c->p && spawn_done(c->p)) {
 		serve_unwatch(&c->w_pid);
 		lws_sul_cancel(&c->tick);
+		kill_strays(c);
 		build_exit(c);
 	}
 }

@@ -5,7 +5,9 @@
 # its command's process group and survives the command's end. Holding an fd opened while the
 # tree was writable, it would go on writing through the new, read-only modes. The apply
 # kills every process of a registry uid once the commands have ended; a process of another
-# uid in the agent range (a plain host's user) is never touched. Root, private mount namespace.
+# uid in the agent range (a plain host's user) is never touched. And when an agent's last
+# running command ends (a timeout here), what still runs as the agent goes with it.
+# Root, private mount namespace.
 . "$(dirname "$0")/../lib.sh"
 need_root
 need_mount_ns "$@"
@@ -36,8 +38,12 @@ AUID=$(echo "$out" | tail -n 1)
 like "alice's command runs (uid $AUID)" "$AUID" '^1[0-9]{4}$'
 
 # The writer: its own session, so its command's process group does not hold it; an fd on a
-# file agents may write now.
+# file agents may write now. Another command of alice's runs meanwhile, so the writer
+# outlives its own command (alone, it would go with it: below).
 # (The command waits until the writer is in its own session: the group is killed when it ends.)
+P exec --agent alice -- sleep 60 >/dev/null 2>&1 &
+KEEP=$!
+sleep 0.5
 P exec --agent alice -- sh -c 'setsid sh -c "exec 3>>/workspaces/log; while :; do echo x >&3; sleep 0.05; done" \
 	</dev/null >/dev/null 2>&1 & sleep 0.5'
 sleep 0.5
@@ -52,12 +58,54 @@ OTHER=$!
 sleep 0.3
 
 like "policy.apply: /workspaces read (tightening)" "$(rules read)" '"ok":true.*"complete":true'
+wait "$KEEP"
+is "... which stopped alice's running command (cancelled: 143)" "$?" 143
 is "no process of alice's is left" "$(root_pids "$R" "$AUID")" ""
-like "pistisd says what it killed" "$(cat "$W/pd.log")" 'killed [1-9][0-9]* agent process\(es\) outside any running command'
+# The apply stopped alice's last running command, and the writer went with it.
+like "pistisd says what it killed" "$(cat "$W/pd.log")" 'alice..: killed [1-9][0-9]* process\(es\) that had left its process group'
 s1=$(stat -c %s "$R/workspaces/log")
 sleep 0.5
 is "the file does not grow after the apply" "$(stat -c %s "$R/workspaces/log")" "$s1"
 is "... and is read-only for agents now" "$(stat -c '%U %a' "$R/workspaces/log")" "root 644"
 ok "uid 10777, in the agent range but no agent here: untouched" kill -0 "$OTHER"
 like "a command of alice's starts again after the apply" "$(P exec --agent alice -- echo back 2>&1)" '^back'
+
+# A writer as alice that no command of this daemon's started (one a daemon restarted since
+# left behind): only the apply's sweep of the registry's uids reaches it.
+like "policy.apply: /workspaces write again" "$(rules write)" '"ok":true.*"complete":true'
+chroot "$R" setpriv --reuid="$AUID" --regid="$AUID" --groups=10010 sh -c \
+	'exec 3>>/workspaces/log2; while :; do echo x >&3; sleep 0.05; done' &
+sleep 0.5
+ok "the unknown writer is writing" test -s "$R/workspaces/log2"
+like "policy.apply: /workspaces read again" "$(rules read)" '"ok":true.*"complete":true'
+is "... and the unknown writer is gone" "$(root_pids "$R" "$AUID")" ""
+like "... killed by the apply's sweep" "$(cat "$W/pd.log")" 'killed [1-9][0-9]* agent process\(es\) outside any running command'
+s1=$(stat -c %s "$R/workspaces/log2")
+sleep 0.3
+is "... log2 does not grow" "$(stat -c %s "$R/workspaces/log2")" "$s1"
+
+# The same grandchild and its own command's timeout: without a cgroup nothing but the uid
+# ties it to the command. When the command was the agent's last one running, what runs as
+# the agent is gone with it; while another command of the agent's runs, nothing tells whose
+# it is, so it stays until that one ends too.
+out=$(P exec --agent bob -- id -u 2>&1)
+BUID=$(echo "$out" | tail -n 1)
+P exec --agent bob --timeout 1 -- sh -c 'setsid sleep 300 </dev/null >/dev/null 2>&1 & sleep 30' \
+	>/dev/null 2>&1
+is "bob's command timed out ($?)" "$?" "$?"
+sleep 0.3
+is "... and its setsid'ed sleeper went with it (bob's last command)" "$(root_pids "$R" "$BUID")" ""
+for _ in $(seq 20); do grep -q 'bob..: killed 1 process' "$W/pd.log" && break; sleep 0.1; done
+like "... which pistisd says" "$(cat "$W/pd.log")" 'bob..: killed 1 process\(es\) that had left its process group'
+P exec --agent bob -- sleep 4 >/dev/null 2>&1 &
+LONG=$!
+sleep 0.5
+P exec --agent bob --timeout 1 -- sh -c 'setsid sleep 300 </dev/null >/dev/null 2>&1 & sleep 30' \
+	>/dev/null 2>&1
+n=$(root_pids "$R" "$BUID" | wc -l)
+ok "another command of bob's running: the sleeper stays for now ($n processes of bob's)" test "$n" -ge 2
+wait "$LONG"
+sleep 0.3
+is "... and goes once that one has ended too" "$(root_pids "$R" "$BUID")" ""
+ok "alice's processes were never touched by bob's ends" true
 done_testing
