@@ -9,7 +9,6 @@ need_mount_ns "$@"
 need_bins pistisd server-min pistis
 R=$(root_fresh debian) || { echo "1..0 # SKIP no debian test root"; exit 0; }
 W=$(mktemp -d "${TMPDIR:-/tmp}/pistis-test.$$.XXXXXX")
-SP=$((20000 + RANDOM % 12000)); CP=$((SP + 1))
 cleanup() {
 	[ -n "${ST:-}" ] && kill "$ST" 2>/dev/null
 	[ -n "${PD:-}" ] && kill "$PD" 2>/dev/null
@@ -20,24 +19,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-serve_setup "$R"
-export PISTIS_TEST_CT=client-$(head -c 12 /dev/urandom | base64 | tr -d '/+=')
-cat >"$W/pistis.json" <<J
-{
-  "listen": {"sandbox": "127.0.0.1:$SP", "client": "127.0.0.1:$CP"},
-  "client_token": "\${PISTIS_TEST_CT}",
-  "sandboxes": [{"name": "s1", "token": "$(cat "$R/etc/pistis/token")"}]
-}
-J
-export PISTIS_URL=ws://127.0.0.1:$CP PISTIS_TOKEN=$PISTIS_TEST_CT
+relay_up "$R" "$W"
 P() { "$BIN/pistis" "$@"; }
-"$BIN/server-min" --config "$W/pistis.json" >>"$W/smin.log" 2>&1 &
-SM=$!
-for _ in $(seq 50); do P ls 2>/dev/null | grep -q "s1 *connected" && break; sleep 0.1; done
-in_root "$R" pistisd serve --relay ws://127.0.0.1:$SP --token-file /etc/pistis/token --name s1 \
-	${ALLOW:+--allow $ALLOW} >"$W/pd.log" 2>&1 &
-PD=$!
-for _ in $(seq 50); do P ls 2>/dev/null | grep -q "s1 *connected" && break; sleep 0.1; done
 like "pistisd is connected" "$(P ls 2>&1)" '^s1 +connected'
 SD=$(pgrep -n -f "pistisd serve --relay ws://127.0.0.1:$SP --token-file /etc/pistis/token --name s1")
 home=$(in_root "$R" pistisd users ensure alice | sed -n 's/^home=//p')
