@@ -556,6 +556,23 @@ static void probe_proc_hidepid(struct check_report *r)
 	check_set(r, CHECK_PROC_HIDEPID, st, "%s", value);
 }
 
+/* Why a mount without nosuid matters, as the nosuid checks' values say it: agents get setuid
+ * only where trusted commands are configured. */
+static const char *nnp_why(bool trusted)
+{
+	return trusted ? "trusted commands configured: agents run without no_new_privs"
+		       : "no trusted commands: agents keep no_new_privs";
+}
+
+/* The same for a tree every agent shares or may write: while it is not nosuid, agents keep
+ * no_new_privs even where trusted commands are configured (trusted_configured). */
+static const char *nnp_held_why(bool trusted)
+{
+	return trusted ? "trusted commands configured: agents keep no_new_privs, so trusted "
+			 "commands fail, until it is nosuid"
+		       : "no trusted commands: agents keep no_new_privs";
+}
+
 /* The mount a path is on (statvfs resolves it like an agent would) must be nosuid,nodev.
  * Hard only where trusted commands are configured; elsewhere agents keep no_new_privs,
  * which makes setuid bits inert for them anyway. */
@@ -582,8 +599,7 @@ static void probe_nosuid(struct check_report *r, enum check_id id, const char *p
 		  !nosuid && !nodev ? "nosuid,nodev"
 		  : !nosuid	    ? "nosuid"
 				    : "nodev",
-		  trusted ? "trusted commands configured: agents run without no_new_privs"
-			  : "no trusted commands: agents keep no_new_privs");
+		  nnp_why(trusted));
 }
 
 /* trusted.h's TRUSTED_SCRATCH_TREES (the shared trees besides /data and /workspaces, which
@@ -606,13 +622,9 @@ static void probe_nosuid_shared(struct check_report *r, int root_fd, bool truste
 			return;
 		}
 		if (!(sv.f_flag & ST_NOSUID)) {
-			check_set(
-				r, CHECK_NOSUID_SHARED,
-				trusted ? CHECK_STATUS_FAIL : CHECK_STATUS_WARN,
-				"%s: without nosuid (%s)", trees[i],
-				trusted ? "trusted commands configured: agents keep no_new_privs, "
-					  "so trusted commands fail, until it is nosuid"
-					: "no trusted commands: agents keep no_new_privs");
+			check_set(r, CHECK_NOSUID_SHARED,
+				  trusted ? CHECK_STATUS_FAIL : CHECK_STATUS_WARN,
+				  "%s: without nosuid (%s)", trees[i], nnp_held_why(trusted));
 			return;
 		}
 		n += (size_t)snprintf(seen + n, sizeof(seen) - n, "%s%s", n ? ", " : "", trees[i]);
@@ -623,9 +635,7 @@ static void probe_nosuid_shared(struct check_report *r, int root_fd, bool truste
 		check_set(r, CHECK_NOSUID_SHARED, trusted ? CHECK_STATUS_FAIL : CHECK_STATUS_WARN,
 			  "write rule %s: %s (%s)", which,
 			  k > 0 ? "without nosuid" : "cannot tell whether it is nosuid",
-			  trusted ? "trusted commands configured: agents keep no_new_privs, "
-				    "so trusted commands fail, until it is nosuid"
-				  : "no trusted commands: agents keep no_new_privs");
+			  nnp_held_why(trusted));
 		return;
 	}
 	check_set(r, CHECK_NOSUID_SHARED, CHECK_STATUS_OK, "%s: nosuid; write rules' trees too",
@@ -790,11 +800,10 @@ static bool file_has_caps(int dfd, const char *name)
  * read (policy's write trees, the ones that use them, carry pi-sandbox as their group). */
 static bool agents_may_write(const struct stat *st)
 {
-	bool agent_uid = st->st_uid >= USERS_AGENT_UID_MIN && st->st_uid <= USERS_AGENT_UID_MAX;
-	bool agent_gid = st->st_gid == USERS_SANDBOX_GID ||
-			 (st->st_gid >= USERS_AGENT_UID_MIN && st->st_gid <= USERS_AGENT_UID_MAX);
+	/* An agent's group id is its uid (docs/users.md). */
+	bool agent_gid = st->st_gid == USERS_SANDBOX_GID || users_uid_is_agent((uid_t)st->st_gid);
 
-	return agent_uid || (st->st_mode & 0003) == 0003 ||
+	return users_uid_is_agent(st->st_uid) || (st->st_mode & 0003) == 0003 ||
 	       (agent_gid && (st->st_mode & 0030) == 0030);
 }
 
@@ -903,9 +912,7 @@ static void set_agent_writable(struct check_report *r, bool trusted)
 	else
 		check_set(r, CHECK_AGENT_WRITABLE, trusted ? CHECK_STATUS_FAIL : CHECK_STATUS_WARN,
 			  "%zu without nosuid: %s%s (%s)", r->n_writable, r->writable,
-			  r->n_writable > 4 ? ", ..." : "",
-			  trusted ? "trusted commands configured: agents run without no_new_privs"
-				  : "no trusted commands: agents keep no_new_privs");
+			  r->n_writable > 4 ? ", ..." : "", nnp_why(trusted));
 }
 
 static int probe_setuid_files(struct check_report *r, int root_fd, bool trusted)
