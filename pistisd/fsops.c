@@ -876,15 +876,15 @@ void fsops_hold(bool hold)
 	held = hold;
 }
 
-/* A helper holds the fds it opened as the agent, and a rule tightened later does not revoke
- * them (a helper the agent SIGSTOPs after its open could write once the file is read-only):
- * kill every helper, SIGKILL and reaped before this returns. */
 bool fsops_running_for(uid_t uid)
 {
 	unsigned *n = agent_count(uid, false);
 	return n && *n;
 }
 
+/* A helper holds the fds it opened as the agent, and a rule tightened later does not revoke
+ * them (a helper the agent SIGSTOPs after its open could write once the file is read-only):
+ * kill every helper, SIGKILL and reaped before this returns. */
 unsigned fsops_stop_all(void)
 {
 	unsigned n = 0;

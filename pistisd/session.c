@@ -517,10 +517,12 @@ static void build_exit(struct cmd *c)
  * is, so it stays (a tightening policy.apply still reaches it). */
 static void kill_strays(const struct cmd *c)
 {
+	const char *tree = spawn_result(c->p)->tree_control;
 	uid_t uid = c->uid;
 	int k;
 
-	if (strcmp(spawn_ctx_tree_control(T.spawn), "pgid") != 0 || fsops_running_for(uid))
+	/* This command's own tree: one whose cgroup could not be made ran as a group too. */
+	if ((tree && strcmp(tree, "pgid") != 0) || fsops_running_for(uid))
 		return;
 	for (const struct cmd *x = T.cmds; x; x = x->next)
 		if (x != c && !x->done && x->uid == uid)
