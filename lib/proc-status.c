@@ -8,15 +8,14 @@
 
 ssize_t proc_status_read(char *buf, size_t size)
 {
-	long fd = syscall(SYS_openat, AT_FDCWD, "/proc/self/status",
-			  O_RDONLY | O_CLOEXEC | O_NOCTTY, 0);
 	size_t len = 0;
-	long n;
+	long fd, n;
 
+	if (size == 0)
+		return -EFBIG;
+	fd = syscall(SYS_openat, AT_FDCWD, "/proc/self/status", O_RDONLY | O_CLOEXEC | O_NOCTTY, 0);
 	if (fd < 0)
 		return errno > 0 ? -errno : -EIO;
-	if (size == 0)
-		return (void)syscall(SYS_close, fd), -EFBIG;
 	while ((n = syscall(SYS_read, fd, buf + len, size - 1 - len)) > 0) {
 		len += (size_t)n;
 		if (len == size - 1)
@@ -34,23 +33,28 @@ ssize_t proc_status_read(char *buf, size_t size)
 	return (ssize_t)len;
 }
 
-int proc_status_hex(const char *buf, const char *key, uint64_t *ret)
+const char *proc_status_field(const char *buf, const char *key)
 {
 	size_t kl = strlen(key);
-	const char *p = buf;
+
+	for (const char *p = buf;; p++) {
+		if (!strncmp(p, key, kl) && p[kl] == ':' && p[kl + 1] == '\t')
+			return p + kl + 2;
+		p = strchr(p, '\n');
+		if (!p)
+			return NULL;
+	}
+}
+
+int proc_status_hex(const char *buf, const char *key, uint64_t *ret)
+{
+	const char *p = proc_status_field(buf, key);
 	uint64_t v = 0;
 	int digits = 0;
 
-	/* The key at the start of a line, followed by ":\t". */
-	for (;;) {
-		if (!strncmp(p, key, kl) && p[kl] == ':' && p[kl + 1] == '\t')
-			break;
-		p = strchr(p, '\n');
-		if (!p)
-			return -ENOENT;
-		p++;
-	}
-	for (p += kl + 2; *p && *p != '\n'; p++, digits++) {
+	if (!p)
+		return -ENOENT;
+	for (; *p && *p != '\n'; p++, digits++) {
 		int d = *p >= '0' && *p <= '9'	 ? *p - '0'
 			: *p >= 'a' && *p <= 'f' ? *p - 'a' + 10
 						 : -1;

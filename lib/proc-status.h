@@ -13,6 +13,10 @@
  * not fit; no /proc: -ENOENT). */
 ssize_t proc_status_read(char *buf, size_t size);
 
+/* Where the value of the line "KEY:\t…" starts in buf (the key at the start of a line, so a
+ * longer key or a value never matches), or NULL when there is no such line. */
+const char *proc_status_field(const char *buf, const char *key);
+
 /* The value of the line "KEY:\t<hex>" (SigIgn, SigCgt, CapBnd, …) in buf: 0, or -ENOENT
  * when there is no such line, -EINVAL when its value is not 1-16 hex digits ending the
  * line. */

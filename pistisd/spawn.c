@@ -25,6 +25,7 @@
 #include "lib/env-build.h"
 #include "lib/fd-util.h"
 #include "lib/macro.h"
+#include "lib/proc-status.h"
 #include "pistisd/spawn-child.h"
 #include "pistisd/spawn-vfork.h"
 #include "sandbox-users/users.h"
@@ -891,13 +892,15 @@ static bool agent_process(const struct sweep *s, pid_t pid)
 	if (n <= 0)
 		return false;
 	buf[n] = 0;
-	st = strstr(buf, "\nState:\t");
-	u = strstr(buf, "\nUid:\t");
-	if (!st || !u || st[8] == 'Z' || st[8] == 'X' ||
-	    sscanf(u + 6, "%lu %lu %lu %lu", &id[0], &id[1], &id[2], &id[3]) != 4)
+	/* Both near the top: the first read holds them (the rest of the file is not needed). */
+	st = proc_status_field(buf, "State");
+	u = proc_status_field(buf, "Uid");
+	if (!st || !u || *st == 'Z' || *st == 'X' ||
+	    sscanf(u, "%lu %lu %lu %lu", &id[0], &id[1], &id[2], &id[3]) != 4)
 		return false;
 	for (size_t i = 0; i < 4; i++) {
 		uid_t x = (uid_t)id[i];
+		/* The range as well: a registry that named root would never make us kill it. */
 		if (users_uid_is_agent(x) && bsearch(&x, s->uids, s->n_uids, sizeof(x), cmp_uid))
 			return true;
 	}
