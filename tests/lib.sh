@@ -172,12 +172,11 @@ serve_setup() {
 		awk '$3 == "yes" && ($2 == "fail" || $2 == "missing") {print $1}' | paste -sd, -)
 }
 
-# relay_up ROOT DIR: server-min on two loopback ports and `pistisd serve` in ROOT dialling
-# it as sandbox s1 (after serve_setup, so --allow "$ALLOW"). Sets SP and CP (the ports), SM
-# and PD (the two pids, for the caller's cleanup), and exports PISTIS_URL and PISTIS_TOKEN
-# for `pistis`; the logs are DIR/smin.log and DIR/pd.log. 0 once s1 is connected, 1 if it
-# is not within 10 s.
-relay_up() {
+# relay_config ROOT DIR: what a test needs before it starts server-min and `pistisd serve`
+# in ROOT: serve_setup (so --allow "$ALLOW"), two loopback ports in SP (sandboxes) and CP
+# (clients), DIR/pistis.json naming sandbox s1 with ROOT's token, and PISTIS_URL and
+# PISTIS_TOKEN exported for `pistis`.
+relay_config() {
 	local r=$1 w=$2
 	SP=$((20000 + RANDOM % 12000))
 	CP=$((SP + 1))
@@ -191,6 +190,14 @@ relay_up() {
 }
 J
 	export PISTIS_URL=ws://127.0.0.1:$CP PISTIS_TOKEN=$PISTIS_TEST_CT
+}
+
+# relay_up ROOT DIR: relay_config, then server-min and `pistisd serve` in ROOT dialling it as
+# sandbox s1. Sets SM and PD (the two pids, for the caller's cleanup); the logs are
+# DIR/smin.log and DIR/pd.log. 0 once s1 is connected, 1 if it is not within 10 s.
+relay_up() {
+	local r=$1 w=$2
+	relay_config "$r" "$w"
 	"$BIN/server-min" --config "$w/pistis.json" >>"$w/smin.log" 2>&1 &
 	SM=$!
 	in_root "$r" pistisd serve --relay "ws://127.0.0.1:$SP" --token-file /etc/pistis/token \

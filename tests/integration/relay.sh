@@ -8,7 +8,6 @@ need_bins pistisd server-min pistis
 R=$(root_fresh debian) || { echo "1..0 # SKIP no debian test root"; exit 0; }
 W=$(mktemp -d "${TMPDIR:-/tmp}/pistis-relay.$$.XXXXXX")
 # below the ephemeral range (32768+), so a client socket cannot hold our port
-SP=$((20000 + RANDOM % 12000)); CP=$((SP + 1))
 cleanup() {
 	[ -n "${PD:-}" ] && kill "$PD" 2>/dev/null
 	[ -n "${SM:-}" ] && kill "$SM" 2>/dev/null
@@ -23,22 +22,13 @@ trap cleanup EXIT
 # As pistisd-entry leaves a sandbox: the trees agents share nosuid (trusted commands, used
 # below, are on only then).
 harden_shared "$R"
-serve_setup "$R"
-export PISTIS_TEST_CT=client-$(head -c 12 /dev/urandom | base64 | tr -d '/+=')
-cat >"$W/pistis.json" <<J
-{
-  "listen": {"sandbox": "127.0.0.1:$SP", "client": "127.0.0.1:$CP"},
-  "client_token": "\${PISTIS_TEST_CT}",
-  "sandboxes": [{"name": "s1", "token": "$(cat "$R/etc/pistis/token")"}]
-}
-J
+relay_config "$R" "$W"
 start_relay() {
 	"$BIN/server-min" --config "$W/pistis.json" >>"$W/smin.log" 2>&1 &
 	SM=$!
 	for _ in $(seq 50); do "$BIN/pistis" ls 2>/dev/null | grep -q "s1 *connected" && return 0; sleep 0.1; done
 	return 1
 }
-export PISTIS_URL=ws://127.0.0.1:$CP PISTIS_TOKEN=$PISTIS_TEST_CT
 P() { "$BIN/pistis" "$@"; }
 
 # --- configuration --------------------------------------------------------------------

@@ -12,7 +12,6 @@ need_mount_ns "$@"
 need_bins pistisd server-min pistis
 R=$(root_fresh debian) || { echo "1..0 # SKIP no debian test root"; exit 0; }
 W=$(mktemp -d "${TMPDIR:-/tmp}/pistis-restart.$$.XXXXXX")
-SP=$((20000 + RANDOM % 12000)); CP=$((SP + 1))
 cleanup() {
 	local pid
 	for pid in $(jobs -p); do kill "$pid" 2>/dev/null; done
@@ -38,16 +37,7 @@ start_serve() { # log
 	for _ in $(seq 100); do P ls 2>/dev/null | grep -q "s1 *connected" && break; sleep 0.1; done
 }
 
-serve_setup "$R"
-export PISTIS_TEST_CT=client-$(head -c 12 /dev/urandom | base64 | tr -d '/+=')
-cat >"$W/pistis.json" <<J
-{
-  "listen": {"sandbox": "127.0.0.1:$SP", "client": "127.0.0.1:$CP"},
-  "client_token": "\${PISTIS_TEST_CT}",
-  "sandboxes": [{"name": "s1", "token": "$(cat "$R/etc/pistis/token")"}]
-}
-J
-export PISTIS_URL=ws://127.0.0.1:$CP PISTIS_TOKEN=$PISTIS_TEST_CT
+relay_config "$R" "$W"
 P() { "$BIN/pistis" "$@"; }
 "$BIN/server-min" --config "$W/pistis.json" >>"$W/smin.log" 2>&1 &
 SM=$!
