@@ -4,6 +4,9 @@ lib_SRCS += lib/sha256.c lib/siphash.c
 lib_SRCS += lib/env-build.c
 
 UNIT_TESTS += test-lib
+FUZZERS += fuzz-proc-status
+fuzz-proc-status_SRCS := tests/fuzz/fuzz-proc-status.c
+fuzz-proc-status_LIBS := lib
 test-lib_SRCS := tests/unit/test-lib.c
 test-lib_LIBS := lib
 lib_SRCS += lib/proto.c
