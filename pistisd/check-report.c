@@ -25,8 +25,11 @@ static const struct {
 		 "use a kernel with CONFIG_SECCOMP_FILTER and a runtime profile that allows "
 		 "seccomp(2) (Docker's default does)"},
 	[CHECK_LANDLOCK] = {"landlock", false,
-			    "extra path confinement on top of owners and modes (not relied on yet)",
-			    "optional: boot with lsm=...,landlock (CONFIG_SECURITY_LANDLOCK)"},
+			    "an agent command reaches no abstract UNIX socket bound outside its "
+			    "own tree: not other agents', not the host's (Landlock ABI >= 6 scope)",
+			    "use Linux >= 6.12 booted with lsm=...,landlock "
+			    "(CONFIG_SECURITY_LANDLOCK) and a seccomp profile that allows the "
+			    "landlock_* calls"},
 	[CHECK_OPENAT2] =
 		{"openat2", true,
 		 "paths an agent names resolve beneath their root without following its "

@@ -34,6 +34,7 @@
 #include "lib/macro.h"
 #include "lib/mountinfo.h"
 #include "pistisd/cli.h"
+#include "pistisd/scope.h"
 #include "policy/policy.h"
 #include "sandbox-users/users.h"
 
@@ -48,13 +49,9 @@
 #ifndef SYS_close_range
 #define SYS_close_range 436
 #endif
-#ifndef SYS_landlock_create_ruleset
-#define SYS_landlock_create_ruleset 444
-#endif
 #ifndef SYS_seccomp
 #define SYS_seccomp __NR_seccomp
 #endif
-#define CHECK_LANDLOCK_CREATE_RULESET_VERSION (1U << 0)
 
 /* struct open_how and RESOLVE_* from <linux/openat2.h>, spelled out so musl builds need no
  * newer uapi headers than they have. */
@@ -221,16 +218,25 @@ static void probe_seccomp(struct check_report *r)
 
 static void probe_landlock(struct check_report *r)
 {
-	long abi = syscall(SYS_landlock_create_ruleset, NULL, 0,
-			   CHECK_LANDLOCK_CREATE_RULESET_VERSION);
+	int abi = scope_landlock_abi(), scope;
 
-	if (abi >= 1)
-		check_set(r, CHECK_LANDLOCK, CHECK_STATUS_OK, "ABI %ld", abi);
-	else if (errno == EOPNOTSUPP)
+	if (abi >= 1) {
+		/* What spawn does with it: a ruleset scoped for abstract sockets (scope.h). */
+		scope = scope_probe();
+		if (scope == 0)
+			check_set(r, CHECK_LANDLOCK, CHECK_STATUS_OK,
+				  "ABI %d: abstract UNIX sockets scoped per command", abi);
+		else
+			check_set(r, CHECK_LANDLOCK, CHECK_STATUS_MISSING,
+				  "ABI %d: no abstract-socket scope (%s; needs ABI 6): agents "
+				  "share abstract sockets",
+				  abi, scope == -EINVAL ? "ABI below 6" : errno_name(-scope));
+	} else if (abi == -EOPNOTSUPP) {
 		check_set(r, CHECK_LANDLOCK, CHECK_STATUS_MISSING,
 			  "built in but not enabled at boot (EOPNOTSUPP)");
-	else
-		check_set(r, CHECK_LANDLOCK, CHECK_STATUS_MISSING, "%s", why_missing(errno));
+	} else {
+		check_set(r, CHECK_LANDLOCK, CHECK_STATUS_MISSING, "%s", why_missing(-abi));
+	}
 }
 
 static void probe_openat2(struct check_report *r)

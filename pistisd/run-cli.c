@@ -56,6 +56,9 @@ static void usage(FILE *f)
 		"  --max-output BYTES  keep at most BYTES of output (K/M/G suffixes)\n"
 		"  --env NAME=VALUE    set a variable (PI_* or an allowlisted name); repeatable\n"
 		"  --keep-children     do not kill what the command leaves running\n"
+		"  --share-abstract-sockets\n"
+		"                      let CMD connect to abstract UNIX sockets bound outside\n"
+		"                      its own tree (default: not, where Landlock ABI >= 6)\n"
 		"  --memory-max BYTES  cgroup memory.max     --pids-max N  cgroup pids.max and "
 		"NPROC\n"
 		"  --cpu-weight N      cgroup cpu.weight (1-10000)\n"
@@ -257,7 +260,7 @@ static void print_json(const struct spawn_result *res, const struct spawn_proc *
 		"\"wall_ms\":%.3f,\"user_ms\":%.3f,\"sys_ms\":%.3f,\"maxrss_kb\":%ld,"
 		"\"out_bytes\":%" PRIu64 ",\"err_bytes\":%" PRIu64 ",\"truncated\":%s,"
 		"\"dropped_bytes\":%" PRIu64 ",\"left_children_killed\":%s,\"tree\":\"%s\","
-		"\"limits\":{\"memory\":%s,\"pids\":%s,\"cpu\":%s}}\n",
+		"\"abstract_sockets\":\"%s\",\"limits\":{\"memory\":%s,\"pids\":%s,\"cpu\":%s}}\n",
 		esc, spawn_end_name(res->end), res->end == SPAWN_END_EXITED ? res->exit_code : -1,
 		res->term_signal, res->core_dumped ? "true" : "false", res->wall_us / 1000.0,
 		res->rusage.ru_utime.tv_sec * 1000.0 + res->rusage.ru_utime.tv_usec / 1000.0,
@@ -265,7 +268,7 @@ static void print_json(const struct spawn_result *res, const struct spawn_proc *
 		res->rusage.ru_maxrss, res->out_bytes, res->err_bytes,
 		res->truncated ? "true" : "false", res->dropped_bytes,
 		res->left_children_killed ? "true" : "false", res->tree_control,
-		(p->cgroup_applied & CGROUP_HAS_MEMORY) ? "true" : "false",
+		res->abstract_sockets, (p->cgroup_applied & CGROUP_HAS_MEMORY) ? "true" : "false",
 		(p->cgroup_applied & CGROUP_HAS_PIDS) ? "true" : "false",
 		(p->cgroup_applied & CGROUP_HAS_CPU) ? "true" : "false");
 }
@@ -286,6 +289,7 @@ int run_cli_main(int argc, char **argv)
 		OPT_MAXOUT,
 		OPT_ENV,
 		OPT_KEEP,
+		OPT_SHARE_ABSTRACT,
 		OPT_MEM,
 		OPT_PIDS,
 		OPT_CPU,
@@ -306,6 +310,7 @@ int run_cli_main(int argc, char **argv)
 		{"max-output", required_argument, NULL, OPT_MAXOUT},
 		{"env", required_argument, NULL, OPT_ENV},
 		{"keep-children", no_argument, NULL, OPT_KEEP},
+		{"share-abstract-sockets", no_argument, NULL, OPT_SHARE_ABSTRACT},
 		{"memory-max", required_argument, NULL, OPT_MEM},
 		{"pids-max", required_argument, NULL, OPT_PIDS},
 		{"cpu-weight", required_argument, NULL, OPT_CPU},
@@ -384,6 +389,9 @@ int run_cli_main(int argc, char **argv)
 			break;
 		case OPT_KEEP:
 			so.keep_children = true;
+			break;
+		case OPT_SHARE_ABSTRACT:
+			so.share_abstract_sockets = true;
 			break;
 		case OPT_MEM:
 			if (parse_u64(optarg, UINT64_MAX, &so.cgroup.memory_max) < 0 ||

@@ -926,6 +926,11 @@ static void usage(FILE *f)
 		"  --max-buffered N    unacknowledged output of all commands together, in MiB\n"
 		"                      (default 64; one reader's commands stop at a quarter of\n"
 		"                      it, each command at 8 MiB)\n"
+		"  --share-abstract-sockets\n"
+		"                      let commands connect to abstract UNIX sockets bound\n"
+		"                      outside their own tree: other agents', the host's\n"
+		"                      (default: each command only to its own, where the\n"
+		"                      kernel has Landlock ABI >= 6)\n"
 		"  -v, --verbose       debug logging\n"
 		"  -h, --help\n\n"
 		"Exit codes: 0 stopped by SIGTERM/SIGINT, 1 a hard requirement does not hold,\n"
@@ -944,6 +949,7 @@ int serve_cli_main(int argc, char **argv)
 		{"allow", required_argument, NULL, 'a'},
 		{"log-format", required_argument, NULL, 'l'},
 		{"max-buffered", required_argument, NULL, 'm'},
+		{"share-abstract-sockets", no_argument, NULL, 's'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
@@ -1006,6 +1012,9 @@ int serve_cli_main(int argc, char **argv)
 				log_error("--log-format must be text or json");
 				return EXIT_USAGE;
 			}
+			break;
+		case 's':
+			session_set_share_abstract_sockets(true);
 			break;
 		case 'v':
 			log_set_level(LOG_LVL_DEBUG);

@@ -59,6 +59,9 @@ cJSON *session_status(const char *agent);
  * acknowledgements bring it under half (pistisd serve --max-buffered). */
 #define SESSION_MAX_BUFFERED_DEFAULT (64ull * 1024 * 1024)
 void session_set_max_buffered(uint64_t bytes);
+/* pistisd serve --share-abstract-sockets: spawn_opts.share_abstract_sockets for every
+ * command. */
+void session_set_share_abstract_sockets(bool share);
 uint64_t session_buffered(void);
 /* For policy.apply's before_tighten: stop every running command (spawn_stop: SIGTERM to
  * the tree, grace, SIGKILL) and return how many; how many have not ended yet; refuse

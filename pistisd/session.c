@@ -103,6 +103,7 @@ static struct {
 	/* Unacknowledged output of all commands together, and its bound: 8 MiB per command
 	 * times 256 commands would be 2 GiB of a sandbox's memory. */
 	uint64_t buffered, max_buffered;
+	bool share_abstract; /* --share-abstract-sockets */
 	struct reader *readers;
 } T = {.root_fd = -1, .max_buffered = SESSION_MAX_BUFFERED_DEFAULT};
 
@@ -174,6 +175,11 @@ void session_set_max_buffered(uint64_t bytes)
 	T.max_buffered = bytes;
 }
 
+void session_set_share_abstract_sockets(bool share)
+{
+	T.share_abstract = share;
+}
+
 uint64_t session_buffered(void)
 {
 	return T.buffered;
@@ -229,9 +235,16 @@ static void log_orphans(const char *agent, unsigned killed, void *userdata)
 
 int session_init(void)
 {
-	int r = spawn_ctx_new(&T.spawn);
+	int why, r = spawn_ctx_new(&T.spawn);
 	if (r < 0)
 		return r;
+	if (!spawn_ctx_can_scope(T.spawn, &why))
+		log_warning("Abstract UNIX sockets are shared by every agent and the host: no "
+			    "Landlock scope here (%s; needs Landlock ABI >= 6, Linux 6.12)",
+			    why == EINVAL ? "Landlock ABI below 6" : strerror(why));
+	else if (T.share_abstract)
+		log_notice("Abstract UNIX sockets are shared by every agent and the host "
+			   "(--share-abstract-sockets)");
 	/* A restarted daemon starts clean: the commands of one that died (SIGKILL, OOM) still
 	 * run as their agents, with no timeout and no reader, and this one numbers commands
 	 * from 1 again. Before dialling, so no command of ours exists yet (docs/spawn.md). */
@@ -494,6 +507,8 @@ static void build_exit(struct cmd *c)
 	cJSON_AddBoolToObject(o, "truncated", res->truncated);
 	cJSON_AddNumberToObject(o, "duration_ms", (double)ms);
 	cJSON_AddStringToObject(o, "tree", res->tree_control ? res->tree_control : "pgid");
+	cJSON_AddStringToObject(o, "abstract_sockets",
+				res->abstract_sockets ? res->abstract_sockets : "shared");
 	cJSON_AddBoolToObject(o, "left_children_killed", res->left_children_killed);
 	c->exit_json = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);
@@ -982,6 +997,7 @@ static void exec_start(const struct proto_request *req)
 	 * (docs/trusted.md). Looked up per command (an openat2 and an fstat), so an operator's
 	 * `pistisd trusted add/remove` takes effect without a restart. */
 	so.allow_setuid = trusted_configured(T.root_fd);
+	so.share_abstract_sockets = T.share_abstract;
 
 	c = calloc(1, sizeof(*c));
 	if (!c) {

@@ -23,6 +23,7 @@
 
 #include "lib/macro.h"
 #include "lib/sig-util.h"
+#include "pistisd/scope.h"
 #include "pistisd/spawn.h"
 
 #ifndef SYS_close_range
@@ -173,6 +174,14 @@ static int exec_search(const struct child_args *a)
 		p = *e ? e + 1 : e;
 	}
 	return eacces ? -EACCES : -ENOENT;
+}
+
+/* The Landlock scope goes on right before the filter, on both paths: the filter may
+ * forbid the landlock calls, and landlock_restrict_self needs no_new_privs or, with
+ * allow_setuid, CAP_SYS_ADMIN, as seccomp does. */
+static int install_scope(const struct child_args *a)
+{
+	return a->scope_abstract ? scope_restrict_self() : 0;
 }
 
 static int install_seccomp(const struct child_args *a)
@@ -328,6 +337,9 @@ int spawn_child_main(void *arg)
 	/* allow_setuid: no no_new_privs (it would stop sudo), so the filter goes on while we
 	 * still hold CAP_SYS_ADMIN, which lets a process install one without no_new_privs. */
 	if (a->allow_setuid) {
+		r = install_scope(a);
+		if (r < 0)
+			fail(a, SPAWN_STEP_SCOPE, r);
 		r = install_seccomp(a);
 		if (r < 0)
 			fail(a, SPAWN_STEP_SECCOMP, r);
@@ -366,6 +378,9 @@ int spawn_child_main(void *arg)
 		if (syscall(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
 		    syscall(SYS_prctl, PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1)
 			fail(a, SPAWN_STEP_NNP, errno ? errno : EIO);
+		r = install_scope(a);
+		if (r < 0)
+			fail(a, SPAWN_STEP_SCOPE, r);
 		r = install_seccomp(a);
 		if (r < 0)
 			fail(a, SPAWN_STEP_SECCOMP, r);

@@ -64,6 +64,7 @@ struct child_args {
 	mode_t umask;
 	int last_cap;
 	bool allow_setuid;
+	bool scope_abstract; /* a Landlock domain of its own for abstract sockets (scope.h) */
 	uint64_t bounding_keep;
 	struct sock_fprog bpf;
 	pid_t parent;

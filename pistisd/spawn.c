@@ -26,6 +26,7 @@
 #include "lib/fd-util.h"
 #include "lib/macro.h"
 #include "lib/proc-status.h"
+#include "pistisd/scope.h"
 #include "pistisd/spawn-child.h"
 #include "pistisd/spawn-vfork.h"
 #include "sandbox-users/users.h"
@@ -53,6 +54,7 @@ struct spawn_ctx {
 	int proc_fd; /* /proc, opened before any chroot; -1 if absent (pgid mode only) */
 	int last_cap;
 	bool no_openat2;
+	int scope;	  /* 0: the abstract-socket scope works here (scope_probe), or -errno */
 	bool vfork;	  /* vfork-style starts allowed (spawn-vfork.c); off after a refusal */
 	int dumpable_fd;  /* /proc/sys/fs/suid_dumpable, read at every start; -1: fork-style */
 	char release[65]; /* uname -r */
@@ -84,6 +86,7 @@ static const char *const step_names[_SPAWN_STEP_MAX] = {
 	[SPAWN_STEP_PARENT_SIDE] = "prepare",
 	[SPAWN_STEP_PTY] = "open a pty (/dev/ptmx, devpts)",
 	[SPAWN_STEP_EXEC_TIMEOUT] = "timed out before exec",
+	[SPAWN_STEP_SCOPE] = "landlock scope",
 };
 
 const char *spawn_step_name(enum spawn_step step)
@@ -158,6 +161,9 @@ int spawn_ctx_new(struct spawn_ctx **ret)
 	/* Read once: forcing the per-component fallback is for tests (crun's check-no-openat2). */
 	e = getenv("PISTIS_NO_OPENAT2");
 	ctx->no_openat2 = e && *e && strcmp(e, "0");
+	/* No Landlock ABI 6 is not an error either: abstract sockets stay shared (what
+	 * `pistisd check` reports as landlock). */
+	ctx->scope = scope_probe();
 	/* No cgroup v2 is not an error: command trees are then process groups. */
 	(void)cgroup_init(&ctx->cg);
 	/* The same for the cgroup.procs path (the one Docker's seccomp profile leaves us). */
@@ -211,6 +217,13 @@ int spawn_ctx_cgroup_base_fd(const struct spawn_ctx *ctx)
 unsigned spawn_ctx_cgroup_features(const struct spawn_ctx *ctx)
 {
 	return ctx->cg.base_fd >= 0 ? ctx->cg.features : 0;
+}
+
+bool spawn_ctx_can_scope(const struct spawn_ctx *ctx, int *ret_why)
+{
+	if (ret_why)
+		*ret_why = ctx->scope < 0 ? -ctx->scope : 0;
+	return ctx->scope == 0;
 }
 
 bool spawn_ctx_uses_openat2(const struct spawn_ctx *ctx)
@@ -484,6 +497,8 @@ static int start(struct spawn_ctx *ctx, const struct spawn_opts *o, struct spawn
 	p->opts_copy.envp = NULL;
 	p->opts_copy.cwd = NULL;
 	p->result.tree_control = "pgid";
+	p->result.abstract_sockets =
+		ctx->scope == 0 && !o->share_abstract_sockets ? "scoped" : "shared";
 
 	{
 		int fds[2];
@@ -588,6 +603,7 @@ static int start(struct spawn_ctx *ctx, const struct spawn_opts *o, struct spawn
 	set_rlimit(&a, RLIMIT_CORE, o->rlimits.core_allowed ? o->rlimits.core : 0);
 	a.last_cap = ctx->last_cap;
 	a.allow_setuid = o->allow_setuid;
+	a.scope_abstract = ctx->scope == 0 && !o->share_abstract_sockets;
 	a.bounding_keep =
 		o->allow_setuid ? (o->bounding_keep ? o->bounding_keep : SPAWN_SETUID_BOUNDING) : 0;
 	a.bpf.len = ctx->bpf.len;

@@ -94,6 +94,10 @@ struct spawn_opts {
 	 * See docs/spawn.md. */
 	bool allow_setuid;
 	uint64_t bounding_keep;
+	/* Abstract UNIX sockets shared with every process of the network namespace, as
+	 * without Landlock; false (the default): where the kernel has Landlock ABI >= 6 each
+	 * command connects only to names bound within its own tree (scope.h). */
+	bool share_abstract_sockets;
 	/* control */
 	uint64_t timeout_ms;	  /* wall clock, 0: none */
 	uint64_t idle_timeout_ms; /* no output for that long, 0: none */
@@ -137,6 +141,7 @@ enum spawn_step {
 	SPAWN_STEP_PARENT_SIDE,	 /* failed before the child existed */
 	SPAWN_STEP_PTY,		 /* opening /dev/ptmx (parent side) */
 	SPAWN_STEP_EXEC_TIMEOUT, /* no exec within SPAWN_EXEC_DEADLINE_MS: killed */
+	SPAWN_STEP_SCOPE,	 /* landlock_restrict_self (scope.h) */
 	_SPAWN_STEP_MAX,
 };
 
@@ -169,8 +174,10 @@ struct spawn_result {
 	uint64_t out_bytes, err_bytes; /* seen, including dropped */
 	uint64_t dropped_bytes;	       /* over max_output */
 	bool truncated;
-	bool left_children_killed; /* the tree was killed after the main process exited */
-	const char *tree_control;  /* "cgroup" or "pgid": how the tree is controlled */
+	bool left_children_killed;    /* the tree was killed after the main process exited */
+	const char *tree_control;     /* "cgroup" or "pgid": how the tree is controlled */
+	const char *abstract_sockets; /* "scoped" or "shared" (share_abstract_sockets, or no
+				       * Landlock ABI 6 here) */
 };
 
 struct spawn_ctx;
@@ -209,6 +216,9 @@ int spawn_ctx_new(struct spawn_ctx **ret);
 void spawn_ctx_free(struct spawn_ctx *ctx);
 /* "cgroup" when command trees live in cgroups, else "pgid". */
 const char *spawn_ctx_tree_control(const struct spawn_ctx *ctx);
+/* Whether commands can get the abstract-socket scope here (Landlock ABI >= 6), and the
+ * errno of the probe when not (for the start-up log). */
+bool spawn_ctx_can_scope(const struct spawn_ctx *ctx, int *ret_why);
 unsigned spawn_ctx_cgroup_features(const struct spawn_ctx *ctx);
 /* The agents' cgroup directory (<own>/pistis), -1 without cgroup v2; the ctx keeps it. */
 int spawn_ctx_cgroup_base_fd(const struct spawn_ctx *ctx);

@@ -17,6 +17,11 @@
  *   redteam-probe cgroup [DIR]...      leave our command cgroup, kill or loosen it, its
  *                                      parents' and DIRs' (other agents' cgroups)
  *   redteam-probe pause                print our pid, then sleep until killed
+ *   redteam-probe listen NAME SECONDS  bind abstract UNIX sockets @NAME (stream, listening)
+ *                                      and @NAME.d (datagram), print listen=, then count
+ *                                      what reaches them for SECONDS: accepted=N got=N
+ *   redteam-probe connect NAME         connect to @NAME and send a datagram to @NAME.d:
+ *                                      connect=ERRNO send=ERRNO
  *   redteam-probe hunt DIR...          read secrets (one a line, up to 8) from stdin, then look
  *                                      for each in every file we can read beneath DIRs (one
  *                                      file system each, symlinks not followed) and in every
@@ -25,7 +30,9 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -36,6 +43,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -82,6 +90,8 @@ static const char *ename(int e)
 		return "EIO";
 	case ENXIO:
 		return "ENXIO";
+	case ECONNREFUSED:
+		return "ECONNREFUSED";
 	default:
 		snprintf(buf, sizeof(buf), "E%d", e);
 		return buf;
@@ -575,6 +585,71 @@ static int mode_hunt(int argc, char **argv)
 	return 0;
 }
 
+/* An abstract address: sun_path[0] is NUL, the name follows, the length says where it ends. */
+static socklen_t abstract_addr(struct sockaddr_un *a, const char *name, const char *suffix)
+{
+	int n;
+
+	memset(a, 0, sizeof(*a));
+	a->sun_family = AF_UNIX;
+	n = snprintf(a->sun_path + 1, sizeof(a->sun_path) - 1, "%s%s", name, suffix);
+	if (n < 0 || (size_t)n >= sizeof(a->sun_path) - 1)
+		n = (int)sizeof(a->sun_path) - 2;
+	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+}
+
+static int mode_listen(const char *name, int seconds)
+{
+	struct sockaddr_un a;
+	socklen_t l;
+	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int d = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int accepted = 0, got = 0, e = 0;
+	time_t end = time(NULL) + seconds;
+
+	l = abstract_addr(&a, name, "");
+	if (s < 0 || bind(s, (struct sockaddr *)&a, l) < 0 || listen(s, 16) < 0)
+		e = errno;
+	l = abstract_addr(&a, name, ".d");
+	if (!e && (d < 0 || bind(d, (struct sockaddr *)&a, l) < 0))
+		e = errno;
+	printf("listen=%s\n", ename(e));
+	if (e)
+		return 1;
+	while (time(NULL) < end) {
+		struct pollfd p[2] = {{.fd = s, .events = POLLIN}, {.fd = d, .events = POLLIN}};
+		char b[64];
+		int c;
+
+		if (poll(p, 2, 100) <= 0)
+			continue;
+		while ((c = accept4(s, NULL, NULL, SOCK_CLOEXEC)) >= 0) {
+			accepted++;
+			close(c);
+		}
+		while (recv(d, b, sizeof(b), MSG_DONTWAIT) >= 0)
+			got++;
+	}
+	printf("accepted=%d got=%d\n", accepted, got);
+	return 0;
+}
+
+static int mode_connect(const char *name)
+{
+	struct sockaddr_un a;
+	socklen_t l = abstract_addr(&a, name, "");
+	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int d = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	int e;
+
+	e = s < 0 || connect(s, (struct sockaddr *)&a, l) < 0 ? errno : 0;
+	printf("connect=%s\n", ename(e));
+	l = abstract_addr(&a, name, ".d");
+	e = d < 0 || sendto(d, "x", 1, 0, (struct sockaddr *)&a, l) < 0 ? errno : 0;
+	printf("send=%s\n", ename(e));
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "";
@@ -598,6 +673,10 @@ int main(int argc, char **argv)
 		return mode_cgroup(argc, argv);
 	if (!strcmp(mode, "hunt"))
 		return mode_hunt(argc, argv);
+	if (!strcmp(mode, "listen") && argc > 3)
+		return mode_listen(argv[2], atoi(argv[3]));
+	if (!strcmp(mode, "connect") && argc > 2)
+		return mode_connect(argv[2]);
 	if (!strcmp(mode, "pause")) {
 		printf("pid=%d\n", (int)getpid());
 		fflush(stdout);
@@ -605,6 +684,7 @@ int main(int argc, char **argv)
 			pause();
 	}
 	fprintf(stderr, "usage: redteam-probe stall S|peek PID...|readfd N|seccomp|setuid0|"
-			"escape S|closeout S|cgroup [DIR]...|pause|hunt DIR...\n");
+			"escape S|closeout S|cgroup [DIR]...|pause|hunt DIR...|listen NAME S|"
+			"connect NAME\n");
 	return 100;
 }

@@ -159,6 +159,37 @@ unlike "exec.list in A's name lists none of B's commands" "$(call exec.list '{"a
 unlike "sandbox.status in A's name lists none of B's commands" "$(call sandbox.status '{"agent":"alice"}')" '"agent":"bob"|bobtag'
 ok "B's command still runs after all that" kill -0 "$BPID"
 
+# --- abstract UNIX sockets: B's, the host's -------------------------------------------------------
+# No owner, no mode: without a scope any process of the network namespace reaches any
+# abstract name (containerd-shim's, CVE-2020-15257) and may bind one first. Each command is
+# a Landlock domain of its own where the kernel has ABI >= 6 (docs/spawn.md).
+if in_root "$R" pistisd check --no-walk 2>/dev/null | grep -Eq '^landlock +ok'; then
+	ABS=abs-$(head -c 6 /dev/urandom | base64 | tr -d '/+=')
+	P exec --agent bob -- $RT listen "bob-$ABS" 5 >"$W/babs.out" 2>&1 &
+	BABS=$!
+	in_root "$R" $RT listen "host-$ABS" 5 >"$W/habs.out" 2>&1 &
+	HABS=$!
+	for _ in $(seq 100); do grep -q '^listen=' "$W/babs.out" "$W/habs.out" 2>/dev/null &&
+		[ "$(grep -c '^listen=' "$W/babs.out" "$W/habs.out" | grep -c ':1')" = 2 ] && break; sleep 0.1; done
+	is "B's command listens on @bob-… (stream) and @bob-….d (datagram)" "$(field listen <"$W/babs.out")" ok
+	is "root on the host listens on @host-…" "$(field listen <"$W/habs.out")" ok
+	out=$(P exec --agent alice -- $RT connect "bob-$ABS" 2>&1)
+	is "A cannot connect to B's abstract socket" "$(echo "$out" | field connect)" EPERM
+	is "A cannot send to B's abstract datagram socket" "$(echo "$out" | field send)" EPERM
+	out=$(P exec --agent alice -- $RT connect "host-$ABS" 2>&1)
+	is "A cannot connect to the host's abstract socket" "$(echo "$out" | field connect)" EPERM
+	is "A cannot send to the host's abstract datagram socket" "$(echo "$out" | field send)" EPERM
+	out=$(P --json exec --agent alice -- sh -c "$RT listen own-$ABS 2 & sleep 0.5; $RT connect own-$ABS; wait" 2>&1)
+	is "A's own command reaches the socket it bound itself" "$(echo "$out" | field connect)" ok
+	is "... stream and datagram" "$(echo "$out" | field accepted)" "1 got=1"
+	like "exec.exit says the command's abstract sockets were scoped" "$out" '"abstract_sockets":[[:space:]]*"scoped"'
+	wait "$BABS" "$HABS"
+	is "nothing of A's reached B's listener" "$(field accepted <"$W/babs.out")" "0 got=0"
+	is "nothing of A's reached the host's listener" "$(field accepted <"$W/habs.out")" "0 got=0"
+else
+	skip "abstract UNIX sockets scoped per command" "no Landlock ABI 6 on this kernel (pistisd check: landlock)"
+fi
+
 # === Promise 2: A plants nothing that B's requests, B's tools or a trusted walk follow =============
 # /workspaces is written by both. A plants symlinks to B's files and directories, a FIFO, and
 # a tree with a link to B's home inside; B's fs.* requests (as B, who may read and write his own

@@ -144,6 +144,25 @@ is "trusted commands: no no_new_privs" "$(echo "$out" | field NoNewPrivs)" 0
 is "trusted commands: bounding = SETUID|SETGID|AUDIT_WRITE" "$(echo "$out" | field CapBnd)" 00000000200000c0
 is "trusted commands: seccomp still on" "$(echo "$out" | field Seccomp)" 2
 is "trusted commands: effective set empty" "$(echo "$out" | field CapEff)" 0000000000000000
+# The Landlock scope goes on before the id change on this path (no no_new_privs; still
+# root): the trusted command above ran through sudo inside it, and it holds as on the other.
+RT=/usr/local/lib/pistis-tests/redteam-probe
+if in_root "$R" pistisd check --no-walk 2>/dev/null | grep -Eq '^landlock +ok'; then
+	in_root "$R" $RT listen "host-abs-$$" 3 >"$S/habs.out" 2>&1 &
+	HABS=$!
+	for _ in $(seq 50); do grep -q '^listen=' "$S/habs.out" && break; sleep 0.1; done
+	out=$(run --json -- $RT connect "host-abs-$$" 2>&1)
+	is "trusted commands: no abstract socket of the host's" "$(echo "$out" | field connect)" EPERM
+	like "... run --json says scoped" "$out" '"abstract_sockets":"scoped"'
+	out=$(run --json --share-abstract-sockets -- $RT connect "host-abs-$$" 2>&1)
+	is "run --share-abstract-sockets: the host's abstract socket is reached" \
+		"$(echo "$out" | field connect)" ok
+	like "... run --json says shared" "$out" '"abstract_sockets":"shared"'
+	wait "$HABS"
+	is "... exactly that one connection and datagram arrived" "$(field accepted <"$S/habs.out")" "1 got=1"
+else
+	skip "abstract sockets scoped under trusted commands" "no Landlock ABI 6 (pistisd check: landlock)"
+fi
 # A write rule outside the shared trees, on a mount that honours setuid (the root's
 # overlay): agent A could leave a setuid file there for agent B. Setuid stays off until
 # the tree is nosuid; `pistisd check` and `trusted add` name it.

@@ -13,7 +13,9 @@
 #include <sys/stat.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
+#include <sys/un.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -336,6 +338,115 @@ TEST(close_range_refused_fds_still_closed)
 		}
 		ASSERT_EQ(waitpid(pid, &st, 0), pid);
 		EXPECT_TRUE(WIFEXITED(st));
+		EXPECT_EQ(WEXITSTATUS(st), 0);
+	}
+}
+
+/* A child with this filter: the system call nr fails with err, everything else runs. */
+static int refuse_syscall(long nr, int err)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)nr, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (unsigned)err),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = {.len = ELEMENTSOF(f), .filter = f};
+
+	return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog);
+}
+
+/* An abstract socket bound and listening here, as root outside any sandbox (the host's
+ * containerd-shim, another agent's server): a command reaches it only when shared. */
+TEST(abstract_sockets_scoped_per_command)
+{
+	struct spawn_ctx *ctx;
+	static struct capture cap;
+	struct capture *c = &cap;
+	struct spawn_opts o;
+	struct spawn_result res;
+	struct spawn_error err;
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	char name[64], rt[PATH_MAX + 80], vb[256], *argv[] = {rt, "connect", name, NULL};
+	socklen_t l;
+	int s;
+
+	need_root_and_probe(_metadata);
+	ctx = ctx_or_die(_metadata);
+	if (!spawn_ctx_can_scope(ctx, NULL)) {
+		spawn_ctx_free(ctx);
+		SKIP("no Landlock ABI 6 here (the fallback has its own test)");
+	}
+	snprintf(rt, sizeof(rt), "%.*s/redteam-probe", (int)(strrchr(probe_path, '/') - probe_path),
+		 probe_path);
+	ASSERT_EQ(access(rt, X_OK), 0);
+	snprintf(name, sizeof(name), "pistis-test-scope-%d", (int)getpid());
+	snprintf(a.sun_path + 1, sizeof(a.sun_path) - 1, "%s", name);
+	l = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(name));
+	s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ASSERT_GE(s, 0);
+	ASSERT_EQ(bind(s, (struct sockaddr *)&a, l), 0);
+	ASSERT_EQ(listen(s, 4), 0);
+
+	base_opts(&o, argv);
+	ASSERT_EQ(run(ctx, &o, c, &res, &err), 0);
+	EXPECT_STREQ(V("connect"), "EPERM");
+	EXPECT_STREQ(res.abstract_sockets, "scoped");
+
+	base_opts(&o, argv);
+	o.share_abstract_sockets = true;
+	ASSERT_EQ(run(ctx, &o, c, &res, &err), 0);
+	EXPECT_STREQ(V("connect"), "ok");
+	EXPECT_STREQ(res.abstract_sockets, "shared");
+	close(s);
+	spawn_ctx_free(ctx);
+}
+
+/* No Landlock (an old kernel, a container profile without landlock_*): commands run, with
+ * abstract sockets shared, and say so. landlock_restrict_self refused in the child while
+ * the parent's probe worked: the command does not run (fail closed), and the error names
+ * the step. */
+TEST(abstract_scope_absent_or_refused)
+{
+	need_root_and_probe(_metadata);
+	for (int i = 0; i < 2; i++) {
+		pid_t pid = fork();
+		int st = -1;
+
+		ASSERT_GE(pid, 0);
+		if (pid == 0) {
+			static struct capture cap;
+			struct spawn_ctx *ctx = NULL;
+			struct spawn_opts o;
+			struct spawn_result res;
+			struct spawn_error err = {0};
+			char *argv[] = {"/bin/true", NULL};
+			int why = 0, r;
+
+			if (refuse_syscall(i == 0 ? 444 : 446, i == 0 ? ENOSYS : EPERM) < 0 ||
+			    spawn_ctx_new(&ctx) < 0)
+				_exit(90);
+			base_opts(&o, argv);
+			if (i == 0) {
+				if (spawn_ctx_can_scope(ctx, &why) || why != ENOSYS)
+					_exit(91);
+				r = run(ctx, &o, &cap, &res, &err);
+				_exit(r != 0 || res.end != SPAWN_END_EXITED || res.exit_code != 0
+					      ? 92
+				      : strcmp(res.abstract_sockets, "shared") ? 93
+									       : 0);
+			}
+			if (!spawn_ctx_can_scope(ctx, NULL))
+				_exit(77); /* no ABI 6: nothing to refuse */
+			r = run(ctx, &o, &cap, &res, &err);
+			_exit(r >= 0						   ? 94
+			      : err.step != SPAWN_STEP_SCOPE || err.error != EPERM ? 95
+										   : 0);
+		}
+		ASSERT_EQ(waitpid(pid, &st, 0), pid);
+		EXPECT_TRUE(WIFEXITED(st));
+		if (WIFEXITED(st) && WEXITSTATUS(st) == 77)
+			continue;
 		EXPECT_EQ(WEXITSTATUS(st), 0);
 	}
 }
