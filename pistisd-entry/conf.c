@@ -21,6 +21,22 @@ static const struct {
 	{"log-format", offsetof(struct entry_serve_conf, log_format), "--log-format="},
 };
 
+/* yes/no keys: the option is passed for yes. */
+static const struct {
+	const char *key;
+	size_t field; /* offset of the bool in entry_serve_conf */
+	const char *option;
+} conf_flags[] = {
+	{"verbose", offsetof(struct entry_serve_conf, verbose), "--verbose"},
+	{"share-abstract-sockets", offsetof(struct entry_serve_conf, share_abstract_sockets),
+	 "--share-abstract-sockets"},
+};
+
+static bool *conf_flag(struct entry_serve_conf *c, size_t k)
+{
+	return (bool *)((char *)c + conf_flags[k].field);
+}
+
 static char **conf_field(struct entry_serve_conf *c, size_t k)
 {
 	return (char **)((char *)c + conf_keys[k].field);
@@ -85,13 +101,16 @@ static int parse_line(const char *p, size_t len, struct entry_serve_conf *conf,
 		return -EINVAL;
 	}
 
-	if (klen == strlen("verbose") && !memcmp(key, "verbose", klen)) {
+	for (size_t k = 0; k < ELEMENTSOF(conf_flags); k++) {
+		if (strlen(conf_flags[k].key) != klen || memcmp(key, conf_flags[k].key, klen))
+			continue;
 		if (vlen == 3 && !memcmp(val, "yes", 3))
-			conf->verbose = true;
+			*conf_flag(conf, k) = true;
 		else if (vlen == 2 && !memcmp(val, "no", 2))
-			conf->verbose = false;
+			*conf_flag(conf, k) = false;
 		else {
-			*ret_error = "verbose must be yes or no";
+			*ret_error = "a yes/no key (verbose, share-abstract-sockets) must be yes "
+				     "or no";
 			return -EINVAL;
 		}
 		return 0;
@@ -105,7 +124,8 @@ static int parse_line(const char *p, size_t len, struct entry_serve_conf *conf,
 		}
 		return set_field(conf_field(conf, k), val, vlen) < 0 ? -ENOMEM : 0;
 	}
-	*ret_error = "unknown key (relay, token-file, ca, pin, name, log-format, verbose)";
+	*ret_error = "unknown key (relay, token-file, ca, pin, name, log-format, verbose, "
+		     "share-abstract-sockets)";
 	return -EINVAL;
 }
 
@@ -178,18 +198,20 @@ void entry_conf_done(struct entry_serve_conf *conf)
 
 int entry_serve_argv(const struct entry_serve_conf *conf, const char *pistisd, char ***ret)
 {
-	/* pistisd, serve, one per key, --verbose, NULL */
-	enum { MAX_ARGS = 2 + ELEMENTSOF(conf_keys) + 2 };
+	/* pistisd, serve, one per key, one per flag, NULL */
+	enum { MAX_ARGS = 2 + ELEMENTSOF(conf_keys) + ELEMENTSOF(conf_flags) + 1 };
 	struct entry_serve_conf *c = (struct entry_serve_conf *)conf;
 	size_t bytes = sizeof(char *) * MAX_ARGS, n = 0;
 	char **argv, *p;
 
 	if (!conf->relay || !conf->token_file)
 		return -ENOENT;
-	bytes += strlen(pistisd) + 1 + sizeof("serve") + sizeof("--verbose");
+	bytes += strlen(pistisd) + 1 + sizeof("serve");
 	for (size_t k = 0; k < ELEMENTSOF(conf_keys); k++)
 		if (*conf_field(c, k))
 			bytes += strlen(conf_keys[k].option) + strlen(*conf_field(c, k)) + 1;
+	for (size_t k = 0; k < ELEMENTSOF(conf_flags); k++)
+		bytes += strlen(conf_flags[k].option) + 1;
 
 	argv = malloc(bytes);
 	if (!argv)
@@ -207,8 +229,9 @@ int entry_serve_argv(const struct entry_serve_conf *conf, const char *pistisd, c
 	for (size_t k = 0; k < ELEMENTSOF(conf_keys); k++)
 		if (*conf_field(c, k))
 			PUT("%s%s", conf_keys[k].option, *conf_field(c, k));
-	if (conf->verbose)
-		PUT("--verbose");
+	for (size_t k = 0; k < ELEMENTSOF(conf_flags); k++)
+		if (*conf_flag(c, k))
+			PUT("%s", conf_flags[k].option);
 #undef PUT
 	argv[n] = NULL;
 	*ret = argv;

@@ -310,7 +310,8 @@ TEST(conf_parse_and_argv)
 				   "name = box-1\n"
 				   "log-format = json\n"
 				   "ca = -weird-leading-dash\n"
-				   "verbose = yes";
+				   "verbose = yes\n"
+				   "share-abstract-sockets = yes";
 	struct entry_serve_conf c = {0};
 	const char *err = NULL;
 	unsigned line = 99;
@@ -331,7 +332,8 @@ TEST(conf_parse_and_argv)
 	EXPECT_STREQ(argv[6], "--name=box-1");
 	EXPECT_STREQ(argv[7], "--log-format=json");
 	EXPECT_STREQ(argv[8], "--verbose");
-	EXPECT_NULL(argv[9]);
+	EXPECT_STREQ(argv[9], "--share-abstract-sockets");
+	EXPECT_NULL(argv[10]);
 	free(argv);
 
 	/* The environment wins over the file; the token itself is never read from it. */
@@ -385,6 +387,7 @@ TEST(conf_errors)
 		 1},
 		{"relay = a\x1b[31m\n", 1},
 		{"token-file = /x\nverbose = maybe\n", 2},
+		{"share-abstract-sockets = 1\n", 1},
 		{"= value\n", 1},
 		{"relay token = x\n", 1},
 		{"RELAY = x\n", 1},
