@@ -38,6 +38,7 @@
 #define FSOP_TIMEOUT_US (30LL * LWS_US_PER_SEC)
 #define FSOP_MAX_ANSWER (PROTO_MAX_FILE / 3 * 4 + 64 * 1024)
 #define FSOP_MAX_RUNNING 16
+#define FSOP_EXIT_REFUSED 3 /* the helper wrote a whole error answer */
 #define FSOP_MAX_PER_AGENT                                                                         \
 	4 /* one agent cannot take every slot (a helper it SIGSTOPs holds
 			      * one for FSOP_TIMEOUT_US) */
@@ -47,6 +48,7 @@ struct fsop {
 	pid_t pid;
 	uid_t uid; /* the agent's */
 	char id[PROTO_MAX_ID + 1];
+	char *audit; /* 'fs.OP id=… agent="…" uid=N path="…"', C-escaped: the audit line */
 	char *buf;
 	size_t len;
 	bool overflow;
@@ -729,8 +731,11 @@ _noreturn_ static void helper(int out_fd, const struct proto_request *req,
 	} else
 		answer = proto_ok_build(req->id, o);
 out:
-	/* exit 0 says "the answer is whole": the parent forwards nothing else */
-	_exit(answer && loop_write(out_fd, answer, strlen(answer)) == 0 ? 0 : 1);
+	/* exit 0 or FSOP_EXIT_REFUSED says "the answer is whole" (and which it is, for the
+	 * audit line): the parent forwards nothing else */
+	_exit(answer && loop_write(out_fd, answer, strlen(answer)) == 0
+		      ? (r < 0 ? FSOP_EXIT_REFUSED : 0)
+		      : 1);
 }
 
 static void fsop_free(struct fsop *f)
@@ -751,13 +756,62 @@ static void fsop_free(struct fsop *f)
 		if (live[i] == f)
 			live[i] = NULL;
 	free(f->buf);
+	free(f->audit);
 	free(f);
 	running--;
+}
+
+/* The request, C-escaped (an agent's path may hold a newline or a '"'), for the audit line
+ * logged when the operation ends. NULL when out of memory: the line then says less. */
+static char *audit_text(const struct proto_request *req, const char *agent, uid_t uid)
+{
+	const char *path = NULL, *to = NULL;
+	struct proto_error err = {0};
+	char *out, *p;
+	size_t np, nt, nag = strlen(agent), size;
+
+	(void)proto_get_string(req->root, "path", PROTO_MAX_PATH, &path, &err);
+	(void)proto_get_string(req->root, "to", PROTO_MAX_PATH, &to, &err);
+	np = path ? strlen(path) : 0;
+	nt = to ? strlen(to) : 0;
+	size = strlen(req->op_name) + PROTO_MAX_ID + 4 * (nag + np + nt) + 96;
+	out = malloc(size);
+	if (!out)
+		return NULL;
+	p = out + snprintf(out, size, "%s id=%s agent=\"", req->op_name, req->id);
+	p += escape_c(agent, nag, p, size - (size_t)(p - out));
+	p += snprintf(p, size - (size_t)(p - out), "\" uid=%u path=\"", (unsigned)uid);
+	p += escape_c(path ? path : "", np, p, size - (size_t)(p - out));
+	p += snprintf(p, size - (size_t)(p - out), "\"");
+	if (to) {
+		p += snprintf(p, size - (size_t)(p - out), " to=\"");
+		p += escape_c(to, nt, p, size - (size_t)(p - out));
+		snprintf(p, size - (size_t)(p - out), "\"");
+	}
+	return out;
+}
+
+/* The error code of a whole error answer ({"id":…,"ok":false,"error":{"code":…}}). */
+static const char *answer_code(const char *answer, char *buf, size_t size)
+{
+	cJSON *o = cJSON_Parse(answer);
+	const cJSON *c = cJSON_GetObjectItemCaseSensitive(
+		cJSON_GetObjectItemCaseSensitive(o, "error"), "code");
+
+	snprintf(buf, size, "%s", cJSON_IsString(c) ? c->valuestring : "error");
+	cJSON_Delete(o);
+	return buf;
+}
+
+static void audit(const struct fsop *f, const char *result)
+{
+	log_notice("audit %s result=%s", f->audit ? f->audit : "fs.?", result);
 }
 
 static void fsop_timeout(lws_sorted_usec_list_t *sul)
 {
 	struct fsop *f = lws_container_of(sul, struct fsop, timeout);
+	audit(f, "timeout");
 	serve_send_error(f->id, PROTO_E_LIMIT, "file operation timed out");
 	fsop_free(f);
 }
@@ -790,20 +844,27 @@ static void on_answer(struct watch *w, uint32_t events)
 	 * in the middle of its answer: only a helper that exited 0 wrote a whole one, and
 	 * half a message would be bad JSON that the relay drops, leaving the client waiting. */
 	int status = 0;
+	char code[32];
 	if (waitpid(f->pid, &status, 0) < 0)
 		status = -1;
 	f->pid = 0;
-	if (WIFSIGNALED(status))
+	if (WIFSIGNALED(status)) {
+		audit(f, "killed");
 		serve_send_error(f->id, PROTO_E_INTERNAL,
 				 "file operation helper killed by signal %d before it answered",
 				 WTERMSIG(status));
-	else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+	} else if (!WIFEXITED(status) ||
+		   (WEXITSTATUS(status) != 0 && WEXITSTATUS(status) != FSOP_EXIT_REFUSED)) {
+		audit(f, "internal");
 		serve_send_error(f->id, PROTO_E_INTERNAL,
 				 "file operation helper could not write its answer");
-	else if (f->overflow || !f->len)
+	} else if (f->overflow || !f->len) {
+		audit(f, "internal");
 		serve_send_error(f->id, PROTO_E_INTERNAL, "file operation helper failed");
-	else
+	} else {
+		audit(f, WEXITSTATUS(status) == 0 ? "ok" : answer_code(f->buf, code, sizeof(code)));
 		serve_send_json(TAKE_PTR(f->buf));
+	}
 	fsop_free(f);
 }
 
@@ -860,6 +921,7 @@ void fsops_request(const struct proto_request *req)
 		}
 	f->uid = a.uid;
 	f->pid = pid;
+	f->audit = audit_text(req, agent, a.uid);
 	snprintf(f->id, sizeof(f->id), "%s", req->id);
 	(void)fd_set_nonblock(p[0], 1);
 	f->w.fd = p[0];
@@ -893,6 +955,7 @@ unsigned fsops_stop_all(void)
 		struct fsop *f = live[i];
 		if (!f)
 			continue;
+		audit(f, "stopped");
 		serve_send_error(f->id, PROTO_E_UNAVAILABLE,
 				 "stopped: a policy apply is tightening permissions");
 		fsop_free(f);

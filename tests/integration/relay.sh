@@ -298,6 +298,23 @@ like "fs.remove of a full directory without recursive: an error" \
 like "fs.remove recursive: removes the tree" \
 	"$(P call fs.remove "{\"agent\":\"alice\",\"path\":\"$home/tree\",\"recursive\":true}" 2>&1)" '"ok":true.*"removed":7'
 ok "fs.remove recursive: the tree is gone" test ! -e "$R$home/tree"
+# One audit line per file operation when it ends: who, what, where, and how it ended; an
+# agent's path is C-escaped (a newline in it cannot forge a line). The text log escapes
+# '"' and '\' once more: audit_log undoes that one level.
+audit_log() { grep "audit $1 " "$W/pd.log" | sed 's/\\\(.\)/\1/g'; }
+like "audit line for fs.write" "$(audit_log fs.write)" \
+	"audit fs.write id=[^ ]+ agent=\"alice\" uid=[0-9]+ path=\"$home/notes/a.txt\" result=ok"
+like "audit line for a denied fs.read" "$(audit_log fs.read)" \
+	'audit fs.read id=[^ ]+ agent="alice" uid=[0-9]+ path="/etc/shadow" result=denied'
+like "audit line for fs.remove, refused then done" "$(audit_log fs.remove | tr '\n' ' ')" \
+	"path=\"$home/tree\" result=exists .*path=\"$home/tree\" result=ok"
+P call fs.stat "{\"agent\":\"alice\",\"path\":\"$home/x\\ny\\\"z\"}" >/dev/null 2>&1
+like "... a newline and a quote in the path are escaped" "$(audit_log fs.stat)" \
+	'path="[^"]*/x\\ny\\"z" result=not_found'
+P call fs.move "{\"agent\":\"alice\",\"path\":\"$home/notes/a.txt\",\"to\":\"$home/notes/b.txt\"}" >/dev/null 2>&1
+like "audit line for fs.move names both paths" "$(audit_log fs.move)" \
+	"path=\"$home/notes/a.txt\" to=\"$home/notes/b.txt\" result=ok"
+P call fs.move "{\"agent\":\"alice\",\"path\":\"$home/notes/b.txt\",\"to\":\"$home/notes/a.txt\"}" >/dev/null 2>&1
 is "fs.remove recursive: symlinks removed, never followed" "$(cat "$R/tmp/victim/k")" keep
 like "fs.remove recursive: bob's home stays bob's" \
 	"$(P call fs.remove "{\"agent\":\"alice\",\"path\":\"$bobhome\",\"recursive\":true}" 2>&1)" '"code":"denied"'
