@@ -48,7 +48,8 @@ struct fsop {
 	pid_t pid;
 	uid_t uid; /* the agent's */
 	char id[PROTO_MAX_ID + 1];
-	char *audit; /* 'fs.OP id=… agent="…" uid=N path="…"', C-escaped: the audit line */
+	const char *op_name;
+	char *audit; /* 'id=… agent="…" uid=N path="…" [to="…"]', C-escaped: the audit line */
 	char *buf;
 	size_t len;
 	bool overflow;
@@ -762,7 +763,9 @@ static void fsop_free(struct fsop *f)
 }
 
 /* The request, C-escaped (an agent's path may hold a newline or a '"'), for the audit line
- * logged when the operation ends. NULL when out of memory: the line then says less. */
+ * logged when the operation ends, after its result: paths last, so a line cut at the log's
+ * bound loses the end of a long path, never the result. NULL when out of memory: the
+ * line then says less. */
 static char *audit_text(const struct proto_request *req, const char *agent, uid_t uid)
 {
 	const char *path = NULL, *to = NULL;
@@ -774,11 +777,11 @@ static char *audit_text(const struct proto_request *req, const char *agent, uid_
 	(void)proto_get_string(req->root, "to", PROTO_MAX_PATH, &to, &err);
 	np = path ? strlen(path) : 0;
 	nt = to ? strlen(to) : 0;
-	size = strlen(req->op_name) + PROTO_MAX_ID + 4 * (nag + np + nt) + 96;
+	size = PROTO_MAX_ID + 4 * (nag + np + nt) + 96;
 	out = malloc(size);
 	if (!out)
 		return NULL;
-	p = out + snprintf(out, size, "%s id=%s agent=\"", req->op_name, req->id);
+	p = out + snprintf(out, size, "id=%s agent=\"", req->id);
 	p += escape_c(agent, nag, p, size - (size_t)(p - out));
 	p += snprintf(p, size - (size_t)(p - out), "\" uid=%u path=\"", (unsigned)uid);
 	p += escape_c(path ? path : "", np, p, size - (size_t)(p - out));
@@ -805,7 +808,7 @@ static const char *answer_code(const char *answer, char *buf, size_t size)
 
 static void audit(const struct fsop *f, const char *result)
 {
-	log_notice("audit %s result=%s", f->audit ? f->audit : "fs.?", result);
+	log_notice("audit %s result=%s %s", f->op_name, result, f->audit ? f->audit : "");
 }
 
 static void fsop_timeout(lws_sorted_usec_list_t *sul)
@@ -921,6 +924,7 @@ void fsops_request(const struct proto_request *req)
 		}
 	f->uid = a.uid;
 	f->pid = pid;
+	f->op_name = proto_op_name(req->op);
 	f->audit = audit_text(req, agent, a.uid);
 	snprintf(f->id, sizeof(f->id), "%s", req->id);
 	(void)fd_set_nonblock(p[0], 1);

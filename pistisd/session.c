@@ -512,13 +512,14 @@ static void build_exit(struct cmd *c)
 	cJSON_AddBoolToObject(o, "left_children_killed", res->left_children_killed);
 	c->exit_json = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);
-	/* The audit record: one line per command. */
-	log_notice("audit exec cmd=%u agent=\"%s\" uid=%u argv=%s cwd=\"%s\" end=%s code=%d "
-		   "signal=%d stdout=%llu stderr=%llu duration_ms=%llu",
-		   c->id, c->agent, (unsigned)c->uid, c->audit_argv ? c->audit_argv : "?",
-		   c->cwd ? c->cwd : "~", spawn_end_name(res->end), res->exit_code,
+	/* The audit record: one line per command. The fields of fixed size first: a log line
+	 * has a bound (lib/log.c), and a long cwd or argv must not cut the end and code off. */
+	log_notice("audit exec cmd=%u agent=\"%s\" uid=%u end=%s code=%d signal=%d stdout=%llu "
+		   "stderr=%llu duration_ms=%llu cwd=\"%s\" argv=%s",
+		   c->id, c->agent, (unsigned)c->uid, spawn_end_name(res->end), res->exit_code,
 		   res->term_signal, (unsigned long long)res->out_bytes,
-		   (unsigned long long)res->err_bytes, (unsigned long long)ms);
+		   (unsigned long long)res->err_bytes, (unsigned long long)ms,
+		   c->cwd ? c->cwd : "~", c->audit_argv ? c->audit_argv : "?");
 	lws_sul_schedule(serve_lws_context(), 0, &c->linger, linger_expired, LINGER_US);
 	if (c->attached)
 		serve_want_write();

@@ -303,17 +303,17 @@ ok "fs.remove recursive: the tree is gone" test ! -e "$R$home/tree"
 # '"' and '\' once more: audit_log undoes that one level.
 audit_log() { grep "audit $1 " "$W/pd.log" | sed 's/\\\(.\)/\1/g'; }
 like "audit line for fs.write" "$(audit_log fs.write)" \
-	"audit fs.write id=[^ ]+ agent=\"alice\" uid=[0-9]+ path=\"$home/notes/a.txt\" result=ok"
+	"audit fs.write result=ok id=[^ ]+ agent=\"alice\" uid=[0-9]+ path=\"$home/notes/a.txt\""
 like "audit line for a denied fs.read" "$(audit_log fs.read)" \
-	'audit fs.read id=[^ ]+ agent="alice" uid=[0-9]+ path="/etc/shadow" result=denied'
+	'audit fs.read result=denied id=[^ ]+ agent="alice" uid=[0-9]+ path="/etc/shadow"'
 like "audit line for fs.remove, refused then done" "$(audit_log fs.remove | tr '\n' ' ')" \
-	"path=\"$home/tree\" result=exists .*path=\"$home/tree\" result=ok"
+	"result=exists .*path=\"$home/tree\" .*result=ok .*path=\"$home/tree\""
 P call fs.stat "{\"agent\":\"alice\",\"path\":\"$home/x\\ny\\\"z\"}" >/dev/null 2>&1
 like "... a newline and a quote in the path are escaped" "$(audit_log fs.stat)" \
-	'path="[^"]*/x\\ny\\"z" result=not_found'
+	'result=not_found .*path="[^"]*/x\\ny\\"z"$'
 P call fs.move "{\"agent\":\"alice\",\"path\":\"$home/notes/a.txt\",\"to\":\"$home/notes/b.txt\"}" >/dev/null 2>&1
 like "audit line for fs.move names both paths" "$(audit_log fs.move)" \
-	"path=\"$home/notes/a.txt\" to=\"$home/notes/b.txt\" result=ok"
+	"result=ok .*path=\"$home/notes/a.txt\" to=\"$home/notes/b.txt\""
 P call fs.move "{\"agent\":\"alice\",\"path\":\"$home/notes/b.txt\",\"to\":\"$home/notes/a.txt\"}" >/dev/null 2>&1
 is "fs.remove recursive: symlinks removed, never followed" "$(cat "$R/tmp/victim/k")" keep
 like "fs.remove recursive: bob's home stays bob's" \
@@ -594,7 +594,13 @@ is "pistisd still running" "$(kill -0 "$PD" && echo yes)" yes
 is "server-min still running" "$(kill -0 "$SM" && echo yes)" yes
 
 grep -q 'audit exec cmd=' "$W/pd.log"
-ok "pistisd logs an audit record per command" grep -q 'audit exec cmd=.*agent=.*argv=.*code=' "$W/pd.log"
+ok "pistisd logs an audit record per command" grep -q 'audit exec cmd=.*agent=.*code=.*argv=' "$W/pd.log"
+# The line has a bound: a long argv is cut at its end, never the end and code before it.
+long=$(head -c 3000 /dev/zero | tr '\0' y)
+P exec --agent alice -- sh -c 'exit 7' "$long" >/dev/null 2>&1
+like "audit: a 3000-byte argument leaves end and code in the line" \
+	"$(grep 'audit exec .*yyyyyyyy' "$W/pd.log" | tail -n 1)" 'end=exited code=7 '
+
 
 # --- the bound on unacknowledged output of all commands together (--max-buffered) -----------
 # Three commands write 3 MiB each to readers that do not read: pistisd stops reading them
