@@ -108,6 +108,15 @@ int fz_spawn_ctx_cgroup_base_fd(const struct spawn_ctx *ctx)
 	return -1;
 }
 
+/* ... and says commands are scoped (no start-up warning per input). */
+bool fz_spawn_ctx_can_scope(const struct spawn_ctx *ctx, int *ret_why)
+{
+	(void)ctx;
+	if (ret_why)
+		*ret_why = 0;
+	return true;
+}
+
 int fz_spawn_start_async(struct spawn_ctx *ctx, const struct spawn_opts *o, struct spawn_proc **ret,
 			 struct spawn_error *err)
 {
