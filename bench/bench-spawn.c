@@ -112,6 +112,8 @@ int main(int argc, char **argv)
 	o.cwd = "tmp";
 	o.umask = (mode_t)-1;
 	o.cgroup_agent = cg ? "bench-agent" : NULL;
+	/* A/B of the Landlock abstract-socket scope (docs/spawn.md): what it costs a spawn. */
+	o.share_abstract_sockets = getenv("PISTIS_BENCH_SHARE_ABSTRACT") != NULL;
 
 	/* warm-up: page cache, cgroup dirs */
 	for (int i = 0; i < 20; i++) {
@@ -155,10 +157,11 @@ int main(int argc, char **argv)
 		total += t[i];
 	}
 	report(cg ? "spawn core (cgroup)" : "spawn core (pgid)", t, n, total);
-	printf("ratio mean spawn/posix_spawn = %.2f (tree control: %s; of %d spawns %d started "
-	       "vfork-style, %d born in their cgroup: docs/spawn.md)\n",
-	       (double)total / (double)plain, cg ? spawn_ctx_tree_control(ctx) : "pgid", n, vforked,
-	       born_in_cgroup);
+	printf("ratio mean spawn/posix_spawn = %.2f (tree control: %s; abstract sockets: %s; of %d "
+	       "spawns %d started vfork-style, %d born in their cgroup: docs/spawn.md)\n",
+	       (double)total / (double)plain, cg ? spawn_ctx_tree_control(ctx) : "pgid",
+	       spawn_ctx_can_scope(ctx, NULL) && !o.share_abstract_sockets ? "scoped" : "shared", n,
+	       vforked, born_in_cgroup);
 	spawn_ctx_free(ctx);
 	free(t);
 	return 0;
