@@ -184,4 +184,20 @@ is "a world-writable drop-in does not count" "$(run -- $PROBE 2>&1 | field NoNew
 chmod 0440 "$R/etc/sudoers.d/pistis-trusted"
 "$P" trusted remove whoami --root "$R" >/dev/null 2>&1
 is "trusted commands removed: no_new_privs again" "$(run -- $PROBE 2>&1 | field NoNewPrivs)" 1
+
+# Each command's Landlock domain also carries Landlock's ptrace rule: a later command of the
+# same agent may signal what an earlier one left, but not read its environment.
+if in_root "$R" pistisd check --no-walk 2>/dev/null | grep -Eq '^landlock +ok'; then
+	left=$(run --keep-children -- sh -c 'sleep 30 >/dev/null 2>&1 </dev/null & echo $!')
+	peek='cat /proc/$1/environ >/dev/null 2>&1 && echo environ=ok || echo environ=denied; kill -0 $1 && echo signal=ok'
+	out=$(run -- sh -c "$peek" sh "$left" 2>&1)
+	is "a later command cannot read the environment of an earlier one's leftover" \
+		"$(echo "$out" | field environ)" denied
+	is "... but may still signal it" "$(echo "$out" | field signal)" ok
+	is "... and with --share-abstract-sockets (no domain) reads it" \
+		"$(run --share-abstract-sockets -- sh -c "$peek" sh "$left" 2>&1 | field environ)" ok
+	kill "$left" 2>/dev/null
+else
+	skip "a command's Landlock domain and an earlier command's leftover" "no Landlock ABI 6"
+fi
 done_testing
