@@ -224,6 +224,8 @@ static void probe_landlock(struct check_report *r)
 		/* What spawn does with it: a ruleset scoped for abstract sockets (scope.h). */
 		scope = scope_probe();
 		if (scope == 0)
+			scope = scope_probe_child();
+		if (scope == 0)
 			check_set(r, CHECK_LANDLOCK, CHECK_STATUS_OK,
 				  "ABI %d: abstract UNIX sockets scoped per command", abi);
 		else

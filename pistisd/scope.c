@@ -4,7 +4,9 @@
 
 #include <errno.h>
 #include <stdint.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #ifndef SYS_landlock_create_ruleset
@@ -48,6 +50,27 @@ int scope_probe(void)
 		return errno == E2BIG ? -EINVAL : -errno;
 	close((int)fd);
 	return 0;
+}
+
+int scope_probe_child(void)
+{
+	int status = 0, r;
+	pid_t pid = fork();
+
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+			_exit(errno & 0xff);
+		r = scope_restrict_self();
+		_exit(r < 0 ? -r & 0xff : 0);
+	}
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -errno;
+	if (!WIFEXITED(status))
+		return -EIO;
+	return -WEXITSTATUS(status);
 }
 
 int scope_restrict_self(void)

@@ -19,6 +19,12 @@ int scope_landlock_abi(void);
  * made (and closed again). Else -errno: -EINVAL for a Landlock ABI below 6. */
 int scope_probe(void);
 
+/* What scope_probe cannot see without restricting this process: whether
+ * landlock_restrict_self itself is allowed here (a container profile could allow the
+ * ruleset call and refuse this one, and every command would then fail). Tried in a
+ * throwaway child under no_new_privs. 0, or -errno of the refusal. */
+int scope_probe_child(void);
+
 /* In the spawn child, no libc state touched: put this process into a new Landlock domain
  * scoped for abstract UNIX sockets. Needs no_new_privs or CAP_SYS_ADMIN. The ruleset fd
  * stays open for the child's last close_range. 0 or -errno. */

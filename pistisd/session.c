@@ -22,6 +22,7 @@
 #include "lib/log.h"
 #include "lib/macro.h"
 #include "lib/proto.h"
+#include "pistisd/scope.h"
 #include "pistisd/serve.h"
 #include "pistisd/spawn.h"
 #include "sandbox-users/users.h"
@@ -238,13 +239,22 @@ int session_init(void)
 	int why, r = spawn_ctx_new(&T.spawn);
 	if (r < 0)
 		return r;
-	if (!spawn_ctx_can_scope(T.spawn, &why))
+	/* A profile that lets rulesets be made but refuses landlock_restrict_self would fail
+	 * every command (the child fails closed): find out once, and run them shared. */
+	if (spawn_ctx_can_scope(T.spawn, NULL) && !T.share_abstract &&
+	    (r = scope_probe_child()) < 0) {
+		spawn_ctx_disable_scope(T.spawn, -r);
+		log_warning("Abstract UNIX sockets are shared by every agent and the host: "
+			    "landlock_restrict_self is refused here (%s; a seccomp profile?)",
+			    strerror(-r));
+	} else if (!spawn_ctx_can_scope(T.spawn, &why)) {
 		log_warning("Abstract UNIX sockets are shared by every agent and the host: no "
 			    "Landlock scope here (%s; needs Landlock ABI >= 6, Linux 6.12)",
 			    why == EINVAL ? "Landlock ABI below 6" : strerror(why));
-	else if (T.share_abstract)
+	} else if (T.share_abstract) {
 		log_notice("Abstract UNIX sockets are shared by every agent and the host "
 			   "(--share-abstract-sockets)");
+	}
 	/* A restarted daemon starts clean: the commands of one that died (SIGKILL, OOM) still
 	 * run as their agents, with no timeout and no reader, and this one numbers commands
 	 * from 1 again. Before dialling, so no command of ours exists yet (docs/spawn.md). */

@@ -226,6 +226,11 @@ bool spawn_ctx_can_scope(const struct spawn_ctx *ctx, int *ret_why)
 	return ctx->scope == 0;
 }
 
+void spawn_ctx_disable_scope(struct spawn_ctx *ctx, int error)
+{
+	ctx->scope = -(error > 0 ? error : EPERM);
+}
+
 bool spawn_ctx_uses_openat2(const struct spawn_ctx *ctx)
 {
 	return !ctx->no_openat2;

@@ -219,6 +219,9 @@ const char *spawn_ctx_tree_control(const struct spawn_ctx *ctx);
 /* Whether commands can get the abstract-socket scope here (Landlock ABI >= 6), and the
  * errno of the probe when not (for the start-up log). */
 bool spawn_ctx_can_scope(const struct spawn_ctx *ctx, int *ret_why);
+/* From now on commands run with abstract sockets shared: what pistisd serve does when
+ * scope_probe_child finds landlock_restrict_self refused (error: its errno). */
+void spawn_ctx_disable_scope(struct spawn_ctx *ctx, int error);
 unsigned spawn_ctx_cgroup_features(const struct spawn_ctx *ctx);
 /* The agents' cgroup directory (<own>/pistis), -1 without cgroup v2; the ctx keeps it. */
 int spawn_ctx_cgroup_base_fd(const struct spawn_ctx *ctx);

@@ -117,6 +117,18 @@ bool fz_spawn_ctx_can_scope(const struct spawn_ctx *ctx, int *ret_why)
 	return true;
 }
 
+void fz_spawn_ctx_disable_scope(struct spawn_ctx *ctx, int error)
+{
+	(void)ctx;
+	(void)error;
+}
+
+/* No probe child per input (session_init runs for every one). */
+int fz_scope_probe_child(void)
+{
+	return 0;
+}
+
 int fz_spawn_start_async(struct spawn_ctx *ctx, const struct spawn_opts *o, struct spawn_proc **ret,
 			 struct spawn_error *err)
 {

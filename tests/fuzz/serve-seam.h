@@ -26,6 +26,8 @@ int fz_spawn_ctx_new(struct spawn_ctx **ret);
 void fz_spawn_ctx_free(struct spawn_ctx *ctx);
 int fz_spawn_ctx_cgroup_base_fd(const struct spawn_ctx *ctx);
 bool fz_spawn_ctx_can_scope(const struct spawn_ctx *ctx, int *ret_why);
+void fz_spawn_ctx_disable_scope(struct spawn_ctx *ctx, int error);
+int fz_scope_probe_child(void);
 int fz_spawn_start_async(struct spawn_ctx *ctx, const struct spawn_opts *opts,
 			 struct spawn_proc **ret, struct spawn_error *err);
 int fz_spawn_exec_poll(struct spawn_proc *p, int wait_ms, struct spawn_error *err);
@@ -52,6 +54,8 @@ int fz_send_pipe_choked(struct lws *wsi);
 #define spawn_ctx_free fz_spawn_ctx_free
 #define spawn_ctx_cgroup_base_fd fz_spawn_ctx_cgroup_base_fd
 #define spawn_ctx_can_scope fz_spawn_ctx_can_scope
+#define spawn_ctx_disable_scope fz_spawn_ctx_disable_scope
+#define scope_probe_child fz_scope_probe_child
 #define spawn_start_async fz_spawn_start_async
 #define spawn_exec_poll fz_spawn_exec_poll
 #define spawn_read fz_spawn_read

@@ -27,6 +27,7 @@
 #include "lib/tap.h"
 #include "pistisd/cgroup.h"
 #include "pistisd/privs.h"
+#include "pistisd/scope.h"
 #include "pistisd/seccomp-profile.h"
 #include "pistisd/spawn-child.h"
 #include "pistisd/spawn-vfork.h"
@@ -377,6 +378,7 @@ TEST(abstract_sockets_scoped_per_command)
 		spawn_ctx_free(ctx);
 		SKIP("no Landlock ABI 6 here (the fallback has its own test)");
 	}
+	EXPECT_EQ(scope_probe_child(), 0);
 	snprintf(rt, sizeof(rt), "%.*s/redteam-probe", (int)(strrchr(probe_path, '/') - probe_path),
 		 probe_path);
 	ASSERT_EQ(access(rt, X_OK), 0);
@@ -405,7 +407,8 @@ TEST(abstract_sockets_scoped_per_command)
 /* No Landlock (an old kernel, a container profile without landlock_*): commands run, with
  * abstract sockets shared, and say so. landlock_restrict_self refused in the child while
  * the parent's probe worked: the command does not run (fail closed), and the error names
- * the step. */
+ * the step; the probe child pistisd serve runs at start sees the refusal, and once the
+ * context is told, commands run shared. */
 TEST(abstract_scope_absent_or_refused)
 {
 	need_root_and_probe(_metadata);
@@ -439,9 +442,19 @@ TEST(abstract_scope_absent_or_refused)
 			if (!spawn_ctx_can_scope(ctx, NULL))
 				_exit(77); /* no ABI 6: nothing to refuse */
 			r = run(ctx, &o, &cap, &res, &err);
-			_exit(r >= 0						   ? 94
-			      : err.step != SPAWN_STEP_SCOPE || err.error != EPERM ? 95
-										   : 0);
+			if (r >= 0)
+				_exit(94);
+			if (err.step != SPAWN_STEP_SCOPE || err.error != EPERM)
+				_exit(95);
+			/* what pistisd serve does first: the probe child sees the refusal, and
+			 * commands then run shared instead of failing */
+			if (scope_probe_child() != -EPERM)
+				_exit(96);
+			spawn_ctx_disable_scope(ctx, EPERM);
+			r = run(ctx, &o, &cap, &res, &err);
+			if (r != 0 || res.exit_code != 0)
+				_exit(97);
+			_exit(strcmp(res.abstract_sockets, "shared") ? 98 : 0);
 		}
 		ASSERT_EQ(waitpid(pid, &st, 0), pid);
 		EXPECT_TRUE(WIFEXITED(st));
