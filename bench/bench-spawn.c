@@ -94,6 +94,7 @@ int main(int argc, char **argv)
 	struct spawn_ctx *ctx = NULL;
 	struct spawn_opts o = {0};
 	int r, vforked = 0, born_in_cgroup = 0;
+	const char *sockets = "?";
 
 	if (n <= 0 || !t)
 		return 100;
@@ -152,6 +153,7 @@ int main(int argc, char **argv)
 			return 111;
 		vforked += p->vforked;
 		born_in_cgroup += p->cloned_into_cgroup;
+		sockets = spawn_result(p)->abstract_sockets;
 		spawn_free(p);
 		t[i] = spawn_now_ns() - t0;
 		total += t[i];
@@ -159,8 +161,7 @@ int main(int argc, char **argv)
 	report(cg ? "spawn core (cgroup)" : "spawn core (pgid)", t, n, total);
 	printf("ratio mean spawn/posix_spawn = %.2f (tree control: %s; abstract sockets: %s; of %d "
 	       "spawns %d started vfork-style, %d born in their cgroup: docs/spawn.md)\n",
-	       (double)total / (double)plain, cg ? spawn_ctx_tree_control(ctx) : "pgid",
-	       spawn_ctx_can_scope(ctx, NULL) && !o.share_abstract_sockets ? "scoped" : "shared", n,
+	       (double)total / (double)plain, cg ? spawn_ctx_tree_control(ctx) : "pgid", sockets, n,
 	       vforked, born_in_cgroup);
 	spawn_ctx_free(ctx);
 	free(t);

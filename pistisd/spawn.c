@@ -479,7 +479,7 @@ static int start(struct spawn_ctx *ctx, const struct spawn_opts *o, struct spawn
 	sigset_t all, old;
 	int pidfd = -1, r;
 	enum spawn_step step = SPAWN_STEP_PARENT_SIDE;
-	bool into;
+	bool into, scoped = ctx->scope == 0 && !o->share_abstract_sockets;
 	pid_t pid;
 
 	*ret_err = (struct spawn_error){0};
@@ -502,8 +502,7 @@ static int start(struct spawn_ctx *ctx, const struct spawn_opts *o, struct spawn
 	p->opts_copy.envp = NULL;
 	p->opts_copy.cwd = NULL;
 	p->result.tree_control = "pgid";
-	p->result.abstract_sockets =
-		ctx->scope == 0 && !o->share_abstract_sockets ? "scoped" : "shared";
+	p->result.abstract_sockets = scoped ? "scoped" : "shared";
 
 	{
 		int fds[2];
@@ -608,7 +607,7 @@ static int start(struct spawn_ctx *ctx, const struct spawn_opts *o, struct spawn
 	set_rlimit(&a, RLIMIT_CORE, o->rlimits.core_allowed ? o->rlimits.core : 0);
 	a.last_cap = ctx->last_cap;
 	a.allow_setuid = o->allow_setuid;
-	a.scope_abstract = ctx->scope == 0 && !o->share_abstract_sockets;
+	a.scope_abstract = scoped;
 	a.bounding_keep =
 		o->allow_setuid ? (o->bounding_keep ? o->bounding_keep : SPAWN_SETUID_BOUNDING) : 0;
 	a.bpf.len = ctx->bpf.len;
