@@ -176,20 +176,23 @@ static int exec_search(const struct child_args *a)
 	return eacces ? -EACCES : -ENOENT;
 }
 
-/* The Landlock scope goes on right before the filter, on both paths: the filter may
- * forbid the landlock calls, and landlock_restrict_self needs no_new_privs or, with
- * allow_setuid, CAP_SYS_ADMIN, as seccomp does. */
-static int install_scope(const struct child_args *a)
+/* The Landlock scope, then the seccomp filter: at step 8 (allow_setuid) or 13. The scope
+ * first, as the filter may forbid the landlock calls; both need no_new_privs or, with
+ * allow_setuid, CAP_SYS_ADMIN. */
+static int confine(const struct child_args *a, enum spawn_step *ret_step)
 {
-	return a->scope_abstract ? scope_restrict_self() : 0;
-}
+	int r = a->scope_abstract ? scope_restrict_self() : 0;
 
-static int install_seccomp(const struct child_args *a)
-{
+	if (r < 0) {
+		*ret_step = SPAWN_STEP_SCOPE;
+		return r;
+	}
 	/* The BPF was compiled once at start-up; here it is one system call. TSYNC is not
 	 * needed: the child is a single thread. */
-	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &a->bpf) < 0)
+	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &a->bpf) < 0) {
+		*ret_step = SPAWN_STEP_SECCOMP;
 		return negative_errno();
+	}
 	return 0;
 }
 
@@ -337,12 +340,9 @@ int spawn_child_main(void *arg)
 	/* allow_setuid: no no_new_privs (it would stop sudo), so the filter goes on while we
 	 * still hold CAP_SYS_ADMIN, which lets a process install one without no_new_privs. */
 	if (a->allow_setuid) {
-		r = install_scope(a);
+		r = confine(a, &step);
 		if (r < 0)
-			fail(a, SPAWN_STEP_SCOPE, r);
-		r = install_seccomp(a);
-		if (r < 0)
-			fail(a, SPAWN_STEP_SECCOMP, r);
+			fail(a, step, r);
 	}
 
 	r = set_ids(a, &step);
@@ -378,12 +378,9 @@ int spawn_child_main(void *arg)
 		if (syscall(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
 		    syscall(SYS_prctl, PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1)
 			fail(a, SPAWN_STEP_NNP, errno ? errno : EIO);
-		r = install_scope(a);
+		r = confine(a, &step);
 		if (r < 0)
-			fail(a, SPAWN_STEP_SCOPE, r);
-		r = install_seccomp(a);
-		if (r < 0)
-			fail(a, SPAWN_STEP_SECCOMP, r);
+			fail(a, step, r);
 	}
 
 	/* No fd of pistisd's reaches the agent (runc CVE-2024-21626): everything from 3 up
