@@ -27,32 +27,35 @@
 #define CLONE_NEWTIME 0x00000080
 #endif
 
+/* Designated initializers: a field a macro does not name is zero (mask2 0: no second
+ * condition; nr 0: the name must resolve). */
 #define DENY(n)                                                                                    \
 	{                                                                                          \
-		n, SECCOMP_PROFILE_EPERM, -1, 0, 0, 0, 0                                           \
+		.name = n, .action = SECCOMP_PROFILE_EPERM, .argn = -1                             \
 	}
 #define NOSYS(n)                                                                                   \
 	{                                                                                          \
-		n, SECCOMP_PROFILE_ENOSYS, -1, 0, 0, 0, 0                                          \
+		.name = n, .action = SECCOMP_PROFILE_ENOSYS, .argn = -1                            \
 	}
 /* arg compared on its low 32 bits: the kernel reads an int/unsigned int, so junk in the
  * upper half must not dodge the rule. */
 /* A call libseccomp may not know by name: n is resolved first, nr used only if that fails. */
-#define DENY_NR(n, nr)                                                                             \
+#define DENY_NR(n, num)                                                                            \
 	{                                                                                          \
-		n, SECCOMP_PROFILE_EPERM, -1, 0, 0, 0, nr                                          \
+		.name = n, .action = SECCOMP_PROFILE_EPERM, .argn = -1, .nr = num                  \
 	}
 #define DENY_ARG32(n, a, v)                                                                        \
 	{                                                                                          \
-		n, SECCOMP_PROFILE_EPERM, a, 0xffffffffULL, v, 0, 0                                \
+		.name = n, .action = SECCOMP_PROFILE_EPERM, .argn = a, .mask = 0xffffffffULL,      \
+		.value = v                                                                         \
 	}
 #define DENY_FLAG(n, a, f)                                                                         \
 	{                                                                                          \
-		n, SECCOMP_PROFILE_EPERM, a, f, f, 0, 0                                            \
+		.name = n, .action = SECCOMP_PROFILE_EPERM, .argn = a, .mask = f, .value = f       \
 	}
 #define DENY_GT(n, a, v)                                                                           \
 	{                                                                                          \
-		n, SECCOMP_PROFILE_EPERM, a, 0, v, 1, 0                                            \
+		.name = n, .action = SECCOMP_PROFILE_EPERM, .argn = a, .value = v, .gt = 1         \
 	}
 
 /* Socket families other than AF_UNIX (1), AF_INET (2), AF_INET6 (10), AF_NETLINK (16):
@@ -64,6 +67,45 @@
 		DENY_ARG32(n, 0, 9), DENY_ARG32(n, 0, 11), DENY_ARG32(n, 0, 12),                   \
 		DENY_ARG32(n, 0, 13), DENY_ARG32(n, 0, 14), DENY_ARG32(n, 0, 15),                  \
 		DENY_GT(n, 0, 16)
+
+/* socket(2) of AF_INET or AF_INET6 for any protocol but IP's default (0), ICMP (1), TCP
+ * (6), UDP (17), ICMPv6 (58), UDP-Lite (136) and MPTCP (262). An unprivileged socket() of
+ * any other protocol makes the kernel load its module where it is not built in
+ * (request_module "net-pf-2-proto-N"), and the rarely used ones have a record of local
+ * privilege escalations: DCCP (CVE-2017-6074), SCTP (CVE-2019-8956, CVE-2021-23133), L2TP
+ * (CVE-2016-10200), and IPPROTO_SMC (256) makes an SMC socket since 6.11. The complement
+ * of the allowed set, per family: arg2 > 262 (the whole 64-bit value, so junk in the upper
+ * half is EPERM too), and each gap between allowed values as aligned blocks, compared on
+ * the low 32 bits (what the kernel reads): [2,5] [7,16] [18,57] [59,135] [137,261].
+ * test-spawn inet_protocols_only_the_common_ones tries every value up to 1023, junk in
+ * the upper half and random ones against that definition. A protocol of 0 never loads a
+ * module (there is no "proto-0" alias), whatever the type. */
+#define INET_PROTO_BLOCK(fam, base, size)                                                          \
+	{                                                                                          \
+		.name = "socket", .action = SECCOMP_PROFILE_EPERM, .argn = 2,                      \
+		.mask = 0xffffffffULL & ~((size)-1ULL), .value = base, .mask2 = 0xffffffffULL,     \
+		.value2 = fam                                                                      \
+	}
+#define DENY_INET_PROTOCOLS(fam)                                                                   \
+	{.name = "socket",                                                                         \
+	 .action = SECCOMP_PROFILE_EPERM,                                                          \
+	 .argn = 2,                                                                                \
+	 .value = 262,                                                                             \
+	 .gt = 1,                                                                                  \
+	 .mask2 = 0xffffffffULL,                                                                   \
+	 .value2 = fam},                                                                           \
+		INET_PROTO_BLOCK(fam, 2, 2), INET_PROTO_BLOCK(fam, 4, 2),                          \
+		INET_PROTO_BLOCK(fam, 7, 1), INET_PROTO_BLOCK(fam, 8, 8),                          \
+		INET_PROTO_BLOCK(fam, 16, 1), INET_PROTO_BLOCK(fam, 18, 2),                        \
+		INET_PROTO_BLOCK(fam, 20, 4), INET_PROTO_BLOCK(fam, 24, 8),                        \
+		INET_PROTO_BLOCK(fam, 32, 16), INET_PROTO_BLOCK(fam, 48, 8),                       \
+		INET_PROTO_BLOCK(fam, 56, 2), INET_PROTO_BLOCK(fam, 59, 1),                        \
+		INET_PROTO_BLOCK(fam, 60, 4), INET_PROTO_BLOCK(fam, 64, 64),                       \
+		INET_PROTO_BLOCK(fam, 128, 8), INET_PROTO_BLOCK(fam, 137, 1),                      \
+		INET_PROTO_BLOCK(fam, 138, 2), INET_PROTO_BLOCK(fam, 140, 4),                      \
+		INET_PROTO_BLOCK(fam, 144, 16), INET_PROTO_BLOCK(fam, 160, 32),                    \
+		INET_PROTO_BLOCK(fam, 192, 64), INET_PROTO_BLOCK(fam, 256, 4),                     \
+		INET_PROTO_BLOCK(fam, 260, 2)
 
 /* personality(2): only the personas Docker's default profile allows: PER_LINUX (0x0),
  * PER_LINUX32 (0x8), UNAME26 (0x20000), both (0x20008) and the query 0xffffffff; anything
@@ -83,12 +125,13 @@
  * the compiled filter on every one-, two- and three-bit value and 10^6 random ones. */
 #define PERSONA_RUN_END(i)                                                                         \
 	{                                                                                          \
-		"personality", SECCOMP_PROFILE_EPERM, 0,                                           \
-			(1ULL << (i)) | (1ULL << (((i) + 1) % 32)), 1ULL << (i), 0, 0              \
+		.name = "personality", .action = SECCOMP_PROFILE_EPERM, .argn = 0,                 \
+		.mask = (1ULL << (i)) | (1ULL << (((i) + 1) % 32)), .value = 1ULL << (i)           \
 	}
 #define PERSONA_LONG_RUN_END(i)                                                                    \
 	{                                                                                          \
-		"personality", SECCOMP_PROFILE_EPERM, 0, 7ULL << ((i)-1), 3ULL << ((i)-1), 0, 0    \
+		.name = "personality", .action = SECCOMP_PROFILE_EPERM, .argn = 0,                 \
+		.mask = 7ULL << ((i)-1), .value = 3ULL << ((i)-1)                                  \
 	}
 #define DENY_PERSONAS                                                                              \
 	DENY_GT("personality", 0, 0xffffffffULL), PERSONA_RUN_END(0), PERSONA_RUN_END(1),          \
@@ -177,6 +220,8 @@ const struct seccomp_profile_rule seccomp_profile_rules[] = {
 	DENY_ARG32("ioctl", 1, TIOCLINUX),
 	DENY_FAMILIES("socket"),
 	DENY_FAMILIES("socketpair"),
+	DENY_INET_PROTOCOLS(AF_INET),
+	DENY_INET_PROTOCOLS(AF_INET6),
 	DENY_PERSONAS,
 };
 const size_t seccomp_profile_n_rules = ELEMENTSOF(seccomp_profile_rules);
@@ -202,13 +247,21 @@ static int add_rule(scmp_filter_ctx ctx, const struct seccomp_profile_rule *r)
 	action = SCMP_ACT_ERRNO(r->action == SECCOMP_PROFILE_ENOSYS ? ENOSYS : EPERM);
 	if (r->argn < 0)
 		return seccomp_rule_add_exact(ctx, action, nr, 0);
-	struct scmp_arg_cmp cmp = {
-		.arg = (unsigned)r->argn,
-		.op = r->gt ? SCMP_CMP_GT : SCMP_CMP_MASKED_EQ,
-		.datum_a = r->gt ? r->value : r->mask,
-		.datum_b = r->gt ? 0 : r->value,
+	struct scmp_arg_cmp cmp[2] = {
+		{
+			.arg = (unsigned)r->argn,
+			.op = r->gt ? SCMP_CMP_GT : SCMP_CMP_MASKED_EQ,
+			.datum_a = r->gt ? r->value : r->mask,
+			.datum_b = r->gt ? 0 : r->value,
+		},
+		{
+			.arg = (unsigned)r->argn2,
+			.op = SCMP_CMP_MASKED_EQ,
+			.datum_a = r->mask2,
+			.datum_b = r->value2,
+		},
 	};
-	return seccomp_rule_add_exact_array(ctx, action, nr, 1, &cmp);
+	return seccomp_rule_add_exact_array(ctx, action, nr, r->mask2 ? 2 : 1, cmp);
 }
 
 int seccomp_profile_compile(struct seccomp_profile_bpf *ret)

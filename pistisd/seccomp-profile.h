@@ -47,6 +47,11 @@ struct seccomp_profile_rule {
 	 * architecture since 5.1 (asm-generic/unistd.h), except the ones with an offset
 	 * (alpha, mips, ia64), where the number is not used. */
 	int nr;
+	/* Optional second condition, ANDed with the first: (arg[argn2] & mask2) == value2.
+	 * mask2 == 0: none (the entries above leave these three zero). */
+	int argn2;
+	unsigned long long mask2;
+	unsigned long long value2;
 };
 extern const struct seccomp_profile_rule seccomp_profile_rules[];
 extern const size_t seccomp_profile_n_rules;

@@ -168,6 +168,12 @@ static void syscalls(void)
 	S("socket.AF_BLUETOOTH", SYS_socket, 31, -1, 0);
 	S("socket.AF_UNSPEC", SYS_socket, 0, -1, 0);
 	S("socket.AF_INET_hi", SYS_socket, 0x100000002UL, -1, 0);
+	/* Protocols: the type is invalid (EINVAL when allowed), so nothing is created. */
+	S("socket.AF_INET_TCP", SYS_socket, AF_INET, -1, 6);
+	S("socket.AF_INET6_UDP", SYS_socket, AF_INET6, -1, 17);
+	S("socket.AF_INET_SCTP", SYS_socket, AF_INET, -1, 132);
+	S("socket.AF_INET6_DCCP", SYS_socket, AF_INET6, -1, 33);
+	S("socket.AF_INET_SMC", SYS_socket, AF_INET, -1, 256);
 	S("socketpair.AF_PACKET", SYS_socketpair, AF_PACKET, -1, 0, NULL);
 	S("dup.badfd", SYS_dup, -1);
 	/* Only Docker's personas: the query and PER_LINUX32 pass (set back to PER_LINUX). */

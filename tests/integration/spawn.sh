@@ -34,12 +34,13 @@ for kind in debian musl; do
 	is "$kind: HOME from the builder" "$(echo "$out" | field env.HOME)" "$(echo "$out" | field cwd)"
 	unlike "$kind: nothing of ours leaks into env" "$out" '^env\.(PISTIS|SUDO|LD_)'
 	like "$kind: cgroup per command" "$(echo "$out" | field cgroup)" '^/.*pistis/pi-agent-[0-9a-f]{8}/cmd-'
-	for sc in unshare mount keyctl ptrace bpf ioctl.TIOCSTI ioctl.TIOCSTI_hi socket.AF_PACKET clone.NEWUSER; do
+	for sc in unshare mount keyctl ptrace bpf ioctl.TIOCSTI ioctl.TIOCSTI_hi socket.AF_PACKET socket.AF_INET_SCTP clone.NEWUSER; do
 		is "$kind: $sc filtered" "$(echo "$out" | field sc.$sc)" EPERM
 	done
 	is "$kind: io_uring ENOSYS" "$(echo "$out" | field sc.io_uring_setup)" ENOSYS
 	is "$kind: clone3 ENOSYS" "$(echo "$out" | field sc.clone3)" ENOSYS
 	is "$kind: AF_INET allowed" "$(echo "$out" | field sc.socket.AF_INET)" EINVAL
+	is "$kind: TCP allowed" "$(echo "$out" | field sc.socket.AF_INET_TCP)" EINVAL
 	is "$kind: x32 killed" "$(run -- $PROBE x32 | field x32)" "killed:31"
 	# A kernel without a 32-bit entry (int 0x80 raises #GP, SIGSEGV, with no filter at
 	# all) gets the same SIGSEGV in the sandbox; test-spawn checks the filter's i386

@@ -585,6 +585,9 @@ TEST(seccomp_table_as_root)
 					    "socket.AF_BLUETOOTH",
 					    "socket.AF_UNSPEC",
 					    "socket.AF_INET_hi",
+					    "socket.AF_INET_SCTP",
+					    "socket.AF_INET6_DCCP",
+					    "socket.AF_INET_SMC",
 					    "socketpair.AF_PACKET",
 					    "personality.ADDR_NO_RANDOMIZE",
 					    "personality.READ_IMPLIES_EXEC",
@@ -593,9 +596,10 @@ TEST(seccomp_table_as_root)
 	static const char *const enosys[] = {"io_uring_setup", "io_uring_enter",
 					     "io_uring_register", "clone3"};
 	static const char *const allowed[] = {
-		"clone.plain",	  "ioctl.TCGETS",      "socket.AF_UNIX",
-		"socket.AF_INET", "socket.AF_INET6",   "socket.AF_NETLINK",
-		"dup.badfd",	  "personality.query", "personality.LINUX32"};
+		"clone.plain",	      "ioctl.TCGETS",	    "socket.AF_UNIX",
+		"socket.AF_INET",     "socket.AF_INET6",    "socket.AF_NETLINK",
+		"dup.badfd",	      "personality.query",  "personality.LINUX32",
+		"socket.AF_INET_TCP", "socket.AF_INET6_UDP"};
 
 	need_root_and_probe(_metadata);
 	seccomp_profile_load(&bpf);
@@ -649,59 +653,151 @@ static int persona_try(unsigned long long v, unsigned long long *ret_bad)
 	return 0;
 }
 
-TEST_TIMEOUT(personality_only_dockers_values, 120)
+/* Run try_all in a child under the embedded filter (no_new_privs, then the program) and
+ * return its verdict: 0 when every value it tried got what the plain definition says, else
+ * the first value that did not in *ret_bad. Exit 3: the filter could not be installed. */
+static int in_filtered_child(struct tap_metadata *_metadata,
+			     int (*try_all)(unsigned long long *ret_bad),
+			     unsigned long long *ret_bad)
 {
 	struct seccomp_profile_bpf bpf = {0};
 	int pfd[2], st;
-	unsigned long long bad = 0;
 	pid_t pid;
 
-	if (sizeof(long) < 8)
-		SKIP("the upper-half cases need a 64-bit long");
+	*ret_bad = 0;
 	seccomp_profile_load(&bpf);
-	ASSERT_EQ(pipe2(pfd, O_CLOEXEC), 0);
+	if (pipe2(pfd, O_CLOEXEC) < 0)
+		return -1;
 	pid = fork();
-	ASSERT_GE(pid, 0);
+	if (pid < 0)
+		return -1;
 	if (pid == 0) {
 		struct sock_fprog prog = {.len = bpf.len,
 					  .filter = (struct sock_filter *)bpf.insns};
-		static const unsigned long long ok[] = {0, 0x8, 0x20000, 0x20008, 0xffffffffULL};
-		unsigned long long x = 0x9e3779b97f4a7c15ULL;
-		int r = 0;
+		unsigned long long bad = 0;
+		int r;
 
 		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
 		    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0)
 			_exit(3);
-		for (int a = 0; a < 32 && r == 0; a++)
-			for (int b = a; b < 32 && r == 0; b++)
-				for (int c = b; c < 32 && r == 0; c++)
-					r = persona_try((1ULL << a) | (1ULL << b) | (1ULL << c),
-							&bad);
-		for (size_t i = 0; i < ELEMENTSOF(ok) && r == 0; i++) {
-			r = persona_try(ok[i], &bad);
-			for (int b = 0; b < 64 && r == 0; b++)
-				r = persona_try(ok[i] ^ (1ULL << b), &bad);
-			if (r == 0)
-				r = persona_try(ok[i] | 0xffffffff00000000ULL, &bad);
-		}
-		for (int i = 0; i < 1000000 && r == 0; i++) {
-			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-			r = persona_try(i & 1 ? x & 0xffffffffULL : x, &bad);
-		}
-		if (r == 0)
-			r = persona_try(0xffffffffULL, &bad);
+		r = try_all(&bad);
 		if (write(pfd[1], &bad, sizeof(bad)) != sizeof(bad))
 			_exit(4);
 		_exit(r == 0 ? 0 : 1);
 	}
 	close(pfd[1]);
-	EXPECT_EQ(read(pfd[0], &bad, sizeof(bad)), (ssize_t)sizeof(bad));
+	EXPECT_EQ(read(pfd[0], ret_bad, sizeof(*ret_bad)), (ssize_t)sizeof(*ret_bad));
 	close(pfd[0]);
-	ASSERT_EQ(waitpid(pid, &st, 0), pid);
+	if (waitpid(pid, &st, 0) != pid)
+		return -1;
+	return st;
+}
+
+static int persona_try_all(unsigned long long *bad)
+{
+	static const unsigned long long ok[] = {0, 0x8, 0x20000, 0x20008, 0xffffffffULL};
+	unsigned long long x = 0x9e3779b97f4a7c15ULL;
+	int r = 0;
+
+	for (int a = 0; a < 32 && r == 0; a++)
+		for (int b = a; b < 32 && r == 0; b++)
+			for (int c = b; c < 32 && r == 0; c++)
+				r = persona_try((1ULL << a) | (1ULL << b) | (1ULL << c), bad);
+	for (size_t i = 0; i < ELEMENTSOF(ok) && r == 0; i++) {
+		r = persona_try(ok[i], bad);
+		for (int b = 0; b < 64 && r == 0; b++)
+			r = persona_try(ok[i] ^ (1ULL << b), bad);
+		if (r == 0)
+			r = persona_try(ok[i] | 0xffffffff00000000ULL, bad);
+	}
+	for (int i = 0; i < 1000000 && r == 0; i++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		r = persona_try(i & 1 ? x & 0xffffffffULL : x, bad);
+	}
+	if (r == 0)
+		r = persona_try(0xffffffffULL, bad);
+	return r;
+}
+
+TEST_TIMEOUT(personality_only_dockers_values, 120)
+{
+	unsigned long long bad = 0;
+	int st;
+
+	if (sizeof(long) < 8)
+		SKIP("the upper-half cases need a 64-bit long");
+	st = in_filtered_child(_metadata, persona_try_all, &bad);
 	if (st != 0)
 		tap_report(__FILE__, __LINE__, "personality(0x%llx): %s", bad,
 			   persona_allowed(bad) ? "refused, Docker allows it" : "allowed");
 	EXPECT_EQ(st, 0);
+}
+
+/* socket(2) of AF_INET and AF_INET6 under the embedded filter: only the protocols of the
+ * profile's allow list pass (0, ICMP, TCP, UDP, ICMPv6, UDP-Lite, MPTCP), every other is
+ * EPERM, whatever junk rides in the upper half; other families' protocols are not looked
+ * at. The type is invalid (-1), so a call the filter lets through fails with EINVAL before
+ * the kernel looks at the protocol: no socket is made and no module is loaded here. */
+static bool inet_protocol_allowed(unsigned long long v)
+{
+	return v == 0 || v == 1 || v == 6 || v == 17 || v == 58 || v == 136 || v == 262;
+}
+
+static int inet_try(int family, unsigned long long v, unsigned long long *ret_bad)
+{
+	long r = syscall(SYS_socket, (unsigned long)family, -1L, (unsigned long)v);
+	bool denied = r < 0 && errno == EPERM;
+
+	if (r >= 0)
+		close((int)r);
+	if ((r < 0 && !denied && errno != EINVAL) || r >= 0)
+		return (*ret_bad = v), -1;
+	/* AF_UNIX, AF_NETLINK: the protocol is the kernel's business, never the filter's. */
+	if (family != AF_INET && family != AF_INET6)
+		return denied ? ((*ret_bad = v), -1) : 0;
+	if (denied == inet_protocol_allowed(v))
+		return (*ret_bad = v), -1;
+	return 0;
+}
+
+static int inet_family; /* the family inet_try_all tries, set before each child */
+
+static int inet_try_all(unsigned long long *bad)
+{
+	unsigned long long x = 0x2545f4914f6cdd1dULL;
+	int r = 0;
+
+	for (unsigned long long v = 0; v < 1024 && r == 0; v++)
+		r = inet_try(inet_family, v, bad);
+	for (int b = 0; b < 64 && r == 0; b++) {
+		r = inet_try(inet_family, 1ULL << b, bad);
+		if (r == 0) /* TCP with junk above bit 31 */
+			r = inet_try(inet_family, 6 | (1ULL << (32 + b % 32)), bad);
+	}
+	for (int i = 0; i < 20000 && r == 0; i++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		r = inet_try(inet_family, i & 1 ? x & 0xffffffffULL : x, bad);
+	}
+	return r;
+}
+
+TEST(inet_protocols_only_the_common_ones)
+{
+	static const int families[] = {AF_INET, AF_INET6, AF_UNIX, AF_NETLINK};
+	unsigned long long bad = 0;
+
+	if (sizeof(long) < 8)
+		SKIP("the upper-half cases need a 64-bit long");
+	for (size_t i = 0; i < ELEMENTSOF(families); i++) {
+		int st;
+
+		inet_family = families[i];
+		st = in_filtered_child(_metadata, inet_try_all, &bad);
+		if (st != 0)
+			tap_report(__FILE__, __LINE__, "socket(%d, -1, 0x%llx): %s", inet_family,
+				   bad, st == 256 ? "wrong answer" : "child failed");
+		EXPECT_EQ(st, 0);
+	}
 }
 
 static void expect_killed(struct tap_metadata *_metadata, const char *mode, int sig)
