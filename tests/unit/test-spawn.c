@@ -2280,7 +2280,7 @@ TEST_TIMEOUT(vfork_child_stopped_holds_nothing_and_is_out_of_reach, 120)
 	struct spawn_opts o;
 	struct spawn_proc *p = NULL, *q = NULL;
 	struct spawn_error err;
-	static char path_env[16384];
+	static char path_env[65536];
 	char *argv[] = {"probe", "exit", "0", NULL}, *argv3[] = {probe_path, "exit", "3", NULL};
 	char *envp[] = {NULL, NULL};
 	bool caught = false, again = false;
@@ -2289,14 +2289,16 @@ TEST_TIMEOUT(vfork_child_stopped_holds_nothing_and_is_out_of_reach, 120)
 	need_root_and_probe(_metadata);
 	ctx = ctx_or_die(_metadata);
 	base_opts(&o, argv);
-	/* A long way to its execve: the probe found by name after 400 PATH entries that
-	 * do not exist (each one an execve failing with ENOENT, after every other step). */
+	/* A long way to its execve: the probe found by name after 3,000 PATH entries that
+	 * do not exist (each one an execve failing with ENOENT, after every other step).
+	 * 400 left a window too short to hit with another process on the second CPU: the
+	 * child was stopped before its id change or after its execve in all 200 tries. */
 	{
 		size_t n = 0;
 		char *slash = strrchr(probe_path, '/');
 
 		n += (size_t)snprintf(path_env + n, sizeof(path_env) - n, "PATH=");
-		for (int i = 0; i < 400; i++)
+		for (int i = 0; i < 3000; i++)
 			n += (size_t)snprintf(path_env + n, sizeof(path_env) - n,
 					      "/nonexistent/%d:", i);
 		snprintf(path_env + n, sizeof(path_env) - n, "%.*s", (int)(slash - probe_path),
@@ -2319,7 +2321,7 @@ TEST_TIMEOUT(vfork_child_stopped_holds_nothing_and_is_out_of_reach, 120)
 		ASSERT_EQ(spawn_start_async(ctx, &o, &p, &err), 0);
 		if (p->vforked) {
 			t0 = spawn_now_ns();
-			while (spawn_now_ns() - t0 < (uint64_t)(i % 10) * 100000u)
+			while (spawn_now_ns() - t0 < (uint64_t)(i % 40) * 100000u)
 				;
 			(void)kill(p->pid, SIGSTOP);
 			for (int k = 0; k < 100 && proc_state(p->pid) != 'T'; k++)
