@@ -218,6 +218,12 @@ const struct seccomp_profile_rule seccomp_profile_rules[] = {
 	/* Terminal input injection (CVE-2017-5226) and console control. */
 	DENY_ARG32("ioctl", 1, TIOCSTI),
 	DENY_ARG32("ioctl", 1, TIOCLINUX),
+	/* Line disciplines: any user may attach one to a terminal it holds (its own pty),
+	 * which loads the module where it is not built in (dev.tty.ldisc_autoload) and puts
+	 * rarely used kernel code under the agent's control: n_hdlc (CVE-2017-2636), slcan
+	 * (CVE-2020-14416), n_gsm (CVE-2023-6546). Nothing an agent builds software with
+	 * changes the line discipline; the argument is a pointer, so TIOCSETD goes whole. */
+	DENY_ARG32("ioctl", 1, TIOCSETD),
 	DENY_FAMILIES("socket"),
 	DENY_FAMILIES("socketpair"),
 	DENY_INET_PROTOCOLS(AF_INET),

@@ -156,6 +156,8 @@ static void syscalls(void)
 	S("ioctl.TIOCSTI", SYS_ioctl, -1, TIOCSTI, NULL);
 	S("ioctl.TIOCSTI_hi", SYS_ioctl, -1, 0x100000000UL | TIOCSTI, NULL);
 	S("ioctl.TIOCLINUX", SYS_ioctl, -1, TIOCLINUX, NULL);
+	S("ioctl.TIOCSETD", SYS_ioctl, -1, TIOCSETD, NULL);
+	S("ioctl.TIOCGETD", SYS_ioctl, -1, TIOCGETD, NULL);
 	S("ioctl.TCGETS", SYS_ioctl, -1, TCGETS, NULL);
 	S("socket.AF_UNIX", SYS_socket, AF_UNIX, -1, 0);
 	S("socket.AF_INET", SYS_socket, AF_INET, -1, 0);

@@ -335,6 +335,13 @@ static int mode_seccomp(void)
 									       : "ok");
 	printf("ioctl.TIOCLINUX_hi=%s\n",
 	       syscall(SYS_ioctl, 0, (0x1ULL << 32) | TIOCLINUX, "\x06") < 0 ? ename(errno) : "ok");
+	{
+		/* Past NR_LDISCS: EINVAL where allowed, so a broken filter loads nothing here. */
+		int ldisc = 999;
+		printf("ioctl.TIOCSETD_hi=%s\n",
+		       syscall(SYS_ioctl, 0, (0x7ULL << 32) | TIOCSETD, &ldisc) < 0 ? ename(errno)
+										    : "ok");
+	}
 	/* clone with CLONE_NEWUSER and junk high bits: denied before the kernel sees it. */
 	{
 		long r = syscall(SYS_clone, (0xffULL << 40) | CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0);

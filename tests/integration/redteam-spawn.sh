@@ -134,6 +134,7 @@ is "socketpair(AF_PACKET) filtered" "$(echo "$out" | field socketpair.AF_PACKET)
 is "socketpair(AF_VSOCK, upper bits) filtered" "$(echo "$out" | field socketpair.AF_VSOCK_hi)" EPERM
 is "ioctl TIOCSTI with upper bits filtered" "$(echo "$out" | field ioctl.TIOCSTI_hi)" EPERM
 is "ioctl TIOCLINUX with upper bits filtered" "$(echo "$out" | field ioctl.TIOCLINUX_hi)" EPERM
+is "ioctl TIOCSETD with upper bits filtered" "$(echo "$out" | field ioctl.TIOCSETD_hi)" EPERM
 is "clone(CLONE_NEWUSER | upper bits) filtered" "$(echo "$out" | field clone.NEWUSER_hi)" EPERM
 is "unshare(CLONE_NEWUSER) filtered" "$(echo "$out" | field unshare.NEWUSER)" EPERM
 is "pidfd_getfd filtered" "$(echo "$out" | field pidfd_getfd)" EPERM
@@ -162,6 +163,7 @@ mkdir -p "$R/dev/pts" && mount -t devpts -o newinstance,ptmxmode=0666,mode=0620 
 out=$(run --agent rt/a --pty -- $RT seccomp </dev/null 2>&1)
 is "TIOCSTI with upper bits on its own pty filtered" "$(echo "$out" | field ioctl.TIOCSTI_hi)" EPERM
 is "TIOCLINUX with upper bits on its own pty filtered" "$(echo "$out" | field ioctl.TIOCLINUX_hi)" EPERM
+is "TIOCSETD with upper bits on its own pty filtered" "$(echo "$out" | field ioctl.TIOCSETD_hi)" EPERM
 
 # --- 6. working directory escapes ---------------------------------------------------------
 HOME_A=$(run --agent rt/a -- /bin/pwd)

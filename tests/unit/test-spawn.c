@@ -578,6 +578,7 @@ TEST(seccomp_table_as_root)
 					    "ioctl.TIOCSTI",
 					    "ioctl.TIOCSTI_hi",
 					    "ioctl.TIOCLINUX",
+					    "ioctl.TIOCSETD",
 					    "socket.AF_PACKET",
 					    "socket.AF_KEY",
 					    "socket.AF_ALG",
@@ -596,10 +597,10 @@ TEST(seccomp_table_as_root)
 	static const char *const enosys[] = {"io_uring_setup", "io_uring_enter",
 					     "io_uring_register", "clone3"};
 	static const char *const allowed[] = {
-		"clone.plain",	      "ioctl.TCGETS",	    "socket.AF_UNIX",
-		"socket.AF_INET",     "socket.AF_INET6",    "socket.AF_NETLINK",
-		"dup.badfd",	      "personality.query",  "personality.LINUX32",
-		"socket.AF_INET_TCP", "socket.AF_INET6_UDP"};
+		"clone.plain",	      "ioctl.TCGETS",	     "socket.AF_UNIX",
+		"socket.AF_INET",     "socket.AF_INET6",     "socket.AF_NETLINK",
+		"dup.badfd",	      "personality.query",   "personality.LINUX32",
+		"socket.AF_INET_TCP", "socket.AF_INET6_UDP", "ioctl.TIOCGETD"};
 
 	need_root_and_probe(_metadata);
 	seccomp_profile_load(&bpf);
