@@ -77,10 +77,12 @@
  * of the allowed set, per family: arg2 > 262 (the whole 64-bit value, so junk in the upper
  * half is EPERM too), and each gap between allowed values as aligned blocks, compared on
  * the low 32 bits (what the kernel reads): [2,5] [7,16] [18,57] [59,135] [137,261].
- * test-spawn inet_protocols_only_the_common_ones tries every value up to 1023, junk in
+ * test-spawn socket_protocols_only_the_common_ones tries every value up to 1023, junk in
  * the upper half and random ones against that definition. A protocol of 0 never loads a
  * module (there is no "proto-0" alias), whatever the type. */
-#define INET_PROTO_BLOCK(fam, base, size)                                                          \
+/* socket(fam, *, protocol) with protocol in [base, base + size), size a power of two and
+ * base a multiple of it, compared on the low 32 bits of both. */
+#define PROTO_BLOCK(fam, base, size)                                                               \
 	{                                                                                          \
 		.name = "socket", .action = SECCOMP_PROFILE_EPERM, .argn = 2,                      \
 		.mask = 0xffffffffULL & ~((size)-1ULL), .value = base, .mask2 = 0xffffffffULL,     \
@@ -94,18 +96,34 @@
 	 .gt = 1,                                                                                  \
 	 .mask2 = 0xffffffffULL,                                                                   \
 	 .value2 = fam},                                                                           \
-		INET_PROTO_BLOCK(fam, 2, 2), INET_PROTO_BLOCK(fam, 4, 2),                          \
-		INET_PROTO_BLOCK(fam, 7, 1), INET_PROTO_BLOCK(fam, 8, 8),                          \
-		INET_PROTO_BLOCK(fam, 16, 1), INET_PROTO_BLOCK(fam, 18, 2),                        \
-		INET_PROTO_BLOCK(fam, 20, 4), INET_PROTO_BLOCK(fam, 24, 8),                        \
-		INET_PROTO_BLOCK(fam, 32, 16), INET_PROTO_BLOCK(fam, 48, 8),                       \
-		INET_PROTO_BLOCK(fam, 56, 2), INET_PROTO_BLOCK(fam, 59, 1),                        \
-		INET_PROTO_BLOCK(fam, 60, 4), INET_PROTO_BLOCK(fam, 64, 64),                       \
-		INET_PROTO_BLOCK(fam, 128, 8), INET_PROTO_BLOCK(fam, 137, 1),                      \
-		INET_PROTO_BLOCK(fam, 138, 2), INET_PROTO_BLOCK(fam, 140, 4),                      \
-		INET_PROTO_BLOCK(fam, 144, 16), INET_PROTO_BLOCK(fam, 160, 32),                    \
-		INET_PROTO_BLOCK(fam, 192, 64), INET_PROTO_BLOCK(fam, 256, 4),                     \
-		INET_PROTO_BLOCK(fam, 260, 2)
+		PROTO_BLOCK(fam, 2, 2), PROTO_BLOCK(fam, 4, 2), PROTO_BLOCK(fam, 7, 1),            \
+		PROTO_BLOCK(fam, 8, 8), PROTO_BLOCK(fam, 16, 1), PROTO_BLOCK(fam, 18, 2),          \
+		PROTO_BLOCK(fam, 20, 4), PROTO_BLOCK(fam, 24, 8), PROTO_BLOCK(fam, 32, 16),        \
+		PROTO_BLOCK(fam, 48, 8), PROTO_BLOCK(fam, 56, 2), PROTO_BLOCK(fam, 59, 1),         \
+		PROTO_BLOCK(fam, 60, 4), PROTO_BLOCK(fam, 64, 64), PROTO_BLOCK(fam, 128, 8),       \
+		PROTO_BLOCK(fam, 137, 1), PROTO_BLOCK(fam, 138, 2), PROTO_BLOCK(fam, 140, 4),      \
+		PROTO_BLOCK(fam, 144, 16), PROTO_BLOCK(fam, 160, 32), PROTO_BLOCK(fam, 192, 64),   \
+		PROTO_BLOCK(fam, 256, 4), PROTO_BLOCK(fam, 260, 2)
+
+/* socket(AF_NETLINK, *, protocol) likewise (request_module "net-pf-16-proto-N"): only
+ * NETLINK_ROUTE (0: ip, glibc's getaddrinfo), USERSOCK (2), SOCK_DIAG (4: ss), SELINUX
+ * (7), AUDIT (9: sudo and PAM log there), KOBJECT_UEVENT (15: udev monitors) and GENERIC
+ * (16). The others are administration (ISCSI 8 and SCSITRANSPORT 18: CVE-2021-27365, an
+ * unprivileged heap overflow in the autoloaded iSCSI transport; NETFILTER 12, XFRM 6,
+ * RDMA 20, CRYPTO 21, SMC 22, CONNECTOR 11) or gone from the kernel. Complement: > 16,
+ * and 1, 3, 5, 6, 8, [10,11], [12,13], 14. */
+#define DENY_NETLINK_PROTOCOLS                                                                     \
+	{.name = "socket",                                                                         \
+	 .action = SECCOMP_PROFILE_EPERM,                                                          \
+	 .argn = 2,                                                                                \
+	 .value = 16,                                                                              \
+	 .gt = 1,                                                                                  \
+	 .mask2 = 0xffffffffULL,                                                                   \
+	 .value2 = AF_NETLINK},                                                                    \
+		PROTO_BLOCK(AF_NETLINK, 1, 1), PROTO_BLOCK(AF_NETLINK, 3, 1),                      \
+		PROTO_BLOCK(AF_NETLINK, 5, 1), PROTO_BLOCK(AF_NETLINK, 6, 1),                      \
+		PROTO_BLOCK(AF_NETLINK, 8, 1), PROTO_BLOCK(AF_NETLINK, 10, 2),                     \
+		PROTO_BLOCK(AF_NETLINK, 12, 2), PROTO_BLOCK(AF_NETLINK, 14, 1)
 
 /* personality(2): only the personas Docker's default profile allows: PER_LINUX (0x0),
  * PER_LINUX32 (0x8), UNAME26 (0x20000), both (0x20008) and the query 0xffffffff; anything
@@ -228,6 +246,7 @@ const struct seccomp_profile_rule seccomp_profile_rules[] = {
 	DENY_FAMILIES("socketpair"),
 	DENY_INET_PROTOCOLS(AF_INET),
 	DENY_INET_PROTOCOLS(AF_INET6),
+	DENY_NETLINK_PROTOCOLS,
 	DENY_PERSONAS,
 };
 const size_t seccomp_profile_n_rules = ELEMENTSOF(seccomp_profile_rules);

@@ -176,6 +176,8 @@ static void syscalls(void)
 	S("socket.AF_INET_SCTP", SYS_socket, AF_INET, -1, 132);
 	S("socket.AF_INET6_DCCP", SYS_socket, AF_INET6, -1, 33);
 	S("socket.AF_INET_SMC", SYS_socket, AF_INET, -1, 256);
+	S("socket.AF_NETLINK_AUDIT", SYS_socket, AF_NETLINK, -1, 9);
+	S("socket.AF_NETLINK_ISCSI", SYS_socket, AF_NETLINK, -1, 8);
 	S("socketpair.AF_PACKET", SYS_socketpair, AF_PACKET, -1, 0, NULL);
 	S("dup.badfd", SYS_dup, -1);
 	/* Only Docker's personas: the query and PER_LINUX32 pass (set back to PER_LINUX). */

@@ -589,6 +589,7 @@ TEST(seccomp_table_as_root)
 					    "socket.AF_INET_SCTP",
 					    "socket.AF_INET6_DCCP",
 					    "socket.AF_INET_SMC",
+					    "socket.AF_NETLINK_ISCSI",
 					    "socketpair.AF_PACKET",
 					    "personality.ADDR_NO_RANDOMIZE",
 					    "personality.READ_IMPLIES_EXEC",
@@ -596,11 +597,19 @@ TEST(seccomp_table_as_root)
 					    "personality.LINUX_hi"};
 	static const char *const enosys[] = {"io_uring_setup", "io_uring_enter",
 					     "io_uring_register", "clone3"};
-	static const char *const allowed[] = {
-		"clone.plain",	      "ioctl.TCGETS",	     "socket.AF_UNIX",
-		"socket.AF_INET",     "socket.AF_INET6",     "socket.AF_NETLINK",
-		"dup.badfd",	      "personality.query",   "personality.LINUX32",
-		"socket.AF_INET_TCP", "socket.AF_INET6_UDP", "ioctl.TIOCGETD"};
+	static const char *const allowed[] = {"clone.plain",
+					      "ioctl.TCGETS",
+					      "socket.AF_UNIX",
+					      "socket.AF_INET",
+					      "socket.AF_INET6",
+					      "socket.AF_NETLINK",
+					      "dup.badfd",
+					      "personality.query",
+					      "personality.LINUX32",
+					      "socket.AF_INET_TCP",
+					      "socket.AF_INET6_UDP",
+					      "ioctl.TIOCGETD",
+					      "socket.AF_NETLINK_AUDIT"};
 
 	need_root_and_probe(_metadata);
 	seccomp_profile_load(&bpf);
@@ -734,14 +743,19 @@ TEST_TIMEOUT(personality_only_dockers_values, 120)
 	EXPECT_EQ(st, 0);
 }
 
-/* socket(2) of AF_INET and AF_INET6 under the embedded filter: only the protocols of the
- * profile's allow list pass (0, ICMP, TCP, UDP, ICMPv6, UDP-Lite, MPTCP), every other is
- * EPERM, whatever junk rides in the upper half; other families' protocols are not looked
+/* socket(2) under the embedded filter: AF_INET and AF_INET6 only for the protocols of the
+ * profile's allow list (0, ICMP, TCP, UDP, ICMPv6, UDP-Lite, MPTCP), AF_NETLINK only for
+ * its own (ROUTE, USERSOCK, SOCK_DIAG, SELINUX, AUDIT, KOBJECT_UEVENT, GENERIC), every other
+ * protocol EPERM, whatever junk rides in the upper half; AF_UNIX's protocol is not looked
  * at. The type is invalid (-1), so a call the filter lets through fails with EINVAL before
  * the kernel looks at the protocol: no socket is made and no module is loaded here. */
-static bool inet_protocol_allowed(unsigned long long v)
+static bool protocol_allowed(int family, unsigned long long v)
 {
-	return v == 0 || v == 1 || v == 6 || v == 17 || v == 58 || v == 136 || v == 262;
+	if (family == AF_INET || family == AF_INET6)
+		return v == 0 || v == 1 || v == 6 || v == 17 || v == 58 || v == 136 || v == 262;
+	if (family == AF_NETLINK)
+		return v == 0 || v == 2 || v == 4 || v == 7 || v == 9 || v == 15 || v == 16;
+	return true;
 }
 
 static int inet_try(int family, unsigned long long v, unsigned long long *ret_bad)
@@ -753,10 +767,7 @@ static int inet_try(int family, unsigned long long v, unsigned long long *ret_ba
 		close((int)r);
 	if ((r < 0 && !denied && errno != EINVAL) || r >= 0)
 		return (*ret_bad = v), -1;
-	/* AF_UNIX, AF_NETLINK: the protocol is the kernel's business, never the filter's. */
-	if (family != AF_INET && family != AF_INET6)
-		return denied ? ((*ret_bad = v), -1) : 0;
-	if (denied == inet_protocol_allowed(v))
+	if (denied == protocol_allowed(family, v))
 		return (*ret_bad = v), -1;
 	return 0;
 }
@@ -782,7 +793,7 @@ static int inet_try_all(unsigned long long *bad)
 	return r;
 }
 
-TEST(inet_protocols_only_the_common_ones)
+TEST(socket_protocols_only_the_common_ones)
 {
 	static const int families[] = {AF_INET, AF_INET6, AF_UNIX, AF_NETLINK};
 	unsigned long long bad = 0;
