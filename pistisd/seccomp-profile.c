@@ -68,6 +68,15 @@
 		DENY_ARG32(n, 0, 13), DENY_ARG32(n, 0, 14), DENY_ARG32(n, 0, 15),                  \
 		DENY_GT(n, 0, 16)
 
+/* socket(fam, *, protocol) with protocol in [base, base + size), size a power of two and
+ * base a multiple of it, compared on the low 32 bits of both. */
+#define PROTO_BLOCK(fam, base, size)                                                               \
+	{                                                                                          \
+		.name = "socket", .action = SECCOMP_PROFILE_EPERM, .argn = 2,                      \
+		.mask = 0xffffffffULL & ~((size)-1ULL), .value = base, .mask2 = 0xffffffffULL,     \
+		.value2 = fam                                                                      \
+	}
+
 /* socket(2) of AF_INET or AF_INET6 for any protocol but IP's default (0), ICMP (1), TCP
  * (6), UDP (17), ICMPv6 (58), UDP-Lite (136) and MPTCP (262). An unprivileged socket() of
  * any other protocol makes the kernel load its module where it is not built in
@@ -80,14 +89,6 @@
  * test-spawn socket_protocols_only_the_common_ones tries every value up to 1023, junk in
  * the upper half and random ones against that definition. A protocol of 0 never loads a
  * module (there is no "proto-0" alias), whatever the type. */
-/* socket(fam, *, protocol) with protocol in [base, base + size), size a power of two and
- * base a multiple of it, compared on the low 32 bits of both. */
-#define PROTO_BLOCK(fam, base, size)                                                               \
-	{                                                                                          \
-		.name = "socket", .action = SECCOMP_PROFILE_EPERM, .argn = 2,                      \
-		.mask = 0xffffffffULL & ~((size)-1ULL), .value = base, .mask2 = 0xffffffffULL,     \
-		.value2 = fam                                                                      \
-	}
 #define DENY_INET_PROTOCOLS(fam)                                                                   \
 	{.name = "socket",                                                                         \
 	 .action = SECCOMP_PROFILE_EPERM,                                                          \
