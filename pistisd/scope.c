@@ -54,9 +54,14 @@ int scope_probe(void)
 
 int scope_probe_child(void)
 {
+	static pid_t asked_by; /* the process the answer is for: a fork asks again */
+	static int answer;
 	int status = 0, r;
-	pid_t pid = fork();
+	pid_t pid;
 
+	if (asked_by == getpid())
+		return answer;
+	pid = fork();
 	if (pid < 0)
 		return -errno;
 	if (pid == 0) {
@@ -68,9 +73,9 @@ int scope_probe_child(void)
 	while (waitpid(pid, &status, 0) < 0)
 		if (errno != EINTR)
 			return -errno;
-	if (!WIFEXITED(status))
-		return -EIO;
-	return -WEXITSTATUS(status);
+	answer = WIFEXITED(status) ? -WEXITSTATUS(status) : -EIO;
+	asked_by = getpid();
+	return answer;
 }
 
 int scope_restrict_self(void)

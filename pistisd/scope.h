@@ -22,7 +22,9 @@ int scope_probe(void);
 /* What scope_probe cannot see without restricting this process: whether
  * landlock_restrict_self itself is allowed here (a container profile could allow the
  * ruleset call and refuse this one, and every command would then fail). Tried in a
- * throwaway child under no_new_privs. 0, or -errno of the refusal. */
+ * throwaway child under no_new_privs, once per process (pistisd serve asks in its
+ * start-up check and again for its spawn context; the kernel and the runtime's profile do
+ * not change in between). 0, or -errno of the refusal. */
 int scope_probe_child(void);
 
 /* In the spawn child, no libc state touched: put this process into a new Landlock domain

@@ -404,6 +404,29 @@ TEST(abstract_sockets_scoped_per_command)
 	spawn_ctx_free(ctx);
 }
 
+/* The probe child is made once per process (serve asks in its start-up check and again
+ * for its spawn context): with fork refused afterwards, the second answer is the first;
+ * a forked process asks for itself. */
+TEST(scope_probe_child_once_per_process)
+{
+	pid_t pid;
+	int st = -1;
+
+	need_root_and_probe(_metadata);
+	pid = fork();
+	ASSERT_GE(pid, 0);
+	if (pid == 0) {
+		int first = scope_probe_child();
+
+		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
+		    refuse_syscall(SYS_clone, EAGAIN) < 0 || refuse_syscall(SYS_fork, EAGAIN) < 0)
+			_exit(90);
+		_exit(scope_probe_child() == first ? 0 : 91);
+	}
+	ASSERT_EQ(waitpid(pid, &st, 0), pid);
+	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
 /* No Landlock (an old kernel, a container profile without landlock_*): commands run, with
  * abstract sockets shared, and say so. landlock_restrict_self refused in the child while
  * the parent's probe worked: the command does not run (fail closed), and the error names
