@@ -1,6 +1,7 @@
 #include "lib/escape.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static size_t escape(const char *in, size_t in_len, char *out, size_t out_size, int json)
@@ -55,6 +56,16 @@ static size_t escape(const char *in, size_t in_len, char *out, size_t out_size, 
 size_t escape_c(const char *in, size_t in_len, char *out, size_t out_size)
 {
 	return escape(in, in_len, out, out_size, 0);
+}
+
+char *escape_c_dup(const char *s)
+{
+	size_t n = strlen(s), need = escape_c(s, n, NULL, 0);
+	char *out = malloc(need + 1);
+
+	if (out)
+		escape_c(s, n, out, need + 1);
+	return out;
 }
 
 size_t escape_json(const char *in, size_t in_len, char *out, size_t out_size)

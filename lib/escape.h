@@ -10,6 +10,10 @@
 /* C-style: \n \t \\ \" and \xNN for every other byte outside 0x20..0x7e. */
 size_t escape_c(const char *in, size_t in_len, char *out, size_t out_size);
 
+/* escape_c of the whole string s into a new string of just the size it needs (free it);
+ * NULL when out of memory. */
+char *escape_c_dup(const char *s);
+
 /* JSON string body (without quotes): \" \\ \n \r \t \uXXXX; bytes >= 0x80 become \u00XX
  * so invalid UTF-8 cannot break a JSON reader (the value stays lossless and reversible). */
 size_t escape_json(const char *in, size_t in_len, char *out, size_t out_size);

@@ -770,27 +770,21 @@ static char *audit_text(const struct proto_request *req, const char *agent, uid_
 {
 	const char *path = NULL, *to = NULL;
 	struct proto_error err = {0};
-	char *out, *p;
-	size_t np, nt, nag = strlen(agent), size;
+	char *ea, *ep, *et = NULL, *out = NULL;
 
 	(void)proto_get_string(req->root, "path", PROTO_MAX_PATH, &path, &err);
 	(void)proto_get_string(req->root, "to", PROTO_MAX_PATH, &to, &err);
-	np = path ? strlen(path) : 0;
-	nt = to ? strlen(to) : 0;
-	size = PROTO_MAX_ID + 4 * (nag + np + nt) + 96;
-	out = malloc(size);
-	if (!out)
-		return NULL;
-	p = out + snprintf(out, size, "id=%s agent=\"", req->id);
-	p += escape_c(agent, nag, p, size - (size_t)(p - out));
-	p += snprintf(p, size - (size_t)(p - out), "\" uid=%u path=\"", (unsigned)uid);
-	p += escape_c(path ? path : "", np, p, size - (size_t)(p - out));
-	p += snprintf(p, size - (size_t)(p - out), "\"");
-	if (to) {
-		p += snprintf(p, size - (size_t)(p - out), " to=\"");
-		p += escape_c(to, nt, p, size - (size_t)(p - out));
-		snprintf(p, size - (size_t)(p - out), "\"");
-	}
+	ea = escape_c_dup(agent);
+	ep = escape_c_dup(path ? path : "");
+	if (to)
+		et = escape_c_dup(to);
+	if (ea && ep && (!to || et) &&
+	    asprintf(&out, "id=%s agent=\"%s\" uid=%u path=\"%s\"%s%s%s", req->id, ea,
+		     (unsigned)uid, ep, to ? " to=\"" : "", to ? et : "", to ? "\"" : "") < 0)
+		out = NULL;
+	free(ea);
+	free(ep);
+	free(et);
 	return out;
 }
 

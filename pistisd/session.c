@@ -1052,12 +1052,8 @@ static void exec_start(const struct proto_request *req)
 	c->shell = !!st.shell;
 	c->audit_argv = argv_for_audit(st.argv, st.shell);
 	/* C-escaped like argv: a '"' in a directory name must not close the audit field */
-	if (st.cwd) {
-		size_t n = strlen(st.cwd);
-		c->cwd = malloc(4 * n + 1);
-		if (c->cwd)
-			escape_c(st.cwd, n, c->cwd, 4 * n + 1);
-	}
+	if (st.cwd)
+		c->cwd = escape_c_dup(st.cwd);
 	/* Listed from now on, so it counts against the limits (and its tag names it) while
 	 * it starts; newest last, so a tag names the latest command. */
 	{

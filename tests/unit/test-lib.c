@@ -30,6 +30,17 @@ TEST(escape_c_control_bytes)
 	ASSERT_EQ(n, strlen(out));
 }
 
+TEST(escape_c_dup_whole_string)
+{
+	char *s = escape_c_dup("a\nb\x1b[31m\"\\\xff"), *e = escape_c_dup("");
+
+	ASSERT_TRUE(s != NULL && e != NULL);
+	EXPECT_STREQ(s, "a\\nb\\x1b[31m\\\"\\\\\\xff");
+	EXPECT_STREQ(e, "");
+	free(s);
+	free(e);
+}
+
 TEST(escape_json_high_bytes_and_quotes)
 {
 	char out[64];
