@@ -77,6 +77,14 @@
 		.value2 = fam                                                                      \
 	}
 
+/* socket(fam, *, protocol) with protocol > max on the whole 64-bit value (junk in the
+ * upper half included). */
+#define PROTO_ABOVE(fam, max)                                                                      \
+	{                                                                                          \
+		.name = "socket", .action = SECCOMP_PROFILE_EPERM, .argn = 2, .value = max,        \
+		.gt = 1, .mask2 = 0xffffffffULL, .value2 = fam                                     \
+	}
+
 /* socket(2) of AF_INET or AF_INET6 for any protocol but IP's default (0), ICMP (1), TCP
  * (6), UDP (17), ICMPv6 (58), UDP-Lite (136) and MPTCP (262). An unprivileged socket() of
  * any other protocol makes the kernel load its module where it is not built in
@@ -90,21 +98,14 @@
  * the upper half and random ones against that definition. A protocol of 0 never loads a
  * module (there is no "proto-0" alias), whatever the type. */
 #define DENY_INET_PROTOCOLS(fam)                                                                   \
-	{.name = "socket",                                                                         \
-	 .action = SECCOMP_PROFILE_EPERM,                                                          \
-	 .argn = 2,                                                                                \
-	 .value = 262,                                                                             \
-	 .gt = 1,                                                                                  \
-	 .mask2 = 0xffffffffULL,                                                                   \
-	 .value2 = fam},                                                                           \
-		PROTO_BLOCK(fam, 2, 2), PROTO_BLOCK(fam, 4, 2), PROTO_BLOCK(fam, 7, 1),            \
-		PROTO_BLOCK(fam, 8, 8), PROTO_BLOCK(fam, 16, 1), PROTO_BLOCK(fam, 18, 2),          \
-		PROTO_BLOCK(fam, 20, 4), PROTO_BLOCK(fam, 24, 8), PROTO_BLOCK(fam, 32, 16),        \
-		PROTO_BLOCK(fam, 48, 8), PROTO_BLOCK(fam, 56, 2), PROTO_BLOCK(fam, 59, 1),         \
-		PROTO_BLOCK(fam, 60, 4), PROTO_BLOCK(fam, 64, 64), PROTO_BLOCK(fam, 128, 8),       \
-		PROTO_BLOCK(fam, 137, 1), PROTO_BLOCK(fam, 138, 2), PROTO_BLOCK(fam, 140, 4),      \
-		PROTO_BLOCK(fam, 144, 16), PROTO_BLOCK(fam, 160, 32), PROTO_BLOCK(fam, 192, 64),   \
-		PROTO_BLOCK(fam, 256, 4), PROTO_BLOCK(fam, 260, 2)
+	PROTO_ABOVE(fam, 262), PROTO_BLOCK(fam, 2, 2), PROTO_BLOCK(fam, 4, 2),                     \
+		PROTO_BLOCK(fam, 7, 1), PROTO_BLOCK(fam, 8, 8), PROTO_BLOCK(fam, 16, 1),           \
+		PROTO_BLOCK(fam, 18, 2), PROTO_BLOCK(fam, 20, 4), PROTO_BLOCK(fam, 24, 8),         \
+		PROTO_BLOCK(fam, 32, 16), PROTO_BLOCK(fam, 48, 8), PROTO_BLOCK(fam, 56, 2),        \
+		PROTO_BLOCK(fam, 59, 1), PROTO_BLOCK(fam, 60, 4), PROTO_BLOCK(fam, 64, 64),        \
+		PROTO_BLOCK(fam, 128, 8), PROTO_BLOCK(fam, 137, 1), PROTO_BLOCK(fam, 138, 2),      \
+		PROTO_BLOCK(fam, 140, 4), PROTO_BLOCK(fam, 144, 16), PROTO_BLOCK(fam, 160, 32),    \
+		PROTO_BLOCK(fam, 192, 64), PROTO_BLOCK(fam, 256, 4), PROTO_BLOCK(fam, 260, 2)
 
 /* socket(AF_NETLINK, *, protocol) likewise (request_module "net-pf-16-proto-N"): only
  * NETLINK_ROUTE (0: ip, glibc's getaddrinfo), USERSOCK (2), SOCK_DIAG (4: ss), SELINUX
@@ -114,14 +115,7 @@
  * RDMA 20, CRYPTO 21, SMC 22, CONNECTOR 11) or gone from the kernel. Complement: > 16,
  * and 1, 3, 5, 6, 8, [10,11], [12,13], 14. */
 #define DENY_NETLINK_PROTOCOLS                                                                     \
-	{.name = "socket",                                                                         \
-	 .action = SECCOMP_PROFILE_EPERM,                                                          \
-	 .argn = 2,                                                                                \
-	 .value = 16,                                                                              \
-	 .gt = 1,                                                                                  \
-	 .mask2 = 0xffffffffULL,                                                                   \
-	 .value2 = AF_NETLINK},                                                                    \
-		PROTO_BLOCK(AF_NETLINK, 1, 1), PROTO_BLOCK(AF_NETLINK, 3, 1),                      \
+	PROTO_ABOVE(AF_NETLINK, 16), PROTO_BLOCK(AF_NETLINK, 1, 1), PROTO_BLOCK(AF_NETLINK, 3, 1), \
 		PROTO_BLOCK(AF_NETLINK, 5, 1), PROTO_BLOCK(AF_NETLINK, 6, 1),                      \
 		PROTO_BLOCK(AF_NETLINK, 8, 1), PROTO_BLOCK(AF_NETLINK, 10, 2),                     \
 		PROTO_BLOCK(AF_NETLINK, 12, 2), PROTO_BLOCK(AF_NETLINK, 14, 1)
