@@ -95,8 +95,9 @@ struct entry_serve_conf {
 };
 
 /* Parses serve.conf text ("key = value" lines, '#' comments; keys relay, token-file, ca, pin,
- * name, log-format, and the yes/no keys verbose, share-abstract-sockets) into *conf, replacing fields it names. Returns 0 or -EINVAL
- * with *ret_line (1-based) and *ret_error (static) describing the first bad line. */
+ * name, log-format, and the yes/no keys verbose, share-abstract-sockets) into *conf,
+ * replacing fields it names. Returns 0 or -EINVAL with *ret_line (1-based) and *ret_error
+ * (static) describing the first bad line. */
 int entry_conf_parse(const char *text, size_t len, struct entry_serve_conf *conf,
 		     unsigned *ret_line, const char **ret_error);
 

@@ -781,7 +781,7 @@ static bool protocol_allowed(int family, unsigned long long v)
 	return true;
 }
 
-static int inet_try(int family, unsigned long long v, unsigned long long *ret_bad)
+static int proto_try(int family, unsigned long long v, unsigned long long *ret_bad)
 {
 	long r = syscall(SYS_socket, (unsigned long)family, -1L, (unsigned long)v);
 	bool denied = r < 0 && errno == EPERM;
@@ -795,23 +795,23 @@ static int inet_try(int family, unsigned long long v, unsigned long long *ret_ba
 	return 0;
 }
 
-static int inet_family; /* the family inet_try_all tries, set before each child */
+static int proto_family; /* the family proto_try_all tries, set before each child */
 
-static int inet_try_all(unsigned long long *bad)
+static int proto_try_all(unsigned long long *bad)
 {
 	unsigned long long x = 0x2545f4914f6cdd1dULL;
 	int r = 0;
 
 	for (unsigned long long v = 0; v < 1024 && r == 0; v++)
-		r = inet_try(inet_family, v, bad);
+		r = proto_try(proto_family, v, bad);
 	for (int b = 0; b < 64 && r == 0; b++) {
-		r = inet_try(inet_family, 1ULL << b, bad);
+		r = proto_try(proto_family, 1ULL << b, bad);
 		if (r == 0) /* TCP with junk above bit 31 */
-			r = inet_try(inet_family, 6 | (1ULL << (32 + b % 32)), bad);
+			r = proto_try(proto_family, 6 | (1ULL << (32 + b % 32)), bad);
 	}
 	for (int i = 0; i < 20000 && r == 0; i++) {
 		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-		r = inet_try(inet_family, i & 1 ? x & 0xffffffffULL : x, bad);
+		r = proto_try(proto_family, i & 1 ? x & 0xffffffffULL : x, bad);
 	}
 	return r;
 }
@@ -826,10 +826,10 @@ TEST(socket_protocols_only_the_common_ones)
 	for (size_t i = 0; i < ELEMENTSOF(families); i++) {
 		int st;
 
-		inet_family = families[i];
-		st = in_filtered_child(_metadata, inet_try_all, &bad);
+		proto_family = families[i];
+		st = in_filtered_child(_metadata, proto_try_all, &bad);
 		if (st != 0)
-			tap_report(__FILE__, __LINE__, "socket(%d, -1, 0x%llx): %s", inet_family,
+			tap_report(__FILE__, __LINE__, "socket(%d, -1, 0x%llx): %s", proto_family,
 				   bad, st == 256 ? "wrong answer" : "child failed");
 		EXPECT_EQ(st, 0);
 	}
