@@ -266,6 +266,10 @@ static int set_default_acl(int dir_fd)
 	return r < 0 ? r : 0;
 }
 
+/* A new group takes access away from the new group's members, who had the "other" bits and
+ * get the group bits, and from the old group's, who lose theirs: unless the node gave
+ * nobody but its owner anything (a node under "none", say), when no one has anything to
+ * lose (an access ACL is counted on its own). */
 bool policy_takes_away(const struct stat *st, const struct policy_xstate *x,
 		       const struct policy_target *t)
 {
@@ -273,7 +277,7 @@ bool policy_takes_away(const struct stat *st, const struct policy_xstate *x,
 
 	return tighten_mode(st, t) != (st->st_mode & 07777) || x->acl_access ||
 	       (S_ISDIR(st->st_mode) && x->acl_default != POLICY_ACL_DEF_NONE) ||
-	       st->st_uid != uid || st->st_gid != t->gid;
+	       st->st_uid != uid || (st->st_gid != t->gid && (st->st_mode & 0077));
 }
 
 /* A non-directory may skip the intermediate chmod when nobody could gain in the window

@@ -1161,6 +1161,22 @@ TEST_F(root, before_tighten_runs_first_and_can_abort)
 	EXPECT_EQ(tighten_calls, 2);
 	EXPECT_EQ(st_of(self, "w/f").st_mode & 07777, 0600u);
 	policy_rules_free(r);
+	/* From none to write only gives: the agents are not stopped for it. */
+	ASSERT_EQ(policy_rules_parse(W, strlen(W), &r, &err), 0);
+	EXPECT_EQ(policy_walk(self->fd, r, &o, &st), 0);
+	EXPECT_EQ(st_of(self, "w/f").st_mode & 07777, 0660u);
+	EXPECT_EQ(st_of(self, "w").st_gid, (gid_t)USERS_SANDBOX_GID);
+	EXPECT_EQ(tighten_calls, 2);
+	/* A new group for a node whose old group (or others) had bits takes from them. */
+	ASSERT_EQ(fchownat(self->fd, "w/f", 0, 0, AT_SYMLINK_NOFOLLOW), 0);
+	ASSERT_EQ(fchmodat(self->fd, "w/f", 0640, 0), 0);
+	EXPECT_EQ(policy_walk(self->fd, r, &o, &st), 0);
+	EXPECT_EQ(tighten_calls, 3);
+	ASSERT_EQ(fchownat(self->fd, "w/f", 0, 0, AT_SYMLINK_NOFOLLOW), 0);
+	ASSERT_EQ(fchmodat(self->fd, "w/f", 0604, 0), 0);
+	EXPECT_EQ(policy_walk(self->fd, r, &o, &st), 0);
+	EXPECT_EQ(tighten_calls, 4);
+	policy_rules_free(r);
 }
 
 TEST_F(root, explain_from_the_real_chain)
