@@ -885,6 +885,8 @@ struct sweep {
 	int proc_fd;
 	const uid_t *uids; /* sorted */
 	size_t n_uids;
+	const struct spawn_sweep_root *roots; /* NULL: any root */
+	size_t n_roots;
 	unsigned found;
 };
 
@@ -927,6 +929,24 @@ static bool agent_process(const struct sweep *s, pid_t pid)
 	return false;
 }
 
+/* Whether the process's root directory is one of s->roots. /proc/PID/root needs ptrace
+ * access: unreadable (EACCES), it counts as in; gone (ENOENT, ESRCH), as not. */
+static bool in_roots(const struct sweep *s, pid_t pid)
+{
+	char name[32];
+	struct stat st;
+
+	if (!s->roots)
+		return true;
+	snprintf(name, sizeof(name), "%d/root", (int)pid);
+	if (fstatat(s->proc_fd, name, &st, 0) < 0)
+		return errno != ENOENT && errno != ESRCH;
+	for (size_t i = 0; i < s->n_roots; i++)
+		if (st.st_dev == s->roots[i].dev && st.st_ino == s->roots[i].ino)
+			return true;
+	return false;
+}
+
 static bool sweep_one(pid_t pid, void *arg)
 {
 	struct sweep *s = arg;
@@ -937,7 +957,7 @@ static bool sweep_one(pid_t pid, void *arg)
 	/* The pidfd is opened first and the signal goes through it: if the process ended and
 	 * its pid was reused before the status was read, the signal finds the pidfd's
 	 * process gone (ESRCH) and never reaches the stranger whose status was read. */
-	if (agent_process(s, pid)) {
+	if (agent_process(s, pid) && in_roots(s, pid)) {
 		if (pidfd < 0 ? kill(pid, SIGKILL) == 0
 			      : syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0) == 0)
 			s->found++;
@@ -946,16 +966,23 @@ static bool sweep_one(pid_t pid, void *arg)
 	return false;
 }
 
-int spawn_kill_agent_processes(const struct spawn_ctx *ctx, uid_t *uids, size_t n)
+int spawn_kill_agent_processes_in(int proc_fd, uid_t *uids, size_t n,
+				  const struct spawn_sweep_root *roots, size_t n_roots)
 {
-	struct sweep s = {.proc_fd = ctx->proc_fd, .uids = uids, .n_uids = n};
+	struct sweep s = {
+		.proc_fd = proc_fd, .uids = uids, .n_uids = n, .roots = roots, .n_roots = n_roots};
 	int r;
 
 	if (n == 0)
 		return 0;
 	qsort(uids, n, sizeof(*uids), cmp_uid);
-	r = proc_each(ctx->proc_fd, sweep_one, &s);
+	r = proc_each(proc_fd, sweep_one, &s);
 	return r < 0 ? r : (int)s.found;
+}
+
+int spawn_kill_agent_processes(const struct spawn_ctx *ctx, uid_t *uids, size_t n)
+{
+	return spawn_kill_agent_processes_in(ctx->proc_fd, uids, n, NULL, 0);
 }
 
 static bool tree_alive(struct spawn_proc *p)

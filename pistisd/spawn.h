@@ -261,6 +261,18 @@ int spawn_kill_leftovers(struct spawn_proc *p);
  * /proc, each signalled through a pidfd opened before its status is read. Returns how
  * many were signalled (0: none left), -errno when /proc cannot be read. */
 int spawn_kill_agent_processes(const struct spawn_ctx *ctx, uid_t *uids, size_t n);
+/* The same through proc_fd (an open /proc), limited, when roots is not NULL, to the
+ * processes whose root directory (/proc/PID/root) is one of the n_roots directories
+ * (dev and inode): the agents that can reach one tree, not those of another chroot or
+ * container root on the same machine with the same uids. Reading /proc/PID/root needs
+ * ptrace access (CAP_SYS_PTRACE, which Docker's default set leaves out): a process whose
+ * root cannot be read counts as in one of them. */
+struct spawn_sweep_root {
+	dev_t dev;
+	ino_t ino;
+};
+int spawn_kill_agent_processes_in(int proc_fd, uid_t *uids, size_t n,
+				  const struct spawn_sweep_root *roots, size_t n_roots);
 int spawn_stop(struct spawn_proc *p);
 int spawn_resize(struct spawn_proc *p, unsigned short cols, unsigned short rows);
 /* -1: none. While the exec is pending it includes SPAWN_EXEC_DEADLINE_MS after the clone,

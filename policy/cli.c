@@ -17,6 +17,7 @@
 #include "lib/log.h"
 #include "lib/macro.h"
 #include "pistisd/cli.h"
+#include "pistisd/spawn.h"
 #include "policy/internal.h"
 #include "policy/policy.h"
 #include "sandbox-users/users.h"
@@ -34,6 +35,8 @@ struct ctx {
 	long long uid;
 	bool first_event;
 	bool allow_unprotected_hardlinks; /* --allow protected_hardlinks */
+	bool keep_processes;		  /* --keep-processes */
+	int root_fd;
 	struct timespec start, last_progress;
 	bool progress_shown;
 };
@@ -44,7 +47,8 @@ static void usage(FILE *f)
 		"Usage: pistisd policy COMMAND [OPTIONS]\n\n"
 		"Path rules: none / read / write, applied as owners, modes and ACLs.\n\n"
 		"Commands:\n"
-		"  apply [--rules FILE] [--progress] [--verbose]  apply the rules\n"
+		"  apply [--rules FILE] [--progress] [--verbose] [--keep-processes]\n"
+		"                             apply the rules\n"
 		"  plan [--rules FILE]        list what apply would change; change nothing\n"
 		"  check [--rules FILE]       exit 1 and list violations if the tree does not "
 		"conform\n"
@@ -53,7 +57,10 @@ static void usage(FILE *f)
 		"do\n"
 		"  save --rules NEW           validate NEW, install it atomically as the rules "
 		"file,\n"
-		"                             then apply it\n\n"
+		"                             then apply it\n"
+		"  Before apply or save first takes access away, the agents' processes that can\n"
+		"  reach DIR are killed (an open fd outlives a mode change); --keep-processes\n"
+		"  leaves them running.\n\n"
 		"Options (every command):\n"
 		"  --root DIR     the sandbox's root (default /); rule paths are inside it\n"
 		"  --json         machine-readable output on stdout\n"
@@ -351,6 +358,118 @@ static void print_summary(struct ctx *c, const char *name, const struct policy_s
 			   : "");
 }
 
+/* How long the agents' processes may take to end after SIGKILL (one stuck in an
+ * uninterruptible sleep, on a hung network file system say) before apply gives up. */
+#define STOP_AGENTS_SEC 10
+/* Directories from the walk's root up to ours at most: deeper, the root is not reachable
+ * from the processes stop_agents looks at (and a process whose root is deeper than the
+ * tree's cannot reach it but through a mount, which the walk does not cross either). */
+#define STOP_AGENTS_DEPTH 4096
+
+/* The walk's root and each directory above it, up to our own root ('..' of which is
+ * itself): a process whose root is one of them can reach the tree by path. */
+static int root_chain(int root_fd, struct spawn_sweep_root **ret, size_t *ret_n)
+{
+	_cleanup_free_ struct spawn_sweep_root *v = NULL;
+	_cleanup_close_ int fd = fcntl(root_fd, F_DUPFD_CLOEXEC, 3);
+	size_t n = 0;
+
+	for (;;) {
+		struct stat st;
+		int up;
+
+		if (fd < 0 || fstat(fd, &st) < 0)
+			return negative_errno();
+		if (n && v[n - 1].dev == st.st_dev && v[n - 1].ino == st.st_ino)
+			break;
+		if (n == STOP_AGENTS_DEPTH)
+			return -ELOOP;
+		if (n % 64 == 0) {
+			struct spawn_sweep_root *nv = reallocarray(v, n + 64, sizeof(*v));
+
+			if (!nv)
+				return -ENOMEM;
+			v = nv;
+		}
+		v[n++] = (struct spawn_sweep_root){.dev = st.st_dev, .ino = st.st_ino};
+		up = openat(fd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+		safe_close(fd);
+		fd = up;
+	}
+	*ret = TAKE_PTR(v);
+	*ret_n = n;
+	return 0;
+}
+
+/* before_tighten of apply and save: SIGKILL the agents' processes that can reach the tree
+ * (an fd opened under the old modes outlives the new ones), sweeping /proc until a sweep
+ * finds none (a process forking meanwhile is caught by the next one). Agents: the
+ * registry's uids, removed agents' included; "can reach": the process's root is the walk's
+ * root or a directory above it. Processes of the same uids under another root (another
+ * sandbox's chroot on this machine) are left alone. Each failure aborts the apply before
+ * anything is tightened. */
+static int stop_agents(void *userdata)
+{
+	struct ctx *c = userdata;
+	_cleanup_free_ struct users_entry *e = NULL;
+	_cleanup_free_ uid_t *uids = NULL;
+	_cleanup_free_ struct spawn_sweep_root *roots = NULL;
+	_cleanup_free_ char *root_esc = esc(c->root, strlen(c->root), false);
+	_cleanup_close_ int proc_fd = -1;
+	struct timespec t0, now;
+	unsigned killed = 0;
+	size_t n = 0, n_roots = 0;
+	int r;
+
+	if (c->keep_processes)
+		return 0;
+	r = users_list(c->root, &e, &n);
+	if (r == -ENOENT)
+		return 0; /* no registry: no agent ever had a uid under this root */
+	if (r < 0)
+		return log_error_errno(r,
+				       "Cannot read the agents' registry to stop their processes "
+				       "before tightening (%s%s%m); nothing was tightened "
+				       "(--keep-processes applies without stopping them)",
+				       users_last_error(), *users_last_error() ? ": " : "");
+	uids = calloc(n ? n : 1, sizeof(*uids));
+	if (!uids)
+		return log_error_errno(-ENOMEM, "Out of memory");
+	for (size_t i = 0; i < n; i++)
+		uids[i] = e[i].uid;
+	r = root_chain(c->root_fd, &roots, &n_roots);
+	proc_fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (r < 0 || proc_fd < 0)
+		return log_error_errno(r < 0 ? r : negative_errno(),
+				       "Cannot list processes to stop the agents' before "
+				       "tightening: %m; nothing was tightened");
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		int k = spawn_kill_agent_processes_in(proc_fd, uids, n, roots, n_roots);
+
+		if (k < 0)
+			return log_error_errno(k,
+					       "Cannot list processes to stop the agents' before "
+					       "tightening: %m; nothing was tightened");
+		if (k == 0)
+			break;
+		killed += (unsigned)k;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (now.tv_sec - t0.tv_sec > STOP_AGENTS_SEC) {
+			log_error("%d agent process(es) that can reach %s still run %d s after "
+				  "SIGKILL; nothing was tightened",
+				  k, root_esc ? root_esc : "?", STOP_AGENTS_SEC);
+			return -EBUSY;
+		}
+		(void)nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
+	}
+	if (killed)
+		log_notice("tightening: killed %u agent process(es) that can reach %s first (an "
+			   "open fd would outlive the new modes)",
+			   killed, root_esc ? root_esc : "?");
+	return 0;
+}
+
 static int run_walk(struct ctx *c, int root_fd, const struct policy_rules *rules)
 {
 	static const char *names[] = {"apply", "plan", "check", "explain", "save"};
@@ -366,6 +485,7 @@ static int run_walk(struct ctx *c, int root_fd, const struct policy_rules *rules
 				       ? 1u << POLICY_EV_CHANGE
 				       : 0,
 		.on_progress = c->progress && isatty(STDERR_FILENO) ? on_progress : NULL,
+		.before_tighten = stop_agents,
 		.userdata = c,
 	};
 	struct policy_stats st = {0};
@@ -654,6 +774,7 @@ int policy_cli_main(int argc, char **argv)
 		{"uid", required_argument, NULL, 'u'},
 		{"threads", required_argument, NULL, 'T'},
 		{"allow", required_argument, NULL, 'A'},
+		{"keep-processes", no_argument, NULL, 'K'},
 		{"help", no_argument, NULL, 'h'},
 		{},
 	};
@@ -720,6 +841,9 @@ int policy_cli_main(int argc, char **argv)
 		case 'a':
 			c.agent = optarg;
 			break;
+		case 'K':
+			c.keep_processes = true;
+			break;
 		case 'A':
 			if (strcmp(optarg, "protected_hardlinks")) {
 				log_error("--allow knows only 'protected_hardlinks', got '%s'",
@@ -782,8 +906,13 @@ int policy_cli_main(int argc, char **argv)
 			  c.cmd == CMD_APPLY ? "apply" : "save");
 		return EXIT_SYSTEM;
 	}
+	if (c.keep_processes && c.cmd != CMD_APPLY && c.cmd != CMD_SAVE) {
+		log_error("--keep-processes belongs to apply and save");
+		return EXIT_USAGE;
+	}
 	if (open_root(c.root, &root_fd) < 0)
 		return EXIT_SYSTEM;
+	c.root_fd = root_fd;
 	if (c.cmd == CMD_SAVE)
 		return do_save(&c, root_fd);
 	r = load_rules(&c, root_fd, &rules);
