@@ -346,6 +346,11 @@ int run_cli_main(int argc, char **argv)
 		case OPT_UID:
 			if (parse_u64(optarg, UINT32_MAX - 1, &v) < 0)
 				goto bad_arg;
+			if (!users_uid_is_agent((uid_t)v)) {
+				log_error("--uid %s is outside the agent range %u..%u", optarg,
+					  USERS_AGENT_UID_MIN, USERS_AGENT_UID_MAX);
+				return EXIT_USAGE;
+			}
 			want_uid = (uid_t)v;
 			break;
 		case OPT_ROOT:
@@ -448,10 +453,16 @@ int run_cli_main(int argc, char **argv)
 	 * path checks them with the agent's lines, its locked path creates them. An existing
 	 * agent therefore costs reads only: no lock, no write, no fsync. */
 	r = users_ensure(root, agent, want_uid, &ident);
-	if (r < 0)
-		return log_error_errno(r, "Failed to ensure the user of agent '%s': %m %s", agent,
-				       users_last_error()),
-		       EXIT_SYSTEM;
+	if (r < 0) {
+		const char *why = users_last_error();
+
+		if (*why)
+			log_error_errno(r, "Failed to ensure the user of agent '%s': %s (%m)",
+					agent, why);
+		else
+			log_error_errno(r, "Failed to ensure the user of agent '%s': %m", agent);
+		return EXIT_SYSTEM;
+	}
 
 	/* Compile the filter and find cgroups before a chroot, which may lack /proc. */
 	r = spawn_ctx_new(&ctx);

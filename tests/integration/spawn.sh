@@ -59,6 +59,10 @@ for kind in debian musl; do
 	exits 127 "$kind: not found" run -- no-such-command
 	exits 100 "$kind: cwd outside /data refused" run --cwd /etc -- $PROBE exit 0
 	like "$kind: a failed step is named" "$(run --cwd /data/nope -- $PROBE 2>&1)" "enter working directory: No such file"
+	exits 100 "$kind: --uid outside the agent range is a usage error" run --uid 0 -- /bin/true
+	like "$kind: a uid of another agent: the owner named, then the errno" \
+		"$(in_root "$R" pistisd run --agent "other/$kind" --uid "$(in_root "$R" pistisd users show "agent/$kind" | sed -n 's/^uid=//p')" -- /bin/true 2>&1)" \
+		"belongs to agent 'agent/$kind' .*\\(File exists\\)\$"
 
 	start=$(date +%s%N)
 	json=$(run --timeout 0.5 --json -- $PROBE bg-sleep 30 stay 2>&1 >/dev/null)
@@ -85,7 +89,8 @@ for kind in debian musl; do
 	out=$(PISTIS_NO_OPENAT2=1 in_root "$R" env PISTIS_NO_OPENAT2=1 pistisd run --agent "agent/$kind" -- $PROBE 2>&1)
 	like "$kind: per-component fallback enters the home" "$(echo "$out" | field cwd)" '^/data/sandbox-home/'
 	mkdir -p "$R/data/agents" && ln -sfn /etc "$R/data/agents/evil"
-	like "$kind: symlinked cwd refused" "$(run --cwd /data/agents/evil -- $PROBE 2>&1)" 'enter working directory: (Too many levels|Symbolic link loop)'
+	like "$kind: symlinked cwd refused, saying why" "$(run --cwd /data/agents/evil -- $PROBE 2>&1)" \
+		'enter working directory: (Too many levels|Symbolic link loop).*a symlink: none is followed'
 
 	# Working directories beneath /workspaces (the agents' default write rule) as well.
 	mkdir -p "$R/workspaces/proj" && chown 10100:10100 "$R/workspaces/proj"
@@ -93,6 +98,8 @@ for kind in debian musl; do
 	is "$kind: --cwd /workspaces itself" "$(run --cwd /workspaces -- /bin/pwd 2>&1)" /workspaces
 	exits 100 "$kind: --cwd /workspacesX refused" run --cwd /workspacesX -- /bin/true
 	ok "$kind: --cwd /workspaces/../etc refused" test "$(run --cwd /workspaces/../etc -- /bin/pwd 2>/dev/null)" != /etc
+	like "$kind: ... saying why" "$(run --cwd /workspaces/../etc -- /bin/pwd 2>&1)" \
+		"enter working directory: .*leaves /workspaces or /data, by '..'"
 	ln -sfn /etc "$R/workspaces/evil"
 	like "$kind: symlink beneath /workspaces refused" "$(run --cwd /workspaces/evil -- /bin/pwd 2>&1)" 'enter working directory'
 	umount "$R/dev/pts" 2>/dev/null
