@@ -994,6 +994,77 @@ int spawn_kill_agent_processes(const struct spawn_ctx *ctx, uid_t *uids, size_t 
 	return spawn_kill_agent_processes_in(ctx->proc_fd, uids, n, NULL, 0);
 }
 
+/* Directories from the tree's root up to ours at most: a deeper root is no root of a
+ * process that can reach the tree but through a mount, which the walk does not cross. */
+#define ROOT_CHAIN_MAX 4096
+
+/* root_fd's directory and each one above it, up to our own root ('..' of which is
+ * itself): a process whose root is one of them can reach the tree by path. */
+static int root_chain(int root_fd, struct spawn_sweep_root **ret, size_t *ret_n)
+{
+	_cleanup_free_ struct spawn_sweep_root *v = NULL;
+	_cleanup_close_ int fd = fcntl(root_fd, F_DUPFD_CLOEXEC, 3);
+	size_t n = 0;
+
+	for (;;) {
+		struct stat st;
+		int up;
+
+		if (fd < 0 || fstat(fd, &st) < 0)
+			return negative_errno();
+		if (n && v[n - 1].dev == st.st_dev && v[n - 1].ino == st.st_ino)
+			break;
+		if (n == ROOT_CHAIN_MAX)
+			return -ELOOP;
+		if (n % 64 == 0) {
+			struct spawn_sweep_root *nv = reallocarray(v, n + 64, sizeof(*v));
+
+			if (!nv)
+				return -ENOMEM;
+			v = nv;
+		}
+		v[n++] = (struct spawn_sweep_root){.dev = st.st_dev, .ino = st.st_ino};
+		up = openat(fd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+		safe_close(fd);
+		fd = up;
+	}
+	*ret = TAKE_PTR(v);
+	*ret_n = n;
+	return 0;
+}
+
+int spawn_kill_agents_reaching(int root_fd, uid_t *uids, size_t n, unsigned *ret_killed)
+{
+	_cleanup_free_ struct spawn_sweep_root *roots = NULL;
+	_cleanup_close_ int proc_fd = -1;
+	uint64_t deadline = spawn_now_ns() + SPAWN_KILL_AGENTS_SEC * 1000000000ull;
+	size_t n_roots = 0;
+	int r;
+
+	*ret_killed = 0;
+	if (n == 0)
+		return 0;
+	r = root_chain(root_fd, &roots, &n_roots);
+	if (r < 0)
+		return r;
+	proc_fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (proc_fd < 0)
+		return negative_errno();
+	for (;;) {
+		int k = spawn_kill_agent_processes_in(proc_fd, uids, n, roots, n_roots);
+
+		if (k <= 0)
+			return k;
+		if (spawn_now_ns() > deadline) {
+			*ret_killed = (unsigned)k; /* those still there */
+			return -ETIME;
+		}
+		*ret_killed += (unsigned)k;
+		/* Time to die: the next sweep should not find them again, only what forked. */
+		(void)nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
+	}
+}
+
 static bool tree_alive(struct spawn_proc *p)
 {
 	if (p->cgroup_fd >= 0)

@@ -273,6 +273,15 @@ struct spawn_sweep_root {
 };
 int spawn_kill_agent_processes_in(int proc_fd, uid_t *uids, size_t n,
 				  const struct spawn_sweep_root *roots, size_t n_roots);
+/* SIGKILL the processes of uids that can reach the tree root_fd names: those whose root
+ * directory is that directory or one above it (the agents of a container or chroot
+ * rooted there, or of the machine itself), sweeping a fresh /proc until a sweep finds none
+ * (a process that forked meanwhile is caught by the next). *ret_killed: how many were
+ * killed. -ETIME when some still run SPAWN_KILL_AGENTS_SEC after SIGKILL (stuck in an
+ * uninterruptible sleep; *ret_killed then counts those), -errno when /proc or the chain
+ * of directories cannot be read. For CLIs about to take access away or a uid back. */
+#define SPAWN_KILL_AGENTS_SEC 10
+int spawn_kill_agents_reaching(int root_fd, uid_t *uids, size_t n, unsigned *ret_killed);
 int spawn_stop(struct spawn_proc *p);
 int spawn_resize(struct spawn_proc *p, unsigned short cols, unsigned short rows);
 /* -1: none. While the exec is pending it includes SPAWN_EXEC_DEADLINE_MS after the clone,

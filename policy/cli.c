@@ -358,49 +358,6 @@ static void print_summary(struct ctx *c, const char *name, const struct policy_s
 			   : "");
 }
 
-/* How long the agents' processes may take to end after SIGKILL (one stuck in an
- * uninterruptible sleep, on a hung network file system say) before apply gives up. */
-#define STOP_AGENTS_SEC 10
-/* Directories from the walk's root up to ours at most: deeper, the root is not reachable
- * from the processes stop_agents looks at (and a process whose root is deeper than the
- * tree's cannot reach it but through a mount, which the walk does not cross either). */
-#define STOP_AGENTS_DEPTH 4096
-
-/* The walk's root and each directory above it, up to our own root ('..' of which is
- * itself): a process whose root is one of them can reach the tree by path. */
-static int root_chain(int root_fd, struct spawn_sweep_root **ret, size_t *ret_n)
-{
-	_cleanup_free_ struct spawn_sweep_root *v = NULL;
-	_cleanup_close_ int fd = fcntl(root_fd, F_DUPFD_CLOEXEC, 3);
-	size_t n = 0;
-
-	for (;;) {
-		struct stat st;
-		int up;
-
-		if (fd < 0 || fstat(fd, &st) < 0)
-			return negative_errno();
-		if (n && v[n - 1].dev == st.st_dev && v[n - 1].ino == st.st_ino)
-			break;
-		if (n == STOP_AGENTS_DEPTH)
-			return -ELOOP;
-		if (n % 64 == 0) {
-			struct spawn_sweep_root *nv = reallocarray(v, n + 64, sizeof(*v));
-
-			if (!nv)
-				return -ENOMEM;
-			v = nv;
-		}
-		v[n++] = (struct spawn_sweep_root){.dev = st.st_dev, .ino = st.st_ino};
-		up = openat(fd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
-		safe_close(fd);
-		fd = up;
-	}
-	*ret = TAKE_PTR(v);
-	*ret_n = n;
-	return 0;
-}
-
 /* before_tighten of apply and save: SIGKILL the agents' processes that can reach the tree
  * (an fd opened under the old modes outlives the new ones), sweeping /proc until a sweep
  * finds none (a process forking meanwhile is caught by the next one). Agents: the
@@ -413,12 +370,9 @@ static int stop_agents(void *userdata)
 	struct ctx *c = userdata;
 	_cleanup_free_ struct users_entry *e = NULL;
 	_cleanup_free_ uid_t *uids = NULL;
-	_cleanup_free_ struct spawn_sweep_root *roots = NULL;
 	_cleanup_free_ char *root_esc = esc(c->root, strlen(c->root), false);
-	_cleanup_close_ int proc_fd = -1;
-	struct timespec t0, now;
 	unsigned killed = 0;
-	size_t n = 0, n_roots = 0;
+	size_t n = 0;
 	int r;
 
 	if (c->keep_processes)
@@ -437,32 +391,15 @@ static int stop_agents(void *userdata)
 		return log_error_errno(-ENOMEM, "Out of memory");
 	for (size_t i = 0; i < n; i++)
 		uids[i] = e[i].uid;
-	r = root_chain(c->root_fd, &roots, &n_roots);
-	proc_fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (r < 0 || proc_fd < 0)
-		return log_error_errno(r < 0 ? r : negative_errno(),
-				       "Cannot list processes to stop the agents' before "
-				       "tightening: %m; nothing was tightened");
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (;;) {
-		int k = spawn_kill_agent_processes_in(proc_fd, uids, n, roots, n_roots);
-
-		if (k < 0)
-			return log_error_errno(k,
-					       "Cannot list processes to stop the agents' before "
-					       "tightening: %m; nothing was tightened");
-		if (k == 0)
-			break;
-		killed += (unsigned)k;
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		if (now.tv_sec - t0.tv_sec > STOP_AGENTS_SEC) {
-			log_error("%d agent process(es) that can reach %s still run %d s after "
-				  "SIGKILL; nothing was tightened",
-				  k, root_esc ? root_esc : "?", STOP_AGENTS_SEC);
-			return -EBUSY;
-		}
-		(void)nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
-	}
+	r = spawn_kill_agents_reaching(c->root_fd, uids, n, &killed);
+	if (r == -ETIME)
+		return log_error_errno(r,
+				       "%u agent process(es) that can reach %s still ran %d s "
+				       "after SIGKILL; nothing was tightened",
+				       killed, root_esc ? root_esc : "?", SPAWN_KILL_AGENTS_SEC);
+	if (r < 0)
+		return log_error_errno(r, "Cannot list processes to stop the agents' before "
+					  "tightening: %m; nothing was tightened");
 	if (killed)
 		log_notice("tightening: killed %u agent process(es) that can reach %s first (an "
 			   "open fd would outlive the new modes)",
