@@ -22,5 +22,5 @@ fuzz-rules_SRCS := tests/fuzz/fuzz-rules.c
 fuzz-rules_LIBS := policy lib
 
 INTEGRATION_TESTS += tests/integration/policy.sh tests/integration/policy-race.sh \
-	tests/integration/policy-stop.sh \
+	tests/integration/agents-stop.sh \
 	tests/integration/redteam-policy.sh

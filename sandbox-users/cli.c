@@ -1,13 +1,16 @@
 /* pistisd users …: thin CLI over the sandbox-users library. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "lib/escape.h"
+#include "lib/fd-util.h"
 #include "lib/log.h"
 #include "lib/macro.h"
 #include "pistisd/cli.h"
+#include "pistisd/spawn.h"
 #include "sandbox-users/ident.h"
 #include "sandbox-users/users-internal.h"
 #include "sandbox-users/users.h"
@@ -16,6 +19,7 @@ struct opts {
 	const char *root;
 	bool json;
 	bool forget;
+	bool keep_processes;
 	uid_t uid;
 	const char **args; /* the operands, pointing into argv */
 	int n_args;
@@ -35,8 +39,11 @@ static void usage(FILE *f)
 		"                             %d; all or nothing; no --uid); one identity each,\n"
 		"                             blank-line separated (--json: one object a line)\n"
 		"  ensure-base                group %s (gid %u), user and group %s (%u)\n"
-		"  remove AGENT_ID [--forget] delete the user and group; the registry keeps the\n"
-		"                             uid reserved unless --forget; files are kept\n"
+		"  remove AGENT_ID [--forget] [--keep-processes]\n"
+		"                             kill the agent's processes, delete the user and\n"
+		"                             group; the registry keeps the uid reserved unless\n"
+		"                             --forget; files are kept. --keep-processes: do not\n"
+		"                             kill (not with --forget: the uid may go to another)\n"
 		"  list                       every identity in the registry\n"
 		"  show AGENT_ID              the agent's identity, changing nothing\n\n"
 		"Options:\n"
@@ -83,6 +90,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			o->json = true;
 		} else if (!strcmp(a, "--forget")) {
 			o->forget = true;
+		} else if (!strcmp(a, "--keep-processes")) {
+			o->keep_processes = true;
 		} else if (!strcmp(a, "--root") || !strncmp(a, "--root=", 7)) {
 			o->root = a[6] == '=' ? a + 7 : (i + 1 < argc ? argv[++i] : NULL);
 			if (!o->root || !o->root[0]) {
@@ -156,6 +165,48 @@ static int fail_exit(int r, const char *what)
 	}
 }
 
+/* remove: the agent's processes that can reach the root go first (SIGKILL,
+ * spawn_kill_agents_reaching). A removed agent has no business running; and once its uid
+ * is forgotten, the next agent may get it, and whatever still ran would be that agent. An
+ * id the registry does not hold has nothing to stop (users_remove then says so). Returns
+ * 0, or the exit code of a failure (nothing is removed then). */
+static int stop_agent(const struct opts *o)
+{
+	_cleanup_free_ struct users_entry *v = NULL;
+	_cleanup_close_ int root_fd = -1;
+	unsigned killed = 0;
+	size_t n = 0;
+	uid_t uid = (uid_t)-1;
+	int r;
+
+	r = users_list(o->root, &v, &n);
+	if (r == -ENOENT)
+		return 0;
+	if (r < 0)
+		return fail_exit(r, "users remove");
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(v[i].agent_id, o->args[0]))
+			uid = v[i].uid;
+	if (uid == (uid_t)-1)
+		return 0;
+	root_fd = open(o->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (root_fd < 0)
+		return fail_exit(negative_errno(), "users remove: open the root");
+	r = spawn_kill_agents_reaching(root_fd, &uid, 1, &killed);
+	if (r == -ETIME) {
+		log_error("users remove: %u process(es) of agent '%s' still ran %d s after "
+			  "SIGKILL; nothing was removed",
+			  killed, o->args[0], SPAWN_KILL_AGENTS_SEC);
+		return EXIT_SYSTEM;
+	}
+	if (r < 0)
+		return fail_exit(r, "users remove: list the agent's processes");
+	if (killed)
+		log_notice("users remove: killed %u process(es) of agent '%s' first", killed,
+			   o->args[0]);
+	return 0;
+}
+
 static int need_agent_id(const struct opts *o, const char *cmd)
 {
 	if (o->n_args != 1) {
@@ -204,8 +255,14 @@ int users_cli_main(int argc, char **argv)
 		log_error("--uid only applies to 'ensure'");
 		return EXIT_USAGE;
 	}
-	if (o.forget && strcmp(cmd, "remove")) {
-		log_error("--forget only applies to 'remove'");
+	if ((o.forget || o.keep_processes) && strcmp(cmd, "remove")) {
+		log_error("%s only applies to 'remove'",
+			  o.forget ? "--forget" : "--keep-processes");
+		return EXIT_USAGE;
+	}
+	if (o.forget && o.keep_processes) {
+		log_error("--forget with --keep-processes would hand the uid of running processes "
+			  "to the next agent");
 		return EXIT_USAGE;
 	}
 
@@ -271,6 +328,11 @@ int users_cli_main(int argc, char **argv)
 	if (!strcmp(cmd, "remove")) {
 		if (need_agent_id(&o, cmd) < 0)
 			return EXIT_USAGE;
+		if (!o.keep_processes) {
+			r = stop_agent(&o);
+			if (r != 0)
+				return r;
+		}
 		r = users_remove(o.root, o.args[0], o.forget);
 		if (r < 0)
 			return fail_exit(r, "users remove");

@@ -1,10 +1,13 @@
 #!/bin/bash
-# pistisd policy apply|save and the agents' running processes: an fd opened under the old
-# modes outlives a tightening, so before the first change that takes access away the CLI
-# kills every process of an agent's uid that can reach the tree (its root is the tree's
-# root or above it), and only those: the same uid in another sandbox's root, a uid the
-# registry does not hold, and root's processes stay. Runs as root in a private mount
-# namespace over throwaway Debian roots; never touches the host's /etc or users.
+# The agents' running processes, stopped where an fd or a uid would outlive a change:
+# - pistisd policy apply|save: an fd opened under the old modes outlives a tightening, so
+#   before the first change that takes access away the CLI kills every process of an
+#   agent's uid that can reach the tree (its root is the tree's root or above it);
+# - pistisd users remove: the agent's processes go before its user (with --forget, its uid
+#   may go to the next agent, and what still ran would be that agent).
+# Only those: the same uid in another sandbox's root, a uid the registry does not hold,
+# another agent and root's processes stay. Runs as root in a private mount namespace over
+# throwaway Debian roots; never touches the host's /etc or users.
 . "$(dirname "$0")/../lib.sh"
 need_root
 need_mount_ns "$@"
@@ -103,4 +106,36 @@ is "save of a tightening rule exits 0" "$rc" 0
 like "save kills the agents' processes first" "$out" 'killed 1 agent process'
 is "... none left in the tree's root" "$(root_pids "$R" "$A")" ""
 ok "... the other root's untouched" has_pids "$R2" "$A"
+# --- users remove --------------------------------------------------------------------
+for r in "$R" "$R2"; do in_root "$r" pistisd users ensure b >/dev/null || exit 1; done
+Bu=$(in_root "$R" pistisd users show b | sed -n 's/^uid=//p')
+is "agent b has the same uid in both roots" "$(in_root "$R2" pistisd users show b | sed -n 's/^uid=//p')" "$Bu"
+bg in_root "$R" pistisd run --agent b -- /bin/sleep 300
+bg in_root "$R2" pistisd run --agent b -- /bin/sleep 300
+bg in_root "$R" pistisd run --agent a -- /bin/sleep 300
+ok "agent b runs in the tree's root" wait_for has_pids "$R" "$Bu"
+ok "agent b runs in the other root" wait_for has_pids "$R2" "$Bu"
+ok "agent a runs in the tree's root" wait_for has_pids "$R" "$A"
+exits 100 "remove --forget --keep-processes refused" \
+	"$P" users remove b --forget --keep-processes --root "$R"
+exits 100 "--keep-processes belongs to remove" "$P" users show b --keep-processes --root "$R"
+ok "... b still runs" has_pids "$R" "$Bu"
+out=$("$P" users remove b --forget --root "$R" 2>&1); rc=$?
+is "remove --forget exits 0" "$rc" 0
+like "it says it killed the agent's process first" "$out" "killed 1 process\\(es\\) of agent 'b' first"
+is "no process of b is left in the tree's root" "$(root_pids "$R" "$Bu")" ""
+ok "b in the other root still runs" has_pids "$R2" "$Bu"
+ok "agent a still runs" has_pids "$R" "$A"
+# The uid is free again: the next agent gets it, with nothing of b running as it.
+is "the next agent gets b's uid" "$(in_root "$R" pistisd users ensure c | sed -n 's/^uid=//p')" "$Bu"
+is "... and nothing runs as it" "$(root_pids "$R" "$Bu")" ""
+# Without --forget, --keep-processes is the operator's to choose.
+bg in_root "$R" pistisd run --agent c -- /bin/sleep 300
+ok "agent c runs" wait_for has_pids "$R" "$Bu"
+out=$("$P" users remove c --keep-processes --root "$R" 2>&1); rc=$?
+is "remove --keep-processes exits 0" "$rc" 0
+unlike "... kills nothing" "$out" killed
+ok "... c still runs" has_pids "$R" "$Bu"
+exits 1 "remove of an unknown agent: refused" "$P" users remove nobody-here --root "$R"
+ok "... and agent a still runs" has_pids "$R" "$A"
 done_testing
