@@ -91,6 +91,26 @@ static bool registry_trusted(const struct stat *st)
 	return st->st_uid == 0 && !(st->st_mode & 0022);
 }
 
+/* Whether /etc and the files of the passwd family there may be believed and rewritten:
+ * root-owned, not writable by others, and group-writable only for root's group (images
+ * made for OpenShift's arbitrary uids do `chmod g=u /etc/passwd`; agents are never in
+ * group 0). Where anyone else may write them, an agent could have given itself uid 0 or
+ * a place in another agent's group, and could again after we checked. */
+static bool etc_trusted(const struct stat *st)
+{
+	return st->st_uid == 0 && !(st->st_mode & 0002) &&
+	       (st->st_gid == 0 || !(st->st_mode & 0020));
+}
+
+static int etc_untrusted_error(const char *path, const struct stat *st)
+{
+	return set_error(-EPERM,
+			 "%s is owned by %u:%u with mode %04o: it must be root's and writable by "
+			 "no one else (root's group at most); not trusted",
+			 path, (unsigned)st->st_uid, (unsigned)st->st_gid,
+			 (unsigned)(st->st_mode & 07777));
+}
+
 /* The one way to /data/pistis, for every path (ensure, its lock-free fast path, lookup,
  * list, show, remove): opened without following links (made root 0700 when create), and
  * refused unless the opened directory is root-owned and not group/other-writable, so that
@@ -236,6 +256,7 @@ static void pick_nologin(struct ctx *c)
 
 static int ctx_open(struct ctx *c, const char *root, bool create_data)
 {
+	struct stat st;
 	int r;
 
 	*c = (struct ctx)CTX_NULL;
@@ -248,6 +269,10 @@ static int ctx_open(struct ctx *c, const char *root, bool create_data)
 		return set_error(r, "cannot open '%s/etc' (a symlink is refused)",
 				 root ? root : "");
 	c->etc_fd = r;
+	if (fstat(c->etc_fd, &st) < 0)
+		return set_error(-errno, "cannot stat /etc");
+	if (!etc_trusted(&st))
+		return etc_untrusted_error("/etc", &st);
 
 	r = ufs_open_dir(c->root_fd, "data");
 	if (r == -ENOENT && create_data) {
@@ -319,6 +344,12 @@ static int load_etc(struct ctx *c)
 		}
 		if (r < 0)
 			return set_error(r, "cannot read /etc/%s", name);
+		if (!etc_trusted(&c->st[k])) {
+			char path[32];
+
+			snprintf(path, sizeof(path), "/etc/%s", name);
+			return etc_untrusted_error(path, &c->st[k]);
+		}
 		r = pwfile_parse_owned(k, TAKE_PTR(buf), len, &c->db.f[k], &line, &why);
 		if (r < 0)
 			return set_error(r, "/etc/%s:%zu: %s; nothing written", name, line,
@@ -698,11 +729,13 @@ static bool fast_complete(struct ctx *c, const char *agent_id, uid_t want_uid,
 	    (want_uid != (uid_t)-1 && want_uid != rec.uid))
 		return false;
 	for (int k = 0; k < _PWFILE_KIND_MAX; k++) {
+		struct stat st;
 		int r = ufs_read_file(c->etc_fd, pwfile_kind_name(k), PWFILE_SIZE_MAX, &buf[k],
-				      &len[k], NULL, NULL);
+				      &len[k], &st, NULL);
 		if (r == -ENOENT && (k == PWFILE_SHADOW || k == PWFILE_GSHADOW))
 			continue;
-		if (r < 0)
+		/* An untrusted file: the locked path says why. */
+		if (r < 0 || !etc_trusted(&st))
 			goto out;
 	}
 #define HAS(k, name) (!buf[k] || pwfile_scan(k, buf[k], len[k], name, &l) == 0)

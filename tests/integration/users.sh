@@ -200,6 +200,35 @@ is "corrupt registry record: nothing written" "$(cd "$R" && sha256sum etc/* data
 exits 1 "corrupt registry record: show refuses it" "$P" users show x --root "$R"
 exits 1 "corrupt registry record: list refuses it" "$P" users list --root "$R"
 
+# --- /etc or its files writable by someone else: not trusted, nothing written ---------
+R=$work/r-modes
+mkroot "$R"
+"$P" users ensure m-1 --root "$R" >/dev/null
+for f in passwd group shadow gshadow; do
+	chmod o+w "$R/etc/$f"
+	sum=$(cd "$R" && sha256sum etc/* data/pistis/users.registry)
+	out=$("$P" users ensure m-2 --root "$R" 2>&1); rc=$?
+	is "/etc/$f writable by others: refused (111)" "$rc" 111
+	like "... saying why" "$out" "/etc/$f is owned by 0:[0-9]+ with mode 0[0-7]+: it must be root's"
+	is "... nothing written" "$(cd "$R" && sha256sum etc/* data/pistis/users.registry)" "$sum"
+	# An existing agent too: the lock-free path hands an untrusted file to the locked one.
+	exits 111 "... nor an existing agent confirmed over it" "$P" users ensure m-1 --root "$R"
+	chmod o-w "$R/etc/$f"
+done
+chown 10100 "$R/etc/passwd"
+exits 111 "/etc/passwd owned by an agent's uid: refused" "$P" users ensure m-2 --root "$R"
+chown 0 "$R/etc/passwd"
+chgrp 10010 "$R/etc/group" && chmod g+w "$R/etc/group"
+exits 111 "/etc/group writable by pi-sandbox: refused" "$P" users ensure m-2 --root "$R"
+chgrp 0 "$R/etc/group" && chmod g-w "$R/etc/group"
+chmod 1777 "$R/etc"
+like "/etc writable by others: refused" "$("$P" users ensure m-2 --root "$R" 2>&1)" \
+	"/etc is owned by 0:0 with mode 1777"
+chmod 0755 "$R/etc"
+chmod g+w "$R/etc/passwd" # root:root 0664, as images made for arbitrary uids have it
+ok "/etc/passwd writable by root's group only: accepted" "$P" users ensure m-2 --root "$R"
+is "... and rewritten with its mode" "$(stat -c '%a %u:%g' "$R/etc/passwd")" "664 0:0"
+
 # --- a full file system during the write: the old files intact ------------------------
 for where in etc data; do
 	R=$work/full-$where
