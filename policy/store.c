@@ -37,7 +37,37 @@ int policy_rules_load(int root_fd, const char *path, bool from_root, bool truste
 
 	if (err)
 		err->line = 0, err->msg[0] = '\0';
-	if (from_root) {
+	if (from_root && trusted) {
+		/* Its directory too: where others may write it, the file could be replaced, or
+		 * removed so that the built-in defaults apply instead of the operator's rules. */
+		_cleanup_close_ int dfd = -1;
+		_cleanup_free_ char *dir = strdup(path);
+		char *slash = dir ? strrchr(dir, '/') : NULL;
+
+		if (!slash || slash == dir)
+			return dir ? -EINVAL : -ENOMEM;
+		*slash = '\0';
+		r = policy_resolve(root_fd, dir, O_PATH | O_DIRECTORY, &dfd);
+		if (r == -ELOOP)
+			return fail(err, r, 0, "is a symlink (or a directory on the way is)", dir);
+		if (r < 0)
+			return r;
+		if (fstat(dfd, &st) < 0)
+			return negative_errno();
+		if (st.st_uid != 0 || (st.st_mode & 022))
+			return fail(
+				err, -EPERM, 0,
+				"must be owned by root and not writable by group or others (the "
+				"rules file in it could be replaced or removed)",
+				dir);
+		fd = openat(dfd, slash + 1,
+			    O_RDONLY | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0 && errno == ELOOP)
+			return fail(err, -ELOOP, 0, "is a symlink (or a directory on the way is)",
+				    path);
+		if (fd < 0)
+			return negative_errno();
+	} else if (from_root) {
 		r = policy_resolve(root_fd, path, O_RDONLY | O_NOCTTY | O_NONBLOCK, &fd);
 		if (r == -ELOOP)
 			return fail(err, r, 0, "is a symlink (or a directory on the way is)", path);

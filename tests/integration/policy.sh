@@ -186,6 +186,19 @@ out=$("$P" policy check --root "$R" 2>&1); rc=$?
 is "a rules file not owned by root is refused" "$rc" 1
 like "saying why" "$out" 'owned by root'
 chown 0 "$R/data/pistis/rules.json"
+# Its directory too: where others may write it, the file could be swapped, or removed so
+# that the built-in defaults would apply instead of the operator's rules.
+pm=$(stat -c %a "$R/data/pistis")
+chmod 0777 "$R/data/pistis"
+out=$("$P" policy check --root "$R" 2>&1); rc=$?
+is "a rules directory anyone may write: refused" "$rc" 1
+like "... saying why" "$out" "'/data/pistis': must be owned by root and not writable"
+mv "$R/data/pistis/rules.json" "$work/rules.kept"
+out=$("$P" policy apply --root "$R" 2>&1); rc=$?
+is "... and with the file gone from it, no fall back to the defaults" "$rc" 1
+mv "$work/rules.kept" "$R/data/pistis/rules.json"
+chmod "$pm" "$R/data/pistis"
+exits 0 "the directory root's again: check runs" "$P" policy check --root "$R"
 
 # save re-reads the file before installing it and must install the very rules it validated:
 # the file is swapped between the two reads (strace holds the second open for 3 s) for
