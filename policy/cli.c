@@ -398,7 +398,7 @@ static int stop_agents(void *userdata)
 				       "after SIGKILL; nothing was tightened",
 				       killed, root_esc ? root_esc : "?", SPAWN_KILL_AGENTS_SEC);
 	if (r < 0)
-		return log_error_errno(r, "Cannot list processes to stop the agents' before "
+		return log_error_errno(r, "Cannot list the agents' processes to stop them before "
 					  "tightening: %m; nothing was tightened");
 	if (killed)
 		log_notice("tightening: killed %u agent process(es) that can reach %s first (an "
