@@ -20,6 +20,7 @@
 #include "pistisd/spawn.h"
 #include "policy/internal.h"
 #include "policy/policy.h"
+#include "sandbox-users/ident.h"
 #include "sandbox-users/users.h"
 
 enum cmd { CMD_APPLY, CMD_PLAN, CMD_CHECK, CMD_EXPLAIN, CMD_SAVE };
@@ -305,16 +306,15 @@ static int load_rules(struct ctx *c, int root_fd, struct policy_rules **ret)
 		}
 	}
 	if (r < 0) {
+		/* Names go to the log as they are: it escapes every control byte itself. */
 		const char *what = c->rules_path ? c->rules_path : POLICY_RULES_PATH;
-		char e[256];
 
-		escape_c(what, strlen(what), e, sizeof(e));
 		if (err.msg[0] && err.line)
-			log_error("Invalid rules in '%s', line %u: %s", e, err.line, err.msg);
+			log_error("Invalid rules in '%s', line %u: %s", what, err.line, err.msg);
 		else if (err.msg[0])
 			log_error("Invalid rules: %s", err.msg);
 		else
-			log_error_errno(r, "Failed to read rules '%s': %m", e);
+			log_error_errno(r, "Failed to read rules '%s': %m", what);
 		return r == -ENOMEM || r == -EIO ? -EIO : -EINVAL;
 	}
 	r = policy_rules_check_fs(root_fd, *ret, &err);
@@ -370,7 +370,6 @@ static int stop_agents(void *userdata)
 	struct ctx *c = userdata;
 	_cleanup_free_ struct users_entry *e = NULL;
 	_cleanup_free_ uid_t *uids = NULL;
-	_cleanup_free_ char *root_esc = esc(c->root, strlen(c->root), false);
 	unsigned killed = 0;
 	size_t n = 0;
 	int r;
@@ -396,14 +395,14 @@ static int stop_agents(void *userdata)
 		return log_error_errno(r,
 				       "%u agent process(es) that can reach %s still ran %d s "
 				       "after SIGKILL; nothing was tightened",
-				       killed, root_esc ? root_esc : "?", SPAWN_KILL_AGENTS_SEC);
+				       killed, c->root, SPAWN_KILL_AGENTS_SEC);
 	if (r < 0)
 		return log_error_errno(r, "Cannot list the agents' processes to stop them before "
 					  "tightening: %m; nothing was tightened");
 	if (killed)
 		log_notice("tightening: killed %u agent process(es) that can reach %s first (an "
 			   "open fd would outlive the new modes)",
-			   killed, root_esc ? root_esc : "?");
+			   killed, c->root);
 	return 0;
 }
 
@@ -481,8 +480,7 @@ static int do_explain(struct ctx *c, int root_fd, const struct policy_rules *rul
 	if (c->agent) {
 		r = users_lookup(c->root, c->agent, &ident);
 		if (r < 0) {
-			_cleanup_free_ char *a = esc(c->agent, strlen(c->agent), false);
-			log_error_errno(r, "Failed to look up agent '%s': %m", a ? a : "");
+			log_error_errno(r, "Failed to look up agent '%s': %m", c->agent);
 			return r == -ENOENT ? EXIT_NOT_FOUND : EXIT_SYSTEM;
 		}
 		uid = ident.uid;
@@ -619,17 +617,16 @@ static int do_explain(struct ctx *c, int root_fd, const struct policy_rules *rul
 	return 0;
 }
 
-/* "'/path' access (line N)" of a rule, escaped and cut to size; "no rule" for NULL. */
+/* "'/path' access (line N)" of a rule, cut to size, for the log (which escapes it); "no
+ * rule" for NULL. */
 static void rule_text(const struct policy_rule *r, char *buf, size_t size)
 {
-	char p[384];
-
 	if (!r) {
 		snprintf(buf, size, "no rule");
 		return;
 	}
-	escape_c(r->path, r->len, p, sizeof(p));
-	snprintf(buf, size, "'%s' %s (line %u)", p, policy_access_name(r->access), r->line);
+	snprintf(buf, size, "'%.*s' %s (line %u)", (int)r->len, r->path,
+		 policy_access_name(r->access), r->line);
 }
 
 static int do_save(struct ctx *c, int root_fd)
@@ -646,23 +643,19 @@ static int do_save(struct ctx *c, int root_fd)
 		return exit_for_load(r);
 	fd = open(c->rules_path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (fd < 0 || fd_read_all(fd, POLICY_FILE_MAX, &buf, &len) < 0) {
-		int e = negative_errno();
-		char f[512];
-
-		escape_c(c->rules_path, strlen(c->rules_path), f, sizeof(f));
-		return log_error_errno(e, "Failed to read '%s' again: %m", f), EXIT_SYSTEM;
+		return log_error_errno(negative_errno(), "Failed to read '%s' again: %m",
+				       c->rules_path),
+		       EXIT_SYSTEM;
 	}
 	/* Save exactly what was validated: parse the bytes we are about to write and require
 	 * the very rules checked above (paths and access, in order; a count alone let a
 	 * rule swapped for another, unchecked, through). */
 	{
 		_cleanup_(policy_rules_freep) struct policy_rules *again = NULL;
-		_cleanup_free_ char *f = esc(c->rules_path, strlen(c->rules_path), false);
+		const char *f = c->rules_path;
 		struct policy_error err = {0};
 		ssize_t i;
 
-		if (!f)
-			return log_error("Out of memory"), EXIT_SYSTEM;
 		if (policy_rules_parse(buf, len, &again, &err) < 0) {
 			log_error("'%s' changed while it was being saved and is no longer valid "
 				  "(line %u: %s); nothing replaced, nothing applied",
@@ -822,6 +815,12 @@ int policy_cli_main(int argc, char **argv)
 	}
 	if ((c.agent || c.uid >= 0) && c.cmd != CMD_EXPLAIN) {
 		log_error("--agent and --uid belong to explain");
+		return EXIT_USAGE;
+	}
+	if (c.agent && ident_agent_id_check(c.agent) < 0) {
+		log_error("invalid agent id: 1-%d bytes of [A-Za-z0-9._@+=/-], starting with a "
+			  "letter or digit",
+			  USERS_AGENT_ID_MAX);
 		return EXIT_USAGE;
 	}
 	if (c.json)

@@ -100,6 +100,10 @@ is "check: not conforming exits 1" "$rc" 1
 like "check lists the violation" "$out" '^violation /workspaces/proj/src/main.c: mode'
 like "names are escaped (newline, ESC)" "$out" 'x\\ny\\x1b: '
 unlike "no raw escape byte in output" "$out" "$(printf '\033')"
+out=$("$P" policy plan --root "$R" --rules "$(printf '/nonexistent/r\n\033[31m.json')" 2>&1)
+like "a rules file name in an error: escaped once" "$out" "'/nonexistent/r\\\\n\\\\x1b\\[31m.json'"
+exits 100 "explain --agent with an invalid id: a usage error" \
+	"$P" policy explain /workspaces --root "$R" --agent "$(printf 'a\nb')"
 s1=$(snap "$R/workspaces")
 json=$("$P" policy plan --root "$R" --json 2>/dev/null); rc=$?
 is "plan exits 0" "$rc" 0
