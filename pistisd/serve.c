@@ -1100,7 +1100,8 @@ int serve_cli_main(int argc, char **argv)
 	/* pi-sandbox and pi-tools first: every agent's groups name pi-sandbox */
 	r = users_ensure_base("/");
 	if (r < 0)
-		log_warning_errno(r, "Failed to ensure the base identities: %m");
+		log_warning_errno(r, "Failed to ensure the base identities: %s%s%m",
+				  users_last_error(), *users_last_error() ? ": " : "");
 	r = session_init();
 	if (r < 0) {
 		lws_context_destroy(S.ctx);
