@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -917,7 +918,9 @@ static void usage(FILE *f)
 		"  --relay URL         where to dial (never listens)\n"
 		"  --token-file FILE   this sandbox's token (root-owned, mode 0600)\n"
 		"  --ca FILE           CA bundle for wss:// (default: the system's, e.g.\n"
-		"                      /etc/ssl/certs/ca-certificates.crt)\n"
+		"                      /etc/ssl/certs/ca-certificates.crt); it and the\n"
+		"                      directories and links on its way root's, writable by\n"
+		"                      no one else\n"
 		"  --pin SHA256        also require this SHA-256 of the relay's certificate (hex)\n"
 		"  --name NAME         sandbox name sent in hello (default: host name)\n"
 		"  --allow NAMES       start although these hard requirements of 'pistisd check'\n"
@@ -1043,6 +1046,16 @@ int serve_cli_main(int argc, char **argv)
 			log_error("wss:// needs a CA bundle: no system bundle found "
 				  "(/etc/ssl/certs/ca-certificates.crt, ...); pass --ca FILE");
 			return EXIT_USAGE;
+		}
+	}
+	if (S.tls) {
+		/* A bundle an agent could write (or a directory or link on its way) would let
+		 * it add a CA of its own, and a relay of its own would get the token. */
+		char why[PATH_MAX + 160];
+
+		if (tls_ca_file_check(S.ca, why, sizeof(why)) < 0) {
+			log_error("Refusing the CA bundle for wss://: %s", why);
+			return EXIT_SYSTEM;
 		}
 	}
 	if (!S.name[0]) {

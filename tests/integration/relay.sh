@@ -540,6 +540,37 @@ if (cd "$T" &&
 		skip "wss: system bundle (not in it)" "no /etc/ssl/certs/ca-certificates.crt here"
 		skip "wss: system bundle (appended)" "no /etc/ssl/certs/ca-certificates.crt here"
 	fi
+	# A CA bundle a local user could write, or one reached through a directory or a link's
+	# directory a local user could write, is refused before anything is dialled: an agent
+	# could add its own CA and serve the token to a relay of its own.
+	ca_refused() { # FILE: serve exits 111 at once, naming what is wrong; the output in $out
+		out=$(timeout 20 env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+			chroot "$R" pistisd serve --relay wss://127.0.0.1:$SP2 --token-file /etc/pistis/token \
+			--name s1 ${ALLOW:+--allow $ALLOW} --ca "$1" 2>&1)
+		[ $? = 111 ] && [[ $out == *"Refusing the CA bundle"* ]]
+	}
+	chmod 0666 "$R/etc/pistis/ca.pem"
+	ca_refused /etc/pistis/ca.pem
+	ok "wss: a CA bundle anyone may write: refused" test $? = 0
+	like "... naming it, its owner and mode" "$out" '/etc/pistis/ca.pem is owned by 0:0 with mode 0666'
+	chmod 0644 "$R/etc/pistis/ca.pem"
+	chown 10100 "$R/etc/pistis/ca.pem"
+	ok "wss: a CA bundle an agent's uid owns: refused" ca_refused /etc/pistis/ca.pem
+	chown 0 "$R/etc/pistis/ca.pem"
+	mkdir -m 1777 "$R/etc/pistis/pub" && cp "$T/ca.pem" "$R/etc/pistis/pub/ca.pem"
+	ca_refused /etc/pistis/pub/ca.pem
+	ok "wss: a CA bundle in a sticky world-writable directory: refused" test $? = 0
+	like "... naming the directory" "$out" '/etc/pistis/pub is owned by 0:0 with mode 1777'
+	ln -s /etc/pistis/ca.pem "$R/etc/pistis/pub/link.pem"
+	ok "wss: a link to a good bundle, in a directory anyone may write: refused" \
+		ca_refused /etc/pistis/pub/link.pem
+	ln -s loop-b.pem "$R/etc/pistis/loop-a.pem" && ln -s loop-a.pem "$R/etc/pistis/loop-b.pem"
+	ca_refused /etc/pistis/loop-a.pem
+	ok "wss: a loop of links: refused" test $? = 0
+	like "... saying so" "$out" 'too many symbolic links'
+	ln -s ../pistis/ca.pem "$R/etc/pistis/ca-link.pem"
+	ok "wss: a link in a root-only directory to a good bundle: connects" tls_try --ca /etc/pistis/ca-link.pem
+	rm -rf "$R/etc/pistis/pub" "$R/etc/pistis/ca-link.pem" "$R"/etc/pistis/loop-?.pem
 	kill "$SM2" 2>/dev/null; wait "$SM2" 2>/dev/null
 
 	# What reaches a relay that fails a check: a bare TLS listener (tlscapture.py) records
