@@ -188,3 +188,9 @@ int fd_set_nonblock(int fd, int on)
 	flags = on ? flags | O_NONBLOCK : flags & ~O_NONBLOCK;
 	return fcntl(fd, F_SETFL, flags) < 0 ? -errno : 0;
 }
+
+bool stat_root_only_writable(const struct stat *st)
+{
+	return st->st_uid == 0 && !(st->st_mode & 0002) &&
+	       (st->st_gid == 0 || !(st->st_mode & 0020));
+}

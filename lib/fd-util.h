@@ -1,6 +1,8 @@
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 /* Read until count bytes or EOF; retries EINTR and short reads.
@@ -33,3 +35,9 @@ int fd_ensure_std(void);
 
 int fd_set_cloexec(int fd, int on);
 int fd_set_nonblock(int fd, int on);
+
+/* Whether st is root's and writable by no one else: not by others, by its group only when
+ * the group is root's (images made for arbitrary uids have `chmod g=u /etc/passwd`). The
+ * rule for what a root program believes that others set up: /etc's passwd family and /etc
+ * (sandbox-users), a CA bundle and every directory on its way (lib/tls-ca.c). */
+bool stat_root_only_writable(const struct stat *st);

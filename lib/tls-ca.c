@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -30,13 +29,6 @@ const char *tls_default_ca_file(void)
 			return bundles[i];
 	}
 	return NULL;
-}
-
-/* Root's, and writable by no one else: not by others, by the group only when it is root's. */
-static bool root_only_writable(const struct stat *st)
-{
-	return st->st_uid == 0 && !(st->st_mode & 0002) &&
-	       (st->st_gid == 0 || !(st->st_mode & 0020));
 }
 
 static int ca_refuse(char *why, size_t size, int r, const char *node, const struct stat *st,
@@ -77,7 +69,7 @@ int tls_ca_file_check(const char *path, char *why, size_t size)
 
 		if (dfd < 0 || fstat(dfd, &st) < 0)
 			return ca_refuse(why, size, negative_errno(), node, NULL, strerror(errno));
-		if (!root_only_writable(&st))
+		if (!stat_root_only_writable(&st))
 			return ca_refuse(
 				why, size, -EPERM, node, &st,
 				"a directory on the way to the CA bundle must be root's and "
@@ -131,7 +123,7 @@ int tls_ca_file_check(const char *path, char *why, size_t size)
 			if (!S_ISREG(st.st_mode))
 				return ca_refuse(why, size, -EINVAL, node, NULL,
 						 "is not a regular file");
-			if (!root_only_writable(&st))
+			if (!stat_root_only_writable(&st))
 				return ca_refuse(
 					why, size, -EPERM, node, &st,
 					"a CA bundle must be root's and writable by no one "

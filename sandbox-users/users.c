@@ -13,6 +13,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "lib/fd-util.h"
 #include "lib/macro.h"
 #include "sandbox-users/arena.h"
 #include "sandbox-users/db.h"
@@ -92,14 +93,12 @@ static bool registry_trusted(const struct stat *st)
 }
 
 /* Whether /etc and the files of the passwd family there may be believed and rewritten:
- * root-owned, not writable by others, and group-writable only for root's group (images
- * made for OpenShift's arbitrary uids do `chmod g=u /etc/passwd`; agents are never in
- * group 0). Where anyone else may write them, an agent could have given itself uid 0 or
- * a place in another agent's group, and could again after we checked. */
+ * stat_root_only_writable (agents are never in group 0). Where anyone else may write them,
+ * an agent could have given itself uid 0 or a place in another agent's group, and could
+ * again after we checked. */
 static bool etc_trusted(const struct stat *st)
 {
-	return st->st_uid == 0 && !(st->st_mode & 0002) &&
-	       (st->st_gid == 0 || !(st->st_mode & 0020));
+	return stat_root_only_writable(st);
 }
 
 static int etc_untrusted_error(const char *path, const struct stat *st)
