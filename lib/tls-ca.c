@@ -45,7 +45,7 @@ static int ca_refuse(char *why, size_t size, int r, const char *node, const stru
 
 int tls_ca_file_check(const char *path, char *why, size_t size)
 {
-	/* todo: what is left to resolve; at: the directory reached so far, named in node */
+	/* todo: what is left to resolve; dfd: the directory reached so far, named in node */
 	char todo[PATH_MAX], node[PATH_MAX], link[PATH_MAX];
 	_cleanup_close_ int dfd = -1;
 	unsigned links = 0;
