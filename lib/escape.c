@@ -58,14 +58,19 @@ size_t escape_c(const char *in, size_t in_len, char *out, size_t out_size)
 	return escape(in, in_len, out, out_size, 0);
 }
 
-char *escape_c_dup(const char *s)
+char *escape_dup(const char *in, size_t in_len, bool json)
 {
-	size_t n = strlen(s), need = escape_c(s, n, NULL, 0);
-	char *out = malloc(need + 1);
+	size_t need = escape(in, in_len, NULL, 0, json) + 1;
+	char *out = malloc(need);
 
 	if (out)
-		escape_c(s, n, out, need + 1);
+		escape(in, in_len, out, need, json);
 	return out;
+}
+
+char *escape_c_dup(const char *s)
+{
+	return escape_dup(s, strlen(s), false);
 }
 
 size_t escape_json(const char *in, size_t in_len, char *out, size_t out_size)

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Escapers for bytes that end up in logs or JSON. Both take arbitrary bytes (names with
@@ -10,8 +11,10 @@
 /* C-style: \n \t \\ \" and \xNN for every other byte outside 0x20..0x7e. */
 size_t escape_c(const char *in, size_t in_len, char *out, size_t out_size);
 
-/* escape_c of the whole string s into a new string of just the size it needs (free it);
- * NULL when out of memory. */
+/* escape_c (json false) or escape_json (true) of in[0..in_len) into a new string of just
+ * the size it needs (free it); NULL when out of memory. */
+char *escape_dup(const char *in, size_t in_len, bool json);
+/* escape_dup of the whole string s, C-style. */
 char *escape_c_dup(const char *s);
 
 /* JSON string body (without quotes): \" \\ \n \r \t \uXXXX; bytes >= 0x80 become \u00XX

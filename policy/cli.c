@@ -77,17 +77,6 @@ static void usage(FILE *f)
 		"100 usage, 111 system error. Reference: docs/policy.md.\n");
 }
 
-/* Escaped copy of arbitrary bytes (names may hold newlines, escapes, invalid UTF-8). */
-static char *esc(const char *s, size_t n, bool json)
-{
-	size_t need = (json ? escape_json : escape_c)(s, n, NULL, 0) + 1;
-	char *out = malloc(need);
-
-	if (out)
-		(json ? escape_json : escape_c)(s, n, out, need);
-	return out;
-}
-
 static const char *kind_name(enum policy_event_kind k)
 {
 	switch (k) {
@@ -155,7 +144,7 @@ static void on_event(void *userdata, const struct policy_event *ev)
 	 * Decided before escaping: a first apply reports every node it changes. */
 	if (c->cmd == CMD_APPLY && !c->verbose && ev->kind == POLICY_EV_CHANGE)
 		return;
-	p = esc(ev->path, ev->path_len, c->json);
+	p = escape_dup(ev->path, ev->path_len, c->json);
 	if (!p)
 		return;
 	changes_text(ev->changes, ch, sizeof(ch));
@@ -164,7 +153,7 @@ static void on_event(void *userdata, const struct policy_event *ev)
 		printf("%s\n    {\"kind\":\"%s\",\"path\":\"%s\",\"rule\":",
 		       c->first_event ? "" : ",", kind_name(ev->kind), p);
 		if (ev->rule) {
-			_cleanup_free_ char *r = esc(ev->rule->path, ev->rule->len, true);
+			_cleanup_free_ char *r = escape_dup(ev->rule->path, ev->rule->len, true);
 			printf("{\"path\":\"%s\",\"access\":\"%s\",\"line\":%u}", r ? r : "",
 			       policy_access_name(ev->rule->access), ev->rule->line);
 		} else {
@@ -436,7 +425,7 @@ static int run_walk(struct ctx *c, int root_fd, const struct policy_rules *rules
 	clock_gettime(CLOCK_MONOTONIC, &c->start);
 	c->first_event = true;
 	if (c->json) {
-		_cleanup_free_ char *root = esc(c->root, strlen(c->root), true);
+		_cleanup_free_ char *root = escape_dup(c->root, strlen(c->root), true);
 
 		printf("{\n  \"command\":\"%s\",\n  \"root\":\"%s\",\n  \"events\":[",
 		       names[c->cmd], root ? root : "");
@@ -495,10 +484,10 @@ static int do_explain(struct ctx *c, int root_fd, const struct policy_rules *rul
 	if (r < 0)
 		return log_error_errno(r, "Failed to explain: %m"), EXIT_SYSTEM;
 
-	p = esc(norm, (size_t)n, c->json);
-	rp = ex.rule ? esc(ex.rule->path, ex.rule->len, c->json) : NULL;
-	stop = esc(ex.stop_at, strlen(ex.stop_at), c->json);
-	blk = esc(ex.blocked_by, strlen(ex.blocked_by), c->json);
+	p = escape_dup(norm, (size_t)n, c->json);
+	rp = ex.rule ? escape_dup(ex.rule->path, ex.rule->len, c->json) : NULL;
+	stop = escape_dup(ex.stop_at, strlen(ex.stop_at), c->json);
+	blk = escape_dup(ex.blocked_by, strlen(ex.blocked_by), c->json);
 	if (!p || (ex.rule && !rp) || !stop || !blk)
 		return log_error("Out of memory"), EXIT_SYSTEM;
 
@@ -549,7 +538,7 @@ static int do_explain(struct ctx *c, int root_fd, const struct policy_rules *rul
 		for (size_t i = 0; i < rules->n; i++) {
 			const struct policy_rule *o = &rules->rules[i];
 			if (o != ex.rule && policy_path_under(o->path, o->len, norm, (size_t)n)) {
-				_cleanup_free_ char *op = esc(o->path, o->len, false);
+				_cleanup_free_ char *op = escape_dup(o->path, o->len, false);
 				printf("; overrides \"%s\" %s (line %u)", op ? op : "",
 				       policy_access_name(o->access), o->line);
 			}
@@ -585,7 +574,8 @@ static int do_explain(struct ctx *c, int root_fd, const struct policy_rules *rul
 		if (ex.target.flags & POLICY_T_LEAVE)
 			printf("  note: a device node: apply never loosens it\n");
 		if (ex.mount_at[0]) {
-			_cleanup_free_ char *mp = esc(ex.mount_at, strlen(ex.mount_at), false);
+			_cleanup_free_ char *mp =
+				escape_dup(ex.mount_at, strlen(ex.mount_at), false);
 			printf("  note: %s is a mount point below the rule's path: apply does not "
 			       "cross it, so this node keeps what it has (put a rule on the mount "
 			       "point to cover it)\n",
@@ -608,7 +598,7 @@ static int do_explain(struct ctx *c, int root_fd, const struct policy_rules *rul
 			       policy_access_name(ex.rule->access));
 		else if (read_only_broken) {
 			_cleanup_free_ char *rv =
-				esc(ex.replace_via, strlen(ex.replace_via), false);
+				escape_dup(ex.replace_via, strlen(ex.replace_via), false);
 			printf("  warning: the agent can rename %s, a directory on the way, and "
 			       "put its own in its place: %s is not effective here\n",
 			       rv ? rv : "", policy_access_name(ex.rule->access));
