@@ -226,8 +226,10 @@ int policy_walk(int root_fd, const struct policy_rules *rules, const struct poli
 /* --- store.c --- */
 
 /* Read and parse the rules file at path (beneath root_fd when path is absolute inside the
- * root and from_root is true; else an operator-given host path). trusted: require a
- * root-owned regular file not writable by group or others (checked on the opened fd). */
+ * root and from_root is true: no symlink on the way, the file opened beneath its opened
+ * directory; else an operator-given host path). trusted: require a root-owned regular file
+ * not writable by group or others (checked on the opened fd), and with from_root its
+ * directory likewise. */
 int policy_rules_load(int root_fd, const char *path, bool from_root, bool trusted,
 		      struct policy_rules **ret, struct policy_error *err);
 

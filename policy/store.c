@@ -26,6 +26,27 @@ static int fail(struct policy_error *err, int r, unsigned line, const char *msg,
 	return r;
 }
 
+/* dir beneath root_fd, no symlink on the way; with trusted, refused (-EPERM) unless
+ * root-owned and not writable by group or others: the one rule for the rules file's
+ * directory, read (policy_rules_load) or written (open_rules_dir). */
+static int open_dir(int root_fd, const char *dir, bool trusted, int *ret_fd)
+{
+	_cleanup_close_ int fd = -1;
+	struct stat st;
+	int r = policy_resolve(root_fd, dir, O_RDONLY | O_DIRECTORY, &fd);
+
+	if (r < 0)
+		return r;
+	if (trusted) {
+		if (fstat(fd, &st) < 0)
+			return negative_errno();
+		if (st.st_uid != 0 || (st.st_mode & 022))
+			return -EPERM;
+	}
+	*ret_fd = TAKE_FD(fd);
+	return 0;
+}
+
 int policy_rules_load(int root_fd, const char *path, bool from_root, bool trusted,
 		      struct policy_rules **ret, struct policy_error *err)
 {
@@ -37,7 +58,7 @@ int policy_rules_load(int root_fd, const char *path, bool from_root, bool truste
 
 	if (err)
 		err->line = 0, err->msg[0] = '\0';
-	if (from_root && trusted) {
+	if (from_root) {
 		/* Its directory too: where others may write it, the file could be replaced, or
 		 * removed so that the built-in defaults apply instead of the operator's rules. */
 		_cleanup_close_ int dfd = -1;
@@ -47,19 +68,17 @@ int policy_rules_load(int root_fd, const char *path, bool from_root, bool truste
 		if (!slash || slash == dir)
 			return dir ? -EINVAL : -ENOMEM;
 		*slash = '\0';
-		r = policy_resolve(root_fd, dir, O_PATH | O_DIRECTORY, &dfd);
+		r = open_dir(root_fd, dir, trusted, &dfd);
 		if (r == -ELOOP)
 			return fail(err, r, 0, "is a symlink (or a directory on the way is)", dir);
-		if (r < 0)
-			return r;
-		if (fstat(dfd, &st) < 0)
-			return negative_errno();
-		if (st.st_uid != 0 || (st.st_mode & 022))
+		if (r == -EPERM)
 			return fail(
-				err, -EPERM, 0,
+				err, r, 0,
 				"must be owned by root and not writable by group or others (the "
 				"rules file in it could be replaced or removed)",
 				dir);
+		if (r < 0)
+			return r;
 		fd = openat(dfd, slash + 1,
 			    O_RDONLY | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
 		if (fd < 0 && errno == ELOOP)
@@ -67,12 +86,6 @@ int policy_rules_load(int root_fd, const char *path, bool from_root, bool truste
 				    path);
 		if (fd < 0)
 			return negative_errno();
-	} else if (from_root) {
-		r = policy_resolve(root_fd, path, O_RDONLY | O_NOCTTY | O_NONBLOCK, &fd);
-		if (r == -ELOOP)
-			return fail(err, r, 0, "is a symlink (or a directory on the way is)", path);
-		if (r < 0)
-			return r;
 	} else {
 		fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 		if (fd < 0)
@@ -114,17 +127,15 @@ int policy_rules_check_fs(int root_fd, const struct policy_rules *r, struct poli
 	return 0;
 }
 
-/* The rules directory: root-owned, not writable by others, created if /data exists. */
+/* The rules directory: open_dir's rule, created if /data exists. */
 static int open_rules_dir(int root_fd, int *ret_fd)
 {
 	char dir[] = POLICY_RULES_PATH;
 	char *slash = strrchr(dir, '/');
-	_cleanup_close_ int fd = -1;
-	struct stat st;
 	int r;
 
 	*slash = '\0';
-	r = policy_resolve(root_fd, dir, O_RDONLY | O_DIRECTORY, &fd);
+	r = open_dir(root_fd, dir, true, ret_fd);
 	if (r == -ENOENT) {
 		_cleanup_close_ int pfd = -1;
 		char *up = strrchr(dir, '/');
@@ -136,16 +147,9 @@ static int open_rules_dir(int root_fd, int *ret_fd)
 			return r;
 		if (mkdirat(pfd, up + 1, 0755) < 0 && errno != EEXIST)
 			return negative_errno();
-		r = policy_resolve(root_fd, dir, O_RDONLY | O_DIRECTORY, &fd);
+		r = open_dir(root_fd, dir, true, ret_fd);
 	}
-	if (r < 0)
-		return r;
-	if (fstat(fd, &st) < 0)
-		return negative_errno();
-	if (st.st_uid != 0 || (st.st_mode & 022))
-		return -EPERM;
-	*ret_fd = TAKE_FD(fd);
-	return 0;
+	return r;
 }
 
 int policy_rules_save(int root_fd, const char *buf, size_t len)
