@@ -145,6 +145,12 @@ static const struct {
 		 "it for another (hard where trusted commands are configured)",
 		 "mount the directories named nosuid,nodev, or take agents' write access away "
 		 "(chmod o-w, a read path rule), or --allow agent_writable"},
+	[CHECK_ACCOUNT_FILES] =
+		{"account_files", true,
+		 "no agent can give itself uid 0 or a place in another agent's group: /etc and "
+		 "its passwd, group, shadow and gshadow are root's, writable by root only",
+		 "chown root /etc /etc/passwd /etc/group /etc/shadow /etc/gshadow and chmod "
+		 "go-w them (group root may keep write); pistisd users refuses them otherwise"},
 };
 
 enum check_status check_hidepid_status(const char *super_opts, char *value, size_t size)

@@ -959,6 +959,55 @@ static int probe_setuid_files(struct check_report *r, int root_fd, bool trusted)
 	return 0;
 }
 
+/* What `pistisd users` believes (sandbox-users/users.c, etc_trusted): /etc and each file of
+ * the passwd family root-owned and writable by root only (group root may write). Looked
+ * at without following a link: users opens them O_NOFOLLOW and refuses a link. */
+static void probe_account_files(struct check_report *r, int root_fd)
+{
+	static const char *const files[] = {"passwd", "group", "shadow", "gshadow"};
+	_cleanup_close_ int etc = -1;
+	struct stat st;
+	char seen[64] = "";
+
+	etc = openat(root_fd, "etc", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (etc < 0 || fstat(etc, &st) < 0) {
+		check_set(r, CHECK_ACCOUNT_FILES, CHECK_STATUS_FAIL, "/etc: %s%s", strerror(errno),
+			  errno == ENOTDIR ? " (or a symlink)" : "");
+		return;
+	}
+	if (!stat_root_only_writable(&st)) {
+		check_set(r, CHECK_ACCOUNT_FILES, CHECK_STATUS_FAIL, "/etc is %u:%u %04o",
+			  (unsigned)st.st_uid, (unsigned)st.st_gid, (unsigned)(st.st_mode & 07777));
+		return;
+	}
+	for (size_t k = 0; k < ELEMENTSOF(files); k++) {
+		bool optional = k >= 2; /* not every base has shadow and gshadow */
+
+		if (fstatat(etc, files[k], &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			if (errno == ENOENT && optional)
+				continue;
+			check_set(r, CHECK_ACCOUNT_FILES, CHECK_STATUS_FAIL, "/etc/%s: %s",
+				  files[k], strerror(errno));
+			return;
+		}
+		if (!S_ISREG(st.st_mode)) {
+			check_set(r, CHECK_ACCOUNT_FILES, CHECK_STATUS_FAIL,
+				  "/etc/%s is not a regular file%s", files[k],
+				  S_ISLNK(st.st_mode) ? " (a symlink)" : "");
+			return;
+		}
+		if (!stat_root_only_writable(&st)) {
+			check_set(r, CHECK_ACCOUNT_FILES, CHECK_STATUS_FAIL,
+				  "/etc/%s is %u:%u %04o", files[k], (unsigned)st.st_uid,
+				  (unsigned)st.st_gid, (unsigned)(st.st_mode & 07777));
+			return;
+		}
+		snprintf(seen + strlen(seen), sizeof(seen) - strlen(seen), " %s", files[k]);
+	}
+	check_set(r, CHECK_ACCOUNT_FILES, CHECK_STATUS_OK, "root's, writable by root only: /etc%s",
+		  seen);
+}
+
 int check_walk(const char *root, struct check_report **ret)
 {
 	_cleanup_close_ int root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -1023,6 +1072,7 @@ int check_run(const char *root, unsigned flags, struct check_report **ret)
 	probe_nosuid_shared(r, root_fd, trusted);
 	probe_program(r, CHECK_SUDO, root_fd, root, "sudo", true);
 	probe_program(r, CHECK_VISUDO, root_fd, root, "visudo", false);
+	probe_account_files(r, root_fd);
 	if (flags & CHECK_SKIP_SETUID_WALK) {
 		check_set(r, CHECK_SETUID_FILES, CHECK_STATUS_WARN, "not walked (--no-walk)");
 		check_set(r, CHECK_AGENT_WRITABLE, CHECK_STATUS_WARN, "not walked (--no-walk)");
@@ -1045,8 +1095,8 @@ static void help(void)
 	       "start-up and refuses to start on the same verdict.\n\n"
 	       "  --json          one JSON document instead of the table\n"
 	       "  --root DIR      look at the image under DIR: only the image checks (sudo,\n"
-	       "                  visudo, setuid/setgid files) look there; kernel checks always\n"
-	       "                  describe the running kernel\n"
+	       "                  visudo, account files, setuid/setgid files) look there;\n"
+	       "                  kernel checks always describe the running kernel\n"
 	       "  --allow NAMES   accept that these hard requirements do not hold (also\n"
 	       "                  PISTIS_ALLOW=name,name); the promise they back is then off\n"
 	       "  --no-walk       skip the setuid/setgid inventory (walks one filesystem)\n"

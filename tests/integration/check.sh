@@ -41,8 +41,8 @@ exits 111 "--root that does not exist is a system error" "$P" check --root "$S/n
 "$P" check --json --no-walk >"$S/host.json" 2>"$S/host.err"
 rc=$?
 ok "--json output is one valid JSON document" python3 -m json.tool "$S/host.json"
-is "--json lists all 25 checks" \
-	"$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["checks"]))' "$S/host.json")" 25
+is "--json lists all 26 checks" \
+	"$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["checks"]))' "$S/host.json")" 26
 ok "every check has name, status, hard, allowed, value, promise, advice" python3 -c '
 import json, sys
 for c in json.load(open(sys.argv[1]))["checks"]:
@@ -188,6 +188,54 @@ is "musl root: count 0" "$(top "$S/m.json" setuid_count)" 0
 out=$(in_root "$M" pistisd check --no-walk 2>&1)
 like "musl root, run inside: sudo missing reported in the table" "$out" '^sudo +missing +- +not found'
 like "musl root, run inside: says what to do" "$out" 'install sudo in the image'
+
+# --- account_files: /etc and its passwd family root's, writable by root only ---------------
+is "debian root: account files ok" "$(field "$S/d.json" account_files status)" ok
+like "... naming what it looked at" "$(field "$S/d.json" account_files value)" \
+	'/etc passwd group shadow gshadow$'
+is "... a hard check" "$(field "$S/d.json" account_files hard)" True
+is "musl root (no shadow, no gshadow): account files ok" "$(field "$S/m.json" account_files status)" ok
+acct() { # ROOT: status and value of account_files, and the exit code
+	"$P" check --json --no-walk --root "$1" >"$S/a.json" 2>"$S/a.err"
+	echo "$? $(field "$S/a.json" account_files status) $(field "$S/a.json" account_files value)"
+}
+A="$S/acct" && mkdir -p "$A/etc" && cp -a "$M/etc/passwd" "$M/etc/group" "$A/etc/"
+echo 'root:*:1::::::' >"$A/etc/shadow" && chmod 0640 "$A/etc/shadow"
+chmod 0755 "$A/etc" && chown 0:0 "$A/etc" "$A/etc/passwd" "$A/etc/group" "$A/etc/shadow"
+allow_rest=$(python3 -c 'import json,sys
+print(",".join(c["name"] for c in json.load(open(sys.argv[1]))["checks"] if c["hard"] and c["status"] != "ok" and c["name"] != "account_files"))' "$S/m.json")
+export PISTIS_ALLOW=$allow_rest # only account_files decides the exit code below
+like "a root's copy: ok, exit 0" "$(acct "$A")" '^0 ok '
+chmod 0666 "$A/etc/passwd"
+like "passwd world-writable: fail, exit 1, naming file, owner and mode" "$(acct "$A")" \
+	'^1 fail /etc/passwd is 0:0 0666$'
+like "... stderr names the check" "$(cat "$S/a.err")" "hard requirement 'account_files'"
+exits 0 "... --allow account_files accepts it" "$P" check --no-walk --root "$A" --allow account_files
+chmod 0664 "$A/etc/passwd"
+like "passwd group-writable by root's group (g=u images): ok" "$(acct "$A")" '^0 ok '
+chgrp 10010 "$A/etc/passwd"
+like "passwd group-writable by pi-sandbox: fail" "$(acct "$A")" '^1 fail /etc/passwd is 0:10010 0664$'
+chgrp 0 "$A/etc/passwd" && chmod 0644 "$A/etc/passwd"
+chown 10100 "$A/etc/group"
+like "group owned by an agent uid: fail" "$(acct "$A")" '^1 fail /etc/group is 10100:0 0644$'
+chown 0 "$A/etc/group"
+chmod 0646 "$A/etc/shadow"
+like "shadow other-writable: fail" "$(acct "$A")" '^1 fail /etc/shadow is '
+chmod 0640 "$A/etc/shadow"
+echo 'x:*::' >"$A/gs" && chmod 0666 "$A/gs" && ln -s ../gs "$A/etc/gshadow"
+like "gshadow a symlink (to a world-writable file): fail, not followed" "$(acct "$A")" \
+	'^1 fail /etc/gshadow is not a regular file \(a symlink\)$'
+rm "$A/etc/gshadow"
+mv "$A/etc/group" "$A/group.away"
+like "group missing: fail" "$(acct "$A")" '^1 fail /etc/group: No such file'
+mv "$A/group.away" "$A/etc/group"
+chmod 1777 "$A/etc"
+like "/etc itself world-writable: fail" "$(acct "$A")" '^1 fail /etc is 0:0 1777$'
+chmod 0755 "$A/etc" && mv "$A/etc" "$A/etc.real" && ln -s etc.real "$A/etc"
+like "/etc a symlink: fail" "$(acct "$A")" '^1 fail /etc: '
+rm "$A/etc" && mv "$A/etc.real" "$A/etc"
+like "and back to a root's copy: ok" "$(acct "$A")" '^0 ok '
+unset PISTIS_ALLOW
 
 # Plant setuid/setgid files in the musl root, plus things that must not be listed.
 mkdir -p "$M/opt/deep/er"
