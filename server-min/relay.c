@@ -1222,12 +1222,14 @@ static void sandbox_text(struct conn *c, const char *buf, size_t len)
 	cmdv = cJSON_GetObjectItemCaseSensitive(root, "cmd");
 	has_cmd = cJSON_IsNumber(cmdv) && cmdv->valuedouble >= 1 && cmdv->valuedouble <= UINT32_MAX;
 	rt = has_cmd ? route_find(c->sb, (uint32_t)cmdv->valuedouble) : NULL;
-	own_route = rt && rt->client == serial;
+	answer = !!cJSON_GetObjectItemCaseSensitive(root, "ok");
 	/* Only for what this client asked of this sandbox: a request sent to it and not yet
 	 * answered (an answer carries "ok" and settles it), or a command of this sandbox the
-	 * client reads (its events; errors named by the owner id). A sandbox that knows the
-	 * relay's id scheme cannot answer, or send output, in another sandbox's name. */
-	answer = !!cJSON_GetObjectItemCaseSensitive(root, "ok");
+	 * client reads: its events, under the id its reader gave (pistisd's owner id), never
+	 * an answer. A sandbox that knows the relay's id scheme cannot answer, or send events
+	 * or output, in another sandbox's name: not even through a command of its own that
+	 * the same client reads, with the id of a request the client sent elsewhere. */
+	own_route = rt && rt->client == serial && !answer && !strcmp(id, rt->orig_id);
 	requested = pending_match(c->sb, serial, id, answer, &reader_req);
 	if (!requested && !own_route && (has_cmd || !route_of_owner(c->sb, serial, id))) {
 		c->bad_messages++;

@@ -128,6 +128,7 @@ is "forge: a stdin frame whose command number two sandboxes hold is refused, not
 	"$(val stdin_frame "$W/fg.out")" not_unique
 is "forge: the other sandbox never saw the stdin" "$(val evil_got_stdin "$W/fg.out")" no
 is "forge: the client got only the real command's output" "$(val output "$W/fg.out")" "got:secret,real,"
+is "forge: the other sandbox's own command still reaches its reader" "$(val own_exit "$W/fg.out")" 3
 
 # --- a hostile sandbox: garbage, forged answers, a flood --------------------------------------
 $FAKE sandbox-flood "$SP" "$EVIL" 4 "$SM" >"$W/fl.out" 2>&1 &

@@ -383,6 +383,11 @@ def scenario_sandbox_forge(sport, stoken, cport, ctoken, real):
     e2 = evil.recv_json()
     evil.send(json.dumps({"id": e2["id"], "ok": True, "event": "exec.started", "cmd": cmd}))
     c.recv_json("e2")
+    # riding on that command of its own, which the client reads: an exit and an answer
+    # under the id of the client's request to the real sandbox
+    evil.send(json.dumps({"event": "exec.exit", "id": prefix + "r1", "cmd": cmd,
+                          "end": "exited", "code": 9, "last_seq": 0, "forged": True}))
+    evil.send(json.dumps({"id": prefix + "r1", "ok": True, "cmd": cmd, "forged": True}))
     c.send(frame(0, 0, cmd, 1, b"secret\n"), binary=True)
     got = "no"
     try:
@@ -414,6 +419,16 @@ def scenario_sandbox_forge(sport, stoken, cport, ctoken, real):
     print("forged_msgs=%d" % sum(1 for o in c.seen if o.get("forged")))
     print("stdin_frame=" + (frame_err or "accepted"))
     print("output=" + out.decode(errors="replace").replace("\n", ","))
+    # the evil sandbox's own command still reaches its reader, under the reader's id
+    evil.send(json.dumps({"event": "exec.exit", "id": e2["id"], "cmd": cmd, "end": "exited",
+                          "code": 3, "last_seq": 0, "own": True}))
+    try:
+        o = c.recv_json("e2", timeout=5)
+        while not o.get("own"):
+            o = c.recv_json("e2", timeout=5)
+        print("own_exit=%s" % o.get("code"))
+    except (socket.timeout, TimeoutError):
+        print("own_exit=none")
 
 
 def scenario_agent_scope(port, token, sandbox):
