@@ -112,12 +112,10 @@ int trusted_dropin_render(const struct trusted_entry *entries, size_t n, char **
 	for (i = 0; i < n; i++)
 		sbuf_printf(&b, "%ssha256:%s /data/trusted/%s", i ? ", \\\n\t" : "",
 			    entries[i].digest, entries[i].name);
-	/* For these commands only: a fresh environment with nothing kept from the caller
-	 * (env_reset, and !env_keep empties Debian's default keep list: DISPLAY, PS1, …),
-	 * no variables on the command line (!setenv and NOSETENV), a fixed PATH, a private
-	 * umask whatever the caller's was, and CWD=/ in the rule (sudo -D is refused). */
-	sbuf_printf(&b, "\nDefaults!PISTIS_TRUSTED env_reset, !env_keep, !setenv, "
-			"secure_path=\"" TRUSTED_SECURE_PATH "\", umask=0077, umask_override\n"
+	/* For these commands only (TRUSTED_DEFAULTS: env_reset, and !env_keep empties
+	 * Debian's default keep list: DISPLAY, PS1, …), no variables on the command line
+	 * (NOSETENV too), and CWD=/ in the rule (sudo -D is refused). */
+	sbuf_printf(&b, "\nDefaults!PISTIS_TRUSTED " TRUSTED_DEFAULTS "\n"
 			"%%pi-sandbox ALL = (pi-tools) CWD=/ NOPASSWD: NOSETENV: PISTIS_TRUSTED\n");
 	return sbuf_finish(&b, ret);
 }
@@ -355,14 +353,31 @@ static void list_token(struct list_state *s, const char *t, size_t len)
 		s->in_cmd = false;
 }
 
+/* A token of the "Runas and Command-specific defaults" section: "Defaults…" starts an entry
+ * (sudo may print two on one line), anything else continues the last one. */
+static void defaults_token(struct trusted_sudo_list *l, const char *t, size_t len)
+{
+	bool start = len >= 8 && !memcmp(t, "Defaults", 8);
+
+	if (!start && !l->defaults[0]) {
+		l->truncated = true; /* text before the first entry: not a listing we know */
+		return;
+	}
+	if (l->defaults[0])
+		copy_bounded(l->defaults, sizeof(l->defaults), start ? "\n" : " ", 1,
+			     &l->truncated);
+	copy_bounded(l->defaults, sizeof(l->defaults), t, len, &l->truncated);
+}
+
 int trusted_sudo_list_parse(const char *text, size_t len, struct trusted_sudo_list **ret)
 {
 	static const char may_run[] = " may run the following commands on ";
 	static const char not_allowed[] = " is not allowed to run sudo on ";
+	static const char specific[] = "Runas and Command-specific defaults for ";
 	_cleanup_free_ struct trusted_sudo_list *l = NULL;
 	struct list_state s = {0};
 	const char *p = text, *end = text + len;
-	bool in_section = false, seen = false;
+	bool in_section = false, in_defaults = false, seen = false;
 
 	if (len > TRUSTED_OUTPUT_MAX)
 		return -EFBIG;
@@ -379,13 +394,15 @@ int trusted_sudo_list_parse(const char *text, size_t len, struct trusted_sudo_li
 		if (ll > 0 && p[0] != ' ' && p[0] != '\t') {
 			/* A header line: only the command section is ours. */
 			in_section = memmem(p, ll, may_run, sizeof(may_run) - 1) != NULL;
+			in_defaults = ll >= sizeof(specific) - 1 &&
+				      !memcmp(p, specific, sizeof(specific) - 1);
 			if (in_section) {
 				seen = true;
 				s.in_runas = s.in_cmd = false;
 			}
 			if (memmem(p, ll, not_allowed, sizeof(not_allowed) - 1))
 				l->not_allowed = seen = true;
-		} else if (in_section) {
+		} else if (in_section || in_defaults) {
 			for (q = p; q < e;) {
 				const char *t;
 
@@ -394,8 +411,10 @@ int trusted_sudo_list_parse(const char *text, size_t len, struct trusted_sudo_li
 				t = q;
 				while (q < e && *q != ' ' && *q != '\t' && *q != '\r')
 					q++;
-				if (q > t)
+				if (q > t && in_section)
 					list_token(&s, t, (size_t)(q - t));
+				else if (q > t)
+					defaults_token(l, t, (size_t)(q - t));
 			}
 		}
 		p = eol ? eol + 1 : end;
@@ -419,6 +438,127 @@ _printf_(3, 4) static int why_printf(char *why, size_t size, const char *fmt, ..
 		va_end(ap);
 	}
 	return 1;
+}
+
+/* s[0..len) without '"' and '\\' (sudo -l prints secure_path="a:b" as secure_path=a\:b)
+ * equals t without them. */
+static bool same_unquoted(const char *s, size_t len, const char *t)
+{
+	size_t i = 0;
+
+	for (;;) {
+		while (i < len && (s[i] == '"' || s[i] == '\\'))
+			i++;
+		while (*t == '"' || *t == '\\')
+			t++;
+		if (i == len || !*t)
+			return i == len && !*t;
+		if (s[i++] != *t++)
+			return false;
+	}
+}
+
+/* One "Defaults!CMND[, CMND…] OPTIONS" entry of the listing (e, len bytes; tokens split by
+ * single spaces). *ret_own: it names trusted commands only, each with its digest, and its
+ * options are exactly TRUSTED_DEFAULTS; covered[j] is set for each entries[j] it names.
+ * Otherwise *ret_reaches: it names something under /data, ALL, or a pattern, which could
+ * be (or match) a trusted command. */
+static void defaults_cmnd_entry(const char *e, size_t len, const struct trusted_entry *entries,
+				size_t n, bool *covered, bool *ret_own, bool *ret_reaches)
+{
+	const char *p = e + 9, *end = e + len; /* past "Defaults!" */
+	bool own = true, reaches = false, more = true;
+	size_t n_named = 0;
+	bool named[TRUSTED_COMMANDS_MAX] = {false};
+
+	while (more && p < end) {
+		const char *digest = NULL, *t = p, *sp;
+		size_t tl, j;
+
+		sp = memchr(t, ' ', (size_t)(end - t));
+		tl = (size_t)((sp ? sp : end) - t);
+		if (tl > 4 && !memcmp(t, "sha", 3) && memchr(t, ':', tl) && sp) {
+			digest = t;
+			t = sp + 1;
+			sp = memchr(t, ' ', (size_t)(end - t));
+			tl = (size_t)((sp ? sp : end) - t);
+		}
+		more = tl > 0 && t[tl - 1] == ',';
+		if (more)
+			tl--;
+		if ((tl >= 6 && !memcmp(t, "/data/", 6)) || (tl == 3 && !memcmp(t, "ALL", 3)) ||
+		    memchr(t, '*', tl) || memchr(t, '?', tl) || memchr(t, '[', tl) ||
+		    memchr(t, '\\', tl))
+			reaches = true;
+		for (j = 0; j < n; j++) {
+			size_t nl = strlen(entries[j].name);
+
+			if (tl == 14 + nl && !memcmp(t, "/data/trusted/", 14) &&
+			    !memcmp(t + 14, entries[j].name, nl))
+				break;
+		}
+		if (j == n || !digest || (size_t)(t - digest) != 7 + 64 + 1 ||
+		    memcmp(digest, "sha256:", 7) || memcmp(digest + 7, entries[j].digest, 64))
+			own = false;
+		else if (!named[j])
+			named[j] = true, n_named++;
+		p = sp ? sp + 1 : end;
+	}
+	own = own && n_named > 0 && same_unquoted(p, (size_t)(end - p), TRUSTED_DEFAULTS);
+	if (own)
+		for (size_t j = 0; j < n; j++)
+			covered[j] = covered[j] || named[j];
+	*ret_own = own;
+	*ret_reaches = reaches;
+}
+
+/* A "Defaults>RUNAS OPTIONS" entry applies to the trusted commands unless RUNAS is one plain
+ * user name other than pi-tools. */
+static bool defaults_runas_reaches(const char *e, size_t len)
+{
+	const char *p = e + 9, *end = memchr(p, ' ', len - 9);
+	size_t rl = (size_t)((end ? end : e + len) - p);
+
+	if (rl == 0 || (rl == 8 && !memcmp(p, "pi-tools", 8)) || (rl == 3 && !memcmp(p, "ALL", 3)))
+		return true;
+	for (size_t i = 0; i < rl; i++)
+		if (!((p[i] >= 'a' && p[i] <= 'z') || (p[i] >= 'A' && p[i] <= 'Z') ||
+		      (p[i] >= '0' && p[i] <= '9' && i > 0) || (p[i] && strchr("_.-", p[i]))))
+			return true; /* %group, #uid, +netgroup, a list: may hold pi-tools */
+	return false;
+}
+
+static int defaults_verify(const struct trusted_sudo_list *l, const struct trusted_entry *entries,
+			   size_t n, char *why, size_t why_size)
+{
+	bool covered[TRUSTED_COMMANDS_MAX] = {false};
+	const char *e = l->defaults, *nl;
+
+	for (; *e; e = nl ? nl + 1 : e + strlen(e)) {
+		size_t len;
+		bool own = false, reaches;
+
+		nl = strchr(e, '\n');
+		len = nl ? (size_t)(nl - e) : strlen(e);
+		if (len > 9 && !memcmp(e, "Defaults!", 9))
+			defaults_cmnd_entry(e, len, entries, n, covered, &own, &reaches);
+		else if (len > 9 && !memcmp(e, "Defaults>", 9))
+			reaches = defaults_runas_reaches(e, len);
+		else
+			reaches = true; /* a kind of entry this parser does not know */
+		if (reaches && !own)
+			return why_printf(why, why_size,
+					  "sudoers has '%.*s', which may change how trusted "
+					  "commands run; only the drop-in's Defaults line may",
+					  (int)(len > 160 ? 160 : len), e);
+	}
+	for (size_t j = 0; j < n; j++)
+		if (!covered[j])
+			return why_printf(why, why_size,
+					  "'/data/trusted/%s' runs without the drop-in's Defaults "
+					  "line (" TRUSTED_DEFAULTS ")",
+					  entries[j].name);
+	return 0;
 }
 
 int trusted_sudo_list_verify(const struct trusted_sudo_list *l, const struct trusted_entry *entries,
@@ -470,7 +610,7 @@ int trusted_sudo_list_verify(const struct trusted_sudo_list *l, const struct tru
 		if (!found)
 			return why_printf(why, why_size, "sudo does not grant '%s'", path);
 	}
-	return 0;
+	return defaults_verify(l, entries, n, why, why_size);
 }
 
 int trusted_shebang_parse(const char *text, size_t len, char interp[TRUSTED_SHEBANG_MAX],

@@ -29,6 +29,18 @@
 #define TRUSTED_SUDOERS_MAIN "etc/sudoers"
 #define TRUSTED_DROPIN_NAME "pistis-trusted"
 #define TRUSTED_SECURE_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+/* The drop-in's Defaults for the trusted commands (docs/trusted.md, "The sudoers drop-in").
+ * Command-specific Defaults are applied after global, host, user and runas ones, so each
+ * setting here holds whatever the image's sudoers say elsewhere: a fresh environment with
+ * nothing kept or checked in from the caller (!env_check: sudo otherwise passes its
+ * caller's TZ, LANG, LC_*, LANGUAGE, LINGUAS, COLORTERM), no variables from the command
+ * line, no environment files, the caller's fds closed (closefrom=3, not to be overridden
+ * with -C), pi-tools' own groups (not the caller's, whatever -P says), both ids changed
+ * (!stay_setuid), a fixed PATH and a private umask. */
+#define TRUSTED_DEFAULTS                                                                           \
+	"env_reset, !env_keep, !env_check, !setenv, !env_file, !restricted_env_file, "             \
+	"closefrom=3, !closefrom_override, !preserve_groups, !stay_setuid, "                       \
+	"secure_path=\"" TRUSTED_SECURE_PATH "\", umask=0077, umask_override"
 
 /* --- pure: names, generated files, parsers (render.c) ------------------------------ */
 
@@ -152,6 +164,9 @@ struct trusted_sudo_list {
 	bool not_allowed; /* "User … is not allowed to run sudo" */
 	size_t n;	  /* commands parsed */
 	bool truncated;	  /* more than TRUSTED_LIST_MAX commands, or an over-long field */
+	/* The "Runas and Command-specific defaults" section: one entry a line, its tokens
+	 * joined by single spaces ("Defaults!sha256:… /data/trusted/x env_reset, …"). */
+	char defaults[8192];
 	struct trusted_sudo_cmd cmds[];
 };
 #define TRUSTED_LIST_MAX 512
@@ -163,7 +178,10 @@ int trusted_sudo_list_parse(const char *text, size_t len, struct trusted_sudo_li
 
 /* Compare a listing against what the drop-in grants: every listed command must be one of
  * entries (runas pi-tools, CWD=/, NOPASSWD, no SETENV, its exact digest) and every entry must
- * be listed. Returns 0 when exact, else 1 and writes a one-line reason into why. */
+ * be listed; every entry must be under the drop-in's own Defaults line (TRUSTED_DEFAULTS,
+ * exactly), and no other runas- or command-specific Defaults may reach pi-tools or a path
+ * under /data (nor ALL, nor a pattern). Returns 0 when exact, else 1 and writes a one-line
+ * reason into why. */
 int trusted_sudo_list_verify(const struct trusted_sudo_list *l, const struct trusted_entry *entries,
 			     size_t n, char *why, size_t why_size);
 

@@ -94,6 +94,25 @@ refused "sudoedit of the script" sudo -n -e -u pi-tools /data/trusted/hello
 refused "sudoedit of the drop-in" sudoedit -n /etc/sudoers.d/pistis-trusted
 refused "sudo -R (chroot)" sudo -n -R / -u pi-tools /data/trusted/hello
 refused "sudo -T (timeout option)" sudo -n -T 5 -u pi-tools /data/trusted/hello
+refused "sudo -C 7 (keep the caller's fds)" sudo -n -C 7 -u pi-tools /data/trusted/hello
+# What sudo hands on from its caller unless the rule's Defaults say otherwise: the
+# env_check list (TZ, LANG, LC_*, LANGUAGE, LINGUAS, COLORTERM: they change how a script
+# parses and compares), the caller's groups with -P, and fds.
+cat >"$S/showenv" <<'EOF'
+#!/bin/sh
+echo "groups=$(id -G)"
+echo "envnames=$(env | sed 's/=.*//' | sort | tr '\n' ,)"
+for f in /proc/$$/fd/*; do echo "fd=${f##*/} $(readlink "$f")"; done
+EOF
+chmod 0755 "$S/showenv"
+ok "add showenv" "$P" trusted add showenv "$S/showenv" --root "$R"
+out=$(agent env LANG=C.UTF-8 LC_ALL=tr_TR.UTF-8 LC_CTYPE=C LANGUAGE=tr TZ=Europe/Paris \
+	COLORTERM=x LINGUAS=tr TERM=xterm sudo -n -u pi-tools /data/trusted/showenv 2>&1)
+like "sudo called directly with the caller's locale and TZ runs the script" "$out" '^groups='
+unlike "... which gets none of them" "$(echo "$out" | sed -n 's/^envnames=//p')" \
+	'(^|,)(LANG|LC_ALL|LC_CTYPE|LANGUAGE|TZ|COLORTERM|LINGUAS),'
+is "sudo -P: the script has pi-tools' groups only, not the caller's" \
+	"$(agent sudo -n -P -u pi-tools /data/trusted/showenv 2>&1 | sed -n 's/^groups=//p')" 10002
 # (sudo matches /data/trusted/./hello and //data/trusted/hello by inode: the same pinned
 # file, digest checked; not an escape.)
 cp "$R/data/trusted/hello" "$R/tmp/hello" && chmod 0755 "$R/tmp/hello"
@@ -116,7 +135,7 @@ for bad in "$(printf 'x\n%%pi-sandbox ALL=(ALL) NOPASSWD: ALL')" 'x,y' 'x y' ALL
 	is "add refuses name $(printf %q "$bad" | head -c 60) (usage)" "$rc" 100
 done
 unlike "the drop-in holds no directive but ours" "$(cat "$R/etc/sudoers.d/pistis-trusted")" \
-	'^[[:space:]]*[#@]include|ALL=\(ALL|^[^#C%D\t]'
+	'^[[:space:]]*[#@]include|ALL=\(ALL|^[^#C%D[:blank:]]|^[[:blank:]]+[^s[:blank:]]'
 
 # --- 5. symlinks swapped into the directories pistisd writes -------------------------------------
 mkdir -p "$S/elsewhere"
@@ -165,6 +184,26 @@ is "install fails on a per-agent wildcard over /data/trusted" "$?" 1
 printf '%%pi-sandbox ALL = (pi-tools) NOPASSWD:SETENV: /data/trusted/hello\n' >"$R/etc/sudoers.d/zz-extra"
 out=$("$P" trusted install --root "$R" 2>&1)
 is "install fails on a second rule for the same script with SETENV" "$?" 1
+# Defaults of the image's that would change how the trusted commands run: the drop-in's
+# own Defaults line pins each setting that matters (command Defaults are applied last), and
+# install and check refuse any other runas or command Defaults that reach them.
+extra() { printf '%s\n' "$1" >"$R/etc/sudoers.d/zz-extra" && chmod 0440 "$R/etc/sudoers.d/zz-extra"; }
+for d in 'Defaults!/data/trusted/showenv !env_reset, setenv' 'Defaults>pi-tools env_keep += "FOO"' \
+	'Defaults!ALL closefrom_override' 'Defaults>ALL setenv'; do
+	extra "$d"
+	out=$("$P" trusted install --root "$R" 2>&1)
+	is "install fails on the image's '$d'" "$?" 1
+	like "... and names it" "$out" "may change how trusted commands run"
+	exits 1 "... check fails too" "$P" trusted check --root "$R"
+done
+extra 'Defaults!/usr/bin/apt env_keep += "FOO"'
+ok "install succeeds beside command Defaults for another program" "$P" trusted install --root "$R"
+extra 'Defaults:%pi-sandbox !env_reset, env_keep += "FOO", closefrom=20, preserve_groups, stay_setuid'
+ok "install succeeds beside user Defaults the drop-in's line overrides" "$P" trusted install --root "$R"
+out=$(agent /bin/sh -c 'exec 7</etc/hostname; FOO=1 exec sudo -n -u pi-tools /data/trusted/showenv' 2>&1)
+unlike "... the caller's FOO does not reach the script" "$(echo "$out" | sed -n 's/^envnames=//p')" '(^|,)FOO,'
+unlike "... nor its fd 7" "$(echo "$out" | grep '^fd=')" '/etc/hostname'
+is "... nor its groups" "$(echo "$out" | sed -n 's/^groups=//p')" 10002
 rm -f "$R/etc/sudoers.d/zz-extra"
 ok "install again on a clean image" "$P" trusted install --root "$R"
 

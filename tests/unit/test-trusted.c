@@ -57,7 +57,10 @@ TEST(dropin_pins_digests_and_env)
 	ASSERT_EQ(trusted_dropin_render(e, 2, &t), 0);
 	ASSERT_NE(strstr(t, "sha256:" D1 " /data/trusted/a"), NULL);
 	ASSERT_NE(strstr(t, "sha256:" D2 " /data/trusted/b-2"), NULL);
-	ASSERT_NE(strstr(t, "env_reset, !env_keep, !setenv"), NULL);
+	ASSERT_NE(strstr(t, "Defaults!PISTIS_TRUSTED env_reset, !env_keep, !env_check, !setenv, "
+			    "!env_file, !restricted_env_file, closefrom=3, !closefrom_override, "
+			    "!preserve_groups, !stay_setuid, "),
+		  NULL);
 	ASSERT_NE(strstr(t, "secure_path=\"" TRUSTED_SECURE_PATH "\""), NULL);
 	ASSERT_NE(
 		strstr(t, "%pi-sandbox ALL = (pi-tools) CWD=/ NOPASSWD: NOSETENV: PISTIS_TRUSTED"),
@@ -175,11 +178,80 @@ static const char listing_ok[] =
 	"    use_pty\n\n"
 	"Runas and Command-specific defaults for pi-agent-aaaa:\n"
 	"    Defaults!sha256:" D1 "\n"
-	"    /data/trusted/hello env_reset, !env_keep\n\n"
+	"    /data/trusted/hello env_reset, !env_keep, !env_check, !setenv, !env_file,\n"
+	"    !restricted_env_file, closefrom=3, !closefrom_override, !preserve_groups,\n"
+	"    !stay_setuid,\n"
+	"    secure_path=/usr/local/sbin\\:/usr/local/bin\\:/usr/sbin\\:/usr/bin\\:/sbin\\:/bin,\n"
+	"    umask=0077, umask_override\n\n"
 	"User pi-agent-aaaa may run the following commands on vm:\n"
 	"    (pi-tools) CWD=/ NOSETENV: NOPASSWD:\n"
 	"        sha256:" D1 "\n"
 	"        /data/trusted/hello\n";
+
+/* The listing of an image with its own sudoers Defaults: head, then the specific section
+ * (the drop-in's line and what the case adds, as sudo prints them), then the grant. */
+#define OWN_OPTIONS                                                                                \
+	"env_reset, !env_keep, !env_check, !setenv, !env_file, !restricted_env_file, "             \
+	"closefrom=3, !closefrom_override, !preserve_groups, !stay_setuid, "                       \
+	"secure_path=/usr/local/sbin\\:/usr/local/bin\\:/usr/sbin\\:/usr/bin\\:/sbin\\:/bin, "     \
+	"umask=0077, umask_override"
+#define OWN_DEFAULTS "Defaults!sha256:" D1 " /data/trusted/hello " OWN_OPTIONS
+#define LISTING(specific)                                                                          \
+	"Matching Defaults entries for u on h:\n    env_reset\n\n"                                 \
+	"Runas and Command-specific defaults for u:\n" specific "\n"                               \
+	"User u may run the following commands on h:\n"                                            \
+	"    (pi-tools) CWD=/ NOSETENV: NOPASSWD: sha256:" D1 " /data/trusted/hello\n"
+
+TEST(sudo_list_defaults)
+{
+	struct trusted_entry e = {.name = "hello", .digest = D1};
+	static const struct {
+		const char *text;
+		int want;
+	} cases[] = {
+		{LISTING("    " OWN_DEFAULTS "\n"), 0},
+		/* sudo prints a runas entry and the next on one line */
+		{LISTING("    Defaults>pi-tools setenv    " OWN_DEFAULTS "\n"), 1},
+		{LISTING("    Defaults>root setenv    " OWN_DEFAULTS "\n"), 0},
+		{LISTING("    " OWN_DEFAULTS "\n    Defaults>ALL setenv\n"), 1},
+		{LISTING("    " OWN_DEFAULTS "\n    Defaults>%pi-tools setenv\n"), 1},
+		{LISTING("    " OWN_DEFAULTS "\n    Defaults>#10002 setenv\n"), 1},
+		{LISTING("    " OWN_DEFAULTS "\n    Defaults!/usr/bin/apt env_keep+=FOO\n"), 0},
+		{LISTING("    " OWN_DEFAULTS "\n    Defaults!/data/trusted/hello !env_reset\n"), 1},
+		{LISTING("    " OWN_DEFAULTS "\n    Defaults!/usr/bin/apt, /data/x/y setenv\n"), 1},
+		{LISTING("    " OWN_DEFAULTS "\n    Defaults!ALL closefrom=20\n"), 1},
+		{LISTING("    " OWN_DEFAULTS "\n    Defaults!/usr/*/hello setenv\n"), 1},
+		{LISTING("    " OWN_DEFAULTS "\n    Defaults@h setenv\n"), 1},
+		/* the drop-in's own line, but with one setting fewer or one more */
+		{LISTING("    Defaults!sha256:" D1 " /data/trusted/hello env_reset, !env_keep, "
+			 "!setenv, secure_path=/bin, umask=0077, umask_override\n"),
+		 1},
+		{LISTING("    " OWN_DEFAULTS ", setenv\n"), 1},
+		/* another digest for the command, or none */
+		{LISTING("    Defaults!sha256:" D2 " /data/trusted/hello " OWN_OPTIONS "\n"), 1},
+		{LISTING("    Defaults!/data/trusted/hello " OWN_OPTIONS "\n"), 1},
+		/* no Defaults for the command at all */
+		{LISTING(""), 1},
+		{"Runas and Command-specific defaults for u:\n    stray text\n"
+		 "User u may run the following commands on h:\n"
+		 "    (pi-tools) CWD=/ NOSETENV: NOPASSWD: sha256:" D1 " /data/trusted/hello\n",
+		 1},
+	};
+
+	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+		_cleanup_free_ struct trusted_sudo_list *l = NULL;
+		char why[512] = "";
+		int r;
+
+		ASSERT_EQ(trusted_sudo_list_parse(cases[i].text, strlen(cases[i].text), &l), 0);
+		r = trusted_sudo_list_verify(l, &e, 1, why, sizeof(why));
+		if (r != cases[i].want) {
+			tap_report(__FILE__, __LINE__, "case %zu: verify %d, want %d (%s)", i, r,
+				   cases[i].want, why);
+			_metadata->failed = true;
+		}
+	}
+}
 
 TEST(sudo_list_wrapped)
 {
