@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -30,6 +31,8 @@ void entry_wait_set(sigset_t *ret)
 
 int entry_prepare_data(const char *dir)
 {
+	static const char *const acl_names[] = {"system.posix_acl_access",
+						"system.posix_acl_default"};
 	_cleanup_close_ int fd = -1;
 	struct stat st;
 	bool created;
@@ -60,6 +63,18 @@ int entry_prepare_data(const char *dir)
 		if (!created)
 			log_notice("data directory '%s' was owned by %u:%u; now root:root", dir,
 				   (unsigned)st.st_uid, (unsigned)st.st_gid);
+	}
+	/* ACLs survive chown and chmod: an agent that owned the directory in an earlier life
+	 * of the volume could have left a named entry the mask hides now (reopened by any
+	 * later chmod g+w) and a default ACL every directory made in /data would inherit. Both
+	 * go, whoever set them, before the mode is fixed. */
+	for (size_t i = 0; i < ELEMENTSOF(acl_names); i++) {
+		if (fremovexattr(fd, acl_names[i]) == 0)
+			log_notice("data directory '%s' had an ACL (%s); removed", dir,
+				   acl_names[i]);
+		else if (errno != ENODATA && errno != EOPNOTSUPP)
+			return log_error_errno(-errno, "Failed to remove %s from '%s': %m",
+					       acl_names[i], dir);
 	}
 	if (created || (st.st_mode & 07022)) {
 		if (fchmod(fd, 0755) < 0)

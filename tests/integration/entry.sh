@@ -331,6 +331,22 @@ if [ -x "$BIN/pistisd" ] && R=$(root_fresh debian 2>/dev/null); then
 	chmod 0711 "$R/data"
 	in_root "$R" /usr/local/bin/pistisd-entry $NH --no-restart -- /bin/true 2>/dev/null
 	is "a stricter mode an operator chose is kept" "$(stat -c '%a' "$R/data")" 711
+	# An agent that owned /data in an earlier life: a named entry its mask hides, and a
+	# default ACL whatever is made in /data would inherit. Both go; nothing made in it
+	# later is the agent's.
+	chown 10100:10100 "$R/data" && chmod 0755 "$R/data"
+	setfacl -m u:10100:rwx,m::r-x "$R/data" &&
+		setfacl -d -m u:10100:rwx,g::rwx,o::rwx,m::rwx "$R/data"
+	in_root "$R" /usr/local/bin/pistisd-entry $NH --no-restart -- /bin/true 2>"$S/d.log"
+	is "planted access and default ACLs on /data are removed" \
+		"$(getfacl -cp "$R/data" 2>/dev/null | grep -c 'user:10100\|^default:')" 0
+	like "…and that is logged" "$(cat "$S/d.log")" "had an ACL \\(system.posix_acl_default\\); removed"
+	is "…the mode as entry left it" "$(stat -c '%u:%g %a' "$R/data")" "0:0 755"
+	mkdir -m 2770 "$R/data/later"
+	is "a directory made in /data later carries no agent's entry" \
+		"$(getfacl -cp "$R/data/later" 2>/dev/null | grep -c 'user:10100')" 0
+	rmdir "$R/data/later"
+	chmod 0711 "$R/data"
 	mv "$R/data" "$R/data.real" && ln -s /data.real "$R/data"
 	exits 111 "a symlinked /data is refused" \
 		in_root "$R" /usr/local/bin/pistisd-entry $NH --no-restart -- /bin/true
