@@ -653,6 +653,11 @@ static int do_op(enum proto_op op, cJSON *req, cJSON *o, struct proto_error *err
 				openat(dfd, leaf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 			if (sub < 0)
 				return -errno;
+			/* a procfs named as the leaf (its parent passed open_parent's check):
+			 * nothing in it is listed or stat'ed, as for fs.list */
+			r = refuse_procfs(sub);
+			if (r < 0)
+				return r;
 			if (fstat(sub, &st) < 0)
 				return -errno;
 			r = remove_tree(sub, st.st_dev, 0, &count);
@@ -681,7 +686,7 @@ static int do_op(enum proto_op op, cJSON *req, cJSON *o, struct proto_error *err
 }
 
 _noreturn_ static void helper(int out_fd, const struct proto_request *req,
-			      const struct serve_agent *a)
+			      const struct serve_agent *a, pid_t parent)
 {
 	struct proto_error err = {0};
 	gid_t groups[2] = {a->gid, USERS_SANDBOX_GID};
@@ -713,6 +718,13 @@ _noreturn_ static void helper(int out_fd, const struct proto_request *req,
 		r = prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0 ? -errno : 0;
 	if (r >= 0)
 		r = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ? -errno : 0;
+	/* This copy of the daemon's memory must not outlive the daemon: the agent can stop
+	 * it (its uid), and only pistisd's timeout would end it. Set after the id change,
+	 * which clears it; a parent already gone is caught by the check after. */
+	if (r >= 0)
+		r = prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 ? -errno : 0;
+	if (r >= 0 && getppid() != parent)
+		_exit(1);
 	if (r < 0) {
 		answer = proto_error_build(req->id, PROTO_E_INTERNAL, "cannot become the agent");
 		goto out;
@@ -872,7 +884,7 @@ void fsops_request(const struct proto_request *req)
 	const char *agent = NULL;
 	struct fsop *f;
 	int p[2], r;
-	pid_t pid;
+	pid_t pid, parent;
 
 	if (proto_get_string(req->root, "agent", PROTO_MAX_AGENT, &agent, &err) < 0 || !*agent)
 		return serve_send_error(req->id, PROTO_E_BAD_REQUEST, "\"agent\" is required");
@@ -897,6 +909,7 @@ void fsops_request(const struct proto_request *req)
 		free(f);
 		return serve_send_error(req->id, PROTO_E_INTERNAL, "%s", strerror(errno));
 	}
+	parent = getpid();
 	pid = fork();
 	if (pid < 0) {
 		close(p[0]);
@@ -906,7 +919,7 @@ void fsops_request(const struct proto_request *req)
 	}
 	if (pid == 0) {
 		close(p[0]);
-		helper(p[1], req, &a);
+		helper(p[1], req, &a, parent);
 	}
 	close(p[1]);
 	running++;

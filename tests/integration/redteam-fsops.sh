@@ -273,6 +273,17 @@ like "fs.read of the helper's own fd links by path is denied" \
 	"$(call fs.read "{\"agent\":\"alice\",\"path\":\"/proc/thread-self/fd/3\"}")" '"ok":false'
 like "fs.read beneath /proc/PID/fd is denied" \
 	"$(call fs.read "{\"agent\":\"alice\",\"path\":\"/proc/$SD/fd/0\"}")" '"code":"denied"'
+# /proc named as the leaf of a recursive fs.remove: its parent, /, is no procfs, but nothing
+# inside the procfs is listed, stat'ed or unlinked (it used to be walked until an unlinkat
+# failed, which answered "denied" too: the helper's system calls tell)
+strace -qq -f -p "$SD" -o "$W/rmproc.st" -e trace=getdents64,unlinkat &
+ST=$!
+sleep 0.5
+like "fs.remove -r of /proc is denied" \
+	"$(call fs.remove '{"agent":"alice","path":"/proc","recursive":true}')" '"code":"denied"'
+sleep 0.2
+kill "$ST"; wait "$ST" 2>/dev/null; ST=
+is "... without listing or unlinking anything in it" "$(grep -c 'getdents64\|unlinkat' "$W/rmproc.st")" 0
 if umount -l "$R/proc"; then
 	is "no /proc: fs.write works" "$(call fs.write "{\"agent\":\"alice\",\"path\":\"$home/noproc\",\"data\":\"$(printf 'red fish' | base64)\"}" | grep -o '"ok":true')" '"ok":true'
 	strace -qq -f -p "$SD" -o "$W/noproc.st" -e trace=openat &
@@ -307,5 +318,29 @@ if umount -l "$R/proc"; then
 else
 	skip "no /proc: fs.* by name" "cannot unmount the test root's /proc"
 fi
+
+# --- a helper the agent stopped does not outlive pistisd ------------------------------------------
+# The helper is a copy of the daemon's memory running as the agent: the agent can SIGSTOP it,
+# and only pistisd's 30 s timeout ended it. With pistisd killed (its timeout gone with it),
+# the parent-death signal does. (strace holds pistisd's reads, so the helper is still there,
+# blocked writing its answer, when the agent stops it.)
+strace -qq -p "$SD" -o /dev/null -e trace=read -e inject=read:delay_enter=1000000 &
+ST=$!
+sleep 0.5
+call fs.read "{\"agent\":\"alice\",\"path\":\"$home/big\"}" >/dev/null 2>&1 &
+CALL=$!
+hp=
+for _ in $(seq 300); do
+	hp=$(pgrep -P "$SD" -u "$auid" | head -1)
+	[ -n "$hp" ] && break
+	sleep 0.05
+done
+[ -n "$hp" ] && setpriv --reuid="$auid" --regid="$auid" --clear-groups kill -STOP "$hp"
+ok "the agent stopped its helper (pid ${hp:-none})" test -n "$hp" -a -d "/proc/${hp:-0}"
+kill "$ST"; wait "$ST" 2>/dev/null; ST=
+kill -KILL "$SD"
+for _ in $(seq 100); do [ -d "/proc/$hp" ] || break; sleep 0.05; done
+ok "... pistisd killed: the stopped helper is gone too" test ! -d "/proc/$hp"
+wait "$CALL" 2>/dev/null
 
 done_testing
