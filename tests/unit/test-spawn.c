@@ -2734,3 +2734,35 @@ TEST_TIMEOUT(cgroup_leftover_of_a_dead_pistisd_with_our_pid, 60)
 	EXPECT_EQ(rmdir(path), 0);
 	EXPECT_EQ(rmdir(mine), 0);
 }
+
+/* The pids of cgroup.procs, read twice: only a process pinned from the first list whose pid
+ * the second list still holds is signalled (a member that ended between the reads, its pid
+ * maybe a stranger's by then, is not). */
+TEST(cgroup_procs_signal_only_what_is_listed_again)
+{
+	pid_t pids[2], again[1];
+	int pidfds[2], st = 0;
+
+	for (int i = 0; i < 2; i++) {
+		pids[i] = fork();
+		if (pids[i] == 0) {
+			pause();
+			_exit(0);
+		}
+		ASSERT_GT(pids[i], 0);
+		pidfds[i] = (int)syscall(SYS_pidfd_open, pids[i], 0);
+		ASSERT_GE(pidfds[i], 0);
+	}
+	again[0] = pids[0];
+	EXPECT_EQ(spawn_signal_pinned(pids, pidfds, 2, again, 0, SIGTERM), 0);
+	EXPECT_EQ(spawn_signal_pinned(pids, pidfds, 2, again, 1, SIGTERM), 1);
+	EXPECT_EQ(waitpid(pids[0], &st, 0), pids[0]);
+	EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM);
+	EXPECT_EQ(waitpid(pids[1], &st, WNOHANG), 0); /* not listed again: not signalled */
+	/* the pinned process is gone (reaped): its pid listed again reaches no one */
+	EXPECT_EQ(spawn_signal_pinned(pids, pidfds, 1, again, 1, SIGTERM), 0);
+	kill(pids[1], SIGKILL);
+	EXPECT_EQ(waitpid(pids[1], &st, 0), pids[1]);
+	close(pidfds[0]);
+	close(pidfds[1]);
+}
