@@ -499,6 +499,8 @@ static int do_explain(struct ctx *c, int root_fd, const struct policy_rules *rul
 			       policy_access_name(ex.rule->access), ex.rule->line);
 		else
 			printf("null");
+		if (ex.reserved)
+			printf(",\"reserved\":\"%s\"", ex.reserved);
 		printf(",\"exists\":%s,\"symlink\":%s,\"stopped_at\":\"%s\"",
 		       ex.exists ? "true" : "false", ex.symlink_on_way ? "true" : "false", stop);
 		if (ex.exists)
@@ -544,6 +546,10 @@ static int do_explain(struct ctx *c, int root_fd, const struct policy_rules *rul
 			}
 		}
 		printf("\n");
+	} else if (ex.reserved) {
+		printf("  rule: none applies: %s is pistis's own (the agents' homes, its state), "
+		       "which no rule changes\n",
+		       ex.reserved);
 	} else {
 		printf("  rule: none covers this path: it keeps the permissions it has\n");
 	}

@@ -55,7 +55,9 @@ int policy_explain(int root_fd, const struct policy_rules *rules, const char *pa
 	memset(ret, 0, sizeof(*ret));
 	if (!perms)
 		return -ENOMEM;
-	ret->rule = policy_rules_match(rules, path);
+	/* No rule changes a tree of pistis's own, whatever covers it (walk.c). */
+	ret->reserved = policy_path_reserved(path, strlen(path));
+	ret->rule = ret->reserved ? NULL : policy_rules_match(rules, path);
 	ret->agent = uid != (uid_t)-1;
 	ret->can_traverse = true;
 

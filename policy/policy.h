@@ -77,6 +77,16 @@ const struct policy_rule *policy_rules_match(const struct policy_rules *r, const
  * other). */
 ssize_t policy_rules_differ(const struct policy_rules *a, const struct policy_rules *b);
 
+/* pistis's own trees, which no rule changes: its state (the uid registry, the rules file,
+ * the relay token) and the agents' homes, each its own agent's (docs/users.md). A rule at
+ * or beneath one is refused; a rule above one (/, /data) walks around it. */
+#define POLICY_RESERVED_N 3
+extern const char *const policy_reserved[POLICY_RESERVED_N];
+/* The reserved tree that path (normalised) is or lies beneath, or NULL. */
+const char *policy_path_reserved(const char *path, size_t len);
+/* Whether a reserved tree lies strictly beneath directory dir (normalised). */
+bool policy_reserved_below(const char *dir, size_t len);
+
 /* Index of the rule exactly at path, or -1. */
 ssize_t policy_rules_find(const struct policy_rules *r, const char *path, size_t len);
 
@@ -244,7 +254,8 @@ int policy_rules_save(int root_fd, const char *buf, size_t len);
 /* --- explain.c --- */
 
 struct policy_explain {
-	const struct policy_rule *rule; /* NULL: no rule names it */
+	const struct policy_rule *rule; /* NULL: no rule names it, or it is reserved */
+	const char *reserved;		/* the tree of pistis's own it lies in, or NULL */
 	bool exists;
 	bool symlink_on_way; /* a component (or the node) is a symlink: stopped there */
 	char stop_at[POLICY_PATH_MAX + 1]; /* the component where resolution stopped */

@@ -93,6 +93,28 @@ bool policy_path_under(const char *rule, size_t rule_len, const char *path, size
 	return path_len == rule_len || path[rule_len] == '/';
 }
 
+const char *const policy_reserved[POLICY_RESERVED_N] = {"/data/agents", "/data/pistis",
+							"/data/sandbox-home"};
+
+const char *policy_path_reserved(const char *path, size_t len)
+{
+	for (size_t i = 0; i < POLICY_RESERVED_N; i++)
+		if (policy_path_under(policy_reserved[i], strlen(policy_reserved[i]), path, len))
+			return policy_reserved[i];
+	return NULL;
+}
+
+bool policy_reserved_below(const char *dir, size_t len)
+{
+	for (size_t i = 0; i < POLICY_RESERVED_N; i++) {
+		size_t rl = strlen(policy_reserved[i]);
+
+		if (rl > len && policy_path_under(dir, len, policy_reserved[i], rl))
+			return true;
+	}
+	return false;
+}
+
 const struct policy_rule *policy_rules_match(const struct policy_rules *r, const char *path)
 {
 	const struct policy_rule *best = NULL;
@@ -361,6 +383,11 @@ static int parse_rule(const cJSON *o, unsigned line, struct policy_rule *rule,
 		return fail(err, -EINVAL, line, "path \"%s\" %s",
 			    esc(path->valuestring, ebuf, sizeof(ebuf)), why);
 	}
+	if (policy_path_reserved(norm, (size_t)n))
+		return fail(err, -EINVAL, line,
+			    "path \"%s\" is pistis's own (%s): the agents' homes and pistis's "
+			    "state are not rules",
+			    esc(norm, ebuf, sizeof(ebuf)), policy_path_reserved(norm, (size_t)n));
 	rule->path = strdup(norm);
 	if (!rule->path)
 		return -ENOMEM;

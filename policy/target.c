@@ -66,9 +66,10 @@ void policy_target_pin(const struct policy_rules *r, const char *path, size_t le
 	 * files group-writable. So every directory from the write rule down to it is root's
 	 * and sticky: the protected directory (root's) cannot be renamed, nor any directory
 	 * on the way (root's too), and agents still create, write and remove their own files
-	 * in them through the group. */
+	 * in them through the group. The same above a tree of pistis's own (the homes, its
+	 * state): renamed away and replaced, it would be an agent's. */
 	if (t->gid != USERS_SANDBOX_GID || !(t->flags & POLICY_T_DEFAULT_ACL) ||
-	    !policy_rules_stricter_below(r, path, len))
+	    !(policy_rules_stricter_below(r, path, len) || policy_reserved_below(path, len)))
 		return;
 	t->uid = 0;
 	t->mode |= S_ISVTX;

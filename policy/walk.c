@@ -46,6 +46,7 @@ struct frame {
 	bool pending; /* post-order: final mode / default ACL still to do */
 	bool acl_set;
 	bool has_below;
+	bool reserved_below; /* a tree of pistis's own beneath: walked around */
 	bool secrets;
 	bool seek;
 	bool busy;	    /* the last file here needed changes: expect the next one to */
@@ -391,6 +392,7 @@ static struct frame new_frame(const struct walker *w, int fd, const struct stat 
 		.secrets = secrets,
 		.busy = busy,
 		.has_below = policy_rules_has_below(w->rules, w->path, w->path_len),
+		.reserved_below = policy_reserved_below(w->path, w->path_len),
 	};
 }
 
@@ -976,9 +978,11 @@ static void run_stack(struct walker *w, unsigned base)
 				set_abort(w, -ENOMEM);
 				break;
 			}
-			/* A more specific rule owns that subtree; it gets its own walk. */
-			if (f->has_below &&
-			    policy_rules_find(w->rules, w->path, w->path_len) >= 0) {
+			/* A more specific rule owns that subtree; it gets its own walk. One of
+			 * pistis's own trees gets none: no rule changes it. */
+			if ((f->has_below &&
+			     policy_rules_find(w->rules, w->path, w->path_len) >= 0) ||
+			    (f->reserved_below && policy_path_reserved(w->path, w->path_len))) {
 				path_pop(w, f->path_len);
 				continue;
 			}

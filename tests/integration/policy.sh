@@ -309,6 +309,42 @@ print(d["summary"]["complete"], d["summary"]["errors"], len(e), e[0]["depth_max"
 	rm -rf "$R/deep"
 done
 
+# --- pistis's own trees: no rule changes them -------------------------------------------
+# The agents' homes (each its own agent's, 0700) and pistis's state (registry, rules, relay
+# token) under a rule for /data or /: walked around, never made group-writable; a rule naming
+# one is refused; the write directory above them is pinned (root's, sticky), so no agent
+# renames one away and puts its own in its place.
+mkdir -p "$R/data/pistis" "$R/data/sandbox-home/pi-agent-0a0a0a0a/tmp" "$R/data/agents/pi-agent-0a0a0a0a"
+chmod 0700 "$R/data/pistis" && echo tok >"$R/data/pistis/token" && chmod 0600 "$R/data/pistis/token"
+chmod 0711 "$R/data/sandbox-home" "$R/data/agents"
+echo memory >"$R/data/agents/pi-agent-0a0a0a0a/MEMORY.md"
+chown -R $A:$A "$R/data/sandbox-home/pi-agent-0a0a0a0a" "$R/data/agents/pi-agent-0a0a0a0a"
+chmod 0700 "$R/data/sandbox-home/pi-agent-0a0a0a0a" "$R/data/sandbox-home/pi-agent-0a0a0a0a/tmp" \
+	"$R/data/agents/pi-agent-0a0a0a0a"
+own=$(snap "$R/data/pistis" "$R/data/sandbox-home" "$R/data/agents")
+printf '[{"path":"/data","access":"write"},{"path":"/data/.secrets","access":"none"}]\n' >"$work/data.json"
+out=$("$P" policy apply --root "$R" --rules "$work/data.json" --keep-processes 2>&1); rc=$?
+is "a write rule on /data: apply exits 0" "$rc" 0
+is "... pistis's state and the agents' homes are untouched" \
+	"$(diff <(echo "$own") <(snap "$R/data/pistis" "$R/data/sandbox-home" "$R/data/agents"))" ""
+is "... what else is in /data got the rule" "$(mode_of "$R/data/keep/f")" "660 0:10010"
+is "... /data itself is pinned: root's, sticky" "$(mode_of "$R/data")" "3770 0:10010"
+exits 0 "... and check finds the tree conforming" "$P" policy check --root "$R" --rules "$work/data.json"
+out=$("$P" policy explain /data/sandbox-home/pi-agent-0a0a0a0a/tmp --root "$R" --rules "$work/data.json" 2>&1)
+like "explain: a home is pistis's own, no rule applies" "$out" \
+	'rule: none applies: /data/sandbox-home is pistis.s own'
+is "explain --json names the reserved tree" \
+	"$("$P" policy explain /data/pistis/token --root "$R" --rules "$work/data.json" --json |
+		python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["rule"], d["reserved"])')" \
+	"None /data/pistis"
+for p in /data/pistis /data/sandbox-home/pi-agent-0a0a0a0a /data/agents; do
+	printf '[{"path":"%s","access":"read"}]\n' "$p" >"$work/own.json"
+	out=$("$P" policy apply --root "$R" --rules "$work/own.json" 2>&1); rc=$?
+	is "a rule naming $p is refused (exit 1)" "$rc" 1
+	like "... saying why" "$out" "is pistis's own"
+done
+is "... nothing changed" "$(diff <(echo "$own") <(snap "$R/data/pistis" "$R/data/sandbox-home" "$R/data/agents"))" ""
+
 # --- usage ----------------------------------------------------------------------------
 exits 0 "--help" "$P" policy --help
 exits 100 "unknown command" "$P" policy frobnicate

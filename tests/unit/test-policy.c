@@ -66,7 +66,36 @@ static const struct {
 	{"[{\"path\":\"/a\",\n\"access\":\"read\"", 2, "not valid JSON"},
 	{"[{\"path\":\"\",\"access\":\"read\"}]", 1, "not absolute"},
 	{"[{\"path\":\"/a\",\"access\":\"read\",\"comment\":1}]", 1, "comment"},
+	/* pistis's own trees: not rules */
+	{"[{\"path\":\"/data\",\"access\":\"write\"},\n{\"path\":\"/data/"
+	 "pistis\",\"access\":\"none\"}]",
+	 2, "is pistis's own (/data/pistis)"},
+	{"[{\"path\":\"/data/sandbox-home/pi-agent-1234abcd/\",\"access\":\"write\"}]", 1,
+	 "is pistis's own (/data/sandbox-home)"},
+	{"[{\"path\":\"//data/./agents\",\"access\":\"read\"}]", 1,
+	 "is pistis's own (/data/agents)"},
 };
+
+TEST(reserved_trees)
+{
+	struct policy_error err = {0};
+	int r;
+	struct policy_rules *rules = parse("[{\"path\":\"/data/agents-old\",\"access\":\"none\"},"
+					   "{\"path\":\"/data\",\"access\":\"write\"}]",
+					   &r, &err);
+
+	EXPECT_EQ(r, 0); /* beside them and above them: rules */
+	policy_rules_free(rules);
+	EXPECT_STREQ(policy_path_reserved("/data/pistis", 12), "/data/pistis");
+	EXPECT_STREQ(policy_path_reserved("/data/sandbox-home/x/tmp", 24), "/data/sandbox-home");
+	EXPECT_NULL(policy_path_reserved("/data/pistisx", 13));
+	EXPECT_NULL(policy_path_reserved("/data", 5));
+	EXPECT_TRUE(policy_reserved_below("/", 1));
+	EXPECT_TRUE(policy_reserved_below("/data", 5));
+	EXPECT_FALSE(policy_reserved_below("/data/pistis", 12));
+	EXPECT_FALSE(policy_reserved_below("/dat", 4));
+	EXPECT_FALSE(policy_reserved_below("/workspaces", 11));
+}
 
 TEST(parse_errors_name_the_line)
 {
