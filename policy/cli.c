@@ -134,11 +134,20 @@ static void clear_progress(struct ctx *c)
 	}
 }
 
+/* "line N" of the rules file, or "implied" for a rule pistis added (line 0). */
+static const char *rule_where(const struct policy_rule *r, char buf[24])
+{
+	if (!r || !r->line)
+		return r ? "implied" : "no rule";
+	snprintf(buf, 24, "line %u", r->line);
+	return buf;
+}
+
 static void on_event(void *userdata, const struct policy_event *ev)
 {
 	struct ctx *c = userdata;
 	_cleanup_free_ char *p = NULL;
-	char ch[128];
+	char ch[128], wb[24];
 
 	/* apply lists only what needs attention unless --verbose; plan and check list all.
 	 * Decided before escaping: a first apply reports every node it changes. */
@@ -187,13 +196,12 @@ static void on_event(void *userdata, const struct policy_event *ev)
 		       (unsigned)(ev->new_mode & 07777));
 		break;
 	case POLICY_EV_MISSING:
-		printf("not there yet: %s (rule line %u): skipped\n", p,
-		       ev->rule ? ev->rule->line : 0);
+		printf("not there yet: %s (rule %s): skipped\n", p, rule_where(ev->rule, wb));
 		break;
 	case POLICY_EV_SYMLINK:
-		printf("error: %s (rule line %u) is a symlink or lies under one: rule not "
+		printf("error: %s (rule %s) is a symlink or lies under one: rule not "
 		       "applied\n",
-		       p, ev->rule ? ev->rule->line : 0);
+		       p, rule_where(ev->rule, wb));
 		break;
 	case POLICY_EV_HARDLINK:
 		printf("%s %s: has more than one link: never chowned or loosened (would need "
@@ -491,6 +499,7 @@ static int do_explain(struct ctx *c, int root_fd, const struct policy_rules *rul
 	if (!p || (ex.rule && !rp) || !stop || !blk)
 		return log_error("Out of memory"), EXIT_SYSTEM;
 
+	char wb[24];
 	bool read_only_broken = ex.rule && ex.rule->access != POLICY_WRITE && ex.can_replace;
 	if (c->json) {
 		printf("{\"path\":\"%s\",\"rule\":", p);
@@ -535,14 +544,14 @@ static int do_explain(struct ctx *c, int root_fd, const struct policy_rules *rul
 
 	printf("%s\n", p);
 	if (ex.rule) {
-		printf("  rule: \"%s\" %s (line %u): the most specific rule covering this path", rp,
-		       policy_access_name(ex.rule->access), ex.rule->line);
+		printf("  rule: \"%s\" %s (%s): the most specific rule covering this path", rp,
+		       policy_access_name(ex.rule->access), rule_where(ex.rule, wb));
 		for (size_t i = 0; i < rules->n; i++) {
 			const struct policy_rule *o = &rules->rules[i];
 			if (o != ex.rule && policy_path_under(o->path, o->len, norm, (size_t)n)) {
 				_cleanup_free_ char *op = escape_dup(o->path, o->len, false);
-				printf("; overrides \"%s\" %s (line %u)", op ? op : "",
-				       policy_access_name(o->access), o->line);
+				printf("; overrides \"%s\" %s (%s)", op ? op : "",
+				       policy_access_name(o->access), rule_where(o, wb));
 			}
 		}
 		printf("\n");
@@ -621,8 +630,10 @@ static void rule_text(const struct policy_rule *r, char *buf, size_t size)
 		snprintf(buf, size, "no rule");
 		return;
 	}
-	snprintf(buf, size, "'%.*s' %s (line %u)", (int)r->len, r->path,
-		 policy_access_name(r->access), r->line);
+	char wb[24];
+
+	snprintf(buf, size, "'%.*s' %s (%s)", (int)r->len, r->path, policy_access_name(r->access),
+		 rule_where(r, wb));
 }
 
 static int do_save(struct ctx *c, int root_fd)

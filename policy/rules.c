@@ -396,6 +396,49 @@ static int parse_rule(const cJSON *o, unsigned line, struct policy_rule *rule,
 	return 0;
 }
 
+/* The trees trusted commands rest on, when no rule names them but one above covers them
+ * (docs/policy.md, "Implied rules"): the secrets stay closed under a read or write rule
+ * (a none rule keeps them pi-tools' already), and the scripts and the wrappers on every
+ * agent's PATH stay read-only under a write rule, where any agent could otherwise change
+ * what another runs. Line 0: not from the file. */
+static int add_implied(struct policy_rules *r)
+{
+	static const struct {
+		const char *path;
+		enum policy_access access;
+		enum policy_access under; /* implied when the covering rule is at least this */
+	} implied[] = {
+		{POLICY_SECRETS_DIR, POLICY_NONE, POLICY_READ},
+		{"/data/bin", POLICY_READ, POLICY_WRITE},
+		{"/data/trusted", POLICY_READ, POLICY_WRITE},
+	};
+	size_t n = r->n;
+
+	for (size_t i = 0; i < ELEMENTSOF(implied); i++) {
+		const struct policy_rule *m;
+		size_t len = strlen(implied[i].path);
+		struct policy_rule *nr;
+
+		if (policy_rules_find(r, implied[i].path, len) >= 0)
+			continue;
+		m = policy_rules_match(r, implied[i].path);
+		if (!m || m->access < implied[i].under)
+			continue;
+		nr = realloc(r->rules, (r->n + 1) * sizeof(*r->rules));
+		if (!nr)
+			return -ENOMEM;
+		r->rules = nr;
+		r->rules[r->n] = (struct policy_rule){
+			.path = strdup(implied[i].path), .len = len, .access = implied[i].access};
+		if (!r->rules[r->n].path)
+			return -ENOMEM;
+		r->n++;
+	}
+	if (r->n != n)
+		qsort(r->rules, r->n, sizeof(*r->rules), cmp_rule);
+	return 0;
+}
+
 int policy_rules_parse(const char *buf, size_t len, struct policy_rules **ret,
 		       struct policy_error *err)
 {
@@ -466,6 +509,9 @@ int policy_rules_parse(const char *buf, size_t len, struct policy_rules **ret,
 				     esc(r->rules[i].path, ebuf, sizeof(ebuf)), a > b ? b : a);
 			goto out;
 		}
+	ret_r = add_implied(r);
+	if (ret_r < 0)
+		goto out;
 	*ret = TAKE_PTR(r);
 	ret_r = 0;
 out:

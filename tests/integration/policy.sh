@@ -322,13 +322,19 @@ chown -R $A:$A "$R/data/sandbox-home/pi-agent-0a0a0a0a" "$R/data/agents/pi-agent
 chmod 0700 "$R/data/sandbox-home/pi-agent-0a0a0a0a" "$R/data/sandbox-home/pi-agent-0a0a0a0a/tmp" \
 	"$R/data/agents/pi-agent-0a0a0a0a"
 own=$(snap "$R/data/pistis" "$R/data/sandbox-home" "$R/data/agents")
-printf '[{"path":"/data","access":"write"},{"path":"/data/.secrets","access":"none"}]\n' >"$work/data.json"
+printf '[{"path":"/data","access":"write"}]\n' >"$work/data.json"
 out=$("$P" policy apply --root "$R" --rules "$work/data.json" --keep-processes 2>&1); rc=$?
 is "a write rule on /data: apply exits 0" "$rc" 0
 is "... pistis's state and the agents' homes are untouched" \
 	"$(diff <(echo "$own") <(snap "$R/data/pistis" "$R/data/sandbox-home" "$R/data/agents"))" ""
 is "... what else is in /data got the rule" "$(mode_of "$R/data/keep/f")" "660 0:10010"
 is "... /data itself is pinned: root's, sticky" "$(mode_of "$R/data")" "3770 0:10010"
+# The trees trusted commands rest on, not named by the rules: implied rules keep them
+is "... the secrets stay pi-tools' (an implied none rule)" "$(mode_of "$R/data/.secrets")" "700 10002:10002"
+is "... the wrappers on every agent's PATH stay read-only (implied read)" "$(mode_of "$R/data/bin/tool")" "755 0:0"
+like "explain says the rule is implied" \
+	"$("$P" policy explain /data/bin/tool --root "$R" --rules "$work/data.json" 2>&1)" \
+	'rule: "/data/bin" read \(implied\)'
 exits 0 "... and check finds the tree conforming" "$P" policy check --root "$R" --rules "$work/data.json"
 out=$("$P" policy explain /data/sandbox-home/pi-agent-0a0a0a0a/tmp --root "$R" --rules "$work/data.json" 2>&1)
 like "explain: a home is pistis's own, no rule applies" "$out" \

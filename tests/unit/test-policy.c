@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/macro.h"
 #include "lib/tap.h"
 #include "policy/policy.h"
 #include "sandbox-users/users.h"
@@ -75,6 +76,51 @@ static const struct {
 	{"[{\"path\":\"//data/./agents\",\"access\":\"read\"}]", 1,
 	 "is pistis's own (/data/agents)"},
 };
+
+/* The trees trusted commands rest on keep their level under a covering rule that would
+ * open them, unless a rule names them. */
+TEST(implied_rules)
+{
+	static const struct {
+		const char *json;
+		size_t n;
+		const char *path;
+		enum policy_access access;
+		unsigned line;
+	} t[] = {
+		{"[{\"path\":\"/data\",\"access\":\"write\"}]", 4, "/data/bin/x", POLICY_READ, 0},
+		{"[{\"path\":\"/data\",\"access\":\"write\"}]", 4, "/data/trusted", POLICY_READ, 0},
+		{"[{\"path\":\"/\",\"access\":\"write\"}]", 4, "/data/.secrets/k", POLICY_NONE, 0},
+		{"[{\"path\":\"/data\",\"access\":\"write\"}]", 4, "/data/x", POLICY_WRITE, 1},
+		{"[{\"path\":\"/data\",\"access\":\"read\"}]", 2, "/data/.secrets", POLICY_NONE, 0},
+		{"[{\"path\":\"/data\",\"access\":\"read\"}]", 2, "/data/bin", POLICY_READ, 1},
+		{"[{\"path\":\"/data\",\"access\":\"none\"}]", 1, "/data/.secrets", POLICY_NONE, 1},
+		{"[{\"path\":\"/data\",\"access\":\"write\"},\n{\"path\":\"/data/bin\",\"access\":"
+		 "\"write\"}]",
+		 4, "/data/bin/x", POLICY_WRITE, 2},
+		{"[{\"path\":\"/workspaces\",\"access\":\"write\"}]", 1, "/data/bin", 0, 0},
+	};
+
+	for (size_t i = 0; i < ELEMENTSOF(t); i++) {
+		struct policy_error err = {0};
+		int r;
+		struct policy_rules *rules = parse(t[i].json, &r, &err);
+		const struct policy_rule *m;
+
+		ASSERT_EQ(r, 0);
+		m = policy_rules_match(rules, t[i].path);
+		if (rules->n != t[i].n ||
+		    (i == ELEMENTSOF(t) - 1
+			     ? m != NULL
+			     : !m || m->access != t[i].access || m->line != t[i].line)) {
+			tap_report(__FILE__, __LINE__, "case %zu: %zu rules, %s: %s line %u", i,
+				   rules->n, t[i].path, m ? policy_access_name(m->access) : "-",
+				   m ? m->line : 0);
+			_metadata->failed = true;
+		}
+		policy_rules_free(rules);
+	}
+}
 
 TEST(reserved_trees)
 {
