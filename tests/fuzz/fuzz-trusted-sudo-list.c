@@ -23,6 +23,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (strlen(l->cmds[i].command) >= sizeof(l->cmds[i].command) ||
 			    strlen(l->cmds[i].runas) >= sizeof(l->cmds[i].runas))
 				abort();
+		if (strlen(l->defaults) >= sizeof(l->defaults))
+			abort();
 		(void)trusted_sudo_list_verify(l, e, 1, why, sizeof(why));
 		free(l);
 	}
