@@ -508,6 +508,14 @@ static void defaults_cmnd_entry(const char *e, size_t len, const struct trusted_
 	if (own)
 		for (size_t j = 0; j < n; j++)
 			covered[j] = covered[j] || named[j];
+	/* A command with arguments ("/usr/bin/apt update, /data/trusted/x") ends the list
+	 * above early: anything under /data or an ALL anywhere in the entry counts too. */
+	if (!own && memmem(e, len, "/data/", 6))
+		reaches = true;
+	for (const char *t = e; !own && !reaches && (t = memmem(t, (size_t)(end - t), "ALL", 3));
+	     t += 3)
+		reaches = (t[-1] == ' ' || t[-1] == '!') &&
+			  (t + 3 == end || t[3] == ' ' || t[3] == ',');
 	*ret_own = own;
 	*ret_reaches = reaches;
 }

@@ -221,6 +221,15 @@ TEST(sudo_list_defaults)
 		{LISTING("    " OWN_DEFAULTS "\n    Defaults!/usr/bin/apt, /data/x/y setenv\n"), 1},
 		{LISTING("    " OWN_DEFAULTS "\n    Defaults!ALL closefrom=20\n"), 1},
 		{LISTING("    " OWN_DEFAULTS "\n    Defaults!/usr/*/hello setenv\n"), 1},
+		/* a command with arguments before the trusted one in the same entry */
+		{LISTING("    " OWN_DEFAULTS "\n    Defaults!/usr/bin/apt update, sha256:" D1
+			 " /data/trusted/hello !env_reset\n"),
+		 1},
+		{LISTING("    " OWN_DEFAULTS "\n    Defaults!/usr/bin/apt update, ALL setenv\n"),
+		 1},
+		{LISTING("    " OWN_DEFAULTS
+			 "\n    Defaults!/usr/bin/apt update env_keep+=ALLOW\n"),
+		 0},
 		{LISTING("    " OWN_DEFAULTS "\n    Defaults@h setenv\n"), 1},
 		/* the drop-in's own line, but with one setting fewer or one more */
 		{LISTING("    Defaults!sha256:" D1 " /data/trusted/hello env_reset, !env_keep, "
