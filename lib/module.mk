@@ -14,6 +14,7 @@ lib_SRCS += lib/mountinfo.c
 lib_SRCS += lib/sig-util.c lib/proc-status.c
 lib_SRCS += lib/statx.c
 lib_SRCS += lib/tls-ca.c
+lib_SRCS += lib/trust-path.c
 lib_SRCS += lib/token-file.c
 
 # lib/relro.c is not in liblib.a: the Makefile links it into every musl binary (it only has

@@ -34,6 +34,7 @@
 #include "lib/proto.h"
 #include "lib/sha256.h"
 #include "lib/tls-ca.h"
+#include "lib/trust-path.h"
 #include "pistisd/check.h"
 #include "pistisd/cli.h"
 #include "pistisd/serve.h"
@@ -914,7 +915,8 @@ static void usage(FILE *f)
 		"Usage: pistisd serve --relay URL --token-file FILE [OPTIONS]\n\n"
 		"Dial out to the relay and run commands and file operations for it.\n"
 		"URL is ws://HOST[:PORT][/PATH], wss://HOST[:PORT][/PATH] or "
-		"/path/to/unix.sock.\n\n"
+		"/path/to/unix.sock\n"
+		"(the directories and links on a socket's way root's, writable by no one else).\n\n"
 		"  --relay URL         where to dial (never listens)\n"
 		"  --token-file FILE   this sandbox's token (root-owned, mode 0600)\n"
 		"  --ca FILE           CA bundle for wss:// (default: the system's, e.g.\n"
@@ -1053,8 +1055,21 @@ int serve_cli_main(int argc, char **argv)
 		 * it add a CA of its own, and a relay of its own would get the token. */
 		char why[PATH_MAX + 160];
 
-		if (tls_ca_file_check(S.ca, why, sizeof(why)) < 0) {
+		if (trust_path_check(S.ca, TRUST_LEAF_FILE, "the CA bundle", why, sizeof(why)) <
+		    0) {
 			log_error("Refusing the CA bundle for wss://: %s", why);
+			return EXIT_SYSTEM;
+		}
+	}
+	if (S.unix_addr[0]) {
+		/* The relay's socket: one an agent could put in its place (in a directory it
+		 * may write, or through a link there) would be the relay, and get the token
+		 * and send commands as any agent. */
+		char why[PATH_MAX + 160];
+
+		if (trust_path_check(S.unix_addr + 1, TRUST_LEAF_SOCKET, "the relay socket", why,
+				     sizeof(why)) < 0) {
+			log_error("Refusing the relay socket: %s", why);
 			return EXIT_SYSTEM;
 		}
 	}

@@ -18,6 +18,8 @@ FUZZERS += fuzz-relay
 fuzz-relay_SRCS := tests/fuzz/fuzz-relay.c server-min/config.c
 fuzz-relay_LIBS := lib
 INTEGRATION_TESTS += tests/integration/relay-hostile.sh
+# The relay over a unix socket, and where its path is believed.
+INTEGRATION_TESTS += tests/integration/relay-unix.sh
 # One client that does not read stalls a sandbox for at most a grace period.
 INTEGRATION_TESTS += tests/integration/relay-slow.sh
 # One agent stalling its spawn children does not stall serve for the others.

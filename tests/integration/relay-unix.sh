@@ -1,0 +1,92 @@
+#!/bin/bash
+# The relay over a unix socket (`pistisd serve --relay /path.sock`, server-min listening on a
+# path): a command end to end, and the socket's path believed only where an agent could not
+# have put a socket of its own (it would be the relay: it would get the token and send
+# commands as any agent). Throwaway Debian root, server-min on a socket in it.
+. "$(dirname "$0")/../lib.sh"
+need_root
+need_mount_ns "$@"
+need_bins pistisd server-min pistis
+R=$(root_fresh debian) || { echo "1..0 # SKIP no debian test root"; exit 0; }
+W=$(mktemp -d "${TMPDIR:-/tmp}/pistis-unix.$$.XXXXXX")
+cleanup() {
+	[ -n "${PD:-}" ] && kill "$PD" 2>/dev/null
+	[ -n "${SM:-}" ] && kill "$SM" 2>/dev/null
+	wait 2>/dev/null
+	root_cleanup
+	rm -rf "$W"
+}
+trap cleanup EXIT
+
+relay_config "$R" "$W"
+mkdir -p "$R/run/pistis" && chmod 0755 "$R/run/pistis"
+python3 - "$W/pistis.json" "$R/run/pistis/relay.sock" <<'EOF'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["listen"]["sandbox"] = sys.argv[2]
+json.dump(c, open(sys.argv[1], "w"))
+EOF
+"$BIN/server-min" --config "$W/pistis.json" >"$W/smin.log" 2>&1 &
+SM=$!
+for _ in $(seq 100); do [ -S "$R/run/pistis/relay.sock" ] && break; sleep 0.1; done
+ok "server-min listens on the socket" test -S "$R/run/pistis/relay.sock"
+
+serve() { # RELAY: pistisd serve in the root, in the background; PD its pid
+	in_root "$R" pistisd serve --relay "$1" --token-file /etc/pistis/token --name s1 \
+		${ALLOW:+--allow $ALLOW} >"$W/pd.log" 2>&1 &
+	PD=$!
+}
+refused() { # RELAY: serve exits 111 before it dials, saying why (in $out)
+	in_root "$R" timeout 10 pistisd serve --relay "$1" --token-file /etc/pistis/token \
+		--name s1 ${ALLOW:+--allow $ALLOW} >"$W/pd.log" 2>&1
+	rc=$?
+	out=$(cat "$W/pd.log")
+	[ "$rc" = 111 ] && [[ $out == *"Refusing the relay socket"* ]]
+}
+
+serve /run/pistis/relay.sock
+for _ in $(seq 100); do "$BIN/pistis" ls 2>/dev/null | grep -q "s1 *connected" && break; sleep 0.1; done
+like "serve dials the socket: s1 connected" "$("$BIN/pistis" ls 2>&1)" 's1 +connected'
+is "a command over the unix socket relay" \
+	"$(PISTIS_SANDBOX=s1 "$BIN/pistis" exec --agent alice -- echo over-unix 2>&1)" over-unix
+kill "$PD"; wait "$PD" 2>/dev/null; PD=
+
+# Where an agent could have put the socket: a directory anyone may write (sticky or not),
+# one an agent owns, a directory of pi-sandbox's, or a link in such a directory.
+chmod 1777 "$R/run/pistis"
+refused /run/pistis/relay.sock
+ok "a socket in a sticky world-writable directory: refused (111)" test $? = 0
+like "... naming the directory, its owner and mode" "$out" \
+	"/run/pistis is owned by 0:0 with mode 1777: a directory on the way to the relay socket"
+chmod 0775 "$R/run/pistis" && chgrp 10010 "$R/run/pistis"
+refused /run/pistis/relay.sock
+ok "a socket in a directory pi-sandbox may write: refused" test $? = 0
+chmod 0755 "$R/run/pistis" && chgrp 0 "$R/run/pistis"
+mkdir -p "$R/run/agent" && chown 10100:10100 "$R/run/agent"
+ln -s /run/pistis/relay.sock "$R/run/agent/relay.sock"
+refused /run/agent/relay.sock
+ok "a link to the socket in a directory an agent owns: refused" test $? = 0
+like "... naming that directory" "$out" "/run/agent is owned by 10100:10100"
+ln -s /run/agent/relay.sock "$R/run/via-agent.sock"
+refused /run/via-agent.sock
+ok "a link (in a root's directory) through the agent's link: refused" test $? = 0
+ln -sfn relay.sock "$R/run/pistis/alias.sock"
+refused /etc/pistis/token
+ok "not a socket at the end (a regular file): refused" test $? = 0
+like "... saying so" "$out" "is not a socket"
+
+# Trusted: a link whose every directory is root's; a socket not there yet where only root
+# may make it (serve keeps redialling until it is).
+serve /run/pistis/alias.sock
+for _ in $(seq 100); do "$BIN/pistis" ls 2>/dev/null | grep -q "s1 *connected" && break; sleep 0.1; done
+like "a link among root's directories: accepted, connected" "$("$BIN/pistis" ls 2>&1)" 's1 +connected'
+kill "$PD"; wait "$PD" 2>/dev/null; PD=
+serve /run/pistis/later/relay.sock
+sleep 1
+ok "a socket not there yet, in a root's directory: serve waits for it" kill -0 "$PD"
+kill "$PD"; wait "$PD" 2>/dev/null; PD=
+mkdir "$R/run/agent/later"
+refused /run/agent/later/relay.sock
+ok "a socket not there yet, in a directory an agent owns: refused" test $? = 0
+
+done_testing
