@@ -12,6 +12,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
@@ -542,9 +543,96 @@ fail:
 	return r;
 }
 
+/* The pids of cgroup.procs in cgroup_fd, read anew: *ret (malloc'd), *ret_n of them. */
+static int read_procs(int cgroup_fd, pid_t **ret, size_t *ret_n)
+{
+	_cleanup_close_ int fd =
+		openat(cgroup_fd, "cgroup.procs", O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
+	_cleanup_free_ char *s = NULL;
+	_cleanup_free_ pid_t *v = NULL;
+	size_t n = 0, cap = 0;
+	int r;
+
+	if (fd < 0)
+		return -errno;
+	r = read_whole(fd, 1 << 20, &s);
+	if (r < 0)
+		return r;
+	for (char *q = s; *q;) {
+		char *end;
+		long pid = strtol(q, &end, 10);
+
+		if (end == q)
+			break;
+		if (pid > 0 && pid <= INT_MAX) {
+			if (n == cap) {
+				pid_t *nv = realloc(v, (cap = cap ? 2 * cap : 64) * sizeof(*v));
+				if (!nv)
+					return -ENOMEM;
+				v = nv;
+			}
+			v[n++] = (pid_t)pid;
+		}
+		q = *end ? end + 1 : end;
+	}
+	*ret = TAKE_PTR(v);
+	*ret_n = n;
+	return 0;
+}
+
+static int cmp_pid(const void *a, const void *b)
+{
+	pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+int cgroup_signal_procs(int cgroup_fd, int sig)
+{
+	_cleanup_free_ pid_t *first = NULL, *again = NULL;
+	_cleanup_free_ int *pidfds = NULL;
+	size_t n = 0, n_again = 0;
+	int r, signalled = 0;
+
+	r = read_procs(cgroup_fd, &first, &n);
+	if (r < 0 || n == 0)
+		return r;
+	pidfds = malloc(n * sizeof(*pidfds));
+	if (!pidfds)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		pidfds[i] = (int)syscall(SYS_pidfd_open, first[i], 0);
+		/* Linux < 5.3: nothing to pin a process with; the list is all there is. */
+		if (pidfds[i] < 0 && errno == ENOSYS && kill(first[i], sig) == 0)
+			signalled++;
+	}
+	r = read_procs(cgroup_fd, &again, &n_again);
+	if (r >= 0) {
+		qsort(again, n_again, sizeof(*again), cmp_pid);
+		signalled += cgroup_signal_pinned(first, pidfds, n, again, n_again, sig);
+	}
+	for (size_t i = 0; i < n; i++)
+		safe_close(pidfds[i]);
+	return r < 0 ? r : signalled;
+}
+
+int cgroup_signal_pinned(const pid_t *pids, const int *pidfds, size_t n, const pid_t *again,
+			 size_t n_again, int sig)
+{
+	int signalled = 0;
+
+	/* A pinned process whose pid is listed again is the member: pids are unique among
+	 * live processes, and a stranger that took an ended member's pid is not in the
+	 * cgroup (a process forked in it is a member, and the pidfd then pins that one). */
+	for (size_t i = 0; i < n; i++)
+		if (pidfds[i] >= 0 && bsearch(&pids[i], again, n_again, sizeof(*again), cmp_pid) &&
+		    syscall(SYS_pidfd_send_signal, pidfds[i], sig, NULL, 0) == 0)
+			signalled++;
+	return signalled;
+}
+
 int cgroup_kill(int dir_fd)
 {
-	_cleanup_free_ char *procs = NULL;
 	int r;
 
 	/* The mark goes first. Kernels that count each cgroup's cgroup.kill writes compare,
@@ -556,21 +644,10 @@ int cgroup_kill(int dir_fd)
 
 	if (r != -ENOENT)
 		return r;
-	/* Before 5.14: freeze-free best effort, good enough as pids cannot be reused while
-	 * the cgroup still lists them only for a moment; repeat until empty in the caller. */
-	r = read_at(dir_fd, "cgroup.procs", &procs);
-	if (r < 0)
-		return r;
-	for (char *p = procs; *p;) {
-		char *end;
-		long pid = strtol(p, &end, 10);
-		if (end == p)
-			break;
-		if (pid > 0)
-			(void)kill((pid_t)pid, SIGKILL);
-		p = *end ? end + 1 : end;
-	}
-	return 0;
+	/* Before 5.14: every member by pid, pinned (freeze-free best effort; repeat until
+	 * empty in the caller). */
+	r = cgroup_signal_procs(dir_fd, SIGKILL);
+	return r < 0 ? r : 0;
 }
 
 int cgroup_populated(int dir_fd)

@@ -66,6 +66,18 @@ int cgroup_cmd_create(struct cgroup_ctx *ctx, const char *agent, gid_t agent_gid
  * since (a user.* xattr on the directory; false where cgroupfs refuses xattrs): a child may
  * be cloned straight into it. */
 bool cgroup_clone_ok(int dir_fd);
+/* Signal every process listed in cgroup.procs of the cgroup directory cgroup_fd: each pid
+ * pinned with a pidfd, then the list read again, and only a pinned process whose pid is
+ * listed again is signalled, through its pidfd, so a member that ended between the reads
+ * and whose pid went to a stranger is never signalled. Without pidfds (Linux < 5.3),
+ * kill(2) on the first list. How many were signalled, or -errno when a list could not be
+ * read. */
+int cgroup_signal_procs(int cgroup_fd, int sig);
+/* Its second half: signal through pidfds[i] (the process pinned as pids[i]; -1: none) each
+ * process whose pid is in again (n_again of them, sorted). How many were signalled. */
+int cgroup_signal_pinned(const pid_t *pids, const int *pidfds, size_t n, const pid_t *again,
+			 size_t n_again, int sig);
+
 /* SIGKILL every process in the cgroup (cgroup.kill; before 5.14 by reading cgroup.procs);
  * takes away the mark cgroup_clone_ok looks for. */
 int cgroup_kill(int dir_fd);

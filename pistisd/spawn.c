@@ -800,94 +800,6 @@ int spawn_start(struct spawn_ctx *ctx, const struct spawn_opts *o, struct spawn_
 	return 0;
 }
 
-/* The pids of cgroup.procs in cgroup_fd, read anew: *ret (malloc'd), *ret_n of them. */
-static int read_procs(int cgroup_fd, pid_t **ret, size_t *ret_n)
-{
-	_cleanup_close_ int fd =
-		openat(cgroup_fd, "cgroup.procs", O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
-	_cleanup_free_ char *s = NULL;
-	_cleanup_free_ pid_t *v = NULL;
-	size_t n = 0, cap = 0;
-	int r;
-
-	if (fd < 0)
-		return negative_errno();
-	r = fd_read_all(fd, 1 << 20, &s, NULL);
-	if (r < 0)
-		return r;
-	for (char *q = s; *q;) {
-		char *end;
-		long pid = strtol(q, &end, 10);
-
-		if (end == q)
-			break;
-		if (pid > 0 && pid <= INT_MAX) {
-			if (n == cap) {
-				pid_t *nv = realloc(v, (cap = cap ? 2 * cap : 64) * sizeof(*v));
-				if (!nv)
-					return -ENOMEM;
-				v = nv;
-			}
-			v[n++] = (pid_t)pid;
-		}
-		q = *end ? end + 1 : end;
-	}
-	*ret = TAKE_PTR(v);
-	*ret_n = n;
-	return 0;
-}
-
-static int cmp_pid(const void *a, const void *b)
-{
-	pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-int spawn_signal_cgroup_procs(int cgroup_fd, int sig)
-{
-	_cleanup_free_ pid_t *first = NULL, *again = NULL;
-	_cleanup_free_ int *pidfds = NULL;
-	size_t n = 0, n_again = 0;
-	int r, signalled = 0;
-
-	r = read_procs(cgroup_fd, &first, &n);
-	if (r < 0 || n == 0)
-		return r;
-	pidfds = malloc(n * sizeof(*pidfds));
-	if (!pidfds)
-		return -ENOMEM;
-	for (size_t i = 0; i < n; i++) {
-		pidfds[i] = (int)syscall(SYS_pidfd_open, first[i], 0);
-		/* Linux < 5.3: nothing to pin a process with; the list is all there is. */
-		if (pidfds[i] < 0 && errno == ENOSYS && kill(first[i], sig) == 0)
-			signalled++;
-	}
-	r = read_procs(cgroup_fd, &again, &n_again);
-	if (r >= 0) {
-		qsort(again, n_again, sizeof(*again), cmp_pid);
-		signalled += spawn_signal_pinned(first, pidfds, n, again, n_again, sig);
-	}
-	for (size_t i = 0; i < n; i++)
-		safe_close(pidfds[i]);
-	return r < 0 ? r : signalled;
-}
-
-int spawn_signal_pinned(const pid_t *pids, const int *pidfds, size_t n, const pid_t *again,
-			size_t n_again, int sig)
-{
-	int signalled = 0;
-
-	/* A pinned process whose pid is listed again is the member: pids are unique among
-	 * live processes, and a stranger that took an ended member's pid is not in the
-	 * cgroup (a process forked in it is a member, and the pidfd then pins that one). */
-	for (size_t i = 0; i < n; i++)
-		if (pidfds[i] >= 0 && bsearch(&pids[i], again, n_again, sizeof(*again), cmp_pid) &&
-		    syscall(SYS_pidfd_send_signal, pidfds[i], sig, NULL, 0) == 0)
-			signalled++;
-	return signalled;
-}
-
 static void tree_signal(struct spawn_proc *p, int sig)
 {
 	if (p->cgroup_fd >= 0) {
@@ -899,7 +811,7 @@ static void tree_signal(struct spawn_proc *p, int sig)
 			return;
 		}
 		/* No cgroup.term: signal every member by pid (they cannot change cgroup). */
-		(void)spawn_signal_cgroup_procs(p->cgroup_fd, sig);
+		(void)cgroup_signal_procs(p->cgroup_fd, sig);
 	}
 	/* The process group as well: setsid made pgid = pid. Without a cgroup this is all
 	 * we have, and a grandchild that called setsid() itself escapes it. Only while the

@@ -253,18 +253,6 @@ bool spawn_tree_alive(struct spawn_proc *p);
  * not (or the main process still runs). */
 int spawn_kill_leftovers(struct spawn_proc *p);
 
-/* Signal every process listed in cgroup.procs of the cgroup directory cgroup_fd: each pid
- * pinned with a pidfd, then the list read again, and only a pinned process whose pid is
- * listed again is signalled, through its pidfd, so a member that ended between the reads
- * and whose pid went to a stranger is never signalled. Without pidfds (Linux < 5.3),
- * kill(2) on the first list. How many were signalled, or -errno when a list could not be
- * read. */
-int spawn_signal_cgroup_procs(int cgroup_fd, int sig);
-/* Its second half: signal through pidfds[i] (the process pinned as pids[i]; -1: none) each
- * process whose pid is in again (n_again of them, sorted). How many were signalled. */
-int spawn_signal_pinned(const pid_t *pids, const int *pidfds, size_t n, const pid_t *again,
-			size_t n_again, int sig);
-
 /* SIGKILL every live process whose real, effective, saved or fs uid is one of uids (n of
  * them, agents' uids; sorted in place; others in the agent range are never touched: a
  * plain host may have users there), whoever started it: what a tightening must not leave

@@ -2754,13 +2754,13 @@ TEST(cgroup_procs_signal_only_what_is_listed_again)
 		ASSERT_GE(pidfds[i], 0);
 	}
 	again[0] = pids[0];
-	EXPECT_EQ(spawn_signal_pinned(pids, pidfds, 2, again, 0, SIGTERM), 0);
-	EXPECT_EQ(spawn_signal_pinned(pids, pidfds, 2, again, 1, SIGTERM), 1);
+	EXPECT_EQ(cgroup_signal_pinned(pids, pidfds, 2, again, 0, SIGTERM), 0);
+	EXPECT_EQ(cgroup_signal_pinned(pids, pidfds, 2, again, 1, SIGTERM), 1);
 	EXPECT_EQ(waitpid(pids[0], &st, 0), pids[0]);
 	EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM);
 	EXPECT_EQ(waitpid(pids[1], &st, WNOHANG), 0); /* not listed again: not signalled */
 	/* the pinned process is gone (reaped): its pid listed again reaches no one */
-	EXPECT_EQ(spawn_signal_pinned(pids, pidfds, 1, again, 1, SIGTERM), 0);
+	EXPECT_EQ(cgroup_signal_pinned(pids, pidfds, 1, again, 1, SIGTERM), 0);
 	kill(pids[1], SIGKILL);
 	EXPECT_EQ(waitpid(pids[1], &st, 0), pids[1]);
 	close(pidfds[0]);
