@@ -82,16 +82,16 @@ int trust_path_check(const char *path, enum trust_leaf leaf, const char *what, c
 
 			if (++links > 40)
 				return refuse(why, size, -ELOOP, path, NULL,
-						 "too many symbolic links");
+					      "too many symbolic links");
 			if (n < 0)
 				return refuse(why, size, negative_errno(), node, NULL,
-						 strerror(errno));
+					      strerror(errno));
 			link[n] = '\0';
 			/* The link's target, then what was left after the link. */
 			if (snprintf(todo, sizeof(todo), "%s%s%s", link, rest ? "/" : "",
 				     rest ? rest : "") >= (int)sizeof(todo))
 				return refuse(why, size, -ENAMETOOLONG, node, NULL,
-						 "path too long");
+					      "path too long");
 			if (link[0] == '/') {
 				safe_close(dfd);
 				dfd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);

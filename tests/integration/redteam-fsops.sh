@@ -30,6 +30,17 @@ call() { timeout 20 "$BIN/pistis" call "$@" 2>&1; }
 # they inject into the fs.write helper), then fs.write TEXT to PATH as alice in the
 # background into OUT; returns once the helper runs and half a second has passed, with
 # ST (strace) and CALL (the client) set.
+# The pid of the agent's fs helper (a child of pistisd running as the agent), once there is
+# one (at most 4 s); 1 when there is none.
+helper_pid() {
+	local hp
+	for _ in $(seq 200); do
+		hp=$(pgrep -P "$SD" -u "$auid" | head -1)
+		[ -n "$hp" ] && { echo "$hp"; return 0; }
+		sleep 0.02
+	done
+	return 1
+}
 held_write() {
 	local a=()
 	while [ "$1" != -- ]; do a+=("$1"); shift; done
@@ -55,12 +66,7 @@ ST=$!
 sleep 0.5
 call fs.read "{\"agent\":\"alice\",\"path\":\"$home/big\"}" >"$W/cut.out" &
 CALL=$!
-hp=
-for _ in $(seq 300); do
-	hp=$(pgrep -P "$SD" -u "$auid" | head -1)
-	[ -n "$hp" ] && break
-	sleep 0.05
-done
+hp=$(helper_pid)
 wchan=
 for _ in $(seq 200); do
 	wchan=$(cat "/proc/${hp:-0}/wchan" 2>/dev/null)
@@ -140,15 +146,6 @@ x86_64) NR_PREAD=17 NR_FSTAT=5 NR_FSTATAT=262 ;;
 aarch64) NR_PREAD=67 NR_FSTAT=80 NR_FSTATAT=79 ;;
 *) NR_PREAD= ;;
 esac
-helper_pid() {
-	local hp
-	for _ in $(seq 200); do
-		hp=$(pgrep -P "$SD" -u "$auid" | head -1)
-		[ -n "$hp" ] && { echo "$hp"; return 0; }
-		sleep 0.02
-	done
-	return 1
-}
 # held_in PID "NR..." [PATH...]: PID is stopped (strace holds it) in one of the syscalls NR,
 # whose first argument is an fd open on one of PATH (any fd when no PATH is given)
 held_in() {
@@ -329,12 +326,7 @@ ST=$!
 sleep 0.5
 call fs.read "{\"agent\":\"alice\",\"path\":\"$home/big\"}" >/dev/null 2>&1 &
 CALL=$!
-hp=
-for _ in $(seq 300); do
-	hp=$(pgrep -P "$SD" -u "$auid" | head -1)
-	[ -n "$hp" ] && break
-	sleep 0.05
-done
+hp=$(helper_pid)
 [ -n "$hp" ] && setpriv --reuid="$auid" --regid="$auid" --clear-groups kill -STOP "$hp"
 ok "the agent stopped its helper (pid ${hp:-none})" test -n "$hp" -a -d "/proc/${hp:-0}"
 kill "$ST"; wait "$ST" 2>/dev/null; ST=
