@@ -458,16 +458,15 @@ static bool same_unquoted(const char *s, size_t len, const char *t)
 	}
 }
 
-/* One "Defaults!CMND[, CMND…] OPTIONS" entry of the listing (e, len bytes; tokens split by
- * single spaces). *ret_own: it names trusted commands only, each with its digest, and its
- * options are exactly TRUSTED_DEFAULTS; covered[j] is set for each entries[j] it names.
- * Otherwise *ret_reaches: it names something under /data, ALL, or a pattern, which could
- * be (or match) a trusted command. */
-static void defaults_cmnd_entry(const char *e, size_t len, const struct trusted_entry *entries,
-				size_t n, bool *covered, bool *ret_own, bool *ret_reaches)
+/* Whether one "Defaults!CMND[, CMND…] OPTIONS" entry of the listing (e, len bytes; tokens
+ * split by single spaces) is the drop-in's own: it names trusted commands only, each with its
+ * digest, and its options are exactly TRUSTED_DEFAULTS. covered[j] is set for each
+ * entries[j] it names. */
+static bool defaults_own_entry(const char *e, size_t len, const struct trusted_entry *entries,
+			       size_t n, bool *covered)
 {
 	const char *p = e + 9, *end = e + len; /* past "Defaults!" */
-	bool own = true, reaches = false, more = true;
+	bool more = true;
 	size_t n_named = 0;
 	bool named[TRUSTED_COMMANDS_MAX] = {false};
 
@@ -486,10 +485,6 @@ static void defaults_cmnd_entry(const char *e, size_t len, const struct trusted_
 		more = tl > 0 && t[tl - 1] == ',';
 		if (more)
 			tl--;
-		if ((tl >= 6 && !memcmp(t, "/data/", 6)) || (tl == 3 && !memcmp(t, "ALL", 3)) ||
-		    memchr(t, '*', tl) || memchr(t, '?', tl) || memchr(t, '[', tl) ||
-		    memchr(t, '\\', tl))
-			reaches = true;
 		for (j = 0; j < n; j++) {
 			size_t nl = strlen(entries[j].name);
 
@@ -499,43 +494,23 @@ static void defaults_cmnd_entry(const char *e, size_t len, const struct trusted_
 		}
 		if (j == n || !digest || (size_t)(t - digest) != 7 + 64 + 1 ||
 		    memcmp(digest, "sha256:", 7) || memcmp(digest + 7, entries[j].digest, 64))
-			own = false;
-		else if (!named[j])
+			return false;
+		if (!named[j])
 			named[j] = true, n_named++;
 		p = sp ? sp + 1 : end;
 	}
-	own = own && n_named > 0 && same_unquoted(p, (size_t)(end - p), TRUSTED_DEFAULTS);
-	if (own)
-		for (size_t j = 0; j < n; j++)
-			covered[j] = covered[j] || named[j];
-	/* A command with arguments ("/usr/bin/apt update, /data/trusted/x") ends the list
-	 * above early: anything under /data or an ALL anywhere in the entry counts too. */
-	if (!own && memmem(e, len, "/data/", 6))
-		reaches = true;
-	for (const char *t = e; !own && !reaches && (t = memmem(t, (size_t)(end - t), "ALL", 3));
-	     t += 3)
-		reaches = (t[-1] == ' ' || t[-1] == '!') &&
-			  (t + 3 == end || t[3] == ' ' || t[3] == ',');
-	*ret_own = own;
-	*ret_reaches = reaches;
+	if (!n_named || !same_unquoted(p, (size_t)(end - p), TRUSTED_DEFAULTS))
+		return false;
+	for (size_t j = 0; j < n; j++)
+		covered[j] = covered[j] || named[j];
+	return true;
 }
 
-/* A "Defaults>RUNAS OPTIONS" entry applies to the trusted commands unless RUNAS is one plain
- * user name other than pi-tools. */
-static bool defaults_runas_reaches(const char *e, size_t len)
-{
-	const char *p = e + 9, *end = memchr(p, ' ', len - 9);
-	size_t rl = (size_t)((end ? end : e + len) - p);
-
-	if (rl == 0 || (rl == 8 && !memcmp(p, "pi-tools", 8)) || (rl == 3 && !memcmp(p, "ALL", 3)))
-		return true;
-	for (size_t i = 0; i < rl; i++)
-		if (!((p[i] >= 'a' && p[i] <= 'z') || (p[i] >= 'A' && p[i] <= 'Z') ||
-		      (p[i] >= '0' && p[i] <= '9' && i > 0) || (p[i] && strchr("_.-", p[i]))))
-			return true; /* %group, #uid, +netgroup, a list: may hold pi-tools */
-	return false;
-}
-
+/* The runas and command Defaults of the listing hold the drop-in's line and nothing else.
+ * Any other entry is refused, whatever it names: sudo matches a command by the inode a
+ * path resolves to, so a link or a hard link elsewhere (/opt/tr -> /data/trusted), or a
+ * second name for pi-tools' uid, reaches the trusted commands though its text does not
+ * say so. */
 static int defaults_verify(const struct trusted_sudo_list *l, const struct trusted_entry *entries,
 			   size_t n, char *why, size_t why_size)
 {
@@ -544,21 +519,18 @@ static int defaults_verify(const struct trusted_sudo_list *l, const struct trust
 
 	for (; *e; e = nl ? nl + 1 : e + strlen(e)) {
 		size_t len;
-		bool own = false, reaches;
 
 		nl = strchr(e, '\n');
 		len = nl ? (size_t)(nl - e) : strlen(e);
-		if (len > 9 && !memcmp(e, "Defaults!", 9))
-			defaults_cmnd_entry(e, len, entries, n, covered, &own, &reaches);
-		else if (len > 9 && !memcmp(e, "Defaults>", 9))
-			reaches = defaults_runas_reaches(e, len);
-		else
-			reaches = true; /* a kind of entry this parser does not know */
-		if (reaches && !own)
-			return why_printf(why, why_size,
-					  "sudoers has '%.*s', which may change how trusted "
-					  "commands run; only the drop-in's Defaults line may",
-					  (int)(len > 160 ? 160 : len), e);
+		if (!(len > 9 && !memcmp(e, "Defaults!", 9) &&
+		      defaults_own_entry(e, len, entries, n, covered)))
+			return why_printf(
+				why, why_size,
+				"sudoers has '%.*s': with trusted commands, the drop-in's "
+				"Defaults line must be the only runas or command Defaults "
+				"(sudo matches commands by inode, so no other can be shown "
+				"not to reach them)",
+				(int)(len > 160 ? 160 : len), e);
 	}
 	for (size_t j = 0; j < n; j++)
 		if (!covered[j])

@@ -179,9 +179,8 @@ int trusted_sudo_list_parse(const char *text, size_t len, struct trusted_sudo_li
 /* Compare a listing against what the drop-in grants: every listed command must be one of
  * entries (runas pi-tools, CWD=/, NOPASSWD, no SETENV, its exact digest) and every entry must
  * be listed; every entry must be under the drop-in's own Defaults line (TRUSTED_DEFAULTS,
- * exactly), and no other runas- or command-specific Defaults may reach pi-tools or a path
- * under /data (nor ALL, nor a pattern). Returns 0 when exact, else 1 and writes a one-line
- * reason into why. */
+ * exactly), and the listing may hold no other runas- or command-specific Defaults. Returns
+ * 0 when exact, else 1 and writes a one-line reason into why. */
 int trusted_sudo_list_verify(const struct trusted_sudo_list *l, const struct trusted_entry *entries,
 			     size_t n, char *why, size_t why_size);
 

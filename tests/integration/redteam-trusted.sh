@@ -193,11 +193,19 @@ for d in 'Defaults!/data/trusted/showenv !env_reset, setenv' 'Defaults>pi-tools 
 	extra "$d"
 	out=$("$P" trusted install --root "$R" 2>&1)
 	is "install fails on the image's '$d'" "$?" 1
-	like "... and names it" "$out" "may change how trusted commands run"
+	like "... and names it" "$out" "must be the only runas or command Defaults"
 	exits 1 "... check fails too" "$P" trusted check --root "$R"
 done
+# sudo matches a command by inode: a link elsewhere to /data/trusted names the scripts
+# though its text does not; so no command Defaults but the drop-in's, whatever they name
+mkdir -p "$R/opt" && ln -sfn /data/trusted "$R/opt/tr"
+extra 'Defaults!/opt/tr/showenv !env_reset, setenv'
+out=$("$P" trusted install --root "$R" 2>&1)
+is "install fails on command Defaults through a link to /data/trusted" "$?" 1
+exits 1 "... check fails too" "$P" trusted check --root "$R"
+rm -f "$R/opt/tr"
 extra 'Defaults!/usr/bin/apt env_keep += "FOO"'
-ok "install succeeds beside command Defaults for another program" "$P" trusted install --root "$R"
+exits 1 "install fails on command Defaults for another program too" "$P" trusted install --root "$R"
 extra 'Defaults:%pi-sandbox !env_reset, env_keep += "FOO", closefrom=20, preserve_groups, stay_setuid'
 ok "install succeeds beside user Defaults the drop-in's line overrides" "$P" trusted install --root "$R"
 out=$(agent /bin/sh -c 'exec 7</etc/hostname; FOO=1 exec sudo -n -u pi-tools /data/trusted/showenv' 2>&1)

@@ -212,11 +212,13 @@ TEST(sudo_list_defaults)
 		{LISTING("    " OWN_DEFAULTS "\n"), 0},
 		/* sudo prints a runas entry and the next on one line */
 		{LISTING("    Defaults>pi-tools setenv    " OWN_DEFAULTS "\n"), 1},
-		{LISTING("    Defaults>root setenv    " OWN_DEFAULTS "\n"), 0},
+		{LISTING("    Defaults>root setenv    " OWN_DEFAULTS "\n"), 1},
 		{LISTING("    " OWN_DEFAULTS "\n    Defaults>ALL setenv\n"), 1},
 		{LISTING("    " OWN_DEFAULTS "\n    Defaults>%pi-tools setenv\n"), 1},
 		{LISTING("    " OWN_DEFAULTS "\n    Defaults>#10002 setenv\n"), 1},
-		{LISTING("    " OWN_DEFAULTS "\n    Defaults!/usr/bin/apt env_keep+=FOO\n"), 0},
+		{LISTING("    " OWN_DEFAULTS "\n    Defaults!/usr/bin/apt env_keep+=FOO\n"), 1},
+		/* a link to /data/trusted elsewhere: sudo matches by inode */
+		{LISTING("    " OWN_DEFAULTS "\n    Defaults!/opt/tr/hello !env_reset\n"), 1},
 		{LISTING("    " OWN_DEFAULTS "\n    Defaults!/data/trusted/hello !env_reset\n"), 1},
 		{LISTING("    " OWN_DEFAULTS "\n    Defaults!/usr/bin/apt, /data/x/y setenv\n"), 1},
 		{LISTING("    " OWN_DEFAULTS "\n    Defaults!ALL closefrom=20\n"), 1},
@@ -229,7 +231,7 @@ TEST(sudo_list_defaults)
 		 1},
 		{LISTING("    " OWN_DEFAULTS
 			 "\n    Defaults!/usr/bin/apt update env_keep+=ALLOW\n"),
-		 0},
+		 1},
 		{LISTING("    " OWN_DEFAULTS "\n    Defaults@h setenv\n"), 1},
 		/* the drop-in's own line, but with one setting fewer or one more */
 		{LISTING("    Defaults!sha256:" D1 " /data/trusted/hello env_reset, !env_keep, "
