@@ -928,6 +928,21 @@ static void pending_drop_client(const struct conn *c)
 
 /* --- messages from clients --------------------------------------------------------------- */
 
+/* Whether this client's id is waiting for an answer at, or names a command it reads on, a
+ * sandbox other than sb. A sandbox's message reaches a client under the id of a request
+ * sent to that sandbox or of a command of that sandbox the client reads: with one id in use
+ * at two sandboxes, one could answer in the other's name. */
+static bool client_id_elsewhere(const struct sandbox *sb, uint64_t client, const char *id)
+{
+	bool reader;
+
+	for (size_t k = 0; k < R.cfg.n_sandboxes; k++)
+		if (&R.sbs[k] != sb && (pending_match(&R.sbs[k], client, id, false, &reader) ||
+					route_of_owner(&R.sbs[k], client, id)))
+			return true;
+	return false;
+}
+
 static struct sandbox *sandbox_named(const char *name)
 {
 	if (!name)
@@ -1017,6 +1032,13 @@ static void client_text(struct conn *c, const char *buf, size_t len)
 			send_error(c, req.id, PROTO_E_LIMIT,
 				   "sandbox \"%s\" is not reading: %zu MiB wait for it",
 				   sb->cfg->name, sb->conn->q.bytes >> 20);
+		goto out;
+	}
+	if (req.op != PROTO_OP_EXEC_ACK && client_id_elsewhere(sb, c->serial, req.id)) {
+		send_error(c, req.id, PROTO_E_BAD_REQUEST,
+			   "id \"%.64s\" is in use at another sandbox (a request waiting for its "
+			   "answer, or a command this connection reads): use another",
+			   req.id);
 		goto out;
 	}
 	snprintf(fwd_id, sizeof(fwd_id), "%s.%" PRIu64 ".%s", R.boot, c->serial, req.id);

@@ -129,6 +129,8 @@ is "forge: a stdin frame whose command number two sandboxes hold is refused, not
 is "forge: the other sandbox never saw the stdin" "$(val evil_got_stdin "$W/fg.out")" no
 is "forge: the client got only the real command's output" "$(val output "$W/fg.out")" "got:secret,real,"
 is "forge: the other sandbox's own command still reaches its reader" "$(val own_exit "$W/fg.out")" 3
+is "forge: an id the client reads a command under at one sandbox is refused at another" \
+	"$(val reused_id "$W/fg.out")" bad_request
 
 # --- a hostile sandbox: garbage, forged answers, a flood --------------------------------------
 $FAKE sandbox-flood "$SP" "$EVIL" 4 "$SM" >"$W/fl.out" 2>&1 &

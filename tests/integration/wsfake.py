@@ -388,6 +388,10 @@ def scenario_sandbox_forge(sport, stoken, cport, ctoken, real):
     evil.send(json.dumps({"event": "exec.exit", "id": prefix + "r1", "cmd": cmd,
                           "end": "exited", "code": 9, "last_seq": 0, "forged": True}))
     evil.send(json.dumps({"id": prefix + "r1", "ok": True, "cmd": cmd, "forged": True}))
+    # the id of a command the client reads on the evil sandbox, sent to the real one: an
+    # answer of the evil sandbox's under it (no cmd) would pass as the real one's
+    c.send(json.dumps({"id": "e2", "op": "ping", "sandbox": real}))
+    print("reused_id=" + err_code(c.recv_json("e2")))
     c.send(frame(0, 0, cmd, 1, b"secret\n"), binary=True)
     got = "no"
     try:
