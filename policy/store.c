@@ -112,6 +112,11 @@ int policy_rules_check_fs(int root_fd, const struct policy_rules *r, struct poli
 	for (size_t i = 0; i < r->n; i++) {
 		int fd = -1, k;
 
+		/* An implied rule (line 0) is not the file's to get wrong: a symlink at its path
+		 * is the walk's to report ("rule not applied"), and the file's rules still
+		 * apply. */
+		if (!r->rules[i].line)
+			continue;
 		k = policy_resolve(root_fd, r->rules[i].path, O_PATH, &fd);
 		safe_close(fd);
 		if (k == -ELOOP)

@@ -886,6 +886,7 @@ int users_ensure_many(const char *root, const char *const *agent_ids, size_t n,
 
 int users_ensure_base(const char *root)
 {
+	static const char *const trusted_dirs[] = {"bin", "trusted"};
 	_cleanup_(ctx_done) struct ctx c = CTX_NULL;
 	int r;
 
@@ -899,7 +900,25 @@ int users_ensure_base(const char *root)
 	r = users_db_ensure_base(&c.db);
 	if (r < 0)
 		return db_error(&c, r);
-	return write_back(&c, NULL, 0);
+	r = write_back(&c, NULL, 0);
+	if (r < 0)
+		return r;
+	/* The trusted commands' directories, root's before any agent runs: /data/bin is on
+	 * every agent's PATH, and where agents may write /data (a write rule on it) the first
+	 * to make it would choose what the others run. An existing one not root's (or a link)
+	 * is refused, never adopted. */
+	for (size_t i = 0; i < ELEMENTSOF(trusted_dirs); i++) {
+		int fd = ufs_mkdir_owned(c.data_fd, trusted_dirs[i], 0, 0, 0755, UFS_KEEP_EXISTING);
+
+		if (fd < 0)
+			return set_error(fd, "/data/%s%s", trusted_dirs[i],
+					 fd == -EPERM	? " is not root's: someone else made it; "
+							  "remove it"
+					 : fd == -ELOOP ? " is a symbolic link; remove it"
+							: ": cannot make it root's 0755");
+		safe_close(fd);
+	}
+	return 0;
 }
 
 int users_lookup(const char *root, const char *agent_id, struct users_identity *ret)

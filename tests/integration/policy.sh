@@ -335,6 +335,19 @@ is "... the wrappers on every agent's PATH stay read-only (implied read)" "$(mod
 like "explain says the rule is implied" \
 	"$("$P" policy explain /data/bin/tool --root "$R" --rules "$work/data.json" 2>&1)" \
 	'rule: "/data/bin" read \(implied\)'
+# An agent (it may write /data now) put a link where an implied rule points: the rules still
+# load and apply; the link is reported, never followed.
+mv "$R/data/bin" "$R/data/bin.real" && ln -s /etc "$R/data/bin"
+before=$(outside)
+chmod 0666 "$R/data/keep/f"
+out=$("$P" policy apply --root "$R" --rules "$work/data.json" --keep-processes 2>&1); rc=$?
+like "a link at /data/bin: reported, the implied rule not applied" "$out" \
+	'/data/bin \(rule implied\) is a symlink'
+is "... the rest applied" "$(mode_of "$R/data/keep/f")" "660 0:10010"
+is "... /etc unchanged" "$(diff <(echo "$before") <(outside) | grep -c '/etc')" 0
+rm "$R/data/bin" && mv "$R/data/bin.real" "$R/data/bin"
+# (it was write-level content as /data/bin.real meanwhile: back under its implied rule)
+exits 0 "the link gone, apply again" "$P" policy apply --root "$R" --rules "$work/data.json" --keep-processes
 exits 0 "... and check finds the tree conforming" "$P" policy check --root "$R" --rules "$work/data.json"
 out=$("$P" policy explain /data/sandbox-home/pi-agent-0a0a0a0a/tmp --root "$R" --rules "$work/data.json" 2>&1)
 like "explain: a home is pistis's own, no rule applies" "$out" \

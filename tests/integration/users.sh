@@ -323,4 +323,27 @@ umount "$R$home/tmp"
 ok "... ensure completes once it is unmounted" "$P" users ensure lk --root "$R"
 is "... tmp is the agent's" "$(stat -c '%u' "$R$home/tmp")" "$auid"
 
+# --- ensure-base makes the trusted commands' directories, root's ---------------------------
+# /data/bin is on every agent's PATH: where agents may write /data (a write rule on it), the
+# first to make it would choose what the others run. ensure-base (entry and serve run it at
+# start-up) makes both root's 0755 and refuses one someone else made.
+R=$work/r-trusted-dirs
+mkroot "$R"
+ok "ensure-base" "$P" users ensure-base --root "$R"
+is "... made /data/bin and /data/trusted root's 0755" \
+	"$(stat -c '%u:%g %a' "$R/data/bin" "$R/data/trusted" | paste -sd' ')" "0:0 755 0:0 755"
+chmod 0750 "$R/data/trusted"
+ok "ensure-base again" "$P" users ensure-base --root "$R"
+is "... keeps an existing root's one as it is" "$(stat -c '%a' "$R/data/trusted")" 750
+rmdir "$R/data/bin" && mkdir "$R/data/bin" && chown 10100:10100 "$R/data/bin"
+out=$("$P" users ensure-base --root "$R" 2>&1)
+ok "an agent's /data/bin: ensure-base fails" test $? -ne 0
+like "... saying so" "$out" "/data/bin is not root's"
+is "... and does not adopt it" "$(stat -c '%u' "$R/data/bin")" 10100
+rmdir "$R/data/bin" && ln -s /tmp "$R/data/bin"
+out=$("$P" users ensure-base --root "$R" 2>&1)
+ok "a symlink at /data/bin: ensure-base fails" test $? -ne 0
+like "... saying so" "$out" "/data/bin is a symbolic link"
+ok "... left a link, never followed" test -L "$R/data/bin"
+
 done_testing
