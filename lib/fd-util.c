@@ -2,11 +2,14 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "lib/macro.h"
@@ -193,4 +196,25 @@ bool stat_root_only_writable(const struct stat *st)
 {
 	return st->st_uid == 0 && !(st->st_mode & 0002) &&
 	       (st->st_gid == 0 || !(st->st_mode & 0020));
+}
+
+bool root_only_writable_at(int dfd, const char *name, const struct stat *st)
+{
+	char p[sizeof("/proc/self/fd/") + 12 + 1 + NAME_MAX];
+	ssize_t n;
+
+	if (!stat_root_only_writable(st))
+		return false;
+	if (!(st->st_mode & 0020))
+		return true;
+	/* Group root may write; but with an access ACL the group bits are its mask, and a
+	 * named entry (an agent's uid) may be what writes. Through the fd's magic link:
+	 * followed for the fd itself, not for a name beneath it. */
+	if (snprintf(p, sizeof(p), "/proc/self/fd/%d%s%s", dfd, *name ? "/" : "", name) >=
+	    (int)sizeof(p))
+		return false;
+	n = *name ? lgetxattr(p, "system.posix_acl_access", NULL, 0)
+		  : getxattr(p, "system.posix_acl_access", NULL, 0);
+	/* None, or a file system without xattrs: no ACL. Anything else (no /proc): unknown. */
+	return n < 0 && (errno == ENODATA || errno == EOPNOTSUPP);
 }

@@ -41,3 +41,8 @@ int fd_set_nonblock(int fd, int on);
  * rule for what a root program believes that others set up: /etc's passwd family and /etc
  * (sandbox-users), a CA bundle and every directory on its way (lib/tls-ca.c). */
 bool stat_root_only_writable(const struct stat *st);
+/* stat_root_only_writable, and where group root may write, no access ACL (whose mask the
+ * group bits then are: a named entry may be an agent's). st: of name in dfd ("": of dfd
+ * itself, an O_PATH fd included). Where /proc cannot tell, a group-writable node is not
+ * believed. */
+bool root_only_writable_at(int dfd, const char *name, const struct stat *st);

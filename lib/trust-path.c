@@ -56,7 +56,7 @@ int trust_path_check(const char *path, enum trust_leaf leaf, const char *what, c
 
 		if (dfd < 0 || fstat(dfd, &st) < 0)
 			return refuse(why, size, negative_errno(), node, NULL, strerror(errno));
-		if (!stat_root_only_writable(&st))
+		if (!root_only_writable_at(dfd, "", &st))
 			return refuse(why, size, -EPERM, node, &st, dir_rule);
 		while (*comp == '/')
 			comp++;
@@ -119,7 +119,7 @@ int trust_path_check(const char *path, enum trust_leaf leaf, const char *what, c
 			if (!S_ISREG(st.st_mode))
 				return refuse(why, size, -EINVAL, node, NULL,
 					      "is not a regular file");
-			if (!stat_root_only_writable(&st))
+			if (!root_only_writable_at(ffd, "", &st))
 				return refuse(why, size, -EPERM, node, &st, file_rule);
 			return 0;
 		}

@@ -3,7 +3,8 @@
 /* Whether a path root's daemon is about to trust (a CA bundle, the relay's unix socket) may be
  * believed: every directory on the way to it, and every symbolic link's directory on that
  * way (links are followed by hand, at most 40), is root's and writable by no one else
- * (root's group at most; a sticky world-writable directory such as /tmp is no exception).
+ * (root's group at most, and then with no access ACL: root_only_writable_at; a sticky
+ * world-writable directory such as /tmp is no exception).
  * Otherwise a local user (an agent) could put a node of its own there: a CA of its own, so
  * that a relay of its own gets the token, or a socket of its own, which then is the relay. */
 

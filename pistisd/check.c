@@ -975,7 +975,7 @@ static void probe_account_files(struct check_report *r, int root_fd)
 			  errno == ENOTDIR ? " (or a symlink)" : "");
 		return;
 	}
-	if (!stat_root_only_writable(&st)) {
+	if (!root_only_writable_at(etc, "", &st)) {
 		check_set(r, CHECK_ACCOUNT_FILES, CHECK_STATUS_FAIL, "/etc is %u:%u %04o",
 			  (unsigned)st.st_uid, (unsigned)st.st_gid, (unsigned)(st.st_mode & 07777));
 		return;
@@ -996,7 +996,7 @@ static void probe_account_files(struct check_report *r, int root_fd)
 				  S_ISLNK(st.st_mode) ? " (a symlink)" : "");
 			return;
 		}
-		if (!stat_root_only_writable(&st)) {
+		if (!root_only_writable_at(etc, files[k], &st)) {
 			check_set(r, CHECK_ACCOUNT_FILES, CHECK_STATUS_FAIL,
 				  "/etc/%s is %u:%u %04o", files[k], (unsigned)st.st_uid,
 				  (unsigned)st.st_gid, (unsigned)(st.st_mode & 07777));

@@ -93,12 +93,13 @@ static bool registry_trusted(const struct stat *st)
 }
 
 /* Whether /etc and the files of the passwd family there may be believed and rewritten:
- * stat_root_only_writable (agents are never in group 0). Where anyone else may write them,
+ * root_only_writable_at (agents are never in group 0; an ACL is never believed to keep
+ * them out where the group bits allow write). Where anyone else may write them,
  * an agent could have given itself uid 0 or a place in another agent's group, and could
  * again after we checked. */
-static bool etc_trusted(const struct stat *st)
+static bool etc_trusted(int etc_fd, const char *name, const struct stat *st)
 {
-	return stat_root_only_writable(st);
+	return root_only_writable_at(etc_fd, name, st);
 }
 
 static int etc_untrusted_error(const char *path, const struct stat *st)
@@ -270,7 +271,7 @@ static int ctx_open(struct ctx *c, const char *root, bool create_data)
 	c->etc_fd = r;
 	if (fstat(c->etc_fd, &st) < 0)
 		return set_error(-errno, "cannot stat /etc");
-	if (!etc_trusted(&st))
+	if (!etc_trusted(c->etc_fd, "", &st))
 		return etc_untrusted_error("/etc", &st);
 
 	r = ufs_open_dir(c->root_fd, "data");
@@ -343,7 +344,7 @@ static int load_etc(struct ctx *c)
 		}
 		if (r < 0)
 			return set_error(r, "cannot read /etc/%s", name);
-		if (!etc_trusted(&c->st[k])) {
+		if (!etc_trusted(c->etc_fd, name, &c->st[k])) {
 			char path[32];
 
 			snprintf(path, sizeof(path), "/etc/%s", name);
@@ -734,7 +735,7 @@ static bool fast_complete(struct ctx *c, const char *agent_id, uid_t want_uid,
 		if (r == -ENOENT && (k == PWFILE_SHADOW || k == PWFILE_GSHADOW))
 			continue;
 		/* An untrusted file: the locked path says why. */
-		if (r < 0 || !etc_trusted(&st))
+		if (r < 0 || !etc_trusted(c->etc_fd, pwfile_kind_name(k), &st))
 			goto out;
 	}
 #define HAS(k, name) (!buf[k] || pwfile_scan(k, buf[k], len[k], name, &l) == 0)

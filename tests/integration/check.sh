@@ -213,6 +213,9 @@ like "... stderr names the check" "$(cat "$S/a.err")" "hard requirement 'account
 exits 0 "... --allow account_files accepts it" "$P" check --no-walk --root "$A" --allow account_files
 chmod 0664 "$A/etc/passwd"
 like "passwd group-writable by root's group (g=u images): ok" "$(acct "$A")" '^0 ok '
+setfacl -m u:10100:rw "$A/etc/passwd"
+like "passwd 0664 whose ACL lets an agent uid write: fail" "$(acct "$A")" '^1 fail /etc/passwd is 0:0 0664$'
+setfacl -b "$A/etc/passwd"
 chgrp 10010 "$A/etc/passwd"
 like "passwd group-writable by pi-sandbox: fail" "$(acct "$A")" '^1 fail /etc/passwd is 0:10010 0664$'
 chgrp 0 "$A/etc/passwd" && chmod 0644 "$A/etc/passwd"

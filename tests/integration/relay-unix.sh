@@ -62,6 +62,10 @@ chmod 0775 "$R/run/pistis" && chgrp 10010 "$R/run/pistis"
 refused /run/pistis/relay.sock
 ok "a socket in a directory pi-sandbox may write: refused" test $? = 0
 chmod 0755 "$R/run/pistis" && chgrp 0 "$R/run/pistis"
+setfacl -m u:10100:rwx "$R/run/pistis" # 0775 root:root, the group bits the ACL's mask
+refused /run/pistis/relay.sock
+ok "a socket in a root's directory whose ACL lets an agent write: refused" test $? = 0
+setfacl -b "$R/run/pistis" && chmod 0755 "$R/run/pistis"
 mkdir -p "$R/run/agent" && chown 10100:10100 "$R/run/agent"
 ln -s /run/pistis/relay.sock "$R/run/agent/relay.sock"
 refused /run/agent/relay.sock

@@ -228,6 +228,16 @@ chmod 0755 "$R/etc"
 chmod g+w "$R/etc/passwd" # root:root 0664, as images made for arbitrary uids have it
 ok "/etc/passwd writable by root's group only: accepted" "$P" users ensure m-2 --root "$R"
 is "... and rewritten with its mode" "$(stat -c '%a %u:%g' "$R/etc/passwd")" "664 0:0"
+# ... unless the group bits are an ACL's mask: a named entry then writes, an agent's too
+"$P" users ensure m-3 --root "$R" >/dev/null
+setfacl -m u:10100:rw "$R/etc/passwd"
+exits 111 "/etc/passwd 0664 whose ACL lets an agent uid write: refused" "$P" users ensure m-4 --root "$R"
+exits 111 "... and an existing agent is not confirmed (the lock-free path)" "$P" users ensure m-3 --root "$R"
+setfacl -b "$R/etc/passwd" && chmod 0755 "$R/etc" && setfacl -m u:10100:rwx "$R/etc"
+like "/etc 0775 through an ACL naming an agent uid: refused" "$("$P" users ensure m-4 --root "$R" 2>&1)" \
+	"/etc is owned by 0:0 with mode 0775"
+setfacl -b "$R/etc" && chmod 0755 "$R/etc"
+ok "the ACLs gone: accepted" "$P" users ensure m-4 --root "$R"
 
 # --- a full file system during the write: the old files intact ------------------------
 for where in etc data; do
