@@ -192,7 +192,9 @@ int fd_set_nonblock(int fd, int on)
 	return fcntl(fd, F_SETFL, flags) < 0 ? -errno : 0;
 }
 
-bool stat_root_only_writable(const struct stat *st)
+/* Root's and writable by no one else, by the mode: not by others, by its group only when
+ * the group is root's. */
+static bool stat_root_only_writable(const struct stat *st)
 {
 	return st->st_uid == 0 && !(st->st_mode & 0002) &&
 	       (st->st_gid == 0 || !(st->st_mode & 0020));

@@ -36,13 +36,11 @@ int fd_ensure_std(void);
 int fd_set_cloexec(int fd, int on);
 int fd_set_nonblock(int fd, int on);
 
-/* Whether st is root's and writable by no one else: not by others, by its group only when
- * the group is root's (images made for arbitrary uids have `chmod g=u /etc/passwd`). The
- * rule for what a root program believes that others set up: /etc's passwd family and /etc
- * (sandbox-users), a CA bundle and every directory on its way (lib/tls-ca.c). */
-bool stat_root_only_writable(const struct stat *st);
-/* stat_root_only_writable, and where group root may write, no access ACL (whose mask the
- * group bits then are: a named entry may be an agent's). st: of name in dfd ("": of dfd
- * itself, an O_PATH fd included). Where /proc cannot tell, a group-writable node is not
- * believed. */
+/* Whether a node is root's and writable by no one else: not by others, by its group only
+ * when the group is root's (images made for arbitrary uids have `chmod g=u /etc/passwd`)
+ * and then with no access ACL (whose mask the group bits then are: a named entry may be an
+ * agent's). st: of name in dfd ("": of dfd itself, an O_PATH fd included). Where /proc
+ * cannot tell, a group-writable node is not believed. The rule for what a root program
+ * believes that others set up: /etc and its passwd family (sandbox-users, pistisd check),
+ * a CA bundle or the relay's socket and every directory on the way (lib/trust-path.c). */
 bool root_only_writable_at(int dfd, const char *name, const struct stat *st);

@@ -28,11 +28,10 @@ int trust_path_check(const char *path, enum trust_leaf leaf, const char *what, c
 {
 	/* todo: what is left to resolve; dfd: the directory reached so far, named in node */
 	char todo[PATH_MAX], node[PATH_MAX], link[PATH_MAX];
+	char dir_rule[160], file_rule[160];
 	_cleanup_close_ int dfd = -1;
 	unsigned links = 0;
 	struct stat st;
-
-	char dir_rule[160], file_rule[160];
 
 	why[0] = '\0';
 	snprintf(dir_rule, sizeof(dir_rule),

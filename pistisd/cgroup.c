@@ -67,13 +67,18 @@ static int read_whole(int fd, size_t max, char **ret)
 	return 0;
 }
 
-static int read_at(int dir_fd, const char *file, char **ret)
+static int read_at_max(int dir_fd, const char *file, size_t max, char **ret)
 {
 	_cleanup_close_ int fd = openat(dir_fd, file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 
 	if (fd < 0)
 		return -errno;
-	return read_whole(fd, 64 * 1024, ret);
+	return read_whole(fd, max, ret);
+}
+
+static int read_at(int dir_fd, const char *file, char **ret)
+{
+	return read_at_max(dir_fd, file, 64 * 1024, ret);
 }
 
 /* "0::/some/path" from /proc/self/cgroup, the unified hierarchy's line. Parsed where it
@@ -546,16 +551,11 @@ fail:
 /* The pids of cgroup.procs in cgroup_fd, read anew: *ret (malloc'd), *ret_n of them. */
 static int read_procs(int cgroup_fd, pid_t **ret, size_t *ret_n)
 {
-	_cleanup_close_ int fd =
-		openat(cgroup_fd, "cgroup.procs", O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
 	_cleanup_free_ char *s = NULL;
 	_cleanup_free_ pid_t *v = NULL;
 	size_t n = 0, cap = 0;
-	int r;
+	int r = read_at_max(cgroup_fd, "cgroup.procs", 1 << 20, &s);
 
-	if (fd < 0)
-		return -errno;
-	r = read_whole(fd, 1 << 20, &s);
 	if (r < 0)
 		return r;
 	for (char *q = s; *q;) {

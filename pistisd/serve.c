@@ -829,6 +829,18 @@ static int parse_url(const char *url)
 	return 0;
 }
 
+/* trust_path_check, its refusal logged ("Refusing WHAT[SUFFIX]: why"). */
+static bool path_believed(const char *path, enum trust_leaf leaf, const char *what,
+			  const char *suffix)
+{
+	char why[PATH_MAX + 160];
+
+	if (trust_path_check(path, leaf, what, why, sizeof(why)) >= 0)
+		return true;
+	log_error("Refusing %s%s: %s", what, suffix, why);
+	return false;
+}
+
 static int parse_pin(const char *s)
 {
 	size_t j = 0;
@@ -1050,29 +1062,15 @@ int serve_cli_main(int argc, char **argv)
 			return EXIT_USAGE;
 		}
 	}
-	if (S.tls) {
-		/* A bundle an agent could write (or a directory or link on its way) would let
-		 * it add a CA of its own, and a relay of its own would get the token. */
-		char why[PATH_MAX + 160];
-
-		if (trust_path_check(S.ca, TRUST_LEAF_FILE, "the CA bundle", why, sizeof(why)) <
-		    0) {
-			log_error("Refusing the CA bundle for wss://: %s", why);
-			return EXIT_SYSTEM;
-		}
-	}
-	if (S.unix_addr[0]) {
-		/* The relay's socket: one an agent could put in its place (in a directory it
-		 * may write, or through a link there) would be the relay, and get the token
-		 * and send commands as any agent. */
-		char why[PATH_MAX + 160];
-
-		if (trust_path_check(S.unix_addr + 1, TRUST_LEAF_SOCKET, "the relay socket", why,
-				     sizeof(why)) < 0) {
-			log_error("Refusing the relay socket: %s", why);
-			return EXIT_SYSTEM;
-		}
-	}
+	/* A CA bundle an agent could write (or a directory or link on its way) would let it
+	 * add a CA of its own, and a relay of its own would get the token; a socket it could
+	 * put in the relay's place would be the relay, and get the token and send commands
+	 * as any agent. */
+	if (S.tls && !path_believed(S.ca, TRUST_LEAF_FILE, "the CA bundle", " for wss://"))
+		return EXIT_SYSTEM;
+	if (S.unix_addr[0] &&
+	    !path_believed(S.unix_addr + 1, TRUST_LEAF_SOCKET, "the relay socket", ""))
+		return EXIT_SYSTEM;
 	if (!S.name[0]) {
 		char h[64] = "";
 		(void)gethostname(h, sizeof(h) - 1);
