@@ -27,10 +27,11 @@ ssize_t policy_getxattr_fd(int fd, bool opath, const char *name, void *buf, size
  * (walk.c); beyond it, a parent seeks back on return. Tests set it small. */
 extern size_t policy_walk_rest_buf;
 
-/* Tests only (NULL otherwise): called between the walk's look at a rule's own path
- * (fstatat in the parent dir_fd) and its open, so a test can plant a symlink in that
- * window. */
-extern void (*policy_walk_rule_hook)(int dir_fd, const char *name);
+/* Tests only: called between the walk's look at a rule's own path (fstatat in the parent
+ * dir_fd) and its open, so a test can plant a symlink in that window. A weak function a
+ * test program defines, not a pointer: no program that does not define it (pistisd) has a
+ * writable function pointer for it, and its address is 0 there. */
+void policy_walk_rule_hook(int dir_fd, const char *name) __attribute__((weak));
 
 /* --- one node (walk-node.c) --- */
 

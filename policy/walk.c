@@ -150,8 +150,6 @@ static void set_abort(struct walker *w, int r)
 	atomic_compare_exchange_strong(&w->sh->abort_r, &zero, r);
 }
 
-void (*policy_walk_rule_hook)(int dir_fd, const char *name);
-
 /* The node being visited is a rule's own path (not an entry beneath it). */
 static bool at_rule_path(const struct walker *w)
 {

@@ -380,6 +380,14 @@ TEST_F(root, symlinks_never_followed)
  * silently "left alone". The hook stages the race inside the walk, between its fstatat of
  * the rule's path and its open. */
 static const char *plant_target;
+static void (*rule_hook)(int, const char *);
+
+/* The walk's weak hook (policy/internal.h), defined here: what walk_checked set runs. */
+void policy_walk_rule_hook(int dir_fd, const char *name)
+{
+	if (rule_hook)
+		rule_hook(dir_fd, name);
+}
 
 static void plant_symlink(int dir_fd, const char *name)
 {
@@ -400,9 +408,9 @@ static int walk_checked(struct _fixture_root *self, const char *json, enum polic
 	if (k == 0)
 		k = policy_rules_check_fs(self->fd, r, &err); /* a real path when loaded */
 	if (k == 0) {
-		policy_walk_rule_hook = hook;
+		rule_hook = hook;
 		k = policy_walk(self->fd, r, &o, &self->st);
-		policy_walk_rule_hook = NULL;
+		rule_hook = NULL;
 	}
 	policy_rules_free(r);
 	return k;
