@@ -28,6 +28,7 @@
 #include "lib/escape.h"
 #include "lib/fd-util.h"
 #include "lib/log.h"
+#include "lib/lws-log.h"
 #include "lib/token-file.h"
 #include "lib/macro.h"
 #include "lib/proto.h"
@@ -1135,7 +1136,7 @@ int main(int argc, char **argv)
 		C.stage[0] = C.stage[1] = -1;
 	}
 	srandom((unsigned)time(NULL) ^ (unsigned)getpid());
-	lws_set_log_level(LLL_ERR, NULL);
+	log_lws_setup();
 	memset(&info, 0, sizeof(info));
 	info.port = CONTEXT_PORT_NO_LISTEN;
 	info.protocols = protocols;

@@ -29,6 +29,7 @@
 #include "lib/escape.h"
 #include "lib/fd-util.h"
 #include "lib/log.h"
+#include "lib/lws-log.h"
 #include "lib/token-file.h"
 #include "lib/macro.h"
 #include "lib/proto.h"
@@ -1106,8 +1107,7 @@ int serve_cli_main(int argc, char **argv)
 	if (sfd < 0 || S.epfd < 0 || !S.rx)
 		return log_error_errno(-errno, "Failed to set up the event loop: %m"), EXIT_SYSTEM;
 
-	lws_set_log_level(
-		log_get_level() >= LOG_LVL_DEBUG ? LLL_ERR | LLL_WARN | LLL_NOTICE : LLL_ERR, NULL);
+	log_lws_setup();
 	memset(&info, 0, sizeof(info));
 	info.port = CONTEXT_PORT_NO_LISTEN;
 	info.protocols = protocols;

@@ -20,6 +20,7 @@ fuzz-relay_LIBS := lib
 INTEGRATION_TESTS += tests/integration/relay-hostile.sh
 # The relay over a unix socket, and where its path is believed.
 INTEGRATION_TESTS += tests/integration/relay-unix.sh
+INTEGRATION_TESTS += tests/integration/relay-log.sh
 # One client that does not read stalls a sandbox for at most a grace period.
 INTEGRATION_TESTS += tests/integration/relay-slow.sh
 # One agent stalling its spawn children does not stall serve for the others.

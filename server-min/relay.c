@@ -30,6 +30,7 @@
 #include <libwebsockets.h>
 
 #include "lib/log.h"
+#include "lib/lws-log.h"
 #include "lib/macro.h"
 #include "lib/proto.h"
 #include "lib/siphash.h"
@@ -2002,8 +2003,7 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	signal(SIGTERM, on_signal);
 	signal(SIGINT, on_signal);
-	lws_set_log_level(
-		log_get_level() >= LOG_LVL_DEBUG ? LLL_ERR | LLL_WARN | LLL_NOTICE : LLL_ERR, NULL);
+	log_lws_setup();
 	memset(&info, 0, sizeof(info));
 	info.options = LWS_SERVER_OPTION_EXPLICIT_VHOSTS |
 		       (R.cfg.tls_cert ? LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT : 0);

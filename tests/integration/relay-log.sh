@@ -1,0 +1,101 @@
+#!/bin/bash
+# libwebsockets' own log lines in server-min's log: a peer's bytes that it quotes are
+# escaped like every other line, a line never runs into the next record (--log-format json
+# stays one JSON object a line), and a flood of them is held to LWS_LOG_BURST a second
+# (lib/lws-log.c). Nothing but server-min on two loopback ports; no token needed to make
+# libwebsockets complain, so anyone who reaches a listener can.
+. "$(dirname "$0")/../lib.sh"
+need_root
+need_bins server-min
+command -v python3 >/dev/null || { echo "1..0 # SKIP no python3"; exit 0; }
+W=$(scratch)
+SP=$((20000 + RANDOM % 12000)); CP=$((SP + 1))
+cleanup() {
+	[ -n "${SM:-}" ] && kill "$SM" 2>/dev/null
+	wait 2>/dev/null
+}
+trap cleanup EXIT
+
+start() { # extra server-min options
+	cat >"$W/pistis.json" <<J
+{"listen": {"sandbox": "127.0.0.1:$SP", "client": "127.0.0.1:$CP"},
+ "client_token": "client-token-0123456789",
+ "sandboxes": [{"name": "s1", "token": "sandbox-token-0123456789"}]}
+J
+	: >"$W/smin.log"
+	"$BIN/server-min" --config "$W/pistis.json" "$@" 2>"$W/smin.log" &
+	SM=$!
+	for _ in $(seq 100); do
+		python3 -c "import socket; socket.create_connection(('127.0.0.1', $CP), 1)" 2>/dev/null && return 0
+		sleep 0.1
+	done
+	return 1
+}
+stop() { kill "$SM" 2>/dev/null; wait "$SM" 2>/dev/null; SM=; }
+# handshake PORT N PROTOCOL-as-python-bytes [TOKEN]: N upgrade requests naming PROTOCOL
+handshake() {
+	python3 - "$1" "$2" "$3" "${4:-x}" <<'PY'
+import base64, os, socket, sys
+port, n, proto, token = int(sys.argv[1]), int(sys.argv[2]), eval(sys.argv[3]), sys.argv[4].encode()
+for _ in range(n):
+    s = socket.create_connection(("127.0.0.1", port), timeout=3)
+    s.sendall(b"GET /v1/ws HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\n"
+              b"Connection: Upgrade\r\nSec-WebSocket-Key: " + base64.b64encode(os.urandom(16)) +
+              b"\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: " + proto +
+              b"\r\nAuthorization: Bearer " + token + b"\r\n\r\n")
+    try:
+        s.recv(300)
+    except OSError:
+        pass
+    s.close()
+PY
+}
+# Bytes a terminal or a log reader would act on: C0 controls but \n, DEL, and anything
+# outside ASCII (C1 controls, U+202E, invalid UTF-8).
+raw_controls() { LC_ALL=C grep -c $'[\x01-\x09\x0b-\x1f\x7f-\xff]' "$1"; }
+
+# --- JSON: a malformed protocol list 40 times on each listener, then a wrong token ---------
+start --log-format json || { echo "1..0 # SKIP server-min did not listen"; exit 0; }
+EVIL='b"a\x1b[2J\x1b]0;owned\x07\xc2\x9b2J\xe2\x80\xaeb"'
+t0=$(date +%s%N)
+handshake "$CP" 40 "$EVIL"
+handshake "$SP" 40 "$EVIL"
+t1=$(date +%s%N)
+sleep 1.1 # the next second's first libwebsockets line says how many were left out
+handshake "$CP" 1 "$EVIL"
+handshake "$SP" 1 'b"pistis.v1"' wrong-token-0123456789
+sleep 0.3
+stop
+nonjson=$(python3 -c '
+import json, sys
+bad = 0
+for l in open(sys.argv[1], "rb"):
+    try:
+        json.loads(l)
+    except ValueError:
+        bad += 1
+print(bad)' "$W/smin.log")
+is "json: every line of the log is one JSON object" "$nonjson" 0
+like "json: libwebsockets' complaint is logged" "$(cat "$W/smin.log")" '"libwebsockets: [^"]*protocol'
+like "json: the wrong token is its own record after them" "$(cat "$W/smin.log")" \
+	'^\{"ts":[0-9.]+,"level":"warning","prog":"server-min","msg":"Refused a sandbox connection with a wrong token"'
+is "json: no raw control or non-ASCII byte in the log" "$(raw_controls "$W/smin.log")" 0
+n=$(grep -c '"libwebsockets: ' "$W/smin.log")
+secs=$(( (t1 - t0) / 1000000000 + 2 ))
+ok "json: 81 complaints in $(( (t1 - t0) / 1000000 )) ms gave ${n} lines (<= 10 a second: $((secs * 10)))" \
+	test "$n" -ge 1 -a "$n" -le $((secs * 10))
+like "json: the line after a held-back stretch counts what was left out" "$(cat "$W/smin.log")" \
+	'earlier lines not logged'
+
+# --- text, -v: libwebsockets' notice quotes the protocol the peer named -------------------
+start -v || { echo "# server-min did not listen again"; exit 1; }
+handshake "$CP" 1 'b"a\x1bb"'
+handshake "$SP" 1 'b"\xc2\x9b2J\x08\x7f\xe2\x80\xaegnirts"'
+sleep 0.3
+stop
+like "-v: libwebsockets' lines carry the program's prefix" "$(cat "$W/smin.log")" '^server-min: libwebsockets: '
+is "-v: no raw control or non-ASCII byte in the log" "$(raw_controls "$W/smin.log")" 0
+like "-v: the peer's bytes are there, escaped (ESC)" "$(cat "$W/smin.log")" 'protocol \\"a\\x1bb\\"'
+like "-v: ... (C1 CSI, BS, DEL, U+202E)" "$(cat "$W/smin.log")" \
+	'protocol \\"\\xc2\\x9b2J\\x08\\x7f\\xe2\\x80\\xaegnirts\\"'
+done_testing
