@@ -21,8 +21,8 @@ static long long now_ns(void)
 
 void log_lws_emit(int level, const char *line)
 {
-	enum log_level ours = level & LLL_ERR ? LOG_LVL_ERROR
-			      : level & LLL_WARN ? LOG_LVL_WARNING
+	enum log_level ours = level & LLL_ERR	   ? LOG_LVL_ERROR
+			      : level & LLL_WARN   ? LOG_LVL_WARNING
 			      : level & LLL_NOTICE ? LOG_LVL_NOTICE
 						   : LOG_LVL_DEBUG;
 	long long now = now_ns();
@@ -50,6 +50,6 @@ void log_lws_emit(int level, const char *line)
 void log_lws_setup(void)
 {
 	lws_set_log_level(log_get_level() >= LOG_LVL_DEBUG ? LLL_ERR | LLL_WARN | LLL_NOTICE
-							    : LLL_ERR,
+							   : LLL_ERR,
 			  log_lws_emit);
 }
