@@ -330,6 +330,26 @@ static int cmp_rule(const void *a, const void *b)
 	return cmp_bytes(x->path, x->len, y->path, y->len);
 }
 
+/* The trees trusted commands rest on (docs/policy.md, "Pistis's trusted trees"): the
+ * secrets are pi-tools' alone, the scripts run as pi-tools, and the wrappers are on every
+ * agent's PATH. No rule may open them further than max (a file an agent could put there
+ * would be trusted, and stays once the rule is gone: a read rule makes it root's), and
+ * where no rule names one but a rule above covers it with at least `under`, a rule of
+ * access max is implied. Line 0: not from the file. */
+static const struct {
+	const char *path;
+	enum policy_access max;
+	enum policy_access under;
+	const char *what;
+} trusted_trees[] = {
+	{POLICY_SECRETS_DIR, POLICY_NONE, POLICY_READ,
+	 "the trusted commands' secrets, pi-tools' alone"},
+	{"/data/bin", POLICY_READ, POLICY_WRITE,
+	 "the trusted commands' wrappers, on every agent's PATH"},
+	{"/data/trusted", POLICY_READ, POLICY_WRITE,
+	 "the scripts trusted commands run as pi-tools"},
+};
+
 static int parse_rule(const cJSON *o, unsigned line, struct policy_rule *rule,
 		      struct policy_error *err)
 {
@@ -388,6 +408,15 @@ static int parse_rule(const cJSON *o, unsigned line, struct policy_rule *rule,
 			    "path \"%s\" is pistis's own (%s): the agents' homes and pistis's "
 			    "state are not rules",
 			    esc(norm, ebuf, sizeof(ebuf)), policy_path_reserved(norm, (size_t)n));
+	for (size_t i = 0; i < ELEMENTSOF(trusted_trees); i++)
+		if (rule->access > trusted_trees[i].max &&
+		    policy_path_under(trusted_trees[i].path, strlen(trusted_trees[i].path), norm,
+				      (size_t)n))
+			return fail(err, -EINVAL, line,
+				    "path \"%s\" cannot be %s: %s holds %s (%s only)",
+				    esc(norm, ebuf, sizeof(ebuf)), policy_access_name(rule->access),
+				    trusted_trees[i].path, trusted_trees[i].what,
+				    trusted_trees[i].max == POLICY_NONE ? "none" : "read or none");
 	rule->path = strdup(norm);
 	if (!rule->path)
 		return -ENOMEM;
@@ -396,40 +425,27 @@ static int parse_rule(const cJSON *o, unsigned line, struct policy_rule *rule,
 	return 0;
 }
 
-/* The trees trusted commands rest on, when no rule names them but one above covers them
- * (docs/policy.md, "Implied rules"): the secrets stay closed under a read or write rule
- * (a none rule keeps them pi-tools' already), and the scripts and the wrappers on every
- * agent's PATH stay read-only under a write rule, where any agent could otherwise change
- * what another runs. Line 0: not from the file. */
 static int add_implied(struct policy_rules *r)
 {
-	static const struct {
-		const char *path;
-		enum policy_access access;
-		enum policy_access under; /* implied when the covering rule is at least this */
-	} implied[] = {
-		{POLICY_SECRETS_DIR, POLICY_NONE, POLICY_READ},
-		{"/data/bin", POLICY_READ, POLICY_WRITE},
-		{"/data/trusted", POLICY_READ, POLICY_WRITE},
-	};
 	size_t n = r->n;
 
-	for (size_t i = 0; i < ELEMENTSOF(implied); i++) {
+	for (size_t i = 0; i < ELEMENTSOF(trusted_trees); i++) {
 		const struct policy_rule *m;
-		size_t len = strlen(implied[i].path);
+		size_t len = strlen(trusted_trees[i].path);
 		struct policy_rule *nr;
 
-		if (policy_rules_find(r, implied[i].path, len) >= 0)
+		if (policy_rules_find(r, trusted_trees[i].path, len) >= 0)
 			continue;
-		m = policy_rules_match(r, implied[i].path);
-		if (!m || m->access < implied[i].under)
+		m = policy_rules_match(r, trusted_trees[i].path);
+		if (!m || m->access < trusted_trees[i].under)
 			continue;
 		nr = realloc(r->rules, (r->n + 1) * sizeof(*r->rules));
 		if (!nr)
 			return -ENOMEM;
 		r->rules = nr;
-		r->rules[r->n] = (struct policy_rule){
-			.path = strdup(implied[i].path), .len = len, .access = implied[i].access};
+		r->rules[r->n] = (struct policy_rule){.path = strdup(trusted_trees[i].path),
+						      .len = len,
+						      .access = trusted_trees[i].max};
 		if (!r->rules[r->n].path)
 			return -ENOMEM;
 		r->n++;
