@@ -206,11 +206,11 @@ exits 0 "the directory root's again: check runs" "$P" policy check --root "$R"
 
 # save re-reads the file before installing it and must install the very rules it validated:
 # the file is swapped between the two reads (strace holds the second open for 3 s) for
-# one with as many rules but /data/.secrets writable. Nothing may be replaced or applied.
+# one with as many rules but /data/home writable. Nothing may be replaced or applied.
 if command -v strace >/dev/null && strace -qq -o /dev/null true 2>/dev/null; then
-	secrets_before=$(mode_of "$R/data/.secrets")
-	printf '[\n {"path": "/workspaces", "access": "write"},\n {"path": "/data/.secrets", "access": "none"}\n]\n' >"$work/race.json"
-	printf '[\n {"path": "/workspaces", "access": "write"},\n {"path": "/data/.secrets", "access": "write"}\n]\n' >"$work/race-swap.json"
+	home_before=$(mode_of "$R/data/home")
+	printf '[\n {"path": "/workspaces", "access": "write"},\n {"path": "/data/home", "access": "none"}\n]\n' >"$work/race.json"
+	printf '[\n {"path": "/workspaces", "access": "write"},\n {"path": "/data/home", "access": "write"}\n]\n' >"$work/race-swap.json"
 	: >"$work/strace.log"
 	strace -f -qq -e signal=none -o "$work/strace.log" -P "$work/race.json" -e trace=open,openat \
 		-e inject=open,openat:delay_enter=3000000:when=2 \
@@ -223,9 +223,9 @@ if command -v strace >/dev/null && strace -qq -o /dev/null true 2>/dev/null; the
 	out=$(cat "$work/race.out")
 	is "save: the file swapped between its two reads (same rule count) is refused" "$rc" 1
 	like "... saying which rule differs" "$out" \
-		"changed while it was being saved: validated '/data/.secrets' none \(line 3\), read again '/data/.secrets' write \(line 3\)"
+		"changed while it was being saved: validated '/data/home' none \(line 3\), read again '/data/home' write \(line 3\)"
 	is "... nothing replaced" "$(cmp "$work/good.json" "$R/data/pistis/rules.json" && echo same)" same
-	is "... nothing applied" "$(mode_of "$R/data/.secrets")" "$secrets_before"
+	is "... nothing applied" "$(mode_of "$R/data/home")" "$home_before"
 else
 	skip "save: the file swapped between its two reads is refused" "strace missing or not allowed"
 fi
