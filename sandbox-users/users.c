@@ -919,6 +919,20 @@ int users_ensure_base(const char *root)
 							: ": cannot make it root's 0755");
 		safe_close(fd);
 	}
+	/* The secrets' directory too, pi-tools' 0700: one that is not there yet is a name any
+	 * agent that may write /data could take (a directory of its own, links and its own
+	 * inodes inside, which a later "none" rule would hand to pi-tools as they are, and a
+	 * trusted command would then write its secrets through). An existing one is kept
+	 * when pi-tools' and taken over when root's (an operator's, an image's); anyone
+	 * else's, or a link, is refused. */
+	int fd = ufs_mkdir_owned(c.data_fd, ".secrets", USERS_TOOLS_UID, USERS_TOOLS_UID, 0700, 0);
+	if (fd < 0)
+		return set_error(fd, "/data/.secrets%s",
+				 fd == -EPERM	? " is not pi-tools' or root's: someone else made "
+						  "it, and what is in it; remove it"
+				 : fd == -ELOOP ? " is a symbolic link; remove it"
+						: ": cannot make it pi-tools' 0700");
+	safe_close(fd);
 	return 0;
 }
 

@@ -355,5 +355,25 @@ out=$("$P" users ensure-base --root "$R" 2>&1)
 ok "a symlink at /data/bin: ensure-base fails" test $? -ne 0
 like "... saying so" "$out" "/data/bin is a symbolic link"
 ok "... left a link, never followed" test -L "$R/data/bin"
+rm "$R/data/bin" && mkdir -m 0755 "$R/data/bin"
+
+# The secrets' directory too, pi-tools' 0700: where agents may write /data and it is not
+# there yet, an agent could make it, with links and its own inodes inside, and a later
+# "none" rule would hand it to pi-tools as it is (a trusted command then writes its secret
+# where the agent reads).
+is "... made /data/.secrets pi-tools' 0700" "$(stat -c '%u:%g %a' "$R/data/.secrets")" "10002:10002 700"
+rmdir "$R/data/.secrets" && mkdir -m 0755 "$R/data/.secrets"
+ok "a root's /data/.secrets (an operator's): ensure-base takes it over" "$P" users ensure-base --root "$R"
+is "... pi-tools' 0700" "$(stat -c '%u:%g %a' "$R/data/.secrets")" "10002:10002 700"
+rmdir "$R/data/.secrets" && mkdir "$R/data/.secrets" && ln -s /workspaces/loot "$R/data/.secrets/gh-token"
+chown -h 10100:10010 "$R/data/.secrets" "$R/data/.secrets/gh-token" && chmod 0777 "$R/data/.secrets"
+out=$("$P" users ensure-base --root "$R" 2>&1)
+ok "an agent's /data/.secrets: ensure-base fails" test $? -ne 0
+like "... saying so" "$out" "/data/.secrets is not pi-tools' or root's"
+is "... and does not hand it to pi-tools" "$(stat -c '%u %a' "$R/data/.secrets")" "10100 777"
+rm -r "$R/data/.secrets" && ln -s /tmp "$R/data/.secrets"
+out=$("$P" users ensure-base --root "$R" 2>&1)
+ok "a symlink at /data/.secrets: ensure-base fails" test $? -ne 0
+like "... saying so" "$out" "/data/.secrets is a symbolic link"
 
 done_testing
