@@ -443,10 +443,20 @@ static const char *trusted_name(struct hctx *h, cJSON *req)
 static int install(struct hctx *h, cJSON *o)
 {
 	struct trusted_install_report rep = {0};
+	char why[512];
 	cJSON *j;
 	int r;
 
-	r = trusted_secrets_ensure("/");
+	r = trusted_secrets_ensure("/", why, sizeof(why));
+	if (r > 0) {
+		/* Nothing installed: the secrets' directory is not one to write secrets to. */
+		char msg[600];
+		snprintf(msg, sizeof(msg), "refusing /data/.secrets: %s", why);
+		j = cJSON_AddObjectToObject(o, "install");
+		cJSON_AddBoolToObject(j, "ok", false);
+		cJSON_AddStringToObject(j, "message", msg);
+		return 1;
+	}
 	if (r >= 0)
 		r = trusted_install("/", NULL, &rep);
 	if (r < 0) {

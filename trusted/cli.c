@@ -200,9 +200,15 @@ static int do_install(const struct opts *o, const char *verb, const char *name, 
 	struct trusted_install_report rep;
 	int r;
 
-	r = trusted_secrets_ensure(o->root);
+	char why[512];
+
+	r = trusted_secrets_ensure(o->root, why, sizeof(why));
 	if (r < 0)
 		return fail(r, "Failed to prepare /data/.secrets", o->root);
+	if (r) {
+		log_error("Refusing /data/.secrets: %s", why);
+		return EXIT_FAILURE;
+	}
 	r = trusted_install(o->root, o->agent, &rep);
 	if (r < 0)
 		return fail(r, "Failed to install the sudoers drop-in", o->root);

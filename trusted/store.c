@@ -9,8 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
+#include "lib/escape.h"
 #include "lib/fd-util.h"
 #include "lib/macro.h"
 #include "sandbox-users/users.h"
@@ -353,23 +355,97 @@ done:
 	return 0;
 }
 
-int trusted_secrets_ensure(const char *root)
-{
-	_cleanup_close_ int root_fd = -1, fd = -1;
-	int r;
+/* How far secrets_tree_check looks: deeper or larger than any secrets directory a trusted
+ * command keeps, and a bound on the time an install spends there. */
+#define SECRETS_DEPTH_MAX 16
+#define SECRETS_ENTRIES_MAX 65536
 
-	r = trusted_root_open(root, &root_fd);
-	if (r < 0)
-		return r;
-	/* Opened as a directory, fixed through its fd, and never read: pistisd holds no
-	 * secret and has no business looking. */
-	return trusted_open_dir(root_fd, TRUSTED_SECRETS_DIR, true, 0700, USERS_TOOLS_UID,
-				USERS_TOOLS_UID, true, &fd);
+/* Whether every node under dir_fd (path: its name for messages) is pi-tools' or root's:
+ * 0, or 1 with the first that is not in why. Names and owners only: nothing is opened
+ * but directories (O_NOFOLLOW), nothing is read. An agent's node here (a link to a file
+ * of its own, a second name of its own inode, a directory of links) is one it made when
+ * it could write /data and the secrets' directory was not there yet: a trusted command
+ * writing its secret there would write it where the agent reads. */
+static int secrets_tree_check(int dir_fd, const char *path, unsigned depth, unsigned *budget,
+			      char *why, size_t why_size)
+{
+	_cleanup_close_ int fd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 3);
+	DIR *d;
+	struct dirent *e;
+	int r = 0;
+
+	if (fd < 0)
+		return -errno;
+	d = fdopendir(fd);
+	if (!d)
+		return -errno;
+	fd = -1; /* the DIR owns it now */
+	while (r == 0 && (errno = 0, e = readdir(d))) {
+		struct stat st;
+		char sub[PATH_MAX];
+
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		if (snprintf(sub, sizeof(sub), "%s/%s", path, e->d_name) >= (int)sizeof(sub) ||
+		    depth >= SECRETS_DEPTH_MAX || ++*budget > SECRETS_ENTRIES_MAX) {
+			_cleanup_free_ char *esc = escape_c_dup(path);
+			snprintf(why, why_size,
+				 "%s holds more than pistis checks (%u levels, %u entries): "
+				 "clean it up",
+				 esc ? esc : "/data/.secrets", SECRETS_DEPTH_MAX,
+				 SECRETS_ENTRIES_MAX);
+			r = 1;
+			break;
+		}
+		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			if (errno == ENOENT)
+				continue;
+			r = -errno;
+			break;
+		}
+		if (st.st_uid != 0 && st.st_uid != USERS_TOOLS_UID) {
+			_cleanup_free_ char *esc = escape_c_dup(sub);
+			snprintf(
+				why, why_size,
+				"%s is owned by uid %u, not pi-tools or root: someone else put it "
+				"in the secrets' directory (an agent, when it could write /data?); "
+				"remove it",
+				esc ? esc : "/data/.secrets/…", (unsigned)st.st_uid);
+			r = 1;
+			break;
+		}
+		if (S_ISDIR(st.st_mode)) {
+			_cleanup_close_ int sfd = openat(dirfd(d), e->d_name,
+							 O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+								 O_CLOEXEC | O_NONBLOCK);
+			struct stat st2;
+
+			if (sfd < 0 || fstat(sfd, &st2) < 0) {
+				if (errno == ENOENT)
+					continue;
+				r = -errno;
+				break;
+			}
+			if (st2.st_dev != st.st_dev || st2.st_ino != st.st_ino)
+				continue; /* swapped meanwhile: only pi-tools or root can */
+			r = secrets_tree_check(sfd, sub, depth + 1, budget, why, why_size);
+		}
+	}
+	if (r == 0 && errno)
+		r = -errno;
+	closedir(d);
+	return r;
 }
 
-int trusted_secrets_check(const char *root, char *why, size_t why_size)
+/* /data/.secrets itself and what it holds (see secrets_tree_check). fix: an existing one
+ * of root's becomes pi-tools', its mode 0700 and its ACLs gone; anyone else's is refused,
+ * never taken over with what is in it. */
+static int secrets_dir(const char *root, bool create, char *why, size_t why_size)
 {
 	_cleanup_close_ int root_fd = -1, data_fd = -1, fd = -1;
+	static const char *const acls[] = {"system.posix_acl_access", "system.posix_acl_default"};
+	unsigned budget = 0;
+	bool made = false;
 	struct stat st;
 	int r;
 
@@ -377,25 +453,89 @@ int trusted_secrets_check(const char *root, char *why, size_t why_size)
 	if (r < 0)
 		return r;
 	r = trusted_open_dir(root_fd, "data", false, 0755, 0, 0, false, &data_fd);
-	if (r >= 0) {
-		fd = openat(data_fd, ".secrets", O_PATH | O_NOFOLLOW | O_CLOEXEC);
-		r = fd < 0 ? -errno : 0;
-	}
-	if (r == -ENOENT) {
-		snprintf(why, why_size, "/data/.secrets does not exist");
+	if (r == -EPERM) {
+		snprintf(why, why_size, "/data is not root's alone: trusted commands stay off");
 		return 1;
 	}
 	if (r < 0)
 		return r;
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	if (!S_ISDIR(st.st_mode) || st.st_uid != USERS_TOOLS_UID || (st.st_mode & 07777) != 0700) {
-		snprintf(why, why_size,
-			 "/data/.secrets is not a pi-tools 0700 directory (owner %u, mode %04o)",
-			 (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+	fd = openat(data_fd, ".secrets", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT && create) {
+		/* Made root 0700 and opened before it is handed to pi-tools. */
+		if (mkdirat(data_fd, ".secrets", 0700) < 0 && errno != EEXIST)
+			return -errno;
+		made = true;
+		fd = openat(data_fd, ".secrets", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	}
+	if (fd < 0 && errno == ENOENT) {
+		snprintf(why, why_size, "/data/.secrets does not exist");
 		return 1;
 	}
-	return 0;
+	if (fd < 0 && (errno == ELOOP || errno == ENOTDIR)) {
+		snprintf(why, why_size,
+			 "/data/.secrets is not a directory (a symbolic link?): "
+			 "remove it");
+		return 1;
+	}
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (made && (st.st_uid != 0 || (st.st_mode & 0077)))
+		made = false; /* not as mkdirat left it: the checks of an existing one */
+	if (!made && st.st_uid != USERS_TOOLS_UID && !(create && st.st_uid == 0)) {
+		snprintf(why, why_size,
+			 "/data/.secrets is owned by uid %u, not pi-tools%s: someone else made it, "
+			 "and what is in it; remove it",
+			 (unsigned)st.st_uid, create ? " or root" : "");
+		return 1;
+	}
+	if (create) {
+		if ((st.st_uid != USERS_TOOLS_UID || st.st_gid != USERS_TOOLS_UID) &&
+		    fchown(fd, USERS_TOOLS_UID, USERS_TOOLS_UID) < 0)
+			return -errno;
+		if (fchmod(fd, 0700) < 0)
+			return -errno;
+		for (size_t i = 0; i < ELEMENTSOF(acls); i++)
+			if (fremovexattr(fd, acls[i]) < 0 && errno != ENODATA &&
+			    errno != EOPNOTSUPP)
+				return -errno;
+	} else {
+		char list[512];
+		ssize_t n = flistxattr(fd, list, sizeof(list));
+
+		if ((st.st_mode & 07777) != 0700) {
+			snprintf(why, why_size,
+				 "/data/.secrets is not a pi-tools 0700 directory (owner %u, mode "
+				 "%04o)",
+				 (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+			return 1;
+		}
+		for (ssize_t i = 0; n > 0 && i < n; i += (ssize_t)strlen(list + i) + 1)
+			for (size_t k = 0; k < ELEMENTSOF(acls); k++)
+				if (!strcmp(list + i, acls[k])) {
+					snprintf(why, why_size, "/data/.secrets has an ACL (%s)",
+						 acls[k]);
+					return 1;
+				}
+		if (n < 0 && errno == ERANGE) {
+			snprintf(why, why_size,
+				 "/data/.secrets has more extended attributes "
+				 "than pistis reads");
+			return 1;
+		}
+	}
+	return made ? 0 : secrets_tree_check(fd, "/data/.secrets", 0, &budget, why, why_size);
+}
+
+int trusted_secrets_ensure(const char *root, char *why, size_t why_size)
+{
+	return secrets_dir(root, true, why, why_size);
+}
+
+int trusted_secrets_check(const char *root, char *why, size_t why_size)
+{
+	return secrets_dir(root, false, why, why_size);
 }
 
 int trusted_wrapper_check(const char *root, const char *name, char *why, size_t why_size)

@@ -273,9 +273,11 @@ int trusted_adopt_from_bin(const char *root, const char *name);
  * not valid are skipped and counted in *ret_skipped. */
 int trusted_list(const char *root, struct trusted_entry **ret, size_t *ret_n, size_t *ret_skipped);
 
-/* Create /data/.secrets (pi-tools, 0700) if missing, or put its owner and mode right.
- * Never opens anything inside it. */
-int trusted_secrets_ensure(const char *root);
+/* Create /data/.secrets (pi-tools, 0700, no ACL) if missing, or put an existing one of
+ * pi-tools' or root's right; 1 with why when it cannot be trusted: anyone else's, a link,
+ * /data not root's alone, or a node inside that is not pi-tools' or root's (looked at by
+ * name and owner, never opened or read but directories). */
+int trusted_secrets_ensure(const char *root, char *why, size_t why_size);
 
 /* Find sudo (setuid root, regular, root-owned) and visudo inside the root; paths as seen
  * inside it. -ENOENT when absent. */
@@ -319,7 +321,8 @@ int trusted_verify_agents(const char *root, const char *agent, struct trusted_in
 /* visudo -c over the root's whole sudo configuration; 0 ok, 1 with visudo's message. */
 int trusted_check_sudoers(const char *root, char *why, size_t why_size);
 
-/* 0 when /data/.secrets is a pi-tools 0700 directory, 1 with a reason otherwise. */
+/* 0 when /data/.secrets is a pi-tools 0700 directory without ACLs whose every node is
+ * pi-tools' or root's, 1 with a reason otherwise. */
 int trusted_secrets_check(const char *root, char *why, size_t why_size);
 
 /* 0 when /data/bin/NAME is exactly the wrapper add would write, 1 with a reason. */

@@ -11,6 +11,7 @@
 #include <sched.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "lib/macro.h"
@@ -1207,10 +1208,17 @@ TEST(adopt_refuses_planted_files)
 	(void)system(p);
 }
 
+/* A default ACL naming uid 10100 (r), in the kernel's xattr form. */
+static const uint8_t acl_u10100_r[] = {
+	0x02, 0x00, 0x00, 0x00, 0x01, 0x00, 0x07, 0x00, 0xff, 0xff, 0xff, 0xff, 0x02, 0x00, 0x04,
+	0x00, 0x74, 0x27, 0x00, 0x00, 0x04, 0x00, 0x07, 0x00, 0xff, 0xff, 0xff, 0xff, 0x10, 0x00,
+	0x04, 0x00, 0xff, 0xff, 0xff, 0xff, 0x20, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff,
+};
+
 TEST(secrets_dir_fixed_through_fd)
 {
 	_cleanup_free_ char *root = make_root();
-	char p[512], why[256];
+	char p[512], q[600], why[512];
 	struct stat st;
 
 	if (geteuid() != 0)
@@ -1220,17 +1228,51 @@ TEST(secrets_dir_fixed_through_fd)
 	ASSERT_EQ(mkdir(p, 0755), 0);
 	ASSERT_EQ(trusted_secrets_check(root, why, sizeof(why)), 1);
 	snprintf(p, sizeof(p), "%s/data/.secrets", root);
+	/* root's (an operator's, an image's): taken over, its ACL gone */
 	ASSERT_EQ(mkdir(p, 0755), 0);
+	ASSERT_EQ(setxattr(p, "system.posix_acl_default", acl_u10100_r, sizeof(acl_u10100_r), 0),
+		  0);
 	ASSERT_EQ(trusted_secrets_check(root, why, sizeof(why)), 1);
-	ASSERT_EQ(trusted_secrets_ensure(root), 0);
+	ASSERT_EQ(trusted_secrets_ensure(root, why, sizeof(why)), 0);
 	ASSERT_EQ(stat(p, &st), 0);
 	ASSERT_EQ(st.st_uid, 10002u);
 	ASSERT_EQ(st.st_mode & 07777, 0700u);
+	ASSERT_LT(getxattr(p, "system.posix_acl_default", NULL, 0), 0);
 	ASSERT_EQ(trusted_secrets_check(root, why, sizeof(why)), 0);
+	/* pi-tools' and root's nodes inside are the trusted commands' own */
+	snprintf(q, sizeof(q), "%s/sub", p);
+	ASSERT_EQ(mkdir(q, 0700), 0);
+	ASSERT_EQ(chown(q, 10002, 10002), 0);
+	snprintf(q, sizeof(q), "%s/sub/key", p);
+	ASSERT_EQ(close(open(q, O_CREAT | O_WRONLY | O_CLOEXEC, 0600)), 0);
+	ASSERT_EQ(trusted_secrets_ensure(root, why, sizeof(why)), 0);
+	ASSERT_EQ(trusted_secrets_check(root, why, sizeof(why)), 0);
+	/* an agent's node anywhere inside (a link of its own, deep down): refused, named */
+	snprintf(q, sizeof(q), "%s/sub/gh-token", p);
+	ASSERT_EQ(symlink("/workspaces/loot", q), 0);
+	ASSERT_EQ(lchown(q, 10100, 10010), 0);
+	ASSERT_EQ(trusted_secrets_ensure(root, why, sizeof(why)), 1);
+	EXPECT_NOT_NULL(strstr(why, "/data/.secrets/sub/gh-token is owned by uid 10100"));
+	ASSERT_EQ(trusted_secrets_check(root, why, sizeof(why)), 1);
+	EXPECT_NOT_NULL(strstr(why, "gh-token is owned by uid 10100"));
+	ASSERT_EQ(unlink(q), 0);
+	/* an agent's directory in its place: refused whole, never handed to pi-tools */
+	snprintf(q, sizeof(q), "rm -rf '%s'", p);
+	ASSERT_EQ(system(q), 0);
+	ASSERT_EQ(mkdir(p, 0700), 0);
+	ASSERT_EQ(chown(p, 10100, 10010), 0);
+	ASSERT_EQ(chmod(p, 0777), 0);
+	ASSERT_EQ(trusted_secrets_ensure(root, why, sizeof(why)), 1);
+	EXPECT_NOT_NULL(strstr(why, "/data/.secrets is owned by uid 10100, not pi-tools or root"));
+	ASSERT_EQ(stat(p, &st), 0);
+	ASSERT_EQ(st.st_uid, 10100u);
+	ASSERT_EQ(st.st_mode & 07777, 0777u);
+	ASSERT_EQ(trusted_secrets_check(root, why, sizeof(why)), 1);
 	/* A symlink in its place is refused, never followed. */
 	ASSERT_EQ(rmdir(p), 0);
 	ASSERT_EQ(symlink("/etc", p), 0);
-	ASSERT_NE(trusted_secrets_ensure(root), 0);
+	ASSERT_EQ(trusted_secrets_ensure(root, why, sizeof(why)), 1);
+	EXPECT_NOT_NULL(strstr(why, "not a directory"));
 	snprintf(p, sizeof(p), "rm -rf '%s'", root);
 	(void)system(p);
 }
