@@ -61,6 +61,8 @@ unsigned policy_changes_for(const struct stat *st, const struct policy_xstate *x
 /* Someone would have more access now than t gives. */
 bool policy_looser_than(const struct stat *st, const struct policy_xstate *x,
 			const struct policy_target *t);
+/* Left as it is, but its owner (neither the rule's nor root) can give access back. */
+bool policy_owner_reopens(const struct stat *st, const struct policy_target *t);
 /* The change takes access away from someone (before_tighten must have run). */
 /* The part of target t that only takes away, for a node with more than one link: its
  * owner and group kept, mode bits only where both st and t have them, no set-id bit. */

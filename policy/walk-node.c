@@ -172,6 +172,15 @@ bool policy_looser_than(const struct stat *st, const struct policy_xstate *x,
 	return (st->st_mode & 07777 & ~t->mode) || x->acl_access;
 }
 
+/* A node left as it is (a second name) whose owner is not the one the rule names, nor
+ * root: whatever the walk took off its mode, the owner can put back through any of its
+ * names (an agent's own inode linked into a "none" tree, which a root process may later
+ * write into). The tree does not conform while it is there. */
+bool policy_owner_reopens(const struct stat *st, const struct policy_target *t)
+{
+	return t->uid != (uid_t)-1 && st->st_uid != t->uid && st->st_uid != 0;
+}
+
 /* The intermediate mode before owner or ACL changes: only bits both the old and the new
  * state grant, no setuid/setgid/sticky; no group bits at all when the group changes,
  * so the old group never holds, even for a moment, what only the new one should. */

@@ -792,7 +792,9 @@ static void visit(struct walker *w, int dfd, const char *name, unsigned char d_t
 		}
 		w->st.skipped++;
 		emit(w, st.st_nlink > 1 ? POLICY_EV_HARDLINK : POLICY_EV_DEVICE, 0, changes, &st,
-		     &t, w->o->mode == POLICY_CHECK && policy_looser_than(&st, &x, &t));
+		     &t,
+		     w->o->mode == POLICY_CHECK &&
+			     (policy_looser_than(&st, &x, &t) || policy_owner_reopens(&st, &t)));
 		if (!trim || w->o->mode != POLICY_APPLY)
 			return;
 		t = tt;

@@ -504,6 +504,28 @@ TEST_F(root, hardlinks_left_alone)
 	EXPECT_EQ(self->st.violations, 1u);
 }
 
+/* An agent's own inode linked into a tree that becomes "none" (its second name outside):
+ * the walk takes its mode bits (the agent could write it, protected_hardlinks on) but
+ * leaves its owner, who can chmod it back through the other name. So check keeps calling
+ * it a violation after the apply, while a root-owned linked file tightened there is not. */
+TEST_F(root, agents_linked_inode_in_a_closed_tree_is_a_violation)
+{
+	if (!policy_hardlinks_protected())
+		SKIP("fs.protected_hardlinks is off");
+	mk(self, "own", S_IFDIR | 0755, 0, 0);
+	mk(self, "own/hl", S_IFREG | 0666, AGENT, AGENT);
+	mk(self, "etc", S_IFDIR | 0755, 0, 0);
+	mk(self, "etc/conf", S_IFREG | 0600, 0, 0);
+	mk(self, "w", S_IFDIR | 0755, 0, 0);
+	sh(self, "ln own/hl w/api-key && ln etc/conf w/conf-link");
+	ASSERT_EQ(run(self, N, POLICY_APPLY), 0);
+	EXPECT_EQ(st_of(self, "own/hl").st_mode & 07777, 0u);
+	EXPECT_EQ(st_of(self, "own/hl").st_uid, (uid_t)AGENT);
+	ASSERT_EQ(run(self, N, POLICY_CHECK), 0);
+	EXPECT_EQ(self->st.violations, 1u);
+	EXPECT_EQ(self->events[POLICY_EV_HARDLINK], 1u); /* root's conf is right as it is */
+}
+
 /* skip_events: the kinds left out are not reported but still counted; the others are. */
 TEST_F(root, skipped_event_kinds_still_counted)
 {
