@@ -109,6 +109,27 @@ ok "install rewrites it" "$P" trusted install --root "$R"
 is "... into the trusted-exec form" "$(head -n 1 "$R/data/bin/hello")" '#!/usr/local/bin/pistisd trusted-exec'
 ok "check passes again" "$P" trusted check --root "$R"
 
+# The secrets' directory holds only pi-tools' and root's: an agent's link planted there (when
+# it could write /data and the directory was not there yet, an earlier life of the volume)
+# would take a secret written to its name where the agent reads it.
+mkdir -p "$R/workspaces/x" && chown "$AUID:10010" "$R/workspaces/x"
+ln -s /workspaces/x/loot "$R/data/.secrets/gh-token" && chown -h "$AUID:10010" "$R/data/.secrets/gh-token"
+out=$("$P" trusted install --root "$R" 2>&1)
+is "install with an agent's link in /data/.secrets: refused (exit 1)" "$?" 1
+like "... naming it" "$out" "/data/.secrets/gh-token is owned by uid $AUID, not pi-tools or root"
+out=$("$P" trusted check --root "$R" 2>&1)
+is "check fails on it too" "$?" 1
+like "... naming it" "$out" "gh-token is owned by uid $AUID"
+rm "$R/data/.secrets/gh-token"
+rmdir "$R/data/.secrets" && mkdir -m 0777 "$R/data/.secrets" && chown "$AUID:10010" "$R/data/.secrets"
+out=$("$P" trusted install --root "$R" 2>&1)
+is "install with an agent's /data/.secrets: refused (exit 1)" "$?" 1
+like "... naming its owner" "$out" "/data/.secrets is owned by uid $AUID, not pi-tools or root"
+is "... and it is not handed to pi-tools" "$(stat -c '%u %a' "$R/data/.secrets")" "$AUID 777"
+rmdir "$R/data/.secrets"
+ok "install makes a new one once it is gone" "$P" trusted install --root "$R"
+is "... pi-tools 0700" "$(stat -c '%u %a' "$R/data/.secrets")" "10002 700"
+
 echo "s3cr3t" >"$R/data/.secrets/token"
 chown 10002:10002 "$R/data/.secrets/token"
 chmod 0600 "$R/data/.secrets/token"
