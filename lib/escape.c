@@ -93,3 +93,21 @@ size_t utf8_display_control(const char *s, size_t left, unsigned *ret_cp)
 		return *ret_cp = 0x2000 | (p[1] & 0x3f) << 6 | (p[2] & 0x3f), 3;
 	return 0;
 }
+
+char *escape_c_field(const char *s, size_t max)
+{
+	size_t len = strlen(s), need = escape(s, len, NULL, 0, 0);
+	size_t body = need < max ? need : max;
+	char *out = malloc(body + 48);
+
+	if (!out)
+		return NULL;
+	out[0] = '"';
+	escape(s, len, out + 1, body + 1, 0);
+	body = strlen(out + 1);
+	if (need > max)
+		snprintf(out + 1 + body, 47, "\"[cut: %zu bytes]", len);
+	else
+		snprintf(out + 1 + body, 47, "\"");
+	return out;
+}

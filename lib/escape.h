@@ -16,6 +16,12 @@ size_t escape_c(const char *in, size_t in_len, char *out, size_t out_size);
 char *escape_dup(const char *in, size_t in_len, bool json);
 /* escape_dup of the whole string s, C-style. */
 char *escape_c_dup(const char *s);
+/* s C-escaped between double quotes, for one field of a log or audit line: at most max
+ * escaped bytes between the quotes. Where s needs more, the field ends "…"[cut: N bytes]
+ * with s's length in bytes: outside the quotes, where no byte of s can appear (its own
+ * quotes are escaped), so a value cannot forge the mark nor hide a cut. NULL when out of
+ * memory (free it). */
+char *escape_c_field(const char *s, size_t max);
 
 /* JSON string body (without quotes): \" \\ \n \r \t \uXXXX; bytes >= 0x80 become \u00XX
  * so invalid UTF-8 cannot break a JSON reader (the value stays lossless and reversible). */

@@ -56,7 +56,9 @@ static const char *level_name(enum log_level level)
 
 int log_internal(enum log_level level, int error, const char *file, int line, const char *fmt, ...)
 {
-	char msg[2048], esc[4096], out[4608];
+	/* esc holds the whole of msg escaped (at most 6 bytes a byte, JSON's \u00XX): a line
+	 * is cut at most once, in msg, and says so there. */
+	char msg[LOG_LINE_MAX], esc[6 * LOG_LINE_MAX], out[6 * LOG_LINE_MAX + 256];
 	int saved = errno;
 	int n;
 	va_list ap;
@@ -73,8 +75,15 @@ int log_internal(enum log_level level, int error, const char *file, int line, co
 	va_end(ap);
 	if (n < 0)
 		n = 0;
-	if ((size_t)n >= sizeof(msg))
+	if ((size_t)n >= sizeof(msg)) {
+		/* A cut line says where and how long it was: nothing after the cut may pass for
+		 * the whole (an audit line whose argv runs past the bound). */
+		char mark[48];
+		int m = snprintf(mark, sizeof(mark), "...[line cut: %d bytes]", n);
+
+		memcpy(msg + sizeof(msg) - 1 - (size_t)m, mark, (size_t)m + 1);
 		n = sizeof(msg) - 1;
+	}
 
 	/* Messages quote agent-controlled names: escape every control byte so a name with a
 	 * newline or an escape sequence cannot forge a log line or drive the terminal. */

@@ -4,6 +4,10 @@
 
 #include "lib/macro.h"
 
+/* The longest message a log line carries (before escaping); a longer one is cut and its
+ * end says so ("...[line cut: N bytes]"). */
+#define LOG_LINE_MAX 2048
+
 enum log_level {
 	LOG_LVL_ERROR = 3,
 	LOG_LVL_WARNING = 4,

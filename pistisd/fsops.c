@@ -775,28 +775,29 @@ static void fsop_free(struct fsop *f)
 }
 
 /* The request, C-escaped (an agent's path may hold a newline or a '"'), for the audit line
- * logged when the operation ends, after its result: paths last, so a line cut at the log's
- * bound loses the end of a long path, never the result. NULL when out of memory: the
- * line then says less. */
+ * logged when the operation ends, after its result: each path at most AUDIT_PATH_MAX
+ * escaped bytes, cut with a mark (escape_c_field), so both a long source and its
+ * destination fit the log's line and neither hides the other. NULL when out of memory:
+ * the line then says less. */
+#define AUDIT_PATH_MAX 700
+
 static char *audit_text(const struct proto_request *req, const char *agent, uid_t uid)
 {
 	const char *path = NULL, *to = NULL;
 	struct proto_error err = {0};
-	char *ea, *ep, *et = NULL, *out = NULL;
+	_cleanup_free_ char *ea = NULL, *ep = NULL, *et = NULL;
+	char *out = NULL;
 
 	(void)proto_get_string(req->root, "path", PROTO_MAX_PATH, &path, &err);
 	(void)proto_get_string(req->root, "to", PROTO_MAX_PATH, &to, &err);
 	ea = escape_c_dup(agent);
-	ep = escape_c_dup(path ? path : "");
+	ep = escape_c_field(path ? path : "", AUDIT_PATH_MAX);
 	if (to)
-		et = escape_c_dup(to);
+		et = escape_c_field(to, AUDIT_PATH_MAX);
 	if (ea && ep && (!to || et) &&
-	    asprintf(&out, "id=%s agent=\"%s\" uid=%u path=\"%s\"%s%s%s", req->id, ea,
-		     (unsigned)uid, ep, to ? " to=\"" : "", to ? et : "", to ? "\"" : "") < 0)
+	    asprintf(&out, "id=%s agent=\"%s\" uid=%u path=%s%s%s", req->id, ea, (unsigned)uid, ep,
+		     to ? " to=" : "", to ? et : "") < 0)
 		out = NULL;
-	free(ea);
-	free(ep);
-	free(et);
 	return out;
 }
 

@@ -20,6 +20,7 @@
 #include "lib/escape.h"
 #include "lib/fd-util.h"
 #include "lib/log.h"
+#include "lib/sha256.h"
 #include "lib/macro.h"
 #include "lib/proto.h"
 #include "pistisd/scope.h"
@@ -525,11 +526,11 @@ static void build_exit(struct cmd *c)
 	/* The audit record: one line per command. The fields of fixed size first: a log line
 	 * has a bound (lib/log.c), and a long cwd or argv must not cut the end and code off. */
 	log_notice("audit exec cmd=%u agent=\"%s\" uid=%u end=%s code=%d signal=%d stdout=%llu "
-		   "stderr=%llu duration_ms=%llu cwd=\"%s\" argv=%s",
+		   "stderr=%llu duration_ms=%llu %s cwd=%s",
 		   c->id, c->agent, (unsigned)c->uid, spawn_end_name(res->end), res->exit_code,
 		   res->term_signal, (unsigned long long)res->out_bytes,
 		   (unsigned long long)res->err_bytes, (unsigned long long)ms,
-		   c->cwd ? c->cwd : "~", c->audit_argv ? c->audit_argv : "?");
+		   c->audit_argv ? c->audit_argv : "argv=?", c->cwd ? c->cwd : "\"~\"");
 	lws_sul_schedule(serve_lws_context(), 0, &c->linger, linger_expired, LINGER_US);
 	if (c->attached)
 		serve_want_write();
@@ -816,28 +817,62 @@ void session_frame(const struct proto_frame *f)
 	}
 }
 
+/* The audit line's budget for the command: each argument's escaped bytes, and the list's
+ * (the line as a whole is cut at lib/log.c's 2 KiB). */
+#define AUDIT_ARG_MAX 240
+#define AUDIT_SHELL_MAX 800
+#define AUDIT_ARGV_MAX 960
+#define AUDIT_CWD_MAX 400
+
+/* The command for its audit line: how many arguments, how many bytes and the SHA-256 of
+ * the whole argv as the command got it (each argument with its NUL; the shell form as
+ * /bin/sh -c TEXT), then the arguments C-escaped, each cut at AUDIT_ARG_MAX with a mark
+ * outside its quotes (escape_c_field), and arguments past AUDIT_ARGV_MAX left out as
+ * +N more. So nothing an agent runs can hide its end behind padding: a cut says so, and
+ * the digest names the whole. */
 static char *argv_for_audit(char *const *argv, const char *shell)
 {
-	size_t cap = 1024, n = 0;
+	static char *const sh_argv[] = {(char *)"/bin/sh", (char *)"-c", NULL};
+	struct sha256_ctx h;
+	uint8_t d[SHA256_DIGEST_SIZE];
+	char hex[2 * SHA256_DIGEST_SIZE + 1];
+	size_t argc = 0, bytes = 0, cap = AUDIT_ARGV_MAX + 2 * AUDIT_SHELL_MAX + 256, n;
 	char *out = malloc(cap);
 
 	if (!out)
 		return NULL;
-	out[0] = 0;
+	sha256_init(&h);
+	for (char *const *a = shell ? sh_argv : argv; *a; a++, argc++) {
+		sha256_update(&h, *a, strlen(*a) + 1);
+		bytes += strlen(*a) + 1;
+	}
 	if (shell) {
-		char esc[900];
-		escape_c(shell, strlen(shell), esc, sizeof(esc));
-		snprintf(out, cap, "[\"/bin/sh\",\"-c\",\"%s\"]", esc);
+		sha256_update(&h, shell, strlen(shell) + 1);
+		bytes += strlen(shell) + 1;
+		argc++;
+	}
+	sha256_final(&h, d);
+	for (size_t i = 0; i < sizeof(d); i++)
+		snprintf(hex + 2 * i, 3, "%02x", d[i]);
+	n = (size_t)snprintf(out, cap, "argc=%zu argv_bytes=%zu argv_sha256=%s argv=[", argc, bytes,
+			     hex);
+	if (shell) {
+		_cleanup_free_ char *f = escape_c_field(shell, AUDIT_SHELL_MAX);
+		n += (size_t)snprintf(out + n, cap - n, "\"/bin/sh\",\"-c\",%s]", f ? f : "?");
 		return out;
 	}
-	n += (size_t)snprintf(out + n, cap - n, "[");
-	for (size_t i = 0; argv[i] && n < cap - 8; i++) {
-		char esc[256];
-		escape_c(argv[i], strlen(argv[i]), esc, sizeof(esc));
-		n += (size_t)snprintf(out + n, cap - n, "%s\"%s\"", i ? "," : "", esc);
+	for (size_t i = 0; argv[i]; i++) {
+		_cleanup_free_ char *f = escape_c_field(argv[i], AUDIT_ARG_MAX);
+		size_t l = f ? strlen(f) : 1;
+
+		if (n + l + 40 > AUDIT_ARGV_MAX + 128) {
+			n += (size_t)snprintf(out + n, cap - n, "%s+%zu more", i ? "," : "",
+					      argc - i);
+			break;
+		}
+		n += (size_t)snprintf(out + n, cap - n, "%s%s", i ? "," : "", f ? f : "?");
 	}
-	if (n < cap - 2)
-		snprintf(out + n, cap - n, "]");
+	snprintf(out + n, cap - n, "]");
 	return out;
 }
 
@@ -1051,9 +1086,10 @@ static void exec_start(const struct proto_request *req)
 	c->attached = true;
 	c->shell = !!st.shell;
 	c->audit_argv = argv_for_audit(st.argv, st.shell);
-	/* C-escaped like argv: a '"' in a directory name must not close the audit field */
+	/* C-escaped and quoted like argv: a '"' in a directory name must not close the audit
+	 * field, and a long one is cut with a mark (last on the line, after argv). */
 	if (st.cwd)
-		c->cwd = escape_c_dup(st.cwd);
+		c->cwd = escape_c_field(st.cwd, AUDIT_CWD_MAX);
 	/* Listed from now on, so it counts against the limits (and its tag names it) while
 	 * it starts; newest last, so a tag names the latest command. */
 	{

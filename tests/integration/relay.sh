@@ -314,6 +314,13 @@ like "... a newline and a quote in the path are escaped" "$(audit_log fs.stat)" 
 P call fs.move "{\"agent\":\"alice\",\"path\":\"$home/notes/a.txt\",\"to\":\"$home/notes/b.txt\"}" >/dev/null 2>&1
 like "audit line for fs.move names both paths" "$(audit_log fs.move)" \
 	"result=ok .*path=\"$home/notes/a.txt\" to=\"$home/notes/b.txt\""
+# A long source cannot push the destination off the line: each path has its own budget.
+lsrc=$home/$(printf 'L%.0s' $(seq 250))
+P exec --agent alice -- sh -c "mkdir -p '$lsrc/$(printf 'M%.0s' $(seq 250))/$(printf 'N%.0s' $(seq 250))' && touch '$lsrc/$(printf 'M%.0s' $(seq 250))/$(printf 'N%.0s' $(seq 250))/$(printf 'O%.0s' $(seq 250))'"
+lpath=$lsrc/$(printf 'M%.0s' $(seq 250))/$(printf 'N%.0s' $(seq 250))/$(printf 'O%.0s' $(seq 250))
+P call fs.move "{\"agent\":\"alice\",\"path\":\"$lpath\",\"to\":\"$home/moved-long\"}" >/dev/null 2>&1
+like "audit line for fs.move of a 1 KB path: cut with a mark, and the destination named" \
+	"$(audit_log fs.move | tail -n 1)" "result=ok .*path=\"[^\"]*\"\[cut: [0-9]+ bytes\] to=\"$home/moved-long\"$"
 P call fs.move "{\"agent\":\"alice\",\"path\":\"$home/notes/b.txt\",\"to\":\"$home/notes/a.txt\"}" >/dev/null 2>&1
 is "fs.remove recursive: symlinks removed, never followed" "$(cat "$R/tmp/victim/k")" keep
 like "fs.remove recursive: bob's home stays bob's" \
@@ -631,6 +638,28 @@ long=$(head -c 3000 /dev/zero | tr '\0' y)
 P exec --agent alice -- sh -c 'exit 7' "$long" >/dev/null 2>&1
 like "audit: a 3000-byte argument leaves end and code in the line" \
 	"$(grep 'audit exec .*yyyyyyyy' "$W/pd.log" | tail -n 1)" 'end=exited code=7 '
+# ... and is cut with a mark outside its quotes, beside the size and digest of the whole argv
+# (the text log escapes '"' and '\' once more: undone here).
+line=$(grep 'audit exec .*yyyyyyyy' "$W/pd.log" | tail -n 1 | sed 's/\\\(.\)/\1/g')
+like "audit: the cut argument says so, with its length" "$line" '"y+"\[cut: 3000 bytes\]\]'
+want=$(printf 'sh\0-c\0exit 7\0%s\0' "$long" | sha256sum | cut -d' ' -f1)
+like "audit: argc, argv_bytes and argv_sha256 name the whole argv" "$line" \
+	"argc=4 argv_bytes=3014 argv_sha256=$want argv="
+# Padding before a payload cannot hide it: the argument is cut visibly, and the digest is of
+# the whole (the payload runs; the line says it was longer than shown).
+pad=$(printf '%*s' 300 '' | tr ' ' '#')
+P exec --agent alice -- sh -c ": $pad
+echo hidden-payload" >/dev/null 2>&1
+line=$(grep 'audit exec .*####' "$W/pd.log" | tail -n 1 | sed 's/\\\(.\)/\1/g')
+like "audit: padding before a payload ends in a visible cut" "$line" '"\[cut: 322 bytes\]\]'
+want=$(printf 'sh\0-c\0: %s\necho hidden-payload\0' "$pad" | sha256sum | cut -d' ' -f1)
+like "... and the digest is the whole argv's" "$line" "argv_sha256=$want"
+# A long working directory comes last, cut with a mark: argv stays in the line.
+deep=$(P exec --agent alice -- sh -c 'd=$HOME; for i in 1 2 3 4 5 6 7; do d=$d/$(printf "%0200d" $i); done; mkdir -p "$d" && echo "$d"')
+P exec --agent alice --cwd "$deep" -- sh -c 'exit 4' >/dev/null 2>&1
+line=$(grep 'audit exec .*code=4 ' "$W/pd.log" | tail -n 1 | sed 's/\\\(.\)/\1/g')
+like "audit: a 1.4 KB cwd leaves argv in the line" "$line" 'argv=\["sh","-c","exit 4"\] cwd='
+like "... and is cut last, with a mark" "$line" '0+"\[cut: [0-9]+ bytes\]$'
 
 
 # --- the bound on unacknowledged output of all commands together (--max-buffered) -----------

@@ -102,6 +102,70 @@ TEST(escape_truncates_on_escape_boundary)
 	ASSERT_STREQ(tiny, "a");
 }
 
+/* One quoted field of an audit line: whole, or cut with a mark outside the quotes that no
+ * value can forge (its own quotes come out escaped). */
+TEST(escape_c_field_cut_is_marked_outside_the_quotes)
+{
+	char *f = escape_c_field("a\"b\n", 16);
+	char big[1001];
+
+	ASSERT_STREQ(f, "\"a\\\"b\\n\"");
+	free(f);
+	memset(big, 'y', 1000);
+	big[1000] = 0;
+	big[5] = '\n'; /* an escape across the bound is never split */
+	f = escape_c_field(big, 7);
+	ASSERT_STREQ(f, "\"yyyyy\\n\"[cut: 1000 bytes]");
+	free(f);
+	f = escape_c_field(big, 6);
+	ASSERT_STREQ(f, "\"yyyyy\"[cut: 1000 bytes]");
+	free(f);
+	/* a value that spells the mark is still inside its quotes */
+	f = escape_c_field("x\"[cut: 1 bytes]", 64);
+	ASSERT_STREQ(f, "\"x\\\"[cut: 1 bytes]\"");
+	free(f);
+}
+
+/* A log line longer than LOG_LINE_MAX is cut once, and says so with its length; escaping
+ * never cuts it a second time (2047 control bytes are 4 bytes each in text, 6 in JSON). */
+TEST(log_cut_line_says_so)
+{
+	char path[] = "/tmp/pistis-log-XXXXXX", buf[16384];
+	int fd = mkstemp(path), saved = dup(STDERR_FILENO);
+	char *big = malloc(3001);
+	ssize_t n;
+
+	ASSERT_GE(fd, 0);
+	ASSERT_NOT_NULL(big);
+	memset(big, 'z', 3000);
+	big[3000] = 0;
+	log_set_level(LOG_LVL_INFO);
+	ASSERT_EQ(dup2(fd, STDERR_FILENO), STDERR_FILENO);
+	log_info("%s", big);
+	memset(big, '\x01', LOG_LINE_MAX - 1);
+	big[LOG_LINE_MAX - 1] = 0;
+	log_set_format(LOG_FORMAT_JSON);
+	log_info("%s", big);
+	log_set_format(LOG_FORMAT_TEXT);
+	ASSERT_EQ(dup2(saved, STDERR_FILENO), STDERR_FILENO);
+	close(saved);
+	n = pread(fd, buf, sizeof(buf) - 1, 0);
+	ASSERT_GT(n, 0);
+	buf[n] = 0;
+	char *nl = strchr(buf, '\n');
+	ASSERT_NOT_NULL(nl);
+	*nl = 0;
+	EXPECT_NOT_NULL(strstr(buf, "zzz...[line cut: 3000 bytes]"));
+	EXPECT_EQ(strlen(strstr(buf, ": ") + 2), (size_t)LOG_LINE_MAX - 1);
+	/* the JSON line: 2047 escapes, then the closing of the record */
+	EXPECT_NOT_NULL(strstr(nl + 1, "\\u0001\"}\n"));
+	EXPECT_EQ((size_t)(strstr(nl + 1, "\"}") - strstr(nl + 1, "\\u0001")),
+		  6u * (LOG_LINE_MAX - 1));
+	close(fd);
+	unlink(path);
+	free(big);
+}
+
 TEST(escape_empty)
 {
 	char out[4] = "xyz";
