@@ -107,6 +107,7 @@ static struct {
 	uint64_t buffered, max_buffered;
 	bool share_abstract; /* --share-abstract-sockets */
 	struct reader *readers;
+	lws_sorted_usec_list_t reap; /* dying command cgroups left to remove */
 } T = {.root_fd = -1, .max_buffered = SESSION_MAX_BUFFERED_DEFAULT};
 
 /* One reader's share of max_buffered: a quarter (16 of the default 64 MiB, two commands'
@@ -269,6 +270,15 @@ int session_init(void)
 	return 0;
 }
 
+/* A command's cgroup still populated when it is freed (its processes killed, some still
+ * exiting) is removed from here, a pass every 20 ms until none is left: never waited for
+ * in the loop, where one agent's slow-dying processes would stall every other agent. */
+static void reap_dying(lws_sorted_usec_list_t *sul)
+{
+	if (T.spawn && spawn_ctx_reap_dying(T.spawn, 0))
+		lws_sul_schedule(serve_lws_context(), 0, sul, reap_dying, 20 * LWS_US_PER_MS);
+}
+
 static void cmd_free(struct cmd *c);
 static void frame_free(struct frame *f);
 static void pool_trim(void);
@@ -277,6 +287,7 @@ void session_done(void)
 {
 	while (T.cmds)
 		cmd_free(T.cmds);
+	lws_sul_cancel(&T.reap);
 	spawn_ctx_free(T.spawn);
 	T.root_fd = safe_close(T.root_fd);
 }
@@ -339,8 +350,10 @@ static void cmd_free(struct cmd *c)
 	serve_unwatch(&c->w_exec);
 	lws_sul_cancel(&c->tick);
 	lws_sul_cancel(&c->linger);
-	if (c->p)
+	if (c->p) {
 		spawn_free(c->p);
+		reap_dying(&T.reap);
+	}
 	while (c->head) {
 		struct frame *f = c->head;
 		c->head = f->next;
@@ -1067,6 +1080,7 @@ static void exec_start(const struct proto_request *req)
 	 * (exec_settled), so a spawn child the agent stops holds up only its own command. */
 	r = spawn_start_async(T.spawn, &so, &c->p, &se);
 	if (r < 0) {
+		reap_dying(&T.reap); /* a child killed before its exec may leave its cgroup late */
 		send_start_error(req->id, &se);
 		reader_put(c->rd);
 		free(c);

@@ -45,9 +45,17 @@ struct pooled_cgroup {
 	int fd;
 };
 
+/* Command cgroups whose processes were killed but have not all exited yet (a process
+ * with gigabytes to tear down takes its time, and the agent chooses how much): removed by
+ * spawn_ctx_reap_dying, never waited for where the caller is an event loop. The fd keeps
+ * the cgroup's lock (cgroup.h), so no other pistisd takes it for an orphan meanwhile. */
+#define CGROUP_DYING_MAX 256
+
 struct spawn_ctx {
 	struct pooled_cgroup pool[CGROUP_POOL_MAX];
 	size_t n_pool;
+	struct pooled_cgroup dying[CGROUP_DYING_MAX];
+	size_t n_dying;
 	struct seccomp_profile_bpf bpf;
 	struct cgroup_ctx cg;
 	int devnull_fd;
@@ -196,10 +204,38 @@ fail:
 	return r;
 }
 
+size_t spawn_ctx_reap_dying(struct spawn_ctx *ctx, unsigned wait_ms)
+{
+	uint64_t deadline = spawn_now_ns() + (uint64_t)wait_ms * 1000000u;
+
+	for (;;) {
+		for (size_t i = 0; i < ctx->n_dying;) {
+			struct pooled_cgroup *d = &ctx->dying[i];
+			int r = cgroup_cmd_remove(&ctx->cg, d->agent, d->cmd);
+
+			if (r == -EBUSY) {
+				/* Still populated: cgroup.kill again (a process that was being
+				 * forked when the last one went out). */
+				(void)cgroup_kill(d->fd);
+				i++;
+				continue;
+			}
+			safe_close(d->fd);
+			*d = ctx->dying[--ctx->n_dying];
+		}
+		if (!ctx->n_dying || spawn_now_ns() >= deadline)
+			return ctx->n_dying;
+		(void)nanosleep(&(struct timespec){0, 1000000}, NULL);
+	}
+}
+
 void spawn_ctx_free(struct spawn_ctx *ctx)
 {
 	if (!ctx)
 		return;
+	(void)spawn_ctx_reap_dying(ctx, 200);
+	for (size_t i = 0; i < ctx->n_dying; i++)
+		safe_close(ctx->dying[i].fd);
 	for (size_t i = 0; i < ctx->n_pool; i++) {
 		/* Slots stay for the next process (closing the fd unlocks them). */
 		if (!cgroup_cmd_is_slot(ctx->pool[i].cmd))
@@ -376,14 +412,18 @@ static void cgroup_cleanup(struct spawn_proc *p, bool wait_empty)
 	 * next passes it over while it is still populated. */
 	if (cgroup_cmd_is_slot(p->cgroup_cmd))
 		return;
-	for (int i = 0; i < 200; i++) {
-		int r = cgroup_cmd_remove(&p->ctx->cg, p->cgroup_agent, p->cgroup_cmd);
-		if (r != -EBUSY || !wait_empty)
-			break;
-		/* cgroup.kill is asynchronous: give the dying tree up to ~200 ms. */
-		(void)cgroup_kill(p->cgroup_fd);
-		(void)nanosleep(&(struct timespec){0, 1000000}, NULL);
-	}
+	int r = cgroup_cmd_remove(&ctx->cg, p->cgroup_agent, p->cgroup_cmd);
+	if (r != -EBUSY || !wait_empty || ctx->n_dying >= CGROUP_DYING_MAX)
+		return;
+	/* cgroup.kill is asynchronous and a killed process leaves its cgroup only once its
+	 * memory is torn down: never waited for here (pistisd serve's loop would stall for
+	 * every agent), but handed to spawn_ctx_reap_dying with the fd. With the list full
+	 * the directory is left, for the next start-up's sweep of orphans. */
+	(void)cgroup_kill(p->cgroup_fd);
+	struct pooled_cgroup *d = &ctx->dying[ctx->n_dying++];
+	memcpy(d->agent, p->cgroup_agent, sizeof(d->agent));
+	memcpy(d->cmd, p->cgroup_cmd, sizeof(d->cmd));
+	d->fd = TAKE_FD(p->cgroup_fd);
 }
 
 /* Whether this start's child can be born in its command's cgroup by clone3's

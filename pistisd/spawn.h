@@ -213,7 +213,13 @@ struct spawn_proc {
 /* ctx: BPF compiled once, cgroup v2 discovered, env PISTIS_NO_OPENAT2 and
  * PISTIS_NO_CLONE3 (tests: the cgroup.procs path) read once. */
 int spawn_ctx_new(struct spawn_ctx **ret);
+/* Frees everything, after waiting up to 200 ms for dying command cgroups to empty. */
 void spawn_ctx_free(struct spawn_ctx *ctx);
+
+/* Removes the command cgroups a finished command left populated (its processes killed
+ * but still exiting), waiting up to wait_ms (0: one pass, for an event loop's timer).
+ * Returns how many are still there: call again later while it is not 0. */
+size_t spawn_ctx_reap_dying(struct spawn_ctx *ctx, unsigned wait_ms);
 /* "cgroup" when command trees live in cgroups, else "pgid". */
 const char *spawn_ctx_tree_control(const struct spawn_ctx *ctx);
 /* Whether commands can get the abstract-socket scope here (Landlock ABI >= 6), and the

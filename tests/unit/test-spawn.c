@@ -1171,6 +1171,69 @@ TEST(cgroup_slots_are_exclusive)
 	spawn_ctx_free(b);
 }
 
+/* A command's cgroup that cannot be removed when the command is freed (its killed processes
+ * still exiting; here a child cgroup the test made keeps rmdir busy just the same) is not
+ * waited for in spawn_free, which pistisd serve calls in its event loop: it is handed to
+ * spawn_ctx_reap_dying, which removes it once it can. */
+TEST(dying_cgroup_never_waited_for)
+{
+	struct spawn_ctx *ctx = NULL;
+	struct spawn_opts o;
+	struct spawn_proc *busy[CGROUP_SLOTS] = {0}, *p = NULL;
+	struct spawn_error err;
+	char *sleeper[] = {"/bin/sleep", "30", NULL}, dir[160], sub[200];
+	uint64_t t0, t1;
+	int base;
+
+	need_root_and_probe(_metadata);
+	ASSERT_EQ(spawn_ctx_new(&ctx), 0);
+	if (strcmp(spawn_ctx_tree_control(ctx), "cgroup"))
+		SKIP("no cgroup v2");
+	base = spawn_ctx_cgroup_base_fd(ctx);
+	/* the pool of empty cgroups full (16 agents' slots), so the one below is removed when
+	 * freed, never kept for another command */
+	for (int i = 0; i < 16; i++) {
+		char agent[32];
+		struct spawn_proc *t = NULL;
+		snprintf(agent, sizeof(agent), "pool-agent-%d", i);
+		base_opts(&o, (char *[]){"/bin/true", NULL});
+		o.cgroup_agent = agent;
+		ASSERT_EQ(spawn_start(ctx, &o, &t, &err), 0);
+		ASSERT_EQ(spawn_wait(t, NULL), 0);
+		spawn_free(t);
+		close(o.cwd_root_fd);
+	}
+	base_opts(&o, sleeper);
+	o.cgroup_agent = "dying-agent";
+	/* every slot busy: the next command gets a cgroup of its own, removed when freed */
+	for (size_t i = 0; i < CGROUP_SLOTS; i++)
+		ASSERT_EQ(spawn_start(ctx, &o, &busy[i], &err), 0);
+	ASSERT_EQ(spawn_start(ctx, &o, &p, &err), 0);
+	ASSERT_NE(strncmp(p->cgroup_cmd, CGROUP_SLOT_PREFIX, strlen(CGROUP_SLOT_PREFIX)), 0);
+	snprintf(dir, sizeof(dir), "dying-agent/%s", p->cgroup_cmd);
+	snprintf(sub, sizeof(sub), "%s/held", dir);
+	ASSERT_EQ(mkdirat(base, sub, 0700), 0);
+	ASSERT_EQ(spawn_stop(p), 0);
+	ASSERT_EQ(spawn_wait(p, NULL), 0);
+	t0 = spawn_now_ns();
+	spawn_free(p);
+	t1 = spawn_now_ns();
+	EXPECT_LT(t1 - t0, 50000000u); /* the loop it replaced slept ~200 ms here */
+	EXPECT_EQ(faccessat(base, dir, F_OK, 0), 0);
+	EXPECT_EQ(spawn_ctx_reap_dying(ctx, 0), 1u);
+	EXPECT_EQ(faccessat(base, dir, F_OK, 0), 0);
+	ASSERT_EQ(unlinkat(base, sub, AT_REMOVEDIR), 0);
+	EXPECT_EQ(spawn_ctx_reap_dying(ctx, 0), 0u);
+	EXPECT_NE(faccessat(base, dir, F_OK, 0), 0);
+	for (size_t i = 0; i < CGROUP_SLOTS; i++) {
+		ASSERT_EQ(spawn_stop(busy[i]), 0);
+		ASSERT_EQ(spawn_wait(busy[i], NULL), 0);
+		spawn_free(busy[i]);
+	}
+	close(o.cwd_root_fd);
+	spawn_ctx_free(ctx);
+}
+
 /* Exit status of a child that takes uid/gid (no supplementary groups) and opens rel
  * beneath dir_fd: 0 when it could, else the errno. */
 static int open_as(int dir_fd, const char *rel, uid_t uid, gid_t gid)
