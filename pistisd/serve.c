@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -956,6 +957,33 @@ static void usage(FILE *f)
 		"See docs/protocol.md.\n");
 }
 
+/* Every running command holds ~5 fds here (pipes, pidfd, cgroup, exec report) and a file
+ * operation ~4: 256 commands need well over 1024, the soft limit Docker and containerd
+ * give a container. Raised to SERVE_NOFILE (at most the hard limit), before the spawner
+ * thread exists (setrlimit is then a single-thread call) and before libwebsockets sizes
+ * its fd table from it. Agents get their own limit in the spawn child (4096). */
+#define SERVE_NOFILE 8192
+
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return;
+	rlim_t want = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > SERVE_NOFILE ? SERVE_NOFILE
+										 : rl.rlim_max;
+	if (rl.rlim_cur < want) {
+		rl.rlim_cur = want;
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+			log_warning_errno(-errno, "Cannot raise the open-files limit: %m");
+	}
+	if (want < 2048)
+		log_warning("The open-files limit is %llu (hard): fewer than the 256 commands a "
+			    "sandbox may run at once will start (each needs ~5 descriptors); raise "
+			    "it (docker run --ulimit nofile=8192)",
+			    (unsigned long long)want);
+}
+
 int serve_cli_main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -1107,6 +1135,7 @@ int serve_cli_main(int argc, char **argv)
 	if (sfd < 0 || S.epfd < 0 || !S.rx)
 		return log_error_errno(-errno, "Failed to set up the event loop: %m"), EXIT_SYSTEM;
 
+	raise_nofile();
 	log_lws_setup();
 	memset(&info, 0, sizeof(info));
 	info.port = CONTEXT_PORT_NO_LISTEN;

@@ -82,11 +82,19 @@ exits 100 "start-up check: an unknown --allow name is a usage error" \
 	in_root "$R" pistisd serve --relay ws://127.0.0.1:$SP --token-file /etc/pistis/token --allow nope
 ok "server-min starts and pistisd connects" true
 start_relay
-in_root "$R" pistisd serve --relay ws://127.0.0.1:$SP --token-file /etc/pistis/token --name s1 ${ALLOW:+--allow $ALLOW} \
-	>"$W/pd.log" 2>&1 &
+# Started with Docker's soft open-files limit (1024): serve raises it to 8192 (at most the
+# hard limit), or 256 commands could not run at once.
+hard=$(ulimit -Hn)
+[ "$hard" = unlimited ] && hard=1048576
+prlimit --nofile=1024:"$hard" -- env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+	HOME=/root LANG=C TERM=dumb chroot "$R" pistisd serve --relay ws://127.0.0.1:$SP \
+	--token-file /etc/pistis/token --name s1 ${ALLOW:+--allow $ALLOW} >"$W/pd.log" 2>&1 &
 PD=$!
 for _ in $(seq 50); do P ls 2>/dev/null | grep -q "s1 *connected" && break; sleep 0.1; done
 like "pistis ls shows the sandbox connected" "$(P ls 2>&1)" '^s1 +connected'
+want=$((hard < 8192 ? hard : 8192))
+is "serve raised its soft open-files limit from 1024 to $want" \
+	"$(awk '/^Max open files/ {print $4}' "/proc/$PD/limits")" "$want"
 # the relay token is in pistisd's memory once (to redial), never also in the upgrade request
 # lws built: every helper forked later (fs helpers become the agent) wipes only the first
 count_in_mem() { # PID STRING: how often STRING is in the process's readable memory
