@@ -92,11 +92,17 @@ static void add_path(cJSON *o, const char *key, const char *p, size_t len)
 static const char *event_kind_name(enum policy_event_kind k)
 {
 	static const char *const names[] = {
-		[POLICY_EV_CHANGE] = "change",	   [POLICY_EV_MISSING] = "missing",
-		[POLICY_EV_SYMLINK] = "symlink",   [POLICY_EV_HARDLINK] = "hardlink",
-		[POLICY_EV_DEVICE] = "device",	   [POLICY_EV_OTHER_FS] = "other_fs",
-		[POLICY_EV_TOO_DEEP] = "too_deep", [POLICY_EV_VANISHED] = "vanished",
-		[POLICY_EV_ERROR] = "error",	   [POLICY_EV_NOT_DONE] = "not_done",
+		[POLICY_EV_CHANGE] = "change",
+		[POLICY_EV_MISSING] = "missing",
+		[POLICY_EV_SYMLINK] = "symlink",
+		[POLICY_EV_HARDLINK] = "hardlink",
+		[POLICY_EV_DEVICE] = "device",
+		[POLICY_EV_OTHER_FS] = "other_fs",
+		[POLICY_EV_TOO_DEEP] = "too_deep",
+		[POLICY_EV_VANISHED] = "vanished",
+		[POLICY_EV_ERROR] = "error",
+		[POLICY_EV_NOT_DONE] = "not_done",
+		[POLICY_EV_AGENTS_IN_TRUSTED] = "agents_in_trusted",
 	};
 	return (unsigned)k < ELEMENTSOF(names) && names[k] ? names[k] : "unknown";
 }

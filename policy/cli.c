@@ -100,6 +100,8 @@ static const char *kind_name(enum policy_event_kind k)
 		return "error";
 	case POLICY_EV_NOT_DONE:
 		return "not-done";
+	case POLICY_EV_AGENTS_IN_TRUSTED:
+		return "agents-in-trusted";
 	default:
 		return "?";
 	}
@@ -215,6 +217,11 @@ static void on_event(void *userdata, const struct policy_event *ev)
 		break;
 	case POLICY_EV_OTHER_FS:
 		printf("left %s: another file system (mount point): not crossed\n", p);
+		break;
+	case POLICY_EV_AGENTS_IN_TRUSTED:
+		printf("%s %s: owned by agent uid %u in a trusted commands' tree: never made "
+		       "root's (it would then be trusted), not entered; remove it\n",
+		       ev->violation ? "violation" : "error", p, (unsigned)ev->old_uid);
 		break;
 	case POLICY_EV_TOO_DEEP:
 		/* Failing closed: the directory is made root:root 0700 (not walked below). */

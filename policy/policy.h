@@ -179,6 +179,10 @@ enum policy_event_kind {
 	POLICY_EV_VANISHED, /* changed or removed while walked: skipped */
 	POLICY_EV_ERROR, /* a change failed (error): the node is left at most as open as before */
 	POLICY_EV_NOT_DONE, /* walk stopped (timeout/error): this directory was not finished */
+	/* An agent's node in /data/bin or /data/trusted (a volume's earlier life): a read or
+	 * none rule would make it root's, and then trusted (on every agent's PATH, pinned by
+	 * `trusted install`). Left as it is, not entered (error; check: a violation). */
+	POLICY_EV_AGENTS_IN_TRUSTED,
 };
 
 struct policy_event {

@@ -29,6 +29,7 @@
 
 #include "lib/macro.h"
 #include "policy/internal.h"
+#include "sandbox-users/users.h"
 
 #define DENTS_BUF (64 * 1024)
 /* Per thread: the unread rest of the listings above (see keep_rest). A variable so that
@@ -164,6 +165,24 @@ static bool crosses_fs(const struct walker *w, const struct stat *st, int mount)
 	return mount > 0 || (mount < 0 && st->st_dev != w->sh->dev);
 }
 
+/* An agent's node in the trees trusted commands rest on, which the rule would make root's
+ * (read, none): /data/bin is on every agent's PATH and `trusted install` pins every root
+ * 0755 script in /data/trusted, so a file an agent left there in a volume's earlier life
+ * (under a write rule pistis no longer loads) would become trusted code. It is reported
+ * and left as it is, and a directory is not entered: the operator removes it. */
+static bool agents_in_trusted(const struct walker *w, const struct stat *st,
+			      const struct policy_target *t)
+{
+	static const char *const trees[] = {"/data/bin", "/data/trusted"};
+
+	if (t->uid != 0 || st->st_uid < USERS_AGENT_UID_MIN || st->st_uid > USERS_AGENT_UID_MAX)
+		return false;
+	for (size_t i = 0; i < ELEMENTSOF(trees); i++)
+		if (policy_path_under(trees[i], strlen(trees[i]), w->path, w->path_len))
+			return true;
+	return false;
+}
+
 static void emit_at(struct walker *w, const struct policy_rule *rule, const char *path,
 		    size_t path_len, enum policy_event_kind kind, int error, unsigned changes,
 		    const struct stat *st, const struct policy_target *t, bool violation)
@@ -190,7 +209,7 @@ static void emit_at(struct walker *w, const struct policy_rule *rule, const char
 	if (kind == POLICY_EV_TOO_DEEP)
 		ev.depth_max = w->sh->max_depth;
 	if (kind == POLICY_EV_ERROR || kind == POLICY_EV_NOT_DONE || kind == POLICY_EV_SYMLINK ||
-	    kind == POLICY_EV_TOO_DEEP)
+	    kind == POLICY_EV_TOO_DEEP || kind == POLICY_EV_AGENTS_IN_TRUSTED)
 		w->st.errors++;
 	if (violation)
 		w->st.violations++;
@@ -628,6 +647,9 @@ static void visit_dir(struct walker *w, int fd, bool secrets)
 		return close_too_deep(w, dfd, &st);
 	policy_target_for(w->rule->access, secrets, st.st_mode, st.st_uid, &t);
 	policy_target_pin(w->rules, w->path, w->path_len, &t);
+	if (agents_in_trusted(w, &st, &t))
+		return emit(w, POLICY_EV_AGENTS_IN_TRUSTED, 0, 0, &st, &t,
+			    w->o->mode == POLICY_CHECK);
 	r = policy_xstate_fd(w->xlist, dfd, false, &x);
 	if (r < 0)
 		return emit(w, POLICY_EV_ERROR, r, 0, &st, &t, false);
@@ -768,6 +790,9 @@ static void visit(struct walker *w, int dfd, const char *name, unsigned char d_t
 		return emit(w, POLICY_EV_ERROR, r, 0, &st, NULL, false);
 
 	policy_target_for(w->rule->access, secrets, st.st_mode, st.st_uid, &t);
+	if (agents_in_trusted(w, &st, &t))
+		return emit(w, POLICY_EV_AGENTS_IN_TRUSTED, 0, 0, &st, &t,
+			    w->o->mode == POLICY_CHECK);
 	changes = policy_changes_for(&st, &x, &t);
 	if (parent)
 		parent->busy = changes != 0;

@@ -526,6 +526,40 @@ TEST_F(root, agents_linked_inode_in_a_closed_tree_is_a_violation)
 	EXPECT_EQ(self->events[POLICY_EV_HARDLINK], 1u); /* root's conf is right as it is */
 }
 
+/* A volume's earlier life: an agent's script in /data/trusted and a directory of its own in
+ * /data/bin (left from a write rule pistis no longer loads). The read rules would make them
+ * root's, and then trusted: they are reported, left as they are, and not entered, while
+ * root's files beside them are put right. */
+TEST_F(root, agents_nodes_in_trusted_trees_never_become_roots)
+{
+	static const char rules[] = "[{\"path\":\"/data/bin\",\"access\":\"read\"},"
+				    "{\"path\":\"/data/trusted\",\"access\":\"read\"}]";
+
+	mk(self, "data", S_IFDIR | 0755, 0, 0);
+	mk(self, "data/bin", S_IFDIR | 0755, 0, 0);
+	mk(self, "data/trusted", S_IFDIR | 0755, 0, 0);
+	mk(self, "data/trusted/zz-backdoor", S_IFREG | 0775, AGENT, AGENT);
+	mk(self, "data/trusted/hello", S_IFREG | 0700, 0, 0);
+	mk(self, "data/bin/tools", S_IFDIR | 0777, AGENT, AGENT);
+	mk(self, "data/bin/tools/git", S_IFREG | 0777, AGENT, AGENT);
+	ASSERT_EQ(run(self, rules, POLICY_CHECK), 0);
+	EXPECT_EQ(self->events[POLICY_EV_AGENTS_IN_TRUSTED], 2u);
+	EXPECT_GE(self->st.violations, 2u);
+	ASSERT_EQ(run(self, rules, POLICY_APPLY), 0);
+	EXPECT_EQ(self->events[POLICY_EV_AGENTS_IN_TRUSTED], 2u);
+	EXPECT_EQ(self->st.errors, 2u);
+	EXPECT_EQ(st_of(self, "data/trusted/zz-backdoor").st_uid, (uid_t)AGENT);
+	EXPECT_EQ(st_of(self, "data/trusted/zz-backdoor").st_mode & 07777, 0775u);
+	EXPECT_EQ(st_of(self, "data/bin/tools").st_uid, (uid_t)AGENT);
+	EXPECT_EQ(st_of(self, "data/bin/tools/git").st_uid, (uid_t)AGENT);
+	EXPECT_EQ(st_of(self, "data/trusted/hello").st_mode & 07777, 0755u);
+	/* the same files elsewhere under a read rule are root's, as the rule says */
+	mk(self, "srv", S_IFDIR | 0755, 0, 0);
+	mk(self, "srv/tool", S_IFREG | 0775, AGENT, AGENT);
+	ASSERT_EQ(run(self, "[{\"path\":\"/srv\",\"access\":\"read\"}]", POLICY_APPLY), 0);
+	EXPECT_EQ(st_of(self, "srv/tool").st_uid, 0u);
+}
+
 /* skip_events: the kinds left out are not reported but still counted; the others are. */
 TEST_F(root, skipped_event_kinds_still_counted)
 {
