@@ -47,6 +47,14 @@ void log_lws_emit(int level, const char *line)
 		log_full_errno(ours, 0, "libwebsockets: %.*s", (int)len, line ? line : "");
 }
 
+void log_lws_flush(void)
+{
+	if (rate.held)
+		log_warning("libwebsockets: %u more lines not logged (at most %d a second)",
+			    rate.held, LWS_LOG_BURST);
+	rate.held = 0;
+}
+
 void log_lws_setup(void)
 {
 	lws_set_log_level(log_get_level() >= LOG_LVL_DEBUG ? LLL_ERR | LLL_WARN | LLL_NOTICE

@@ -12,5 +12,9 @@
  * level is debug (-v). */
 void log_lws_setup(void);
 
+/* Says how many lines are still held back, if any: once the context is destroyed, so a
+ * stretch of dropped lines is never lost without a word at exit. */
+void log_lws_flush(void);
+
 /* The emitter itself (tests): level is libwebsockets' LLL_* bit, line its text. */
 void log_lws_emit(int level, const char *line);

@@ -1188,5 +1188,6 @@ int main(int argc, char **argv)
 			break;
 	restore_tty();
 	lws_context_destroy(C.ctx);
+	log_lws_flush();
 	return C.exit_code;
 }

@@ -1160,6 +1160,7 @@ int serve_cli_main(int argc, char **argv)
 	r = session_init();
 	if (r < 0) {
 		lws_context_destroy(S.ctx);
+		log_lws_flush();
 		return log_error_errno(r, "Failed to set up the spawn core: %m"), EXIT_SYSTEM;
 	}
 	if (serve_watch(&S.sigw, sfd, EPOLLIN, on_signal) < 0)
@@ -1179,6 +1180,7 @@ int serve_cli_main(int argc, char **argv)
 			break;
 	session_done();
 	lws_context_destroy(S.ctx);
+	log_lws_flush();
 	explicit_bzero(S.token, sizeof(S.token));
 	free(S.rx);
 	cJSON_Delete(S.check);

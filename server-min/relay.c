@@ -2019,6 +2019,7 @@ int main(int argc, char **argv)
 		       R.cfg.tls_cert != NULL) < 0 ||
 	    make_vhost("clients", R.cfg.listen_client, client_protocols, false) < 0) {
 		lws_context_destroy(R.ctx);
+		log_lws_flush();
 		return 111;
 	}
 	log_info("server-min %s ready: %zu sandboxes", PISTIS_VERSION, R.cfg.n_sandboxes);
@@ -2026,6 +2027,7 @@ int main(int argc, char **argv)
 		if (lws_service(R.ctx, 0) < 0)
 			break;
 	lws_context_destroy(R.ctx);
+	log_lws_flush();
 	smin_config_free(&R.cfg);
 	for (size_t i = 0; i < R.cfg.n_sandboxes; i++) {
 		free(R.sbs[i].pend);
