@@ -107,10 +107,32 @@ int policy_rules_load(int root_fd, const char *path, bool from_root, bool truste
 	return policy_rules_parse(buf, len, ret, err);
 }
 
+/* The directories a rule must name by their own path, never by another: the root, /data,
+ * pistis's own trees and the trusted commands' (a bind mount of /data elsewhere, named by a
+ * rule, would be walked whole: the homes, the registry, the secrets, with the rule's
+ * access, since the walk knows them by path). */
+static const char *const own_dirs[] = {"/",
+				       "/data",
+				       "/data/pistis",
+				       "/data/sandbox-home",
+				       "/data/agents",
+				       POLICY_SECRETS_DIR,
+				       "/data/bin",
+				       "/data/trusted"};
+
 int policy_rules_check_fs(int root_fd, const struct policy_rules *r, struct policy_error *err)
 {
+	struct stat own[ELEMENTSOF(own_dirs)];
+	bool have[ELEMENTSOF(own_dirs)] = {0};
+
+	for (size_t j = 0; j < ELEMENTSOF(own_dirs); j++) {
+		_cleanup_close_ int fd = -1;
+		have[j] = policy_resolve(root_fd, own_dirs[j], O_PATH | O_DIRECTORY, &fd) >= 0 &&
+			  fstat(fd, &own[j]) == 0;
+	}
 	for (size_t i = 0; i < r->n; i++) {
 		int fd = -1, k;
+		struct stat st;
 
 		/* An implied rule (line 0) is not the file's to get wrong: a symlink at its path
 		 * is the walk's to report ("rule not applied"), and the file's rules still
@@ -118,7 +140,20 @@ int policy_rules_check_fs(int root_fd, const struct policy_rules *r, struct poli
 		if (!r->rules[i].line)
 			continue;
 		k = policy_resolve(root_fd, r->rules[i].path, O_PATH, &fd);
+		if (k >= 0 && fstat(fd, &st) < 0)
+			k = negative_errno();
 		safe_close(fd);
+		for (size_t j = 0; k >= 0 && j < ELEMENTSOF(own_dirs); j++)
+			if (have[j] && st.st_dev == own[j].st_dev && st.st_ino == own[j].st_ino &&
+			    strcmp(r->rules[i].path, own_dirs[j])) {
+				char msg[160];
+				snprintf(
+					msg, sizeof(msg),
+					"is %s under another name (a bind mount?): a rule names it "
+					"by its own path",
+					own_dirs[j]);
+				return fail(err, -EINVAL, r->rules[i].line, msg, r->rules[i].path);
+			}
 		if (k == -ELOOP)
 			return fail(err, -ELOOP, r->rules[i].line,
 				    "is a symlink, or a directory on the way is (rules name real "

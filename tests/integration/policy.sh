@@ -363,6 +363,20 @@ for p in /data/pistis /data/sandbox-home/pi-agent-0a0a0a0a /data/agents; do
 	like "... saying why" "$out" "is pistis's own"
 done
 is "... nothing changed" "$(diff <(echo "$own") <(snap "$R/data/pistis" "$R/data/sandbox-home" "$R/data/agents"))" ""
+# The same trees under another name: /data bind-mounted elsewhere and a rule naming that
+# place would walk the homes, the registry and the secrets with the rule's access (the walk
+# knows pistis's trees by path). A rule must name them by their own path.
+mkdir -p "$R/srv/alias" "$R/srv/bin-alias"
+mount --bind "$R/data" "$R/srv/alias"
+mount --bind "$R/data/bin" "$R/srv/bin-alias"
+for a in "/srv/alias:/data" "/srv/bin-alias:/data/bin"; do
+	printf '[{"path":"%s","access":"write"}]\n' "${a%%:*}" >"$work/alias.json"
+	out=$("$P" policy apply --root "$R" --rules "$work/alias.json" 2>&1); rc=$?
+	is "a rule naming ${a%%:*} ($(echo "${a#*:}") under another name) is refused (exit 1)" "$rc" 1
+	like "... saying why" "$out" "is ${a#*:} under another name"
+done
+is "... nothing changed" "$(diff <(echo "$own") <(snap "$R/data/pistis" "$R/data/sandbox-home" "$R/data/agents"))" ""
+umount "$R/srv/bin-alias" "$R/srv/alias"
 
 # --- usage ----------------------------------------------------------------------------
 exits 0 "--help" "$P" policy --help
