@@ -215,8 +215,25 @@ bool root_only_writable_at(int dfd, const char *name, const struct stat *st)
 	if (snprintf(p, sizeof(p), "/proc/self/fd/%d%s%s", dfd, *name ? "/" : "", name) >=
 	    (int)sizeof(p))
 		return false;
-	n = *name ? lgetxattr(p, "system.posix_acl_access", NULL, 0)
-		  : getxattr(p, "system.posix_acl_access", NULL, 0);
+	n = *name ? lgetxattr(p, XATTR_ACL_ACCESS, NULL, 0)
+		  : getxattr(p, XATTR_ACL_ACCESS, NULL, 0);
 	/* None, or a file system without xattrs: no ACL. Anything else (no /proc): unknown. */
 	return n < 0 && (errno == ENODATA || errno == EOPNOTSUPP);
+}
+
+const char *const fd_acl_xattrs[2] = {XATTR_ACL_ACCESS, XATTR_ACL_DEFAULT};
+
+int fd_remove_acls(int fd, unsigned *ret_removed)
+{
+	unsigned removed = 0;
+
+	for (unsigned i = 0; i < ELEMENTSOF(fd_acl_xattrs); i++) {
+		if (fremovexattr(fd, fd_acl_xattrs[i]) == 0)
+			removed |= 1u << i;
+		else if (errno != ENODATA && errno != EOPNOTSUPP)
+			return negative_errno();
+	}
+	if (ret_removed)
+		*ret_removed = removed;
+	return 0;
 }

@@ -44,3 +44,13 @@ int fd_set_nonblock(int fd, int on);
  * believes that others set up: /etc and its passwd family (sandbox-users, pistisd check),
  * a CA bundle or the relay's socket and every directory on the way (lib/trust-path.c). */
 bool root_only_writable_at(int dfd, const char *name, const struct stat *st);
+
+/* The xattr names of a node's access and default ACLs. */
+#define XATTR_ACL_ACCESS "system.posix_acl_access"
+#define XATTR_ACL_DEFAULT "system.posix_acl_default"
+extern const char *const fd_acl_xattrs[2];
+
+/* Removes fd's access and default ACLs through the fd (none there, or a file system
+ * without them, is fine). *ret_removed (optional): bit i set when fd_acl_xattrs[i] was
+ * there and is gone. 0, or -errno of the removal that failed. */
+int fd_remove_acls(int fd, unsigned *ret_removed);

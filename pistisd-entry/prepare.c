@@ -31,11 +31,11 @@ void entry_wait_set(sigset_t *ret)
 
 int entry_prepare_data(const char *dir)
 {
-	static const char *const acl_names[] = {"system.posix_acl_access",
-						"system.posix_acl_default"};
 	_cleanup_close_ int fd = -1;
+	unsigned removed = 0;
 	struct stat st;
 	bool created;
+	int r;
 
 	created = mkdir(dir, 0755) == 0;
 	if (!created && errno != EEXIST)
@@ -68,14 +68,13 @@ int entry_prepare_data(const char *dir)
 	 * of the volume could have left a named entry the mask hides now (reopened by any
 	 * later chmod g+w) and a default ACL every directory made in /data would inherit. Both
 	 * go, whoever set them, before the mode is fixed. */
-	for (size_t i = 0; i < ELEMENTSOF(acl_names); i++) {
-		if (fremovexattr(fd, acl_names[i]) == 0)
+	r = fd_remove_acls(fd, &removed);
+	if (r < 0)
+		return log_error_errno(r, "Failed to remove the ACLs of '%s': %m", dir);
+	for (size_t i = 0; i < ELEMENTSOF(fd_acl_xattrs); i++)
+		if (removed & (1u << i))
 			log_notice("data directory '%s' had an ACL (%s); removed", dir,
-				   acl_names[i]);
-		else if (errno != ENODATA && errno != EOPNOTSUPP)
-			return log_error_errno(-errno, "Failed to remove %s from '%s': %m",
-					       acl_names[i], dir);
-	}
+				   fd_acl_xattrs[i]);
 	if (created || (st.st_mode & 07022)) {
 		if (fchmod(fd, 0755) < 0)
 			return log_error_errno(-errno, "Failed to chmod '%s' to 0755: %m", dir);
