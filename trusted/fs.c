@@ -59,9 +59,15 @@ int trusted_open_dir(int dir_fd, const char *rel, bool create, mode_t mode, uid_
 			uid_t wu = last ? uid : 0;
 			gid_t wg = last ? gid : 0;
 
+			/* Only root's (an operator's, an image's) or already the owner's is put
+			 * right: anyone else's, with what it holds, is never taken over. */
+			if (!made && st.st_uid != 0 && st.st_uid != wu)
+				return -EPERM;
 			if ((st.st_uid != wu || st.st_gid != wg) && fchown(fd, wu, wg) < 0)
 				return -errno;
 			if ((st.st_mode & 07777) != want && fchmod(fd, want) < 0)
+				return -errno;
+			if (!made && fd_remove_acls(fd, NULL) < 0)
 				return -errno;
 		} else if (last) {
 			if (st.st_uid != uid || (st.st_mode & 022))

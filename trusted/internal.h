@@ -11,8 +11,8 @@
 /* Open a directory beneath dir_fd component by component, never following a symlink
  * (O_NOFOLLOW on every step). With create, missing components are made with mode/uid/gid.
  * Each existing component must be root-owned and not writable by group or others; the last
- * one must be owned by uid and not group/other writable, or, with fix, is set to exactly
- * uid:gid mode. */
+ * one must be owned by uid and not group/other writable, or, with fix, when it is root's or
+ * uid's, is set to exactly uid:gid mode without ACLs (anyone else's: -EPERM). */
 int trusted_open_dir(int dir_fd, const char *rel, bool create, mode_t mode, uid_t uid, gid_t gid,
 		     bool fix, int *ret_fd);
 

@@ -437,15 +437,14 @@ static int secrets_tree_check(int dir_fd, const char *path, unsigned depth, unsi
 	return r;
 }
 
-/* /data/.secrets itself and what it holds (see secrets_tree_check). fix: an existing one
- * of root's becomes pi-tools', its mode 0700 and its ACLs gone; anyone else's is refused,
- * never taken over with what is in it. */
+/* /data/.secrets itself and what it holds (see secrets_tree_check). create: made
+ * pi-tools' 0700, or an existing one of pi-tools' or root's put right with its ACLs gone
+ * (trusted_open_dir's fix); anyone else's is refused, never taken over with what is in
+ * it. Otherwise (check) it must be so already. */
 static int secrets_dir(const char *root, bool create, char *why, size_t why_size)
 {
 	_cleanup_close_ int root_fd = -1, data_fd = -1, fd = -1;
-	static const char *const acls[] = {"system.posix_acl_access", "system.posix_acl_default"};
 	unsigned budget = 0;
-	bool made = false;
 	struct stat st;
 	int r;
 
@@ -459,73 +458,42 @@ static int secrets_dir(const char *root, bool create, char *why, size_t why_size
 	}
 	if (r < 0)
 		return r;
-	fd = openat(data_fd, ".secrets", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0 && errno == ENOENT && create) {
-		/* Made root 0700 and opened before it is handed to pi-tools. */
-		if (mkdirat(data_fd, ".secrets", 0700) < 0 && errno != EEXIST)
-			return -errno;
-		made = true;
-		fd = openat(data_fd, ".secrets", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	}
-	if (fd < 0 && errno == ENOENT) {
+	r = trusted_open_dir(data_fd, ".secrets", create, 0700, USERS_TOOLS_UID, USERS_TOOLS_UID,
+			     create, &fd);
+	if (r == -ENOENT) {
 		snprintf(why, why_size, "/data/.secrets does not exist");
 		return 1;
 	}
-	if (fd < 0 && (errno == ELOOP || errno == ENOTDIR)) {
+	if (r == -ENOTDIR) {
 		snprintf(why, why_size,
-			 "/data/.secrets is not a directory (a symbolic link?): "
-			 "remove it");
+			 "/data/.secrets is not a directory (a symbolic link?): remove it");
 		return 1;
 	}
-	if (fd < 0)
+	if (r == -EPERM && fstatat(data_fd, ".secrets", &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return -errno;
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	if (made && (st.st_uid != 0 || (st.st_mode & 0077)))
-		made = false; /* not as mkdirat left it: the checks of an existing one */
-	if (!made && st.st_uid != USERS_TOOLS_UID && !(create && st.st_uid == 0)) {
+	if (r == -EPERM && st.st_uid != USERS_TOOLS_UID) {
 		snprintf(why, why_size,
 			 "/data/.secrets is owned by uid %u, not pi-tools%s: someone else made it, "
 			 "and what is in it; remove it",
 			 (unsigned)st.st_uid, create ? " or root" : "");
 		return 1;
 	}
-	if (create) {
-		if ((st.st_uid != USERS_TOOLS_UID || st.st_gid != USERS_TOOLS_UID) &&
-		    fchown(fd, USERS_TOOLS_UID, USERS_TOOLS_UID) < 0)
-			return -errno;
-		if (fchmod(fd, 0700) < 0)
-			return -errno;
-		for (size_t i = 0; i < ELEMENTSOF(acls); i++)
-			if (fremovexattr(fd, acls[i]) < 0 && errno != ENODATA &&
-			    errno != EOPNOTSUPP)
-				return -errno;
-	} else {
-		char list[512];
-		ssize_t n = flistxattr(fd, list, sizeof(list));
-
-		if ((st.st_mode & 07777) != 0700) {
-			snprintf(why, why_size,
-				 "/data/.secrets is not a pi-tools 0700 directory (owner %u, mode "
-				 "%04o)",
-				 (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
-			return 1;
-		}
-		for (ssize_t i = 0; n > 0 && i < n; i += (ssize_t)strlen(list + i) + 1)
-			for (size_t k = 0; k < ELEMENTSOF(acls); k++)
-				if (!strcmp(list + i, acls[k])) {
-					snprintf(why, why_size, "/data/.secrets has an ACL (%s)",
-						 acls[k]);
-					return 1;
-				}
-		if (n < 0 && errno == ERANGE) {
-			snprintf(why, why_size,
-				 "/data/.secrets has more extended attributes "
-				 "than pistis reads");
-			return 1;
-		}
+	if (r >= 0 && fstat(fd, &st) < 0)
+		r = -errno;
+	if (r == -EPERM || (r >= 0 && (st.st_mode & 07777) != 0700)) {
+		snprintf(why, why_size,
+			 "/data/.secrets is not a pi-tools 0700 directory (owner %u, mode %04o)",
+			 (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+		return 1;
 	}
-	return made ? 0 : secrets_tree_check(fd, "/data/.secrets", 0, &budget, why, why_size);
+	if (r < 0)
+		return r;
+	for (size_t k = 0; k < ELEMENTSOF(fd_acl_xattrs); k++)
+		if (fgetxattr(fd, fd_acl_xattrs[k], NULL, 0) >= 0) {
+			snprintf(why, why_size, "/data/.secrets has an ACL (%s)", fd_acl_xattrs[k]);
+			return 1;
+		}
+	return secrets_tree_check(fd, "/data/.secrets", 0, &budget, why, why_size);
 }
 
 int trusted_secrets_ensure(const char *root, char *why, size_t why_size)
