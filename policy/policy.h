@@ -87,6 +87,14 @@ const char *policy_path_reserved(const char *path, size_t len);
 /* Whether a reserved tree lies strictly beneath directory dir (normalised). */
 bool policy_reserved_below(const char *dir, size_t len);
 
+/* The trees trusted commands rest on: the secrets (pi-tools' alone), the wrappers on every
+ * agent's PATH, the scripts run as pi-tools. A rule may not open them (rules.c), and the
+ * walk never makes an agent's node there root's (walk.c). */
+#define POLICY_TRUSTED_N 3
+extern const char *const policy_trusted[POLICY_TRUSTED_N];
+/* The trusted commands' tree that path (normalised) is or lies beneath, or NULL. */
+const char *policy_path_trusted(const char *path, size_t len);
+
 /* Index of the rule exactly at path, or -1. */
 ssize_t policy_rules_find(const struct policy_rules *r, const char *path, size_t len);
 

@@ -96,12 +96,25 @@ bool policy_path_under(const char *rule, size_t rule_len, const char *path, size
 const char *const policy_reserved[POLICY_RESERVED_N] = {"/data/agents", "/data/pistis",
 							"/data/sandbox-home"};
 
+static const char *path_in(const char *const *trees, size_t n, const char *path, size_t len)
+{
+	for (size_t i = 0; i < n; i++)
+		if (policy_path_under(trees[i], strlen(trees[i]), path, len))
+			return trees[i];
+	return NULL;
+}
+
 const char *policy_path_reserved(const char *path, size_t len)
 {
-	for (size_t i = 0; i < POLICY_RESERVED_N; i++)
-		if (policy_path_under(policy_reserved[i], strlen(policy_reserved[i]), path, len))
-			return policy_reserved[i];
-	return NULL;
+	return path_in(policy_reserved, POLICY_RESERVED_N, path, len);
+}
+
+const char *const policy_trusted[POLICY_TRUSTED_N] = {POLICY_SECRETS_DIR, "/data/bin",
+						      "/data/trusted"};
+
+const char *policy_path_trusted(const char *path, size_t len)
+{
+	return path_in(policy_trusted, POLICY_TRUSTED_N, path, len);
 }
 
 bool policy_reserved_below(const char *dir, size_t len)
@@ -330,24 +343,19 @@ static int cmp_rule(const void *a, const void *b)
 	return cmp_bytes(x->path, x->len, y->path, y->len);
 }
 
-/* The trees trusted commands rest on (docs/policy.md, "Pistis's trusted trees"): the
- * secrets are pi-tools' alone, the scripts run as pi-tools, and the wrappers are on every
- * agent's PATH. No rule may open them further than max (a file an agent could put there
- * would be trusted, and stays once the rule is gone: a read rule makes it root's), and
- * where no rule names one but a rule above covers it with at least `under`, a rule of
- * access max is implied. Line 0: not from the file. */
+/* What a rule may do to each of policy_trusted[] (docs/policy.md, "Implied rules"): no
+ * rule may open it further than max (a file an agent could put there would be trusted, and
+ * stays once the rule is gone: a read rule makes it root's), and where no rule names it
+ * but a rule above covers it with at least `under`, a rule of access max is implied.
+ * Line 0: not from the file. */
 static const struct {
-	const char *path;
 	enum policy_access max;
 	enum policy_access under;
 	const char *what;
-} trusted_trees[] = {
-	{POLICY_SECRETS_DIR, POLICY_NONE, POLICY_READ,
-	 "the trusted commands' secrets, pi-tools' alone"},
-	{"/data/bin", POLICY_READ, POLICY_WRITE,
-	 "the trusted commands' wrappers, on every agent's PATH"},
-	{"/data/trusted", POLICY_READ, POLICY_WRITE,
-	 "the scripts trusted commands run as pi-tools"},
+} trusted_trees[POLICY_TRUSTED_N] = {
+	{POLICY_NONE, POLICY_READ, "the trusted commands' secrets, pi-tools' alone"},
+	{POLICY_READ, POLICY_WRITE, "the trusted commands' wrappers, on every agent's PATH"},
+	{POLICY_READ, POLICY_WRITE, "the scripts trusted commands run as pi-tools"},
 };
 
 static int parse_rule(const cJSON *o, unsigned line, struct policy_rule *rule,
@@ -408,14 +416,14 @@ static int parse_rule(const cJSON *o, unsigned line, struct policy_rule *rule,
 			    "path \"%s\" is pistis's own (%s): the agents' homes and pistis's "
 			    "state are not rules",
 			    esc(norm, ebuf, sizeof(ebuf)), policy_path_reserved(norm, (size_t)n));
-	for (size_t i = 0; i < ELEMENTSOF(trusted_trees); i++)
+	for (size_t i = 0; i < POLICY_TRUSTED_N; i++)
 		if (rule->access > trusted_trees[i].max &&
-		    policy_path_under(trusted_trees[i].path, strlen(trusted_trees[i].path), norm,
+		    policy_path_under(policy_trusted[i], strlen(policy_trusted[i]), norm,
 				      (size_t)n))
 			return fail(err, -EINVAL, line,
 				    "path \"%s\" cannot be %s: %s holds %s (%s only)",
 				    esc(norm, ebuf, sizeof(ebuf)), policy_access_name(rule->access),
-				    trusted_trees[i].path, trusted_trees[i].what,
+				    policy_trusted[i], trusted_trees[i].what,
 				    trusted_trees[i].max == POLICY_NONE ? "none" : "read or none");
 	rule->path = strdup(norm);
 	if (!rule->path)
@@ -429,21 +437,21 @@ static int add_implied(struct policy_rules *r)
 {
 	size_t n = r->n;
 
-	for (size_t i = 0; i < ELEMENTSOF(trusted_trees); i++) {
+	for (size_t i = 0; i < POLICY_TRUSTED_N; i++) {
 		const struct policy_rule *m;
-		size_t len = strlen(trusted_trees[i].path);
+		size_t len = strlen(policy_trusted[i]);
 		struct policy_rule *nr;
 
-		if (policy_rules_find(r, trusted_trees[i].path, len) >= 0)
+		if (policy_rules_find(r, policy_trusted[i], len) >= 0)
 			continue;
-		m = policy_rules_match(r, trusted_trees[i].path);
+		m = policy_rules_match(r, policy_trusted[i]);
 		if (!m || m->access < trusted_trees[i].under)
 			continue;
 		nr = realloc(r->rules, (r->n + 1) * sizeof(*r->rules));
 		if (!nr)
 			return -ENOMEM;
 		r->rules = nr;
-		r->rules[r->n] = (struct policy_rule){.path = strdup(trusted_trees[i].path),
+		r->rules[r->n] = (struct policy_rule){.path = strdup(policy_trusted[i]),
 						      .len = len,
 						      .access = trusted_trees[i].max};
 		if (!r->rules[r->n].path)

@@ -111,23 +111,20 @@ int policy_rules_load(int root_fd, const char *path, bool from_root, bool truste
  * pistis's own trees and the trusted commands' (a bind mount of /data elsewhere, named by a
  * rule, would be walked whole: the homes, the registry, the secrets, with the rule's
  * access, since the walk knows them by path). */
-static const char *const own_dirs[] = {"/",
-				       "/data",
-				       "/data/pistis",
-				       "/data/sandbox-home",
-				       "/data/agents",
-				       POLICY_SECRETS_DIR,
-				       "/data/bin",
-				       "/data/trusted"};
+#define OWN_DIRS_N (2 + POLICY_RESERVED_N + POLICY_TRUSTED_N)
 
 int policy_rules_check_fs(int root_fd, const struct policy_rules *r, struct policy_error *err)
 {
-	struct stat own[ELEMENTSOF(own_dirs)];
-	bool have[ELEMENTSOF(own_dirs)] = {0};
+	const char *dirs[OWN_DIRS_N] = {"/", "/data"};
+	struct stat own[OWN_DIRS_N];
+	bool have[OWN_DIRS_N] = {0};
 
-	for (size_t j = 0; j < ELEMENTSOF(own_dirs); j++) {
+	memcpy(dirs + 2, policy_reserved, sizeof(policy_reserved));
+	memcpy(dirs + 2 + POLICY_RESERVED_N, policy_trusted, sizeof(policy_trusted));
+
+	for (size_t j = 0; j < OWN_DIRS_N; j++) {
 		_cleanup_close_ int fd = -1;
-		have[j] = policy_resolve(root_fd, own_dirs[j], O_PATH | O_DIRECTORY, &fd) >= 0 &&
+		have[j] = policy_resolve(root_fd, dirs[j], O_PATH | O_DIRECTORY, &fd) >= 0 &&
 			  fstat(fd, &own[j]) == 0;
 	}
 	for (size_t i = 0; i < r->n; i++) {
@@ -143,15 +140,15 @@ int policy_rules_check_fs(int root_fd, const struct policy_rules *r, struct poli
 		if (k >= 0 && fstat(fd, &st) < 0)
 			k = negative_errno();
 		safe_close(fd);
-		for (size_t j = 0; k >= 0 && j < ELEMENTSOF(own_dirs); j++)
+		for (size_t j = 0; k >= 0 && j < OWN_DIRS_N; j++)
 			if (have[j] && st.st_dev == own[j].st_dev && st.st_ino == own[j].st_ino &&
-			    strcmp(r->rules[i].path, own_dirs[j])) {
+			    strcmp(r->rules[i].path, dirs[j])) {
 				char msg[160];
 				snprintf(
 					msg, sizeof(msg),
 					"is %s under another name (a bind mount?): a rule names it "
 					"by its own path",
-					own_dirs[j]);
+					dirs[j]);
 				return fail(err, -EINVAL, r->rules[i].line, msg, r->rules[i].path);
 			}
 		if (k == -ELOOP)

@@ -173,14 +173,9 @@ static bool crosses_fs(const struct walker *w, const struct stat *st, int mount)
 static bool agents_in_trusted(const struct walker *w, const struct stat *st,
 			      const struct policy_target *t)
 {
-	static const char *const trees[] = {"/data/bin", "/data/trusted"};
-
-	if (t->uid != 0 || st->st_uid < USERS_AGENT_UID_MIN || st->st_uid > USERS_AGENT_UID_MAX)
-		return false;
-	for (size_t i = 0; i < ELEMENTSOF(trees); i++)
-		if (policy_path_under(trees[i], strlen(trees[i]), w->path, w->path_len))
-			return true;
-	return false;
+	/* (In the secrets' directory the target is pi-tools, never root.) */
+	return t->uid == 0 && st->st_uid >= USERS_AGENT_UID_MIN &&
+	       st->st_uid <= USERS_AGENT_UID_MAX && policy_path_trusted(w->path, w->path_len);
 }
 
 static void emit_at(struct walker *w, const struct policy_rule *rule, const char *path,
