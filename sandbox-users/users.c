@@ -887,7 +887,24 @@ int users_ensure_many(const char *root, const char *const *agent_ids, size_t n,
 
 int users_ensure_base(const char *root)
 {
-	static const char *const trusted_dirs[] = {"bin", "trusted"};
+	/* The trusted commands' directories, made before any agent runs: /data/bin is on every
+	 * agent's PATH, and where agents may write /data (a write rule on it) the first to make
+	 * one would choose what the others run, or, for the secrets' directory, put its own
+	 * links and inodes where a trusted command writes its secrets (a later "none" rule
+	 * would hand them to pi-tools as they are). An existing one of the owner's is kept as
+	 * it is (bin, trusted) or put right (.secrets, also when root's: an operator's);
+	 * anyone else's, or a link, is refused, never adopted. */
+	static const struct {
+		const char *name;
+		uid_t uid;
+		mode_t mode;
+		unsigned flags;
+		const char *owners;
+	} dirs[] = {
+		{"bin", 0, 0755, UFS_KEEP_EXISTING, "root's"},
+		{"trusted", 0, 0755, UFS_KEEP_EXISTING, "root's"},
+		{".secrets", USERS_TOOLS_UID, 0700, 0, "pi-tools' or root's"},
+	};
 	_cleanup_(ctx_done) struct ctx c = CTX_NULL;
 	int r;
 
@@ -904,35 +921,22 @@ int users_ensure_base(const char *root)
 	r = write_back(&c, NULL, 0);
 	if (r < 0)
 		return r;
-	/* The trusted commands' directories, root's before any agent runs: /data/bin is on
-	 * every agent's PATH, and where agents may write /data (a write rule on it) the first
-	 * to make it would choose what the others run. An existing one not root's (or a link)
-	 * is refused, never adopted. */
-	for (size_t i = 0; i < ELEMENTSOF(trusted_dirs); i++) {
-		int fd = ufs_mkdir_owned(c.data_fd, trusted_dirs[i], 0, 0, 0755, UFS_KEEP_EXISTING);
+	for (size_t i = 0; i < ELEMENTSOF(dirs); i++) {
+		int fd = ufs_mkdir_owned(c.data_fd, dirs[i].name, dirs[i].uid, dirs[i].uid,
+					 dirs[i].mode, dirs[i].flags);
 
+		if (fd == -EPERM)
+			return set_error(fd, "/data/%s is not %s: someone else made it; remove it",
+					 dirs[i].name, dirs[i].owners);
+		if (fd == -ELOOP)
+			return set_error(fd, "/data/%s is a symbolic link; remove it",
+					 dirs[i].name);
 		if (fd < 0)
-			return set_error(fd, "/data/%s%s", trusted_dirs[i],
-					 fd == -EPERM	? " is not root's: someone else made it; "
-							  "remove it"
-					 : fd == -ELOOP ? " is a symbolic link; remove it"
-							: ": cannot make it root's 0755");
+			return set_error(fd, "/data/%s: cannot make it %s %04o", dirs[i].name,
+					 dirs[i].uid ? "pi-tools'" : "root's",
+					 (unsigned)dirs[i].mode);
 		safe_close(fd);
 	}
-	/* The secrets' directory too, pi-tools' 0700: one that is not there yet is a name any
-	 * agent that may write /data could take (a directory of its own, links and its own
-	 * inodes inside, which a later "none" rule would hand to pi-tools as they are, and a
-	 * trusted command would then write its secrets through). An existing one is kept
-	 * when pi-tools' and taken over when root's (an operator's, an image's); anyone
-	 * else's, or a link, is refused. */
-	int fd = ufs_mkdir_owned(c.data_fd, ".secrets", USERS_TOOLS_UID, USERS_TOOLS_UID, 0700, 0);
-	if (fd < 0)
-		return set_error(fd, "/data/.secrets%s",
-				 fd == -EPERM	? " is not pi-tools' or root's: someone else made "
-						  "it, and what is in it; remove it"
-				 : fd == -ELOOP ? " is a symbolic link; remove it"
-						: ": cannot make it pi-tools' 0700");
-	safe_close(fd);
 	return 0;
 }
 
