@@ -13,6 +13,7 @@ SP=$((20000 + RANDOM % 12000)); CP=$((SP + 1))
 cleanup() {
 	[ -n "${SM:-}" ] && kill "$SM" 2>/dev/null
 	wait 2>/dev/null
+	root_cleanup # this trap replaces lib.sh's: the scratch directory goes here
 }
 trap cleanup EXIT
 

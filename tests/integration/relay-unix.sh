@@ -8,13 +8,12 @@ need_root
 need_mount_ns "$@"
 need_bins pistisd server-min pistis
 R=$(root_fresh debian) || { echo "1..0 # SKIP no debian test root"; exit 0; }
-W=$(mktemp -d "${TMPDIR:-/tmp}/pistis-unix.$$.XXXXXX")
+W=$(scratch)
 cleanup() {
 	[ -n "${PD:-}" ] && kill "$PD" 2>/dev/null
 	[ -n "${SM:-}" ] && kill "$SM" 2>/dev/null
 	wait 2>/dev/null
-	root_cleanup
-	rm -rf "$W"
+	root_cleanup # roots and scratch directories
 }
 trap cleanup EXIT
 
