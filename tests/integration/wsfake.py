@@ -680,19 +680,22 @@ def scenario_sandbox_hoard(sport, stoken, cport, ctoken, real, n):
 
 
 def scenario_noack_leftover(cport, ctoken, real):
-    """A command whose main process exits at once and leaves `yes` running; its reader reads
-    the output but never acknowledges it, so pistisd pauses the command (8 MiB behind). What
-    the command left behind must be killed at the drain time all the same: a paused command
-    kept it alive for ever (and a tightening apply found no command to stop)."""
+    """A command whose main process leaves `yes` running and exits; its reader reads the
+    output but never acknowledges it, so pistisd pauses the command (8 MiB behind). What the
+    command left behind must be killed at the drain time all the same: a paused command kept
+    it alive for ever (and a tightening apply found no command to stop). The main process
+    exits only once the pause is seen (a line on its stdin): when it exited at once, `yes`
+    was killed 100 ms later (the drain time), and on a loaded machine it had not yet written
+    the 8 MiB that pause the command (7 MiB were read, and no pause was tested)."""
     c = client(cport, ctoken)
     c.send(json.dumps({"id": "nl", "op": "exec.start", "sandbox": real, "agent": "alice",
-                       "argv": ["sh", "-c", "yes & exit 0"]}))
+                       "argv": ["sh", "-c", "yes & read x; exit 0"], "stdin": "pipe"}))
     st = c.recv_json("nl")
+    cmd = st.get("cmd", 0)
     print("started=%s" % ("yes" if st.get("event") == "exec.started" else json.dumps(st)))
-    # Read until pistisd pauses the command (nothing for a second once output has come),
-    # not for a fixed time: on a loaded machine 3 s carried only 7 MiB of the 8.
-    got, end, last = 0, time.time() + 30, time.time()
-    while time.time() < end and (not got or time.time() - last < 1.0):
+    # Read until pistisd pauses the command: 8 MiB, then nothing for a second.
+    got, end, last = 0, time.time() + 60, time.time()
+    while time.time() < end and (got < (8 << 20) or time.time() - last < 1.0):
         try:
             c.recv_json(timeout=0.25)
         except (socket.timeout, TimeoutError):
@@ -702,6 +705,12 @@ def scenario_noack_leftover(cport, ctoken, real):
         if n:
             got, last = got + n, time.time()
     print("read_mib=%d" % (got >> 20))
+    c.send(json.dumps({"id": "ls", "op": "exec.list", "sandbox": real, "agent": "alice"}))
+    lst = c.recv_json("ls").get("commands", [])
+    print("paused=" + ("yes" if any(x.get("cmd") == cmd and x.get("paused") for x in lst)
+                       else "no"))
+    c.send(frame(0, 1, cmd, 1, b"go\n"), binary=True)  # the main process exits
+    time.sleep(0.5)
     c.s.close()
 
 
