@@ -220,8 +220,9 @@ static void on_event(void *userdata, const struct policy_event *ev)
 		break;
 	case POLICY_EV_AGENTS_IN_TRUSTED:
 		printf("%s %s: owned by agent uid %u in a trusted commands' tree: never made "
-		       "root's (it would then be trusted), not entered; remove it\n",
-		       ev->violation ? "violation" : "error", p, (unsigned)ev->old_uid);
+		       "%s (it would then be trusted), not entered; remove it\n",
+		       ev->violation ? "violation" : "error", p, (unsigned)ev->old_uid,
+		       ev->new_uid == 0 ? "root's" : "pi-tools'");
 		break;
 	case POLICY_EV_TOO_DEEP:
 		/* Failing closed: the directory is made root:root 0700 (not walked below). */

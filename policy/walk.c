@@ -166,15 +166,16 @@ static bool crosses_fs(const struct walker *w, const struct stat *st, int mount)
 }
 
 /* An agent's node in the trees trusted commands rest on, which the rule would make root's
- * (read, none): /data/bin is on every agent's PATH and `trusted install` pins every root
- * 0755 script in /data/trusted, so a file an agent left there in a volume's earlier life
- * (under a write rule pistis no longer loads) would become trusted code. It is reported
- * and left as it is, and a directory is not entered: the operator removes it. */
+ * (read, none) or, in /data/.secrets, pi-tools': /data/bin is on every agent's PATH,
+ * `trusted install` pins every root 0755 script in /data/trusted, and trusted commands
+ * take what is in /data/.secrets as the operator's secrets (an agent's `gh-token`, or a
+ * config that sends them elsewhere). A node an agent left there in a volume's earlier life
+ * (under a write rule pistis no longer loads) would become trusted. It is reported and
+ * left as it is, and a directory is not entered: the operator removes it. */
 static bool agents_in_trusted(const struct walker *w, const struct stat *st,
 			      const struct policy_target *t)
 {
-	/* (In the secrets' directory the target is pi-tools, never root.) */
-	return t->uid == 0 && st->st_uid >= USERS_AGENT_UID_MIN &&
+	return (t->uid == 0 || t->uid == USERS_TOOLS_UID) && st->st_uid >= USERS_AGENT_UID_MIN &&
 	       st->st_uid <= USERS_AGENT_UID_MAX && policy_path_trusted(w->path, w->path_len);
 }
 

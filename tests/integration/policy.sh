@@ -349,6 +349,16 @@ rm "$R/data/bin" && mv "$R/data/bin.real" "$R/data/bin"
 # (it was write-level content as /data/bin.real meanwhile: back under its implied rule)
 exits 0 "the link gone, apply again" "$P" policy apply --root "$R" --rules "$work/data.json" --keep-processes
 exits 0 "... and check finds the tree conforming" "$P" policy check --root "$R" --rules "$work/data.json"
+# An agent's file in the secrets' directory (left from an earlier life of the volume): the
+# implied none rule would make it pi-tools', and trusted commands would take it as a secret
+install -o $A -g $A -m 0666 /dev/null "$R/data/.secrets/gh-token"
+out=$("$P" policy check --root "$R" --rules "$work/data.json" 2>&1); rc=$?
+is "an agent's file in /data/.secrets: check exits 1" "$rc" 1
+like "... naming it, never to be made pi-tools'" "$out" \
+	"violation /data/.secrets/gh-token: owned by agent uid $A .*never made pi-tools'"
+"$P" policy apply --root "$R" --rules "$work/data.json" --keep-processes >/dev/null 2>&1
+is "... apply leaves it the agent's, as it was" "$(mode_of "$R/data/.secrets/gh-token")" "666 $A:$A"
+rm "$R/data/.secrets/gh-token"
 out=$("$P" policy explain /data/sandbox-home/pi-agent-0a0a0a0a/tmp --root "$R" --rules "$work/data.json" 2>&1)
 like "explain: a home is pistis's own, no rule applies" "$out" \
 	'rule: none applies: /data/sandbox-home is pistis.s own'

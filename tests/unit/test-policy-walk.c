@@ -533,7 +533,8 @@ TEST_F(root, agents_linked_inode_in_a_closed_tree_is_a_violation)
 TEST_F(root, agents_nodes_in_trusted_trees_never_become_roots)
 {
 	static const char rules[] = "[{\"path\":\"/data/bin\",\"access\":\"read\"},"
-				    "{\"path\":\"/data/trusted\",\"access\":\"read\"}]";
+				    "{\"path\":\"/data/trusted\",\"access\":\"read\"},"
+				    "{\"path\":\"/data/.secrets\",\"access\":\"none\"}]";
 
 	mk(self, "data", S_IFDIR | 0755, 0, 0);
 	mk(self, "data/bin", S_IFDIR | 0755, 0, 0);
@@ -542,17 +543,26 @@ TEST_F(root, agents_nodes_in_trusted_trees_never_become_roots)
 	mk(self, "data/trusted/hello", S_IFREG | 0700, 0, 0);
 	mk(self, "data/bin/tools", S_IFDIR | 0777, AGENT, AGENT);
 	mk(self, "data/bin/tools/git", S_IFREG | 0777, AGENT, AGENT);
+	/* the secrets: pi-tools' own file put right, an agent's never made pi-tools' */
+	mk(self, "data/.secrets", S_IFDIR | 0700, USERS_TOOLS_UID, USERS_TOOLS_UID);
+	mk(self, "data/.secrets/api-key", S_IFREG | 0640, USERS_TOOLS_UID, USERS_TOOLS_UID);
+	mk(self, "data/.secrets/gh-token", S_IFREG | 0666, AGENT, AGENT);
+	mk(self, "data/.secrets/ssh", S_IFDIR | 0777, AGENT, AGENT);
 	ASSERT_EQ(run(self, rules, POLICY_CHECK), 0);
-	EXPECT_EQ(self->events[POLICY_EV_AGENTS_IN_TRUSTED], 2u);
-	EXPECT_GE(self->st.violations, 2u);
+	EXPECT_EQ(self->events[POLICY_EV_AGENTS_IN_TRUSTED], 4u);
+	EXPECT_GE(self->st.violations, 4u);
 	ASSERT_EQ(run(self, rules, POLICY_APPLY), 0);
-	EXPECT_EQ(self->events[POLICY_EV_AGENTS_IN_TRUSTED], 2u);
-	EXPECT_EQ(self->st.errors, 2u);
+	EXPECT_EQ(self->events[POLICY_EV_AGENTS_IN_TRUSTED], 4u);
+	EXPECT_EQ(self->st.errors, 4u);
 	EXPECT_EQ(st_of(self, "data/trusted/zz-backdoor").st_uid, (uid_t)AGENT);
 	EXPECT_EQ(st_of(self, "data/trusted/zz-backdoor").st_mode & 07777, 0775u);
 	EXPECT_EQ(st_of(self, "data/bin/tools").st_uid, (uid_t)AGENT);
 	EXPECT_EQ(st_of(self, "data/bin/tools/git").st_uid, (uid_t)AGENT);
 	EXPECT_EQ(st_of(self, "data/trusted/hello").st_mode & 07777, 0755u);
+	EXPECT_EQ(st_of(self, "data/.secrets/gh-token").st_uid, (uid_t)AGENT);
+	EXPECT_EQ(st_of(self, "data/.secrets/ssh").st_uid, (uid_t)AGENT);
+	EXPECT_EQ(st_of(self, "data/.secrets/api-key").st_mode & 07777, 0600u);
+	EXPECT_EQ(st_of(self, "data/.secrets").st_uid, USERS_TOOLS_UID);
 	/* the same files elsewhere under a read rule are root's, as the rule says */
 	mk(self, "srv", S_IFDIR | 0755, 0, 0);
 	mk(self, "srv/tool", S_IFREG | 0775, AGENT, AGENT);
