@@ -219,6 +219,12 @@ static void on_event(void *userdata, const struct policy_event *ev)
 		printf("left %s: another file system (mount point): not crossed\n", p);
 		break;
 	case POLICY_EV_AGENTS_IN_TRUSTED:
+		if (S_ISLNK(ev->old_mode)) {
+			printf("%s %s: a symlink of agent uid %u in a trusted commands' tree "
+			       "(what follows it would trust the agent's file): left; remove it\n",
+			       ev->violation ? "violation" : "error", p, (unsigned)ev->old_uid);
+			break;
+		}
 		printf("%s %s: owned by agent uid %u in a trusted commands' tree: never made "
 		       "%s (it would then be trusted), not entered; remove it\n",
 		       ev->violation ? "violation" : "error", p, (unsigned)ev->old_uid,

@@ -359,6 +359,13 @@ like "... naming it, never to be made pi-tools'" "$out" \
 "$P" policy apply --root "$R" --rules "$work/data.json" --keep-processes >/dev/null 2>&1
 is "... apply leaves it the agent's, as it was" "$(mode_of "$R/data/.secrets/gh-token")" "666 $A:$A"
 rm "$R/data/.secrets/gh-token"
+# An agent's link on every agent's PATH (B would run A's git as B): reported, left
+ln -s /workspaces/a/git "$R/data/bin/git" && chown -h $A:$A "$R/data/bin/git"
+out=$("$P" policy check --root "$R" --rules "$work/data.json" 2>&1); rc=$?
+is "an agent's link in /data/bin: check exits 1" "$rc" 1
+like "... naming it" "$out" "violation /data/bin/git: a symlink of agent uid $A in a trusted commands' tree"
+rm "$R/data/bin/git"
+exits 0 "... removed: the tree conforms again" "$P" policy check --root "$R" --rules "$work/data.json"
 out=$("$P" policy explain /data/sandbox-home/pi-agent-0a0a0a0a/tmp --root "$R" --rules "$work/data.json" 2>&1)
 like "explain: a home is pistis's own, no rule applies" "$out" \
 	'rule: none applies: /data/sandbox-home is pistis.s own'

@@ -548,12 +548,25 @@ TEST_F(root, agents_nodes_in_trusted_trees_never_become_roots)
 	mk(self, "data/.secrets/api-key", S_IFREG | 0640, USERS_TOOLS_UID, USERS_TOOLS_UID);
 	mk(self, "data/.secrets/gh-token", S_IFREG | 0666, AGENT, AGENT);
 	mk(self, "data/.secrets/ssh", S_IFDIR | 0777, AGENT, AGENT);
+	/* links: an agent's on every agent's PATH and among the secrets are reported (never
+	 * followed); root's, and an agent's outside these trees, are only counted */
+	sh(self, "ln -s /workspaces/a/git data/bin/git && chown -h 10100:10100 data/bin/git && "
+		 "ln -s /workspaces/a/t data/.secrets/npm-token && "
+		 "chown -h 10100:10100 data/.secrets/npm-token && ln -s hello data/trusted/hi");
 	ASSERT_EQ(run(self, rules, POLICY_CHECK), 0);
-	EXPECT_EQ(self->events[POLICY_EV_AGENTS_IN_TRUSTED], 4u);
-	EXPECT_GE(self->st.violations, 4u);
+	EXPECT_EQ(self->events[POLICY_EV_AGENTS_IN_TRUSTED], 6u);
+	EXPECT_GE(self->st.violations, 6u);
 	ASSERT_EQ(run(self, rules, POLICY_APPLY), 0);
-	EXPECT_EQ(self->events[POLICY_EV_AGENTS_IN_TRUSTED], 4u);
-	EXPECT_EQ(self->st.errors, 4u);
+	EXPECT_EQ(self->events[POLICY_EV_AGENTS_IN_TRUSTED], 6u);
+	EXPECT_EQ(self->st.errors, 6u);
+	EXPECT_EQ(self->st.symlinks, 3u);
+	{
+		struct stat l;
+		char p[512];
+		snprintf(p, sizeof(p), "%s/data/bin/git", self->dir);
+		ASSERT_EQ(lstat(p, &l), 0);
+		EXPECT_EQ(l.st_uid, (uid_t)AGENT);
+	}
 	EXPECT_EQ(st_of(self, "data/trusted/zz-backdoor").st_uid, (uid_t)AGENT);
 	EXPECT_EQ(st_of(self, "data/trusted/zz-backdoor").st_mode & 07777, 0775u);
 	EXPECT_EQ(st_of(self, "data/bin/tools").st_uid, (uid_t)AGENT);
@@ -566,8 +579,11 @@ TEST_F(root, agents_nodes_in_trusted_trees_never_become_roots)
 	/* the same files elsewhere under a read rule are root's, as the rule says */
 	mk(self, "srv", S_IFDIR | 0755, 0, 0);
 	mk(self, "srv/tool", S_IFREG | 0775, AGENT, AGENT);
+	sh(self, "ln -s /etc srv/etc && chown -h 10100:10100 srv/etc");
 	ASSERT_EQ(run(self, "[{\"path\":\"/srv\",\"access\":\"read\"}]", POLICY_APPLY), 0);
 	EXPECT_EQ(st_of(self, "srv/tool").st_uid, 0u);
+	EXPECT_EQ(self->events[POLICY_EV_AGENTS_IN_TRUSTED], 0u);
+	EXPECT_EQ(self->st.symlinks, 1u);
 }
 
 /* skip_events: the kinds left out are not reported but still counted; the others are. */
