@@ -151,6 +151,12 @@ static const struct {
 		 "its passwd, group, shadow and gshadow are root's, writable by root only",
 		 "chown root /etc /etc/passwd /etc/group /etc/shadow /etc/gshadow and chmod "
 		 "go-w them (group root may keep write); pistisd users refuses them otherwise"},
+	[CHECK_OOM_FLOOR] =
+		{"oom_floor", false,
+		 "the kernel's OOM killer takes an agent's command before pistisd: commands run "
+		 "at pistisd's oom_score_adj + 500, and no agent can set its own lower",
+		 "give pistisd CAP_SYS_RESOURCE (docker run --cap-add SYS_RESOURCE), or rely "
+		 "on a memory cgroup per agent (cgroup_controllers)"},
 };
 
 enum check_status check_hidepid_status(const char *super_opts, char *value, size_t size)

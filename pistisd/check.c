@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <linux/capability.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <poll.h>
@@ -35,6 +36,7 @@
 #include "lib/mountinfo.h"
 #include "pistisd/cli.h"
 #include "pistisd/scope.h"
+#include "pistisd/spawn.h"
 #include "policy/policy.h"
 #include "sandbox-users/users.h"
 
@@ -239,6 +241,27 @@ static void probe_landlock(struct check_report *r)
 	} else {
 		check_set(r, CHECK_LANDLOCK, CHECK_STATUS_MISSING, "%s", why_missing(-abi));
 	}
+}
+
+/* Commands run at pistisd's oom_score_adj + 500 (spawn step 2b); only a writer with
+ * CAP_SYS_RESOURCE also makes that the floor the agent cannot go below. */
+static void probe_oom_floor(struct check_report *r)
+{
+	_cleanup_close_ int proc = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int adj = spawn_oom_score_adj(proc);
+	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct d[2] = {{0}};
+
+	if (adj == SPAWN_OOM_KEEP)
+		return check_set(r, CHECK_OOM_FLOOR, CHECK_STATUS_MISSING,
+				 "/proc/self/oom_score_adj unreadable: commands keep pistisd's");
+	if (syscall(SYS_capget, &h, d) == 0 && (d[0].effective >> CAP_SYS_RESOURCE) & 1)
+		return check_set(r, CHECK_OOM_FLOOR, CHECK_STATUS_OK,
+				 "commands at oom_score_adj %d, their floor", adj);
+	check_set(r, CHECK_OOM_FLOOR, CHECK_STATUS_WARN,
+		  "commands at oom_score_adj %d, but no CAP_SYS_RESOURCE: an agent may lower its "
+		  "own back to pistisd's",
+		  adj);
 }
 
 static void probe_openat2(struct check_report *r)
@@ -1064,6 +1087,7 @@ int check_run(const char *root, unsigned flags, struct check_report **ret)
 			 CHECK_STATUS_OK);
 	probe_suid_dumpable(r);
 	probe_proc_hidepid(r);
+	probe_oom_floor(r);
 	/* Present, or not known to be absent: the stricter verdict. */
 	struct stat tst;
 	bool trusted = lstat(CHECK_TRUSTED_SUDOERS, &tst) == 0 || errno != ENOENT;

@@ -286,6 +286,35 @@ refused:
 	return close_fds_by_proc(keep1, keep2, dir_fd);
 }
 
+/* The OOM killer takes the command before pistisd (spawn_oom_score_adj): where no memory
+ * cgroup holds an agent, one with many processes each smaller than pistisd made pistisd
+ * the largest, and so the victim. Written while root (CAP_SYS_RESOURCE), the value is
+ * also the floor the agent may not set itself below. Raw syscalls: this may run in a
+ * vfork-style child. */
+static int set_oom_score_adj(const struct child_args *a)
+{
+	char buf[8], *p = buf + sizeof(buf);
+	unsigned v = (unsigned)(a->oom_score_adj < 0 ? -a->oom_score_adj : a->oom_score_adj);
+	int n, fd;
+	long w;
+
+	if (a->oom_score_adj == SPAWN_OOM_KEEP)
+		return 0;
+	do
+		*--p = (char)('0' + v % 10);
+	while (v /= 10);
+	if (a->oom_score_adj < 0)
+		*--p = '-';
+	n = (int)(buf + sizeof(buf) - p);
+	fd = (int)syscall(SYS_openat, a->proc_fd, "self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	w = syscall(SYS_write, fd, p, n);
+	n = w == n ? 0 : w < 0 ? -errno : -EIO;
+	syscall(SYS_close, fd);
+	return n;
+}
+
 int spawn_child_main(void *arg)
 {
 	const struct child_args *a = arg;
@@ -303,6 +332,9 @@ int spawn_child_main(void *arg)
 	 * command) is accounted and killable. */
 	if (a->cgroup_procs_fd >= 0 && syscall(SYS_write, a->cgroup_procs_fd, "0", 1) < 0)
 		fail(a, SPAWN_STEP_CGROUP, errno);
+	r = set_oom_score_adj(a);
+	if (r < 0)
+		fail(a, SPAWN_STEP_OOM_SCORE, r);
 
 	/* A new session: no controlling terminal (pistisd's, if any, is out of reach: no
 	 * TIOCSTI on it, CVE-2017-5226) and a process group of its own for pgid kills. */

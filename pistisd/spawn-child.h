@@ -46,6 +46,8 @@ struct child_args {
 	int stdin_fd, stdout_fd, stderr_fd;
 	int ctty_fd; /* pty slave to make the controlling terminal, or -1 */
 	int cgroup_procs_fd;
+	int proc_fd;	   /* /proc (spawn_ctx's), for oom_score_adj */
+	int oom_score_adj; /* written while root, or SPAWN_OOM_KEEP */
 	int cwd_root_fd;
 	const char *cwd;
 	bool no_openat2;

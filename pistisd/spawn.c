@@ -62,10 +62,11 @@ struct spawn_ctx {
 	int proc_fd; /* /proc, opened before any chroot; -1 if absent (pgid mode only) */
 	int last_cap;
 	bool no_openat2;
-	int scope;	  /* 0: the abstract-socket scope works here (scope_probe), or -errno */
-	bool vfork;	  /* vfork-style starts allowed (spawn-vfork.c); off after a refusal */
-	int dumpable_fd;  /* /proc/sys/fs/suid_dumpable, read at every start; -1: fork-style */
-	char release[65]; /* uname -r */
+	int scope;	   /* 0: the abstract-socket scope works here (scope_probe), or -errno */
+	bool vfork;	   /* vfork-style starts allowed (spawn-vfork.c); off after a refusal */
+	int dumpable_fd;   /* /proc/sys/fs/suid_dumpable, read at every start; -1: fork-style */
+	int oom_score_adj; /* the commands' (spawn_oom_score_adj), or SPAWN_OOM_KEEP */
+	char release[65];  /* uname -r */
 	unsigned long counter;
 	pid_t self;
 };
@@ -74,6 +75,7 @@ static const char *const step_names[_SPAWN_STEP_MAX] = {
 	[SPAWN_STEP_NONE] = "none",
 	[SPAWN_STEP_SIGNALS] = "reset signals",
 	[SPAWN_STEP_CGROUP] = "join cgroup",
+	[SPAWN_STEP_OOM_SCORE] = "oom_score_adj",
 	[SPAWN_STEP_SETSID] = "setsid",
 	[SPAWN_STEP_STDIO] = "set up stdio",
 	[SPAWN_STEP_CTTY] = "TIOCSCTTY",
@@ -145,6 +147,26 @@ uint64_t spawn_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+int spawn_oom_score_adj(int proc_fd)
+{
+	char buf[16];
+	long v;
+	char *end;
+	int fd = proc_fd < 0 ? -1 : openat(proc_fd, "self/oom_score_adj", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+
+	safe_close(fd);
+	if (n <= 0)
+		return SPAWN_OOM_KEEP;
+	buf[n] = '\0';
+	errno = 0;
+	v = strtol(buf, &end, 10);
+	if (errno || end == buf || (*end && *end != '\n') || v < -1000 || v > 1000)
+		return SPAWN_OOM_KEEP;
+	v += SPAWN_OOM_SCORE_RAISE;
+	return v > 1000 ? 1000 : (int)v;
+}
+
 int spawn_ctx_new(struct spawn_ctx **ret)
 {
 	struct spawn_ctx *ctx;
@@ -197,6 +219,7 @@ int spawn_ctx_new(struct spawn_ctx **ret)
 		if (ctx->vfork)
 			snprintf(ctx->release, sizeof(ctx->release), "%s", u.release);
 	}
+	ctx->oom_score_adj = spawn_oom_score_adj(ctx->proc_fd);
 	*ret = ctx;
 	return 0;
 fail:
@@ -655,6 +678,8 @@ static int start(struct spawn_ctx *ctx, const struct spawn_opts *o, struct spawn
 	set_rlimit(&a, RLIMIT_FSIZE, o->rlimits.fsize ? o->rlimits.fsize : (16ULL << 30));
 	set_rlimit(&a, RLIMIT_CORE, o->rlimits.core_allowed ? o->rlimits.core : 0);
 	a.last_cap = ctx->last_cap;
+	a.proc_fd = ctx->proc_fd;
+	a.oom_score_adj = ctx->oom_score_adj;
 	a.allow_setuid = o->allow_setuid;
 	a.scope_abstract = scoped;
 	a.bounding_keep =

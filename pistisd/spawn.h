@@ -51,6 +51,12 @@
 #define SPAWN_GRACE_MS_DEFAULT 2000
 #define SPAWN_UMASK_DEFAULT 0007
 
+/* The commands' oom_score_adj: pistisd's own plus SPAWN_OOM_SCORE_RAISE, at most 1000
+ * (docs/spawn.md). SPAWN_OOM_KEEP: /proc unreadable, left as inherited. */
+#define SPAWN_OOM_SCORE_RAISE 500
+#define SPAWN_OOM_KEEP (-2000)
+int spawn_oom_score_adj(int proc_fd);
+
 enum spawn_stdio {
 	SPAWN_STDIO_PIPES = 0, /* stdout, stderr: pipes; stdin /dev/null or a pipe */
 	SPAWN_STDIO_PTY,       /* a new pty: controlling terminal, stdin/out/err on the slave */
@@ -121,6 +127,7 @@ enum spawn_step {
 	SPAWN_STEP_NONE = 0,
 	SPAWN_STEP_SIGNALS,
 	SPAWN_STEP_CGROUP,
+	SPAWN_STEP_OOM_SCORE,
 	SPAWN_STEP_SETSID,
 	SPAWN_STEP_STDIO,
 	SPAWN_STEP_CTTY,

@@ -215,6 +215,31 @@ static void status_lines(void)
 	fclose(f);
 }
 
+/* oom_score_adj, and whether the command may lower it (it may not go below what pistisd
+ * set while root): oom_lower=EACCES, or OK. */
+static void oom_lines(void)
+{
+	char buf[32];
+	int fd = open("/proc/self/oom_score_adj", O_RDWR | O_CLOEXEC);
+	ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+	long v;
+
+	if (n <= 0) {
+		printf("oom_score_adj=?\n");
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	buf[n] = 0;
+	v = strtol(buf, NULL, 10);
+	printf("oom_score_adj=%ld\n", v);
+	n = snprintf(buf, sizeof(buf), "%ld", v - 1);
+	printf("oom_lower=%s\n", v <= -1000			      ? "?"
+				 : pwrite(fd, buf, (size_t)n, 0) == n ? "OK"
+								      : strerror(errno));
+	close(fd);
+}
+
 static void report(char **envp)
 {
 	uid_t r, e, s;
@@ -245,6 +270,7 @@ static void report(char **envp)
 	um = umask(0);
 	umask(um);
 	printf("umask=%04o\n", um);
+	oom_lines();
 	printf("cwd=%s\n", getcwd(buf, sizeof(buf)) ? buf : "?");
 	for (size_t i = 0; i < sizeof(rl) / sizeof(rl[0]); i++) {
 		struct rlimit l;

@@ -41,8 +41,8 @@ exits 111 "--root that does not exist is a system error" "$P" check --root "$S/n
 "$P" check --json --no-walk >"$S/host.json" 2>"$S/host.err"
 rc=$?
 ok "--json output is one valid JSON document" python3 -m json.tool "$S/host.json"
-is "--json lists all 26 checks" \
-	"$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["checks"]))' "$S/host.json")" 26
+is "--json lists all 27 checks" \
+	"$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["checks"]))' "$S/host.json")" 27
 ok "every check has name, status, hard, allowed, value, promise, advice" python3 -c '
 import json, sys
 for c in json.load(open(sys.argv[1]))["checks"]:
@@ -188,6 +188,19 @@ is "musl root: count 0" "$(top "$S/m.json" setuid_count)" 0
 out=$(in_root "$M" pistisd check --no-walk 2>&1)
 like "musl root, run inside: sudo missing reported in the table" "$out" '^sudo +missing +- +not found'
 like "musl root, run inside: says what to do" "$out" 'install sudo in the image'
+
+# --- oom_floor: commands at pistisd's oom_score_adj + 500; a floor only with CAP_SYS_RESOURCE ---
+own=$(cat /proc/self/oom_score_adj)
+want=$((own + 500 > 1000 ? 1000 : own + 500))
+if (($((16#$(awk '/^CapEff/ {print $2}' /proc/self/status))) >> 24 & 1)); then
+	is "oom_floor: CAP_SYS_RESOURCE held: ok" "$(field "$S/d.json" oom_floor status)" ok
+	like "... naming the commands' score" "$(field "$S/d.json" oom_floor value)" "at oom_score_adj $want, their floor"
+else
+	is "oom_floor: no CAP_SYS_RESOURCE (this machine's root lacks it): warn" "$(field "$S/d.json" oom_floor status)" warn
+	like "... saying what an agent may do" "$(field "$S/d.json" oom_floor value)" \
+		"at oom_score_adj $want, but no CAP_SYS_RESOURCE: an agent may lower"
+fi
+is "... a soft check" "$(field "$S/d.json" oom_floor hard)" False
 
 # --- account_files: /etc and its passwd family root's, writable by root only ---------------
 is "debian root: account files ok" "$(field "$S/d.json" account_files status)" ok

@@ -27,6 +27,9 @@ for kind in debian musl; do
 	is "$kind: seccomp filter" "$(echo "$out" | field Seccomp)" 2
 	is "$kind: only fds 0-2" "$(echo "$out" | field fds)" "0,1,2"
 	is "$kind: umask" "$(echo "$out" | field umask)" "0007"
+	own=$(cat /proc/self/oom_score_adj)
+	is "$kind: oom_score_adj pistisd's + 500 (the OOM killer takes the command first)" \
+		"$(echo "$out" | field oom_score_adj)" "$((own + 500 > 1000 ? 1000 : own + 500))"
 	like "$kind: cwd is the home" "$(echo "$out" | field cwd)" '^/data/sandbox-home/pi-agent-[0-9a-f]{8}$'
 	is "$kind: RLIMIT_CORE 0" "$(echo "$out" | field rlimit.CORE)" "0:0"
 	is "$kind: own session" "$(echo "$out" | field sid)" "$(echo "$out" | field pid)"
