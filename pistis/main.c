@@ -45,6 +45,8 @@ static struct {
 	char host[256], path[256];
 	int port;
 	bool tls;
+	const char *ca; /* --ca or $PISTIS_CA: the bundle wss:// trusts */
+	char conn_err[256];
 	char token[600];
 	const char *sandbox, *agent, *cwd, *tag, *file, *old_text, *new_text;
 	const char *call_op, *call_fields; /* call OP [JSON] */
@@ -691,7 +693,8 @@ static void lost(void)
 	if (C.done)
 		return;
 	if (C.mode != M_EXEC || !C.cmd) {
-		log_error("Connection to the server failed");
+		log_error("Connection to the server failed%s%s", C.conn_err[0] ? ": " : "",
+			  C.conn_err);
 		finish(C.mode == M_EXEC ? 125 : 111);
 		return;
 	}
@@ -833,8 +836,15 @@ static int cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, voi
 		break;
 	}
 	case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
+		/* lws says why (a refused connection, a certificate that does not verify): kept
+		 * for the one line lost() prints, escaped there by the log */
+		snprintf(C.conn_err, sizeof(C.conn_err), "%.*s",
+			 in ? (int)strnlen(in, len ? len : sizeof(C.conn_err)) : 0,
+			 in ? (const char *)in : "");
+		lost();
+		break;
 	case LWS_CALLBACK_CLIENT_CLOSED:
-		if (wsi == C.wsi || reason == LWS_CALLBACK_CLIENT_CONNECTION_ERROR)
+		if (wsi == C.wsi)
 			lost();
 		break;
 	case LWS_CALLBACK_RAW_RX_FILE:
@@ -910,29 +920,28 @@ static int parse_url(const char *url)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "Usage: pistis [--url URL] [--token-file FILE] [--json] COMMAND …\n\n"
-		   "  ls                                   list sandboxes\n"
-		   "  status [--sandbox S]                 pistisd's status\n"
-		   "  exec [--sandbox S] --agent A [--tty] [-i] [--timeout SEC] [--cwd DIR] [--tag "
-		   "T] -- CMD…\n"
-		   "                                       run CMD, stream its output, exit with "
-		   "its code\n"
-		   "  read  [--sandbox S] --agent A PATH   print a file (read as the agent)\n"
-		   "  write [--sandbox S] --agent A PATH   write stdin to a file (as the agent)\n"
-		   "  edit  [--sandbox S] --agent A PATH --old TEXT --new TEXT\n"
-		   "  call  [--sandbox S] [--agent A] OP ['{JSON fields}']\n"
-		   "                                       send one request (policy.plan, "
-		   "trusted.list…),\n"
-		   "                                       print every message for it, one a "
-		   "line\n\n"
-		   "Server: --url or $PISTIS_URL (default ws://127.0.0.1:7701/v1/ws); token: "
-		   "--token-file\n"
-		   "or $PISTIS_TOKEN. Exit codes: the command's own, 128+N for a signal, 125 relay "
-		   "or\n"
-		   "protocol failure, 100 usage, 111 cannot connect. Output into a pipe is "
-		   "spliced\n"
-		   "from the socket over ws:// ($PISTIS_NO_SPLICE=1 turns that off). See "
-		   "docs/api.md.\n");
+	fprintf(f,
+		"Usage: pistis [--url URL] [--token-file FILE] [--ca FILE] [--json] COMMAND …\n\n"
+		"  ls                                   list sandboxes\n"
+		"  status [--sandbox S]                 pistisd's status\n"
+		"  exec [--sandbox S] --agent A [--tty] [-i] [--timeout SEC] [--cwd DIR] [--tag "
+		"T] -- CMD…\n"
+		"                                       run CMD, stream its output, exit with "
+		"its code\n"
+		"  read  [--sandbox S] --agent A PATH   print a file (read as the agent)\n"
+		"  write [--sandbox S] --agent A PATH   write stdin to a file (as the agent)\n"
+		"  edit  [--sandbox S] --agent A PATH --old TEXT --new TEXT\n"
+		"  call  [--sandbox S] [--agent A] OP ['{JSON fields}']\n"
+		"                                       send one request (policy.plan, "
+		"trusted.list…),\n"
+		"                                       print every message for it, one a "
+		"line\n\n"
+		"Server: --url or $PISTIS_URL (default ws://127.0.0.1:7701/v1/ws); token:\n"
+		"--token-file or $PISTIS_TOKEN; wss:// trusts --ca FILE or $PISTIS_CA, else the\n"
+		"system's bundle. Exit codes: the command's own, 128+N for a signal, 125 relay\n"
+		"or protocol failure, 100 usage, 111 cannot connect. Output into a pipe is\n"
+		"spliced from the socket over ws:// ($PISTIS_NO_SPLICE=1 turns that off). See\n"
+		"docs/api.md.\n");
 }
 
 /* The token goes into an HTTP header: a CR or LF would add header lines. */
@@ -960,10 +969,36 @@ static int read_token_file(const char *path)
 	return token_file_load(path, &rule, C.token, sizeof(C.token), &len);
 }
 
+/* The bundle wss:// trusts decides who may read the token and every command's output:
+ * a regular file (links followed: bundles often are one) that is the caller's or root's
+ * and that nobody else may write, lest another user add a CA of their own. */
+static int check_ca_file(const char *path)
+{
+	struct stat st;
+
+	if (stat(path, &st) < 0) {
+		log_error("Cannot use --ca '%s': %s", path, strerror(errno));
+		return -errno;
+	}
+	if (!S_ISREG(st.st_mode) || (st.st_uid != 0 && st.st_uid != getuid()) ||
+	    (st.st_mode & 022)) {
+		log_error("Refusing --ca '%s' (owner %u, mode %04o): the CA bundle must be a "
+			  "regular file of yours or root's that no one else may write",
+			  path, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+		return -EPERM;
+	}
+	if (access(path, R_OK) < 0) {
+		log_error("Cannot read --ca '%s': %s", path, strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{"url", required_argument, NULL, 'u'},
+		{"ca", required_argument, NULL, 'A'},
 		{"token-file", required_argument, NULL, 'T'},
 		{"json", no_argument, NULL, 'j'},
 		{"sandbox", required_argument, NULL, 's'},
@@ -1029,6 +1064,9 @@ int main(int argc, char **argv)
 			break;
 		case 'T':
 			token_file = optarg;
+			break;
+		case 'A':
+			C.ca = optarg;
 			break;
 		case 'j':
 			C.json = true;
@@ -1144,11 +1182,16 @@ int main(int argc, char **argv)
 	info.uid = (uid_t)-1;
 	info.options = C.tls ? LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT : 0;
 	if (C.tls) {
-		/* mbedtls has no default trust store: the system's bundle file */
-		info.client_ssl_ca_filepath = tls_default_ca_file();
+		/* mbedtls has no default trust store: --ca, else the system's bundle file */
+		if (!C.ca && getenv("PISTIS_CA") && *getenv("PISTIS_CA"))
+			C.ca = getenv("PISTIS_CA");
+		if (C.ca && check_ca_file(C.ca) < 0)
+			return 111;
+		info.client_ssl_ca_filepath = C.ca ? C.ca : tls_default_ca_file();
 		if (!info.client_ssl_ca_filepath) {
 			log_error("wss:// needs the system's CA bundle "
-				  "(/etc/ssl/certs/ca-certificates.crt, ...); none found");
+				  "(/etc/ssl/certs/ca-certificates.crt, ...) or --ca FILE; none "
+				  "found");
 			return 111;
 		}
 	}

@@ -588,6 +588,32 @@ if (cd "$T" &&
 	rm -rf "$R/etc/pistis/pub" "$R/etc/pistis/ca-link.pem" "$R"/etc/pistis/loop-?.pem
 	kill "$SM2" 2>/dev/null; wait "$SM2" 2>/dev/null
 
+	# The client through a TLS terminator in front of server-min's plain client listener
+	# (docs/server-min.md): pistis --ca (or $PISTIS_CA) trusts the operator's CA.
+	PX=$((SP + 5))
+	python3 "$(cd "$(dirname "$0")" && pwd)/tlsproxy.py" "$PX" "$T/srv.pem" "$T/srv.key" "$CP" "$W/px.ready" 120 &
+	PXPID=$!
+	for _ in $(seq 50); do [ -s "$W/px.ready" ] && break; sleep 0.1; done
+	PW() { PISTIS_URL=wss://127.0.0.1:$PX/v1/ws "$BIN/pistis" "$@"; }
+	is "pistis --ca over wss:// runs a command" "$(PW --ca "$T/ca.pem" exec --agent alice -- echo over-wss 2>&1)" over-wss
+	is "... and \$PISTIS_CA does the same" "$(PISTIS_CA=$T/ca.pem PW exec --agent alice -- echo env-ca 2>&1)" env-ca
+	is "... a few MiB through it in one piece" \
+		"$(PW --ca "$T/ca.pem" exec --agent alice -- head -c 3000000 /dev/zero | wc -c)" 3000000
+	out=$(PW --ca "$T/other.pem" ls 2>&1); rc=$?
+	is "pistis --ca of another CA: refused (exit 111)" "$rc" 111
+	like "... saying why" "$out" 'Connection to the server failed: .+'
+	if [ -s /etc/ssl/certs/ca-certificates.crt ]; then
+		out=$(PW ls 2>&1); rc=$?
+		is "pistis without --ca: the system's bundle, which lacks the test CA (exit 111)" "$rc" 111
+	else
+		skip "pistis without --ca" "no /etc/ssl/certs/ca-certificates.crt here"
+	fi
+	cp "$T/ca.pem" "$W/ca-open.pem" && chmod 0666 "$W/ca-open.pem"
+	out=$(PW --ca "$W/ca-open.pem" ls 2>&1); rc=$?
+	is "pistis --ca of a bundle others may write: refused before dialling (exit 111)" "$rc" 111
+	like "... naming it, its owner and mode" "$out" "Refusing --ca '.*ca-open.pem' \(owner 0, mode 0666\)"
+	kill "$PXPID" 2>/dev/null; wait "$PXPID" 2>/dev/null
+
 	# What reaches a relay that fails a check: a bare TLS listener (tlscapture.py) records
 	# every byte pistisd sends after the handshake. The token must not reach it when the pin
 	# or the certificate's address is wrong; with the right pin it does (the control).
@@ -628,7 +654,8 @@ if (cd "$T" &&
 else
 	sed 's/^/# /' "$T/openssl.log"
 	for t in config right-ca other-ca pin wrong-pin log bundle-without bundle-with cap-control cap-pin-handshake cap-pin-token \
-		cap-pin-get cap-pin-log cap-addr-handshake cap-addr-token cap-ca-token pin-ws; do
+		cap-pin-get cap-pin-log cap-addr-handshake cap-addr-token cap-ca-token pin-ws client-ca client-env-ca client-mib \
+		client-other-ca client-other-ca-why client-system client-open-ca client-open-ca-why; do
 		skip "wss: $t" "openssl could not make the test certificates"
 	done
 fi
