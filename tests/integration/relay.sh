@@ -591,7 +591,7 @@ if (cd "$T" &&
 	# The client through a TLS terminator in front of server-min's plain client listener
 	# (docs/server-min.md): pistis --ca (or $PISTIS_CA) trusts the operator's CA.
 	PX=$((SP + 5))
-	python3 "$(cd "$(dirname "$0")" && pwd)/tlsproxy.py" "$PX" "$T/srv.pem" "$T/srv.key" "$CP" "$W/px.ready" 120 &
+	python3 "$(cd "$(dirname "$0")" && pwd)/tlscapture.py" "$PX" "$T/srv.pem" "$T/srv.key" "$W/px.ready" 120 "$CP" &
 	PXPID=$!
 	for _ in $(seq 50); do [ -s "$W/px.ready" ] && break; sleep 0.1; done
 	PW() { PISTIS_URL=wss://127.0.0.1:$PX/v1/ws "$BIN/pistis" "$@"; }
