@@ -225,6 +225,16 @@ static void on_event(void *userdata, const struct policy_event *ev)
 			       ev->violation ? "violation" : "error", p, (unsigned)ev->old_uid);
 			break;
 		}
+		if (ev->old_uid < USERS_AGENT_UID_MIN || ev->old_uid > USERS_AGENT_UID_MAX) {
+			printf("%s %s: agents could write it (owner %u, group %u, mode %04o, or "
+			       "an access ACL) in a trusted commands' tree: its bytes may be an "
+			       "agent's; never made %s (it would then be trusted), left; remove "
+			       "it\n",
+			       ev->violation ? "violation" : "error", p, (unsigned)ev->old_uid,
+			       (unsigned)ev->old_gid, (unsigned)(ev->old_mode & 07777),
+			       ev->new_uid == 0 ? "root's" : "pi-tools'");
+			break;
+		}
 		printf("%s %s: owned by agent uid %u in a trusted commands' tree: never made "
 		       "%s (it would then be trusted), not entered; remove it\n",
 		       ev->violation ? "violation" : "error", p, (unsigned)ev->old_uid,

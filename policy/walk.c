@@ -171,12 +171,26 @@ static bool crosses_fs(const struct walker *w, const struct stat *st, int mount)
  * take what is in /data/.secrets as the operator's secrets (an agent's `gh-token`, or a
  * config that sends them elsewhere). A node an agent left there in a volume's earlier life
  * (under a write rule pistis no longer loads) would become trusted. It is reported and
- * left as it is, and a directory is not entered: the operator removes it. */
+ * left as it is, and a directory is not entered: the operator removes it.
+ *
+ * Not only the agents' own nodes: a file of root's that agents could write (group
+ * pi-sandbox or an agent's with g+w, o+w, or an access ACL, which only root sets on it)
+ * holds bytes an agent may have chosen, and an agent may have moved or linked it in from
+ * wherever such a file lay (a root:pi-sandbox 0770 script under an old write rule). Made
+ * root's 0755 it would be as trusted as the operator's own, with nothing left to tell. x
+ * is NULL for directories: their entries are each looked at, after the directory is put
+ * right. */
 static bool agents_in_trusted(const struct walker *w, const struct stat *st,
-			      const struct policy_target *t)
+			      const struct policy_target *t, const struct policy_xstate *x)
 {
-	return (t->uid == 0 || t->uid == USERS_TOOLS_UID) && st->st_uid >= USERS_AGENT_UID_MIN &&
-	       st->st_uid <= USERS_AGENT_UID_MAX && policy_path_trusted(w->path, w->path_len);
+	bool agents = st->st_uid >= USERS_AGENT_UID_MIN && st->st_uid <= USERS_AGENT_UID_MAX;
+
+	if (!agents && x)
+		agents = policy_agents_may_write(st) || x->acl_access ||
+			 (st->st_gid >= USERS_AGENT_UID_MIN && st->st_gid <= USERS_AGENT_UID_MAX &&
+			  (st->st_mode & 0020));
+	return agents && (t->uid == 0 || t->uid == USERS_TOOLS_UID) &&
+	       policy_path_trusted(w->path, w->path_len);
 }
 
 static void emit_at(struct walker *w, const struct policy_rule *rule, const char *path,
@@ -643,7 +657,7 @@ static void visit_dir(struct walker *w, int fd, bool secrets)
 		return close_too_deep(w, dfd, &st);
 	policy_target_for(w->rule->access, secrets, st.st_mode, st.st_uid, &t);
 	policy_target_pin(w->rules, w->path, w->path_len, &t);
-	if (agents_in_trusted(w, &st, &t))
+	if (agents_in_trusted(w, &st, &t, NULL))
 		return emit(w, POLICY_EV_AGENTS_IN_TRUSTED, 0, 0, &st, &t,
 			    w->o->mode == POLICY_CHECK);
 	r = policy_xstate_fd(w->xlist, dfd, false, &x);
@@ -804,7 +818,7 @@ static void visit(struct walker *w, int dfd, const char *name, unsigned char d_t
 		return emit(w, POLICY_EV_ERROR, r, 0, &st, NULL, false);
 
 	policy_target_for(w->rule->access, secrets, st.st_mode, st.st_uid, &t);
-	if (agents_in_trusted(w, &st, &t))
+	if (agents_in_trusted(w, &st, &t, &x))
 		return emit(w, POLICY_EV_AGENTS_IN_TRUSTED, 0, 0, &st, &t,
 			    w->o->mode == POLICY_CHECK);
 	changes = policy_changes_for(&st, &x, &t);

@@ -41,7 +41,7 @@ ln -s ../../etc "$W/link-mid"
 ln "$R/etc/shadow" "$W/shadow-hard"
 ln "$R/etc/passwd" "$W/passwd-hard"
 touch "$R/data/bin/tool" "$R/data/.secrets/token" "$R/data/portal.db" "$R/data/keep/f"
-chmod 0777 "$R/data/bin/tool"
+chmod 0775 "$R/data/bin/tool" # group root may write: not agents, so put right
 chmod 0666 "$R/data/portal.db" "$R/data/keep/f"
 setfacl -m u:12345:rwx "$R/data/keep/sub"
 
@@ -346,9 +346,24 @@ like "a link at /data/bin: reported, the implied rule not applied" "$out" \
 is "... the rest applied" "$(mode_of "$R/data/keep/f")" "660 0:10010"
 is "... /etc unchanged" "$(diff <(echo "$before") <(outside) | grep -c '/etc')" 0
 rm "$R/data/bin" && mv "$R/data/bin.real" "$R/data/bin"
-# (it was write-level content as /data/bin.real meanwhile: back under its implied rule)
-exits 0 "the link gone, apply again" "$P" policy apply --root "$R" --rules "$work/data.json" --keep-processes
+# It was write-level content as /data/bin.real meanwhile (root:pi-sandbox 0770: any agent
+# could have rewritten tool), and now it is back on every agent's PATH: never made
+# root's 0755 as it is, reported until the operator has looked at it.
+out=$("$P" policy apply --root "$R" --rules "$work/data.json" --keep-processes 2>&1); rc=$?
+is "the link gone, apply again: exits 1" "$rc" 1
+like "... a file agents could write, moved back into /data/bin, is reported" "$out" \
+	"error /data/bin/tool: agents could write it \(owner 0, group 10010, mode 0770, or an access ACL\)"
+is "... and left as it was" "$(mode_of "$R/data/bin/tool")" "770 0:10010"
+chmod 0755 "$R/data/bin/tool" && chgrp 0 "$R/data/bin/tool" # the operator has looked
+exits 0 "... looked at and closed by the operator: apply again" "$P" policy apply --root "$R" --rules "$work/data.json" --keep-processes
 exits 0 "... and check finds the tree conforming" "$P" policy check --root "$R" --rules "$work/data.json"
+# A root file anyone may write, in /data/trusted (trusted install pins every root 0755
+# script there): its bytes may be an agent's
+mkdir -p "$R/data/trusted" && install -m 0757 /dev/null "$R/data/trusted/rotate"
+out=$("$P" policy check --root "$R" --rules "$work/data.json" 2>&1); rc=$?
+is "a root file others may write in /data/trusted: check exits 1" "$rc" 1
+like "... naming it" "$out" "violation /data/trusted/rotate: agents could write it \(owner 0, group [0-9]+, mode 0757"
+rm "$R/data/trusted/rotate"
 # An agent's file in the secrets' directory (left from an earlier life of the volume): the
 # implied none rule would make it pi-tools', and trusted commands would take it as a secret
 install -o $A -g $A -m 0666 /dev/null "$R/data/.secrets/gh-token"

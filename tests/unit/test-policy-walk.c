@@ -586,6 +586,52 @@ TEST_F(root, agents_nodes_in_trusted_trees_never_become_roots)
 	EXPECT_EQ(self->st.symlinks, 1u);
 }
 
+/* A root-owned file agents could write (an old write rule's root:pi-sandbox 0770, an agent's
+ * group with g+w, o+w, an access ACL) holds bytes an agent may have chosen, moved or linked
+ * into a trusted tree: never made root's or pi-tools' there, reported; one agents could
+ * not write is put right as the rule says. */
+TEST_F(root, agent_writable_roots_files_in_trusted_trees_left)
+{
+	static const char rules[] = "[{\"path\":\"/data/bin\",\"access\":\"read\"},"
+				    "{\"path\":\"/data/trusted\",\"access\":\"read\"},"
+				    "{\"path\":\"/data/.secrets\",\"access\":\"none\"}]";
+
+	mk(self, "data", S_IFDIR | 0755, 0, 0);
+	mk(self, "data/bin", S_IFDIR | 02770, 0, USERS_SANDBOX_GID);
+	mk(self, "data/trusted", S_IFDIR | 0755, 0, 0);
+	mk(self, "data/.secrets", S_IFDIR | 0700, USERS_TOOLS_UID, USERS_TOOLS_UID);
+	mk(self, "data/bin/git", S_IFREG | 0770, 0, USERS_SANDBOX_GID);
+	mk(self, "data/bin/ro", S_IFREG | 0750, 0, USERS_SANDBOX_GID);
+	mk(self, "data/trusted/rotate", S_IFREG | 0775, 0, AGENT);
+	mk(self, "data/trusted/open", S_IFREG | 0757, 0, 0);
+	mk(self, "data/trusted/acl", S_IFREG | 0755, 0, 0);
+	mk(self, "data/trusted/hello", S_IFREG | 0700, 0, 0);
+	mk(self, "data/.secrets/gh.conf", S_IFREG | 0660, 0, USERS_SANDBOX_GID);
+	mk(self, "w", S_IFDIR | 0755, 0, 0);
+	mk(self, "w/job.sh", S_IFREG | 0770, 0, USERS_SANDBOX_GID);
+	sh(self, "setfacl -m u:10100:rwx data/trusted/acl && ln w/job.sh data/trusted/job");
+	ASSERT_EQ(run(self, rules, POLICY_CHECK), 0);
+	EXPECT_EQ(self->events[POLICY_EV_AGENTS_IN_TRUSTED], 6u);
+	EXPECT_GE(self->st.violations, 6u);
+	ASSERT_EQ(run(self, rules, POLICY_APPLY), 0);
+	EXPECT_EQ(self->events[POLICY_EV_AGENTS_IN_TRUSTED], 6u);
+	EXPECT_EQ(self->st.errors, 6u);
+	EXPECT_EQ(st_of(self, "data/bin/git").st_mode & 07777, 0770u);
+	EXPECT_EQ(st_of(self, "data/bin/git").st_gid, (gid_t)USERS_SANDBOX_GID);
+	EXPECT_EQ(st_of(self, "data/trusted/rotate").st_gid, (gid_t)AGENT);
+	EXPECT_EQ(st_of(self, "data/trusted/open").st_mode & 07777, 0757u);
+	EXPECT_EQ(st_of(self, "data/.secrets/gh.conf").st_uid, 0u);
+	EXPECT_EQ(st_of(self, "data/trusted/job").st_mode & 07777, 0770u);
+	/* what agents could not write is put right; the directory itself too */
+	EXPECT_EQ(st_of(self, "data/bin/ro").st_mode & 07777, 0755u);
+	EXPECT_EQ(st_of(self, "data/bin/ro").st_gid, 0u);
+	EXPECT_EQ(st_of(self, "data/trusted/hello").st_mode & 07777, 0755u);
+	EXPECT_EQ(st_of(self, "data/bin").st_mode & 07777, 0755u);
+	/* outside the trusted trees the same files simply get the rule */
+	ASSERT_EQ(run(self, "[{\"path\":\"/w\",\"access\":\"read\"}]", POLICY_APPLY), 0);
+	EXPECT_EQ(self->events[POLICY_EV_AGENTS_IN_TRUSTED], 0u);
+}
+
 /* skip_events: the kinds left out are not reported but still counted; the others are. */
 TEST_F(root, skipped_event_kinds_still_counted)
 {
