@@ -54,3 +54,6 @@ extern const char *const fd_acl_xattrs[2];
  * without them, is fine). *ret_removed (optional): bit i set when fd_acl_xattrs[i] was
  * there and is gone. 0, or -errno of the removal that failed. */
 int fd_remove_acls(int fd, unsigned *ret_removed);
+
+/* Whether fd carries an access or a default ACL (a file system without them: false). */
+bool fd_has_acl(int fd);

@@ -892,18 +892,23 @@ int users_ensure_base(const char *root)
 	 * one would choose what the others run, or, for the secrets' directory, put its own
 	 * links and inodes where a trusted command writes its secrets (a later "none" rule
 	 * would hand them to pi-tools as they are). An existing one of the owner's is kept as
-	 * it is (bin, trusted) or put right (.secrets, also when root's: an operator's);
-	 * anyone else's, or a link, is refused, never adopted. */
+	 * it is (bin, trusted: a none rule makes them 0700) or put right (.secrets, also when
+	 * root's: an operator's); anyone else's, or a link, is refused, never adopted. So is
+	 * a root's bin or trusted that agents could write (group write but for group root,
+	 * other write, an ACL: an old write rule's root:pi-sandbox 2770): what is in it may
+	 * be an agent's, and nothing here looks; the operator does. */
 	static const struct {
 		const char *name;
 		uid_t uid;
 		mode_t mode;
 		unsigned flags;
 		const char *owners;
+		const char *runs; /* who would run what an agent left there */
 	} dirs[] = {
-		{"bin", 0, 0755, UFS_KEEP_EXISTING, "root's"},
-		{"trusted", 0, 0755, UFS_KEEP_EXISTING, "root's"},
-		{".secrets", USERS_TOOLS_UID, 0700, 0, "pi-tools' or root's"},
+		{"bin", 0, 0755, UFS_KEEP_EXISTING, "root's", "every agent has it on its PATH"},
+		{"trusted", 0, 0755, UFS_KEEP_EXISTING, "root's",
+		 "trusted commands run what is in it as pi-tools"},
+		{".secrets", USERS_TOOLS_UID, 0700, 0, "pi-tools' or root's", NULL},
 	};
 	_cleanup_(ctx_done) struct ctx c = CTX_NULL;
 	int r;
@@ -935,6 +940,25 @@ int users_ensure_base(const char *root)
 			return set_error(fd, "/data/%s: cannot make it %s %04o", dirs[i].name,
 					 dirs[i].uid ? "pi-tools'" : "root's",
 					 (unsigned)dirs[i].mode);
+		if (dirs[i].flags & UFS_KEEP_EXISTING) {
+			struct stat st;
+			bool acl = fd_has_acl(fd);
+
+			r = fstat(fd, &st) < 0 ? -errno : 0;
+			safe_close(fd);
+			if (r < 0)
+				return set_error(r, "/data/%s: cannot stat it", dirs[i].name);
+			if ((st.st_mode & 0002) || ((st.st_mode & 0020) && st.st_gid != 0) || acl)
+				return set_error(
+					-EPERM,
+					"/data/%s is root's but agents could write it (group %u, "
+					"mode %04o%s), and %s: look at what is in it, then chmod "
+					"go-w,g-s, chgrp root and setfacl -b it, or remove it",
+					dirs[i].name, (unsigned)st.st_gid,
+					(unsigned)(st.st_mode & 07777), acl ? ", an ACL" : "",
+					dirs[i].runs);
+			continue;
+		}
 		safe_close(fd);
 	}
 	return 0;

@@ -356,6 +356,22 @@ ok "a symlink at /data/bin: ensure-base fails" test $? -ne 0
 like "... saying so" "$out" "/data/bin is a symbolic link"
 ok "... left a link, never followed" test -L "$R/data/bin"
 rm "$R/data/bin" && mkdir -m 0755 "$R/data/bin"
+# A root's one agents could write (an old write rule's root:pi-sandbox 2770): what is in it
+# may be an agent's, so it is not taken as it is
+chgrp 10010 "$R/data/bin" && chmod 2770 "$R/data/bin"
+out=$("$P" users ensure-base --root "$R" 2>&1)
+ok "a root's /data/bin agents could write: ensure-base fails" test $? -ne 0
+like "... saying why and what to do" "$out" \
+	"/data/bin is root's but agents could write it \(group 10010, mode 2770\), and every agent has it on its PATH: look at what is in it"
+is "... and changes nothing" "$(stat -c '%u:%g %a' "$R/data/bin")" "0:10010 2770"
+chgrp 0 "$R/data/bin" && chmod 0775 "$R/data/bin"
+ok "... group root with write: kept" "$P" users ensure-base --root "$R"
+chmod 0755 "$R/data/bin" && setfacl -d -m g::rwx "$R/data/trusted"
+out=$("$P" users ensure-base --root "$R" 2>&1)
+ok "a root's /data/trusted with a default ACL: ensure-base fails" test $? -ne 0
+like "... saying so" "$out" "/data/trusted is root's but agents could write it \(group 0, mode 0750, an ACL\), and trusted commands run"
+setfacl -b "$R/data/trusted"
+ok "... once the ACL is gone: ensure-base passes" "$P" users ensure-base --root "$R"
 
 # The secrets' directory too, pi-tools' 0700: where agents may write /data and it is not
 # there yet, an agent could make it, with links and its own inodes inside, and a later
