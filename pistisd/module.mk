@@ -12,7 +12,7 @@ INTEGRATION_TESTS += tests/integration/check.sh tests/integration/static.sh
 # The spawn core (spawn_*, privs_*, cgroup_*, seccomp_profile_*) and `pistisd run`.
 LIBS += spawn
 spawn_SRCS := pistisd/spawn.c pistisd/spawn-child.c pistisd/spawn-vfork.c pistisd/privs.c pistisd/cgroup.c \
-	pistisd/scope.c \
+	pistisd/scope.c pistisd/ipc.c \
 	pistisd/seccomp-profile.c pistisd/seccomp-bpf.c
 # The seccomp profile is compiled at build time: seccomp-gen links the table
 # (seccomp-profile.c) with the variant's libseccomp and prints the BPF as a header that

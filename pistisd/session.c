@@ -23,6 +23,7 @@
 #include "lib/sha256.h"
 #include "lib/macro.h"
 #include "lib/proto.h"
+#include "pistisd/ipc.h"
 #include "pistisd/scope.h"
 #include "pistisd/serve.h"
 #include "pistisd/spawn.h"
@@ -236,6 +237,8 @@ static void log_orphans(const char *agent, unsigned killed, void *userdata)
 		    killed, agent);
 }
 
+static void remove_orphaned_ipc(void);
+
 int session_init(void)
 {
 	int why, r = spawn_ctx_new(&T.spawn);
@@ -263,6 +266,7 @@ int session_init(void)
 	r = cgroup_reap_orphans(spawn_ctx_cgroup_base_fd(T.spawn), log_orphans, NULL);
 	if (r < 0)
 		log_warning_errno(r, "Failed to kill every orphaned command tree: %m");
+	remove_orphaned_ipc();
 	T.root_fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (T.root_fd < 0)
 		return -errno;
@@ -561,17 +565,59 @@ static void kill_strays(const struct cmd *c)
 	uid_t uid = c->uid;
 	int k;
 
-	/* This command's own tree: one whose cgroup could not be made ran as a group too. */
-	if ((tree && strcmp(tree, "pgid") != 0) || fsops_running_for(uid))
+	if (fsops_running_for(uid))
 		return;
 	for (const struct cmd *x = T.cmds; x; x = x->next)
 		if (x != c && !x->done && x->uid == uid)
 			return;
-	k = spawn_kill_agent_processes(T.spawn, &uid, 1);
+	/* This command's own tree: one whose cgroup could not be made ran as a group too. */
+	if (!tree || !strcmp(tree, "pgid")) {
+		k = spawn_kill_agent_processes(T.spawn, &uid, 1);
+		if (k > 0)
+			log_notice("audit exec cmd=%u agent=\"%s\": killed %d process(es) that had "
+				   "left its process group (no cgroup), the agent's last command "
+				   "having ended",
+				   c->id, c->agent, k);
+	}
+	/* What no kill reaches: the SysV IPC objects the agent made and left (pistisd/ipc.h).
+	 * Kept with what keep_children keeps, which may still use them. */
+	if (c->p->opts_copy.keep_children)
+		return;
+	k = ipc_remove_agent_objects(spawn_ctx_proc_fd(T.spawn), uid);
 	if (k > 0)
-		log_notice("audit exec cmd=%u agent=\"%s\": killed %d process(es) that had left "
-			   "its process group (no cgroup), the agent's last command having ended",
+		log_notice("audit exec cmd=%u agent=\"%s\": removed %d SysV IPC object(s) (shared "
+			   "memory, message queues, semaphores) the agent left, its last command "
+			   "having ended",
 			   c->id, c->agent, k);
+	else if (k < 0)
+		log_warning_errno(k, "Failed to remove the SysV IPC objects agent \"%s\" left: %m",
+				  c->agent);
+}
+
+/* At start-up: the SysV IPC objects of agents with no process left, which a daemon that
+ * died (or the volume's earlier life, in this IPC namespace) could not remove. */
+static void remove_orphaned_ipc(void)
+{
+	int proc_fd = spawn_ctx_proc_fd(T.spawn);
+	struct ipc_obj v[256];
+	size_t n = 0;
+
+	if (proc_fd < 0 || ipc_agent_objects(proc_fd, (uid_t)-1, v, ELEMENTSOF(v), &n) < 0)
+		return;
+	for (size_t i = 0; i < n && i < ELEMENTSOF(v); i++) {
+		bool seen = false;
+		int k;
+		for (size_t j = 0; j < i && !seen; j++)
+			seen = v[j].uid == v[i].uid;
+		if (seen || spawn_agent_has_processes(T.spawn, v[i].uid))
+			continue;
+		k = ipc_remove_agent_objects(proc_fd, v[i].uid);
+		if (k > 0)
+			log_notice(
+				"audit start: removed %d SysV IPC object(s) of uid %u, which has "
+				"no process left",
+				k, (unsigned)v[i].uid);
+	}
 }
 
 static void check_done(struct cmd *c)

@@ -1047,6 +1047,24 @@ int spawn_kill_agent_processes(const struct spawn_ctx *ctx, uid_t *uids, size_t 
 	return spawn_kill_agent_processes_in(ctx->proc_fd, uids, n, NULL, 0);
 }
 
+static bool is_agent_process(pid_t pid, void *arg)
+{
+	return agent_process(arg, pid);
+}
+
+bool spawn_agent_has_processes(const struct spawn_ctx *ctx, uid_t uid)
+{
+	struct sweep s = {.proc_fd = ctx->proc_fd, .uids = &uid, .n_uids = 1};
+
+	/* An error (no /proc) counts as yes: the caller then leaves things as they are. */
+	return proc_each(ctx->proc_fd, is_agent_process, &s) != 0;
+}
+
+int spawn_ctx_proc_fd(const struct spawn_ctx *ctx)
+{
+	return ctx->proc_fd;
+}
+
 /* Directories from the tree's root up to ours at most: a deeper root is no root of a
  * process that can reach the tree but through a mount, which the walk does not cross. */
 #define ROOT_CHAIN_MAX 4096

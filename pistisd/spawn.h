@@ -274,6 +274,13 @@ int spawn_kill_leftovers(struct spawn_proc *p);
  * /proc, each signalled through a pidfd opened before its status is read. Returns how
  * many were signalled (0: none left), -errno when /proc cannot be read. */
 int spawn_kill_agent_processes(const struct spawn_ctx *ctx, uid_t *uids, size_t n);
+
+/* Whether a live process (not a zombie) runs as uid, by /proc; true when /proc cannot be
+ * read. */
+bool spawn_agent_has_processes(const struct spawn_ctx *ctx, uid_t uid);
+
+/* /proc, opened at spawn_ctx_new (before any chroot); -1 without it. */
+int spawn_ctx_proc_fd(const struct spawn_ctx *ctx);
 /* The same through proc_fd (an open /proc), limited, when roots is not NULL, to the
  * processes whose root directory (/proc/PID/root) is one of the n_roots directories
  * (dev and inode): the agents that can reach one tree, not those of another chroot or

@@ -23,6 +23,10 @@
 #include <string.h>
 #include <sys/fsuid.h>
 #include <sys/ioctl.h>
+#include <sys/ipc.h>
+#include <sys/msg.h>
+#include <sys/sem.h>
+#include <sys/shm.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -419,6 +423,25 @@ int main(int argc, char **argv, char **envp)
 		printf("bgpid=%d\n", p);
 		if (argc > 3 && !strcmp(argv[3], "stay"))
 			sleep((unsigned)arg);
+	} else if (!strcmp(mode, "ipc-leave")) {
+		/* SysV objects left behind: a segment of arg bytes, every page written, a queue
+		 * with a message, a semaphore set; nothing removed */
+		int shm = shmget(IPC_PRIVATE, (size_t)arg, IPC_CREAT | 0600);
+		int msg = msgget(IPC_PRIVATE, IPC_CREAT | 0600);
+		int sem = semget(IPC_PRIVATE, 1, IPC_CREAT | 0600);
+		struct {
+			long type;
+			char text[64];
+		} m = {1, "left behind"};
+		void *p = shm >= 0 ? shmat(shm, NULL, 0) : (void *)-1;
+
+		if (p != (void *)-1) {
+			memset(p, 'x', (size_t)arg);
+			shmdt(p);
+		}
+		if (msg >= 0)
+			msgsnd(msg, &m, sizeof(m.text), 0);
+		printf("ipc=shm:%d,msg:%d,sem:%d\n", shm, msg, sem);
 	} else if (!strcmp(mode, "sleep")) {
 		sleep((unsigned)arg);
 	} else if (!strcmp(mode, "output")) {

@@ -13,6 +13,7 @@ need_root
 need_mount_ns "$@"
 need_bins pistisd server-min pistis
 R=$(root_fresh debian) || { echo "1..0 # SKIP no debian test root"; exit 0; }
+PROBE=/usr/local/lib/pistis-tests/probe
 W=$(scratch)
 cleanup() {
 	[ -n "${PD:-}" ] && kill "$PD" 2>/dev/null
@@ -95,8 +96,10 @@ P exec --agent bob --timeout 1 -- sh -c 'setsid sleep 300 </dev/null >/dev/null 
 is "bob's command timed out ($?)" "$?" "$?"
 sleep 0.3
 is "... and its setsid'ed sleeper went with it (bob's last command)" "$(root_pids "$R" "$BUID")" ""
-for _ in $(seq 20); do grep -q 'bob..: killed 1 process' "$W/pd.log" && break; sleep 0.1; done
-like "... which pistisd says" "$(cat "$W/pd.log")" 'bob..: killed 1 process\(es\) that had left its process group'
+# (1, the sleeper; or 2 when the timed-out command's own `sleep 30` had not yet died of the
+# group's signal when the sweep ran: it is the agent's too)
+for _ in $(seq 20); do grep -qE 'bob..: killed [12] process' "$W/pd.log" && break; sleep 0.1; done
+like "... which pistisd says" "$(cat "$W/pd.log")" 'bob..: killed [12] process\(es\) that had left its process group'
 P exec --agent bob -- sleep 4 >/dev/null 2>&1 &
 LONG=$!
 sleep 0.5
@@ -108,4 +111,27 @@ wait "$LONG"
 sleep 0.3
 is "... and goes once that one has ended too" "$(root_pids "$R" "$BUID")" ""
 ok "alice's processes were never touched by bob's ends" true
+
+# What no kill reaches: the SysV IPC objects an agent made and left (a segment attached to no
+# process is charged to none, and the OOM killer cannot choose it). Removed, as the agent,
+# once its last command has ended; kept while another of its commands runs; another uid's
+# never touched.
+ipc_of() { # UID: how many shm segments, queues and semaphore sets it owns or made
+	{ awk -v u="$1" 'NR > 1 && ($8 == u || $10 == u)' /proc/sysvipc/shm /proc/sysvipc/msg
+	  awk -v u="$1" 'NR > 1 && ($5 == u || $7 == u)' /proc/sysvipc/sem; } | wc -l
+}
+chroot "$R" setpriv --reuid=10777 --regid=10777 --clear-groups $PROBE ipc-leave 65536 >/dev/null
+P exec --agent bob -- sleep 3 >/dev/null 2>&1 &
+LONG=$!
+sleep 0.5
+out=$(P exec --agent bob -- $PROBE ipc-leave 4194304 2>&1)
+like "bob's command leaves a 4 MiB segment, a queue and a semaphore set" "$out" '^ipc=shm:[0-9]+,msg:[0-9]+,sem:[0-9]+$'
+is "... kept while another command of bob's runs" "$(ipc_of "$BUID")" 3
+wait "$LONG"
+is "... removed once bob's last command has ended" "$(ipc_of "$BUID")" 0
+like "... which pistisd says" "$(cat "$W/pd.log")" 'bob..: removed 3 SysV IPC object\(s\)'
+is "... a uid no agent of this sandbox has keeps its own" "$(ipc_of 10777)" 3
+for id in $(awk 'NR > 1 && $8 == 10777 {print $2}' /proc/sysvipc/shm); do ipcrm -m "$id"; done
+for id in $(awk 'NR > 1 && $8 == 10777 {print $2}' /proc/sysvipc/msg); do ipcrm -q "$id"; done
+for id in $(awk 'NR > 1 && $5 == 10777 {print $2}' /proc/sysvipc/sem); do ipcrm -s "$id"; done
 done_testing

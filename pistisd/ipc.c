@@ -1,0 +1,169 @@
+#include "pistisd/ipc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ipc.h>
+#include <sys/syscall.h>
+#include <stdint.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "lib/macro.h"
+#include "sandbox-users/users.h"
+
+/* /proc/sysvipc/<name>: which whitespace-separated columns hold the id, the owner's uid and
+ * the creator's (the kernel's seq_show of each kind). */
+static const struct {
+	const char *file;
+	unsigned id, uid, cuid;
+} tables[_IPC_KIND_MAX] = {
+	[IPC_KIND_SHM] = {"sysvipc/shm", 1, 7, 9},
+	[IPC_KIND_MSG] = {"sysvipc/msg", 1, 7, 9},
+	[IPC_KIND_SEM] = {"sysvipc/sem", 1, 4, 6},
+};
+
+#define IPC_LINE_MAX 512
+#define IPC_COLUMNS_MAX 12
+
+/* One line of a table: the object when its owner or creator is uid (or any agent). The
+ * creator counts first: an owner may hand the object to any uid with IPC_SET, never
+ * change who made it. */
+static bool parse_line(const char *line, enum ipc_kind kind, uid_t uid, struct ipc_obj *o)
+{
+	unsigned long col[IPC_COLUMNS_MAX];
+	unsigned n = 0, need = tables[kind].cuid + 1;
+	const char *p = line;
+
+	while (n < need) {
+		char *end;
+		while (*p == ' ' || *p == '\t')
+			p++;
+		if (*p < '0' || *p > '9') /* the header, or a line cut short */
+			return false;
+		errno = 0;
+		col[n++] = strtoul(p, &end, 10);
+		if (errno || (*end != ' ' && *end != '\t' && *end != '\0'))
+			return false;
+		p = end;
+	}
+	uid_t owner = (uid_t)col[tables[kind].uid], creator = (uid_t)col[tables[kind].cuid];
+	uid_t who = users_uid_is_agent(creator) ? creator : owner;
+
+	if (!users_uid_is_agent(who) || col[tables[kind].id] > INT32_MAX ||
+	    (uid != (uid_t)-1 && owner != uid && creator != uid))
+		return false;
+	*o = (struct ipc_obj){.kind = kind, .id = (int)col[tables[kind].id],
+			      .uid = uid == (uid_t)-1 ? who : uid};
+	return true;
+}
+
+int ipc_agent_objects(int proc_fd, uid_t uid, struct ipc_obj *v, size_t max, size_t *ret_n)
+{
+	size_t n = 0;
+
+	for (unsigned k = 0; k < _IPC_KIND_MAX; k++) {
+		_cleanup_close_ int fd = openat(proc_fd, tables[k].file, O_RDONLY | O_CLOEXEC);
+		char buf[16384 + IPC_LINE_MAX];
+		size_t have = 0;
+		ssize_t r;
+
+		if (fd < 0) {
+			if (errno == ENOENT) /* a kernel without SysV IPC */
+				continue;
+			return negative_errno();
+		}
+		while ((r = read(fd, buf + have, sizeof(buf) - 1 - have)) > 0) {
+			char *line = buf, *nl;
+			have += (size_t)r;
+			buf[have] = '\0';
+			while ((nl = memchr(line, '\n', have - (size_t)(line - buf)))) {
+				struct ipc_obj o;
+				*nl = '\0';
+				if (parse_line(line, (enum ipc_kind)k, uid, &o)) {
+					if (n < max)
+						v[n] = o;
+					n++;
+				}
+				line = nl + 1;
+			}
+			have -= (size_t)(line - buf);
+			memmove(buf, line, have);
+			if (have >= IPC_LINE_MAX) /* no such line from the kernel: skip it */
+				have = 0;
+		}
+		if (r < 0)
+			return negative_errno();
+	}
+	*ret_n = n;
+	return 0;
+}
+
+/* In the forked child: become uid (its own group alone) and remove v's objects. Raw
+ * system calls only: the parent may have had other threads. */
+_noreturn_ static void remove_as(uid_t uid, const struct ipc_obj *v, size_t n)
+{
+	gid_t gid = (gid_t)uid; /* an agent's group has its uid's number (docs/users.md) */
+	static const long ctl[_IPC_KIND_MAX] = {SYS_shmctl, SYS_msgctl, SYS_semctl};
+
+	if (syscall(SYS_setgroups, 1, &gid) < 0 || syscall(SYS_setresgid, gid, gid, gid) < 0 ||
+	    syscall(SYS_setresuid, uid, uid, uid) < 0 || syscall(SYS_getuid) != (long)uid ||
+	    syscall(SYS_geteuid) != (long)uid)
+		syscall(SYS_exit_group, 111);
+	for (size_t i = 0; i < n; i++)
+		if (v[i].kind == IPC_KIND_SEM)
+			(void)syscall(ctl[v[i].kind], v[i].id, 0, IPC_RMID, 0);
+		else
+			(void)syscall(ctl[v[i].kind], v[i].id, IPC_RMID, NULL);
+	syscall(SYS_exit_group, 0);
+	__builtin_unreachable();
+}
+
+#define IPC_BATCH 1024
+#define IPC_ROUNDS 64
+
+int ipc_remove_agent_objects(int proc_fd, uid_t uid)
+{
+	_cleanup_free_ struct ipc_obj *v = NULL;
+	size_t n = 0, before = 0, left = 0;
+	int r, status;
+
+	if (!users_uid_is_agent(uid))
+		return -EINVAL;
+	r = ipc_agent_objects(proc_fd, uid, NULL, 0, &before);
+	if (r < 0 || before == 0)
+		return r;
+	v = calloc(IPC_BATCH, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	/* In rounds of IPC_BATCH (the kernel allows 32000 of each kind by default); an agent
+	 * still making objects meanwhile (a process of its that outlived its commands) is not
+	 * waited for beyond IPC_ROUNDS. */
+	for (unsigned round = 0; round < IPC_ROUNDS; round++) {
+		r = ipc_agent_objects(proc_fd, uid, v, IPC_BATCH, &n);
+		if (r < 0)
+			return r;
+		left = n;
+		if (n == 0)
+			break;
+		pid_t pid = fork();
+		if (pid < 0)
+			return negative_errno();
+		if (pid == 0)
+			remove_as(uid, v, n < IPC_BATCH ? n : IPC_BATCH);
+		while (waitpid(pid, &status, 0) < 0)
+			if (errno != EINTR)
+				return negative_errno();
+		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+			return -EPERM;
+		r = ipc_agent_objects(proc_fd, uid, NULL, 0, &left);
+		if (r < 0)
+			return r;
+		if (left == 0 || left >= n) /* done, or nothing more would go */
+			break;
+	}
+	return before > left ? (int)(before - left) : 0;
+}
