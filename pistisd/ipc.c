@@ -56,8 +56,8 @@ static bool parse_line(const char *line, enum ipc_kind kind, uid_t uid, struct i
 	if (!users_uid_is_agent(who) || col[tables[kind].id] > INT32_MAX ||
 	    (uid != (uid_t)-1 && owner != uid && creator != uid))
 		return false;
-	*o = (struct ipc_obj){.kind = kind, .id = (int)col[tables[kind].id],
-			      .uid = uid == (uid_t)-1 ? who : uid};
+	*o = (struct ipc_obj){
+		.kind = kind, .id = (int)col[tables[kind].id], .uid = uid == (uid_t)-1 ? who : uid};
 	return true;
 }
 
@@ -65,6 +65,9 @@ int ipc_agent_objects(int proc_fd, uid_t uid, struct ipc_obj *v, size_t max, siz
 {
 	size_t n = 0;
 
+	*ret_n = 0;
+	if (proc_fd < 0) /* no /proc: nothing can be looked for */
+		return 0;
 	for (unsigned k = 0; k < _IPC_KIND_MAX; k++) {
 		_cleanup_close_ int fd = openat(proc_fd, tables[k].file, O_RDONLY | O_CLOEXEC);
 		char buf[16384 + IPC_LINE_MAX];

@@ -21,7 +21,7 @@ struct ipc_obj {
 
 /* The objects of /proc/sysvipc (beneath proc_fd) whose owner or creator is uid, or any
  * agent uid when uid is (uid_t)-1; at most max of them in v, the number found in
- * *ret_n (which may exceed max). 0, or -errno. */
+ * *ret_n (which may exceed max); none without /proc (proc_fd -1). 0, or -errno. */
 int ipc_agent_objects(int proc_fd, uid_t uid, struct ipc_obj *v, size_t max, size_t *ret_n);
 
 /* Removes uid's objects (IPC_RMID), as uid: a child that has become the agent (its own

@@ -108,6 +108,19 @@ int fz_spawn_ctx_cgroup_base_fd(const struct spawn_ctx *ctx)
 	return -1;
 }
 
+/* No /proc: no SysV IPC objects are looked for or removed (pistisd/ipc.h). */
+int fz_spawn_ctx_proc_fd(const struct spawn_ctx *ctx)
+{
+	(void)ctx;
+	return -1;
+}
+
+bool fz_spawn_agent_has_processes(const struct spawn_ctx *ctx, uid_t uid)
+{
+	(void)ctx, (void)uid;
+	return true;
+}
+
 /* ... and says commands are scoped (no start-up warning per input). */
 bool fz_spawn_ctx_can_scope(const struct spawn_ctx *ctx, int *ret_why)
 {
