@@ -2,17 +2,16 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ipc.h>
 #include <sys/syscall.h>
 #include <stdint.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "lib/macro.h"
+#include "pistisd/privs.h"
 #include "sandbox-users/users.h"
 
 /* /proc/sysvipc/<name>: which whitespace-separated columns hold the id, the owner's uid and
@@ -105,24 +104,23 @@ int ipc_agent_objects(int proc_fd, uid_t uid, struct ipc_obj *v, size_t max, siz
 	return 0;
 }
 
-/* In the forked child: become uid (its own group alone) and remove v's objects. Raw
- * system calls only: the parent may have had other threads. */
-_noreturn_ static void remove_as(uid_t uid, const struct ipc_obj *v, size_t n)
-{
-	gid_t gid = (gid_t)uid; /* an agent's group has its uid's number (docs/users.md) */
-	static const long ctl[_IPC_KIND_MAX] = {SYS_shmctl, SYS_msgctl, SYS_semctl};
+struct batch {
+	const struct ipc_obj *v;
+	size_t n;
+};
 
-	if (syscall(SYS_setgroups, 1, &gid) < 0 || syscall(SYS_setresgid, gid, gid, gid) < 0 ||
-	    syscall(SYS_setresuid, uid, uid, uid) < 0 || syscall(SYS_getuid) != (long)uid ||
-	    syscall(SYS_geteuid) != (long)uid)
-		syscall(SYS_exit_group, 111);
-	for (size_t i = 0; i < n; i++)
-		if (v[i].kind == IPC_KIND_SEM)
-			(void)syscall(ctl[v[i].kind], v[i].id, 0, IPC_RMID, 0);
+/* As the agent (privs_run_as_agent): IPC_RMID each object. Raw system calls only. */
+static int remove_batch(const void *arg)
+{
+	static const long ctl[_IPC_KIND_MAX] = {SYS_shmctl, SYS_msgctl, SYS_semctl};
+	const struct batch *b = arg;
+
+	for (size_t i = 0; i < b->n; i++)
+		if (b->v[i].kind == IPC_KIND_SEM)
+			(void)syscall(ctl[b->v[i].kind], b->v[i].id, 0, IPC_RMID, 0);
 		else
-			(void)syscall(ctl[v[i].kind], v[i].id, IPC_RMID, NULL);
-	syscall(SYS_exit_group, 0);
-	__builtin_unreachable();
+			(void)syscall(ctl[b->v[i].kind], b->v[i].id, IPC_RMID, NULL);
+	return 0;
 }
 
 #define IPC_BATCH 1024
@@ -132,7 +130,7 @@ int ipc_remove_agent_objects(int proc_fd, uid_t uid)
 {
 	_cleanup_free_ struct ipc_obj *v = NULL;
 	size_t n = 0, before = 0, left = 0;
-	int r, status;
+	int r;
 
 	if (!users_uid_is_agent(uid))
 		return -EINVAL;
@@ -152,16 +150,10 @@ int ipc_remove_agent_objects(int proc_fd, uid_t uid)
 		left = n;
 		if (n == 0)
 			break;
-		pid_t pid = fork();
-		if (pid < 0)
-			return negative_errno();
-		if (pid == 0)
-			remove_as(uid, v, n < IPC_BATCH ? n : IPC_BATCH);
-		while (waitpid(pid, &status, 0) < 0)
-			if (errno != EINTR)
-				return negative_errno();
-		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-			return -EPERM;
+		struct batch b = {v, n < IPC_BATCH ? n : IPC_BATCH};
+		r = privs_run_as_agent(uid, remove_batch, &b);
+		if (r != 0)
+			return r < 0 ? r : -EPERM;
 		r = ipc_agent_objects(proc_fd, uid, NULL, 0, &left);
 		if (r < 0)
 			return r;

@@ -7,6 +7,7 @@
 #include <linux/capability.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "lib/macro.h"
@@ -166,4 +167,27 @@ int privs_clear_caps(int last_cap)
 	 * just read back empty, so the ambient set is empty too. */
 	(void)last_cap;
 	return 0;
+}
+
+int privs_run_as_agent(uid_t uid, int (*fn)(const void *arg), const void *arg)
+{
+	gid_t gid = (gid_t)uid;
+	int status;
+	pid_t pid;
+
+	if (privs_check_agent_ids(uid, gid, &gid, 1) < 0)
+		return -EINVAL;
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		if (privs_setgroups(&gid, 1) < 0 || privs_setresgid(gid) < 0 ||
+		    privs_setresuid(uid) < 0)
+			syscall(SYS_exit_group, 111);
+		syscall(SYS_exit_group, fn(arg) & 0xff);
+	}
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -errno;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }

@@ -32,3 +32,12 @@ int privs_setresuid(uid_t uid);
 /* Inheritable, permitted, effective (capset) and ambient (PR_CAP_AMBIENT_CLEAR_ALL) all
  * empty, verified with capget (ambient is kept within permitted & inheritable). */
 int privs_clear_caps(int last_cap);
+
+/* Forks a child that becomes uid (its group, gid = uid, alone: setgroups, setresgid,
+ * setresuid, each verified) and returns fn(arg)'s exit code (0-255) once it has exited;
+ * -errno when the fork or the wait fails, 111 when the child could not become uid. fn runs
+ * in a child of a possibly multi-threaded process: raw system calls only. For the little
+ * that pistisd does as an agent on the agent's own things (its SysV IPC objects, its
+ * processes), so that the kernel's owner checks are the agent's and no capability of
+ * root's is needed. */
+int privs_run_as_agent(uid_t uid, int (*fn)(const void *arg), const void *arg);

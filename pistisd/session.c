@@ -578,6 +578,12 @@ static void kill_strays(const struct cmd *c)
 				   "left its process group (no cgroup), the agent's last command "
 				   "having ended",
 				   c->id, c->agent, k);
+		/* The /proc pass (which counts, for the log) misses a process that keeps
+		 * forking and letting its parent exit; kill(-1) as the agent does not. */
+		k = spawn_kill_uid(uid);
+		if (k < 0)
+			log_warning_errno(k, "Failed to kill what runs as agent \"%s\": %m",
+					  c->agent);
 	}
 	/* What no kill reaches: the SysV IPC objects the agent made and left (pistisd/ipc.h).
 	 * Kept with what keep_children keeps, which may still use them. */

@@ -1047,6 +1047,23 @@ int spawn_kill_agent_processes(const struct spawn_ctx *ctx, uid_t *uids, size_t 
 	return spawn_kill_agent_processes_in(ctx->proc_fd, uids, n, NULL, 0);
 }
 
+/* As the agent (privs_run_as_agent): SIGKILL to every process it may signal, which is
+ * every process of its uid, at once: kill(-1) walks the process list with forks held off,
+ * and a process with SIGKILL pending cannot complete a fork, so one that keeps forking and
+ * letting its parent exit is not missed as a /proc listing misses it. */
+static int kill_every_process(const void *arg)
+{
+	(void)arg;
+	return syscall(SYS_kill, -1, SIGKILL) < 0 && errno != ESRCH ? 1 : 0;
+}
+
+int spawn_kill_uid(uid_t uid)
+{
+	int r = privs_run_as_agent(uid, kill_every_process, NULL);
+
+	return r == 0 ? 0 : r < 0 ? r : -EIO;
+}
+
 static bool is_agent_process(pid_t pid, void *arg)
 {
 	return agent_process(arg, pid);

@@ -275,6 +275,10 @@ int spawn_kill_leftovers(struct spawn_proc *p);
  * many were signalled (0: none left), -errno when /proc cannot be read. */
 int spawn_kill_agent_processes(const struct spawn_ctx *ctx, uid_t *uids, size_t n);
 
+/* SIGKILL to every process of uid (an agent's: the range is checked), sent by a child
+ * that has become uid: kill(-1) reaches every one at once, forks held off. 0 or -errno. */
+int spawn_kill_uid(uid_t uid);
+
 /* Whether a live process (not a zombie) runs as uid, by /proc; true when /proc cannot be
  * read. */
 bool spawn_agent_has_processes(const struct spawn_ctx *ctx, uid_t uid);

@@ -423,6 +423,19 @@ int main(int argc, char **argv, char **envp)
 		printf("bgpid=%d\n", p);
 		if (argc > 3 && !strcmp(argv[3], "stay"))
 			sleep((unsigned)arg);
+	} else if (!strcmp(mode, "hop")) {
+		/* a process that keeps moving: a new session, then a child takes over at once
+		 * and the parent exits, again and again (a /proc listing sees pids that are gone a moment later) */
+		if (fork() != 0)
+			return 0;
+		setsid();
+		for (;;) {
+			pid_t p = fork();
+			if (p > 0)
+				_exit(0);
+			if (p < 0)
+				usleep(1000);
+		}
 	} else if (!strcmp(mode, "ipc-leave")) {
 		/* SysV objects left behind: a segment of arg bytes, every page written, a queue
 		 * with a message, a semaphore set; nothing removed */

@@ -121,6 +121,13 @@ bool fz_spawn_agent_has_processes(const struct spawn_ctx *ctx, uid_t uid)
 	return true;
 }
 
+/* No process to kill, and no fork (privs_run_as_agent's) under the fuzzer. */
+int fz_spawn_kill_uid(uid_t uid)
+{
+	(void)uid;
+	return 0;
+}
+
 /* ... and says commands are scoped (no start-up warning per input). */
 bool fz_spawn_ctx_can_scope(const struct spawn_ctx *ctx, int *ret_why)
 {
