@@ -526,16 +526,29 @@ TEST_F(root, agents_linked_inode_in_a_closed_tree_is_a_violation)
 	EXPECT_EQ(self->events[POLICY_EV_HARDLINK], 1u); /* root's conf is right as it is */
 }
 
+/* The trusted commands' trees under the shipped defaults' rules (docs/policy.md). */
+static const char trusted_rules[] = "[{\"path\":\"/data/bin\",\"access\":\"read\"},"
+				    "{\"path\":\"/data/trusted\",\"access\":\"read\"},"
+				    "{\"path\":\"/data/.secrets\",\"access\":\"none\"}]";
+
+/* check, then apply, of trusted_rules: n nodes left as agents_in_trusted each time, each
+ * a violation in check and an error in apply. */
+#define EXPECT_LEFT_IN_TRUSTED(n)                                                                  \
+	do {                                                                                       \
+		ASSERT_EQ(run(self, trusted_rules, POLICY_CHECK), 0);                              \
+		EXPECT_EQ(self->events[POLICY_EV_AGENTS_IN_TRUSTED], (n));                         \
+		EXPECT_GE(self->st.violations, (n));                                               \
+		ASSERT_EQ(run(self, trusted_rules, POLICY_APPLY), 0);                              \
+		EXPECT_EQ(self->events[POLICY_EV_AGENTS_IN_TRUSTED], (n));                         \
+		EXPECT_EQ(self->st.errors, (n));                                                   \
+	} while (0)
+
 /* A volume's earlier life: an agent's script in /data/trusted and a directory of its own in
  * /data/bin (left from a write rule pistis no longer loads). The read rules would make them
  * root's, and then trusted: they are reported, left as they are, and not entered, while
  * root's files beside them are put right. */
 TEST_F(root, agents_nodes_in_trusted_trees_never_become_roots)
 {
-	static const char rules[] = "[{\"path\":\"/data/bin\",\"access\":\"read\"},"
-				    "{\"path\":\"/data/trusted\",\"access\":\"read\"},"
-				    "{\"path\":\"/data/.secrets\",\"access\":\"none\"}]";
-
 	mk(self, "data", S_IFDIR | 0755, 0, 0);
 	mk(self, "data/bin", S_IFDIR | 0755, 0, 0);
 	mk(self, "data/trusted", S_IFDIR | 0755, 0, 0);
@@ -553,12 +566,7 @@ TEST_F(root, agents_nodes_in_trusted_trees_never_become_roots)
 	sh(self, "ln -s /workspaces/a/git data/bin/git && chown -h 10100:10100 data/bin/git && "
 		 "ln -s /workspaces/a/t data/.secrets/npm-token && "
 		 "chown -h 10100:10100 data/.secrets/npm-token && ln -s hello data/trusted/hi");
-	ASSERT_EQ(run(self, rules, POLICY_CHECK), 0);
-	EXPECT_EQ(self->events[POLICY_EV_AGENTS_IN_TRUSTED], 6u);
-	EXPECT_GE(self->st.violations, 6u);
-	ASSERT_EQ(run(self, rules, POLICY_APPLY), 0);
-	EXPECT_EQ(self->events[POLICY_EV_AGENTS_IN_TRUSTED], 6u);
-	EXPECT_EQ(self->st.errors, 6u);
+	EXPECT_LEFT_IN_TRUSTED(6u);
 	EXPECT_EQ(self->st.symlinks, 3u);
 	{
 		struct stat l;
@@ -592,10 +600,6 @@ TEST_F(root, agents_nodes_in_trusted_trees_never_become_roots)
  * not write is put right as the rule says. */
 TEST_F(root, agent_writable_roots_files_in_trusted_trees_left)
 {
-	static const char rules[] = "[{\"path\":\"/data/bin\",\"access\":\"read\"},"
-				    "{\"path\":\"/data/trusted\",\"access\":\"read\"},"
-				    "{\"path\":\"/data/.secrets\",\"access\":\"none\"}]";
-
 	mk(self, "data", S_IFDIR | 0755, 0, 0);
 	mk(self, "data/bin", S_IFDIR | 02770, 0, USERS_SANDBOX_GID);
 	mk(self, "data/trusted", S_IFDIR | 0755, 0, 0);
@@ -610,12 +614,7 @@ TEST_F(root, agent_writable_roots_files_in_trusted_trees_left)
 	mk(self, "w", S_IFDIR | 0755, 0, 0);
 	mk(self, "w/job.sh", S_IFREG | 0770, 0, USERS_SANDBOX_GID);
 	sh(self, "setfacl -m u:10100:rwx data/trusted/acl && ln w/job.sh data/trusted/job");
-	ASSERT_EQ(run(self, rules, POLICY_CHECK), 0);
-	EXPECT_EQ(self->events[POLICY_EV_AGENTS_IN_TRUSTED], 6u);
-	EXPECT_GE(self->st.violations, 6u);
-	ASSERT_EQ(run(self, rules, POLICY_APPLY), 0);
-	EXPECT_EQ(self->events[POLICY_EV_AGENTS_IN_TRUSTED], 6u);
-	EXPECT_EQ(self->st.errors, 6u);
+	EXPECT_LEFT_IN_TRUSTED(6u);
 	EXPECT_EQ(st_of(self, "data/bin/git").st_mode & 07777, 0770u);
 	EXPECT_EQ(st_of(self, "data/bin/git").st_gid, (gid_t)USERS_SANDBOX_GID);
 	EXPECT_EQ(st_of(self, "data/trusted/rotate").st_gid, (gid_t)AGENT);
