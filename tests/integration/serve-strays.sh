@@ -140,6 +140,19 @@ wait "$LONG"
 is "... removed once bob's last command has ended" "$(ipc_of "$BUID")" 0
 like "... which pistisd says" "$(cat "$W/pd.log")" 'bob..: removed 3 SysV IPC object\(s\)'
 is "... a uid no agent of this sandbox has keeps its own" "$(ipc_of 10777)" 3
+# At start-up: what an agent with no process left (a daemon that died could not remove it);
+# a uid no agent of this sandbox has keeps its own there too
+chroot "$R" setpriv --reuid="$BUID" --regid="$BUID" --clear-groups $PROBE ipc-leave 65536 >/dev/null
+is "bob's objects made outside any command (serve to restart)" "$(ipc_of "$BUID")" 3
+kill "$PD"; wait "$PD" 2>/dev/null
+in_root "$R" pistisd serve --relay "ws://127.0.0.1:$SP" --token-file /etc/pistis/token \
+	--name s1 ${ALLOW:+--allow $ALLOW} >"$W/pd2.log" 2>&1 &
+PD=$!
+# (before it dials: its start-up log says so; server-min may still list the old connection)
+for _ in $(seq 100); do grep -q 'Connected to the relay' "$W/pd2.log" && break; sleep 0.1; done
+is "... removed by the restarted serve" "$(ipc_of "$BUID")" 0
+like "... which it says" "$(cat "$W/pd2.log")" "removed 3 SysV IPC object\\(s\\) of uid $BUID, which has no process left"
+is "... the other uid's kept" "$(ipc_of 10777)" 3
 for id in $(awk 'NR > 1 && $8 == 10777 {print $2}' /proc/sysvipc/shm); do ipcrm -m "$id"; done
 for id in $(awk 'NR > 1 && $8 == 10777 {print $2}' /proc/sysvipc/msg); do ipcrm -q "$id"; done
 for id in $(awk 'NR > 1 && $5 == 10777 {print $2}' /proc/sysvipc/sem); do ipcrm -s "$id"; done
