@@ -21,6 +21,13 @@ cleanup() {
 	[ -n "${OTHER:-}" ] && kill "$OTHER" 2>/dev/null
 	wait 2>/dev/null
 	for p in $(root_pids "$R"); do kill -9 "$p" 2>/dev/null; done
+	# SysV objects live in the host's IPC namespace: those the IPC checks made, if one failed
+	local u id
+	for u in ${BUID:-} 10777; do
+		for id in $(awk -v u="$u" 'NR > 1 && $10 == u {print $2}' /proc/sysvipc/shm); do ipcrm -m "$id"; done
+		for id in $(awk -v u="$u" 'NR > 1 && $10 == u {print $2}' /proc/sysvipc/msg); do ipcrm -q "$id"; done
+		for id in $(awk -v u="$u" 'NR > 1 && $7 == u {print $2}' /proc/sysvipc/sem); do ipcrm -s "$id"; done
+	done 2>/dev/null
 	root_cleanup
 }
 trap cleanup EXIT
@@ -153,7 +160,4 @@ for _ in $(seq 100); do grep -q 'Connected to the relay' "$W/pd2.log" && break; 
 is "... removed by the restarted serve" "$(ipc_of "$BUID")" 0
 like "... which it says" "$(cat "$W/pd2.log")" "removed 3 SysV IPC object\\(s\\) of uid $BUID, which has no process left"
 is "... the other uid's kept" "$(ipc_of 10777)" 3
-for id in $(awk 'NR > 1 && $8 == 10777 {print $2}' /proc/sysvipc/shm); do ipcrm -m "$id"; done
-for id in $(awk 'NR > 1 && $8 == 10777 {print $2}' /proc/sysvipc/msg); do ipcrm -q "$id"; done
-for id in $(awk 'NR > 1 && $5 == 10777 {print $2}' /proc/sysvipc/sem); do ipcrm -s "$id"; done
 done_testing
