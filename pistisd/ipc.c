@@ -123,42 +123,34 @@ static int remove_batch(const void *arg)
 	return 0;
 }
 
-#define IPC_BATCH 1024
-#define IPC_ROUNDS 64
+#define IPC_BATCH 256
+#define IPC_ROUNDS 256
 
 int ipc_remove_agent_objects(int proc_fd, uid_t uid)
 {
-	_cleanup_free_ struct ipc_obj *v = NULL;
-	size_t n = 0, before = 0, left = 0;
+	struct ipc_obj v[IPC_BATCH];
+	size_t n = 0, before = 0, last = SIZE_MAX;
 	int r;
 
 	if (!users_uid_is_agent(uid))
 		return -EINVAL;
-	r = ipc_agent_objects(proc_fd, uid, NULL, 0, &before);
-	if (r < 0 || before == 0)
-		return r;
-	v = calloc(IPC_BATCH, sizeof(*v));
-	if (!v)
-		return -ENOMEM;
-	/* In rounds of IPC_BATCH (the kernel allows 32000 of each kind by default); an agent
-	 * still making objects meanwhile (a process of its that outlived its commands) is not
-	 * waited for beyond IPC_ROUNDS. */
-	for (unsigned round = 0; round < IPC_ROUNDS; round++) {
+	/* In rounds of IPC_BATCH (the kernel allows 32000 of each kind by default), each
+	 * listing also the count the last round left; a round that removed nothing (an agent
+	 * still making objects meanwhile, a process of its that outlived its commands) ends
+	 * it, and so does IPC_ROUNDS. */
+	for (unsigned round = 0; round <= IPC_ROUNDS; round++) {
 		r = ipc_agent_objects(proc_fd, uid, v, IPC_BATCH, &n);
 		if (r < 0)
 			return r;
-		left = n;
-		if (n == 0)
+		if (round == 0)
+			before = n;
+		if (n == 0 || n >= last || round == IPC_ROUNDS)
 			break;
+		last = n;
 		struct batch b = {v, n < IPC_BATCH ? n : IPC_BATCH};
 		r = privs_run_as_agent(uid, remove_batch, &b);
 		if (r != 0)
 			return r < 0 ? r : -EPERM;
-		r = ipc_agent_objects(proc_fd, uid, NULL, 0, &left);
-		if (r < 0)
-			return r;
-		if (left == 0 || left >= n) /* done, or nothing more would go */
-			break;
 	}
-	return before > left ? (int)(before - left) : 0;
+	return before > n ? (int)(before - n) : 0;
 }
