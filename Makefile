@@ -94,13 +94,13 @@ libs = $(foreach l,$(2),$(B)/$(1)/lib$(l).a)
 $(B)/musl/obj/%.o: %.c $(B)/deps.mk
 	@mkdir -p $(@D)
 	$(call quiet,CC.musl,$<)$(CC_MUSL) $(MUSL_CFLAGS) $($*_CFLAGS) -c $< -o $@
-$(B)/host/obj/%.o: %.c
+$(B)/host/obj/%.o: %.c | host-deps
 	@mkdir -p $(@D)
 	$(call quiet,CC.host,$<)$(CC_HOST) $(HOST_CFLAGS) -c $< -o $@
-$(B)/asan/obj/%.o: %.c
+$(B)/asan/obj/%.o: %.c | host-deps
 	@mkdir -p $(@D)
 	$(call quiet,CC.asan,$<)$(CC_ASAN) $(ASAN_CFLAGS) -c $< -o $@
-$(B)/fuzz/obj/%.o: %.c
+$(B)/fuzz/obj/%.o: %.c | fuzz-deps
 	@mkdir -p $(@D)
 	$(call quiet,CC.fuzz,$<)$(CC_FUZZ) $(FUZZ_CFLAGS) -c $< -o $@
 
@@ -148,10 +148,13 @@ all: $(ALL_BINS)
 host: $(addprefix $(B)/bin/,$(HOST_BINS))
 tests: $(TEST_BINS)
 
-$(HOST_BINS:%=$(B)/bin/%): | host-deps
-.PHONY: host-deps
+# The glibc objects include the -dev packages' headers: they, not only the binaries, wait
+# for the packages (on a fresh machine `make -j2` would otherwise compile them first).
+.PHONY: host-deps fuzz-deps
 host-deps:
 	@scripts/bootstrap.sh asan
+fuzz-deps:
+	@scripts/bootstrap.sh fuzz
 
 check: all tests
 	@scripts/bootstrap.sh check
