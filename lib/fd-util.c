@@ -223,12 +223,12 @@ bool root_only_writable_at(int dfd, const char *name, const struct stat *st)
 
 const char *const fd_acl_xattrs[2] = {XATTR_ACL_ACCESS, XATTR_ACL_DEFAULT};
 
-bool fd_has_acl(int fd)
+const char *fd_has_acl(int fd)
 {
 	for (unsigned i = 0; i < ELEMENTSOF(fd_acl_xattrs); i++)
 		if (fgetxattr(fd, fd_acl_xattrs[i], NULL, 0) >= 0)
-			return true;
-	return false;
+			return fd_acl_xattrs[i];
+	return NULL;
 }
 
 int fd_remove_acls(int fd, unsigned *ret_removed)

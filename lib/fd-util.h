@@ -55,5 +55,6 @@ extern const char *const fd_acl_xattrs[2];
  * there and is gone. 0, or -errno of the removal that failed. */
 int fd_remove_acls(int fd, unsigned *ret_removed);
 
-/* Whether fd carries an access or a default ACL (a file system without them: false). */
-bool fd_has_acl(int fd);
+/* The name of the first ACL fd carries (fd_acl_xattrs: access, then default), or NULL
+ * when it has none (a file system without them: NULL). */
+const char *fd_has_acl(int fd);

@@ -942,7 +942,7 @@ int users_ensure_base(const char *root)
 					 (unsigned)dirs[i].mode);
 		if (dirs[i].flags & UFS_KEEP_EXISTING) {
 			struct stat st;
-			bool acl = fd_has_acl(fd);
+			bool acl = fd_has_acl(fd) != NULL;
 
 			r = fstat(fd, &st) < 0 ? -errno : 0;
 			safe_close(fd);

@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "lib/escape.h"
@@ -488,11 +487,11 @@ static int secrets_dir(const char *root, bool create, char *why, size_t why_size
 	}
 	if (r < 0)
 		return r;
-	for (size_t k = 0; k < ELEMENTSOF(fd_acl_xattrs); k++)
-		if (fgetxattr(fd, fd_acl_xattrs[k], NULL, 0) >= 0) {
-			snprintf(why, why_size, "/data/.secrets has an ACL (%s)", fd_acl_xattrs[k]);
-			return 1;
-		}
+	const char *acl = fd_has_acl(fd);
+	if (acl) {
+		snprintf(why, why_size, "/data/.secrets has an ACL (%s)", acl);
+		return 1;
+	}
 	return secrets_tree_check(fd, "/data/.secrets", 0, &budget, why, why_size);
 }
 

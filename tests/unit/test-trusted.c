@@ -1239,6 +1239,14 @@ TEST(secrets_dir_fixed_through_fd)
 	ASSERT_EQ(st.st_mode & 07777, 0700u);
 	ASSERT_LT(getxattr(p, "system.posix_acl_default", NULL, 0), 0);
 	ASSERT_EQ(trusted_secrets_check(root, why, sizeof(why)), 0);
+	/* pi-tools' 0700 with an ACL (a default one keeps the mode): refused, named, taken off */
+	ASSERT_EQ(setxattr(p, "system.posix_acl_default", acl_u10100_r, sizeof(acl_u10100_r), 0),
+		  0);
+	ASSERT_EQ(trusted_secrets_check(root, why, sizeof(why)), 1);
+	EXPECT_NOT_NULL(strstr(why, "/data/.secrets has an ACL (system.posix_acl_default)"));
+	ASSERT_EQ(trusted_secrets_ensure(root, why, sizeof(why)), 0);
+	ASSERT_LT(getxattr(p, "system.posix_acl_default", NULL, 0), 0);
+	ASSERT_EQ(trusted_secrets_check(root, why, sizeof(why)), 0);
 	/* pi-tools' and root's nodes inside are the trusted commands' own */
 	snprintf(q, sizeof(q), "%s/sub", p);
 	ASSERT_EQ(mkdir(q, 0700), 0);
