@@ -22,6 +22,7 @@
 #include "lib/log.h"
 #include "lib/macro.h"
 #include "pistisd/cli.h"
+#include "pistisd/ipc.h"
 #include "pistisd/spawn.h"
 #include "sandbox-users/ident.h"
 #include "sandbox-users/users.h"
@@ -56,7 +57,8 @@ static void usage(FILE *f)
 		"  --idle-timeout S    stop after S seconds without output\n"
 		"  --max-output BYTES  keep at most BYTES of output (K/M/G suffixes)\n"
 		"  --env NAME=VALUE    set a variable (PI_* or an allowlisted name); repeatable\n"
-		"  --keep-children     do not kill what the command leaves running\n"
+		"  --keep-children     do not kill what the command leaves running, nor remove\n"
+		"                      the SysV IPC objects it leaves\n"
 		"  --share-abstract-sockets\n"
 		"                      let CMD connect to abstract UNIX sockets bound outside\n"
 		"                      its own tree (default: not, where Landlock ABI >= 6)\n"
@@ -151,6 +153,30 @@ static void forward_output(int fd, const char *buf, size_t n)
  * decided, so the parent does not wake up (and take a CPU from the command) just to learn
  * that the command has exec'd. No output is read before that. Returns 0, 1 when the start
  * failed (l->exec_err: the child is reaped, as after a failed spawn_start), or -errno. */
+/* The SysV IPC objects the command left, as serve removes them at an agent's last
+ * command's end (pistisd/ipc.h): only when the agent has no process left, since another
+ * command of its (another `pistisd run`, serve's) may still use them. Listing first: the
+ * /proc pass runs only when the agent left something. */
+static void remove_left_ipc(const struct spawn_ctx *ctx, const struct users_identity *ident)
+{
+	int proc_fd = spawn_ctx_proc_fd(ctx);
+	struct ipc_obj v[1];
+	size_t n = 0;
+	int k;
+
+	if (ipc_agent_objects(proc_fd, ident->uid, v, ELEMENTSOF(v), &n) < 0 || n == 0 ||
+	    spawn_agent_has_processes(ctx, ident->uid))
+		return;
+	k = ipc_remove_agent_objects(proc_fd, ident->uid);
+	if (k > 0)
+		log_info("removed %d SysV IPC object(s) agent '%s' left (shared memory, message "
+			 "queues, semaphores)",
+			 k, ident->name);
+	else if (k < 0)
+		log_warning_errno(k, "Failed to remove the SysV IPC objects agent '%s' left: %m",
+				  ident->name);
+}
+
 static int run_loop(struct loop *l)
 {
 	struct spawn_proc *p = l->p;
@@ -572,6 +598,8 @@ int run_cli_main(int argc, char **argv)
 		log_error_errno(r, "Failed while supervising '%s': %m", so.argv[0]);
 		goto out;
 	}
+	if (!so.keep_children)
+		remove_left_ipc(ctx, &ident);
 	{
 		const struct spawn_result *res = spawn_result(p);
 		if (json)

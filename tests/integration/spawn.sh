@@ -211,4 +211,33 @@ if in_root "$R" pistisd check --no-walk 2>/dev/null | grep -Eq '^landlock +ok'; 
 else
 	skip "a command's Landlock domain and an earlier command's leftover" "no Landlock ABI 6"
 fi
+
+# SysV IPC objects a command leaves (no kill reaches them): removed once the agent has no
+# process left, as serve does (serve-strays.sh); kept with --keep-children, and while
+# another command of the agent's runs. They live in the host's IPC namespace: the trap
+# removes what a failed check leaves.
+auid=$(run -- $PROBE 2>&1 | field uid | cut -d, -f1)
+ipc_of() { # how many shm segments, queues and semaphore sets agent auid owns or made
+	{ awk -v u="$auid" 'NR > 1 && ($8 == u || $10 == u)' /proc/sysvipc/shm /proc/sysvipc/msg
+	  awk -v u="$auid" 'NR > 1 && ($5 == u || $7 == u)' /proc/sysvipc/sem; } | wc -l
+}
+ipc_clean() {
+	local id
+	for id in $(awk -v u="$auid" 'NR > 1 && $10 == u {print $2}' /proc/sysvipc/shm); do ipcrm -m "$id"; done
+	for id in $(awk -v u="$auid" 'NR > 1 && $10 == u {print $2}' /proc/sysvipc/msg); do ipcrm -q "$id"; done
+	for id in $(awk -v u="$auid" 'NR > 1 && $7 == u {print $2}' /proc/sysvipc/sem); do ipcrm -s "$id"; done
+} 2>/dev/null
+trap 'ipc_clean; lib_cleanup' EXIT
+like "the command leaves a segment, a queue and a semaphore set" \
+	"$(run -- $PROBE ipc-leave 65536 2>&1)" '^ipc=shm:[0-9]+,msg:[0-9]+,sem:[0-9]+$'
+is "... removed when it ends (the agent has no process left)" "$(ipc_of)" 0
+run --keep-children -- $PROBE ipc-leave 65536 >/dev/null 2>&1
+is "... kept with --keep-children" "$(ipc_of)" 3
+left=$(run --keep-children -- sh -c 'sleep 30 >/dev/null 2>&1 </dev/null & echo $!')
+run -- $PROBE ipc-leave 65536 >/dev/null 2>&1
+is "... kept while another process of the agent's runs" "$(ipc_of)" 6
+kill "$left" 2>/dev/null
+while kill -0 "$left" 2>/dev/null; do sleep 0.05; done
+run -- /bin/true
+is "... all removed when the agent's next command ends with nothing left running" "$(ipc_of)" 0
 done_testing
