@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
@@ -33,6 +34,7 @@
 #include "lib/proto.h"
 #include "pistisd/privs.h"
 #include "pistisd/serve.h"
+#include "pistisd/spawn.h"
 #include "sandbox-users/users.h"
 
 #define FSOP_TIMEOUT_US (30LL * LWS_US_PER_SEC)
@@ -685,6 +687,19 @@ static int do_op(enum proto_op op, cJSON *req, cJSON *o, struct proto_error *err
 	}
 }
 
+/* The bounds the agent's own commands have (spawn.c): no file past SPAWN_FSIZE_DEFAULT,
+ * a write beyond it failing with EFBIG (answered too_large) rather than the signal, and no
+ * core of this copy of the daemon's memory. Lowering a limit needs no privilege. */
+static int agent_limits(void)
+{
+	const struct rlimit fsize = {SPAWN_FSIZE_DEFAULT, SPAWN_FSIZE_DEFAULT}, core = {0, 0};
+
+	if (setrlimit(RLIMIT_FSIZE, &fsize) < 0 || setrlimit(RLIMIT_CORE, &core) < 0 ||
+	    signal(SIGXFSZ, SIG_IGN) == SIG_ERR)
+		return -errno;
+	return 0;
+}
+
 _noreturn_ static void helper(int out_fd, const struct proto_request *req,
 			      const struct serve_agent *a, pid_t parent)
 {
@@ -730,6 +745,12 @@ _noreturn_ static void helper(int out_fd, const struct proto_request *req,
 		goto out;
 	}
 	umask(0007); /* the spawn core's default for agent files */
+	r = agent_limits();
+	if (r < 0) {
+		answer = proto_error_build(req->id, PROTO_E_INTERNAL,
+					   "cannot set the agent's limits");
+		goto out;
+	}
 	r = do_op(req->op, req->root, o, &err);
 	if (r < 0) {
 		char msg[200];

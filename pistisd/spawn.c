@@ -675,7 +675,7 @@ static int start(struct spawn_ctx *ctx, const struct spawn_opts *o, struct spawn
 	a.umask = o->umask == (mode_t)-1 ? SPAWN_UMASK_DEFAULT : (o->umask & 0777);
 	set_rlimit(&a, RLIMIT_NPROC, o->rlimits.nproc ? o->rlimits.nproc : 512);
 	set_rlimit(&a, RLIMIT_NOFILE, o->rlimits.nofile ? o->rlimits.nofile : 4096);
-	set_rlimit(&a, RLIMIT_FSIZE, o->rlimits.fsize ? o->rlimits.fsize : (16ULL << 30));
+	set_rlimit(&a, RLIMIT_FSIZE, o->rlimits.fsize ? o->rlimits.fsize : SPAWN_FSIZE_DEFAULT);
 	set_rlimit(&a, RLIMIT_CORE, o->rlimits.core_allowed ? o->rlimits.core : 0);
 	a.last_cap = ctx->last_cap;
 	a.proc_fd = ctx->proc_fd;

@@ -62,6 +62,10 @@ enum spawn_stdio {
 	SPAWN_STDIO_PTY,       /* a new pty: controlling terminal, stdin/out/err on the slave */
 };
 
+/* The largest file an agent's process may write (RLIMIT_FSIZE) unless the caller says
+ * otherwise; the file operations' helper (fsops.c) has the same bound. */
+#define SPAWN_FSIZE_DEFAULT ((rlim_t)16 << 30)
+
 /* rlimits in the child; a field of 0 keeps the default noted (use RLIM_INFINITY for none). */
 struct spawn_rlimits {
 	rlim_t nproc;  /* default 512 (per uid: counts all of the agent's processes) */

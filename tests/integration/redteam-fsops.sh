@@ -252,6 +252,15 @@ is "... and decode to the names on disk (an ordinary é stays as it is)" \
 	"$(ls "$R$home/names" | while IFS= read -r f; do printf '%s' "$f" | od -An -tx1 | tr -d ' \n'; echo; done | sort | paste -sd' ')"
 
 # --- where the reopen goes, and without a procfs at /proc ----------------------------------------
+# The helper has the agent's commands' file-size limit (16 GiB, RLIMIT_FSIZE): a write past
+# it is answered too_large (EFBIG, the signal ignored), one up to it is written (sparse).
+is "fs.write at 16 GiB, past the agent's file-size limit: too_large" \
+	"$(call fs.write "{\"agent\":\"alice\",\"path\":\"$home/huge\",\"data\":\"QQ==\",\"offset\":17179869184}" | grep -o '"code":"[a-z_]*"')" '"code":"too_large"'
+is "fs.write of the last byte below it: written" \
+	"$(call fs.write "{\"agent\":\"alice\",\"path\":\"$home/huge\",\"data\":\"QQ==\",\"offset\":17179869183}" | grep -o '"ok":true')" '"ok":true'
+is "... the file is 16 GiB" "$(stat -c %s "$R$home/huge")" 17179869184
+rm -f "$R$home/huge"
+
 # With /proc mounted the leaf is reopened through the helper's own fd link; a path the agent
 # names inside /proc stays denied. Without a procfs at /proc the helper opens the leaf by
 # name again (O_NOFOLLOW, checked on the fd): fs.read, fs.write and fs.edit still work.
