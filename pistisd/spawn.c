@@ -958,35 +958,92 @@ static int cmp_uid(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Whether /proc/PID/status names a live process (not a zombie) any of whose real,
- * effective, saved or file-system uids is one of s->uids. */
-static bool agent_process(const struct sweep *s, pid_t pid)
+/* What the sweeps read of /proc/PID/status: real, effective, saved and fs uids, and the
+ * parent. False when the process is gone, a zombie, or its status cannot be read. */
+struct proc_ids {
+	unsigned long uid[4];
+	long ppid;
+};
+
+static bool proc_ids(int proc_fd, pid_t pid, struct proc_ids *ret)
 {
 	char name[32], buf[2048];
 	_cleanup_close_ int fd = -1;
-	const char *st, *u;
-	unsigned long id[4];
+	const char *st, *u, *pp;
 	ssize_t n;
 
 	snprintf(name, sizeof(name), "%d/status", (int)pid);
-	fd = openat(s->proc_fd, name, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	fd = openat(proc_fd, name, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 	if (fd < 0)
 		return false;
 	n = read(fd, buf, sizeof(buf) - 1);
 	if (n <= 0)
 		return false;
 	buf[n] = 0;
-	/* Both near the top: the first read holds them (the rest of the file is not needed). */
+	/* All near the top: the first read holds them (the rest of the file is not needed). */
 	st = proc_status_field(buf, "State");
+	pp = proc_status_field(buf, "PPid");
 	u = proc_status_field(buf, "Uid");
-	if (!st || !u || *st == 'Z' || *st == 'X' ||
-	    sscanf(u, "%lu %lu %lu %lu", &id[0], &id[1], &id[2], &id[3]) != 4)
-		return false;
+	return st && pp && u && *st != 'Z' && *st != 'X' && sscanf(pp, "%ld", &ret->ppid) == 1 &&
+	       sscanf(u, "%lu %lu %lu %lu", &ret->uid[0], &ret->uid[1], &ret->uid[2],
+		      &ret->uid[3]) == 4;
+}
+
+/* Whether any of the ids is one of s->uids. */
+static bool ids_match(const struct sweep *s, const struct proc_ids *id)
+{
 	for (size_t i = 0; i < 4; i++) {
-		uid_t x = (uid_t)id[i];
+		uid_t x = (uid_t)id->uid[i];
 		/* The range as well: a registry that named root would never make us kill it. */
 		if (users_uid_is_agent(x) && bsearch(&x, s->uids, s->n_uids, sizeof(x), cmp_uid))
 			return true;
+	}
+	return false;
+}
+
+static bool ids_all_tools(const struct proc_ids *id)
+{
+	for (size_t i = 0; i < 4; i++)
+		if (id->uid[i] != USERS_TOOLS_UID)
+			return false;
+	return true;
+}
+
+/* Whether /proc/PID/status names a live process (not a zombie) any of whose real,
+ * effective, saved or file-system uids is one of s->uids. */
+static bool agent_process(const struct sweep *s, pid_t pid)
+{
+	struct proc_ids id;
+
+	return proc_ids(s->proc_fd, pid, &id) && ids_match(s, &id);
+}
+
+/* How many parents up a trusted command's chain is followed (sudo, its monitor, the
+ * script's shell and what that runs: a handful). */
+#define TOOLS_CHAIN_MAX 16
+
+/* Whether pid is a trusted command one of s->uids started: pi-tools' in every id (sudo
+ * made it so), and its parents, through other such processes, reach one of those agents'
+ * processes (the sudo, which keeps the agent's real uid) or, orphaned, PID 1 or a parent
+ * outside our pid namespace (its sudo is gone, which a trusted command's never is while
+ * it runs: the agent killed it). No agent can signal it (another uid; sudo, without
+ * CAP_KILL, cannot forward), so where no cgroup holds the command's tree only this
+ * finds it. A chain through anything else (root's, another agent's sudo) is left. */
+static bool agents_trusted_command(const struct sweep *s, pid_t pid)
+{
+	struct proc_ids id;
+
+	if (!proc_ids(s->proc_fd, pid, &id) || !ids_all_tools(&id))
+		return false;
+	for (unsigned depth = 0; depth < TOOLS_CHAIN_MAX; depth++) {
+		if (id.ppid <= 1)
+			return true;
+		if (!proc_ids(s->proc_fd, (pid_t)id.ppid, &id))
+			return false; /* gone since: the next sweep sees where it went */
+		if (ids_match(s, &id))
+			return true;
+		if (!ids_all_tools(&id))
+			return false;
 	}
 	return false;
 }
@@ -1028,16 +1085,57 @@ static bool sweep_one(pid_t pid, void *arg)
 	return false;
 }
 
+/* The agents' trusted commands, found before any of their processes is killed (a chain
+ * broken by a kill would hide them), then killed together; more than a batch: the next
+ * sweep takes the rest. */
+#define TOOLS_BATCH 64
+struct tools_sweep {
+	struct sweep *s;
+	int pidfd[TOOLS_BATCH];
+	size_t n;
+};
+
+static bool collect_trusted(pid_t pid, void *arg)
+{
+	struct tools_sweep *t = arg;
+	int pidfd;
+
+	if (t->n == TOOLS_BATCH)
+		return true;
+	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (pidfd < 0 && errno != ENOSYS)
+		return false; /* gone */
+	if (agents_trusted_command(t->s, pid) && in_roots(t->s, pid)) {
+		if (pidfd >= 0) {
+			t->pidfd[t->n++] = pidfd;
+			return false;
+		}
+		if (kill(pid, SIGKILL) == 0)
+			t->s->found++;
+	}
+	safe_close(pidfd);
+	return false;
+}
+
 int spawn_kill_agent_processes_in(int proc_fd, uid_t *uids, size_t n,
 				  const struct spawn_sweep_root *roots, size_t n_roots)
 {
 	struct sweep s = {
 		.proc_fd = proc_fd, .uids = uids, .n_uids = n, .roots = roots, .n_roots = n_roots};
+	struct tools_sweep t = {.s = &s};
 	int r;
 
 	if (n == 0)
 		return 0;
 	qsort(uids, n, sizeof(*uids), cmp_uid);
+	r = proc_each(proc_fd, collect_trusted, &t);
+	for (size_t i = 0; i < t.n; i++) {
+		if (syscall(SYS_pidfd_send_signal, t.pidfd[i], SIGKILL, NULL, 0) == 0)
+			s.found++;
+		safe_close(t.pidfd[i]);
+	}
+	if (r < 0)
+		return r;
 	r = proc_each(proc_fd, sweep_one, &s);
 	return r < 0 ? r : (int)s.found;
 }

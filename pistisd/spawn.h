@@ -272,9 +272,11 @@ int spawn_kill_leftovers(struct spawn_proc *p);
 
 /* SIGKILL every live process whose real, effective, saved or fs uid is one of uids (n of
  * them, agents' uids; sorted in place; others in the agent range are never touched: a
- * plain host may have users there), whoever started it: what a tightening must not leave
- * running, tracked by a command or not (a setsid'ed grandchild outside any process group
- * pistisd knows, where there is no cgroup; one a restarted daemon never knew). Read from
+ * plain host may have users there), whoever started it, and the trusted commands (pi-tools'
+ * processes) they started, or an agent that killed their sudo did: what a tightening must
+ * not leave running, tracked by a command or not (a setsid'ed grandchild outside any
+ * process group pistisd knows, where there is no cgroup; one a restarted daemon never
+ * knew). Read from
  * /proc, each signalled through a pidfd opened before its status is read. Returns how
  * many were signalled (0: none left), -errno when /proc cannot be read. */
 int spawn_kill_agent_processes(const struct spawn_ctx *ctx, uid_t *uids, size_t n);
