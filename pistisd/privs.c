@@ -5,6 +5,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -172,7 +174,7 @@ int privs_clear_caps(int last_cap)
 int privs_run_as_agent(uid_t uid, int (*fn)(const void *arg), const void *arg)
 {
 	gid_t gid = (gid_t)uid;
-	int status;
+	int status, pidfd, r = 0;
 	pid_t pid;
 
 	if (privs_check_agent_ids(uid, gid, &gid, 1) < 0)
@@ -181,13 +183,34 @@ int privs_run_as_agent(uid_t uid, int (*fn)(const void *arg), const void *arg)
 	if (pid < 0)
 		return -errno;
 	if (pid == 0) {
+		/* A copy of the daemon's memory the agent's processes may signal: none of its
+		 * fds, and not dumpable whatever fs.suid_dumpable says (the id change set it
+		 * so), as the file operations' helper. */
+		(void)syscall(SYS_close_range, 3, ~0U, 0);
 		if (privs_setgroups(&gid, 1) < 0 || privs_setresgid(gid) < 0 ||
-		    privs_setresuid(uid) < 0)
+		    privs_setresuid(uid) < 0 || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
 			syscall(SYS_exit_group, 111);
 		syscall(SYS_exit_group, fn(arg) & 0xff);
+	}
+	/* The agent may stop it (SIGSTOP to its own uid, kill(-1) from a process the sweep
+	 * has not reached yet): the daemon waits PRIVS_AGENT_WAIT_MS at most, then kills it. */
+	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (pidfd >= 0) {
+		struct pollfd pfd = {.fd = pidfd, .events = POLLIN};
+		int n;
+
+		while ((n = poll(&pfd, 1, PRIVS_AGENT_WAIT_MS)) < 0 && errno == EINTR)
+			;
+		if (n == 0) {
+			(void)syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+			r = -ETIME;
+		}
+		close(pidfd);
 	}
 	while (waitpid(pid, &status, 0) < 0)
 		if (errno != EINTR)
 			return -errno;
+	if (r < 0)
+		return r;
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }

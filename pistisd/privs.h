@@ -35,9 +35,12 @@ int privs_clear_caps(int last_cap);
 
 /* Forks a child that becomes uid (its group, gid = uid, alone: setgroups, setresgid,
  * setresuid, each verified) and returns fn(arg)'s exit code (0-255) once it has exited;
- * -errno when the fork or the wait fails, 111 when the child could not become uid. fn runs
+ * -errno when the fork or the wait fails, -ETIME when the child did not end within
+ * PRIVS_AGENT_WAIT_MS (the agent stopped it: it is killed), 111 when the child could not
+ * become uid. The child has no fd of ours beyond 0-2 and is not dumpable. fn runs
  * in a child of a possibly multi-threaded process: raw system calls only. For the little
  * that pistisd does as an agent on the agent's own things (its SysV IPC objects, its
  * processes), so that the kernel's owner checks are the agent's and no capability of
  * root's is needed. */
+#define PRIVS_AGENT_WAIT_MS 2000
 int privs_run_as_agent(uid_t uid, int (*fn)(const void *arg), const void *arg);

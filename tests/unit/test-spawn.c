@@ -18,6 +18,7 @@
 #include <sys/un.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <linux/keyctl.h>
 #include <linux/filter.h>
@@ -149,6 +150,47 @@ TEST(check_agent_ids)
 	g[1] = 10100;
 	EXPECT_EQ(privs_check_agent_ids(10100, 10100, g, 2), -EINVAL);
 	EXPECT_EQ(privs_check_agent_ids(10100, 10100, g, 3), -EINVAL);
+}
+
+/* privs_run_as_agent's child: the agent's ids, none of our fds, not dumpable; one the agent
+ * stops does not hold the daemon: killed after PRIVS_AGENT_WAIT_MS, -ETIME. */
+static int as_agent_report(const void *arg)
+{
+	int fd = *(const int *)arg;
+
+	if (syscall(SYS_getuid) != 10100 || syscall(SYS_getgid) != 10100)
+		return 1;
+	if (syscall(SYS_fcntl, fd, F_GETFD) >= 0)
+		return 2;
+	if (syscall(SYS_prctl, PR_GET_DUMPABLE, 0, 0, 0, 0) != 0)
+		return 3;
+	return 42;
+}
+
+static int as_agent_stops(const void *arg)
+{
+	(void)arg;
+	syscall(SYS_kill, syscall(SYS_getpid), SIGSTOP);
+	return 0;
+}
+
+TEST(run_as_agent_child_and_a_stopped_one)
+{
+	int fd = open("/", O_RDONLY | O_DIRECTORY); /* no O_CLOEXEC: fork keeps it */
+	struct timespec t0, t1;
+
+	if (geteuid() != 0)
+		SKIP("needs root");
+	ASSERT_GE(fd, 3);
+	EXPECT_EQ(privs_run_as_agent(10100, as_agent_report, &fd), 42);
+	close(fd);
+	EXPECT_EQ(privs_run_as_agent(0, as_agent_report, &fd), -EINVAL);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	EXPECT_EQ(privs_run_as_agent(10100, as_agent_stops, NULL), -ETIME);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	EXPECT_LT((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000,
+		  PRIVS_AGENT_WAIT_MS + 2000);
+	EXPECT_EQ(waitpid(-1, NULL, WNOHANG), -1); /* reaped: no child left */
 }
 
 /* privs_read_last_cap asks PR_CAPBSET_READ, not /proc: the same answer. */
