@@ -49,30 +49,30 @@ TOOLS=$!
 sleep 0.3
 keep=$(tools)
 
-# 1. From a setsid'ed grandchild, while another command of alice's runs: the trusted command
-#    outlives its own command, then goes with alice's last one.
-P exec --agent alice -- sleep 3 >/dev/null 2>&1 &
-KEEP=$!
-sleep 0.5
-P exec --agent alice -- sh -c 'setsid sh -c "exec /data/bin/slow 300" </dev/null >/dev/null 2>&1 & sleep 0.5' \
-	>/dev/null 2>&1
-ok "the trusted command runs as pi-tools beyond its command" wait_tools 2
-wait "$KEEP"
-for _ in $(seq 60); do [ "$(tools)" = "$keep" ] && break; sleep 0.05; done
-is "... and is gone with alice's last command" "$(tools)" "$keep"
-like "... which pistisd says" "$(cat "$W/pd.log")" 'alice..: killed [1-9][0-9]* process\(es\) that had left its process group'
+back_to_keep() { # until only root's pi-tools process is left (at most 3 s)
+	for _ in $(seq 60); do [ "$(tools)" = "$keep" ] && return; sleep 0.05; done
+}
+# outlives WHAT SCRIPT: while another command of alice's runs, SCRIPT (a command of alice's)
+# leaves a trusted command running beyond it, which goes with alice's last command
+outlives() {
+	P exec --agent alice -- sleep 3 >/dev/null 2>&1 &
+	local keep_cmd=$!
+	sleep 0.5
+	P exec --agent alice -- sh -c "$2" >/dev/null 2>&1
+	ok "$1 runs as pi-tools beyond its command" wait_tools 2
+	wait "$keep_cmd"
+	back_to_keep
+	is "... and is gone with alice's last command" "$(tools)" "$keep"
+}
 
+# 1. From a setsid'ed grandchild.
+outlives "a trusted command from a setsid'ed grandchild" \
+	'setsid sh -c "exec /data/bin/slow 300" </dev/null >/dev/null 2>&1 & sleep 0.5'
+like "... which pistisd says" "$(cat "$W/pd.log")" 'alice..: killed [1-9][0-9]* process\(es\) that had left its process group'
 # 2. Orphaned: the agent kills the sudo in between (its real uid is the agent's) with SIGHUP
 #    ignored, so the script, re-parented, keeps running with no agent process above it.
-P exec --agent alice -- sleep 3 >/dev/null 2>&1 &
-KEEP=$!
-sleep 0.5
-P exec --agent alice -- sh -c 'setsid sh -c "trap \"\" HUP; /data/bin/slow 300 & sleep 0.5; kill -9 \$!" </dev/null >/dev/null 2>&1 & sleep 1' \
-	>/dev/null 2>&1
-ok "an orphaned trusted command runs (its sudo killed by the agent)" wait_tools 2
-wait "$KEEP"
-for _ in $(seq 60); do [ "$(tools)" = "$keep" ] && break; sleep 0.05; done
-is "... and is gone with alice's last command" "$(tools)" "$keep"
+outlives "an orphaned trusted command (its sudo killed by the agent)" \
+	'setsid sh -c "trap \"\" HUP; /data/bin/slow 300 & sleep 0.5; kill -9 \$!" </dev/null >/dev/null 2>&1 & sleep 1'
 
 # 3. A tightening apply while the command that started it still runs.
 mkdir -p "$R/workspaces"
@@ -84,7 +84,7 @@ KEEP=$!
 ok "a trusted command runs beside alice's running command" wait_tools 2
 like "policy.apply: /workspaces read (tightening)" "$(rules read)" '"ok":true.*"complete":true'
 wait "$KEEP"
-for _ in $(seq 60); do [ "$(tools)" = "$keep" ] && break; sleep 0.05; done
+back_to_keep
 is "... the apply killed the trusted command too" "$(tools)" "$keep"
 ok "root's pi-tools process: untouched throughout" kill -0 "$TOOLS"
 like "a trusted command still works afterwards" \
