@@ -171,6 +171,27 @@ int privs_clear_caps(int last_cap)
 	return 0;
 }
 
+/* The agent's effective uid (the kernel's owner checks, the processes kill(-1) reaches),
+ * with PRIVS_NO_ONES_UID as real and saved: a signal needs the sender's real or effective
+ * uid to be the target's real or saved one, so no process of the agent's can stop it
+ * halfway (red team, reproduced: a loop of kill(-1, SIGSTOP) held it, and serve, until the
+ * timeout, and the agent's processes lived on); and kill(-1) reaches no one more, no
+ * process having that uid. Where it cannot be had (a user namespace that does not map it:
+ * EINVAL), the agent's uid in all three, as before: the wait's timeout then bounds a stop. */
+static int as_agent_unsignalled(uid_t uid)
+{
+	uid_t r = (uid_t)-1, e = (uid_t)-1, s = (uid_t)-1;
+
+	if (syscall(SYS_setresuid, PRIVS_NO_ONES_UID, uid, PRIVS_NO_ONES_UID) < 0)
+		return errno == EINVAL ? privs_setresuid(uid) : -errno;
+	if (syscall(SYS_getresuid, &r, &e, &s) < 0)
+		return -errno;
+	if (r != PRIVS_NO_ONES_UID || e != uid || s != PRIVS_NO_ONES_UID ||
+	    syscall(SYS_setresuid, 0, 0, 0) == 0)
+		return -EIO;
+	return 0;
+}
+
 int privs_run_as_agent(uid_t uid, int (*fn)(const void *arg), const void *arg)
 {
 	gid_t gid = (gid_t)uid;
@@ -183,12 +204,12 @@ int privs_run_as_agent(uid_t uid, int (*fn)(const void *arg), const void *arg)
 	if (pid < 0)
 		return -errno;
 	if (pid == 0) {
-		/* A copy of the daemon's memory the agent's processes may signal: none of its
-		 * fds, and not dumpable whatever fs.suid_dumpable says (the id change set it
-		 * so), as the file operations' helper. */
+		/* A copy of the daemon's memory: none of its fds, and not dumpable whatever
+		 * fs.suid_dumpable says (the id change set it so), as the file operations'
+		 * helper. */
 		(void)syscall(SYS_close_range, 3, ~0U, 0);
 		if (privs_setgroups(&gid, 1) < 0 || privs_setresgid(gid) < 0 ||
-		    privs_setresuid(uid) < 0 || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		    as_agent_unsignalled(uid) < 0 || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
 			syscall(SYS_exit_group, 111);
 		syscall(SYS_exit_group, fn(arg) & 0xff);
 	}

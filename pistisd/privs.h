@@ -37,10 +37,15 @@ int privs_clear_caps(int last_cap);
  * setresuid, each verified) and returns fn(arg)'s exit code (0-255) once it has exited;
  * -errno when the fork or the wait fails, -ETIME when the child did not end within
  * PRIVS_AGENT_WAIT_MS (the agent stopped it: it is killed), 111 when the child could not
- * become uid. The child has no fd of ours beyond 0-2 and is not dumpable. fn runs
- * in a child of a possibly multi-threaded process: raw system calls only. For the little
- * that pistisd does as an agent on the agent's own things (its SysV IPC objects, its
- * processes), so that the kernel's owner checks are the agent's and no capability of
+ * become uid. The child has no fd of ours beyond 0-2, is not dumpable, and has uid as its
+ * effective uid only (real and saved: PRIVS_NO_ONES_UID), so the agent cannot signal it.
+ * fn runs in a child of a possibly multi-threaded process: raw system calls only. For the
+ * little that pistisd does as an agent on the agent's own things (its SysV IPC objects,
+ * its processes), so that the kernel's owner checks are the agent's and no capability of
  * root's is needed. */
 #define PRIVS_AGENT_WAIT_MS 2000
+/* The real and saved uid of that child: one no account and no process should have (2^31 - 2:
+ * far above the account ranges distributions hand out, below the values that tools reading
+ * uids as signed would show as negative). */
+#define PRIVS_NO_ONES_UID ((uid_t)0x7ffffffe)
 int privs_run_as_agent(uid_t uid, int (*fn)(const void *arg), const void *arg);

@@ -158,13 +158,25 @@ static int as_agent_report(const void *arg)
 {
 	int fd = *(const int *)arg;
 
-	if (syscall(SYS_getuid) != 10100 || syscall(SYS_getgid) != 10100)
+	uid_t r, e, su;
+
+	if (syscall(SYS_getresuid, &r, &e, &su) != 0 || e != 10100 || r != PRIVS_NO_ONES_UID ||
+	    su != PRIVS_NO_ONES_UID || syscall(SYS_getgid) != 10100)
 		return 1;
 	if (syscall(SYS_fcntl, fd, F_GETFD) >= 0)
 		return 2;
 	if (syscall(SYS_prctl, PR_GET_DUMPABLE, 0, 0, 0, 0) != 0)
 		return 3;
 	return 42;
+}
+
+static int as_agent_naps(const void *arg)
+{
+	struct timespec t = {.tv_nsec = 300 * 1000 * 1000};
+
+	(void)arg;
+	syscall(SYS_nanosleep, &t, NULL);
+	return 7;
 }
 
 static int as_agent_stops(const void *arg)
@@ -191,6 +203,29 @@ TEST(run_as_agent_child_and_a_stopped_one)
 	EXPECT_LT((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000,
 		  PRIVS_AGENT_WAIT_MS + 2000);
 	EXPECT_EQ(waitpid(-1, NULL, WNOHANG), -1); /* reaped: no child left */
+}
+
+/* A process of the agent's that keeps sending SIGSTOP to everything it may signal (red team,
+ * reproduced: it held the child, and serve, until the timeout) does not reach the child. */
+TEST(run_as_agent_child_out_of_the_agents_reach)
+{
+	pid_t stopper;
+
+	if (geteuid() != 0)
+		SKIP("needs root");
+	stopper = fork();
+	ASSERT_GE(stopper, 0);
+	if (stopper == 0) {
+		if (syscall(SYS_setresgid, 10100, 10100, 10100) < 0 ||
+		    syscall(SYS_setresuid, 10100, 10100, 10100) < 0)
+			_exit(1);
+		for (;;)
+			kill(-1, SIGSTOP);
+	}
+	usleep(50 * 1000);
+	EXPECT_EQ(privs_run_as_agent(10100, as_agent_naps, NULL), 7);
+	kill(stopper, SIGKILL);
+	waitpid(stopper, NULL, 0);
 }
 
 /* privs_read_last_cap asks PR_CAPBSET_READ, not /proc: the same answer. */
