@@ -553,6 +553,37 @@ static void build_exit(struct cmd *c)
 		serve_want_write();
 }
 
+/* Rounds of the pgid mode's sweep at an agent's last command's end, 10 ms apart: a round
+ * that killed something is followed by another, which finds what the first could not (the
+ * trusted commands past a batch, or whose sudo the agent pass killed after the trusted
+ * pass had gone by: re-parented, they are orphans now). */
+#define LEFTOVER_ROUNDS 8
+
+static void kill_agent_leftovers(const struct cmd *c, uid_t uid)
+{
+	int k, u, killed = 0;
+
+	for (unsigned round = 0; round < LEFTOVER_ROUNDS; round++) {
+		if (round)
+			(void)nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
+		k = spawn_kill_agent_processes(T.spawn, &uid, 1);
+		/* The /proc pass (which counts, for the log) misses a process that keeps
+		 * forking and letting its parent exit; kill(-1) as the agent does not. */
+		u = spawn_kill_uid(uid);
+		if (u < 0)
+			log_warning_errno(u, "Failed to kill what runs as agent \"%s\": %m",
+					  c->agent);
+		if (k <= 0)
+			break;
+		killed += k;
+	}
+	if (killed > 0)
+		log_notice(
+			"audit exec cmd=%u agent=\"%s\": killed %d process(es) that had left its "
+			"process group (no cgroup), the agent's last command having ended",
+			c->id, c->agent, killed);
+}
+
 /* Where command trees are process groups (no cgroup v2), a grandchild that called setsid()
  * left its command's group, and with it the command's timeout, cancel and end. When the
  * command that just ended was the last thing running as its agent (no other command, no
@@ -571,20 +602,8 @@ static void kill_strays(const struct cmd *c)
 		if (x != c && !x->done && x->uid == uid)
 			return;
 	/* This command's own tree: one whose cgroup could not be made ran as a group too. */
-	if (!tree || !strcmp(tree, "pgid")) {
-		k = spawn_kill_agent_processes(T.spawn, &uid, 1);
-		if (k > 0)
-			log_notice("audit exec cmd=%u agent=\"%s\": killed %d process(es) that had "
-				   "left its process group (no cgroup), the agent's last command "
-				   "having ended",
-				   c->id, c->agent, k);
-		/* The /proc pass (which counts, for the log) misses a process that keeps
-		 * forking and letting its parent exit; kill(-1) as the agent does not. */
-		k = spawn_kill_uid(uid);
-		if (k < 0)
-			log_warning_errno(k, "Failed to kill what runs as agent \"%s\": %m",
-					  c->agent);
-	}
+	if (!tree || !strcmp(tree, "pgid"))
+		kill_agent_leftovers(c, uid);
 	/* What no kill reaches: the SysV IPC objects the agent made and left (pistisd/ipc.h).
 	 * Kept with what keep_children keeps, which may still use them. */
 	if (c->p->opts_copy.keep_children)

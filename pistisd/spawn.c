@@ -943,6 +943,11 @@ static bool pgrp_has_others(const struct spawn_ctx *ctx, pid_t pgid)
 	return proc_each(ctx->proc_fd, in_pgrp, &pgid) != 0;
 }
 
+/* Where an orphan of one of our commands' trees is re-parented: the nearest child
+ * subreaper above the process that died, all of which are ours or our parents' (a
+ * non-PID-1 pistisd-entry is one), or PID 1. Ours and each parent up to PID 1, at most: */
+#define REAPERS_MAX 32
+
 struct sweep {
 	int proc_fd;
 	const uid_t *uids; /* sorted */
@@ -950,6 +955,8 @@ struct sweep {
 	const struct spawn_sweep_root *roots; /* NULL: any root */
 	size_t n_roots;
 	unsigned found;
+	pid_t reapers[REAPERS_MAX];
+	size_t n_reapers;
 };
 
 static int cmp_uid(const void *a, const void *b)
@@ -958,18 +965,19 @@ static int cmp_uid(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* What the sweeps read of /proc/PID/status: real, effective, saved and fs uids, and the
- * parent. False when the process is gone, a zombie, or its status cannot be read. */
+/* What the sweeps read of /proc/PID/status: real, effective, saved and fs uids, the
+ * parent, the session (0 where the kernel does not say, before Linux 4.1). False when the
+ * process is gone, a zombie, or its status cannot be read. */
 struct proc_ids {
 	unsigned long uid[4];
-	long ppid;
+	long ppid, sid;
 };
 
 static bool proc_ids(int proc_fd, pid_t pid, struct proc_ids *ret)
 {
 	char name[32], buf[2048];
 	_cleanup_close_ int fd = -1;
-	const char *st, *u, *pp;
+	const char *st, *u, *pp, *ss;
 	ssize_t n;
 
 	snprintf(name, sizeof(name), "%d/status", (int)pid);
@@ -984,6 +992,10 @@ static bool proc_ids(int proc_fd, pid_t pid, struct proc_ids *ret)
 	st = proc_status_field(buf, "State");
 	pp = proc_status_field(buf, "PPid");
 	u = proc_status_field(buf, "Uid");
+	ss = proc_status_field(buf, "NSsid");
+	ret->sid = 0;
+	if (ss)
+		(void)sscanf(ss, "%ld", &ret->sid);
 	return st && pp && u && *st != 'Z' && *st != 'X' && sscanf(pp, "%ld", &ret->ppid) == 1 &&
 	       sscanf(u, "%lu %lu %lu %lu", &ret->uid[0], &ret->uid[1], &ret->uid[2],
 		      &ret->uid[3]) == 4;
@@ -1022,22 +1034,48 @@ static bool agent_process(const struct sweep *s, pid_t pid)
  * script's shell and what that runs: a handful). */
 #define TOOLS_CHAIN_MAX 16
 
-/* Whether pid is a trusted command one of s->uids started: pi-tools' in every id (sudo
- * made it so), and its parents, through other such processes, reach one of those agents'
- * processes (the sudo, which keeps the agent's real uid) or, orphaned, PID 1 or a parent
- * outside our pid namespace (its sudo is gone, which a trusted command's never is while
- * it runs: the agent killed it). No agent can signal it (another uid; sudo, without
- * CAP_KILL, cannot forward), so where no cgroup holds the command's tree only this
- * finds it. A chain through anything else (root's, another agent's sudo) is left. */
-static bool agents_trusted_command(const struct sweep *s, pid_t pid)
+static void find_reapers(struct sweep *s)
 {
 	struct proc_ids id;
+	pid_t pid = getpid();
+
+	while (s->n_reapers < REAPERS_MAX && pid > 0) {
+		s->reapers[s->n_reapers++] = pid;
+		if (pid == 1 || !proc_ids(s->proc_fd, pid, &id))
+			break;
+		pid = (pid_t)id.ppid;
+	}
+}
+
+static bool is_reaper(const struct sweep *s, long pid)
+{
+	for (size_t i = 0; i < s->n_reapers; i++)
+		if (s->reapers[i] == pid)
+			return true;
+	return false;
+}
+
+/* Whether pid is a trusted command one of s->uids started: pi-tools' in every id (sudo
+ * made it so), and its parents, through other such processes, reach one of those agents'
+ * processes (the sudo, which keeps the agent's real uid) or, orphaned, one of the
+ * reapers (its sudo is gone, which a trusted command's never is while it runs: the agent
+ * killed it) from a session an agent's process leads or none does any more (the agent's
+ * setsid'ed grandchild or sudo's monitor, gone: nothing tells which agent's then, so any
+ * agent's sweep takes it). No agent can signal it (another uid; sudo, without CAP_KILL,
+ * cannot forward), so where no cgroup holds the command's tree only this finds it. A
+ * chain through anything else (root's, another agent's sudo), from outside our pid
+ * namespace (parent 0) or a living session of root's (a shell that started it and
+ * pistisd) is left. */
+static bool agents_trusted_command(const struct sweep *s, pid_t pid)
+{
+	struct proc_ids id, leader;
 
 	if (!proc_ids(s->proc_fd, pid, &id) || !ids_all_tools(&id))
 		return false;
 	for (unsigned depth = 0; depth < TOOLS_CHAIN_MAX; depth++) {
-		if (id.ppid <= 1)
-			return true;
+		if (is_reaper(s, id.ppid))
+			return id.sid > 0 && (!proc_ids(s->proc_fd, (pid_t)id.sid, &leader) ||
+					      ids_match(s, &leader));
 		if (!proc_ids(s->proc_fd, (pid_t)id.ppid, &id))
 			return false; /* gone since: the next sweep sees where it went */
 		if (ids_match(s, &id))
@@ -1128,6 +1166,7 @@ int spawn_kill_agent_processes_in(int proc_fd, uid_t *uids, size_t n,
 	if (n == 0)
 		return 0;
 	qsort(uids, n, sizeof(*uids), cmp_uid);
+	find_reapers(&s);
 	r = proc_each(proc_fd, collect_trusted, &t);
 	for (size_t i = 0; i < t.n; i++) {
 		if (syscall(SYS_pidfd_send_signal, t.pidfd[i], SIGKILL, NULL, 0) == 0)

@@ -34,8 +34,8 @@ like "pistisd serve is connected" "$(P ls 2>&1)" '^s1 +connected'
 unlike "alice's commands run as a process group (no cgroup of their own)" \
 	"$(P exec --agent alice -- cat /proc/self/cgroup 2>&1)" 'pi-agent-'
 tools() { root_pids "$R" 10002; }
-wait_tools() { # N: until pi-tools has N processes in the root (at most 3 s)
-	for _ in $(seq 60); do [ "$(tools | wc -l)" -ge "$1" ] && return 0; sleep 0.05; done
+wait_tools() { # N [S]: until pi-tools has N processes in the root (at most S s, 3)
+	for _ in $(seq $((${2:-3} * 20))); do [ "$(tools | wc -l)" -ge "$1" ] && return 0; sleep 0.05; done
 	return 1
 }
 wait_no_tools() {
@@ -43,23 +43,28 @@ wait_no_tools() {
 	return 1
 }
 
-# A pi-tools process no agent started (root's): never touched by the agents' sweeps.
+# pi-tools processes no agent started (root's): never touched by the agents' sweeps. One a
+# child of this shell (which is serve's parent too), one orphaned in this shell's session.
 chroot "$R" setpriv --reuid=10002 --regid=10002 --clear-groups sleep 120 &
 TOOLS=$!
+(chroot "$R" setpriv --reuid=10002 --regid=10002 --clear-groups sleep 120 &)
 sleep 0.3
 keep=$(tools)
+is "root's two pi-tools processes run" "$(echo "$keep" | wc -l)" 2
 
 back_to_keep() { # until only root's pi-tools process is left (at most 3 s)
 	for _ in $(seq 60); do [ "$(tools)" = "$keep" ] && return; sleep 0.05; done
 }
-# outlives WHAT SCRIPT: while another command of alice's runs, SCRIPT (a command of alice's)
-# leaves a trusted command running beyond it, which goes with alice's last command
+# outlives WHAT SCRIPT [N [S]]: while another command of alice's runs (S seconds, 3), SCRIPT
+# (a command of alice's) leaves N trusted commands (1) running beyond it, which go with
+# alice's last command
 outlives() {
-	P exec --agent alice -- sleep 3 >/dev/null 2>&1 &
-	local keep_cmd=$!
+	local n=${3:-1} keep_cmd
+	P exec --agent alice -- sleep "${4:-3}" >/dev/null 2>&1 &
+	keep_cmd=$!
 	sleep 0.5
 	P exec --agent alice -- sh -c "$2" >/dev/null 2>&1
-	ok "$1 runs as pi-tools beyond its command" wait_tools 2
+	ok "$1 runs as pi-tools beyond its command" wait_tools $((n + 2)) 10
 	wait "$keep_cmd"
 	back_to_keep
 	is "... and is gone with alice's last command" "$(tools)" "$keep"
@@ -74,6 +79,12 @@ like "... which pistisd says" "$(cat "$W/pd.log")" 'alice..: killed [1-9][0-9]* 
 outlives "an orphaned trusted command (its sudo killed by the agent)" \
 	'setsid sh -c "trap \"\" HUP; /data/bin/slow 300 & sleep 0.5; kill -9 \$!" </dev/null >/dev/null 2>&1 & sleep 1'
 
+# 2b. More than the sweep takes in one batch (64): the rounds that follow take the rest.
+#     (72: the 70 and root's two, every pi-tools process the command sees)
+outlives "each of 70 trusted commands" \
+	'for i in $(seq 70); do setsid sh -c "exec /data/bin/slow 300" </dev/null >/dev/null 2>&1 & done
+	 while [ "$(grep -l "^Uid:.10002" /proc/[0-9]*/status 2>/dev/null | wc -l)" -lt 72 ]; do sleep 0.1; done' 70 20
+
 # 3. A tightening apply while the command that started it still runs.
 mkdir -p "$R/workspaces"
 rules() { call policy.apply "{\"rules\":\"[{\\\"path\\\":\\\"/workspaces\\\",\\\"access\\\":\\\"$1\\\"}]\"}" | tail -n 1; }
@@ -81,12 +92,38 @@ like "policy.apply: /workspaces write" "$(rules write)" '"ok":true.*"complete":t
 P exec --agent alice -- sh -c 'setsid sh -c "exec /data/bin/slow 300" </dev/null >/dev/null 2>&1 & sleep 60' \
 	>/dev/null 2>&1 &
 KEEP=$!
-ok "a trusted command runs beside alice's running command" wait_tools 2
+ok "a trusted command runs beside alice's running command" wait_tools 3
 like "policy.apply: /workspaces read (tightening)" "$(rules read)" '"ok":true.*"complete":true'
 wait "$KEEP"
 back_to_keep
 is "... the apply killed the trusted command too" "$(tools)" "$keep"
-ok "root's pi-tools process: untouched throughout" kill -0 "$TOOLS"
+is "root's pi-tools processes: untouched throughout" "$(tools)" "$keep"
 like "a trusted command still works afterwards" \
 	"$(P exec --agent alice -- sh -c '/data/bin/slow 0 && echo done' 2>&1)" '^done'
+
+# 4. serve under a pistisd-entry that is not PID 1 (docker run --init, a sidecar): a child
+#    subreaper, to which an orphan is re-parented instead of PID 1 (red team, reproduced:
+#    the orphaned trusted command outlived the sweeps).
+serve_pids() { # the root's pistisd serve (not a pistisd-entry running one)
+	local p
+	for p in $(root_pids "$R" 0); do
+		case "$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)" in "pistisd serve "*) echo "$p" ;; esac
+	done
+}
+old=$(serve_pids)
+kill $old
+for _ in $(seq 50); do [ -z "$(serve_pids)" ] && break; sleep 0.1; done
+is "the first pistisd serve is gone" "$(serve_pids)" ""
+for _ in $(seq 50); do P ls 2>/dev/null | grep -q "s1 *connected" || break; sleep 0.1; done
+in_root "$R" pistisd-entry --no-prepare --no-harden-mounts --no-restart -- pistisd serve \
+	--relay "ws://127.0.0.1:$SP" --token-file /etc/pistis/token --name s1 ${ALLOW:+--allow $ALLOW} \
+	>>"$W/pd.log" 2>&1 &
+PD=$!
+for _ in $(seq 100); do P ls 2>/dev/null | grep -q "s1 *connected" && break; sleep 0.1; done
+like "pistisd serve under pistisd-entry is connected" "$(P ls 2>&1)" '^s1 +connected'
+new=$(serve_pids)
+is "... its parent is pistisd-entry" "$(cat "/proc/$(awk '/^PPid/ {print $2}' "/proc/$new/status")/comm" 2>&1)" pistisd-entry
+outlives "under pistisd-entry, an orphaned trusted command" \
+	'setsid sh -c "trap \"\" HUP; /data/bin/slow 300 & sleep 0.5; kill -9 \$!" </dev/null >/dev/null 2>&1 & sleep 1'
+is "root's pi-tools processes: still untouched" "$(tools)" "$keep"
 done_testing
