@@ -8,9 +8,11 @@
  * root-owned regular file, so a stray call never reaches sudo, and it hands sudo no
  * environment but TERM. Hot path: no allocation, no stdio, a few syscalls. */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -27,10 +29,43 @@ static void help(void)
 	       "The interpreter of the trusted-command wrappers (their first line is\n"
 	       "'#!PISTISD trusted-exec'): runs `sudo -n -u pi-tools -- /data/trusted/NAME "
 	       "ARGS…`\n"
-	       "with no environment but TERM. NAME must match [a-z0-9][a-z0-9_-]{0,63} and\n"
+	       "with no environment but TERM, the signals the caller ignored back to their\n"
+	       "defaults and each soft limit but the core's raised to its hard one.\n"
+	       "NAME must match [a-z0-9][a-z0-9_-]{0,63} and\n"
 	       "/data/bin/NAME must be a root-owned regular file (not a symlink).\n"
 	       "Exit codes: 100 bad usage, 126 sudo cannot be run, 127 sudo not found;\n"
 	       "otherwise sudo's (and the script's). See docs/trusted.md.\n");
+}
+
+/* What the caller's shell may have left that sudo hands on to the script: sudo restores
+ * its caller's signal dispositions, so a signal ignored here stays ignored there (and a
+ * non-interactive /bin/sh cannot undo that), and it keeps the caller's rlimits. Ignored
+ * signals go back to their defaults, the mask is emptied, and each soft limit but the
+ * core's is raised to its hard one (the hard ones an agent lowered stay: raising them
+ * needs CAP_SYS_RESOURCE). Not a boundary: an agent can run sudo itself, around this
+ * (docs/trusted.md, "What the caller still controls"); this keeps the ordinary call of a
+ * tool that ignores SIGPIPE or SIGHUP, or lowered a soft limit, from reaching the script. */
+static void caller_state_reset(void)
+{
+	static const int limits[] = {RLIMIT_CPU,	RLIMIT_FSIZE,	RLIMIT_DATA,
+				     RLIMIT_STACK,	RLIMIT_NOFILE,	RLIMIT_AS,
+				     RLIMIT_NPROC,	RLIMIT_MEMLOCK, RLIMIT_LOCKS,
+				     RLIMIT_SIGPENDING, RLIMIT_MSGQUEUE};
+	struct sigaction sa;
+	struct rlimit rl;
+	sigset_t none;
+
+	for (int sig = 1; sig < NSIG; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP && sigaction(sig, NULL, &sa) == 0 &&
+		    sa.sa_handler == SIG_IGN)
+			(void)signal(sig, SIG_DFL);
+	sigemptyset(&none);
+	(void)sigprocmask(SIG_SETMASK, &none, NULL);
+	for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++)
+		if (getrlimit(limits[i], &rl) == 0 && rl.rlim_cur != rl.rlim_max) {
+			rl.rlim_cur = rl.rlim_max;
+			(void)setrlimit(limits[i], &rl);
+		}
 }
 
 int trusted_exec_main(int argc, char **argv)
@@ -84,6 +119,7 @@ int trusted_exec_main(int argc, char **argv)
 		envp[0] = term_var;
 	}
 
+	caller_state_reset();
 	/* The order of trusted_find_sudo, so the sudo add checked is the one run. */
 	for (i = 0; i < sizeof(sudos) / sizeof(sudos[0]); i++) {
 		execve(sudos[i], sargv, envp);

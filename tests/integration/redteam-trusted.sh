@@ -518,4 +518,26 @@ rm -f "$R/etc/ld.so.preload"
 rm -rf "$R/opt/dyn"
 fi
 
+# --- the caller's ignored signals and lowered soft limits ---------------------------------
+# sudo restores its caller's signal dispositions and keeps its rlimits: with SIGXFSZ ignored
+# and `ulimit -f 0`, a script's writes fail and it goes on (reproduced: a rotated secret
+# left empty). The wrapper puts ignored signals back to their defaults and soft limits up to
+# the hard ones; sudo called directly, around it, still hands them on (docs/trusted.md).
+cat >"$S/callerstate" <<'EOF'
+#!/bin/sh
+echo "ign=$(sed -n 's/^SigIgn:[[:space:]]*//p' /proc/self/status) fsize=$(ulimit -f) nofile=$(ulimit -n)"
+EOF
+chmod 0755 "$S/callerstate"
+ok "add callerstate" "$P" trusted add callerstate "$S/callerstate" --root "$R"
+hard_n=$(agent sh -c 'ulimit -H -n')
+out=$(agent sh -c 'trap "" HUP PIPE XFSZ; ulimit -S -f 0; ulimit -S -n 64; exec callerstate' 2>&1)
+is "through the wrapper: no ignored signal reaches the script" "$(echo "$out" | sed -n 's/.*ign=\([0-9a-f]*\).*/\1/p')" 0000000000000000
+# (this sudo puts a lowered soft file-size limit back itself: a property, both ways)
+like "... the file-size limit back to the hard one" "$out" "fsize=$(agent sh -c 'ulimit -H -f')( |$)"
+like "... and the open-files limit" "$out" "nofile=$hard_n( |$)"
+out=$(agent sh -c 'trap "" HUP PIPE XFSZ; ulimit -S -n 64; exec sudo -n -u pi-tools -- /data/trusted/callerstate' 2>&1)
+unlike "sudo called around the wrapper still hands them on (the script must check its writes)" \
+	"$out" 'ign=0000000000000000'
+"$P" trusted remove callerstate --root "$R" >/dev/null 2>&1
+
 done_testing
