@@ -146,13 +146,6 @@ static void forward_output(int fd, const char *buf, size_t n)
 	(void)loop_write(fd, buf, n);
 }
 
-/* Supervise p until it is done. The start is asynchronous: the exec is decided by
- * spawn_exec_poll(p, 0) after each wake-up, not by a wait of its own. The error pipe is not
- * watched: whatever wakes us next (the command's first output, its exit, a signal for it, or
- * the exec deadline, which spawn_next_timeout_ms includes while the start is open) finds it
- * decided, so the parent does not wake up (and take a CPU from the command) just to learn
- * that the command has exec'd. No output is read before that. Returns 0, 1 when the start
- * failed (l->exec_err: the child is reaped, as after a failed spawn_start), or -errno. */
 /* The SysV IPC objects the command left, as serve removes them at an agent's last
  * command's end (pistisd/ipc.h): only when the agent has no process left, since another
  * command of its (another `pistisd run`, serve's) may still use them. Listing first: the
@@ -177,6 +170,13 @@ static void remove_left_ipc(const struct spawn_ctx *ctx, const struct users_iden
 				  ident->name);
 }
 
+/* Supervise p until it is done. The start is asynchronous: the exec is decided by
+ * spawn_exec_poll(p, 0) after each wake-up, not by a wait of its own. The error pipe is not
+ * watched: whatever wakes us next (the command's first output, its exit, a signal for it, or
+ * the exec deadline, which spawn_next_timeout_ms includes while the start is open) finds it
+ * decided, so the parent does not wake up (and take a CPU from the command) just to learn
+ * that the command has exec'd. No output is read before that. Returns 0, 1 when the start
+ * failed (l->exec_err: the child is reaped, as after a failed spawn_start), or -errno. */
 static int run_loop(struct loop *l)
 {
 	struct spawn_proc *p = l->p;
