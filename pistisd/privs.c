@@ -128,23 +128,28 @@ int privs_setresgid(gid_t gid)
 	return r == gid && e == gid && s == gid ? 0 : -EIO;
 }
 
-int privs_setresuid(uid_t uid)
+/* setresuid(ruid, euid, suid), read back, and no way back: setuid(0) must now fail. */
+static int setresuid_checked(uid_t ruid, uid_t euid, uid_t suid)
 {
 	uid_t r = (uid_t)-1, e = (uid_t)-1, s = (uid_t)-1;
 	int k;
 
-	k = sys_ret(syscall(SYS_setresuid, uid, uid, uid));
+	k = sys_ret(syscall(SYS_setresuid, ruid, euid, suid));
 	if (k < 0)
 		return k;
 	k = sys_ret(syscall(SYS_getresuid, &r, &e, &s));
 	if (k < 0)
 		return k;
-	/* And no way back: setuid(0) must now fail. */
-	if (r != uid || e != uid || s != uid)
+	if (r != ruid || e != euid || s != suid)
 		return -EIO;
 	if (syscall(SYS_setresuid, 0, 0, 0) == 0)
 		return -EIO;
 	return 0;
+}
+
+int privs_setresuid(uid_t uid)
+{
+	return setresuid_checked(uid, uid, uid);
 }
 
 int privs_clear_caps(int last_cap)
@@ -180,16 +185,9 @@ int privs_clear_caps(int last_cap)
  * EINVAL), the agent's uid in all three, as before: the wait's timeout then bounds a stop. */
 static int as_agent_unsignalled(uid_t uid)
 {
-	uid_t r = (uid_t)-1, e = (uid_t)-1, s = (uid_t)-1;
+	int k = setresuid_checked(PRIVS_NO_ONES_UID, uid, PRIVS_NO_ONES_UID);
 
-	if (syscall(SYS_setresuid, PRIVS_NO_ONES_UID, uid, PRIVS_NO_ONES_UID) < 0)
-		return errno == EINVAL ? privs_setresuid(uid) : -errno;
-	if (syscall(SYS_getresuid, &r, &e, &s) < 0)
-		return -errno;
-	if (r != PRIVS_NO_ONES_UID || e != uid || s != PRIVS_NO_ONES_UID ||
-	    syscall(SYS_setresuid, 0, 0, 0) == 0)
-		return -EIO;
-	return 0;
+	return k == -EINVAL ? privs_setresuid(uid) : k;
 }
 
 int privs_run_as_agent(uid_t uid, int (*fn)(const void *arg), const void *arg)
