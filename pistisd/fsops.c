@@ -747,8 +747,11 @@ _noreturn_ static void helper(int out_fd, const struct proto_request *req,
 	umask(0007); /* the spawn core's default for agent files */
 	r = agent_limits();
 	if (r < 0) {
-		answer = proto_error_build(req->id, PROTO_E_INTERNAL,
-					   "cannot set the agent's limits");
+		char msg[120];
+		snprintf(msg, sizeof(msg),
+			 "cannot set the agent's limits (file size, core, SIGXFSZ): %s",
+			 strerror(-r));
+		answer = proto_error_build(req->id, PROTO_E_INTERNAL, msg);
 		goto out;
 	}
 	r = do_op(req->op, req->root, o, &err);
