@@ -18,6 +18,8 @@ static const struct {
 	{"policy", policy_cli_main, "path rules: apply, plan, check, explain"},
 	{"trusted", trusted_cli_main, "trusted commands: add, remove, list, check, install"},
 	{"trusted-exec", trusted_exec_main, "interpreter of the /data/bin trusted wrappers"},
+	{"trusted-interp", trusted_interp_main,
+	 "interpreter of trusted scripts, for a clean start"},
 	{"run", run_cli_main, "run one command as an agent, confined"},
 };
 
@@ -54,6 +56,9 @@ int main(int argc, char **argv)
 		version_print("pistisd", VERSION_ALL_LIBS);
 		return 0;
 	}
+	/* A #! line's argument arrives whole: "trusted-interp INTERP [ARG]". */
+	if (!strncmp(argv[1], "trusted-interp", 14) && (argv[1][14] == ' ' || argv[1][14] == '\t'))
+		return trusted_interp_main(argc - 1, argv + 1);
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
 		if (strcmp(argv[1], commands[i].name))
 			continue;

@@ -1,6 +1,7 @@
 /* trusted: `pistisd trusted-exec`, the interpreter of the wrappers in /data/bin. The kernel
  * runs `PISTISD trusted-exec /data/bin/NAME ARGS…` for the agent that calls NAME; this execs
- * `sudo -n -u pi-tools -- /data/trusted/NAME ARGS…` and nothing else.
+ * `sudo -n -u pi-tools -- /data/trusted/NAME ARGS…` and nothing else. And
+ * `pistisd trusted-interp`, the interpreter a trusted script may name for a clean start.
  *
  * It runs as the agent, with no privilege, and the agent may call it directly with any argv
  * and environment: nothing here is a boundary (sudo is, and it only runs the pinned
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include "lib/log.h"
+#include "lib/macro.h"
 #include "lib/sig-util.h"
 #include "pistisd/cli.h"
 #include "trusted/trusted.h"
@@ -130,4 +132,60 @@ int trusted_exec_main(int argc, char **argv)
 	errno = err;
 	log_error_errno(-err, "trusted-exec: cannot run sudo: %m");
 	return err == ENOENT || err == ENOTDIR ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC;
+}
+
+static void interp_help(void)
+{
+	printf("Usage: #!PISTISD trusted-interp INTERP [ARG]   (the first line of a script)\n\n"
+	       "Runs INTERP [ARG] SCRIPT ARGS… after putting every ignored signal back to its\n"
+	       "default, emptying the signal mask and raising each soft limit but the core's to\n"
+	       "its hard one: what sudo hands on from whoever called the trusted command.\n"
+	       "INTERP must be an absolute path; ARG, the rest of the line, is one argument\n"
+	       "(as the kernel reads a #! line). `pistisd trusted add`, `install` and `check`\n"
+	       "check INTERP like any interpreter. Exit codes: 100 bad usage, 126 INTERP cannot\n"
+	       "be run, 127 INTERP not found. See docs/trusted.md, \"A clean start\".\n");
+}
+
+/* The kernel runs `PISTISD "trusted-interp INTERP [ARG]" SCRIPT ARGS…` (a #! line's
+ * argument is one argv element, split here as trusted_interp_split, the very function add
+ * and check use, splits it). Runs as whoever runs the script: pi-tools under sudo, which
+ * restored its caller's dispositions and kept its limits. The state reset is
+ * caller_state_reset's; then INTERP [ARG] SCRIPT ARGS…, with the environment as it is (sudo
+ * built it). */
+int trusted_interp_main(int argc, char **argv)
+{
+	char inner[TRUSTED_SHEBANG_MAX], inner_arg[TRUSTED_SHEBANG_MAX];
+	_cleanup_free_ char **nargv = NULL;
+	int r, n = 0;
+
+	if (argc == 2 && !strcmp(argv[0], TRUSTED_INTERP_CMD) &&
+	    (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+		interp_help();
+		return 0;
+	}
+	r = trusted_interp_split(argv[0], inner, inner_arg);
+	if (r <= 0 || argc < 2) {
+		log_error("trusted-interp: usage: '#!PISTISD trusted-interp INTERP [ARG]' as the "
+			  "first line of a script (see 'pistisd trusted-interp --help')");
+		return EXIT_USAGE;
+	}
+	if (inner[0] != '/') {
+		log_error("trusted-interp: interpreter '%s' is not an absolute path", inner);
+		return EXIT_USAGE;
+	}
+	nargv = calloc((size_t)argc + 2, sizeof(*nargv));
+	if (!nargv) {
+		log_error("trusted-interp: out of memory");
+		return EXIT_CANNOT_EXEC;
+	}
+	nargv[n++] = inner;
+	if (inner_arg[0])
+		nargv[n++] = inner_arg;
+	for (int i = 1; i < argc; i++)
+		nargv[n++] = argv[i];
+	caller_state_reset();
+	execve(inner, nargv, environ);
+	r = errno;
+	log_error_errno(-r, "trusted-interp: cannot run %s: %m", inner);
+	return r == ENOENT || r == ENOTDIR ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC;
 }

@@ -626,6 +626,33 @@ int trusted_shebang_parse(const char *text, size_t len, char interp[TRUSTED_SHEB
 	return 1;
 }
 
+int trusted_interp_split(const char *arg, char inner[TRUSTED_SHEBANG_MAX],
+			 char inner_arg[TRUSTED_SHEBANG_MAX])
+{
+	const size_t cmd_len = sizeof(TRUSTED_INTERP_CMD) - 1;
+	size_t len = strlen(arg), n;
+	const char *p, *end = arg + len;
+
+	inner[0] = inner_arg[0] = '\0';
+	if (len >= TRUSTED_SHEBANG_MAX || strncmp(arg, TRUSTED_INTERP_CMD, cmd_len) ||
+	    (arg[cmd_len] && arg[cmd_len] != ' ' && arg[cmd_len] != '\t'))
+		return 0;
+	for (p = arg + cmd_len; p < end && (*p == ' ' || *p == '\t'); p++)
+		;
+	n = strcspn(p, " \t");
+	if (n == 0)
+		return -EINVAL;
+	memcpy(inner, p, n);
+	inner[n] = '\0';
+	for (p += n; p < end && (*p == ' ' || *p == '\t'); p++)
+		;
+	while (end > p && (end[-1] == ' ' || end[-1] == '\t'))
+		end--;
+	memcpy(inner_arg, p, (size_t)(end - p));
+	inner_arg[end - p] = '\0';
+	return 1;
+}
+
 /* Little- or big-endian fields of an ELF header, bounds checked by the caller. */
 static uint64_t elf_field(const uint8_t *p, size_t size, bool msb)
 {

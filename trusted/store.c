@@ -815,14 +815,83 @@ static int program_check(int root_fd, const char *what, const char *kind, const 
 	return interp_check_path(root_fd, what, "interpreter", path, level, why, why_size);
 }
 
+/* What an interpreter (already checked) runs because of its #! argument: the INTERP of
+ * `pistisd trusted-interp INTERP [ARG]`, checked as an interpreter with its own argument in
+ * turn (whatever the outer file is called: checking more is the safe mistake), or env's
+ * NAME. */
+static int interp_arg_check(int root_fd, const char *what, const char *interp, const char *arg,
+			    int level, char *why, size_t why_size)
+{
+	static const char secure_path[] = TRUSTED_SECURE_PATH;
+	char inner[TRUSTED_SHEBANG_MAX], inner_arg[TRUSTED_SHEBANG_MAX];
+	const char *base, *d;
+	int r;
+
+	r = trusted_interp_split(arg, inner, inner_arg);
+	if (r < 0) {
+		snprintf(why, why_size, "%s: interpreter '%s %s': names no interpreter to run",
+			 what, interp, arg);
+		return 1;
+	}
+	if (r > 0) {
+		r = program_check(root_fd, what, "interpreter", inner, level + 1, why, why_size);
+		if (r != 0)
+			return r;
+		return interp_arg_check(root_fd, what, inner, inner_arg, level + 1, why, why_size);
+	}
+	base = strrchr(interp, '/') + 1;
+	if (strcmp(base, "env") || !arg[0])
+		return 0;
+	/* env runs its argument: an option (-S splits, -i, -u, -C…) decides what that is. */
+	if (arg[0] == '-') {
+		snprintf(why, why_size,
+			 "%s: interpreter '%s %s': env options are not allowed (name the "
+			 "interpreter by its absolute path)",
+			 what, interp, arg);
+		return 1;
+	}
+	if (strchr(arg, '/')) {
+		if (arg[0] != '/') {
+			snprintf(why, why_size, "%s: interpreter '%s' (through env) is relative",
+				 what, arg);
+			return 1;
+		}
+		return interp_check_path(root_fd, what, "interpreter", arg, level + 1, why,
+					 why_size);
+	}
+	/* Looked up in the script's PATH, which sudo sets to secure_path: every directory
+	 * before the one that holds it (or its nearest existing parent) is checked too. */
+	for (d = secure_path; *d;) {
+		_cleanup_close_ int pfd = -1;
+		char path[PATH_MAX], w[PATH_MAX + 64];
+		size_t l = strcspn(d, ":");
+
+		snprintf(path, sizeof(path), "%.*s/%s", (int)l, d, arg);
+		d += l + (d[l] == ':');
+		r = chain_open(root_fd, path, &pfd, w, sizeof(w));
+		if (r == -ENOENT || r == -ENOTDIR)
+			continue;
+		if (r < 0)
+			return r;
+		if (r > 0) {
+			snprintf(why, why_size, "%s: interpreter '%s' looked up by env: %s", what,
+				 arg, w);
+			return 1;
+		}
+		return interp_check_path(root_fd, what, "interpreter", path, level + 1, why,
+					 why_size);
+	}
+	snprintf(why, why_size, "%s: interpreter '%s' (through env) is in no directory of %s", what,
+		 arg, secure_path);
+	return 1;
+}
+
 /* text: the file's first bytes (fd >= 0, read on through fd) or all of it (fd -1); origin:
  * the directory it runs from. */
 static int interp_check_level(int root_fd, const char *what, const char *text, size_t len, int fd,
 			      const char *origin, int level, char *why, size_t why_size)
 {
-	static const char secure_path[] = TRUSTED_SECURE_PATH;
 	char interp[TRUSTED_SHEBANG_MAX], arg[TRUSTED_SHEBANG_MAX], loader[PATH_MAX];
-	const char *base, *d;
 	int r;
 
 	/* A program: the kernel maps its loader (PT_INTERP) into it before any of its code
@@ -871,51 +940,7 @@ static int interp_check_level(int root_fd, const char *what, const char *text, s
 	r = program_check(root_fd, what, "interpreter", interp, level, why, why_size);
 	if (r != 0)
 		return r;
-	base = strrchr(interp, '/') + 1;
-	if (strcmp(base, "env") || !arg[0])
-		return 0;
-	/* env runs its argument: an option (-S splits, -i, -u, -C…) decides what that is. */
-	if (arg[0] == '-') {
-		snprintf(why, why_size,
-			 "%s: interpreter '%s %s': env options are not allowed (name the "
-			 "interpreter by its absolute path)",
-			 what, interp, arg);
-		return 1;
-	}
-	if (strchr(arg, '/')) {
-		if (arg[0] != '/') {
-			snprintf(why, why_size, "%s: interpreter '%s' (through env) is relative",
-				 what, arg);
-			return 1;
-		}
-		return interp_check_path(root_fd, what, "interpreter", arg, level + 1, why,
-					 why_size);
-	}
-	/* Looked up in the script's PATH, which sudo sets to secure_path: every directory
-	 * before the one that holds it (or its nearest existing parent) is checked too. */
-	for (d = secure_path; *d;) {
-		_cleanup_close_ int pfd = -1;
-		char path[PATH_MAX], w[PATH_MAX + 64];
-		size_t l = strcspn(d, ":");
-
-		snprintf(path, sizeof(path), "%.*s/%s", (int)l, d, arg);
-		d += l + (d[l] == ':');
-		r = chain_open(root_fd, path, &pfd, w, sizeof(w));
-		if (r == -ENOENT || r == -ENOTDIR)
-			continue;
-		if (r < 0)
-			return r;
-		if (r > 0) {
-			snprintf(why, why_size, "%s: interpreter '%s' looked up by env: %s", what,
-				 arg, w);
-			return 1;
-		}
-		return interp_check_path(root_fd, what, "interpreter", path, level + 1, why,
-					 why_size);
-	}
-	snprintf(why, why_size, "%s: interpreter '%s' (through env) is in no directory of %s", what,
-		 arg, secure_path);
-	return 1;
+	return interp_arg_check(root_fd, what, interp, arg, level, why, why_size);
 }
 
 /* The programs a script names by an absolute path ("/opt/tool/bin/x", "exec /srv/run"):

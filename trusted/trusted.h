@@ -80,6 +80,17 @@ bool trusted_wrapper_is_ours(const char *text, size_t len);
 int trusted_shebang_parse(const char *text, size_t len, char interp[TRUSTED_SHEBANG_MAX],
 			  char arg[TRUSTED_SHEBANG_MAX]);
 
+/* A clean start (docs/trusted.md): a script whose #! line is
+ * `#!PISTISD trusted-interp INTERP [ARG]` runs INTERP [ARG] SCRIPT ARGS… through
+ * `pistisd trusted-interp`, which first resets what sudo hands on from the caller (ignored
+ * signals, the signal mask, lowered soft limits). arg is the #! line's argument; INTERP and
+ * ARG are split from it as the kernel splits a #! line (the first word, then the trimmed rest
+ * as one argument). 1 when arg is of that form (inner and inner_arg set), 0 when it is not,
+ * -EINVAL when it is but names no interpreter. */
+#define TRUSTED_INTERP_CMD "trusted-interp"
+int trusted_interp_split(const char *arg, char inner[TRUSTED_SHEBANG_MAX],
+			 char inner_arg[TRUSTED_SHEBANG_MAX]);
+
 /* The loader a binary names (its PT_INTERP), from the first len bytes of the file, as the
  * kernel's ELF loader reads it (either class and byte order). 1 and the path in interp (may
  * be empty or relative: the caller judges it); 0: not ELF, not a program the kernel runs

@@ -1,6 +1,7 @@
 /* libFuzzer: trusted command names, the generated wrappers (both forms) and drop-in for any
  * name the validator accepts (they must never carry a byte outside the allowed set), and
- * the name trusted-exec takes from a wrapper path; the #! parser, the ELF loader reader,
+ * the name trusted-exec takes from a wrapper path; the #! parser and trusted-interp's split of
+ * its argument, the ELF loader reader,
  * the dynamic section reader and the ld.so.preload tokenizer on any bytes. */
 #include <errno.h>
 #include <stddef.h>
@@ -30,6 +31,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	    (!interp[0] || strpbrk(interp, " \t\n") || strchr(arg, '\n') ||
 	     strlen(interp) >= TRUSTED_SHEBANG_MAX || strlen(arg) >= TRUSTED_SHEBANG_MAX))
 		abort();
+	/* ... and trusted-interp's split of its argument: a non-empty interpreter with no blank,
+	 * an argument with no blank at either end, both parts of the input. */
+	if (sb == 1) {
+		char inner[TRUSTED_SHEBANG_MAX], inner_arg[TRUSTED_SHEBANG_MAX];
+		int ti = trusted_interp_split(arg, inner, inner_arg);
+
+		if (ti < -EINVAL || ti > 1 ||
+		    (ti == 1 && (!inner[0] || strpbrk(inner, " \t") || !strstr(arg, inner) ||
+				 !strstr(arg, inner_arg))) ||
+		    (ti == 1 && inner_arg[0] &&
+		     (strchr(" \t", inner_arg[0]) ||
+		      strchr(" \t", inner_arg[strlen(inner_arg) - 1]))))
+			abort();
+	}
 	/* The ELF loader reader: any bytes; a path it returns fits and ends in NUL. */
 	{
 		char loader[64];

@@ -542,4 +542,33 @@ unlike "sudo called around the wrapper still hands them on (the script must chec
 	"$out" 'ign=0000000000000000'
 "$P" trusted remove callerstate --root "$R" >/dev/null 2>&1
 
+# --- a clean start: #!PISTISD trusted-interp INTERP [ARG] ----------------------------------
+# A script that names `pistisd trusted-interp` as its interpreter gets neither the ignored
+# signals nor the lowered soft limits, whoever calls it, sudo directly included. SIGCHLD
+# ignored is the sharp one: Python's subprocess then reports 0 for every child.
+{
+	echo '#!/usr/local/bin/pistisd trusted-interp /bin/sh -e'
+	tail -n +2 "$S/callerstate"
+	echo 'echo "args=$#:$1:$2"; false; echo "-e was not passed"'
+} >"$S/clean"
+chmod 0755 "$S/clean"
+ok "add a clean-start script (trusted-interp /bin/sh -e)" "$P" trusted add clean "$S/clean" --root "$R"
+ok "check passes with it" "$P" trusted check --root "$R"
+out=$(agent sh -c 'trap "" HUP PIPE XFSZ CHLD 34; ulimit -S -n 64; exec sudo -n -u pi-tools -- /data/trusted/clean "a b" c' 2>&1)
+is "sudo called directly: no ignored signal reaches a clean-start script" "$(echo "$out" | sed -n 's/.*ign=\([0-9a-f]*\).*/\1/p')" 0000000000000000
+like "... the open-files limit back to the hard one" "$out" "nofile=$hard_n( |$)"
+like "... the arguments as given" "$out" "^args=2:a b:c$"
+unlike "... and the #! line's ARG reached the interpreter (sh -e stops at false)" "$out" "was not passed"
+like "through the wrapper too" "$(agent sh -c 'trap "" CHLD; exec clean x' 2>&1)" "ign=0000000000000000"
+"$P" trusted remove clean --no-install --root "$R" >/dev/null
+interp_refused "add refuses trusted-interp with a relative interpreter" cleanrel '#!/usr/local/bin/pistisd trusted-interp sh'
+interp_refused "add refuses trusted-interp naming no interpreter" cleannone '#!/usr/local/bin/pistisd trusted-interp'
+interp_refused "add refuses trusted-interp with an interpreter the agent owns" cleanown '#!/usr/local/bin/pistisd trusted-interp /workspaces/tools/sh'
+interp_refused "add refuses trusted-interp with an interpreter in a directory others can write" cleanshared '#!/usr/local/bin/pistisd trusted-interp /opt/shared/sh -e'
+interp_refused "add refuses trusted-interp through env with options" cleanenv '#!/usr/local/bin/pistisd trusted-interp /usr/bin/env -S sh -e'
+out=$(agent /usr/local/bin/pistisd 'trusted-interp sh' /dev/null 2>&1)
+is "pistisd trusted-interp refuses a relative interpreter at run time (exit 100)" "$?" 100
+like "... and says so" "$out" "interpreter 'sh' is not an absolute path"
+"$P" trusted install --root "$R" >/dev/null 2>&1
+
 done_testing

@@ -407,6 +407,31 @@ TEST(shebang_parse_as_the_kernel)
 	ASSERT_EQ(trusted_shebang_parse(big, sizeof(big), interp, arg), -EINVAL);
 }
 
+TEST(interp_split_as_the_kernel_splits_a_shebang)
+{
+	char inner[TRUSTED_SHEBANG_MAX], arg[TRUSTED_SHEBANG_MAX], big[300];
+
+	ASSERT_EQ(trusted_interp_split("trusted-exec", inner, arg), 0);
+	ASSERT_EQ(trusted_interp_split("trusted-interpx /bin/sh", inner, arg), 0);
+	ASSERT_EQ(trusted_interp_split("-u", inner, arg), 0);
+	ASSERT_EQ(trusted_interp_split("", inner, arg), 0);
+	ASSERT_EQ(trusted_interp_split("trusted-interp", inner, arg), -EINVAL);
+	ASSERT_EQ(trusted_interp_split("trusted-interp \t ", inner, arg), -EINVAL);
+	ASSERT_EQ(trusted_interp_split("trusted-interp /bin/sh", inner, arg), 1);
+	ASSERT_STREQ(inner, "/bin/sh");
+	ASSERT_STREQ(arg, "");
+	ASSERT_EQ(trusted_interp_split("trusted-interp\t/usr/bin/python3  -u -E \t", inner, arg),
+		  1);
+	ASSERT_STREQ(inner, "/usr/bin/python3");
+	ASSERT_STREQ(arg, "-u -E"); /* one argument, as the kernel would pass it */
+	ASSERT_EQ(trusted_interp_split("trusted-interp sh", inner, arg), 1);
+	ASSERT_STREQ(inner, "sh"); /* relative: the callers refuse it */
+	memset(big, 'a', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	memcpy(big, "trusted-interp /", 16);
+	ASSERT_EQ(trusted_interp_split(big, inner, arg), 0); /* longer than a #! line */
+}
+
 /* A minimal ELF image: header, phnum program headers at 64 (class 64) or 52 (class 32),
  * then the loader path; every field written in the requested byte order. */
 static void put(uint8_t *p, uint64_t v, size_t size, bool msb)
