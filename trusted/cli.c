@@ -34,7 +34,8 @@ static void help(FILE *f)
 		"  remove NAME           remove the script and its wrapper, then install\n"
 		"  adopt NAME            move a root-owned /data/bin/NAME into /data/trusted, then "
 		"install\n"
-		"  list                  the trusted commands and their SHA-256 digests\n"
+		"  list                  the trusted commands, their SHA-256 digests, and which\n"
+		"                        start clean (#!PISTISD trusted-interp INTERP)\n"
 		"  check                 verify scripts, wrappers, secrets dir, drop-in and sudo's "
 		"view\n"
 		"  install               regenerate /etc/sudoers.d/pistis-trusted from "
@@ -327,11 +328,12 @@ static int verb_list(const struct opts *o)
 	for (i = 0; i < n; i++) {
 		if (o->json) {
 			printf("%s{\"name\":\"%s\",\"digest\":\"sha256:%s\",\"owner\":%u,\"mode\":"
-			       "\"%04o\"}",
+			       "\"%04o\",\"clean_start\":%s}",
 			       i ? "," : "", v[i].name, v[i].digest, (unsigned)v[i].uid,
-			       (unsigned)v[i].mode);
+			       (unsigned)v[i].mode, v[i].clean_start ? "true" : "false");
 		} else {
-			printf("%-24s sha256:%s%s\n", v[i].name, v[i].digest,
+			printf("%-24s sha256:%s%s%s\n", v[i].name, v[i].digest,
+			       v[i].clean_start ? "  clean start" : "",
 			       v[i].uid != 0 || v[i].mode != 0755 ? "  (not root 0755!)" : "");
 		}
 	}

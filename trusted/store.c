@@ -335,6 +335,16 @@ int trusted_list(const char *root, struct trusted_entry **ret, size_t *ret_n, si
 			closedir(d);
 			return r;
 		}
+		{
+			char head[TRUSTED_SHEBANG_MAX], interp[TRUSTED_SHEBANG_MAX],
+				arg[TRUSTED_SHEBANG_MAX], inner[TRUSTED_SHEBANG_MAX],
+				inner_arg[TRUSTED_SHEBANG_MAX];
+			ssize_t h = pread(fd, head, sizeof(head), 0);
+
+			v[n].clean_start =
+				h > 0 && trusted_shebang_parse(head, (size_t)h, interp, arg) == 1 &&
+				trusted_interp_split(arg, inner, inner_arg) == 1;
+		}
 		memcpy(v[n].name, de->d_name, strlen(de->d_name) + 1); /* valid: <= 64 */
 		sha256_to_hex(digest, v[n].digest);
 		v[n].uid = st.st_uid;

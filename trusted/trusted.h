@@ -53,6 +53,7 @@ struct trusted_entry {
 	char digest[SHA256_HEX_SIZE]; /* lower-case hex */
 	uid_t uid;		      /* owner and mode of the script (trusted_list) */
 	mode_t mode;
+	bool clean_start; /* its #! line is `PISTISD trusted-interp INTERP` (trusted_list) */
 };
 
 /* The sudoers drop-in for these commands (n may be 0: a file with no rule). */

@@ -554,6 +554,9 @@ unlike "sudo called around the wrapper still hands them on (the script must chec
 chmod 0755 "$S/clean"
 ok "add a clean-start script (trusted-interp /bin/sh -e)" "$P" trusted add clean "$S/clean" --root "$R"
 ok "check passes with it" "$P" trusted check --root "$R"
+like "list marks it as starting clean" "$("$P" trusted list --root "$R" | grep '^clean ')" "  clean start"
+unlike "... and not the others" "$("$P" trusted list --root "$R" | grep '^hello ')" "clean start"
+is "... and says so in JSON" "$("$P" trusted list --root "$R" --json | python3 -c 'import json,sys; print(sorted((c["name"], c["clean_start"]) for c in json.load(sys.stdin)["commands"] if c["name"] in ("clean", "hello")))')" "[('clean', True), ('hello', False)]"
 out=$(agent sh -c 'trap "" HUP PIPE XFSZ CHLD 34; ulimit -S -n 64; exec sudo -n -u pi-tools -- /data/trusted/clean "a b" c' 2>&1)
 is "sudo called directly: no ignored signal reaches a clean-start script" "$(echo "$out" | sed -n 's/.*ign=\([0-9a-f]*\).*/\1/p')" 0000000000000000
 like "... the open-files limit back to the hard one" "$out" "nofile=$hard_n( |$)"
