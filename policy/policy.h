@@ -155,6 +155,11 @@ bool policy_permits(uid_t file_uid, gid_t file_gid, mode_t mode, const void *acl
 int policy_resolve(int root_fd, const char *abs, int flags, int *ret_fd);
 /* Tests force the fallback (crun's check-no-openat2). */
 void policy_resolve_force_fallback(bool on);
+/* The first symlink on the way to abs (where policy_resolve says -ELOOP): 1 with the
+ * directory that holds it (an O_PATH fd) and the link's own lstat, 0 when there is none (the
+ * path resolves, is missing, or changed under the look), <0 on error. Whose the link is
+ * tells who put it there; the directory is where they could write. */
+int policy_first_symlink(int root_fd, const char *abs, int *ret_dir_fd, struct stat *ret_st);
 
 /* --- the walk (walk.c) --- */
 

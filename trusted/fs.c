@@ -243,8 +243,21 @@ int trusted_write_tree_suid(int root_fd, char *which, size_t size)
 		r = policy_resolve(root_fd, u->path, O_PATH, &fd);
 		if (r == -ENOENT || r == -ENOTDIR)
 			continue; /* not there yet: nothing of it is writable */
+		/* A symlink on the way: the walk made nothing writable through it. Whoever made
+		 * it wrote in the directory that holds it, and what they may have moved away
+		 * from there stayed on that directory's mount (rename does not cross one): that
+		 * mount is the one to judge. */
+		if (r == -ELOOP) {
+			struct stat lst;
+
+			safe_close(fd);
+			fd = -1;
+			r = policy_first_symlink(root_fd, u->path, &fd, &lst);
+			if (r == 0)
+				r = -ELOOP; /* changed under the look: not known, so not nosuid */
+		}
 		if (r < 0)
-			return r; /* a symlink (-ELOOP) the walk refuses: not known, so not nosuid */
+			return r;
 		if (fstatfs(fd, &sf) < 0)
 			return negative_errno();
 		if (!(sf.f_flags & ST_NOSUID))

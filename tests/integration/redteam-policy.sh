@@ -108,4 +108,28 @@ is "after a second apply the secret is still root's alone" \
 	"$(stat -c '%u:%g %a' "$R/w2/proj/secret" "$R/w2/proj/secret/key" | paste -sd' ')" "0:0 700 0:0 600"
 fails "... and unreadable to the agent" as_a cat "$R/w2/proj/secret/key"
 
+# --- a link planted at a rule's path that is not there yet -------------------------------------
+# A none rule names a path under a write rule before it exists; the agent makes a symlink
+# there. Refusing the whole rules file for it held up every later apply, a tightening the
+# operator adds among them (red team: a credentials file stayed readable). The link is the
+# walk's to report (rule not applied, exit 1); the other rules are applied. A link root
+# made there is still the file's mistake.
+mkdir -p "$R/w3/proj" "$R/w3/team" && echo TOKEN=hunter2 >"$R/w3/team/creds"
+printf '[{"path":"/w3","access":"write"},{"path":"/w3/proj/secret","access":"none"}]\n' >"$R/rules-l.json"
+"$P" policy apply --root "$R" --rules "$R/rules-l.json" >/dev/null 2>&1
+ok "(the agent reads the team's file under the write rule)" as_a cat "$R/w3/team/creds"
+as_a ln -s / "$R/w3/proj/secret"
+printf '[{"path":"/w3","access":"write"},{"path":"/w3/proj/secret","access":"none"},{"path":"/w3/team","access":"none"}]\n' >"$R/rules-l2.json"
+out=$("$P" policy apply --root "$R" --rules "$R/rules-l2.json" 2>&1)
+is "apply with the agent's link at a rule path exits 1" "$?" 1
+like "... says that rule was not applied" "$out" "/w3/proj/secret .*symlink.*rule not applied"
+fails "... and applies the new none rule: the agent no longer reads the file" as_a cat "$R/w3/team/creds"
+is "... root's alone" "$(stat -c '%u:%g %a' "$R/w3/team" "$R/w3/team/creds" | paste -sd' ')" "0:0 700 0:0 600"
+is "... the link left alone" "$(readlink "$R/w3/proj/secret")" /
+rm "$R/w3/proj/secret" && ln -s / "$R/w3/proj/secret"
+out=$("$P" policy apply --root "$R" --rules "$R/rules-l2.json" 2>&1)
+is "a link root made at a rule path: the rules are refused (exit 1)" "$?" 1
+like "... naming the line" "$out" "Invalid rules.*line 1.*is a symlink"
+rm "$R/w3/proj/secret"
+
 done_testing

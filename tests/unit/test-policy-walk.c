@@ -371,7 +371,28 @@ TEST_F(root, symlinks_never_followed)
 	ASSERT_EQ(policy_rules_parse(j, strlen(j), &r, &err), 0);
 	EXPECT_EQ(policy_rules_check_fs(self->fd, r, &err), -ELOOP);
 	EXPECT_EQ(err.line, 3u);
+	/* The same link made by an agent (where it may write) is the walk's to report: one
+	 * planted link must not hold up the file's other rules, a tightening among them. */
+	ASSERT_EQ(fchownat(self->fd, "w/mid", 10100, 10100, AT_SYMLINK_NOFOLLOW), 0);
+	EXPECT_EQ(policy_rules_check_fs(self->fd, r, &err), 0);
+	{
+		int dfd = -1;
+		struct stat lst;
+
+		ASSERT_EQ(policy_first_symlink(self->fd, "/w/mid/deeper", &dfd, &lst), 1);
+		EXPECT_TRUE(S_ISLNK(lst.st_mode));
+		EXPECT_EQ(lst.st_uid, 10100u);
+		ASSERT_EQ(fstat(dfd, &lst), 0);
+		EXPECT_EQ(lst.st_ino, st_of(self, "w").st_ino); /* the directory that holds it */
+		close(dfd);
+		EXPECT_EQ(policy_first_symlink(self->fd, "/w/sub", &dfd, &lst), 0);
+		EXPECT_EQ(policy_first_symlink(self->fd, "/w/none/x", &dfd, &lst), 0);
+	}
 	policy_rules_free(r);
+	ASSERT_EQ(run(self, j, POLICY_APPLY), 0); /* applied, and the link reported */
+	EXPECT_EQ(self->events[POLICY_EV_SYMLINK], 1u);
+	EXPECT_EQ(self->st.errors, 1u);
+	EXPECT_EQ(st_of(self, "w/sub").st_mode & 07777, 02770u); /* the file's other rule */
 }
 
 /* A rule's own path (or a directory on the way) that is a symlink when the walk gets

@@ -1025,8 +1025,9 @@ TEST(configured_predicate)
 		ASSERT_EQ(write(rf, "[{", 2), 2);
 		close(rf);
 		EXPECT_FALSE(trusted_configured(rfd));
-		/* a write rule's path that is a symlink now: the walk refuses it, so nobody can
-		 * say what is writable there: fail closed */
+		/* a write rule's path that is a symlink now (an agent's, made in a directory it
+		 * could write): the walk makes nothing writable through it, and what was moved
+		 * away from there stayed on that directory's mount, which is judged */
 		rf = open(rules, O_WRONLY | O_TRUNC | O_CLOEXEC);
 		ASSERT_GE(rf, 0);
 		ASSERT_EQ(write(rf, json, sizeof(json) - 1), (ssize_t)sizeof(json) - 1);
@@ -1037,8 +1038,19 @@ TEST(configured_predicate)
 		ASSERT_EQ(rename(t, p), 0);
 		EXPECT_TRUE(trusted_configured(rfd)); /* not there yet: nothing writable */
 		ASSERT_EQ(symlink("proj2", t), 0);
-		EXPECT_FALSE(trusted_configured(rfd));
-		EXPECT_EQ(trusted_write_tree_suid(rfd, which, sizeof(which)), -ELOOP);
+		EXPECT_TRUE(trusted_configured(rfd)); /* /srv is on the nosuid root */
+		EXPECT_EQ(trusted_write_tree_suid(rfd, which, sizeof(which)), 0);
+		{
+			char srv[256];
+
+			snprintf(srv, sizeof(srv), "%s/srv", root);
+			ASSERT_EQ(mount(srv, srv, NULL, MS_BIND, NULL), 0);
+			ASSERT_EQ(mount(NULL, srv, NULL, MS_REMOUNT | MS_BIND, NULL), 0); /* suid */
+			EXPECT_FALSE(trusted_configured(rfd));
+			EXPECT_EQ(trusted_write_tree_suid(rfd, which, sizeof(which)), 1);
+			EXPECT_STREQ(which, "/srv/proj");
+			ASSERT_EQ(umount(srv), 0);
+		}
 		ASSERT_EQ(unlink(t), 0);
 		ASSERT_EQ(rename(p, t), 0);
 		ASSERT_EQ(unlink(rules), 0);
