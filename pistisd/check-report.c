@@ -157,6 +157,13 @@ static const struct {
 		 "at pistisd's oom_score_adj + 500, and no agent can set its own lower",
 		 "give pistisd CAP_SYS_RESOURCE (docker run --cap-add SYS_RESOURCE), or rely "
 		 "on a memory cgroup per agent (cgroup_controllers)"},
+	[CHECK_DATA_BIN] =
+		{"data_bin", true,
+		 "no agent's program is on every agent's PATH: /data/bin, first on it, holds only "
+		 "files root owns and root alone may write",
+		 "remove the files named (an agent left them in an earlier life of the volume, or "
+		 "a looser configuration let one write there) or chown root and chmod go-w them "
+		 "after reading them, or --allow data_bin"},
 };
 
 enum check_status check_hidepid_status(const char *super_opts, char *value, size_t size)

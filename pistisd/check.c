@@ -1031,6 +1031,26 @@ static void probe_account_files(struct check_report *r, int root_fd)
 		  seen);
 }
 
+/* /data/bin, first on every agent's PATH: only root's alone (trusted_data_bin_check). */
+static void probe_data_bin(struct check_report *r, int root_fd)
+{
+	char why[256];
+	unsigned n = 0;
+	int k = trusted_data_bin_check(root_fd, &n, why, sizeof(why));
+
+	if (k < 0 && why[0])
+		return check_set(r, CHECK_DATA_BIN, CHECK_STATUS_FAIL, "%s", why);
+	if (k < 0)
+		return check_set(r, CHECK_DATA_BIN, CHECK_STATUS_FAIL, "/data/bin: %s%s",
+				 strerror(-k),
+				 k == -ENOTDIR || k == -ELOOP ? " (or a symlink)" : "");
+	if (k > 0)
+		return check_set(r, CHECK_DATA_BIN, CHECK_STATUS_FAIL, "%s", why);
+	if (why[0])
+		return check_set(r, CHECK_DATA_BIN, CHECK_STATUS_OK, "%s", why);
+	check_set(r, CHECK_DATA_BIN, CHECK_STATUS_OK, "%u entries, each root's alone", n);
+}
+
 int check_walk(const char *root, struct check_report **ret)
 {
 	_cleanup_close_ int root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -1097,6 +1117,7 @@ int check_run(const char *root, unsigned flags, struct check_report **ret)
 	probe_program(r, CHECK_SUDO, root_fd, root, "sudo", true);
 	probe_program(r, CHECK_VISUDO, root_fd, root, "visudo", false);
 	probe_account_files(r, root_fd);
+	probe_data_bin(r, root_fd);
 	if (flags & CHECK_SKIP_SETUID_WALK) {
 		check_set(r, CHECK_SETUID_FILES, CHECK_STATUS_WARN, "not walked (--no-walk)");
 		check_set(r, CHECK_AGENT_WRITABLE, CHECK_STATUS_WARN, "not walked (--no-walk)");

@@ -522,6 +522,23 @@ int run_cli_main(int argc, char **argv)
 		goto out;
 	}
 	so.allow_setuid = trusted_configured(root_fd);
+	/* /data/bin is first on the agent's PATH: a program there that is not root's alone (a
+	 * relic of an earlier life of the volume) runs as this agent, chosen by its owner.
+	 * serve refuses to start over the same (pistisd check: data_bin). */
+	{
+		char why[256];
+		unsigned n;
+
+		r = trusted_data_bin_check(root_fd, &n, why, sizeof(why));
+		if (r != 0) {
+			if (!why[0])
+				snprintf(why, sizeof(why), "/data/bin: %s", strerror(-r));
+			log_error("Refusing to run: %s (remove them, or chown root and chmod go-w "
+				  "them; pistisd check: data_bin)",
+				  why);
+			goto out;
+		}
+	}
 
 	eo.user = ident.name;
 	eo.home = ident.home;

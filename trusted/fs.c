@@ -4,12 +4,14 @@
 #include "trusted/internal.h"
 #include "trusted/trusted.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
@@ -182,6 +184,70 @@ int trusted_open_in_root(int root_fd, const char *rel, int flags, int *ret_fd)
 		return -EINVAL;
 	*ret_fd = TAKE_FD(fd);
 	return 0;
+}
+
+int trusted_data_bin_check(int root_fd, unsigned *ret_n, char *why, size_t why_size)
+{
+	_cleanup_close_ int data = -1, bin = -1;
+	struct dirent *de;
+	struct stat st;
+	unsigned n = 0, nbad = 0;
+	size_t l = 0;
+	DIR *d;
+
+	why[0] = '\0';
+	*ret_n = 0;
+	data = openat(root_fd, "data", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (data >= 0)
+		bin = openat(data, "bin",
+			     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (bin < 0 && errno == ENOENT) {
+		snprintf(why, why_size, "no /data/bin");
+		return 0;
+	}
+	if (bin < 0)
+		return negative_errno();
+	if (fstat(bin, &st) < 0)
+		return negative_errno();
+	if (st.st_uid != 0 || (st.st_mode & 022)) {
+		snprintf(why, why_size, "/data/bin is %u:%u %04o, not root's alone",
+			 (unsigned)st.st_uid, (unsigned)st.st_gid, (unsigned)(st.st_mode & 07777));
+		return -EPERM;
+	}
+	d = fdopendir(bin);
+	if (!d)
+		return negative_errno();
+	bin = -1; /* d's now */
+	while (n < TRUSTED_DATA_BIN_MAX && (de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		n++;
+		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    S_ISDIR(st.st_mode))
+			continue; /* gone since, or not on PATH */
+		if (st.st_uid == 0 && (S_ISLNK(st.st_mode) || !(st.st_mode & 022)))
+			continue;
+		/* the first three, each cut to 48 bytes: the count says how many there are */
+		if (++nbad <= 3 && l < why_size) {
+			int w = snprintf(why + l, why_size - l, "%s%.48s (owner %u, mode %04o)",
+					 l ? ", " : "", de->d_name, (unsigned)st.st_uid,
+					 (unsigned)(st.st_mode & 07777));
+			l = w < 0 ? l : l + (size_t)w;
+		}
+	}
+	closedir(d);
+	*ret_n = n;
+	if (!nbad)
+		return 0;
+	{
+		char names[192];
+
+		snprintf(names, sizeof(names), "%s", why);
+		snprintf(why, why_size,
+			 "%u file(s) in /data/bin, on every agent's PATH, not root's alone: %s%s",
+			 nbad, names, nbad > 3 ? ", ..." : "");
+	}
+	return 1;
 }
 
 bool trusted_configured(int root_fd)

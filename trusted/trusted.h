@@ -213,6 +213,17 @@ enum {
  * on opened fds; any error (absent, a symlink, loose owner or mode) is false. */
 bool trusted_configured(int root_fd);
 
+/* /data/bin is first on every agent's PATH: a program there that is not root's alone runs
+ * as whichever agent types its name, and its owner (an agent, in an earlier life of the
+ * volume or under a looser configuration) chooses what it does. 0 when every entry but the
+ * subdirectories (not on PATH) is root's and writable by root alone (a symlink: root's)
+ * or there is no /data/bin (why says so), *ret_n the entries looked at; 1 with why naming up to three
+ * that are not; <0 when /data/bin cannot be opened (a symlink: -ELOOP or -ENOTDIR) or is
+ * not root's alone (-EPERM). Names and owners only, nothing opened but the directory; at
+ * most TRUSTED_DATA_BIN_MAX entries. */
+#define TRUSTED_DATA_BIN_MAX 65536
+int trusted_data_bin_check(int root_fd, unsigned *ret_n, char *why, size_t why_size);
+
 /* The directories agents share (absolute, inside the root). Without no_new_privs a setuid file
  * one agent leaves in any of them runs as that agent for the others, so agents get setuid
  * (trusted commands) only while each that exists is mounted nosuid. pistisd-entry makes them

@@ -41,8 +41,8 @@ exits 111 "--root that does not exist is a system error" "$P" check --root "$S/n
 "$P" check --json --no-walk >"$S/host.json" 2>"$S/host.err"
 rc=$?
 ok "--json output is one valid JSON document" python3 -m json.tool "$S/host.json"
-is "--json lists all 27 checks" \
-	"$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["checks"]))' "$S/host.json")" 27
+is "--json lists all 28 checks" \
+	"$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["checks"]))' "$S/host.json")" 28
 ok "every check has name, status, hard, allowed, value, promise, advice" python3 -c '
 import json, sys
 for c in json.load(open(sys.argv[1]))["checks"]:
@@ -251,6 +251,39 @@ chmod 0755 "$A/etc" && mv "$A/etc" "$A/etc.real" && ln -s etc.real "$A/etc"
 like "/etc a symlink: fail" "$(acct "$A")" '^1 fail /etc: '
 rm "$A/etc" && mv "$A/etc.real" "$A/etc"
 like "and back to a root's copy: ok" "$(acct "$A")" '^0 ok '
+
+# --- data_bin: /data/bin, first on every agent's PATH, holds only root's alone ---------------
+# An agent's program left there in an earlier life of the volume runs as every agent that
+# types its name (red team: a hostile volume). Names and owners only.
+dbin() { # ROOT: exit code, status and value of data_bin
+	"$P" check --json --no-walk --root "$1" >"$S/b.json" 2>"$S/b.err"
+	echo "$? $(field "$S/b.json" data_bin status) $(field "$S/b.json" data_bin value)"
+}
+is "debian root: data_bin a hard check" "$(field "$S/d.json" data_bin hard)" True
+like "no /data/bin: ok" "$(dbin "$A")" '^0 ok no /data/bin$'
+mkdir -p "$A/data/bin/sub" && chmod 0755 "$A/data" "$A/data/bin"
+printf '#!/bin/sh\n' >"$A/data/bin/tool" && chmod 0755 "$A/data/bin/tool"
+ln -s /usr/bin/env "$A/data/bin/env"
+chown 10100 "$A/data/bin/sub" # a subdirectory is not on PATH
+like "root's files and a root's link: ok, counted" "$(dbin "$A")" "^0 ok 3 entries, each root's alone$"
+cp "$A/data/bin/tool" "$A/data/bin/ls" && chown 10100:10100 "$A/data/bin/ls"
+like "an agent's program: fail, exit 1, naming it, its owner and mode" "$(dbin "$A")" \
+	"^1 fail 1 file\(s\) in /data/bin, on every agent's PATH, not root's alone: ls \(owner 10100, mode 0755\)$"
+like "... stderr names the check" "$(cat "$S/b.err")" "hard requirement 'data_bin'"
+exits 0 "... --allow data_bin accepts it" "$P" check --no-walk --root "$A" --allow "$allow_rest,data_bin"
+rm "$A/data/bin/ls"
+chmod 0775 "$A/data/bin/tool"
+like "a root's program others may write (group bit): fail" "$(dbin "$A")" "^1 fail .*tool \(owner 0, mode 0775\)"
+chmod 0755 "$A/data/bin/tool"
+ln -s /usr/bin/id "$A/data/bin/id" && chown -h 10100 "$A/data/bin/id"
+like "an agent's symlink: fail" "$(dbin "$A")" "^1 fail .*: id \(owner 10100, mode 0777\)"
+rm "$A/data/bin/id"
+chmod 0777 "$A/data/bin"
+like "/data/bin itself others may write: fail" "$(dbin "$A")" "^1 fail /data/bin is 0:0 0777, not root's alone$"
+chmod 0755 "$A/data/bin" && mv "$A/data/bin" "$A/data/bin.real" && ln -s bin.real "$A/data/bin"
+like "/data/bin a symlink: fail, not followed" "$(dbin "$A")" '^1 fail /data/bin: .*\(or a symlink\)$'
+rm "$A/data/bin" && mv "$A/data/bin.real" "$A/data/bin"
+like "and back: ok" "$(dbin "$A")" '^0 ok '
 unset PISTIS_ALLOW
 
 # Plant setuid/setgid files in the musl root, plus things that must not be listed.

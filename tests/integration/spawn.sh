@@ -240,4 +240,17 @@ kill "$left" 2>/dev/null
 while kill -0 "$left" 2>/dev/null; do sleep 0.05; done
 run -- /bin/true
 is "... all removed when the agent's next command ends with nothing left running" "$(ipc_of)" 0
+
+# /data/bin is first on every agent's PATH: a program there that is not root's alone (an
+# agent's, left in an earlier life of the volume) would run as whoever types its name.
+other=$(in_root "$R" pistisd users ensure agent/other-bin --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["uid"])')
+mkdir -p "$R/data/bin"
+printf '#!/bin/sh\necho "planted ran as $(id -u)"\n' >"$R/data/bin/ls" && chmod 0755 "$R/data/bin/ls"
+chown "$other:$other" "$R/data/bin/ls"
+out=$(run -- ls / 2>&1)
+is "pistisd run refuses while /data/bin holds another agent's program" "$?" 111
+like "... says which and why" "$out" "Refusing to run: 1 file.* in /data/bin, on every agent's PATH, not root's alone: ls \(owner $other"
+unlike "... and nothing ran" "$out" "planted ran"
+rm "$R/data/bin/ls"
+like "with it gone, ls is ls again" "$(run -- ls / 2>&1)" "^bin"
 done_testing
