@@ -883,7 +883,7 @@ static void walk_dir(struct walk *w, int dfd, size_t path_len, unsigned depth)
 			continue;
 		size_t nl = strlen(name);
 		if (path_len + 1 + nl >= sizeof(w->path)) {
-			w->r->walk_truncated = true;
+			w->r->walk_too_deep++; /* this branch only: the walk goes on */
 			continue;
 		}
 		w->path[path_len] = '/';
@@ -911,23 +911,31 @@ static void walk_dir(struct walk *w, int dfd, size_t path_len, unsigned depth)
 			struct stat st2;
 			int sub;
 
-			if (depth + 1 >= CHECK_WALK_MAX_DEPTH) {
-				w->r->walk_truncated = true;
-				continue;
-			}
 			sub = openat(dirfd(d), name,
 				     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK |
 					     O_NOCTTY);
 			if (sub < 0)
-				continue;
+				goto next;
 			if (fstat(sub, &st2) < 0 || st2.st_dev != st.st_dev ||
 			    st2.st_ino != st.st_ino) {
 				safe_close(sub);
-				continue;
+				goto next;
 			}
 			note_writable(w, sub, &st2);
-			walk_dir(w, sub, path_len + 1 + nl, depth + 1);
+			/* An agent's own directory holds only what agents made, on its mount
+			 * (nobody but root mounts): it was judged just now, and its insides
+			 * add nothing but a way to make the walk run out (a million files, a
+			 * tree thousands deep). Too deep: that branch only, never the walk. */
+			if (users_uid_is_agent(st2.st_uid)) {
+				w->r->walk_agent_dirs++;
+				safe_close(sub);
+			} else if (depth + 1 >= CHECK_WALK_MAX_DEPTH) {
+				w->r->walk_too_deep++;
+				safe_close(sub);
+			} else
+				walk_dir(w, sub, path_len + 1 + nl, depth + 1);
 		}
+	next:
 		w->path[path_len] = '\0';
 	}
 	closedir(d);
@@ -935,11 +943,15 @@ static void walk_dir(struct walk *w, int dfd, size_t path_len, unsigned depth)
 
 static void set_agent_writable(struct check_report *r, bool trusted)
 {
-	if (!r->n_writable)
-		check_set(r, CHECK_AGENT_WRITABLE,
-			  r->walk_truncated ? CHECK_STATUS_WARN : CHECK_STATUS_OK,
-			  "none on a mount without nosuid%s",
-			  r->walk_truncated ? " (the walk stopped at a limit)" : "");
+	/* A walk cut short cannot say "none": where the check is hard, it fails. */
+	if (!r->n_writable && r->walk_truncated)
+		check_set(r, CHECK_AGENT_WRITABLE, trusted ? CHECK_STATUS_FAIL : CHECK_STATUS_WARN,
+			  "none found, but the walk stopped at a limit (%u entries, %u s) before "
+			  "it was done: cannot tell (%s)",
+			  CHECK_WALK_MAX_NODES, CHECK_WALK_MAX_SECONDS, nnp_why(trusted));
+	else if (!r->n_writable)
+		check_set(r, CHECK_AGENT_WRITABLE, CHECK_STATUS_OK,
+			  "none on a mount without nosuid");
 	else
 		check_set(r, CHECK_AGENT_WRITABLE, trusted ? CHECK_STATUS_FAIL : CHECK_STATUS_WARN,
 			  "%zu without nosuid: %s%s (%s)", r->n_writable, r->writable,
@@ -977,8 +989,11 @@ static int probe_setuid_files(struct check_report *r, int root_fd, bool trusted)
 		check_set(r, CHECK_SETUID_FILES,
 			  r->n_suid_all ? CHECK_STATUS_WARN : CHECK_STATUS_OK,
 			  "%zu setuid/setgid file%s in %zu entries (one filesystem; /proc /sys "
-			  "/dev skipped)",
-			  r->n_suid_all, r->n_suid_all == 1 ? "" : "s", w.nodes);
+			  "/dev skipped; %zu agents' own director%s not entered; %zu branch%s "
+			  "deeper than %u not entered)",
+			  r->n_suid_all, r->n_suid_all == 1 ? "" : "s", w.nodes, r->walk_agent_dirs,
+			  r->walk_agent_dirs == 1 ? "y" : "ies", r->walk_too_deep,
+			  r->walk_too_deep == 1 ? "" : "es", CHECK_WALK_MAX_DEPTH);
 	return 0;
 }
 

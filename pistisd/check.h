@@ -78,9 +78,11 @@ struct check_report {
 	char *root; /* the image root the image-side checks looked at */
 	struct check_result results[_CHECK_MAX];
 	struct check_suid *suid;
-	size_t n_suid;	   /* kept in suid[] */
-	size_t n_suid_all; /* found, including those over CHECK_SUID_MAX */
-	bool walk_truncated;
+	size_t n_suid;		/* kept in suid[] */
+	size_t n_suid_all;	/* found, including those over CHECK_SUID_MAX */
+	bool walk_truncated;	/* stopped at the entry or time limit: incomplete */
+	size_t walk_too_deep;	/* branches not entered: deeper than CHECK_WALK_MAX_DEPTH */
+	size_t walk_agent_dirs; /* agents' own directories: noted, not entered */
 	/* Directories of the image agents may write on a mount that honours setuid (found
 	 * by the setuid walk): the first few, comma-separated, and how many in all. */
 	char writable[192];

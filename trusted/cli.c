@@ -193,6 +193,10 @@ static void warn_setuid_inventory(const char *root)
 			    r->n_writable, r->n_writable == 1 ? "y" : "ies",
 			    r->n_writable == 1 ? "is" : "are", r->writable,
 			    r->n_writable > 4 ? ", ..." : "");
+	else if (r->walk_truncated)
+		log_warning("the walk of the image stopped at a limit before it was done: cannot "
+			    "tell whether agents may write a directory on a mount without nosuid "
+			    "(pistisd check: agent_writable)");
 	check_report_free(r);
 }
 

@@ -357,6 +357,21 @@ in_root "$M" pistisd check --json >"$S/w.json" 2>/dev/null
 is "trusted commands configured, /opt/drop without nosuid: fail" \
 	"$(field "$S/w.json" agent_writable status)" fail
 like "... naming it" "$(field "$S/w.json" agent_writable value)" '/opt/drop'
+# A tree deeper than the walk's bound, or any tree in an agent's own directory, ends that
+# branch, never the walk: an agent's `mkdir d && cd d` 70 times in /tmp turned the hard fail
+# above into a warn (red team: the walk stopped, /opt/drop was never seen).
+mkdir "$M/opt/drop/aaa" && chown 10107 "$M/opt/drop/aaa"
+(cd "$M/opt/drop/aaa" && for i in $(seq 70); do mkdir d && cd d; done)
+chown -R 10107 "$M/opt/drop/aaa"
+(cd "$M/opt" && mkdir -p deeproot && cd deeproot && for i in $(seq 70); do mkdir d && cd d; done)
+in_root "$M" pistisd check --json >"$S/w.json" 2>/dev/null
+is "an agent's 70-deep tree and a root's one: agent_writable still fails" \
+	"$(field "$S/w.json" agent_writable status)" fail
+like "... still naming /opt/drop" "$(field "$S/w.json" agent_writable value)" '/opt/drop'
+like "... the agent's directories judged, not entered; the deep branch skipped, counted" \
+	"$(field "$S/w.json" setuid_files value)" "[1-9][0-9]* agents' own director(y|ies) not entered; 1 branch deeper than 64 not entered"
+is "... and the walk was not cut short" "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["setuid_walk_truncated"])' "$S/w.json")" False
+rm -rf "$M/opt/drop/aaa" "$M/opt/deeproot"
 unlike "... a group-pi-sandbox directory without group write is not" \
 	"$(field "$S/w.json" agent_writable value)" 'team-ro'
 in_root "$M" pistisd check --no-walk --json >"$S/w.json" 2>/dev/null
