@@ -468,16 +468,27 @@ static void setid_cb(const struct trusted_setid_file *f, void *userdata)
 static int verb_harden(const struct opts *o)
 {
 	struct setid_print p = {.o = o};
+	char why[768];
 	int r;
 
 	if (o->json)
 		printf("{\"files\":[");
 	r = trusted_harden_setuid(o->root, o->keep, o->n_keep, o->dry_run ? TRUSTED_DRY_RUN : 0,
-				  setid_cb, &p);
-	if (o->json)
-		printf("],\"ok\":%s}\n", r < 0 ? "false" : "true");
+				  setid_cb, &p, why, sizeof(why));
+	if (o->json) {
+		char e[4 * sizeof(why)];
+
+		escape_json(why, strlen(why), e, sizeof(e));
+		printf("],\"ok\":%s,\"incomplete\":%s%s%s}\n", r == 0 ? "true" : "false",
+		       r == 1 ? "\"" : "null", r == 1 ? e : "", r == 1 ? "\"" : "");
+	}
 	if (r < 0)
 		return fail(r, "Failed to walk the image for setuid/setgid files", o->root);
+	if (r == 1) {
+		/* the log escapes control bytes itself */
+		log_error("harden-setuid: %s; remove or flatten them and run it again", why);
+		return 1;
+	}
 	return 0;
 }
 

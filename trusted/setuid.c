@@ -33,7 +33,9 @@ struct walk {
 	trusted_setid_cb cb;
 	void *userdata;
 	char path[PATH_MAX];
-	int err; /* first error; the walk goes on past it */
+	int err;	 /* first error; the walk goes on past it */
+	size_t too_deep; /* directories not entered: deeper than WALK_DEPTH_MAX */
+	char first_deep[PATH_MAX];
 };
 
 static bool kept(const struct walk *w, const struct stat *st)
@@ -122,10 +124,6 @@ static void walk_dir(struct walk *w, int dir_fd, size_t depth)
 	struct dirent *de;
 	DIR *d;
 
-	if (depth > WALK_DEPTH_MAX) {
-		note_err(w, -ELOOP);
-		return;
-	}
 	d = fdopendir(dir_fd);
 	if (!d) {
 		note_err(w, -errno);
@@ -166,6 +164,16 @@ static void walk_dir(struct walk *w, int dir_fd, size_t depth)
 				safe_close(sub);
 				continue;
 			}
+			/* That branch only, said at the end: the rest of the image is still
+			 * walked (an agent's deep tree must not spare the image's files). */
+			if (depth + 1 > WALK_DEPTH_MAX) {
+				if (!w->too_deep++)
+					snprintf(w->first_deep, sizeof(w->first_deep), "%s",
+						 w->path);
+				safe_close(sub);
+				w->path[base] = '\0';
+				continue;
+			}
 			walk_dir(w, sub, depth + 1);
 		} else if (S_ISREG(st.st_mode)) {
 			/* Every regular file: a capability does not show in st_mode. */
@@ -180,7 +188,7 @@ static void walk_dir(struct walk *w, int dir_fd, size_t depth)
 }
 
 int trusted_harden_setuid(const char *root, const char *const *keep, size_t n_keep, unsigned flags,
-			  trusted_setid_cb cb, void *userdata)
+			  trusted_setid_cb cb, void *userdata, char *why, size_t why_size)
 {
 	static const char *const sudos[] = {"usr/bin/sudo", "bin/sudo", "usr/local/bin/sudo",
 					    "usr/sbin/sudo"};
@@ -234,6 +242,16 @@ int trusted_harden_setuid(const char *root, const char *const *keep, size_t n_ke
 	w.dev = st.st_dev;
 	w.path[0] = '/';
 	w.path[1] = '\0';
+	why[0] = '\0';
 	walk_dir(&w, fd, 0);
-	return w.err;
+	if (w.err < 0)
+		return w.err;
+	if (w.too_deep) {
+		snprintf(why, why_size,
+			 "%zu director%s deeper than %d levels not walked (the first: %.256s): "
+			 "what they hold keeps its setuid/setgid bits and capabilities",
+			 w.too_deep, w.too_deep == 1 ? "y" : "ies", WALK_DEPTH_MAX, w.first_deep);
+		return 1;
+	}
+	return 0;
 }

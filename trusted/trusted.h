@@ -367,5 +367,7 @@ struct trusted_setid_file {
 	bool changed; /* bits and capabilities removed (false in a dry run) */
 };
 typedef void (*trusted_setid_cb)(const struct trusted_setid_file *f, void *userdata);
+/* 0 done, 1 done but for directories deeper than the walk's bound (why says which), <0 an
+ * error (the walk went on past it: what it reached was still cleared). */
 int trusted_harden_setuid(const char *root, const char *const *keep, size_t n_keep, unsigned flags,
-			  trusted_setid_cb cb, void *userdata);
+			  trusted_setid_cb cb, void *userdata, char *why, size_t why_size);

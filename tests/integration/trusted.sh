@@ -339,6 +339,17 @@ like "the trusted command still works after hardening" "$(agent hello 2>&1)" "^u
 out=$("$P" trusted install --root "$R" 2>&1)
 like "install after hardening names only the program kept" "$out" \
 	"1 setuid/setgid or capability program\(s\) besides sudo are in the image \(/usr/bin/passwd\)"
+# A tree deeper than the walk's bound (256): that branch is not walked and said so (exit 1),
+# never the rest: it used to end the walk with "Symbolic link loop" (exit 111).
+(mkdir -p "$R/opt/deep" && cd "$R/opt/deep" && for i in $(seq 300); do mkdir d && cd d; done)
+install -m 4755 -o 0 "$R/usr/bin/id" "$R/usr/lib/suid-id2"
+out=$("$P" trusted harden-setuid --keep /bin/passwd --root "$R" 2>&1)
+is "harden-setuid over a 300-deep tree exits 1" "$?" 1
+like "... saying which branch it did not walk" "$out" "1 directory deeper than 256 levels not walked \(the first: /opt/deep/d/d/"
+like "... and still clears the rest" "$out" "^cleared .* /usr/lib/suid-id2$"
+is "... the planted file is 0755 now" "$(stat -c %a "$R/usr/lib/suid-id2")" 755
+rm -rf "$R/opt/deep" "$R/usr/lib/suid-id2"
+ok "without it: exit 0" "$P" trusted harden-setuid --keep /bin/passwd --root "$R"
 
 # --- remove -------------------------------------------------------------------------------
 ok "remove hello" "$P" trusted remove hello --root "$R"
