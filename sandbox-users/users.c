@@ -877,10 +877,24 @@ int users_ensure_many(const char *root, const char *const *agent_ids, size_t n,
 	r = write_back(&c, ret, n);
 	if (r < 0)
 		return r;
-	for (size_t i = 0; i < n; i++) {
-		r = users_homes_ensure(c.data_fd, &ret[i]);
-		if (r < 0)
-			return r;
+	/* The identities are recorded now: every home is made, and the first that cannot be
+	 * (an agent's own tmp replaced by a FIFO in an earlier life) is reported with its id
+	 * after the rest, so one agent cannot leave the others without homes. Its next
+	 * ensure tries again, as a single ensure's would. */
+	{
+		char why[sizeof(last_error)];
+		int first = 0;
+
+		for (size_t i = 0; i < n; i++) {
+			r = users_homes_ensure(c.data_fd, &ret[i]);
+			if (r < 0 && !first) {
+				first = r;
+				snprintf(why, sizeof(why), "%s (agent #%zu, %s)", last_error, i + 1,
+					 ret[i].name);
+			}
+		}
+		if (first)
+			return set_error(first, "%s", why);
 	}
 	return 0;
 }

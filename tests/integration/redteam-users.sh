@@ -206,4 +206,24 @@ for id in rt/img rt/two; do
 	like "... naming the registry line" "$out" "users.registry:3: duplicate uid"
 done
 
+# --- a batch where one agent's home cannot be made ------------------------------------------------
+# Agent a swapped its own tmp for a FIFO. A batch with a in the middle used to stop at a:
+# the agents after it were recorded but left without homes. Now every other home is made
+# and a's failure is reported after them, naming it.
+fresh
+u ensure rt/ba >/dev/null
+H=$(u show rt/ba | sed -n 's/^home=//p')
+AU=$(u show rt/ba | sed -n 's/^uid=//p')
+rmdir "$R$H/tmp" && mkfifo "$R$H/tmp" && chown "$AU:$AU" "$R$H/tmp"
+out=$(u ensure rt/bb rt/ba rt/bc 2>&1)
+is "a batch with an agent's tmp made a FIFO fails (exit 111)" "$?" 111
+like "... naming that agent" "$out" "agent #2, pi-agent-"
+for id in rt/bb rt/bc; do
+	h=$(u show "$id" | sed -n 's/^home=//p')
+	nu=$(u show "$id" | sed -n 's/^uid=//p')
+	is "... $id's home, tmp and agent dir made, its own" \
+		"$(snap "$R$h" "$R$h/tmp" "$R/data/agents/${h##*/}" | paste -sd' ')" "$nu:$nu 700 $nu:$nu 700 $nu:$nu 700"
+done
+ok "... the FIFO left alone" test -p "$R$H/tmp"
+
 done_testing
