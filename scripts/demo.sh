@@ -73,8 +73,9 @@ say "(exit $?: the project is writable, the secret is not readable)"
 
 step "8. A trusted command: uses the secret, never shows it"
 cat >"$R/root/board" <<'EOS'
-#!/bin/sh
-# a trusted command: reads the token the agent cannot read, prints only a result
+#!/usr/local/bin/pistisd trusted-interp /bin/sh -e
+# a trusted command: reads the token the agent cannot read, prints only a result; pistisd
+# starts /bin/sh for it with no signal ignored and no limit lowered by its caller
 token=$(cat /data/.secrets/board-token) || exit 1
 echo "board: 3 open cards (authenticated as $(id -un) with a ${#token}-byte token)"
 EOS

@@ -455,6 +455,18 @@ int main(int argc, char **argv, char **envp)
 		if (msg >= 0)
 			msgsnd(msg, &m, sizeof(m.text), 0);
 		printf("ipc=shm:%d,msg:%d,sem:%d\n", shm, msg, sem);
+	} else if (!strcmp(mode, "ipc-fill")) {
+		/* of each kind, as many SysV objects as the kernel gives, up to arg: empty
+		 * queues, one-semaphore sets, one-byte segments */
+		long msg = 0, sem = 0, shm = 0;
+
+		while (msg < arg && msgget(IPC_PRIVATE, IPC_CREAT | 0600) >= 0)
+			msg++;
+		while (sem < arg && semget(IPC_PRIVATE, 1, IPC_CREAT | 0600) >= 0)
+			sem++;
+		while (shm < arg && shmget(IPC_PRIVATE, 1, IPC_CREAT | 0600) >= 0)
+			shm++;
+		printf("filled=%ld\n", msg + sem + shm);
 	} else if (!strcmp(mode, "sleep")) {
 		sleep((unsigned)arg);
 	} else if (!strcmp(mode, "output")) {

@@ -240,6 +240,12 @@ kill "$left" 2>/dev/null
 while kill -0 "$left" 2>/dev/null; do sleep 0.05; done
 run -- /bin/true
 is "... all removed when the agent's next command ends with nothing left running" "$(ipc_of)" 0
+# As many as the kernel gives (32000 queues, 32000 sets, 4096 segments by default): one
+# listing and one child remove them all; rounds of 256 stopped at 65536 and held serve's
+# loop for seconds (red team).
+out=$(run -- $PROBE ipc-fill 40000 2>&1)
+like "an agent that fills the kernel's SysV tables ..." "$out" "filled=[0-9]{5}"
+is "... has none left when its command ends" "$(ipc_of)" 0
 
 # /data/bin is first on every agent's PATH: a program there that is not root's alone (an
 # agent's, left in an earlier life of the volume) would run as whoever types its name.
