@@ -23,31 +23,44 @@ void policy_resolve_force_fallback(bool on)
 	force_fallback = on;
 }
 
+/* The next component of a normalised path at *p (slashes before it skipped): 1 with it in
+ * name and *p past it, 0 at the end, -EINVAL for one too long, "." or "..". */
+static int next_name(const char **p, char name[POLICY_NAME_MAX + 1])
+{
+	const char *s = *p + strspn(*p, "/");
+	size_t n = strcspn(s, "/");
+
+	*p = s;
+	if (n == 0)
+		return 0;
+	if (n > POLICY_NAME_MAX)
+		return -EINVAL;
+	memcpy(name, s, n);
+	name[n] = '\0';
+	if (!strcmp(name, "..") || !strcmp(name, "."))
+		return -EINVAL;
+	*p = s + n;
+	return 1;
+}
+
 /* Component by component: openat(O_PATH|O_NOFOLLOW) opens a symlink as itself, so fstat
  * tells us it is one and we stop (O_NOFOLLOW alone only guards the last component). */
 static int resolve_fallback(int root_fd, const char *rel, int flags, int *ret_fd)
 {
 	_cleanup_close_ int cur = -1;
+	char name[POLICY_NAME_MAX + 1];
 	const char *p = rel;
+	int k;
 
 	cur = openat(root_fd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (cur < 0)
 		return negative_errno();
-	while (*p) {
-		char name[POLICY_NAME_MAX + 1];
-		const char *slash = strchr(p, '/');
-		size_t n = slash ? (size_t)(slash - p) : strlen(p);
+	while ((k = next_name(&p, name)) > 0) {
+		bool more = p[strspn(p, "/")] != '\0';
 		struct stat st;
 		int fd;
 
-		if (n == 0 || n > POLICY_NAME_MAX)
-			return -EINVAL;
-		memcpy(name, p, n);
-		name[n] = '\0';
-		if (!strcmp(name, "..") || !strcmp(name, "."))
-			return -EINVAL;
-		p += n + (slash ? 1 : 0);
-		fd = openat(cur, name, (*p ? O_PATH : flags) | O_NOFOLLOW | O_CLOEXEC);
+		fd = openat(cur, name, (more ? O_PATH : flags) | O_NOFOLLOW | O_CLOEXEC);
 		if (fd < 0 && errno == ELOOP)
 			return -ELOOP; /* last component: O_NOFOLLOW on a symlink without O_PATH */
 		if (fd < 0)
@@ -58,9 +71,11 @@ static int resolve_fallback(int root_fd, const char *rel, int flags, int *ret_fd
 			return negative_errno();
 		if (S_ISLNK(st.st_mode))
 			return -ELOOP;
-		if (*p && !S_ISDIR(st.st_mode))
+		if (more && !S_ISDIR(st.st_mode))
 			return -ENOTDIR;
 	}
+	if (k < 0)
+		return k;
 	*ret_fd = TAKE_FD(cur);
 	return 0;
 }
@@ -128,31 +143,17 @@ int policy_resolve(int root_fd, const char *abs, int flags, int *ret_fd)
 int policy_first_symlink(int root_fd, const char *abs, int *ret_dir_fd, struct stat *ret_st)
 {
 	_cleanup_close_ int cur = -1;
+	char name[POLICY_NAME_MAX + 1];
 	const char *p = abs;
+	int k;
 
 	cur = openat(root_fd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (cur < 0)
 		return negative_errno();
-	while (*p) {
-		char name[POLICY_NAME_MAX + 1];
-		const char *slash;
-		size_t n;
+	while ((k = next_name(&p, name)) > 0) {
 		struct stat st;
 		int fd;
 
-		while (*p == '/')
-			p++;
-		slash = strchr(p, '/');
-		n = slash ? (size_t)(slash - p) : strlen(p);
-		if (n == 0)
-			break;
-		if (n > POLICY_NAME_MAX)
-			return -EINVAL;
-		memcpy(name, p, n);
-		name[n] = '\0';
-		if (!strcmp(name, "..") || !strcmp(name, "."))
-			return -EINVAL;
-		p += n;
 		if (fstatat(cur, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			return errno == ENOENT || errno == ENOTDIR ? 0 : negative_errno();
 		if (S_ISLNK(st.st_mode)) {
@@ -171,5 +172,5 @@ int policy_first_symlink(int root_fd, const char *abs, int *ret_dir_fd, struct s
 		safe_close(cur);
 		cur = fd;
 	}
-	return 0;
+	return k;
 }

@@ -896,6 +896,15 @@ TEST(open_dir_refuses_symlinks_and_loose_parents)
 	(void)system(p);
 }
 
+/* A bind mount of path onto itself that honours setuid (the tmp root is nosuid). */
+static int bind_suid(const char *path)
+{
+	if (mount(path, path, NULL, MS_BIND, NULL) < 0 ||
+	    mount(NULL, path, NULL, MS_REMOUNT | MS_BIND, NULL) < 0)
+		return -errno;
+	return 0;
+}
+
 TEST(configured_predicate)
 {
 	_cleanup_free_ char *root = make_root();
@@ -960,8 +969,7 @@ TEST(configured_predicate)
 		ASSERT_EQ(mkdir(p, 0755), 0);
 		ASSERT_EQ(mkdir(t, 01777), 0);
 		EXPECT_TRUE(trusted_configured(rfd)); /* on the nosuid root */
-		ASSERT_EQ(mount(t, t, NULL, MS_BIND, NULL), 0);
-		ASSERT_EQ(mount(NULL, t, NULL, MS_REMOUNT | MS_BIND, NULL), 0); /* suid */
+		ASSERT_EQ(bind_suid(t), 0);
 		EXPECT_FALSE(trusted_configured(rfd));
 		char which[32];
 		EXPECT_EQ(trusted_shared_tree_suid(rfd, which, sizeof(which)), 1);
@@ -978,8 +986,7 @@ TEST(configured_predicate)
 
 		snprintf(t, sizeof(t), "%s/workspaces", root);
 		ASSERT_EQ(mkdir(t, 0755), 0);
-		ASSERT_EQ(mount(t, t, NULL, MS_BIND, NULL), 0);
-		ASSERT_EQ(mount(NULL, t, NULL, MS_REMOUNT | MS_BIND, NULL), 0); /* suid */
+		ASSERT_EQ(bind_suid(t), 0);
 		/* /workspaces is a shared tree too: the first check names it */
 		EXPECT_FALSE(trusted_configured(rfd));
 		EXPECT_EQ(trusted_write_tree_suid(rfd, which, sizeof(which)), 1);
@@ -1001,16 +1008,14 @@ TEST(configured_predicate)
 		ASSERT_EQ(write(rf, json, sizeof(json) - 1), (ssize_t)sizeof(json) - 1);
 		close(rf);
 		EXPECT_TRUE(trusted_configured(rfd)); /* on the nosuid root */
-		ASSERT_EQ(mount(t, t, NULL, MS_BIND, NULL), 0);
-		ASSERT_EQ(mount(NULL, t, NULL, MS_REMOUNT | MS_BIND, NULL), 0);
+		ASSERT_EQ(bind_suid(t), 0);
 		EXPECT_FALSE(trusted_configured(rfd));
 		EXPECT_EQ(trusted_write_tree_suid(rfd, which, sizeof(which)), 1);
 		EXPECT_STREQ(which, "/srv/proj");
 		/* a read rule on a suid mount is no concern: agents create nothing there */
 		snprintf(p, sizeof(p), "%s/srv/ro", root);
 		ASSERT_EQ(mkdir(p, 0755), 0);
-		ASSERT_EQ(mount(p, p, NULL, MS_BIND, NULL), 0);
-		ASSERT_EQ(mount(NULL, p, NULL, MS_REMOUNT | MS_BIND, NULL), 0); /* suid */
+		ASSERT_EQ(bind_suid(p), 0);
 		ASSERT_EQ(mount(NULL, t, NULL, MS_REMOUNT | MS_BIND | MS_NOSUID, NULL), 0);
 		EXPECT_TRUE(trusted_configured(rfd));
 		ASSERT_EQ(umount(p), 0);
@@ -1044,8 +1049,7 @@ TEST(configured_predicate)
 			char srv[256];
 
 			snprintf(srv, sizeof(srv), "%s/srv", root);
-			ASSERT_EQ(mount(srv, srv, NULL, MS_BIND, NULL), 0);
-			ASSERT_EQ(mount(NULL, srv, NULL, MS_REMOUNT | MS_BIND, NULL), 0); /* suid */
+			ASSERT_EQ(bind_suid(srv), 0);
 			EXPECT_FALSE(trusted_configured(rfd));
 			EXPECT_EQ(trusted_write_tree_suid(rfd, which, sizeof(which)), 1);
 			EXPECT_STREQ(which, "/srv/proj");
