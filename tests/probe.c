@@ -30,6 +30,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <termios.h>
@@ -455,6 +456,14 @@ int main(int argc, char **argv, char **envp)
 		if (msg >= 0)
 			msgsnd(msg, &m, sizeof(m.text), 0);
 		printf("ipc=shm:%d,msg:%d,sem:%d\n", shm, msg, sem);
+	} else if (!strcmp(mode, "itimer-exec") && argc > 3) {
+		/* arm ITIMER_REAL for arg ms, then exec argv[3]...: the timer outlives execve */
+		struct itimerval t = {.it_value = {arg / 1000, (arg % 1000) * 1000}};
+
+		if (setitimer(ITIMER_REAL, &t, NULL) < 0)
+			return 1;
+		execv(argv[3], argv + 3);
+		return 127;
 	} else if (!strcmp(mode, "ipc-fill")) {
 		/* of each kind, as many SysV objects as the kernel gives, up to arg: empty
 		 * queues, one-semaphore sets, one-byte segments */

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "lib/log.h"
@@ -54,9 +55,16 @@ static void caller_state_reset(void)
 				     RLIMIT_STACK,	RLIMIT_NOFILE,	RLIMIT_AS,
 				     RLIMIT_NPROC,	RLIMIT_MEMLOCK, RLIMIT_LOCKS,
 				     RLIMIT_SIGPENDING, RLIMIT_MSGQUEUE};
+	static const struct itimerval off;
 	struct rlimit rl;
 	sigset_t none;
 
+	/* An interval timer outlives execve, setuid ones included: armed by the caller, it
+	 * would end the script with SIGALRM (or SIGVTALRM, SIGPROF) at a moment of its
+	 * choosing. */
+	(void)setitimer(ITIMER_REAL, &off, NULL);
+	(void)setitimer(ITIMER_VIRTUAL, &off, NULL);
+	(void)setitimer(ITIMER_PROF, &off, NULL);
 	/* libc's sigaction refuses the signals it keeps for itself (musl: 32-34), which a
 	 * caller may have ignored all the same (seen in CI: 32 and 33) */
 	(void)sigutil_reset_dispositions();
@@ -137,9 +145,10 @@ int trusted_exec_main(int argc, char **argv)
 static void interp_help(void)
 {
 	printf("Usage: #!PISTISD trusted-interp INTERP [ARG]   (the first line of a script)\n\n"
-	       "Runs INTERP [ARG] SCRIPT ARGS… after putting every ignored signal back to its\n"
-	       "default, emptying the signal mask and raising each soft limit but the core's to\n"
-	       "its hard one: what sudo hands on from whoever called the trusted command.\n"
+	       "Runs INTERP [ARG] SCRIPT ARGS… after disarming the interval timers, putting\n"
+	       "every ignored signal back to its default, emptying the signal mask and raising\n"
+	       "each soft limit but the core's to its hard one: what sudo hands on from\n"
+	       "whoever called the trusted command.\n"
 	       "INTERP must be an absolute path; ARG, the rest of the line, is one argument\n"
 	       "(as the kernel reads a #! line). `pistisd trusted add`, `install` and `check`\n"
 	       "check INTERP like any interpreter. Exit codes: 100 bad usage, 126 INTERP cannot\n"

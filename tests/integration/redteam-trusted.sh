@@ -564,6 +564,23 @@ like "... the arguments as given" "$out" "^args=2:a b:c$"
 unlike "... and the #! line's ARG reached the interpreter (sh -e stops at false)" "$out" "was not passed"
 like "through the wrapper too" "$(agent sh -c 'trap "" CHLD; exec clean x' 2>&1)" "ign=0000000000000000"
 "$P" trusted remove clean --no-install --root "$R" >/dev/null
+# An interval timer outlives execve (not fork: sudo, which forks the command, keeps a timer
+# its caller armed to itself). Whatever runs a clean-start script, trusted-interp disarms
+# the timers it was handed: run here without sudo, a plain script is ended by SIGALRM at
+# the moment the caller chose, the clean one is not.
+printf '#!/bin/sh\nsleep 1\necho finished\n' >"$S/slow" && chmod 0755 "$S/slow"
+{ echo '#!/usr/local/bin/pistisd trusted-interp /bin/sh'; tail -n +2 "$S/slow"; } >"$S/slowclean"
+chmod 0755 "$S/slowclean"
+"$P" trusted add slow "$S/slow" --no-install --root "$R" >/dev/null
+ok "add slowclean" "$P" trusted add slowclean "$S/slowclean" --root "$R"
+PR=/usr/local/lib/pistis-tests/probe
+unlike "a timer armed before exec ends a plain script (SIGALRM)" \
+	"$(agent $PR itimer-exec 300 /data/trusted/slow 2>&1)" finished
+like "... not one that starts clean" "$(agent $PR itimer-exec 300 /data/trusted/slowclean 2>&1)" finished
+like "... and through sudo, which forks it, both finish" \
+	"$(agent $PR itimer-exec 300 /usr/bin/sudo -n -u pi-tools -- /data/trusted/slow 2>&1)" finished
+"$P" trusted remove slow --no-install --root "$R" >/dev/null
+"$P" trusted remove slowclean --root "$R" >/dev/null
 interp_refused "add refuses trusted-interp with a relative interpreter" cleanrel '#!/usr/local/bin/pistisd trusted-interp sh'
 interp_refused "add refuses trusted-interp naming no interpreter" cleannone '#!/usr/local/bin/pistisd trusted-interp'
 interp_refused "add refuses trusted-interp with an interpreter the agent owns" cleanown '#!/usr/local/bin/pistisd trusted-interp /workspaces/tools/sh'
