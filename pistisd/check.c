@@ -826,18 +826,6 @@ static bool file_has_caps(int dfd, const char *name)
 	return lgetxattr(p, "security.capability", NULL, 0) > 0;
 }
 
-/* A directory agents may create files in: theirs (an owner may always chmod), or writable
- * and searchable by everyone, or by pi-sandbox or an agent's group. ACL entries are not
- * read (policy's write trees, the ones that use them, carry pi-sandbox as their group). */
-static bool agents_may_write(const struct stat *st)
-{
-	/* An agent's group id is its uid (docs/users.md). */
-	bool agent_gid = st->st_gid == USERS_SANDBOX_GID || users_uid_is_agent((uid_t)st->st_gid);
-
-	return users_uid_is_agent(st->st_uid) || (st->st_mode & 0003) == 0003 ||
-	       (agent_gid && (st->st_mode & 0030) == 0030);
-}
-
 /* A directory (fd) agents may write, on a mount where setuid bits count: listed. */
 static void note_writable(struct walk *w, int fd, const struct stat *st)
 {
@@ -845,7 +833,7 @@ static void note_writable(struct walk *w, int fd, const struct stat *st)
 	struct statfs sf;
 	size_t n;
 
-	if (!agents_may_write(st) || (fstatfs(fd, &sf) == 0 && (sf.f_flags & ST_NOSUID)))
+	if (!users_agents_may_write(st) || (fstatfs(fd, &sf) == 0 && (sf.f_flags & ST_NOSUID)))
 		return;
 	n = strlen(r->writable);
 	if (r->n_writable++ < 4 && n + strlen(w->path) + 3 < sizeof(r->writable))

@@ -160,6 +160,9 @@ void policy_resolve_force_fallback(bool on);
  * path resolves, is missing, or changed under the look), <0 on error. Whose the link is
  * tells who put it there; the directory is where they could write. */
 int policy_first_symlink(int root_fd, const char *abs, int *ret_dir_fd, struct stat *ret_st);
+/* The deepest directory on the way to abs that is there and reached without a symlink (abs
+ * itself when it is one), as an O_PATH fd. 0 or -errno. */
+int policy_deepest_dir(int root_fd, const char *abs, int *ret_fd);
 
 /* --- the walk (walk.c) --- */
 

@@ -174,3 +174,29 @@ int policy_first_symlink(int root_fd, const char *abs, int *ret_dir_fd, struct s
 	}
 	return k;
 }
+
+int policy_deepest_dir(int root_fd, const char *abs, int *ret_fd)
+{
+	_cleanup_close_ int cur = -1;
+	char name[POLICY_NAME_MAX + 1];
+	const char *p = abs;
+	int k;
+
+	cur = openat(root_fd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (cur < 0)
+		return negative_errno();
+	while ((k = next_name(&p, name)) > 0) {
+		int fd = openat(cur, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+		if (fd < 0 && errno != ENOENT && errno != ENOTDIR && errno != ELOOP)
+			return negative_errno();
+		if (fd < 0)
+			break; /* missing, not a directory, or a link: cur is the deepest */
+		safe_close(cur);
+		cur = fd;
+	}
+	if (k < 0)
+		return k;
+	*ret_fd = TAKE_FD(cur);
+	return 0;
+}

@@ -4,6 +4,7 @@
  * Library API shared by pistisd's CLI, the spawn core and the daemon. */
 
 #include <stdbool.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #define USERS_AGENT_PREFIX "pi-agent-"
@@ -73,4 +74,16 @@ const char *users_last_error(void);
 static inline bool users_uid_is_agent(uid_t uid)
 {
 	return uid >= USERS_AGENT_UID_MIN && uid <= USERS_AGENT_UID_MAX;
+}
+
+/* A directory agents may create files in (st of it): theirs (an owner may always chmod),
+ * or writable and searchable by everyone, or by pi-sandbox or an agent's group (an agent's
+ * group id is its uid). ACL entries are not read (policy's write trees, the ones that use
+ * them, carry pi-sandbox as their group). */
+static inline bool users_agents_may_write(const struct stat *st)
+{
+	bool agent_gid = st->st_gid == USERS_SANDBOX_GID || users_uid_is_agent((uid_t)st->st_gid);
+
+	return users_uid_is_agent(st->st_uid) || (st->st_mode & 0003) == 0003 ||
+	       (agent_gid && (st->st_mode & 0030) == 0030);
 }

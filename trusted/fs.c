@@ -21,7 +21,9 @@
 
 #include "lib/fd-util.h"
 #include "lib/macro.h"
+#include "lib/mountinfo.h"
 #include "policy/policy.h"
+#include "sandbox-users/users.h"
 
 int trusted_open_dir(int dir_fd, const char *rel, bool create, mode_t mode, uid_t uid, gid_t gid,
 		     bool fix, int *ret_fd)
@@ -285,6 +287,88 @@ bool trusted_configured(int root_fd)
 	       trusted_write_tree_suid(root_fd, which, sizeof(which)) == 0;
 }
 
+/* The mount id of fd, from /proc/self/fdinfo (Linux 3.15). */
+static int fd_mount_id(int fd, unsigned *ret)
+{
+	char p[64], buf[512], *m;
+	_cleanup_close_ int f = -1;
+	ssize_t n;
+
+	snprintf(p, sizeof(p), "/proc/self/fdinfo/%d", fd);
+	f = open(p, O_RDONLY | O_CLOEXEC);
+	if (f < 0)
+		return negative_errno();
+	n = read(f, buf, sizeof(buf) - 1);
+	if (n < 0)
+		return negative_errno();
+	buf[n] = '\0';
+	m = strstr(buf, "\nmnt_id:");
+	if (!m || sscanf(m + 8, "%u", ret) != 1)
+		return -ENODATA;
+	return 0;
+}
+
+/* Every mount at or beneath mount_point is nosuid: 0, else 1 with which naming the first
+ * that is not; <0 when mountinfo cannot be read. With mount_id set, finds mount_point
+ * first (into mp). */
+static int mounts_nosuid_under(unsigned mount_id, char *mp, size_t mp_size, char *which,
+			       size_t size)
+{
+	_cleanup_free_ char *mi = NULL;
+	char *line, *save = NULL;
+	int r = mountinfo_read(&mi);
+
+	if (r < 0)
+		return r;
+	for (line = strtok_r(mi, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		struct mountinfo_entry e;
+
+		if (mountinfo_parse_line(line, &e) < 0)
+			continue;
+		if (mount_id) {
+			if (e.id == mount_id) {
+				snprintf(mp, mp_size, "%s", e.mount_point);
+				return 0;
+			}
+		} else if (mountinfo_path_under(e.mount_point, mp) &&
+			   !mountinfo_opt(e.mount_opts, "nosuid", NULL, NULL)) {
+			snprintf(which, size, "%s (moved beneath %s?)", e.mount_point, mp);
+			return 1;
+		}
+	}
+	return mount_id ? -ENOENT : 0;
+}
+
+/* A write rule's path that is missing or a link: see trusted_write_tree_suid. 0 when no
+ * agent could have moved its tree away (the deepest directory on the way is not one agents
+ * may write), or everything it could have been moved to, with the mounts beneath it, is
+ * nosuid: the mount holding that directory and every mount beneath that mount's point. */
+static int moved_away_nosuid(int root_fd, const char *path, char *which, size_t size)
+{
+	_cleanup_close_ int dfd = -1;
+	char mp[PATH_MAX];
+	struct statfs sf;
+	struct stat st;
+	unsigned id;
+	int r;
+
+	r = policy_deepest_dir(root_fd, path, &dfd);
+	if (r < 0)
+		return r;
+	if (fstat(dfd, &st) < 0 || fstatfs(dfd, &sf) < 0)
+		return negative_errno();
+	if (!users_agents_may_write(&st))
+		return 0; /* nobody but root moved anything out of it */
+	if (!(sf.f_flags & ST_NOSUID))
+		return 1;
+	r = fd_mount_id(dfd, &id);
+	if (r >= 0)
+		r = mounts_nosuid_under(id, mp, sizeof(mp), NULL, 0);
+	if (r < 0)
+		return r; /* cannot tell: not nosuid */
+	return mounts_nosuid_under(0, mp, sizeof(mp), which, size);
+}
+
 int trusted_write_tree_suid(int root_fd, char *which, size_t size)
 {
 	_cleanup_(policy_rules_freep) struct policy_rules *rules = NULL;
@@ -307,20 +391,16 @@ int trusted_write_tree_suid(int root_fd, char *which, size_t size)
 			continue;
 		snprintf(which, size, "%s", u->path);
 		r = policy_resolve(root_fd, u->path, O_PATH, &fd);
-		if (r == -ENOENT || r == -ENOTDIR)
-			continue; /* not there yet: nothing of it is writable */
-		/* A symlink on the way: the walk made nothing writable through it. Whoever made
-		 * it wrote in the directory that holds it, and what they may have moved away
-		 * from there stayed on that directory's mount (rename does not cross one): that
-		 * mount is the one to judge. */
-		if (r == -ELOOP) {
-			struct stat lst;
-
-			safe_close(fd);
-			fd = -1;
-			r = policy_first_symlink(root_fd, u->path, &fd, &lst);
-			if (r == 0)
-				r = -ELOOP; /* changed under the look: not known, so not nosuid */
+		/* Not there, or a symlink on the way: nothing is writable through the path
+		 * now. But what the walk once made writable there may have been moved away by
+		 * an agent that can write the deepest directory still on the way, and a
+		 * rename carries the mounts beneath what it moves (red team: a write tree's
+		 * suid submount moved aside, a link in its place, and setuid came back on). */
+		if (r == -ENOENT || r == -ENOTDIR || r == -ELOOP) {
+			r = moved_away_nosuid(root_fd, u->path, which, size);
+			if (r != 0)
+				return r;
+			continue;
 		}
 		if (r < 0)
 			return r;

@@ -1030,9 +1030,9 @@ TEST(configured_predicate)
 		ASSERT_EQ(write(rf, "[{", 2), 2);
 		close(rf);
 		EXPECT_FALSE(trusted_configured(rfd));
-		/* a write rule's path that is a symlink now (an agent's, made in a directory it
-		 * could write): the walk makes nothing writable through it, and what was moved
-		 * away from there stayed on that directory's mount, which is judged */
+		/* a write rule's path that is missing or a symlink now: nothing is writable
+		 * through it, but an agent that may write the directory that held it may have
+		 * moved the tree away, the mounts beneath it with it (a rename carries them) */
 		rf = open(rules, O_WRONLY | O_TRUNC | O_CLOEXEC);
 		ASSERT_GE(rf, 0);
 		ASSERT_EQ(write(rf, json, sizeof(json) - 1), (ssize_t)sizeof(json) - 1);
@@ -1041,19 +1041,34 @@ TEST(configured_predicate)
 		ASSERT_EQ(umount(t), 0);
 		snprintf(p, sizeof(p), "%s/srv/proj2", root);
 		ASSERT_EQ(rename(t, p), 0);
-		EXPECT_TRUE(trusted_configured(rfd)); /* not there yet: nothing writable */
+		EXPECT_TRUE(trusted_configured(rfd)); /* /srv root's alone: only root moved it */
 		ASSERT_EQ(symlink("proj2", t), 0);
-		EXPECT_TRUE(trusted_configured(rfd)); /* /srv is on the nosuid root */
-		EXPECT_EQ(trusted_write_tree_suid(rfd, which, sizeof(which)), 0);
+		EXPECT_TRUE(trusted_configured(rfd));
 		{
-			char srv[256];
+			char srv[256], sub[300];
 
 			snprintf(srv, sizeof(srv), "%s/srv", root);
-			ASSERT_EQ(bind_suid(srv), 0);
+			snprintf(sub, sizeof(sub), "%s/srv/proj2/ws", root);
+			ASSERT_EQ(chmod(srv, 01777), 0); /* agents may write /srv */
+			EXPECT_TRUE(
+				trusted_configured(rfd)); /* nosuid root, nothing suid beneath */
+			ASSERT_EQ(mkdir(sub, 0755), 0);
+			ASSERT_EQ(mount("pistis-test", sub, "tmpfs", 0, NULL), 0); /* suid */
+			EXPECT_FALSE(trusted_configured(rfd)); /* moved aside with the tree */
+			EXPECT_EQ(trusted_write_tree_suid(rfd, which, sizeof(which)), 1);
+			EXPECT_NE(strstr(which, "/srv/proj2/ws (moved beneath"), NULL);
+			ASSERT_EQ(unlink(t), 0); /* missing instead of a link: the same */
+			EXPECT_FALSE(trusted_configured(rfd));
+			ASSERT_EQ(symlink("proj2", t), 0);
+			ASSERT_EQ(umount(sub), 0);
+			ASSERT_EQ(rmdir(sub), 0);
+			EXPECT_TRUE(trusted_configured(rfd));
+			ASSERT_EQ(bind_suid(srv), 0); /* the directory itself on a suid mount */
 			EXPECT_FALSE(trusted_configured(rfd));
 			EXPECT_EQ(trusted_write_tree_suid(rfd, which, sizeof(which)), 1);
 			EXPECT_STREQ(which, "/srv/proj");
 			ASSERT_EQ(umount(srv), 0);
+			ASSERT_EQ(chmod(srv, 0755), 0);
 		}
 		ASSERT_EQ(unlink(t), 0);
 		ASSERT_EQ(rename(p, t), 0);
