@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/personality.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -65,6 +67,12 @@ static void caller_state_reset(void)
 	(void)setitimer(ITIMER_REAL, &off, NULL);
 	(void)setitimer(ITIMER_VIRTUAL, &off, NULL);
 	(void)setitimer(ITIMER_PROF, &off, NULL);
+	/* A persona the caller chose (PER_LINUX32, UNAME26: uname says i686, 2.6.x) makes a
+	 * script that picks a download by `uname -m` pick wrong; timer slack and THP are
+	 * reset too. What cannot be undone without privilege stays (docs/trusted.md). */
+	(void)personality(PER_LINUX);
+	(void)prctl(PR_SET_TIMERSLACK, 0, 0, 0, 0);
+	(void)prctl(PR_SET_THP_DISABLE, 0, 0, 0, 0);
 	/* libc's sigaction refuses the signals it keeps for itself (musl: 32-34), which a
 	 * caller may have ignored all the same (seen in CI: 32 and 33) */
 	(void)sigutil_reset_dispositions();

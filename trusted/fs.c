@@ -220,10 +220,20 @@ int trusted_data_bin_check(int root_fd, unsigned *ret_n, char *why, size_t why_s
 	if (!d)
 		return negative_errno();
 	bin = -1; /* d's now */
-	while (n < TRUSTED_DATA_BIN_MAX && (de = readdir(d))) {
+	while ((de = readdir(d))) {
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
-		n++;
+		/* Past the bound nothing is known of the rest: not "all root's" (red team:
+		 * 65,540 root files after an agent's one passed). */
+		if (++n > TRUSTED_DATA_BIN_MAX) {
+			closedir(d);
+			snprintf(
+				why, why_size,
+				"more than %u entries in /data/bin: not all looked at, cannot tell "
+				"whether each is root's alone",
+				TRUSTED_DATA_BIN_MAX);
+			return 1;
+		}
 		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
 		    S_ISDIR(st.st_mode))
 			continue; /* gone since, or not on PATH */

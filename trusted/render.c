@@ -626,6 +626,14 @@ int trusted_shebang_parse(const char *text, size_t len, char interp[TRUSTED_SHEB
 	return 1;
 }
 
+bool trusted_interp_is_pistisd(const char *interp)
+{
+	const char *base = strrchr(interp, '/');
+
+	base = base ? base + 1 : interp;
+	return !strcmp(base, "pistisd") || !strcmp(base, "pistisd-musl");
+}
+
 int trusted_interp_split(const char *arg, char inner[TRUSTED_SHEBANG_MAX],
 			 char inner_arg[TRUSTED_SHEBANG_MAX])
 {

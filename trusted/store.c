@@ -343,6 +343,7 @@ int trusted_list(const char *root, struct trusted_entry **ret, size_t *ret_n, si
 
 			v[n].clean_start =
 				h > 0 && trusted_shebang_parse(head, (size_t)h, interp, arg) == 1 &&
+				trusted_interp_is_pistisd(interp) &&
 				trusted_interp_split(arg, inner, inner_arg) == 1;
 		}
 		memcpy(v[n].name, de->d_name, strlen(de->d_name) + 1); /* valid: <= 64 */
@@ -827,8 +828,7 @@ static int program_check(int root_fd, const char *what, const char *kind, const 
 
 /* What an interpreter (already checked) runs because of its #! argument: the INTERP of
  * `pistisd trusted-interp INTERP [ARG]`, checked as an interpreter with its own argument in
- * turn (whatever the outer file is called: checking more is the safe mistake), or env's
- * NAME. */
+ * turn (an argument of that form to anything but pistisd is refused), or env's NAME. */
 static int interp_arg_check(int root_fd, const char *what, const char *interp, const char *arg,
 			    int level, char *why, size_t why_size)
 {
@@ -838,6 +838,13 @@ static int interp_arg_check(int root_fd, const char *what, const char *interp, c
 	int r;
 
 	r = trusted_interp_split(arg, inner, inner_arg);
+	if (r != 0 && !trusted_interp_is_pistisd(interp)) {
+		snprintf(why, why_size,
+			 "%s: interpreter '%s %s': only pistisd reads 'trusted-interp' (%s takes "
+			 "it as a file name, looked up from the working directory)",
+			 what, interp, arg, interp);
+		return 1;
+	}
 	if (r < 0) {
 		snprintf(why, why_size, "%s: interpreter '%s %s': names no interpreter to run",
 			 what, interp, arg);

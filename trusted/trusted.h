@@ -91,6 +91,10 @@ int trusted_shebang_parse(const char *text, size_t len, char interp[TRUSTED_SHEB
 #define TRUSTED_INTERP_CMD "trusted-interp"
 int trusted_interp_split(const char *arg, char inner[TRUSTED_SHEBANG_MAX],
 			 char inner_arg[TRUSTED_SHEBANG_MAX]);
+/* Is the #! interpreter pistisd (by its name: pistisd or pistisd-musl)? Only then does its
+ * argument mean trusted-interp: another interpreter takes "trusted-interp /bin/sh" as a
+ * file name, which env and sh look up from the working directory. */
+bool trusted_interp_is_pistisd(const char *interp);
 
 /* The loader a binary names (its PT_INTERP), from the first len bytes of the file, as the
  * kernel's ELF loader reads it (either class and byte order). 1 and the path in interp (may
@@ -219,9 +223,10 @@ bool trusted_configured(int root_fd);
  * subdirectories (not on PATH) is root's and writable by root alone (a symlink: root's)
  * or there is no /data/bin (why says so), *ret_n the entries looked at; 1 with why naming up to three
  * that are not; <0 when /data/bin cannot be opened (a symlink: -ELOOP or -ENOTDIR) or is
- * not root's alone (-EPERM). Names and owners only, nothing opened but the directory; at
- * most TRUSTED_DATA_BIN_MAX entries. */
-#define TRUSTED_DATA_BIN_MAX 65536
+ * not root's alone (-EPERM). Names and owners only, nothing opened but the directory;
+ * more than TRUSTED_DATA_BIN_MAX entries is 1 too (not all looked at). A root's symlink is
+ * taken as the operator's: its target is not judged. */
+#define TRUSTED_DATA_BIN_MAX 65536u
 int trusted_data_bin_check(int root_fd, unsigned *ret_n, char *why, size_t why_size);
 
 /* The directories agents share (absolute, inside the root). Without no_new_privs a setuid file

@@ -581,6 +581,22 @@ like "... and through sudo, which forks it, both finish" \
 	"$(agent $PR itimer-exec 300 /usr/bin/sudo -n -u pi-tools -- /data/trusted/slow 2>&1)" finished
 "$P" trusted remove slow --no-install --root "$R" >/dev/null
 "$P" trusted remove slowclean --root "$R" >/dev/null
+# The persona: an agent calling with PER_LINUX32|UNAME26 makes uname lie to a plain script;
+# a clean start sets PER_LINUX back. And trusted-interp is pistisd's alone: env or sh would
+# take "trusted-interp /bin/sh" as a file name looked up from the working directory.
+printf '#!/bin/sh\necho "m=$(uname -m) r=$(uname -r)"\n' >"$S/persona" && chmod 0755 "$S/persona"
+{ echo '#!/usr/local/bin/pistisd trusted-interp /bin/sh'; tail -n +2 "$S/persona"; } >"$S/personaclean"
+chmod 0755 "$S/personaclean"
+"$P" trusted add persona "$S/persona" --no-install --root "$R" >/dev/null
+ok "add personaclean" "$P" trusted add personaclean "$S/personaclean" --root "$R"
+like "a persona the caller chose reaches a plain script through sudo (uname says i686)" \
+	"$(agent setarch linux32 --uname-2.6 /usr/bin/sudo -n -u pi-tools -- /data/trusted/persona 2>&1)" "m=i686 r=2\.6"
+like "... not one that starts clean" \
+	"$(agent setarch linux32 --uname-2.6 /usr/bin/sudo -n -u pi-tools -- /data/trusted/personaclean 2>&1)" "m=$(uname -m) r=$(uname -r)"
+"$P" trusted remove persona --no-install --root "$R" >/dev/null
+"$P" trusted remove personaclean --root "$R" >/dev/null
+interp_refused "add refuses trusted-interp behind env (env would run a file of that name)" cleanviaenv '#!/usr/bin/env trusted-interp /bin/sh'
+interp_refused "add refuses trusted-interp behind sh (a file name to sh)" cleanviash '#!/bin/sh trusted-interp /bin/sh'
 interp_refused "add refuses trusted-interp with a relative interpreter" cleanrel '#!/usr/local/bin/pistisd trusted-interp sh'
 interp_refused "add refuses trusted-interp naming no interpreter" cleannone '#!/usr/local/bin/pistisd trusted-interp'
 interp_refused "add refuses trusted-interp with an interpreter the agent owns" cleanown '#!/usr/local/bin/pistisd trusted-interp /workspaces/tools/sh'
