@@ -931,12 +931,20 @@ static void walk_dir(struct walk *w, int dfd, size_t path_len, unsigned depth)
 
 static void set_agent_writable(struct check_report *r, bool trusted)
 {
-	/* A walk cut short cannot say "none": where the check is hard, it fails. */
+	/* A walk cut short cannot say "none": where the check is hard, it fails. Nor can
+	 * one that left a branch too deep to enter (only root makes a root-owned tree: an
+	 * agent's own directories are judged without being entered). */
 	if (!r->n_writable && r->walk_truncated)
 		check_set(r, CHECK_AGENT_WRITABLE, trusted ? CHECK_STATUS_FAIL : CHECK_STATUS_WARN,
 			  "none found, but the walk stopped at a limit (%u entries, %u s) before "
 			  "it was done: cannot tell (%s)",
 			  CHECK_WALK_MAX_NODES, CHECK_WALK_MAX_SECONDS, nnp_why(trusted));
+	else if (!r->n_writable && r->walk_too_deep)
+		check_set(r, CHECK_AGENT_WRITABLE, trusted ? CHECK_STATUS_FAIL : CHECK_STATUS_WARN,
+			  "none found, but %zu branch%s deeper than %u not walked: cannot tell "
+			  "(%s)",
+			  r->walk_too_deep, r->walk_too_deep == 1 ? "" : "es", CHECK_WALK_MAX_DEPTH,
+			  nnp_why(trusted));
 	else if (!r->n_writable)
 		check_set(r, CHECK_AGENT_WRITABLE, CHECK_STATUS_OK,
 			  "none on a mount without nosuid");

@@ -376,7 +376,16 @@ like "... still naming /opt/drop" "$(field "$S/w.json" agent_writable value)" '/
 like "... the agent's directories judged, not entered; the deep branch skipped, counted" \
 	"$(field "$S/w.json" setuid_files value)" "[1-9][0-9]* agents' own director(y|ies) not entered; 1 branch deeper than 64 not entered"
 is "... and the walk was not cut short" "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["setuid_walk_truncated"])' "$S/w.json")" False
-rm -rf "$M/opt/drop/aaa" "$M/opt/deeproot"
+rm -rf "$M/opt/drop/aaa"
+mkdir "$S/opt-away" && mv "$M/opt/drop" "$M/opt/agent-own" "$M/opt/team" "$M/opt/staff" "$S/opt-away/"
+in_root "$M" pistisd check --json >"$S/w.json" 2>/dev/null
+is "with nothing else agents may write, a root's branch too deep to walk: cannot tell, fail" \
+	"$(field "$S/w.json" agent_writable status)" fail
+like "... saying so" "$(field "$S/w.json" agent_writable value)" "none found, but 1 branch deeper than 64 not walked: cannot tell"
+rm -rf "$M/opt/deeproot"
+in_root "$M" pistisd check --json >"$S/w.json" 2>/dev/null
+is "... and without it: ok" "$(field "$S/w.json" agent_writable status)" ok
+mv "$S/opt-away"/* "$M/opt/"
 unlike "... a group-pi-sandbox directory without group write is not" \
 	"$(field "$S/w.json" agent_writable value)" 'team-ro'
 in_root "$M" pistisd check --no-walk --json >"$S/w.json" 2>/dev/null
