@@ -298,7 +298,9 @@ static int scan_obj(struct lib_walk *w, struct lib_obj *o, const void *buf, size
 	if (r == -EINVAL)
 		r = refuse(w, o, "its dynamic section cannot be read as the loader reads it: %s",
 			   why);
-	if (r <= 0 || (r == 1 && !d.dynamic))
+	if (r == 1 && !d.dynamic)
+		r = 0; /* a static program (ET_EXEC without PT_DYNAMIC): nothing to load */
+	if (r <= 0)
 		goto out;
 	r = 0;
 	if (d.rpath)

@@ -456,6 +456,14 @@ for f in origin-runpath origin-rpath dot empty-tail empty-head dollar-lib dollar
 	filelib needed-rel needed-abs; do
 	cp "$D/$f" "$R/opt/dyn/bin/$f"
 done
+# A static program without PIE (ET_EXEC, no PT_DYNAMIC) loads nothing: nothing to refuse
+# (it was refused with an empty reason, "not added: ").
+printf 'int main(void) { return 0; }\n' >"$D/nopie.c"
+gcc -static -no-pie -o "$R/opt/dyn/bin/nopie" "$D/nopie.c"
+printf '#!/opt/dyn/bin/nopie\n' >"$S/nopie" && chmod 0755 "$S/nopie"
+ok "add accepts a static non-PIE program as the interpreter" "$P" trusted add nopie "$S/nopie" --no-install --root "$R"
+"$P" trusted remove nopie --no-install --root "$R" >/dev/null
+rm "$R/opt/dyn/bin/nopie"
 dyn_refused() { # desc interpreter pattern: a script with #!interpreter is not added, says why
 	printf '#!%s\n' "$2" >"$S/dynint" && chmod 0755 "$S/dynint"
 	add_refused "$1" dynint "$3"
