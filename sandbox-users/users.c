@@ -886,9 +886,13 @@ int users_ensure_many(const char *root, const char *const *agent_ids, size_t n,
 		int first = 0;
 
 		for (size_t i = 0; i < n; i++) {
+			last_error[0] = '\0';
 			r = users_homes_ensure(c.data_fd, &ret[i]);
 			if (r < 0 && !first) {
 				first = r;
+				if (!last_error[0])
+					snprintf(last_error, sizeof(last_error),
+						 "cannot make the home: %s", strerror(-r));
 				snprintf(why, sizeof(why), "%s (agent #%zu, %s)", last_error, i + 1,
 					 ret[i].name);
 			}
