@@ -893,8 +893,11 @@ int users_ensure_many(const char *root, const char *const *agent_ids, size_t n,
 				if (!last_error[0])
 					snprintf(last_error, sizeof(last_error),
 						 "cannot make the home: %s", strerror(-r));
-				snprintf(why, sizeof(why), "%s (agent #%zu, %s)", last_error, i + 1,
-					 ret[i].name);
+				/* cut to fit: the agent's name goes first then */
+				if (snprintf(why, sizeof(why), "%s (agent #%zu, %s)", last_error,
+					     i + 1, ret[i].name) >= (int)sizeof(why))
+					snprintf(why, sizeof(why), "agent #%zu, %s: %.300s", i + 1,
+						 ret[i].name, last_error);
 			}
 		}
 		if (first)
