@@ -161,8 +161,9 @@ void policy_resolve_force_fallback(bool on);
  * tells who put it there; the directory is where they could write. */
 int policy_first_symlink(int root_fd, const char *abs, int *ret_dir_fd, struct stat *ret_st);
 /* The deepest directory on the way to abs that is there and reached without a symlink (abs
- * itself when it is one), as an O_PATH fd. 0 or -errno. */
-int policy_deepest_dir(int root_fd, const char *abs, int *ret_fd);
+ * itself when it is one), as an O_PATH fd; with ret_link, the lstat of the name that stopped
+ * the way when it is a symlink (st_mode 0 otherwise). 0 or -errno. */
+int policy_deepest_dir(int root_fd, const char *abs, int *ret_fd, struct stat *ret_link);
 
 /* --- the walk (walk.c) --- */
 

@@ -140,48 +140,15 @@ int policy_resolve(int root_fd, const char *abs, int flags, int *ret_fd)
 	return 0;
 }
 
-int policy_first_symlink(int root_fd, const char *abs, int *ret_dir_fd, struct stat *ret_st)
+int policy_deepest_dir(int root_fd, const char *abs, int *ret_fd, struct stat *ret_link)
 {
 	_cleanup_close_ int cur = -1;
 	char name[POLICY_NAME_MAX + 1];
 	const char *p = abs;
 	int k;
 
-	cur = openat(root_fd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (cur < 0)
-		return negative_errno();
-	while ((k = next_name(&p, name)) > 0) {
-		struct stat st;
-		int fd;
-
-		if (fstatat(cur, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-			return errno == ENOENT || errno == ENOTDIR ? 0 : negative_errno();
-		if (S_ISLNK(st.st_mode)) {
-			*ret_dir_fd = TAKE_FD(cur);
-			*ret_st = st;
-			return 1;
-		}
-		if (!S_ISDIR(st.st_mode))
-			return 0;
-		/* Swapped for a link since the look: not seen, 0 (the caller's safe answer). */
-		fd = openat(cur, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (fd < 0)
-			return errno == ENOENT || errno == ENOTDIR || errno == ELOOP
-				       ? 0
-				       : negative_errno();
-		safe_close(cur);
-		cur = fd;
-	}
-	return k;
-}
-
-int policy_deepest_dir(int root_fd, const char *abs, int *ret_fd)
-{
-	_cleanup_close_ int cur = -1;
-	char name[POLICY_NAME_MAX + 1];
-	const char *p = abs;
-	int k;
-
+	if (ret_link)
+		ret_link->st_mode = 0;
 	cur = openat(root_fd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (cur < 0)
 		return negative_errno();
@@ -190,8 +157,13 @@ int policy_deepest_dir(int root_fd, const char *abs, int *ret_fd)
 
 		if (fd < 0 && errno != ENOENT && errno != ENOTDIR && errno != ELOOP)
 			return negative_errno();
-		if (fd < 0)
-			break; /* missing, not a directory, or a link: cur is the deepest */
+		if (fd < 0) {
+			/* missing, not a directory, or a link: cur is the deepest; which one
+			 * stopped the way is asked of the name itself (changed since: no link) */
+			if (ret_link && fstatat(cur, name, ret_link, AT_SYMLINK_NOFOLLOW) < 0)
+				ret_link->st_mode = 0;
+			break;
+		}
 		safe_close(cur);
 		cur = fd;
 	}
@@ -199,4 +171,17 @@ int policy_deepest_dir(int root_fd, const char *abs, int *ret_fd)
 		return k;
 	*ret_fd = TAKE_FD(cur);
 	return 0;
+}
+
+int policy_first_symlink(int root_fd, const char *abs, int *ret_dir_fd, struct stat *ret_st)
+{
+	_cleanup_close_ int fd = -1;
+	int r = policy_deepest_dir(root_fd, abs, &fd, ret_st);
+
+	if (r < 0)
+		return r;
+	if (!S_ISLNK(ret_st->st_mode))
+		return 0;
+	*ret_dir_fd = TAKE_FD(fd);
+	return 1;
 }

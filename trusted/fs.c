@@ -362,7 +362,7 @@ static int moved_away_nosuid(int root_fd, const char *path, char *which, size_t 
 	unsigned id;
 	int r;
 
-	r = policy_deepest_dir(root_fd, path, &dfd);
+	r = policy_deepest_dir(root_fd, path, &dfd, NULL);
 	if (r < 0)
 		return r;
 	if (fstat(dfd, &st) < 0 || fstatfs(dfd, &sf) < 0)
