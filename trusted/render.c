@@ -593,10 +593,35 @@ int trusted_sudo_list_verify(const struct trusted_sudo_list *l, const struct tru
 	return defaults_verify(l, entries, n, why, why_size);
 }
 
+/* [p, end) as the kernel reads a #! line after "#!": blanks, a word (into word), blanks,
+ * and the rest with trailing blanks trimmed as one argument (into rest: never split). 1, or
+ * -EINVAL with no word. The caller bounds end - p below TRUSTED_SHEBANG_MAX. */
+static int word_and_rest(const char *p, const char *end, char word[TRUSTED_SHEBANG_MAX],
+			 char rest[TRUSTED_SHEBANG_MAX])
+{
+	const char *a;
+
+	while (p < end && (*p == ' ' || *p == '\t'))
+		p++;
+	for (a = p; a < end && *a != ' ' && *a != '\t'; a++)
+		;
+	if (a == p)
+		return -EINVAL;
+	memcpy(word, p, (size_t)(a - p));
+	word[a - p] = '\0';
+	while (a < end && (*a == ' ' || *a == '\t'))
+		a++;
+	while (end > a && (end[-1] == ' ' || end[-1] == '\t'))
+		end--;
+	memcpy(rest, a, (size_t)(end - a));
+	rest[end - a] = '\0';
+	return 1;
+}
+
 int trusted_shebang_parse(const char *text, size_t len, char interp[TRUSTED_SHEBANG_MAX],
 			  char arg[TRUSTED_SHEBANG_MAX])
 {
-	const char *nl, *p, *end, *a;
+	const char *nl, *end;
 
 	interp[0] = arg[0] = '\0';
 	if (len < 2 || memcmp(text, "#!", 2))
@@ -608,22 +633,7 @@ int trusted_shebang_parse(const char *text, size_t len, char interp[TRUSTED_SHEB
 		return -EINVAL;
 	if (memchr(text, '\0', (size_t)(end - text)))
 		return -EINVAL;
-	for (p = text + 2; p < end && (*p == ' ' || *p == '\t'); p++)
-		;
-	for (a = p; a < end && *a != ' ' && *a != '\t'; a++)
-		;
-	if (a == p)
-		return -EINVAL;
-	memcpy(interp, p, (size_t)(a - p));
-	interp[a - p] = '\0';
-	/* The rest, trimmed, is one argument (the kernel never splits it). */
-	while (a < end && (*a == ' ' || *a == '\t'))
-		a++;
-	while (end > a && (end[-1] == ' ' || end[-1] == '\t'))
-		end--;
-	memcpy(arg, a, (size_t)(end - a));
-	arg[end - a] = '\0';
-	return 1;
+	return word_and_rest(text + 2, end, interp, arg);
 }
 
 bool trusted_interp_is_pistisd(const char *interp)
@@ -638,27 +648,14 @@ int trusted_interp_split(const char *arg, char inner[TRUSTED_SHEBANG_MAX],
 			 char inner_arg[TRUSTED_SHEBANG_MAX])
 {
 	const size_t cmd_len = sizeof(TRUSTED_INTERP_CMD) - 1;
-	size_t len = strlen(arg), n;
-	const char *p, *end = arg + len;
+	size_t len = strlen(arg);
 
 	inner[0] = inner_arg[0] = '\0';
 	if (len >= TRUSTED_SHEBANG_MAX || strncmp(arg, TRUSTED_INTERP_CMD, cmd_len) ||
 	    (arg[cmd_len] && arg[cmd_len] != ' ' && arg[cmd_len] != '\t'))
 		return 0;
-	for (p = arg + cmd_len; p < end && (*p == ' ' || *p == '\t'); p++)
-		;
-	n = strcspn(p, " \t");
-	if (n == 0)
-		return -EINVAL;
-	memcpy(inner, p, n);
-	inner[n] = '\0';
-	for (p += n; p < end && (*p == ' ' || *p == '\t'); p++)
-		;
-	while (end > p && (end[-1] == ' ' || end[-1] == '\t'))
-		end--;
-	memcpy(inner_arg, p, (size_t)(end - p));
-	inner_arg[end - p] = '\0';
-	return 1;
+	/* the rest of the #! argument, split as the kernel splits the line itself */
+	return word_and_rest(arg + cmd_len, arg + len, inner, inner_arg);
 }
 
 /* Little- or big-endian fields of an ELF header, bounds checked by the caller. */
