@@ -531,8 +531,6 @@ int run_cli_main(int argc, char **argv)
 
 		r = trusted_data_bin_check(root_fd, &n, why, sizeof(why));
 		if (r != 0) {
-			if (!why[0])
-				snprintf(why, sizeof(why), "/data/bin: %s", strerror(-r));
 			log_error("Refusing to run: %s (remove them, or chown root and chmod go-w "
 				  "them; pistisd check: data_bin)",
 				  why);

@@ -162,12 +162,11 @@ int policy_rules_check_fs(int root_fd, const struct policy_rules *r, struct poli
 			if (policy_first_symlink(root_fd, r->rules[i].path, &dfd, &lst) == 1 &&
 			    lst.st_uid != 0)
 				continue;
-		}
-		if (k == -ELOOP)
 			return fail(err, -ELOOP, r->rules[i].line,
 				    "is a symlink, or a directory on the way is (rules name real "
 				    "paths)",
 				    r->rules[i].path);
+		}
 		/* Missing ("not there yet") is fine; the walk reports it. */
 		if (k < 0 && k != -ENOENT && k != -ENOTDIR)
 			return fail(err, k, r->rules[i].line, "cannot be resolved",

@@ -207,18 +207,25 @@ int trusted_data_bin_check(int root_fd, unsigned *ret_n, char *why, size_t why_s
 		snprintf(why, why_size, "no /data/bin");
 		return 0;
 	}
-	if (bin < 0)
-		return negative_errno();
-	if (fstat(bin, &st) < 0)
-		return negative_errno();
+	if (bin < 0 || fstat(bin, &st) < 0) {
+		int k = negative_errno();
+
+		snprintf(why, why_size, "/data/bin: %s%s", strerror(-k),
+			 k == -ENOTDIR || k == -ELOOP ? " (or a symlink)" : "");
+		return k;
+	}
 	if (st.st_uid != 0 || (st.st_mode & 022)) {
 		snprintf(why, why_size, "/data/bin is %u:%u %04o, not root's alone",
 			 (unsigned)st.st_uid, (unsigned)st.st_gid, (unsigned)(st.st_mode & 07777));
 		return -EPERM;
 	}
 	d = fdopendir(bin);
-	if (!d)
-		return negative_errno();
+	if (!d) {
+		int k = negative_errno();
+
+		snprintf(why, why_size, "/data/bin: %s", strerror(-k));
+		return k;
+	}
 	bin = -1; /* d's now */
 	while ((de = readdir(d))) {
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))

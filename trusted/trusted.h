@@ -223,7 +223,7 @@ bool trusted_configured(int root_fd);
  * subdirectories (not on PATH) is root's and writable by root alone (a symlink: root's)
  * or there is no /data/bin (why says so), *ret_n the entries looked at; 1 with why naming up to three
  * that are not; <0 when /data/bin cannot be opened (a symlink: -ELOOP or -ENOTDIR) or is
- * not root's alone (-EPERM). Names and owners only, nothing opened but the directory;
+ * not root's alone (-EPERM), why saying which. Names and owners only, nothing opened but the directory;
  * more than TRUSTED_DATA_BIN_MAX entries is 1 too (not all looked at). A root's symlink is
  * taken as the operator's: its target is not judged. */
 #define TRUSTED_DATA_BIN_MAX 65536u
