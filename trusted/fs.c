@@ -325,35 +325,37 @@ static int fd_mount_id(int fd, unsigned *ret)
 	return 0;
 }
 
-/* Every mount at or beneath mount_point is nosuid: 0, else 1 with which naming the first
- * that is not; <0 when mountinfo cannot be read. With mount_id set, finds mount_point
- * first (into mp). */
-static int mounts_nosuid_under(unsigned mount_id, char *mp, size_t mp_size, char *which,
-			       size_t size)
+/* The mount whose id is mount_id, and every mount at or beneath its mount point, nosuid:
+ * 0, else 1 with which naming the first that is not; <0 when mountinfo cannot be read or
+ * the mount is not in it. One read of mountinfo, two passes: the first over a copy finds
+ * the mount point (parsing writes into the line). */
+static int mounts_nosuid_under(unsigned mount_id, char *which, size_t size)
 {
-	_cleanup_free_ char *mi = NULL;
+	_cleanup_free_ char *mi = NULL, *copy = NULL;
+	const char *mp = NULL;
 	char *line, *save = NULL;
+	struct mountinfo_entry e;
 	int r = mountinfo_read(&mi);
 
 	if (r < 0)
 		return r;
-	for (line = strtok_r(mi, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		struct mountinfo_entry e;
-
-		if (mountinfo_parse_line(line, &e) < 0)
-			continue;
-		if (mount_id) {
-			if (e.id == mount_id) {
-				snprintf(mp, mp_size, "%s", e.mount_point);
-				return 0;
-			}
-		} else if (mountinfo_path_under(e.mount_point, mp) &&
-			   !mountinfo_opt(e.mount_opts, "nosuid", NULL, NULL)) {
+	copy = strdup(mi);
+	if (!copy)
+		return -ENOMEM;
+	for (line = strtok_r(copy, "\n", &save); line && !mp; line = strtok_r(NULL, "\n", &save))
+		if (mountinfo_parse_line(line, &e) == 0 && e.id == mount_id)
+			mp = e.mount_point; /* points into copy */
+	if (!mp)
+		return -ENOENT;
+	save = NULL;
+	for (line = strtok_r(mi, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		if (mountinfo_parse_line(line, &e) == 0 &&
+		    mountinfo_path_under(e.mount_point, mp) &&
+		    !mountinfo_opt(e.mount_opts, "nosuid", NULL, NULL)) {
 			snprintf(which, size, "%s (moved beneath %s?)", e.mount_point, mp);
 			return 1;
 		}
-	}
-	return mount_id ? -ENOENT : 0;
+	return 0;
 }
 
 /* A write rule's path that is missing or a link: see trusted_write_tree_suid. 0 when no
@@ -363,7 +365,6 @@ static int mounts_nosuid_under(unsigned mount_id, char *mp, size_t mp_size, char
 static int moved_away_nosuid(int root_fd, const char *path, char *which, size_t size)
 {
 	_cleanup_close_ int dfd = -1;
-	char mp[PATH_MAX];
 	struct statfs sf;
 	struct stat st;
 	unsigned id;
@@ -379,11 +380,9 @@ static int moved_away_nosuid(int root_fd, const char *path, char *which, size_t 
 	if (!(sf.f_flags & ST_NOSUID))
 		return 1;
 	r = fd_mount_id(dfd, &id);
-	if (r >= 0)
-		r = mounts_nosuid_under(id, mp, sizeof(mp), NULL, 0);
 	if (r < 0)
-		return r; /* cannot tell: not nosuid */
-	return mounts_nosuid_under(0, mp, sizeof(mp), which, size);
+		return r;			     /* cannot tell: not nosuid */
+	return mounts_nosuid_under(id, which, size); /* <0: cannot tell, not nosuid */
 }
 
 int trusted_write_tree_suid(int root_fd, char *which, size_t size)
