@@ -36,21 +36,23 @@ static void help(void)
 	       "'#!PISTISD trusted-exec'): runs `sudo -n -u pi-tools -- /data/trusted/NAME "
 	       "ARGS…`\n"
 	       "with no environment but TERM, the signals the caller ignored back to their\n"
-	       "defaults and each soft limit but the core's raised to its hard one.\n"
+	       "defaults, each soft limit but the core's raised to its hard one, and the\n"
+	       "interval timers, persona, timer slack and THP switch reset.\n"
 	       "NAME must match [a-z0-9][a-z0-9_-]{0,63} and\n"
 	       "/data/bin/NAME must be a root-owned regular file (not a symlink).\n"
 	       "Exit codes: 100 bad usage, 126 sudo cannot be run, 127 sudo not found;\n"
 	       "otherwise sudo's (and the script's). See docs/trusted.md.\n");
 }
 
-/* What the caller's shell may have left that sudo hands on to the script: sudo restores
- * its caller's signal dispositions, so a signal ignored here stays ignored there (and a
- * non-interactive /bin/sh cannot undo that), and it keeps the caller's rlimits. Ignored
- * signals go back to their defaults, the mask is emptied, and each soft limit but the
- * core's is raised to its hard one (the hard ones an agent lowered stay: raising them
- * needs CAP_SYS_RESOURCE). Not a boundary: an agent can run sudo itself, around this
- * (docs/trusted.md, "What the caller still controls"); this keeps the ordinary call of a
- * tool that ignores SIGPIPE or SIGHUP, or lowered a soft limit, from reaching the script. */
+/* What the caller may have left that sudo hands on to the script: sudo restores its
+ * caller's signal dispositions, so a signal ignored here stays ignored there (and a
+ * non-interactive /bin/sh cannot undo that), and it keeps the caller's rlimits, persona
+ * and interval timers. Timers are disarmed, the persona and timer slack and THP reset,
+ * ignored signals go back to their defaults, the mask is emptied, and each soft limit but
+ * the core's is raised to its hard one (the hard ones an agent lowered stay: raising them
+ * needs CAP_SYS_RESOURCE). In trusted-exec it is no boundary (an agent can run sudo
+ * itself, around it: docs/trusted.md, "What the caller still controls"); in
+ * trusted-interp, the script's own interpreter, nothing comes between it and the script. */
 static void caller_state_reset(void)
 {
 	static const int limits[] = {RLIMIT_CPU,	RLIMIT_FSIZE,	RLIMIT_DATA,
@@ -153,10 +155,11 @@ int trusted_exec_main(int argc, char **argv)
 static void interp_help(void)
 {
 	printf("Usage: #!PISTISD trusted-interp INTERP [ARG]   (the first line of a script)\n\n"
-	       "Runs INTERP [ARG] SCRIPT ARGS… after disarming the interval timers, putting\n"
-	       "every ignored signal back to its default, emptying the signal mask and raising\n"
-	       "each soft limit but the core's to its hard one: what sudo hands on from\n"
-	       "whoever called the trusted command.\n"
+	       "Runs INTERP [ARG] SCRIPT ARGS… after disarming the interval timers, setting\n"
+	       "the persona back to PER_LINUX, resetting timer slack and THP, putting every\n"
+	       "ignored signal back to its default, emptying the signal mask and raising each\n"
+	       "soft limit but the core's to its hard one: what sudo hands on from whoever\n"
+	       "called the trusted command.\n"
 	       "INTERP must be an absolute path; ARG, the rest of the line, is one argument\n"
 	       "(as the kernel reads a #! line). `pistisd trusted add`, `install` and `check`\n"
 	       "check INTERP like any interpreter. Exit codes: 100 bad usage, 126 INTERP cannot\n"
