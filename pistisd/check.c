@@ -214,8 +214,11 @@ static void probe_seccomp(struct check_report *r)
 			  errno_name(errno));
 		return;
 	}
-	check_set(r, CHECK_SECCOMP, CHECK_STATUS_OK, "filters work, KILL_PROCESS available%s",
-		  mode == 2 ? "; pistisd itself runs under a filter (container profile)" : "");
+	check_set(r, CHECK_SECCOMP, CHECK_STATUS_OK, "filters work, KILL_PROCESS available%s%s",
+		  mode == 2 ? "; pistisd itself runs under a filter (container profile)" : "",
+		  spawn_keyctl_refused() ? "; keyctl refused to pistisd: commands keep its session "
+					   "keyring, which none of them can use either"
+					 : "");
 }
 
 static void probe_landlock(struct check_report *r)

@@ -353,8 +353,12 @@ int spawn_child_main(void *arg)
 
 	/* A fresh anonymous session keyring: pistisd's keys are not the agent's. Done as root
 	 * because with allow_setuid the seccomp filter (which forbids keyctl) is already on
-	 * before the id change. ENOSYS: kernel without CONFIG_KEYS, nothing to hide. */
-	if (syscall(SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, 0, 0, 0, 0) < 0 && errno != ENOSYS)
+	 * before the id change. ENOSYS: kernel without CONFIG_KEYS, nothing to hide. EPERM
+	 * where keyctl is refused to pistisd itself (Docker's default seccomp profile): that
+	 * filter binds every process below pistisd as ours does, so no key can be read or
+	 * used; the keyring stays pistisd's (docs/spawn.md, step 4). */
+	if (syscall(SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, 0, 0, 0, 0) < 0 && errno != ENOSYS &&
+	    !(a->keyctl_refused && (errno == EPERM || errno == EACCES)))
 		fail(a, SPAWN_STEP_KEYRING, errno);
 
 	/* rlimits while root may still raise hard limits; prlimit64, not setrlimit (musl's

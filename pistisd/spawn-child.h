@@ -67,6 +67,7 @@ struct child_args {
 	int last_cap;
 	bool allow_setuid;
 	bool scope_abstract; /* a Landlock domain of its own for abstract sockets (scope.h) */
+	bool keyctl_refused; /* keyctl is refused to pistisd too (spawn_keyctl_refused) */
 	uint64_t bounding_keep;
 	struct sock_fprog bpf;
 	pid_t parent;

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/keyctl.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -62,11 +63,12 @@ struct spawn_ctx {
 	int proc_fd; /* /proc, opened before any chroot; -1 if absent (pgid mode only) */
 	int last_cap;
 	bool no_openat2;
-	int scope;	   /* 0: the abstract-socket scope works here (scope_probe), or -errno */
-	bool vfork;	   /* vfork-style starts allowed (spawn-vfork.c); off after a refusal */
-	int dumpable_fd;   /* /proc/sys/fs/suid_dumpable, read at every start; -1: fork-style */
-	int oom_score_adj; /* the commands' (spawn_oom_score_adj), or SPAWN_OOM_KEEP */
-	char release[65];  /* uname -r */
+	int scope;	     /* 0: the abstract-socket scope works here (scope_probe), or -errno */
+	bool keyctl_refused; /* keyctl refused to pistisd itself (spawn_keyctl_refused) */
+	bool vfork;	     /* vfork-style starts allowed (spawn-vfork.c); off after a refusal */
+	int dumpable_fd;     /* /proc/sys/fs/suid_dumpable, read at every start; -1: fork-style */
+	int oom_score_adj;   /* the commands' (spawn_oom_score_adj), or SPAWN_OOM_KEEP */
+	char release[65];    /* uname -r */
 	unsigned long counter;
 	pid_t self;
 };
@@ -167,6 +169,19 @@ int spawn_oom_score_adj(int proc_fd)
 	return v > 1000 ? 1000 : (int)v;
 }
 
+bool spawn_keyctl_refused(void)
+{
+	/* A read that changes nothing; with a session keyring or without one it answers an
+	 * id or ENOKEY, never EPERM or EACCES but from a filter or an LSM. */
+	return syscall(SYS_keyctl, KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING, 0, 0, 0) < 0 &&
+	       (errno == EPERM || errno == EACCES);
+}
+
+bool spawn_ctx_keyctl_refused(const struct spawn_ctx *ctx)
+{
+	return ctx->keyctl_refused;
+}
+
 int spawn_ctx_new(struct spawn_ctx **ret)
 {
 	struct spawn_ctx *ctx;
@@ -203,6 +218,7 @@ int spawn_ctx_new(struct spawn_ctx **ret)
 	/* No Landlock ABI 6 is not an error either: abstract sockets stay shared (what
 	 * `pistisd check` reports as landlock). */
 	ctx->scope = scope_probe();
+	ctx->keyctl_refused = spawn_keyctl_refused();
 	/* No cgroup v2 is not an error: command trees are then process groups. */
 	(void)cgroup_init(&ctx->cg);
 	/* The same for the cgroup.procs path (the one Docker's seccomp profile leaves us). */
@@ -682,6 +698,7 @@ static int start(struct spawn_ctx *ctx, const struct spawn_opts *o, struct spawn
 	a.oom_score_adj = ctx->oom_score_adj;
 	a.allow_setuid = o->allow_setuid;
 	a.scope_abstract = scoped;
+	a.keyctl_refused = ctx->keyctl_refused;
 	a.bounding_keep =
 		o->allow_setuid ? (o->bounding_keep ? o->bounding_keep : SPAWN_SETUID_BOUNDING) : 0;
 	a.bpf.len = ctx->bpf.len;

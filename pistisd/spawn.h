@@ -239,6 +239,12 @@ bool spawn_ctx_can_scope(const struct spawn_ctx *ctx, int *ret_why);
 /* From now on commands run with abstract sockets shared: what pistisd serve does when
  * scope_probe_child finds landlock_restrict_self refused (error: its errno). */
 void spawn_ctx_disable_scope(struct spawn_ctx *ctx, int error);
+/* Whether keyctl is refused to pistisd itself (EPERM or EACCES from a seccomp profile
+ * such as Docker's default, or an LSM): commands then keep pistisd's session keyring,
+ * which no process below pistisd can use either (docs/spawn.md, step 4). Read once by
+ * spawn_ctx_new; spawn_keyctl_refused asks now (pistisd check). */
+bool spawn_ctx_keyctl_refused(const struct spawn_ctx *ctx);
+bool spawn_keyctl_refused(void);
 unsigned spawn_ctx_cgroup_features(const struct spawn_ctx *ctx);
 /* The agents' cgroup directory (<own>/pistis), -1 without cgroup v2; the ctx keeps it. */
 int spawn_ctx_cgroup_base_fd(const struct spawn_ctx *ctx);

@@ -464,6 +464,56 @@ static int refuse_syscall(long nr, int err)
 	return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog);
 }
 
+/* Docker's default seccomp profile answers EPERM to every keyring call, pistisd's own
+ * included: commands still run (the filter binds them too, so no key is reachable), and
+ * the child's EPERM is tolerated only when keyctl is refused to pistisd itself. Every
+ * command failed at "join session keyring" in a default Docker container before. */
+TEST(keyctl_refused_to_pistisd_commands_still_run)
+{
+	need_root_and_probe(_metadata);
+	for (int refuse_probe = 1; refuse_probe >= 0; refuse_probe--) {
+		pid_t pid = fork();
+		int st = -1;
+
+		ASSERT_GE(pid, 0);
+		if (pid == 0) {
+			static struct capture cap;
+			struct capture *c = &cap;
+			struct spawn_ctx *ctx = NULL;
+			struct spawn_opts o;
+			struct spawn_result res;
+			struct spawn_error err;
+			char vb[256], mine[24], *argv[] = {probe_path, NULL};
+			long id = syscall(SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, 0, 0, 0, 0);
+			int r;
+
+			if (id < 0)
+				_exit(89);
+			snprintf(mine, sizeof(mine), "%08lx", id);
+			/* refuse_probe 0: the context is made before the filter, so it saw
+			 * keyctl work and the child's EPERM stays an error. */
+			if (!refuse_probe && spawn_ctx_new(&ctx) < 0)
+				_exit(90);
+			if (refuse_syscall(SYS_keyctl, EPERM) < 0 ||
+			    (!ctx && spawn_ctx_new(&ctx) < 0))
+				_exit(91);
+			if (spawn_ctx_keyctl_refused(ctx) != !!refuse_probe)
+				_exit(92);
+			base_opts(&o, argv);
+			r = run(ctx, &o, c, &res, &err);
+			if (!refuse_probe)
+				_exit(r == -EPERM && err.step == SPAWN_STEP_KEYRING ? 0 : 93);
+			if (r != 0 || res.end != SPAWN_END_EXITED || res.exit_code != 0)
+				_exit(94);
+			/* The command kept the session keyring it inherited: no fresh one. */
+			_exit(strcmp(V("keyring.session"), mine) ? 95 : 0);
+		}
+		ASSERT_EQ(waitpid(pid, &st, 0), pid);
+		EXPECT_TRUE(WIFEXITED(st));
+		EXPECT_EQ(WEXITSTATUS(st) * 10 + refuse_probe, 0 * 10 + refuse_probe);
+	}
+}
+
 /* An abstract socket bound and listening here, as root outside any sandbox (the host's
  * containerd-shim, another agent's server): a command reaches it only when shared. */
 TEST(abstract_sockets_scoped_per_command)
