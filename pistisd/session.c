@@ -602,7 +602,7 @@ static void kill_strays(const struct cmd *c)
 		if (x != c && !x->done && x->uid == uid)
 			return;
 	/* This command's own tree: one whose cgroup could not be made ran as a group too. */
-	if (!tree || !strcmp(tree, "pgid"))
+	if (!tree || strcmp(tree, "cgroup"))
 		kill_agent_leftovers(c, uid);
 	/* What no kill reaches: the SysV IPC objects the agent made and left (pistisd/ipc.h).
 	 * Kept with what keep_children keeps, which may still use them. */

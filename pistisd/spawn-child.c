@@ -286,33 +286,39 @@ refused:
 	return close_fds_by_proc(keep1, keep2, dir_fd);
 }
 
-/* The OOM killer takes the command before pistisd (spawn_oom_score_adj): where no memory
- * cgroup holds an agent, one with many processes each smaller than pistisd made pistisd
- * the largest, and so the victim. Written while root (CAP_SYS_RESOURCE), the value is
- * also the floor the agent may not set itself below. Raw syscalls: this may run in a
- * vfork-style child. */
-static int set_oom_score_adj(const struct child_args *a)
+/* Writes v in decimal to /proc/self/<name> through proc_fd. Raw syscalls: this may run
+ * in a vfork-style child. */
+static int proc_self_write(int proc_fd, const char *name, long v)
 {
-	char buf[8], *p = buf + sizeof(buf);
-	unsigned v = (unsigned)(a->oom_score_adj < 0 ? -a->oom_score_adj : a->oom_score_adj);
+	char buf[24], *p = buf + sizeof(buf);
+	unsigned long u = v < 0 ? -(unsigned long)v : (unsigned long)v;
 	int n, fd;
 	long w;
 
-	if (a->oom_score_adj == SPAWN_OOM_KEEP)
-		return 0;
 	do
-		*--p = (char)('0' + v % 10);
-	while (v /= 10);
-	if (a->oom_score_adj < 0)
+		*--p = (char)('0' + u % 10);
+	while (u /= 10);
+	if (v < 0)
 		*--p = '-';
 	n = (int)(buf + sizeof(buf) - p);
-	fd = (int)syscall(SYS_openat, a->proc_fd, "self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+	fd = (int)syscall(SYS_openat, proc_fd, name, O_WRONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
 	w = syscall(SYS_write, fd, p, n);
 	n = w == n ? 0 : w < 0 ? -errno : -EIO;
 	syscall(SYS_close, fd);
 	return n;
+}
+
+/* The OOM killer takes the command before pistisd (spawn_oom_score_adj): where no memory
+ * cgroup holds an agent, one with many processes each smaller than pistisd made pistisd
+ * the largest, and so the victim. Written while root (CAP_SYS_RESOURCE), the value is
+ * also the floor the agent may not set itself below. */
+static int set_oom_score_adj(const struct child_args *a)
+{
+	if (a->oom_score_adj == SPAWN_OOM_KEEP)
+		return 0;
+	return proc_self_write(a->proc_fd, "self/oom_score_adj", a->oom_score_adj);
 }
 
 int spawn_child_main(void *arg)
@@ -335,6 +341,13 @@ int spawn_child_main(void *arg)
 	r = set_oom_score_adj(a);
 	if (r < 0)
 		fail(a, SPAWN_STEP_OOM_SCORE, r);
+	/* Without a cgroup: an audit session of the command's own, which every process it
+	 * starts inherits, setsid() or not, and which only CAP_AUDIT_CONTROL can change (the
+	 * loginuid of an unset one is set once without it). The parent finds the tree by it
+	 * (docs/spawn.md, "Process trees"). Refused (set already and no CAP_AUDIT_CONTROL, or
+	 * made immutable): the process group alone, which the parent sees and says. */
+	if (a->audit_session)
+		(void)proc_self_write(a->proc_fd, "self/loginuid", (long)a->uid);
 
 	/* A new session: no controlling terminal (pistisd's, if any, is out of reach: no
 	 * TIOCSTI on it, CVE-2017-5226) and a process group of its own for pgid kills. */

@@ -63,12 +63,15 @@ struct spawn_ctx {
 	int proc_fd; /* /proc, opened before any chroot; -1 if absent (pgid mode only) */
 	int last_cap;
 	bool no_openat2;
-	int scope;	     /* 0: the abstract-socket scope works here (scope_probe), or -errno */
-	bool keyctl_refused; /* keyctl refused to pistisd itself (spawn_keyctl_refused) */
-	bool vfork;	     /* vfork-style starts allowed (spawn-vfork.c); off after a refusal */
-	int dumpable_fd;     /* /proc/sys/fs/suid_dumpable, read at every start; -1: fork-style */
-	int oom_score_adj;   /* the commands' (spawn_oom_score_adj), or SPAWN_OOM_KEEP */
-	char release[65];    /* uname -r */
+	int scope;	      /* 0: the abstract-socket scope works here (scope_probe), or -errno */
+	bool keyctl_refused;  /* keyctl refused to pistisd itself (spawn_keyctl_refused) */
+	bool audit_sessions;  /* /proc/self/sessionid readable: commands without a cgroup get
+			      * an audit session of their own (spawn-child.c, step 2c) */
+	unsigned own_session; /* ours, which a command whose loginuid write failed keeps */
+	bool vfork;	      /* vfork-style starts allowed (spawn-vfork.c); off after a refusal */
+	int dumpable_fd;      /* /proc/sys/fs/suid_dumpable, read at every start; -1: fork-style */
+	int oom_score_adj;    /* the commands' (spawn_oom_score_adj), or SPAWN_OOM_KEEP */
+	char release[65];     /* uname -r */
 	unsigned long counter;
 	pid_t self;
 };
@@ -182,6 +185,27 @@ bool spawn_ctx_keyctl_refused(const struct spawn_ctx *ctx)
 	return ctx->keyctl_refused;
 }
 
+/* /proc/<name> (a "PID/sessionid") as a number: the audit session id. */
+static bool read_session(int proc_fd, const char *name, unsigned *ret)
+{
+	char buf[16];
+	_cleanup_close_ int fd = proc_fd < 0 ? -1 : openat(proc_fd, name, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+	unsigned long v = 0;
+
+	if (n <= 0)
+		return false;
+	for (ssize_t i = 0; i < n && buf[i] != '\n'; i++) {
+		if (buf[i] < '0' || buf[i] > '9' || v > UINT_MAX / 10)
+			return false;
+		v = v * 10 + (unsigned)(buf[i] - '0');
+	}
+	if (v > UINT_MAX)
+		return false;
+	*ret = (unsigned)v;
+	return true;
+}
+
 int spawn_ctx_new(struct spawn_ctx **ret)
 {
 	struct spawn_ctx *ctx;
@@ -236,6 +260,11 @@ int spawn_ctx_new(struct spawn_ctx **ret)
 			snprintf(ctx->release, sizeof(ctx->release), "%s", u.release);
 	}
 	ctx->oom_score_adj = spawn_oom_score_adj(ctx->proc_fd);
+	/* PISTIS_NO_AUDIT_SESSION=1: the process group alone (tests of the sweeps that stand
+	 * in for it where the loginuid cannot be set). */
+	e = getenv("PISTIS_NO_AUDIT_SESSION");
+	ctx->audit_sessions = !(e && *e && strcmp(e, "0")) &&
+			      read_session(ctx->proc_fd, "self/sessionid", &ctx->own_session);
 	*ret = ctx;
 	return 0;
 fail:
@@ -699,6 +728,7 @@ static int start(struct spawn_ctx *ctx, const struct spawn_opts *o, struct spawn
 	a.allow_setuid = o->allow_setuid;
 	a.scope_abstract = scoped;
 	a.keyctl_refused = ctx->keyctl_refused;
+	a.audit_session = ctx->audit_sessions && p->cgroup_fd < 0;
 	a.bounding_keep =
 		o->allow_setuid ? (o->bounding_keep ? o->bounding_keep : SPAWN_SETUID_BOUNDING) : 0;
 	a.bpf.len = ctx->bpf.len;
@@ -882,6 +912,9 @@ int spawn_start(struct spawn_ctx *ctx, const struct spawn_opts *o, struct spawn_
 	return 0;
 }
 
+static bool cmd_session(struct spawn_proc *p);
+static unsigned session_signal(struct spawn_proc *p, int sig);
+
 static void tree_signal(struct spawn_proc *p, int sig)
 {
 	if (p->cgroup_fd >= 0) {
@@ -903,6 +936,9 @@ static void tree_signal(struct spawn_proc *p, int sig)
 		(void)kill(-p->pid, sig);
 	if (!p->reaped && p->pidfd >= 0)
 		(void)syscall(SYS_pidfd_send_signal, p->pidfd, sig, NULL, 0);
+	/* And what left the group: the command's audit session holds it still. */
+	if (cmd_session(p))
+		(void)session_signal(p, sig);
 }
 
 /* fn(pid, arg) for every process /proc (proc_fd) lists, until fn returns true: 1 then, 0
@@ -958,6 +994,92 @@ static bool in_pgrp(pid_t pid, void *arg)
 static bool pgrp_has_others(const struct spawn_ctx *ctx, pid_t pgid)
 {
 	return proc_each(ctx->proc_fd, in_pgrp, &pgid) != 0;
+}
+
+/* The command's audit session (spawn-child.c, step 2c), read from its leader while the
+ * leader is unreleased (its pid cannot be another's), kept once it is one of its own:
+ * neither unset nor ours, which a child whose loginuid write failed (or has not been
+ * made yet) still has. From then on the result says "session". */
+static bool cmd_session(struct spawn_proc *p)
+{
+	char name[32];
+	unsigned v;
+
+	if (p->audit_sid_known)
+		return true;
+	if (p->cgroup_fd >= 0 || p->released || p->pid <= 0 || !p->ctx->audit_sessions)
+		return false;
+	snprintf(name, sizeof(name), "%d/sessionid", (int)p->pid);
+	if (!read_session(p->ctx->proc_fd, name, &v) || v == SPAWN_AUDIT_SID_UNSET ||
+	    v == p->ctx->own_session)
+		return false;
+	p->audit_sid = v;
+	p->audit_sid_known = true;
+	p->result.tree_control = "session";
+	return true;
+}
+
+struct session_walk {
+	int proc_fd;
+	unsigned sid;
+	pid_t leader; /* ours to signal through its pidfd, or our zombie */
+	int sig;      /* 0: stop at the first member */
+	unsigned found;
+};
+
+static bool in_session(int proc_fd, pid_t pid, unsigned sid)
+{
+	char name[32];
+	unsigned v;
+
+	snprintf(name, sizeof(name), "%d/sessionid", (int)pid);
+	return read_session(proc_fd, name, &v) && v == sid;
+}
+
+/* Every member of the session but the leader: counted and, with a signal, signalled
+ * through a pidfd taken after the first read and checked by a second, so a pid reused
+ * between the two by a process outside the session is left alone. */
+static bool session_member(pid_t pid, void *arg)
+{
+	struct session_walk *w = arg;
+	int fd;
+
+	if (pid == w->leader || !in_session(w->proc_fd, pid, w->sid))
+		return false;
+	w->found++;
+	if (!w->sig)
+		return true;
+	fd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (fd >= 0 && in_session(w->proc_fd, pid, w->sid))
+		(void)syscall(SYS_pidfd_send_signal, fd, w->sig, NULL, 0);
+	safe_close(fd);
+	return false;
+}
+
+/* Signals every process of the command's audit session, setsid()'d grandchildren
+ * included. A SIGKILL goes in rounds until one finds no member (at most 8): a member may
+ * have forked between the listing and its kill, never after it. Returns how many the
+ * last round found; an unreadable /proc counts as one. */
+static unsigned session_signal(struct spawn_proc *p, int sig)
+{
+	struct session_walk w = {
+		.proc_fd = p->ctx->proc_fd, .sid = p->audit_sid, .leader = p->pid, .sig = sig};
+
+	for (int round = 0; round < (sig == SIGKILL ? 8 : 1); round++) {
+		w.found = 0;
+		if (proc_each(w.proc_fd, session_member, &w) < 0)
+			return 1;
+		if (!w.found)
+			break;
+	}
+	return w.found;
+}
+
+static bool session_has_others(struct spawn_proc *p)
+{
+	struct session_walk w = {.proc_fd = p->ctx->proc_fd, .sid = p->audit_sid, .leader = p->pid};
+
+	return proc_each(w.proc_fd, session_member, &w) != 0;
 }
 
 /* Where an orphan of one of our commands' trees is re-parented: the nearest child
@@ -1313,7 +1435,11 @@ static bool tree_alive(struct spawn_proc *p)
 		return cgroup_populated(p->cgroup_fd) > 0;
 	if (p->released)
 		return false;
-	return p->reaped ? pgrp_has_others(p->ctx, p->pid) : kill(-p->pid, 0) == 0;
+	if (!p->reaped)
+		return kill(-p->pid, 0) == 0;
+	/* The group is inside the session (setpgid stays within a POSIX session, which the
+	 * leader's setsid made its own): one test covers both. */
+	return cmd_session(p) ? session_has_others(p) : pgrp_has_others(p->ctx, p->pid);
 }
 
 /* Reap the leader for good (its status was taken with WNOWAIT): after this, its pid, and
@@ -1396,6 +1522,9 @@ int spawn_reap(struct spawn_proc *p)
 	else
 		status = (si.si_status & 0x7f) | (si.si_code == CLD_DUMPED ? 0x80 : 0);
 	p->reaped = true;
+	/* The leader is still our zombie: its audit session can be read now, whatever is
+	 * done with its tree later (keep_children included), so the result says it. */
+	(void)cmd_session(p);
 	p->exited_ns = spawn_now_ns();
 	p->result.raw_status = status;
 	p->result.wall_us = (p->exited_ns - p->start_ns) / 1000;

@@ -55,6 +55,8 @@
  * (docs/spawn.md). SPAWN_OOM_KEEP: /proc unreadable, left as inherited. */
 #define SPAWN_OOM_SCORE_RAISE 500
 #define SPAWN_OOM_KEEP (-2000)
+/* /proc/PID/sessionid of a process whose loginuid was never set. */
+#define SPAWN_AUDIT_SID_UNSET 4294967295u
 int spawn_oom_score_adj(int proc_fd);
 
 enum spawn_stdio {
@@ -186,7 +188,8 @@ struct spawn_result {
 	uint64_t dropped_bytes;	       /* over max_output */
 	bool truncated;
 	bool left_children_killed;    /* the tree was killed after the main process exited */
-	const char *tree_control;     /* "cgroup" or "pgid": how the tree is controlled */
+	const char *tree_control;     /* "cgroup", "session" (the command's own audit session
+				       * and its process group) or "pgid": how the tree is held */
 	const char *abstract_sockets; /* "scoped" or "shared" (share_abstract_sockets, or no
 				       * Landlock ABI 6 here) */
 };
@@ -213,9 +216,11 @@ struct spawn_proc {
 	bool sigkilled;
 	bool cloned_into_cgroup; /* born in its cgroup (clone3), not moved by its first step */
 	bool vforked;		 /* made vfork-style (spawn-vfork.c), not fork-style */
-	bool cgroup_empty;	/* seen empty after the leader exited (no second read to pool it) */
-	int exec_report[2];	/* the child's struct child_report, as read so far */
-	size_t exec_report_got; /* bytes of it */
+	bool cgroup_empty;    /* seen empty after the leader exited (no second read to pool it) */
+	bool audit_sid_known; /* audit_sid is the command's own audit session (no cgroup) */
+	unsigned audit_sid;
+	int exec_report[2];	     /* the child's struct child_report, as read so far */
+	size_t exec_report_got;	     /* bytes of it */
 	struct spawn_error exec_err; /* a failed start, for a spawn_exec_poll called again */
 	bool exec_announce;	     /* exec_fd was handed out: its close goes through on_close */
 	struct spawn_result result;
@@ -231,7 +236,8 @@ void spawn_ctx_free(struct spawn_ctx *ctx);
  * but still exiting), waiting up to wait_ms (0: one pass, for an event loop's timer).
  * Returns how many are still there: call again later while it is not 0. */
 size_t spawn_ctx_reap_dying(struct spawn_ctx *ctx, unsigned wait_ms);
-/* "cgroup" when command trees live in cgroups, else "pgid". */
+/* "cgroup" when command trees live in cgroups, else "pgid" (a command's result may say
+ * "session": its own audit session holds what left its process group). */
 const char *spawn_ctx_tree_control(const struct spawn_ctx *ctx);
 /* Whether commands can get the abstract-socket scope here (Landlock ABI >= 6), and the
  * errno of the probe when not (for the start-up log). */

@@ -193,15 +193,15 @@ J
 }
 
 # relay_up ROOT DIR: relay_config, then server-min and `pistisd serve` in ROOT dialling it as
-# sandbox s1. Sets SM and PD (the two pids, for the caller's cleanup); the logs are
-# DIR/smin.log and DIR/pd.log. 0 once s1 is connected, 1 if it is not within 10 s.
+# sandbox s1, with SERVE_ENV (NAME=VALUE words) in its environment. Sets SM and PD (the two
+# pids, for the caller's cleanup); the logs are DIR/smin.log and DIR/pd.log. 0 once s1 is connected, 1 if it is not within 10 s.
 relay_up() {
 	local r=$1 w=$2
 	relay_config "$r" "$w"
 	"$BIN/server-min" --config "$w/pistis.json" >>"$w/smin.log" 2>&1 &
 	SM=$!
-	in_root "$r" pistisd serve --relay "ws://127.0.0.1:$SP" --token-file /etc/pistis/token \
-		--name s1 ${ALLOW:+--allow $ALLOW} >"$w/pd.log" 2>&1 &
+	(in_root_exec "$r" ${SERVE_ENV:-} pistisd serve --relay "ws://127.0.0.1:$SP" \
+		--token-file /etc/pistis/token --name s1 ${ALLOW:+--allow $ALLOW}) >"$w/pd.log" 2>&1 &
 	PD=$!
 	for _ in $(seq 100); do
 		"$BIN/pistis" ls 2>/dev/null | grep -q "s1 *connected" && return 0
@@ -227,11 +227,21 @@ _root_bind_ro() { # src dst
 	mkdir -p "$2" && mount --bind "$1" "$2" && mount -o remount,bind,ro "$2"
 }
 
+_ROOT_ENV=(PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C
+	TERM=dumb)
 in_root() {
 	local r=$1
 	shift
-	env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
-		LANG=C TERM=dumb chroot "$r" "$@"
+	env -i "${_ROOT_ENV[@]}" chroot "$r" "$@"
+}
+
+# in_root_exec ROOT [NAME=VALUE...] CMD...: in_root in place of the calling (sub)shell, so
+# that `( in_root_exec ... ) &` leaves in $! the pid of CMD itself, which a kill then
+# reaches (a backgrounded in_root leaves a subshell's pid, and CMD outlives its kill).
+in_root_exec() {
+	local r=$1
+	shift
+	exec env -i "${_ROOT_ENV[@]}" chroot "$r" env "$@"
 }
 
 # The pids of the processes whose root directory is ROOT (the same directory: -ef compares

@@ -172,7 +172,7 @@ is "exec: output still in the pipe when a paused command exits is not lost" "$n"
 
 # --- the command's tree: a cgroup per command where the host delegates one -------------------
 out=$(P --json exec --agent alice -- sh -c 'setsid sleep 347 >/dev/null 2>&1 < /dev/null & echo started' 2>&1)
-like "exec.exit says how the tree was held" "$out" '"tree":[[:space:]]*"(cgroup|pgid)"'
+like "exec.exit says how the tree was held" "$out" '"tree":[[:space:]]*"(cgroup|session|pgid)"'
 if [ -w /sys/fs/cgroup/unified ] || [ -w /sys/fs/cgroup/cgroup.procs ]; then
 	like "exec through the relay: the command ran in its own cgroup" "$out" '"tree":[[:space:]]*"cgroup"'
 	like "exec: what it left behind was stopped" "$out" '"left_children_killed":[[:space:]]*true'

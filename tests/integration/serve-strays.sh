@@ -33,7 +33,10 @@ cleanup() {
 trap cleanup EXIT
 
 mount -t tmpfs -o mode=0755,size=1m no-cgroup "$R/sys/fs/cgroup"
-relay_up "$R" "$W"
+# The sweeps stand in for the command's audit session where its loginuid cannot be set
+# (a pistisd started from a login session, without CAP_AUDIT_CONTROL): that is the case
+# here up to the last section, which runs with the session.
+SERVE_ENV=PISTIS_NO_AUDIT_SESSION=1 relay_up "$R" "$W"
 P() { timeout 30 "$BIN/pistis" "$@"; }
 call() { timeout 60 "$BIN/pistis" call "$@" 2>&1; }
 like "pistisd serve is connected" "$(P ls 2>&1)" '^s1 +connected'
@@ -152,12 +155,27 @@ is "... a uid no agent of this sandbox has keeps its own" "$(ipc_of 10777)" 3
 chroot "$R" setpriv --reuid="$BUID" --regid="$BUID" --clear-groups $PROBE ipc-leave 65536 >/dev/null
 is "bob's objects made outside any command (serve to restart)" "$(ipc_of "$BUID")" 3
 kill "$PD"; wait "$PD" 2>/dev/null
-in_root "$R" pistisd serve --relay "ws://127.0.0.1:$SP" --token-file /etc/pistis/token \
-	--name s1 ${ALLOW:+--allow $ALLOW} >"$W/pd2.log" 2>&1 &
+(in_root_exec "$R" pistisd serve --relay "ws://127.0.0.1:$SP" --token-file /etc/pistis/token \
+	--name s1 ${ALLOW:+--allow $ALLOW}) >"$W/pd2.log" 2>&1 &
 PD=$!
 # (before it dials: its start-up log says so; server-min may still list the old connection)
 for _ in $(seq 100); do grep -q 'Connected to the relay' "$W/pd2.log" && break; sleep 0.1; done
 is "... removed by the restarted serve" "$(ipc_of "$BUID")" 0
 like "... which it says" "$(cat "$W/pd2.log")" "removed 3 SysV IPC object\\(s\\) of uid $BUID, which has no process left"
 is "... the other uid's kept" "$(ipc_of 10777)" 3
+
+# With the command's own audit session (the restarted serve: no PISTIS_NO_AUDIT_SESSION):
+# its timeout reaches the setsid'ed sleeper even while another command of bob's runs.
+# (server-min may route to the old connection until it has seen it close)
+for _ in $(seq 100); do [ "$(P exec --agent bob -- echo up 2>/dev/null)" = up ] && break; sleep 0.1; done
+P exec --agent bob -- sleep 4 >/dev/null 2>&1 &
+LONG=$!
+sleep 0.5
+out=$(P --json exec --agent bob --timeout 1 -- sh -c 'setsid sleep 301 </dev/null >/dev/null 2>&1 & sleep 30' 2>&1)
+like "a command with an audit session of its own times out (tree: session)" "$out" '"tree":[[:space:]]*"session"'
+sleep 0.3
+is "... its setsid'ed sleeper is gone though another command of bob's runs" \
+	"$(for p in $(root_pids "$R" "$BUID"); do tr '\0' ' ' </proc/$p/cmdline; echo; done | grep -c 'sleep 301')" 0
+ok "... and that other command still runs" kill -0 "$LONG"
+wait "$LONG"
 done_testing
