@@ -722,6 +722,11 @@ static int start(struct spawn_ctx *ctx, const struct spawn_opts *o, struct spawn
 	set_rlimit(&a, RLIMIT_NOFILE, o->rlimits.nofile ? o->rlimits.nofile : 4096);
 	set_rlimit(&a, RLIMIT_FSIZE, o->rlimits.fsize ? o->rlimits.fsize : SPAWN_FSIZE_DEFAULT);
 	set_rlimit(&a, RLIMIT_CORE, o->rlimits.core_allowed ? o->rlimits.core : 0);
+	set_rlimit(&a, RLIMIT_MSGQUEUE, o->rlimits.msgqueue);
+	/* Never above the others: no real-time scheduling, no nice value below pistisd's
+	 * (whatever limits pistisd itself was started with). */
+	set_rlimit(&a, RLIMIT_RTPRIO, 0);
+	set_rlimit(&a, RLIMIT_NICE, 0);
 	a.last_cap = ctx->last_cap;
 	a.proc_fd = ctx->proc_fd;
 	a.oom_score_adj = ctx->oom_score_adj;

@@ -75,6 +75,10 @@ struct spawn_rlimits {
 	rlim_t fsize;  /* default 16 GiB */
 	rlim_t core;   /* always 0 unless core_allowed */
 	bool core_allowed;
+	/* POSIX message queues' bytes per uid (RLIMIT_MSGQUEUE); default 0, none: a queue
+	 * outlives its command, and one agent could take all fs.mqueue.queues_max of the IPC
+	 * namespace (RLIM_INFINITY: the kernel's own bound alone). */
+	rlim_t msgqueue;
 };
 
 struct spawn_opts {

@@ -28,6 +28,8 @@
 #include <sys/sem.h>
 #include <sys/shm.h>
 #include <sys/resource.h>
+#include <mqueue.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -68,6 +70,7 @@ static const char *ename(int e)
 		 {EEXIST, "EEXIST"},
 		 {EPROTONOSUPPORT, "EPROTONOSUPPORT"},
 		 {ENXIO, "ENXIO"},
+		 {EMFILE, "EMFILE"},
 		 {ESOCKTNOSUPPORT, "ESOCKTNOSUPPORT"}};
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
 		if (t[i].e == e)
@@ -245,6 +248,38 @@ static void oom_lines(void)
 	close(fd);
 }
 
+static void nice_lower_line(void)
+{
+	int cur;
+
+	errno = 0;
+	cur = getpriority(PRIO_PROCESS, 0);
+	printf("nice_lower=%s\n", cur == -20				       ? "?"
+				  : setpriority(PRIO_PROCESS, 0, cur - 1) == 0 ? "ok"
+									       : ename(errno));
+}
+
+/* What the limits beyond the numbers allow: a POSIX message queue of the smallest size
+ * (removed at once if made), real-time scheduling, a nice value below the inherited one. */
+static void limits_lines(void)
+{
+	char name[32];
+	struct mq_attr at = {.mq_maxmsg = 1, .mq_msgsize = 1};
+	struct sched_param sp = {.sched_priority = 1};
+	long q;
+
+	snprintf(name, sizeof(name), "pistis-probe-%d", (int)getpid());
+	q = syscall(SYS_mq_open, name, O_RDWR | O_CREAT | O_EXCL, 0600, &at);
+	printf("mq_create=%s\n", q >= 0 ? "ok" : ename(errno));
+	if (q >= 0) {
+		close((int)q);
+		syscall(SYS_mq_unlink, name);
+	}
+	printf("sched_fifo=%s\n",
+	       syscall(SYS_sched_setscheduler, 0, SCHED_FIFO, &sp) == 0 ? "ok" : ename(errno));
+	nice_lower_line();
+}
+
 static void report(char **envp)
 {
 	uid_t r, e, s;
@@ -256,10 +291,9 @@ static void report(char **envp)
 	static const struct {
 		const char *n;
 		int r;
-	} rl[] = {{"NPROC", RLIMIT_NPROC},
-		  {"NOFILE", RLIMIT_NOFILE},
-		  {"CORE", RLIMIT_CORE},
-		  {"FSIZE", RLIMIT_FSIZE}};
+	} rl[] = {{"NPROC", RLIMIT_NPROC}, {"NOFILE", RLIMIT_NOFILE},	  {"CORE", RLIMIT_CORE},
+		  {"FSIZE", RLIMIT_FSIZE}, {"MSGQUEUE", RLIMIT_MSGQUEUE}, {"RTPRIO", RLIMIT_RTPRIO},
+		  {"NICE", RLIMIT_NICE}};
 
 	getresuid(&r, &e, &s);
 	getresgid(&gr, &ge, &gs);
@@ -322,6 +356,7 @@ static void report(char **envp)
 	printf("devtty=%s\n", n >= 0 ? "ok" : ename(errno));
 	if (n >= 0)
 		close(n);
+	limits_lines();
 	for (char **v = envp; *v; v++)
 		printf("env.%s\n", *v);
 	syscalls();

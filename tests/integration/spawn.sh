@@ -32,6 +32,12 @@ for kind in debian musl; do
 		"$(echo "$out" | field oom_score_adj)" "$((own + 500 > 1000 ? 1000 : own + 500))"
 	like "$kind: cwd is the home" "$(echo "$out" | field cwd)" '^/data/sandbox-home/pi-agent-[0-9a-f]{8}$'
 	is "$kind: RLIMIT_CORE 0" "$(echo "$out" | field rlimit.CORE)" "0:0"
+	is "$kind: RLIMIT_MSGQUEUE 0" "$(echo "$out" | field rlimit.MSGQUEUE)" "0:0"
+	is "$kind: ... so no POSIX message queue can be made" "$(echo "$out" | field mq_create)" EMFILE
+	is "$kind: RLIMIT_RTPRIO 0" "$(echo "$out" | field rlimit.RTPRIO)" "0:0"
+	is "$kind: ... so no real-time scheduling" "$(echo "$out" | field sched_fifo)" EPERM
+	is "$kind: RLIMIT_NICE 0" "$(echo "$out" | field rlimit.NICE)" "0:0"
+	is "$kind: ... so no nice value below pistisd's" "$(echo "$out" | field nice_lower)" EACCES
 	is "$kind: own session" "$(echo "$out" | field sid)" "$(echo "$out" | field pid)"
 	is "$kind: no controlling tty" "$(echo "$out" | field devtty)" ENXIO
 	is "$kind: HOME from the builder" "$(echo "$out" | field env.HOME)" "$(echo "$out" | field cwd)"
