@@ -7,13 +7,14 @@ set -eu
 
 pkgs_build="make gcc musl musl-tools musl-dev gperf dpkg-dev cmake perl pkg-config
 	autoconf automake libtool file xz-utils ca-certificates linux-libc-dev"
+pkgs_docker="docker.io"
+# docker.io: tests/integration/docker.sh runs the binaries in real containers (its own dockerd)
 pkgs_check="$pkgs_build debootstrap busybox-static sudo util-linux iproute2 acl attr clang-format
-	python3 libcap2-bin procps strace"
+	python3 libcap2-bin procps strace $pkgs_docker"
 pkgs_asan="gcc clang libseccomp-dev libcap-dev libacl1-dev libcjson-dev libssl-dev
 	libwebsockets-dev libsqlite3-dev"
 pkgs_fuzz="clang libclang-rt-14-dev $pkgs_asan"
 pkgs_bench="hyperfine sudo passwd acl util-linux"
-pkgs_docker="docker.io"
 
 want=""
 [ $# -gt 0 ] || set -- build

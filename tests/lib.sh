@@ -298,3 +298,48 @@ root_cleanup() {
 }
 lib_cleanup() { root_cleanup; }
 trap lib_cleanup EXIT
+
+# --- a private dockerd ------------------------------------------------------------------
+# dockerd_up DIR: start Debian's dockerd (docker.io) with everything under DIR (data root,
+# exec root, pid file, socket; no bridge, no iptables: containers use --network host or
+# none) and wait up to 30 s for it. DK runs the client against it (each call bounded to
+# 120 s); DDP is its pid. 1, with the reason on stderr, when it is not installed or does
+# not come up. dockerd_down stops it and removes DIR (call it from an EXIT trap).
+DOCKERD=${DOCKERD:-/usr/sbin/dockerd}
+DOCKER=${DOCKER:-/usr/bin/docker}
+DK() { timeout 120 "$DOCKER" -H "unix://$_dk_dir/docker.sock" "$@"; }
+dockerd_up() {
+	_dk_dir=$1
+	if [ ! -x "$DOCKERD" ] || [ ! -x "$DOCKER" ]; then
+		echo "$DOCKERD or $DOCKER missing (scripts/bootstrap.sh check installs docker.io)" >&2
+		return 1
+	fi
+	mkdir -p "$_dk_dir" || return 1
+	"$DOCKERD" --bridge=none --iptables=false --ip6tables=false --data-root "$_dk_dir/root" \
+		--exec-root "$_dk_dir/exec" --pidfile "$_dk_dir/dockerd.pid" \
+		-H "unix://$_dk_dir/docker.sock" >"$_dk_dir/dockerd.log" 2>&1 &
+	DDP=$!
+	for _ in $(seq 300); do
+		DK info >/dev/null 2>&1 && return 0
+		kill -0 "$DDP" 2>/dev/null || break
+		sleep 0.1
+	done
+	echo "dockerd did not come up; the end of its log:" >&2
+	tail -n 5 "$_dk_dir/dockerd.log" >&2
+	return 1
+}
+dockerd_down() {
+	[ -n "${_dk_dir:-}" ] || return 0
+	if [ -n "${DDP:-}" ] && kill -0 "$DDP" 2>/dev/null; then
+		DK ps -aq 2>/dev/null | xargs -r timeout 60 "$DOCKER" -H "unix://$_dk_dir/docker.sock" \
+			rm -f >/dev/null 2>&1
+		kill "$DDP"
+		for _ in $(seq 100); do kill -0 "$DDP" 2>/dev/null || break; sleep 0.1; done
+		kill -9 "$DDP" 2>/dev/null
+		wait "$DDP" 2>/dev/null
+	fi
+	grep " $_dk_dir/" /proc/self/mountinfo | awk '{print $5}' | sort -r |
+		xargs -r -n1 umount -l 2>/dev/null
+	rm -rf "$_dk_dir"
+	_dk_dir=""
+}

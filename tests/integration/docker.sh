@@ -1,0 +1,220 @@
+#!/bin/bash
+# The static binaries COPY'd into a glibc image (the Debian test root) and a musl image (the
+# busybox/musl root), run by a real dockerd under Docker's defaults: default capabilities,
+# default seccomp profile, no --privileged. `pistisd users`, `pistisd run` asserted by the
+# probe; pistisd-entry as PID 1 starting `pistisd serve`, which dials server-min on the host
+# (--network host) and is driven by `pistis`; `docker stop`; a new container on the same
+# /data; `pistisd check`; trusted commands; `pistisd policy apply`. A private dockerd (no
+# bridge, no iptables) with everything in a scratch directory, removed at exit.
+. "$(dirname "$0")/../lib.sh"
+need_root
+need_mount_ns "$@"
+need_bins pistisd pi-env pistisd-entry server-min pistis
+[ -x "$TESTBIN/probe" ] || { echo "1..0 # SKIP $TESTBIN/probe not built"; exit 0; }
+
+S=$(scratch)
+trap 'kill $SM 2>/dev/null; dockerd_down; lib_cleanup' EXIT
+SM=""
+# Not a skip: `make check` installs docker.io (scripts/bootstrap.sh check), so a dockerd
+# that cannot run here is a failure of this machine the run must show.
+if ! dockerd_up "$S/dockerd" 2>"$S/dockerd.err"; then
+	err=$(cat "$S/dockerd.err")
+	_tap_result 1 "a private dockerd runs" "$err"
+	echo "Bail out! no dockerd: $err"
+	done_testing
+	exit 1
+fi
+ok "a private dockerd runs" true
+CGV=$(DK info -f '{{.CgroupVersion}}')
+echo "# docker $(DK version -f '{{.Server.Version}}'), cgroup v$CGV"
+PROBE=/usr/local/lib/pistis-tests/probe
+field() { sed -n "s/^$1=//p" | tr -d '\r' | head -n 1; }
+jfield() { python3 -c 'import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])[sys.argv[1]])' "$1"; }
+
+# --- the images: each root imported, then a Dockerfile that COPYs the binaries ------------
+ctx=$S/ctx
+mkdir -p "$ctx"
+cp "$BIN/pistisd" "$BIN/pi-env" "$BIN/pistisd-entry" "$TESTBIN/probe" "$ctx/"
+musl_bin=""
+[ -x "$BIN/pistisd-musl" ] && cp "$BIN/pistisd-musl" "$ctx/" && musl_bin=pistisd-musl
+for kind in debian musl; do
+	tar -C "$("$_lib_dir/roots.sh" "$kind")" --exclude='./proc/*' --exclude='./sys/*' -c . |
+		DK import - "pistis-test-$kind-base" >/dev/null
+	cat >"$ctx/Dockerfile.$kind" <<EOF
+FROM pistis-test-$kind-base
+COPY pistisd $musl_bin pi-env pistisd-entry /usr/local/bin/
+COPY probe $PROBE
+VOLUME /data
+STOPSIGNAL SIGTERM
+ENTRYPOINT ["/usr/local/bin/pistisd-entry"]
+EOF
+	ok "$kind: docker build of the image (FROM the $kind root, COPY the binaries)" \
+		DK build -q -f "$ctx/Dockerfile.$kind" -t "pistis-test-$kind" "$ctx"
+done
+
+# --- 1. pistisd users and pistisd run in a default container -------------------------------
+for kind in debian musl; do
+	I=pistis-test-$kind
+	exits 0 "$kind: pistisd users ensure-base, the binary alone (no entry)" \
+		DK run --rm --network none --entrypoint /usr/local/bin/pistisd "$I" users ensure-base
+	[ -n "$musl_bin" ] && exits 0 "$kind: pistisd-musl users ensure-base" \
+		DK run --rm --network none --entrypoint /usr/local/bin/pistisd-musl "$I" users ensure-base
+	# A long-lived container as a user runs one: entry as PID 1 (it prepares /data and runs
+	# ensure-base), a CMD that waits; everything below through docker exec. Its environment
+	# carries a secret that must not reach an agent.
+	C=$(DK run -d --network none -e PISTIS_TEST_SECRET=hunter2 -v "$S/ws-$kind:/workspaces" "$I" \
+		--no-restart -- sleep 600)
+	ok "$kind: entry as PID 1 starts the container" test -n "$C"
+	X() { DK exec "$C" "$@"; }
+	json=$(X pistisd users ensure agent/a --json 2>&1)
+	is "$kind: users ensure: the first agent uid" "$(echo "$json" | jfield uid)" 10100
+	out=$(X pistisd run --agent agent/a -- $PROBE 2>&1)
+	is "$kind: ids are the agent's" "$(echo "$out" | field uid)" "10100,10100,10100,10100"
+	is "$kind: gids are the agent's" "$(echo "$out" | field gid)" "10100,10100,10100,10100"
+	is "$kind: groups: own + pi-sandbox" "$(echo "$out" | field groups)" "10010,10100"
+	for k in CapInh CapPrm CapEff CapBnd CapAmb; do
+		is "$kind: $k empty" "$(echo "$out" | field $k)" "0000000000000000"
+	done
+	is "$kind: no_new_privs" "$(echo "$out" | field NoNewPrivs)" 1
+	is "$kind: seccomp filter" "$(echo "$out" | field Seccomp)" 2
+	is "$kind: only fds 0-2" "$(echo "$out" | field fds)" "0,1,2"
+	is "$kind: RLIMIT_CORE 0" "$(echo "$out" | field rlimit.CORE)" "0:0"
+	is "$kind: RLIMIT_NOFILE" "$(echo "$out" | field rlimit.NOFILE)" "4096:4096"
+	is "$kind: RLIMIT_NPROC" "$(echo "$out" | field rlimit.NPROC)" "512:512"
+	is "$kind: umask" "$(echo "$out" | field umask)" "0007"
+	is "$kind: the agent env, nothing else" "$(echo "$out" | sed -n 's/^env\.\([A-Z_]*\)=.*/\1/p' | sort | paste -sd' ')" \
+		"HOME LOGNAME PATH SHELL TMPDIR USER"
+	unlike "$kind: the container's env does not leak" "$out" 'hunter2|HOSTNAME'
+	is "$kind: keyctl filtered" "$(echo "$out" | field sc.keyctl)" EPERM
+	json=$(X pistisd run --agent agent/a --json -- true 2>&1)
+	if [ "$CGV" = 1 ]; then
+		like "$kind: --json: the tree is a process group (cgroup v1 host)" "$json" '"tree":"pgid"'
+	else
+		like "$kind: --json: the tree is a cgroup" "$json" '"tree":"cgroup"'
+	fi
+	exits 7 "$kind: exit code passes through" X pistisd run --agent agent/a -- $PROBE exit 7
+	exits 137 "$kind: a signal gives 128+N" X pistisd run --agent agent/a -- $PROBE raise 9
+	exits 127 "$kind: not found: 127" X pistisd run --agent agent/a -- no-such-command
+	is "$kind: stdout alone" "$(X pistisd run --agent agent/a -- sh -c 'echo out; echo err >&2' 2>/dev/null)" out
+	is "$kind: stderr alone" "$(X pistisd run --agent agent/a -- sh -c 'echo out; echo err >&2' 2>&1 >/dev/null)" err
+	start=$(date +%s%N)
+	json=$(X pistisd run --agent agent/a --timeout 0.5 --json -- $PROBE sleep 30 2>&1 >/dev/null)
+	ms=$((($(date +%s%N) - start) / 1000000))
+	like "$kind: --timeout ends the command" "$json" '"end":"timeout"'
+	ok "$kind: ... in ${ms} ms (< 4000)" test "$ms" -lt 4000
+	json=$(X pistisd users ensure agent/b --json 2>&1)
+	is "$kind: a second agent, the next uid" "$(echo "$json" | jfield uid)" 10101
+	eval "C_$kind=$C"
+done
+
+# --- 3. pistisd check in a default container --------------------------------------------
+for kind in debian musl; do
+	eval "C=\$C_$kind"
+	json=$(DK exec "$C" pistisd check --json 2>/dev/null)
+	st() { echo "$json" | python3 -c 'import json,sys; d={c["name"]: c for c in json.load(sys.stdin)["checks"]}; c=d[sys.argv[1]]; print(c["status"], c["value"])' "$1"; }
+	like "$kind: check: seccomp works, under the container's profile, keyctl refused" \
+		"$(st seccomp)" '^ok .*container profile.*keyctl refused'
+	for c in openat2 close_range account_files; do
+		like "$kind: check: $c ok" "$(st $c)" '^ok '
+	done
+	if [ "$CGV" = 1 ]; then
+		like "$kind: check: cgroup2 missing, named" "$(st cgroup2)" '^missing .*cgroup v1'
+	fi
+	like "$kind: check: proc_hidepid warns (Docker cannot remount /proc)" "$(st proc_hidepid)" '^warn no hidepid'
+	like "$kind: check: oom_floor warns: no CAP_SYS_RESOURCE" "$(st oom_floor)" '^warn .*CAP_SYS_RESOURCE'
+	like "$kind: check: nosuid_data warns, agents keep no_new_privs" "$(st nosuid_data)" \
+		'^warn /data: without nosuid,nodev \(no trusted commands'
+	# What fails hard is only what the host's sysctls decide (not namespaced): the same
+	# list as the host's own check.
+	failed=$(echo "$json" | python3 -c 'import json,sys; print(",".join(c["name"] for c in json.load(sys.stdin)["checks"] if c["hard"] and c["status"] in ("fail","missing")))')
+	host=$("$BIN/pistisd" check --json --no-walk 2>/dev/null | python3 -c 'import json,sys; print(",".join(c["name"] for c in json.load(sys.stdin)["checks"] if c["hard"] and c["status"] in ("fail","missing") and c["name"].startswith(("protected_","suid_dumpable"))))')
+	is "$kind: check: hard failures are the host's sysctls only" "$failed" "$host"
+done
+ALLOW=$failed
+
+# --- 5. pistisd policy apply with a /workspaces tree --------------------------------------
+for kind in debian musl; do
+	eval "C=\$C_$kind"
+	X() { DK exec "$C" "$@"; }
+	W=$S/ws-$kind
+	mkdir -p "$W/proj" "$W/secret" && echo private >"$W/secret/key"
+	DK exec -i "$C" sh -c 'cat >/data/pistis/rules.json' <<'J'
+[ {"path": "/workspaces", "access": "write"},
+  {"path": "/workspaces/secret", "access": "none"} ]
+J
+	X chmod 0644 /data/pistis/rules.json
+	ok "$kind: policy apply" X pistisd policy apply
+	is "$kind: write rule: group pi-sandbox, setgid" "$(stat -c '%g %a' "$W/proj")" "10010 2770"
+	like "$kind: ... and a default ACL" "$(getfacl -p "$W/proj" 2>/dev/null)" '^default:group::rwx'
+	ok "$kind: an agent writes there" X pistisd run --agent agent/a -- sh -c 'echo hi >/workspaces/proj/a'
+	is "$kind: ... another agent reads it" "$(X pistisd run --agent agent/b -- cat /workspaces/proj/a 2>&1)" hi
+	fails "$kind: a none path cannot be read" X pistisd run --agent agent/a -- cat /workspaces/secret/key
+done
+
+# --- 2. pistisd-entry as PID 1 starting pistisd serve, server-min on the host ----------------
+SP=$((20000 + RANDOM % 12000))
+CP=$((SP + 1))
+export PISTIS_TEST_CT=client-$(head -c 12 /dev/urandom | base64 | tr -d '/+=')
+for kind in debian musl; do
+	mkdir -p "$S/data-$kind/pistis"
+	head -c 24 /dev/urandom | base64 | tr -d '/+=' >"$S/data-$kind/pistis/token"
+	chmod 600 "$S/data-$kind/pistis/token"
+done
+cat >"$S/pistis.json" <<J
+{
+  "listen": {"sandbox": "127.0.0.1:$SP", "client": "127.0.0.1:$CP"},
+  "client_token": "\${PISTIS_TEST_CT}",
+  "sandboxes": [{"name": "debian", "token": "$(cat "$S/data-debian/pistis/token")"},
+                {"name": "musl", "token": "$(cat "$S/data-musl/pistis/token")"}]
+}
+J
+export PISTIS_URL=ws://127.0.0.1:$CP PISTIS_TOKEN=$PISTIS_TEST_CT
+"$BIN/server-min" --config "$S/pistis.json" >"$S/smin.log" 2>&1 &
+SM=$!
+PC=$BIN/pistis
+serve() { # kind [docker run options...]: the sandbox container, detached
+	local k=$1
+	shift
+	DK run -d --name "pistis-test-serve-$k" --network host -v "$S/data-$k:/data" \
+		-e PISTIS_RELAY=ws://127.0.0.1:$SP -e PISTIS_TOKEN_FILE=/data/pistis/token \
+		"$@" "pistis-test-$k" --grace 5
+}
+connected() {
+	for _ in $(seq 100); do
+		"$PC" ls 2>/dev/null | grep -q "^$1  *connected" && return 0
+		sleep 0.1
+	done
+	return 1
+}
+for kind in debian musl; do
+	out=$(DK run --rm --network host -v "$S/data-$kind:/data" -e PISTIS_RELAY=ws://127.0.0.1:$SP \
+		-e PISTIS_TOKEN_FILE=/data/pistis/token "pistis-test-$kind" --no-restart 2>&1)
+	rc=$?
+	if [ -n "$ALLOW" ]; then
+		is "$kind: serve refuses without the opt-outs (the host's sysctls)" "$rc" 1
+		like "$kind: ... naming the requirement and the opt-out" "$out" \
+			"Refusing to start: hard requirement '[a-z_]+' does not hold \(opt out: --allow"
+	fi
+	serve "$kind" ${ALLOW:+-e PISTIS_ALLOW=$ALLOW} >/dev/null
+	ok "$kind: entry starts serve, which dials server-min on the host" connected "$kind"
+	out=$("$PC" exec --sandbox "$kind" --agent a1 -- sh -c 'echo out; echo err >&2; exit 3' 2>"$S/err")
+	is "$kind: pistis exec: the command's exit code" "$?" 3
+	is "$kind: ... its stdout" "$out" out
+	is "$kind: ... its stderr" "$(cat "$S/err")" err
+	u1=$("$PC" exec --sandbox "$kind" --agent a1 -- id -u)
+	u2=$("$PC" exec --sandbox "$kind" --agent a2 -- id -u)
+	ok "$kind: two agents, two uids ($u1, $u2)" test -n "$u1" -a -n "$u2" -a "$u1" != "$u2"
+	DK stop -t 15 "pistis-test-serve-$kind" >/dev/null
+	is "$kind: docker stop: exit code 143" "$(DK inspect -f '{{.State.ExitCode}}' "pistis-test-serve-$kind")" 143
+	log=$(DK logs "pistis-test-serve-$kind" 2>&1)
+	like "$kind: ... serve stopped on the signal" "$log" 'pistisd: Signal 15: stopping'
+	like "$kind: ... and exited 0 within the grace period" "$log" 'child [0-9]+ exited with status 0'
+	DK rm "pistis-test-serve-$kind" >/dev/null
+	serve "$kind" ${ALLOW:+-e PISTIS_ALLOW=$ALLOW} >/dev/null
+	ok "$kind: a new container on the same /data connects" connected "$kind"
+	is "$kind: ... the agents keep their uids" \
+		"$("$PC" exec --sandbox "$kind" --agent a2 -- id -u) $("$PC" exec --sandbox "$kind" --agent a1 -- id -u)" \
+		"$u2 $u1"
+	DK rm -f "pistis-test-serve-$kind" >/dev/null
+done
+done_testing
