@@ -138,6 +138,11 @@ static void warn_suid_trees(const char *root)
 	const char *what = "shared tree";
 	int k;
 
+	if (!trusted_setuid_possible())
+		log_warning("trusted commands stay off for agents: pistisd lacks CAP_SYS_ADMIN, "
+			    "without which no agent runs without no_new_privs under the spawn "
+			    "core's seccomp filter (Docker's default capabilities: docker run "
+			    "--cap-add SYS_ADMIN); agents keep no_new_privs and sudo refuses");
 	if (trusted_root_open(root, &root_fd) < 0)
 		return;
 	k = trusted_shared_tree_suid(root_fd, which, sizeof(which));

@@ -17,6 +17,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <linux/capability.h>
 #include <linux/openat2.h>
 
 #include "lib/fd-util.h"
@@ -269,6 +270,20 @@ int trusted_data_bin_check(int root_fd, unsigned *ret_n, char *why, size_t why_s
 	return 1;
 }
 
+/* An agent without no_new_privs gets the spawn core's seccomp filter and Landlock scope
+ * only from a process holding CAP_SYS_ADMIN: the kernel's rule for both without
+ * no_new_privs. Where pistisd lacks it (Docker's default capability set), every command
+ * failed at that step ("landlock scope: Operation not permitted") once trusted commands
+ * were configured; agents keep no_new_privs instead and trusted commands fail closed. */
+bool trusted_setuid_possible(void)
+{
+	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct d[2] = {{0}};
+
+	return syscall(SYS_capget, &h, d) == 0 &&
+	       (d[CAP_TO_INDEX(CAP_SYS_ADMIN)].effective & CAP_TO_MASK(CAP_SYS_ADMIN));
+}
+
 bool trusted_configured(int root_fd)
 {
 	struct open_how how = {
@@ -279,7 +294,7 @@ bool trusted_configured(int root_fd)
 	_cleanup_close_ int fd = -1, dir_fd = -1;
 	struct stat st;
 
-	if (root_fd < 0)
+	if (root_fd < 0 || !trusted_setuid_possible())
 		return false;
 	fd = (int)syscall(SYS_openat2, root_fd, path, &how, sizeof(how));
 	if (fd < 0 && (errno == ENOSYS || errno == E2BIG))

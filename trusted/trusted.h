@@ -213,9 +213,13 @@ enum {
  * data/trusted are directories root's alone (a rule that let agents write there would let
  * them change a script between sudo's digest and its read; trusted_open_dir's check), and
  * every shared tree that exists is mounted nosuid (trusted_shared_tree_suid), and so is
- * every tree a write rule names (trusted_write_tree_suid). Checked
- * on opened fds; any error (absent, a symlink, loose owner or mode) is false. */
+ * every tree a write rule names (trusted_write_tree_suid), and pistisd holds CAP_SYS_ADMIN
+ * (trusted_setuid_possible). Checked on opened fds; any error (absent, a symlink, loose
+ * owner or mode) is false. */
 bool trusted_configured(int root_fd);
+/* pistisd holds CAP_SYS_ADMIN, without which no agent can run without no_new_privs
+ * (trusted_configured is false then). */
+bool trusted_setuid_possible(void);
 
 /* /data/bin is first on every agent's PATH: a program there that is not root's alone runs
  * as whichever agent types its name, and its owner (an agent, in an earlier life of the

@@ -11,8 +11,10 @@
 #include <sched.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/xattr.h>
 #include <unistd.h>
+#include <linux/capability.h>
 
 #include "lib/macro.h"
 #include "lib/tap.h"
@@ -940,6 +942,23 @@ TEST(configured_predicate)
 	ASSERT_EQ(mkdir(p, 0755), 0);
 	snprintf(p, sizeof(p), "%s/data/trusted", root);
 	ASSERT_EQ(mkdir(p, 0755), 0);
+	EXPECT_TRUE(trusted_configured(rfd));
+	/* Without CAP_SYS_ADMIN (Docker's default capabilities) no agent can run without
+	 * no_new_privs under the filter: off, so commands keep running (found in Docker: every
+	 * command failed at "landlock scope" once trusted commands were added). */
+	{
+		struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+		struct __user_cap_data_struct c[2] = {{0}};
+
+		ASSERT_EQ(syscall(SYS_capget, &h, c), 0);
+		c[0].effective &= ~CAP_TO_MASK(CAP_SYS_ADMIN);
+		ASSERT_EQ(syscall(SYS_capset, &h, c), 0);
+		EXPECT_FALSE(trusted_setuid_possible());
+		EXPECT_FALSE(trusted_configured(rfd));
+		c[0].effective |= CAP_TO_MASK(CAP_SYS_ADMIN);
+		ASSERT_EQ(syscall(SYS_capset, &h, c), 0);
+		EXPECT_TRUE(trusted_setuid_possible());
+	}
 	EXPECT_TRUE(trusted_configured(rfd));
 	/* a rule that let agents write /data/trusted or /data turns setuid off */
 	ASSERT_EQ(chmod(p, 02775), 0);
