@@ -13,7 +13,7 @@ need_bins pistisd pi-env pistisd-entry server-min pistis
 [ -x "$TESTBIN/probe" ] || { echo "1..0 # SKIP $TESTBIN/probe not built"; exit 0; }
 
 S=$(scratch)
-trap 'kill $SM 2>/dev/null; dockerd_down; lib_cleanup' EXIT
+trap 'kill $SM 2>/dev/null; dockerd_down; umount -l "$S"/trusted/* 2>/dev/null; lib_cleanup' EXIT
 SM=""
 # Not a skip: `make check` installs docker.io (scripts/bootstrap.sh check), so a dockerd
 # that cannot run here is a failure of this machine the run must show.
@@ -150,6 +150,54 @@ J
 	is "$kind: ... another agent reads it" "$(X pistisd run --agent agent/b -- cat /workspaces/proj/a 2>&1)" hi
 	fails "$kind: a none path cannot be read" X pistisd run --agent agent/a -- cat /workspaces/secret/key
 done
+
+# --- 4. trusted commands (the Debian image has sudo) ----------------------------------------
+# As docs/entry.md says for Docker: the shared trees mounted nosuid,nodev from outside (tmpfs
+# for /tmp, /var/tmp, /run/lock; /data and /workspaces bound from host directories that are
+# nosuid mounts, which a bind keeps), entry with --no-harden-mounts.
+T=$S/trusted
+for d in data ws; do
+	mkdir -p "$T/$d" && mount --bind "$T/$d" "$T/$d" && mount -o remount,bind,nosuid,nodev "$T/$d"
+done
+trusted_box() { # docker run options...
+	DK run -d --network none -v "$T/data:/data" -v "$T/ws:/workspaces" \
+		--tmpfs /tmp:rw,nosuid,nodev --tmpfs /var/tmp:rw,nosuid,nodev \
+		--tmpfs /run/lock:rw,nosuid,nodev "$@" pistis-test-debian --no-harden-mounts \
+		--no-restart -- sleep 600
+}
+C=$(trusted_box)
+X() { DK exec "$C" "$@"; }
+like "trusted: /data is nosuid,nodev in the container" \
+	"$(X sh -c "awk '\$5 == \"/data\" {print \$6}' /proc/self/mountinfo")" 'nosuid,nodev'
+# sudo resolves the host name (Debian builds it with fqdn).
+X sh -c 'echo "127.0.1.1 $(hostname)" >>/etc/hosts'
+DK exec -i "$C" sh -c 'cat >/root/whoami && chmod 0755 /root/whoami' <<'EOF'
+#!/bin/sh
+echo "trusted as $(id -un)"
+EOF
+out=$(X pistisd trusted add whoami /root/whoami 2>&1)
+is "trusted: add (default capabilities)" "$?" 0
+is "trusted: an ordinary command still runs once trusted commands are configured" \
+	"$(X pistisd run --agent agent/t -- id -un 2>&1)" "$(X pistisd users show agent/t | sed -n 's/^name=//p')"
+# Without CAP_SYS_ADMIN no agent can run without no_new_privs under the filter (the
+# kernel's rule for seccomp and Landlock): trusted commands cannot work under Docker's
+# default capabilities. They fail closed, and add says why.
+like "trusted: add says they stay off without CAP_SYS_ADMIN" "$out" \
+	'stay off for agents: pistisd lacks CAP_SYS_ADMIN.*--cap-add SYS_ADMIN'
+like "trusted: the trusted command, default capabilities: refused by sudo (no_new_privs)" \
+	"$(X pistisd run --agent agent/t -- whoami 2>&1)" 'no new privileges'
+DK rm -f "$C" >/dev/null
+C=$(trusted_box --cap-add SYS_ADMIN)
+X sh -c 'echo "127.0.1.1 $(hostname)" >>/etc/hosts'
+# A new container: /data keeps the scripts, the image's /etc the drop-in it never had.
+ok "trusted: install in the new container (SYS_ADMIN)" X pistisd trusted install
+is "trusted: the trusted command with --cap-add SYS_ADMIN" \
+	"$(X pistisd run --agent agent/t -- whoami 2>&1)" "trusted as pi-tools"
+out=$(X pistisd run --agent agent/t -- $PROBE 2>&1)
+is "trusted: ... the agent without no_new_privs" "$(echo "$out" | field NoNewPrivs)" 0
+is "trusted: ... bounding = SETUID|SETGID|AUDIT_WRITE" "$(echo "$out" | field CapBnd)" 00000000200000c0
+is "trusted: ... seccomp still on" "$(echo "$out" | field Seccomp)" 2
+DK rm -f "$C" >/dev/null
 
 # --- 2. pistisd-entry as PID 1 starting pistisd serve, server-min on the host ----------------
 SP=$((20000 + RANDOM % 12000))
