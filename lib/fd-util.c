@@ -236,6 +236,13 @@ int fd_remove_acls(int fd, unsigned *ret_removed)
 	unsigned removed = 0;
 
 	for (unsigned i = 0; i < ELEMENTSOF(fd_acl_xattrs); i++) {
+		/* Asked first: Linux 6.2 and later answer the removal of an ACL that is not
+		 * there with success, so only this says whether there was one. */
+		if (fgetxattr(fd, fd_acl_xattrs[i], NULL, 0) < 0) {
+			if (errno == ENODATA || errno == EOPNOTSUPP)
+				continue;
+			return negative_errno();
+		}
 		if (fremovexattr(fd, fd_acl_xattrs[i]) == 0)
 			removed |= 1u << i;
 		else if (errno != ENODATA && errno != EOPNOTSUPP)

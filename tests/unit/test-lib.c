@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -518,6 +519,33 @@ TEST(sigutil_resets_without_proc)
 	if (geteuid() != 0)
 		SKIP("needs root (a mount namespace hiding /proc)");
 	check_reset(_metadata, true);
+}
+
+/* Only ACLs that were there count as removed: Linux 6.2 and later answer the removal of an
+ * absent one with success, and pistisd-entry logged "had an ACL; removed" on every start. */
+TEST(fd_remove_acls_counts_only_what_was_there)
+{
+	char dir[] = "/tmp/pistis-acl-XXXXXX";
+	/* user::rwx, group::r-x, group:12345:rwx, mask::rwx, other::--- (ACL xattr v2) */
+	static const unsigned char acl[] = {
+		2, 0,	 0,    0,    1,	   0,	 7,    0, 0xff, 0xff, 0xff, 0xff, 4,	0,    5,
+		0, 0xff, 0xff, 0xff, 0xff, 8,	 0,    7, 0,	0x39, 0x30, 0,	  0,	0x10, 0,
+		7, 0,	 0xff, 0xff, 0xff, 0xff, 0x20, 0, 0,	0,    0xff, 0xff, 0xff, 0xff};
+	unsigned removed = 99;
+	int fd;
+
+	ASSERT_NOT_NULL(mkdtemp(dir));
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	ASSERT_GE(fd, 0);
+	EXPECT_EQ(fd_remove_acls(fd, &removed), 0);
+	EXPECT_EQ(removed, 0u);
+	if (fsetxattr(fd, "system.posix_acl_default", acl, sizeof(acl), 0) == 0) {
+		EXPECT_EQ(fd_remove_acls(fd, &removed), 0);
+		EXPECT_EQ(removed, 1u << 1);
+		EXPECT_TRUE(fd_has_acl(fd) == NULL);
+	}
+	close(fd);
+	rmdir(dir);
 }
 
 TEST_HARNESS_MAIN
