@@ -27,7 +27,6 @@
 #define HARDEN_MAX_SUBMOUNTS 4096u
 /* The inode number of the initial PID namespace (PROC_PID_INIT_INO in the kernel). */
 #define HARDEN_PROC_PID_INIT_INO 0xEFFFFFFCU
-#define HARDEN_TRUSTED_SUDOERS "/etc/sudoers.d/pistis-trusted"
 
 /* The flags a bind remount must repeat: leaving one out clears it, and in a user namespace
  * clearing a locked one (ro, noexec, nosuid, nodev) fails with EPERM. Atime flags are left
@@ -217,7 +216,7 @@ int entry_harden_mounts(const char *data_dir)
 	/* With trusted commands agents run without no_new_privs: a setuid file in a tree they
 	 * share is then a way from one agent to another, and entry refuses to start. A
 	 * sudoers file that cannot be ruled out counts as there. */
-	trusted = lstat(HARDEN_TRUSTED_SUDOERS, &st) == 0 || errno != ENOENT;
+	trusted = lstat(ENTRY_TRUSTED_SUDOERS, &st) == 0 || errno != ENOENT;
 	for (size_t i = 0; i < ELEMENTSOF(trees); i++) {
 		int r = harden_tree(trees[i]);
 
@@ -229,7 +228,7 @@ int entry_harden_mounts(const char *data_dir)
 				"agents run without no_new_privs, and '%s' could not be made "
 				"nosuid,nodev. Mount it nosuid,nodev, give entry CAP_SYS_ADMIN, or "
 				"opt out with --no-harden-mounts",
-				HARDEN_TRUSTED_SUDOERS, trees[i]);
+				ENTRY_TRUSTED_SUDOERS, trees[i]);
 			return -EPERM;
 		}
 		log_warning("'%s' stays without nosuid,nodev", trees[i]);

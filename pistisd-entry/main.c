@@ -21,7 +21,8 @@ static const char help_text[] =
 	"The container's PID 1: reaps every zombie, forwards SIGTERM, SIGINT, SIGQUIT, SIGHUP,\n"
 	"SIGUSR1, SIGUSR2 and SIGWINCH to the child's process group, prepares the data\n"
 	"directory, and starts and supervises CMD (default: pistisd serve, configured from\n"
-	"DATA/pistis/serve.conf or PISTIS_RELAY and PISTIS_TOKEN_FILE).\n"
+	"DATA/pistis/serve.conf or PISTIS_RELAY and PISTIS_TOKEN_FILE). In a container made\n"
+	"afresh, it restores the trusted commands' sudoers drop-in from /data/trusted.\n"
 	"\n"
 	"  --no-restart            exit with the child's status when it dies\n"
 	"  --max-restarts N        give up after N quick restarts in a row (default 10; 0: never)\n"
@@ -30,7 +31,8 @@ static const char help_text[] =
 	"  --grace S               after a stop signal, SIGKILL what is left after S seconds\n"
 	"                          (default 10)\n"
 	"  --data DIR              the data directory (default /data)\n"
-	"  --no-prepare            leave the data directory and the base users alone\n"
+	"  --no-prepare            leave the data directory, the base users and the\n"
+	"                          trusted commands' drop-in alone\n"
 	"  --no-harden-mounts      leave mounts alone: by default the data directory,\n"
 	"                          /workspaces, /tmp and /dev/shm are made nosuid,nodev and\n"
 	"                          /proc gets hidepid=invisible\n"
@@ -116,6 +118,10 @@ int main(int argc, char **argv)
 	}
 	/* After prepare (the data directory exists then), before any child. */
 	if (o.harden && entry_harden_mounts(o.data_dir) < 0)
+		return ENTRY_EXIT_SYSTEM;
+	/* After the hardening, which refuses to start where it fails and trusted commands
+	 * are configured: one restored now is judged per command by serve instead. */
+	if (o.prepare && entry_trusted_restore(o.pistisd) < 0)
 		return ENTRY_EXIT_SYSTEM;
 
 	cmd = o.cmd;

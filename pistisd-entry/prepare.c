@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <dirent.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,18 +96,21 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-int entry_ensure_base(const char *pistisd)
+/* Runs PISTISD with argv (argv[0] its path) and waits, bounded: PID 1 must not hang forever
+ * on a stuck helper. Only SIGCHLD is taken here; a stop signal stays pending for the
+ * supervision loop. Other zombies (none yet at start-up, but a PID 1 can be handed some)
+ * are left to that loop's reaper. 0 with *status, -ENOENT when PISTISD does not exist, or
+ * a logged -errno (-ETIME: killed at the deadline). */
+static int run_pistisd(char *const argv[], const char *what, int *status)
 {
-	char *argv[] = {(char *)pistisd, (char *)"users", (char *)"ensure-base", NULL};
 	sigset_t chld, empty;
 	int64_t deadline;
-	int status = 0;
 	pid_t pid;
 
-	if (access(pistisd, X_OK) < 0) {
+	if (access(argv[0], X_OK) < 0) {
 		if (errno == ENOENT)
 			return -ENOENT;
-		return log_error_errno(-errno, "Cannot execute '%s': %m", pistisd);
+		return log_error_errno(-errno, "Cannot execute '%s': %m", argv[0]);
 	}
 
 	sigemptyset(&empty);
@@ -114,44 +118,95 @@ int entry_ensure_base(const char *pistisd)
 	sigaddset(&chld, SIGCHLD);
 	pid = fork();
 	if (pid < 0)
-		return log_error_errno(-errno, "Failed to fork for ensure-base: %m");
+		return log_error_errno(-errno, "Failed to fork for %s: %m", what);
 	if (pid == 0) {
 		/* Dispositions are already the defaults (main reset them). */
 		(void)sigprocmask(SIG_SETMASK, &empty, NULL);
-		execv(pistisd, argv);
+		execv(argv[0], argv);
 		_exit(errno == ENOENT ? ENTRY_EXIT_NOT_FOUND : ENTRY_EXIT_CANNOT_EXEC);
 	}
 
-	/* Bounded: PID 1 must not hang forever on a stuck helper. Only SIGCHLD is taken here;
-	 * a stop signal stays pending for the supervision loop. Other zombies (none yet at
-	 * start-up, but a PID 1 can be handed some) are left to that loop's reaper. */
 	deadline = now_ms() + ENSURE_BASE_TIMEOUT_MS;
 	for (;;) {
-		pid_t p = waitpid(pid, &status, WNOHANG);
+		pid_t p = waitpid(pid, status, WNOHANG);
 		int64_t left = deadline - now_ms();
 		struct timespec ts;
 
 		if (p == pid)
-			break;
+			return 0;
 		if (p < 0 && errno != EINTR)
 			return log_error_errno(-errno, "waitpid: %m");
 		if (left <= 0) {
 			(void)kill(pid, SIGKILL);
-			(void)waitpid(pid, &status, 0);
-			log_error("'%s users ensure-base' did not finish in %d s; killed it",
-				  pistisd, ENSURE_BASE_TIMEOUT_MS / 1000);
-			return ENTRY_EXIT_SYSTEM;
+			(void)waitpid(pid, status, 0);
+			log_error("'%s %s' did not finish in %d s; killed it", argv[0], what,
+				  ENSURE_BASE_TIMEOUT_MS / 1000);
+			return -ETIME;
 		}
 		ts.tv_sec = left / 1000;
 		ts.tv_nsec = (left % 1000) * 1000000;
 		(void)sigtimedwait(&chld, NULL, &ts);
 	}
+}
+
+int entry_ensure_base(const char *pistisd)
+{
+	char *argv[] = {(char *)pistisd, (char *)"users", (char *)"ensure-base", NULL};
+	int status = 0, r = run_pistisd(argv, "users ensure-base", &status);
+
+	if (r == -ENOENT)
+		return r;
+	if (r < 0)
+		return ENTRY_EXIT_SYSTEM;
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
 		return 0;
 	log_error("'%s users ensure-base' failed (%s %d); not starting the child", pistisd,
 		  WIFEXITED(status) ? "exit status" : "signal",
 		  WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
 	return entry_exit_code(status) ?: ENTRY_EXIT_SYSTEM;
+}
+
+/* Whether directory PATH (not followed) holds any entry. */
+static bool dir_has_entries(const char *path)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	struct dirent *de;
+	bool any = false;
+
+	if (!d)
+		return false;
+	fd = -1; /* the DIR has it */
+	while (!any && (de = readdir(d)))
+		any = strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
+	closedir(d);
+	return any;
+}
+
+int entry_trusted_restore(const char *pistisd)
+{
+	char *argv[] = {(char *)pistisd, (char *)"trusted", (char *)"install", NULL};
+	struct stat st;
+	int status = 0, r;
+
+	if (!dir_has_entries(ENTRY_TRUSTED_DIR) || lstat(ENTRY_TRUSTED_SUDOERS, &st) == 0 ||
+	    errno != ENOENT)
+		return 0;
+	r = run_pistisd(argv, "trusted install", &status);
+	if (r == -ENOENT || r == -ETIME)
+		return 0;
+	if (r < 0)
+		return r;
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		log_notice("restored the trusted commands' sudoers drop-in from %s (pistisd "
+			   "trusted install): the image had none",
+			   ENTRY_TRUSTED_DIR);
+	else
+		log_warning("'%s trusted install' failed (%s %d): trusted commands stay off until "
+			    "it succeeds",
+			    pistisd, WIFEXITED(status) ? "exit status" : "signal",
+			    WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+	return 0;
 }
 
 /* Files entry trusts (they decide what a root daemon dials and with which token) must be

@@ -27,6 +27,15 @@ int entry_harden_mounts(const char *data_dir);
  * does not exist (nothing to do); a logged negative errno or the command's failure > 0. */
 int entry_ensure_base(const char *pistisd);
 
+/* A container made afresh from its image has no /etc/sudoers.d/pistis-trusted, while the
+ * trusted commands' scripts live on in /data/trusted: where that holds anything and the
+ * drop-in is missing, runs `PISTISD trusted install` (bounded), which checks everything
+ * again and writes the drop-in. Its failure is logged (trusted commands stay off: serve's
+ * trusted_configured needs the drop-in), not fatal; returns 0 or a logged -errno. */
+#define ENTRY_TRUSTED_DIR "/data/trusted"
+#define ENTRY_TRUSTED_SUDOERS "/etc/sudoers.d/pistis-trusted"
+int entry_trusted_restore(const char *pistisd);
+
 /* Loads DATA/pistis/serve.conf (absent is fine; present must be root's and not group/other
  * writable, and so must its directory), applies PISTIS_RELAY / PISTIS_TOKEN_FILE, and builds
  * the argv of `PISTISD serve`. Returns 0 or an exit code (100 configuration, 111 system). */

@@ -164,6 +164,14 @@ static const struct {
 		 "remove the files named (an agent left them in an earlier life of the volume, or "
 		 "a looser configuration let one write there) or chown root and chmod go-w them "
 		 "after reading them, or --allow data_bin"},
+	[CHECK_TRUSTED_CAPS] =
+		{"trusted_caps", false,
+		 "trusted commands run for agents: without no_new_privs the kernel puts the "
+		 "spawn core's seccomp filter and Landlock scope on a command only for a "
+		 "pistisd holding CAP_SYS_ADMIN; without it agents keep no_new_privs and sudo "
+		 "refuses",
+		 "give pistisd CAP_SYS_ADMIN (docker run --cap-add SYS_ADMIN), or remove the "
+		 "trusted commands"},
 };
 
 enum check_status check_hidepid_status(const char *super_opts, char *value, size_t size)

@@ -1126,6 +1126,15 @@ int check_run(const char *root, unsigned flags, struct check_report **ret)
 	probe_program(r, CHECK_VISUDO, root_fd, root, "visudo", false);
 	probe_account_files(r, root_fd);
 	probe_data_bin(r, root_fd);
+	if (!trusted)
+		check_set(r, CHECK_TRUSTED_CAPS, CHECK_STATUS_OK,
+			  "no trusted commands installed (no " CHECK_TRUSTED_SUDOERS ")");
+	else if (trusted_setuid_possible())
+		check_set(r, CHECK_TRUSTED_CAPS, CHECK_STATUS_OK, "CAP_SYS_ADMIN held");
+	else
+		check_set(r, CHECK_TRUSTED_CAPS, CHECK_STATUS_WARN,
+			  "trusted commands are installed but stay off: pistisd lacks "
+			  "CAP_SYS_ADMIN (Docker's default capabilities)");
 	if (flags & CHECK_SKIP_SETUID_WALK) {
 		check_set(r, CHECK_SETUID_FILES, CHECK_STATUS_WARN, "not walked (--no-walk)");
 		check_set(r, CHECK_AGENT_WRITABLE, CHECK_STATUS_WARN, "not walked (--no-walk)");

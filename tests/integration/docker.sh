@@ -175,7 +175,9 @@ for d in data ws; do
 	mkdir -p "$T/$d" && mount --bind "$T/$d" "$T/$d" && mount -o remount,bind,nosuid,nodev "$T/$d"
 done
 trusted_box() { # docker run options...
-	DK run -d --network none -v "$T/data:/data" -v "$T/ws:/workspaces" \
+	# (sudo resolves the host name: Debian builds it with fqdn)
+	DK run -d --network none --hostname box --add-host box:127.0.1.1 \
+		-v "$T/data:/data" -v "$T/ws:/workspaces" \
 		--tmpfs /tmp:rw,nosuid,nodev --tmpfs /var/tmp:rw,nosuid,nodev \
 		--tmpfs /run/lock:rw,nosuid,nodev "$@" pistis-test-debian --no-harden-mounts \
 		--no-restart -- sleep 600
@@ -184,8 +186,6 @@ C=$(trusted_box)
 X() { DK exec "$C" "$@"; }
 like "trusted: /data is nosuid,nodev in the container" \
 	"$(X sh -c "awk '\$5 == \"/data\" {print \$6}' /proc/self/mountinfo")" 'nosuid,nodev'
-# sudo resolves the host name (Debian builds it with fqdn).
-X sh -c 'echo "127.0.1.1 $(hostname)" >>/etc/hosts'
 DK exec -i "$C" sh -c 'cat >/root/whoami && chmod 0755 /root/whoami' <<'EOF'
 #!/bin/sh
 echo "trusted as $(id -un)"
@@ -201,11 +201,17 @@ like "trusted: add says they stay off without CAP_SYS_ADMIN" "$out" \
 	'stay off for agents: pistisd lacks CAP_SYS_ADMIN.*--cap-add SYS_ADMIN'
 like "trusted: the trusted command, default capabilities: refused by sudo (no_new_privs)" \
 	"$(X pistisd run --agent agent/t -- whoami 2>&1)" 'no new privileges'
+check_row() { X pistisd check --no-walk 2>&1 | awk -v n="$1" '$1 == n {print $2}'; }
+is "trusted: check's trusted_caps warns without CAP_SYS_ADMIN" "$(check_row trusted_caps)" warn
 DK rm -f "$C" >/dev/null
 C=$(trusted_box --cap-add SYS_ADMIN)
-X sh -c 'echo "127.0.1.1 $(hostname)" >>/etc/hosts'
-# A new container: /data keeps the scripts, the image's /etc the drop-in it never had.
-ok "trusted: install in the new container (SYS_ADMIN)" X pistisd trusted install
+# A new container: /data keeps the scripts, the image's /etc has no drop-in; entry runs
+# `pistisd trusted install` before its child.
+for _ in $(seq 100); do DK logs "$C" 2>&1 | grep -q "started '" && break; sleep 0.1; done
+like "trusted: entry restored the drop-in in the new container" "$(DK logs "$C" 2>&1)" \
+	"restored the trusted commands' sudoers drop-in from /data/trusted"
+ok "trusted: ... which pistisd trusted check accepts" X pistisd trusted check
+is "trusted: check's trusted_caps with CAP_SYS_ADMIN" "$(check_row trusted_caps)" ok
 is "trusted: the trusted command with --cap-add SYS_ADMIN" \
 	"$(X pistisd run --agent agent/t -- whoami 2>&1)" "trusted as pi-tools"
 out=$(X pistisd run --agent agent/t -- $PROBE 2>&1)
