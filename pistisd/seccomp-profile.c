@@ -191,6 +191,10 @@ const struct seccomp_profile_rule seccomp_profile_rules[] = {
 	DENY_FLAG("clone", 0, CLONE_NEWPID),
 	DENY_FLAG("clone", 0, CLONE_NEWNET),
 	DENY_FLAG("clone", 0, CLONE_NEWCGROUP),
+	/* A child of the command's parent, pistisd: outside the command's own tree, never
+	 * reaped by it, a zombie of the daemon's that held the agent's pids and kept the
+	 * command's tree "alive" for every later kill round (red team). No libc uses it. */
+	DENY_FLAG("clone", 0, CLONE_PARENT),
 	/* Other processes' memory and fds (agents are hostile to each other). */
 	DENY("ptrace"),
 	DENY("process_vm_readv"),

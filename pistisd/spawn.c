@@ -1024,13 +1024,33 @@ static bool cmd_session(struct spawn_proc *p)
 	return true;
 }
 
+/* Members one stop has signalled already (NPROC is 512 per agent by default): a later
+ * round skips them, so only members new since the last listing keep the rounds going, not
+ * the ones still dying of the first round's SIGKILL (red team: 480 such members made
+ * every round find them all, eight passes of ~30 ms each inside serve's loop). */
+#define SESSION_SEEN_MAX 1024
+
 struct session_walk {
 	int proc_fd;
 	unsigned sid;
 	pid_t leader; /* ours to signal through its pidfd, or our zombie */
 	int sig;      /* 0: stop at the first member */
 	unsigned found;
+	size_t n_seen;
+	pid_t seen[SESSION_SEEN_MAX];
 };
+
+/* Whether this stop signalled pid already; remembers it if not (as far as there is room:
+ * past it, a member counts as new each round, the rounds' old cost). */
+static bool session_seen(struct session_walk *w, pid_t pid)
+{
+	for (size_t i = 0; i < w->n_seen; i++)
+		if (w->seen[i] == pid)
+			return true;
+	if (w->n_seen < SESSION_SEEN_MAX)
+		w->seen[w->n_seen++] = pid;
+	return false;
+}
 
 static bool in_session(int proc_fd, pid_t pid, unsigned sid)
 {
@@ -1051,9 +1071,11 @@ static bool session_member(pid_t pid, void *arg)
 
 	if (pid == w->leader || !in_session(w->proc_fd, pid, w->sid))
 		return false;
-	w->found++;
 	if (!w->sig)
-		return true;
+		return ++w->found;
+	if (session_seen(w, pid))
+		return false;
+	w->found++;
 	fd = (int)syscall(SYS_pidfd_open, pid, 0);
 	if (fd >= 0 && in_session(w->proc_fd, pid, w->sid))
 		(void)syscall(SYS_pidfd_send_signal, fd, w->sig, NULL, 0);
@@ -1062,9 +1084,9 @@ static bool session_member(pid_t pid, void *arg)
 }
 
 /* Signals every process of the command's audit session, setsid()'d grandchildren
- * included. A SIGKILL goes in rounds until one finds no member (at most 8): a member may
- * have forked between the listing and its kill, never after it. Returns how many the
- * last round found; an unreadable /proc counts as one. */
+ * included. A SIGKILL goes in rounds until one finds no member it had not signalled (at
+ * most 8): a member may have forked between the listing and its kill, never after it.
+ * Returns how many new members the last round found; an unreadable /proc counts as one. */
 static unsigned session_signal(struct spawn_proc *p, int sig)
 {
 	struct session_walk w = {

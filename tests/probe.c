@@ -124,6 +124,7 @@ static void syscalls(void)
 	S("clone.NEWPID", SYS_clone, 0x20000000 | 0x00010000, NULL, NULL, NULL, 0);
 	S("clone.NEWNET", SYS_clone, 0x40000000 | 0x00010000, NULL, NULL, NULL, 0);
 	S("clone.NEWCGROUP", SYS_clone, 0x02000000 | 0x00010000, NULL, NULL, NULL, 0);
+	S("clone.PARENT", SYS_clone, 0x00008000 | 0x00010000, NULL, NULL, NULL, 0);
 	S("clone.plain", SYS_clone, 0x00010000, NULL, NULL, NULL, 0);
 	S("ptrace", SYS_ptrace, 0x7fff, 0, NULL, NULL);
 	S("process_vm_readv", SYS_process_vm_readv, 0, NULL, 0, NULL, 0, 1);

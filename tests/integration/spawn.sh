@@ -43,7 +43,7 @@ for kind in debian musl; do
 	is "$kind: HOME from the builder" "$(echo "$out" | field env.HOME)" "$(echo "$out" | field cwd)"
 	unlike "$kind: nothing of ours leaks into env" "$out" '^env\.(PISTIS|SUDO|LD_)'
 	like "$kind: cgroup per command" "$(echo "$out" | field cgroup)" '^/.*pistis/pi-agent-[0-9a-f]{8}/cmd-'
-	for sc in unshare mount keyctl ptrace bpf ioctl.TIOCSTI ioctl.TIOCSTI_hi socket.AF_PACKET socket.AF_INET_SCTP socket.AF_NETLINK_ISCSI clone.NEWUSER; do
+	for sc in unshare mount keyctl ptrace bpf ioctl.TIOCSTI ioctl.TIOCSTI_hi socket.AF_PACKET socket.AF_INET_SCTP socket.AF_NETLINK_ISCSI clone.NEWUSER clone.PARENT; do
 		is "$kind: $sc filtered" "$(echo "$out" | field sc.$sc)" EPERM
 	done
 	is "$kind: io_uring ENOSYS" "$(echo "$out" | field sc.io_uring_setup)" ENOSYS

@@ -725,6 +725,7 @@ TEST(seccomp_table_as_root)
 					    "clone.NEWPID",
 					    "clone.NEWNET",
 					    "clone.NEWCGROUP",
+					    "clone.PARENT",
 					    "ptrace",
 					    "process_vm_readv",
 					    "process_vm_writev",
