@@ -2,8 +2,15 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <linux/openat2.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "lib/fd-util.h"
 #include "lib/log.h"
@@ -14,6 +21,70 @@ static int refuse(char *buf, size_t size, struct token_file_info *info, int r, c
 	explicit_bzero(buf, size);
 	info->why = why;
 	return r;
+}
+
+static bool owner_ok(uid_t uid, const struct token_file_rule *rule)
+{
+	return uid == 0 || (rule->also_owner != (uid_t)-1 && uid == rule->also_owner);
+}
+
+/* path's last component is a symbolic link. A Kubernetes Secret volume's files are such
+ * links into a timestamped directory beside them (token -> ..data/token, ..data ->
+ * ..2026_12_02_...): one is followed, only within its own directory (openat2
+ * RESOLVE_BENEATH, no magic links, no other mount, the last component no link again), and
+ * only where the link and that directory are root's (or also_owner's) and no one else may
+ * change them (the directory not group- or other-writable, or on a read-only mount). The
+ * file reached is then judged as any other. *why says what was wrong. */
+static int open_link_beneath(const char *path, const struct token_file_rule *rule, int *ret_fd,
+			     const char **why)
+{
+	struct open_how how = {
+		.flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY,
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
+	};
+	const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+	char dir[PATH_MAX], target[PATH_MAX];
+	_cleanup_close_ int dfd = -1;
+	struct stat dst, lst;
+	struct statfs fs;
+	ssize_t n;
+	int fd;
+
+	*why = "is a symbolic link";
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else if ((size_t)(slash - path) >= sizeof(dir))
+		return -ENAMETOOLONG;
+	else
+		snprintf(dir, sizeof(dir), "%.*s", slash == path ? 1 : (int)(slash - path), path);
+	dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0 || fstat(dfd, &dst) < 0 || fstatat(dfd, base, &lst, AT_SYMLINK_NOFOLLOW) < 0)
+		return negative_errno();
+	if (!S_ISLNK(lst.st_mode))
+		return -ELOOP; /* the directory part's links, not the file's */
+	if (!owner_ok(lst.st_uid, rule) || !owner_ok(dst.st_uid, rule)) {
+		*why = "is a symbolic link that is not root's, or in a directory that is not";
+		return -ELOOP;
+	}
+	if ((dst.st_mode & 022) && !(fstatfs(dfd, &fs) == 0 && (fs.f_flags & ST_RDONLY))) {
+		*why = "is a symbolic link in a directory others may write";
+		return -ELOOP;
+	}
+	n = readlinkat(dfd, base, target, sizeof(target) - 1);
+	if (n < 0)
+		return negative_errno();
+	target[n] = '\0';
+	fd = (int)syscall(SYS_openat2, dfd, target, &how, sizeof(how));
+	if (fd < 0) {
+		if (errno == EXDEV || errno == ELOOP) {
+			*why = "is a symbolic link that leaves its directory or ends in another";
+			return -ELOOP;
+		}
+		*why = NULL;
+		return negative_errno();
+	}
+	*ret_fd = fd;
+	return 0;
 }
 
 int token_file_read(const char *path, const struct token_file_rule *rule, char *buf, size_t size,
@@ -30,9 +101,15 @@ int token_file_read(const char *path, const struct token_file_rule *rule, char *
 	/* O_NONBLOCK: a FIFO in the file's place would block open(2) until a writer came;
 	 * with it the open returns and fstat refuses the FIFO. */
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
-	if (fd < 0)
-		return refuse(buf, size, ret_info, -errno,
-			      errno == ELOOP ? "is a symbolic link" : NULL);
+	if (fd < 0 && errno == ELOOP) {
+		const char *why = NULL;
+		int r = open_link_beneath(path, rule, &fd, &why);
+
+		if (r < 0)
+			return refuse(buf, size, ret_info, r, why);
+	} else if (fd < 0) {
+		return refuse(buf, size, ret_info, -errno, NULL);
+	}
 	if (fstat(fd, &st) < 0)
 		return refuse(buf, size, ret_info, -errno, NULL);
 	ret_info->uid = st.st_uid;
@@ -79,8 +156,10 @@ int token_file_load(const char *path, const struct token_file_rule *rule, char *
 	int r = token_file_read(path, rule, buf, size, ret_len, &info);
 
 	if (r == -ELOOP)
-		return log_error_errno(
-			r, "Token file '%s' is a symbolic link: name the file itself", path);
+		return log_error_errno(r,
+				       "Token file '%s' %s: name the file itself, or a link beside "
+				       "it that stays in its directory (as a Kubernetes Secret's)",
+				       path, info.why ? info.why : "is a symbolic link");
 	if (r == -EPERM)
 		return log_error_errno(
 			r, "Token file '%s' %s: it must be %s (found uid %d, mode %04o)", path,

@@ -1,8 +1,10 @@
 #pragma once
 
 /* One reader for the secret token files (pistis --token-file, pistisd serve --token-file):
- * opened O_NOFOLLOW|O_NONBLOCK|O_NOCTTY|O_CLOEXEC (a symlink is refused, a FIFO never
- * blocks the open), checked on the opened fd (a rename cannot swap the file between check
+ * opened O_NOFOLLOW|O_NONBLOCK|O_NOCTTY|O_CLOEXEC (a FIFO never blocks the open; a symlink
+ * is refused, but for one that stays within its own directory, root's (or also_owner's)
+ * as the directory is, which no one else may change: a Kubernetes Secret volume's files
+ * are such links), checked on the opened fd (a rename cannot swap the file between check
  * and read): a regular file, owned by root or the caller's also_owner, with none of the
  * forbidden mode bits; at most size - 1 bytes; trailing CR/LF trimmed; the rest printable
  * ASCII without spaces (no NUL, no control byte: a token goes into an HTTP header). */

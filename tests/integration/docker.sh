@@ -241,12 +241,27 @@ export PISTIS_URL=ws://127.0.0.1:$CP PISTIS_TOKEN=$PISTIS_TEST_CT
 "$BIN/server-min" --config "$S/pistis.json" >"$S/smin.log" 2>&1 &
 SM=$!
 PC=$BIN/pistis
+# The musl sandbox's token as a Kubernetes Secret volume lays it out: a read-only mount
+# whose files are links into a timestamped directory (token -> ..data/token, ..data ->
+# ..2026_12_02_10_00_00.1), which serve follows within that directory only.
+K=$S/secret-musl
+mkdir -p "$K/..2026_12_02_10_00_00.1"
+cp "$S/data-musl/pistis/token" "$K/..2026_12_02_10_00_00.1/token"
+chmod 0400 "$K/..2026_12_02_10_00_00.1/token"
+ln -s ..2026_12_02_10_00_00.1 "$K/..data"
+ln -s ..data/token "$K/token"
+token_opts() { # kind: where its sandbox container finds the token
+	if [ "$1" = musl ]; then
+		echo "-v $K:/run/secrets/pistis:ro -e PISTIS_TOKEN_FILE=/run/secrets/pistis/token"
+	else
+		echo "-e PISTIS_TOKEN_FILE=/data/pistis/token"
+	fi
+}
 serve() { # kind [docker run options...]: the sandbox container, detached
 	local k=$1
 	shift
 	DK run -d --name "pistis-test-serve-$k" --network host -v "$S/data-$k:/data" \
-		-e PISTIS_RELAY=ws://127.0.0.1:$SP -e PISTIS_TOKEN_FILE=/data/pistis/token \
-		"$@" "pistis-test-$k" --grace 5
+		-e PISTIS_RELAY=ws://127.0.0.1:$SP $(token_opts "$k") "$@" "pistis-test-$k" --grace 5
 }
 connected() {
 	for _ in $(seq 100); do
@@ -265,7 +280,8 @@ for kind in debian musl; do
 			"Refusing to start: hard requirement '[a-z_]+' does not hold \(opt out: --allow"
 	fi
 	serve "$kind" ${ALLOW:+-e PISTIS_ALLOW=$ALLOW} >/dev/null
-	ok "$kind: entry starts serve, which dials server-min on the host" connected "$kind"
+	ok "$kind: entry starts serve, which dials server-min on the host$([ "$kind" = musl ] &&
+		echo " (its token a Kubernetes Secret's link)")" connected "$kind"
 	out=$("$PC" exec --sandbox "$kind" --agent a1 -- sh -c 'echo out; echo err >&2; exit 3' 2>"$S/err")
 	is "$kind: pistis exec: the command's exit code" "$?" 3
 	is "$kind: ... its stdout" "$out" out

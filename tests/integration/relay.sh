@@ -64,10 +64,10 @@ exits 111 "serve refuses a group/other-readable token file" \
 mkfifo -m 600 "$R/etc/pistis/fifo"
 exits 111 "serve refuses a FIFO token file at once (never waits on it)" \
 	timeout 5 env -i PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin chroot "$R" pistisd serve --relay ws://127.0.0.1:$SP --token-file /etc/pistis/fifo
-ln -s token "$R/etc/pistis/link"
-like "serve refuses a symlinked token file, saying so" \
+ln -s /etc/pistis/token "$R/etc/pistis/link"
+like "serve refuses a token file linked out of its directory, saying so" \
 	"$(in_root "$R" pistisd serve --relay ws://127.0.0.1:$SP --token-file /etc/pistis/link 2>&1)" \
-	"Token file '/etc/pistis/link' is a symbolic link"
+	"Token file '/etc/pistis/link' is a symbolic link that leaves its directory"
 rm -f "$R/etc/pistis/fifo" "$R/etc/pistis/link"
 
 if [ -n "$ALLOW" ]; then
@@ -130,10 +130,13 @@ like "pistis --token-file: ... saying what to do" "$out" "Token file .*ct-loose.
 cp "$W/ct" "$W/ct-other"; chown 12345 "$W/ct-other"
 exits 111 "pistis --token-file: a file another user owns is refused" env PISTIS_TOKEN= "$BIN/pistis" --token-file "$W/ct-other" ls
 mkfifo -m 600 "$W/ct-fifo"
-ln -s ct "$W/ct-link"
+ln -s "$W/ct" "$W/ct-link"
 out=$(PISTIS_TOKEN= P --token-file "$W/ct-link" ls 2>&1); rc=$?
-is "pistis --token-file: a symlink (even to a good file) is refused" "$rc" 111
-like "pistis --token-file: ... saying so" "$out" "Token file .*ct-link.* is a symbolic link"
+is "pistis --token-file: a symlink out of its directory (even to a good file) is refused" "$rc" 111
+like "pistis --token-file: ... saying so" "$out" "Token file .*ct-link.* is a symbolic link that leaves its directory"
+ln -s ct "$W/ct-beside"
+ok "pistis --token-file: a link beside the file, in a directory only root writes, is followed" \
+	env PISTIS_TOKEN= "$BIN/pistis" --token-file "$W/ct-beside" ls
 printf 'client\0token\n' >"$W/ct-nul"; chmod 600 "$W/ct-nul"
 like "pistis --token-file: a NUL in the file is refused, saying so" \
 	"$(PISTIS_TOKEN= P --token-file "$W/ct-nul" ls 2>&1)" "ct-nul.* holds a NUL byte"

@@ -361,12 +361,47 @@ TEST(token_file_reader)
 	EXPECT_STREQ(buf, "0123456789abcdefghijklmnopqrs");
 	EXPECT_TRUE(all_zero(buf + len, sizeof(buf) - len));
 
-	/* A symlink to that good file. */
+	/* Symbolic links: one that stays in its own directory, as a Kubernetes Secret
+	 * volume's (token -> ..data/token, ..data -> ..2026_12_02_10_00_00.1), is followed
+	 * while the link and the directory are ours and no one else may write there. */
+	snprintf(p, sizeof(p), "%s/..2026_12_02_10_00_00.1", d);
+	ASSERT_EQ(mkdir(p, 0755), 0);
+	put(d, "..2026_12_02_10_00_00.1/token", "k8s-token\n", 10, 0400);
+	snprintf(p, sizeof(p), "%s/..data", d);
+	ASSERT_EQ(symlink("..2026_12_02_10_00_00.1", p), 0);
+	snprintf(p, sizeof(p), "%s/token", d);
+	ASSERT_EQ(symlink("..data/token", p), 0);
+	ASSERT_EQ(tf_read(d, "token", me, 077, buf, sizeof(buf), &len, &info), 0);
+	EXPECT_STREQ(buf, "k8s-token");
 	snprintf(p, sizeof(p), "%s/link", d);
 	ASSERT_EQ(symlink("ok", p), 0);
-	EXPECT_EQ(tf_read(d, "link", me, 077, buf, sizeof(buf), &len, &info), -ELOOP);
-	EXPECT_STREQ(info.why, "is a symbolic link");
+	EXPECT_EQ(tf_read(d, "link", me, 077, buf, sizeof(buf), &len, &info), 0);
+	/* ... but not out of it (absolute, or by ..), nor onto another link, nor where others
+	 * may write the directory, nor a link another uid owns. */
+	snprintf(p, sizeof(p), "%s/abs", d);
+	snprintf(buf, sizeof(buf), "%s/ok", d);
+	ASSERT_EQ(symlink(buf, p), 0);
+	EXPECT_EQ(tf_read(d, "abs", me, 077, buf, sizeof(buf), &len, &info), -ELOOP);
+	EXPECT_STREQ(info.why, "is a symbolic link that leaves its directory or ends in another");
 	EXPECT_TRUE(all_zero(buf, sizeof(buf)));
+	snprintf(p, sizeof(p), "%s/up", d);
+	ASSERT_EQ(symlink("../x/ok", p), 0);
+	EXPECT_EQ(tf_read(d, "up", me, 077, buf, sizeof(buf), &len, &info), -ELOOP);
+	snprintf(p, sizeof(p), "%s/twice", d);
+	ASSERT_EQ(symlink("link", p), 0);
+	EXPECT_EQ(tf_read(d, "twice", me, 077, buf, sizeof(buf), &len, &info), -ELOOP);
+	ASSERT_EQ(chmod(d, 0777), 0);
+	EXPECT_EQ(tf_read(d, "link", me, 077, buf, sizeof(buf), &len, &info), -ELOOP);
+	EXPECT_STREQ(info.why, "is a symbolic link in a directory others may write");
+	ASSERT_EQ(chmod(d, 0700), 0);
+	snprintf(p, sizeof(p), "%s/link", d);
+	if (me == 0 && lchown(p, 4242, 4242) == 0) {
+		EXPECT_EQ(tf_read(d, "link", (uid_t)-1, 077, buf, sizeof(buf), &len, &info),
+			  -ELOOP);
+		EXPECT_STREQ(
+			info.why,
+			"is a symbolic link that is not root's, or in a directory that is not");
+	}
 
 	/* A FIFO with no writer: refused at once, never waited on (the test's timeout). */
 	snprintf(p, sizeof(p), "%s/fifo", d);
