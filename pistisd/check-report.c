@@ -172,6 +172,14 @@ static const struct {
 		 "refuses",
 		 "give pistisd CAP_SYS_ADMIN (docker run --cap-add SYS_ADMIN), or remove the "
 		 "trusted commands"},
+	[CHECK_ORCHESTRATOR_SECRETS] =
+		{"orchestrator_secrets", false,
+		 "no agent reads the secrets an orchestrator mounts: Docker's /run/secrets, "
+		 "Kubernetes' service-account token (/var/run/secrets/kubernetes.io), readable "
+		 "by every user unless told otherwise",
+		 "do not mount them (Kubernetes: automountServiceAccountToken: false), mount "
+		 "them with mode 0400 (secrets' mode / defaultMode), or add a none rule for "
+		 "/run/secrets"},
 };
 
 enum check_status check_hidepid_status(const char *super_opts, char *value, size_t size)

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <grp.h>
 #include <limits.h>
 #include <linux/capability.h>
 #include <linux/filter.h>
@@ -1059,6 +1060,140 @@ static void probe_data_bin(struct check_report *r, int root_fd)
 	check_set(r, CHECK_DATA_BIN, CHECK_STATUS_OK, "%u entries, each root's alone", n);
 }
 
+/* Orchestrators' secret mounts: Docker's and Compose's /run/secrets (files mode 0444 by
+ * default), Kubernetes' service-account token under /var/run/secrets (0644). Every user
+ * reads them unless told otherwise, so an agent can, unless a none rule covers the
+ * directory (docs/entry.md). Judged by trying: a child with an unprivileged uid and
+ * pi-sandbox as its one group opens each regular file and link found there (links
+ * resolved inside the root, as an agent's open would), at most SECRETS_MAX of them, at
+ * most SECRETS_DEPTH directories down. */
+#define SECRETS_MAX 64
+#define SECRETS_DEPTH 4
+#define SECRETS_PATH_MAX 256
+
+struct secrets {
+	char path[SECRETS_MAX][SECRETS_PATH_MAX];
+	size_t n;
+	bool more;
+};
+
+static void secrets_collect(int root_fd, const char *rel, unsigned depth, struct secrets *s)
+{
+	int fd = check_openat2(root_fd, rel, O_RDONLY | O_DIRECTORY | O_NONBLOCK,
+			       CHECK_RESOLVE_IN_ROOT | CHECK_RESOLVE_NO_MAGICLINKS);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	struct dirent *de;
+
+	if (!d) {
+		safe_close(fd);
+		return;
+	}
+	while ((de = readdir(d))) {
+		char sub[SECRETS_PATH_MAX];
+		struct stat st;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if ((size_t)snprintf(sub, sizeof(sub), "%s/%s", rel, de->d_name) >= sizeof(sub) ||
+		    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		if (S_ISDIR(st.st_mode) && depth < SECRETS_DEPTH) {
+			secrets_collect(root_fd, sub, depth + 1, s);
+		} else if (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)) {
+			if (s->n == SECRETS_MAX) {
+				s->more = true;
+				break;
+			}
+			memcpy(s->path[s->n++], sub, sizeof(sub));
+		}
+	}
+	closedir(d);
+}
+
+static void probe_orchestrator_secrets(struct check_report *r, int root_fd)
+{
+	static const char *const dirs[] = {"run/secrets", "var/run/secrets"};
+	static struct secrets s;
+	const gid_t group = USERS_SANDBOX_GID;
+	struct stat first = {0};
+	char seen[3 * SECRETS_PATH_MAX] = "";
+	unsigned char idx;
+	int pfd[2], status = 0, readable = 0;
+	size_t len = 0;
+	pid_t pid;
+
+	s.n = 0;
+	s.more = false;
+	for (size_t i = 0; i < ELEMENTSOF(dirs); i++) {
+		_cleanup_close_ int fd =
+			check_openat2(root_fd, dirs[i], O_PATH | O_DIRECTORY,
+				      CHECK_RESOLVE_IN_ROOT | CHECK_RESOLVE_NO_MAGICLINKS);
+		struct stat st;
+
+		/* /var/run is /run on most images: one walk of it */
+		if (fd < 0 || fstat(fd, &st) < 0 ||
+		    (i && st.st_dev == first.st_dev && st.st_ino == first.st_ino))
+			continue;
+		if (!i)
+			first = st;
+		secrets_collect(root_fd, dirs[i], 1, &s);
+	}
+	if (!s.n)
+		return check_set(r, CHECK_ORCHESTRATOR_SECRETS, CHECK_STATUS_OK,
+				 "no file under /run/secrets or /var/run/secrets");
+	if (geteuid() != 0)
+		return check_set(r, CHECK_ORCHESTRATOR_SECRETS, CHECK_STATUS_WARN,
+				 "%zu file(s) under /run/secrets not judged: needs root", s.n);
+	if (pipe2(pfd, O_CLOEXEC) < 0)
+		return check_set(r, CHECK_ORCHESTRATOR_SECRETS, CHECK_STATUS_WARN,
+				 "not judged: pipe: %s", strerror(errno));
+	pid = fork();
+	if (pid == 0) {
+		safe_close(pfd[0]);
+		if (setgroups(1, &group) < 0 || setresgid(65534, 65534, 65534) < 0 ||
+		    setresuid(65534, 65534, 65534) < 0)
+			_exit(111);
+		for (size_t i = 0; i < s.n; i++) {
+			int fd = check_openat2(root_fd, s.path[i], O_RDONLY | O_NONBLOCK | O_NOCTTY,
+					       CHECK_RESOLVE_IN_ROOT | CHECK_RESOLVE_NO_MAGICLINKS);
+			struct stat st;
+
+			idx = (unsigned char)i;
+			if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+			    write(pfd[1], &idx, 1) != 1)
+				_exit(111);
+			if (fd >= 0)
+				close(fd);
+		}
+		_exit(0);
+	}
+	safe_close(pfd[1]);
+	if (pid < 0) {
+		safe_close(pfd[0]);
+		return check_set(r, CHECK_ORCHESTRATOR_SECRETS, CHECK_STATUS_WARN,
+				 "not judged: fork: %s", strerror(errno));
+	}
+	while (read(pfd[0], &idx, 1) == 1) {
+		if (idx < s.n && len < sizeof(seen) - 1 && readable < 3)
+			len += (size_t)snprintf(seen + len, sizeof(seen) - len, "%s/%s",
+						readable ? ", " : "", s.path[idx]);
+		readable++;
+	}
+	safe_close(pfd[0]);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		return check_set(r, CHECK_ORCHESTRATOR_SECRETS, CHECK_STATUS_WARN,
+				 "not judged: the unprivileged child failed");
+	if (readable)
+		return check_set(r, CHECK_ORCHESTRATOR_SECRETS, CHECK_STATUS_WARN,
+				 "agents can read %d of %zu%s file(s): %s%s", readable, s.n,
+				 s.more ? "+" : "", seen, readable > 3 ? ", ..." : "");
+	check_set(r, CHECK_ORCHESTRATOR_SECRETS, CHECK_STATUS_OK,
+		  "%zu%s file(s) under /run/secrets, none readable by agents", s.n,
+		  s.more ? "+" : "");
+}
+
 int check_walk(const char *root, struct check_report **ret)
 {
 	_cleanup_close_ int root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -1126,6 +1261,7 @@ int check_run(const char *root, unsigned flags, struct check_report **ret)
 	probe_program(r, CHECK_VISUDO, root_fd, root, "visudo", false);
 	probe_account_files(r, root_fd);
 	probe_data_bin(r, root_fd);
+	probe_orchestrator_secrets(r, root_fd);
 	if (!trusted)
 		check_set(r, CHECK_TRUSTED_CAPS, CHECK_STATUS_OK,
 			  "no trusted commands installed (no " CHECK_TRUSTED_SUDOERS ")");

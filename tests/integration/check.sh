@@ -41,8 +41,8 @@ exits 111 "--root that does not exist is a system error" "$P" check --root "$S/n
 "$P" check --json --no-walk >"$S/host.json" 2>"$S/host.err"
 rc=$?
 ok "--json output is one valid JSON document" python3 -m json.tool "$S/host.json"
-is "--json lists all 29 checks" \
-	"$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["checks"]))' "$S/host.json")" 29
+is "--json lists all 30 checks" \
+	"$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["checks"]))' "$S/host.json")" 30
 ok "every check has name, status, hard, allowed, value, promise, advice" python3 -c '
 import json, sys
 for c in json.load(open(sys.argv[1]))["checks"]:
@@ -201,6 +201,29 @@ else
 		"at oom_score_adj $want, but no CAP_SYS_RESOURCE: an agent may lower"
 fi
 is "... a soft check" "$(field "$S/d.json" oom_floor hard)" False
+
+# --- orchestrator_secrets: what an orchestrator mounts under /run/secrets, as an agent sees it ---
+is "orchestrator_secrets: none mounted: ok" "$(field "$S/d.json" orchestrator_secrets status)" ok
+is "... a soft check" "$(field "$S/d.json" orchestrator_secrets hard)" False
+# Docker's secrets (0444) and Kubernetes' service-account token (0644, links into a
+# timestamped directory, /var/run a link to /run as on Debian), and one made 0400.
+mkdir -p "$D/run/secrets/kubernetes.io/serviceaccount/..2026_12_02_10_00_00.1"
+K=$D/run/secrets/kubernetes.io/serviceaccount
+echo tok >"$K/..2026_12_02_10_00_00.1/token" && chmod 0644 "$K/..2026_12_02_10_00_00.1/token"
+ln -s ..2026_12_02_10_00_00.1 "$K/..data" && ln -s ..data/token "$K/token"
+echo pw >"$D/run/secrets/db_password" && chmod 0444 "$D/run/secrets/db_password"
+echo key >"$D/run/secrets/tls_key" && chmod 0400 "$D/run/secrets/tls_key"
+"$P" check --root "$D" --json --no-walk >"$S/sec.json" 2>/dev/null
+is "orchestrator_secrets: files agents can read: warn" "$(field "$S/sec.json" orchestrator_secrets status)" warn
+v=$(field "$S/sec.json" orchestrator_secrets value)
+like "... naming them (Docker's secret, the service-account token)" "$v" \
+	'agents can read 3 of 5 file\(s\): .*run/secrets/(db_password|kubernetes.io)'
+unlike "... but not the 0400 one" "$v" 'tls_key'
+chmod 0700 "$D/run/secrets"
+"$P" check --root "$D" --json --no-walk >"$S/sec.json" 2>/dev/null
+is "orchestrator_secrets: /run/secrets closed to agents (a none rule's mode): ok" \
+	"$(field "$S/sec.json" orchestrator_secrets status)" ok
+rm -rf "$D/run/secrets"
 
 # --- account_files: /etc and its passwd family root's, writable by root only ---------------
 is "debian root: account files ok" "$(field "$S/d.json" account_files status)" ok
