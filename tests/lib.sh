@@ -227,6 +227,36 @@ _root_bind_ro() { # src dst
 	mkdir -p "$2" && mount --bind "$1" "$2" && mount -o remount,bind,ro "$2"
 }
 
+# probe_field NAME: the value of NAME= in the probe's report on stdin (first line only)
+probe_field() { sed -n "s/^$1=//p" | tr -d '\r' | head -n 1; }
+
+# probe_confined LABEL REPORT: what every command of the first agent (uid 10100) shows in
+# the probe's report, wherever it runs: its ids and groups, no capability, no_new_privs,
+# the seccomp filter, fds 0-2 only, umask 0007, its own session without a terminal, and
+# the limits (no core, no POSIX message queue, no real-time policy, no lower nice value).
+probe_confined() {
+	local k=$1 out=$2 c
+	is "$k: ids are the agent's" "$(echo "$out" | probe_field uid)" "10100,10100,10100,10100"
+	is "$k: gids are the agent's" "$(echo "$out" | probe_field gid)" "10100,10100,10100,10100"
+	is "$k: groups: own + pi-sandbox" "$(echo "$out" | probe_field groups)" "10010,10100"
+	for c in CapInh CapPrm CapEff CapBnd CapAmb; do
+		is "$k: $c empty" "$(echo "$out" | probe_field $c)" "0000000000000000"
+	done
+	is "$k: no_new_privs" "$(echo "$out" | probe_field NoNewPrivs)" 1
+	is "$k: seccomp filter" "$(echo "$out" | probe_field Seccomp)" 2
+	is "$k: only fds 0-2" "$(echo "$out" | probe_field fds)" "0,1,2"
+	is "$k: umask" "$(echo "$out" | probe_field umask)" "0007"
+	is "$k: own session" "$(echo "$out" | probe_field sid)" "$(echo "$out" | probe_field pid)"
+	is "$k: no controlling tty" "$(echo "$out" | probe_field devtty)" ENXIO
+	is "$k: RLIMIT_CORE 0" "$(echo "$out" | probe_field rlimit.CORE)" "0:0"
+	is "$k: RLIMIT_MSGQUEUE 0" "$(echo "$out" | probe_field rlimit.MSGQUEUE)" "0:0"
+	is "$k: ... so no POSIX message queue can be made" "$(echo "$out" | probe_field mq_create)" EMFILE
+	is "$k: RLIMIT_RTPRIO 0" "$(echo "$out" | probe_field rlimit.RTPRIO)" "0:0"
+	is "$k: ... so no real-time scheduling" "$(echo "$out" | probe_field sched_fifo)" EPERM
+	is "$k: RLIMIT_NICE 0" "$(echo "$out" | probe_field rlimit.NICE)" "0:0"
+	is "$k: ... so no nice value below pistisd's" "$(echo "$out" | probe_field nice_lower)" EACCES
+}
+
 _ROOT_ENV=(PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C
 	TERM=dumb)
 in_root() {

@@ -8,7 +8,7 @@ need_mount_ns "$@"
 P=$BIN/pistisd
 [ -x "$P" ] && [ -x "$TESTBIN/probe" ] || { echo "1..0 # SKIP pistisd or probe not built"; exit 0; }
 PROBE=/usr/local/lib/pistis-tests/probe
-field() { sed -n "s/^$1=//p" | tr -d '\r' | head -n 1; }
+field() { probe_field "$@"; }
 
 for kind in debian musl; do
 	R=$(root_fresh "$kind") || { skip "$kind root" "root_fresh $kind failed"; continue; }
@@ -18,28 +18,11 @@ for kind in debian musl; do
 	run() { in_root "$R" pistisd run --agent "agent/$kind" "$@"; }
 
 	out=$(run -- $PROBE 2>&1)
-	is "$kind: ids" "$(echo "$out" | field uid)" "10100,10100,10100,10100"
-	is "$kind: groups: own + pi-sandbox" "$(echo "$out" | field groups)" "10010,10100"
-	for k in CapInh CapPrm CapEff CapBnd CapAmb; do
-		is "$kind: $k empty" "$(echo "$out" | field $k)" "0000000000000000"
-	done
-	is "$kind: no_new_privs" "$(echo "$out" | field NoNewPrivs)" 1
-	is "$kind: seccomp filter" "$(echo "$out" | field Seccomp)" 2
-	is "$kind: only fds 0-2" "$(echo "$out" | field fds)" "0,1,2"
-	is "$kind: umask" "$(echo "$out" | field umask)" "0007"
+	probe_confined "$kind" "$out"
 	own=$(cat /proc/self/oom_score_adj)
 	is "$kind: oom_score_adj pistisd's + 500 (the OOM killer takes the command first)" \
 		"$(echo "$out" | field oom_score_adj)" "$((own + 500 > 1000 ? 1000 : own + 500))"
 	like "$kind: cwd is the home" "$(echo "$out" | field cwd)" '^/data/sandbox-home/pi-agent-[0-9a-f]{8}$'
-	is "$kind: RLIMIT_CORE 0" "$(echo "$out" | field rlimit.CORE)" "0:0"
-	is "$kind: RLIMIT_MSGQUEUE 0" "$(echo "$out" | field rlimit.MSGQUEUE)" "0:0"
-	is "$kind: ... so no POSIX message queue can be made" "$(echo "$out" | field mq_create)" EMFILE
-	is "$kind: RLIMIT_RTPRIO 0" "$(echo "$out" | field rlimit.RTPRIO)" "0:0"
-	is "$kind: ... so no real-time scheduling" "$(echo "$out" | field sched_fifo)" EPERM
-	is "$kind: RLIMIT_NICE 0" "$(echo "$out" | field rlimit.NICE)" "0:0"
-	is "$kind: ... so no nice value below pistisd's" "$(echo "$out" | field nice_lower)" EACCES
-	is "$kind: own session" "$(echo "$out" | field sid)" "$(echo "$out" | field pid)"
-	is "$kind: no controlling tty" "$(echo "$out" | field devtty)" ENXIO
 	is "$kind: HOME from the builder" "$(echo "$out" | field env.HOME)" "$(echo "$out" | field cwd)"
 	unlike "$kind: nothing of ours leaks into env" "$out" '^env\.(PISTIS|SUDO|LD_)'
 	like "$kind: cgroup per command" "$(echo "$out" | field cgroup)" '^/.*pistis/pi-agent-[0-9a-f]{8}/cmd-'

@@ -402,6 +402,20 @@ TEST(errors_name_the_step)
 
 /* The program embedded at build time is exactly what libseccomp makes of the table now:
  * the table (seccomp-profile.c) stays the single source of truth. */
+/* A child with this filter: the system call nr fails with err, everything else runs. */
+static int refuse_syscall(long nr, int err)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)nr, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (unsigned)err),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = {.len = ELEMENTSOF(f), .filter = f};
+
+	return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog);
+}
+
 /* Where close_range is refused (a container's seccomp profile older than it: EPERM; a
  * kernel before 5.9: ENOSYS), pistisd check promises the /proc/self/fd fallback: the
  * command still gets exactly 0, 1 and 2, none of the fds left open without CLOEXEC. */
@@ -418,14 +432,6 @@ TEST(close_range_refused_fds_still_closed)
 		if (pid == 0) {
 			static struct capture cap;
 			struct capture *c = &cap;
-			struct sock_filter f[] = {
-				BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
-					 offsetof(struct seccomp_data, nr)),
-				BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_close_range, 0, 1),
-				BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (unsigned)errs[i]),
-				BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-			};
-			struct sock_fprog prog = {.len = ELEMENTSOF(f), .filter = f};
 			struct spawn_ctx *ctx = NULL;
 			struct spawn_opts o;
 			struct spawn_result res;
@@ -434,7 +440,7 @@ TEST(close_range_refused_fds_still_closed)
 
 			/* Left open without CLOEXEC, as a careless library would. */
 			if (dup2(2, 40) < 0 || dup2(2, 41) < 0 || dup2(2, 700) < 0 ||
-			    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0 ||
+			    refuse_syscall(SYS_close_range, errs[i]) < 0 ||
 			    syscall(SYS_close_range, ~0U, ~0U, 0) == 0 || spawn_ctx_new(&ctx) < 0)
 				_exit(90);
 			base_opts(&o, argv);
@@ -448,20 +454,6 @@ TEST(close_range_refused_fds_still_closed)
 		EXPECT_TRUE(WIFEXITED(st));
 		EXPECT_EQ(WEXITSTATUS(st), 0);
 	}
-}
-
-/* A child with this filter: the system call nr fails with err, everything else runs. */
-static int refuse_syscall(long nr, int err)
-{
-	struct sock_filter f[] = {
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)nr, 0, 1),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (unsigned)err),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-	};
-	struct sock_fprog prog = {.len = ELEMENTSOF(f), .filter = f};
-
-	return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog);
 }
 
 /* Docker's default seccomp profile answers EPERM to every keyring call, pistisd's own
