@@ -13,10 +13,12 @@
 #include <linux/keyctl.h>
 #include <linux/openat2.h>
 #include <linux/seccomp.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -321,6 +323,40 @@ static int set_oom_score_adj(const struct child_args *a)
 	return proc_self_write(a->proc_fd, "self/oom_score_adj", a->oom_score_adj);
 }
 
+#define SPAWN_SCHED_DEADLINE 6
+#define SPAWN_IOPRIO_WHO_PROCESS 1
+#define SPAWN_IOPRIO_CLASS_SHIFT 13
+#define SPAWN_IOPRIO_CLASS_RT 1
+#define SPAWN_IOPRIO_CLASS_BE 2
+
+/* A real-time policy, a real-time I/O class and a negative nice value are inherited, and
+ * RLIMIT_RTPRIO and RLIMIT_NICE of 0 only keep a process from taking them: those pistisd
+ * was started with (chrt, ionice, systemd's CPUSchedulingPolicy= or Nice=) would pass to
+ * every command, which could then starve pistisd and the other agents (red team). Back to
+ * SCHED_OTHER, best effort and nice 0, as root. Raw syscalls (a vfork-style child). */
+static int reset_sched(void)
+{
+	struct sched_param sp = {0};
+	long pol = syscall(SYS_sched_getscheduler, 0), io, nice;
+
+	if (pol < 0)
+		return -errno;
+	pol &= ~(long)SCHED_RESET_ON_FORK;
+	if ((pol == SCHED_FIFO || pol == SCHED_RR || pol == SPAWN_SCHED_DEADLINE) &&
+	    syscall(SYS_sched_setscheduler, 0, SCHED_OTHER, &sp) < 0)
+		return -errno;
+	io = syscall(SYS_ioprio_get, SPAWN_IOPRIO_WHO_PROCESS, 0);
+	if (io >= 0 && (io >> SPAWN_IOPRIO_CLASS_SHIFT) == SPAWN_IOPRIO_CLASS_RT &&
+	    syscall(SYS_ioprio_set, SPAWN_IOPRIO_WHO_PROCESS, 0,
+		    (SPAWN_IOPRIO_CLASS_BE << SPAWN_IOPRIO_CLASS_SHIFT) | 4) < 0)
+		return -errno;
+	/* The raw getpriority answers 20 - nice (1..40): above 20 is a negative nice. */
+	nice = syscall(SYS_getpriority, PRIO_PROCESS, 0);
+	if (nice > 20 && syscall(SYS_setpriority, PRIO_PROCESS, 0, 0) < 0)
+		return -errno;
+	return 0;
+}
+
 int spawn_child_main(void *arg)
 {
 	const struct child_args *a = arg;
@@ -379,6 +415,9 @@ int spawn_child_main(void *arg)
 	for (int i = 0; i < a->n_rl; i++)
 		if (syscall(SYS_prlimit64, 0, a->rl[i].resource, &a->rl[i].lim, NULL) < 0)
 			fail(a, SPAWN_STEP_RLIMIT, errno);
+	r = reset_sched();
+	if (r < 0)
+		fail(a, SPAWN_STEP_SCHED, r);
 	syscall(SYS_umask, a->umask);
 
 	/* The bounding set needs CAP_SETPCAP to shrink: before the uid change. */

@@ -86,6 +86,7 @@ static const char *const step_names[_SPAWN_STEP_MAX] = {
 	[SPAWN_STEP_CTTY] = "TIOCSCTTY",
 	[SPAWN_STEP_KEYRING] = "join session keyring",
 	[SPAWN_STEP_RLIMIT] = "setrlimit",
+	[SPAWN_STEP_SCHED] = "reset scheduling",
 	[SPAWN_STEP_BOUNDING] = "drop bounding set",
 	[SPAWN_STEP_SECCOMP] = "seccomp",
 	[SPAWN_STEP_SETGROUPS] = "setgroups",

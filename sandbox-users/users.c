@@ -225,6 +225,13 @@ static int lock_file(int dir_fd, const char *path, const char *name, unsigned fl
 								    : "");
 	if (r == -ELOOP)
 		return set_error(r, "cannot lock %s: it is a symlink", path);
+	if (r == -EROFS)
+		return set_error(
+			r,
+			"cannot lock %s: read-only file system: agents' users are written "
+			"into /etc/passwd and /etc/group, and the registry into /data, so "
+			"both must be writable (docker run --read-only cannot hold agents)",
+			path);
 	if (r == -ETIMEDOUT)
 		return set_error(r, "cannot lock %s within %u s (is another user tool running?)",
 				 path, USERS_LOCK_TIMEOUT_MS / 1000);

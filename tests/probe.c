@@ -276,6 +276,14 @@ static void limits_lines(void)
 		close((int)q);
 		syscall(SYS_mq_unlink, name);
 	}
+	/* What it inherited, before trying to change anything: policy, I/O class (raw
+	 * ioprio_get, class in the top bits), nice value. */
+	printf("sched_policy=%ld\n", syscall(SYS_sched_getscheduler, 0));
+	q = syscall(SYS_ioprio_get, 1, 0);
+	printf("ioprio_class=%ld\n", q < 0 ? q : q >> 13);
+	errno = 0;
+	q = getpriority(PRIO_PROCESS, 0);
+	printf("nice=%ld\n", errno ? 99 : q);
 	printf("sched_fifo=%s\n",
 	       syscall(SYS_sched_setscheduler, 0, SCHED_FIFO, &sp) == 0 ? "ok" : ename(errno));
 	nice_lower_line();

@@ -59,6 +59,9 @@ for kind in debian musl; do
 		DK run --rm --network none --entrypoint /usr/local/bin/pistisd "$I" users ensure-base
 	[ -n "$musl_bin" ] && exits 0 "$kind: pistisd-musl users ensure-base" \
 		DK run --rm --network none --entrypoint /usr/local/bin/pistisd-musl "$I" users ensure-base
+	like "$kind: docker run --read-only: entry stops at ensure-base, saying why" \
+		"$(DK run --rm --network none --read-only --tmpfs /tmp "$I" --no-restart -- true 2>&1)" \
+		'cannot lock /etc/.pwd.lock: read-only file system: .*docker run --read-only'
 	# A long-lived container as a user runs one: entry as PID 1 (it prepares /data and runs
 	# ensure-base), a CMD that waits; everything below through docker exec. Its environment
 	# carries a secret that must not reach an agent.

@@ -19,6 +19,13 @@ for kind in debian musl; do
 
 	out=$(run -- $PROBE 2>&1)
 	probe_confined "$kind" "$out"
+	# A real-time policy, a real-time I/O class and a negative nice value pistisd was
+	# started with are not the command's (RLIMIT_RTPRIO 0 only stops taking them anew).
+	out2=$(chrt -r 3 ionice -c 1 -n 0 nice -n -5 env -i "${_ROOT_ENV[@]}" chroot "$R" \
+		pistisd run --agent "agent/$kind" -- $PROBE 2>&1)
+	is "$kind: pistisd under SCHED_RR: the command's policy is SCHED_OTHER" "$(echo "$out2" | field sched_policy)" 0
+	unlike "$kind: ... its I/O class is not real-time" "$(echo "$out2" | field ioprio_class)" '^1$'
+	is "$kind: ... its nice value not pistisd's -5" "$(echo "$out2" | field nice)" 0
 	own=$(cat /proc/self/oom_score_adj)
 	is "$kind: oom_score_adj pistisd's + 500 (the OOM killer takes the command first)" \
 		"$(echo "$out" | field oom_score_adj)" "$((own + 500 > 1000 ? 1000 : own + 500))"
