@@ -43,9 +43,13 @@ static const struct {
 	[CHECK_PIDFD] = {"pidfd", false, "agent processes are signalled without PID-reuse races",
 			 "use Linux >= 5.3 and a seccomp profile that allows pidfd_open"},
 	[CHECK_CGROUP2] =
-		{"cgroup2", false, "stopping an agent kills its whole process tree (cgroup.kill)",
-		 "run on a cgroup v2 host (systemd.unified_cgroup_hierarchy=1), or give the "
-		 "container its own cgroup namespace (--cgroupns=private)"},
+		{"cgroup2", false,
+		 "stopping an agent kills its whole process tree (cgroup.kill), and memory and "
+		 "process limits apply per agent; without it each command is held by an audit "
+		 "session of its own (tree \"session\")",
+		 "run on a cgroup v2 host (systemd.unified_cgroup_hierarchy=1) and give pistisd a "
+		 "writable cgroup2 mount: a container's is read-only unless its runtime delegates "
+		 "one"},
 	[CHECK_CGROUP_CONTROLLERS] =
 		{"cgroup_controllers", false, "per-agent memory and process-count limits",
 		 "delegate the memory and pids controllers to pistisd's cgroup (systemd "
