@@ -25,16 +25,18 @@ like "pistisd is connected" "$(P ls 2>&1)" '^s1 +connected'
 SD=$(pgrep -n -f "pistisd serve --relay ws://127.0.0.1:$SP --token-file /etc/pistis/token --name s1")
 home=$(in_root "$R" pistisd users ensure alice | sed -n 's/^home=//p')
 auid=$(stat -c %u "$R$home")
-call() { timeout 20 "$BIN/pistis" call "$@" 2>&1; }
+call() { timeout 40 "$BIN/pistis" call "$@" 2>&1; }
 # held_write STRACE-ARG... -- PATH TEXT OUT: strace pistisd with those arguments (a delay
 # they inject into the fs.write helper), then fs.write TEXT to PATH as alice in the
 # background into OUT; returns once the helper runs and half a second has passed, with
 # ST (strace) and CALL (the client) set.
 # The pid of the agent's fs helper (a child of pistisd running as the agent), once there is
-# one (at most 4 s); 1 when there is none.
+# one (at most 15 s: with every read of pistisd's delayed by 1 s, as below, the agent's
+# identity is confirmed (ten reads of the registry and /etc) before the helper is forked);
+# 1 when there is none.
 helper_pid() {
 	local hp
-	for _ in $(seq 200); do
+	for _ in $(seq 750); do
 		hp=$(pgrep -P "$SD" -u "$auid" | head -1)
 		[ -n "$hp" ] && { echo "$hp"; return 0; }
 		sleep 0.02
