@@ -189,7 +189,7 @@ static int stop_agent(const struct opts *o)
 			uid = v[i].uid;
 	if (uid == (uid_t)-1)
 		return 0;
-	root_fd = open(o->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	root_fd = open(o->root ? o->root : "/", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (root_fd < 0)
 		return fail_exit(negative_errno(), "users remove: open the root");
 	r = spawn_kill_agents_reaching(root_fd, &uid, 1, &killed);

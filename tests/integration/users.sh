@@ -392,4 +392,14 @@ out=$("$P" users ensure-base --root "$R" 2>&1)
 ok "a symlink at /data/.secrets: ensure-base fails" test $? -ne 0
 like "... saying so" "$out" "/data/.secrets is a symbolic link"
 
+# --- remove without --root: the default root "/" (as inside a container) ----------
+R=$(root_fresh debian)
+in_root "$R" pistisd users ensure agent/a >/dev/null
+out=$(in_root "$R" pistisd users remove agent/a 2>&1); rc=$?
+is "remove without --root: exit 0" "$rc" 0
+like "... the agent reserved" "$(in_root "$R" pistisd users list)" '	reserved	agent/a$'
+out=$(in_root "$R" pistisd users remove agent/a --forget 2>&1); rc=$?
+is "remove --forget without --root: exit 0" "$rc" 0
+is "... the agent forgotten" "$(in_root "$R" pistisd users list)" ""
+
 done_testing
