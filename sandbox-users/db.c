@@ -233,9 +233,6 @@ static int ensure_group(struct users_db *db, const char *name, uint32_t gid, boo
 			return fail(db, -EEXIST,
 				    "group '%s' exists in /etc/group with gid %u, expected %u",
 				    name, gr->lines[i].id, gid);
-		r = check_group_line(db, name, i, private);
-		if (r < 0)
-			return r;
 	} else {
 		i = pwfile_find_id(gr, gid);
 		if (i >= 0) {
@@ -248,7 +245,13 @@ static int ensure_group(struct users_db *db, const char *name, uint32_t gid, boo
 		r = pwfile_append(gr, line);
 		if (r < 0)
 			return fail(db, r, "cannot add group '%s'", name);
+		i = (ssize_t)gr->n_lines - 1;
 	}
+	/* Also when the group line is new: an image's gshadow line for the name (a rebuilt
+	 * image, or a derivable name before the agent exists) would be adopted as it is. */
+	r = check_group_line(db, name, i, private);
+	if (r < 0)
+		return r;
 	if (db->present[PWFILE_GSHADOW] && pwfile_find_name(gs, name) < 0) {
 		snprintf(line, sizeof(line), "%s:!::", name);
 		r = pwfile_append(gs, line);

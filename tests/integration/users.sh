@@ -402,4 +402,22 @@ out=$(in_root "$R" pistisd users remove agent/a --forget 2>&1); rc=$?
 is "remove --forget without --root: exit 0" "$rc" 0
 is "... the agent forgotten" "$(in_root "$R" pistisd users list)" ""
 
+# --- an image's gshadow line for a name whose group line is missing: checked too ----
+R=$(root_fresh debian)
+in_root "$R" pistisd users ensure-base >/dev/null
+name=pi-agent-$(printf %s agent/gs | sha256sum | cut -c1-8)
+echo "$name:\$6\$salt\$hash:daemon:daemon" >>"$R/etc/gshadow"
+cp -a "$R/etc/group" "$work/group.before"
+out=$(in_root "$R" pistisd users ensure agent/gs 2>&1); rc=$?
+is "new agent, image's gshadow line with a password and no group line: refused" "$rc" 1
+like "... saying so" "$out" "group '$name' has a password in /etc/gshadow"
+ok "... nothing written" cmp -s "$R/etc/group" "$work/group.before"
+sed -i "/^$name:/d" "$R/etc/gshadow"
+in_root "$R" pistisd users ensure agent/gs >/dev/null
+sed -i "/^$name:/d" "$R/etc/group"
+sed -i "s/^$name:.*/$name:!:daemon:/" "$R/etc/gshadow"
+out=$(in_root "$R" pistisd users ensure agent/gs 2>&1); rc=$?
+is "rebuilt image: recorded agent, group line missing, gshadow admin: refused" "$rc" 1
+like "... saying so" "$out" "group '$name' lists members or administrators other than its agent in /etc/gshadow"
+
 done_testing

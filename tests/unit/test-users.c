@@ -704,6 +704,54 @@ TEST(ensure_refuses_a_shared_or_open_agent_group)
 	users_db_done(&db);
 }
 
+/* An image's gshadow line for the agent's name without its group line: the group line is
+ * created, the gshadow line is the image's, and it is held to the same rules, for a new
+ * agent (its name is derivable) and for a recorded one (a rebuilt image). */
+TEST(ensure_checks_a_gshadow_line_without_a_group_line)
+{
+	struct users_db db;
+	struct users_identity a;
+	char name[64], gs[512];
+	static const struct {
+		const char *gshadow, *why;
+	} cases[] = {
+		{"$6$salt$hash::", "has a password in /etc/gshadow"},
+		{"::", "has a password in /etc/gshadow"},
+		{"!:daemon:", "other than its agent in /etc/gshadow"},
+		{"!::daemon", "other than its agent in /etc/gshadow"},
+		{"!::", NULL},
+	};
+
+	db_load(&db, "root:x:0:0::/:/bin/sh\n", "root:x:0:\n", NULL, NULL);
+	ASSERT_EQ(users_db_ensure(&db, "a", (uid_t)-1, &a), 0);
+	snprintf(name, sizeof(name), "%s", a.name);
+	users_db_done(&db);
+	for (size_t i = 0; i < ELEMENTSOF(cases); i++)
+		for (int rebuilt = 0; rebuilt <= 1; rebuilt++) {
+			snprintf(gs, sizeof(gs), "root:*::\n%s:%s\n", name, cases[i].gshadow);
+			db_load(&db, "root:x:0:0::/:/bin/sh\n", "root:x:0:\n", "root:*:1::::::\n",
+				gs);
+			if (rebuilt)
+				ASSERT_EQ(registry_add(&db.reg, 10100, name, "a", REGISTRY_ACTIVE),
+					  0);
+			int r = users_db_ensure(&db, "a", (uid_t)-1, &a);
+			if (cases[i].why) {
+				EXPECT_EQ(r, -EEXIST);
+				EXPECT_NOT_NULL(strstr(db.err, cases[i].why));
+			} else {
+				EXPECT_EQ(r, 0);
+				EXPECT_STREQ(a.name, name);
+			}
+			users_db_done(&db);
+		}
+	/* The same for pistis's shared groups. */
+	db_load(&db, "root:x:0:0::/:/bin/sh\n", "root:x:0:\n", "root:*:1::::::\n",
+		"root:*::\npi-tools:secret::\n");
+	EXPECT_EQ(users_db_ensure_base(&db), -EEXIST);
+	EXPECT_NOT_NULL(strstr(db.err, "group 'pi-tools' has a password in /etc/gshadow"));
+	users_db_done(&db);
+}
+
 /* uid = gid, and the group is the agent's alone: a gid some account in /etc/passwd already
  * has as its primary group (without a group line) is not handed out, or that account would
  * share the agent's group. */
