@@ -89,19 +89,6 @@ static bool field_locked(const struct pwfile *f, size_t idx, bool x_ok)
 	return p[0] == '!' || p[0] == '*' || (x_ok && n == 1 && p[0] == 'x');
 }
 
-/* Whether name is one of the comma-separated entries in p[0..n). */
-static bool list_has(const char *p, size_t n, const char *name, size_t nl)
-{
-	for (size_t s = 0; s + nl <= n;) {
-		const char *c = memchr(p + s, ',', n - s);
-		size_t e = c ? (size_t)(c - p) : n;
-		if (e - s == nl && !memcmp(p + s, name, nl))
-			return true;
-		s = e + 1;
-	}
-	return false;
-}
-
 /* An agent's user is a member of its own group and pi-sandbox, and of nothing else: an
  * image's /etc may name it in advance (the name is derived from the id), and a membership
  * in shadow, sudo, disk or another agent's group, or a gshadow admin entry, would give it
@@ -132,8 +119,8 @@ static int check_memberships(struct users_db *db, const char *name)
 				   ((gn == nl && !memcmp(g, name, nl)) ||
 				    (gn == strlen(USERS_SANDBOX_GROUP) &&
 				     !memcmp(g, USERS_SANDBOX_GROUP, gn)));
-			bool admin = list_has(p, n, name, nl);
-			if (!admin && (own || !list_has(m, mn, name, nl)))
+			bool admin = pwfile_list_has(p, n, name);
+			if (!admin && (own || !pwfile_list_has(m, mn, name)))
 				continue;
 			entry_name(f, (ssize_t)i, other, sizeof(other));
 			return fail(db, -EEXIST,

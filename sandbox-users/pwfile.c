@@ -468,9 +468,22 @@ void pwfile_delete(struct pwfile *f, size_t idx)
 	}
 }
 
+/* Whether the list entry m[0..len) is name as glibc reads it: nss_files (parse_list in
+ * files-parse.c) skips isspace() bytes before each entry, so " name" in sudo's member list
+ * makes name a member of sudo for initgroups. Trailing bytes are kept there, so they are
+ * here too. */
+static bool member_eq(const char *m, size_t len, const char *name, size_t nl)
+{
+	while (len > 0 && (*m == ' ' || (*m >= '\t' && *m <= '\r'))) {
+		m++;
+		len--;
+	}
+	return name_eq(m, len, name, nl);
+}
+
 /* Whether name is one of the comma-separated members in p[0..n). pi-sandbox lists every
  * agent: the commas are found sixteen bytes a step (SSE2), and each member is compared with
- * name_eq. No memmem: every member starts with the same "pi-agent-", the worst case for a
+ * member_eq. No memmem: every member starts with the same "pi-agent-", the worst case for a
  * general substring search. */
 static bool members_contain(const char *p, size_t n, const char *name)
 {
@@ -482,7 +495,7 @@ static bool members_contain(const char *p, size_t n, const char *name)
 		unsigned m = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(',')));
 		while (m) {
 			size_t e = i + (size_t)__builtin_ctz(m);
-			if (name_eq(p + s, e - s, name, nl))
+			if (member_eq(p + s, e - s, name, nl))
 				return true;
 			s = e + 1;
 			m &= m - 1;
@@ -491,11 +504,16 @@ static bool members_contain(const char *p, size_t n, const char *name)
 #endif
 	for (; i < n; i++)
 		if (p[i] == ',') {
-			if (name_eq(p + s, i - s, name, nl))
+			if (member_eq(p + s, i - s, name, nl))
 				return true;
 			s = i + 1;
 		}
-	return name_eq(p + s, n - s, name, nl); /* the last member (or an empty field) */
+	return member_eq(p + s, n - s, name, nl); /* the last member (or an empty field) */
+}
+
+bool pwfile_list_has(const char *p, size_t n, const char *name)
+{
+	return members_contain(p, n, name);
 }
 
 bool pwfile_member_has(const struct pwfile *f, size_t idx, const char *name)
@@ -582,7 +600,7 @@ static int list_remove(struct pwfile *f, size_t idx, unsigned field, const char 
 	for (size_t s = 0; s <= llen;) {
 		const char *c = memchr(list + s, ',', llen - s);
 		size_t e = c ? (size_t)(c - list) : llen;
-		if (!(e - s == nlen && memcmp(list + s, name, nlen) == 0)) {
+		if (!member_eq(list + s, e - s, name, nlen)) {
 			if (!first)
 				text[o++] = ',';
 			memcpy(text + o, list + s, e - s);

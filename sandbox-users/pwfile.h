@@ -88,6 +88,10 @@ int pwfile_member_remove(struct pwfile *f, size_t idx, const char *name);
 /* gshadow: remove name from the administrators (third) field of entry idx, keeping the
  * rest of the line byte for byte. Returns 1 when the line changed, 0 when not, -errno. */
 int pwfile_admin_remove(struct pwfile *f, size_t idx, const char *name);
+/* Whether name is one of the comma-separated entries in p[0..n), white space before an
+ * entry skipped as glibc's nss_files does (" name" is name). The one rule for every member
+ * and administrator test, and for what pwfile_member_remove and pwfile_admin_remove drop. */
+bool pwfile_list_has(const char *p, size_t n, const char *name);
 /* True when name is listed in the members field of entry idx. */
 bool pwfile_member_has(const struct pwfile *f, size_t idx, const char *name);
 

@@ -752,6 +752,82 @@ TEST(ensure_checks_a_gshadow_line_without_a_group_line)
 	users_db_done(&db);
 }
 
+/* glibc's nss_files skips white space before each member name: " NAME" in sudo's list
+ * makes the agent a member of sudo (initgroups). The membership checks read it the same
+ * way, for a new agent and for a recorded one (the locked path). */
+TEST(ensure_refuses_a_membership_behind_white_space)
+{
+	struct users_db db;
+	struct users_identity a;
+	char name[64], pw[256], gr[512], gs[512];
+	static const struct {
+		const char *gr_tail, *gs_tail, *why;
+	} cases[] = {
+		{"sudo:x:27: NAME\n", "sudo:*::\n", "member of group 'sudo' in /etc/group"},
+		{"sudo:x:27:daemon, NAME\n", "sudo:*::\n", "member of group 'sudo' in /etc/group"},
+		{"sudo:x:27:\n", "sudo:*::  NAME\n", "member of group 'sudo' in /etc/gshadow"},
+		{"sudo:x:27:\n", "sudo:*: NAME:\n",
+		 "administrator of group 'sudo' in /etc/gshadow"},
+		{"sudo:x:27:NAME \n", "sudo:*::\n", NULL}, /* glibc keeps trailing bytes */
+	};
+
+	db_load(&db, "root:x:0:0::/:/bin/sh\n", "root:x:0:\n", NULL, NULL);
+	ASSERT_EQ(users_db_ensure(&db, "a", (uid_t)-1, &a), 0);
+	snprintf(name, sizeof(name), "%s", a.name);
+	users_db_done(&db);
+	for (size_t i = 0; i < ELEMENTSOF(cases); i++)
+		for (int rebuilt = 0; rebuilt <= 1; rebuilt++) {
+			char grt[128], gst[128], *n;
+			snprintf(grt, sizeof(grt), "%s", cases[i].gr_tail);
+			snprintf(gst, sizeof(gst), "%s", cases[i].gs_tail);
+			if ((n = strstr(grt, "NAME")))
+				snprintf(n, sizeof(grt) - (size_t)(n - grt), "%s%s", name,
+					 cases[i].gr_tail + (n - grt) + 4);
+			if ((n = strstr(gst, "NAME")))
+				snprintf(n, sizeof(gst) - (size_t)(n - gst), "%s%s", name,
+					 cases[i].gs_tail + (n - gst) + 4);
+			snprintf(pw, sizeof(pw), "root:x:0:0::/:/bin/sh\n");
+			snprintf(gr, sizeof(gr), "root:x:0:\n%s", grt);
+			snprintf(gs, sizeof(gs), "root:*::\n%s", gst);
+			db_load(&db, pw, gr, "root:*:1::::::\n", gs);
+			if (rebuilt)
+				ASSERT_EQ(registry_add(&db.reg, 10100, name, "a", REGISTRY_ACTIVE),
+					  0);
+			int r = users_db_ensure(&db, "a", (uid_t)-1, &a);
+			if (cases[i].why) {
+				EXPECT_EQ(r, -EEXIST);
+				EXPECT_NOT_NULL(strstr(db.err, cases[i].why));
+			} else
+				EXPECT_EQ(r, 0);
+			users_db_done(&db);
+		}
+}
+
+/* remove takes the agent out of a member or administrator list where glibc would see it,
+ * white space before the name included; every other byte of the line stays. */
+TEST(remove_clears_a_member_behind_white_space)
+{
+	struct users_db db;
+	struct users_identity a;
+	char line[2][256], want[1024], *out;
+
+	db_load(&db, PASSWD, GROUP, SHADOW, GSHADOW);
+	ASSERT_EQ(users_db_ensure(&db, "a", (uid_t)-1, &a), 0);
+	snprintf(line[0], sizeof(line[0]), "sudo:x:27:ops, %s,%s ", a.name, a.name);
+	ASSERT_EQ(pwfile_append(&db.f[PWFILE_GROUP], line[0]), 0);
+	snprintf(line[1], sizeof(line[1]), "sudo:*:  %s:ops, %s", a.name, a.name);
+	ASSERT_EQ(pwfile_append(&db.f[PWFILE_GSHADOW], line[1]), 0);
+	ASSERT_EQ(users_db_remove(&db, "a", false), 0);
+	out = db_text(&db, PWFILE_GROUP);
+	snprintf(want, sizeof(want), "sudo:x:27:ops,%s \n", a.name);
+	EXPECT_NOT_NULL(strstr(out, want));
+	free(out);
+	out = db_text(&db, PWFILE_GSHADOW);
+	EXPECT_NOT_NULL(strstr(out, "sudo:*::ops\n"));
+	free(out);
+	users_db_done(&db);
+}
+
 /* uid = gid, and the group is the agent's alone: a gid some account in /etc/passwd already
  * has as its primary group (without a group line) is not handed out, or that account would
  * share the agent's group. */
@@ -1339,6 +1415,11 @@ TEST(fast_path_sends_doubt_to_the_locked_path)
 	snprintf(line[1], sizeof(line[1]), "staff:x:50:daemon,%sx", id.name);
 	snprintf(line[2], sizeof(line[2]), "staff:*:%s:", id.name);
 	snprintf(line[3], sizeof(line[3]), "twin:x:%u:%u::/:/bin/sh", id.uid, id.uid);
+	/* glibc skips white space before a member name: these are memberships. */
+	char spaced[3][128];
+	snprintf(spaced[0], sizeof(spaced[0]), "sudo:x:27: %s", id.name);
+	snprintf(spaced[1], sizeof(spaced[1]), "sudo:*::daemon, %s", id.name);
+	snprintf(spaced[2], sizeof(spaced[2]), "sudo:x:27:\t%s", id.name);
 	char twin_group[64];
 	snprintf(twin_group, sizeof(twin_group), "twin:x:%u:", id.uid);
 	const struct {
@@ -1351,6 +1432,10 @@ TEST(fast_path_sends_doubt_to_the_locked_path)
 		{"gshadow", line[2], "administrator of group 'staff'", 0640, 42},
 		{"passwd", line[3], "user 'twin' in /etc/passwd shares id", 0644, 0},
 		{"group", twin_group, "group 'twin' in /etc/group shares gid", 0644, 0},
+		{"group", spaced[0], "member of group 'sudo' in /etc/group", 0644, 0},
+		{"gshadow", spaced[1], "member of group 'sudo' in /etc/gshadow", 0640, 42},
+		/* a tab is a control byte: the parser refuses the file */
+		{"group", spaced[2], "control character", 0644, 0},
 	};
 	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
 		char rel[32], *orig;
@@ -1362,7 +1447,7 @@ TEST(fast_path_sends_doubt_to_the_locked_path)
 		write_file(etc, cases[i].file, text, cases[i].mode, cases[i].gid);
 		int r = users_ensure(root, "fast", (uid_t)-1, &id);
 		if (cases[i].why) {
-			EXPECT_EQ(r, -EEXIST);
+			EXPECT_EQ(r, strstr(cases[i].why, "control") ? -EINVAL : -EEXIST);
 			EXPECT_NOT_NULL(strstr(users_last_error(), cases[i].why));
 		} else {
 			EXPECT_EQ(r, 0);
