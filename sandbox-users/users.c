@@ -746,6 +746,9 @@ static bool fast_complete(struct ctx *c, const char *agent_id, uid_t want_uid,
 			goto out;
 	}
 #define HAS(k, name) (!buf[k] || pwfile_scan(k, buf[k], len[k], name, &l) == 0)
+#define LOCKED(k, name)                                                                            \
+	(!buf[k] ||                                                                                \
+	 (pwfile_scan(k, buf[k], len[k], name, &l) == 0 && scan_locked(buf[k], &l, false)))
 	if (pwfile_scan(PWFILE_PASSWD, buf[PWFILE_PASSWD], len[PWFILE_PASSWD], rec.name, &l) < 0 ||
 	    l.id != rec.uid || l.gid != rec.uid || !scan_locked(buf[PWFILE_PASSWD], &l, true))
 		goto out;
@@ -780,12 +783,13 @@ static bool fast_complete(struct ctx *c, const char *agent_id, uid_t want_uid,
 		goto out;
 	if (pwfile_scan(PWFILE_GROUP, buf[PWFILE_GROUP], len[PWFILE_GROUP], USERS_SANDBOX_GROUP,
 			&sb_g) < 0 ||
-	    sb_g.id != USERS_SANDBOX_GID ||
+	    sb_g.id != USERS_SANDBOX_GID || !scan_locked(buf[PWFILE_GROUP], &sb_g, true) ||
 	    !pwfile_scan_member_has(PWFILE_GROUP, buf[PWFILE_GROUP], &sb_g, rec.name))
 		goto out;
 	if (buf[PWFILE_GSHADOW] &&
 	    (pwfile_scan(PWFILE_GSHADOW, buf[PWFILE_GSHADOW], len[PWFILE_GSHADOW],
 			 USERS_SANDBOX_GROUP, &sb_gs) < 0 ||
+	     !scan_locked(buf[PWFILE_GSHADOW], &sb_gs, false) ||
 	     !pwfile_scan_member_has(PWFILE_GSHADOW, buf[PWFILE_GSHADOW], &sb_gs, rec.name)))
 		goto out;
 	/* A member of its own group and pi-sandbox, of nothing else (db.c). */
@@ -793,16 +797,19 @@ static bool fast_complete(struct ctx *c, const char *agent_id, uid_t want_uid,
 	    (buf[PWFILE_GSHADOW] && !scan_memberships_own(buf[PWFILE_GSHADOW], len[PWFILE_GSHADOW],
 							  rec.name, &own_gs, &sb_gs)))
 		goto out;
+	/* pi-tools and its group with their ids and no password, as ensure_base wants them. */
 	if (pwfile_scan(PWFILE_PASSWD, buf[PWFILE_PASSWD], len[PWFILE_PASSWD], USERS_TOOLS_USER,
 			&l) < 0 ||
-	    l.id != USERS_TOOLS_UID || l.gid != USERS_TOOLS_UID)
+	    l.id != USERS_TOOLS_UID || l.gid != USERS_TOOLS_UID ||
+	    !scan_locked(buf[PWFILE_PASSWD], &l, true))
 		goto out;
 	if (pwfile_scan(PWFILE_GROUP, buf[PWFILE_GROUP], len[PWFILE_GROUP], USERS_TOOLS_USER, &l) <
 		    0 ||
-	    l.id != USERS_TOOLS_UID)
+	    l.id != USERS_TOOLS_UID || !scan_locked(buf[PWFILE_GROUP], &l, true))
 		goto out;
-	if (!HAS(PWFILE_SHADOW, USERS_TOOLS_USER) || !HAS(PWFILE_GSHADOW, USERS_TOOLS_USER))
+	if (!LOCKED(PWFILE_SHADOW, USERS_TOOLS_USER) || !LOCKED(PWFILE_GSHADOW, USERS_TOOLS_USER))
 		goto out;
+#undef LOCKED
 #undef HAS
 	users_identity_fill(ret, agent_id, rec.name, rec.uid);
 	ok = true;

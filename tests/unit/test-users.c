@@ -1459,6 +1459,55 @@ TEST(fast_path_sends_doubt_to_the_locked_path)
 	rm_root(root);
 }
 
+/* The confirmation of an existing agent checks pi-tools' password and the group passwords
+ * of pi-sandbox and pi-tools on the lines it reads, as the locked path does (ensure_base):
+ * one that is not locked sends the call there, which refuses it. */
+TEST(fast_path_checks_the_base_passwords)
+{
+	char *root = make_root(), etc[2048];
+	struct users_identity id;
+	const struct {
+		const char *file, *from, *to, *why;
+		mode_t mode;
+		gid_t gid;
+	} cases[] = {
+		{"passwd", "\npi-tools:x:", "\npi-tools::",
+		 "user 'pi-tools' has a password in /etc/passwd", 0644, 0},
+		{"shadow", "\npi-tools:!:", "\npi-tools::",
+		 "user 'pi-tools' has a password in /etc/shadow", 0640, 42},
+		{"shadow", "\npi-tools:!:", "\npi-tools:$6$s$h:", "has a password in /etc/shadow",
+		 0640, 42},
+		{"group", "\npi-tools:x:", "\npi-tools:pw:",
+		 "group 'pi-tools' has a password in /etc/group", 0644, 0},
+		{"gshadow", "\npi-tools:!:", "\npi-tools::",
+		 "group 'pi-tools' has a password in /etc/gshadow", 0640, 42},
+		{"group", "\npi-sandbox:x:", "\npi-sandbox:pw:",
+		 "group 'pi-sandbox' has a password in /etc/group", 0644, 0},
+		{"gshadow", "\npi-sandbox:!:", "\npi-sandbox:$6$s$h:",
+		 "group 'pi-sandbox' has a password in /etc/gshadow", 0640, 42},
+	};
+
+	snprintf(etc, sizeof(etc), "%s/etc", root);
+	ASSERT_EQ(users_ensure(root, "fast", (uid_t)-1, &id), 0);
+	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+		char rel[32], text[8192], *orig, *at;
+		snprintf(rel, sizeof(rel), "etc/%s", cases[i].file);
+		orig = read_text(root, rel);
+		ASSERT_NOT_NULL(orig);
+		at = strstr(orig, cases[i].from);
+		ASSERT_NOT_NULL(at);
+		snprintf(text, sizeof(text), "%.*s%s%s", (int)(at - orig), orig, cases[i].to,
+			 at + strlen(cases[i].from));
+		write_file(etc, cases[i].file, text, cases[i].mode, cases[i].gid);
+		EXPECT_EQ(users_ensure(root, "fast", (uid_t)-1, &id), -EEXIST);
+		EXPECT_NOT_NULL(strstr(users_last_error(), cases[i].why));
+		write_file(etc, cases[i].file, orig, cases[i].mode, cases[i].gid);
+		free(orig);
+	}
+	EXPECT_EQ(users_ensure(root, "fast", (uid_t)-1, &id), 0);
+	rm_root(root);
+}
+
 TEST(corrupt_files_name_file_and_line_and_write_nothing)
 {
 	char *root, etc[2048], *before, *after;
