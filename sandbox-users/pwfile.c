@@ -567,6 +567,18 @@ int pwfile_member_add(struct pwfile *f, size_t idx, const char *name)
 	text = uarena_alloc(line_len + 1 + nlen + 1);
 	if (!text)
 		return -ENOMEM;
+	if (f->lines[idx].term == 2) {
+		/* A CRLF line: glibc reads the \r as part of the last member, so the name goes
+		 * first, followed by a ',' even in an empty list (nss_files skips the white
+		 * space before an entry, and the "\r" left is none). */
+		size_t o = (size_t)(members - line);
+		memcpy(text, line, o);
+		memcpy(text + o, name, nlen);
+		text[o + nlen] = ',';
+		memcpy(text + o + nlen + 1, members, mlen);
+		text[o + nlen + 1 + mlen] = '\0';
+		return replace_line(f, idx, text);
+	}
 	memcpy(text, line, line_len);
 	size_t o = line_len;
 	if (mlen > 0)

@@ -420,4 +420,15 @@ out=$(in_root "$R" pistisd users ensure agent/gs 2>&1); rc=$?
 is "rebuilt image: recorded agent, group line missing, gshadow admin: refused" "$rc" 1
 like "... saying so" "$out" "group '$name' lists members or administrators other than its agent in /etc/gshadow"
 
+# --- a CRLF /etc/group: glibc must see the new agents in pi-sandbox -----------------
+R=$(root_fresh debian)
+in_root "$R" pistisd users ensure-base >/dev/null
+sed -i 's/$/\r/' "$R/etc/group"
+n1=$(in_root "$R" pistisd users ensure agent/one | field name)
+n2=$(in_root "$R" pistisd users ensure agent/two | field name)
+like "CRLF group: agent/one in pi-sandbox (glibc)" "$(in_root "$R" id -Gn "$n1")" '(^| )pi-sandbox( |$)'
+like "CRLF group: agent/two in pi-sandbox (glibc)" "$(in_root "$R" id -Gn "$n2")" '(^| )pi-sandbox( |$)'
+like "... root's line kept byte for byte" "$(od -c "$R/etc/group" | head -2)" 'r   o   o   t   :   x   :   0   :  \\r  \\n'
+ok "... confirmed" in_root "$R" pistisd users ensure agent/two
+
 done_testing
