@@ -243,6 +243,16 @@ const struct seccomp_profile_rule seccomp_profile_rules[] = {
 	DENY_ARG32("ioctl", 1, TIOCSETD),
 	DENY_FAMILIES("socket"),
 	DENY_FAMILIES("socketpair"),
+	/* The obsolete SOCK_PACKET type (10): the kernel makes socket(AF_INET, SOCK_PACKET)
+	 * a packet socket (PF_PACKET, which the family rules above refuse by number) and
+	 * loads af_packet where it is a module. Compared on the type bits only (the kernel's
+	 * SOCK_TYPE_MASK, 0xf), so SOCK_CLOEXEC or SOCK_NONBLOCK around it change nothing;
+	 * no family has another use for the type. */
+	{.name = "socket",
+	 .action = SECCOMP_PROFILE_EPERM,
+	 .argn = 1,
+	 .mask = 0xf,
+	 .value = 10 /* SOCK_PACKET */},
 	DENY_INET_PROTOCOLS(AF_INET),
 	DENY_INET_PROTOCOLS(AF_INET6),
 	DENY_NETLINK_PROTOCOLS,

@@ -985,6 +985,47 @@ TEST(socket_protocols_only_the_common_ones)
 	}
 }
 
+/* socket(AF_INET, SOCK_PACKET) is a PF_PACKET socket to the kernel: refused by the
+ * filter whatever the family and the flags around the type (root's CAP_NET_RAW would let
+ * the kernel make it, so only the filter answers EPERM here), while the types agents use
+ * stay allowed. */
+static int packet_try_all(unsigned long long *bad)
+{
+	static const int families[] = {AF_INET, AF_INET6, AF_UNIX, AF_NETLINK};
+	static const int flags[] = {0, SOCK_CLOEXEC, SOCK_NONBLOCK, SOCK_CLOEXEC | SOCK_NONBLOCK};
+
+	for (size_t i = 0; i < ELEMENTSOF(families); i++)
+		for (size_t j = 0; j < ELEMENTSOF(flags); j++) {
+			long fd = syscall(SYS_socket, families[i], SOCK_PACKET | flags[j], 0);
+			if (fd >= 0 || errno != EPERM) {
+				*bad = (unsigned long long)families[i] << 32 |
+				       (unsigned)(SOCK_PACKET | flags[j]);
+				return -1;
+			}
+		}
+	for (size_t j = 0; j < ELEMENTSOF(flags); j++) {
+		long fd = syscall(SYS_socket, AF_INET, SOCK_DGRAM | flags[j], 0);
+		if (fd < 0) {
+			*bad = (unsigned long long)AF_INET << 32 |
+			       (unsigned)(SOCK_DGRAM | flags[j]);
+			return -1;
+		}
+		close((int)fd);
+	}
+	return 0;
+}
+
+TEST(socket_packet_type_is_refused)
+{
+	unsigned long long bad = 0;
+	int st = in_filtered_child(_metadata, packet_try_all, &bad);
+
+	if (st != 0)
+		tap_report(__FILE__, __LINE__, "socket(%llu, 0x%llx, 0): %s", bad >> 32,
+			   bad & 0xffffffffULL, st == 256 ? "wrong answer" : "child failed");
+	EXPECT_EQ(st, 0);
+}
+
 static void expect_killed(struct tap_metadata *_metadata, const char *mode, int sig)
 {
 	static struct capture cap;
