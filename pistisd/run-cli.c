@@ -42,7 +42,9 @@ static void usage(FILE *f)
 		"own session, no capabilities, seccomp, no_new_privs, rlimits, a cgroup (or the\n"
 		"process group), abstract UNIX sockets of its own tree only (Landlock), the\n"
 		"agent's environment. Output is streamed; the exit code is CMD's, or\n"
-		"128+signal. Needs root.\n\n"
+		"128+signal. SIGTERM or SIGHUP (or a second SIGINT) stops CMD's whole tree:\n"
+		"SIGTERM, 2 s, then SIGKILL; a first SIGINT, SIGQUIT, SIGUSR1, SIGUSR2 go to\n"
+		"CMD itself. Needs root.\n\n"
 		"Options:\n"
 		"  --agent ID          agent id (its user is created or confirmed first)\n"
 		"  --uid N             the uid the agent must have (passed to users ensure)\n"
@@ -137,6 +139,7 @@ struct loop {
 	bool pty;
 	bool forward_stdin;
 	int sig_fd;
+	unsigned interrupts;	     /* SIGINTs received */
 	struct spawn_error exec_err; /* the start failed (run_loop returned 1) */
 };
 
@@ -266,7 +269,15 @@ static int run_loop(struct loop *l)
 					struct winsize ws;
 					if (l->pty && ioctl(1, TIOCGWINSZ, &ws) == 0)
 						(void)spawn_resize(p, ws.ws_col, ws.ws_row);
+				} else if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGHUP ||
+					   (si.ssi_signo == SIGINT && l->interrupts++ > 0)) {
+					/* Stop, as a cancel does: SIGTERM to the whole tree,
+					 * the grace period, then SIGKILL. A command that
+					 * ignores SIGTERM cannot keep us, nor outlive us. */
+					(void)spawn_stop(p);
 				} else {
+					/* The first SIGINT (a terminal's ^C), SIGQUIT,
+					 * SIGUSR1, SIGUSR2: to the main process. */
 					(void)spawn_signal(p, (int)si.ssi_signo);
 				}
 			}
@@ -572,7 +583,8 @@ int run_cli_main(int argc, char **argv)
 		}
 	}
 
-	/* Signals meant for the command arrive here as data (signalfd) and are forwarded. */
+	/* Signals arrive here as data (signalfd): forwarded to the command, or a stop
+	 * (run_loop). */
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGTERM);

@@ -121,6 +121,51 @@ out=$(in_root "$R" sh -c 'pistisd run --agent agent/in --pty --stdin --timeout 2
 like "--pty --stdin: 12,000 lines through the terminal, all of them" "$out" 'lines=12000$'
 umount "$R/dev/pts" 2>/dev/null
 
+# --- signals to pistisd run: SIGTERM, SIGHUP or a second SIGINT stop the whole tree -------
+# A command that ignores SIGTERM (and a setsid'd grandchild) must neither keep pistisd run
+# waiting nor outlive it: the stop sends SIGTERM to the tree, waits the grace (2 s), then
+# SIGKILLs it. A first SIGINT goes to the command itself, as a terminal's ^C would.
+R=$(root_fresh debian) || { skip "signals" "root_fresh debian failed"; done_testing; exit; }
+ua=$(in_root "$R" pistisd run --agent agent/sig -- /usr/bin/id -u)
+# sig_stop SIG [SIG...]: start the stubborn command, send the signals a second apart, then
+# print pistisd run's exit code, the seconds it took after the last one, and the agent's
+# processes left. The command sleeps D seconds (default 30) ignoring TERM, INT and HUP.
+sig_stop() {
+	local rp t0 rc n=0
+	(in_root_exec "$R" pistisd run --agent agent/sig --json -- sh -c \
+		"setsid sleep 301 </dev/null >/dev/null 2>&1 & trap '' TERM INT HUP; sleep ${D:-30}" \
+		2>"$R/tmp/sig.json") &
+	rp=$!
+	while [ "$(root_pids "$R" "$ua" | wc -w)" -lt 2 ] && [ $n -lt 100 ]; do
+		sleep 0.1
+		n=$((n + 1))
+	done
+	for s in "$@"; do
+		sleep 1
+		t0=$EPOCHREALTIME
+		kill -"$s" "$rp"
+	done
+	wait "$rp"
+	rc=$?
+	echo "$rc $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%d", b - a }') \
+$(root_pids "$R" "$ua" | wc -w)"
+}
+read -r rc secs left <<<"$(sig_stop TERM)"
+ok "SIGTERM to pistisd run: it ends though the command ignores SIGTERM (exit $rc: 137)" \
+	test "$rc" = 137
+ok "... after the grace, not the command's 30 s ($secs s)" test "$secs" -le 6
+is "... and nothing of the tree is left (the setsid'd sleeper included)" "$left" 0
+like "... --json says cancelled" "$(cat "$R/tmp/sig.json")" '"end":"cancelled"'
+read -r rc secs left <<<"$(sig_stop HUP)"
+ok "SIGHUP likewise (exit $rc, $secs s)" test "$rc" = 137 -a "$secs" -le 6
+is "... nothing left" "$left" 0
+read -r rc secs left <<<"$(D=7 sig_stop INT)"
+ok "one SIGINT goes to the command, which ignores it: it runs on to its end (exit $rc, $secs s)" \
+	test "$rc" = 0 -a "$secs" -ge 4
+read -r rc secs left <<<"$(sig_stop INT INT)"
+ok "a second SIGINT stops the tree (exit $rc, $secs s)" test "$rc" = 137 -a "$secs" -le 6
+is "... nothing left" "$left" 0
+
 # --- trusted commands: no_new_privs off exactly when they are configured ---------------
 R=$(root_fresh debian) || { skip "trusted commands" "root_fresh debian failed"; done_testing; exit; }
 S=$(scratch)
