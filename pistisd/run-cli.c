@@ -481,6 +481,10 @@ int run_cli_main(int argc, char **argv)
 		log_error("--cwd '%s' is not beneath " RUN_CWD_ROOTS_TEXT, cwd);
 		return EXIT_USAGE;
 	}
+	if (!argv[optind][0]) {
+		log_error("the command after '--' is empty; see 'pistisd run --help'");
+		return EXIT_USAGE;
+	}
 	if (geteuid() != 0) {
 		log_error("pistisd run needs root (it switches to the agent's user)");
 		return EXIT_SYSTEM;
@@ -506,6 +510,31 @@ int run_cli_main(int argc, char **argv)
 	if (r < 0) {
 		log_error_errno(r, "Failed to prepare the spawn core (seccomp, /proc): %m");
 		return EXIT_SYSTEM;
+	}
+	/* A limit asked for holds or nothing runs. --pids-max always holds as NPROC (the
+	 * agent's processes, all commands together), the cgroup's pids.max only where that
+	 * controller is delegated. */
+	{
+		unsigned have = spawn_ctx_cgroup_features(ctx);
+		bool mem = so.cgroup.memory_max && !(have & CGROUP_HAS_MEMORY);
+		bool cpu = so.cgroup.cpu_weight && !(have & CGROUP_HAS_CPU);
+
+		if (mem || cpu) {
+			log_error("Refusing to run: %s%s%s need%s the %s controller%s, which "
+				  "pistis's cgroups do not have here (tree control: %s; "
+				  "docs/spawn.md, cgroup v2); run without it",
+				  mem ? "--memory-max" : "", mem && cpu ? " and " : "",
+				  cpu ? "--cpu-weight" : "", mem && cpu ? "" : "s",
+				  mem && cpu ? "memory and cpu"
+				  : mem	     ? "memory"
+					     : "cpu",
+				  mem && cpu ? "s" : "", spawn_ctx_tree_control(ctx));
+			goto out;
+		}
+		if (so.cgroup.pids_max && !(have & CGROUP_HAS_PIDS))
+			log_warning("--pids-max holds as NPROC only (the agent's processes in all, "
+				    "not this command's): no pids controller for pistis's cgroups "
+				    "here");
 	}
 	if (strcmp(root, "/")) {
 		if (chroot(root) < 0 || chdir("/") < 0) {
