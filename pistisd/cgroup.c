@@ -641,13 +641,15 @@ int cgroup_kill(int dir_fd)
 	 * killed once, children are moved the old way (cgroup.procs) from then on. */
 	(void)fremovexattr(dir_fd, FRESH_XATTR);
 	r = write_at(dir_fd, "cgroup.kill", "1");
-
-	if (r != -ENOENT)
+	if (r < 0 && r != -ENOENT)
 		return r;
-	/* Before 5.14: every member by pid, pinned (freeze-free best effort; repeat until
-	 * empty in the caller). */
-	r = cgroup_signal_procs(dir_fd, SIGKILL);
-	return r < 0 ? r : 0;
+	/* Every member by pid as well, pinned (freeze-free best effort; repeat until empty
+	 * in the caller): before 5.14 there is no cgroup.kill, and where there is, it passes
+	 * over a process whose main thread has exited while its other threads run on (seen on
+	 * 6.18: the zombie leader is listed in cgroup.procs, the threads keep running), which
+	 * a SIGKILL to its pid ends. */
+	int k = cgroup_signal_procs(dir_fd, SIGKILL);
+	return r == 0 || k >= 0 ? 0 : k;
 }
 
 int cgroup_populated(int dir_fd)

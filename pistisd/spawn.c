@@ -1134,7 +1134,9 @@ static int cmp_uid(const void *a, const void *b)
 
 /* What the sweeps read of /proc/PID/status: real, effective, saved and fs uids, the
  * parent, the session (0 where the kernel does not say, before Linux 4.1). False when the
- * process is gone, a zombie, or its status cannot be read. */
+ * process is gone, a zombie, or its status cannot be read. A main thread that has exited
+ * while other threads run on shows "Z" too, with "Threads" above 1: that process is alive
+ * (it holds its fds, it runs), and a SIGKILL to its pid ends it. */
 struct proc_ids {
 	unsigned long uid[4];
 	long ppid, sid;
@@ -1144,7 +1146,8 @@ static bool proc_ids(int proc_fd, pid_t pid, struct proc_ids *ret)
 {
 	char name[32], buf[2048];
 	_cleanup_close_ int fd = -1;
-	const char *st, *u, *pp, *ss;
+	const char *st, *u, *pp, *ss, *th;
+	unsigned long threads = 0;
 	ssize_t n;
 
 	snprintf(name, sizeof(name), "%d/status", (int)pid);
@@ -1160,10 +1163,14 @@ static bool proc_ids(int proc_fd, pid_t pid, struct proc_ids *ret)
 	pp = proc_status_field(buf, "PPid");
 	u = proc_status_field(buf, "Uid");
 	ss = proc_status_field(buf, "NSsid");
+	th = proc_status_field(buf, "Threads");
 	ret->sid = 0;
 	if (ss)
 		(void)sscanf(ss, "%ld", &ret->sid);
-	return st && pp && u && *st != 'Z' && *st != 'X' && sscanf(pp, "%ld", &ret->ppid) == 1 &&
+	if (th)
+		(void)sscanf(th, "%lu", &threads);
+	return st && pp && u && (*st != 'Z' || threads > 1) && *st != 'X' &&
+	       sscanf(pp, "%ld", &ret->ppid) == 1 &&
 	       sscanf(u, "%lu %lu %lu %lu", &ret->uid[0], &ret->uid[1], &ret->uid[2],
 		      &ret->uid[3]) == 4;
 }
@@ -1253,18 +1260,61 @@ static bool agents_trusted_command(const struct sweep *s, pid_t pid)
 	return false;
 }
 
+struct task_root {
+	int task_fd;
+	pid_t pid;
+	struct stat *st;
+	int r;
+};
+
+static bool thread_root(pid_t tid, void *arg)
+{
+	struct task_root *t = arg;
+	char name[32];
+
+	if (tid == t->pid)
+		return false;
+	snprintf(name, sizeof(name), "%d/root", (int)tid);
+	t->r = fstatat(t->task_fd, name, t->st, 0) == 0 ? 0 : negative_errno();
+	return t->r == 0;
+}
+
+/* The root directory of a thread of pid that still runs: /proc/PID/root, or where the
+ * main thread has exited (it has no root any more: ENOENT) another thread's,
+ * /proc/PID/task/TID/root. 0 or -errno. */
+static int task_root(int proc_fd, pid_t pid, struct stat *ret)
+{
+	_cleanup_close_ int task_fd = -1;
+	struct task_root t = {.pid = pid, .st = ret, .r = -ENOENT};
+	char name[32];
+
+	snprintf(name, sizeof(name), "%d/root", (int)pid);
+	if (fstatat(proc_fd, name, ret, 0) == 0)
+		return 0;
+	if (errno != ENOENT)
+		return negative_errno();
+	snprintf(name, sizeof(name), "%d/task", (int)pid);
+	task_fd = openat(proc_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (task_fd < 0)
+		return negative_errno();
+	t.task_fd = task_fd;
+	if (proc_each(task_fd, thread_root, &t) < 0 && t.r == -ENOENT)
+		return -ENOENT;
+	return t.r;
+}
+
 /* Whether the process's root directory is one of s->roots. /proc/PID/root needs ptrace
  * access: unreadable (EACCES), it counts as in; gone (ENOENT, ESRCH), as not. */
 static bool in_roots(const struct sweep *s, pid_t pid)
 {
-	char name[32];
 	struct stat st;
+	int r;
 
 	if (!s->roots)
 		return true;
-	snprintf(name, sizeof(name), "%d/root", (int)pid);
-	if (fstatat(s->proc_fd, name, &st, 0) < 0)
-		return errno != ENOENT && errno != ESRCH;
+	r = task_root(s->proc_fd, pid, &st);
+	if (r < 0)
+		return r != -ENOENT && r != -ESRCH;
 	for (size_t i = 0; i < s->n_roots; i++)
 		if (st.st_dev == s->roots[i].dev && st.st_ino == s->roots[i].ino)
 			return true;

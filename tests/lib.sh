@@ -274,6 +274,27 @@ in_root_exec() {
 	exec env -i "${_ROOT_ENV[@]}" chroot "$r" env "$@"
 }
 
+# How many live threads (not zombies) on the machine have real uid UID, whatever their
+# process's state: a process whose main thread has exited shows no root (/proc/PID/root)
+# and a zombie's status, but its other threads run on (probe ghost). Shell builtins only.
+uid_tasks() { # uid
+	local s k v st n=0
+	for s in /proc/[0-9]*/task/[0-9]*/status; do
+		st=
+		{
+			while read -r k v _; do
+				[ "$k" = State: ] && st=$v
+				if [ "$k" = Uid: ]; then
+					[ "$v" = "$1" ] && [ "$st" != Z ] && [ "$st" != X ] &&
+						n=$((n + 1))
+					break
+				fi
+			done <"$s"
+		} 2>/dev/null
+	done
+	echo "$n"
+}
+
 # The pids of the processes whose root directory is ROOT (the same directory: -ef compares
 # device and inode), optionally only those whose effective uid is UID (as ps -u). Shell
 # builtins only: a fork per process on the machine (a readlink, an awk) took ~0.5 s a call

@@ -10,12 +10,14 @@
  *   probe tiocsti         TIOCSTI on fd 0
  *   probe forkbomb N      fork up to N sleeping children; prints how many it got
  *   probe bg-sleep S [stay]  a setsid()'d child sleeping S s; the probe exits, or stays
+ *   probe ghost S [FILE]  the main thread exits, a second one sleeps S s (FILE held open)
  *   probe sleep S | output BYTES | exit N | raise SIG | winch S | spam S */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/keyctl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -420,6 +422,12 @@ static void on_winch(int sig)
 	winched = 1;
 }
 
+static void *ghost_thread(void *arg)
+{
+	sleep((unsigned)(intptr_t)arg);
+	return NULL;
+}
+
 int main(int argc, char **argv, char **envp)
 {
 	const char *mode = argc > 1 ? argv[1] : "report";
@@ -458,6 +466,19 @@ int main(int argc, char **argv, char **envp)
 		kill(0, SIGTERM);
 		while (wait(NULL) > 0)
 			;
+	} else if (!strcmp(mode, "ghost")) {
+		/* A process whose main thread is gone: it exits alone (SYS_exit, not
+		 * exit_group) while a second thread sleeps arg s on, holding argv[3] open
+		 * read-write if named. Its leader shows as a zombie in /proc. */
+		pthread_t t;
+
+		if (argc > 3 && open(argv[3], O_RDWR | O_CLOEXEC) < 0)
+			return 1;
+		if (pthread_create(&t, NULL, ghost_thread, (void *)(intptr_t)arg))
+			return 1;
+		printf("ghost=%d\n", (int)getpid());
+		fflush(stdout);
+		syscall(SYS_exit, 0);
 	} else if (!strcmp(mode, "bg-sleep")) {
 		pid_t p = fork();
 		if (p == 0) {

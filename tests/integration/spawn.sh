@@ -166,6 +166,46 @@ read -r rc secs left <<<"$(sig_stop INT INT)"
 ok "a second SIGINT stops the tree (exit $rc, $secs s)" test "$rc" = 137 -a "$secs" -le 6
 is "... nothing left" "$left" 0
 
+# --- a process whose main thread has exited, its other threads running on -------------------
+# /proc shows its leader as a zombie and gives it no root, and cgroup.kill passes it over
+# (6.18): every kill must still end it: the command's end, users remove, and a policy apply
+# that takes access away from the file it holds open (red team).
+gh=$(in_root "$R" pistisd run --agent agent/ghost -- /usr/bin/id -u)
+wait_no_tasks() { # uid: up to 3 s for its threads to be gone; prints how many are left
+	local i n
+	for i in $(seq 30); do
+		n=$(uid_tasks "$1")
+		[ "$n" = 0 ] && break
+		sleep 0.1
+	done
+	echo "$n"
+}
+# Twice: with the command cgroups, and without (a tmpfs over the root's /sys/fs/cgroup:
+# the audit session holds the tree, and the /proc sweeps find the ghost).
+for mode in cgroup session; do
+	[ $mode = session ] && mount -t tmpfs -o mode=0755,size=1m no-cgroup "$R/sys/fs/cgroup"
+	in_root "$R" pistisd users ensure agent/ghost >/dev/null
+	in_root "$R" pistisd run --agent agent/ghost -- sh -c "$PROBE ghost 300 </dev/null >/dev/null 2>&1 & sleep 1"
+	is "$mode: a ghost (main thread gone, a thread sleeping on) is killed at its command's end" \
+		"$(wait_no_tasks "$gh")" 0
+	mkdir -p "$R/workspaces/x" && echo data >"$R/workspaces/x/f" && chmod 0666 "$R/workspaces/x/f"
+	in_root "$R" pistisd run --agent agent/ghost --keep-children -- \
+		sh -c "$PROBE ghost 300 /workspaces/x/f </dev/null >/dev/null 2>&1 & sleep 1"
+	ok "$mode: ... --keep-children keeps it (holding /workspaces/x/f open)" \
+		test "$(uid_tasks "$gh")" -ge 1
+	printf '[{"path":"/workspaces","access":"write"},{"path":"/workspaces/x","access":"none"}]\n' \
+		>"$R/tmp/ghost-rules.json"
+	in_root "$R" pistisd policy apply --rules /tmp/ghost-rules.json >/dev/null 2>&1
+	is "$mode: a policy apply that takes /workspaces/x away kills it" "$(wait_no_tasks "$gh")" 0
+	rm -rf "$R/workspaces/x"
+	in_root "$R" pistisd run --agent agent/ghost --keep-children -- \
+		sh -c "$PROBE ghost 300 </dev/null >/dev/null 2>&1 & sleep 1"
+	ok "$mode: another ghost kept" test "$(uid_tasks "$gh")" -ge 1
+	in_root "$R" pistisd users remove agent/ghost >/dev/null 2>&1
+	is "$mode: users remove kills it" "$(wait_no_tasks "$gh")" 0
+	[ $mode = session ] && umount "$R/sys/fs/cgroup"
+done
+
 # --- cgroup limits asked for hold, or nothing runs -----------------------------------------
 # --memory-max and --cpu-weight need their controller delegated to pistis's cgroups; where
 # it is not (this project's hybrid VMs), the run is refused before anything starts.
