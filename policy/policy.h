@@ -265,7 +265,10 @@ int policy_rules_load(int root_fd, const char *path, bool from_root, bool truste
 		      struct policy_rules **ret, struct policy_error *err);
 
 /* Rules must name no symlink: each rule path that exists is resolved beneath root_fd
- * without following symlinks; a symlink is an error naming the rule's line. */
+ * without following symlinks; a symlink is an error naming the rule's line. Nor may a
+ * rule's path be, or lie beneath, the root, /data, a reserved or a trusted tree reached
+ * under another name (a bind mount): every directory on the way is compared by device
+ * and inode (-EINVAL). */
 int policy_rules_check_fs(int root_fd, const struct policy_rules *r, struct policy_error *err);
 
 /* Replace POLICY_RULES_PATH beneath root_fd with buf atomically: temp file in the same

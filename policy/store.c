@@ -109,25 +109,71 @@ int policy_rules_load(int root_fd, const char *path, bool from_root, bool truste
 
 /* The directories a rule must name by their own path, never by another: the root, /data,
  * pistis's own trees and the trusted commands' (a bind mount of /data elsewhere, named by a
- * rule, would be walked whole: the homes, the registry, the secrets, with the rule's
- * access, since the walk knows them by path). */
+ * rule or a path beneath it, would be walked with the rule's access: the homes, the
+ * registry, the secrets, since the walk knows them by path). */
 #define OWN_DIRS_N (2 + POLICY_RESERVED_N + POLICY_TRUSTED_N)
+
+struct own_dirs {
+	const char *path[OWN_DIRS_N];
+	struct stat st[OWN_DIRS_N];
+	bool have[OWN_DIRS_N];
+};
+
+/* Which own directory, under another name, the rule's path is or lies beneath: the index,
+ * with *ret_len the length of the prefix of path that names it; -1 when none (or when the
+ * way stops: a symlink, a missing name, a non-directory; what lies past that is the
+ * walk's to report). Down from the root one name at a time (O_PATH|O_NOFOLLOW, never "..",
+ * SECURITY.md), so each directory on the way is known by the prefix that reached it, and a
+ * bind mount shows the inode it shares with the tree it mounts. Bounded by the path's
+ * components (POLICY_PATH_MAX). */
+static int own_dir_on_way(int root_fd, const struct own_dirs *o, const char *path, size_t *ret_len)
+{
+	_cleanup_close_ int cur = openat(root_fd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	char name[POLICY_NAME_MAX + 1];
+	const char *p = path;
+	struct stat st;
+	size_t n;
+	int fd;
+
+	while (cur >= 0 && fstat(cur, &st) == 0 && S_ISDIR(st.st_mode)) {
+		size_t len = p == path ? 1 : (size_t)(p - path); /* "/" for the root */
+
+		for (size_t j = 0; j < OWN_DIRS_N; j++)
+			if (o->have[j] && st.st_dev == o->st[j].st_dev &&
+			    st.st_ino == o->st[j].st_ino &&
+			    (strlen(o->path[j]) != len || memcmp(o->path[j], path, len))) {
+				*ret_len = len;
+				return (int)j;
+			}
+		p += strspn(p, "/");
+		n = strcspn(p, "/");
+		if (n == 0 || n > POLICY_NAME_MAX)
+			break;
+		memcpy(name, p, n);
+		name[n] = '\0';
+		p += n;
+		fd = openat(cur, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		safe_close(cur);
+		cur = fd;
+	}
+	return -1;
+}
 
 int policy_rules_check_fs(int root_fd, const struct policy_rules *r, struct policy_error *err)
 {
-	const char *dirs[OWN_DIRS_N] = {"/", "/data"};
-	struct stat own[OWN_DIRS_N];
-	bool have[OWN_DIRS_N] = {0};
+	struct own_dirs o = {.path = {"/", "/data"}};
 
-	memcpy(dirs + 2, policy_reserved, sizeof(policy_reserved));
-	memcpy(dirs + 2 + POLICY_RESERVED_N, policy_trusted, sizeof(policy_trusted));
+	memcpy(o.path + 2, policy_reserved, sizeof(policy_reserved));
+	memcpy(o.path + 2 + POLICY_RESERVED_N, policy_trusted, sizeof(policy_trusted));
 
 	for (size_t j = 0; j < OWN_DIRS_N; j++) {
 		_cleanup_close_ int fd = -1;
-		have[j] = policy_resolve(root_fd, dirs[j], O_PATH | O_DIRECTORY, &fd) >= 0 &&
-			  fstat(fd, &own[j]) == 0;
+		o.have[j] = policy_resolve(root_fd, o.path[j], O_PATH | O_DIRECTORY, &fd) >= 0 &&
+			    fstat(fd, &o.st[j]) == 0;
 	}
 	for (size_t i = 0; i < r->n; i++) {
+		const char *path = r->rules[i].path;
+		size_t len = 0;
 		int fd = -1, k;
 		struct stat st;
 
@@ -136,21 +182,27 @@ int policy_rules_check_fs(int root_fd, const struct policy_rules *r, struct poli
 		 * apply. */
 		if (!r->rules[i].line)
 			continue;
-		k = policy_resolve(root_fd, r->rules[i].path, O_PATH, &fd);
+		k = own_dir_on_way(root_fd, &o, path, &len);
+		if (k >= 0) {
+			char msg[240], e[96];
+
+			escape_c(path, len, e, sizeof(e));
+			if (len == r->rules[i].len)
+				snprintf(msg, sizeof(msg),
+					 "is %s under another name (a bind mount?): a rule names "
+					 "it by its own path",
+					 o.path[k]);
+			else
+				snprintf(msg, sizeof(msg),
+					 "lies beneath %s under another name ('%s', a bind "
+					 "mount?): a rule names it by its own path",
+					 o.path[k], e);
+			return fail(err, -EINVAL, r->rules[i].line, msg, path);
+		}
+		k = policy_resolve(root_fd, path, O_PATH, &fd);
 		if (k >= 0 && fstat(fd, &st) < 0)
 			k = negative_errno();
 		safe_close(fd);
-		for (size_t j = 0; k >= 0 && j < OWN_DIRS_N; j++)
-			if (have[j] && st.st_dev == own[j].st_dev && st.st_ino == own[j].st_ino &&
-			    strcmp(r->rules[i].path, dirs[j])) {
-				char msg[160];
-				snprintf(
-					msg, sizeof(msg),
-					"is %s under another name (a bind mount?): a rule names it "
-					"by its own path",
-					dirs[j]);
-				return fail(err, -EINVAL, r->rules[i].line, msg, r->rules[i].path);
-			}
 		/* A link an agent made where it may write (not there when the rules were
 		 * saved) is the walk's to report ("rule not applied"), like an implied rule's:
 		 * refusing the whole file for it would let one agent hold up every tightening.

@@ -408,7 +408,38 @@ for a in "/srv/alias:/data" "/srv/bin-alias:/data/bin"; do
 	like "... saying why" "$out" "is ${a#*:} under another name"
 done
 is "... nothing changed" "$(diff <(echo "$own") <(snap "$R/data/pistis" "$R/data/sandbox-home" "$R/data/agents"))" ""
+# ... nor a path beneath one: a write rule on another agent's home, the secrets or the
+# registry, reached through an alias (the node or the nearest directory on the way that is
+# there); the highest tree on the way is named
+mkdir -p "$R/data/.secrets/gh" "$R/srv/agents-alias"
+mount --bind "$R/data/agents" "$R/srv/agents-alias"
+secrets=$(snap "$R/data/.secrets")
+for a in /srv/alias/agents/pi-agent-0a0a0a0a:/data:/srv/alias \
+	/srv/alias/.secrets/gh:/data:/srv/alias /srv/alias/pistis/sub:/data:/srv/alias \
+	/srv/alias/sandbox-home/x/y:/data:/srv/alias /srv/bin-alias/sub:/data/bin:/srv/bin-alias \
+	/srv/agents-alias/pi-agent-0a0a0a0a:/data/agents:/srv/agents-alias; do
+	IFS=: read -r rp tree alias <<<"$a"
+	printf '[{"path":"/workspaces","access":"read"},{"path":"%s","access":"write"}]\n' \
+		"$rp" >"$work/alias.json"
+	for cmd in plan apply check; do
+		out=$("$P" policy $cmd --root "$R" --rules "$work/alias.json" 2>&1); rc=$?
+		is "$cmd: a rule on $rp (beneath $tree under another name) is refused (exit 1)" "$rc" 1
+		like "... naming the line, the tree and its other name" "$out" \
+			"line 1: '$rp': lies beneath $tree under another name \\('$alias',"
+	done
+done
+is "... nothing changed" "$(diff <(echo "$own") <(snap "$R/data/pistis" "$R/data/sandbox-home" "$R/data/agents"))" ""
+is "... the secrets neither" "$(diff <(echo "$secrets") <(snap "$R/data/.secrets"))" ""
+umount "$R/srv/agents-alias"
 umount "$R/srv/bin-alias" "$R/srv/alias"
+# A bind mount of a directory that is none of pistis's: a rule beneath it applies
+mkdir -p "$R/srv/keep-alias"
+mount --bind "$R/data/keep" "$R/srv/keep-alias"
+printf '[{"path":"/srv/keep-alias/sub","access":"read"}]\n' >"$work/alias.json"
+exits 0 "a rule beneath a bind mount of a tree of no one's applies" \
+	"$P" policy apply --root "$R" --rules "$work/alias.json" --keep-processes
+is "... as the rule says" "$(mode_of "$R/data/keep/sub")" "755 0:0"
+umount "$R/srv/keep-alias"
 
 # --- usage ----------------------------------------------------------------------------
 exits 0 "--help" "$P" policy --help
