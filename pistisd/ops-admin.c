@@ -103,6 +103,7 @@ static const char *event_kind_name(enum policy_event_kind k)
 		[POLICY_EV_ERROR] = "error",
 		[POLICY_EV_NOT_DONE] = "not_done",
 		[POLICY_EV_AGENTS_IN_TRUSTED] = "agents_in_trusted",
+		[POLICY_EV_FOREIGN_SYMLINK] = "foreign_symlink",
 	};
 	return (unsigned)k < ELEMENTSOF(names) && names[k] ? names[k] : "unknown";
 }

@@ -102,6 +102,8 @@ static const char *kind_name(enum policy_event_kind k)
 		return "not-done";
 	case POLICY_EV_AGENTS_IN_TRUSTED:
 		return "agents-in-trusted";
+	case POLICY_EV_FOREIGN_SYMLINK:
+		return "foreign-symlink";
 	default:
 		return "?";
 	}
@@ -239,6 +241,13 @@ static void on_event(void *userdata, const struct policy_event *ev)
 		       "%s (it would then be trusted), not entered; remove it\n",
 		       ev->violation ? "violation" : "error", p, (unsigned)ev->old_uid,
 		       ev->new_uid == 0 ? "root's" : "pi-tools'");
+		break;
+	case POLICY_EV_FOREIGN_SYMLINK:
+		printf("%s %s: a symlink of uid %u under a %s rule: what follows it (git running "
+		       "a hook) gets what it points to, which its owner may change; left, never "
+		       "followed: remove it or put a file of root's in its place\n",
+		       ev->violation ? "violation" : "error", p, (unsigned)ev->old_uid,
+		       ev->rule ? policy_access_name(ev->rule->access) : "?");
 		break;
 	case POLICY_EV_TOO_DEEP:
 		/* Failing closed: the directory is made root:root 0700 (not walked below). */

@@ -200,6 +200,10 @@ enum policy_event_kind {
 	 * none rule would make it root's, and then trusted (on every agent's PATH, pinned by
 	 * `trusted install`). Left as it is, not entered (error; check: a violation). */
 	POLICY_EV_AGENTS_IN_TRUSTED,
+	/* A symlink under a read or none rule whose owner is not the rule's (root; pi-tools in
+	 * the secrets): made where someone could write once (a git hook -> an agent's file).
+	 * Left as it is, never followed (error; check: a violation). */
+	POLICY_EV_FOREIGN_SYMLINK,
 };
 
 struct policy_event {

@@ -219,7 +219,8 @@ static void emit_at(struct walker *w, const struct policy_rule *rule, const char
 	if (kind == POLICY_EV_TOO_DEEP)
 		ev.depth_max = w->sh->max_depth;
 	if (kind == POLICY_EV_ERROR || kind == POLICY_EV_NOT_DONE || kind == POLICY_EV_SYMLINK ||
-	    kind == POLICY_EV_TOO_DEEP || kind == POLICY_EV_AGENTS_IN_TRUSTED)
+	    kind == POLICY_EV_TOO_DEEP || kind == POLICY_EV_AGENTS_IN_TRUSTED ||
+	    kind == POLICY_EV_FOREIGN_SYMLINK)
 		w->st.errors++;
 	if (violation)
 		w->st.violations++;
@@ -693,33 +694,46 @@ static void vanished(struct walker *w)
 }
 
 /* A symlink where the walk looked: name in dfd, st its stat or NULL when d_type said so.
- * Inside a tree it is left alone and counted. At a rule's own path it is an error: rules
- * name real paths (policy_rules_check_fs refuses a symlink, and walk_rule looks again), so
- * one there now was planted since, even between the walk's own looks at the path, and the
- * rule was not applied: say so, and make apply, plan and check fail.
+ * Inside a write tree it is left alone and counted. At a rule's own path it is an error:
+ * rules name real paths (policy_rules_check_fs refuses a symlink, and walk_rule looks
+ * again), so one there now was planted since, even between the walk's own looks at the
+ * path, and the rule was not applied: say so, and make apply, plan and check fail.
  *
- * In the trees trusted commands rest on, an agent's link is what agents_in_trusted says of
- * its files, and worse: /data/bin/git -> a file of agent A's is on every agent's PATH (B
- * runs A's code as B), a link in /data/.secrets hands a trusted command the agent's file
- * as a secret. Nothing the walk may do makes it safe (it is never followed, and making the
- * link root's changes nothing): reported, left, until the operator removes it. Only these
- * trees pay for the lstat a d_type of DT_LNK spares. */
-static void symlink_seen(struct walker *w, int dfd, const char *name, const struct stat *st)
+ * Under a read or none rule a link whose owner is not the rule's (root; pi-tools in the
+ * secrets) was made by someone who could write there once, an agent under an earlier
+ * write rule: .git/hooks/pre-commit -> ../../../x.sh, a file the agent still writes, has
+ * root's git run the agent's code, whatever the rule does to the hooks' directory. Nothing
+ * the walk may do makes it safe (it is never followed, and making the link root's changes
+ * nothing where it points): reported, left, until the operator removes or replaces it.
+ * In the trees trusted commands rest on, an agent's link says more (agents_in_trusted):
+ * /data/bin/git -> a file of agent A's is on every agent's PATH (B runs A's code as B), a
+ * link in /data/.secrets hands a trusted command the agent's file as a secret. Only read
+ * and none trees pay for the lstat a d_type of DT_LNK spares. */
+static void symlink_seen(struct walker *w, int dfd, const char *name, const struct stat *st,
+			 bool secrets)
 {
+	struct policy_target t;
 	struct stat lst;
 
 	if (at_rule_path(w))
 		return emit(w, POLICY_EV_SYMLINK, -ELOOP, 0, st, NULL, false);
 	w->st.symlinks++;
-	if (!policy_path_trusted(w->path, w->path_len))
+	if (w->rule->access == POLICY_WRITE && !policy_path_trusted(w->path, w->path_len))
 		return;
 	if (!st) {
 		if (fstatat(dfd, name, &lst, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISLNK(lst.st_mode))
 			return; /* gone, or no longer a link: the next walk looks again */
 		st = &lst;
 	}
-	if (st->st_uid >= USERS_AGENT_UID_MIN && st->st_uid <= USERS_AGENT_UID_MAX)
-		emit(w, POLICY_EV_AGENTS_IN_TRUSTED, 0, 0, st, NULL, w->o->mode == POLICY_CHECK);
+	if (st->st_uid >= USERS_AGENT_UID_MIN && st->st_uid <= USERS_AGENT_UID_MAX &&
+	    policy_path_trusted(w->path, w->path_len))
+		return emit(w, POLICY_EV_AGENTS_IN_TRUSTED, 0, 0, st, NULL,
+			    w->o->mode == POLICY_CHECK);
+	if (w->rule->access == POLICY_WRITE)
+		return;
+	policy_target_for(w->rule->access, secrets, st->st_mode, st->st_uid, &t);
+	if (st->st_uid != t.uid)
+		emit(w, POLICY_EV_FOREIGN_SYMLINK, 0, 0, st, &t, w->o->mode == POLICY_CHECK);
 }
 
 /* A name that getdents (or the rule) gave as a non-directory is a directory now: take it
@@ -732,7 +746,7 @@ static void look_again_as_dir(struct walker *w, int dfd, const char *name, bool 
 
 	if (fd < 0 && (errno == ENOTDIR || errno == ELOOP) && at_rule_path(w) &&
 	    fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
-		return symlink_seen(w, dfd, name, &st);
+		return symlink_seen(w, dfd, name, &st, secrets);
 	if (fd < 0)
 		return vanished(w);
 	visit_dir(w, fd, secrets);
@@ -757,7 +771,7 @@ static void visit(struct walker *w, int dfd, const char *name, unsigned char d_t
 
 	tick(w);
 	if (d_type == DT_LNK)
-		return symlink_seen(w, dfd, name, NULL);
+		return symlink_seen(w, dfd, name, NULL, secrets);
 	if (d_type == DT_DIR || d_type == DT_UNKNOWN) {
 		/* Try the directory first: O_NOFOLLOW|O_DIRECTORY fails on anything else. */
 		fd = openat(dfd, name,
@@ -787,7 +801,7 @@ static void visit(struct walker *w, int dfd, const char *name, unsigned char d_t
 	if (r < 0)
 		return emit(w, POLICY_EV_ERROR, r, 0, NULL, NULL, false);
 	if (S_ISLNK(st.st_mode))
-		return symlink_seen(w, dfd, name, &st);
+		return symlink_seen(w, dfd, name, &st, secrets);
 	if (S_ISDIR(st.st_mode))
 		return look_again_as_dir(w, dfd, name, secrets);
 	if (crosses_fs(w, &st, mount))
@@ -808,7 +822,7 @@ static void visit(struct walker *w, int dfd, const char *name, unsigned char d_t
 				return emit(w, POLICY_EV_ERROR, negative_errno(), 0, NULL, NULL,
 					    false);
 			if (S_ISLNK(st.st_mode) && at_rule_path(w))
-				return symlink_seen(w, dfd, name, &st);
+				return symlink_seen(w, dfd, name, &st, secrets);
 			if (S_ISLNK(st.st_mode) || S_ISDIR(st.st_mode))
 				return vanished(w);
 		}
@@ -866,7 +880,7 @@ static void visit(struct walker *w, int dfd, const char *name, unsigned char d_t
 		if (fstat(fd, &st2) < 0)
 			return emit(w, POLICY_EV_ERROR, negative_errno(), 0, NULL, NULL, false);
 		if (S_ISLNK(st2.st_mode) && at_rule_path(w))
-			return symlink_seen(w, dfd, name, &st2);
+			return symlink_seen(w, dfd, name, &st2, secrets);
 		if (st2.st_dev != st.st_dev || st2.st_ino != st.st_ino ||
 		    (st2.st_mode & S_IFMT) != (st.st_mode & S_IFMT))
 			return vanished(w);

@@ -132,4 +132,39 @@ is "a link root made at a rule path: the rules are refused (exit 1)" "$?" 1
 like "... naming the line" "$out" "Invalid rules.*line 1.*is a symlink"
 rm "$R/w3/proj/secret"
 
+# --- a link planted while agents could write, under a rule that is read now ----------------------
+# Under a write rule an agent makes a git hook that is a link to its own script elsewhere in
+# the write tree; the operator then puts a read rule on the hooks. The walk never follows or
+# changes a link, so root's git would run what the agent writes into the script: apply and
+# check report it (exit 1) until it is removed; a link of root's there is only counted.
+mkdir -p "$R/w4/proj/.git/hooks"
+printf '[{"path":"/w4","access":"write"}]\n' >"$R/rules-h.json"
+"$P" policy apply --root "$R" --rules "$R/rules-h.json" >/dev/null 2>&1
+as_a sh -c "printf '#!/bin/sh\necho benign\n' >'$R/w4/.x.sh' && chmod 0770 '$R/w4/.x.sh' &&
+	ln -s ../../../.x.sh '$R/w4/proj/.git/hooks/pre-commit'"
+for acc in read none; do
+	printf '[{"path":"/w4","access":"write"},{"path":"/w4/proj/.git/hooks","access":"%s"}]\n' \
+		$acc >"$R/rules-h2.json"
+	out=$("$P" policy apply --root "$R" --rules "$R/rules-h2.json" 2>&1)
+	is "$acc rule over an agent's link (a git hook): apply exits 1" "$?" 1
+	like "... reporting the link" "$out" \
+		"error /w4/proj/.git/hooks/pre-commit: a symlink of uid $A under a $acc rule"
+	is "... left as it was" "$(stat -c '%u %N' "$R/w4/proj/.git/hooks/pre-commit")" \
+		"$A '$R/w4/proj/.git/hooks/pre-commit' -> '../../../.x.sh'"
+	out=$("$P" policy check --root "$R" --rules "$R/rules-h2.json" 2>&1)
+	is "... check exits 1" "$?" 1
+	like "... listing it as a violation" "$out" \
+		"violation /w4/proj/.git/hooks/pre-commit: a symlink of uid $A under a $acc rule"
+	like "... counted" "$out" "1 violations"
+done
+rm "$R/w4/proj/.git/hooks/pre-commit"
+ln -s ../../../.x.sh "$R/w4/proj/.git/hooks/pre-commit"
+out=$("$P" policy check --root "$R" --rules "$R/rules-h2.json" 2>&1)
+is "a link of root's under the rule: check exits 0" "$?" 0
+like "... counted, not reported" "$out" "0 violations, 0 errors, 0 skipped, 1 symlinks left alone"
+printf '[{"path":"/w4","access":"write"}]\n' >"$R/rules-h.json"
+"$P" policy apply --root "$R" --rules "$R/rules-h.json" >/dev/null 2>&1
+as_a ln -s .x.sh "$R/w4/link"
+exits 0 "an agent's link under a write rule: only counted" "$P" policy check --root "$R" --rules "$R/rules-h.json"
+
 done_testing
