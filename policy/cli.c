@@ -533,7 +533,8 @@ static int do_explain(struct ctx *c, int root_fd, const struct policy_rules *rul
 		return log_error("Out of memory"), EXIT_SYSTEM;
 
 	char wb[24];
-	bool read_only_broken = ex.rule && ex.rule->access != POLICY_WRITE && ex.can_replace;
+	bool read_only_broken =
+		ex.rule && ex.rule->access != POLICY_WRITE && (ex.can_replace || ex.can_write);
 	if (c->json) {
 		printf("{\"path\":\"%s\",\"rule\":", p);
 		if (ex.rule)
@@ -640,7 +641,11 @@ static int do_explain(struct ctx *c, int root_fd, const struct policy_rules *rul
 			printf(" (blocked at %s)", blk);
 		printf(", read %s, write %s, replace %s\n", ex.can_read ? "yes" : "no",
 		       ex.can_write ? "yes" : "no", ex.can_replace ? "yes" : "no");
-		if (read_only_broken && strcmp(ex.replace_via, norm) == 0)
+		if (read_only_broken && !ex.can_replace)
+			printf("  warning: the agent can write it%s: %s is not effective here\n",
+			       ex.st.st_uid == uid ? " (it owns it, and may chmod it)" : "",
+			       policy_access_name(ex.rule->access));
+		else if (read_only_broken && strcmp(ex.replace_via, norm) == 0)
 			printf("  warning: the agent can write the directory holding it, so it can "
 			       "replace this node (rename/unlink): %s is not effective here\n",
 			       policy_access_name(ex.rule->access));

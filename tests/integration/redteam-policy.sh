@@ -167,4 +167,45 @@ printf '[{"path":"/w4","access":"write"}]\n' >"$R/rules-h.json"
 as_a ln -s .x.sh "$R/w4/link"
 exits 0 "an agent's link under a write rule: only counted" "$P" policy check --root "$R" --rules "$R/rules-h.json"
 
+# --- explain and what an agent's ownership lets it do ----------------------------------------
+# explain judged from mode bits and ACLs only, but the owner of a node may chmod it: an
+# agent's own 0444 file is writable by it, its own 0555 directory too (and so what lies in
+# it replaceable). explain must say so, and say a read rule does not hold there; each answer
+# is checked against what the agent really does.
+agent_says() { # PATH RULES -> "write replace read_only_holds" from explain --json
+	"$P" policy explain "$1" --root "$R" --uid $A --rules "$2" --json |
+		python3 -c 'import json,sys; a=json.load(sys.stdin)["agent"]
+print(*(str(a.get(k)).lower() for k in ("write", "replace", "read_only_holds")))'
+}
+mkdir -p "$R/e1" && echo hi >"$R/e1/f" && chown $A:$A "$R/e1/f" && chmod 0444 "$R/e1/f"
+echo '[]' >"$R/rules-e0.json"
+is "explain: an agent's own 0444 file (no rule): it can write it" "$(agent_says /e1/f "$R/rules-e0.json")" \
+	"true false true"
+ok "... and it does (chmod, write)" as_a sh -c "chmod u+w '$R/e1/f' && echo mine >'$R/e1/f'"
+mkdir -p "$R/e2/proj" && echo code >"$R/e2/proj/x" && chown $A:$A "$R/e2" && chmod 0555 "$R/e2"
+printf '[{"path":"/e2/proj","access":"read"}]\n' >"$R/rules-e2.json"
+"$P" policy apply --root "$R" --rules "$R/rules-e2.json" >/dev/null 2>&1
+is "explain: a read rule below the agent's own 0555 directory: replaceable, the rule does not hold" \
+	"$(agent_says /e2/proj/x "$R/rules-e2.json")" "false true false"
+like "... the warning names the directory" \
+	"$("$P" policy explain /e2/proj/x --root "$R" --uid $A --rules "$R/rules-e2.json")" \
+	"warning: the agent can rename /e2/proj, a directory on the way, .*read is not effective here"
+ok "... and it does (chmod, rename, its own in its place)" \
+	as_a sh -c "chmod u+w '$R/e2' && mv '$R/e2/proj' '$R/e2/old' && mkdir '$R/e2/proj' && echo evil >'$R/e2/proj/x'"
+mkdir -p "$R/e3/proj" && echo mine >"$R/e3/proj/own" && chown $A:$A "$R/e3/proj/own"
+printf '[{"path":"/e3","access":"write"}]\n' >"$R/rules-e3.json"
+"$P" policy apply --root "$R" --rules "$R/rules-e3.json" >/dev/null 2>&1
+as_a ln "$R/e3/proj/own" "$R/e3/.o2"
+printf '[{"path":"/e3","access":"write"},{"path":"/e3/proj","access":"read"}]\n' >"$R/rules-e3r.json"
+"$P" policy apply --root "$R" --rules "$R/rules-e3r.json" >/dev/null 2>&1
+chmod 0440 "$R/e3/proj/own" # what the trim makes of it (protected_hardlinks on)
+is "explain: the agent's own linked file under a read rule, 0440: it can write it, the rule does not hold" \
+	"$(agent_says /e3/proj/own "$R/rules-e3r.json")" "true false false"
+like "... with a warning" "$("$P" policy explain /e3/proj/own --root "$R" --uid $A --rules "$R/rules-e3r.json")" \
+	"warning: the agent can write it \\(it owns it, and may chmod it\\): read is not effective here"
+ok "... and it does (chmod, write)" as_a sh -c "chmod u+w '$R/e3/proj/own' && echo pwned >'$R/e3/proj/own'"
+is "explain: a root file under the read rule: the agent can neither write nor replace it" \
+	"$(echo x >"$R/e3/proj/root" && agent_says /e3/proj/root "$R/rules-e3r.json")" "false false true"
+fails "... and it cannot write it" as_a sh -c "echo x >>'$R/e3/proj/root'"
+
 done_testing
