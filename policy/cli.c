@@ -209,8 +209,11 @@ static void on_event(void *userdata, const struct policy_event *ev)
 		break;
 	case POLICY_EV_HARDLINK:
 		printf("%s %s: has more than one link: never chowned or loosened (would need "
-		       "%s)\n",
-		       ev->violation ? "violation" : "left", p, ch);
+		       "%s)%s\n",
+		       ev->violation && c->cmd == CMD_CHECK ? "violation" : "left", p, ch,
+		       ev->violation ? "; not what the rule says while it has another name: "
+				       "remove the name that should not be there"
+				     : "");
 		break;
 	case POLICY_EV_DEVICE:
 		printf("%s %s: device node under a %s rule: never loosened, left as is\n",

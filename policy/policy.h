@@ -224,7 +224,8 @@ struct policy_stats {
 	uint64_t entries;    /* nodes looked at */
 	uint64_t dirs;	     /* directories read */
 	uint64_t changed;    /* nodes changed (apply) or to change (plan/check) */
-	uint64_t violations; /* check: non-conforming nodes (incl. loose hardlinks) */
+	uint64_t violations; /* check: non-conforming nodes (incl. hardlinks not as the rule
+				says); apply: hardlinks left so */
 	uint64_t symlinks;   /* inside the walked trees: left alone */
 	uint64_t skipped;    /* hardlinks, devices, mount points, vanished, missing */
 	uint64_t errors;     /* changes that failed, rules not walked, unfinished directories,

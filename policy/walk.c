@@ -851,17 +851,37 @@ static void visit(struct walker *w, int dfd, const char *name, unsigned char d_t
 		 * a second name never keeps a tightened file open (policy_trim_target). A
 		 * file agents cannot write (/etc/passwd linked by root, cp -al) is left. */
 		struct policy_target tt;
+		bool off;
 		trim = st.st_nlink > 1 && !(t.flags & POLICY_T_LEAVE) &&
 		       w->sh->hardlinks_protected && policy_agents_may_write(&st);
 		if (trim) {
 			policy_trim_target(&st, &t, &tt);
 			trim = policy_changes_for(&st, &x, &tt) != 0;
 		}
+		/* A second name left as it is, not what the rule says (tighter or looser), is a
+		 * violation to check, and to apply's summary where the trim does not make it
+		 * so: the operator must hear of it. An agent that links a shared
+		 * root:pi-sandbox 0660 file at a none rule's path not there yet has the trim
+		 * lock every other agent out of it (0600); one that links its own file into a
+		 * read tree keeps an owner who can give the mode back. A device node: only
+		 * when it is looser or its owner can loosen it. */
+		if (st.st_nlink > 1) {
+			off = true;
+			if (trim && w->o->mode == POLICY_APPLY) {
+				struct stat sa = st;
+				struct policy_xstate xa = {0};
+
+				sa.st_mode = (st.st_mode & S_IFMT) | tt.mode;
+				off = policy_changes_for(&sa, &xa, &t) != 0;
+			}
+		} else {
+			off = policy_looser_than(&st, &x, &t) || policy_owner_reopens(&st, &t);
+		}
 		w->st.skipped++;
 		emit(w, st.st_nlink > 1 ? POLICY_EV_HARDLINK : POLICY_EV_DEVICE, 0, changes, &st,
 		     &t,
-		     w->o->mode == POLICY_CHECK &&
-			     (policy_looser_than(&st, &x, &t) || policy_owner_reopens(&st, &t)));
+		     off && (w->o->mode == POLICY_CHECK ||
+			     (w->o->mode == POLICY_APPLY && st.st_nlink > 1)));
 		if (!trim || w->o->mode != POLICY_APPLY)
 			return;
 		t = tt;

@@ -86,9 +86,10 @@ like "re-apply changes nothing" "$out" ' 0 changed'
 is "re-apply leaves every stat/ACL/xattr as it was" \
 	"$(diff <(echo "$full_before") <(snap "$R/workspaces" "$R/data" "$R/etc"))" ""
 out=$("$P" policy check --root "$R" 2>&1); rc=$?
-is "check: hardlinks and devices looser than the rule do not conform" "$rc" 1
-is "exactly those are listed" "$(printf '%s\n' "$out" | grep '^violation' | cut -d: -f1 | sort | tr '\n' ' ')" \
-	"violation /workspaces/proj/null violation /workspaces/proj/passwd-hard "
+is "check: hardlinks left not as the rule says, devices looser than it, do not conform" "$rc" 1
+is "exactly those are listed (shadow-hard: root:shadow 0640, not the rule's group)" \
+	"$(printf '%s\n' "$out" | grep '^violation' | cut -d: -f1 | sort | tr '\n' ' ')" \
+	"violation /workspaces/proj/null violation /workspaces/proj/passwd-hard violation /workspaces/proj/shadow-hard "
 rm -f "$W/null" "$W/passwd-hard" "$W/shadow-hard"
 exits 0 "check: conforming" "$P" policy check --root "$R"
 

@@ -208,4 +208,29 @@ is "explain: a root file under the read rule: the agent can neither write nor re
 	"$(echo x >"$R/e3/proj/root" && agent_says /e3/proj/root "$R/rules-e3r.json")" "false false true"
 fails "... and it cannot write it" as_a sh -c "echo x >>'$R/e3/proj/root'"
 
+# --- a shared file linked at a none rule's path that is not there yet --------------------------
+# The trim of a second name (what the rule takes away goes, through the fd) made the team's
+# root:pi-sandbox 0660 file root:pi-sandbox 0600: the other agents lost it, and later
+# applies and check said nothing. A second name left not as the rule says is a violation to
+# check and to apply's summary, until the operator removes the name.
+mkdir -p "$R/w5/team" "$R/w5/proj" && echo TEAMDATA >"$R/w5/team/notes"
+printf '[{"path":"/w5","access":"write"},{"path":"/w5/proj/secret","access":"none"}]\n' >"$R/rules-k.json"
+"$P" policy apply --root "$R" --rules "$R/rules-k.json" >/dev/null 2>&1
+exits 0 "(a write tree, a none rule not there yet: check exits 0)" "$P" policy check --root "$R" --rules "$R/rules-k.json"
+as_a ln "$R/w5/team/notes" "$R/w5/proj/secret"
+out=$("$P" policy apply --root "$R" --rules "$R/rules-k.json" 2>&1)
+is "the agent linked the team's file at the none path: apply exits 0 (nothing failed)" "$?" 0
+like "... its summary counts the name left as a violation" "$out" "apply: .* 1 violations"
+like "... naming it" "$out" "left /w5/proj/secret: has more than one link: .*not what the rule says"
+for i in 1 2; do
+	out=$("$P" policy check --root "$R" --rules "$R/rules-k.json" 2>&1)
+	is "check after apply $i: exits 1" "$?" 1
+	like "... listing the name at the none path" "$out" "violation /w5/proj/secret: has more than one link"
+	"$P" policy apply --root "$R" --rules "$R/rules-k.json" >/dev/null 2>&1
+done
+rm "$R/w5/proj/secret"
+"$P" policy apply --root "$R" --rules "$R/rules-k.json" >/dev/null 2>&1
+is "the name removed, apply again: the team's file is shared again" "$(stat -c '%u:%g %a %h' "$R/w5/team/notes")" "0:10010 660 1"
+exits 0 "... and check exits 0" "$P" policy check --root "$R" --rules "$R/rules-k.json"
+
 done_testing
