@@ -116,9 +116,10 @@ int policy_explain(int root_fd, const struct policy_rules *rules, const char *pa
 		if (*p && !S_ISDIR(node->st.st_mode))
 			return 0;
 		/* The walk stays on its rule's file system: a mount point below the rule's own
-		 * path (the rule's path may be one) is where apply stops (walk.c crosses_fs). */
-		if (ret->rule && !ret->mount_at[0] && done > ret->rule->len &&
-		    S_ISDIR(node->st.st_mode)) {
+		 * path (the rule's path may be one) is where apply stops (walk.c crosses_fs),
+		 * a file bind-mounted over another as well as a directory
+		 * (STATX_ATTR_MOUNT_ROOT, as the walk sees it). */
+		if (ret->rule && !ret->mount_at[0] && done > ret->rule->len) {
 			struct stat mst;
 			int mount = 0;
 			if (policy_node_stat(cur, "", AT_EMPTY_PATH, &mst, &mount) == 0 &&

@@ -233,4 +233,20 @@ rm "$R/w5/proj/secret"
 is "the name removed, apply again: the team's file is shared again" "$(stat -c '%u:%g %a %h' "$R/w5/team/notes")" "0:10010 660 1"
 exits 0 "... and check exits 0" "$P" policy check --root "$R" --rules "$R/rules-k.json"
 
+# --- a file that is a mount point ---------------------------------------------------------------
+# A writable file bind-mounted over one in a read tree: apply does not cross the mount (the
+# node keeps its 0666), and explain must say so (beyond_mount) and that the read rule does
+# not hold there, as the agent's write shows.
+mkdir -p "$R/ro" "$R/other" && echo data >"$R/other/shared" && chmod 0666 "$R/other/shared"
+touch "$R/ro/conf" && mount --bind "$R/other/shared" "$R/ro/conf"
+printf '[{"path":"/ro","access":"read"}]\n' >"$R/rules-m.json"
+"$P" policy apply --root "$R" --rules "$R/rules-m.json" >/dev/null 2>&1
+is "explain of a file that is a mount point below a read rule: beyond the mount, read does not hold" \
+	"$("$P" policy explain /ro/conf --root "$R" --uid $A --rules "$R/rules-m.json" --json |
+		python3 -c 'import json,sys; d=json.load(sys.stdin)
+print(d["implies"]["beyond_mount"], d["agent"]["write"], d["agent"]["read_only_holds"])')" \
+	"True True False"
+ok "... and the agent writes it" setpriv --reuid=$A --regid=$A --clear-groups sh -c "echo agent >'$R/ro/conf'"
+umount "$R/ro/conf"
+
 done_testing
