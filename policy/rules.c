@@ -263,7 +263,8 @@ static int prescan(const char *buf, size_t len, struct prescan *ps, struct polic
 			if (c == '\\') {
 				if (i + 5 < len && buf[i + 1] == 'u' &&
 				    !memcmp(buf + i + 2, "0000", 4))
-					return fail(err, -EINVAL, line, "\\u0000 in a string");
+					return fail(err, -EINVAL, line,
+						    "an escaped NUL (U+0000) in a string");
 				i++;
 				if (i < len && buf[i] == '\n')
 					line++;
@@ -367,7 +368,7 @@ static int parse_rule(const cJSON *o, unsigned line, struct policy_rule *rule,
 
 	if (!cJSON_IsObject(o))
 		return fail(err, -EINVAL, line,
-			    "a rule must be an object {\"path\": ..., \"access\": ...}");
+			    "a rule must be an object with a path and an access");
 	for (const cJSON *k = o->child; k; k = k->next) {
 		const cJSON **slot;
 
@@ -377,20 +378,20 @@ static int parse_rule(const cJSON *o, unsigned line, struct policy_rule *rule,
 			slot = &access;
 		else if (!strcmp(k->string, "comment")) {
 			if (!cJSON_IsString(k))
-				return fail(err, -EINVAL, line, "\"comment\" must be a string");
+				return fail(err, -EINVAL, line, "'comment' must be a string");
 			continue;
 		} else
 			return fail(err, -EINVAL, line,
-				    "unknown key \"%s\" (known: path, access, comment)",
+				    "unknown key '%s' (known: path, access, comment)",
 				    esc(k->string, ebuf, sizeof(ebuf)));
 		if (*slot)
-			return fail(err, -EINVAL, line, "duplicate key \"%s\"", k->string);
+			return fail(err, -EINVAL, line, "duplicate key '%s'", k->string);
 		*slot = k;
 	}
 	if (!path || !cJSON_IsString(path))
-		return fail(err, -EINVAL, line, "rule without a string \"path\"");
+		return fail(err, -EINVAL, line, "rule without a string 'path'");
 	if (!access || !cJSON_IsString(access))
-		return fail(err, -EINVAL, line, "rule without a string \"access\"");
+		return fail(err, -EINVAL, line, "rule without a string 'access'");
 
 	if (!strcmp(access->valuestring, "none"))
 		rule->access = POLICY_NONE;
@@ -399,7 +400,7 @@ static int parse_rule(const cJSON *o, unsigned line, struct policy_rule *rule,
 	else if (!strcmp(access->valuestring, "write"))
 		rule->access = POLICY_WRITE;
 	else
-		return fail(err, -EINVAL, line, "access \"%s\" is not none, read or write",
+		return fail(err, -EINVAL, line, "access '%s' is not none, read or write",
 			    esc(access->valuestring, ebuf, sizeof(ebuf)));
 
 	n = policy_path_normalise(path->valuestring, strlen(path->valuestring), norm, sizeof(norm));
@@ -407,13 +408,13 @@ static int parse_rule(const cJSON *o, unsigned line, struct policy_rule *rule,
 		const char *why = path->valuestring[0] != '/' ? "is not absolute"
 				  : n == -ENAMETOOLONG
 					  ? "is too long"
-					  : "contains \"..\" or a component longer than 255 bytes";
-		return fail(err, -EINVAL, line, "path \"%s\" %s",
+					  : "contains '..' or a component longer than 255 bytes";
+		return fail(err, -EINVAL, line, "path '%s' %s",
 			    esc(path->valuestring, ebuf, sizeof(ebuf)), why);
 	}
 	if (policy_path_reserved(norm, (size_t)n))
 		return fail(err, -EINVAL, line,
-			    "path \"%s\" is pistis's own (%s): the agents' homes and pistis's "
+			    "path '%s' is pistis's own (%s): the agents' homes and pistis's "
 			    "state are not rules",
 			    esc(norm, ebuf, sizeof(ebuf)), policy_path_reserved(norm, (size_t)n));
 	for (size_t i = 0; i < POLICY_TRUSTED_N; i++)
@@ -421,7 +422,7 @@ static int parse_rule(const cJSON *o, unsigned line, struct policy_rule *rule,
 		    policy_path_under(policy_trusted[i], strlen(policy_trusted[i]), norm,
 				      (size_t)n))
 			return fail(err, -EINVAL, line,
-				    "path \"%s\" cannot be %s: %s holds %s (%s only)",
+				    "path '%s' cannot be %s: %s holds %s (%s only)",
 				    esc(norm, ebuf, sizeof(ebuf)), policy_access_name(rule->access),
 				    policy_trusted[i], trusted_trees[i].what,
 				    trusted_trees[i].max == POLICY_NONE ? "none" : "read or none");
@@ -529,7 +530,7 @@ int policy_rules_parse(const char *buf, size_t len, struct policy_rules **ret,
 			unsigned a = r->rules[i - 1].line, b = r->rules[i].line;
 
 			ret_r = fail(err, -EINVAL, a > b ? a : b,
-				     "duplicate rule for \"%s\" (also line %u)",
+				     "duplicate rule for '%s' (also line %u)",
 				     esc(r->rules[i].path, ebuf, sizeof(ebuf)), a > b ? b : a);
 			goto out;
 		}

@@ -449,4 +449,12 @@ exits 100 "explain without PATH" "$P" policy explain --root "$R"
 exits 100 "explain of a relative path" "$P" policy explain rel --root "$R"
 exits 100 "--threads wants a number" "$P" policy check --threads many --root "$R"
 exits 111 "missing root" "$P" policy check --root /nonexistent-root
+# Rule errors are escaped once (the log's escaping), not twice.
+printf '[{"path":"/a","path":"/b","access":"read"}]\n' >"$work/dup.json"
+printf '[{"path":"/a\\u0000b","access":"read"}]\n' >"$work/nul.json"
+is "a duplicate key: the message quotes it once" "$("$P" policy check --root "$R" --rules "$work/dup.json" 2>&1)" \
+	"pistisd: Invalid rules in '$work/dup.json', line 1: duplicate key 'path'"
+is "\\u0000 in a string: the message says so without a doubled backslash" \
+	"$("$P" policy check --root "$R" --rules "$work/nul.json" 2>&1)" \
+	"pistisd: Invalid rules in '$work/nul.json', line 1: an escaped NUL (U+0000) in a string"
 done_testing
