@@ -74,7 +74,8 @@ static void usage(FILE *f)
 		"Rules file: " POLICY_RULES_PATH " inside the root; the built-in defaults when it\n"
 		"does not exist. Exit: 0 ok, 1 not conforming / not everything done / invalid "
 		"rules,\n"
-		"100 usage, 111 system error. Reference: docs/policy.md.\n");
+		"100 usage, 111 system error (the root or a --rules file cannot be read).\n"
+		"Reference: docs/policy.md.\n");
 }
 
 static const char *kind_name(enum policy_event_kind k)
@@ -347,7 +348,7 @@ static int load_rules(struct ctx *c, int root_fd, struct policy_rules **ret)
 		else if (err.msg[0])
 			log_error("Invalid rules: %s", err.msg);
 		else
-			log_error_errno(r, "Failed to read rules '%s': %m", what);
+			return log_error_errno(r, "Failed to read rules '%s': %m", what), -EIO;
 		return r == -ENOMEM || r == -EIO ? -EIO : -EINVAL;
 	}
 	r = policy_rules_check_fs(root_fd, *ret, &err);

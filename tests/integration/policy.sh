@@ -449,6 +449,8 @@ exits 100 "explain without PATH" "$P" policy explain --root "$R"
 exits 100 "explain of a relative path" "$P" policy explain rel --root "$R"
 exits 100 "--threads wants a number" "$P" policy check --threads many --root "$R"
 exits 111 "missing root" "$P" policy check --root /nonexistent-root
+exits 111 "--rules naming a missing file: a system error, like a missing root" \
+	"$P" policy check --root "$R" --rules "$work/nonexistent.json"
 # Rule errors are escaped once (the log's escaping), not twice.
 printf '[{"path":"/a","path":"/b","access":"read"}]\n' >"$work/dup.json"
 printf '[{"path":"/a\\u0000b","access":"read"}]\n' >"$work/nul.json"
