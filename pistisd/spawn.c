@@ -361,8 +361,14 @@ int spawn_cwd_split(const char *cwd, const char **ret_root, const char **ret_rel
 
 		if (strncmp(cwd, roots[i], l) || (cwd[l] && cwd[l] != '/'))
 			continue;
+		/* Every '/' after the root goes: "/workspaces//p" is /workspaces/p, and a
+		 * relative path that began with '/' would leave the root for openat2's
+		 * RESOLVE_BENEATH (EXDEV). */
+		const char *rel = cwd + l;
+		while (*rel == '/')
+			rel++;
 		*ret_root = roots[i];
-		*ret_rel = cwd[l] && cwd[l + 1] ? cwd + l + 1 : ".";
+		*ret_rel = *rel ? rel : ".";
 		return 0;
 	}
 	return -EINVAL;

@@ -1015,6 +1015,31 @@ static int packet_try_all(unsigned long long *bad)
 	return 0;
 }
 
+TEST(cwd_split_takes_every_slash_after_the_root)
+{
+	static const struct {
+		const char *cwd, *root, *rel;
+	} ok[] = {
+		{"/workspaces", "/workspaces", "."},
+		{"/workspaces/", "/workspaces", "."},
+		{"/workspaces//", "/workspaces", "."},
+		{"/workspaces/p", "/workspaces", "p"},
+		{"/workspaces//p", "/workspaces", "p"},
+		{"/workspaces///p//q", "/workspaces", "p//q"},
+		{"/data//sandbox-home", "/data", "sandbox-home"},
+	};
+	static const char *const bad[] = {"/workspacesx", "/etc", "workspaces", "/", ""};
+	const char *root, *rel;
+
+	for (size_t i = 0; i < ELEMENTSOF(ok); i++) {
+		ASSERT_EQ(spawn_cwd_split(ok[i].cwd, &root, &rel), 0);
+		EXPECT_STREQ(root, ok[i].root);
+		EXPECT_STREQ(rel, ok[i].rel);
+	}
+	for (size_t i = 0; i < ELEMENTSOF(bad); i++)
+		EXPECT_EQ(spawn_cwd_split(bad[i], &root, &rel), -EINVAL);
+}
+
 TEST(socket_packet_type_is_refused)
 {
 	unsigned long long bad = 0;
