@@ -56,6 +56,9 @@ static void usage(FILE *f)
 		"  explain PATH [--agent ID | --uid N] [--rules FILE]\n"
 		"                             which rule decides PATH, why, and what the agent can "
 		"do\n"
+		"                             (--uid: an agent's uid, taken as a member of its "
+		"own\n"
+		"                             group and pi-sandbox)\n"
 		"  save --rules NEW           validate NEW, install it atomically as the rules "
 		"file,\n"
 		"                             then apply it\n"
@@ -837,6 +840,14 @@ int policy_cli_main(int argc, char **argv)
 			if (errno || *end || !*optarg || c.uid < 0 ||
 			    c.uid >= (long long)UINT32_MAX) {
 				log_error("--uid wants a number, got '%s'", optarg);
+				return EXIT_USAGE;
+			}
+			/* explain answers for an agent: a member of its own group and
+			 * pi-sandbox, as every agent is. */
+			if (!users_uid_is_agent((uid_t)c.uid)) {
+				log_error("--uid %s is not an agent's uid (%u-%u): explain answers "
+					  "for agents",
+					  optarg, USERS_AGENT_UID_MIN, USERS_AGENT_UID_MAX);
 				return EXIT_USAGE;
 			}
 			break;

@@ -447,6 +447,8 @@ exits 0 "--help" "$P" policy --help
 exits 100 "unknown command" "$P" policy frobnicate
 exits 100 "explain without PATH" "$P" policy explain --root "$R"
 exits 100 "explain of a relative path" "$P" policy explain rel --root "$R"
+exits 100 "explain --uid of a uid no agent has (root)" "$P" policy explain /workspaces --uid 0 --root "$R"
+exits 100 "... nor one above the agent range" "$P" policy explain /workspaces --uid 60000 --root "$R"
 exits 100 "--threads wants a number" "$P" policy check --threads many --root "$R"
 exits 111 "missing root" "$P" policy check --root /nonexistent-root
 exits 111 "--rules naming a missing file: a system error, like a missing root" \
