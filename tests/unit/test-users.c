@@ -704,6 +704,30 @@ TEST(ensure_refuses_a_shared_or_open_agent_group)
 	users_db_done(&db);
 }
 
+/* ensure of agent "a", named name, against these /etc files, as a new agent and as one the
+ * registry holds (a rebuilt image): refused with why in the error, or (why NULL) done. */
+static void expect_ensure_both(struct tap_metadata *_metadata, const char *name, const char *pw,
+			       const char *gr, const char *sh, const char *gs, const char *why)
+{
+	for (int rebuilt = 0; rebuilt <= 1; rebuilt++) {
+		struct users_db db;
+		struct users_identity a;
+
+		db_load(&db, pw, gr, sh, gs);
+		if (rebuilt)
+			ASSERT_EQ(registry_add(&db.reg, 10100, name, "a", REGISTRY_ACTIVE), 0);
+		int r = users_db_ensure(&db, "a", (uid_t)-1, &a);
+		if (why) {
+			EXPECT_EQ(r, -EEXIST);
+			EXPECT_NOT_NULL(strstr(db.err, why));
+		} else {
+			EXPECT_EQ(r, 0);
+			EXPECT_STREQ(a.name, name);
+		}
+		users_db_done(&db);
+	}
+}
+
 /* An image's gshadow line for the agent's name without its group line: the group line is
  * created, the gshadow line is the image's, and it is held to the same rules, for a new
  * agent (its name is derivable) and for a recorded one (a rebuilt image). */
@@ -726,24 +750,11 @@ TEST(ensure_checks_a_gshadow_line_without_a_group_line)
 	ASSERT_EQ(users_db_ensure(&db, "a", (uid_t)-1, &a), 0);
 	snprintf(name, sizeof(name), "%s", a.name);
 	users_db_done(&db);
-	for (size_t i = 0; i < ELEMENTSOF(cases); i++)
-		for (int rebuilt = 0; rebuilt <= 1; rebuilt++) {
-			snprintf(gs, sizeof(gs), "root:*::\n%s:%s\n", name, cases[i].gshadow);
-			db_load(&db, "root:x:0:0::/:/bin/sh\n", "root:x:0:\n", "root:*:1::::::\n",
-				gs);
-			if (rebuilt)
-				ASSERT_EQ(registry_add(&db.reg, 10100, name, "a", REGISTRY_ACTIVE),
-					  0);
-			int r = users_db_ensure(&db, "a", (uid_t)-1, &a);
-			if (cases[i].why) {
-				EXPECT_EQ(r, -EEXIST);
-				EXPECT_NOT_NULL(strstr(db.err, cases[i].why));
-			} else {
-				EXPECT_EQ(r, 0);
-				EXPECT_STREQ(a.name, name);
-			}
-			users_db_done(&db);
-		}
+	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+		snprintf(gs, sizeof(gs), "root:*::\n%s:%s\n", name, cases[i].gshadow);
+		expect_ensure_both(_metadata, name, "root:x:0:0::/:/bin/sh\n", "root:x:0:\n",
+				   "root:*:1::::::\n", gs, cases[i].why);
+	}
 	/* The same for pistis's shared groups. */
 	db_load(&db, "root:x:0:0::/:/bin/sh\n", "root:x:0:\n", "root:*:1::::::\n",
 		"root:*::\npi-tools:secret::\n");
@@ -775,32 +786,21 @@ TEST(ensure_refuses_a_membership_behind_white_space)
 	ASSERT_EQ(users_db_ensure(&db, "a", (uid_t)-1, &a), 0);
 	snprintf(name, sizeof(name), "%s", a.name);
 	users_db_done(&db);
-	for (size_t i = 0; i < ELEMENTSOF(cases); i++)
-		for (int rebuilt = 0; rebuilt <= 1; rebuilt++) {
-			char grt[128], gst[128], *n;
-			snprintf(grt, sizeof(grt), "%s", cases[i].gr_tail);
-			snprintf(gst, sizeof(gst), "%s", cases[i].gs_tail);
-			if ((n = strstr(grt, "NAME")))
-				snprintf(n, sizeof(grt) - (size_t)(n - grt), "%s%s", name,
-					 cases[i].gr_tail + (n - grt) + 4);
-			if ((n = strstr(gst, "NAME")))
-				snprintf(n, sizeof(gst) - (size_t)(n - gst), "%s%s", name,
-					 cases[i].gs_tail + (n - gst) + 4);
-			snprintf(pw, sizeof(pw), "root:x:0:0::/:/bin/sh\n");
-			snprintf(gr, sizeof(gr), "root:x:0:\n%s", grt);
-			snprintf(gs, sizeof(gs), "root:*::\n%s", gst);
-			db_load(&db, pw, gr, "root:*:1::::::\n", gs);
-			if (rebuilt)
-				ASSERT_EQ(registry_add(&db.reg, 10100, name, "a", REGISTRY_ACTIVE),
-					  0);
-			int r = users_db_ensure(&db, "a", (uid_t)-1, &a);
-			if (cases[i].why) {
-				EXPECT_EQ(r, -EEXIST);
-				EXPECT_NOT_NULL(strstr(db.err, cases[i].why));
-			} else
-				EXPECT_EQ(r, 0);
-			users_db_done(&db);
-		}
+	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+		char grt[128], gst[128], *n;
+		snprintf(grt, sizeof(grt), "%s", cases[i].gr_tail);
+		snprintf(gst, sizeof(gst), "%s", cases[i].gs_tail);
+		if ((n = strstr(grt, "NAME")))
+			snprintf(n, sizeof(grt) - (size_t)(n - grt), "%s%s", name,
+				 cases[i].gr_tail + (n - grt) + 4);
+		if ((n = strstr(gst, "NAME")))
+			snprintf(n, sizeof(gst) - (size_t)(n - gst), "%s%s", name,
+				 cases[i].gs_tail + (n - gst) + 4);
+		snprintf(pw, sizeof(pw), "root:x:0:0::/:/bin/sh\n");
+		snprintf(gr, sizeof(gr), "root:x:0:\n%s", grt);
+		snprintf(gs, sizeof(gs), "root:*::\n%s", gst);
+		expect_ensure_both(_metadata, name, pw, gr, "root:*:1::::::\n", gs, cases[i].why);
+	}
 }
 
 /* remove takes the agent out of a member or administrator list where glibc would see it,
