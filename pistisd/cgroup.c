@@ -607,7 +607,7 @@ int cgroup_signal_procs(int cgroup_fd, int sig)
 			signalled++;
 	}
 	r = read_procs(cgroup_fd, &again, &n_again);
-	if (r >= 0) {
+	if (r >= 0 && n_again > 0) { /* none listed again: none to signal (and no list) */
 		qsort(again, n_again, sizeof(*again), cmp_pid);
 		signalled += cgroup_signal_pinned(first, pidfds, n, again, n_again, sig);
 	}
