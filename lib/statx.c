@@ -1,5 +1,7 @@
 #include "lib/statx.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -44,5 +46,19 @@ int statx_node(int dfd, const char *name, int flags, struct stat *st, int *ret_m
 		*ret_mount = (sx.attributes & KSTATX_ATTR_MOUNT_ROOT) ? 1 : 0;
 	else
 		*ret_mount = -1;
+	return 0;
+}
+
+#define KSTATX_MNT_ID 0x1000u
+
+int statx_mount_id(int fd, uint64_t *ret)
+{
+	struct kstatx sx;
+
+	if (syscall(SYS_statx, fd, "", AT_EMPTY_PATH, KSTATX_MNT_ID, &sx) < 0)
+		return negative_errno();
+	if (!(sx.mask & KSTATX_MNT_ID))
+		return -EOPNOTSUPP;
+	*ret = sx.spare[0]; /* stx_mnt_id, right after the device numbers */
 	return 0;
 }

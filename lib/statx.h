@@ -1,5 +1,6 @@
 #pragma once
 
+#include <stdint.h>
 #include <sys/stat.h>
 
 /* statx(2) of (dfd, name, flags) into the struct stat fields the tree walkers use (mode,
@@ -9,3 +10,7 @@
  * only right for directories: on overlayfs a lower-layer non-directory reports its layer's
  * st_dev. Raw syscall: musl before 1.2.5 has no statx(). Returns 0 or -errno. */
 int statx_node(int dfd, const char *name, int flags, struct stat *st, int *ret_mount);
+
+/* The mount id of the mount fd's node is on (statx STATX_MNT_ID, Linux 5.8; mountinfo's
+ * first field). 0, -EOPNOTSUPP where the kernel does not say, or -errno. */
+int statx_mount_id(int fd, uint64_t *ret);

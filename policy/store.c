@@ -2,6 +2,7 @@
 #include "policy/policy.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,8 @@
 #include "lib/escape.h"
 #include "lib/fd-util.h"
 #include "lib/macro.h"
+#include "lib/mountinfo.h"
+#include "lib/statx.h"
 
 static int fail(struct policy_error *err, int r, unsigned line, const char *msg, const char *path)
 {
@@ -117,16 +120,94 @@ struct own_dirs {
 	const char *path[OWN_DIRS_N];
 	struct stat st[OWN_DIRS_N];
 	bool have[OWN_DIRS_N];
+	/* Where each lies on its file system (its path from the file system's root, NULL
+	 * when unknown), and /proc/self/mountinfo (NULL when unreadable): a bind mount of a
+	 * directory inside one of them shares no inode with it, only the file system. */
+	char *fs_path[OWN_DIRS_N];
+	char *mountinfo;
 };
+
+/* The mountinfo line of mount id into buf, parsed. 0, or -ENOENT. */
+static int mount_line(const char *mi, uint64_t id, char *buf, size_t size,
+		      struct mountinfo_entry *e)
+{
+	char want[24];
+	size_t wl = (size_t)snprintf(want, sizeof(want), "%llu ", (unsigned long long)id);
+
+	for (const char *l = mi; l && *l;) {
+		const char *nl = strchr(l, '\n');
+		size_t len = nl ? (size_t)(nl - l) : strlen(l);
+
+		if (len > wl && len < size && !memcmp(l, want, wl)) {
+			memcpy(buf, l, len);
+			buf[len] = '\0';
+			return mountinfo_parse_line(buf, e) == 0 ? 0 : -ENOENT;
+		}
+		l = nl ? nl + 1 : NULL;
+	}
+	return -ENOENT;
+}
+
+/* fd's path from the root of its file system: its mount's root (mountinfo's fourth field)
+ * joined with where it lies beneath the mount point (the kernel's path of the fd). NULL
+ * when something is unknown (no /proc, no STATX_MNT_ID) or out of memory. */
+static char *fs_path_of(const char *mi, int fd)
+{
+	char link[PATH_MAX], proc[40], line[2 * PATH_MAX + 512];
+	struct mountinfo_entry e;
+	uint64_t id;
+	ssize_t n;
+
+	if (!mi || statx_mount_id(fd, &id) < 0 || mount_line(mi, id, line, sizeof(line), &e) < 0)
+		return NULL;
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	n = readlink(proc, link, sizeof(link) - 1);
+	if (n <= 0)
+		return NULL;
+	link[n] = '\0';
+	if (link[0] != '/' || !mountinfo_path_under(link, e.mount_point))
+		return NULL;
+	const char *rest = strcmp(e.mount_point, "/") ? link + strlen(e.mount_point) : link;
+	char *out = NULL;
+	if (asprintf(&out, "%s%s", strcmp(e.root, "/") ? e.root : "", *rest ? rest : "/") < 0 ||
+	    (strcmp(out, "/") && out[strlen(out) - 1] == '/')) {
+		free(out);
+		return NULL;
+	}
+	return out;
+}
+
+/* For a directory that is a mount root: the reserved or trusted tree its mount shows, or
+ * a directory inside one (a bind mount of /data/agents/X at /srv/home), by the mount's
+ * root on the same file system. -1 when none or unknown. */
+static int own_dir_mounted(const struct own_dirs *o, int fd, const struct stat *st)
+{
+	char line[2 * PATH_MAX + 512];
+	struct mountinfo_entry e;
+	uint64_t id;
+
+	if (!o->mountinfo || statx_mount_id(fd, &id) < 0 ||
+	    mount_line(o->mountinfo, id, line, sizeof(line), &e) < 0)
+		return -1;
+	/* Not the root nor /data themselves: what else they hold is no one's (a bind mount
+	 * of /data/keep), and the trees that are are in the list on their own. */
+	for (size_t j = 2; j < OWN_DIRS_N; j++)
+		if (o->have[j] && o->fs_path[j] && st->st_dev == o->st[j].st_dev &&
+		    mountinfo_path_under(e.root, o->fs_path[j]))
+			return (int)j;
+	return -1;
+}
 
 /* Which own directory, under another name, the rule's path is or lies beneath: the index,
  * with *ret_len the length of the prefix of path that names it; -1 when none (or when the
  * way stops: a symlink, a missing name, a non-directory; what lies past that is the
  * walk's to report). Down from the root one name at a time (O_PATH|O_NOFOLLOW, never "..",
  * SECURITY.md), so each directory on the way is known by the prefix that reached it, and a
- * bind mount shows the inode it shares with the tree it mounts. Bounded by the path's
- * components (POLICY_PATH_MAX). */
-static int own_dir_on_way(int root_fd, const struct own_dirs *o, const char *path, size_t *ret_len)
+ * bind mount shows the inode it shares with the tree it mounts; a mount point on the way
+ * whose mount shows a directory inside one (*ret_inside) is known by its mount's root on
+ * the same file system. Bounded by the path's components (POLICY_PATH_MAX). */
+static int own_dir_on_way(int root_fd, const struct own_dirs *o, const char *path, size_t *ret_len,
+			  bool *ret_inside)
 {
 	_cleanup_close_ int cur = openat(root_fd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	char name[POLICY_NAME_MAX + 1];
@@ -135,8 +216,12 @@ static int own_dir_on_way(int root_fd, const struct own_dirs *o, const char *pat
 	size_t n;
 	int fd;
 
-	while (cur >= 0 && fstat(cur, &st) == 0 && S_ISDIR(st.st_mode)) {
+	int mount;
+
+	while (cur >= 0 && statx_node(cur, "", AT_EMPTY_PATH, &st, &mount) == 0 &&
+	       S_ISDIR(st.st_mode)) {
 		size_t len = p == path ? 1 : (size_t)(p - path); /* "/" for the root */
+		int k = -1;
 
 		for (size_t j = 0; j < OWN_DIRS_N; j++)
 			if (o->have[j] && st.st_dev == o->st[j].st_dev &&
@@ -145,6 +230,16 @@ static int own_dir_on_way(int root_fd, const struct own_dirs *o, const char *pat
 				*ret_len = len;
 				return (int)j;
 			}
+		/* A mount point on the way (not the root itself) that shows one of them or a
+		 * directory inside one. Named by its own path it is that directory (a volume
+		 * mounted at /data is /data). */
+		if (mount == 1 && len > 1)
+			k = own_dir_mounted(o, cur, &st);
+		if (k >= 0 && (strlen(o->path[k]) != len || memcmp(o->path[k], path, len))) {
+			*ret_len = len;
+			*ret_inside = true;
+			return k;
+		}
 		p += strspn(p, "/");
 		n = strcspn(p, "/");
 		if (n == 0 || n > POLICY_NAME_MAX)
@@ -159,6 +254,9 @@ static int own_dir_on_way(int root_fd, const struct own_dirs *o, const char *pat
 	return -1;
 }
 
+static int check_rules(int root_fd, const struct policy_rules *r, const struct own_dirs *o,
+		       struct policy_error *err);
+
 int policy_rules_check_fs(int root_fd, const struct policy_rules *r, struct policy_error *err)
 {
 	struct own_dirs o = {.path = {"/", "/data"}};
@@ -166,13 +264,29 @@ int policy_rules_check_fs(int root_fd, const struct policy_rules *r, struct poli
 	memcpy(o.path + 2, policy_reserved, sizeof(policy_reserved));
 	memcpy(o.path + 2 + POLICY_RESERVED_N, policy_trusted, sizeof(policy_trusted));
 
+	int ret = 0;
+
+	if (mountinfo_read(&o.mountinfo) < 0)
+		o.mountinfo = NULL;
 	for (size_t j = 0; j < OWN_DIRS_N; j++) {
 		_cleanup_close_ int fd = -1;
 		o.have[j] = policy_resolve(root_fd, o.path[j], O_PATH | O_DIRECTORY, &fd) >= 0 &&
 			    fstat(fd, &o.st[j]) == 0;
+		o.fs_path[j] = o.have[j] ? fs_path_of(o.mountinfo, fd) : NULL;
 	}
+	ret = check_rules(root_fd, r, &o, err);
+	for (size_t j = 0; j < OWN_DIRS_N; j++)
+		free(o.fs_path[j]);
+	free(o.mountinfo);
+	return ret;
+}
+
+static int check_rules(int root_fd, const struct policy_rules *r, const struct own_dirs *o,
+		       struct policy_error *err)
+{
 	for (size_t i = 0; i < r->n; i++) {
 		const char *path = r->rules[i].path;
+		bool inside = false;
 		size_t len = 0;
 		int fd = -1, k;
 		struct stat st;
@@ -182,21 +296,21 @@ int policy_rules_check_fs(int root_fd, const struct policy_rules *r, struct poli
 		 * apply. */
 		if (!r->rules[i].line)
 			continue;
-		k = own_dir_on_way(root_fd, &o, path, &len);
+		k = own_dir_on_way(root_fd, o, path, &len, &inside);
 		if (k >= 0) {
 			char msg[240], e[96];
 
 			escape_c(path, len, e, sizeof(e));
-			if (len == r->rules[i].len)
+			if (len == r->rules[i].len && !inside)
 				snprintf(msg, sizeof(msg),
 					 "is %s under another name (a bind mount?): a rule names "
 					 "it by its own path",
-					 o.path[k]);
+					 o->path[k]);
 			else
 				snprintf(msg, sizeof(msg),
 					 "lies beneath %s under another name ('%s', a bind "
 					 "mount?): a rule names it by its own path",
-					 o.path[k], e);
+					 o->path[k], e);
 			return fail(err, -EINVAL, r->rules[i].line, msg, path);
 		}
 		k = policy_resolve(root_fd, path, O_PATH, &fd);

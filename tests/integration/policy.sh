@@ -433,6 +433,25 @@ is "... nothing changed" "$(diff <(echo "$own") <(snap "$R/data/pistis" "$R/data
 is "... the secrets neither" "$(diff <(echo "$secrets") <(snap "$R/data/.secrets"))" ""
 umount "$R/srv/agents-alias"
 umount "$R/srv/bin-alias" "$R/srv/alias"
+# ... nor a bind mount of a directory INSIDE one (it shares no inode with the tree, only
+# the file system): an agent's home, a secret's directory, mounted elsewhere; the mount's
+# root on that file system says where it comes from.
+mkdir -p "$R/data/agents/pi-agent-0b0b0b0b/notes" "$R/srv/home-alias" "$R/srv/gh-alias"
+mount --bind "$R/data/agents/pi-agent-0b0b0b0b" "$R/srv/home-alias"
+mount --bind "$R/data/.secrets/gh" "$R/srv/gh-alias"
+own=$(snap "$R/data/pistis" "$R/data/sandbox-home" "$R/data/agents")
+secrets=$(snap "$R/data/.secrets")
+for a in /srv/home-alias:/data/agents /srv/home-alias/notes:/data/agents \
+	/srv/gh-alias:/data/.secrets; do
+	IFS=: read -r rp tree <<<"$a"
+	printf '[{"path":"%s","access":"write"}]\n' "$rp" >"$work/alias.json"
+	out=$("$P" policy apply --root "$R" --rules "$work/alias.json" 2>&1); rc=$?
+	is "a rule on $rp (a bind mount of a directory inside $tree) is refused (exit 1)" "$rc" 1
+	like "... naming the tree" "$out" "line 1: '$rp': lies beneath $tree under another name"
+done
+is "... nothing changed" "$(diff <(echo "$own") <(snap "$R/data/pistis" "$R/data/sandbox-home" "$R/data/agents"))" ""
+is "... the secrets neither" "$(diff <(echo "$secrets") <(snap "$R/data/.secrets"))" ""
+umount "$R/srv/home-alias" "$R/srv/gh-alias"
 # A bind mount of a directory that is none of pistis's: a rule beneath it applies
 mkdir -p "$R/srv/keep-alias"
 mount --bind "$R/data/keep" "$R/srv/keep-alias"
