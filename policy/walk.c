@@ -863,16 +863,23 @@ static void visit(struct walker *w, int dfd, const char *name, unsigned char d_t
 		 * so: the operator must hear of it. An agent that links a shared
 		 * root:pi-sandbox 0660 file at a none rule's path not there yet has the trim
 		 * lock every other agent out of it (0600); one that links its own file into a
-		 * read tree keeps an owner who can give the mode back. A device node: only
-		 * when it is looser or its owner can loosen it. */
+		 * read tree keeps an owner who can give the mode back. An agent's own file
+		 * that is only tighter than a rule says (git's and pnpm's hardlinks, trimmed) is
+		 * its owner's to open again: not a violation. A device node: only when it is
+		 * looser or its owner can loosen it. */
 		if (st.st_nlink > 1) {
-			off = true;
-			if (trim && w->o->mode == POLICY_APPLY) {
+			bool agents = st.st_uid >= USERS_AGENT_UID_MIN &&
+				      st.st_uid <= USERS_AGENT_UID_MAX;
+			off = !agents || policy_looser_than(&st, &x, &t) ||
+			      policy_owner_reopens(&st, &t);
+			if (off && trim && w->o->mode == POLICY_APPLY) {
 				struct stat sa = st;
 				struct policy_xstate xa = {0};
 
 				sa.st_mode = (st.st_mode & S_IFMT) | tt.mode;
-				off = policy_changes_for(&sa, &xa, &t) != 0;
+				off = policy_changes_for(&sa, &xa, &t) != 0 &&
+				      (!agents || policy_looser_than(&sa, &xa, &t) ||
+				       policy_owner_reopens(&sa, &t));
 			}
 		} else {
 			off = policy_looser_than(&st, &x, &t) || policy_owner_reopens(&st, &t);

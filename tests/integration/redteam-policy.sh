@@ -232,6 +232,15 @@ rm "$R/w5/proj/secret"
 "$P" policy apply --root "$R" --rules "$R/rules-k.json" >/dev/null 2>&1
 is "the name removed, apply again: the team's file is shared again" "$(stat -c '%u:%g %a %h' "$R/w5/team/notes")" "0:10010 660 1"
 exits 0 "... and check exits 0" "$P" policy check --root "$R" --rules "$R/rules-k.json"
+# An agent's own file with a second name in the write tree (git's and pnpm's hardlinks),
+# left tighter than the rule says: its owner's to open again, reported, not a violation.
+as_a sh -c "echo mine >'$R/w5/proj/own' && chmod 0600 '$R/w5/proj/own' && ln '$R/w5/proj/own' '$R/w5/proj/own2'"
+out=$("$P" policy apply --root "$R" --rules "$R/rules-k.json" 2>&1)
+like "an agent's own hardlinked file, tighter than the write rule: apply reports it" "$out" \
+	"left /w5/proj/own2?: has more than one link"
+like "... not as a violation" "$out" "apply: .* 0 violations"
+exits 0 "... and check exits 0 (not a violation)" "$P" policy check --root "$R" --rules "$R/rules-k.json"
+rm "$R/w5/proj/own" "$R/w5/proj/own2"
 
 # --- a file that is a mount point ---------------------------------------------------------------
 # A writable file bind-mounted over one in a read tree: apply does not cross the mount (the
