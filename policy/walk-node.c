@@ -212,7 +212,7 @@ void policy_trim_target(const struct stat *st, const struct policy_target *t,
 
 bool policy_agents_may_write(const struct stat *st)
 {
-	return (st->st_uid >= USERS_AGENT_UID_MIN && st->st_uid <= USERS_AGENT_UID_MAX) ||
+	return users_uid_is_agent(st->st_uid) ||
 	       (st->st_gid == USERS_SANDBOX_GID && (st->st_mode & 0020)) || (st->st_mode & 0002);
 }
 

@@ -183,12 +183,11 @@ static bool crosses_fs(const struct walker *w, const struct stat *st, int mount)
 static bool agents_in_trusted(const struct walker *w, const struct stat *st,
 			      const struct policy_target *t, const struct policy_xstate *x)
 {
-	bool agents = st->st_uid >= USERS_AGENT_UID_MIN && st->st_uid <= USERS_AGENT_UID_MAX;
+	bool agents = users_uid_is_agent(st->st_uid);
 
 	if (!agents && x)
 		agents = policy_agents_may_write(st) || x->acl_access ||
-			 (st->st_gid >= USERS_AGENT_UID_MIN && st->st_gid <= USERS_AGENT_UID_MAX &&
-			  (st->st_mode & 0020));
+			 (users_uid_is_agent(st->st_gid) && (st->st_mode & 0020));
 	return agents && (t->uid == 0 || t->uid == USERS_TOOLS_UID) &&
 	       policy_path_trusted(w->path, w->path_len);
 }
@@ -725,8 +724,7 @@ static void symlink_seen(struct walker *w, int dfd, const char *name, const stru
 			return; /* gone, or no longer a link: the next walk looks again */
 		st = &lst;
 	}
-	if (st->st_uid >= USERS_AGENT_UID_MIN && st->st_uid <= USERS_AGENT_UID_MAX &&
-	    policy_path_trusted(w->path, w->path_len))
+	if (users_uid_is_agent(st->st_uid) && policy_path_trusted(w->path, w->path_len))
 		return emit(w, POLICY_EV_AGENTS_IN_TRUSTED, 0, 0, st, NULL,
 			    w->o->mode == POLICY_CHECK);
 	if (w->rule->access == POLICY_WRITE)
@@ -868,8 +866,7 @@ static void visit(struct walker *w, int dfd, const char *name, unsigned char d_t
 		 * its owner's to open again: not a violation. A device node: only when it is
 		 * looser or its owner can loosen it. */
 		if (st.st_nlink > 1) {
-			bool agents = st.st_uid >= USERS_AGENT_UID_MIN &&
-				      st.st_uid <= USERS_AGENT_UID_MAX;
+			bool agents = users_uid_is_agent(st.st_uid);
 			off = !agents || policy_looser_than(&st, &x, &t) ||
 			      policy_owner_reopens(&st, &t);
 			if (off && trim && w->o->mode == POLICY_APPLY) {
