@@ -181,7 +181,8 @@ static void on_event(void *userdata, const struct policy_event *ev)
 		if (ev->kind == POLICY_EV_TOO_DEEP)
 			printf(",\"depth_max\":%u", ev->depth_max);
 		if (ev->kind == POLICY_EV_CHANGE || ev->kind == POLICY_EV_HARDLINK ||
-		    ev->kind == POLICY_EV_DEVICE || ev->kind == POLICY_EV_TOO_DEEP)
+		    ev->kind == POLICY_EV_DEVICE || ev->kind == POLICY_EV_TOO_DEEP ||
+		    ev->kind == POLICY_EV_OTHER_FS)
 			printf(",\"old\":{\"uid\":%u,\"gid\":%u,\"mode\":\"%04o\"},"
 			       "\"new\":{\"uid\":%u,\"gid\":%u,\"mode\":\"%04o\"}",
 			       (unsigned)ev->old_uid, (unsigned)ev->old_gid,
@@ -225,7 +226,17 @@ static void on_event(void *userdata, const struct policy_event *ev)
 		       ev->rule ? policy_access_name(ev->rule->access) : "?");
 		break;
 	case POLICY_EV_OTHER_FS:
-		printf("left %s: another file system (mount point): not crossed\n", p);
+		if (!ev->violation) {
+			printf("left %s: another file system (mount point): not crossed\n", p);
+			break;
+		}
+		printf("violation %s: a mount point (another file system, or a bind mount) under "
+		       "a %s rule, not crossed, and not what the rule says (would need %s; "
+		       "owner %u:%u, mode %04o): put a rule on its own path, or change what is "
+		       "mounted there\n",
+		       p, ev->rule ? policy_access_name(ev->rule->access) : "?", ch,
+		       (unsigned)ev->old_uid, (unsigned)ev->old_gid,
+		       (unsigned)(ev->old_mode & 07777));
 		break;
 	case POLICY_EV_AGENTS_IN_TRUSTED:
 		if (S_ISLNK(ev->old_mode)) {

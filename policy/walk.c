@@ -637,6 +637,29 @@ static void close_too_deep(struct walker *w, int dfd, const struct stat *st0)
 
 /* A directory: opened (O_DIRECTORY|O_NOFOLLOW: a real directory or nothing), checked,
  * its pre-order changes made, pushed for reading (or handed to another thread). */
+/* A mount point beneath the rule (a volume, a file or directory bind-mounted over
+ * another): not crossed, so it keeps what it has. Where that is looser than the rule, or
+ * its owner is neither the rule's nor root (and may loosen it again), the rule does not
+ * hold there: a violation for check and apply alike, as for a second name, with what it
+ * would take. x is NULL where its ACLs could not be read: the mode alone decides. */
+static void mount_point_seen(struct walker *w, const struct stat *st, const struct policy_xstate *x,
+			     bool secrets)
+{
+	const struct policy_xstate none = {0};
+	struct policy_target t;
+	bool off;
+
+	w->st.skipped++;
+	policy_target_for(w->rule->access, secrets, st->st_mode, st->st_uid, &t);
+	if (S_ISDIR(st->st_mode))
+		policy_target_pin(w->rules, w->path, w->path_len, &t);
+	if (!x)
+		x = &none;
+	off = policy_looser_than(st, x, &t) || policy_owner_reopens(st, &t);
+	emit(w, POLICY_EV_OTHER_FS, 0, off ? policy_changes_for(st, x, &t) : 0, st, &t,
+	     off && w->o->mode != POLICY_PLAN);
+}
+
 static void visit_dir(struct walker *w, int fd, bool secrets)
 {
 	_cleanup_close_ int dfd = fd;
@@ -651,8 +674,10 @@ static void visit_dir(struct walker *w, int fd, bool secrets)
 	r = policy_node_stat(dfd, "", AT_EMPTY_PATH, &st, &mount);
 	if (r < 0)
 		return emit(w, POLICY_EV_ERROR, r, 0, NULL, NULL, false);
-	if (crosses_fs(w, &st, mount))
-		return (void)(w->st.skipped++, emit(w, POLICY_EV_OTHER_FS, 0, 0, &st, NULL, false));
+	if (crosses_fs(w, &st, mount)) {
+		r = policy_xstate_fd(w->xlist, dfd, false, &x);
+		return mount_point_seen(w, &st, r < 0 ? NULL : &x, secrets);
+	}
 	if (w->base + w->depth >= w->sh->max_depth)
 		return close_too_deep(w, dfd, &st);
 	policy_target_for(w->rule->access, secrets, st.st_mode, st.st_uid, &t);
@@ -802,8 +827,11 @@ static void visit(struct walker *w, int dfd, const char *name, unsigned char d_t
 		return symlink_seen(w, dfd, name, &st, secrets);
 	if (S_ISDIR(st.st_mode))
 		return look_again_as_dir(w, dfd, name, secrets);
-	if (crosses_fs(w, &st, mount))
-		return (void)(w->st.skipped++, emit(w, POLICY_EV_OTHER_FS, 0, 0, &st, NULL, false));
+	if (crosses_fs(w, &st, mount)) {
+		r = fd >= 0 ? policy_xstate_fd(w->xlist, fd, true, &x)
+			    : policy_xstate_at(w->xlist, dfd, name, &x);
+		return mount_point_seen(w, &st, r < 0 ? NULL : &x, secrets);
+	}
 
 	/* The ACL state is read by name even when fd is open: listxattr() refuses O_PATH
 	 * fds, and /proc/thread-self/fd/N costs a path walk. A name swapped in the meantime can

@@ -256,6 +256,39 @@ is "explain of a file that is a mount point below a read rule: beyond the mount,
 print(d["implies"]["beyond_mount"], d["agent"]["write"], d["agent"]["read_only_holds"])')" \
 	"True True False"
 ok "... and the agent writes it" setpriv --reuid=$A --regid=$A --clear-groups sh -c "echo agent >'$R/ro/conf'"
+# check and apply say the rule does not hold there: a violation, exit 1, with what it
+# would take; the bind mount's source is not touched.
+out=$("$P" policy check --root "$R" --rules "$R/rules-m.json" 2>&1)
+exits 1 "check of a read tree with a 0666 file mount point: not conforming" \
+	"$P" policy check --root "$R" --rules "$R/rules-m.json"
+like "... the mount point is a violation, with the owner and mode it has" "$out" \
+	"^violation /ro/conf: a mount point .* under a read rule, not crossed, .*mode 0666"
+out=$("$P" policy apply --root "$R" --rules "$R/rules-m.json" 2>&1)
+like "apply reports it as a violation too" "$out" "^violation /ro/conf: a mount point"
+like "... counted" "$out" "apply: .* 1 violations"
+is "... and the mounted file is left as it is" "$(stat -c %a "$R/other/shared")" 666
+is "check --json: kind other_fs, a violation" \
+	"$("$P" policy check --root "$R" --rules "$R/rules-m.json" --json |
+		python3 -c 'import json,sys; d=json.load(sys.stdin)
+print([(e["kind"], e["violation"], e["old"]["mode"]) for e in d["events"] if e["path"] == "/ro/conf"])')" \
+	"[('other-fs', True, '0666')]"
+chmod 0644 "$R/other/shared"
+out=$("$P" policy check --root "$R" --rules "$R/rules-m.json" 2>&1)
+like "a root-owned 0644 file mounted there is what a read rule says: only left" "$out" \
+	"^left /ro/conf: another file system"
+exits 0 "... and check exits 0" "$P" policy check --root "$R" --rules "$R/rules-m.json"
 umount "$R/ro/conf"
+# The same for a directory: an agent's directory bind-mounted into a none tree.
+mkdir -p "$R/no/cache" "$R/other/agentdir" && chown $A:$A "$R/other/agentdir"
+mount --bind "$R/other/agentdir" "$R/no/cache"
+printf '[{"path":"/no","access":"none"}]\n' >"$R/rules-n.json"
+out=$("$P" policy check --root "$R" --rules "$R/rules-n.json" 2>&1)
+like "an agent's directory mounted in a none tree: a violation (its owner can open it)" "$out" \
+	"^violation /no/cache: a mount point .* under a none rule"
+exits 1 "... check exits 1" "$P" policy check --root "$R" --rules "$R/rules-n.json"
+"$P" policy apply --root "$R" --rules "$R/rules-n.json" >/dev/null 2>&1
+is "... apply does not cross it: the agent's directory is still the agent's" \
+	"$(stat -c %u "$R/other/agentdir")" "$A"
+umount "$R/no/cache"
 
 done_testing
