@@ -295,14 +295,26 @@ uid_tasks() { # uid
 	echo "$n"
 }
 
+# _ghost_in_root /proc/PID ROOT: a process whose main thread has exited (a zombie, with no
+# root of its own) while other threads run on in ROOT; cheap for everything else.
+_ghost_in_root() {
+	local t
+	[[ -e $1/root ]] && return 1
+	for t in "$1"/task/[0-9]*; do
+		[[ $t/root -ef $2 ]] && return 0
+	done
+	return 1
+}
+
 # The pids of the processes whose root directory is ROOT (the same directory: -ef compares
 # device and inode), optionally only those whose effective uid is UID (as ps -u). Shell
 # builtins only: a fork per process on the machine (a readlink, an awk) took ~0.5 s a call
-# on a VM where a fork costs ~2 ms, longer than the states some tests poll for last.
+# on a VM where a fork costs ~2 ms, longer than the states some tests poll for last. A
+# ghost (main thread exited, threads running on) counts by its threads' root.
 root_pids() { # root [uid]
 	local d k r e _ uid
 	for d in /proc/[0-9]*; do
-		[[ $d/root -ef $1 ]] || continue
+		[[ $d/root -ef $1 ]] || _ghost_in_root "$d" "$1" || continue
 		if [ -n "${2:-}" ]; then
 			uid=""
 			while read -r k r e _; do
@@ -324,7 +336,9 @@ _root_kill_procs() { # root-dir
 		for pid in /proc/[0-9]*; do
 			# Most processes share our root: skipped without a fork (root_pids).
 			[[ $pid/root -ef / ]] && continue
-			root=$(readlink "$pid/root" 2>/dev/null) || continue
+			root=$(readlink "$pid/root" 2>/dev/null) ||
+				root=$(for t in "$pid"/task/[0-9]*; do readlink "$t/root" && break; done 2>/dev/null) ||
+				continue
 			case "$root" in "$1" | "$1"/*)
 				kill -9 "${pid#/proc/}" 2>/dev/null && found=1 ;;
 			esac
