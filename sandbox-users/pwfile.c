@@ -56,19 +56,33 @@ static int parse_id(const char *p, size_t len, uint32_t *ret)
 	return 0;
 }
 
-/* Check a scanned line against its kind's grammar and fill l. Comments, blank lines and
- * NIS compat lines ("+", "-") are kept, never interpreted. */
+/* An id field of a NIS compat line: empty reads as none (PWFILE_ID_NONE), as the compat
+ * syntax means "the NIS map's value"; anything else as strictly as everywhere. */
+static int parse_id_compat(const char *p, size_t len, bool compat, uint32_t *ret)
+{
+	if (compat && len == 0)
+		return (void)(*ret = PWFILE_ID_NONE), 0;
+	return parse_id(p, len, ret);
+}
+
+/* Check a scanned line against its kind's grammar and fill l. Comments and blank lines
+ * are kept, never interpreted. A NIS compat line ('+' or '-' first) is kept byte for
+ * byte too; one with fields is read as glibc's and musl's files parsers read it, an entry
+ * named with its sign ("+shadow"), held to the same grammar (an empty id is none): its
+ * ids are taken and its member lists count (initgroups and musl's getgrouplist honour
+ * them). Only a bare "+", "-", "+name", "-@netgroup" (no ':') is not an entry. */
 static int check_line(enum pwfile_kind kind, const char *p, const struct line_scan *s,
 		      struct pwfile_line *l, const char **ret_why)
 {
 	const unsigned nf = kinds[kind].fields;
 	size_t len = s->len;
+	bool compat = len > 0 && (p[0] == '+' || p[0] == '-');
 
 	l->entry = false;
 	if (len > (kind == PWFILE_GROUP || kind == PWFILE_GSHADOW ? PWFILE_GROUP_LINE_MAX
 								  : PWFILE_LINE_MAX))
 		return *ret_why = "line too long", -EINVAL;
-	if (len == 0 || p[0] == '#' || p[0] == '+' || p[0] == '-')
+	if (len == 0 || p[0] == '#' || (compat && s->colons == 0))
 		return 0;
 	if (p[0] == ' ' || p[0] == '\t') {
 		size_t i = 0;
@@ -97,13 +111,13 @@ static int check_line(enum pwfile_kind kind, const char *p, const struct line_sc
 	l->gid = 0;
 	if (kinds[kind].id_field >= 0) {
 		unsigned f = (unsigned)kinds[kind].id_field;
-		if (parse_id(p + FSTART(f), FEND(f) - FSTART(f), &l->id) < 0)
+		if (parse_id_compat(p + FSTART(f), FEND(f) - FSTART(f), compat, &l->id) < 0)
 			return *ret_why = kind == PWFILE_PASSWD ? "invalid uid" : "invalid gid",
 			       -EINVAL;
 	}
 	if (kinds[kind].gid_field >= 0) {
 		unsigned f = (unsigned)kinds[kind].gid_field;
-		if (parse_id(p + FSTART(f), FEND(f) - FSTART(f), &l->gid) < 0)
+		if (parse_id_compat(p + FSTART(f), FEND(f) - FSTART(f), compat, &l->gid) < 0)
 			return *ret_why = "invalid gid", -EINVAL;
 	}
 	/* Members: a list shorter than 2 × the limit cannot hold more, so only a list that

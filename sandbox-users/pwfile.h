@@ -4,7 +4,8 @@
  * No I/O: the caller hands in the bytes of the very file it is about to rewrite and gets
  * back the bytes to write. Every line this module did not create or edit is written back
  * byte for byte (comments, blank lines, CRLF, NIS "+"/"-" lines, a missing final newline
- * is completed only when a line is appended after it). */
+ * is completed only when a line is appended after it). A NIS line with fields is also an
+ * entry, named with its sign, as the C libraries read it (check_line in pwfile.c). */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -26,6 +27,7 @@ enum pwfile_kind {
 #define PWFILE_LINES_MAX 500000u	 /* lines per file */
 #define PWFILE_MEMBERS_MAX 100000u	 /* members of one group */
 #define PWFILE_ID_MAX 4294967294u	 /* (uid_t)-1 is never an id */
+#define PWFILE_ID_NONE 4294967295u	 /* a NIS compat line's empty id: matches no id */
 
 /* 32 bytes: one per line of every file, on every call. Offsets and lengths fit 32 bits
  * (files are at most PWFILE_SIZE_MAX bytes). */
@@ -36,7 +38,7 @@ struct pwfile_line {
 	uint32_t id;	   /* passwd: uid; group: gid; others: 0 */
 	uint32_t gid;	   /* passwd: the primary gid */
 	uint8_t term;	   /* terminator bytes: 0 (last line), 1 "\n", 2 "\r\n" */
-	bool entry;	   /* a parsed entry (not a comment, blank or NIS line) */
+	bool entry;	   /* a parsed entry (not a comment, blank or bare NIS "+"/"-name") */
 	bool deleted;
 	char *repl; /* edited or appended line (without terminator), owned (uarena_alloc) */
 };

@@ -226,4 +226,33 @@ for id in rt/bb rt/bc; do
 done
 ok "... the FIFO left alone" test -p "$R$H/tmp"
 
+# --- NIS compat lines ('+'/'-') in the image's /etc -------------------------------------------
+# glibc's initgroups and musl's getgrouplist honour the member lists of "+group" and
+# "-group" lines, and musl's getpwuid the uid of a "+user" line: a membership there put the
+# agent in shadow's group for anything that calls initgroups (runuser, su, cron), and the
+# uid of such a line was handed out as free.
+fresh
+name=$(u ensure rt/nis0 | sed -n 's/^name=//p')
+u remove rt/nis0 --forget >/dev/null
+cp -a "$R/etc/group" "$S/group.nis"
+echo "+shadow:x:42:$name" >>"$R/etc/group"
+out=$(u ensure rt/nis0 2>&1)
+is "a '+shadow' group line listing the agent: ensure refuses (exit 1)" "$?" 1
+like "... naming the group" "$out" "is a member of group '\+shadow' in /etc/group"
+ok "... and no line is written for it" sh -c "! grep -q '^$name:' '$R/etc/passwd'"
+cp -a "$S/group.nis" "$R/etc/group"
+nu=$(u ensure rt/nis0 | sed -n 's/^uid=//p')
+echo "-root2:x:0:$name" >>"$R/etc/group"
+exits 1 "an existing agent (the lock-free path) named on a '-' group line: refused" u ensure rt/nis0
+cp -a "$S/group.nis" "$R/etc/group"
+free=$((nu + 1))
+echo "+svc:x:$free:$free::/nonexistent:/bin/sh" >>"$R/etc/passwd"
+out=$(u ensure rt/nis1 --uid "$free" 2>&1)
+like "the uid of a '+svc' passwd line is taken: --uid refused" "$out" "uid $free belongs to user '\+svc'"
+is "... and the next agent is not given it" "$(u ensure rt/nis2 | sed -n 's/^uid=//p')" "$((free + 1))"
+echo "+svc:x:123" >>"$R/etc/passwd"
+out=$(u ensure rt/nis3 2>&1)
+like "a '+' line with too few fields is an error naming the line, as any other" "$out" \
+	"/etc/passwd:[0-9]+: too few fields"
+
 done_testing

@@ -483,7 +483,7 @@ TEST(pieces_match_a_line_by_line_rewrite_on_odd_inputs)
 	static const struct {
 		const char *group, *gshadow;
 	} cases[] = {
-		{"pi-sandbox:x:10010:\r\nroot:x:0:\r\n# c\r\n+::::\r\n",
+		{"pi-sandbox:x:10010:\r\nroot:x:0:\r\n# c\r\n+:::\r\n",
 		 "pi-sandbox:!::\r\nroot:*::\r\n"},
 		{"root:x:0:\n\n# a comment\n+@nis:::\npi-sandbox:x:10010:x,y",
 		 "root:*::\n-@nis:::\npi-sandbox:!::x,y"},
@@ -509,7 +509,7 @@ TEST(pieces_match_a_line_by_line_rewrite_on_odd_inputs)
 		char *gr = db_text(&db, PWFILE_GROUP), want[512];
 		if (i == 0) {
 			snprintf(want, sizeof(want),
-				 "pi-sandbox:x:10010:%s,%s,\r\nroot:x:0:\r\n# c\r\n+::::\r\n"
+				 "pi-sandbox:x:10010:%s,%s,\r\nroot:x:0:\r\n# c\r\n+:::\r\n"
 				 "pi-tools:x:10002:\n%s:x:10101:\n%s:x:10102:\n",
 				 b.name, a.name, a.name, b.name);
 			EXPECT_STREQ(gr, want);
@@ -892,6 +892,9 @@ TEST(pwfile_roundtrip_and_strictness)
 		{PWFILE_GROUP, "g:x:1\n", 1},
 		{PWFILE_SHADOW, "s:!:::\n", 1},
 		{PWFILE_GSHADOW, "g:!:\n", 1},
+		{PWFILE_PASSWD, "root:x:0:0::/:/bin/sh\n+svc:x:10100:x::/:/bin/sh\n", 2},
+		{PWFILE_PASSWD, "+svc:x:10100\n", 1},
+		{PWFILE_GROUP, "+::::\n", 1},
 	};
 	struct pwfile f;
 	size_t line, len;
@@ -904,7 +907,11 @@ TEST(pwfile_roundtrip_and_strictness)
 	EXPECT_STREQ(out, PASSWD);
 	EXPECT_EQ(pwfile_find_name(&f, "app"), 5);
 	EXPECT_EQ(pwfile_find_id(&f, 65534), 6);
-	EXPECT_EQ(pwfile_find_name(&f, "+@netgroup"), -1);
+	/* A NIS compat line with fields is an entry named with its sign, as the C libraries
+	 * read it; its empty ids are none. */
+	EXPECT_EQ(pwfile_find_name(&f, "+@netgroup"), 4);
+	EXPECT_EQ(f.lines[4].id, PWFILE_ID_NONE);
+	EXPECT_EQ(f.lines[4].gid, PWFILE_ID_NONE);
 	free(out);
 	pwfile_done(&f);
 
@@ -2128,3 +2135,38 @@ TEST(mount_point_homes_refused)
 }
 
 TEST_HARNESS_MAIN
+
+/* NIS compat lines ('+'/'-' first) with fields are read as glibc's and musl's files
+ * parsers read them: initgroups and musl's getgrouplist honour their member lists, and
+ * musl's getpwuid their uids. So their ids are taken and their memberships refused, as
+ * for any other line; a bare "+" or "-name" is kept and means nothing here. */
+TEST(nis_compat_lines_count)
+{
+	static const char pw[] = "root:x:0:0:root:/root:/bin/sh\n+\n-someone\n"
+				 "+svc:x:10100:10100::/nonexistent:/bin/sh\n+@ng::::::\n";
+	static const char gr[] = "root:x:0:\n+:::\n-@ng\n-grp:x:10101:\n";
+	struct users_db db;
+	struct users_identity a;
+	char bad[256];
+
+	/* The uid of a '+' passwd line and the gid of a '-' group line are taken. */
+	db_load(&db, pw, gr, NULL, NULL);
+	ASSERT_EQ(users_db_ensure(&db, "a", (uid_t)-1, &a), 0);
+	EXPECT_EQ(a.uid, 10102u);
+	EXPECT_EQ(users_db_ensure(&db, "b", 10100, &a), -EEXIST);
+	EXPECT_TRUE(strstr(db.err, "user '+svc'") != NULL);
+	EXPECT_EQ(users_db_ensure(&db, "c", 10101, &a), -EEXIST);
+	EXPECT_TRUE(strstr(db.err, "group '-grp'") != NULL);
+	users_db_done(&db);
+
+	/* A membership on a '+' or '-' group line is refused, as on any other. */
+	for (int sign = 0; sign < 2; sign++) {
+		char name[USERS_NAME_MAX + 1];
+		ASSERT_EQ(ident_name_derive("a", IDENT_HEX_MIN, name), 0);
+		snprintf(bad, sizeof(bad), "root:x:0:\n%cshadow:x:42:%s\n", sign ? '-' : '+', name);
+		db_load(&db, pw, bad, NULL, NULL);
+		EXPECT_EQ(users_db_ensure(&db, "a", (uid_t)-1, &a), -EEXIST);
+		EXPECT_TRUE(strstr(db.err, sign ? "group '-shadow'" : "group '+shadow'") != NULL);
+		users_db_done(&db);
+	}
+}
