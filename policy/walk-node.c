@@ -57,8 +57,23 @@ int policy_node_stat(int dfd, const char *name, int flags, struct stat *st, int 
 	return statx_node(dfd, name, flags, st, ret_mount);
 }
 
+/* The default ACL's bytes, to tell ours from a planted one: none, ours, or foreign (any
+ * other bytes or error, -ERANGE included: too big to be ours; removing it is safe). */
+static int default_acl_state(int fd, bool opath)
+{
+	uint8_t buf[256];
+	ssize_t m = policy_getxattr_fd(fd, opath, POLICY_XATTR_ACL_DEFAULT, buf, sizeof(buf));
+
+	if (m == -ENODATA)
+		return POLICY_ACL_DEF_NONE;
+	if (m == POLICY_DEFAULT_ACL_SIZE &&
+	    !memcmp(buf, policy_default_acl_xattr, POLICY_DEFAULT_ACL_SIZE))
+		return POLICY_ACL_DEF_OURS;
+	return POLICY_ACL_DEF_FOREIGN;
+}
+
 /* Parse a listxattr() name list for the two ACL names; the default ACL's bytes are read
- * only when present (directories), to tell ours from a planted one. */
+ * only when present (directories). */
 static int xstate_from_list(const char *list, ssize_t n, int fd, bool opath,
 			    struct policy_xstate *x)
 {
@@ -70,24 +85,28 @@ static int xstate_from_list(const char *list, ssize_t n, int fd, bool opath,
 		if (!strcmp(name, POLICY_XATTR_ACL_ACCESS))
 			x->acl_access = true;
 		else if (!strcmp(name, POLICY_XATTR_ACL_DEFAULT)) {
-			uint8_t buf[256];
-			ssize_t m;
-
 			if (fd < 0)
 				return -EAGAIN; /* caller re-reads through an fd */
-			m = policy_getxattr_fd(fd, opath, POLICY_XATTR_ACL_DEFAULT, buf,
-					       sizeof(buf));
-			if (m == -ENODATA)
-				x->acl_default = POLICY_ACL_DEF_NONE;
-			else if (m == POLICY_DEFAULT_ACL_SIZE &&
-				 !memcmp(buf, policy_default_acl_xattr, POLICY_DEFAULT_ACL_SIZE))
-				x->acl_default = POLICY_ACL_DEF_OURS;
-			else
-				x->acl_default =
-					POLICY_ACL_DEF_FOREIGN; /* incl. -ERANGE: too big to be ours */
+			x->acl_default = default_acl_state(fd, opath);
 		}
 		i += (ssize_t)l + 1;
 	}
+	return 0;
+}
+
+/* Each ACL asked for by name: for a node whose xattr names do not fit one listxattr()
+ * (E2BIG past XATTR_LIST_MAX, 64 KiB: anyone who may write a node may add user.* names
+ * to it until they do). The list failing must never hide an ACL, nor keep the walk off
+ * the node and what lies below it. */
+static int xstate_by_name(int fd, bool opath, struct policy_xstate *x)
+{
+	ssize_t m = policy_getxattr_fd(fd, opath, POLICY_XATTR_ACL_ACCESS, NULL, 0);
+
+	memset(x, 0, sizeof(*x));
+	if (m < 0 && m != -ENODATA)
+		return (int)m;
+	x->acl_access = m >= 0;
+	x->acl_default = default_acl_state(fd, opath);
 	return 0;
 }
 
@@ -111,6 +130,8 @@ int policy_xstate_fd(char list[POLICY_XLIST_MAX], int fd, bool opath, struct pol
 		n = list_fd(fd, opath, list, XLIST_MAX);
 	if (n < 0 && errno == ENOTSUP)
 		n = 0;
+	if (n < 0 && errno == E2BIG)
+		return xstate_by_name(fd, opath, x);
 	if (n < 0)
 		return negative_errno();
 	return xstate_from_list(list, n, fd, opath, x);
@@ -136,6 +157,8 @@ int policy_xstate_at(char list[POLICY_XLIST_MAX], int dfd, const char *name,
 	}
 	if (n < 0 && errno == ENOTSUP)
 		n = 0;
+	if (n < 0 && errno == E2BIG)
+		return -ENOENT; /* the caller looks again through an fd (xstate_by_name) */
 	if (n < 0)
 		return negative_errno();
 	return xstate_from_list(list, (ssize_t)n, -1, false, x);

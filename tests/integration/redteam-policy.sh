@@ -291,4 +291,35 @@ is "... apply does not cross it: the agent's directory is still the agent's" \
 	"$(stat -c %u "$R/other/agentdir")" "$A"
 umount "$R/no/cache"
 
+# --- more xattr names than one listxattr() returns (E2BIG) --------------------------------------
+# Anyone who may write a node may add user.* xattrs to it (no ownership needed: root's
+# shared root:pi-sandbox 02770 directories and 0660 files in a write tree). Past 64 KiB of
+# names listxattr() fails with E2BIG; the walk used the list to find ACLs, so it reported an
+# error and left the node, and for a directory everything below it: a later read or none
+# rule never held there.
+bloat() { # node: ~400 names of 240 bytes, as agent A
+	setpriv --reuid=$A --regid=$A --groups=10010 /usr/bin/python3 -c '
+import os, sys
+for i in range(400):
+    os.setxattr(sys.argv[1], "user." + "x" * 240 + str(i), b"1", follow_symlinks=False)' "$1"
+}
+mkdir -p "$R/xa/repo/hooks" "$R/xa/team" && echo TOKEN=t0ps3cret >"$R/xa/team/creds"
+printf '[{"path":"/xa","access":"write"}]\n' >"$R/rules-xa.json"
+"$P" policy apply --root "$R" --rules "$R/rules-xa.json" >/dev/null 2>&1
+is "(write tree: root's hooks directory root:pi-sandbox 2770, creds 0660)" \
+	"$(stat -c '%u:%g %a' "$R/xa/repo/hooks" "$R/xa/team/creds" | paste -sd' ')" "0:10010 2770 0:10010 660"
+bloat "$R/xa/repo/hooks" && bloat "$R/xa/team/creds"
+ok "(the agent made listxattr fail with E2BIG on both)" sh -c "! getfattr -d -m- '$R/xa/team/creds' >/dev/null 2>&1"
+setpriv --reuid=$A --regid=$A --groups=10010 sh -c "printf 'id\n' >'$R/xa/repo/hooks/pre-commit' && chmod 0777 '$R/xa/repo/hooks/pre-commit'"
+setfacl -m u:$B:rwx "$R/xa/repo/hooks/pre-commit"
+printf '[{"path":"/xa","access":"write"},{"path":"/xa/repo/hooks","access":"read"},{"path":"/xa/team/creds","access":"none"}]\n' >"$R/rules-xb.json"
+out=$("$P" policy apply --root "$R" --rules "$R/rules-xb.json" 2>&1)
+is "a read rule on the bloated directory holds: it and the agent's hook are root's" \
+	"$(stat -c '%u:%g %a' "$R/xa/repo/hooks" "$R/xa/repo/hooks/pre-commit" | paste -sd' ')" "0:0 755 0:0 755"
+is "... the access ACL planted on the hook is gone" "$(getfacl -cp "$R/xa/repo/hooks/pre-commit" 2>/dev/null | grep -c "^user:$B")" 0
+is "a none rule on the bloated file holds: root:root 0600" "$(stat -c '%u:%g %a' "$R/xa/team/creds")" "0:0 600"
+fails "... the agent can no longer read it" setpriv --reuid=$A --regid=$A --groups=10010 cat "$R/xa/team/creds"
+unlike "... and apply reported no error" "$out" "^error"
+exits 0 "check: the tree conforms" "$P" policy check --root "$R" --rules "$R/rules-xb.json"
+
 done_testing
