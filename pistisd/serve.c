@@ -35,6 +35,7 @@
 #include "lib/macro.h"
 #include "lib/proto.h"
 #include "lib/sha256.h"
+#include "lib/sock-owner.h"
 #include "lib/tls-ca.h"
 #include "lib/trust-path.h"
 #include "pistisd/check.h"
@@ -673,6 +674,50 @@ static bool pin_matches(struct lws *wsi)
 	return true;
 }
 
+/* A relay reached over TCP must not be a socket an agent bound, nor pi-tools (as which
+ * trusted commands run): agents share pistisd's network namespace, and their listener on
+ * the relay's port while the relay is away (a restart, a crash) would be handed the
+ * sandbox's token and then obeyed, as every request from the relay is. The socket at the
+ * other end is looked up by its four-tuple (lib/sock-owner): one of this namespace must
+ * not be an agent's or pi-tools'; a loopback peer whose owner cannot be told is refused;
+ * a peer that no socket of this namespace is (another host, another namespace) is the
+ * network's to vouch for (wss:// and --pin). Called before the token is written. */
+static bool relay_peer_believed(struct lws *wsi)
+{
+	int fd = lws_get_socket_fd(wsi), err = 0;
+	enum sock_peer kind = SOCK_PEER_UNKNOWN;
+	uid_t uid = 0;
+	int r;
+
+	if (S.unix_addr[0])
+		return true; /* its directories are root's alone (path_believed) */
+	r = fd < 0 ? -EBADF : sock_tcp_peer(fd, &kind, &uid, &err);
+	if (r < 0) {
+		log_error_errno(r,
+				"Cannot tell who listens at the relay's address %s:%d (%m); "
+				"not sending the token",
+				S.host, S.port);
+		return false;
+	}
+	if (kind == SOCK_PEER_LOCAL && (users_uid_is_agent(uid) || uid == USERS_TOOLS_UID)) {
+		log_error("Refusing the relay at %s:%d: the socket there belongs to uid %u (%s), "
+			  "not to the relay; not sending the token (the relay's port is taken "
+			  "while the relay is away: stop that process; docs/security.md)",
+			  S.host, S.port, (unsigned)uid,
+			  uid == USERS_TOOLS_UID ? USERS_TOOLS_USER : "an agent");
+		return false;
+	}
+	if (kind == SOCK_PEER_UNKNOWN && sock_peer_is_loopback(fd)) {
+		log_error_errno(err,
+				"Refusing the relay at %s:%d: a loopback address, and who owns the "
+				"socket there cannot be told (socket diagnostics: %m); not sending "
+				"the token (use a unix socket path, or wss:// with --pin)",
+				S.host, S.port);
+		return false;
+	}
+	return true;
+}
+
 static int cb_relay(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
 		    size_t len)
 {
@@ -681,7 +726,7 @@ static int cb_relay(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		unsigned char **p = in, *end = (*p) + len;
 		char value[TOKEN_MAX + 8];
 		int n, r;
-		if (S.have_pin && !pin_matches(wsi))
+		if (!relay_peer_believed(wsi) || (S.have_pin && !pin_matches(wsi)))
 			return -1;
 		n = snprintf(value, sizeof(value), "Bearer %.*s", (int)S.token_len, S.token);
 		r = lws_add_http_header_by_name(wsi, (const unsigned char *)"authorization:",
@@ -721,6 +766,14 @@ static int cb_relay(struct lws *wsi, enum lws_callback_reasons reason, void *use
 	case LWS_CALLBACK_CLIENT_CLOSED:
 		if (wsi == S.conn)
 			connection_lost("closed");
+		break;
+	case LWS_CALLBACK_CLOSED_CLIENT_HTTP:
+		/* Closed before the upgrade: a refused relay (relay_peer_believed, --pin) ends
+		 * here, not in CLIENT_CONNECTION_ERROR; dial again all the same, with the
+		 * backoff, so the real relay is found once it is back. */
+		forget_sent_token();
+		if (wsi == S.conn || !S.conn)
+			connection_lost("closed before the upgrade");
 		break;
 	default:
 		break;
@@ -930,7 +983,9 @@ static void usage(FILE *f)
 		"Dial out to the relay and run commands and file operations for it.\n"
 		"URL is ws://HOST[:PORT][/PATH], wss://HOST[:PORT][/PATH] or "
 		"/path/to/unix.sock\n"
-		"(the directories and links on a socket's way root's, writable by no one else).\n\n"
+		"(the directories and links on a socket's way root's, writable by no one else;\n"
+		"over TCP, a socket of this network namespace at the relay's address that is an\n"
+		"agent's or pi-tools' is refused before the token is sent).\n\n"
 		"  --relay URL         where to dial (never listens)\n"
 		"  --token-file FILE   this sandbox's token (root-owned, mode 0600)\n"
 		"  --ca FILE           CA bundle for wss:// (default: the system's, e.g.\n"

@@ -12,7 +12,9 @@
  *   probe bg-sleep S [stay]  a setsid()'d child sleeping S s; the probe exits, or stays
  *   probe ghost S [FILE]  the main thread exits, a second one sleeps S s (FILE held open)
  *   probe sleep S | output BYTES | exit N | raise SIG | winch S | spam S */
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <netinet/in.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/keyctl.h>
@@ -576,6 +578,41 @@ int main(int argc, char **argv, char **envp)
 			printf("winch=%ux%u\n", ws.ws_col, ws.ws_row);
 		else
 			printf("winch=none\n");
+	} else if (!strcmp(mode, "listen")) {
+		/* A listener on 127.0.0.1:arg (bound as soon as the port is free, within argv[3]
+		 * seconds): what the first client sends in 3 s, and whether it held a bearer
+		 * token. An agent posing as a relay that is away. */
+		struct sockaddr_in a = {.sin_family = AF_INET,
+					.sin_port = htons((uint16_t)arg),
+					.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+		long secs = argc > 3 ? atol(argv[3]) : 10;
+		char buf[4096];
+		ssize_t n, got = 0;
+		int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), c, one = 1;
+
+		setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		for (long i = 0; bind(s, (struct sockaddr *)&a, sizeof(a)) < 0; i++)
+			if (i >= secs * 20)
+				return 2;
+			else
+				usleep(50000);
+		if (listen(s, 4) < 0)
+			return 3;
+		printf("listening\n");
+		c = accept4(s, NULL, NULL, SOCK_CLOEXEC);
+		if (c < 0)
+			return 4;
+		for (int i = 0; i < 30 && got < (ssize_t)sizeof(buf) - 1; i++) {
+			struct pollfd p = {.fd = c, .events = POLLIN};
+			if (poll(&p, 1, 100) <= 0)
+				continue;
+			n = read(c, buf + got, sizeof(buf) - 1 - (size_t)got);
+			if (n <= 0)
+				break;
+			got += n;
+		}
+		buf[got] = 0;
+		printf("got=%zd\nbearer=%s\n", got, strstr(buf, "Bearer ") ? "yes" : "no");
 	} else {
 		fprintf(stderr, "probe: unknown mode '%s'\n", mode);
 		return 100;

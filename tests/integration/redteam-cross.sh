@@ -317,4 +317,26 @@ fi
 
 call exec.signal "{\"agent\":\"bob\",\"tag\":\"bobtag\",\"signal\":9}" >/dev/null
 wait "$BJOB"
+
+# --- Promise 3: A becomes the relay while it is away ----------------------------------------------
+# Agents share pistisd's network namespace. With the relay (server-min) down, A binds its
+# port: pistisd redials, and must find the socket there to be an agent's and send nothing,
+# least of all the sandbox token, nor take A's requests. The real relay back, it reconnects.
+kill "$SM" && wait "$SM" 2>/dev/null
+SM=
+: >"$W/fake.out"
+(in_root_exec "$R" pistisd run --agent alice --timeout 60 -- $PROBE listen "$SP" 20) >"$W/fake.out" 2>&1 &
+FAKE=$!
+for _ in $(seq 300); do grep -q '^got=' "$W/fake.out" && break; sleep 0.1; done
+like "an agent's listener on the relay's port gets a connection from pistisd ..." "$(cat "$W/fake.out")" '^got='
+is "... and not a byte of it: no upgrade request, no token" "$(field got <"$W/fake.out")" 0
+unlike "... (no bearer token)" "$(cat "$W/fake.out")" 'bearer=yes'
+like "pistisd says why" "$(cat "$W/pd.log")" \
+	"Refusing the relay at 127.0.0.1:$SP: the socket there belongs to uid $AUID \\(an agent\\)"
+kill "$FAKE" 2>/dev/null; wait "$FAKE" 2>/dev/null
+for _ in $(seq 100); do [ -z "$(root_pids "$R" "$AUID")" ] && break; sleep 0.1; done
+"$BIN/server-min" --config "$W/pistis.json" >>"$W/smin.log" 2>&1 &
+SM=$!
+for _ in $(seq 300); do P ls 2>/dev/null | grep -q "s1 *connected" && break; sleep 0.1; done
+like "the relay back on its port (root's), pistisd connects again" "$(P ls 2>&1)" '^s1 +connected'
 done_testing

@@ -6,7 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <sys/syscall.h>
@@ -21,6 +25,7 @@
 #include "lib/siphash.h"
 #include "lib/tap.h"
 #include "lib/token-file.h"
+#include "lib/sock-owner.h"
 
 TEST(escape_c_control_bytes)
 {
@@ -581,6 +586,186 @@ TEST(fd_remove_acls_counts_only_what_was_there)
 	}
 	close(fd);
 	rmdir(dir);
+}
+
+/* A TCP listener on address (AF_INET or AF_INET6 loopback), made by a child that has
+ * become uid (or stays root for 0) and waits on hold until the parent is done; the
+ * parent's connected socket is returned (-1 when the family is not there). */
+static int connect_to_listener_of(uid_t uid, int family, pid_t *ret_child, int hold[2])
+{
+	int port_pipe[2], fd;
+	in_port_t port = 0;
+	pid_t pid;
+
+	if (pipe2(port_pipe, O_CLOEXEC) < 0 || pipe2(hold, O_CLOEXEC) < 0)
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		struct sockaddr_storage ss = {.ss_family = (sa_family_t)family};
+		socklen_t l = family == AF_INET ? sizeof(struct sockaddr_in)
+						: sizeof(struct sockaddr_in6);
+		char c;
+		int s;
+
+		if (family == AF_INET)
+			((struct sockaddr_in *)&ss)->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		else
+			((struct sockaddr_in6 *)&ss)->sin6_addr = in6addr_loopback;
+		if (uid && (syscall(SYS_setresgid, uid, uid, uid) < 0 ||
+			    syscall(SYS_setresuid, uid, uid, uid) < 0))
+			_exit(1);
+		s = socket(family, SOCK_STREAM, 0);
+		if (s < 0 || bind(s, (struct sockaddr *)&ss, l) < 0 || listen(s, 4) < 0 ||
+		    getsockname(s, (struct sockaddr *)&ss, &l) < 0)
+			_exit(2);
+		port = family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
+					 : ((struct sockaddr_in6 *)&ss)->sin6_port;
+		if (write(port_pipe[1], &port, sizeof(port)) != sizeof(port))
+			_exit(3);
+		close(hold[1]);
+		(void)!read(hold[0], &c, 1);
+		_exit(0);
+	}
+	close(port_pipe[1]);
+	close(hold[0]);
+	*ret_child = pid;
+	if (pid < 0 || read(port_pipe[0], &port, sizeof(port)) != sizeof(port)) {
+		close(port_pipe[0]);
+		return -1;
+	}
+	close(port_pipe[0]);
+	fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	{
+		struct sockaddr_storage ss = {.ss_family = (sa_family_t)family};
+		socklen_t l = family == AF_INET ? sizeof(struct sockaddr_in)
+						: sizeof(struct sockaddr_in6);
+		if (family == AF_INET) {
+			((struct sockaddr_in *)&ss)->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+			((struct sockaddr_in *)&ss)->sin_port = port;
+		} else {
+			((struct sockaddr_in6 *)&ss)->sin6_addr = in6addr_loopback;
+			((struct sockaddr_in6 *)&ss)->sin6_port = port;
+		}
+		if (fd >= 0 && connect(fd, (struct sockaddr *)&ss, l) < 0) {
+			close(fd);
+			fd = -1;
+		}
+	}
+	return fd;
+}
+
+static void end_listener(pid_t pid, int hold[2])
+{
+	close(hold[1]);
+	if (pid > 0)
+		waitpid(pid, NULL, 0);
+}
+
+/* The owner of the listener behind a loopback connection, found by its four-tuple: root's
+ * and an agent uid's, over IPv4 and IPv6 (the accepted socket keeps its listener's uid,
+ * accepted or not). */
+TEST(sock_tcp_peer_names_the_listeners_owner)
+{
+	static const uid_t uids[] = {0, 10400};
+	static const int families[] = {AF_INET, AF_INET6};
+
+	if (geteuid() != 0)
+		SKIP("needs root (a listener of another uid)");
+	for (size_t f = 0; f < ELEMENTSOF(families); f++)
+		for (size_t u = 0; u < ELEMENTSOF(uids); u++) {
+			enum sock_peer kind = SOCK_PEER_UNKNOWN;
+			uid_t owner = (uid_t)-1;
+			int hold[2], err = 0, fd;
+			pid_t pid = -1;
+
+			fd = connect_to_listener_of(uids[u], families[f], &pid, hold);
+			if (fd < 0 && families[f] == AF_INET6) {
+				end_listener(pid, hold);
+				continue; /* no ::1 here */
+			}
+			ASSERT_GE(fd, 0);
+			EXPECT_EQ(sock_tcp_peer(fd, &kind, &owner, &err), 0);
+			EXPECT_EQ((int)kind, (int)SOCK_PEER_LOCAL);
+			EXPECT_EQ(owner, uids[u]);
+			EXPECT_EQ(err, 0);
+			EXPECT_TRUE(sock_peer_is_loopback(fd));
+			close(fd);
+			end_listener(pid, hold);
+		}
+}
+
+/* A socket of another network namespace (handed over): our own lookup does not find it,
+ * so the answer is "cannot tell", never "remote". Not a TCP socket: an error. */
+TEST(sock_tcp_peer_unknown_and_bad_fds)
+{
+	enum sock_peer kind = SOCK_PEER_LOCAL;
+	int sv[2], err = 0, hold[2];
+	uid_t owner;
+	pid_t pid = -1;
+
+	ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	EXPECT_EQ(sock_tcp_peer(sv[0], &kind, &owner, &err), -EAFNOSUPPORT);
+	EXPECT_FALSE(sock_peer_is_loopback(sv[0]));
+	if (geteuid() != 0) {
+		close(sv[0]);
+		close(sv[1]);
+		SKIP("needs root (a network namespace)");
+	}
+	pid = fork();
+	if (pid == 0) {
+		/* A new network namespace with lo up; a connection there, its fd sent back. */
+		struct {
+			struct cmsghdr h;
+			int fd;
+		} c = {.h = {.cmsg_len = CMSG_LEN(sizeof(int)),
+			     .cmsg_level = SOL_SOCKET,
+			     .cmsg_type = SCM_RIGHTS}};
+		char b = 0;
+		struct iovec iov = {&b, 1};
+		struct msghdr m = {.msg_iov = &iov,
+				   .msg_iovlen = 1,
+				   .msg_control = &c,
+				   .msg_controllen = CMSG_SPACE(sizeof(int))};
+		pid_t lp;
+		int fd;
+
+		if (unshare(CLONE_NEWNET) < 0 || system("ip link set lo up") != 0)
+			_exit(1);
+		fd = connect_to_listener_of(0, AF_INET, &lp, hold);
+		if (fd < 0)
+			_exit(2);
+		c.fd = fd;
+		if (sendmsg(sv[1], &m, 0) < 0)
+			_exit(3);
+		(void)!read(sv[1], &b, 1);
+		end_listener(lp, hold);
+		_exit(0);
+	}
+	ASSERT_GT(pid, 0);
+	{
+		struct {
+			struct cmsghdr h;
+			int fd;
+		} c;
+		char b;
+		struct iovec iov = {&b, 1};
+		struct msghdr m = {.msg_iov = &iov,
+				   .msg_iovlen = 1,
+				   .msg_control = &c,
+				   .msg_controllen = sizeof(c)};
+		int fd;
+
+		ASSERT_EQ(recvmsg(sv[0], &m, 0), 1);
+		fd = c.fd;
+		EXPECT_EQ(sock_tcp_peer(fd, &kind, &owner, &err), 0);
+		EXPECT_EQ((int)kind, (int)SOCK_PEER_UNKNOWN);
+		EXPECT_EQ(err, -ENOENT);
+		close(fd);
+		EXPECT_EQ(write(sv[0], "x", 1), 1); /* the child may end */
+	}
+	close(sv[0]);
+	close(sv[1]);
+	waitpid(pid, NULL, 0);
 }
 
 TEST_HARNESS_MAIN

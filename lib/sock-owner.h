@@ -1,0 +1,25 @@
+#pragma once
+
+/* Who owns the socket at the other end of a TCP connection, where that socket lives in
+ * this network namespace (NETLINK_SOCK_DIAG). For a client that must not hand a secret to
+ * a listener some unprivileged user of the same namespace could have bound. */
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+enum sock_peer {
+	SOCK_PEER_LOCAL,   /* a socket of this namespace: *ret_uid is its owner */
+	SOCK_PEER_REMOTE,  /* no socket of this namespace has the peer's address and port */
+	SOCK_PEER_UNKNOWN, /* cannot tell: socket diagnostics unavailable (ret: -errno) */
+};
+
+/* The peer of the connected TCP socket fd (IPv4 or IPv6): first our own socket is looked
+ * up by its four-tuple, which must be found (else the diagnostics do not work here: no
+ * inet_diag, a seccomp filter, an LSM), then the peer's by the same tuple seen from its
+ * side. Returns 0 with *ret_kind (and *ret_uid for SOCK_PEER_LOCAL), or -errno when fd is
+ * not a connected TCP socket of ours. *ret_error: the diagnostics' -errno for UNKNOWN. */
+int sock_tcp_peer(int fd, enum sock_peer *ret_kind, uid_t *ret_uid, int *ret_error);
+
+/* Whether the peer's address is a loopback one (127.0.0.0/8, ::1, ::ffff:127.0.0.0/104):
+ * only a socket of this namespace can be there. */
+bool sock_peer_is_loopback(int fd);
