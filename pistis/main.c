@@ -31,6 +31,7 @@
 #include "lib/lws-log.h"
 #include "lib/token-file.h"
 #include "lib/macro.h"
+#include "lib/parse-num.h"
 #include "lib/proto.h"
 #include "lib/tls-ca.h"
 
@@ -1084,7 +1085,17 @@ int main(int argc, char **argv)
 			C.stdin_pipe = true;
 			break;
 		case 'm':
-			C.timeout_ms = (uint64_t)strtoull(optarg, NULL, 10) * 1000;
+			/* whole seconds, at most the protocol's 30 days */
+			if (parse_uint_strict(optarg, UINT64_C(30) * 24 * 3600, NULL,
+					      &C.timeout_ms) < 0 ||
+			    !C.timeout_ms) {
+				log_error("--timeout wants whole seconds, 1 to 2592000 (30 days), "
+					  "got "
+					  "'%s'",
+					  optarg);
+				return 100;
+			}
+			C.timeout_ms *= 1000;
 			break;
 		case 'c':
 			C.cwd = optarg;

@@ -20,6 +20,7 @@
 #include "lib/escape.h"
 #include "lib/fd-util.h"
 #include "lib/log.h"
+#include "lib/parse-num.h"
 #include "lib/macro.h"
 #include "pistisd/cli.h"
 #include "pistisd/ipc.h"
@@ -58,7 +59,9 @@ static void usage(FILE *f)
 		"  --timeout S         wall-clock limit in seconds (fractions allowed)\n"
 		"  --idle-timeout S    stop after S seconds without output\n"
 		"  --max-output BYTES  keep at most BYTES of output (K/M/G suffixes)\n"
-		"  --env NAME=VALUE    set a variable (PI_* or an allowlisted name); repeatable\n"
+		"  --env NAME=VALUE    set a variable, once per name; repeatable (not the names\n"
+		"                      pi-env sets itself, nor loader, interpreter, git, ssh or\n"
+		"                      sudo variables: docs/pi-env.md)\n"
 		"  --keep-children     do not kill what the command leaves running, nor remove\n"
 		"                      the SysV IPC objects it leaves\n"
 		"  --share-abstract-sockets\n"
@@ -76,16 +79,12 @@ static void usage(FILE *f)
 
 static int parse_u64(const char *s, uint64_t max, uint64_t *ret)
 {
-	char *end;
-	unsigned long long v;
-	uint64_t mul = 1;
+	const char *end;
+	uint64_t v, mul = 1;
+	int r = parse_uint_strict(s, UINT64_MAX, &end, &v);
 
-	if (!s || !*s || *s == '-')
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s)
-		return -EINVAL;
+	if (r < 0)
+		return r;
 	switch (*end) {
 	case 0:
 		break;
@@ -424,13 +423,27 @@ int run_cli_main(int argc, char **argv)
 			if (parse_u64(optarg, UINT64_MAX, &so.max_output) < 0 || !so.max_output)
 				goto bad_arg;
 			break;
-		case OPT_ENV:
+		case OPT_ENV: {
+			/* Checked here, before anything is touched; the name only is quoted
+			 * (the value may be long or hold anything). */
+			size_t nl = strcspn(optarg, "=");
+			const char *why = envb_set_refusal(optarg);
+
+			for (size_t i = 0; !why && i < n_set; i++)
+				if (!strncmp(set[i], optarg, nl + 1))
+					why = "name given twice";
+			if (why) {
+				log_error("--env '%.*s': %s", nl > 200 ? 200 : (int)nl, optarg,
+					  why);
+				return EXIT_USAGE;
+			}
 			if (n_set >= RUN_MAX_ENV) {
 				log_error("at most %d --env options", RUN_MAX_ENV);
 				return EXIT_USAGE;
 			}
 			set[n_set++] = optarg;
 			break;
+		}
 		case OPT_KEEP:
 			so.keep_children = true;
 			break;
@@ -586,9 +599,8 @@ int run_cli_main(int argc, char **argv)
 	r = envb_build(&eo, environ, &envp, &bad);
 	if (r < 0) {
 		if (r == -EINVAL && bad)
-			log_error("--env '%s' is not allowed (PI_* or an allowlisted name, no "
-				  "newline)",
-				  bad);
+			log_error("--env '%.*s' is not allowed (docs/pi-env.md)",
+				  (int)strcspn(bad, "="), bad);
 		else
 			log_error_errno(r, "Failed to build the agent's environment: %m");
 		ret = r == -EINVAL ? EXIT_USAGE : EXIT_SYSTEM;

@@ -33,6 +33,7 @@
 #include "lib/lws-log.h"
 #include "lib/token-file.h"
 #include "lib/macro.h"
+#include "lib/parse-num.h"
 #include "lib/proto.h"
 #include "lib/sha256.h"
 #include "lib/sock-owner.h"
@@ -1080,11 +1081,8 @@ int serve_cli_main(int argc, char **argv)
 			}
 			break;
 		case 'm': {
-			char *end;
-			unsigned long long mib;
-			errno = 0;
-			mib = strtoull(optarg, &end, 10);
-			if (errno || end == optarg || *end || !mib || mib > 65536) {
+			uint64_t mib;
+			if (parse_uint_strict(optarg, 65536, NULL, &mib) < 0 || !mib) {
 				log_error("--max-buffered must be 1..65536 (MiB)");
 				return EXIT_USAGE;
 			}

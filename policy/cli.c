@@ -16,6 +16,7 @@
 #include "lib/fd-util.h"
 #include "lib/log.h"
 #include "lib/macro.h"
+#include "lib/parse-num.h"
 #include "pistisd/cli.h"
 #include "pistisd/spawn.h"
 #include "policy/internal.h"
@@ -776,7 +777,7 @@ int policy_cli_main(int argc, char **argv)
 	_cleanup_(policy_rules_freep) struct policy_rules *rules = NULL;
 	_cleanup_close_ int root_fd = -1;
 	const char *cmd, *explain_path = NULL;
-	char *end;
+	uint64_t v;
 	int o, r;
 	bool found = false;
 
@@ -815,21 +816,19 @@ int policy_cli_main(int argc, char **argv)
 			c.verbose = true;
 			break;
 		case 't':
-			errno = 0;
-			c.timeout = (unsigned)strtoul(optarg, &end, 10);
-			if (errno || *end || !*optarg || optarg[0] == '-') {
+			if (parse_uint_strict(optarg, UINT32_MAX, NULL, &v) < 0) {
 				log_error("--timeout wants seconds, got '%s'", optarg);
 				return EXIT_USAGE;
 			}
+			c.timeout = (unsigned)v;
 			break;
 		case 'T':
-			errno = 0;
-			c.threads = (unsigned)strtoul(optarg, &end, 10);
-			if (errno || *end || !*optarg || optarg[0] == '-' || c.threads > 64) {
+			if (parse_uint_strict(optarg, 64, NULL, &v) < 0) {
 				log_error("--threads wants a number (0: one per CPU), got '%s'",
 					  optarg);
 				return EXIT_USAGE;
 			}
+			c.threads = (unsigned)v;
 			break;
 		case 'a':
 			c.agent = optarg;
@@ -846,13 +845,11 @@ int policy_cli_main(int argc, char **argv)
 			c.allow_unprotected_hardlinks = true;
 			break;
 		case 'u':
-			errno = 0;
-			c.uid = strtoll(optarg, &end, 10);
-			if (errno || *end || !*optarg || c.uid < 0 ||
-			    c.uid >= (long long)UINT32_MAX) {
+			if (parse_uint_strict(optarg, UINT32_MAX - 1, NULL, &v) < 0) {
 				log_error("--uid wants a number, got '%s'", optarg);
 				return EXIT_USAGE;
 			}
+			c.uid = (long long)v;
 			/* explain answers for an agent: a member of its own group and
 			 * pi-sandbox, as every agent is. */
 			if (!users_uid_is_agent((uid_t)c.uid)) {

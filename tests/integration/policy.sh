@@ -464,6 +464,11 @@ umount "$R/srv/keep-alias"
 # --- usage ----------------------------------------------------------------------------
 exits 0 "--help" "$P" policy --help
 exits 100 "unknown command" "$P" policy frobnicate
+for bad in ' -5' '+5' 4294967296 ''; do
+	exits 100 "--timeout '$bad': a usage error" "$P" policy check --root "$R" --timeout "$bad"
+done
+exits 100 "--threads 65: a usage error" "$P" policy check --root "$R" --threads 65
+exits 100 "--uid ' 10100': a usage error" "$P" policy explain /x --root "$R" --uid ' 10100'
 exits 100 "explain without PATH" "$P" policy explain --root "$R"
 exits 100 "explain of a relative path" "$P" policy explain rel --root "$R"
 exits 100 "explain --uid of a uid no agent has (root)" "$P" policy explain /workspaces --uid 0 --root "$R"

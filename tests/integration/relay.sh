@@ -148,6 +148,10 @@ exits 100 "pistis: a CR/LF in \$PISTIS_TOKEN is refused, not sent as extra heade
 	env PISTIS_TOKEN="$PISTIS_TEST_CT"$'\r\nX-Injected: 1' "$BIN/pistis" ls
 exits 100 "pistis: a \$PISTIS_TOKEN longer than 599 characters is refused, not cut" \
 	env PISTIS_TOKEN="$PISTIS_TEST_CT$(head -c 700 /dev/zero | tr '\0' a)" "$BIN/pistis" ls
+for bad in ' 5' '+5' '-5' 0 2592001 5s; do
+	exits 100 "pistis exec --timeout '$bad': a usage error (whole seconds, 1 to 30 days)" \
+		"$BIN/pistis" exec --agent a --timeout "$bad" -- true
+done
 is "pistis --token-file: no message quotes the token" "$(printf '%s\n' "$out" | grep -c -- "$PISTIS_TEST_CT")" 0
 
 st=$(P status --sandbox s1 2>&1)

@@ -54,6 +54,14 @@ for kind in debian musl; do
 	is "$kind: fork bomb stops" "$(run --pids-max 16 -- $PROBE forkbomb 500 | field fork_error)" EAGAIN
 
 	exits 7 "$kind: exit code passes through" run -- $PROBE exit 7
+	# Numbers are digits only: strtoull took " -5" (wrapped to 2^64 - 5 bytes) and "+5".
+	for bad in ' -5' '+5' '0x10' ' 5'; do
+		exits 100 "$kind: --max-output '$bad' is a usage error" run --max-output "$bad" -- /bin/true
+	done
+	like "$kind: --env with a name given twice: says so, before anything is touched" \
+		"$(in_root "$R" pistisd run --agent "dup/$kind" --env PI_X=1 --env PI_X=2 -- /bin/true 2>&1)" \
+		"--env 'PI_X': name given twice"
+	fails "$kind: ... (no user made for it)" in_root "$R" pistisd users show "dup/$kind"
 	exits 134 "$kind: 128+signal" run -- $PROBE raise 6
 	exits 127 "$kind: not found" run -- no-such-command
 	exits 100 "$kind: cwd outside /data refused" run --cwd /etc -- $PROBE exit 0
