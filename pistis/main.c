@@ -912,11 +912,16 @@ static int parse_url(const char *url)
 	C.host[n] = 0;
 	p += n;
 	if (*p == ':') {
-		C.port = atoi(p + 1);
-		p += 1 + strspn(p + 1, "0123456789");
+		const char *end;
+		uint64_t port;
+		if (parse_uint_strict(p + 1, 65535, &end, &port) < 0 || !port ||
+		    (*end && *end != '/'))
+			return -EINVAL;
+		C.port = (int)port;
+		p = end;
 	}
 	snprintf(C.path, sizeof(C.path), "%s", *p ? p : "/v1/ws");
-	return C.port > 0 && C.port < 65536 ? 0 : -EINVAL;
+	return 0;
 }
 
 static void usage(FILE *f)

@@ -874,9 +874,10 @@ static int parse_url(const char *url)
 	S.host[n] = 0;
 	p += n;
 	if (*p == ':') {
-		char *end;
-		long port = strtol(p + 1, &end, 10);
-		if (end == p + 1 || port < 1 || port > 65535 || (*end && *end != '/'))
+		const char *end;
+		uint64_t port;
+		if (parse_uint_strict(p + 1, 65535, &end, &port) < 0 || !port ||
+		    (*end && *end != '/'))
 			return log_error_errno(-EINVAL, "--relay '%s' has a bad port", url);
 		S.port = (int)port;
 		p = end;

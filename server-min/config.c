@@ -12,6 +12,7 @@
 
 #include "lib/fd-util.h"
 #include "lib/macro.h"
+#include "lib/parse-num.h"
 #include "lib/proto.h"
 
 static unsigned line_of_offset(const char *text, size_t off)
@@ -179,6 +180,23 @@ int smin_config_load(const char *path, struct smin_config *c)
 		goto oom;
 	if (!c->listen_client && !(c->listen_client = strdup("127.0.0.1:7701")))
 		goto oom;
+	/* HOST:PORT (digits only, 1-65535) or an absolute unix socket path, as the relay
+	 * binds them: found by --check, not at the first start. */
+	for (int i = 0; i < 2; i++) {
+		const char *a = i ? c->listen_client : c->listen_sandbox, *colon = strrchr(a, ':');
+		uint64_t port;
+
+		if (a[0] == '/')
+			continue;
+		if (!colon || colon == a || parse_uint_strict(colon + 1, 65535, NULL, &port) < 0 ||
+		    !port) {
+			r = fail(c, line_of_key(c->text, i ? "client" : "sandbox", NULL),
+				 "listen address '%s' must be HOST:PORT (port 1-65535) or an "
+				 "absolute unix socket path",
+				 a);
+			goto out;
+		}
+	}
 	tls = cJSON_GetObjectItemCaseSensitive(root, "tls");
 	if (tls && !cJSON_IsObject(tls)) {
 		r = fail(c, line_of_key(c->text, "tls", NULL), "\"tls\" must be an object");

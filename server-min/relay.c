@@ -32,6 +32,7 @@
 #include "lib/log.h"
 #include "lib/lws-log.h"
 #include "lib/macro.h"
+#include "lib/parse-num.h"
 #include "lib/proto.h"
 #include "lib/siphash.h"
 #include "server-min/config.h"
@@ -1871,6 +1872,7 @@ static int make_vhost(const char *name, const char *addr, const struct lws_proto
 	struct lws_context_creation_info info;
 	char host[128];
 	const char *colon;
+	uint64_t port;
 
 	memset(&info, 0, sizeof(info));
 	info.vhost_name = name;
@@ -1889,9 +1891,9 @@ static int make_vhost(const char *name, const char *addr, const struct lws_proto
 		memcpy(host, addr, (size_t)(colon - addr));
 		host[colon - addr] = 0;
 		info.iface = host;
-		info.port = atoi(colon + 1);
-		if (info.port <= 0 || info.port > 65535)
+		if (parse_uint_strict(colon + 1, 65535, NULL, &port) < 0 || !port)
 			return log_error_errno(-EINVAL, "bad port in '%s'", addr);
+		info.port = (int)port;
 	}
 	if (tls) {
 		info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;

@@ -53,6 +53,11 @@ like "config: a handshake bound of 0 is refused with its line" "$("$BIN/server-m
 	'lim.json:3: .*handshakes_per_address.* must be a whole number 1..65536'
 printf '{\n  "client_token": "client-0123456789",\n  "limits": {"handshakes": 64, "handshakes_per_address": 8},\n  "sandboxes": [{"name":"a","token":"tok-a-0123456789"}]\n}\n' >"$W/lim2.json"
 ok "config: handshake bounds validate" "$BIN/server-min" --config "$W/lim2.json" --check
+for bad in '127.0.0.1:+7700' '127.0.0.1: 7700' '127.0.0.1:0' '127.0.0.1:77000' '127.0.0.1' ':7700'; do
+	printf '{\n  "client_token": "client-0123456789",\n  "listen": {"client": "%s"},\n  "sandboxes": [{"name":"a","token":"tok-a-0123456789"}]\n}\n' "$bad" >"$W/port.json"
+	like "config: listen address '$bad' refused by --check, with its line" \
+		"$("$BIN/server-min" --config "$W/port.json" --check 2>&1)" "port.json:3: listen address"
+done
 is "config: neither message quotes the token" "$(printf '%s\n%s\n' "$out" "$out2" | grep -c 0123456789)" 0
 
 # --- the token file ---------------------------------------------------------------------
@@ -80,6 +85,12 @@ else
 fi
 exits 100 "start-up check: an unknown --allow name is a usage error" \
 	in_root "$R" pistisd serve --relay ws://127.0.0.1:$SP --token-file /etc/pistis/token --allow nope
+for bad in '+80' ' 80' '80x' 0 65536; do
+	exits 100 "serve --relay with the port '$bad': a usage error" \
+		in_root "$R" pistisd serve --relay "ws://127.0.0.1:$bad/" --token-file /etc/pistis/token
+	exits 100 "pistis with the port '$bad' in its URL: a usage error" \
+		env PISTIS_URL="ws://127.0.0.1:$bad/v1/ws" "$BIN/pistis" ls
+done
 ok "server-min starts and pistisd connects" true
 start_relay
 # Started with Docker's soft open-files limit (1024): serve raises it to 8192 (at most the
