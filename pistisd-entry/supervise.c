@@ -41,6 +41,7 @@ struct sup {
 	int exit_code;	  /* -1 until decided */
 	int64_t deadline; /* -1, or when the next escalation happens */
 	bool killed;	  /* SIGKILL sent to everything */
+	bool hurried;	  /* a second stop signal moved the SIGKILL to now */
 };
 
 static int64_t now_ms(void)
@@ -227,6 +228,7 @@ static void finish(struct sup *s, int code)
 	s->restart_at = -1;
 	if (s->have_children) {
 		signal_rest(s, SIGTERM);
+		signal_rest(s, SIGCONT); /* a stopped one sees its SIGTERM only once it runs */
 		if (s->deadline < 0)
 			s->deadline = now_ms() + s->o->grace_ms;
 	}
@@ -269,10 +271,12 @@ static void on_signal(struct sup *s, int sig)
 {
 	char b[24];
 
-	if (sig == SIGCHLD) {
-		reap(s);
+	/* Every signal reaps first: sigtimedwait hands out the lowest pending signal, so a
+	 * stream of SIGTERMs (15) would otherwise keep SIGCHLD (17) waiting, and with it the
+	 * child's status and the SIGKILL of what is reparented to us. */
+	reap(s);
+	if (sig == SIGCHLD)
 		return;
-	}
 	if (!entry_signal_forwarded(sig)) {
 		log_debug("ignoring %s", sig_str(sig, b));
 		return;
@@ -282,7 +286,13 @@ static void on_signal(struct sup *s, int sig)
 		return;
 	}
 	if (s->stop_sig) {
-		/* A second stop signal (Ctrl-C twice): no more grace. */
+		/* A second stop signal (Ctrl-C twice): no more grace. Any later one changes
+		 * nothing: the SIGKILL is sent, and its wait must run its course. */
+		if (s->hurried || s->killed) {
+			log_debug("%s again: SIGKILL already sent", sig_str(sig, b));
+			return;
+		}
+		s->hurried = true;
 		log_notice("%s again: killing everything now", sig_str(sig, b));
 		s->deadline = now_ms();
 		if (s->exit_code < 0 && !s->child)
@@ -296,6 +306,8 @@ static void on_signal(struct sup *s, int sig)
 			   sig_str(sig, b), (int)s->child, (long long)(s->o->grace_ms / 1000),
 			   (long long)(s->o->grace_ms % 1000));
 		forward(s, sig);
+		/* A stopped process does not see its SIGTERM until it runs again. */
+		forward(s, SIGCONT);
 		s->deadline = now_ms() + s->o->grace_ms;
 	} else {
 		log_notice("%s while no child runs: stopping", sig_str(sig, b));
@@ -305,11 +317,14 @@ static void on_signal(struct sup *s, int sig)
 
 static void on_deadline(struct sup *s)
 {
+	reap(s);
 	if (s->killed) {
+		if (!s->have_children)
+			return;
 		log_warning("processes are left after SIGKILL (stuck in the kernel?); exiting");
 		s->have_children = false;
 		if (s->exit_code < 0)
-			s->exit_code = 128 + SIGKILL;
+			s->exit_code = 128 + (s->stop_sig ? s->stop_sig : SIGKILL);
 		return;
 	}
 	log_warning("grace period over: sending SIGKILL to what is left");

@@ -159,6 +159,38 @@ ok "entry not PID 1: the setsid'd grandchild ($gc) is gone when entry exits" \
 unlike "... and nothing was 'left after SIGKILL'" "$(cat "$S/gc.log")" 'left after SIGKILL'
 kill -KILL "$gc" 2>/dev/null
 
+# Not PID 1: a storm of stop signals (300 SIGTERMs) changes nothing after the second: the
+# SIGKILL still reaches the setsid'd grandchild, the exit is 128+SIGTERM, and nothing is
+# "left after SIGKILL". (The third signal used to end the SIGKILL's wait at once, before
+# the SIGCHLD that lets entry kill what is reparented to it: sigtimedwait hands out 15 first.)
+rm -f "$S/gc.pid"
+"$E" $NP --grace 5 --no-restart -- sh "$S/gc.sh" "$S/gc.pid" 2>"$S/storm.log" &
+ent=$!
+wait_file "$S/gc.pid"
+gc=$(cat "$S/gc.pid")
+for _ in $(seq 300); do kill -TERM "$ent" 2>/dev/null; done
+wait "$ent"
+is "not PID 1, 300 SIGTERMs: exit 143" "$?" 143
+sleep 0.2
+ok "... the setsid'd grandchild ($gc) is gone" \
+	test ! -e "/proc/$gc" -o "$(cut -d' ' -f3 "/proc/$gc/stat" 2>/dev/null)" = Z
+unlike "... and nothing was 'left after SIGKILL'" "$(cat "$S/storm.log")" 'left after SIGKILL'
+is "... 'again' is logged once" "$(grep -c 'again: killing everything now' "$S/storm.log")" 1
+kill -KILL "$gc" 2>/dev/null
+
+# A stopped child gets SIGCONT with its SIGTERM: it ends at once, not after the grace.
+rm -f "$S/st.ready"
+"$E" $NP --grace 5 --no-restart -- sh -c 'echo r >"$1"; exec sleep 30' sh "$S/st.ready" 2>/dev/null &
+ent=$!
+wait_file "$S/st.ready"
+sleep 0.1
+pkill -STOP -P "$ent"
+t0=$(ms)
+kill -TERM "$ent"
+wait "$ent"
+el=$(($(ms) - t0))
+ok "a stopped child ends on SIGTERM without waiting for the grace ($el ms < 2500)" test $el -lt 2500
+
 # Not PID 1: nothing is left behind either (the namespace's end would hide that).
 rm -f "$S/g.ready" "$S/g.pid"
 "$E" $NP --grace 0.5 -- sh -c 'trap "" TERM; sleep 30 & echo $! >"$1"; echo r >"$2"; wait' \
