@@ -40,7 +40,7 @@
 #define TRUSTED_DEFAULTS                                                                           \
 	"env_reset, !env_keep, !env_check, !setenv, !env_file, !restricted_env_file, "             \
 	"closefrom=3, !closefrom_override, !preserve_groups, !stay_setuid, "                       \
-	"secure_path=\"" TRUSTED_SECURE_PATH "\", umask=0077, umask_override"
+	"secure_path=\"" TRUSTED_SECURE_PATH "\", umask=0077, umask_override, !use_pty"
 
 /* --- pure: names, generated files, parsers (render.c) ------------------------------ */
 

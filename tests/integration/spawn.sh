@@ -263,6 +263,21 @@ is "... one of them (/var/tmp) still suid: no_new_privs stays on" \
 	"$(run -- $PROBE 2>&1 | field NoNewPrivs)" 1
 mount --bind "$R/var/tmp" "$R/var/tmp" && mount -o remount,bind,nosuid,nodev "$R/var/tmp"
 is "the agent runs the trusted command as pi-tools" "$(run -- whoami 2>&1)" "trusted as pi-tools"
+# On a terminal too: with Debian's use_pty sudo made a pty for the script and gave it to
+# pi-tools (CAP_CHOWN, not in the agent's bounding set), so every trusted command failed
+# under --pty. The script runs on the agent's terminal, under the agent's filter: no TIOCSTI.
+mkdir -p "$R/dev/pts" && mount -t devpts -o newinstance,ptmxmode=0666,mode=0620 devpts "$R/dev/pts" &&
+	ln -sf pts/ptmx "$R/dev/ptmx"
+is "... on a terminal (--pty) as well" "$(run --pty --timeout 20 -- whoami </dev/null 2>&1 | tr -d '\r')" \
+	"trusted as pi-tools"
+printf '#!/bin/sh
+exec %s tiocsti
+' "$PROBE" >"$S/ttyprobe" && chmod 0755 "$S/ttyprobe"
+"$P" trusted add ttyprobe "$S/ttyprobe" --root "$R" >/dev/null 2>&1
+is "... where the script (pi-tools) cannot push input into the agent's terminal" \
+	"$(run --pty --timeout 20 -- ttyprobe </dev/null 2>&1 | tr -d '\r' | field sc.tiocsti)" EPERM
+"$P" trusted remove ttyprobe --root "$R" >/dev/null 2>&1
+umount "$R/dev/pts"
 out=$(run -- $PROBE 2>&1)
 is "trusted commands: no no_new_privs" "$(echo "$out" | field NoNewPrivs)" 0
 is "trusted commands: bounding = SETUID|SETGID|AUDIT_WRITE" "$(echo "$out" | field CapBnd)" 00000000200000c0

@@ -185,7 +185,7 @@ static const char listing_ok[] =
 	"    !restricted_env_file, closefrom=3, !closefrom_override, !preserve_groups,\n"
 	"    !stay_setuid,\n"
 	"    secure_path=/usr/local/sbin\\:/usr/local/bin\\:/usr/sbin\\:/usr/bin\\:/sbin\\:/bin,\n"
-	"    umask=0077, umask_override\n\n"
+	"    umask=0077, umask_override, !use_pty\n\n"
 	"User pi-agent-aaaa may run the following commands on vm:\n"
 	"    (pi-tools) CWD=/ NOSETENV: NOPASSWD:\n"
 	"        sha256:" D1 "\n"
@@ -197,7 +197,7 @@ static const char listing_ok[] =
 	"env_reset, !env_keep, !env_check, !setenv, !env_file, !restricted_env_file, "             \
 	"closefrom=3, !closefrom_override, !preserve_groups, !stay_setuid, "                       \
 	"secure_path=/usr/local/sbin\\:/usr/local/bin\\:/usr/sbin\\:/usr/bin\\:/sbin\\:/bin, "     \
-	"umask=0077, umask_override"
+	"umask=0077, umask_override, !use_pty"
 #define OWN_DEFAULTS "Defaults!sha256:" D1 " /data/trusted/hello " OWN_OPTIONS
 #define LISTING(specific)                                                                          \
 	"Matching Defaults entries for u on h:\n    env_reset\n\n"                                 \
