@@ -281,6 +281,13 @@ like "fs.read of the helper's own fd links by path is denied" \
 	"$(call fs.read "{\"agent\":\"alice\",\"path\":\"/proc/thread-self/fd/3\"}")" '"ok":false'
 like "fs.read beneath /proc/PID/fd is denied" \
 	"$(call fs.read "{\"agent\":\"alice\",\"path\":\"/proc/$SD/fd/0\"}")" '"code":"denied"'
+# A recursive fs.remove past its depth bound (256) says so, not "Symbolic link loop".
+P exec --agent alice -- sh -c 'cd /tmp && mkdir deeprm && cd deeprm && i=0; while [ $i -lt 300 ]; do mkdir d && cd d; i=$((i+1)); done'
+out=$(call fs.remove '{"agent":"alice","path":"/tmp/deeprm","recursive":true}')
+like "fs.remove -r of a 300-deep tree: refused, naming the bound" "$out" \
+	'"code":"denied".*deeper than 256 levels'
+unlike "... not as a symbolic link loop" "$out" "Symbolic link loop"
+P exec --agent alice -- rm -rf /tmp/deeprm
 # /proc named as the leaf of a recursive fs.remove: its parent, /, is no procfs, but nothing
 # inside the procfs is listed, stat'ed or unlinked (it used to be walked until an unlinkat
 # failed, which answered "denied" too: the helper's system calls tell)
