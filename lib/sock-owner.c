@@ -14,10 +14,20 @@
 #include "lib/fd-util.h"
 #include "lib/macro.h"
 
+/* TCP states (include/net/tcp_states.h) whose sockets the kernel reports with uid 0,
+ * whoever owns their listener: a request socket (the final ACK not taken yet: a listener
+ * with TCP_DEFER_ACCEPT, or a full accept queue) and a TIME_WAIT one. */
+#define TCP_STATE_SYN_RECV 3
+#define TCP_STATE_TIME_WAIT 6
+#define TCP_STATE_LISTEN 10
+#define TCP_STATE_NEW_SYN_RECV 12
+
 /* One exact lookup (no NLM_F_DUMP): the TCP socket whose local end is src and remote end
- * dst, in any state. 0 and its uid, -ENOENT when there is none, or -errno. */
+ * dst, in any state; with dst all zero (address and port), the kernel's lookup finds no
+ * connection and falls back to the listener on src. 0 with its uid and state, -ENOENT
+ * when there is none, or -errno. */
 static int diag_lookup(int nl, int family, const struct sockaddr_storage *src,
-		       const struct sockaddr_storage *dst, uid_t *ret_uid)
+		       const struct sockaddr_storage *dst, uid_t *ret_uid, uint8_t *ret_state)
 {
 	struct {
 		struct nlmsghdr nh;
@@ -71,6 +81,7 @@ static int diag_lookup(int nl, int family, const struct sockaddr_storage *src,
 	    resp.nh.nlmsg_len < NLMSG_LENGTH(sizeof(struct inet_diag_msg)))
 		return -EBADMSG;
 	*ret_uid = ((const struct inet_diag_msg *)NLMSG_DATA(&resp.nh))->idiag_uid;
+	*ret_state = ((const struct inet_diag_msg *)NLMSG_DATA(&resp.nh))->idiag_state;
 	return 0;
 }
 
@@ -89,8 +100,9 @@ static int endpoints(int fd, struct sockaddr_storage *self, struct sockaddr_stor
 
 int sock_tcp_peer(int fd, enum sock_peer *ret_kind, uid_t *ret_uid, int *ret_error)
 {
-	struct sockaddr_storage self, peer;
+	struct sockaddr_storage self, peer, none;
 	_cleanup_close_ int nl = -1;
+	uint8_t state = 0;
 	uid_t uid;
 	int r;
 
@@ -99,7 +111,7 @@ int sock_tcp_peer(int fd, enum sock_peer *ret_kind, uid_t *ret_uid, int *ret_err
 	if (r < 0)
 		return r;
 	nl = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
-	r = nl < 0 ? negative_errno() : diag_lookup(nl, self.ss_family, &self, &peer, &uid);
+	r = nl < 0 ? negative_errno() : diag_lookup(nl, self.ss_family, &self, &peer, &uid, &state);
 	if (r < 0) {
 		/* Our own socket is there: not finding it means the lookups do not work
 		 * (-ENOENT too: no inet_diag handler for the family). */
@@ -107,10 +119,32 @@ int sock_tcp_peer(int fd, enum sock_peer *ret_kind, uid_t *ret_uid, int *ret_err
 		*ret_error = r;
 		return 0;
 	}
-	r = diag_lookup(nl, peer.ss_family, &peer, &self, &uid);
+	r = diag_lookup(nl, peer.ss_family, &peer, &self, &uid, &state);
 	if (r == -ENOENT) {
 		*ret_kind = SOCK_PEER_REMOTE;
 		return 0;
+	}
+	if (r >= 0 && (state == TCP_STATE_SYN_RECV || state == TCP_STATE_NEW_SYN_RECV ||
+		       state == TCP_STATE_TIME_WAIT)) {
+		/* Its uid says nothing (0): the listener on that address and port tells,
+		 * whose it is. None there (closed since): cannot tell. */
+		memset(&none, 0, sizeof(none));
+		none.ss_family = peer.ss_family;
+		if (peer.ss_family == AF_INET6 &&
+		    IN6_IS_ADDR_V4MAPPED(&((struct sockaddr_in6 *)&peer)->sin6_addr)) {
+			/* ::ffff:0.0.0.0: the kernel's IPv4 lookup, which also finds a
+			 * dual-stack [::] listener */
+			((struct sockaddr_in6 *)&none)->sin6_addr.s6_addr[10] = 0xff;
+			((struct sockaddr_in6 *)&none)->sin6_addr.s6_addr[11] = 0xff;
+		}
+		r = diag_lookup(nl, peer.ss_family, &peer, &none, &uid, &state);
+		if (r >= 0 && state != TCP_STATE_LISTEN)
+			r = -ENOENT;
+		if (r < 0) {
+			*ret_kind = SOCK_PEER_LOCAL_UNTOLD;
+			*ret_error = r;
+			return 0;
+		}
 	}
 	if (r < 0) {
 		*ret_kind = SOCK_PEER_UNKNOWN;
@@ -122,16 +156,31 @@ int sock_tcp_peer(int fd, enum sock_peer *ret_kind, uid_t *ret_uid, int *ret_err
 	return 0;
 }
 
-bool sock_peer_is_loopback(int fd)
+bool sock_peer_is_local(int fd)
 {
 	struct sockaddr_storage self, peer;
+	_cleanup_close_ int t = -1;
+	socklen_t len;
 
 	if (endpoints(fd, &self, &peer) < 0)
-		return false;
+		return true; /* cannot tell: the caller refuses */
 	if (peer.ss_family == AF_INET) {
 		const uint8_t *a = (const uint8_t *)&((struct sockaddr_in *)&peer)->sin_addr;
-		return a[0] == 127;
+		if (a[0] == 127)
+			return true;
+		((struct sockaddr_in *)&peer)->sin_port = 0;
+		len = sizeof(struct sockaddr_in);
+	} else {
+		const struct in6_addr *a6 = &((struct sockaddr_in6 *)&peer)->sin6_addr;
+		if (IN6_IS_ADDR_LOOPBACK(a6) ||
+		    (IN6_IS_ADDR_V4MAPPED(a6) && a6->s6_addr[12] == 127))
+			return true;
+		((struct sockaddr_in6 *)&peer)->sin6_port = 0;
+		len = sizeof(struct sockaddr_in6);
 	}
-	const struct in6_addr *a6 = &((struct sockaddr_in6 *)&peer)->sin6_addr;
-	return IN6_IS_ADDR_LOOPBACK(a6) || (IN6_IS_ADDR_V4MAPPED(a6) && a6->s6_addr[12] == 127);
+	/* An address of one of this namespace's interfaces can be bound (so could an agent);
+	 * where non-local binds are allowed (ip_nonlocal_bind) every address can: local then,
+	 * which refuses, never believes. */
+	t = socket(peer.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	return t < 0 || bind(t, (struct sockaddr *)&peer, len) == 0 || errno != EADDRNOTAVAIL;
 }

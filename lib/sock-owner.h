@@ -8,9 +8,12 @@
 #include <sys/types.h>
 
 enum sock_peer {
-	SOCK_PEER_LOCAL,   /* a socket of this namespace: *ret_uid is its owner */
-	SOCK_PEER_REMOTE,  /* no socket of this namespace has the peer's address and port */
-	SOCK_PEER_UNKNOWN, /* cannot tell: socket diagnostics unavailable (ret: -errno) */
+	SOCK_PEER_LOCAL,	/* a socket of this namespace: *ret_uid is its owner (for one
+				 * not accepted yet, or in TIME_WAIT, its listener's) */
+	SOCK_PEER_REMOTE,	/* no socket of this namespace has the peer's address and port */
+	SOCK_PEER_LOCAL_UNTOLD, /* one of this namespace whose owner cannot be told (not
+				 * accepted, and no listener there any more) */
+	SOCK_PEER_UNKNOWN,	/* cannot tell: socket diagnostics unavailable (ret: -errno) */
 };
 
 /* The peer of the connected TCP socket fd (IPv4 or IPv6): first our own socket is looked
@@ -20,6 +23,7 @@ enum sock_peer {
  * not a connected TCP socket of ours. *ret_error: the diagnostics' -errno for UNKNOWN. */
 int sock_tcp_peer(int fd, enum sock_peer *ret_kind, uid_t *ret_uid, int *ret_error);
 
-/* Whether the peer's address is a loopback one (127.0.0.0/8, ::1, ::ffff:127.0.0.0/104):
- * only a socket of this namespace can be there. */
-bool sock_peer_is_loopback(int fd);
+/* Whether the peer's address is one a socket of this namespace could have: a loopback one
+ * (127.0.0.0/8, ::1, ::ffff:127.0.0.0/104) or one that can be bound here (an interface's;
+ * any, where non-local binds are allowed). True also when it cannot tell. */
+bool sock_peer_is_local(int fd);

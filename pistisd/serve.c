@@ -708,11 +708,19 @@ static bool relay_peer_believed(struct lws *wsi)
 			  uid == USERS_TOOLS_UID ? USERS_TOOLS_USER : "an agent");
 		return false;
 	}
-	if (kind == SOCK_PEER_UNKNOWN && sock_peer_is_loopback(fd)) {
+	if (kind == SOCK_PEER_LOCAL_UNTOLD) {
+		log_error("Refusing the relay at %s:%d: the socket there is not accepted (or is "
+			  "closing) and no one listens there any more: whose it is cannot be "
+			  "told; not sending the token",
+			  S.host, S.port);
+		return false;
+	}
+	if (kind == SOCK_PEER_UNKNOWN && sock_peer_is_local(fd)) {
 		log_error_errno(err,
-				"Refusing the relay at %s:%d: a loopback address, and who owns the "
-				"socket there cannot be told (socket diagnostics: %m); not sending "
-				"the token (use a unix socket path, or wss:// with --pin)",
+				"Refusing the relay at %s:%d: an address of this network "
+				"namespace, and who owns the socket there cannot be told (socket "
+				"diagnostics: %m); not sending the token (use a unix socket path, "
+				"or wss:// with --pin)",
 				S.host, S.port);
 		return false;
 	}

@@ -15,6 +15,7 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/keyctl.h>
@@ -580,8 +581,9 @@ int main(int argc, char **argv, char **envp)
 			printf("winch=none\n");
 	} else if (!strcmp(mode, "listen")) {
 		/* A listener on 127.0.0.1:arg (bound as soon as the port is free, within argv[3]
-		 * seconds): what the first client sends in 3 s, and whether it held a bearer
-		 * token. An agent posing as a relay that is away. */
+		 * seconds; argv[4] "defer": with TCP_DEFER_ACCEPT): what the first client sends
+		 * in 3 s, and whether it held a bearer token. An agent posing as a relay that is
+		 * away. */
 		struct sockaddr_in a = {.sin_family = AF_INET,
 					.sin_port = htons((uint16_t)arg),
 					.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -591,6 +593,10 @@ int main(int argc, char **argv, char **envp)
 		int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), c, one = 1;
 
 		setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		/* "defer": the final ACK is dropped until data comes (a request socket) */
+		if (argc > 4 && !strcmp(argv[4], "defer") &&
+		    setsockopt(s, IPPROTO_TCP, TCP_DEFER_ACCEPT, &(int){30}, sizeof(int)) < 0)
+			return 5;
 		for (long i = 0; bind(s, (struct sockaddr *)&a, sizeof(a)) < 0; i++)
 			if (i >= secs * 20)
 				return 2;
