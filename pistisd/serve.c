@@ -680,9 +680,11 @@ static bool pin_matches(struct lws *wsi)
  * the relay's port while the relay is away (a restart, a crash) would be handed the
  * sandbox's token and then obeyed, as every request from the relay is. The socket at the
  * other end is looked up by its four-tuple (lib/sock-owner): one of this namespace must
- * not be an agent's or pi-tools'; a loopback peer whose owner cannot be told is refused;
- * a peer that no socket of this namespace is (another host, another namespace) is the
- * network's to vouch for (wss:// and --pin). Called before the token is written. */
+ * not be an agent's or pi-tools' (for one not accepted yet, its listener's); one whose
+ * owner cannot be told is refused, and so is a peer at a local address where the lookups
+ * do not work; a peer that no socket of this namespace is (another host, another
+ * namespace) is the network's to vouch for (wss:// and --pin). Called before the token
+ * is written. */
 static bool relay_peer_believed(struct lws *wsi)
 {
 	int fd = lws_get_socket_fd(wsi), err = 0;
@@ -701,11 +703,12 @@ static bool relay_peer_believed(struct lws *wsi)
 		return false;
 	}
 	if (kind == SOCK_PEER_LOCAL && (users_uid_is_agent(uid) || uid == USERS_TOOLS_UID)) {
-		log_error("Refusing the relay at %s:%d: the socket there belongs to uid %u (%s), "
-			  "not to the relay; not sending the token (the relay's port is taken "
-			  "while the relay is away: stop that process; docs/security.md)",
-			  S.host, S.port, (unsigned)uid,
-			  uid == USERS_TOOLS_UID ? USERS_TOOLS_USER : "an agent");
+		log_error(
+			"Refusing the relay at %s:%d: the socket there belongs to uid %u (%s), "
+			"not to the relay; not sending the token (the relay's port is taken "
+			"while the relay is away: stop that process; docs/protocol.md, Transport)",
+			S.host, S.port, (unsigned)uid,
+			uid == USERS_TOOLS_UID ? USERS_TOOLS_USER : "an agent");
 		return false;
 	}
 	if (kind == SOCK_PEER_LOCAL_UNTOLD) {
