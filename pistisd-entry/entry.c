@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 
 #include "lib/macro.h"
+#include "lib/parse-num.h"
 
 int entry_parse_seconds(const char *s, int64_t *ret_ms)
 {
@@ -42,19 +43,12 @@ int entry_parse_seconds(const char *s, int64_t *ret_ms)
 
 static int parse_count(const char *s, unsigned *ret)
 {
-	unsigned long v = 0;
+	uint64_t v;
+	int r = parse_uint_strict(s, ENTRY_MAX_RESTARTS_LIMIT, NULL, &v);
 
-	if (!s || !*s)
-		return -EINVAL;
-	for (; *s; s++) {
-		if (*s < '0' || *s > '9')
-			return -EINVAL;
-		v = v * 10 + (unsigned long)(*s - '0');
-		if (v > ENTRY_MAX_RESTARTS_LIMIT)
-			return -ERANGE;
-	}
-	*ret = (unsigned)v;
-	return 0;
+	if (r >= 0)
+		*ret = (unsigned)v;
+	return r;
 }
 
 int entry_parse_args(int argc, char **argv, struct entry_opts *ret, const char **ret_error,

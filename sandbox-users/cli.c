@@ -9,6 +9,7 @@
 #include "lib/fd-util.h"
 #include "lib/log.h"
 #include "lib/macro.h"
+#include "lib/parse-num.h"
 #include "pistisd/cli.h"
 #include "pistisd/spawn.h"
 #include "sandbox-users/ident.h"
@@ -61,14 +62,12 @@ static void usage(FILE *f)
 
 static int parse_uid(const char *s, uid_t *ret)
 {
-	unsigned long v;
-	char *end = NULL;
+	uint64_t v;
+	int r = parse_uint_strict(s, USERS_AGENT_UID_MAX, NULL, &v);
 
-	if (!s[0] || s[0] < '0' || s[0] > '9' || strlen(s) > 10)
-		return -EINVAL;
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno || *end || !users_uid_is_agent((uid_t)v) || v > USERS_AGENT_UID_MAX)
+	if (r < 0)
+		return r;
+	if (!users_uid_is_agent((uid_t)v))
 		return -ERANGE;
 	*ret = (uid_t)v;
 	return 0;

@@ -133,6 +133,19 @@ static int get_count(struct smin_config *c, cJSON *obj, const char *key, unsigne
 	return 0;
 }
 
+int smin_listen_split(const char *addr, size_t *ret_host_len, int *ret_port)
+{
+	const char *colon = strrchr(addr, ':');
+	uint64_t port;
+
+	if (!colon || colon == addr || parse_uint_strict(colon + 1, 65535, NULL, &port) < 0 ||
+	    !port)
+		return -EINVAL;
+	*ret_host_len = (size_t)(colon - addr);
+	*ret_port = (int)port;
+	return 0;
+}
+
 int smin_config_load(const char *path, struct smin_config *c)
 {
 	_cleanup_close_ int fd = -1;
@@ -183,13 +196,11 @@ int smin_config_load(const char *path, struct smin_config *c)
 	/* HOST:PORT (digits only, 1-65535) or an absolute unix socket path, as the relay
 	 * binds them: found by --check, not at the first start. */
 	for (int i = 0; i < 2; i++) {
-		const char *a = i ? c->listen_client : c->listen_sandbox, *colon = strrchr(a, ':');
-		uint64_t port;
+		const char *a = i ? c->listen_client : c->listen_sandbox;
+		size_t host_len;
+		int port;
 
-		if (a[0] == '/')
-			continue;
-		if (!colon || colon == a || parse_uint_strict(colon + 1, 65535, NULL, &port) < 0 ||
-		    !port) {
+		if (a[0] != '/' && smin_listen_split(a, &host_len, &port) < 0) {
 			r = fail(c, line_of_key(c->text, i ? "client" : "sandbox", NULL),
 				 "listen address '%s' must be HOST:PORT (port 1-65535) or an "
 				 "absolute unix socket path",

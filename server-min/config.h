@@ -42,4 +42,7 @@ struct smin_config {
 
 /* 0, or -errno with c->error filled. */
 int smin_config_load(const char *path, struct smin_config *c);
+/* A listen address HOST:PORT split at its last ':' (the port digits only, 1-65535): the
+ * host's length and the port, or -EINVAL. The one reading for --check and for the bind. */
+int smin_listen_split(const char *addr, size_t *ret_host_len, int *ret_port);
 void smin_config_free(struct smin_config *c);

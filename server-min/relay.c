@@ -32,7 +32,6 @@
 #include "lib/log.h"
 #include "lib/lws-log.h"
 #include "lib/macro.h"
-#include "lib/parse-num.h"
 #include "lib/proto.h"
 #include "lib/siphash.h"
 #include "server-min/config.h"
@@ -1871,8 +1870,7 @@ static int make_vhost(const char *name, const char *addr, const struct lws_proto
 {
 	struct lws_context_creation_info info;
 	char host[128];
-	const char *colon;
-	uint64_t port;
+	size_t host_len;
 
 	memset(&info, 0, sizeof(info));
 	info.vhost_name = name;
@@ -1882,18 +1880,14 @@ static int make_vhost(const char *name, const char *addr, const struct lws_proto
 		info.options = LWS_SERVER_OPTION_UNIX_SOCK;
 		info.iface = addr;
 	} else {
-		colon = strrchr(addr, ':');
-		if (!colon || colon == addr || (size_t)(colon - addr) >= sizeof(host))
+		if (smin_listen_split(addr, &host_len, &info.port) < 0 || host_len >= sizeof(host))
 			return log_error_errno(-EINVAL,
-					       "listen address '%s' must be HOST:PORT or "
-					       "/path",
+					       "listen address '%s' must be HOST:PORT (port "
+					       "1-65535) or /path",
 					       addr);
-		memcpy(host, addr, (size_t)(colon - addr));
-		host[colon - addr] = 0;
+		memcpy(host, addr, host_len);
+		host[host_len] = 0;
 		info.iface = host;
-		if (parse_uint_strict(colon + 1, 65535, NULL, &port) < 0 || !port)
-			return log_error_errno(-EINVAL, "bad port in '%s'", addr);
-		info.port = (int)port;
 	}
 	if (tls) {
 		info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
