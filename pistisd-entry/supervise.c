@@ -41,7 +41,6 @@ struct sup {
 	int exit_code;	  /* -1 until decided */
 	int64_t deadline; /* -1, or when the next escalation happens */
 	bool killed;	  /* SIGKILL sent to everything */
-	bool hurried;	  /* a second stop signal moved the SIGKILL to now */
 };
 
 static int64_t now_ms(void)
@@ -287,12 +286,12 @@ static void on_signal(struct sup *s, int sig)
 	}
 	if (s->stop_sig) {
 		/* A second stop signal (Ctrl-C twice): no more grace. Any later one changes
-		 * nothing: the SIGKILL is sent, and its wait must run its course. */
-		if (s->hurried || s->killed) {
+		 * nothing: the deadline it sets is handled before the next signal is waited
+		 * for, so the SIGKILL is sent by then, and its wait must run its course. */
+		if (s->killed) {
 			log_debug("%s again: SIGKILL already sent", sig_str(sig, b));
 			return;
 		}
-		s->hurried = true;
 		log_notice("%s again: killing everything now", sig_str(sig, b));
 		s->deadline = now_ms();
 		if (s->exit_code < 0 && !s->child)
