@@ -1095,8 +1095,7 @@ int main(int argc, char **argv)
 					      &C.timeout_ms) < 0 ||
 			    !C.timeout_ms) {
 				log_error("--timeout wants whole seconds, 1 to 2592000 (30 days), "
-					  "got "
-					  "'%s'",
+					  "got '%s'",
 					  optarg);
 				return 100;
 			}

@@ -472,6 +472,27 @@ static const char *type_name(mode_t m)
 	return S_ISREG(m) ? "file" : S_ISDIR(m) ? "dir" : S_ISLNK(m) ? "symlink" : "other";
 }
 
+/* remove_tree stopped at one of its bounds (-ELOOP depth, -E2BIG entries, -EXDEV a mount
+ * point): say which, and that what it reached before is gone (strerror said "Symbolic
+ * link loop" for the depth). -EINVAL with err filled, as the request parsers answer. */
+static int remove_bound_error(int r, struct proto_error *err)
+{
+	char why[80];
+
+	if (r == -ELOOP)
+		snprintf(why, sizeof(why), "deeper than %d levels", REMOVE_DEPTH_MAX);
+	else if (r == -E2BIG)
+		snprintf(why, sizeof(why), "more than %u entries", REMOVE_ENTRIES_MAX);
+	else
+		snprintf(why, sizeof(why), "a mount point inside (not crossed)");
+	err->code = r == -E2BIG ? PROTO_E_TOO_LARGE : PROTO_E_DENIED;
+	snprintf(err->message, sizeof(err->message),
+		 "fs.remove: the tree is %s: stopped there, what was reached before is removed; "
+		 "remove the rest with a command",
+		 why);
+	return -EINVAL;
+}
+
 static int do_op(enum proto_op op, cJSON *req, cJSON *o, struct proto_error *err)
 {
 	const char *path = NULL;
@@ -663,28 +684,8 @@ static int do_op(enum proto_op op, cJSON *req, cJSON *o, struct proto_error *err
 			if (fstat(sub, &st) < 0)
 				return -errno;
 			r = remove_tree(sub, st.st_dev, 0, &count);
-			if (r == -ELOOP || r == -E2BIG || r == -EXDEV) {
-				/* Say which bound stopped it (strerror said "Symbolic link
-				 * loop" for the depth), and that some may be gone. */
-				char why[80];
-
-				if (r == -ELOOP)
-					snprintf(why, sizeof(why), "deeper than %d levels",
-						 REMOVE_DEPTH_MAX);
-				else if (r == -E2BIG)
-					snprintf(why, sizeof(why), "more than %u entries",
-						 REMOVE_ENTRIES_MAX);
-				else
-					snprintf(why, sizeof(why),
-						 "a mount point inside (not crossed)");
-				err->code = r == -E2BIG ? PROTO_E_TOO_LARGE : PROTO_E_DENIED;
-				snprintf(err->message, sizeof(err->message),
-					 "fs.remove: the tree is %s: stopped there, what was "
-					 "reached "
-					 "before is removed; remove the rest with a command",
-					 why);
-				return -EINVAL;
-			}
+			if (r == -ELOOP || r == -E2BIG || r == -EXDEV)
+				return remove_bound_error(r, err);
 			if (r < 0)
 				return r;
 		}

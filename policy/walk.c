@@ -635,8 +635,6 @@ static void close_too_deep(struct walker *w, int dfd, const struct stat *st0)
 	emit(w, POLICY_EV_TOO_DEEP, 0, changes, st0, &t, w->o->mode == POLICY_CHECK);
 }
 
-/* A directory: opened (O_DIRECTORY|O_NOFOLLOW: a real directory or nothing), checked,
- * its pre-order changes made, pushed for reading (or handed to another thread). */
 /* A mount point beneath the rule (a volume, a file or directory bind-mounted over
  * another): not crossed, so it keeps what it has. Where that is looser than the rule, or
  * its owner is neither the rule's nor root (and may loosen it again), the rule does not
@@ -660,6 +658,8 @@ static void mount_point_seen(struct walker *w, const struct stat *st, const stru
 	     off && w->o->mode != POLICY_PLAN);
 }
 
+/* A directory: opened (O_DIRECTORY|O_NOFOLLOW: a real directory or nothing), checked,
+ * its pre-order changes made, pushed for reading (or handed to another thread). */
 static void visit_dir(struct walker *w, int fd, bool secrets)
 {
 	_cleanup_close_ int dfd = fd;
