@@ -32,6 +32,7 @@
 #include "lib/log.h"
 #include "lib/lws-log.h"
 #include "lib/macro.h"
+#include "lib/parse-num.h"
 #include "lib/proto.h"
 #include "lib/siphash.h"
 #include "server-min/config.h"
@@ -1192,13 +1193,28 @@ static void drop_gone_routes(struct sandbox *sb, const cJSON *commands)
 	}
 }
 
+/* The id of a message for one of this run's clients is "BOOT.SERIAL.ID", as fwd_id and
+ * the reader ids are written: BOOT this run's 8 hex digits, SERIAL the client's, in
+ * decimal as PRIu64 writes it (no sign, space or leading zero). Returns ID and the serial,
+ * or NULL for any other spelling: an id is matched by its bytes, so two spellings of one
+ * serial must not both reach a client. */
+static const char *client_id_split(const char *s, uint64_t *ret_serial)
+{
+	size_t n = strlen(R.boot);
+	const char *end;
+
+	if (strncmp(s, R.boot, n) || s[n] != '.' || (s[n + 1] == '0' && s[n + 2] != '.'))
+		return NULL;
+	if (parse_uint_strict(s + n + 1, UINT64_MAX, &end, ret_serial) < 0 || *end != '.')
+		return NULL;
+	return end + 1;
+}
+
 static void sandbox_text(struct conn *c, const char *buf, size_t len)
 {
 	struct proto_error err = {0};
 	cJSON *root = NULL, *idv, *ev, *cmdv;
-	char boot[16];
 	uint64_t serial;
-	int off = 0;
 	struct conn *client;
 	struct route *rt;
 	bool has_cmd, own_route, requested, reader_req, answer;
@@ -1230,16 +1246,13 @@ static void sandbox_text(struct conn *c, const char *buf, size_t len)
 		goto out;
 	}
 	idv = cJSON_GetObjectItemCaseSensitive(root, "id");
-	if (!cJSON_IsString(idv) ||
-	    sscanf(idv->valuestring, "%8[0-9a-f].%" SCNu64 ".%n", boot, &serial, &off) != 2 ||
-	    !off || strcmp(boot, R.boot)) {
+	if (!cJSON_IsString(idv) || !(id = client_id_split(idv->valuestring, &serial))) {
 		/* not addressed to a client of this relay run (or a protocol error) */
 		if (cJSON_GetObjectItemCaseSensitive(root, "error"))
 			log_debug("Sandbox '%s' reported an error without a client",
 				  c->sb->cfg->name);
 		goto out;
 	}
-	id = idv->valuestring + off;
 	client = client_by_serial(serial);
 	ev = cJSON_GetObjectItemCaseSensitive(root, "event");
 	cmdv = cJSON_GetObjectItemCaseSensitive(root, "cmd");

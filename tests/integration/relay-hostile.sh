@@ -124,6 +124,8 @@ is "final ack: commands that ended through server-min are forgotten by pistisd" 
 $FAKE sandbox-forge "$SP" "$EVIL" "$CP" "$CT" s1 >"$W/fg.out" 2>&1
 [ -z "$(val exception "$W/fg.out")" ] || sed 's/^/# /' "$W/fg.out"
 is "forge: no answer or event forged by another sandbox reached the client" "$(val forged_msgs "$W/fg.out")" 0
+is "forge: an answer under another spelling of the client's serial (+N, 0N, ' N') is dropped" \
+	"$(val spelled_id "$W/fg.out")" canonical
 is "forge: a stdin frame whose command number two sandboxes hold is refused, not guessed" \
 	"$(val stdin_frame "$W/fg.out")" not_unique
 is "forge: the other sandbox never saw the stdin" "$(val evil_got_stdin "$W/fg.out")" no

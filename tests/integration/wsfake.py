@@ -365,6 +365,15 @@ def scenario_sandbox_forge(sport, stoken, cport, ctoken, real):
     prefix = fwd[:-len("e1")]
     evil.send(json.dumps({"id": fwd, "ok": True}))
     c.recv_json("e1")
+    # its own request's answer, under other spellings of the client's serial first (a
+    # sign, a leading zero, a space): matched by the serial's value, each reached the client
+    c.send(json.dumps({"id": "e3", "op": "ping", "sandbox": "evil"}))
+    boot, serial, rest = evil.recv_json()["id"].split(".", 2)
+    for spelled in ("+" + serial, "0" + serial, " " + serial):
+        evil.send(json.dumps({"id": ".".join((boot, spelled, rest)), "ok": True,
+                              "forged": True}))
+    evil.send(json.dumps({"id": ".".join((boot, serial, rest)), "ok": True}))
+    print("spelled_id=" + ("forged" if c.recv_json("e3").get("forged") else "canonical"))
     c.send(json.dumps({"id": "r1", "op": "exec.start", "sandbox": real, "agent": "alice",
                        "stdin": "pipe",
                        "argv": ["sh", "-c", "read x; echo got:$x; sleep 1; echo real"]}))
