@@ -658,6 +658,29 @@ static void mount_point_seen(struct walker *w, const struct stat *st, const stru
 	     off && w->o->mode != POLICY_PLAN);
 }
 
+/* The ACL state of a non-directory mount point seen by name (st): by name where the
+ * kernel can, else (an old kernel, or more xattr names than one list holds) through an
+ * O_PATH fd of the same node. Never changed, only judged: it must not be judged on its mode
+ * alone because the list failed. */
+static int mount_point_xstate(struct walker *w, int dfd, const char *name, const struct stat *st,
+			      struct policy_xstate *x)
+{
+	_cleanup_close_ int fd = -1;
+	struct stat now;
+	int r = policy_xstate_at(w->xlist, dfd, name, x);
+
+	if (r != -ENOSYS && r != -ENOENT)
+		return r;
+	fd = openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return negative_errno();
+	if (fstat(fd, &now) < 0)
+		return negative_errno();
+	if (now.st_dev != st->st_dev || now.st_ino != st->st_ino)
+		return -ESTALE; /* swapped meanwhile: judged on what was seen */
+	return policy_xstate_fd(w->xlist, fd, true, x);
+}
+
 /* A directory: opened (O_DIRECTORY|O_NOFOLLOW: a real directory or nothing), checked,
  * its pre-order changes made, pushed for reading (or handed to another thread). */
 static void visit_dir(struct walker *w, int fd, bool secrets)
@@ -829,7 +852,7 @@ static void visit(struct walker *w, int dfd, const char *name, unsigned char d_t
 		return look_again_as_dir(w, dfd, name, secrets);
 	if (crosses_fs(w, &st, mount)) {
 		r = fd >= 0 ? policy_xstate_fd(w->xlist, fd, true, &x)
-			    : policy_xstate_at(w->xlist, dfd, name, &x);
+			    : mount_point_xstate(w, dfd, name, &st, &x);
 		return mount_point_seen(w, &st, r < 0 ? NULL : &x, secrets);
 	}
 

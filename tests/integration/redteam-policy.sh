@@ -321,5 +321,21 @@ is "a none rule on the bloated file holds: root:root 0600" "$(stat -c '%u:%g %a'
 fails "... the agent can no longer read it" setpriv --reuid=$A --regid=$A --groups=10010 cat "$R/xa/team/creds"
 unlike "... and apply reported no error" "$out" "^error"
 exits 0 "check: the tree conforms" "$P" policy check --root "$R" --rules "$R/rules-xb.json"
+# A file mount point is only judged, never changed; its ACLs were read by name alone, so
+# past E2BIG it was judged on its mode alone: an ACL there went unseen.
+mkdir -p "$R/ro2" "$R/other2" && echo cfg >"$R/other2/cfg" && chmod 0644 "$R/other2/cfg"
+setfacl -m u:$A:r "$R/other2/cfg"
+touch "$R/ro2/cfg" && mount --bind "$R/other2/cfg" "$R/ro2/cfg"
+printf '[{"path":"/ro2","access":"read"}]\n' >"$R/rules-mx.json"
+like "a file mount point with an ACL nobody asked for (mode still 0644): a violation" \
+	"$("$P" policy check --root "$R" --rules "$R/rules-mx.json" 2>&1)" "^violation /ro2/cfg: a mount point"
+/usr/bin/python3 -c '
+import os, sys
+for i in range(400):
+    os.setxattr(sys.argv[1], "user." + "x" * 240 + str(i), b"1")' "$R/other2/cfg"
+out=$("$P" policy check --root "$R" --rules "$R/rules-mx.json" 2>&1)
+like "... still one with more xattr names than one list holds (E2BIG)" "$out" "^violation /ro2/cfg: a mount point"
+unlike "... and no error" "$out" "^error"
+umount "$R/ro2/cfg"
 
 done_testing
