@@ -46,6 +46,9 @@
 
 #define TOKEN_MAX 512
 #define RECENT_IDS 256
+/* Answers and events waiting for the relay past this: no more requests are read until they
+ * are under half (OUT_SOFT / 2). */
+#define OUT_SOFT (16u * 1024u * 1024u)
 #define BACKOFF_MIN_MS 250
 #define BACKOFF_MAX_MS 15000
 #define CERT_DER_MAX 16384 /* a relay's leaf certificate; RSA-4096 ones are under 2 KiB */
@@ -80,6 +83,8 @@ static struct {
 	/* outbound JSON queue */
 	struct outmsg *out_head, *out_tail;
 	size_t out_bytes;
+	bool rx_paused;	      /* out_bytes passed OUT_SOFT: the relay is not read meanwhile */
+	bool rx_pause_logged; /* once per connection */
 	/* request ids seen on this connection */
 	char recent[RECENT_IDS][PROTO_MAX_ID + 1];
 	unsigned recent_next;
@@ -165,6 +170,20 @@ void serve_send_json(char *json)
 	S.out_tail = m;
 	S.out_bytes += len;
 	lws_callback_on_writable(S.conn);
+	/* A relay (or a client through it) that sends requests and does not read their
+	 * answers must not grow this queue without bound: a sandbox.status answer is up to
+	 * ~100 KiB, and thousands of them can be in flight. Requests are not read until the
+	 * answers drain, as server-min does with a peer that does not read its own. */
+	if (S.out_bytes > OUT_SOFT && !S.rx_paused) {
+		S.rx_paused = true;
+		lws_rx_flow_control(S.conn, 0);
+		if (!S.rx_pause_logged)
+			log_warning("The relay is not reading (%zu MiB of answers wait for it): "
+				    "its requests are not read until they drain (logged once a "
+				    "connection)",
+				    S.out_bytes >> 20);
+		S.rx_pause_logged = true;
+	}
 }
 
 void serve_send_error(const char *id, enum proto_err code, const char *fmt, ...)
@@ -187,6 +206,7 @@ static void out_clear(void)
 	}
 	S.out_tail = NULL;
 	S.out_bytes = 0;
+	S.rx_paused = false;
 }
 
 int serve_watch(struct watch *w, int fd, uint32_t events, void (*fn)(struct watch *, uint32_t))
@@ -573,6 +593,10 @@ static int on_writable(struct lws *wsi)
 		if (lws_send_pipe_choked(wsi))
 			break;
 	}
+	if (S.rx_paused && S.out_bytes <= OUT_SOFT / 2) {
+		S.rx_paused = false;
+		lws_rx_flow_control(wsi, 1);
+	}
 	if (S.out_head || (S.established && session_has_pending()))
 		lws_callback_on_writable(wsi);
 	return 0;
@@ -760,6 +784,7 @@ static int cb_relay(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		log_info("Connected to the relay");
 		S.connects++;
 		S.conn = wsi;
+		S.rx_pause_logged = false;
 		S.established = false;
 		send_hello();
 		break;
