@@ -303,6 +303,10 @@ is "stdin: 8 MiB to a slow reader arrive whole" "$(cut -d' ' -f1 "$W/stdin8.out"
 is "stdin: no error on the way" "$(cat "$W/stdin8.err")" ""
 ok "stdin: pistis waits for credit without spinning ($(cat "$W/stdin8.time") s CPU)" \
 	awk '{ exit !($1 + $2 < 1.0) }' "$W/stdin8.time"
+# The same 8 MiB taken 4 KiB at a time: the queue (a ring since the red team found it moved
+# down whole, up to 1 MiB, after every write) wraps at every offset.
+out=$("$BIN/pistis" exec -i --agent alice -- sh -c 'sleep 1; dd bs=4096 2>/dev/null | sha256sum' <"$W/stdin8")
+is "stdin: 8 MiB taken 4 KiB at a time arrive whole" "${out%% *}" "$want"
 
 # --- file operations as the agent ---------------------------------------------------------------
 home=$(in_root "$R" pistisd users show alice | sed -n 's/^home=//p')
