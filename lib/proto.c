@@ -194,7 +194,7 @@ bool proto_utf8_valid(const char *s, size_t n)
 	return true;
 }
 
-static int precheck(const char *buf, size_t len, struct proto_error *err)
+static int precheck(const char *buf, size_t len, struct proto_error *err, size_t *values)
 {
 	unsigned depth = 0;
 	bool in_string = false;
@@ -242,8 +242,12 @@ static int precheck(const char *buf, size_t len, struct proto_error *err)
 			in_string = true;
 			slen = 0;
 			break;
+		case ',':
+			++*values;
+			break;
 		case '{':
 		case '[':
+			++*values;
 			if (++depth > PROTO_MAX_DEPTH)
 				return fail(err, PROTO_E_TOO_DEEP, -EINVAL,
 					    "nesting deeper than %u at offset %zu", PROTO_MAX_DEPTH,
@@ -295,15 +299,24 @@ static int check_tree(const cJSON *node, struct proto_error *err)
 
 int proto_parse(const char *buf, size_t len, cJSON **ret, struct proto_error *err)
 {
+	size_t values;
+
+	return proto_parse_values(buf, len, ret, err, &values);
+}
+
+int proto_parse_values(const char *buf, size_t len, cJSON **ret, struct proto_error *err,
+		       size_t *ret_values)
+{
 	const char *end = NULL;
 	cJSON *root;
 	int r;
 
 	*ret = NULL;
+	*ret_values = 1;
 	if (len > PROTO_MAX_MESSAGE)
 		return fail(err, PROTO_E_TOO_LARGE, -E2BIG, "message of %zu bytes is over %u", len,
 			    PROTO_MAX_MESSAGE);
-	r = precheck(buf, len, err);
+	r = precheck(buf, len, err, ret_values);
 	if (r < 0)
 		return r;
 	root = cJSON_ParseWithLengthOpts(buf, len, &end, false);

@@ -164,6 +164,33 @@ TEST(parse_depth_ignores_escaped_quotes_in_strings)
 }
 
 /* Numbers a peer sends: only exact non-negative integers within the field's bound. */
+static size_t values_of(const char *s, int *ret)
+{
+	struct proto_error err = {0};
+	cJSON *root = NULL;
+	size_t n = 0;
+
+	*ret = proto_parse_values(s, strlen(s), &root, &err, &n);
+	cJSON_Delete(root);
+	return n;
+}
+
+/* server-min charges a sandbox's message rate by the values a message holds (parsing costs
+ * by them): commas and opening brackets outside strings, whether the message parses or not */
+TEST(parse_counts_values)
+{
+	int r;
+
+	ASSERT_EQ(values_of("{}", &r), 2);
+	ASSERT_EQ(r, 0);
+	ASSERT_EQ(values_of("{\"a\":[0,0,0],\"b\":{\"c\":1}}", &r), 7);
+	ASSERT_EQ(values_of("{\"a\":\",,,[[{{\\\",,\"}", &r), 2); /* in a string: none */
+	ASSERT_EQ(values_of("{\"a\":[0,0,0,0,0,0,0,0],", &r), 11);
+	ASSERT_EQ(r, -EINVAL);
+	ASSERT_EQ(values_of("[1,2]", &r), 3);
+	ASSERT_EQ(r, -EINVAL);
+}
+
 TEST(get_u64_refuses_what_a_cast_would_bend)
 {
 	static const struct {
