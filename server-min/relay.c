@@ -45,6 +45,10 @@
 #define SANDBOX_MSG_RATE 5000 /* per second */
 #define SANDBOX_MSG_BURST 10000
 #define SANDBOX_MSG_RESUME (SANDBOX_MSG_RATE / 20)
+/* A JSON message costs a token per this many values besides its first: parsing grows with
+ * the values (cJSON nodes), and 1 MiB of "[0,0,…]" took ~80 ms, so 5000 such messages a
+ * second were a whole core, whatever other sandboxes needed (proto_parse_values). */
+#define SANDBOX_VALUES_PER_TOKEN 64
 #define MAX_CLIENTS 1024
 #define MAX_ROUTES 65536
 /* Routes one sandbox may hold: pistisd holds at most 256 commands, each with at most one
@@ -126,12 +130,10 @@ struct conn {
 	unsigned n_pausers;
 	bool self_paused; /* its own unread answers are past QUEUE_SOFT: not read meanwhile */
 	unsigned bad_messages;
-	/* sandboxes: the message-rate bucket */
-	double tokens;
-	lws_usec_t refilled;
+	/* sandboxes: paused for the message-rate bucket (struct sandbox) */
 	bool rate_paused, rate_warned;
 	lws_sorted_usec_list_t rate_sul;
-	struct log_rate log_rate; /* sandboxes: lines logged about what it sent */
+	bool said_hello; /* sandboxes: its hello is taken once per connection */
 };
 
 struct pending {
@@ -154,6 +156,12 @@ struct sandbox {
 	struct route_slots *route_slots; /* where its routes are in R.routes */
 	uint32_t n_routes;		 /* how many */
 	bool full_warned; /* sandbox_full logged since its queue last went under the bound */
+	/* The message-rate bucket and the log rate belong to the sandbox, not to one of its
+	 * connections: with them per connection, a sandbox that redialled after every 10 000
+	 * messages sent them at ~650 000 a second, and logged two lines per redial. */
+	double tokens;
+	lws_usec_t refilled;	  /* 0: the bucket is full (never used) */
+	struct log_rate log_rate; /* lines logged about what it sent, or its connections */
 };
 
 struct route {
@@ -551,21 +559,21 @@ static void send_error(struct conn *to, const char *id, enum proto_err code, con
  * logged is reported before the next line, or when it disconnects. */
 #define SANDBOX_LOG_BURST 10
 
-static void sandbox_log_report(struct conn *c)
+static void sandbox_log_report(struct sandbox *sb)
 {
-	unsigned held = log_rate_held(&c->log_rate);
+	unsigned held = log_rate_held(&sb->log_rate);
 
 	if (held)
 		log_warning("Sandbox '%s': %u more of its messages were not logged (over %u a "
 			    "second)",
-			    c->sb ? c->sb->cfg->name : "?", held, SANDBOX_LOG_BURST);
+			    sb->cfg->name, held, SANDBOX_LOG_BURST);
 }
 
 static bool sandbox_log_ok(struct conn *c)
 {
-	if (!log_rate_ok(&c->log_rate, SANDBOX_LOG_BURST))
+	if (!log_rate_ok(&c->sb->log_rate, SANDBOX_LOG_BURST))
 		return false;
-	sandbox_log_report(c);
+	sandbox_log_report(c->sb);
 	return true;
 }
 
@@ -1133,8 +1141,11 @@ static void client_binary(struct conn *c, const uint8_t *buf, size_t len)
 
 /* --- messages from sandboxes -------------------------------------------------------------- */
 
-static void reattach_routes(struct sandbox *sb)
+/* How many exec.attach it sent (each costs the sandbox a token: rate_take). */
+static size_t reattach_routes(struct sandbox *sb)
 {
+	size_t n = 0;
+
 	for (struct route *rt = route_next_of(sb, 0); rt;
 	     rt = route_next_of(sb, (uint32_t)(rt - R.routes) + 1)) {
 		char id[PROTO_MAX_ID + 1];
@@ -1155,8 +1166,10 @@ static void reattach_routes(struct sandbox *sb)
 		if (s) {
 			enqueue(sb->conn, s, strlen(s), false, NULL);
 			free(s);
+			n++;
 		}
 	}
+	return n;
 }
 
 /* Routes to commands the sandbox no longer holds are ended before the re-attach: after a
@@ -1210,6 +1223,8 @@ static const char *client_id_split(const char *s, uint64_t *ret_serial)
 	return end + 1;
 }
 
+static void rate_take(struct conn *c, double n);
+
 static void sandbox_text(struct conn *c, const char *buf, size_t len)
 {
 	struct proto_error err = {0};
@@ -1219,8 +1234,11 @@ static void sandbox_text(struct conn *c, const char *buf, size_t len)
 	struct route *rt;
 	bool has_cmd, own_route, requested, reader_req, answer;
 	const char *id;
+	size_t values;
+	int parsed = proto_parse_values(buf, len, &root, &err, &values);
 
-	if (proto_parse(buf, len, &root, &err) < 0) {
+	rate_take(c, (double)(values / SANDBOX_VALUES_PER_TOKEN));
+	if (parsed < 0) {
 		c->bad_messages++;
 		if (sandbox_log_ok(c))
 			log_warning("Sandbox '%s' sent a bad message: %s", c->sb->cfg->name,
@@ -1230,8 +1248,15 @@ static void sandbox_text(struct conn *c, const char *buf, size_t len)
 	if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(root, "op"))) {
 		struct proto_request req;
 		if (proto_request_parse(root, PROTO_MAX_ID, &req, &err) == 0 &&
-		    req.op == PROTO_OP_HELLO) {
+		    req.op == PROTO_OP_HELLO && c->said_hello)
+			/* pistisd says it once per connection; each one re-attached every route
+			 * (a sandbox with 256 routes made the relay send 256 messages a hello) */
+			send_text(c,
+				  proto_error_build(req.id, PROTO_E_BAD_REQUEST,
+						    "hello was already said on this connection"));
+		else if (req.op == PROTO_OP_HELLO) {
 			const char *sw = NULL;
+			c->said_hello = true;
 			(void)proto_get_string(root, "software", 60, &sw, &err);
 			snprintf(c->sb->software, sizeof(c->sb->software), "%s", sw ? sw : "");
 			send_text(c, proto_ok_build(req.id, NULL));
@@ -1239,7 +1264,7 @@ static void sandbox_text(struct conn *c, const char *buf, size_t len)
 				log_info("Sandbox '%s' said hello (%s)", c->sb->cfg->name,
 					 c->sb->software);
 			drop_gone_routes(c->sb, cJSON_GetObjectItemCaseSensitive(root, "commands"));
-			reattach_routes(c->sb);
+			rate_take(c, (double)reattach_routes(c->sb));
 		} else
 			send_text(c, proto_error_build(req.id, PROTO_E_UNKNOWN_OP,
 						       "the relay serves only hello"));
@@ -1511,14 +1536,17 @@ static void set_nodelay(struct lws *wsi)
 	(void)setsockopt(lws_get_socket_fd(wsi), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
-static void rate_refill(struct conn *c)
+static void rate_refill(struct sandbox *sb)
 {
 	lws_usec_t now = lws_now_usecs();
 
-	c->tokens += (double)(now - c->refilled) * SANDBOX_MSG_RATE / LWS_US_PER_SEC;
-	if (c->tokens > SANDBOX_MSG_BURST)
-		c->tokens = SANDBOX_MSG_BURST;
-	c->refilled = now;
+	if (!sb->refilled)
+		sb->tokens = SANDBOX_MSG_BURST;
+	else
+		sb->tokens += (double)(now - sb->refilled) * SANDBOX_MSG_RATE / LWS_US_PER_SEC;
+	if (sb->tokens > SANDBOX_MSG_BURST)
+		sb->tokens = SANDBOX_MSG_BURST;
+	sb->refilled = now;
 }
 
 static void rate_resume(lws_sorted_usec_list_t *sul);
@@ -1526,7 +1554,7 @@ static void rate_resume(lws_sorted_usec_list_t *sul);
 /* Read from c again when the bucket holds SANDBOX_MSG_RESUME tokens. */
 static void rate_wait(struct conn *c)
 {
-	double us = (SANDBOX_MSG_RESUME - c->tokens) * LWS_US_PER_SEC / SANDBOX_MSG_RATE;
+	double us = (SANDBOX_MSG_RESUME - c->sb->tokens) * LWS_US_PER_SEC / SANDBOX_MSG_RATE;
 
 	if (R.ctx) /* (the fuzz target has no context) */
 		lws_sul_schedule(R.ctx, 0, &c->rate_sul, rate_resume, (lws_usec_t)us);
@@ -1536,26 +1564,29 @@ static void rate_resume(lws_sorted_usec_list_t *sul)
 {
 	struct conn *c = lws_container_of(sul, struct conn, rate_sul);
 
-	rate_refill(c);
-	if (c->tokens < SANDBOX_MSG_RESUME - 1) /* (messages taken while paused) */
+	if (!c->sb) /* replaced by a newer connection, and closing */
+		return;
+	rate_refill(c->sb);
+	if (c->sb->tokens < SANDBOX_MSG_RESUME - 1) /* (messages taken while paused) */
 		return rate_wait(c);
 	c->rate_paused = false;
 	rx_resume(c);
 }
 
-/* One message from a sandbox: take a token; an empty bucket pauses reading until
+/* One message from a sandbox (or a connection, n tokens for what it costs): take a token;
+ * an empty bucket pauses reading until
  * SANDBOX_MSG_RESUME messages are allowed again, not one: lws polls with timeout 0 through
  * the last millisecond before a timer (poll's timeout is in ms, rounded down), so a resume
  * every ~200 us, one message's worth, spins in poll: a whole core for a sandbox that floods.
  * (Nor does lws spin on what it read and holds for a paused connection: its service loop
  * skips flow-controlled connections when it looks for buffered input.) */
-static void rate_take(struct conn *c)
+static void rate_take(struct conn *c, double n)
 {
-	rate_refill(c);
-	c->tokens -= 1;
-	if (c->tokens >= 0 || c->rate_paused)
+	rate_refill(c->sb);
+	c->sb->tokens -= n;
+	if (c->sb->tokens >= 0 || c->rate_paused)
 		return;
-	if (!c->rate_warned && (c->rate_warned = true))
+	if (!c->rate_warned && (c->rate_warned = true) && sandbox_log_ok(c))
 		log_warning("Sandbox '%s' sends over %u messages/s; reading from it is throttled",
 			    c->sb->cfg->name, SANDBOX_MSG_RATE);
 	c->rate_paused = true;
@@ -1593,7 +1624,7 @@ static void on_rx(struct conn *c, const void *in, size_t len)
 	if (!final)
 		return;
 	if (!c->is_client)
-		rate_take(c);
+		rate_take(c, 1);
 	if (c->rx_skip)
 		return;
 	if (!binary)
@@ -1672,8 +1703,8 @@ static void conn_closed(struct conn *c)
 	if (c->is_client)
 		client_forget(c);
 	else if (c->sb && c->sb->conn == c) {
-		sandbox_log_report(c);
-		log_info("Sandbox '%s' disconnected", c->sb->cfg->name);
+		if (sandbox_log_ok(c))
+			log_info("Sandbox '%s' disconnected", c->sb->cfg->name);
 		c->sb->conn = NULL;
 		pending_fail_all(c->sb, "disconnected");
 		resume_producers(c);
@@ -1714,9 +1745,11 @@ static int cb_sandbox(struct lws *wsi, enum lws_callback_reasons reason, void *u
 		pending_fail_all(c->sb, "reconnected"); /* the old connection's questions */
 		c->sb->conn = c;
 		c->sb->connects++;
-		c->tokens = SANDBOX_MSG_BURST;
-		c->refilled = lws_now_usecs();
-		log_info("Sandbox '%s' connected", c->sb->cfg->name);
+		/* a connection costs a token: one that comes while the bucket is dry starts
+		 * paused (a redial is no way round the rate, nor past the log's) */
+		rate_take(c, 1);
+		if (sandbox_log_ok(c))
+			log_info("Sandbox '%s' connected", c->sb->cfg->name);
 		break;
 	case LWS_CALLBACK_RECEIVE:
 		if (c->sb)

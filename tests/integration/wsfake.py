@@ -1309,6 +1309,91 @@ def cpu_ns(pid):
         return (int(v[11]) + int(v[12])) * 10 ** 9 // os.sysconf("SC_CLK_TCK")
 
 
+def scenario_sandbox_redial(port, token, seconds):
+    """A sandbox redials over and over, each connection sending 3000 hellos before it hangs
+    up: server-min answers each hello it reads, so the answers count the messages it read.
+    The message rate (and the log's) belongs to the sandbox, not to a connection."""
+    t0 = time.monotonic()
+    answers = conns = 0
+    while time.monotonic() - t0 < seconds:
+        s = WS(port, "/v1/sandbox", "pistis.v1", token, timeout=2)
+        conns += 1
+        hello = s.encode(json.dumps({"id": "hello", "op": "hello", "version": 1,
+                                     "sandbox": "x", "commands": []}))
+        try:
+            s.s.sendall(hello * 3000)
+            s.s.settimeout(0.3)
+            got = 0
+            while got < 3000 and time.monotonic() - t0 < seconds:
+                b, d = s.recv()
+                if not b and json.loads(d).get("id") == "hello":
+                    got += 1
+        except (OSError, ConnectionError):
+            pass  # a paused connection answers no more: the next one
+        answers += got
+        s.s.close()
+    wall = time.monotonic() - t0
+    print("conns=%d" % conns)
+    print("answers=%d" % answers)
+    print("wall_ms=%d" % (wall * 1000))
+
+
+def scenario_sandbox_hellos(sport, stoken, cport, ctoken, n):
+    """A client reads `n` commands of a fake sandbox; the sandbox then says hello twice more
+    on the same connection. pistisd says it once a connection; each one re-attached every
+    route (n messages from the relay a hello)."""
+    sb = fake_sandbox(sport, stoken)
+    c = client(cport, ctoken)
+    for i in range(1, n + 1):
+        c.send(json.dumps({"id": "s%d" % i, "op": "exec.start", "sandbox": "evil",
+                           "agent": "x", "argv": ["true"]}))
+    for i in range(1, n + 1):
+        o = sb.recv_json()
+        sb.send(json.dumps({"id": o["id"], "ok": True, "event": "exec.started",
+                            "cmd": int(o["id"].rsplit(".s", 1)[1])}))
+    for i in range(n):
+        c.recv_json()
+    codes = []
+    for k in range(2):
+        sb.send(json.dumps({"id": "again%d" % k, "op": "hello", "version": 1,
+                            "sandbox": "evil", "commands": [{"cmd": i} for i in range(1, n + 1)]}))
+        codes.append(err_code(sb.recv_json("again%d" % k)))
+    sb.send(json.dumps({"id": "00000000.0.end", "ok": True}))  # a marker, dropped
+    try:
+        while True:
+            sb.recv_json(timeout=1)
+    except (TimeoutError, OSError):
+        pass
+    attaches = sum(o.get("op") == "exec.attach" for o in sb.seen)
+    print("again=%s" % ",".join(codes))
+    print("attaches=%d" % attaches)
+
+
+def scenario_sandbox_values(port, token, smin_pid, seconds):
+    """A sandbox sends 1 MiB messages of half a million JSON values (~80 ms of parsing each)
+    for `seconds`: the CPU server-min spent meanwhile."""
+    s = WS(port, "/v1/sandbox", "pistis.v1", token)
+    msg = s.encode('{"x":[' + ",".join(["0"] * 524000) + "]}")
+    sent = [0]
+    def flood():
+        try:
+            while True:
+                s.s.sendall(msg)
+                sent[0] += 1
+        except OSError:
+            pass
+    s.s.settimeout(None)
+    threading.Thread(target=flood, daemon=True).start()
+    time.sleep(0.5)  # the burst
+    cpu0, t0 = cpu_ns(smin_pid), time.monotonic()
+    time.sleep(seconds)
+    cpu, wall = cpu_ns(smin_pid) - cpu0, time.monotonic() - t0
+    s.s.shutdown(socket.SHUT_RDWR)
+    print("sent=%d" % sent[0])
+    print("cpu_ms=%d" % (cpu // 10 ** 6))
+    print("wall_ms=%d" % (wall * 1000))
+
+
 def scenario_lookup_cost(stoken, ctoken, base, full, n, k, rounds):
     """server-min's CPU per message on two instances side by side (each a (sandbox port,
     client port, pid) triple): on `base` one client reads one command of a fake sandbox and
@@ -1563,6 +1648,12 @@ if __name__ == "__main__":
             scenario_lookup_cost(rest[0], rest[1], (port, int(token), int(rest[2])),
                                  tuple(int(x) for x in rest[3:6]), int(rest[6]), int(rest[7]),
                                  int(rest[8]))
+        elif name == "sandbox-redial":
+            scenario_sandbox_redial(port, token, float(rest[0]))
+        elif name == "sandbox-hellos":
+            scenario_sandbox_hellos(port, token, int(rest[0]), rest[1], int(rest[2]))
+        elif name == "sandbox-values":
+            scenario_sandbox_values(port, token, int(rest[0]), float(rest[1]))
         elif name == "sandbox-flood":
             scenario_sandbox_flood(port, token, float(rest[0]),
                                    int(rest[1]) if len(rest) > 1 else None)

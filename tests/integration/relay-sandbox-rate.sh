@@ -1,0 +1,76 @@
+#!/bin/bash
+# What one sandbox's connection may cost server-min is the sandbox's, not the connection's:
+# a sandbox that redials is held to the same message rate and log rate as one that does not,
+# a JSON message costs by its values (parsing does), and a hello is taken once a connection
+# (each one re-attached every route). Nothing but server-min and tests/integration/wsfake.py
+# (a fake sandbox and client) on two loopback ports.
+. "$(dirname "$0")/../lib.sh"
+need_root
+need_bins server-min
+command -v python3 >/dev/null || { echo "1..0 # SKIP no python3"; exit 0; }
+W=$(scratch)
+FAKE="python3 $(cd "$(dirname "$0")" && pwd)/wsfake.py"
+SP=$((20000 + RANDOM % 12000)); CP=$((SP + 1))
+EVIL=evil-$(head -c 12 /dev/urandom | base64 | tr -d '/+=')
+CT=client-$(head -c 12 /dev/urandom | base64 | tr -d '/+=')
+cleanup() {
+	[ -n "${SM:-}" ] && kill "$SM" 2>/dev/null
+	wait 2>/dev/null
+	root_cleanup # this trap replaces lib.sh's: the scratch directory goes here
+}
+trap cleanup EXIT
+val() { sed -n "s/^$1=//p" "$2" | head -n 1; }
+start() {
+	cat >"$W/pistis.json" <<J
+{"listen": {"sandbox": "127.0.0.1:$SP", "client": "127.0.0.1:$CP"}, "client_token": "$CT",
+ "sandboxes": [{"name": "evil", "token": "$EVIL"}]}
+J
+	: >"$W/smin.log"
+	"$BIN/server-min" --config "$W/pistis.json" 2>"$W/smin.log" &
+	SM=$!
+	for _ in $(seq 100); do
+		python3 -c "import socket; socket.create_connection(('127.0.0.1', $CP), 1)" 2>/dev/null && return 0
+		sleep 0.1
+	done
+	return 1
+}
+stop() { kill "$SM" 2>/dev/null; wait "$SM" 2>/dev/null; SM=; }
+alive() { kill -0 "$SM" 2>/dev/null && echo yes; }
+
+# --- a sandbox that redials after every burst: each connection had a full bucket ---------
+# (10 000 messages at once, then 5000 a second; per connection, 3000 hellos a connection
+# were all read and answered: ~120 000 in 3 s, and two log lines for every redial)
+start || { echo "1..0 # SKIP server-min did not listen"; exit 0; }
+$FAKE sandbox-redial "$SP" "$EVIL" 3 >"$W/rd.out" 2>&1
+[ -z "$(val exception "$W/rd.out")" ] || sed 's/^/# /' "$W/rd.out"
+a=$(val answers "$W/rd.out") ms=$(val wall_ms "$W/rd.out") n=$(val conns "$W/rd.out")
+ok "redial: $n connections got ${a:-?} hellos answered in ${ms:-?} ms (the sandbox's bucket: <= 10000 + 5000/s)" \
+	test "${a:-999999}" -le $((10000 + 5 * ${ms:-0} + 500))
+lines=$(grep -c "Sandbox 'evil'" "$W/smin.log")
+ok "redial: server-min logged $lines lines about them (<= 10 a second)" \
+	test "$lines" -le $((10 * (${ms:-0} / 1000 + 1) + 2))
+like "redial: and counted those it did not log" "$(cat "$W/smin.log")" \
+	"Sandbox 'evil': [0-9]+ more of its messages were not logged"
+is "redial: server-min still running" "$(alive)" yes
+stop
+
+# --- a hello is taken once a connection: each re-attached every route it had ---------------
+start || { echo "# server-min did not listen again"; exit 1; }
+$FAKE sandbox-hellos "$SP" "$EVIL" "$CP" "$CT" 64 >"$W/hl.out" 2>&1
+[ -z "$(val exception "$W/hl.out")" ] || sed 's/^/# /' "$W/hl.out"
+is "hellos: a second and third hello on one connection are bad_request" "$(val again "$W/hl.out")" \
+	bad_request,bad_request
+is "hellos: ... and re-attach nothing (64 routes: 64 exec.attach a hello)" "$(val attaches "$W/hl.out")" 0
+stop
+
+# --- JSON messages of half a million values each ---------------------------------------------
+# (1 MiB of "[0,0,…]" is ~80 ms of parsing: at 5000 messages a second, a core for as long as
+# the sandbox liked, every other sandbox and client waiting behind each one)
+start || { echo "# server-min did not listen again"; exit 1; }
+$FAKE sandbox-values "$SP" "$EVIL" "$SM" 3 >"$W/vl.out" 2>&1
+[ -z "$(val exception "$W/vl.out")" ] || sed 's/^/# /' "$W/vl.out"
+cpu=$(val cpu_ms "$W/vl.out") wall=$(val wall_ms "$W/vl.out")
+ok "values: server-min used ${cpu:-?} ms of CPU in ${wall:-?} ms of the flood ($(val sent "$W/vl.out") messages; < 25%)" \
+	test "$((${cpu:-999999} * 4))" -lt "${wall:-0}"
+is "values: server-min still running" "$(alive)" yes
+done_testing
