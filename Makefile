@@ -156,7 +156,13 @@ host-deps:
 fuzz-deps:
 	@scripts/bootstrap.sh fuzz
 
+# Every integration test script is in some module's list (a script left out never runs in CI);
+# *-lib.sh are sourced by others, zz-* are scratch.
+UNLISTED_TESTS := $(filter-out $(INTEGRATION_TESTS) %-lib.sh tests/integration/zz-%,\
+	$(wildcard tests/integration/*.sh))
+
 check: all tests
+	@$(if $(UNLISTED_TESTS),echo "make check: not in any module.mk's INTEGRATION_TESTS: $(UNLISTED_TESTS)" >&2; exit 1)
 	@scripts/bootstrap.sh check
 	@tests/run.sh $(addprefix $(B)/tests/,$(UNIT_TESTS)) $(INTEGRATION_TESTS)
 
