@@ -243,11 +243,14 @@ static int precheck(const char *buf, size_t len, struct proto_error *err, size_t
 			slen = 0;
 			break;
 		case ',':
-			++*values;
-			break;
 		case '{':
 		case '[':
-			++*values;
+			if (++*values > PROTO_MAX_VALUES)
+				return fail(err, PROTO_E_TOO_LARGE, -E2BIG,
+					    "more than %u JSON values at offset %zu",
+					    PROTO_MAX_VALUES, i);
+			if (c == ',')
+				break;
 			if (++depth > PROTO_MAX_DEPTH)
 				return fail(err, PROTO_E_TOO_DEEP, -EINVAL,
 					    "nesting deeper than %u at offset %zu", PROTO_MAX_DEPTH,

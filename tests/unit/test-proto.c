@@ -191,6 +191,37 @@ TEST(parse_counts_values)
 	ASSERT_EQ(r, -EINVAL);
 }
 
+/* A message of more values than PROTO_MAX_VALUES is refused before cJSON builds them. */
+static int parse_zeros(size_t k, struct proto_error *err)
+{
+	char *s = malloc(16 + 2 * k), *p;
+	cJSON *root = NULL;
+	size_t n = 0;
+	int r;
+
+	if (!s)
+		return -ENOMEM;
+	p = s + sprintf(s, "{\"a\":[");
+	for (size_t i = 0; i < k; i++)
+		p += sprintf(p, i ? ",0" : "0");
+	strcpy(p, "]}");
+	r = proto_parse_values(s, strlen(s), &root, err, &n);
+	cJSON_Delete(root);
+	free(s);
+	return r;
+}
+
+TEST(parse_refuses_too_many_values)
+{
+	struct proto_error err = {0};
+
+	/* 1 + '{' + '[' + k - 1 commas = k + 2 values */
+	ASSERT_EQ(parse_zeros(PROTO_MAX_VALUES - 2, &err), 0);
+	ASSERT_EQ(parse_zeros(PROTO_MAX_VALUES - 1, &err), -E2BIG);
+	ASSERT_EQ(err.code, PROTO_E_TOO_LARGE);
+	ASSERT_TRUE(strstr(err.message, "more than 131072 JSON values") != NULL);
+}
+
 TEST(get_u64_refuses_what_a_cast_would_bend)
 {
 	static const struct {
