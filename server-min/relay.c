@@ -891,7 +891,19 @@ static bool pending_match(struct sandbox *sb, uint64_t client, const char *id, b
  * still waiting is told now instead of waiting for nothing. */
 static void pending_fail_all(struct sandbox *sb, const char *what)
 {
-	for (size_t i = 0; i < sb->n_pend; i++) {
+	size_t n = sb->n_pend;
+
+	/* The table is emptied before anyone is told: an answer can push a client past its
+	 * queue's hard bound, and dropping it took its entries out of this table mid-loop
+	 * (each replaced by another client's, which the loop had passed: never told). The
+	 * entries' bytes stay where they are until the next request is added. */
+	sb->n_pend = 0;
+	if (sb->pend) {
+		memset(sb->pend_of, 0, MAX_CLIENTS * sizeof(*sb->pend_of));
+		index_clear(&sb->pend_by_id);
+		index_clear(&sb->pend_of_client);
+	}
+	for (size_t i = 0; i < n; i++) {
 		struct conn *cl = client_by_serial(sb->pend[i].client);
 		if (cl)
 			send_error(
@@ -899,12 +911,6 @@ static void pending_fail_all(struct sandbox *sb, const char *what)
 				"sandbox \"%s\" %s before it answered: the request may or may "
 				"not have taken effect (exec.list, or exec.attach by tag, tells)",
 				sb->cfg->name, what);
-	}
-	sb->n_pend = 0;
-	if (sb->pend) {
-		memset(sb->pend_of, 0, MAX_CLIENTS * sizeof(*sb->pend_of));
-		index_clear(&sb->pend_by_id);
-		index_clear(&sb->pend_of_client);
 	}
 }
 
