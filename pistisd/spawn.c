@@ -1587,6 +1587,26 @@ ssize_t spawn_read(struct spawn_proc *p, int fd, void *buf, size_t size)
 	return n ? n : -EAGAIN;
 }
 
+/* The command's main process has exited: its pty's slave becomes root's, mode 0, through a
+ * peer fd of the master (no path lookup). Fds already open (a kept background child) keep
+ * working; what ends is opening /dev/pts/N by its path as the agent's uid, while pistisd
+ * still holds the master to drain it (as long as a reader is paused) — after `users remove
+ * --forget` that uid may be another agent's, which could then write into this command's
+ * output stream. Best effort: a failure leaves the slave as it was. */
+static void pty_slave_revoke(struct spawn_proc *p)
+{
+	int s;
+
+	if (p->opts_copy.stdio != SPAWN_STDIO_PTY || p->fd_out < 0)
+		return;
+	s = ioctl(p->fd_out, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+	if (s < 0)
+		return;
+	(void)fchown(s, 0, 0);
+	(void)fchmod(s, 0);
+	safe_close(s);
+}
+
 int spawn_reap(struct spawn_proc *p)
 {
 	siginfo_t si = {0};
@@ -1623,6 +1643,7 @@ int spawn_reap(struct spawn_proc *p)
 	if (p->stop_reason)
 		p->result.end = p->stop_reason;
 	p->pidfd = safe_close(p->pidfd);
+	pty_slave_revoke(p);
 	/* Output ended already: nothing to drain. */
 	if (p->fd_out < 0 && p->fd_err < 0)
 		finish_outputs(p);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/prctl.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
@@ -1924,6 +1925,44 @@ TEST(pty_is_a_tty_and_resizes)
 	EXPECT_EQ(spawn_resize(p, 132, 50), 0);
 	ASSERT_EQ(spawn_wait(p, &cb), 0);
 	EXPECT_NOT_NULL(strstr(c->buf, "winch=132x50"));
+	spawn_free(p);
+	spawn_ctx_free(ctx);
+}
+
+/* Once the command's main process has exited, its pty's slave is root's with mode 0: the
+ * agent's uid (after `users remove --forget`, maybe another agent's) can no longer open
+ * /dev/pts/N by path and write into the output pistisd still drains. A background child that
+ * holds the slave keeps the master open here (keep_children). */
+TEST(pty_slave_revoked_when_the_command_exits)
+{
+	struct spawn_ctx *ctx = NULL;
+	struct spawn_opts o;
+	struct spawn_proc *p = NULL;
+	struct spawn_error err;
+	char *argv[] = {"/bin/sh", "-c", "/bin/sleep 3 & exit 0", NULL}, path[64];
+	struct stat st;
+	unsigned n = 0;
+	int r = 0;
+
+	need_root_and_probe(_metadata);
+	ctx = ctx_or_die(_metadata);
+	base_opts(&o, argv);
+	o.stdio = SPAWN_STDIO_PTY;
+	o.keep_children = true;
+	ASSERT_EQ(spawn_start(ctx, &o, &p, &err), 0);
+	ASSERT_EQ(ioctl(p->fd_out, TIOCGPTN, &n), 0);
+	snprintf(path, sizeof(path), "/dev/pts/%u", n);
+	ASSERT_EQ(stat(path, &st), 0);
+	EXPECT_EQ(st.st_uid, (uid_t)AGENT_UID); /* the agent's while it runs */
+	for (int i = 0; i < 300 && (r = spawn_reap(p)) == 0; i++)
+		usleep(10000);
+	ASSERT_EQ(r, 1);
+	ASSERT_TRUE(p->fd_out >= 0); /* the sleeper holds the slave: not drained yet */
+	ASSERT_EQ(stat(path, &st), 0);
+	EXPECT_EQ(st.st_uid, (uid_t)0);
+	EXPECT_EQ(st.st_mode & 07777, (mode_t)0);
+	spawn_stop(p);
+	(void)spawn_wait(p, NULL);
 	spawn_free(p);
 	spawn_ctx_free(ctx);
 }
