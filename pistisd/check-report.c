@@ -118,6 +118,13 @@ static const struct {
 		 "agent cannot ptrace it or read its memory through /proc",
 		 "sysctl fs.suid_dumpable=0 on the host (2 is accepted with a warning), or "
 		 "--allow suid_dumpable"},
+	[CHECK_CORE_PATTERN] =
+		{"core_pattern", false,
+		 "no agent's crash runs a program as root on the host (a kernel.core_pattern "
+		 "pipe: apport, systemd-coredump)",
+		 "set kernel.core_pattern to a file pattern (e.g. core) on the host, or keep its "
+		 "handler at its distribution's security updates: the kernel runs a pipe handler "
+		 "whatever RLIMIT_CORE an agent sets (0 included)"},
 	[CHECK_PROC_HIDEPID] =
 		{"proc_hidepid", false,
 		 "agents cannot see each other's processes, command lines or environments in "

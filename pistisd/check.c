@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/escape.h"
 #include "lib/fd-util.h"
 #include "lib/log.h"
 #include "lib/macro.h"
@@ -553,6 +554,45 @@ static void probe_suid_dumpable(struct check_report *r)
 			  : v == 2 ? CHECK_STATUS_WARN
 				   : CHECK_STATUS_FAIL,
 			  "%ld (want 0%s)", v, v == 2 ? "; 2 keeps dumps and /proc root's" : "");
+}
+
+/* kernel.core_pattern: a pipe ("|PROGRAM ARGS") has the kernel run PROGRAM as root, in the
+ * host's namespaces (the knob is not namespaced), for every crash of a dumpable process —
+ * an agent's own programs, and its sudo where suid_dumpable is 2 — whatever RLIMIT_CORE
+ * says: pipes ignore the limit but for the value 1, and an agent may lower its own to 0.
+ * So agents feed that program crashes of their choosing (apport's and systemd-coredump's
+ * local-root bugs were reached so: CVE-2020-15702, CVE-2025-4598). A file pattern holds:
+ * spawn's RLIMIT_CORE of 0 keeps agents' cores off the disk. */
+static void probe_core_pattern(struct check_report *r)
+{
+	_cleanup_close_ int fd =
+		open("/proc/sys/kernel/core_pattern", O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	_cleanup_free_ char *buf = NULL;
+	char shown[96];
+	size_t len = 0, prog;
+	int k = fd < 0 ? -errno : fd_read_all(fd, 4096, &buf, &len);
+
+	if (k < 0) {
+		char why[128];
+
+		check_set(r, CHECK_CORE_PATTERN, CHECK_STATUS_WARN, "%s",
+			  sysctl_unread("kernel/core_pattern",
+					k == -ENOENT && !proc_sys_readable() ? -ENODATA : k, why,
+					sizeof(why)));
+		return;
+	}
+	if (len && buf[len - 1] == '\n')
+		len--;
+	if (!len || buf[0] != '|') {
+		check_set(r, CHECK_CORE_PATTERN, CHECK_STATUS_OK,
+			  "a file pattern: agents' cores stay off (RLIMIT_CORE 0)");
+		return;
+	}
+	for (prog = 1; prog < len && buf[prog] != ' ' && buf[prog] != '\t'; prog++)
+		;
+	escape_c(buf + 1, prog - 1, shown, sizeof(shown));
+	check_set(r, CHECK_CORE_PATTERN, CHECK_STATUS_WARN,
+		  "a pipe to %s: every agent's crash runs it as root on the host", shown);
 }
 
 /* /proc's superblock options, from the topmost mount at /proc in /proc/self/mountinfo. */
@@ -1249,6 +1289,7 @@ int check_run(const char *root, unsigned flags, struct check_report **ret)
 	probe_sysctl_min(r, CHECK_PERF_EVENT, "kernel/perf_event_paranoid", 2, CHECK_STATUS_WARN,
 			 CHECK_STATUS_OK);
 	probe_suid_dumpable(r);
+	probe_core_pattern(r);
 	probe_proc_hidepid(r);
 	probe_oom_floor(r);
 	/* Present, or not known to be absent: the stricter verdict. */

@@ -41,8 +41,8 @@ exits 111 "--root that does not exist is a system error" "$P" check --root "$S/n
 "$P" check --json --no-walk >"$S/host.json" 2>"$S/host.err"
 rc=$?
 ok "--json output is one valid JSON document" python3 -m json.tool "$S/host.json"
-is "--json lists all 30 checks" \
-	"$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["checks"]))' "$S/host.json")" 30
+is "--json lists all 31 checks" \
+	"$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["checks"]))' "$S/host.json")" 31
 ok "every check has name, status, hard, allowed, value, promise, advice" python3 -c '
 import json, sys
 for c in json.load(open(sys.argv[1]))["checks"]:
@@ -161,6 +161,19 @@ is "suid_dumpable=2: status warn" "$(field "$S/sd.json" suid_dumpable status)" w
 echo 0 >"$S/suid_dumpable"
 "$P" check --no-walk --json >"$S/sd.json" 2>/dev/null
 is "suid_dumpable=0: ok" "$(field "$S/sd.json" suid_dumpable status)" ok
+
+# --- kernel.core_pattern: a pipe runs its handler as root for agents' crashes -------------
+printf '|/usr/share/apport/apport -p%%p -s%%s -c%%c\n' >"$S/core_pattern"
+mount --bind "$S/core_pattern" /proc/sys/kernel/core_pattern
+"$P" check --no-walk --json >"$S/cp.json" 2>/dev/null
+is "core_pattern pipe: exit 0 (not a hard requirement)" "$?" 0
+is "core_pattern pipe: warn" "$(field "$S/cp.json" core_pattern status)" warn
+is "... naming the handler" "$(field "$S/cp.json" core_pattern value)" \
+	"a pipe to /usr/share/apport/apport: every agent's crash runs it as root on the host"
+printf 'core\n' >"$S/core_pattern"
+"$P" check --no-walk --json >"$S/cp.json" 2>/dev/null
+is "core_pattern file: ok" "$(field "$S/cp.json" core_pattern status)" ok
+umount /proc/sys/kernel/core_pattern
 
 # --- throwaway roots: sudo and the setuid inventory -------------------------------
 D=$(root_fresh debian) || { echo "Bail out! no debian root"; exit 1; }
