@@ -192,6 +192,16 @@ J
 	export PISTIS_URL=ws://127.0.0.1:$CP PISTIS_TOKEN=$PISTIS_TEST_CT
 }
 
+# wait_port PORT: 0 once something accepts on 127.0.0.1:PORT, 1 if nothing does within 10 s.
+wait_port() {
+	for _ in $(seq 100); do
+		python3 -c "import socket; socket.create_connection(('127.0.0.1', $1), 1)" 2>/dev/null &&
+			return 0
+		sleep 0.1
+	done
+	return 1
+}
+
 # relay_up ROOT DIR: relay_config, then server-min and `pistisd serve` in ROOT dialling it as
 # sandbox s1, with SERVE_ENV (NAME=VALUE words) in its environment. Sets SM and PD (the two
 # pids, for the caller's cleanup); the logs are DIR/smin.log and DIR/pd.log. 0 once s1 is connected, 1 if it is not within 10 s.

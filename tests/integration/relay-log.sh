@@ -26,11 +26,7 @@ J
 	: >"$W/smin.log"
 	"$BIN/server-min" --config "$W/pistis.json" "$@" 2>"$W/smin.log" &
 	SM=$!
-	for _ in $(seq 100); do
-		python3 -c "import socket; socket.create_connection(('127.0.0.1', $CP), 1)" 2>/dev/null && return 0
-		sleep 0.1
-	done
-	return 1
+	wait_port "$CP"
 }
 stop() { kill "$SM" 2>/dev/null; wait "$SM" 2>/dev/null; SM=; }
 # handshake PORT N PROTOCOL-as-python-bytes [TOKEN]: N upgrade requests naming PROTOCOL

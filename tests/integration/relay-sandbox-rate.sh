@@ -28,11 +28,7 @@ J
 	: >"$W/smin.log"
 	"$BIN/server-min" --config "$W/pistis.json" 2>"$W/smin.log" &
 	SM=$!
-	for _ in $(seq 100); do
-		python3 -c "import socket; socket.create_connection(('127.0.0.1', $CP), 1)" 2>/dev/null && return 0
-		sleep 0.1
-	done
-	return 1
+	wait_port "$CP"
 }
 stop() { kill "$SM" 2>/dev/null; wait "$SM" 2>/dev/null; SM=; }
 alive() { kill -0 "$SM" 2>/dev/null && echo yes; }

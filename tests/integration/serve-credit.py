@@ -7,24 +7,18 @@ command and acknowledges all it gets. Prints what the third reader received and 
 its command ended."""
 import json
 import os
-import socket
 import struct
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from wsserver import Conn, ws_frame  # noqa: E402
+from wsserver import relay_for_pistisd, ws_frame  # noqa: E402
 
 
 def main():
     port, token = int(sys.argv[1]), sys.argv[2]
-    ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    ls.bind(("127.0.0.1", port))
-    ls.listen(4)
-    c = Conn(ls, "pistis.v1", token, timeout=30)
-    if not c.wait_json(lambda o: o.get("op") == "hello", 30):
-        print("hello=none")
+    c = relay_for_pistisd(port, token)
+    if not c:
         return
 
     def send(o):

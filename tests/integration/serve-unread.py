@@ -12,7 +12,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from wsserver import Conn, pid_of_peer, rss_kb, ws_frame  # noqa: E402
+from wsserver import Conn, relay_for_pistisd, pid_of_peer, rss_kb, ws_frame  # noqa: E402
 
 
 class PausedConn(Conn):
@@ -29,13 +29,8 @@ class PausedConn(Conn):
 
 def main():
     port, token, agents = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
-    ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    ls.bind(("127.0.0.1", port))
-    ls.listen(4)
-    c = PausedConn(ls, "pistis.v1", token, timeout=30)
-    if not c.wait_json(lambda o: o.get("op") == "hello", 30):
-        print("hello=none")
+    c = relay_for_pistisd(port, token, PausedConn)
+    if not c:
         return
     pid = pid_of_peer(c.sport, c.cport)
 

@@ -512,12 +512,23 @@ def exec_stream(rng, cmd, reqid, stdout, stderr, code, plan, noise=True):
     return seq, ctl[0]
 
 
-def listen():
+def listen(port=0):
     ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    ls.bind(("127.0.0.1", 0))
+    ls.bind(("127.0.0.1", port))
     ls.listen(4)
     return ls
+
+
+def relay_for_pistisd(port, token, conn=None):
+    """A relay of a test's own on 127.0.0.1:port: the first `pistisd serve` that dials in
+    with token, once it has sent its hello (a Conn, or conn's class), or None (and
+    "hello=none" printed)."""
+    c = (conn or Conn)(listen(port), "pistis.v1", token, timeout=30)
+    if not c.wait_json(lambda o: o.get("op") == "hello", 30):
+        print("hello=none")
+        return None
+    return c
 
 
 def run_pistis(pistis, port, token, tmp, tag, pipes=False):
