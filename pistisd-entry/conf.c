@@ -95,6 +95,17 @@ static int parse_line(const char *p, size_t len, struct entry_serve_conf *conf,
 	val = eq + 1;
 	while (val < end && is_blank(*val))
 		val++;
+	/* A comment may follow the value, after white space (docs/entry.md shows them so):
+	 * it was part of the value, and the documented example was refused at its first yes/no
+	 * key, or made the relay's path end in "     # or ws://…" and the CA file a name that
+	 * does not exist. A '#' inside a value (no blank before it) stays. */
+	for (const char *c = val; c < end; c++)
+		if (*c == '#' && is_blank(c[-1])) { /* c[-1] is at worst the '=' */
+			end = c;
+			while (end > val && is_blank(end[-1]))
+				end--;
+			break;
+		}
 	vlen = (size_t)(end - val);
 	if (!value_ok(val, vlen)) {
 		*ret_error = "empty, overlong or control characters in the value";

@@ -336,6 +336,22 @@ TEST(conf_parse_and_argv)
 	EXPECT_NULL(argv[10]);
 	free(argv);
 
+	/* A comment after a value, as docs/entry.md's example has them: not part of it. A
+	 * '#' with no blank before it is. */
+	static const char commented[] = "relay = wss://relay.example/sandbox     # or ws://…\n"
+					"ca = /etc/ssl/certs/ca.crt\t# the default\n"
+					"name = box#7   #   a name with a '#'\n"
+					"verbose = no                 # yes: --verbose\n";
+	ASSERT_EQ(entry_conf_parse(commented, sizeof(commented) - 1, &c, &line, &err), 0);
+	EXPECT_STREQ(c.relay, "wss://relay.example/sandbox");
+	EXPECT_STREQ(c.ca, "/etc/ssl/certs/ca.crt");
+	EXPECT_STREQ(c.name, "box#7");
+	EXPECT_FALSE(c.verbose);
+	static const char only_comment[] = "relay = # nothing but a comment\n";
+	EXPECT_EQ(entry_conf_parse(only_comment, sizeof(only_comment) - 1, &c, &line, &err),
+		  -EINVAL);
+	EXPECT_EQ(line, 1u);
+
 	/* The environment wins over the file; the token itself is never read from it. */
 	fake_env_relay = "/run/pistis/relay.sock";
 	fake_env_token = NULL;
