@@ -945,7 +945,7 @@ void fsops_request(const struct proto_request *req)
 	r = serve_resolve_agent(agent, &a);
 	if (r < 0)
 		return serve_send_error(req->id, proto_err_from_errno(r), "agent: %s",
-					strerror(-r));
+					serve_resolve_error());
 	{
 		unsigned *n = agent_count(a.uid, false);
 		if (n && *n >= FSOP_MAX_PER_AGENT)

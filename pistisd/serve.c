@@ -304,6 +304,13 @@ static bool own_dir(const char *path, uid_t uid)
 	       st.st_uid == uid;
 }
 
+static char resolve_why[700];
+
+const char *serve_resolve_error(void)
+{
+	return resolve_why;
+}
+
 static int resolve(const char *agent, bool cached, struct serve_agent *ret)
 {
 	struct users_identity id;
@@ -323,10 +330,22 @@ static int resolve(const char *agent, bool cached, struct serve_agent *ret)
 		}
 	}
 	r = users_ensure("/", agent, (uid_t)-1, &id);
-	if (r < 0)
+	if (r < 0) {
+		/* The client and the log get sandbox-users' own line ("cannot make
+		 * /data/sandbox-home/pi-agent-…/tmp"), not strerror alone: a planted FIFO in
+		 * an agent's home came back as "Not a directory", naming nothing. */
+		const char *why = users_last_error();
+
+		snprintf(resolve_why, sizeof(resolve_why), "%s%s%s", why, *why ? ": " : "",
+			 strerror(-r));
+		log_warning("Cannot ensure agent '%.64s': %s", agent, resolve_why);
 		return r;
-	if (!users_uid_is_agent(id.uid))
+	}
+	if (!users_uid_is_agent(id.uid)) {
+		snprintf(resolve_why, sizeof(resolve_why), "uid %u is outside the agent range",
+			 (unsigned)id.uid);
 		return -EPERM;
+	}
 	*ret = (struct serve_agent){.uid = id.uid, .gid = id.gid};
 	snprintf(ret->name, sizeof(ret->name), "%s", id.name);
 	snprintf(ret->home, sizeof(ret->home), "%s", id.home);
@@ -433,7 +452,7 @@ static void handle_users_ensure(const struct proto_request *req)
 	r = resolve(agent, false, &a); /* users.ensure: always the real thing */
 	if (r < 0)
 		return serve_send_error(req->id, proto_err_from_errno(r), "cannot ensure agent: %s",
-					strerror(-r));
+					serve_resolve_error());
 	o = cJSON_CreateObject();
 	cJSON_AddStringToObject(o, "user", a.name);
 	cJSON_AddNumberToObject(o, "uid", a.uid);

@@ -43,6 +43,9 @@ struct serve_agent {
 	char tmpdir[256];
 };
 int serve_resolve_agent(const char *agent, struct serve_agent *ret);
+/* Why the last serve_resolve_agent (or users.ensure) failed, in one line: sandbox-users'
+ * own words (which file or directory, what is wrong with it) and strerror. */
+const char *serve_resolve_error(void);
 
 /* session.c: commands */
 int session_init(void);

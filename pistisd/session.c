@@ -1080,7 +1080,7 @@ static void exec_start(const struct proto_request *req)
 	r = serve_resolve_agent(st.agent, &a);
 	if (r < 0) {
 		serve_send_error(req->id, proto_err_from_errno(r), "agent \"%.64s\": %s", st.agent,
-				 strerror(-r));
+				 serve_resolve_error());
 		goto out;
 	}
 	{

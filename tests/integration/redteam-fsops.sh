@@ -334,6 +334,17 @@ else
 	skip "no /proc: fs.* by name" "cannot unmount the test root's /proc"
 fi
 
+# --- a home an agent planted in an earlier life: the refusal names what is wrong -------------
+# TMPDIR a FIFO: ensure refuses it (exit 111 from the CLI, naming the path). Through serve the
+# answer was strerror alone ("agent \"…\": Not a directory"), naming nothing (red team).
+phome=$(in_root "$R" pistisd users ensure rt/planted --uid 11150 | sed -n 's/^home=//p')
+rmdir "$R$phome/tmp" && mkfifo "$R$phome/tmp" && chown 11150:11150 "$R$phome/tmp"
+out=$(call fs.read "{\"agent\":\"rt/planted\",\"path\":\"$phome/x\"}")
+like "a FIFO left as an agent's TMPDIR: fs.* refuses, naming it" "$out" "cannot make $phome/tmp"
+out=$(timeout 40 "$BIN/pistis" exec --sandbox s1 --agent rt/planted -- true 2>&1)
+like "... and so does exec" "$out" "cannot make $phome/tmp"
+ok "... the FIFO is left as it was" test -p "$R$phome/tmp"
+
 # --- a helper the agent stopped does not outlive pistisd ------------------------------------------
 # The helper is a copy of the daemon's memory running as the agent: the agent can SIGSTOP it,
 # and only pistisd's 30 s timeout ended it. With pistisd killed (its timeout gone with it),
