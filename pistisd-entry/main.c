@@ -121,7 +121,7 @@ int main(int argc, char **argv)
 		return ENTRY_EXIT_SYSTEM;
 	/* After the hardening, which refuses to start where it fails and trusted commands
 	 * are configured: one restored now is judged per command by serve instead. */
-	if (o.prepare && entry_trusted_restore(o.pistisd) < 0)
+	if (o.prepare && entry_trusted_restore(o.data_dir, o.pistisd) < 0)
 		return ENTRY_EXIT_SYSTEM;
 
 	cmd = o.cmd;

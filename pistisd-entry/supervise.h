@@ -34,7 +34,7 @@ int entry_ensure_base(const char *pistisd);
  * trusted_configured needs the drop-in), not fatal; returns 0 or a logged -errno. */
 #define ENTRY_TRUSTED_DIR "/data/trusted"
 #define ENTRY_TRUSTED_SUDOERS "/etc/sudoers.d/pistis-trusted"
-int entry_trusted_restore(const char *pistisd);
+int entry_trusted_restore(const char *data_dir, const char *pistisd);
 
 /* Loads DATA/pistis/serve.conf (absent is fine; present must be root's and not group/other
  * writable, and so must its directory), applies PISTIS_RELAY / PISTIS_TOKEN_FILE, and builds

@@ -510,6 +510,31 @@ EOS
 	rm "$R/workspaces" && mv "$R/ws.real" "$R/workspaces"
 	exits 0 "trusted commands configured, every tree hardened: starts" hard -- /bin/true
 	rm "$R/etc/sudoers.d/pistis-trusted"
+
+	# A container made afresh (no drop-in in its image) whose volume holds a trusted command:
+	# entry restores the drop-in only where every shared tree is nosuid. Restored onto a
+	# /workspaces that could not be hardened, `pistisd serve` refused to start (hard
+	# nosuid_workspaces) and was restarted until entry gave up: the whole sandbox down,
+	# where the image had run with trusted commands off (red team).
+	"$BIN/pistisd" users ensure-base --root "$R" >/dev/null
+	"$BIN/pistisd" users ensure rt/restore --uid 11120 --root "$R" >/dev/null
+	grep -q "$(hostname)" "$R/etc/hosts" || echo "127.0.1.1 $(hostname)" >>"$R/etc/hosts"
+	printf '#!/bin/sh\necho hi\n' >"$S/hi" && chmod 0755 "$S/hi"
+	"$BIN/pistisd" trusted add hi "$S/hi" --root "$R" >/dev/null 2>&1
+	ok "restore: trusted add wrote the drop-in" test -f "$R/etc/sudoers.d/pistis-trusted"
+	rm "$R/etc/sudoers.d/pistis-trusted"
+	mv "$R/workspaces" "$R/ws.real" && ln -s /ws.real "$R/workspaces"
+	out=$(hard -- /bin/true 2>&1)
+	is "restore, /workspaces cannot be hardened: entry and the child run (0)" "$?" 0
+	ok "... the drop-in is not restored" test ! -e "$R/etc/sudoers.d/pistis-trusted"
+	like "... saying why" "$out" "not restoring the trusted commands' sudoers drop-in .*'/workspaces' is not mounted nosuid"
+	rm "$R/workspaces" && mv "$R/ws.real" "$R/workspaces"
+	out=$(hard -- /bin/true 2>&1)
+	is "restore, every tree hardened: entry and the child run (0)" "$?" 0
+	ok "... the drop-in is restored" test -f "$R/etc/sudoers.d/pistis-trusted"
+	like "... and that is logged" "$out" "restored the trusted commands' sudoers drop-in"
+	"$BIN/pistisd" trusted remove hi --root "$R" >/dev/null 2>&1
+	rm -f "$R/etc/sudoers.d/pistis-trusted"
 else
 	skip "debian root: entry prepares /data and runs ensure-base" "no pistisd or no debian root"
 fi
