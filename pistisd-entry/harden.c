@@ -205,6 +205,41 @@ static int harden_proc(void)
 	return 0;
 }
 
+/* The first tree of trusted.h's TRUSTED_SHARED_TREES (the data directory as configured) that
+ * exists and is not mounted nosuid, looked at as `pistisd serve`'s start-up check looks
+ * (statvfs, links followed), or NULL when every one that exists is. */
+const char *entry_shared_tree_not_nosuid(const char *data_dir)
+{
+	static const char *trees[] = {NULL, "/workspaces", TRUSTED_SCRATCH_TREES};
+	struct statvfs sv;
+
+	trees[0] = data_dir;
+	for (size_t i = 0; i < ELEMENTSOF(trees); i++) {
+		if (statvfs(trees[i], &sv) < 0) {
+			if (errno == ENOENT)
+				continue;
+			return trees[i]; /* cannot tell: serve counts it as not nosuid */
+		}
+		if (!(sv.f_flag & ST_NOSUID))
+			return trees[i];
+	}
+	return NULL;
+}
+
+/* Whether PISTIS_ALLOW (serve's opt-outs, comma-separated) names check NAME. */
+static bool serve_allows(const char *name)
+{
+	const char *a = getenv("PISTIS_ALLOW");
+	size_t n = strlen(name);
+
+	for (const char *p = a; p && *p; p += strcspn(p, ",")) {
+		p += *p == ',';
+		if (!strncmp(p, name, n) && (p[n] == ',' || p[n] == '\0'))
+			return true;
+	}
+	return false;
+}
+
 int entry_harden_mounts(const char *data_dir)
 {
 	/* trusted.h's TRUSTED_SHARED_TREES (with the data directory as configured): agents
@@ -232,6 +267,25 @@ int entry_harden_mounts(const char *data_dir)
 			return -EPERM;
 		}
 		log_warning("'%s' stays without nosuid,nodev", trees[i]);
+	}
+	/* The rest only warn above, but with trusted commands configured pistisd serve refuses
+	 * to start on any of them without nosuid (nosuid_shared is hard then, as nosuid_data
+	 * and nosuid_workspaces are): it was started, refused and restarted until entry gave
+	 * up, minutes later (red team: a /var/tmp linked to a directory on the root file
+	 * system). Said now, once, unless serve was told to accept it by name. */
+	const char *suid = trusted ? entry_shared_tree_not_nosuid(data_dir) : NULL;
+	const char *check = !suid			   ? NULL
+			    : !strcmp(suid, data_dir)	   ? "nosuid_data"
+			    : !strcmp(suid, "/workspaces") ? "nosuid_workspaces"
+							   : "nosuid_shared";
+	if (check && !serve_allows(check)) {
+		log_error(
+			"Refusing to start: trusted commands are configured (%s), and '%s' is not "
+			"mounted nosuid, so pistisd serve would refuse to start too (its hard "
+			"check %s). Mount it nosuid,nodev, or allow %s by name "
+			"(PISTIS_ALLOW=%s: serve then starts with trusted commands off)",
+			ENTRY_TRUSTED_SUDOERS, suid, check, check, check);
+		return -EPERM;
 	}
 	(void)harden_proc();
 	return 0;

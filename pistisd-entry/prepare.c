@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
 #include <time.h>
@@ -18,7 +17,6 @@
 #include "lib/fd-util.h"
 #include "lib/log.h"
 #include "lib/macro.h"
-#include "trusted/trusted.h"
 
 #define ENSURE_BASE_TIMEOUT_MS 60000
 
@@ -185,27 +183,6 @@ static bool dir_has_entries(const char *path)
 	return any;
 }
 
-/* The first tree of trusted.h's TRUSTED_SHARED_TREES (the data directory as configured) that
- * exists and is not mounted nosuid, looked at as `pistisd serve`'s start-up check looks
- * (statvfs, links followed), or NULL when every one that exists is. */
-static const char *shared_tree_not_nosuid(const char *data_dir)
-{
-	static const char *trees[] = {NULL, "/workspaces", TRUSTED_SCRATCH_TREES};
-	struct statvfs sv;
-
-	trees[0] = data_dir;
-	for (size_t i = 0; i < ELEMENTSOF(trees); i++) {
-		if (statvfs(trees[i], &sv) < 0) {
-			if (errno == ENOENT)
-				continue;
-			return trees[i]; /* cannot tell: serve counts it as not nosuid */
-		}
-		if (!(sv.f_flag & ST_NOSUID))
-			return trees[i];
-	}
-	return NULL;
-}
-
 int entry_trusted_restore(const char *data_dir, const char *pistisd)
 {
 	char *argv[] = {(char *)pistisd, (char *)"trusted", (char *)"install", NULL};
@@ -221,7 +198,7 @@ int entry_trusted_restore(const char *data_dir, const char *pistisd)
 	 * tree the hardening could not reach (Docker's default capabilities, a symlinked
 	 * /workspaces), it took the whole sandbox down, serve refused and was restarted until
 	 * entry gave up, where the image without a drop-in had run with trusted commands off. */
-	suid = shared_tree_not_nosuid(data_dir);
+	suid = entry_shared_tree_not_nosuid(data_dir);
 	if (suid) {
 		log_warning(
 			"not restoring the trusted commands' sudoers drop-in from %s: '%s' is "

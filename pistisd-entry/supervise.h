@@ -35,6 +35,9 @@ int entry_ensure_base(const char *pistisd);
 #define ENTRY_TRUSTED_DIR "/data/trusted"
 #define ENTRY_TRUSTED_SUDOERS "/etc/sudoers.d/pistis-trusted"
 int entry_trusted_restore(const char *data_dir, const char *pistisd);
+/* The first of trusted.h's TRUSTED_SHARED_TREES (data_dir for /data) that exists and is not
+ * mounted nosuid, as pistisd serve's start-up check sees it (statvfs), or NULL. */
+const char *entry_shared_tree_not_nosuid(const char *data_dir);
 
 /* Loads DATA/pistis/serve.conf (absent is fine; present must be root's and not group/other
  * writable, and so must its directory), applies PISTIS_RELAY / PISTIS_TOKEN_FILE, and builds

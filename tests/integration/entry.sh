@@ -509,6 +509,19 @@ EOS
 	exits 0 "…--no-harden-mounts opts out by name" hard --no-harden-mounts -- /bin/true
 	rm "$R/workspaces" && mv "$R/ws.real" "$R/workspaces"
 	exits 0 "trusted commands configured, every tree hardened: starts" hard -- /bin/true
+	# A scratch tree (/var/tmp) that stays suid: the hardening only warns about those, but
+	# serve's nosuid_shared is hard with trusted commands, and serve was started into its
+	# refusal and restarted until entry gave up (red team). Entry says so at once now,
+	# unless serve is told to accept it by name.
+	mv "$R/var/tmp" "$R/vt.real" && mkdir -p "$R/srv/vt" && chmod 1777 "$R/srv/vt" &&
+		ln -s /srv/vt "$R/var/tmp"
+	out=$(hard -- /bin/true 2>&1)
+	is "trusted commands configured, /var/tmp a link to a suid directory: refuses (111)" "$?" 111
+	like "... naming the tree and serve's check" "$out" \
+		"Refusing to start: .*'/var/tmp' is not mounted nosuid.*nosuid_shared"
+	out=$(PISTIS_ALLOW=protected_symlinks,nosuid_shared hard -- /bin/true 2>&1)
+	is "... with PISTIS_ALLOW naming nosuid_shared: starts (0)" "$?" 0
+	rm "$R/var/tmp" && rmdir "$R/srv/vt" && mv "$R/vt.real" "$R/var/tmp"
 	rm "$R/etc/sudoers.d/pistis-trusted"
 
 	# A container made afresh (no drop-in in its image) whose volume holds a trusted command:
@@ -518,7 +531,7 @@ EOS
 	# where the image had run with trusted commands off (red team).
 	"$BIN/pistisd" users ensure-base --root "$R" >/dev/null
 	"$BIN/pistisd" users ensure rt/restore --uid 11120 --root "$R" >/dev/null
-	grep -q "$(hostname)" "$R/etc/hosts" || echo "127.0.1.1 $(hostname)" >>"$R/etc/hosts"
+	grep -qs "$(hostname)" "$R/etc/hosts" || echo "127.0.1.1 $(hostname)" >>"$R/etc/hosts"
 	printf '#!/bin/sh\necho hi\n' >"$S/hi" && chmod 0755 "$S/hi"
 	"$BIN/pistisd" trusted add hi "$S/hi" --root "$R" >/dev/null 2>&1
 	ok "restore: trusted add wrote the drop-in" test -f "$R/etc/sudoers.d/pistis-trusted"
