@@ -1253,14 +1253,19 @@ static void sandbox_text(struct conn *c, const char *buf, size_t len)
 	}
 	if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(root, "op"))) {
 		struct proto_request req;
-		if (proto_request_parse(root, PROTO_MAX_ID, &req, &err) == 0 &&
-		    req.op == PROTO_OP_HELLO && c->said_hello)
+		bool hello = proto_request_parse(root, PROTO_MAX_ID, &req, &err) == 0 &&
+			     req.op == PROTO_OP_HELLO;
+
+		if (!hello)
+			send_text(c, proto_error_build(req.id, PROTO_E_UNKNOWN_OP,
+						       "the relay serves only hello"));
+		else if (c->said_hello)
 			/* pistisd says it once per connection; each one re-attached every route
 			 * (a sandbox with 256 routes made the relay send 256 messages a hello) */
 			send_text(c,
 				  proto_error_build(req.id, PROTO_E_BAD_REQUEST,
 						    "hello was already said on this connection"));
-		else if (req.op == PROTO_OP_HELLO) {
+		else {
 			const char *sw = NULL;
 			c->said_hello = true;
 			(void)proto_get_string(root, "software", 60, &sw, &err);
@@ -1271,9 +1276,7 @@ static void sandbox_text(struct conn *c, const char *buf, size_t len)
 					 c->sb->software);
 			drop_gone_routes(c->sb, cJSON_GetObjectItemCaseSensitive(root, "commands"));
 			rate_take(c, (double)reattach_routes(c->sb));
-		} else
-			send_text(c, proto_error_build(req.id, PROTO_E_UNKNOWN_OP,
-						       "the relay serves only hello"));
+		}
 		goto out;
 	}
 	idv = cJSON_GetObjectItemCaseSensitive(root, "id");
