@@ -192,6 +192,21 @@ J
 	export PISTIS_URL=ws://127.0.0.1:$CP PISTIS_TOKEN=$PISTIS_TEST_CT
 }
 
+# fake_relay_run ROOT DIR SCRIPT [ARG...]: a relay of the test's own (python3 SCRIPT PORT
+# TOKEN ARG..., its output in DIR/out) on a loopback port, and `pistisd serve` in ROOT
+# (serve_setup first) dialling it as s1 (PD, its log DIR/pd.log); returns when SCRIPT ends.
+fake_relay_run() {
+	local r=$1 w=$2 script=$3 port=$((20000 + RANDOM % 12000)) fk
+	shift 3
+	python3 "$script" "$port" "$(cat "$r/etc/pistis/token")" "$@" >"$w/out" 2>&1 &
+	fk=$!
+	sleep 0.3
+	(in_root_exec "$r" pistisd serve --relay "ws://127.0.0.1:$port" \
+		--token-file /etc/pistis/token --name s1 ${ALLOW:+--allow $ALLOW}) >"$w/pd.log" 2>&1 &
+	PD=$!
+	wait "$fk"
+}
+
 # wait_port PORT: 0 once something accepts on 127.0.0.1:PORT, 1 if nothing does within 10 s.
 wait_port() {
 	for _ in $(seq 100); do

@@ -19,14 +19,7 @@ cleanup() {
 }
 trap cleanup EXIT
 serve_setup "$R"
-PORT=$((20000 + RANDOM % 12000))
-python3 "$(dirname "$0")/serve-credit.py" "$PORT" "$(cat "$R/etc/pistis/token")" >"$W/out" 2>&1 &
-FK=$!
-sleep 0.3
-in_root "$R" pistisd serve --relay ws://127.0.0.1:$PORT --token-file /etc/pistis/token --name s1 \
-	${ALLOW:+--allow $ALLOW} >"$W/pd.log" 2>&1 &
-PD=$!
-wait "$FK"
+fake_relay_run "$R" "$W" "$(dirname "$0")/serve-credit.py"
 val() { sed -n "s/^$1=//p" "$W/out" | head -n 1; }
 [ -n "$(val alice_bytes)" ] || sed 's/^/# /' "$W/out" "$W/pd.log" | tail -n 20
 is "the acknowledging reader gets all of its 30 MiB while two others stall at half the bound" \

@@ -28,15 +28,7 @@ for i in 0 1; do
 	in_root "$R" pistisd users ensure "$a" --uid $((10980 + i)) >/dev/null || echo "# ensure failed"
 	AG+=("$a")
 done
-PORT=$((20000 + RANDOM % 12000))
-python3 "$(dirname "$0")/serve-unread.py" "$PORT" "$(cat "$R/etc/pistis/token")" "${AG[@]}" \
-	>"$W/out" 2>&1 &
-FK=$!
-sleep 0.3
-(in_root_exec "$R" pistisd serve --relay ws://127.0.0.1:$PORT --token-file /etc/pistis/token \
-	--name s1 ${ALLOW:+--allow $ALLOW}) >"$W/pd.log" 2>&1 &
-PD=$!
-wait "$FK"
+fake_relay_run "$R" "$W" "$(dirname "$0")/serve-unread.py" "${AG[@]}"
 val() { sed -n "s/^$1=//p" "$W/out" | head -n 1; }
 sed 's/^/# /' "$W/out"
 is "64 commands started" "$(val started)" 64
