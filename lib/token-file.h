@@ -1,7 +1,9 @@
 #pragma once
 
 /* One reader for the secret token files (pistis --token-file, pistisd serve --token-file):
- * opened O_NOFOLLOW|O_NONBLOCK|O_NOCTTY|O_CLOEXEC (a FIFO never blocks the open; a symlink
+ * reached from / one directory at a time, each root's (or also_owner's) and changeable by
+ * no one else (not group/other-writable unless sticky or read-only; a link on the way
+ * root's), then opened beneath the last one O_NOFOLLOW|O_NONBLOCK|O_NOCTTY|O_CLOEXEC (a FIFO never blocks the open; a symlink
  * is refused, but for one that stays within its own directory, root's (or also_owner's)
  * as the directory is, which no one else may change: a Kubernetes Secret volume's files
  * are such links), checked on the opened fd (a rename cannot swap the file between check
@@ -26,10 +28,12 @@ struct token_file_info {
 	mode_t mode;	 /* & 07777 */
 	const char *why; /* what is wrong, a phrase after the file's name ("is a symbolic
 			  * link"); NULL when the error is the errno's own (open, read) */
+	char dir[256];	 /* the directory (or link) found wanting, when why says one was */
 };
 
 /* Read the token into buf (NUL-terminated, *ret_len bytes). Returns 0, or -errno with
- * ret_info->why set for a broken rule: -ELOOP symlink, -EPERM not a regular file or owner
+ * ret_info->why set for a broken rule: -ELOOP symlink, -EPERM a directory on the way (named
+ * in ret_info->dir), not a regular file, or owner
  * or mode, -EFBIG over size - 1 bytes, -EINVAL empty or a NUL, control or space byte. buf
  * is wiped on failure, and the bytes read never stay anywhere else. */
 int token_file_read(const char *path, const struct token_file_rule *rule, char *buf, size_t size,

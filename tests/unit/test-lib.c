@@ -396,10 +396,68 @@ TEST(token_file_reader)
 	snprintf(p, sizeof(p), "%s/twice", d);
 	ASSERT_EQ(symlink("link", p), 0);
 	EXPECT_EQ(tf_read(d, "twice", me, 077, buf, sizeof(buf), &len, &info), -ELOOP);
-	ASSERT_EQ(chmod(d, 0777), 0);
+	ASSERT_EQ(chmod(d, 01777), 0);
 	EXPECT_EQ(tf_read(d, "link", me, 077, buf, sizeof(buf), &len, &info), -ELOOP);
 	EXPECT_STREQ(info.why, "is a symbolic link in a directory others may write");
 	ASSERT_EQ(chmod(d, 0700), 0);
+
+	/* Every directory on the way: root's (or also_owner's), and not writable by others
+	 * unless sticky. Whoever may write one could move another root-only file (a hard
+	 * link) or a directory of their choosing into the token's place. */
+	ASSERT_EQ(chmod(d, 0777), 0);
+	EXPECT_EQ(tf_read(d, "ok", me, 077, buf, sizeof(buf), &len, &info), -EPERM);
+	EXPECT_STREQ(info.why, "is in a directory that someone besides root may change");
+	EXPECT_STREQ(info.dir, d);
+	EXPECT_TRUE(all_zero(buf, sizeof(buf)));
+	ASSERT_EQ(chmod(d, 0770), 0);
+	EXPECT_EQ(tf_read(d, "ok", me, 077, buf, sizeof(buf), &len, &info), -EPERM);
+	ASSERT_EQ(chmod(d, 01777), 0);
+	EXPECT_EQ(tf_read(d, "ok", me, 077, buf, sizeof(buf), &len, &info), 0);
+	snprintf(p, sizeof(p), "%s/open", d);
+	ASSERT_EQ(mkdir(p, 0700), 0);
+	ASSERT_EQ(chmod(p, 0757), 0);
+	snprintf(p, sizeof(p), "%s/open/sub", d);
+	ASSERT_EQ(mkdir(p, 0700), 0);
+	put(d, "open/sub/tok", "deep-token\n", 11, 0600);
+	EXPECT_EQ(tf_read(d, "open/sub/tok", me, 077, buf, sizeof(buf), &len, &info), -EPERM);
+	snprintf(p, sizeof(p), "%s/open", d);
+	EXPECT_STREQ(info.dir, p);
+	ASSERT_EQ(chmod(p, 0755), 0);
+	EXPECT_EQ(tf_read(d, "open/sub/tok", me, 077, buf, sizeof(buf), &len, &info), 0);
+	EXPECT_STREQ(buf, "deep-token");
+	if (me == 0) {
+		/* ... another uid's directory, or a link on the way that is not root's. */
+		snprintf(p, sizeof(p), "%s/open/sub", d);
+		ASSERT_EQ(chown(p, 4242, 0), 0);
+		EXPECT_EQ(tf_read(d, "open/sub/tok", (uid_t)-1, 077, buf, sizeof(buf), &len, &info),
+			  -EPERM);
+		EXPECT_STREQ(info.dir, p);
+		EXPECT_EQ(tf_read(d, "open/sub/tok", 4242, 077, buf, sizeof(buf), &len, &info), 0);
+		ASSERT_EQ(chown(p, 0, 0), 0);
+		snprintf(p, sizeof(p), "%s/via", d);
+		ASSERT_EQ(symlink("open/sub", p), 0);
+		EXPECT_EQ(tf_read(d, "via/tok", (uid_t)-1, 077, buf, sizeof(buf), &len, &info), 0);
+		ASSERT_EQ(lchown(p, 4242, 4242), 0);
+		EXPECT_EQ(tf_read(d, "via/tok", (uid_t)-1, 077, buf, sizeof(buf), &len, &info),
+			  -EPERM);
+		EXPECT_STREQ(info.why, "is reached through a symbolic link that is not root's");
+		EXPECT_STREQ(info.dir, p);
+	}
+	ASSERT_EQ(chmod(d, 0700), 0);
+	/* A relative name is judged from the working directory's own name. */
+	{
+		char cwd[512];
+		const struct token_file_rule rel = {.also_owner = me, .forbidden = 077};
+
+		ASSERT_NE(getcwd(cwd, sizeof(cwd)), NULL);
+		ASSERT_EQ(chdir(d), 0);
+		EXPECT_EQ(token_file_read("open/sub/tok", &rel, buf, sizeof(buf), &len, &info), 0);
+		EXPECT_EQ(token_file_read("./ok", &rel, buf, sizeof(buf), &len, &info), 0);
+		ASSERT_EQ(chmod(".", 0777), 0);
+		EXPECT_EQ(token_file_read("ok", &rel, buf, sizeof(buf), &len, &info), -EPERM);
+		ASSERT_EQ(chmod(".", 0700), 0);
+		ASSERT_EQ(chdir(cwd), 0);
+	}
 	snprintf(p, sizeof(p), "%s/link", d);
 	if (me == 0 && lchown(p, 4242, 4242) == 0) {
 		EXPECT_EQ(tf_read(d, "link", (uid_t)-1, 077, buf, sizeof(buf), &len, &info),
