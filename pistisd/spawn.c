@@ -1429,12 +1429,17 @@ static bool is_agent_process(pid_t pid, void *arg)
 	return agent_process(arg, pid);
 }
 
-bool spawn_agent_has_processes(const struct spawn_ctx *ctx, uid_t uid)
+bool spawn_uid_has_processes(int proc_fd, uid_t uid)
 {
-	struct sweep s = {.proc_fd = ctx->proc_fd, .uids = &uid, .n_uids = 1};
+	struct sweep s = {.proc_fd = proc_fd, .uids = &uid, .n_uids = 1};
 
 	/* An error (no /proc) counts as yes: the caller then leaves things as they are. */
-	return proc_each(ctx->proc_fd, is_agent_process, &s) != 0;
+	return proc_each(proc_fd, is_agent_process, &s) != 0;
+}
+
+bool spawn_agent_has_processes(const struct spawn_ctx *ctx, uid_t uid)
+{
+	return spawn_uid_has_processes(ctx->proc_fd, uid);
 }
 
 int spawn_ctx_proc_fd(const struct spawn_ctx *ctx)

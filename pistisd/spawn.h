@@ -305,6 +305,8 @@ int spawn_kill_uid(uid_t uid);
 /* Whether a live process (not a zombie) runs as uid, by /proc; true when /proc cannot be
  * read. */
 bool spawn_agent_has_processes(const struct spawn_ctx *ctx, uid_t uid);
+/* The same beneath proc_fd (an open /proc), for a CLI without a spawn_ctx. */
+bool spawn_uid_has_processes(int proc_fd, uid_t uid);
 
 /* /proc, opened at spawn_ctx_new (before any chroot); -1 without it. */
 int spawn_ctx_proc_fd(const struct spawn_ctx *ctx);

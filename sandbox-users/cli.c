@@ -11,6 +11,7 @@
 #include "lib/macro.h"
 #include "lib/parse-num.h"
 #include "pistisd/cli.h"
+#include "pistisd/ipc.h"
 #include "pistisd/spawn.h"
 #include "sandbox-users/ident.h"
 #include "sandbox-users/users-internal.h"
@@ -41,13 +42,15 @@ static void usage(FILE *f)
 		"                             blank-line separated (--json: one object a line)\n"
 		"  ensure-base                group %s (gid %u), user and group %s (%u)\n"
 		"  remove AGENT_ID [--forget] [--keep-processes]\n"
-		"                             kill the agent's processes, delete the user and\n"
-		"                             group; the registry keeps the uid reserved unless\n"
+		"                             kill the agent's processes, remove its SysV IPC\n"
+		"                             objects, delete the user and group; the\n"
+		"                             registry keeps the uid reserved unless\n"
 		"                             --forget; files are kept. --forget: the next new\n"
 		"                             agent may get the uid, and with it those files\n"
 		"                             (and the home, when its name is the same).\n"
-		"                             --keep-processes: do not kill (not with --forget:\n"
-		"                             the uid may go to another)\n"
+		"                             --keep-processes: neither kill nor remove IPC\n"
+		"                             objects (not with --forget: the uid may go to\n"
+		"                             another)\n"
 		"  list                       every identity in the registry\n"
 		"  show AGENT_ID              the agent's identity, changing nothing\n\n"
 		"Options:\n"
@@ -167,11 +170,52 @@ static int fail_exit(int r, const char *what)
 	}
 }
 
+/* remove, once the agent's processes are gone: the SysV IPC objects it made or owns
+ * (pistisd/ipc.h), which no kill reaches. Left, they went to the next agent given the uid
+ * after --forget as its own (creator and owner its uid), with what the old agent had put
+ * in them (red team: a queue's message, a segment's bytes read by the new agent). SysV
+ * IPC is not per root: with a process of the uid still running (beside another root),
+ * they are left, and said so. */
+static int remove_agent_ipc(const struct opts *o, uid_t uid)
+{
+	_cleanup_close_ int proc_fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct ipc_obj v[1];
+	size_t n = 0;
+	int r;
+
+	if (proc_fd < 0)
+		return fail_exit(negative_errno(), "users remove: open /proc");
+	r = ipc_agent_objects(proc_fd, uid, v, ELEMENTSOF(v), &n);
+	if (r < 0)
+		return fail_exit(r, "users remove: list the agent's SysV IPC objects");
+	if (n == 0)
+		return 0;
+	if (spawn_uid_has_processes(proc_fd, uid)) {
+		log_warning("users remove: agent '%s' left %zu SysV IPC object(s), kept: a process "
+			    "of uid %u runs outside the root",
+			    o->args[0], n, (unsigned)uid);
+		return 0;
+	}
+	r = ipc_remove_agent_objects(proc_fd, uid);
+	if (r < 0) {
+		log_error("users remove: cannot remove the SysV IPC objects agent '%s' left: %s; "
+			  "nothing was removed",
+			  o->args[0], strerror(-r));
+		return EXIT_SYSTEM;
+	}
+	if (r > 0)
+		log_notice("users remove: removed %d SysV IPC object(s) agent '%s' left (shared "
+			   "memory, message queues, semaphores)",
+			   r, o->args[0]);
+	return 0;
+}
+
 /* remove: the agent's processes that can reach the root go first (SIGKILL,
  * spawn_kill_agents_reaching). A removed agent has no business running; and once its uid
  * is forgotten, the next agent may get it, and whatever still ran would be that agent. An
- * id the registry does not hold has nothing to stop (users_remove then says so). Returns
- * 0, or the exit code of a failure (nothing is removed then). */
+ * id the registry does not hold has nothing to stop (users_remove then says so). Then its
+ * SysV IPC objects (remove_agent_ipc). Returns 0, or the exit code of a failure (nothing
+ * is removed then). */
 static int stop_agent(const struct opts *o)
 {
 	_cleanup_free_ struct users_entry *v = NULL;
@@ -206,7 +250,7 @@ static int stop_agent(const struct opts *o)
 	if (killed)
 		log_notice("users remove: killed %u process(es) of agent '%s' first", killed,
 			   o->args[0]);
-	return 0;
+	return remove_agent_ipc(o, uid);
 }
 
 static int need_agent_id(const struct opts *o, const char *cmd)

@@ -1,0 +1,106 @@
+#!/bin/bash
+# Red team: what a removed agent leaves to the next holder of its uid. `users remove
+# --forget` gives the uid to the next new agent; SysV IPC objects (shared memory, message
+# queues, semaphore sets) are no files and no kill reaches them, so those the old agent
+# left (with --keep-children, or made by a command whose `pistisd run` died) were the new
+# agent's, owner and creator its uid, with the old agent's bytes in them. remove now takes
+# them with the processes, also one the old agent handed to another agent (IPC_SET: the
+# creator stays), and keeps them where a process of the uid runs beside another root.
+# Debian roots; root, private mount namespace.
+. "$(dirname "$0")/../lib.sh"
+need_root
+need_mount_ns "$@"
+need_bins pistisd
+
+PROBE=/usr/local/lib/pistis-tests/probe
+A_UID=10900 C_UID=10901 D_UID=10902
+ipc_of() { # UID: how many shm segments, queues and semaphore sets it owns or made
+	{ awk -v u="$1" 'NR > 1 && ($8 == u || $10 == u)' /proc/sysvipc/shm /proc/sysvipc/msg
+	  awk -v u="$1" 'NR > 1 && ($5 == u || $7 == u)' /proc/sysvipc/sem; } | wc -l
+}
+cleanup() {
+	local u id p
+	for p in $(root_pids "${R:-/nonexistent}") $(root_pids "${R2:-/nonexistent}"); do
+		kill -9 "$p" 2>/dev/null
+	done
+	# SysV objects live in the host's IPC namespace: those a failed check left
+	for u in $A_UID $D_UID $C_UID; do
+		for id in $(awk -v u="$u" 'NR > 1 && ($8 == u || $10 == u) {print $2}' /proc/sysvipc/shm); do ipcrm -m "$id"; done
+		for id in $(awk -v u="$u" 'NR > 1 && ($8 == u || $10 == u) {print $2}' /proc/sysvipc/msg); do ipcrm -q "$id"; done
+		for id in $(awk -v u="$u" 'NR > 1 && ($5 == u || $7 == u) {print $2}' /proc/sysvipc/sem); do ipcrm -s "$id"; done
+	done 2>/dev/null
+	root_cleanup
+}
+trap cleanup EXIT
+for u in $A_UID $D_UID $C_UID; do
+	[ "$(ipc_of $u)" = 0 ] || { echo "1..0 # SKIP uid $u has SysV IPC objects already"; exit 0; }
+done
+R=$(root_fresh debian) || { echo "1..0 # SKIP no debian root"; exit 0; }
+u() { "$BIN/pistisd" users "$@" --root "$R"; }
+run() { in_root "$R" pistisd run "$@"; }
+
+# --- 1. objects left by a command whose children were kept --------------------------------
+u ensure rt/a --uid $A_UID >/dev/null || exit 1
+u ensure rt/c --uid $C_UID >/dev/null || exit 1
+out=$(run --agent rt/a --keep-children -- sh -c "$PROBE ipc-leave 65536; (sleep 300 >/dev/null 2>&1 </dev/null &)" 2>&1)
+like "a's command leaves a segment, a queue and a semaphore set" "$out" '^ipc=shm:[0-9]+,msg:[0-9]+,sem:[0-9]+$'
+is "... and they are there once it ended (its kept child may use them)" "$(ipc_of $A_UID)" 3
+# One handed to another agent: owner c, creator still a (IPC_SET cannot change that).
+python3 - "$A_UID" "$C_UID" <<'PY'
+import ctypes, os, sys
+a, c = int(sys.argv[1]), int(sys.argv[2])
+libc = ctypes.CDLL(None, use_errno=True)
+os.setgroups([]); os.setresgid(a, a, a); os.setresuid(a, a, a)
+q = libc.msgget(0, 0o1600)  # IPC_PRIVATE, IPC_CREAT | 0600
+buf = ctypes.create_string_buffer(256)
+assert q >= 0 and libc.msgctl(q, 2, buf) == 0  # IPC_STAT
+ctypes.c_uint32.from_buffer(buf, 4).value = c  # ipc_perm.uid: the new owner
+assert libc.msgctl(q, 1, buf) == 0  # IPC_SET
+PY
+is "a's queue handed to c: a still made it" "$(awk -v a=$A_UID -v c=$C_UID 'NR > 1 && $8 == c && $10 == a' /proc/sysvipc/msg | wc -l)" 1
+is "a has 4 objects (made or owned)" "$(ipc_of $A_UID)" 4
+
+out=$(u remove rt/a --forget 2>&1); rc=$?
+is "remove --forget a exits 0" "$rc" 0
+like "... it killed a's kept child" "$out" "killed 1 process\\(es\\) of agent 'rt/a' first"
+like "... and says it removed the objects a left" "$out" "removed 4 SysV IPC object\\(s\\) agent 'rt/a' left"
+is "... none of a's objects is left" "$(ipc_of $A_UID)" 0
+is "... the one handed to c too" "$(ipc_of $C_UID)" 0
+is "... no process runs as the uid" "$(uid_tasks $A_UID)" 0
+
+# The next agent given the uid finds nothing of a's.
+is "b gets a's uid" "$(u ensure rt/b --uid $A_UID | sed -n 's/^uid=//p')" "$A_UID"
+out=$(run --agent rt/b -- sh -c 'cat /proc/sysvipc/msg /proc/sysvipc/shm' 2>&1)
+unlike "b's command sees no queue or segment of its uid" "$(echo "$out" | awk -v u=$A_UID 'NR > 1 && ($8 == u || $10 == u)')" .
+
+# --- 2. plain remove (the uid stays reserved) takes them too -----------------------------
+leave() { run --agent "$1" --keep-children -- sh -c \
+	"$PROBE ipc-leave 4096 >/dev/null; (sleep 300 >/dev/null 2>&1 </dev/null &)" >/dev/null 2>&1; }
+leave rt/c
+is "c left 3 objects" "$(ipc_of $C_UID)" 3
+out=$(u remove rt/c 2>&1); rc=$?
+is "remove c exits 0" "$rc" 0
+is "... c's objects are gone" "$(ipc_of $C_UID)" 0
+# --keep-processes: they may still use them; kept.
+u ensure rt/c >/dev/null
+leave rt/c
+out=$(u remove rt/c --keep-processes 2>&1); rc=$?
+is "remove --keep-processes exits 0" "$rc" 0
+is "... c's objects stay with its processes" "$(ipc_of $C_UID)" 3
+out=$(u remove rt/c --forget 2>&1)
+is "... a later remove --forget takes both" "$(ipc_of $C_UID) $(uid_tasks $C_UID)" "0 0"
+
+# --- 3. the uid still runs beside another root: SysV IPC is not per root, kept -----------
+R2=$(root_fresh debian) || { echo "Bail out! no second debian root"; exit 1; }
+in_root "$R2" pistisd users ensure rt/d --uid $D_UID >/dev/null || exit 1
+(in_root_exec "$R2" pistisd run --agent rt/d -- sleep 300 >/dev/null 2>&1) &
+u ensure rt/d --uid $D_UID >/dev/null
+leave rt/d
+for _ in $(seq 50); do [ -n "$(root_pids "$R2" $D_UID)" ] && break; sleep 0.1; done
+out=$(u remove rt/d --forget 2>&1); rc=$?
+is "remove d in one root, d runs in the other: exits 0" "$rc" 0
+like "... says why it keeps the objects" "$out" "left 3 SysV IPC object\\(s\\), kept: a process of uid $D_UID runs"
+is "... they stay for the other root's d" "$(ipc_of $D_UID)" 3
+ok "... whose process still runs" test -n "$(root_pids "$R2" $D_UID)"
+
+done_testing
