@@ -43,8 +43,9 @@ static void usage(FILE *f)
 		"  ensure-base                group %s (gid %u), user and group %s (%u)\n"
 		"  remove AGENT_ID [--forget] [--keep-processes]\n"
 		"                             kill the agent's processes, remove its SysV IPC\n"
-		"                             objects, delete the user and group; the\n"
-		"                             registry keeps the uid reserved unless\n"
+		"                             objects, delete the user and group, then kill\n"
+		"                             what started meanwhile; the registry keeps the\n"
+		"                             uid reserved unless\n"
 		"                             --forget; files are kept. --forget: the next new\n"
 		"                             agent may get the uid, and with it those files\n"
 		"                             (and the home, when its name is the same).\n"
@@ -210,21 +211,15 @@ static int remove_agent_ipc(const struct opts *o, uid_t uid)
 	return 0;
 }
 
-/* remove: the agent's processes that can reach the root go first (SIGKILL,
- * spawn_kill_agents_reaching). A removed agent has no business running; and once its uid
- * is forgotten, the next agent may get it, and whatever still ran would be that agent. An
- * id the registry does not hold has nothing to stop (users_remove then says so). Then its
- * SysV IPC objects (remove_agent_ipc). Returns 0, or the exit code of a failure (nothing
- * is removed then). */
-static int stop_agent(const struct opts *o)
+/* The uid the registry holds for the id of a remove; (uid_t)-1 when none (users_remove
+ * then says so). Returns 0 or the exit code of a failure. */
+static int agent_uid(const struct opts *o, uid_t *ret)
 {
 	_cleanup_free_ struct users_entry *v = NULL;
-	_cleanup_close_ int root_fd = -1;
-	unsigned killed = 0;
 	size_t n = 0;
-	uid_t uid = (uid_t)-1;
 	int r;
 
+	*ret = (uid_t)-1;
 	r = users_list(o->root, &v, &n);
 	if (r == -ENOENT)
 		return 0;
@@ -232,7 +227,24 @@ static int stop_agent(const struct opts *o)
 		return fail_exit(r, "users remove");
 	for (size_t i = 0; i < n; i++)
 		if (!strcmp(v[i].agent_id, o->args[0]))
-			uid = v[i].uid;
+			*ret = v[i].uid;
+	return 0;
+}
+
+/* remove: the agent's processes that can reach the root are killed (SIGKILL,
+ * spawn_kill_agents_reaching), then its SysV IPC objects removed (remove_agent_ipc). A
+ * removed agent has no business running; and once its uid is forgotten, the next agent may
+ * get it, and whatever still ran would be that agent. Done before the registry is written
+ * (a failure then removes nothing) and again after (after: what started in between, a
+ * command pistisd serve began for the agent while it was still in the registry, which
+ * would otherwise run on as the uid's next holder; once the agent is gone from the
+ * registry and /etc nothing starts for it). Returns 0, or the exit code of a failure. */
+static int stop_agent(const struct opts *o, uid_t uid, bool after)
+{
+	_cleanup_close_ int root_fd = -1;
+	unsigned killed = 0;
+	int r;
+
 	if (uid == (uid_t)-1)
 		return 0;
 	root_fd = open(o->root ? o->root : "/", O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -241,15 +253,18 @@ static int stop_agent(const struct opts *o)
 	r = spawn_kill_agents_reaching(root_fd, &uid, 1, &killed);
 	if (r == -ETIME) {
 		log_error("users remove: %u process(es) of agent '%s' still ran %d s after "
-			  "SIGKILL; nothing was removed",
-			  killed, o->args[0], SPAWN_KILL_AGENTS_SEC);
+			  "SIGKILL; %s",
+			  killed, o->args[0], SPAWN_KILL_AGENTS_SEC,
+			  after ? "the agent was removed, but do not give its uid to another "
+				  "agent before they are gone"
+				: "nothing was removed");
 		return EXIT_SYSTEM;
 	}
 	if (r < 0)
 		return fail_exit(r, "users remove: list the agent's processes");
 	if (killed)
-		log_notice("users remove: killed %u process(es) of agent '%s' first", killed,
-			   o->args[0]);
+		log_notice("users remove: killed %u process(es) of agent '%s' %s", killed,
+			   o->args[0], after ? "started while it was being removed" : "first");
 	return remove_agent_ipc(o, uid);
 }
 
@@ -374,14 +389,23 @@ int users_cli_main(int argc, char **argv)
 	if (!strcmp(cmd, "remove")) {
 		if (need_agent_id(&o, cmd) < 0)
 			return EXIT_USAGE;
+		uid_t uid = (uid_t)-1;
+
 		if (!o.keep_processes) {
-			r = stop_agent(&o);
+			r = agent_uid(&o, &uid);
+			if (r == 0)
+				r = stop_agent(&o, uid, false);
 			if (r != 0)
 				return r;
 		}
 		r = users_remove(o.root, o.args[0], o.forget);
 		if (r < 0)
 			return fail_exit(r, "users remove");
+		if (!o.keep_processes) {
+			r = stop_agent(&o, uid, true);
+			if (r != 0)
+				return r;
+		}
 		if (o.json) {
 			putchar('{');
 			print_json_str("agent_id", o.args[0], false);

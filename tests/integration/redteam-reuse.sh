@@ -24,7 +24,7 @@ cleanup() {
 		kill -9 "$p" 2>/dev/null
 	done
 	# SysV objects live in the host's IPC namespace: those a failed check left
-	for u in $A_UID $D_UID $C_UID; do
+	for u in $A_UID $D_UID $C_UID 10903; do
 		for id in $(awk -v u="$u" 'NR > 1 && ($8 == u || $10 == u) {print $2}' /proc/sysvipc/shm); do ipcrm -m "$id"; done
 		for id in $(awk -v u="$u" 'NR > 1 && ($8 == u || $10 == u) {print $2}' /proc/sysvipc/msg); do ipcrm -q "$id"; done
 		for id in $(awk -v u="$u" 'NR > 1 && ($5 == u || $7 == u) {print $2}' /proc/sysvipc/sem); do ipcrm -s "$id"; done
@@ -32,7 +32,7 @@ cleanup() {
 	root_cleanup
 }
 trap cleanup EXIT
-for u in $A_UID $D_UID $C_UID; do
+for u in $A_UID $D_UID $C_UID 10903; do
 	[ "$(ipc_of $u)" = 0 ] || { echo "1..0 # SKIP uid $u has SysV IPC objects already"; exit 0; }
 done
 R=$(root_fresh debian) || { echo "1..0 # SKIP no debian root"; exit 0; }
@@ -102,5 +102,32 @@ is "remove d in one root, d runs in the other: exits 0" "$rc" 0
 like "... says why it keeps the objects" "$out" "left 3 SysV IPC object\\(s\\), kept: a process of uid $D_UID runs"
 is "... they stay for the other root's d" "$(ipc_of $D_UID)" 3
 ok "... whose process still runs" test -n "$(root_pids "$R2" $D_UID)"
+
+# --- 4. a process of the agent's started while remove waits (after its first sweep) -------
+# What serve starts for the agent between remove's kill and its registry write would run
+# on as the uid's next holder: remove sweeps again once the agent is gone. The window is
+# held open with /etc/.pwd.lock, the lock users_remove waits for.
+E_UID=10903
+u ensure rt/e --uid $E_UID >/dev/null || exit 1
+S=$(scratch)
+python3 -c 'import fcntl, sys, time
+f = open(sys.argv[1], "a"); fcntl.lockf(f, fcntl.LOCK_EX)
+open(sys.argv[2], "w").close(); time.sleep(3)' "$R/etc/.pwd.lock" "$S/locked" &
+LK=$!
+for _ in $(seq 50); do [ -e "$S/locked" ] && break; sleep 0.1; done
+u remove rt/e --forget >"$S/rm.out" 2>&1 &
+RM=$!
+sleep 1 # remove has swept once and waits for the lock
+(in_root_exec "$R" setpriv --reuid $E_UID --regid $E_UID --clear-groups sleep 300 \
+	>/dev/null 2>&1 </dev/null &)
+for _ in $(seq 20); do [ -n "$(root_pids "$R" $E_UID)" ] && break; sleep 0.1; done
+ok "a process of e runs while remove waits" test -n "$(root_pids "$R" $E_UID)"
+wait $RM
+is "remove e --forget exits 0" "$?" 0
+wait $LK
+like "... says it killed what started meanwhile" "$(cat "$S/rm.out")" \
+	"killed 1 process\\(es\\) of agent 'rt/e' started while it was being removed"
+is "... nothing of e's uid runs" "$(uid_tasks $E_UID)" 0
+rm -rf "$S"
 
 done_testing
