@@ -648,33 +648,45 @@ static const char *nnp_held_why(bool trusted)
 		       : "no trusted commands: agents keep no_new_privs";
 }
 
-/* The mount a path is on (statvfs resolves it like an agent would) must be nosuid,nodev.
+/* The mounts paths are on (statvfs resolves each like an agent would) must be nosuid,nodev:
+ * the first path there is the tree, the rest trees beneath it that may be mounts of their
+ * own (the agents' homes on a volume of their own, say); the first that is not is named.
  * Hard only where trusted commands are configured; elsewhere agents keep no_new_privs,
  * which makes setuid bits inert for them anyway. */
-static void probe_nosuid(struct check_report *r, enum check_id id, const char *path, bool trusted)
+static void probe_nosuid(struct check_report *r, enum check_id id, const char *const *paths,
+			 size_t n, bool trusted)
 {
-	struct statvfs sv;
+	bool any = false;
 
-	if (statvfs(path, &sv) < 0) {
-		if (errno == ENOENT)
-			check_set(r, id, CHECK_STATUS_OK, "%s does not exist", path);
-		else
+	for (size_t i = 0; i < n; i++) {
+		const char *path = paths[i];
+		struct statvfs sv;
+
+		if (statvfs(path, &sv) < 0) {
+			if (errno == ENOENT)
+				continue;
 			check_set(r, id, trusted ? CHECK_STATUS_FAIL : CHECK_STATUS_WARN,
 				  "cannot statvfs %s (%s)", path, errno_name(errno));
+			return;
+		}
+		any = true;
+		bool nosuid = sv.f_flag & ST_NOSUID, nodev = sv.f_flag & ST_NODEV;
+		if (nosuid && nodev)
+			continue;
+		/* nodev alone is a warning: agents cannot make device nodes (no CAP_MKNOD). */
+		check_set(r, id, !nosuid && trusted ? CHECK_STATUS_FAIL : CHECK_STATUS_WARN,
+			  "%s: without %s (%s)", path,
+			  !nosuid && !nodev ? "nosuid,nodev"
+			  : !nosuid	    ? "nosuid"
+					    : "nodev",
+			  nnp_why(trusted));
 		return;
 	}
-	bool nosuid = sv.f_flag & ST_NOSUID, nodev = sv.f_flag & ST_NODEV;
-	if (nosuid && nodev) {
-		check_set(r, id, CHECK_STATUS_OK, "%s: nosuid,nodev", path);
-		return;
-	}
-	/* nodev alone is a warning: agents cannot make device nodes (no CAP_MKNOD). */
-	check_set(r, id, !nosuid && trusted ? CHECK_STATUS_FAIL : CHECK_STATUS_WARN,
-		  "%s: without %s (%s)", path,
-		  !nosuid && !nodev ? "nosuid,nodev"
-		  : !nosuid	    ? "nosuid"
-				    : "nodev",
-		  nnp_why(trusted));
+	if (!any)
+		check_set(r, id, CHECK_STATUS_OK, "%s does not exist", paths[0]);
+	else
+		check_set(r, id, CHECK_STATUS_OK, "%s: nosuid,nodev%s", paths[0],
+			  n > 1 ? " (and the trees beneath that are mounts)" : "");
 }
 
 /* trusted.h's TRUSTED_SCRATCH_TREES (the shared trees besides /data and /workspaces, which
@@ -1295,8 +1307,10 @@ int check_run(const char *root, unsigned flags, struct check_report **ret)
 	/* Present, or not known to be absent: the stricter verdict. */
 	struct stat tst;
 	bool trusted = lstat(CHECK_TRUSTED_SUDOERS, &tst) == 0 || errno != ENOENT;
-	probe_nosuid(r, CHECK_NOSUID_DATA, "/data", trusted);
-	probe_nosuid(r, CHECK_NOSUID_WORKSPACES, "/workspaces", trusted);
+	static const char *const data[] = {"/data", "/data/sandbox-home", "/data/agents"},
+				 *const workspaces[] = {"/workspaces"};
+	probe_nosuid(r, CHECK_NOSUID_DATA, data, ELEMENTSOF(data), trusted);
+	probe_nosuid(r, CHECK_NOSUID_WORKSPACES, workspaces, ELEMENTSOF(workspaces), trusted);
 	probe_nosuid_shared(r, root_fd, trusted);
 	probe_program(r, CHECK_SUDO, root_fd, root, "sudo", true);
 	probe_program(r, CHECK_VISUDO, root_fd, root, "visudo", false);

@@ -491,6 +491,19 @@ is "…every shared tree nosuid: ok" "$(field "$S/n.json" nosuid_shared status)"
 like "…listing them" "$(field "$S/n.json" nosuid_shared value)" '/tmp, /dev/shm, /var/tmp'
 mount -o remount,bind,nosuid,nodev "$D/data"
 exits 0 "/data nosuid,nodev with trusted commands: exit 0" inside_check
+# The agents' homes on a mount of their own beneath a nosuid /data (red team, identity
+# reuse: after --forget a setuid file of the old agent's would be the next holder's).
+mkdir -p "$D/data/sandbox-home"
+mount -t tmpfs -o mode=0711 homes "$D/data/sandbox-home"
+inside_check >"$S/n.json" 2>/dev/null
+is "/data nosuid, /data/sandbox-home a suid mount, trusted commands: nosuid_data fails" \
+	"$(field "$S/n.json" nosuid_data status)" fail
+like "…naming the homes' mount" "$(field "$S/n.json" nosuid_data value)" \
+	'^/data/sandbox-home: without nosuid,nodev'
+mount -o remount,nosuid,nodev "$D/data/sandbox-home"
+inside_check >"$S/n.json" 2>/dev/null
+is "…made nosuid,nodev: ok" "$(field "$S/n.json" nosuid_data status)" ok
+umount "$D/data/sandbox-home"
 rm "$D/etc/sudoers.d/pistis-trusted"
 umount "$D/data" "$D/workspaces"
 
