@@ -258,6 +258,7 @@ struct file_print {
 };
 static struct {
 	struct file_print print[ELEMENTSOF(fingerprint_files)];
+	bool racy; /* a file changed within the last second when print was taken */
 	struct agent_cache_entry {
 		char agent[USERS_AGENT_ID_MAX + 1];
 		struct serve_agent a;
@@ -275,10 +276,18 @@ static bool print_equal(const struct file_print *a, const struct file_print *b)
 	       a->ctime.tv_nsec == b->ctime.tv_nsec;
 }
 
+/* A print taken within a second of a file's last change is not trusted (as git treats an
+ * index entry as old as the index itself): the writers swap each file with its backup, so
+ * two rewrites alternate between the same two inodes, and where timestamps are coarse (a
+ * kernel without multigrain timestamps, a file system with 1 s or 10 ms steps) `remove
+ * --forget A` then `ensure B` given A's uid could leave every field as it was, and A's
+ * cached uid would run as B. A change a second or more after the print differs from it. */
 static bool fingerprint_current(bool update)
 {
-	bool same = true;
+	struct timespec now;
+	bool same = !AC.racy, racy = false;
 
+	clock_gettime(CLOCK_REALTIME, &now);
 	for (size_t i = 0; i < ELEMENTSOF(fingerprint_files); i++) {
 		struct file_print f = {0};
 		struct stat st;
@@ -291,9 +300,13 @@ static bool fingerprint_current(bool update)
 						.present = true};
 		if (!print_equal(&f, &AC.print[i]))
 			same = false;
+		if (f.present && f.ctime.tv_sec >= now.tv_sec - 1)
+			racy = true;
 		if (update)
 			AC.print[i] = f;
 	}
+	if (update)
+		AC.racy = racy;
 	return same;
 }
 
