@@ -55,7 +55,8 @@ struct pooled_cgroup {
 struct spawn_ctx {
 	struct pooled_cgroup pool[CGROUP_POOL_MAX];
 	size_t n_pool;
-	struct pooled_cgroup dying[CGROUP_DYING_MAX];
+	struct pooled_cgroup *dying; /* CGROUP_DYING_MAX of them, made on first need: 30 KB
+				      * a `pistisd run` would map and fault in for nothing */
 	size_t n_dying;
 	struct seccomp_profile_bpf bpf;
 	struct cgroup_ctx cg;
@@ -305,6 +306,7 @@ void spawn_ctx_free(struct spawn_ctx *ctx)
 	(void)spawn_ctx_reap_dying(ctx, 200);
 	for (size_t i = 0; i < ctx->n_dying; i++)
 		safe_close(ctx->dying[i].fd);
+	free(ctx->dying);
 	for (size_t i = 0; i < ctx->n_pool; i++) {
 		/* Slots stay for the next process (closing the fd unlocks them). */
 		if (!cgroup_cmd_is_slot(ctx->pool[i].cmd))
@@ -490,10 +492,13 @@ static void cgroup_cleanup(struct spawn_proc *p, bool wait_empty)
 	int r = cgroup_cmd_remove(&ctx->cg, p->cgroup_agent, p->cgroup_cmd);
 	if (r != -EBUSY || !wait_empty || ctx->n_dying >= CGROUP_DYING_MAX)
 		return;
+	if (!ctx->dying && !(ctx->dying = calloc(CGROUP_DYING_MAX, sizeof(*ctx->dying))))
+		return; /* as with the list full */
 	/* cgroup.kill is asynchronous and a killed process leaves its cgroup only once its
 	 * memory is torn down: never waited for here (pistisd serve's loop would stall for
 	 * every agent), but handed to spawn_ctx_reap_dying with the fd. With the list full
-	 * the directory is left, for the next start-up's sweep of orphans. */
+	 * (or no memory for it) the directory is left, for the next start-up's sweep of
+	 * orphans. */
 	(void)cgroup_kill(p->cgroup_fd);
 	struct pooled_cgroup *d = &ctx->dying[ctx->n_dying++];
 	memcpy(d->agent, p->cgroup_agent, sizeof(d->agent));
