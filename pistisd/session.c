@@ -1037,6 +1037,31 @@ static void on_exec(struct watch *w, uint32_t events)
 		exec_settled(c, r, &se);
 }
 
+/* What the environment builder may copy from our own environment: all of it but the PI_*
+ * names. Ours is the container's (docker run -e, a pod's env:, what pistisd-entry had), the
+ * operator's and no agent's; the builder passes every PI_* it is given, so a
+ * PI_DB_URL=postgres://app:pw@db/x set there reached every command of every agent (red
+ * team). A command's PI_* come from its own exec.start alone; the locale and terminal names
+ * still pass. Built once: nothing in pistisd changes its environment. NULL: out of memory. */
+static char *const *serve_inherited_env(void)
+{
+	extern char **environ;
+	static char **env;
+	size_t n = 0, k = 0;
+
+	if (env)
+		return env;
+	while (environ && environ[n])
+		n++;
+	env = calloc(n + 1, sizeof(*env));
+	if (!env)
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		if (strncmp(environ[i], "PI_", 3))
+			env[k++] = environ[i];
+	return env;
+}
+
 static void exec_start(const struct proto_request *req)
 {
 	struct proto_error err = {0};
@@ -1090,9 +1115,11 @@ static void exec_start(const struct proto_request *req)
 			.tmpdir = a.tmpdir,
 			.set = (const char *const *)st.env,
 		};
-		/* only the builder's allowlist is copied from our environment (locale, TERM) */
-		extern char **environ;
-		r = envb_build(&eo, environ, &envp, &bad);
+		/* only the builder's allowlist is copied from our environment (locale, TERM),
+		 * never a PI_* of ours (serve_inherited_env) */
+		char *const *inherited = serve_inherited_env();
+
+		r = inherited ? envb_build(&eo, inherited, &envp, &bad) : -ENOMEM;
 		if (r < 0) {
 			serve_send_error(req->id, PROTO_E_BAD_REQUEST, "environment: %s%s%s",
 					 strerror(-r), bad ? " at " : "", bad ? bad : "");
