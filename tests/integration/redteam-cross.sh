@@ -300,8 +300,8 @@ is "pistisd serve keeps no fd open on its token file" "$fdl" 0
 timeout 5 strace -f -qq -o "$W/dump.st" -e trace=prctl,open,openat,openat2 chroot "$R" /usr/bin/env -i \
 	/usr/local/bin/pistisd serve --relay ws://127.0.0.1:1 --token-file /etc/pistis/token --name s2 ${ALLOW:+--allow $ALLOW} >/dev/null 2>&1
 like "pistisd serve makes itself non-dumpable before it opens the token file" \
-	"$(grep -o 'PR_SET_DUMPABLE, 0\|PR_SET_DUMPABLE, SUID_DUMP_DISABLE\|"/etc/pistis/token"' "$W/dump.st" | uniq | head -n 2 | paste -sd' ')" \
-	'^PR_SET_DUMPABLE, (0|SUID_DUMP_DISABLE) "/etc/pistis/token"$'
+	"$(grep -oE 'PR_SET_DUMPABLE, (0|SUID_DUMP_DISABLE)|"(/etc/pistis/)?token"' "$W/dump.st" | uniq | head -n 2 | paste -sd' ')" \
+	'^PR_SET_DUMPABLE, (0|SUID_DUMP_DISABLE) "(/etc/pistis/)?token"$'
 
 # --- with hidepid, as pistisd-entry mounts /proc ---------------------------------------------------
 if mount -o remount,hidepid=invisible "$R/proc" 2>/dev/null; then
