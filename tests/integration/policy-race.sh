@@ -58,4 +58,56 @@ is "shadow untouched" "$(stat -c '%a %u:%g' "$R/etc/shadow")" "$shadow_before"
 [ -d "$W/a/b.away" ] && mv "$W/a/b.away" "$W/a/b"
 "$P" policy apply --root "$R" --rules "$work/write.json" >/dev/null 2>&1
 exits 0 "after the race: conforming" "$P" policy check --root "$R" --rules "$work/write.json"
+
+# --- Held directories: files changed by name only where no one else can swap them ------
+# A directory that changes is root:root 0700 while its subtree is walked, and only then its
+# final owner's: its files are looked at and changed by name (no O_PATH fd each). An agent
+# (its owner before) that swaps a file for a hard link to another file between the walk's
+# look and its chown must fail, or the chown goes to the other file. strace holds every
+# fchownat for 1.5 s; the agent, once it sees the directory tightened (the step before it
+# is made root's), swaps in the middle of the hold on its file's chown.
+# The other file: root's and 0666, which the agent may link (fs.protected_hardlinks or
+# not) and must never own.
+rm -rf "$W"
+mkdir -p "$W/held"
+echo own >"$W/held/f"
+chown -R 10100:10100 "$W"
+# /workspaces as the rule leaves it (not held then: the agent reaches held/ through it);
+# held/ and its file as an agent had them.
+"$P" policy apply --root "$R" --rules "$work/write.json" >/dev/null 2>&1
+setfacl -b "$W/held"
+chown -R 10100:10100 "$W/held"
+chmod 0755 "$W/held"
+chmod 0644 "$W/held/f"
+mkdir -p "$R/opt"
+echo victim >"$R/opt/victim"
+chmod 0666 "$R/opt/victim"
+# The agent works inside the root (its path from outside passes root-only directories).
+env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin chroot --userspec=10100:10100 --groups=10100 "$R" /bin/bash -c '
+	h=/workspaces/held
+	for _ in $(seq 300); do
+		if [ "$(stat -c %a "$h" 2>/dev/null)" = 700 ]; then
+			sleep 2
+			ln /opt/victim "$h/.x" 2>/dev/null && mv -f "$h/.x" "$h/f" 2>/dev/null
+			exit
+		fi
+		sleep 0.02
+	done' &
+agent=$!
+strace -f -qq -o /dev/null -e trace=fchownat -e inject=fchownat:delay_enter=1500000 \
+	"$P" policy apply --threads 1 --root "$R" --rules "$work/write.json" >/dev/null 2>&1
+is "a slowed apply over a racing agent: exit 0" "$?" 0
+wait "$agent"
+is "... the file the agent tried to swap in is still root's" "$(stat -c '%u:%g' "$R/opt/victim")" \
+	"0:0"
+is "... and its own file is what was chowned" "$(stat -c '%u:%g %a' "$W/held/f")" \
+	"10100:10010 660"
+# A directory that does not change is not held: a file there that does is changed through
+# an O_PATH fd of the node looked at, never by name.
+chgrp 10101 "$W/held/f"
+strace -f -qq -o "$work/chown.st" -e trace=fchownat \
+	"$P" policy apply --threads 1 --root "$R" --rules "$work/write.json" >/dev/null 2>&1
+like "a file in a directory that does not change: chowned through its fd" \
+	"$(cat "$work/chown.st")" 'fchownat\([0-9]+, "", 10100, 10010, AT_EMPTY_PATH\)'
+unlike "... not by its name" "$(cat "$work/chown.st")" 'fchownat\([0-9]+, "f",'
 done_testing
