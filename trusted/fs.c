@@ -4,10 +4,10 @@
 #include "trusted/internal.h"
 #include "trusted/trusted.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
@@ -189,14 +189,48 @@ int trusted_open_in_root(int root_fd, const char *rel, int flags, int *ret_fd)
 	return 0;
 }
 
+/* One entry of /data/bin for trusted_data_bin_check: one that may not stay (not root's, or
+ * group/other-writable and no symlink; a directory is not on PATH, one gone since is
+ * fine) is counted and, among the first three, named in why. */
+static void data_bin_entry(int bin, const char *name, unsigned *nbad, char *why, size_t why_size,
+			   size_t *l)
+{
+	struct stat st;
+
+	if (fstatat(bin, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || S_ISDIR(st.st_mode))
+		return; /* gone since, or not on PATH */
+	if (st.st_uid == 0 && (S_ISLNK(st.st_mode) || !(st.st_mode & 022)))
+		return;
+	/* the first three, each cut to 48 bytes: the count says how many there are */
+	if (++*nbad <= 3 && *l < why_size) {
+		int w = snprintf(why + *l, why_size - *l, "%s%.48s (owner %u, mode %04o)",
+				 *l ? ", " : "", name, (unsigned)st.st_uid,
+				 (unsigned)(st.st_mode & 07777));
+		*l = w < 0 ? *l : *l + (size_t)w;
+	}
+}
+
+/* The kernel's getdents64 record (not libc's struct dirent, whose layout is libc's). */
+struct data_bin_dirent {
+	uint64_t d_ino;
+	int64_t d_off;
+	unsigned short d_reclen;
+	unsigned char d_type;
+	char d_name[];
+};
+
 int trusted_data_bin_check(int root_fd, unsigned *ret_n, char *why, size_t why_size)
 {
 	_cleanup_close_ int data = -1, bin = -1;
-	struct dirent *de;
 	struct stat st;
 	unsigned n = 0, nbad = 0;
 	size_t l = 0;
-	DIR *d;
+	/* getdents64 into the stack, not opendir: no heap for the listing (pistisd run checks
+	 * this before every command), and a failed read is told from the end of the list. */
+	union {
+		char buf[4096];
+		uint64_t align;
+	} u;
 
 	why[0] = '\0';
 	*ret_n = 0;
@@ -220,42 +254,36 @@ int trusted_data_bin_check(int root_fd, unsigned *ret_n, char *why, size_t why_s
 			 (unsigned)st.st_uid, (unsigned)st.st_gid, (unsigned)(st.st_mode & 07777));
 		return -EPERM;
 	}
-	d = fdopendir(bin);
-	if (!d) {
-		int k = negative_errno();
+	for (;;) {
+		long got = syscall(SYS_getdents64, bin, u.buf, sizeof(u.buf));
 
-		snprintf(why, why_size, "/data/bin: %s", strerror(-k));
-		return k;
-	}
-	bin = -1; /* d's now */
-	while ((de = readdir(d))) {
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		/* Past the bound nothing is known of the rest: not "all root's" (red team:
-		 * 65,540 root files after an agent's one passed). */
-		if (++n > TRUSTED_DATA_BIN_MAX) {
-			closedir(d);
-			snprintf(
-				why, why_size,
-				"more than %u entries in /data/bin: not all looked at, cannot tell "
-				"whether each is root's alone",
-				TRUSTED_DATA_BIN_MAX);
-			return 1;
+		if (got < 0) {
+			int k = negative_errno();
+
+			snprintf(why, why_size, "/data/bin: cannot list it: %s", strerror(-k));
+			return k;
 		}
-		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-		    S_ISDIR(st.st_mode))
-			continue; /* gone since, or not on PATH */
-		if (st.st_uid == 0 && (S_ISLNK(st.st_mode) || !(st.st_mode & 022)))
-			continue;
-		/* the first three, each cut to 48 bytes: the count says how many there are */
-		if (++nbad <= 3 && l < why_size) {
-			int w = snprintf(why + l, why_size - l, "%s%.48s (owner %u, mode %04o)",
-					 l ? ", " : "", de->d_name, (unsigned)st.st_uid,
-					 (unsigned)(st.st_mode & 07777));
-			l = w < 0 ? l : l + (size_t)w;
+		if (got == 0)
+			break;
+		for (long pos = 0; pos < got;) {
+			const struct data_bin_dirent *de =
+				(const struct data_bin_dirent *)(u.buf + pos);
+
+			pos += de->d_reclen;
+			if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+				continue;
+			/* Past the bound nothing is known of the rest: not "all root's" (red
+			 * team: 65,540 root files after an agent's one passed). */
+			if (++n > TRUSTED_DATA_BIN_MAX) {
+				snprintf(why, why_size,
+					 "more than %u entries in /data/bin: not all looked at, "
+					 "cannot tell whether each is root's alone",
+					 TRUSTED_DATA_BIN_MAX);
+				return 1;
+			}
+			data_bin_entry(bin, de->d_name, &nbad, why, why_size, &l);
 		}
 	}
-	closedir(d);
 	*ret_n = n;
 	if (!nbad)
 		return 0;
