@@ -302,6 +302,21 @@ in_root_exec() {
 # How many live threads (not zombies) on the machine have real uid UID, whatever their
 # process's state: a process whose main thread has exited shows no root (/proc/PID/root)
 # and a zombie's status, but its other threads run on (probe ghost). Shell builtins only.
+# SysV IPC objects (shm segments, message queues, semaphore sets) live in the host's IPC
+# namespace, not the test root's: counted and removed by uid (owner or creator).
+ipc_of() { # UID: how many the uid owns or made
+	{ awk -v u="$1" 'NR > 1 && ($8 == u || $10 == u)' /proc/sysvipc/shm /proc/sysvipc/msg
+	  awk -v u="$1" 'NR > 1 && ($5 == u || $7 == u)' /proc/sysvipc/sem; } | wc -l
+}
+ipc_remove() { # UID...: remove every one each uid owns or made (what a failed check left)
+	local u id
+	for u in "$@"; do
+		for id in $(awk -v u="$u" 'NR > 1 && ($8 == u || $10 == u) {print $2}' /proc/sysvipc/shm); do ipcrm -m "$id"; done
+		for id in $(awk -v u="$u" 'NR > 1 && ($8 == u || $10 == u) {print $2}' /proc/sysvipc/msg); do ipcrm -q "$id"; done
+		for id in $(awk -v u="$u" 'NR > 1 && ($5 == u || $7 == u) {print $2}' /proc/sysvipc/sem); do ipcrm -s "$id"; done
+	done 2>/dev/null
+}
+
 uid_tasks() { # uid
 	local s k v st n=0
 	for s in /proc/[0-9]*/task/[0-9]*/status; do

@@ -14,21 +14,12 @@ need_bins pistisd
 
 PROBE=/usr/local/lib/pistis-tests/probe
 A_UID=10900 C_UID=10901 D_UID=10902
-ipc_of() { # UID: how many shm segments, queues and semaphore sets it owns or made
-	{ awk -v u="$1" 'NR > 1 && ($8 == u || $10 == u)' /proc/sysvipc/shm /proc/sysvipc/msg
-	  awk -v u="$1" 'NR > 1 && ($5 == u || $7 == u)' /proc/sysvipc/sem; } | wc -l
-}
 cleanup() {
-	local u id p
+	local p
 	for p in $(root_pids "${R:-/nonexistent}") $(root_pids "${R2:-/nonexistent}"); do
 		kill -9 "$p" 2>/dev/null
 	done
-	# SysV objects live in the host's IPC namespace: those a failed check left
-	for u in $A_UID $D_UID $C_UID 10903; do
-		for id in $(awk -v u="$u" 'NR > 1 && ($8 == u || $10 == u) {print $2}' /proc/sysvipc/shm); do ipcrm -m "$id"; done
-		for id in $(awk -v u="$u" 'NR > 1 && ($8 == u || $10 == u) {print $2}' /proc/sysvipc/msg); do ipcrm -q "$id"; done
-		for id in $(awk -v u="$u" 'NR > 1 && ($5 == u || $7 == u) {print $2}' /proc/sysvipc/sem); do ipcrm -s "$id"; done
-	done 2>/dev/null
+	ipc_remove $A_UID $D_UID $C_UID 10903 # a failed check's (lib.sh)
 	root_cleanup
 }
 trap cleanup EXIT

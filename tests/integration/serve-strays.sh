@@ -21,13 +21,7 @@ cleanup() {
 	[ -n "${OTHER:-}" ] && kill "$OTHER" 2>/dev/null
 	wait 2>/dev/null
 	for p in $(root_pids "$R"); do kill -9 "$p" 2>/dev/null; done
-	# SysV objects live in the host's IPC namespace: those the IPC checks made, if one failed
-	local u id
-	for u in ${BUID:-} 10777; do
-		for id in $(awk -v u="$u" 'NR > 1 && $10 == u {print $2}' /proc/sysvipc/shm); do ipcrm -m "$id"; done
-		for id in $(awk -v u="$u" 'NR > 1 && $10 == u {print $2}' /proc/sysvipc/msg); do ipcrm -q "$id"; done
-		for id in $(awk -v u="$u" 'NR > 1 && $7 == u {print $2}' /proc/sysvipc/sem); do ipcrm -s "$id"; done
-	done 2>/dev/null
+	ipc_remove ${BUID:-} 10777 # those the IPC checks made, if one failed (lib.sh)
 	root_cleanup
 }
 trap cleanup EXIT
@@ -135,10 +129,6 @@ done
 # process is charged to none, and the OOM killer cannot choose it). Removed, as the agent,
 # once its last command has ended; kept while another of its commands runs; another uid's
 # never touched.
-ipc_of() { # UID: how many shm segments, queues and semaphore sets it owns or made
-	{ awk -v u="$1" 'NR > 1 && ($8 == u || $10 == u)' /proc/sysvipc/shm /proc/sysvipc/msg
-	  awk -v u="$1" 'NR > 1 && ($5 == u || $7 == u)' /proc/sysvipc/sem; } | wc -l
-}
 chroot "$R" setpriv --reuid=10777 --regid=10777 --clear-groups $PROBE ipc-leave 65536 >/dev/null
 P exec --agent bob -- sleep 3 >/dev/null 2>&1 &
 LONG=$!

@@ -345,35 +345,25 @@ fi
 # another command of the agent's runs. They live in the host's IPC namespace: the trap
 # removes what a failed check leaves.
 auid=$(run -- $PROBE 2>&1 | field uid | cut -d, -f1)
-ipc_of() { # how many shm segments, queues and semaphore sets agent auid owns or made
-	{ awk -v u="$auid" 'NR > 1 && ($8 == u || $10 == u)' /proc/sysvipc/shm /proc/sysvipc/msg
-	  awk -v u="$auid" 'NR > 1 && ($5 == u || $7 == u)' /proc/sysvipc/sem; } | wc -l
-}
-ipc_clean() {
-	local id
-	for id in $(awk -v u="$auid" 'NR > 1 && $10 == u {print $2}' /proc/sysvipc/shm); do ipcrm -m "$id"; done
-	for id in $(awk -v u="$auid" 'NR > 1 && $10 == u {print $2}' /proc/sysvipc/msg); do ipcrm -q "$id"; done
-	for id in $(awk -v u="$auid" 'NR > 1 && $7 == u {print $2}' /proc/sysvipc/sem); do ipcrm -s "$id"; done
-} 2>/dev/null
-trap 'ipc_clean; lib_cleanup' EXIT
+trap 'ipc_remove "$auid"; lib_cleanup' EXIT
 like "the command leaves a segment, a queue and a semaphore set" \
 	"$(run -- $PROBE ipc-leave 65536 2>&1)" '^ipc=shm:[0-9]+,msg:[0-9]+,sem:[0-9]+$'
-is "... removed when it ends (the agent has no process left)" "$(ipc_of)" 0
+is "... removed when it ends (the agent has no process left)" "$(ipc_of "$auid")" 0
 run --keep-children -- $PROBE ipc-leave 65536 >/dev/null 2>&1
-is "... kept with --keep-children" "$(ipc_of)" 3
+is "... kept with --keep-children" "$(ipc_of "$auid")" 3
 left=$(run --keep-children -- sh -c 'sleep 30 >/dev/null 2>&1 </dev/null & echo $!')
 run -- $PROBE ipc-leave 65536 >/dev/null 2>&1
-is "... kept while another process of the agent's runs" "$(ipc_of)" 6
+is "... kept while another process of the agent's runs" "$(ipc_of "$auid")" 6
 kill "$left" 2>/dev/null
 while kill -0 "$left" 2>/dev/null; do sleep 0.05; done
 run -- /bin/true
-is "... all removed when the agent's next command ends with nothing left running" "$(ipc_of)" 0
+is "... all removed when the agent's next command ends with nothing left running" "$(ipc_of "$auid")" 0
 # As many as the kernel gives (32000 queues, 32000 sets, 4096 segments by default): one
 # listing and one child remove them all; rounds of 256 stopped at 65536 and held serve's
 # loop for seconds (red team).
 out=$(run -- $PROBE ipc-fill 40000 2>&1)
 like "an agent that fills the kernel's SysV tables ..." "$out" "filled=[0-9]{5}"
-is "... has none left when its command ends" "$(ipc_of)" 0
+is "... has none left when its command ends" "$(ipc_of "$auid")" 0
 
 # /data/bin is first on every agent's PATH: a program there that is not root's alone (an
 # agent's, left in an earlier life of the volume) would run as whoever types its name.
