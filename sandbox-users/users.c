@@ -374,24 +374,43 @@ static int load_etc(struct ctx *c)
  * the fd) only after the registry is durable, as before, and takes a root-owned home
  * over just as it takes one an operator made. tmp is not made here: in a directory the
  * agent writes only a tmp it owns or this very call made is taken. A best effort: any
- * error is left for users_homes_ensure to meet and report. Returns which ones it made
- * (bit 0 the home, bit 1 the agent directory), for homes_precreate_undo. */
-static unsigned homes_precreate(int data_fd, const struct users_identity *id)
+ * error is left for users_homes_ensure to meet and report, but for one it would meet after
+ * the registry was written: a directory there of another uid's (the home of an agent
+ * forgotten since, whose uid went to another: red team), or something that is no
+ * directory and no symlink. That is refused now, with nothing written. *made: which ones
+ * it made (bit 0 the home, bit 1 the agent directory), for homes_precreate_undo. */
+static int homes_precreate(int data_fd, const struct users_identity *id, unsigned *made)
 {
 	static const char *const parents[] = {"sandbox-home", "agents"};
-	unsigned made = 0;
 
+	*made = 0;
 	for (size_t i = 0; i < ELEMENTSOF(parents); i++) {
 		_cleanup_close_ int p = -1;
+		struct stat st;
 		/* The parents as users_homes_ensure leaves them (root 0711); a root-owned
 		 * parent is all this needs. */
 		p = ufs_mkdir_owned(data_fd, parents[i], 0, 0, 0711, 0);
 		if (p < 0)
 			break;
-		if (mkdirat(p, id->name, 0700) == 0)
-			made |= 1u << i;
+		if (mkdirat(p, id->name, 0700) == 0) {
+			*made |= 1u << i;
+			continue;
+		}
+		if (errno != EEXIST || fstatat(p, id->name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    S_ISLNK(st.st_mode))
+			continue;
+		if (!S_ISDIR(st.st_mode))
+			return set_error(-ENOTDIR,
+					 "cannot make /data/%s/%s: something else is there; "
+					 "nothing written",
+					 parents[i], id->name);
+		if (st.st_uid != 0 && st.st_uid != id->uid)
+			return set_error(-EPERM,
+					 "cannot make /data/%s/%s: it exists with another owner "
+					 "(uid %u, an earlier agent's?); nothing written",
+					 parents[i], id->name, (unsigned)st.st_uid);
 	}
-	return made;
+	return 0;
 }
 
 /* A failed write-back removes the empty directories homes_precreate made (rmdir: never
@@ -465,8 +484,14 @@ static int write_back(struct ctx *c, const struct users_identity *ids, size_t n_
 		all[n_all++] = &etc[i];
 	}
 	/* The homes' directories while the writes are under way (they wait for nothing). */
-	for (size_t i = 0; i < n_ids && n_all > 0 && c->data_fd >= 0; i++)
-		made[i] = homes_precreate(c->data_fd, &ids[i]);
+	for (size_t i = 0; i < n_ids && n_all > 0 && c->data_fd >= 0; i++) {
+		unsigned m;
+
+		r = homes_precreate(c->data_fd, &ids[i], &m);
+		made[i] = (unsigned char)m;
+		if (r < 0)
+			goto abort;
+	}
 	r = ufs_sync(all, n_all);
 	if (r < 0) {
 		set_error(r, "cannot write the new files to disk; nothing changed");

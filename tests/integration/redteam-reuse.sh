@@ -63,6 +63,15 @@ is "... no process runs as the uid" "$(uid_tasks $A_UID)" 0
 is "b gets a's uid" "$(u ensure rt/b --uid $A_UID | sed -n 's/^uid=//p')" "$A_UID"
 out=$(run --agent rt/b -- sh -c 'cat /proc/sysvipc/msg /proc/sysvipc/shm' 2>&1)
 unlike "b's command sees no queue or segment of its uid" "$(echo "$out" | awk -v u=$A_UID 'NR > 1 && ($8 == u || $10 == u)')" .
+# a's old home is b's uid's now: ensuring a again (a new uid) cannot take it over, and is
+# refused before anything is written (it recorded a as active, with no home, before).
+reg_before=$(cat "$R/data/pistis/users.registry")
+out=$(u ensure rt/a --uid 10904 2>&1); rc=$?
+ok "ensure a again while its old home has b's uid: refused (rc=$rc)" test "$rc" -ne 0
+like "... naming the home and its owner" "$out" \
+	"/data/sandbox-home/pi-agent-[0-9a-f]*: it exists with another owner \\(uid $A_UID"
+is "... nothing written to the registry" "$(cat "$R/data/pistis/users.registry")" "$reg_before"
+unlike "... and no passwd line for uid 10904" "$(cat "$R/etc/passwd")" ':10904:'
 
 # --- 2. plain remove (the uid stays reserved) takes them too -----------------------------
 leave() { run --agent "$1" --keep-children -- sh -c \
