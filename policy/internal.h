@@ -81,18 +81,3 @@ int policy_apply_pre(int fd, bool opath, struct stat *st, const struct policy_xs
 		     const struct policy_target *t);
 int policy_apply_post(int fd, bool opath, const struct stat *st, const struct policy_target *t,
 		      bool want_acl_set);
-/* A directory that changes is held root:root, no group or other write, no access ACL, while
- * its subtree is walked (docs/policy.md, "Held directories"): hold is what the pre-order
- * step makes it, final (t with the owner it keeps filled in) what the post-order one
- * does. */
-void policy_hold_target(const struct stat *st, const struct policy_target *t,
-			struct policy_target *final, struct policy_target *hold);
-/* No one but root can add, remove or rename an entry of the directory: root's, not group-
- * or other-writable, no access ACL (x as it is now). */
-bool policy_dir_held(const struct stat *st, const struct policy_xstate *x);
-/* The changes of policy_apply_pre and _post for a non-directory, by its name in a held
- * directory (whose entries no one else can swap), with AT_SYMLINK_NOFOLLOW: two syscalls
- * fewer than through an O_PATH fd. -EOPNOTSUPP, with nothing done, where that cannot be
- * done (an access ACL to remove, no fchmodat2): the caller takes the fd path. */
-int policy_apply_at(int dfd, const char *name, struct stat *st, const struct policy_xstate *x,
-		    const struct policy_target *t);

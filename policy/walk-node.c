@@ -333,70 +333,6 @@ static bool chown_window_is_safe(const struct stat *st, const struct policy_xsta
 	return true;
 }
 
-void policy_hold_target(const struct stat *st, const struct policy_target *t,
-			struct policy_target *final, struct policy_target *hold)
-{
-	*final = *t;
-	if (final->uid == (uid_t)-1)
-		final->uid = st->st_uid;
-	*hold = *final;
-	hold->uid = 0;
-	hold->gid = 0;
-}
-
-bool policy_dir_held(const struct stat *st, const struct policy_xstate *x)
-{
-	return S_ISDIR(st->st_mode) && st->st_uid == 0 && !(st->st_mode & 022) && !x->acl_access;
-}
-
-/* fchmodat2 with AT_SYMLINK_NOFOLLOW (6.6), asked once: a probe with no fd says ENOSYS
- * where it is missing (or EPERM from a container's seccomp profile that predates it). */
-static bool have_fchmodat2(void)
-{
-	static atomic_int known; /* 0 not asked, 1 yes, -1 no */
-	int k = atomic_load_explicit(&known, memory_order_relaxed);
-
-	if (k == 0) {
-		k = syscall(POLICY_SYS_fchmodat2, -1, "", 0, 0) < 0 &&
-				    (errno == EBADF || errno == ENOENT)
-			    ? 1
-			    : -1;
-		atomic_store(&known, k);
-	}
-	return k > 0;
-}
-
-static int chmod_at(int dfd, const char *name, mode_t mode)
-{
-	return RET_NERRNO(syscall(POLICY_SYS_fchmodat2, dfd, name, mode, AT_SYMLINK_NOFOLLOW));
-}
-
-int policy_apply_at(int dfd, const char *name, struct stat *st, const struct policy_xstate *x,
-		    const struct policy_target *t)
-{
-	uid_t uid = t->uid == (uid_t)-1 ? st->st_uid : t->uid;
-	mode_t m = tighten_mode(st, t), cur = st->st_mode & 07777;
-	int r;
-
-	/* An access ACL goes through the fd path (removexattr has no *at form before 6.13). */
-	if (S_ISDIR(st->st_mode) || x->acl_access || !have_fchmodat2())
-		return -EOPNOTSUPP;
-	if (chown_window_is_safe(st, x, t))
-		m = cur;
-	if (m != cur) {
-		r = chmod_at(dfd, name, m);
-		if (r < 0)
-			return r;
-		cur = m;
-	}
-	if (st->st_uid != uid || st->st_gid != t->gid) {
-		if (fchownat(dfd, name, uid, t->gid, AT_SYMLINK_NOFOLLOW) < 0)
-			return negative_errno();
-		cur = t->mode ^ 07777; /* chown may have cleared set-id bits: chmod again */
-	}
-	return cur != t->mode ? chmod_at(dfd, name, t->mode) : 0;
-}
-
 /* Everything that takes access away, in an order where no intermediate state is looser
  * than both the old and the new one:
  *   1. chmod to the bits both grant (drops setuid/setgid, group bits if the group changes)
@@ -449,18 +385,9 @@ int policy_apply_pre(int fd, bool opath, struct stat *st, const struct policy_xs
 int policy_apply_post(int fd, bool opath, const struct stat *st, const struct policy_target *t,
 		      bool want_acl_set)
 {
-	uid_t uid = t->uid == (uid_t)-1 ? st->st_uid : t->uid;
-	bool chmod = (st->st_mode & 07777) != t->mode;
 	int r;
 
-	/* A directory held root's while its subtree was walked (policy_hold_target): its
-	 * owner now, before the mode and the default ACL give access. */
-	if (st->st_uid != uid || st->st_gid != t->gid) {
-		if (fchownat(fd, "", uid, t->gid, AT_EMPTY_PATH) < 0)
-			return negative_errno();
-		chmod = true; /* chown may clear set-id bits */
-	}
-	if (chmod) {
+	if ((st->st_mode & 07777) != t->mode) {
 		r = do_chmod(fd, opath, t->mode);
 		if (r < 0)
 			return r;

@@ -51,7 +51,6 @@ struct frame {
 	bool secrets;
 	bool seek;
 	bool busy;	    /* the last file here needed changes: expect the next one to */
-	bool held;	    /* no one but root can change its entries (policy_dir_held) */
 	struct pnode *node; /* set once part of the subtree is walked by another thread */
 	struct pnode *up;   /* a task's top frame: the parent directory's node */
 	off_t resume;
@@ -408,7 +407,7 @@ static unsigned fds_needed(unsigned threads, unsigned max_depth)
  * walker's stack, or queued for another thread (split). */
 static struct frame new_frame(const struct walker *w, int fd, const struct stat *st,
 			      const struct policy_target *t, bool pending, bool acl_set,
-			      bool secrets, bool busy, bool held)
+			      bool secrets, bool busy)
 {
 	return (struct frame){
 		.fd = fd,
@@ -419,7 +418,6 @@ static struct frame new_frame(const struct walker *w, int fd, const struct stat 
 		.acl_set = acl_set,
 		.secrets = secrets,
 		.busy = busy,
-		.held = held,
 		.has_below = policy_rules_has_below(w->rules, w->path, w->path_len),
 		.reserved_below = policy_reserved_below(w->path, w->path_len),
 	};
@@ -427,9 +425,9 @@ static struct frame new_frame(const struct walker *w, int fd, const struct stat 
 
 static void push_frame(struct walker *w, int fd, const struct stat *st,
 		       const struct policy_target *t, bool pending, bool acl_set, bool secrets,
-		       bool busy, bool held)
+		       bool busy)
 {
-	w->frames[w->depth++] = new_frame(w, fd, st, t, pending, acl_set, secrets, busy, held);
+	w->frames[w->depth++] = new_frame(w, fd, st, t, pending, acl_set, secrets, busy);
 }
 
 /* The node of a frame on this walker's stack (created on first need; refs 1: the frame). */
@@ -545,7 +543,7 @@ static int recv_fd(int sock)
  * queue instead of descending into it; true: fd was sent and is closed here. False: walk
  * it here. */
 static bool split(struct walker *w, int fd, const struct stat *st, const struct policy_target *t,
-		  bool pending, bool acl_set, bool secrets, bool busy, bool held)
+		  bool pending, bool acl_set, bool secrets, bool busy)
 {
 	struct shared *sh = w->sh;
 	unsigned abs = w->base + w->depth, cap = sh->qcap;
@@ -572,7 +570,7 @@ static bool split(struct walker *w, int fd, const struct stat *st, const struct 
 	if (!k)
 		return false;
 	*k = (struct task){
-		.f = new_frame(w, fd, st, t, pending, acl_set, secrets, busy, held),
+		.f = new_frame(w, fd, st, t, pending, acl_set, secrets, busy),
 		.abs = abs,
 		.rule = w->rule,
 		.path_len = w->path_len,
@@ -692,7 +690,7 @@ static void visit_dir(struct walker *w, int fd, bool secrets)
 	struct policy_xstate x;
 	struct stat st;
 	unsigned changes;
-	bool apply = w->o->mode == POLICY_APPLY, pending = false, held;
+	bool apply = w->o->mode == POLICY_APPLY, pending = false;
 	int r, mount;
 
 	w->st.dirs++;
@@ -718,35 +716,22 @@ static void visit_dir(struct walker *w, int fd, bool secrets)
 		w->st.changed++;
 		emit(w, POLICY_EV_CHANGE, 0, changes, &st, &t, w->o->mode == POLICY_CHECK);
 	}
-	held = policy_dir_held(&st, &x);
 	if (changes && apply) {
-		struct policy_target hold;
-
 		if (policy_takes_away(&st, &x, &t) && notify_tighten(w) < 0)
 			return;
-		/* Held root's while its subtree is walked, its final owner set after it with
-		 * the mode (policy_apply_post): no one else can swap an entry of it meanwhile,
-		 * so its files are changed by name (visit), and the pre-order step is no
-		 * looser than both the old and the final state either way. */
-		policy_hold_target(&st, &t, &t, &hold);
-		r = policy_apply_pre(dfd, false, &st, &x, &hold);
-		if (r < 0) {
+		r = policy_apply_pre(dfd, false, &st, &x, &t);
+		if (r < 0)
 			emit(w, POLICY_EV_ERROR, r, changes, &st, &t, false);
-			held = false;
-		} else {
-			x.acl_access = false; /* removed by policy_apply_pre */
-			held = policy_dir_held(&st, &x);
-			pending = (st.st_mode & 07777) != t.mode || st.st_uid != t.uid ||
-				  st.st_gid != t.gid || (changes & POLICY_CH_ACL_SET);
-		}
+		else
+			pending = (st.st_mode & 07777) != t.mode || (changes & POLICY_CH_ACL_SET);
 	}
 	if (split(w, dfd, &st, &t, pending, (changes & POLICY_CH_ACL_SET) != 0, secrets,
-		  changes != 0, held)) {
+		  changes != 0)) {
 		TAKE_FD(dfd);
 		return;
 	}
 	push_frame(w, TAKE_FD(dfd), &st, &t, pending, (changes & POLICY_CH_ACL_SET) != 0, secrets,
-		   changes != 0, held);
+		   changes != 0);
 }
 
 static void vanished(struct walker *w)
@@ -828,7 +813,6 @@ static void visit(struct walker *w, int dfd, const char *name, unsigned char d_t
 	struct policy_xstate x;
 	struct stat st, st2;
 	unsigned changes;
-	bool held;
 	int r, mount = -1;
 
 	tick(w);
@@ -846,9 +830,7 @@ static void visit(struct walker *w, int dfd, const char *name, unsigned char d_t
 		if (errno != ENOTDIR && errno != ELOOP)
 			return emit(w, POLICY_EV_ERROR, negative_errno(), 0, NULL, NULL, false);
 	}
-	/* In a held directory (visit_dir) names stay put: looked at and changed by name. */
-	held = parent && parent->held && w->o->mode == POLICY_APPLY;
-	if (parent && parent->busy && w->o->mode == POLICY_APPLY && !held) {
+	if (parent && parent->busy && w->o->mode == POLICY_APPLY) {
 		/* O_PATH never opens the node for I/O (FIFOs, devices stay closed) and with
 		 * O_NOFOLLOW a symlink is the link itself, seen as such by the statx. */
 		fd = openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
@@ -965,21 +947,6 @@ static void visit(struct walker *w, int dfd, const char *name, unsigned char d_t
 			return;
 	}
 
-	if (held && fd < 0 && !trim) {
-		/* No one but root can swap the name for another node until the directory's
-		 * post-order step: the one looked at is the one changed (AT_SYMLINK_NOFOLLOW
-		 * all the same). A second name (st_nlink > 1) never gets here unless trimmed. */
-		if (policy_takes_away(&st, &x, &t) && notify_tighten(w) < 0)
-			return;
-		r = policy_apply_at(dfd, name, &st, &x, &t);
-		if (r == -ENOENT)
-			return vanished(w);
-		if (r != -EOPNOTSUPP) {
-			if (r < 0)
-				emit(w, POLICY_EV_ERROR, r, changes, &st, &t, false);
-			return;
-		}
-	}
 	/* From here on only the fd counts: it must be the very node we looked at. */
 	if (fd < 0) {
 		fd = openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
