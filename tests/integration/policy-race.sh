@@ -58,4 +58,46 @@ is "shadow untouched" "$(stat -c '%a %u:%g' "$R/etc/shadow")" "$shadow_before"
 [ -d "$W/a/b.away" ] && mv "$W/a/b.away" "$W/a/b"
 "$P" policy apply --root "$R" --rules "$work/write.json" >/dev/null 2>&1
 exits 0 "after the race: conforming" "$P" policy check --root "$R" --rules "$work/write.json"
+
+# --- A file swapped for a hard link between the walk's look and its change -----------------
+# Files are changed through an O_PATH fd of the node looked at, never by name: an agent
+# (the directory's owner) that swaps its file for a hard link to a root-owned 0666 file
+# (which it may link, fs.protected_hardlinks or not) in the middle of the chown, held
+# 1.5 s by strace, does not get that file chowned. A change by name would (a session
+# tried one in held directories and took it back: docs/policy.md).
+rm -rf "$W"
+mkdir -p "$W/d"
+echo own >"$W/d/f"
+chown -R 10100:10100 "$W"
+"$P" policy apply --root "$R" --rules "$work/write.json" >/dev/null 2>&1
+setfacl -b "$W/d"
+chown -R 10100:10100 "$W/d"
+chmod 0755 "$W/d"
+chmod 0644 "$W/d/f"
+mkdir -p "$R/opt"
+echo victim >"$R/opt/victim"
+chmod 0666 "$R/opt/victim"
+# The agent works inside the root (its path from outside passes root-only directories).
+env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin chroot --userspec=10100:10100 --groups=10100 "$R" \
+	/bin/bash -c '
+	d=/workspaces/d
+	for _ in $(seq 300); do
+		if [ "$(stat -c %a "$d" 2>/dev/null)" = 700 ]; then
+			sleep 2
+			ln /opt/victim "$d/.x" 2>/dev/null && mv -f "$d/.x" "$d/f" 2>/dev/null
+			exit
+		fi
+		sleep 0.02
+	done' &
+agent=$!
+strace -f -qq -o "$work/chown.st" -e trace=fchownat -e inject=fchownat:delay_enter=1500000 \
+	"$P" policy apply --threads 1 --root "$R" --rules "$work/write.json" >/dev/null 2>&1
+is "a slowed apply over a racing agent: exit 0" "$?" 0
+wait "$agent"
+is "... the file the agent swapped in is still root's" "$(stat -c '%u:%g' "$R/opt/victim")" "0:0"
+[ "$(stat -c %i "$W/d/f")" = "$(stat -c %i "$R/opt/victim")" ] &&
+	echo "# the agent's swap went through during the chown (the race was run)"
+like "... files chowned through their fd" "$(cat "$work/chown.st")" \
+	'fchownat\([0-9]+, "", 10100, 10010, AT_EMPTY_PATH\)'
+unlike "... never by name" "$(cat "$work/chown.st")" 'fchownat\([0-9]+, "f",'
 done_testing
