@@ -1487,12 +1487,37 @@ static void handshake_done(struct lws *wsi)
 		}
 }
 
+/* Every request server-min takes is a GET without a body. libwebsockets frames bodies its own
+ * way: the first of two Content-Lengths ("0,38" is 0), atoll of "0x26" or "3 8", none when the
+ * value is longer than 31 characters, Transfer-Encoding ignored, and a POST without
+ * Content-Length 100 MiB long. A proxy in front (docs/server-min.md: a TLS terminator for the
+ * client listener) that frames as RFC 9112 does would then see other requests on the
+ * connection than server-min does (request smuggling). So a request that is not a GET, or
+ * has a Transfer-Encoding or a Content-Length other than one "0", is refused and its
+ * connection closed. */
+static bool http_no_body(struct lws *wsi)
+{
+	char cl[4];
+
+	return lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI) > 0 &&
+	       !lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING) &&
+	       (!lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH) ||
+		(lws_hdr_copy(wsi, cl, sizeof(cl), WSI_TOKEN_HTTP_CONTENT_LENGTH) == 1 &&
+		 cl[0] == '0'));
+}
+
 /* Every connection passes through its listener's first protocol: accepted, created, gone. */
 static bool handshake_event(struct lws *wsi, enum lws_callback_reasons reason, void *in, int *ret)
 {
 	switch (reason) {
 	case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
 		*ret = handshake_allowed((int)(intptr_t)in) ? 0 : -1;
+		return true;
+	case LWS_CALLBACK_FILTER_HTTP_CONNECTION: /* a request that is no upgrade */
+		if (http_no_body(wsi))
+			break;
+		(void)lws_return_http_status(wsi, HTTP_STATUS_BAD_REQUEST, NULL);
+		*ret = -1;
 		return true;
 	case LWS_CALLBACK_WSI_CREATE:
 		handshake_started(wsi);
@@ -1733,6 +1758,8 @@ static int cb_sandbox(struct lws *wsi, enum lws_callback_reasons reason, void *u
 	switch (reason) {
 	case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION: {
 		struct sandbox *sb = sandbox_by_bearer(wsi);
+		if (!http_no_body(wsi))
+			return -1;
 		if (!sb) {
 			log_refused(REFUSED_SANDBOX, "sandbox connection with a wrong token");
 			return -1;
@@ -1783,6 +1810,8 @@ static int cb_client(struct lws *wsi, enum lws_callback_reasons reason, void *us
 
 	switch (reason) {
 	case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
+		if (!http_no_body(wsi))
+			return -1;
 		if (!check_bearer(wsi, R.cfg.client_token, strlen(R.cfg.client_token))) {
 			log_refused(REFUSED_CLIENT, "client connection with a wrong token");
 			return -1;

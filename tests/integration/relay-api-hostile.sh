@@ -1,0 +1,86 @@
+#!/bin/bash
+# A hostile peer on server-min's listeners before (or without) a token: HTTP framing that
+# libwebsockets reads otherwise than RFC 9112 (a proxy in front would see other requests on
+# the connection than server-min: request smuggling). Nothing but server-min on two loopback
+# ports.
+. "$(dirname "$0")/../lib.sh"
+need_root
+need_bins server-min
+command -v python3 >/dev/null || { echo "1..0 # SKIP no python3"; exit 0; }
+W=$(scratch)
+SP=$((20000 + RANDOM % 12000)); CP=$((SP + 1))
+CT=client-token-0123456789
+cleanup() {
+	[ -n "${SM:-}" ] && kill "$SM" 2>/dev/null
+	wait 2>/dev/null
+	root_cleanup # this trap replaces lib.sh's: the scratch directory goes here
+}
+trap cleanup EXIT
+cat >"$W/pistis.json" <<J
+{"listen": {"sandbox": "127.0.0.1:$SP", "client": "127.0.0.1:$CP"},
+ "client_token": "$CT",
+ "sandboxes": [{"name": "s1", "token": "sandbox-token-0123456789"}]}
+J
+"$BIN/server-min" --config "$W/pistis.json" 2>"$W/smin.log" &
+SM=$!
+wait_port "$CP" || { echo "Bail out! server-min did not listen"; exit 1; }
+
+# framing PORT TOKEN: requests whose body framing is ambiguous, each on a connection of its
+# own followed by a whole request as its body. Prints NAME=STATUSES (the status of every
+# response, comma-separated, then "eof" when server-min closed the connection).
+framing() {
+	python3 - "$1" "$2" <<'PY'
+import base64, os, re, socket, sys
+port, token = int(sys.argv[1]), sys.argv[2]
+auth = "Authorization: Bearer %s\r\n" % token
+inner = "GET /v1/sandboxes HTTP/1.1\r\nHost: x\r\n%s\r\n" % auth
+n = str(len(inner))
+upg = ("Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+       "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Protocol: pistis-client.v1\r\n"
+       % base64.b64encode(os.urandom(16)).decode())
+cases = [
+    ("plain", "GET", ""),
+    ("cl-0", "GET", "Content-Length: 0\r\n"),
+    ("cl-body", "GET", "Content-Length: %s\r\n" % n),
+    ("cl-twice", "GET", "Content-Length: 0\r\nContent-Length: %s\r\n" % n),
+    ("cl-list", "GET", "Content-Length: 0, %s\r\n" % n),
+    ("cl-hex", "GET", "Content-Length: 0x%x\r\n" % len(inner)),
+    ("cl-space", "GET", "Content-Length: %s %s\r\n" % (n[0], n[1:])),
+    ("cl-long", "GET", "Content-Length: %s%s\r\n" % ("0" * 40, n)),
+    ("te-chunked", "GET", "Transfer-Encoding: chunked\r\n"),
+    ("post-cl", "POST", "Content-Length: %s\r\n" % n),
+    ("post-none", "POST", ""),
+    ("upgrade-cl", "GET", upg + "Content-Length: %s\r\n" % n),
+]
+for name, method, extra in cases:
+    s = socket.create_connection(("127.0.0.1", port), timeout=1)
+    s.sendall(("%s /v1/sandboxes HTTP/1.1\r\nHost: x\r\n%s%s\r\n%s"
+               % (method, auth, extra, inner)).encode())
+    out = b""
+    try:
+        while True:
+            d = s.recv(65536)
+            if not d:
+                out += b"\nHTTP/1.1 eof"
+                break
+            out += d
+    except socket.timeout:
+        pass
+    s.close()
+    codes = [c.decode() for c in re.findall(rb"HTTP/1\.[01] (\w+)", out)]
+    print("%s=%s" % (name, ",".join(codes)))
+PY
+}
+framing "$CP" "$CT" >"$W/fr.out" 2>&1
+val() { sed -n "s/^$1=//p" "$W/fr.out"; }
+is "framing: a GET with the token is answered, and so is the one after it" "$(val plain)" 200,200
+is "framing: Content-Length: 0 is no body" "$(val cl-0)" 200,200
+for c in cl-body cl-twice cl-list cl-hex cl-space cl-long te-chunked post-cl post-none; do
+	is "framing: $c is refused with 400 and the connection closed (its body is never a request)" "$(val $c)" 400,eof
+done
+is "framing: an upgrade with a body is refused, not upgraded" "$(val upgrade-cl)" eof
+framing "$SP" "sandbox-token-0123456789" >"$W/fr.out" 2>&1
+is "framing, sandbox listener: two Content-Lengths are refused with 400" "$(val cl-twice)" 400,eof
+is "framing, sandbox listener: Transfer-Encoding is refused with 400" "$(val te-chunked)" 400,eof
+is "server-min still running" "$(kill -0 "$SM" && echo yes)" yes
+done_testing
