@@ -1869,6 +1869,11 @@ static int cb_http_none(struct lws *wsi, enum lws_callback_reasons reason, void 
 		return r;
 	if (upgrade_to_http_protocol(reason))
 		return -1;
+	if (reason == LWS_CALLBACK_HTTP) {
+		/* closed, not kept alive: see cb_http's 401 */
+		(void)lws_return_http_status(wsi, HTTP_STATUS_NOT_FOUND, NULL);
+		return -1;
+	}
 	return lws_callback_http_dummy(wsi, reason, user, in, len);
 }
 
@@ -1924,6 +1929,11 @@ static int cb_http(struct lws *wsi, enum lws_callback_reasons reason, void *user
 		if (w < 0)
 			return -1;
 	}
+	/* Without the token the connection is closed: kept alive, each 401 set lws' timeout
+	 * again, and a connection that asked every few seconds held its place under the
+	 * handshake bounds for ever instead of the 10 s of an unfinished upgrade. */
+	if (!authed)
+		return -1;
 	return lws_http_transaction_completed(wsi) ? -1 : 0;
 }
 

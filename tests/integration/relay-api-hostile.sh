@@ -1,8 +1,8 @@
 #!/bin/bash
 # A hostile peer on server-min's listeners before (or without) a token: HTTP framing that
 # libwebsockets reads otherwise than RFC 9112 (a proxy in front would see other requests on
-# the connection than server-min: request smuggling). Nothing but server-min on two loopback
-# ports.
+# the connection than server-min: request smuggling), and keep-alive connections that never
+# show a token. Nothing but server-min on two loopback ports.
 . "$(dirname "$0")/../lib.sh"
 need_root
 need_bins server-min
@@ -25,14 +25,14 @@ J
 SM=$!
 wait_port "$CP" || { echo "Bail out! server-min did not listen"; exit 1; }
 
-# framing PORT TOKEN: requests whose body framing is ambiguous, each on a connection of its
+# framing PORT TOKEN (none when empty): requests whose body framing is ambiguous, each on a connection of its
 # own followed by a whole request as its body. Prints NAME=STATUSES (the status of every
 # response, comma-separated, then "eof" when server-min closed the connection).
 framing() {
 	python3 - "$1" "$2" <<'PY'
 import base64, os, re, socket, sys
 port, token = int(sys.argv[1]), sys.argv[2]
-auth = "Authorization: Bearer %s\r\n" % token
+auth = "Authorization: Bearer %s\r\n" % token if token else ""
 inner = "GET /v1/sandboxes HTTP/1.1\r\nHost: x\r\n%s\r\n" % auth
 n = str(len(inner))
 upg = ("Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
@@ -79,7 +79,14 @@ for c in cl-body cl-twice cl-list cl-hex cl-space cl-long te-chunked post-cl pos
 	is "framing: $c is refused with 400 and the connection closed (its body is never a request)" "$(val $c)" 400,eof
 done
 is "framing: an upgrade with a body is refused, not upgraded" "$(val upgrade-cl)" eof
+# --- without the token an answer ends the connection: kept alive, a request every few seconds
+# held a place under the handshake bounds for ever (each answer set lws' timeout again) -------
+framing "$CP" client-token-wrong-0123 >"$W/fr.out" 2>&1
+is "keep-alive: a wrong token is answered 401 and the connection closed" "$(val plain)" 401,eof
+framing "$CP" "" >"$W/fr.out" 2>&1
+is "keep-alive: no token at all, alike" "$(val plain)" 401,eof
 framing "$SP" "sandbox-token-0123456789" >"$W/fr.out" 2>&1
+is "keep-alive, sandbox listener: plain HTTP is answered 404 and the connection closed" "$(val plain)" 404,eof
 is "framing, sandbox listener: two Content-Lengths are refused with 400" "$(val cl-twice)" 400,eof
 is "framing, sandbox listener: Transfer-Encoding is refused with 400" "$(val te-chunked)" 400,eof
 is "server-min still running" "$(kill -0 "$SM" && echo yes)" yes
