@@ -1513,6 +1513,14 @@ static bool handshake_event(struct lws *wsi, enum lws_callback_reasons reason, v
 	case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
 		*ret = handshake_allowed((int)(intptr_t)in) ? 0 : -1;
 		return true;
+	case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
+		/* WebSocket only. The system's libwebsockets has HTTP/2: an "Upgrade: h2c" that
+		 * carried no token got 101, and lws had cleared the connection's timeout first, so
+		 * one that then said nothing was held (under the handshake bounds) for ever. */
+		if (!strcasecmp((const char *)in, "websocket"))
+			break;
+		*ret = -1;
+		return true;
 	case LWS_CALLBACK_FILTER_HTTP_CONNECTION: /* a request that is no upgrade */
 		if (http_no_body(wsi))
 			break;
@@ -1970,6 +1978,9 @@ static int make_vhost(const char *name, const char *addr, const struct lws_proto
 	info.vhost_name = name;
 	info.protocols = protos;
 	info.retry_and_idle_policy = &heartbeat;
+	/* not h2, lws' default where it has HTTP/2: server-min speaks HTTP/1.1 and WebSocket only
+	 * (LWS_CALLBACK_HTTP_CONFIRM_UPGRADE refuses h2c) */
+	info.alpn = "http/1.1";
 	if (addr[0] == '/') {
 		info.options = LWS_SERVER_OPTION_UNIX_SOCK;
 		info.iface = addr;

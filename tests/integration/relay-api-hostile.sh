@@ -1,8 +1,8 @@
 #!/bin/bash
 # A hostile peer on server-min's listeners before (or without) a token: HTTP framing that
 # libwebsockets reads otherwise than RFC 9112 (a proxy in front would see other requests on
-# the connection than server-min: request smuggling), and keep-alive connections that never
-# show a token. Nothing but server-min on two loopback ports.
+# the connection than server-min: request smuggling), keep-alive connections that never
+# show a token, and upgrades to HTTP/2 (h2c). Nothing but server-min on two loopback ports.
 . "$(dirname "$0")/../lib.sh"
 need_root
 need_bins server-min
@@ -18,7 +18,7 @@ cleanup() {
 trap cleanup EXIT
 cat >"$W/pistis.json" <<J
 {"listen": {"sandbox": "127.0.0.1:$SP", "client": "127.0.0.1:$CP"},
- "client_token": "$CT",
+ "client_token": "$CT", "limits": {"handshakes_per_address": 8},
  "sandboxes": [{"name": "s1", "token": "sandbox-token-0123456789"}]}
 J
 "$BIN/server-min" --config "$W/pistis.json" 2>"$W/smin.log" &
@@ -89,5 +89,38 @@ framing "$SP" "sandbox-token-0123456789" >"$W/fr.out" 2>&1
 is "keep-alive, sandbox listener: plain HTTP is answered 404 and the connection closed" "$(val plain)" 404,eof
 is "framing, sandbox listener: two Content-Lengths are refused with 400" "$(val cl-twice)" 400,eof
 is "framing, sandbox listener: Transfer-Encoding is refused with 400" "$(val te-chunked)" 400,eof
+# --- upgrades to something else than WebSocket: the system's libwebsockets has HTTP/2, and
+# answered an "Upgrade: h2c" without a token with 101 after clearing the connection's timeout:
+# eight that then said nothing held this peer's whole handshake bound for ever ------------
+python3 - "$CP" "$CT" >"$W/h2.out" 2>&1 <<'PY'
+import base64, os, socket, sys, time
+port, token = int(sys.argv[1]), sys.argv[2]
+held = []
+for i in range(8):
+    s = socket.create_connection(("127.0.0.1", port), timeout=2)
+    s.sendall(b"GET /v1/sandboxes HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\n"
+              b"Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n")
+    try:
+        d = s.recv(100)
+    except OSError:
+        d = b""
+    if not i:
+        print("h2c=" + (d.split(b" ")[1].decode() if d.startswith(b"HTTP/1.1 ") else "eof"))
+    held.append(s)
+time.sleep(12)  # past lws' 10 s for an unfinished upgrade
+s = socket.create_connection(("127.0.0.1", port), timeout=3)
+s.sendall(("GET /v1/ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+           "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n"
+           "Sec-WebSocket-Protocol: pistis-client.v1\r\nAuthorization: Bearer %s\r\n\r\n"
+           % (base64.b64encode(os.urandom(16)).decode(), token)).encode())
+try:
+    d = s.recv(100)
+except OSError:
+    d = b""
+print("then=" + (d.split(b" ")[1].decode() if d.startswith(b"HTTP/1.1 ") else "refused"))
+PY
+val() { sed -n "s/^$1=//p" "$W/h2.out"; }
+is "h2c: an upgrade to HTTP/2 is refused (no 101)" "$(val h2c)" eof
+is "h2c: eight of them do not keep this peer's client out past 12 s" "$(val then)" 101
 is "server-min still running" "$(kill -0 "$SM" && echo yes)" yes
 done_testing
