@@ -1521,6 +1521,12 @@ static bool handshake_event(struct lws *wsi, enum lws_callback_reasons reason, v
 			break;
 		*ret = -1;
 		return true;
+	case LWS_CALLBACK_RAW_ADOPT:
+	case LWS_CALLBACK_RAW_RX:
+		/* A CONNECT request: lws turns the connection into a raw socket bound to this
+		 * protocol, its timeout cleared; one without a token was held for ever. */
+		*ret = -1;
+		return true;
 	case LWS_CALLBACK_FILTER_HTTP_CONNECTION: /* a request that is no upgrade */
 		if (http_no_body(wsi))
 			break;

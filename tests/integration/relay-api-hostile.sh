@@ -2,7 +2,7 @@
 # A hostile peer on server-min's listeners before (or without) a token: HTTP framing that
 # libwebsockets reads otherwise than RFC 9112 (a proxy in front would see other requests on
 # the connection than server-min: request smuggling), keep-alive connections that never
-# show a token, and upgrades to HTTP/2 (h2c). Nothing but server-min on two loopback ports.
+# show a token, upgrades to HTTP/2 (h2c) and CONNECT. Nothing but server-min on two loopback ports.
 . "$(dirname "$0")/../lib.sh"
 need_root
 need_bins server-min
@@ -89,25 +89,40 @@ framing "$SP" "sandbox-token-0123456789" >"$W/fr.out" 2>&1
 is "keep-alive, sandbox listener: plain HTTP is answered 404 and the connection closed" "$(val plain)" 404,eof
 is "framing, sandbox listener: two Content-Lengths are refused with 400" "$(val cl-twice)" 400,eof
 is "framing, sandbox listener: Transfer-Encoding is refused with 400" "$(val te-chunked)" 400,eof
-# --- upgrades to something else than WebSocket: the system's libwebsockets has HTTP/2, and
-# answered an "Upgrade: h2c" without a token with 101 after clearing the connection's timeout:
-# eight that then said nothing held this peer's whole handshake bound for ever ------------
+# --- requests that make lws leave HTTP and clear the connection's timeout, without a token:
+# "Upgrade: h2c" (the system's libwebsockets has HTTP/2) got 101, CONNECT made a raw socket;
+# four of each, silent after that, held this peer's whole handshake bound for ever ---------
 python3 - "$CP" "$CT" >"$W/h2.out" 2>&1 <<'PY'
 import base64, os, socket, sys, time
 port, token = int(sys.argv[1]), sys.argv[2]
-held = []
-for i in range(8):
-    s = socket.create_connection(("127.0.0.1", port), timeout=2)
-    s.sendall(b"GET /v1/sandboxes HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\n"
-              b"Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n")
-    try:
-        d = s.recv(100)
-    except OSError:
-        d = b""
-    if not i:
-        print("h2c=" + (d.split(b" ")[1].decode() if d.startswith(b"HTTP/1.1 ") else "eof"))
-    held.append(s)
+reqs = {"h2c": b"GET /v1/sandboxes HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\n"
+               b"Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n",
+        "connect": b"CONNECT 127.0.0.1:22 HTTP/1.1\r\nHost: 127.0.0.1:22\r\n\r\n"}
+held = {k: [] for k in reqs}
+for k, req in reqs.items():
+    for i in range(4):
+        s = socket.create_connection(("127.0.0.1", port), timeout=1)
+        s.sendall(req)
+        try:
+            d = s.recv(100)
+        except OSError:  # a timeout: held, no answer
+            d = b"-"
+        if not i:
+            print("%s=%s" % (k, d.split(b" ")[1].decode() if d.startswith(b"HTTP/1.1 ") else
+                             "eof" if not d else "held"))
+        held[k].append(s)
 time.sleep(12)  # past lws' 10 s for an unfinished upgrade
+for k, conns in held.items():
+    n = 0
+    for s in conns:
+        s.setblocking(False)
+        try:
+            n += s.recv(1) != b""
+        except BlockingIOError:
+            n += 1
+        except OSError:
+            pass
+    print("%s_open=%d" % (k, n))
 s = socket.create_connection(("127.0.0.1", port), timeout=3)
 s.sendall(("GET /v1/ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
            "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n"
@@ -121,6 +136,9 @@ print("then=" + (d.split(b" ")[1].decode() if d.startswith(b"HTTP/1.1 ") else "r
 PY
 val() { sed -n "s/^$1=//p" "$W/h2.out"; }
 is "h2c: an upgrade to HTTP/2 is refused (no 101)" "$(val h2c)" eof
-is "h2c: eight of them do not keep this peer's client out past 12 s" "$(val then)" 101
+is "h2c: none of four is open after 12 s" "$(val h2c_open)" 0
+is "CONNECT: closed at once" "$(val connect)" eof
+is "CONNECT: none of four is open after 12 s" "$(val connect_open)" 0
+is "h2c, CONNECT: they do not keep this peer's client out (handshakes_per_address 8)" "$(val then)" 101
 is "server-min still running" "$(kill -0 "$SM" && echo yes)" yes
 done_testing
