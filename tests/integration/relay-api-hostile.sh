@@ -2,7 +2,7 @@
 # A hostile peer on server-min's listeners before (or without) a token: HTTP framing that
 # libwebsockets reads otherwise than RFC 9112 (a proxy in front would see other requests on
 # the connection than server-min: request smuggling), keep-alive connections that never
-# show a token, upgrades to HTTP/2 (h2c) and CONNECT. Nothing but server-min on two loopback ports.
+# show a token, upgrades to HTTP/2 (h2c) and CONNECT, wrong tokens against many sandboxes. Nothing but server-min on two loopback ports.
 . "$(dirname "$0")/../lib.sh"
 need_root
 need_bins server-min
@@ -12,6 +12,7 @@ SP=$((20000 + RANDOM % 12000)); CP=$((SP + 1))
 CT=client-token-0123456789
 cleanup() {
 	[ -n "${SM:-}" ] && kill "$SM" 2>/dev/null
+	[ -n "${SM2:-}" ] && kill "$SM2" 2>/dev/null
 	wait 2>/dev/null
 	root_cleanup # this trap replaces lib.sh's: the scratch directory goes here
 }
@@ -140,5 +141,49 @@ is "h2c: none of four is open after 12 s" "$(val h2c_open)" 0
 is "CONNECT: closed at once" "$(val connect)" eof
 is "CONNECT: none of four is open after 12 s" "$(val connect_open)" 0
 is "h2c, CONNECT: they do not keep this peer's client out (handshakes_per_address 8)" "$(val then)" 101
+# --- wrong sandbox tokens of 600 bytes against 1024 sandboxes: each attempt hashed both
+# sides of every comparison (~3 ms of CPU; a peer without a token kept a core busy with ~300
+# a second). The token given is hashed once now (~0.1 ms) ----------------------------------
+SP2=$((SP + 2)); CP2=$((SP + 3))
+python3 - "$SP2" "$CP2" >"$W/many.json" <<'PY'
+import json, sys
+print(json.dumps({"listen": {"sandbox": "127.0.0.1:" + sys.argv[1], "client": "127.0.0.1:" + sys.argv[2]},
+                  "client_token": "client-token-0123456789",
+                  "sandboxes": [{"name": "s%d" % i, "token": "sandbox-token-%06d-abcdef" % i}
+                                for i in range(1024)]}))
+PY
+"$BIN/server-min" --config "$W/many.json" 2>"$W/many.log" &
+SM2=$!
+wait_port "$CP2" || echo "# the second server-min did not listen"
+python3 - "$SP2" "$SM2" >"$W/many.out" 2>&1 <<'PY'
+import base64, os, socket, sys, time
+port, pid = int(sys.argv[1]), int(sys.argv[2])
+def cpu():
+    f = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+def upgrade(token):
+    s = socket.create_connection(("127.0.0.1", port), timeout=3)
+    s.sendall(("GET /v1/sandbox HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+               "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n"
+               "Sec-WebSocket-Protocol: pistis.v1\r\nAuthorization: Bearer %s\r\n\r\n"
+               % (base64.b64encode(os.urandom(16)).decode(), token)).encode())
+    try:
+        d = s.recv(100)
+    except OSError:
+        d = b""
+    s.close()
+    return d.startswith(b"HTTP/1.1 101 ")
+print("last=%s" % upgrade("sandbox-token-001023-abcdef"))
+c0, n = cpu(), 300
+print("wrong=%d" % sum(upgrade("x" * 600) for _ in range(n)))  # as long as a token may be
+print("us_per_attempt=%d" % ((cpu() - c0) / n * 1e6))
+PY
+kill "$SM2" 2>/dev/null
+wait "$SM2" 2>/dev/null
+val() { sed -n "s/^$1=//p" "$W/many.out"; }
+is "1024 sandboxes: the last one's token upgrades" "$(val last)" True
+is "1024 sandboxes: 300 wrong tokens are refused" "$(val wrong)" 0
+us=$(val us_per_attempt)
+ok "1024 sandboxes: a wrong token costs server-min ${us:-?} us of CPU (< 1000)" test "${us:-99999}" -lt 1000
 is "server-min still running" "$(kill -0 "$SM" && echo yes)" yes
 done_testing
