@@ -114,3 +114,15 @@ int log_internal(enum log_level level, int error, const char *file, int line, co
 	errno = saved;
 	return -error;
 }
+
+void log_bad_option(char *const *argv, int ind, int opt, const char *help)
+{
+	const char *a = ind > 0 ? argv[ind - 1] : NULL;
+
+	if ((!a || strncmp(a, "--", 2)) && opt > 0x20 && opt < 0x7f)
+		log_error("unknown option '-%c', or its value is missing; see '%s'", opt, help);
+	else if (a)
+		log_error("unknown option '%s', or its value is missing; see '%s'", a, help);
+	else
+		log_error("bad option; see '%s'", help);
+}

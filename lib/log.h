@@ -41,3 +41,8 @@ int log_internal(enum log_level level, int error, const char *file, int line, co
 #define log_notice(...) log_full_errno(LOG_LVL_NOTICE, 0, __VA_ARGS__)
 #define log_info(...) log_full_errno(LOG_LVL_INFO, 0, __VA_ARGS__)
 #define log_debug(...) log_full_errno(LOG_LVL_DEBUG, 0, __VA_ARGS__)
+
+/* For getopt_long's '?' (with opterr = 0 set before the loop: getopt would print the
+ * option raw, and argv may carry an agent's bytes): logs the bad option escaped, like every
+ * line, and names the help to see. ind and opt are optind and optopt. */
+void log_bad_option(char *const *argv, int ind, int opt, const char *help);

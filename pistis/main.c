@@ -1026,6 +1026,7 @@ int main(int argc, char **argv)
 	log_set_program("pistis");
 	C.sandbox = getenv("PISTIS_SANDBOX");
 	/* options may come before or after the command word */
+	opterr = 0; /* getopt would print a bad option raw: log_bad_option escapes it */
 	while ((c = getopt_long(argc, argv, "+hjti", opts, NULL)) >= 0 || optind < argc) {
 		if (c < 0) {
 			if (C.argv)
@@ -1117,7 +1118,7 @@ int main(int argc, char **argv)
 			usage(stdout);
 			return 0;
 		default:
-			usage(stderr);
+			log_bad_option(argv, optind, optopt, "pistis --help");
 			return 100;
 		}
 	}

@@ -1396,6 +1396,7 @@ int check_cli_main(int argc, char **argv)
 	unsigned flags = 0;
 	int c, k;
 
+	opterr = 0; /* getopt would print a bad option raw: log_bad_option escapes it */
 	while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0) {
 		switch (c) {
 		case 'h':
@@ -1415,6 +1416,7 @@ int check_cli_main(int argc, char **argv)
 			flags |= CHECK_SKIP_SETUID_WALK;
 			break;
 		case '?':
+			log_bad_option(argv, optind, optopt, "pistisd check --help");
 			return EXIT_USAGE;
 		default:
 			return EXIT_USAGE;

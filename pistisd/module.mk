@@ -7,7 +7,8 @@ pistisd_LIBS += lib
 UNIT_TESTS += test-check
 test-check_SRCS := tests/unit/test-check.c pistisd/check-report.c
 test-check_LIBS := lib
-INTEGRATION_TESTS += tests/integration/check.sh tests/integration/static.sh
+INTEGRATION_TESTS += tests/integration/check.sh tests/integration/static.sh \
+	tests/integration/redteam-escape.sh
 
 # The spawn core (spawn_*, privs_*, cgroup_*, seccomp_profile_*) and `pistisd run`.
 LIBS += spawn

@@ -375,6 +375,7 @@ int run_cli_main(int argc, char **argv)
 	int c, r, ret = EXIT_SYSTEM;
 
 	optind = 1;
+	opterr = 0; /* getopt would print a bad option raw: log_bad_option escapes it */
 	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) >= 0) {
 		switch (c) {
 		case OPT_AGENT:
@@ -474,7 +475,7 @@ int run_cli_main(int argc, char **argv)
 			usage(stdout);
 			return 0;
 		default:
-			usage(stderr);
+			log_bad_option(argv, optind, optopt, "pistisd run --help");
 			return EXIT_USAGE;
 		}
 	}

@@ -1132,6 +1132,7 @@ int serve_cli_main(int argc, char **argv)
 	sigset_t mask;
 	int c, r, sfd;
 
+	opterr = 0; /* getopt would print a bad option raw: log_bad_option escapes it */
 	while ((c = getopt_long(argc, argv, "hv", opts, NULL)) >= 0) {
 		switch (c) {
 		case 'r':
@@ -1191,7 +1192,7 @@ int serve_cli_main(int argc, char **argv)
 			usage(stdout);
 			return 0;
 		default:
-			usage(stderr);
+			log_bad_option(argv, optind, optopt, "pistisd serve --help");
 			return EXIT_USAGE;
 		}
 	}

@@ -798,6 +798,7 @@ int policy_cli_main(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	optind = 1;
+	opterr = 0; /* getopt would print a bad option raw: log_bad_option escapes it */
 	while ((o = getopt_long(argc - 1, argv + 1, "h", opts, NULL)) >= 0) {
 		switch (o) {
 		case 'r':
@@ -863,7 +864,7 @@ int policy_cli_main(int argc, char **argv)
 			usage(stdout);
 			return 0;
 		default:
-			usage(stderr);
+			log_bad_option(argv + 1, optind, optopt, "pistisd policy --help");
 			return EXIT_USAGE;
 		}
 	}

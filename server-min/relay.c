@@ -2058,6 +2058,7 @@ int main(int argc, char **argv)
 	int c, r;
 
 	log_set_program("server-min");
+	opterr = 0; /* getopt would print a bad option raw: log_bad_option escapes it */
 	while ((c = getopt_long(argc, argv, "hv", opts, NULL)) >= 0) {
 		switch (c) {
 		case 'c':
@@ -2079,7 +2080,7 @@ int main(int argc, char **argv)
 			printf("server-min %s\n", PISTIS_VERSION);
 			return 0;
 		default:
-			usage(stderr);
+			log_bad_option(argv, optind, optopt, "server-min --help");
 			return 100;
 		}
 	}

@@ -524,6 +524,7 @@ int trusted_cli_main(int argc, char **argv)
 		return 0;
 	}
 	optind = 1;
+	opterr = 0; /* getopt would print a bad option raw: log_bad_option escapes it */
 	while ((c = getopt_long(argc - 1, argv + 1, "h", longopts, NULL)) >= 0) {
 		switch (c) {
 		case 'h':
@@ -553,7 +554,7 @@ int trusted_cli_main(int argc, char **argv)
 			o.dry_run = true;
 			break;
 		default:
-			help(stderr);
+			log_bad_option(argv + 1, optind, optopt, "pistisd trusted --help");
 			return EXIT_USAGE;
 		}
 	}
