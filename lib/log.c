@@ -120,9 +120,9 @@ void log_bad_option(char *const *argv, int ind, int opt, const char *help)
 	const char *a = ind > 0 ? argv[ind - 1] : NULL;
 
 	if ((!a || strncmp(a, "--", 2)) && opt > 0x20 && opt < 0x7f)
-		log_error("unknown option '-%c', or its value is missing; see '%s'", opt, help);
+		log_error("option '-%c' is unknown or needs a value; see '%s'", opt, help);
 	else if (a)
-		log_error("unknown option '%s', or its value is missing; see '%s'", a, help);
+		log_error("option '%s' is unknown or needs a value; see '%s'", a, help);
 	else
 		log_error("bad option; see '%s'", help);
 }

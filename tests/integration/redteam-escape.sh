@@ -17,5 +17,5 @@ for cmd in "pistisd run" "pistisd check" "pistisd serve" "pistisd policy plan" \
 	unlike "$cmd: ... by us, not by getopt" "$out" 'unrecognized option'
 done
 out=$("$BIN/pistisd" run --agent 2>&1 >/dev/null)
-like "a missing value names its option" "$out" "unknown option '--agent', or its value is missing"
+like "a missing value names its option" "$out" "option '--agent' is unknown or needs a value"
 done_testing
