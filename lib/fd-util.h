@@ -2,8 +2,19 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+
+/* One record of getdents64(2) as the kernel writes it (libc's struct dirent has libc's
+ * layout): for the walks that list a directory into a buffer of their own. */
+struct linux_dirent64 {
+	uint64_t d_ino;
+	int64_t d_off;
+	unsigned short d_reclen;
+	unsigned char d_type;
+	char d_name[];
+};
 
 /* Read until count bytes or EOF; retries EINTR and short reads.
  * Returns bytes read (< count only at EOF) or -errno. */

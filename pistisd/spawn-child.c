@@ -23,6 +23,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "lib/fd-util.h"
 #include "lib/macro.h"
 #include "lib/sig-util.h"
 #include "pistisd/scope.h"
@@ -239,17 +240,11 @@ static int close_fds_by_proc(int keep1, int keep2, int *dir_fd)
 	 * number from where the last read stopped. */
 	while ((n = syscall(SYS_getdents64, *dir_fd, buf, sizeof(buf))) > 0) {
 		for (long pos = 0; pos < n;) {
-			const struct dirent64_raw {
-				uint64_t ino;
-				int64_t off;
-				unsigned short reclen;
-				unsigned char type;
-				char name[];
-			} *d = (const void *)(buf + pos);
+			const struct linux_dirent64 *d = (const void *)(buf + pos);
 			long fd = 0;
-			const char *c = d->name;
+			const char *c = d->d_name;
 
-			pos += d->reclen;
+			pos += d->d_reclen;
 			if (*c < '0' || *c > '9')
 				continue; /* "." and ".." */
 			for (; *c >= '0' && *c <= '9' && fd < INT_MAX / 10; c++)

@@ -973,20 +973,14 @@ static int proc_each(int proc_fd, bool (*fn)(pid_t pid, void *arg), void *arg)
 		return negative_errno();
 	while ((n = syscall(SYS_getdents64, dfd, buf, sizeof(buf))) > 0) {
 		for (long off = 0; off < n;) {
-			struct {
-				uint64_t ino;
-				int64_t off;
-				unsigned short reclen;
-				unsigned char type;
-				char name[];
-			} *de = (void *)(buf + off);
+			const struct linux_dirent64 *de = (const void *)(buf + off);
 			char *q;
 			long pid;
 
-			off += de->reclen;
-			if (de->name[0] < '1' || de->name[0] > '9')
+			off += de->d_reclen;
+			if (de->d_name[0] < '1' || de->d_name[0] > '9')
 				continue;
-			pid = strtol(de->name, &q, 10);
+			pid = strtol(de->d_name, &q, 10);
 			if (*q || pid <= 0 || pid > INT_MAX)
 				continue;
 			if (fn((pid_t)pid, arg))

@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/fd-util.h"
 #include "lib/macro.h"
 #include "policy/internal.h"
 #include "sandbox-users/users.h"
@@ -1056,14 +1057,6 @@ static void finish_frame(struct walker *w, bool complete)
 	if (w->depth > 0)
 		path_pop(w, w->frames[w->depth - 1].path_len);
 }
-
-struct linux_dirent64 {
-	uint64_t d_ino;
-	int64_t d_off;
-	unsigned short d_reclen;
-	unsigned char d_type;
-	char d_name[];
-};
 
 /* Stream the directory on top of the stack. One getdents buffer per thread; when a child
  * directory is pushed mid-buffer, the rest of the buffer waits in the rest stack (or the

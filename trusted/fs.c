@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
@@ -210,15 +209,6 @@ static void data_bin_entry(int bin, const char *name, unsigned *nbad, char *why,
 	}
 }
 
-/* The kernel's getdents64 record (not libc's struct dirent, whose layout is libc's). */
-struct data_bin_dirent {
-	uint64_t d_ino;
-	int64_t d_off;
-	unsigned short d_reclen;
-	unsigned char d_type;
-	char d_name[];
-};
-
 int trusted_data_bin_check(int root_fd, unsigned *ret_n, char *why, size_t why_size)
 {
 	_cleanup_close_ int data = -1, bin = -1;
@@ -266,8 +256,8 @@ int trusted_data_bin_check(int root_fd, unsigned *ret_n, char *why, size_t why_s
 		if (got == 0)
 			break;
 		for (long pos = 0; pos < got;) {
-			const struct data_bin_dirent *de =
-				(const struct data_bin_dirent *)(u.buf + pos);
+			const struct linux_dirent64 *de =
+				(const struct linux_dirent64 *)(u.buf + pos);
 
 			pos += de->d_reclen;
 			if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
