@@ -844,11 +844,8 @@ int proto_base64_decode(const char *in, size_t in_len, uint8_t **ret, size_t *re
 bool proto_secret_equal(const char *a, size_t a_len, const char *b, size_t b_len)
 {
 	uint8_t da[SHA256_DIGEST_SIZE], db[SHA256_DIGEST_SIZE];
-	volatile unsigned char acc = 0;
 
 	sha256(a, a_len, da);
 	sha256(b, b_len, db);
-	for (size_t i = 0; i < SHA256_DIGEST_SIZE; i++)
-		acc |= (unsigned char)(da[i] ^ db[i]);
-	return acc == 0 && a_len == b_len;
+	return sha256_equal(da, db) && a_len == b_len;
 }

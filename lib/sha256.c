@@ -178,3 +178,12 @@ int sha256_fd(int fd, uint8_t out[SHA256_DIGEST_SIZE])
 	sha256_final(&ctx, out);
 	return 0;
 }
+
+bool sha256_equal(const uint8_t a[SHA256_DIGEST_SIZE], const uint8_t b[SHA256_DIGEST_SIZE])
+{
+	volatile unsigned char acc = 0;
+
+	for (size_t i = 0; i < SHA256_DIGEST_SIZE; i++)
+		acc |= (unsigned char)(a[i] ^ b[i]);
+	return acc == 0;
+}

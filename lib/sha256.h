@@ -3,6 +3,7 @@
 /* SHA-256 (FIPS 180-4), self-contained: pi-env, sandbox-users and trusted hash small inputs
  * (agent ids, scripts) and must not pull libcrypto into binaries that otherwise need none. */
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,3 +29,6 @@ void sha256_hex(const void *data, size_t len, char out[SHA256_HEX_SIZE]);
 /* Digest of everything readable from fd (until EOF); -errno on read error. */
 int sha256_fd(int fd, uint8_t out[SHA256_DIGEST_SIZE]);
 void sha256_to_hex(const uint8_t digest[SHA256_DIGEST_SIZE], char out[SHA256_HEX_SIZE]);
+/* Two digests compared in constant time (no early exit): secrets are compared as digests
+ * (proto_secret_equal; server-min's sandbox tokens, hashed once at start-up). */
+bool sha256_equal(const uint8_t a[SHA256_DIGEST_SIZE], const uint8_t b[SHA256_DIGEST_SIZE]);

@@ -1576,13 +1576,9 @@ static struct sandbox *sandbox_by_bearer(struct lws *wsi)
 	 * a core with 280 upgrades a second. */
 	sha256(h + 7, (size_t)n - 7, d);
 	explicit_bzero(h, sizeof(h));
-	for (size_t i = 0; i < R.cfg.n_sandboxes; i++) {
-		volatile unsigned char acc = 0;
-		for (size_t j = 0; j < SHA256_DIGEST_SIZE; j++)
-			acc |= (unsigned char)(d[j] ^ R.sbs[i].token_sha[j]);
-		if (!acc)
+	for (size_t i = 0; i < R.cfg.n_sandboxes; i++)
+		if (sha256_equal(d, R.sbs[i].token_sha))
 			found = &R.sbs[i];
-	}
 	explicit_bzero(d, sizeof(d));
 	return found;
 }
@@ -1782,9 +1778,11 @@ static int cb_sandbox(struct lws *wsi, enum lws_callback_reasons reason, void *u
 
 	switch (reason) {
 	case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION: {
-		struct sandbox *sb = sandbox_by_bearer(wsi);
+		struct sandbox *sb;
+
 		if (!http_no_body(wsi))
 			return -1;
+		sb = sandbox_by_bearer(wsi);
 		if (!sb) {
 			log_refused(REFUSED_SANDBOX, "sandbox connection with a wrong token");
 			return -1;
