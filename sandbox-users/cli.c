@@ -45,10 +45,10 @@ static void usage(FILE *f)
 		"                             kill the agent's processes, remove its SysV IPC\n"
 		"                             objects, delete the user and group, then kill\n"
 		"                             what started meanwhile; the registry keeps the\n"
-		"                             uid reserved unless\n"
-		"                             --forget; files are kept. --forget: the next new\n"
-		"                             agent may get the uid, and with it those files\n"
-		"                             (and the home, when its name is the same).\n"
+		"                             uid reserved unless --forget; files are kept.\n"
+		"                             --forget: the next new agent may get the uid, and\n"
+		"                             with it those files (and the home, when its name\n"
+		"                             is the same).\n"
 		"                             --keep-processes: neither kill nor remove IPC\n"
 		"                             objects (not with --forget: the uid may go to\n"
 		"                             another)\n"
@@ -177,7 +177,7 @@ static int fail_exit(int r, const char *what)
  * in them (red team: a queue's message, a segment's bytes read by the new agent). SysV
  * IPC is not per root: with a process of the uid still running (beside another root),
  * they are left, and said so. */
-static int remove_agent_ipc(const struct opts *o, uid_t uid)
+static int remove_agent_ipc(const struct opts *o, uid_t uid, bool after)
 {
 	_cleanup_close_ int proc_fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	struct ipc_obj v[1];
@@ -199,9 +199,10 @@ static int remove_agent_ipc(const struct opts *o, uid_t uid)
 	}
 	r = ipc_remove_agent_objects(proc_fd, uid);
 	if (r < 0) {
-		log_error("users remove: cannot remove the SysV IPC objects agent '%s' left: %s; "
-			  "nothing was removed",
-			  o->args[0], strerror(-r));
+		log_error(
+			"users remove: cannot remove the SysV IPC objects agent '%s' left: %s; %s",
+			o->args[0], strerror(-r),
+			after ? "the agent was removed, they were not" : "nothing was removed");
 		return EXIT_SYSTEM;
 	}
 	if (r > 0)
@@ -265,7 +266,7 @@ static int stop_agent(const struct opts *o, uid_t uid, bool after)
 	if (killed)
 		log_notice("users remove: killed %u process(es) of agent '%s' %s", killed,
 			   o->args[0], after ? "started while it was being removed" : "first");
-	return remove_agent_ipc(o, uid);
+	return remove_agent_ipc(o, uid, after);
 }
 
 static int need_agent_id(const struct opts *o, const char *cmd)
