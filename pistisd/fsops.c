@@ -749,11 +749,9 @@ _noreturn_ static void helper(int out_fd, const struct proto_request *req,
 		r = privs_setresgid(a->gid);
 	if (r >= 0)
 		r = privs_setresuid(a->uid);
-	/* The id change set dumpable to fs.suid_dumpable: with 1 (--allow suid_dumpable) the
-	 * agent could ptrace-attach to this copy of the daemon's memory for as long as the
-	 * operation runs. Say non-dumpable explicitly, as the spawn child does. */
-	if (r >= 0)
-		r = prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0 ? -errno : 0;
+	/* privs_setresuid left this copy of the daemon's memory not dumpable, whatever
+	 * fs.suid_dumpable says (with 1 the agent could otherwise ptrace-attach to it for as
+	 * long as the operation runs), and out of the agent's reach while it changed. */
 	if (r >= 0)
 		r = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ? -errno : 0;
 	/* This copy of the daemon's memory must not outlive the daemon: the agent can stop

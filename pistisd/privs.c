@@ -128,13 +128,48 @@ int privs_setresgid(gid_t gid)
 	return r == gid && e == gid && s == gid ? 0 : -EIO;
 }
 
-/* setresuid(ruid, euid, suid), read back, and no way back: setuid(0) must now fail. */
+__attribute__((weak)) void privs_test_point(enum privs_point point)
+{
+	(void)point;
+}
+
+/* setresuid(ruid, euid, suid), read back, and no way back: setuid(0) must now fail.
+ *
+ * Never within the agent's reach meanwhile. The id change makes the process dumpable if
+ * fs.suid_dumpable is 1 (`--allow suid_dumpable`): from then until PR_SET_DUMPABLE 0 a
+ * process of the agent's could ptrace-attach to it, a copy of pistisd's memory with its
+ * fds, no seccomp filter and no no_new_privs yet, and run code of its choosing there. So
+ * the permitted set is kept across the change (PR_SET_KEEPCAPS; the effective set is
+ * emptied all the same, so nothing below runs with a capability): the kernel lets a tracer
+ * attach, or open /proc/PID/mem, environ or fd, only when the target's permitted set is
+ * within the tracer's (cap_ptrace_access_check), and no agent process has any. Not
+ * dumpable first, then the capabilities go: at no moment is the process both dumpable and
+ * without capabilities. */
 static int setresuid_checked(uid_t ruid, uid_t euid, uid_t suid)
 {
+	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+	struct __user_cap_data_struct none[_LINUX_CAPABILITY_U32S_3] = {{0}};
 	uid_t r = (uid_t)-1, e = (uid_t)-1, s = (uid_t)-1;
 	int k;
 
+	k = sys_ret(syscall(SYS_prctl, PR_SET_KEEPCAPS, 1, 0, 0, 0));
+	if (k < 0)
+		return k;
 	k = sys_ret(syscall(SYS_setresuid, ruid, euid, suid));
+	if (k < 0) {
+		(void)syscall(SYS_prctl, PR_SET_KEEPCAPS, 0, 0, 0, 0);
+		return k;
+	}
+	privs_test_point(PRIVS_POINT_ID_CHANGED);
+	k = sys_ret(syscall(SYS_prctl, PR_SET_DUMPABLE, 0, 0, 0, 0));
+	if (k < 0)
+		return k;
+	privs_test_point(PRIVS_POINT_NOT_DUMPABLE);
+	k = sys_ret(syscall(SYS_capset, &hdr, none));
+	if (k < 0)
+		return k;
+	privs_test_point(PRIVS_POINT_CAPS_DROPPED);
+	k = sys_ret(syscall(SYS_prctl, PR_SET_KEEPCAPS, 0, 0, 0, 0));
 	if (k < 0)
 		return k;
 	k = sys_ret(syscall(SYS_getresuid, &r, &e, &s));
@@ -157,8 +192,8 @@ int privs_clear_caps(int last_cap)
 	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
 	struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {{0}};
 
-	/* setresuid away from 0 already cleared permitted/effective/ambient (no KEEPCAPS),
-	 * but not inheritable; clear all three explicitly rather than rely on that. */
+	/* privs_setresuid already emptied every set; this is the read-back, and the same
+	 * for a caller that changed no uid. */
 	if (syscall(SYS_capset, &hdr, data) < 0)
 		return negative_errno();
 	if (syscall(SYS_prctl, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 &&
@@ -203,11 +238,10 @@ int privs_run_as_agent(uid_t uid, int (*fn)(const void *arg), const void *arg)
 		return -errno;
 	if (pid == 0) {
 		/* A copy of the daemon's memory: none of its fds, and not dumpable whatever
-		 * fs.suid_dumpable says (the id change set it so), as the file operations'
-		 * helper. */
+		 * fs.suid_dumpable says (setresuid_checked), as the file operations' helper. */
 		(void)syscall(SYS_close_range, 3, ~0U, 0);
 		if (privs_setgroups(&gid, 1) < 0 || privs_setresgid(gid) < 0 ||
-		    as_agent_unsignalled(uid) < 0 || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		    as_agent_unsignalled(uid) < 0)
 			syscall(SYS_exit_group, 111);
 		syscall(SYS_exit_group, fn(arg) & 0xff);
 	}

@@ -24,7 +24,9 @@ int privs_read_last_cap(void);
 int privs_drop_bounding(int last_cap, uint64_t keep);
 
 /* setgroups / setresgid / setresuid to exactly these ids, each read back and compared
- * (getgroups, getresgid, getresuid); -EPERM-like mismatches are reported as -EIO. */
+ * (getgroups, getresgid, getresuid); -EPERM-like mismatches are reported as -EIO.
+ * privs_setresuid also leaves the process not dumpable and with every capability set
+ * empty, and keeps it out of the agent's ptrace reach throughout (privs.c says how). */
 int privs_setgroups(const gid_t *groups, size_t n_groups);
 int privs_setresgid(gid_t gid);
 int privs_setresuid(uid_t uid);
@@ -49,3 +51,13 @@ int privs_clear_caps(int last_cap);
  * uids as signed would show as negative). */
 #define PRIVS_NO_ONES_UID ((uid_t)0x7ffffffe)
 int privs_run_as_agent(uid_t uid, int (*fn)(const void *arg), const void *arg);
+
+/* Where a test looks at a process changing to an agent's uid (tests/unit/test-spawn.c
+ * defines it): a weak no-op in the daemon, so no function pointer of its is writable. */
+enum privs_point {
+	PRIVS_POINT_ID_CHANGED,	  /* setresuid done, nothing else yet */
+	PRIVS_POINT_NOT_DUMPABLE, /* then PR_SET_DUMPABLE 0 */
+	PRIVS_POINT_CAPS_DROPPED, /* then every capability set emptied */
+	_PRIVS_POINT_MAX,
+};
+void privs_test_point(enum privs_point point);

@@ -431,15 +431,14 @@ int spawn_child_main(void *arg)
 	r = set_ids(a, &step);
 	if (r < 0)
 		fail(a, step, r);
+	/* Until execve this process holds pistisd's fds and a copy of its memory, under the
+	 * agent's uid: privs_setresuid left it not dumpable (no ptrace attach and no
+	 * /proc/PID/mem, environ or fd by the agent, whatever fs.suid_dumpable says; execve of
+	 * a normal binary sets it back) and kept it out of reach while it changed. Here every
+	 * capability set is read back empty. */
 	r = privs_clear_caps(a->last_cap);
 	if (r < 0)
 		fail(a, SPAWN_STEP_CAPS, r);
-	/* Until execve this process holds pistisd's fds and a copy of its memory, under the
-	 * agent's uid. The kernel already made it non-dumpable on the id change (unless
-	 * fs.suid_dumpable says otherwise): say it explicitly, so no ptrace attach and no
-	 * /proc/PID/mem, environ or fd by the agent. execve of a normal binary sets it back. */
-	if (syscall(SYS_prctl, PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
-		fail(a, SPAWN_STEP_CAPS, errno);
 
 	/* After the id change: a credential change clears the parent-death signal. Then make
 	 * sure the parent did not die before it was set (it would never fire). */

@@ -229,6 +229,106 @@ TEST(run_as_agent_child_out_of_the_agents_reach)
 	waitpid(stopper, NULL, 0);
 }
 
+/* The test's privs_test_point (privs.h): off unless a test turns it on in a child. At the
+ * id change it does what the kernel does where fs.suid_dumpable is 1 (the process becomes
+ * dumpable), then at every point says which one it is on point_fd and waits for a byte on
+ * go_fd, so that a process of the agent's can try to reach it there. */
+static int point_fd = -1, go_fd = -1;
+
+void privs_test_point(enum privs_point point)
+{
+	unsigned char c = (unsigned char)point;
+
+	if (point_fd < 0)
+		return;
+	if (point == PRIVS_POINT_ID_CHANGED)
+		(void)syscall(SYS_prctl, PR_SET_DUMPABLE, 1, 0, 0, 0);
+	if (write(point_fd, &c, 1) != 1 || read(go_fd, &c, 1) != 1)
+		_exit(3);
+}
+
+/* A process changing to an agent's uid is never within the agent's ptrace reach, even
+ * where the id change leaves it dumpable (fs.suid_dumpable 1, simulated: this machine's
+ * sysctl is not ours to change): at each point from setresuid on, a process of the agent's
+ * uid, its parent (so Yama's ptrace_scope 1 would not be what stops it), can neither
+ * PTRACE_SEIZE it nor open its /proc/PID/mem. Without PR_SET_KEEPCAPS across the change
+ * the seize at the first point succeeds; with the capabilities dropped before
+ * PR_SET_DUMPABLE 0, at the capability point. */
+TEST(id_change_never_within_the_agents_ptrace_reach)
+{
+	int pt[2], go[2], res[2], got[_PRIVS_POINT_MAX][2], status;
+	pid_t helper;
+	ssize_t n;
+
+	if (geteuid() != 0)
+		SKIP("needs root");
+	ASSERT_EQ(pipe2(pt, O_CLOEXEC), 0);
+	ASSERT_EQ(pipe2(go, O_CLOEXEC), 0);
+	ASSERT_EQ(pipe2(res, O_CLOEXEC), 0);
+	helper = fork();
+	ASSERT_GE(helper, 0);
+	if (helper == 0) {
+		int out[_PRIVS_POINT_MAX][2], seen = 0, st;
+		unsigned char c;
+		gid_t g = 10100;
+		pid_t child = fork();
+
+		if (child < 0)
+			_exit(1);
+		if (child == 0) {
+			point_fd = pt[1];
+			go_fd = go[0];
+			_exit(privs_setgroups(&g, 1) == 0 && privs_setresgid(10100) == 0 &&
+					      privs_setresuid(10100) == 0
+				      ? 0
+				      : 2);
+		}
+		close(pt[1]); /* a child that dies early is an EOF below */
+		close(go[0]);
+		/* The agent: its uid, no capability. */
+		if (syscall(SYS_setgroups, 1, &g) < 0 ||
+		    syscall(SYS_setresgid, 10100, 10100, 10100) < 0 ||
+		    syscall(SYS_setresuid, 10100, 10100, 10100) < 0)
+			_exit(1);
+		memset(out, 0, sizeof(out));
+		while (read(pt[0], &c, 1) == 1 && c < _PRIVS_POINT_MAX) {
+			char mem[64];
+			int fd;
+
+			out[c][0] = ptrace(PTRACE_SEIZE, child, 0, 0) == 0 ? 0 : errno;
+			snprintf(mem, sizeof(mem), "/proc/%d/mem", (int)child);
+			fd = open(mem, O_RDONLY | O_CLOEXEC);
+			out[c][1] = fd >= 0 ? 0 : errno;
+			if (fd >= 0)
+				close(fd);
+			seen++;
+			if (write(go[1], &c, 1) != 1)
+				break;
+			if (seen == _PRIVS_POINT_MAX)
+				break;
+		}
+		if (waitpid(child, &st, 0) != child)
+			_exit(1);
+		if (write(res[1], out, sizeof(out)) != (ssize_t)sizeof(out))
+			_exit(1);
+		_exit(seen == _PRIVS_POINT_MAX && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 4);
+	}
+	close(pt[1]);
+	close(go[0]);
+	close(res[1]);
+	n = read(res[0], got, sizeof(got));
+	ASSERT_EQ(waitpid(helper, &status, 0), helper);
+	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	ASSERT_EQ(n, (ssize_t)sizeof(got));
+	for (int p = 0; p < _PRIVS_POINT_MAX; p++) {
+		EXPECT_EQ(got[p][0], EPERM);  /* PTRACE_SEIZE */
+		EXPECT_EQ(got[p][1], EACCES); /* /proc/PID/mem */
+	}
+	close(pt[0]);
+	close(go[1]);
+	close(res[0]);
+}
+
 /* privs_read_last_cap asks PR_CAPBSET_READ, not /proc: the same answer. */
 TEST(last_cap_as_proc_says)
 {
