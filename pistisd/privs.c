@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <linux/securebits.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -150,17 +151,25 @@ static int setresuid_checked(uid_t ruid, uid_t euid, uid_t suid)
 	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
 	struct __user_cap_data_struct none[_LINUX_CAPABILITY_U32S_3] = {{0}};
 	uid_t r = (uid_t)-1, e = (uid_t)-1, s = (uid_t)-1;
+	bool shield;
+	long bits;
 	int k;
 
-	k = sys_ret(syscall(SYS_prctl, PR_SET_KEEPCAPS, 1, 0, 0, 0));
-	if (k < 0)
-		return k;
+	/* Refused (EPERM) only where the securebits lock KEEP_CAPS (systemd's SecureBits=).
+	 * Locked on, the permitted set is kept all the same. Locked off, the change keeps
+	 * nothing: then the process must come out of it not dumpable by the agent
+	 * (fs.suid_dumpable other than 1), or nothing runs. */
+	shield = syscall(SYS_prctl, PR_SET_KEEPCAPS, 1, 0, 0, 0) == 0 ||
+		 ((bits = syscall(SYS_prctl, PR_GET_SECUREBITS, 0, 0, 0, 0)) >= 0 &&
+		  (bits & SECBIT_KEEP_CAPS));
 	k = sys_ret(syscall(SYS_setresuid, ruid, euid, suid));
 	if (k < 0) {
 		(void)syscall(SYS_prctl, PR_SET_KEEPCAPS, 0, 0, 0, 0);
 		return k;
 	}
 	privs_test_point(PRIVS_POINT_ID_CHANGED);
+	if (!shield && syscall(SYS_prctl, PR_GET_DUMPABLE, 0, 0, 0, 0) == 1 /* SUID_DUMP_USER */)
+		return -EPERM;
 	k = sys_ret(syscall(SYS_prctl, PR_SET_DUMPABLE, 0, 0, 0, 0));
 	if (k < 0)
 		return k;
@@ -169,9 +178,9 @@ static int setresuid_checked(uid_t ruid, uid_t euid, uid_t suid)
 	if (k < 0)
 		return k;
 	privs_test_point(PRIVS_POINT_CAPS_DROPPED);
-	k = sys_ret(syscall(SYS_prctl, PR_SET_KEEPCAPS, 0, 0, 0, 0));
-	if (k < 0)
-		return k;
+	/* Refused only where locked on; execve clears it anyway, and there is nothing left
+	 * to keep. */
+	(void)syscall(SYS_prctl, PR_SET_KEEPCAPS, 0, 0, 0, 0);
 	k = sys_ret(syscall(SYS_getresuid, &r, &e, &s));
 	if (k < 0)
 		return k;

@@ -24,6 +24,8 @@
 #include <linux/keyctl.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <linux/securebits.h>
+#include <linux/capability.h>
 
 #include "lib/macro.h"
 #include "lib/tap.h"
@@ -327,6 +329,57 @@ TEST(id_change_never_within_the_agents_ptrace_reach)
 	close(pt[0]);
 	close(go[1]);
 	close(res[0]);
+}
+
+/* Where the securebits lock KEEP_CAPS (systemd's SecureBits=), PR_SET_KEEPCAPS is refused:
+ * locked on, the permitted set is kept anyway; locked off, the id change is taken only if
+ * it left the process not dumpable by the agent (fs.suid_dumpable other than 1). Either
+ * way the process ends with the agent's uid and no capability. */
+static int locked_keepcaps_child(unsigned long bits)
+{
+	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
+	gid_t g = 10100;
+	int r;
+
+	if (prctl(PR_SET_SECUREBITS, bits, 0, 0, 0) < 0)
+		return 10;
+	if (privs_setgroups(&g, 1) < 0 || privs_setresgid(10100) < 0)
+		return 11;
+	r = privs_setresuid(10100);
+	if (r < 0)
+		return r == -EPERM ? 12 : 13;
+	if (syscall(SYS_capget, &hdr, d) < 0 || d[0].permitted || d[0].effective ||
+	    d[0].inheritable || d[1].permitted || d[1].effective || d[1].inheritable)
+		return 14;
+	return getuid() == 10100 && prctl(PR_GET_DUMPABLE) == 0 ? 0 : 15;
+}
+
+TEST(id_change_where_keep_caps_is_locked)
+{
+	static const unsigned long cases[] = {SECBIT_KEEP_CAPS_LOCKED,
+					      SECBIT_KEEP_CAPS | SECBIT_KEEP_CAPS_LOCKED};
+	char buf[8] = "0";
+	int fd = open("/proc/sys/fs/suid_dumpable", O_RDONLY | O_CLOEXEC);
+
+	if (geteuid() != 0)
+		SKIP("needs root");
+	if (fd >= 0) {
+		(void)!read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+	}
+	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+		int status;
+		pid_t pid = fork();
+
+		ASSERT_GE(pid, 0);
+		if (pid == 0)
+			_exit(locked_keepcaps_child(cases[i]));
+		ASSERT_EQ(waitpid(pid, &status, 0), pid);
+		ASSERT_TRUE(WIFEXITED(status));
+		/* Locked off where fs.suid_dumpable is 1: refused, as nothing can shield it. */
+		EXPECT_EQ(WEXITSTATUS(status), i == 0 && buf[0] == '1' ? 12 : 0);
+	}
 }
 
 /* privs_read_last_cap asks PR_CAPBSET_READ, not /proc: the same answer. */
