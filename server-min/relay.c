@@ -191,8 +191,9 @@ static struct {
 	char boot[9];
 	struct log_rate refused[3]; /* [REFUSED_SANDBOX], [REFUSED_CLIENT], [REFUSED_HANDSHAKES] */
 	struct log_rate dropped;    /* clients disconnected for not reading */
-	/* Connections accepted whose upgrade has not shown a token yet (handshakes), by
-	 * wsi, with their peer: bounded per peer and in total (docs/server-min.md). */
+	/* Connections accepted that are not a WebSocket with a valid token (handshakes: an
+	 * unfinished upgrade, or plain HTTP, with the client token or not), by wsi, with their
+	 * peer: bounded per peer and in total (docs/server-min.md). */
 	struct handshake {
 		struct lws *wsi;
 		uint8_t peer[16];
@@ -1436,10 +1437,10 @@ static int peer_key(int fd, uint8_t ret_key[static 16], char *ret_name, size_t n
 }
 
 /* A new connection (fd): refused when its peer already has handshakes_per_address
- * connections that have not shown a token, or all peers together hold `handshakes`. Without
- * the bound one peer could hold every fd server-min may open (lws only closes an unfinished
- * upgrade after 10 s, and a peer can open thousands in that time): no sandbox or client
- * could connect or redial. */
+ * connections that are not a WebSocket with a token, or all peers together hold
+ * `handshakes`. Without the bound one peer could hold every fd server-min may open (lws only
+ * closes an unfinished upgrade after 10 s, and a peer can open thousands in that time): no
+ * sandbox or client could connect or redial. */
 static bool handshake_allowed(int fd)
 {
 	char name[INET6_ADDRSTRLEN];
@@ -1451,15 +1452,16 @@ static bool handshake_allowed(int fd)
 		return false; /* gone already */
 	if (R.n_hs >= R.cfg.handshakes) {
 		log_refused(REFUSED_HANDSHAKES,
-			    "connection from %s: %u connections have not finished their upgrade",
+			    "connection from %s: %u connections are plain HTTP or unfinished "
+			    "upgrades",
 			    name, R.cfg.handshakes);
 		return false;
 	}
 	for (size_t i = 0; i < R.n_hs; i++)
 		if (!memcmp(R.hs[i].peer, key, 16) && ++same >= R.cfg.handshakes_per_address) {
 			log_refused(REFUSED_HANDSHAKES,
-				    "connection from %s: %u of its connections have not finished "
-				    "their upgrade",
+				    "connection from %s: %u of its connections are plain HTTP or "
+				    "unfinished upgrades",
 				    name, same);
 			return false;
 		}
@@ -1479,7 +1481,7 @@ static void handshake_started(struct lws *wsi)
 	R.n_hs++;
 }
 
-/* It showed a valid token, or it is gone. */
+/* It is a WebSocket with a valid token, or it is gone. */
 static void handshake_done(struct lws *wsi)
 {
 	for (size_t i = 0; i < R.n_hs; i++)
@@ -1916,9 +1918,11 @@ static int cb_http(struct lws *wsi, enum lws_callback_reasons reason, void *user
 		return -1;
 	if (reason != LWS_CALLBACK_HTTP)
 		return lws_callback_http_dummy(wsi, reason, user, in, len);
+	/* Even with the token, the connection stays counted among the handshakes while it is open
+	 * (until it upgrades): kept alive, it counted against no bound, and one token holder (or
+	 * a leaked token) held 3000 of them from one address, each kept by a request every few
+	 * seconds (every idle connection costs every poll: docs/server-min.md). */
 	authed = check_bearer(wsi, R.cfg.client_token, strlen(R.cfg.client_token));
-	if (authed) /* a keep-alive connection with the token counts against no bound */
-		handshake_done(wsi);
 	if (!authed) {
 		status = HTTP_STATUS_UNAUTHORIZED;
 		body = proto_error_build(NULL, PROTO_E_UNAUTHORIZED, "bearer token required");

@@ -2,7 +2,9 @@
 # A hostile peer on server-min's listeners before (or without) a token: HTTP framing that
 # libwebsockets reads otherwise than RFC 9112 (a proxy in front would see other requests on
 # the connection than server-min: request smuggling), keep-alive connections that never
-# show a token, upgrades to HTTP/2 (h2c) and CONNECT, wrong tokens against many sandboxes. Nothing but server-min on two loopback ports.
+# show a token, keep-alive connections that do show one (they count against the connection
+# bounds), upgrades to HTTP/2 (h2c) and CONNECT, wrong tokens against many sandboxes. Nothing but
+# server-min on two loopback ports.
 . "$(dirname "$0")/../lib.sh"
 need_root
 need_bins server-min
@@ -19,7 +21,7 @@ cleanup() {
 trap cleanup EXIT
 cat >"$W/pistis.json" <<J
 {"listen": {"sandbox": "127.0.0.1:$SP", "client": "127.0.0.1:$CP"},
- "client_token": "$CT", "limits": {"handshakes_per_address": 8},
+ "client_token": "$CT", "limits": {"handshakes": 12, "handshakes_per_address": 8},
  "sandboxes": [{"name": "s1", "token": "sandbox-token-0123456789"}]}
 J
 "$BIN/server-min" --config "$W/pistis.json" 2>"$W/smin.log" &
@@ -90,6 +92,49 @@ framing "$SP" "sandbox-token-0123456789" >"$W/fr.out" 2>&1
 is "keep-alive, sandbox listener: plain HTTP is answered 404 and the connection closed" "$(val plain)" 404,eof
 is "framing, sandbox listener: two Content-Lengths are refused with 400" "$(val cl-twice)" 400,eof
 is "framing, sandbox listener: Transfer-Encoding is refused with 400" "$(val te-chunked)" 400,eof
+# --- with the token, a keep-alive connection still counts against the connection bounds while
+# it is open: it counted against none, so one token holder (or a leaked token) held 3000 of
+# them from one address (bound 256), each kept by a request every few seconds --------------
+python3 - "$CP" "$CT" >"$W/ka.out" 2>&1 <<'PY'
+import socket, sys, time
+port, token = int(sys.argv[1]), sys.argv[2]
+req = ("GET /v1/sandboxes HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n\r\n" % token).encode()
+def ask(src):
+    """A keep-alive connection from src that asked once: (socket, status or eof)."""
+    s = socket.socket()
+    s.settimeout(2)
+    s.bind((src, 0))
+    s.connect(("127.0.0.1", port))
+    try:
+        s.sendall(req)
+        d = s.recv(4096)
+    except OSError:
+        d = b""
+    return s, d.split(b" ")[1].decode() if d.startswith(b"HTTP/1.1 ") else "eof"
+def many(src, n):
+    got = [ask(src) for _ in range(n)]
+    return [s for s, _ in got], ",".join(sorted(set(st for _, st in got)))
+one, st = many("127.0.0.1", 8)
+print("per_address_8=" + st)
+print("per_address_9th=" + ask("127.0.0.1")[1])
+two, st = many("127.0.0.2", 4)
+print("total_12=" + st)
+print("total_13th=" + ask("127.0.0.3")[1])
+one.pop().close()
+time.sleep(0.3)
+print("after_close=" + ask("127.0.0.1")[1])
+for s in one + two:
+    s.close()
+time.sleep(0.3)  # gone from server-min's count before the next test's connections
+PY
+val() { sed -n "s/^$1=//p" "$W/ka.out"; }
+is "keep-alive with the token: 8 connections from one address are answered" "$(val per_address_8)" 200
+is "keep-alive with the token: a 9th from that address is refused (handshakes_per_address 8)" \
+	"$(val per_address_9th)" eof
+is "keep-alive with the token: 4 from another address are answered" "$(val total_12)" 200
+is "keep-alive with the token: a 13th from a third address is refused (handshakes 12)" \
+	"$(val total_13th)" eof
+is "keep-alive with the token: one closed, its address is answered again" "$(val after_close)" 200
 # --- requests that make lws leave HTTP and clear the connection's timeout, without a token:
 # "Upgrade: h2c" (the system's libwebsockets has HTTP/2) got 101, CONNECT made a raw socket;
 # four of each, silent after that, held this peer's whole handshake bound for ever ---------

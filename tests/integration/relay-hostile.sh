@@ -261,7 +261,7 @@ is "conn flood: meanwhile a sandbox from another address connects (hello)" "$(va
 is "conn flood: ... and a client, whose request to s1 is answered" "$(val client_ping_s1 "$W/cf.out")" ok
 is "conn flood: ... and to the new sandbox" "$(val client_ping_evil "$W/cf.out")" ok
 like "conn flood: logged, rate-limited" "$(cat "$W/smin.log")" \
-	"Refused a connection from 127.0.0.2: 32 of its connections have not finished their upgrade \(and [0-9]+ more since the last report\)"
+	"Refused a connection from 127.0.0.2: 32 of its connections are plain HTTP or unfinished upgrades \(and [0-9]+ more since the last report\)"
 ok "conn flood: logged in at most 4 lines" test "$(grep -c "Refused a connection from" "$W/smin.log")" -le 4
 is "conn flood: both daemons still running" "$(alive)" yes
 # --- one client fills a sandbox's table of unanswered requests: another client is still served --
