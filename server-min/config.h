@@ -6,7 +6,11 @@
 
 #define SMIN_MAX_SANDBOXES 1024
 #define SMIN_MAX_HANDSHAKES 65536
-/* Unfinished upgrades from one address: a platform's backend opens bursts of clients from
+/* The default bound on them in total (or a quarter of RLIMIT_NOFILE, if less): lws polls every
+ * connection at each wake-up, and 4096 idle ones made a relayed round trip ~20x slower
+ * (docs/server-min.md, "What idle connections cost"). */
+#define SMIN_DEFAULT_HANDSHAKES 1024
+/* Plain HTTP connections and unfinished upgrades from one address: a platform's backend opens bursts of clients from
  * one host (relay.sh starts 100 `pistis exec` at once; at 32, 2 of them were refused). */
 #define SMIN_HANDSHAKES_PER_ADDRESS 256
 /* A client whose queue is past the relay's 16 MiB soft bound holds the sandboxes feeding it
@@ -29,8 +33,9 @@ struct smin_config {
 	char *client_token;
 	char *tls_cert; /* PEM files: the sandbox listener speaks TLS (wss://) when set */
 	char *tls_key;
-	/* "limits": connections that have not finished their upgrade, in total and per peer
-	 * address (0 in "handshakes": a quarter of RLIMIT_NOFILE, set by the relay) */
+	/* "limits": connections that are not a WebSocket with a token, in total and per peer
+	 * address (0 in "handshakes": a quarter of RLIMIT_NOFILE, at most
+	 * SMIN_DEFAULT_HANDSHAKES, set by the relay) */
 	unsigned handshakes, handshakes_per_address;
 	/* "limits": how long a client's queue may stay past the soft bound (s), and its hard
 	 * bound (MiB) */

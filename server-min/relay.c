@@ -2100,14 +2100,15 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (!R.cfg.handshakes) {
-		/* a quarter of the fds it may open: the rest stay for sandboxes, clients and
-		 * lws' own */
+		/* a quarter of the fds it may open (the rest stay for sandboxes, clients and
+		 * lws' own), and no more than SMIN_DEFAULT_HANDSHAKES: lws polls every one at
+		 * each wake-up, and idle ones slow every round trip (docs/server-min.md) */
 		struct rlimit rl = {.rlim_cur = 1024};
 		rlim_t n;
 		(void)getrlimit(RLIMIT_NOFILE, &rl);
 		n = rl.rlim_cur / 4;
-		if (n > SMIN_MAX_HANDSHAKES)
-			n = SMIN_MAX_HANDSHAKES;
+		if (n > SMIN_DEFAULT_HANDSHAKES)
+			n = SMIN_DEFAULT_HANDSHAKES;
 		R.cfg.handshakes = n < 16 ? 16 : (unsigned)n;
 	}
 	R.sbs = calloc(R.cfg.n_sandboxes, sizeof(*R.sbs));
