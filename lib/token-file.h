@@ -1,16 +1,19 @@
 #pragma once
 
 /* One reader for the secret token files (pistis --token-file, pistisd serve --token-file):
- * reached from / one directory at a time, each root's (or also_owner's) and changeable by
- * no one else (not group/other-writable unless sticky or read-only; a link on the way
- * root's), then opened beneath the last one O_NOFOLLOW|O_NONBLOCK|O_NOCTTY|O_CLOEXEC (a FIFO never blocks the open; a symlink
- * is refused, but for one that stays within its own directory, root's (or also_owner's)
- * as the directory is, which no one else may change: a Kubernetes Secret volume's files
- * are such links), checked on the opened fd (a rename cannot swap the file between check
- * and read): a regular file, owned by root or the caller's also_owner, with none of the
- * forbidden mode bits; at most size - 1 bytes; trailing CR/LF trimmed; the rest printable
- * ASCII without spaces (no NUL, no control byte: a token goes into an HTTP header). */
+ * reached by trust_path_open (lib/trust-path.h) from / with the rule TRUST_STICKY |
+ * TRUST_RDONLY_MOUNT | TRUST_LEAF_LINK_BENEATH: every directory on the way, and on the way
+ * of every link's target, root's (or also_owner's) and changeable by no one else (not
+ * group/other-writable unless sticky or on a read-only mount), every link root's (or
+ * also_owner's), and a link in the file's place followed only within its own directory,
+ * as a Kubernetes Secret volume's files are. Then opened beneath the last directory
+ * O_NOFOLLOW|O_NONBLOCK|O_NOCTTY|O_CLOEXEC (a FIFO never blocks the open) and checked on
+ * the opened fd (a rename cannot swap the file between check and read): a regular file,
+ * owned by root or the caller's also_owner, with none of the forbidden mode bits; at most
+ * size - 1 bytes; trailing CR/LF trimmed; the rest printable ASCII without spaces (no
+ * NUL, no control byte: a token goes into an HTTP header). */
 
+#include <limits.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -24,18 +27,19 @@ struct token_file_rule {
 };
 
 struct token_file_info {
-	uid_t uid;	 /* of the file, once opened */
-	mode_t mode;	 /* & 07777 */
-	const char *why; /* what is wrong, a phrase after the file's name ("is a symbolic
-			  * link"); NULL when the error is the errno's own (open, read) */
-	char dir[256];	 /* the directory (or link) found wanting, when why says one was */
+	uid_t uid;	    /* of the file, once opened */
+	mode_t mode;	    /* & 07777 */
+	const char *why;    /* what is wrong, a phrase after the file's name ("is a symbolic
+			     * link"); NULL when the error is the errno's own (open, read) */
+	char dir[PATH_MAX]; /* the directory (or link) found wanting, when why says one was */
 };
 
 /* Read the token into buf (NUL-terminated, *ret_len bytes). Returns 0, or -errno with
- * ret_info->why set for a broken rule: -ELOOP symlink, -EPERM a directory on the way (named
- * in ret_info->dir), not a regular file, or owner
- * or mode, -EFBIG over size - 1 bytes, -EINVAL empty or a NUL, control or space byte. buf
- * is wiped on failure, and the bytes read never stay anywhere else. */
+ * ret_info->why set for a broken rule: -ELOOP a link in the file's place that is not
+ * followed, or more than 40 links on the way; -EPERM a directory or link on the way (named
+ * in ret_info->dir), not a regular file, or owner or mode; -EFBIG over size - 1 bytes;
+ * -EINVAL empty or a NUL, control or space byte. buf is wiped on failure, and the bytes
+ * read never stay anywhere else. */
 int token_file_read(const char *path, const struct token_file_rule *rule, char *buf, size_t size,
 		    size_t *ret_len, struct token_file_info *ret_info);
 

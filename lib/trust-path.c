@@ -3,13 +3,225 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "lib/fd-util.h"
 #include "lib/macro.h"
+#include "lib/statx.h"
+
+/* The kernel's bound on the links one lookup follows (MAXSYMLINKS). */
+#define TRUST_MAX_LINKS 40
+
+static bool owner_trusted(uid_t uid, const struct trust_rule *rule)
+{
+	return uid == 0 || (rule->also_owner != (uid_t)-1 && uid == rule->also_owner);
+}
+
+static bool dir_believed(int fd, const struct stat *st, const struct trust_rule *rule,
+			 unsigned flags)
+{
+	struct statfs fs;
+
+	if (!S_ISDIR(st->st_mode) || !owner_trusted(st->st_uid, rule))
+		return false;
+	if (!(st->st_mode & 022))
+		return true;
+	if ((flags & TRUST_STICKY) && (st->st_mode & S_ISVTX))
+		return true;
+	if ((flags & TRUST_RDONLY_MOUNT) && fstatfs(fd, &fs) == 0 && (fs.f_flags & ST_RDONLY))
+		return true;
+	return (flags & TRUST_ROOT_GROUP) && root_only_writable_at(fd, "", st);
+}
+
+static int fault_at(struct trust_fault *f, enum trust_fault_kind kind, int r, const struct stat *st)
+{
+	f->kind = kind;
+	if (st)
+		f->st = *st;
+	return r;
+}
+
+static int node_push(char *node, const char *comp)
+{
+	size_t n = strlen(node);
+
+	if (snprintf(node + n, PATH_MAX - n, "%s%s", n > 1 ? "/" : "", comp) >= (int)(PATH_MAX - n))
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+static void node_pop(char *node)
+{
+	char *slash = strrchr(node, '/');
+
+	if (slash)
+		slash[slash == node ? 1 : 0] = '\0';
+}
+
+static int reopen(int *dfd, int fd)
+{
+	if (fd < 0)
+		return negative_errno();
+	safe_close(*dfd);
+	*dfd = fd;
+	return 0;
+}
+
+int trust_path_open(const char *path, const struct trust_rule *rule, char *ret_leaf,
+		    struct trust_fault *f)
+{
+	/* todo: what is left to walk, from dfd, the directory reached (named in f->node). */
+	char todo[PATH_MAX], target[PATH_MAX];
+	_cleanup_close_ int dfd = -1;
+	unsigned links = 0;
+	/* Beneath a last link's directory (TRUST_LEAF_LINK_BENEATH): how deep; -1 not. */
+	int depth = -1;
+	dev_t floor_dev = 0;
+	struct stat st;
+	int r;
+
+	f->kind = TRUST_FAULT_ERRNO;
+	f->node[0] = '\0';
+	ret_leaf[0] = '\0';
+	if (!path || !*path)
+		return fault_at(f, TRUST_FAULT_NAME, -EINVAL, NULL);
+	if (path[0] == '/') {
+		if (snprintf(todo, sizeof(todo), "%s", path) >= (int)sizeof(todo))
+			return fault_at(f, TRUST_FAULT_NAME, -ENAMETOOLONG, NULL);
+	} else {
+		/* The working directory's ancestors are on the way too: walked from /. */
+		if (!getcwd(target, sizeof(target)))
+			return negative_errno();
+		if (snprintf(todo, sizeof(todo), "%s/%s", target, path) >= (int)sizeof(todo))
+			return fault_at(f, TRUST_FAULT_NAME, -ENAMETOOLONG, NULL);
+	}
+	snprintf(f->node, sizeof(f->node), "/");
+	dfd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return negative_errno();
+	for (;;) {
+		char *comp = todo + strspn(todo, "/"), *rest;
+		bool last;
+		int mnt = -1;
+
+		/* The directory reached, judged on its fd before anything in it is. */
+		if (fstat(dfd, &st) < 0)
+			return negative_errno();
+		if (!dir_believed(dfd, &st, rule, rule->flags))
+			return fault_at(f, TRUST_FAULT_DIR, -EPERM, &st);
+		if (!*comp) {
+			/* path ended in "/", "." or "..": the directory itself is the leaf. */
+			snprintf(ret_leaf, NAME_MAX + 1, ".");
+			return TAKE_FD(dfd);
+		}
+		rest = strchr(comp, '/');
+		last = !rest;
+		if (rest)
+			*rest++ = '\0';
+		else
+			rest = comp + strlen(comp);
+		if (strlen(comp) > NAME_MAX)
+			return fault_at(f, TRUST_FAULT_NAME, -ENAMETOOLONG, NULL);
+		if (strcmp(comp, ".") == 0) {
+			memmove(todo, rest, strlen(rest) + 1);
+			continue;
+		}
+		if (strcmp(comp, "..") == 0) {
+			if (depth == 0)
+				return fault_at(f, TRUST_FAULT_LEAF_LINK_OUT, -ELOOP, NULL);
+			if (depth > 0)
+				depth--;
+			/* The kernel's parent (at / itself: /), judged again at the top. */
+			r = reopen(&dfd, openat(dfd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC));
+			if (r < 0)
+				return r;
+			node_pop(f->node);
+			memmove(todo, rest, strlen(rest) + 1);
+			continue;
+		}
+		if (node_push(f->node, comp) < 0)
+			return fault_at(f, TRUST_FAULT_NAME, -ENAMETOOLONG, NULL);
+		r = statx_node(dfd, comp, AT_SYMLINK_NOFOLLOW, &st, &mnt);
+		if (r == -ENOENT && last) {
+			/* A missing leaf: the caller's open or lookup says so. */
+			snprintf(ret_leaf, NAME_MAX + 1, "%s", comp);
+			return TAKE_FD(dfd);
+		}
+		if (r == -ENOENT)
+			return fault_at(f, TRUST_FAULT_MISSING, r, NULL);
+		if (r < 0)
+			return r;
+		if (S_ISLNK(st.st_mode)) {
+			ssize_t n;
+
+			if (++links > TRUST_MAX_LINKS)
+				return fault_at(f, TRUST_FAULT_LOOP, -ELOOP, NULL);
+			if (depth >= 0 && last) /* a Secret's link ends in the file itself */
+				return fault_at(f, TRUST_FAULT_LEAF_LINK_OUT, -ELOOP, &st);
+			if (depth < 0 && last && (rule->flags & TRUST_LEAF_LINK_BENEATH)) {
+				struct stat dst;
+
+				if (fstat(dfd, &dst) < 0)
+					return negative_errno();
+				if (!owner_trusted(st.st_uid, rule) ||
+				    !owner_trusted(dst.st_uid, rule))
+					return fault_at(f, TRUST_FAULT_LEAF_LINK_OWNER, -ELOOP,
+							&st);
+				/* Sticky is not enough here: in a sticky directory anyone may
+				 * add a name, and the link's target is one. */
+				if (!dir_believed(dfd, &dst, rule,
+						  rule->flags & ~(TRUST_STICKY | TRUST_ROOT_GROUP)))
+					return fault_at(f, TRUST_FAULT_LEAF_LINK_DIR, -ELOOP, &dst);
+				depth = 0;
+				floor_dev = dst.st_dev;
+			} else if (!owner_trusted(st.st_uid, rule)) {
+				return fault_at(f, TRUST_FAULT_LINK, -EPERM, &st);
+			}
+			n = readlinkat(dfd, comp, target, sizeof(target));
+			if (n < 0)
+				return negative_errno();
+			if (n == 0 || (size_t)n >= sizeof(target))
+				return fault_at(f, n ? TRUST_FAULT_NAME : TRUST_FAULT_ERRNO,
+						n ? -ENAMETOOLONG : -ENOENT, NULL);
+			target[n] = '\0';
+			if (depth >= 0 && target[0] == '/')
+				return fault_at(f, TRUST_FAULT_LEAF_LINK_OUT, -ELOOP, &st);
+			/* The link's target, then what was left after the link. */
+			if (snprintf(target + n, sizeof(target) - (size_t)n, "%s%s",
+				     last ? "" : "/", rest) >= (int)(sizeof(target) - (size_t)n))
+				return fault_at(f, TRUST_FAULT_NAME, -ENAMETOOLONG, NULL);
+			memcpy(todo, target, strlen(target) + 1);
+			node_pop(f->node); /* a relative target: from the link's own directory */
+			if (target[0] == '/') {
+				r = reopen(&dfd, open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
+				if (r < 0)
+					return r;
+				snprintf(f->node, sizeof(f->node), "/");
+			}
+			continue;
+		}
+		/* Beneath a Secret's directory: on its mount only (st_dev tells for a directory;
+		 * a non-directory on overlayfs shows its layer's, so only a mount root tells). */
+		if (depth >= 0 && (mnt == 1 || (S_ISDIR(st.st_mode) && st.st_dev != floor_dev)))
+			return fault_at(f, TRUST_FAULT_LEAF_LINK_OUT, -ELOOP, &st);
+		if (last) {
+			snprintf(ret_leaf, NAME_MAX + 1, "%s", comp);
+			return TAKE_FD(dfd);
+		}
+		r = reopen(&dfd, openat(dfd, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+		if (r < 0)
+			return r;
+		if (depth >= 0)
+			depth++;
+		memmove(todo, rest, strlen(rest) + 1);
+	}
+}
 
 static int refuse(char *why, size_t size, int r, const char *node, const struct stat *st,
 		  const char *what)
@@ -26,105 +238,66 @@ static int refuse(char *why, size_t size, int r, const char *node, const struct 
 int trust_path_check(const char *path, enum trust_leaf leaf, const char *what, char *why,
 		     size_t size)
 {
-	/* todo: what is left to resolve; dfd: the directory reached so far, named in node */
-	char todo[PATH_MAX], node[PATH_MAX], link[PATH_MAX];
-	char dir_rule[160], file_rule[160];
-	_cleanup_close_ int dfd = -1;
-	unsigned links = 0;
+	static const struct trust_rule rule = {.also_owner = (uid_t)-1, .flags = TRUST_ROOT_GROUP};
+	char dir_rule[160], link_rule[160], file_rule[160], name[NAME_MAX + 1];
+	struct trust_fault f;
+	_cleanup_close_ int dfd = -1, ffd = -1;
 	struct stat st;
 
 	why[0] = '\0';
 	snprintf(dir_rule, sizeof(dir_rule),
 		 "a directory on the way to %s must be root's and writable by no one else", what);
+	snprintf(link_rule, sizeof(link_rule), "a symbolic link on the way to %s must be root's",
+		 what);
 	snprintf(file_rule, sizeof(file_rule), "%s must be root's and writable by no one else",
 		 what);
-	if (!path || !*path || strlen(path) >= sizeof(todo))
-		return refuse(why, size, -EINVAL, path ? path : "", NULL, "no such path");
-	snprintf(todo, sizeof(todo), "%s", path);
-	if (todo[0] == '/') {
-		dfd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
-		snprintf(node, sizeof(node), "/");
-	} else {
-		dfd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
-		snprintf(node, sizeof(node), ".");
-	}
-	for (;;) {
-		char *comp = todo, *rest;
-		size_t nl;
-		int fd;
-
-		if (dfd < 0 || fstat(dfd, &st) < 0)
-			return refuse(why, size, negative_errno(), node, NULL, strerror(errno));
-		if (!root_only_writable_at(dfd, "", &st))
-			return refuse(why, size, -EPERM, node, &st, dir_rule);
-		while (*comp == '/')
-			comp++;
-		if (!*comp)
-			return refuse(why, size, -EINVAL, path, NULL, "is a directory");
-		rest = strchr(comp, '/');
-		if (rest)
-			*rest++ = '\0';
-		nl = strlen(node);
-		if (snprintf(node + nl, sizeof(node) - nl, "%s%s",
-			     nl && node[nl - 1] == '/' ? "" : "/",
-			     comp) >= (int)(sizeof(node) - nl))
-			return refuse(why, size, -ENAMETOOLONG, path, NULL, "path too long");
-		if (fstatat(dfd, comp, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+	dfd = trust_path_open(path, &rule, name, &f);
+	if (dfd < 0) {
+		switch (f.kind) {
+		case TRUST_FAULT_NAME:
+			return refuse(why, size, dfd, path ? path : "", NULL,
+				      dfd == -EINVAL ? "no such path" : "path too long");
+		case TRUST_FAULT_MISSING:
 			/* A socket not there yet: only root may make it (or the directories
-			 * still missing on its way) in the directory reached, checked above. */
-			if (errno == ENOENT && leaf == TRUST_LEAF_SOCKET)
+			 * still missing on its way) in the directory reached, believed. */
+			if (leaf == TRUST_LEAF_SOCKET)
 				return 0;
-			return refuse(why, size, negative_errno(), node, NULL, strerror(errno));
+			return refuse(why, size, dfd, f.node, NULL, strerror(-dfd));
+		case TRUST_FAULT_DIR:
+			return refuse(why, size, dfd, f.node, &f.st, dir_rule);
+		case TRUST_FAULT_LINK:
+			return refuse(why, size, dfd, f.node, &f.st, link_rule);
+		case TRUST_FAULT_LOOP:
+			return refuse(why, size, dfd, path, NULL, "too many symbolic links");
+		case TRUST_FAULT_ERRNO:
+		case TRUST_FAULT_LEAF_LINK_OWNER: /* not asked for: TRUST_LEAF_LINK_BENEATH */
+		case TRUST_FAULT_LEAF_LINK_DIR:
+		case TRUST_FAULT_LEAF_LINK_OUT:
+		default:
+			return refuse(why, size, dfd, f.node[0] ? f.node : path, NULL,
+				      strerror(-dfd));
 		}
-		if (S_ISLNK(st.st_mode)) {
-			ssize_t n = readlinkat(dfd, comp, link, sizeof(link) - 1);
-
-			if (++links > 40)
-				return refuse(why, size, -ELOOP, path, NULL,
-					      "too many symbolic links");
-			if (n < 0)
-				return refuse(why, size, negative_errno(), node, NULL,
-					      strerror(errno));
-			link[n] = '\0';
-			/* The link's target, then what was left after the link. */
-			if (snprintf(todo, sizeof(todo), "%s%s%s", link, rest ? "/" : "",
-				     rest ? rest : "") >= (int)sizeof(todo))
-				return refuse(why, size, -ENAMETOOLONG, node, NULL,
-					      "path too long");
-			if (link[0] == '/') {
-				safe_close(dfd);
-				dfd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
-				snprintf(node, sizeof(node), "/");
-			} else {
-				node[nl] = '\0'; /* relative: from the link's own directory */
-			}
-			continue;
-		}
-		if ((!rest || !*rest) && leaf == TRUST_LEAF_SOCKET) {
-			/* Its owner does not count (a socket bind-mounted from the host shows
-			 * the host's): in directories only root may write, only root put it. */
-			if (!S_ISSOCK(st.st_mode))
-				return refuse(why, size, -EINVAL, node, NULL, "is not a socket");
-			return 0;
-		}
-		if (!rest || !*rest) {
-			/* The file itself, opened: its fstat is the file that will be read. */
-			_cleanup_close_ int ffd =
-				openat(dfd, comp, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-
-			if (ffd < 0 || fstat(ffd, &st) < 0)
-				return refuse(why, size, negative_errno(), node, NULL,
-					      strerror(errno));
-			if (!S_ISREG(st.st_mode))
-				return refuse(why, size, -EINVAL, node, NULL,
-					      "is not a regular file");
-			if (!root_only_writable_at(ffd, "", &st))
-				return refuse(why, size, -EPERM, node, &st, file_rule);
-			return 0;
-		}
-		fd = openat(dfd, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		safe_close(dfd);
-		dfd = fd;
-		memmove(todo, rest, strlen(rest) + 1);
 	}
+	if (strcmp(name, ".") == 0)
+		return refuse(why, size, -EINVAL, path, NULL, "is a directory");
+	if (leaf == TRUST_LEAF_SOCKET) {
+		/* Its owner does not count (a socket bind-mounted from the host shows the
+		 * host's): in directories only root may write, only root put it. */
+		if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			return errno == ENOENT ? 0
+					       : refuse(why, size, negative_errno(), f.node, NULL,
+							strerror(errno));
+		if (!S_ISSOCK(st.st_mode))
+			return refuse(why, size, -EINVAL, f.node, NULL, "is not a socket");
+		return 0;
+	}
+	/* The file itself, opened beneath the directory believed: its fstat is the file. */
+	ffd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (ffd < 0 || fstat(ffd, &st) < 0)
+		return refuse(why, size, negative_errno(), f.node, NULL, strerror(errno));
+	if (!S_ISREG(st.st_mode))
+		return refuse(why, size, -EINVAL, f.node, NULL, "is not a regular file");
+	if (!root_only_writable_at(ffd, "", &st))
+		return refuse(why, size, -EPERM, f.node, &st, file_rule);
+	return 0;
 }

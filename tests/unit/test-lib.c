@@ -1,5 +1,6 @@
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
@@ -11,6 +12,7 @@
 #include <netinet/tcp.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
@@ -26,6 +28,7 @@
 #include "lib/siphash.h"
 #include "lib/tap.h"
 #include "lib/token-file.h"
+#include "lib/trust-path.h"
 #include "lib/sock-owner.h"
 
 TEST(escape_c_control_bytes)
@@ -515,6 +518,205 @@ TEST(token_file_reader)
 	}
 	snprintf(p, sizeof(p), "rm -rf '%s'", d);
 	EXPECT_EQ(system(p), 0);
+}
+
+/* The one walker (lib/trust-path.c) of the token files and of pistisd serve's CA bundle and
+ * relay socket, in a mount namespace of this test's own with a root-only tmpfs on /tmp (so
+ * the daemon's rule, which believes no sticky directory, can hold from /). */
+static void tw_mkdir(const char *p, mode_t mode, uid_t uid)
+{
+	if (mkdir(p, 0700) < 0 || chown(p, uid, uid) < 0 || chmod(p, mode) < 0)
+		abort();
+}
+
+static void tw_link(const char *target, const char *p, uid_t uid)
+{
+	if (symlink(target, p) < 0 || lchown(p, uid, uid) < 0)
+		abort();
+}
+
+static void tw_put(const char *p, const char *data, mode_t mode, uid_t uid)
+{
+	int fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+
+	if (fd < 0 || loop_write(fd, data, strlen(data)) < 0 || fchown(fd, uid, uid) < 0 ||
+	    fchmod(fd, mode) < 0)
+		abort();
+	close(fd);
+}
+
+static int tw_token(const char *p, uid_t also, struct token_file_info *info)
+{
+	const struct token_file_rule rule = {.also_owner = also, .forbidden = 077};
+	char buf[64];
+	size_t len = 0;
+
+	return token_file_read(p, &rule, buf, sizeof(buf), &len, info);
+}
+
+static int tw_check(const char *p, enum trust_leaf leaf, char *why, size_t size)
+{
+	return trust_path_check(p, leaf, "the CA bundle", why, size);
+}
+
+static void tw_setup(struct tap_metadata *_metadata)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct stat st;
+	int s;
+
+	if (geteuid() != 0)
+		SKIP("needs root (a mount namespace; owners)");
+	ASSERT_EQ(stat("/", &st), 0);
+	if (st.st_uid != 0 || (st.st_mode & 022))
+		SKIP("/ itself is not root's alone here");
+	ASSERT_EQ(unshare(CLONE_NEWNS), 0);
+	ASSERT_EQ(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
+	ASSERT_EQ(mount("tw", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755"), 0);
+	/* open: a directory anyone may write (not sticky); safe: root's alone, holding
+	 * root's links into open (absolute, relative, and in the leaf's place). */
+	tw_mkdir("/tmp/open", 0777, 0);
+	tw_mkdir("/tmp/open/dir", 0755, 0);
+	tw_put("/tmp/open/dir/tok", "token-0123456789\n", 0600, 0);
+	tw_put("/tmp/open/dir/ca.pem", "ca\n", 0644, 0);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "/tmp/open/dir/relay.sock");
+	s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ASSERT_GE(s, 0);
+	ASSERT_EQ(bind(s, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	close(s);
+	tw_mkdir("/tmp/safe", 0755, 0);
+	tw_link("/tmp/open/dir", "/tmp/safe/abs", 0);
+	tw_link("../open/dir", "/tmp/safe/rel", 0);
+	tw_link("/tmp/open/dir/ca.pem", "/tmp/safe/ca.pem", 0);
+	tw_link("/tmp/open/dir/relay.sock", "/tmp/safe/relay.sock", 0);
+	/* A Kubernetes Secret's shape whose link reaches the file through a directory
+	 * anyone may write, beneath its own. */
+	tw_mkdir("/tmp/k8s", 0755, 0);
+	tw_mkdir("/tmp/k8s/w", 0777, 0);
+	tw_put("/tmp/k8s/w/tok", "token-0123456789\n", 0600, 0);
+	tw_link("w/tok", "/tmp/k8s/token", 0);
+}
+
+TEST(trust_walk_judges_every_directory_of_a_links_target)
+{
+	struct token_file_info info;
+	char why[PATH_MAX + 200];
+
+	tw_setup(_metadata);
+	/* A root's link in a root's directory is no reason to believe where it leads. */
+	EXPECT_EQ(tw_token("/tmp/safe/abs/tok", (uid_t)-1, &info), -EPERM);
+	EXPECT_STREQ(info.why, "is in a directory that someone besides root may change");
+	EXPECT_STREQ(info.dir, "/tmp/open");
+	EXPECT_EQ(tw_token("/tmp/safe/rel/tok", (uid_t)-1, &info), -EPERM);
+	EXPECT_STREQ(info.dir, "/tmp/open");
+	EXPECT_EQ(tw_token("/tmp/safe/../open/dir/tok", (uid_t)-1, &info), -EPERM);
+	EXPECT_STREQ(info.dir, "/tmp/open");
+	EXPECT_EQ(tw_token("/tmp/k8s/token", (uid_t)-1, &info), -EPERM);
+	EXPECT_STREQ(info.dir, "/tmp/k8s/w");
+	EXPECT_EQ(tw_check("/tmp/safe/abs/ca.pem", TRUST_LEAF_FILE, why, sizeof(why)), -EPERM);
+	EXPECT_STREQ(why, "/tmp/open is owned by 0:0 with mode 0777: a directory on the way to "
+			  "the CA bundle must be root's and writable by no one else");
+	EXPECT_EQ(tw_check("/tmp/safe/rel/ca.pem", TRUST_LEAF_FILE, why, sizeof(why)), -EPERM);
+	EXPECT_EQ(tw_check("/tmp/safe/ca.pem", TRUST_LEAF_FILE, why, sizeof(why)), -EPERM);
+	EXPECT_EQ(tw_check("/tmp/safe/relay.sock", TRUST_LEAF_SOCKET, why, sizeof(why)), -EPERM);
+	EXPECT_EQ(tw_check("/tmp/safe/abs/later.sock", TRUST_LEAF_SOCKET, why, sizeof(why)),
+		  -EPERM);
+	EXPECT_EQ(tw_check("/tmp/safe/abs/no/such/later.sock", TRUST_LEAF_SOCKET, why, sizeof(why)),
+		  -EPERM);
+	/* A relative name: the working directory's ancestors are on the way too. */
+	ASSERT_EQ(chdir("/tmp/open/dir"), 0);
+	EXPECT_EQ(tw_token("tok", (uid_t)-1, &info), -EPERM);
+	EXPECT_STREQ(info.dir, "/tmp/open");
+	EXPECT_EQ(tw_check("ca.pem", TRUST_LEAF_FILE, why, sizeof(why)), -EPERM);
+	EXPECT_EQ(tw_check("./relay.sock", TRUST_LEAF_SOCKET, why, sizeof(why)), -EPERM);
+	ASSERT_EQ(chdir("/"), 0);
+
+	/* The same chains once every directory on them is root's alone. */
+	ASSERT_EQ(chmod("/tmp/open", 0755), 0);
+	ASSERT_EQ(chmod("/tmp/k8s/w", 0755), 0);
+	EXPECT_EQ(tw_token("/tmp/safe/abs/tok", (uid_t)-1, &info), 0);
+	EXPECT_EQ(tw_token("/tmp/safe/rel/tok", (uid_t)-1, &info), 0);
+	EXPECT_EQ(tw_token("/tmp/safe/../open/dir/tok", (uid_t)-1, &info), 0);
+	EXPECT_EQ(tw_token("/tmp/k8s/token", (uid_t)-1, &info), 0);
+	EXPECT_EQ(tw_check("/tmp/safe/abs/ca.pem", TRUST_LEAF_FILE, why, sizeof(why)), 0);
+	EXPECT_STREQ(why, "");
+	EXPECT_EQ(tw_check("/tmp/safe/rel/ca.pem", TRUST_LEAF_FILE, why, sizeof(why)), 0);
+	EXPECT_EQ(tw_check("/tmp/safe/ca.pem", TRUST_LEAF_FILE, why, sizeof(why)), 0);
+	EXPECT_EQ(tw_check("/tmp/safe/relay.sock", TRUST_LEAF_SOCKET, why, sizeof(why)), 0);
+	EXPECT_EQ(tw_check("/tmp/safe/abs/no/such/later.sock", TRUST_LEAF_SOCKET, why, sizeof(why)),
+		  0);
+	ASSERT_EQ(chdir("/tmp/open/dir"), 0);
+	EXPECT_EQ(tw_token("tok", (uid_t)-1, &info), 0);
+	EXPECT_EQ(tw_check("ca.pem", TRUST_LEAF_FILE, why, sizeof(why)), 0);
+	ASSERT_EQ(chdir("/"), 0);
+
+	/* Sticky (/tmp's way): enough for a token file, whose owner is checked; not for
+	 * the daemon's paths (a socket's owner is not). */
+	ASSERT_EQ(chmod("/tmp/open", 01777), 0);
+	EXPECT_EQ(tw_token("/tmp/safe/abs/tok", (uid_t)-1, &info), 0);
+	EXPECT_EQ(tw_check("/tmp/safe/abs/ca.pem", TRUST_LEAF_FILE, why, sizeof(why)), -EPERM);
+	EXPECT_EQ(tw_check("/tmp/safe/relay.sock", TRUST_LEAF_SOCKET, why, sizeof(why)), -EPERM);
+}
+
+TEST(trust_walk_read_only_mount_and_callers_own)
+{
+	struct token_file_info info;
+
+	tw_setup(_metadata);
+	/* A read-only mount (a Secret volume, group-writable for an fsGroup), reached
+	 * through a root's link: believed for a token file; writable, not. */
+	tw_mkdir("/tmp/ro", 0755, 0);
+	ASSERT_EQ(mount("ro", "/tmp/ro", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0775"), 0);
+	tw_put("/tmp/ro/tok", "token-0123456789\n", 0400, 0);
+	tw_link("/tmp/ro", "/tmp/safe/ro", 0);
+	EXPECT_EQ(tw_token("/tmp/safe/ro/tok", (uid_t)-1, &info), -EPERM);
+	EXPECT_STREQ(info.dir, "/tmp/ro");
+	ASSERT_EQ(mount(NULL, "/tmp/ro", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV,
+			"mode=0775"),
+		  0);
+	EXPECT_EQ(tw_token("/tmp/safe/ro/tok", (uid_t)-1, &info), 0);
+	EXPECT_EQ(tw_token("/tmp/ro/tok", (uid_t)-1, &info), 0);
+
+	/* pistis: the caller's own directories and links count as root's, no one else's. */
+	tw_mkdir("/tmp/u", 0700, 4242);
+	tw_put("/tmp/u/tok", "token-0123456789\n", 0600, 4242);
+	tw_link("/tmp/u", "/tmp/safe/u", 4242);
+	EXPECT_EQ(tw_token("/tmp/safe/u/tok", 4242, &info), 0);
+	EXPECT_EQ(tw_token("/tmp/safe/u/tok", (uid_t)-1, &info), -EPERM);
+	EXPECT_STREQ(info.why, "is reached through a symbolic link that is not root's");
+	EXPECT_STREQ(info.dir, "/tmp/safe/u");
+	tw_mkdir("/tmp/other", 0755, 5555);
+	tw_mkdir("/tmp/other/d", 0755, 4242);
+	tw_put("/tmp/other/d/tok", "token-0123456789\n", 0600, 4242);
+	tw_link("/tmp/other/d", "/tmp/u/via", 4242);
+	EXPECT_EQ(tw_token("/tmp/u/via/tok", 4242, &info), -EPERM);
+	EXPECT_STREQ(info.dir, "/tmp/other");
+}
+
+TEST(trust_walk_link_loops_end)
+{
+	struct token_file_info info;
+	char why[PATH_MAX + 200];
+
+	tw_setup(_metadata);
+	tw_link("lb", "/tmp/safe/la", 0);
+	tw_link("la", "/tmp/safe/lb", 0);
+	tw_link("self.pem", "/tmp/safe/self.pem", 0);
+	EXPECT_EQ(tw_token("/tmp/safe/la/tok", (uid_t)-1, &info), -ELOOP);
+	EXPECT_STREQ(info.why, "is reached through more than 40 symbolic links (a loop?)");
+	EXPECT_EQ(tw_check("/tmp/safe/la/ca.pem", TRUST_LEAF_FILE, why, sizeof(why)), -ELOOP);
+	EXPECT_STREQ(why, "/tmp/safe/la/ca.pem: too many symbolic links");
+	EXPECT_EQ(tw_check("/tmp/safe/self.pem", TRUST_LEAF_FILE, why, sizeof(why)), -ELOOP);
+	EXPECT_EQ(tw_check("/tmp/safe/la/x.sock", TRUST_LEAF_SOCKET, why, sizeof(why)), -ELOOP);
+	/* A Secret's link whose way loops; one ending in itself is a link ending in one. */
+	tw_link("x/tok", "/tmp/k8s/loop", 0);
+	tw_link("y", "/tmp/k8s/x", 0);
+	tw_link("x", "/tmp/k8s/y", 0);
+	EXPECT_EQ(tw_token("/tmp/k8s/loop", (uid_t)-1, &info), -ELOOP);
+	EXPECT_STREQ(info.why, "is reached through more than 40 symbolic links (a loop?)");
+	tw_link("self", "/tmp/k8s/self", 0);
+	EXPECT_EQ(tw_token("/tmp/k8s/self", (uid_t)-1, &info), -ELOOP);
+	EXPECT_STREQ(info.why, "is a symbolic link that leaves its directory or ends in another");
 }
 
 /* The reference implementation's vectors (key 00..0f, message 00 01 02 ... of each length):
