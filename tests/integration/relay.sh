@@ -148,6 +148,20 @@ like "pistis --token-file: ... saying so" "$out" "Token file .*ct-link.* is a sy
 ln -s ct "$W/ct-beside"
 ok "pistis --token-file: a link beside the file, in a directory only root writes, is followed" \
 	env PISTIS_TOKEN= "$BIN/pistis" --token-file "$W/ct-beside" ls
+# a root's link on the way is followed by hand: every directory of its target is judged too
+mkdir -m 0777 "$W/open" && mkdir -m 0755 "$W/open/d" && cp -p "$W/ct" "$W/open/d/ct"
+ln -s "$W/open/d" "$W/via-open"
+out=$(PISTIS_TOKEN= P --token-file "$W/via-open/ct" ls 2>&1); rc=$?
+is "pistis --token-file: a root's link into a world-writable directory is refused" "$rc" 111
+like "pistis --token-file: ... naming that directory" "$out" \
+	"Token file .*via-open/ct.* is in a directory that someone besides root may change \(.*/open\)"
+chmod 0755 "$W/open"
+like "pistis --token-file: ... and followed once that directory is root's alone" \
+	"$(PISTIS_TOKEN= P --token-file "$W/via-open/ct" ls 2>&1)" '^s1 +connected'
+ln -s loop-b "$W/loop-a" && ln -s loop-a "$W/loop-b"
+out=$(PISTIS_TOKEN= timeout 10 "$BIN/pistis" --token-file "$W/loop-a/ct" ls 2>&1); rc=$?
+is "pistis --token-file: a loop of links on the way is refused at once" "$rc" 111
+like "pistis --token-file: ... saying so" "$out" "Token file .*loop-a/ct.* is reached through more than 40 symbolic links"
 printf 'client\0token\n' >"$W/ct-nul"; chmod 600 "$W/ct-nul"
 like "pistis --token-file: a NUL in the file is refused, saying so" \
 	"$(PISTIS_TOKEN= P --token-file "$W/ct-nul" ls 2>&1)" "ct-nul.* holds a NUL byte"

@@ -638,6 +638,10 @@ TEST(trust_walk_judges_every_directory_of_a_links_target)
 	EXPECT_EQ(tw_token("/tmp/safe/rel/tok", (uid_t)-1, &info), 0);
 	EXPECT_EQ(tw_token("/tmp/safe/../open/dir/tok", (uid_t)-1, &info), 0);
 	EXPECT_EQ(tw_token("/tmp/k8s/token", (uid_t)-1, &info), 0);
+	/* A directory missing on the way is just that (it said "is in a directory that
+	 * someone besides root may change"). */
+	EXPECT_EQ(tw_token("/tmp/safe/abs/nodir/tok", (uid_t)-1, &info), -ENOENT);
+	EXPECT_NULL(info.why);
 	EXPECT_EQ(tw_check("/tmp/safe/abs/ca.pem", TRUST_LEAF_FILE, why, sizeof(why)), 0);
 	EXPECT_STREQ(why, "");
 	EXPECT_EQ(tw_check("/tmp/safe/rel/ca.pem", TRUST_LEAF_FILE, why, sizeof(why)), 0);
