@@ -892,8 +892,10 @@ static const struct lws_protocols protocols[] = {
 
 /* --- setup ---------------------------------------------------------------------------- */
 
-/* The token file must be root's alone, a regular file, not a symlink (lib/token-file.c,
- * checked on the opened fd, so a rename race cannot swap in another file). */
+/* The token file must be root's alone, a regular file, every directory on its way root's
+ * (a Kubernetes Secret's link beside it is followed only beneath its own directory):
+ * lib/token-file.c and lib/trust-path.c, the file checked on the fd opened beneath the last
+ * directory checked, so a rename race cannot swap in another file. */
 static int read_token(const char *path)
 {
 	const struct token_file_rule rule = {
