@@ -34,6 +34,7 @@
 #include "lib/parse-num.h"
 #include "lib/proto.h"
 #include "lib/tls-ca.h"
+#include "lib/trust-path.h"
 
 #define ACK_EVERY (1024u * 1024u)
 #define RECONNECT_FOR_S 120
@@ -975,27 +976,66 @@ static int read_token_file(const char *path)
 	return token_file_load(path, &rule, C.token, sizeof(C.token), &len);
 }
 
-/* The bundle wss:// trusts decides who may read the token and every command's output:
- * a regular file (links followed: bundles often are one) that is the caller's or root's
- * and that nobody else may write, lest another user add a CA of their own. */
-static int check_ca_file(const char *path)
-{
-	struct stat st;
+/* The size a CA bundle may have (a distribution's is ~200 KiB). */
+#define CA_FILE_MAX (16u << 20)
 
-	if (stat(path, &st) < 0) {
-		log_error("Cannot use --ca '%s': %s", path, strerror(errno));
-		return -errno;
-	}
-	if (!S_ISREG(st.st_mode) || (st.st_uid != 0 && st.st_uid != getuid()) ||
-	    (st.st_mode & 022)) {
-		log_error("Refusing --ca '%s' (owner %u, mode %04o): the CA bundle must be a "
-			  "regular file of yours or root's that no one else may write",
-			  path, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
-		return -EPERM;
-	}
-	if (access(path, R_OK) < 0) {
-		log_error("Cannot read --ca '%s': %s", path, strerror(errno));
-		return -errno;
+/* The bundle wss:// trusts decides who may read the token and every command's output: a
+ * regular file that is the caller's or root's and that nobody else may write, lest another
+ * user add a CA of their own. --ca: walked as a token file is (lib/trust-path.c: every directory on the way yours or
+ * root's and not writable by others unless sticky or on a read-only mount, a link followed
+ * only when yours or root's, every directory of its target judged too: bundles often are
+ * a link), then opened
+ * beneath the last directory checked, judged on that fd and read from it: lws gets the
+ * bytes, not the name, so the bundle checked is the bundle used. */
+static int load_ca_file(const char *path, char **ret, size_t *ret_len)
+{
+	const struct trust_rule rule = {
+		.also_owner = getuid(),
+		.flags = TRUST_STICKY | TRUST_RDONLY_MOUNT,
+	};
+	_cleanup_close_ int dfd = -1, fd = -1;
+	char leaf[NAME_MAX + 1];
+	struct trust_fault f;
+	struct stat st;
+	int r;
+
+	dfd = trust_path_open(path, &rule, leaf, &f);
+	if (dfd < 0 && (f.kind == TRUST_FAULT_DIR || f.kind == TRUST_FAULT_LINK))
+		return log_error_errno(
+			dfd,
+			"Refusing --ca '%s': %s '%s' (owner %u, mode %04o) may be "
+			"changed by others: every directory on the way must be yours "
+			"or root's and not group- or other-writable (unless sticky or "
+			"on a read-only mount), every symbolic link yours or root's",
+			path, f.kind == TRUST_FAULT_DIR ? "the directory" : "the link", f.node,
+			(unsigned)f.st.st_uid, (unsigned)(f.st.st_mode & 07777));
+	if (dfd < 0 && f.kind >= TRUST_FAULT_LOOP)
+		return log_error_errno(
+			dfd,
+			"Refusing --ca '%s': it is reached through more than 40 symbolic "
+			"links (a loop?)",
+			path);
+	if (dfd < 0)
+		return log_error_errno(dfd, "Cannot use --ca '%s': %s", path, strerror(-dfd));
+	fd = openat(dfd, leaf, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0)
+		return log_error_errno(-errno, "Cannot use --ca '%s': %s", path, strerror(errno));
+	if (fstat(fd, &st) < 0)
+		return log_error_errno(-errno, "Cannot use --ca '%s': %s", path, strerror(errno));
+	if (!S_ISREG(st.st_mode) || (st.st_uid != 0 && st.st_uid != getuid()) || (st.st_mode & 022))
+		return log_error_errno(-EPERM,
+				       "Refusing --ca '%s' (owner %u, mode %04o): the CA bundle "
+				       "must be a regular file of yours or root's that no one else "
+				       "may write",
+				       path, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+	r = fd_read_all_hint(fd, CA_FILE_MAX, (size_t)st.st_size, ret, ret_len);
+	if (r < 0)
+		return log_error_errno(r, "Cannot read --ca '%s': %s", path,
+				       r == -EFBIG ? "larger than 16 MiB" : strerror(-r));
+	if (*ret_len == 0) {
+		free(*ret);
+		*ret = NULL;
+		return log_error_errno(-EINVAL, "Cannot use --ca '%s': it is empty", path);
 	}
 	return 0;
 }
@@ -1020,6 +1060,8 @@ int main(int argc, char **argv)
 		{0},
 	};
 	struct lws_context_creation_info info;
+	_cleanup_free_ char *ca_mem = NULL;
+	size_t ca_len = 0;
 	const char *url = getenv("PISTIS_URL"), *token_file = NULL, *cmd;
 	int c;
 
@@ -1201,10 +1243,14 @@ int main(int argc, char **argv)
 		/* mbedtls has no default trust store: --ca, else the system's bundle file */
 		if (!C.ca && getenv("PISTIS_CA") && *getenv("PISTIS_CA"))
 			C.ca = getenv("PISTIS_CA");
-		if (C.ca && check_ca_file(C.ca) < 0)
-			return 111;
-		info.client_ssl_ca_filepath = C.ca ? C.ca : tls_default_ca_file();
-		if (!info.client_ssl_ca_filepath) {
+		if (C.ca) {
+			if (load_ca_file(C.ca, &ca_mem, &ca_len) < 0)
+				return 111;
+			info.client_ssl_ca_mem = ca_mem;
+			info.client_ssl_ca_mem_len = (unsigned)ca_len;
+		} else
+			info.client_ssl_ca_filepath = tls_default_ca_file();
+		if (!C.ca && !info.client_ssl_ca_filepath) {
 			log_error("wss:// needs the system's CA bundle "
 				  "(/etc/ssl/certs/ca-certificates.crt, ...) or --ca FILE; none "
 				  "found");

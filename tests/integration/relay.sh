@@ -648,6 +648,20 @@ if (cd "$T" &&
 	out=$(PW --ca "$W/ca-open.pem" ls 2>&1); rc=$?
 	is "pistis --ca of a bundle others may write: refused before dialling (exit 111)" "$rc" 111
 	like "... naming it, its owner and mode" "$out" "Refusing --ca '.*ca-open.pem' \(owner 0, mode 0666\)"
+	# Every directory on the way is judged too, a link's target's included (lib/trust-path.c):
+	# whoever may write one could swap in a bundle of their own after the check.
+	mkdir -m 0777 "$W/open-dir" && cp "$T/ca.pem" "$W/open-dir/ca.pem"
+	out=$(PW --ca "$W/open-dir/ca.pem" ls 2>&1); rc=$?
+	is "pistis --ca in a directory anyone may write (not sticky): refused before dialling (exit 111)" "$rc" 111
+	like "... naming the directory, its owner and mode" "$out" \
+		"Refusing --ca '.*open-dir/ca.pem': the directory '.*open-dir' \(owner 0, mode 0777\)"
+	ln -s "$W/open-dir/ca.pem" "$W/ca-via-open.pem"
+	out=$(PW --ca "$W/ca-via-open.pem" ls 2>&1); rc=$?
+	is "pistis --ca through a root's link into that directory: refused (exit 111)" "$rc" 111
+	like "... naming the directory" "$out" "the directory '.*open-dir' \(owner 0, mode 0777\)"
+	ln -s "$T/ca.pem" "$W/ca-link.pem"
+	is "pistis --ca through a root's link in a root-only directory: runs" \
+		"$(PW --ca "$W/ca-link.pem" exec --agent alice -- echo via-link 2>&1)" via-link
 	kill "$PXPID" 2>/dev/null; wait "$PXPID" 2>/dev/null
 
 	# What reaches a relay that fails a check: a bare TLS listener (tlscapture.py) records
