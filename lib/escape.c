@@ -4,67 +4,107 @@
 #include <stdlib.h>
 #include <string.h>
 
-static size_t escape(const char *in, size_t in_len, char *out, size_t out_size, int json)
+enum { ESC_C, ESC_C_TEXT, ESC_JSON, ESC_CTL };
+
+/* One byte's escape in mode into tmp (at least 8 bytes); returns its length. ESC_CTL escapes
+ * only what is not printable ASCII: text already escaped passes through it unchanged. */
+static size_t escape_byte(unsigned char c, int mode, char *tmp)
 {
-	size_t pos = 0;
+	switch (c) {
+	case '\n':
+		return memcpy(tmp, "\\n", 2), 2;
+	case '\t':
+		return memcpy(tmp, "\\t", 2), 2;
+	case '\r':
+		return memcpy(tmp, "\\r", 2), 2;
+	case '\\':
+	case '"':
+		if (mode == ESC_CTL)
+			break;
+		return tmp[0] = '\\', tmp[1] = (char)c, 2;
+	case '\'':
+		/* JSON has no \' (and needs none); in text a value's own quote must not end the
+		 * '...' around it. */
+		if (mode != ESC_C)
+			break;
+		return tmp[0] = '\\', tmp[1] = '\'', 2;
+	default:
+		break;
+	}
+	if (c >= 0x20 && c < 0x7f)
+		return tmp[0] = (char)c, 1;
+	return (size_t)snprintf(tmp, 8, mode == ESC_JSON ? "\\u%04x" : "\\x%02x", c);
+}
+
+/* Where a cut before in[i] would split a UTF-8 character (a lead byte before i whose
+ * continuation bytes run to i and past it), the index of that lead byte; else i. */
+static size_t utf8_cut_point(const char *in, size_t in_len, size_t i)
+{
+	const unsigned char *p = (const unsigned char *)in;
+	size_t k = i;
+
+	if (i >= in_len || (p[i] & 0xc0) != 0x80)
+		return i;
+	while (k > 0 && i - k < 3 && (p[k - 1] & 0xc0) == 0x80)
+		k--;
+	if (k == 0)
+		return i;
+	k--;
+	if (p[k] >= 0xc2 && p[k] <= 0xf4) {
+		size_t len = p[k] >= 0xf0 ? 4 : p[k] >= 0xe0 ? 3 : 2;
+
+		if (k + len > i)
+			return k;
+	}
+	return i;
+}
+
+/* Escapes in[0..in_len) into out, whole escapes and whole UTF-8 characters only: where the
+ * next does not fit, the output ends there for good. Returns the length the whole would
+ * need; *ret_used (optional) is how many input bytes out holds. */
+static size_t escape(const char *in, size_t in_len, char *out, size_t out_size, int mode,
+		     size_t *ret_used)
+{
+	size_t pos = 0, used = in_len, shown = 0;
 	int full = out == NULL || out_size == 0;
 
 	for (size_t i = 0; i < in_len; i++) {
-		unsigned char c = (unsigned char)in[i];
 		char tmp[8];
-		size_t n = 2;
+		size_t n = escape_byte((unsigned char)in[i], mode, tmp);
 
-		switch (c) {
-		case '\n':
-			memcpy(tmp, "\\n", 2);
-			break;
-		case '\t':
-			memcpy(tmp, "\\t", 2);
-			break;
-		case '\r':
-			memcpy(tmp, "\\r", 2);
-			break;
-		case '\\':
-			memcpy(tmp, "\\\\", 2);
-			break;
-		case '"':
-			memcpy(tmp, "\\\"", 2);
-			break;
-		default:
-			if (c >= 0x20 && c < 0x7f)
-				n = 1, tmp[0] = (char)c;
-			else
-				n = (size_t)snprintf(tmp, sizeof(tmp), json ? "\\u%04x" : "\\x%02x",
-						     c);
-			break;
-		}
-		/* Whole escapes only: once one does not fit, the output is closed for good. */
 		if (!full && pos + n < out_size) {
 			memcpy(out + pos, tmp, n);
-			out[pos + n] = '\0';
+			shown = pos + n;
 		} else if (!full) {
-			out[pos] = '\0';
+			char t2[8];
+
 			full = 1;
+			used = utf8_cut_point(in, in_len, i);
+			for (size_t k = used; k < i; k++)
+				shown -= escape_byte((unsigned char)in[k], mode, t2);
 		}
 		pos += n;
 	}
-	if (out && out_size > 0 && in_len == 0)
-		out[0] = '\0';
+	if (out && out_size > 0)
+		out[shown] = '\0';
+	if (ret_used)
+		*ret_used = used;
 	return pos;
 }
 
 size_t escape_c(const char *in, size_t in_len, char *out, size_t out_size)
 {
-	return escape(in, in_len, out, out_size, 0);
+	return escape(in, in_len, out, out_size, ESC_C, NULL);
 }
 
 char *escape_dup(const char *in, size_t in_len, bool json)
 {
-	size_t need = escape(in, in_len, NULL, 0, json) + 1;
+	int mode = json ? ESC_JSON : ESC_C;
+	size_t need = escape(in, in_len, NULL, 0, mode, NULL) + 1;
 	char *out = malloc(need);
 
 	if (out)
-		escape(in, in_len, out, need, json);
+		escape(in, in_len, out, need, mode, NULL);
 	return out;
 }
 
@@ -75,7 +115,7 @@ char *escape_c_dup(const char *s)
 
 size_t escape_json(const char *in, size_t in_len, char *out, size_t out_size)
 {
-	return escape(in, in_len, out, out_size, 1);
+	return escape(in, in_len, out, out_size, ESC_JSON, NULL);
 }
 
 size_t utf8_display_control(const char *s, size_t left, unsigned *ret_cp)
@@ -94,20 +134,46 @@ size_t utf8_display_control(const char *s, size_t left, unsigned *ret_cp)
 	return 0;
 }
 
-char *escape_c_field(const char *s, size_t max)
+/* s escaped between double quotes, at most max escaped bytes between them, never cut inside
+ * an escape or a UTF-8 character. A cut is marked where no byte of s can forge it: in text
+ * after the closing quote (s's own quotes come out escaped), in JSON as \u2026 ("...") before
+ * it (every byte of s from 0x80 up comes out as \u00XX, never as \u2026). */
+static char *escape_field(const char *s, size_t max, int mode)
 {
-	size_t len = strlen(s), need = escape(s, len, NULL, 0, 0);
+	size_t len = strlen(s), need = escape(s, len, NULL, 0, mode, NULL);
 	size_t body = need < max ? need : max;
 	char *out = malloc(body + 48);
 
 	if (!out)
 		return NULL;
 	out[0] = '"';
-	escape(s, len, out + 1, body + 1, 0);
+	escape(s, len, out + 1, body + 1, mode, NULL);
 	body = strlen(out + 1);
-	if (need > max)
-		snprintf(out + 1 + body, 47, "\"[cut: %zu bytes]", len);
-	else
+	if (need <= max)
 		snprintf(out + 1 + body, 47, "\"");
+	else if (mode == ESC_JSON)
+		snprintf(out + 1 + body, 47, "\\u2026\"");
+	else
+		snprintf(out + 1 + body, 47, "\"[cut: %zu bytes]", len);
 	return out;
+}
+
+char *escape_c_field(const char *s, size_t max)
+{
+	return escape_field(s, max, ESC_C);
+}
+
+char *escape_json_field(const char *s, size_t max)
+{
+	return escape_field(s, max, ESC_JSON);
+}
+
+size_t escape_c_text(const char *in, size_t in_len, char *out, size_t out_size)
+{
+	return escape(in, in_len, out, out_size, ESC_C_TEXT, NULL);
+}
+
+size_t escape_ctl(const char *in, size_t in_len, char *out, size_t out_size)
+{
+	return escape(in, in_len, out, out_size, ESC_CTL, NULL);
 }

@@ -5,10 +5,12 @@
 
 /* Escapers for bytes that end up in logs or JSON. Both take arbitrary bytes (names with
  * newlines, escape sequences, invalid UTF-8) and produce a NUL-terminated string that is
- * printable ASCII only; the result is truncated (never split mid-escape) to fit out_size.
+ * printable ASCII only; the result is truncated to fit out_size, never inside an escape nor
+ * inside a UTF-8 character (a cut there would leave half a character's escapes).
  * They return the length the full escaped string would have needed, like snprintf. */
 
-/* C-style: \n \t \\ \" and \xNN for every other byte outside 0x20..0x7e. */
+/* C-style: \n \t \r \\ \" \' and \xNN for every other byte outside 0x20..0x7e. The text
+ * log writes every value this way, so a value's quote cannot end the '...' around it. */
 size_t escape_c(const char *in, size_t in_len, char *out, size_t out_size);
 
 /* escape_c (json false) or escape_json (true) of in[0..in_len) into a new string of just
@@ -22,6 +24,19 @@ char *escape_c_dup(const char *s);
  * quotes are escaped), so a value cannot forge the mark nor hide a cut. NULL when out of
  * memory (free it). */
 char *escape_c_field(const char *s, size_t max);
+/* The same for JSON: s as one JSON string, quotes included, at most max escaped bytes
+ * between them; a cut one ends \u2026 ("...") inside its quotes (still one valid JSON
+ * string), which no byte of s can produce (bytes from 0x80 up are \u00XX). NULL when out of
+ * memory (free it). */
+char *escape_json_field(const char *s, size_t max);
+
+/* escape_c but for ', which stays as it is: for a value that is not between quotes (a
+ * message's own text, "root's"), where no quote of its own can end a field. */
+size_t escape_c_text(const char *in, size_t in_len, char *out, size_t out_size);
+
+/* Escapes only the bytes outside printable ASCII (as escape_c): text that is already
+ * escaped passes unchanged, so the log can take it without escaping it a second time. */
+size_t escape_ctl(const char *in, size_t in_len, char *out, size_t out_size);
 
 /* JSON string body (without quotes): \" \\ \n \r \t \uXXXX; bytes >= 0x80 become \u00XX
  * so invalid UTF-8 cannot break a JSON reader (the value stays lossless and reversible). */

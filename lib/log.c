@@ -54,6 +54,187 @@ static const char *level_name(enum log_level level)
 	}
 }
 
+struct msgbuf {
+	char *p;
+	size_t size, len; /* p holds len bytes (and a NUL) of the need bytes the whole takes */
+	size_t need;
+};
+
+static void put(struct msgbuf *b, const char *s, size_t n,
+		int (*esc)(const char *, size_t, char *, size_t, size_t *))
+{
+	size_t left = b->size - b->len;
+
+	b->need += (size_t)esc(s, n, b->p + b->len, left, NULL);
+	b->len += strlen(b->p + b->len);
+}
+
+static int put_value(const char *s, size_t n, char *out, size_t size, size_t *unused)
+{
+	(void)unused;
+	return (int)escape_c(s, n, out, size);
+}
+
+static int put_unquoted(const char *s, size_t n, char *out, size_t size, size_t *unused)
+{
+	(void)unused;
+	return (int)escape_c_text(s, n, out, size);
+}
+
+static int put_text(const char *s, size_t n, char *out, size_t size, size_t *unused)
+{
+	(void)unused;
+	return (int)escape_ctl(s, n, out, size);
+}
+
+/* The text format's message: the format is the program's own text; a %s is a value and is
+ * C-escaped, and where it is quoted ('%s' or "%s") its ' too (escape_c), so it cannot end
+ * the quotes around it (unquoted, a ' stays: a message built by the program, "root's");
+ * a %-s (the '-' flag, no width) is text already escaped (a message built with escaped
+ * names), which passes unchanged; other conversions are printf's, and every byte outside
+ * printable ASCII is escaped wherever it comes from. Each byte is so escaped exactly once. */
+_printf_(3, 0) static void format_text(struct msgbuf *b, int error, const char *fmt, va_list ap)
+{
+	const char *f = fmt;
+
+	b->p[0] = '\0';
+	while (*f) {
+		const char *pct = strchr(f, '%'), *spec;
+		char conv, one[64], buf[128];
+		int lmod = 0, width = -1, prec = -1;
+		bool minus = false;
+		size_t sl;
+
+		if (!pct) {
+			put(b, f, strlen(f), put_text);
+			break;
+		}
+		put(b, f, (size_t)(pct - f), put_text);
+		spec = f = pct + 1;
+		while (*f && strchr("-+ #0'", *f))
+			minus |= *f++ == '-';
+		if (*f == '*')
+			f++, width = va_arg(ap, int);
+		else if (*f >= '0' && *f <= '9')
+			for (width = 0; *f >= '0' && *f <= '9'; f++)
+				width = width * 10 + (*f - '0');
+		if (*f == '.') {
+			f++;
+			if (*f == '*')
+				f++, prec = va_arg(ap, int);
+			else
+				for (prec = 0; *f >= '0' && *f <= '9'; f++)
+					prec = prec * 10 + (*f - '0');
+		}
+		while (*f && strchr("hlLqjzt", *f))
+			lmod = lmod * 256 + *f++;
+		conv = *f ? *f++ : '\0';
+		switch (conv) {
+		case '%':
+			put(b, "%", 1, put_text);
+			continue;
+		case 'm':
+			put(b, strerror(error), strlen(strerror(error)), put_text);
+			continue;
+		case 's': {
+			const char *v = va_arg(ap, const char *);
+			bool quoted = pct > fmt && (pct[-1] == '\'' || pct[-1] == '"');
+			size_t n, before = b->need;
+
+			if (!v)
+				v = "(null)";
+			n = prec >= 0 ? strnlen(v, (size_t)prec) : strlen(v);
+			if (minus && width < 0) {
+				put(b, v, n, put_text);
+				continue;
+			}
+			if (!minus)
+				for (size_t w = escape_c(v, n, NULL, 0); (int)w < width; w++)
+					put(b, " ", 1, put_text);
+			put(b, v, n, quoted ? put_value : put_unquoted);
+			for (size_t w = b->need - before; minus && (int)w < width; w++)
+				put(b, " ", 1, put_text);
+			continue;
+		}
+		case '\0':
+			continue;
+		default:
+			break;
+		}
+		/* One conversion of a number or a pointer: printf formats it, from its flags,
+		 * width, precision and length as given (the caller's format was checked by the
+		 * compiler, so the type read here is the one passed; a * is read above). */
+		sl = (size_t)(f - spec);
+		if (conv == 'n' || !strchr("diouxXcpeEfFgGaA", conv) || sl + 40 > sizeof(one)) {
+			(void)va_arg(ap, void *); /* never written nor guessed at */
+			continue;
+		}
+		{
+			size_t k = 0, nflags = strspn(spec, "-+ #0'");
+			const char *mods = spec + strcspn(spec, "hlLqjzt");
+
+			one[k++] = '%';
+			memcpy(one + k, spec, nflags);
+			k += nflags;
+			if (width >= 0)
+				k += (size_t)snprintf(one + k, sizeof(one) - k, "%d",
+						      width % 10000);
+			if (prec >= 0)
+				k += (size_t)snprintf(one + k, sizeof(one) - k, ".%d",
+						      prec % 10000);
+			if (mods < f - 1) {
+				memcpy(one + k, mods, (size_t)(f - 1 - mods));
+				k += (size_t)(f - 1 - mods);
+			}
+			one[k++] = conv;
+			one[k] = '\0';
+		}
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+		if (strchr("di", conv)) {
+			if (lmod == 'l' * 256 + 'l' || lmod == 'q' || lmod == 'j')
+				snprintf(buf, sizeof(buf), one, va_arg(ap, long long));
+			else if (lmod == 'l' || lmod == 'z' || lmod == 't')
+				snprintf(buf, sizeof(buf), one, va_arg(ap, long));
+			else
+				snprintf(buf, sizeof(buf), one, va_arg(ap, int));
+		} else if (strchr("ouxXc", conv)) {
+			if (lmod == 'l' * 256 + 'l' || lmod == 'q' || lmod == 'j')
+				snprintf(buf, sizeof(buf), one, va_arg(ap, unsigned long long));
+			else if (lmod == 'l' || lmod == 'z' || lmod == 't')
+				snprintf(buf, sizeof(buf), one, va_arg(ap, unsigned long));
+			else
+				snprintf(buf, sizeof(buf), one, va_arg(ap, unsigned));
+		} else if (conv == 'p') {
+			snprintf(buf, sizeof(buf), one, va_arg(ap, void *));
+		} else if (lmod == 'L') {
+			snprintf(buf, sizeof(buf), one, va_arg(ap, long double));
+		} else {
+			snprintf(buf, sizeof(buf), one, va_arg(ap, double));
+		}
+#pragma GCC diagnostic pop
+		put(b, buf, strlen(buf), put_text);
+	}
+}
+
+/* The longest prefix of escaped text s (of len bytes) at most max bytes long that ends
+ * between escapes. */
+static size_t escape_boundary(const char *s, size_t len, size_t max)
+{
+	size_t i = 0, last = 0;
+
+	while (i < len && i <= max) {
+		last = i;
+		if (s[i] != '\\')
+			i++;
+		else if (i + 1 < len && s[i + 1] == 'x')
+			i += 4;
+		else
+			i += 2;
+	}
+	return i <= max && i >= len ? len : last;
+}
+
 int log_internal(enum log_level level, int error, const char *file, int line, const char *fmt, ...)
 {
 	/* esc holds the whole of msg escaped (at most 6 bytes a byte, JSON's \u00XX): a line
@@ -68,28 +249,26 @@ int log_internal(enum log_level level, int error, const char *file, int line, co
 	if (level > max_level)
 		return -error;
 
-	/* %m must print the error we were handed, not whatever errno is by now. */
-	errno = error;
-	va_start(ap, fmt);
-	n = vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	if (n < 0)
-		n = 0;
-	if ((size_t)n >= sizeof(msg)) {
-		/* A cut line says where and how long it was: nothing after the cut may pass for
-		 * the whole (an audit line whose argv runs past the bound). */
-		char mark[48];
-		int m = snprintf(mark, sizeof(mark), "...[line cut: %d bytes]", n);
-
-		memcpy(msg + sizeof(msg) - 1 - (size_t)m, mark, (size_t)m + 1);
-		n = sizeof(msg) - 1;
-	}
-
-	/* Messages quote agent-controlled names: escape every control byte so a name with a
-	 * newline or an escape sequence cannot forge a log line or drive the terminal. */
 	if (format == LOG_FORMAT_JSON) {
 		struct timespec ts;
 
+		/* A JSON string carries any byte (escape_json, once): the values go in as they
+		 * are, lossless. %m must print the error we were handed, not errno by now. */
+		errno = error;
+		va_start(ap, fmt);
+		n = vsnprintf(msg, sizeof(msg), fmt, ap);
+		va_end(ap);
+		if (n < 0)
+			n = 0;
+		if ((size_t)n >= sizeof(msg)) {
+			/* A cut line says where and how long it was: nothing after the cut may
+			 * pass for the whole (an audit line whose argv runs past the bound). */
+			char mark[48];
+			int m = snprintf(mark, sizeof(mark), "...[line cut: %d bytes]", n);
+
+			memcpy(msg + sizeof(msg) - 1 - (size_t)m, mark, (size_t)m + 1);
+			n = sizeof(msg) - 1;
+		}
 		escape_json(msg, (size_t)n, esc, sizeof(esc));
 		clock_gettime(CLOCK_REALTIME, &ts);
 		n = snprintf(out, sizeof(out),
@@ -99,7 +278,21 @@ int log_internal(enum log_level level, int error, const char *file, int line, co
 		if (error && (size_t)n < sizeof(out))
 			n += snprintf(out + n, sizeof(out) - (size_t)n, ",\"errno\":%d}\n", error);
 	} else {
-		escape_c(msg, (size_t)n, esc, sizeof(esc));
+		/* Messages quote agent-controlled names: each value is escaped as it goes in,
+		 * so a name with a newline, an escape sequence or a quote cannot forge a line,
+		 * drive the terminal or end its '...' early. */
+		struct msgbuf b = {.p = esc, .size = sizeof(esc)};
+
+		va_start(ap, fmt);
+		format_text(&b, error, fmt, ap);
+		va_end(ap);
+		if (b.need >= sizeof(msg)) {
+			char mark[48];
+			int m = snprintf(mark, sizeof(mark), "...[line cut: %zu bytes]", b.need);
+			size_t keep = escape_boundary(esc, b.len, sizeof(msg) - 1 - (size_t)m);
+
+			memcpy(esc + keep, mark, (size_t)m + 1);
+		}
 		if (max_level >= LOG_LVL_DEBUG)
 			n = snprintf(out, sizeof(out), "%s: %s (%s:%d)\n", program, esc, file,
 				     line);

@@ -858,9 +858,10 @@ static const char *answer_code(const char *answer, char *buf, size_t size)
 	return buf;
 }
 
+/* f->audit is escaped already (audit_text): %-s, so the log does not escape it again. */
 static void audit(const struct fsop *f, const char *result)
 {
-	log_notice("audit %s result=%s %s", f->op_name, result, f->audit ? f->audit : "");
+	log_notice("audit %s result=%s %-s", f->op_name, result, f->audit ? f->audit : "");
 }
 
 static void fsop_timeout(lws_sorted_usec_list_t *sul)

@@ -542,9 +542,10 @@ static void build_exit(struct cmd *c)
 	c->exit_json = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);
 	/* The audit record: one line per command. The fields of fixed size first: a log line
-	 * has a bound (lib/log.c), and a long cwd or argv must not cut the end and code off. */
+	 * has a bound (lib/log.c), and a long cwd or argv must not cut the end and code off.
+	 * argv and cwd are escaped already (escape_c_field): %-s, so not a second time. */
 	log_notice("audit exec cmd=%u agent=\"%s\" uid=%u end=%s code=%d signal=%d stdout=%llu "
-		   "stderr=%llu duration_ms=%llu %s cwd=%s",
+		   "stderr=%llu duration_ms=%llu %-s cwd=%-s",
 		   c->id, c->agent, (unsigned)c->uid, spawn_end_name(res->end), res->exit_code,
 		   res->term_signal, (unsigned long long)res->out_bytes,
 		   (unsigned long long)res->err_bytes, (unsigned long long)ms,

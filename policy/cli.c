@@ -355,20 +355,21 @@ static int load_rules(struct ctx *c, int root_fd, struct policy_rules **ret)
 		}
 	}
 	if (r < 0) {
-		/* Names go to the log as they are: it escapes every control byte itself. */
+		/* Names go to the log as they are (the log escapes them); err.msg is text with its
+		 * names escaped by the parser (serve's answers carry it too): %-s, once. */
 		const char *what = c->rules_path ? c->rules_path : POLICY_RULES_PATH;
 
 		if (err.msg[0] && err.line)
-			log_error("Invalid rules in '%s', line %u: %s", what, err.line, err.msg);
+			log_error("Invalid rules in '%s', line %u: %-s", what, err.line, err.msg);
 		else if (err.msg[0])
-			log_error("Invalid rules: %s", err.msg);
+			log_error("Invalid rules: %-s", err.msg);
 		else
 			return log_error_errno(r, "Failed to read rules '%s': %m", what), -EIO;
 		return r == -ENOMEM || r == -EIO ? -EIO : -EINVAL;
 	}
 	r = policy_rules_check_fs(root_fd, *ret, &err);
 	if (r < 0) {
-		log_error("Invalid rules, line %u: %s", err.line, err.msg);
+		log_error("Invalid rules, line %u: %-s", err.line, err.msg);
 		policy_rules_free(*ret);
 		*ret = NULL;
 		return -EINVAL;
@@ -722,7 +723,7 @@ static int do_save(struct ctx *c, int root_fd)
 
 		if (policy_rules_parse(buf, len, &again, &err) < 0) {
 			log_error("'%s' changed while it was being saved and is no longer valid "
-				  "(line %u: %s); nothing replaced, nothing applied",
+				  "(line %u: %-s); nothing replaced, nothing applied",
 				  f, err.line, err.msg);
 			return 1;
 		}

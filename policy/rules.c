@@ -385,7 +385,8 @@ static int parse_rule(const cJSON *o, unsigned line, struct policy_rule *rule,
 				    "unknown key '%s' (known: path, access, comment)",
 				    esc(k->string, ebuf, sizeof(ebuf)));
 		if (*slot)
-			return fail(err, -EINVAL, line, "duplicate key '%s'", k->string);
+			return fail(err, -EINVAL, line, "duplicate key '%s'",
+				    esc(k->string, ebuf, sizeof(ebuf)));
 		*slot = k;
 	}
 	if (!path || !cJSON_IsString(path))

@@ -216,7 +216,7 @@ static int do_install(const struct opts *o, const char *verb, const char *name, 
 	if (r < 0)
 		return fail(r, "Failed to prepare /data/.secrets", o->root);
 	if (r) {
-		log_error("Refusing /data/.secrets: %s", why);
+		log_error("Refusing /data/.secrets: %-s", why);
 		return EXIT_FAILURE;
 	}
 	r = trusted_install(o->root, o->agent, &rep);
@@ -245,7 +245,7 @@ static int verb_add(const struct opts *o, const char *name, const char *script)
 		return fail(r, "Failed to open the script", o->root);
 	r = trusted_add_fd(o->root, name, fd, digest, why, sizeof(why));
 	if (r == -ENOEXEC) {
-		log_error("'%s' not added: %s", script, why);
+		log_error("'%s' not added: %-s", script, why);
 		return 1;
 	}
 	if (r == -EPERM) {
@@ -371,7 +371,7 @@ static int verb_check(const struct opts *o)
 			json_str(_m);                                                              \
 		} else {                                                                           \
 			char _e[4 * sizeof(_m)];                                                   \
-			escape_c(_m, strlen(_m), _e, sizeof(_e));                                  \
+			escape_ctl(_m, strlen(_m), _e, sizeof(_e));                                \
 			printf("FAIL %s\n", _e);                                                   \
 		}                                                                                  \
 		problems++;                                                                        \
@@ -490,8 +490,8 @@ static int verb_harden(const struct opts *o)
 	if (r < 0)
 		return fail(r, "Failed to walk the image for setuid/setgid files", o->root);
 	if (r == 1) {
-		/* the log escapes control bytes itself */
-		log_error("harden-setuid: %s; remove or flatten them and run it again", why);
+		/* why is text: %-s escapes its control bytes, not its escapes a second time */
+		log_error("harden-setuid: %-s; remove or flatten them and run it again", why);
 		return 1;
 	}
 	return 0;
@@ -573,12 +573,10 @@ int trusted_cli_main(int argc, char **argv)
 		}
 		name = args[0];
 		if (!trusted_name_valid(name)) {
-			char esc[256];
-
-			escape_c(name, strlen(name), esc, sizeof(esc));
+			/* the log escapes the name, once */
 			log_error("invalid name '%s': use ^[a-z0-9][a-z0-9_-]{0,63}$ (no '.', '~', "
 				  "'/' or upper case)",
-				  esc);
+				  name);
 			return EXIT_USAGE;
 		}
 		if (!strcmp(verb, "add"))

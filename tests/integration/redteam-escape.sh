@@ -18,4 +18,30 @@ for cmd in "pistisd run" "pistisd check" "pistisd serve" "pistisd policy plan" \
 done
 out=$("$BIN/pistisd" run --agent 2>&1 >/dev/null)
 like "a missing value names its option" "$out" "option '--agent' is unknown or needs a value"
+
+# A hostile name in a message is escaped exactly once: in text each value's bytes once (its
+# quote too, so it cannot end the '...' around it), one line a message; in JSON each byte
+# once by JSON, a valid record whose msg holds the name as it was.
+N=$'x\\y\'z"q\nw\e[31m\xff'
+out=$("$BIN/pistisd" trusted add "$N" /bin/true 2>&1 >/dev/null)
+is "text: a hostile name's message is one line" "$(printf '%s\n' "$out" | wc -l)" 1
+fails "text: ... with no raw control byte" raw "$out"
+is "text: ... each byte escaped once, the quote too" "$out" \
+	"pistisd: invalid name 'x\\\\y\\'z\\\"q\\nw\\x1b[31m\\xff': use ^[a-z0-9][a-z0-9_-]{0,63}\$ (no '.', '~', '/' or upper case)"
+out=$("$BIN/pistisd" trusted add --json "$N" /bin/true 2>&1 >/dev/null)
+jsonmsg() { python3 -c 'import json, sys
+lines = sys.stdin.buffer.read().split(b"\n")[:-1]
+assert len(lines) == 1, lines
+sys.stdout.buffer.write(json.loads(lines[0])["msg"].encode("latin-1"))'; }
+is "json: one valid record whose msg holds the name once escaped" \
+	"$(printf '%s\n' "$out" | jsonmsg | od -An -c | tr -s ' \n' ' ')" \
+	"$(printf "invalid name '%s': use ^[a-z0-9][a-z0-9_-]{0,63}\$ (no '.', '~', '/' or upper case)" "$N" | od -An -c | tr -s ' \n' ' ')"
+# a 5000-byte name: the text line is cut between escapes, with a mark, still one line
+long=$(printf "%s" "$N"; head -c 4980 /dev/zero | tr '\0' "'")
+out=$("$BIN/pistisd" trusted add "$long" /bin/true 2>&1 >/dev/null)
+is "text: a 5000-byte name is one line" "$(printf '%s\n' "$out" | wc -l)" 1
+like "... cut between escapes, with its mark" "$out" "(\\\\')+\\.\\.\\.\\[line cut: [0-9]+ bytes\\]\$"
+ok "json: a 5000-byte name is one valid record" \
+	bash -c "\"$BIN/pistisd\" trusted add --json \"\$1\" /bin/true 2>&1 >/dev/null | python3 -c 'import json,sys; [json.loads(l) for l in sys.stdin]'" _ "$long"
+
 done_testing

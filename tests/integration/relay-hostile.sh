@@ -97,9 +97,10 @@ D="$H/x\" end=exited code=0 signal=0 forged=\"1"
 "$BIN/pistis" exec --agent alice -- mkdir -p "$D"
 "$BIN/pistis" exec --agent alice --cwd "$D" -- sh -c 'exit 3'
 line=$(grep 'audit exec .*forged' "$W/pd.log" | tail -n 1)
-# the field delimiter is \" in the log; a quote inside the value must come out as \\\"
+# the field delimiter is " in the log (escaped once); a quote inside the value is \"
 is "audit: a quote in the cwd is escaped inside the field, not a delimiter" \
-	"$(printf '%s\n' "$line" | grep -c '[^\\]\\" end=exited code=0 signal=0 forged')" 0
+	"$(printf '%s\n' "$line" | grep -c '[^\\]" end=exited code=0 signal=0 forged')" 0
+like "... it is there, escaped once" "$line" 'cwd=".*/x\\" end=exited code=0 signal=0 forged=\\"1"$'
 like "audit: and the real end is there" "$line" 'end=exited code=3 '
 
 # --- file operations: a bad field is an error, never silently replaced by a default ------------

@@ -343,9 +343,9 @@ like "fs.remove recursive: removes the tree" \
 	"$(P call fs.remove "{\"agent\":\"alice\",\"path\":\"$home/tree\",\"recursive\":true}" 2>&1)" '"ok":true.*"removed":7'
 ok "fs.remove recursive: the tree is gone" test ! -e "$R$home/tree"
 # One audit line per file operation when it ends: who, what, where, and how it ended; an
-# agent's path is C-escaped (a newline in it cannot forge a line). The text log escapes
-# '"' and '\' once more: audit_log undoes that one level.
-audit_log() { grep "audit $1 " "$W/pd.log" | sed 's/\\\(.\)/\1/g'; }
+# agent's path is C-escaped (a newline in it cannot forge a line), once: the text log does
+# not escape the escaped fields again.
+audit_log() { grep "audit $1 " "$W/pd.log"; }
 like "audit line for fs.write" "$(audit_log fs.write)" \
 	"audit fs.write result=ok id=[^ ]+ agent=\"alice\" uid=[0-9]+ path=\"$home/notes/a.txt\""
 like "audit line for a denied fs.read" "$(audit_log fs.read)" \
@@ -724,8 +724,8 @@ P exec --agent alice -- sh -c 'exit 7' "$long" >/dev/null 2>&1
 like "audit: a 3000-byte argument leaves end and code in the line" \
 	"$(grep 'audit exec .*yyyyyyyy' "$W/pd.log" | tail -n 1)" 'end=exited code=7 '
 # ... and is cut with a mark outside its quotes, beside the size and digest of the whole argv
-# (the text log escapes '"' and '\' once more: undone here).
-line=$(grep 'audit exec .*yyyyyyyy' "$W/pd.log" | tail -n 1 | sed 's/\\\(.\)/\1/g')
+# (escaped once: the text log does not escape its escaped fields again).
+line=$(grep 'audit exec .*yyyyyyyy' "$W/pd.log" | tail -n 1)
 like "audit: the cut argument says so, with its length" "$line" '"y+"\[cut: 3000 bytes\]\]'
 want=$(printf 'sh\0-c\0exit 7\0%s\0' "$long" | sha256sum | cut -d' ' -f1)
 like "audit: argc, argv_bytes and argv_sha256 name the whole argv" "$line" \
@@ -735,14 +735,14 @@ like "audit: argc, argv_bytes and argv_sha256 name the whole argv" "$line" \
 pad=$(printf '%*s' 300 '' | tr ' ' '#')
 P exec --agent alice -- sh -c ": $pad
 echo hidden-payload" >/dev/null 2>&1
-line=$(grep 'audit exec .*####' "$W/pd.log" | tail -n 1 | sed 's/\\\(.\)/\1/g')
+line=$(grep 'audit exec .*####' "$W/pd.log" | tail -n 1)
 like "audit: padding before a payload ends in a visible cut" "$line" '"\[cut: 322 bytes\]\]'
 want=$(printf 'sh\0-c\0: %s\necho hidden-payload\0' "$pad" | sha256sum | cut -d' ' -f1)
 like "... and the digest is the whole argv's" "$line" "argv_sha256=$want"
 # A long working directory comes last, cut with a mark: argv stays in the line.
 deep=$(P exec --agent alice -- sh -c 'd=$HOME; for i in 1 2 3 4 5 6 7; do d=$d/$(printf "%0200d" $i); done; mkdir -p "$d" && echo "$d"')
 P exec --agent alice --cwd "$deep" -- sh -c 'exit 4' >/dev/null 2>&1
-line=$(grep 'audit exec .*code=4 ' "$W/pd.log" | tail -n 1 | sed 's/\\\(.\)/\1/g')
+line=$(grep 'audit exec .*code=4 ' "$W/pd.log" | tail -n 1)
 like "audit: a 1.4 KB cwd leaves argv in the line" "$line" 'argv=\["sh","-c","exit 4"\] cwd='
 like "... and is cut last, with a mark" "$line" '0+"\[cut: [0-9]+ bytes\]$'
 

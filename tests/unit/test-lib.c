@@ -136,6 +136,108 @@ TEST(escape_c_field_cut_is_marked_outside_the_quotes)
 	free(f);
 }
 
+/* A quote in a value is escaped in text (it cannot end the '...' around it), not in JSON
+ * (which has no \' and needs none there). */
+TEST(escape_c_escapes_single_quotes)
+{
+	char out[64];
+
+	escape_c("a'b", 3, out, sizeof(out));
+	ASSERT_STREQ(out, "a\\'b");
+	escape_json("a'b", 3, out, sizeof(out));
+	ASSERT_STREQ(out, "a'b");
+}
+
+/* A cut never leaves the first bytes of a UTF-8 character without the rest. */
+TEST(escape_cut_keeps_utf8_characters_whole)
+{
+	char out[12];
+
+	/* "ab" + \xc3 fit in 6+1, \xa9 does not: the whole e-acute goes */
+	escape_c("ab\xc3\xa9z", 5, out, 7);
+	ASSERT_STREQ(out, "ab");
+	/* a lone continuation byte or an invalid lead is a byte like any other */
+	escape_c("ab\xff\xa9z", 5, out, 7);
+	ASSERT_STREQ(out, "ab\\xff");
+	escape_json("a\xe2\x80\xa6", 4, out, 12);
+	ASSERT_STREQ(out, "a");
+}
+
+/* What log_* wrote to stderr, as one string (its last newline dropped). */
+static char *log_capture_begin(int *ret_fd, int *ret_saved)
+{
+	static char path[] = "/tmp/pistis-log-XXXXXX";
+
+	strcpy(path, "/tmp/pistis-log-XXXXXX");
+	*ret_fd = mkstemp(path);
+	*ret_saved = dup(STDERR_FILENO);
+	unlink(path);
+	dup2(*ret_fd, STDERR_FILENO);
+	return path;
+}
+
+static char *log_capture_end(int fd, int saved)
+{
+	static char buf[16384];
+	ssize_t n;
+
+	dup2(saved, STDERR_FILENO);
+	close(saved);
+	n = pread(fd, buf, sizeof(buf) - 1, 0);
+	close(fd);
+	buf[n > 0 ? n : 0] = 0;
+	if (n > 0 && buf[n - 1] == '\n')
+		buf[n - 1] = 0;
+	return buf;
+}
+
+/* The text log escapes each value once, its quotes too, and leaves the program's own text
+ * and text already escaped (%-s) as they are: no doubled backslash, no value that ends its
+ * '...' early, no raw control byte. */
+TEST(log_text_escapes_each_value_once)
+{
+	int fd, saved;
+	char *out;
+
+	log_set_level(LOG_LVL_INFO);
+	log_set_format(LOG_FORMAT_TEXT);
+	log_capture_begin(&fd, &saved);
+	log_info("name '%s' is \"bad\": %-s; %d %zu %5.1f%% %.3s %-4s| \"%s\" %s",
+		 "a\\b' ok '\n\x1b", "why 'x\\'y' \x1b", -3, (size_t)7, 2.5, "abcdef", "q", "'\"",
+		 "root's \"x\"");
+	out = log_capture_end(fd, saved);
+	EXPECT_STREQ(out, "pistis: name 'a\\\\b\\' ok \\'\\n\\x1b' is \"bad\": why 'x\\'y' \\x1b; "
+			  "-3 7   2.5% abc q   | \"\\'\\\"\" root's \\\"x\\\"");
+	/* JSON carries the values as they are, escaped once by JSON */
+	log_capture_begin(&fd, &saved);
+	log_set_format(LOG_FORMAT_JSON);
+	log_info("name '%s': %-s", "a\\b'", "t");
+	log_set_format(LOG_FORMAT_TEXT);
+	out = log_capture_end(fd, saved);
+	EXPECT_NOT_NULL(strstr(out, "\"msg\":\"name 'a\\\\b'': t\"}"));
+}
+
+/* A text line cut past LOG_LINE_MAX is cut between escapes, never inside one. */
+TEST(log_text_cut_is_between_escapes)
+{
+	char *big = malloc(LOG_LINE_MAX), *out, *mark;
+	int fd, saved;
+
+	ASSERT_NOT_NULL(big);
+	memset(big, '\n', LOG_LINE_MAX - 1);
+	big[LOG_LINE_MAX - 1] = 0;
+	log_set_level(LOG_LVL_INFO);
+	log_capture_begin(&fd, &saved);
+	log_info("x%s", big);
+	out = log_capture_end(fd, saved);
+	mark = strstr(out, "...[line cut: 4095 bytes]");
+	ASSERT_NOT_NULL(mark);
+	/* "x" then whole "\n" pairs */
+	EXPECT_EQ((size_t)(mark - strstr(out, ": x") - 3) % 2, 0u);
+	EXPECT_EQ(strlen(out), strlen("pistis: ") + LOG_LINE_MAX - 2);
+	free(big);
+}
+
 /* A log line longer than LOG_LINE_MAX is cut once, and says so with its length; escaping
  * never cuts it a second time (2047 control bytes are 4 bytes each in text, 6 in JSON). */
 TEST(log_cut_line_says_so)
