@@ -290,17 +290,18 @@ static int run_loop(struct loop *l)
 static void print_json(const struct spawn_result *res, const struct spawn_proc *p,
 		       const char *agent)
 {
-	char esc[1024];
+	/* the agent id as one JSON string, cut with a mark past 1 KiB escaped */
+	_cleanup_free_ char *esc = escape_json_field(agent, 1024);
 
-	escape_json(agent, strlen(agent), esc, sizeof(esc));
 	fprintf(stderr,
-		"{\"agent\":\"%s\",\"end\":\"%s\",\"exit_code\":%d,\"signal\":%d,\"core\":%s,"
+		"{\"agent\":%s,\"end\":\"%s\",\"exit_code\":%d,\"signal\":%d,\"core\":%s,"
 		"\"wall_ms\":%.3f,\"user_ms\":%.3f,\"sys_ms\":%.3f,\"maxrss_kb\":%ld,"
 		"\"out_bytes\":%" PRIu64 ",\"err_bytes\":%" PRIu64 ",\"truncated\":%s,"
 		"\"dropped_bytes\":%" PRIu64 ",\"left_children_killed\":%s,\"tree\":\"%s\","
 		"\"abstract_sockets\":\"%s\",\"limits\":{\"memory\":%s,\"pids\":%s,\"cpu\":%s}}\n",
-		esc, spawn_end_name(res->end), res->end == SPAWN_END_EXITED ? res->exit_code : -1,
-		res->term_signal, res->core_dumped ? "true" : "false", res->wall_us / 1000.0,
+		esc ? esc : "null", spawn_end_name(res->end),
+		res->end == SPAWN_END_EXITED ? res->exit_code : -1, res->term_signal,
+		res->core_dumped ? "true" : "false", res->wall_us / 1000.0,
 		res->rusage.ru_utime.tv_sec * 1000.0 + res->rusage.ru_utime.tv_usec / 1000.0,
 		res->rusage.ru_stime.tv_sec * 1000.0 + res->rusage.ru_stime.tv_usec / 1000.0,
 		res->rusage.ru_maxrss, res->out_bytes, res->err_bytes,

@@ -122,12 +122,13 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	return 0;
 }
 
+/* "key":value, the value one JSON string cut with a mark past 4 KiB escaped
+ * (escape_json_field). */
 static void print_json_str(const char *key, const char *val, bool comma)
 {
-	char esc[4 * 1024];
+	_cleanup_free_ char *esc = escape_json_field(val, 4 * 1024);
 
-	escape_json(val, strlen(val), esc, sizeof(esc));
-	printf("\"%s\":\"%s\"%s", key, esc, comma ? "," : "");
+	printf("\"%s\":%s%s", key, esc ? esc : "null", comma ? "," : "");
 }
 
 static void print_identity(const struct users_identity *id, bool json)

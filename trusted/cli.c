@@ -63,12 +63,15 @@ static void help(FILE *f)
 		TRUSTED_KEEP_MAX);
 }
 
+#define TRUSTED_JSON_STR_MAX 4096 /* escaped bytes of one JSON string printed */
+
+/* One JSON string of at most TRUSTED_JSON_STR_MAX escaped bytes; a longer one is cut with
+ * a mark (escape_json_field). */
 static void json_str(const char *s)
 {
-	char buf[1024];
+	_cleanup_free_ char *f = escape_json_field(s, TRUSTED_JSON_STR_MAX);
 
-	escape_json(s, strlen(s), buf, sizeof(buf));
-	printf("\"%s\"", buf);
+	printf("%s", f ? f : "null");
 }
 
 static int no_sudo(const char *root)
@@ -446,26 +449,27 @@ struct setid_print {
 static void setid_cb(const struct trusted_setid_file *f, void *userdata)
 {
 	struct setid_print *p = userdata;
-	char path[1024];
 
 	if (p->o->json) {
-		escape_json(f->path, strlen(f->path), path, sizeof(path));
-		printf("%s{\"path\":\"%s\",\"mode\":\"%04o\",\"uid\":%u,\"gid\":%u,\"caps\":%s,"
+		_cleanup_free_ char *path = escape_json_field(f->path, TRUSTED_JSON_STR_MAX);
+
+		printf("%s{\"path\":%s,\"mode\":\"%04o\",\"uid\":%u,\"gid\":%u,\"caps\":%s,"
 		       "\"kept\":%s,\"changed\":%s}",
-		       p->n ? "," : "", path, (unsigned)(f->mode & 07777), (unsigned)f->uid,
-		       (unsigned)f->gid, f->caps ? "true" : "false", f->kept ? "true" : "false",
-		       f->changed ? "true" : "false");
+		       p->n ? "," : "", path ? path : "null", (unsigned)(f->mode & 07777),
+		       (unsigned)f->uid, (unsigned)f->gid, f->caps ? "true" : "false",
+		       f->kept ? "true" : "false", f->changed ? "true" : "false");
 	} else {
 		/* "caps": the file carries capabilities (security.capability), which go with
-		 * the setid bits. */
-		escape_c(f->path, strlen(f->path), path, sizeof(path));
+		 * the setid bits. The path whole: the walk bounds it (PATH_MAX). */
+		_cleanup_free_ char *path = escape_c_dup(f->path);
+
 		printf("%-7s %04o -> %04o %-4s %s\n",
 		       f->kept	    ? "kept"
 		       : f->changed ? "cleared"
 				    : "would",
 		       (unsigned)(f->mode & 07777),
 		       (unsigned)(f->kept ? f->mode & 07777 : f->mode & 0777),
-		       f->caps ? "caps" : "", path);
+		       f->caps ? "caps" : "", path ? path : "?");
 	}
 	p->n++;
 }

@@ -44,4 +44,24 @@ like "... cut between escapes, with its mark" "$out" "(\\\\')+\\.\\.\\.\\[line c
 ok "json: a 5000-byte name is one valid record" \
 	bash -c "\"$BIN/pistisd\" trusted add --json \"\$1\" /bin/true 2>&1 >/dev/null | python3 -c 'import json,sys; [json.loads(l) for l in sys.stdin]'" _ "$long"
 
+# Escaped names printed in JSON are cut with a mark, never inside an escape or a character:
+# harden-setuid --json over a tree whose setuid file lies under hostile names longer than
+# the 4 KiB a path may take escaped (a scratch directory, not an image: nothing is changed).
+T=$(mktemp -d)
+d=$T
+for i in 1 2 3 4 5; do
+	d="$d/$(printf '%s' "$N"; head -c 150 /dev/zero | tr '\0' '\377'; printf '\303\251')"
+done
+mkdir -p "$d" && touch "$d/f" && chmod 4755 "$d/f"
+out=$("$BIN/pistisd" trusted harden-setuid --dry-run --json --root "$T" 2>/dev/null)
+ok "harden-setuid --json: valid JSON over a 900-byte hostile path" \
+	python3 -c 'import json, sys; json.loads(sys.argv[1])' "$out"
+like "... the path cut with the mark inside its string" "$out" '\\u2026","mode":"4755"'
+unlike "... never inside an escape" "$out" '\\(u[0-9a-f]{0,3})?\\u2026'
+fails "... with no raw control byte" raw "$out"
+out=$("$BIN/pistisd" trusted harden-setuid --dry-run --root "$T" 2>/dev/null)
+is "harden-setuid text: one line for the file" "$(printf '%s\n' "$out" | wc -l)" 1
+fails "... with no raw control byte" raw "$out"
+like "... the path whole, escaped once" "$out" "/x\\\\\\\\y\\\\'z\\\\\"q\\\\nw\\\\x1b\\[31m(\\\\xff)+\\\\xc3\\\\xa9/.*/f\$"
+rm -rf "$T"
 done_testing

@@ -163,6 +163,32 @@ TEST(escape_cut_keeps_utf8_characters_whole)
 	ASSERT_STREQ(out, "a");
 }
 
+/* One JSON string, cut with a mark inside its quotes that no value can forge. */
+TEST(escape_json_field_cut_is_marked)
+{
+	char big[5001], *f = escape_json_field("a\"'\\\n\x1b\xff", 64);
+
+	ASSERT_STREQ(f, "\"a\\\"'\\\\\\n\\u001b\\u00ff\"");
+	free(f);
+	memset(big, 'y', 5000);
+	big[5000] = 0;
+	f = escape_json_field(big, 4096);
+	ASSERT_EQ(strlen(f), (size_t)(1 + 4096 + 6 + 1));
+	EXPECT_STREQ(f + 1 + 4096, "\\u2026\"");
+	free(f);
+	/* "\xc3\xa9" straddles the bound: cut before it, never inside */
+	memset(big, 'y', 10);
+	memcpy(big + 2, "\xc3\xa9", 2);
+	big[10] = 0;
+	f = escape_json_field(big, 8);
+	EXPECT_STREQ(f, "\"yy\\u2026\"");
+	free(f);
+	/* the bytes of U+2026 in a value are \u00XX each, never the mark */
+	f = escape_json_field("\xe2\x80\xa6", 64);
+	EXPECT_STREQ(f, "\"\\u00e2\\u0080\\u00a6\"");
+	free(f);
+}
+
 /* What log_* wrote to stderr, as one string (its last newline dropped). */
 static char *log_capture_begin(int *ret_fd, int *ret_saved)
 {
