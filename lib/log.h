@@ -27,7 +27,12 @@ enum log_level log_get_level(void);
 void log_set_format(enum log_format format);
 
 /* Writes one line to stderr ("prog: message"); returns -abs(error) so callers can
- * `return log_error_errno(r, "Failed to …: %m")`. %m expands to strerror(abs(error)). */
+ * `return log_error_errno(r, "Failed to …: %m")`. %m expands to strerror(abs(error)).
+ * In the text format each %s value is C-escaped as it goes in (every byte outside
+ * printable ASCII; inside '%s' or "%s" its ' too, so it cannot end the quotes), the format
+ * itself is the program's text; %-s (the '-' flag, no width) passes a value that is already
+ * escaped text (a reason built with escaped names), so no byte is escaped twice. The JSON
+ * format escapes the whole message once. lib/log.c, format_text. */
 int log_internal(enum log_level level, int error, const char *file, int line, const char *fmt, ...)
 	_printf_(5, 6);
 
