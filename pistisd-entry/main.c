@@ -45,6 +45,17 @@ static const char help_text[] =
 	"by signal N) once it is not restarted; 100 usage or configuration, 111 system error,\n"
 	"126 CMD cannot be executed, 127 CMD not found. See docs/entry.md.\n";
 
+/* A stop signal before the child started: nothing to forward it to and nothing to wait
+ * for, so entry ends now instead of starting the child only to stop it (docker stop during
+ * a slow `users ensure-base` used to wait for it, then start pistisd serve). */
+static int stopped_before_start(int sig)
+{
+	const char *n = entry_signal_name(sig);
+
+	log_notice("SIG%s before the child started: exiting without starting it", n ? n : "?");
+	return 128 + sig;
+}
+
 static void reset_dispositions(void)
 {
 	/* Whatever started us may have ignored signals (SIGCHLD ignored would make the kernel
@@ -61,7 +72,7 @@ int main(int argc, char **argv)
 	const char *err = NULL, *arg = NULL;
 	sigset_t set;
 	char **cmd;
-	int r;
+	int r, sig;
 
 	/* First of all: as PID 1 of a namespace a signal with the default action from outside
 	 * (docker stop) would kill us before the loop runs. Blocked signals stay pending. */
@@ -111,7 +122,9 @@ int main(int argc, char **argv)
 		r = entry_prepare_data(o.data_dir);
 		if (r < 0)
 			return ENTRY_EXIT_SYSTEM;
-		r = entry_ensure_base(o.pistisd);
+		r = entry_ensure_base(o.pistisd, o.grace_ms);
+		if ((sig = entry_startup_stop()))
+			return stopped_before_start(sig);
 		if (r == -ENOENT)
 			log_notice("'%s' not found: skipping 'users ensure-base'", o.pistisd);
 		else if (r != 0)
@@ -122,7 +135,9 @@ int main(int argc, char **argv)
 		return ENTRY_EXIT_SYSTEM;
 	/* After the hardening, which refuses to start where it fails and trusted commands
 	 * are configured: one restored now is judged per command by serve instead. */
-	if (o.prepare && entry_trusted_restore(o.data_dir, o.pistisd) < 0)
+	if ((sig = entry_startup_stop()))
+		return stopped_before_start(sig);
+	if (o.prepare && entry_trusted_restore(o.data_dir, o.pistisd, o.grace_ms) < 0)
 		return ENTRY_EXIT_SYSTEM;
 
 	cmd = o.cmd;
@@ -132,5 +147,7 @@ int main(int argc, char **argv)
 			return r;
 		cmd = default_cmd;
 	}
+	if ((sig = entry_startup_stop()))
+		return stopped_before_start(sig);
 	return entry_supervise(&o, cmd);
 }

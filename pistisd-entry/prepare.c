@@ -96,14 +96,41 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Runs PISTISD with argv (argv[0] its path) and waits, bounded: PID 1 must not hang forever
- * on a stuck helper. Only SIGCHLD is taken here; a stop signal stays pending for the
- * supervision loop. Other zombies (none yet at start-up, but a PID 1 can be handed some)
- * are left to that loop's reaper. 0 with *status, -ENOENT when PISTISD does not exist, or
- * a logged -errno (-ETIME: killed at the deadline). */
-static int run_pistisd(char *const argv[], const char *what, int *status)
+/* A stop signal (docker stop, Ctrl-C) that came before the child started, or 0. */
+static int startup_stop_sig;
+
+int entry_startup_stop(void)
 {
-	sigset_t chld, empty;
+	struct timespec zero = {0, 0};
+	sigset_t stop;
+	int sig;
+
+	if (startup_stop_sig)
+		return startup_stop_sig;
+	sigemptyset(&stop);
+	for (int s = 1; s < NSIG; s++)
+		if (entry_signal_stops(s))
+			sigaddset(&stop, s);
+	/* Taken, not only looked at: the supervision loop never runs after one. */
+	sig = sigtimedwait(&stop, NULL, &zero);
+	if (sig > 0)
+		startup_stop_sig = sig;
+	return startup_stop_sig;
+}
+
+/* Runs PISTISD with argv (argv[0] its path) and waits, bounded: PID 1 must not hang forever
+ * on a stuck helper. Only SIGCHLD and the stop signals are taken here; the others stay
+ * pending for the supervision loop. A stop signal gives the helper GRACE_MS to finish (it
+ * rewrites /etc/passwd and the sudoers drop-in: better done than cut short), a second one
+ * or the end of that SIGKILLs it; either way entry_startup_stop() says so afterwards and
+ * the child is never started. Before, a `docker stop` during a slow ensure-base waited up
+ * to its 60 s bound, and then the child was started only to be stopped. Other zombies
+ * (none yet at start-up, but a PID 1 can be handed some) are left to that loop's reaper.
+ * 0 with *status, -ENOENT when PISTISD does not exist, or a logged -errno (-ETIME: killed
+ * at the deadline, -EINTR: killed after a stop signal). */
+static int run_pistisd(char *const argv[], const char *what, int64_t grace_ms, int *status)
+{
+	sigset_t waitset, empty;
 	int64_t deadline;
 	pid_t pid;
 
@@ -114,8 +141,11 @@ static int run_pistisd(char *const argv[], const char *what, int *status)
 	}
 
 	sigemptyset(&empty);
-	sigemptyset(&chld);
-	sigaddset(&chld, SIGCHLD);
+	sigemptyset(&waitset);
+	sigaddset(&waitset, SIGCHLD);
+	for (int s = 1; s < NSIG; s++)
+		if (entry_signal_stops(s))
+			sigaddset(&waitset, s);
 	pid = fork();
 	if (pid < 0)
 		return log_error_errno(-errno, "Failed to fork for %s: %m", what);
@@ -127,10 +157,14 @@ static int run_pistisd(char *const argv[], const char *what, int *status)
 	}
 
 	deadline = now_ms() + ENSURE_BASE_TIMEOUT_MS;
+	if (startup_stop_sig && now_ms() + grace_ms < deadline)
+		deadline = now_ms() + grace_ms;
 	for (;;) {
 		pid_t p = waitpid(pid, status, WNOHANG);
 		int64_t left = deadline - now_ms();
 		struct timespec ts;
+		char b[24];
+		int sig;
 
 		if (p == pid)
 			return 0;
@@ -139,20 +173,41 @@ static int run_pistisd(char *const argv[], const char *what, int *status)
 		if (left <= 0) {
 			(void)kill(pid, SIGKILL);
 			(void)waitpid(pid, status, 0);
+			if (startup_stop_sig) {
+				log_warning("'%s %s' was not done at the end of the grace period; "
+					    "killed it",
+					    argv[0], what);
+				return -EINTR;
+			}
 			log_error("'%s %s' did not finish in %d s; killed it", argv[0], what,
 				  ENSURE_BASE_TIMEOUT_MS / 1000);
 			return -ETIME;
 		}
 		ts.tv_sec = left / 1000;
 		ts.tv_nsec = (left % 1000) * 1000000;
-		(void)sigtimedwait(&chld, NULL, &ts);
+		sig = sigtimedwait(&waitset, NULL, &ts);
+		if (sig <= 0 || sig == SIGCHLD)
+			continue;
+		snprintf(b, sizeof(b), "SIG%s", entry_signal_name(sig));
+		if (startup_stop_sig) {
+			log_notice("%s again: killing '%s %s' now", b, argv[0], what);
+			deadline = now_ms();
+			continue;
+		}
+		startup_stop_sig = sig;
+		log_notice("%s during '%s %s': the child will not be started; SIGKILL to it in "
+			   "%lld.%03lld s unless it is done",
+			   b, argv[0], what, (long long)(grace_ms / 1000),
+			   (long long)(grace_ms % 1000));
+		if (now_ms() + grace_ms < deadline)
+			deadline = now_ms() + grace_ms;
 	}
 }
 
-int entry_ensure_base(const char *pistisd)
+int entry_ensure_base(const char *pistisd, int64_t grace_ms)
 {
 	char *argv[] = {(char *)pistisd, (char *)"users", (char *)"ensure-base", NULL};
-	int status = 0, r = run_pistisd(argv, "users ensure-base", &status);
+	int status = 0, r = run_pistisd(argv, "users ensure-base", grace_ms, &status);
 
 	if (r == -ENOENT)
 		return r;
@@ -183,7 +238,7 @@ static bool dir_has_entries(const char *path)
 	return any;
 }
 
-int entry_trusted_restore(const char *data_dir, const char *pistisd)
+int entry_trusted_restore(const char *data_dir, const char *pistisd, int64_t grace_ms)
 {
 	char *argv[] = {(char *)pistisd, (char *)"trusted", (char *)"install", NULL};
 	const char *suid;
@@ -208,8 +263,8 @@ int entry_trusted_restore(const char *data_dir, const char *pistisd)
 			ENTRY_TRUSTED_DIR, suid);
 		return 0;
 	}
-	r = run_pistisd(argv, "trusted install", &status);
-	if (r == -ENOENT || r == -ETIME)
+	r = run_pistisd(argv, "trusted install", grace_ms, &status);
+	if (r == -ENOENT || r == -ETIME || r == -EINTR)
 		return 0;
 	if (r < 0)
 		return r;

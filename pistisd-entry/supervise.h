@@ -23,9 +23,15 @@ int entry_prepare_data(const char *dir);
  * could not be hardened. (harden.c) */
 int entry_harden_mounts(const char *data_dir);
 
-/* Runs `PISTISD users ensure-base` and waits (bounded). 0 on success; -ENOENT when PISTISD
- * does not exist (nothing to do); a logged negative errno or the command's failure > 0. */
-int entry_ensure_base(const char *pistisd);
+/* Runs `PISTISD users ensure-base` and waits (bounded; a stop signal meanwhile gives it
+ * GRACE_MS, see entry_startup_stop). 0 on success; -ENOENT when PISTISD does not exist
+ * (nothing to do); a logged negative errno or the command's failure > 0. */
+int entry_ensure_base(const char *pistisd, int64_t grace_ms);
+
+/* The stop signal (SIGTERM, SIGINT, SIGQUIT) entry received before its child started, or 0:
+ * one taken while a helper ran, or one pending now (taken). Entry then exits 128+N without
+ * starting the child. */
+int entry_startup_stop(void);
 
 /* A container made afresh from its image has no /etc/sudoers.d/pistis-trusted, while the
  * trusted commands' scripts live on in /data/trusted: where that holds anything and the
@@ -34,7 +40,7 @@ int entry_ensure_base(const char *pistisd);
  * trusted_configured needs the drop-in), not fatal; returns 0 or a logged -errno. */
 #define ENTRY_TRUSTED_DIR "/data/trusted"
 #define ENTRY_TRUSTED_SUDOERS "/etc/sudoers.d/pistis-trusted"
-int entry_trusted_restore(const char *data_dir, const char *pistisd);
+int entry_trusted_restore(const char *data_dir, const char *pistisd, int64_t grace_ms);
 /* The first of trusted.h's TRUSTED_SHARED_TREES (data_dir for /data) that exists and is not
  * mounted nosuid, as pistisd serve's start-up check sees it (statvfs), or NULL. */
 const char *entry_shared_tree_not_nosuid(const char *data_dir);

@@ -337,7 +337,7 @@ fake=$S/fake-pistisd
 cat >"$fake" <<EOF
 #!/bin/sh
 case "\$1" in
-users) echo "\$*" >>"$S/fake.base"; exit \${FAKE_BASE_RC:-0} ;;
+users) echo "\$*" >>"$S/fake.base"; sleep \${FAKE_BASE_SLEEP:-0}; exit \${FAKE_BASE_RC:-0} ;;
 serve) printf '%s\n' "\$@" >"$S/fake.serve"; exit 0 ;;
 esac
 exit 9
@@ -361,6 +361,30 @@ is "PISTIS_RELAY and PISTIS_TOKEN_FILE override serve.conf" "$(tr '\n' ' ' <"$S/
 	"serve --relay=/run/relay.sock --token-file=/run/t --name=box-1 "
 exits 111 "ensure-base failing stops entry before the child" \
 	env FAKE_BASE_RC=1 "$E" $NH --data "$D" --pistisd "$fake" --no-restart
+# A stop signal while ensure-base runs (docker stop at start-up): the helper gets the grace
+# period, then SIGKILL, and the child is never started. Entry used to wait out the helper
+# (up to 60 s), then start the child only to forward the SIGTERM to it.
+stop_at_start() { # GRACE SLEEP: entry as PID 1, SIGTERM once ensure-base runs
+	rm -f "$S/fake.base" "$S/started"
+	env FAKE_BASE_SLEEP=$2 unshare -fp --mount-proc "$E" $NH --data "$D" --pistisd "$fake" \
+		--grace "$1" -- sh -c "echo x >$S/started; exec sleep 100" 2>"$S/ss.log" &
+	local up=$! init
+	init=$(ns_init $up)
+	wait_file "$S/fake.base" 50
+	t0=$(ms)
+	kill -TERM "$init"
+	wait $up
+	rc=$? el=$(($(ms) - t0))
+}
+stop_at_start 1 8
+is "SIGTERM during a slow ensure-base: 143" "$rc" 143
+ok "…at the end of the 1 s grace, not after ensure-base's 8 s ($el ms < 4000)" test $el -lt 4000
+ok "…and the child was never started" test ! -e "$S/started"
+like "…said so" "$(cat "$S/ss.log")" 'SIGTERM before the child started: exiting without starting it'
+stop_at_start 5 1
+is "SIGTERM during an ensure-base that finishes within the grace: 143" "$rc" 143
+ok "…once it is done ($el ms < 4000), not killed, no child" \
+	test $el -lt 4000 -a ! -e "$S/started" -a -z "$(grep 'killed it' "$S/ss.log")"
 chmod 0666 "$D/pistis/serve.conf"
 exits 100 "a group/other-writable serve.conf is refused" \
 	"$E" $NH --data "$D" --pistisd "$fake" --no-restart
