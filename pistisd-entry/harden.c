@@ -226,16 +226,23 @@ const char *entry_shared_tree_not_nosuid(const char *data_dir)
 	return NULL;
 }
 
-/* Whether PISTIS_ALLOW (serve's opt-outs, comma-separated) names check NAME. */
+/* The separators of PISTIS_ALLOW's names, as serve reads them (check_allow_parse). */
+#define ALLOW_SEPARATORS ", \t\n"
+
+/* Whether PISTIS_ALLOW (serve's opt-outs) names check NAME. Split exactly as serve splits it:
+ * with commas only, "protected_symlinks, nosuid_shared" (which serve accepts) did not name
+ * nosuid_shared here, and entry refused a start that serve would have made. */
 static bool serve_allows(const char *name)
 {
-	const char *a = getenv("PISTIS_ALLOW");
+	const char *p = getenv("PISTIS_ALLOW");
 	size_t n = strlen(name);
 
-	for (const char *p = a; p && *p; p += strcspn(p, ",")) {
-		p += *p == ',';
-		if (!strncmp(p, name, n) && (p[n] == ',' || p[n] == '\0'))
+	while (p && *(p += strspn(p, ALLOW_SEPARATORS))) {
+		size_t len = strcspn(p, ALLOW_SEPARATORS);
+
+		if (len == n && !strncmp(p, name, n))
 			return true;
+		p += len;
 	}
 	return false;
 }

@@ -545,6 +545,12 @@ EOS
 		"Refusing to start: .*'/var/tmp' is not mounted nosuid.*nosuid_shared"
 	out=$(PISTIS_ALLOW=protected_symlinks,nosuid_shared hard -- /bin/true 2>&1)
 	is "... with PISTIS_ALLOW naming nosuid_shared: starts (0)" "$?" 0
+	# Split as serve splits it (commas, blanks, newlines): serve accepts this list, and
+	# entry refused it (111) while it split on commas alone.
+	out=$(PISTIS_ALLOW="protected_symlinks, nosuid_shared" hard -- /bin/true 2>&1)
+	is "... PISTIS_ALLOW 'protected_symlinks, nosuid_shared' (as serve reads it): starts (0)" "$?" 0
+	out=$(PISTIS_ALLOW="nosuid_sharedx,xnosuid_shared" hard -- /bin/true 2>&1)
+	is "... a name that only contains nosuid_shared is not it: refuses (111)" "$?" 111
 	rm "$R/var/tmp" && rmdir "$R/srv/vt" && mv "$R/vt.real" "$R/var/tmp"
 	rm "$R/etc/sudoers.d/pistis-trusted"
 
