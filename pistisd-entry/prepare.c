@@ -150,11 +150,16 @@ static int run_pistisd(char *const argv[], const char *what, int64_t grace_ms, i
 	if (pid < 0)
 		return log_error_errno(-errno, "Failed to fork for %s: %m", what);
 	if (pid == 0) {
+		/* A group of its own, so the SIGKILL at its deadline reaches what it started too
+		 * (visudo, under `trusted install`). Also set by the parent: whichever runs first.
+		 * Nothing of it reads a terminal, so a background group costs it nothing. */
+		(void)setpgid(0, 0);
 		/* Dispositions are already the defaults (main reset them). */
 		(void)sigprocmask(SIG_SETMASK, &empty, NULL);
 		execv(argv[0], argv);
 		_exit(errno == ENOENT ? ENTRY_EXIT_NOT_FOUND : ENTRY_EXIT_CANNOT_EXEC);
 	}
+	(void)setpgid(pid, pid); /* EACCES once it has exec'd: it did it itself */
 
 	deadline = now_ms() + ENSURE_BASE_TIMEOUT_MS;
 	if (startup_stop_sig && now_ms() + grace_ms < deadline)
@@ -171,6 +176,9 @@ static int run_pistisd(char *const argv[], const char *what, int64_t grace_ms, i
 		if (p < 0 && errno != EINTR)
 			return log_error_errno(-errno, "waitpid: %m");
 		if (left <= 0) {
+			/* The group: a helper killed alone left what it had started running
+			 * (and, entry not PID 1, running on after entry exited). */
+			(void)kill(-pid, SIGKILL);
 			(void)kill(pid, SIGKILL);
 			(void)waitpid(pid, status, 0);
 			if (startup_stop_sig) {

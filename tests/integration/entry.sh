@@ -337,7 +337,9 @@ fake=$S/fake-pistisd
 cat >"$fake" <<EOF
 #!/bin/sh
 case "\$1" in
-users) echo "\$*" >>"$S/fake.base"; sleep \${FAKE_BASE_SLEEP:-0}; exit \${FAKE_BASE_RC:-0} ;;
+users) echo "\$*" >>"$S/fake.base"
+	[ -z "\${FAKE_BASE_BG:-}" ] || { sleep 60 & echo \$! >"$S/fake.bg"; }
+	sleep \${FAKE_BASE_SLEEP:-0}; exit \${FAKE_BASE_RC:-0} ;;
 serve) printf '%s\n' "\$@" >"$S/fake.serve"; exit 0 ;;
 esac
 exit 9
@@ -385,6 +387,23 @@ stop_at_start 5 1
 is "SIGTERM during an ensure-base that finishes within the grace: 143" "$rc" 143
 ok "…once it is done ($el ms < 4000), not killed, no child" \
 	test $el -lt 4000 -a ! -e "$S/started" -a -z "$(grep 'killed it' "$S/ss.log")"
+# Not PID 1 (nothing tears a namespace down after entry): a helper killed at the end of the
+# grace takes what it started with it. Killed alone, its background process was handed to
+# entry and ran on after entry exited.
+rm -f "$S/fake.base" "$S/fake.bg"
+FAKE_BASE_SLEEP=8 FAKE_BASE_BG=1 "$E" $NH --data "$D" --pistisd "$fake" --grace 1 -- true \
+	2>/dev/null &
+up=$!
+wait_file "$S/fake.bg" 50
+kill -TERM $up
+wait $up
+rc=$?
+bg=$(cat "$S/fake.bg" 2>/dev/null)
+sleep 0.2
+is "not PID 1, SIGTERM during ensure-base: 143" "$rc" 143
+gone() { local st; st=$(ps -o stat= -p "$1" 2>/dev/null); [ -z "$st" ] || [ "${st#Z}" != "$st" ]; }
+ok "…what the killed helper had started (${bg:-none}) is gone too" gone "${bg:-1}"
+[ -n "$bg" ] && kill "$bg" 2>/dev/null
 chmod 0666 "$D/pistis/serve.conf"
 exits 100 "a group/other-writable serve.conf is refused" \
 	"$E" $NH --data "$D" --pistisd "$fake" --no-restart
