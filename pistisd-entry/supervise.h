@@ -16,11 +16,12 @@ void entry_wait_set(sigset_t *ret);
  * Returns 0 or a logged -errno. */
 int entry_prepare_data(const char *dir);
 
-/* Makes DATA_DIR, /workspaces, /tmp and /dev/shm (those that exist, and every mount beneath
- * them) nosuid,nodev, bind-mounting a plain directory onto itself first, and remounts this
- * container's own /proc with hidepid=invisible. Failures are logged and tolerated, except
- * that it returns -EPERM when trusted commands are configured and DATA_DIR or /workspaces
- * could not be hardened. (harden.c) */
+/* Makes DATA_DIR, /workspaces, /tmp, /dev/shm, /var/tmp and /run/lock (those that exist, and
+ * every mount beneath them) nosuid,nodev, bind-mounting a plain directory onto itself first,
+ * and remounts this container's own /proc with hidepid=invisible. Failures are logged and
+ * tolerated, except that it returns -EPERM when trusted commands are configured and DATA_DIR
+ * or /workspaces could not be hardened, or a scratch tree is not nosuid and PISTIS_ALLOW
+ * does not name serve's check. (harden.c) */
 int entry_harden_mounts(const char *data_dir);
 
 /* Runs `PISTISD users ensure-base` and waits (bounded; a stop signal meanwhile gives it
