@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -152,8 +153,12 @@ static int run_pistisd(char *const argv[], const char *what, int64_t grace_ms, i
 	if (pid == 0) {
 		/* A group of its own, so the SIGKILL at its deadline reaches what it started too
 		 * (visudo, under `trusted install`). Also set by the parent: whichever runs first.
-		 * Nothing of it reads a terminal, so a background group costs it nothing. */
+		 * On a terminal (docker run -t) that group is made the foreground one, as for the
+		 * child: a background one writing its lines there with `stty tostop` set is
+		 * stopped by SIGTTOU until the deadline. SIGTTOU is still blocked here. */
 		(void)setpgid(0, 0);
+		if (isatty(STDIN_FILENO))
+			(void)tcsetpgrp(STDIN_FILENO, getpid());
 		/* Dispositions are already the defaults (main reset them). */
 		(void)sigprocmask(SIG_SETMASK, &empty, NULL);
 		execv(argv[0], argv);

@@ -339,6 +339,7 @@ cat >"$fake" <<EOF
 case "\$1" in
 users) echo "\$*" >>"$S/fake.base"
 	[ -z "\${FAKE_BASE_BG:-}" ] || { sleep 60 & echo \$! >"$S/fake.bg"; }
+	[ -z "\${FAKE_BASE_SAY:-}" ] || echo "base says hi" >&2
 	sleep \${FAKE_BASE_SLEEP:-0}; exit \${FAKE_BASE_RC:-0} ;;
 serve) printf '%s\n' "\$@" >"$S/fake.serve"; exit 0 ;;
 esac
@@ -404,6 +405,12 @@ is "not PID 1, SIGTERM during ensure-base: 143" "$rc" 143
 gone() { local st; st=$(ps -o stat= -p "$1" 2>/dev/null); [ -z "$st" ] || [ "${st#Z}" != "$st" ]; }
 ok "…what the killed helper had started (${bg:-none}) is gone too" gone "${bg:-1}"
 [ -n "$bg" ] && kill "$bg" 2>/dev/null
+# On a terminal with `stty tostop`, the helper (in a group of its own) is the foreground
+# group and writes its lines; a background one was stopped by SIGTTOU until its deadline.
+got=$(FAKE_BASE_SAY=1 timeout 10 script -qec "stty tostop; exec $E $NH --data $D \
+	--pistisd $fake --no-restart -- true" /dev/null 2>&1 | tr -d '\r')
+is "on a terminal with tostop, ensure-base writes to it and entry goes on" \
+	"$(printf '%s\n' "$got" | grep -c 'base says hi\|exited with status 0')" 2
 chmod 0666 "$D/pistis/serve.conf"
 exits 100 "a group/other-writable serve.conf is refused" \
 	"$E" $NH --data "$D" --pistisd "$fake" --no-restart
