@@ -187,8 +187,7 @@ static int run_pistisd(char *const argv[], const char *what, int64_t grace_ms, i
 			(void)kill(pid, SIGKILL);
 			(void)waitpid(pid, status, 0);
 			if (startup_stop_sig) {
-				log_warning("'%s %s' was not done at the end of the grace period; "
-					    "killed it",
+				log_warning("'%s %s' was not done when entry stopped; killed it",
 					    argv[0], what);
 				return -EINTR;
 			}
