@@ -67,7 +67,7 @@ wait "$KEEP"
 is "... which stopped alice's running command (cancelled: 143)" "$?" 143
 is "no process of alice's is left" "$(root_pids "$R" "$AUID")" ""
 # The apply stopped alice's last running command, and the writer went with it.
-like "pistisd says what it killed" "$(cat "$W/pd.log")" 'alice..: killed [1-9][0-9]* process\(es\) that had left its process group'
+like "pistisd says what it killed" "$(cat "$W/pd.log")" 'agent="alice": killed [1-9][0-9]* process\(es\) that had left its process group'
 s1=$(stat -c %s "$R/workspaces/log")
 sleep 0.5
 is "the file does not grow after the apply" "$(stat -c %s "$R/workspaces/log")" "$s1"
@@ -102,8 +102,8 @@ sleep 0.3
 is "... and its setsid'ed sleeper went with it (bob's last command)" "$(root_pids "$R" "$BUID")" ""
 # (1, the sleeper; or 2 when the timed-out command's own `sleep 30` had not yet died of the
 # group's signal when the sweep ran: it is the agent's too)
-for _ in $(seq 20); do grep -qE 'bob..: killed [12] process' "$W/pd.log" && break; sleep 0.1; done
-like "... which pistisd says" "$(cat "$W/pd.log")" 'bob..: killed [12] process\(es\) that had left its process group'
+for _ in $(seq 20); do grep -qE 'agent="bob": killed [12] process' "$W/pd.log" && break; sleep 0.1; done
+like "... which pistisd says" "$(cat "$W/pd.log")" 'agent="bob": killed [12] process\(es\) that had left its process group'
 P exec --agent bob -- sleep 4 >/dev/null 2>&1 &
 LONG=$!
 sleep 0.5
@@ -138,7 +138,7 @@ like "bob's command leaves a 4 MiB segment, a queue and a semaphore set" "$out" 
 is "... kept while another command of bob's runs" "$(ipc_of "$BUID")" 3
 wait "$LONG"
 is "... removed once bob's last command has ended" "$(ipc_of "$BUID")" 0
-like "... which pistisd says" "$(cat "$W/pd.log")" 'bob..: removed 3 SysV IPC object\(s\)'
+like "... which pistisd says" "$(cat "$W/pd.log")" 'agent="bob": removed 3 SysV IPC object\(s\)'
 is "... a uid no agent of this sandbox has keeps its own" "$(ipc_of 10777)" 3
 # At start-up: what an agent with no process left (a daemon that died could not remove it);
 # a uid no agent of this sandbox has keeps its own there too

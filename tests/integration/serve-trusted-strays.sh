@@ -76,7 +76,7 @@ outlives() {
 # 1. From a setsid'ed grandchild.
 outlives "a trusted command from a setsid'ed grandchild" \
 	'setsid sh -c "exec /data/bin/slow 300" </dev/null >/dev/null 2>&1 & sleep 0.5'
-like "... which pistisd says" "$(cat "$W/pd.log")" 'alice..: killed [1-9][0-9]* process\(es\) that had left its process group'
+like "... which pistisd says" "$(cat "$W/pd.log")" 'agent="alice": killed [1-9][0-9]* process\(es\) that had left its process group'
 # 2. Orphaned: the agent kills the sudo in between (its real uid is the agent's) with SIGHUP
 #    ignored, so the script, re-parented, keeps running with no agent process above it.
 outlives "an orphaned trusted command (its sudo killed by the agent)" \
