@@ -60,31 +60,13 @@ struct msgbuf {
 	size_t need;
 };
 
+/* Appends s[0..n) escaped by esc (escape_ctl, escape_c, escape_c_text: lib/escape.h), as
+ * much as fits; need counts the whole. */
 static void put(struct msgbuf *b, const char *s, size_t n,
-		int (*esc)(const char *, size_t, char *, size_t, size_t *))
+		size_t (*esc)(const char *, size_t, char *, size_t))
 {
-	size_t left = b->size - b->len;
-
-	b->need += (size_t)esc(s, n, b->p + b->len, left, NULL);
+	b->need += esc(s, n, b->p + b->len, b->size - b->len);
 	b->len += strlen(b->p + b->len);
-}
-
-static int put_value(const char *s, size_t n, char *out, size_t size, size_t *unused)
-{
-	(void)unused;
-	return (int)escape_c(s, n, out, size);
-}
-
-static int put_unquoted(const char *s, size_t n, char *out, size_t size, size_t *unused)
-{
-	(void)unused;
-	return (int)escape_c_text(s, n, out, size);
-}
-
-static int put_text(const char *s, size_t n, char *out, size_t size, size_t *unused)
-{
-	(void)unused;
-	return (int)escape_ctl(s, n, out, size);
 }
 
 /* The text format's message: the format is the program's own text; a %s is a value and is
@@ -106,10 +88,10 @@ _printf_(3, 0) static void format_text(struct msgbuf *b, int error, const char *
 		size_t sl;
 
 		if (!pct) {
-			put(b, f, strlen(f), put_text);
+			put(b, f, strlen(f), escape_ctl);
 			break;
 		}
-		put(b, f, (size_t)(pct - f), put_text);
+		put(b, f, (size_t)(pct - f), escape_ctl);
 		spec = f = pct + 1;
 		while (*f && strchr("-+ #0'", *f))
 			minus |= *f++ == '-';
@@ -131,10 +113,10 @@ _printf_(3, 0) static void format_text(struct msgbuf *b, int error, const char *
 		conv = *f ? *f++ : '\0';
 		switch (conv) {
 		case '%':
-			put(b, "%", 1, put_text);
+			put(b, "%", 1, escape_ctl);
 			continue;
 		case 'm':
-			put(b, strerror(error), strlen(strerror(error)), put_text);
+			put(b, strerror(error), strlen(strerror(error)), escape_ctl);
 			continue;
 		case 's': {
 			const char *v = va_arg(ap, const char *);
@@ -145,15 +127,15 @@ _printf_(3, 0) static void format_text(struct msgbuf *b, int error, const char *
 				v = "(null)";
 			n = prec >= 0 ? strnlen(v, (size_t)prec) : strlen(v);
 			if (minus && width < 0) {
-				put(b, v, n, put_text);
+				put(b, v, n, escape_ctl);
 				continue;
 			}
 			if (!minus)
 				for (size_t w = escape_c(v, n, NULL, 0); (int)w < width; w++)
-					put(b, " ", 1, put_text);
-			put(b, v, n, quoted ? put_value : put_unquoted);
+					put(b, " ", 1, escape_ctl);
+			put(b, v, n, quoted ? escape_c : escape_c_text);
 			for (size_t w = b->need - before; minus && (int)w < width; w++)
-				put(b, " ", 1, put_text);
+				put(b, " ", 1, escape_ctl);
 			continue;
 		}
 		case '\0':
@@ -213,7 +195,7 @@ _printf_(3, 0) static void format_text(struct msgbuf *b, int error, const char *
 			snprintf(buf, sizeof(buf), one, va_arg(ap, double));
 		}
 #pragma GCC diagnostic pop
-		put(b, buf, strlen(buf), put_text);
+		put(b, buf, strlen(buf), escape_ctl);
 	}
 }
 

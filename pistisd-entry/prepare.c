@@ -100,6 +100,14 @@ static int64_t now_ms(void)
 /* A stop signal (docker stop, Ctrl-C) that came before the child started, or 0. */
 static int startup_stop_sig;
 
+/* Adds to set every signal that stops entry (entry_signal_stops). */
+static void add_stop_signals(sigset_t *set)
+{
+	for (int s = 1; s < NSIG; s++)
+		if (entry_signal_stops(s))
+			sigaddset(set, s);
+}
+
 int entry_startup_stop(void)
 {
 	struct timespec zero = {0, 0};
@@ -109,9 +117,7 @@ int entry_startup_stop(void)
 	if (startup_stop_sig)
 		return startup_stop_sig;
 	sigemptyset(&stop);
-	for (int s = 1; s < NSIG; s++)
-		if (entry_signal_stops(s))
-			sigaddset(&stop, s);
+	add_stop_signals(&stop);
 	/* Taken, not only looked at: the supervision loop never runs after one. */
 	sig = sigtimedwait(&stop, NULL, &zero);
 	if (sig > 0)
@@ -144,9 +150,7 @@ static int run_pistisd(char *const argv[], const char *what, int64_t grace_ms, i
 	sigemptyset(&empty);
 	sigemptyset(&waitset);
 	sigaddset(&waitset, SIGCHLD);
-	for (int s = 1; s < NSIG; s++)
-		if (entry_signal_stops(s))
-			sigaddset(&waitset, s);
+	add_stop_signals(&waitset);
 	pid = fork();
 	if (pid < 0)
 		return log_error_errno(-errno, "Failed to fork for %s: %m", what);
