@@ -1009,7 +1009,7 @@ static int load_ca_file(const char *path, char **ret, size_t *ret_len)
 			"on a read-only mount), every symbolic link yours or root's",
 			path, f.kind == TRUST_FAULT_DIR ? "the directory" : "the link", f.node,
 			(unsigned)f.st.st_uid, (unsigned)(f.st.st_mode & 07777));
-	if (dfd < 0 && f.kind >= TRUST_FAULT_LOOP)
+	if (dfd < 0 && f.kind == TRUST_FAULT_LOOP)
 		return log_error_errno(
 			dfd,
 			"Refusing --ca '%s': it is reached through more than 40 symbolic "
