@@ -1,5 +1,5 @@
 /* The supervision loop: one sigtimedwait() for every signal and every timer, one
- * waitpid(-1) loop for every zombie, in the shape of tini. */
+ * reaping loop for every zombie, in the shape of tini. */
 #include "pistisd-entry/supervise.h"
 
 #include <errno.h>
@@ -40,6 +40,12 @@ struct sup {
 	int exit_code;	  /* -1 until decided */
 	int64_t deadline; /* -1, or when the next escalation happens */
 	bool killed;	  /* SIGKILL sent to everything */
+
+	/* Orphans reaped since the last -v line about them: a line a second at most, so
+	 * the agents, who make as many as they like, do not decide how much is logged. */
+	unsigned long orphans;
+	pid_t last_orphan;
+	int64_t orphans_logged_ms;
 };
 
 static int64_t now_ms(void)
@@ -143,30 +149,61 @@ static int start_child(struct sup *s)
 
 static void signal_rest(struct sup *s, int sig);
 
+/* The wait status waitpid would give for what waitid reported. */
+static int wait_status(const siginfo_t *si)
+{
+	if (si->si_code == CLD_EXITED)
+		return (si->si_status & 0xff) << 8;
+	return (si->si_status & 0x7f) | (si->si_code == CLD_DUMPED ? 0x80 : 0);
+}
+
+/* Reaps every zombie but the child's. Each is looked at first (WNOWAIT), then reaped by
+ * its pid: the child's zombie is left in place for on_child_died, so that its pid, and
+ * with it the number of its process group, stays taken while what is left of that group
+ * is killed (a reaped number may go to a new process that makes itself a group leader,
+ * and the kill would reach that group instead). Other zombies wait behind it until then. */
 static void reap(struct sup *s)
 {
 	bool reaped = false;
 
-	for (;;) {
-		int status = 0;
-		/* __WALL: also children whose exit signal is not SIGCHLD (clone()). */
-		pid_t p = waitpid(-1, &status, WNOHANG | __WALL);
+	while (!s->child_died) {
+		siginfo_t si;
+		int status;
+		pid_t p;
 
-		if (p > 0) {
-			reaped = true;
-			if (p == s->child) {
-				s->dead_child = p;
-				s->child = 0;
-				s->child_status = status;
-				s->child_died = true;
-			} else
-				log_debug("reaped pid %d", (int)p);
-			continue;
+		si.si_pid = 0;
+		/* __WALL: also children whose exit signal is not SIGCHLD (clone()). */
+		if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT | __WALL) < 0) {
+			if (errno == EINTR)
+				continue;
+			s->have_children = false; /* ECHILD: none */
+			break;
 		}
+		s->have_children = true;
+		if (si.si_pid == 0)
+			break; /* some left, none exited */
+		if (si.si_pid == s->child) {
+			s->dead_child = s->child;
+			s->child = 0;
+			s->child_status = wait_status(&si);
+			s->child_died = true;
+			reaped = true; /* as good as: what it left is ours now (below) */
+			break;
+		}
+		p = waitpid(si.si_pid, &status, WNOHANG | __WALL);
 		if (p < 0 && errno == EINTR)
 			continue;
-		s->have_children = p == 0; /* 0: some left, none exited; -1 ECHILD: none */
-		break;
+		if (p <= 0)
+			break; /* cannot happen: it was a zombie, and only we reap */
+		reaped = true;
+		s->orphans++;
+		s->last_orphan = p;
+	}
+	if (s->orphans && now_ms() - s->orphans_logged_ms >= 1000) {
+		log_debug("reaped %lu orphan%s (the last pid %d)", s->orphans,
+			  s->orphans == 1 ? "" : "s", (int)s->last_orphan);
+		s->orphans = 0;
+		s->orphans_logged_ms = now_ms();
 	}
 	/* In the SIGKILL pass, a process that dies hands its own children to us (as
 	 * subreaper) as it exits, before we reap it: a grandchild in a session of its own was
@@ -177,6 +214,15 @@ static void reap(struct sup *s)
 	 * them. */
 	if (reaped && s->have_children && s->killed && !s->pid1)
 		signal_rest(s, SIGKILL);
+}
+
+/* The child's zombie, once on_child_died is done with its group; then the others that
+ * waited behind it. */
+static void bury_child(struct sup *s)
+{
+	while (waitpid(s->dead_child, NULL, __WALL) < 0 && errno == EINTR)
+		;
+	reap(s);
 }
 
 /* Every process left besides the child: as PID 1 of a PID namespace that is all of the
@@ -274,6 +320,7 @@ static void on_child_died(struct sup *s)
 	s->child_died = false;
 	log_status(s->dead_child, s->child_status, ran);
 	if (s->stop_sig) {
+		bury_child(s);
 		finish(s, 128 + s->stop_sig);
 		return;
 	}
@@ -281,6 +328,7 @@ static void on_child_died(struct sup *s)
 	if (what == ENTRY_GIVE_UP) {
 		if (s->o->restart)
 			log_error("giving up after %u restarts in a row", s->failures);
+		bury_child(s);
 		finish(s, entry_exit_code(s->child_status));
 		return;
 	}
@@ -291,11 +339,11 @@ static void on_child_died(struct sup *s)
 		log_notice("restart %u in %lld.%03lld s", s->failures, (long long)(delay / 1000),
 			   (long long)(delay % 1000));
 	/* What is left of the dead child's group (a helper, a daemon a script started) goes
-	 * before the new one starts, so a restart never runs two of anything. The group id
-	 * cannot be handed out again while a member lives; once the group is empty this is
-	 * ESRCH, unless in the microseconds since the reap the number went to a new process
-	 * that made itself a group leader. */
+	 * before the new one starts, so a restart never runs two of anything. The child's
+	 * zombie is not reaped yet (reap), so its number is still taken and the SIGKILL
+	 * reaches that group and no other. */
 	(void)kill(-s->dead_child, SIGKILL);
+	bury_child(s);
 	s->restart_at = now_ms() + delay;
 }
 
@@ -350,6 +398,11 @@ static void on_signal(struct sup *s, int sig)
 static void on_deadline(struct sup *s)
 {
 	reap(s);
+	if (s->child_died) {
+		/* The child's zombie first (on_child_died), then this deadline again. */
+		s->deadline = now_ms();
+		return;
+	}
 	if (s->killed) {
 		if (!s->have_children)
 			return;

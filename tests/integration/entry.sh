@@ -77,6 +77,15 @@ is "as PID 1: orphaned grandchildren are reaped (no zombie in the namespace)" "$
 got=$(unshare -fp --mount-proc perl -e 'exit(system(@ARGV) >> 8)' \
 	"$E" $NP --no-restart -- sh "$S/zombies.sh" 2>/dev/null)
 is "not PID 1 (PID 2 under perl): subreaper, orphans still reaped" "$got" "zombies=0"
+# With -v, orphans are counted, not logged one by one: how much entry writes is not the
+# agents' to decide (200 orphans: a line a second while they come, not 200 lines).
+t0=$(ms)
+"$E" $NP -v --no-restart -- sh -c 'for i in $(seq 200); do sh -c "sleep 0.\$((i % 5)) &"; done
+	sleep 1' 2>"$S/orph.log"
+secs=$((($(ms) - t0) / 1000))
+n=$(grep -c 'reaped [0-9]* orphan' "$S/orph.log")
+ok "-v: orphans reaped are logged a line a second at most ($n lines in $secs s for 200)" \
+	test "$n" -ge 1 -a "$n" -le $((secs + 2))
 
 # --- signals -----------------------------------------------------------------------------
 cat >"$S/term.sh" <<'EOF'
@@ -298,6 +307,22 @@ unshare -fp --mount-proc "$E" $NP --max-restarts 1 --restart-delay 0.2 -- \
 		sleep 0.3; if kill -0 "$(cat "$2")" 2>/dev/null; then exit 5; fi; exit 6' \
 	sh "$S/runs" "$S/bg.pid" 2>/dev/null
 is "the first run's background process was gone when the second ran" "$?" 6
+
+# That SIGKILL goes to the dead child's group while the child's zombie still holds the
+# number: reaped first, the number could go to a new group leader in between, whose group
+# would be killed instead. The order of the calls tells.
+if strace -qq -o /dev/null true 2>/dev/null; then
+	strace -f -qq -o "$S/rk.st" -e trace=kill,wait4,waitid "$E" $NP --max-restarts 1 \
+		--restart-delay 0.1 -- sh -c 'sleep 30 & exit 1' 2>"$S/rk.log"
+	cpid=$(sed -n "s/.*started 'sh' as pid \([0-9]*\).*/\1/p" "$S/rk.log" | head -1)
+	order=$(grep -E "kill\(-$cpid, SIGKILL\)|wait4\($cpid,|= $cpid\$" "$S/rk.st" |
+		sed -E "s/.*(kill\(-$cpid).*/kill/; s/.*(wait4|waitid).*/reap/" | tr '\n' ' ')
+	is "the restart's SIGKILL reaches the dead child's group before its zombie is reaped" \
+		"$order" "kill reap "
+else
+	skip "the restart's SIGKILL reaches the dead child's group before its zombie is reaped" \
+		"strace cannot trace here"
+fi
 
 # --- what the child inherits -----------------------------------------------------------------
 got=$( (
