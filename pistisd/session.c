@@ -239,6 +239,7 @@ static void log_orphans(const char *agent, unsigned killed, void *userdata)
 }
 
 static void remove_orphaned_ipc(void);
+static void kill_orphaned_sessions(void);
 
 int session_init(void)
 {
@@ -267,6 +268,7 @@ int session_init(void)
 	r = cgroup_reap_orphans(spawn_ctx_cgroup_base_fd(T.spawn), log_orphans, NULL);
 	if (r < 0)
 		log_warning_errno(r, "Failed to kill every orphaned command tree: %m");
+	kill_orphaned_sessions();
 	remove_orphaned_ipc();
 	T.root_fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (T.root_fd < 0)
@@ -1512,17 +1514,20 @@ unsigned session_stop_all(void)
 	return n;
 }
 
-int session_kill_agent_processes(void)
+/* Every uid the registry holds, removed agents' (reserved) included: *ret (n of them, NULL
+ * and 0 without a registry: no agent has ever run here). 0 or -errno. */
+static int registry_uids(uid_t **ret, size_t *ret_n)
 {
 	_cleanup_free_ struct users_entry *e = NULL;
-	_cleanup_free_ uid_t *uids = NULL;
+	uid_t *uids;
 	size_t n = 0;
 	int r;
 
-	/* Every uid the registry holds, removed agents' (reserved) included. */
+	*ret = NULL;
+	*ret_n = 0;
 	r = users_list("/", &e, &n);
 	if (r == -ENOENT)
-		return 0; /* no registry: no agent has ever run here */
+		return 0;
 	if (r < 0)
 		return r;
 	uids = calloc(n ? n : 1, sizeof(*uids));
@@ -1530,7 +1535,37 @@ int session_kill_agent_processes(void)
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++)
 		uids[i] = e[i].uid;
-	return spawn_kill_agent_processes(T.spawn, uids, n);
+	*ret = uids;
+	*ret_n = n;
+	return 0;
+}
+
+int session_kill_agent_processes(void)
+{
+	_cleanup_free_ uid_t *uids = NULL;
+	size_t n;
+	int r = registry_uids(&uids, &n);
+
+	return r < 0 ? r : spawn_kill_agent_processes(T.spawn, uids, n);
+}
+
+/* Where command trees are audit sessions (no cgroup), what the cgroup sweep does for a
+ * restarted daemon: the sessions of the commands of one that died, which no pistisd
+ * tracks any more (docs/spawn.md). */
+static void kill_orphaned_sessions(void)
+{
+	_cleanup_free_ uid_t *uids = NULL;
+	size_t n;
+	int r = registry_uids(&uids, &n);
+
+	if (r >= 0)
+		r = spawn_kill_orphaned_sessions(T.spawn, uids, n);
+	if (r < 0)
+		log_warning_errno(r, "Failed to kill every orphaned command session: %m");
+	else if (r > 0)
+		log_warning("Killed %d process(es) of agents' command sessions that no pistisd "
+			    "owned (left by a pistisd that died)",
+			    r);
 }
 
 unsigned session_running(void)

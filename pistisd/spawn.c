@@ -245,8 +245,14 @@ int spawn_ctx_new(struct spawn_ctx **ret)
 	 * `pistisd check` reports as landlock). */
 	ctx->scope = scope_probe();
 	ctx->keyctl_refused = spawn_keyctl_refused();
-	/* No cgroup v2 is not an error: command trees are then process groups. */
-	(void)cgroup_init(&ctx->cg);
+	/* No cgroup v2 is not an error: command trees are then audit sessions or process
+	 * groups. PISTIS_NO_CGROUP=1 makes it so (tests of those modes). */
+	e = getenv("PISTIS_NO_CGROUP");
+	if (e && *e && strcmp(e, "0")) {
+		ctx->cg.base_fd = -1;
+		ctx->cg.features = 0;
+	} else
+		(void)cgroup_init(&ctx->cg);
 	/* The same for the cgroup.procs path (the one Docker's seccomp profile leaves us). */
 	e = getenv("PISTIS_NO_CLONE3");
 	ctx->cg.clone_into = !(e && *e && strcmp(e, "0"));
@@ -1145,13 +1151,14 @@ static int cmp_uid(const void *a, const void *b)
 struct proc_ids {
 	unsigned long uid[4];
 	long ppid, sid;
+	bool named_pistisd; /* Name: pistisd (what prctl or the exec'd file's name says) */
 };
 
 static bool proc_ids(int proc_fd, pid_t pid, struct proc_ids *ret)
 {
 	char name[32], buf[2048];
 	_cleanup_close_ int fd = -1;
-	const char *st, *u, *pp, *ss, *th;
+	const char *st, *u, *pp, *ss, *th, *nm;
 	unsigned long threads = 0;
 	ssize_t n;
 
@@ -1169,6 +1176,8 @@ static bool proc_ids(int proc_fd, pid_t pid, struct proc_ids *ret)
 	u = proc_status_field(buf, "Uid");
 	ss = proc_status_field(buf, "NSsid");
 	th = proc_status_field(buf, "Threads");
+	nm = proc_status_field(buf, "Name");
+	ret->named_pistisd = nm && !strncmp(nm, "pistisd\n", 8);
 	ret->sid = 0;
 	if (ss)
 		(void)sscanf(ss, "%ld", &ret->sid);
@@ -1413,6 +1422,154 @@ int spawn_kill_agent_processes_in(int proc_fd, uid_t *uids, size_t n,
 int spawn_kill_agent_processes(const struct spawn_ctx *ctx, uid_t *uids, size_t n)
 {
 	return spawn_kill_agent_processes_in(ctx->proc_fd, uids, n, NULL, 0);
+}
+
+/* The audit sessions of commands a live pistisd still tracks (its children's), for
+ * spawn_kill_orphaned_sessions. More than this many at once is no sandbox's. */
+#define TRACKED_SESSIONS_MAX 4096
+
+struct orphan_sweep {
+	int proc_fd;
+	unsigned own_session;
+	const uid_t *uids; /* sorted */
+	size_t n_uids;
+	size_t n_tracked;
+	bool overflow;
+	unsigned tracked[TRACKED_SESSIONS_MAX];
+	unsigned found;
+	size_t n_seen;
+	pid_t seen[SESSION_SEEN_MAX];
+};
+
+/* A pistisd that runs: root in every id and named pistisd, which no agent can make. */
+static bool live_pistisd(int proc_fd, pid_t pid)
+{
+	struct proc_ids id;
+
+	if (pid <= 0 || !proc_ids(proc_fd, pid, &id) || !id.named_pistisd)
+		return false;
+	for (size_t i = 0; i < 4; i++)
+		if (id.uid[i] != 0)
+			return false;
+	return true;
+}
+
+static bool session_tracked(const struct orphan_sweep *o, unsigned sid)
+{
+	for (size_t i = 0; i < o->n_tracked; i++)
+		if (o->tracked[i] == sid)
+			return true;
+	return o->overflow; /* cannot tell: keep */
+}
+
+/* The audit session a command of a dead pistisd left, and its agent: the session is one of
+ * the commands' own (set, not ours) and its loginuid, which spawn-child.c's step 2c made
+ * the agent's uid, is one of o->uids. */
+static bool command_session(const struct orphan_sweep *o, pid_t pid, unsigned *ret_sid)
+{
+	char name[32];
+	unsigned sid, login;
+	uid_t u;
+
+	snprintf(name, sizeof(name), "%d/sessionid", (int)pid);
+	if (!read_session(o->proc_fd, name, &sid) || sid == SPAWN_AUDIT_SID_UNSET ||
+	    sid == o->own_session)
+		return false;
+	snprintf(name, sizeof(name), "%d/loginuid", (int)pid);
+	if (!read_session(o->proc_fd, name, &login))
+		return false;
+	u = (uid_t)login;
+	if (!users_uid_is_agent(u) || !bsearch(&u, o->uids, o->n_uids, sizeof(u), cmp_uid))
+		return false;
+	*ret_sid = sid;
+	return true;
+}
+
+/* First pass: the sessions of the commands a live pistisd (a `pistisd run`, another
+ * daemon) started and still waits for: its children's. */
+static bool note_tracked(pid_t pid, void *arg)
+{
+	struct orphan_sweep *o = arg;
+	struct proc_ids id;
+	unsigned sid;
+
+	if (!command_session(o, pid, &sid) || session_tracked(o, sid) ||
+	    !proc_ids(o->proc_fd, pid, &id) || !live_pistisd(o->proc_fd, (pid_t)id.ppid))
+		return false;
+	if (o->n_tracked < TRACKED_SESSIONS_MAX)
+		o->tracked[o->n_tracked++] = sid;
+	else
+		o->overflow = true;
+	return false;
+}
+
+/* Second pass: SIGKILL every member of an untracked command session, through a pidfd
+ * taken before the second look that decides. */
+static bool kill_untracked(pid_t pid, void *arg)
+{
+	struct orphan_sweep *o = arg;
+	struct proc_ids id;
+	unsigned sid, again;
+	int fd;
+
+	if (!command_session(o, pid, &sid) || session_tracked(o, sid) ||
+	    !proc_ids(o->proc_fd, pid, &id))
+		return false;
+	/* Started since the first pass by a live pistisd: tracked from now on. */
+	if (live_pistisd(o->proc_fd, (pid_t)id.ppid)) {
+		if (o->n_tracked < TRACKED_SESSIONS_MAX)
+			o->tracked[o->n_tracked++] = sid;
+		else
+			o->overflow = true;
+		return false;
+	}
+	for (size_t i = 0; i < o->n_seen; i++)
+		if (o->seen[i] == pid)
+			return false;
+	fd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (fd < 0)
+		return false; /* gone */
+	if (command_session(o, pid, &again) && again == sid &&
+	    syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0) == 0) {
+		o->found++;
+		if (o->n_seen < SESSION_SEEN_MAX)
+			o->seen[o->n_seen++] = pid;
+	}
+	safe_close(fd);
+	return false;
+}
+
+int spawn_kill_orphaned_sessions(const struct spawn_ctx *ctx, uid_t *uids, size_t n)
+{
+	_cleanup_free_ struct orphan_sweep *o = NULL;
+	unsigned total = 0;
+	int r;
+
+	if (ctx->cg.base_fd >= 0 || !ctx->audit_sessions || n == 0)
+		return 0;
+	o = calloc(1, sizeof(*o));
+	if (!o)
+		return -ENOMEM;
+	qsort(uids, n, sizeof(*uids), cmp_uid);
+	*o = (struct orphan_sweep){.proc_fd = ctx->proc_fd,
+				   .own_session = ctx->own_session,
+				   .uids = uids,
+				   .n_uids = n};
+	r = proc_each(o->proc_fd, note_tracked, o);
+	if (r < 0)
+		return r;
+	/* Rounds, as a command's own stop: a member may fork between a listing and its kill,
+	 * never after it. */
+	for (int round = 0; round < 8; round++) {
+		o->found = 0;
+		r = proc_each(o->proc_fd, kill_untracked, o);
+		if (r < 0)
+			return r;
+		total += o->found;
+		if (!o->found)
+			break;
+	}
+	return (int)total;
 }
 
 /* As the agent (privs_run_as_agent): SIGKILL to every process it may signal, which is

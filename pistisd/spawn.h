@@ -298,6 +298,17 @@ int spawn_kill_leftovers(struct spawn_proc *p);
  * many were signalled (0: none left), -errno when /proc cannot be read. */
 int spawn_kill_agent_processes(const struct spawn_ctx *ctx, uid_t *uids, size_t n);
 
+/* Where command trees are audit sessions (no cgroup): SIGKILL every process of a command
+ * session no live pistisd tracks, the leftovers of a daemon that died (its commands'
+ * setsid()'d grandchildren survive it). A command session is one whose loginuid is one
+ * of uids (n, sorted in place: the agents', which spawn-child.c's step 2c sets) and whose
+ * id is neither unset nor ours; it is tracked while a child of a live pistisd (root in
+ * every id, named pistisd: a `pistisd run`, another daemon) is in it. Members are
+ * signalled through a pidfd taken before the look that decides, in rounds until one finds
+ * none new (at most 8). Returns how many were signalled, 0 in cgroup or process-group
+ * mode, -errno when /proc cannot be read. */
+int spawn_kill_orphaned_sessions(const struct spawn_ctx *ctx, uid_t *uids, size_t n);
+
 /* SIGKILL to every process of uid (an agent's: the range is checked), sent by a child
  * that has become uid: kill(-1) reaches every one at once, forks held off. 0 or -errno. */
 int spawn_kill_uid(uid_t uid);
