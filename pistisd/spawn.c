@@ -1430,6 +1430,7 @@ int spawn_kill_agent_processes(const struct spawn_ctx *ctx, uid_t *uids, size_t 
 
 struct orphan_sweep {
 	int proc_fd;
+	struct sweep roots; /* ours only: in_roots */
 	unsigned own_session;
 	const uid_t *uids; /* sorted */
 	size_t n_uids;
@@ -1529,7 +1530,7 @@ static bool kill_untracked(pid_t pid, void *arg)
 	fd = (int)syscall(SYS_pidfd_open, pid, 0);
 	if (fd < 0)
 		return false; /* gone */
-	if (command_session(o, pid, &again) && again == sid &&
+	if (command_session(o, pid, &again) && again == sid && in_roots(&o->roots, pid) &&
 	    syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0) == 0) {
 		o->found++;
 		if (o->n_seen < SESSION_SEEN_MAX)
@@ -1542,19 +1543,29 @@ static bool kill_untracked(pid_t pid, void *arg)
 int spawn_kill_orphaned_sessions(const struct spawn_ctx *ctx, uid_t *uids, size_t n)
 {
 	_cleanup_free_ struct orphan_sweep *o = NULL;
+	struct spawn_sweep_root root;
 	unsigned total = 0;
+	struct stat st;
 	int r;
 
 	if (ctx->cg.base_fd >= 0 || !ctx->audit_sessions || n == 0)
 		return 0;
+	/* Ours only: beside a chroot's sandbox, the machine's own users may have the uids
+	 * our registry hands out, and log in with them. */
+	if (stat("/", &st) < 0)
+		return negative_errno();
+	root = (struct spawn_sweep_root){.dev = st.st_dev, .ino = st.st_ino};
 	o = calloc(1, sizeof(*o));
 	if (!o)
 		return -ENOMEM;
 	qsort(uids, n, sizeof(*uids), cmp_uid);
-	*o = (struct orphan_sweep){.proc_fd = ctx->proc_fd,
-				   .own_session = ctx->own_session,
-				   .uids = uids,
-				   .n_uids = n};
+	*o = (struct orphan_sweep){
+		.proc_fd = ctx->proc_fd,
+		.roots = {.proc_fd = ctx->proc_fd, .roots = &root, .n_roots = 1},
+		.own_session = ctx->own_session,
+		.uids = uids,
+		.n_uids = n,
+	};
 	r = proc_each(o->proc_fd, note_tracked, o);
 	if (r < 0)
 		return r;

@@ -85,6 +85,18 @@ round() {
 	RUNP=$!
 	for _ in $(seq 100); do [ -n "$(ours_cmd '^/bin/sleep 3173')" ] && [ -n "$(ours_cmd '^/bin/sleep 3174')" ] && break; sleep 0.1; done
 	KEPT=$(ours_cmd '^/bin/sleep 3173'); KEPTL=$(ours_cmd '^/bin/sleep 3174')
+	# Outside the sandbox's root, a session of the machine's own with the agent's uid as
+	# its loginuid (a host user who has that uid and logged in, beside a chroot's sandbox):
+	# not the sandbox's to kill.
+	HOSTP=
+	if [ "$MODE" = session ]; then
+		auid=$(stat -c %u "/proc/$GRAND")
+		setsid sh -c 'echo "$1" >/proc/self/loginuid && exec sleep 3175' sh "$auid" \
+			</dev/null >/dev/null 2>&1 &
+		HOSTP=$!
+		sleep 0.3
+		[ "$(cat "/proc/$HOSTP/loginuid" 2>/dev/null)" = "$auid" ] || HOSTP=
+	fi
 
 	start_serve "$W/pd2.log" "$env"
 	like "a new pistisd serve connects" "$(P ls 2>&1)" '^s1 +connected'
@@ -100,6 +112,14 @@ round() {
 		fails "session mode: the orphaned leader is gone too" kill -0 "$LEADER"
 		like "session mode: the new serve says what it killed" "$(cat "$W/pd2.log")" \
 			"Killed 1 process\(es\) of agents' command sessions that no pistisd owned"
+		if [ -n "$HOSTP" ]; then
+			ok "session mode: a session outside the sandbox's root with the agent's loginuid stays" \
+				kill -0 "$HOSTP"
+			kill -KILL "$HOSTP" 2>/dev/null
+		else
+			skip "session mode: a session outside the sandbox's root with the agent's loginuid stays" \
+				"cannot set a loginuid here"
+		fi
 	else
 		skip "the orphaned grandchild is killed by the new serve" \
 			"process-group mode: a dead serve's setsid'd leftovers cannot be found (docs/spawn.md)"
