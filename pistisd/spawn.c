@@ -1550,8 +1550,8 @@ int spawn_kill_orphaned_sessions(const struct spawn_ctx *ctx, uid_t *uids, size_
 
 	if (ctx->cg.base_fd >= 0 || !ctx->audit_sessions || n == 0)
 		return 0;
-	/* Ours only: beside a chroot's sandbox, the machine's own users may have the uids
-	 * our registry hands out, and log in with them. */
+	/* Ours only, as users remove does: beside a chroot's sandbox, another sandbox's root
+	 * (or the machine's own users) may have the uids our registry hands out. */
 	if (stat("/", &st) < 0)
 		return negative_errno();
 	root = (struct spawn_sweep_root){.dev = st.st_dev, .ino = st.st_ino};

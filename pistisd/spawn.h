@@ -304,8 +304,8 @@ int spawn_kill_agent_processes(const struct spawn_ctx *ctx, uid_t *uids, size_t 
  * of uids (n, sorted in place: the agents', which spawn-child.c's step 2c sets) and whose
  * id is neither unset nor ours; it is tracked while a child of a live pistisd (root in
  * every id, named pistisd: a `pistisd run`, another daemon) is in it. Only processes whose
- * root directory is ours (or cannot be read) are touched: beside a chroot's sandbox the
- * machine's own users may have the registry's uids. Members are signalled through a pidfd
+ * root directory is ours (or cannot be read) are touched: beside a chroot's sandbox,
+ * another sandbox's root may have the registry's uids. Members are signalled through a pidfd
  * taken before the look that decides, in rounds until one finds none new (at most 8).
  * Returns how many were signalled, 0 in cgroup or process-group
  * mode, -errno when /proc cannot be read. */
