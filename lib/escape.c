@@ -134,27 +134,49 @@ size_t utf8_display_control(const char *s, size_t left, unsigned *ret_cp)
 	return 0;
 }
 
-/* s escaped between double quotes, at most max escaped bytes between them, never cut inside
- * an escape or a UTF-8 character. A cut is marked where no byte of s can forge it: in text
- * after the closing quote (s's own quotes come out escaped), in JSON as \u2026 ("...") before
- * it (every byte of s from 0x80 up comes out as \u00XX, never as \u2026). */
+/* s[0..len) escaped between quotes q into out (out_size > max + 40), at most max escaped
+ * bytes between them, never cut inside an escape or a UTF-8 character. A cut is marked where
+ * no byte of s can forge it: in text after the closing quote (s's own quotes come out
+ * escaped), in JSON as \u2026 ("...") before it (every byte of s from 0x80 up comes out as
+ * \u00XX, never as \u2026). */
+static void quote_into(const char *s, size_t len, size_t max, int mode, char q, char *out,
+		       size_t out_size)
+{
+	size_t need = escape(s, len, NULL, 0, mode, NULL);
+	size_t body = need < max ? need : max;
+
+	out[0] = q;
+	escape(s, len, out + 1, body + 1, mode, NULL);
+	body = 1 + strlen(out + 1);
+	if (need <= max)
+		snprintf(out + body, out_size - body, "%c", q);
+	else if (mode == ESC_JSON)
+		snprintf(out + body, out_size - body, "\\u2026%c", q);
+	else
+		snprintf(out + body, out_size - body, "%c[cut: %zu bytes]", q, len);
+}
+
 static char *escape_field(const char *s, size_t max, int mode)
 {
 	size_t len = strlen(s), need = escape(s, len, NULL, 0, mode, NULL);
-	size_t body = need < max ? need : max;
-	char *out = malloc(body + 48);
+	size_t size = (need < max ? need : max) + 48;
+	char *out = malloc(size);
 
-	if (!out)
-		return NULL;
-	out[0] = '"';
-	escape(s, len, out + 1, body + 1, mode, NULL);
-	body = strlen(out + 1);
-	if (need <= max)
-		snprintf(out + 1 + body, 47, "\"");
-	else if (mode == ESC_JSON)
-		snprintf(out + 1 + body, 47, "\\u2026\"");
-	else
-		snprintf(out + 1 + body, 47, "\"[cut: %zu bytes]", len);
+	if (out)
+		quote_into(s, len, max, mode, '"', out, size);
+	return out;
+}
+
+const char *escape_c_quote(const char *s, size_t len, size_t max, char *out, size_t out_size)
+{
+	if (out_size < ESCAPE_QUOTE_EXTRA) {
+		if (out_size)
+			out[0] = '\0';
+		return out;
+	}
+	if (max > out_size - ESCAPE_QUOTE_EXTRA)
+		max = out_size - ESCAPE_QUOTE_EXTRA;
+	quote_into(s, len, max, ESC_C, '\'', out, out_size);
 	return out;
 }
 

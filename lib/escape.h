@@ -1,7 +1,10 @@
 #pragma once
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
+
+#include "lib/macro.h"
 
 /* Escapers for bytes that end up in logs or JSON. Both take arbitrary bytes (names with
  * newlines, escape sequences, invalid UTF-8) and produce a NUL-terminated string that is
@@ -29,6 +32,30 @@ char *escape_c_field(const char *s, size_t max);
  * string), which no byte of s can produce (bytes from 0x80 up are \u00XX). NULL when out of
  * memory (free it). */
 char *escape_json_field(const char *s, size_t max);
+
+/* s[0..len) as one name quoted in a message: C-escaped between single quotes (its own '
+ * comes out \', so it cannot end them), at most max escaped bytes between them, into out
+ * (out_size bytes: ESCAPE_QUOTE_EXTRA more than max holds any; a smaller out lowers max).
+ * Where s needs more, it is cut before a whole escape and a whole UTF-8 character and ends
+ * '...'[cut: N bytes] with len: outside the quotes, where no byte of s can appear, so a value
+ * can neither forge the mark nor hide a cut (escape_c_field's rule, for '...'). Returns out,
+ * to be passed as a %-s value (escape_format, log_*). */
+#define ESCAPE_QUOTE_EXTRA 40 /* two quotes, "[cut: N bytes]" and the NUL */
+const char *escape_c_quote(const char *s, size_t len, size_t max, char *out, size_t out_size);
+
+/* A message formatted as the text log formats its lines (lib/log.h): the format is the
+ * program's own text; each %s value is C-escaped once, and where it is quoted ('%s' or "%s")
+ * its ' too, so it cannot end the quotes (unquoted, a ' stays); %-s (the '-' flag, no width)
+ * is text already escaped (another such message), passed unchanged but for bytes outside
+ * printable ASCII, which it never holds; %m is strerror(error); numbers as printf. Into out
+ * (out_size bytes, the NUL included): a longer message is cut between two escapes and ends
+ * "...[CUT_WHAT: N bytes]", N the escaped length of the whole, which is returned. For the
+ * reasons a library hands back (a why, a policy_error's msg): text with every name escaped
+ * exactly once, which its caller logs with %-s. */
+size_t escape_vformat(char *out, size_t out_size, const char *cut_what, int error, const char *fmt,
+		      va_list ap) _printf_(5, 0);
+/* escape_vformat with "...[cut: N bytes]" and errno for %m. */
+size_t escape_format(char *out, size_t out_size, const char *fmt, ...) _printf_(3, 4);
 
 /* escape_c but for ', which stays as it is: for a value that is not between quotes (a
  * message's own text, "root's"), where no quote of its own can end a field. */

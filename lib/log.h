@@ -32,7 +32,7 @@ void log_set_format(enum log_format format);
  * printable ASCII; inside '%s' or "%s" its ' too, so it cannot end the quotes), the format
  * itself is the program's text; %-s (the '-' flag, no width) passes a value that is already
  * escaped text (a reason built with escaped names), so no byte is escaped twice. The JSON
- * format escapes the whole message once. lib/log.c, format_text. */
+ * format escapes the whole message once. lib/escape-format.c, format_text. */
 int log_internal(enum log_level level, int error, const char *file, int line, const char *fmt, ...)
 	_printf_(5, 6);
 

@@ -1,5 +1,5 @@
 LIBS += lib
-lib_SRCS := lib/log.c lib/escape.c lib/fd-util.c lib/tap.c lib/version.c
+lib_SRCS := lib/log.c lib/escape.c lib/escape-format.c lib/fd-util.c lib/tap.c lib/version.c
 lib_SRCS += lib/sha256.c lib/siphash.c
 lib_SRCS += lib/env-build.c
 

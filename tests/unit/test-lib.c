@@ -189,6 +189,55 @@ TEST(escape_json_field_cut_is_marked)
 	free(f);
 }
 
+/* A name quoted in a message: every hostile byte escaped once, its quote too; a long one cut
+ * before a whole escape or UTF-8 character, with a mark outside the quotes. */
+TEST(escape_c_quote_escapes_and_marks_its_cut)
+{
+	char out[64 + ESCAPE_QUOTE_EXTRA], big[301], tiny[ESCAPE_QUOTE_EXTRA + 3];
+	const char *name = "x' is fine; '/etc\n\x1b[31m\xff";
+
+	EXPECT_STREQ(escape_c_quote(name, strlen(name), 64, out, sizeof(out)),
+		     "'x\\' is fine; \\'/etc\\n\\x1b[31m\\xff'");
+	memset(big, 'y', 300);
+	big[300] = 0;
+	big[6] = '\n';
+	/* "yyyyyy" then \n across the bound of 7: cut before it, never inside */
+	EXPECT_STREQ(escape_c_quote(big, 300, 7, out, sizeof(out)), "'yyyyyy'[cut: 300 bytes]");
+	/* an e-acute across the bound of 9 (\xc3 fits, \xa9 does not): both of its bytes go */
+	memcpy(big + 4, "\xc3\xa9", 2);
+	EXPECT_STREQ(escape_c_quote(big, 300, 9, out, sizeof(out)), "'yyyy'[cut: 300 bytes]");
+	/* out bounds max: 64 escaped bytes of a 300-byte name */
+	EXPECT_EQ(strlen(escape_c_quote(big, 300, 1000, out, sizeof(out))),
+		  strlen("''[cut: 300 bytes]") + 64);
+	EXPECT_STREQ(escape_c_quote("ab", 2, 1000, tiny, sizeof(tiny)), "'ab'");
+	EXPECT_STREQ(escape_c_quote("abcd", 4, 1000, tiny, sizeof(tiny)), "'abc'[cut: 4 bytes]");
+	/* a name that spells the mark stays inside its quotes */
+	EXPECT_STREQ(escape_c_quote("a'[cut: 1 bytes]", 16, 64, out, sizeof(out)),
+		     "'a\\'[cut: 1 bytes]'");
+}
+
+/* A reason built as the text log builds a line: each value escaped once (a quoted one's
+ * quote too), text already escaped (%-s) passed as it is, and a cut between two escapes with
+ * its mark. */
+TEST(escape_format_escapes_each_value_once_and_marks_its_cut)
+{
+	char out[128], inner[64], small[24];
+	size_t n;
+
+	escape_format(inner, sizeof(inner), "'%s' is not root's alone", "/a'b\n");
+	EXPECT_STREQ(inner, "'/a\\'b\\n' is not root's alone");
+	n = escape_format(out, sizeof(out), "%s: library '%s': %-s (%d)", "it's\x1b", "\xff\xc3",
+			  inner, 7);
+	EXPECT_STREQ(out, "it's\\x1b: library '\\xff\\xc3': '/a\\'b\\n' is not root's alone (7)");
+	EXPECT_EQ(n, strlen(out));
+	/* 24 bytes: whole "\n" pairs, then the mark */
+	n = escape_format(small, sizeof(small), "ab%s", "\n\n\n\n\n\n\n\n\n\n\n\n");
+	EXPECT_EQ(n, 26u);
+	EXPECT_STREQ(small, "ab\\n...[cut: 26 bytes]");
+	escape_format(small, sizeof(small), "a%s", "\n\n\n\n\n\n\n\n\n\n\n\n");
+	EXPECT_STREQ(small, "a\\n\\n...[cut: 25 bytes]");
+}
+
 /* What log_* wrote to stderr, as one string (its last newline dropped). */
 static char *log_capture_begin(int *ret_fd, int *ret_saved)
 {
