@@ -169,8 +169,8 @@ static size_t escape_boundary(const char *s, size_t len, size_t max)
 	return i <= max && i >= len ? len : last;
 }
 
-size_t escape_vformat(char *out, size_t out_size, const char *cut_what, int error,
-		      const char *fmt, va_list ap)
+size_t escape_vformat(char *out, size_t out_size, const char *cut_what, int error, const char *fmt,
+		      va_list ap)
 {
 	struct msgbuf b = {.p = out, .size = out_size};
 	char mark[64];

@@ -19,17 +19,21 @@ static int fail(struct policy_error *err, int r, unsigned line, const char *fmt,
 
 	if (err) {
 		err->line = line;
+		/* text, as the log writes it (names quoted by esc, %-s): a message longer than
+		 * err->msg is cut with a mark */
 		va_start(ap, fmt);
-		vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+		escape_vformat(err->msg, sizeof(err->msg), "cut", 0, fmt, ap);
 		va_end(ap);
 	}
 	return r;
 }
 
+/* s as one quoted name of an error (its quotes included): escaped once, and a name too long
+ * for buf cut with a mark outside the quotes (escape_c_quote), so a cut name cannot pass for
+ * another, whole one. err->msg is taken as text already escaped (policy/cli.c logs it %-s). */
 static const char *esc(const char *s, char *buf, size_t size)
 {
-	escape_c(s, strlen(s), buf, size);
-	return buf;
+	return escape_c_quote(s, strlen(s), size - ESCAPE_QUOTE_EXTRA, buf, size);
 }
 
 const char *policy_access_name(enum policy_access a)
@@ -382,10 +386,10 @@ static int parse_rule(const cJSON *o, unsigned line, struct policy_rule *rule,
 			continue;
 		} else
 			return fail(err, -EINVAL, line,
-				    "unknown key '%s' (known: path, access, comment)",
+				    "unknown key %-s (known: path, access, comment)",
 				    esc(k->string, ebuf, sizeof(ebuf)));
 		if (*slot)
-			return fail(err, -EINVAL, line, "duplicate key '%s'",
+			return fail(err, -EINVAL, line, "duplicate key %-s",
 				    esc(k->string, ebuf, sizeof(ebuf)));
 		*slot = k;
 	}
@@ -401,7 +405,7 @@ static int parse_rule(const cJSON *o, unsigned line, struct policy_rule *rule,
 	else if (!strcmp(access->valuestring, "write"))
 		rule->access = POLICY_WRITE;
 	else
-		return fail(err, -EINVAL, line, "access '%s' is not none, read or write",
+		return fail(err, -EINVAL, line, "access %-s is not none, read or write",
 			    esc(access->valuestring, ebuf, sizeof(ebuf)));
 
 	n = policy_path_normalise(path->valuestring, strlen(path->valuestring), norm, sizeof(norm));
@@ -410,12 +414,12 @@ static int parse_rule(const cJSON *o, unsigned line, struct policy_rule *rule,
 				  : n == -ENAMETOOLONG
 					  ? "is too long"
 					  : "contains '..' or a component longer than 255 bytes";
-		return fail(err, -EINVAL, line, "path '%s' %s",
+		return fail(err, -EINVAL, line, "path %-s %s",
 			    esc(path->valuestring, ebuf, sizeof(ebuf)), why);
 	}
 	if (policy_path_reserved(norm, (size_t)n))
 		return fail(err, -EINVAL, line,
-			    "path '%s' is pistis's own (%s): the agents' homes and pistis's "
+			    "path %-s is pistis's own (%s): the agents' homes and pistis's "
 			    "state are not rules",
 			    esc(norm, ebuf, sizeof(ebuf)), policy_path_reserved(norm, (size_t)n));
 	for (size_t i = 0; i < POLICY_TRUSTED_N; i++)
@@ -423,7 +427,7 @@ static int parse_rule(const cJSON *o, unsigned line, struct policy_rule *rule,
 		    policy_path_under(policy_trusted[i], strlen(policy_trusted[i]), norm,
 				      (size_t)n))
 			return fail(err, -EINVAL, line,
-				    "path '%s' cannot be %s: %s holds %s (%s only)",
+				    "path %-s cannot be %s: %s holds %s (%s only)",
 				    esc(norm, ebuf, sizeof(ebuf)), policy_access_name(rule->access),
 				    policy_trusted[i], trusted_trees[i].what,
 				    trusted_trees[i].max == POLICY_NONE ? "none" : "read or none");
@@ -531,7 +535,7 @@ int policy_rules_parse(const char *buf, size_t len, struct policy_rules **ret,
 			unsigned a = r->rules[i - 1].line, b = r->rules[i].line;
 
 			ret_r = fail(err, -EINVAL, a > b ? a : b,
-				     "duplicate rule for '%s' (also line %u)",
+				     "duplicate rule for %-s (also line %u)",
 				     esc(r->rules[i].path, ebuf, sizeof(ebuf)), a > b ? b : a);
 			goto out;
 		}

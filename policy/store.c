@@ -22,9 +22,11 @@ static int fail(struct policy_error *err, int r, unsigned line, const char *msg,
 	if (err) {
 		char e[256];
 
-		escape_c(path, strlen(path), e, sizeof(e));
+		/* The path cut with a mark (escape_c_quote): a cut one cannot pass for another,
+		 * whole one. msg is text (names in it escaped): %-s, once. */
+		escape_c_quote(path, strlen(path), sizeof(e) - ESCAPE_QUOTE_EXTRA, e, sizeof(e));
 		err->line = line;
-		snprintf(err->msg, sizeof(err->msg), "'%s': %s", e, msg);
+		escape_format(err->msg, sizeof(err->msg), "%-s: %-s", e, msg);
 	}
 	return r;
 }
@@ -298,9 +300,9 @@ static int check_rules(int root_fd, const struct policy_rules *r, const struct o
 			continue;
 		k = own_dir_on_way(root_fd, o, path, &len, &inside);
 		if (k >= 0) {
-			char msg[240], e[96];
+			char msg[320], e[136];
 
-			escape_c(path, len, e, sizeof(e));
+			escape_c_quote(path, len, sizeof(e) - ESCAPE_QUOTE_EXTRA, e, sizeof(e));
 			if (len == r->rules[i].len && !inside)
 				snprintf(msg, sizeof(msg),
 					 "is %s under another name (a bind mount?): a rule names "
@@ -308,7 +310,7 @@ static int check_rules(int root_fd, const struct policy_rules *r, const struct o
 					 o->path[k]);
 			else
 				snprintf(msg, sizeof(msg),
-					 "lies beneath %s under another name ('%s', a bind "
+					 "lies beneath %s under another name (%s, a bind "
 					 "mount?): a rule names it by its own path",
 					 o->path[k], e);
 			return fail(err, -EINVAL, r->rules[i].line, msg, path);

@@ -1,8 +1,11 @@
 /* policy: the pure part — parser, normalisation, matching semantics, targets, ACL checks. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "lib/macro.h"
 #include "lib/tap.h"
@@ -172,6 +175,74 @@ TEST(parse_errors_name_the_line)
 		}
 		policy_rules_free(rules);
 	}
+}
+
+/* A name an error quotes comes out escaped once, its quote too, so it cannot end the '...'
+ * and make the message say something else; a long one is cut between two escapes and whole
+ * UTF-8 characters, with a mark outside the quotes (a cut name is not another, whole one). */
+TEST(errors_quote_names_escaped_once_and_mark_a_cut)
+{
+	/* ', a newline, ESC and an invalid UTF-8 byte (raw: JSON strings may hold it) */
+	static const char hostile[] = "[{\"path\":\"x' is fine; '/etc\\n\\u001b\xff\","
+				      "\"access\":\"read\"}]";
+	char json[2048], *p = json;
+	struct policy_error err = {0};
+	struct policy_rules *rules;
+	int r;
+
+	rules = parse(hostile, &r, &err);
+	EXPECT_EQ(r, -EINVAL);
+	EXPECT_STREQ(err.msg, "path 'x\\' is fine; \\'/etc\\n\\x1b\\xff' is not absolute");
+	policy_rules_free(rules);
+	rules = parse("[{\"path\":\"/a\",\"access\":\"read\",\"a'b\\n\":1}]", &r, &err);
+	EXPECT_STREQ(err.msg, "unknown key 'a\\'b\\n' (known: path, access, comment)");
+	policy_rules_free(rules);
+
+	/* an access of 1000 bytes: 'a' x 212, then an e-acute whose first byte's escape
+	 * (\xc3) ends at the bound of 216 escaped bytes and whose second's does not */
+	p += sprintf(p, "[{\"path\":\"/a\",\"access\":\"");
+	memset(p, 'a', 212);
+	memcpy(p + 212, "\xc3\xa9", 2);
+	memset(p + 214, 'b', 786);
+	p += 1000;
+	sprintf(p, "\"}]");
+	rules = parse(json, &r, &err);
+	EXPECT_EQ(r, -EINVAL);
+	ASSERT_NOT_NULL(strstr(err.msg, "'[cut: 1000 bytes] is not none, read or write"));
+	EXPECT_EQ((size_t)(strstr(err.msg, "'[cut:") - err.msg), strlen("access '") + 212);
+	EXPECT_NULL(strstr(err.msg, "\\xc3"));
+	policy_rules_free(rules);
+}
+
+/* The rules file's own path in a load error: quoted, escaped once, a cut marked. */
+TEST(load_errors_quote_the_path_escaped_once)
+{
+	char dir[] = "/tmp/pistis-pol-XXXXXX", path[512], want[600];
+	struct policy_error err = {0};
+	struct policy_rules *rules = NULL;
+	size_t l;
+	int r;
+
+	ASSERT_NOT_NULL(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/x' ok '\n\x1b\xff", dir);
+	ASSERT_EQ(mkdir(path, 0700), 0);
+	r = policy_rules_load(AT_FDCWD, path, false, false, &rules, &err);
+	EXPECT_EQ(r, -EINVAL);
+	snprintf(want, sizeof(want), "'%s/x\\' ok \\'\\n\\x1b\\xff': is not a regular file", dir);
+	EXPECT_STREQ(err.msg, want);
+	rmdir(path);
+	/* 200 bytes of 0xff: 800 escaped, cut at a whole \xff with its mark */
+	l = (size_t)snprintf(path, sizeof(path), "%s/", dir);
+	memset(path + l, 0xff, 200);
+	path[l + 200] = '\0';
+	ASSERT_EQ(mkdir(path, 0700), 0);
+	r = policy_rules_load(AT_FDCWD, path, false, false, &rules, &err);
+	EXPECT_EQ(r, -EINVAL);
+	snprintf(want, sizeof(want), "'[cut: %zu bytes]: is not a regular file", l + 200);
+	ASSERT_NOT_NULL(strstr(err.msg, want));
+	EXPECT_EQ((size_t)(strstr(err.msg, want) - err.msg - 1 - l) % 4, 0u);
+	rmdir(path);
+	rmdir(dir);
 }
 
 /* policy save installs only the rules it validated: the same paths with the same access,
