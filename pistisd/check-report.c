@@ -308,9 +308,28 @@ void check_set(struct check_report *r, enum check_id id, enum check_status statu
 	if ((unsigned)id >= _CHECK_MAX)
 		return;
 	r->results[id].status = status;
+	r->results[id].text = false;
 	va_start(ap, fmt);
 	(void)vsnprintf(r->results[id].value, sizeof(r->results[id].value), fmt, ap);
 	va_end(ap);
+}
+
+void check_set_text(struct check_report *r, enum check_id id, enum check_status status,
+		    const char *text)
+{
+	if ((unsigned)id >= _CHECK_MAX)
+		return;
+	r->results[id].status = status;
+	r->results[id].text = true;
+	escape_format(r->results[id].value, sizeof(r->results[id].value), "%-s", text);
+}
+
+const char *check_value_text(const struct check_result *res, char *buf, size_t size)
+{
+	if (res->text)
+		return res->value;
+	escape_c_text(res->value, strlen(res->value), buf, size);
+	return buf;
 }
 
 struct check_report *check_report_new(const char *root)
@@ -440,7 +459,10 @@ void check_format_text(const struct check_report *r, FILE *f)
 		const char *hard = !table[i].hard ? "-" : r->allowed & CHECK_BIT(i) ? "off" : "yes";
 		fprintf(f, "%-*s  %-7s  %-4s  ", w, table[i].name,
 			check_status_to_string(res->status), hard);
-		put_escaped(f, res->value, false);
+		if (res->text)
+			fputs(res->value, f); /* escaped once already: not a second time */
+		else
+			put_escaped(f, res->value, false);
 		fputc('\n', f);
 		if (res->status == CHECK_STATUS_OK)
 			continue;

@@ -1101,14 +1101,15 @@ static void probe_account_files(struct check_report *r, int root_fd)
 /* /data/bin, first on every agent's PATH: only root's alone (trusted_data_bin_check). */
 static void probe_data_bin(struct check_report *r, int root_fd)
 {
-	char why[256];
+	char why[512];
 	unsigned n = 0;
 	int k = trusted_data_bin_check(root_fd, &n, why, sizeof(why));
 
+	/* why is text, the names in it escaped (agents chose some): not escaped again */
 	if (k != 0)
-		return check_set(r, CHECK_DATA_BIN, CHECK_STATUS_FAIL, "%s", why);
+		return check_set_text(r, CHECK_DATA_BIN, CHECK_STATUS_FAIL, why);
 	if (why[0])
-		return check_set(r, CHECK_DATA_BIN, CHECK_STATUS_OK, "%s", why);
+		return check_set_text(r, CHECK_DATA_BIN, CHECK_STATUS_OK, why);
 	check_set(r, CHECK_DATA_BIN, CHECK_STATUS_OK, "%u entries, each root's alone", n);
 }
 
@@ -1445,9 +1446,13 @@ int check_cli_main(int argc, char **argv)
 	}
 
 	int failed = check_first_failure(r);
-	if (failed >= 0)
-		log_error("hard requirement '%s' does not hold: %s; %s", check_name(failed),
-			  r->results[failed].value, check_advice(failed));
+	if (failed >= 0) {
+		char v[4 * sizeof(r->results[0].value) + 1];
+
+		log_error("hard requirement '%s' does not hold: %-s; %s", check_name(failed),
+			  check_value_text(&r->results[failed], v, sizeof(v)),
+			  check_advice(failed));
+	}
 	check_report_free(r);
 	return failed >= 0 ? 1 : 0;
 }

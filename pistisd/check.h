@@ -61,7 +61,8 @@ typedef uint32_t check_mask_t;
 
 struct check_result {
 	enum check_status status;
-	char value[256]; /* what was found, e.g. "1", "ABI 4", "absent (ENOSYS)" */
+	char value[512]; /* what was found, e.g. "1", "ABI 4", "absent (ENOSYS)" */
+	bool text;	 /* value is text with its names escaped already (check_set_text) */
 };
 
 struct check_suid {
@@ -130,9 +131,17 @@ int check_allow_parse(const char *list, check_mask_t *mask, const char **ret_bad
 /* The first hard requirement that does not hold and is not allowed, or -1 when all hold. */
 int check_first_failure(const struct check_report *r);
 
-/* Set a result (value printf-formatted, truncated to fit). */
+/* Set a result (value printf-formatted, truncated to fit). The value is raw: the report
+ * escapes it where it prints it. */
 void check_set(struct check_report *r, enum check_id id, enum check_status status, const char *fmt,
 	       ...) __attribute__((format(printf, 4, 5)));
+/* Set a result to a reason that is text already, its names escaped once (a trusted/ why):
+ * printed as it is, never escaped a second time; cut with a mark where it does not fit. */
+void check_set_text(struct check_report *r, enum check_id id, enum check_status status,
+		    const char *text);
+/* A result's value as text for a log line's %-s: a text value as it is, a raw one escaped
+ * once (as %s would) into buf. */
+const char *check_value_text(const struct check_result *res, char *buf, size_t size);
 
 int check_report_add_suid(struct check_report *r, const char *path, mode_t mode, bool caps,
 			  uid_t uid, gid_t gid);

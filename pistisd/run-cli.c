@@ -582,12 +582,13 @@ int run_cli_main(int argc, char **argv)
 	 * relic of an earlier life of the volume) runs as this agent, chosen by its owner.
 	 * serve refuses to start over the same (pistisd check: data_bin). */
 	{
-		char why[256];
+		char why[512];
 		unsigned n;
 
 		r = trusted_data_bin_check(root_fd, &n, why, sizeof(why));
 		if (r != 0) {
-			log_error("Refusing to run: %s (remove them, or chown root and chmod go-w "
+			/* why is text, its names escaped: %-s, once */
+			log_error("Refusing to run: %-s (remove them, or chown root and chmod go-w "
 				  "them; pistisd check: data_bin)",
 				  why);
 			goto out;

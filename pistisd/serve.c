@@ -1013,6 +1013,7 @@ static int startup_check(check_mask_t allowed)
 	for (int id = 0; id < _CHECK_MAX; id++) {
 		const struct check_result *res = &r->results[id];
 		bool hard = check_is_hard(id), allowed_here = allowed & CHECK_BIT(id);
+		char v[4 * sizeof(res->value) + 1];
 		cJSON *f;
 
 		if (allowed_here)
@@ -1020,12 +1021,13 @@ static int startup_check(check_mask_t allowed)
 		if (res->status == CHECK_STATUS_OK || id == CHECK_SETUID_FILES)
 			continue;
 		if (hard && !allowed_here)
-			log_error("check: %s: %s (%s): %s", check_name(id),
-				  check_status_to_string(res->status), res->value,
-				  check_advice(id));
+			log_error("check: %s: %s (%-s): %s", check_name(id),
+				  check_status_to_string(res->status),
+				  check_value_text(res, v, sizeof(v)), check_advice(id));
 		else
-			log_warning("check: %s: %s (%s)%s", check_name(id),
-				    check_status_to_string(res->status), res->value,
+			log_warning("check: %s: %s (%-s)%s", check_name(id),
+				    check_status_to_string(res->status),
+				    check_value_text(res, v, sizeof(v)),
 				    hard ? " [hard requirement, allowed]" : "");
 		f = cJSON_CreateObject();
 		cJSON_AddStringToObject(f, "name", check_name(id));

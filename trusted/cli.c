@@ -128,7 +128,7 @@ static void print_report(const struct opts *o, const char *verb, const char *nam
 		       rep->n, rep->verified,
 		       rep->verified ? "" : " (no agent exists yet: nothing to confirm)");
 	if (rc != 0)
-		log_error("%s", rep->message);
+		log_error("%-s", rep->message); /* text, its names escaped: once */
 }
 
 /* Installed, but agents get setuid only while every tree they share or may write is

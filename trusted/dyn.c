@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "lib/escape.h"
 #include "lib/fd-util.h"
 #include "lib/macro.h"
 #include "trusted/internal.h"
@@ -44,7 +45,7 @@ struct lib_name {
 
 struct lib_walk {
 	int root_fd;
-	const char *what;
+	const char *what; /* text (a reason's start, names escaped) */
 	char *why;
 	size_t why_size;
 	char *dirs[LIB_DIRS];
@@ -56,18 +57,20 @@ struct lib_walk {
 	size_t n_objs;
 };
 
+/* The reason, each name escaped once (escape_vformat): a nested reason (a chain walk's) goes
+ * in as %-s. */
 _printf_(3, 4) static int refuse(struct lib_walk *w, const struct lib_obj *o, const char *fmt, ...)
 {
 	char msg[PATH_MAX + 256];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	escape_vformat(msg, sizeof(msg), "cut", 0, fmt, ap);
 	va_end(ap);
 	if (o && o->depth > 0)
-		snprintf(w->why, w->why_size, "%s: library '%s': %s", w->what, o->path, msg);
+		escape_format(w->why, w->why_size, "%-s: library '%s': %-s", w->what, o->path, msg);
 	else
-		snprintf(w->why, w->why_size, "%s: %s", w->what, msg);
+		escape_format(w->why, w->why_size, "%-s: %-s", w->what, msg);
 	return 1;
 }
 
@@ -122,7 +125,7 @@ static int expand_entry(struct lib_walk *w, const struct lib_obj *o, const char 
 				    (len - i >= 11 && !memcmp(e + i, "${PLATFORM}", 11));
 
 			return refuse(
-				w, o, "%s entry '%.*s': %s: name the directory itself", kind,
+				w, o, "%s entry '%.*s': %-s: name the directory itself", kind,
 				(int)len, e,
 				lib    ? "$LIB is what the loader was built with (lib, lib64, "
 					 "lib/x86_64-linux-gnu...), not something the image pins"
@@ -183,7 +186,7 @@ static int check_path_list(struct lib_walk *w, const struct lib_obj *o, const ch
 		if (r < 0 && r != -ENOENT && r != -ENOTDIR)
 			return r;
 		if (r > 0)
-			return refuse(w, o, "%s entry '%.*s' -> %s", kind, (int)l, p, msg);
+			return refuse(w, o, "%s entry '%.*s' -> %-s", kind, (int)l, p, msg);
 		if (r == 0) {
 			bool seen = false;
 
@@ -262,7 +265,7 @@ static int add_by_path(struct lib_walk *w, const struct lib_obj *from, const cha
 	if (r < 0)
 		return r;
 	if (r > 0)
-		return refuse(w, from, "%s library %s", kind, msg);
+		return refuse(w, from, "%s library %-s", kind, msg);
 	snprintf(origin, sizeof(origin), "%s", name);
 	trusted_path_to_dir(origin);
 	return add_obj(w, TAKE_FD(fd), name, origin, depth);
@@ -296,7 +299,7 @@ static int scan_obj(struct lib_walk *w, struct lib_obj *o, const void *buf, size
 		r = trusted_elf_dynamic_buf(buf, len, &d, why, sizeof(why));
 	}
 	if (r == -EINVAL)
-		r = refuse(w, o, "its dynamic section cannot be read as the loader reads it: %s",
+		r = refuse(w, o, "its dynamic section cannot be read as the loader reads it: %-s",
 			   why);
 	if (r == 1 && !d.dynamic)
 		r = 0; /* a static program (ET_EXEC without PT_DYNAMIC): nothing to load */
@@ -367,7 +370,7 @@ static int probe_dirs(struct lib_walk *w)
 			if (r > 0)
 				return refuse(
 					w, NULL,
-					"library '%s', found in the search directory '%s': %s",
+					"library '%s', found in the search directory '%s': %-s",
 					nm->name, w->dirs[i], msg);
 			r = add_obj(w, TAKE_FD(fd), path, w->dirs[i], nm->depth);
 			if (r != 0)
@@ -395,7 +398,7 @@ static int check_preload(struct lib_walk *w)
 	if (r < 0)
 		return r;
 	if (r > 0)
-		return refuse(w, NULL, "%s (every dynamic program loads what it lists): %s", path,
+		return refuse(w, NULL, "%s (every dynamic program loads what it lists): %-s", path,
 			      msg);
 	r = fd_read_all(fd, PRELOAD_MAX, &text, &len);
 	if (r == -EFBIG)

@@ -19,6 +19,7 @@
 #include <linux/capability.h>
 #include <linux/openat2.h>
 
+#include "lib/escape.h"
 #include "lib/fd-util.h"
 #include "lib/macro.h"
 #include "lib/mountinfo.h"
@@ -188,24 +189,29 @@ int trusted_open_in_root(int root_fd, const char *rel, int flags, int *ret_fd)
 	return 0;
 }
 
+#define DATA_BIN_NAME_SHOWN 48 /* escaped bytes of a name data_bin_entry quotes */
+#define DATA_BIN_NAMES_SIZE (3 * (DATA_BIN_NAME_SHOWN + ESCAPE_QUOTE_EXTRA + 40))
+
 /* One entry of /data/bin for trusted_data_bin_check: one that may not stay (not root's, or
  * group/other-writable and no symlink; a directory is not on PATH, one gone since is
- * fine) is counted and, among the first three, named in why. */
-static void data_bin_entry(int bin, const char *name, unsigned *nbad, char *why, size_t why_size,
-			   size_t *l)
+ * fine) is counted and, among the first three, named in names (DATA_BIN_NAMES_SIZE bytes,
+ * *l of them used): quoted and escaped, its ' too, as an agent may have chosen it, and cut
+ * with a mark past DATA_BIN_NAME_SHOWN bytes (escape_c_quote). */
+static void data_bin_entry(int bin, const char *name, unsigned *nbad, char *names, size_t *l)
 {
+	char q[DATA_BIN_NAME_SHOWN + ESCAPE_QUOTE_EXTRA];
 	struct stat st;
 
 	if (fstatat(bin, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || S_ISDIR(st.st_mode))
 		return; /* gone since, or not on PATH */
 	if (st.st_uid == 0 && (S_ISLNK(st.st_mode) || !(st.st_mode & 022)))
 		return;
-	/* the first three, each cut to 48 bytes: the count says how many there are */
-	if (++*nbad <= 3 && *l < why_size) {
-		int w = snprintf(why + *l, why_size - *l, "%s%.48s (owner %u, mode %04o)",
-				 *l ? ", " : "", name, (unsigned)st.st_uid,
-				 (unsigned)(st.st_mode & 07777));
-		*l = w < 0 ? *l : *l + (size_t)w;
+	/* the first three: the count says how many there are */
+	if (++*nbad <= 3) {
+		escape_c_quote(name, strlen(name), DATA_BIN_NAME_SHOWN, q, sizeof(q));
+		*l += (size_t)snprintf(names + *l, DATA_BIN_NAMES_SIZE - *l,
+				       "%s%s (owner %u, mode %04o)", *l ? ", " : "", q,
+				       (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
 	}
 }
 
@@ -215,6 +221,7 @@ int trusted_data_bin_check(int root_fd, unsigned *ret_n, char *why, size_t why_s
 	struct stat st;
 	unsigned n = 0, nbad = 0;
 	size_t l = 0;
+	char names[DATA_BIN_NAMES_SIZE] = "";
 	/* getdents64 into the stack, not opendir: no heap for the listing (pistisd run checks
 	 * this before every command), and a failed read is told from the end of the list. */
 	union {
@@ -271,20 +278,16 @@ int trusted_data_bin_check(int root_fd, unsigned *ret_n, char *why, size_t why_s
 					 TRUSTED_DATA_BIN_MAX);
 				return 1;
 			}
-			data_bin_entry(bin, de->d_name, &nbad, why, why_size, &l);
+			data_bin_entry(bin, de->d_name, &nbad, names, &l);
 		}
 	}
 	*ret_n = n;
 	if (!nbad)
 		return 0;
-	{
-		char names[192];
-
-		snprintf(names, sizeof(names), "%s", why);
-		snprintf(why, why_size,
-			 "%u file(s) in /data/bin, on every agent's PATH, not root's alone: %s%s",
-			 nbad, names, nbad > 3 ? ", ..." : "");
-	}
+	/* names is text (each name escaped): %-s, once */
+	escape_format(why, why_size,
+		      "%u file(s) in /data/bin, on every agent's PATH, not root's alone: %-s%s",
+		      nbad, names, nbad > 3 ? ", ..." : "");
 	return 1;
 }
 

@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "lib/escape.h"
 #include "lib/fd-util.h"
 #include "lib/macro.h"
 #include "sandbox-users/users.h"
@@ -153,14 +154,22 @@ static void free_strv(char **v, size_t n)
 	free(v);
 }
 
+/* A program's output without the newlines and blanks it ends with. */
+static int trimmed_len(const char *text)
+{
+	size_t l = text ? strlen(text) : 0;
+
+	while (l > 0 && (text[l - 1] == '\n' || text[l - 1] == ' '))
+		l--;
+	return l > INT_MAX ? INT_MAX : (int)l;
+}
+
+/* The message: prefix (text, names in it escaped), then visudo's or sudo's output as it
+ * came, each byte escaped once: one line, whatever names in sudoers it quotes. */
 static void set_message(struct trusted_install_report *rep, const char *prefix, const char *text)
 {
-	size_t l;
-
-	snprintf(rep->message, sizeof(rep->message), "%s%s", prefix, text ? text : "");
-	l = strlen(rep->message);
-	while (l > 0 && (rep->message[l - 1] == '\n' || rep->message[l - 1] == ' '))
-		rep->message[--l] = '\0';
+	escape_format(rep->message, sizeof(rep->message), "%-s%.*s", prefix, trimmed_len(text),
+		      text ? text : "");
 }
 
 /* visudo -c over the whole configuration the root's sudo reads. */
@@ -193,11 +202,12 @@ int trusted_install(const char *root, const char *agent, struct trusted_install_
 	rep->n = n;
 	for (i = 0; i < n; i++)
 		if (entries[i].uid != 0 || entries[i].mode != 0755) {
-			snprintf(rep->message, sizeof(rep->message),
-				 "/data/trusted/%s is not root-owned 0755 (owner %u, mode %04o): "
-				 "re-add it with 'pistisd trusted add'",
-				 entries[i].name, (unsigned)entries[i].uid,
-				 (unsigned)entries[i].mode);
+			escape_format(
+				rep->message, sizeof(rep->message),
+				"/data/trusted/%s is not root-owned 0755 (owner %u, mode %04o): "
+				"re-add it with 'pistisd trusted add'",
+				entries[i].name, (unsigned)entries[i].uid,
+				(unsigned)entries[i].mode);
 			return 1;
 		}
 	/* The digest pins each script, not its interpreter: that must be root's alone too. */
@@ -357,7 +367,7 @@ int trusted_verify_agents(const char *root, const char *agent, struct trusted_in
 			if (!rep->message[0]) {
 				char pre[128];
 
-				snprintf(pre, sizeof(pre), "sudo -l -U %s: ", agents[i]);
+				escape_format(pre, sizeof(pre), "sudo -l -U %s: ", agents[i]);
 				set_message(rep, pre, out);
 			}
 			continue;
@@ -367,8 +377,8 @@ int trusted_verify_agents(const char *root, const char *agent, struct trusted_in
 		} else {
 			rep->mismatched++;
 			if (!rep->message[0])
-				snprintf(rep->message, sizeof(rep->message), "sudo -l -U %s: %s",
-					 agents[i], why);
+				escape_format(rep->message, sizeof(rep->message),
+					      "sudo -l -U %s: %-s", agents[i], why);
 		}
 		free(l);
 	}
@@ -404,9 +414,9 @@ int trusted_dropin_current(const char *root, char *why, size_t why_size)
 		} else if (fstat(fd, &st) < 0) {
 			r = -errno;
 		} else if (!S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 07777) != 0440) {
-			snprintf(why, why_size,
-				 "/etc/sudoers.d/" TRUSTED_DROPIN_NAME
-				 " is not a root-owned 0440 file");
+			escape_format(why, why_size,
+				      "/etc/sudoers.d/" TRUSTED_DROPIN_NAME
+				      " is not a root-owned 0440 file");
 			return 1;
 		} else {
 			r = fd_read_all(fd, 4 * 1024 * 1024, &have, &len);
@@ -415,15 +425,15 @@ int trusted_dropin_current(const char *root, char *why, size_t why_size)
 	if (r == -ENOENT) {
 		if (n == 0)
 			return 0;
-		snprintf(why, why_size, "the sudoers drop-in is not installed");
+		escape_format(why, why_size, "the sudoers drop-in is not installed");
 		return 1;
 	}
 	if (r < 0)
 		return r;
 	if (strcmp(want, have)) {
-		snprintf(why, why_size,
-			 "the installed sudoers drop-in differs from /data/trusted "
-			 "(a script changed?): run 'pistisd trusted install'");
+		escape_format(why, why_size,
+			      "the installed sudoers drop-in differs from /data/trusted "
+			      "(a script changed?): run 'pistisd trusted install'");
 		return 1;
 	}
 	return 0;
@@ -441,12 +451,7 @@ int trusted_check_sudoers(const char *root, char *why, size_t why_size)
 	if (r < 0)
 		return r;
 	if (r != 0) {
-		size_t l;
-
-		snprintf(why, why_size, "visudo -c: %s", out);
-		l = strlen(why);
-		while (l > 0 && why[l - 1] == '\n')
-			why[--l] = '\0';
+		escape_format(why, why_size, "visudo -c: %.*s", trimmed_len(out), out);
 		return 1;
 	}
 	return 0;

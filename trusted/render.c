@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/escape.h"
 #include "lib/macro.h"
 
 bool trusted_name_valid(const char *name)
@@ -428,13 +429,14 @@ int trusted_sudo_list_parse(const char *text, size_t len, struct trusted_sudo_li
 	return 0;
 }
 
+/* A reason is text, each name in it escaped once (escape_vformat): callers log it with %-s. */
 _printf_(3, 4) static int why_printf(char *why, size_t size, const char *fmt, ...)
 {
 	va_list ap;
 
 	if (why && size) {
 		va_start(ap, fmt);
-		vsnprintf(why, size, fmt, ap);
+		escape_vformat(why, size, "cut", 0, fmt, ap);
 		va_end(ap);
 	}
 	return 1;
@@ -520,17 +522,20 @@ static int defaults_verify(const struct trusted_sudo_list *l, const struct trust
 	for (; *e; e = nl ? nl + 1 : e + strlen(e)) {
 		size_t len;
 
+		char q[160 + ESCAPE_QUOTE_EXTRA];
+
 		nl = strchr(e, '\n');
 		len = nl ? (size_t)(nl - e) : strlen(e);
 		if (!(len > 9 && !memcmp(e, "Defaults!", 9) &&
 		      defaults_own_entry(e, len, entries, n, covered)))
 			return why_printf(
 				why, why_size,
-				"sudoers has '%.*s': with trusted commands, the drop-in's "
+				"sudoers has %-s: with trusted commands, the drop-in's "
 				"Defaults line must be the only runas or command Defaults "
 				"(sudo matches commands by inode, so no other can be shown "
 				"not to reach them)",
-				(int)(len > 160 ? 160 : len), e);
+				escape_c_quote(e, len, sizeof(q) - ESCAPE_QUOTE_EXTRA, q,
+					       sizeof(q)));
 	}
 	for (size_t j = 0; j < n; j++)
 		if (!covered[j])
@@ -565,12 +570,12 @@ int trusted_sudo_list_verify(const struct trusted_sudo_list *l, const struct tru
 		if (!found)
 			return why_printf(
 				why, why_size,
-				"sudo grants '(%s) %.128s', which is not a trusted command",
-				c->runas, c->command);
+				"sudo grants '%s' (as '%s'), which is not a trusted command",
+				c->command, c->runas);
 		if (strcmp(c->runas, "pi-tools"))
 			return why_printf(why, why_size,
-					  "'%s' may run as '(%s)', not only as pi-tools",
-					  c->command, c->runas);
+					  "'%s' may run as '%s', not only as pi-tools", c->command,
+					  c->runas);
 		if (strcmp(c->digest, entries[j].digest))
 			return why_printf(why, why_size,
 					  "'%s' is not pinned to its digest sha256:%s", c->command,
@@ -699,7 +704,7 @@ _printf_(2, 3) static int elf_refuse(struct elf_ctx *x, const char *fmt, ...)
 
 	if (x->why && x->why_size) {
 		va_start(ap, fmt);
-		vsnprintf(x->why, x->why_size, fmt, ap);
+		escape_vformat(x->why, x->why_size, "cut", 0, fmt, ap);
 		va_end(ap);
 	}
 	return -EINVAL;

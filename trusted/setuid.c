@@ -15,6 +15,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "lib/escape.h"
 #include "lib/macro.h"
 #include "trusted/internal.h"
 
@@ -247,10 +248,15 @@ int trusted_harden_setuid(const char *root, const char *const *keep, size_t n_ke
 	if (w.err < 0)
 		return w.err;
 	if (w.too_deep) {
-		snprintf(why, why_size,
-			 "%zu director%s deeper than %d levels not walked (the first: %.256s): "
-			 "what they hold keeps its setuid/setgid bits and capabilities",
-			 w.too_deep, w.too_deep == 1 ? "y" : "ies", WALK_DEPTH_MAX, w.first_deep);
+		/* an agent's tree: its names may hold any byte, and its path any length */
+		char q[256 + ESCAPE_QUOTE_EXTRA];
+
+		escape_format(why, why_size,
+			      "%zu director%s deeper than %d levels not walked (the first: %-s): "
+			      "what they hold keeps its setuid/setgid bits and capabilities",
+			      w.too_deep, w.too_deep == 1 ? "y" : "ies", WALK_DEPTH_MAX,
+			      escape_c_quote(w.first_deep, strlen(w.first_deep),
+					     sizeof(q) - ESCAPE_QUOTE_EXTRA, q, sizeof(q)));
 		return 1;
 	}
 	return 0;

@@ -398,12 +398,10 @@ static int secrets_tree_check(int dir_fd, const char *path, unsigned depth, unsi
 			continue;
 		if (snprintf(sub, sizeof(sub), "%s/%s", path, e->d_name) >= (int)sizeof(sub) ||
 		    depth >= SECRETS_DEPTH_MAX || ++*budget > SECRETS_ENTRIES_MAX) {
-			_cleanup_free_ char *esc = escape_c_dup(path);
-			snprintf(why, why_size,
-				 "%s holds more than pistis checks (%u levels, %u entries): "
-				 "clean it up",
-				 esc ? esc : "/data/.secrets", SECRETS_DEPTH_MAX,
-				 SECRETS_ENTRIES_MAX);
+			escape_format(why, why_size,
+				      "'%s' holds more than pistis checks (%u levels, %u entries): "
+				      "clean it up",
+				      path, SECRETS_DEPTH_MAX, SECRETS_ENTRIES_MAX);
 			r = 1;
 			break;
 		}
@@ -414,13 +412,12 @@ static int secrets_tree_check(int dir_fd, const char *path, unsigned depth, unsi
 			break;
 		}
 		if (st.st_uid != 0 && st.st_uid != USERS_TOOLS_UID) {
-			_cleanup_free_ char *esc = escape_c_dup(sub);
-			snprintf(
+			escape_format(
 				why, why_size,
-				"%s is owned by uid %u, not pi-tools or root: someone else put it "
-				"in the secrets' directory (an agent, when it could write /data?); "
-				"remove it",
-				esc ? esc : "/data/.secrets/…", (unsigned)st.st_uid);
+				"'%s' is owned by uid %u, not pi-tools or root: someone else put "
+				"it in the secrets' directory (an agent, when it could write "
+				"/data?); remove it",
+				sub, (unsigned)st.st_uid);
 			r = 1;
 			break;
 		}
@@ -463,7 +460,8 @@ static int secrets_dir(const char *root, bool create, char *why, size_t why_size
 		return r;
 	r = trusted_open_dir(root_fd, "data", false, 0755, 0, 0, false, &data_fd);
 	if (r == -EPERM) {
-		snprintf(why, why_size, "/data is not root's alone: trusted commands stay off");
+		escape_format(why, why_size,
+			      "/data is not root's alone: trusted commands stay off");
 		return 1;
 	}
 	if (r < 0)
@@ -471,36 +469,38 @@ static int secrets_dir(const char *root, bool create, char *why, size_t why_size
 	r = trusted_open_dir(data_fd, ".secrets", create, 0700, USERS_TOOLS_UID, USERS_TOOLS_UID,
 			     create, &fd);
 	if (r == -ENOENT) {
-		snprintf(why, why_size, "/data/.secrets does not exist");
+		escape_format(why, why_size, "/data/.secrets does not exist");
 		return 1;
 	}
 	if (r == -ENOTDIR) {
-		snprintf(why, why_size,
-			 "/data/.secrets is not a directory (a symbolic link?): remove it");
+		escape_format(why, why_size,
+			      "/data/.secrets is not a directory (a symbolic link?): remove it");
 		return 1;
 	}
 	if (r == -EPERM && fstatat(data_fd, ".secrets", &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return -errno;
 	if (r == -EPERM && st.st_uid != USERS_TOOLS_UID) {
-		snprintf(why, why_size,
-			 "/data/.secrets is owned by uid %u, not pi-tools%s: someone else made it, "
-			 "and what is in it; remove it",
-			 (unsigned)st.st_uid, create ? " or root" : "");
+		escape_format(
+			why, why_size,
+			"/data/.secrets is owned by uid %u, not pi-tools%s: someone else made it, "
+			"and what is in it; remove it",
+			(unsigned)st.st_uid, create ? " or root" : "");
 		return 1;
 	}
 	if (r >= 0 && fstat(fd, &st) < 0)
 		r = -errno;
 	if (r == -EPERM || (r >= 0 && (st.st_mode & 07777) != 0700)) {
-		snprintf(why, why_size,
-			 "/data/.secrets is not a pi-tools 0700 directory (owner %u, mode %04o)",
-			 (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+		escape_format(
+			why, why_size,
+			"/data/.secrets is not a pi-tools 0700 directory (owner %u, mode %04o)",
+			(unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
 		return 1;
 	}
 	if (r < 0)
 		return r;
 	const char *acl = fd_has_acl(fd);
 	if (acl) {
-		snprintf(why, why_size, "/data/.secrets has an ACL (%s)", acl);
+		escape_format(why, why_size, "/data/.secrets has an ACL (%s)", acl);
 		return 1;
 	}
 	return secrets_tree_check(fd, "/data/.secrets", 0, &budget, why, why_size);
@@ -537,11 +537,11 @@ int trusted_wrapper_check(const char *root, const char *name, char *why, size_t 
 		r = fd < 0 ? -errno : 0;
 	}
 	if (r == -ENOENT || r == -ELOOP) {
-		snprintf(why, why_size, "/data/bin/%s is missing (or a symlink)", name);
+		escape_format(why, why_size, "/data/bin/%s is missing (or a symlink)", name);
 		return 1;
 	}
 	if (r == -EPERM) {
-		snprintf(why, why_size, "/data/bin is not root's alone (owner or mode)");
+		escape_format(why, why_size, "/data/bin is not root's alone (owner or mode)");
 		return 1;
 	}
 	if (r < 0)
@@ -549,12 +549,13 @@ int trusted_wrapper_check(const char *root, const char *name, char *why, size_t 
 	if (fstat(fd, &st) < 0)
 		return -errno;
 	if (!S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 07777) != 0755) {
-		snprintf(why, why_size, "/data/bin/%s is not a root-owned 0755 file", name);
+		escape_format(why, why_size, "/data/bin/%s is not a root-owned 0755 file", name);
 		return 1;
 	}
 	r = fd_read_all(fd, 4096, &have, &len);
 	if (r == -EFBIG || (r >= 0 && strcmp(want, have))) {
-		snprintf(why, why_size, "/data/bin/%s is not the wrapper pistisd writes", name);
+		escape_format(why, why_size, "/data/bin/%s is not the wrapper pistisd writes",
+			      name);
 		return 1;
 	}
 	return r < 0 ? r : 0;
@@ -622,7 +623,7 @@ int trusted_chain_walk(int root_fd, const char *path, bool want_dir, int *ret_fd
 		p += strspn(p, "/");
 		l = strcspn(p, "/");
 		if (l == 0) {
-			snprintf(why, why_size, "'%s' is not a regular file", path);
+			escape_format(why, why_size, "'%s' is not a regular file", path);
 			r = 1;
 			break;
 		}
@@ -658,7 +659,7 @@ int trusted_chain_walk(int root_fd, const char *path, bool want_dir, int *ret_fd
 			}
 			target[n] = '\0';
 			if (++links > CHAIN_LINKS) {
-				snprintf(why, why_size, "'%s': too many symlinks", path);
+				escape_format(why, why_size, "'%s': too many symlinks", path);
 				r = 1;
 				break;
 			}
@@ -689,11 +690,12 @@ int trusted_chain_walk(int root_fd, const char *path, bool want_dir, int *ret_fd
 		}
 		if (S_ISDIR(st.st_mode) && (want_dir || p[strspn(p, "/")] != '\0')) {
 			if (st.st_uid != 0 || (st.st_mode & 022)) {
-				snprintf(why, why_size,
-					 "'%s': directory '%s' is not root's alone (owner %u, mode "
-					 "%04o): someone else can swap what it holds",
-					 path, walked, (unsigned)st.st_uid,
-					 (unsigned)(st.st_mode & 07777));
+				escape_format(
+					why, why_size,
+					"'%s': directory '%s' is not root's alone (owner %u, mode "
+					"%04o): someone else can swap what it holds",
+					path, walked, (unsigned)st.st_uid,
+					(unsigned)(st.st_mode & 07777));
 				safe_close(fd);
 				r = 1;
 				break;
@@ -718,15 +720,15 @@ int trusted_chain_walk(int root_fd, const char *path, bool want_dir, int *ret_fd
 			break;
 		}
 		if (!S_ISREG(st.st_mode) || p[strspn(p, "/")] != '\0') {
-			snprintf(why, why_size, "'%s' is not a regular file", path);
+			escape_format(why, why_size, "'%s' is not a regular file", path);
 			safe_close(fd);
 			r = 1;
 			break;
 		}
 		if (st.st_uid != 0 || (st.st_mode & 022)) {
-			snprintf(why, why_size,
-				 "'%s' (%s) is not root's alone (owner %u, mode %04o)", path,
-				 walked, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+			escape_format(why, why_size,
+				      "'%s' ('%s') is not root's alone (owner %u, mode %04o)", path,
+				      walked, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
 			safe_close(fd);
 			r = 1;
 			break;
@@ -782,14 +784,14 @@ static int interp_check_path(int root_fd, const char *what, const char *kind, co
 
 	r = trusted_chain_walk(root_fd, path, false, &fd, resolved, w, sizeof(w));
 	if (r == -ENOENT) {
-		snprintf(why, why_size, "%s: %s '%s' does not exist in the image", what, kind,
-			 path);
+		escape_format(why, why_size, "%-s: %s '%s' does not exist in the image", what, kind,
+			      path);
 		return 1;
 	}
 	if (r < 0)
 		return r;
 	if (r > 0) {
-		snprintf(why, why_size, "%s: %s %s", what, kind, w);
+		escape_format(why, why_size, "%-s: %s %-s", what, kind, w);
 		return 1;
 	}
 	head = malloc(TRUSTED_HEAD_MAX);
@@ -801,7 +803,7 @@ static int interp_check_path(int root_fd, const char *what, const char *kind, co
 	/* The kernel execs it: the loader's $ORIGIN is where /proc/self/exe points, the path
 	 * with every symlink resolved. */
 	trusted_path_to_dir(resolved);
-	snprintf(inner, sizeof(inner), "%s: %s '%s'", what, kind, path);
+	escape_format(inner, sizeof(inner), "%-s: %s '%s'", what, kind, path);
 	return interp_check_level(root_fd, inner, head, (size_t)n, fd, resolved, level + 1, why,
 				  why_size);
 }
@@ -812,15 +814,15 @@ static int program_check(int root_fd, const char *what, const char *kind, const 
 			 int level, char *why, size_t why_size)
 {
 	if (path[0] != '/') {
-		snprintf(why, why_size,
-			 "%s: %s '%s' is a relative path (the kernel resolves it from the "
-			 "working directory): give an absolute one",
-			 what, kind, path);
+		escape_format(why, why_size,
+			      "%-s: %s '%s' is a relative path (the kernel resolves it from the "
+			      "working directory): give an absolute one",
+			      what, kind, path);
 		return 1;
 	}
 	if (level >= INTERP_DEPTH) {
-		snprintf(why, why_size, "%s: interpreters nested more than %d deep", what,
-			 INTERP_DEPTH);
+		escape_format(why, why_size, "%-s: interpreters nested more than %d deep", what,
+			      INTERP_DEPTH);
 		return 1;
 	}
 	return interp_check_path(root_fd, what, "interpreter", path, level, why, why_size);
@@ -834,20 +836,22 @@ static int interp_arg_check(int root_fd, const char *what, const char *interp, c
 {
 	static const char secure_path[] = TRUSTED_SECURE_PATH;
 	char inner[TRUSTED_SHEBANG_MAX], inner_arg[TRUSTED_SHEBANG_MAX];
+	char line[2 * TRUSTED_SHEBANG_MAX]; /* "INTERP ARG", quoted whole in a reason */
 	const char *base, *d;
 	int r;
 
+	snprintf(line, sizeof(line), "%s %s", interp, arg);
 	r = trusted_interp_split(arg, inner, inner_arg);
 	if (r != 0 && !trusted_interp_is_pistisd(interp)) {
-		snprintf(why, why_size,
-			 "%s: interpreter '%s %s': only pistisd reads 'trusted-interp' (%s takes "
-			 "it as a file name, looked up from the working directory)",
-			 what, interp, arg, interp);
+		escape_format(why, why_size,
+			      "%-s: interpreter '%s': only pistisd reads 'trusted-interp' ('%s' "
+			      "takes it as a file name, looked up from the working directory)",
+			      what, line, interp);
 		return 1;
 	}
 	if (r < 0) {
-		snprintf(why, why_size, "%s: interpreter '%s %s': names no interpreter to run",
-			 what, interp, arg);
+		escape_format(why, why_size, "%-s: interpreter '%s': names no interpreter to run",
+			      what, line);
 		return 1;
 	}
 	if (r > 0) {
@@ -861,16 +865,16 @@ static int interp_arg_check(int root_fd, const char *what, const char *interp, c
 		return 0;
 	/* env runs its argument: an option (-S splits, -i, -u, -C…) decides what that is. */
 	if (arg[0] == '-') {
-		snprintf(why, why_size,
-			 "%s: interpreter '%s %s': env options are not allowed (name the "
-			 "interpreter by its absolute path)",
-			 what, interp, arg);
+		escape_format(why, why_size,
+			      "%-s: interpreter '%s': env options are not allowed (name the "
+			      "interpreter by its absolute path)",
+			      what, line);
 		return 1;
 	}
 	if (strchr(arg, '/')) {
 		if (arg[0] != '/') {
-			snprintf(why, why_size, "%s: interpreter '%s' (through env) is relative",
-				 what, arg);
+			escape_format(why, why_size,
+				      "%-s: interpreter '%s' (through env) is relative", what, arg);
 			return 1;
 		}
 		return interp_check_path(root_fd, what, "interpreter", arg, level + 1, why,
@@ -891,15 +895,15 @@ static int interp_arg_check(int root_fd, const char *what, const char *interp, c
 		if (r < 0)
 			return r;
 		if (r > 0) {
-			snprintf(why, why_size, "%s: interpreter '%s' looked up by env: %s", what,
-				 arg, w);
+			escape_format(why, why_size, "%-s: interpreter '%s' looked up by env: %-s",
+				      what, arg, w);
 			return 1;
 		}
 		return interp_check_path(root_fd, what, "interpreter", path, level + 1, why,
 					 why_size);
 	}
-	snprintf(why, why_size, "%s: interpreter '%s' (through env) is in no directory of %s", what,
-		 arg, secure_path);
+	escape_format(why, why_size, "%-s: interpreter '%s' (through env) is in no directory of %s",
+		      what, arg, secure_path);
 	return 1;
 }
 
@@ -915,10 +919,11 @@ static int interp_check_level(int root_fd, const char *what, const char *text, s
 	 * runs, so the loader must be root's alone like a script's interpreter. */
 	r = trusted_elf_interp(text, len, loader, sizeof(loader));
 	if (r < 0) {
-		snprintf(why, why_size,
-			 "%s: an ELF file whose loader cannot be read (malformed program headers, "
-			 "or they or the loader's path lie past the first %d bytes)",
-			 what, TRUSTED_HEAD_MAX);
+		escape_format(
+			why, why_size,
+			"%-s: an ELF file whose loader cannot be read (malformed program headers, "
+			"or they or the loader's path lie past the first %d bytes)",
+			what, TRUSTED_HEAD_MAX);
 		return 1;
 	}
 	if (r > 0) {
@@ -941,17 +946,18 @@ static int interp_check_level(int root_fd, const char *what, const char *text, s
 	if (r == 0)
 		return 0; /* a binary, or no #! at all: sudo execs it itself, nothing else runs */
 	if (r < 0) {
-		snprintf(why, why_size,
-			 "%s: the #! line names no interpreter, holds a NUL or is longer than %d "
-			 "bytes",
-			 what, TRUSTED_SHEBANG_MAX - 1);
+		escape_format(
+			why, why_size,
+			"%-s: the #! line names no interpreter, holds a NUL or is longer than %d "
+			"bytes",
+			what, TRUSTED_SHEBANG_MAX - 1);
 		return 1;
 	}
 	if (strchr(interp, '\r') || strchr(arg, '\r')) {
-		snprintf(why, why_size,
-			 "%s: the #! line ends in a carriage return (CRLF line endings): the "
-			 "interpreter or its argument would end in <CR> ('%.*s')",
-			 what, (int)strcspn(interp, "\r"), interp);
+		escape_format(why, why_size,
+			      "%-s: the #! line ends in a carriage return (CRLF line endings): the "
+			      "interpreter or its argument would end in <CR> ('%.*s')",
+			      what, (int)strcspn(interp, "\r"), interp);
 		return 1;
 	}
 	r = program_check(root_fd, what, "interpreter", interp, level, why, why_size);
@@ -981,11 +987,11 @@ static int script_programs_check(int root_fd, const char *what, const char *text
 		int r;
 
 		if (++words > TRUSTED_SCRIPT_PATHS_MAX) {
-			snprintf(
-				why, why_size,
-				"%s: names more than %d absolute paths; each would be checked as a "
-				"program it may run",
-				what, TRUSTED_SCRIPT_PATHS_MAX);
+			escape_format(why, why_size,
+				      "%-s: names more than %d absolute paths; each would be "
+				      "checked as a "
+				      "program it may run",
+				      what, TRUSTED_SCRIPT_PATHS_MAX);
 			return 1;
 		}
 		/* Where it leads in the image, as the kernel would resolve it; only an
@@ -993,7 +999,7 @@ static int script_programs_check(int root_fd, const char *what, const char *text
 		r = trusted_open_in_root(root_fd, path + 1, O_PATH, &fd);
 		if (r < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || !(st.st_mode & 0111))
 			continue;
-		snprintf(inner, sizeof(inner), "%s (line %zu)", what, line);
+		escape_format(inner, sizeof(inner), "%-s (line %zu)", what, line);
 		r = interp_check_path(root_fd, inner, "program", path, 1, why, why_size);
 		if (r != 0)
 			return r;
@@ -1078,8 +1084,8 @@ static int secure_path_check_fd(int root_fd, char *why, size_t why_size)
 		if (r < 0)
 			return r;
 		if (r > 0) {
-			snprintf(why, why_size,
-				 "secure_path (the PATH trusted commands run with): %s", w);
+			escape_format(why, why_size,
+				      "secure_path (the PATH trusted commands run with): %-s", w);
 			return 1;
 		}
 	}

@@ -6,7 +6,11 @@
  * /etc/sudoers.d/pistis-trusted pinned to the script's SHA-256 digest.
  *
  * Every function takes the root of the image ("/" or a root filesystem directory) and
- * works on fds beneath it; none follows a symlink in the paths it owns. */
+ * works on fds beneath it; none follows a symlink in the paths it owns.
+ *
+ * A reason handed back (every `why`, an install report's message) is one line of text with
+ * each name in it escaped once, a quoted one's ' too (lib/escape.h escape_format), as names
+ * in the image may hold any byte: log it with %-s, never %s (which would escape it again). */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -277,7 +281,8 @@ int trusted_add_fd(const char *root, const char *name, int script_fd,
  * way, and the libraries the dynamic loader maps into it from its RPATH/RUNPATH,
  * DT_NEEDED paths and /etc/ld.so.preload (trusted/dyn.c; $ORIGIN is /data/trusted). Text
  * without #! is 0 (sudo execs it itself). 1 with a one-line reason in why (what names the
- * script), -errno. text: the whole file (a binary's dynamic section may lie anywhere). */
+ * script: text, as a reason), -errno. text: the whole file (a binary's dynamic section may
+ * lie anywhere). */
 int trusted_interp_check(int root_fd, const char *what, const char *text, size_t len, char *why,
 			 size_t why_size);
 
@@ -337,7 +342,7 @@ struct trusted_install_report {
 	bool removed;	    /* no command left: the drop-in was removed */
 	int verified;	    /* agents whose sudo -l matched exactly */
 	int mismatched;	    /* agents whose sudo -l did not */
-	char message[1024]; /* visudo's or sudo's complaint, or the mismatch */
+	char message[1024]; /* visudo's or sudo's complaint, or the mismatch (text, escaped) */
 };
 
 /* Regenerate the drop-in from /data/trusted: write it under a name sudo ignores, check it

@@ -304,15 +304,27 @@ chown 10100 "$A/data/bin/sub" # a subdirectory is not on PATH
 like "root's files and a root's link: ok, counted" "$(dbin "$A")" "^0 ok 3 entries, each root's alone$"
 cp "$A/data/bin/tool" "$A/data/bin/ls" && chown 10100:10100 "$A/data/bin/ls"
 like "an agent's program: fail, exit 1, naming it, its owner and mode" "$(dbin "$A")" \
-	"^1 fail 1 file\(s\) in /data/bin, on every agent's PATH, not root's alone: ls \(owner 10100, mode 0755\)$"
+	"^1 fail 1 file\(s\) in /data/bin, on every agent's PATH, not root's alone: 'ls' \(owner 10100, mode 0755\)$"
 like "... stderr names the check" "$(cat "$S/b.err")" "hard requirement 'data_bin'"
 exits 0 "... --allow data_bin accepts it" "$P" check --no-walk --root "$A" --allow "$allow_rest,data_bin"
 rm "$A/data/bin/ls"
+# A name an agent chose: quoted and escaped once (its quote too, so it cannot end the '...'),
+# in the value, in the table and in the log line; never a raw byte.
+hostile=$(printf "x' is fine; 'etc\n\033[31m")
+cp "$A/data/bin/tool" "$A/data/bin/$hostile" && chown 11600:11600 "$A/data/bin/$hostile"
+like "a hostile name: the value quotes it escaped once" "$(dbin "$A")" \
+	"not root's alone: 'x\\\\' is fine; \\\\'etc\\\\n\\\\x1b\\[31m' \(owner 11600, mode 0755\)$"
+like "... so does the log line" "$(cat "$S/b.err")" \
+	"alone: 'x\\\\' is fine; \\\\'etc\\\\n\\\\x1b\\[31m' \(owner 11600"
+out=$("$P" check --no-walk --root "$A" 2>&1)
+like "... and the table" "$out" "^data_bin .*: 'x\\\\' is fine; \\\\'etc\\\\n\\\\x1b\\[31m' \(owner 11600"
+unlike "... no raw ESC anywhere" "$out" "$(printf '\033')"
+rm "$A/data/bin/$hostile"
 chmod 0775 "$A/data/bin/tool"
-like "a root's program others may write (group bit): fail" "$(dbin "$A")" "^1 fail .*tool \(owner 0, mode 0775\)"
+like "a root's program others may write (group bit): fail" "$(dbin "$A")" "^1 fail .*'tool' \(owner 0, mode 0775\)"
 chmod 0755 "$A/data/bin/tool"
 ln -s /usr/bin/id "$A/data/bin/id" && chown -h 10100 "$A/data/bin/id"
-like "an agent's symlink: fail" "$(dbin "$A")" "^1 fail .*: id \(owner 10100, mode 0777\)"
+like "an agent's symlink: fail" "$(dbin "$A")" "^1 fail .*: 'id' \(owner 10100, mode 0777\)"
 rm "$A/data/bin/id"
 chmod 0777 "$A/data/bin"
 like "/data/bin itself others may write: fail" "$(dbin "$A")" "^1 fail /data/bin is 0:0 0777, not root's alone$"

@@ -373,7 +373,7 @@ printf '#!/bin/sh\necho "planted ran as $(id -u)"\n' >"$R/data/bin/ls" && chmod 
 chown "$other:$other" "$R/data/bin/ls"
 out=$(run -- ls / 2>&1)
 is "pistisd run refuses while /data/bin holds another agent's program" "$?" 111
-like "... says which and why" "$out" "Refusing to run: 1 file.* in /data/bin, on every agent's PATH, not root's alone: ls \(owner $other"
+like "... says which and why" "$out" "Refusing to run: 1 file.* in /data/bin, on every agent's PATH, not root's alone: 'ls' \(owner $other"
 unlike "... and nothing ran" "$out" "planted ran"
 rm "$R/data/bin/ls"
 like "with it gone, ls is ls again" "$(run -- ls / 2>&1)" "^bin"

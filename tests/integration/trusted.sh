@@ -116,10 +116,10 @@ mkdir -p "$R/workspaces/x" && chown "$AUID:10010" "$R/workspaces/x"
 ln -s /workspaces/x/loot "$R/data/.secrets/gh-token" && chown -h "$AUID:10010" "$R/data/.secrets/gh-token"
 out=$("$P" trusted install --root "$R" 2>&1)
 is "install with an agent's link in /data/.secrets: refused (exit 1)" "$?" 1
-like "... naming it" "$out" "/data/.secrets/gh-token is owned by uid $AUID, not pi-tools or root"
+like "... naming it" "$out" "'/data/.secrets/gh-token' is owned by uid $AUID, not pi-tools or root"
 out=$("$P" trusted check --root "$R" 2>&1)
 is "check fails on it too" "$?" 1
-like "... naming it" "$out" "gh-token is owned by uid $AUID"
+like "... naming it" "$out" "gh-token' is owned by uid $AUID"
 rm "$R/data/.secrets/gh-token"
 rmdir "$R/data/.secrets" && mkdir -m 0777 "$R/data/.secrets" && chown "$AUID:10010" "$R/data/.secrets"
 out=$("$P" trusted install --root "$R" 2>&1)
@@ -280,11 +280,18 @@ cp -p "$R/etc/sudoers.d/pistis-trusted" "$S/dropin.before"
 cp "$S/hello" "$S/world"
 # 1. visudo -cf rejects the file: a stand-in visudo (root 0755) that rejects everything.
 mv "$R/usr/sbin/visudo" "$S/visudo.real"
-printf '#!/bin/sh\necho "%s: syntax error near line 2 <<<" >&2\nexit 1\n' '$2' >"$R/usr/sbin/visudo"
+# Its second line holds a backslash, a quote and ESC: the message escapes each once.
+printf '#!/bin/sh\necho "%s: syntax error near line 2 <<<" >&2\nprintf %s >&2\nexit 1\n' \
+	'$2' "'back\\\\slash it'\\''s \\033[31m\\n'" >"$R/usr/sbin/visudo"
 chmod 0755 "$R/usr/sbin/visudo"
 out=$("$P" trusted add world "$S/world" --root "$R" 2>&1)
 is "rejected by visudo -cf: exit 1" "$?" 1
 like "... prints visudo's message" "$out" "visudo -cf rejected.*syntax error near line 2"
+like "... on one line, each byte of it escaped once" "$out" \
+	"near line 2 <<<\\\\nback\\\\\\\\slash it's \\\\x1b\\[31m$"
+json=$("$P" trusted add world "$S/world" --root "$R" --json 2>/dev/null)
+is "... --json: the message is that text" "$(printf '%s' "$json" | python3 -c 'import json,sys; print(json.load(sys.stdin)["message"].split("<<<")[1])')" \
+	"\\nback\\\\slash it's \\x1b[31m"
 like "... visudo checked the temporary name" "$out" "/etc/sudoers.d/\.pistis-trusted\.[0-9a-f]+: syntax"
 ok "... the installed drop-in is untouched" cmp "$S/dropin.before" "$R/etc/sudoers.d/pistis-trusted"
 is "... no temporary file left" "$(ls -A "$R/etc/sudoers.d" | tr '\n' ' ')" "README pistis-trusted "
@@ -345,7 +352,7 @@ like "install after hardening names only the program kept" "$out" \
 install -m 4755 -o 0 "$R/usr/bin/id" "$R/usr/lib/suid-id2"
 out=$("$P" trusted harden-setuid --keep /bin/passwd --root "$R" 2>&1)
 is "harden-setuid over a 300-deep tree exits 1" "$?" 1
-like "... saying which branch it did not walk" "$out" "1 directory deeper than 256 levels not walked \(the first: /opt/deep/d/d/"
+like "... saying which branch it did not walk" "$out" "1 directory deeper than 256 levels not walked \(the first: '/opt/deep/d/d/"
 like "... and still clears the rest" "$out" "^cleared .* /usr/lib/suid-id2$"
 is "... the planted file is 0755 now" "$(stat -c %a "$R/usr/lib/suid-id2")" 755
 rm -rf "$R/opt/deep" "$R/usr/lib/suid-id2"

@@ -268,4 +268,24 @@ TEST(text_escapes_values)
 	check_report_free(r);
 }
 
+/* A value that is text already (a trusted/ reason, its names escaped once) is printed as it
+ * is: never escaped a second time (its \' would read \\\'), in the table nor in a log line;
+ * a raw value still is, once. */
+TEST(text_values_are_not_escaped_twice)
+{
+	struct check_report *r = all_ok();
+	char v[4 * sizeof(r->results[0].value) + 1];
+
+	check_set_text(r, CHECK_DATA_BIN, CHECK_STATUS_FAIL,
+		       "1 file(s) in /data/bin: 'x\\' is fine; \\'etc\\n\\x1b' (owner 1000)");
+	_cleanup_free_ char *text = render(r, false);
+	ASSERT_NOT_NULL(strstr(text, "fail     yes   1 file(s) in /data/bin: 'x\\' is fine; "
+				     "\\'etc\\n\\x1b' (owner 1000)\n"));
+	EXPECT_STREQ(check_value_text(&r->results[CHECK_DATA_BIN], v, sizeof(v)),
+		     "1 file(s) in /data/bin: 'x\\' is fine; \\'etc\\n\\x1b' (owner 1000)");
+	check_set(r, CHECK_DATA_BIN, CHECK_STATUS_FAIL, "raw %s", "a\\b\n");
+	EXPECT_STREQ(check_value_text(&r->results[CHECK_DATA_BIN], v, sizeof(v)), "raw a\\\\b\\n");
+	check_report_free(r);
+}
+
 TEST_HARNESS_MAIN

@@ -1335,9 +1335,9 @@ TEST(secrets_dir_fixed_through_fd)
 	ASSERT_EQ(symlink("/workspaces/loot", q), 0);
 	ASSERT_EQ(lchown(q, 10100, 10010), 0);
 	ASSERT_EQ(trusted_secrets_ensure(root, why, sizeof(why)), 1);
-	EXPECT_NOT_NULL(strstr(why, "/data/.secrets/sub/gh-token is owned by uid 10100"));
+	EXPECT_NOT_NULL(strstr(why, "'/data/.secrets/sub/gh-token' is owned by uid 10100"));
 	ASSERT_EQ(trusted_secrets_check(root, why, sizeof(why)), 1);
-	EXPECT_NOT_NULL(strstr(why, "gh-token is owned by uid 10100"));
+	EXPECT_NOT_NULL(strstr(why, "gh-token' is owned by uid 10100"));
 	ASSERT_EQ(unlink(q), 0);
 	/* an agent's directory in its place: refused whole, never handed to pi-tools */
 	snprintf(q, sizeof(q), "rm -rf '%s'", p);
@@ -1356,6 +1356,205 @@ TEST(secrets_dir_fixed_through_fd)
 	ASSERT_EQ(symlink("/etc", p), 0);
 	ASSERT_EQ(trusted_secrets_ensure(root, why, sizeof(why)), 1);
 	EXPECT_NOT_NULL(strstr(why, "not a directory"));
+	snprintf(p, sizeof(p), "rm -rf '%s'", root);
+	(void)system(p);
+}
+
+/* --- reasons: every name escaped once ---------------------------------------------- */
+
+/* A reason is text (it is logged %-s): no raw byte, and in '...' a name's quote escaped, so a
+ * name like "x' is fine; '/etc" cannot end its quotes and make the reason say another thing. */
+static bool is_text(const char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || (unsigned char)*s > 0x7e)
+			return false;
+	return true;
+}
+
+/* A reason cut at its buffer ends with the mark, the cut between two \xNN escapes. */
+static bool cut_between_hex_escapes(const char *why, const char *first)
+{
+	const char *a = strstr(why, first), *m = strstr(why, "...[cut: ");
+
+	return a && m && m > a && (size_t)(m - a) % 4 == 0 && m[-4] == '\\' && m[-3] == 'x';
+}
+
+#define HOSTILE "x' is fine; 'etc\n\x1b\xff"
+#define HOSTILE_ESCAPED "x\\' is fine; \\'etc\\n\\x1b\\xff"
+
+TEST(sudo_list_reasons_escape_names)
+{
+	static const char grant[] = "User u may run the following commands on h:\n"
+				    "    (pi-tools) CWD=/ NOSETENV: NOPASSWD: sha256:" D1
+				    " /data/trusted/hello, /x' is fine; '/etc\x1b\xff\n";
+	struct trusted_entry e = {.name = "hello", .digest = D1};
+	_cleanup_free_ struct trusted_sudo_list *l = NULL, *l2 = NULL;
+	char why[512], line[600];
+
+	ASSERT_EQ(trusted_sudo_list_parse(grant, strlen(grant), &l), 0);
+	ASSERT_EQ(trusted_sudo_list_verify(l, &e, 1, why, sizeof(why)), 1);
+	EXPECT_STREQ(why, "sudo grants '/x\\' is fine; \\'/etc\\x1b\\xff' (as 'pi-tools'), which "
+			  "is not a trusted command");
+	/* another runas or command Defaults entry, quoted and cut at 160 with its mark */
+	snprintf(line, sizeof(line),
+		 "Runas and Command-specific defaults for u:\n    Defaults!/x' y, '\x1b ");
+	memset(line + strlen(line), 'a', 300);
+	line[strlen("Runas and Command-specific defaults for u:\n    Defaults!/x' y, '\x1b ") +
+	     300] = '\0';
+	strcat(line,
+	       "\nUser u may run the following commands on h:\n"
+	       "    (pi-tools) CWD=/ NOSETENV: NOPASSWD: sha256:" D1 " /data/trusted/hello\n");
+	ASSERT_EQ(trusted_sudo_list_parse(line, strlen(line), &l2), 0);
+	ASSERT_EQ(trusted_sudo_list_verify(l2, &e, 1, why, sizeof(why)), 1);
+	EXPECT_TRUE(is_text(why));
+	EXPECT_NOT_NULL(strstr(why, "sudoers has 'Defaults!/x\\' y, \\'\\x1b aaa"));
+	EXPECT_NOT_NULL(strstr(why, "aaa'[cut: 319 bytes]: with trusted commands"));
+}
+
+TEST(interp_reasons_escape_names_once)
+{
+	_cleanup_free_ char *root = make_root();
+	char p[1024], why[512], big[300], *t;
+	_cleanup_close_ int rfd = -1;
+	static uint8_t b[8192];
+	size_t n;
+
+	if (geteuid() != 0)
+		SKIP("needs root");
+	ASSERT_NOT_NULL(root);
+	rfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	ASSERT_GE(rfd, 0);
+	snprintf(p, sizeof(p), "%s/opt", root);
+	ASSERT_EQ(mkdir(p, 0755), 0);
+	ASSERT_EQ(chmod(p, 0755), 0);
+
+	/* the #! interpreter's own name (no blank nor newline there) */
+	ASSERT_EQ(trusted_interp_check(rfd, "/data/trusted/x", "#!/opt/q'\x1b\xff\n", 11, why,
+				       sizeof(why)),
+		  1);
+	EXPECT_STREQ(
+		why,
+		"/data/trusted/x: interpreter '/opt/q\\'\\x1b\\xff' does not exist in the image");
+
+	/* a directory others may write, reached through a link: its name as the walk saw it */
+	snprintf(p, sizeof(p), "%s/opt/" HOSTILE, root);
+	ASSERT_EQ(mkdir(p, 0777), 0);
+	ASSERT_EQ(chmod(p, 0777), 0);
+	snprintf(p, sizeof(p), "%s/opt/link", root);
+	ASSERT_EQ(symlink("/opt/" HOSTILE "/sh", p), 0);
+	ASSERT_EQ(
+		trusted_interp_check(rfd, "/data/trusted/x", "#!/opt/link\n", 12, why, sizeof(why)),
+		1);
+	EXPECT_STREQ(why,
+		     "/data/trusted/x: interpreter '/opt/link': directory '/opt/" HOSTILE_ESCAPED
+		     "' is not root's alone (owner 0, mode 0777): someone else can swap what "
+		     "it holds");
+
+	/* a name too long for the reason: cut between two escapes, with the mark */
+	memset(big, 0xff, 250);
+	big[250] = '\0';
+	snprintf(p, sizeof(p), "%s/opt/%s", root, big);
+	ASSERT_EQ(mkdir(p, 0777), 0);
+	ASSERT_EQ(chmod(p, 0777), 0);
+	snprintf(p, sizeof(p), "%s/opt/link2", root);
+	t = p + strlen(p) + 1;
+	snprintf(t, 400, "/opt/%s/sh", big);
+	ASSERT_EQ(symlink(t, p), 0);
+	ASSERT_EQ(trusted_interp_check(rfd, "/data/trusted/x", "#!/opt/link2\n", 13, why,
+				       sizeof(why)),
+		  1);
+	EXPECT_TRUE(is_text(why));
+	EXPECT_TRUE(cut_between_hex_escapes(why, "\\xff"));
+	EXPECT_LT(strlen(why), sizeof(why));
+
+	/* a library name from a program's dynamic section (any byte but NUL) */
+	{
+		static const struct dyn_ent e[] = {
+			{5, 0, NULL}, {10, 0, NULL}, {1, 0, "a$" HOSTILE}};
+
+		n = make_dyn_elf(b, sizeof(b), true, false, e, ELEMENTSOF(e), NULL);
+		ASSERT_EQ(trusted_interp_check(rfd, "/data/trusted/x", (const char *)b, n, why,
+					       sizeof(why)),
+			  1);
+		EXPECT_STREQ(why, "/data/trusted/x: NEEDED 'a$" HOSTILE_ESCAPED
+				  "' holds a '$', which glibc and musl read differently");
+	}
+	snprintf(p, sizeof(p), "rm -rf '%s'", root);
+	(void)system(p);
+}
+
+TEST(data_bin_reason_quotes_names)
+{
+	_cleanup_free_ char *root = make_root();
+	char p[1024], why[512], big[201];
+	_cleanup_close_ int rfd = -1;
+	unsigned n = 0;
+	int fd;
+
+	if (geteuid() != 0)
+		SKIP("needs root");
+	ASSERT_NOT_NULL(root);
+	snprintf(p, sizeof(p), "mkdir -p -m 0755 '%s/data/bin'", root);
+	ASSERT_EQ(system(p), 0);
+	snprintf(p, sizeof(p), "%s/data/bin/" HOSTILE, root);
+	fd = open(p, O_CREAT | O_WRONLY | O_CLOEXEC, 0755);
+	ASSERT_GE(fd, 0);
+	ASSERT_EQ(fchown(fd, 1000, 1000), 0);
+	ASSERT_EQ(fchmod(fd, 0755), 0);
+	close(fd);
+	memset(big, 'y', 200);
+	big[200] = '\0';
+	snprintf(p, sizeof(p), "%s/data/bin/%s", root, big);
+	fd = open(p, O_CREAT | O_WRONLY | O_CLOEXEC, 0755);
+	ASSERT_GE(fd, 0);
+	ASSERT_EQ(fchown(fd, 1000, 1000), 0);
+	ASSERT_EQ(fchmod(fd, 0755), 0);
+	close(fd);
+	rfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	ASSERT_GE(rfd, 0);
+	ASSERT_EQ(trusted_data_bin_check(rfd, &n, why, sizeof(why)), 1);
+	EXPECT_TRUE(is_text(why));
+	EXPECT_NOT_NULL(strstr(why, "2 file(s) in /data/bin, on every agent's PATH, not root's "
+				    "alone: '"));
+	EXPECT_NOT_NULL(strstr(why, "'" HOSTILE_ESCAPED "' (owner 1000, mode 0755)"));
+	/* 48 bytes of the long one, then the mark outside its quotes */
+	snprintf(p, sizeof(p), "'%.48s'[cut: 200 bytes] (owner 1000, mode 0755)", big);
+	EXPECT_NOT_NULL(strstr(why, p));
+	snprintf(p, sizeof(p), "rm -rf '%s'", root);
+	(void)system(p);
+}
+
+TEST_TIMEOUT(harden_setuid_reason_quotes_the_deep_branch, 120)
+{
+	_cleanup_free_ char *root = make_root();
+	char p[1024], why[768];
+	int fd;
+
+	if (geteuid() != 0)
+		SKIP("needs root");
+	ASSERT_NOT_NULL(root);
+	snprintf(p, sizeof(p), "%s/" HOSTILE, root);
+	ASSERT_EQ(mkdir(p, 0755), 0);
+	fd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	ASSERT_GE(fd, 0);
+	for (int i = 0; i < 300; i++) {
+		int sub;
+
+		ASSERT_EQ(mkdirat(fd, "d", 0755), 0);
+		sub = openat(fd, "d", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		ASSERT_GE(sub, 0);
+		close(fd);
+		fd = sub;
+	}
+	close(fd);
+	ASSERT_EQ(
+		trusted_harden_setuid(root, NULL, 0, TRUSTED_DRY_RUN, NULL, NULL, why, sizeof(why)),
+		1);
+	EXPECT_TRUE(is_text(why));
+	EXPECT_NOT_NULL(strstr(why, "(the first: '/" HOSTILE_ESCAPED "/d/d/"));
+	/* the path is longer than its 256 escaped bytes: cut with a mark outside the quotes */
+	EXPECT_NOT_NULL(strstr(why, "/d/'[cut: 532 bytes]): what they hold keeps"));
 	snprintf(p, sizeof(p), "rm -rf '%s'", root);
 	(void)system(p);
 }
