@@ -511,10 +511,10 @@ int run_cli_main(int argc, char **argv)
 	 * agent therefore costs reads only: no lock, no write, no fsync. */
 	r = users_ensure(root, agent, want_uid, &ident);
 	if (r < 0) {
-		const char *why = users_last_error();
+		const char *why = users_last_error_text(); /* text, names escaped: %-s */
 
 		if (*why)
-			log_error_errno(r, "Failed to ensure the user of agent '%s': %s (%m)",
+			log_error_errno(r, "Failed to ensure the user of agent '%s': %-s (%m)",
 					agent, why);
 		else
 			log_error_errno(r, "Failed to ensure the user of agent '%s': %m", agent);

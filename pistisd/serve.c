@@ -351,7 +351,10 @@ static int resolve(const char *agent, bool cached, struct serve_agent *ret)
 
 		snprintf(resolve_why, sizeof(resolve_why), "%s%s%s", why, *why ? ": " : "",
 			 strerror(-r));
-		log_warning("Cannot ensure agent '%.64s': %s", agent, resolve_why);
+		/* resolve_why is raw, for the answer (JSON escapes it); the log takes the text
+		 * form, its names escaped once (%-s) */
+		log_warning_errno(r, "Cannot ensure agent '%s': %-s%s%m", agent,
+				  users_last_error_text(), *why ? ": " : "");
 		return r;
 	}
 	if (!users_uid_is_agent(id.uid)) {
@@ -1282,8 +1285,8 @@ int serve_cli_main(int argc, char **argv)
 	/* pi-sandbox and pi-tools first: every agent's groups name pi-sandbox */
 	r = users_ensure_base("/");
 	if (r < 0)
-		log_warning_errno(r, "Failed to ensure the base identities: %s%s%m",
-				  users_last_error(), *users_last_error() ? ": " : "");
+		log_warning_errno(r, "Failed to ensure the base identities: %-s%s%m",
+				  users_last_error_text(), *users_last_error_text() ? ": " : "");
 	r = session_init();
 	if (r < 0) {
 		lws_context_destroy(S.ctx);

@@ -432,9 +432,10 @@ static int stop_agents(void *userdata)
 	if (r < 0)
 		return log_error_errno(r,
 				       "Cannot read the agents' registry to stop their processes "
-				       "before tightening (%s%s%m); nothing was tightened "
+				       "before tightening (%-s%s%m); nothing was tightened "
 				       "(--keep-processes applies without stopping them)",
-				       users_last_error(), *users_last_error() ? ": " : "");
+				       users_last_error_text(),
+				       *users_last_error_text() ? ": " : "");
 	uids = calloc(n ? n : 1, sizeof(*uids));
 	if (!uids)
 		return log_error_errno(-ENOMEM, "Out of memory");

@@ -152,10 +152,10 @@ static void print_identity(const struct users_identity *id, bool json)
 
 static int fail_exit(int r, const char *what)
 {
-	const char *detail = users_last_error();
+	const char *detail = users_last_error_text(); /* text, names escaped: %-s */
 
 	if (detail[0])
-		log_error_errno(r, "%s: %s (%m)", what, detail);
+		log_error_errno(r, "%s: %-s (%m)", what, detail);
 	else
 		log_error_errno(r, "%s: %m", what);
 	switch (-r) {

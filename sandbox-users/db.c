@@ -2,11 +2,13 @@
 #include "sandbox-users/db.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/escape.h"
 #include "lib/macro.h"
 #include "sandbox-users/arena.h"
 #include "sandbox-users/ident.h"
@@ -14,13 +16,19 @@
 #define AGENT_GECOS "pistis agent"
 #define AGENT_SHELL "/bin/sh"
 
+/* The reason twice: raw in err (for JSON, which escapes it), and in err_text with each name
+ * escaped once, a quoted one's ' too (escape_vformat), for a log line's %-s: a user or group
+ * name from the image's /etc may hold any byte but ':' and a newline, a quote included. */
 static int fail(struct users_db *db, int r, const char *fmt, ...) _printf_(3, 4);
 static int fail(struct users_db *db, int r, const char *fmt, ...)
 {
-	va_list ap;
+	va_list ap, aq;
 
 	va_start(ap, fmt);
+	va_copy(aq, ap);
 	vsnprintf(db->err, sizeof(db->err), fmt, ap);
+	escape_vformat(db->err_text, sizeof(db->err_text), "cut", 0, fmt, aq);
+	va_end(aq);
 	va_end(ap);
 	return r;
 }
@@ -56,16 +64,19 @@ static struct registry_record *find_record(const struct users_db *db, const char
 
 	*ret = 0;
 	if (rec && registry_verify(rec, &why) < 0) {
-		snprintf((char *)db->err, sizeof(db->err),
-			 "/data/pistis/%s:%u: %s; nothing written", USERS_REGISTRY_FILE, rec->line,
-			 why);
-		*ret = -EINVAL;
+		*ret = fail((struct users_db *)db, -EINVAL,
+			    "/data/pistis/%s:%u: %s; nothing written", USERS_REGISTRY_FILE,
+			    rec->line, why);
 		return NULL;
 	}
 	return rec;
 }
 
-/* Name of the entry at idx (for messages); the name is the line's first field. */
+/* Name of the entry at idx (for messages); the name is the line's first field. Whole: out
+ * is as large as db->err (ENTRY_NAME_SIZE), so a name cut here is one the message is cut for
+ * too, and its text form says so (fail). A name cut at 64 bytes inside its quotes read as
+ * another, whole name. */
+#define ENTRY_NAME_SIZE sizeof(((struct users_db *)0)->err)
 static void entry_name(const struct pwfile *f, ssize_t idx, char *out, size_t size)
 {
 	const char *p = "";
@@ -73,7 +84,7 @@ static void entry_name(const struct pwfile *f, ssize_t idx, char *out, size_t si
 
 	if (idx < 0 || pwfile_field(f, (size_t)idx, 0, &p, &n) < 0)
 		n = 0;
-	snprintf(out, size, "%.*s", (int)(n > 64 ? 64 : n), p);
+	snprintf(out, size, "%.*s", n > INT_MAX ? INT_MAX : (int)n, p);
 }
 
 /* Whether the password field of line idx can never match a password: "!" or "*" first
@@ -97,7 +108,7 @@ static bool field_locked(const struct pwfile *f, size_t idx, bool x_ok)
 static int check_memberships(struct users_db *db, const char *name)
 {
 	const size_t nl = strlen(name);
-	char other[72];
+	char other[ENTRY_NAME_SIZE];
 
 	for (int k = PWFILE_GROUP; k <= PWFILE_GSHADOW; k += PWFILE_GSHADOW - PWFILE_GROUP) {
 		const struct pwfile *f = &db->f[k];
@@ -187,7 +198,7 @@ static int check_ids_private(struct users_db *db, const char *name, uint32_t uid
 {
 	const struct pwfile *pw = &db->f[PWFILE_PASSWD], *gr = &db->f[PWFILE_GROUP];
 	ssize_t mine = pwfile_find_name(pw, name), j;
-	char other[72];
+	char other[ENTRY_NAME_SIZE];
 
 	if ((j = other_with_id(pw, uid, mine, false)) >= 0 ||
 	    (j = other_with_id(pw, uid, mine, true)) >= 0) {
@@ -211,7 +222,7 @@ static int check_ids_private(struct users_db *db, const char *name, uint32_t uid
 static int ensure_group(struct users_db *db, const char *name, uint32_t gid, bool private)
 {
 	struct pwfile *gr = &db->f[PWFILE_GROUP], *gs = &db->f[PWFILE_GSHADOW];
-	char line[128], other[72];
+	char line[128], other[ENTRY_NAME_SIZE];
 	ssize_t i = pwfile_find_name(gr, name);
 	int r;
 
@@ -253,7 +264,7 @@ static int ensure_user(struct users_db *db, const char *name, uint32_t uid, cons
 		       const char *home, const char *shell)
 {
 	struct pwfile *pw = &db->f[PWFILE_PASSWD], *sh = &db->f[PWFILE_SHADOW];
-	char line[512], other[72];
+	char line[512], other[ENTRY_NAME_SIZE];
 	ssize_t i = pwfile_find_name(pw, name);
 	int r;
 
@@ -405,7 +416,7 @@ int users_db_ensure(struct users_db *db, const char *agent_id, uid_t want_uid,
 	uint32_t uid = 0;
 	int r;
 
-	db->err[0] = '\0';
+	db->err[0] = db->err_text[0] = '\0';
 	r = ident_agent_id_check(agent_id);
 	if (r < 0)
 		return fail(db, r,
@@ -447,7 +458,7 @@ int users_db_ensure(struct users_db *db, const char *agent_id, uid_t want_uid,
 					    (unsigned)want_uid, (int)o->id_len, o->id, o->name);
 			if (uid_used(db, want_uid)) {
 				ssize_t i = pwfile_find_id(&db->f[PWFILE_PASSWD], want_uid);
-				char other[72];
+				char other[ENTRY_NAME_SIZE];
 				bool is_user = i >= 0;
 				if (!is_user)
 					i = pwfile_find_id(&db->f[PWFILE_GROUP], want_uid);
@@ -565,7 +576,7 @@ int users_db_remove(struct users_db *db, const char *agent_id, bool forget)
 	ssize_t i;
 	int r;
 
-	db->err[0] = '\0';
+	db->err[0] = db->err_text[0] = '\0';
 	if (ident_agent_id_check(agent_id) < 0)
 		return fail(db, -EINVAL, "invalid agent id");
 	rec = find_record(db, agent_id, &r);

@@ -17,7 +17,8 @@ struct users_db {
 	struct pwfile f[_PWFILE_KIND_MAX];
 	bool present[_PWFILE_KIND_MAX]; /* shadow/gshadow exist in this root */
 	const char *nologin;		/* shell for pi-tools: /usr/sbin/nologin or similar */
-	char err[512];			/* why the last call failed, for the CLI */
+	char err[512];			/* why the last call failed, for the CLI: raw */
+	char err_text[512];		/* the same as text, each name escaped (for a log) */
 };
 
 void users_db_done(struct users_db *db);

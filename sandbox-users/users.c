@@ -13,6 +13,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "lib/escape.h"
 #include "lib/fd-util.h"
 #include "lib/macro.h"
 #include "sandbox-users/arena.h"
@@ -21,22 +22,37 @@
 #include "sandbox-users/ident.h"
 #include "sandbox-users/users-internal.h"
 
-static char last_error[600];
+/* The last reason twice: raw (for JSON answers, which escape it) and as text, each name in
+ * it escaped once (for a log's %-s): names from the image's /etc may hold a quote. */
+static char last_error[600], last_error_text[600];
 
 const char *users_last_error(void)
 {
 	return last_error;
 }
 
+const char *users_last_error_text(void)
+{
+	return last_error_text;
+}
+
 static int set_error(int r, const char *fmt, ...) _printf_(2, 3);
 static int set_error(int r, const char *fmt, ...)
 {
-	va_list ap;
+	va_list ap, aq;
 
 	va_start(ap, fmt);
+	va_copy(aq, ap);
 	vsnprintf(last_error, sizeof(last_error), fmt, ap);
+	escape_vformat(last_error_text, sizeof(last_error_text), "cut", 0, fmt, aq);
+	va_end(aq);
 	va_end(ap);
 	return r;
+}
+
+static void clear_error(void)
+{
+	last_error[0] = last_error_text[0] = '\0';
 }
 
 struct ctx {
@@ -557,7 +573,9 @@ static int lock_and_load(struct ctx *c)
 
 static int db_error(struct ctx *c, int r)
 {
-	return set_error(r, "%s", c->db.err[0] ? c->db.err : "");
+	snprintf(last_error, sizeof(last_error), "%s", c->db.err);
+	snprintf(last_error_text, sizeof(last_error_text), "%s", c->db.err_text);
+	return r;
 }
 
 static int agent_dir_error(int r, const char *path)
@@ -850,7 +868,7 @@ int users_ensure(const char *root, const char *agent_id, uid_t want_uid, struct 
 	struct users_identity id;
 	int r;
 
-	last_error[0] = '\0';
+	clear_error();
 	if (ident_agent_id_check(agent_id) < 0)
 		return set_error(-EINVAL,
 				 "invalid agent id: 1-%d bytes of [A-Za-z0-9._@+=/-], "
@@ -893,7 +911,7 @@ int users_ensure_many(const char *root, const char *const *agent_ids, size_t n,
 	_cleanup_(ctx_done) struct ctx c = CTX_NULL;
 	int r;
 
-	last_error[0] = '\0';
+	clear_error();
 	if (n == 0 || n > USERS_BATCH_MAX)
 		return set_error(-E2BIG, "1 to %d agent ids at once", USERS_BATCH_MAX);
 	for (size_t i = 0; i < n; i++)
@@ -921,26 +939,35 @@ int users_ensure_many(const char *root, const char *const *agent_ids, size_t n,
 	 * after the rest, so one agent cannot leave the others without homes. Its next
 	 * ensure tries again, as a single ensure's would. */
 	{
-		char why[sizeof(last_error)];
+		char why[sizeof(last_error)], why_text[sizeof(last_error_text)];
 		int first = 0;
 
 		for (size_t i = 0; i < n; i++) {
-			last_error[0] = '\0';
+			clear_error();
 			r = users_homes_ensure(c.data_fd, &ret[i]);
 			if (r < 0 && !first) {
 				first = r;
 				if (!last_error[0])
-					snprintf(last_error, sizeof(last_error),
-						 "cannot make the home: %s", strerror(-r));
+					set_error(r, "cannot make the home: %s", strerror(-r));
 				/* cut to fit: the agent's name goes first then */
 				if (snprintf(why, sizeof(why), "%s (agent #%zu, %s)", last_error,
 					     i + 1, ret[i].name) >= (int)sizeof(why))
 					snprintf(why, sizeof(why), "agent #%zu, %s: %.300s", i + 1,
 						 ret[i].name, last_error);
+				/* the text is cut with a mark, between two escapes */
+				if (escape_format(why_text, sizeof(why_text),
+						  "%-s (agent #%zu, %s)", last_error_text, i + 1,
+						  ret[i].name) >= sizeof(why_text))
+					escape_format(why_text, sizeof(why_text),
+						      "agent #%zu, %s: %-s", i + 1, ret[i].name,
+						      last_error_text);
 			}
 		}
-		if (first)
-			return set_error(first, "%s", why);
+		if (first) {
+			memcpy(last_error, why, sizeof(why));
+			memcpy(last_error_text, why_text, sizeof(why_text));
+			return first;
+		}
 	}
 	return 0;
 }
@@ -973,7 +1000,7 @@ int users_ensure_base(const char *root)
 	_cleanup_(ctx_done) struct ctx c = CTX_NULL;
 	int r;
 
-	last_error[0] = '\0';
+	clear_error();
 	r = ctx_open(&c, root, true);
 	if (r < 0)
 		return r;
@@ -1029,7 +1056,7 @@ int users_lookup(const char *root, const char *agent_id, struct users_identity *
 	_cleanup_(ctx_done) struct ctx c = CTX_NULL;
 	int r;
 
-	last_error[0] = '\0';
+	clear_error();
 	if (ident_agent_id_check(agent_id) < 0)
 		return set_error(-EINVAL, "invalid agent id");
 	r = ctx_open(&c, root, false);
@@ -1051,7 +1078,7 @@ int users_remove(const char *root, const char *agent_id, bool forget)
 	_cleanup_(ctx_done) struct ctx c = CTX_NULL;
 	int r;
 
-	last_error[0] = '\0';
+	clear_error();
 	if (ident_agent_id_check(agent_id) < 0)
 		return set_error(-EINVAL, "invalid agent id");
 	r = ctx_open(&c, root, true);
@@ -1072,7 +1099,7 @@ int users_list(const char *root, struct users_entry **ret, size_t *ret_n)
 	struct users_entry *v;
 	int r;
 
-	last_error[0] = '\0';
+	clear_error();
 	r = ctx_open(&c, root, false);
 	if (r < 0)
 		return r;

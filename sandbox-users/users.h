@@ -63,6 +63,9 @@ int users_list(const char *root, struct users_entry **ret, size_t *ret_n);
  * file, the owner of a conflicting uid, …), or "" when it has nothing to add to the
  * errno. pistisd has one thread; the buffer is static. */
 const char *users_last_error(void);
+/* The same line as text, each name in it escaped once, a quoted one's ' too (lib/escape.h
+ * escape_format): for a log line, with %-s. users_last_error's raw line is for JSON. */
+const char *users_last_error_text(void);
 
 /* Where the registry lives beneath the root (docs/users.md). */
 #define USERS_REGISTRY_DIR "data/pistis"

@@ -91,6 +91,15 @@ like "registry keeps its uid reserved" "$("$P" users list --root "$R")" '^20000	
 is "ensure gives it back" "$("$P" users ensure srv-1 --root "$R" | field uid)" 20000
 ok "remove --forget" "$P" users remove srv-1 --forget --root "$R"
 unlike "forgotten" "$("$P" users list --root "$R")" 'srv-1'
+# A name from the image's /etc that a refusal quotes may hold a quote, a backslash, invalid
+# UTF-8: the log line escapes each once, its quote too, so it cannot end the '...'.
+cp -p "$R/etc/passwd" "$work/passwd.r1"
+printf "x'in'/etc\\\\n\\377:x:11600:11600::/:/bin/sh\\n" >>"$R/etc/passwd"
+out=$("$P" users ensure srv-3 --uid 11600 --root "$R" 2>&1); rc=$?
+is "a hostile user name on the uid: exit 1" "$rc" 1
+like "... the log names it escaped once" "$out" \
+	"uid 11600 belongs to user 'x\\\\'in\\\\'/etc\\\\\\\\n\\\\xff' in /etc/passwd"
+cp -p "$work/passwd.r1" "$R/etc/passwd"
 
 # --- 20 processes at once: 10 ids, and 10 callers on one id -----------------------
 R=$work/r2

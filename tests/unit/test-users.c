@@ -845,6 +845,42 @@ TEST(uid_allocation_skips_primary_gids_of_passwd)
 	users_db_done(&db);
 }
 
+/* A name from the image's /etc that a refusal quotes (any byte but ':', ',', a blank and a
+ * control byte: a quote, a backslash, invalid UTF-8): raw in err (for JSON), escaped once in
+ * err_text, its quote too, so "x'in'/etc" cannot end its quotes in a log line and make it name
+ * another file. */
+TEST(conflict_names_escaped_once_in_the_text_form)
+{
+	struct users_db db;
+
+	db_load(&db, "x'in'/etc\\n\xff:x:10002:10002::/:/bin/sh\n", "", NULL, NULL);
+	EXPECT_EQ(users_db_ensure_base(&db), -EEXIST);
+	EXPECT_STREQ(db.err_text,
+		     "uid 10002 is taken by user 'x\\'in\\'/etc\\\\n\\xff' in /etc/passwd");
+	EXPECT_STREQ(db.err, "uid 10002 is taken by user 'x'in'/etc\\n\xff' in /etc/passwd");
+	users_db_done(&db);
+
+	/* a long name is never cut inside its quotes (it was, silently, at 64 bytes): whole,
+	 * or the message is cut at its end with a mark */
+	{
+		char pw[1024], want[512];
+
+		memset(pw, 'n', 100);
+		snprintf(pw + 100, sizeof(pw) - 100, ":x:10002:10002::/:/bin/sh\n");
+		db_load(&db, pw, "", NULL, NULL);
+		EXPECT_EQ(users_db_ensure_base(&db), -EEXIST);
+		snprintf(want, sizeof(want), "user '%.100s' in /etc/passwd", pw);
+		EXPECT_NOT_NULL(strstr(db.err_text, want));
+		users_db_done(&db);
+		memset(pw, 'n', 600);
+		snprintf(pw + 600, sizeof(pw) - 600, ":x:10002:10002::/:/bin/sh\n");
+		db_load(&db, pw, "", NULL, NULL);
+		EXPECT_EQ(users_db_ensure_base(&db), -EEXIST);
+		EXPECT_NOT_NULL(strstr(db.err_text, "nnn...[cut: "));
+		users_db_done(&db);
+	}
+}
+
 TEST(ensure_base_conflicts)
 {
 	struct users_db db;
@@ -1514,6 +1550,25 @@ TEST(fast_path_checks_the_base_passwords)
 		free(orig);
 	}
 	EXPECT_EQ(users_ensure(root, "fast", (uid_t)-1, &id), 0);
+	rm_root(root);
+}
+
+/* users_last_error_text, for a log line: the reason with each name escaped once, its quote
+ * too; users_last_error keeps the raw line for a JSON answer. */
+TEST(last_error_text_escapes_names_once)
+{
+	char *root, etc[2048], text[4096];
+
+	need_root(_metadata);
+	root = make_root();
+	snprintf(etc, sizeof(etc), "%s/etc", root);
+	snprintf(text, sizeof(text), "%s\nx'in'/etc\\n\xff:x:10002:10002::/:/bin/sh\n", PASSWD);
+	write_file(etc, "passwd", text, 0644, 0);
+	EXPECT_EQ(users_ensure_base(root), -EEXIST);
+	EXPECT_STREQ(users_last_error_text(),
+		     "uid 10002 is taken by user 'x\\'in\\'/etc\\\\n\\xff' in /etc/passwd");
+	EXPECT_STREQ(users_last_error(),
+		     "uid 10002 is taken by user 'x'in'/etc\\n\xff' in /etc/passwd");
 	rm_root(root);
 }
 
