@@ -892,8 +892,13 @@ static void note_writable(struct walk *w, int fd, const struct stat *st)
 	if (!users_agents_may_write(st) || (fstatfs(fd, &sf) == 0 && (sf.f_flags & ST_NOSUID)))
 		return;
 	n = strlen(r->writable);
-	if (r->n_writable++ < 4 && n + strlen(w->path) + 3 < sizeof(r->writable))
-		snprintf(r->writable + n, sizeof(r->writable) - n, "%s%s", n ? ", " : "", w->path);
+	if (r->n_writable++ < CHECK_WRITABLE_SHOWN) {
+		/* Quoted and escaped: a name like "a, /etc" must not read as two entries. */
+		char q[CHECK_WRITABLE_PATH_SHOWN + ESCAPE_QUOTE_EXTRA];
+
+		escape_c_quote(w->path, strlen(w->path), CHECK_WRITABLE_PATH_SHOWN, q, sizeof(q));
+		snprintf(r->writable + n, sizeof(r->writable) - n, "%s%s", n ? ", " : "", q);
+	}
 }
 
 /* Depth-first over directory fds; owns dfd. Acts only on what fstatat(NOFOLLOW) says about
@@ -1004,10 +1009,16 @@ static void set_agent_writable(struct check_report *r, bool trusted)
 	else if (!r->n_writable)
 		check_set(r, CHECK_AGENT_WRITABLE, CHECK_STATUS_OK,
 			  "none on a mount without nosuid");
-	else
-		check_set(r, CHECK_AGENT_WRITABLE, trusted ? CHECK_STATUS_FAIL : CHECK_STATUS_WARN,
-			  "%zu without nosuid: %s%s (%s)", r->n_writable, r->writable,
-			  r->n_writable > 4 ? ", ..." : "", nnp_why(trusted));
+	else {
+		/* r->writable is text, its paths escaped: a text value, never escaped again */
+		char v[sizeof(r->writable) + 256];
+
+		escape_format(v, sizeof(v), "%zu without nosuid: %-s%s (%s)", r->n_writable,
+			      r->writable, r->n_writable > CHECK_WRITABLE_SHOWN ? ", ..." : "",
+			      nnp_why(trusted));
+		check_set_text(r, CHECK_AGENT_WRITABLE,
+			       trusted ? CHECK_STATUS_FAIL : CHECK_STATUS_WARN, v);
+	}
 }
 
 static int probe_setuid_files(struct check_report *r, int root_fd, bool trusted)

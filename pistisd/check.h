@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include "lib/escape.h"
+
 enum check_id {
 	CHECK_SECCOMP,
 	CHECK_LANDLOCK,
@@ -88,8 +90,11 @@ struct check_report {
 	size_t walk_too_deep;	/* branches not entered: deeper than CHECK_WALK_MAX_DEPTH */
 	size_t walk_agent_dirs; /* agents' own directories: noted, not entered */
 	/* Directories of the image agents may write on a mount that honours setuid (found
-	 * by the setuid walk): the first few, comma-separated, and how many in all. */
-	char writable[192];
+	 * by the setuid walk): the first CHECK_WRITABLE_SHOWN as text, each path quoted and
+	 * escaped (agents chose some of their names), comma-separated; and how many in all. */
+#define CHECK_WRITABLE_SHOWN 4
+#define CHECK_WRITABLE_PATH_SHOWN 64 /* escaped bytes of each; a longer one is cut, marked */
+	char writable[CHECK_WRITABLE_SHOWN * (CHECK_WRITABLE_PATH_SHOWN + ESCAPE_QUOTE_EXTRA + 2)];
 	size_t n_writable;
 	check_mask_t allowed;
 };

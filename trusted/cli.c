@@ -153,15 +153,17 @@ static void warn_suid_trees(const char *root)
 		what = "write rule's tree";
 		k = trusted_write_tree_suid(root_fd, which, sizeof(which));
 	}
+	/* which is a path (a write rule's tree may have been moved by an agent): quoted, so
+	 * the log escapes its quotes too */
 	if (k > 0)
-		log_warning("trusted commands stay off for agents while the %s %s is not mounted "
+		log_warning("trusted commands stay off for agents while the %s '%s' is not mounted "
 			    "nosuid (a setuid file one agent leaves there would run as it for "
 			    "another): mount it nosuid,nodev (pistisd-entry does for the shared "
 			    "trees at start-up); pistisd check lists every such tree",
 			    what, which);
 	else if (k < 0)
-		log_warning("trusted commands stay off for agents: cannot tell whether the %s %s "
-			    "is mounted nosuid (%s)",
+		log_warning("trusted commands stay off for agents: cannot tell whether the %s "
+			    "'%s' is mounted nosuid (%s)",
 			    what, which, strerror(-k));
 }
 
@@ -169,38 +171,45 @@ static void warn_suid_trees(const char *root)
  * the image (su, mount, pkexec…) is then the agents' to run, and each directory they may
  * write on a mount that honours setuid a place to leave one for another agent. Say so
  * (pistisd check's walk), with the fix. */
+#define SETID_NAME_SHOWN 96 /* escaped bytes of each setuid program named */
 static void warn_setuid_inventory(const char *root)
 {
 	struct check_report *r = NULL;
-	char names[160] = "";
+	char names[3 * (SETID_NAME_SHOWN + ESCAPE_QUOTE_EXTRA + 2)] = "";
 	size_t n = 0, len = 0;
 
 	if (check_walk(root, &r) < 0)
 		return;
 	for (size_t i = 0; i < r->n_suid; i++) {
 		const char *base = strrchr(r->suid[i].path, '/');
+		char q[SETID_NAME_SHOWN + ESCAPE_QUOTE_EXTRA];
+
 		if (base && !strcmp(base + 1, "sudo"))
 			continue;
-		if (n++ < 3 && len + strlen(r->suid[i].path) + 3 < sizeof(names))
-			len += (size_t)snprintf(names + len, sizeof(names) - len, "%s%s",
-						len ? ", " : "", r->suid[i].path);
+		/* An agent may make its own files setuid and name them: each quoted and
+		 * escaped, cut with a mark (names is text: %-s below). */
+		if (n++ < 3)
+			len += (size_t)snprintf(
+				names + len, sizeof(names) - len, "%s%s", len ? ", " : "",
+				escape_c_quote(r->suid[i].path, strlen(r->suid[i].path),
+					       SETID_NAME_SHOWN, q, sizeof(q)));
 	}
 	n += r->n_suid_all - r->n_suid;
 	if (n)
 		log_warning(
 			"agents run without no_new_privs while trusted commands are configured, "
 			"and %zu setuid/setgid or capability program(s) besides sudo are in the "
-			"image (%s%s): run `pistisd trusted harden-setuid` (--keep what agents "
+			"image (%-s%s): run `pistisd trusted harden-setuid` (--keep what agents "
 			"need); pistisd check lists them",
 			n, names, n > 3 ? ", ..." : "");
 	if (r->n_writable)
-		log_warning("%zu director%s agents may write %s on a mount without nosuid (%s%s): "
+		log_warning("%zu director%s agents may write %s on a mount without nosuid (%-s%s): "
 			    "a setuid file one agent leaves there runs as it for another; mount "
 			    "them nosuid,nodev or take the write access away (pistisd check: "
 			    "agent_writable)",
 			    r->n_writable, r->n_writable == 1 ? "y" : "ies",
 			    r->n_writable == 1 ? "is" : "are", r->writable,
-			    r->n_writable > 4 ? ", ..." : "");
+			    r->n_writable > CHECK_WRITABLE_SHOWN ? ", ..." : "");
 	else if (r->walk_truncated)
 		log_warning("the walk of the image stopped at a limit before it was done: cannot "
 			    "tell whether agents may write a directory on a mount without nosuid "

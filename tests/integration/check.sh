@@ -404,6 +404,17 @@ for d in var/tmp mnt/other; do mount -o remount,nosuid "$M/$d" 2>/dev/null ||
 	{ mount --bind "$M/$d" "$M/$d" && mount -o remount,bind,nosuid "$M/$d"; }; done
 "$P" check --json --root "$M" >"$S/w.json" 2>/dev/null
 is "... all of them nosuid: ok" "$(field "$S/w.json" agent_writable status)" ok
+# A name an agent may choose, listed quoted and escaped once: "x', 'etc" is one entry.
+hostile=$(printf "x', 'etc\n\033[31m")
+mkdir -m 0777 "$M/$hostile" && chmod 0777 "$M/$hostile"
+"$P" check --json --root "$M" >"$S/w.json" 2>/dev/null
+like "a hostile directory name: one entry, quoted, escaped once" \
+	"$(field "$S/w.json" agent_writable value)" \
+	"^1 without nosuid: '/x\\\\', \\\\'etc\\\\n\\\\x1b\\[31m' \\(no trusted"
+out=$("$P" check --root "$M" 2>/dev/null)
+like "... in the table too, not escaped twice" "$out" \
+	"^agent_writable .* 1 without nosuid: '/x\\\\', \\\\'etc\\\\n\\\\x1b\\[31m' \\(no trusted"
+rmdir "$M/$hostile"
 umount "$M/opt"
 mkdir -p "$M/etc/sudoers.d" && echo '# test' >"$M/etc/sudoers.d/pistis-trusted"
 in_root "$M" pistisd check --json >"$S/w.json" 2>/dev/null

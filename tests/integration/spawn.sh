@@ -253,7 +253,7 @@ ok "trusted add (rc=$?: $(tail -n 1 "$S/add"))" test -f "$R/etc/sudoers.d/pistis
 # Without no_new_privs a setuid file one agent leaves in a tree they share runs as that agent
 # for another: trusted commands are on only while every shared tree is nosuid.
 like "... which warns that they stay off while /data is not nosuid" "$(cat "$S/add")" \
-	"stay off for agents while the shared tree /data is not mounted nosuid"
+	"stay off for agents while the shared tree '/data' is not mounted nosuid"
 is "trusted commands, shared trees not nosuid: no_new_privs stays on" \
 	"$(run -- $PROBE 2>&1 | field NoNewPrivs)" 1
 like "... so the trusted command fails closed (sudo refuses)" "$(run -- whoami 2>&1)" "no new privileges"
@@ -311,7 +311,7 @@ printf '[{"path": "/srv/proj", "access": "write"}, {"path": "/workspaces", "acce
 is "a write rule's tree not nosuid: no_new_privs stays on" \
 	"$(run -- $PROBE 2>&1 | field NoNewPrivs)" 1
 like "... trusted add names it" "$("$P" trusted add whoami "$S/whoami" --root "$R" 2>&1)" \
-	"write rule's tree /srv/proj is not mounted nosuid"
+	"write rule's tree '/srv/proj' is not mounted nosuid"
 like "... pistisd check names it" "$(in_root "$R" pistisd check --no-walk 2>&1)" \
 	"write rule /srv/proj: without nosuid"
 mount --bind "$R/srv/proj" "$R/srv/proj" && mount -o remount,bind,nosuid,nodev "$R/srv/proj"

@@ -345,7 +345,15 @@ unlike "after hardening the planted file does not raise the agent" "$(agent /usr
 like "the trusted command still works after hardening" "$(agent hello 2>&1)" "^user=pi-tools"
 out=$("$P" trusted install --root "$R" 2>&1)
 like "install after hardening names only the program kept" "$out" \
-	"1 setuid/setgid or capability program\(s\) besides sudo are in the image \(/usr/bin/passwd\)"
+	"1 setuid/setgid or capability program\(s\) besides sudo are in the image \('/usr/bin/passwd'\)"
+# An agent may make its own file setuid and name it: quoted and escaped once, so a name like
+# "x', 'su" is one program, not two.
+hostile=$(printf "x', 'su\033[31m")
+: >"$R/opt/$hostile" && chown 11600 "$R/opt/$hostile" && chmod 4755 "$R/opt/$hostile"
+out=$("$P" trusted install --root "$R" 2>&1)
+like "... a hostile setuid name is one entry, escaped once" "$out" \
+	"2 setuid/setgid or capability program\(s\) besides sudo are in the image \(.*'/opt/x\\\\', \\\\'su\\\\x1b\\[31m'"
+rm "$R/opt/$hostile"
 # A tree deeper than the walk's bound (256): that branch is not walked and said so (exit 1),
 # never the rest: it used to end the walk with "Symbolic link loop" (exit 111).
 (mkdir -p "$R/opt/deep" && cd "$R/opt/deep" && for i in $(seq 300); do mkdir d && cd d; done)
