@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "lib/env-build.h"
+#include "lib/escape.h"
 #include "lib/fd-util.h"
 #include "lib/log.h"
 #include "lib/macro.h"
@@ -177,17 +178,18 @@ static int report_bad(const struct args *a, const char *bad)
 		{"--proxy", offsetof(struct envb_opts, proxy), ENVB_FIELD_PROXY},
 		{"--no-proxy", offsetof(struct envb_opts, no_proxy), ENVB_FIELD_NO_PROXY},
 	};
+	char q[200 + ESCAPE_QUOTE_EXTRA];
 	const char *why;
 
+	/* Names quoted by escape_c_quote: escaped once and, past 200 bytes, cut with a mark
+	 * outside the quotes, never silently (a cut name would read as another). */
 	for (size_t i = 0; i < a->n_set; i++) {
 		if (a->set[i] != bad)
 			continue;
-		const char *eq = strchr(bad, '=');
-		int nlen = eq ? (int)(eq - bad) : (int)strlen(bad);
-
 		why = envb_set_refusal(bad);
 		/* Quote the name only: the value may be a megabyte or hold anything. */
-		log_error("refused --set '%.*s': %s", nlen > 200 ? 200 : nlen, bad,
+		log_error("refused --set %-s: %s",
+			  escape_c_quote(bad, strcspn(bad, "="), 200, q, sizeof(q)),
 			  why ? why : "name set twice");
 		return EXIT_USAGE;
 	}
@@ -195,7 +197,9 @@ static int report_bad(const struct args *a, const char *bad)
 		if (a->keep[i] != bad)
 			continue;
 		why = envb_keep_refusal(bad);
-		log_error("refused --keep '%.200s': %s", bad, why ? why : "invalid");
+		log_error("refused --keep %-s: %s",
+			  escape_c_quote(bad, strlen(bad), 200, q, sizeof(q)),
+			  why ? why : "invalid");
 		return EXIT_USAGE;
 	}
 	for (size_t i = 0; i < ELEMENTSOF(fields); i++) {

@@ -1387,8 +1387,10 @@ static int parse_allow(const char *list, const char *from, check_mask_t *mask)
 	size_t bad_len = 0;
 
 	if (check_allow_parse(list, mask, &bad, &bad_len) < 0) {
-		log_error("unknown check '%.*s' in %s; see 'pistisd check --help' for names",
-			  (int)(bad_len > 64 ? 64 : bad_len), bad, from);
+		char q[64 + ESCAPE_QUOTE_EXTRA]; /* a longer name: cut, marked */
+
+		log_error("unknown check %-s in %s; see 'pistisd check --help' for names",
+			  escape_c_quote(bad, bad_len, 64, q, sizeof(q)), from);
 		return -EINVAL;
 	}
 	return 0;

@@ -435,8 +435,10 @@ int run_cli_main(int argc, char **argv)
 				if (!strncmp(set[i], optarg, nl + 1))
 					why = "name given twice";
 			if (why) {
-				log_error("--env '%.*s': %s", nl > 200 ? 200 : (int)nl, optarg,
-					  why);
+				char q[200 + ESCAPE_QUOTE_EXTRA]; /* a longer name: cut, marked */
+
+				log_error("--env %-s: %s",
+					  escape_c_quote(optarg, nl, 200, q, sizeof(q)), why);
 				return EXIT_USAGE;
 			}
 			if (n_set >= RUN_MAX_ENV) {
@@ -601,9 +603,11 @@ int run_cli_main(int argc, char **argv)
 	eo.set = set;
 	r = envb_build(&eo, environ, &envp, &bad);
 	if (r < 0) {
+		char q[200 + ESCAPE_QUOTE_EXTRA];
+
 		if (r == -EINVAL && bad)
-			log_error("--env '%.*s' is not allowed (docs/pi-env.md)",
-				  (int)strcspn(bad, "="), bad);
+			log_error("--env %-s is not allowed (docs/pi-env.md)",
+				  escape_c_quote(bad, strcspn(bad, "="), 200, q, sizeof(q)));
 		else
 			log_error_errno(r, "Failed to build the agent's environment: %m");
 		ret = r == -EINVAL ? EXIT_USAGE : EXIT_SYSTEM;

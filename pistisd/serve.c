@@ -1175,9 +1175,10 @@ int serve_cli_main(int argc, char **argv)
 			break;
 		case 'a':
 			if (check_allow_parse(optarg, &allowed, &bad, &bad_len) < 0) {
-				log_error("--allow: unknown check '%.*s' (see 'pistisd check "
-					  "--help')",
-					  (int)(bad_len > 64 ? 64 : bad_len), bad);
+				char q[64 + ESCAPE_QUOTE_EXTRA]; /* a longer name: cut, marked */
+
+				log_error("--allow: unknown check %-s (see 'pistisd check --help')",
+					  escape_c_quote(bad, bad_len, 64, q, sizeof(q)));
 				return EXIT_USAGE;
 			}
 			break;
@@ -1237,8 +1238,10 @@ int serve_cli_main(int argc, char **argv)
 	}
 	env = getenv("PISTIS_ALLOW");
 	if (env && check_allow_parse(env, &allowed, &bad, &bad_len) < 0) {
-		log_error("PISTIS_ALLOW: unknown check '%.*s'", (int)(bad_len > 64 ? 64 : bad_len),
-			  bad);
+		char q[64 + ESCAPE_QUOTE_EXTRA]; /* a longer name: cut, marked */
+
+		log_error("PISTIS_ALLOW: unknown check %-s",
+			  escape_c_quote(bad, bad_len, 64, q, sizeof(q)));
 		return EXIT_USAGE;
 	}
 	(void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);

@@ -681,18 +681,22 @@ static int do_explain(struct ctx *c, int root_fd, const struct policy_rules *rul
 	return 0;
 }
 
-/* "'/path' access (line N)" of a rule, cut to size, for the log (which escapes it); "no
- * rule" for NULL. */
+/* "'/path' access (line N)" of a rule as text for the log's %-s: the path escaped once, its
+ * quote too, and cut with a mark past 256 escaped bytes (escape_c_quote); "no rule" for
+ * NULL. size: at least RULE_TEXT_SIZE. */
+#define RULE_TEXT_PATH 256
+#define RULE_TEXT_SIZE (RULE_TEXT_PATH + ESCAPE_QUOTE_EXTRA + 48)
 static void rule_text(const struct policy_rule *r, char *buf, size_t size)
 {
+	char q[RULE_TEXT_PATH + ESCAPE_QUOTE_EXTRA], wb[24];
+
 	if (!r) {
 		snprintf(buf, size, "no rule");
 		return;
 	}
-	char wb[24];
-
-	snprintf(buf, size, "'%.*s' %s (%s)", (int)r->len, r->path, policy_access_name(r->access),
-		 rule_where(r, wb));
+	snprintf(buf, size, "%s %s (%s)",
+		 escape_c_quote(r->path, r->len, RULE_TEXT_PATH, q, sizeof(q)),
+		 policy_access_name(r->access), rule_where(r, wb));
 }
 
 static int do_save(struct ctx *c, int root_fd)
@@ -730,13 +734,15 @@ static int do_save(struct ctx *c, int root_fd)
 		}
 		i = policy_rules_differ(rules, again);
 		if (i >= 0) {
-			char was[512], now[512];
+			char was[RULE_TEXT_SIZE], now[RULE_TEXT_SIZE];
 
 			rule_text((size_t)i < rules->n ? &rules->rules[i] : NULL, was, sizeof(was));
 			rule_text((size_t)i < again->n ? &again->rules[i] : NULL, now, sizeof(now));
-			log_error("'%s' changed while it was being saved: validated %s, read again "
-				  "%s; nothing replaced, nothing applied (save again)",
-				  f, was, now);
+			/* was and now are text, their paths escaped: %-s, once */
+			log_error(
+				"'%s' changed while it was being saved: validated %-s, read again "
+				"%-s; nothing replaced, nothing applied (save again)",
+				f, was, now);
 			return 1;
 		}
 		policy_rules_free(rules);

@@ -33,6 +33,14 @@ like "--help says kernel checks ignore --root" "$out" 'kernel checks always'
 exits 100 "unknown option is a usage error" "$P" check --bogus
 exits 100 "unexpected argument is a usage error" "$P" check extra
 exits 100 "--allow with an unknown name is a usage error" "$P" check --no-walk --allow nope
+# The unknown name quoted, escaped once; a long one cut with a mark, never silently.
+long=$(printf "x'%.0s" $(seq 100))
+like "... naming it escaped once, cut with a mark" "$("$P" check --no-walk --allow "$long" 2>&1)" \
+	"unknown check '(x\\\\'){21}x'\\[cut: 200 bytes\\] in --allow"
+like "... serve's --allow the same" "$("$P" serve --allow "$long" 2>&1)" \
+	"--allow: unknown check '(x\\\\'){21}x'\\[cut: 200 bytes\\] \\(see"
+like "... and serve's PISTIS_ALLOW" "$(PISTIS_ALLOW="$long" "$P" serve --relay ws://127.0.0.1:1 --token-file /nonexistent 2>&1)" \
+	"PISTIS_ALLOW: unknown check '(x\\\\'){21}x'\\[cut: 200 bytes\\]"
 exits 100 "PISTIS_ALLOW with an unknown name is a usage error" \
 	env PISTIS_ALLOW=seccomp,nope "$P" check --no-walk
 exits 111 "--root that does not exist is a system error" "$P" check --root "$S/none"

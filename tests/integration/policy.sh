@@ -211,7 +211,9 @@ exits 0 "the directory root's again: check runs" "$P" policy check --root "$R"
 if command -v strace >/dev/null && strace -qq -o /dev/null true 2>/dev/null; then
 	home_before=$(mode_of "$R/data/home")
 	printf '[\n {"path": "/workspaces", "access": "write"},\n {"path": "/data/home", "access": "none"}\n]\n' >"$work/race.json"
-	printf '[\n {"path": "/workspaces", "access": "write"},\n {"path": "/data/home", "access": "write"}\n]\n' >"$work/race-swap.json"
+	# the swapped rule's path holds a quote, a newline and ESC: named escaped once
+	printf '[\n {"path": "/workspaces", "access": "write"},\n {"path": "%s", "access": "write"}\n]\n' \
+		"/data/x' is fine; '/etc\\n\\u001b" >"$work/race-swap.json"
 	: >"$work/strace.log"
 	strace -f -qq -e signal=none -o "$work/strace.log" -P "$work/race.json" -e trace=open,openat \
 		-e inject=open,openat:delay_enter=3000000:when=2 \
@@ -224,7 +226,7 @@ if command -v strace >/dev/null && strace -qq -o /dev/null true 2>/dev/null; the
 	out=$(cat "$work/race.out")
 	is "save: the file swapped between its two reads (same rule count) is refused" "$rc" 1
 	like "... saying which rule differs" "$out" \
-		"changed while it was being saved: validated '/data/home' none \(line 3\), read again '/data/home' write \(line 3\)"
+		"changed while it was being saved: validated '/data/home' none \(line 3\), read again '/data/x\\\\' is fine; \\\\'/etc\\\\n\\\\x1b' write \(line 3\)"
 	is "... nothing replaced" "$(cmp "$work/good.json" "$R/data/pistis/rules.json" && echo same)" same
 	is "... nothing applied" "$(mode_of "$R/data/home")" "$home_before"
 else

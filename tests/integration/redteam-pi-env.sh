@@ -7,6 +7,13 @@
 E=$BIN/pi-env
 [ -x "$E" ] || { echo "1..0 # SKIP pi-env not built"; exit 0; }
 
+# A refused name is quoted escaped once; a long one is cut with a mark, never silently.
+long=$(printf "x'%.0s" $(seq 150))
+like "a refused --set name: escaped once, cut with a mark" "$("$E" --set "$long=1" --print 2>&1)" \
+	"refused --set '(x\\\\'){66}x'\\[cut: 300 bytes\\]: "
+like "a refused --keep name: the same" "$("$E" --keep "$long" --print 2>&1)" \
+	"refused --keep '(x\\\\'){66}x'\\[cut: 300 bytes\\]: "
+
 # Names whose value names a file or code to load: refused for --set and --keep, like
 # LOCPATH, GCONV_PATH and a TERM with a '/'.
 for n in MUSL_LOCPATH TERMINFO TERMINFO_DIRS TERMCAP OPENSSL_CONF OPENSSL_ENGINES \

@@ -61,6 +61,10 @@ for kind in debian musl; do
 	like "$kind: --env with a name given twice: says so, before anything is touched" \
 		"$(in_root "$R" pistisd run --agent "dup/$kind" --env PI_X=1 --env PI_X=2 -- /bin/true 2>&1)" \
 		"--env 'PI_X': name given twice"
+	long=$(printf "x'%.0s" $(seq 150))
+	like "$kind: --env with a long refused name: escaped once, cut with a mark" \
+		"$(in_root "$R" pistisd run --agent "dup/$kind" --env "$long=1" -- /bin/true 2>&1)" \
+		"--env '(x\\\\'){66}x'\\[cut: 300 bytes\\]: "
 	fails "$kind: ... (no user made for it)" in_root "$R" pistisd users show "dup/$kind"
 	exits 134 "$kind: 128+signal" run -- $PROBE raise 6
 	exits 127 "$kind: not found" run -- no-such-command
