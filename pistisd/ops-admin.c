@@ -82,10 +82,20 @@ static void emit(struct hctx *h, char kind, cJSON *o)
 	free(s);
 }
 
+/* p C-escaped (a name need not be UTF-8). A path too long for buf (an agent's tree may be
+ * POLICY_DEPTH_MAX levels deep) is cut before a whole escape and ends "[cut: N bytes], N its
+ * length: a bare '"', which no byte of the path can produce (its own come out \"), so a cut
+ * path can neither pass for a whole, shallower one nor be forged (escape_c_field's mark). */
 static void add_path(cJSON *o, const char *key, const char *p, size_t len)
 {
-	char buf[POLICY_PATH_MAX * 4 + 1];
-	escape_c(p, len, buf, sizeof(buf));
+	char buf[POLICY_PATH_MAX * 4 + 48];
+	size_t room = sizeof(buf) - 48;
+
+	if (escape_c(p, len, buf, room) >= room) {
+		size_t l = strlen(buf);
+
+		snprintf(buf + l, sizeof(buf) - l, "\"[cut: %zu bytes]", len);
+	}
 	cJSON_AddStringToObject(o, key, buf);
 }
 

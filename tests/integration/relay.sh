@@ -459,6 +459,17 @@ out=$(P call policy.plan "{\"rules\":$RULES}" 2>&1)
 like "policy.plan: streams the change events" "$out" '"event":"policy.event".*"kind":"change".*"path":"/data/proj'
 like "policy.plan: one answer with the walk's stats" "$out" '"ok":true.*"mode":"plan".*"complete":true'
 is "policy.plan: changes nothing" "$(stat -c %a "$R/data/proj/f")" 666
+# A path longer than an event takes escaped (16 KiB): cut before a whole escape, with a mark
+# no name can forge (a bare quote: a name's own come out \"), never a shallower, whole path.
+(mkdir -p "$R/data/deep" && cd "$R/data/deep" && for i in $(seq 17); do
+	n=$(head -c 255 /dev/zero | tr '\0' '\377') && mkdir "$n" && cd "$n" || exit 1
+done && : >f && chmod 0666 f)
+out=$(P call policy.plan '{"rules":[{"path":"/data/deep","access":"read"}]}' 2>&1)
+like "policy.plan: a path too long for its event ends with the cut mark" "$out" \
+	'"path":"/data/deep(/(\\\\xff)+)+\\"\[cut: 4364 bytes\]"'
+is "... once: the file is the one node to change past the bound" \
+	"$(printf '%s\n' "$out" | grep -c '\\"\[cut: 4[0-9]* bytes\]"')" 1
+rm -rf "$R/data/deep"
 out=$(P call policy.check "{\"rules\":$RULES}" 2>&1)
 like "policy.check: not conforming before the apply" "$out" '"conforming":false'
 out=$(P call policy.plan '{"rules":"[{\"path\":\"/data/proj\",\n \"access\":\"bogus\"}]"}' 2>&1)
