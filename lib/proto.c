@@ -133,6 +133,20 @@ enum proto_err proto_err_from_errno(int r)
 	}
 }
 
+const char *proto_peer_name(const char *s, char *out, size_t size)
+{
+	size_t len = strlen(s), k = PROTO_PEER_NAME_SHOWN;
+
+	if (len <= PROTO_PEER_NAME_SHOWN) {
+		snprintf(out, size, "\"%s\"", s);
+		return out;
+	}
+	while (k > 0 && ((unsigned char)s[k] & 0xc0) == 0x80)
+		k--;
+	snprintf(out, size, "\"%.*s\"[cut: %zu bytes]", (int)k, s, len);
+	return out;
+}
+
 static int fail(struct proto_error *err, enum proto_err code, int r, const char *fmt, ...)
 	_printf_(4, 5);
 static int fail(struct proto_error *err, enum proto_err code, int r, const char *fmt, ...)
@@ -289,9 +303,13 @@ static int check_tree(const cJSON *node, struct proto_error *err)
 				return fail(err, PROTO_E_TOO_LARGE, -E2BIG,
 					    "object with more than %u members", PROTO_MAX_KEYS);
 			for (const cJSON *d = node->child; d != c; d = d->next)
-				if (!strcmp(d->string, c->string))
+				if (!strcmp(d->string, c->string)) {
+					char q[PROTO_PEER_NAME_SIZE];
+
 					return fail(err, PROTO_E_DUPLICATE_KEY, -EINVAL,
-						    "duplicate key \"%.64s\"", c->string);
+						    "duplicate key %s",
+						    proto_peer_name(c->string, q, sizeof(q)));
+				}
 		}
 		int r = check_tree(c, err);
 		if (r < 0)
@@ -381,9 +399,12 @@ int proto_request_parse(cJSON *root, size_t max_id, struct proto_request *ret,
 		return fail(err, PROTO_E_BAD_REQUEST, -EINVAL,
 			    "\"id\" must be 1..%zu characters of [A-Za-z0-9._:-]", max_id);
 	ret->op = proto_op_from_name(op->valuestring);
-	if (ret->op == PROTO_OP_UNKNOWN)
-		return fail(err, PROTO_E_UNKNOWN_OP, -EINVAL, "unknown operation \"%.64s\"",
-			    op->valuestring);
+	if (ret->op == PROTO_OP_UNKNOWN) {
+		char q[PROTO_PEER_NAME_SIZE];
+
+		return fail(err, PROTO_E_UNKNOWN_OP, -EINVAL, "unknown operation %s",
+			    proto_peer_name(op->valuestring, q, sizeof(q)));
+	}
 	return 0;
 }
 
@@ -536,18 +557,20 @@ int proto_exec_start_parse(cJSON *root, struct proto_exec_start *s, struct proto
 			goto fail;
 		}
 		for (cJSON *e = env->child; e; e = e->next) {
+			char q[PROTO_PEER_NAME_SIZE];
+
 			if (!env_name_valid(e->string)) {
 				r = fail(err, PROTO_E_BAD_REQUEST, -EINVAL,
-					 "\"env\" may only set PI_[A-Z0-9_]+ names, not \"%.64s\"",
-					 e->string);
+					 "\"env\" may only set PI_[A-Z0-9_]+ names, not %s",
+					 proto_peer_name(e->string, q, sizeof(q)));
 				goto fail;
 			}
 			if (!cJSON_IsString(e) || strchr(e->valuestring, '\n') ||
 			    strlen(e->valuestring) > 4096) {
 				r = fail(err, PROTO_E_BAD_REQUEST, -EINVAL,
-					 "\"env\".%.64s must be a string of at most 4096 bytes "
+					 "\"env\" %s must be a string of at most 4096 bytes "
 					 "without newline",
-					 e->string);
+					 proto_peer_name(e->string, q, sizeof(q)));
 				goto fail;
 			}
 			if (asprintf(&s->env[s->n_env], "%s=%s", e->string, e->valuestring) < 0) {
@@ -644,7 +667,7 @@ size_t proto_utf8_sanitize(const char *in, char *out, size_t size)
 char *proto_error_build(const char *id, enum proto_err code, const char *message)
 {
 	cJSON *o = cJSON_CreateObject(), *e;
-	/* Messages quote what a peer sent, cut to a length ("%.64s", fixed buffers): a cut
+	/* Messages quote what a peer sent (proto_peer_name: cut before a whole character): a cut
 	 * through a multi-byte character, or any other invalid UTF-8, would make the answer
 	 * a text message a WebSocket peer must fail (RFC 6455 8.1). */
 	char safe[PROTO_MAX_ERROR_MESSAGE];

@@ -186,6 +186,14 @@ size_t proto_utf8_sanitize(const char *in, char *out, size_t size);
  * PROTO_MAX_ERROR_MESSAGE - 1 bytes. */
 #define PROTO_MAX_ERROR_MESSAGE 1024
 char *proto_error_build(const char *id, enum proto_err code, const char *message);
+
+/* A name a peer sent, between double quotes, for an error message (raw text: JSON escapes
+ * it, a log escapes it): whole up to PROTO_PEER_NAME_SHOWN bytes, else cut before a whole
+ * UTF-8 character and ended "..."[cut: N bytes] with its length after the quote, so a cut
+ * name never reads as a whole, shorter one. out: PROTO_PEER_NAME_SIZE bytes. */
+#define PROTO_PEER_NAME_SHOWN 64
+#define PROTO_PEER_NAME_SIZE (PROTO_PEER_NAME_SHOWN + 40)
+const char *proto_peer_name(const char *s, char *out, size_t size);
 /* {"id":id,"ok":true, ...fields of extra (taken over, may be NULL)} */
 char *proto_ok_build(const char *id, cJSON *extra);
 /* {"event":name,"id":id, ...fields of extra (taken over)} */

@@ -1107,8 +1107,10 @@ static void exec_start(const struct proto_request *req)
 	}
 	r = serve_resolve_agent(st.agent, &a);
 	if (r < 0) {
-		serve_send_error(req->id, proto_err_from_errno(r), "agent \"%.64s\": %s", st.agent,
-				 serve_resolve_error());
+		char q[PROTO_PEER_NAME_SIZE];
+
+		serve_send_error(req->id, proto_err_from_errno(r), "agent %s: %s",
+				 proto_peer_name(st.agent, q, sizeof(q)), serve_resolve_error());
 		goto out;
 	}
 	{

@@ -193,6 +193,10 @@ exits 3 "exec: the command's exit code" P exec --agent alice -- sh -c 'exit 3'
 is "exec: stderr separate" "$(P exec --agent alice -- sh -c 'echo o; echo e >&2' 2>/dev/null)" o
 like "exec: runs as the agent's own user" "$(P exec --agent alice -- id 2>&1)" '^uid=101[0-9][0-9]\(pi-agent-[0-9a-f]{8}\) .*pi-sandbox'
 exits 127 "exec: unknown program is a clear failure" P exec --agent alice -- /nonexistent/x
+# An agent id that cannot be ensured is named in the answer, cut with a mark past 64 bytes.
+out=$(P exec --agent "$(printf 'a%.0s' $(seq 99))!" -- true 2>&1)
+like "exec: a refused long agent id is named cut, with a mark" "$out" \
+	'agent \\"a{64}\\"\[cut: 100 bytes\]: '
 is "exec: no token in the environment" "$(P exec --agent alice -- sh -c 'env | grep -c -i token' 2>&1)" 0
 like "exec: token file unreadable by the agent" "$(P exec --agent alice -- cat /etc/pistis/token 2>&1)" 'Permission denied'
 big=$(P exec --agent alice -- sh -c 'seq 1 200000' | md5sum)

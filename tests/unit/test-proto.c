@@ -42,6 +42,24 @@ TEST(parse_rejects_duplicate_keys_at_any_depth)
 	ASSERT_EQ(parse_code("{\"a\":1,\"A\":1}"), 0);
 }
 
+/* A peer's name a message quotes is whole, or cut with a mark after its quotes: a cut one
+ * must not read as a whole, shorter key. */
+TEST(duplicate_key_message_marks_a_cut_name)
+{
+	char k[101], json[300], want[128];
+	struct proto_error err = {0};
+	cJSON *root = NULL;
+
+	ASSERT_LT(proto_parse("{\"a'b\":1,\"a'b\":2}", 17, &root, &err), 0);
+	EXPECT_STREQ(err.message, "duplicate key \"a'b\"");
+	memset(k, 'k', 100);
+	k[100] = '\0';
+	snprintf(json, sizeof(json), "{\"%s\":1,\"%s\":2}", k, k);
+	ASSERT_LT(proto_parse(json, strlen(json), &root, &err), 0);
+	snprintf(want, sizeof(want), "duplicate key \"%.64s\"[cut: 100 bytes]", k);
+	EXPECT_STREQ(err.message, want);
+}
+
 TEST(parse_rejects_deep_nesting_before_cjson)
 {
 	char buf[4096];
@@ -395,12 +413,12 @@ TEST(answers_are_structured)
 	free(s);
 }
 
-/* An error answer is valid UTF-8 whatever its message: the messages quote what a peer sent
- * cut to 64 bytes, which can split a character ("unknown operation" of 63 ASCII bytes and
- * an "é" left a lone 0xc3). */
+/* An error answer is valid UTF-8 whatever its message. A message quotes what a peer sent
+ * cut to 64 bytes: before a whole character (an "unknown operation" of 63 ASCII bytes and
+ * an "é" left a lone 0xc3), and marked, so the cut name does not read as a whole one. */
 TEST(error_answers_are_valid_utf8)
 {
-	char op[80], json[160], out[16];
+	char op[80], json[160], out[16], want[128];
 	struct proto_error err = {0};
 	struct proto_request req;
 	cJSON *root = NULL;
@@ -411,7 +429,9 @@ TEST(error_answers_are_valid_utf8)
 	snprintf(json, sizeof(json), "{\"id\":\"u1\",\"op\":\"%s\"}", op);
 	ASSERT_EQ(proto_parse(json, strlen(json), &root, &err), 0);
 	ASSERT_LT(proto_request_parse(root, PROTO_MAX_ID, &req, &err), 0);
-	EXPECT_FALSE(proto_utf8_valid(err.message, strlen(err.message))); /* cut mid-"é" */
+	EXPECT_TRUE(proto_utf8_valid(err.message, strlen(err.message))); /* cut before "é" */
+	snprintf(want, sizeof(want), "unknown operation \"%.63s\"[cut: 65 bytes]", op);
+	EXPECT_STREQ(err.message, want);
 	a = proto_error_build("u1", err.code, err.message);
 	ASSERT_NOT_NULL(a);
 	EXPECT_TRUE(proto_utf8_valid(a, strlen(a)));
