@@ -1548,7 +1548,7 @@ int spawn_kill_orphaned_sessions(const struct spawn_ctx *ctx, uid_t *uids, size_
 	struct stat st;
 	int r;
 
-	if (ctx->cg.base_fd >= 0 || !ctx->audit_sessions || n == 0)
+	if (n == 0 || ctx->cg.base_fd >= 0 || !ctx->audit_sessions)
 		return 0;
 	/* Ours only, as users remove does: beside a chroot's sandbox, another sandbox's root
 	 * (or the machine's own users) may have the uids our registry hands out. */

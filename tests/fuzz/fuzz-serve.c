@@ -128,6 +128,13 @@ int fz_spawn_kill_uid(uid_t uid)
 	return 0;
 }
 
+/* Nor a dead daemon's command sessions (the stand-in context has no audit sessions). */
+int fz_spawn_kill_orphaned_sessions(const struct spawn_ctx *ctx, uid_t *uids, size_t n)
+{
+	(void)ctx, (void)uids, (void)n;
+	return 0;
+}
+
 /* ... and says commands are scoped (no start-up warning per input). */
 bool fz_spawn_ctx_can_scope(const struct spawn_ctx *ctx, int *ret_why)
 {

@@ -28,6 +28,7 @@ int fz_spawn_ctx_cgroup_base_fd(const struct spawn_ctx *ctx);
 int fz_spawn_ctx_proc_fd(const struct spawn_ctx *ctx);
 bool fz_spawn_agent_has_processes(const struct spawn_ctx *ctx, uid_t uid);
 int fz_spawn_kill_uid(uid_t uid);
+int fz_spawn_kill_orphaned_sessions(const struct spawn_ctx *ctx, uid_t *uids, size_t n);
 bool fz_spawn_ctx_can_scope(const struct spawn_ctx *ctx, int *ret_why);
 void fz_spawn_ctx_disable_scope(struct spawn_ctx *ctx, int error);
 int fz_scope_probe_child(void);
@@ -58,6 +59,7 @@ int fz_send_pipe_choked(struct lws *wsi);
 #define spawn_ctx_cgroup_base_fd fz_spawn_ctx_cgroup_base_fd
 #define spawn_ctx_proc_fd fz_spawn_ctx_proc_fd
 #define spawn_agent_has_processes fz_spawn_agent_has_processes
+#define spawn_kill_orphaned_sessions fz_spawn_kill_orphaned_sessions
 #define spawn_kill_uid fz_spawn_kill_uid
 #define spawn_ctx_can_scope fz_spawn_ctx_can_scope
 #define spawn_ctx_disable_scope fz_spawn_ctx_disable_scope
