@@ -1559,13 +1559,11 @@ int spawn_kill_orphaned_sessions(const struct spawn_ctx *ctx, uid_t *uids, size_
 	if (!o)
 		return -ENOMEM;
 	qsort(uids, n, sizeof(*uids), cmp_uid);
-	*o = (struct orphan_sweep){
-		.proc_fd = ctx->proc_fd,
-		.roots = {.proc_fd = ctx->proc_fd, .roots = &root, .n_roots = 1},
-		.own_session = ctx->own_session,
-		.uids = uids,
-		.n_uids = n,
-	};
+	o->proc_fd = ctx->proc_fd;
+	o->roots = (struct sweep){.proc_fd = ctx->proc_fd, .roots = &root, .n_roots = 1};
+	o->own_session = ctx->own_session;
+	o->uids = uids;
+	o->n_uids = n;
 	r = proc_each(o->proc_fd, note_tracked, o);
 	if (r < 0)
 		return r;

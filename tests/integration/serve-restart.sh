@@ -45,7 +45,7 @@ SM=$!
 # One round: serve (in the environment $1) runs a command for agent $2 whose tree outlives
 # its leader, is SIGKILLed, and is started again the same way.
 round() {
-	local env=$1 agent=$2 SPID EXEC GRAND LEADER MODE rc RUNP KEPT KEPTL
+	local env=$1 agent=$2 SPID EXEC GRAND LEADER MODE rc RUNP KEPT KEPTL said auid HOSTP
 	start_serve "$W/pd1.log" "$env"
 	like "pistisd serve is connected ($env)" "$(P ls 2>&1)" '^s1 +connected'
 	SPID=$(ours_cmd '^pistisd serve' | head -n 1)
@@ -100,32 +100,29 @@ round() {
 
 	start_serve "$W/pd2.log" "$env"
 	like "a new pistisd serve connects" "$(P ls 2>&1)" '^s1 +connected'
-	if [ "$MODE" = cgroup ]; then
+	case "$MODE" in
+	cgroup) said="Killed 1 command tree\(s\) of agent 'pi-agent-[0-9a-f]+' that no pistisd owned" ;;
+	session) said="Killed 1 process\(es\) of agents' command sessions that no pistisd owned" ;;
+	esac
+	if [ "$MODE" != pgid ]; then
 		for _ in $(seq 50); do kill -0 "$GRAND" 2>/dev/null || break; sleep 0.1; done
-		fails "cgroup mode: the orphaned grandchild is killed by the new serve" kill -0 "$GRAND"
-		fails "cgroup mode: the orphaned leader is gone too" kill -0 "$LEADER"
-		like "cgroup mode: the new serve says what it killed" "$(cat "$W/pd2.log")" \
-			"Killed 1 command tree\(s\) of agent 'pi-agent-[0-9a-f]+' that no pistisd owned"
-	elif [ "$MODE" = session ]; then
-		for _ in $(seq 50); do kill -0 "$GRAND" 2>/dev/null || break; sleep 0.1; done
-		fails "session mode: the orphaned grandchild is killed by the new serve" kill -0 "$GRAND"
-		fails "session mode: the orphaned leader is gone too" kill -0 "$LEADER"
-		like "session mode: the new serve says what it killed" "$(cat "$W/pd2.log")" \
-			"Killed 1 process\(es\) of agents' command sessions that no pistisd owned"
-		if [ -n "$HOSTP" ]; then
-			ok "session mode: a session outside the sandbox's root with the agent's loginuid stays" \
-				kill -0 "$HOSTP"
-			kill -KILL "$HOSTP" 2>/dev/null
-		else
-			skip "session mode: a session outside the sandbox's root with the agent's loginuid stays" \
-				"cannot set a loginuid here"
-		fi
+		fails "$MODE mode: the orphaned grandchild is killed by the new serve" kill -0 "$GRAND"
+		fails "$MODE mode: the orphaned leader is gone too" kill -0 "$LEADER"
+		like "$MODE mode: the new serve says what it killed" "$(cat "$W/pd2.log")" "$said"
 	else
 		skip "the orphaned grandchild is killed by the new serve" \
 			"process-group mode: a dead serve's setsid'd leftovers cannot be found (docs/spawn.md)"
 		skip "the orphaned leader is gone too" "process-group mode"
 		skip "the new serve says what it killed" "process-group mode"
 		kill -KILL "$GRAND" "$LEADER" 2>/dev/null
+	fi
+	if [ -n "$HOSTP" ]; then
+		ok "session mode: a session outside the sandbox's root with the agent's loginuid stays" \
+			kill -0 "$HOSTP"
+		kill -KILL "$HOSTP" 2>/dev/null
+	elif [ "$MODE" = session ]; then
+		skip "session mode: a session outside the sandbox's root with the agent's loginuid stays" \
+			"cannot set a loginuid here"
 	fi
 	ok "a running \`pistisd run\`'s command and its setsid'd grandchild stay (${KEPTL:-?}, ${KEPT:-?})" \
 		kill -0 "${KEPTL:-0}" "${KEPT:-0}"
