@@ -1455,6 +1455,14 @@ static bool live_pistisd(int proc_fd, pid_t pid)
 	return true;
 }
 
+static void track_session(struct orphan_sweep *o, unsigned sid)
+{
+	if (o->n_tracked < TRACKED_SESSIONS_MAX)
+		o->tracked[o->n_tracked++] = sid;
+	else
+		o->overflow = true;
+}
+
 static bool session_tracked(const struct orphan_sweep *o, unsigned sid)
 {
 	for (size_t i = 0; i < o->n_tracked; i++)
@@ -1497,10 +1505,7 @@ static bool note_tracked(pid_t pid, void *arg)
 	if (!command_session(o, pid, &sid) || session_tracked(o, sid) ||
 	    !proc_ids(o->proc_fd, pid, &id) || !live_pistisd(o->proc_fd, (pid_t)id.ppid))
 		return false;
-	if (o->n_tracked < TRACKED_SESSIONS_MAX)
-		o->tracked[o->n_tracked++] = sid;
-	else
-		o->overflow = true;
+	track_session(o, sid);
 	return false;
 }
 
@@ -1518,10 +1523,7 @@ static bool kill_untracked(pid_t pid, void *arg)
 		return false;
 	/* Started since the first pass by a live pistisd: tracked from now on. */
 	if (live_pistisd(o->proc_fd, (pid_t)id.ppid)) {
-		if (o->n_tracked < TRACKED_SESSIONS_MAX)
-			o->tracked[o->n_tracked++] = sid;
-		else
-			o->overflow = true;
+		track_session(o, sid);
 		return false;
 	}
 	for (size_t i = 0; i < o->n_seen; i++)
