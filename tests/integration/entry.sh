@@ -310,12 +310,15 @@ is "the first run's background process was gone when the second ran" "$?" 6
 
 # That SIGKILL goes to the dead child's group while the child's zombie still holds the
 # number: reaped first, the number could go to a new group leader in between, whose group
-# would be killed instead. The order of the calls tells.
+# would be killed instead. The order of the calls tells. -ff: a file per process, so a
+# call of entry's is never split in two ("<unfinished ...>", "<... resumed>") by a line of
+# another process's (CI once read that split as two reaps); only entry can make the calls
+# looked for, so they all come from its file, in its order.
 if strace -qq -o /dev/null true 2>/dev/null; then
-	strace -f -qq -o "$S/rk.st" -e trace=kill,wait4,waitid "$E" $NP --max-restarts 1 \
+	strace -ff -qq -o "$S/rk.st" -e trace=kill,wait4,waitid "$E" $NP --max-restarts 1 \
 		--restart-delay 0.1 -- sh -c 'sleep 30 & exit 1' 2>"$S/rk.log"
 	cpid=$(sed -n "s/.*started 'sh' as pid \([0-9]*\).*/\1/p" "$S/rk.log" | head -1)
-	order=$(grep -E "kill\(-$cpid, SIGKILL\)|wait4\($cpid,|= $cpid\$" "$S/rk.st" |
+	order=$(grep -hE "kill\(-$cpid, SIGKILL\)|wait4\($cpid,|= $cpid\$" "$S/rk.st".* |
 		sed -E "s/.*(kill\(-$cpid).*/kill/; s/.*(wait4|waitid).*/reap/" | tr '\n' ' ')
 	is "the restart's SIGKILL reaches the dead child's group before its zombie is reaped" \
 		"$order" "kill reap "
