@@ -111,8 +111,10 @@ int main(int argc, char **argv)
 	o.groups[0] = 10100;
 	o.groups[1] = 10010;
 	o.n_groups = 2;
-	o.cwd_root_fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
-	o.cwd = "tmp";
+	/* /tmp itself as the root, not "tmp" beneath "/": where /tmp is a mount of its own
+	 * (a bind mount, a tmpfs), the core refuses to cross into it (RESOLVE_NO_XDEV). */
+	o.cwd_root_fd = open("/tmp", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	o.cwd = ".";
 	o.umask = (mode_t)-1;
 	o.cgroup_agent = cg ? "bench-agent" : NULL;
 	/* A/B of the Landlock abstract-socket scope (docs/spawn.md): what it costs a spawn. */
