@@ -75,10 +75,60 @@ static void on_output(void *u, int stream, const char *data, size_t len)
 	c->buf[c->len] = 0;
 }
 
+/* The working directory's root of every spawn here: a directory of our own under /tmp with
+ * "tmp" (anyone may enter it) and "root" (0700, root's) in it. Not "/" with "tmp" beneath
+ * it: where /tmp is a mount of its own (a tmpfs, a bind mount), the core refuses to cross
+ * into it (RESOLVE_NO_XDEV), as it must. Made once before the tests fork, removed by the
+ * process that made it. */
+static char cwd_root[64] = "/tmp/pistis-test-spawn.XXXXXX";
+static char cwd_tmp[80]; /* cwd_root/tmp: where a command started with cwd "tmp" is */
+static pid_t cwd_root_maker;
+
+static void cwd_root_remove(void)
+{
+	char p[96];
+	int fd;
+	DIR *d;
+
+	if (getpid() != cwd_root_maker)
+		return;
+	fd = open(cwd_tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	d = fd >= 0 ? fdopendir(fd) : NULL;
+	for (struct dirent *de; d && (de = readdir(d));)
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			(void)unlinkat(dirfd(d), de->d_name, 0);
+	if (d)
+		closedir(d);
+	else if (fd >= 0)
+		close(fd);
+	(void)rmdir(cwd_tmp);
+	snprintf(p, sizeof(p), "%s/root", cwd_root);
+	(void)rmdir(p);
+	(void)rmdir(cwd_root);
+}
+
+__attribute__((constructor)) static void cwd_root_make(void)
+{
+	char p[96];
+
+	if (!mkdtemp(cwd_root) || chmod(cwd_root, 0755) < 0) {
+		perror("test-spawn: the working directories' root");
+		_exit(1);
+	}
+	cwd_root_maker = getpid();
+	atexit(cwd_root_remove);
+	snprintf(cwd_tmp, sizeof(cwd_tmp), "%s/tmp", cwd_root);
+	snprintf(p, sizeof(p), "%s/root", cwd_root);
+	if (mkdir(cwd_tmp, 0755) < 0 || chmod(cwd_tmp, 01777) < 0 || mkdir(p, 0700) < 0) {
+		perror("test-spawn: the working directories");
+		_exit(1);
+	}
+}
+
 static void base_opts(struct spawn_opts *o, char **argv)
 {
 	static char *envp[] = {"PATH=/usr/bin:/bin", "PI_TEST=1", NULL};
-	int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	int root = open(cwd_root, O_PATH | O_DIRECTORY | O_CLOEXEC);
 
 	memset(o, 0, sizeof(*o));
 	o->argv = argv;
@@ -472,7 +522,7 @@ TEST(probe_report)
 	 * CI machine's root among them) leave out: then the agent may lower it again. */
 	EXPECT_STREQ(V("oom_lower"),
 		     has_cap(24 /* CAP_SYS_RESOURCE */) ? "Permission denied" : "OK");
-	EXPECT_STREQ(V("cwd"), "/tmp");
+	EXPECT_STREQ(V("cwd"), cwd_tmp);
 	EXPECT_STREQ(V("rlimit.CORE"), "0:0");
 	EXPECT_STREQ(V("rlimit.NPROC"), "512:512");
 	EXPECT_STREQ(V("rlimit.NOFILE"), "4096:4096");
@@ -2695,7 +2745,7 @@ TEST(forced_fallback_through_spawn)
 	base_opts(&o, argv);
 	o.cwd = "tmp";
 	ASSERT_EQ(run(ctx, &o, c, &res, &err), 0);
-	EXPECT_STREQ(V("cwd"), "/tmp");
+	EXPECT_STREQ(V("cwd"), cwd_tmp);
 	o.cwd = "root";
 	EXPECT_EQ(run(ctx, &o, c, &res, &err), -EACCES);
 	EXPECT_EQ((int)err.step, SPAWN_STEP_CWD);
@@ -2947,7 +2997,7 @@ TEST(arguments_may_be_freed_once_started)
 		EXPECT_EQ(spawn_result(p)->exit_code, 0);
 		EXPECT_STREQ(V("env.PI_TEST"), "copied");
 		EXPECT_STREQ(V("env.PATH"), "/usr/bin:/bin");
-		EXPECT_STREQ(V("cwd"), "/tmp");
+		EXPECT_STREQ(V("cwd"), cwd_tmp);
 		spawn_free(p);
 		spawn_ctx_free(ctx);
 	}
