@@ -420,6 +420,11 @@ dockerd_up() {
 		return 1
 	fi
 	mkdir -p "$_dk_dir" || return 1
+	# On a tmpfs of its own (the caller is in a private mount namespace): a volume is
+	# bind-mounted into its container with the flags of the mount it lives on, so a data
+	# root on a nosuid,nodev /tmp (as some machines mount it) made every container's
+	# /data nosuid,nodev, which Docker's defaults do not.
+	mount -t tmpfs -o mode=0711 pistis-dockerd "$_dk_dir" || return 1
 	"$DOCKERD" --bridge=none --iptables=false --ip6tables=false --data-root "$_dk_dir/root" \
 		--exec-root "$_dk_dir/exec" --pidfile "$_dk_dir/dockerd.pid" \
 		-H "unix://$_dk_dir/docker.sock" >"$_dk_dir/dockerd.log" 2>&1 &
@@ -445,6 +450,7 @@ dockerd_down() {
 	fi
 	grep " $_dk_dir/" /proc/self/mountinfo | awk '{print $5}' | sort -r |
 		xargs -r -n1 umount -l 2>/dev/null
+	umount -l "$_dk_dir" 2>/dev/null
 	rm -rf "$_dk_dir"
 	_dk_dir=""
 }
