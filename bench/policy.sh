@@ -3,6 +3,7 @@
 #
 #   bench/policy.sh                 200k entries on a private tmpfs
 #   bench/policy.sh --big           also 1M entries (minutes; needs ~3 GiB of tmpfs)
+#   bench/policy.sh --entries N     N entries instead of 200k (a smoke run: tests/integration/bench-smoke.sh)
 #   bench/policy.sh --disk DIR      on DIR's file system instead (e.g. /var/tmp on ext4;
 #                                   caches are warm there too)
 #
@@ -33,8 +34,13 @@ disk=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--big) sizes="200000 1000000" ;;
+	--entries)
+		case ${2:-} in '' | *[!0-9]*) echo "bench/policy.sh: --entries takes a number" >&2; exit 100 ;; esac
+		sizes=$2
+		shift
+		;;
 	--disk) disk=$2; shift ;;
-	*) echo "usage: bench/policy.sh [--big] [--disk DIR]" >&2; exit 100 ;;
+	*) echo "usage: bench/policy.sh [--big] [--entries N] [--disk DIR]" >&2; exit 100 ;;
 	esac
 	shift
 done

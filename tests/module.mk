@@ -8,3 +8,5 @@ INTEGRATION_TESTS += tests/integration/redteam-spawn.sh tests/integration/redtea
 	tests/integration/redteam-reuse.sh tests/integration/redteam-secrets.sh
 # The binaries in real Docker containers (a private dockerd; docker.io from bootstrap.sh check).
 INTEGRATION_TESTS += tests/integration/docker.sh
+# A short run of each benchmark of bench/ that fits in a test run: each still runs here.
+INTEGRATION_TESTS += tests/integration/bench-smoke.sh
