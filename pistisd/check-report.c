@@ -378,7 +378,9 @@ void check_report_free(struct check_report *r)
 }
 
 /* Strings in the report may come from the image (file names): escape them whole, in
- * chunks, so no byte of theirs reaches a terminal or a JSON reader raw. */
+ * chunks, so no byte of theirs reaches a terminal or a JSON reader raw. In the table, as in
+ * a log line (check_value_text), an apostrophe stays one: nothing there is quoted with it
+ * ("agents' cores", not "agents\\' cores"). */
 static void put_escaped(FILE *f, const char *s, bool json)
 {
 	char buf[6 * 64 + 1];
@@ -389,7 +391,7 @@ static void put_escaped(FILE *f, const char *s, bool json)
 		if (json)
 			escape_json(s, n, buf, sizeof(buf));
 		else
-			escape_c(s, n, buf, sizeof(buf));
+			escape_c_text(s, n, buf, sizeof(buf));
 		fputs(buf, f);
 		s += n;
 		len -= n;

@@ -268,6 +268,20 @@ TEST(text_escapes_values)
 	check_report_free(r);
 }
 
+/* The table's values are not quoted: an apostrophe in one is printed as it is (it was
+ * "agents\' cores"), while control bytes and backslashes still are escaped. */
+TEST(text_keeps_apostrophes)
+{
+	struct check_report *r = all_ok();
+
+	check_set(r, CHECK_CORE_PATTERN, CHECK_STATUS_OK, "agents' cores stay off");
+	ASSERT_EQ(check_report_add_suid(r, "/o'brien\\\n", 04755, false, 0, 0), 0);
+	_cleanup_free_ char *text = render(r, false);
+	ASSERT_NOT_NULL(strstr(text, "agents' cores stay off\n"));
+	ASSERT_NOT_NULL(strstr(text, "/o'brien\\\\\\n"));
+	check_report_free(r);
+}
+
 /* A value that is text already (a trusted/ reason, its names escaped once) is printed as it
  * is: never escaped a second time (its \' would read \\\'), in the table nor in a log line;
  * a raw value still is, once. */
