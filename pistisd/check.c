@@ -568,7 +568,7 @@ static void probe_core_pattern(struct check_report *r)
 	_cleanup_close_ int fd =
 		open("/proc/sys/kernel/core_pattern", O_RDONLY | O_CLOEXEC | O_NOCTTY);
 	_cleanup_free_ char *buf = NULL;
-	char shown[96];
+	char v[sizeof(r->results[0].value)];
 	size_t len = 0, prog;
 	int k = fd < 0 ? -errno : fd_read_all(fd, 4096, &buf, &len);
 
@@ -590,9 +590,12 @@ static void probe_core_pattern(struct check_report *r)
 	}
 	for (prog = 1; prog < len && buf[prog] != ' ' && buf[prog] != '\t'; prog++)
 		;
-	escape_c(buf + 1, prog - 1, shown, sizeof(shown));
-	check_set(r, CHECK_CORE_PATTERN, CHECK_STATUS_WARN,
-		  "a pipe to %s: every agent's crash runs it as root on the host", shown);
+	/* The handler's name escaped once, here (it was escaped into the value, and the value
+	 * again where it was printed); one too long for the value is cut with a mark. */
+	escape_format(v, sizeof(v),
+		      "a pipe to %.*s: every agent's crash runs it as root on the host",
+		      (int)(prog - 1), buf + 1);
+	check_set_text(r, CHECK_CORE_PATTERN, CHECK_STATUS_WARN, v);
 }
 
 /* /proc's superblock options, from the topmost mount at /proc in /proc/self/mountinfo. */

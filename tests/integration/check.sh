@@ -178,6 +178,13 @@ is "core_pattern pipe: exit 0 (not a hard requirement)" "$?" 0
 is "core_pattern pipe: warn" "$(field "$S/cp.json" core_pattern status)" warn
 is "... naming the handler" "$(field "$S/cp.json" core_pattern value)" \
 	"a pipe to /usr/share/apport/apport: every agent's crash runs it as root on the host"
+# A handler's name with a control byte: escaped, once, in the table as in JSON.
+printf '|/tmp/x\033q -p%%p\n' >"$S/core_pattern"
+like "... its name escaped once in the table" "$("$P" check --no-walk 2>/dev/null)" \
+	'^core_pattern +warn +- +a pipe to /tmp/x\\x1bq: every agent'"'"'s crash'
+"$P" check --no-walk --json >"$S/cp.json" 2>/dev/null
+is "... and in JSON" "$(field "$S/cp.json" core_pattern value)" \
+	"a pipe to /tmp/x\\x1bq: every agent's crash runs it as root on the host"
 printf 'core\n' >"$S/core_pattern"
 "$P" check --no-walk --json >"$S/cp.json" 2>/dev/null
 is "core_pattern file: ok" "$(field "$S/cp.json" core_pattern status)" ok
