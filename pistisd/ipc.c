@@ -41,6 +41,12 @@ static bool parse_line(const char *line, enum ipc_kind kind, uid_t uid, struct i
 		char *end;
 		while (*p == ' ' || *p == '\t')
 			p++;
+		/* Column 0 is the key, which the kernel prints signed (%10d): a key from
+		 * 0x80000000 up reads -2147483648..-1. Only its sign is skipped (the value is
+		 * not used); a line refused for it would leave the object to the next holder
+		 * of the uid (red team). Every other column is unsigned. */
+		if (n == 0 && *p == '-')
+			p++;
 		if (*p < '0' || *p > '9') /* the header, or a line cut short */
 			return false;
 		errno = 0;

@@ -22,6 +22,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -505,12 +506,16 @@ int main(int argc, char **argv, char **envp)
 			if (p < 0)
 				usleep(1000);
 		}
-	} else if (!strcmp(mode, "ipc-leave")) {
+	} else if (!strcmp(mode, "ipc-leave") || !strcmp(mode, "ipc-leave-key")) {
 		/* SysV objects left behind: a segment of arg bytes, every page written, a queue
-		 * with a message, a semaphore set; nothing removed */
-		int shm = shmget(IPC_PRIVATE, (size_t)arg, IPC_CREAT | 0600);
-		int msg = msgget(IPC_PRIVATE, IPC_CREAT | 0600);
-		int sem = semget(IPC_PRIVATE, 1, IPC_CREAT | 0600);
+		 * with a message, a semaphore set; nothing removed. ipc-leave-key: under keys
+		 * from 0x8badf000 up, which /proc/sysvipc prints negative */
+		bool keyed = !strcmp(mode, "ipc-leave-key");
+		key_t k = keyed ? (key_t)(0x8badf000u + ((unsigned)getpid() & 0xff) * 4)
+				: IPC_PRIVATE;
+		int shm = shmget(k, (size_t)arg, IPC_CREAT | IPC_EXCL | 0600);
+		int msg = msgget(keyed ? k + 1 : k, IPC_CREAT | IPC_EXCL | 0600);
+		int sem = semget(keyed ? k + 2 : k, 1, IPC_CREAT | IPC_EXCL | 0600);
 		struct {
 			long type;
 			char text[64];

@@ -130,4 +130,20 @@ like "... says it killed what started meanwhile" "$(cat "$S/rm.out")" \
 is "... nothing of e's uid runs" "$(uid_tasks $E_UID)" 0
 rm -rf "$S"
 
+# --- 5. keys from 0x80000000 up: /proc/sysvipc prints them negative ----------------------
+# The parser took a line whose key column began with '-' for a header and skipped the
+# object: run's clean-up, serve's and remove's all missed it, and the next holder of the
+# uid read the old agent's segment (red team).
+u ensure rt/f --uid $E_UID >/dev/null || exit 1
+out=$(run --agent rt/f -- "$PROBE" ipc-leave-key 4096 2>&1)
+like "f's command leaves three objects under keys past 0x80000000" "$out" '^ipc=shm:[0-9]+,msg:[0-9]+,sem:[0-9]+$'
+like "... run says it removed all three" "$out" "removed 3 SysV IPC object\\(s\\) agent 'pi-agent-[0-9a-f]*' left"
+is "... none is left" "$(ipc_of $E_UID)" 0
+run --agent rt/f --keep-children -- sh -c \
+	"$PROBE ipc-leave-key 4096 >/dev/null; (sleep 300 >/dev/null 2>&1 </dev/null &)" >/dev/null 2>&1
+is "kept: f's three keyed objects stay with its child" "$(ipc_of $E_UID)" 3
+out=$(u remove rt/f --forget 2>&1)
+like "... remove --forget says it removed them" "$out" "removed 3 SysV IPC object\\(s\\) agent 'rt/f' left"
+is "... none is left" "$(ipc_of $E_UID) $(uid_tasks $E_UID)" "0 0"
+
 done_testing
