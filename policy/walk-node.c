@@ -211,7 +211,10 @@ static mode_t tighten_mode(const struct stat *st, const struct policy_target *t)
 {
 	mode_t keep = st->st_gid != t->gid ? 0707 : 0777;
 
-	return st->st_mode & t->mode & keep;
+	/* The sticky bit a pin asks for only takes away (renaming or removing what others
+	 * own): at once, not after the directory's whole subtree (red team: for that walk a
+	 * pinned directory was root's, group-writable and not sticky). */
+	return (st->st_mode & t->mode & keep) | (t->mode & S_ISVTX);
 }
 
 void policy_trim_target(const struct stat *st, const struct policy_target *t,
@@ -333,6 +336,47 @@ static bool chown_window_is_safe(const struct stat *st, const struct policy_xsta
 	return true;
 }
 
+/* Until the chown, the node's old owner could still chmod it and set its ACLs: after the
+ * tightening and the ACL removal above, before the chown took them from it (red team: a
+ * default ACL planted in that window stayed on a directory that was root's now, under a
+ * read rule, and every file root made there later was the agent's to write; a chmod 0777
+ * kept root's directory open to the agent for its whole subtree walk, so entries made
+ * after its listing stayed the agent's). The new owner is root or pi-tools and the old
+ * one can change neither any more, so one look after the chown closes the window. A
+ * file's final chmod, right after, sets its whole mode; a directory's waits for its
+ * subtree, so its mode is tightened again here. */
+static int recheck_after_owner_change(int fd, bool opath, struct stat *st, mode_t m,
+				      const struct policy_target *t)
+{
+	int r, d;
+
+	if (!S_ISDIR(st->st_mode)) {
+		/* The final mode now, then the ACL: removing an access ACL leaves the group
+		 * bits as its mask had them, which the old owner may have set to rwx. */
+		r = do_chmod(fd, opath, t->mode);
+		if (r < 0)
+			return r;
+		st->st_mode = (st->st_mode & S_IFMT) | t->mode;
+		return do_removexattr(fd, opath, POLICY_XATTR_ACL_ACCESS);
+	}
+	if (fstat(fd, st) < 0)
+		return negative_errno();
+	if ((st->st_mode & 07777) != m) {
+		r = do_chmod(fd, opath, m);
+		if (r < 0)
+			return r;
+		st->st_mode = (st->st_mode & S_IFMT) | m;
+	}
+	r = do_removexattr(fd, opath, POLICY_XATTR_ACL_ACCESS);
+	if (r < 0)
+		return r;
+	d = default_acl_state(fd, opath);
+	if (d == POLICY_ACL_DEF_FOREIGN ||
+	    (d == POLICY_ACL_DEF_OURS && !(t->flags & POLICY_T_DEFAULT_ACL)))
+		return do_removexattr(fd, opath, POLICY_XATTR_ACL_DEFAULT);
+	return 0;
+}
+
 /* Everything that takes access away, in an order where no intermediate state is looser
  * than both the old and the new one:
  *   1. chmod to the bits both grant (drops setuid/setgid, group bits if the group changes)
@@ -370,6 +414,8 @@ int policy_apply_pre(int fd, bool opath, struct stat *st, const struct policy_xs
 	if (st->st_uid != uid || st->st_gid != t->gid) {
 		if (fchownat(fd, "", uid, t->gid, AT_EMPTY_PATH) < 0)
 			return negative_errno();
+		if (st->st_uid != uid) /* st: what the node has now */
+			return recheck_after_owner_change(fd, opath, st, m, t);
 		/* chown may clear setuid/setgid. A file: force the final chmod (one call,
 		 * instead of an fstat to learn what chown left); a directory: re-read. */
 		if (!S_ISDIR(st->st_mode)) {

@@ -41,6 +41,7 @@
 #include <sys/time.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <termios.h>
 #include <time.h>
 #include <unistd.h>
@@ -529,6 +530,27 @@ int main(int argc, char **argv, char **envp)
 		if (msg >= 0)
 			msgsnd(msg, &m, sizeof(m.text), 0);
 		printf("ipc=shm:%d,msg:%d,sem:%d\n", shm, msg, sem);
+	} else if (!strcmp(mode, "acl-default-self") && argc > 2) {
+		/* a default ACL on directory argv[2] giving the caller's uid rwx and a mask of
+		 * rwx (what `setfacl -d -m u:UID:rwx,m::rwx` sets; the roots have no setfacl) */
+		struct __attribute__((packed)) {
+			uint32_t version;
+			struct __attribute__((packed)) {
+				uint16_t tag, perm;
+				uint32_t id;
+			} e[5];
+		} a = {2,
+		       {{0x01, 7, ~0u},
+			{0x02, 7, (uint32_t)getuid()},
+			{0x04, 7, ~0u},
+			{0x10, 7, ~0u},
+			{0x20, 0, ~0u}}};
+
+		if (setxattr(argv[2], "system.posix_acl_default", &a, sizeof(a), 0) < 0) {
+			perror("setxattr");
+			return 1;
+		}
+		printf("acl-default-self=%u\n", (unsigned)getuid());
 	} else if (!strcmp(mode, "itimer-exec") && argc > 3) {
 		/* arm ITIMER_REAL for arg ms, then exec argv[3]...: the timer outlives execve */
 		struct itimerval t = {.it_value = {arg / 1000, (arg % 1000) * 1000}};
