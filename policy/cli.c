@@ -415,6 +415,17 @@ static void print_summary(struct ctx *c, const char *name, const struct policy_s
  * root or a directory above it. Processes of the same uids under another root (another
  * sandbox's chroot on this machine) are left alone. Each failure aborts the apply before
  * anything is tightened. */
+/* users_list says ENOENT for a root without /etc as well as for one without a registry;
+ * only the registry's absence means no agent ever had a uid here (red team: under a root
+ * with a registry and no /etc, the agents' processes ran on through the tightening). */
+static bool registry_absent(int root_fd)
+{
+	struct stat st;
+
+	return fstatat(root_fd, "data/pistis/" USERS_REGISTRY_FILE, &st, AT_SYMLINK_NOFOLLOW) < 0 &&
+	       errno == ENOENT;
+}
+
 static int stop_agents(void *userdata)
 {
 	struct ctx *c = userdata;
@@ -427,7 +438,7 @@ static int stop_agents(void *userdata)
 	if (c->keep_processes)
 		return 0;
 	r = users_list(c->root, &e, &n);
-	if (r == -ENOENT)
+	if (r == -ENOENT && registry_absent(c->root_fd))
 		return 0; /* no registry: no agent ever had a uid under this root */
 	if (r < 0)
 		return log_error_errno(r,

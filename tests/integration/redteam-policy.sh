@@ -338,4 +338,23 @@ like "... still one with more xattr names than one list holds (E2BIG)" "$out" "^
 unlike "... and no error" "$out" "^error"
 umount "$R/ro2/cfg"
 
+# --- a registry and no /etc: the agents' processes are not "none" -----------------------
+# users_list answers ENOENT for a root without /etc too; apply took that for "no registry"
+# and tightened with the agents' processes (and their open fds) left running (red team).
+N=$R/noetc
+mkdir -p "$N/etc" && cp -a /etc/passwd /etc/group /etc/shadow /etc/gshadow "$N/etc/"
+"$P" users ensure rt/noetc --uid $B --root "$N" >/dev/null || exit 1
+mv "$N/etc" "$N/etc.away"
+mkdir -p "$N/proj/d" && chown $B:$B "$N/proj/d"
+printf '[{"path":"/proj","access":"read"}]\n' >"$R/rules-noetc.json"
+setpriv --reuid=$B --regid=$B --clear-groups sleep 30 &
+spid=$!
+out=$("$P" policy apply --root "$N" --rules "$R/rules-noetc.json" 2>&1); rc=$?
+ok "apply under a root with a registry and no /etc: refused (rc=$rc)" test "$rc" -ne 0
+like "... saying it cannot read the agents' registry" "$out" "Cannot read the agents' registry"
+is "... nothing tightened: the agent's directory is as it was" "$(stat -c %u:%g "$N/proj/d")" "$B:$B"
+kill "$spid" 2>/dev/null; wait "$spid" 2>/dev/null
+out=$("$P" policy apply --keep-processes --root "$N" --rules "$R/rules-noetc.json" 2>&1)
+is "... --keep-processes applies all the same" "$(stat -c %u:%g "$N/proj/d")" "0:0"
+
 done_testing
