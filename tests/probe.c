@@ -530,6 +530,17 @@ int main(int argc, char **argv, char **envp)
 		if (msg >= 0)
 			msgsnd(msg, &m, sizeof(m.text), 0);
 		printf("ipc=shm:%d,msg:%d,sem:%d\n", shm, msg, sem);
+	} else if (!strcmp(mode, "hold-mem")) {
+		/* arg MiB, every page written, then sleep: a process that takes a while to die
+		 * (its memory torn down after SIGKILL) */
+		size_t len = (size_t)arg << 20;
+		char *m = len ? malloc(len) : NULL;
+
+		if (m)
+			memset(m, 1, len);
+		printf("held=%ld\n", m ? arg : 0L);
+		fflush(stdout);
+		sleep(300);
 	} else if (!strcmp(mode, "acl-default-self") && argc > 2) {
 		/* a default ACL on directory argv[2] giving the caller's uid rwx and a mask of
 		 * rwx (what `setfacl -d -m u:UID:rwx,m::rwx` sets; the roots have no setfacl) */

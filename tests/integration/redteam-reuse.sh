@@ -146,4 +146,20 @@ out=$(u remove rt/f --forget 2>&1)
 like "... remove --forget says it removed them" "$out" "removed 3 SysV IPC object\\(s\\) agent 'rt/f' left"
 is "... none is left" "$(ipc_of $E_UID) $(uid_tasks $E_UID)" "0 0"
 
+# --- 6. a leftover slow to die: run's clean-up waits for what it killed -------------------
+# A leftover holding 256 MiB, killed at the command's end, tears its memory down for a
+# while, no zombie yet: run took it for a process of the agent's still running and kept
+# the objects, in every run here (red team, with 2 GiB).
+u ensure rt/g --uid $E_UID >/dev/null || exit 1
+kept=0
+for _ in 1 2 3; do
+	run --agent rt/g -- sh -c "$PROBE ipc-leave 4096 >/dev/null; ($PROBE hold-mem 256 >/tmp/held &)
+		for _ in \$(seq 200); do grep -q held /tmp/held 2>/dev/null && break; sleep 0.05; done" \
+		>/dev/null 2>&1
+	[ "$(ipc_of $E_UID)" = 0 ] || kept=$((kept + 1))
+	ipc_remove $E_UID
+done
+is "a leftover holding 256 MiB, killed at the end: objects kept in 0 of 3 runs" "$kept" 0
+is "... and nothing of the agent's runs" "$(uid_tasks $E_UID)" 0
+
 done_testing
