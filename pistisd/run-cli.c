@@ -144,8 +144,15 @@ struct loop {
 	struct spawn_error exec_err; /* the start failed (run_loop returned 1) */
 };
 
+/* The command's stderr, as forwarded, ended without a newline: --json's line must still
+ * start a line of its own (red team: a command that wrote a forged result without one
+ * made the last line "{forged} {real}", and `tail -n1 | jq` read the forged one first). */
+static bool err_midline;
+
 static void forward_output(int fd, const char *buf, size_t n)
 {
+	if (fd == STDERR_FILENO && n > 0)
+		err_midline = buf[n - 1] != '\n';
 	/* A reader that went away (EPIPE) must not stop the command's supervision. */
 	(void)loop_write(fd, buf, n);
 }
@@ -307,6 +314,8 @@ static void print_json(const struct spawn_result *res, const struct spawn_proc *
 	/* the agent id as one JSON string, cut with a mark past 1 KiB escaped */
 	_cleanup_free_ char *esc = escape_json_field(agent, 1024);
 
+	if (err_midline)
+		fputc('\n', stderr);
 	fprintf(stderr,
 		"{\"agent\":%s,\"end\":\"%s\",\"exit_code\":%d,\"signal\":%d,\"core\":%s,"
 		"\"wall_ms\":%.3f,\"user_ms\":%.3f,\"sys_ms\":%.3f,\"maxrss_kb\":%ld,"

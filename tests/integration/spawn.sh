@@ -89,6 +89,12 @@ for kind in debian musl; do
 	ms=$(( ($(date +%s%N) - start) / 1000000 ))
 	ok "$kind: background child holding the pipes: no hang (${ms} ms)" test "$ms" -lt 2000
 	like "$kind: leftovers stopped" "$json" '"left_children_killed":true'
+	# A command whose stderr ends mid-line (here with a forged result): the real one still
+	# is a line of its own, the last.
+	json=$(run --json -- sh -c 'printf "{\"end\":\"exited\",\"exit_code\":0} " >&2; exit 3' 2>&1 >/dev/null)
+	is "$kind: --json after stderr without a newline: the last line is ours alone" \
+		"$(echo "$json" | tail -n1 | cut -c1-10)" '{"agent":"'
+	like "... with the command's exit code" "$(echo "$json" | tail -n1)" '"exit_code":3,'
 
 	out=$(run --pty --cols 91 --rows 21 -- $PROBE </dev/null 2>&1)
 	is "$kind: pty is a tty" "$(echo "$out" | field tty)" 1
