@@ -100,6 +100,37 @@ static bool field_locked(const struct pwfile *f, size_t idx, bool x_ok)
 	return p[0] == '!' || p[0] == '*' || (x_ok && n == 1 && p[0] == 'x');
 }
 
+/* A user or group of pistis's (an agent, pi-sandbox, pi-tools) has one line in each file
+ * of the four, its ids written as pistis writes them. NSS resolves a name by its first
+ * line, and every check here looks at that line; but glibc's initgroups and musl's
+ * getgrouplist read every line of /etc/group, so a second "pi-sandbox:x:0:AGENT" or
+ * "AGENT:x:27:AGENT" put the agent in root's or sudo's group for su, runuser, sudo -u and
+ * cron (red team), and a second passwd or shadow line is a second account of the name to
+ * any tool that walks the file. A second line is refused whatever it holds, never edited
+ * away. Lines of other names are the image's own business. */
+static int check_single_line(struct users_db *db, int k, const char *name)
+{
+	const struct pwfile *f = &db->f[k];
+	bool user = k == PWFILE_PASSWD || k == PWFILE_SHADOW;
+	ssize_t first, again;
+	char ids[32] = "";
+
+	if (!db->present[k] || (first = pwfile_find_name(f, name)) < 0)
+		return 0;
+	again = pwfile_find_name_from(f, name, (size_t)first + 1);
+	if (again >= 0) {
+		if (k == PWFILE_PASSWD || k == PWFILE_GROUP)
+			snprintf(ids, sizeof(ids), ", %s %u", user ? "uid" : "gid",
+				 f->lines[again].id);
+		return fail(db, -EEXIST,
+			    "%s '%s' has a second line in /etc/%s (line %zu%s); a %s of pistis's "
+			    "has one line only: refusing",
+			    user ? "user" : "group", name, pwfile_kind_name(k), (size_t)again + 1,
+			    ids, user ? "user" : "group");
+	}
+	return 0;
+}
+
 /* An agent's user is a member of its own group and pi-sandbox, and of nothing else: an
  * image's /etc may name it in advance (the name is derived from the id), and a membership
  * in shadow, sudo, disk or another agent's group, or a gshadow admin entry, would give it
@@ -115,9 +146,14 @@ static int check_memberships(struct users_db *db, const char *name)
 		/* group: name:passwd:gid:members; gshadow: name:passwd:admins:members. */
 		if (!db->present[k])
 			continue;
+		/* The lines the two names resolve to (their first, whose gids ensure_group
+		 * checked; check_single_line refused any second one), not every line that
+		 * bears one of the names: initgroups reads them all. */
+		ssize_t own_i = pwfile_find_name(f, name),
+			sb_i = pwfile_find_name(f, USERS_SANDBOX_GROUP);
 		for (size_t i = 0; i < f->n_lines; i++) {
-			const char *p = NULL, *m = NULL, *g = NULL;
-			size_t n = 0, mn = 0, gn = 0;
+			const char *p = NULL, *m = NULL;
+			size_t n = 0, mn = 0;
 			if (!f->lines[i].entry || f->lines[i].deleted ||
 			    pwfile_field(f, i, 3, &m, &mn) < 0 ||
 			    (k == PWFILE_GSHADOW && pwfile_field(f, i, 2, &p, &n) < 0))
@@ -126,10 +162,7 @@ static int check_memberships(struct users_db *db, const char *name)
 				continue; /* most lines (every agent's group) list no one */
 			/* Its own group and pi-sandbox (every agent) may list it as a member:
 			 * their member lists (pi-sandbox's is long) are not even walked. */
-			bool own = pwfile_field(f, i, 0, &g, &gn) == 0 &&
-				   ((gn == nl && !memcmp(g, name, nl)) ||
-				    (gn == strlen(USERS_SANDBOX_GROUP) &&
-				     !memcmp(g, USERS_SANDBOX_GROUP, gn)));
+			bool own = (ssize_t)i == own_i || (ssize_t)i == sb_i;
 			bool admin = pwfile_list_has(p, n, name);
 			if (!admin && (own || !pwfile_list_has(m, mn, name)))
 				continue;
@@ -226,6 +259,11 @@ static int ensure_group(struct users_db *db, const char *name, uint32_t gid, boo
 	ssize_t i = pwfile_find_name(gr, name);
 	int r;
 
+	r = check_single_line(db, PWFILE_GROUP, name);
+	if (r >= 0)
+		r = check_single_line(db, PWFILE_GSHADOW, name);
+	if (r < 0)
+		return r;
 	if (i >= 0) {
 		if (gr->lines[i].id != gid)
 			return fail(db, -EEXIST,
@@ -268,6 +306,11 @@ static int ensure_user(struct users_db *db, const char *name, uint32_t uid, cons
 	ssize_t i = pwfile_find_name(pw, name);
 	int r;
 
+	r = check_single_line(db, PWFILE_PASSWD, name);
+	if (r >= 0)
+		r = check_single_line(db, PWFILE_SHADOW, name);
+	if (r < 0)
+		return r;
 	if (i >= 0) {
 		if (pw->lines[i].id != uid || pw->lines[i].gid != uid)
 			return fail(db, -EEXIST,

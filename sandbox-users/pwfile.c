@@ -408,14 +408,19 @@ static bool name_is(const struct pwfile *f, const struct pwfile_line *l, const c
 	return name_eq(p, name_len, name, name_len);
 }
 
-ssize_t pwfile_find_name(const struct pwfile *f, const char *name)
+ssize_t pwfile_find_name_from(const struct pwfile *f, const char *name, size_t from)
 {
 	size_t len = strlen(name);
 
-	for (size_t i = 0; i < f->n_lines; i++)
+	for (size_t i = from; i < f->n_lines; i++)
 		if (name_is(f, &f->lines[i], name, len))
 			return (ssize_t)i;
 	return -1;
+}
+
+ssize_t pwfile_find_name(const struct pwfile *f, const char *name)
+{
+	return pwfile_find_name_from(f, name, 0);
 }
 
 ssize_t pwfile_find_id(const struct pwfile *f, uint32_t id)

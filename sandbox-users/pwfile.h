@@ -74,6 +74,8 @@ int pwfile_iov(const struct pwfile *f, struct iovec **ret, size_t *ret_n);
 /* Index of the first live entry named name / with id (passwd uid, group gid), or -1. */
 ssize_t pwfile_find_name(const struct pwfile *f, const char *name);
 ssize_t pwfile_find_id(const struct pwfile *f, uint32_t id);
+/* Index of the first live entry named name from line index from on, or -1. */
+ssize_t pwfile_find_name_from(const struct pwfile *f, const char *name, size_t from);
 
 /* Field i (0-based) of entry idx, as a pointer/length into the current line text. */
 int pwfile_field(const struct pwfile *f, size_t idx, unsigned i, const char **ret, size_t *ret_len);

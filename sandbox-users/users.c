@@ -755,6 +755,21 @@ static bool scan_only_own_line(const char *data, size_t len, const char *needle,
 	return true;
 }
 
+/* Whether no line after l (found by pwfile_scan: the first line named name) starts with
+ * "name:". A second line of one of pistis's names is refused by the locked path
+ * (check_single_line in db.c: initgroups reads every line, NSS only the first). */
+static bool scan_no_second_line(const char *data, size_t len, const struct pwfile_line *l,
+				const char *name)
+{
+	char needle[USERS_NAME_MAX + 3];
+	const char *from = data + l->off + l->len;
+	int n = snprintf(needle, sizeof(needle), "\n%s:", name);
+
+	if (n < 0 || (size_t)n >= sizeof(needle))
+		return false;
+	return !scan_find(from, len - (l->off + l->len), needle, (size_t)n);
+}
+
 /* The read-only check for an agent that already exists: find only the lines that matter
  * (its registry record, its passwd/group/shadow/gshadow lines, the base entries) without
  * parsing whole files, each found line checked strictly. Anything missing or odd sends
@@ -791,13 +806,19 @@ static bool fast_complete(struct ctx *c, const char *agent_id, uid_t want_uid,
 #define HAS(k, name) (!buf[k] || pwfile_scan(k, buf[k], len[k], name, &l) == 0)
 #define LOCKED(k, name)                                                                            \
 	(!buf[k] ||                                                                                \
-	 (pwfile_scan(k, buf[k], len[k], name, &l) == 0 && scan_locked(buf[k], &l, false)))
+	 (pwfile_scan(k, buf[k], len[k], name, &l) == 0 && scan_locked(buf[k], &l, false) &&       \
+	  scan_no_second_line(buf[k], len[k], &l, name)))
+	/* One line of each name of pistis's in each file (check_single_line in db.c): the
+	 * agent's own second line in group or gshadow is caught by scan_memberships_own
+	 * below (its name where no agent may be named). */
+#define SINGLE(k, name) scan_no_second_line(buf[k], len[k], &l, name)
 	if (pwfile_scan(PWFILE_PASSWD, buf[PWFILE_PASSWD], len[PWFILE_PASSWD], rec.name, &l) < 0 ||
-	    l.id != rec.uid || l.gid != rec.uid || !scan_locked(buf[PWFILE_PASSWD], &l, true))
+	    l.id != rec.uid || l.gid != rec.uid || !scan_locked(buf[PWFILE_PASSWD], &l, true) ||
+	    !SINGLE(PWFILE_PASSWD, rec.name))
 		goto out;
 	if (buf[PWFILE_SHADOW] &&
 	    (pwfile_scan(PWFILE_SHADOW, buf[PWFILE_SHADOW], len[PWFILE_SHADOW], rec.name, &l) < 0 ||
-	     !scan_locked(buf[PWFILE_SHADOW], &l, false)))
+	     !scan_locked(buf[PWFILE_SHADOW], &l, false) || !SINGLE(PWFILE_SHADOW, rec.name)))
 		goto out;
 	/* Its own group: the gid, no group password, no one else in it (db.c). */
 	struct pwfile_line own_g, own_gs, sb_g, sb_gs;
@@ -827,13 +848,16 @@ static bool fast_complete(struct ctx *c, const char *agent_id, uid_t want_uid,
 	if (pwfile_scan(PWFILE_GROUP, buf[PWFILE_GROUP], len[PWFILE_GROUP], USERS_SANDBOX_GROUP,
 			&sb_g) < 0 ||
 	    sb_g.id != USERS_SANDBOX_GID || !scan_locked(buf[PWFILE_GROUP], &sb_g, true) ||
-	    !pwfile_scan_member_has(PWFILE_GROUP, buf[PWFILE_GROUP], &sb_g, rec.name))
+	    !pwfile_scan_member_has(PWFILE_GROUP, buf[PWFILE_GROUP], &sb_g, rec.name) ||
+	    !scan_no_second_line(buf[PWFILE_GROUP], len[PWFILE_GROUP], &sb_g, USERS_SANDBOX_GROUP))
 		goto out;
 	if (buf[PWFILE_GSHADOW] &&
 	    (pwfile_scan(PWFILE_GSHADOW, buf[PWFILE_GSHADOW], len[PWFILE_GSHADOW],
 			 USERS_SANDBOX_GROUP, &sb_gs) < 0 ||
 	     !scan_locked(buf[PWFILE_GSHADOW], &sb_gs, false) ||
-	     !pwfile_scan_member_has(PWFILE_GSHADOW, buf[PWFILE_GSHADOW], &sb_gs, rec.name)))
+	     !pwfile_scan_member_has(PWFILE_GSHADOW, buf[PWFILE_GSHADOW], &sb_gs, rec.name) ||
+	     !scan_no_second_line(buf[PWFILE_GSHADOW], len[PWFILE_GSHADOW], &sb_gs,
+				  USERS_SANDBOX_GROUP)))
 		goto out;
 	/* A member of its own group and pi-sandbox, of nothing else (db.c). */
 	if (!scan_memberships_own(buf[PWFILE_GROUP], len[PWFILE_GROUP], rec.name, &own_g, &sb_g) ||
@@ -844,14 +868,16 @@ static bool fast_complete(struct ctx *c, const char *agent_id, uid_t want_uid,
 	if (pwfile_scan(PWFILE_PASSWD, buf[PWFILE_PASSWD], len[PWFILE_PASSWD], USERS_TOOLS_USER,
 			&l) < 0 ||
 	    l.id != USERS_TOOLS_UID || l.gid != USERS_TOOLS_UID ||
-	    !scan_locked(buf[PWFILE_PASSWD], &l, true))
+	    !scan_locked(buf[PWFILE_PASSWD], &l, true) || !SINGLE(PWFILE_PASSWD, USERS_TOOLS_USER))
 		goto out;
 	if (pwfile_scan(PWFILE_GROUP, buf[PWFILE_GROUP], len[PWFILE_GROUP], USERS_TOOLS_USER, &l) <
 		    0 ||
-	    l.id != USERS_TOOLS_UID || !scan_locked(buf[PWFILE_GROUP], &l, true))
+	    l.id != USERS_TOOLS_UID || !scan_locked(buf[PWFILE_GROUP], &l, true) ||
+	    !SINGLE(PWFILE_GROUP, USERS_TOOLS_USER))
 		goto out;
 	if (!LOCKED(PWFILE_SHADOW, USERS_TOOLS_USER) || !LOCKED(PWFILE_GSHADOW, USERS_TOOLS_USER))
 		goto out;
+#undef SINGLE
 #undef LOCKED
 #undef HAS
 	users_identity_fill(ret, agent_id, rec.name, rec.uid);

@@ -255,4 +255,33 @@ out=$(u ensure rt/nis3 2>&1)
 like "a '+' line with too few fields is an error naming the line, as any other" "$out" \
 	"/etc/passwd:[0-9]+: too few fields"
 
+# --- A second line under one of pistis's names ---------------------------------------------------
+# NSS resolves a name by its first line, but initgroups (su, runuser, sudo -u, cron) reads every
+# group line: "pi-sandbox:x:0:AGENT" or "AGENT:x:27:AGENT" after the real one gave the agent
+# group 0 or sudo, while ensure looked only at the first (red team). Refused, for a new agent
+# and for an existing one (the lock-free path must not confirm it; the locked path names it).
+fresh
+u ensure-base >/dev/null
+name=pi-agent-$(printf %s rt/dup | sha256sum | cut -c1-8)
+cp -a "$R/etc/group" "$S/group.dup"
+echo "pi-sandbox:x:0:$name" >>"$R/etc/group"
+out=$(u ensure rt/dup --uid 40001 2>&1)
+is "a second 'pi-sandbox' line, gid 0, listing a new agent: ensure refuses (exit 1)" "$?" 1
+like "... naming the file and the line" "$out" \
+	"group 'pi-sandbox' has a second line in /etc/group \(line [0-9]+, gid 0\)"
+ok "... and writes no line for the agent" sh -c "! grep -q '^$name:' '$R/etc/passwd'"
+cp -a "$S/group.dup" "$R/etc/group"
+exits 0 "without it, the agent is made" u ensure rt/dup --uid 40001
+for plant in "group:pi-sandbox:x:0:$name" "group:$name:x:27:$name" "gshadow:$name:!::pi-tools" \
+	"passwd:$name:x:0:0::/root:/bin/sh" "shadow:$name::19000:0:99999:7:::"; do
+	f=${plant%%:*} line=${plant#*:}
+	cp -a "$R/etc/$f" "$S/$f.dup"
+	echo "$line" >>"$R/etc/$f"
+	out=$(u ensure rt/dup 2>&1)
+	is "the existing agent, '$line' appended to /etc/$f: ensure refuses (exit 1)" "$?" 1
+	like "... naming the line" "$out" "has a second line in /etc/$f \(line [0-9]+"
+	cp -a "$S/$f.dup" "$R/etc/$f"
+done
+exits 0 "restored: ensure confirms it again" u ensure rt/dup
+
 done_testing

@@ -803,6 +803,97 @@ TEST(ensure_refuses_a_membership_behind_white_space)
 	}
 }
 
+/* A second line of one of pistis's names (an agent, pi-sandbox, pi-tools) in any of the
+ * four files is refused, whatever its id: NSS reads the first, but initgroups reads every
+ * group line, so "pi-sandbox:x:0:AGENT" after the real one put the agent in group 0.
+ * Another name's duplicate is the image's own: ensure goes on. */
+TEST(ensure_refuses_a_second_line_of_a_pistis_name)
+{
+	struct users_db db;
+	struct users_identity a;
+	char name[64], pw[512], gr[512], sh[512], gs[512];
+	static const struct {
+		const char *pw_tail, *gr_tail, *sh_tail, *gs_tail, *why;
+	} cases[] = {
+		{"", "pi-sandbox:x:0:NAME\n", "", "",
+		 "group 'pi-sandbox' has a second line in "
+		 "/etc/group (line 5, gid 0)"},
+		{"", "pi-sandbox:x:10010:NAME\n", "", "", "group 'pi-sandbox' has a second line"},
+		{"", "pi-sandbox:x:0:\n", "", "", "group 'pi-sandbox' has a second line"},
+		{"", "NAME:x:27:NAME\n", "", "",
+		 "has a second line in /etc/group (line 5, gid 27)"},
+		{"", "NAME:x:10100:\n", "", "", "has a second line in /etc/group"},
+		{"", "", "", "NAME:!::daemon\n", "has a second line in /etc/gshadow (line 5)"},
+		{"", "", "", "pi-sandbox:!::NAME\n",
+		 "group 'pi-sandbox' has a second line in "
+		 "/etc/gshadow"},
+		{"NAME:x:0:0::/:/bin/sh\n", "", "", "",
+		 "has a second line in /etc/passwd (line 4, "
+		 "uid 0)"},
+		{"", "", "NAME::1::::::\n", "", "has a second line in /etc/shadow (line 4)"},
+		{"", "pi-tools:x:0:pi-tools\n", "", "", "group 'pi-tools' has a second line"},
+		{"pi-tools:x:0:0::/:/bin/sh\n", "", "", "", "user 'pi-tools' has a second line"},
+		/* another name's duplicates are the image's own */
+		{"svc:x:1000:1000::/:/bin/sh\nsvc:x:1001:1001::/:/bin/sh\n",
+		 "svc:x:1000:\nsvc:x:1001:\n", "svc:*:1::::::\nsvc:*:1::::::\n",
+		 "svc:*::\nsvc:*::\n", NULL},
+	};
+
+	db_load(&db, "root:x:0:0::/:/bin/sh\n", "root:x:0:\n", NULL, NULL);
+	ASSERT_EQ(users_db_ensure(&db, "a", (uid_t)-1, &a), 0);
+	snprintf(name, sizeof(name), "%s", a.name);
+	users_db_done(&db);
+	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+		/* The identity as ensure leaves it, then the case's lines after it. */
+		const char *tail[4] = {cases[i].pw_tail, cases[i].gr_tail, cases[i].sh_tail,
+				       cases[i].gs_tail};
+		char t[4][256];
+		for (int k = 0; k < 4; k++) {
+			const char *n = strstr(tail[k], "NAME");
+			size_t o = 0;
+			t[k][0] = '\0';
+			for (const char *q = tail[k]; *q;) {
+				if (n && q == n) {
+					o += (size_t)snprintf(t[k] + o, sizeof(t[k]) - o, "%s",
+							      name);
+					q += 4;
+					n = strstr(q, "NAME");
+				} else
+					t[k][o++] = *q++, t[k][o] = '\0';
+			}
+		}
+		snprintf(pw, sizeof(pw),
+			 "root:x:0:0::/:/bin/sh\npi-tools:x:10002:10002::/:/bin/false\n"
+			 "%s:x:10100:10100::/:/bin/sh\n%s",
+			 name, t[0]);
+		snprintf(gr, sizeof(gr),
+			 "root:x:0:\npi-sandbox:x:10010:%s\npi-tools:x:10002:\n%s:x:10100:\n%s",
+			 name, name, t[1]);
+		snprintf(sh, sizeof(sh), "root:*:1::::::\npi-tools:!:::::::\n%s:!:::::::\n%s", name,
+			 t[2]);
+		snprintf(gs, sizeof(gs), "root:*::\npi-sandbox:!::%s\npi-tools:!::\n%s:!::\n%s",
+			 name, name, t[3]);
+		db_load(&db, pw, gr, sh, gs);
+		ASSERT_EQ(registry_add(&db.reg, 10100, name, "a", REGISTRY_ACTIVE), 0);
+		int r = users_db_ensure(&db, "a", (uid_t)-1, &a);
+		if (cases[i].why) {
+			EXPECT_EQ(r, -EEXIST);
+			EXPECT_NOT_NULL(strstr(db.err, cases[i].why));
+		} else {
+			EXPECT_EQ(r, 0);
+			EXPECT_STREQ(a.name, name);
+		}
+		users_db_done(&db);
+	}
+
+	/* A new agent: the second pi-sandbox line refuses it too (ensure_base's check). */
+	db_load(&db, "root:x:0:0::/:/bin/sh\n", "root:x:0:\npi-sandbox:x:10010:\npi-sandbox:x:0:\n",
+		NULL, NULL);
+	EXPECT_EQ(users_db_ensure(&db, "b", (uid_t)-1, &a), -EEXIST);
+	EXPECT_NOT_NULL(strstr(db.err, "group 'pi-sandbox' has a second line in /etc/group"));
+	users_db_done(&db);
+}
+
 /* remove takes the agent out of a member or administrator list where glibc would see it,
  * white space before the name included; every other byte of the line stays. */
 TEST(remove_clears_a_member_behind_white_space)
@@ -1467,6 +1558,14 @@ TEST(fast_path_sends_doubt_to_the_locked_path)
 	snprintf(spaced[2], sizeof(spaced[2]), "sudo:x:27:\t%s", id.name);
 	char twin_group[64];
 	snprintf(twin_group, sizeof(twin_group), "twin:x:%u:", id.uid);
+	/* A second line of one of pistis's names (initgroups reads every line). */
+	char second[6][128];
+	snprintf(second[0], sizeof(second[0]), "pi-sandbox:x:0:%s", id.name);
+	snprintf(second[1], sizeof(second[1]), "%s:x:27:%s", id.name, id.name);
+	snprintf(second[2], sizeof(second[2]), "%s:x:0:0::/:/bin/sh", id.name);
+	snprintf(second[3], sizeof(second[3]), "%s::1::::::", id.name);
+	snprintf(second[4], sizeof(second[4]), "pi-tools:x:0:pi-tools");
+	snprintf(second[5], sizeof(second[5]), "pi-sandbox:!::%s", id.name);
 	const struct {
 		const char *file, *tail, *why; /* why NULL: confirmed */
 		mode_t mode;
@@ -1481,6 +1580,13 @@ TEST(fast_path_sends_doubt_to_the_locked_path)
 		{"gshadow", spaced[1], "member of group 'sudo' in /etc/gshadow", 0640, 42},
 		/* a tab is a control byte: the parser refuses the file */
 		{"group", spaced[2], "control character", 0644, 0},
+		{"group", second[0], "group 'pi-sandbox' has a second line in /etc/group", 0644, 0},
+		{"group", second[1], "has a second line in /etc/group", 0644, 0},
+		{"passwd", second[2], "has a second line in /etc/passwd", 0644, 0},
+		{"shadow", second[3], "has a second line in /etc/shadow", 0640, 42},
+		{"group", second[4], "group 'pi-tools' has a second line in /etc/group", 0644, 0},
+		{"gshadow", second[5], "group 'pi-sandbox' has a second line in /etc/gshadow", 0640,
+		 42},
 	};
 	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
 		char rel[32], *orig;
