@@ -107,7 +107,10 @@ static bool field_locked(const struct pwfile *f, size_t idx, bool x_ok)
  * "AGENT:x:27:AGENT" put the agent in root's or sudo's group for su, runuser, sudo -u and
  * cron (red team), and a second passwd or shadow line is a second account of the name to
  * any tool that walks the file. A second line is refused whatever it holds, never edited
- * away. Lines of other names are the image's own business. */
+ * away. So is a leading zero in the ids of the first ("040001"): the C libraries read it
+ * as 40001, but a search for ":40001:" does not find it (the lock-free fast path's uid
+ * check, users.c). Lines of other names are the image's own business (duplicates or
+ * leading zeros there are read as the C libraries read them). */
 static int check_single_line(struct users_db *db, int k, const char *name)
 {
 	const struct pwfile *f = &db->f[k];
@@ -128,6 +131,11 @@ static int check_single_line(struct users_db *db, int k, const char *name)
 			    user ? "user" : "group", name, pwfile_kind_name(k), (size_t)again + 1,
 			    ids, user ? "user" : "group");
 	}
+	if (f->lines[first].padded)
+		return fail(db, -EEXIST,
+			    "%s '%s' in /etc/%s (line %zu) has an id written with a leading zero; "
+			    "pistis's ids are plain decimal: refusing",
+			    user ? "user" : "group", name, pwfile_kind_name(k), (size_t)first + 1);
 	return 0;
 }
 

@@ -109,16 +109,21 @@ static int check_line(enum pwfile_kind kind, const char *p, const struct line_sc
 	l->name_len = s->colon[0];
 	l->id = 0;
 	l->gid = 0;
+	l->padded = false;
+	/* A leading zero is read as the same number, as glibc's and musl's parsers read it
+	 * (decimal), and marked: pistis's own lines must not have one (db.c). */
 	if (kinds[kind].id_field >= 0) {
 		unsigned f = (unsigned)kinds[kind].id_field;
 		if (parse_id_compat(p + FSTART(f), FEND(f) - FSTART(f), compat, &l->id) < 0)
 			return *ret_why = kind == PWFILE_PASSWD ? "invalid uid" : "invalid gid",
 			       -EINVAL;
+		l->padded = FEND(f) - FSTART(f) > 1 && p[FSTART(f)] == '0';
 	}
 	if (kinds[kind].gid_field >= 0) {
 		unsigned f = (unsigned)kinds[kind].gid_field;
 		if (parse_id_compat(p + FSTART(f), FEND(f) - FSTART(f), compat, &l->gid) < 0)
 			return *ret_why = "invalid gid", -EINVAL;
+		l->padded |= FEND(f) - FSTART(f) > 1 && p[FSTART(f)] == '0';
 	}
 	/* Members: a list shorter than 2 × the limit cannot hold more, so only a list that
 	 * long is counted. */

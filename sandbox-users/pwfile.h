@@ -40,7 +40,9 @@ struct pwfile_line {
 	uint8_t term;	   /* terminator bytes: 0 (last line), 1 "\n", 2 "\r\n" */
 	bool entry;	   /* a parsed entry (not a comment, blank or bare NIS "+"/"-name") */
 	bool deleted;
-	char *repl; /* edited or appended line (without terminator), owned (uarena_alloc) */
+	bool padded; /* passwd/group: an id written with a leading zero ("040001", which the C
+		      * libraries read as 40001) */
+	char *repl;  /* edited or appended line (without terminator), owned (uarena_alloc) */
 };
 _Static_assert(PWFILE_SIZE_MAX <= UINT32_MAX, "line offsets are 32 bits");
 

@@ -63,6 +63,11 @@ static int parse_record(const char *p, size_t len, const struct line_scan *sc,
 
 	if (c[0] == p || c[0] - p > 10)
 		return *ret_why = "invalid uid", -EINVAL;
+	/* One spelling per uid, as registry_format writes it: the lock-free fast path finds
+	 * another record of a uid by its text ("\n10100:"), and "010100" is the same
+	 * number to this parser (a slip that gave two agents one uid went unseen there). */
+	if (p[0] == '0')
+		return *ret_why = "invalid uid (a leading zero)", -EINVAL;
 	for (const char *q = p; q < c[0]; q++) {
 		if (*q < '0' || *q > '9')
 			return *ret_why = "invalid uid", -EINVAL;
@@ -315,8 +320,6 @@ int registry_parse_owned(char *buf, size_t len, bool lazy, struct registry *ret,
 			goto fail;
 		rec->line = (uint32_t)lineno;
 		rec->parsed_state = rec->state;
-		if (p[0] == '0')
-			reg.canonical = false; /* a leading zero: formatted without it */
 		if (!lazy && registry_verify(rec, &why) < 0) {
 			r = -EINVAL;
 			goto fail;

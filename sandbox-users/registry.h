@@ -53,7 +53,7 @@ struct registry {
 	size_t slots; /* power of two, > 2 × n */
 	bool changed;
 	/* buf[0..len) is exactly what registry_format would write for its n_parsed records
-	 * (no comment, no blank line, no uid with a leading zero), and no record was deleted
+	 * (no comment, no blank line), and no record was deleted
 	 * since: while those records keep their parsed state, the new file is those bytes
 	 * plus the added records (registry_pieces: those bytes as they are, then the added
 	 * records formatted). */

@@ -770,6 +770,22 @@ static bool scan_no_second_line(const char *data, size_t len, const struct pwfil
 	return !scan_find(from, len - (l->off + l->len), needle, (size_t)n);
 }
 
+/* Whether data may hold a number written with a leading zero: ":0" then a digit, the start
+ * of any field (an id field, or a gecos field that merely looks like one). The C libraries
+ * read "040001" as 40001, which the searches for ":UID:" below would miss: any such place
+ * sends the caller to the locked path, whose full parse compares ids as numbers. */
+static bool scan_has_padded_number(const char *data, size_t len)
+{
+	const char *end = data + len, *q = data;
+
+	while ((q = memmem(q, (size_t)(end - q), ":0", 2))) {
+		if (q + 2 < end && q[2] >= '0' && q[2] <= '9')
+			return true;
+		q += 2;
+	}
+	return false;
+}
+
 /* The read-only check for an agent that already exists: find only the lines that matter
  * (its registry record, its passwd/group/shadow/gshadow lines, the base entries) without
  * parsing whole files, each found line checked strictly. Anything missing or odd sends
@@ -834,7 +850,14 @@ static bool fast_complete(struct ctx *c, const char *agent_id, uid_t want_uid,
 		goto out;
 	if (!HAS(PWFILE_SHADOW, rec.name))
 		goto out;
-	/* Its uid on no other record, passwd line or group line: one uid, one agent. */
+	/* Its uid on no other record, passwd line or group line: one uid, one agent. A
+	 * record's uid never has a leading zero (registry.c refuses one), and a passwd or
+	 * group id that may have one sends the call to the locked path, so the text
+	 * searches below see every spelling of the number. */
+	if (scan_find(reg, reg_len, "\n0", 2) ||
+	    scan_has_padded_number(buf[PWFILE_PASSWD], len[PWFILE_PASSWD]) ||
+	    scan_has_padded_number(buf[PWFILE_GROUP], len[PWFILE_GROUP]))
+		goto out;
 	char num[16], rn[16];
 	int nn = snprintf(num, sizeof(num), ":%u:", rec.uid);
 	int rl = snprintf(rn, sizeof(rn), "\n%u:", rec.uid); /* a record's start: header first */

@@ -284,4 +284,39 @@ for plant in "group:pi-sandbox:x:0:$name" "group:$name:x:27:$name" "gshadow:$nam
 done
 exits 0 "restored: ensure confirms it again" u ensure rt/dup
 
+# --- ids written with a leading zero ------------------------------------------------------------
+# The C libraries (and our parsers) read "040001" as 40001; the lock-free path looked for
+# another holder of the agent's uid by its text (":40001:", "\n40001:") and missed it, so
+# one uid was confirmed for two agents. The registry refuses a leading zero; a passwd or
+# group id that may have one sends the call to the locked path, which compares numbers.
+fresh
+u ensure rt/a --uid 40001 >/dev/null && u ensure rt/c --uid 40003 >/dev/null
+c=pi-agent-$(printf %s rt/c | sha256sum | cut -c1-8)
+cp -a "$R/etc/passwd" "$S/passwd.zero" && cp -a "$R/etc/group" "$S/group.zero"
+sed -i "s/^$c:x:40003:40003:/$c:x:040001:040001:/" "$R/etc/passwd"
+out=$(u ensure rt/a 2>&1)
+is "another user on the agent's uid, spelled 040001 in /etc/passwd: ensure refuses (exit 1)" "$?" 1
+like "... naming it" "$out" "user '$c' in /etc/passwd shares id 40001"
+cp -a "$S/passwd.zero" "$R/etc/passwd"
+sed -i "s/^$c:x:40003:/$c:x:040001:/" "$R/etc/group"
+out=$(u ensure rt/a 2>&1)
+is "another group on the agent's gid, spelled 040001 in /etc/group: ensure refuses (exit 1)" "$?" 1
+like "... naming it" "$out" "group '$c' in /etc/group shares gid 40001"
+cp -a "$S/group.zero" "$R/etc/group"
+echo "svc:x:01234:01234::/nonexistent:/usr/sbin/nologin" >>"$R/etc/passwd"
+exits 0 "an unrelated user with a leading zero: the image's own, ensure goes on" u ensure rt/a
+cp -a "$S/passwd.zero" "$R/etc/passwd"
+sed -i "s/^40003:/040001:/" "$R/data/pistis/users.registry"
+out=$(u ensure rt/a 2>&1)
+is "rt/c's record alone on 040001: ensure rt/a refuses (exit 1)" "$?" 1
+like "... naming the registry line" "$out" "users.registry:3: invalid uid \(a leading zero\)"
+# The whole slip (red team): rt/c's record, user and group all on 040001.
+sed -i "s/^$c:x:40003:40003:/$c:x:040001:040001:/" "$R/etc/passwd"
+sed -i "s/^$c:x:40003:/$c:x:040001:/" "$R/etc/group"
+for id in rt/a rt/c; do
+	out=$(u ensure "$id" 2>&1)
+	is "rt/c's record on 040001: ensure $id refuses (exit 1)" "$?" 1
+	like "... naming the registry line" "$out" "users.registry:3: invalid uid \(a leading zero\)"
+done
+
 done_testing

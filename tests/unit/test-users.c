@@ -805,8 +805,9 @@ TEST(ensure_refuses_a_membership_behind_white_space)
 
 /* A second line of one of pistis's names (an agent, pi-sandbox, pi-tools) in any of the
  * four files is refused, whatever its id: NSS reads the first, but initgroups reads every
- * group line, so "pi-sandbox:x:0:AGENT" after the real one put the agent in group 0.
- * Another name's duplicate is the image's own: ensure goes on. */
+ * group line, so "pi-sandbox:x:0:AGENT" after the real one put the agent in group 0. So is
+ * a leading zero in the ids of the agent's own line. Another name's duplicate or leading
+ * zero is the image's own (read as the C libraries read it): ensure goes on. */
 TEST(ensure_refuses_a_second_line_of_a_pistis_name)
 {
 	struct users_db db;
@@ -833,9 +834,9 @@ TEST(ensure_refuses_a_second_line_of_a_pistis_name)
 		{"", "", "NAME::1::::::\n", "", "has a second line in /etc/shadow (line 4)"},
 		{"", "pi-tools:x:0:pi-tools\n", "", "", "group 'pi-tools' has a second line"},
 		{"pi-tools:x:0:0::/:/bin/sh\n", "", "", "", "user 'pi-tools' has a second line"},
-		/* another name's duplicates are the image's own */
-		{"svc:x:1000:1000::/:/bin/sh\nsvc:x:1001:1001::/:/bin/sh\n",
-		 "svc:x:1000:\nsvc:x:1001:\n", "svc:*:1::::::\nsvc:*:1::::::\n",
+		/* another name's duplicates and leading zeros are the image's own */
+		{"svc:x:01000:01000::/:/bin/sh\nsvc:x:1001:1001::/:/bin/sh\n",
+		 "svc:x:01000:\nsvc:x:1001:\n", "svc:*:1::::::\nsvc:*:1::::::\n",
 		 "svc:*::\nsvc:*::\n", NULL},
 	};
 
@@ -891,6 +892,35 @@ TEST(ensure_refuses_a_second_line_of_a_pistis_name)
 		NULL, NULL);
 	EXPECT_EQ(users_db_ensure(&db, "b", (uid_t)-1, &a), -EEXIST);
 	EXPECT_NOT_NULL(strstr(db.err, "group 'pi-sandbox' has a second line in /etc/group"));
+	users_db_done(&db);
+
+	/* The agent's own lines with a leading zero: refused, naming file and line. */
+	snprintf(pw, sizeof(pw), "root:x:0:0::/:/bin/sh\n%s:x:010100:10100::/:/bin/sh\n", name);
+	db_load(&db, pw, "root:x:0:\n", NULL, NULL);
+	ASSERT_EQ(registry_add(&db.reg, 10100, name, "a", REGISTRY_ACTIVE), 0);
+	EXPECT_EQ(users_db_ensure(&db, "a", (uid_t)-1, &a), -EEXIST);
+	EXPECT_NOT_NULL(strstr(db.err, "in /etc/passwd (line 2) has an id written with a leading "
+				       "zero"));
+	users_db_done(&db);
+	snprintf(pw, sizeof(pw), "root:x:0:0::/:/bin/sh\n%s:x:10100:010100::/:/bin/sh\n", name);
+	db_load(&db, pw, "root:x:0:\n", NULL, NULL);
+	ASSERT_EQ(registry_add(&db.reg, 10100, name, "a", REGISTRY_ACTIVE), 0);
+	EXPECT_EQ(users_db_ensure(&db, "a", (uid_t)-1, &a), -EEXIST);
+	EXPECT_NOT_NULL(strstr(db.err, "has an id written with a leading zero"));
+	users_db_done(&db);
+	snprintf(gr, sizeof(gr), "root:x:0:\n%s:x:010100:\n", name);
+	db_load(&db, "root:x:0:0::/:/bin/sh\n", gr, NULL, NULL);
+	ASSERT_EQ(registry_add(&db.reg, 10100, name, "a", REGISTRY_ACTIVE), 0);
+	EXPECT_EQ(users_db_ensure(&db, "a", (uid_t)-1, &a), -EEXIST);
+	EXPECT_NOT_NULL(strstr(db.err, "in /etc/group (line 2) has an id written with a leading "
+				       "zero"));
+	users_db_done(&db);
+	/* Another user on the agent's uid, spelled with a leading zero: the same uid. */
+	snprintf(pw, sizeof(pw), "root:x:0:0::/:/bin/sh\ntwin:x:010100:1::/:/bin/sh\n");
+	db_load(&db, pw, "root:x:0:\n", NULL, NULL);
+	ASSERT_EQ(registry_add(&db.reg, 10100, name, "a", REGISTRY_ACTIVE), 0);
+	EXPECT_EQ(users_db_ensure(&db, "a", (uid_t)-1, &a), -EEXIST);
+	EXPECT_NOT_NULL(strstr(db.err, "uid 10100 is taken by user 'twin'"));
 	users_db_done(&db);
 }
 
@@ -1125,6 +1155,8 @@ TEST(registry_roundtrip_and_errors)
 		{"10100:@:gone:a\n", 2, -EINVAL},		      /* bad state */
 		{"10100:@:active:a:b\n", 2, -EINVAL},		      /* ':' in id */
 		{"10100:@:active:a", 2, -EINVAL},		      /* torn last line */
+		{"010100:@:active:a\n", 2, -EINVAL},		      /* a leading zero */
+		{"10100:@:active:a\n010100:@:reserved:b\n", 3, -EINVAL},
 	};
 	for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
 		size_t o = (size_t)snprintf(text, sizeof(text), "pistis-users-registry 1\n");
@@ -1141,7 +1173,7 @@ TEST(registry_roundtrip_and_errors)
 }
 
 /* registry_format appends the added records to the bytes read when those are exactly what
- * it would write; every other case (a comment, a blank line, a leading zero, a state
+ * it would write; every other case (a comment, a blank line, a state
  * changed, a record deleted) is formatted from scratch. Both ways give the same bytes as
  * a fresh format of the same records. */
 TEST(registry_format_appends_only_to_canonical_bytes)
@@ -1162,7 +1194,7 @@ TEST(registry_format_appends_only_to_canonical_bytes)
 		bool append;
 	} cases[] = {
 		{"", "10100", 0, true},	      {"", "10100", 1, false},	 {"", "10100", 2, false},
-		{"# x\n", "10100", 0, false}, {"\n", "10100", 0, false}, {"", "010100", 0, false},
+		{"# x\n", "10100", 0, false}, {"\n", "10100", 0, false},
 	};
 	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
 		snprintf(text, sizeof(text),
@@ -1558,14 +1590,16 @@ TEST(fast_path_sends_doubt_to_the_locked_path)
 	snprintf(spaced[2], sizeof(spaced[2]), "sudo:x:27:\t%s", id.name);
 	char twin_group[64];
 	snprintf(twin_group, sizeof(twin_group), "twin:x:%u:", id.uid);
-	/* A second line of one of pistis's names (initgroups reads every line). */
-	char second[6][128];
+	/* A second line of one of pistis's names (initgroups reads every line), and the
+	 * agent's uid with a leading zero on another user (the same uid to the C libraries). */
+	char second[7][128];
 	snprintf(second[0], sizeof(second[0]), "pi-sandbox:x:0:%s", id.name);
 	snprintf(second[1], sizeof(second[1]), "%s:x:27:%s", id.name, id.name);
 	snprintf(second[2], sizeof(second[2]), "%s:x:0:0::/:/bin/sh", id.name);
 	snprintf(second[3], sizeof(second[3]), "%s::1::::::", id.name);
 	snprintf(second[4], sizeof(second[4]), "pi-tools:x:0:pi-tools");
 	snprintf(second[5], sizeof(second[5]), "pi-sandbox:!::%s", id.name);
+	snprintf(second[6], sizeof(second[6]), "twin:x:0%u:1::/:/bin/sh", id.uid);
 	const struct {
 		const char *file, *tail, *why; /* why NULL: confirmed */
 		mode_t mode;
@@ -1587,6 +1621,7 @@ TEST(fast_path_sends_doubt_to_the_locked_path)
 		{"group", second[4], "group 'pi-tools' has a second line in /etc/group", 0644, 0},
 		{"gshadow", second[5], "group 'pi-sandbox' has a second line in /etc/gshadow", 0640,
 		 42},
+		{"passwd", second[6], "user 'twin' in /etc/passwd shares id", 0644, 0},
 	};
 	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
 		char rel[32], *orig;
