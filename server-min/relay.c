@@ -557,6 +557,32 @@ static void send_error(struct conn *to, const char *id, enum proto_err code, con
 	send_text(to, proto_error_build(id, code, msg));
 }
 
+/* A relayed message as the text that goes on: NULL when it cannot, *ret_err saying why
+ * (PROTO_E_INTERNAL: out of memory; PROTO_E_TOO_LARGE: past PROTO_MAX_MESSAGE, *ret_len its
+ * length). Re-encoding may grow a message: cJSON writes numbers with %1.15g, so "1e14" (4
+ * bytes) goes on as "100000000000000" (15), and a sandbox's 655 KB of them left as 2 MB,
+ * which the client refused by dropping its connection. It grows by at most what its 131 072
+ * values (PROTO_MAX_VALUES) gain, 15 bytes each ("5e-324" is "4.94065645841247e-324"): the
+ * text printed is never much over 3 MiB. */
+static char *message_print(const cJSON *root, size_t *ret_len, enum proto_err *ret_err)
+{
+	char *s = cJSON_PrintUnformatted(root);
+
+	*ret_len = 0;
+	if (!s) {
+		*ret_err = PROTO_E_INTERNAL;
+		return NULL;
+	}
+	*ret_len = strlen(s);
+	if (*ret_len > PROTO_MAX_MESSAGE) {
+		free(s);
+		*ret_err = PROTO_E_TOO_LARGE;
+		return NULL;
+	}
+	*ret_err = PROTO_E_OK;
+	return s;
+}
+
 /* What a sandbox sends is logged (bad messages, hellos), but at most SANDBOX_LOG_BURST lines
  * a second per connection: it may send 5000 messages a second. The count of those not
  * logged is reported before the next line, or when it disconnects. */
@@ -1007,7 +1033,11 @@ static void client_text(struct conn *c, const char *buf, size_t len)
 	const char *sbname = NULL;
 	struct sandbox *sb;
 	char fwd_id[PROTO_MAX_ID + 1], orig_id[PROTO_MAX_CLIENT_ID + 1];
-	char *out;
+	_cleanup_free_ char *out = NULL;
+	struct route *rt = NULL; /* exec.ack: the command's */
+	uint64_t ack_seq = 0;
+	enum proto_err perr;
+	size_t out_len;
 	int r;
 
 	if (proto_parse(buf, len, &root, &err) < 0)
@@ -1072,10 +1102,9 @@ static void client_text(struct conn *c, const char *buf, size_t len)
 		 * an earlier reader (or any other client) acking further would make pistisd drop
 		 * frames the current reader still needs. The reader's position is kept for the
 		 * re-attach after a sandbox reconnect. */
-		uint64_t cmd = 0, seq = 0;
-		struct route *rt = NULL;
+		uint64_t cmd = 0;
 		if (proto_get_u64(root, "cmd", UINT32_MAX, &cmd, &err) == 0 &&
-		    proto_get_u64(root, "seq", UINT64_MAX >> 11, &seq, &err) == 0)
+		    proto_get_u64(root, "seq", UINT64_MAX >> 11, &ack_seq, &err) == 0)
 			rt = route_find(sb, (uint32_t)cmd);
 		if (!rt || rt->client != c->serial) {
 			log_debug("Dropped an exec.ack from client %" PRIu64 ": not the reader of "
@@ -1083,14 +1112,31 @@ static void client_text(struct conn *c, const char *buf, size_t len)
 				  c->serial, (unsigned long long)cmd);
 			goto out;
 		}
-		if (seq > rt->last_seq) {
-			seq = rt->last_seq;
+		if (ack_seq > rt->last_seq) {
+			ack_seq = rt->last_seq;
 			cJSON_ReplaceItemInObjectCaseSensitive(root, "seq",
-							       cJSON_CreateNumber((double)seq));
+							       cJSON_CreateNumber((double)ack_seq));
 		}
-		if (seq > rt->acked)
-			rt->acked = seq;
-		if (rt->ended && seq >= rt->last_seq)
+	}
+	/* Printed before anything is taken or changed for it: a request that cannot go on is
+	 * answered here, and holds nothing (pistisd would answer one over the limit too_large
+	 * with id null, which names no client: it waited for ever, and held a slot). */
+	if (!(out = message_print(root, &out_len, &perr))) {
+		if (perr == PROTO_E_TOO_LARGE)
+			send_error(c, orig_id, perr,
+				   "the request is %zu bytes once re-encoded for sandbox \"%s\" "
+				   "(its id lengthened, numbers written out in full: 1e14 as "
+				   "100000000000000), over the limit of %u; not sent",
+				   out_len, sb->cfg->name, PROTO_MAX_MESSAGE);
+		else
+			send_error(c, orig_id, perr, "out of memory; not sent to sandbox \"%s\"",
+				   sb->cfg->name);
+		goto out;
+	}
+	if (req.op == PROTO_OP_EXEC_ACK) {
+		if (ack_seq > rt->acked)
+			rt->acked = ack_seq;
+		if (rt->ended && ack_seq >= rt->last_seq)
 			route_remove(rt);
 	} else if ((r = pending_add(sb, c, orig_id,
 				    req.op == PROTO_OP_EXEC_START ||
@@ -1108,11 +1154,7 @@ static void client_text(struct conn *c, const char *buf, size_t len)
 				   MAX_PENDING, sb->cfg->name);
 		goto out;
 	}
-	out = cJSON_PrintUnformatted(root);
-	if (out) {
-		enqueue(sb->conn, out, strlen(out), false, c);
-		free(out);
-	}
+	enqueue(sb->conn, out, out_len, false, c);
 out:
 	cJSON_Delete(root);
 }
@@ -1234,6 +1276,57 @@ static const char *client_id_split(const char *s, uint64_t *ret_serial)
 
 static void rate_take(struct conn *c, double n);
 
+/* A message from sandbox c for client, under its id, that cannot go on (message_print:
+ * perr, n bytes when re-encoded from len): the client is never left waiting on it. The
+ * request it answers, or sent an event for (`requested`: still in the table unless
+ * `answer` took it), is answered here and its slot freed: what the sandbox sends for it
+ * afterwards is dropped, as for a request it was not sent. An event of a command the
+ * client reads (route: an exec.exit, say) detaches the client from the command, as losing
+ * it to another reader would. A message past the limit is bad input from the sandbox,
+ * counted and logged as such. */
+static void sandbox_unsent(struct conn *c, struct conn *client, const char *id, bool requested,
+			   bool answer, struct route *route, size_t len, size_t n,
+			   enum proto_err perr)
+{
+	struct sandbox *sb = c->sb;
+	bool reader;
+
+	if (perr == PROTO_E_TOO_LARGE) {
+		c->bad_messages++;
+		if (sandbox_log_ok(c))
+			log_warning("Sandbox '%s' sent a message of %zu bytes that grew to %zu, "
+				    "past %u, when re-encoded for a client; dropped",
+				    sb->cfg->name, len, n, PROTO_MAX_MESSAGE);
+	}
+	if (requested && !answer)
+		(void)pending_match(sb, client->serial, id, true, &reader);
+	if (requested) {
+		if (perr == PROTO_E_TOO_LARGE)
+			send_error(
+				client, id, perr,
+				"the reply from sandbox \"%s\" grew past 1 MiB when re-encoded "
+				"(%zu bytes from %zu: numbers are written out in full); dropped: "
+				"the request may or may not have taken effect",
+				sb->cfg->name, n, len);
+		else
+			send_error(client, id, perr,
+				   "out of memory for the reply from sandbox \"%s\"; dropped: the "
+				   "request may or may not have taken effect",
+				   sb->cfg->name);
+	} else if (route) {
+		cJSON *o = cJSON_CreateObject();
+		route_remove(route); /* (what the message below needs stays in the slot) */
+		cJSON_AddNumberToObject(o, "cmd", route->cmd);
+		cJSON_AddStringToObject(
+			o, "reason",
+			perr == PROTO_E_TOO_LARGE
+				? "the sandbox sent an event for it that grew past "
+				  "1 MiB when re-encoded"
+				: "out of memory for an event the sandbox sent for it");
+		send_text(client, proto_event_build("exec.detached", route->orig_id, o));
+	}
+}
+
 static void sandbox_text(struct conn *c, const char *buf, size_t len)
 {
 	struct proto_error err = {0};
@@ -1243,7 +1336,10 @@ static void sandbox_text(struct conn *c, const char *buf, size_t len)
 	struct route *rt;
 	bool has_cmd, own_route, requested, reader_req, answer;
 	const char *id;
-	size_t values;
+	char cid[PROTO_MAX_CLIENT_ID + 1];
+	_cleanup_free_ char *out = NULL;
+	enum proto_err perr;
+	size_t values, out_len;
 	int parsed = proto_parse_values(buf, len, &root, &err, &values);
 
 	rate_take(c, (double)(values / SANDBOX_VALUES_PER_TOKEN));
@@ -1310,6 +1406,19 @@ static void sandbox_text(struct conn *c, const char *buf, size_t len)
 			  c->sb->cfg->name);
 		goto out;
 	}
+	/* Printed for the client before anything is changed for it (no reader is made by an
+	 * answer that does not go on). id equals one this client gave (a request's or a
+	 * route's): PROTO_MAX_CLIENT_ID bytes at most, copied as the replace frees it. */
+	if (client) {
+		snprintf(cid, sizeof(cid), "%s", id);
+		id = cid;
+		cJSON_ReplaceItemInObjectCaseSensitive(root, "id", cJSON_CreateString(id));
+		if (!(out = message_print(root, &out_len, &perr))) {
+			sandbox_unsent(c, client, id, requested, answer, own_route ? rt : NULL, len,
+				       out_len, perr);
+			goto out;
+		}
+	}
 	if (cJSON_IsString(ev) && has_cmd) {
 		uint32_t cmd = (uint32_t)cmdv->valuedouble;
 		if (!strcmp(ev->valuestring, "exec.started") ||
@@ -1334,15 +1443,8 @@ static void sandbox_text(struct conn *c, const char *buf, size_t len)
 				rt->ended = true;
 		}
 	}
-	if (client) {
-		char *out;
-		cJSON_ReplaceItemInObjectCaseSensitive(root, "id", cJSON_CreateString(id));
-		out = cJSON_PrintUnformatted(root);
-		if (out) {
-			enqueue(client, out, strlen(out), false, c);
-			free(out);
-		}
-	}
+	if (out)
+		enqueue(client, out, out_len, false, c);
 out:
 	cJSON_Delete(root);
 }

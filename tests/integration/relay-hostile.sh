@@ -338,6 +338,30 @@ is "dropped sandbox: so is the ping in flight" "$(val d2 "$W/sd.out")" unavailab
 like "dropped sandbox: the answer says the outcome is unknown" "$(val d1_message "$W/sd.out")" 'disconnected before it answered: the request may or may not have taken effect'
 ok "dropped sandbox: at once ($(val drop_ms "$W/sd.out") ms < 2000)" test "$(val drop_ms "$W/sd.out")" -lt 2000
 is "dropped sandbox: a new request to it is unavailable (not connected)" "$(val after "$W/sd.out")" unavailable
+# --- messages that grow past 1 MiB when server-min re-encodes them (numbers written in full) ----
+# (a sandbox's 655 KB answer left server-min as 2 MB: pistis, past its limit, dropped the
+# connection, "Connection to the server failed"; a client's such request reached pistisd,
+# whose too_large answer had id null, and the client waited for ever)
+$FAKE sandbox-grow "$SP" "$EVIL" "$CP" "$CT" "$BIN/pistis" >"$W/sg.out" 2>&1
+[ -z "$(val exception "$W/sg.out")" ] || sed 's/^/# /' "$W/sg.out"
+is "grown answer: the client gets too_large for its request instead" "$(val answer "$W/sg.out")" too_large
+like "... saying the sandbox's reply grew past 1 MiB when re-encoded" "$(val answer_message "$W/sg.out")" \
+	'reply from sandbox "evil" grew past 1 MiB when re-encoded \([0-9]+ bytes from [0-9]+'
+is "grown event for a request in flight: too_large for the request" "$(val event "$W/sg.out")" too_large
+is "... and the answer that follows it is dropped (the request's slot was freed)" "$(val g2_messages "$W/sg.out")" 1
+is "grown event of a command the client reads: it is detached from the command" \
+	"$(val command_event "$W/sg.out")" "exec.detached:the sandbox sent an event for it that grew past 1 MiB when re-encoded"
+is "grown messages: the same connection is still served" "$(val after "$W/sg.out")" ok
+is "grown answer: pistis call prints the structured error (exit 1), keeps its connection" "$(val pistis "$W/sg.out")" 1:too_large
+like "grown messages: server-min logged the sandbox's message" "$(cat "$W/smin.log")" \
+	"Sandbox 'evil' sent a message of [0-9]+ bytes that grew to [0-9]+, past 1048576, when re-encoded"
+$FAKE client-grow "$SP" "$EVIL" "$CP" "$CT" >"$W/cg.out" 2>&1
+[ -z "$(val exception "$W/cg.out")" ] || sed 's/^/# /' "$W/cg.out"
+is "grown request: answered too_large under its id" "$(val request "$W/cg.out")" too_large
+like "... saying so" "$(val request_message "$W/cg.out")" 'the request is [0-9]+ bytes once re-encoded for sandbox "evil" .*over the limit of 1048576; not sent'
+is "grown request: not forwarded (the sandbox's next request is the client's next)" "$(val forwarded_first "$W/cg.out")" p2
+is "grown request: the same connection is still served" "$(val after "$W/cg.out")" ok
+is "grown messages: both daemons still running" "$(alive)" yes
 # --- a hostile sandbox that stops reading: a client's other requests still go through ---------
 $FAKE sandbox-noread "$SP" "$EVIL" "$CP" "$CT" s1 48 >"$W/sn.out" 2>&1
 [ -z "$(val exception "$W/sn.out")" ] || sed 's/^/# /' "$W/sn.out"

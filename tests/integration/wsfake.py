@@ -1000,6 +1000,91 @@ def scenario_sandbox_drop(sport, stoken, cport, ctoken):
     print("after=" + err_code(c.recv_json("d3")))
 
 
+def grown(id_, fields, n=131000):
+    """A message of ~655 KB whose `n` numbers 1e14 (4 bytes) server-min writes out in full
+    (100000000000000, 15 bytes): ~2 MB once re-encoded, past the 1 MiB limit."""
+    return '{"id":%s,%s,"x":[%s]}' % (json.dumps(id_), fields, ",".join(["1e14"] * n))
+
+
+def recv_or_none(c, want_id, timeout=5):
+    try:
+        return c.recv_json(want_id, timeout=timeout)
+    except (socket.timeout, TimeoutError):
+        return {}
+
+
+def scenario_sandbox_grow(sport, stoken, cport, ctoken, pistis):
+    """A sandbox's reply that grows past 1 MiB when server-min re-encodes it: the client gets
+    a structured error for its request instead (a client refuses a message over the limit by
+    dropping its connection), and keeps being served on the same connection."""
+    import subprocess
+    sb = fake_sandbox(sport, stoken)
+    c = client(cport, ctoken)
+    c.send(json.dumps({"id": "g1", "op": "ping", "sandbox": "evil"}))
+    req = sb.recv_json()
+    sb.send(grown(req["id"], '"ok":true'))
+    o = recv_or_none(c, "g1")
+    print("answer=" + (err_code(o) if o else "none"))
+    print("answer_message=" + (o.get("error") or {}).get("message", ""))
+    # an event for a request in flight is its answer then: the real one that follows is dropped
+    c.send(json.dumps({"id": "g2", "op": "policy.check", "sandbox": "evil"}))
+    req = sb.recv_json()
+    sb.send(grown(req["id"], '"event":"policy.event"'))
+    sb.send(json.dumps({"id": req["id"], "ok": True, "late": True}))
+    o = recv_or_none(c, "g2")
+    print("event=" + (err_code(o) if o else "none"))
+    # an event of a command the client reads: it is told it no longer reads it
+    c.send(json.dumps({"id": "g3", "op": "exec.start", "sandbox": "evil", "agent": "a",
+                       "argv": ["true"]}))
+    req = sb.recv_json()
+    sb.send(json.dumps({"id": req["id"], "ok": True, "event": "exec.started", "cmd": 7}))
+    print("started=" + err_code(recv_or_none(c, "g3")))
+    sb.send(grown(req["id"], '"event":"exec.exit","cmd":7,"end":"exited","code":0'))
+    o = recv_or_none(c, "g3")
+    print("command_event=%s:%s" % (o.get("event"), o.get("reason")))
+    c.send(json.dumps({"id": "g4", "op": "ping", "sandbox": "evil"}))
+    req = sb.recv_json()
+    sb.send(json.dumps({"id": req["id"], "ok": True}))
+    o = recv_or_none(c, "g4")
+    print("after=" + (err_code(o) if o else "none"))
+    print("g2_messages=%d" % sum(1 for m in c.seen if m.get("id") == "g2"))
+    # the real client: a structured error, not a dropped connection
+    def answer():
+        r = sb.recv_json()
+        sb.send(grown(r["id"], '"ok":true'))
+    t = threading.Thread(target=answer)
+    t.start()
+    env = dict(os.environ, PISTIS_URL="ws://127.0.0.1:%d" % cport, PISTIS_TOKEN=ctoken,
+               PISTIS_SANDBOX="evil")
+    r = subprocess.run([pistis, "call", "ping"], env=env, capture_output=True, timeout=20)
+    t.join()
+    try:
+        code = err_code(json.loads(r.stdout.decode().splitlines()[-1]))
+    except (ValueError, IndexError):
+        code = "none"
+    print("pistis=%d:%s" % (r.returncode, code))
+    if r.returncode != 1:
+        print("pistis_stderr=%s" % r.stderr.decode().strip())
+
+
+def scenario_client_grow(sport, stoken, cport, ctoken):
+    """A client's request that grows past 1 MiB when server-min re-encodes it for the
+    sandbox: answered too_large at once under its id, never forwarded (pistisd would answer
+    it too_large with id null, which names no client)."""
+    sb = fake_sandbox(sport, stoken)
+    c = client(cport, ctoken)
+    c.send('{"id":"big","op":"ping","sandbox":"evil","pad":[%s]}' % ",".join(["1e14"] * 131000))
+    o = recv_or_none(c, "big")
+    print("request=" + (err_code(o) if o else "none"))
+    print("request_message=" + (o.get("error") or {}).get("message", ""))
+    c.send(json.dumps({"id": "p2", "op": "ping", "sandbox": "evil"}))
+    req = sb.recv_json()
+    print("forwarded_first=" + req["id"].rsplit(".", 1)[-1])
+    sb.send(json.dumps({"id": req["id"], "ok": True}))
+    o = recv_or_none(c, "p2")
+    print("after=" + (err_code(o) if o else "none"))
+
+
 def fd_count(pid):
     return len(os.listdir("/proc/%d/fd" % pid))
 
@@ -1628,6 +1713,10 @@ if __name__ == "__main__":
             scenario_slowloris(port, int(token), int(rest[0]))
         elif name == "sandbox-drop":
             scenario_sandbox_drop(port, token, int(rest[0]), rest[1])
+        elif name == "sandbox-grow":
+            scenario_sandbox_grow(port, token, int(rest[0]), rest[1], rest[2])
+        elif name == "client-grow":
+            scenario_client_grow(port, token, int(rest[0]), rest[1])
         elif name == "sandbox-noread":
             scenario_sandbox_noread(port, token, int(rest[0]), rest[1], rest[2], int(rest[3]))
         elif name == "conn-flood":
