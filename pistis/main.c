@@ -780,6 +780,7 @@ static int cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, voi
 				 sizeof(one));
 	}
 		C.wsi = wsi;
+		C.conn_err[0] = 0; /* a failed dial's reason is not this connection's */
 		/* splice output into a pipe: plain ws:// only (TLS bytes need decrypting) */
 		if (C.mode == M_EXEC && !C.tls && C.stage[0] >= 0 &&
 		    (C.out_pipe[PROTO_STREAM_STDOUT] || C.out_pipe[PROTO_STREAM_STDERR]))
@@ -796,8 +797,14 @@ static int cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, voi
 		const uint8_t *msg = in;
 		if (lws_is_first_fragment(wsi))
 			C.rx_len = 0;
-		if (C.rx_len + len > max)
+		if (C.rx_len + len > max) {
+			/* for the one line lost() prints, if it gives up */
+			snprintf(C.conn_err, sizeof(C.conn_err),
+				 "the server sent a %s message over %zu bytes (the protocol's "
+				 "limit), so the connection was closed",
+				 bin ? "binary" : "text", max);
 			return -1;
+		}
 		if (C.rx_len || !lws_is_final_fragment(wsi)) {
 			/* a message in pieces is put together in C.rx; one in one piece is
 			 * read where lws has it */

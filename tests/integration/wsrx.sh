@@ -35,8 +35,10 @@
 #    top bit set, a 2^40-byte length, control frames over 125 bytes or with an extended
 #    length, fragmented control frames, a continuation without a start, a new message
 #    while one is unfinished, a stream cut inside a header or a payload, garbage after a
-#    close, a 1-byte close, garbage. Invalid UTF-8 in a text frame may be kept (neither
-#    client asks lws to check UTF-8; the JSON parser decides), but must not crash.
+#    close, a 1-byte close, garbage; and a text message over 1 MiB (pistis only: pistisd
+#    answers it too_large), for which pistis must say why before exec.started ("the server
+#    sent a text message over 1048576 bytes"). Invalid UTF-8 in a text frame may be kept
+#    (neither client asks lws to check UTF-8; the JSON parser decides), but must not crash.
 #  - the same frames to `pistisd serve --relay` (a throwaway root, as relay.sh): it must
 #    drop the connection (or keep answering), stay alive and redial; then a 2^40-byte
 #    binary message streamed for 4 s: pistisd's RSS must stay small.
