@@ -71,6 +71,12 @@ static int parse_id_compat(const char *p, size_t len, bool compat, uint32_t *ret
  * named with its sign ("+shadow"), held to the same grammar (an empty id is none): its
  * ids are taken and its member lists count (initgroups and musl's getgrouplist honour
  * them). Only a bare "+", "-", "+name", "-@netgroup" (no ':') is not an entry. */
+/* An id written with a leading zero ("040001"), which the parsers read as the number. */
+static bool id_padded(const char *p, size_t n)
+{
+	return n > 1 && p[0] == '0';
+}
+
 static int check_line(enum pwfile_kind kind, const char *p, const struct line_scan *s,
 		      struct pwfile_line *l, const char **ret_why)
 {
@@ -117,13 +123,13 @@ static int check_line(enum pwfile_kind kind, const char *p, const struct line_sc
 		if (parse_id_compat(p + FSTART(f), FEND(f) - FSTART(f), compat, &l->id) < 0)
 			return *ret_why = kind == PWFILE_PASSWD ? "invalid uid" : "invalid gid",
 			       -EINVAL;
-		l->padded = FEND(f) - FSTART(f) > 1 && p[FSTART(f)] == '0';
+		l->padded = id_padded(p + FSTART(f), FEND(f) - FSTART(f));
 	}
 	if (kinds[kind].gid_field >= 0) {
 		unsigned f = (unsigned)kinds[kind].gid_field;
 		if (parse_id_compat(p + FSTART(f), FEND(f) - FSTART(f), compat, &l->gid) < 0)
 			return *ret_why = "invalid gid", -EINVAL;
-		l->padded |= FEND(f) - FSTART(f) > 1 && p[FSTART(f)] == '0';
+		l->padded |= id_padded(p + FSTART(f), FEND(f) - FSTART(f));
 	}
 	/* Members: a list shorter than 2 × the limit cannot hold more, so only a list that
 	 * long is counted. */

@@ -1315,7 +1315,7 @@ static void sandbox_unsent(struct conn *c, struct conn *client, const char *id, 
 				   sb->cfg->name);
 	} else if (route) {
 		cJSON *o = cJSON_CreateObject();
-		route_remove(route); /* (what the message below needs stays in the slot) */
+		char *ev;
 		cJSON_AddNumberToObject(o, "cmd", route->cmd);
 		cJSON_AddStringToObject(
 			o, "reason",
@@ -1323,7 +1323,9 @@ static void sandbox_unsent(struct conn *c, struct conn *client, const char *id, 
 				? "the sandbox sent an event for it that grew past "
 				  "1 MiB when re-encoded"
 				: "out of memory for an event the sandbox sent for it");
-		send_text(client, proto_event_build("exec.detached", route->orig_id, o));
+		ev = proto_event_build("exec.detached", route->orig_id, o);
+		route_remove(route); /* after the last read of its fields */
+		send_text(client, ev);
 	}
 }
 
