@@ -637,25 +637,32 @@ int users_db_remove(struct users_db *db, const char *agent_id, bool forget)
 		return fail(db, -ENOENT, "agent '%s' is not in the registry", agent_id);
 	snprintf(name, sizeof(name), "%s", rec->name);
 
-	i = pwfile_find_name(&db->f[PWFILE_PASSWD], name);
-	if (i >= 0 && db->f[PWFILE_PASSWD].lines[i].id != rec->uid)
-		return fail(db, -EEXIST,
-			    "user '%s' in /etc/passwd has uid %u, not the registry's %u; not "
-			    "removing it",
-			    name, db->f[PWFILE_PASSWD].lines[i].id, rec->uid);
-	i = pwfile_find_name(&db->f[PWFILE_GROUP], name);
-	if (i >= 0 && db->f[PWFILE_GROUP].lines[i].id != rec->uid)
-		return fail(db, -EEXIST,
-			    "group '%s' in /etc/group has gid %u, not the registry's %u; not "
-			    "removing it",
-			    name, db->f[PWFILE_GROUP].lines[i].id, rec->uid);
+	/* Every line of the name goes, not only the first (ensure refuses a second one, but
+	 * remove is how the name is cleared: a line left behind would keep the account for
+	 * any tool that walks the file). Any of them with another id is someone else's
+	 * doing: nothing is removed. */
+	for (i = pwfile_find_name(&db->f[PWFILE_PASSWD], name); i >= 0;
+	     i = pwfile_find_name_from(&db->f[PWFILE_PASSWD], name, (size_t)i + 1))
+		if (db->f[PWFILE_PASSWD].lines[i].id != rec->uid)
+			return fail(db, -EEXIST,
+				    "user '%s' in /etc/passwd (line %zu) has uid %u, not the "
+				    "registry's %u; not removing it",
+				    name, (size_t)i + 1, db->f[PWFILE_PASSWD].lines[i].id,
+				    rec->uid);
+	for (i = pwfile_find_name(&db->f[PWFILE_GROUP], name); i >= 0;
+	     i = pwfile_find_name_from(&db->f[PWFILE_GROUP], name, (size_t)i + 1))
+		if (db->f[PWFILE_GROUP].lines[i].id != rec->uid)
+			return fail(db, -EEXIST,
+				    "group '%s' in /etc/group (line %zu) has gid %u, not the "
+				    "registry's %u; not removing it",
+				    name, (size_t)i + 1, db->f[PWFILE_GROUP].lines[i].id, rec->uid);
 
 	for (int k = 0; k < _PWFILE_KIND_MAX; k++) {
 		struct pwfile *f = &db->f[k];
 		if (!db->present[k])
 			continue;
-		i = pwfile_find_name(f, name);
-		if (i >= 0)
+		for (i = pwfile_find_name(f, name); i >= 0;
+		     i = pwfile_find_name_from(f, name, (size_t)i + 1))
 			pwfile_delete(f, (size_t)i);
 		/* Out of every group's member list and every gshadow administrator list
 		 * (gpasswd -A, an image's /etc), so a later holder of the name never inherits

@@ -949,6 +949,49 @@ TEST(remove_clears_a_member_behind_white_space)
 	users_db_done(&db);
 }
 
+/* remove clears every line of the agent's name in each of the four files, not only the
+ * first: a second one left behind kept the account (ensure refuses such a second line,
+ * so it can only come from outside). A second line with another id is someone else's
+ * doing: nothing is removed, and the error names the file and line. */
+TEST(remove_clears_every_line_of_the_name)
+{
+	struct users_db db;
+	struct users_identity a;
+	char line[256], *out;
+
+	db_load(&db, PASSWD, GROUP, SHADOW, GSHADOW);
+	ASSERT_EQ(users_db_ensure(&db, "a", (uid_t)-1, &a), 0);
+	snprintf(line, sizeof(line), "%s:x:%u:%u::/:/bin/sh", a.name, a.uid, a.uid);
+	ASSERT_EQ(pwfile_append(&db.f[PWFILE_PASSWD], line), 0);
+	snprintf(line, sizeof(line), "%s:x:%u:", a.name, a.uid);
+	ASSERT_EQ(pwfile_append(&db.f[PWFILE_GROUP], line), 0);
+	snprintf(line, sizeof(line), "%s:!:::::::", a.name);
+	ASSERT_EQ(pwfile_append(&db.f[PWFILE_SHADOW], line), 0);
+	snprintf(line, sizeof(line), "%s:!::", a.name);
+	ASSERT_EQ(pwfile_append(&db.f[PWFILE_GSHADOW], line), 0);
+	ASSERT_EQ(users_db_remove(&db, "a", false), 0);
+	for (int k = 0; k < _PWFILE_KIND_MAX; k++) {
+		out = db_text(&db, k);
+		EXPECT_NULL(strstr(out, a.name));
+		free(out);
+	}
+	users_db_done(&db);
+
+	db_load(&db, PASSWD, GROUP, SHADOW, GSHADOW);
+	ASSERT_EQ(users_db_ensure(&db, "a", (uid_t)-1, &a), 0);
+	snprintf(line, sizeof(line), "%s:x:0:0::/root:/bin/sh", a.name);
+	ASSERT_EQ(pwfile_append(&db.f[PWFILE_PASSWD], line), 0);
+	db.f[PWFILE_PASSWD].changed = false;
+	EXPECT_EQ(users_db_remove(&db, "a", false), -EEXIST);
+	EXPECT_NOT_NULL(strstr(db.err, "in /etc/passwd (line "));
+	EXPECT_NOT_NULL(strstr(db.err, "has uid 0, not the registry's"));
+	EXPECT_FALSE(db.f[PWFILE_PASSWD].changed);
+	out = db_text(&db, PWFILE_PASSWD);
+	EXPECT_NOT_NULL(strstr(out, line));
+	free(out);
+	users_db_done(&db);
+}
+
 /* uid = gid, and the group is the agent's alone: a gid some account in /etc/passwd already
  * has as its primary group (without a group line) is not handed out, or that account would
  * share the agent's group. */
