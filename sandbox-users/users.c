@@ -127,6 +127,13 @@ static int etc_untrusted_error(const char *path, const struct stat *st)
 			 (unsigned)(st->st_mode & 07777));
 }
 
+/* What to add when a directory of ours could not be opened: ufs_open_dir refuses a
+ * symbolic link with -ELOOP, which strerror alone ("Symbolic link loop") misnames. */
+static const char *link_note(int r)
+{
+	return r == -ELOOP ? " (a symbolic link: refused)" : "";
+}
+
 /* The one way to /data/pistis, for every path (ensure, its lock-free fast path, lookup,
  * list, show, remove): opened without following links (made root 0700 when create), and
  * refused unless the opened directory is root-owned and not group/other-writable, so that
@@ -153,7 +160,7 @@ static int registry_dir_open(struct ctx *c, bool create)
 		if (r == -ENOENT)
 			return 0;
 		if (r < 0)
-			return set_error(r, "cannot open /data/pistis (a symlink is refused)");
+			return set_error(r, "cannot open /data/pistis%s", link_note(r));
 	}
 	fd = r;
 	if (fstat(fd, &st) < 0)
@@ -289,8 +296,7 @@ static int ctx_open(struct ctx *c, const char *root, bool create_data)
 		return set_error(-errno, "cannot open root directory '%s'", root ? root : "/");
 	r = ufs_open_dir(c->root_fd, "etc");
 	if (r < 0)
-		return set_error(r, "cannot open '%s/etc' (a symlink is refused)",
-				 root ? root : "");
+		return set_error(r, "cannot open '%s/etc'%s", root ? root : "", link_note(r));
 	c->etc_fd = r;
 	if (fstat(c->etc_fd, &st) < 0)
 		return set_error(-errno, "cannot stat /etc");
@@ -304,7 +310,7 @@ static int ctx_open(struct ctx *c, const char *root, bool create_data)
 		r = ufs_open_dir(c->root_fd, "data");
 	}
 	if (r < 0 && !(r == -ENOENT && !create_data))
-		return set_error(r, "cannot open /data (a symlink is refused)");
+		return set_error(r, "cannot open /data%s", link_note(r));
 	c->data_fd = r < 0 ? -1 : r;
 	if (c->data_fd >= 0) {
 		r = registry_dir_open(c, create_data);

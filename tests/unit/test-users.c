@@ -1552,8 +1552,18 @@ TEST(open_dir_never_follows_a_link)
 		close(ok);
 	}
 	ufs_set_openat2(true);
-	/* ensure refuses a /data that is a link (it would write outside the root). */
-	EXPECT_LT(users_ensure(root, "a", (uid_t)-1, NULL), 0);
+	/* ensure refuses a /data that is a link (it would write outside the root), and says
+	 * that this is why; a missing /etc is named missing, not taken for a link. */
+	EXPECT_EQ(users_ensure(root, "a", (uid_t)-1, NULL), -ELOOP);
+	EXPECT_NOT_NULL(strstr(users_last_error(), "cannot open /data (a symbolic link: refused)"));
+	char etc[1024], away[1040];
+	snprintf(etc, sizeof(etc), "%s/etc", root);
+	snprintf(away, sizeof(away), "%s.away", etc);
+	ASSERT_EQ(rename(etc, away), 0);
+	EXPECT_EQ(users_lookup(root, "a", NULL), -ENOENT);
+	EXPECT_NOT_NULL(strstr(users_last_error(), "/etc'"));
+	EXPECT_NULL(strstr(users_last_error(), "link"));
+	ASSERT_EQ(rename(away, etc), 0);
 	close(fd);
 	rm_root(root);
 }
