@@ -418,6 +418,11 @@ const char *envb_set_refusal(const char *entry)
 	return value_refusal(class_of(entry, nlen), eq + 1, strlen(eq + 1));
 }
 
+const char *envb_set_name_refusal(const char *name)
+{
+	return name_refusal(name, strlen(name));
+}
+
 static const char *abs_path_refusal(const char *v, size_t len)
 {
 	if (len == 0 || v[0] != '/')

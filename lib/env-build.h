@@ -40,6 +40,9 @@ void envb_free(char **envp);
  * messages: a static string, or NULL when the entry on its own is acceptable (a --set
  * name given twice is refused by envb_build only). */
 const char *envb_set_refusal(const char *entry);
+/* The same for a --set name on its own (no '='), by name alone: what envb_set_refusal
+ * says of "NAME=VALUE" before it looks at the value. */
+const char *envb_set_name_refusal(const char *name);
 const char *envb_keep_refusal(const char *name);
 /* Why a value for one of the opts fields is refused, NULL when acceptable. */
 enum envb_field {

@@ -563,6 +563,47 @@ TEST(set_validation)
 	EXPECT_TRUE(bad == dup[1]);
 }
 
+TEST(set_name_refusal_matches_set_refusal)
+{
+	static const struct {
+		const char *name;
+		bool ok;
+	} cases[] = {
+		{"FOO", true},
+		{"_X1", true},
+		{"PI_API_KEY", true}, /* secret-looking: passing it is the point */
+		{"GITHUB_TOKEN", true},
+		{"TZ", true},
+		{"LANG", true},
+		{"", false},
+		{"A=B", false},
+		{"1A", false},
+		{"A B", false},
+		{"A\n", false},
+		{"PATH", false},
+		{"https_proxy", false},
+		{"LD_PRELOAD", false},
+		{"GCONV_PATH", false},
+		{"BASH_FUNC_x%%", false},
+		{"SSH_AUTH_SOCK", false},
+	};
+
+	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+		const char *why = envb_set_name_refusal(cases[i].name);
+		char entry[64];
+
+		snprintf(entry, sizeof(entry), "%s=x", cases[i].name);
+		/* The very reason "NAME=x" gets, so both forms of pistisd run --env say one
+		 * thing ("A=B=x" is A set to "B=x"). */
+		if ((why == NULL) != cases[i].ok ||
+		    (!strchr(cases[i].name, '=') && why != envb_set_refusal(entry))) {
+			tap_report(__FILE__, __LINE__, "case %zu (%s): %s", i, cases[i].name,
+				   why ? why : "accepted");
+			_metadata->failed = true;
+		}
+	}
+}
+
 TEST(set_overrides_inherited)
 {
 	const char *set[] = {"TERM=dumb", "PI_MODE=set", NULL};
