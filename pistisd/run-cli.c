@@ -36,6 +36,18 @@
 
 extern char **environ;
 
+/* "NAME=VALUE" of NAME in our environment, the first as getenv(3) finds it; NULL when
+ * unset. NAME holds no '=' (envb_set_name_refusal). */
+static const char *environ_entry(const char *name)
+{
+	size_t n = strlen(name);
+
+	for (char **e = environ; e && *e; e++)
+		if (!strncmp(*e, name, n) && (*e)[n] == '=')
+			return *e;
+	return NULL;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -60,9 +72,14 @@ static void usage(FILE *f)
 		"  --timeout S         wall-clock limit in seconds (fractions allowed)\n"
 		"  --idle-timeout S    stop after S seconds without output\n"
 		"  --max-output BYTES  keep at most BYTES of output (K/M/G suffixes)\n"
-		"  --env NAME=VALUE    set a variable, once per name; repeatable (not the names\n"
-		"                      pi-env sets itself, nor loader, interpreter, git, ssh or\n"
-		"                      sudo variables: docs/pi-env.md)\n"
+		"  --env NAME          set NAME to its value in our own environment (set but\n"
+		"                      empty: empty; unset: an error); once per name,\n"
+		"                      repeatable (not the names pi-env sets itself, nor\n"
+		"                      loader, interpreter, git, ssh or sudo variables:\n"
+		"                      docs/pi-env.md)\n"
+		"  --env NAME=VALUE    the same, VALUE given here: every user reads it in our\n"
+		"                      /proc/PID/cmdline where /proc has no hidepid, so pass\n"
+		"                      secrets as --env NAME\n"
 		"  --keep-children     do not kill what the command leaves running, nor remove\n"
 		"                      the SysV IPC objects it leaves\n"
 		"  --share-abstract-sockets\n"
@@ -450,16 +467,32 @@ int run_cli_main(int argc, char **argv)
 			break;
 		case OPT_ENV: {
 			/* Checked here, before anything is touched; the name only is quoted
-			 * (the value may be long or hold anything). */
+			 * (the value may be long, hold anything, or be a secret). */
 			size_t nl = strcspn(optarg, "=");
-			const char *why = envb_set_refusal(optarg);
+			const char *entry = optarg, *why = NULL;
+			char q[200 + ESCAPE_QUOTE_EXTRA]; /* a longer name: cut, marked */
 
+			if (!optarg[nl]) {
+				/* NAME alone: "NAME=VALUE" as our environment holds it. Our
+				 * /proc/PID/environ is root's alone, our cmdline every user's
+				 * where /proc has no hidepid (docs/spawn.md, "Command lines"). */
+				why = envb_set_name_refusal(optarg);
+				if (!why)
+					entry = environ_entry(optarg);
+				if (!entry) {
+					log_error("--env %-s: not set in pistisd run's environment "
+						  "(export it; under sudo, add --preserve-env=%s)",
+						  escape_c_quote(optarg, nl, 200, q, sizeof(q)),
+						  optarg);
+					return EXIT_USAGE;
+				}
+			}
+			if (!why)
+				why = envb_set_refusal(entry);
 			for (size_t i = 0; !why && i < n_set; i++)
-				if (!strncmp(set[i], optarg, nl + 1))
+				if (!strncmp(set[i], entry, nl + 1))
 					why = "name given twice";
 			if (why) {
-				char q[200 + ESCAPE_QUOTE_EXTRA]; /* a longer name: cut, marked */
-
 				log_error("--env %-s: %s",
 					  escape_c_quote(optarg, nl, 200, q, sizeof(q)), why);
 				return EXIT_USAGE;
@@ -468,7 +501,7 @@ int run_cli_main(int argc, char **argv)
 				log_error("at most %d --env options", RUN_MAX_ENV);
 				return EXIT_USAGE;
 			}
-			set[n_set++] = optarg;
+			set[n_set++] = entry;
 			break;
 		}
 		case OPT_KEEP:

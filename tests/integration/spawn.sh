@@ -66,6 +66,58 @@ for kind in debian musl; do
 		"$(in_root "$R" pistisd run --agent "dup/$kind" --env "$long=1" -- /bin/true 2>&1)" \
 		"--env '(x\\\\'){66}x'\\[cut: 300 bytes\\]: "
 	fails "$kind: ... (no user made for it)" in_root "$R" pistisd users show "dup/$kind"
+
+	# --env NAME: the value from pistisd run's environment, which only root reads, not
+	# from its command line, which every user reads where /proc has no hidepid. The
+	# command (an agent) reads its parent's, pistisd run's, /proc/PID/cmdline.
+	show='echo "got=${DB_PASSWORD-unset}"; tr "\0" " " </proc/$PPID/cmdline; echo'
+	out=$(in_root "$R" env DB_PASSWORD=hunter2-env pistisd run --agent "agent/$kind" \
+		--env DB_PASSWORD -- sh -c "$show" 2>&1)
+	is "$kind: --env NAME: the value from pistisd run's environment reaches the command" \
+		"$(echo "$out" | sed -n 's/^got=//p')" hunter2-env
+	like "$kind: ... the command reads pistisd run's command line" "$out" \
+		'pistisd run --agent [^ ]+ --env DB_PASSWORD -- sh'
+	unlike "$kind: ... which does not hold the value" "$out" '--env.*hunter2'
+	out=$(in_root "$R" pistisd run --agent "agent/$kind" --env DB_PASSWORD=hunter2-argv \
+		-- sh -c "$show" 2>&1)
+	is "$kind: --env NAME=VALUE: the value reaches the command" \
+		"$(echo "$out" | sed -n 's/^got=//p')" hunter2-argv
+	like "$kind: ... and every user reads it in pistisd run's command line" "$out" \
+		'--env DB_PASSWORD=hunter2-argv -- sh'
+	is "$kind: without --env, DB_PASSWORD in pistisd run's environment is not passed" \
+		"$(in_root "$R" env DB_PASSWORD=hunter2-env pistisd run --agent "agent/$kind" \
+			-- sh -c "$show" 2>&1 | sed -n 's/^got=//p')" unset
+	is "$kind: --env NAME set but empty passes an empty value" \
+		"$(in_root "$R" env DB_PASSWORD= pistisd run --agent "agent/$kind" --env DB_PASSWORD \
+			-- sh -c 'echo "${DB_PASSWORD+set}:${#DB_PASSWORD}"' 2>&1)" set:0
+	exits 100 "$kind: --env NAME not set in pistisd run's environment: a usage error" \
+		run --env DB_PASSWORD -- /bin/true
+	is "$kind: ... saying which, in one line" \
+		"$(run --env DB_PASSWORD -- /bin/true 2>&1)" \
+		"pistisd: --env 'DB_PASSWORD': not set in pistisd run's environment (export it; under sudo, add --preserve-env=DB_PASSWORD)"
+	refused="pistisd: --env 'LD_PRELOAD': a loader, interpreter, git, ssh, sudo or sanitizer variable"
+	is "$kind: --env LD_PRELOAD (unset) refused as --env LD_PRELOAD=VALUE is" \
+		"$(in_root "$R" pistisd run --agent "dup/$kind" --env LD_PRELOAD -- /bin/true 2>&1; echo "rc=$?")" \
+		"$refused
+rc=100"
+	is "$kind: ... and set" \
+		"$(in_root "$R" env LD_PRELOAD= pistisd run --agent "dup/$kind" --env LD_PRELOAD \
+			-- /bin/true 2>&1; echo "rc=$?")" \
+		"$refused
+rc=100"
+	is "$kind: ... the same words as --env LD_PRELOAD=VALUE" \
+		"$(in_root "$R" pistisd run --agent "dup/$kind" --env LD_PRELOAD=/x -- /bin/true 2>&1)" \
+		"$refused"
+	# A value that is refused, or a name given twice: the name is named, never the value.
+	out=$(in_root "$R" env "DB_PASSWORD=$(printf 'hunter2\nx')" pistisd run --agent "dup/$kind" \
+		--env DB_PASSWORD -- /bin/true 2>&1; echo "rc=$?")
+	like "$kind: --env NAME with a newline in its value: refused" "$out" \
+		"^pistisd: --env 'DB_PASSWORD': value contains a newline"
+	unlike "$kind: ... the value not in the message" "$out" hunter2
+	out=$(in_root "$R" env DB_PASSWORD=hunter2 pistisd run --agent "dup/$kind" \
+		--env DB_PASSWORD=x --env DB_PASSWORD -- /bin/true 2>&1; echo "rc=$?")
+	like "$kind: --env NAME=VALUE, then --env NAME: refused" "$out" "^pistisd: --env 'DB_PASSWORD': name given twice"
+	unlike "$kind: ... the value not in the message" "$out" hunter2
 	exits 134 "$kind: 128+signal" run -- $PROBE raise 6
 	exits 127 "$kind: not found" run -- no-such-command
 	exits 100 "$kind: cwd outside /data refused" run --cwd /etc -- $PROBE exit 0
