@@ -284,6 +284,36 @@ static int reopen_leaf(int pfd, int dfd, const char *leaf, int flags)
 	return fd < 0 ? -errno : fd;
 }
 
+/* fs.protected_regular as the kernel applies it to an O_CREAT open of a file that exists
+ * (may_create_in_sticky): in a sticky directory, a file owned by neither the caller nor the
+ * directory's owner is refused when the directory is world-writable, or group-writable at
+ * level 2. open_regular writes to an existing file through a reopen of its O_PATH fd,
+ * without O_CREAT, which the kernel does not check: so fs.write and fs.edit would write
+ * into a file another agent planted in /tmp for them (red team) where the agent's own
+ * `>` is refused. The level is the sysctl's, read now (2, the strictest, where it cannot
+ * be read). The caller is the agent's helper: its euid is the agent's. */
+static int sticky_refuses(int dfd, const struct stat *st)
+{
+	struct stat d;
+	char buf[8];
+	int level = 2, fd;
+
+	if (fstat(dfd, &d) < 0)
+		return -errno;
+	if (!(d.st_mode & S_ISVTX) || st->st_uid == d.st_uid || st->st_uid == geteuid())
+		return 0;
+	fd = open("/proc/sys/fs/protected_regular", O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd >= 0) {
+		ssize_t n = read(fd, buf, sizeof(buf) - 1);
+		if (n >= 2 && buf[0] >= '0' && buf[0] <= '9' && buf[1] == '\n')
+			level = buf[0] - '0';
+		close(fd);
+	}
+	if (level == 0)
+		return 0;
+	return (d.st_mode & 0002) || ((d.st_mode & 0020) && level >= 2) ? -EACCES : 0;
+}
+
 /* Open the regular file leaf beneath dfd. The leaf is opened O_PATH|O_NOFOLLOW (which opens
  * nothing: no FIFO end, no device's open), judged on that fd's fstat, and only that inode is
  * reopened for I/O: a FIFO, socket or device is refused without ever being opened, whenever
@@ -314,6 +344,11 @@ static int open_regular(int dfd, const char *leaf, int flags, mode_t mode, struc
 				return S_ISDIR(st->st_mode)   ? -EISDIR
 				       : S_ISLNK(st->st_mode) ? -ELOOP /* what O_NOFOLLOW says */
 							      : -EINVAL;
+			if ((flags & O_ACCMODE) != O_RDONLY) {
+				int r = sticky_refuses(dfd, st);
+				if (r < 0)
+					return r;
+			}
 			fd = reopen_leaf(pfd, dfd, leaf, flags & ~O_CREAT);
 			if (fd < 0)
 				return fd;

@@ -345,6 +345,50 @@ out=$(timeout 40 "$BIN/pistis" exec --sandbox s1 --agent rt/planted -- true 2>&1
 like "... and so does exec" "$out" "cannot make $phome/tmp"
 ok "... the FIFO is left as it was" test -p "$R$phome/tmp"
 
+# --- a file another agent planted in a sticky shared directory ----------------------------------
+# fs.write and fs.edit write to an existing file through a reopen of its O_PATH fd, without
+# O_CREAT, which fs.protected_regular does not check: bob's fs.write wrote into a 0666
+# /tmp/drop alice planted, where bob's own `>` is refused (red team). pistisd applies the
+# rule itself, at the sysctl's level, faked here (this host may run with 0): in a sticky
+# directory, a file of neither the writer nor the directory's owner is refused when the
+# directory is world-writable, or group-writable at level 2.
+bhome=$(in_root "$R" pistisd users ensure bob | sed -n 's/^home=//p')
+buid=$(stat -c %u "$R$bhome")
+printf 'x\n' >"$R/tmp/drop" && chown "$auid:$auid" "$R/tmp/drop" && chmod 0666 "$R/tmp/drop"
+printf 'b\n' >"$R/tmp/bobs" && chown "$buid:$buid" "$R/tmp/bobs"
+mkdir -p "$R/tmp/grp" && chown 0:10010 "$R/tmp/grp" && chmod 1770 "$R/tmp/grp"
+printf 'x\n' >"$R/tmp/grp/drop" && chown "$auid:10010" "$R/tmp/grp/drop" && chmod 0666 "$R/tmp/grp/drop"
+secret=$(printf 'BOB-SECRET' | base64)
+wr() { call fs.write "{\"agent\":\"bob\",\"path\":\"$1\",\"data\":\"$secret\"}"; }
+for level in 2 1 0; do
+	echo "$level" >"$W/protected_regular.$level"
+	mount --bind "$W/protected_regular.$level" "$R/proc/sys/fs/protected_regular"
+	is "protected_regular faked at $level" "$(cat "$R/proc/sys/fs/protected_regular")" "$level"
+	out=$(wr /tmp/drop)
+	if [ "$level" = 0 ]; then
+		like "level 0: bob's fs.write into alice's /tmp/drop goes through, as bob's own > would" \
+			"$out" '"ok": *true'
+	else
+		like "level $level: bob's fs.write into alice's /tmp/drop is refused" "$out" denied
+		is "... alice's file is untouched" "$(cat "$R/tmp/drop")" x
+		like "... and so is bob's fs.edit of it" \
+			"$(call fs.edit '{"agent":"bob","path":"/tmp/drop","old":"x","new":"y"}')" denied
+		is "... still untouched" "$(cat "$R/tmp/drop")" x
+	fi
+	like "level $level: bob's fs.write to his own /tmp/bobs goes through" "$(wr /tmp/bobs)" '"ok": *true'
+	out=$(call fs.read '{"agent":"alice","path":"/tmp/drop"}')
+	like "level $level: alice's own fs.read of her file goes through" "$out" '"ok": *true'
+	out=$(wr /tmp/grp/drop)
+	if [ "$level" = 2 ]; then
+		like "level 2: a group-writable sticky directory is covered too" "$out" denied
+	else
+		like "level $level: a group-writable sticky directory is not (as in the kernel)" \
+			"$out" '"ok": *true'
+	fi
+	umount "$R/proc/sys/fs/protected_regular"
+done
+rm -rf "$R/tmp/drop" "$R/tmp/bobs" "$R/tmp/grp"
+
 # --- a helper the agent stopped does not outlive pistisd ------------------------------------------
 # The helper is a copy of the daemon's memory running as the agent: the agent can SIGSTOP it,
 # and only pistisd's 30 s timeout ended it. With pistisd killed (its timeout gone with it),
