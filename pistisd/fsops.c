@@ -842,8 +842,8 @@ static void fsop_free(struct fsop *f)
 	}
 	{
 		unsigned *n = agent_count(f->uid, false);
-		if (n && *n)
-			(*n)--;
+		if (n && *n && !--*n)
+			session_fsops_ended(f->uid);
 	}
 	for (unsigned i = 0; i < FSOP_MAX_RUNNING; i++)
 		if (live[i] == f)

@@ -87,6 +87,8 @@ void fsops_hold(bool hold);
 unsigned fsops_stop_all(void);
 /* Whether a file operation runs as this agent's uid now (its helper is that uid). */
 bool fsops_running_for(uid_t uid);
+/* fsops.c tells session.c that the agent of uid has no file operation running any more. */
+void session_fsops_ended(uid_t uid);
 
 /* ops-admin.c: policy.* and trusted.* in a forked root helper, one at a time */
 void admin_request(const struct proto_request *req);

@@ -290,12 +290,33 @@ static void cmd_free(struct cmd *c);
 static void frame_free(struct frame *f);
 static void pool_trim(void);
 
+/* What an agent's last command leaves, swept when it ends: see kill_strays. */
+struct sweep {
+	uid_t uid;
+	uint32_t cmd_id; /* the last command, for the audit lines */
+	char agent[PROTO_MAX_AGENT + 1];
+	bool pgid;	    /* its tree was a process group (no cgroup): kill the leftovers */
+	bool keep_children; /* keep the SysV objects, as keep_children keeps the processes */
+	bool used;
+};
+
+/* Sweeps put off because a file operation of the agent was running when its last command
+ * ended (its helper runs as the agent, so nothing could be told apart from a leftover);
+ * each runs once the agent's last file operation has ended, unless a command of the agent
+ * runs by then (whose own end sweeps). */
+#define SWEEPS_PENDING_MAX 256
+static struct sweep pending[SWEEPS_PENDING_MAX];
+static lws_sorted_usec_list_t pending_sul;
+
 void session_done(void)
 {
 	while (T.cmds)
 		cmd_free(T.cmds);
 	lws_sul_cancel(&T.reap);
+	lws_sul_cancel(&pending_sul);
+	memset(pending, 0, sizeof(pending));
 	spawn_ctx_free(T.spawn);
+	T.spawn = NULL;
 	T.root_fd = safe_close(T.root_fd);
 }
 
@@ -563,7 +584,7 @@ static void build_exit(struct cmd *c)
  * pass had gone by: re-parented, they are orphans now). */
 #define LEFTOVER_ROUNDS 8
 
-static void kill_agent_leftovers(const struct cmd *c, uid_t uid)
+static void kill_agent_leftovers(uint32_t cmd_id, const char *agent, uid_t uid)
 {
 	int k, u, killed = 0;
 
@@ -575,8 +596,7 @@ static void kill_agent_leftovers(const struct cmd *c, uid_t uid)
 		 * forking and letting its parent exit; kill(-1) as the agent does not. */
 		u = spawn_kill_uid(uid);
 		if (u < 0)
-			log_warning_errno(u, "Failed to kill what runs as agent \"%s\": %m",
-					  c->agent);
+			log_warning_errno(u, "Failed to kill what runs as agent \"%s\": %m", agent);
 		if (k <= 0)
 			break;
 		killed += k;
@@ -585,42 +605,117 @@ static void kill_agent_leftovers(const struct cmd *c, uid_t uid)
 		log_notice(
 			"audit exec cmd=%u agent=\"%s\": killed %d process(es) that had left its "
 			"process group (no cgroup), the agent's last command having ended",
-			c->id, c->agent, killed);
+			cmd_id, agent, killed);
+}
+
+static bool agent_busy(uid_t uid, const struct cmd *except)
+{
+	if (fsops_running_for(uid))
+		return true;
+	for (const struct cmd *x = T.cmds; x; x = x->next)
+		if (x != except && !x->done && x->uid == uid)
+			return true;
+	return false;
+}
+
+static void sweep_run(const struct sweep *w)
+{
+	int k;
+
+	if (w->pgid)
+		kill_agent_leftovers(w->cmd_id, w->agent, w->uid);
+	/* What no kill reaches: the SysV IPC objects the agent made and left (pistisd/ipc.h).
+	 * Kept with what keep_children keeps, which may still use them. */
+	if (w->keep_children)
+		return;
+	k = ipc_remove_agent_objects(spawn_ctx_proc_fd(T.spawn), w->uid);
+	if (k > 0)
+		log_notice("audit exec cmd=%u agent=\"%s\": removed %d SysV IPC object(s) (shared "
+			   "memory, message queues, semaphores) the agent left, its last command "
+			   "having ended",
+			   w->cmd_id, w->agent, k);
+	else if (k < 0)
+		log_warning_errno(k, "Failed to remove the SysV IPC objects agent \"%s\" left: %m",
+				  w->agent);
+}
+
+static void sweeps_pending_run(lws_sorted_usec_list_t *sul)
+{
+	(void)sul;
+	if (!T.spawn)
+		return;
+	for (size_t i = 0; i < SWEEPS_PENDING_MAX; i++) {
+		struct sweep w = pending[i];
+		if (!w.used || fsops_running_for(w.uid))
+			continue;
+		pending[i].used = false;
+		if (!agent_busy(w.uid, NULL))
+			sweep_run(&w);
+	}
+}
+
+/* fsops.c: the agent's last file operation has ended. */
+void session_fsops_ended(uid_t uid)
+{
+	for (size_t i = 0; i < SWEEPS_PENDING_MAX; i++)
+		if (pending[i].used && pending[i].uid == uid) {
+			/* From the loop, not from inside fsops' own bookkeeping. */
+			lws_sul_schedule(serve_lws_context(), 0, &pending_sul, sweeps_pending_run,
+					 0);
+			return;
+		}
+}
+
+static void sweep_put_off(const struct sweep *w)
+{
+	size_t free_i = SWEEPS_PENDING_MAX;
+
+	for (size_t i = 0; i < SWEEPS_PENDING_MAX; i++) {
+		if (pending[i].used && pending[i].uid == w->uid) {
+			pending[i] = *w; /* the newest last command's */
+			return;
+		}
+		if (!pending[i].used && free_i == SWEEPS_PENDING_MAX)
+			free_i = i;
+	}
+	if (free_i == SWEEPS_PENDING_MAX) {
+		log_warning("agent \"%s\": what its last command left is not swept (%d agents' "
+			    "sweeps already wait for their file operations)",
+			    w->agent, SWEEPS_PENDING_MAX);
+		return;
+	}
+	pending[free_i] = *w;
 }
 
 /* Where command trees are process groups (no cgroup v2), a grandchild that called setsid()
  * left its command's group, and with it the command's timeout, cancel and end. When the
  * command that just ended was the last thing running as its agent (no other command, no
  * file operation), every process still running with the agent's uid is such a grandchild
- * of one of its commands: it goes now. With other commands running nothing tells whose it
- * is, so it stays (a tightening policy.apply still reaches it). */
+ * of one of its commands: it goes now, with the SysV IPC objects the agent left. With
+ * other commands running nothing tells whose it is, so it stays (a tightening policy.apply
+ * still reaches it). With only file operations running, the sweep waits for the last of
+ * them to end (a helper the agent stops would otherwise keep its leftovers alive: red
+ * team). */
 static void kill_strays(const struct cmd *c)
 {
 	const char *tree = spawn_result(c->p)->tree_control;
-	uid_t uid = c->uid;
-	int k;
+	struct sweep w = {
+		.uid = c->uid,
+		.cmd_id = c->id,
+		/* This command's own tree: one whose cgroup could not be made ran as a group. */
+		.pgid = !tree || strcmp(tree, "cgroup"),
+		.keep_children = c->p->opts_copy.keep_children,
+		.used = true,
+	};
 
-	if (fsops_running_for(uid))
-		return;
 	for (const struct cmd *x = T.cmds; x; x = x->next)
-		if (x != c && !x->done && x->uid == uid)
+		if (x != c && !x->done && x->uid == c->uid)
 			return;
-	/* This command's own tree: one whose cgroup could not be made ran as a group too. */
-	if (!tree || strcmp(tree, "cgroup"))
-		kill_agent_leftovers(c, uid);
-	/* What no kill reaches: the SysV IPC objects the agent made and left (pistisd/ipc.h).
-	 * Kept with what keep_children keeps, which may still use them. */
-	if (c->p->opts_copy.keep_children)
-		return;
-	k = ipc_remove_agent_objects(spawn_ctx_proc_fd(T.spawn), uid);
-	if (k > 0)
-		log_notice("audit exec cmd=%u agent=\"%s\": removed %d SysV IPC object(s) (shared "
-			   "memory, message queues, semaphores) the agent left, its last command "
-			   "having ended",
-			   c->id, c->agent, k);
-	else if (k < 0)
-		log_warning_errno(k, "Failed to remove the SysV IPC objects agent \"%s\" left: %m",
-				  c->agent);
+	snprintf(w.agent, sizeof(w.agent), "%s", c->agent);
+	if (fsops_running_for(c->uid))
+		sweep_put_off(&w);
+	else
+		sweep_run(&w);
 }
 
 /* At start-up: the SysV IPC objects of agents with no process left, which a daemon that

@@ -389,6 +389,34 @@ for level in 2 1 0; do
 done
 rm -rf "$R/tmp/drop" "$R/tmp/bobs" "$R/tmp/grp"
 
+# --- the sweep at an agent's last command waits for its file operations -----------------------
+# When an agent's last command ends, serve removes the SysV IPC objects the agent left (and,
+# without cgroups, kills its setsid leftovers), but not while a file operation of the agent
+# runs (its helper is a process of the agent's). That sweep was skipped, not put off: an
+# fs.* in flight at the command's end (one the agent stops lasts 30 s) left the objects in
+# place for good (red team). strace holds the helper's ftruncate so the fs.write is still
+# running when the command ends.
+IU=11160
+in_root "$R" pistisd users ensure rt/ipcfs --uid $IU >/dev/null
+ihome=$(in_root "$R" pistisd users show rt/ipcfs | sed -n 's/^home=//p')
+ipc_remove $IU
+strace -qq -f -p "$SD" -o /dev/null -e trace=ftruncate -e inject=ftruncate:delay_enter=4000000 &
+ST=$!
+sleep 0.5
+call fs.write "{\"agent\":\"rt/ipcfs\",\"path\":\"$ihome/f\",\"data\":\"eA==\"}" >"$W/ipcfs.out" &
+CALL=$!
+for _ in $(seq 500); do pgrep -P "$SD" -u $IU >/dev/null && break; sleep 0.01; done
+ok "the agent's fs.write is running" pgrep -P "$SD" -u $IU
+timeout 60 "$BIN/pistis" exec --sandbox s1 --agent rt/ipcfs -- \
+	/usr/local/lib/pistis-tests/probe ipc-leave 4096 >/dev/null 2>&1
+is "its command ended and left 3 SysV objects; the sweep waits for the fs.write" "$(ipc_of $IU)" 3
+wait "$CALL"
+like "... which then ends" "$(cat "$W/ipcfs.out")" '"ok": *true'
+for _ in $(seq 100); do [ "$(ipc_of $IU)" = 0 ] && break; sleep 0.05; done
+is "... and the objects are removed once it has" "$(ipc_of $IU)" 0
+kill "$ST"; wait "$ST" 2>/dev/null; ST=
+ipc_remove $IU
+
 # --- a helper the agent stopped does not outlive pistisd ------------------------------------------
 # The helper is a copy of the daemon's memory running as the agent: the agent can SIGSTOP it,
 # and only pistisd's 30 s timeout ended it. With pistisd killed (its timeout gone with it),

@@ -19,6 +19,7 @@ cleanup() {
 	[ -n "${PD:-}" ] && kill "$PD" 2>/dev/null
 	[ -n "${SM:-}" ] && kill "$SM" 2>/dev/null
 	[ -n "${OTHER:-}" ] && kill "$OTHER" 2>/dev/null
+	[ -n "${ST:-}" ] && kill "$ST" 2>/dev/null
 	wait 2>/dev/null
 	for p in $(root_pids "$R"); do kill -9 "$p" 2>/dev/null; done
 	ipc_remove ${BUID:-} 10777 # those the IPC checks made, if one failed (lib.sh)
@@ -115,6 +116,28 @@ wait "$LONG"
 sleep 0.3
 is "... and goes once that one has ended too" "$(root_pids "$R" "$BUID")" ""
 ok "alice's processes were never touched by bob's ends" true
+# A file operation of bob's running when his last command ends (its helper is a process of
+# bob's, so the sweep cannot tell it from a leftover): the sweep waits for it, then runs.
+# It was skipped for good before, and the sleeper ran on with no command (red team; an agent
+# can stop its own helper and so keep the operation running for its 30 s timeout). strace
+# holds the helper's ftruncate.
+SD=$(pgrep -n -f "pistisd serve --relay ws://127.0.0.1:$SP")
+bhome=$(in_root "$R" pistisd users show bob | sed -n 's/^home=//p')
+strace -qq -f -p "$SD" -o /dev/null -e trace=ftruncate -e inject=ftruncate:delay_enter=3000000 &
+ST=$!
+sleep 0.5
+call fs.write "{\"agent\":\"bob\",\"path\":\"$bhome/f\",\"data\":\"eA==\"}" >"$W/fsw.out" &
+CALL=$!
+for _ in $(seq 500); do pgrep -P "$SD" -u "$BUID" >/dev/null && break; sleep 0.01; done
+P exec --agent bob --timeout 1 -- sh -c 'setsid sleep 302 </dev/null >/dev/null 2>&1 & sleep 30' \
+	>/dev/null 2>&1
+sleeper() { for p in $(root_pids "$R" "$BUID"); do tr '\0' ' ' </proc/$p/cmdline 2>/dev/null; echo; done | grep -c 'sleep 302'; }
+is "bob's fs.write running at his last command's end: the sleeper stays for now" "$(sleeper)" 1
+wait "$CALL"
+like "... the fs.write ends" "$(cat "$W/fsw.out")" '"ok": *true'
+for _ in $(seq 60); do [ "$(sleeper)" = 0 ] && break; sleep 0.05; done
+is "... and the sleeper goes with it" "$(sleeper)" 0
+kill "$ST"; wait "$ST" 2>/dev/null; ST=
 # A process that keeps forking and letting its parent exit: one pass over /proc missed it
 # (about one round in three here); kill(-1) as the agent, which holds forks off while it
 # walks, does not.
