@@ -17,17 +17,20 @@ struct k_sigaction {
 
 /* Only the signals /proc/self/status says are ignored (SigIgn) or caught (SigCgt): one
  * read of the file instead of 64 rt_sigaction calls. -errno when it cannot tell. */
-static int reset_listed(void)
+static int reset_listed(const char *status)
 {
 	char buf[4096];
 	uint64_t ign, cgt, set;
 	int r;
 
-	if (proc_status_read(buf, sizeof(buf)) < 0)
-		return -ENOENT;
-	r = proc_status_hex(buf, "SigIgn", &ign);
+	if (!status) {
+		if (proc_status_read(buf, sizeof(buf)) < 0)
+			return -ENOENT;
+		status = buf;
+	}
+	r = proc_status_hex(status, "SigIgn", &ign);
 	if (r == 0)
-		r = proc_status_hex(buf, "SigCgt", &cgt);
+		r = proc_status_hex(status, "SigCgt", &cgt);
 	if (r < 0)
 		return r;
 	set = ign | cgt;
@@ -44,7 +47,12 @@ static int reset_listed(void)
 
 int sigutil_reset_dispositions(void)
 {
-	if (reset_listed() == 0)
+	return sigutil_reset_dispositions_status(NULL);
+}
+
+int sigutil_reset_dispositions_status(const char *status)
+{
+	if (reset_listed(status) == 0)
 		return 0;
 	/* No /proc (or a status without the lines): ask the kernel signal by signal. */
 	for (int sig = 1; sig < 65; sig++) {

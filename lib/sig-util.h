@@ -8,3 +8,6 @@
  * Async-signal-safe (no libc state), so it may run in a vfork-style child. Returns 0 or
  * -errno. */
 int sigutil_reset_dispositions(void);
+/* The same, from status: the calling process's /proc/self/status as proc_status_read gave
+ * it, read since the last change of a disposition (NULL: read it here). */
+int sigutil_reset_dispositions_status(const char *status);

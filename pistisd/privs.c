@@ -68,13 +68,19 @@ int privs_read_last_cap(void)
 	return r >= 0 ? c : r == -EINVAL ? -EIO : r;
 }
 
-int privs_drop_bounding(int last_cap, uint64_t keep)
+int privs_drop_bounding(int last_cap, uint64_t keep, const char *status)
 {
 	uint64_t all = last_cap >= 63 ? UINT64_MAX : (UINT64_C(1) << (last_cap + 1)) - 1, bnd;
+	uint64_t held = all;
 	char buf[4096];
 
+	if (status && proc_status_hex(status, "CapBnd", &bnd) == 0) {
+		if ((bnd & ~keep & all) == 0)
+			return 0;
+		held = bnd;
+	}
 	for (int c = 0; c <= last_cap; c++) {
-		if (keep & (UINT64_C(1) << c))
+		if ((keep & (UINT64_C(1) << c)) || !(held & (UINT64_C(1) << c)))
 			continue;
 		if (syscall(SYS_prctl, PR_CAPBSET_DROP, c, 0, 0, 0) < 0)
 			return negative_errno();

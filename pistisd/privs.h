@@ -20,8 +20,11 @@ int privs_check_agent_ids(uid_t uid, gid_t gid, const gid_t *groups, size_t n_gr
 int privs_read_last_cap(void);
 
 /* Drop every capability from the bounding set except those in keep (bit n = cap n), then
- * read the set back. Needs CAP_SETPCAP: call before the uid change. */
-int privs_drop_bounding(int last_cap, uint64_t keep);
+ * read the set back. Needs CAP_SETPCAP: call before the uid change. status, when not
+ * NULL, is the calling thread's /proc/self/status read since its last credential change:
+ * only the capabilities its CapBnd still holds are dropped, and where none is, that read
+ * is the read-back (a thread that made the caller dropped them already: spawn-vfork.c). */
+int privs_drop_bounding(int last_cap, uint64_t keep, const char *status);
 
 /* setgroups / setresgid / setresuid to exactly these ids, each read back and compared
  * (getgroups, getresgid, getresuid); -EPERM-like mismatches are reported as -EIO.

@@ -25,6 +25,7 @@
 
 #include "lib/fd-util.h"
 #include "lib/macro.h"
+#include "lib/proc-status.h"
 #include "lib/sig-util.h"
 #include "pistisd/scope.h"
 #include "pistisd/spawn.h"
@@ -358,10 +359,15 @@ int spawn_child_main(void *arg)
 	enum spawn_step step = SPAWN_STEP_NONE;
 	sigset_t none;
 	int r, fd, fd_dir = -1; /* /proc/self/fd, where close_range is refused */
+	/* One read of /proc/self/status serves the signal reset and the bounding set's
+	 * read-back (the child's own: its dispositions and credentials as it was made). */
+	char status_buf[4096];
+	const char *status =
+		proc_status_read(status_buf, sizeof(status_buf)) >= 0 ? status_buf : NULL;
 
 	/* Handlers are pistisd's code: every disposition back to SIG_DFL, ignored ones too
 	 * (an inherited SIG_IGN survives execve). The mask stays full until just before execve. */
-	r = sigutil_reset_dispositions();
+	r = sigutil_reset_dispositions_status(status);
 	if (r < 0)
 		fail(a, SPAWN_STEP_SIGNALS, r);
 
@@ -416,7 +422,7 @@ int spawn_child_main(void *arg)
 	syscall(SYS_umask, a->umask);
 
 	/* The bounding set needs CAP_SETPCAP to shrink: before the uid change. */
-	r = privs_drop_bounding(a->last_cap, a->bounding_keep);
+	r = privs_drop_bounding(a->last_cap, a->bounding_keep, status);
 	if (r < 0)
 		fail(a, SPAWN_STEP_BOUNDING, r);
 

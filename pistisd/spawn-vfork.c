@@ -35,11 +35,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "pistisd/spawn-child.h"
+#include "pistisd/spawn.h"
 
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
@@ -121,9 +123,10 @@ enum { VF_IDLE, VF_FILLING, VF_GO, VF_CREATED, VF_FAILED, VF_TAKEN };
 
 static struct {
 	int state;
-	pid_t owner; /* the process whose thread this is (a fork of pistisd has none) */
-	bool broken; /* the thread or its stack could not be made: fork-style for good */
-	char *stack; /* CHILD_STACK bytes above a guard page */
+	pid_t owner;  /* the process whose thread this is (a fork of pistisd has none) */
+	bool broken;  /* the thread or its stack could not be made: fork-style for good */
+	int last_cap; /* the kernel's, for the spawner's own bounding set */
+	char *stack;  /* CHILD_STACK bytes above a guard page */
 	struct child_args a;
 	bool legacy; /* clone, not clone3 (and so no CLONE_INTO_CGROUP) */
 	int cgroup_fd;
@@ -166,6 +169,15 @@ static int child_entry(void *arg)
 static void *spawner_main(void *unused)
 {
 	(void)unused;
+	/* The bounding set is per thread and a child starts with its maker's: dropped here
+	 * once, every child starts without it and has nothing to drop (41 credential changes
+	 * fewer a command; the child still reads the set back). What sudo needs is kept for
+	 * the starts that ask for it (SPAWN_SETUID_BOUNDING); a start that asks for more goes
+	 * the fork-style way. This thread never execs, so its own bounding set binds nothing
+	 * else; where a drop is refused the child drops and checks as before. */
+	for (int c = 0; c <= sp.last_cap && c < 64; c++)
+		if (!(SPAWN_SETUID_BOUNDING & (UINT64_C(1) << c)))
+			(void)syscall(SYS_prctl, PR_CAPBSET_DROP, c, 0, 0, 0);
 	for (;;) {
 		int s;
 		while ((s = get_state()) != VF_GO)
@@ -212,7 +224,7 @@ static void *spawner_main(void *unused)
 
 /* The spawner for this process, started on first use with every signal blocked (the
  * thread and each child inherit that mask; the child clears it just before execve). */
-static bool spawner_ready(void)
+static bool spawner_ready(int last_cap)
 {
 	pthread_attr_t attr;
 	pthread_t t;
@@ -229,6 +241,7 @@ static bool spawner_ready(void)
 	memset(&sp, 0, sizeof(sp));
 	sp.owner = getpid();
 	sp.broken = true;
+	sp.last_cap = last_cap;
 	m = mmap(NULL, CHILD_STACK + 4096, PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
 	if (m == MAP_FAILED)
@@ -304,7 +317,10 @@ int spawn_vfork_start(const struct child_args *a, bool legacy, int cgroup_fd, pi
 {
 	int expect = VF_IDLE, s, r;
 
-	if (!spawner_ready())
+	/* The spawner's bounding set holds SPAWN_SETUID_BOUNDING at most. */
+	if (a->bounding_keep & ~SPAWN_SETUID_BOUNDING)
+		return -EOPNOTSUPP;
+	if (!spawner_ready(a->last_cap))
 		return -EOPNOTSUPP;
 	/* Busy: the last child has not exec'd yet (stopped by its agent, or just slow). */
 	if (!__atomic_compare_exchange_n(&sp.state, &expect, VF_FILLING, false, __ATOMIC_ACQUIRE,

@@ -2690,6 +2690,40 @@ TEST(allow_setuid_switch)
 	spawn_ctx_free(ctx);
 }
 
+/* The spawner thread of the vfork-style start drops its own bounding set once, keeping
+ * only what sudo needs (spawn-vfork.c), so its children start with nothing else to drop.
+ * A start that keeps more than that must still get it (the fork-style way), and the
+ * starts around it still get exactly what they ask for. */
+TEST(bounding_keep_beyond_the_spawners_set)
+{
+	static struct capture cap;
+	struct capture *c = &cap;
+	struct spawn_ctx *ctx;
+	struct spawn_opts o;
+	struct spawn_result res;
+	struct spawn_error err;
+	char vb[64], *argv[] = {probe_path, NULL};
+
+	need_root_and_probe(_metadata);
+	ctx = ctx_or_die(_metadata);
+	for (int round = 0; round < 2; round++) {
+		base_opts(&o, argv);
+		ASSERT_EQ(run(ctx, &o, c, &res, &err), 0);
+		EXPECT_STREQ(V("CapBnd"), "0000000000000000");
+		base_opts(&o, argv);
+		o.allow_setuid = true;
+		o.bounding_keep =
+			SPAWN_SETUID_BOUNDING | (UINT64_C(1) << 10); /* NET_BIND_SERVICE */
+		ASSERT_EQ(run(ctx, &o, c, &res, &err), 0);
+		EXPECT_STREQ(V("CapBnd"), "00000000200004c0");
+		base_opts(&o, argv);
+		o.allow_setuid = true;
+		ASSERT_EQ(run(ctx, &o, c, &res, &err), 0);
+		EXPECT_STREQ(V("CapBnd"), "00000000200000c0");
+	}
+	spawn_ctx_free(ctx);
+}
+
 /* cwd resolution, both ways: openat2 and the per-component fallback. */
 TEST(resolve_dir_openat2_and_fallback)
 {
