@@ -50,6 +50,9 @@
  * the values (cJSON nodes), and 1 MiB of "[0,0,…]" took ~80 ms, so 5000 such messages a
  * second were a whole core, whatever other sandboxes needed (proto_parse_values). */
 #define SANDBOX_VALUES_PER_TOKEN 64
+/* Bytes of a message past the limit, read on to its end and dropped, that cost a token
+ * (on_rx): at most 20 MB/s of it is read from a sandbox. */
+#define SANDBOX_SKIP_PER_TOKEN 4096
 #define MAX_CLIENTS 1024
 #define MAX_ROUTES 65536
 /* Routes one sandbox may hold: pistisd holds at most 256 commands, each with at most one
@@ -126,6 +129,7 @@ struct conn {
 	struct msg *rxm; /* a binary one: in a queue entry, forwarded without another copy */
 	size_t rx_len;
 	bool rx_skip;
+	bool rx_frame_done; /* the last piece read ended its frame (a new one starts next) */
 	/* sandboxes: the clients (by slot) whose queue past QUEUE_SOFT holds it paused */
 	uint64_t pausers[MAX_CLIENTS / 64];
 	unsigned n_pausers;
@@ -1764,6 +1768,22 @@ static void on_rx(struct conn *c, const void *in, size_t len)
 	if (first) {
 		c->rx_len = 0;
 		c->rx_skip = false;
+	}
+	/* Besides its message, each continuation frame of a sandbox's costs a token, and so
+	 * does every SANDBOX_SKIP_PER_TOKEN bytes of a message past the limit, which is read
+	 * on to its end and dropped: only a message's end was charged, so endless 6-byte
+	 * continuation frames of a message never ended, or a frame that says 2^62 bytes, held
+	 * server-min at a whole core, silently (red team). pistisd sends every message as one
+	 * frame within the limit, so none of this touches its output. */
+	if (!c->is_client) {
+		double cost = c->rx_skip || c->rx_len + len > max
+				      ? (double)len / SANDBOX_SKIP_PER_TOKEN
+				      : 0;
+		if (!first && c->rx_frame_done)
+			cost += 1;
+		c->rx_frame_done = lws_remaining_packet_payload(c->wsi) == 0;
+		if (cost > 0)
+			rate_take(c, cost);
 	}
 	if (binary ? !c->rxm && !(c->rxm = malloc(sizeof(struct msg) + LWS_PRE + max))
 		   : !c->rx && !(c->rx = malloc(PROTO_MAX_MESSAGE + 1)))

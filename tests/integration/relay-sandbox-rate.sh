@@ -69,4 +69,22 @@ cpu=$(val cpu_ms "$W/vl.out") wall=$(val wall_ms "$W/vl.out")
 ok "values: server-min used ${cpu:-?} ms of CPU in ${wall:-?} ms of the flood ($(val sent "$W/vl.out") messages; < 25%)" \
 	test "$((${cpu:-999999} * 4))" -lt "${wall:-0}"
 is "values: server-min still running" "$(alive)" yes
+stop
+
+# --- a message never ended: endless continuation frames, or one frame saying 2^62 bytes -------
+# (only a message's end took a token, so 6-byte empty continuation frames, or 1-byte ones,
+# of a message that never ends held server-min at 98-99% of a core, silently, and a frame
+# past the limit was read on to its end for one token: 89%; red team)
+for mode in empty-cont byte-cont hugeframe; do
+	start || { echo "# server-min did not listen again"; exit 1; }
+	$FAKE sandbox-fragments "$SP" "$EVIL" "$SM" 3 "$mode" >"$W/fr.out" 2>&1
+	[ -z "$(val exception "$W/fr.out")" ] || sed 's/^/# /' "$W/fr.out"
+	cpu=$(val cpu_ms "$W/fr.out") wall=$(val wall_ms "$W/fr.out")
+	ok "$mode: server-min used ${cpu:-?} ms of CPU in ${wall:-?} ms of the flood ($(val sent "$W/fr.out") frames sent; < 25%)" \
+		test "$((${cpu:-999999} * 4))" -lt "${wall:-0}"
+	like "$mode: ... and says it throttles the sandbox" "$(cat "$W/smin.log")" \
+		"Sandbox 'evil' sends over 5000 messages/s; reading from it is throttled"
+	is "$mode: server-min still running" "$(alive)" yes
+	stop
+done
 done_testing

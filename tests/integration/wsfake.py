@@ -1479,6 +1479,41 @@ def scenario_sandbox_values(port, token, smin_pid, seconds):
     print("wall_ms=%d" % (wall * 1000))
 
 
+def scenario_sandbox_fragments(port, token, smin_pid, seconds, mode):
+    """A sandbox opens a message and never ends it: endless empty continuation frames (mode
+    "empty-cont", 6 bytes each), 1-byte ones ("byte-cont"), or one binary frame that says
+    2^62 bytes followed by zeros ("hugeframe"), for `seconds`: the CPU server-min spent
+    meanwhile, and the frames (or 64 KiB pieces) sent."""
+    s = WS(port, "/v1/sandbox", "pistis.v1", token)
+    s.send(json.dumps({"id": "hello", "op": "hello", "version": 1}))
+    s.recv_json("hello")
+    if mode == "hugeframe":  # one binary frame that says 2^62 bytes, then zeros
+        s.s.sendall(bytes([0x82, 0xFF]) + struct.pack(">Q", 1 << 62) + os.urandom(4))
+        chunk = bytes(4096 * 16)
+    else:
+        s.send(b"", binary=True, fin=False)
+        one = s.encode(b"" if mode == "empty-cont" else b"x", fin=False, opcode=0)
+        chunk = one * 4096
+    sent = [0]
+    def flood():
+        try:
+            while True:
+                s.s.sendall(chunk)
+                sent[0] += 4096
+        except OSError:
+            pass
+    s.s.settimeout(None)
+    threading.Thread(target=flood, daemon=True).start()
+    time.sleep(0.5)  # the burst
+    cpu0, t0 = cpu_ns(smin_pid), time.monotonic()
+    time.sleep(seconds)
+    cpu, wall = cpu_ns(smin_pid) - cpu0, time.monotonic() - t0
+    s.s.shutdown(socket.SHUT_RDWR)
+    print("sent=%d" % sent[0])
+    print("cpu_ms=%d" % (cpu // 10 ** 6))
+    print("wall_ms=%d" % (wall * 1000))
+
+
 def scenario_lookup_cost(stoken, ctoken, base, full, n, k, rounds):
     """server-min's CPU per message on two instances side by side (each a (sandbox port,
     client port, pid) triple): on `base` one client reads one command of a fake sandbox and
@@ -1741,6 +1776,8 @@ if __name__ == "__main__":
             scenario_sandbox_redial(port, token, float(rest[0]))
         elif name == "sandbox-hellos":
             scenario_sandbox_hellos(port, token, int(rest[0]), rest[1], int(rest[2]))
+        elif name == "sandbox-fragments":
+            scenario_sandbox_fragments(port, token, int(rest[0]), float(rest[1]), rest[2])
         elif name == "sandbox-values":
             scenario_sandbox_values(port, token, int(rest[0]), float(rest[1]))
         elif name == "sandbox-flood":
