@@ -51,6 +51,7 @@ struct fsop {
 	uid_t uid; /* the agent's */
 	char id[PROTO_MAX_ID + 1];
 	const char *op_name;
+	bool changes; /* an operation that changes files (not read, list, stat) */
 	char *audit; /* 'id=… agent="…" uid=N path="…" [to="…"]', C-escaped: the audit line */
 	char *buf;
 	size_t len;
@@ -412,16 +413,8 @@ static int read_leaf(int dfd, const char *leaf, uint64_t offset, uint64_t limit,
 }
 
 /* offset < 0: replace the content; else write at offset, the rest of the file kept */
-static int write_leaf(int dfd, const char *leaf, const uint8_t *data, size_t len, int64_t offset)
+static int pwrite_all(int fd, const uint8_t *data, size_t len, int64_t offset)
 {
-	_cleanup_close_ int fd = -1;
-	struct stat st;
-
-	fd = open_regular(dfd, leaf, O_WRONLY | O_CREAT, 0666, &st);
-	if (fd < 0)
-		return fd;
-	if (offset < 0)
-		return ftruncate(fd, 0) < 0 ? -errno : loop_write(fd, data, len);
 	while (len > 0) {
 		ssize_t k = pwrite(fd, data, len, (off_t)offset);
 		if (k < 0 && errno == EINTR)
@@ -433,6 +426,27 @@ static int write_leaf(int dfd, const char *leaf, const uint8_t *data, size_t len
 		offset += k;
 	}
 	return 0;
+}
+
+/* Replacing a file's content writes the new bytes over the old, then cuts the rest: the
+ * helper may be killed at any point (a policy apply's stop, the timeout, the agent), and a
+ * file truncated first was left empty, its old content gone and the new never written
+ * (red team), while the answer said to retry. Cut off mid-way it now holds the old content
+ * with a prefix of the new one, and the answer says the operation may have been partly
+ * done (fsop_interrupted). */
+static int write_leaf(int dfd, const char *leaf, const uint8_t *data, size_t len, int64_t offset)
+{
+	_cleanup_close_ int fd = -1;
+	struct stat st;
+	int r;
+
+	fd = open_regular(dfd, leaf, O_WRONLY | O_CREAT, 0666, &st);
+	if (fd < 0)
+		return fd;
+	r = pwrite_all(fd, data, len, offset < 0 ? 0 : offset);
+	if (r == 0 && offset < 0 && ftruncate(fd, (off_t)len) < 0)
+		r = -errno;
+	return r;
 }
 
 /* fs.remove {recursive: true}: empty the directory dfd and everything beneath it, as the
@@ -621,9 +635,11 @@ static int do_op(enum proto_op op, cJSON *req, cJSON *o, struct proto_error *err
 		memcpy(out, content, (size_t)(hit - content));
 		memcpy(out + (hit - content), new, nl);
 		memcpy(out + (hit - content) + nl, hit + ol, len - (size_t)(hit - content) - ol);
-		if (ftruncate(fd, 0) < 0 || lseek(fd, 0, SEEK_SET) < 0)
-			return -errno;
-		r = loop_write(fd, out, len - ol + nl);
+		/* From the first byte that changes, then cut what is left over (write_leaf). */
+		r = pwrite_all(fd, (const uint8_t *)out + (hit - content),
+			       len - ol + nl - (size_t)(hit - content), hit - content);
+		if (r == 0 && nl < ol && ftruncate(fd, (off_t)(len - ol + nl)) < 0)
+			r = -errno;
 		if (r == 0)
 			cJSON_AddNumberToObject(o, "length", (double)(len - ol + nl));
 		return r;
@@ -899,11 +915,19 @@ static void audit(const struct fsop *f, const char *result)
 	log_notice("audit %s result=%s %-s", f->op_name, result, f->audit ? f->audit : "");
 }
 
+/* What an answer to an operation killed before it answered adds: one that changes files
+ * may have done part of its work (a write a prefix of its bytes, a recursive remove some
+ * of its entries), so "retry" alone would mislead. */
+static const char *fsop_interrupted(const struct fsop *f)
+{
+	return f->changes ? "; it may have been partly done" : "";
+}
+
 static void fsop_timeout(lws_sorted_usec_list_t *sul)
 {
 	struct fsop *f = lws_container_of(sul, struct fsop, timeout);
 	audit(f, "timeout");
-	serve_send_error(f->id, PROTO_E_LIMIT, "file operation timed out");
+	serve_send_error(f->id, PROTO_E_LIMIT, "file operation timed out%s", fsop_interrupted(f));
 	fsop_free(f);
 }
 
@@ -942,8 +966,8 @@ static void on_answer(struct watch *w, uint32_t events)
 	if (WIFSIGNALED(status)) {
 		audit(f, "killed");
 		serve_send_error(f->id, PROTO_E_INTERNAL,
-				 "file operation helper killed by signal %d before it answered",
-				 WTERMSIG(status));
+				 "file operation helper killed by signal %d before it answered%s",
+				 WTERMSIG(status), fsop_interrupted(f));
 	} else if (!WIFEXITED(status) ||
 		   (WEXITSTATUS(status) != 0 && WEXITSTATUS(status) != FSOP_EXIT_REFUSED)) {
 		audit(f, "internal");
@@ -1014,6 +1038,8 @@ void fsops_request(const struct proto_request *req)
 	f->uid = a.uid;
 	f->pid = pid;
 	f->op_name = proto_op_name(req->op);
+	f->changes = req->op != PROTO_OP_FS_READ && req->op != PROTO_OP_FS_READ_PROMPT &&
+		     req->op != PROTO_OP_FS_LIST && req->op != PROTO_OP_FS_STAT;
 	f->audit = audit_text(req, agent, a.uid);
 	snprintf(f->id, sizeof(f->id), "%s", req->id);
 	(void)fd_set_nonblock(p[0], 1);
@@ -1050,7 +1076,8 @@ unsigned fsops_stop_all(void)
 			continue;
 		audit(f, "stopped");
 		serve_send_error(f->id, PROTO_E_UNAVAILABLE,
-				 "stopped: a policy apply is tightening permissions");
+				 "stopped: a policy apply is tightening permissions%s",
+				 fsop_interrupted(f));
 		fsop_free(f);
 		n++;
 	}

@@ -107,7 +107,7 @@ mkdir -p "$R/data/tight"
 echo before >"$R/data/tight/f"
 chmod 0777 "$R/data/tight"
 chmod 0666 "$R/data/tight/f"
-held_write -o /dev/null -e trace=ftruncate -e inject=ftruncate:delay_enter=4000000 -- \
+held_write -o /dev/null -e trace=pwrite64 -e inject=pwrite64:delay_enter=4000000 -- \
 	/data/tight/f after "$W/tw.out"
 like "policy.apply tightens while the helper holds the file open" \
 	"$(call policy.apply '{"rules":"[{\"path\":\"/data/tight\",\"access\":\"read\"}]"}')" '"ok":true.*"complete":true'
@@ -118,6 +118,44 @@ is "the held write did not land after the tightening" "$(cat "$R/data/tight/f")"
 like "the held fs.write got an error" "$(cat "$W/tw.out")" '"ok":false'
 like "fs.write as the agent is denied now" \
 	"$(call fs.write "{\"agent\":\"alice\",\"path\":\"/data/tight/f\",\"data\":\"eA==\"}")" '"code":"denied"'
+
+# --- a helper killed part-way through a write -----------------------------------------------
+# The helper may be killed at any point (the agent, a policy apply's stop, the timeout).
+# fs.write truncated the file first and fs.edit too: killed after that, the file was empty,
+# its old content gone and the new never written, and the answer said nothing had been done
+# (red team). They write over the old bytes first now, then cut what is left over, and the
+# answer says the operation may have been partly done. strace holds the helper at its
+# first write (after the truncation, in the old order) and the agent kills it.
+printf 'old content, long enough\n' >"$R$home/keep"
+chown "$auid:$auid" "$R$home/keep"
+held_write -o /dev/null -e trace=ftruncate,pwrite64 -e inject=ftruncate:delay_exit=4000000 \
+	-e inject=pwrite64:delay_enter=4000000 -- "$home/keep" new "$W/kw.out"
+hp=$(pgrep -P "$SD" -u "$auid" | head -1)
+[ -n "$hp" ] && setpriv --reuid="$auid" --regid="$auid" --clear-groups kill -KILL "$hp"
+wait "$CALL"
+kill "$ST" 2>/dev/null; wait "$ST" 2>/dev/null; ST=
+is "an fs.write killed part-way leaves the file's old content, not an empty file" \
+	"$(cat "$R$home/keep")" "old content, long enough"
+like "... and its answer says it may have been partly done" "$(cat "$W/kw.out")" \
+	'killed by signal 9 before it answered; it may have been partly done'
+printf 'a: keep\nb: change me\n' >"$R$home/edit"
+chown "$auid:$auid" "$R$home/edit"
+strace -qq -f -p "$SD" -o /dev/null -e trace=ftruncate,pwrite64 -e inject=ftruncate:delay_exit=4000000 \
+	-e inject=pwrite64:delay_enter=4000000 &
+ST=$!
+sleep 0.5
+call fs.edit "{\"agent\":\"alice\",\"path\":\"$home/edit\",\"old\":\"change me\",\"new\":\"x\"}" >"$W/ke.out" &
+CALL=$!
+hp=$(helper_pid)
+sleep 0.5
+[ -n "$hp" ] && setpriv --reuid="$auid" --regid="$auid" --clear-groups kill -KILL "$hp"
+wait "$CALL"
+kill "$ST" 2>/dev/null; wait "$ST" 2>/dev/null; ST=
+is "an fs.edit killed part-way leaves the file as it was" "$(cat "$R$home/edit")" "$(printf 'a: keep\nb: change me')"
+like "... and says it may have been partly done" "$(cat "$W/ke.out")" 'it may have been partly done'
+like "fs.edit of the same file then works" \
+	"$(call fs.edit "{\"agent\":\"alice\",\"path\":\"$home/edit\",\"old\":\"change me\",\"new\":\"x\"}")" '"ok": *true'
+is "... and leaves what it should" "$(cat "$R$home/edit")" "$(printf 'a: keep\nb: x')"
 
 # --- a FIFO swapped in between fs.write's look at the leaf and its open --------------------------
 # Nothing is at the path when the helper looks; the agent makes a FIFO there and reads it
