@@ -32,6 +32,7 @@
 #include "lib/macro.h"
 #include "lib/escape.h"
 #include "lib/proto.h"
+#include "lib/statx.h"
 #include "pistisd/privs.h"
 #include "pistisd/serve.h"
 #include "pistisd/spawn.h"
@@ -481,19 +482,24 @@ static int remove_tree(int dfd, dev_t dev, unsigned depth, uint64_t *count)
 		rewinddir(d);
 		while (r >= 0 && (de = readdir(d))) {
 			struct stat st;
+			int mnt;
 			if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 				continue;
 			if (++*count > REMOVE_ENTRIES_MAX) {
 				r = -E2BIG;
 				break;
 			}
-			if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-				r = errno == ENOENT ? 0 : -errno;
+			r = statx_node(dfd, de->d_name, AT_SYMLINK_NOFOLLOW, &st, &mnt);
+			if (r < 0) {
+				r = r == -ENOENT ? 0 : r;
 				continue;
 			}
 			if (S_ISDIR(st.st_mode)) {
 				int sub;
-				if (st.st_dev != dev) {
+				/* A mount root, a bind mount of the same file system included
+				 * (st_dev alone missed it: red team); st_dev where the kernel
+				 * does not say. */
+				if (mnt == 1 || st.st_dev != dev) {
 					r = -EXDEV;
 					break;
 				}
@@ -720,9 +726,19 @@ static int do_op(enum proto_op op, cJSON *req, cJSON *o, struct proto_error *err
 		cJSON *rec = cJSON_GetObjectItemCaseSensitive(req, "recursive");
 		uint64_t count = 0;
 		struct stat st;
-		if (fstatat(dfd, leaf, &st, AT_SYMLINK_NOFOLLOW) < 0)
-			return -errno;
+		int mnt;
+		r = statx_node(dfd, leaf, AT_SYMLINK_NOFOLLOW, &st, &mnt);
+		if (r < 0)
+			return r;
 		if (S_ISDIR(st.st_mode) && cJSON_IsTrue(rec)) {
+			/* The directory named is a mount point itself: not emptied either. */
+			if (mnt == 1) {
+				err->code = PROTO_E_DENIED;
+				snprintf(err->message, sizeof(err->message),
+					 "fs.remove: the directory is a mount point: nothing "
+					 "removed");
+				return -EINVAL;
+			}
 			_cleanup_close_ int sub =
 				openat(dfd, leaf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 			if (sub < 0)

@@ -157,6 +157,28 @@ like "fs.edit of the same file then works" \
 	"$(call fs.edit "{\"agent\":\"alice\",\"path\":\"$home/edit\",\"old\":\"change me\",\"new\":\"x\"}")" '"ok": *true'
 is "... and leaves what it should" "$(cat "$R$home/edit")" "$(printf 'a: keep\nb: x')"
 
+# --- fs.remove {recursive} and mount points ------------------------------------------------------
+# Mount points are not crossed: one was found by a change of st_dev only, so a bind mount of
+# the same file system inside the tree was entered and emptied (a file outside the tree named
+# went), and a directory named that is itself a mount point was emptied (red team).
+mkdir -p "$R$home/victimsrc" "$R$home/tree/sub/bm" "$R$home/vol"
+echo precious >"$R$home/victimsrc/precious"
+chown -R "$auid:$auid" "$R$home/victimsrc" "$R$home/tree" "$R$home/vol"
+mount --bind "$R$home/victimsrc" "$R$home/tree/sub/bm"
+out=$(call fs.remove "{\"agent\":\"alice\",\"path\":\"$home/tree\",\"recursive\":true}")
+like "fs.remove of a tree with a bind mount (same file system) inside: refused" "$out" 'a mount point inside \(not crossed\)'
+ok "... the file behind the bind mount is still there" test -f "$R$home/victimsrc/precious"
+umount "$R$home/tree/sub/bm"
+mount -t tmpfs -o size=1m,mode=0700 vol "$R$home/vol"
+echo kept >"$R$home/vol/f" && chown -R "$auid:$auid" "$R$home/vol"
+out=$(call fs.remove "{\"agent\":\"alice\",\"path\":\"$home/vol\",\"recursive\":true}")
+like "fs.remove of a directory that is a mount point: refused" "$out" 'the directory is a mount point: nothing removed'
+ok "... what is in it is still there" test -f "$R$home/vol/f"
+umount "$R$home/vol"
+like "fs.remove of the tree with nothing mounted: removed" \
+	"$(call fs.remove "{\"agent\":\"alice\",\"path\":\"$home/tree\",\"recursive\":true}")" '"ok": *true'
+rm -rf "$R$home/victimsrc" "$R$home/vol"
+
 # --- a FIFO swapped in between fs.write's look at the leaf and its open --------------------------
 # Nothing is at the path when the helper looks; the agent makes a FIFO there and reads it
 # before the helper's O_CREAT open. That open must not open the FIFO (its reader would see
