@@ -587,6 +587,13 @@ static int do_op(enum proto_op op, cJSON *req, cJSON *o, struct proto_error *err
 		r = proto_get_u64(req, "limit", UINT64_C(1) << 53, &limit, err);
 		if (r < 0 && r != -ENOENT)
 			return r;
+		/* 0 read nothing and said eof false: a reader paging on by length asked again
+		 * for ever (red team) */
+		if (r == 0 && limit == 0) {
+			err->code = PROTO_E_BAD_REQUEST;
+			snprintf(err->message, sizeof(err->message), "\"limit\" must be 1 or more");
+			return -EINVAL;
+		}
 		return read_leaf(dfd, leaf, offset, limit < max ? limit : max,
 				 op == PROTO_OP_FS_READ_PROMPT, o);
 	}
@@ -720,8 +727,18 @@ static int do_op(enum proto_op op, cJSON *req, cJSON *o, struct proto_error *err
 		cJSON_AddNumberToObject(o, "mtime", (double)st.st_mtime);
 		return 0;
 	}
-	case PROTO_OP_FS_MKDIR:
-		return mkdirat(dfd, leaf, 0777) < 0 && errno != EEXIST ? -errno : 0;
+	case PROTO_OP_FS_MKDIR: {
+		struct stat st;
+		if (mkdirat(dfd, leaf, 0777) == 0)
+			return 0;
+		if (errno != EEXIST)
+			return -errno;
+		/* There already: ok for a directory only (a file or a symlink there answered
+		 * ok, and a later write through the path failed; red team) */
+		if (fstatat(dfd, leaf, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			return -errno;
+		return S_ISDIR(st.st_mode) ? 0 : -EEXIST;
+	}
 	case PROTO_OP_FS_REMOVE: {
 		cJSON *rec = cJSON_GetObjectItemCaseSensitive(req, "recursive");
 		uint64_t count = 0;
@@ -900,8 +917,10 @@ static char *audit_text(const struct proto_request *req, const char *agent, uid_
 	_cleanup_free_ char *ea = NULL, *ep = NULL, *et = NULL;
 	char *out = NULL;
 
-	(void)proto_get_string(req->root, "path", PROTO_MAX_PATH, &path, &err);
-	(void)proto_get_string(req->root, "to", PROTO_MAX_PATH, &to, &err);
+	/* Any string, over PROTO_MAX_PATH too (refused, it must still be named: it was
+	 * logged as path=""; red team): escape_c_field cuts it to AUDIT_PATH_MAX, marked. */
+	(void)proto_get_string(req->root, "path", PROTO_MAX_STRING, &path, &err);
+	(void)proto_get_string(req->root, "to", PROTO_MAX_STRING, &to, &err);
 	ea = escape_c_dup(agent);
 	ep = escape_c_field(path ? path : "", AUDIT_PATH_MAX);
 	if (to)

@@ -179,6 +179,28 @@ like "fs.remove of the tree with nothing mounted: removed" \
 	"$(call fs.remove "{\"agent\":\"alice\",\"path\":\"$home/tree\",\"recursive\":true}")" '"ok": *true'
 rm -rf "$R$home/victimsrc" "$R$home/vol"
 
+# --- edges: fs.mkdir over a file, fs.read with limit 0, a path over 4 KiB in the audit line ------
+# (red team: mkdir answered ok over a file or symlink; limit 0 answered length 0, eof false,
+# which a reader paging on by length asks again for ever; a refused long path was logged as
+# path="", naming nothing)
+echo f >"$R$home/plain" && chown "$auid:$auid" "$R$home/plain"
+ln -sfn /etc "$R$home/lnk"
+like "fs.mkdir over a file: exists" \
+	"$(call fs.mkdir "{\"agent\":\"alice\",\"path\":\"$home/plain\"}")" '"code":"exists"'
+like "fs.mkdir over a symlink: exists" \
+	"$(call fs.mkdir "{\"agent\":\"alice\",\"path\":\"$home/lnk\"}")" '"code":"exists"'
+mkdir -p "$R$home/adir" && chown "$auid:$auid" "$R$home/adir"
+like "fs.mkdir of a directory that is there: ok" \
+	"$(call fs.mkdir "{\"agent\":\"alice\",\"path\":\"$home/adir\"}")" '"ok": *true'
+like "fs.read with limit 0: bad_request" \
+	"$(call fs.read "{\"agent\":\"alice\",\"path\":\"$home/plain\",\"limit\":0}")" '"code":"bad_request"'
+long="$home/$(printf 'L%.0s' $(seq 5000))"
+call fs.stat "{\"agent\":\"alice\",\"path\":\"$long\"}" >/dev/null
+for _ in $(seq 50); do grep -q 'audit fs.stat .*path="/.*LLLL' "$W/pd.log" && break; sleep 0.1; done
+like "a refused path over 4 KiB is named in the audit line (cut)" "$(grep 'audit fs.stat' "$W/pd.log" | tail -n 1)" \
+	"path=\"$home/LLLL"
+rm -rf "$R$home/plain" "$R$home/lnk" "$R$home/adir"
+
 # --- a FIFO swapped in between fs.write's look at the leaf and its open --------------------------
 # Nothing is at the path when the helper looks; the agent makes a FIFO there and reads it
 # before the helper's O_CREAT open. That open must not open the FIFO (its reader would see
