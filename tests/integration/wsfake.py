@@ -1454,17 +1454,16 @@ def scenario_sandbox_hellos(sport, stoken, cport, ctoken, n):
     print("attaches=%d" % attaches)
 
 
-def scenario_sandbox_values(port, token, smin_pid, seconds):
-    """A sandbox sends 1 MiB messages of half a million JSON values (~80 ms of parsing each)
-    for `seconds`: the CPU server-min spent meanwhile."""
-    s = WS(port, "/v1/sandbox", "pistis.v1", token)
-    msg = s.encode('{"x":[' + ",".join(["0"] * 524000) + "]}")
+def flood_cost(s, data, count, smin_pid, seconds):
+    """Send `data` on sandbox connection `s` in a loop (each send counted as `count`) for
+    `seconds` after a half-second burst: print what was sent and the CPU server-min spent
+    meanwhile."""
     sent = [0]
     def flood():
         try:
             while True:
-                s.s.sendall(msg)
-                sent[0] += 1
+                s.s.sendall(data)
+                sent[0] += count
         except OSError:
             pass
     s.s.settimeout(None)
@@ -1477,6 +1476,13 @@ def scenario_sandbox_values(port, token, smin_pid, seconds):
     print("sent=%d" % sent[0])
     print("cpu_ms=%d" % (cpu // 10 ** 6))
     print("wall_ms=%d" % (wall * 1000))
+
+
+def scenario_sandbox_values(port, token, smin_pid, seconds):
+    """A sandbox sends 1 MiB messages of half a million JSON values (~80 ms of parsing each)
+    for `seconds`: the CPU server-min spent meanwhile."""
+    s = WS(port, "/v1/sandbox", "pistis.v1", token)
+    flood_cost(s, s.encode('{"x":[' + ",".join(["0"] * 524000) + "]}"), 1, smin_pid, seconds)
 
 
 def scenario_sandbox_fragments(port, token, smin_pid, seconds, mode):
@@ -1489,29 +1495,11 @@ def scenario_sandbox_fragments(port, token, smin_pid, seconds, mode):
     s.recv_json("hello")
     if mode == "hugeframe":  # one binary frame that says 2^62 bytes, then zeros
         s.s.sendall(bytes([0x82, 0xFF]) + struct.pack(">Q", 1 << 62) + os.urandom(4))
-        chunk = bytes(4096 * 16)
+        flood_cost(s, bytes(65536), 1, smin_pid, seconds)
     else:
         s.send(b"", binary=True, fin=False)
         one = s.encode(b"" if mode == "empty-cont" else b"x", fin=False, opcode=0)
-        chunk = one * 4096
-    sent = [0]
-    def flood():
-        try:
-            while True:
-                s.s.sendall(chunk)
-                sent[0] += 4096
-        except OSError:
-            pass
-    s.s.settimeout(None)
-    threading.Thread(target=flood, daemon=True).start()
-    time.sleep(0.5)  # the burst
-    cpu0, t0 = cpu_ns(smin_pid), time.monotonic()
-    time.sleep(seconds)
-    cpu, wall = cpu_ns(smin_pid) - cpu0, time.monotonic() - t0
-    s.s.shutdown(socket.SHUT_RDWR)
-    print("sent=%d" % sent[0])
-    print("cpu_ms=%d" % (cpu // 10 ** 6))
-    print("wall_ms=%d" % (wall * 1000))
+        flood_cost(s, one * 4096, 4096, smin_pid, seconds)
 
 
 def scenario_lookup_cost(stoken, ctoken, base, full, n, k, rounds):
