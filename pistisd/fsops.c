@@ -413,7 +413,6 @@ static int read_leaf(int dfd, const char *leaf, uint64_t offset, uint64_t limit,
 	return 0;
 }
 
-/* offset < 0: replace the content; else write at offset, the rest of the file kept */
 static int pwrite_all(int fd, const uint8_t *data, size_t len, int64_t offset)
 {
 	while (len > 0) {
@@ -435,6 +434,7 @@ static int pwrite_all(int fd, const uint8_t *data, size_t len, int64_t offset)
  * (red team), while the answer said to retry. Cut off mid-way it now holds the old content
  * with a prefix of the new one, and the answer says the operation may have been partly
  * done (fsop_interrupted). */
+/* offset < 0: replace the content; else write at offset, the rest of the file kept */
 static int write_leaf(int dfd, const char *leaf, const uint8_t *data, size_t len, int64_t offset)
 {
 	_cleanup_close_ int fd = -1;

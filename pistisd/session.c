@@ -608,10 +608,9 @@ static void kill_agent_leftovers(uint32_t cmd_id, const char *agent, uid_t uid)
 			cmd_id, agent, killed);
 }
 
-static bool agent_busy(uid_t uid, const struct cmd *except)
+/* Whether a command of uid other than except is still running. */
+static bool agent_command_running(uid_t uid, const struct cmd *except)
 {
-	if (fsops_running_for(uid))
-		return true;
 	for (const struct cmd *x = T.cmds; x; x = x->next)
 		if (x != except && !x->done && x->uid == uid)
 			return true;
@@ -649,7 +648,7 @@ static void sweeps_pending_run(lws_sorted_usec_list_t *sul)
 		if (!w.used || fsops_running_for(w.uid))
 			continue;
 		pending[i].used = false;
-		if (!agent_busy(w.uid, NULL))
+		if (!agent_command_running(w.uid, NULL))
 			sweep_run(&w);
 	}
 }
@@ -708,9 +707,8 @@ static void kill_strays(const struct cmd *c)
 		.used = true,
 	};
 
-	for (const struct cmd *x = T.cmds; x; x = x->next)
-		if (x != c && !x->done && x->uid == c->uid)
-			return;
+	if (agent_command_running(c->uid, c))
+		return;
 	snprintf(w.agent, sizeof(w.agent), "%s", c->agent);
 	if (fsops_running_for(c->uid))
 		sweep_put_off(&w);

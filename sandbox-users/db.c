@@ -641,21 +641,20 @@ int users_db_remove(struct users_db *db, const char *agent_id, bool forget)
 	 * remove is how the name is cleared: a line left behind would keep the account for
 	 * any tool that walks the file). Any of them with another id is someone else's
 	 * doing: nothing is removed. */
-	for (i = pwfile_find_name(&db->f[PWFILE_PASSWD], name); i >= 0;
-	     i = pwfile_find_name_from(&db->f[PWFILE_PASSWD], name, (size_t)i + 1))
-		if (db->f[PWFILE_PASSWD].lines[i].id != rec->uid)
-			return fail(db, -EEXIST,
-				    "user '%s' in /etc/passwd (line %zu) has uid %u, not the "
-				    "registry's %u; not removing it",
-				    name, (size_t)i + 1, db->f[PWFILE_PASSWD].lines[i].id,
-				    rec->uid);
-	for (i = pwfile_find_name(&db->f[PWFILE_GROUP], name); i >= 0;
-	     i = pwfile_find_name_from(&db->f[PWFILE_GROUP], name, (size_t)i + 1))
-		if (db->f[PWFILE_GROUP].lines[i].id != rec->uid)
-			return fail(db, -EEXIST,
-				    "group '%s' in /etc/group (line %zu) has gid %u, not the "
-				    "registry's %u; not removing it",
-				    name, (size_t)i + 1, db->f[PWFILE_GROUP].lines[i].id, rec->uid);
+	for (size_t j = 0; j < 2; j++) {
+		int k = j ? PWFILE_GROUP : PWFILE_PASSWD;
+		const struct pwfile *f = &db->f[k];
+		bool user = k == PWFILE_PASSWD;
+		for (i = pwfile_find_name(f, name); i >= 0;
+		     i = pwfile_find_name_from(f, name, (size_t)i + 1))
+			if (f->lines[i].id != rec->uid)
+				return fail(db, -EEXIST,
+					    "%s '%s' in /etc/%s (line %zu) has %s %u, not the "
+					    "registry's %u; not removing it",
+					    user ? "user" : "group", name, pwfile_kind_name(k),
+					    (size_t)i + 1, user ? "uid" : "gid", f->lines[i].id,
+					    rec->uid);
+	}
 
 	for (int k = 0; k < _PWFILE_KIND_MAX; k++) {
 		struct pwfile *f = &db->f[k];
