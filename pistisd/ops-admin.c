@@ -114,14 +114,15 @@ static const char *event_kind_name(enum policy_event_kind k)
 		[POLICY_EV_NOT_DONE] = "not_done",
 		[POLICY_EV_AGENTS_IN_TRUSTED] = "agents_in_trusted",
 		[POLICY_EV_FOREIGN_SYMLINK] = "foreign_symlink",
+		[POLICY_EV_PRIVATE] = "private",
 	};
 	return (unsigned)k < ELEMENTSOF(names) && names[k] ? names[k] : "unknown";
 }
 
 static cJSON *changes_array(unsigned ch)
 {
-	static const char *const names[] = {"owner", "mode", "acl_access", "acl_default",
-					    "acl_set"};
+	static const char *const names[] = {"owner",   "mode", "acl_access", "acl_default",
+					    "acl_set", "mark", "unmark"};
 	cJSON *a = cJSON_CreateArray();
 	for (unsigned i = 0; i < ELEMENTSOF(names); i++)
 		if (ch & (1u << i))
@@ -151,7 +152,7 @@ static void on_event(void *userdata, const struct policy_event *ev)
 	if (ev->kind == POLICY_EV_TOO_DEEP)
 		cJSON_AddNumberToObject(o, "depth_max", ev->depth_max);
 	if (ev->kind == POLICY_EV_CHANGE || ev->kind == POLICY_EV_HARDLINK ||
-	    ev->kind == POLICY_EV_TOO_DEEP) {
+	    ev->kind == POLICY_EV_TOO_DEEP || ev->kind == POLICY_EV_PRIVATE) {
 		cJSON_AddItemToObject(o, "changes", changes_array(ev->changes));
 		cJSON_AddBoolToObject(o, "violation", ev->violation);
 		cJSON_AddNumberToObject(o, "old_uid", ev->old_uid);
@@ -425,6 +426,7 @@ static void do_explain(struct hctx *h, int root_fd, cJSON *req)
 				cJSON_AddNumberToObject(tg, "gid", ex->target.gid);
 			cJSON_AddNumberToObject(tg, "mode", ex->target.mode & 07777);
 			cJSON_AddBoolToObject(tg, "hardlink_left", ex->target_hardlink_left);
+			cJSON_AddBoolToObject(tg, "private_left", ex->target_private_left);
 		}
 	}
 	if (ex->agent) {

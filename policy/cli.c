@@ -109,6 +109,8 @@ static const char *kind_name(enum policy_event_kind k)
 		return "agents-in-trusted";
 	case POLICY_EV_FOREIGN_SYMLINK:
 		return "foreign-symlink";
+	case POLICY_EV_PRIVATE:
+		return "private";
 	default:
 		return "?";
 	}
@@ -125,6 +127,8 @@ static void changes_text(unsigned c, char *buf, size_t size)
 		{POLICY_CH_ACL_ACCESS, "strip-acl"},
 		{POLICY_CH_ACL_DEFAULT, "strip-default-acl"},
 		{POLICY_CH_ACL_SET, "set-default-acl"},
+		{POLICY_CH_MARK, "mark-closed"},
+		{POLICY_CH_UNMARK, "unmark"},
 	};
 	size_t o = 0;
 
@@ -183,7 +187,7 @@ static void on_event(void *userdata, const struct policy_event *ev)
 			printf(",\"depth_max\":%u", ev->depth_max);
 		if (ev->kind == POLICY_EV_CHANGE || ev->kind == POLICY_EV_HARDLINK ||
 		    ev->kind == POLICY_EV_DEVICE || ev->kind == POLICY_EV_TOO_DEEP ||
-		    ev->kind == POLICY_EV_OTHER_FS)
+		    ev->kind == POLICY_EV_OTHER_FS || ev->kind == POLICY_EV_PRIVATE)
 			printf(",\"old\":{\"uid\":%u,\"gid\":%u,\"mode\":\"%04o\"},"
 			       "\"new\":{\"uid\":%u,\"gid\":%u,\"mode\":\"%04o\"}",
 			       (unsigned)ev->old_uid, (unsigned)ev->old_gid,
@@ -289,6 +293,15 @@ static void on_event(void *userdata, const struct policy_event *ev)
 			       "below was not walked (root:root 0700: agents cannot reach it; make "
 			       "the tree shallower and apply again)\n",
 			       p, ev->depth_max);
+		break;
+	case POLICY_EV_PRIVATE:
+		printf("left %s: %s's private %s (owner %u:%u, mode %04o) under a write rule, "
+		       "not closed by pistis: never opened to the agents%s; make it readable to "
+		       "its group, or move it out\n",
+		       p, ev->old_uid == 0 ? "root" : "pi-tools",
+		       S_ISDIR(ev->old_mode) ? "directory" : "file", (unsigned)ev->old_uid,
+		       (unsigned)ev->old_gid, (unsigned)(ev->old_mode & 07777),
+		       S_ISDIR(ev->old_mode) ? ", not entered" : "");
 		break;
 	case POLICY_EV_VANISHED:
 		printf("skipped %s: changed or removed while walked\n", p);
@@ -591,7 +604,8 @@ static int do_explain(struct ctx *c, int root_fd, const struct policy_rules *rul
 			       ex.target.uid == (uid_t)-1 ? -1 : (int)ex.target.uid,
 			       (unsigned)ex.target.gid, (unsigned)ex.target.mode,
 			       ex.target.flags & POLICY_T_DEFAULT_ACL ? "true" : "false",
-			       ex.target_hardlink_left || (ex.target.flags & POLICY_T_LEAVE)
+			       ex.target_hardlink_left || ex.target_private_left ||
+					       (ex.target.flags & POLICY_T_LEAVE)
 				       ? "true"
 				       : "false",
 			       ex.target.flags & POLICY_T_PINNED ? "true" : "false",
@@ -654,6 +668,11 @@ static int do_explain(struct ctx *c, int root_fd, const struct policy_rules *rul
 			       (uintmax_t)ex.st.st_nlink);
 		if (ex.target.flags & POLICY_T_LEAVE)
 			printf("  note: a device node: apply never loosens it\n");
+		if (ex.target_private_left)
+			printf("  note: %s's, closed to the agents, and not closed by pistis: "
+			       "apply "
+			       "leaves it as is (never opened to the agents)\n",
+			       ex.st.st_uid == 0 ? "root" : "pi-tools");
 		if (ex.mount_at[0]) {
 			_cleanup_free_ char *mp =
 				escape_dup(ex.mount_at, strlen(ex.mount_at), false);

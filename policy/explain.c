@@ -157,6 +157,16 @@ int policy_explain(int root_fd, const struct policy_rules *rules, const char *pa
 		if (S_ISDIR(node->st.st_mode))
 			policy_target_pin(rules, path, strlen(path), &ret->target);
 		ret->target_hardlink_left = !S_ISDIR(node->st.st_mode) && node->st.st_nlink > 1;
+		if (ret->rule->access == POLICY_WRITE && strlen(path) > ret->rule->len &&
+		    (S_ISDIR(node->st.st_mode) || node->st.st_nlink == 1)) {
+			struct policy_xstate x = {.acl_access = ret->has_acl};
+
+			x.closed_mark =
+				policy_getxattr_fd(cur, true, POLICY_XATTR_CLOSED, NULL, 0) >= 0;
+			ret->target_private_left = !x.closed_mark &&
+						   policy_closed_to_agents(&node->st, &x) &&
+						   policy_marks_supported(cur, "");
+		}
 	}
 	if (ret->agent && ret->can_traverse) {
 		bool dir = S_ISDIR(node->st.st_mode);

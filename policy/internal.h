@@ -12,6 +12,11 @@
 
 #define POLICY_XATTR_ACL_ACCESS "system.posix_acl_access"
 #define POLICY_XATTR_ACL_DEFAULT "system.posix_acl_default"
+/* The mark a walk leaves on each regular file and directory it closes (none, the depth
+ * bound): only who may write the node can set a user.* xattr, and the node is root's or
+ * pi-tools' 0600/0700 by then. A write rule opens a node of theirs that is closed to the
+ * agents only when it carries the mark (docs/policy.md, "Root's private files"). */
+#define POLICY_XATTR_CLOSED "user.pistis.closed"
 
 /* "/proc/thread-self/fd/N": the magic link reaches exactly the inode behind fd (an O_PATH
  * fd included), never a name that could be swapped. thread-self, not self: the walk's
@@ -46,6 +51,7 @@ enum { POLICY_ACL_DEF_NONE, POLICY_ACL_DEF_OURS, POLICY_ACL_DEF_FOREIGN };
 struct policy_xstate {
 	bool acl_access;
 	int acl_default;
+	bool closed_mark; /* POLICY_XATTR_CLOSED is there */
 };
 
 /* The ACL state through fd (opath: an O_PATH fd, read through /proc/thread-self/fd/N), or by name
@@ -79,5 +85,13 @@ bool policy_takes_away(const struct stat *st, const struct policy_xstate *x,
  * ones that give it (final mode, our default ACL). fd: the node's own fd (opath: O_PATH). */
 int policy_apply_pre(int fd, bool opath, struct stat *st, const struct policy_xstate *x,
 		     const struct policy_target *t);
+/* marks: POLICY_CH_MARK and/or POLICY_CH_UNMARK from the node's changes. */
 int policy_apply_post(int fd, bool opath, const struct stat *st, const struct policy_target *t,
-		      bool want_acl_set);
+		      bool want_acl_set, unsigned marks);
+/* Root's or pi-tools' regular file or directory that no agent may read (or, a directory,
+ * enter): no read bit for others, and none for a group agents are in (pi-sandbox, an
+ * agent's own) or any group at all when an access ACL may name one. */
+bool policy_closed_to_agents(const struct stat *st, const struct policy_xstate *x);
+/* Whether the file system of the node name in dfd (an O_PATH fd is fine) keeps user.*
+ * xattrs: the closing mark is only set, and only asked for, where it does. */
+bool policy_marks_supported(int dfd, const char *name);

@@ -114,6 +114,7 @@ enum policy_target_flags {
 	POLICY_T_DEFAULT_ACL = 1 << 0, /* directory gets the group-writable default ACL */
 	POLICY_T_LEAVE = 1 << 1,       /* never made more permissive: device nodes in read/write */
 	POLICY_T_PINNED = 1 << 2,      /* write dir above a stricter rule: root's, sticky */
+	POLICY_T_MARK = 1 << 3,	       /* closed by the walk: carries the closing mark */
 };
 struct policy_target {
 	uid_t uid; /* (uid_t)-1: keep the current owner */
@@ -179,6 +180,8 @@ enum policy_change {
 	POLICY_CH_ACL_ACCESS = 1 << 2,	/* strip a planted access ACL */
 	POLICY_CH_ACL_DEFAULT = 1 << 3, /* strip a foreign default ACL */
 	POLICY_CH_ACL_SET = 1 << 4,	/* set the write-level default ACL */
+	POLICY_CH_MARK = 1 << 5,	/* leave the closing mark (user.pistis.closed) */
+	POLICY_CH_UNMARK = 1 << 6,	/* take the closing mark off a node opened again */
 };
 
 enum policy_event_kind {
@@ -204,6 +207,11 @@ enum policy_event_kind {
 	 * the secrets): made where someone could write once (a git hook -> an agent's file).
 	 * Left as it is, never followed (error; check: a violation). */
 	POLICY_EV_FOREIGN_SYMLINK,
+	/* Under a write rule, root's or pi-tools' regular file or directory that no agent may
+	 * read and that no walk of pistis's closed (no closing mark): a private file moved or
+	 * made there. Left as it is, a directory not entered; tighter than the rule, so no
+	 * violation, but listed by apply and check. */
+	POLICY_EV_PRIVATE,
 };
 
 struct policy_event {
@@ -292,6 +300,9 @@ struct policy_explain {
 	bool has_acl, has_default_acl;
 	struct policy_target target; /* when exists and a rule decides */
 	bool target_hardlink_left;
+	/* Root's or pi-tools' private node under a write rule that no walk closed: apply
+	 * leaves it as is (POLICY_EV_PRIVATE). */
+	bool target_private_left;
 	/* For an agent (when asked): */
 	bool agent;
 	bool can_traverse; /* every directory on the way allows search */

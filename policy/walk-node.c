@@ -6,6 +6,7 @@
 #include <acl/libacl.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,6 +85,8 @@ static int xstate_from_list(const char *list, ssize_t n, int fd, bool opath,
 
 		if (!strcmp(name, POLICY_XATTR_ACL_ACCESS))
 			x->acl_access = true;
+		else if (!strcmp(name, POLICY_XATTR_CLOSED))
+			x->closed_mark = true;
 		else if (!strcmp(name, POLICY_XATTR_ACL_DEFAULT)) {
 			if (fd < 0)
 				return -EAGAIN; /* caller re-reads through an fd */
@@ -107,6 +110,10 @@ static int xstate_by_name(int fd, bool opath, struct policy_xstate *x)
 		return (int)m;
 	x->acl_access = m >= 0;
 	x->acl_default = default_acl_state(fd, opath);
+	m = policy_getxattr_fd(fd, opath, POLICY_XATTR_CLOSED, NULL, 0);
+	if (m < 0 && m != -ENODATA)
+		return (int)m;
+	x->closed_mark = m >= 0;
 	return 0;
 }
 
@@ -185,7 +192,42 @@ unsigned policy_changes_for(const struct stat *st, const struct policy_xstate *x
 		if (want && x->acl_default != POLICY_ACL_DEF_OURS)
 			c |= POLICY_CH_ACL_SET;
 	}
+	if ((t->flags & POLICY_T_MARK) && !x->closed_mark)
+		c |= POLICY_CH_MARK;
+	else if (!(t->flags & POLICY_T_MARK) && x->closed_mark)
+		c |= POLICY_CH_UNMARK;
 	return c;
+}
+
+bool policy_closed_to_agents(const struct stat *st, const struct policy_xstate *x)
+{
+	mode_t see = S_ISDIR(st->st_mode) ? 05 : 04; /* read, or for a directory also enter */
+	bool group = ((st->st_mode >> 3) & see) != 0;
+
+	if (!S_ISREG(st->st_mode) && !S_ISDIR(st->st_mode))
+		return false;
+	if (st->st_uid != 0 && st->st_uid != USERS_TOOLS_UID)
+		return false;
+	if (st->st_mode & see)
+		return false;
+	/* With an access ACL the group bits are its mask: a named entry may be anyone's. */
+	return !group || (!x->acl_access && st->st_gid != USERS_SANDBOX_GID &&
+			  !users_uid_is_agent(st->st_gid));
+}
+
+bool policy_marks_supported(int dfd, const char *name)
+{
+	char p[POLICY_PROC_FD_MAX + NAME_MAX + 2];
+	ssize_t n;
+
+	/* The magic link to dfd is followed; name itself is not (lgetxattr). */
+	if (name && *name) {
+		snprintf(p, sizeof(p), "/proc/thread-self/fd/%d/%s", dfd, name);
+		n = lgetxattr(p, POLICY_XATTR_CLOSED, NULL, 0);
+	} else {
+		n = getxattr(policy_proc_fd(dfd, p), POLICY_XATTR_CLOSED, NULL, 0);
+	}
+	return n >= 0 || errno == ENODATA || errno == ERANGE;
 }
 
 /* Someone would have more access now than the target gives. */
@@ -428,8 +470,17 @@ int policy_apply_pre(int fd, bool opath, struct stat *st, const struct policy_xs
 	return 0;
 }
 
+static int do_setxattr(int fd, bool opath, const char *name, const void *v, size_t size)
+{
+	char p[POLICY_PROC_FD_MAX];
+	int r = opath ? setxattr(policy_proc_fd(fd, p), name, v, size, 0)
+		      : fsetxattr(fd, name, v, size, 0);
+
+	return r < 0 ? negative_errno() : 0;
+}
+
 int policy_apply_post(int fd, bool opath, const struct stat *st, const struct policy_target *t,
-		      bool want_acl_set)
+		      bool want_acl_set, unsigned marks)
 {
 	int r;
 
@@ -443,5 +494,12 @@ int policy_apply_post(int fd, bool opath, const struct stat *st, const struct po
 		if (r < 0)
 			return r;
 	}
+	/* The mark last: closed first, so a node is never marked and open (a walk stopped
+	 * in between leaves it closed and unmarked: a later write rule leaves it closed).
+	 * Taken off once the node is open again, for the same reason. */
+	if (marks & POLICY_CH_MARK)
+		return do_setxattr(fd, opath, POLICY_XATTR_CLOSED, "1", 1);
+	if (marks & POLICY_CH_UNMARK)
+		return do_removexattr(fd, opath, POLICY_XATTR_CLOSED);
 	return 0;
 }

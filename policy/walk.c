@@ -45,8 +45,8 @@ struct frame {
 	size_t path_len;
 	struct stat st; /* of the fd, after the pre-order changes */
 	struct policy_target tgt;
-	bool pending; /* post-order: final mode / default ACL still to do */
-	bool acl_set;
+	bool pending;  /* post-order: final mode / default ACL / closing mark still to do */
+	unsigned post; /* POLICY_CH_ACL_SET, _MARK, _UNMARK: for the post-order step */
 	bool has_below;
 	bool reserved_below; /* a tree of pistis's own beneath: walked around */
 	bool secrets;
@@ -118,6 +118,7 @@ struct shared {
 	unsigned max_depth, threads, qcap; /* fixed before any thread starts */
 	bool hardlinks_protected;	   /* fs.protected_hardlinks is 1 (read at start) */
 	dev_t dev;			   /* of the current rule's path */
+	bool marks; /* its file system keeps user.* xattrs: the closing mark is used */
 	struct task *qhead, *qtail;
 	unsigned idle;		 /* threads waiting for work (under lock; split() peeks) */
 	unsigned queued, active; /* tasks in the queue; tasks queued or running, final steps
@@ -191,6 +192,49 @@ static bool agents_in_trusted(const struct walker *w, const struct stat *st,
 			 (users_uid_is_agent(st->st_gid) && (st->st_mode & 0020));
 	return agents && (t->uid == 0 || t->uid == USERS_TOOLS_UID) &&
 	       policy_path_trusted(w->path, w->path_len);
+}
+
+/* The changes a directory's post-order step makes, and the ones that only keep the mark
+ * right (never a violation for check: nobody's access differs). */
+#define POST_CHANGES (POLICY_CH_ACL_SET | POLICY_CH_MARK | POLICY_CH_UNMARK)
+#define MARK_CHANGES (POLICY_CH_MARK | POLICY_CH_UNMARK)
+
+/* A node the rule closes (none) is marked as closed by pistis, where its file system
+ * keeps user.* xattrs: a directory, or a regular file with one name (the kernel takes
+ * user.* xattrs on nothing else, and a file with a second name is left as it is). */
+static void want_mark(const struct walker *w, const struct stat *st, struct policy_target *t)
+{
+	if (w->sh->marks && w->rule->access == POLICY_NONE &&
+	    (S_ISDIR(st->st_mode) || (S_ISREG(st->st_mode) && st->st_nlink == 1)))
+		t->flags |= POLICY_T_MARK;
+}
+
+/* Under a write rule, root's or pi-tools' node that no agent may read and that no walk
+ * closed: a private file moved in (an agent may rename one out of any directory it can
+ * write that is not sticky) or made there closed. Opening it to the group would hand it
+ * to every agent, so it stays as it is, and a directory is not entered. The rule's own
+ * path is the operator's to name; a file with a second name is the hardlink rules' (never
+ * opened either). Without marks (a file system without user.* xattrs) nothing tells such
+ * a node from one a none rule closed, and it is opened as before. */
+static bool private_left(const struct walker *w, const struct stat *st,
+			 const struct policy_xstate *x)
+{
+	return w->rule->access == POLICY_WRITE && w->sh->marks && !at_rule_path(w) &&
+	       !x->closed_mark && (S_ISDIR(st->st_mode) || st->st_nlink == 1) &&
+	       policy_closed_to_agents(st, x);
+}
+
+/* A trim (a file with a second name: policy_trim_target) that leaves root's or pi-tools'
+ * file closed to the agents closes it too: marked, so that a write rule opens the file
+ * again once the other name is gone. Only files agents could write are trimmed. */
+static void trim_mark(const struct walker *w, const struct stat *st, struct policy_target *tt)
+{
+	const struct policy_xstate none = {0};
+	struct stat sa = *st;
+
+	sa.st_mode = (st->st_mode & S_IFMT) | tt->mode;
+	if (w->sh->marks && policy_closed_to_agents(&sa, &none))
+		tt->flags |= POLICY_T_MARK;
 }
 
 static void emit_at(struct walker *w, const struct policy_rule *rule, const char *path,
@@ -407,7 +451,7 @@ static unsigned fds_needed(unsigned threads, unsigned max_depth)
 /* The frame of the directory just visited (fd open, path in w->path): pushed on this
  * walker's stack, or queued for another thread (split). */
 static struct frame new_frame(const struct walker *w, int fd, const struct stat *st,
-			      const struct policy_target *t, bool pending, bool acl_set,
+			      const struct policy_target *t, bool pending, unsigned post,
 			      bool secrets, bool busy)
 {
 	return (struct frame){
@@ -416,7 +460,7 @@ static struct frame new_frame(const struct walker *w, int fd, const struct stat 
 		.st = *st,
 		.tgt = *t,
 		.pending = pending,
-		.acl_set = acl_set,
+		.post = post,
 		.secrets = secrets,
 		.busy = busy,
 		.has_below = policy_rules_has_below(w->rules, w->path, w->path_len),
@@ -425,10 +469,10 @@ static struct frame new_frame(const struct walker *w, int fd, const struct stat 
 }
 
 static void push_frame(struct walker *w, int fd, const struct stat *st,
-		       const struct policy_target *t, bool pending, bool acl_set, bool secrets,
+		       const struct policy_target *t, bool pending, unsigned post, bool secrets,
 		       bool busy)
 {
-	w->frames[w->depth++] = new_frame(w, fd, st, t, pending, acl_set, secrets, busy);
+	w->frames[w->depth++] = new_frame(w, fd, st, t, pending, post, secrets, busy);
 }
 
 /* The node of a frame on this walker's stack (created on first need; refs 1: the frame). */
@@ -469,7 +513,8 @@ static void node_done(struct walker *w, struct pnode *n)
 		}
 		if (n->complete && !abort_r(w)) {
 			if (f->pending) {
-				r = policy_apply_post(f->fd, false, &f->st, &f->tgt, f->acl_set);
+				r = policy_apply_post(f->fd, false, &f->st, &f->tgt,
+						      f->post & POLICY_CH_ACL_SET, f->post);
 				if (r < 0)
 					emit_at(w, n->rule, n->path, n->path_len, POLICY_EV_ERROR,
 						r, POLICY_CH_MODE, &f->st, &f->tgt, false);
@@ -544,7 +589,7 @@ static int recv_fd(int sock)
  * queue instead of descending into it; true: fd was sent and is closed here. False: walk
  * it here. */
 static bool split(struct walker *w, int fd, const struct stat *st, const struct policy_target *t,
-		  bool pending, bool acl_set, bool secrets, bool busy)
+		  bool pending, unsigned post, bool secrets, bool busy)
 {
 	struct shared *sh = w->sh;
 	unsigned abs = w->base + w->depth, cap = sh->qcap;
@@ -571,7 +616,7 @@ static bool split(struct walker *w, int fd, const struct stat *st, const struct 
 	if (!k)
 		return false;
 	*k = (struct task){
-		.f = new_frame(w, fd, st, t, pending, acl_set, secrets, busy),
+		.f = new_frame(w, fd, st, t, pending, post, secrets, busy),
 		.abs = abs,
 		.rule = w->rule,
 		.path_len = w->path_len,
@@ -609,12 +654,14 @@ static bool split(struct walker *w, int fd, const struct stat *st, const struct 
  * them off. */
 static void close_too_deep(struct walker *w, int dfd, const struct stat *st0)
 {
-	const struct policy_target t = {.uid = 0, .gid = 0, .mode = 0700};
+	struct policy_target t = {.uid = 0, .gid = 0, .mode = 0700};
 	struct policy_xstate x;
 	struct stat st = *st0;
 	unsigned changes;
 	int r;
 
+	if (w->sh->marks)
+		t.flags |= POLICY_T_MARK; /* closed by pistis: a write rule opens it again */
 	r = policy_xstate_fd(w->xlist, dfd, false, &x);
 	if (r < 0)
 		return emit(w, POLICY_EV_TOO_DEEP, r, 0, &st, &t, w->o->mode == POLICY_CHECK);
@@ -629,7 +676,7 @@ static void close_too_deep(struct walker *w, int dfd, const struct stat *st0)
 		}
 		r = policy_apply_pre(dfd, false, &st, &x, &t);
 		if (r >= 0)
-			r = policy_apply_post(dfd, false, &st, &t, false);
+			r = policy_apply_post(dfd, false, &st, &t, false, changes & MARK_CHANGES);
 		if (r < 0)
 			return emit(w, POLICY_EV_TOO_DEEP, r, changes, st0, &t, false);
 	}
@@ -682,6 +729,13 @@ static int mount_point_xstate(struct walker *w, int dfd, const char *name, const
 	return policy_xstate_fd(w->xlist, fd, true, x);
 }
 
+static void private_seen(struct walker *w, const struct stat *st, const struct policy_xstate *x,
+			 const struct policy_target *t)
+{
+	w->st.skipped++;
+	emit(w, POLICY_EV_PRIVATE, 0, policy_changes_for(st, x, t), st, t, false);
+}
+
 /* A directory: opened (O_DIRECTORY|O_NOFOLLOW: a real directory or nothing), checked,
  * its pre-order changes made, pushed for reading (or handed to another thread). */
 static void visit_dir(struct walker *w, int fd, bool secrets)
@@ -706,16 +760,20 @@ static void visit_dir(struct walker *w, int fd, bool secrets)
 		return close_too_deep(w, dfd, &st);
 	policy_target_for(w->rule->access, secrets, st.st_mode, st.st_uid, &t);
 	policy_target_pin(w->rules, w->path, w->path_len, &t);
+	want_mark(w, &st, &t);
 	if (agents_in_trusted(w, &st, &t, NULL))
 		return emit(w, POLICY_EV_AGENTS_IN_TRUSTED, 0, 0, &st, &t,
 			    w->o->mode == POLICY_CHECK);
 	r = policy_xstate_fd(w->xlist, dfd, false, &x);
 	if (r < 0)
 		return emit(w, POLICY_EV_ERROR, r, 0, &st, &t, false);
+	if (private_left(w, &st, &x))
+		return private_seen(w, &st, &x, &t);
 	changes = policy_changes_for(&st, &x, &t);
 	if (changes) {
 		w->st.changed++;
-		emit(w, POLICY_EV_CHANGE, 0, changes, &st, &t, w->o->mode == POLICY_CHECK);
+		emit(w, POLICY_EV_CHANGE, 0, changes, &st, &t,
+		     w->o->mode == POLICY_CHECK && (changes & ~MARK_CHANGES));
 	}
 	if (changes && apply) {
 		if (policy_takes_away(&st, &x, &t) && notify_tighten(w) < 0)
@@ -724,14 +782,13 @@ static void visit_dir(struct walker *w, int fd, bool secrets)
 		if (r < 0)
 			emit(w, POLICY_EV_ERROR, r, changes, &st, &t, false);
 		else
-			pending = (st.st_mode & 07777) != t.mode || (changes & POLICY_CH_ACL_SET);
+			pending = (st.st_mode & 07777) != t.mode || (changes & POST_CHANGES);
 	}
-	if (split(w, dfd, &st, &t, pending, (changes & POLICY_CH_ACL_SET) != 0, secrets,
-		  changes != 0)) {
+	if (split(w, dfd, &st, &t, pending, changes & POST_CHANGES, secrets, changes != 0)) {
 		TAKE_FD(dfd);
 		return;
 	}
-	push_frame(w, TAKE_FD(dfd), &st, &t, pending, (changes & POLICY_CH_ACL_SET) != 0, secrets,
+	push_frame(w, TAKE_FD(dfd), &st, &t, pending, changes & POST_CHANGES, secrets,
 		   changes != 0);
 }
 
@@ -882,9 +939,12 @@ static void visit(struct walker *w, int dfd, const char *name, unsigned char d_t
 		return emit(w, POLICY_EV_ERROR, r, 0, &st, NULL, false);
 
 	policy_target_for(w->rule->access, secrets, st.st_mode, st.st_uid, &t);
+	want_mark(w, &st, &t);
 	if (agents_in_trusted(w, &st, &t, &x))
 		return emit(w, POLICY_EV_AGENTS_IN_TRUSTED, 0, 0, &st, &t,
 			    w->o->mode == POLICY_CHECK);
+	if (private_left(w, &st, &x))
+		return private_seen(w, &st, &x, &t);
 	changes = policy_changes_for(&st, &x, &t);
 	if (parent)
 		parent->busy = changes != 0;
@@ -906,6 +966,7 @@ static void visit(struct walker *w, int dfd, const char *name, unsigned char d_t
 		       w->sh->hardlinks_protected && policy_agents_may_write(&st);
 		if (trim) {
 			policy_trim_target(&st, &t, &tt);
+			trim_mark(w, &st, &tt);
 			trim = policy_changes_for(&st, &x, &tt) != 0;
 		}
 		/* A second name left as it is, not what the rule says (tighter or looser), is a
@@ -943,7 +1004,8 @@ static void visit(struct walker *w, int dfd, const char *name, unsigned char d_t
 		t = tt;
 	} else {
 		w->st.changed++;
-		emit(w, POLICY_EV_CHANGE, 0, changes, &st, &t, w->o->mode == POLICY_CHECK);
+		emit(w, POLICY_EV_CHANGE, 0, changes, &st, &t,
+		     w->o->mode == POLICY_CHECK && (changes & ~MARK_CHANGES));
 		if (w->o->mode != POLICY_APPLY)
 			return;
 	}
@@ -965,9 +1027,13 @@ static void visit(struct walker *w, int dfd, const char *name, unsigned char d_t
 		 * stands (see above). */
 		st = st2;
 		policy_target_for(w->rule->access, secrets, st.st_mode, st.st_uid, &t);
+		want_mark(w, &st, &t);
+		if (private_left(w, &st, &x))
+			return private_seen(w, &st, &x, &t);
 		if (trim) {
 			struct policy_target tt;
 			policy_trim_target(&st, &t, &tt);
+			trim_mark(w, &st, &tt);
 			t = tt;
 		} else if (st.st_nlink > 1) {
 			return;
@@ -979,7 +1045,8 @@ static void visit(struct walker *w, int dfd, const char *name, unsigned char d_t
 		return;
 	r = policy_apply_pre(fd, true, &st, &x, &t);
 	if (r >= 0)
-		r = policy_apply_post(fd, true, &st, &t, false);
+		r = policy_apply_post(fd, true, &st, &t, false,
+				      policy_changes_for(&st, &x, &t) & MARK_CHANGES);
 	if (r < 0)
 		emit(w, POLICY_EV_ERROR, r, changes, &st, &t, false);
 }
@@ -1043,7 +1110,8 @@ static void finish_frame(struct walker *w, bool complete)
 			node_done(w, n);
 	} else {
 		if (f->pending && complete) {
-			r = policy_apply_post(f->fd, false, &f->st, &f->tgt, f->acl_set);
+			r = policy_apply_post(f->fd, false, &f->st, &f->tgt,
+					      f->post & POLICY_CH_ACL_SET, f->post);
 			if (r < 0)
 				emit(w, POLICY_EV_ERROR, r, POLICY_CH_MODE, &f->st, &f->tgt, false);
 		} else if (!complete) {
@@ -1331,6 +1399,7 @@ static void walk_rule(struct walker *w, const struct policy_rule *rule, int root
 		return emit(w, POLICY_EV_SYMLINK, -ELOOP, 0, &st, NULL, false);
 	/* The walk stays on the file system of the rule's own path (a volume is fine). */
 	w->sh->dev = st.st_dev;
+	w->sh->marks = policy_marks_supported(pfd, name);
 	if (policy_walk_rule_hook)
 		policy_walk_rule_hook(pfd, name);
 	/* The path may have changed since the fstatat (a symlink planted): visit() looks
