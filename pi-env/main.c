@@ -29,25 +29,28 @@ enum {
 static const char help_text[] =
 	"Usage: pi-env [OPTION]... [--] CMD [ARG]...\n"
 	"       pi-env [OPTION]... --print [-0]\n"
-	"Build an environment from nothing (a fixed allowlist, never a copy of the inherited\n"
-	"one) and execute CMD in it, searching CMD in the new PATH.\n"
+	"Build an environment from nothing (a fixed allowlist, never a copy of the\n"
+	"inherited one) and execute CMD in it, searching CMD in the new PATH.\n"
 	"\n"
 	"  --agent-user NAME  set USER and LOGNAME (and SHELL=/bin/sh unless --shell)\n"
 	"  --home DIR         set HOME\n"
 	"  --tmpdir DIR       set TMPDIR\n"
 	"  --shell FILE       set SHELL\n"
-	"  --path P           PATH (absolute directories; default " ENVB_DEFAULT_PATH ")\n"
+	"  --path P           PATH (absolute directories; default\n"
+	"                     " ENVB_DEFAULT_PATH ")\n"
 	"  --keep NAME        also pass NAME through from the inherited environment\n"
 	"  --set NAME=VALUE   set NAME (validated like inherited values)\n"
 	"  --proxy URL        set HTTP_PROXY, HTTPS_PROXY (and lower case) to URL\n"
-	"  --no-proxy LIST    NO_PROXY/no_proxy with --proxy (default localhost,127.0.0.1)\n"
+	"  --no-proxy LIST    NO_PROXY/no_proxy with --proxy (default\n"
+	"                     localhost,127.0.0.1)\n"
 	"  --print            print the environment, one entry a line, instead of running\n"
 	"  -0                 with --print: end entries with NUL instead of newline\n"
-	"  --help, --version\n"
+	"  -h, --help, --version\n"
 	"\n"
-	"Passed through when valid: LANG LANGUAGE LC_* TERM COLORTERM COLUMNS LINES NO_COLOR\n"
-	"FORCE_COLOR CLICOLOR PI_*. Everything else is dropped. See docs/pi-env.md.\n"
-	"Exit: CMD's status; 100 usage, 111 system error, 126 cannot execute, 127 not found.\n";
+	"Passed through when valid: LANG LANGUAGE LC_* TERM COLORTERM COLUMNS LINES\n"
+	"NO_COLOR FORCE_COLOR CLICOLOR PI_*. Everything else is dropped.\n"
+	"Exit: CMD's status; 100 usage, 111 system error, 126 cannot execute, 127 not\n"
+	"found. See docs/pi-env.md.\n";
 
 struct args {
 	struct envb_opts opts;

@@ -1355,6 +1355,39 @@ int check_run(const char *root, unsigned flags, struct check_report **ret)
 	return 0;
 }
 
+#define HELP_COLUMNS 80
+
+/* TITLE and the names of the checks (the hard ones only with hard_only), comma-separated
+ * and wrapped at HELP_COLUMNS, then a full stop. */
+static void help_names(const char *title, bool hard_only)
+{
+	size_t col = strlen(title);
+	unsigned n = 0;
+
+	fputs(title, stdout);
+	for (unsigned i = 0; i < _CHECK_MAX; i++) {
+		const char *name = check_name(i);
+
+		if (hard_only && !check_is_hard(i))
+			continue;
+		if (n++) {
+			putchar(',');
+			col++;
+		}
+		/* room for the name and the ',' or '.' after it */
+		if (col + 1 + strlen(name) + 1 > HELP_COLUMNS) {
+			putchar('\n');
+			col = 0;
+		} else {
+			putchar(' ');
+			col++;
+		}
+		fputs(name, stdout);
+		col += strlen(name);
+	}
+	puts(".");
+}
+
 static void help(void)
 {
 	printf("Usage: pistisd check [--json] [--root DIR] [--allow NAME[,NAME…]]… [--no-walk]\n\n"
@@ -1368,18 +1401,12 @@ static void help(void)
 	       "  --allow NAMES   accept that these hard requirements do not hold (also\n"
 	       "                  PISTIS_ALLOW=name,name); the promise they back is then off\n"
 	       "  --no-walk       skip the setuid/setgid inventory (walks one filesystem)\n"
-	       "  -h, --help      this text\n\n"
-	       "Hard requirements: ");
-	for (unsigned i = 0, n = 0; i < _CHECK_MAX; i++)
-		if (check_is_hard(i))
-			printf("%s%s", n++ ? ", " : "", check_name(i));
-	printf(".\nnosuid_data and nosuid_workspaces fail only where trusted commands are "
-	       "configured\n"
-	       "(" CHECK_TRUSTED_SUDOERS " exists)");
-	printf(".\nAll checks: ");
-	for (unsigned i = 0; i < _CHECK_MAX; i++)
-		printf("%s%s", i ? ", " : "", check_name(i));
-	printf(".\n\nExit: 0 every hard requirement holds (or is allowed), 1 one does not (named "
+	       "  -h, --help      this text\n\n");
+	help_names("Hard requirements:", true);
+	printf("nosuid_data and nosuid_workspaces fail only where trusted commands are\n"
+	       "configured (" CHECK_TRUSTED_SUDOERS " exists).\n");
+	help_names("All checks:", false);
+	printf("\nExit: 0 every hard requirement holds (or is allowed), 1 one does not (named "
 	       "on\n"
 	       "stderr), 100 usage, 111 could not probe. See docs/check.md.\n");
 }

@@ -15,13 +15,17 @@ static const struct {
 	{"serve", serve_cli_main, "connect to the relay and run commands (the daemon)"},
 	{"check", check_cli_main, "probe the kernel and image for what pistis relies on"},
 	{"users", users_cli_main, "agent identities: ensure, ensure-base, remove, list, show"},
-	{"policy", policy_cli_main, "path rules: apply, plan, check, explain"},
-	{"trusted", trusted_cli_main, "trusted commands: add, remove, list, check, install"},
+	{"policy", policy_cli_main, "path rules: apply, plan, check, explain, save"},
+	{"trusted", trusted_cli_main,
+	 "trusted commands: add, remove, adopt, list, check, install,\nharden-setuid"},
 	{"trusted-exec", trusted_exec_main, "interpreter of the /data/bin trusted wrappers"},
 	{"trusted-interp", trusted_interp_main,
 	 "interpreter of trusted scripts, for a clean start"},
 	{"run", run_cli_main, "run one command as an agent, confined"},
 };
+
+/* The width of the names column; a longer name gets a line of its own. */
+#define USAGE_NAME_WIDTH 8
 
 static void usage(FILE *f)
 {
@@ -30,8 +34,19 @@ static void usage(FILE *f)
 		"       pistisd --version | --help\n\n"
 		"The pistis sandbox daemon (runs as root inside the sandbox) and its admin CLI.\n\n"
 		"Commands:\n");
-	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-		fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].help);
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+		if (strlen(commands[i].name) > USAGE_NAME_WIDTH)
+			fprintf(f, "  %s\n%*s", commands[i].name, USAGE_NAME_WIDTH + 3, "");
+		else
+			fprintf(f, "  %-*s ", USAGE_NAME_WIDTH, commands[i].name);
+		/* a description's further lines line up under its first */
+		for (const char *p = commands[i].help; *p; p++)
+			if (*p == '\n')
+				fprintf(f, "\n%*s", USAGE_NAME_WIDTH + 3, "");
+			else
+				fputc(*p, f);
+		fputc('\n', f);
+	}
 	fprintf(f,
 		"\n`pistisd COMMAND --help` describes each command. Exit codes: 0 ok, 1 check\n"
 		"failed, 100 usage, 111 system error. Documentation: docs/ in the source tree.\n");

@@ -2163,7 +2163,9 @@ static void usage(FILE *f)
 		"  --config FILE   configuration (default ./pistis.json); see docs/server-min.md\n"
 		"  --check         validate the configuration and exit (0 ok, 1 invalid)\n"
 		"  --log-format    text (default) or json\n"
-		"  -v, --verbose   debug logging\n");
+		"  -v, --verbose   debug logging\n"
+		"  -h, --help      this text\n"
+		"  --version       print the version\n");
 }
 
 int main(int argc, char **argv)
