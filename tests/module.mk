@@ -10,3 +10,5 @@ INTEGRATION_TESTS += tests/integration/redteam-spawn.sh tests/integration/redtea
 INTEGRATION_TESTS += tests/integration/docker.sh
 # A short run of each benchmark of bench/ that fits in a test run: each still runs here.
 INTEGRATION_TESTS += tests/integration/bench-smoke.sh
+# Every binary's and pistisd command's --help: exit 0, stdout only, 80 columns.
+INTEGRATION_TESTS += tests/integration/help.sh
