@@ -192,9 +192,12 @@ unsigned policy_changes_for(const struct stat *st, const struct policy_xstate *x
 		if (want && x->acl_default != POLICY_ACL_DEF_OURS)
 			c |= POLICY_CH_ACL_SET;
 	}
+	/* A file with a second name keeps a mark it has: it is left as it is, or trimmed
+	 * (which may mark it), never opened while the other name is there. */
 	if ((t->flags & POLICY_T_MARK) && !x->closed_mark)
 		c |= POLICY_CH_MARK;
-	else if (!(t->flags & POLICY_T_MARK) && x->closed_mark)
+	else if (!(t->flags & POLICY_T_MARK) && x->closed_mark &&
+		 (S_ISDIR(st->st_mode) || st->st_nlink == 1))
 		c |= POLICY_CH_UNMARK;
 	return c;
 }

@@ -397,6 +397,12 @@ TEST_F(root, none_then_write_opens_what_none_closed)
 	EXPECT_GE(xattr_of(self, "w/d/g", POLICY_XATTR_CLOSED), 0); /* root's own, closed too */
 	ASSERT_EQ(run(self, N, POLICY_APPLY), 0);
 	EXPECT_EQ(self->st.changed, 0u);
+	/* root links a closed file elsewhere (a backup): still right as it is. */
+	sh(self, "ln w/d/g g-backup");
+	ASSERT_EQ(run(self, N, POLICY_CHECK), 0);
+	EXPECT_EQ(self->st.changed, 0u);
+	EXPECT_EQ(self->st.violations, 0u);
+	sh(self, "rm g-backup");
 	/* A node closed before marks (an older pistis): one more change, no violation. */
 	sh(self, "setfattr -x user.pistis.closed w/f");
 	ASSERT_EQ(run(self, N, POLICY_CHECK), 0);
