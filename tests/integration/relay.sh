@@ -463,6 +463,11 @@ out=$(P call policy.plan "{\"rules\":$RULES}" 2>&1)
 like "policy.plan: streams the change events" "$out" '"event":"policy.event".*"kind":"change".*"path":"/data/proj'
 like "policy.plan: one answer with the walk's stats" "$out" '"ok":true.*"mode":"plan".*"complete":true'
 is "policy.plan: changes nothing" "$(stat -c %a "$R/data/proj/f")" 666
+mkdir -p "$R/data/wproj" && echo key >"$R/data/wproj/key" && chmod 0600 "$R/data/wproj/key"
+out=$(P call policy.plan '{"rules":[{"path":"/data/wproj","access":"write"}]}' 2>&1)
+like "policy.plan: root's private file under write is left, kind private" "$out" \
+	'"kind":"private","path":"/data/wproj/key".*"changes":\["owner","mode"\]'
+rm -rf "$R/data/wproj"
 # A path longer than an event takes escaped (16 KiB): cut before a whole escape, with a mark
 # no name can forge (a bare quote: a name's own come out \"), never a shallower, whole path.
 (mkdir -p "$R/data/deep" && cd "$R/data/deep" && for i in $(seq 17); do
