@@ -27,6 +27,8 @@ INTEGRATION_TESTS += tests/integration/relay-api-hostile.sh
 INTEGRATION_TESTS += tests/integration/relay-stop.sh
 # One sandbox redialling, sending JSON heavy to parse, or hellos: held to its own rate.
 INTEGRATION_TESTS += tests/integration/relay-sandbox-rate.sh
+# One sandbox flooding pings or pongs: held to the same rate.
+INTEGRATION_TESTS += tests/integration/relay-control-frames.sh
 # One client that does not read stalls a sandbox for at most a grace period.
 INTEGRATION_TESTS += tests/integration/relay-slow.sh
 # One agent stalling its spawn children does not stall serve for the others.

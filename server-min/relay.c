@@ -1940,6 +1940,13 @@ static int cb_sandbox(struct lws *wsi, enum lws_callback_reasons reason, void *u
 		if (c->sb)
 			on_rx(c, in, len);
 		break;
+	case LWS_CALLBACK_RECEIVE_PONG:
+		/* A pong with a payload costs a token, like a message: unsolicited 125-byte
+		 * pongs, uncharged, held server-min at a whole core (red team). pistisd answers
+		 * server-min's empty pings with empty pongs, which lws hands on to nobody. */
+		if (c->sb)
+			rate_take(c, 1);
+		break;
 	case LWS_CALLBACK_SERVER_WRITEABLE:
 		return on_writable(c);
 	case LWS_CALLBACK_CLOSED:

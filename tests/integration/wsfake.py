@@ -2,7 +2,7 @@
 """A hostile peer for the relay tests: a minimal WebSocket client (RFC 6455, standard library
 only) that speaks docs/protocol.md to server-min as a fake sandbox or a fake client, and runs
 one named scenario. Prints `name=value` lines for tests/integration/relay-hostile.sh."""
-import base64, json, os, socket, struct, sys, threading, time
+import base64, json, mmap, os, socket, struct, sys, threading, time
 
 
 def frame_head(need):
@@ -19,7 +19,12 @@ def frame_head(need):
 
 class WS:
     def __init__(self, port, path, proto, token, timeout=10):
-        self.s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        if isinstance(port, str):  # a unix socket's path
+            self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.s.settimeout(timeout)
+            self.s.connect(port)
+        else:
+            self.s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
         key = base64.b64encode(os.urandom(16)).decode()
         req = (f"GET {path} HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\n"
                f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
@@ -1502,6 +1507,102 @@ def scenario_sandbox_fragments(port, token, smin_pid, seconds, mode):
         flood_cost(s, one * 4096, 4096, smin_pid, seconds)
 
 
+def paced_rtt(c, name, smin_pid, seconds):
+    """Client c pings sandbox `name` every 5 ms for `seconds`, one request at a time: the
+    median round trip in us, and the CPU server-min used meanwhile in ms, with the wall
+    time (the pings themselves cost server-min ~50 us each: 1% of a core)."""
+    times, i = [], 0
+    cpu0, t0 = cpu_ns(smin_pid), time.monotonic()
+    while time.monotonic() - t0 < seconds:
+        i += 1
+        t1 = time.perf_counter()
+        c.send(json.dumps({"id": "rt%d" % i, "op": "ping", "sandbox": name}))
+        c.recv_json("rt%d" % i, timeout=30)
+        times.append(time.perf_counter() - t1)
+        time.sleep(0.005)
+    cpu, wall = cpu_ns(smin_pid) - cpu0, time.monotonic() - t0
+    times.sort()
+    return int(times[len(times) // 2] * 1e6), cpu // 10 ** 6, int(wall * 1000)
+
+
+def answer_all(sb):
+    """Answer every request fake sandbox sb is sent, ok, until its connection goes."""
+    try:
+        while True:
+            o = sb.recv_json(timeout=3600)
+            if o.get("op"):
+                sb.send(json.dumps({"id": o["id"], "ok": True}))
+    except (OSError, ConnectionError, TimeoutError, ValueError):
+        pass
+
+
+def control_flood(port, token, mode):
+    """A sandbox connection, and what scenario_sandbox_control sends on it for `mode`: the
+    first frames, then ~64 KiB of control frames to send over and over."""
+    s = WS(port, "/v1/sandbox", "pistis.v1", token)
+    s.send(json.dumps({"id": "hello", "op": "hello", "version": 1}))
+    s.recv_json("hello")
+    kind, first = mode.split("-")[0], b""
+    if kind in ("ping", "pong"):
+        one = s.encode(b"p" * int(mode.split("-")[1]), opcode=9 if kind == "ping" else 10)
+    elif kind == "frag":  # pings inside a fragmented message that is never ended
+        first = s.encode(b"", binary=True, fin=False)
+        one = s.encode(b"", opcode=9)
+    else:
+        raise ValueError(mode)
+    return s, first, one * (65536 // len(one))
+
+
+def scenario_sandbox_control(sport, etoken, gtoken, cport, ctoken, smin_pid, seconds, mode):
+    """A sandbox floods server-min with WebSocket control frames for `seconds`, from a
+    process of its own (`mode`: ping-N or pong-N, N payload bytes each; frag, empty pings
+    inside a fragmented message never ended; a "-read" suffix: the flooder reads what it is
+    sent, else it never does), while a client pings another fake sandbox every 5 ms. Prints
+    the median round trip and server-min's CPU before and during the flood, what was sent,
+    and server-min's RSS before and after."""
+    good = fake_sandbox(sport, gtoken, "good")
+    threading.Thread(target=answer_all, args=(good,), daemon=True).start()
+    c = client(cport, ctoken)
+    paced_rtt(c, "good", smin_pid, 0.2)  # warm up
+    print("quiet_rtt_us=%d\nquiet_cpu_ms=%d\nquiet_wall_ms=%d" %
+          paced_rtt(c, "good", smin_pid, min(seconds, 1.5)))
+    print("rss0_kb=%d" % rss_kb(smin_pid))
+    r, w = os.pipe()
+    sent = memoryview(mmap.mmap(-1, 8)).cast("Q")  # the flooder counts here
+    pid = os.fork()
+    if pid == 0:  # the flooder
+        os.close(r)
+        try:
+            s, first, chunk = control_flood(sport, etoken, mode)
+            if mode.endswith("-read"):
+                def drain():
+                    while s.s.recv(1 << 16):
+                        pass
+                threading.Thread(target=drain, daemon=True).start()
+            s.s.settimeout(None)
+            s.s.sendall(first)
+            os.write(w, b"x")
+            while True:
+                s.s.sendall(chunk)
+                sent[0] += len(chunk)
+        except Exception as e:
+            os.write(w, ("flooder: %s: %s" % (type(e).__name__, e)).encode())
+        os._exit(1)
+    os.close(w)
+    started = os.read(r, 1000)
+    if started != b"x":  # it says why
+        os.waitpid(pid, 0)
+        raise RuntimeError(started.decode() or "the flooder died")
+    time.sleep(0.5)  # the burst
+    sent0 = sent[0]
+    print("flood_rtt_us=%d\nflood_cpu_ms=%d\nflood_wall_ms=%d" %
+          paced_rtt(c, "good", smin_pid, seconds))
+    print("sent_kib=%d" % ((sent[0] - sent0) >> 10))
+    print("rss1_kb=%d" % rss_kb(smin_pid))
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+
+
 def scenario_lookup_cost(stoken, ctoken, base, full, n, k, rounds):
     """server-min's CPU per message on two instances side by side (each a (sandbox port,
     client port, pid) triple): on `base` one client reads one command of a fake sandbox and
@@ -1695,7 +1796,8 @@ def scenario_noack_reader(cport, ctoken, sandbox, pistis, n, nbytes):
 
 
 if __name__ == "__main__":
-    name, port, token = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    name, port, token = sys.argv[1], sys.argv[2], sys.argv[3]
+    port = port if port.startswith("/") else int(port)  # a unix socket's path, or a port
     rest = sys.argv[4:]
     try:
         if name == "client-errors":
@@ -1766,6 +1868,9 @@ if __name__ == "__main__":
             scenario_sandbox_hellos(port, token, int(rest[0]), rest[1], int(rest[2]))
         elif name == "sandbox-fragments":
             scenario_sandbox_fragments(port, token, int(rest[0]), float(rest[1]), rest[2])
+        elif name == "sandbox-control":
+            scenario_sandbox_control(port, token, rest[0], int(rest[1]), rest[2], int(rest[3]),
+                                     float(rest[4]), rest[5])
         elif name == "sandbox-values":
             scenario_sandbox_values(port, token, int(rest[0]), float(rest[1]))
         elif name == "sandbox-flood":
