@@ -14,15 +14,17 @@
  * restart loses nothing because pistisd keeps every frame until the client acknowledges it. */
 #include <errno.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
+#include <linux/tcp.h> /* (glibc's struct tcp_info stops before tcpi_bytes_received) */
 #include <arpa/inet.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -53,6 +55,24 @@
 /* Bytes of a message past the limit, read on to its end and dropped, that cost a token
  * (on_rx): at most 20 MB/s of it is read from a sandbox. */
 #define SANDBOX_SKIP_PER_TOKEN 4096
+/* Bytes a sandbox's TCP connection carries besides its data frames' payload and their
+ * allowance (pings, pongs, close frames, TLS records' overhead) that cost a token: the kernel
+ * counts them, and wire_check charges them. At most ~5 MB/s of them is read from a sandbox
+ * that spends its whole bucket on them (lws parses them at ~140 MB/s a core). */
+#define SANDBOX_WIRE_PER_TOKEN 1024
+/* What a data frame may carry besides its payload at no charge: its header (at most 14
+ * bytes from a client) and one TLS record's overhead (29, TLS 1.2 AES-GCM); over TLS also a
+ * 32nd of its payload: pistisd's lws puts at most 1460 bytes in a TLS record (its mbedtls
+ * wrapper's SSL_SEND_DATA_MAX_LENGTH), 2% of overhead. */
+#define WIRE_FRAME_ALLOWANCE 64
+#define WIRE_TLS_ALLOWANCE_SHIFT 5
+/* The credit a connection may bank: its frames' unused allowance, and what lws read but
+ * held unparsed while the connection was paused (charged before its payload was seen). */
+#define WIRE_CREDIT (256 * 1024)
+/* wire_check runs at most this often, and asks the kernel about at most WIRE_CHECK_BATCH
+ * connections each time (~2.5 us each, 0.4% of a core at most). */
+#define WIRE_CHECK_US (20 * 1000)
+#define WIRE_CHECK_BATCH 32
 #define MAX_CLIENTS 1024
 #define MAX_ROUTES 65536
 /* Routes one sandbox may hold: pistisd holds at most 256 commands, each with at most one
@@ -139,6 +159,13 @@ struct conn {
 	bool rate_paused, rate_warned;
 	lws_sorted_usec_list_t rate_sul;
 	bool said_hello; /* sandboxes: its hello is taken once per connection */
+	/* sandboxes over TCP: bytes read from the socket as of the last wire_charge, the
+	 * payload (and allowance) lws handed on since, and what is read but not charged yet
+	 * (< 0: credit) */
+	bool wire_counted;
+	uint64_t wire_read;
+	uint64_t wire_explained;
+	int64_t wire_balance;
 };
 
 struct pending {
@@ -206,6 +233,8 @@ static struct {
 	uint8_t accepted_peer[16]; /* the accept just allowed, for its LWS_CALLBACK_WSI_CREATE */
 	bool accepted;
 	struct lws_context *ctx;
+	lws_usec_t wire_checked; /* the last wire_check */
+	size_t wire_next;	 /* the sandbox it looks at first next time */
 	volatile sig_atomic_t stop;
 } R;
 
@@ -1759,6 +1788,70 @@ static void rate_take(struct conn *c, double n)
 	rate_wait(c);
 }
 
+/* Bytes read so far from c's socket: the kernel's count of what it received, less what is
+ * still queued (taken second, so that what arrives between the two is not counted as read
+ * yet). -1 where the kernel keeps no count (a unix socket). */
+static int wire_bytes(struct conn *c, uint64_t *ret)
+{
+	int fd = lws_get_socket_fd(c->wsi), queued;
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+
+	if (fd < 0 || getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0 ||
+	    len < offsetof(struct tcp_info, tcpi_bytes_received) + sizeof(ti.tcpi_bytes_received) ||
+	    ioctl(fd, FIONREAD, &queued) < 0 || queued < 0)
+		return -1;
+	*ret = ti.tcpi_bytes_received - (uint64_t)queued;
+	return 0;
+}
+
+/* What sandbox connection c read since the last call beyond its data frames' payload and
+ * their allowance costs it a token per SANDBOX_WIRE_PER_TOKEN bytes. libwebsockets 4.1
+ * answers a ping and drops an empty pong without a word to server-min (lws_ws_rx_sm), and
+ * parses them a byte at a time: a sandbox that sent endless empty pings held server-min at
+ * a whole core, never throttled, and another sandbox's round trip went from 0.13-0.37 to
+ * 1.5-3.2 ms (red team). Only the kernel sees those bytes. */
+static void wire_charge(struct conn *c)
+{
+	uint64_t now;
+	int64_t n;
+
+	if (wire_bytes(c, &now) < 0)
+		return;
+	c->wire_balance += (int64_t)(now - c->wire_read) - (int64_t)c->wire_explained;
+	c->wire_read = now;
+	c->wire_explained = 0;
+	if (c->wire_balance < -WIRE_CREDIT)
+		c->wire_balance = -WIRE_CREDIT;
+	n = c->wire_balance / SANDBOX_WIRE_PER_TOKEN;
+	if (n > 0) {
+		c->wire_balance -= n * SANDBOX_WIRE_PER_TOKEN;
+		rate_take(c, (double)n);
+	}
+}
+
+/* Sandbox connections' wire bytes are charged after a pass of the event loop, at most every
+ * WIRE_CHECK_US and WIRE_CHECK_BATCH connections at a time, in turn: no wake-up of its own
+ * (a flood wakes the loop), and a flood is read for at most ~20 ms (with up to 32 sandboxes
+ * connected) before it is paused for what it read. */
+static void wire_check(void)
+{
+	lws_usec_t now = lws_now_usecs();
+	unsigned checked = 0;
+
+	if (now - R.wire_checked < WIRE_CHECK_US)
+		return;
+	R.wire_checked = now;
+	for (size_t k = 0; k < R.cfg.n_sandboxes && checked < WIRE_CHECK_BATCH; k++) {
+		struct conn *c = R.sbs[R.wire_next].conn;
+		R.wire_next = (R.wire_next + 1) % R.cfg.n_sandboxes;
+		if (c && c->wire_counted) {
+			wire_charge(c);
+			checked++;
+		}
+	}
+}
+
 static void on_rx(struct conn *c, const void *in, size_t len)
 {
 	bool first = lws_is_first_fragment(c->wsi), final = lws_is_final_fragment(c->wsi);
@@ -1779,9 +1872,13 @@ static void on_rx(struct conn *c, const void *in, size_t len)
 		double cost = c->rx_skip || c->rx_len + len > max
 				      ? (double)len / SANDBOX_SKIP_PER_TOKEN
 				      : 0;
+		bool new_frame = first || c->rx_frame_done;
 		if (!first && c->rx_frame_done)
 			cost += 1;
 		c->rx_frame_done = lws_remaining_packet_payload(c->wsi) == 0;
+		/* what its wire bytes are weighed against (wire_charge) */
+		c->wire_explained += len + (new_frame ? WIRE_FRAME_ALLOWANCE : 0) +
+				     (R.cfg.tls_cert ? len >> WIRE_TLS_ALLOWANCE_SHIFT : 0);
 		if (cost > 0)
 			rate_take(c, cost);
 	}
@@ -1933,6 +2030,7 @@ static int cb_sandbox(struct lws *wsi, enum lws_callback_reasons reason, void *u
 		/* a connection costs a token: one that comes while the bucket is dry starts
 		 * paused (a redial is no way round the rate, nor past the log's) */
 		rate_take(c, 1);
+		c->wire_counted = wire_bytes(c, &c->wire_read) == 0;
 		if (sandbox_log_ok(c))
 			log_info("Sandbox '%s' connected", c->sb->cfg->name);
 		break;
@@ -2280,9 +2378,11 @@ int main(int argc, char **argv)
 		return 111;
 	}
 	log_info("server-min %s ready: %zu sandboxes", PISTIS_VERSION, R.cfg.n_sandboxes);
-	while (!R.stop)
+	while (!R.stop) {
 		if (lws_service(R.ctx, 0) < 0)
 			break;
+		wire_check();
+	}
 	lws_context_destroy(R.ctx);
 	log_lws_flush();
 	smin_config_free(&R.cfg);
