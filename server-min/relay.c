@@ -41,7 +41,9 @@
 #include "server-min/config.h"
 
 #define QUEUE_SOFT (16u * 1024u * 1024u) /* pause the producer past this */
-/* Messages a sandbox may send: a token bucket per connection. Past it server-min stops
+/* Messages a sandbox may send: a token bucket per sandbox (a message costs one; its values,
+ * fragments, skipped bytes, pongs and wire bytes beyond its frames cost more, below; the
+ * log says "messages/s" for all of it). Past it server-min stops
  * reading from that sandbox until SANDBOX_MSG_RESUME messages are allowed again (nothing is
  * dropped): 50 ms worth, so a sandbox that floods costs a pause and a resume per 250
  * messages, not per message (rate_take). */
