@@ -224,6 +224,20 @@ static bool private_left(const struct walker *w, const struct stat *st,
 	       policy_closed_to_agents(st, x);
 }
 
+/* What was read by name (the closing mark, the ACLs) may be another node's: the name can be
+ * swapped between the look and the open, or between the stat and the listxattr, and an
+ * agent may mark its own file (red team: RENAME_EXCHANGE with its own marked file lent
+ * root's private file the mark, and apply opened it to every agent). Where they decide
+ * whether a node of root's or pi-tools' is opened under a write rule, they are read again
+ * through the node's own fd. */
+static int xstate_of_node(struct walker *w, int fd, const struct stat *st, struct policy_xstate *x)
+{
+	if (w->rule->access != POLICY_WRITE || !w->sh->marks || at_rule_path(w) ||
+	    (st->st_uid != 0 && st->st_uid != USERS_TOOLS_UID))
+		return 0;
+	return policy_xstate_fd(w->xlist, fd, true, x);
+}
+
 /* A trim (a file with a second name: policy_trim_target) that leaves root's or pi-tools'
  * file closed to the agents closes it too: marked, so that a write rule opens the file
  * again once the other name is gone. Only files agents could write are trimmed. */
@@ -917,7 +931,8 @@ static void visit(struct walker *w, int dfd, const char *name, unsigned char d_t
 	/* The ACL state is read by name even when fd is open: listxattr() refuses O_PATH
 	 * fds, and /proc/thread-self/fd/N costs a path walk. A name swapped in the meantime can
 	 * only make us miss an ACL planted a moment ago — no different from one planted
-	 * after the walk passed; the next apply strips it. */
+	 * after the walk passed; the next apply strips it. Not so the closing mark, which
+	 * opens root's node under a write rule: xstate_of_node() reads it through the fd. */
 	r = policy_xstate_at(w->xlist, dfd, name, &x);
 	if (r == -ENOSYS || r == -ENOENT) {
 		/* Old kernel: look through an O_PATH fd (never opened for I/O). */
@@ -934,6 +949,8 @@ static void visit(struct walker *w, int dfd, const char *name, unsigned char d_t
 				return vanished(w);
 		}
 		r = policy_xstate_fd(w->xlist, fd, true, &x);
+	} else if (r >= 0 && fd >= 0) {
+		r = xstate_of_node(w, fd, &st, &x);
 	}
 	if (r < 0)
 		return emit(w, POLICY_EV_ERROR, r, 0, &st, NULL, false);
@@ -1024,8 +1041,11 @@ static void visit(struct walker *w, int dfd, const char *name, unsigned char d_t
 			return vanished(w);
 		/* Same inode as looked at by name (dev/ino/type checked above): its mode and
 		 * owner are re-read from the fd; the ACL state read by name a moment ago
-		 * stands (see above). */
+		 * stands (see above), except where it decides whether root's node is opened. */
 		st = st2;
+		r = xstate_of_node(w, fd, &st, &x);
+		if (r < 0)
+			return emit(w, POLICY_EV_ERROR, r, 0, &st, NULL, false);
 		policy_target_for(w->rule->access, secrets, st.st_mode, st.st_uid, &t);
 		want_mark(w, &st, &t);
 		if (private_left(w, &st, &x))

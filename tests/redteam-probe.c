@@ -26,7 +26,12 @@
  *                                      for each in every file we can read beneath DIRs (one
  *                                      file system each, symlinks not followed) and in every
  *                                      /proc/PID/{cmdline,environ} we can read: hit=PATH lines
- *                                      and the counts; the secrets never enter argv or env */
+ *                                      and the counts; the secrets never enter argv or env
+ *   redteam-probe swap DIR A B SECONDS exchange the names A and B in DIR (RENAME_EXCHANGE)
+ *                                      over and over for SECONDS; A is ours at the start: it
+ *                                      keeps the closing mark user.pistis.closed and mode
+ *                                      0600 (so it needs changes), set again and again
+ *                                      through an fd: swaps=N */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -43,6 +48,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <sys/xattr.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -657,6 +663,29 @@ static int mode_connect(const char *name)
 	return 0;
 }
 
+static int mode_swap(const char *dir, const char *a, const char *b, int secs)
+{
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int own = dfd < 0 ? -1 : openat(dfd, a, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	time_t end = time(NULL) + secs;
+	unsigned long n = 0;
+
+	if (own < 0) {
+		printf("open=%s\n", ename(errno));
+		return 1;
+	}
+	while (time(NULL) < end) {
+		if (syscall(SYS_renameat2, dfd, a, dfd, b, 2 /* RENAME_EXCHANGE */) == 0)
+			n++;
+		if ((n & 63) == 0) {
+			(void)fsetxattr(own, "user.pistis.closed", "1", 1, 0);
+			(void)fchmod(own, 0600);
+		}
+	}
+	printf("swaps=%lu\n", n);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "";
@@ -684,6 +713,8 @@ int main(int argc, char **argv)
 		return mode_listen(argv[2], atoi(argv[3]));
 	if (!strcmp(mode, "connect") && argc > 2)
 		return mode_connect(argv[2]);
+	if (!strcmp(mode, "swap") && argc > 5)
+		return mode_swap(argv[2], argv[3], argv[4], atoi(argv[5]));
 	if (!strcmp(mode, "pause")) {
 		printf("pid=%d\n", (int)getpid());
 		fflush(stdout);
@@ -692,6 +723,6 @@ int main(int argc, char **argv)
 	}
 	fprintf(stderr, "usage: redteam-probe stall S|peek PID...|readfd N|seccomp|setuid0|"
 			"escape S|closeout S|cgroup [DIR]...|pause|hunt DIR...|listen NAME S|"
-			"connect NAME\n");
+			"connect NAME|swap DIR A B S\n");
 	return 100;
 }

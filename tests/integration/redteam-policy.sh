@@ -376,6 +376,39 @@ printf '[{"path":"/mv/ws","access":"write"},{"path":"/mv/closed","access":"write
 is "... and write opens them again" "$(stat -c '%u:%g %a' "$R/mv/closed/sub" "$R/mv/closed/sub/notes" | paste -sd' ')" "0:10010 2770 0:10010 660"
 ok "... readable to the agents" setpriv --reuid=$B --regid=$B --groups=10010 cat "$R/mv/closed/sub/notes"
 
+# --- the mark is read by name, the node changed through its fd ----------------------------
+# An agent may set the closing mark on its own file. Exchanging names (RENAME_EXCHANGE)
+# between that file and root's private one while apply looks at them, it lent root's file
+# its own mark: read by name a moment after the node was stat'ed or opened, it let apply
+# open root's file, root:pi-sandbox 0660 for every agent (red team, in a few applies).
+RT=$TESTBIN/redteam-probe
+if [ -x "$RT" ]; then
+	mkdir -p "$R/sw/ws/d" "$R/sw/home"
+	chown $A:$A "$R/sw/home"
+	echo root-secret >"$R/sw/home/token" && chmod 0600 "$R/sw/home/token"
+	printf '[{"path":"/sw/ws","access":"write"}]\n' >"$R/rules-sw.json"
+	"$P" policy apply --root "$R" --rules "$R/rules-sw.json" >/dev/null 2>&1
+	setpriv --reuid=$A --regid=$A --groups=10010 mv "$R/sw/home/token" "$R/sw/ws/d/n"
+	setpriv --reuid=$A --regid=$A --groups=10010 sh -c "echo mine >'$R/sw/ws/d/m'"
+	ino=$(stat -c %i "$R/sw/ws/d/n")
+	setpriv --reuid=$A --regid=$A --groups=10010 "$RT" swap "$R/sw/ws/d" m n 30 >/dev/null &
+	swp=$!
+	opened=
+	for i in $(seq 1 300); do
+		"$P" policy apply --root "$R" --rules "$R/rules-sw.json" >/dev/null 2>&1
+		for f in n m; do
+			[ "$(stat -c %i:%a "$R/sw/ws/d/$f" 2>/dev/null)" = "$ino:660" ] && opened=$i
+		done
+		[ -n "$opened" ] && break
+		kill -0 "$swp" 2>/dev/null || break
+	done
+	kill "$swp" 2>/dev/null; wait "$swp" 2>/dev/null
+	is "an agent swapping names with its own marked file: root's file never opened" \
+		"${opened:+opened at apply $opened}" ""
+else
+	echo "# skipped the name-swap race: $RT not built"
+fi
+
 # --- a registry and no /etc: the agents' processes are not "none" -----------------------
 # users_list answers ENOENT for a root without /etc too; apply took that for "no registry"
 # and tightened with the agents' processes (and their open fds) left running (red team).
