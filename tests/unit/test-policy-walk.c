@@ -425,6 +425,43 @@ TEST_F(root, none_then_write_opens_what_none_closed)
 	EXPECT_EQ(self->st.changed, 0u);
 }
 
+/* The depth bound marks what it closes, but never root's private directory: an agent that
+ * may rename a directory above one (its own, or any root:pi-sandbox 02770 one of the write
+ * tree) moved it to the bound and back, and the mark the bound left opened it (red team). */
+TEST_F(root, depth_bound_never_marks_roots_private_directory)
+{
+	struct policy_rules *r = NULL;
+	struct policy_error err;
+	struct policy_walk_opts o = {.on_event = on_event, .max_depth = 3};
+	const char *j = "[{\"path\":\"/w\",\"access\":\"write\"}]";
+
+	if (!policy_marks_supported(self->fd, ""))
+		SKIP("no user.* xattrs on this file system");
+	mk(self, "w", S_IFDIR | 0755, 0, 0);
+	mk(self, "w/a", S_IFDIR | 0755, AGENT, AGENT);
+	mk(self, "w/a/b", S_IFDIR | 0755, AGENT, AGENT);
+	mk(self, "w/a/b/keys", S_IFDIR | 0700, 0, 0); /* depth 3: the bound */
+	mk(self, "w/a/b/keys/notes", S_IFREG | 0644, 0, 0);
+	mk(self, "w/a/b/mine", S_IFDIR | 0755, AGENT, AGENT);
+	ASSERT_EQ(policy_rules_parse(j, strlen(j), &r, &err), 0);
+	o.userdata = self->events;
+	o.mode = POLICY_APPLY;
+	memset(self->events, 0, sizeof(self->events));
+	policy_walk(self->fd, r, &o, &self->st);
+	EXPECT_EQ(self->events[POLICY_EV_TOO_DEEP], 2u);
+	EXPECT_EQ(st_of(self, "w/a/b/keys").st_mode & 07777, 0700u);
+	EXPECT_LT(xattr_of(self, "w/a/b/keys", POLICY_XATTR_CLOSED), 0);
+	EXPECT_GE(xattr_of(self, "w/a/b/mine", POLICY_XATTR_CLOSED), 0); /* the agent's: closed */
+	/* The agent moves them up; the next apply opens what the bound closed, not root's. */
+	sh(self, "mv w/a/b/keys w/a/b/mine w/");
+	ASSERT_EQ(run(self, W, POLICY_APPLY), 0);
+	EXPECT_EQ(st_of(self, "w/mine").st_mode & 07777, 02770u);
+	EXPECT_EQ(st_of(self, "w/keys").st_mode & 07777, 0700u);
+	EXPECT_EQ(st_of(self, "w/keys/notes").st_mode & 07777, 0644u);
+	EXPECT_EQ(st_of(self, "w/keys/notes").st_gid, 0u);
+	policy_rules_free(r);
+}
+
 /* The probe for user.* xattrs: by fd, and by name in a directory, never following name. */
 TEST_F(root, closing_marks_probed_per_file_system)
 {
