@@ -213,9 +213,13 @@ bool policy_closed_to_agents(const struct stat *st, const struct policy_xstate *
 		return false;
 	if (st->st_mode & see)
 		return false;
-	/* With an access ACL the group bits are its mask: a named entry may be anyone's. */
-	return !group || (!x->acl_access && st->st_gid != USERS_SANDBOX_GID &&
-			  !users_uid_is_agent(st->st_gid));
+	/* With an access ACL the group bits are its mask, and a named entry may be anyone's:
+	 * an agent's, or only users no agent is (backup). Nothing tells without reading the
+	 * entries, so such a node counts as closed: left as it is, never opened to every
+	 * agent (red team: root's file only backup could read, moved in, was opened). An
+	 * agent an entry names reads it as before. */
+	return !group || x->acl_access ||
+	       (st->st_gid != USERS_SANDBOX_GID && !users_uid_is_agent(st->st_gid));
 }
 
 bool policy_marks_supported(int dfd, const char *name)
@@ -230,7 +234,10 @@ bool policy_marks_supported(int dfd, const char *name)
 	} else {
 		n = getxattr(policy_proc_fd(dfd, p), POLICY_XATTR_CLOSED, NULL, 0);
 	}
-	return n >= 0 || errno == ENODATA || errno == ERANGE;
+	/* Only a file system that says it keeps no user.* xattrs goes without marks: any
+	 * other failure (the rule's path renamed away for a moment by an agent that may
+	 * write its parent) must not turn them off and open root's private files. */
+	return n >= 0 || (errno != ENOTSUP && errno != EOPNOTSUPP);
 }
 
 /* Someone would have more access now than the target gives. */

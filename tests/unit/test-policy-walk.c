@@ -351,8 +351,13 @@ TEST_F(root, roots_private_files_in_a_write_tree_stay_closed)
 	mk(self, "w/p/shared", S_IFREG | 0640, 0, USERS_SANDBOX_GID);
 	mk(self, "w/p/open", S_IFREG | 0644, 0, 0);
 	mk(self, "w/p/entered", S_IFDIR | 0711, 0, 0);
+	/* An access ACL: only backup (34) may read it, through a named entry (mask r). */
+	mk(self, "w/p/acl", S_IFREG | 0600, 0, 0);
+	sh(self, "setfacl -m u:34:r w/p/acl");
 	ASSERT_EQ(run(self, W, POLICY_APPLY), 0);
-	EXPECT_EQ(self->events[POLICY_EV_PRIVATE], 4u);
+	EXPECT_EQ(self->events[POLICY_EV_PRIVATE], 5u);
+	EXPECT_EQ(st_of(self, "w/p/acl").st_gid, 0u);
+	EXPECT_GT(xattr_of(self, "w/p/acl", POLICY_XATTR_ACL_ACCESS), 0);
 	EXPECT_EQ(self->st.violations, 0u);
 	EXPECT_EQ(self->st.errors, 0u);
 	EXPECT_EQ(st_of(self, "w/p/key").st_gid, 0u);
@@ -375,7 +380,7 @@ TEST_F(root, roots_private_files_in_a_write_tree_stay_closed)
 	EXPECT_LT(xattr_of(self, "w/p/mine", POLICY_XATTR_CLOSED), 0);
 	/* check: tighter than the rule, never looser: listed, no violation. */
 	ASSERT_EQ(run(self, W, POLICY_CHECK), 0);
-	EXPECT_EQ(self->events[POLICY_EV_PRIVATE], 4u);
+	EXPECT_EQ(self->events[POLICY_EV_PRIVATE], 5u);
 	EXPECT_EQ(self->st.violations, 0u);
 }
 
@@ -477,6 +482,8 @@ TEST_F(root, closing_marks_probed_per_file_system)
 		SKIP("no user.* xattrs on this file system");
 	EXPECT_TRUE(policy_marks_supported(self->fd, "d"));
 	EXPECT_TRUE(policy_marks_supported(self->fd, "lnk")); /* the link itself: not /proc */
+	/* Any other failure (a name gone for a moment) keeps the marks: fail closed. */
+	EXPECT_TRUE(policy_marks_supported(self->fd, "missing"));
 }
 
 TEST_F(root, symlinks_never_followed)
