@@ -204,10 +204,14 @@ unsigned policy_changes_for(const struct stat *st, const struct policy_xstate *x
 
 bool policy_closed_to_agents(const struct stat *st, const struct policy_xstate *x)
 {
-	mode_t see = S_ISDIR(st->st_mode) ? 05 : 04; /* read, or for a directory also enter */
+	/* Read, for a directory also enter; a FIFO or a socket is as much a way in when it
+	 * can be written (connect: red team, root's 0600 daemon socket moved in and opened
+	 * let every agent talk to the daemon). */
+	bool pipe = S_ISFIFO(st->st_mode) || S_ISSOCK(st->st_mode);
+	mode_t see = S_ISDIR(st->st_mode) ? 05 : pipe ? 06 : 04;
 	bool group = ((st->st_mode >> 3) & see) != 0;
 
-	if (!S_ISREG(st->st_mode) && !S_ISDIR(st->st_mode))
+	if (!S_ISREG(st->st_mode) && !S_ISDIR(st->st_mode) && !pipe)
 		return false;
 	if (st->st_uid != 0 && st->st_uid != USERS_TOOLS_UID)
 		return false;

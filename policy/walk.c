@@ -219,9 +219,12 @@ static void want_mark(const struct walker *w, const struct stat *st, struct poli
 static bool private_left(const struct walker *w, const struct stat *st,
 			 const struct policy_xstate *x)
 {
-	return w->rule->access == POLICY_WRITE && w->sh->marks && !at_rule_path(w) &&
-	       !x->closed_mark && (S_ISDIR(st->st_mode) || st->st_nlink == 1) &&
-	       policy_closed_to_agents(st, x);
+	/* A FIFO or a socket cannot carry the mark (user.* xattrs): one a none rule closed
+	 * stays closed too. */
+	bool marked = x->closed_mark && (S_ISDIR(st->st_mode) || S_ISREG(st->st_mode));
+
+	return w->rule->access == POLICY_WRITE && w->sh->marks && !at_rule_path(w) && !marked &&
+	       (S_ISDIR(st->st_mode) || st->st_nlink == 1) && policy_closed_to_agents(st, x);
 }
 
 /* What was read by name (the closing mark, the ACLs) may be another node's: the name can be
