@@ -296,8 +296,12 @@ static void on_event(void *userdata, const struct policy_event *ev)
 		       "not closed by pistis: never opened to the agents%s; make it readable to "
 		       "its group, or move it out\n",
 		       p, ev->old_uid == 0 ? "root" : "pi-tools",
-		       S_ISDIR(ev->old_mode) ? "directory" : "file", (unsigned)ev->old_uid,
-		       (unsigned)ev->old_gid, (unsigned)(ev->old_mode & 07777),
+		       S_ISDIR(ev->old_mode)	? "directory"
+		       : S_ISFIFO(ev->old_mode) ? "FIFO"
+		       : S_ISSOCK(ev->old_mode) ? "socket"
+						: "file",
+		       (unsigned)ev->old_uid, (unsigned)ev->old_gid,
+		       (unsigned)(ev->old_mode & 07777),
 		       S_ISDIR(ev->old_mode) ? ", not entered" : "");
 		break;
 	case POLICY_EV_VANISHED:

@@ -118,7 +118,8 @@ struct shared {
 	unsigned max_depth, threads, qcap; /* fixed before any thread starts */
 	bool hardlinks_protected;	   /* fs.protected_hardlinks is 1 (read at start) */
 	dev_t dev;			   /* of the current rule's path */
-	bool marks; /* its file system keeps user.* xattrs: the closing mark is used */
+	bool marks;	       /* its file system keeps user.* xattrs: the closing mark is used */
+	bool rule_parent_safe; /* no agent may write the directory that holds its path */
 	struct task *qhead, *qtail;
 	unsigned idle;		 /* threads waiting for work (under lock; split() peeks) */
 	unsigned queued, active; /* tasks in the queue; tasks queued or running, final steps
@@ -223,7 +224,8 @@ static bool private_left(const struct walker *w, const struct stat *st,
 	 * stays closed too. */
 	bool marked = x->closed_mark && (S_ISDIR(st->st_mode) || S_ISREG(st->st_mode));
 
-	return w->rule->access == POLICY_WRITE && w->sh->marks && !at_rule_path(w) && !marked &&
+	return w->rule->access == POLICY_WRITE && w->sh->marks &&
+	       !(at_rule_path(w) && w->sh->rule_parent_safe) && !marked &&
 	       (S_ISDIR(st->st_mode) || st->st_nlink == 1) && policy_closed_to_agents(st, x);
 }
 
@@ -235,7 +237,8 @@ static bool private_left(const struct walker *w, const struct stat *st,
  * through the node's own fd. */
 static int xstate_of_node(struct walker *w, int fd, const struct stat *st, struct policy_xstate *x)
 {
-	if (w->rule->access != POLICY_WRITE || !w->sh->marks || at_rule_path(w) ||
+	if (w->rule->access != POLICY_WRITE || !w->sh->marks ||
+	    (at_rule_path(w) && w->sh->rule_parent_safe) ||
 	    (st->st_uid != 0 && st->st_uid != USERS_TOOLS_UID))
 		return 0;
 	return policy_xstate_fd(w->xlist, fd, true, x);
@@ -1368,6 +1371,20 @@ static void drain(struct walker *w)
 	unlock(sh);
 }
 
+/* The rule's own path is the operator's to name, and a write rule opens what is there,
+ * unless an agent may write the directory that holds it: then the agent may have renamed
+ * the real one away and put root's private file in its place (red team). pfd: O_PATH. */
+static bool parent_closed_to_agents(struct walker *w, int pfd)
+{
+	struct policy_xstate x;
+	struct stat st;
+
+	if (fstat(pfd, &st) < 0 || policy_xstate_fd(w->xlist, pfd, true, &x) < 0)
+		return false;
+	return !x.acl_access && !policy_agents_may_write(&st) &&
+	       !(users_uid_is_agent(st.st_gid) && (st.st_mode & 0020));
+}
+
 static void walk_rule(struct walker *w, const struct policy_rule *rule, int root_fd)
 {
 	_cleanup_close_ int pfd = -1;
@@ -1427,6 +1444,7 @@ static void walk_rule(struct walker *w, const struct policy_rule *rule, int root
 	/* The walk stays on the file system of the rule's own path (a volume is fine). */
 	w->sh->dev = st.st_dev;
 	w->sh->marks = policy_marks_supported(pfd, name);
+	w->sh->rule_parent_safe = parent_closed_to_agents(w, pfd);
 	if (policy_walk_rule_hook)
 		policy_walk_rule_hook(pfd, name);
 	/* The path may have changed since the fstatat (a symlink planted): visit() looks

@@ -382,6 +382,14 @@ TEST_F(root, roots_private_files_in_a_write_tree_stay_closed)
 	ASSERT_EQ(run(self, W, POLICY_CHECK), 0);
 	EXPECT_EQ(self->events[POLICY_EV_PRIVATE], 5u);
 	EXPECT_EQ(self->st.violations, 0u);
+	/* A rule's own path in a directory agents may write may be root's file an agent put
+	 * there (the real one renamed away): not the operator's then. */
+	mk(self, "tmp", S_IFDIR | 01777, 0, 0);
+	mk(self, "tmp/w", S_IFREG | 0600, 0, 0);
+	ASSERT_EQ(run(self, "[{\"path\":\"/tmp/w\",\"access\":\"write\"}]", POLICY_APPLY), 0);
+	EXPECT_EQ(self->events[POLICY_EV_PRIVATE], 1u);
+	EXPECT_EQ(st_of(self, "tmp/w").st_mode & 07777, 0600u);
+	EXPECT_EQ(st_of(self, "tmp/w").st_gid, 0u);
 }
 
 /* What a none rule closes carries the mark, and a write rule opens it again. */
