@@ -157,14 +157,17 @@ int policy_explain(int root_fd, const struct policy_rules *rules, const char *pa
 		if (S_ISDIR(node->st.st_mode))
 			policy_target_pin(rules, path, strlen(path), &ret->target);
 		ret->target_hardlink_left = !S_ISDIR(node->st.st_mode) && node->st.st_nlink > 1;
-		if (ret->rule->access == POLICY_WRITE && strlen(path) > ret->rule->len &&
-		    (S_ISDIR(node->st.st_mode) || node->st.st_nlink == 1)) {
+		if (ret->rule->access == POLICY_WRITE) {
+			/* As the walk judges it (walk.c, private_left): the rule's own path only
+			 * where no agent may write the directory that holds it. */
 			struct policy_xstate x = {.acl_access = ret->has_acl};
+			struct policy_xstate px = {.acl_access = parent->acl_len > 0};
+			bool named = strlen(path) == ret->rule->len &&
+				     !policy_agents_may_write_x(&parent->st, &px);
 
 			x.closed_mark =
 				policy_getxattr_fd(cur, true, POLICY_XATTR_CLOSED, NULL, 0) >= 0;
-			ret->target_private_left = !x.closed_mark &&
-						   policy_closed_to_agents(&node->st, &x) &&
+			ret->target_private_left = !named && policy_private_node(&node->st, &x) &&
 						   policy_marks_supported(cur, "");
 		}
 	}

@@ -77,6 +77,9 @@ void policy_trim_target(const struct stat *st, const struct policy_target *t,
 /* An agent may write the file now: an agent's own, a shared pi-sandbox group-writable
  * one, or a world-writable one. */
 bool policy_agents_may_write(const struct stat *st);
+/* The same, or through an agent's own group with write, or an access ACL (which may name
+ * an agent): what the walk treats as agents' to write in trusted trees and above a rule. */
+bool policy_agents_may_write_x(const struct stat *st, const struct policy_xstate *x);
 /* fs.protected_hardlinks is 1: no one links a file they could not read and write. */
 bool policy_hardlinks_protected(void);
 bool policy_takes_away(const struct stat *st, const struct policy_xstate *x,
@@ -85,13 +88,17 @@ bool policy_takes_away(const struct stat *st, const struct policy_xstate *x,
  * ones that give it (final mode, our default ACL). fd: the node's own fd (opath: O_PATH). */
 int policy_apply_pre(int fd, bool opath, struct stat *st, const struct policy_xstate *x,
 		     const struct policy_target *t);
-/* marks: POLICY_CH_MARK and/or POLICY_CH_UNMARK from the node's changes. */
+/* post: the node's changes among POLICY_CH_ACL_SET, POLICY_CH_MARK, POLICY_CH_UNMARK. */
 int policy_apply_post(int fd, bool opath, const struct stat *st, const struct policy_target *t,
-		      bool want_acl_set, unsigned marks);
+		      unsigned post);
 /* Root's or pi-tools' regular file or directory that no agent may read (or, a directory,
  * enter): no read bit for others, and none for a group agents are in (pi-sandbox, an
  * agent's own) or any group at all when an access ACL may name one. */
 bool policy_closed_to_agents(const struct stat *st, const struct policy_xstate *x);
+/* A node a write rule leaves as it is (unless it is the rule's own path, named by the
+ * operator): closed to the agents, no walk's closing mark (a FIFO or a socket cannot
+ * carry one), and not a file with a second name (the hardlink rules' to judge). */
+bool policy_private_node(const struct stat *st, const struct policy_xstate *x);
 /* Whether the file system of the node name in dfd (an O_PATH fd is fine) keeps user.*
  * xattrs: the closing mark is only set, and only asked for, where it does. */
 bool policy_marks_supported(int dfd, const char *name);

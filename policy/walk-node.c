@@ -226,6 +226,14 @@ bool policy_closed_to_agents(const struct stat *st, const struct policy_xstate *
 	       (st->st_gid != USERS_SANDBOX_GID && !users_uid_is_agent(st->st_gid));
 }
 
+bool policy_private_node(const struct stat *st, const struct policy_xstate *x)
+{
+	bool marked = x->closed_mark && (S_ISDIR(st->st_mode) || S_ISREG(st->st_mode));
+
+	return !marked && (S_ISDIR(st->st_mode) || st->st_nlink == 1) &&
+	       policy_closed_to_agents(st, x);
+}
+
 bool policy_marks_supported(int dfd, const char *name)
 {
 	char p[POLICY_PROC_FD_MAX + NAME_MAX + 2];
@@ -296,6 +304,12 @@ bool policy_agents_may_write(const struct stat *st)
 {
 	return users_uid_is_agent(st->st_uid) ||
 	       (st->st_gid == USERS_SANDBOX_GID && (st->st_mode & 0020)) || (st->st_mode & 0002);
+}
+
+bool policy_agents_may_write_x(const struct stat *st, const struct policy_xstate *x)
+{
+	return policy_agents_may_write(st) || x->acl_access ||
+	       (users_uid_is_agent(st->st_gid) && (st->st_mode & 0020));
 }
 
 bool policy_hardlinks_protected(void)
@@ -494,7 +508,7 @@ static int do_setxattr(int fd, bool opath, const char *name, const void *v, size
 }
 
 int policy_apply_post(int fd, bool opath, const struct stat *st, const struct policy_target *t,
-		      bool want_acl_set, unsigned marks)
+		      unsigned post)
 {
 	int r;
 
@@ -503,7 +517,7 @@ int policy_apply_post(int fd, bool opath, const struct stat *st, const struct po
 		if (r < 0)
 			return r;
 	}
-	if (want_acl_set) {
+	if (post & POLICY_CH_ACL_SET) {
 		r = set_default_acl(fd);
 		if (r < 0)
 			return r;
@@ -511,9 +525,9 @@ int policy_apply_post(int fd, bool opath, const struct stat *st, const struct po
 	/* The mark last: closed first, so a node is never marked and open (a walk stopped
 	 * in between leaves it closed and unmarked: a later write rule leaves it closed).
 	 * Taken off once the node is open again, for the same reason. */
-	if (marks & POLICY_CH_MARK)
+	if (post & POLICY_CH_MARK)
 		return do_setxattr(fd, opath, POLICY_XATTR_CLOSED, "1", 1);
-	if (marks & POLICY_CH_UNMARK)
+	if (post & POLICY_CH_UNMARK)
 		return do_removexattr(fd, opath, POLICY_XATTR_CLOSED);
 	return 0;
 }

@@ -189,8 +189,7 @@ static bool agents_in_trusted(const struct walker *w, const struct stat *st,
 	bool agents = users_uid_is_agent(st->st_uid);
 
 	if (!agents && x)
-		agents = policy_agents_may_write(st) || x->acl_access ||
-			 (users_uid_is_agent(st->st_gid) && (st->st_mode & 0020));
+		agents = policy_agents_may_write_x(st, x);
 	return agents && (t->uid == 0 || t->uid == USERS_TOOLS_UID) &&
 	       policy_path_trusted(w->path, w->path_len);
 }
@@ -220,13 +219,8 @@ static void want_mark(const struct walker *w, const struct stat *st, struct poli
 static bool private_left(const struct walker *w, const struct stat *st,
 			 const struct policy_xstate *x)
 {
-	/* A FIFO or a socket cannot carry the mark (user.* xattrs): one a none rule closed
-	 * stays closed too. */
-	bool marked = x->closed_mark && (S_ISDIR(st->st_mode) || S_ISREG(st->st_mode));
-
 	return w->rule->access == POLICY_WRITE && w->sh->marks &&
-	       !(at_rule_path(w) && w->sh->rule_parent_safe) && !marked &&
-	       (S_ISDIR(st->st_mode) || st->st_nlink == 1) && policy_closed_to_agents(st, x);
+	       !(at_rule_path(w) && w->sh->rule_parent_safe) && policy_private_node(st, x);
 }
 
 /* What was read by name (the closing mark, the ACLs) may be another node's: the name can be
@@ -533,8 +527,7 @@ static void node_done(struct walker *w, struct pnode *n)
 		}
 		if (n->complete && !abort_r(w)) {
 			if (f->pending) {
-				r = policy_apply_post(f->fd, false, &f->st, &f->tgt,
-						      f->post & POLICY_CH_ACL_SET, f->post);
+				r = policy_apply_post(f->fd, false, &f->st, &f->tgt, f->post);
 				if (r < 0)
 					emit_at(w, n->rule, n->path, n->path_len, POLICY_EV_ERROR,
 						r, POLICY_CH_MODE, &f->st, &f->tgt, false);
@@ -700,7 +693,7 @@ static void close_too_deep(struct walker *w, int dfd, const struct stat *st0)
 		}
 		r = policy_apply_pre(dfd, false, &st, &x, &t);
 		if (r >= 0)
-			r = policy_apply_post(dfd, false, &st, &t, false, changes & MARK_CHANGES);
+			r = policy_apply_post(dfd, false, &st, &t, changes & MARK_CHANGES);
 		if (r < 0)
 			return emit(w, POLICY_EV_TOO_DEEP, r, changes, st0, &t, false);
 	}
@@ -1075,7 +1068,7 @@ static void visit(struct walker *w, int dfd, const char *name, unsigned char d_t
 		return;
 	r = policy_apply_pre(fd, true, &st, &x, &t);
 	if (r >= 0)
-		r = policy_apply_post(fd, true, &st, &t, false,
+		r = policy_apply_post(fd, true, &st, &t,
 				      policy_changes_for(&st, &x, &t) & MARK_CHANGES);
 	if (r < 0)
 		emit(w, POLICY_EV_ERROR, r, changes, &st, &t, false);
@@ -1140,8 +1133,7 @@ static void finish_frame(struct walker *w, bool complete)
 			node_done(w, n);
 	} else {
 		if (f->pending && complete) {
-			r = policy_apply_post(f->fd, false, &f->st, &f->tgt,
-					      f->post & POLICY_CH_ACL_SET, f->post);
+			r = policy_apply_post(f->fd, false, &f->st, &f->tgt, f->post);
 			if (r < 0)
 				emit(w, POLICY_EV_ERROR, r, POLICY_CH_MODE, &f->st, &f->tgt, false);
 		} else if (!complete) {
@@ -1381,8 +1373,7 @@ static bool parent_closed_to_agents(struct walker *w, int pfd)
 
 	if (fstat(pfd, &st) < 0 || policy_xstate_fd(w->xlist, pfd, true, &x) < 0)
 		return false;
-	return !x.acl_access && !policy_agents_may_write(&st) &&
-	       !(users_uid_is_agent(st.st_gid) && (st.st_mode & 0020));
+	return !policy_agents_may_write_x(&st, &x);
 }
 
 static void walk_rule(struct walker *w, const struct policy_rule *rule, int root_fd)

@@ -364,6 +364,13 @@ fails "... nor can another agent" \
 like "... and apply says why" "$out" "^left /mv/ws/token: root's private file .* not closed by pistis"
 like "... as explain does" "$("$P" policy explain /mv/ws/token --root "$R" --rules "$R/rules-mv.json" 2>&1)" \
 	"note: root's, closed to the agents, and not closed by pistis: apply leaves it as is"
+# A rule's own path in a directory agents may write is judged like the rest, by explain too.
+mkdir -p -m 1777 "$R/mv/shared" && echo k >"$R/mv/shared/w" && chmod 0600 "$R/mv/shared/w"
+printf '[{"path":"/mv/shared/w","access":"write"}]\n' >"$R/rules-mvp.json"
+like "explain: root's file at a rule path agents could have planted is left" \
+	"$("$P" policy explain /mv/shared/w --root "$R" --rules "$R/rules-mvp.json" 2>&1)" "not closed by pistis: apply leaves it"
+"$P" policy apply --root "$R" --rules "$R/rules-mvp.json" >/dev/null 2>&1
+is "... and apply leaves it" "$(stat -c '%u:%g %a' "$R/mv/shared/w")" "0:0 600"
 out=$("$P" policy check --root "$R" --rules "$R/rules-mv.json" 2>&1); rc=$?
 is "check: tighter than the rule is no violation (rc)" "$rc" 0
 like "... but listed" "$out" "^left /mv/ws/token"
