@@ -8,31 +8,10 @@
 need_root
 need_bins server-min
 command -v python3 >/dev/null || { echo "1..0 # SKIP no python3"; exit 0; }
-W=$(scratch)
-FAKE="python3 $(cd "$(dirname "$0")" && pwd)/wsfake.py"
-SP=$((20000 + RANDOM % 12000)); CP=$((SP + 1))
-EVIL=evil-$(head -c 12 /dev/urandom | base64 | tr -d '/+=')
-GOOD=good-$(head -c 12 /dev/urandom | base64 | tr -d '/+=')
-CT=client-$(head -c 12 /dev/urandom | base64 | tr -d '/+=')
-cleanup() {
-	[ -n "${SM:-}" ] && kill "$SM" 2>/dev/null
-	wait 2>/dev/null
-	root_cleanup # this trap replaces lib.sh's: the scratch directory goes here
-}
-trap cleanup EXIT
-val() { sed -n "s/^$1=//p" "$2" | head -n 1; }
+. "$(dirname "$0")/wsfake-lib.sh"
 start() { # [SANDBOX-LISTENER]: the sandboxes' listener, 127.0.0.1:$SP unless a socket path
-	cat >"$W/pistis.json" <<J
-{"listen": {"sandbox": "${1:-127.0.0.1:$SP}", "client": "127.0.0.1:$CP"}, "client_token": "$CT",
- "sandboxes": [{"name": "evil", "token": "$EVIL"}, {"name": "good", "token": "$GOOD"}]}
-J
-	: >"$W/smin.log"
-	"$BIN/server-min" --config "$W/pistis.json" 2>"$W/smin.log" &
-	SM=$!
-	wait_port "$CP"
+	smin_start "[{\"name\": \"evil\", \"token\": \"$EVIL\"}, {\"name\": \"good\", \"token\": \"$GOOD\"}]" "$@"
 }
-stop() { kill "$SM" 2>/dev/null; wait "$SM" 2>/dev/null; SM=; }
-alive() { kill -0 "$SM" 2>/dev/null && echo yes; }
 
 # flood NAME MODE SANDBOX-ADDRESS: MODE's flood (wsfake.py scenario_sandbox_control) for 3 s,
 # server-min under 25% of a core meanwhile, another sandbox's median round trip under twice
