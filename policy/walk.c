@@ -462,6 +462,13 @@ static unsigned fds_needed(unsigned threads, unsigned max_depth)
 	return threads * (max_depth + 1) + (threads > 1 ? q + (q + threads) * SPLIT_DEPTH : 0);
 }
 
+/* What a directory's post-order step was making, for its error: the final mode, the
+ * default ACL, the closing mark. */
+static unsigned post_step(const struct frame *f)
+{
+	return ((f->st.st_mode & 07777) != f->tgt.mode ? POLICY_CH_MODE : 0) | f->post;
+}
+
 /* The frame of the directory just visited (fd open, path in w->path): pushed on this
  * walker's stack, or queued for another thread (split). */
 static struct frame new_frame(const struct walker *w, int fd, const struct stat *st,
@@ -530,7 +537,7 @@ static void node_done(struct walker *w, struct pnode *n)
 				r = policy_apply_post(f->fd, false, &f->st, &f->tgt, f->post);
 				if (r < 0)
 					emit_at(w, n->rule, n->path, n->path_len, POLICY_EV_ERROR,
-						r, POLICY_CH_MODE, &f->st, &f->tgt, false);
+						r, post_step(f), &f->st, &f->tgt, false);
 			}
 		} else {
 			emit_at(w, n->rule, n->path, n->path_len, POLICY_EV_NOT_DONE, abort_r(w), 0,
@@ -1135,7 +1142,7 @@ static void finish_frame(struct walker *w, bool complete)
 		if (f->pending && complete) {
 			r = policy_apply_post(f->fd, false, &f->st, &f->tgt, f->post);
 			if (r < 0)
-				emit(w, POLICY_EV_ERROR, r, POLICY_CH_MODE, &f->st, &f->tgt, false);
+				emit(w, POLICY_EV_ERROR, r, post_step(f), &f->st, &f->tgt, false);
 		} else if (!complete) {
 			emit(w, POLICY_EV_NOT_DONE, abort_r(w), 0, &f->st, NULL, false);
 		}
