@@ -15,6 +15,7 @@
 
 #include "lib/escape.h"
 #include "lib/fd-util.h"
+#include "lib/key-file.h"
 #include "lib/macro.h"
 #include "sandbox-users/arena.h"
 #include "sandbox-users/db.h"
@@ -1103,6 +1104,16 @@ int users_ensure_base(const char *root)
 		}
 		safe_close(fd);
 	}
+	/* The policy walk's closing-mark key: only root may read it (docs/policy.md). */
+	r = key_file_ensure(c.reg_fd, USERS_MARK_KEY_FILE, USERS_MARK_KEY_SIZE);
+	if (r == -EBADMSG)
+		return set_error(r,
+				 "/data/pistis/%s is not root's 0600 file of %d bytes: it is not "
+				 "used; remove it (a new key is made, and what none rules closed "
+				 "stays closed under a write rule until they are applied again)",
+				 USERS_MARK_KEY_FILE, USERS_MARK_KEY_SIZE);
+	if (r < 0)
+		return set_error(r, "cannot make /data/pistis/%s", USERS_MARK_KEY_FILE);
 	return 0;
 }
 

@@ -70,6 +70,10 @@ const char *users_last_error_text(void);
 /* Where the registry lives beneath the root (docs/users.md). */
 #define USERS_REGISTRY_DIR "data/pistis"
 #define USERS_REGISTRY_FILE "users.registry"
+/* The closing mark's key beside it (docs/policy.md, "What the mark's value is"): made by
+ * users_ensure_base, read by policy walks. */
+#define USERS_MARK_KEY_FILE "mark.key"
+#define USERS_MARK_KEY_SIZE 32
 #define USERS_REGISTRY_LOCK "users.registry.lock"
 #define USERS_LOCK_TIMEOUT_MS 15000u /* lckpwdf()'s 15 s */
 

@@ -401,6 +401,36 @@ out=$("$P" users ensure-base --root "$R" 2>&1)
 ok "a symlink at /data/.secrets: ensure-base fails" test $? -ne 0
 like "... saying so" "$out" "/data/.secrets is a symbolic link"
 
+# --- ensure-base makes the policy walk's closing-mark key, root's alone ------------------
+# A policy walk only reads it (docs/policy.md, "What the mark's value is"): made once, kept
+# across runs, and one that is not root's 0600 file of 32 bytes is refused, never replaced
+# or used (a key others can read would let them make marks that open root's files).
+R=$work/r-mark-key
+mkroot "$R"
+ok "ensure-base makes the mark key" "$P" users ensure-base --root "$R"
+is "... root's 0600, 32 bytes, in root's /data/pistis" \
+	"$(stat -c '%u:%g %a %s' "$R/data/pistis/mark.key")" "0:0 600 32"
+is "... no temporary file left" "$(ls -A "$R/data/pistis" | grep -c '\.tmp$')" 0
+sum=$(sha256sum <"$R/data/pistis/mark.key")
+ok "ensure-base again" "$P" users ensure-base --root "$R"
+is "... keeps the key" "$(sha256sum <"$R/data/pistis/mark.key")" "$sum"
+chmod 0640 "$R/data/pistis/mark.key"
+out=$("$P" users ensure-base --root "$R" 2>&1)
+ok "a key others may read: ensure-base fails" test $? -ne 0
+like "... saying so" "$out" "/data/pistis/mark.key is not root's 0600 file of 32 bytes: it is not used; remove it"
+is "... and leaves it as it is" "$(stat -c '%a' "$R/data/pistis/mark.key"; sha256sum <"$R/data/pistis/mark.key")" "640
+$sum"
+rm "$R/data/pistis/mark.key" && ln -s /etc/hostname "$R/data/pistis/mark.key"
+out=$("$P" users ensure-base --root "$R" 2>&1)
+ok "a symlink at the key: ensure-base fails" test $? -ne 0
+ok "... left a link, never followed" test -L "$R/data/pistis/mark.key"
+rm "$R/data/pistis/mark.key" && head -c 31 /dev/urandom >"$R/data/pistis/mark.key" && chmod 0600 "$R/data/pistis/mark.key"
+out=$("$P" users ensure-base --root "$R" 2>&1)
+ok "a key of 31 bytes: ensure-base fails" test $? -ne 0
+rm "$R/data/pistis/mark.key"
+ok "... removed: ensure-base makes a new one" "$P" users ensure-base --root "$R"
+ok "... another key" test "$(sha256sum <"$R/data/pistis/mark.key")" != "$sum"
+
 # --- remove without --root: the default root "/" (as inside a container) ----------
 R=$(root_fresh debian)
 in_root "$R" pistisd users ensure agent/a >/dev/null
