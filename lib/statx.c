@@ -62,3 +62,22 @@ int statx_mount_id(int fd, uint64_t *ret)
 	*ret = sx.spare[0]; /* stx_mnt_id, right after the device numbers */
 	return 0;
 }
+
+#define KSTATX_INO 0x100u
+#define KSTATX_BTIME 0x800u
+
+int statx_birth(int fd, uint64_t *ret_ino, int64_t *ret_sec, uint32_t *ret_nsec,
+		int *ret_have_btime)
+{
+	struct kstatx sx;
+
+	if (syscall(SYS_statx, fd, "", AT_EMPTY_PATH, KSTATX_INO | KSTATX_BTIME, &sx) < 0)
+		return negative_errno();
+	if (!(sx.mask & KSTATX_INO))
+		return -EOPNOTSUPP;
+	*ret_ino = sx.ino;
+	*ret_have_btime = (sx.mask & KSTATX_BTIME) != 0;
+	*ret_sec = *ret_have_btime ? sx.btime.sec : 0;
+	*ret_nsec = *ret_have_btime ? sx.btime.nsec : 0;
+	return 0;
+}

@@ -165,8 +165,11 @@ int policy_explain(int root_fd, const struct policy_rules *rules, const char *pa
 			bool named = strlen(path) == ret->rule->len &&
 				     !policy_agents_may_write_x(&parent->st, &px);
 
-			x.closed_mark =
-				policy_getxattr_fd(cur, true, POLICY_XATTR_CLOSED, NULL, 0) >= 0;
+			struct policy_mark_key k;
+
+			policy_mark_key_init(&k, root_fd);
+			x.closed_mark = policy_mark_valid(&k, cur, true) > 0;
+			policy_mark_key_done(&k);
 			ret->target_private_left = !named && policy_private_node(&node->st, &x) &&
 						   policy_marks_supported(cur, "");
 		}

@@ -3,12 +3,16 @@
 /* Helpers shared by walk.c, walk-node.c and explain.c (not part of the library's
  * interface). */
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 
 #include "policy/policy.h"
+#include "sandbox-users/users.h"
 
 #define POLICY_XATTR_ACL_ACCESS "system.posix_acl_access"
 #define POLICY_XATTR_ACL_DEFAULT "system.posix_acl_default"
@@ -16,7 +20,11 @@
  * bound): only who may write the node can set a user.* xattr, and the node is root's or
  * pi-tools' 0600/0700 by then. A write rule opens a node of theirs that is closed to the
  * agents only when it carries the mark (docs/policy.md, "Root's private files"). */
-#define POLICY_XATTR_CLOSED "user.pistis.closed"
+/* Its name is this and "." and the key's id (mark.c); this name alone is the first
+ * version's mark ("1", which anyone who may write a node could set, and copies carried):
+ * never taken for a mark now, replaced where a none rule finds it, taken off where a write
+ * rule does. Also the name the file system is asked about (policy_marks_supported). */
+#define POLICY_XATTR_CLOSED_V1 "user.pistis.closed"
 
 /* "/proc/thread-self/fd/N": the magic link reaches exactly the inode behind fd (an O_PATH
  * fd included), never a name that could be swapped. thread-self, not self: the walk's
@@ -46,20 +54,69 @@ void policy_walk_rule_hook(int dir_fd, const char *name) __attribute__((weak));
  * links, inode) into st; *ret_mount: 1/0 whether it is a mount root, -1 unknown. */
 int policy_node_stat(int dfd, const char *name, int flags, struct stat *st, int *ret_mount);
 
+/* --- the closing mark's key and value (mark.c) --- */
+
+#define POLICY_MARK_KEY_SIZE USERS_MARK_KEY_SIZE
+#define POLICY_MARK_KEY_FILE USERS_MARK_KEY_FILE
+#define POLICY_MARK_SIZE 17 /* a version byte and 16 bytes of HMAC-SHA256 */
+enum {
+	POLICY_MARK_KEY_UNREAD,
+	POLICY_MARK_KEY_ABSENT,
+	POLICY_MARK_KEY_LOADED,
+	POLICY_MARK_KEY_FAILED
+};
+/* POLICY_MARK_KEY_PATH beneath root_fd (made by `pistisd users ensure-base`: a walk only
+ * reads it), read once; shared by a walk's threads. */
+struct policy_mark_key {
+	int root_fd;
+	pthread_mutex_t lock;
+	atomic_int state;
+	int error; /* POLICY_MARK_KEY_FAILED: why */
+	uint8_t key[POLICY_MARK_KEY_SIZE];
+	char name[sizeof(POLICY_XATTR_CLOSED_V1) + 9]; /* the mark's name under this key */
+};
+void policy_mark_key_init(struct policy_mark_key *k, int root_fd);
+void policy_mark_key_done(struct policy_mark_key *k);
+/* Read the key. 0 also when there is none (state ABSENT); -errno when it cannot be used
+ * (not root's and closed to others, not 32 bytes): then no mark counts and none is set. */
+int policy_mark_key_load(struct policy_mark_key *k);
+bool policy_mark_key_loaded(struct policy_mark_key *k);
+/* An xattr name: no mark's, a mark's under this key (loaded), or another's (another key,
+ * the first version). */
+enum { POLICY_MARK_NAME_NONE, POLICY_MARK_NAME_OURS, POLICY_MARK_NAME_FOREIGN };
+int policy_mark_name_kind(struct policy_mark_key *k, const char *name);
+/* 1 when the node behind fd carries the mark made for it with this key, 0 when it carries
+ * none or another (a planted or copied one), -errno. k NULL: 0. */
+int policy_mark_valid(struct policy_mark_key *k, int fd, bool opath);
+/* Put the node's own mark on it (-ENOKEY without a key), and take other marks off. */
+int policy_mark_set(struct policy_mark_key *k, int fd, bool opath);
+/* Take every mark's name off the node (keep_ours: all but this key's). */
+int policy_mark_drop(struct policy_mark_key *k, int fd, bool opath, bool keep_ours);
+
+/* POLICY_STATE_DIR beneath root_fd, no symlink on the way; -EPERM unless root's and not
+ * writable by group or others. */
+int policy_state_dir_open(int root_fd, int *ret_fd);
+
 /* What we know about a node's ACLs. */
 enum { POLICY_ACL_DEF_NONE, POLICY_ACL_DEF_OURS, POLICY_ACL_DEF_FOREIGN };
 struct policy_xstate {
 	bool acl_access;
 	int acl_default;
-	bool closed_mark; /* POLICY_XATTR_CLOSED is there */
+	/* The closing mark: read through the node's fd, it is there and its tag is the
+	 * node's own; read by name (policy_xstate_at), only that the name is there (the walk
+	 * reads it through the fd again where it decides). */
+	bool closed_mark;
+	bool mark_foreign; /* another mark's name is there (another key's, the first
+			      version's, or, read through the fd, ours with a wrong tag) */
 };
 
 /* The ACL state through fd (opath: an O_PATH fd, read through /proc/thread-self/fd/N), or by name
  * without opening anything: listxattrat(AT_SYMLINK_NOFOLLOW) (Linux 6.13; -ENOSYS when the
  * kernel lacks it). list: a buffer of POLICY_XLIST_MAX bytes. */
-int policy_xstate_fd(char list[POLICY_XLIST_MAX], int fd, bool opath, struct policy_xstate *x);
-int policy_xstate_at(char list[POLICY_XLIST_MAX], int dfd, const char *name,
+int policy_xstate_fd(char list[POLICY_XLIST_MAX], struct policy_mark_key *k, int fd, bool opath,
 		     struct policy_xstate *x);
+int policy_xstate_at(char list[POLICY_XLIST_MAX], struct policy_mark_key *k, int dfd,
+		     const char *name, struct policy_xstate *x);
 
 /* enum policy_change bits for a node with this stat and ACL state under target t. */
 unsigned policy_changes_for(const struct stat *st, const struct policy_xstate *x,
@@ -89,8 +146,8 @@ bool policy_takes_away(const struct stat *st, const struct policy_xstate *x,
 int policy_apply_pre(int fd, bool opath, struct stat *st, const struct policy_xstate *x,
 		     const struct policy_target *t);
 /* post: the node's changes among POLICY_CH_ACL_SET, POLICY_CH_MARK, POLICY_CH_UNMARK. */
-int policy_apply_post(int fd, bool opath, const struct stat *st, const struct policy_target *t,
-		      unsigned post);
+int policy_apply_post(struct policy_mark_key *k, int fd, bool opath, const struct stat *st,
+		      const struct policy_target *t, unsigned post);
 /* Root's or pi-tools' regular file or directory that no agent may read (or, a directory,
  * enter): no read bit for others, and none for a group agents are in (pi-sandbox, an
  * agent's own) or any group at all when an access ACL may name one. */

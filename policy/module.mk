@@ -1,7 +1,7 @@
 # policy: path rules (policy_*) and `pistisd policy`; see docs/policy.md.
 LIBS += policy
 policy_SRCS := policy/rules.c policy/target.c policy/resolve.c policy/walk.c policy/walk-node.c \
-	policy/store.c \
+	policy/mark.c policy/store.c \
 	policy/explain.c policy/defaults.c
 pistisd_LIBS := policy $(pistisd_LIBS)
 # The CLI is linked as an object: pistisd/main.c refers to policy_cli_main weakly, and a

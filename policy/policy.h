@@ -13,8 +13,9 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
-#define POLICY_RULES_PATH "/data/pistis/rules.json" /* beneath --root */
-#define POLICY_SECRETS_DIR "/data/.secrets"	    /* stays pi-tools-owned under "none" */
+#define POLICY_STATE_DIR "/data/pistis"
+#define POLICY_RULES_PATH POLICY_STATE_DIR "/rules.json" /* beneath --root */
+#define POLICY_SECRETS_DIR "/data/.secrets"		 /* stays pi-tools-owned under "none" */
 
 /* Limits on a rules file (it is root's input, but it is parsed by a root daemon). */
 #define POLICY_FILE_MAX (1024 * 1024)
@@ -115,6 +116,7 @@ enum policy_target_flags {
 	POLICY_T_LEAVE = 1 << 1,       /* never made more permissive: device nodes in read/write */
 	POLICY_T_PINNED = 1 << 2,      /* write dir above a stricter rule: root's, sticky */
 	POLICY_T_MARK = 1 << 3,	       /* closed by the walk: carries the closing mark */
+	POLICY_T_KEEP_MARK = 1 << 4,   /* closed by the walk, no key to mark it: marks stay */
 };
 struct policy_target {
 	uid_t uid; /* (uid_t)-1: keep the current owner */

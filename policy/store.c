@@ -1,5 +1,5 @@
 /* Reading, checking and atomically replacing the rules file. */
-#include "policy/policy.h"
+#include "policy/internal.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -341,6 +341,11 @@ static int check_rules(int root_fd, const struct policy_rules *r, const struct o
 				    r->rules[i].path);
 	}
 	return 0;
+}
+
+int policy_state_dir_open(int root_fd, int *ret_fd)
+{
+	return open_dir(root_fd, POLICY_STATE_DIR, true, ret_fd);
 }
 
 /* The rules directory: open_dir's rule, created if /data exists. */

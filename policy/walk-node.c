@@ -75,9 +75,11 @@ static int default_acl_state(int fd, bool opath)
 
 /* Parse a listxattr() name list for the two ACL names; the default ACL's bytes are read
  * only when present (directories). */
-static int xstate_from_list(const char *list, ssize_t n, int fd, bool opath,
-			    struct policy_xstate *x)
+static int xstate_from_list(const char *list, ssize_t n, struct policy_mark_key *k, int fd,
+			    bool opath, struct policy_xstate *x)
 {
+	int r;
+
 	memset(x, 0, sizeof(*x));
 	for (ssize_t i = 0; i < n;) {
 		const char *name = list + i;
@@ -85,14 +87,28 @@ static int xstate_from_list(const char *list, ssize_t n, int fd, bool opath,
 
 		if (!strcmp(name, POLICY_XATTR_ACL_ACCESS))
 			x->acl_access = true;
-		else if (!strcmp(name, POLICY_XATTR_CLOSED))
-			x->closed_mark = true;
-		else if (!strcmp(name, POLICY_XATTR_ACL_DEFAULT)) {
+		else if (!strncmp(name, POLICY_XATTR_CLOSED_V1,
+				  sizeof(POLICY_XATTR_CLOSED_V1) - 1)) {
+			int kind = policy_mark_name_kind(k, name);
+
+			x->closed_mark |= kind == POLICY_MARK_NAME_OURS;
+			x->mark_foreign |= kind == POLICY_MARK_NAME_FOREIGN;
+		} else if (!strcmp(name, POLICY_XATTR_ACL_DEFAULT)) {
 			if (fd < 0)
 				return -EAGAIN; /* caller re-reads through an fd */
 			x->acl_default = default_acl_state(fd, opath);
 		}
 		i += (ssize_t)l + 1;
+	}
+	/* Through the fd a mark of this key's name counts only with the node's own tag; by
+	 * name, the name is taken for it (the walk checks the tag through the fd wherever
+	 * that decides whether root's node opens). */
+	if (x->closed_mark && fd >= 0) {
+		r = policy_mark_valid(k, fd, opath);
+		if (r < 0)
+			return r;
+		x->closed_mark = r > 0;
+		x->mark_foreign |= r == 0;
 	}
 	return 0;
 }
@@ -101,7 +117,7 @@ static int xstate_from_list(const char *list, ssize_t n, int fd, bool opath,
  * (E2BIG past XATTR_LIST_MAX, 64 KiB: anyone who may write a node may add user.* names
  * to it until they do). The list failing must never hide an ACL, nor keep the walk off
  * the node and what lies below it. */
-static int xstate_by_name(int fd, bool opath, struct policy_xstate *x)
+static int xstate_by_name(struct policy_mark_key *k, int fd, bool opath, struct policy_xstate *x)
 {
 	ssize_t m = policy_getxattr_fd(fd, opath, POLICY_XATTR_ACL_ACCESS, NULL, 0);
 
@@ -110,10 +126,25 @@ static int xstate_by_name(int fd, bool opath, struct policy_xstate *x)
 		return (int)m;
 	x->acl_access = m >= 0;
 	x->acl_default = default_acl_state(fd, opath);
-	m = policy_getxattr_fd(fd, opath, POLICY_XATTR_CLOSED, NULL, 0);
+	/* Marks: the first version's name and this key's (another key's names stay unseen
+	 * here: a mark that is not this key's counts for nothing either way). */
+	m = policy_getxattr_fd(fd, opath, POLICY_XATTR_CLOSED_V1, NULL, 0);
 	if (m < 0 && m != -ENODATA)
 		return (int)m;
-	x->closed_mark = m >= 0;
+	x->mark_foreign = m >= 0;
+	if (policy_mark_key_loaded(k)) {
+		m = policy_getxattr_fd(fd, opath, k->name, NULL, 0);
+		if (m < 0 && m != -ENODATA)
+			return (int)m;
+		if (m >= 0) {
+			int r = policy_mark_valid(k, fd, opath);
+
+			if (r < 0)
+				return r;
+			x->closed_mark = r > 0;
+			x->mark_foreign |= r == 0;
+		}
+	}
 	return 0;
 }
 
@@ -129,7 +160,8 @@ static ssize_t list_fd(int fd, bool opath, char *list, size_t size)
 	return opath ? listxattr(policy_proc_fd(fd, p), list, size) : flistxattr(fd, list, size);
 }
 
-int policy_xstate_fd(char list[POLICY_XLIST_MAX], int fd, bool opath, struct policy_xstate *x)
+int policy_xstate_fd(char list[POLICY_XLIST_MAX], struct policy_mark_key *k, int fd, bool opath,
+		     struct policy_xstate *x)
 {
 	ssize_t n = list_fd(fd, opath, list, XLIST_FIRST);
 
@@ -138,17 +170,17 @@ int policy_xstate_fd(char list[POLICY_XLIST_MAX], int fd, bool opath, struct pol
 	if (n < 0 && errno == ENOTSUP)
 		n = 0;
 	if (n < 0 && errno == E2BIG)
-		return xstate_by_name(fd, opath, x);
+		return xstate_by_name(k, fd, opath, x);
 	if (n < 0)
 		return negative_errno();
-	return xstate_from_list(list, n, fd, opath, x);
+	return xstate_from_list(list, n, k, fd, opath, x);
 }
 
 /* By name, without opening the node: listxattrat(AT_SYMLINK_NOFOLLOW) (Linux 6.13). Only
  * used to decide that a non-directory is already right; any change re-reads through the
  * node's own fd. -ENOSYS when the kernel lacks it. */
-int policy_xstate_at(char list[POLICY_XLIST_MAX], int dfd, const char *name,
-		     struct policy_xstate *x)
+int policy_xstate_at(char list[POLICY_XLIST_MAX], struct policy_mark_key *k, int dfd,
+		     const char *name, struct policy_xstate *x)
 {
 	long n;
 
@@ -168,7 +200,7 @@ int policy_xstate_at(char list[POLICY_XLIST_MAX], int dfd, const char *name,
 		return -ENOENT; /* the caller looks again through an fd (xstate_by_name) */
 	if (n < 0)
 		return negative_errno();
-	return xstate_from_list(list, (ssize_t)n, -1, false, x);
+	return xstate_from_list(list, (ssize_t)n, k, -1, false, x);
 }
 
 unsigned policy_changes_for(const struct stat *st, const struct policy_xstate *x,
@@ -194,10 +226,10 @@ unsigned policy_changes_for(const struct stat *st, const struct policy_xstate *x
 	}
 	/* A file with a second name keeps a mark it has: it is left as it is, or trimmed
 	 * (which may mark it), never opened while the other name is there. */
-	if ((t->flags & POLICY_T_MARK) && !x->closed_mark)
+	if ((t->flags & POLICY_T_MARK) && (!x->closed_mark || x->mark_foreign))
 		c |= POLICY_CH_MARK;
-	else if (!(t->flags & POLICY_T_MARK) && x->closed_mark &&
-		 (S_ISDIR(st->st_mode) || st->st_nlink == 1))
+	else if (!(t->flags & (POLICY_T_MARK | POLICY_T_KEEP_MARK)) &&
+		 (x->closed_mark || x->mark_foreign) && (S_ISDIR(st->st_mode) || st->st_nlink == 1))
 		c |= POLICY_CH_UNMARK;
 	return c;
 }
@@ -242,9 +274,9 @@ bool policy_marks_supported(int dfd, const char *name)
 	/* The magic link to dfd is followed; name itself is not (lgetxattr). */
 	if (name && *name) {
 		snprintf(p, sizeof(p), "/proc/thread-self/fd/%d/%s", dfd, name);
-		n = lgetxattr(p, POLICY_XATTR_CLOSED, NULL, 0);
+		n = lgetxattr(p, POLICY_XATTR_CLOSED_V1, NULL, 0);
 	} else {
-		n = getxattr(policy_proc_fd(dfd, p), POLICY_XATTR_CLOSED, NULL, 0);
+		n = getxattr(policy_proc_fd(dfd, p), POLICY_XATTR_CLOSED_V1, NULL, 0);
 	}
 	/* Only a file system that says it keeps no user.* xattrs goes without marks: any
 	 * other failure (the rule's path renamed away for a moment by an agent that may
@@ -498,17 +530,8 @@ int policy_apply_pre(int fd, bool opath, struct stat *st, const struct policy_xs
 	return 0;
 }
 
-static int do_setxattr(int fd, bool opath, const char *name, const void *v, size_t size)
-{
-	char p[POLICY_PROC_FD_MAX];
-	int r = opath ? setxattr(policy_proc_fd(fd, p), name, v, size, 0)
-		      : fsetxattr(fd, name, v, size, 0);
-
-	return r < 0 ? negative_errno() : 0;
-}
-
-int policy_apply_post(int fd, bool opath, const struct stat *st, const struct policy_target *t,
-		      unsigned post)
+int policy_apply_post(struct policy_mark_key *k, int fd, bool opath, const struct stat *st,
+		      const struct policy_target *t, unsigned post)
 {
 	int r;
 
@@ -526,8 +549,8 @@ int policy_apply_post(int fd, bool opath, const struct stat *st, const struct po
 	 * in between leaves it closed and unmarked: a later write rule leaves it closed).
 	 * Taken off once the node is open again, for the same reason. */
 	if (post & POLICY_CH_MARK)
-		return do_setxattr(fd, opath, POLICY_XATTR_CLOSED, "1", 1);
+		return policy_mark_set(k, fd, opath);
 	if (post & POLICY_CH_UNMARK)
-		return do_removexattr(fd, opath, POLICY_XATTR_CLOSED);
+		return policy_mark_drop(k, fd, opath, false);
 	return 0;
 }

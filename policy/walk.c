@@ -120,6 +120,7 @@ struct shared {
 	dev_t dev;			   /* of the current rule's path */
 	bool marks;	       /* its file system keeps user.* xattrs: the closing mark is used */
 	bool rule_parent_safe; /* no agent may write the directory that holds its path */
+	struct policy_mark_key key; /* the closing mark's (mark.c) */
 	struct task *qhead, *qtail;
 	unsigned idle;		 /* threads waiting for work (under lock; split() peeks) */
 	unsigned queued, active; /* tasks in the queue; tasks queued or running, final steps
@@ -199,6 +200,16 @@ static bool agents_in_trusted(const struct walker *w, const struct stat *st,
 #define POST_CHANGES (POLICY_CH_ACL_SET | POLICY_CH_MARK | POLICY_CH_UNMARK)
 #define MARK_CHANGES (POLICY_CH_MARK | POLICY_CH_UNMARK)
 
+/* Marks are made where the file system keeps them and root's key is there (made by
+ * `pistisd users ensure-base`; docs/policy.md, "What the mark's value is"). Without the
+ * key a walk closes as ever and leaves what marks it finds: they may be the key's that
+ * comes back (a key file an operator must put right). */
+static bool marks_made(const struct walker *w)
+{
+	return w->sh->marks && atomic_load_explicit(&w->sh->key.state, memory_order_acquire) ==
+				       POLICY_MARK_KEY_LOADED;
+}
+
 /* A node the rule closes (none) is marked as closed by pistis, where its file system
  * keeps user.* xattrs: a directory, or a regular file with one name (the kernel takes
  * user.* xattrs on nothing else, and a file with a second name is left as it is). */
@@ -206,7 +217,7 @@ static void want_mark(const struct walker *w, const struct stat *st, struct poli
 {
 	if (w->sh->marks && w->rule->access == POLICY_NONE &&
 	    (S_ISDIR(st->st_mode) || (S_ISREG(st->st_mode) && st->st_nlink == 1)))
-		t->flags |= POLICY_T_MARK;
+		t->flags |= marks_made(w) ? POLICY_T_MARK : POLICY_T_KEEP_MARK;
 }
 
 /* Under a write rule, root's or pi-tools' node that no agent may read and that no walk
@@ -231,11 +242,15 @@ static bool private_left(const struct walker *w, const struct stat *st,
  * through the node's own fd. */
 static int xstate_of_node(struct walker *w, int fd, const struct stat *st, struct policy_xstate *x)
 {
-	if (w->rule->access != POLICY_WRITE || !w->sh->marks ||
-	    (at_rule_path(w) && w->sh->rule_parent_safe) ||
-	    (st->st_uid != 0 && st->st_uid != USERS_TOOLS_UID))
+	/* Under none, a mark's name is no mark either until its tag is checked: a node about
+	 * to be closed with a mark its agent planted gets its own. */
+	bool none_named = w->rule->access == POLICY_NONE && x->closed_mark;
+
+	if (!w->sh->marks || (!none_named && (w->rule->access != POLICY_WRITE ||
+					      (at_rule_path(w) && w->sh->rule_parent_safe) ||
+					      (st->st_uid != 0 && st->st_uid != USERS_TOOLS_UID))))
 		return 0;
-	return policy_xstate_fd(w->xlist, fd, true, x);
+	return policy_xstate_fd(w->xlist, &w->sh->key, fd, true, x);
 }
 
 /* A trim (a file with a second name: policy_trim_target) that leaves root's or pi-tools'
@@ -247,7 +262,7 @@ static void trim_mark(const struct walker *w, const struct stat *st, struct poli
 	struct stat sa = *st;
 
 	sa.st_mode = (st->st_mode & S_IFMT) | tt->mode;
-	if (w->sh->marks && policy_closed_to_agents(&sa, &none))
+	if (marks_made(w) && policy_closed_to_agents(&sa, &none))
 		tt->flags |= POLICY_T_MARK;
 }
 
@@ -534,7 +549,8 @@ static void node_done(struct walker *w, struct pnode *n)
 		}
 		if (n->complete && !abort_r(w)) {
 			if (f->pending) {
-				r = policy_apply_post(f->fd, false, &f->st, &f->tgt, f->post);
+				r = policy_apply_post(&w->sh->key, f->fd, false, &f->st, &f->tgt,
+						      f->post);
 				if (r < 0)
 					emit_at(w, n->rule, n->path, n->path_len, POLICY_EV_ERROR,
 						r, post_step(f), &f->st, &f->tgt, false);
@@ -680,7 +696,7 @@ static void close_too_deep(struct walker *w, int dfd, const struct stat *st0)
 	unsigned changes;
 	int r;
 
-	r = policy_xstate_fd(w->xlist, dfd, false, &x);
+	r = policy_xstate_fd(w->xlist, &w->sh->key, dfd, false, &x);
 	if (r < 0)
 		return emit(w, POLICY_EV_TOO_DEEP, r, 0, &st, &t, w->o->mode == POLICY_CHECK);
 	/* Closed by pistis: a write rule opens it again. Not root's private directory, which
@@ -688,7 +704,7 @@ static void close_too_deep(struct walker *w, int dfd, const struct stat *st0)
 	 * the bound, renamed it back once marked, and the next apply opened it to every
 	 * agent, its 0644 files group-writable). */
 	if (w->sh->marks && !private_left(w, &st, &x))
-		t.flags |= POLICY_T_MARK;
+		t.flags |= marks_made(w) ? POLICY_T_MARK : POLICY_T_KEEP_MARK;
 	changes = policy_changes_for(&st, &x, &t);
 	if (changes)
 		w->st.changed++;
@@ -700,7 +716,8 @@ static void close_too_deep(struct walker *w, int dfd, const struct stat *st0)
 		}
 		r = policy_apply_pre(dfd, false, &st, &x, &t);
 		if (r >= 0)
-			r = policy_apply_post(dfd, false, &st, &t, changes & MARK_CHANGES);
+			r = policy_apply_post(&w->sh->key, dfd, false, &st, &t,
+					      changes & MARK_CHANGES);
 		if (r < 0)
 			return emit(w, POLICY_EV_TOO_DEEP, r, changes, st0, &t, false);
 	}
@@ -739,7 +756,7 @@ static int mount_point_xstate(struct walker *w, int dfd, const char *name, const
 {
 	_cleanup_close_ int fd = -1;
 	struct stat now;
-	int r = policy_xstate_at(w->xlist, dfd, name, x);
+	int r = policy_xstate_at(w->xlist, &w->sh->key, dfd, name, x);
 
 	if (r != -ENOSYS && r != -ENOENT)
 		return r;
@@ -750,7 +767,7 @@ static int mount_point_xstate(struct walker *w, int dfd, const char *name, const
 		return negative_errno();
 	if (now.st_dev != st->st_dev || now.st_ino != st->st_ino)
 		return -ESTALE; /* swapped meanwhile: judged on what was seen */
-	return policy_xstate_fd(w->xlist, fd, true, x);
+	return policy_xstate_fd(w->xlist, &w->sh->key, fd, true, x);
 }
 
 static void private_seen(struct walker *w, const struct stat *st, const struct policy_xstate *x,
@@ -777,7 +794,7 @@ static void visit_dir(struct walker *w, int fd, bool secrets)
 	if (r < 0)
 		return emit(w, POLICY_EV_ERROR, r, 0, NULL, NULL, false);
 	if (crosses_fs(w, &st, mount)) {
-		r = policy_xstate_fd(w->xlist, dfd, false, &x);
+		r = policy_xstate_fd(w->xlist, &w->sh->key, dfd, false, &x);
 		return mount_point_seen(w, &st, r < 0 ? NULL : &x, secrets);
 	}
 	if (w->base + w->depth >= w->sh->max_depth)
@@ -788,7 +805,7 @@ static void visit_dir(struct walker *w, int fd, bool secrets)
 	if (agents_in_trusted(w, &st, &t, NULL))
 		return emit(w, POLICY_EV_AGENTS_IN_TRUSTED, 0, 0, &st, &t,
 			    w->o->mode == POLICY_CHECK);
-	r = policy_xstate_fd(w->xlist, dfd, false, &x);
+	r = policy_xstate_fd(w->xlist, &w->sh->key, dfd, false, &x);
 	if (r < 0)
 		return emit(w, POLICY_EV_ERROR, r, 0, &st, &t, false);
 	if (private_left(w, &st, &x))
@@ -933,7 +950,7 @@ static void visit(struct walker *w, int dfd, const char *name, unsigned char d_t
 	if (S_ISDIR(st.st_mode))
 		return look_again_as_dir(w, dfd, name, secrets);
 	if (crosses_fs(w, &st, mount)) {
-		r = fd >= 0 ? policy_xstate_fd(w->xlist, fd, true, &x)
+		r = fd >= 0 ? policy_xstate_fd(w->xlist, &w->sh->key, fd, true, &x)
 			    : mount_point_xstate(w, dfd, name, &st, &x);
 		return mount_point_seen(w, &st, r < 0 ? NULL : &x, secrets);
 	}
@@ -943,7 +960,7 @@ static void visit(struct walker *w, int dfd, const char *name, unsigned char d_t
 	 * only make us miss an ACL planted a moment ago — no different from one planted
 	 * after the walk passed; the next apply strips it. Not so the closing mark, which
 	 * opens root's node under a write rule: xstate_of_node() reads it through the fd. */
-	r = policy_xstate_at(w->xlist, dfd, name, &x);
+	r = policy_xstate_at(w->xlist, &w->sh->key, dfd, name, &x);
 	if (r == -ENOSYS || r == -ENOENT) {
 		/* Old kernel: look through an O_PATH fd (never opened for I/O). */
 		if (fd < 0) {
@@ -958,8 +975,18 @@ static void visit(struct walker *w, int dfd, const char *name, unsigned char d_t
 			if (S_ISLNK(st.st_mode) || S_ISDIR(st.st_mode))
 				return vanished(w);
 		}
-		r = policy_xstate_fd(w->xlist, fd, true, &x);
+		r = policy_xstate_fd(w->xlist, &w->sh->key, fd, true, &x);
 	} else if (r >= 0 && fd >= 0) {
+		r = xstate_of_node(w, fd, &st, &x);
+	} else if (r >= 0 && x.closed_mark && w->rule->access == POLICY_WRITE &&
+		   (st.st_uid == 0 || st.st_uid == USERS_TOOLS_UID)) {
+		/* A mark's name on root's node: its tag is checked through the node's fd now,
+		 * so that plan and check judge it as apply does. */
+		fd = openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0 || fstat(fd, &st2) < 0 || st2.st_dev != st.st_dev ||
+		    st2.st_ino != st.st_ino || (st2.st_mode & S_IFMT) != (st.st_mode & S_IFMT))
+			return vanished(w);
+		st = st2;
 		r = xstate_of_node(w, fd, &st, &x);
 	}
 	if (r < 0)
@@ -1075,7 +1102,7 @@ static void visit(struct walker *w, int dfd, const char *name, unsigned char d_t
 		return;
 	r = policy_apply_pre(fd, true, &st, &x, &t);
 	if (r >= 0)
-		r = policy_apply_post(fd, true, &st, &t,
+		r = policy_apply_post(&w->sh->key, fd, true, &st, &t,
 				      policy_changes_for(&st, &x, &t) & MARK_CHANGES);
 	if (r < 0)
 		emit(w, POLICY_EV_ERROR, r, changes, &st, &t, false);
@@ -1140,7 +1167,7 @@ static void finish_frame(struct walker *w, bool complete)
 			node_done(w, n);
 	} else {
 		if (f->pending && complete) {
-			r = policy_apply_post(f->fd, false, &f->st, &f->tgt, f->post);
+			r = policy_apply_post(&w->sh->key, f->fd, false, &f->st, &f->tgt, f->post);
 			if (r < 0)
 				emit(w, POLICY_EV_ERROR, r, post_step(f), &f->st, &f->tgt, false);
 		} else if (!complete) {
@@ -1378,7 +1405,7 @@ static bool parent_closed_to_agents(struct walker *w, int pfd)
 	struct policy_xstate x;
 	struct stat st;
 
-	if (fstat(pfd, &st) < 0 || policy_xstate_fd(w->xlist, pfd, true, &x) < 0)
+	if (fstat(pfd, &st) < 0 || policy_xstate_fd(w->xlist, &w->sh->key, pfd, true, &x) < 0)
 		return false;
 	return !policy_agents_may_write_x(&st, &x);
 }
@@ -1500,6 +1527,7 @@ int policy_walk(int root_fd, const struct policy_rules *rules, const struct poli
 	struct rlimit rl;
 	int r;
 
+	policy_mark_key_init(&sh.key, root_fd);
 	sh.hardlinks_protected = policy_hardlinks_protected();
 	sh.max_depth = opts->max_depth ? opts->max_depth : POLICY_DEPTH_MAX;
 	sh.threads = opts->threads ? opts->threads : cpus();
@@ -1530,6 +1558,15 @@ int policy_walk(int root_fd, const struct policy_rules *rules, const struct poli
 	r = walker_init(&w, &sh);
 	if (r < 0)
 		goto out;
+	/* The closing mark's key (made by `pistisd users ensure-base`). One that cannot be
+	 * used (not root's 0600, not 32 bytes) is said once: no mark counts then and none is
+	 * made or taken off, so nothing closed opens. */
+	r = policy_mark_key_load(&sh.key);
+	if (r < 0)
+		emit_at(&w, NULL, POLICY_STATE_DIR "/mark.key",
+			strlen(POLICY_STATE_DIR "/mark.key"), POLICY_EV_ERROR, r, 0, NULL, NULL,
+			opts->mode == POLICY_CHECK);
+	r = 0;
 	if (sh.mt) {
 		pthread_attr_t attr;
 
@@ -1573,5 +1610,6 @@ out:
 	safe_close(sh.fdq[1]);
 	pthread_cond_destroy(&sh.cond);
 	pthread_mutex_destroy(&sh.lock);
+	policy_mark_key_done(&sh.key);
 	return r;
 }

@@ -90,6 +90,15 @@ need_bins() {
 # so the directory carries the test's PID ($$ is the same in subshells) and the EXIT
 # trap set below (lib_cleanup) removes every one of them; a trap set in here would fire
 # as soon as the $(...) subshell ended.
+# mark_key ROOT: the policy walk's closing-mark key in ROOT/data/pistis as `pistisd users
+# ensure-base` makes it (32 random bytes, root 0600; tests/integration/users.sh checks that
+# one), for roots with no /etc to ensure; walks only read it (docs/policy.md).
+mark_key() {
+	mkdir -p "$1/data/pistis" && chmod 0755 "$1/data" "$1/data/pistis" &&
+		head -c 32 /dev/urandom >"$1/data/pistis/mark.key" &&
+		chmod 0600 "$1/data/pistis/mark.key"
+}
+
 scratch() {
 	mktemp -d "${TMPDIR:-/tmp}/pistis-test.$$.XXXXXX"
 }

@@ -27,9 +27,10 @@
  *                                      file system each, symlinks not followed) and in every
  *                                      /proc/PID/{cmdline,environ} we can read: hit=PATH lines
  *                                      and the counts; the secrets never enter argv or env
- *   redteam-probe swap DIR A B SECONDS exchange the names A and B in DIR (RENAME_EXCHANGE)
+ *   redteam-probe swap DIR A B SECONDS [MARK]
+ *                                      exchange the names A and B in DIR (RENAME_EXCHANGE)
  *                                      over and over for SECONDS; A is ours at the start: it
- *                                      keeps the closing mark user.pistis.closed and mode
+ *                                      keeps the closing marks user.pistis.closed and MARK and mode
  *                                      0600 (so it needs changes), set again and again
  *                                      through an fd: swaps=N */
 #include <dirent.h>
@@ -663,7 +664,7 @@ static int mode_connect(const char *name)
 	return 0;
 }
 
-static int mode_swap(const char *dir, const char *a, const char *b, int secs)
+static int mode_swap(const char *dir, const char *a, const char *b, int secs, const char *mark)
 {
 	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	int own = dfd < 0 ? -1 : openat(dfd, a, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
@@ -678,7 +679,11 @@ static int mode_swap(const char *dir, const char *a, const char *b, int secs)
 		if (syscall(SYS_renameat2, dfd, a, dfd, b, 2 /* RENAME_EXCHANGE */) == 0)
 			n++;
 		if ((n & 63) == 0) {
+			/* The first version's mark ("1"), and the mark's name under the
+			 * root's key (no secret) with a tag the agent made up. */
 			(void)fsetxattr(own, "user.pistis.closed", "1", 1, 0);
+			if (mark)
+				(void)fsetxattr(own, mark, "\002agent-made-tag!", 17, 0);
 			(void)fchmod(own, 0600);
 		}
 	}
@@ -714,7 +719,8 @@ int main(int argc, char **argv)
 	if (!strcmp(mode, "connect") && argc > 2)
 		return mode_connect(argv[2]);
 	if (!strcmp(mode, "swap") && argc > 5)
-		return mode_swap(argv[2], argv[3], argv[4], atoi(argv[5]));
+		return mode_swap(argv[2], argv[3], argv[4], atoi(argv[5]),
+				 argc > 6 ? argv[6] : NULL);
 	if (!strcmp(mode, "pause")) {
 		printf("pid=%d\n", (int)getpid());
 		fflush(stdout);
@@ -723,6 +729,6 @@ int main(int argc, char **argv)
 	}
 	fprintf(stderr, "usage: redteam-probe stall S|peek PID...|readfd N|seccomp|setuid0|"
 			"escape S|closeout S|cgroup [DIR]...|pause|hunt DIR...|listen NAME S|"
-			"connect NAME|swap DIR A B S\n");
+			"connect NAME|swap DIR A B S [MARK]\n");
 	return 100;
 }

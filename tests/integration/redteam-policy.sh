@@ -11,6 +11,7 @@ command -v setfacl >/dev/null || { echo "1..0 # SKIP setfacl missing (scripts/bo
 R=$(scratch) || exit 1
 mount -t tmpfs -o mode=0755 pistis-rt "$R" || exit 1
 trap 'umount -l "$R"; root_cleanup' EXIT
+mark_key "$R" || exit 1
 A=10100 B=10101 # two agents' uids
 
 # --- explain and an ACL too large for its buffer ---------------------------------------------
@@ -364,6 +365,29 @@ fails "... nor can another agent" \
 like "... and apply says why" "$out" "^left /mv/ws/token: root's private file .* not closed by pistis"
 like "... as explain does" "$("$P" policy explain /mv/ws/token --root "$R" --rules "$R/rules-mv.json" 2>&1)" \
 	"note: root's, closed to the agents, and not closed by pistis: apply leaves it as is"
+# The mark's name is not enough: its value is a tag made with root's key for that one inode.
+# An agent marks root's shared file it may write, with a value of the right length, before
+# root makes the file private; root copies a file a none rule closed, xattrs and all, into
+# the write tree. Both stay closed (with a bare name, the next apply opened them).
+echo shared >"$R/mv/ws/shared" && chown 0:10010 "$R/mv/ws/shared" && chmod 0660 "$R/mv/ws/shared"
+# The mark's name under this key: the agent cannot read it off a closed node, but 8 hex
+# digits are no secret (it could try them all); the tag is what it cannot make.
+mkdir -p "$R/mv/closed" && echo c >"$R/mv/closed/c" && chown $A:$A "$R/mv/closed/c"
+"$P" policy apply --root "$R" --rules "$R/rules-mv.json" >/dev/null 2>&1
+name=$(getfattr --absolute-names -d -m '^user\.pistis\.closed\.' "$R/mv/closed/c" | sed -n 's/=.*//p')
+ok "an agent may mark root's shared file it can write" \
+	setpriv --reuid=$A --regid=$A --groups=10010 \
+	setfattr -n "$name" -v 0x02000102030405060708090a0b0c0d0e0f "$R/mv/ws/shared"
+chmod 0600 "$R/mv/ws/shared"
+is "a none rule marks what it closes with a tag of 17 bytes" \
+	"$(getfattr --absolute-names -d -m '^user\.pistis\.closed\.' -e hex "$R/mv/closed/c" |
+		sed -n 's/^user\.pistis\.closed\.[0-9a-f]\{8\}=0x\(02[0-9a-f]\{32\}\)$/\1/p' | wc -L)" 34
+cp -a "$R/mv/closed/c" "$R/mv/ws/copy"
+"$P" policy apply --root "$R" --rules "$R/rules-mv.json" >/dev/null 2>&1
+is "apply leaves root's file the agent marked closed" "$(stat -c '%u:%g %a' "$R/mv/ws/shared")" "0:10010 600"
+fails "... no agent reads it" setpriv --reuid=$B --regid=$B --groups=10010 cat "$R/mv/ws/shared"
+is "... nor opens the copy of a closed file" "$(stat -c '%u:%g %a' "$R/mv/ws/copy")" "0:0 600"
+fails "no agent reads the key" setpriv --reuid=$A --regid=$A --groups=10010 cat "$R/data/pistis/mark.key"
 # A rule's own path in a directory agents may write is judged like the rest, by explain too.
 mkdir -p -m 1777 "$R/mv/shared" && echo k >"$R/mv/shared/w" && chmod 0600 "$R/mv/shared/w"
 printf '[{"path":"/mv/shared/w","access":"write"}]\n' >"$R/rules-mvp.json"
@@ -398,7 +422,7 @@ if [ -x "$RT" ]; then
 	setpriv --reuid=$A --regid=$A --groups=10010 mv "$R/sw/home/token" "$R/sw/ws/d/n"
 	setpriv --reuid=$A --regid=$A --groups=10010 sh -c "echo mine >'$R/sw/ws/d/m'"
 	ino=$(stat -c %i "$R/sw/ws/d/n")
-	setpriv --reuid=$A --regid=$A --groups=10010 "$RT" swap "$R/sw/ws/d" m n 30 >/dev/null &
+	setpriv --reuid=$A --regid=$A --groups=10010 "$RT" swap "$R/sw/ws/d" m n 30 "$name" >/dev/null &
 	swp=$!
 	opened=
 	for i in $(seq 1 300); do

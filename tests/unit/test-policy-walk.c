@@ -18,6 +18,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "lib/key-file.h"
 #include "lib/macro.h"
 #include "lib/tap.h"
 #include "policy/internal.h"
@@ -25,6 +26,32 @@
 #include "sandbox-users/users.h"
 
 #define AGENT 10100
+
+/* The closing mark's key in the root's /data/pistis, as `pistisd users ensure-base` makes
+ * it (a walk only reads it). */
+static int make_mark_key(int root_fd)
+{
+	_cleanup_close_ int dfd = -1;
+
+	(void)mkdirat(root_fd, "data", 0755);
+	(void)mkdirat(root_fd, "data/pistis", 0755);
+	dfd = openat(root_fd, "data/pistis", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	return dfd < 0 ? -errno : key_file_ensure(dfd, USERS_MARK_KEY_FILE, USERS_MARK_KEY_SIZE);
+}
+
+/* The mark's name under the root's key ("" without one). */
+static const char *mark_name_of(int root_fd)
+{
+	static char name[64];
+	struct policy_mark_key k;
+
+	policy_mark_key_init(&k, root_fd);
+	name[0] = '\0';
+	if (policy_mark_key_loaded(&k))
+		snprintf(name, sizeof(name), "%s", k.name);
+	policy_mark_key_done(&k);
+	return name;
+}
 
 FIXTURE(root)
 {
@@ -42,6 +69,7 @@ FIXTURE_SETUP(root)
 	ASSERT_NOT_NULL(mkdtemp(self->dir));
 	self->fd = open(self->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	ASSERT_GE(self->fd, 0);
+	ASSERT_EQ(make_mark_key(self->fd), 0);
 }
 
 FIXTURE_TEARDOWN(root)
@@ -372,12 +400,25 @@ TEST_F(root, roots_private_files_in_a_write_tree_stay_closed)
 	EXPECT_EQ(st_of(self, "w/p/shared").st_mode & 07777, 0660u);
 	EXPECT_EQ(st_of(self, "w/p/open").st_gid, (gid_t)USERS_SANDBOX_GID);
 	EXPECT_EQ(st_of(self, "w/p/entered").st_mode & 07777, 02770u);
-	/* A mark an agent put on its own file counts for nothing and is taken off. */
+	/* Marks an agent put on its own file (the first version's name, another key's, this
+	 * key's with a made-up tag) count for nothing and are taken off. */
 	mk(self, "w/p/mine", S_IFREG | 0600, AGENT, AGENT);
-	sh(self, "setfattr -n user.pistis.closed -v 1 w/p/mine");
+	{
+		char cmd[256];
+
+		snprintf(cmd, sizeof(cmd),
+			 "setfattr -n user.pistis.closed -v 1 w/p/mine && "
+			 "setfattr -n user.pistis.closed.0badc0de -v 1 w/p/mine && "
+			 "setfattr -n %s -v 0x02000102030405060708090a0b0c0d0e0f w/p/mine",
+			 mark_name_of(self->fd));
+		sh(self, cmd);
+	}
+	EXPECT_EQ(xattr_of(self, "w/p/mine", mark_name_of(self->fd)), (ssize_t)POLICY_MARK_SIZE);
 	ASSERT_EQ(run(self, W, POLICY_APPLY), 0);
 	EXPECT_EQ(st_of(self, "w/p/mine").st_mode & 07777, 0660u);
-	EXPECT_LT(xattr_of(self, "w/p/mine", POLICY_XATTR_CLOSED), 0);
+	EXPECT_LT(xattr_of(self, "w/p/mine", mark_name_of(self->fd)), 0);
+	EXPECT_LT(xattr_of(self, "w/p/mine", POLICY_XATTR_CLOSED_V1), 0);
+	EXPECT_LT(xattr_of(self, "w/p/mine", POLICY_XATTR_CLOSED_V1 ".0badc0de"), 0);
 	/* check: tighter than the rule, never looser: listed, no violation. */
 	ASSERT_EQ(run(self, W, POLICY_CHECK), 0);
 	EXPECT_EQ(self->events[POLICY_EV_PRIVATE], 5u);
@@ -392,9 +433,100 @@ TEST_F(root, roots_private_files_in_a_write_tree_stay_closed)
 	EXPECT_EQ(st_of(self, "tmp/w").st_gid, 0u);
 }
 
+/* The mark counts only with the tag made for its node with root's key
+ * (/data/pistis/mark.key): an agent who may write root's shared 0660 file and puts a mark
+ * on it (even a real one, read off a node while it was being opened) before root makes
+ * the file 0600, a copy made with its xattrs, and a new file on the old one's name all
+ * stay closed under a write rule. A key that cannot be used, or none, opens nothing;
+ * a new key's none rule marks anew. */
+TEST_F(root, forged_and_copied_marks_open_nothing)
+{
+	char real[POLICY_MARK_SIZE + 1], p[512], name[64];
+	ssize_t n;
+
+	if (!policy_marks_supported(self->fd, ""))
+		SKIP("no user.* xattrs on this file system");
+	snprintf(name, sizeof(name), "%s", mark_name_of(self->fd));
+	ASSERT_EQ(strlen(name), strlen(POLICY_XATTR_CLOSED_V1) + 9);
+	mk(self, "w", S_IFDIR | 0755, AGENT, AGENT);
+	mk(self, "w/closed", S_IFREG | 0644, AGENT, AGENT);
+	ASSERT_EQ(run(self, N, POLICY_APPLY), 0);
+	EXPECT_EQ(self->st.errors, 0u);
+	snprintf(p, sizeof(p), "%s/w/closed", self->dir);
+	n = lgetxattr(p, name, real, sizeof(real));
+	ASSERT_EQ(n, (ssize_t)POLICY_MARK_SIZE);
+	/* Planted while the files were agents' to write, then made root's private ones. */
+	mk(self, "w/shared", S_IFREG | 0660, 0, USERS_SANDBOX_GID);
+	mk(self, "w/v1", S_IFREG | 0660, 0, USERS_SANDBOX_GID);
+	snprintf(p, sizeof(p), "%s/w/shared", self->dir);
+	ASSERT_EQ(lsetxattr(p, name, real, (size_t)n, 0), 0);
+	sh(self, "setfattr -n user.pistis.closed -v 1 w/v1 && chmod 600 w/shared w/v1");
+	/* Copied with its xattrs (cp -a), and a new file put on a closed one's name with the
+	 * old one's mark. */
+	sh(self, "cp -a w/closed w/copy");
+	sh(self, "mv w/closed w/old && touch w/closed && chmod 600 w/closed");
+	snprintf(p, sizeof(p), "%s/w/closed", self->dir);
+	ASSERT_EQ(lsetxattr(p, name, real, (size_t)n, 0), 0);
+	EXPECT_EQ(xattr_of(self, "w/copy", name), (ssize_t)POLICY_MARK_SIZE);
+	/* check judges them as apply will: left, no violation (the two violations: w and
+	 * w/old, which the none rule closed, are to open). */
+	ASSERT_EQ(run(self, W, POLICY_CHECK), 0);
+	EXPECT_EQ(self->events[POLICY_EV_PRIVATE], 4u);
+	EXPECT_EQ(self->st.violations, 2u);
+	ASSERT_EQ(run(self, W, POLICY_APPLY), 0);
+	EXPECT_EQ(self->st.errors, 0u);
+	EXPECT_EQ(self->events[POLICY_EV_PRIVATE], 4u);
+	EXPECT_EQ(st_of(self, "w/shared").st_mode & 07777, 0600u);
+	EXPECT_EQ(st_of(self, "w/v1").st_mode & 07777, 0600u);
+	EXPECT_EQ(st_of(self, "w/copy").st_mode & 07777, 0600u);
+	EXPECT_EQ(st_of(self, "w/copy").st_gid, 0u);
+	EXPECT_EQ(st_of(self, "w/closed").st_mode & 07777, 0600u);
+	/* The node the mark was made for opens. */
+	EXPECT_EQ(st_of(self, "w/old").st_mode & 07777, 0660u);
+	EXPECT_LT(xattr_of(self, "w/old", name), 0);
+	/* A key that is not root's alone is never used, and the walk says so once: no
+	 * mark counts, so nothing closed opens but the rule's own path (the operator's), and
+	 * nothing is marked or unmarked. */
+	ASSERT_EQ(run(self, N, POLICY_APPLY), 0);
+	sh(self, "chmod 644 data/pistis/mark.key");
+	ASSERT_EQ(run(self, W, POLICY_APPLY), 0);
+	EXPECT_EQ(self->st.errors, 1u);
+	EXPECT_EQ(self->events[POLICY_EV_PRIVATE], 5u);
+	EXPECT_EQ(st_of(self, "w/old").st_mode & 07777, 0600u);
+	EXPECT_EQ(st_of(self, "w").st_mode & 07777, 02770u);
+	ASSERT_EQ(run(self, N, POLICY_APPLY), 0);
+	EXPECT_EQ(self->st.errors, 1u);
+	EXPECT_EQ(xattr_of(self, "w/old", name), (ssize_t)POLICY_MARK_SIZE);
+	/* Nor a missing one: the marks are no one's; a none rule closes without marking. */
+	sh(self, "rm data/pistis/mark.key");
+	ASSERT_EQ(run(self, W, POLICY_APPLY), 0);
+	EXPECT_EQ(self->st.errors, 0u);
+	EXPECT_EQ(st_of(self, "w/old").st_mode & 07777, 0600u);
+	mk(self, "w/new", S_IFREG | 0644, AGENT, AGENT);
+	ASSERT_EQ(run(self, N, POLICY_APPLY), 0);
+	EXPECT_EQ(self->st.errors, 0u);
+	EXPECT_EQ(st_of(self, "w/new").st_mode & 07777, 0600u);
+	EXPECT_EQ(st_of(self, "w/new").st_uid, 0u);
+	EXPECT_EQ(st_of(self, "data/pistis/mark.key").st_mode, 0u); /* a walk makes none */
+	/* A new key (ensure-base): the old key's marks are replaced under none, by name. */
+	ASSERT_EQ(make_mark_key(self->fd), 0);
+	ASSERT_STRNE(mark_name_of(self->fd), name);
+	ASSERT_EQ(run(self, N, POLICY_APPLY), 0);
+	EXPECT_EQ(self->st.errors, 0u);
+	EXPECT_EQ(xattr_of(self, "w/old", mark_name_of(self->fd)), (ssize_t)POLICY_MARK_SIZE);
+	EXPECT_LT(xattr_of(self, "w/old", name), 0);
+	ASSERT_EQ(run(self, W, POLICY_APPLY), 0);
+	EXPECT_EQ(st_of(self, "w/old").st_mode & 07777, 0660u);
+	EXPECT_EQ(st_of(self, "w/new").st_mode & 07777, 0660u);
+	EXPECT_EQ(st_of(self, "w").st_mode & 07777, 02770u);
+}
+
 /* What a none rule closes carries the mark, and a write rule opens it again. */
 TEST_F(root, none_then_write_opens_what_none_closed)
 {
+	char M[64]; /* the mark's name under the fixture's key */
+
+	snprintf(M, sizeof(M), "%s", mark_name_of(self->fd));
 	if (!policy_marks_supported(self->fd, ""))
 		SKIP("no user.* xattrs on this file system");
 	mk(self, "w", S_IFDIR | 0755, AGENT, AGENT);
@@ -405,9 +537,9 @@ TEST_F(root, none_then_write_opens_what_none_closed)
 	ASSERT_EQ(run(self, N, POLICY_APPLY), 0);
 	EXPECT_EQ(self->st.errors, 0u);
 	EXPECT_EQ(st_of(self, "w/f").st_mode & 07777, 0600u);
-	EXPECT_GE(xattr_of(self, "w/f", POLICY_XATTR_CLOSED), 0);
-	EXPECT_GE(xattr_of(self, "w/d", POLICY_XATTR_CLOSED), 0);
-	EXPECT_GE(xattr_of(self, "w/d/g", POLICY_XATTR_CLOSED), 0); /* root's own, closed too */
+	EXPECT_EQ(xattr_of(self, "w/f", M), (ssize_t)POLICY_MARK_SIZE);
+	EXPECT_EQ(xattr_of(self, "w/d", M), (ssize_t)POLICY_MARK_SIZE);
+	EXPECT_EQ(xattr_of(self, "w/d/g", M), (ssize_t)POLICY_MARK_SIZE); /* root's own too */
 	ASSERT_EQ(run(self, N, POLICY_APPLY), 0);
 	EXPECT_EQ(self->st.changed, 0u);
 	/* root links a closed file elsewhere (a backup): still right as it is. */
@@ -416,13 +548,24 @@ TEST_F(root, none_then_write_opens_what_none_closed)
 	EXPECT_EQ(self->st.changed, 0u);
 	EXPECT_EQ(self->st.violations, 0u);
 	sh(self, "rm g-backup");
-	/* A node closed before marks (an older pistis): one more change, no violation. */
-	sh(self, "setfattr -x user.pistis.closed w/f");
+	/* A node closed before marks, or marked by the first version ("1", which an agent
+	 * could forge): one more change each, no violation; then the node's own mark. */
+	{
+		char cmd[256];
+
+		snprintf(cmd, sizeof(cmd),
+			 "setfattr -x %s w/f && setfattr -x %s w/d && "
+			 "setfattr -n user.pistis.closed -v 1 w/d",
+			 M, M);
+		sh(self, cmd);
+	}
 	ASSERT_EQ(run(self, N, POLICY_CHECK), 0);
-	EXPECT_EQ(self->st.changed, 1u);
+	EXPECT_EQ(self->st.changed, 2u);
 	EXPECT_EQ(self->st.violations, 0u);
 	ASSERT_EQ(run(self, N, POLICY_APPLY), 0);
-	EXPECT_GE(xattr_of(self, "w/f", POLICY_XATTR_CLOSED), 0);
+	EXPECT_EQ(xattr_of(self, "w/f", M), (ssize_t)POLICY_MARK_SIZE);
+	EXPECT_EQ(xattr_of(self, "w/d", M), (ssize_t)POLICY_MARK_SIZE);
+	EXPECT_LT(xattr_of(self, "w/d", POLICY_XATTR_CLOSED_V1), 0);
 	/* none -> write: open again, unmarked; a FIFO cannot carry the mark: left closed
 	 * (root's 0600 FIFO or socket moved in is a way into root's daemon). */
 	ASSERT_EQ(run(self, W, POLICY_APPLY), 0);
@@ -433,9 +576,9 @@ TEST_F(root, none_then_write_opens_what_none_closed)
 	EXPECT_EQ(st_of(self, "w/d").st_mode & 07777, 02770u);
 	EXPECT_EQ(st_of(self, "w/d/g").st_mode & 07777, 0660u);
 	EXPECT_EQ(st_of(self, "w/d/g").st_gid, (gid_t)USERS_SANDBOX_GID);
-	EXPECT_LT(xattr_of(self, "w/f", POLICY_XATTR_CLOSED), 0);
-	EXPECT_LT(xattr_of(self, "w/d", POLICY_XATTR_CLOSED), 0);
-	EXPECT_LT(xattr_of(self, "w/d/g", POLICY_XATTR_CLOSED), 0);
+	EXPECT_LT(xattr_of(self, "w/f", M), 0);
+	EXPECT_LT(xattr_of(self, "w/d", M), 0);
+	EXPECT_LT(xattr_of(self, "w/d/g", M), 0);
 	ASSERT_EQ(run(self, W, POLICY_CHECK), 0);
 	EXPECT_EQ(self->st.violations, 0u);
 	EXPECT_EQ(self->st.changed, 0u);
@@ -466,8 +609,9 @@ TEST_F(root, depth_bound_never_marks_roots_private_directory)
 	policy_walk(self->fd, r, &o, &self->st);
 	EXPECT_EQ(self->events[POLICY_EV_TOO_DEEP], 2u);
 	EXPECT_EQ(st_of(self, "w/a/b/keys").st_mode & 07777, 0700u);
-	EXPECT_LT(xattr_of(self, "w/a/b/keys", POLICY_XATTR_CLOSED), 0);
-	EXPECT_GE(xattr_of(self, "w/a/b/mine", POLICY_XATTR_CLOSED), 0); /* the agent's: closed */
+	EXPECT_LT(xattr_of(self, "w/a/b/keys", mark_name_of(self->fd)), 0);
+	/* the agent's: closed */
+	EXPECT_EQ(xattr_of(self, "w/a/b/mine", mark_name_of(self->fd)), (ssize_t)POLICY_MARK_SIZE);
 	/* The agent moves them up; the next apply opens what the bound closed, not root's. */
 	sh(self, "mv w/a/b/keys w/a/b/mine w/");
 	ASSERT_EQ(run(self, W, POLICY_APPLY), 0);
@@ -1056,6 +1200,7 @@ static void deep_tree(struct tap_metadata *_metadata, const char *access, mode_t
 	ASSERT_NOT_NULL(mkdtemp(dir));
 	rfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	ASSERT_GE(rfd, 0);
+	ASSERT_EQ(make_mark_key(rfd), 0);
 	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	ASSERT_EQ(mkdirat(fd, "d", 0777), 0);
 	for (int i = 0; i < 20000; i++) {
@@ -1105,7 +1250,7 @@ static void deep_tree(struct tap_metadata *_metadata, const char *access, mode_t
 	EXPECT_EQ(s.st_mode & 07777, 0700u);
 	EXPECT_FALSE(deep_has_xattr(rfd, bound, POLICY_XATTR_ACL_ACCESS));
 	EXPECT_FALSE(deep_has_xattr(rfd, bound, POLICY_XATTR_ACL_DEFAULT));
-	EXPECT_TRUE(deep_has_xattr(rfd, bound, POLICY_XATTR_CLOSED)); /* pistis closed it */
+	EXPECT_TRUE(deep_has_xattr(rfd, bound, mark_name_of(rfd))); /* pistis closed it */
 	/* Above it: the rule's own result, loosening steps included. */
 	unsigned above[] = {0, 1, 2, bound / 2, bound - 1};
 	for (size_t i = 0; i < ELEMENTSOF(above); i++) {
