@@ -43,7 +43,7 @@
 #define QUEUE_SOFT (16u * 1024u * 1024u) /* pause the producer past this */
 /* Messages a sandbox may send: a token bucket per sandbox (a message costs one; its values,
  * fragments, skipped bytes, pongs and wire bytes beyond its frames cost more, below; the
- * log says "messages/s" for all of it). Past it server-min stops
+ * log says which of them emptied it: enum rate_cost). Past it server-min stops
  * reading from that sandbox until SANDBOX_MSG_RESUME messages are allowed again (nothing is
  * dropped): 50 ms worth, so a sandbox that floods costs a pause and a resume per 250
  * messages, not per message (rate_take). */
@@ -93,6 +93,21 @@
  * (sandbox, client, request id) for events named by the owner's id, and all of one client's
  * when it goes (route_insert). */
 enum { ROUTE_BY_CMD, ROUTE_BY_READER, ROUTE_BY_OWNER, ROUTE_OF_CLIENT, N_ROUTE_INDEXES };
+
+/* What a sandbox's tokens pay for (rate_take). The throttle's log line names what they went
+ * on: it said "messages/s" when pings, pongs or a message never ended had emptied the bucket,
+ * and sent the operator looking for messages that were never sent. */
+enum rate_cost {
+	COST_MESSAGE,	 /* a whole message, JSON or frame */
+	COST_VALUES,	 /* a JSON message's values, SANDBOX_VALUES_PER_TOKEN a token */
+	COST_FRAGMENT,	 /* a continuation frame */
+	COST_SKIPPED,	 /* bytes of a message past the limit, SANDBOX_SKIP_PER_TOKEN a token */
+	COST_PONG,	 /* a pong with a payload */
+	COST_WIRE,	 /* bytes read besides data frames, SANDBOX_WIRE_PER_TOKEN a token */
+	COST_CONNECTION, /* a new connection */
+	COST_REATTACH,	 /* a route its hello re-attached */
+	N_RATE_COSTS
+};
 
 /* At most `burst` lines a second from one source; the lines held back are counted, for the
  * next line to report. */
@@ -195,7 +210,10 @@ struct sandbox {
 	 * connections: with them per connection, a sandbox that redialled after every 10 000
 	 * messages sent them at ~650 000 a second, and logged two lines per redial. */
 	double tokens;
-	lws_usec_t refilled;	  /* 0: the bucket is full (never used) */
+	lws_usec_t refilled; /* 0: the bucket is full (never used) */
+	/* tokens taken, by what for: [1] since spent_since, [0] in the second before it */
+	double spent[2][N_RATE_COSTS];
+	lws_usec_t spent_since;
 	struct log_rate log_rate; /* lines logged about what it sent, or its connections */
 };
 
@@ -1309,7 +1327,7 @@ static const char *client_id_split(const char *s, uint64_t *ret_serial)
 	return end + 1;
 }
 
-static void rate_take(struct conn *c, double n);
+static void rate_take(struct conn *c, enum rate_cost what, double n);
 
 /* A message from sandbox c for client, under its id, that cannot go on (message_print:
  * perr, n bytes when re-encoded from len): the client is never left waiting on it. The
@@ -1379,7 +1397,7 @@ static void sandbox_text(struct conn *c, const char *buf, size_t len)
 	size_t values, out_len;
 	int parsed = proto_parse_values(buf, len, &root, &err, &values);
 
-	rate_take(c, (double)(values / SANDBOX_VALUES_PER_TOKEN));
+	rate_take(c, COST_VALUES, (double)(values / SANDBOX_VALUES_PER_TOKEN));
 	if (parsed < 0) {
 		c->bad_messages++;
 		if (sandbox_log_ok(c))
@@ -1411,7 +1429,7 @@ static void sandbox_text(struct conn *c, const char *buf, size_t len)
 				log_info("Sandbox '%s' said hello (%s)", c->sb->cfg->name,
 					 c->sb->software);
 			drop_gone_routes(c->sb, cJSON_GetObjectItemCaseSensitive(root, "commands"));
-			rate_take(c, (double)reattach_routes(c->sb));
+			rate_take(c, COST_REATTACH, (double)reattach_routes(c->sb));
 		}
 		goto out;
 	}
@@ -1769,22 +1787,84 @@ static void rate_resume(lws_sorted_usec_list_t *sul)
 	rx_resume(c);
 }
 
-/* One message from a sandbox (or a connection, n tokens for what it costs): take a token;
- * an empty bucket pauses reading until
+/* The tokens sb took for `what`, by second: the throttle's log line names what they went on
+ * in the last one or two. */
+static void rate_tally(struct sandbox *sb, enum rate_cost what, double n)
+{
+	lws_usec_t now = sb->refilled; /* (rate_refill's) */
+
+	if (now - sb->spent_since >= 2 * LWS_US_PER_SEC) {
+		memset(sb->spent, 0, sizeof(sb->spent));
+		sb->spent_since = now;
+	} else if (now - sb->spent_since >= LWS_US_PER_SEC) {
+		memcpy(sb->spent[0], sb->spent[1], sizeof(sb->spent[1]));
+		memset(sb->spent[1], 0, sizeof(sb->spent[1]));
+		sb->spent_since += LWS_US_PER_SEC;
+	}
+	sb->spent[1][what] += n;
+}
+
+/* What each cost is called in that line, and its price where it is not a token each. */
+static const struct {
+	const char *what, *price;
+} rate_costs[N_RATE_COSTS] = {
+	[COST_MESSAGE] = {"messages", ""},
+	[COST_VALUES] = {"JSON values", " (1 per 64 in a message)"},
+	[COST_FRAGMENT] = {"continuation frames", ""},
+	[COST_SKIPPED] = {"bytes past the message limit", " (1 per 4 KiB)"},
+	[COST_PONG] = {"pongs with a payload", ""},
+	[COST_WIRE] = {"pings, empty pongs and other bytes besides data frames", " (1 per KiB)"},
+	[COST_CONNECTION] = {"connections", ""},
+	[COST_REATTACH] = {"routes a hello re-attached", ""},
+};
+
+/* The throttle's line: what the sandbox's tokens of the last second or two went on, the
+ * most first. */
+static void rate_log_throttled(struct conn *c)
+{
+	const struct sandbox *sb = c->sb;
+	bool listed[N_RATE_COSTS] = {false};
+	char spent[512] = "";
+	size_t k = 0;
+
+	for (;;) {
+		double most = 0.5; /* (what prints as 0 is left out) */
+		int top = -1, n;
+		for (int i = 0; i < N_RATE_COSTS; i++)
+			if (!listed[i] && sb->spent[0][i] + sb->spent[1][i] > most) {
+				most = sb->spent[0][i] + sb->spent[1][i];
+				top = i;
+			}
+		if (top < 0)
+			break;
+		listed[top] = true;
+		n = snprintf(spent + k, sizeof(spent) - k, "%s%.0f for %s%s", k ? "; " : "", most,
+			     rate_costs[top].what, rate_costs[top].price);
+		if (n < 0 || (size_t)n >= sizeof(spent) - k)
+			break;
+		k += (size_t)n;
+	}
+	log_warning("Sandbox '%s' sends over %u messages/s or their worth; reading from it is "
+		    "throttled. Tokens of the last 1-2 s: %s",
+		    sb->cfg->name, SANDBOX_MSG_RATE, spent);
+}
+
+/* What a sandbox sent (or a connection: n tokens for what it costs) takes tokens; an empty
+ * bucket pauses reading until
  * SANDBOX_MSG_RESUME messages are allowed again, not one: lws polls with timeout 0 through
  * the last millisecond before a timer (poll's timeout is in ms, rounded down), so a resume
  * every ~200 us, one message's worth, spins in poll: a whole core for a sandbox that floods.
  * (Nor does lws spin on what it read and holds for a paused connection: its service loop
  * skips flow-controlled connections when it looks for buffered input.) */
-static void rate_take(struct conn *c, double n)
+static void rate_take(struct conn *c, enum rate_cost what, double n)
 {
 	rate_refill(c->sb);
 	c->sb->tokens -= n;
+	rate_tally(c->sb, what, n);
 	if (c->sb->tokens >= 0 || c->rate_paused)
 		return;
 	if (!c->rate_warned && (c->rate_warned = true) && sandbox_log_ok(c))
-		log_warning("Sandbox '%s' sends over %u messages/s; reading from it is throttled",
-			    c->sb->cfg->name, SANDBOX_MSG_RATE);
+		rate_log_throttled(c);
 	c->rate_paused = true;
 	lws_rx_flow_control(c->wsi, 0);
 	rate_wait(c);
@@ -1828,7 +1908,7 @@ static void wire_charge(struct conn *c)
 	n = c->wire_balance / SANDBOX_WIRE_PER_TOKEN;
 	if (n > 0) {
 		c->wire_balance -= n * SANDBOX_WIRE_PER_TOKEN;
-		rate_take(c, (double)n);
+		rate_take(c, COST_WIRE, (double)n);
 	}
 }
 
@@ -1871,18 +1951,15 @@ static void on_rx(struct conn *c, const void *in, size_t len)
 	 * server-min at a whole core, silently (red team). pistisd sends every message as one
 	 * frame within the limit, so none of this touches its output. */
 	if (!c->is_client) {
-		double cost = c->rx_skip || c->rx_len + len > max
-				      ? (double)len / SANDBOX_SKIP_PER_TOKEN
-				      : 0;
 		bool new_frame = first || c->rx_frame_done;
 		if (!first && c->rx_frame_done)
-			cost += 1;
+			rate_take(c, COST_FRAGMENT, 1);
+		if ((c->rx_skip || c->rx_len + len > max) && len)
+			rate_take(c, COST_SKIPPED, (double)len / SANDBOX_SKIP_PER_TOKEN);
 		c->rx_frame_done = lws_remaining_packet_payload(c->wsi) == 0;
 		/* what its wire bytes are weighed against (wire_charge) */
 		c->wire_explained += len + (new_frame ? WIRE_FRAME_ALLOWANCE : 0) +
 				     (R.cfg.tls_cert ? len >> WIRE_TLS_ALLOWANCE_SHIFT : 0);
-		if (cost > 0)
-			rate_take(c, cost);
 	}
 	if (binary ? !c->rxm && !(c->rxm = malloc(sizeof(struct msg) + LWS_PRE + max))
 		   : !c->rx && !(c->rx = malloc(PROTO_MAX_MESSAGE + 1)))
@@ -1904,7 +1981,7 @@ static void on_rx(struct conn *c, const void *in, size_t len)
 	if (!final)
 		return;
 	if (!c->is_client)
-		rate_take(c, 1);
+		rate_take(c, COST_MESSAGE, 1);
 	if (c->rx_skip)
 		return;
 	if (!binary)
@@ -2031,7 +2108,7 @@ static int cb_sandbox(struct lws *wsi, enum lws_callback_reasons reason, void *u
 		c->sb->connects++;
 		/* a connection costs a token: one that comes while the bucket is dry starts
 		 * paused (a redial is no way round the rate, nor past the log's) */
-		rate_take(c, 1);
+		rate_take(c, COST_CONNECTION, 1);
 		c->wire_counted = wire_bytes(c, &c->wire_read) == 0;
 		if (sandbox_log_ok(c))
 			log_info("Sandbox '%s' connected", c->sb->cfg->name);
@@ -2045,7 +2122,7 @@ static int cb_sandbox(struct lws *wsi, enum lws_callback_reasons reason, void *u
 		 * pongs, uncharged, held server-min at a whole core (red team). pistisd answers
 		 * server-min's empty pings with empty pongs, which lws hands on to nobody. */
 		if (c->sb)
-			rate_take(c, 1);
+			rate_take(c, COST_PONG, 1);
 		break;
 	case LWS_CALLBACK_SERVER_WRITEABLE:
 		return on_writable(c);

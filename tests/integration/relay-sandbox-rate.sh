@@ -46,6 +46,8 @@ $FAKE sandbox-values "$SP" "$EVIL" "$SM" 3 >"$W/vl.out" 2>&1
 cpu=$(val cpu_ms "$W/vl.out") wall=$(val wall_ms "$W/vl.out")
 ok "values: server-min used ${cpu:-?} ms of CPU in ${wall:-?} ms of the flood ($(val sent "$W/vl.out") messages; < 25%)" \
 	test "$((${cpu:-999999} * 4))" -lt "${wall:-0}"
+like "values: ... and says it throttles the sandbox, for JSON values" "$(cat "$W/smin.log")" \
+	"Sandbox 'evil' sends over 5000 messages/s or their worth; reading from it is throttled. Tokens of the last 1-2 s: [0-9]+ for JSON values"
 is "values: server-min still running" "$(alive)" yes
 stop
 
@@ -53,15 +55,17 @@ stop
 # (only a message's end took a token, so 6-byte empty continuation frames, or 1-byte ones,
 # of a message that never ends held server-min at 98-99% of a core, silently, and a frame
 # past the limit was read on to its end for one token: 89%; red team)
-for mode in empty-cont byte-cont hugeframe; do
+for mode in empty-cont:"continuation frames" byte-cont:"continuation frames" \
+	hugeframe:"bytes past the message limit"; do
+	what=${mode#*:} mode=${mode%%:*}
 	start || { echo "# server-min did not listen again"; exit 1; }
 	$FAKE sandbox-fragments "$SP" "$EVIL" "$SM" 3 "$mode" >"$W/fr.out" 2>&1
 	[ -z "$(val exception "$W/fr.out")" ] || sed 's/^/# /' "$W/fr.out"
 	cpu=$(val cpu_ms "$W/fr.out") wall=$(val wall_ms "$W/fr.out")
 	ok "$mode: server-min used ${cpu:-?} ms of CPU in ${wall:-?} ms of the flood ($(val sent "$W/fr.out") frames, or 64 KiB pieces, sent; < 25%)" \
 		test "$((${cpu:-999999} * 4))" -lt "${wall:-0}"
-	like "$mode: ... and says it throttles the sandbox" "$(cat "$W/smin.log")" \
-		"Sandbox 'evil' sends over 5000 messages/s; reading from it is throttled"
+	like "$mode: ... and says it throttles the sandbox, for $what" "$(cat "$W/smin.log")" \
+		"Sandbox 'evil' sends over 5000 messages/s or their worth; reading from it is throttled. Tokens of the last 1-2 s: [0-9]+ for $what"
 	is "$mode: server-min still running" "$(alive)" yes
 	stop
 done
