@@ -29,6 +29,8 @@ INTEGRATION_TESTS += tests/integration/relay-stop.sh
 INTEGRATION_TESTS += tests/integration/relay-sandbox-rate.sh
 # One sandbox flooding pings or pongs: held to the same rate.
 INTEGRATION_TESTS += tests/integration/relay-control-frames.sh
+# Malformed messages from a sandbox: logged, counted, and the connection cut at a bound.
+INTEGRATION_TESTS += tests/integration/relay-sandbox-malformed.sh
 # One client that does not read stalls a sandbox for at most a grace period.
 INTEGRATION_TESTS += tests/integration/relay-slow.sh
 # One agent stalling its spawn children does not stall serve for the others.

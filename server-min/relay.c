@@ -171,7 +171,10 @@ struct conn {
 	uint64_t pausers[MAX_CLIENTS / 64];
 	unsigned n_pausers;
 	bool self_paused; /* its own unread answers are past QUEUE_SOFT: not read meanwhile */
-	unsigned bad_messages;
+	/* sandboxes: malformed messages on this connection (sandbox_malformed), and what the
+	 * last one was, for the line that cuts it at SANDBOX_MALFORMED_MAX */
+	unsigned malformed;
+	char malformed_last[240];
 	/* sandboxes: paused for the message-rate bucket (struct sandbox) */
 	bool rate_paused, rate_warned;
 	lws_sorted_usec_list_t rate_sul;
@@ -242,6 +245,7 @@ static struct {
 	char boot[9];
 	struct log_rate refused[3]; /* [REFUSED_SANDBOX], [REFUSED_CLIENT], [REFUSED_HANDSHAKES] */
 	struct log_rate dropped;    /* clients disconnected for not reading */
+	struct log_rate cut;	    /* sandboxes disconnected for malformed messages */
 	/* Connections accepted that are not a WebSocket with a valid token (handshakes: an
 	 * unfinished upgrade, or plain HTTP, with the client token or not), by wsi, with their
 	 * peer: bounded per peer and in total (docs/server-min.md). */
@@ -657,6 +661,30 @@ static bool sandbox_log_ok(struct conn *c)
 		return false;
 	sandbox_log_report(c->sb);
 	return true;
+}
+
+/* Malformed messages (sandbox_malformed) one sandbox connection may send before it is cut
+ * (sandbox_cut). pistisd sends none: a connection that sends them is broken or hostile, and
+ * each one dropped may leave a client waiting on an answer, or with a gap in a command's
+ * output, that only a redial's re-attach resends. A few are tolerated, so that one stray
+ * message does not fail every request in flight. */
+#define SANDBOX_MALFORMED_MAX 16
+
+/* Sandbox c sent something malformed (what, after "sent "): it is dropped, logged at the
+ * sandbox's log rate, and counted towards SANDBOX_MALFORMED_MAX. Not what a race makes of
+ * a well-formed message (an answer for a client that has gone): only what pistisd never
+ * sends. */
+static void sandbox_malformed(struct conn *c, const char *fmt, ...) _printf_(2, 3);
+static void sandbox_malformed(struct conn *c, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(c->malformed_last, sizeof(c->malformed_last), fmt, ap);
+	va_end(ap);
+	c->malformed++;
+	if (sandbox_log_ok(c))
+		log_warning("Sandbox '%s' sent %s", c->sb->cfg->name, c->malformed_last);
 }
 
 /* --- routes ----------------------------------------------------------------------------- */
@@ -1344,13 +1372,11 @@ static void sandbox_unsent(struct conn *c, struct conn *client, const char *id, 
 	struct sandbox *sb = c->sb;
 	bool reader;
 
-	if (perr == PROTO_E_TOO_LARGE) {
-		c->bad_messages++;
-		if (sandbox_log_ok(c))
-			log_warning("Sandbox '%s' sent a message of %zu bytes that grew to %zu, "
-				    "past %u, when re-encoded for a client; dropped",
-				    sb->cfg->name, len, n, PROTO_MAX_MESSAGE);
-	}
+	if (perr == PROTO_E_TOO_LARGE)
+		sandbox_malformed(c,
+				  "a message of %zu bytes that grew to %zu, past %u, when "
+				  "re-encoded for a client; dropped",
+				  len, n, PROTO_MAX_MESSAGE);
 	if (requested && !answer)
 		(void)pending_match(sb, client->serial, id, true, &reader);
 	if (requested) {
@@ -1399,10 +1425,7 @@ static void sandbox_text(struct conn *c, const char *buf, size_t len)
 
 	rate_take(c, COST_VALUES, (double)(values / SANDBOX_VALUES_PER_TOKEN));
 	if (parsed < 0) {
-		c->bad_messages++;
-		if (sandbox_log_ok(c))
-			log_warning("Sandbox '%s' sent a bad message: %s", c->sb->cfg->name,
-				    err.message);
+		sandbox_malformed(c, "a bad message: %s", err.message);
 		return;
 	}
 	if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(root, "op"))) {
@@ -1456,7 +1479,7 @@ static void sandbox_text(struct conn *c, const char *buf, size_t len)
 	own_route = rt && rt->client == serial && !answer && !strcmp(id, rt->orig_id);
 	requested = pending_match(c->sb, serial, id, answer, &reader_req);
 	if (!requested && !own_route && (has_cmd || !route_of_owner(c->sb, serial, id))) {
-		c->bad_messages++;
+		/* not malformed: the client may have gone, and its requests with it */
 		log_debug("Sandbox '%s' sent a message for a request it was not sent; dropped",
 			  c->sb->cfg->name);
 		goto out;
@@ -1514,7 +1537,7 @@ static void sandbox_frame(struct conn *c, const uint8_t *buf, size_t len, struct
 	struct conn *client;
 
 	if (proto_frame_parse(buf, len, &f, &err) < 0) {
-		c->bad_messages++;
+		sandbox_malformed(c, "a bad frame: %s; dropped", err.message);
 		return;
 	}
 	rt = route_find(c->sb, f.cmd);
@@ -1966,13 +1989,11 @@ static void on_rx(struct conn *c, const void *in, size_t len)
 		return;
 	if (!c->rx_skip && c->rx_len + len > max) {
 		c->rx_skip = true;
-		c->bad_messages++;
 		if (c->is_client)
 			send_error(c, NULL, PROTO_E_TOO_LARGE, "message over %zu bytes dropped",
 				   max);
-		else if (sandbox_log_ok(c))
-			log_warning("Sandbox '%s' sent a message over %zu bytes; dropped",
-				    c->sb->cfg->name, max);
+		else
+			sandbox_malformed(c, "a message over %zu bytes; dropped", max);
 	}
 	if (!c->rx_skip) {
 		memcpy((binary ? c->rxm->buf + LWS_PRE : c->rx) + c->rx_len, in, len);
@@ -2055,16 +2076,53 @@ static void client_forget(struct conn *c)
 	release_pauses(c);
 }
 
+/* Sandbox connection c is no longer the sandbox's: what was asked of it is answered
+ * unavailable; its routes wait for the redial, which re-attaches them. */
+static void sandbox_forget(struct conn *c)
+{
+	c->sb->conn = NULL;
+	pending_fail_all(c->sb, "disconnected");
+	resume_producers(c);
+}
+
+/* Sandbox connection c sent SANDBOX_MALFORMED_MAX malformed messages: it goes now, not when
+ * lws has finished the close handshake (up to 5 s), with a close frame that says why. One
+ * line, at most 5 a second for all sandboxes, the next counting the rest: a sandbox may
+ * redial and be cut again as fast as its message rate allows. */
+static int sandbox_cut(struct conn *c)
+{
+	static const char reason[] = "too many malformed messages";
+
+	if (log_rate_ok(&R.cut, 5)) {
+		char more[64] = "";
+		unsigned held = log_rate_held(&R.cut);
+		if (held)
+			snprintf(more, sizeof(more), " (and %u more since the last report)", held);
+		log_warning("Disconnected sandbox '%s', which sent %u malformed messages on this "
+			    "connection (the last: %s); its requests in flight are answered "
+			    "unavailable, and it may redial%s",
+			    c->sb->cfg->name, c->malformed, c->malformed_last, more);
+	}
+	sandbox_forget(c);
+	c->sb = NULL; /* (as a connection that a redial replaced) */
+	lws_close_reason(c->wsi, LWS_CLOSE_STATUS_POLICY_VIOLATION, (unsigned char *)reason,
+			 sizeof(reason) - 1);
+	return -1;
+}
+
 static void conn_closed(struct conn *c)
 {
 	if (c->is_client)
 		client_forget(c);
 	else if (c->sb && c->sb->conn == c) {
-		if (sandbox_log_ok(c))
+		bool logged = sandbox_log_ok(c);
+		if (logged && c->malformed)
+			log_warning("Sandbox '%s' disconnected; it sent %u malformed messages on "
+				    "that connection (the last: %s)",
+				    c->sb->cfg->name, c->malformed, c->malformed_last);
+		else if (logged)
 			log_info("Sandbox '%s' disconnected", c->sb->cfg->name);
-		c->sb->conn = NULL;
-		pending_fail_all(c->sb, "disconnected");
-		resume_producers(c);
+		sandbox_forget(c);
 	}
 	queue_clear(&c->q);
 	free(c->rx);
@@ -2114,8 +2172,11 @@ static int cb_sandbox(struct lws *wsi, enum lws_callback_reasons reason, void *u
 			log_info("Sandbox '%s' connected", c->sb->cfg->name);
 		break;
 	case LWS_CALLBACK_RECEIVE:
-		if (c->sb)
-			on_rx(c, in, len);
+		if (!c->sb)
+			break;
+		on_rx(c, in, len);
+		if (c->malformed >= SANDBOX_MALFORMED_MAX)
+			return sandbox_cut(c);
 		break;
 	case LWS_CALLBACK_RECEIVE_PONG:
 		/* A pong with a payload costs a token, like a message: unsolicited 125-byte

@@ -779,15 +779,97 @@ def scenario_wrong_tokens(sport, cport, n):
     print("refused=%d" % refused)
 
 
-def scenario_sandbox_log_flood(port, token, n):
-    """A sandbox sends `n` messages that are each worth a log line (bad JSON, hellos)."""
-    s = fake_sandbox(port, token)
-    for i in range(n):
-        s.send("{oops" if i % 2 else json.dumps({"id": "h%d" % i, "op": "hello"}))
-    s.send(json.dumps({"id": "last", "op": "hello"}))
-    s.recv_json("last", timeout=30)
-    print("sent=%d" % n)
+def read_close(ws, timeout=3):
+    """(code, reason) of the close frame ws is sent next, reading past anything else; (None,
+    "eof") if the connection ends without one, (None, "open") if neither comes in time."""
+    end = time.time() + timeout
+    try:
+        while time.time() < end:
+            ws.s.settimeout(max(0.05, end - time.time()))
+            b0, n, _ = frame_head(ws._need)
+            payload = ws._need(n)
+            if b0 & 0x0F == 8:
+                code = struct.unpack(">H", payload[:2])[0] if len(payload) >= 2 else None
+                return code, payload[2:].decode(errors="replace")
+    except socket.timeout:
+        pass
+    except (ConnectionError, OSError):
+        return None, "eof"
+    return None, "open"
+
+
+def send_malformed(ws, i):
+    """The i-th of the malformed messages a fake sandbox sends, by turns: JSON that does not
+    parse (bad syntax, not UTF-8, a duplicate key), frames that do not (shorter than a frame
+    header, an unknown stream), and at i == 5 a message over 1 MiB."""
+    kinds = [lambda: ws.send("{oops"),
+             lambda: ws.send(b"\x01\x02", binary=True),
+             lambda: ws.send(b'{"id":"\xff"}'),
+             lambda: ws.send(frame(9, 0, 7, 1, b"z"), binary=True),
+             lambda: ws.send('{"a":1,"a":2}')]
+    if i == 5:
+        ws.send(json.dumps({"pad": "y" * (1 << 20)}))
+    else:
+        kinds[i % len(kinds)]()
+
+
+def scenario_sandbox_malformed(sport, stoken, cport, ctoken, most):
+    """A sandbox sends malformed messages: `most` - 1 on one connection, which stays (and
+    answers for requests of a client that has gone, which are not malformed); then `most` on
+    another while a client has a request in flight to it: server-min must close it with
+    1008 at once and answer the request unavailable; then the sandbox redials."""
+    s = fake_sandbox(sport, stoken)
+    for i in range(most - 1):
+        send_malformed(s, i)
+    s.send(json.dumps({"id": "again", "op": "hello", "version": 1}))
+    print("under_bound=" + err_code(s.recv_json("again")))
+    c = client(cport, ctoken)
+    for i in range(most + 4):
+        c.send(json.dumps({"id": "p%d" % i, "op": "ping", "sandbox": "evil"}))
+    fwd = [s.recv_json()["id"] for _ in range(most + 4)]
+    c.s.close()
+    time.sleep(0.3)  # server-min has seen the client go, and its requests with it
+    for rid in fwd:
+        s.send(json.dumps({"id": rid, "ok": True}))
+    s.send(json.dumps({"id": "again2", "op": "hello", "version": 1}))
+    print("orphans=" + err_code(s.recv_json("again2")))
+    time.sleep(1.1)  # the sandbox's log rate (10 lines a second): its disconnection is logged
     s.s.close()
+    time.sleep(0.3)
+    s = fake_sandbox(sport, stoken)
+    c = client(cport, ctoken)
+    c.send(json.dumps({"id": "inflight", "op": "ping", "sandbox": "evil"}))
+    s.recv_json()  # forwarded, never answered
+    t0 = time.monotonic()
+    for i in range(most):
+        send_malformed(s, i)
+    print("close=%s:%s" % read_close(s))
+    o = c.recv_json("inflight", timeout=10)
+    print("inflight=" + err_code(o))
+    print("inflight_ms=%d" % ((time.monotonic() - t0) * 1000))
+    s = fake_sandbox(sport, stoken)
+    s.send(json.dumps({"id": "back", "op": "hello", "version": 1}))
+    print("redial=" + err_code(s.recv_json("back")))
+    s.s.close()
+
+
+def scenario_sandbox_log_flood(port, token, n):
+    """A sandbox sends `n` messages that are each worth a log line (bad JSON; and hellos,
+    which are not) on as many connections as it takes: server-min cuts each at its 16th
+    malformed message, and the sandbox redials."""
+    t0 = time.monotonic()
+    sent = conns = 0
+    while sent < n:
+        s = fake_sandbox(port, token)
+        conns += 1
+        for i in range(32):
+            s.send("{oops" if i % 2 else json.dumps({"id": "h%d" % i, "op": "hello"}))
+        sent += 32
+        read_close(s, timeout=10)
+        s.s.close()
+    print("sent=%d" % sent)
+    print("conns=%d" % conns)
+    print("wall_ms=%d" % ((time.monotonic() - t0) * 1000))
 
 
 def scenario_handshakes(port, token):
@@ -1822,6 +1904,8 @@ if __name__ == "__main__":
             scenario_table_hog(port, token, rest[0], int(rest[1]))
         elif name == "wrong-tokens":
             scenario_wrong_tokens(port, int(token), int(rest[0]))
+        elif name == "sandbox-malformed":
+            scenario_sandbox_malformed(port, token, int(rest[0]), rest[1], int(rest[2]))
         elif name == "sandbox-log-flood":
             scenario_sandbox_log_flood(port, token, int(rest[0]))
         elif name == "handshakes":
