@@ -43,22 +43,26 @@ class WS:
         if b" 101 " not in head.split(b"\r\n")[0]:
             raise ConnectionError(head.split(b"\r\n")[0].decode())
 
-    def send(self, payload, binary=False, fin=True, opcode=None):
-        self.s.sendall(self.encode(payload, binary, fin, opcode))
+    def send(self, payload, binary=False, fin=True, opcode=None, masked=True):
+        self.s.sendall(self.encode(payload, binary, fin, opcode, masked))
 
-    def encode(self, payload, binary=False, fin=True, opcode=None):
-        """The WebSocket frame send() sends, masked as a client must."""
+    def encode(self, payload, binary=False, fin=True, opcode=None, masked=True):
+        """The WebSocket frame send() sends, masked as a client must (unless not `masked`:
+        no mask bit, no key, the payload as it is)."""
         if isinstance(payload, str):
             payload = payload.encode()
         op = opcode if opcode is not None else (2 if binary else 1)
         n = len(payload)
+        m = 0x80 if masked else 0
         h = bytes([(0x80 if fin else 0) | op])
         if n < 126:
-            h += bytes([0x80 | n])
+            h += bytes([m | n])
         elif n < 65536:
-            h += bytes([0x80 | 126]) + struct.pack(">H", n)
+            h += bytes([m | 126]) + struct.pack(">H", n)
         else:
-            h += bytes([0x80 | 127]) + struct.pack(">Q", n)
+            h += bytes([m | 127]) + struct.pack(">Q", n)
+        if not masked:
+            return h + payload
         mask = os.urandom(4)
         masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload)) if n < 4096 else \
             (int.from_bytes(payload, "big") ^ int.from_bytes((mask * (n // 4 + 1))[:n], "big")).to_bytes(n, "big")
@@ -851,6 +855,31 @@ def scenario_sandbox_malformed(sport, stoken, cport, ctoken, most):
     s.send(json.dumps({"id": "back", "op": "hello", "version": 1}))
     print("redial=" + err_code(s.recv_json("back")))
     s.s.close()
+
+
+def scenario_unmasked(sport, stoken, cport, ctoken):
+    """Unmasked frames (RFC 6455 5.1: a server MUST close the connection) from a sandbox,
+    between masked ones, and from a client. Prints what each was answered, in order, or where
+    the connection closed: libwebsockets 4.1.6 takes an unmasked frame as one masked with a
+    zero key (docs/server-min.md, "Unmasked frames")."""
+    s = WS(sport, "/v1/sandbox", "pistis.v1", stoken)
+    got = []
+    try:
+        s.send(json.dumps({"id": "u0", "op": "hello", "version": 1}), masked=False)
+        got.append(err_code(s.recv_json("u0")))
+        for i, masked in enumerate((True, False, False, True, False), 1):
+            s.send(json.dumps({"id": "u%d" % i, "op": "hello", "version": 1}), masked=masked)
+            got.append(err_code(s.recv_json("u%d" % i)))
+    except (ConnectionError, OSError, TimeoutError) as e:
+        got.append("closed(%s)" % e)
+    print("sandbox_unmasked=" + ",".join(got))
+    c = client(cport, ctoken)
+    try:
+        c.send(json.dumps({"id": "l1", "op": "sandboxes.list"}), masked=False)
+        got = err_code(c.recv_json("l1"))
+    except (ConnectionError, OSError, TimeoutError) as e:
+        got = "closed(%s)" % e
+    print("client_unmasked=" + got)
 
 
 def scenario_sandbox_log_flood(port, token, n):
@@ -1906,6 +1935,8 @@ if __name__ == "__main__":
             scenario_wrong_tokens(port, int(token), int(rest[0]))
         elif name == "sandbox-malformed":
             scenario_sandbox_malformed(port, token, int(rest[0]), rest[1], int(rest[2]))
+        elif name == "unmasked":
+            scenario_unmasked(port, token, int(rest[0]), rest[1])
         elif name == "sandbox-log-flood":
             scenario_sandbox_log_flood(port, token, int(rest[0]))
         elif name == "handshakes":
