@@ -427,6 +427,9 @@ static void do_explain(struct hctx *h, int root_fd, cJSON *req)
 			cJSON_AddNumberToObject(tg, "mode", ex->target.mode & 07777);
 			cJSON_AddBoolToObject(tg, "hardlink_left", ex->target_hardlink_left);
 			cJSON_AddBoolToObject(tg, "private_left", ex->target_private_left);
+			if (ex->private_at[0])
+				add_path(tg, "private_above", ex->private_at,
+					 strlen(ex->private_at));
 		}
 	}
 	if (ex->agent) {

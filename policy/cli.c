@@ -51,15 +51,20 @@ static void usage(FILE *f)
 		"Commands:\n"
 		"  apply [--rules FILE] [--progress] [--verbose] [--keep-processes]\n"
 		"                             apply the rules\n"
-		"  plan [--rules FILE]        list what apply would change; change nothing\n"
-		"  check [--rules FILE]       exit 1 and list violations if the tree does not\n"
+		"  plan [--rules FILE] [--progress]\n"
+		"                             list what apply would change; change nothing\n"
+		"  check [--rules FILE] [--progress]\n"
+		"                             exit 1 and list violations if the tree does not\n"
 		"                             conform\n"
 		"  explain PATH [--agent ID | --uid N] [--rules FILE]\n"
 		"                             which rule decides PATH, why, and what the agent\n"
 		"                             can do (--uid: an agent's uid, taken as a member\n"
 		"                             of its own group and pi-sandbox)\n"
-		"  save --rules NEW           validate NEW, install it atomically as the rules\n"
+		"  save --rules NEW [--progress] [--verbose] [--keep-processes]\n"
+		"                             validate NEW, install it atomically as the rules\n"
 		"                             file, then apply it\n"
+		"  --progress: entries/s and done so far on a terminal (stderr); --verbose:\n"
+		"  list every change, not only what needs attention.\n"
 		"  Before apply or save first takes access away, the agents' processes that can\n"
 		"  reach the root (--root DIR) are killed (an open fd outlives a mode change);\n"
 		"  --keep-processes leaves them running.\n\n"
@@ -541,7 +546,7 @@ static void print_mode_line(const char *label, const struct stat *st)
 static int do_explain(struct ctx *c, int root_fd, const struct policy_rules *rules, const char *arg)
 {
 	char norm[POLICY_PATH_MAX + 1];
-	_cleanup_free_ char *p = NULL, *rp = NULL, *stop = NULL, *blk = NULL;
+	_cleanup_free_ char *p = NULL, *rp = NULL, *stop = NULL, *blk = NULL, *priv = NULL;
 	struct users_identity ident;
 	struct policy_explain ex;
 	gid_t gids[2];
@@ -575,7 +580,8 @@ static int do_explain(struct ctx *c, int root_fd, const struct policy_rules *rul
 	rp = ex.rule ? escape_dup(ex.rule->path, ex.rule->len, c->json) : NULL;
 	stop = escape_dup(ex.stop_at, strlen(ex.stop_at), c->json);
 	blk = escape_dup(ex.blocked_by, strlen(ex.blocked_by), c->json);
-	if (!p || (ex.rule && !rp) || !stop || !blk)
+	priv = escape_dup(ex.private_at, strlen(ex.private_at), c->json);
+	if (!p || (ex.rule && !rp) || !stop || !blk || !priv)
 		return log_error("Out of memory"), EXIT_SYSTEM;
 
 	char wb[24];
@@ -606,11 +612,14 @@ static int do_explain(struct ctx *c, int root_fd, const struct policy_rules *rul
 			       (unsigned)ex.target.gid, (unsigned)ex.target.mode,
 			       ex.target.flags & POLICY_T_DEFAULT_ACL ? "true" : "false",
 			       ex.target_hardlink_left || ex.target_private_left ||
+					       ex.private_at[0] ||
 					       (ex.target.flags & POLICY_T_LEAVE)
 				       ? "true"
 				       : "false",
 			       ex.target.flags & POLICY_T_PINNED ? "true" : "false",
 			       ex.mount_at[0] ? "true" : "false");
+		if (ex.exists && ex.rule && !ex.symlink_on_way && ex.private_at[0])
+			printf(",\"private_above\":\"%s\"", priv);
 		if (ex.agent)
 			printf(",\"agent\":{\"uid\":%u,\"traverse\":%s,\"blocked_by\":\"%s\","
 			       "\"read\":%s,"
@@ -652,7 +661,12 @@ static int do_explain(struct ctx *c, int root_fd, const struct policy_rules *rul
 		printf(", access ACL %s, default ACL %s\n", ex.has_acl ? "yes" : "no",
 		       ex.has_default_acl ? "yes" : "no");
 	}
-	if (ex.exists && ex.rule && !ex.symlink_on_way) {
+	if (ex.exists && ex.rule && !ex.symlink_on_way && ex.private_at[0]) {
+		printf("  implies: nothing: apply does not enter %s, a directory of root's or "
+		       "pi-tools' closed to the agents and not closed by pistis (left as it is, "
+		       "never opened to the agents), so this node keeps what it has\n",
+		       priv);
+	} else if (ex.exists && ex.rule && !ex.symlink_on_way) {
 		if (ex.target.uid == (uid_t)-1)
 			printf("  implies: owner kept (%u), group %u, mode %04o",
 			       (unsigned)ex.st.st_uid, (unsigned)ex.target.gid,

@@ -49,8 +49,26 @@ static bool permits(const struct node_perm *n, uid_t uid, const gid_t *gids, siz
 			      n->acl_len, uid, gids, ngids, want);
 }
 
-int policy_explain(int root_fd, const struct policy_rules *rules, const char *path, uid_t uid,
-		   const gid_t *gids, size_t ngids, struct policy_explain *ret)
+/* As the walk judges a node under a write rule (walk.c, private_left): root's or pi-tools'
+ * and closed to the agents, with no closing mark of pistis's; the rule's own path only
+ * where agents may write the directory that holds it. */
+static bool private_left(struct policy_mark_key *k, int fd, const struct node_perm *node,
+			 const struct node_perm *parent, bool at_rule_path)
+{
+	struct policy_xstate x = {.acl_access = node->acl_len > 0};
+	struct policy_xstate px = {.acl_access = parent->acl_len > 0};
+
+	if (at_rule_path && !policy_agents_may_write_x(&parent->st, &px))
+		return false;
+	if (!policy_private_node(&node->st, &x)) /* without a mark: closed to the agents? */
+		return false;
+	x.closed_mark = policy_mark_valid(k, fd, true) > 0;
+	return policy_private_node(&node->st, &x) && policy_marks_supported(fd, "");
+}
+
+static int explain(int root_fd, struct policy_mark_key *k, const struct policy_rules *rules,
+		   const char *path, uid_t uid, const gid_t *gids, size_t ngids,
+		   struct policy_explain *ret)
 {
 	_cleanup_close_ int cur = -1;
 	_cleanup_free_ struct node_perm *perms = calloc(2, sizeof(*perms));
@@ -129,6 +147,14 @@ int policy_explain(int root_fd, const struct policy_rules *rules, const char *pa
 			}
 		}
 		read_node(cur, node, &ret->has_default_acl);
+		/* A directory on the way that a write rule's walk leaves as it is does not
+		 * enter: what lies below keeps what it has. */
+		if (*p && ret->rule && ret->rule->access == POLICY_WRITE && !ret->private_at[0] &&
+		    !ret->mount_at[0] && done >= ret->rule->len &&
+		    private_left(k, cur, node, parent, done == ret->rule->len)) {
+			memcpy(ret->private_at, path, done);
+			ret->private_at[done] = '\0';
+		}
 		/* Replacing the node or any directory on its way: rename or unlink it in its
 		 * own parent (write+search there; the sticky bit limits that to the owner of
 		 * the entry or of the directory), then put one's own in its place. Within the
@@ -157,22 +183,9 @@ int policy_explain(int root_fd, const struct policy_rules *rules, const char *pa
 		if (S_ISDIR(node->st.st_mode))
 			policy_target_pin(rules, path, strlen(path), &ret->target);
 		ret->target_hardlink_left = !S_ISDIR(node->st.st_mode) && node->st.st_nlink > 1;
-		if (ret->rule->access == POLICY_WRITE) {
-			/* As the walk judges it (walk.c, private_left): the rule's own path only
-			 * where no agent may write the directory that holds it. */
-			struct policy_xstate x = {.acl_access = ret->has_acl};
-			struct policy_xstate px = {.acl_access = parent->acl_len > 0};
-			bool named = strlen(path) == ret->rule->len &&
-				     !policy_agents_may_write_x(&parent->st, &px);
-
-			struct policy_mark_key k;
-
-			policy_mark_key_init(&k, root_fd);
-			x.closed_mark = policy_mark_valid(&k, cur, true) > 0;
-			policy_mark_key_done(&k);
-			ret->target_private_left = !named && policy_private_node(&node->st, &x) &&
-						   policy_marks_supported(cur, "");
-		}
+		if (ret->rule->access == POLICY_WRITE && !ret->private_at[0])
+			ret->target_private_left =
+				private_left(k, cur, node, parent, strlen(path) == ret->rule->len);
 	}
 	if (ret->agent && ret->can_traverse) {
 		bool dir = S_ISDIR(node->st.st_mode);
@@ -182,4 +195,16 @@ int policy_explain(int root_fd, const struct policy_rules *rules, const char *pa
 		/* can_replace and replace_via were set on the way (this node included). */
 	}
 	return 0;
+}
+
+int policy_explain(int root_fd, const struct policy_rules *rules, const char *path, uid_t uid,
+		   const gid_t *gids, size_t ngids, struct policy_explain *ret)
+{
+	struct policy_mark_key k;
+	int r;
+
+	policy_mark_key_init(&k, root_fd);
+	r = explain(root_fd, &k, rules, path, uid, gids, ngids, ret);
+	policy_mark_key_done(&k);
+	return r;
 }

@@ -316,6 +316,10 @@ struct policy_explain {
 	/* A mount point below the rule's own path on the way to (or at) the node: apply does
 	 * not cross it, so the node keeps what it has. */
 	char mount_at[POLICY_PATH_MAX + 1];
+	/* A directory on the way (below or at a write rule's path) that apply leaves as it is
+	 * and does not enter, root's or pi-tools' private one (POLICY_EV_PRIVATE): the node
+	 * keeps what it has. */
+	char private_at[POLICY_PATH_MAX + 1];
 };
 
 /* path: normalised absolute path inside the root. uid/gids: the agent's credentials

@@ -365,6 +365,18 @@ fails "... nor can another agent" \
 like "... and apply says why" "$out" "^left /mv/ws/token: root's private file .* not closed by pistis"
 like "... as explain does" "$("$P" policy explain /mv/ws/token --root "$R" --rules "$R/rules-mv.json" 2>&1)" \
 	"note: root's, closed to the agents, and not closed by pistis: apply leaves it as is"
+# Root's private directory moved in: not entered, and explain implies nothing below it.
+mkdir -m 0700 "$R/mv/keys" && echo k >"$R/mv/keys/id" && chmod 0644 "$R/mv/keys/id" &&
+	mv "$R/mv/keys" "$R/mv/ws/"
+"$P" policy apply --root "$R" --rules "$R/rules-mv.json" >/dev/null 2>&1
+is "apply does not enter root's private directory" "$(stat -c '%u:%g %a' "$R/mv/ws/keys" "$R/mv/ws/keys/id" | paste -sd' ')" "0:0 700 0:0 644"
+like "... and explain implies nothing for what is in it" \
+	"$("$P" policy explain /mv/ws/keys/id --root "$R" --rules "$R/rules-mv.json" 2>&1)" \
+	"implies: nothing: apply does not enter /mv/ws/keys, .* keeps what it has"
+like "... in JSON too" \
+	"$("$P" policy explain /mv/ws/keys/id --root "$R" --rules "$R/rules-mv.json" --json 2>&1)" \
+	'"left_as_is":true,.*"private_above":"/mv/ws/keys"'
+rm -r "$R/mv/ws/keys"
 # The mark's name is not enough: its value is a tag made with root's key for that one inode.
 # An agent marks root's shared file it may write, with a value of the right length, before
 # root makes the file private; root copies a file a none rule closed, xattrs and all, into

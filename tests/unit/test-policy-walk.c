@@ -395,6 +395,24 @@ TEST_F(root, roots_private_files_in_a_write_tree_stay_closed)
 	EXPECT_EQ(st_of(self, "w/p/tools").st_mode & 07777, 0600u);
 	EXPECT_EQ(st_of(self, "w/p/keys").st_mode & 07777, 0700u);
 	EXPECT_EQ(st_of(self, "w/p/keys/id").st_gid, 0u); /* not entered */
+	{
+		/* explain says so: nothing implied below the directory apply leaves. */
+		struct policy_rules *r = NULL;
+		struct policy_error err;
+		_cleanup_free_ struct policy_explain *ex = calloc(1, sizeof(*ex));
+
+		ASSERT_NOT_NULL(ex);
+		ASSERT_EQ(policy_rules_parse(W, strlen(W), &r, &err), 0);
+		ASSERT_EQ(policy_explain(self->fd, r, "/w/p/keys/id", (uid_t)-1, NULL, 0, ex), 0);
+		EXPECT_STREQ(ex->private_at, "/w/p/keys");
+		EXPECT_FALSE(ex->target_private_left);
+		ASSERT_EQ(policy_explain(self->fd, r, "/w/p/keys", (uid_t)-1, NULL, 0, ex), 0);
+		EXPECT_STREQ(ex->private_at, "");
+		EXPECT_TRUE(ex->target_private_left);
+		ASSERT_EQ(policy_explain(self->fd, r, "/w/p/entered/x", (uid_t)-1, NULL, 0, ex), 0);
+		EXPECT_STREQ(ex->private_at, "");
+		policy_rules_free(r);
+	}
 	/* Agents could read these already: the rule's as ever. */
 	EXPECT_EQ(st_of(self, "w").st_gid, (gid_t)USERS_SANDBOX_GID);
 	EXPECT_EQ(st_of(self, "w/p/shared").st_mode & 07777, 0660u);
