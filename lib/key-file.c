@@ -16,8 +16,8 @@
 
 int key_file_read(int dir_fd, const char *name, void *buf, size_t size)
 {
-	_cleanup_close_ int fd = openat(dir_fd, name,
-					O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	_cleanup_close_ int fd =
+		openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	struct stat st;
 	ssize_t n;
 

@@ -303,6 +303,7 @@ static void do_walk(struct hctx *h, int root_fd, enum proto_op op, cJSON *req)
 	size_t len = 0;
 	struct rlimit rl;
 	bool saved = false;
+	_cleanup_close_ int lock_fd = -1;
 	int r;
 
 	if (t) {
@@ -314,6 +315,19 @@ static void do_walk(struct hctx *h, int root_fd, enum proto_op op, cJSON *req)
 	}
 	if (load_rules(h, root_fd, req, &rules, &text, &len) < 0)
 		return;
+	/* One apply at a time in the root: `pistisd policy apply|save` on the command line may
+	 * be running (policy_apply_lock); waited for within the timeout. */
+	if (op == PROTO_OP_POLICY_APPLY) {
+		r = policy_apply_lock(root_fd, o.timeout_sec * 1000u, &lock_fd);
+		if (r == -EWOULDBLOCK)
+			return answer_error(h, PROTO_E_LIMIT, 0,
+					    "another policy apply or save runs in this root (%s "
+					    "locked past timeout_s); nothing done",
+					    POLICY_STATE_DIR);
+		if (r < 0)
+			return answer_error(h, proto_err_from_errno(r), 0, "cannot lock %s: %s",
+					    POLICY_STATE_DIR, strerror(-r));
+	}
 	/* apply with new rules saves them first: what is on disk is what was applied */
 	if (op == PROTO_OP_POLICY_APPLY && text) {
 		r = policy_rules_save(root_fd, text, len);

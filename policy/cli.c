@@ -1,6 +1,7 @@
 /* pistisd policy: apply | plan | check | explain | save. Thin: parse arguments, call the
  * library, print (escaped), map results to exit codes. */
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -808,6 +809,31 @@ static int do_save(struct ctx *c, int root_fd)
 	return run_walk(c, root_fd, rules);
 }
 
+/* apply and save: one at a time in a root (policy_apply_lock), waiting for another for up
+ * to --timeout (0: as long as it takes), and saying so. */
+static int take_lock(struct ctx *c, int root_fd, int *ret_fd)
+{
+	unsigned wait_ms =
+		c->timeout && c->timeout < UINT_MAX / 1000u ? c->timeout * 1000u : UINT_MAX;
+	int r = policy_apply_lock(root_fd, 0, ret_fd);
+
+	if (r == -EWOULDBLOCK) {
+		log_notice("Another policy apply or save is running in this root (it holds %s); "
+			   "waiting for it",
+			   POLICY_STATE_DIR);
+		r = policy_apply_lock(root_fd, wait_ms, ret_fd);
+	}
+	if (r == -EWOULDBLOCK)
+		return log_error("Another policy apply or save still runs in this root after %u "
+				 "s (--timeout); nothing done",
+				 c->timeout),
+		       r;
+	if (r < 0)
+		return log_error_errno(r, "Failed to lock %s: %m; nothing done", POLICY_STATE_DIR),
+		       r;
+	return 0;
+}
+
 int policy_cli_main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -828,7 +854,7 @@ int policy_cli_main(int argc, char **argv)
 	static const char *names[] = {"apply", "plan", "check", "explain", "save"};
 	struct ctx c = {.root = "/", .uid = -1, .timeout = 3600};
 	_cleanup_(policy_rules_freep) struct policy_rules *rules = NULL;
-	_cleanup_close_ int root_fd = -1;
+	_cleanup_close_ int root_fd = -1, lock_fd = -1;
 	const char *cmd, *explain_path = NULL;
 	uint64_t v;
 	int o, r;
@@ -971,6 +997,8 @@ int policy_cli_main(int argc, char **argv)
 	if (open_root(c.root, &root_fd) < 0)
 		return EXIT_SYSTEM;
 	c.root_fd = root_fd;
+	if ((c.cmd == CMD_APPLY || c.cmd == CMD_SAVE) && take_lock(&c, root_fd, &lock_fd) < 0)
+		return EXIT_SYSTEM;
 	if (c.cmd == CMD_SAVE)
 		return do_save(&c, root_fd);
 	r = load_rules(&c, root_fd, &rules);

@@ -286,6 +286,13 @@ int policy_rules_load(int root_fd, const char *path, bool from_root, bool truste
  * and inode (-EINVAL). */
 int policy_rules_check_fs(int root_fd, const struct policy_rules *r, struct policy_error *err);
 
+/* One apply or save at a time in a root (the CLI beside serve's policy.apply, two
+ * operators): an exclusive flock on POLICY_STATE_DIR itself, tried every 50 ms for up to
+ * wait_ms. 0 with *ret_fd the lock (close it when done), or -1 when the root has no state
+ * directory yet or one the rules' load refuses; -EWOULDBLOCK when another holds it past
+ * wait_ms; -errno. */
+int policy_apply_lock(int root_fd, unsigned wait_ms, int *ret_fd);
+
 /* Replace POLICY_RULES_PATH beneath root_fd with buf atomically: temp file in the same
  * directory, fsync, rename, fsync of the directory. buf must already be validated. */
 int policy_rules_save(int root_fd, const char *buf, size_t len);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -346,6 +347,34 @@ static int check_rules(int root_fd, const struct policy_rules *r, const struct o
 int policy_state_dir_open(int root_fd, int *ret_fd)
 {
 	return open_dir(root_fd, POLICY_STATE_DIR, true, ret_fd);
+}
+
+int policy_apply_lock(int root_fd, unsigned wait_ms, int *ret_fd)
+{
+	_cleanup_close_ int fd = -1;
+	int r = policy_state_dir_open(root_fd, &fd);
+
+	*ret_fd = -1;
+	/* No state yet, nothing saved to keep in step with; or a directory no one may trust
+	 * (not root's, a link), which the rules' load and save refuse with their reasons. */
+	if (r == -ENOENT || r == -EPERM || r == -ELOOP || r == -ENOTDIR)
+		return 0;
+	if (r < 0)
+		return r;
+	/* On the directory itself: no lock file, so an apply changes nothing outside its
+	 * trees. flock's lock belongs to the open file description: released on close, or
+	 * when the process dies. */
+	for (unsigned waited = 0;; waited += 50) {
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+			break;
+		if (errno != EWOULDBLOCK)
+			return negative_errno();
+		if (waited >= wait_ms)
+			return -EWOULDBLOCK;
+		(void)usleep(50 * 1000);
+	}
+	*ret_fd = TAKE_FD(fd);
+	return 0;
 }
 
 /* The rules directory: open_dir's rule, created if /data exists. */

@@ -463,6 +463,28 @@ exits 0 "a rule beneath a bind mount of a tree of no one's applies" \
 is "... as the rule says" "$(mode_of "$R/data/keep/sub")" "755 0:0"
 umount "$R/srv/keep-alias"
 
+# --- one apply or save at a time in a root ------------------------------------------------
+# The CLI beside serve's policy.apply (or two operators) with different rules would leave
+# each node as whichever walk came last made it: a mix of both rule sets. Apply and save
+# hold a flock on /data/pistis itself (no lock file: nothing outside the trees changes).
+mkdir -p "$R/lk" && chmod 0755 "$R/lk"
+printf '[{"path":"/lk","access":"none"}]\n' >"$work/lk.json"
+flock "$R/data/pistis" sleep 4 &
+holder=$!
+sleep 0.5
+out=$("$P" policy apply --root "$R" --rules "$work/lk.json" --keep-processes --timeout 1 2>&1); rc=$?
+is "apply while another holds the lock: gives up at --timeout (exit 111)" "$rc" 111
+like "... saying why" "$out" "Another policy apply or save still runs in this root after 1 s"
+is "... and changes nothing" "$(mode_of "$R/lk")" "755 0:0"
+t0=$EPOCHREALTIME
+out=$("$P" policy apply --root "$R" --rules "$work/lk.json" --keep-processes 2>&1); rc=$?
+t1=$EPOCHREALTIME
+is "apply waits for the other one, then applies (exit 0)" "$rc" 0
+like "... saying it waits" "$out" "Another policy apply or save is running in this root .*; waiting for it"
+ok "... until the lock is free (>= 1 s)" awk -v a="$t0" -v b="$t1" 'BEGIN { exit !(b - a >= 1) }'
+is "... and applies" "$(mode_of "$R/lk")" "700 0:0"
+wait "$holder"
+
 # --- usage ----------------------------------------------------------------------------
 exits 0 "--help" "$P" policy --help
 exits 100 "unknown command" "$P" policy frobnicate
