@@ -539,6 +539,34 @@ TEST_F(root, forged_and_copied_marks_open_nothing)
 	EXPECT_EQ(st_of(self, "w").st_mode & 07777, 02770u);
 }
 
+/* Which xattr names are marks, and whose: an agent chooses every name on its own nodes. */
+TEST_F(root, mark_names_told_apart)
+{
+	struct policy_mark_key k;
+	char ours[64], longer[80];
+
+	policy_mark_key_init(&k, self->fd);
+	ASSERT_TRUE(policy_mark_key_loaded(&k));
+	snprintf(ours, sizeof(ours), "%s", k.name);
+	snprintf(longer, sizeof(longer), "%s0", k.name);
+	EXPECT_EQ(policy_mark_name_kind(&k, ours), POLICY_MARK_NAME_OURS);
+	EXPECT_EQ(policy_mark_name_kind(&k, longer), POLICY_MARK_NAME_FOREIGN);
+	EXPECT_EQ(policy_mark_name_kind(&k, "user.pistis.closed"), POLICY_MARK_NAME_FOREIGN);
+	EXPECT_EQ(policy_mark_name_kind(&k, "user.pistis.closed."), POLICY_MARK_NAME_FOREIGN);
+	EXPECT_EQ(policy_mark_name_kind(&k, "user.pistis.closed.0badc0de"),
+		  POLICY_MARK_NAME_FOREIGN);
+	EXPECT_EQ(policy_mark_name_kind(&k, "user.pistis.closedx"), POLICY_MARK_NAME_NONE);
+	EXPECT_EQ(policy_mark_name_kind(&k, "user.pistis.close"), POLICY_MARK_NAME_NONE);
+	EXPECT_EQ(policy_mark_name_kind(&k, "user.other"), POLICY_MARK_NAME_NONE);
+	/* Without a key nothing is ours. */
+	policy_mark_key_done(&k);
+	sh(self, "rm data/pistis/mark.key");
+	policy_mark_key_init(&k, self->fd);
+	EXPECT_FALSE(policy_mark_key_loaded(&k));
+	EXPECT_EQ(policy_mark_name_kind(&k, ours), POLICY_MARK_NAME_FOREIGN);
+	policy_mark_key_done(&k);
+}
+
 /* What a none rule closes carries the mark, and a write rule opens it again. */
 TEST_F(root, none_then_write_opens_what_none_closed)
 {
