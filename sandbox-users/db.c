@@ -143,8 +143,14 @@ static int check_single_line(struct users_db *db, int k, const char *name)
  * image's /etc may name it in advance (the name is derived from the id), and a membership
  * in shadow, sudo, disk or another agent's group, or a gshadow admin entry, would give it
  * that group through newgrp, sg or gpasswd (setuid programs, which work where agents run
- * without no_new_privs) or sudoers' %group rules. Refused, never adopted or edited. */
-static int check_memberships(struct users_db *db, const char *name)
+ * without no_new_privs) or sudoers' %group rules. pi-tools (agent false) is a member of its
+ * own group only: sudo -u pi-tools gives a trusted command every group initgroups finds for
+ * it, so a membership of root's group, sudo, docker or an agent's group would run an
+ * agent's arguments with that group. Every other group is refused, not a list of dangerous
+ * ones: no such list is complete (staff writes /usr/local/bin, which is on secure_path;
+ * lxd, kvm, disk, adm...), pistis never puts pi-tools in a group, and what a trusted
+ * command needs belongs in /data/.secrets. Refused, never adopted or edited. */
+static int check_memberships(struct users_db *db, const char *name, bool agent)
 {
 	const size_t nl = strlen(name);
 	char other[ENTRY_NAME_SIZE];
@@ -154,11 +160,11 @@ static int check_memberships(struct users_db *db, const char *name)
 		/* group: name:passwd:gid:members; gshadow: name:passwd:admins:members. */
 		if (!db->present[k])
 			continue;
-		/* The lines the two names resolve to (their first, whose gids ensure_group
+		/* The lines the names resolve to (their first, whose gids ensure_group
 		 * checked; check_single_line refused any second one), not every line that
 		 * bears one of the names: initgroups reads them all. */
 		ssize_t own_i = pwfile_find_name(f, name),
-			sb_i = pwfile_find_name(f, USERS_SANDBOX_GROUP);
+			sb_i = agent ? pwfile_find_name(f, USERS_SANDBOX_GROUP) : -1;
 		for (size_t i = 0; i < f->n_lines; i++) {
 			const char *p = NULL, *m = NULL;
 			size_t n = 0, mn = 0;
@@ -175,11 +181,19 @@ static int check_memberships(struct users_db *db, const char *name)
 			if (!admin && (own || !pwfile_list_has(m, mn, name)))
 				continue;
 			entry_name(f, (ssize_t)i, other, sizeof(other));
+			if (agent)
+				return fail(
+					db, -EEXIST,
+					"user '%s' is %s of group '%s' in /etc/%s (line %zu); an "
+					"agent belongs to its own group and %s only: refusing",
+					name, admin ? "an administrator" : "a member", other,
+					pwfile_kind_name(k), i + 1, USERS_SANDBOX_GROUP);
 			return fail(db, -EEXIST,
-				    "user '%s' is %s of group '%s' in /etc/%s; an agent belongs to "
-				    "its own group and %s only: refusing",
+				    "user '%s' is %s of group '%s' in /etc/%s (line %zu); trusted "
+				    "commands run with its groups, and it belongs to its own group "
+				    "only (take it off that line): refusing",
 				    name, admin ? "an administrator" : "a member", other,
-				    pwfile_kind_name(k), USERS_SANDBOX_GROUP);
+				    pwfile_kind_name(k), i + 1);
 		}
 	}
 	return 0;
@@ -198,27 +212,38 @@ static bool field_only(const struct pwfile *f, size_t idx, unsigned i, const cha
 
 /* An existing line of one of pistis's groups, as an image may carry it: no group password
  * (newgrp and sg would let whoever knows it into the group: x, ! or * in group, ! or * in
- * gshadow), and for an agent's own group (private) no member or administrator but the
- * agent itself (a member reads what the agent shares with its group). Refused, never
- * adopted or edited. */
+ * gshadow), and for a private group (an agent's, pi-tools') no member or administrator but
+ * its user (a member reads what the agent shares with its group, e.g. files its umask
+ * leaves group-readable; in pi-tools' group, what trusted commands leave there). Refused,
+ * never adopted or edited. */
 static int check_group_line(struct users_db *db, const char *name, ssize_t i, bool private)
 {
 	const struct pwfile *gr = &db->f[PWFILE_GROUP], *gs = &db->f[PWFILE_GSHADOW];
 	ssize_t j = db->present[PWFILE_GSHADOW] ? pwfile_find_name(gs, name) : -1;
+	bool gr_ok;
 
-	if (!field_locked(gr, (size_t)i, true) || (j >= 0 && !field_locked(gs, (size_t)j, false)))
+	gr_ok = field_locked(gr, (size_t)i, true);
+	if (!gr_ok || (j >= 0 && !field_locked(gs, (size_t)j, false)))
 		return fail(db, -EEXIST,
-			    "group '%s' has a password in /etc/%s; it must be locked ('x', '!' or "
-			    "'*'): refusing to adopt it",
-			    name, field_locked(gr, (size_t)i, true) ? "gshadow" : "group");
-	if (private && (!field_only(gr, (size_t)i, 3, name) ||
-			(j >= 0 && (!field_only(gs, (size_t)j, 2, "") ||
-				    !field_only(gs, (size_t)j, 3, name)))))
+			    "group '%s' has a password in /etc/%s (line %zu); it must be locked "
+			    "('x', '!' or '*'): refusing to adopt it",
+			    name, gr_ok ? "gshadow" : "group", (size_t)(gr_ok ? j : i) + 1);
+	if (!private)
+		return 0;
+	gr_ok = field_only(gr, (size_t)i, 3, name);
+	if (gr_ok &&
+	    (j < 0 || (field_only(gs, (size_t)j, 2, "") && field_only(gs, (size_t)j, 3, name))))
+		return 0;
+	if (!strcmp(name, USERS_TOOLS_USER))
 		return fail(db, -EEXIST,
-			    "group '%s' lists members or administrators other than its agent in "
-			    "/etc/%s; an agent's group is its own: refusing to adopt it",
-			    name, field_only(gr, (size_t)i, 3, name) ? "gshadow" : "group");
-	return 0;
+			    "group '%s' lists members or administrators other than %s in /etc/%s "
+			    "(line %zu); whoever is in it reads what trusted commands share with "
+			    "their group (take them off that line): refusing to adopt it",
+			    name, name, gr_ok ? "gshadow" : "group", (size_t)(gr_ok ? j : i) + 1);
+	return fail(db, -EEXIST,
+		    "group '%s' lists members or administrators other than its agent in /etc/%s "
+		    "(line %zu); an agent's group is its own: refusing to adopt it",
+		    name, gr_ok ? "gshadow" : "group", (size_t)(gr_ok ? j : i) + 1);
 }
 
 /* The first entry other than line skip whose id (passwd: uid, group: gid) is id, or with
@@ -232,12 +257,14 @@ static ssize_t other_with_id(const struct pwfile *f, uint32_t id, ssize_t skip, 
 	return -1;
 }
 
-/* An agent's uid and gid are its own: no other user has its uid or its group as primary
- * group, no other group its gid (an image's line or an operator's slip would share the
- * agent's files, processes or group). Refused with the other entry named. */
+/* A private identity's uid and gid are its own (an agent's, pi-tools'): no other user has
+ * its uid or its group as primary group, no other group its gid (an image's line or an
+ * operator's slip would share its files, processes or group: for pi-tools, the secrets).
+ * Refused with the other entry named. */
 static int check_ids_private(struct users_db *db, const char *name, uint32_t uid)
 {
 	const struct pwfile *pw = &db->f[PWFILE_PASSWD], *gr = &db->f[PWFILE_GROUP];
+	const char *who = !strcmp(name, USERS_TOOLS_USER) ? "" : "agent ";
 	ssize_t mine = pwfile_find_name(pw, name), j;
 	char other[ENTRY_NAME_SIZE];
 
@@ -245,16 +272,18 @@ static int check_ids_private(struct users_db *db, const char *name, uint32_t uid
 	    (j = other_with_id(pw, uid, mine, true)) >= 0) {
 		entry_name(pw, j, other, sizeof(other));
 		return fail(db, -EEXIST,
-			    "user '%s' in /etc/passwd shares id %u (as uid or primary gid) with "
-			    "agent user '%s'; an agent's ids are its own: refusing",
-			    other, uid, name);
+			    "user '%s' in /etc/passwd shares id %u (line %zu, as uid or primary "
+			    "gid) with %suser '%s'; %s ids are its own: refusing",
+			    other, uid, (size_t)j + 1, who, name,
+			    *who ? "an agent's" : "pi-tools'");
 	}
 	if ((j = other_with_id(gr, uid, pwfile_find_name(gr, name), false)) >= 0) {
 		entry_name(gr, j, other, sizeof(other));
 		return fail(db, -EEXIST,
-			    "group '%s' in /etc/group shares gid %u with agent user '%s'; an "
-			    "agent's group is its own: refusing",
-			    other, uid, name);
+			    "group '%s' in /etc/group shares gid %u (line %zu) with %suser '%s'; "
+			    "%s group is its own: refusing",
+			    other, uid, (size_t)j + 1, who, name,
+			    *who ? "an agent's" : "pi-tools'");
 	}
 	return 0;
 }
@@ -384,11 +413,18 @@ int users_db_ensure_base(struct users_db *db)
 	r = ensure_group(db, USERS_SANDBOX_GROUP, USERS_SANDBOX_GID, false);
 	if (r < 0)
 		return r;
-	r = ensure_group(db, USERS_TOOLS_USER, USERS_TOOLS_UID, false);
+	/* pi-tools' group is private, as an agent's: trusted commands run in it. */
+	r = ensure_group(db, USERS_TOOLS_USER, USERS_TOOLS_UID, true);
 	if (r < 0)
 		return r;
-	return ensure_user(db, USERS_TOOLS_USER, USERS_TOOLS_UID, "pistis trusted commands",
-			   "/nonexistent", db->nologin ? db->nologin : "/usr/sbin/nologin");
+	r = ensure_user(db, USERS_TOOLS_USER, USERS_TOOLS_UID, "pistis trusted commands",
+			"/nonexistent", db->nologin ? db->nologin : "/usr/sbin/nologin");
+	if (r < 0)
+		return r;
+	r = check_memberships(db, USERS_TOOLS_USER, false);
+	if (r < 0)
+		return r;
+	return check_ids_private(db, USERS_TOOLS_USER, USERS_TOOLS_UID);
 }
 
 struct taken_ctx {
@@ -545,7 +581,7 @@ int users_db_ensure(struct users_db *db, const char *agent_id, uid_t want_uid,
 	r = ensure_user(db, name, uid, AGENT_GECOS, id.home, AGENT_SHELL);
 	if (r < 0)
 		return r;
-	r = check_memberships(db, name);
+	r = check_memberships(db, name, true);
 	if (r < 0)
 		return r;
 	r = check_ids_private(db, name, uid);

@@ -716,9 +716,9 @@ static bool scan_field_only(const char *buf, const struct pwfile_line *l, unsign
 	return n == 0 || (n == nl && !memcmp(p, name, nl));
 }
 
-/* Whether name shows up in data only where an agent may be listed: as the name of its own
- * group's line (own), or in the members (last) field of that line or of pi-sandbox's (sb),
- * both found by pwfile_scan. Any other place (a member of shadow or sudo, an administrator
+/* Whether name shows up in data only where an agent (or pi-tools, sb NULL) may be listed:
+ * as the name of its own group's line (own), or in the members (last) field of that line or
+ * of pi-sandbox's (sb), both found by pwfile_scan. Any other place (a member of shadow or sudo, an administrator
  * in gshadow, a comment, a longer name that contains it) says no, and the locked path
  * decides with a full parse. Judged by offsets, not by walking back to each line's start:
  * pi-sandbox's line lists every agent (36 KB at 2,000), and walking it for each look cost
@@ -727,13 +727,15 @@ static bool scan_memberships_own(const char *data, size_t len, const char *name,
 				 const struct pwfile_line *own, const struct pwfile_line *sb)
 {
 	const size_t nl = strlen(name);
-	const char *end = data + len, *q = data, *om, *sm;
-	size_t on, sn;
+	const char *end = data + len, *q = data, *om, *sm = NULL;
+	size_t on, sn = 0;
 
 	scan_field(data, own, 3, &om, &on);
-	scan_field(data, sb, 3, &sm, &sn);
+	if (sb)
+		scan_field(data, sb, 3, &sm, &sn);
 	while ((q = scan_find(q, (size_t)(end - q), name, nl))) {
-		bool in_own = q >= om && q + nl <= om + on, in_sb = q >= sm && q + nl <= sm + sn;
+		bool in_own = q >= om && q + nl <= om + on,
+		     in_sb = sm && q >= sm && q + nl <= sm + sn;
 		if (q != data + own->off && !in_own && !in_sb)
 			return false;
 		q += nl;
@@ -894,18 +896,40 @@ static bool fast_complete(struct ctx *c, const char *agent_id, uid_t want_uid,
 	    (buf[PWFILE_GSHADOW] && !scan_memberships_own(buf[PWFILE_GSHADOW], len[PWFILE_GSHADOW],
 							  rec.name, &own_gs, &sb_gs)))
 		goto out;
-	/* pi-tools and its group with their ids and no password, as ensure_base wants them. */
+	/* pi-tools and its group with their ids and no password, as ensure_base wants them;
+	 * its group its own and it a member of no other, its ids on no other line (db.c). */
+	struct pwfile_line tl_g, tl_gs;
 	if (pwfile_scan(PWFILE_PASSWD, buf[PWFILE_PASSWD], len[PWFILE_PASSWD], USERS_TOOLS_USER,
 			&l) < 0 ||
 	    l.id != USERS_TOOLS_UID || l.gid != USERS_TOOLS_UID ||
 	    !scan_locked(buf[PWFILE_PASSWD], &l, true) || !SINGLE(PWFILE_PASSWD, USERS_TOOLS_USER))
 		goto out;
-	if (pwfile_scan(PWFILE_GROUP, buf[PWFILE_GROUP], len[PWFILE_GROUP], USERS_TOOLS_USER, &l) <
-		    0 ||
-	    l.id != USERS_TOOLS_UID || !scan_locked(buf[PWFILE_GROUP], &l, true) ||
-	    !SINGLE(PWFILE_GROUP, USERS_TOOLS_USER))
+	if (pwfile_scan(PWFILE_GROUP, buf[PWFILE_GROUP], len[PWFILE_GROUP], USERS_TOOLS_USER,
+			&tl_g) < 0 ||
+	    tl_g.id != USERS_TOOLS_UID || !scan_locked(buf[PWFILE_GROUP], &tl_g, true) ||
+	    !scan_no_second_line(buf[PWFILE_GROUP], len[PWFILE_GROUP], &tl_g, USERS_TOOLS_USER) ||
+	    !scan_field_only(buf[PWFILE_GROUP], &tl_g, 3, USERS_TOOLS_USER) ||
+	    !scan_memberships_own(buf[PWFILE_GROUP], len[PWFILE_GROUP], USERS_TOOLS_USER, &tl_g,
+				  NULL))
 		goto out;
-	if (!LOCKED(PWFILE_SHADOW, USERS_TOOLS_USER) || !LOCKED(PWFILE_GSHADOW, USERS_TOOLS_USER))
+	if (!LOCKED(PWFILE_SHADOW, USERS_TOOLS_USER))
+		goto out;
+	if (buf[PWFILE_GSHADOW] &&
+	    (pwfile_scan(PWFILE_GSHADOW, buf[PWFILE_GSHADOW], len[PWFILE_GSHADOW], USERS_TOOLS_USER,
+			 &tl_gs) < 0 ||
+	     !scan_locked(buf[PWFILE_GSHADOW], &tl_gs, false) ||
+	     !scan_no_second_line(buf[PWFILE_GSHADOW], len[PWFILE_GSHADOW], &tl_gs,
+				  USERS_TOOLS_USER) ||
+	     !scan_field_only(buf[PWFILE_GSHADOW], &tl_gs, 2, "") ||
+	     !scan_field_only(buf[PWFILE_GSHADOW], &tl_gs, 3, USERS_TOOLS_USER) ||
+	     !scan_memberships_own(buf[PWFILE_GSHADOW], len[PWFILE_GSHADOW], USERS_TOOLS_USER,
+				   &tl_gs, NULL)))
+		goto out;
+	nn = snprintf(num, sizeof(num), ":%u:", USERS_TOOLS_UID);
+	if (!scan_only_own_line(buf[PWFILE_PASSWD], len[PWFILE_PASSWD], num, (size_t)nn,
+				USERS_TOOLS_USER) ||
+	    !scan_only_own_line(buf[PWFILE_GROUP], len[PWFILE_GROUP], num, (size_t)nn,
+				USERS_TOOLS_USER))
 		goto out;
 #undef SINGLE
 #undef LOCKED

@@ -187,8 +187,11 @@ refused group "s/^$name:x:/$name:\$6\$salt\$hash:/" "a password on its own group
 	"group '$name' has a password in /etc/group"
 refused gshadow "s/^$name:!:/$name:\$6\$salt\$hash:/" "a password on its own group in /etc/gshadow" \
 	"group '$name' has a password in /etc/gshadow"
+refused group "s/^\($name:x:[0-9]*:\)$/\1daemon/" "another user a member of its group" \
+	"group '$name' lists members or administrators other than its agent in /etc/group \(line [0-9]+\)"
+# pi-tools in it: ensure-base's check (every ensure implies it) refuses it first.
 refused group "s/^\($name:x:[0-9]*:\)$/\1pi-tools/" "pi-tools a member of its group" \
-	"group '$name' lists members or administrators other than its agent"
+	"user 'pi-tools' is a member of group '$name' in /etc/group \(line [0-9]+\)"
 exits 0 "restored: ensure confirms it again" u ensure rt/img
 
 # One uid for two agents, the registry and /etc edited to match (a corrupt volume, an
@@ -272,7 +275,7 @@ like "... naming the file and the line" "$out" \
 ok "... and writes no line for the agent" sh -c "! grep -q '^$name:' '$R/etc/passwd'"
 cp -a "$S/group.dup" "$R/etc/group"
 exits 0 "without it, the agent is made" u ensure rt/dup --uid 40001
-for plant in "group:pi-sandbox:x:0:$name" "group:$name:x:27:$name" "gshadow:$name:!::pi-tools" \
+for plant in "group:pi-sandbox:x:0:$name" "group:$name:x:27:$name" "gshadow:$name:!::daemon" \
 	"passwd:$name:x:0:0::/root:/bin/sh" "shadow:$name::19000:0:99999:7:::"; do
 	f=${plant%%:*} line=${plant#*:}
 	cp -a "$R/etc/$f" "$S/$f.dup"
@@ -318,5 +321,56 @@ for id in rt/a rt/c; do
 	is "rt/c's record on 040001: ensure $id refuses (exit 1)" "$?" 1
 	like "... naming the registry line" "$out" "users.registry:3: invalid uid \(a leading zero\)"
 done
+
+# --- pi-tools' groups ---------------------------------------------------------------------------
+# Trusted commands run as pi-tools through sudo, which gives them every group initgroups finds
+# for it: pi-tools in root's group, sudo, docker, pi-sandbox or an agent's group would run an
+# agent's arguments with that group; an agent in pi-tools' group would read what trusted
+# commands share with it. ensure-base (and so every ensure, the lock-free confirmation of an
+# existing agent too) refuses each, naming the file and the line, and writes nothing.
+fresh
+u ensure rt/tools >"$S/id" 2>&1
+name=$(sed -n 's/^name=//p' "$S/id")
+# tools_refused FILE SED-EXPR WHAT MESSAGE
+tools_refused() {
+	cp -a "$R/etc/$1" "$S/$1.tools"
+	sed -i "$2" "$R/etc/$1"
+	local sum
+	sum=$(cat "$R"/etc/{passwd,group,shadow,gshadow} "$R/data/pistis/users.registry" | sha256sum)
+	out=$(u ensure-base 2>&1)
+	is "$3: ensure-base refuses (exit 1)" "$?" 1
+	like "... naming the file and the line" "$out" "$4"
+	out=$(u ensure rt/tools 2>&1)
+	is "... and so does the existing agent's ensure (exit 1)" "$?" 1
+	like "... saying the same" "$out" "$4"
+	is "... nothing written" \
+		"$(cat "$R"/etc/{passwd,group,shadow,gshadow} "$R/data/pistis/users.registry" | sha256sum)" "$sum"
+	cp -a "$S/$1.tools" "$R/etc/$1"
+}
+cp -a "$R/etc/group" "$S/group.g0"
+sed -i 's/^root:x:0:$/root:x:0:pi-tools/' "$R/etc/group"
+like "(why) pi-tools listed in root's group line has group 0 for initgroups" \
+	"$(in_root "$R" id -G pi-tools 2>&1)" "(^| )0( |$)"
+cp -a "$S/group.g0" "$R/etc/group"
+tools_refused group 's/^root:x:0:$/root:x:0:pi-tools/' "pi-tools a member of group 0" \
+	"user 'pi-tools' is a member of group 'root' in /etc/group \(line 1\)"
+tools_refused group 's/^\(pi-sandbox:x:10010:.*\)$/\1,pi-tools/' "pi-tools a member of pi-sandbox" \
+	"user 'pi-tools' is a member of group 'pi-sandbox' in /etc/group \(line [0-9]+\)"
+tools_refused group "s/^\($name:x:[0-9]*:\)$/\1pi-tools/" "pi-tools a member of the agent's group" \
+	"user 'pi-tools' is a member of group '$name' in /etc/group"
+tools_refused group 's/^\(staff:x:[0-9]*:\)$/\1 pi-tools/' "pi-tools a member of staff (behind a space)" \
+	"user 'pi-tools' is a member of group 'staff' in /etc/group"
+tools_refused gshadow 's/^\(shadow:[^:]*:\)[^:]*:/\1pi-tools:/' "pi-tools an administrator of shadow" \
+	"user 'pi-tools' is an administrator of group 'shadow' in /etc/gshadow \(line [0-9]+\)"
+tools_refused group "s/^\(pi-tools:x:10002:\)$/\1$name/" "the agent a member of pi-tools' group" \
+	"group 'pi-tools' lists members or administrators other than pi-tools in /etc/group \(line [0-9]+\)"
+tools_refused gshadow "s/^\(pi-tools:!:\):$/\1$name:/" "the agent an administrator of pi-tools' group" \
+	"group 'pi-tools' lists members or administrators other than pi-tools in /etc/gshadow"
+tools_refused gshadow "s/^pi-tools:!:/pi-tools:\$6\$salt\$hash:/" "a gshadow password on pi-tools' group" \
+	"group 'pi-tools' has a password in /etc/gshadow \(line [0-9]+\)"
+tools_refused group '$a tools2:x:10002:' "another group on pi-tools' gid" \
+	"group 'tools2' in /etc/group shares gid 10002 \(line [0-9]+\) with user 'pi-tools'"
+exits 0 "restored: ensure-base passes" u ensure-base
+exits 0 "... and the agent is confirmed" u ensure rt/tools
 
 done_testing

@@ -1073,6 +1073,99 @@ TEST(ensure_base_conflicts)
 	users_db_done(&db);
 }
 
+/* pi-tools runs trusted commands (sudo -u pi-tools: every group initgroups finds for it) and
+ * owns the secrets. Its group is its own, as an agent's is, and it is a member of no other
+ * group (root's, sudo, docker, pi-sandbox, an agent's, or any other: no list of the
+ * dangerous ones is complete); its ids are on no other line. ensure_base refuses each with
+ * the file and line, and so does every ensure (which implies it). */
+TEST(ensure_base_keeps_pi_tools_to_itself)
+{
+	static const char pw_base[] = "root:x:0:0::/:/bin/sh\n"
+				      "pi-tools:x:10002:10002::/nonexistent:/bin/false\n";
+	static const struct {
+		const char *pw_tail, *gr_tail, *gs_tail, *why; /* why NULL: accepted */
+	} cases[] = {
+		{"", "pi-tools:x:10002:daemon\n", "",
+		 "group 'pi-tools' lists members or administrators other than pi-tools in "
+		 "/etc/group (line 3)"},
+		{"", "pi-tools:x:10002:pi-tools,pi-agent-0123abcd\n", "",
+		 "other than pi-tools in /etc/group"},
+		{"", "pi-tools:x:10002:\n", "pi-tools:!:daemon:\n",
+		 "other than pi-tools in /etc/gshadow (line 3)"},
+		{"", "pi-tools:x:10002:\n", "pi-tools:!::daemon\n",
+		 "other than pi-tools in /etc/gshadow"},
+		{"", "pi-tools:x:10002:\nroot2:x:0:pi-tools\n", "",
+		 "user 'pi-tools' is a member of group 'root2' in /etc/group (line 4)"},
+		{"", "pi-tools:x:10002:\nsudo:x:27:daemon, pi-tools\n", "",
+		 "user 'pi-tools' is a member of group 'sudo' in /etc/group"},
+		{"", "pi-tools:x:10002:\ndocker:x:999:pi-tools\n", "",
+		 "a member of group 'docker' in /etc/group"},
+		{"", "pi-tools:x:10002:\nusers:x:100:pi-tools\n", "",
+		 "a member of group 'users' in /etc/group"},
+		{"", "pi-tools:x:10002:\npi-agent-0123abcd:x:10100:pi-tools\n", "",
+		 "a member of group 'pi-agent-0123abcd' in /etc/group"},
+		{"", "pi-tools:x:10002:\n", "pi-tools:!::\nsudo:*::pi-tools\n",
+		 "user 'pi-tools' is a member of group 'sudo' in /etc/gshadow (line 4)"},
+		{"", "pi-tools:x:10002:\n", "pi-tools:!::\nstaff:*:pi-tools:\n",
+		 "user 'pi-tools' is an administrator of group 'staff' in /etc/gshadow"},
+		{"", "pi-tools:x:10002:\n", "pi-tools:!:pi-tools:\n",
+		 "other than pi-tools in /etc/gshadow"},
+		{"alias:x:10002:1::/:/bin/sh\n", "pi-tools:x:10002:\n", "",
+		 "user 'alias' in /etc/passwd shares id 10002 (line 3, as uid or primary gid) with "
+		 "user 'pi-tools'"},
+		{"svc:x:500:10002::/:/bin/sh\n", "pi-tools:x:10002:\n", "",
+		 "user 'svc' in /etc/passwd shares id 10002"},
+		{"", "pi-tools:x:10002:\ntools2:x:10002:daemon\n", "",
+		 "group 'tools2' in /etc/group shares gid 10002 (line 4) with user 'pi-tools'"},
+		/* itself in its own group, a longer name elsewhere: accepted */
+		{"", "pi-tools:x:10002:pi-tools\nsudo:x:27:pi-toolsx\n", "pi-tools:*::pi-tools\n",
+		 NULL},
+	};
+
+	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+		char pw[512], gr[512], gs[512];
+		struct users_db db;
+		snprintf(pw, sizeof(pw), "%s%s", pw_base, cases[i].pw_tail);
+		snprintf(gr, sizeof(gr), "root:x:0:\npi-sandbox:x:10010:\n%s", cases[i].gr_tail);
+		snprintf(gs, sizeof(gs), "root:*::\npi-sandbox:!::\n%s", cases[i].gs_tail);
+		db_load(&db, pw, gr, "root:*:1::::::\npi-tools:!:1::::::\n", gs);
+		int r = users_db_ensure_base(&db);
+		if (cases[i].why) {
+			EXPECT_EQ(r, -EEXIST);
+			EXPECT_NOT_NULL(strstr(db.err, cases[i].why));
+		} else {
+			EXPECT_EQ(r, 0);
+		}
+		users_db_done(&db);
+		/* An agent's ensure implies ensure-base: refused the same. */
+		struct users_identity a;
+		db_load(&db, pw, gr, "root:*:1::::::\npi-tools:!:1::::::\n", gs);
+		r = users_db_ensure(&db, "a", (uid_t)-1, &a);
+		if (cases[i].why) {
+			EXPECT_EQ(r, -EEXIST);
+			EXPECT_NOT_NULL(strstr(db.err, cases[i].why));
+		} else {
+			EXPECT_EQ(r, 0);
+		}
+		users_db_done(&db);
+	}
+	/* Root's group and pi-sandbox, whose lines come first. */
+	static const char *const first[][2] = {
+		{"root:x:0:pi-tools\npi-sandbox:x:10010:\npi-tools:x:10002:\n",
+		 "user 'pi-tools' is a member of group 'root' in /etc/group (line 1)"},
+		{"root:x:0:\npi-sandbox:x:10010:pi-agent-0123abcd,pi-tools\npi-tools:x:10002:\n",
+		 "user 'pi-tools' is a member of group 'pi-sandbox' in /etc/group (line 2)"},
+	};
+	for (size_t i = 0; i < ELEMENTSOF(first); i++) {
+		struct users_db db;
+		db_load(&db, pw_base, first[i][0], NULL, NULL);
+		EXPECT_EQ(users_db_ensure_base(&db), -EEXIST);
+		EXPECT_NOT_NULL(strstr(db.err, first[i][1]));
+		EXPECT_FALSE(db.f[PWFILE_GROUP].changed);
+		users_db_done(&db);
+	}
+}
+
 TEST(pwfile_roundtrip_and_strictness)
 {
 	static const struct {
@@ -1740,6 +1833,82 @@ TEST(fast_path_checks_the_base_passwords)
 		write_file(etc, cases[i].file, text, cases[i].mode, cases[i].gid);
 		EXPECT_EQ(users_ensure(root, "fast", (uid_t)-1, &id), -EEXIST);
 		EXPECT_NOT_NULL(strstr(users_last_error(), cases[i].why));
+		write_file(etc, cases[i].file, orig, cases[i].mode, cases[i].gid);
+		free(orig);
+	}
+	EXPECT_EQ(users_ensure(root, "fast", (uid_t)-1, &id), 0);
+	rm_root(root);
+}
+
+/* The confirmation of an existing agent checks pi-tools' group and memberships on the lines
+ * it reads, and looks for pi-tools' name and id anywhere else in the files, as the locked
+ * path does (ensure_base): any such place sends the call there, which refuses it. */
+TEST(fast_path_keeps_pi_tools_to_itself)
+{
+	char *root = make_root(), etc[2048], own_from[128], own_to[128];
+	struct users_identity id;
+
+	snprintf(etc, sizeof(etc), "%s/etc", root);
+	ASSERT_EQ(users_ensure(root, "fast", (uid_t)-1, &id), 0);
+	snprintf(own_from, sizeof(own_from), "\n%s:x:%u:\n", id.name, id.uid);
+	snprintf(own_to, sizeof(own_to), "\n%s:x:%u:pi-tools\n", id.name, id.uid);
+	const struct {
+		const char *file, *from, *to, *why; /* why NULL: confirmed */
+		mode_t mode;
+		gid_t gid;
+	} cases[] = {
+		{"group", "\npi-tools:x:10002:\n", "\npi-tools:x:10002:daemon\n",
+		 "group 'pi-tools' lists members or administrators other than pi-tools in "
+		 "/etc/group",
+		 0644, 0},
+		{"gshadow", "\npi-tools:!::\n", "\npi-tools:!:daemon:\n",
+		 "other than pi-tools in /etc/gshadow", 0640, 42},
+		{"gshadow", "\npi-tools:!::\n", "\npi-tools:!::daemon\n",
+		 "other than pi-tools in /etc/gshadow", 0640, 42},
+		{"group", "root:x:0:\n", "root:x:0:pi-tools\n",
+		 "user 'pi-tools' is a member of group 'root' in /etc/group (line 1)", 0644, 0},
+		{"group", "\ndaemon:x:1:\n", "\ndaemon:x:1: pi-tools\n",
+		 "user 'pi-tools' is a member of group 'daemon' in /etc/group (line 2)", 0644, 0},
+		{"group", "\npi-sandbox:x:10010:", "\npi-sandbox:x:10010:pi-tools,",
+		 "a member of group 'pi-sandbox' in /etc/group", 0644, 0},
+		{"group", own_from, own_to, "a member of group 'pi-agent-", 0644, 0},
+		{"gshadow", "root:*::\n", "root:*:pi-tools:\n",
+		 "user 'pi-tools' is an administrator of group 'root' in /etc/gshadow", 0640, 42},
+		{"gshadow", "root:*::\n", "root:*::pi-tools\n",
+		 "user 'pi-tools' is a member of group 'root' in /etc/gshadow", 0640, 42},
+		{"passwd", "\nnobody:", "\nalias:x:10002:1::/:/bin/sh\nnobody:",
+		 "user 'alias' in /etc/passwd shares id 10002", 0644, 0},
+		{"passwd", "\nnobody:", "\nsvc:x:500:10002::/:/bin/sh\nnobody:",
+		 "user 'svc' in /etc/passwd shares id 10002", 0644, 0},
+		{"group", "\nnogroup:", "\ntools2:x:10002:\nnogroup:",
+		 "group 'tools2' in /etc/group shares gid 10002", 0644, 0},
+		{"group", "\ndaemon:x:1:\n", "\ndaemon:x:1:pi-toolsx\n", NULL, 0644, 0},
+		{"group", "\npi-tools:x:10002:\n", "\npi-tools:x:10002:pi-tools\n", NULL, 0644, 0},
+	};
+
+	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+		char rel[32], text[8192], *orig, *at;
+		snprintf(rel, sizeof(rel), "etc/%s", cases[i].file);
+		orig = read_text(root, rel);
+		ASSERT_NOT_NULL(orig);
+		at = strstr(orig, cases[i].from);
+		ASSERT_NOT_NULL(at);
+		snprintf(text, sizeof(text), "%.*s%s%s", (int)(at - orig), orig, cases[i].to,
+			 at + strlen(cases[i].from));
+		write_file(etc, cases[i].file, text, cases[i].mode, cases[i].gid);
+		int r = users_ensure(root, "fast", (uid_t)-1, &id);
+		if (cases[i].why) {
+			EXPECT_EQ(r, -EEXIST);
+			EXPECT_NOT_NULL(strstr(users_last_error(), cases[i].why));
+		} else {
+			EXPECT_EQ(r, 0);
+		}
+		/* Refused: nothing written (the planted line is still there). */
+		char *now = read_text(root, rel);
+		ASSERT_NOT_NULL(now);
+		if (cases[i].why)
+			EXPECT_STREQ(now, text);
+		free(now);
 		write_file(etc, cases[i].file, orig, cases[i].mode, cases[i].gid);
 		free(orig);
 	}
