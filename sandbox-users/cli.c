@@ -54,7 +54,9 @@ static void usage(FILE *f)
 		"                             objects (not with --forget: the uid may go to\n"
 		"                             another)\n"
 		"  list                       every identity in the registry\n"
-		"  show AGENT_ID              the agent's identity, changing nothing\n\n"
+		"  show AGENT_ID              the agent's identity, changing nothing\n"
+		"                             (list, show: a warning for what ensure would\n"
+		"                             refuse in /etc, e.g. a second line of the name)\n\n"
 		"Options:\n"
 		"  --root DIR   operate on the root filesystem in DIR (default /)\n"
 		"  --json       machine-readable output\n"
@@ -132,7 +134,8 @@ static void print_json_str(const char *key, const char *val, bool comma)
 	printf("\"%s\":%s%s", key, esc ? esc : "null", comma ? "," : "");
 }
 
-static void print_identity(const struct users_identity *id, bool json)
+/* warning: what the next ensure would refuse (show), or NULL. */
+static void print_identity(const struct users_identity *id, bool json, const char *warning)
 {
 	if (json) {
 		putchar('{');
@@ -141,7 +144,9 @@ static void print_identity(const struct users_identity *id, bool json)
 		printf("\"uid\":%u,\"gid\":%u,", (unsigned)id->uid, (unsigned)id->gid);
 		print_json_str("home", id->home, true);
 		print_json_str("tmpdir", id->tmpdir, true);
-		print_json_str("agent_dir", id->agent_dir, false);
+		print_json_str("agent_dir", id->agent_dir, !!warning);
+		if (warning)
+			print_json_str("warning", warning, false);
 		printf("}\n");
 		return;
 	}
@@ -149,6 +154,44 @@ static void print_identity(const struct users_identity *id, bool json)
 	printf("agent_id=%s\nname=%s\nuid=%u\ngid=%u\nhome=%s\ntmpdir=%s\nagent_dir=%s\n",
 	       id->agent_id, id->name, (unsigned)id->uid, (unsigned)id->gid, id->home, id->tmpdir,
 	       id->agent_dir);
+}
+
+/* show and list: what users_check found. base: what refuses every agent; per agent, the
+ * reasons by index of the listed entries (list) or in one[0] (show). */
+struct warnings {
+	const char *what; /* "users show", "users list" */
+	const struct users_entry *v;
+	size_t n;
+	char base[512];
+	char (*one)[512];
+};
+
+static void collect_warning(const char *agent_id, const char *why, const char *why_text,
+			    void *userdata)
+{
+	struct warnings *w = userdata;
+
+	/* Text on stderr, as every other log line (stdout keeps its format); the raw line
+	 * for the JSON answer. */
+	if (!agent_id) {
+		log_warning("%s: ensure would refuse every agent: %-s", w->what, why_text);
+		snprintf(w->base, sizeof(w->base), "ensure would refuse: %s", why);
+		return;
+	}
+	log_warning("%s: ensure would refuse agent '%s': %-s", w->what, agent_id, why_text);
+	for (size_t i = 0; i < w->n; i++)
+		if (!w->v || !strcmp(w->v[i].agent_id, agent_id)) {
+			snprintf(w->one[i], sizeof(w->one[i]), "ensure would refuse: %s", why);
+			break;
+		}
+}
+
+/* users_check, which only warns: a registry it cannot read (show and list just read it)
+ * is one more warning, never a failure. */
+static void check_etc(const struct opts *o, const char *agent_id, struct warnings *w)
+{
+	if (users_check(o->root, agent_id, collect_warning, w) < 0)
+		collect_warning(NULL, users_last_error(), users_last_error_text(), w);
 }
 
 static int fail_exit(int r, const char *what)
@@ -354,7 +397,7 @@ int users_cli_main(int argc, char **argv)
 		for (int i = 0; i < o.n_args; i++) {
 			if (i && !o.json)
 				putchar('\n');
-			print_identity(&ids[i], o.json);
+			print_identity(&ids[i], o.json, NULL);
 		}
 		return 0;
 	}
@@ -367,7 +410,11 @@ int users_cli_main(int argc, char **argv)
 			   : users_lookup(o.root, o.args[0], &id);
 		if (r < 0)
 			return fail_exit(r, ensure ? "users ensure" : "users show");
-		print_identity(&id, o.json);
+		char one[1][512] = {""};
+		struct warnings w = {.what = "users show", .n = 1, .one = one};
+		if (!ensure)
+			check_etc(&o, o.args[0], &w);
+		print_identity(&id, o.json, w.base[0] ? w.base : one[0][0] ? one[0] : NULL);
 		return 0;
 	}
 	if (!strcmp(cmd, "ensure-base")) {
@@ -427,15 +474,29 @@ int users_cli_main(int argc, char **argv)
 		r = users_list(o.root, &v, &n);
 		if (r < 0)
 			return fail_exit(r, "users list");
+		_cleanup_free_ char(*one)[512] = calloc(n ? n : 1, sizeof(*one));
+		if (!one) {
+			log_error("users list: out of memory");
+			return EXIT_SYSTEM;
+		}
+		struct warnings w = {.what = "users list", .v = v, .n = n, .one = one};
+		check_etc(&o, NULL, &w);
 		if (o.json)
 			putchar('[');
 		for (size_t i = 0; i < n; i++) {
 			if (o.json) {
+				const char *warn = !v[i].active ? NULL
+						   : w.base[0]	? w.base
+						   : one[i][0]	? one[i]
+								: NULL;
 				printf("%s{", i ? "," : "");
 				print_json_str("agent_id", v[i].agent_id, true);
 				print_json_str("name", v[i].name, true);
-				printf("\"uid\":%u,\"state\":\"%s\"}", (unsigned)v[i].uid,
-				       v[i].active ? "active" : "reserved");
+				printf("\"uid\":%u,\"state\":\"%s\"%s", (unsigned)v[i].uid,
+				       v[i].active ? "active" : "reserved", warn ? "," : "");
+				if (warn)
+					print_json_str("warning", warn, false);
+				putchar('}');
 			} else
 				printf("%u\t%s\t%s\t%s\n", (unsigned)v[i].uid, v[i].name,
 				       v[i].active ? "active" : "reserved", v[i].agent_id);

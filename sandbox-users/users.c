@@ -1217,3 +1217,45 @@ int users_list(const char *root, struct users_entry **ret, size_t *ret_n)
 	*ret_n = c.db.reg.n;
 	return 0;
 }
+
+int users_check(const char *root, const char *agent_id, users_warn_fn warn, void *userdata)
+{
+	_cleanup_(ctx_done) struct ctx c = CTX_NULL;
+	int r;
+
+	clear_error();
+	r = ctx_open(&c, root, false);
+	if (r < 0)
+		return r;
+	r = load_registry(&c);
+	if (r < 0)
+		return r;
+	/* No lock: every file is replaced by rename, so each read is a whole version, and a
+	 * warning is advice (the next ensure decides again, under the locks). */
+	r = load_etc(&c);
+	if (r < 0) {
+		warn(NULL, last_error, last_error_text, userdata);
+		return 0;
+	}
+	r = users_db_ensure_base(&c.db);
+	if (r < 0) {
+		warn(NULL, c.db.err, c.db.err_text, userdata);
+		return 0;
+	}
+	/* Each agent's ensure on the same copy: a refused one may leave its lines half
+	 * added in memory, which no other agent's checks read (its name and ids are its own). */
+	for (size_t i = 0; i < c.db.reg.n; i++) {
+		const struct registry_record *rec = &c.db.reg.recs[i];
+		char id[USERS_AGENT_ID_MAX + 1];
+
+		if (rec->state != REGISTRY_ACTIVE)
+			continue;
+		snprintf(id, sizeof(id), "%.*s", (int)rec->id_len, rec->id);
+		if (agent_id && strcmp(id, agent_id))
+			continue;
+		r = users_db_ensure(&c.db, id, (uid_t)-1, NULL);
+		if (r < 0)
+			warn(id, c.db.err, c.db.err_text, userdata);
+	}
+	return 0;
+}

@@ -59,6 +59,18 @@ struct users_entry {
 };
 int users_list(const char *root, struct users_entry **ret, size_t *ret_n);
 
+/* What the next ensure would refuse in /etc, for show and list, which read the registry
+ * only: a second line of an agent's name, a membership, a password, pi-tools' lines (the
+ * checks of users_ensure, made on a copy in memory read without the locks; nothing is
+ * written). agent_id: that agent, or NULL for every active one. warn is called once for
+ * each agent ensure would refuse (agent_id, the reason raw for JSON, and as text with
+ * names escaped for a log), or once with agent_id NULL for what refuses them all (the
+ * base, an /etc file that is untrusted or corrupt). Returns 0, or -errno (users_last_error)
+ * when the registry cannot be read. */
+typedef void (*users_warn_fn)(const char *agent_id, const char *why, const char *why_text,
+			      void *userdata);
+int users_check(const char *root, const char *agent_id, users_warn_fn warn, void *userdata);
+
 /* One line saying why the last failing users_* call failed (file and line for a corrupt
  * file, the owner of a conflicting uid, …), or "" when it has nothing to add to the
  * errno. pistisd has one thread; the buffer is static. */

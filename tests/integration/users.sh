@@ -470,4 +470,40 @@ like "CRLF group: agent/two in pi-sandbox (glibc)" "$(in_root "$R" id -Gn "$n2")
 like "... root's line kept byte for byte" "$(od -c "$R/etc/group" | head -2)" 'r   o   o   t   :   x   :   0   :  \\r  \\n'
 ok "... confirmed" in_root "$R" pistisd users ensure agent/two
 
+# --- show and list warn about what ensure would refuse in /etc, and still answer ------------
+# They read the registry only; a second line of an agent's name (or pi-tools in another
+# group) stops that agent's next ensure, and the operator looking at it should hear so.
+R=$(root_fresh debian)
+"$P" users ensure agent/w1 --root "$R" >/dev/null
+"$P" users ensure agent/w2 --root "$R" >/dev/null
+w1=$("$P" users show agent/w1 --root "$R" | field name)
+out=$("$P" users show agent/w1 --root "$R" --json 2>&1)
+unlike "show --json of a sound identity: no warning" "$out" '"warning"'
+cp -a "$R/etc/group" "$work/group.warn"
+echo "$w1:x:0:" >>"$R/etc/group"
+sum=$(cat "$R"/etc/{passwd,group,shadow,gshadow} "$R/data/pistis/users.registry" | sha256sum)
+"$P" users show agent/w1 --root "$R" >"$work/out" 2>"$work/err"
+is "a second group line of the agent's name: show still answers (exit 0)" "$?" 0
+is "... the identity on stdout as before" "$(cut -d= -f1 "$work/out" | paste -sd' ')" \
+	"agent_id name uid gid home tmpdir agent_dir"
+like "... and warns on stderr, naming the line" "$(cat "$work/err")" \
+	"ensure would refuse agent 'agent/w1': group '$w1' has a second line in /etc/group \(line [0-9]+, gid 0\)"
+like "show --json carries it as a warning" "$("$P" users show agent/w1 --root "$R" --json 2>/dev/null)" \
+	"\"warning\":\"ensure would refuse: group '$w1' has a second line in /etc/group"
+out=$("$P" users list --root "$R" --json 2>/dev/null)
+is "list --json: exit 0, a warning on that agent only" \
+	"$(printf '%s\n' "$out" | python3 -c 'import json,sys; print(" ".join(e["agent_id"] for e in json.load(sys.stdin) if "warning" in e))')" \
+	agent/w1
+"$P" users list --root "$R" >"$work/out" 2>"$work/err"
+is "list text: exit 0, its lines unchanged" "$?:$(wc -l <"$work/out")" "0:2"
+like "... the warning on stderr" "$(cat "$work/err")" "ensure would refuse agent 'agent/w1'"
+is "... nothing written" "$(cat "$R"/etc/{passwd,group,shadow,gshadow} "$R/data/pistis/users.registry" | sha256sum)" "$sum"
+cp -a "$work/group.warn" "$R/etc/group"
+sed -i 's/^\(staff:x:[0-9]*:\)$/\1pi-tools/' "$R/etc/group"
+out=$("$P" users list --root "$R" --json 2>/dev/null)
+is "pi-tools in staff: list --json warns on every active agent" \
+	"$(printf '%s\n' "$out" | python3 -c 'import json,sys; print(sum("pi-tools" in e.get("warning", "") for e in json.load(sys.stdin)))')" 2
+cp -a "$work/group.warn" "$R/etc/group"
+unlike "restored: list warns no more" "$("$P" users list --root "$R" 2>&1)" "would refuse"
+
 done_testing
