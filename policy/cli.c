@@ -488,6 +488,26 @@ static int stop_agents(void *userdata)
 	return 0;
 }
 
+/* apply and save: a none rule closes without marking where the root has no closing-mark
+ * key yet (docs/policy.md, "Without a usable key"); say so before the walk. */
+static void note_no_mark_key(int root_fd, const struct policy_rules *rules)
+{
+	struct policy_mark_key k;
+	bool none = false;
+
+	for (size_t i = 0; i < rules->n; i++)
+		none |= rules->rules[i].access == POLICY_NONE;
+	if (!none)
+		return;
+	policy_mark_key_init(&k, root_fd);
+	if (policy_mark_key_load(&k) == 0 && k.state == POLICY_MARK_KEY_ABSENT)
+		log_notice("No closing-mark key (%s/%s; `pistisd users ensure-base` makes it): "
+			   "what none rules close now carries no mark, and a later write rule "
+			   "leaves it closed",
+			   POLICY_STATE_DIR, POLICY_MARK_KEY_FILE);
+	policy_mark_key_done(&k);
+}
+
 static int run_walk(struct ctx *c, int root_fd, const struct policy_rules *rules)
 {
 	static const char *names[] = {"apply", "plan", "check", "explain", "save"};
@@ -515,6 +535,8 @@ static int run_walk(struct ctx *c, int root_fd, const struct policy_rules *rules
 		rl.rlim_cur = rl.rlim_max;
 		(void)setrlimit(RLIMIT_NOFILE, &rl);
 	}
+	if (c->cmd == CMD_APPLY || c->cmd == CMD_SAVE)
+		note_no_mark_key(root_fd, rules);
 	clock_gettime(CLOCK_MONOTONIC, &c->start);
 	c->first_event = true;
 	if (c->json) {

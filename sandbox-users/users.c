@@ -942,6 +942,24 @@ out:
 	return ok;
 }
 
+/* The policy walk's closing-mark key beside the registry, made once: only root may read
+ * it (docs/policy.md, "What the mark's value is"). ensure-base and every ensure that takes
+ * the locks make it, so a root with agents has one. */
+static int mark_key_ensure(struct ctx *c)
+{
+	int r = key_file_ensure(c->reg_fd, USERS_MARK_KEY_FILE, USERS_MARK_KEY_SIZE);
+
+	if (r == -EBADMSG)
+		return set_error(r,
+				 "/data/pistis/%s is not root's 0600 file of %d bytes: it is not "
+				 "used; remove it (a new key is made, and what none rules closed "
+				 "stays closed under a write rule until they are applied again)",
+				 USERS_MARK_KEY_FILE, USERS_MARK_KEY_SIZE);
+	if (r < 0)
+		return set_error(r, "cannot make /data/pistis/%s", USERS_MARK_KEY_FILE);
+	return 0;
+}
+
 int users_ensure(const char *root, const char *agent_id, uid_t want_uid, struct users_identity *ret)
 {
 	_cleanup_(ctx_done) struct ctx c = CTX_NULL;
@@ -962,6 +980,8 @@ int users_ensure(const char *root, const char *agent_id, uid_t want_uid, struct 
 	bool locked = false;
 	if (!fast_complete(&c, agent_id, want_uid, &id)) {
 		r = ensure_locked(&c, agent_id, want_uid, &id);
+		if (r >= 0)
+			r = mark_key_ensure(&c);
 		if (r < 0)
 			return r;
 		locked = true; /* homes are made under the locks, which c holds until the end */
@@ -1012,6 +1032,8 @@ int users_ensure_many(const char *root, const char *const *agent_ids, size_t n,
 			return db_error(&c, r);
 	}
 	r = write_back(&c, ret, n);
+	if (r >= 0)
+		r = mark_key_ensure(&c);
 	if (r < 0)
 		return r;
 	/* The identities are recorded now: every home is made, and the first that cannot be
@@ -1128,17 +1150,7 @@ int users_ensure_base(const char *root)
 		}
 		safe_close(fd);
 	}
-	/* The policy walk's closing-mark key: only root may read it (docs/policy.md). */
-	r = key_file_ensure(c.reg_fd, USERS_MARK_KEY_FILE, USERS_MARK_KEY_SIZE);
-	if (r == -EBADMSG)
-		return set_error(r,
-				 "/data/pistis/%s is not root's 0600 file of %d bytes: it is not "
-				 "used; remove it (a new key is made, and what none rules closed "
-				 "stays closed under a write rule until they are applied again)",
-				 USERS_MARK_KEY_FILE, USERS_MARK_KEY_SIZE);
-	if (r < 0)
-		return set_error(r, "cannot make /data/pistis/%s", USERS_MARK_KEY_FILE);
-	return 0;
+	return mark_key_ensure(&c);
 }
 
 int users_lookup(const char *root, const char *agent_id, struct users_identity *ret)

@@ -484,6 +484,18 @@ like "... saying it waits" "$out" "Another policy apply or save is running in th
 ok "... until the lock is free (>= 1 s)" awk -v a="$t0" -v b="$t1" 'BEGIN { exit !(b - a >= 1) }'
 is "... and applies" "$(mode_of "$R/lk")" "700 0:0"
 wait "$holder"
+# Without the closing-mark key (this root never had ensure-base) a none rule closes all
+# the same, unmarked, and says so; ensure-base makes the key, and the next apply marks.
+mkdir "$R/lk/sub"
+out=$("$P" policy apply --root "$R" --rules "$work/lk.json" --keep-processes 2>&1); rc=$?
+is "apply without a mark key: exit 0" "$rc" 0
+like "... saying what that means" "$out" "No closing-mark key \(/data/pistis/mark.key; .pistisd users ensure-base. makes it\)"
+is "... and closes" "$(mode_of "$R/lk/sub")" "700 0:0"
+is "... without a mark" "$(getfattr --absolute-names -d -m '^user\.pistis' "$R/lk/sub" 2>/dev/null)" ""
+"$P" users ensure-base --root "$R" >/dev/null || echo "# ensure-base failed" >&2
+out=$("$P" policy apply --root "$R" --rules "$work/lk.json" --keep-processes 2>&1)
+unlike "with the key back: no such line" "$out" "No closing-mark key"
+like "... and the node gets its mark" "$(getfattr --absolute-names -d -m '^user\.pistis' "$R/lk/sub")" "user\.pistis\.closed\.[0-9a-f]{8}="
 
 # --- usage ----------------------------------------------------------------------------
 exits 0 "--help" "$P" policy --help

@@ -430,6 +430,13 @@ ok "a key of 31 bytes: ensure-base fails" test $? -ne 0
 rm "$R/data/pistis/mark.key"
 ok "... removed: ensure-base makes a new one" "$P" users ensure-base --root "$R"
 ok "... another key" test "$(sha256sum <"$R/data/pistis/mark.key")" != "$sum"
+# ensure (the path every first command of an agent takes) makes it too: a root with
+# agents has a key even where only `pistisd run` was used.
+R=$work/r-mark-key-ensure
+mkroot "$R"
+ok "ensure in a fresh root" "$P" users ensure agent/key --root "$R"
+is "... made the mark key, root's 0600, 32 bytes" \
+	"$(stat -c '%u:%g %a %s' "$R/data/pistis/mark.key")" "0:0 600 32"
 
 # --- remove without --root: the default root "/" (as inside a container) ----------
 R=$(root_fresh debian)
