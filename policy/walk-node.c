@@ -535,6 +535,17 @@ int policy_apply_post(struct policy_mark_key *k, int fd, bool opath, const struc
 {
 	int r;
 
+	/* A node is never marked and open: the mark goes before the mode that opens the node
+	 * (red team: an agent spinning on getxattr read the real tag of a file a write rule
+	 * was opening, between its chmod 0660 and the mark's removal, and put it back on the
+	 * file, shared now; when root later made it 0600 for a secret, the next apply opened
+	 * it again: a tag read off a node names that node for as long as it lives). A walk
+	 * stopped in between leaves it closed and unmarked: left closed (fail-safe). */
+	if (post & POLICY_CH_UNMARK) {
+		r = policy_mark_drop(k, fd, opath, false);
+		if (r < 0)
+			return r;
+	}
 	if ((st->st_mode & 07777) != t->mode) {
 		r = do_chmod(fd, opath, t->mode);
 		if (r < 0)
@@ -545,12 +556,9 @@ int policy_apply_post(struct policy_mark_key *k, int fd, bool opath, const struc
 		if (r < 0)
 			return r;
 	}
-	/* The mark last: closed first, so a node is never marked and open (a walk stopped
-	 * in between leaves it closed and unmarked: a later write rule leaves it closed).
-	 * Taken off once the node is open again, for the same reason. */
+	/* The mark last: closed first, for the same reason (a walk stopped in between leaves
+	 * the node closed and unmarked: a later write rule leaves it closed). */
 	if (post & POLICY_CH_MARK)
 		return policy_mark_set(k, fd, opath);
-	if (post & POLICY_CH_UNMARK)
-		return policy_mark_drop(k, fd, opath, false);
 	return 0;
 }
