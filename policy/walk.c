@@ -120,6 +120,7 @@ struct shared {
 	dev_t dev;			   /* of the current rule's path */
 	bool marks;	       /* its file system keeps user.* xattrs: the closing mark is used */
 	bool rule_parent_safe; /* no agent may write the directory that holds its path */
+	bool rule_movable;     /* an agent may rename a directory on the way to its path */
 	struct policy_mark_key key; /* the closing mark's (mark.c) */
 	struct task *qhead, *qtail;
 	unsigned idle;		 /* threads waiting for work (under lock; split() peeks) */
@@ -215,7 +216,10 @@ static bool marks_made(const struct walker *w)
  * user.* xattrs on nothing else, and a file with a second name is left as it is). */
 static void want_mark(const struct walker *w, const struct stat *st, struct policy_target *t)
 {
-	if (w->sh->marks && w->rule->access == POLICY_NONE &&
+	/* Not where an agent may rename a directory on the way to the rule's path: a mark
+	 * names the node wherever it goes, and the tree moved into a write tree would open
+	 * there (red team). Marks found there are taken off: such a tree stays closed. */
+	if (w->sh->marks && w->rule->access == POLICY_NONE && !w->sh->rule_movable &&
 	    (S_ISDIR(st->st_mode) || (S_ISREG(st->st_mode) && st->st_nlink == 1)))
 		t->flags |= marks_made(w) ? POLICY_T_MARK : POLICY_T_KEEP_MARK;
 }
@@ -703,7 +707,8 @@ static void close_too_deep(struct walker *w, int dfd, const struct stat *st0)
 	 * pistis did not close (red team: an agent renamed a directory above one to put it at
 	 * the bound, renamed it back once marked, and the next apply opened it to every
 	 * agent, its 0644 files group-writable). */
-	if (w->sh->marks && !private_left(w, &st, &x))
+	if (w->sh->marks && !private_left(w, &st, &x) &&
+	    !(w->rule->access == POLICY_NONE && w->sh->rule_movable))
 		t.flags |= marks_made(w) ? POLICY_T_MARK : POLICY_T_KEEP_MARK;
 	changes = policy_changes_for(&st, &x, &t);
 	if (changes)
@@ -1410,6 +1415,54 @@ static bool parent_closed_to_agents(struct walker *w, int pfd)
 	return !policy_agents_may_write_x(&st, &x);
 }
 
+/* Whether an agent may rename a directory on the way to path (the rule's own path
+ * included): one that agents may write holds it, with no sticky bit, or with one where the
+ * agent owns the directory or the entry. A none rule's tree there could be moved (renamed
+ * within that directory to a write rule's path, or carried along with an agent's directory
+ * into a write tree) with its closing marks, which name the nodes wherever they go: the
+ * next apply would open them (red team: a write rule's pinned directory in a shared
+ * directory with no rule, renamed away and moved under a new directory of the agent's at
+ * the rule's path, had its none subtree opened). Not knowing (an error) counts as yes. */
+static bool rule_path_movable(struct walker *w, int root_fd, const char *path)
+{
+	_cleanup_close_ int cur = openat(root_fd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	const char *p = path;
+
+	if (cur < 0)
+		return true;
+	for (;;) {
+		char name[POLICY_NAME_MAX + 1];
+		struct policy_xstate x;
+		struct stat dst, cst;
+		size_t n;
+		int fd;
+
+		while (*p == '/')
+			p++;
+		if (!*p)
+			return false;
+		n = strcspn(p, "/");
+		if (n > POLICY_NAME_MAX)
+			return true;
+		memcpy(name, p, n);
+		name[n] = '\0';
+		p += n;
+		if (fstat(cur, &dst) < 0 || policy_xstate_fd(w->xlist, NULL, cur, true, &x) < 0)
+			return true;
+		if (fstatat(cur, name, &cst, AT_SYMLINK_NOFOLLOW) < 0)
+			return errno != ENOENT;
+		if (policy_agents_may_write_x(&dst, &x) &&
+		    (!(dst.st_mode & S_ISVTX) || users_uid_is_agent(dst.st_uid) ||
+		     users_uid_is_agent(cst.st_uid)))
+			return true;
+		fd = openat(cur, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0)
+			return errno != ENOENT && errno != ENOTDIR;
+		safe_close(cur);
+		cur = fd;
+	}
+}
+
 static void walk_rule(struct walker *w, const struct policy_rule *rule, int root_fd)
 {
 	_cleanup_close_ int pfd = -1;
@@ -1470,6 +1523,8 @@ static void walk_rule(struct walker *w, const struct policy_rule *rule, int root
 	w->sh->dev = st.st_dev;
 	w->sh->marks = policy_marks_supported(pfd, name);
 	w->sh->rule_parent_safe = parent_closed_to_agents(w, pfd);
+	w->sh->rule_movable = rule->access == POLICY_NONE && w->sh->marks &&
+			      rule_path_movable(w, root_fd, rule->path);
 	if (policy_walk_rule_hook)
 		policy_walk_rule_hook(pfd, name);
 	/* The path may have changed since the fstatat (a symlink planted): visit() looks

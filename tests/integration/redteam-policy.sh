@@ -456,6 +456,36 @@ else
 	echo "# skipped the tag read while a node opens: no strace"
 fi
 
+# --- a none tree moved, marks and all, into a write tree ---------------------------------------
+# A mark names its node wherever the node goes. Pins keep the directories on the way from a
+# write rule down to a stricter rule root's and sticky, but not the directory that holds
+# the write rule's own path, nor any directory above a none rule outside write trees. In a
+# shared directory with no rule (left group-writable by an earlier write rule, say), an
+# agent renamed the write rule's directory away, made its own at the rule's path and moved
+# the old one under it, none subtree and all: the next apply opened root's secret to every
+# agent (red team). Where an agent may rename a directory on the way, a none rule marks
+# nothing now (and takes marks off), so such a tree stays closed wherever it is moved.
+mkdir -p "$R/mt/team/ws/secret" "$R/mt/team/pub"
+chown 0:10010 "$R/mt/team" && chmod 2770 "$R/mt/team"
+echo mt-secret >"$R/mt/team/ws/secret/key" && chmod 0600 "$R/mt/team/ws/secret/key"
+mkdir -p "$R/mt/team/gone" && echo gone-secret >"$R/mt/team/gone/key"
+printf '[{"path":"/mt/team/ws","access":"write"},{"path":"/mt/team/ws/secret","access":"none"},{"path":"/mt/team/gone","access":"none"},{"path":"/mt/team/pub","access":"write"}]\n' >"$R/rules-mt.json"
+"$P" policy apply --root "$R" --rules "$R/rules-mt.json" >/dev/null 2>&1
+is "none closes the tree in the shared directory" \
+	"$(stat -c '%u:%g %a' "$R/mt/team/ws/secret/key" "$R/mt/team/gone/key" | paste -sd' ')" "0:0 600 0:0 600"
+ok "the agent moves the write rule's tree under a directory of its own at the rule's path" \
+	setpriv --reuid=$A --regid=$A --groups=10010 sh -c \
+	"cd '$R/mt/team' && mv ws ws.old && mkdir ws && mv ws.old ws/old"
+ok "... and puts the other none tree at the other write rule's path" \
+	setpriv --reuid=$A --regid=$A --groups=10010 sh -c \
+	"cd '$R/mt/team' && mv pub pub.old && mv gone pub"
+"$P" policy apply --root "$R" --rules "$R/rules-mt.json" >/dev/null 2>&1
+is "apply leaves both closed" \
+	"$(stat -c '%u:%g %a' "$R/mt/team/ws/old/secret/key" "$R/mt/team/pub/key" | paste -sd' ')" "0:0 600 0:0 600"
+fails "... no agent reads the moved secret" \
+	setpriv --reuid=$B --regid=$B --groups=10010 cat "$R/mt/team/ws/old/secret/key"
+fails "... nor the other" setpriv --reuid=$B --regid=$B --groups=10010 cat "$R/mt/team/pub/key"
+
 # --- the mark is read by name, the node changed through its fd ----------------------------
 # An agent may set the closing mark on its own file. Exchanging names (RENAME_EXCHANGE)
 # between that file and root's private one while apply looks at them, it lent root's file
