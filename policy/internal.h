@@ -35,6 +35,10 @@ const char *policy_proc_fd(int fd, char buf[POLICY_PROC_FD_MAX]);
 /* Read an xattr of the inode behind fd (opath: an O_PATH fd). Returns its length,
  * -ENODATA when absent, -errno. */
 ssize_t policy_getxattr_fd(int fd, bool opath, const char *name, void *buf, size_t size);
+/* The xattr names of the inode behind fd (listxattr's result: length or -1 with errno). */
+ssize_t policy_listxattr_fd(int fd, bool opath, char *list, size_t size);
+/* Remove an xattr of the inode behind fd: 0 also when it is not there, else -errno. */
+int policy_removexattr_fd(int fd, bool opath, const char *name);
 
 /* Bytes per thread kept for the rest of getdents buffers above a directory being walked
  * (walk.c); beyond it, a parent seeks back on return. Tests set it small. */

@@ -182,43 +182,30 @@ int policy_mark_valid(struct policy_mark_key *k, int fd, bool opath)
 	return diff == 0;
 }
 
-static ssize_t list_names(const char *path, int fd, char *list, size_t size)
-{
-	return path ? listxattr(path, list, size) : flistxattr(fd, list, size);
-}
-
-static int remove_name(const char *path, int fd, const char *name)
-{
-	if ((path ? removexattr(path, name) : fremovexattr(fd, name)) < 0 && errno != ENODATA)
-		return negative_errno();
-	return 0;
-}
-
 int policy_mark_drop(struct policy_mark_key *k, int fd, bool opath, bool keep_ours)
 {
-	char p[POLICY_PROC_FD_MAX], small[1024];
+	char small[1024];
 	_cleanup_free_ char *big = NULL;
-	const char *path = opath ? policy_proc_fd(fd, p) : NULL;
 	char *list = small;
 	/* A node being marked or opened has a few names; anyone who could write it may have
 	 * added many (up to XATTR_LIST_MAX). */
-	ssize_t n = list_names(path, fd, list, sizeof(small));
+	ssize_t n = policy_listxattr_fd(fd, opath, list, sizeof(small));
 
 	if (n < 0 && errno == ERANGE) {
 		list = big = malloc(POLICY_XLIST_MAX);
 		if (!big)
 			return -ENOMEM;
-		n = list_names(path, fd, list, POLICY_XLIST_MAX);
+		n = policy_listxattr_fd(fd, opath, list, POLICY_XLIST_MAX);
 	}
 	if (n < 0 && (errno == ENOTSUP || errno == EOPNOTSUPP))
 		return 0;
 	if (n < 0 && errno == E2BIG) {
 		/* More names than one list holds: the ones known by name (another key's stay,
 		 * counting for nothing). */
-		int r = remove_name(path, fd, POLICY_XATTR_CLOSED_V1);
+		int r = policy_removexattr_fd(fd, opath, POLICY_XATTR_CLOSED_V1);
 
 		if (r >= 0 && !keep_ours && policy_mark_key_loaded(k))
-			r = remove_name(path, fd, k->name);
+			r = policy_removexattr_fd(fd, opath, k->name);
 		return r;
 	}
 	if (n < 0)
@@ -231,7 +218,7 @@ int policy_mark_drop(struct policy_mark_key *k, int fd, bool opath, bool keep_ou
 		i += (ssize_t)l + 1;
 		if (kind == POLICY_MARK_NAME_NONE || (keep_ours && kind == POLICY_MARK_NAME_OURS))
 			continue;
-		int r = remove_name(path, fd, name);
+		int r = policy_removexattr_fd(fd, opath, name);
 		if (r < 0)
 			return r;
 	}

@@ -153,7 +153,7 @@ static int xstate_by_name(struct policy_mark_key *k, int fd, bool opath, struct 
  * Ask with a small size first and only on -ERANGE with XATTR_LIST_MAX. */
 #define XLIST_FIRST 512
 
-static ssize_t list_fd(int fd, bool opath, char *list, size_t size)
+ssize_t policy_listxattr_fd(int fd, bool opath, char *list, size_t size)
 {
 	char p[POLICY_PROC_FD_MAX];
 
@@ -163,10 +163,10 @@ static ssize_t list_fd(int fd, bool opath, char *list, size_t size)
 int policy_xstate_fd(char list[POLICY_XLIST_MAX], struct policy_mark_key *k, int fd, bool opath,
 		     struct policy_xstate *x)
 {
-	ssize_t n = list_fd(fd, opath, list, XLIST_FIRST);
+	ssize_t n = policy_listxattr_fd(fd, opath, list, XLIST_FIRST);
 
 	if (n < 0 && errno == ERANGE)
-		n = list_fd(fd, opath, list, XLIST_MAX);
+		n = policy_listxattr_fd(fd, opath, list, XLIST_MAX);
 	if (n < 0 && errno == ENOTSUP)
 		n = 0;
 	if (n < 0 && errno == E2BIG)
@@ -375,7 +375,7 @@ static int do_chmod(int fd, bool opath, mode_t mode)
 	return RET_NERRNO(chmod(policy_proc_fd(fd, p), mode));
 }
 
-static int do_removexattr(int fd, bool opath, const char *name)
+int policy_removexattr_fd(int fd, bool opath, const char *name)
 {
 	char p[POLICY_PROC_FD_MAX];
 	int r = opath ? removexattr(policy_proc_fd(fd, p), name) : fremovexattr(fd, name);
@@ -459,7 +459,7 @@ static int recheck_after_owner_change(int fd, bool opath, struct stat *st, mode_
 		if (r < 0)
 			return r;
 		st->st_mode = (st->st_mode & S_IFMT) | t->mode;
-		return do_removexattr(fd, opath, POLICY_XATTR_ACL_ACCESS);
+		return policy_removexattr_fd(fd, opath, POLICY_XATTR_ACL_ACCESS);
 	}
 	if (fstat(fd, st) < 0)
 		return negative_errno();
@@ -469,13 +469,13 @@ static int recheck_after_owner_change(int fd, bool opath, struct stat *st, mode_
 			return r;
 		st->st_mode = (st->st_mode & S_IFMT) | m;
 	}
-	r = do_removexattr(fd, opath, POLICY_XATTR_ACL_ACCESS);
+	r = policy_removexattr_fd(fd, opath, POLICY_XATTR_ACL_ACCESS);
 	if (r < 0)
 		return r;
 	d = default_acl_state(fd, opath);
 	if (d == POLICY_ACL_DEF_FOREIGN ||
 	    (d == POLICY_ACL_DEF_OURS && !(t->flags & POLICY_T_DEFAULT_ACL)))
-		return do_removexattr(fd, opath, POLICY_XATTR_ACL_DEFAULT);
+		return policy_removexattr_fd(fd, opath, POLICY_XATTR_ACL_DEFAULT);
 	return 0;
 }
 
@@ -503,13 +503,13 @@ int policy_apply_pre(int fd, bool opath, struct stat *st, const struct policy_xs
 			return r;
 	}
 	if (x->acl_access) {
-		r = do_removexattr(fd, opath, POLICY_XATTR_ACL_ACCESS);
+		r = policy_removexattr_fd(fd, opath, POLICY_XATTR_ACL_ACCESS);
 		if (r < 0)
 			return r;
 	}
 	if (S_ISDIR(st->st_mode) && x->acl_default != POLICY_ACL_DEF_NONE &&
 	    !(x->acl_default == POLICY_ACL_DEF_OURS && (t->flags & POLICY_T_DEFAULT_ACL))) {
-		r = do_removexattr(fd, opath, POLICY_XATTR_ACL_DEFAULT);
+		r = policy_removexattr_fd(fd, opath, POLICY_XATTR_ACL_DEFAULT);
 		if (r < 0)
 			return r;
 	}
