@@ -488,19 +488,31 @@ static int stop_agents(void *userdata)
 	return 0;
 }
 
-/* apply and save: a none rule closes without marking where the root has no closing-mark
- * key yet (docs/policy.md, "Without a usable key"); say so before the walk. */
-static void note_no_mark_key(int root_fd, const struct policy_rules *rules)
+/* The closing-mark key, said before the walk (docs/policy.md, "Without a usable key"). apply
+ * and save: a none rule closes without marking where the root has none yet. Every walk: one
+ * that cannot be used, and why (the walk's own error event only names the errno). */
+static void note_mark_key(int root_fd, const struct policy_rules *rules, bool changes)
 {
 	struct policy_mark_key k;
 	bool none = false;
+	int r;
 
 	for (size_t i = 0; i < rules->n; i++)
 		none |= rules->rules[i].access == POLICY_NONE;
-	if (!none)
-		return;
 	policy_mark_key_init(&k, root_fd);
-	if (policy_mark_key_load(&k) == 0 && k.state == POLICY_MARK_KEY_ABSENT)
+	r = policy_mark_key_load(&k);
+	if (r == -EBADMSG)
+		log_error("Closing-mark key %s/%s is not root's 0600 regular file of %d bytes: it "
+			  "is not used, so no mark counts and none is made or removed (nothing "
+			  "closed opens); remove it and run `pistisd users ensure-base` for a new "
+			  "one",
+			  POLICY_STATE_DIR, POLICY_MARK_KEY_FILE, POLICY_MARK_KEY_SIZE);
+	else if (r < 0)
+		log_error_errno(r,
+				"Cannot read the closing-mark key %s/%s: %m; no mark counts and "
+				"none is made or removed (nothing closed opens)",
+				POLICY_STATE_DIR, POLICY_MARK_KEY_FILE);
+	else if (changes && none && k.state == POLICY_MARK_KEY_ABSENT)
 		log_notice("No closing-mark key (%s/%s; `pistisd users ensure-base` makes it): "
 			   "what none rules close now carries no mark, and a later write rule "
 			   "leaves it closed",
@@ -535,8 +547,7 @@ static int run_walk(struct ctx *c, int root_fd, const struct policy_rules *rules
 		rl.rlim_cur = rl.rlim_max;
 		(void)setrlimit(RLIMIT_NOFILE, &rl);
 	}
-	if (c->cmd == CMD_APPLY || c->cmd == CMD_SAVE)
-		note_no_mark_key(root_fd, rules);
+	note_mark_key(root_fd, rules, c->cmd == CMD_APPLY || c->cmd == CMD_SAVE);
 	clock_gettime(CLOCK_MONOTONIC, &c->start);
 	c->first_event = true;
 	if (c->json) {

@@ -496,6 +496,16 @@ is "... without a mark" "$(getfattr --absolute-names -d -m '^user\.pistis' "$R/l
 out=$("$P" policy apply --root "$R" --rules "$work/lk.json" --keep-processes 2>&1)
 unlike "with the key back: no such line" "$out" "No closing-mark key"
 like "... and the node gets its mark" "$(getfattr --absolute-names -d -m '^user\.pistis' "$R/lk/sub")" "user\.pistis\.closed\.[0-9a-f]{8}="
+# A key others may read is not used, and every walk says why in one line (not just the
+# errno of its error event); the file is left for root to remove.
+chmod 0644 "$R/data/pistis/mark.key"
+out=$("$P" policy check --root "$R" --rules "$work/lk.json" 2>&1)
+like "a key others may read: check says why it is not used" "$out" "Closing-mark key /data/pistis/mark.key is not root's 0600 regular file of 32 bytes: it is not used"
+out=$("$P" policy apply --root "$R" --rules "$work/lk.json" --keep-processes 2>&1); rc=$?
+like "... and so does apply" "$out" "Closing-mark key /data/pistis/mark.key is not root's 0600 .*remove it and run .pistisd users ensure-base."
+is "... which reports the walk's error (exit 1)" "$rc" 1
+is "... and leaves the key as it is" "$(stat -c %a "$R/data/pistis/mark.key")" 644
+chmod 0600 "$R/data/pistis/mark.key"
 
 # --- usage ----------------------------------------------------------------------------
 exits 0 "--help" "$P" policy --help
