@@ -1436,13 +1436,15 @@ static void sandbox_text(struct conn *c, const char *buf, size_t len)
 		if (!hello)
 			send_text(c, proto_error_build(req.id, PROTO_E_UNKNOWN_OP,
 						       "the relay serves only hello"));
-		else if (c->said_hello)
+		else if (c->said_hello) {
 			/* pistisd says it once per connection; each one re-attached every route
-			 * (a sandbox with 256 routes made the relay send 256 messages a hello) */
+			 * (a sandbox with 256 routes made the relay send 256 messages a hello).
+			 * Another is a message pistisd never sends: malformed. */
 			send_text(c,
 				  proto_error_build(req.id, PROTO_E_BAD_REQUEST,
 						    "hello was already said on this connection"));
-		else {
+			sandbox_malformed(c, "a second hello on one connection");
+		} else {
 			const char *sw = NULL;
 			c->said_hello = true;
 			(void)proto_get_string(root, "software", 60, &sw, &err);

@@ -35,6 +35,8 @@ $FAKE sandbox-hellos "$SP" "$EVIL" "$CP" "$CT" 64 >"$W/hl.out" 2>&1
 is "hellos: a second and third hello on one connection are bad_request" "$(val again "$W/hl.out")" \
 	bad_request,bad_request
 is "hellos: ... and re-attach nothing (64 routes: 64 exec.attach a hello)" "$(val attaches "$W/hl.out")" 0
+like "hellos: ... and each counts as a malformed message (pistisd never sends one)" \
+	"$(cat "$W/smin.log")" "Sandbox 'evil' disconnected; it sent 2 malformed messages on that connection \(the last: a second hello on one connection\)"
 stop
 
 # --- JSON messages of half a million values each ---------------------------------------------
