@@ -158,6 +158,19 @@ int ufs_mkdir_owned(int parent_fd, const char *name, uid_t uid, gid_t gid, mode_
 	}
 	if (!created && (flags & UFS_KEEP_EXISTING))
 		return TAKE_FD(fd);
+	/* A root-owned one (made now, by an operator, or this call's parents) keeps no ACL:
+	 * a new directory inherits its parent's default ACL, which an agent that owned /data
+	 * in an earlier life of the volume could have set there (pistisd-entry strips /data's
+	 * own, not those its directories inherited then). Inherited into /data/sandbox-home,
+	 * it named that agent in every new home and in every file made there, umask ignored,
+	 * hidden by the 0700 mask until the home's owner opened its group bits. Removed
+	 * before the mode is set (a removed access ACL leaves its mask as the group bits).
+	 * What an agent set on its own directory is its own. */
+	if (st.st_uid == 0) {
+		int r = fd_remove_acls(fd, NULL);
+		if (r < 0)
+			return r;
+	}
 	bool chowned = st.st_uid != uid || st.st_gid != gid;
 	if (chowned && fchown(fd, uid, gid) < 0)
 		return -errno;

@@ -46,7 +46,9 @@ int ufs_check_regular(int fd, unsigned flags);
  * opened fd: fchown, then fchmod from scratch). An existing directory owned by another
  * non-root uid is refused (-EPERM); with UFS_AGENT_PARENT only one owned by uid itself
  * or created by this call is accepted. A non-directory is refused (-ENOTDIR), a symlink
- * too (-ELOOP) unless UFS_REPLACE_SYMLINK. Returns the directory fd or -errno. */
+ * too (-ELOOP) unless UFS_REPLACE_SYMLINK. A root-owned one that is not kept as it is
+ * (UFS_KEEP_EXISTING) loses its access and default ACLs. Returns the directory fd or
+ * -errno. */
 int ufs_mkdir_owned(int parent_fd, const char *name, uid_t uid, gid_t gid, mode_t mode,
 		    unsigned flags);
 

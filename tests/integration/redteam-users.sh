@@ -3,7 +3,8 @@
 # as a symlink or a FIFO, /data/pistis planted by an agent uid with a forged registry, a
 # home that is a bind mount of a root directory, an agent's TMPDIR swapped for a symlink or,
 # mid-ensure, for another agent's directory, a world-readable /etc/.pwd.lock, an agent
-# writing the registry. Debian root; root, private mount namespace.
+# writing the registry, default ACLs an earlier life left on the homes' parents. Debian
+# root; root, private mount namespace.
 . "$(dirname "$0")/../lib.sh"
 need_root
 need_mount_ns "$@"
@@ -372,5 +373,29 @@ tools_refused group '$a tools2:x:10002:' "another group on pi-tools' gid" \
 	"group 'tools2' in /etc/group shares gid 10002 \(line [0-9]+\) with user 'pi-tools'"
 exits 0 "restored: ensure-base passes" u ensure-base
 exits 0 "... and the agent is confirmed" u ensure rt/tools
+
+
+# --- default ACLs inherited from an earlier life of the volume -------------------------------
+# /data was an agent's (an image's, an operator's chown) and it set a default ACL naming
+# itself there; the homes' parents pistisd made then inherited it. pistisd-entry strips
+# /data's ACLs at the next start, not those its directories inherited: every new home,
+# its tmp and every file made there (umask ignored) named that agent, hidden by the 0700
+# mask until the home's owner opened its group bits (red team). Now the root-owned
+# directories ensure makes or keeps lose their ACLs.
+# The parents as the earlier life left them (what mkdir inherited, then chmod 0711).
+fresh
+u ensure rt/acl-a --uid 10900 >/dev/null 2>&1
+for d in sandbox-home agents; do
+	setfacl -m u:10900:rwx -d -m u:10900:rwx "$R/data/$d" && chmod 0711 "$R/data/$d"
+done
+u ensure rt/acl-b --uid 10901 >/dev/null 2>&1
+bh=$(u show rt/acl-b | sed -n 's/^home=//p') ba=$(u show rt/acl-b | sed -n 's/^agent_dir=//p')
+unlike "a new home, its tmp, its agent dir and their parents name no one else" \
+	"$(getfacl -p "$R$bh" "$R$bh/tmp" "$R$ba" "$R/data/sandbox-home" "$R/data/agents" 2>&1)" \
+	"user:10900"
+in_root "$R" pistisd run --agent rt/acl-b -- /bin/sh -c \
+	'umask 077; echo secret >"$HOME/f"; chmod 750 "$HOME"' >/dev/null 2>&1
+out=$(in_root "$R" pistisd run --agent rt/acl-a -- /bin/cat "$bh/f" 2>&1)
+unlike "... and the earlier agent cannot read a file the home's owner made (0600)" "$out" secret
 
 done_testing
