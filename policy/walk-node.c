@@ -73,13 +73,24 @@ static int default_acl_state(int fd, bool opath)
 	return POLICY_ACL_DEF_FOREIGN;
 }
 
+/* A mark of this key's name counts only with the node's own tag, read through its fd;
+ * with another it is a foreign mark. */
+static int xstate_check_tag(struct policy_mark_key *k, int fd, bool opath, struct policy_xstate *x)
+{
+	int r = policy_mark_valid(k, fd, opath);
+
+	if (r < 0)
+		return r;
+	x->closed_mark = r > 0;
+	x->mark_foreign |= r == 0;
+	return 0;
+}
+
 /* Parse a listxattr() name list for the two ACL names; the default ACL's bytes are read
  * only when present (directories). */
 static int xstate_from_list(const char *list, ssize_t n, struct policy_mark_key *k, int fd,
 			    bool opath, struct policy_xstate *x)
 {
-	int r;
-
 	memset(x, 0, sizeof(*x));
 	for (ssize_t i = 0; i < n;) {
 		const char *name = list + i;
@@ -103,14 +114,7 @@ static int xstate_from_list(const char *list, ssize_t n, struct policy_mark_key 
 	/* Through the fd a mark of this key's name counts only with the node's own tag; by
 	 * name, the name is taken for it (the walk checks the tag through the fd wherever
 	 * that decides whether root's node opens). */
-	if (x->closed_mark && fd >= 0) {
-		r = policy_mark_valid(k, fd, opath);
-		if (r < 0)
-			return r;
-		x->closed_mark = r > 0;
-		x->mark_foreign |= r == 0;
-	}
-	return 0;
+	return x->closed_mark && fd >= 0 ? xstate_check_tag(k, fd, opath, x) : 0;
 }
 
 /* Each ACL asked for by name: for a node whose xattr names do not fit one listxattr()
@@ -136,14 +140,8 @@ static int xstate_by_name(struct policy_mark_key *k, int fd, bool opath, struct 
 		m = policy_getxattr_fd(fd, opath, k->name, NULL, 0);
 		if (m < 0 && m != -ENODATA)
 			return (int)m;
-		if (m >= 0) {
-			int r = policy_mark_valid(k, fd, opath);
-
-			if (r < 0)
-				return r;
-			x->closed_mark = r > 0;
-			x->mark_foreign |= r == 0;
-		}
+		if (m >= 0)
+			return xstate_check_tag(k, fd, opath, x);
 	}
 	return 0;
 }
