@@ -167,7 +167,7 @@ int policy_mark_valid(struct policy_mark_key *k, int fd, bool opath)
 	r = policy_mark_key_load(k);
 	if (r < 0)
 		return r;
-	if (!policy_mark_key_loaded(k))
+	if (atomic_load_explicit(&k->state, memory_order_acquire) != POLICY_MARK_KEY_LOADED)
 		return 0; /* no key: no mark anywhere can be ours */
 	n = policy_getxattr_fd(fd, opath, k->name, have, sizeof(have));
 	if (n == -ENODATA || n == -ERANGE || (n >= 0 && n != POLICY_MARK_SIZE))
