@@ -30,3 +30,9 @@ int ipc_agent_objects(int proc_fd, uid_t uid, struct ipc_obj *v, size_t max, siz
  * its last user detaches. Returns how many were removed (0: none there, no child forked),
  * or -errno. */
 int ipc_remove_agent_objects(int proc_fd, uid_t uid);
+
+/* How many objects this IPC namespace holds, of every kind and every owner: the kernel's
+ * in-use counts (MSG_INFO, SEM_INFO, SHM_INFO), three system calls and no listing, whose
+ * cost grows with every object of every agent (~50 ms for the 68,000 the kernel's defaults
+ * allow). -errno when one is refused. */
+long ipc_namespace_objects(void);

@@ -13,6 +13,7 @@
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <libwebsockets.h>
@@ -287,6 +288,7 @@ static void reap_dying(lws_sorted_usec_list_t *sul)
 }
 
 static void cmd_free(struct cmd *c);
+static void ipc_probes_stop(void);
 static void frame_free(struct frame *f);
 static void pool_trim(void);
 
@@ -312,6 +314,7 @@ void session_done(void)
 {
 	while (T.cmds)
 		cmd_free(T.cmds);
+	ipc_probes_stop();
 	lws_sul_cancel(&T.reap);
 	lws_sul_cancel(&pending_sul);
 	memset(pending, 0, sizeof(pending));
@@ -617,17 +620,13 @@ static bool agent_command_running(uid_t uid, const struct cmd *except)
 	return false;
 }
 
-static void sweep_run(const struct sweep *w)
-{
-	int k;
+static void sweep_put_off(const struct sweep *w);
 
-	if (w->pgid)
-		kill_agent_leftovers(w->cmd_id, w->agent, w->uid);
-	/* What no kill reaches: the SysV IPC objects the agent made and left (pistisd/ipc.h).
-	 * Kept with what keep_children keeps, which may still use them. */
-	if (w->keep_children)
-		return;
-	k = ipc_remove_agent_objects(spawn_ctx_proc_fd(T.spawn), w->uid);
+/* The agent's SysV IPC objects, removed in the loop: what no kill reaches (pistisd/ipc.h). */
+static void sweep_ipc(const struct sweep *w)
+{
+	int k = ipc_remove_agent_objects(spawn_ctx_proc_fd(T.spawn), w->uid);
+
 	if (k > 0)
 		log_notice("audit exec cmd=%u agent=\"%s\": removed %d SysV IPC object(s) (shared "
 			   "memory, message queues, semaphores) the agent left, its last command "
@@ -636,6 +635,143 @@ static void sweep_run(const struct sweep *w)
 	else if (k < 0)
 		log_warning_errno(k, "Failed to remove the SysV IPC objects agent \"%s\" left: %m",
 				  w->agent);
+}
+
+/* Finding an agent's objects means reading all of /proc/sysvipc, every agent's objects
+ * included: one agent that held the 68,000 the kernel's defaults allow (one command kept
+ * running, so that its own were never swept) made every other agent's command end cost
+ * serve 50-120 ms of its loop, stalling every agent's output, acks and pings (red team).
+ * Where the namespace holds more than this many, the listing runs in a forked child and
+ * the loop waits for nothing; the removal itself stays in the loop (below), and runs only
+ * for an agent the child found objects of. */
+#define SWEEP_IPC_INLINE_MAX 512
+
+struct ipc_probe {
+	struct watch w;
+	pid_t pid;
+	struct sweep sw;
+	struct ipc_probe *next;
+};
+static struct ipc_probe *probes;
+
+static void ipc_probe_free(struct ipc_probe *q)
+{
+	serve_unwatch(&q->w);
+	safe_close(q->w.fd);
+	if (q->pid > 0) {
+		(void)kill(q->pid, SIGKILL);
+		while (waitpid(q->pid, NULL, 0) < 0 && errno == EINTR)
+			;
+	}
+	for (struct ipc_probe **pp = &probes; *pp; pp = &(*pp)->next)
+		if (*pp == q) {
+			*pp = q->next;
+			break;
+		}
+	free(q);
+}
+
+static void ipc_probes_stop(void)
+{
+	while (probes)
+		ipc_probe_free(probes);
+}
+
+/* The child's count: 0 = none of the agent's, else (objects, or the listing failed) the
+ * removal runs as it did in the loop, unless a command of the agent runs by now (whose
+ * own end sweeps again) or a file operation of its (the sweep waits for it, as before). */
+static void on_ipc_probe(struct watch *w, uint32_t events)
+{
+	struct ipc_probe *q = w->owner;
+	int64_t n = -1;
+	ssize_t r = read(w->fd, &n, sizeof(n));
+	struct sweep sw = q->sw;
+
+	(void)events;
+	if (r < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (r != (ssize_t)sizeof(n))
+		n = -1; /* the child failed: look in the loop, as before */
+	while (q->pid > 0 && waitpid(q->pid, NULL, 0) < 0 && errno == EINTR)
+		;
+	q->pid = 0;
+	ipc_probe_free(q);
+	if (n == 0 || !T.spawn || agent_command_running(sw.uid, NULL))
+		return;
+	sw.pgid = false; /* its leftovers were killed when the command ended */
+	if (fsops_running_for(sw.uid))
+		sweep_put_off(&sw);
+	else
+		sweep_ipc(&sw);
+}
+
+/* Forks the child that counts the agent's objects; 0, or -errno (then the caller looks in
+ * the loop). The child is root and a copy of serve's memory, token wiped, and keeps only
+ * its answer pipe and /proc: a copy of an fd serve closes meanwhile would keep that fd's
+ * epoll registration alive. */
+static int ipc_probe_start(const struct sweep *w)
+{
+	int p[2], proc_fd = spawn_ctx_proc_fd(T.spawn);
+	struct ipc_probe *q;
+	pid_t pid;
+
+	if (proc_fd < 0)
+		return -ENOENT;
+	q = calloc(1, sizeof(*q));
+	if (!q)
+		return -ENOMEM;
+	if (pipe2(p, O_CLOEXEC) < 0) {
+		free(q);
+		return negative_errno();
+	}
+	pid = fork();
+	if (pid < 0) {
+		int r = negative_errno();
+		close(p[0]);
+		close(p[1]);
+		free(q);
+		return r;
+	}
+	if (pid == 0) {
+		int out = fcntl(p[1], F_DUPFD_CLOEXEC, 5), pf = fcntl(proc_fd, F_DUPFD_CLOEXEC, 5);
+		size_t n = 0;
+		int64_t v;
+
+		serve_forget_secrets();
+		if (out < 0 || pf < 0 || dup3(out, 3, O_CLOEXEC) < 0 || dup3(pf, 4, O_CLOEXEC) < 0)
+			_exit(1);
+		(void)close_all_fds_from(5);
+		v = ipc_agent_objects(4, w->uid, NULL, 0, &n) < 0 ? -1 : (int64_t)n;
+		_exit(write(3, &v, sizeof(v)) == (ssize_t)sizeof(v) ? 0 : 1);
+	}
+	close(p[1]);
+	q->pid = pid;
+	q->sw = *w;
+	q->w.owner = q;
+	q->w.fd = p[0];
+	q->next = probes;
+	probes = q;
+	if (fd_set_nonblock(p[0], 1) < 0 || serve_watch(&q->w, p[0], EPOLLIN, on_ipc_probe) < 0) {
+		int r = negative_errno();
+		ipc_probe_free(q);
+		return r < 0 ? r : -EIO;
+	}
+	return 0;
+}
+
+static void sweep_run(const struct sweep *w)
+{
+	long n;
+
+	if (w->pgid)
+		kill_agent_leftovers(w->cmd_id, w->agent, w->uid);
+	/* What no kill reaches: the SysV IPC objects the agent made and left (pistisd/ipc.h).
+	 * Kept with what keep_children keeps, which may still use them. */
+	if (w->keep_children)
+		return;
+	n = ipc_namespace_objects();
+	if ((n >= 0 && n <= SWEEP_IPC_INLINE_MAX) || ipc_probe_start(w) < 0)
+		sweep_ipc(w);
 }
 
 static void sweeps_pending_run(lws_sorted_usec_list_t *sul)

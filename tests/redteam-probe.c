@@ -32,7 +32,10 @@
  *                                      over and over for SECONDS; A is ours at the start: it
  *                                      keeps the closing marks user.pistis.closed and MARK and mode
  *                                      0600 (so it needs changes), set again and again
- *                                      through an fd: swaps=N */
+ *                                      through an fd: swaps=N
+ *   redteam-probe ipc-hoard N          make up to N SysV message queues, N semaphore sets and N
+ *                                      shared memory segments (fewer where the kernel's limits
+ *                                      stop it), print hoard=COUNT, then sleep until killed */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -45,6 +48,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/ipc.h>
+#include <sys/msg.h>
+#include <sys/sem.h>
+#include <sys/shm.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -691,6 +698,26 @@ static int mode_swap(const char *dir, const char *a, const char *b, int secs, co
 	return 0;
 }
 
+/* Fill the IPC namespace's tables, and keep them filled: our own command keeps running, so
+ * pistisd's sweep at our last command's end never removes them. */
+static int mode_ipc_hoard(long n)
+{
+	long made = 0;
+	bool msg = true, sem = true, shm = true;
+
+	for (long i = 0; i < n && (msg || sem || shm); i++) {
+		msg = msg && msgget(IPC_PRIVATE, IPC_CREAT | 0600) >= 0;
+		sem = sem && semget(IPC_PRIVATE, 1, IPC_CREAT | 0600) >= 0;
+		shm = shm && shmget(IPC_PRIVATE, 4096, IPC_CREAT | 0600) >= 0;
+		made += msg + sem + shm;
+	}
+	printf("hoard=%ld\n", made);
+	fflush(stdout);
+	for (;;)
+		pause();
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "";
@@ -721,6 +748,8 @@ int main(int argc, char **argv)
 	if (!strcmp(mode, "swap") && argc > 5)
 		return mode_swap(argv[2], argv[3], argv[4], atoi(argv[5]),
 				 argc > 6 ? argv[6] : NULL);
+	if (!strcmp(mode, "ipc-hoard") && argc > 2)
+		return mode_ipc_hoard(atol(argv[2]));
 	if (!strcmp(mode, "pause")) {
 		printf("pid=%d\n", (int)getpid());
 		fflush(stdout);
