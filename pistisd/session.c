@@ -621,6 +621,7 @@ static bool agent_command_running(uid_t uid, const struct cmd *except)
 }
 
 static void sweep_put_off(const struct sweep *w);
+static int ipc_probe_start(const struct sweep *w);
 
 /* The agent's SysV IPC objects, removed in the loop: what no kill reaches (pistisd/ipc.h). */
 static void sweep_ipc(const struct sweep *w)
@@ -650,6 +651,7 @@ struct ipc_probe {
 	struct watch w;
 	pid_t pid;
 	struct sweep sw;
+	bool again; /* the agent's command ended again meanwhile: its objects listed anew */
 	struct ipc_probe *next;
 };
 static struct ipc_probe *probes;
@@ -679,13 +681,16 @@ static void ipc_probes_stop(void)
 
 /* The child's count: 0 = none of the agent's, else (objects, or the listing failed) the
  * removal runs as it did in the loop, unless a command of the agent runs by now (whose
- * own end sweeps again) or a file operation of its (the sweep waits for it, as before). */
+ * own end sweeps again) or a file operation of its (the sweep waits for it, as before).
+ * None, but a command of the agent ended since the child was made: a new child looks
+ * again (that command may have made objects after the listing). */
 static void on_ipc_probe(struct watch *w, uint32_t events)
 {
 	struct ipc_probe *q = w->owner;
 	int64_t n = -1;
 	ssize_t r = read(w->fd, &n, sizeof(n));
 	struct sweep sw = q->sw;
+	bool again;
 
 	(void)events;
 	if (r < 0 && (errno == EAGAIN || errno == EINTR))
@@ -695,13 +700,16 @@ static void on_ipc_probe(struct watch *w, uint32_t events)
 	while (q->pid > 0 && waitpid(q->pid, NULL, 0) < 0 && errno == EINTR)
 		;
 	q->pid = 0;
+	again = q->again;
 	ipc_probe_free(q);
-	if (n == 0 || !T.spawn || agent_command_running(sw.uid, NULL))
+	if (!T.spawn || agent_command_running(sw.uid, NULL))
 		return;
 	sw.pgid = false; /* its leftovers were killed when the command ended */
-	if (fsops_running_for(sw.uid))
+	if (n != 0 && fsops_running_for(sw.uid))
 		sweep_put_off(&sw);
-	else
+	else if (n != 0)
+		sweep_ipc(&sw);
+	else if (again && ipc_probe_start(&sw) < 0)
 		sweep_ipc(&sw);
 }
 
@@ -770,7 +778,18 @@ static void sweep_run(const struct sweep *w)
 	if (w->keep_children)
 		return;
 	n = ipc_namespace_objects();
-	if ((n >= 0 && n <= SWEEP_IPC_INLINE_MAX) || ipc_probe_start(w) < 0)
+	if (n >= 0 && n <= SWEEP_IPC_INLINE_MAX) {
+		sweep_ipc(w);
+		return;
+	}
+	/* One child an agent at a time: one that ends commands in a loop makes no more. */
+	for (struct ipc_probe *q = probes; q; q = q->next)
+		if (q->sw.uid == w->uid) {
+			q->sw = *w;
+			q->again = true;
+			return;
+		}
+	if (ipc_probe_start(w) < 0)
 		sweep_ipc(w);
 }
 

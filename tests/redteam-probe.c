@@ -33,9 +33,10 @@
  *                                      keeps the closing marks user.pistis.closed and MARK and mode
  *                                      0600 (so it needs changes), set again and again
  *                                      through an fd: swaps=N
- *   redteam-probe ipc-hoard N          make up to N SysV message queues, N semaphore sets and N
- *                                      shared memory segments (fewer where the kernel's limits
- *                                      stop it), print hoard=COUNT, then sleep until killed */
+ *   redteam-probe ipc-hoard N          make up to N SysV message queues, N semaphore sets and
+ *                                      N/16 shared memory segments (fewer where the kernel's
+ *                                      limits stop it), print hoard=COUNT, then sleep until
+ *                                      killed */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -708,7 +709,7 @@ static int mode_ipc_hoard(long n)
 	for (long i = 0; i < n && (msg || sem || shm); i++) {
 		msg = msg && msgget(IPC_PRIVATE, IPC_CREAT | 0600) >= 0;
 		sem = sem && semget(IPC_PRIVATE, 1, IPC_CREAT | 0600) >= 0;
-		shm = shm && shmget(IPC_PRIVATE, 4096, IPC_CREAT | 0600) >= 0;
+		shm = shm && i < n / 16 && shmget(IPC_PRIVATE, 4096, IPC_CREAT | 0600) >= 0;
 		made += msg + sem + shm;
 	}
 	printf("hoard=%ld\n", made);

@@ -329,7 +329,7 @@ wait "$BJOB"
 # (B's `pistis exec -- true` 31 -> 150 ms, every agent's pings waiting). Measured as serve's
 # own CPU time, which its children's is not: the listing goes to a forked child where the
 # tables are that full.
-P exec --agent alice --tag hoard -- $RT ipc-hoard 40000 >"$W/hoard.out" 2>&1 &
+P exec --agent alice --tag hoard -- $RT ipc-hoard 30000 >"$W/hoard.out" 2>&1 &
 HJOB=$!
 for _ in $(seq 300); do grep -q '^hoard=' "$W/hoard.out" && break; sleep 0.1; done
 HN=$(field hoard <"$W/hoard.out")
@@ -340,6 +340,10 @@ for _ in $(seq 10); do P exec --agent bob -- /bin/true >/dev/null 2>&1; done
 ms=$((($(serve_cpu) - c0) * 1000 / $(getconf CLK_TCK)))
 ok "10 of B's commands cost serve's own loop ${ms} ms of CPU: none of it reading A's objects" \
 	test "$ms" -lt 250
+out=$(P exec --agent bob -- $PROBE ipc-leave 4096 2>&1)
+like "B's command leaves a segment, a queue and a semaphore set beside A's" "$out" '^ipc=shm:[0-9]+,msg:[0-9]+,sem:[0-9]+$'
+for _ in $(seq 100); do [ "$(ipc_of "$BUID")" = 0 ] && break; sleep 0.1; done
+is "... removed once B's last command has ended (found by the child)" "$(ipc_of "$BUID")" 0
 call exec.signal '{"agent":"alice","tag":"hoard","signal":9}' >/dev/null
 wait "$HJOB"
 for _ in $(seq 100); do [ "$(ipc_of "$AUID")" = 0 ] && break; sleep 0.1; done
