@@ -651,6 +651,26 @@ static const char *nnp_held_why(bool trusted)
 		       : "no trusted commands: agents keep no_new_privs";
 }
 
+/* Every mount beneath path (a volume inside /workspaces, a tmpfs inside /tmp), as the
+ * tree resolves like an agent would, must be nosuid too: -1 with the check set when one is
+ * not (or that cannot be told), 0 when all are. */
+static int probe_mounts_beneath(struct check_report *r, enum check_id id, const char *path,
+				bool trusted)
+{
+	_cleanup_close_ int fd = open(path, O_PATH | O_CLOEXEC);
+	char which[PATH_MAX];
+	int k = fd < 0 ? negative_errno() : trusted_tree_mounts_suid(fd, which, sizeof(which));
+
+	if (k == 0)
+		return 0;
+	if (fd < 0)
+		snprintf(which, sizeof(which), "%s", path);
+	check_set(r, id, trusted ? CHECK_STATUS_FAIL : CHECK_STATUS_WARN, "%s: %s (%s)", which,
+		  k > 0 ? "a mount beneath it without nosuid" : "cannot tell whether it is nosuid",
+		  nnp_held_why(trusted));
+	return -1;
+}
+
 /* The mounts paths are on (statvfs resolves each like an agent would) must be nosuid,nodev:
  * the first path there is the tree, the rest trees beneath it that may be mounts of their
  * own (the agents' homes on a volume of their own, say); the first that is not is named.
@@ -659,7 +679,7 @@ static const char *nnp_held_why(bool trusted)
 static void probe_nosuid(struct check_report *r, enum check_id id, const char *const *paths,
 			 size_t n, bool trusted)
 {
-	bool any = false;
+	const char *first = NULL, *no_nodev = NULL;
 
 	for (size_t i = 0; i < n; i++) {
 		const char *path = paths[i];
@@ -672,21 +692,29 @@ static void probe_nosuid(struct check_report *r, enum check_id id, const char *c
 				  "cannot statvfs %s (%s)", path, errno_name(errno));
 			return;
 		}
-		any = true;
+		if (!first)
+			first = path;
 		bool nosuid = sv.f_flag & ST_NOSUID, nodev = sv.f_flag & ST_NODEV;
-		if (nosuid && nodev)
-			continue;
-		/* nodev alone is a warning: agents cannot make device nodes (no CAP_MKNOD). */
-		check_set(r, id, !nosuid && trusted ? CHECK_STATUS_FAIL : CHECK_STATUS_WARN,
-			  "%s: without %s (%s)", path,
-			  !nosuid && !nodev ? "nosuid,nodev"
-			  : !nosuid	    ? "nosuid"
-					    : "nodev",
-			  nnp_why(trusted));
+		if (!nosuid) {
+			check_set(r, id, trusted ? CHECK_STATUS_FAIL : CHECK_STATUS_WARN,
+				  "%s: without %s (%s)", path, nodev ? "nosuid" : "nosuid,nodev",
+				  nnp_why(trusted));
+			return;
+		}
+		if (!nodev && !no_nodev)
+			no_nodev = path;
+	}
+	if (!first) {
+		check_set(r, id, CHECK_STATUS_OK, "%s does not exist", paths[0]);
 		return;
 	}
-	if (!any)
-		check_set(r, id, CHECK_STATUS_OK, "%s does not exist", paths[0]);
+	/* Any other mount beneath the tree (a project's volume in /workspaces) */
+	if (probe_mounts_beneath(r, id, first, trusted) < 0)
+		return;
+	/* nodev alone is a warning: agents cannot make device nodes (no CAP_MKNOD). */
+	if (no_nodev)
+		check_set(r, id, CHECK_STATUS_WARN, "%s: without nodev (%s)", no_nodev,
+			  nnp_why(trusted));
 	else
 		check_set(r, id, CHECK_STATUS_OK, "%s: nosuid,nodev%s", paths[0],
 			  n > 1 ? " (and the trees beneath that are mounts)" : "");
@@ -717,6 +745,8 @@ static void probe_nosuid_shared(struct check_report *r, int root_fd, bool truste
 				  "%s: without nosuid (%s)", trees[i], nnp_held_why(trusted));
 			return;
 		}
+		if (probe_mounts_beneath(r, CHECK_NOSUID_SHARED, trees[i], trusted) < 0)
+			return;
 		n += (size_t)snprintf(seen + n, sizeof(seen) - n, "%s%s", n ? ", " : "", trees[i]);
 	}
 	char which[POLICY_PATH_MAX + 1];

@@ -394,6 +394,63 @@ static int mounts_nosuid_under(unsigned mount_id, char *which, size_t size)
 	return 0;
 }
 
+/* Every mount at or beneath the tree fd holds, as its mount point resolves now, nosuid: 0,
+ * else 1 with which naming the first that is not; <0 when that cannot be told (counts as
+ * not nosuid). fstatfs of the tree alone passed a volume mounted inside /workspaces or a
+ * tmpfs inside /tmp without nosuid, and agent A's setuid file there ran as A for agent B
+ * (red team). The tree's path is what /proc/self/fd/N reads and the mounts beneath it are
+ * those mountinfo (mi, read by the caller) names there, both as this process's root sees
+ * them. Each is judged by its mount point opened again, never followed through a symlink:
+ * a mount another hides is judged by the one on top, the one a path reaches, as
+ * pistisd-entry's remount by path sets it. */
+static int tree_mounts_suid(int fd, const char *mi, char *which, size_t size)
+{
+	struct open_how how = {
+		.flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
+		.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+	};
+	_cleanup_free_ char *copy = NULL;
+	char link[64], path[PATH_MAX], *line, *save = NULL;
+	struct mountinfo_entry e;
+	ssize_t n;
+
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	n = readlink(link, path, sizeof(path) - 1);
+	if (n < 0)
+		return negative_errno();
+	path[n] = '\0';
+	if (path[0] != '/')
+		return -ENOENT; /* not beneath this root: cannot tell */
+	copy = strdup(mi);
+	if (!copy)
+		return -ENOMEM;
+	for (line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		_cleanup_close_ int mfd = -1;
+		struct statfs sf;
+
+		if (mountinfo_parse_line(line, &e) < 0 ||
+		    !mountinfo_path_under(e.mount_point, path))
+			continue;
+		snprintf(which, size, "%s", e.mount_point);
+		mfd = (int)syscall(SYS_openat2, AT_FDCWD, e.mount_point, &how, sizeof(how));
+		if (mfd < 0 && (errno == ENOSYS || errno == E2BIG))
+			mfd = open(e.mount_point, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		if (mfd < 0 || fstatfs(mfd, &sf) < 0)
+			return negative_errno(); /* moved or gone meanwhile: cannot tell */
+		if (!(sf.f_flags & ST_NOSUID))
+			return 1;
+	}
+	return 0;
+}
+
+int trusted_tree_mounts_suid(int fd, char *which, size_t size)
+{
+	_cleanup_free_ char *mi = NULL;
+	int r = mountinfo_read(&mi);
+
+	return r < 0 ? r : tree_mounts_suid(fd, mi, which, size);
+}
+
 /* A write rule's path that is missing or a link: see trusted_write_tree_suid. 0 when no
  * agent could have moved its tree away (the deepest directory on the way is not one agents
  * may write), or everything it could have been moved to, with the mounts beneath it, is
@@ -424,6 +481,7 @@ static int moved_away_nosuid(int root_fd, const char *path, char *which, size_t 
 int trusted_write_tree_suid(int root_fd, char *which, size_t size)
 {
 	_cleanup_(policy_rules_freep) struct policy_rules *rules = NULL;
+	_cleanup_free_ char *mi = NULL; /* mountinfo, read once for every rule's tree */
 	struct policy_error err;
 	int r;
 
@@ -460,6 +518,11 @@ int trusted_write_tree_suid(int root_fd, char *which, size_t size)
 			return negative_errno();
 		if (!(sf.f_flags & ST_NOSUID))
 			return 1;
+		if (!mi && (r = mountinfo_read(&mi)) < 0)
+			return r;
+		r = tree_mounts_suid(fd, mi, which, size);
+		if (r != 0)
+			return r;
 	}
 	return 0;
 }
@@ -471,6 +534,8 @@ int trusted_shared_tree_suid(int root_fd, char *which, size_t size)
 		.flags = O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
 		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
 	};
+	_cleanup_free_ char *mi = NULL; /* mountinfo, read once for every tree */
+	int r;
 
 	for (size_t i = 0; i < ELEMENTSOF(trees); i++) {
 		const char *rel = trees[i] + 1; /* beneath root_fd */
@@ -486,6 +551,12 @@ int trusted_shared_tree_suid(int root_fd, char *which, size_t size)
 			return negative_errno();
 		if (!(sf.f_flags & ST_NOSUID))
 			return 1;
+		/* and every mount beneath it: a volume in /workspaces, a tmpfs in /tmp */
+		if (!mi && (r = mountinfo_read(&mi)) < 0)
+			return r;
+		r = tree_mounts_suid(fd, mi, which, size);
+		if (r != 0)
+			return r;
 	}
 	return 0;
 }

@@ -249,16 +249,24 @@ int trusted_data_bin_check(int root_fd, unsigned *ret_n, char *why, size_t why_s
  * pistisd-entry's hardening and pistisd check, which name those two on their own. */
 #define TRUSTED_SCRATCH_TREES "/tmp", "/dev/shm", "/var/tmp", "/run/lock"
 
-/* The first of TRUSTED_SHARED_TREES beneath root_fd that exists and is not mounted nosuid
- * (its name in which), 0 when none is, -errno when one cannot be looked at (which names
- * it; counts as not nosuid). */
+/* The first of TRUSTED_SHARED_TREES beneath root_fd that exists and is not mounted nosuid,
+ * or holds a mount beneath it that is not (trusted_tree_mounts_suid; its name in which), 0
+ * when none is, -errno when one cannot be looked at (which names it; counts as not
+ * nosuid). */
 int trusted_shared_tree_suid(int root_fd, char *which, size_t size);
+
+/* Every mount at or beneath the directory fd (what /proc/self/mountinfo names beneath the
+ * path /proc/self/fd/N reads), each judged by its mount point opened again without
+ * following a symlink, is nosuid: 0, 1 with which naming the first that is not, -errno when
+ * that cannot be told (counts as not nosuid). A volume inside /workspaces or a tmpfs inside
+ * /tmp is a tree agents share as much as the one it is in. */
+int trusted_tree_mounts_suid(int fd, char *which, size_t size);
 
 /* The same for the trees the path rules let agents write (access "write" in
  * /data/pistis/rules.json beneath root_fd, or policy/defaults.json where there is none): a
  * file agent A creates there and makes setuid runs as A for agent B, on any mount that
  * honours the bit. 1 with the rule's path in which for the first that exists and is not
- * mounted nosuid, 0 when none is, -errno when the rules cannot be read or a rule path
+ * mounted nosuid (or the mount point beneath it that is not), 0 when none is, -errno when the rules cannot be read or a rule path
  * cannot be looked at (which names it; counts as not nosuid). */
 int trusted_write_tree_suid(int root_fd, char *which, size_t size);
 

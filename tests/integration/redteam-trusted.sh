@@ -616,4 +616,38 @@ is "pistisd trusted-interp refuses a relative interpreter at run time (exit 100)
 like "... and says so" "$out" "interpreter 'sh' is not an absolute path"
 "$P" trusted install --root "$R" >/dev/null 2>&1
 
+# --- 12. a mount beneath a shared or write tree, without nosuid --------------------------
+# Agents lose no_new_privs only while every tree they share or may write is nosuid: a
+# setuid file agent A leaves there runs as A for agent B. A volume mounted inside
+# /workspaces, or a tmpfs inside /tmp, is such a tree as much as the one it is in; the
+# per-command check looked at the top mount alone (fstatfs), and B ran A's file as A.
+PROBE=/usr/local/lib/pistis-tests/probe
+arun() { local a=$1; shift; in_root "$R" pistisd run --agent "rt/$a" "$@"; }
+harden_shared "$R"
+is "every shared tree nosuid: agents run without no_new_privs (trusted commands on)" \
+	"$(arun a -- $PROBE 2>&1 | probe_field NoNewPrivs)" 0
+for t in workspaces/proj tmp/sub; do
+	mkdir -p "$R/$t" && mount -t tmpfs -o mode=1777 rt-sub "$R/$t"
+	is "a mount beneath /${t%%/*} without nosuid: no_new_privs stays on" \
+		"$(arun a -- $PROBE 2>&1 | probe_field NoNewPrivs)" 1
+	arun a -- /bin/sh -c "cp /usr/bin/id /$t/id-a && chmod 4755 /$t/id-a"
+	unlike "... so agent A's setuid file there does not run as A for agent B" \
+		"$(arun b -- /$t/id-a 2>&1)" "euid="
+	like "... pistisd check names it" "$(in_root "$R" pistisd check --no-walk 2>&1)" \
+		"/$t: a mount beneath it without nosuid"
+	umount "$R/$t"
+done
+mkdir -p "$R/srv/proj/vol" "$R/data/pistis"
+printf '[{"path": "/srv/proj", "access": "write"}]\n' >"$R/data/pistis/rules.json" &&
+	chmod 0600 "$R/data/pistis/rules.json"
+mount --bind "$R/srv/proj" "$R/srv/proj" && mount -o remount,bind,nosuid,nodev "$R/srv/proj"
+mount -t tmpfs -o mode=1777 rt-sub "$R/srv/proj/vol"
+is "a mount beneath a write rule's tree without nosuid: no_new_privs stays on" \
+	"$(arun a -- $PROBE 2>&1 | probe_field NoNewPrivs)" 1
+umount "$R/srv/proj/vol"
+is "... nosuid all the way down: no no_new_privs again" \
+	"$(arun a -- $PROBE 2>&1 | probe_field NoNewPrivs)" 0
+umount "$R/srv/proj"
+rm "$R/data/pistis/rules.json"
+
 done_testing
