@@ -888,7 +888,6 @@ static void probe_program(struct check_report *r, enum check_id id, int root_fd,
 
 struct walk {
 	struct check_report *r;
-	dev_t dev;
 	size_t nodes;
 	struct timespec deadline;
 	char path[PATH_MAX];
@@ -934,10 +933,25 @@ static void note_writable(struct walk *w, int fd, const struct stat *st)
 	}
 }
 
+/* Whether the file system mounted at name (a directory beneath dfd: the root of another
+ * file system) may honour setuid bits: false only when it is known to be nosuid. Such a
+ * mount is walked like the root's own: a volume with a 1777 uploads directory in it is as
+ * much a place where agent A leaves a setuid file for agent B (red team: only the mount's
+ * root was judged, and a 1777 directory inside passed agent_writable), and a setuid
+ * program on it runs for agents as one on the root's does. What a nosuid one holds lifts
+ * nobody (note_writable passes its root over too). */
+static bool mount_honours_setuid(int dfd, const char *name)
+{
+	_cleanup_close_ int top = openat(dfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	struct statfs sf;
+
+	return top < 0 || fstatfs(top, &sf) < 0 || !(sf.f_flags & ST_NOSUID);
+}
+
 /* Depth-first over directory fds; owns dfd. Acts only on what fstatat(NOFOLLOW) says about
  * the entry and, for directories, re-checks the opened fd is the inode it looked at, so a
  * concurrent rename cannot steer the walk (it only reports, but it must not wander). */
-static void walk_dir(struct walk *w, int dfd, size_t path_len, unsigned depth)
+static void walk_dir(struct walk *w, int dfd, dev_t dev, size_t path_len, unsigned depth)
 {
 	DIR *d = fdopendir(dfd);
 	struct dirent *de;
@@ -981,14 +995,9 @@ static void walk_dir(struct walk *w, int dfd, size_t path_len, unsigned depth)
 						      st.st_gid);
 			if (k < 0)
 				w->error = k;
-		} else if (S_ISDIR(st.st_mode) && st.st_dev != w->dev) {
-			/* Another file system's root (not walked): its own mode still counts. */
-			_cleanup_close_ int top = openat(
-				dirfd(d), name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			struct stat st2;
-
-			if (top >= 0 && fstat(top, &st2) == 0 && st2.st_ino == st.st_ino)
-				note_writable(w, top, &st2);
+		} else if (S_ISDIR(st.st_mode) && st.st_dev != dev &&
+			   !mount_honours_setuid(dirfd(d), name)) {
+			/* Another file system's root, mounted nosuid: nothing in it counts. */
 		} else if (S_ISDIR(st.st_mode)) {
 			struct stat st2;
 			int sub;
@@ -1015,7 +1024,7 @@ static void walk_dir(struct walk *w, int dfd, size_t path_len, unsigned depth)
 				w->r->walk_too_deep++;
 				safe_close(sub);
 			} else
-				walk_dir(w, sub, path_len + 1 + nl, depth + 1);
+				walk_dir(w, sub, st2.st_dev, path_len + 1 + nl, depth + 1);
 		}
 	next:
 		w->path[path_len] = '\0';
@@ -1067,10 +1076,9 @@ static int probe_setuid_files(struct check_report *r, int root_fd, bool trusted)
 		safe_close(fd);
 		return 0;
 	}
-	w.dev = st.st_dev;
 	clock_gettime(CLOCK_MONOTONIC, &w.deadline);
 	w.deadline.tv_sec += CHECK_WALK_MAX_SECONDS;
-	walk_dir(&w, fd, 0, 0);
+	walk_dir(&w, fd, st.st_dev, 0, 0);
 	if (w.error < 0)
 		return w.error;
 	set_agent_writable(r, trusted);
@@ -1084,7 +1092,8 @@ static int probe_setuid_files(struct check_report *r, int root_fd, bool trusted)
 	else
 		check_set(r, CHECK_SETUID_FILES,
 			  r->n_suid_all ? CHECK_STATUS_WARN : CHECK_STATUS_OK,
-			  "%zu setuid/setgid file%s in %zu entries (one filesystem; /proc /sys "
+			  "%zu setuid/setgid file%s in %zu entries (mounts without nosuid; /proc "
+			  "/sys "
 			  "/dev skipped; %zu agents' own director%s not entered; %zu branch%s "
 			  "deeper than %u not entered)",
 			  r->n_suid_all, r->n_suid_all == 1 ? "" : "s", w.nodes, r->walk_agent_dirs,
@@ -1430,7 +1439,7 @@ static void help(void)
 	       "                  kernel checks always describe the running kernel\n"
 	       "  --allow NAMES   accept that these hard requirements do not hold (also\n"
 	       "                  PISTIS_ALLOW=name,name); the promise they back is then off\n"
-	       "  --no-walk       skip the setuid/setgid inventory (walks one filesystem)\n"
+	       "  --no-walk       skip the setuid/setgid inventory (walks mounts without nosuid)\n"
 	       "  -h, --help      this text\n\n");
 	help_names("Hard requirements:", true);
 	printf("nosuid_data and nosuid_workspaces fail only where trusted commands are\n"

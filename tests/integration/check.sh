@@ -378,18 +378,20 @@ like "planted setuid file listed with mode and owner" "$paths" '^/opt/planted 04
 like "nested setgid file listed with its group" "$paths" '^/opt/deep/er/sgid 02711 0 12$'
 is "status warn when any are found" "$(field "$S/p.json" setuid_files status)" warn
 if [ -e "$M/opt/capped" ]; then
-	is "count: exactly the four planted files" "$(top "$S/p.json" setuid_count)" 4
+	is "count: exactly the five planted files" "$(top "$S/p.json" setuid_count)" 5
 	ok "the file with capabilities is listed, marked caps" python3 -c '
 import json, sys
 f = [f for f in json.load(open(sys.argv[1]))["setuid_files"] if f["path"] == "/opt/capped"]
 assert f and f[0]["caps"] is True and f[0]["mode"] == "00755", f' "$S/p.json"
 	like "... in the text output too" "$("$P" check --root "$M" 2>/dev/null)" '/opt/capped caps$'
 else
-	is "count: exactly the three planted files" "$(top "$S/p.json" setuid_count)" 3
+	is "count: exactly the four planted files" "$(top "$S/p.json" setuid_count)" 4
 fi
 unlike "symlink to a setuid file not listed" "$paths" 'link-to-planted'
 unlike "setgid directory not listed" "$paths" 'sgid-dir'
-unlike "file on another filesystem not listed" "$paths" 'elsewhere'
+# Another file system that honours setuid is walked too: its setuid file runs for agents
+# as one on the root's does (it was passed over: "one filesystem").
+like "a setuid file on another mount without nosuid listed too" "$paths" '^/mnt/other/elsewhere 04755 0 0$'
 ok "newline in a name is escaped in JSON" grep -q '"/opt/evil\\nname"' "$S/p.json"
 out=$("$P" check --root "$M" 2>/dev/null)
 like "text output lists the planted file" "$out" '^  04755 +0:0 +/opt/planted$'
@@ -406,13 +408,13 @@ mkdir "$M/opt/agent-own" && chown 10107:0 "$M/opt/agent-own" && chmod 0500 "$M/o
 mkdir -m 0775 "$M/opt/team" && chgrp 10010 "$M/opt/team"
 mkdir -m 0755 "$M/opt/team-ro" && chgrp 10010 "$M/opt/team-ro"
 mkdir -m 0773 "$M/opt/staff" && chgrp 50 "$M/opt/staff" # others may write, whatever the group
-mkdir -m 0777 "$M/mnt/other/wide"                        # on another (suid) tmpfs: its root is
-chmod 1777 "$M/mnt/other"                                # listed, not walked into
+mkdir -m 0777 "$M/mnt/other/wide"                        # on another (suid) tmpfs: walked into
+chmod 1777 "$M/mnt/other"                                # (red team: only its root was judged)
 "$P" check --json --root "$M" >"$S/w.json" 2>/dev/null
 w=$(field "$S/w.json" agent_writable value)
 is "agent-writable directories without nosuid, no trusted commands: warn" \
 	"$(field "$S/w.json" agent_writable status)" warn
-like "... counted: /var/tmp, drop, agent-own, team, staff, /mnt/other" "$w" '^6 without nosuid: '
+like "... counted: /var/tmp, drop, agent-own, team, staff, /mnt/other, /mnt/other/wide" "$w" '^7 without nosuid: '
 like "... the first named" "$w" '/var/tmp'
 is "... hard (where trusted commands are configured)" "$(field "$S/w.json" agent_writable hard)" True
 mount --bind "$M/opt" "$M/opt" && mount -o remount,bind,nosuid "$M/opt"
@@ -420,6 +422,16 @@ for d in var/tmp mnt/other; do mount -o remount,nosuid "$M/$d" 2>/dev/null ||
 	{ mount --bind "$M/$d" "$M/$d" && mount -o remount,bind,nosuid "$M/$d"; }; done
 "$P" check --json --root "$M" >"$S/w.json" 2>/dev/null
 is "... all of them nosuid: ok" "$(field "$S/w.json" agent_writable status)" ok
+# A volume whose root is root's 0755, with an uploads directory everyone may write inside:
+# only the mount's root was judged, and agent B ran agent A's setuid file from there.
+mkdir -p "$M/mnt/vol" && mount -t tmpfs -o mode=0755 vol "$M/mnt/vol" && mkdir -m 1777 "$M/mnt/vol/uploads"
+"$P" check --json --root "$M" >"$S/w.json" 2>/dev/null
+like "a 1777 directory inside another mount that honours setuid: found" \
+	"$(field "$S/w.json" agent_writable value)" "^1 without nosuid: '/mnt/vol/uploads'"
+mount -o remount,nosuid "$M/mnt/vol"
+"$P" check --json --root "$M" >"$S/w.json" 2>/dev/null
+is "... that mount nosuid: ok" "$(field "$S/w.json" agent_writable status)" ok
+umount "$M/mnt/vol"
 # A name an agent may choose, listed quoted and escaped once: "x', 'etc" is one entry.
 hostile=$(printf "x', 'etc\n\033[31m")
 mkdir -m 0777 "$M/$hostile" && chmod 0777 "$M/$hostile"
