@@ -396,7 +396,7 @@ static int verb_check(const struct opts *o)
 	if (n > 0) {
 		r = trusted_secure_path_check(o->root, why, sizeof(why));
 		if (r < 0)
-			return fail(r, "Failed to check secure_path", o->root);
+			return fail(r, "Failed to check secure_path and pi-tools' home", o->root);
 		if (r)
 			PROBLEM("%s", why);
 	}

@@ -1063,6 +1063,70 @@ int trusted_scripts_interp_check(const char *root, const struct trusted_entry *v
 	return 0;
 }
 
+/* pi-tools' home, the HOME sudo gives every trusted command (its /etc/passwd line, as
+ * sudo's getpwnam reads the first one): where git, curl, ssh, Python (its user site,
+ * usercustomize.py), npm and pip read their dotfiles. One that someone else can create or
+ * write is code of theirs running as pi-tools: an image's own pi-tools with its home in
+ * /tmp ran a script with HOME=/tmp/pi-tools and read the .toolrc an agent had put there
+ * (red team). pistis makes it /nonexistent. It must be absolute, and a directory root's
+ * alone or missing with the nearest existing parent root's alone (trusted_chain_walk),
+ * every directory on the way root's alone. 0, 1 with why, <0. */
+static int tools_home_check_fd(int root_fd, char *why, size_t why_size)
+{
+	static const char prefix[] = USERS_TOOLS_USER ":";
+	_cleanup_close_ int etc_fd = -1;
+	_cleanup_free_ char *text = NULL;
+	char home[PATH_MAX], w[PATH_MAX + 64];
+	const char *line = NULL;
+	size_t len = 0;
+	int r;
+
+	r = trusted_open_dir(root_fd, "etc", false, 0755, 0, 0, false, &etc_fd);
+	if (r >= 0)
+		r = trusted_read_file(etc_fd, "passwd", 4 * 1024 * 1024, &text, &len);
+	if (r == -ENOENT)
+		return 0; /* no pi-tools: sudo runs nothing as it */
+	if (r < 0)
+		return r;
+	for (const char *p = text; p < text + len; p = strchrnul(p, '\n') + 1) {
+		if (!strncmp(p, prefix, sizeof(prefix) - 1)) {
+			line = p;
+			break;
+		}
+		if (!*strchrnul(p, '\n'))
+			break;
+	}
+	if (!line)
+		return 0;
+	/* name:password:uid:gid:gecos:home:shell */
+	for (int f = 0; f < 5 && line; f++) {
+		line = strpbrk(line, ":\n");
+		line = line && *line == ':' ? line + 1 : NULL;
+	}
+	if (!line || strcspn(line, ":\n") >= sizeof(home)) {
+		escape_format(why, why_size, "pi-tools' line in /etc/passwd has no home field");
+		return 1;
+	}
+	snprintf(home, sizeof(home), "%.*s", (int)strcspn(line, ":\n"), line);
+	if (home[0] != '/') {
+		escape_format(why, why_size,
+			      "pi-tools' home '%s' (the HOME trusted commands run with) is not an "
+			      "absolute path: make it /nonexistent",
+			      home);
+		return 1;
+	}
+	r = trusted_chain_walk(root_fd, home, true, NULL, NULL, w, sizeof(w));
+	if (r == -ENOENT || r == -ENOTDIR)
+		return 0; /* missing, and only root can make it */
+	if (r == 1)
+		escape_format(why, why_size,
+			      "pi-tools' home (the HOME trusted commands run with, whose dotfiles "
+			      "git, curl, ssh and Python read): %-s; make it /nonexistent in "
+			      "/etc/passwd, or root's alone",
+			      w);
+	return r;
+}
+
 static int secure_path_check_fd(int root_fd, char *why, size_t why_size)
 {
 	static const char secure_path[] = TRUSTED_SECURE_PATH;
@@ -1089,7 +1153,8 @@ static int secure_path_check_fd(int root_fd, char *why, size_t why_size)
 			return 1;
 		}
 	}
-	return 0;
+	/* ... and the HOME they run with */
+	return tools_home_check_fd(root_fd, why, why_size);
 }
 
 int trusted_secure_path_check(const char *root, char *why, size_t why_size)

@@ -650,4 +650,25 @@ is "... nosuid all the way down: no no_new_privs again" \
 umount "$R/srv/proj"
 rm "$R/data/pistis/rules.json"
 
+# --- 13. pi-tools' home: the HOME every trusted command runs with --------------------------
+# sudo sets HOME from pi-tools' /etc/passwd line; git, curl, ssh, Python (usercustomize.py in
+# its user site) read their dotfiles there. An image that made pi-tools itself with its home
+# in /tmp: the script ran with HOME=/tmp/pi-tools and read what an agent had put there.
+cp "$R/etc/passwd" "$S/passwd.saved"
+sed -i 's|^\(pi-tools:[^:]*:10002:10002:[^:]*:\)[^:]*:|\1/tmp/pi-tools:|' "$R/etc/passwd"
+agent /bin/sh -c 'mkdir -p /tmp/pi-tools && echo planted >/tmp/pi-tools/.toolrc && chmod 0755 /tmp/pi-tools'
+printf '#!/bin/sh\necho "home=$HOME"; cat "$HOME/.toolrc"\n' >"$S/toolrc" && chmod 0755 "$S/toolrc"
+out=$("$P" trusted add toolrc "$S/toolrc" --root "$R" 2>&1)
+is "add refuses while pi-tools' home is where agents write (exit 1)" "$?" 1
+like "... saying why" "$out" "pi-tools' home .*'/tmp/pi-tools': directory '/tmp' is not root's alone"
+unlike "... and the agent's file is not read as pi-tools" "$(agent /bin/sh -c 'toolrc' 2>&1)" "planted"
+"$P" trusted add toolrc "$S/toolrc" --no-install --root "$R" >/dev/null 2>&1
+like "check fails on an image changed after add" "$("$P" trusted check --root "$R" 2>&1)" \
+	"pi-tools' home .*'/tmp/pi-tools'"
+mkdir -p "$R/opt/pt-home" && chmod 0755 "$R/opt/pt-home"
+sed -i 's|^\(pi-tools:[^:]*:10002:10002:[^:]*:\)[^:]*:|\1/opt/pt-home:|' "$R/etc/passwd"
+ok "... a home root's alone is fine" "$P" trusted check --root "$R"
+cp "$S/passwd.saved" "$R/etc/passwd"
+"$P" trusted remove toolrc --root "$R" >/dev/null 2>&1
+
 done_testing
