@@ -1116,15 +1116,28 @@ static int tools_home_check_fd(int root_fd, char *why, size_t why_size)
 		return 1;
 	}
 	r = trusted_chain_walk(root_fd, home, true, NULL, NULL, w, sizeof(w));
-	if (r == -ENOENT || r == -ENOTDIR)
-		return 0; /* missing, and only root can make it */
 	if (r == 1)
 		escape_format(why, why_size,
 			      "pi-tools' home (the HOME trusted commands run with, whose dotfiles "
 			      "git, curl, ssh and Python read): %-s; make it /nonexistent in "
 			      "/etc/passwd, or root's alone",
 			      w);
-	return r;
+	if (r != 0 && r != -ENOENT && r != -ENOTDIR) /* missing: only root can make it */
+		return r;
+	/* Its shell, sudo's SHELL for them (ssh runs ProxyCommand with it, script(1) and
+	 * editors start it): empty (/bin/sh), missing, or a file root's alone. */
+	line += strcspn(line, ":\n");
+	if (*line != ':' || line[1] == '\n' || !line[1])
+		return 0;
+	_cleanup_close_ int fd = -1;
+	snprintf(home, sizeof(home), "%.*s", (int)strcspn(line + 1, ":\n"), line + 1);
+	r = home[0] == '/' ? trusted_chain_walk(root_fd, home, false, &fd, NULL, w, sizeof(w)) : 1;
+	if (r == 1)
+		escape_format(why, why_size,
+			      "pi-tools' shell (the SHELL trusted commands run with): %-s; make it "
+			      "/usr/sbin/nologin in /etc/passwd",
+			      home[0] == '/' ? w : "not an absolute path");
+	return r == -ENOENT || r == -ENOTDIR ? 0 : r;
 }
 
 static int secure_path_check_fd(int root_fd, char *why, size_t why_size)

@@ -668,6 +668,10 @@ like "check fails on an image changed after add" "$("$P" trusted check --root "$
 mkdir -p "$R/opt/pt-home" && chmod 0755 "$R/opt/pt-home"
 sed -i 's|^\(pi-tools:[^:]*:10002:10002:[^:]*:\)[^:]*:|\1/opt/pt-home:|' "$R/etc/passwd"
 ok "... a home root's alone is fine" "$P" trusted check --root "$R"
+sed -i 's|^\(pi-tools:[^:]*:10002:10002:[^:]*:[^:]*:\).*|\1/tmp/pi-tools/sh|' "$R/etc/passwd"
+agent /bin/sh -c 'cp /bin/sh /tmp/pi-tools/sh'
+like "... and check fails on a shell (SHELL) an agent wrote" "$("$P" trusted check --root "$R" 2>&1)" \
+	"pi-tools' shell .*'/tmp/pi-tools/sh': directory '/tmp' is not root's alone"
 cp "$S/passwd.saved" "$R/etc/passwd"
 "$P" trusted remove toolrc --root "$R" >/dev/null 2>&1
 
