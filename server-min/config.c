@@ -49,6 +49,21 @@ static int fail(struct smin_config *c, unsigned line, const char *fmt, ...)
 	return -EINVAL;
 }
 
+/* Whether t can be a token at all: one that pistisd serve and pistis cannot read from their
+ * token files (a space, a control or non-ASCII byte, over 512 bytes), or that lws cannot copy
+ * out of the Authorization header, was taken by --check and then matched no connection. */
+static bool token_valid(const char *t)
+{
+	size_t n = strlen(t);
+
+	if (n < SMIN_TOKEN_MIN || n > SMIN_TOKEN_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (t[i] <= ' ' || t[i] > '~')
+			return false;
+	return true;
+}
+
 static int substitute(struct smin_config *c, const char *in, unsigned line, char **ret)
 {
 	size_t cap = strlen(in) + 1, n = 0;
@@ -243,9 +258,11 @@ int smin_config_load(const char *path, struct smin_config *c)
 		goto out;
 	if ((r = get_str(c, root, "client_token", true, NULL, &c->client_token)) < 0)
 		goto out;
-	if (strlen(c->client_token) < 16) {
+	if (!token_valid(c->client_token)) {
 		r = fail(c, line_of_key(c->text, "client_token", NULL),
-			 "\"client_token\" must be at least 16 characters");
+			 "\"client_token\" must be %u to %u printable ASCII characters without "
+			 "spaces (found %zu bytes)",
+			 SMIN_TOKEN_MIN, SMIN_TOKEN_MAX, strlen(c->client_token));
 		goto out;
 	}
 	sbs = cJSON_GetObjectItemCaseSensitive(root, "sandboxes");
@@ -279,10 +296,11 @@ int smin_config_load(const char *path, struct smin_config *c)
 		here = from;
 		if ((r = get_str(c, s, "token", true, &here, &sc->token)) < 0)
 			goto out;
-		if (strlen(sc->token) < 16) {
+		if (!token_valid(sc->token)) {
 			r = fail(c, line_of_key(c->text, "token", &from),
-				 "token of sandbox \"%s\" must be at least 16 characters",
-				 sc->name);
+				 "token of sandbox \"%s\" must be %u to %u printable ASCII "
+				 "characters without spaces (found %zu bytes)",
+				 sc->name, SMIN_TOKEN_MIN, SMIN_TOKEN_MAX, strlen(sc->token));
 			goto out;
 		}
 		for (size_t i = 0; i < c->n_sandboxes; i++)

@@ -19,6 +19,11 @@
 #define SMIN_MAX_CLIENT_QUEUE_GRACE_S 3600
 #define SMIN_CLIENT_QUEUE_MAX_MIB 64
 #define SMIN_MAX_CLIENT_QUEUE_MAX_MIB 4096
+/* A token is what a token file holds (lib/token-file.c): printable ASCII without spaces,
+ * and no longer than pistisd serve reads (TOKEN_MAX); server-min compares it with the
+ * Authorization header, which lws copies into 640 bytes. */
+#define SMIN_TOKEN_MIN 16
+#define SMIN_TOKEN_MAX 512
 
 struct smin_sandbox_cfg {
 	char *name;

@@ -25,6 +25,25 @@ cat >"$W/pistis.json" <<J
  "client_token": "$CT", "limits": {"handshakes": 12, "handshakes_per_address": 8},
  "sandboxes": [{"name": "s1", "token": "sandbox-token-0123456789"}]}
 J
+# A token no client or pistisd can send (a token file refuses spaces, control bytes and more
+# than 512 characters; lws copies the header into 640 bytes) matched no connection, every
+# one refused as "a wrong token", while --check said ok.
+tokcfg() { # FILE CLIENT_TOKEN SANDBOX_TOKEN
+	printf '{\n  "client_token": "%s",\n  "sandboxes": [{"name": "a", "token": "%s"}]\n}\n' "$2" "$3" >"$1"
+}
+long=$(printf 'k%.0s' $(seq 513))
+tokcfg "$W/t1.json" "$long" sandbox-token-0123456789
+like "config: a client token over 512 characters is refused with its line" \
+	"$("$BIN/server-min" --config "$W/t1.json" --check 2>&1)" 't1.json:2: .*client_token.* 16 to 512 printable'
+tokcfg "$W/t2.json" "$CT" 'sandbox token 0123456789'
+like "config: a sandbox token with a space is refused with its line" \
+	"$("$BIN/server-min" --config "$W/t2.json" --check 2>&1)" 't2.json:3: token of sandbox .*a.* 16 to 512 printable'
+tokcfg "$W/t3.json" "$CT" 'sandbox-token-0123456789\n'
+like "config: a sandbox token with a newline is refused" \
+	"$("$BIN/server-min" --config "$W/t3.json" --check 2>&1)" 'token of sandbox .*a.* 16 to 512 printable'
+tokcfg "$W/t4.json" "${long:1}" sandbox-token-0123456789
+ok "config: a client token of 512 characters validates" "$BIN/server-min" --config "$W/t4.json" --check
+
 "$BIN/server-min" --config "$W/pistis.json" 2>"$W/smin.log" &
 SM=$!
 wait_port "$CP" || { echo "Bail out! server-min did not listen"; exit 1; }
