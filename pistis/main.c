@@ -430,7 +430,14 @@ static void on_text(const char *buf, size_t len)
 			cJSON_ArrayForEach(s, list)
 			{
 				cJSON *n = cJSON_GetObjectItemCaseSensitive(s, "name");
-				printf("%-24s %s\n", cJSON_IsString(n) ? n->valuestring : "?",
+				char name[256];
+
+				/* server-min's names are [A-Za-z0-9._:-]; another server's are
+				 * not the terminal's to interpret */
+				escape_c(cJSON_IsString(n) ? n->valuestring : "?",
+					 cJSON_IsString(n) ? strlen(n->valuestring) : 1, name,
+					 sizeof(name));
+				printf("%-24s %s\n", name,
 				       cJSON_IsTrue(
 					       cJSON_GetObjectItemCaseSensitive(s, "connected"))
 					       ? "connected"

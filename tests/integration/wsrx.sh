@@ -108,6 +108,17 @@ show "$W/cx.out"
 is "pistis: exec.exit values out of range, fractional, infinite or mistyped give 125, the rest as a shell" \
 	"$(val exit_failed "$W/cx.out")/$(val exit_cases "$W/cx.out")" "0/17"
 
+# --- names from the server: `pistis ls` prints them escaped ---------------------------------
+# server-min's names are [A-Za-z0-9._:-]; another server's could carry an OSC title, a
+# screen clear or a newline that forges a line of the listing.
+$FAKE client-ls-names "$BIN/pistis" >"$W/ln.out" 2>&1
+show "$W/ln.out"
+is "pistis ls: a listing with hostile names exits 0" "$(val ls_rc "$W/ln.out")" 0
+like "... prints a plain name as it is" "$(val ls_first "$W/ln.out")" '^ok +disconnected$'
+is "... names with ESC, CSI, C1, DEL and newlines as printable ASCII" \
+	"$(val ls_clean "$W/ln.out")" yes
+is "... one line a sandbox (a newline in a name forges none)" "$(val ls_lines "$W/ln.out")" 6
+
 # --- pistisd serve: a throwaway root, as relay.sh ---------------------------------------------
 R=$(root_fresh debian) || { skip "pistisd serve: no debian test root"; done_testing; exit; }
 serve_setup "$R"

@@ -16,6 +16,8 @@ from the server side, on loopback only.
                                  (stdout a pipe or a file): the output exact
   client-exit-values PISTIS      exec.exit with out-of-range, fractional, infinite and
                                  mistyped code/signal/last_seq: pistis's exit code
+  client-ls-names PISTIS          a sandboxes.list whose names hold ESC, CSI, C1, DEL and
+                                 newlines: what `pistis ls` prints
   serve-diff PORT TOKEN SEED COUNT AGENT
                                  listen on PORT for `pistisd serve --relay`; COUNT commands
                                  (cat or sha256sum, seeds SEED, SEED+1, ...) get a random
@@ -844,6 +846,36 @@ EXIT_VALUES = [
 ]
 
 
+def client_ls_names(pistis):
+    """`pistis ls` against a server whose sandbox names carry terminal controls: its text
+    output must be printable ASCII plus newlines (printed as hex for the test)."""
+    ls = listen()
+    env = dict(os.environ, PISTIS_TOKEN="tx")
+    env.pop("PISTIS_SANDBOX", None)
+    p = subprocess.Popen([pistis, "--url", "ws://127.0.0.1:%d/v1/ws" % ls.getsockname()[1],
+                          "ls"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                         stdin=subprocess.DEVNULL, env=env)
+    c = Conn(ls, "pistis-client.v1", "tx")
+    o = c.wait_json(lambda o: o.get("op") == "sandboxes.list")
+    names = ["ok", "a\x1b]0;pwned\x07b", "c\x1b[2Jd", "e\nf  connected", "g\u009bh",
+             "i\x7fj"]
+    body = json.dumps({"id": o.get("id"), "ok": True,
+                       "sandboxes": [{"name": n, "connected": False} for n in names]})
+    h, pl = ws_frame(1, body.encode())
+    c.send(h + pl)
+    try:
+        got, _ = p.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        got, _ = p.communicate()
+    c.close()
+    ls.close()
+    out("ls_rc", p.returncode)
+    out("ls_lines", got.count(b"\n"))
+    out("ls_first", got.split(b"\n")[0].decode("ascii", "replace"))
+    out("ls_clean", "yes" if all(0x20 <= b < 0x7f or b == 0x0a for b in got) else "no")
+
+
 def client_exit_values(pistis):
     """exec.exit from the server with each value of EXIT_VALUES: pistis's exit code must
     be the one listed (a shell's 128+signal, the code, or 125 for anything out of range)."""
@@ -1462,6 +1494,8 @@ if __name__ == "__main__":
             client_cut_frame(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
         elif mode == "client-exit-values":
             client_exit_values(sys.argv[2])
+        elif mode == "client-ls-names":
+            client_ls_names(sys.argv[2])
         elif mode == "serve-diff":
             serve_diff(int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5]),
                        sys.argv[6])
