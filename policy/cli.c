@@ -365,7 +365,7 @@ static int load_rules(struct ctx *c, int root_fd, struct policy_rules **ret)
 	int r;
 
 	if (c->rules_path)
-		r = policy_rules_load(root_fd, c->rules_path, false, c->cmd != CMD_SAVE, ret, &err);
+		r = policy_rules_load(root_fd, c->rules_path, false, true, ret, &err);
 	else {
 		r = policy_rules_load(root_fd, POLICY_RULES_PATH, true, true, ret, &err);
 		if (r == -ENOENT) {
@@ -783,10 +783,12 @@ static int do_save(struct ctx *c, int root_fd)
 	_cleanup_(policy_rules_freep) struct policy_rules *rules = NULL;
 	_cleanup_free_ char *buf = NULL;
 	_cleanup_close_ int fd = -1;
+	struct stat st;
 	size_t len = 0;
 	int r;
 
-	/* Validated (syntax, limits, symlinks) before anything is replaced. */
+	/* Validated (syntax, limits, symlinks, its owner and mode) before anything is
+	 * replaced. */
 	r = load_rules(c, root_fd, &rules);
 	if (r < 0)
 		return exit_for_load(r);
@@ -795,6 +797,18 @@ static int do_save(struct ctx *c, int root_fd)
 		return log_error_errno(negative_errno(), "Failed to read '%s' again: %m",
 				       c->rules_path),
 		       EXIT_SYSTEM;
+	}
+	/* The bytes installed are root's from now on: like the file validated above, the one
+	 * read again must be root's alone (red team: an agent's 0666 file, refused by apply
+	 * --rules, was saved as root's 0644 rules.json, and every later apply and serve took
+	 * it for the operator's). */
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 022)) {
+		log_error(
+			"'%s' changed while it was being saved: no longer a regular file owned by "
+			"root and not writable by group or others; nothing replaced, nothing "
+			"applied",
+			c->rules_path);
+		return 1;
 	}
 	/* Save exactly what was validated: parse the bytes we are about to write and require
 	 * the very rules checked above (paths and access, in order; a count alone let a

@@ -538,4 +538,23 @@ kill "$spid" 2>/dev/null; wait "$spid" 2>/dev/null
 out=$("$P" policy apply --keep-processes --root "$N" --rules "$R/rules-noetc.json" 2>&1)
 is "... --keep-processes applies all the same" "$(stat -c %u:%g "$N/proj/d")" "0:0"
 
+# --- save --rules NEW: a rules file an agent wrote ---------------------------------------
+# apply --rules refuses a file that is not root's alone (only root may have written what
+# decides what agents may touch); save did not ask, and installed the agent's bytes as
+# root's 0644 /data/pistis/rules.json, which every later apply and serve then trusted.
+S=$R/save
+mkdir -p "$S/w" "$S/s" && echo hunter2 >"$S/s/key" && chmod 0600 "$S/s/key"
+mark_key "$S" || exit 1
+printf '[{"path":"/w","access":"write"},{"path":"/s","access":"write"}]\n' >"$S/w/rules.json"
+chown $A:$A "$S/w/rules.json" && chmod 0666 "$S/w/rules.json"
+out=$("$P" policy save --keep-processes --root "$S" --rules "$S/w/rules.json" 2>&1); rc=$?
+is "save of an agent's rules file: refused (exit 1)" "$rc" 1
+like "... saying why" "$out" "rules.json': must be owned by root and not writable by group"
+ok "... nothing installed" test ! -e "$S/data/pistis/rules.json"
+chown 0:0 "$S/w/rules.json" && chmod 0664 "$S/w/rules.json"
+out=$("$P" policy save --keep-processes --root "$S" --rules "$S/w/rules.json" 2>&1); rc=$?
+is "... nor root's group-writable one (exit 1)" "$rc" 1
+chmod 0644 "$S/w/rules.json"
+exits 0 "... root's 0644 one is saved" "$P" policy save --keep-processes --root "$S" --rules "$S/w/rules.json"
+
 done_testing
