@@ -305,6 +305,9 @@ bool trusted_setuid_possible(void)
 	       (d[CAP_TO_INDEX(CAP_SYS_ADMIN)].effective & CAP_TO_MASK(CAP_SYS_ADMIN));
 }
 
+static int shared_tree_suid(int root_fd, char **mi, char *which, size_t size);
+static int write_tree_suid(int root_fd, char **mi, char *which, size_t size);
+
 bool trusted_configured(int root_fd)
 {
 	struct open_how how = {
@@ -336,8 +339,9 @@ bool trusted_configured(int root_fd)
 	/* Agents run without no_new_privs from here: only where no shared tree lets a setuid
 	 * file of one agent's run as that agent for another. */
 	char which[POLICY_PATH_MAX + 1];
-	return trusted_shared_tree_suid(root_fd, which, sizeof(which)) == 0 &&
-	       trusted_write_tree_suid(root_fd, which, sizeof(which)) == 0;
+	_cleanup_free_ char *mi = NULL; /* mountinfo: read once for both, once per command */
+	return shared_tree_suid(root_fd, &mi, which, sizeof(which)) == 0 &&
+	       write_tree_suid(root_fd, &mi, which, sizeof(which)) == 0;
 }
 
 /* The mount id of fd, from /proc/self/fdinfo (Linux 3.15). */
@@ -478,10 +482,11 @@ static int moved_away_nosuid(int root_fd, const char *path, char *which, size_t 
 	return mounts_nosuid_under(id, which, size); /* <0: cannot tell, not nosuid */
 }
 
-int trusted_write_tree_suid(int root_fd, char *which, size_t size)
+/* trusted_write_tree_suid with *mi the caller's mountinfo, read here when still NULL (the
+ * caller frees it): trusted_configured reads it once for both kinds of tree. */
+static int write_tree_suid(int root_fd, char **mi, char *which, size_t size)
 {
 	_cleanup_(policy_rules_freep) struct policy_rules *rules = NULL;
-	_cleanup_free_ char *mi = NULL; /* mountinfo, read once for every rule's tree */
 	struct policy_error err;
 	int r;
 
@@ -518,23 +523,30 @@ int trusted_write_tree_suid(int root_fd, char *which, size_t size)
 			return negative_errno();
 		if (!(sf.f_flags & ST_NOSUID))
 			return 1;
-		if (!mi && (r = mountinfo_read(&mi)) < 0)
+		if (!*mi && (r = mountinfo_read(mi)) < 0)
 			return r;
-		r = tree_mounts_suid(fd, mi, which, size);
+		r = tree_mounts_suid(fd, *mi, which, size);
 		if (r != 0)
 			return r;
 	}
 	return 0;
 }
 
-int trusted_shared_tree_suid(int root_fd, char *which, size_t size)
+int trusted_write_tree_suid(int root_fd, char *which, size_t size)
+{
+	_cleanup_free_ char *mi = NULL;
+
+	return write_tree_suid(root_fd, &mi, which, size);
+}
+
+/* trusted_shared_tree_suid with the caller's mountinfo (write_tree_suid). */
+static int shared_tree_suid(int root_fd, char **mi, char *which, size_t size)
 {
 	static const char *const trees[] = TRUSTED_SHARED_TREES;
 	struct open_how how = {
 		.flags = O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
 		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
 	};
-	_cleanup_free_ char *mi = NULL; /* mountinfo, read once for every tree */
 	int r;
 
 	for (size_t i = 0; i < ELEMENTSOF(trees); i++) {
@@ -552,11 +564,18 @@ int trusted_shared_tree_suid(int root_fd, char *which, size_t size)
 		if (!(sf.f_flags & ST_NOSUID))
 			return 1;
 		/* and every mount beneath it: a volume in /workspaces, a tmpfs in /tmp */
-		if (!mi && (r = mountinfo_read(&mi)) < 0)
+		if (!*mi && (r = mountinfo_read(mi)) < 0)
 			return r;
-		r = tree_mounts_suid(fd, mi, which, size);
+		r = tree_mounts_suid(fd, *mi, which, size);
 		if (r != 0)
 			return r;
 	}
 	return 0;
+}
+
+int trusted_shared_tree_suid(int root_fd, char *which, size_t size)
+{
+	_cleanup_free_ char *mi = NULL;
+
+	return shared_tree_suid(root_fd, &mi, which, size);
 }
