@@ -256,7 +256,8 @@ static int load_rules(struct hctx *h, int root_fd, cJSON *req, struct policy_rul
 			return answer_error(h, PROTO_E_INTERNAL, 0, "out of memory"), -ENOMEM;
 		r = policy_rules_parse(text, strlen(text), ret, &err);
 	} else {
-		r = policy_rules_load(root_fd, POLICY_RULES_PATH, true, true, ret, &err);
+		r = policy_rules_load(root_fd, POLICY_RULES_PATH, true, true, ret, NULL, NULL,
+				      &err);
 		if (r == -ENOENT)
 			r = policy_rules_parse(policy_defaults_json, policy_defaults_json_len(),
 					       ret, &err);

@@ -359,15 +359,19 @@ static int open_root(const char *root, int *ret_fd)
 	return 0;
 }
 
-static int load_rules(struct ctx *c, int root_fd, struct policy_rules **ret)
+/* ret_bytes (may be NULL; only with --rules): the bytes parsed, for save to install. */
+static int load_rules(struct ctx *c, int root_fd, struct policy_rules **ret, char **ret_bytes,
+		      size_t *ret_len)
 {
 	struct policy_error err = {0};
 	int r;
 
 	if (c->rules_path)
-		r = policy_rules_load(root_fd, c->rules_path, false, true, ret, &err);
+		r = policy_rules_load(root_fd, c->rules_path, false, true, ret, ret_bytes, ret_len,
+				      &err);
 	else {
-		r = policy_rules_load(root_fd, POLICY_RULES_PATH, true, true, ret, &err);
+		r = policy_rules_load(root_fd, POLICY_RULES_PATH, true, true, ret, NULL, NULL,
+				      &err);
 		if (r == -ENOENT) {
 			log_debug("no %s in the root: built-in defaults", POLICY_RULES_PATH);
 			r = policy_rules_parse(policy_defaults_json, policy_defaults_json_len(),
@@ -760,87 +764,21 @@ static int do_explain(struct ctx *c, int root_fd, const struct policy_rules *rul
 	return 0;
 }
 
-/* "'/path' access (line N)" of a rule as text for the log's %-s: the path escaped once, its
- * quote too, and cut with a mark past 256 escaped bytes (escape_c_quote); "no rule" for
- * NULL. size: at least RULE_TEXT_SIZE. */
-#define RULE_TEXT_PATH 256
-#define RULE_TEXT_SIZE (RULE_TEXT_PATH + ESCAPE_QUOTE_EXTRA + 48)
-static void rule_text(const struct policy_rule *r, char *buf, size_t size)
-{
-	char q[RULE_TEXT_PATH + ESCAPE_QUOTE_EXTRA], wb[24];
-
-	if (!r) {
-		snprintf(buf, size, "no rule");
-		return;
-	}
-	snprintf(buf, size, "%s %s (%s)",
-		 escape_c_quote(r->path, r->len, RULE_TEXT_PATH, q, sizeof(q)),
-		 policy_access_name(r->access), rule_where(r, wb));
-}
-
 static int do_save(struct ctx *c, int root_fd)
 {
 	_cleanup_(policy_rules_freep) struct policy_rules *rules = NULL;
 	_cleanup_free_ char *buf = NULL;
-	_cleanup_close_ int fd = -1;
-	struct stat st;
 	size_t len = 0;
 	int r;
 
-	/* Validated (syntax, limits, symlinks, its owner and mode) before anything is
-	 * replaced. */
-	r = load_rules(c, root_fd, &rules);
+	/* Validated (syntax, limits, symlinks, its owner and mode on the opened fd) before
+	 * anything is replaced, and the very bytes validated are the ones installed: NEW is
+	 * read once. (Read twice, an agent's 0666 file swapped in between was saved as root's
+	 * 0644 rules.json, or rules other than those checked, unless the second read repeated
+	 * every check.) */
+	r = load_rules(c, root_fd, &rules, &buf, &len);
 	if (r < 0)
 		return exit_for_load(r);
-	fd = open(c->rules_path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-	if (fd < 0 || fd_read_all(fd, POLICY_FILE_MAX, &buf, &len) < 0) {
-		return log_error_errno(negative_errno(), "Failed to read '%s' again: %m",
-				       c->rules_path),
-		       EXIT_SYSTEM;
-	}
-	/* The bytes installed are root's from now on: like the file validated above, the one
-	 * read again must be root's alone (red team: an agent's 0666 file, refused by apply
-	 * --rules, was saved as root's 0644 rules.json, and every later apply and serve took
-	 * it for the operator's). */
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 022)) {
-		log_error(
-			"'%s' changed while it was being saved: no longer a regular file owned by "
-			"root and not writable by group or others; nothing replaced, nothing "
-			"applied",
-			c->rules_path);
-		return 1;
-	}
-	/* Save exactly what was validated: parse the bytes we are about to write and require
-	 * the very rules checked above (paths and access, in order; a count alone let a
-	 * rule swapped for another, unchecked, through). */
-	{
-		_cleanup_(policy_rules_freep) struct policy_rules *again = NULL;
-		const char *f = c->rules_path;
-		struct policy_error err = {0};
-		ssize_t i;
-
-		if (policy_rules_parse(buf, len, &again, &err) < 0) {
-			log_error("'%s' changed while it was being saved and is no longer valid "
-				  "(line %u: %-s); nothing replaced, nothing applied",
-				  f, err.line, err.msg);
-			return 1;
-		}
-		i = policy_rules_differ(rules, again);
-		if (i >= 0) {
-			char was[RULE_TEXT_SIZE], now[RULE_TEXT_SIZE];
-
-			rule_text((size_t)i < rules->n ? &rules->rules[i] : NULL, was, sizeof(was));
-			rule_text((size_t)i < again->n ? &again->rules[i] : NULL, now, sizeof(now));
-			/* was and now are text, their paths escaped: %-s, once */
-			log_error(
-				"'%s' changed while it was being saved: validated %-s, read again "
-				"%-s; nothing replaced, nothing applied (save again)",
-				f, was, now);
-			return 1;
-		}
-		policy_rules_free(rules);
-		rules = TAKE_PTR(again);
-	}
 	r = policy_rules_save(root_fd, buf, len);
 	if (r == -EPERM)
 		return log_error("The directory of %s must be owned by root and not writable by "
@@ -1048,7 +986,7 @@ int policy_cli_main(int argc, char **argv)
 		return EXIT_SYSTEM;
 	if (c.cmd == CMD_SAVE)
 		return do_save(&c, root_fd);
-	r = load_rules(&c, root_fd, &rules);
+	r = load_rules(&c, root_fd, &rules, NULL, NULL);
 	if (r < 0)
 		return exit_for_load(r);
 	if (c.cmd == CMD_EXPLAIN)

@@ -72,12 +72,6 @@ bool policy_path_under(const char *rule, size_t rule_len, const char *path, size
  * permissions. */
 const struct policy_rule *policy_rules_match(const struct policy_rules *r, const char *path);
 
-/* Whether two rule sets say the same: -1 when they hold the same paths with the same
- * access in the same order (lines and comments do not count), else the index of the
- * first rule that differs (the shorter set's length when one set is a prefix of the
- * other). */
-ssize_t policy_rules_differ(const struct policy_rules *a, const struct policy_rules *b);
-
 /* pistis's own trees, which no rule changes: its state (the uid registry, the rules file,
  * the relay token) and the agents' homes, each its own agent's (docs/users.md). A rule at
  * or beneath one is refused; a rule above one (/, /data) walks around it. */
@@ -275,9 +269,11 @@ int policy_walk(int root_fd, const struct policy_rules *rules, const struct poli
  * root and from_root is true: no symlink on the way, the file opened beneath its opened
  * directory; else an operator-given host path). trusted: require a root-owned regular file
  * not writable by group or others (checked on the opened fd), and with from_root its
- * directory likewise. */
+ * directory likewise. ret_bytes (may be NULL): the very bytes parsed, for the caller to
+ * free, with their length in *ret_len. */
 int policy_rules_load(int root_fd, const char *path, bool from_root, bool trusted,
-		      struct policy_rules **ret, struct policy_error *err);
+		      struct policy_rules **ret, char **ret_bytes, size_t *ret_len,
+		      struct policy_error *err);
 
 /* Rules must name no symlink: each rule path that exists is resolved beneath root_fd
  * without following symlinks; a symlink is an error naming the rule's line. Nor may a

@@ -221,19 +221,6 @@ bool policy_rules_has_below(const struct policy_rules *r, const char *dir, size_
 	return rule_below(r, dir, len, false);
 }
 
-ssize_t policy_rules_differ(const struct policy_rules *a, const struct policy_rules *b)
-{
-	size_t n = a->n < b->n ? a->n : b->n;
-
-	for (size_t i = 0; i < n; i++) {
-		const struct policy_rule *x = &a->rules[i], *y = &b->rules[i];
-
-		if (x->access != y->access || x->len != y->len || memcmp(x->path, y->path, x->len))
-			return (ssize_t)i;
-	}
-	return a->n == b->n ? -1 : (ssize_t)n;
-}
-
 void policy_rules_free(struct policy_rules *r)
 {
 	if (!r)

@@ -54,7 +54,8 @@ static int open_dir(int root_fd, const char *dir, bool trusted, int *ret_fd)
 }
 
 int policy_rules_load(int root_fd, const char *path, bool from_root, bool trusted,
-		      struct policy_rules **ret, struct policy_error *err)
+		      struct policy_rules **ret, char **ret_bytes, size_t *ret_len,
+		      struct policy_error *err)
 {
 	_cleanup_close_ int fd = -1;
 	_cleanup_free_ char *buf = NULL;
@@ -110,7 +111,12 @@ int policy_rules_load(int root_fd, const char *path, bool from_root, bool truste
 		return fail(err, r, 0, "is larger than 1 MiB", path);
 	if (r < 0)
 		return r;
-	return policy_rules_parse(buf, len, ret, err);
+	r = policy_rules_parse(buf, len, ret, err);
+	if (r >= 0 && ret_bytes) {
+		*ret_bytes = TAKE_PTR(buf);
+		*ret_len = len;
+	}
+	return r;
 }
 
 /* The directories a rule must name by their own path, never by another: the root, /data,

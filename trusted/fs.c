@@ -491,7 +491,7 @@ static int write_tree_suid(int root_fd, char **mi, char *which, size_t size)
 	int r;
 
 	snprintf(which, size, "%s", POLICY_RULES_PATH);
-	r = policy_rules_load(root_fd, POLICY_RULES_PATH, true, true, &rules, &err);
+	r = policy_rules_load(root_fd, POLICY_RULES_PATH, true, true, &rules, NULL, NULL, &err);
 	if (r == -ENOENT)
 		r = policy_rules_parse(policy_defaults_json, policy_defaults_json_len(), &rules,
 				       &err);

@@ -226,7 +226,7 @@ TEST(load_errors_quote_the_path_escaped_once)
 	ASSERT_NOT_NULL(mkdtemp(dir));
 	snprintf(path, sizeof(path), "%s/x' ok '\n\x1b\xff", dir);
 	ASSERT_EQ(mkdir(path, 0700), 0);
-	r = policy_rules_load(AT_FDCWD, path, false, false, &rules, &err);
+	r = policy_rules_load(AT_FDCWD, path, false, false, &rules, NULL, NULL, &err);
 	EXPECT_EQ(r, -EINVAL);
 	snprintf(want, sizeof(want), "'%s/x\\' ok \\'\\n\\x1b\\xff': is not a regular file", dir);
 	EXPECT_STREQ(err.msg, want);
@@ -236,57 +236,13 @@ TEST(load_errors_quote_the_path_escaped_once)
 	memset(path + l, 0xff, 200);
 	path[l + 200] = '\0';
 	ASSERT_EQ(mkdir(path, 0700), 0);
-	r = policy_rules_load(AT_FDCWD, path, false, false, &rules, &err);
+	r = policy_rules_load(AT_FDCWD, path, false, false, &rules, NULL, NULL, &err);
 	EXPECT_EQ(r, -EINVAL);
 	snprintf(want, sizeof(want), "'[cut: %zu bytes]: is not a regular file", l + 200);
 	ASSERT_NOT_NULL(strstr(err.msg, want));
 	EXPECT_EQ((size_t)(strstr(err.msg, want) - err.msg - 1 - l) % 4, 0u);
 	rmdir(path);
 	rmdir(dir);
-}
-
-/* policy save installs only the rules it validated: the same paths with the same access,
- * in the same order; lines, comments, spacing and the order in the file do not count. */
-TEST(rules_differ_compares_paths_and_access)
-{
-	static const struct {
-		const char *b;
-		ssize_t want;
-	} cases[] = {
-		{"[{\"path\":\"/a\",\"access\":\"read\"},{\"path\":\"/b\",\"access\":\"none\"}]",
-		 -1},
-		{"[\n\n {\"path\": \"/b/\", \"access\": \"none\", \"comment\": \"x\"},\n"
-		 " {\"path\": \"//a\", \"access\": \"read\"}\n]",
-		 -1},
-		{"[{\"path\":\"/a\",\"access\":\"write\"},{\"path\":\"/b\",\"access\":\"none\"}]",
-		 0},
-		{"[{\"path\":\"/a\",\"access\":\"read\"},{\"path\":\"/c\",\"access\":\"none\"}]",
-		 1},
-		{"[{\"path\":\"/a\",\"access\":\"read\"},{\"path\":\"/bb\",\"access\":\"none\"}]",
-		 1},
-		{"[{\"path\":\"/a\",\"access\":\"read\"}]", 1},
-		{"[{\"path\":\"/a\",\"access\":\"read\"},{\"path\":\"/b\",\"access\":\"none\"},"
-		 "{\"path\":\"/c\",\"access\":\"none\"}]",
-		 2},
-		{"[]", 0},
-	};
-	struct policy_error err;
-	int k;
-	struct policy_rules *a = parse(
-		"[{\"path\":\"/a\",\"access\":\"read\"},{\"path\":\"/b\",\"access\":\"none\"}]", &k,
-		&err);
-
-	ASSERT_EQ(k, 0);
-	EXPECT_EQ(policy_rules_differ(a, a), -1);
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		struct policy_rules *b = parse(cases[i].b, &k, &err);
-
-		ASSERT_EQ(k, 0);
-		EXPECT_EQ(policy_rules_differ(a, b), cases[i].want);
-		EXPECT_EQ(policy_rules_differ(b, a), cases[i].want);
-		policy_rules_free(b);
-	}
-	policy_rules_free(a);
 }
 
 TEST(parse_limits)
