@@ -378,11 +378,13 @@ int spawn_child_main(void *arg)
 	r = set_oom_score_adj(a);
 	if (r < 0)
 		fail(a, SPAWN_STEP_OOM_SCORE, r);
-	/* Without a cgroup: an audit session of the command's own, which every process it
-	 * starts inherits, setsid() or not, and which only CAP_AUDIT_CONTROL can change (the
-	 * loginuid of an unset one is set once without it). The parent finds the tree by it
-	 * (docs/spawn.md, "Process trees"). Refused (set already and no CAP_AUDIT_CONTROL, or
-	 * made immutable): the process group alone, which the parent sees and says. */
+	/* An audit session of the command's own, which every process it starts inherits,
+	 * setsid() or not, and which only CAP_AUDIT_CONTROL can change (the loginuid of an
+	 * unset one is set once without it). With a cgroup too: left unset, the agent could
+	 * set it once itself, to another agent's uid, and the host's audit records would name
+	 * that one. Without a cgroup the parent finds the tree by it (docs/spawn.md, "Process
+	 * trees"). Refused (set already and no CAP_AUDIT_CONTROL, or made immutable): the
+	 * process group alone, which the parent sees and says. */
 	if (a->audit_session)
 		(void)proc_self_write(a->proc_fd, "self/loginuid", (long)a->uid);
 

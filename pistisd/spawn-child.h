@@ -68,7 +68,7 @@ struct child_args {
 	bool allow_setuid;
 	bool scope_abstract; /* a Landlock domain of its own for abstract sockets (scope.h) */
 	bool keyctl_refused; /* keyctl is refused to pistisd too (spawn_keyctl_refused) */
-	bool audit_session;  /* no cgroup: set loginuid to uid, a new audit session */
+	bool audit_session;  /* set loginuid to uid: a new audit session (step 2c) */
 	uint64_t bounding_keep;
 	struct sock_fprog bpf;
 	pid_t parent;

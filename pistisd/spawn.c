@@ -66,8 +66,9 @@ struct spawn_ctx {
 	bool no_openat2;
 	int scope;	      /* 0: the abstract-socket scope works here (scope_probe), or -errno */
 	bool keyctl_refused;  /* keyctl refused to pistisd itself (spawn_keyctl_refused) */
-	bool audit_sessions;  /* /proc/self/sessionid readable: commands without a cgroup get
-			      * an audit session of their own (spawn-child.c, step 2c) */
+	bool audit_sessions;  /* /proc/self/sessionid readable: every command gets an audit
+			      * session of its own (spawn-child.c, step 2c); the tree of one
+			      * without a cgroup is found by it */
 	unsigned own_session; /* ours, which a command whose loginuid write failed keeps */
 	bool vfork;	      /* vfork-style starts allowed (spawn-vfork.c); off after a refusal */
 	int dumpable_fd;      /* /proc/sys/fs/suid_dumpable, read at every start; -1: fork-style */
@@ -751,7 +752,7 @@ static int start(struct spawn_ctx *ctx, const struct spawn_opts *o, struct spawn
 	a.allow_setuid = o->allow_setuid;
 	a.scope_abstract = scoped;
 	a.keyctl_refused = ctx->keyctl_refused;
-	a.audit_session = ctx->audit_sessions && p->cgroup_fd < 0;
+	a.audit_session = ctx->audit_sessions;
 	a.bounding_keep =
 		o->allow_setuid ? (o->bounding_keep ? o->bounding_keep : SPAWN_SETUID_BOUNDING) : 0;
 	a.bpf.len = ctx->bpf.len;

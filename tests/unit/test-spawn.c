@@ -566,6 +566,53 @@ TEST(fresh_session_keyring)
 	spawn_ctx_free(ctx);
 }
 
+/* Every command has an audit session of its own, its loginuid the agent's uid, in its
+ * cgroup as without one: left unset, an agent may set it once itself (to another agent's
+ * uid: the host's audit records then name that agent). */
+TEST(loginuid_is_the_agents_and_fixed)
+{
+	static struct capture cap;
+	struct capture *c = &cap;
+	struct spawn_ctx *ctx;
+	struct spawn_opts o;
+	struct spawn_result res;
+	struct spawn_error err;
+	char vb[64], own[24] = "", want[24];
+	char *argv[] = {
+		"/bin/sh", "-c",
+		"echo loginuid=$(cat /proc/self/loginuid); "
+		"if echo 10999 >/proc/self/loginuid; then echo set=yes; else echo set=no; fi",
+		NULL};
+	FILE *f;
+
+	need_root_and_probe(_metadata);
+	if (access("/proc/self/sessionid", R_OK) < 0)
+		SKIP("no audit sessions (a kernel without CONFIG_AUDIT)");
+	f = fopen("/proc/self/loginuid", "re");
+	if (f) {
+		if (!fgets(own, sizeof(own), f))
+			own[0] = '\0';
+		fclose(f);
+	}
+	if (strcmp(own, "4294967295") && !has_cap(CAP_AUDIT_CONTROL))
+		SKIP("our loginuid is set and we lack CAP_AUDIT_CONTROL: no command can have "
+		     "its own (documented)");
+	snprintf(want, sizeof(want), "%u", AGENT_UID);
+	ctx = ctx_or_die(_metadata);
+	for (int cg = 1; cg >= 0; cg--) {
+		if (cg && strcmp(spawn_ctx_tree_control(ctx), "cgroup"))
+			continue;
+		base_opts(&o, argv);
+		if (!cg)
+			o.cgroup_agent = NULL;
+		ASSERT_EQ(run(ctx, &o, c, &res, &err), 0);
+		EXPECT_STREQ(res.tree_control, cg ? "cgroup" : "session");
+		EXPECT_STREQ(V("loginuid"), want);
+		EXPECT_STREQ(V("set"), "no");
+	}
+	spawn_ctx_free(ctx);
+}
+
 TEST(errors_name_the_step)
 {
 	static struct capture cap;
