@@ -195,6 +195,26 @@ static size_t utf8_seq(const unsigned char *p, size_t n)
 	return k;
 }
 
+long proto_json_u_escape(const char *p, size_t left)
+{
+	long v = 0;
+
+	if (left < 6 || p[0] != '\\' || p[1] != 'u')
+		return -1;
+	for (size_t i = 2; i < 6; i++) {
+		char c = p[i];
+		int d = c >= '0' && c <= '9'   ? c - '0'
+			: c >= 'a' && c <= 'f' ? c - 'a' + 10
+			: c >= 'A' && c <= 'F' ? c - 'A' + 10
+					       : -1;
+
+		if (d < 0)
+			return -1;
+		v = v << 4 | d;
+	}
+	return v;
+}
+
 bool proto_utf8_valid(const char *s, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -240,11 +260,21 @@ static int precheck(const char *buf, size_t len, struct proto_error *err, size_t
 				if (i + 1 >= len)
 					break;
 				/* \u0000 would silently cut the C string cJSON hands out:
-				 * "allowed\u0000/../x" must not become "allowed". */
-				if (buf[i + 1] == 'u' && i + 5 < len &&
-				    !memcmp(buf + i + 2, "0000", 4))
-					return fail(err, PROTO_E_BAD_JSON, -EINVAL,
-						    "\\u0000 in a string at offset %zu", i);
+				 * "allowed\u0000/../x" must not become "allowed". So would
+				 * any \u not followed by four hex digits ("\uZZZZ"): cJSON
+				 * reads it as U+0000 where JSON has no such escape. */
+				if (buf[i + 1] == 'u') {
+					long u = proto_json_u_escape(buf + i, len - i);
+
+					if (u < 0)
+						return fail(err, PROTO_E_BAD_JSON, -EINVAL,
+							    "\\u without four hex digits in a "
+							    "string at offset %zu",
+							    i);
+					if (u == 0)
+						return fail(err, PROTO_E_BAD_JSON, -EINVAL,
+							    "\\u0000 in a string at offset %zu", i);
+				}
 				i++;
 				slen++;
 			} else if (c == '"')

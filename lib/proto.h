@@ -128,6 +128,11 @@ int proto_parse_values(const char *buf, size_t len, cJSON **ret, struct proto_er
  * not, so a string from elsewhere (a file name) must be checked before it goes into one. */
 bool proto_utf8_valid(const char *s, size_t n);
 
+/* The code unit of the JSON escape "\uXXXX" at p (left bytes readable), 0..0xFFFF, or -1
+ * when p does not hold one with four hex digits. cJSON reads "\u" with anything else
+ * ("\uZZZZ") as U+0000, which cuts the C string it hands out: its callers refuse both. */
+long proto_json_u_escape(const char *p, size_t left);
+
 /* A parsed request: op and id validated. Fields point into the cJSON tree. */
 struct proto_request {
 	enum proto_op op;

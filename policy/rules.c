@@ -10,6 +10,7 @@
 
 #include "lib/escape.h"
 #include "lib/macro.h"
+#include "lib/proto.h"
 
 static int fail(struct policy_error *err, int r, unsigned line, const char *fmt, ...)
 	_printf_(4, 5);
@@ -233,7 +234,8 @@ void policy_rules_free(struct policy_rules *r)
 
 /* cJSON keeps no positions: one pass over the text records the line where each element
  * of the top-level array starts, and enforces what cJSON would let through: depth, NUL
- * bytes, "\u0000" (cJSON would cut the string there) and raw control characters. */
+ * bytes, "\u0000" and "\u" without four hex digits (cJSON would cut the string there) and
+ * raw control characters. */
 struct prescan {
 	unsigned *lines;
 	size_t n;
@@ -252,8 +254,15 @@ static int prescan(const char *buf, size_t len, struct prescan *ps, struct polic
 			return fail(err, -EINVAL, line, "NUL byte in the rules file");
 		if (in_str) {
 			if (c == '\\') {
-				if (i + 5 < len && buf[i + 1] == 'u' &&
-				    !memcmp(buf + i + 2, "0000", 4))
+				long u = i + 1 < len && buf[i + 1] == 'u'
+						 ? proto_json_u_escape(buf + i, len - i)
+						 : 1;
+
+				/* cJSON reads "\uZZZZ" as U+0000 too */
+				if (u < 0)
+					return fail(err, -EINVAL, line,
+						    "\\u without four hex digits in a string");
+				if (u == 0)
 					return fail(err, -EINVAL, line,
 						    "an escaped NUL (U+0000) in a string");
 				i++;

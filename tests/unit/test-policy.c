@@ -64,6 +64,11 @@ static const struct {
 	{"[{\"path\":5,\"access\":\"read\"}]", 1, "without a string 'path'"},
 	{"[\"/a\"]", 1, "must be an object"},
 	{"[{\"path\":\"/a\\u0000/b\",\"access\":\"read\"}]", 1, "NUL (U+0000)"},
+	/* cJSON reads a \u without four hex digits as U+0000: "/data/p" would be the rule */
+	{"[{\"path\":\"/data/p\\uZZZZ/../../etc\",\"access\":\"read\"}]", 1,
+	 "\\u without four hex digits"},
+	{"[{\"path\":\"/a\\u00G0b\",\"access\":\"read\"}]", 1, "without four hex digits"},
+	{"[{\"path\":\"/a\\u12\"}]", 1, "without four hex digits"},
 	{"[{\"path\":\"/a\tb\",\"access\":\"read\"}]", 1, "control character"},
 	{"[{\"path\":\"/a\",\"access\":\"read\"}]\n[]", 2, "text after"},
 	{"[[[[{}]]]]", 1, "nested deeper"},

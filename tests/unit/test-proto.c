@@ -115,6 +115,15 @@ TEST(parse_rejects_nul_in_strings)
 	ASSERT_EQ(parse_code("{\"path\":\"ok\\u0000/../etc/shadow\"}"), PROTO_E_BAD_JSON);
 	ASSERT_EQ(proto_parse("{\"a\":\0\"b\"}", 10, &root, &err), -EINVAL);
 	ASSERT_EQ(parse_code("{\"path\":\"\\\\u0000\"}"), 0); /* an escaped backslash, then text */
+	/* cJSON reads \u with anything but four hex digits as U+0000, cutting the string there:
+	 * "/data/x\uZZZZ/../../etc/shadow" was "/data/x", in a key as in a value */
+	ASSERT_EQ(parse_code("{\"path\":\"/data/x\\uZZZZ/../../etc/shadow\"}"), PROTO_E_BAD_JSON);
+	ASSERT_EQ(parse_code("{\"path\":\"a\\u00G0b\"}"), PROTO_E_BAD_JSON);
+	ASSERT_EQ(parse_code("{\"path\":\"a\\u+123b\"}"), PROTO_E_BAD_JSON);
+	ASSERT_EQ(parse_code("{\"ag\\uZZZZent\":\"a\"}"), PROTO_E_BAD_JSON);
+	ASSERT_EQ(parse_code("{\"a\":\"\\u12\"}"), PROTO_E_BAD_JSON);
+	/* every real escape still passes, upper and lower case */
+	ASSERT_EQ(parse_code("{\"a\":\"\\u00e9\\u00C9\\u001b\\ud83d\\ude00\"}"), 0);
 }
 
 TEST(parse_accepts_only_utf8)
