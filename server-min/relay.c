@@ -31,6 +31,7 @@
 
 #include <libwebsockets.h>
 
+#include "lib/escape.h"
 #include "lib/log.h"
 #include "lib/lws-log.h"
 #include "lib/macro.h"
@@ -1448,10 +1449,15 @@ static void sandbox_text(struct conn *c, const char *buf, size_t len)
 			const char *sw = NULL;
 			c->said_hello = true;
 			(void)proto_get_string(root, "software", 60, &sw, &err);
-			snprintf(c->sb->software, sizeof(c->sb->software), "%s", sw ? sw : "");
+			/* Shown by GET /v1/sandboxes and sandboxes.list, which an operator reads
+			 * with curl on a terminal: the sandbox's bytes C-escaped (cut at a whole
+			 * escape), so no ESC, C1 control (U+009B is a CSI) or bidi override
+			 * reaches it raw. pistisd says "pistisd X.Y.Z". */
+			escape_c(sw ? sw : "", sw ? strlen(sw) : 0, c->sb->software,
+				 sizeof(c->sb->software));
 			send_text(c, proto_ok_build(req.id, NULL));
 			if (sandbox_log_ok(c))
-				log_info("Sandbox '%s' said hello (%s)", c->sb->cfg->name,
+				log_info("Sandbox '%s' said hello (%-s)", c->sb->cfg->name,
 					 c->sb->software);
 			drop_gone_routes(c->sb, cJSON_GetObjectItemCaseSensitive(root, "commands"));
 			rate_take(c, COST_REATTACH, (double)reattach_routes(c->sb));

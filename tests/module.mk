@@ -5,7 +5,8 @@ redteam-probe_SRCS := tests/redteam-probe.c
 INTEGRATION_TESTS += tests/integration/redteam-spawn.sh tests/integration/redteam-trusted.sh \
 	tests/integration/redteam-users.sh tests/integration/redteam-pi-env.sh \
 	tests/integration/redteam-fsops.sh tests/integration/redteam-cross.sh \
-	tests/integration/redteam-reuse.sh tests/integration/redteam-secrets.sh
+	tests/integration/redteam-reuse.sh tests/integration/redteam-secrets.sh \
+	tests/integration/redteam-parse.sh
 # The binaries in real Docker containers (a private dockerd; docker.io from bootstrap.sh check).
 INTEGRATION_TESTS += tests/integration/docker.sh
 # A short run of each benchmark of bench/ that fits in a test run: each still runs here.

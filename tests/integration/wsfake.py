@@ -132,6 +132,23 @@ def fake_sandbox(port, token, name="evil", timeout=10):
     return sb
 
 
+def scenario_sandbox_software(sport, stoken, cport, ctoken):
+    """A sandbox whose hello's software drives a terminal: OSC 52 (set the clipboard),
+    a C1 CSI (U+009B) and a bidi override (U+202E). What sandboxes.list shows a client."""
+    sb = WS(sport, "/v1/sandbox", "pistis.v1", stoken)
+    sb.send(json.dumps({"id": "hello", "op": "hello", "version": 1, "sandbox": "evil",
+                        "software": "pistisd \x1b]52;c;aGk=\x07\x9b2J\u202eevil",
+                        "capabilities": [], "commands": []}, ensure_ascii=False))
+    print("hello=" + err_code(sb.recv_json("hello")))
+    c = client(cport, ctoken)
+    c.send(json.dumps({"id": "l", "op": "sandboxes.list"}))
+    o = c.recv_json("l")
+    sw = [x.get("software", "") for x in o.get("sandboxes", []) if x.get("name") == "evil"]
+    print("software=%s" % (ascii(sw[0]) if sw else "none"))
+    raw = any(ch in sw[0] for ch in "\x1b\x07\x9b\u202e") if sw else True
+    print("software_raw=%s" % ("yes" if raw else "no"))
+
+
 def ping_flood(c, n, prefix, last):
     """`n` pings from client c to the fake sandbox "evil" (which answers none), then a request
     server-min answers itself (id `last`): how many of the pings were refused with `limit`."""
@@ -1940,6 +1957,8 @@ if __name__ == "__main__":
             scenario_table_hog(port, token, rest[0], int(rest[1]))
         elif name == "wrong-tokens":
             scenario_wrong_tokens(port, int(token), int(rest[0]))
+        elif name == "sandbox-software":
+            scenario_sandbox_software(port, token, int(rest[0]), rest[1])
         elif name == "sandbox-malformed":
             scenario_sandbox_malformed(port, token, int(rest[0]), rest[1], int(rest[2]))
         elif name == "unmasked":
