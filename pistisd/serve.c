@@ -1035,7 +1035,11 @@ static int startup_check(check_mask_t allowed)
 		f = cJSON_CreateObject();
 		cJSON_AddStringToObject(f, "name", check_name(id));
 		cJSON_AddStringToObject(f, "status", check_status_to_string(res->status));
-		cJSON_AddStringToObject(f, "value", res->value);
+		/* As the log line has it: a raw value may quote names agents chose (a mount
+		 * point beneath a directory an agent renamed) or be cut inside a character, and
+		 * a string that is not UTF-8 made every sandbox.status answer one the relay
+		 * must drop as malformed (red team). */
+		cJSON_AddStringToObject(f, "value", check_value_text(res, v, sizeof(v)));
 		cJSON_AddBoolToObject(f, "hard", hard);
 		cJSON_AddItemToArray(findings, f);
 	}

@@ -1,14 +1,24 @@
 #!/bin/bash
-# Parser differentials and the bytes of names, end to end (red team): what a sandbox says
-# of itself reaches an operator's terminal only escaped. Nothing but server-min and
-# tests/integration/wsfake.py (a fake sandbox and client) on two loopback ports.
+# Parser differentials and the bytes of names, end to end (red team): what a sandbox, or an
+# agent's file names, say reaches a client or an operator's terminal only escaped, and never
+# as a message the relay must drop. server-min, tests/integration/wsfake.py (a fake sandbox
+# and client) and a real pistisd serve in a throwaway Debian root, on loopback.
 . "$(dirname "$0")/../lib.sh"
 need_root
-need_bins server-min
+need_mount_ns "$@"
+need_bins server-min pistisd pistis
 command -v python3 >/dev/null || { echo "1..0 # SKIP no python3"; exit 0; }
 . "$(dirname "$0")/wsfake-lib.sh"
+cleanup() { # wsfake-lib.sh's, and serve
+	[ -n "${PD:-}" ] && kill "$PD" 2>/dev/null
+	[ -n "${SM:-}" ] && kill "$SM" 2>/dev/null
+	wait 2>/dev/null
+	root_cleanup
+}
+R=$(root_fresh debian) || { echo "1..0 # SKIP no debian test root"; exit 0; }
+serve_setup "$R"
 
-smin_start "[{\"name\": \"evil\", \"token\": \"$EVIL\"}]" ||
+smin_start "[{\"name\": \"evil\", \"token\": \"$EVIL\"}, {\"name\": \"s1\", \"token\": \"$(cat "$R/etc/pistis/token")\"}]" ||
 	{ echo "1..0 # SKIP server-min did not listen"; exit 0; }
 
 # --- the hello's software: OSC 52, a C1 CSI, a bidi override -------------------------------------
@@ -32,6 +42,29 @@ else
 	skip "software: GET /v1/sandboxes names the sandbox" "no curl"
 	skip "software: ... with no ESC, BEL, C1 or U+202E byte in its answer" "no curl"
 fi
-is "server-min still running" "$(alive)" yes
-stop
+
+# --- a start-up finding that quotes a name an agent chose ----------------------------------------
+# A volume mounted (without nosuid, as docker -v does) in a directory of a tree agents write:
+# an agent renames that directory (the mount point itself cannot be renamed, its parent can)
+# to bytes that are not UTF-8, and the next serve's start-up check names the mount point in
+# nosuid_workspaces. The value went raw into sandbox.status: every answer was invalid UTF-8,
+# which server-min drops as malformed (the client waited for ever; 16 cut the sandbox off).
+mkdir -p "$R/workspaces"
+mount -t tmpfs -o nosuid,nodev ws "$R/workspaces"
+bad="sub$(printf '\xff\xc2\x9b')"
+mkdir -p "$R/workspaces/p/$bad/nm"
+mount -t tmpfs cache "$R/workspaces/p/$bad/nm"
+(in_root_exec "$R" pistisd serve --relay "ws://127.0.0.1:$SP" --token-file /etc/pistis/token \
+	--name s1 ${ALLOW:+--allow $ALLOW}) >"$W/pd.log" 2>&1 &
+PD=$!
+export PISTIS_URL=ws://127.0.0.1:$CP PISTIS_TOKEN=$CT PISTIS_SANDBOX=s1
+for _ in $(seq 100); do "$BIN/pistis" ls 2>/dev/null | grep -q "s1 *connected" && break; sleep 0.1; done
+like "finding: serve's log names the mount point escaped" "$(cat "$W/pd.log")" \
+	'nosuid_workspaces: warn \(/workspaces/p/sub\\xff\\xc2\\x9b/nm: a mount beneath it'
+st=$(timeout 20 "$BIN/pistis" call sandbox.status 2>&1)
+like "finding: sandbox.status is answered" "$st" '"ok":true'
+like "... with the value escaped as the log has it" "$st" \
+	'"name":"nosuid_workspaces","status":"warn","value":"/workspaces/p/sub\\\\xff\\\\xc2\\\\x9b/nm: '
+unlike "... and server-min dropped no message of s1's" "$(cat "$W/smin.log")" "Sandbox 's1' sent"
+is "server-min and serve still running" "$(alive) $(kill -0 "$PD" 2>/dev/null && echo yes)" "yes yes"
 done_testing
