@@ -428,6 +428,36 @@ static int pwrite_all(int fd, const uint8_t *data, size_t len, int64_t offset)
 	return 0;
 }
 
+/* Room for the bytes about to be written at [offset, offset + len), before one is: any
+ * agent can fill a file system others write (/workspaces, the volume), and the write over
+ * the old bytes then failed with ENOSPC only where the file had to grow (or fill a hole),
+ * leaving the old bytes before that point overwritten by the new ones and the tail lost,
+ * with an answer that said only "No space left on device" (red team). FALLOC_FL_KEEP_SIZE
+ * allocates holes and blocks past the end without changing the size, so a full file
+ * system (or quota) refuses here, nothing written. Where the file system cannot
+ * (EOPNOTSUPP, a copy-on-write one may still fail later) the write goes ahead as before.
+ * A range past the agents' file size bound is refused here too: the write stopped at the
+ * bound with EFBIG after writing the bytes below it. */
+static int reserve_range(int fd, int64_t offset, size_t len)
+{
+	if ((uint64_t)offset + len > (uint64_t)SPAWN_FSIZE_DEFAULT)
+		return -EFBIG;
+	if (len == 0 || fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)offset, (off_t)len) == 0)
+		return 0;
+	return errno == EOPNOTSUPP || errno == ENOSYS ? 0 : -errno;
+}
+
+/* The answer to a write or an edit that failed: whether the file may have changed (the
+ * failure came after the first pwrite was issued) or is as it was. -EINVAL with err
+ * filled, as the request parsers answer. */
+static int write_error(enum proto_op op, int r, bool begun, struct proto_error *err)
+{
+	err->code = proto_err_from_errno(r);
+	snprintf(err->message, sizeof(err->message), "%s: %s%s", proto_op_name(op), strerror(-r),
+		 begun ? "; the file may hold part of the new bytes" : ": nothing written");
+	return -EINVAL;
+}
+
 /* Replacing a file's content writes the new bytes over the old, then cuts the rest: the
  * helper may be killed at any point (a policy apply's stop, the timeout, the agent), and a
  * file truncated first was left empty, its old content gone and the new never written
@@ -435,7 +465,8 @@ static int pwrite_all(int fd, const uint8_t *data, size_t len, int64_t offset)
  * with a prefix of the new one, and the answer says the operation may have been partly
  * done (fsop_interrupted). */
 /* offset < 0: replace the content; else write at offset, the rest of the file kept */
-static int write_leaf(int dfd, const char *leaf, const uint8_t *data, size_t len, int64_t offset)
+static int write_leaf(int dfd, const char *leaf, const uint8_t *data, size_t len, int64_t offset,
+		      struct proto_error *err)
 {
 	_cleanup_close_ int fd = -1;
 	struct stat st;
@@ -444,10 +475,13 @@ static int write_leaf(int dfd, const char *leaf, const uint8_t *data, size_t len
 	fd = open_regular(dfd, leaf, O_WRONLY | O_CREAT, 0666, &st);
 	if (fd < 0)
 		return fd;
+	r = reserve_range(fd, offset < 0 ? 0 : offset, len);
+	if (r < 0)
+		return write_error(PROTO_OP_FS_WRITE, r, false, err);
 	r = pwrite_all(fd, data, len, offset < 0 ? 0 : offset);
 	if (r == 0 && offset < 0 && ftruncate(fd, (off_t)len) < 0)
 		r = -errno;
-	return r;
+	return r < 0 ? write_error(PROTO_OP_FS_WRITE, r, true, err) : 0;
 }
 
 /* fs.remove {recursive: true}: empty the directory dfd and everything beneath it, as the
@@ -614,7 +648,7 @@ static int do_op(enum proto_op op, cJSON *req, cJSON *o, struct proto_error *err
 		r = proto_base64_decode(data, strlen(data), &bytes, &n);
 		if (r < 0)
 			return r;
-		r = write_leaf(dfd, leaf, bytes, n, at ? (int64_t)offset : -1);
+		r = write_leaf(dfd, leaf, bytes, n, at ? (int64_t)offset : -1, err);
 		if (r == 0)
 			cJSON_AddNumberToObject(o, "length", (double)n);
 		return r;
@@ -648,14 +682,19 @@ static int do_op(enum proto_op op, cJSON *req, cJSON *o, struct proto_error *err
 		memcpy(out, content, (size_t)(hit - content));
 		memcpy(out + (hit - content), new, nl);
 		memcpy(out + (hit - content) + nl, hit + ol, len - (size_t)(hit - content) - ol);
-		/* From the first byte that changes, then cut what is left over (write_leaf). */
+		/* From the first byte that changes, then cut what is left over (write_leaf),
+		 * once there is room for it all (reserve_range). */
+		r = reserve_range(fd, hit - content, len - ol + nl - (size_t)(hit - content));
+		if (r < 0)
+			return write_error(op, r, false, err);
 		r = pwrite_all(fd, (const uint8_t *)out + (hit - content),
 			       len - ol + nl - (size_t)(hit - content), hit - content);
 		if (r == 0 && nl < ol && ftruncate(fd, (off_t)(len - ol + nl)) < 0)
 			r = -errno;
-		if (r == 0)
-			cJSON_AddNumberToObject(o, "length", (double)(len - ol + nl));
-		return r;
+		if (r < 0)
+			return write_error(op, r, true, err);
+		cJSON_AddNumberToObject(o, "length", (double)(len - ol + nl));
+		return 0;
 	}
 	case PROTO_OP_FS_LIST: {
 		_cleanup_close_ int fd = -1;

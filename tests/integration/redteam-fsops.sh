@@ -499,6 +499,39 @@ is "... and the objects are removed once it has" "$(ipc_of $IU)" 0
 kill "$ST"; wait "$ST" 2>/dev/null; ST=
 ipc_remove $IU
 
+# --- a full file system: a write or an edit that cannot grow the file leaves it as it was ----------
+# Any agent can fill a tree others write (/workspaces, a volume). The helper wrote the new bytes
+# over the old ones, and pwrite failed with ENOSPC only where the file had to grow: the file
+# was left with the old bytes overwritten by a prefix of the new ones, its tail gone, and the
+# answer said only "No space left on device" (red team). Space is now reserved first
+# (fallocate, FALLOC_FL_KEEP_SIZE), so a full file system refuses before a byte is written.
+mkdir -p "$R/workspaces/full"
+mount -t tmpfs -o size=64k,mode=0777 pistis-full "$R/workspaces/full"
+{ printf 'HEAD\n'; head -c 12000 /dev/zero | tr '\0' a; printf '\nTAIL\n'; } >"$R/workspaces/full/f"
+chown "$auid:$auid" "$R/workspaces/full/f"
+sum0=$(sha256sum <"$R/workspaces/full/f")
+chroot --userspec="$auid:$auid" "$R" dd if=/dev/zero of=/workspaces/full/fill bs=4k >/dev/null 2>&1
+ok "another agent filled the file system" test "$(df --output=avail "$R/workspaces/full" | tail -1)" -eq 0
+grow=$(head -c 8000 /dev/zero | tr '\0' X)
+out=$(call fs.edit "{\"agent\":\"alice\",\"path\":\"/workspaces/full/f\",\"old\":\"HEAD\",\"new\":\"$grow\"}")
+like "an fs.edit that grows the file fails: limit" "$out" '"limit"'
+like "... saying the file is as it was" "$out" 'No space left on device.*nothing written'
+is "... and it is" "$(sha256sum <"$R/workspaces/full/f")" "$sum0"
+out=$(call fs.write "{\"agent\":\"alice\",\"path\":\"/workspaces/full/f\",\"data\":\"$(head -c 20000 /dev/zero | tr '\0' Y | base64 -w0)\"}")
+like "an fs.write that replaces it with more bytes fails the same way" "$out" 'No space left on device.*nothing written'
+is "... and the file is as it was" "$(sha256sum <"$R/workspaces/full/f")" "$sum0"
+out=$(call fs.write "{\"agent\":\"alice\",\"path\":\"/workspaces/full/f\",\"offset\":12011,\"data\":\"$(head -c 8000 /dev/zero | tr '\0' Z | base64 -w0)\"}")
+like "an fs.write of a piece past the end fails the same way" "$out" 'No space left on device.*nothing written'
+is "... and the file is as it was" "$(sha256sum <"$R/workspaces/full/f")" "$sum0"
+out=$(call fs.edit '{"agent":"alice","path":"/workspaces/full/f","old":"TAIL","new":"END"}')
+like "an edit that needs no new space still goes through" "$out" '"ok": *true'
+is "... and did its change" "$(tail -n 1 "$R/workspaces/full/f")" END
+rm -f "$R/workspaces/full/fill"
+out=$(call fs.write "{\"agent\":\"alice\",\"path\":\"/workspaces/full/f\",\"offset\":$(((16 << 30) - 4)),\"data\":\"$(printf 12345678 | base64)\"}")
+like "a piece that would cross the 16 GiB file size bound: too_large" "$out" '"too_large"'
+is "... nothing written below the bound" "$(stat -c %s "$R/workspaces/full/f")" 12010
+umount "$R/workspaces/full"
+
 # --- a helper the agent stopped does not outlive pistisd ------------------------------------------
 # The helper is a copy of the daemon's memory running as the agent: the agent can SIGSTOP it,
 # and only pistisd's 30 s timeout ended it. With pistisd killed (its timeout gone with it),
