@@ -1,4 +1,5 @@
 /* pistisd: the sandbox daemon and its multi-call admin CLI. */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -58,6 +59,13 @@ int main(int argc, char **argv)
 	/* Root daemon that may hold a relay token: never dumpable, so an agent cannot
 	 * ptrace it or read its memory through /proc even on a lax Yama setting. */
 	(void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	/* A file size limit it was started with (docker --ulimit fsize, systemd LimitFSIZE)
+	 * killed it with SIGXFSZ in the middle of a write once /etc/passwd or the registry
+	 * outgrew it: serve gone, and the failure path that puts the '-' backups right never
+	 * ran. Ignored, the write fails with EFBIG, reported and undone like ENOSPC. What it
+	 * starts resets every disposition (spawn, trusted-exec), or writes nothing that size
+	 * (visudo, sudo -l). */
+	(void)signal(SIGXFSZ, SIG_IGN);
 
 	if (argc < 2) {
 		usage(stderr);
