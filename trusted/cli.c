@@ -230,6 +230,22 @@ static int do_install(const struct opts *o, const char *verb, const char *name, 
 		return EXIT_FAILURE;
 	}
 	r = trusted_install(o->root, o->agent, &rep);
+	/* add and remove have changed /data/trusted already: say where that leaves sudo when
+	 * the previous drop-in is still the one in place (a full /etc or /data left the
+	 * operator guessing whether the command was on). */
+	if (r < 0 && r != -ENOPKG && name && strcmp(verb, "unchanged") && !rep.replaced &&
+	    !rep.removed) {
+		log_error_errno(
+			r,
+			"Failed to install the sudoers drop-in: %m; '%s' is %s in "
+			"/data/trusted, but sudo keeps the previous drop-in, %s: run "
+			"'pistisd trusted install' once this is fixed",
+			name, verb,
+			strcmp(verb, "removed")
+				? "which does not grant this script"
+				: "which still names it (its script is gone: nothing runs)");
+		return EXIT_SYSTEM;
+	}
 	if (r < 0)
 		return fail(r, "Failed to install the sudoers drop-in", o->root);
 	print_report(o, verb, name, digest, &rep, true, r);

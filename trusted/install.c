@@ -280,6 +280,7 @@ int trusted_install(const char *root, const char *agent, struct trusted_install_
 		(void)unlinkat(dir_fd, tmp, 0);
 		return r;
 	}
+	rep->replaced = true;
 	(void)fsync(dir_fd);
 
 	/* 4. The whole configuration must still parse; if not, put back what was there. */
@@ -292,6 +293,7 @@ int trusted_install(const char *root, const char *agent, struct trusted_install_
 					       false, NULL, 0);
 		else
 			k = unlinkat(dir_fd, TRUSTED_DROPIN_NAME, 0) < 0 ? -errno : 0;
+		rep->replaced = k < 0;
 		if (r < 0)
 			return r;
 		if (k < 0)

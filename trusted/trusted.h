@@ -348,6 +348,7 @@ struct trusted_install_report {
 	size_t n;	    /* commands in the drop-in */
 	bool includedir;    /* /etc/sudoers includes /etc/sudoers.d */
 	bool removed;	    /* no command left: the drop-in was removed */
+	bool replaced;	    /* the drop-in in place is the one this call wrote */
 	int verified;	    /* agents whose sudo -l matched exactly */
 	int mismatched;	    /* agents whose sudo -l did not */
 	char message[1024]; /* visudo's or sudo's complaint, or the mismatch (text, escaped) */

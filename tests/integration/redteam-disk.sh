@@ -112,4 +112,31 @@ ok "a 9 KiB file size limit: ensure fails (rc=$rc; killed by SIGXFSZ it was 153)
 like "... saying why" "$out" 'cannot write /etc/passwd\+; nothing changed \(File too large\)'
 whole "the file size limit" c/1
 
+# --- 5. trusted add and remove with /etc full ------------------------------------------------------
+# The script and wrapper go into /data first, the drop-in into /etc/sudoers.d last. With /etc
+# full the install fails and sudo keeps the previous drop-in: fail closed (a new script is not
+# granted, a removed one is gone), but the answer said only "Failed to install the sudoers
+# drop-in: No space left on device", leaving the operator to guess where things stood.
+fresh
+echo "127.0.1.1 $(hostname)" >>"$R/etc/hosts"
+S=$(scratch)
+printf '#!/bin/sh\necho hi\n' >"$S/hi" && printf '#!/bin/sh\necho two\n' >"$S/two"
+chmod 0755 "$S/hi" "$S/two"
+"$P" trusted add hi "$S/hi" --root "$R" >/dev/null 2>&1
+is "trusted add with room: ok" "$?" 0
+fill "$R/etc"
+out=$("$P" trusted add two "$S/two" --root "$R" 2>&1)
+is "/etc full: trusted add fails, 111" "$?" 111
+like "... saying the script is in /data/trusted and sudo does not grant it yet" "$out" \
+	"No space left on device; 'two' is added in /data/trusted, but sudo keeps the previous drop-in, which does not grant this script: run 'pistisd trusted install'"
+unlike "... the drop-in does not name it" "$(cat "$R/etc/sudoers.d/pistis-trusted")" /data/trusted/two
+out=$("$P" trusted remove hi --root "$R" 2>&1)
+is "/etc full: trusted remove fails, 111" "$?" 111
+like "... saying the previous drop-in still names it, for a script that is gone" "$out" \
+	"'hi' is removed in /data/trusted, but sudo keeps the previous drop-in, which still names it \(its script is gone: nothing runs\)"
+ok "... and the script is gone" test ! -e "$R/data/trusted/hi"
+rm -f "$R"/etc/fill.*
+"$P" trusted install --root "$R" >/dev/null 2>&1
+is "... with room again, install puts it right" "$(grep -c '/data/trusted/' "$R/etc/sudoers.d/pistis-trusted")" 1
+
 done_testing
