@@ -1096,20 +1096,26 @@ int main(int argc, char **argv)
 				C.file = argv[optind++];
 				continue;
 			}
+			/* call's operands, like PATH, may come before or after the options */
+			if (C.call_op) {
+				if (!*C.call_op)
+					C.call_op = argv[optind++];
+				else if (!C.call_fields)
+					C.call_fields = argv[optind++];
+				else {
+					log_error("call takes an OP and one JSON object of fields");
+					return 100;
+				}
+				continue;
+			}
 			cmd = argv[optind++];
 			if (!strcmp(cmd, "ls"))
 				C.mode = M_LS;
 			else if (!strcmp(cmd, "status"))
 				C.mode = M_STATUS;
 			else if (!strcmp(cmd, "call")) {
-				if (optind >= argc) {
-					log_error("call needs an OP");
-					return 100;
-				}
 				C.mode = M_CALL;
-				C.call_op = argv[optind++];
-				if (optind < argc && argv[optind][0] != '-')
-					C.call_fields = argv[optind++];
+				C.call_op = "";
 			} else if (!strcmp(cmd, "exec"))
 				C.mode = M_EXEC, C.argv = (char **)"";
 			else if (!strcmp(cmd, "read") || !strcmp(cmd, "write") ||
@@ -1181,6 +1187,10 @@ int main(int argc, char **argv)
 	}
 	if (!C.argv && !C.file && C.mode == M_LS && optind > argc) {
 		usage(stderr);
+		return 100;
+	}
+	if (C.mode == M_CALL && !*C.call_op) {
+		log_error("call needs an OP");
 		return 100;
 	}
 	if (C.mode == M_EXEC) {

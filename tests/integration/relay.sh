@@ -384,6 +384,11 @@ echo small | P write --agent alice "$home/big"
 is "fs.write without offset replaces the whole file" "$(cat "$R$home/big")" small
 like "one fs.read answer is at most one piece" \
 	"$(P call fs.read "{\"agent\":\"alice\",\"path\":\"$home/notes/a.txt\",\"limit\":100000000}" 2>&1)" '"ok":true'
+# docs/api.md's order: call's options before its OP and fields (they were taken as the OP).
+like "pistis call --sandbox S --agent A OP FIELDS: the options before the operands" \
+	"$(P call --sandbox s1 --agent alice fs.stat "{\"path\":\"$home/notes/a.txt\"}" 2>&1)" \
+	'"ok":true.*"type":"file"'
+exits 100 "pistis call with a third operand is a usage error" P call fs.stat '{}' extra
 # A directory whose listing does not fit one message comes in pages (truncated, next).
 mkdir "$R$home/many" && (cd "$R$home/many" && for i in $(seq 1 4000); do : >"$(printf 'n%0250d' "$i")"; done)
 chown -R --reference="$R$home" "$R$home/many"
