@@ -81,7 +81,7 @@ static void usage(FILE *f)
 		"Rules file: " POLICY_RULES_PATH " inside the root; the built-in defaults when\n"
 		"it does not exist. Exit: 0 ok, 1 not conforming / not everything done /\n"
 		"invalid rules, 100 usage, 111 system error (the root or a --rules file cannot\n"
-		"be read).\n"
+		"be read), 127 unknown agent (explain --agent).\n"
 		"Reference: docs/policy.md.\n");
 }
 
