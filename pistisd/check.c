@@ -1435,15 +1435,18 @@ static void help(void)
 	       "start-up and refuses to start on the same verdict.\n\n"
 	       "  --json          one JSON document instead of the table\n"
 	       "  --root DIR      look at the image under DIR: only the image checks (sudo,\n"
-	       "                  visudo, account files, setuid/setgid files) look there;\n"
-	       "                  kernel checks always describe the running kernel\n"
+	       "                  visudo, account_files, data_bin, orchestrator_secrets,\n"
+	       "                  setuid_files, agent_writable; nosuid_shared's write\n"
+	       "                  rules) look there; kernel checks always describe the\n"
+	       "                  running kernel, mount checks its mounts\n"
 	       "  --allow NAMES   accept that these hard requirements do not hold (also\n"
 	       "                  PISTIS_ALLOW=name,name); the promise they back is then off\n"
 	       "  --no-walk       skip the setuid/setgid inventory (walks mounts without nosuid)\n"
 	       "  -h, --help      this text\n\n");
 	help_names("Hard requirements:", true);
-	printf("nosuid_data and nosuid_workspaces fail only where trusted commands are\n"
-	       "configured (" CHECK_TRUSTED_SUDOERS " exists).\n");
+	printf("nosuid_data, nosuid_workspaces, nosuid_shared and agent_writable fail only\n"
+	       "where trusted commands are configured (" CHECK_TRUSTED_SUDOERS "\n"
+	       "exists); agent_writable only when the image is walked (not --no-walk).\n");
 	help_names("All checks:", false);
 	printf("\nExit: 0 every hard requirement holds (or is allowed), 1 one does not (named "
 	       "on\n"
