@@ -63,7 +63,7 @@ static const struct {
 	[CHECK_PROTECTED_HARDLINKS] =
 		{"protected_hardlinks", true,
 		 "an agent cannot hardlink a root- or pi-tools-owned file into a tree pistis "
-		 "walks (SECURITY.md rule 2)",
+		 "walks (docs/security.md, promise 2)",
 		 "sysctl fs.protected_hardlinks=1 on the host (it is not namespaced), or "
 		 "--allow protected_hardlinks"},
 	[CHECK_PROTECTED_SYMLINKS] =
