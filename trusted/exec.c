@@ -38,8 +38,9 @@ static void help(void)
 	       "TERM, the signals the caller ignored back to their defaults, each soft limit\n"
 	       "but the core's raised to its hard one, and the interval timers, persona,\n"
 	       "timer slack and THP switch reset.\n"
-	       "NAME must match [a-z0-9][a-z0-9_-]{0,63} and\n"
-	       "/data/bin/NAME must be a root-owned regular file (not a symlink).\n"
+	       "NAME must match [a-z0-9][a-z0-9_-]{0,63} and /data/bin/NAME must be a\n"
+	       "root-owned regular file (not a symlink) that group and others cannot write;\n"
+	       "at most 65536 ARGS.\n"
 	       "Exit codes: 100 bad usage, 126 sudo cannot be run, 127 sudo not found;\n"
 	       "otherwise sudo's (and the script's). See docs/trusted.md.\n");
 }
