@@ -11,5 +11,8 @@ INTEGRATION_TESTS += tests/integration/redteam-spawn.sh tests/integration/redtea
 INTEGRATION_TESTS += tests/integration/docker.sh
 # A short run of each benchmark of bench/ that fits in a test run: each still runs here.
 INTEGRATION_TESTS += tests/integration/bench-smoke.sh
-# Every binary's and pistisd command's --help: exit 0, stdout only, 80 columns.
+# Every binary's, command's and verb's --help: exit 0, stdout only, 80 columns; every option
+# in --help and docs/.
 INTEGRATION_TESTS += tests/integration/help.sh
+# The names docs/ lists (checks, error codes, config keys) against the source's.
+INTEGRATION_TESTS += tests/integration/doc-names.sh
