@@ -2,7 +2,7 @@
 # `<dir>/module.mk` (see docs/hacking.md); this file turns those declarations into rules.
 #
 #   make              static musl binaries in build/bin (builds the cached deps first)
-#   make check        everything, ending with "N passed, N failed, N skipped"
+#   make check        everything, ending with "N passed, N failed" (after "N skipped")
 #   make check-asan   unit tests under ASan+UBSan (glibc build)
 #   make fuzz-smoke   each libFuzzer target for $(FUZZ_SECONDS) s
 #   make format-check clang-format over the tree

@@ -1,6 +1,6 @@
 #!/bin/sh
-# Run TAP test programs and scripts; print each one's TAP and a summary; the last line is
-# the plain "N passed, N failed, N skipped" the CI reads. Exit 1 when anything failed.
+# Run TAP test programs and scripts; print each one's TAP and a summary: a line "N skipped",
+# then as the last line the plain "N passed, N failed" the CI reads. Exit 1 when anything failed.
 # A program that crashes, exits non-zero without a "not ok", or runs fewer tests than it
 # planned counts as one more failure: a broken test must never look green.
 set -u
@@ -58,5 +58,6 @@ for t in "$@"; do
 	passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
 done
 [ -n "$failures" ] && echo "# failed in:$failures"
-echo "$passed passed, $failed failed, $skipped skipped"
+echo "$skipped skipped"
+echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
