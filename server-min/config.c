@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/escape.h"
 #include "lib/fd-util.h"
 #include "lib/macro.h"
 #include "lib/parse-num.h"
@@ -41,11 +42,15 @@ static unsigned line_of_key(const char *text, const char *key, size_t *from)
 static int fail(struct smin_config *c, unsigned line, const char *fmt, ...) _printf_(3, 4);
 static int fail(struct smin_config *c, unsigned line, const char *fmt, ...)
 {
+	char msg[sizeof(c->error)];
 	va_list ap;
-	int n = snprintf(c->error, sizeof(c->error), "%s:%u: ", c->path, line);
+
+	/* The values escaped once (lib/escape-format.c), the message then logged as text
+	 * (%-s): a key or a name in the file is shown as it is written there, never raw. */
 	va_start(ap, fmt);
-	vsnprintf(c->error + n, sizeof(c->error) - (size_t)n, fmt, ap);
+	escape_vformat(msg, sizeof(msg), "message cut", 0, fmt, ap);
 	va_end(ap);
+	escape_format(c->error, sizeof(c->error), "%s:%u: %-s", c->path, line, msg);
 	return -EINVAL;
 }
 
@@ -62,6 +67,30 @@ static bool token_valid(const char *t)
 		if (t[i] <= ' ' || t[i] > '~')
 			return false;
 	return true;
+}
+
+/* Every key of obj is one of keys (NULL-terminated) or "comment": a misspelt key ("tsl",
+ * "limit", "handshake") was ignored and left its default without a word (plain ws:// for a
+ * misspelt "tls"), which --check did not catch. */
+static int known_keys(struct smin_config *c, const cJSON *obj, const char *where,
+		      const char *const *keys)
+{
+	for (const cJSON *k = obj->child; k; k = k->next) {
+		char list[256] = "";
+		bool ok = !strcmp(k->string, "comment");
+		size_t n = 0;
+
+		for (size_t i = 0; keys[i] && !ok; i++)
+			ok = !strcmp(k->string, keys[i]);
+		if (ok)
+			continue;
+		for (size_t i = 0; keys[i] && n < sizeof(list); i++)
+			n += (size_t)snprintf(list + n, sizeof(list) - n, "\"%s\", ", keys[i]);
+		return fail(c, line_of_key(c->text, k->string, NULL) ?: 1,
+			    "unknown key \"%.64s\" %-s (known: %-s\"comment\")", k->string, where,
+			    list);
+	}
+	return 0;
 }
 
 static int substitute(struct smin_config *c, const char *in, unsigned line, char **ret)
@@ -173,12 +202,12 @@ int smin_config_load(const char *path, struct smin_config *c)
 	snprintf(c->path, sizeof(c->path), "%s", path);
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 	if (fd < 0) {
-		snprintf(c->error, sizeof(c->error), "%s: %s", path, strerror(errno));
+		escape_format(c->error, sizeof(c->error), "%s: %s", path, strerror(errno));
 		return -errno;
 	}
 	r = fd_read_all(fd, PROTO_MAX_MESSAGE, &c->text, &len);
 	if (r < 0) {
-		snprintf(c->error, sizeof(c->error), "%s: %s", path, strerror(-r));
+		escape_format(c->error, sizeof(c->error), "%s: %s", path, strerror(-r));
 		return r;
 	}
 	root = cJSON_ParseWithLengthOpts(c->text, len, NULL, false);
@@ -193,6 +222,10 @@ int smin_config_load(const char *path, struct smin_config *c)
 	cJSON_Delete(root);
 	if (proto_parse(c->text, len, &root, &err) < 0)
 		return fail(c, 1, "%s", err.message);
+	if ((r = known_keys(c, root, "at the top level",
+			    (const char *const[]){"listen", "tls", "limits", "client_token",
+						  "sandboxes", NULL})) < 0)
+		goto out;
 
 	listen = cJSON_GetObjectItemCaseSensitive(root, "listen");
 	if (listen && !cJSON_IsObject(listen)) {
@@ -200,7 +233,9 @@ int smin_config_load(const char *path, struct smin_config *c)
 		goto out;
 	}
 	if (listen) {
-		if ((r = get_str(c, listen, "sandbox", false, NULL, &c->listen_sandbox)) < 0 ||
+		if ((r = known_keys(c, listen, "in \"listen\"",
+				    (const char *const[]){"sandbox", "client", NULL})) < 0 ||
+		    (r = get_str(c, listen, "sandbox", false, NULL, &c->listen_sandbox)) < 0 ||
 		    (r = get_str(c, listen, "client", false, NULL, &c->listen_client)) < 0)
 			goto out;
 	}
@@ -229,7 +264,9 @@ int smin_config_load(const char *path, struct smin_config *c)
 		goto out;
 	}
 	if (tls) {
-		if ((r = get_str(c, tls, "cert", true, NULL, &c->tls_cert)) < 0 ||
+		if ((r = known_keys(c, tls, "in \"tls\"",
+				    (const char *const[]){"cert", "key", NULL})) < 0 ||
+		    (r = get_str(c, tls, "cert", true, NULL, &c->tls_cert)) < 0 ||
 		    (r = get_str(c, tls, "key", true, NULL, &c->tls_key)) < 0)
 			goto out;
 		if (c->tls_cert[0] != '/' || c->tls_key[0] != '/') {
@@ -248,7 +285,11 @@ int smin_config_load(const char *path, struct smin_config *c)
 		goto out;
 	}
 	if (limits &&
-	    ((r = get_count(c, limits, "handshakes", SMIN_MAX_HANDSHAKES, &c->handshakes)) < 0 ||
+	    ((r = known_keys(c, limits, "in \"limits\"",
+			     (const char *const[]){"handshakes", "handshakes_per_address",
+						   "client_queue_grace_s", "client_queue_max_mib",
+						   NULL})) < 0 ||
+	     (r = get_count(c, limits, "handshakes", SMIN_MAX_HANDSHAKES, &c->handshakes)) < 0 ||
 	     (r = get_count(c, limits, "handshakes_per_address", SMIN_MAX_HANDSHAKES,
 			    &c->handshakes_per_address)) < 0 ||
 	     (r = get_count(c, limits, "client_queue_grace_s", SMIN_MAX_CLIENT_QUEUE_GRACE_S,
@@ -284,7 +325,9 @@ int smin_config_load(const char *path, struct smin_config *c)
 				 "each sandbox must be an object");
 			goto out;
 		}
-		if ((r = get_str(c, s, "name", true, &from, &sc->name)) < 0)
+		if ((r = known_keys(c, s, "in a sandbox",
+				    (const char *const[]){"name", "token", NULL})) < 0 ||
+		    (r = get_str(c, s, "name", true, &from, &sc->name)) < 0)
 			goto out;
 		if (!proto_id_valid(sc->name, 63)) {
 			r = fail(c, line_of_key(c->text, "name", &here),

@@ -2471,7 +2471,7 @@ int main(int argc, char **argv)
 	}
 	r = smin_config_load(config, &R.cfg);
 	if (r < 0) {
-		log_error("%s", R.cfg.error);
+		log_error("%-s", R.cfg.error); /* its values escaped once (config.c) */
 		return check_only ? 1 : 111;
 	}
 	if (check_only) {

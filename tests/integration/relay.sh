@@ -58,6 +58,28 @@ for bad in '127.0.0.1:+7700' '127.0.0.1: 7700' '127.0.0.1:0' '127.0.0.1:77000' '
 	like "config: listen address '$bad' refused by --check, with its line" \
 		"$("$BIN/server-min" --config "$W/port.json" --check 2>&1)" "port.json:3: listen address"
 done
+# an unknown key, at any level, is refused with its line and the keys known there: a
+# misspelt "tls" left plain ws:// without a word (a "comment" is free text anywhere)
+for case in '3:top level:  "tsl": {"cert": "/c", "key": "/k"},' \
+	'3:"limits":  "limits": {"handshake": 8},' \
+	'3:"listen":  "listen": {"clients": "127.0.0.1:7701"},' \
+	'4:a sandbox:  "sandboxes": [{"name":"a","token":"tok-a-0123456789",\n    "tokn": "x"}],'; do
+	line=${case%%:*} rest=${case#*:} where=${rest%%:*} member=${rest#*:}
+	printf '{\n  "client_token": "client-0123456789",\n%b\n  "comment": "x"%s\n}\n' "$member" \
+		"$(case $where in a\ sandbox) ;; *) printf ',\n  "sandboxes": [{"name":"a","token":"tok-a-0123456789"}]' ;; esac)" >"$W/key.json"
+	out=$("$BIN/server-min" --config "$W/key.json" --check 2>&1); rc=$?
+	is "config: an unknown key in $where is refused" "$rc" 1
+	like "config: ... naming it, its line and the keys known there" "$out" \
+		"key.json:$line: unknown key \"[a-z]*\" (at the )?(in )?$where \(known: .*\"comment\"\)"
+done
+printf '{\n  "comment": "c",\n  "client_token": "client-0123456789",\n  "limits": {"comment": "c", "handshakes": 8},\n  "sandboxes": [{"name":"a","token":"tok-a-0123456789","comment":"c"}]\n}\n' >"$W/cmt.json"
+ok "config: \"comment\" is taken at every level" "$BIN/server-min" --config "$W/cmt.json" --check
+# the file's bytes are shown escaped, once: never a raw ESC, never a quote shown as \"
+printf '{\n  "client_token": "client-0123456789",\n  "sandboxes": [{"name":"a\\u001b[2J\\"","token":"tok-a-0123456789"}]\n}\n' >"$W/esc.json"
+out=$("$BIN/server-min" --config "$W/esc.json" --check 2>&1)
+like "config: a name's bytes escaped once in the error" "$out" 'esc.json:3: sandbox name "a\\x1b\[2J\\"" must be'
+like "config: ... the program's own quotes as they are" "$("$BIN/server-min" --config "$W/bad.json" --check 2>&1)" \
+	'bad.json:2: "client_token" must be'
 is "config: neither message quotes the token" "$(printf '%s\n%s\n' "$out" "$out2" | grep -c 0123456789)" 0
 
 # --- the token file ---------------------------------------------------------------------
