@@ -34,7 +34,9 @@
 #include "lib/parse-num.h"
 #include "lib/proto.h"
 #include "lib/tls-ca.h"
+#include "lib/sock-owner.h"
 #include "lib/trust-path.h"
+#include "sandbox-users/users.h"
 
 #define ACK_EVERY (1024u * 1024u)
 #define RECONNECT_FOR_S 120
@@ -47,8 +49,9 @@ static struct {
 	char host[256], path[256];
 	int port;
 	bool tls;
-	const char *ca; /* --ca or $PISTIS_CA: the bundle wss:// trusts */
-	char conn_err[256];
+	const char *ca;		    /* --ca or $PISTIS_CA: the bundle wss:// trusts */
+	char conn_err[640];	    /* a host name of 255 and the longest reason */
+	bool refused, refusal_told; /* the handshake callback refused this connection's peer */
 	char token[600];
 	const char *sandbox, *agent, *cwd, *tag, *file, *old_text, *new_text;
 	const char *call_op, *call_fields; /* call OP [JSON] */
@@ -710,8 +713,8 @@ static void lost(void)
 	if (!C.lost_at)
 		C.lost_at = time(NULL);
 	if (time(NULL) - C.lost_at > RECONNECT_FOR_S) {
-		log_error("Server unreachable for %d s; giving up on command %u", RECONNECT_FOR_S,
-			  C.cmd);
+		log_error("Server unreachable for %d s; giving up on command %u%s%s",
+			  RECONNECT_FOR_S, C.cmd, C.conn_err[0] ? ": " : "", C.conn_err);
 		finish(125);
 		return;
 	}
@@ -768,13 +771,69 @@ static void on_winch(int fd)
 	send_obj(o);
 }
 
+/* The client token opens every sandbox, and server-min may share a network namespace with
+ * agents (pistisd, server-min and pistis on one machine): while server-min is away (a
+ * restart, through which `pistis exec` redials for 120 s) an agent could bind its port and
+ * be handed the token. So, as pistisd serve does for its relay (docs/protocol.md,
+ * "Transport"), the socket at the other end is looked up by its four-tuple before the
+ * token is written: one of this namespace that is an agent's or pi-tools' (and not the
+ * caller's own uid) is refused, and so is one whose owner cannot be told, or a peer at a
+ * local address where the lookups do not work. A peer elsewhere is the network's to vouch
+ * for (wss://). Why, in C.conn_err. */
+static bool server_peer_believed(struct lws *wsi)
+{
+	int fd = lws_get_socket_fd(wsi), err = 0, r;
+	enum sock_peer kind = SOCK_PEER_UNKNOWN;
+	uid_t uid = 0;
+
+	r = fd < 0 ? -EBADF : sock_tcp_peer(fd, &kind, &uid, &err);
+	if (r < 0) {
+		snprintf(C.conn_err, sizeof(C.conn_err),
+			 "cannot tell who listens at %s:%d (%s); not sending the token", C.host,
+			 C.port, strerror(-r));
+		return false;
+	}
+	if (kind == SOCK_PEER_LOCAL && uid != getuid() &&
+	    (users_uid_is_agent(uid) || uid == USERS_TOOLS_UID)) {
+		snprintf(C.conn_err, sizeof(C.conn_err),
+			 "refusing %s:%d: the socket there belongs to uid %u (%s), not to "
+			 "server-min; not sending the token (its port is taken while server-min "
+			 "is away: stop that process)",
+			 C.host, C.port, (unsigned)uid,
+			 uid == USERS_TOOLS_UID ? USERS_TOOLS_USER : "an agent");
+		return false;
+	}
+	if (kind == SOCK_PEER_LOCAL_UNTOLD) {
+		snprintf(C.conn_err, sizeof(C.conn_err),
+			 "refusing %s:%d: the socket there is not accepted and no one listens "
+			 "there any more; not sending the token",
+			 C.host, C.port);
+		return false;
+	}
+	if (kind == SOCK_PEER_UNKNOWN && sock_peer_is_local(fd)) {
+		snprintf(C.conn_err, sizeof(C.conn_err),
+			 "refusing %s:%d: an address of this network namespace, and who owns the "
+			 "socket there cannot be told (socket diagnostics: %s); not sending the "
+			 "token (use wss://)",
+			 C.host, C.port, strerror(-err));
+		return false;
+	}
+	return true;
+}
+
 static int cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in, size_t len)
 {
 	switch (reason) {
 	case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER: {
 		unsigned char **p = in, *end = (*p) + len;
 		char v[640];
-		int n = snprintf(v, sizeof(v), "Bearer %s", C.token);
+		int n;
+
+		if (!server_peer_believed(wsi)) {
+			C.refused = true;
+			return -1;
+		}
+		n = snprintf(v, sizeof(v), "Bearer %s", C.token);
 		return lws_add_http_header_by_name(wsi, (const unsigned char *)"authorization:",
 						   (const unsigned char *)v, n, p, end)
 			       ? -1
@@ -862,6 +921,19 @@ static int cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, voi
 	case LWS_CALLBACK_CLIENT_CLOSED:
 		if (wsi == C.wsi)
 			lost();
+		break;
+	case LWS_CALLBACK_CLOSED_CLIENT_HTTP:
+		/* Closed before the upgrade: a refused peer (server_peer_believed) ends here,
+		 * not in CLIENT_CONNECTION_ERROR; its reason is in C.conn_err. */
+		if (C.refused) {
+			C.refused = false;
+			if (C.mode == M_EXEC && C.cmd && !C.refusal_told) {
+				C.refusal_told = true; /* once: it redials every few seconds */
+				log_warning("%s; redialling for up to %d s", C.conn_err,
+					    RECONNECT_FOR_S);
+			}
+			lost();
+		}
 		break;
 	case LWS_CALLBACK_RAW_RX_FILE:
 		if (wsi == C.stdin_wsi)

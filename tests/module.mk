@@ -6,7 +6,8 @@ INTEGRATION_TESTS += tests/integration/redteam-spawn.sh tests/integration/redtea
 	tests/integration/redteam-users.sh tests/integration/redteam-pi-env.sh \
 	tests/integration/redteam-fsops.sh tests/integration/redteam-cross.sh \
 	tests/integration/redteam-reuse.sh tests/integration/redteam-secrets.sh \
-	tests/integration/redteam-parse.sh tests/integration/redteam-disk.sh
+	tests/integration/redteam-parse.sh tests/integration/redteam-disk.sh \
+	tests/integration/redteam-net.sh
 # The binaries in real Docker containers (a private dockerd; docker.io from bootstrap.sh check).
 INTEGRATION_TESTS += tests/integration/docker.sh
 # A short run of each benchmark of bench/ that fits in a test run: each still runs here.

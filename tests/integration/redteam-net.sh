@@ -1,0 +1,103 @@
+#!/bin/bash
+# Red team, promise 3 (SECURITY.md), from the network namespace agents share with pistisd: a
+# listener an agent binds on a loopback port while the server that port belongs to is away.
+# pistisd serve's side (its relay and the sandbox token) is in redteam-cross.sh; here the
+# client's: `pistis` and server-min's client token, which opens every sandbox, where
+# server-min, pistisd and pistis share one machine. Root; its own network and mount
+# namespaces (every listener here is on a loopback no other test sees).
+. "$(dirname "$0")/../lib.sh"
+need_root
+if [ "${PISTIS_NET_NS:-}" != "$(readlink /proc/self/ns/net)" ]; then
+	exec unshare -n sh -c 'ip link set lo up &&
+		PISTIS_NET_NS=$(readlink /proc/self/ns/net) && export PISTIS_NET_NS && exec "$@"' \
+		sh bash "$0" "$@"
+fi
+need_mount_ns "$@"
+need_bins pistisd server-min pistis
+command -v setpriv >/dev/null || { echo "1..0 # SKIP no setpriv"; exit 0; }
+W=$(scratch)
+cleanup() {
+	[ -n "${SQ:-}" ] && kill "$SQ" 2>/dev/null
+	[ -n "${PD:-}" ] && kill "$PD" 2>/dev/null
+	[ -n "${SM:-}" ] && kill "$SM" 2>/dev/null
+	wait 2>/dev/null
+	root_cleanup
+}
+trap cleanup EXIT
+field() { sed -n "s/^$1=//p" | head -n 1; }
+
+# squat UID PORT [defer]: tests/probe's listener on 127.0.0.1:PORT as UID (no groups), in the
+# background (SQ), its output in $W/sq.out; returns once it listens.
+squat() {
+	: >"$W/sq.out"
+	setpriv --reuid "$1" --regid "$1" --clear-groups "$TESTBIN/probe" listen "$2" 20 ${3:-} \
+		>"$W/sq.out" 2>&1 &
+	SQ=$!
+	for _ in $(seq 100); do grep -q '^listening' "$W/sq.out" && break; sleep 0.05; done
+}
+squat_end() { # what the listener got, once its first client is done (at most 5 s)
+	for _ in $(seq 50); do grep -q '^got=' "$W/sq.out" && break; sleep 0.1; done
+	kill "$SQ" 2>/dev/null; wait "$SQ" 2>/dev/null; SQ=
+}
+
+# --- 1. pistis and a listener on server-min's client port ------------------------------------
+# Before, pistis wrote its upgrade request, and the client token in it, to whatever listened
+# on the URL's address: an agent's listener on 127.0.0.1:7701 while server-min restarts got
+# the token (and with it every agent of every sandbox). Now the socket at the other end is
+# looked up by its four-tuple first, as pistisd serve does for its relay.
+P=$((20000 + RANDOM % 12000))
+export PISTIS_URL=ws://127.0.0.1:$P PISTIS_TOKEN=client-$(head -c 12 /dev/urandom | base64 | tr -d '/+=')
+for who in "10100 an agent" "10002 pi-tools" "59999 an agent"; do
+	uid=${who%% *} what=${who#* }
+	for how in plain defer; do
+		squat "$uid" "$P" "$how"
+		out=$(timeout 10 "$BIN/pistis" ls 2>&1)
+		rc=$?
+		squat_end
+		is "uid $uid ($what), $how listener on the client port: pistis refuses (exit 111)" "$rc" 111
+		like "... saying whose the socket is, and that the token was not sent" "$out" \
+			"refusing 127\\.0\\.0\\.1:$P: the socket there belongs to uid $uid \\($what\\), not to server-min; not sending the token"
+		unlike "... and the listener got no token" "$(cat "$W/sq.out")" 'bearer=yes'
+	done
+done
+# The controls: root's listener (server-min's owner), and a listener of the caller's own
+# uid (an agent's own pistis talking to its own server), do get the request.
+squat 0 "$P"
+timeout 10 "$BIN/pistis" ls >/dev/null 2>&1
+squat_end
+is "root's listener gets the upgrade request with the token (the control)" \
+	"$(field bearer <"$W/sq.out")" yes
+squat 10100 "$P"
+timeout 10 setpriv --reuid 10100 --regid 10100 --clear-groups "$BIN/pistis" ls >/dev/null 2>&1
+squat_end
+is "a listener of the caller's own uid gets it too" "$(field bearer <"$W/sq.out")" yes
+
+# --- 2. the same through a server-min restart, as `pistis exec` redials -----------------------
+# pistis exec redials for 120 s when server-min goes away: an agent that binds the client
+# port meanwhile is refused on every attempt, and the command's output arrives once the
+# real server-min is back.
+R=$(root_fresh debian) || { skip "server-min restart" "no debian test root"; done_testing; exit 0; }
+relay_up "$R" "$W" || { echo "Bail out! pistisd serve did not connect: $(tail -n 3 "$W/pd.log")"; exit 1; }
+timeout 60 "$BIN/pistis" exec --agent alice -- sh -c 'sleep 5; echo survived' >"$W/exec.out" 2>"$W/exec.err" &
+EX=$!
+for _ in $(seq 100); do
+	"$BIN/pistis" status 2>/dev/null | grep -q '"running":[[:space:]]*true' && break
+	sleep 0.1
+done
+kill "$SM" && wait "$SM" 2>/dev/null
+SM=
+squat 10100 "$CP"
+squat_end
+like "an agent's listener on the client port, server-min away: pistis exec dials it ..." \
+	"$(cat "$W/sq.out")" '^got='
+is "... and sends it nothing (no token)" "$(field got <"$W/sq.out")" 0
+like "... saying why, once, as it redials" "$(cat "$W/exec.err")" \
+	"refusing 127\\.0\\.0\\.1:$CP: the socket there belongs to uid 10100 \\(an agent\\).*; redialling for up to 120 s"
+"$BIN/server-min" --config "$W/pistis.json" >>"$W/smin.log" 2>&1 &
+SM=$!
+wait "$EX"
+rc=$?
+is "server-min back: pistis exec gets its command's output" "$(cat "$W/exec.out")" survived
+is "... and its exit code" "$rc" 0
+
+done_testing
