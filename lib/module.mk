@@ -17,7 +17,7 @@ lib_SRCS += lib/tls-ca.c
 lib_SRCS += lib/trust-path.c
 lib_SRCS += lib/token-file.c
 lib_SRCS += lib/lws-log.c
-lib_SRCS += lib/sock-owner.c
+lib_SRCS += lib/sock-owner.c lib/proxy-env.c
 lib_SRCS += lib/key-file.c
 
 # lib/relro.c is not in liblib.a: the Makefile links it into every musl binary (it only has

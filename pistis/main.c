@@ -34,6 +34,7 @@
 #include "lib/parse-num.h"
 #include "lib/proto.h"
 #include "lib/tls-ca.h"
+#include "lib/proxy-env.h"
 #include "lib/sock-owner.h"
 #include "lib/trust-path.h"
 #include "sandbox-users/users.h"
@@ -1330,6 +1331,13 @@ int main(int argc, char **argv)
 	}
 	srandom((unsigned)time(NULL) ^ (unsigned)getpid());
 	log_lws_setup();
+	/* libwebsockets takes http_proxy from the environment and knows no no_proxy: a server
+	 * exempted there (127.0.0.1 in most) went through the proxy, which saw the token */
+	if (proxy_env_settle(C.host) == 2 && !C.tls)
+		log_warning("Dialling ws://%s:%d through the proxy http_proxy names: the proxy "
+			    "sees the client token and every message (use wss://, or name the "
+			    "server's host in no_proxy)",
+			    C.host, C.port);
 	memset(&info, 0, sizeof(info));
 	info.port = CONTEXT_PORT_NO_LISTEN;
 	info.protocols = protocols;

@@ -36,6 +36,7 @@
 #include "lib/parse-num.h"
 #include "lib/proto.h"
 #include "lib/sha256.h"
+#include "lib/proxy-env.h"
 #include "lib/sock-owner.h"
 #include "lib/tls-ca.h"
 #include "lib/trust-path.h"
@@ -1274,6 +1275,24 @@ int serve_cli_main(int argc, char **argv)
 
 	raise_nofile();
 	log_lws_setup();
+	/* libwebsockets takes http_proxy from the environment as it makes the context, and
+	 * knows no no_proxy: a relay the operator exempted went through the proxy (which saw
+	 * the token of a ws:// one), and a unix socket relay got a CONNECT line. */
+	switch (proxy_env_settle(S.unix_addr[0] ? NULL : S.host)) {
+	case 1:
+		log_info("Dialling the relay directly, not through http_proxy (%s)",
+			 S.unix_addr[0] ? "a unix socket" : "no_proxy names its host");
+		break;
+	case 2:
+		if (!S.tls)
+			log_warning("Dialling the relay ws://%s:%d through the proxy http_proxy "
+				    "names: the proxy sees the token and every message (use "
+				    "wss://, or name the relay's host in no_proxy)",
+				    S.host, S.port);
+		break;
+	default:
+		break;
+	}
 	memset(&info, 0, sizeof(info));
 	info.port = CONTEXT_PORT_NO_LISTEN;
 	info.protocols = protocols;

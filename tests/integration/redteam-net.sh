@@ -100,4 +100,31 @@ rc=$?
 is "server-min back: pistis exec gets its command's output" "$(cat "$W/exec.out")" survived
 is "... and its exit code" "$rc" 0
 
+# --- 3. http_proxy, no_proxy ------------------------------------------------------------------
+# libwebsockets reads http_proxy from the environment and knows no no_proxy: pistis and
+# serve sent a server the operator had exempted (no_proxy=127.0.0.1) through the proxy, which
+# saw the token of a ws:// one. A proxy of root's here (tests/probe's listener, which
+# answers nothing): it must not even be dialled for an exempted host.
+PX=$((CP + 2))
+squat 0 "$PX"
+out=$(http_proxy=http://127.0.0.1:$PX no_proxy=localhost,127.0.0.1 timeout 10 "$BIN/pistis" ls 2>&1)
+like "pistis, http_proxy set and no_proxy naming the server: connects directly" "$out" 's1 +connected'
+sleep 0.3
+unlike "... the proxy is not dialled" "$(cat "$W/sq.out")" '^got='
+kill "$PD" && wait "$PD" 2>/dev/null
+(in_root_exec "$R" http_proxy=http://127.0.0.1:$PX NO_PROXY=127.0.0.1 pistisd serve \
+	--relay "ws://127.0.0.1:$SP" --token-file /etc/pistis/token --name s1 \
+	${ALLOW:+--allow $ALLOW}) >"$W/pd.log" 2>&1 &
+PD=$!
+for _ in $(seq 100); do "$BIN/pistis" ls 2>/dev/null | grep -q "s1 *connected" && break; sleep 0.1; done
+like "serve, http_proxy set and NO_PROXY naming the relay: connects directly" "$("$BIN/pistis" ls 2>&1)" 's1 +connected'
+unlike "... the proxy is not dialled" "$(cat "$W/sq.out")" '^got='
+like "... and says so" "$(cat "$W/pd.log")" 'Dialling the relay directly, not through http_proxy \(no_proxy names its host\)'
+# Not exempted: through the proxy (the operator's), with a warning that it sees the token.
+out=$(http_proxy=http://127.0.0.1:$PX timeout 10 "$BIN/pistis" ls 2>&1)
+squat_end
+like "pistis, the server not exempted: dials the proxy (the control)" "$(cat "$W/sq.out")" '^got=[1-9]'
+like "... warning that the proxy sees the client token" "$out" \
+	"Dialling ws://127\\.0\\.0\\.1:$CP through the proxy http_proxy names: the proxy sees the client token"
+
 done_testing

@@ -49,6 +49,14 @@ like "serve dials the socket: s1 connected" "$("$BIN/pistis" ls 2>&1)" 's1 +conn
 is "a command over the unix socket relay" \
 	"$(PISTIS_SANDBOX=s1 "$BIN/pistis" exec --agent alice -- echo over-unix 2>&1)" over-unix
 kill "$PD"; wait "$PD" 2>/dev/null; PD=
+# An http_proxy in serve's environment (the container's, set for apt or pip): libwebsockets
+# sent the unix socket a CONNECT line, and serve never connected ("proxy conn dead").
+in_root_exec "$R" http_proxy=http://127.0.0.1:9 pistisd serve --relay /run/pistis/relay.sock \
+	--token-file /etc/pistis/token --name s1 ${ALLOW:+--allow $ALLOW} >"$W/pd.log" 2>&1 &
+PD=$!
+for _ in $(seq 100); do "$BIN/pistis" ls 2>/dev/null | grep -q "s1 *connected" && break; sleep 0.1; done
+like "with http_proxy set, serve still dials the unix socket itself" "$("$BIN/pistis" ls 2>&1)" 's1 +connected'
+kill "$PD"; wait "$PD" 2>/dev/null; PD=
 
 # Where an agent could have put the socket: a directory anyone may write (sticky or not),
 # one an agent owns, a directory of pi-sandbox's, or a link in such a directory.

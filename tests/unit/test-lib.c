@@ -29,6 +29,7 @@
 #include "lib/tap.h"
 #include "lib/token-file.h"
 #include "lib/trust-path.h"
+#include "lib/proxy-env.h"
 #include "lib/sock-owner.h"
 
 TEST(escape_c_control_bytes)
@@ -1214,6 +1215,49 @@ TEST(sock_tcp_peer_unknown_and_bad_fds)
 	close(sv[0]);
 	close(sv[1]);
 	waitpid(pid, NULL, 0);
+}
+
+/* no_proxy as curl reads it: libwebsockets reads none, so the clients decide themselves
+ * (a relay the operator exempted went through the proxy, which saw its token). */
+TEST(proxy_host_exempt_curl_syntax)
+{
+	EXPECT_TRUE(proxy_host_exempt("127.0.0.1", "localhost,127.0.0.1"));
+	EXPECT_TRUE(proxy_host_exempt("127.0.0.1", " localhost , 127.0.0.1 "));
+	EXPECT_TRUE(proxy_host_exempt("relay.example.com", "example.com"));
+	EXPECT_TRUE(proxy_host_exempt("relay.example.com", ".example.com"));
+	EXPECT_TRUE(proxy_host_exempt("relay.example.com", "*.example.com"));
+	EXPECT_TRUE(proxy_host_exempt("Relay.Example.COM.", "example.com"));
+	EXPECT_TRUE(proxy_host_exempt("relay.example.com", "relay.example.com:443"));
+	EXPECT_TRUE(proxy_host_exempt("::1", "[::1]"));
+	EXPECT_TRUE(proxy_host_exempt("::1", "::1"));
+	EXPECT_TRUE(proxy_host_exempt("anything", "a,*"));
+	EXPECT_FALSE(proxy_host_exempt("badexample.com", "example.com"));
+	EXPECT_FALSE(proxy_host_exempt("example.com", "relay.example.com"));
+	EXPECT_FALSE(proxy_host_exempt("127.0.0.1", "localhost"));
+	EXPECT_FALSE(proxy_host_exempt("10.1.2.3", "10.0.0.0/8"));
+	EXPECT_FALSE(proxy_host_exempt("relay", "*relay"));
+	EXPECT_FALSE(proxy_host_exempt("relay", ""));
+	EXPECT_FALSE(proxy_host_exempt("relay", NULL));
+	EXPECT_FALSE(proxy_host_exempt("relay", ",, ,"));
+}
+
+TEST(proxy_env_settle_drops_http_proxy_only_for_exempt_hosts)
+{
+	unsetenv("http_proxy");
+	setenv("no_proxy", "127.0.0.1", 1);
+	EXPECT_EQ(proxy_env_settle("127.0.0.1"), 0);
+	setenv("http_proxy", "http://proxy:3128", 1);
+	EXPECT_EQ(proxy_env_settle("relay.example.com"), 2);
+	EXPECT_STREQ(getenv("http_proxy"), "http://proxy:3128");
+	EXPECT_EQ(proxy_env_settle("127.0.0.1"), 1);
+	EXPECT_TRUE(getenv("http_proxy") == NULL);
+	setenv("http_proxy", "http://proxy:3128", 1);
+	unsetenv("no_proxy");
+	setenv("NO_PROXY", "example.com", 1);
+	EXPECT_EQ(proxy_env_settle("relay.example.com"), 1);
+	setenv("http_proxy", "http://proxy:3128", 1);
+	EXPECT_EQ(proxy_env_settle(NULL), 1); /* a unix socket */
+	EXPECT_TRUE(getenv("http_proxy") == NULL);
 }
 
 TEST_HARNESS_MAIN
