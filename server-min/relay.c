@@ -2389,6 +2389,13 @@ static int make_vhost(const char *name, const char *addr, const struct lws_proto
 		memcpy(host, addr, host_len);
 		host[host_len] = 0;
 		info.iface = host;
+		/* libwebsockets 4.1 with IPv6 makes the listener an IPv6 socket and parses an
+		 * IPv4 address into the sockaddr_in6 as if it were a sockaddr_in: the address
+		 * lands in sin6_flowinfo, sin6_addr stays ::, and "127.0.0.1:7701" listened on
+		 * every address of the host (lws_interface_to_sa). An IPv4 address is bound on
+		 * an IPv4 socket. */
+		if (inet_pton(AF_INET, host, &(struct in_addr){0}) == 1)
+			info.options |= LWS_SERVER_OPTION_DISABLE_IPV6;
 	}
 	if (tls) {
 		info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;

@@ -78,6 +78,15 @@ is "a listener of the caller's own uid gets it too" "$(field bearer <"$W/sq.out"
 # real server-min is back.
 R=$(root_fresh debian) || { skip "server-min restart" "no debian test root"; done_testing; exit 0; }
 relay_up "$R" "$W" || { echo "Bail out! pistisd serve did not connect: $(tail -n 3 "$W/pd.log")"; exit 1; }
+# server-min's listeners are where pistis.json says, 127.0.0.1: libwebsockets (with IPv6)
+# put an IPv4 address into an IPv6 socket's sockaddr wrongly and bound [::], every address
+# of the host, where agents (and the network) reach the client listener.
+is "server-min listens on 127.0.0.1:$SP and 127.0.0.1:$CP only" \
+	"$(ss -tlnH "( sport = :$SP or sport = :$CP )" | awk '{print $4}' | sort | paste -sd' ')" \
+	"127.0.0.1:$SP 127.0.0.1:$CP"
+ip addr add 10.231.9.9/32 dev lo
+fails "... so another address of the namespace does not reach the client listener" \
+	timeout 3 bash -c "exec 3<>/dev/tcp/10.231.9.9/$CP"
 timeout 60 "$BIN/pistis" exec --agent alice -- sh -c 'sleep 5; echo survived' >"$W/exec.out" 2>"$W/exec.err" &
 EX=$!
 for _ in $(seq 100); do
