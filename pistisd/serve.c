@@ -69,6 +69,7 @@ static struct {
 	const char *ca;
 	uint8_t pin[32];
 	bool have_pin;
+	bool plain_remote_told; /* the warning about a ws:// relay elsewhere, once */
 	char token[TOKEN_MAX + 1];
 	size_t token_len;
 	/* "Bearer <token>" in the upgrade request lws built (forget_sent_token) */
@@ -786,6 +787,18 @@ static bool relay_peer_believed(struct lws *wsi)
 				"or wss:// with --pin)",
 				S.host, S.port);
 		return false;
+	}
+	if (kind != SOCK_PEER_LOCAL && !S.tls && !S.plain_remote_told) {
+		/* No socket of this namespace: nothing but the network vouches for the peer, and
+		 * agents are on the sandbox's side of it (a resolver at a local address whose
+		 * port is free, a name in no_proxy, a hosts file a rule lets them write) */
+		S.plain_remote_told = true;
+		log_warning(
+			"The relay at %s:%d is outside this network namespace and dialled over "
+			"plain ws://: the token and every command cross the network in clear, "
+			"and nothing proves the peer is the relay (whoever answers for its name "
+			"or address gets the token); use wss:// (and --pin)",
+			S.host, S.port);
 	}
 	return true;
 }

@@ -136,4 +136,44 @@ like "pistis, the server not exempted: dials the proxy (the control)" "$(cat "$W
 like "... warning that the proxy sees the client token" "$out" \
 	"Dialling ws://127\\.0\\.0\\.1:$CP through the proxy http_proxy names: the proxy sees the client token"
 
+# --- 4. plain ws:// to a relay outside the namespace ------------------------------------------
+# The owner check cannot see a peer in another namespace: there only the network vouches, and
+# agents are on the sandbox's side of it (a resolver on a local address whose port they can
+# take, a name in no_proxy). serve said nothing; now it warns once, before the token goes.
+unlike "a relay on loopback: no warning about plain ws://" "$(cat "$W/pd.log")" 'outside this network namespace'
+kill "$PD" && wait "$PD" 2>/dev/null
+PD=
+if unshare -n sleep 60 & NS2=$! && sleep 0.2 &&
+	ip link add vrn0 type veth peer name vrn1 netns "$NS2" 2>/dev/null &&
+	ip addr add 10.231.7.1/24 dev vrn0 && ip link set vrn0 up &&
+	nsenter -t "$NS2" -n sh -c 'ip addr add 10.231.7.2/24 dev vrn1 && ip link set vrn1 up'; then
+	: >"$W/far.out"
+	nsenter -t "$NS2" -n python3 -c '
+import socket, sys
+s = socket.socket(); s.bind(("10.231.7.2", int(sys.argv[1]))); s.listen(1)
+print("listening", flush=True)
+c, _ = s.accept(); c.settimeout(3); d = b""
+try:
+    while b"\r\n\r\n" not in d:
+        b = c.recv(4096)
+        if not b: break
+        d += b
+except Exception: pass
+print("got=%d" % len(d), flush=True)' "$P" >"$W/far.out" 2>&1 &
+	FAR=$!
+	for _ in $(seq 50); do grep -q listening "$W/far.out" && break; sleep 0.1; done
+	(in_root_exec "$R" pistisd serve --relay "ws://10.231.7.2:$P" --token-file /etc/pistis/token \
+		--name s1 ${ALLOW:+--allow $ALLOW}) >"$W/pd.log" 2>&1 &
+	PD=$!
+	for _ in $(seq 100); do grep -q '^got=' "$W/far.out" && break; sleep 0.1; done
+	like "ws:// to a relay in another namespace: serve dials it ..." "$(cat "$W/far.out")" '^got=[1-9]'
+	like "... warning that the token crosses the network in clear, to whoever answers" \
+		"$(cat "$W/pd.log")" "The relay at 10\\.231\\.7\\.2:$P is outside this network namespace and dialled over plain ws://"
+	kill "$FAR" "$NS2" 2>/dev/null; wait "$FAR" "$NS2" 2>/dev/null
+else
+	kill "$NS2" 2>/dev/null
+	skip "ws:// elsewhere" "no veth pair here"
+	skip "ws:// elsewhere, warning" "no veth pair here"
+fi
+
 done_testing
