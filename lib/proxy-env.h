@@ -13,7 +13,15 @@
  * exempts host. No CIDR ranges: "10.0.0.0/8" matches nothing. NULL or empty: false. */
 bool proxy_host_exempt(const char *host, const char *no_proxy);
 
+/* Whether host is a loopback name or address: "localhost" (and names below it), 127.0.0.0/8,
+ * ::1. Such a server is in the client's own network namespace, where only a direct
+ * connection lets the client see whose socket it reaches (lib/sock-owner): through a proxy
+ * of the same namespace, an agent that took the server's port while it was away would be
+ * handed the token, the proxy's socket being all the client sees. */
+bool proxy_host_loopback(const char *host);
+
 /* The client's choice before it makes its libwebsockets context: when http_proxy is set and
- * host is NULL (a unix socket) or no_proxy/NO_PROXY exempts it, http_proxy is removed from
- * the environment (returns 1); when it is set and stays, returns 2; unset or empty, 0. */
+ * host is NULL (a unix socket), a loopback host, or one no_proxy/NO_PROXY exempts, http_proxy
+ * is removed from the environment (returns 1); when it is set and stays, returns 2; unset or
+ * empty, 0. */
 int proxy_env_settle(const char *host);

@@ -1294,7 +1294,9 @@ int serve_cli_main(int argc, char **argv)
 	switch (proxy_env_settle(S.unix_addr[0] ? NULL : S.host)) {
 	case 1:
 		log_info("Dialling the relay directly, not through http_proxy (%s)",
-			 S.unix_addr[0] ? "a unix socket" : "no_proxy names its host");
+			 S.unix_addr[0]		       ? "a unix socket"
+			 : proxy_host_loopback(S.host) ? "a loopback address"
+						       : "no_proxy names its host");
 		break;
 	case 2:
 		if (!S.tls)

@@ -128,13 +128,22 @@ PD=$!
 for _ in $(seq 100); do "$BIN/pistis" ls 2>/dev/null | grep -q "s1 *connected" && break; sleep 0.1; done
 like "serve, http_proxy set and NO_PROXY naming the relay: connects directly" "$("$BIN/pistis" ls 2>&1)" 's1 +connected'
 unlike "... the proxy is not dialled" "$(cat "$W/sq.out")" '^got='
-like "... and says so" "$(cat "$W/pd.log")" 'Dialling the relay directly, not through http_proxy \(no_proxy names its host\)'
-# Not exempted: through the proxy (the operator's), with a warning that it sees the token.
+like "... and says so (a loopback relay is never proxied)" "$(cat "$W/pd.log")" \
+	'Dialling the relay directly, not through http_proxy \(a loopback address\)'
+# A loopback server, no no_proxy: never through a proxy either. A proxy of this namespace
+# reaches the same loopback, and pistis would see only the proxy's socket, not whose
+# listener the proxy reached: an agent's, on the server's port while it is away.
 out=$(http_proxy=http://127.0.0.1:$PX timeout 10 "$BIN/pistis" ls 2>&1)
+like "pistis, http_proxy set, a loopback server, no no_proxy: connects directly" "$out" 's1 +connected'
+sleep 0.3
+unlike "... the proxy is not dialled" "$(cat "$W/sq.out")" '^got='
+# Not exempted: through the proxy (the operator's), with a warning that it sees the token.
+out=$(PISTIS_URL=ws://10.231.9.9:$CP http_proxy=http://127.0.0.1:$PX timeout 10 "$BIN/pistis" ls 2>&1)
 squat_end
-like "pistis, the server not exempted: dials the proxy (the control)" "$(cat "$W/sq.out")" '^got=[1-9]'
+like "pistis, the server neither loopback nor exempted: dials the proxy (the control)" \
+	"$(cat "$W/sq.out")" '^got=[1-9]'
 like "... warning that the proxy sees the client token" "$out" \
-	"Dialling ws://127\\.0\\.0\\.1:$CP through the proxy http_proxy names: the proxy sees the client token"
+	"Dialling ws://10\\.231\\.9\\.9:$CP through the proxy http_proxy names: the proxy sees the client token"
 
 # --- 4. plain ws:// to a relay outside the namespace ------------------------------------------
 # The owner check cannot see a peer in another namespace: there only the network vouches, and

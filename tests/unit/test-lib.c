@@ -1241,15 +1241,34 @@ TEST(proxy_host_exempt_curl_syntax)
 	EXPECT_FALSE(proxy_host_exempt("relay", ",, ,"));
 }
 
+TEST(proxy_host_loopback_names_and_addresses)
+{
+	EXPECT_TRUE(proxy_host_loopback("localhost"));
+	EXPECT_TRUE(proxy_host_loopback("LocalHost."));
+	EXPECT_TRUE(proxy_host_loopback("relay.localhost"));
+	EXPECT_TRUE(proxy_host_loopback("127.0.0.1"));
+	EXPECT_TRUE(proxy_host_loopback("127.255.1.2"));
+	EXPECT_TRUE(proxy_host_loopback("::1"));
+	EXPECT_FALSE(proxy_host_loopback("128.0.0.1"));
+	EXPECT_FALSE(proxy_host_loopback("10.0.0.1"));
+	EXPECT_FALSE(proxy_host_loopback("notlocalhost"));
+	EXPECT_FALSE(proxy_host_loopback("localhost.example.com"));
+	EXPECT_FALSE(proxy_host_loopback("127.0.0.1.example.com"));
+}
+
 TEST(proxy_env_settle_drops_http_proxy_only_for_exempt_hosts)
 {
 	unsetenv("http_proxy");
-	setenv("no_proxy", "127.0.0.1", 1);
-	EXPECT_EQ(proxy_env_settle("127.0.0.1"), 0);
+	setenv("no_proxy", "10.0.0.1", 1);
+	EXPECT_EQ(proxy_env_settle("10.0.0.1"), 0);
 	setenv("http_proxy", "http://proxy:3128", 1);
 	EXPECT_EQ(proxy_env_settle("relay.example.com"), 2);
 	EXPECT_STREQ(getenv("http_proxy"), "http://proxy:3128");
-	EXPECT_EQ(proxy_env_settle("127.0.0.1"), 1);
+	EXPECT_EQ(proxy_env_settle("10.0.0.1"), 1);
+	EXPECT_TRUE(getenv("http_proxy") == NULL);
+	setenv("http_proxy", "http://proxy:3128", 1);
+	unsetenv("no_proxy");
+	EXPECT_EQ(proxy_env_settle("127.0.0.1"), 1); /* loopback: never through a proxy */
 	EXPECT_TRUE(getenv("http_proxy") == NULL);
 	setenv("http_proxy", "http://proxy:3128", 1);
 	unsetenv("no_proxy");
