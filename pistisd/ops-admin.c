@@ -335,6 +335,11 @@ static void do_walk(struct hctx *h, int root_fd, enum proto_op op, cJSON *req)
 		if (r < 0)
 			return answer_error(h, proto_err_from_errno(r), 0, "cannot save %s: %s",
 					    POLICY_RULES_PATH, strerror(-r));
+		if (r > 0) /* in place, which every reader now gets: applied below */
+			log_warning_errno(-r,
+					  "policy.apply: saved %s, but syncing its directory "
+					  "failed: %m; applying the new rules",
+					  POLICY_RULES_PATH);
 		saved = true;
 	}
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {

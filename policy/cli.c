@@ -789,6 +789,12 @@ static int do_save(struct ctx *c, int root_fd)
 		return log_error_errno(r, "Failed to save %s: %m; nothing replaced",
 				       POLICY_RULES_PATH),
 		       EXIT_SYSTEM;
+	if (r > 0)
+		log_warning_errno(-r,
+				  "Saved %s, but syncing its directory failed: %m; applying the "
+				  "new rules (a crash before the disk catches up may bring back "
+				  "the old file)",
+				  POLICY_RULES_PATH);
 	if (!c->json)
 		printf("saved %s (%zu rules); applying\n", POLICY_RULES_PATH, rules->n);
 	return run_walk(c, root_fd, rules);

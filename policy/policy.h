@@ -290,7 +290,9 @@ int policy_rules_check_fs(int root_fd, const struct policy_rules *r, struct poli
 int policy_apply_lock(int root_fd, unsigned wait_ms, int *ret_fd);
 
 /* Replace POLICY_RULES_PATH beneath root_fd with buf atomically: temp file in the same
- * directory, fsync, rename, fsync of the directory. buf must already be validated. */
+ * directory, fsync, rename, fsync of the directory. buf must already be validated. 0; or
+ * an errno > 0: replaced (every reader gets the new file), but the directory's fsync failed
+ * with it, so a crash may yet bring back the old one; or -errno: nothing replaced. */
 int policy_rules_save(int root_fd, const char *buf, size_t len);
 
 /* --- explain.c --- */

@@ -436,6 +436,8 @@ int policy_rules_save(int root_fd, const char *buf, size_t len)
 		(void)unlinkat(dfd, tmp, 0);
 		return r;
 	}
-	/* The rename is durable only once the directory is on disk. */
-	return RET_NERRNO(fsync(dfd));
+	/* The rename is durable only once the directory is on disk. Failing that, the new
+	 * file is in place all the same, and what every reader now gets: said apart from
+	 * "nothing replaced", for the caller to go on and apply what it saved. */
+	return fsync(dfd) < 0 ? errno : 0;
 }

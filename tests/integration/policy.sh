@@ -232,6 +232,24 @@ else
 	skip "save: NEW swapped after it was read" "strace missing or not allowed"
 fi
 
+# The directory's fsync failing after the rename (strace fails the second fsync, the
+# directory's): the new file is in place and what every reader gets, so save says so, as
+# a warning, and applies it; "nothing replaced" would be false.
+if command -v strace >/dev/null && strace -qq -o /dev/null true 2>/dev/null; then
+	printf '[\n {"path": "/workspaces", "access": "write"},\n {"path": "/data/home", "access": "none"}\n]\n' >"$work/sync.json"
+	out=$(strace -f -qq -o /dev/null -e trace=fsync -e inject=fsync:error=EIO:when=2 \
+		"$P" policy save --root "$R" --rules "$work/sync.json" 2>&1); rc=$?
+	is "save: the directory's fsync fails after the rename: exit 0" "$rc" 0
+	like "... a warning that says the file is saved, and why it may not last" "$out" \
+		"Saved /data/pistis/rules.json, but syncing its directory failed: [^;]*; applying"
+	unlike "... never 'nothing replaced'" "$out" "nothing replaced"
+	is "... the new rules in place" "$(cmp "$work/sync.json" "$R/data/pistis/rules.json" && echo same)" same
+	like "... and applied" "$out" "saved /data/pistis/rules.json \\(2 rules\\); applying"
+	exits 0 "... the earlier rules saved again" "$P" policy save --root "$R" --rules "$work/restore.json"
+else
+	skip "save: the directory's fsync fails after the rename" "strace missing or not allowed"
+fi
+
 # --- the openat2 fallback --------------------------------------------------------------
 before=$(outside)
 chmod 0666 "$W/src/main.c"
