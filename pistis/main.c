@@ -1030,7 +1030,8 @@ static void usage(FILE *f)
 		"                                       send one request (policy.plan,\n"
 		"                                       trusted.list…), print every message\n"
 		"                                       for it, one a line\n\n"
-		"Short options: -t --tty, -i --interactive, -j --json, -h --help (this text).\n\n"
+		"Short options: -t --tty, -i --interactive, -j --json, -h --help (this text);\n"
+		"--version prints the version.\n\n"
 		"Server: --url or $PISTIS_URL (default ws://127.0.0.1:7701/v1/ws); token:\n"
 		"--token-file or $PISTIS_TOKEN; wss:// trusts --ca FILE or $PISTIS_CA, else the\n"
 		"system's bundle; --sandbox defaults to $PISTIS_SANDBOX. Exit codes: the\n"
@@ -1145,6 +1146,7 @@ int main(int argc, char **argv)
 		{"old", required_argument, NULL, 'o'},
 		{"new", required_argument, NULL, 'n'},
 		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
 		{0},
 	};
 	struct lws_context_creation_info info;
@@ -1252,6 +1254,9 @@ int main(int argc, char **argv)
 			break;
 		case 'h':
 			usage(stdout);
+			return 0;
+		case 'V':
+			printf("pistis %s\n", PISTIS_VERSION);
 			return 0;
 		default:
 			log_bad_option(argv, optind, optopt, "pistis --help");

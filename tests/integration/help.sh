@@ -39,6 +39,9 @@ help_ok() {
 
 for b in pistisd pi-env pistis pistisd-entry server-min; do
 	help_ok "$b" "$b"
+	out=$("$BIN/$b" --version 2>&1); rc=$?
+	is "$b --version exits 0" "$rc" 0
+	like "$b --version names the binary and its version" "$out" "^$b [0-9]+\\.[0-9]+"
 done
 for c in $commands; do
 	help_ok "pistisd $c" pistisd "$c"
