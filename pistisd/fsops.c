@@ -320,8 +320,12 @@ static int sticky_refuses(int dfd, const struct stat *st)
  * nothing: no FIFO end, no device's open), judged on that fd's fstat, and only that inode is
  * reopened for I/O: a FIFO, socket or device is refused without ever being opened, whenever
  * the agent swaps it in. */
-static int open_regular(int dfd, const char *leaf, int flags, mode_t mode, struct stat *st)
+/* ret_created (may be NULL): whether this call made the file (O_CREAT, nothing there). */
+static int open_regular(int dfd, const char *leaf, int flags, mode_t mode, struct stat *st,
+			bool *ret_created)
 {
+	if (ret_created)
+		*ret_created = false;
 	/* Nothing there: create it O_EXCL, so a FIFO the agent makes in between is not opened
 	 * by an O_CREAT open; one that appears is looked at again (a few times: the agent
 	 * may race, but the answer is then its own error). */
@@ -360,6 +364,8 @@ static int open_regular(int dfd, const char *leaf, int flags, mode_t mode, struc
 			close(fd);
 			return r;
 		}
+		if (ret_created)
+			*ret_created = pfd < 0;
 		return fd;
 	}
 	return -EEXIST;
@@ -374,7 +380,7 @@ static int read_leaf(int dfd, const char *leaf, uint64_t offset, uint64_t limit,
 	struct stat st;
 	ssize_t n;
 
-	fd = open_regular(dfd, leaf, O_RDONLY, 0, &st);
+	fd = open_regular(dfd, leaf, O_RDONLY, 0, &st, NULL);
 	if (fd < 0)
 		return fd;
 	/* a prompt file that is a hard link could be anyone's file planted by name */
@@ -469,15 +475,23 @@ static int write_leaf(int dfd, const char *leaf, const uint8_t *data, size_t len
 		      struct proto_error *err)
 {
 	_cleanup_close_ int fd = -1;
-	struct stat st;
+	struct stat st, now;
+	bool created;
 	int r;
 
-	fd = open_regular(dfd, leaf, O_WRONLY | O_CREAT, 0666, &st);
+	fd = open_regular(dfd, leaf, O_WRONLY | O_CREAT, 0666, &st, &created);
 	if (fd < 0)
 		return fd;
 	r = reserve_range(fd, offset < 0 ? 0 : offset, len);
-	if (r < 0)
+	if (r < 0) {
+		/* "nothing written": nor an empty file left where there was none (a full file
+		 * system still has inodes). Only the file made here, if the name still holds it
+		 * (this helper is the agent: it may remove nothing the agent could not). */
+		if (created && fstatat(dfd, leaf, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    now.st_dev == st.st_dev && now.st_ino == st.st_ino)
+			(void)unlinkat(dfd, leaf, 0);
 		return write_error(PROTO_OP_FS_WRITE, r, false, err);
+	}
 	r = pwrite_all(fd, data, len, offset < 0 ? 0 : offset);
 	if (r == 0 && offset < 0 && ftruncate(fd, (off_t)len) < 0)
 		r = -errno;
@@ -663,7 +677,7 @@ static int do_op(enum proto_op op, cJSON *req, cJSON *o, struct proto_error *err
 		if (proto_get_string(req, "old", PROTO_MAX_STRING, &old, err) < 0 ||
 		    proto_get_string(req, "new", PROTO_MAX_STRING, &new, err) < 0 || !*old)
 			return -EINVAL;
-		fd = open_regular(dfd, leaf, O_RDWR, 0, &st);
+		fd = open_regular(dfd, leaf, O_RDWR, 0, &st, NULL);
 		if (fd < 0)
 			return fd;
 		r = fd_read_all(fd, PROTO_MAX_FILE, &content, &len);

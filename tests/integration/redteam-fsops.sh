@@ -523,6 +523,9 @@ is "... and the file is as it was" "$(sha256sum <"$R/workspaces/full/f")" "$sum0
 out=$(call fs.write "{\"agent\":\"alice\",\"path\":\"/workspaces/full/f\",\"offset\":12011,\"data\":\"$(head -c 8000 /dev/zero | tr '\0' Z | base64 -w0)\"}")
 like "an fs.write of a piece past the end fails the same way" "$out" 'No space left on device.*nothing written'
 is "... and the file is as it was" "$(sha256sum <"$R/workspaces/full/f")" "$sum0"
+out=$(call fs.write "{\"agent\":\"alice\",\"path\":\"/workspaces/full/new\",\"data\":\"$(head -c 8000 /dev/zero | tr '\0' N | base64 -w0)\"}")
+like "an fs.write of a new file fails the same way" "$out" 'No space left on device.*nothing written'
+ok "... and leaves no empty file behind" test ! -e "$R/workspaces/full/new"
 out=$(call fs.edit '{"agent":"alice","path":"/workspaces/full/f","old":"TAIL","new":"END"}')
 like "an edit that needs no new space still goes through" "$out" '"ok": *true'
 is "... and did its change" "$(tail -n 1 "$R/workspaces/full/f")" END
