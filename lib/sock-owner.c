@@ -184,3 +184,32 @@ bool sock_peer_is_local(int fd)
 	t = socket(peer.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	return t < 0 || bind(t, (struct sockaddr *)&peer, len) == 0 || errno != EADDRNOTAVAIL;
 }
+
+enum sock_verdict sock_tcp_peer_verdict(int fd, bool (*barred)(uid_t uid), uid_t *ret_uid,
+					int *ret_error)
+{
+	enum sock_peer kind = SOCK_PEER_UNKNOWN;
+	uid_t uid = 0;
+	int r;
+
+	*ret_uid = 0;
+	*ret_error = 0;
+	r = fd < 0 ? -EBADF : sock_tcp_peer(fd, &kind, &uid, ret_error);
+	if (r < 0) {
+		*ret_error = r;
+		return SOCK_REFUSED_NOT_TCP;
+	}
+	switch (kind) {
+	case SOCK_PEER_LOCAL:
+		*ret_uid = uid;
+		return barred(uid) ? SOCK_REFUSED_OWNER : SOCK_BELIEVED_LOCAL;
+	case SOCK_PEER_LOCAL_UNTOLD:
+		return SOCK_REFUSED_UNTOLD;
+	case SOCK_PEER_UNKNOWN:
+		return sock_peer_is_local(fd) ? SOCK_REFUSED_BLIND : SOCK_BELIEVED_ELSEWHERE;
+	case SOCK_PEER_REMOTE:
+	default:
+		break;
+	}
+	return SOCK_BELIEVED_ELSEWHERE;
+}

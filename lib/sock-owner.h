@@ -27,3 +27,24 @@ int sock_tcp_peer(int fd, enum sock_peer *ret_kind, uid_t *ret_uid, int *ret_err
  * (127.0.0.0/8, ::1, ::ffff:127.0.0.0/104) or one that can be bound here (an interface's;
  * any, where non-local binds are allowed). True also when it cannot tell. */
 bool sock_peer_is_local(int fd);
+
+/* The four-way judgement both token senders (pistisd serve for its relay, pistis for
+ * server-min) make of sock_tcp_peer's answer before they write a secret. */
+enum sock_verdict {
+	SOCK_BELIEVED_LOCAL,	 /* a socket of this namespace, not a barred uid's */
+	SOCK_BELIEVED_ELSEWHERE, /* no socket of this namespace (or the lookups fail at an
+				  * address none of its sockets can have): the network's
+				  * to vouch for */
+	SOCK_REFUSED_NOT_TCP,	 /* fd is not a connected TCP socket: *ret_error */
+	SOCK_REFUSED_OWNER,	 /* a barred uid's socket: *ret_uid */
+	SOCK_REFUSED_UNTOLD,	 /* of this namespace, not accepted, and no one listens
+				  * there any more: whose it is cannot be told */
+	SOCK_REFUSED_BLIND,	 /* an address of this namespace where the lookups do not
+				  * work: *ret_error is theirs */
+};
+
+/* The verdict on the peer of fd (which may be negative: NOT_TCP, -EBADF). barred(uid)
+ * says whose local sockets must not get the secret. *ret_uid: the owner, for
+ * SOCK_BELIEVED_LOCAL and SOCK_REFUSED_OWNER; *ret_error: a -errno, or 0. */
+enum sock_verdict sock_tcp_peer_verdict(int fd, bool (*barred)(uid_t uid), uid_t *ret_uid,
+					int *ret_error);

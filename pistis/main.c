@@ -781,21 +781,25 @@ static void on_winch(int fd)
  * caller's own uid) is refused, and so is one whose owner cannot be told, or a peer at a
  * local address where the lookups do not work. A peer elsewhere is the network's to vouch
  * for (wss://). Why, in C.conn_err. */
+static bool server_owner_barred(uid_t uid)
+{
+	return uid != getuid() && (users_uid_is_agent(uid) || uid == USERS_TOOLS_UID);
+}
+
 static bool server_peer_believed(struct lws *wsi)
 {
-	int fd = lws_get_socket_fd(wsi), err = 0, r;
-	enum sock_peer kind = SOCK_PEER_UNKNOWN;
-	uid_t uid = 0;
+	enum sock_verdict v;
+	uid_t uid;
+	int err;
 
-	r = fd < 0 ? -EBADF : sock_tcp_peer(fd, &kind, &uid, &err);
-	if (r < 0) {
+	v = sock_tcp_peer_verdict(lws_get_socket_fd(wsi), server_owner_barred, &uid, &err);
+	switch (v) {
+	case SOCK_REFUSED_NOT_TCP:
 		snprintf(C.conn_err, sizeof(C.conn_err),
 			 "cannot tell who listens at %s:%d (%s); not sending the token", C.host,
-			 C.port, strerror(-r));
+			 C.port, strerror(-err));
 		return false;
-	}
-	if (kind == SOCK_PEER_LOCAL && uid != getuid() &&
-	    (users_uid_is_agent(uid) || uid == USERS_TOOLS_UID)) {
+	case SOCK_REFUSED_OWNER:
 		snprintf(C.conn_err, sizeof(C.conn_err),
 			 "refusing %s:%d: the socket there belongs to uid %u (%s), not to "
 			 "server-min; not sending the token (its port is taken while server-min "
@@ -803,21 +807,23 @@ static bool server_peer_believed(struct lws *wsi)
 			 C.host, C.port, (unsigned)uid,
 			 uid == USERS_TOOLS_UID ? USERS_TOOLS_USER : "an agent");
 		return false;
-	}
-	if (kind == SOCK_PEER_LOCAL_UNTOLD) {
+	case SOCK_REFUSED_UNTOLD:
 		snprintf(C.conn_err, sizeof(C.conn_err),
 			 "refusing %s:%d: the socket there is not accepted and no one listens "
 			 "there any more; not sending the token",
 			 C.host, C.port);
 		return false;
-	}
-	if (kind == SOCK_PEER_UNKNOWN && sock_peer_is_local(fd)) {
+	case SOCK_REFUSED_BLIND:
 		snprintf(C.conn_err, sizeof(C.conn_err),
 			 "refusing %s:%d: an address of this network namespace, and who owns the "
 			 "socket there cannot be told (socket diagnostics: %s); not sending the "
 			 "token (use wss://)",
 			 C.host, C.port, strerror(-err));
 		return false;
+	case SOCK_BELIEVED_LOCAL:
+	case SOCK_BELIEVED_ELSEWHERE:
+	default:
+		break;
 	}
 	return true;
 }

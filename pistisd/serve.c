@@ -746,24 +746,28 @@ static bool pin_matches(struct lws *wsi)
  * do not work; a peer that no socket of this namespace is (another host, another
  * namespace) is the network's to vouch for (wss:// and --pin). Called before the token
  * is written. */
+static bool relay_owner_barred(uid_t uid)
+{
+	return users_uid_is_agent(uid) || uid == USERS_TOOLS_UID;
+}
+
 static bool relay_peer_believed(struct lws *wsi)
 {
-	int fd = lws_get_socket_fd(wsi), err = 0;
-	enum sock_peer kind = SOCK_PEER_UNKNOWN;
-	uid_t uid = 0;
-	int r;
+	enum sock_verdict v;
+	uid_t uid;
+	int err;
 
 	if (S.unix_addr[0])
 		return true; /* its directories are root's alone (path_believed) */
-	r = fd < 0 ? -EBADF : sock_tcp_peer(fd, &kind, &uid, &err);
-	if (r < 0) {
-		log_error_errno(r,
+	v = sock_tcp_peer_verdict(lws_get_socket_fd(wsi), relay_owner_barred, &uid, &err);
+	switch (v) {
+	case SOCK_REFUSED_NOT_TCP:
+		log_error_errno(err,
 				"Cannot tell who listens at the relay's address %s:%d (%m); "
 				"not sending the token",
 				S.host, S.port);
 		return false;
-	}
-	if (kind == SOCK_PEER_LOCAL && (users_uid_is_agent(uid) || uid == USERS_TOOLS_UID)) {
+	case SOCK_REFUSED_OWNER:
 		log_error(
 			"Refusing the relay at %s:%d: the socket there belongs to uid %u (%s), "
 			"not to the relay; not sending the token (the relay's port is taken "
@@ -771,15 +775,13 @@ static bool relay_peer_believed(struct lws *wsi)
 			S.host, S.port, (unsigned)uid,
 			uid == USERS_TOOLS_UID ? USERS_TOOLS_USER : "an agent");
 		return false;
-	}
-	if (kind == SOCK_PEER_LOCAL_UNTOLD) {
+	case SOCK_REFUSED_UNTOLD:
 		log_error("Refusing the relay at %s:%d: the socket there is not accepted (or is "
 			  "closing) and no one listens there any more: whose it is cannot be "
 			  "told; not sending the token",
 			  S.host, S.port);
 		return false;
-	}
-	if (kind == SOCK_PEER_UNKNOWN && sock_peer_is_local(fd)) {
+	case SOCK_REFUSED_BLIND:
 		log_error_errno(err,
 				"Refusing the relay at %s:%d: an address of this network "
 				"namespace, and who owns the socket there cannot be told (socket "
@@ -787,18 +789,24 @@ static bool relay_peer_believed(struct lws *wsi)
 				"or wss:// with --pin)",
 				S.host, S.port);
 		return false;
-	}
-	if (kind != SOCK_PEER_LOCAL && !S.tls && !S.plain_remote_told) {
-		/* No socket of this namespace: nothing but the network vouches for the peer, and
-		 * agents are on the sandbox's side of it (a resolver at a local address whose
-		 * port is free, a name in no_proxy, a hosts file a rule lets them write) */
-		S.plain_remote_told = true;
-		log_warning(
-			"The relay at %s:%d is outside this network namespace and dialled over "
-			"plain ws://: the token and every command cross the network in clear, "
-			"and nothing proves the peer is the relay (whoever answers for its name "
-			"or address gets the token); use wss:// (and --pin)",
-			S.host, S.port);
+	case SOCK_BELIEVED_ELSEWHERE:
+		if (!S.tls && !S.plain_remote_told) {
+			/* No socket of this namespace: nothing but the network vouches for the
+			 * peer, and agents are on the sandbox's side of it (a resolver at a
+			 * local address whose port is free, a name in no_proxy, a hosts file
+			 * a rule lets them write) */
+			S.plain_remote_told = true;
+			log_warning("The relay at %s:%d is outside this network namespace and "
+				    "dialled over plain ws://: the token and every command cross "
+				    "the network in clear, and nothing proves the peer is the "
+				    "relay (whoever answers for its name or address gets the "
+				    "token); use wss:// (and --pin)",
+				    S.host, S.port);
+		}
+		return true;
+	case SOCK_BELIEVED_LOCAL:
+	default:
+		break;
 	}
 	return true;
 }

@@ -1108,6 +1108,17 @@ static void end_listener(pid_t pid, int hold[2])
 		waitpid(pid, NULL, 0);
 }
 
+static bool bar_10400(uid_t uid)
+{
+	return uid == 10400;
+}
+
+static bool bar_none(uid_t uid)
+{
+	(void)uid;
+	return false;
+}
+
 /* The owner of the listener behind a loopback connection, found by its four-tuple: root's
  * and an agent uid's, over IPv4 and IPv6 (the accepted socket keeps its listener's uid,
  * accepted or not). */
@@ -1138,6 +1149,12 @@ TEST(sock_tcp_peer_names_the_listeners_owner)
 				EXPECT_EQ(owner, uids[u]);
 				EXPECT_EQ(err, 0);
 				EXPECT_TRUE(sock_peer_is_local(fd));
+				EXPECT_EQ((int)sock_tcp_peer_verdict(fd, bar_10400, &owner, &err),
+					  (int)(uids[u] == 10400 ? SOCK_REFUSED_OWNER
+								 : SOCK_BELIEVED_LOCAL));
+				EXPECT_EQ(owner, uids[u]);
+				EXPECT_EQ((int)sock_tcp_peer_verdict(fd, bar_none, &owner, &err),
+					  (int)SOCK_BELIEVED_LOCAL);
 				close(fd);
 				end_listener(pid, hold);
 			}
@@ -1154,6 +1171,12 @@ TEST(sock_tcp_peer_unknown_and_bad_fds)
 
 	ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
 	EXPECT_EQ(sock_tcp_peer(sv[0], &kind, &owner, &err), -EAFNOSUPPORT);
+	EXPECT_EQ((int)sock_tcp_peer_verdict(sv[0], bar_none, &owner, &err),
+		  (int)SOCK_REFUSED_NOT_TCP);
+	EXPECT_EQ(err, -EAFNOSUPPORT);
+	EXPECT_EQ((int)sock_tcp_peer_verdict(-1, bar_none, &owner, &err),
+		  (int)SOCK_REFUSED_NOT_TCP);
+	EXPECT_EQ(err, -EBADF);
 	EXPECT_TRUE(sock_peer_is_local(sv[0])); /* cannot tell: local, refused */
 	if (geteuid() != 0) {
 		close(sv[0]);
@@ -1208,6 +1231,10 @@ TEST(sock_tcp_peer_unknown_and_bad_fds)
 		fd = c.fd;
 		EXPECT_EQ(sock_tcp_peer(fd, &kind, &owner, &err), 0);
 		EXPECT_EQ((int)kind, (int)SOCK_PEER_UNKNOWN);
+		EXPECT_EQ(err, -ENOENT);
+		/* a loopback address where the lookups cannot tell: refused, never "elsewhere" */
+		EXPECT_EQ((int)sock_tcp_peer_verdict(fd, bar_none, &owner, &err),
+			  (int)SOCK_REFUSED_BLIND);
 		EXPECT_EQ(err, -ENOENT);
 		close(fd);
 		EXPECT_EQ(write(sv[0], "x", 1), 1); /* the child may end */
