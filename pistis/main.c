@@ -52,6 +52,7 @@ static struct {
 	bool tls;
 	const char *ca;		    /* --ca or $PISTIS_CA: the bundle wss:// trusts */
 	char conn_err[640];	    /* a host name of 255 and the longest reason */
+	bool redirect_refused;	    /* conn_err says so: CONNECTION_ERROR keeps it */
 	bool refused, refusal_told; /* the handshake callback refused this connection's peer */
 	char token[600];
 	const char *sandbox, *agent, *cwd, *tag, *file, *old_text, *new_text;
@@ -917,12 +918,24 @@ static int cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, voi
 			finish(C.exit_code);
 		break;
 	}
+	case LWS_CALLBACK_CLIENT_HTTP_REDIRECT:
+		/* Never followed: the token would go to wherever the answer points;
+		 * server-min does not redirect. in: the Location, len: the status. The reason
+		 * is kept for CLIENT_CONNECTION_ERROR, which lws calls next. */
+		snprintf(C.conn_err, sizeof(C.conn_err),
+			 "refusing the server's redirect (HTTP %u) to %.256s; not following it "
+			 "(the token goes only to the server given)",
+			 (unsigned)len, in ? (const char *)in : "");
+		C.redirect_refused = true;
+		return -1;
 	case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
 		/* lws says why (a refused connection, a certificate that does not verify): kept
 		 * for the one line lost() prints, escaped there by the log */
-		snprintf(C.conn_err, sizeof(C.conn_err), "%.*s",
-			 in ? (int)strnlen(in, len ? len : sizeof(C.conn_err)) : 0,
-			 in ? (const char *)in : "");
+		if (!C.redirect_refused)
+			snprintf(C.conn_err, sizeof(C.conn_err), "%.*s",
+				 in ? (int)strnlen(in, len ? len : sizeof(C.conn_err)) : 0,
+				 in ? (const char *)in : "");
+		C.redirect_refused = false;
 		lost();
 		break;
 	case LWS_CALLBACK_CLIENT_CLOSED:

@@ -853,6 +853,15 @@ static int cb_relay(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		if (wsi == S.conn)
 			return on_writable(wsi);
 		break;
+	case LWS_CALLBACK_CLIENT_HTTP_REDIRECT:
+		/* Never followed: the token would go to wherever the answer points, and a
+		 * redirected dial is judged by the first one's transport (a unix socket's
+		 * path is believed, a TCP peer on the way is then never looked up).
+		 * server-min does not redirect. in: the Location, len: the status. */
+		log_error("Refusing the relay's redirect (HTTP %u) to \"%.256s\": the token goes "
+			  "only to the address given with --relay (set it to the relay's own)",
+			  (unsigned)len, in ? (const char *)in : "");
+		return -1;
 	case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
 		forget_sent_token();
 		connection_lost(in ? (const char *)in : "connection error");

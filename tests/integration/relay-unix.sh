@@ -31,9 +31,9 @@ for _ in $(seq 100); do [ -S "$R/run/pistis/relay.sock" ] && break; sleep 0.1; d
 ok "server-min listens on the socket" test -S "$R/run/pistis/relay.sock"
 
 serve() { # RELAY: pistisd serve in the root, in the background; PD its pid
-	in_root "$R" pistisd serve --relay "$1" --token-file /etc/pistis/token --name s1 \
-		${ALLOW:+--allow $ALLOW} >"$W/pd.log" 2>&1 &
-	PD=$!
+	(in_root_exec "$R" pistisd serve --relay "$1" --token-file /etc/pistis/token --name s1 \
+		${ALLOW:+--allow $ALLOW} >"$W/pd.log" 2>&1) &
+	PD=$! # serve itself: a backgrounded in_root's subshell would outlive the kill
 }
 refused() { # RELAY: serve exits 111 before it dials, saying why (in $out)
 	in_root "$R" timeout 10 pistisd serve --relay "$1" --token-file /etc/pistis/token \
@@ -99,5 +99,40 @@ kill "$PD"; wait "$PD" 2>/dev/null; PD=
 mkdir "$R/run/agent/later"
 refused /run/agent/later/relay.sock
 ok "a socket not there yet, in a directory an agent owns: refused" test $? = 0
+
+# A redirect is never followed: the token would go to the Location's address, and with a
+# unix-socket relay a TCP peer would never be looked up (a port an agent bound). A fake
+# relay answers 302 (on a believed socket) or 301 (on TCP, where libwebsockets 4.1.6
+# followed it before); a listener at the Location records whether anything dialled it.
+# pistis likewise, against a "server" answering 307.
+redirector() { # LISTEN STATUS TARGET_PORT TARGET_PATH SEEN; RD its pid, once it listens
+	rm -f "$W/redir.out" # an earlier one's "ready" is no answer
+	python3 "$(cd "$(dirname "$0")" && pwd)/redirector.py" "$@" >"$W/redir.out" 2>&1 &
+	RD=$!
+	for _ in $(seq 50); do grep -q ready "$W/redir.out" && return; sleep 0.1; done
+}
+RP=$((20000 + RANDOM % 12000))
+redirector "$R/run/pistis/redir.sock" 302 "$RP" /v1/sandbox "$W/redir.seen"
+serve /run/pistis/redir.sock
+sleep 2
+kill "$PD" "$RD" 2>/dev/null; wait "$PD" "$RD" 2>/dev/null; PD=
+ok "a redirect from a unix-socket relay: serve never dials its TCP target" \
+	test ! -e "$W/redir.seen"
+like "... and says it refused it, and where it pointed" "$(cat "$W/pd.log")" \
+	"Refusing the relay's redirect \\(HTTP 302\\) to \"ws://127.0.0.1:$RP/v1/sandbox\""
+P1=$((20000 + RANDOM % 12000))
+P2=$((P1 == 31999 ? 20000 : P1 + 1))
+redirector "$P1" 301 "$P2" /v1/sandbox "$W/redir3.seen"
+serve "ws://127.0.0.1:$P1"
+sleep 2
+kill "$PD" "$RD" 2>/dev/null; wait "$PD" "$RD" 2>/dev/null; PD=
+ok "a redirect from a TCP relay: serve never dials its target either" \
+	test ! -e "$W/redir3.seen"
+like "... saying so" "$(cat "$W/pd.log")" "Refusing the relay's redirect \\(HTTP 301\\)"
+redirector "$P1" 307 "$P2" /v1/client "$W/redir2.seen"
+out=$(PISTIS_URL=ws://127.0.0.1:$P1 timeout 20 "$BIN/pistis" ls 2>&1)
+kill "$RD" 2>/dev/null; wait "$RD" 2>/dev/null
+ok "a redirect from the server: pistis never dials its target" test ! -e "$W/redir2.seen"
+like "... and says it refused it" "$out" "refusing the server's redirect \\(HTTP 307\\)"
 
 done_testing
