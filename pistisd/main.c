@@ -32,7 +32,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"Usage: pistisd COMMAND [OPTIONS]…\n"
-		"       pistisd --version | --help\n\n"
+		"       pistisd --version | --help   (or the words version, help)\n\n"
 		"The pistis sandbox daemon (runs as root inside the sandbox) and its admin CLI.\n\n"
 		"Commands:\n");
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {

@@ -329,6 +329,16 @@ static int need_agent_id(const struct opts *o, const char *cmd)
 	return 0;
 }
 
+static bool cmd_known(const char *cmd)
+{
+	static const char *const cmds[] = {"ensure", "show", "ensure-base", "remove", "list"};
+
+	for (size_t i = 0; i < ELEMENTSOF(cmds); i++)
+		if (!strcmp(cmd, cmds[i]))
+			return true;
+	return false;
+}
+
 int users_cli_main(int argc, char **argv)
 {
 	_cleanup_free_ const char **args = NULL;
@@ -344,6 +354,10 @@ int users_cli_main(int argc, char **argv)
 	if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
 		usage(stdout);
 		return 0;
+	}
+	if (!cmd_known(cmd)) { /* before the options: `BOGUS --help` is no success */
+		log_error("unknown users command '%s'; see 'pistisd users --help'", cmd);
+		return EXIT_USAGE;
 	}
 	/* pistisd exits when this returns: what the call allocated is left to exit(2). */
 	users_leave_memory_to_exit();
@@ -505,6 +519,5 @@ int users_cli_main(int argc, char **argv)
 			printf("]\n");
 		return 0;
 	}
-	log_error("unknown users command '%s'; see 'pistisd users --help'", cmd);
-	return EXIT_USAGE;
+	return EXIT_USAGE; /* not reached: cmd_known knows only the commands above */
 }

@@ -524,6 +524,17 @@ static int verb_harden(const struct opts *o)
 	return 0;
 }
 
+static bool verb_known(const char *verb)
+{
+	static const char *const verbs[] = {"add",   "remove",	"adopt",	"list",
+					    "check", "install", "harden-setuid"};
+
+	for (size_t i = 0; i < ELEMENTSOF(verbs); i++)
+		if (!strcmp(verb, verbs[i]))
+			return true;
+	return false;
+}
+
 int trusted_cli_main(int argc, char **argv)
 {
 	enum { OPT_ROOT = 0x100, OPT_JSON, OPT_AGENT, OPT_NO_INSTALL, OPT_KEEP, OPT_DRY_RUN };
@@ -549,6 +560,10 @@ int trusted_cli_main(int argc, char **argv)
 	if (!strcmp(verb, "--help") || !strcmp(verb, "-h") || !strcmp(verb, "help")) {
 		help(stdout);
 		return 0;
+	}
+	if (!verb_known(verb)) { /* before the options: `BOGUS --help` is no success */
+		log_error("unknown verb '%s'; see 'pistisd trusted --help'", verb);
+		return EXIT_USAGE;
 	}
 	optind = 1;
 	opterr = 0; /* getopt would print a bad option raw: log_bad_option escapes it */
@@ -622,8 +637,5 @@ int trusted_cli_main(int argc, char **argv)
 		return verb_check(&o);
 	if (!strcmp(verb, "install"))
 		return do_install(&o, "installed", NULL, NULL);
-	if (!strcmp(verb, "harden-setuid"))
-		return verb_harden(&o);
-	log_error("unknown verb '%s'; see 'pistisd trusted --help'", verb);
-	return EXIT_USAGE;
+	return verb_harden(&o); /* the last of verb_known's */
 }

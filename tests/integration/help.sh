@@ -66,6 +66,12 @@ for c in users policy trusted; do
 		like "pistisd $c --help describes '$v'" "$own" "^  $v( |\$)"
 		help_ok "pistisd $c $v" pistisd "$c" "$v"
 	done
+	# A verb that is none: --help after it is no success (a script that checks a verb
+	# by asking for its help must not be told it exists), and nothing goes to stdout.
+	out=$("$BIN/pistisd" "$c" no-such-verb --help 2>"$S/err"); rc=$?
+	is "pistisd $c no-such-verb --help: usage error (100)" "$rc" 100
+	is "... nothing on stdout" "$out" ""
+	like "... naming the verb on stderr" "$(cat "$S/err")" "'no-such-verb'"
 done
 
 # pistis COMMAND --help, for the commands of pistis --help's table.
