@@ -19,7 +19,7 @@ static inline int parse_uint_strict(const char *s, uint64_t max, const char **re
 		return -EINVAL;
 	for (; *p >= '0' && *p <= '9'; p++) {
 		unsigned d = (unsigned)(*p - '0');
-		if (v > (max - d) / 10)
+		if (d > max || v > (max - d) / 10) /* max - d must not wrap (max < 9) */
 			return -ERANGE;
 		v = v * 10 + d;
 	}

@@ -26,6 +26,7 @@
 #include "lib/proc-status.h"
 #include "lib/sig-util.h"
 #include "lib/siphash.h"
+#include "lib/parse-num.h"
 #include "lib/tap.h"
 #include "lib/token-file.h"
 #include "lib/trust-path.h"
@@ -1106,6 +1107,32 @@ static void end_listener(pid_t pid, int hold[2])
 	close(hold[1]);
 	if (pid > 0)
 		waitpid(pid, NULL, 0);
+}
+
+/* The bound holds for every max, a one-digit one too (max - digit wrapped below zero, so
+ * "9" passed a bound of 8 and "--threads 9" was taken). */
+TEST(parse_uint_strict_bounds)
+{
+	uint64_t v = 77;
+
+	EXPECT_EQ(parse_uint_strict("8", 8, NULL, &v), 0);
+	EXPECT_EQ(v, 8u);
+	EXPECT_EQ(parse_uint_strict("9", 8, NULL, &v), -ERANGE);
+	EXPECT_EQ(parse_uint_strict("1", 0, NULL, &v), -ERANGE);
+	EXPECT_EQ(parse_uint_strict("0", 0, NULL, &v), 0);
+	EXPECT_EQ(parse_uint_strict("65", 64, NULL, &v), -ERANGE);
+	EXPECT_EQ(parse_uint_strict("64", 64, NULL, &v), 0);
+	EXPECT_EQ(parse_uint_strict("18446744073709551615", UINT64_MAX, NULL, &v), 0);
+	EXPECT_EQ(v, UINT64_MAX);
+	EXPECT_EQ(parse_uint_strict("18446744073709551616", UINT64_MAX, NULL, &v), -ERANGE);
+	for (uint64_t max = 0; max < 200; max++)
+		for (unsigned n = 0; n < 300; n++) {
+			char b[8];
+			snprintf(b, sizeof(b), "%u", n);
+			EXPECT_EQ(parse_uint_strict(b, max, NULL, &v), n <= max ? 0 : -ERANGE);
+		}
+	EXPECT_EQ(parse_uint_strict(" 5", 8, NULL, &v), -EINVAL);
+	EXPECT_EQ(parse_uint_strict("5x", 8, NULL, &v), -EINVAL);
 }
 
 static bool bar_10400(uid_t uid)
