@@ -73,7 +73,7 @@ static void usage(FILE *f)
 		"  --root DIR     the sandbox's root (default /); rule paths are inside it\n"
 		"  --json         machine-readable output on stdout\n"
 		"  --timeout SEC  stop a walk after SEC seconds (default 3600; 0: none)\n"
-		"  --threads N    walk with N threads (default 0: one per CPU, at most 8)\n"
+		"  --threads N    walk with N threads, 0-8 (default 0: one per CPU, at most 8)\n"
 		"  --allow protected_hardlinks\n"
 		"                 apply or save although fs.protected_hardlinks is not 1 (an\n"
 		"                 agent could then link any file into a tree it writes)\n"
@@ -894,9 +894,10 @@ int policy_cli_main(int argc, char **argv)
 			c.timeout = (unsigned)v;
 			break;
 		case 'T':
-			if (parse_uint_strict(optarg, 64, NULL, &v) < 0) {
-				log_error("--threads wants a number (0: one per CPU), got '%s'",
-					  optarg);
+			if (parse_uint_strict(optarg, POLICY_WALK_THREADS_MAX, NULL, &v) < 0) {
+				log_error("--threads wants a number from 0 (one per CPU) to %d, "
+					  "got '%s'",
+					  POLICY_WALK_THREADS_MAX, optarg);
 				return EXIT_USAGE;
 			}
 			c.threads = (unsigned)v;

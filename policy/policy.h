@@ -16,6 +16,7 @@
 #define POLICY_STATE_DIR "/data/pistis"
 #define POLICY_RULES_PATH POLICY_STATE_DIR "/rules.json" /* beneath --root */
 #define POLICY_SECRETS_DIR "/data/.secrets"		 /* stays pi-tools-owned under "none" */
+#define POLICY_WALK_THREADS_MAX 8 /* a walk's threads, at most (policy_walk_opts.threads) */
 
 /* Limits on a rules file (it is root's input, but it is parsed by a root daemon). */
 #define POLICY_FILE_MAX (1024 * 1024)
@@ -241,8 +242,9 @@ struct policy_walk_opts {
 	unsigned max_depth;   /* 0: POLICY_DEPTH_MAX (also capped by RLIMIT_NOFILE) */
 	unsigned timeout_sec; /* 0: none */
 	/* Threads that walk disjoint subtrees, created and joined inside policy_walk():
-	 * 0: one per CPU (at most 8); 1: none. Fewer when RLIMIT_NOFILE cannot hold one
-	 * stack of directory fds per thread. */
+	 * 0: one per CPU; 1: none; at most POLICY_WALK_THREADS_MAX either way (more only
+	 * contend). Fewer when RLIMIT_NOFILE cannot hold one stack of directory fds per
+	 * thread. */
 	unsigned threads;
 	/* Callbacks may come from any of the walk's threads, one at a time (serialised). */
 	void (*on_event)(void *userdata, const struct policy_event *ev);

@@ -470,7 +470,6 @@ static void tick(struct walker *w)
  * holds SPLIT_QUEUE tasks per thread (one fd each); nodes outlive their frame only at
  * depth <= SPLIT_DEPTH above a live task. policy_walk() sizes the thread count so that
  * all of it fits in RLIMIT_NOFILE. */
-#define WALK_THREADS_MAX 8
 #define SPLIT_DEPTH 3
 #define SPLIT_QUEUE 2
 
@@ -1586,8 +1585,8 @@ int policy_walk(int root_fd, const struct policy_rules *rules, const struct poli
 	sh.hardlinks_protected = policy_hardlinks_protected();
 	sh.max_depth = opts->max_depth ? opts->max_depth : POLICY_DEPTH_MAX;
 	sh.threads = opts->threads ? opts->threads : cpus();
-	if (sh.threads > WALK_THREADS_MAX)
-		sh.threads = WALK_THREADS_MAX;
+	if (sh.threads > POLICY_WALK_THREADS_MAX)
+		sh.threads = POLICY_WALK_THREADS_MAX;
 	/* One fd per level and thread, plus the queue: never more than RLIMIT_NOFILE
 	 * allows. Fewer threads first; then (one thread) a lower depth bound. */
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {

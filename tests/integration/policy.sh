@@ -531,6 +531,11 @@ for bad in ' -5' '+5' 4294967296 ''; do
 	exits 100 "--timeout '$bad': a usage error" "$P" policy check --root "$R" --timeout "$bad"
 done
 exits 100 "--threads 65: a usage error" "$P" policy check --root "$R" --threads 65
+# above the walk's bound: refused, not silently cut to 8
+exits 100 "--threads 9: a usage error" "$P" policy check --root "$R" --threads 9
+like "... naming the bound" "$("$P" policy check --root "$R" --threads 9 2>&1)" "from 0 \\(one per CPU\\) to 8"
+"$P" policy check --root "$R" --threads 8 >/dev/null 2>&1
+ok "--threads 8 is taken (the check runs: no usage error)" test $? != 100
 exits 100 "--uid ' 10100': a usage error" "$P" policy explain /x --root "$R" --uid ' 10100'
 exits 100 "explain without PATH" "$P" policy explain --root "$R"
 exits 100 "explain of a relative path" "$P" policy explain rel --root "$R"
