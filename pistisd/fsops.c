@@ -199,17 +199,21 @@ static int open_parent(const char *path, char leaf[256])
 	return r;
 }
 
-static int mkdir_parents(const char *path)
+/* The directories above path's leaf that are missing, made one by one beneath their
+ * parent's fd. *ret_made: the offset (in path without its leading '/') of the first '/'
+ * whose directory this call made, or SIZE_MAX for none; remove_made_parents takes it. A
+ * failure part-way removes what was made (remove_made_parents). */
+static void remove_made_parents(const char *path, size_t made);
+
+static int mkdir_parents(const char *path, size_t *ret_made)
 {
 	char rel[PROTO_MAX_PATH + 1];
-	int root, r = 0;
+	int r = 0;
 
+	*ret_made = SIZE_MAX;
 	while (*path == '/')
 		path++;
 	snprintf(rel, sizeof(rel), "%s", path);
-	root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (root < 0)
-		return -errno;
 	for (char *s = strchr(rel, '/'); s; s = strchr(s + 1, '/')) {
 		int dfd;
 		char leaf[256];
@@ -220,15 +224,53 @@ static int mkdir_parents(const char *path)
 			*s = '/';
 			break;
 		}
-		if (mkdirat(dfd, leaf, 0777) < 0 && errno != EEXIST)
+		if (mkdirat(dfd, leaf, 0777) == 0) {
+			if (*ret_made == SIZE_MAX)
+				*ret_made = (size_t)(s - rel);
+		} else if (errno != EEXIST)
 			r = -errno;
 		close(dfd);
 		*s = '/';
 		if (r < 0)
 			break;
 	}
-	close(root);
+	if (r < 0) {
+		remove_made_parents(path, *ret_made);
+		*ret_made = SIZE_MAX;
+	}
 	return r;
+}
+
+/* An operation that changed nothing (a write refused for space, a file or directory that
+ * could not be made) leaves no directory mkdir_parents made for it: deepest first, each
+ * only while empty (rmdir), each beneath its parent's fd. It runs as the agent, so it
+ * can remove nothing the agent could not; a directory the agent filled meanwhile stays. */
+static void remove_made_parents(const char *path, size_t made)
+{
+	char rel[PROTO_MAX_PATH + 1];
+	size_t n;
+
+	if (made == SIZE_MAX)
+		return;
+	while (*path == '/')
+		path++;
+	snprintf(rel, sizeof(rel), "%s", path);
+	n = strlen(rel);
+	for (size_t i = n; i-- > made;) {
+		char leaf[256];
+		int dfd;
+		if (rel[i] != '/')
+			continue;
+		rel[i] = 0;
+		dfd = open_parent(rel, leaf);
+		if (dfd < 0)
+			return;
+		if (unlinkat(dfd, leaf, AT_REMOVEDIR) < 0) {
+			close(dfd);
+			return; /* not empty (or gone): nor are the ones above */
+		}
+		close(dfd);
+	}
 }
 
 /* reopen_leaf without a procfs: open the name again and keep the fd only if it is the
@@ -471,14 +513,16 @@ static int write_error(enum proto_op op, int r, bool begun, struct proto_error *
  * with a prefix of the new one, and the answer says the operation may have been partly
  * done (fsop_interrupted). */
 /* offset < 0: replace the content; else write at offset, the rest of the file kept */
+/* *ret_untouched: on failure, whether nothing was changed (nothing made, nothing written) */
 static int write_leaf(int dfd, const char *leaf, const uint8_t *data, size_t len, int64_t offset,
-		      struct proto_error *err)
+		      bool *ret_untouched, struct proto_error *err)
 {
 	_cleanup_close_ int fd = -1;
 	struct stat st, now;
 	bool created;
 	int r;
 
+	*ret_untouched = true;
 	fd = open_regular(dfd, leaf, O_WRONLY | O_CREAT, 0666, &st, &created);
 	if (fd < 0)
 		return fd;
@@ -490,8 +534,11 @@ static int write_leaf(int dfd, const char *leaf, const uint8_t *data, size_t len
 		if (created && fstatat(dfd, leaf, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
 		    now.st_dev == st.st_dev && now.st_ino == st.st_ino)
 			(void)unlinkat(dfd, leaf, 0);
+		else
+			*ret_untouched = !created;
 		return write_error(PROTO_OP_FS_WRITE, r, false, err);
 	}
+	*ret_untouched = false;
 	r = pwrite_all(fd, data, len, offset < 0 ? 0 : offset);
 	if (r == 0 && offset < 0 && ftruncate(fd, (off_t)len) < 0)
 		r = -errno;
@@ -601,24 +648,46 @@ static int do_op(enum proto_op op, cJSON *req, cJSON *o, struct proto_error *err
 	const char *path = NULL;
 	char leaf[256];
 	_cleanup_close_ int dfd = -1;
+	size_t made = SIZE_MAX;		       /* mkdir_parents' */
+	_cleanup_free_ uint8_t *wbytes = NULL; /* fs.write's, read before anything is made */
+	size_t wlen = 0;
+	int64_t woffset = -1;
 	int r;
 
 	if (proto_get_string(req, "path", PROTO_MAX_PATH, &path, err) < 0 || !*path)
 		return -EINVAL;
+	if (op == PROTO_OP_FS_WRITE) {
+		const char *data = NULL;
+		uint64_t offset = 0;
+		if (proto_get_string(req, "data", PROTO_MAX_STRING, &data, err) < 0)
+			return -EINVAL;
+		/* offset: a later piece of a large file, written there without truncating;
+		 * without it the file is replaced by data */
+		r = proto_get_u64(req, "offset", UINT64_C(1) << 52, &offset, err);
+		if (r < 0 && r != -ENOENT)
+			return r;
+		if (r == 0)
+			woffset = (int64_t)offset;
+		r = proto_base64_decode(data, strlen(data), &wbytes, &wlen);
+		if (r < 0)
+			return r;
+	}
 	if (op == PROTO_OP_FS_WRITE || op == PROTO_OP_FS_MKDIR) {
 		bool parents = true;
 		r = proto_get_bool(req, "parents", &parents, err);
 		if (r < 0 && r != -ENOENT)
 			return r;
 		if (parents) {
-			r = mkdir_parents(path);
+			r = mkdir_parents(path, &made);
 			if (r < 0)
 				return r;
 		}
 	}
 	dfd = open_parent(path, leaf);
-	if (dfd < 0)
+	if (dfd < 0) {
+		remove_made_parents(path, made);
 		return dfd;
+	}
 
 	switch (op) {
 	case PROTO_OP_FS_READ:
@@ -646,25 +715,12 @@ static int do_op(enum proto_op op, cJSON *req, cJSON *o, struct proto_error *err
 				 op == PROTO_OP_FS_READ_PROMPT, o);
 	}
 	case PROTO_OP_FS_WRITE: {
-		const char *data = NULL;
-		_cleanup_free_ uint8_t *bytes = NULL;
-		size_t n = 0;
-		uint64_t offset = 0;
-		bool at = false;
-		if (proto_get_string(req, "data", PROTO_MAX_STRING, &data, err) < 0)
-			return -EINVAL;
-		/* offset: a later piece of a large file, written there without truncating;
-		 * without it the file is replaced by data */
-		r = proto_get_u64(req, "offset", UINT64_C(1) << 52, &offset, err);
-		if (r < 0 && r != -ENOENT)
-			return r;
-		at = r == 0;
-		r = proto_base64_decode(data, strlen(data), &bytes, &n);
-		if (r < 0)
-			return r;
-		r = write_leaf(dfd, leaf, bytes, n, at ? (int64_t)offset : -1, err);
+		bool untouched;
+		r = write_leaf(dfd, leaf, wbytes, wlen, woffset, &untouched, err);
 		if (r == 0)
-			cJSON_AddNumberToObject(o, "length", (double)n);
+			cJSON_AddNumberToObject(o, "length", (double)wlen);
+		else if (untouched)
+			remove_made_parents(path, made);
 		return r;
 	}
 	case PROTO_OP_FS_EDIT: {
@@ -784,8 +840,11 @@ static int do_op(enum proto_op op, cJSON *req, cJSON *o, struct proto_error *err
 		struct stat st;
 		if (mkdirat(dfd, leaf, 0777) == 0)
 			return 0;
-		if (errno != EEXIST)
-			return -errno;
+		if (errno != EEXIST) {
+			r = -errno;
+			remove_made_parents(path, made);
+			return r;
+		}
 		/* There already: ok for a directory only (a file or a symlink there answered
 		 * ok, and a later write through the path failed; red team) */
 		if (fstatat(dfd, leaf, &st, AT_SYMLINK_NOFOLLOW) < 0)

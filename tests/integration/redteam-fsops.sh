@@ -526,6 +526,12 @@ is "... and the file is as it was" "$(sha256sum <"$R/workspaces/full/f")" "$sum0
 out=$(call fs.write "{\"agent\":\"alice\",\"path\":\"/workspaces/full/new\",\"data\":\"$(head -c 8000 /dev/zero | tr '\0' N | base64 -w0)\"}")
 like "an fs.write of a new file fails the same way" "$out" 'No space left on device.*nothing written'
 ok "... and leaves no empty file behind" test ! -e "$R/workspaces/full/new"
+# nor the directories it made for it ("parents", the default): a directory there before stays
+mkdir "$R/workspaces/full/keep" && chown "$auid:$auid" "$R/workspaces/full/keep"
+out=$(call fs.write "{\"agent\":\"alice\",\"path\":\"/workspaces/full/keep/a/b/new\",\"data\":\"$(head -c 8000 /dev/zero | tr '\0' N | base64 -w0)\"}")
+like "an fs.write beneath directories it must make fails the same way" "$out" 'No space left on device.*nothing written'
+ok "... and leaves none of the directories it made" test ! -e "$R/workspaces/full/keep/a"
+ok "... but the one that was there before" test -d "$R/workspaces/full/keep"
 out=$(call fs.edit '{"agent":"alice","path":"/workspaces/full/f","old":"TAIL","new":"END"}')
 like "an edit that needs no new space still goes through" "$out" '"ok": *true'
 is "... and did its change" "$(tail -n 1 "$R/workspaces/full/f")" END
