@@ -779,18 +779,21 @@ static bool scan_no_second_line(const char *data, size_t len, const struct pwfil
 	return !scan_find(from, len - (l->off + l->len), needle, (size_t)n);
 }
 
-/* Whether data may hold a number written with a leading zero: ":0" then a digit, the start
- * of any field (an id field, or a gecos field that merely looks like one). The C libraries
- * read "040001" as 40001, which the searches for ":UID:" below would miss: any such place
- * sends the caller to the locked path, whose full parse compares ids as numbers. */
-static bool scan_has_padded_number(const char *data, size_t len)
+/* Whether data may hold a number the C libraries read as another spelling of an id: ':'
+ * then a leading zero and a digit ("040001"), a sign or white space (glibc's files
+ * parser reads ids with strtoul, which takes "+40001" and " 40001" as 40001). The start of
+ * any field counts (a gecos field that merely looks like one too): the searches for
+ * ":UID:" below would miss such a spelling, so any such place sends the caller to the
+ * locked path, whose full parse compares ids as numbers (and refuses a sign or a space). */
+static bool scan_has_odd_number(const char *data, size_t len)
 {
 	const char *end = data + len, *q = data;
 
-	while ((q = memmem(q, (size_t)(end - q), ":0", 2))) {
-		if (q + 2 < end && q[2] >= '0' && q[2] <= '9')
+	while ((q = memchr(q, ':', (size_t)(end - q))) && ++q < end) {
+		char c = *q;
+		if ((c == '0' && q + 1 < end && q[1] >= '0' && q[1] <= '9') || c == '+' ||
+		    c == '-' || c == ' ' || c == '\t' || c == '\v' || c == '\f' || c == '\r')
 			return true;
-		q += 2;
 	}
 	return false;
 }
@@ -861,11 +864,11 @@ static bool fast_complete(struct ctx *c, const char *agent_id, uid_t want_uid,
 		goto out;
 	/* Its uid on no other record, passwd line or group line: one uid, one agent. A
 	 * record's uid never has a leading zero (registry.c refuses one), and a passwd or
-	 * group id that may have one sends the call to the locked path, so the text
-	 * searches below see every spelling of the number. */
+	 * group id that may have one, or a sign or space, sends the call to the locked
+	 * path, so the text searches below see every spelling of the number. */
 	if (scan_find(reg, reg_len, "\n0", 2) ||
-	    scan_has_padded_number(buf[PWFILE_PASSWD], len[PWFILE_PASSWD]) ||
-	    scan_has_padded_number(buf[PWFILE_GROUP], len[PWFILE_GROUP]))
+	    scan_has_odd_number(buf[PWFILE_PASSWD], len[PWFILE_PASSWD]) ||
+	    scan_has_odd_number(buf[PWFILE_GROUP], len[PWFILE_GROUP]))
 		goto out;
 	char num[16], rn[16];
 	int nn = snprintf(num, sizeof(num), ":%u:", rec.uid);
