@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "lib/escape.h"
 #include "lib/fd-util.h"
@@ -194,16 +196,39 @@ int smin_config_load(const char *path, struct smin_config *c)
 {
 	_cleanup_close_ int fd = -1;
 	struct proto_error err = {0};
+	struct stat st;
 	cJSON *root = NULL, *sbs, *listen, *tls, *limits;
 	size_t len = 0, from = 0;
 	int r;
 
 	memset(c, 0, sizeof(*c));
 	snprintf(c->path, sizeof(c->path), "%s", path);
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK); /* a FIFO: no wait */
 	if (fd < 0) {
 		escape_format(c->error, sizeof(c->error), "%s: %s", path, strerror(errno));
 		return -errno;
+	}
+	/* Whoever may write the file chooses the tokens and the listen addresses: it must
+	 * be a regular file of root's or of this user's that no one else may write (sshd's
+	 * StrictModes). Who may read it is the operator's choice (docs/server-min.md). */
+	if (fstat(fd, &st) < 0) {
+		escape_format(c->error, sizeof(c->error), "%s: %s", path, strerror(errno));
+		return -errno;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		escape_format(c->error, sizeof(c->error), "%s: not a regular file", path);
+		return -EINVAL;
+	}
+	if ((st.st_uid != 0 && st.st_uid != geteuid()) || (st.st_mode & (S_IWGRP | S_IWOTH))) {
+		char whose[32] = "root's";
+		if (geteuid() != 0)
+			snprintf(whose, sizeof(whose), "root's or uid %u's", (unsigned)geteuid());
+		escape_format(c->error, sizeof(c->error),
+			      "%s is owned by uid %u with mode %04o: whoever may write it chooses "
+			      "the tokens; it must be %s and writable by no one else (chown, "
+			      "chmod go-w)",
+			      path, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777), whose);
+		return -EPERM;
 	}
 	r = fd_read_all(fd, PROTO_MAX_MESSAGE, &c->text, &len);
 	if (r < 0) {

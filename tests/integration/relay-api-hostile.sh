@@ -43,6 +43,24 @@ like "config: a sandbox token with a newline is refused" \
 	"$("$BIN/server-min" --config "$W/t3.json" --check 2>&1)" 'token of sandbox .*a.* 16 to 512 printable'
 tokcfg "$W/t4.json" "${long:1}" sandbox-token-0123456789
 ok "config: a client token of 512 characters validates" "$BIN/server-min" --config "$W/t4.json" --check
+# Whoever may write the config chooses the tokens (and the listen addresses): a file
+# others may write, or another user's, is refused; a FIFO is refused without waiting.
+tokcfg "$W/t5.json" "$CT" sandbox-token-0123456789
+for m in 0664 0646; do
+	chmod "$m" "$W/t5.json"
+	out=$("$BIN/server-min" --config "$W/t5.json" --check 2>&1); rc=$?
+	is "config: mode $m (others may write it) is refused" "$rc" 1
+	like "... saying who may write it" "$out" "t5.json is owned by uid 0 with mode $m: whoever may write it chooses the tokens"
+done
+chmod 0644 "$W/t5.json" && chown 65534 "$W/t5.json"
+exits 1 "config: a file of another user's (nobody) is refused" "$BIN/server-min" --config "$W/t5.json" --check
+out=$(timeout 10 "$BIN/server-min" --config "$W/t5.json" 2>&1); rc=$?
+is "... and server-min does not start from it (111)" "$rc" 111
+like "... naming the owner" "$out" "t5.json is owned by uid 65534 with mode 0644"
+chown 0 "$W/t5.json"
+ok "config: root's, mode 0644: taken" "$BIN/server-min" --config "$W/t5.json" --check
+mkfifo "$W/t6.json"
+exits 1 "config: a FIFO is refused at once" timeout 5 "$BIN/server-min" --config "$W/t6.json" --check
 
 "$BIN/server-min" --config "$W/pistis.json" 2>"$W/smin.log" &
 SM=$!
