@@ -7,8 +7,11 @@
 #include "pistisd/seccomp-profile.h"
 
 #include <errno.h>
+#include <linux/audit.h>
 #include <linux/sched.h>
+#include <linux/seccomp.h>
 #include <seccomp.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -298,6 +301,56 @@ static int add_rule(scmp_filter_ctx ctx, const struct seccomp_profile_rule *r)
 	return seccomp_rule_add_exact_array(ctx, action, nr, r->mask2 ? 2 : 1, cmp);
 }
 
+/* Numbers past the table: a deny list passes every call the kernel gains after it was
+ * written, and some of those cross the same walls (open_tree_attr, 6.15, is open_tree
+ * with mount attributes: it was open until added by hand; listns, 6.19, lists the
+ * namespaces of the whole host). So a native call numbered above SECCOMP_PROFILE_NR_MAX,
+ * the highest the table was reviewed against, answers ENOSYS as on an older kernel,
+ * whichever libseccomp compiled it (runc has such a stub for calls newer than its
+ * profile). Only where the numbers are the generic ones, dense up to that call: x86_64
+ * (numbers with the x32 bit, 0x40000000, and above go on to libseccomp's program, which
+ * kills them) and aarch64; elsewhere (arm's private calls at 0xf0000, mips' offsets)
+ * nothing is added. It goes in front of libseccomp's program, which loads the
+ * architecture again first, so none of its jumps change. */
+#if defined(__x86_64__)
+#define CEILING_ARCH AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define CEILING_ARCH AUDIT_ARCH_AARCH64
+#endif
+#ifdef CEILING_ARCH
+static const struct sock_filter ceiling[] = {
+	BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+	BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, CEILING_ARCH, 0, 4),
+	BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+	BPF_JUMP(BPF_JMP | BPF_JGT | BPF_K, SECCOMP_PROFILE_NR_MAX, 0, 2),
+	/* x86_64: the x32 bit; aarch64 has none, so no number jumps here */
+	BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000U, 1, 0),
+	BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+};
+#define CEILING_LEN ELEMENTSOF(ceiling)
+#else
+static const struct sock_filter ceiling[1];
+#define CEILING_LEN 0
+#endif
+
+static int prepend_ceiling(const struct sock_filter *prog, size_t n,
+			   struct seccomp_profile_bpf *ret)
+{
+	struct sock_filter *all;
+
+	if (n + CEILING_LEN > 0xffff)
+		return -EINVAL;
+	all = malloc((n + CEILING_LEN) * sizeof(*all));
+	if (!all)
+		return -ENOMEM;
+	memcpy(all, ceiling, CEILING_LEN * sizeof(*all));
+	memcpy(all + CEILING_LEN, prog, n * sizeof(*all));
+	ret->insns = all;
+	ret->len = (unsigned short)(n + CEILING_LEN);
+	ret->owned = true;
+	return 0;
+}
+
 int seccomp_profile_compile(struct seccomp_profile_bpf *ret)
 {
 	_cleanup_(release_ctx) scmp_filter_ctx ctx = NULL;
@@ -341,13 +394,10 @@ int seccomp_profile_compile(struct seccomp_profile_bpf *ret)
 	r = fd_read_all(fd, 256 * 1024, &buf, &len);
 	if (r < 0)
 		return r;
-	if (len == 0 || len % sizeof(struct sock_filter) ||
-	    len / sizeof(struct sock_filter) > 0xffff)
+	if (len == 0 || len % sizeof(struct sock_filter))
 		return -EINVAL;
-	ret->insns = (const struct sock_filter *)TAKE_PTR(buf);
-	ret->len = (unsigned short)(len / sizeof(struct sock_filter));
-	ret->owned = true;
-	return 0;
+	return prepend_ceiling((const struct sock_filter *)buf, len / sizeof(struct sock_filter),
+			       ret);
 }
 
 void seccomp_profile_free(struct seccomp_profile_bpf *bpf)

@@ -38,6 +38,7 @@ for kind in debian musl; do
 	done
 	is "$kind: io_uring ENOSYS" "$(echo "$out" | field sc.io_uring_setup)" ENOSYS
 	is "$kind: clone3 ENOSYS" "$(echo "$out" | field sc.clone3)" ENOSYS
+	is "$kind: a number past the table (470) ENOSYS" "$(echo "$out" | field sc.past_table)" ENOSYS
 	is "$kind: AF_INET allowed" "$(echo "$out" | field sc.socket.AF_INET)" EINVAL
 	is "$kind: TCP allowed" "$(echo "$out" | field sc.socket.AF_INET_TCP)" EINVAL
 	is "$kind: x32 killed" "$(run -- $PROBE x32 | field x32)" "killed:31"
