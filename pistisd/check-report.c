@@ -99,6 +99,12 @@ static const struct {
 	[CHECK_PERF_EVENT] = {"perf_event_paranoid", false,
 			      "agents cannot profile the kernel or other users' processes",
 			      "sysctl kernel.perf_event_paranoid=2 (or higher)"},
+	[CHECK_DMESG_RESTRICT] =
+		{"dmesg_restrict", false,
+		 "agents cannot read the kernel log (other agents' crash lines name their "
+		 "programs and addresses): the filter refuses syslog(2), and only "
+		 "kernel.dmesg_restrict keeps /dev/kmsg to CAP_SYSLOG",
+		 "sysctl kernel.dmesg_restrict=1"},
 	[CHECK_SUDO] = {"sudo", false,
 			"trusted commands run as pi-tools through a pinned sudoers rule",
 			"install sudo in the image (apt-get install sudo / apk add sudo) to use "

@@ -1354,6 +1354,10 @@ int check_run(const char *root, unsigned flags, struct check_report **ret)
 			  "Linux < 5.2 lets everyone use userfaultfd, or it is not built");
 	probe_sysctl_min(r, CHECK_PERF_EVENT, "kernel/perf_event_paranoid", 2, CHECK_STATUS_WARN,
 			 CHECK_STATUS_OK);
+	/* The filter refuses syslog(2); /dev/kmsg (0644 root) reads the same log, and only
+	 * this sysctl refuses it to a caller without CAP_SYSLOG. */
+	probe_sysctl_min(r, CHECK_DMESG_RESTRICT, "kernel/dmesg_restrict", 1, CHECK_STATUS_WARN,
+			 CHECK_STATUS_MISSING);
 	probe_suid_dumpable(r);
 	probe_core_pattern(r);
 	probe_proc_hidepid(r);

@@ -50,8 +50,8 @@ exits 111 "--root that does not exist is a system error" "$P" check --root "$S/n
 "$P" check --json --no-walk >"$S/host.json" 2>"$S/host.err"
 rc=$?
 ok "--json output is one valid JSON document" python3 -m json.tool "$S/host.json"
-is "--json lists all 31 checks" \
-	"$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["checks"]))' "$S/host.json")" 31
+is "--json lists all 32 checks" \
+	"$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["checks"]))' "$S/host.json")" 32
 ok "every check has name, status, hard, allowed, value, promise, advice" python3 -c '
 import json, sys
 for c in json.load(open(sys.argv[1]))["checks"]:
@@ -572,7 +572,7 @@ mount -t tmpfs nosys "$S/nosys"
 mount --bind "$S/nosys" /proc/sys
 "$P" check --json --no-walk >"$S/ns.json" 2>"$S/err"
 is "/proc/sys missing: exit 1" "$?" 1
-for n in userns perf_event_paranoid protected_hardlinks protected_symlinks protected_regular \
+for n in userns perf_event_paranoid dmesg_restrict protected_hardlinks protected_symlinks protected_regular \
 	protected_fifos yama_ptrace_scope legacy_tiocsti unprivileged_userfaultfd suid_dumpable; do
 	unlike "/proc/sys missing: $n is not ok" "$(field "$S/ns.json" $n status)" '^ok$'
 	like "/proc/sys missing: $n says /proc/sys could not be read" \
@@ -585,5 +585,11 @@ umount /proc/sys "$S/nosys"
 "$P" check --json --no-walk >"$S/back.json" 2>/dev/null
 unlike "/proc/sys back: the sysctls are read again" \
 	"$(field "$S/back.json" protected_symlinks value)" 'not readable'
+# syslog(2) is refused by the spawn filter; /dev/kmsg reads the same log, shut only by
+# kernel.dmesg_restrict (red team): reported, ok at 1 and above, warn at 0.
+want=ok
+[ "$(cat /proc/sys/kernel/dmesg_restrict 2>/dev/null || echo 0)" -ge 1 ] || want=warn
+is "dmesg_restrict follows kernel.dmesg_restrict" "$(field "$S/back.json" dmesg_restrict status)" "$want"
+like "... with the value read" "$(field "$S/back.json" dmesg_restrict value)" '^[0-9]+ \(want >= 1\)$'
 
 done_testing
