@@ -197,6 +197,13 @@ static const struct {
 		 "do not mount them (Kubernetes: automountServiceAccountToken: false), mount "
 		 "them with mode 0400 (secrets' mode / defaultMode), or add a none rule for "
 		 "/run/secrets"},
+	[CHECK_DEV_NODES] =
+		{"dev_nodes", false,
+		 "agents reach no driver beyond the common devices: the seccomp filter allows "
+		 "ioctl on any fd, so a device node every user may open (/dev/kvm, a GPU render "
+		 "node, a disk) hands agents that driver's whole interface",
+		 "chmod o-rw the nodes named (they are for a group agents are not in), or leave "
+		 "them out of the agents' /dev (docker run without --device)"},
 };
 
 enum check_status check_hidepid_status(const char *super_opts, char *value, size_t size)

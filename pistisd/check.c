@@ -23,8 +23,9 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/xattr.h>
 #include <sys/statfs.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -1216,6 +1217,108 @@ static void secrets_collect(int root_fd, const char *rel, unsigned depth, struct
 	closedir(d);
 }
 
+/* Device nodes in the agents' /dev (the image's: commands run chrooted into it) that every
+ * user may open, read or write: the seccomp filter allows ioctl on any fd, so such a node
+ * hands agents the driver behind it (KVM_CREATE_VM works on an fd opened read-only). The
+ * common ones are left out: null, zero, full, random, urandom, tty, ptmx, kmsg (judged by
+ * dmesg_restrict), fuse (useless without mount, which the filter refuses), net/tun
+ * (TUNSETIFF needs CAP_NET_ADMIN) and rfkill. /dev and the directories in it, two levels
+ * down, at most DEV_MAX entries; pts is the agents' own terminals. */
+#define DEV_MAX 4096
+#define DEV_SHOWN 4
+#define DEV_PATH_MAX 128
+
+struct dev_scan {
+	unsigned seen, open, shown;
+	char names[DEV_SHOWN * (DEV_PATH_MAX + ESCAPE_QUOTE_EXTRA + 32)];
+};
+
+static bool dev_common(dev_t rdev)
+{
+	static const struct {
+		unsigned major, minor;
+	} common[] = {{1, 3},
+		      {1, 5},
+		      {1, 7},
+		      {1, 8},
+		      {1, 9},
+		      {1, 11},
+		      {5, 0},
+		      {5, 2},
+		      {10, 200} /* tun */,
+		      {10, 229} /* fuse */,
+		      {10, 242} /* rfkill */};
+
+	for (size_t i = 0; i < ELEMENTSOF(common); i++)
+		if (major(rdev) == common[i].major && minor(rdev) == common[i].minor)
+			return true;
+	return false;
+}
+
+static void dev_scan_dir(int dfd, const char *rel, unsigned depth, struct dev_scan *s)
+{
+	DIR *d = fdopendir(dfd);
+	struct dirent *de;
+
+	if (!d) {
+		safe_close(dfd);
+		return;
+	}
+	while ((de = readdir(d)) && s->seen < DEV_MAX) {
+		char sub[DEV_PATH_MAX];
+		struct stat st;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
+		    (depth == 0 && !strcmp(de->d_name, "pts")) ||
+		    (size_t)snprintf(sub, sizeof(sub), "%s/%s", rel, de->d_name) >= sizeof(sub) ||
+		    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		s->seen++;
+		if (S_ISDIR(st.st_mode) && depth < 2) {
+			int sfd = openat(dirfd(d), de->d_name,
+					 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (sfd >= 0)
+				dev_scan_dir(sfd, sub, depth + 1, s);
+			continue;
+		}
+		if (!(S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) || !(st.st_mode & 0006) ||
+		    dev_common(st.st_rdev))
+			continue;
+		if (s->open++ < DEV_SHOWN) {
+			char q[DEV_PATH_MAX + ESCAPE_QUOTE_EXTRA];
+			size_t n = strlen(s->names);
+
+			escape_c_quote(sub, strlen(sub), DEV_PATH_MAX, q, sizeof(q));
+			snprintf(s->names + n, sizeof(s->names) - n, "%s%s (%c %u:%u %04o)",
+				 n ? ", " : "", q, S_ISBLK(st.st_mode) ? 'b' : 'c',
+				 major(st.st_rdev), minor(st.st_rdev), st.st_mode & 07777);
+		}
+	}
+	closedir(d);
+}
+
+static void probe_dev_nodes(struct check_report *r, int root_fd)
+{
+	static struct dev_scan s;
+	int fd = check_openat2(root_fd, "dev", O_RDONLY | O_DIRECTORY,
+			       CHECK_RESOLVE_IN_ROOT | CHECK_RESOLVE_NO_MAGICLINKS);
+
+	memset(&s, 0, sizeof(s));
+	if (fd < 0)
+		return check_set(r, CHECK_DEV_NODES, CHECK_STATUS_OK, "no /dev in the image");
+	dev_scan_dir(fd, "/dev", 0, &s);
+	if (!s.open)
+		return check_set(r, CHECK_DEV_NODES, CHECK_STATUS_OK,
+				 "%u entries, none but the common devices open to every user%s",
+				 s.seen, s.seen >= DEV_MAX ? " (stopped at the bound)" : "");
+	/* s.names is text, its names escaped: not escaped again */
+	char v[sizeof(s.names) + 128];
+
+	snprintf(v, sizeof(v), "%u device node(s) every user may open: %s%s", s.open, s.names,
+		 s.open > DEV_SHOWN ? ", ..." : "");
+	check_set_text(r, CHECK_DEV_NODES, CHECK_STATUS_WARN, v);
+}
+
 static void probe_orchestrator_secrets(struct check_report *r, int root_fd)
 {
 	static const char *const dirs[] = {"run/secrets", "var/run/secrets"};
@@ -1375,6 +1478,7 @@ int check_run(const char *root, unsigned flags, struct check_report **ret)
 	probe_account_files(r, root_fd);
 	probe_data_bin(r, root_fd);
 	probe_orchestrator_secrets(r, root_fd);
+	probe_dev_nodes(r, root_fd);
 	if (!trusted)
 		check_set(r, CHECK_TRUSTED_CAPS, CHECK_STATUS_OK,
 			  "no trusted commands installed (no " CHECK_TRUSTED_SUDOERS ")");
@@ -1440,9 +1544,9 @@ static void help(void)
 	       "  --json          one JSON document instead of the table\n"
 	       "  --root DIR      look at the image under DIR: only the image checks (sudo,\n"
 	       "                  visudo, account_files, data_bin, orchestrator_secrets,\n"
-	       "                  setuid_files, agent_writable; nosuid_shared's write\n"
-	       "                  rules) look there; kernel checks always describe the\n"
-	       "                  running kernel, mount checks its mounts\n"
+	       "                  dev_nodes, setuid_files, agent_writable; nosuid_shared's\n"
+	       "                  write rules) look there; kernel checks always describe\n"
+	       "                  the running kernel, mount checks its mounts\n"
 	       "  --allow NAMES   accept that these hard requirements do not hold (also\n"
 	       "                  PISTIS_ALLOW=name,name); the promise they back is then off\n"
 	       "  --no-walk       skip the setuid/setgid inventory (walks mounts without nosuid)\n"

@@ -47,6 +47,7 @@ enum check_id {
 	CHECK_DATA_BIN,
 	CHECK_TRUSTED_CAPS,
 	CHECK_ORCHESTRATOR_SECRETS,
+	CHECK_DEV_NODES,
 	_CHECK_MAX,
 };
 
@@ -59,7 +60,7 @@ enum check_status {
 };
 
 /* Opt-outs: a bit per check_id, set by `--allow NAME` or PISTIS_ALLOW=name,name. */
-typedef uint32_t check_mask_t;
+typedef uint64_t check_mask_t;
 #define CHECK_BIT(id) ((check_mask_t)1 << (id))
 
 struct check_result {

@@ -50,8 +50,8 @@ exits 111 "--root that does not exist is a system error" "$P" check --root "$S/n
 "$P" check --json --no-walk >"$S/host.json" 2>"$S/host.err"
 rc=$?
 ok "--json output is one valid JSON document" python3 -m json.tool "$S/host.json"
-is "--json lists all 32 checks" \
-	"$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["checks"]))' "$S/host.json")" 32
+is "--json lists all 33 checks" \
+	"$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["checks"]))' "$S/host.json")" 33
 ok "every check has name, status, hard, allowed, value, promise, advice" python3 -c '
 import json, sys
 for c in json.load(open(sys.argv[1]))["checks"]:
@@ -253,6 +253,24 @@ chmod 0700 "$D/run/secrets"
 is "orchestrator_secrets: /run/secrets closed to agents (a none rule's mode): ok" \
 	"$(field "$S/sec.json" orchestrator_secrets status)" ok
 rm -rf "$D/run/secrets"
+
+# --- dev_nodes: device nodes in the agents' /dev that every user may open ----------------
+# The filter allows ioctl on any fd: a world-openable /dev/kvm, render node or disk gives
+# agents that driver (red team). The test root's /dev holds only the common nodes.
+is "dev_nodes: the common nodes only: ok" "$(field "$S/d.json" dev_nodes status)" ok
+is "... a soft check" "$(field "$S/d.json" dev_nodes hard)" False
+mkdir -p "$D/dev/dri"
+mknod -m 0666 "$D/dev/kvm" c 10 232 && mknod -m 0666 "$D/dev/dri/renderD128" c 226 128 &&
+	mknod -m 0644 "$D/dev/sdz" b 8 240 && mknod -m 0660 "$D/dev/vhost-net" c 10 238
+"$P" check --root "$D" --json --no-walk >"$S/dev.json" 2>/dev/null
+is "dev_nodes: kvm, a render node and a disk open to every user: warn" \
+	"$(field "$S/dev.json" dev_nodes status)" warn
+v=$(field "$S/dev.json" dev_nodes value)
+like "... naming them" "$v" "^3 device node\(s\) every user may open: .*'/dev/kvm' \(c 10:232 0666\)"
+like "... the render node in its directory" "$v" "'/dev/dri/renderD128' \(c 226:128 0666\)"
+like "... the disk readable by all" "$v" "'/dev/sdz' \(b 8:240 0644\)"
+unlike "... not a node for its group alone" "$v" 'vhost-net'
+rm -rf "$D/dev/kvm" "$D/dev/dri" "$D/dev/sdz" "$D/dev/vhost-net"
 
 # --- account_files: /etc and its passwd family root's, writable by root only ---------------
 is "debian root: account files ok" "$(field "$S/d.json" account_files status)" ok
