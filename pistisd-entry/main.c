@@ -8,6 +8,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include "lib/caps.h"
 #include "lib/fd-util.h"
 #include "lib/log.h"
 #include "lib/sig-util.h"
@@ -56,6 +57,31 @@ static int stopped_before_start(int sig)
 
 	log_notice("SIG%s before the child started: exiting without starting it", n ? n : "?");
 	return 128 + sig;
+}
+
+/* Preparing /data and the base users, and every pistisd after it, need root with the
+ * capabilities lib/caps.h names. Without them ensure-base failed on some file of /etc or
+ * /data ("cannot make /data/pistis root-only (Permission denied)") that named no cause
+ * (docker run --user 1000, --cap-drop ALL): say the cause, once, and start nothing. */
+static int require_root(void)
+{
+	uint64_t missing = 0;
+	char names[256];
+
+	if (caps_missing(&missing) < 0 || !missing)
+		return 0;
+	caps_names(missing, names, sizeof(names));
+	if (geteuid() != 0)
+		log_error("Refusing to start: pistisd must run as root, and this container runs as "
+			  "uid %u (docker run --user, Kubernetes runAsUser/runAsNonRoot): it gives "
+			  "each agent a user of its own; agents never run as root",
+			  (unsigned)geteuid());
+	else
+		log_error("Refusing to start: the container lacks %s, which pistisd needs to "
+			  "confine agents (docker run --cap-drop, a securityContext that drops "
+			  "them): give them back",
+			  names);
+	return -EPERM;
 }
 
 static void reset_dispositions(void)
@@ -121,6 +147,9 @@ int main(int argc, char **argv)
 					  "PID 1: %m");
 
 	if (o.prepare) {
+		r = require_root();
+		if (r < 0)
+			return ENTRY_EXIT_SYSTEM;
 		r = entry_prepare_data(o.data_dir);
 		if (r < 0)
 			return ENTRY_EXIT_SYSTEM;

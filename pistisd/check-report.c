@@ -20,6 +20,15 @@ static const struct {
 	const char *promise;
 	const char *advice;
 } table[_CHECK_MAX] = {
+	[CHECK_CAPABILITIES] =
+		{"capabilities", true,
+		 "every promise: pistisd gives each agent its own uid, an empty capability set and "
+		 "a home of its own, and ends what its commands leave, as root holding CAP_CHOWN, "
+		 "CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_FSETID, CAP_KILL, CAP_SETGID, CAP_SETUID and "
+		 "CAP_SETPCAP (Docker's default set has them all)",
+		 "run pistisd as root (no docker run --user, Kubernetes runAsUser 0 and no "
+		 "runAsNonRoot) and do not drop these capabilities (no --cap-drop ALL; add "
+		 "back what a securityContext drops), or --allow capabilities"},
 	[CHECK_SECCOMP] =
 		{"seccomp", true, "agent processes run under a seccomp filter (spawn core)",
 		 "use a kernel with CONFIG_SECCOMP_FILTER and a runtime profile that allows "
@@ -204,6 +213,14 @@ static const struct {
 		 "node, a disk) hands agents that driver's whole interface",
 		 "chmod o-rw the nodes named (they are for a group agents are not in), or leave "
 		 "them out of the agents' /dev (docker run without --device)"},
+	[CHECK_HOST_NAMESPACES] =
+		{"host_namespaces", false,
+		 "agents see and reach only this sandbox's processes and SysV IPC objects, and "
+		 "pistis's clean-ups by uid touch only this sandbox's: every sandbox's first agent "
+		 "has the same uid",
+		 "give the container PID, IPC and UTS namespaces of its own (no docker run --pid "
+		 "host, --ipc host or --uts host; no Kubernetes hostPID or hostIPC); a machine "
+		 "of its own that runs one pistisd may ignore this"},
 };
 
 enum check_status check_hidepid_status(const char *super_opts, char *value, size_t size)

@@ -35,6 +35,8 @@
 #include "lib/escape.h"
 #include "lib/fd-util.h"
 #include "lib/log.h"
+#include "lib/caps.h"
+#include "lib/host-ns.h"
 #include "lib/macro.h"
 #include "lib/mountinfo.h"
 #include "pistisd/cli.h"
@@ -166,6 +168,53 @@ static const char *sysctl_unread(const char *name, int k, char *buf, size_t size
 	else
 		snprintf(buf, size, "/proc/sys/%s unreadable (%s)", name, errno_name(-k));
 	return buf;
+}
+
+/* As root, with what pistisd needs (lib/caps.h): without them every command failed at its
+ * own step, or ran past its timeout with its leftovers alive (no CAP_KILL). */
+static void probe_capabilities(struct check_report *r)
+{
+	char names[256];
+	uint64_t missing = 0;
+	int k = caps_missing(&missing);
+
+	if (k < 0)
+		return check_set(r, CHECK_CAPABILITIES, CHECK_STATUS_FAIL, "capget: %s",
+				 strerror(-k));
+	if (!missing)
+		return check_set(r, CHECK_CAPABILITIES, CHECK_STATUS_OK,
+				 "root with every capability pistisd needs");
+	caps_names(missing, names, sizeof(names));
+	if (geteuid() != 0)
+		return check_set(r, CHECK_CAPABILITIES, CHECK_STATUS_FAIL,
+				 "not root (uid %u), so without %s", (unsigned)geteuid(), names);
+	check_set(r, CHECK_CAPABILITIES, CHECK_STATUS_FAIL, "root without %s (dropped)", names);
+}
+
+/* Namespaces shared with the host: every agent uid is also every other sandbox's there, so
+ * what pistis does by uid (the process-group mode's sweep, the SysV removal) and what an
+ * agent sees (every process of the machine, its SysV objects, its host name) reach past
+ * the sandbox. */
+static void probe_host_namespaces(struct check_report *r)
+{
+	char shared[64] = "";
+	size_t len = 0;
+
+	for (enum host_ns i = 0; i < _HOST_NS_MAX; i++)
+		if (host_ns_is_initial(i) == 1)
+			len += (size_t)snprintf(shared + len, sizeof(shared) - len, "%s%s",
+						len ? ", " : "", host_ns_name(i));
+	if (!len)
+		return check_set(r, CHECK_HOST_NAMESPACES, CHECK_STATUS_OK,
+				 "pid, ipc and uts namespaces of its own");
+	check_set(r, CHECK_HOST_NAMESPACES, CHECK_STATUS_WARN,
+		  "the host's %s namespace(s): agents see the machine's processes and SysV "
+		  "objects%s",
+		  shared,
+		  host_ns_is_initial(HOST_NS_PID) == 1
+			  ? "; the process-group mode's sweep by uid reaches every process of "
+			    "that uid on the machine"
+			  : "");
 }
 
 static void probe_seccomp(struct check_report *r)
@@ -1436,6 +1485,7 @@ int check_run(const char *root, unsigned flags, struct check_report **ret)
 	if (!r)
 		return -ENOMEM;
 
+	probe_capabilities(r);
 	probe_seccomp(r);
 	probe_landlock(r);
 	probe_openat2(r);
@@ -1479,15 +1529,17 @@ int check_run(const char *root, unsigned flags, struct check_report **ret)
 	probe_data_bin(r, root_fd);
 	probe_orchestrator_secrets(r, root_fd);
 	probe_dev_nodes(r, root_fd);
+	probe_host_namespaces(r);
 	if (!trusted)
 		check_set(r, CHECK_TRUSTED_CAPS, CHECK_STATUS_OK,
 			  "no trusted commands installed (no " CHECK_TRUSTED_SUDOERS ")");
-	else if (trusted_setuid_possible())
-		check_set(r, CHECK_TRUSTED_CAPS, CHECK_STATUS_OK, "CAP_SYS_ADMIN held");
+	else if (!trusted_setuid_blocker())
+		check_set(r, CHECK_TRUSTED_CAPS, CHECK_STATUS_OK,
+			  "CAP_SYS_ADMIN held, no no_new_privs");
 	else
 		check_set(r, CHECK_TRUSTED_CAPS, CHECK_STATUS_WARN,
-			  "trusted commands are installed but stay off: pistisd lacks "
-			  "CAP_SYS_ADMIN (Docker's default capabilities)");
+			  "trusted commands are installed but stay off: %s",
+			  trusted_setuid_blocker());
 	if (flags & CHECK_SKIP_SETUID_WALK) {
 		check_set(r, CHECK_SETUID_FILES, CHECK_STATUS_WARN, "not walked (--no-walk)");
 		check_set(r, CHECK_AGENT_WRITABLE, CHECK_STATUS_WARN, "not walked (--no-walk)");

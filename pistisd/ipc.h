@@ -8,6 +8,7 @@
  * the machine's until someone removes it. pistisd removes an agent's objects once the
  * agent has no command left, and at serve's start-up those of agents with no process. */
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -30,6 +31,15 @@ int ipc_agent_objects(int proc_fd, uid_t uid, struct ipc_obj *v, size_t max, siz
  * its last user detaches. Returns how many were removed (0: none there, no child forked),
  * or -errno. */
 int ipc_remove_agent_objects(int proc_fd, uid_t uid);
+
+/* Whether the processes of this IPC namespace are ours to see: not where it is the host's
+ * and the PID namespace is not (docker run --ipc host). There no process that holds an
+ * object is visible, and every object of an agent's uid looked left by it: the host's (a
+ * user of the machine with a uid from 10100 up, the same agent uid of another such
+ * sandbox) were removed at each command's end and each start (red team). Then
+ * ipc_remove_agent_objects removes nothing (0), and pistisd check warns
+ * (host_namespaces). */
+bool ipc_namespace_seen(void);
 
 /* How many objects this IPC namespace holds, of every kind and every owner: the kernel's
  * in-use counts (MSG_INFO, SEM_INFO, SHM_INFO), three system calls and no listing, whose

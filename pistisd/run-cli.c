@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/caps.h"
 #include "lib/env-build.h"
 #include "lib/escape.h"
 #include "lib/fd-util.h"
@@ -562,7 +563,24 @@ int run_cli_main(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	if (geteuid() != 0) {
-		log_error("pistisd run needs root (it switches to the agent's user)");
+		log_error(
+			"pistisd run needs root (it switches to the agent's user); this is uid %u "
+			"(docker run --user, Kubernetes runAsUser/runAsNonRoot)",
+			(unsigned)geteuid());
+		return EXIT_SYSTEM;
+	}
+	/* Without them every command failed at its own step, or ran past its timeout with
+	 * its leftovers alive (no CAP_KILL): refuse before the first, naming them. */
+	uint64_t missing = 0;
+	if (caps_missing(&missing) == 0 && missing) {
+		char names[256];
+
+		caps_names(missing, names, sizeof(names));
+		log_error("Refusing to run: pistisd lacks %s, without which no command is "
+			  "confined and ended as promised (docker run --cap-drop, a "
+			  "securityContext that drops them): give them back (pistisd check: "
+			  "capabilities)",
+			  names);
 		return EXIT_SYSTEM;
 	}
 

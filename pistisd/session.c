@@ -856,8 +856,13 @@ static void kill_strays(const struct cmd *c)
 	struct sweep w = {
 		.uid = c->uid,
 		.cmd_id = c->id,
-		/* This command's own tree: one whose cgroup could not be made ran as a group. */
-		.pgid = !tree || strcmp(tree, "cgroup"),
+		/* Only a tree that was a process group: an audit session held all the command
+		 * started (its trusted commands too) and was killed with it, by session id,
+		 * which no other sandbox's process has. The sweep goes by uid, and the same
+		 * uid is every sandbox's first agent: in a PID namespace shared with the host
+		 * (docker run --pid host), it killed the processes of agents of every other
+		 * sandbox on the machine at each command end (red team, reproduced). */
+		.pgid = !tree || !strcmp(tree, "pgid"),
 		.keep_children = c->p->opts_copy.keep_children,
 		.used = true,
 	};
@@ -873,20 +878,41 @@ static void kill_strays(const struct cmd *c)
 
 /* At start-up: the SysV IPC objects of agents with no process left, which a daemon that
  * died (or the volume's earlier life, in this IPC namespace) could not remove. */
+static int registry_uids(uid_t **ret, size_t *ret_n);
+
+static bool uid_listed(const uid_t *uids, size_t n, uid_t uid)
+{
+	for (size_t i = 0; i < n; i++)
+		if (uids[i] == uid)
+			return true;
+	return false;
+}
+
 static void remove_orphaned_ipc(void)
 {
 	int proc_fd = spawn_ctx_proc_fd(T.spawn);
+	_cleanup_free_ uid_t *uids = NULL;
 	struct ipc_obj v[256];
-	size_t n = 0;
+	size_t n = 0, n_uids = 0;
 
-	if (proc_fd < 0 || ipc_agent_objects(proc_fd, (uid_t)-1, v, ELEMENTSOF(v), &n) < 0)
+	/* The host's IPC namespace seen from a PID namespace of our own: left alone
+	 * (ipc_namespace_seen). */
+	if (!ipc_namespace_seen()) {
+		log_notice("The IPC namespace is the host's (docker run --ipc host?): SysV objects "
+			   "of agents' uids that no process here holds are left as they are");
+		return;
+	}
+	/* Only this sandbox's agents' (the registry's), not every uid of the agent range. */
+	if (proc_fd < 0 || registry_uids(&uids, &n_uids) < 0 || !n_uids ||
+	    ipc_agent_objects(proc_fd, (uid_t)-1, v, ELEMENTSOF(v), &n) < 0)
 		return;
 	for (size_t i = 0; i < n && i < ELEMENTSOF(v); i++) {
 		bool seen = false;
 		int k;
 		for (size_t j = 0; j < i && !seen; j++)
 			seen = v[j].uid == v[i].uid;
-		if (seen || spawn_agent_has_processes(T.spawn, v[i].uid))
+		if (seen || !uid_listed(uids, n_uids, v[i].uid) ||
+		    spawn_agent_has_processes(T.spawn, v[i].uid))
 			continue;
 		k = ipc_remove_agent_objects(proc_fd, v[i].uid);
 		if (k > 0)

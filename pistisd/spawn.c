@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/capability.h>
 #include <linux/keyctl.h>
 #include <poll.h>
 #include <sched.h>
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
@@ -391,8 +393,28 @@ static const char *env_path(char *const *envp)
 	return ENVB_DEFAULT_PATH;
 }
 
-static void set_rlimit(struct child_args *a, int res, rlim_t v)
+/* Whether this process may raise a hard limit (CAP_SYS_RESOURCE). */
+static bool can_raise_limits(void)
 {
+	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct d[2] = {{0}};
+
+	return syscall(SYS_capget, &h, d) == 0 &&
+	       (d[CAP_TO_INDEX(CAP_SYS_RESOURCE)].effective & CAP_TO_MASK(CAP_SYS_RESOURCE));
+}
+
+/* An agent's limit never above pistisd's own hard limit where pistisd cannot raise it
+ * (docker run --ulimit nofile=64, systemd LimitNOFILE=, without CAP_SYS_RESOURCE: Docker's
+ * default set). Before, the child's prlimit failed and every command with it ("setrlimit:
+ * Operation not permitted"); the lower limit is the operator's, and a stricter one for the
+ * agent. */
+static void set_rlimit(struct child_args *a, int res, rlim_t v, bool can_raise)
+{
+	struct rlimit own;
+
+	if (!can_raise && getrlimit(res, &own) == 0 && own.rlim_max != RLIM_INFINITY &&
+	    v > own.rlim_max)
+		v = own.rlim_max;
 	a->rl[a->n_rl].resource = res;
 	a->rl[a->n_rl].lim.rlim_cur = v;
 	a->rl[a->n_rl].lim.rlim_max = v;
@@ -737,15 +759,17 @@ static int start(struct spawn_ctx *ctx, const struct spawn_opts *o, struct spawn
 	a.cwd = o->cwd;
 	a.no_openat2 = ctx->no_openat2;
 	a.umask = o->umask == (mode_t)-1 ? SPAWN_UMASK_DEFAULT : (o->umask & 0777);
-	set_rlimit(&a, RLIMIT_NPROC, o->rlimits.nproc ? o->rlimits.nproc : 512);
-	set_rlimit(&a, RLIMIT_NOFILE, o->rlimits.nofile ? o->rlimits.nofile : 4096);
-	set_rlimit(&a, RLIMIT_FSIZE, o->rlimits.fsize ? o->rlimits.fsize : SPAWN_FSIZE_DEFAULT);
-	set_rlimit(&a, RLIMIT_CORE, o->rlimits.core_allowed ? o->rlimits.core : 0);
-	set_rlimit(&a, RLIMIT_MSGQUEUE, o->rlimits.msgqueue);
+	bool raise = can_raise_limits();
+	set_rlimit(&a, RLIMIT_NPROC, o->rlimits.nproc ? o->rlimits.nproc : 512, raise);
+	set_rlimit(&a, RLIMIT_NOFILE, o->rlimits.nofile ? o->rlimits.nofile : 4096, raise);
+	set_rlimit(&a, RLIMIT_FSIZE, o->rlimits.fsize ? o->rlimits.fsize : SPAWN_FSIZE_DEFAULT,
+		   raise);
+	set_rlimit(&a, RLIMIT_CORE, o->rlimits.core_allowed ? o->rlimits.core : 0, raise);
+	set_rlimit(&a, RLIMIT_MSGQUEUE, o->rlimits.msgqueue, raise);
 	/* Never above the others: no real-time scheduling, no nice value below pistisd's
 	 * (whatever limits pistisd itself was started with). */
-	set_rlimit(&a, RLIMIT_RTPRIO, 0);
-	set_rlimit(&a, RLIMIT_NICE, 0);
+	set_rlimit(&a, RLIMIT_RTPRIO, 0, raise);
+	set_rlimit(&a, RLIMIT_NICE, 0, raise);
 	a.last_cap = ctx->last_cap;
 	a.proc_fd = ctx->proc_fd;
 	a.oom_score_adj = ctx->oom_score_adj;

@@ -9,7 +9,7 @@ INTEGRATION_TESTS += tests/integration/redteam-spawn.sh tests/integration/redtea
 	tests/integration/redteam-parse.sh tests/integration/redteam-disk.sh \
 	tests/integration/redteam-net.sh
 # The binaries in real Docker containers (a private dockerd; docker.io from bootstrap.sh check).
-INTEGRATION_TESTS += tests/integration/docker.sh
+INTEGRATION_TESTS += tests/integration/docker.sh tests/integration/docker-restricted.sh
 # A short run of each benchmark of bench/ that fits in a test run: each still runs here.
 INTEGRATION_TESTS += tests/integration/bench-smoke.sh
 # Every binary's, command's and verb's --help: exit 0, stdout only, 80 columns; every option

@@ -136,14 +136,13 @@ static void warn_suid_trees(const char *root)
 {
 	_cleanup_close_ int root_fd = -1;
 	char which[POLICY_PATH_MAX + 1] = "";
-	const char *what = "shared tree";
+	const char *what = "shared tree", *blocker = trusted_setuid_blocker();
 	int k;
 
-	if (!trusted_setuid_possible())
-		log_warning("trusted commands stay off for agents: pistisd lacks CAP_SYS_ADMIN, "
-			    "without which no agent runs without no_new_privs under the spawn "
-			    "core's seccomp filter (Docker's default capabilities: docker run "
-			    "--cap-add SYS_ADMIN); agents keep no_new_privs and sudo refuses");
+	if (blocker)
+		log_warning("trusted commands stay off for agents: %s; agents keep no_new_privs "
+			    "and sudo refuses",
+			    blocker);
 	if (trusted_root_open(root, &root_fd) < 0)
 		return;
 	k = trusted_shared_tree_suid(root_fd, which, sizeof(which));

@@ -9,6 +9,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -296,13 +297,31 @@ int trusted_data_bin_check(int root_fd, unsigned *ret_n, char *why, size_t why_s
  * no_new_privs. Where pistisd lacks it (Docker's default capability set), every command
  * failed at that step ("landlock scope: Operation not permitted") once trusted commands
  * were configured; agents keep no_new_privs instead and trusted commands fail closed. */
-bool trusted_setuid_possible(void)
+const char *trusted_setuid_blocker(void)
 {
 	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
 	struct __user_cap_data_struct d[2] = {{0}};
 
-	return syscall(SYS_capget, &h, d) == 0 &&
-	       (d[CAP_TO_INDEX(CAP_SYS_ADMIN)].effective & CAP_TO_MASK(CAP_SYS_ADMIN));
+	/* no_new_privs is inherited and never cleared: set on pistisd (docker run
+	 * --security-opt no-new-privileges, Kubernetes allowPrivilegeEscalation: false), every
+	 * agent has it whatever the spawn core does, and sudo refuses. Before, check said
+	 * trusted_caps ok, trusted add warned of nothing, and agents kept CAP_SETUID in their
+	 * bounding set for a sudo that could never run. */
+	if (syscall(SYS_prctl, PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 0)
+		return "pistisd runs with no_new_privs (docker run --security-opt "
+		       "no-new-privileges, Kubernetes allowPrivilegeEscalation: false), which "
+		       "every agent inherits and no process can clear: sudo cannot run";
+	if (syscall(SYS_capget, &h, d) != 0 ||
+	    !(d[CAP_TO_INDEX(CAP_SYS_ADMIN)].effective & CAP_TO_MASK(CAP_SYS_ADMIN)))
+		return "pistisd lacks CAP_SYS_ADMIN, without which no agent runs without "
+		       "no_new_privs under the spawn core's seccomp filter (Docker's default "
+		       "capabilities: docker run --cap-add SYS_ADMIN)";
+	return NULL;
+}
+
+bool trusted_setuid_possible(void)
+{
+	return !trusted_setuid_blocker();
 }
 
 static int shared_tree_suid(int root_fd, char **mi, char *which, size_t size);

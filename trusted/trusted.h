@@ -221,9 +221,11 @@ enum {
  * (trusted_setuid_possible). Checked on opened fds; any error (absent, a symlink, loose
  * owner or mode) is false. */
 bool trusted_configured(int root_fd);
-/* pistisd holds CAP_SYS_ADMIN, without which no agent can run without no_new_privs
- * (trusted_configured is false then). */
+/* pistisd holds CAP_SYS_ADMIN and runs without no_new_privs, without which no agent can
+ * run without no_new_privs (trusted_configured is false then). */
 bool trusted_setuid_possible(void);
+/* Why not (a static text, no names in it), or NULL where it is possible. */
+const char *trusted_setuid_blocker(void);
 
 /* /data/bin is first on every agent's PATH: a program there that is not root's alone runs
  * as whichever agent types its name, and its owner (an agent, in an earlier life of the

@@ -29,7 +29,7 @@ out=$("$P" check --help)
 is "--help exits 0" "$?" 0
 # the list is wrapped at 80 columns: read it as one line
 like "--help names the hard requirements" "$(printf '%s\n' "$out" | tr '\n' ' ')" \
-	'Hard requirements: seccomp, openat2, close_range, protected_hardlinks, protected_symlinks'
+	'Hard requirements: capabilities, seccomp, openat2, close_range, protected_hardlinks, protected_symlinks'
 like "--help says kernel checks ignore --root" "$out" 'kernel checks always'
 exits 100 "unknown option is a usage error" "$P" check --bogus
 exits 100 "unexpected argument is a usage error" "$P" check extra
@@ -50,8 +50,8 @@ exits 111 "--root that does not exist is a system error" "$P" check --root "$S/n
 "$P" check --json --no-walk >"$S/host.json" 2>"$S/host.err"
 rc=$?
 ok "--json output is one valid JSON document" python3 -m json.tool "$S/host.json"
-is "--json lists all 33 checks" \
-	"$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["checks"]))' "$S/host.json")" 33
+is "--json lists all 35 checks" \
+	"$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["checks"]))' "$S/host.json")" 35
 ok "every check has name, status, hard, allowed, value, promise, advice" python3 -c '
 import json, sys
 for c in json.load(open(sys.argv[1]))["checks"]:
