@@ -93,6 +93,27 @@ int ufs_open_dir(int dir_fd, const char *path)
 	return open_dir_fallback(dir_fd, path);
 }
 
+/* 1 when directory fd holds no entry but "." and "..", 0 when it holds one, or -errno.
+ * Listed through a descriptor of its own, so fd's offset is left alone. */
+static int dir_is_empty(int fd)
+{
+	_cleanup_close_ int dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	char buf[512] __attribute__((aligned(8)));
+	long n;
+
+	if (dfd < 0)
+		return -errno;
+	while ((n = syscall(SYS_getdents64, dfd, buf, sizeof(buf))) > 0)
+		for (long pos = 0; pos < n;) {
+			const struct linux_dirent64 *d = (const void *)(buf + pos);
+
+			pos += d->d_reclen;
+			if (strcmp(d->d_name, ".") && strcmp(d->d_name, ".."))
+				return 0;
+		}
+	return n < 0 ? -errno : 1;
+}
+
 int ufs_mkdir_owned(int parent_fd, const char *name, uid_t uid, gid_t gid, mode_t mode,
 		    unsigned flags)
 {
@@ -149,6 +170,15 @@ int ufs_mkdir_owned(int parent_fd, const char *name, uid_t uid, gid_t gid, mode_
 	 * write permission on the directory itself. */
 	if (created && (st.st_uid != 0 || (st.st_mode & 0077)))
 		created = false;
+	/* The same directory left by a call cut short between its mkdirat and its chown (a
+	 * kill, an I/O error): root's, closed, and empty, as only root can put anything in
+	 * it. Refused, it stopped every later ensure of the agent ("exists with another
+	 * owner") until an operator removed it. The agent cannot have moved such a directory
+	 * in from elsewhere (that needs write permission on the directory itself), and in
+	 * its own directory there is no other root's to rename. */
+	if (!created && (flags & UFS_AGENT_PARENT) && st.st_uid == 0 && !(st.st_mode & 0077) &&
+	    st.st_nlink == 2 && dir_is_empty(fd) > 0)
+		created = true;
 	if (!created && st.st_uid != uid) {
 		/* In a directory the agent can write it may have moved in a directory it does
 		 * not own (root's, another agent's): never adopt it. Elsewhere only a root-owned

@@ -44,8 +44,9 @@ int ufs_check_regular(int fd, unsigned flags);
 
 /* Make name in parent_fd a directory owned by uid:gid with exactly mode (set on the
  * opened fd: fchown, then fchmod from scratch). An existing directory owned by another
- * non-root uid is refused (-EPERM); with UFS_AGENT_PARENT only one owned by uid itself
- * or created by this call is accepted. A non-directory is refused (-ENOTDIR), a symlink
+ * non-root uid is refused (-EPERM); with UFS_AGENT_PARENT only one owned by uid itself,
+ * created by this call, or left by a call cut short after its mkdirat (root's, no group or
+ * other access, empty) is accepted. A non-directory is refused (-ENOTDIR), a symlink
  * too (-ELOOP) unless UFS_REPLACE_SYMLINK. A root-owned one that is not kept as it is
  * (UFS_KEEP_EXISTING) loses its access and default ACLs. Returns the directory fd or
  * -errno. */

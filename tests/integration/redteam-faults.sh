@@ -1,0 +1,157 @@
+#!/bin/bash
+# Red team: systematic fault injection into every write of persistent state. strace fails the
+# Nth call of one system call (EIO) or kills pistisd there (SIGKILL), for every N of the calls
+# that write or decide (openat, mkdirat, writev, fchown, fdatasync, fsync, renameat2 ...), in
+# `users ensure` (a new agent beside others) and `policy save`. After each fault the files must still agree (no user in /etc without its
+# registry record, no uid twice, nothing staged left), a failure must say why in one line, and
+# the same command run again without a fault must leave exactly what a clean run leaves.
+# Debian root; root, private mount namespace.
+. "$(dirname "$0")/../lib.sh"
+need_root
+need_mount_ns "$@"
+
+P=$BIN/pistisd
+[ -x "$P" ] || { echo "1..0 # SKIP pistisd not built"; exit 0; }
+command -v strace >/dev/null || { echo "1..0 # SKIP strace missing"; exit 0; }
+R=$(root_fresh debian) || { echo "1..0 # SKIP no debian root"; exit 0; }
+S=$(scratch)
+
+# The state a run may leave, restored before each fault: the passwd family (backups, lock)
+# and all of /data.
+save() {
+	rm -rf "$S/snap" && mkdir -p "$S/snap/etc" &&
+		cp -a "$R"/etc/passwd* "$R"/etc/group* "$R"/etc/shadow* "$R"/etc/gshadow* \
+			"$R/etc/.pwd.lock" "$S/snap/etc/" && cp -a "$R/data" "$S/snap/data"
+}
+load() {
+	rm -f "$R"/etc/passwd* "$R"/etc/group* "$R"/etc/shadow* "$R"/etc/gshadow* "$R/etc/.pwd.lock"
+	rm -rf "$R/data"
+	cp -a "$S/snap/etc/." "$R/etc/" && cp -a "$S/snap/data" "$R/data"
+}
+# What a run leaves: the files with owner and mode, and every directory and file in /data.
+state() {
+	local f
+	for f in etc/passwd etc/group etc/shadow etc/gshadow data/pistis/users.registry; do
+		echo "$f $(stat -c '%u:%g %a' "$R/$f") $(sha256sum <"$R/$f" | cut -c1-16)"
+	done
+	(cd "$R/data" && find . -path ./pistis -prune -o -printf '%p %u:%g %m %y\n' | sort)
+}
+# What must hold after any fault: every file parses (list, no warning), nothing staged is left,
+# and every agent line in /etc has its record with the same id (a record without lines is a
+# rebuilt container's state, which the next ensure completes).
+agree() {
+	local out f
+	out=$("$P" users list --root "$R" 2>&1 >/dev/null) || echo "list fails: $out"
+	[ -n "$out" ] && echo "list warns: $out"
+	for f in etc/passwd etc/group etc/shadow etc/gshadow data/pistis/users.registry; do
+		[ -e "$R/$f+" ] && echo "$f+ left"
+	done
+	awk -F: -v reg="$R/data/pistis/users.registry" '
+	BEGIN { while ((getline l < reg) > 0) if (split(l, a, ":") >= 4) id[a[2]] = a[1] }
+	FILENAME ~ /(passwd|\/group)$/ && $1 ~ /^pi-agent-/ {
+		if (!($1 in id)) print FILENAME ": " $1 " has no registry record"
+		else if (id[$1] != $3) print FILENAME ": " $1 " has id " $3 ", not " id[$1]
+		if (FILENAME ~ /passwd$/ && ($3 in uid)) print "uid " $3 " twice"
+		uid[$3] = 1 }
+	FILENAME ~ /shadow$/ && $1 ~ /^pi-agent-/ && !($1 in id) {
+		print FILENAME ": " $1 " has no registry record" }
+	' "$R/etc/passwd" "$R/etc/group" "$R/etc/shadow" "$R/etc/gshadow"
+}
+
+# faults LABEL SYSCALLS -- CMD...: for each system call and each N of its calls in a clean
+# run of CMD, from the saved state: fail the Nth with EIO, then kill pistisd there; check
+# agree, run CMD again (when the faulted one failed) and compare with the clean run's state.
+# One test line per system call and fault; the first bad N is shown.
+faults() {
+	local label=$1 calls=$2 sc f n i rc err rc2 err2 bad first want
+	shift 3
+	load
+	"$P" "$@" >/dev/null 2>&1 || { _tap_result 1 "$label: a clean run" "$("$P" "$@" 2>&1)"; return; }
+	want=$(state)
+	for sc in $calls; do
+		load
+		n=$(strace -qq -o "$S/trace" -e trace="$sc" "$P" "$@" >/dev/null 2>&1;
+			grep -c "^$sc(" "$S/trace")
+		for f in EIO SIGKILL; do
+			first=
+			for i in $(seq 1 "$n"); do
+				load
+				case $f in
+				EIO) err=$(strace -qq -o /dev/null -e trace="$sc" \
+					-e inject="$sc:error=EIO:when=$i" "$P" "$@" 2>&1 >/dev/null) ;;
+				*) err=$(strace -qq -o /dev/null -e trace="$sc" \
+					-e inject="$sc:signal=SIGKILL:when=$i" "$P" "$@" 2>&1 >/dev/null) ;;
+				esac
+				rc=$?
+				bad=$(agree)
+				if [ "$f" = EIO ] && [ $rc -ne 0 ] &&
+					! printf '%s\n' "$err" | grep -qE '^pistisd: .*(/|\(I/O error\))'; then
+					bad="$bad
+message does not say what and why: $err"
+				fi
+				[ "$(printf '%s\n' "$err" | wc -l)" -gt 1 ] && bad="$bad
+more than one line: $err"
+				# Run again after a failure; a remove that went through before the fault
+				# (its second kill sweep) is done, and says so: what is left decides.
+				err2= rc2=0
+				if [ $rc -ne 0 ]; then
+					err2=$("$P" "$@" 2>&1 >/dev/null)
+					rc2=$?
+					bad="$bad$(agree | sed 's/^/after the run again: /')"
+				fi
+				[ -z "$bad" ] && [ "$(state)" != "$want" ] && bad="not what a clean run leaves (the run again: exit $rc2${err2:+, $err2}):
+$(diff <(echo "$want") <(state) | grep '^[<>]')"
+				[ -n "$bad" ] && [ -z "$first" ] && first="$sc #$i of $n ($f, exit $rc: ${err:-no message})
+$bad"
+			done
+			_tap_result "$([ -z "$first" ] && echo 0 || echo 1)" \
+				"$label: $f at each of the $n $sc calls: files agree, the run again leaves a clean run's state" \
+				"$first"
+		done
+	done
+}
+
+u() { "$P" users "$@" --root "$R" >/dev/null; }
+u ensure a/1 && u ensure a/2 || { echo "Bail out! cannot make the agents"; exit 1; }
+save
+
+# --- 1. ensure of a new agent (the Nth) --------------------------------------------------------
+# A kill or an error between the mkdirat of the new agent's tmp and its chown left a root 0700
+# tmp in the agent's home, and every later ensure refused it ("cannot make …/tmp: it exists
+# with another owner"): the agent could run nothing until an operator removed it.
+faults "ensure a/3" "openat mkdirat fchown writev fdatasync renameat2 fsync" -- \
+	users ensure a/3 --root "$R"
+
+# --- 2. policy save ----------------------------------------------------------------------------
+# rules.json is the old or the new bytes, never a mix, never missing; no temp file is left
+# where a later save trips.
+mkdir -p "$R/workspaces/p"
+printf '[{"path":"/workspaces","access":"write"}]\n' >"$S/old.json"
+printf '[{"path":"/workspaces","access":"read"}]\n' >"$S/new.json"
+chmod 0644 "$S/old.json" "$S/new.json"
+"$P" policy save --rules "$S/old.json" --threads 1 --keep-processes --root "$R" >/dev/null 2>&1
+for sc in openat write fsync renameat; do
+	for f in EIO SIGKILL; do
+		case $f in EIO) inj=error=EIO ;; *) inj=signal=SIGKILL ;; esac
+		n=$(strace -qq -o "$S/trace" -e trace="$sc" "$P" policy save --rules "$S/new.json" \
+			--threads 1 --keep-processes --root "$R" >/dev/null 2>&1; grep -c "^$sc(" "$S/trace")
+		first=
+		for i in $(seq 1 "$n"); do
+			cp "$S/old.json" "$R/data/pistis/rules.json"
+			: "$(strace -qq -o /dev/null -e trace="$sc" -e inject="$sc:$inj:when=$i" "$P" policy \
+				save --rules "$S/new.json" --threads 1 --keep-processes --root "$R" 2>&1)"
+			got=$(cat "$R/data/pistis/rules.json" 2>&1)
+			if [ "$got" != "$(cat "$S/old.json")" ] && [ "$got" != "$(cat "$S/new.json")" ]; then
+				first="#$i: rules.json is $got"
+				break
+			fi
+			"$P" policy save --rules "$S/new.json" --threads 1 --keep-processes --root "$R" \
+				>/dev/null 2>&1 || { first="#$i: the save again fails"; break; }
+		done
+		rm -f "$R"/data/pistis/.rules.json.*.tmp
+		_tap_result "$([ -z "$first" ] && echo 0 || echo 1)" \
+			"policy save: $f at each of the $n $sc calls: rules.json old or new, the save again works" "$first"
+	done
+done
+
+done_testing
