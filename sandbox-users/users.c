@@ -452,6 +452,20 @@ static void homes_precreate_undo(int data_fd, const struct users_identity *id, u
 	}
 }
 
+/* The registry's rename, durable (the fsync of its directory) before anything goes on;
+ * what failing leaves is said after the cause: left. */
+static int commit_registry(struct ctx *c, struct ufs_staged *reg, const char *left)
+{
+	int r = ufs_commit(reg);
+
+	if (r < 0)
+		return set_error(r, "cannot replace /data/pistis/%s; %s", USERS_REGISTRY_FILE,
+				 left);
+	if (fsync(c->reg_fd) < 0)
+		return set_error(-errno, "cannot sync /data/pistis");
+	return 0;
+}
+
 /* Stage every changed file, make all of their data durable at once, then commit:
  * 1. write the new content of the registry and each changed /etc file (no sync yet):
  *    into the previous backup "<name>-" when no one has it open, else into "<name>+";
@@ -462,8 +476,12 @@ static void homes_precreate_undo(int data_fd, const struct users_identity *id, u
  *    /etc file names the user, and before a home or a process can carry the uid;
  * 4. the /etc renames (shadow before passwd), no directory sync: losing one in a crash
  *    rolls /etc back to its previous whole version, which the next ensure completes from
- *    the registry exactly as after a rebuild (docs/users.md, "Files written, and how"). */
-static int write_back(struct ctx *c, const struct users_identity *ids, size_t n_ids)
+ *    the registry exactly as after a rebuild (docs/users.md, "Files written, and how").
+ * A forget (remove --forget drops the record) goes the other way: the /etc renames, an
+ * fsync of /etc, then the registry. Cut short, the record is still there for the next
+ * remove to find; the other way round left the user in /etc with no record, which no
+ * remove could take out (a new ensure of the id got another name). */
+static int write_back(struct ctx *c, const struct users_identity *ids, size_t n_ids, bool forget)
 {
 	/* shadow before passwd: a user never shows up in passwd before its shadow line. */
 	static const int order[] = {PWFILE_SHADOW, PWFILE_GSHADOW, PWFILE_GROUP, PWFILE_PASSWD};
@@ -520,17 +538,10 @@ static int write_back(struct ctx *c, const struct users_identity *ids, size_t n_
 		set_error(r, "cannot write the new files to disk; nothing changed");
 		goto abort;
 	}
-	if (c->db.reg.changed) {
-		r = ufs_commit(&reg);
-		if (r < 0) {
-			set_error(r, "cannot replace /data/pistis/%s; nothing changed",
-				  USERS_REGISTRY_FILE);
+	if (c->db.reg.changed && !forget) {
+		r = commit_registry(c, &reg, "nothing changed");
+		if (r < 0)
 			goto abort;
-		}
-		if (fsync(c->reg_fd) < 0) {
-			r = set_error(-errno, "cannot sync /data/pistis");
-			goto abort;
-		}
 	}
 	for (size_t i = 0; i < ELEMENTSOF(order); i++) {
 		r = ufs_commit(&etc[i]);
@@ -538,6 +549,19 @@ static int write_back(struct ctx *c, const struct users_identity *ids, size_t n_
 			set_error(r, "cannot replace /etc/%s", pwfile_kind_name(order[i]));
 			goto abort;
 		}
+	}
+	if (forget) {
+		/* The /etc renames durable before the record goes: a crash must not leave
+		 * the user in /etc without its record, which no later remove could find. */
+		if (fsync(c->etc_fd) < 0) {
+			r = set_error(-errno, "cannot sync /etc; the agent stays in the registry");
+			goto abort;
+		}
+		r = commit_registry(c, &reg,
+				    "the agent is out of /etc but still in the registry (remove "
+				    "it again)");
+		if (r < 0)
+			goto abort;
 	}
 	return 0;
 abort:
@@ -678,7 +702,7 @@ static int ensure_locked(struct ctx *c, const char *agent_id, uid_t want_uid,
 	r = users_db_ensure(&c->db, agent_id, want_uid, ret);
 	if (r < 0)
 		return db_error(c, r);
-	return write_back(c, ret, 1);
+	return write_back(c, ret, 1, false);
 }
 
 /* Whether the password field of a line pwfile_scan found can never match (db.c's rule:
@@ -1034,7 +1058,7 @@ int users_ensure_many(const char *root, const char *const *agent_ids, size_t n,
 		if (r < 0)
 			return db_error(&c, r);
 	}
-	r = write_back(&c, ret, n);
+	r = write_back(&c, ret, n, false);
 	if (r >= 0)
 		r = mark_key_ensure(&c);
 	if (r < 0)
@@ -1115,7 +1139,7 @@ int users_ensure_base(const char *root)
 	r = users_db_ensure_base(&c.db);
 	if (r < 0)
 		return db_error(&c, r);
-	r = write_back(&c, NULL, 0);
+	r = write_back(&c, NULL, 0, false);
 	if (r < 0)
 		return r;
 	for (size_t i = 0; i < ELEMENTSOF(dirs); i++) {
@@ -1195,7 +1219,7 @@ int users_remove(const char *root, const char *agent_id, bool forget)
 	r = users_db_remove(&c.db, agent_id, forget);
 	if (r < 0)
 		return db_error(&c, r);
-	return write_back(&c, NULL, 0);
+	return write_back(&c, NULL, 0, forget);
 }
 
 int users_list(const char *root, struct users_entry **ret, size_t *ret_n)

@@ -2,7 +2,8 @@
 # Red team: systematic fault injection into every write of persistent state. strace fails the
 # Nth call of one system call (EIO) or kills pistisd there (SIGKILL), for every N of the calls
 # that write or decide (openat, mkdirat, writev, fchown, fdatasync, fsync, renameat2 ...), in
-# `users ensure` (a new agent beside others) and `policy save`. After each fault the files must still agree (no user in /etc without its
+# `users ensure` (a new agent beside others), `users remove` and `remove --forget`, and
+# `policy save`. After each fault the files must still agree (no user in /etc without its
 # registry record, no uid twice, nothing staged left), a failure must say why in one line, and
 # the same command run again without a fault must leave exactly what a clean run leaves.
 # Debian root; root, private mount namespace.
@@ -122,7 +123,14 @@ save
 faults "ensure a/3" "openat mkdirat fchown writev fdatasync renameat2 fsync" -- \
 	users ensure a/3 --root "$R"
 
-# --- 2. policy save ----------------------------------------------------------------------------
+# --- 2. remove --forget, and remove --------------------------------------------------------
+# --forget wrote the registry without the record first, then /etc: a fault between left the
+# user in /etc with no record, which no later remove could find ("agent 'a/2' is not in the
+# registry") and which a new ensure of the id could not take back (another name).
+faults "remove --forget a/2" "renameat2 fdatasync fsync" -- users remove a/2 --forget --root "$R"
+faults "remove a/2" "renameat2 fdatasync fsync" -- users remove a/2 --keep-processes --root "$R"
+
+# --- 3. policy save ----------------------------------------------------------------------------
 # rules.json is the old or the new bytes, never a mix, never missing; no temp file is left
 # where a later save trips.
 mkdir -p "$R/workspaces/p"
