@@ -781,6 +781,30 @@ static void private_seen(struct walker *w, const struct stat *st, const struct p
 	emit(w, POLICY_EV_PRIVATE, 0, policy_changes_for(st, x, t), st, t, false);
 }
 
+/* Under a write rule, root's or pi-tools' directory that the pre-order step (st: what it
+ * has now) left closed to the agents, to be opened by the post-order one after its whole
+ * subtree. Walked with no mark it looked like root's private directory to every later walk
+ * (private_left): a walk cut short there (a kill, an I/O error, its time bound) left it and
+ * all below it closed for good, each later apply exiting 0 with a "left … private" line
+ * (red team, redteam-faults.sh). So it carries the closing mark while it is closed, set
+ * now (nobody but its owner can read the tag: it is closed) and taken off before the
+ * opening chmod, as for any node a none rule closed and a write rule opens. */
+static bool closed_for_walk(const struct walker *w, const struct stat *st,
+			    const struct policy_xstate *x, const struct policy_target *t)
+{
+	struct policy_xstate now = *x;
+	struct stat open = *st;
+
+	if (w->rule->access != POLICY_WRITE || !marks_made(w) || x->closed_mark ||
+	    (at_rule_path(w) && w->sh->rule_parent_safe))
+		return false;
+	now.acl_access = false; /* the pre-order step took it off */
+	open.st_mode = (st->st_mode & S_IFMT) | t->mode;
+	open.st_uid = t->uid == (uid_t)-1 ? st->st_uid : t->uid;
+	open.st_gid = t->gid;
+	return policy_closed_to_agents(st, &now) && !policy_closed_to_agents(&open, &now);
+}
+
 /* A directory: opened (O_DIRECTORY|O_NOFOLLOW: a real directory or nothing), checked,
  * its pre-order changes made, pushed for reading (or handed to another thread). */
 static void visit_dir(struct walker *w, int fd, bool secrets)
@@ -789,7 +813,7 @@ static void visit_dir(struct walker *w, int fd, bool secrets)
 	struct policy_target t;
 	struct policy_xstate x;
 	struct stat st;
-	unsigned changes;
+	unsigned changes, post;
 	bool apply = w->o->mode == POLICY_APPLY, pending = false;
 	int r, mount;
 
@@ -820,6 +844,7 @@ static void visit_dir(struct walker *w, int fd, bool secrets)
 		emit(w, POLICY_EV_CHANGE, 0, changes, &st, &t,
 		     w->o->mode == POLICY_CHECK && (changes & ~MARK_CHANGES));
 	}
+	post = changes & POST_CHANGES;
 	if (changes && apply) {
 		if (policy_takes_away(&st, &x, &t) && notify_tighten(w) < 0)
 			return;
@@ -827,14 +852,20 @@ static void visit_dir(struct walker *w, int fd, bool secrets)
 		if (r < 0)
 			emit(w, POLICY_EV_ERROR, r, changes, &st, &t, false);
 		else
-			pending = (st.st_mode & 07777) != t.mode || (changes & POST_CHANGES);
+			pending = (st.st_mode & 07777) != t.mode || post;
+		if (r >= 0 && pending && closed_for_walk(w, &st, &x, &t)) {
+			r = policy_mark_set(&w->sh->key, dfd, false);
+			if (r < 0)
+				emit(w, POLICY_EV_ERROR, r, changes, &st, &t, false);
+			else
+				post |= POLICY_CH_UNMARK;
+		}
 	}
-	if (split(w, dfd, &st, &t, pending, changes & POST_CHANGES, secrets, changes != 0)) {
+	if (split(w, dfd, &st, &t, pending, post, secrets, changes != 0)) {
 		TAKE_FD(dfd);
 		return;
 	}
-	push_frame(w, TAKE_FD(dfd), &st, &t, pending, changes & POST_CHANGES, secrets,
-		   changes != 0);
+	push_frame(w, TAKE_FD(dfd), &st, &t, pending, post, secrets, changes != 0);
 }
 
 static void vanished(struct walker *w)

@@ -130,7 +130,40 @@ faults "ensure a/3" "openat mkdirat fchown writev fdatasync renameat2 fsync" -- 
 faults "remove --forget a/2" "renameat2 fdatasync fsync" -- users remove a/2 --forget --root "$R"
 faults "remove a/2" "renameat2 fdatasync fsync" -- users remove a/2 --keep-processes --root "$R"
 
-# --- 3. policy save ----------------------------------------------------------------------------
+# --- 3. policy apply of a write rule ------------------------------------------------------------
+# A root's directory in a write tree is closed (0700) before its subtree is walked and opened
+# (02770) after it. A walk cut short in between (a kill, an I/O error) left it closed with no
+# closing mark: every later apply took it for root's private directory, exited 0 with "left
+# /workspaces/p: root's private directory …", and never opened it or anything below.
+rm -rf "$R/workspaces" && mkdir -p "$R/workspaces/p/sub/deep"
+for f in a b; do echo $f >"$R/workspaces/p/$f" && echo $f >"$R/workspaces/p/sub/$f"; done
+echo c >"$R/workspaces/p/sub/deep/c"
+printf '[{"path":"/workspaces","access":"write"}]\n' >"$S/w.json" && chmod 0644 "$S/w.json"
+cp -a "$R/workspaces" "$S/ws"
+wsload() { rm -rf "$R/workspaces" && cp -a "$S/ws" "$R/workspaces"; }
+ws() { stat -c '%n %a %u:%g' $(find "$R/workspaces" | sort); }
+apply() { "$P" policy apply --rules "$S/w.json" --threads 1 --keep-processes --root "$R"; }
+wsload && apply >/dev/null 2>&1
+want=$(ws)
+for f in EIO SIGKILL; do
+	case $f in EIO) inj=error=EIO ;; *) inj=signal=SIGKILL ;; esac
+	wsload
+	n=$(strace -qq -o "$S/trace" -e trace=openat "$P" policy apply --rules "$S/w.json" \
+		--threads 1 --keep-processes --root "$R" >/dev/null 2>&1; grep -c "^openat(" "$S/trace")
+	first=
+	for i in $(seq 1 "$n"); do
+		wsload
+		: "$(strace -qq -o /dev/null -e trace=openat -e inject="openat:$inj:when=$i" "$P" policy \
+			apply --rules "$S/w.json" --threads 1 --keep-processes --root "$R" 2>&1)"
+		out=$(apply 2>&1)
+		[ "$(ws)" = "$want" ] || { first="openat #$i: the apply again: $out
+$(diff <(echo "$want") <(ws) | grep '^[<>]')"; break; }
+	done
+	_tap_result "$([ -z "$first" ] && echo 0 || echo 1)" \
+		"policy apply: $f at each of the $n openat calls, then apply again: what a clean apply leaves" "$first"
+done
+
+# --- 4. policy save ----------------------------------------------------------------------------
 # rules.json is the old or the new bytes, never a mix, never missing; no temp file is left
 # where a later save trips.
 mkdir -p "$R/workspaces/p"
