@@ -535,7 +535,14 @@ static int write_back(struct ctx *c, const struct users_identity *ids, size_t n_
 	}
 	r = ufs_sync(all, n_all);
 	if (r < 0) {
-		set_error(r, "cannot write the new files to disk; nothing changed");
+		/* The first not synced is the one that failed (ufs_sync stops syncing there). */
+		size_t i = 0;
+
+		while (i + 1 < n_all && all[i]->synced)
+			i++;
+		set_error(r, "cannot write %s/%s to disk; nothing changed",
+			  all[i] == &reg ? "/data/pistis" : "/etc",
+			  all[i]->recycled ? all[i]->bak : all[i]->tmp);
 		goto abort;
 	}
 	if (c->db.reg.changed && !forget) {

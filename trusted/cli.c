@@ -257,7 +257,7 @@ static int do_install(const struct opts *o, const char *verb, const char *name, 
 
 static int verb_add(const struct opts *o, const char *name, const char *script)
 {
-	char digest[SHA256_HEX_SIZE], why[1024];
+	char digest[SHA256_HEX_SIZE], why[1024] = "";
 	_cleanup_close_ int fd = -1;
 	int r;
 
@@ -287,6 +287,10 @@ static int verb_add(const struct opts *o, const char *name, const char *script)
 	if (r == -EFBIG) {
 		log_error("'%s' is larger than %d bytes", script, TRUSTED_SCRIPT_MAX);
 		return 1;
+	}
+	if (r < 0 && r != -ENOPKG && why[0]) {
+		log_error_errno(r, "Failed to add the trusted command: %-s (%m)", why);
+		return EXIT_SYSTEM;
 	}
 	if (r < 0)
 		return fail(r, "Failed to add the trusted command", o->root);

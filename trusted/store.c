@@ -162,6 +162,8 @@ static int add_from_fd(int root_fd, const char *root, const char *name, int scri
 	size_t len = 0;
 	int r;
 
+	if (why_size)
+		why[0] = '\0';
 	if (!trusted_name_valid(name))
 		return -EINVAL;
 	if (trusted_find_sudo(root, sudo, sizeof(sudo), NULL, 0) < 0)
@@ -184,10 +186,15 @@ static int add_from_fd(int root_fd, const char *root, const char *name, int scri
 	r = trusted_interp_check(root_fd, name, buf, len, why, why_size);
 	if (r == 0)
 		r = secure_path_check_fd(root_fd, why, why_size);
-	if (r < 0)
+	if (r < 0) {
+		why[0] = '\0';
 		return r;
+	}
 	if (r > 0)
 		return -ENOEXEC;
+	/* Past the checks, a failure names the file and what is left (name is checked: no
+	 * byte of it needs escaping). */
+	snprintf(why, why_size, "cannot write /data/trusted/%s; nothing changed", name);
 	r = trusted_open_dir(root_fd, TRUSTED_DIR, true, 0755, 0, 0, true, &dir_fd);
 	if (r < 0)
 		return r;
@@ -196,7 +203,14 @@ static int add_from_fd(int root_fd, const char *root, const char *name, int scri
 		return r;
 	if (ret_digest)
 		sha256_hex(buf, len, ret_digest);
-	return write_wrapper(root_fd, root, name);
+	snprintf(why, why_size,
+		 "cannot write the wrapper /data/bin/%s; the script is in /data/trusted, but "
+		 "sudo does not grant it yet: add it again",
+		 name);
+	r = write_wrapper(root_fd, root, name);
+	if (r >= 0)
+		why[0] = '\0';
+	return r;
 }
 
 int trusted_add_fd(const char *root, const char *name, int script_fd,

@@ -2,10 +2,11 @@
 # Red team: systematic fault injection into every write of persistent state. strace fails the
 # Nth call of one system call (EIO) or kills pistisd there (SIGKILL), for every N of the calls
 # that write or decide (openat, mkdirat, writev, fchown, fdatasync, fsync, renameat2 ...), in
-# `users ensure` (a new agent beside others), `users remove` and `remove --forget`, and
-# `policy save`. After each fault the files must still agree (no user in /etc without its
-# registry record, no uid twice, nothing staged left), a failure must say why in one line, and
-# the same command run again without a fault must leave exactly what a clean run leaves.
+# `users ensure` (a new agent beside others), `users remove` and `remove --forget`, `policy
+# apply` and `save`, and `trusted add`. After each fault the files must still agree (no user
+# in /etc without its registry record, no uid twice, nothing staged left, sudoers parses), a
+# failure must say why in one line, naming the file, and the same command run again without a
+# fault must leave exactly what a clean run leaves.
 # Debian root; root, private mount namespace.
 . "$(dirname "$0")/../lib.sh"
 need_root
@@ -86,7 +87,7 @@ faults() {
 				rc=$?
 				bad=$(agree)
 				if [ "$f" = EIO ] && [ $rc -ne 0 ] &&
-					! printf '%s\n' "$err" | grep -qE '^pistisd: .*(/|\(I/O error\))'; then
+					! printf '%s\n' "$err" | grep -qE "^pistisd: .*(^|[ '(])/[a-z]"; then
 					bad="$bad
 message does not say what and why: $err"
 				fi
@@ -192,6 +193,59 @@ for sc in openat write fsync renameat; do
 		rm -f "$R"/data/pistis/.rules.json.*.tmp
 		_tap_result "$([ -z "$first" ] && echo 0 || echo 1)" \
 			"policy save: $f at each of the $n $sc calls: rules.json old or new, the save again works" "$first"
+	done
+done
+
+# --- 5. trusted add ------------------------------------------------------------------------------
+# The script goes to /data/trusted, its wrapper to /data/bin, then the drop-in is installed.
+# Whatever fails, sudo's configuration still parses, the drop-in never grants a script that
+# is not there, the message names the file, and adding it again works. A failed write of
+# the script or the wrapper said only "Failed to add the trusted command: I/O error".
+echo "127.0.1.1 $(hostname)" >>"$R/etc/hosts"
+printf '#!/bin/sh\necho hi\n' >"$S/hi" && printf '#!/bin/sh\necho two\n' >"$S/two"
+chmod 0755 "$S/hi" "$S/two"
+"$P" trusted add hi "$S/hi" --root "$R" >/dev/null 2>&1
+rm -rf "$S/tsnap" && mkdir "$S/tsnap" && cp -a "$R/etc/sudoers.d" "$R/data" "$S/tsnap/"
+tload() {
+	rm -rf "$R/etc/sudoers.d" "$R/data" && cp -a "$S/tsnap/sudoers.d" "$R/etc/" &&
+		cp -a "$S/tsnap/data" "$R/data"
+}
+# What add leaves (temp files a kill leaves, dot names sudo skips, aside).
+tstate() {
+	(cd "$R" && find etc/sudoers.d data/bin data/trusted ! -name '.*' -printf '%p %u:%g %m\n' |
+		sort && sha256sum etc/sudoers.d/pistis-trusted)
+}
+tadd() { "$P" trusted add two "$S/two" --root "$R"; }
+tload && tadd >/dev/null 2>&1
+want=$(tstate)
+for sc in write fsync renameat; do
+	for f in EIO SIGKILL; do
+		case $f in EIO) inj=error=EIO ;; *) inj=signal=SIGKILL ;; esac
+		tload
+		n=$(strace -qq -o "$S/trace" -e trace="$sc" "$P" trusted add two "$S/two" --root "$R" \
+			>/dev/null 2>&1; grep -c "^$sc(" "$S/trace")
+		first=
+		for i in $(seq 1 "$n"); do
+			tload
+			err=$(strace -qq -o /dev/null -e trace="$sc" -e inject="$sc:$inj:when=$i" "$P" \
+				trusted add two "$S/two" --root "$R" 2>&1 >/dev/null)
+			rc=$?
+			bad=
+			v=$(in_root "$R" visudo -c 2>&1) || bad="visudo -c fails: $v"
+			grep -q /data/trusted/two "$R/etc/sudoers.d/pistis-trusted" &&
+				! cmp -s "$S/two" "$R/data/trusted/two" && bad="$bad
+the drop-in grants /data/trusted/two, which is not the script"
+			[ "$f" = EIO ] && [ $rc -ne 0 ] && ! printf '%s\n' "$err" | grep -qE "[ '(]/[a-z]" &&
+				bad="$bad
+the message names no file: $err"
+			tadd >/dev/null 2>&1 || bad="$bad
+adding it again fails"
+			[ -z "$bad" ] && [ "$(tstate)" != "$want" ] && bad="not what a clean add leaves:
+$(diff <(echo "$want") <(tstate) | grep '^[<>]')"
+			[ -n "$bad" ] && { first="$sc #$i ($f, exit $rc: ${err:-no message}): $bad"; break; }
+		done
+		_tap_result "$([ -z "$first" ] && echo 0 || echo 1)" \
+			"trusted add: $f at each of the $n $sc calls: sudoers parses, never grants what is not there, the add again works" "$first"
 	done
 done
 
