@@ -540,6 +540,18 @@ int policy_apply_post(struct policy_mark_key *k, int fd, bool opath, const struc
 	 * it again: a tag read off a node names that node for as long as it lives). A walk
 	 * stopped in between leaves it closed and unmarked: left closed (fail-safe). */
 	if (post & POLICY_CH_UNMARK) {
+		/* A directory the target opens to the group goes through group search only
+		 * first: still closed to reading (its tag and listing, for which getxattr and
+		 * getdents want read), but no longer taken for root's private directory. A
+		 * walk stopped between the mark's removal and the opening chmod left it
+		 * closed and unmarked, and every later apply left it so ("left … private"). */
+		mode_t cur = st->st_mode & 07777;
+
+		if (S_ISDIR(st->st_mode) && (t->mode & 0050) == 0050 && !(cur & 0050)) {
+			r = do_chmod(fd, opath, cur | 0010);
+			if (r < 0)
+				return r;
+		}
 		r = policy_mark_drop(k, fd, opath, false);
 		if (r < 0)
 			return r;

@@ -146,22 +146,26 @@ ws() { stat -c '%n %a %u:%g' $(find "$R/workspaces" | sort); }
 apply() { "$P" policy apply --rules "$S/w.json" --threads 1 --keep-processes --root "$R"; }
 wsload && apply >/dev/null 2>&1
 want=$(ws)
-for f in EIO SIGKILL; do
-	case $f in EIO) inj=error=EIO ;; *) inj=signal=SIGKILL ;; esac
-	wsload
-	n=$(strace -qq -o "$S/trace" -e trace=openat "$P" policy apply --rules "$S/w.json" \
-		--threads 1 --keep-processes --root "$R" >/dev/null 2>&1; grep -c "^openat(" "$S/trace")
-	first=
-	for i in $(seq 1 "$n"); do
+# openat: anywhere in the subtree; fchmod: the directories' own closing and opening chmods;
+# fremovexattr: the mark's removal before the opening chmod.
+for sc in openat fchmod fremovexattr; do
+	for f in EIO SIGKILL; do
+		case $f in EIO) inj=error=EIO ;; *) inj=signal=SIGKILL ;; esac
 		wsload
-		: "$(strace -qq -o /dev/null -e trace=openat -e inject="openat:$inj:when=$i" "$P" policy \
-			apply --rules "$S/w.json" --threads 1 --keep-processes --root "$R" 2>&1)"
-		out=$(apply 2>&1)
-		[ "$(ws)" = "$want" ] || { first="openat #$i: the apply again: $out
+		n=$(strace -qq -o "$S/trace" -e trace="$sc" "$P" policy apply --rules "$S/w.json" \
+			--threads 1 --keep-processes --root "$R" >/dev/null 2>&1; grep -c "^$sc(" "$S/trace")
+		first=
+		for i in $(seq 1 "$n"); do
+			wsload
+			: "$(strace -qq -o /dev/null -e trace="$sc" -e inject="$sc:$inj:when=$i" "$P" \
+				policy apply --rules "$S/w.json" --threads 1 --keep-processes --root "$R" 2>&1)"
+			out=$(apply 2>&1)
+			[ "$(ws)" = "$want" ] || { first="$sc #$i: the apply again: $out
 $(diff <(echo "$want") <(ws) | grep '^[<>]')"; break; }
+		done
+		_tap_result "$([ -z "$first" ] && echo 0 || echo 1)" \
+			"policy apply: $f at each of the $n $sc calls, then apply again: what a clean apply leaves" "$first"
 	done
-	_tap_result "$([ -z "$first" ] && echo 0 || echo 1)" \
-		"policy apply: $f at each of the $n openat calls, then apply again: what a clean apply leaves" "$first"
 done
 
 # --- 4. policy save ----------------------------------------------------------------------------
