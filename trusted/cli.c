@@ -6,11 +6,13 @@
 #include <string.h>
 
 #include "lib/escape.h"
+#include "lib/fd-util.h"
 #include "lib/log.h"
 #include "lib/macro.h"
 #include "pistisd/check.h"
 #include "pistisd/cli.h"
 #include "policy/policy.h"
+#include "trusted/internal.h"
 #include "trusted/trusted.h"
 
 struct opts {
@@ -301,10 +303,33 @@ static int verb_add(const struct opts *o, const char *name, const char *script)
 	return do_install(o, "added", name, digest);
 }
 
+/* Whether the installed drop-in names /data/trusted/NAME. */
+static bool dropin_names(const char *root, const char *name)
+{
+	_cleanup_close_ int root_fd = -1, dir_fd = -1;
+	_cleanup_free_ char *text = NULL;
+	char path[128];
+	size_t len = 0, pl;
+
+	if (trusted_root_open(root, &root_fd) < 0 ||
+	    trusted_open_dir(root_fd, TRUSTED_SUDOERS_DIR, false, 0755, 0, 0, false, &dir_fd) < 0 ||
+	    trusted_read_file(dir_fd, TRUSTED_DROPIN_NAME, 4 * 1024 * 1024, &text, &len) < 0)
+		return false;
+	pl = (size_t)snprintf(path, sizeof(path), "/data/trusted/%s", name);
+	for (const char *p = text; (p = strstr(p, path)); p += pl)
+		if (!p[pl] || strchr(" ,\n\"", p[pl]))
+			return true;
+	return false;
+}
+
 static int verb_remove(const struct opts *o, const char *name)
 {
 	int r = trusted_remove(o->root, name);
 
+	/* Script and wrapper gone, but a remove cut short before its install left the
+	 * drop-in naming the script: the install is what is left to do. */
+	if (r == -ENOENT && !o->no_install && dropin_names(o->root, name))
+		r = 0;
 	if (r == -ENOENT) {
 		log_error("no trusted command '%s'", name);
 		return 1;

@@ -246,15 +246,21 @@ int trusted_remove(const char *root, const char *name)
 	if (r < 0)
 		return r;
 	r = trusted_open_dir(root_fd, TRUSTED_DIR, false, 0755, 0, 0, false, &dir_fd);
-	if (r < 0)
+	if (r < 0 && r != -ENOENT)
 		return r;
-	if (unlinkat(dir_fd, name, 0) < 0)
+	bool script = r >= 0 && unlinkat(dir_fd, name, 0) == 0;
+	if (r >= 0 && !script && errno != ENOENT)
 		return -errno;
-	/* The wrapper goes too, but only if it is ours: an unrelated /data/bin/NAME stays. */
-	if (trusted_open_dir(root_fd, TRUSTED_BIN_DIR, false, 0755, 0, 0, false, &bin_fd) >= 0 &&
-	    is_our_wrapper(bin_fd, name) && unlinkat(bin_fd, name, 0) < 0)
+	/* The wrapper goes too, but only if it is ours: an unrelated /data/bin/NAME stays.
+	 * Also when the script is gone already: a remove cut short between the two (a kill,
+	 * an I/O error) left our wrapper, and its retry said "no trusted command" forever,
+	 * never reaching the install that takes the script out of the drop-in. */
+	bool wrapper = trusted_open_dir(root_fd, TRUSTED_BIN_DIR, false, 0755, 0, 0, false,
+					&bin_fd) >= 0 &&
+		       is_our_wrapper(bin_fd, name);
+	if (wrapper && unlinkat(bin_fd, name, 0) < 0)
 		return -errno;
-	return 0;
+	return script || wrapper ? 0 : -ENOENT;
 }
 
 int trusted_adopt_from_bin(const char *root, const char *name)

@@ -3,10 +3,10 @@
 # Nth call of one system call (EIO) or kills pistisd there (SIGKILL), for every N of the calls
 # that write or decide (openat, mkdirat, writev, fchown, fdatasync, fsync, renameat2 ...), in
 # `users ensure` (a new agent beside others), `users remove` and `remove --forget`, `policy
-# apply` and `save`, and `trusted add`. After each fault the files must still agree (no user
-# in /etc without its registry record, no uid twice, nothing staged left, sudoers parses), a
-# failure must say why in one line, naming the file, and the same command run again without a
-# fault must leave exactly what a clean run leaves.
+# apply` and `save`, and `trusted add` and `remove`. After each fault the files must still
+# agree (no user in /etc without its registry record, no uid twice, nothing staged left,
+# sudoers parses), a failure must say why in one line, naming the file, and the same command
+# run again without a fault must leave exactly what a clean run leaves.
 # Debian root; root, private mount namespace.
 . "$(dirname "$0")/../lib.sh"
 need_root
@@ -250,6 +250,42 @@ $(diff <(echo "$want") <(tstate) | grep '^[<>]')"
 		done
 		_tap_result "$([ -z "$first" ] && echo 0 || echo 1)" \
 			"trusted add: $f at each of the $n $sc calls: sudoers parses, never grants what is not there, the add again works" "$first"
+	done
+done
+
+# --- 6. trusted remove ---------------------------------------------------------------------------
+# The script goes, then the wrapper, then the drop-in is installed again. A remove cut short
+# after the script (a kill, an I/O error) left the wrapper, and the drop-in still naming the
+# script: its retry said "no trusted command 'hi'" (exit 1) for good.
+tload && tadd >/dev/null 2>&1
+rm -rf "$S/tsnap" && mkdir "$S/tsnap" && cp -a "$R/etc/sudoers.d" "$R/data" "$S/tsnap/"
+trm() { "$P" trusted remove hi --root "$R"; }
+tload && trm >/dev/null 2>&1
+want=$(tstate)
+for sc in unlinkat renameat; do
+	for f in EIO SIGKILL; do
+		case $f in EIO) inj=error=EIO ;; *) inj=signal=SIGKILL ;; esac
+		tload
+		n=$(strace -qq -o "$S/trace" -e trace="$sc" "$P" trusted remove hi --root "$R" \
+			>/dev/null 2>&1; grep -c "^$sc(" "$S/trace")
+		first=
+		for i in $(seq 1 "$n"); do
+			tload
+			err=$(strace -qq -o /dev/null -e trace="$sc" -e inject="$sc:$inj:when=$i" "$P" \
+				trusted remove hi --root "$R" 2>&1 >/dev/null)
+			rc=$?
+			bad=
+			v=$(in_root "$R" visudo -c 2>&1) || bad="visudo -c fails: $v"
+			if [ $rc -ne 0 ]; then
+				err2=$(trm 2>&1 >/dev/null) || bad="$bad
+removing it again fails: $err2"
+			fi
+			[ -z "$bad" ] && [ "$(tstate)" != "$want" ] && bad="not what a clean remove leaves:
+$(diff <(echo "$want") <(tstate) | grep '^[<>]')"
+			[ -n "$bad" ] && { first="$sc #$i ($f, exit $rc: ${err:-no message}): $bad"; break; }
+		done
+		_tap_result "$([ -z "$first" ] && echo 0 || echo 1)" \
+			"trusted remove: $f at each of the $n $sc calls: sudoers parses, the remove again finishes it" "$first"
 	done
 done
 
