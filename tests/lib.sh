@@ -244,6 +244,45 @@ relay_up() {
 	return 1
 }
 
+# volumes_relay_up DIR NAME...: for containers that each mount DIR/data-NAME as /data, a
+# token in each (data-NAME/pistis/token), DIR/pistis.json naming the sandboxes NAME... on
+# two loopback ports (SP for sandboxes, CP for clients), PISTIS_URL and PISTIS_TOKEN
+# exported for `pistis`, and server-min started (SM; its log DIR/smin.log).
+volumes_relay_up() {
+	local d=$1 k sbs="" sep=""
+	shift
+	SP=$((20000 + RANDOM % 12000))
+	CP=$((SP + 1))
+	export PISTIS_TEST_CT=client-$(head -c 12 /dev/urandom | base64 | tr -d '/+=')
+	for k in "$@"; do
+		mkdir -p "$d/data-$k/pistis"
+		head -c 24 /dev/urandom | base64 | tr -d '/+=' >"$d/data-$k/pistis/token"
+		chmod 600 "$d/data-$k/pistis/token"
+		sbs+="$sep{\"name\": \"$k\", \"token\": \"$(cat "$d/data-$k/pistis/token")\"}"
+		sep=", "
+	done
+	cat >"$d/pistis.json" <<J
+{
+  "listen": {"sandbox": "127.0.0.1:$SP", "client": "127.0.0.1:$CP"},
+  "client_token": "\${PISTIS_TEST_CT}",
+  "sandboxes": [$sbs]
+}
+J
+	export PISTIS_URL=ws://127.0.0.1:$CP PISTIS_TOKEN=$PISTIS_TEST_CT
+	"$BIN/server-min" --config "$d/pistis.json" >"$d/smin.log" 2>&1 &
+	SM=$!
+}
+
+# sandbox_connected NAME: 0 once `pistis ls` shows sandbox NAME connected, 1 if it does not
+# within 10 s.
+sandbox_connected() {
+	for _ in $(seq 100); do
+		"$BIN/pistis" ls 2>/dev/null | grep -q "^$1  *connected" && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
 # harden_shared ROOT: the trees agents share (trusted/trusted.h TRUSTED_SHARED_TREES) bound
 # onto themselves nosuid,nodev, as pistisd-entry leaves a sandbox; /data and /workspaces
 # are made first. Trusted commands (agents without no_new_privs) are on only then.
@@ -446,6 +485,21 @@ dockerd_up() {
 	echo "dockerd did not come up; the end of its log:" >&2
 	tail -n 5 "$_dk_dir/dockerd.log" >&2
 	return 1
+}
+
+# dockerd_up_or_bail DIR: dockerd_up DIR, passing a test line, or failing one and bailing
+# out. Not a skip: `make check` installs docker.io (scripts/bootstrap.sh check), so a
+# dockerd that cannot run here is a failure of this machine the run must show.
+dockerd_up_or_bail() {
+	local err
+	if ! dockerd_up "$1" 2>"$1.err"; then
+		err=$(cat "$1.err")
+		_tap_result 1 "a private dockerd runs" "$err"
+		echo "Bail out! no dockerd: $err"
+		done_testing
+		exit 1
+	fi
+	ok "a private dockerd runs" true
 }
 dockerd_down() {
 	[ -n "${_dk_dir:-}" ] || return 0

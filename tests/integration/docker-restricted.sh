@@ -16,14 +16,7 @@ S=$(scratch)
 SHM_KEY=0x7e57c0de
 trap 'kill $SM 2>/dev/null; dockerd_down; ipcrm -M $SHM_KEY 2>/dev/null; umount -l "$S"/trusted/* 2>/dev/null; lib_cleanup' EXIT
 SM=""
-if ! dockerd_up "$S/dockerd" 2>"$S/dockerd.err"; then
-	err=$(cat "$S/dockerd.err")
-	_tap_result 1 "a private dockerd runs" "$err"
-	echo "Bail out! no dockerd: $err"
-	done_testing
-	exit 1
-fi
-ok "a private dockerd runs" true
+dockerd_up_or_bail "$S/dockerd"
 PROBE=/usr/local/lib/pistis-tests/probe
 I=pistis-test-debian
 ctx=$S/ctx
@@ -163,25 +156,7 @@ DK rm -f "$C" >/dev/null
 # process. C's runs with --ipc host: at its start and its commands' ends it removed the
 # host's SysV objects of agent uids, as no process holding them was visible.
 ALLOW=$("$BIN/pistisd" check --json --no-walk 2>/dev/null | python3 -c 'import json,sys; print(",".join(c["name"] for c in json.load(sys.stdin)["checks"] if c["hard"] and c["status"] in ("fail","missing") and c["name"].startswith(("protected_","suid_dumpable"))))')
-SP=$((20000 + RANDOM % 12000))
-CP=$((SP + 1))
-export PISTIS_TEST_CT=client-$(head -c 12 /dev/urandom | base64 | tr -d '/+=')
-for k in b c; do
-	mkdir -p "$S/data-$k/pistis"
-	head -c 24 /dev/urandom | base64 | tr -d '/+=' >"$S/data-$k/pistis/token"
-	chmod 600 "$S/data-$k/pistis/token"
-done
-cat >"$S/pistis.json" <<J
-{
-  "listen": {"sandbox": "127.0.0.1:$SP", "client": "127.0.0.1:$CP"},
-  "client_token": "\${PISTIS_TEST_CT}",
-  "sandboxes": [{"name": "b", "token": "$(cat "$S/data-b/pistis/token")"},
-                {"name": "c", "token": "$(cat "$S/data-c/pistis/token")"}]
-}
-J
-export PISTIS_URL=ws://127.0.0.1:$CP PISTIS_TOKEN=$PISTIS_TEST_CT
-"$BIN/server-min" --config "$S/pistis.json" >"$S/smin.log" 2>&1 &
-SM=$!
+volumes_relay_up "$S" b c
 PC=$BIN/pistis
 serve() { # name [docker run options...]
 	local k=$1
@@ -189,13 +164,6 @@ serve() { # name [docker run options...]
 	DK run -d --name "pistis-test-$k" --network host -v "$S/data-$k:/data" \
 		-e PISTIS_RELAY=ws://127.0.0.1:$SP -e PISTIS_TOKEN_FILE=/data/pistis/token \
 		${ALLOW:+-e PISTIS_ALLOW=$ALLOW} "$@" "$I" --grace 5
-}
-connected() {
-	for _ in $(seq 100); do
-		"$PC" ls 2>/dev/null | grep -q "^$1  *connected" && return 0
-		sleep 0.1
-	done
-	return 1
 }
 uid_procs() { # container uid: the command lines of that uid's processes there
 	DK exec "$1" sh -c 'for p in /proc/[0-9]*; do [ "$(stat -c %u $p 2>/dev/null)" = '"$2"' ] && tr "\0" " " <$p/cmdline; echo; done' | grep .
@@ -206,7 +174,7 @@ DK exec "$A" pistisd users ensure agent/a >/dev/null
 DK exec -d "$A" pistisd run --agent agent/a -- sleep 333
 for _ in $(seq 50); do uid_procs "$A" 10100 | grep -q 'sleep 333' && break; sleep 0.1; done
 serve b --pid host >/dev/null
-ok "--pid host: serve connects" connected b
+ok "--pid host: serve connects" sandbox_connected b
 like "--pid host: check warns: host namespaces, the sweep's reach named" \
 	"$(check_row pistis-test-b host_namespaces)" "^ warn .*the host's pid namespace.*sweep by uid reaches every process"
 is "--pid host: B's first agent has A's uid" "$("$PC" exec --sandbox b --agent a -- id -u)" 10100
@@ -228,7 +196,7 @@ key_dec=$((SHM_KEY))
 shm_there() { awk -v k="$key_dec" '$1 == k' /proc/sysvipc/shm | grep -q .; }
 ok "--ipc host: a host SysV segment of uid 10100 (made for the test)" shm_there
 serve c --ipc host >/dev/null
-ok "--ipc host: serve connects" connected c
+ok "--ipc host: serve connects" sandbox_connected c
 is "--ipc host: C's first agent is uid 10100" "$("$PC" exec --sandbox c --agent a -- id -u)" 10100
 sleep 0.3
 ok "--ipc host: the host's segment outlives serve's start and C's agent's command" shm_there

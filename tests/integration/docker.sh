@@ -15,16 +15,7 @@ need_bins pistisd pi-env pistisd-entry server-min pistis
 S=$(scratch)
 trap 'kill $SM 2>/dev/null; dockerd_down; umount -l "$S"/trusted/* 2>/dev/null; lib_cleanup' EXIT
 SM=""
-# Not a skip: `make check` installs docker.io (scripts/bootstrap.sh check), so a dockerd
-# that cannot run here is a failure of this machine the run must show.
-if ! dockerd_up "$S/dockerd" 2>"$S/dockerd.err"; then
-	err=$(cat "$S/dockerd.err")
-	_tap_result 1 "a private dockerd runs" "$err"
-	echo "Bail out! no dockerd: $err"
-	done_testing
-	exit 1
-fi
-ok "a private dockerd runs" true
+dockerd_up_or_bail "$S/dockerd"
 CGV=$(DK info -f '{{.CgroupVersion}}')
 echo "# docker $(DK version -f '{{.Server.Version}}'), cgroup v$CGV"
 PROBE=/usr/local/lib/pistis-tests/probe
@@ -213,25 +204,7 @@ is "trusted: ... seccomp still on" "$(echo "$out" | field Seccomp)" 2
 DK rm -f "$C" >/dev/null
 
 # --- 2. pistisd-entry as PID 1 starting pistisd serve, server-min on the host ----------------
-SP=$((20000 + RANDOM % 12000))
-CP=$((SP + 1))
-export PISTIS_TEST_CT=client-$(head -c 12 /dev/urandom | base64 | tr -d '/+=')
-for kind in debian musl; do
-	mkdir -p "$S/data-$kind/pistis"
-	head -c 24 /dev/urandom | base64 | tr -d '/+=' >"$S/data-$kind/pistis/token"
-	chmod 600 "$S/data-$kind/pistis/token"
-done
-cat >"$S/pistis.json" <<J
-{
-  "listen": {"sandbox": "127.0.0.1:$SP", "client": "127.0.0.1:$CP"},
-  "client_token": "\${PISTIS_TEST_CT}",
-  "sandboxes": [{"name": "debian", "token": "$(cat "$S/data-debian/pistis/token")"},
-                {"name": "musl", "token": "$(cat "$S/data-musl/pistis/token")"}]
-}
-J
-export PISTIS_URL=ws://127.0.0.1:$CP PISTIS_TOKEN=$PISTIS_TEST_CT
-"$BIN/server-min" --config "$S/pistis.json" >"$S/smin.log" 2>&1 &
-SM=$!
+volumes_relay_up "$S" debian musl
 PC=$BIN/pistis
 # The musl sandbox's token as a Kubernetes Secret volume lays it out: a read-only mount
 # whose files are links into a timestamped directory (token -> ..data/token, ..data ->
@@ -255,13 +228,6 @@ serve() { # kind [docker run options...]: the sandbox container, detached
 	DK run -d --name "pistis-test-serve-$k" --network host -v "$S/data-$k:/data" \
 		-e PISTIS_RELAY=ws://127.0.0.1:$SP $(token_opts "$k") "$@" "pistis-test-$k" --grace 5
 }
-connected() {
-	for _ in $(seq 100); do
-		"$PC" ls 2>/dev/null | grep -q "^$1  *connected" && return 0
-		sleep 0.1
-	done
-	return 1
-}
 for kind in debian musl; do
 	out=$(DK run --rm --network host -v "$S/data-$kind:/data" -e PISTIS_RELAY=ws://127.0.0.1:$SP \
 		-e PISTIS_TOKEN_FILE=/data/pistis/token "pistis-test-$kind" --no-restart 2>&1)
@@ -273,7 +239,7 @@ for kind in debian musl; do
 	fi
 	serve "$kind" ${ALLOW:+-e PISTIS_ALLOW=$ALLOW} >/dev/null
 	ok "$kind: entry starts serve, which dials server-min on the host$([ "$kind" = musl ] &&
-		echo " (its token a Kubernetes Secret's link)")" connected "$kind"
+		echo " (its token a Kubernetes Secret's link)")" sandbox_connected "$kind"
 	out=$("$PC" exec --sandbox "$kind" --agent a1 -- sh -c 'echo out; echo err >&2; exit 3' 2>"$S/err")
 	is "$kind: pistis exec: the command's exit code" "$?" 3
 	is "$kind: ... its stdout" "$out" out
@@ -288,7 +254,7 @@ for kind in debian musl; do
 	like "$kind: ... and exited 0 within the grace period" "$log" 'child [0-9]+ exited with status 0'
 	DK rm "pistis-test-serve-$kind" >/dev/null
 	serve "$kind" ${ALLOW:+-e PISTIS_ALLOW=$ALLOW} >/dev/null
-	ok "$kind: a new container on the same /data connects" connected "$kind"
+	ok "$kind: a new container on the same /data connects" sandbox_connected "$kind"
 	is "$kind: ... the agents keep their uids" \
 		"$("$PC" exec --sandbox "$kind" --agent a2 -- id -u) $("$PC" exec --sandbox "$kind" --agent a1 -- id -u)" \
 		"$u2 $u1"

@@ -60,6 +60,22 @@ agree() {
 	' "$R/etc/passwd" "$R/etc/group" "$R/etc/shadow" "$R/etc/gshadow"
 }
 
+# calls SC CMD...: how many SC system calls `pistisd CMD...` makes, run without a fault.
+calls() {
+	local sc=$1
+	shift
+	strace -qq -o "$S/trace" -e trace="$sc" "$P" "$@" >/dev/null 2>&1
+	grep -c "^$sc(" "$S/trace"
+}
+# inject SC FAULT N CMD...: `pistisd CMD...` with its Nth SC call failed (FAULT EIO) or
+# killed there (SIGKILL); its stderr on stdout, its exit code ours.
+inject() {
+	local sc=$1 inj=error=EIO n=$3
+	[ "$2" = SIGKILL ] && inj=signal=SIGKILL
+	shift 3
+	strace -qq -o /dev/null -e trace="$sc" -e inject="$sc:$inj:when=$n" "$P" "$@" 2>&1 >/dev/null
+}
+
 # faults LABEL SYSCALLS -- CMD...: for each system call and each N of its calls in a clean
 # run of CMD, from the saved state: fail the Nth with EIO, then kill pistisd there; check
 # agree, run CMD again (when the faulted one failed) and compare with the clean run's state.
@@ -72,18 +88,12 @@ faults() {
 	want=$(state)
 	for sc in $calls; do
 		load
-		n=$(strace -qq -o "$S/trace" -e trace="$sc" "$P" "$@" >/dev/null 2>&1;
-			grep -c "^$sc(" "$S/trace")
+		n=$(calls "$sc" "$@")
 		for f in EIO SIGKILL; do
 			first=
 			for i in $(seq 1 "$n"); do
 				load
-				case $f in
-				EIO) err=$(strace -qq -o /dev/null -e trace="$sc" \
-					-e inject="$sc:error=EIO:when=$i" "$P" "$@" 2>&1 >/dev/null) ;;
-				*) err=$(strace -qq -o /dev/null -e trace="$sc" \
-					-e inject="$sc:signal=SIGKILL:when=$i" "$P" "$@" 2>&1 >/dev/null) ;;
-				esac
+				err=$(inject "$sc" "$f" "$i" "$@")
 				rc=$?
 				bad=$(agree)
 				if [ "$f" = EIO ] && [ $rc -ne 0 ] &&
@@ -143,22 +153,20 @@ printf '[{"path":"/workspaces","access":"write"}]\n' >"$S/w.json" && chmod 0644 
 cp -a "$R/workspaces" "$S/ws"
 wsload() { rm -rf "$R/workspaces" && cp -a "$S/ws" "$R/workspaces"; }
 ws() { stat -c '%n %a %u:%g' $(find "$R/workspaces" | sort); }
-apply() { "$P" policy apply --rules "$S/w.json" --threads 1 --keep-processes --root "$R"; }
+apply_args=(policy apply --rules "$S/w.json" --threads 1 --keep-processes --root "$R")
+apply() { "$P" "${apply_args[@]}"; }
 wsload && apply >/dev/null 2>&1
 want=$(ws)
 # openat: anywhere in the subtree; fchmod: the directories' own closing and opening chmods;
 # fremovexattr: the mark's removal before the opening chmod.
 for sc in openat fchmod fremovexattr; do
 	for f in EIO SIGKILL; do
-		case $f in EIO) inj=error=EIO ;; *) inj=signal=SIGKILL ;; esac
 		wsload
-		n=$(strace -qq -o "$S/trace" -e trace="$sc" "$P" policy apply --rules "$S/w.json" \
-			--threads 1 --keep-processes --root "$R" >/dev/null 2>&1; grep -c "^$sc(" "$S/trace")
+		n=$(calls "$sc" "${apply_args[@]}")
 		first=
 		for i in $(seq 1 "$n"); do
 			wsload
-			: "$(strace -qq -o /dev/null -e trace="$sc" -e inject="$sc:$inj:when=$i" "$P" \
-				policy apply --rules "$S/w.json" --threads 1 --keep-processes --root "$R" 2>&1)"
+			: "$(inject "$sc" "$f" "$i" "${apply_args[@]}")"
 			out=$(apply 2>&1)
 			[ "$(ws)" = "$want" ] || { first="$sc #$i: the apply again: $out
 $(diff <(echo "$want") <(ws) | grep '^[<>]')"; break; }
@@ -176,23 +184,20 @@ printf '[{"path":"/workspaces","access":"write"}]\n' >"$S/old.json"
 printf '[{"path":"/workspaces","access":"read"}]\n' >"$S/new.json"
 chmod 0644 "$S/old.json" "$S/new.json"
 "$P" policy save --rules "$S/old.json" --threads 1 --keep-processes --root "$R" >/dev/null 2>&1
+save_args=(policy save --rules "$S/new.json" --threads 1 --keep-processes --root "$R")
 for sc in openat write fsync renameat; do
 	for f in EIO SIGKILL; do
-		case $f in EIO) inj=error=EIO ;; *) inj=signal=SIGKILL ;; esac
-		n=$(strace -qq -o "$S/trace" -e trace="$sc" "$P" policy save --rules "$S/new.json" \
-			--threads 1 --keep-processes --root "$R" >/dev/null 2>&1; grep -c "^$sc(" "$S/trace")
+		n=$(calls "$sc" "${save_args[@]}")
 		first=
 		for i in $(seq 1 "$n"); do
 			cp "$S/old.json" "$R/data/pistis/rules.json"
-			: "$(strace -qq -o /dev/null -e trace="$sc" -e inject="$sc:$inj:when=$i" "$P" policy \
-				save --rules "$S/new.json" --threads 1 --keep-processes --root "$R" 2>&1)"
+			: "$(inject "$sc" "$f" "$i" "${save_args[@]}")"
 			got=$(cat "$R/data/pistis/rules.json" 2>&1)
 			if [ "$got" != "$(cat "$S/old.json")" ] && [ "$got" != "$(cat "$S/new.json")" ]; then
 				first="#$i: rules.json is $got"
 				break
 			fi
-			"$P" policy save --rules "$S/new.json" --threads 1 --keep-processes --root "$R" \
-				>/dev/null 2>&1 || { first="#$i: the save again fails"; break; }
+			"$P" "${save_args[@]}" >/dev/null 2>&1 || { first="#$i: the save again fails"; break; }
 		done
 		rm -f "$R"/data/pistis/.rules.json.*.tmp
 		_tap_result "$([ -z "$first" ] && echo 0 || echo 1)" \
@@ -224,15 +229,12 @@ tload && tadd >/dev/null 2>&1
 want=$(tstate)
 for sc in write fsync renameat; do
 	for f in EIO SIGKILL; do
-		case $f in EIO) inj=error=EIO ;; *) inj=signal=SIGKILL ;; esac
 		tload
-		n=$(strace -qq -o "$S/trace" -e trace="$sc" "$P" trusted add two "$S/two" --root "$R" \
-			>/dev/null 2>&1; grep -c "^$sc(" "$S/trace")
+		n=$(calls "$sc" trusted add two "$S/two" --root "$R")
 		first=
 		for i in $(seq 1 "$n"); do
 			tload
-			err=$(strace -qq -o /dev/null -e trace="$sc" -e inject="$sc:$inj:when=$i" "$P" \
-				trusted add two "$S/two" --root "$R" 2>&1 >/dev/null)
+			err=$(inject "$sc" "$f" "$i" trusted add two "$S/two" --root "$R")
 			rc=$?
 			bad=
 			v=$(in_root "$R" visudo -c 2>&1) || bad="visudo -c fails: $v"
@@ -264,15 +266,12 @@ tload && trm >/dev/null 2>&1
 want=$(tstate)
 for sc in unlinkat renameat; do
 	for f in EIO SIGKILL; do
-		case $f in EIO) inj=error=EIO ;; *) inj=signal=SIGKILL ;; esac
 		tload
-		n=$(strace -qq -o "$S/trace" -e trace="$sc" "$P" trusted remove hi --root "$R" \
-			>/dev/null 2>&1; grep -c "^$sc(" "$S/trace")
+		n=$(calls "$sc" trusted remove hi --root "$R")
 		first=
 		for i in $(seq 1 "$n"); do
 			tload
-			err=$(strace -qq -o /dev/null -e trace="$sc" -e inject="$sc:$inj:when=$i" "$P" \
-				trusted remove hi --root "$R" 2>&1 >/dev/null)
+			err=$(inject "$sc" "$f" "$i" trusted remove hi --root "$R")
 			rc=$?
 			bad=
 			v=$(in_root "$R" visudo -c 2>&1) || bad="visudo -c fails: $v"
