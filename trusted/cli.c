@@ -334,6 +334,15 @@ static int verb_remove(const struct opts *o, const char *name)
 		log_error("no trusted command '%s'", name);
 		return 1;
 	}
+	if (r < 0 && r != -ENOPKG) {
+		/* the name is checked: no byte of it needs escaping */
+		log_error_errno(r,
+				"Failed to remove the trusted command: /data/trusted/%s or its "
+				"wrapper /data/bin/%s (%m); sudo's drop-in is unchanged: remove it "
+				"again",
+				name, name);
+		return EXIT_SYSTEM;
+	}
 	if (r < 0)
 		return fail(r, "Failed to remove the trusted command", o->root);
 	if (o->no_install) {

@@ -275,6 +275,10 @@ for sc in unlinkat renameat; do
 			rc=$?
 			bad=
 			v=$(in_root "$R" visudo -c 2>&1) || bad="visudo -c fails: $v"
+			# (it said only "Failed to remove the trusted command: I/O error")
+			[ "$f" = EIO ] && [ $rc -ne 0 ] && ! printf '%s\n' "$err" | grep -qE "[ '(]/[a-z]" &&
+				bad="$bad
+the message names no file: $err"
 			if [ $rc -ne 0 ]; then
 				err2=$(trm 2>&1 >/dev/null) || bad="$bad
 removing it again fails: $err2"
