@@ -30,15 +30,31 @@ const uint64_t caps_pistisd_needs = BIT(CAP_CHOWN) | BIT(CAP_DAC_OVERRIDE) | BIT
 				    BIT(CAP_FSETID) | BIT(CAP_KILL) | BIT(CAP_SETGID) |
 				    BIT(CAP_SETUID) | BIT(CAP_SETPCAP);
 
-int caps_missing(uint64_t *ret_missing)
+int caps_effective(uint64_t *ret)
 {
 	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
 	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3] = {{0}};
-	uint64_t eff;
 
 	if (syscall(SYS_capget, &h, d) < 0)
 		return negative_errno();
-	eff = (uint64_t)d[0].effective | (uint64_t)d[1].effective << 32;
+	*ret = (uint64_t)d[0].effective | (uint64_t)d[1].effective << 32;
+	return 0;
+}
+
+bool caps_have(int cap)
+{
+	uint64_t eff;
+
+	return caps_effective(&eff) == 0 && cap >= 0 && cap < 64 && (eff & BIT(cap));
+}
+
+int caps_missing(uint64_t *ret_missing)
+{
+	uint64_t eff;
+	int r = caps_effective(&eff);
+
+	if (r < 0)
+		return r;
 	*ret_missing = caps_pistisd_needs & ~eff;
 	return 0;
 }

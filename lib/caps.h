@@ -8,12 +8,21 @@
  * they were killed. pistisd check, pistisd run and pistisd-entry refuse up front instead,
  * naming what is missing (docs/check.md, `capabilities`). */
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 /* CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_FSETID, CAP_KILL, CAP_SETGID, CAP_SETUID,
  * CAP_SETPCAP: each in Docker's default set. */
 extern const uint64_t caps_pistisd_needs;
+
+/* The calling process's effective capability set as a mask (bit c: capability c), or
+ * -errno when capget fails. */
+int caps_effective(uint64_t *ret);
+
+/* Whether the calling process holds capability cap in its effective set (false too when
+ * capget fails). */
+bool caps_have(int cap);
 
 /* Which of caps_pistisd_needs the calling process lacks in its effective set: 0 when it
  * holds them all, else the mask; -errno when capget fails. */

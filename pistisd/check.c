@@ -304,13 +304,11 @@ static void probe_oom_floor(struct check_report *r)
 {
 	_cleanup_close_ int proc = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	int adj = spawn_oom_score_adj(proc);
-	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
-	struct __user_cap_data_struct d[2] = {{0}};
 
 	if (adj == SPAWN_OOM_KEEP)
 		return check_set(r, CHECK_OOM_FLOOR, CHECK_STATUS_MISSING,
 				 "/proc/self/oom_score_adj unreadable: commands keep pistisd's");
-	if (syscall(SYS_capget, &h, d) == 0 && (d[0].effective >> CAP_SYS_RESOURCE) & 1)
+	if (caps_have(CAP_SYS_RESOURCE))
 		return check_set(r, CHECK_OOM_FLOOR, CHECK_STATUS_OK,
 				 "commands at oom_score_adj %d, their floor", adj);
 	check_set(r, CHECK_OOM_FLOOR, CHECK_STATUS_WARN,
@@ -1530,16 +1528,16 @@ int check_run(const char *root, unsigned flags, struct check_report **ret)
 	probe_orchestrator_secrets(r, root_fd);
 	probe_dev_nodes(r, root_fd);
 	probe_host_namespaces(r);
+	const char *blocker = trusted ? trusted_setuid_blocker() : NULL;
 	if (!trusted)
 		check_set(r, CHECK_TRUSTED_CAPS, CHECK_STATUS_OK,
 			  "no trusted commands installed (no " CHECK_TRUSTED_SUDOERS ")");
-	else if (!trusted_setuid_blocker())
+	else if (!blocker)
 		check_set(r, CHECK_TRUSTED_CAPS, CHECK_STATUS_OK,
 			  "CAP_SYS_ADMIN held, no no_new_privs");
 	else
 		check_set(r, CHECK_TRUSTED_CAPS, CHECK_STATUS_WARN,
-			  "trusted commands are installed but stay off: %s",
-			  trusted_setuid_blocker());
+			  "trusted commands are installed but stay off: %s", blocker);
 	if (flags & CHECK_SKIP_SETUID_WALK) {
 		check_set(r, CHECK_SETUID_FILES, CHECK_STATUS_WARN, "not walked (--no-walk)");
 		check_set(r, CHECK_AGENT_WRITABLE, CHECK_STATUS_WARN, "not walked (--no-walk)");

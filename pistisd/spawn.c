@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/caps.h"
 #include "lib/env-build.h"
 #include "lib/fd-util.h"
 #include "lib/macro.h"
@@ -65,6 +66,7 @@ struct spawn_ctx {
 	int devnull_fd;
 	int proc_fd; /* /proc, opened before any chroot; -1 if absent (pgid mode only) */
 	int last_cap;
+	bool can_raise_limits; /* CAP_SYS_RESOURCE held: a hard limit may go above ours */
 	bool no_openat2;
 	int scope;	      /* 0: the abstract-socket scope works here (scope_probe), or -errno */
 	bool keyctl_refused;  /* keyctl refused to pistisd itself (spawn_keyctl_refused) */
@@ -233,6 +235,7 @@ int spawn_ctx_new(struct spawn_ctx **ret)
 	if (r < 0)
 		goto fail;
 	ctx->last_cap = r;
+	ctx->can_raise_limits = caps_have(CAP_SYS_RESOURCE);
 	/* Compiled at build time: nothing to do but point at it. */
 	seccomp_profile_load(&ctx->bpf);
 	ctx->proc_fd = openat(AT_FDCWD, "/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -391,16 +394,6 @@ static const char *env_path(char *const *envp)
 		if (!strncmp(envp[i], "PATH=", 5))
 			return envp[i] + 5;
 	return ENVB_DEFAULT_PATH;
-}
-
-/* Whether this process may raise a hard limit (CAP_SYS_RESOURCE). */
-static bool can_raise_limits(void)
-{
-	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
-	struct __user_cap_data_struct d[2] = {{0}};
-
-	return syscall(SYS_capget, &h, d) == 0 &&
-	       (d[CAP_TO_INDEX(CAP_SYS_RESOURCE)].effective & CAP_TO_MASK(CAP_SYS_RESOURCE));
 }
 
 /* An agent's limit never above pistisd's own hard limit where pistisd cannot raise it
@@ -759,7 +752,7 @@ static int start(struct spawn_ctx *ctx, const struct spawn_opts *o, struct spawn
 	a.cwd = o->cwd;
 	a.no_openat2 = ctx->no_openat2;
 	a.umask = o->umask == (mode_t)-1 ? SPAWN_UMASK_DEFAULT : (o->umask & 0777);
-	bool raise = can_raise_limits();
+	bool raise = ctx->can_raise_limits;
 	set_rlimit(&a, RLIMIT_NPROC, o->rlimits.nproc ? o->rlimits.nproc : 512, raise);
 	set_rlimit(&a, RLIMIT_NOFILE, o->rlimits.nofile ? o->rlimits.nofile : 4096, raise);
 	set_rlimit(&a, RLIMIT_FSIZE, o->rlimits.fsize ? o->rlimits.fsize : SPAWN_FSIZE_DEFAULT,

@@ -20,6 +20,7 @@
 #include <linux/capability.h>
 #include <linux/openat2.h>
 
+#include "lib/caps.h"
 #include "lib/escape.h"
 #include "lib/fd-util.h"
 #include "lib/macro.h"
@@ -299,9 +300,6 @@ int trusted_data_bin_check(int root_fd, unsigned *ret_n, char *why, size_t why_s
  * were configured; agents keep no_new_privs instead and trusted commands fail closed. */
 const char *trusted_setuid_blocker(void)
 {
-	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
-	struct __user_cap_data_struct d[2] = {{0}};
-
 	/* no_new_privs is inherited and never cleared: set on pistisd (docker run
 	 * --security-opt no-new-privileges, Kubernetes allowPrivilegeEscalation: false), every
 	 * agent has it whatever the spawn core does, and sudo refuses. Before, check said
@@ -311,8 +309,7 @@ const char *trusted_setuid_blocker(void)
 		return "pistisd runs with no_new_privs (docker run --security-opt "
 		       "no-new-privileges, Kubernetes allowPrivilegeEscalation: false), which "
 		       "every agent inherits and no process can clear: sudo cannot run";
-	if (syscall(SYS_capget, &h, d) != 0 ||
-	    !(d[CAP_TO_INDEX(CAP_SYS_ADMIN)].effective & CAP_TO_MASK(CAP_SYS_ADMIN)))
+	if (!caps_have(CAP_SYS_ADMIN))
 		return "pistisd lacks CAP_SYS_ADMIN, without which no agent runs without "
 		       "no_new_privs under the spawn core's seccomp filter (Docker's default "
 		       "capabilities: docker run --cap-add SYS_ADMIN)";
