@@ -159,7 +159,13 @@ long ipc_namespace_objects(void)
 
 bool ipc_namespace_seen(void)
 {
-	return !(host_ns_is_initial(HOST_NS_IPC) == 1 && host_ns_is_initial(HOST_NS_PID) == 0);
+	/* A process never changes namespaces here: read once, not at every command's end. */
+	static int seen = -1;
+
+	if (seen < 0)
+		seen = !(host_ns_is_initial(HOST_NS_IPC) == 1 &&
+			 host_ns_is_initial(HOST_NS_PID) == 0);
+	return seen;
 }
 
 int ipc_remove_agent_objects(int proc_fd, uid_t uid)
