@@ -235,69 +235,145 @@ static int refuse(char *why, size_t size, int r, const char *node, const struct 
 	return r;
 }
 
+/* Whose nodes the rule believes, for messages: "root's", "root's or uid 1000's". */
+static void owners_phrase(const struct trust_rule *rule, char *buf, size_t size)
+{
+	if (rule->also_owner == (uid_t)-1 || rule->also_owner == 0)
+		snprintf(buf, size, "root's");
+	else
+		snprintf(buf, size, "root's or uid %u's", (unsigned)rule->also_owner);
+}
+
+int trust_fault_why(int r, const struct trust_fault *f, const char *path,
+		    const struct trust_rule *rule, const char *what, char *why, size_t size)
+{
+	bool sticky = rule->flags & TRUST_STICKY, ro = rule->flags & TRUST_RDONLY_MOUNT;
+	char owners[48], text[256];
+	const char *node = f->node[0] ? f->node : path ? path : "";
+
+	owners_phrase(rule, owners, sizeof(owners));
+	switch (f->kind) {
+	case TRUST_FAULT_NAME:
+		return refuse(why, size, r, path ? path : "", NULL,
+			      r == -EINVAL ? "no such path" : "path too long");
+	case TRUST_FAULT_DIR:
+		snprintf(text, sizeof(text),
+			 "a directory on the way to %s must be %s and writable by no one "
+			 "else%s%s%s%s",
+			 what, owners, sticky || ro ? " (unless " : "", sticky ? "sticky" : "",
+			 sticky && ro ? " or " : "",
+			 ro	  ? "on a read-only mount)"
+			 : sticky ? ")"
+				  : "");
+		return refuse(why, size, r, node, &f->st, text);
+	case TRUST_FAULT_LINK:
+		snprintf(text, sizeof(text), "a symbolic link on the way to %s must be %s", what,
+			 owners);
+		return refuse(why, size, r, node, &f->st, text);
+	case TRUST_FAULT_LOOP:
+		return refuse(why, size, r, path ? path : node, NULL,
+			      "more than 40 symbolic links on the way (a loop?)");
+	case TRUST_FAULT_LEAF_LINK_OWNER:
+		snprintf(text, sizeof(text),
+			 "a symbolic link in the place of %s must be %s, and so must its directory",
+			 what, owners);
+		return refuse(why, size, r, node, NULL, text);
+	case TRUST_FAULT_LEAF_LINK_DIR:
+		snprintf(
+			text, sizeof(text),
+			"a symbolic link in the place of %s must be in a directory no one else may "
+			"write",
+			what);
+		return refuse(why, size, r, node, NULL, text);
+	case TRUST_FAULT_LEAF_LINK_OUT:
+		snprintf(text, sizeof(text),
+			 "a symbolic link in the place of %s must stay in its directory, on its "
+			 "mount, and end in no other link",
+			 what);
+		return refuse(why, size, r, node, NULL, text);
+	case TRUST_FAULT_MISSING:
+	case TRUST_FAULT_ERRNO:
+	default:
+		return refuse(why, size, r, node, NULL, strerror(-r));
+	}
+}
+
+/* A regular file of the owners the rule believes that no one else may write: group root
+ * may, where the rule says so, on a file of root's without an access ACL. */
+static bool file_believed(int fd, const struct stat *st, const struct trust_rule *rule)
+{
+	if (!S_ISREG(st->st_mode) || !owner_trusted(st->st_uid, rule))
+		return false;
+	if (!(st->st_mode & 022))
+		return true;
+	return (rule->flags & TRUST_ROOT_GROUP) && root_only_writable_at(fd, "", st);
+}
+
+int trust_file_open(const char *path, const struct trust_rule *rule, const char *what, char *why,
+		    size_t size)
+{
+	char leaf[NAME_MAX + 1], owners[48], text[256];
+	_cleanup_close_ int dfd = -1, pfd = -1, fd = -1;
+	struct trust_fault f;
+	struct stat st, st2;
+
+	why[0] = '\0';
+	dfd = trust_path_open(path, rule, leaf, &f);
+	if (dfd < 0)
+		return trust_fault_why(dfd, &f, path, rule, what, why, size);
+	if (strcmp(leaf, ".") == 0)
+		return refuse(why, size, -EINVAL, path, NULL, "is a directory");
+	/* Looked at before it is opened for reading: a device's open is its driver's. */
+	pfd = openat(dfd, leaf, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (pfd < 0 || fstat(pfd, &st) < 0)
+		return refuse(why, size, negative_errno(), f.node, NULL,
+			      errno == ELOOP ? "is a symbolic link" : strerror(errno));
+	if (!S_ISREG(st.st_mode))
+		return refuse(why, size, -EINVAL, f.node, NULL, "is not a regular file");
+	owners_phrase(rule, owners, sizeof(owners));
+	snprintf(text, sizeof(text), "%s must be %s and writable by no one else", what, owners);
+	/* The open by name again (O_NOFOLLOW, beneath the directory believed), judged on the
+	 * fd read from: what a rename put there since is seen here. */
+	fd = openat(dfd, leaf, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st2) < 0)
+		return refuse(why, size, negative_errno(), f.node, NULL, strerror(errno));
+	if (st2.st_dev != st.st_dev || st2.st_ino != st.st_ino)
+		return refuse(why, size, -EAGAIN, f.node, NULL, "was replaced while it was opened");
+	if (!file_believed(fd, &st2, rule))
+		return refuse(why, size, -EPERM, f.node, &st2, text);
+	return TAKE_FD(fd);
+}
+
 int trust_path_check(const char *path, enum trust_leaf leaf, const char *what, char *why,
 		     size_t size)
 {
 	static const struct trust_rule rule = {.also_owner = (uid_t)-1, .flags = TRUST_ROOT_GROUP};
-	char dir_rule[160], link_rule[160], file_rule[160], name[NAME_MAX + 1];
+	char name[NAME_MAX + 1];
 	struct trust_fault f;
 	_cleanup_close_ int dfd = -1, ffd = -1;
 	struct stat st;
 
 	why[0] = '\0';
-	snprintf(dir_rule, sizeof(dir_rule),
-		 "a directory on the way to %s must be root's and writable by no one else", what);
-	snprintf(link_rule, sizeof(link_rule), "a symbolic link on the way to %s must be root's",
-		 what);
-	snprintf(file_rule, sizeof(file_rule), "%s must be root's and writable by no one else",
-		 what);
-	dfd = trust_path_open(path, &rule, name, &f);
-	if (dfd < 0) {
-		switch (f.kind) {
-		case TRUST_FAULT_NAME:
-			return refuse(why, size, dfd, path ? path : "", NULL,
-				      dfd == -EINVAL ? "no such path" : "path too long");
-		case TRUST_FAULT_MISSING:
-			/* A socket not there yet: only root may make it (or the directories
-			 * still missing on its way) in the directory reached, believed. */
-			if (leaf == TRUST_LEAF_SOCKET)
-				return 0;
-			return refuse(why, size, dfd, f.node, NULL, strerror(-dfd));
-		case TRUST_FAULT_DIR:
-			return refuse(why, size, dfd, f.node, &f.st, dir_rule);
-		case TRUST_FAULT_LINK:
-			return refuse(why, size, dfd, f.node, &f.st, link_rule);
-		case TRUST_FAULT_LOOP:
-			return refuse(why, size, dfd, path, NULL, "too many symbolic links");
-		case TRUST_FAULT_ERRNO:
-		case TRUST_FAULT_LEAF_LINK_OWNER: /* not asked for: TRUST_LEAF_LINK_BENEATH */
-		case TRUST_FAULT_LEAF_LINK_DIR:
-		case TRUST_FAULT_LEAF_LINK_OUT:
-		default:
-			return refuse(why, size, dfd, f.node[0] ? f.node : path, NULL,
-				      strerror(-dfd));
-		}
+	if (leaf == TRUST_LEAF_FILE) {
+		ffd = trust_file_open(path, &rule, what, why, size);
+		return ffd < 0 ? ffd : 0;
 	}
+	dfd = trust_path_open(path, &rule, name, &f);
+	/* A socket not there yet: only root may make it (or the directories still missing
+	 * on its way) in the directory reached, believed. */
+	if (dfd < 0 && f.kind == TRUST_FAULT_MISSING)
+		return 0;
+	if (dfd < 0)
+		return trust_fault_why(dfd, &f, path, &rule, what, why, size);
 	if (strcmp(name, ".") == 0)
 		return refuse(why, size, -EINVAL, path, NULL, "is a directory");
-	if (leaf == TRUST_LEAF_SOCKET) {
-		/* Its owner does not count (a socket bind-mounted from the host shows the
-		 * host's): in directories only root may write, only root put it. */
-		if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-			return errno == ENOENT ? 0
-					       : refuse(why, size, negative_errno(), f.node, NULL,
-							strerror(errno));
-		if (!S_ISSOCK(st.st_mode))
-			return refuse(why, size, -EINVAL, f.node, NULL, "is not a socket");
-		return 0;
-	}
-	/* The file itself, opened beneath the directory believed: its fstat is the file. */
-	ffd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-	if (ffd < 0 || fstat(ffd, &st) < 0)
-		return refuse(why, size, negative_errno(), f.node, NULL, strerror(errno));
-	if (!S_ISREG(st.st_mode))
-		return refuse(why, size, -EINVAL, f.node, NULL, "is not a regular file");
-	if (!root_only_writable_at(ffd, "", &st))
-		return refuse(why, size, -EPERM, f.node, &st, file_rule);
+	/* Its owner does not count (a socket bind-mounted from the host shows the host's):
+	 * in directories only root may write, only root put it. */
+	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT
+			       ? 0
+			       : refuse(why, size, negative_errno(), f.node, NULL, strerror(errno));
+	if (!S_ISSOCK(st.st_mode))
+		return refuse(why, size, -EINVAL, f.node, NULL, "is not a socket");
 	return 0;
 }

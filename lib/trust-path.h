@@ -72,6 +72,22 @@ struct trust_fault {
 int trust_path_open(const char *path, const struct trust_rule *rule, char *ret_leaf,
 		    struct trust_fault *fault);
 
+/* One line for what trust_path_open refused (its -errno r and *fault) on the way to path,
+ * for "what" (the path's use: "the CA bundle"), into why (size bytes): the node at fault,
+ * its owner and mode where they are the reason, and what the rule asks of it. Returns r. */
+int trust_fault_why(int r, const struct trust_fault *fault, const char *path,
+		    const struct trust_rule *rule, const char *what, char *why, size_t size);
+
+/* The regular file path names, reached by trust_path_open and believed as its directories
+ * are: owned by root (or rule->also_owner) and writable by no one else (root's group only
+ * on a file of root's without an access ACL, under TRUST_ROOT_GROUP). Looked at through
+ * an O_PATH fd first (a device or FIFO is never opened), then opened O_RDONLY|O_NOFOLLOW
+ * beneath the last directory believed and judged on that fd. Returns the fd, or -errno
+ * with why (size bytes) naming the node and what is wrong: -EPERM an owner or mode, -ELOOP
+ * links, -EINVAL not a regular file, -EAGAIN replaced between the two opens. */
+int trust_file_open(const char *path, const struct trust_rule *rule, const char *what, char *why,
+		    size_t size);
+
 enum trust_leaf {
 	TRUST_LEAF_FILE,   /* a regular file, root's and writable by no one else too */
 	TRUST_LEAF_SOCKET, /* a socket, whoever's (bind-mounted from a host, say), or nothing

@@ -1089,53 +1089,30 @@ static int read_token_file(const char *path)
 
 /* The bundle wss:// trusts decides who may read the token and every command's output: a
  * regular file that is the caller's or root's and that nobody else may write, lest another
- * user add a CA of their own. --ca: walked as a token file is (lib/trust-path.c: every directory on the way yours or
- * root's and not writable by others unless sticky or on a read-only mount, a link followed
- * only when yours or root's, every directory of its target judged too: bundles often are
- * a link), then opened
- * beneath the last directory checked, judged on that fd and read from it: lws gets the
- * bytes, not the name, so the bundle checked is the bundle used. */
+ * user add a CA of their own. trust_file_open (lib/trust-path.c): every directory on the
+ * way yours or root's and not writable by others unless sticky or on a read-only mount, a
+ * link followed only when yours or root's, every directory of its target judged too
+ * (bundles often are a link); the file opened beneath the last directory believed, judged
+ * on that fd and read from it: lws gets the bytes, not the name, so the bundle checked is
+ * the bundle used. */
 static int load_ca_file(const char *path, char **ret, size_t *ret_len)
 {
 	const struct trust_rule rule = {
 		.also_owner = getuid(),
 		.flags = TRUST_STICKY | TRUST_RDONLY_MOUNT,
 	};
-	_cleanup_close_ int dfd = -1, fd = -1;
-	char leaf[NAME_MAX + 1];
-	struct trust_fault f;
+	char why[PATH_MAX + 300];
+	_cleanup_close_ int fd = -1;
 	struct stat st;
 	int r;
 
-	dfd = trust_path_open(path, &rule, leaf, &f);
-	if (dfd < 0 && (f.kind == TRUST_FAULT_DIR || f.kind == TRUST_FAULT_LINK))
-		return log_error_errno(
-			dfd,
-			"Refusing --ca '%s': %s '%s' (owner %u, mode %04o) may be "
-			"changed by others: every directory on the way must be yours "
-			"or root's and not group- or other-writable (unless sticky or "
-			"on a read-only mount), every symbolic link yours or root's",
-			path, f.kind == TRUST_FAULT_DIR ? "the directory" : "the link", f.node,
-			(unsigned)f.st.st_uid, (unsigned)(f.st.st_mode & 07777));
-	if (dfd < 0 && f.kind == TRUST_FAULT_LOOP)
-		return log_error_errno(
-			dfd,
-			"Refusing --ca '%s': it is reached through more than 40 symbolic "
-			"links (a loop?)",
-			path);
-	if (dfd < 0)
-		return log_error_errno(dfd, "Cannot use --ca '%s': %s", path, strerror(-dfd));
-	fd = openat(dfd, leaf, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+	fd = trust_file_open(path, &rule, "the CA bundle", why, sizeof(why));
+	if (fd == -EPERM || fd == -ELOOP)
+		return log_error_errno(fd, "Refusing --ca '%s': %s", path, why);
 	if (fd < 0)
-		return log_error_errno(-errno, "Cannot use --ca '%s': %s", path, strerror(errno));
+		return log_error_errno(fd, "Cannot use --ca '%s': %s", path, why);
 	if (fstat(fd, &st) < 0)
 		return log_error_errno(-errno, "Cannot use --ca '%s': %s", path, strerror(errno));
-	if (!S_ISREG(st.st_mode) || (st.st_uid != 0 && st.st_uid != getuid()) || (st.st_mode & 022))
-		return log_error_errno(-EPERM,
-				       "Refusing --ca '%s' (owner %u, mode %04o): the CA bundle "
-				       "must be a regular file of yours or root's that no one else "
-				       "may write",
-				       path, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
 	r = fd_read_all_hint(fd, CA_FILE_MAX, (size_t)st.st_size, ret, ret_len);
 	if (r < 0)
 		return log_error_errno(r, "Cannot read --ca '%s': %s", path,

@@ -17,6 +17,7 @@
 #include "lib/macro.h"
 #include "lib/parse-num.h"
 #include "lib/proto.h"
+#include "lib/trust-path.h"
 
 static unsigned line_of_offset(const char *text, size_t off)
 {
@@ -194,41 +195,33 @@ int smin_listen_split(const char *addr, size_t *ret_host_len, int *ret_port)
 
 int smin_config_load(const char *path, struct smin_config *c)
 {
+	const struct trust_rule rule = {
+		.also_owner = geteuid() ? geteuid() : (uid_t)-1,
+		.flags = TRUST_STICKY | TRUST_RDONLY_MOUNT,
+	};
 	_cleanup_close_ int fd = -1;
 	struct proto_error err = {0};
-	struct stat st;
+	char why[PATH_MAX + 300];
 	cJSON *root = NULL, *sbs, *listen, *tls, *limits;
 	size_t len = 0, from = 0;
 	int r;
 
 	memset(c, 0, sizeof(*c));
 	snprintf(c->path, sizeof(c->path), "%s", path);
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK); /* a FIFO: no wait */
+	/* Whoever may write the file, or a directory on its way, chooses the tokens and the
+	 * listen addresses: trust_file_open (lib/trust-path.c) believes only a regular file
+	 * of root's or of this user's that no one else may write, reached through
+	 * directories and links of theirs that no one else may change (sticky and read-only
+	 * mounts excepted), as sshd's StrictModes asks of keys. Who may read it is the
+	 * operator's choice (docs/server-min.md). */
+	fd = trust_file_open(path, &rule, "the config", why, sizeof(why));
 	if (fd < 0) {
-		escape_format(c->error, sizeof(c->error), "%s: %s", path, strerror(errno));
-		return -errno;
-	}
-	/* Whoever may write the file chooses the tokens and the listen addresses: it must
-	 * be a regular file of root's or of this user's that no one else may write (sshd's
-	 * StrictModes). Who may read it is the operator's choice (docs/server-min.md). */
-	if (fstat(fd, &st) < 0) {
-		escape_format(c->error, sizeof(c->error), "%s: %s", path, strerror(errno));
-		return -errno;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		escape_format(c->error, sizeof(c->error), "%s: not a regular file", path);
-		return -EINVAL;
-	}
-	if ((st.st_uid != 0 && st.st_uid != geteuid()) || (st.st_mode & (S_IWGRP | S_IWOTH))) {
-		char whose[32] = "root's";
-		if (geteuid() != 0)
-			snprintf(whose, sizeof(whose), "root's or uid %u's", (unsigned)geteuid());
-		escape_format(c->error, sizeof(c->error),
-			      "%s is owned by uid %u with mode %04o: whoever may write it chooses "
-			      "the tokens; it must be %s and writable by no one else (chown, "
-			      "chmod go-w)",
-			      path, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777), whose);
-		return -EPERM;
+		escape_format(
+			c->error, sizeof(c->error), "%s%s", why,
+			fd == -EPERM || fd == -ELOOP
+				? " (whoever may write it chooses the tokens: chown, chmod go-w)"
+				: "");
+		return fd;
 	}
 	r = fd_read_all(fd, PROTO_MAX_MESSAGE, &c->text, &len);
 	if (r < 0) {

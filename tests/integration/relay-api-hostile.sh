@@ -50,17 +50,32 @@ for m in 0664 0646; do
 	chmod "$m" "$W/t5.json"
 	out=$("$BIN/server-min" --config "$W/t5.json" --check 2>&1); rc=$?
 	is "config: mode $m (others may write it) is refused" "$rc" 1
-	like "... saying who may write it" "$out" "t5.json is owned by uid 0 with mode $m: whoever may write it chooses the tokens"
+	like "... saying who may write it" "$out" "t5.json is owned by 0:0 with mode $m: the config must be root's and writable by no one else \\(whoever may write it chooses the tokens"
 done
 chmod 0644 "$W/t5.json" && chown 65534 "$W/t5.json"
 exits 1 "config: a file of another user's (nobody) is refused" "$BIN/server-min" --config "$W/t5.json" --check
 out=$(timeout 10 "$BIN/server-min" --config "$W/t5.json" 2>&1); rc=$?
 is "... and server-min does not start from it (111)" "$rc" 111
-like "... naming the owner" "$out" "t5.json is owned by uid 65534 with mode 0644"
+like "... naming the owner" "$out" "t5.json is owned by 65534:0 with mode 0644"
 chown 0 "$W/t5.json"
 ok "config: root's, mode 0644: taken" "$BIN/server-min" --config "$W/t5.json" --check
 mkfifo "$W/t6.json"
 exits 1 "config: a FIFO is refused at once" timeout 5 "$BIN/server-min" --config "$W/t6.json" --check
+# ... and so does whoever may write a directory on its way (a rename puts another file in
+# its place), or owns a link on it; a sticky directory (/tmp) is believed.
+mkdir -m 0777 "$W/open" && cp "$W/t5.json" "$W/open/t7.json"
+out=$("$BIN/server-min" --config "$W/open/t7.json" --check 2>&1); rc=$?
+is "config: in a directory anyone may write is refused" "$rc" 1
+like "... naming the directory, its owner and mode" "$out" \
+	"/open is owned by 0:0 with mode 0777: a directory on the way to the config must be root's"
+chmod 1777 "$W/open"
+ok "config: in a sticky directory: taken" "$BIN/server-min" --config "$W/open/t7.json" --check
+ln -s "$W/t5.json" "$W/t8.json" && chown -h 65534 "$W/t8.json"
+out=$("$BIN/server-min" --config "$W/t8.json" --check 2>&1); rc=$?
+is "config: through a symbolic link of another user's is refused" "$rc" 1
+like "... naming the link" "$out" "t8.json is owned by 65534:0 .*a symbolic link on the way to the config must be root's"
+ln -s "$W/t5.json" "$W/t9.json"
+ok "config: through a root's link: taken" "$BIN/server-min" --config "$W/t9.json" --check
 
 "$BIN/server-min" --config "$W/pistis.json" 2>"$W/smin.log" &
 SM=$!

@@ -15,6 +15,7 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/xattr.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -876,6 +877,55 @@ TEST(trust_walk_read_only_mount_and_callers_own)
 	EXPECT_STREQ(info.dir, "/tmp/other");
 }
 
+/* trust_file_open: the file itself. A device or FIFO is refused without being opened
+ * (a FIFO's open would wait for a writer), a file of the caller's is believed only under
+ * also_owner, and group root's write only under TRUST_ROOT_GROUP without an ACL. */
+TEST(trust_file_open_judges_the_file)
+{
+	const struct trust_rule strict = {.also_owner = (uid_t)-1, .flags = 0};
+	const struct trust_rule mine = {.also_owner = 4242, .flags = TRUST_STICKY};
+	const struct trust_rule group = {.also_owner = (uid_t)-1, .flags = TRUST_ROOT_GROUP};
+	char why[PATH_MAX + 300];
+	int fd;
+
+	tw_setup(_metadata);
+	ASSERT_EQ(mkfifo("/tmp/safe/fifo", 0644), 0);
+	EXPECT_EQ(trust_file_open("/tmp/safe/fifo", &strict, "the config", why, sizeof(why)),
+		  -EINVAL);
+	EXPECT_STREQ(why, "/tmp/safe/fifo: is not a regular file");
+	ASSERT_EQ(mknod("/tmp/safe/null", S_IFCHR | 0644, makedev(1, 3)), 0);
+	EXPECT_EQ(trust_file_open("/tmp/safe/null", &strict, "the config", why, sizeof(why)),
+		  -EINVAL);
+	EXPECT_EQ(trust_file_open("/tmp/safe", &strict, "the config", why, sizeof(why)), -EINVAL);
+	tw_put("/tmp/safe/mine", "x\n", 0644, 4242);
+	EXPECT_EQ(trust_file_open("/tmp/safe/mine", &strict, "the config", why, sizeof(why)),
+		  -EPERM);
+	EXPECT_STREQ(why, "/tmp/safe/mine is owned by 4242:4242 with mode 0644: the config must be "
+			  "root's and writable by no one else");
+	fd = trust_file_open("/tmp/safe/mine", &mine, "the config", why, sizeof(why));
+	EXPECT_GE(fd, 0);
+	if (fd >= 0)
+		close(fd);
+	tw_put("/tmp/safe/grp", "x\n", 0664, 0);
+	EXPECT_EQ(trust_file_open("/tmp/safe/grp", &strict, "the config", why, sizeof(why)),
+		  -EPERM);
+	fd = trust_file_open("/tmp/safe/grp", &group, "the config", why, sizeof(why));
+	EXPECT_GE(fd, 0);
+	if (fd >= 0)
+		close(fd);
+	/* The caller's own directory, sticky or not, is no one else's to change. */
+	tw_mkdir("/tmp/u", 01777, 4242);
+	tw_put("/tmp/u/f", "x\n", 0600, 4242);
+	fd = trust_file_open("/tmp/u/f", &mine, "the config", why, sizeof(why));
+	EXPECT_GE(fd, 0);
+	if (fd >= 0)
+		close(fd);
+	EXPECT_EQ(trust_file_open("/tmp/u/f", &strict, "the config", why, sizeof(why)), -EPERM);
+	EXPECT_STREQ(why,
+		     "/tmp/u is owned by 4242:4242 with mode 1777: a directory on the way to the "
+		     "config must be root's and writable by no one else");
+}
+
 TEST(trust_walk_link_loops_end)
 {
 	struct token_file_info info;
@@ -888,7 +938,7 @@ TEST(trust_walk_link_loops_end)
 	EXPECT_EQ(tw_token("/tmp/safe/la/tok", (uid_t)-1, &info), -ELOOP);
 	EXPECT_STREQ(info.why, "is reached through more than 40 symbolic links (a loop?)");
 	EXPECT_EQ(tw_check("/tmp/safe/la/ca.pem", TRUST_LEAF_FILE, why, sizeof(why)), -ELOOP);
-	EXPECT_STREQ(why, "/tmp/safe/la/ca.pem: too many symbolic links");
+	EXPECT_STREQ(why, "/tmp/safe/la/ca.pem: more than 40 symbolic links on the way (a loop?)");
 	EXPECT_EQ(tw_check("/tmp/safe/self.pem", TRUST_LEAF_FILE, why, sizeof(why)), -ELOOP);
 	EXPECT_EQ(tw_check("/tmp/safe/la/x.sock", TRUST_LEAF_SOCKET, why, sizeof(why)), -ELOOP);
 	/* A Secret's link whose way loops; one ending in itself is a link ending in one. */
