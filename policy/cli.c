@@ -483,8 +483,9 @@ static int stop_agents(void *userdata)
 				       "after SIGKILL; nothing was tightened",
 				       killed, c->root, SPAWN_KILL_AGENTS_SEC);
 	if (r < 0)
-		return log_error_errno(r, "Cannot list the agents' processes to stop them before "
-					  "tightening: %m; nothing was tightened");
+		return log_error_errno(
+			r, "Cannot list the agents' processes in /proc to stop them before "
+			   "tightening: %m; nothing was tightened");
 	if (killed)
 		log_notice("tightening: killed %u agent process(es) that can reach %s first (an "
 			   "open fd would outlive the new modes)",

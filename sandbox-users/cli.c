@@ -233,7 +233,8 @@ static int remove_agent_ipc(const struct opts *o, uid_t uid, bool after)
 		return fail_exit(negative_errno(), "users remove: open /proc");
 	r = ipc_agent_objects(proc_fd, uid, v, ELEMENTSOF(v), &n);
 	if (r < 0)
-		return fail_exit(r, "users remove: list the agent's SysV IPC objects");
+		return fail_exit(
+			r, "users remove: list the agent's SysV IPC objects in /proc/sysvipc");
 	if (n == 0)
 		return 0;
 	if (spawn_uid_has_processes(proc_fd, uid)) {
@@ -307,7 +308,7 @@ static int stop_agent(const struct opts *o, uid_t uid, bool after)
 		return EXIT_SYSTEM;
 	}
 	if (r < 0)
-		return fail_exit(r, "users remove: list the agent's processes");
+		return fail_exit(r, "users remove: list the agent's processes in /proc");
 	if (killed)
 		log_notice("users remove: killed %u process(es) of agent '%s' %s", killed,
 			   o->args[0], after ? "started while it was being removed" : "first");
