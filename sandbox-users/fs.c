@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/openat2.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -114,6 +115,43 @@ static int dir_is_empty(int fd)
 	return n < 0 ? -errno : 1;
 }
 
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE (1 << 0)
+#endif
+
+/* UFS_WHOLE: name made whole beside it and renamed into place; 0 when name exists (the
+ * caller's checks judge it), its fd when this call put it there, or -errno. */
+static int mkdir_whole(int parent_fd, const char *name, uid_t uid, gid_t gid, mode_t mode,
+		       unsigned flags)
+{
+	char tmp[NAME_MAX + 1];
+	_cleanup_close_ int fd = -1;
+	struct stat st, st2;
+
+	if (fstatat(parent_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		return 0;
+	if (errno != ENOENT)
+		return -errno;
+	if (snprintf(tmp, sizeof(tmp), ".%s.new", name) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	fd = ufs_mkdir_owned(parent_fd, tmp, uid, gid, mode,
+			     flags & ~(UFS_WHOLE | UFS_KEEP_EXISTING | UFS_REPLACE_SYMLINK));
+	if (fd < 0)
+		return fd;
+	if (syscall(SYS_renameat2, parent_fd, tmp, parent_fd, name, RENAME_NOREPLACE) < 0) {
+		int r = -errno;
+
+		(void)unlinkat(parent_fd, tmp, AT_REMOVEDIR);
+		return r == -EEXIST ? 0 : r;
+	}
+	/* What the name holds now is what was made, not something renamed over it since. */
+	if (fstat(fd, &st) < 0 || fstatat(parent_fd, name, &st2, AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
+	if (st.st_dev != st2.st_dev || st.st_ino != st2.st_ino)
+		return -EAGAIN;
+	return TAKE_FD(fd);
+}
+
 int ufs_mkdir_owned(int parent_fd, const char *name, uid_t uid, gid_t gid, mode_t mode,
 		    unsigned flags)
 {
@@ -123,6 +161,12 @@ int ufs_mkdir_owned(int parent_fd, const char *name, uid_t uid, gid_t gid, mode_
 
 	if (!name[0] || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, ".."))
 		return -EINVAL;
+	if (flags & UFS_WHOLE) {
+		int made = mkdir_whole(parent_fd, name, uid, gid, mode, flags);
+
+		if (made != 0)
+			return made;
+	}
 	for (;;) {
 		/* Created 0700 root-owned, opened, then handed over through the fd:
 		 * the agent never sees a window with a looser mode. */

@@ -23,6 +23,7 @@ enum {
 	UFS_AGENT_PARENT = 1 << 1,    /* parent is writable by the agent: adopt nothing */
 	UFS_KEEP_EXISTING = 1 << 2,   /* an existing dir keeps its owner and mode */
 	UFS_NO_MOUNT = 1 << 3,	      /* an existing mount point is refused (-EBUSY) */
+	UFS_WHOLE = 1 << 4,	      /* a new one appears at name only as made (below) */
 };
 
 /* statx of name in dfd (flags as for fstatat; "" with AT_EMPTY_PATH for dfd itself) into
@@ -48,8 +49,11 @@ int ufs_check_regular(int fd, unsigned flags);
  * created by this call, or left by a call cut short after its mkdirat (root's, no group or
  * other access, empty) is accepted. A non-directory is refused (-ENOTDIR), a symlink
  * too (-ELOOP) unless UFS_REPLACE_SYMLINK. A root-owned one that is not kept as it is
- * (UFS_KEEP_EXISTING) loses its access and default ACLs. Returns the directory fd or
- * -errno. */
+ * (UFS_KEEP_EXISTING) loses its access and default ACLs. UFS_WHOLE: a missing one is
+ * made as ".NAME.new" (or a leftover of that name of root's taken over), given its owner
+ * and mode, and renamed to name only then (RENAME_NOREPLACE), so that a call cut short
+ * never leaves name half made, which UFS_KEEP_EXISTING would then keep so. Returns the
+ * directory fd or -errno. */
 int ufs_mkdir_owned(int parent_fd, const char *name, uid_t uid, gid_t gid, mode_t mode,
 		    unsigned flags);
 

@@ -1128,8 +1128,9 @@ int users_ensure_base(const char *root)
 		const char *owners;
 		const char *runs; /* who would run what an agent left there */
 	} dirs[] = {
-		{"bin", 0, 0755, UFS_KEEP_EXISTING, "root's", "every agent has it on its PATH"},
-		{"trusted", 0, 0755, UFS_KEEP_EXISTING, "root's",
+		{"bin", 0, 0755, UFS_KEEP_EXISTING | UFS_WHOLE, "root's",
+		 "every agent has it on its PATH"},
+		{"trusted", 0, 0755, UFS_KEEP_EXISTING | UFS_WHOLE, "root's",
 		 "trusted commands run what is in it as pi-tools"},
 		{".secrets", USERS_TOOLS_UID, 0700, 0, "pi-tools' or root's", NULL},
 	};

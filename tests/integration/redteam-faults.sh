@@ -292,4 +292,12 @@ $(diff <(echo "$want") <(tstate) | grep '^[<>]')"
 	done
 done
 
+# --- 6. ensure-base on a /data without bin, trusted and .secrets -----------------------------
+# /data/bin and /data/trusted are kept as they are when they exist (a none rule closes them),
+# and a kill between their mkdirat (root's 0700) and their chmod left them closed for good:
+# every agent's PATH then led nowhere, and no run of ensure-base put them right.
+rm -rf "$R/data/bin" "$R/data/trusted" "$R/data/.secrets"
+save
+faults "ensure-base" "mkdirat fchmod fchown renameat2" -- users ensure-base --root "$R"
+
 done_testing
