@@ -239,6 +239,18 @@ static unsigned enable_controllers(int dir_fd, const char *available)
 	return got;
 }
 
+int cgroup_domain(int dir_fd)
+{
+	_cleanup_free_ char *type = NULL;
+	int r = read_at(dir_fd, "cgroup.type", &type);
+
+	if (r == -ENOENT)
+		return 0; /* the root cgroup has none */
+	if (r < 0)
+		return r;
+	return !strcmp(type, "domain\n") ? 0 : -EOPNOTSUPP;
+}
+
 int cgroup_init(struct cgroup_ctx *ctx)
 {
 	char own[256], path[512];
@@ -261,6 +273,13 @@ int cgroup_init(struct cgroup_ctx *ctx)
 		if (own_fd < 0)
 			return -errno;
 	}
+	/* Our cgroup must be a domain: in a threaded one (or the root of a threaded subtree,
+	 * "domain threaded") every cgroup made beneath is "domain invalid", which no process
+	 * may join, and every command failed at "join cgroup: Not supported". No cgroup then:
+	 * each command is an audit session (docs/spawn.md). */
+	r = cgroup_domain(own_fd);
+	if (r < 0)
+		return r;
 	/* Made once, then only opened (a mkdir that says EEXIST still takes kernfs' locks). */
 	base_fd = openat(own_fd, "pistis", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	if (base_fd < 0 && errno == ENOENT) {
@@ -270,6 +289,10 @@ int cgroup_init(struct cgroup_ctx *ctx)
 	}
 	if (base_fd < 0)
 		return -errno;
+	/* The same for a pistis/ someone made threaded since. */
+	r = cgroup_domain(base_fd);
+	if (r < 0)
+		return r;
 	/* Made 0755 by an older pistisd: from now on agents cannot list it. */
 	struct stat bst;
 	if (fstat(base_fd, &bst) == 0 && (bst.st_mode & 07777) != BASE_MODE)

@@ -36,6 +36,9 @@ struct cgroup_limits {
 /* Find the cgroup2 mount and our own cgroup, create pistis/ under it and enable what
  * controllers the host delegates. -ENOENT/-EROFS/-EACCES etc.: no cgroup v2 here. */
 int cgroup_init(struct cgroup_ctx *ctx);
+/* 0 when the cgroup directory dir_fd is a domain (or the root), -EOPNOTSUPP when it is
+ * threaded, "domain threaded" or "domain invalid": no process can join a cgroup made in it. */
+int cgroup_domain(int dir_fd);
 void cgroup_done(struct cgroup_ctx *ctx);
 
 /* True for a name usable as the agent's cgroup directory. */

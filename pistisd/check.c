@@ -473,12 +473,30 @@ static void probe_cgroup(struct check_report *r)
 	snprintf(dir, sizeof(dir), "%s%s", mnt, strcmp(path, "/") ? path : "");
 
 	bool writable = access(dir, W_OK) == 0;
+	char file[PATH_MAX + 32];
+	_cleanup_free_ char *type = NULL;
+
+	/* A threaded cgroup (or a threaded subtree's root) holds no command cgroup: what is
+	 * made beneath is "domain invalid", and spawn runs without (cgroup_domain). */
+	snprintf(file, sizeof(file), "%s/cgroup.type", dir);
+	if (read_small_file(file, 4096, &type) >= 0) {
+		type[strcspn(type, "\n")] = '\0';
+		if (strcmp(type, "domain")) {
+			check_set(r, CHECK_CGROUP2, CHECK_STATUS_WARN,
+				  "%s at %s; our cgroup %s is %s, not a domain: commands get no "
+				  "cgroup here (each is an audit session)",
+				  v1 ? "hybrid: v1 controllers plus cgroup2" : "cgroup v2", mnt,
+				  path, type);
+			check_set(r, CHECK_CGROUP_CONTROLLERS, CHECK_STATUS_MISSING,
+				  "no command cgroups in a %s cgroup", type);
+			return;
+		}
+	}
 	check_set(r, CHECK_CGROUP2, v1 || !writable ? CHECK_STATUS_WARN : CHECK_STATUS_OK,
 		  "%s at %s; our cgroup %s (%s)",
 		  v1 ? "hybrid: v1 controllers plus cgroup2" : "cgroup v2", mnt, path,
 		  writable ? "writable" : "read-only");
 
-	char file[PATH_MAX + 32];
 	snprintf(file, sizeof(file), "%s/cgroup.controllers", dir);
 	k = read_small_file(file, 4096, &ctrl);
 	if (k < 0) {

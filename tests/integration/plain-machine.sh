@@ -1,0 +1,66 @@
+#!/bin/bash
+# pistis beside what a plain machine (not a container) already has: pistisd started in a
+# cgroup it cannot use as it wants (a threaded one), pistisd-entry run in the host's PID
+# namespace with mount propagation shared with the host (systemd makes / shared), and
+# account sources beyond /etc/passwd (nsswitch.conf). The "host" is this test's private
+# mount namespace; every cgroup made is beneath this process's own and removed at the end.
+. "$(dirname "$0")/../lib.sh"
+need_root
+need_mount_ns "$@"
+
+P=$BIN/pistisd
+S=$(scratch)
+CG=
+
+cleanup() {
+	local d
+	if [ -n "$CG" ] && [ -d "$CG" ]; then
+		# deepest first; each is empty by now (the commands ended)
+		find "$CG" -depth -type d -exec rmdir {} + 2>/dev/null
+		rmdir "$CG" 2>/dev/null
+	fi
+	root_cleanup
+}
+trap cleanup EXIT
+
+# Our own cgroup v2 directory, or nothing.
+own_cgroup_dir() {
+	local rel mnt
+	rel=$(sed -n 's/^0:://p' /proc/self/cgroup)
+	[ -n "$rel" ] || return 1
+	for mnt in /sys/fs/cgroup /sys/fs/cgroup/unified; do
+		[ "$(stat -f -c %T "$mnt" 2>/dev/null)" = cgroup2fs ] || continue
+		[ -d "$mnt$rel" ] && { echo "${mnt}${rel%/}"; return 0; }
+	done
+	return 1
+}
+
+R=$(root_fresh debian) || { echo "1..0 # SKIP no debian root"; exit 0; }
+
+# --- 1. pistisd in a threaded cgroup ------------------------------------------------------
+# A cgroup made beneath a threaded one (or beneath a threaded subtree's root, "domain
+# threaded") is "domain invalid": no process may join it. Before, pistisd made its command
+# cgroups there all the same and every command failed at "join cgroup: Not supported".
+# Now it runs without a cgroup (each command an audit session) and check says why.
+base=$(own_cgroup_dir)
+if [ -z "$base" ] || ! mkdir "$base/pistis-plain-$$" 2>/dev/null; then
+	skip "threaded cgroup" "no writable cgroup v2 here"
+else
+	CG=$base/pistis-plain-$$
+	mkdir "$CG/t" "$CG/t/u"
+	echo threaded >"$CG/t/u/cgroup.type"
+	for where in t t/u; do
+		out=$(sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' sh "$CG/$where" \
+			env -i "${_ROOT_ENV[@]}" chroot "$R" pistisd run --json --agent agent/thr \
+			-- /bin/echo ran 2>&1)
+		rc=$?
+		is "pistisd in a $(cat "$CG/$where/cgroup.type") cgroup: the command runs (${out%%$'\n'*})" "$rc" 0
+		like "... and says its tree was no cgroup" "$out" '"tree":"(session|pgid)"'
+		out=$(sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' sh "$CG/$where" \
+			env -i "${_ROOT_ENV[@]}" chroot "$R" pistisd check --no-walk 2>&1)
+		like "... check says the cgroup is not a domain" "$out" \
+			"cgroup2 +warn .*is (domain threaded|threaded), not a domain"
+	done
+fi
+
+done_testing
