@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,6 +165,68 @@ static int harden_tree(const char *path)
 	return 0;
 }
 
+/* Whether a mount of our namespace is shared ("shared:N" among mountinfo's optional fields,
+ * before the " - "): a mount made beneath it propagates to its peers, which may be in other
+ * namespaces (the host's: systemd makes / shared). Cannot tell: true. */
+static bool any_mount_shared(void)
+{
+	_cleanup_free_ char *mi = NULL;
+
+	if (mountinfo_read(&mi) < 0)
+		return true;
+	for (char *line = mi, *next; line && *line; line = next) {
+		char *dash;
+
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		dash = strstr(line, " - ");
+		if (dash)
+			*dash = '\0';
+		if (strstr(line, " shared:"))
+			return true;
+	}
+	return false;
+}
+
+/* In the host's PID namespace (a plain machine; a --pid=host container) entry may run in the
+ * host's own mount namespace, or in one whose mounts are peers of the host's: there its bind
+ * mounts and remounts were the host's, and stayed after it ended (red team: /tmp, /dev/shm
+ * remounted nosuid for the whole machine; /data, /workspaces, /var/tmp bind-mounted onto
+ * themselves in the host's namespace). So there entry first makes a mount namespace of its
+ * own, every mount a slave (the host's later mounts still come in, none of entry's goes
+ * out); the child and the agents live in it. In a PID namespace of its own (a container),
+ * and where no mount is shared and the namespace is not PID 1's, nothing changes. 0, or a
+ * logged -errno: then nothing may be hardened. */
+static int own_mount_ns(void)
+{
+	struct stat pid_ns, self_mnt, init_mnt;
+	bool hosts;
+
+	if (stat("/proc/self/ns/pid", &pid_ns) < 0 || pid_ns.st_ino != HARDEN_PROC_PID_INIT_INO)
+		return 0; /* no /proc (harden_proc says so), or a PID namespace of our own */
+	/* PID 1's namespace is the host's; one we cannot compare with counts as it. */
+	hosts = getpid() != 1 &&
+		(stat("/proc/self/ns/mnt", &self_mnt) < 0 ||
+		 stat("/proc/1/ns/mnt", &init_mnt) < 0 ||
+		 (self_mnt.st_dev == init_mnt.st_dev && self_mnt.st_ino == init_mnt.st_ino));
+	if (!hosts && !any_mount_shared())
+		return 0;
+	if (unshare(CLONE_NEWNS) < 0)
+		return log_warning_errno(-errno,
+					 "Failed to make a mount namespace of entry's own: %m; "
+					 "the host's mounts are not entry's to change");
+	if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
+		return log_warning_errno(-errno,
+					 "Failed to make entry's mounts slaves of the host's: %m; "
+					 "the host's mounts are not entry's to change");
+	log_notice("running in the host's PID namespace, in %s: hardening in a mount "
+		   "namespace of entry's own (the child's and the agents'); the host's mounts stay "
+		   "as they are",
+		   hosts ? "the host's mount namespace" : "a mount namespace sharing mounts");
+	return 0;
+}
+
 /* hidepid=invisible on /proc, only on a proc instance that is this container's own: in a
  * PID namespace other than the host's, and showing us as the PID we are. The options of
  * proc belong to its instance (superblock), so remounting the host's /proc would change
@@ -259,8 +322,9 @@ int entry_harden_mounts(const char *data_dir)
 	 * share is then a way from one agent to another, and entry refuses to start. A
 	 * sudoers file that cannot be ruled out counts as there. */
 	trusted = lstat(ENTRY_TRUSTED_SUDOERS, &st) == 0 || errno != ENOENT;
+	int ns = own_mount_ns();
 	for (size_t i = 0; i < ELEMENTSOF(trees); i++) {
-		int r = harden_tree(trees[i]);
+		int r = ns < 0 ? ns : harden_tree(trees[i]);
 
 		if (r >= 0)
 			continue;
@@ -294,6 +358,7 @@ int entry_harden_mounts(const char *data_dir)
 			ENTRY_TRUSTED_SUDOERS, suid, check, check, check);
 		return -EPERM;
 	}
-	(void)harden_proc();
+	if (ns >= 0)
+		(void)harden_proc();
 	return 0;
 }

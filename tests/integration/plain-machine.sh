@@ -63,4 +63,36 @@ else
 	done
 fi
 
+# --- 2. pistisd-entry in the host's PID namespace, mounts shared with the host --------------
+# systemd makes / shared: a bind mount made in the host's namespace, or in one whose mounts
+# are peers of the host's, is the host's too. Here our namespace plays the host: the root is
+# made rshared, and entry runs in it directly ("same") or in a namespace of peers ("peer",
+# unshare --propagation unchanged). Before, entry's bind mounts of /data, /workspaces and
+# /var/tmp onto themselves showed up here and stayed after it ended, and in the same
+# namespace /tmp and /dev/shm came out nosuid for the whole "host". Now entry hardens in a
+# mount namespace of its own (slave): the child sees the trees nosuid,nodev, the host not.
+mkdir -p "$R/data" "$R/workspaces" "$R/var/tmp"
+mount --make-rshared "$R"
+mount -o remount,suid,dev "$R/tmp" # the host's own choice, which entry must leave alone
+opts_here() { findmnt -n -o OPTIONS --target "$1"; }
+is_mp() { mountpoint -q "$1" && echo mount || echo plain; }
+for how in same peer; do
+	before_tmp=$(opts_here "$R/tmp")
+	pre=
+	[ $how = peer ] && pre="unshare -m --propagation unchanged"
+	out=$($pre env -i "${_ROOT_ENV[@]}" chroot "$R" pistisd-entry --no-prepare --no-restart \
+		-- /bin/sh -c 'for t in /data /workspaces /var/tmp /tmp; do
+			echo "$t=$(findmnt -n -o OPTIONS --target $t)"; done' 2>"$S/entry-$how.log")
+	is "$how: entry and its child ran (0)" "$?" 0
+	like "$how: the child sees /data nosuid,nodev" "$out" '^/data=rw,nosuid,nodev'
+	like "$how: ... /workspaces" "$out" '^/workspaces=rw,nosuid,nodev'
+	like "$how: ... /tmp" "$out" '^/tmp=rw,nosuid,nodev'
+	like "$how: entry says it hardened in its own namespace" "$(cat "$S/entry-$how.log")" \
+		"hardening in a mount namespace of entry's own"
+	for t in data workspaces var/tmp; do
+		is "$how: the host's /$t is no mount point after entry" "$(is_mp "$R/$t")" plain
+	done
+	is "$how: the host's /tmp keeps its flags" "$(opts_here "$R/tmp")" "$before_tmp"
+done
+
 done_testing
