@@ -221,6 +221,14 @@ static const struct {
 		 "give the container PID, IPC and UTS namespaces of its own (no docker run --pid "
 		 "host, --ipc host or --uts host; no Kubernetes hostPID or hostIPC); a machine "
 		 "of its own that runs one pistisd may ignore this"},
+	[CHECK_NSS_SOURCES] =
+		{"nss_sources", false,
+		 "no agent shares its uid or gid with a user or group of the machine: pistisd "
+		 "users reads /etc/passwd and /etc/group only, so a directory service's user "
+		 "with a uid from 10100 up would be an agent too (its files, its processes)",
+		 "keep the ids of the sources named out of 10100-59999 (sssd's min_id/max_id, "
+		 "the directory's own ranges), or run pistis in a container of its own, whose "
+		 "nsswitch.conf reads files only"},
 };
 
 enum check_status check_hidepid_status(const char *super_opts, char *value, size_t size)

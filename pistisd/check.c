@@ -191,6 +191,133 @@ static void probe_capabilities(struct check_report *r)
 	check_set(r, CHECK_CAPABILITIES, CHECK_STATUS_FAIL, "root without %s (dropped)", names);
 }
 
+/* systemd's userdb drop-ins (nss-systemd reads them): "UID.user" and "GID.group" links
+ * beside each record. The first in the agents' range, written to found; false if none. */
+static bool userdb_in_range(int root_fd, char *found, size_t size)
+{
+	static const char *const dirs[] = {"etc/userdb", "run/userdb", "run/host/userdb",
+					   "usr/lib/userdb", "usr/local/lib/userdb"};
+
+	for (size_t i = 0; i < ELEMENTSOF(dirs); i++) {
+		int fd = check_openat2(root_fd, dirs[i], O_RDONLY | O_DIRECTORY,
+				       CHECK_RESOLVE_IN_ROOT | CHECK_RESOLVE_NO_MAGICLINKS);
+		struct dirent *de;
+		DIR *d;
+
+		if (fd < 0)
+			fd = openat(root_fd, dirs[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (fd < 0 || !(d = fdopendir(fd))) {
+			safe_close(fd);
+			continue;
+		}
+		while ((de = readdir(d))) {
+			char *end;
+			unsigned long id;
+
+			if (de->d_name[0] < '0' || de->d_name[0] > '9')
+				continue;
+			errno = 0;
+			id = strtoul(de->d_name, &end, 10);
+			if (errno || (strcmp(end, ".user") && strcmp(end, ".group")) ||
+			    id > UINT32_MAX || !users_uid_is_agent((uid_t)id))
+				continue;
+			snprintf(found, size, "/%s/%.64s", dirs[i], de->d_name);
+			closedir(d);
+			return true;
+		}
+		closedir(d);
+	}
+	return false;
+}
+
+/* Account sources beyond /etc/passwd and /etc/group in the root's nsswitch.conf (passwd,
+ * group, initgroups): their users and groups are invisible to pistisd users, which never
+ * asks NSS (a static binary cannot load glibc's modules, and musl has none), so one with an
+ * id in the agents' range would share it with an agent. files and compat read the same
+ * files (compat's "+" lines aside); systemd's dynamic users (61184-65519) and homed users
+ * (60001-60513) and mymachines' (from 524288) are outside the range, but systemd's userdb
+ * records may name any id and are looked at. */
+static void probe_nss_sources(struct check_report *r, int root_fd)
+{
+	static const char *const known[] = {"files", "compat", "systemd", "mymachines"};
+	_cleanup_free_ char *text = NULL;
+	char foreign[256] = "", userdb[128] = "";
+	size_t len = 0;
+	bool systemd = false;
+	int fd, k;
+
+	fd = check_openat2(root_fd, "etc/nsswitch.conf", O_RDONLY,
+			   CHECK_RESOLVE_IN_ROOT | CHECK_RESOLVE_NO_MAGICLINKS);
+	if (fd < 0 && errno == ENOSYS)
+		fd = openat(root_fd, "etc/nsswitch.conf", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0) {
+		if (errno == ENOENT)
+			return check_set(r, CHECK_NSS_SOURCES, CHECK_STATUS_OK,
+					 "no /etc/nsswitch.conf: users and groups from the files "
+					 "only");
+		return check_set(r, CHECK_NSS_SOURCES, CHECK_STATUS_WARN,
+				 "cannot read /etc/nsswitch.conf (%s)", errno_name(errno));
+	}
+	k = fd_read_all(fd, 256 * 1024, &text, NULL);
+	safe_close(fd);
+	if (k < 0)
+		return check_set(r, CHECK_NSS_SOURCES, CHECK_STATUS_WARN,
+				 "cannot read /etc/nsswitch.conf (%s)", errno_name(-k));
+	for (char *line = text, *next; line && *line; line = next) {
+		char *p, *save = NULL, *tok;
+
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		line[strcspn(line, "#")] = '\0';
+		p = strchr(line, ':');
+		if (!p)
+			continue;
+		*p++ = '\0';
+		line += strspn(line, " \t");
+		line[strcspn(line, " \t")] = '\0';
+		if (strcmp(line, "passwd") && strcmp(line, "group") && strcmp(line, "initgroups"))
+			continue;
+		/* Sources, each perhaps followed by a [STATUS=action] list. */
+		for (tok = strtok_r(p, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save)) {
+			bool ok = false, dup = false;
+
+			if (tok[0] == '[' || strchr(tok, ']'))
+				continue;
+			for (size_t i = 0; i < ELEMENTSOF(known); i++)
+				ok = ok || !strcmp(tok, known[i]);
+			systemd = systemd || !strcmp(tok, "systemd");
+			if (ok)
+				continue;
+			/* Listed once, escaped (the file is the image's). */
+			for (const char *q = foreign; (q = strstr(q, tok)); q += strlen(tok))
+				dup = dup || ((q == foreign || q[-1] == ' ') &&
+					      (q[strlen(tok)] == ',' || !q[strlen(tok)]));
+			if (!dup && len + strlen(tok) + 8 < sizeof(foreign)) {
+				_cleanup_free_ char *e = escape_c_dup(tok);
+				if (e)
+					len += (size_t)snprintf(foreign + len,
+								sizeof(foreign) - len, "%s%s",
+								len ? ", " : "", e);
+			}
+		}
+	}
+	if (systemd && userdb_in_range(root_fd, userdb, sizeof(userdb)))
+		len += (size_t)snprintf(foreign + len, sizeof(foreign) - len,
+					"%ssystemd (userdb record %s)", len ? ", " : "", userdb);
+	if (!len)
+		return check_set(r, CHECK_NSS_SOURCES, CHECK_STATUS_OK,
+				 "passwd and group from the files%s",
+				 systemd ? " and systemd (its dynamic and homed ids are outside "
+					   "10100-59999)"
+					 : "");
+	check_set(r, CHECK_NSS_SOURCES, CHECK_STATUS_WARN,
+		  "users or groups also from %s (nsswitch.conf): pistisd users sees only "
+		  "/etc/passwd and /etc/group, so one of theirs with an id in 10100-59999 would "
+		  "share it with an agent",
+		  foreign);
+}
+
 /* Namespaces shared with the host: every agent uid is also every other sandbox's there, so
  * what pistis does by uid (the process-group mode's sweep, the SysV removal) and what an
  * agent sees (every process of the machine, its SysV objects, its host name) reach past
@@ -697,7 +824,13 @@ static void probe_proc_hidepid(struct check_report *r)
 		return;
 	}
 	enum check_status st = check_hidepid_status(opts, value, sizeof(value));
-	check_set(r, CHECK_PROC_HIDEPID, st, "%s", value);
+	/* In the host's PID namespace this /proc is the machine's: pistisd-entry leaves it
+	 * alone there, and hidepid on it hides every user's processes from every other. */
+	check_set(r, CHECK_PROC_HIDEPID, st, "%s%s", value,
+		  st != CHECK_STATUS_OK && host_ns_is_initial(HOST_NS_PID) == 1
+			  ? "; the host's /proc (pistisd-entry does not remount it: hidepid there "
+			    "applies to every user of the machine)"
+			  : "");
 }
 
 /* Why a mount without nosuid matters, as the nosuid checks' values say it: agents get setuid
@@ -1546,6 +1679,7 @@ int check_run(const char *root, unsigned flags, struct check_report **ret)
 	probe_orchestrator_secrets(r, root_fd);
 	probe_dev_nodes(r, root_fd);
 	probe_host_namespaces(r);
+	probe_nss_sources(r, root_fd);
 	const char *blocker = trusted ? trusted_setuid_blocker() : NULL;
 	if (!trusted)
 		check_set(r, CHECK_TRUSTED_CAPS, CHECK_STATUS_OK,

@@ -95,4 +95,38 @@ for how in same peer; do
 	is "$how: the host's /tmp keeps its flags" "$(opts_here "$R/tmp")" "$before_tmp"
 done
 
+# --- 3. account sources beyond /etc/passwd (nsswitch.conf) ----------------------------------
+# pistisd users reads /etc/passwd and /etc/group only: a directory service's user (sss,
+# ldap, nis, winbind…) with a uid from 10100 up is invisible to it, and the first agent
+# would share its uid (its files, its processes). Before, nothing said so; check's
+# nss_sources now names those sources, and systemd's userdb records in the agents' range.
+nss() { # CONTENT: nss_sources' status and value for the root with that nsswitch.conf
+	if [ "$1" = none ]; then rm -f "$R/etc/nsswitch.conf"; else printf '%b' "$1" >"$R/etc/nsswitch.conf"; fi
+	"$P" check --root "$R" --json --no-walk 2>/dev/null | python3 -c 'import json, sys
+c = [c for c in json.load(sys.stdin)["checks"] if c["name"] == "nss_sources"]
+print(c[0]["status"], c[0]["value"]) if c else print("absent")'
+}
+like "files only: ok" "$(nss 'passwd: files\ngroup: files\n')" '^ok '
+like "no nsswitch.conf: ok" "$(nss none)" '^ok '
+like "files systemd (Debian's default): ok, the dynamic ids are outside the range" \
+	"$(nss 'passwd:   files systemd\ngroup: files systemd\n')" '^ok .*systemd'
+out=$(nss 'passwd: files sss [NOTFOUND=return] ldap # the directory\ngroup: compat winbind\nhosts: files dns\nnetgroup: nis\n')
+like "sss, ldap and winbind: warn naming each" "$out" '^warn .*sss, ldap, winbind .*10100-59999'
+unlike "... and nothing of other databases, actions or comments" "$out" 'dns|nis|NOTFOUND|directory'
+mkdir -p "$R/etc/userdb"
+ln -s alice.user "$R/etc/userdb/10100.user"
+like "systemd with a userdb record of uid 10100: warn naming it" \
+	"$(nss 'passwd: files systemd\ngroup: files systemd\n')" '^warn .*/etc/userdb/10100\.user'
+rm -r "$R/etc/userdb"
+# proc_hidepid on a plain machine: its advice was "pistisd-entry does it at start-up", which
+# entry never does in the host's PID namespace (this test's).
+hp=$("$P" check --root "$R" --json --no-walk 2>/dev/null | python3 -c 'import json, sys
+c = [c for c in json.load(sys.stdin)["checks"] if c["name"] == "proc_hidepid"][0]
+print(c["status"], c["value"])')
+case $hp in
+ok*) skip "proc_hidepid on the host's /proc" "this host's /proc has hidepid" ;;
+*) like "proc_hidepid says this /proc is the host's, which entry leaves alone" "$hp" \
+	"^warn .*the host's /proc \(pistisd-entry does not remount it" ;;
+esac
+
 done_testing
