@@ -513,6 +513,7 @@ static int install(struct hctx *h, cJSON *o)
 	cJSON_AddBoolToObject(j, "removed", rep.removed);
 	cJSON_AddNumberToObject(j, "verified", rep.verified);
 	cJSON_AddNumberToObject(j, "mismatched", rep.mismatched);
+	cJSON_AddBoolToObject(j, "withdrawn", rep.withdrawn);
 	if (rep.message[0])
 		cJSON_AddStringToObject(j, "message", rep.message);
 	return r;

@@ -109,6 +109,8 @@ static void print_report(const struct opts *o, const char *verb, const char *nam
 			       "\"agents_mismatched\":%d",
 			       rep->n, rep->includedir ? "true" : "false",
 			       rep->removed ? "true" : "false", rep->verified, rep->mismatched);
+		if (installed && rep->withdrawn)
+			printf(",\"withdrawn\":true");
 		printf(",\"ok\":%s,\"message\":", rc == 0 ? "true" : "false");
 		json_str(rep ? rep->message : "");
 		printf("}\n");
@@ -129,6 +131,11 @@ static void print_report(const struct opts *o, const char *verb, const char *nam
 		       rep->verified ? "" : " (no agent exists yet: nothing to confirm)");
 	if (rc != 0)
 		log_error("%-s", rep->message); /* text, its names escaped: once */
+	if (rep->withdrawn)
+		log_error("sudoers drop-in removed: with it agents would run without "
+			  "no_new_privs, and sudo grants them more than the trusted commands; "
+			  "trusted commands are off until that rule is gone and 'pistisd trusted "
+			  "install' succeeds");
 }
 
 /* Installed, but agents get setuid only while every tree they share or may write is

@@ -316,8 +316,21 @@ int trusted_install(const char *root, const char *agent, struct trusted_install_
 		return 1;
 	}
 
-	/* 5. Ask the root's sudo what each agent may now run. */
-	return trusted_verify_agents(root, agent, rep);
+	/* 5. Ask the root's sudo what each agent may now run. More than the trusted commands
+	 * (a rule of the machine's for %pi-sandbox, ALL, an agent by name; a Defaults that
+	 * reaches them) and the drop-in goes, the previous one too: with any drop-in in place
+	 * agents run without no_new_privs (trusted_configured), which makes that rule live. An
+	 * install that failed here used to leave it, and an image's or a plain machine's
+	 * "%pi-sandbox ALL=(ALL) NOPASSWD: ALL" ran `sudo -n id` as uid 0 for every agent. */
+	r = trusted_verify_agents(root, agent, rep);
+	if (r == 1) {
+		if (unlinkat(dir_fd, TRUSTED_DROPIN_NAME, 0) < 0 && errno != ENOENT)
+			return -errno;
+		(void)fsync(dir_fd);
+		rep->replaced = false;
+		rep->withdrawn = true;
+	}
+	return r;
 }
 
 int trusted_verify_agents(const char *root, const char *agent, struct trusted_install_report *rep)

@@ -351,6 +351,7 @@ struct trusted_install_report {
 	bool includedir;    /* /etc/sudoers includes /etc/sudoers.d */
 	bool removed;	    /* no command left: the drop-in was removed */
 	bool replaced;	    /* the drop-in in place is the one this call wrote */
+	bool withdrawn;	    /* sudo -l showed more than the trusted commands: drop-in removed */
 	int verified;	    /* agents whose sudo -l matched exactly */
 	int mismatched;	    /* agents whose sudo -l did not */
 	char message[1024]; /* visudo's or sudo's complaint, or the mismatch (text, escaped) */
@@ -360,7 +361,8 @@ struct trusted_install_report {
  * with the root's visudo -cf, rename it into place, check the whole configuration, and
  * confirm with sudo -l -U for each agent (members of pi-sandbox; or only `agent` when not
  * NULL). Returns 0 when installed and confirmed, 1 when a check failed (the message says
- * which; a drop-in that fails visudo is never installed), -errno on system errors. */
+ * which; a drop-in that fails visudo is never installed, one whose sudo -l shows more than
+ * the trusted commands is removed: withdrawn), -errno on system errors. */
 int trusted_install(const char *root, const char *agent, struct trusted_install_report *ret);
 
 /* The sudo -l half of trusted_install on its own (adds to rep's counters and message). */

@@ -129,4 +129,31 @@ ok*) skip "proc_hidepid on the host's /proc" "this host's /proc has hidepid" ;;
 	"^warn .*the host's /proc \(pistisd-entry does not remount it" ;;
 esac
 
+# --- 4. the machine's sudoers already grant %pi-sandbox ------------------------------------
+# On a plain machine a group named pi-sandbox may be a real one, with a sudoers rule of its
+# own; agents keep no_new_privs (which makes it inert) only while no trusted command is
+# installed. install's sudo -l sees the rule and fails; before, it left the drop-in in
+# place, agents ran without no_new_privs, and `sudo -n id` said uid 0. Now the drop-in goes.
+R2=$(root_fresh debian) || { skip "sudoers" "no second debian root"; done_testing; exit; }
+harden_shared "$R2"
+in_root "$R2" pistisd users ensure agent/sudo >/dev/null
+printf '%%pi-sandbox ALL = (ALL) NOPASSWD: ALL\n' >"$R2/etc/sudoers.d/00-machine"
+chmod 0440 "$R2/etc/sudoers.d/00-machine"
+printf '#!/bin/sh\necho hello\n' >"$S/hello" && chmod 0755 "$S/hello"
+out=$("$P" trusted add hello "$S/hello" --root "$R2" 2>&1)
+is "trusted add fails: sudo grants the agents more than the trusted command" "$?" 1
+like "... naming the rule" "$out" "sudo grants 'ALL' \(as 'ALL'\)"
+like "... and says the drop-in was removed" "$out" "sudoers drop-in removed"
+ok "... the drop-in is gone" test ! -e "$R2/etc/sudoers.d/pistis-trusted"
+out=$(in_root "$R2" pistisd run --agent agent/sudo -- /bin/sh -c \
+	'grep NoNewPrivs /proc/self/status; /usr/bin/sudo -n id -u 2>/dev/null || echo refused' 2>&1)
+like "the agent keeps no_new_privs" "$out" 'NoNewPrivs:[[:space:]]+1'
+unlike "... and sudo does not make it root" "$out" '^0$'
+out=$("$P" trusted install --root "$R2" 2>&1)
+is "install again: still refused (1)" "$?" 1
+ok "... and no drop-in" test ! -e "$R2/etc/sudoers.d/pistis-trusted"
+rm "$R2/etc/sudoers.d/00-machine"
+exits 0 "the rule gone, install succeeds" "$P" trusted install --root "$R2"
+ok "... and the drop-in is there" test -e "$R2/etc/sudoers.d/pistis-trusted"
+
 done_testing
