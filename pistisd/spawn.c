@@ -1170,6 +1170,7 @@ struct proc_ids {
 	unsigned long uid[4];
 	long ppid, sid;
 	bool named_pistisd; /* Name: pistisd (what prctl or the exec'd file's name says) */
+	bool filtered;	    /* Seccomp: 2, a filter (every command's process has pistis's) */
 };
 
 static bool proc_ids(int proc_fd, pid_t pid, struct proc_ids *ret)
@@ -1196,6 +1197,9 @@ static bool proc_ids(int proc_fd, pid_t pid, struct proc_ids *ret)
 	th = proc_status_field(buf, "Threads");
 	nm = proc_status_field(buf, "Name");
 	ret->named_pistisd = nm && !strncmp(nm, "pistisd\n", 8);
+	/* Further down; past the first read (a process in hundreds of groups) counts as none. */
+	nm = proc_status_field(buf, "Seccomp");
+	ret->filtered = nm && nm[0] == '2' && (nm[1] == '\n' || !nm[1]);
 	ret->sid = 0;
 	if (ss)
 		(void)sscanf(ss, "%ld", &ret->sid);
@@ -1538,6 +1542,14 @@ static bool kill_untracked(pid_t pid, void *arg)
 
 	if (!command_session(o, pid, &sid) || session_tracked(o, sid) ||
 	    !proc_ids(o->proc_fd, pid, &id))
+		return false;
+	/* Every process of a command has the spawn core's seccomp filter, which nothing takes
+	 * away (sudo neither): one without is no command's. On a plain machine a user of a
+	 * directory service (sss, ldap) may have an agent's uid, which /etc/passwd does not
+	 * show (check's nss_sources), and a login gives its session that loginuid: in serve's
+	 * root, "/" there, such a session looked like a dead daemon's command and was killed
+	 * at every start. */
+	if (!id.filtered)
 		return false;
 	/* Started since the first pass by a live pistisd: tracked from now on. */
 	if (live_pistisd(o->proc_fd, (pid_t)id.ppid)) {
