@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -1152,6 +1153,9 @@ int main(int argc, char **argv)
 	int c;
 
 	log_set_program("pistis");
+	/* It holds the client token: no core dump of it, and no ptrace or /proc/PID/mem of
+	 * it by other processes of the caller's (ssh-agent's rule). */
+	(void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	C.sandbox = getenv("PISTIS_SANDBOX");
 	/* options may come before or after the command word */
 	opterr = 0; /* getopt would print a bad option raw: log_bad_option escapes it */

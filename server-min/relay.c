@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -2446,6 +2447,9 @@ int main(int argc, char **argv)
 	int c, r;
 
 	log_set_program("server-min");
+	/* It holds every sandbox's and the client's token: no core dump of it, and no
+	 * ptrace or /proc/PID/mem of it by other processes of its user (ssh-agent's rule). */
+	(void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	opterr = 0; /* getopt would print a bad option raw: log_bad_option escapes it */
 	while ((c = getopt_long(argc, argv, "hv", opts, NULL)) >= 0) {
 		switch (c) {

@@ -324,5 +324,42 @@ is "1024 sandboxes: the last one's token upgrades" "$(val last)" True
 is "1024 sandboxes: 300 wrong tokens are refused" "$(val wrong)" 0
 us=$(val us_per_attempt)
 ok "1024 sandboxes: a wrong token costs server-min ${us:-?} us of CPU (< 1000)" test "${us:-99999}" -lt 1000
+# --- server-min holds every token: not dumpable, so no other process of its user may
+# ptrace it or read its memory or environment (/proc/PID then is root's) ---------------------
+ND=$(mktemp -d /tmp/pistis-nd.XXXXXX)
+SP3=$((SP + 4)); CP3=$((SP + 5))
+printf '{"listen": {"sandbox": "127.0.0.1:%s", "client": "127.0.0.1:%s"}, "client_token": "%s", "sandboxes": [{"name": "a", "token": "sandbox-token-0123456789"}]}\n' \
+	"$SP3" "$CP3" "$CT" >"$ND/p.json"
+cp "$BIN/server-min" "$ND/" && chmod 0600 "$ND/p.json" && chown -R 65534:65534 "$ND"
+asnobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+setpriv --reuid=65534 --regid=65534 --clear-groups "$ND/server-min" --config "$ND/p.json" 2>"$W/nobody.log" &
+SM3=$!
+if wait_port "$CP3"; then
+	is "server-min as nobody: its /proc/PID/environ is root's" "$(stat -c %u "/proc/$SM3/environ")" 0
+	fails "... and nobody cannot read it" asnobody cat "/proc/$SM3/environ"
+	fails "... nor its memory map" asnobody cat "/proc/$SM3/maps"
+else
+	_tap_result 1 "server-min as nobody listens" "$(cat "$W/nobody.log")"
+fi
+kill "$SM3" 2>/dev/null
+wait "$SM3" 2>/dev/null
+SM3=
+# ... and so does pistis, which holds the client token: against a listener that never
+# answers its upgrade, it waits, and meanwhile nobody's other processes cannot read it.
+cp "$BIN/pistis" "$ND/" && chown 65534:65534 "$ND/pistis"
+python3 -c 'import socket, sys, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(4); c = s.accept(); time.sleep(30)' "$CP3" &
+SL=$!
+wait_port "$CP3"
+PISTIS_TOKEN=$CT setpriv --reuid=65534 --regid=65534 --clear-groups "$ND/pistis" \
+	--url "ws://127.0.0.1:$CP3/v1/ws" ls >/dev/null 2>&1 &
+PC=$!
+for _ in $(seq 50); do [ "$(readlink "/proc/$PC/exe" 2>/dev/null)" = "$ND/pistis" ] && break; sleep 0.1; done
+is "pistis as nobody: its /proc/PID/environ is root's" "$(stat -c %u "/proc/$PC/environ")" 0
+fails "... and nobody cannot read its environment (the token)" asnobody cat "/proc/$PC/environ"
+kill "$PC" "$SL" 2>/dev/null
+wait "$PC" "$SL" 2>/dev/null
+rm -rf "$ND"
 is "server-min still running" "$(kill -0 "$SM" && echo yes)" yes
 done_testing
