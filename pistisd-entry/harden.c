@@ -205,11 +205,13 @@ static int own_mount_ns(void)
 
 	if (stat("/proc/self/ns/pid", &pid_ns) < 0 || pid_ns.st_ino != HARDEN_PROC_PID_INIT_INO)
 		return 0; /* no /proc (harden_proc says so), or a PID namespace of our own */
-	/* PID 1's namespace is the host's; one we cannot compare with counts as it. */
-	hosts = getpid() != 1 &&
-		(stat("/proc/self/ns/mnt", &self_mnt) < 0 ||
-		 stat("/proc/1/ns/mnt", &init_mnt) < 0 ||
-		 (self_mnt.st_dev == init_mnt.st_dev && self_mnt.st_ino == init_mnt.st_ino));
+	/* PID 1's namespace is the host's. One we cannot compare with (a --pid=host container
+	 * without CAP_SYS_PTRACE) is decided by shared mounts alone: a container's are not,
+	 * and its own namespace is where `docker exec` runs `pistisd run` too, so hardening
+	 * it there keeps that path's trees nosuid. */
+	hosts = getpid() != 1 && stat("/proc/self/ns/mnt", &self_mnt) == 0 &&
+		stat("/proc/1/ns/mnt", &init_mnt) == 0 && self_mnt.st_dev == init_mnt.st_dev &&
+		self_mnt.st_ino == init_mnt.st_ino;
 	if (!hosts && !any_mount_shared())
 		return 0;
 	if (unshare(CLONE_NEWNS) < 0)
