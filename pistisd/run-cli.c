@@ -598,6 +598,10 @@ int run_cli_main(int argc, char **argv)
 			log_error_errno(r, "Failed to ensure the user of agent '%s': %m", agent);
 		return EXIT_SYSTEM;
 	}
+	/* Made just now (or again after a rebuild): trusted install could not ask sudo what
+	 * it may run; a rule that grants more withdraws the drop-in before it runs. */
+	if (ident.written && trusted_confirm_new_agent(root, ident.name) < 0)
+		return EXIT_SYSTEM;
 
 	/* Compile the filter and find cgroups before a chroot, which may lack /proc. */
 	r = spawn_ctx_new(&ctx);

@@ -44,6 +44,7 @@
 #include "pistisd/cli.h"
 #include "pistisd/serve.h"
 #include "sandbox-users/users.h"
+#include "trusted/trusted.h"
 
 #define TOKEN_MAX 512
 #define RECENT_IDS 256
@@ -363,6 +364,14 @@ static int resolve(const char *agent, bool cached, struct serve_agent *ret)
 		snprintf(resolve_why, sizeof(resolve_why), "uid %u is outside the agent range",
 			 (unsigned)id.uid);
 		return -EPERM;
+	}
+	/* Made just now (or again after a rebuild): trusted install could not ask sudo what
+	 * it may run; a rule that grants more withdraws the drop-in before it runs. */
+	if (id.written && (r = trusted_confirm_new_agent("/", id.name)) < 0) {
+		snprintf(resolve_why, sizeof(resolve_why),
+			 "sudo grants the agent more than the trusted commands, and the sudoers "
+			 "drop-in could not be removed");
+		return r;
 	}
 	*ret = (struct serve_agent){.uid = id.uid, .gid = id.gid};
 	snprintf(ret->name, sizeof(ret->name), "%s", id.name);

@@ -16,6 +16,7 @@
 #include "sandbox-users/ident.h"
 #include "sandbox-users/users-internal.h"
 #include "sandbox-users/users.h"
+#include "trusted/trusted.h"
 
 struct opts {
 	const char *root;
@@ -315,6 +316,14 @@ static int stop_agent(const struct opts *o, uid_t uid, bool after)
 	return remove_agent_ipc(o, uid, after);
 }
 
+/* An agent this call wrote (new, or made again after a rebuild): trusted install could not
+ * ask sudo what it may run (trusted_confirm_new_agent); 0, or -errno when a rule grants it
+ * more and the drop-in could not be withdrawn (logged). */
+static int confirm_trusted(const struct opts *o, const struct users_identity *id)
+{
+	return id->written ? trusted_confirm_new_agent(o->root, id->name) : 0;
+}
+
 static int need_agent_id(const struct opts *o, const char *cmd)
 {
 	if (o->n_args != 1) {
@@ -409,6 +418,9 @@ int users_cli_main(int argc, char **argv)
 		r = users_ensure_many(o.root, o.args, (size_t)o.n_args, ids);
 		if (r < 0)
 			return fail_exit(r, "users ensure");
+		for (int i = 0; i < o.n_args; i++)
+			if (confirm_trusted(&o, &ids[i]) < 0)
+				return EXIT_SYSTEM;
 		for (int i = 0; i < o.n_args; i++) {
 			if (i && !o.json)
 				putchar('\n');
@@ -425,6 +437,8 @@ int users_cli_main(int argc, char **argv)
 			   : users_lookup(o.root, o.args[0], &id);
 		if (r < 0)
 			return fail_exit(r, ensure ? "users ensure" : "users show");
+		if (ensure && confirm_trusted(&o, &id) < 0)
+			return EXIT_SYSTEM;
 		char one[1][512] = {""};
 		struct warnings w = {.what = "users show", .n = 1, .one = one};
 		if (!ensure)

@@ -1034,6 +1034,7 @@ int users_ensure(const char *root, const char *agent_id, uid_t want_uid, struct 
 		if (r < 0)
 			return r;
 	}
+	id.written = locked;
 	if (ret)
 		*ret = id;
 	return 0;
@@ -1064,6 +1065,7 @@ int users_ensure_many(const char *root, const char *const *agent_ids, size_t n,
 		r = users_db_ensure(&c.db, agent_ids[i], (uid_t)-1, &ret[i]);
 		if (r < 0)
 			return db_error(&c, r);
+		ret[i].written = true; /* the batch writes every one of them */
 	}
 	r = write_back(&c, ret, n, false);
 	if (r >= 0)

@@ -25,6 +25,8 @@ struct users_identity {
 	char home[256];	     /* /data/sandbox-home/<name> (path as seen inside the root) */
 	char tmpdir[256];    /* <home>/tmp */
 	char agent_dir[256]; /* /data/agents/<name> */
+	bool written;	     /* this call wrote its lines or record (a new agent, or one made
+			      * again after a rebuild); false when it was only confirmed */
 };
 
 /* Create or confirm the agent's identity under root ("/" or a root filesystem dir).

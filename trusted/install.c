@@ -15,6 +15,7 @@
 
 #include "lib/escape.h"
 #include "lib/fd-util.h"
+#include "lib/log.h"
 #include "lib/macro.h"
 #include "sandbox-users/users.h"
 #include "trusted/internal.h"
@@ -180,6 +181,18 @@ static int check_all(const char *root, const char *visudo, char **ret_out)
 	return trusted_run_in_root(root, argv, ret_out);
 }
 
+/* sudo -l showed an agent more than the trusted commands: the drop-in goes, whichever is
+ * in place (any drop-in turns no_new_privs off, which makes such a rule live). */
+static int withdraw(int dir_fd, struct trusted_install_report *rep)
+{
+	if (unlinkat(dir_fd, TRUSTED_DROPIN_NAME, 0) < 0 && errno != ENOENT)
+		return -errno;
+	(void)fsync(dir_fd);
+	rep->replaced = false;
+	rep->withdrawn = true;
+	return 0;
+}
+
 int trusted_install(const char *root, const char *agent, struct trusted_install_report *rep)
 {
 	char sudo[256], visudo[256], tmp[NAME_MAX + 1], tmp_path[NAME_MAX + 32];
@@ -324,13 +337,51 @@ int trusted_install(const char *root, const char *agent, struct trusted_install_
 	 * "%pi-sandbox ALL=(ALL) NOPASSWD: ALL" ran `sudo -n id` as uid 0 for every agent. */
 	r = trusted_verify_agents(root, agent, rep);
 	if (r == 1) {
-		if (unlinkat(dir_fd, TRUSTED_DROPIN_NAME, 0) < 0 && errno != ENOENT)
-			return -errno;
-		(void)fsync(dir_fd);
-		rep->replaced = false;
-		rep->withdrawn = true;
+		int k = withdraw(dir_fd, rep);
+		if (k < 0)
+			return k;
 	}
 	return r;
+}
+
+int trusted_confirm_new_agent(const char *root, const char *agent)
+{
+	struct trusted_install_report rep = {0};
+	_cleanup_close_ int root_fd = -1, dir_fd = -1;
+	int r, k;
+
+	char abs[PATH_MAX];
+
+	/* Opened as pistisd run and serve open it to decide no_new_privs (trusted_configured):
+	 * what they would find configured is what is confirmed. */
+	root = root ? root : "/";
+	root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (root_fd < 0 || !trusted_configured(root_fd))
+		return 0;
+	if (root[0] != '/' && realpath(root, abs)) /* --root DIR relative: trusted's are not */
+		root = abs;
+	r = trusted_verify_agents(root, agent, &rep);
+	if (r == 0 || r == -ENOPKG) /* no sudo: nothing it could grant */
+		return 0;
+	/* More than the trusted commands, or sudo -l could not tell: fail closed. */
+	k = trusted_open_dir(root_fd, TRUSTED_SUDOERS_DIR, false, 0755, 0, 0, false, &dir_fd);
+	if (k >= 0)
+		k = withdraw(dir_fd, &rep);
+	if (r < 0)
+		escape_format(rep.message, sizeof(rep.message),
+			      "sudo -l -U %s could not be run (%s)", agent, strerror(-r));
+	if (k < 0) {
+		log_error("%-s; and the sudoers drop-in could not be removed (%s): agents run "
+			  "without no_new_privs with that rule live; remove "
+			  "/etc/sudoers.d/" TRUSTED_DROPIN_NAME " by hand",
+			  rep.message, strerror(-k));
+		return k;
+	}
+	log_error("%-s; sudoers drop-in removed: with it agents would run without no_new_privs, "
+		  "and sudo may grant them more than the trusted commands; trusted commands are "
+		  "off until that is put right and 'pistisd trusted install' succeeds",
+		  rep.message);
+	return 1;
 }
 
 int trusted_verify_agents(const char *root, const char *agent, struct trusted_install_report *rep)

@@ -368,6 +368,16 @@ int trusted_install(const char *root, const char *agent, struct trusted_install_
 /* The sudo -l half of trusted_install on its own (adds to rep's counters and message). */
 int trusted_verify_agents(const char *root, const char *agent, struct trusted_install_report *rep);
 
+/* After `users ensure` wrote an agent's lines (a new agent, or one made again after the
+ * container was rebuilt from its image): install asked sudo -l only of the agents that
+ * existed then, and with none (an install at start-up, before any agent) of no one, so a
+ * rule of the image's or the machine's for %pi-sandbox reached every agent made later.
+ * Where trusted commands are configured, sudo -l -U this agent now; more than the trusted
+ * commands, or no answer, and the drop-in is withdrawn, as install does, with one line
+ * logged. Returns 0 (nothing configured, or confirmed), 1 (withdrawn), or -errno (and
+ * logged) when the drop-in could not be removed. */
+int trusted_confirm_new_agent(const char *root, const char *agent);
+
 /* visudo -c over the root's whole sudo configuration; 0 ok, 1 with visudo's message. */
 int trusted_check_sudoers(const char *root, char *why, size_t why_size);
 

@@ -156,4 +156,40 @@ rm "$R2/etc/sudoers.d/00-machine"
 exits 0 "the rule gone, install succeeds" "$P" trusted install --root "$R2"
 ok "... and the drop-in is there" test -e "$R2/etc/sudoers.d/pistis-trusted"
 
+# ... and where no agent exists yet at install (an install at start-up, or agents made again
+# after a rebuild), install has no one to ask: an agent made later got the rule live. Now
+# every agent `users ensure` writes is asked (sudo -l -U) at once, before it runs anything.
+R3=$(root_fresh debian) || { skip "sudoers, later agents" "no third debian root"; done_testing; exit; }
+harden_shared "$R3"
+printf '%%pi-sandbox ALL = (ALL) NOPASSWD: ALL\n' >"$R3/etc/sudoers.d/00-machine"
+chmod 0440 "$R3/etc/sudoers.d/00-machine"
+out=$("$P" trusted add hello "$S/hello" --root "$R3" 2>&1)
+is "no agent yet: trusted add succeeds (no one to ask)" "$?" 0
+ok "... the drop-in is there" test -e "$R3/etc/sudoers.d/pistis-trusted"
+out=$("$P" users ensure later/one --root "$R3" 2>&1 >/dev/null)
+is "users ensure of a new agent: exit 0" "$?" 0
+like "... says sudo grants it more and the drop-in was removed" "$out" \
+	"sudo -l -U pi-agent-.*ALL.*sudoers drop-in removed"
+ok "... the drop-in is gone" test ! -e "$R3/etc/sudoers.d/pistis-trusted"
+out=$(in_root "$R3" pistisd run --agent later/one -- /bin/sh -c \
+	'grep NoNewPrivs /proc/self/status; /usr/bin/sudo -n id -u 2>/dev/null || echo refused' 2>&1)
+like "... the agent keeps no_new_privs" "$out" 'NoNewPrivs:[[:space:]]+1'
+unlike "... and sudo does not make it root" "$out" '^0$'
+# The rule added after a good install, and an agent made by pistisd run's own ensure.
+rm "$R3/etc/sudoers.d/00-machine"
+exits 0 "the rule gone, install succeeds" "$P" trusted install --root "$R3"
+printf '%%pi-sandbox ALL = (ALL) NOPASSWD: ALL\n' >"$R3/etc/sudoers.d/00-machine"
+chmod 0440 "$R3/etc/sudoers.d/00-machine"
+out=$(in_root "$R3" pistisd run --agent later/two -- /bin/sh -c \
+	'grep NoNewPrivs /proc/self/status; /usr/bin/sudo -n id -u 2>/dev/null || echo refused' 2>&1)
+like "pistis run of a new agent: the drop-in is withdrawn first" "$out" "sudoers drop-in removed"
+like "... the agent keeps no_new_privs" "$out" 'NoNewPrivs:[[:space:]]+1'
+unlike "... and sudo does not make it root" "$out" '^0$'
+ok "... the drop-in is gone" test ! -e "$R3/etc/sudoers.d/pistis-trusted"
+rm "$R3/etc/sudoers.d/00-machine"
+exits 0 "the rule gone, install succeeds again" "$P" trusted install --root "$R3"
+out=$(in_root "$R3" pistisd run --agent later/three -- /usr/bin/sudo -n -l 2>&1)
+unlike "a new agent where sudo grants only the trusted commands: nothing withdrawn" "$out" "withdrawn|drop-in removed"
+ok "... the drop-in stays" test -e "$R3/etc/sudoers.d/pistis-trusted"
+
 done_testing
