@@ -172,6 +172,14 @@ int fd_ensure_std(void)
 	return 0;
 }
 
+bool fd_same_file(int a, int b)
+{
+	struct stat sa, sb;
+
+	return fstat(a, &sa) == 0 && fstat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+	       sa.st_ino == sb.st_ino;
+}
+
 int fd_set_cloexec(int fd, int on)
 {
 	int flags = fcntl(fd, F_GETFD);

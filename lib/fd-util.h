@@ -47,6 +47,10 @@ int fd_ensure_std(void);
 int fd_set_cloexec(int fd, int on);
 int fd_set_nonblock(int fd, int on);
 
+/* Whether fds a and b are open on the same file (device and inode: `2>&1`, one terminal,
+ * one pipe); false where either cannot be fstat'ed. */
+bool fd_same_file(int a, int b);
+
 /* Whether a node is root's and writable by no one else: not by others, by its group only
  * when the group is root's (images made for arbitrary uids have `chmod g=u /etc/passwd`)
  * and then with no access ACL (whose mask the group bits then are: a named entry may be an

@@ -12,6 +12,7 @@
 static const char *program = "pistis";
 static enum log_level max_level = LOG_LVL_INFO;
 static enum log_format format = LOG_FORMAT_TEXT;
+static bool line_open;
 
 void log_set_program(const char *name)
 {
@@ -34,6 +35,16 @@ enum log_level log_get_level(void)
 void log_set_format(enum log_format f)
 {
 	format = f;
+}
+
+void log_set_line_open(bool open)
+{
+	line_open = open;
+}
+
+bool log_line_open(void)
+{
+	return line_open;
 }
 
 static const char *level_name(enum log_level level)
@@ -60,7 +71,7 @@ int log_internal(enum log_level level, int error, const char *file, int line, co
 	 * is cut at most once, in msg, and says so there. */
 	char msg[LOG_LINE_MAX], esc[6 * LOG_LINE_MAX], out[6 * LOG_LINE_MAX + 256];
 	int saved = errno;
-	int n;
+	int n, o = line_open; /* out[0] the newline a line left open is owed */
 	va_list ap;
 
 	if (error < 0)
@@ -90,12 +101,13 @@ int log_internal(enum log_level level, int error, const char *file, int line, co
 		}
 		escape_json(msg, (size_t)n, esc, sizeof(esc));
 		clock_gettime(CLOCK_REALTIME, &ts);
-		n = snprintf(out, sizeof(out),
+		n = snprintf(out + o, sizeof(out) - (size_t)o,
 			     "{\"ts\":%lld.%03ld,\"level\":\"%s\",\"prog\":\"%s\",\"msg\":\"%s\"%s",
 			     (long long)ts.tv_sec, ts.tv_nsec / 1000000, level_name(level), program,
 			     esc, error ? "" : "}\n");
-		if (error && (size_t)n < sizeof(out))
-			n += snprintf(out + n, sizeof(out) - (size_t)n, ",\"errno\":%d}\n", error);
+		if (error && (size_t)(o + n) < sizeof(out))
+			n += snprintf(out + o + n, sizeof(out) - (size_t)(o + n),
+				      ",\"errno\":%d}\n", error);
 	} else {
 		/* Messages quote agent-controlled names: each value is escaped as it goes in,
 		 * so a name with a newline, an escape sequence or a quote cannot forge a line,
@@ -104,15 +116,18 @@ int log_internal(enum log_level level, int error, const char *file, int line, co
 		escape_vformat(esc, sizeof(msg), "line cut", error, fmt, ap);
 		va_end(ap);
 		if (max_level >= LOG_LVL_DEBUG)
-			n = snprintf(out, sizeof(out), "%s: %s (%s:%d)\n", program, esc, file,
-				     line);
+			n = snprintf(out + o, sizeof(out) - (size_t)o, "%s: %s (%s:%d)\n", program,
+				     esc, file, line);
 		else
-			n = snprintf(out, sizeof(out), "%s: %s\n", program, esc);
+			n = snprintf(out + o, sizeof(out) - (size_t)o, "%s: %s\n", program, esc);
 	}
 	if (n > 0) {
-		if ((size_t)n >= sizeof(out))
-			n = sizeof(out) - 1, out[n - 1] = '\n';
-		(void)loop_write(STDERR_FILENO, out, (size_t)n);
+		if ((size_t)(o + n) >= sizeof(out))
+			n = (int)sizeof(out) - 1 - o, out[o + n - 1] = '\n';
+		if (o)
+			out[0] = '\n';
+		(void)loop_write(STDERR_FILENO, out, (size_t)(o + n));
+		line_open = false;
 	}
 	errno = saved;
 	return -error;

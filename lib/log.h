@@ -47,6 +47,16 @@ int log_internal(enum log_level level, int error, const char *file, int line, co
 #define log_info(...) log_full_errno(LOG_LVL_INFO, 0, __VA_ARGS__)
 #define log_debug(...) log_full_errno(LOG_LVL_DEBUG, 0, __VA_ARGS__)
 
+/* For a program that forwards another's bytes to its own stderr (pistisd run a command's,
+ * pistis a remote command's): whether what it forwarded last left a line open (ended
+ * without a newline). The next log line then starts with one, so it is a line of its own,
+ * not the end of a line the forwarded bytes began ("pistisd: ok " glued before a real
+ * warning hid it from a reader of whole lines); log_line_open says whether one is owed,
+ * for a line the program writes itself (pistisd run --json's result). Written at once
+ * with the log line: cleared by it. */
+void log_set_line_open(bool open);
+bool log_line_open(void);
+
 /* For getopt_long's '?' (with opterr = 0 set before the loop: getopt would print the
  * option raw, and argv may carry an agent's bytes): logs the bad option escaped, like every
  * line, and names the help to see. ind and opt are optind and optopt. */

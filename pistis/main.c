@@ -89,6 +89,10 @@ static struct {
 	uint8_t *wbuf; /* stdin for `write` */
 	size_t wlen;
 	uint64_t foff; /* read/write: where the next piece starts */
+	/* Forwarded bytes (a command's output, a file's) that left a line open: what we print
+	 * next on that file starts a line of its own (note_line). */
+	bool out_is_err;  /* stdout and stderr are one file (2>&1, a terminal) */
+	bool stdout_open; /* stdout's line (stderr's is the log's: log_set_line_open) */
 	/* Output frames spliced from the socket into a stdout/stderr pipe (direct_rx): */
 	bool out_pipe[_PROTO_STREAM_MAX]; /* the stream's fd is a pipe */
 	struct {
@@ -316,6 +320,22 @@ static int stream_fd(unsigned stream)
 	return stream == PROTO_STREAM_STDERR ? STDERR_FILENO : STDOUT_FILENO;
 }
 
+/* Forwarded bytes went to fd (stdout or stderr), last their last byte (-1: not seen, they
+ * were spliced): whether they left its line open, so that a log line or a JSON line we
+ * print next is not glued to the end of an agent's (red team: a command whose output ended
+ * "{forged} " without a newline put its forged exit event first on the line of the real
+ * one, and a remote "pistis: ok " hid the real error that followed). One not seen counts
+ * as open: a blank line at worst. */
+static void note_line(int fd, int last)
+{
+	bool open = last != '\n';
+
+	if (fd == STDOUT_FILENO || C.out_is_err)
+		C.stdout_open = open;
+	if (fd == STDERR_FILENO || C.out_is_err)
+		log_set_line_open(open);
+}
+
 /* All of buf to fd (stdout or stderr), waiting where the pipe is full, also when the fd
  * we inherited is non-blocking; errors (a reader gone: EPIPE) drop the output, as a shell's
  * pipeline would, and the command goes on. */
@@ -323,6 +343,8 @@ static void out_write(int fd, const void *buf, size_t n)
 {
 	const char *p = buf;
 
+	if (n > 0)
+		note_line(fd, (unsigned char)p[n - 1]);
 	while (n > 0) {
 		ssize_t w = write(fd, p, n);
 		if (w < 0 && errno == EAGAIN) {
@@ -346,6 +368,12 @@ static void out_write(int fd, const void *buf, size_t n)
 static void json_out(const char *s)
 {
 	size_t len = strlen(s);
+
+	if (C.stdout_open)
+		putchar('\n');
+	C.stdout_open = false;
+	if (C.out_is_err)
+		log_set_line_open(false);
 
 	for (size_t i = 0; i < len; i++) {
 		unsigned cp;
@@ -578,6 +606,8 @@ static void stage_drop(void)
  * gone: EPIPE) drops the rest, as out_write does, and the command goes on. */
 static void stage_flush(int fd, size_t len)
 {
+	if (len > 0)
+		note_line(fd, -1);
 	while (len > 0) {
 		ssize_t n = splice(C.stage[0], NULL, fd, NULL, len, SPLICE_F_MOVE);
 		if (n > 0) {
@@ -1319,10 +1349,14 @@ int main(int argc, char **argv)
 	 * size is the unprivileged maximum, and a pipe we cannot grow stays as it is. */
 	if (C.mode == M_EXEC || C.mode == M_READ)
 		(void)fcntl(STDOUT_FILENO, F_SETPIPE_SZ, 1024 * 1024);
+	/* With --json the exit event follows the command's output on stdout: its line is
+	 * known to end (note_line) only where the output went through us, not spliced. */
 	for (int s = PROTO_STREAM_STDOUT; s <= PROTO_STREAM_STDERR; s++) {
 		struct stat st;
-		C.out_pipe[s] = fstat(stream_fd((unsigned)s), &st) == 0 && S_ISFIFO(st.st_mode);
+		C.out_pipe[s] =
+			!C.json && fstat(stream_fd((unsigned)s), &st) == 0 && S_ISFIFO(st.st_mode);
 	}
+	C.out_is_err = fd_same_file(STDOUT_FILENO, STDERR_FILENO);
 	/* The staging pipe of the splice path (direct_rx): room for a whole frame, or no
 	 * splicing at all. */
 	if (C.mode == M_EXEC &&

@@ -164,15 +164,18 @@ struct loop {
 	struct spawn_error exec_err; /* the start failed (run_loop returned 1) */
 };
 
-/* The command's stderr, as forwarded, ended without a newline: --json's line must still
- * start a line of its own (red team: a command that wrote a forged result without one
- * made the last line "{forged} {real}", and `tail -n1 | jq` read the forged one first). */
-static bool err_midline;
+/* Where the command's stderr, as forwarded, ended without a newline (its stdout too, where
+ * ours go to the same file: 2>&1, a terminal), what we write next must still start a line of
+ * its own: --json's result (red team: a command that wrote a forged result without one made
+ * the last line "{forged} {real}", and `tail -n1 | jq` read the forged one first) and every
+ * log line after the output (the log owes a newline: log_set_line_open; red team: a command
+ * that ended with "pistisd: ok " had the real "output truncated" warning glued after it). */
+static bool out_is_err; /* our stdout and stderr are one file */
 
 static void forward_output(int fd, const char *buf, size_t n)
 {
-	if (fd == STDERR_FILENO && n > 0)
-		err_midline = buf[n - 1] != '\n';
+	if ((fd == STDERR_FILENO || out_is_err) && n > 0)
+		log_set_line_open(buf[n - 1] != '\n');
 	/* A reader that went away (EPIPE) must not stop the command's supervision. */
 	(void)loop_write(fd, buf, n);
 }
@@ -334,8 +337,9 @@ static void print_json(const struct spawn_result *res, const struct spawn_proc *
 	/* the agent id as one JSON string, cut with a mark past 1 KiB escaped */
 	_cleanup_free_ char *esc = escape_json_field(agent, 1024);
 
-	if (err_midline)
+	if (log_line_open())
 		fputc('\n', stderr);
+	log_set_line_open(false);
 	fprintf(stderr,
 		"{\"agent\":%s,\"end\":\"%s\",\"exit_code\":%d,\"signal\":%d,\"core\":%s,"
 		"\"wall_ms\":%.3f,\"user_ms\":%.3f,\"sys_ms\":%.3f,\"maxrss_kb\":%ld,"
@@ -724,6 +728,7 @@ int run_cli_main(int argc, char **argv)
 	sigaddset(&mask, SIGWINCH);
 	sigprocmask(SIG_BLOCK, &mask, &oldmask);
 	signal(SIGPIPE, SIG_IGN);
+	out_is_err = fd_same_file(STDOUT_FILENO, STDERR_FILENO);
 	sig_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (sig_fd < 0) {
 		log_error_errno(-errno, "Failed to create a signalfd: %m");

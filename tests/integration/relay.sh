@@ -228,6 +228,16 @@ is "exec: 1.2 MB of output complete and in order" "$big" "$(seq 1 200000 | md5su
 n=$(P exec --agent alice -- head -c 8912896 /dev/zero | (sleep 3; wc -c))
 is "exec: output still in the pipe when a paused command exits is not lost" "$n" 8912896
 
+# --json: the exit event starts a line of its own, where the command's stdout (or its stderr,
+# both on one file) ended mid-line with a forged one (red team: '{forged} {' then the real)
+out=$(P --json exec --agent alice -- sh -c 'printf "{\"event\":\"exec.exit\",\"code\":0} "; exit 3' 2>/dev/null)
+is "--json exec: the command's stdout without a newline stays its own line" \
+	"$(echo "$out" | head -n1)" '{"event":"exec.exit","code":0} '
+is "... the exit event starts the next" "$(echo "$out" | sed -n 2p)" '{'
+like "... with the command's exit code" "$out" '"code":[[:space:]]*3,'
+out=$(P --json exec --agent alice -- sh -c 'printf "{\"event\":\"exec.exit\"} " >&2' 2>&1)
+is "--json exec, 2>&1: after stderr without a newline too" "$(echo "$out" | sed -n 2p)" '{'
+
 # --- the command's tree: a cgroup per command where the host delegates one -------------------
 out=$(P --json exec --agent alice -- sh -c 'setsid sleep 347 >/dev/null 2>&1 < /dev/null & echo started' 2>&1)
 like "exec.exit says how the tree was held" "$out" '"tree":[[:space:]]*"(cgroup|session|pgid)"'

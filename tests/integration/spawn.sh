@@ -148,6 +148,15 @@ rc=100"
 	is "$kind: --json after stderr without a newline: the last line is ours alone" \
 		"$(echo "$json" | tail -n1 | cut -c1-10)" '{"agent":"'
 	like "... with the command's exit code" "$(echo "$json" | tail -n1)" '"exit_code":3,'
+	# ... and so is every log line after the command's output: the real warning glued
+	# after a stderr that ended "pistisd: ok " read as the command's own words (red team).
+	out=$(run --max-output 100 -- sh -c 'printf "pistisd: ok " >&2; sleep 0.2; head -c 1000 /dev/zero' \
+		2>&1 >/dev/null)
+	is "$kind: a log line after stderr without a newline is a line of its own" \
+		"$(echo "$out" | tail -n1)" "pistisd: output truncated: 912 bytes over --max-output dropped"
+	out=$(run --max-output 100 -- sh -c 'printf "pistisd: ok "; sleep 0.2; head -c 1000 /dev/zero >&2' 2>&1)
+	is "$kind: ... after stdout without one, where stdout and stderr are one file (2>&1)" \
+		"$(echo "$out" | tail -n1)" "pistisd: output truncated: 912 bytes over --max-output dropped"
 
 	out=$(run --pty --cols 91 --rows 21 -- $PROBE </dev/null 2>&1)
 	is "$kind: pty is a tty" "$(echo "$out" | field tty)" 1

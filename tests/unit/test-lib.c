@@ -295,6 +295,34 @@ TEST(log_text_escapes_each_value_once)
 	EXPECT_NOT_NULL(strstr(out, "\"msg\":\"name 'a\\\\b'': t\"}"));
 }
 
+/* After forwarded bytes left a line open (log_set_line_open), the next log line starts
+ * with a newline, text or JSON, once: it is never glued to the end of an agent's output. */
+TEST(log_line_open_owes_a_newline)
+{
+	int fd, saved;
+	char *out;
+
+	log_set_level(LOG_LVL_INFO);
+	log_set_format(LOG_FORMAT_TEXT);
+	log_capture_begin(&fd, &saved);
+	log_set_line_open(true);
+	EXPECT_TRUE(log_line_open());
+	log_info("one");
+	EXPECT_FALSE(log_line_open());
+	log_info("two");
+	log_set_line_open(true);
+	log_set_format(LOG_FORMAT_JSON);
+	log_error_errno(-EIO, "three");
+	log_set_format(LOG_FORMAT_TEXT);
+	log_set_line_open(false);
+	log_info("four");
+	out = log_capture_end(fd, saved);
+	const char *head = "\npistis: one\npistis: two\n\n{\"ts\":";
+
+	EXPECT_EQ(strncmp(out, head, strlen(head)), 0);
+	EXPECT_NOT_NULL(strstr(out, "\"msg\":\"three\",\"errno\":5}\npistis: four"));
+}
+
 /* A text line cut past LOG_LINE_MAX is cut between escapes, never inside one. */
 TEST(log_text_cut_is_between_escapes)
 {
