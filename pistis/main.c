@@ -372,9 +372,6 @@ static void json_out(const char *s)
 	if (C.stdout_open)
 		putchar('\n');
 	C.stdout_open = false;
-	if (C.out_is_err)
-		log_set_line_open(false);
-
 	for (size_t i = 0; i < len; i++) {
 		unsigned cp;
 		size_t n = utf8_display_control(s + i, len - i, &cp);
@@ -389,6 +386,10 @@ static void json_out(const char *s)
 		}
 	}
 	putchar('\n');
+	/* out now, before a log line written straight to stderr: one file with 2>&1 */
+	fflush(stdout);
+	if (C.out_is_err)
+		log_set_line_open(false);
 }
 
 static void print_json(cJSON *root)
