@@ -428,7 +428,8 @@ static int verb_check(const struct opts *o)
 	_cleanup_free_ struct trusted_entry *v = NULL;
 	char why[1024], sudo[256];
 	size_t n = 0, i, problems = 0;
-	int r;
+	const char *failed = NULL; /* a check that could not be made: what it was */
+	int r, ret = 0, failed_r = 0;
 
 	if (o->json)
 		printf("{\"problems\":[");
@@ -446,6 +447,15 @@ static int verb_check(const struct opts *o)
 		}                                                                                  \
 		problems++;                                                                        \
 	} while (0)
+/* A check that cannot be made ends the report, which stays one JSON document ("ok":false
+ * and what failed) rather than the "{\"problems\":[" begun above. */
+#define CHECK_FAILED(r, what)                                                                      \
+	do {                                                                                       \
+		ret = fail((r), (what), o->root);                                                  \
+		failed = (what);                                                                   \
+		failed_r = (r);                                                                    \
+		goto out;                                                                          \
+	} while (0)
 
 	if (trusted_find_sudo(o->root, sudo, sizeof(sudo), NULL, 0) < 0) {
 		PROBLEM("trusted commands need sudo: no setuid-root sudo and visudo in the image");
@@ -453,11 +463,11 @@ static int verb_check(const struct opts *o)
 	}
 	r = trusted_list(o->root, &v, &n, NULL);
 	if (r < 0)
-		return fail(r, "Failed to list /data/trusted", o->root);
+		CHECK_FAILED(r, "Failed to list /data/trusted");
 	if (n > 0) {
 		r = trusted_secure_path_check(o->root, why, sizeof(why));
 		if (r < 0)
-			return fail(r, "Failed to check secure_path and pi-tools' home", o->root);
+			CHECK_FAILED(r, "Failed to check secure_path and pi-tools' home");
 		if (r)
 			PROBLEM("%s", why);
 	}
@@ -466,28 +476,28 @@ static int verb_check(const struct opts *o)
 			PROBLEM("/data/trusted/%s is not root-owned 0755", v[i].name);
 		r = trusted_scripts_interp_check(o->root, &v[i], 1, why, sizeof(why));
 		if (r < 0)
-			return fail(r, "Failed to check a script's interpreter", o->root);
+			CHECK_FAILED(r, "Failed to check a script's interpreter");
 		if (r)
 			PROBLEM("%s", why);
 		r = trusted_wrapper_check(o->root, v[i].name, why, sizeof(why));
 		if (r < 0)
-			return fail(r, "Failed to check a wrapper", o->root);
+			CHECK_FAILED(r, "Failed to check a wrapper");
 		if (r)
 			PROBLEM("%s", why);
 	}
 	r = trusted_secrets_check(o->root, why, sizeof(why));
 	if (r < 0)
-		return fail(r, "Failed to check /data/.secrets", o->root);
+		CHECK_FAILED(r, "Failed to check /data/.secrets");
 	if (r)
 		PROBLEM("%s", why);
 	r = trusted_dropin_current(o->root, why, sizeof(why));
 	if (r < 0)
-		return fail(r, "Failed to read the sudoers drop-in", o->root);
+		CHECK_FAILED(r, "Failed to read the sudoers drop-in");
 	if (r)
 		PROBLEM("%s", why);
 	r = trusted_check_sudoers(o->root, why, sizeof(why));
 	if (r < 0)
-		return fail(r, "Failed to run visudo", o->root);
+		CHECK_FAILED(r, "Failed to run visudo");
 	if (r)
 		PROBLEM("%s", why);
 	if (n > 0) {
@@ -495,17 +505,26 @@ static int verb_check(const struct opts *o)
 
 		r = trusted_verify_agents(o->root, o->agent, &rep);
 		if (r < 0)
-			return fail(r, "Failed to run sudo -l", o->root);
+			CHECK_FAILED(r, "Failed to run sudo -l");
 		if (r)
 			PROBLEM("%s", rep.message);
 	}
 out:
-	if (o->json)
-		printf("],\"commands\":%zu,\"ok\":%s}\n", n, problems ? "false" : "true");
-	else if (!problems)
+	if (o->json) {
+		printf("],\"commands\":%zu,\"ok\":%s", n, problems || failed ? "false" : "true");
+		if (failed) {
+			char e[256];
+
+			snprintf(e, sizeof(e), "%s: %s", failed, strerror(-failed_r));
+			printf(",\"error\":");
+			json_str(e);
+		}
+		printf("}\n");
+	} else if (!problems && !failed)
 		printf("ok: %zu trusted command(s), drop-in current, sudo agrees\n", n);
 #undef PROBLEM
-	return problems ? 1 : 0;
+#undef CHECK_FAILED
+	return failed ? ret : problems ? 1 : 0;
 }
 
 struct setid_print {

@@ -108,6 +108,15 @@ exits 1 "check wants the trusted-exec form of an old /bin/sh wrapper" "$P" trust
 ok "install rewrites it" "$P" trusted install --root "$R"
 is "... into the trusted-exec form" "$(head -n 1 "$R/data/bin/hello")" '#!/usr/local/bin/pistisd trusted-exec'
 ok "check passes again" "$P" trusted check --root "$R"
+# A check that cannot be made (here /data/trusted is no directory): --json's report is still
+# one JSON document, saying so, not the '{"problems":[' it had begun.
+mv "$R/data/trusted" "$R/data/trusted.x" && touch "$R/data/trusted"
+out=$("$P" trusted check --root "$R" --json 2>/dev/null)
+is "check --json that cannot list /data/trusted exits 111" "$?" 111
+is "... and still prints one JSON document saying why" "$(printf '%s' "$out" | python3 -c \
+	'import json,sys; d=json.load(sys.stdin); print(d["ok"], d["error"])' 2>&1)" \
+	"False Failed to list /data/trusted: Not a directory"
+rm "$R/data/trusted" && mv "$R/data/trusted.x" "$R/data/trusted"
 
 # The secrets' directory holds only pi-tools' and root's: an agent's link planted there (when
 # it could write /data and the directory was not there yet, an earlier life of the volume)
