@@ -197,11 +197,15 @@ struct pending {
 	char id[PROTO_MAX_CLIENT_ID + 1];
 };
 
+#define SOFTWARE_MAX 60 /* bytes of a sandbox's hello's software kept (a longer one: none) */
+
 struct sandbox {
 	const struct smin_sandbox_cfg *cfg;
 	uint8_t token_sha[SHA256_DIGEST_SIZE]; /* its token's, taken once at start-up */
 	struct conn *conn;
-	char software[64];
+	/* its hello's software (at most SOFTWARE_MAX bytes), C-escaped: room for the whole
+	 * (4 bytes a byte at most), so no cut goes unmarked (a silent one did at 63) */
+	char software[4 * SOFTWARE_MAX + 1];
 	unsigned connects;
 	struct pending *pend; /* requests forwarded to it, not yet answered */
 	size_t n_pend;
@@ -1449,7 +1453,7 @@ static void sandbox_text(struct conn *c, const char *buf, size_t len)
 		} else {
 			const char *sw = NULL;
 			c->said_hello = true;
-			(void)proto_get_string(root, "software", 60, &sw, &err);
+			(void)proto_get_string(root, "software", SOFTWARE_MAX, &sw, &err);
 			/* Shown by GET /v1/sandboxes and sandboxes.list, which an operator reads
 			 * with curl on a terminal: the sandbox's bytes C-escaped (cut at a whole
 			 * escape), so no ESC, C1 control (U+009B is a CSI) or bidi override

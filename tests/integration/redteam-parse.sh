@@ -23,16 +23,17 @@ smin_start "[{\"name\": \"evil\", \"token\": \"$EVIL\"}, {\"name\": \"s1\", \"to
 
 # --- the hello's software: OSC 52, a C1 CSI, a bidi override -------------------------------------
 # It was kept as sent and shown raw by sandboxes.list and GET /v1/sandboxes (curl on an
-# operator's terminal: U+009B is a CSI, OSC 52 sets the clipboard).
+# operator's terminal: U+009B is a CSI, OSC 52 sets the clipboard). Then escaped into 64
+# bytes: cut there, unmarked (its 38 bytes are 80 escaped: the "end" was lost).
 $FAKE sandbox-software "$SP" "$EVIL" "$CP" "$CT" >"$W/sw.out" 2>&1
 [ -z "$(val exception "$W/sw.out")" ] || sed 's/^/# /' "$W/sw.out"
 is "software: the hello is answered" "$(val hello "$W/sw.out")" ok
 is "software: sandboxes.list carries no control or bidi character of it" \
 	"$(val software_raw "$W/sw.out")" no
 is "software: ... it is C-escaped" "$(val software "$W/sw.out")" \
-	"'pistisd \\\\x1b]52;c;aGk=\\\\x07\\\\xc2\\\\x9b2J\\\\xe2\\\\x80\\\\xaeevil'"
+	"'pistisd \\\\x1b]52;c;aGk=\\\\x07\\\\xc2\\\\x9b2J\\\\xe2\\\\x80\\\\xaeevil\\\\x01\\\\x01\\\\x01\\\\x01\\\\x01\\\\x01\\\\x01end'"
 like "software: server-min's log has it escaped once" "$(cat "$W/smin.log")" \
-	"Sandbox 'evil' said hello \\(pistisd \\\\x1b]52;c;aGk=\\\\x07\\\\xc2\\\\x9b2J\\\\xe2\\\\x80\\\\xaeevil\\)"
+	"Sandbox 'evil' said hello \\(pistisd \\\\x1b]52;c;aGk=\\\\x07\\\\xc2\\\\x9b2J\\\\xe2\\\\x80\\\\xaeevil\\\\x01\\\\x01\\\\x01\\\\x01\\\\x01\\\\x01\\\\x01end\\)"
 if command -v curl >/dev/null; then
 	curl -s -H "Authorization: Bearer $CT" "http://127.0.0.1:$CP/v1/sandboxes" >"$W/api.out"
 	like "software: GET /v1/sandboxes names the sandbox" "$(cat "$W/api.out")" '"name":"evil"'

@@ -137,7 +137,7 @@ def scenario_sandbox_software(sport, stoken, cport, ctoken):
     a C1 CSI (U+009B) and a bidi override (U+202E). What sandboxes.list shows a client."""
     sb = WS(sport, "/v1/sandbox", "pistis.v1", stoken)
     sb.send(json.dumps({"id": "hello", "op": "hello", "version": 1, "sandbox": "evil",
-                        "software": "pistisd \x1b]52;c;aGk=\x07\x9b2J\u202eevil",
+                        "software": "pistisd \x1b]52;c;aGk=\x07\x9b2J\u202eevil" + "\x01" * 7 + "end",
                         "capabilities": [], "commands": []}, ensure_ascii=False))
     print("hello=" + err_code(sb.recv_json("hello")))
     c = client(cport, ctoken)
