@@ -1265,11 +1265,25 @@ static void send_start_error(const char *id, const struct spawn_error *se)
  * answered with the error and the command forgotten (c is freed); once exec'd, its output
  * and exit are watched and exec.start is answered with exec.started. Nothing of the
  * command reached the server before this. */
+/* The audit record of a command that reached the spawn core and never ran (a cwd the agent
+ * may not enter, argv[0] not found, a step that failed, no exec in time): one line, as a
+ * command's at its end, so that what an agent tried is on record whether or not it ran. */
+static void audit_not_started(const struct cmd *c, const struct spawn_error *se)
+{
+	char msg[160];
+
+	spawn_error_string(se, msg, sizeof(msg));
+	log_notice("audit exec cmd=%u agent=\"%s\" uid=%u end=not-started error=\"%s\" %-s cwd=%-s",
+		   c->id, c->agent, (unsigned)c->uid, msg, c->audit_argv ? c->audit_argv : "argv=?",
+		   c->cwd ? c->cwd : "\"~\"");
+}
+
 static void exec_settled(struct cmd *c, int r, const struct spawn_error *se)
 {
 	cJSON *o;
 
 	if (r < 0) {
+		audit_not_started(c, se);
 		send_start_error(c->start_id, se);
 		cmd_free(c);
 		return;
@@ -1467,16 +1481,6 @@ static void exec_start(const struct proto_request *req)
 	so.on_close_userdata = c;
 	/* Returns right after clone: the exec is awaited below for a moment, then by the loop
 	 * (exec_settled), so a spawn child the agent stops holds up only its own command. */
-	r = spawn_start_async(T.spawn, &so, &c->p, &se);
-	if (r < 0) {
-		reap_dying(&T.reap); /* a child killed before its exec may leave its cgroup late */
-		send_start_error(req->id, &se);
-		reader_put(c->rd);
-		free(c);
-		c = NULL;
-		goto out;
-	}
-	c->starting = true;
 	c->id = T.next_id++;
 	if (T.next_id == 0)
 		T.next_id = 1;
@@ -1493,6 +1497,19 @@ static void exec_start(const struct proto_request *req)
 	 * field, and a long one is cut with a mark (last on the line, after argv). */
 	if (st.cwd)
 		c->cwd = escape_c_field(st.cwd, AUDIT_CWD_MAX);
+	r = spawn_start_async(T.spawn, &so, &c->p, &se);
+	if (r < 0) {
+		reap_dying(&T.reap); /* a child killed before its exec may leave its cgroup late */
+		audit_not_started(c, &se);
+		send_start_error(req->id, &se);
+		reader_put(c->rd);
+		free(c->audit_argv);
+		free(c->cwd);
+		free(c);
+		c = NULL;
+		goto out;
+	}
+	c->starting = true;
 	/* Listed from now on, so it counts against the limits (and its tag names it) while
 	 * it starts; newest last, so a tag names the latest command. */
 	{

@@ -102,6 +102,16 @@ is "audit: a quote in the cwd is escaped inside the field, not a delimiter" \
 	"$(printf '%s\n' "$line" | grep -c '[^\\]" end=exited code=0 signal=0 forged')" 0
 like "... it is there, escaped once" "$line" 'cwd=".*/x\\" end=exited code=0 signal=0 forged=\\"1"$'
 like "audit: and the real end is there" "$line" 'end=exited code=3 '
+# A command that never ran is on record too (it said nothing before): argv[0] not found, a
+# cwd the agent may not enter.
+"$BIN/pistis" exec --agent alice -- /no/such/prog-audit >/dev/null 2>&1
+line=$(grep 'audit exec .*prog-audit' "$W/pd.log" | tail -n 1)
+like "audit: a command whose argv[0] is missing is recorded, not-started" "$line" \
+	'agent="alice" uid=[0-9]+ end=not-started error="execve: No such file or directory" .*prog-audit'
+"$BIN/pistis" exec --agent alice --cwd /data/pistis -- true-cwd-audit >/dev/null 2>&1
+line=$(grep 'audit exec .*true-cwd-audit' "$W/pd.log" | tail -n 1)
+like "audit: a command refused its cwd is recorded, not-started, with the cwd" "$line" \
+	'end=not-started error=".*" .*true-cwd-audit.* cwd="/data/pistis"$'
 
 # --- file operations: a bad field is an error, never silently replaced by a default ------------
 "$BIN/pistis" exec --agent alice -- sh -c 'printf 0123456789 >"$HOME/ten"'
