@@ -521,6 +521,7 @@ static int install(struct hctx *h, cJSON *o)
 
 static void do_trusted(struct hctx *h, enum proto_op op, cJSON *req)
 {
+	_cleanup_close_ int lock_fd = -1;
 	cJSON *o;
 	int r;
 
@@ -552,6 +553,23 @@ static void do_trusted(struct hctx *h, enum proto_op op, cJSON *req)
 	const char *name = trusted_name(h, req);
 	if (!name)
 		return;
+	/* One add, remove or install at a time in the root: `pistisd trusted` on the command
+	 * line may be running (trusted_lock). */
+	{
+		_cleanup_close_ int root_fd = -1;
+
+		r = trusted_root_open("/", &root_fd);
+		if (r >= 0)
+			r = trusted_lock(root_fd, TRUSTED_LOCK_WAIT_S * 1000u, &lock_fd);
+	}
+	if (r == -EWOULDBLOCK)
+		return answer_error(h, PROTO_E_LIMIT, 0,
+				    "another trusted add, remove or install runs in this root "
+				    "(/%s held for %d s); nothing done",
+				    TRUSTED_LOCK, TRUSTED_LOCK_WAIT_S);
+	if (r < 0)
+		return answer_error(h, proto_err_from_errno(r), 0, "cannot lock /%s: %s",
+				    TRUSTED_LOCK, strerror(-r));
 	o = cJSON_CreateObject();
 	cJSON_AddStringToObject(o, "name", name);
 	if (op == PROTO_OP_TRUSTED_ADD) {

@@ -587,6 +587,38 @@ static int verb_harden(const struct opts *o)
 	return 0;
 }
 
+/* add, remove, adopt and install: one at a time in a root (trusted_lock), waiting for
+ * another for up to TRUSTED_LOCK_WAIT_S and saying so. */
+static int take_lock(const struct opts *o, int *ret_fd)
+{
+	_cleanup_close_ int root_fd = -1;
+	int r = trusted_root_open(o->root, &root_fd);
+
+	if (r >= 0)
+		r = trusted_lock(root_fd, 0, ret_fd);
+	if (r == -EWOULDBLOCK) {
+		log_notice("Another trusted add, remove, adopt or install is running in this root "
+			   "(it holds /%s); waiting for it",
+			   TRUSTED_LOCK);
+		r = trusted_lock(root_fd, TRUSTED_LOCK_WAIT_S * 1000u, ret_fd);
+	}
+	if (r == -EWOULDBLOCK)
+		log_error("Another trusted add, remove, adopt or install still runs in this root "
+			  "after %d s (it holds /%s); nothing done",
+			  TRUSTED_LOCK_WAIT_S, TRUSTED_LOCK);
+	else if (r == -EPERM)
+		log_error("Cannot lock /%s: it or /data/pistis is not root's alone (owner root, "
+			  "no group or other write; the lock file 0600); nothing done",
+			  TRUSTED_LOCK);
+	else if (r == -EBADFD || r == -EISDIR || r == -ELOOP)
+		log_error("Cannot lock /%s: not a regular file with one link (remove it); "
+			  "nothing done",
+			  TRUSTED_LOCK);
+	else if (r < 0)
+		log_error_errno(r, "Failed to lock /%s: %m; nothing done", TRUSTED_LOCK);
+	return r < 0 ? EXIT_SYSTEM : 0;
+}
+
 static bool verb_known(const char *verb)
 {
 	static const char *const verbs[] = {"add",   "remove",	"adopt",	"list",
@@ -612,6 +644,7 @@ int trusted_cli_main(int argc, char **argv)
 		{0},
 	};
 	struct opts o = {.root = "/"};
+	_cleanup_close_ int lock_fd = -1;
 	const char *verb, *name = NULL;
 	int c, nargs;
 
@@ -684,6 +717,8 @@ int trusted_cli_main(int argc, char **argv)
 				  name);
 			return EXIT_USAGE;
 		}
+		if (take_lock(&o, &lock_fd))
+			return EXIT_SYSTEM;
 		if (!strcmp(verb, "add"))
 			return verb_add(&o, name, args[1]);
 		if (!strcmp(verb, "remove"))
@@ -699,6 +734,7 @@ int trusted_cli_main(int argc, char **argv)
 	if (!strcmp(verb, "check"))
 		return verb_check(&o);
 	if (!strcmp(verb, "install"))
-		return do_install(&o, "installed", NULL, NULL);
+		return take_lock(&o, &lock_fd) ? EXIT_SYSTEM
+					       : do_install(&o, "installed", NULL, NULL);
 	return verb_harden(&o); /* the last of verb_known's */
 }

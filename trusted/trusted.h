@@ -275,6 +275,18 @@ int trusted_write_tree_suid(int root_fd, char *which, size_t size);
 /* Open the root ("/" or a directory) as an O_PATH fd. */
 int trusted_root_open(const char *root, int *ret_fd);
 
+/* One add, remove, adopt or install at a time in a root: each renders the drop-in from
+ * what /data/trusted holds when it reads it, so two at once installed whichever finished
+ * last (a script added beside it missing from sudo, a removed one still granted). An
+ * exclusive flock on TRUSTED_LOCK (made root 0600 in root-only /data/pistis: in a
+ * directory agents may read, any agent could open it and hold the lock for ever), tried
+ * every 50 ms for up to wait_ms. The fd holds the lock until it is closed. -EWOULDBLOCK
+ * when another still holds it then; -EPERM when /data/pistis or the lock file is not
+ * root's alone, -EBADFD when the lock file is not a regular file with one link. */
+#define TRUSTED_LOCK "data/pistis/trusted.lock"
+#define TRUSTED_LOCK_WAIT_S 60
+int trusted_lock(int root_fd, unsigned wait_ms, int *ret_fd);
+
 /* Copy a script from an fd the caller opened (regular file, owned by root, writable by no one
  * else: -EPERM otherwise) to /data/trusted/NAME, root 0755, and write the wrapper
  * /data/bin/NAME. -ENOEXEC, with the reason in why, when its #! interpreter fails

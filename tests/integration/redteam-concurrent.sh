@@ -1,0 +1,103 @@
+#!/bin/bash
+# Red team: pistisd racing itself. Privileged operations run at once on one root (an
+# operator's `docker exec … pistisd trusted add` beside serve's trusted.add, two operators,
+# parallel batches): the drop-in must always grant exactly the scripts /data/trusted holds,
+# and a lock that is held, or is not a regular file, must give a bounded wait or a clear
+# refusal. Debian root with the real sudo; root, private mount namespace.
+. "$(dirname "$0")/../lib.sh"
+need_root
+need_mount_ns "$@"
+
+P=$BIN/pistisd
+[ -x "$P" ] || { echo "1..0 # SKIP pistisd not built"; exit 0; }
+S=$(scratch)
+R=$(root_fresh debian) || { echo "1..0 # SKIP root_fresh debian failed"; exit 0; }
+[ -x "$R/usr/bin/sudo" ] || { echo "1..0 # SKIP no sudo in the root"; exit 0; }
+
+"$P" users ensure-base --root "$R" >/dev/null
+"$P" users ensure conc/a --root "$R" >/dev/null
+for i in $(seq 1 8); do
+	printf '#!/bin/sh\necho t%s\n' "$i" >"$S/t$i"
+	chmod 0755 "$S/t$i"
+done
+granted() { # the scripts the drop-in names, sorted, one line
+	grep -o '/data/trusted/[a-z0-9_-]*' "$R/etc/sudoers.d/pistis-trusted" 2>/dev/null |
+		sed 's|.*/||' | sort | tr '\n' ' '
+}
+listed() { ls "$R/data/trusted" 2>/dev/null | sort | tr '\n' ' '; }
+wrappers() { ls "$R/data/bin" 2>/dev/null | sort | tr '\n' ' '; }
+
+# --- trusted add/remove at once: each rendered the drop-in from what /data/trusted held
+# when it read it, so whichever installed last won (before the lock, 8 adds at once left
+# 1-2 scripts out of sudo while each said "added", and 4 removes at once left 1-3 removed
+# scripts granted).
+for round in 1 2 3; do
+	for i in $(seq 1 8); do
+		"$P" trusted add "t$i" "$S/t$i" --root "$R" >"$S/add-$round-$i.out" 2>&1 &
+	done
+	wait
+	is "round $round: 8 adds at once: /data/trusted holds all 8" "$(listed)" "t1 t2 t3 t4 t5 t6 t7 t8 "
+	is "round $round: ... the drop-in grants exactly those" "$(granted)" "$(listed)"
+	is "round $round: ... a wrapper for each" "$(wrappers)" "$(listed)"
+	is "round $round: ... every add said 'added'" \
+		"$(cat "$S"/add-"$round"-*.out | grep -c '^added t[1-8] sha256:')" 8
+	ok "round $round: ... visudo -c passes" chroot "$R" visudo -c
+	for i in 1 2 3 4; do
+		"$P" trusted remove "t$i" --root "$R" >"$S/rm-$round-$i.out" 2>&1 &
+	done
+	# an add of a new name and an install at the same time as the removes
+	"$P" trusted add "t$((round + 4))x" "$S/t1" --root "$R" >"$S/addx-$round.out" 2>&1 &
+	"$P" trusted install --root "$R" >"$S/inst-$round.out" 2>&1 &
+	wait
+	is "round $round: 4 removes, an add and an install at once: the drop-in grants what is listed" \
+		"$(granted)" "$(listed)"
+	is "round $round: ... and holds t5-t8 and the new one" "$(listed)" \
+		"$(printf 't%s\n' 5 6 7 8 "$((round + 4))x" | sort | tr '\n' ' ')"
+	is "round $round: ... wrappers agree" "$(wrappers)" "$(listed)"
+	is "round $round: ... every remove said 'removed'" \
+		"$(cat "$S"/rm-"$round"-*.out | grep -c '^removed t[1-4]')" 4
+	for f in "$S"/rm-"$round"-*.out "$S"/addx-"$round".out "$S"/inst-"$round".out; do
+		grep -q '^\(removed\|added\|sudoers drop-in\)' "$f" || sed "s|^|# ${f##*/}: |" "$f"
+	done
+	for n in $(listed); do "$P" trusted remove "$n" --root "$R" >/dev/null 2>&1; done
+	is "round $round: all removed one by one: no drop-in" "$(ls "$R/etc/sudoers.d")" README
+done
+
+# --- the trusted lock: held by another (bounded wait, clear line), or not a lock file ----
+L=$R/data/pistis/trusted.lock
+python3 -c 'import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR)
+fcntl.flock(fd, fcntl.LOCK_EX)
+open(sys.argv[2], "w").close()
+time.sleep(4)' "$L" "$S/held" &
+holder=$!
+for _ in $(seq 1 100); do [ -e "$S/held" ] && break; sleep 0.05; done
+start=$(date +%s)
+out=$("$P" trusted add t1 "$S/t1" --root "$R" 2>&1)
+rc=$?
+is "an add while another holds the lock waits for it, then succeeds" "$rc" 0
+like "... and says it waits" "$out" 'Another trusted add, remove, adopt or install is running in this root \(it holds /data/pistis/trusted.lock\); waiting for it'
+ok "... for as long as the other held it" test $(($(date +%s) - start)) -ge 2
+wait "$holder"
+"$P" trusted remove t1 --root "$R" >/dev/null 2>&1
+for kind in dir fifo symlink hardlink other-owner; do
+	rm -rf "$L"
+	case $kind in
+	dir) mkdir "$L" ;;
+	fifo) mkfifo "$L" ;;
+	symlink) ln -s /etc/shadow "$L" ;;
+	hardlink) install -m 0600 /dev/null "$L" && ln "$L" "$R/data/pistis/lk2" ;;
+	other-owner) install -m 0600 -o 10100 /dev/null "$L" ;;
+	esac
+	out=$(timeout 20 "$P" trusted add t1 "$S/t1" --root "$R" 2>&1)
+	rc=$?
+	is "a lock file that is a $kind: refused at once (exit 111)" "$rc" 111
+	like "... naming it, nothing done" "$out" 'ot lock /data/pistis/trusted.lock: .*nothing done'
+	is "... nothing added" "$(listed)" ""
+	rm -rf "$L" "$R/data/pistis/lk2"
+done
+is "the symlink's target was not touched" "$(stat -c '%U %a' "$R/etc/shadow")" "root 640"
+ok "with the lock file gone, add works again" "$P" trusted add t1 "$S/t1" --root "$R"
+is "... and made it root's 0600" "$(stat -c '%U %a %h' "$L")" "root 600 1"
+
+done_testing
