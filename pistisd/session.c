@@ -769,15 +769,28 @@ static int ipc_probe_start(const struct sweep *w)
 
 static void sweep_run(const struct sweep *w)
 {
-	long n;
+	long n = w->keep_children ? 0 : ipc_namespace_objects();
+	pid_t other, child = 0;
 
+	/* Our last command of the agent is not its last anywhere when another pistisd (an
+	 * operator's `pistisd run`, a second serve on this /data) runs one: the sweep by uid
+	 * killed that command, and the IPC sweep took the objects it uses (red team,
+	 * redteam-concurrent.sh). Left then, as beside a command of our own: that daemon's
+	 * command ends with its own sweep, a tightening policy.apply still reaches all. */
+	if ((w->pgid || n != 0) &&
+	    (other = spawn_uid_commanded_elsewhere(T.spawn, w->uid, &child)) > 0) {
+		log_notice("audit exec cmd=%u agent=\"%s\": what runs as the agent, and its SysV "
+			   "IPC objects, are left: another pistisd (pid %d) runs a command of it "
+			   "(pid %d)",
+			   w->cmd_id, w->agent, (int)other, (int)child);
+		return;
+	}
 	if (w->pgid)
 		kill_agent_leftovers(w->cmd_id, w->agent, w->uid);
 	/* What no kill reaches: the SysV IPC objects the agent made and left (pistisd/ipc.h).
 	 * Kept with what keep_children keeps, which may still use them. */
 	if (w->keep_children)
 		return;
-	n = ipc_namespace_objects();
 	if (n >= 0 && n <= SWEEP_IPC_INLINE_MAX) {
 		sweep_ipc(w);
 		return;

@@ -1648,6 +1648,53 @@ bool spawn_agent_has_processes(const struct spawn_ctx *ctx, uid_t uid)
 	return spawn_uid_has_processes(ctx->proc_fd, uid);
 }
 
+struct elsewhere {
+	struct sweep s;
+	pid_t self;
+	pid_t found, child;
+};
+
+/* A process of the uid whose parent is a live pistisd other than us: its command. */
+static bool commanded_elsewhere(pid_t pid, void *arg)
+{
+	struct elsewhere *e = arg;
+	struct proc_ids id;
+
+	if (!proc_ids(e->s.proc_fd, pid, &id) || !ids_match(&e->s, &id) || id.ppid == e->self ||
+	    !live_pistisd(e->s.proc_fd, (pid_t)id.ppid) || !in_roots(&e->s, pid))
+		return false;
+	e->found = (pid_t)id.ppid;
+	e->child = pid;
+	return true;
+}
+
+pid_t spawn_uid_commanded_elsewhere(const struct spawn_ctx *ctx, uid_t uid, pid_t *ret_child)
+{
+	struct spawn_sweep_root root;
+	struct stat st;
+	struct elsewhere e = {
+		.s = {.proc_fd = ctx->proc_fd,
+		      .uids = &uid,
+		      .n_uids = 1,
+		      .roots = &root,
+		      .n_roots = 1},
+		.self = getpid(),
+	};
+
+	/* Ours only: beside a chroot's sandbox, or with the PID namespace shared between
+	 * sandboxes (docker run --pid host), another sandbox's daemon runs commands of the
+	 * same uid (every sandbox's first agent is 10100), and taking those for ours left our
+	 * own strays running. */
+	if (stat("/", &st) < 0)
+		return 0;
+	root = (struct spawn_sweep_root){.dev = st.st_dev, .ino = st.st_ino};
+	if (proc_each(ctx->proc_fd, commanded_elsewhere, &e) != 1)
+		return 0;
+	if (ret_child)
+		*ret_child = e.child;
+	return e.found;
+}
+
 int spawn_ctx_proc_fd(const struct spawn_ctx *ctx)
 {
 	return ctx->proc_fd;

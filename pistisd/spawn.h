@@ -321,6 +321,13 @@ bool spawn_agent_has_processes(const struct spawn_ctx *ctx, uid_t uid);
 /* The same beneath proc_fd (an open /proc), for a CLI without a spawn_ctx. */
 bool spawn_uid_has_processes(int proc_fd, uid_t uid);
 
+/* The pid of another live pistisd (root in every id, named pistisd: a `pistisd run`, a
+ * second serve on the same /data) one of whose children runs as uid with our root
+ * directory (or one that cannot be read), by /proc: a command of the agent that is that
+ * daemon's, not ours (its pid in *ret_child, which may be
+ * NULL). 0 when there is none or /proc cannot be read. */
+pid_t spawn_uid_commanded_elsewhere(const struct spawn_ctx *ctx, uid_t uid, pid_t *ret_child);
+
 /* /proc, opened at spawn_ctx_new (before any chroot); -1 without it. */
 int spawn_ctx_proc_fd(const struct spawn_ctx *ctx);
 /* The same through proc_fd (an open /proc), limited, when roots is not NULL, to the

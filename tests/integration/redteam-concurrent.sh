@@ -100,4 +100,48 @@ is "the symlink's target was not touched" "$(stat -c '%U %a' "$R/etc/shadow")" "
 ok "with the lock file gone, add works again" "$P" trusted add t1 "$S/t1" --root "$R"
 is "... and made it root's 0600" "$(stat -c '%U %a %h' "$L")" "root 600 1"
 
+# --- serve beside an operator's `pistisd run` of the same agent ---------------------------
+# Without a cgroup or an audit session (the process-group fallback) serve kills every
+# process of an agent's uid when the agent's last command of its own ends, and removes the
+# agent's SysV IPC objects: a `pistisd run` of the same agent (an operator's docker exec, a
+# second serve on the same /data) lost its command (exit 137) to serve's next command's
+# end, and the objects it used.
+if [ -x "$BIN/server-min" ] && [ -x "$BIN/pistis" ]; then
+	R2=$(root_fresh debian)
+	W=$(scratch)
+	PROBE=/usr/local/lib/pistis-tests/probe
+	serve_down() {
+		[ -n "${PD:-}" ] && kill "$PD" 2>/dev/null
+		[ -n "${SM:-}" ] && kill "$SM" 2>/dev/null
+		wait 2>/dev/null
+		for p in $(root_pids "$R2"); do kill -9 "$p" 2>/dev/null; done
+		ipc_remove ${AUID2:-}
+		root_cleanup
+	}
+	trap serve_down EXIT
+	mount -t tmpfs -o mode=0755,size=1m no-cgroup "$R2/sys/fs/cgroup"
+	SERVE_ENV=PISTIS_NO_AUDIT_SESSION=1 relay_up "$R2" "$W"
+	AUID2=$(timeout 30 "$BIN/pistis" exec --agent alice -- id -u 2>&1 | tail -n 1)
+	like "serve runs alice's command (uid $AUID2)" "$AUID2" '^1[0-9]{4}$'
+	(in_root_exec "$R2" PISTIS_NO_AUDIT_SESSION=1 pistisd run --agent alice -- \
+		sh -c "$PROBE ipc-leave 65536 && sleep 4 && echo survived") >"$W/run.out" 2>&1 &
+	RUN=$!
+	for _ in $(seq 1 100); do [ "$(ipc_of "$AUID2")" = 3 ] && break; sleep 0.05; done
+	like "serve's next command of alice ends" \
+		"$(timeout 30 "$BIN/pistis" exec --agent alice -- echo serve-cmd 2>&1)" '^serve-cmd'
+	sleep 0.3
+	is "... the run's objects are kept" "$(ipc_of "$AUID2")" 3
+	wait "$RUN"
+	is "... the operator's pistisd run of alice was not killed (exit 0)" "$?" 0
+	like "... and ran to its end" "$(cat "$W/run.out")" 'survived'
+	like "serve says what it left and why" "$(cat "$W/pd.log")" \
+		'agent="alice": what runs as the agent, and its SysV IPC objects, are left: another pistisd \(pid [0-9]+\) runs a command of it'
+	# With the run gone, serve's next command's end sweeps again.
+	timeout 30 "$BIN/pistis" exec --agent alice -- true >/dev/null 2>&1
+	sleep 0.3
+	is "with no other pistisd's command, serve's sweep removes them again" "$(ipc_of "$AUID2")" 0
+else
+	skip "serve beside pistisd run" "server-min or pistis not built"
+fi
+
 done_testing
