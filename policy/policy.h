@@ -286,9 +286,10 @@ int policy_rules_check_fs(int root_fd, const struct policy_rules *r, struct poli
 
 /* One apply or save at a time in a root (the CLI beside serve's policy.apply, two
  * operators): an exclusive flock on POLICY_STATE_DIR itself, tried every 50 ms for up to
- * wait_ms. 0 with *ret_fd the lock (close it when done), or -1 when the root has no state
- * directory yet or one the rules' load refuses; -EWOULDBLOCK when another holds it past
- * wait_ms; -errno. */
+ * wait_ms; a missing POLICY_STATE_DIR is made (root 0700) first, and in a root without
+ * /data the root directory is locked instead. 0 with *ret_fd the lock (close it when
+ * done), or -1 when the state directory is one the rules' load refuses; -EWOULDBLOCK when
+ * another holds it past wait_ms; -errno. */
 int policy_apply_lock(int root_fd, unsigned wait_ms, int *ret_fd);
 
 /* Replace POLICY_RULES_PATH beneath root_fd with buf atomically: temp file in the same

@@ -361,9 +361,31 @@ int policy_apply_lock(int root_fd, unsigned wait_ms, int *ret_fd)
 	int r = policy_state_dir_open(root_fd, &fd);
 
 	*ret_fd = -1;
-	/* No state yet, nothing saved to keep in step with; or a directory no one may trust
-	 * (not root's, a link), which the rules' load and save refuse with their reasons. */
-	if (r == -ENOENT || r == -EPERM || r == -ELOOP || r == -ENOTDIR)
+	/* No state yet: made here, root 0700 as ensure-base makes it, so that two applies in
+	 * a root that has none (an image's build, a root prepared before its first start)
+	 * exclude each other too: unlocked, they left a mix of both rule sets (red team,
+	 * redteam-concurrent.sh). */
+	if (r == -ENOENT) {
+		_cleanup_close_ int data_fd = -1;
+		char dir[] = POLICY_STATE_DIR;
+
+		*strrchr(dir, '/') = '\0';
+		r = policy_resolve(root_fd, dir, O_PATH | O_DIRECTORY, &data_fd);
+		if (r >= 0 && mkdirat(data_fd, strrchr(POLICY_STATE_DIR, '/') + 1, 0700) < 0 &&
+		    errno != EEXIST)
+			r = negative_errno();
+		if (r >= 0)
+			r = policy_state_dir_open(root_fd, &fd);
+	}
+	/* No /data at all: no registry, so no agent that could hold it: the root directory
+	 * itself. */
+	if (r == -ENOENT) {
+		fd = openat(root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		r = fd < 0 ? negative_errno() : 0;
+	}
+	/* A directory no one may trust (not root's, a link), which the rules' load and save
+	 * refuse with their reasons. */
+	if (r == -EPERM || r == -ELOOP || r == -ENOTDIR)
 		return 0;
 	if (r < 0)
 		return r;

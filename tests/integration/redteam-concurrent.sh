@@ -100,6 +100,41 @@ is "the symlink's target was not touched" "$(stat -c '%U %a' "$R/etc/shadow")" "
 ok "with the lock file gone, add works again" "$P" trusted add t1 "$S/t1" --root "$R"
 is "... and made it root's 0600" "$(stat -c '%U %a %h' "$L")" "root 600 1"
 
+# --- two policy applies in a root without /data/pistis (an image's build, a root prepared
+# before its first start): the lock was on /data/pistis, and with none there was no lock,
+# so the two walks left a mix of both rule sets (25 directories 2770 and 6 0755 after one
+# round of a write and a read apply of /w).
+PR=$S/proot
+mkdir -p "$PR/etc" "$PR/w"
+cp -a /etc/passwd /etc/group /etc/shadow /etc/gshadow "$PR/etc/"
+"$P" users ensure-base --root "$PR" >/dev/null
+for d in $(seq 1 30); do
+	mkdir "$PR/w/d$d"
+	for f in $(seq 1 40); do echo x >"$PR/w/d$d/f$f"; done
+done
+echo '[{"path":"/w","access":"write"}]' >"$S/write.json"
+echo '[{"path":"/w","access":"read"}]' >"$S/read.json"
+for how in no-state no-data; do
+	mixed=0
+	for round in 1 2 3 4 5; do
+		rm -rf "$PR/data/pistis"
+		[ $how = no-data ] && rm -rf "$PR/data"
+		"$P" policy apply --rules "$S/write.json" --root "$PR" --keep-processes >/dev/null 2>&1 &
+		"$P" policy apply --rules "$S/read.json" --root "$PR" --keep-processes >/dev/null 2>&1 &
+		wait
+		modes=$(find "$PR/w" -printf '%m\n' | sort -u | tr '\n' ' ')
+		[ "$modes" = "2770 660 " ] || [ "$modes" = "644 755 " ] || {
+			mixed=$((mixed + 1))
+			echo "# $how round $round: modes $modes"
+		}
+	done
+	is "$how: two applies at once, 5 rounds: each ends as one whole apply left it" "$mixed" 0
+done
+ok "in a root without /data, the lock makes none" test ! -e "$PR/data"
+mkdir "$PR/data"
+"$P" policy apply --rules "$S/read.json" --root "$PR" --keep-processes >/dev/null 2>&1
+is "where /data is, the lock makes /data/pistis root's 0700" "$(stat -c '%U %a' "$PR/data/pistis" 2>&1)" "root 700"
+
 # --- serve beside an operator's `pistisd run` of the same agent ---------------------------
 # Without a cgroup or an audit session (the process-group fallback) serve kills every
 # process of an agent's uid when the agent's last command of its own ends, and removes the
@@ -124,9 +159,10 @@ if [ -x "$BIN/server-min" ] && [ -x "$BIN/pistis" ]; then
 	AUID2=$(timeout 30 "$BIN/pistis" exec --agent alice -- id -u 2>&1 | tail -n 1)
 	like "serve runs alice's command (uid $AUID2)" "$AUID2" '^1[0-9]{4}$'
 	(in_root_exec "$R2" PISTIS_NO_AUDIT_SESSION=1 pistisd run --agent alice -- \
-		sh -c "$PROBE ipc-leave 65536 && sleep 4 && echo survived") >"$W/run.out" 2>&1 &
+		sh -c "$PROBE ipc-leave 65536 && sleep 6 && echo survived") >"$W/run.out" 2>&1 &
 	RUN=$!
-	for _ in $(seq 1 100); do [ "$(ipc_of "$AUID2")" = 3 ] && break; sleep 0.05; done
+	for _ in $(seq 1 400); do [ "$(ipc_of "$AUID2")" = 3 ] && break; sleep 0.05; done
+	is "the run's command made its objects" "$(ipc_of "$AUID2")" 3
 	like "serve's next command of alice ends" \
 		"$(timeout 30 "$BIN/pistis" exec --agent alice -- echo serve-cmd 2>&1)" '^serve-cmd'
 	sleep 0.3
