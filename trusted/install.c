@@ -384,6 +384,51 @@ int trusted_confirm_new_agent(const char *root, const char *agent)
 	return 1;
 }
 
+/* A read lock on the root's /etc/.pwd.lock, the lock `pistisd users` (and lckpwdf) take to
+ * write /etc: while it is held, no agent is made or removed, so one sudo -l and the look
+ * at pi-sandbox after it see the same /etc. Polled for up to 15 s (lckpwdf's timeout), as
+ * sandbox-users does; -1 when it cannot be had (then the look after a failed sudo -l
+ * still tells a removed agent from a real mismatch, without that guarantee). */
+#define PWD_READ_LOCK_MS 15000
+
+static int pwd_read_lock(int root_fd)
+{
+	struct flock fl = {.l_type = F_RDLCK, .l_whence = SEEK_SET};
+	_cleanup_close_ int etc_fd = -1, fd = -1;
+	struct stat st;
+
+	if (trusted_open_dir(root_fd, "etc", false, 0755, 0, 0, false, &etc_fd) < 0)
+		return -1;
+	/* As sandbox-users opens it: never a FIFO, device, link or someone else's file. */
+	fd = openat(etc_fd, ".pwd.lock",
+		    O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0600);
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != 0)
+		return -1;
+	for (unsigned waited = 0;; waited += 10) {
+		if (fcntl(fd, F_SETLK, &fl) == 0)
+			return TAKE_FD(fd);
+		if ((errno != EAGAIN && errno != EACCES && errno != EINTR) ||
+		    waited >= PWD_READ_LOCK_MS)
+			return -1;
+		(void)usleep(10 * 1000);
+	}
+}
+
+/* Whether name is still a member of pi-sandbox in the root's /etc/group. */
+static bool still_member(int root_fd, const char *name)
+{
+	char **v = NULL;
+	size_t n = 0;
+	bool found = false;
+
+	if (sandbox_members(root_fd, &v, &n) < 0)
+		return true; /* cannot tell: the mismatch stands */
+	for (size_t i = 0; i < n && !found; i++)
+		found = !strcmp(v[i], name);
+	free_strv(v, n);
+	return found;
+}
+
 int trusted_verify_agents(const char *root, const char *agent, struct trusted_install_report *rep)
 {
 	char sudo[256];
@@ -417,18 +462,27 @@ int trusted_verify_agents(const char *root, const char *agent, struct trusted_in
 	for (i = 0; i < n_agents; i++) {
 		char *argv[] = {sudo, "-n", "-l", "-U", agents[i], NULL};
 		struct trusted_sudo_list *l = NULL;
+		_cleanup_close_ int pwd_fd = -1;
 		char why[512];
 		int s;
 
 		free(out);
 		out = NULL;
+		/* The members were read before: `pistisd users remove` or ensure, run meanwhile
+		 * (serve's ensure, an operator's), made sudo answer "unknown user" or grant
+		 * nothing, and a good install said it failed (red team, redteam-concurrent.sh). */
+		pwd_fd = pwd_read_lock(root_fd);
 		s = trusted_run_in_root(root, argv, &out);
 		if (s < 0) {
 			free_strv(agents, n_agents);
 			return s;
 		}
 		r = trusted_sudo_list_parse(out, strlen(out), &l);
-		if (r < 0) {
+		if (r >= 0 && trusted_sudo_list_verify(l, entries, n, why, sizeof(why)) == 0) {
+			rep->verified++;
+		} else if (!agent && !still_member(root_fd, agents[i])) {
+			/* An agent removed since the members were read is none to confirm. */
+		} else if (r < 0) {
 			rep->mismatched++;
 			if (!rep->message[0]) {
 				char pre[128];
@@ -436,10 +490,6 @@ int trusted_verify_agents(const char *root, const char *agent, struct trusted_in
 				escape_format(pre, sizeof(pre), "sudo -l -U %s: ", agents[i]);
 				set_message(rep, pre, out);
 			}
-			continue;
-		}
-		if (trusted_sudo_list_verify(l, entries, n, why, sizeof(why)) == 0) {
-			rep->verified++;
 		} else {
 			rep->mismatched++;
 			if (!rep->message[0])

@@ -63,6 +63,31 @@ for round in 1 2 3; do
 	is "round $round: all removed one by one: no drop-in" "$(ls "$R/etc/sudoers.d")" README
 done
 
+# --- trusted install beside users remove/ensure: install confirms the drop-in with sudo -l
+# for each member of pi-sandbox it read first; an agent removed (or half made) meanwhile
+# made sudo say "unknown user" or grant nothing, and a good install exited 1 (9 of 25).
+for i in $(seq 1 6); do "$P" users ensure "churn-$i" --root "$R" >/dev/null; done
+"$P" trusted add t1 "$S/t1" --root "$R" >/dev/null 2>&1
+(for k in $(seq 1 40); do
+	for i in $(seq 1 6); do
+		"$P" users remove "churn-$i" --root "$R" >/dev/null 2>&1
+		"$P" users ensure "churn-$i" --root "$R" >/dev/null 2>&1
+	done
+done) &
+churn=$!
+fails=0
+for k in $(seq 1 20); do
+	"$P" trusted install --root "$R" >"$S/churn.out" 2>&1 || {
+		fails=$((fails + 1))
+		sed 's/^/# /' "$S/churn.out" | head -n 2
+	}
+done
+kill "$churn" 2>/dev/null
+wait "$churn" 2>/dev/null
+is "20 installs while agents are removed and made: each confirmed" "$fails" 0
+ok "... and a check after says all is well" "$P" trusted check --root "$R"
+"$P" trusted remove t1 --root "$R" >/dev/null 2>&1
+
 # --- the trusted lock: held by another (bounded wait, clear line), or not a lock file ----
 L=$R/data/pistis/trusted.lock
 python3 -c 'import fcntl, os, sys, time
