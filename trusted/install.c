@@ -347,10 +347,9 @@ int trusted_install(const char *root, const char *agent, struct trusted_install_
 int trusted_confirm_new_agent(const char *root, const char *agent)
 {
 	struct trusted_install_report rep = {0};
-	_cleanup_close_ int root_fd = -1, dir_fd = -1;
-	int r, k;
-
+	_cleanup_close_ int root_fd = -1, dir_fd = -1, lock_fd = -1;
 	char abs[PATH_MAX];
+	int r, k;
 
 	/* Opened as pistisd run and serve open it to decide no_new_privs (trusted_configured):
 	 * what they would find configured is what is confirmed. */
@@ -358,6 +357,10 @@ int trusted_confirm_new_agent(const char *root, const char *agent)
 	root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (root_fd < 0 || !trusted_configured(root_fd))
 		return 0;
+	/* One add, remove or install at a time (trusted_lock): one renaming its drop-in into
+	 * place beside this would undo the withdrawal. Waited for a bounded while (serve asks
+	 * from its loop); not had, the check goes on all the same: it can only take away. */
+	(void)trusted_lock(root_fd, 15 * 1000u, &lock_fd);
 	if (root[0] != '/' && realpath(root, abs)) /* --root DIR relative: trusted's are not */
 		root = abs;
 	r = trusted_verify_agents(root, agent, &rep);
