@@ -4,7 +4,7 @@ LIBS += entry
 entry_SRCS := pistisd-entry/entry.c pistisd-entry/conf.c
 MUSL_BINS += pistisd-entry
 pistisd-entry_SRCS := pistisd-entry/main.c pistisd-entry/prepare.c pistisd-entry/supervise.c \
-	pistisd-entry/harden.c
+	pistisd-entry/harden.c pistisd-entry/repair.c
 pistisd-entry_LIBS := entry lib
 
 UNIT_TESTS += test-entry

@@ -84,9 +84,11 @@ int entry_prepare_data(const char *dir)
 			log_notice("data directory '%s' had mode %04o; now 0755", dir,
 				   (unsigned)(st.st_mode & 07777));
 	}
-	if (created)
+	if (created) {
 		log_info("created the data directory '%s' (root:root 0755)", dir);
-	return 0;
+		return 0;
+	}
+	return entry_repair_state(fd, dir);
 }
 
 static int64_t now_ms(void)

@@ -16,6 +16,12 @@ void entry_wait_set(sigset_t *ret);
  * Returns 0 or a logged -errno. */
 int entry_prepare_data(const char *dir);
 
+/* Gives pistis' own directories in the data directory (data_fd, DATA_DIR in messages) and
+ * their entries one level down their owner's group back and takes away the mode bits
+ * they never have (group and other write, setgid), as a Kubernetes fsGroup walk leaves
+ * them; each directory changed is logged. Returns 0 or a logged -errno. (repair.c) */
+int entry_repair_state(int data_fd, const char *data_dir);
+
 /* Makes DATA_DIR, /workspaces, /tmp, /dev/shm, /var/tmp and /run/lock (those that exist, and
  * every mount beneath them) nosuid,nodev, bind-mounting a plain directory onto itself first,
  * and remounts this container's own /proc with hidepid=invisible. Failures are logged and

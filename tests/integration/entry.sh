@@ -496,6 +496,45 @@ if [ -x "$BIN/pistisd" ] && R=$(root_fresh debian 2>/dev/null); then
 		in_root "$R" /usr/local/bin/pistisd-entry $NH --no-restart -- /bin/true
 	rm "$R/data" && mv "$R/data.real" "$R/data"
 
+	# A Kubernetes fsGroup walk (securityContext.fsGroup, at every pod start): every node of
+	# the volume gets group G, files g+rw, directories g+rwx and setgid. G here is
+	# pi-sandbox's gid, which every agent holds. Before, ensure-base refused the 2770
+	# /data/pistis and entry exited 111 at every start; the secrets and homes stayed G's.
+	in_root "$R" pistisd users ensure k8s/a >/dev/null && in_root "$R" pistisd users ensure k8s/b >/dev/null
+	ka=$(in_root "$R" pistisd users show k8s/a | sed -n 's/^name=//p')
+	in_root "$R" pistisd run --agent k8s/a -- /bin/sh -c 'echo mine-a >~/f' 2>/dev/null
+	mkdir -p "$R/data/.secrets" && echo sekrit-tok >"$R/data/.secrets/tok" &&
+		chown -R 10002:10002 "$R/data/.secrets" && chmod 0700 "$R/data/.secrets" &&
+		chmod 0600 "$R/data/.secrets/tok"
+	fsgroup_walk() { # DIR G, as the kubelet does it (pkg/volume/volume_linux.go)
+		find "$1" -exec chgrp -h "$2" {} + &&
+			find "$1" -type f -exec chmod g+rw {} + &&
+			find "$1" -type d -exec chmod g+rwxs {} +
+	}
+	fsgroup_walk "$R/data" 10010
+	in_root "$R" /usr/local/bin/pistisd-entry $NH --no-restart -- /bin/true 2>"$S/k8s.log"
+	is "after an fsGroup walk, entry starts (it exited 111 at ensure-base)" "$?" 0
+	like "…and says what it took back" "$(cat "$S/k8s.log")" \
+		"'/data/pistis' was 0:10010 2770; now 0:0 0700.*fsGroup"
+	is "pistis' state is root's alone again" \
+		"$(stat -c '%u:%g %a' "$R/data/pistis" "$R/data/pistis/mark.key" \
+			"$R/data/pistis/users.registry" | paste -sd' ')" "0:0 700 0:0 600 0:0 600"
+	is "the trusted trees are root's 0755" \
+		"$(stat -c '%u:%g %a' "$R/data/bin" "$R/data/trusted" | paste -sd' ')" "0:0 755 0:0 755"
+	is "the secrets are pi-tools' alone" \
+		"$(stat -c '%u:%g %a' "$R/data/.secrets" "$R/data/.secrets/tok" | paste -sd' ')" \
+		"10002:10002 700 10002:10002 600"
+	is "homes are root's 0711, each agent's 0700 in its own group" \
+		"$(stat -c '%u:%g %a' "$R/data/sandbox-home" "$R/data/sandbox-home/$ka" \
+			"$R/data/sandbox-home/$ka/tmp" "$R/data/agents/$ka" | paste -sd' ')" \
+		"0:0 711 10100:10100 700 10100:10100 700 10100:10100 700"
+	out=$(in_root "$R" pistisd run --agent k8s/b -- /bin/sh -c \
+		"cat /data/.secrets/tok; cat /data/sandbox-home/$ka/f" 2>&1)
+	unlike "another agent in group G reads neither the secrets nor a's home" "$out" "sekrit|mine-a"
+	is "…and a still reads its own" \
+		"$(in_root "$R" pistisd run --agent k8s/a -- /bin/sh -c 'cat ~/f' 2>/dev/null)" mine-a
+	rm -rf "$R/data/.secrets"
+
 	# The real pistisd serve as the default child: started from serve.conf, stopped by
 	# SIGTERM (the relay is a socket nobody listens on; it keeps redialling meanwhile).
 	mkdir -p "$R/data/pistis" && chmod 0755 "$R/data/pistis"
