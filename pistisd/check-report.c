@@ -229,6 +229,15 @@ static const struct {
 		 "keep the ids of the sources named out of 10100-59999 (sssd's min_id/max_id, "
 		 "the directory's own ranges), or run pistis in a container of its own, whose "
 		 "nsswitch.conf reads files only"},
+	[CHECK_DATA_STATE] =
+		{"data_state", true,
+		 "no agent reads or writes pistis' own state in /data: the registry, the "
+		 "closing-mark key, the trusted commands and their secrets, other agents' homes "
+		 "(each its owner's, in its owner's group)",
+		 "a Kubernetes fsGroup walk leaves this at every pod start (docs/entry.md, "
+		 "\"Volume ownership: fsGroup\"): give the pod no fsGroup; pistisd-entry takes "
+		 "these back before anything runs; without it, chgrp them to their owner's group "
+		 "and chmod g-w,g-s (go= for the secrets and homes); or --allow data_state"},
 };
 
 enum check_status check_hidepid_status(const char *super_opts, char *value, size_t size)

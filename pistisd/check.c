@@ -1365,6 +1365,106 @@ static void probe_data_bin(struct check_report *r, int root_fd)
 	check_set(r, CHECK_DATA_BIN, CHECK_STATUS_OK, "%u entries, each root's alone", n);
 }
 
+/* pistis' own state in /data, one level down (the directories pistisd-entry takes back
+ * from a Kubernetes fsGroup walk, docs/entry.md): a node whose group is neither root's nor
+ * its owner's own and gives that group access (or a setgid directory, whose new files
+ * get that group). Fail when the group is one agents hold (pi-sandbox, an agent's): they
+ * read the secrets, other agents' homes, the key, and write the registry. Warn for another
+ * group (pi-tools', which trusted commands run with, included): no agent holds it, but
+ * every process of the container does (fsGroup is every container process's). */
+#define DATA_STATE_ENTRIES_MAX 65536u
+
+struct data_state {
+	unsigned n, agents;
+	char seen[3][160];
+};
+
+static void data_state_node(struct data_state *ds, const char *dir, const char *name,
+			    const struct stat *st)
+{
+	gid_t g = st->st_gid;
+	bool agents;
+
+	if (g == 0 || g == st->st_uid || !((st->st_mode & 0070) || (st->st_mode & 02000)))
+		return;
+	/* pi-tools' group on what root keeps for trusted commands (a secret root owns, 0640)
+	 * is how pi-tools is meant to read it */
+	if (g == USERS_TOOLS_UID && !strcmp(dir, ".secrets"))
+		return;
+	/* An agent may share its own home with pi-sandbox (chgrp, chmod): its choice, which
+	 * must not stop serve's start; only what root and pi-tools own fails. */
+	agents = !users_uid_is_agent(st->st_uid) &&
+		 (g == USERS_SANDBOX_GID || users_uid_is_agent((uid_t)g));
+	if (ds->n < ELEMENTSOF(ds->seen))
+		snprintf(ds->seen[ds->n], sizeof(ds->seen[0]), "/data%s%s%s%s %u:%u %04o",
+			 *dir ? "/" : "", dir, *name ? "/" : "", name, (unsigned)st->st_uid,
+			 (unsigned)g, (unsigned)(st->st_mode & 07777));
+	ds->n++;
+	ds->agents += agents;
+}
+
+static void data_state_dir(struct data_state *ds, int data_fd, const char *name, bool tmp)
+{
+	_cleanup_close_ int fd = openat(data_fd, name,
+					O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC),
+			    lfd = -1;
+	DIR *d = NULL;
+	struct dirent *de;
+	struct stat st;
+	unsigned seen = 0;
+
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return;
+	data_state_node(ds, name, "", &st);
+	lfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+	d = lfd < 0 ? NULL : fdopendir(lfd);
+	if (!d)
+		return;
+	lfd = -1; /* the DIR has it */
+	while ((de = readdir(d)) && seen++ < DATA_STATE_ENTRIES_MAX) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
+		    fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || S_ISLNK(st.st_mode))
+			continue;
+		data_state_node(ds, name, de->d_name, &st);
+		if (tmp && S_ISDIR(st.st_mode)) {
+			char sub[NAME_MAX + 8];
+			struct stat tst;
+
+			snprintf(sub, sizeof(sub), "%s/tmp", de->d_name);
+			if (fstatat(fd, sub, &tst, AT_SYMLINK_NOFOLLOW) == 0 &&
+			    S_ISDIR(tst.st_mode))
+				data_state_node(ds, name, sub, &tst);
+		}
+	}
+	closedir(d);
+}
+
+static void probe_data_state(struct check_report *r, int root_fd)
+{
+	static const char *const dirs[] = {"pistis", "trusted", "bin", ".secrets", "agents"};
+	_cleanup_close_ int data_fd =
+		openat(root_fd, "data", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	struct data_state ds = {0};
+	struct stat st;
+
+	if (data_fd < 0)
+		return check_set(r, CHECK_DATA_STATE, CHECK_STATUS_OK, "no /data");
+	if (fstat(data_fd, &st) == 0)
+		data_state_node(&ds, "", "", &st);
+	for (size_t i = 0; i < ELEMENTSOF(dirs); i++)
+		data_state_dir(&ds, data_fd, dirs[i], false);
+	data_state_dir(&ds, data_fd, "sandbox-home", true);
+	if (!ds.n)
+		return check_set(r, CHECK_DATA_STATE, CHECK_STATUS_OK,
+				 "each node its owner's, in root's or its owner's group");
+	check_set(r, CHECK_DATA_STATE, ds.agents ? CHECK_STATUS_FAIL : CHECK_STATUS_WARN,
+		  "%u node%s in a group not its owner's, %u of them root's or pi-tools' in a group "
+		  "agents hold: %s%s%s%s%s%s",
+		  ds.n, ds.n == 1 ? "" : "s", ds.agents, ds.seen[0], ds.n > 1 ? ", " : "",
+		  ds.n > 1 ? ds.seen[1] : "", ds.n > 2 ? ", " : "", ds.n > 2 ? ds.seen[2] : "",
+		  ds.n > 3 ? ", ..." : "");
+}
+
 /* Orchestrators' secret mounts: Docker's and Compose's /run/secrets (files mode 0444 by
  * default), Kubernetes' service-account token under /var/run/secrets (0644). Every user
  * reads them unless told otherwise, so an agent can, unless a none rule covers the
@@ -1675,6 +1775,7 @@ int check_run(const char *root, unsigned flags, struct check_report **ret)
 	probe_program(r, CHECK_SUDO, root_fd, root, "sudo", true);
 	probe_program(r, CHECK_VISUDO, root_fd, root, "visudo", false);
 	probe_account_files(r, root_fd);
+	probe_data_state(r, root_fd);
 	probe_data_bin(r, root_fd);
 	probe_orchestrator_secrets(r, root_fd);
 	probe_dev_nodes(r, root_fd);
@@ -1745,8 +1846,9 @@ static void help(void)
 	       "start-up and refuses to start on the same verdict.\n\n"
 	       "  --json          one JSON document instead of the table\n"
 	       "  --root DIR      look at the image under DIR: only the image checks (sudo,\n"
-	       "                  visudo, account_files, data_bin, orchestrator_secrets,\n"
-	       "                  dev_nodes, setuid_files, agent_writable; nosuid_shared's\n"
+	       "                  visudo, account_files, data_bin, data_state,\n"
+	       "                  orchestrator_secrets, dev_nodes, setuid_files,\n"
+	       "                  agent_writable; nosuid_shared's\n"
 	       "                  write rules) look there; kernel checks always describe\n"
 	       "                  the running kernel, mount checks its mounts\n"
 	       "  --allow NAMES   accept that these hard requirements do not hold (also\n"

@@ -50,8 +50,8 @@ exits 111 "--root that does not exist is a system error" "$P" check --root "$S/n
 "$P" check --json --no-walk >"$S/host.json" 2>"$S/host.err"
 rc=$?
 ok "--json output is one valid JSON document" python3 -m json.tool "$S/host.json"
-is "--json lists all 36 checks" \
-	"$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["checks"]))' "$S/host.json")" 36
+is "--json lists all 37 checks" \
+	"$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["checks"]))' "$S/host.json")" 37
 ok "every check has name, status, hard, allowed, value, promise, advice" python3 -c '
 import json, sys
 for c in json.load(open(sys.argv[1]))["checks"]:
@@ -371,6 +371,45 @@ like "and back: ok" "$(dbin "$A")" '^0 ok '
 (cd "$A/data/bin" && seq -f 'f%.0f' 1 65537 | xargs touch)
 like "more than 65,536 entries: fail, cannot tell" "$(dbin "$A")" "^1 fail more than 65536 entries in /data/bin: not all looked at"
 rm -rf "$A/data/bin" && mkdir -m 0755 "$A/data/bin"
+
+# --- data_state: pistis' own state in /data, as a Kubernetes fsGroup walk leaves it ------
+# The kubelet gives every node of the volume group G, files g+rw, directories g+rwxs, at
+# every pod start (docs/entry.md, "Volume ownership: fsGroup"). Before, nothing named it:
+# data_bin blamed agents, and only users' refusals said /data/pistis was 2770.
+dstate() { # ROOT: exit code, status and value of data_state
+	"$P" check --json --no-walk --root "$1" >"$S/s.json" 2>"$S/s.err"
+	echo "$? $(field "$S/s.json" data_state status) $(field "$S/s.json" data_state value)"
+}
+fsgroup_walk() { # DIR G, as the kubelet does it
+	find "$1" -exec chgrp -h "$2" {} + && find "$1" -type f -exec chmod g+rw {} + &&
+		find "$1" -type d -exec chmod g+rwxs {} +
+}
+is "debian root: data_state a hard check" "$(field "$S/d.json" data_state hard)" True
+export PISTIS_ALLOW=$allow_rest,data_bin # the walk trips data_bin too: data_state decides
+mkdir -p -m 0700 "$A/data/pistis" "$A/data/.secrets" && head -c 32 /dev/urandom >"$A/data/pistis/mark.key" &&
+	chmod 0600 "$A/data/pistis/mark.key" && echo s >"$A/data/.secrets/tok" &&
+	chmod 0600 "$A/data/.secrets/tok" && chown -R 10002:10002 "$A/data/.secrets" &&
+	mkdir -p -m 0711 "$A/data/sandbox-home" && mkdir -p -m 0700 "$A/data/sandbox-home/pi-agent-x/tmp" &&
+	chown -R 10100:10100 "$A/data/sandbox-home/pi-agent-x" &&
+	echo r >"$A/data/.secrets/root-kept" && chown 0:10002 "$A/data/.secrets/root-kept" &&
+	chmod 0640 "$A/data/.secrets/root-kept" # how root lets pi-tools read a secret
+like "pistis' state its owners' (a root's secret pi-tools may read included): ok" "$(dstate "$A")" "^0 ok each node its owner's"
+cp -a "$A/data" "$S/data.clean"
+fsgroup_walk "$A/data" 10010
+like "walked with pi-sandbox's gid: fail, exit 1, naming nodes, owners and modes" "$(dstate "$A")" \
+	"^1 fail 10 nodes in a group not its owner's, 8 of them root's or pi-tools' in a group agents hold: /data 0:10010 2775, /data/pistis 0:10010 2770, /data/pistis/mark.key 0:10010 0660, \\.\\.\\.$"
+like "... stderr names the check (before data_bin's, which blames agents)" "$(env PISTIS_ALLOW="$allow_rest" "$P" check --no-walk --root "$A" 2>&1 >/dev/null)" \
+	"hard requirement 'data_state'"
+like "... and the table says what to do" "$("$P" check --no-walk --root "$A" 2>&1)" "fsGroup"
+exits 0 "... --allow data_state accepts it" "$P" check --no-walk --root "$A" --allow data_state
+rm -rf "$A/data" && cp -a "$S/data.clean" "$A/data" && fsgroup_walk "$A/data" 2000
+like "walked with a group no agent holds: warn, exit 0" "$(dstate "$A")" \
+	"^0 warn 10 nodes in a group not its owner's, 0 of them root's or pi-tools' in a group agents hold: "
+rm -rf "$A/data" && cp -a "$S/data.clean" "$A/data"
+chgrp 10010 "$A/data/sandbox-home/pi-agent-x" && chmod 0770 "$A/data/sandbox-home/pi-agent-x"
+like "an agent sharing its own home with pi-sandbox: warn, not fail (serve must start)" \
+	"$(dstate "$A")" "^0 warn 1 node in a group not its owner's, 0 of them"
+rm -rf "$A/data/pistis" "$A/data/.secrets" "$A/data/sandbox-home" "$S/data.clean"
 unset PISTIS_ALLOW
 
 # Plant setuid/setgid files in the musl root, plus things that must not be listed.
