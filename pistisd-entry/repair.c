@@ -104,21 +104,21 @@ static int open_node(int dfd, const char *name, bool files)
 	return fd;
 }
 
-/* The entries of the directory behind dfd (DIR_PATH in messages). Returns how many were
- * changed, or -errno. */
+/* The entries of the directory behind dfd (DIR_PATH in messages), each failure logged and
+ * passed over. Returns how many were changed, or -errno when it cannot be read. */
 static int repair_entries(int dfd, const char *dir_path, mode_t max, unsigned flags)
 {
 	_cleanup_close_ int lfd = fcntl(dfd, F_DUPFD_CLOEXEC, 3);
 	DIR *d = lfd < 0 ? NULL : fdopendir(lfd);
 	struct dirent *de;
 	unsigned seen = 0;
-	int changed = 0, r = 0;
+	int changed = 0, r;
 
 	if (!d)
-		return -errno;
+		return log_warning_errno(-errno, "Failed to read '%s' to repair it: %m", dir_path);
 	lfd = -1; /* the DIR has it */
 	while ((de = readdir(d)) && seen++ < REPAIR_ENTRIES_MAX) {
-		_cleanup_close_ int fd = -1;
+		_cleanup_close_ int fd = -1, tfd = -1;
 		struct stat st;
 
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
@@ -126,33 +126,26 @@ static int repair_entries(int dfd, const char *dir_path, mode_t max, unsigned fl
 		fd = open_node(dfd, de->d_name, flags & REPAIR_FILES);
 		if (fd == -ENOENT)
 			continue;
-		if (fd < 0) {
-			r = fd;
-			break;
-		}
-		r = repair_fd(fd, max, &st);
+		r = fd < 0 ? fd : repair_fd(fd, max, &st);
 		if (r < 0) {
-			log_error_errno(r, "Failed to repair '%s/%s': %m", dir_path, de->d_name);
-			break;
+			log_warning_errno(r, "Failed to repair '%s/%s': %m", dir_path, de->d_name);
+			continue;
 		}
 		changed += r;
-		if ((flags & REPAIR_TMP) && S_ISDIR(st.st_mode) && pistis_owner(st.st_uid)) {
-			_cleanup_close_ int tfd = open_node(fd, "tmp", false);
-
-			if (tfd >= 0) {
-				r = repair_fd(tfd, max, NULL);
-				if (r < 0) {
-					log_error_errno(r, "Failed to repair '%s/%s/tmp': %m",
-							dir_path, de->d_name);
-					break;
-				}
-				changed += r;
-			}
-		}
-		r = 0;
+		if (!(flags & REPAIR_TMP) || !S_ISDIR(st.st_mode) || !pistis_owner(st.st_uid))
+			continue;
+		tfd = open_node(fd, "tmp", false);
+		if (tfd == -ENOENT)
+			continue;
+		r = tfd < 0 ? tfd : repair_fd(tfd, max, NULL);
+		if (r < 0)
+			log_warning_errno(r, "Failed to repair '%s/%s/tmp': %m", dir_path,
+					  de->d_name);
+		else
+			changed += r;
 	}
 	closedir(d);
-	return r < 0 ? r : changed;
+	return changed;
 }
 
 int entry_repair_state(int data_fd, const char *data_dir)
@@ -166,16 +159,20 @@ int entry_repair_state(int data_fd, const char *data_dir)
 		if (fd == -ENOENT)
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", data_dir, repair_dirs[i].name);
-		if (fd < 0)
-			return log_error_errno(fd, "Failed to open '%s': %m", path);
+		if (fd < 0) {
+			log_warning_errno(fd, "Failed to open '%s' to repair it: %m", path);
+			continue;
+		}
 		r = repair_fd(fd, repair_dirs[i].dir_max, &st);
-		if (r < 0)
-			return log_error_errno(r, "Failed to repair '%s': %m", path);
+		if (r < 0) {
+			log_warning_errno(r, "Failed to repair '%s': %m", path);
+			continue;
+		}
 		if (!pistis_owner(st.st_uid))
 			continue; /* not ours: its readers refuse it and say so */
 		n = repair_entries(fd, path, repair_dirs[i].entry_max, repair_dirs[i].flags);
 		if (n < 0)
-			return log_error_errno(n, "Failed to repair the entries of '%s': %m", path);
+			continue; /* each failure logged; its reader refuses what is loose */
 		if (r > 0 || n > 0)
 			log_notice("'%s' was %u:%u %04o; now %u:%u %04o, and %d entr%s in it "
 				   "given back their owner's group and no more than %04o (a "

@@ -19,7 +19,9 @@ int entry_prepare_data(const char *dir);
 /* Gives pistis' own directories in the data directory (data_fd, DATA_DIR in messages) and
  * their entries one level down their owner's group back and takes away the mode bits
  * they never have (group and other write, setgid), as a Kubernetes fsGroup walk leaves
- * them; each directory changed is logged. Returns 0 or a logged -errno. (repair.c) */
+ * them; each directory changed is logged. What it cannot repair is logged as a warning
+ * and left to its readers, which refuse it as before (a file system where root may not
+ * open an agent's directory, NFS with root_squash). Returns 0. (repair.c) */
 int entry_repair_state(int data_fd, const char *data_dir);
 
 /* Makes DATA_DIR, /workspaces, /tmp, /dev/shm, /var/tmp and /run/lock (those that exist, and
