@@ -119,7 +119,7 @@ static int repair_entries(int dfd, const char *dir_path, mode_t max, unsigned fl
 	lfd = -1; /* the DIR has it */
 	while ((de = readdir(d)) && seen++ < REPAIR_ENTRIES_MAX) {
 		_cleanup_close_ int fd = -1, tfd = -1;
-		struct stat st;
+		struct stat st, tst;
 
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
@@ -136,6 +136,12 @@ static int repair_entries(int dfd, const char *dir_path, mode_t max, unsigned fl
 			continue;
 		tfd = open_node(fd, "tmp", false);
 		if (tfd == -ENOENT)
+			continue;
+		/* Only the home's owner's own tmp: the home is the agent's to write, so in an
+		 * earlier life it could have moved in a directory of root's that agents share
+		 * (root:pi-sandbox 2770 on the same file system, which a walk looks like), and
+		 * taking that "back" to root:root 0700 would close it to everyone. */
+		if (tfd >= 0 && (fstat(tfd, &tst) < 0 || tst.st_uid != st.st_uid))
 			continue;
 		r = tfd < 0 ? tfd : repair_fd(tfd, max, NULL);
 		if (r < 0)

@@ -533,6 +533,15 @@ if [ -x "$BIN/pistisd" ] && R=$(root_fresh debian 2>/dev/null); then
 	unlike "another agent in group G reads neither the secrets nor a's home" "$out" "sekrit|mine-a"
 	is "…and a still reads its own" \
 		"$(in_root "$R" pistisd run --agent k8s/a -- /bin/sh -c 'cat ~/f' 2>/dev/null)" mine-a
+	# An agent's home is its own to write: in an earlier life it may have moved a root's
+	# directory that agents share (root:pi-sandbox 2770, same file system) in as its tmp.
+	# The repair takes back only the home owner's own tmp, never closes that one.
+	mv "$R/data/sandbox-home/$ka/tmp" "$R/data/sandbox-home/$ka/tmp.own"
+	mkdir -m 2770 "$R/data/sandbox-home/$ka/tmp" && chgrp 10010 "$R/data/sandbox-home/$ka/tmp"
+	in_root "$R" /usr/local/bin/pistisd-entry $NH --no-restart -- /bin/true 2>/dev/null
+	is "a root's shared directory an agent moved in as its tmp is left as it is" \
+		"$(stat -c '%u:%g %a' "$R/data/sandbox-home/$ka/tmp")" "0:10010 2770"
+	rmdir "$R/data/sandbox-home/$ka/tmp" && mv "$R/data/sandbox-home/$ka/tmp.own" "$R/data/sandbox-home/$ka/tmp"
 	rm -rf "$R/data/.secrets"
 
 	# The real pistisd serve as the default child: started from serve.conf, stopped by
