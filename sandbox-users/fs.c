@@ -296,7 +296,8 @@ int ufs_check_regular(int fd, unsigned flags)
 int ufs_lock(int dir_fd, const char *name, unsigned timeout_ms, unsigned flags)
 {
 	_cleanup_close_ int fd = -1;
-	struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+	bool read = flags & UFS_LOCK_READ;
+	struct flock fl = {.l_type = read ? F_RDLCK : F_WRLCK, .l_whence = SEEK_SET};
 	struct timespec start, now;
 	long delay_us = 200;
 	struct stat st;
@@ -313,7 +314,9 @@ int ufs_lock(int dir_fd, const char *name, unsigned timeout_ms, unsigned flags)
 	} else if (errno != ENOENT)
 		return -errno;
 	fd = openat(dir_fd, name,
-		    O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK, 0600);
+		    (read ? O_RDONLY : O_WRONLY) | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY |
+			    O_NONBLOCK,
+		    0600);
 	if (fd < 0)
 		return errno == ENXIO ? -EBADFD : -errno;
 	r = ufs_check_regular(fd, flags | UFS_ROOT_OWNED);

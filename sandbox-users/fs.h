@@ -40,6 +40,7 @@ int ufs_stat_mount(int parent_fd, int dfd, const char *name, int flags, struct s
 enum {
 	UFS_ROOT_OWNED = 1 << 0,
 	UFS_NO_GROUP_OTHER_WRITE = 1 << 1,
+	UFS_LOCK_READ = 1 << 2, /* ufs_lock only: a read lock (lckpwdf's readers' side) */
 };
 int ufs_check_regular(int fd, unsigned flags);
 
@@ -58,7 +59,8 @@ int ufs_mkdir_owned(int parent_fd, const char *name, uid_t uid, gid_t gid, mode_
 		    unsigned flags);
 
 /* lckpwdf()-compatible lock: a POSIX write lock on the whole file name in dir_fd
- * (created 0600 when missing), waiting at most timeout_ms. The file must be a regular,
+ * (created 0600 when missing), waiting at most timeout_ms; a read lock with UFS_LOCK_READ
+ * (the file opened for reading), which keeps every writer out and lets other readers in. The file must be a regular,
  * root-owned file (a FIFO, device or socket is never opened for writing: -EBADFD; another
  * owner: -EPERM; a symlink: -ELOOP), plus the ufs_check_regular flags. Returns the fd
  * holding the lock (close it to unlock) or -errno (-ETIMEDOUT). */

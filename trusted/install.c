@@ -17,6 +17,7 @@
 #include "lib/fd-util.h"
 #include "lib/log.h"
 #include "lib/macro.h"
+#include "sandbox-users/fs.h"
 #include "sandbox-users/users.h"
 #include "trusted/internal.h"
 
@@ -389,32 +390,20 @@ int trusted_confirm_new_agent(const char *root, const char *agent)
 
 /* A read lock on the root's /etc/.pwd.lock, the lock `pistisd users` (and lckpwdf) take to
  * write /etc: while it is held, no agent is made or removed, so one sudo -l and the look
- * at pi-sandbox after it see the same /etc. Polled for up to 15 s (lckpwdf's timeout), as
- * sandbox-users does; -1 when it cannot be had (then the look after a failed sudo -l
- * still tells a removed agent from a real mismatch, without that guarantee). */
+ * at pi-sandbox after it see the same /etc. ufs_lock's read side, with its checks (a
+ * FIFO, device, socket, link or another owner's file is refused unopened), polled for up
+ * to 15 s (lckpwdf's timeout); negative when it cannot be had (then the look after a
+ * failed sudo -l still tells a removed agent from a real mismatch, without that
+ * guarantee). */
 #define PWD_READ_LOCK_MS 15000
 
 static int pwd_read_lock(int root_fd)
 {
-	struct flock fl = {.l_type = F_RDLCK, .l_whence = SEEK_SET};
-	_cleanup_close_ int etc_fd = -1, fd = -1;
-	struct stat st;
+	_cleanup_close_ int etc_fd = -1;
 
 	if (trusted_open_dir(root_fd, "etc", false, 0755, 0, 0, false, &etc_fd) < 0)
 		return -1;
-	/* As sandbox-users opens it: never a FIFO, device, link or someone else's file. */
-	fd = openat(etc_fd, ".pwd.lock",
-		    O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0600);
-	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != 0)
-		return -1;
-	for (unsigned waited = 0;; waited += 10) {
-		if (fcntl(fd, F_SETLK, &fl) == 0)
-			return TAKE_FD(fd);
-		if ((errno != EAGAIN && errno != EACCES && errno != EINTR) ||
-		    waited >= PWD_READ_LOCK_MS)
-			return -1;
-		(void)usleep(10 * 1000);
-	}
+	return ufs_lock(etc_fd, ".pwd.lock", PWD_READ_LOCK_MS, UFS_LOCK_READ);
 }
 
 /* Whether name is still a member of pi-sandbox in the root's /etc/group. */

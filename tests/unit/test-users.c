@@ -2393,6 +2393,64 @@ TEST(pwfile_admin_remove_keeps_the_rest_of_the_line)
 	pwfile_done(&f);
 }
 
+/* The read side (trusted install's sudo -l): readers share, a writer waits for them and
+ * a reader for a writer; a FIFO or a link is refused unopened as on the write side. */
+TEST(lock_read_side_shares_with_readers_only)
+{
+	char *root = NULL, p[2048];
+	int dfd, fd, pipefd[2];
+	pid_t pid;
+	char c;
+
+	need_root(_metadata);
+	root = make_root();
+	dfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	ASSERT_GE(dfd, 0);
+	ASSERT_EQ(pipe2(pipefd, O_CLOEXEC), 0);
+	/* POSIX locks are per process: the other holder is a child. */
+	pid = fork();
+	ASSERT_GE(pid, 0);
+	if (pid == 0) {
+		int l = ufs_lock(dfd, "lock", 1000, UFS_LOCK_READ);
+
+		(void)!write(pipefd[1], l >= 0 ? "r" : "x", 1);
+		pause();
+		_exit(0);
+	}
+	ASSERT_EQ(read(pipefd[0], &c, 1), 1);
+	ASSERT_EQ(c, 'r');
+	fd = ufs_lock(dfd, "lock", 100, UFS_LOCK_READ);
+	EXPECT_GE(fd, 0);
+	if (fd >= 0)
+		close(fd);
+	EXPECT_EQ(ufs_lock(dfd, "lock", 100, 0), -ETIMEDOUT);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	pid = fork();
+	ASSERT_GE(pid, 0);
+	if (pid == 0) {
+		int l = ufs_lock(dfd, "lock", 1000, 0);
+
+		(void)!write(pipefd[1], l >= 0 ? "w" : "x", 1);
+		pause();
+		_exit(0);
+	}
+	ASSERT_EQ(read(pipefd[0], &c, 1), 1);
+	ASSERT_EQ(c, 'w');
+	EXPECT_EQ(ufs_lock(dfd, "lock", 100, UFS_LOCK_READ), -ETIMEDOUT);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	snprintf(p, sizeof(p), "%s/fifo", root);
+	ASSERT_EQ(mkfifo(p, 0600), 0);
+	EXPECT_EQ(ufs_lock(dfd, "fifo", 15000, UFS_LOCK_READ), -EBADFD);
+	ASSERT_EQ(symlinkat("lock", dfd, "link"), 0);
+	EXPECT_EQ(ufs_lock(dfd, "link", 100, UFS_LOCK_READ), -ELOOP);
+	close(pipefd[0]);
+	close(pipefd[1]);
+	close(dfd);
+	rm_root(root);
+}
+
 /* A lock file that is a FIFO (no reader: O_WRONLY would block forever), a socket, another
  * owner's file or a group/other-writable one: refused at once, nothing blocks. */
 TEST(lock_refuses_fifo_socket_and_foreign_files)
