@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/syscall.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -198,6 +199,19 @@ int fd_set_nonblock(int fd, int on)
 		return -errno;
 	flags = on ? flags | O_NONBLOCK : flags & ~O_NONBLOCK;
 	return fcntl(fd, F_SETFL, flags) < 0 ? -errno : 0;
+}
+
+int fd_flock_wait(int fd, unsigned wait_ms)
+{
+	for (unsigned waited = 0;; waited += 50) {
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+			return 0;
+		if (errno != EWOULDBLOCK)
+			return -errno;
+		if (waited >= wait_ms)
+			return -EWOULDBLOCK;
+		(void)usleep(50 * 1000);
+	}
 }
 
 /* Root's and writable by no one else, by the mode: not by others, by its group only when

@@ -47,6 +47,11 @@ int fd_ensure_std(void);
 int fd_set_cloexec(int fd, int on);
 int fd_set_nonblock(int fd, int on);
 
+/* flock(fd, LOCK_EX), polled every 50 ms for at most wait_ms (0: one try), so that a
+ * caller with an event loop or a deadline never blocks unbounded on another holder.
+ * Returns 0, -EWOULDBLOCK when the wait ran out, or -errno. */
+int fd_flock_wait(int fd, unsigned wait_ms);
+
 /* Whether fds a and b are open on the same file (device and inode: `2>&1`, one terminal,
  * one pipe); false where either cannot be fstat'ed. */
 bool fd_same_file(int a, int b);

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -392,15 +391,9 @@ int policy_apply_lock(int root_fd, unsigned wait_ms, int *ret_fd)
 	/* On the directory itself: no lock file, so an apply changes nothing outside its
 	 * trees. flock's lock belongs to the open file description: released on close, or
 	 * when the process dies. */
-	for (unsigned waited = 0;; waited += 50) {
-		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
-			break;
-		if (errno != EWOULDBLOCK)
-			return negative_errno();
-		if (waited >= wait_ms)
-			return -EWOULDBLOCK;
-		(void)usleep(50 * 1000);
-	}
+	r = fd_flock_wait(fd, wait_ms);
+	if (r < 0)
+		return r;
 	*ret_fd = TAKE_FD(fd);
 	return 0;
 }

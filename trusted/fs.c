@@ -9,7 +9,6 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -114,15 +113,9 @@ int trusted_lock(int root_fd, unsigned wait_ms, int *ret_fd)
 		return -EBADFD;
 	if (st.st_uid != 0 || (st.st_mode & 077))
 		return -EPERM;
-	for (unsigned waited = 0;; waited += 50) {
-		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
-			break;
-		if (errno != EWOULDBLOCK)
-			return -errno;
-		if (waited >= wait_ms)
-			return -EWOULDBLOCK;
-		(void)usleep(50 * 1000);
-	}
+	r = fd_flock_wait(fd, wait_ms);
+	if (r < 0)
+		return r;
 	*ret_fd = TAKE_FD(fd);
 	return 0;
 }
