@@ -24,24 +24,6 @@
 
 #define REPAIR_ENTRIES_MAX 100000u /* per directory: a home per agent at most */
 
-enum {
-	REPAIR_FILES = 1 << 0, /* regular files in it, not only its directories */
-	REPAIR_TMP = 1 << 1,   /* each directory's tmp too (an agent's TMPDIR) */
-};
-
-/* Each directory with the most its mode and its entries' modes may hold (docs/users.md,
- * docs/trusted.md, docs/policy.md): bits are only taken away, never added, so a stricter
- * mode an operator chose stays. */
-static const struct {
-	const char *name;
-	mode_t dir_max, entry_max;
-	unsigned flags;
-} repair_dirs[] = {
-	{"pistis", 0700, 0700, REPAIR_FILES},	  {"trusted", 0755, 0755, REPAIR_FILES},
-	{"bin", 0755, 0755, REPAIR_FILES},	  {".secrets", 0700, 0700, REPAIR_FILES},
-	{"sandbox-home", 0711, 0700, REPAIR_TMP}, {"agents", 0711, 0700, 0},
-};
-
 /* Root, pi-tools and the agents: each has a group of its own with its uid as gid. */
 static bool pistis_owner(uid_t uid)
 {
@@ -106,7 +88,7 @@ static int open_node(int dfd, const char *name, bool files)
 
 /* The entries of the directory behind dfd (DIR_PATH in messages), each failure logged and
  * passed over. Returns how many were changed, or -errno when it cannot be read. */
-static int repair_entries(int dfd, const char *dir_path, mode_t max, unsigned flags)
+static int repair_entries(int dfd, const char *dir_path, const struct users_state_dir *sd)
 {
 	_cleanup_close_ int lfd = fcntl(dfd, F_DUPFD_CLOEXEC, 3);
 	DIR *d = lfd < 0 ? NULL : fdopendir(lfd);
@@ -123,16 +105,16 @@ static int repair_entries(int dfd, const char *dir_path, mode_t max, unsigned fl
 
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
-		fd = open_node(dfd, de->d_name, flags & REPAIR_FILES);
+		fd = open_node(dfd, de->d_name, sd->files);
 		if (fd == -ENOENT)
 			continue;
-		r = fd < 0 ? fd : repair_fd(fd, max, &st);
+		r = fd < 0 ? fd : repair_fd(fd, sd->entry_max, &st);
 		if (r < 0) {
 			log_warning_errno(r, "Failed to repair '%s/%s': %m", dir_path, de->d_name);
 			continue;
 		}
 		changed += r;
-		if (!(flags & REPAIR_TMP) || !S_ISDIR(st.st_mode) || !pistis_owner(st.st_uid))
+		if (!sd->homes || !S_ISDIR(st.st_mode) || !pistis_owner(st.st_uid))
 			continue;
 		tfd = open_node(fd, "tmp", false);
 		if (tfd == -ENOENT)
@@ -143,7 +125,7 @@ static int repair_entries(int dfd, const char *dir_path, mode_t max, unsigned fl
 		 * taking that "back" to root:root 0700 would close it to everyone. */
 		if (tfd >= 0 && (fstat(tfd, &tst) < 0 || tst.st_uid != st.st_uid))
 			continue;
-		r = tfd < 0 ? tfd : repair_fd(tfd, max, NULL);
+		r = tfd < 0 ? tfd : repair_fd(tfd, sd->entry_max, NULL);
 		if (r < 0)
 			log_warning_errno(r, "Failed to repair '%s/%s/tmp': %m", dir_path,
 					  de->d_name);
@@ -156,27 +138,33 @@ static int repair_entries(int dfd, const char *dir_path, mode_t max, unsigned fl
 
 int entry_repair_state(int data_fd, const char *data_dir)
 {
-	for (size_t i = 0; i < ELEMENTSOF(repair_dirs); i++) {
-		_cleanup_close_ int fd = open_node(data_fd, repair_dirs[i].name, false);
+	/* Each with the most its mode and its entries' modes may hold: bits are only taken
+	 * away, never added, so a stricter mode an operator chose stays. */
+	size_t n_dirs;
+	const struct users_state_dir *dirs = users_state_dirs(&n_dirs);
+
+	for (size_t i = 0; i < n_dirs; i++) {
+		const struct users_state_dir *sd = &dirs[i];
+		_cleanup_close_ int fd = open_node(data_fd, sd->name, false);
 		char path[4096];
 		struct stat st;
 		int r, n;
 
 		if (fd == -ENOENT)
 			continue;
-		snprintf(path, sizeof(path), "%s/%s", data_dir, repair_dirs[i].name);
+		snprintf(path, sizeof(path), "%s/%s", data_dir, sd->name);
 		if (fd < 0) {
 			log_warning_errno(fd, "Failed to open '%s' to repair it: %m", path);
 			continue;
 		}
-		r = repair_fd(fd, repair_dirs[i].dir_max, &st);
+		r = repair_fd(fd, sd->dir_max, &st);
 		if (r < 0) {
 			log_warning_errno(r, "Failed to repair '%s': %m", path);
 			continue;
 		}
 		if (!pistis_owner(st.st_uid))
 			continue; /* not ours: its readers refuse it and say so */
-		n = repair_entries(fd, path, repair_dirs[i].entry_max, repair_dirs[i].flags);
+		n = repair_entries(fd, path, sd);
 		if (n < 0)
 			continue; /* each failure logged; its reader refuses what is loose */
 		if (r > 0 || n > 0)
@@ -185,9 +173,8 @@ int entry_repair_state(int data_fd, const char *data_dir)
 				   "Kubernetes fsGroup walk? docs/entry.md)",
 				   path, (unsigned)st.st_uid, (unsigned)st.st_gid,
 				   (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid,
-				   (unsigned)st.st_uid,
-				   (unsigned)(st.st_mode & repair_dirs[i].dir_max), n,
-				   n == 1 ? "y" : "ies", (unsigned)repair_dirs[i].entry_max);
+				   (unsigned)st.st_uid, (unsigned)(st.st_mode & sd->dir_max), n,
+				   n == 1 ? "y" : "ies", (unsigned)sd->entry_max);
 	}
 	return 0;
 }

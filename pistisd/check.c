@@ -1441,9 +1441,10 @@ static void data_state_dir(struct data_state *ds, int data_fd, const char *name,
 
 static void probe_data_state(struct check_report *r, int root_fd)
 {
-	static const char *const dirs[] = {"pistis", "trusted", "bin", ".secrets", "agents"};
 	_cleanup_close_ int data_fd =
 		openat(root_fd, "data", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	size_t n_dirs;
+	const struct users_state_dir *dirs = users_state_dirs(&n_dirs);
 	struct data_state ds = {0};
 
 	if (data_fd < 0)
@@ -1451,9 +1452,8 @@ static void probe_data_state(struct check_report *r, int root_fd)
 	/* Not /data itself: a write rule on it makes it root:pi-sandbox 3770 (policy apply;
 	 * pistisd-entry resets it at start), and what it holds that agents must not touch is
 	 * judged below. */
-	for (size_t i = 0; i < ELEMENTSOF(dirs); i++)
-		data_state_dir(&ds, data_fd, dirs[i], false);
-	data_state_dir(&ds, data_fd, "sandbox-home", true);
+	for (size_t i = 0; i < n_dirs; i++)
+		data_state_dir(&ds, data_fd, dirs[i].name, dirs[i].homes);
 	if (!ds.n)
 		return check_set(r, CHECK_DATA_STATE, CHECK_STATUS_OK,
 				 "each node its owner's, in root's or its owner's group");

@@ -91,6 +91,30 @@ const char *users_last_error_text(void);
 #define USERS_REGISTRY_LOCK "users.registry.lock"
 #define USERS_LOCK_TIMEOUT_MS 15000u /* lckpwdf()'s 15 s */
 
+/* The directories in /data that pistis keeps for itself, trusted commands and the agents'
+ * homes (docs/users.md, docs/trusted.md, docs/entry.md "Kubernetes fsGroup"): what
+ * pistisd-entry gives back after an fsGroup walk and what `pistisd check`'s data_state
+ * judges, one list for both. dir_max, entry_max: the most the directory's mode and its
+ * entries' modes may hold; files: its regular files are state too, not only its
+ * directories; homes: one agent's home per entry, whose tmp (the agent's TMPDIR) counts.
+ * In the header: pistisd-entry links no more of sandbox-users than this header. */
+struct users_state_dir {
+	const char *name;
+	mode_t dir_max, entry_max;
+	bool files, homes;
+};
+static inline const struct users_state_dir *users_state_dirs(size_t *ret_n)
+{
+	static const struct users_state_dir dirs[] = {
+		{"pistis", 0700, 0700, true, false},	   {"trusted", 0755, 0755, true, false},
+		{"bin", 0755, 0755, true, false},	   {".secrets", 0700, 0700, true, false},
+		{"sandbox-home", 0711, 0700, false, true}, {"agents", 0711, 0700, false, false},
+	};
+
+	*ret_n = sizeof(dirs) / sizeof(dirs[0]);
+	return dirs;
+}
+
 /* True when uid is inside the agent range (the spawn core refuses anything else). */
 static inline bool users_uid_is_agent(uid_t uid)
 {
