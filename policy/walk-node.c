@@ -251,9 +251,11 @@ bool policy_closed_to_agents(const struct stat *st, const struct policy_xstate *
 	 * an agent's, or only users no agent is (backup). Nothing tells without reading the
 	 * entries, so such a node counts as closed: left as it is, never opened to every
 	 * agent (red team: root's file only backup could read, moved in, was opened). An
-	 * agent an entry names reads it as before. */
-	return !group || x->acl_access ||
-	       (st->st_gid != USERS_SANDBOX_GID && !users_uid_is_agent(st->st_gid));
+	 * agent an entry names reads it as before. So does a group that is one agent's own:
+	 * open to that agent, closed to the others (a Kubernetes fsGroup walk with an agent's
+	 * gid gives root's private 0600 file that group and 0660; a write apply then shared
+	 * it with every agent). Pistis never gives root's nodes an agent's group. */
+	return !group || x->acl_access || st->st_gid != USERS_SANDBOX_GID;
 }
 
 bool policy_private_node(const struct stat *st, const struct policy_xstate *x)

@@ -377,6 +377,23 @@ like "... in JSON too" \
 	"$("$P" policy explain /mv/ws/keys/id --root "$R" --rules "$R/rules-mv.json" --json 2>&1)" \
 	'"left_as_is":true,.*"private_above":"/mv/ws/keys"'
 rm -r "$R/mv/ws/keys"
+# Root's file in one agent's own group (a Kubernetes fsGroup walk with G an agent's gid:
+# every node G, g+rw): agent A reads it, B does not. A write apply counted A's group as
+# the agents' and shared the file with all of them (B read it after the apply). It is
+# root's private file to the others: left as it is.
+echo root-only >"$R/mv/ws/fsg" && chown 0:$A "$R/mv/ws/fsg" && chmod 0660 "$R/mv/ws/fsg"
+mkdir -m 2770 "$R/mv/ws/fsgd" && echo k >"$R/mv/ws/fsgd/id" && chown 0:$A "$R/mv/ws/fsgd" "$R/mv/ws/fsgd/id" &&
+	chmod 0660 "$R/mv/ws/fsgd/id"
+fails "(agent B cannot read root's file in agent A's group)" \
+	setpriv --reuid=$B --regid=$B --groups=10010 cat "$R/mv/ws/fsg"
+out=$("$P" policy apply --root "$R" --rules "$R/rules-mv.json" 2>&1)
+fails "apply does not share root's file in one agent's group with another agent" \
+	setpriv --reuid=$B --regid=$B --groups=10010 cat "$R/mv/ws/fsg"
+is "... it keeps its owner, group and mode" "$(stat -c '%u:%g %a' "$R/mv/ws/fsg")" "0:$A 660"
+fails "... nor a file in root's directory in that group" \
+	setpriv --reuid=$B --regid=$B --groups=10010 cat "$R/mv/ws/fsgd/id"
+like "... and apply says why" "$out" "^left /mv/ws/fsg: root's private file"
+rm -r "$R/mv/ws/fsg" "$R/mv/ws/fsgd"
 # The mark's name is not enough: its value is a tag made with root's key for that one inode.
 # An agent marks root's shared file it may write, with a value of the right length, before
 # root makes the file private; root copies a file a none rule closed, xattrs and all, into
