@@ -9,6 +9,10 @@
 #include "lib/escape.h"
 #include "lib/fd-util.h"
 
+/* A JSON line's escaped message at most: with the rest of the line (the program's name is
+ * one of ours) under PIPE_BUF (4096), which a pipe writes whole. */
+#define LOG_JSON_MSG_MAX 3584u
+
 static const char *program = "pistis";
 static enum log_level max_level = LOG_LVL_INFO;
 static enum log_format format = LOG_FORMAT_TEXT;
@@ -99,7 +103,17 @@ int log_internal(enum log_level level, int error, const char *file, int line, co
 			memcpy(msg + sizeof(msg) - 1 - (size_t)m, mark, (size_t)m + 1);
 			n = sizeof(msg) - 1;
 		}
-		escape_json(msg, (size_t)n, esc, sizeof(esc));
+		if (escape_json(msg, (size_t)n, esc, sizeof(esc)) > LOG_JSON_MSG_MAX) {
+			/* Escaped, a line of 2 KiB can be 12 (every byte from 0x80 up is six):
+			 * past the PIPE_BUF a pipe takes in one piece, where another writer's
+			 * line can land inside it. Cut at an escape's end, marked with the
+			 * message's whole length. */
+			char mark[48];
+			int m = snprintf(mark, sizeof(mark), "...[line cut: %d bytes]", n);
+
+			escape_json(msg, (size_t)n, esc, LOG_JSON_MSG_MAX + 1 - (size_t)m);
+			memcpy(esc + strlen(esc), mark, (size_t)m + 1);
+		}
 		clock_gettime(CLOCK_REALTIME, &ts);
 		n = snprintf(out + o, sizeof(out) - (size_t)o,
 			     "{\"ts\":%lld.%03ld,\"level\":\"%s\",\"prog\":\"%s\",\"msg\":\"%s\"%s",
