@@ -132,6 +132,7 @@ static void changes_text(unsigned c, char *buf, size_t size)
 		{POLICY_CH_ACL_SET, "set-default-acl"},
 		{POLICY_CH_MARK, "mark-closed"},
 		{POLICY_CH_UNMARK, "unmark"},
+		{POLICY_CH_CAPS, "strip-caps"},
 	};
 	size_t o = 0;
 

@@ -15,6 +15,7 @@
 #include "sandbox-users/users.h"
 
 #define POLICY_XATTR_ACL_ACCESS "system.posix_acl_access"
+#define POLICY_XATTR_CAPS "security.capability"
 #define POLICY_XATTR_ACL_DEFAULT "system.posix_acl_default"
 /* The mark a walk leaves on each regular file and directory it closes (none, the depth
  * bound): only who may write the node can set a user.* xattr, and the node is root's or
@@ -112,6 +113,7 @@ struct policy_xstate {
 	bool closed_mark;
 	bool mark_foreign; /* another mark's name is there (another key's, the first
 			      version's, or, read through the fd, ours with a wrong tag) */
+	bool caps;	   /* file capabilities (security.capability) */
 };
 
 /* The ACL state through fd (opath: an O_PATH fd, read through /proc/thread-self/fd/N), or by name

@@ -179,6 +179,7 @@ enum policy_change {
 	POLICY_CH_ACL_SET = 1 << 4,	/* set the write-level default ACL */
 	POLICY_CH_MARK = 1 << 5,	/* leave the closing mark (user.pistis.closed) */
 	POLICY_CH_UNMARK = 1 << 6,	/* take the closing mark off a node opened again */
+	POLICY_CH_CAPS = 1 << 7,	/* strip file capabilities (security.capability) */
 };
 
 enum policy_event_kind {

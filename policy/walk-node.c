@@ -98,6 +98,8 @@ static int xstate_from_list(const char *list, ssize_t n, struct policy_mark_key 
 
 		if (!strcmp(name, POLICY_XATTR_ACL_ACCESS))
 			x->acl_access = true;
+		else if (!strcmp(name, POLICY_XATTR_CAPS))
+			x->caps = true;
 		else if (!strncmp(name, POLICY_XATTR_CLOSED_V1,
 				  sizeof(POLICY_XATTR_CLOSED_V1) - 1)) {
 			int kind = policy_mark_name_kind(k, name);
@@ -129,6 +131,10 @@ static int xstate_by_name(struct policy_mark_key *k, int fd, bool opath, struct 
 	if (m < 0 && m != -ENODATA)
 		return (int)m;
 	x->acl_access = m >= 0;
+	m = policy_getxattr_fd(fd, opath, POLICY_XATTR_CAPS, NULL, 0);
+	if (m < 0 && m != -ENODATA)
+		return (int)m;
+	x->caps = m >= 0;
 	x->acl_default = default_acl_state(fd, opath);
 	/* Marks: the first version's name and this key's (another key's names stay unseen
 	 * here: a mark that is not this key's counts for nothing either way). */
@@ -213,6 +219,8 @@ unsigned policy_changes_for(const struct stat *st, const struct policy_xstate *x
 		c |= POLICY_CH_MODE;
 	if (x->acl_access)
 		c |= POLICY_CH_ACL_ACCESS;
+	if (x->caps && !S_ISDIR(st->st_mode))
+		c |= POLICY_CH_CAPS;
 	if (S_ISDIR(st->st_mode)) {
 		bool want = t->flags & POLICY_T_DEFAULT_ACL;
 
@@ -288,7 +296,8 @@ bool policy_marks_supported(int dfd, const char *name)
 bool policy_looser_than(const struct stat *st, const struct policy_xstate *x,
 			const struct policy_target *t)
 {
-	return (st->st_mode & 07777 & ~t->mode) || x->acl_access;
+	return (st->st_mode & 07777 & ~t->mode) || x->acl_access ||
+	       (x->caps && !S_ISDIR(st->st_mode));
 }
 
 /* A node left as it is (a second name) whose owner is not the one the rule names, nor
@@ -413,6 +422,7 @@ bool policy_takes_away(const struct stat *st, const struct policy_xstate *x,
 	uid_t uid = t->uid == (uid_t)-1 ? st->st_uid : t->uid;
 
 	return tighten_mode(st, t) != (st->st_mode & 07777) || x->acl_access ||
+	       (x->caps && !S_ISDIR(st->st_mode)) ||
 	       (S_ISDIR(st->st_mode) && x->acl_default != POLICY_ACL_DEF_NONE) ||
 	       st->st_uid != uid || (st->st_gid != t->gid && (st->st_mode & 0077));
 }
@@ -504,6 +514,16 @@ int policy_apply_pre(int fd, bool opath, struct stat *st, const struct policy_xs
 	}
 	if (x->acl_access) {
 		r = policy_removexattr_fd(fd, opath, POLICY_XATTR_ACL_ACCESS);
+		if (r < 0)
+			return r;
+	}
+	/* File capabilities lift whoever runs the file, as a setuid bit does, and a shared
+	 * mmap write changes its bytes without dropping them; chown drops them, but a node
+	 * whose owner and group are right is not chowned (root's cap_setuid binary made in
+	 * a write tree's setgid directory is pi-sandbox's already). Taken off before the
+	 * final mode, which may open the file to agents. */
+	if (x->caps && !S_ISDIR(st->st_mode)) {
+		r = policy_removexattr_fd(fd, opath, POLICY_XATTR_CAPS);
 		if (r < 0)
 			return r;
 	}

@@ -865,6 +865,70 @@ TEST_F(root, rule_path_raced_into_a_symlink_is_an_error)
 	EXPECT_EQ(st_of(self, "outside/b").st_gid, 0u);
 }
 
+/* security.capability, as `setcap cap_setuid+ep` writes it (VFS_CAP_REVISION_2, effective;
+ * permitted: CAP_SETUID). */
+static int set_caps(struct _fixture_root *self, const char *rel)
+{
+	static const uint8_t caps[20] = {0x01, 0x00, 0x00, 0x02, 0x80};
+	char p[512];
+
+	snprintf(p, sizeof(p), "%s/%s", self->dir, rel);
+	return lsetxattr(p, "security.capability", caps, sizeof(caps), 0) < 0 ? -errno : 0;
+}
+
+/* File capabilities lift whoever runs the file like a setuid bit (an agent of a root with
+ * trusted commands keeps CAP_SETUID in its bounding set), and a shared mmap write changes
+ * the bytes without dropping them. chown drops them, but a write rule does not chown a
+ * file that is pi-sandbox's already (root's file made in a write tree's setgid directory):
+ * root's cap_setuid binary became root:pi-sandbox 0770, writable by every agent, with its
+ * capabilities. They never survive a walk, at any level, as setuid bits do not. */
+TEST_F(root, file_capabilities_never_survive)
+{
+	mk(self, "w", S_IFDIR | 0755, 0, 0);
+	mk(self, "w/rootcap", S_IFREG | 0755, 0, USERS_SANDBOX_GID);
+	mk(self, "w/agentcap", S_IFREG | 0770, AGENT, USERS_SANDBOX_GID);
+	ASSERT_EQ(set_caps(self, "w/rootcap"), 0);
+	ASSERT_EQ(set_caps(self, "w/agentcap"), 0);
+
+	ASSERT_EQ(run(self, W, POLICY_CHECK), 0);
+	EXPECT_EQ(self->st.violations, 3u); /* w, rootcap's mode and caps, agentcap's caps */
+	ASSERT_EQ(run(self, W, POLICY_APPLY), 0);
+	EXPECT_EQ(self->st.errors, 0u);
+	EXPECT_EQ(st_of(self, "w/rootcap").st_mode & 07777, 0770u);
+	EXPECT_EQ(st_of(self, "w/rootcap").st_uid, 0u);
+	EXPECT_EQ(xattr_of(self, "w/rootcap", "security.capability"), -1);
+	EXPECT_EQ(xattr_of(self, "w/agentcap", "security.capability"), -1);
+	ASSERT_EQ(run(self, W, POLICY_APPLY), 0);
+	EXPECT_EQ(self->st.changed, 0u);
+	ASSERT_EQ(run(self, W, POLICY_CHECK), 0);
+	EXPECT_EQ(self->st.violations, 0u);
+
+	/* A file agents may write with a second name: the trim takes them too. */
+	if (policy_hardlinks_protected()) {
+		ASSERT_EQ(set_caps(self, "w/rootcap"), 0);
+		sh(self, "ln w/rootcap w/rootcap2");
+		ASSERT_EQ(run(self, W, POLICY_APPLY), 0);
+		EXPECT_EQ(xattr_of(self, "w/rootcap", "security.capability"), -1);
+		EXPECT_EQ(st_of(self, "w/rootcap").st_mode & 07777, 0770u);
+		sh(self, "rm w/rootcap2");
+	}
+
+	/* Read and none: root's 0755 file, already right but for them. */
+	ASSERT_EQ(run(self, R, POLICY_APPLY), 0);
+	EXPECT_EQ(st_of(self, "w/rootcap").st_mode & 07777, 0755u);
+	ASSERT_EQ(set_caps(self, "w/rootcap"), 0);
+	ASSERT_EQ(run(self, R, POLICY_CHECK), 0);
+	EXPECT_EQ(self->st.violations, 1u);
+	ASSERT_EQ(run(self, R, POLICY_APPLY), 0);
+	EXPECT_EQ(xattr_of(self, "w/rootcap", "security.capability"), -1);
+	EXPECT_EQ(st_of(self, "w/rootcap").st_mode & 07777, 0755u);
+	ASSERT_EQ(run(self, N, POLICY_APPLY), 0);
+	ASSERT_EQ(set_caps(self, "w/rootcap"), 0);
+	ASSERT_EQ(run(self, N, POLICY_APPLY), 0);
+	EXPECT_EQ(xattr_of(self, "w/rootcap", "security.capability"), -1);
+	EXPECT_EQ(st_of(self, "w/rootcap").st_mode & 07777, 0700u);
+}
+
 TEST_F(root, hardlinks_left_alone)
 {
 	mk(self, "etc", S_IFDIR | 0755, 0, 0);
