@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -123,4 +124,82 @@ int mountinfo_read(char **ret)
 	if (fd < 0)
 		return -errno;
 	return fd_read_all(fd, MOUNTINFO_MAX_BYTES, ret, NULL);
+}
+
+int mountinfo_read_at(int proc_fd, const char *name, char **ret)
+{
+	_cleanup_close_ int fd = openat(proc_fd, name, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+
+	if (fd < 0)
+		return -errno;
+	return fd_read_all(fd, MOUNTINFO_MAX_BYTES, ret, NULL);
+}
+
+/* The id at the start of each line, in order; false at the end. */
+static bool next_id(const char **p, unsigned *ret)
+{
+	const char *s = *p;
+
+	while (*s) {
+		unsigned long v = 0;
+		const char *start = s;
+
+		while (*s >= '0' && *s <= '9' && v <= 0xffffffffUL)
+			v = v * 10 + (unsigned long)(*s++ - '0');
+		bool ok = s > start && *s == ' ' && v <= 0xffffffffUL;
+		s = strchr(s, '\n');
+		s = s ? s + 1 : start + strlen(start);
+		if (ok) {
+			*p = s;
+			*ret = (unsigned)v;
+			return true;
+		}
+	}
+	*p = s;
+	return false;
+}
+
+static int cmp_unsigned(const void *a, const void *b)
+{
+	unsigned x = *(const unsigned *)a, y = *(const unsigned *)b;
+	return x < y ? -1 : x > y;
+}
+
+int mountinfo_ids(const char *text, unsigned **ret, size_t *ret_n)
+{
+	_cleanup_free_ unsigned *v = NULL;
+	size_t n = 0, cap = 0;
+	const char *p = text;
+	unsigned id;
+
+	while (next_id(&p, &id)) {
+		if (n == cap) {
+			unsigned *nv = reallocarray(v, cap ? cap * 2 : 64, sizeof(*v));
+
+			if (!nv)
+				return -ENOMEM;
+			v = nv;
+			cap = cap ? cap * 2 : 64;
+		}
+		v[n++] = id;
+	}
+	if (n)
+		qsort(v, n, sizeof(*v), cmp_unsigned);
+	*ret = TAKE_PTR(v);
+	*ret_n = n;
+	return 0;
+}
+
+bool mountinfo_ids_disjoint(const char *text, const unsigned *ours, size_t n_ours)
+{
+	const char *p = text;
+	bool any = false;
+	unsigned id;
+
+	while (next_id(&p, &id)) {
+		if (n_ours && bsearch(&id, ours, n_ours, sizeof(id), cmp_unsigned))
+			return false;
+		any = true;
+	}
+	return any;
 }

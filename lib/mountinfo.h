@@ -36,3 +36,18 @@ bool mountinfo_path_under(const char *path, const char *mount_point);
 /* Reads /proc/self/mountinfo (at most MOUNTINFO_MAX_BYTES) into a malloc'd, NUL-terminated
  * buffer. 0 or -errno (-EFBIG when larger). */
 int mountinfo_read(char **ret);
+
+/* The same of NAME beneath proc_fd (an open /proc): "self/mountinfo", "PID/mountinfo".
+ * Unlike /proc/PID/root or ns/mnt, another process's mountinfo needs no ptrace access. */
+int mountinfo_read_at(int proc_fd, const char *name, char **ret);
+
+/* The mount ids (each line's first field) of a mountinfo TEXT, sorted, in a malloc'd array
+ * (NULL when there are none). 0 or -errno. */
+int mountinfo_ids(const char *text, unsigned **ret, size_t *ret_n);
+
+/* Whether TEXT (another process's mountinfo) lists mounts and none of them is one of OURS
+ * (n_ours sorted ids, from mountinfo_ids): a mount belongs to one mount namespace and its
+ * id is unique on the machine, so that process lives in a mount namespace of its own
+ * (another container's, in a PID namespace shared with it). An empty TEXT (a process
+ * chrooted where no mount is) tells nothing: false. */
+bool mountinfo_ids_disjoint(const char *text, const unsigned *ours, size_t n_ours);

@@ -589,15 +589,24 @@ static void build_exit(struct cmd *c)
 
 static void kill_agent_leftovers(uint32_t cmd_id, const char *agent, uid_t uid)
 {
+	/* kill(-1) as the agent reaches every process of its uid in the PID namespace: where
+	 * one is not ours (another sandbox's agent of that uid, the PID namespace shared with
+	 * it), only the /proc pass runs, which is ours only (red team, shared-pidns.sh). */
+	pid_t foreign = spawn_uid_beyond_root(T.spawn, uid);
 	int k, u, killed = 0;
 
+	if (foreign > 0)
+		log_notice("audit exec cmd=%u agent=\"%s\": a process of uid %u outside this "
+			   "sandbox's root (pid %d: a PID namespace shared with another sandbox?) "
+			   "keeps the sweep to this root's processes",
+			   cmd_id, agent, (unsigned)uid, (int)foreign);
 	for (unsigned round = 0; round < LEFTOVER_ROUNDS; round++) {
 		if (round)
 			(void)nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
 		k = spawn_kill_agent_processes(T.spawn, &uid, 1);
 		/* The /proc pass (which counts, for the log) misses a process that keeps
 		 * forking and letting its parent exit; kill(-1) as the agent does not. */
-		u = spawn_kill_uid(uid);
+		u = foreign > 0 ? 0 : spawn_kill_uid(uid);
 		if (u < 0)
 			log_warning_errno(u, "Failed to kill what runs as agent \"%s\": %m", agent);
 		if (k <= 0)

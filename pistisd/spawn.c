@@ -29,6 +29,7 @@
 #include "lib/env-build.h"
 #include "lib/fd-util.h"
 #include "lib/macro.h"
+#include "lib/mountinfo.h"
 #include "lib/proc-status.h"
 #include "pistisd/scope.h"
 #include "pistisd/spawn-child.h"
@@ -1150,6 +1151,10 @@ struct sweep {
 	size_t n_uids;
 	const struct spawn_sweep_root *roots; /* NULL: any root */
 	size_t n_roots;
+	/* Our mount ids (mountinfo_ids), read at the first root that cannot be read. */
+	bool mnt_read;
+	unsigned *mnt_ids;
+	size_t n_mnt_ids;
 	unsigned found;
 	pid_t reapers[REAPERS_MAX];
 	size_t n_reapers;
@@ -1339,9 +1344,42 @@ static int task_root(int proc_fd, pid_t pid, struct stat *ret)
 	return t.r;
 }
 
-/* Whether the process's root directory is one of s->roots. /proc/PID/root needs ptrace
- * access: unreadable (EACCES), it counts as in; gone (ENOENT, ESRCH), as not. */
-static bool in_roots(const struct sweep *s, pid_t pid)
+/* Whether pid provably lives in another mount namespace than ours: its mountinfo, which
+ * unlike its root needs no ptrace access, lists mounts and none of ours. */
+static bool other_mount_ns(struct sweep *s, pid_t pid)
+{
+	_cleanup_free_ char *ours = NULL, *theirs = NULL;
+	char name[32];
+
+	if (!s->mnt_read) {
+		s->mnt_read = true;
+		if (mountinfo_read_at(s->proc_fd, "self/mountinfo", &ours) < 0 ||
+		    mountinfo_ids(ours, &s->mnt_ids, &s->n_mnt_ids) < 0)
+			s->n_mnt_ids = 0;
+	}
+	if (!s->n_mnt_ids)
+		return false; /* cannot tell */
+	snprintf(name, sizeof(name), "%d/mountinfo", (int)pid);
+	return mountinfo_read_at(s->proc_fd, name, &theirs) == 0 &&
+	       mountinfo_ids_disjoint(theirs, s->mnt_ids, s->n_mnt_ids);
+}
+
+static void sweep_done(struct sweep *s)
+{
+	free(s->mnt_ids);
+	s->mnt_ids = NULL;
+	s->n_mnt_ids = 0;
+	s->mnt_read = false;
+}
+
+/* Whether the process's root directory is one of s->roots. Gone (ENOENT, ESRCH), it is
+ * not. /proc/PID/root needs ptrace access (CAP_SYS_PTRACE, which Docker's default set
+ * leaves out): unreadable, it counts as in unless its mounts are another mount
+ * namespace's. In a PID namespace shared with another container (docker run --pid host or
+ * --pid container:X, Kubernetes shareProcessNamespace) that container's agents have our
+ * agents' uids, and counting them in killed them (red team, shared-pidns.sh). Our agents
+ * cannot leave our mount namespace (unshare, setns, clone with CLONE_NEW* are refused). */
+static bool in_roots(struct sweep *s, pid_t pid)
 {
 	struct stat st;
 	int r;
@@ -1350,7 +1388,7 @@ static bool in_roots(const struct sweep *s, pid_t pid)
 		return true;
 	r = task_root(s->proc_fd, pid, &st);
 	if (r < 0)
-		return r != -ENOENT && r != -ESRCH;
+		return r != -ENOENT && r != -ESRCH && !other_mount_ns(s, pid);
 	for (size_t i = 0; i < s->n_roots; i++)
 		if (st.st_dev == s->roots[i].dev && st.st_ino == s->roots[i].ino)
 			return true;
@@ -1435,15 +1473,66 @@ int spawn_kill_agent_processes_in(int proc_fd, uid_t *uids, size_t n,
 			s.found++;
 		safe_close(t.pidfd[i]);
 	}
-	if (r < 0)
-		return r;
-	r = proc_each(proc_fd, sweep_one, &s);
+	if (r >= 0)
+		r = proc_each(proc_fd, sweep_one, &s);
+	sweep_done(&s);
 	return r < 0 ? r : (int)s.found;
+}
+
+/* Our root directory, for the sweeps that are ours only. */
+static int own_root(struct spawn_sweep_root *ret)
+{
+	struct stat st;
+
+	if (stat("/", &st) < 0)
+		return negative_errno();
+	*ret = (struct spawn_sweep_root){.dev = st.st_dev, .ino = st.st_ino};
+	return 0;
 }
 
 int spawn_kill_agent_processes(const struct spawn_ctx *ctx, uid_t *uids, size_t n)
 {
-	return spawn_kill_agent_processes_in(ctx->proc_fd, uids, n, NULL, 0);
+	struct spawn_sweep_root root;
+	int r = own_root(&root);
+
+	/* Ours only: in a PID namespace shared with other sandboxes (docker run --pid host,
+	 * --pid container:X, Kubernetes shareProcessNamespace) or beside a chroot, the same
+	 * uids are theirs too (every sandbox's first agent is 10100), and a tightening apply
+	 * or the process-group mode's sweep killed their processes (red team,
+	 * shared-pidns.sh). */
+	if (r < 0)
+		return r;
+	return spawn_kill_agent_processes_in(ctx->proc_fd, uids, n, &root, 1);
+}
+
+struct beyond {
+	struct sweep s;
+	pid_t found;
+};
+
+static bool outside_root(pid_t pid, void *arg)
+{
+	struct beyond *b = arg;
+
+	if (!agent_process(&b->s, pid) || in_roots(&b->s, pid))
+		return false;
+	b->found = pid;
+	return true;
+}
+
+pid_t spawn_uid_beyond_root(const struct spawn_ctx *ctx, uid_t uid)
+{
+	struct spawn_sweep_root root;
+	struct beyond b = {.s = {.proc_fd = ctx->proc_fd,
+				 .uids = &uid,
+				 .n_uids = 1,
+				 .roots = &root,
+				 .n_roots = 1}};
+
+	if (own_root(&root) < 0 || proc_each(ctx->proc_fd, outside_root, &b) < 0)
+		b.found = 0;
+	sweep_done(&b.s);
+	return b.found;
 }
 
 /* The audit sessions of commands a live pistisd still tracks (its children's), for
@@ -1572,9 +1661,16 @@ static bool kill_untracked(pid_t pid, void *arg)
 	return false;
 }
 
+static void orphan_sweep_freep(struct orphan_sweep **o)
+{
+	if (*o)
+		sweep_done(&(*o)->roots);
+	free(*o);
+}
+
 int spawn_kill_orphaned_sessions(const struct spawn_ctx *ctx, uid_t *uids, size_t n)
 {
-	_cleanup_free_ struct orphan_sweep *o = NULL;
+	_cleanup_(orphan_sweep_freep) struct orphan_sweep *o = NULL;
 	struct spawn_sweep_root root;
 	unsigned total = 0;
 	struct stat st;
@@ -1672,6 +1768,7 @@ pid_t spawn_uid_commanded_elsewhere(const struct spawn_ctx *ctx, uid_t uid, pid_
 {
 	struct spawn_sweep_root root;
 	struct stat st;
+	int r;
 	struct elsewhere e = {
 		.s = {.proc_fd = ctx->proc_fd,
 		      .uids = &uid,
@@ -1688,7 +1785,9 @@ pid_t spawn_uid_commanded_elsewhere(const struct spawn_ctx *ctx, uid_t uid, pid_
 	if (stat("/", &st) < 0)
 		return 0;
 	root = (struct spawn_sweep_root){.dev = st.st_dev, .ino = st.st_ino};
-	if (proc_each(ctx->proc_fd, commanded_elsewhere, &e) != 1)
+	r = proc_each(ctx->proc_fd, commanded_elsewhere, &e);
+	sweep_done(&e.s);
+	if (r != 1)
 		return 0;
 	if (ret_child)
 		*ret_child = e.child;

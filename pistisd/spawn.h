@@ -293,10 +293,17 @@ int spawn_kill_leftovers(struct spawn_proc *p);
  * processes) they started, or an agent that killed their sudo did: what a tightening must
  * not leave running, tracked by a command or not (a setsid'ed grandchild outside any
  * process group pistisd knows, where there is no cgroup; one a restarted daemon never
- * knew). Read from
+ * knew), whose root directory is ours (as spawn_kill_agent_processes_in: another
+ * sandbox's agents have the same uids where the PID namespace is shared). Read from
  * /proc, each signalled through a pidfd opened before its status is read. Returns how
  * many were signalled (0: none left), -errno when /proc cannot be read. */
 int spawn_kill_agent_processes(const struct spawn_ctx *ctx, uid_t *uids, size_t n);
+
+/* The pid of a live process of uid whose root directory is not ours (another sandbox's
+ * agent of the same uid, in a PID namespace shared with it; a host user's beside a chroot),
+ * 0 when there is none or /proc cannot be read: where one is, spawn_kill_uid would kill
+ * it too. */
+pid_t spawn_uid_beyond_root(const struct spawn_ctx *ctx, uid_t uid);
 
 /* Where command trees are audit sessions (no cgroup): SIGKILL every process of a command
  * session no live pistisd tracks, the leftovers of a daemon that died (its commands'
@@ -335,7 +342,8 @@ int spawn_ctx_proc_fd(const struct spawn_ctx *ctx);
  * (dev and inode): the agents that can reach one tree, not those of another chroot or
  * container root on the same machine with the same uids. Reading /proc/PID/root needs
  * ptrace access (CAP_SYS_PTRACE, which Docker's default set leaves out): a process whose
- * root cannot be read counts as in one of them. */
+ * root cannot be read counts as in one of them, unless its /proc/PID/mountinfo (readable
+ * by all) shows it in another mount namespace (another container's). */
 struct spawn_sweep_root {
 	dev_t dev;
 	ino_t ino;

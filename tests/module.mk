@@ -13,6 +13,7 @@ INTEGRATION_TESTS += tests/integration/redteam-spawn.sh tests/integration/redtea
 INTEGRATION_TESTS += tests/integration/docker.sh tests/integration/docker-restricted.sh
 # Beside what a plain machine has: threaded cgroups, shared mount propagation, NSS sources.
 INTEGRATION_TESTS += tests/integration/plain-machine.sh
+INTEGRATION_TESTS += tests/integration/shared-pidns.sh
 # A short run of each benchmark of bench/ that fits in a test run: each still runs here.
 INTEGRATION_TESTS += tests/integration/bench-smoke.sh
 # Every binary's, command's and verb's --help: exit 0, stdout only, 80 columns; every option

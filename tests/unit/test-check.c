@@ -147,6 +147,34 @@ TEST(mountinfo_options_and_prefixes)
 	EXPECT_TRUE(mountinfo_path_under("/", "/"));
 }
 
+/* Mount ids say whether another process's mount namespace is ours: each mount is in one. */
+TEST(mountinfo_ids_and_other_namespaces)
+{
+	const char *ours = "26 1 0:5 / / rw - overlay o rw\n21 26 0:20 / /proc rw - proc proc rw\n"
+			   "300 26 0:9 / /tmp rw - tmpfs t rw";
+	_cleanup_free_ unsigned *ids = NULL;
+	size_t n = 99;
+
+	ASSERT_EQ(mountinfo_ids(ours, &ids, &n), 0);
+	ASSERT_EQ(n, 3u);
+	EXPECT_EQ(ids[0], 21u);
+	EXPECT_EQ(ids[1], 26u);
+	EXPECT_EQ(ids[2], 300u);
+	/* Another container's: no id in common. */
+	EXPECT_TRUE(mountinfo_ids_disjoint("900 800 0:77 / / rw - overlay o rw\n901 900 0:78 / "
+					   "/proc rw - proc proc rw\n",
+					   ids, n));
+	/* A chroot in our namespace shares some; an empty listing tells nothing. */
+	EXPECT_FALSE(mountinfo_ids_disjoint("300 26 0:9 / / rw - tmpfs t rw\n", ids, n));
+	EXPECT_FALSE(mountinfo_ids_disjoint("", ids, n));
+	/* Lines that do not start with an id are skipped, not taken for one. */
+	EXPECT_FALSE(mountinfo_ids_disjoint("x21 1 0:1 / / rw\n 26 1\n", ids, n));
+	EXPECT_TRUE(mountinfo_ids_disjoint("99999999999 1\n7 1 0:1 / / rw\n", ids, n));
+	free(ids);
+	ASSERT_EQ(mountinfo_ids("", &ids, &n), 0);
+	EXPECT_EQ(n, 0u);
+}
+
 TEST(allow_parse_lists)
 {
 	check_mask_t m = 0;

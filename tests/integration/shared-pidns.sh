@@ -1,0 +1,109 @@
+#!/bin/bash
+# A PID namespace shared with another sandbox (docker run --pid host or --pid container:X,
+# Kubernetes shareProcessNamespace) or with the host's users (a chroot on a plain machine):
+# without a user namespace, uid 10100 there is every sandbox's first agent. pistisd's
+# clean-ups must kill only this sandbox's agents' processes. Emulated in a PID namespace of
+# the test's own (so no process of the machine is reachable): `pistisd serve` in a debian
+# root, in process-group mode (no cgroup, no audit session: the mode that sweeps by uid),
+# beside two processes with the agent's uid that are not the sandbox's: one in the test's
+# own root ("the host's"), one in another mount namespace and root ("another container").
+# Each round: the agent's last command's end, and a tightening policy.apply. Round "ptrace"
+# runs serve as root with every capability in the test's mount namespace; round
+# "no-ptrace" in a mount namespace of its own without CAP_SYS_PTRACE (Docker's default
+# set), where /proc/PID/root of another uid cannot be read. Root, private mount namespace.
+. "$(dirname "$0")/../lib.sh"
+need_root
+need_mount_ns "$@"
+if [ "${PISTIS_TEST_PID_NS:-}" != "$(readlink /proc/self/ns/pid)" ]; then
+	# (--mount-proc makes a new private mount namespace: the test's from then on)
+	exec unshare --pid --fork --mount-proc bash -c 'PISTIS_MNT_NS=$(readlink /proc/self/ns/mnt) \
+		PISTIS_TEST_PID_NS=$(readlink /proc/self/ns/pid) exec bash "$0" "$@"' "$0" "$@"
+fi
+need_bins pistisd server-min pistis
+R=$(root_fresh debian) || { echo "1..0 # SKIP no debian test root"; exit 0; }
+R2=$(root_fresh musl) || { echo "1..0 # SKIP no musl test root"; exit 0; }
+W=$(scratch)
+FOREIGN=()
+cleanup() {
+	[ -n "${PD:-}" ] && kill "$PD" 2>/dev/null
+	[ -n "${SM:-}" ] && kill "$SM" 2>/dev/null
+	for p in "${FOREIGN[@]}"; do kill -9 "$p" 2>/dev/null; done
+	wait 2>/dev/null
+	for p in $(root_pids "$R"); do kill -9 "$p" 2>/dev/null; done
+	root_cleanup
+}
+trap cleanup EXIT
+
+mount -t tmpfs -o mode=0755,size=1m no-cgroup "$R/sys/fs/cgroup"
+mkdir -p "$R/workspaces"
+P() { timeout 30 "$BIN/pistis" "$@"; }
+call() { timeout 60 "$BIN/pistis" call "$@" 2>&1; }
+rules() { call policy.apply "{\"rules\":\"[{\\\"path\\\":\\\"/workspaces\\\",\\\"access\\\":\\\"$1\\\"}]\"}" | tail -n 1; }
+alive() { kill -0 "$1" 2>/dev/null; }
+
+# serve_up MODE: server-min and `pistisd serve` in R (relay_up's, with serve in a mount
+# namespace of its own and without CAP_SYS_PTRACE for MODE no-ptrace).
+serve_up() {
+	local wrap=()
+	[ "$1" = no-ptrace ] && wrap=(unshare -m --propagation private setpriv --bounding-set=-sys_ptrace)
+	relay_config "$R" "$W"
+	"$BIN/server-min" --config "$W/pistis.json" >>"$W/smin.log" 2>&1 &
+	SM=$!
+	(exec "${wrap[@]}" env -i "${_ROOT_ENV[@]}" chroot "$R" env PISTIS_NO_AUDIT_SESSION=1 \
+		pistisd serve --relay "ws://127.0.0.1:$SP" --token-file /etc/pistis/token --name s1 \
+		${ALLOW:+--allow $ALLOW}) >"$W/pd.log" 2>&1 &
+	PD=$!
+	for _ in $(seq 100); do
+		"$BIN/pistis" ls 2>/dev/null | grep -q "s1 *connected" && return 0
+		sleep 0.1
+	done
+	return 1
+}
+serve_down() {
+	kill "$PD" "$SM" 2>/dev/null
+	wait "$PD" "$SM" 2>/dev/null
+	PD= SM=
+}
+
+for mode in ptrace no-ptrace; do
+	serve_up "$mode"
+	like "$mode: pistisd serve is connected" "$(P ls 2>&1)" '^s1 +connected'
+	like "$mode: policy.apply: /workspaces write" "$(rules write)" '"ok":true.*"complete":true'
+	AUID=$(P exec --agent alice -- id -u 2>&1 | tail -n 1)
+	like "$mode: alice's command runs (uid $AUID)" "$AUID" '^1[0-9]{4}$'
+	if [ "$mode" = no-ptrace ]; then
+		capeff=$(sed -n 's/^CapEff:\t//p' /proc/$(pgrep -n -f "pistisd serve --relay ws://127.0.0.1:$SP")/status)
+		ok "$mode: serve runs without CAP_SYS_PTRACE ($capeff)" test $((0x$capeff >> 19 & 1)) = 0
+	fi
+	# The host's process of alice's uid (root /, the test's mount namespace), and another
+	# container's (its own mount namespace and root).
+	setpriv --reuid="$AUID" --regid="$AUID" --clear-groups sleep 600 &
+	HOSTP=$!
+	unshare -m --propagation private chroot --userspec="$AUID:$AUID" "$R2" sleep 601 &
+	CTRP=$!
+	FOREIGN+=("$HOSTP" "$CTRP")
+	sleep 0.3
+	ok "$mode: the host's process of uid $AUID runs" alive "$HOSTP"
+	ok "$mode: ... and the other container's" alive "$CTRP"
+
+	# The agent's last command's end, a setsid'ed leftover of its own with it.
+	P exec --agent alice -- sh -c 'setsid sleep 300 </dev/null >/dev/null 2>&1 & sleep 0.3' >/dev/null 2>&1
+	for _ in $(seq 30); do [ -z "$(root_pids "$R" "$AUID")" ] && break; sleep 0.1; done
+	is "$mode: alice's last command's end: its leftover is killed" "$(root_pids "$R" "$AUID")" ""
+	ok "$mode: ... the host's process of uid $AUID is not" alive "$HOSTP"
+	ok "$mode: ... nor the other container's" alive "$CTRP"
+
+	# A tightening apply: every process of the registry's uids in this sandbox goes.
+	# (in serve's mount namespace, as `docker exec` would start it)
+	nsenter -t "$PD" -m chroot "$R" setpriv --reuid="$AUID" --regid="$AUID" --clear-groups sleep 302 &
+	disown
+	sleep 0.3
+	like "$mode: policy.apply: /workspaces read (tightening)" "$(rules read)" '"ok":true.*"complete":true'
+	is "$mode: ... alice's process in the sandbox is killed" "$(root_pids "$R" "$AUID")" ""
+	ok "$mode: ... the host's process of uid $AUID is not" alive "$HOSTP"
+	ok "$mode: ... nor the other container's" alive "$CTRP"
+	kill -9 "$HOSTP" "$CTRP" 2>/dev/null
+	wait "$HOSTP" "$CTRP" 2>/dev/null
+	serve_down
+done
+done_testing
