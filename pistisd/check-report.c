@@ -221,6 +221,14 @@ static const struct {
 		 "give the container PID, IPC and UTS namespaces of its own (no docker run --pid "
 		 "host, --ipc host or --uts host; no Kubernetes hostPID or hostIPC); a machine "
 		 "of its own that runs one pistisd may ignore this"},
+	[CHECK_SHARED_PID_NS] =
+		{"shared_pid_ns", false,
+		 "agents see and signal only this sandbox's processes: where another container "
+		 "shares the PID namespace, its processes of an agent's uid (every sandbox's "
+		 "first agent is 10100) are that agent's to read in /proc and to kill",
+		 "give the container a PID namespace of its own (no docker run --pid "
+		 "container:X; no Kubernetes shareProcessNamespace), or no agents in the other "
+		 "container"},
 	[CHECK_NSS_SOURCES] =
 		{"nss_sources", false,
 		 "no agent shares its uid or gid with a user or group of the machine: pistisd "

@@ -344,6 +344,76 @@ static void probe_host_namespaces(struct check_report *r)
 			  : "");
 }
 
+/* How many processes of /proc live in another mount namespace than ours, and the first one
+ * (0: none): /proc/PID/ns/mnt where it can be read, else /proc/PID/mountinfo, which needs
+ * no ptrace access (a mount is in one namespace only: no id in common, another one). */
+static unsigned other_mount_ns_processes(pid_t *ret_first)
+{
+	_cleanup_free_ char *text = NULL;
+	_cleanup_free_ unsigned *ids = NULL;
+	DIR *d = NULL;
+	struct stat self;
+	struct dirent *de;
+	size_t n_ids = 0;
+	unsigned n = 0;
+
+	*ret_first = 0;
+	if (stat("/proc/self/ns/mnt", &self) < 0)
+		self.st_ino = 0;
+	if (mountinfo_read(&text) < 0 || mountinfo_ids(text, &ids, &n_ids) < 0)
+		n_ids = 0;
+	d = opendir("/proc");
+	if (!d)
+		return 0;
+	while ((de = readdir(d))) {
+		_cleanup_free_ char *theirs = NULL;
+		char name[64];
+		struct stat st;
+		long pid = strtol(de->d_name, NULL, 10);
+		bool other;
+
+		if (pid <= 0 || pid == getpid())
+			continue;
+		snprintf(name, sizeof(name), "/proc/%ld/ns/mnt", pid);
+		if (self.st_ino && stat(name, &st) == 0)
+			other = st.st_ino != self.st_ino || st.st_dev != self.st_dev;
+		else {
+			snprintf(name, sizeof(name), "%ld/mountinfo", pid);
+			other = n_ids && mountinfo_read_at(dirfd(d), name, &theirs) == 0 &&
+				mountinfo_ids_disjoint(theirs, ids, n_ids);
+		}
+		if (!other)
+			continue;
+		if (!n++ || pid == 1)
+			*ret_first = (pid_t)pid;
+	}
+	closedir(d);
+	return n;
+}
+
+/* A PID namespace other than the host's that processes of another mount namespace share
+ * with us: a sidecar (docker run --pid container:X, Kubernetes shareProcessNamespace, whose
+ * PID 1 is the pod's pause process). Without a user namespace their uids are ours: an
+ * agent of uid 10100 reads and kills the other container's processes of 10100. */
+static void probe_shared_pid_ns(struct check_report *r)
+{
+	pid_t first;
+	unsigned n;
+
+	if (host_ns_is_initial(HOST_NS_PID) == 1)
+		return check_set(r, CHECK_SHARED_PID_NS, CHECK_STATUS_WARN,
+				 "the host's PID namespace (host_namespaces)");
+	n = other_mount_ns_processes(&first);
+	if (!n)
+		return check_set(r, CHECK_SHARED_PID_NS, CHECK_STATUS_OK,
+				 "no process of another mount namespace in ours");
+	check_set(r, CHECK_SHARED_PID_NS, CHECK_STATUS_WARN,
+		  "%u process(es) of another mount namespace (another container's) share the "
+		  "PID namespace%s (pid %d): agents read and signal those of their own uid; "
+		  "pistis's clean-ups leave them alone",
+		  n, first == 1 ? ", PID 1 among them" : "", (int)first);
+}
+
 static void probe_seccomp(struct check_report *r)
 {
 	uint32_t action = SECCOMP_RET_KILL_PROCESS;
@@ -1780,6 +1850,7 @@ int check_run(const char *root, unsigned flags, struct check_report **ret)
 	probe_orchestrator_secrets(r, root_fd);
 	probe_dev_nodes(r, root_fd);
 	probe_host_namespaces(r);
+	probe_shared_pid_ns(r);
 	probe_nss_sources(r, root_fd);
 	const char *blocker = trusted ? trusted_setuid_blocker() : NULL;
 	if (!trusted)

@@ -65,6 +65,18 @@ serve_down() {
 	PD= SM=
 }
 
+# pistisd check: processes of another mount namespace in our PID namespace are a sidecar's.
+chk() { in_root "$R" pistisd check --no-walk 2>/dev/null | awk '$1 == "shared_pid_ns"'; }
+like "check: shared_pid_ns ok while every process here is in our mount namespace" "$(chk)" '^shared_pid_ns +ok'
+unshare -m --propagation private chroot "$R2" sleep 603 &
+SIDE=$!
+FOREIGN+=("$SIDE")
+sleep 0.2
+like "check: shared_pid_ns warns with another container's process in the namespace" "$(chk)" \
+	"^shared_pid_ns +warn .*1 process\(es\) of another mount namespace.*\(pid $SIDE\)"
+kill -9 "$SIDE"
+wait "$SIDE" 2>/dev/null
+
 for mode in ptrace no-ptrace; do
 	serve_up "$mode"
 	like "$mode: pistisd serve is connected" "$(P ls 2>&1)" '^s1 +connected'
