@@ -587,19 +587,14 @@ static void build_exit(struct cmd *c)
  * pass had gone by: re-parented, they are orphans now). */
 #define LEFTOVER_ROUNDS 8
 
-static void kill_agent_leftovers(uint32_t cmd_id, const char *agent, uid_t uid)
+/* foreign: a process of uid outside our root (spawn_uid_beyond_root), or 0. kill(-1) as
+ * the agent reaches every process of its uid in the PID namespace: where one is not ours
+ * (another sandbox's agent of that uid, the PID namespace shared with it), only the /proc
+ * pass runs, which is ours only (red team, shared-pidns.sh). */
+static void kill_agent_leftovers(uint32_t cmd_id, const char *agent, uid_t uid, pid_t foreign)
 {
-	/* kill(-1) as the agent reaches every process of its uid in the PID namespace: where
-	 * one is not ours (another sandbox's agent of that uid, the PID namespace shared with
-	 * it), only the /proc pass runs, which is ours only (red team, shared-pidns.sh). */
-	pid_t foreign = spawn_uid_beyond_root(T.spawn, uid);
 	int k, u, killed = 0;
 
-	if (foreign > 0)
-		log_notice("audit exec cmd=%u agent=\"%s\": a process of uid %u outside this "
-			   "sandbox's root (pid %d: a PID namespace shared with another sandbox?) "
-			   "keeps the sweep to this root's processes",
-			   cmd_id, agent, (unsigned)uid, (int)foreign);
 	for (unsigned round = 0; round < LEFTOVER_ROUNDS; round++) {
 		if (round)
 			(void)nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
@@ -779,7 +774,7 @@ static int ipc_probe_start(const struct sweep *w)
 static void sweep_run(const struct sweep *w)
 {
 	long n = w->keep_children ? 0 : ipc_namespace_objects();
-	pid_t other, child = 0;
+	pid_t other, child = 0, foreign;
 
 	/* Our last command of the agent is not its last anywhere when another pistisd (an
 	 * operator's `pistisd run`, a second serve on this /data) runs one: the sweep by uid
@@ -794,11 +789,24 @@ static void sweep_run(const struct sweep *w)
 			   w->cmd_id, w->agent, (int)other, (int)child);
 		return;
 	}
+	/* A process of the uid outside our root: another sandbox's agent of that uid where the
+	 * PID namespace is shared with it (docker run --pid container:X, a Kubernetes pod with
+	 * shareProcessNamespace, whose IPC namespace is shared too). Its SysV objects have the
+	 * same owner as ours, and the IPC sweep removed them while it ran (red team,
+	 * shared-pidns.sh). */
+	foreign = w->pgid || n != 0 ? spawn_uid_beyond_root(T.spawn, w->uid) : 0;
+	if (foreign > 0)
+		log_notice("audit exec cmd=%u agent=\"%s\": a process of uid %u outside this "
+			   "sandbox's root (pid %d: a PID namespace shared with another sandbox?) "
+			   "keeps the sweep to this root's processes and the agent's SysV IPC "
+			   "objects",
+			   w->cmd_id, w->agent, (unsigned)w->uid, (int)foreign);
 	if (w->pgid)
-		kill_agent_leftovers(w->cmd_id, w->agent, w->uid);
+		kill_agent_leftovers(w->cmd_id, w->agent, w->uid, foreign);
 	/* What no kill reaches: the SysV IPC objects the agent made and left (pistisd/ipc.h).
-	 * Kept with what keep_children keeps, which may still use them. */
-	if (w->keep_children)
+	 * Kept with what keep_children keeps, which may still use them, and where another
+	 * sandbox's process of the uid may. */
+	if (w->keep_children || foreign > 0)
 		return;
 	if (n >= 0 && n <= SWEEP_IPC_INLINE_MAX) {
 		sweep_ipc(w);

@@ -15,8 +15,9 @@
 need_root
 need_mount_ns "$@"
 if [ "${PISTIS_TEST_PID_NS:-}" != "$(readlink /proc/self/ns/pid)" ]; then
-	# (--mount-proc makes a new private mount namespace: the test's from then on)
-	exec unshare --pid --fork --mount-proc bash -c 'PISTIS_MNT_NS=$(readlink /proc/self/ns/mnt) \
+	# (--mount-proc makes a new private mount namespace: the test's from then on; an IPC
+# namespace of its own, shared by both "containers", as in a Kubernetes pod)
+	exec unshare --pid --ipc --fork --mount-proc bash -c 'PISTIS_MNT_NS=$(readlink /proc/self/ns/mnt) \
 		PISTIS_TEST_PID_NS=$(readlink /proc/self/ns/pid) exec bash "$0" "$@"' "$0" "$@"
 fi
 need_bins pistisd server-min pistis
@@ -98,12 +99,22 @@ for mode in ptrace no-ptrace; do
 	ok "$mode: the host's process of uid $AUID runs" alive "$HOSTP"
 	ok "$mode: ... and the other container's" alive "$CTRP"
 
+	# The host's process of the uid uses a SysV message queue, owned by the uid as the
+	# agent's would be.
+	QID=$(setpriv --reuid="$AUID" --regid="$AUID" --clear-groups ipcmk -Q | awk '{print $NF}')
+	like "$mode: a message queue of uid $AUID ($QID)" "$QID" '^[0-9]+$'
+
 	# The agent's last command's end, a setsid'ed leftover of its own with it.
 	P exec --agent alice -- sh -c 'setsid sleep 300 </dev/null >/dev/null 2>&1 & sleep 0.3' >/dev/null 2>&1
 	for _ in $(seq 30); do [ -z "$(root_pids "$R" "$AUID")" ] && break; sleep 0.1; done
 	is "$mode: alice's last command's end: its leftover is killed" "$(root_pids "$R" "$AUID")" ""
 	ok "$mode: ... the host's process of uid $AUID is not" alive "$HOSTP"
 	ok "$mode: ... nor the other container's" alive "$CTRP"
+	is "$mode: ... and the queue the host's process uses stays" \
+		"$(awk -v q="$QID" 'NR > 1 && $2 == q {print "there"}' /proc/sysvipc/msg)" there
+	like "$mode: ... which serve says" "$(cat "$W/pd.log")" \
+		"agent=\"alice\": a process of uid $AUID outside this sandbox's root .*keeps the sweep"
+	ipcrm -q "$QID"
 
 	# A tightening apply: every process of the registry's uids in this sandbox goes.
 	# (in serve's mount namespace, as `docker exec` would start it)
