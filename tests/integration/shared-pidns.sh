@@ -99,6 +99,16 @@ for mode in ptrace no-ptrace; do
 	ok "$mode: the host's process of uid $AUID runs" alive "$HOSTP"
 	ok "$mode: ... and the other container's" alive "$CTRP"
 
+	# What the agent reaches of the other container's process of its uid: the kernel lets
+	# a uid signal its own processes anywhere (docs/security.md); Landlock's ptrace rule
+	# (the command's scope domain) keeps its environment, files and root out of reach.
+	out=$(P exec --agent alice -- sh -c "kill -0 $CTRP && echo signal-ok; cat /proc/$CTRP/environ >/dev/null 2>&1 || echo environ-denied; ls /proc/$CTRP/root/ >/dev/null 2>&1 || echo root-denied; ls -l /proc/$CTRP/fd/ >/dev/null 2>&1 || echo fd-denied" 2>&1)
+	like "$mode: alice may signal the other container's process of her uid (kernel rule)" "$out" signal-ok
+	if grep -q 'landlock .*ok' <(in_root "$R" pistisd check --no-walk 2>/dev/null); then
+		like "$mode: ... but not read its environ, root or fds (Landlock's ptrace rule)" \
+			"$(echo $out)" 'environ-denied root-denied fd-denied'
+	fi
+
 	# The host's process of the uid uses a SysV message queue, owned by the uid as the
 	# agent's would be.
 	QID=$(setpriv --reuid="$AUID" --regid="$AUID" --clear-groups ipcmk -Q | awk '{print $NF}')
