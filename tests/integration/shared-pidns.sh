@@ -135,6 +135,14 @@ for mode in ptrace no-ptrace; do
 	is "$mode: ... alice's process in the sandbox is killed" "$(root_pids "$R" "$AUID")" ""
 	ok "$mode: ... the host's process of uid $AUID is not" alive "$HOSTP"
 	ok "$mode: ... nor the other container's" alive "$CTRP"
+
+	# users remove, run where serve runs (its mount namespace, its capabilities).
+	wrap=()
+	[ "$mode" = no-ptrace ] && wrap=(setpriv --bounding-set=-sys_ptrace)
+	nsenter -t "$PD" -m "${wrap[@]}" env -i "${_ROOT_ENV[@]}" chroot "$R" pistisd users remove alice >"$W/rm.out" 2>&1
+	is "$mode: users remove alice" "$?" 0
+	ok "$mode: ... the host's process of uid $AUID lives" alive "$HOSTP"
+	ok "$mode: ... and the other container's" alive "$CTRP"
 	kill -9 "$HOSTP" "$CTRP" 2>/dev/null
 	wait "$HOSTP" "$CTRP" 2>/dev/null
 	serve_down
