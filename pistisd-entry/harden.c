@@ -297,7 +297,7 @@ const char *entry_shared_tree_not_nosuid(const char *data_dir)
 /* Whether PISTIS_ALLOW (serve's opt-outs) names check NAME. Split exactly as serve splits it:
  * with commas only, "protected_symlinks, nosuid_shared" (which serve accepts) did not name
  * nosuid_shared here, and entry refused a start that serve would have made. */
-static bool serve_allows(const char *name)
+bool entry_serve_allows(const char *name)
 {
 	const char *p = getenv("PISTIS_ALLOW");
 	size_t n = strlen(name);
@@ -351,7 +351,7 @@ int entry_harden_mounts(const char *data_dir)
 			    : !strcmp(suid, data_dir)	   ? "nosuid_data"
 			    : !strcmp(suid, "/workspaces") ? "nosuid_workspaces"
 							   : "nosuid_shared";
-	if (check && !serve_allows(check)) {
+	if (check && !entry_serve_allows(check)) {
 		log_error(
 			"Refusing to start: trusted commands are configured (%s), and '%s' is not "
 			"mounted nosuid, so pistisd serve would refuse to start too (its hard "

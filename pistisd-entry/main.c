@@ -10,12 +10,14 @@
 
 #include "lib/caps.h"
 #include "lib/fd-util.h"
+#include "lib/id-map.h"
 #include "lib/log.h"
 #include "lib/sig-util.h"
 #include "lib/macro.h"
 #include "lib/version.h"
 #include "pistisd-entry/entry.h"
 #include "pistisd-entry/supervise.h"
+#include "sandbox-users/users.h"
 
 static const char help_text[] =
 	"Usage: pistisd-entry [OPTION]... [-- CMD [ARG]...]\n"
@@ -84,6 +86,32 @@ static int require_root(void)
 	return -EPERM;
 }
 
+/* In a user namespace (rootless Docker or Podman, --userns-remap, Kubernetes hostUsers:
+ * false, unprivileged LXC) every id pistis sets must be mapped, and setgroups allowed:
+ * before, a map of 0-9999 let entry start, ensure-base fail on a bare "Invalid argument",
+ * and a map denying setgroups started a serve whose every command then failed at its
+ * setgroups step. The same test as `pistisd check`'s id_map, and the same opt-out
+ * (PISTIS_ALLOW=id_map), which the pi-tools and pi-sandbox ids ensure-base writes and the
+ * agents' own ids users ensure still need. */
+static int require_id_map(void)
+{
+	const struct id_map_need base[] = USERS_ID_MAP_BASE, agents[] = USERS_ID_MAP_AGENTS;
+	struct id_map_need needs[ELEMENTSOF(base) + ELEMENTSOF(agents)];
+	char why[512];
+
+	memcpy(needs, base, sizeof(base));
+	memcpy(needs + ELEMENTSOF(base), agents, sizeof(agents));
+	if (id_map_check_needs(needs, ELEMENTSOF(needs), true, why, sizeof(why)) == 0 ||
+	    entry_serve_allows("id_map"))
+		return 0;
+	log_error("Refusing to start: %s; pistis gives each agent a uid and gid of its own from "
+		  "10100 up, pi-tools 10002 and pi-sandbox 10010: map uids and gids 0-65535 into "
+		  "the container with setgroups allowed, or PISTIS_ALLOW=id_map (pistisd check: "
+		  "id_map)",
+		  why);
+	return -ERANGE;
+}
+
 static void reset_dispositions(void)
 {
 	/* Whatever started us may have ignored signals (SIGCHLD ignored would make the kernel
@@ -148,6 +176,8 @@ int main(int argc, char **argv)
 
 	if (o.prepare) {
 		r = require_root();
+		if (r >= 0)
+			r = require_id_map();
 		if (r < 0)
 			return ENTRY_EXIT_SYSTEM;
 		r = entry_prepare_data(o.data_dir);

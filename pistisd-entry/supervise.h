@@ -5,6 +5,7 @@
  * and the supervision loop. These log at the boundary themselves. */
 
 #include <signal.h>
+#include <stdbool.h>
 
 #include "pistisd-entry/entry.h"
 
@@ -31,6 +32,8 @@ int entry_repair_state(int data_fd, const char *data_dir);
  * or /workspaces could not be hardened, or a scratch tree is not nosuid and PISTIS_ALLOW
  * does not name serve's check. (harden.c) */
 int entry_harden_mounts(const char *data_dir);
+/* Whether PISTIS_ALLOW (serve's opt-outs) names check name, split as serve splits it. */
+bool entry_serve_allows(const char *name);
 
 /* Runs `PISTISD users ensure-base` and waits (bounded; a stop signal meanwhile gives it
  * GRACE_MS, see entry_startup_stop). 0 on success; -ENOENT when PISTISD does not exist

@@ -237,6 +237,19 @@ static const struct {
 		 "keep the ids of the sources named out of 10100-59999 (sssd's min_id/max_id, "
 		 "the directory's own ranges), or run pistis in a container of its own, whose "
 		 "nsswitch.conf reads files only"},
+	[CHECK_ID_MAP] =
+		{"id_map", true,
+		 "every agent gets a uid and gid of its own, and pi-tools its own: in a user "
+		 "namespace (rootless Docker or Podman, Docker's userns-remap, Kubernetes "
+		 "hostUsers: false, unprivileged LXC) only the ids its map covers can be set or "
+		 "given to a file, and setgroups must be allowed to give a command the agent's "
+		 "groups instead of root's",
+		 "map uids and gids 0-65535 into the container (Docker: a subordinate range of "
+		 "65536 in /etc/subuid and /etc/subgid; Podman --userns=auto:size=65536; LXC "
+		 "lxc.idmap u 0 BASE 65536), with setgroups allowed (a map written by newuidmap "
+		 "or by root, not by the namespace's own unprivileged creator); or --allow id_map "
+		 "where only some agent ids are mapped (a command of an unmapped agent then fails "
+		 "at users ensure)"},
 	[CHECK_DATA_STATE] =
 		{"data_state", true,
 		 "no agent reads or writes pistis' own state in /data: the registry, the "

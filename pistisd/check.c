@@ -37,6 +37,7 @@
 #include "lib/log.h"
 #include "lib/caps.h"
 #include "lib/host-ns.h"
+#include "lib/id-map.h"
 #include "lib/macro.h"
 #include "lib/mountinfo.h"
 #include "pistisd/cli.h"
@@ -316,6 +317,50 @@ static void probe_nss_sources(struct check_report *r, int root_fd)
 		  "/etc/passwd and /etc/group, so one of theirs with an id in 10100-59999 would "
 		  "share it with an agent",
 		  foreign);
+}
+
+/* The user namespace: every id pistis sets or gives to a file must be mapped (setresuid,
+ * fchown: EINVAL otherwise), and setgroups allowed, or every command fails at its own step
+ * (users ensure "cannot make /data/sandbox-home/... (Invalid argument)", run "setgroups:
+ * Operation not permitted"). Mapped, the value says to which host ids: whether another
+ * sandbox maps the same ones cannot be seen from inside (Docker's userns-remap maps every
+ * container of a daemon alike). */
+static void probe_id_map(struct check_report *r)
+{
+	const struct id_map_need base[] = USERS_ID_MAP_BASE, agents[] = USERS_ID_MAP_AGENTS;
+	struct id_map_need needs[ELEMENTSOF(base) + ELEMENTSOF(agents)];
+	_cleanup_free_ struct id_map *uids = calloc(1, sizeof(*uids));
+	uint32_t lo, hi, tools;
+	char why[512];
+	int k;
+
+	if (!uids)
+		return check_set(r, CHECK_ID_MAP, CHECK_STATUS_FAIL, "out of memory");
+	memcpy(needs, base, sizeof(base));
+	memcpy(needs + ELEMENTSOF(base), agents, sizeof(agents));
+	k = id_map_check_needs(needs, ELEMENTSOF(needs), true, why, sizeof(why));
+	if (k < 0)
+		return check_set(r, CHECK_ID_MAP, CHECK_STATUS_FAIL, "%s", why);
+	k = id_map_read_self(false, uids);
+	if (k == -ENOENT)
+		return check_set(r, CHECK_ID_MAP, CHECK_STATUS_OK,
+				 "no user namespaces in this kernel: ids are the host's");
+	if (k < 0)
+		return check_set(r, CHECK_ID_MAP, CHECK_STATUS_FAIL,
+				 "cannot read /proc/self/uid_map (%s)", strerror(-k));
+	if (id_map_is_initial(uids))
+		return check_set(r, CHECK_ID_MAP, CHECK_STATUS_OK,
+				 "the host's user namespace: agents' uids are the host's, the same "
+				 "in every sandbox on the machine that has none of its own");
+	(void)id_map_outer(uids, USERS_AGENT_UID_MIN, &lo);
+	(void)id_map_outer(uids, USERS_AGENT_UID_MAX, &hi);
+	(void)id_map_outer(uids, USERS_TOOLS_UID, &tools);
+	check_set(r, CHECK_ID_MAP, CHECK_STATUS_OK,
+		  "a user namespace: agents' uids %u-%u are host uids %u-%u%s, pi-tools' %u; "
+		  "whether another sandbox maps the same host ids cannot be seen from here",
+		  USERS_AGENT_UID_MIN, USERS_AGENT_UID_MAX, lo, hi,
+		  hi - lo == USERS_AGENT_UID_MAX - USERS_AGENT_UID_MIN ? "" : " (in pieces)",
+		  tools);
 }
 
 /* Namespaces shared with the host: every agent uid is also every other sandbox's there, so
@@ -1852,6 +1897,7 @@ int check_run(const char *root, unsigned flags, struct check_report **ret)
 	probe_host_namespaces(r);
 	probe_shared_pid_ns(r);
 	probe_nss_sources(r, root_fd);
+	probe_id_map(r);
 	const char *blocker = trusted ? trusted_setuid_blocker() : NULL;
 	if (!trusted)
 		check_set(r, CHECK_TRUSTED_CAPS, CHECK_STATUS_OK,

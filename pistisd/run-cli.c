@@ -21,6 +21,7 @@
 #include "lib/env-build.h"
 #include "lib/escape.h"
 #include "lib/fd-util.h"
+#include "lib/id-map.h"
 #include "lib/log.h"
 #include "lib/parse-num.h"
 #include "lib/macro.h"
@@ -585,6 +586,16 @@ int run_cli_main(int argc, char **argv)
 			  "securityContext that drops them): give them back (pistisd check: "
 			  "capabilities)",
 			  names);
+		return EXIT_SYSTEM;
+	}
+
+	/* A user namespace whose map was written by its unprivileged creator denies setgroups:
+	 * each command failed at the spawn's setgroups step, after its agent was made. */
+	if (id_map_setgroups_denied() == 1) {
+		log_error("Refusing to run: setgroups(2) is denied in this user namespace "
+			  "(/proc/self/setgroups: deny), so no command can be given the agent's "
+			  "groups instead of root's: map the container's ids with newuidmap or as "
+			  "root (pistisd check: id_map)");
 		return EXIT_SYSTEM;
 	}
 

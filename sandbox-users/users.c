@@ -17,6 +17,7 @@
 #include "lib/fd-util.h"
 #include "lib/key-file.h"
 #include "lib/macro.h"
+#include "lib/id-map.h"
 #include "sandbox-users/arena.h"
 #include "sandbox-users/db.h"
 #include "sandbox-users/fs.h"
@@ -54,6 +55,35 @@ static int set_error(int r, const char *fmt, ...)
 static void clear_error(void)
 {
 	last_error[0] = last_error_text[0] = '\0';
+}
+
+/* The ids the base users' lines name, and an agent's (id NULL: the base only), must be ones
+ * this user namespace maps (lib/id-map.h) before a line is written or a home made: in a
+ * namespace that maps only 0-9999 (rootless Docker or Podman, --userns-remap, unprivileged
+ * LXC with a small range) the lines were written, the home made root's 0700, and then its
+ * chown failed with a bare "cannot make /data/sandbox-home/... (Invalid argument)"; the
+ * agent's next command failed at setresgid. Now nothing is written and the reason is
+ * named. */
+static int ids_mapped(const struct users_identity *id)
+{
+	const struct id_map_need base[] = USERS_ID_MAP_BASE;
+	struct id_map_need needs[ELEMENTSOF(base) + 2];
+	size_t n = ELEMENTSOF(base);
+	char why[512];
+	int r;
+
+	memcpy(needs, base, sizeof(base));
+	if (id) {
+		needs[n++] = (struct id_map_need){"the agent", id->uid, id->uid, false};
+		needs[n++] = (struct id_map_need){"the agent's group", id->gid, id->gid, true};
+	}
+	r = id_map_check_needs(needs, n, false, why, sizeof(why));
+	if (r == -ERANGE)
+		return set_error(r,
+				 "%s: give the container a user namespace that maps uids and gids "
+				 "0-65535 (pistisd check: id_map)",
+				 why);
+	return r < 0 ? set_error(r, "%s", why) : 0;
 }
 
 struct ctx {
@@ -709,6 +739,9 @@ static int ensure_locked(struct ctx *c, const char *agent_id, uid_t want_uid,
 	r = users_db_ensure(&c->db, agent_id, want_uid, ret);
 	if (r < 0)
 		return db_error(c, r);
+	r = ids_mapped(ret);
+	if (r < 0)
+		return r;
 	return write_back(c, ret, 1, false);
 }
 
@@ -1012,7 +1045,13 @@ int users_ensure(const char *root, const char *agent_id, uid_t want_uid, struct 
 	/* Fast path without locks: every file is replaced by rename, so each read is a
 	 * consistent snapshot; when the identity is complete there is nothing to write. */
 	bool locked = false;
-	if (!fast_complete(&c, agent_id, want_uid, &id)) {
+	if (fast_complete(&c, agent_id, want_uid, &id)) {
+		/* An agent made before the volume moved into a user namespace that does not
+		 * map its ids: it has its lines and home, but no command can become it. */
+		r = ids_mapped(&id);
+		if (r < 0)
+			return r;
+	} else {
 		r = ensure_locked(&c, agent_id, want_uid, &id);
 		if (r >= 0)
 			r = mark_key_ensure(&c);
@@ -1066,6 +1105,9 @@ int users_ensure_many(const char *root, const char *const *agent_ids, size_t n,
 		if (r < 0)
 			return db_error(&c, r);
 		ret[i].written = true; /* the batch writes every one of them */
+		r = ids_mapped(&ret[i]);
+		if (r < 0)
+			return r;
 	}
 	r = write_back(&c, ret, n, false);
 	if (r >= 0)
@@ -1141,6 +1183,9 @@ int users_ensure_base(const char *root)
 
 	clear_error();
 	r = ctx_open(&c, root, true);
+	if (r < 0)
+		return r;
+	r = ids_mapped(NULL);
 	if (r < 0)
 		return r;
 	r = lock_and_load(&c);

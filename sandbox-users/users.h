@@ -17,6 +17,23 @@
 #define USERS_AGENT_ID_MAX 256
 #define USERS_NAME_MAX 32
 
+/* What every sandbox needs its user namespace to map (struct id_map_need, lib/id-map.h):
+ * root, and pi-tools' uid and gid and pi-sandbox's gid, which ensure-base writes. The
+ * agents' range is USERS_ID_MAP_AGENTS; `pistisd check` (id_map) asks for both. */
+#define USERS_ID_MAP_BASE                                                                          \
+	{                                                                                          \
+		{"root", 0, 0, false},                                                             \
+			{USERS_TOOLS_USER, USERS_TOOLS_UID, USERS_TOOLS_UID, false},               \
+			{"root", 0, 0, true},                                                      \
+			{USERS_TOOLS_USER, USERS_TOOLS_UID, USERS_TOOLS_UID, true},                \
+			{USERS_SANDBOX_GROUP, USERS_SANDBOX_GID, USERS_SANDBOX_GID, true},         \
+	}
+#define USERS_ID_MAP_AGENTS                                                                        \
+	{                                                                                          \
+		{"agents", USERS_AGENT_UID_MIN, USERS_AGENT_UID_MAX, false},                       \
+			{"agents", USERS_AGENT_UID_MIN, USERS_AGENT_UID_MAX, true},                \
+	}
+
 struct users_identity {
 	char agent_id[USERS_AGENT_ID_MAX + 1];
 	char name[USERS_NAME_MAX + 1]; /* pi-agent-xxxxxxxx (longer only after a collision) */

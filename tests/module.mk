@@ -14,6 +14,7 @@ INTEGRATION_TESTS += tests/integration/docker.sh tests/integration/docker-restri
 # Beside what a plain machine has: threaded cgroups, shared mount propagation, NSS sources.
 INTEGRATION_TESTS += tests/integration/plain-machine.sh
 INTEGRATION_TESTS += tests/integration/shared-pidns.sh
+INTEGRATION_TESTS += tests/integration/userns.sh
 # A short run of each benchmark of bench/ that fits in a test run: each still runs here.
 INTEGRATION_TESTS += tests/integration/bench-smoke.sh
 # Every binary's, command's and verb's --help: exit 0, stdout only, 80 columns; every option

@@ -7,11 +7,13 @@
 
 #include "lib/escape.h"
 #include "lib/fd-util.h"
+#include "lib/id-map.h"
 #include "lib/log.h"
 #include "lib/macro.h"
 #include "pistisd/check.h"
 #include "pistisd/cli.h"
 #include "policy/policy.h"
+#include "sandbox-users/users.h"
 #include "trusted/internal.h"
 #include "trusted/trusted.h"
 
@@ -221,6 +223,23 @@ static void warn_setuid_inventory(const char *root)
 			    "tell whether agents may write a directory on a mount without nosuid "
 			    "(pistisd check: agent_writable)");
 	check_report_free(r);
+}
+
+/* A trusted command runs as pi-tools through sudo, which sets pi-tools' groups: in a user
+ * namespace that maps no uid 10002, or denies setgroups, add got as far as "Failed to
+ * prepare /data/.secrets: Invalid argument" (its chown) with /data/trusted already
+ * changed, and no sudo could ever have run it. Refuse first, naming why. */
+static bool ids_mapped(void)
+{
+	const struct id_map_need base[] = USERS_ID_MAP_BASE;
+	char why[512];
+
+	if (id_map_check_needs(base, ELEMENTSOF(base), true, why, sizeof(why)) == 0)
+		return true;
+	log_error("Refusing: %s; trusted commands run as pi-tools through sudo, which needs both "
+		  "(pistisd check: id_map)",
+		  why);
+	return false;
 }
 
 static int do_install(const struct opts *o, const char *verb, const char *name, const char *digest)
@@ -717,6 +736,8 @@ int trusted_cli_main(int argc, char **argv)
 				  name);
 			return EXIT_USAGE;
 		}
+		if (strcmp(verb, "remove") && !ids_mapped())
+			return EXIT_SYSTEM;
 		if (take_lock(&o, &lock_fd))
 			return EXIT_SYSTEM;
 		if (!strcmp(verb, "add"))
@@ -734,7 +755,8 @@ int trusted_cli_main(int argc, char **argv)
 	if (!strcmp(verb, "check"))
 		return verb_check(&o);
 	if (!strcmp(verb, "install"))
-		return take_lock(&o, &lock_fd) ? EXIT_SYSTEM
-					       : do_install(&o, "installed", NULL, NULL);
+		return !ids_mapped()		 ? EXIT_SYSTEM
+		       : take_lock(&o, &lock_fd) ? EXIT_SYSTEM
+						 : do_install(&o, "installed", NULL, NULL);
 	return verb_harden(&o); /* the last of verb_known's */
 }

@@ -28,6 +28,7 @@
 #include "lib/sig-util.h"
 #include "lib/siphash.h"
 #include "lib/parse-num.h"
+#include "lib/id-map.h"
 #include "lib/tap.h"
 #include "lib/token-file.h"
 #include "lib/trust-path.h"
@@ -1414,6 +1415,68 @@ TEST(proxy_env_settle_drops_http_proxy_only_for_exempt_hosts)
 	setenv("http_proxy", "http://proxy:3128", 1);
 	EXPECT_EQ(proxy_env_settle(NULL), 1); /* a unix socket */
 	EXPECT_TRUE(getenv("http_proxy") == NULL);
+}
+
+/* The kernel's padded layout, more than one extent, and what is refused. */
+TEST(id_map_parse_and_cover)
+{
+	static struct id_map m;
+	uint32_t a = 0, b = 0, o = 0;
+	char buf[64];
+
+	ASSERT_EQ(id_map_parse("         0     200000      65536\n", &m), 0);
+	EXPECT_EQ(m.n, 1u);
+	EXPECT_FALSE(id_map_is_initial(&m));
+	EXPECT_TRUE(id_map_covers(&m, 10100, 59999));
+	EXPECT_TRUE(id_map_outer(&m, 10100, &o));
+	EXPECT_EQ(o, 210100u);
+	EXPECT_FALSE(id_map_outer(&m, 65536, &o));
+	EXPECT_FALSE(id_map_covers(&m, 65535, 65536));
+
+	/* rootless Docker: root to the user, the rest from its subordinate range */
+	ASSERT_EQ(id_map_parse("0 1000 1\n1 100000 10000\n", &m), 0);
+	EXPECT_EQ(m.n, 2u);
+	EXPECT_TRUE(id_map_covers(&m, 0, 10000));
+	EXPECT_FALSE(id_map_covers(&m, 10002, 10002) && id_map_covers(&m, 10100, 59999));
+	EXPECT_TRUE(id_map_first_gap(&m, 10100, 59999, &a, &b));
+	EXPECT_EQ(a, 10100u);
+	EXPECT_EQ(b, 59999u);
+	EXPECT_TRUE(id_map_first_gap(&m, 9000, 20000, &a, &b));
+	EXPECT_EQ(a, 10001u);
+	EXPECT_EQ(b, 20000u);
+
+	/* a hole between two extents is found, and ends where the next one starts */
+	ASSERT_EQ(id_map_parse("0 0 10050\n20000 20000 50000\n", &m), 0);
+	EXPECT_TRUE(id_map_first_gap(&m, 10100, 59999, &a, &b));
+	EXPECT_EQ(a, 10100u);
+	EXPECT_EQ(b, 19999u);
+	EXPECT_FALSE(id_map_first_gap(&m, 20000, 59999, &a, &b));
+	id_map_format(&m, buf, sizeof(buf));
+	EXPECT_STREQ(buf, "0 0 10050; 20000 20000 50000");
+
+	ASSERT_EQ(id_map_parse("0 0 4294967295\n", &m), 0);
+	EXPECT_TRUE(id_map_is_initial(&m));
+	EXPECT_TRUE(id_map_covers(&m, 0, 4294967294u));
+
+	ASSERT_EQ(id_map_parse("", &m), 0); /* a namespace with no map written yet */
+	EXPECT_FALSE(id_map_covers(&m, 0, 0));
+	EXPECT_EQ(id_map_parse("0 0 0\n", &m), -EINVAL);
+	EXPECT_EQ(id_map_parse("0 0\n", &m), -EINVAL);
+	EXPECT_EQ(id_map_parse("0 0 1 2\n", &m), -EINVAL);
+	EXPECT_EQ(id_map_parse("-1 0 1\n", &m), -EINVAL);
+	EXPECT_EQ(id_map_parse("0 4294967295 2\n", &m), -EINVAL);
+	EXPECT_EQ(id_map_parse("4294967296 0 1\n", &m), -EINVAL);
+}
+
+TEST(id_map_format_cuts_with_a_mark)
+{
+	static struct id_map m;
+	char buf[12];
+
+	ASSERT_EQ(id_map_parse("0 200000 65536\n65536 300000 1\n", &m), 0);
+	id_map_format(&m, buf, sizeof(buf));
+	EXPECT_EQ(strlen(buf), sizeof(buf) - 1);
+	EXPECT_TRUE(!strcmp(buf + sizeof(buf) - 4, "\xe2\x80\xa6"));
 }
 
 TEST_HARNESS_MAIN
