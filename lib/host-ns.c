@@ -33,3 +33,12 @@ const char *host_ns_name(enum host_ns which)
 {
 	return (unsigned)which < _HOST_NS_MAX ? kinds[which].name : NULL;
 }
+
+int host_ns_user_is_initial(void)
+{
+	struct stat st;
+
+	if (stat("/proc/self/ns/user", &st) < 0)
+		return negative_errno();
+	return st.st_ino == 0xEFFFFFFDUL; /* PROC_USER_INIT_INO */
+}

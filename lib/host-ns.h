@@ -19,3 +19,10 @@ enum host_ns {
 int host_ns_is_initial(enum host_ns which);
 /* "pid", "ipc", "uts". */
 const char *host_ns_name(enum host_ns which);
+
+/* 1 in the initial user namespace (PROC_USER_INIT_INO), 0 in another, -errno when
+ * /proc/self/ns/user cannot be read. Apart from the kinds above: a container in the host's
+ * user namespace is the common case (Docker's default), not a warning of host_namespaces;
+ * what it tells is which capabilities count where the kernel asks the initial namespace
+ * (capable(): the OOM floor's CAP_SYS_RESOURCE, among others). */
+int host_ns_user_is_initial(void);

@@ -348,7 +348,7 @@ static void probe_id_map(struct check_report *r)
 	if (k < 0)
 		return check_set(r, CHECK_ID_MAP, CHECK_STATUS_FAIL,
 				 "cannot read /proc/self/uid_map (%s)", strerror(-k));
-	if (id_map_is_initial(uids))
+	if (host_ns_user_is_initial() == 1 || id_map_is_initial(uids))
 		return check_set(r, CHECK_ID_MAP, CHECK_STATUS_OK,
 				 "the host's user namespace: agents' uids are the host's, the same "
 				 "in every sandbox on the machine that has none of its own");
@@ -541,7 +541,10 @@ static void probe_landlock(struct check_report *r)
 }
 
 /* Commands run at pistisd's oom_score_adj + 500 (spawn step 2b); only a writer with
- * CAP_SYS_RESOURCE also makes that the floor the agent cannot go below. */
+ * CAP_SYS_RESOURCE also makes that the floor the agent cannot go below, and the kernel
+ * asks for it in the initial user namespace (has_capability_noaudit in __set_oom_adj):
+ * root of any other holds it in name only, and its agents lowered their own score to
+ * pistisd's while this said "their floor" (red team, a user namespace mapping 0-65535). */
 static void probe_oom_floor(struct check_report *r)
 {
 	_cleanup_close_ int proc = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -550,6 +553,12 @@ static void probe_oom_floor(struct check_report *r)
 	if (adj == SPAWN_OOM_KEEP)
 		return check_set(r, CHECK_OOM_FLOOR, CHECK_STATUS_MISSING,
 				 "/proc/self/oom_score_adj unreadable: commands keep pistisd's");
+	if (caps_have(CAP_SYS_RESOURCE) && host_ns_user_is_initial() == 0)
+		return check_set(r, CHECK_OOM_FLOOR, CHECK_STATUS_WARN,
+				 "commands at oom_score_adj %d, but CAP_SYS_RESOURCE is held in a "
+				 "user namespace only, which the kernel does not count for the "
+				 "floor: an agent may lower its own back to pistisd's",
+				 adj);
 	if (caps_have(CAP_SYS_RESOURCE))
 		return check_set(r, CHECK_OOM_FLOOR, CHECK_STATUS_OK,
 				 "commands at oom_score_adj %d, their floor", adj);

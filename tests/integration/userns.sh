@@ -122,7 +122,16 @@ out=$(in_userns "$FULL" "$FULL" allow "$R" pistisd check --no-walk 2>&1)
 is "0-65535: id_map ok" "$(echo "$out" | status_of id_map)" ok
 like "0-65535: ... naming the agents' host uids" "$(echo "$out" | row id_map)" \
 	"a user namespace: agents' uids 10100-59999 are host uids 10100-59999, pi-tools' 10002"
+# CAP_SYS_RESOURCE of a user namespace's root makes no OOM floor: the kernel asks the
+# initial namespace (__set_oom_adj); before, the row said "their floor" and the agent below
+# lowered its score to pistisd's all the same.
+like "0-65535: oom_floor says the floor does not hold here" "$(echo "$out" | row oom_floor)" \
+	"held in a user namespace only"
+is "0-65535: ... its status warn" "$(echo "$out" | status_of oom_floor)" warn
 in_userns "$FULL" "$FULL" allow "$R" pistisd users ensure agent/a >/dev/null 2>&1
+out=$(in_userns "$FULL" "$FULL" allow "$R" pistisd run --agent agent/a -- \
+	sh -c 'echo 0 >/proc/self/oom_score_adj; cat /proc/self/oom_score_adj' 2>&1)
+is "0-65535: ... and indeed an agent lowers its own to pistisd's" "$out" 0
 out=$(in_userns "$FULL" "$FULL" allow "$R" pistisd run --agent agent/a -- $PROBE 2>&1)
 # agent/old came first: uid 10100; agent/a 10101
 is "0-65535: the probe runs as the agent" "$(echo "$out" | probe_field uid)" "10101,10101,10101,10101"
