@@ -1673,16 +1673,15 @@ int spawn_kill_orphaned_sessions(const struct spawn_ctx *ctx, uid_t *uids, size_
 	_cleanup_(orphan_sweep_freep) struct orphan_sweep *o = NULL;
 	struct spawn_sweep_root root;
 	unsigned total = 0;
-	struct stat st;
 	int r;
 
 	if (n == 0 || ctx->cg.base_fd >= 0 || !ctx->audit_sessions)
 		return 0;
 	/* Ours only, as users remove does: beside a chroot's sandbox, another sandbox's root
 	 * (or the machine's own users) may have the uids our registry hands out. */
-	if (stat("/", &st) < 0)
-		return negative_errno();
-	root = (struct spawn_sweep_root){.dev = st.st_dev, .ino = st.st_ino};
+	r = own_root(&root);
+	if (r < 0)
+		return r;
 	o = calloc(1, sizeof(*o));
 	if (!o)
 		return -ENOMEM;
@@ -1767,7 +1766,6 @@ static bool commanded_elsewhere(pid_t pid, void *arg)
 pid_t spawn_uid_commanded_elsewhere(const struct spawn_ctx *ctx, uid_t uid, pid_t *ret_child)
 {
 	struct spawn_sweep_root root;
-	struct stat st;
 	int r;
 	struct elsewhere e = {
 		.s = {.proc_fd = ctx->proc_fd,
@@ -1782,9 +1780,8 @@ pid_t spawn_uid_commanded_elsewhere(const struct spawn_ctx *ctx, uid_t uid, pid_
 	 * sandboxes (docker run --pid host), another sandbox's daemon runs commands of the
 	 * same uid (every sandbox's first agent is 10100), and taking those for ours left our
 	 * own strays running. */
-	if (stat("/", &st) < 0)
+	if (own_root(&root) < 0)
 		return 0;
-	root = (struct spawn_sweep_root){.dev = st.st_dev, .ino = st.st_ino};
 	r = proc_each(ctx->proc_fd, commanded_elsewhere, &e);
 	sweep_done(&e.s);
 	if (r != 1)
