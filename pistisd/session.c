@@ -55,7 +55,10 @@ struct frame {
 /* Who reads a command's output: the "reader" its exec.start or latest exec.attach named
  * (server-min names the client connection), else that request's id. Unacknowledged output
  * is bounded per reader as well as per command and in all (reader_max), so a reader that
- * stops acknowledging pauses its own commands only, and the others keep being read. */
+ * stops acknowledging pauses its own commands only, and the others keep being read. The
+ * same count and bound per agent (key: its uid), whichever readers its commands have: one
+ * agent's commands, each read by a client of its own that never acknowledged, filled the
+ * total and paused every other agent's (red team, redteam-dos.sh). */
 struct reader {
 	struct reader *next;
 	uint64_t buffered;
@@ -66,6 +69,7 @@ struct reader {
 struct cmd {
 	struct cmd *next;
 	struct reader *rd;
+	struct reader *ag; /* its agent's count (a reader list of their own: T.agents) */
 	uint32_t id;
 	char owner[PROTO_MAX_ID + 1]; /* request id of the exec.start/attach that receives events */
 	char tag[PROTO_MAX_TAG + 1];
@@ -110,6 +114,7 @@ static struct {
 	uint64_t buffered, max_buffered;
 	bool share_abstract; /* --share-abstract-sockets */
 	struct reader *readers;
+	struct reader *agents;
 	lws_sorted_usec_list_t reap; /* dying command cgroups left to remove */
 } T = {.root_fd = -1, .max_buffered = SESSION_MAX_BUFFERED_DEFAULT};
 
@@ -123,12 +128,13 @@ static uint64_t reader_max(void)
 	return m < PROTO_MAX_FRAME_PAYLOAD ? PROTO_MAX_FRAME_PAYLOAD : m;
 }
 
-/* The reader named key, made on first use; NULL when out of memory. */
-static struct reader *reader_get(const char *key)
+/* The count named key in *list (T.readers, T.agents), made on first use; NULL when out of
+ * memory. */
+static struct reader *count_get(struct reader **list, const char *key)
 {
 	struct reader *rd;
 
-	for (rd = T.readers; rd; rd = rd->next)
+	for (rd = *list; rd; rd = rd->next)
 		if (!strcmp(rd->key, key))
 			break;
 	if (!rd) {
@@ -136,23 +142,41 @@ static struct reader *reader_get(const char *key)
 		if (!rd)
 			return NULL;
 		snprintf(rd->key, sizeof(rd->key), "%s", key);
-		rd->next = T.readers;
-		T.readers = rd;
+		rd->next = *list;
+		*list = rd;
 	}
 	rd->refs++;
 	return rd;
 }
 
-static void reader_put(struct reader *rd)
+static struct reader *reader_get(const char *key)
+{
+	return count_get(&T.readers, key);
+}
+
+static struct reader *agent_count_get(uid_t uid)
+{
+	char key[16];
+
+	snprintf(key, sizeof(key), "%u", (unsigned)uid);
+	return count_get(&T.agents, key);
+}
+
+static void count_put(struct reader **list, struct reader *rd)
 {
 	if (!rd || --rd->refs > 0)
 		return;
-	for (struct reader **pp = &T.readers; *pp; pp = &(*pp)->next)
+	for (struct reader **pp = list; *pp; pp = &(*pp)->next)
 		if (*pp == rd) {
 			*pp = rd->next;
 			break;
 		}
 	free(rd);
+}
+
+static void reader_put(struct reader *rd)
+{
+	count_put(&T.readers, rd);
 }
 
 /* The request's "reader", else its id; -EINVAL, answered, when "reader" is not an id. */
@@ -192,7 +216,7 @@ uint64_t session_buffered(void)
 }
 
 /* After output was acknowledged or dropped: every command paused for the bounds and
- * now under both halves reads again. */
+ * now under the halves of its own, its reader's and its agent's reads again. */
 static void set_paused(struct cmd *c, bool paused);
 static void resume_paused(void)
 {
@@ -204,7 +228,7 @@ static void resume_paused(void)
 	 * acknowledged or not. */
 	for (struct cmd *x = T.cmds; x; x = x->next)
 		if (x->paused && x->buffered < PROTO_MAX_BUFFERED / 2 &&
-		    x->rd->buffered < reader_max() / 2 &&
+		    x->rd->buffered < reader_max() / 2 && x->ag->buffered < reader_max() / 2 &&
 		    T.buffered < (x->paused_for_total ? T.max_buffered / 2 : T.max_buffered))
 			set_paused(x, false);
 }
@@ -215,19 +239,31 @@ static void count_buffered(struct cmd *c, size_t n)
 
 	c->buffered += n;
 	c->rd->buffered += n;
+	c->ag->buffered += n;
 	T.buffered += n;
-	own = c->buffered >= PROTO_MAX_BUFFERED || c->rd->buffered >= reader_max();
+	own = c->buffered >= PROTO_MAX_BUFFERED || c->rd->buffered >= reader_max() ||
+	      c->ag->buffered >= reader_max();
 	if (own || T.buffered >= T.max_buffered) {
 		c->paused_for_total = !own;
 		set_paused(c, true);
 	}
+	/* Every command of an agent over its share stops being read now, not each at its own
+	 * next read: 32 commands would take up to a frame each past the share. */
+	if (c->ag->buffered >= reader_max())
+		for (struct cmd *x = T.cmds; x; x = x->next)
+			if (x->ag == c->ag && !x->paused && !x->starting) {
+				x->paused_for_total = false;
+				set_paused(x, true);
+			}
 }
 
-/* Output acknowledged or dropped: off the command's, its reader's and the total count. */
+/* Output acknowledged or dropped: off the command's, its reader's, its agent's and the
+ * total count. */
 static void uncount_buffered(struct cmd *c, size_t n)
 {
 	c->buffered -= n;
 	c->rd->buffered -= n;
+	c->ag->buffered -= n;
 	T.buffered -= n;
 }
 
@@ -392,6 +428,7 @@ static void cmd_free(struct cmd *c)
 	}
 	uncount_buffered(c, c->buffered);
 	reader_put(c->rd);
+	count_put(&T.agents, c->ag);
 	pool_trim();
 	resume_paused();
 	free(c->exit_json);
@@ -1497,7 +1534,9 @@ static void exec_start(const struct proto_request *req)
 		goto out;
 	}
 	c->rd = reader_get(key);
-	if (!c->rd) {
+	c->ag = c->rd ? agent_count_get(a.uid) : NULL;
+	if (!c->ag) {
+		reader_put(c->rd);
 		serve_send_error(req->id, PROTO_E_INTERNAL, "out of memory");
 		free(c);
 		c = NULL;
@@ -1533,6 +1572,7 @@ static void exec_start(const struct proto_request *req)
 		audit_not_started(c, &se);
 		send_start_error(req->id, &se);
 		reader_put(c->rd);
+		count_put(&T.agents, c->ag);
 		free(c->audit_argv);
 		free(c->cwd);
 		free(c);
@@ -1805,6 +1845,7 @@ static cJSON *status_of(const char *agent)
 		cJSON_AddNumberToObject(o, "buffered", (double)c->buffered);
 		cJSON_AddStringToObject(o, "reader", c->rd->key);
 		cJSON_AddNumberToObject(o, "reader_buffered", (double)c->rd->buffered);
+		cJSON_AddNumberToObject(o, "agent_buffered", (double)c->ag->buffered);
 		cJSON_AddBoolToObject(o, "paused", c->paused);
 		cJSON_AddItemToArray(a, o);
 	}
