@@ -215,6 +215,16 @@ uint64_t session_buffered(void)
 	return T.buffered;
 }
 
+/* An agent holds share or more of the unacknowledged output while all commands together
+ * hold half the bound or more. Only then does its share pause it: an agent whose stalled
+ * readers hold its quarter while the others leave room keeps its other commands read (a
+ * client of its that crashed must not stop its next one), and one whose readers push the
+ * total to half stops there, so the other half is left to the others. */
+static bool agent_over(const struct reader *ag, uint64_t share)
+{
+	return ag->buffered >= share && T.buffered >= T.max_buffered / 2;
+}
+
 /* After output was acknowledged or dropped: every command paused for the bounds and
  * now under the halves of its own, its reader's and its agent's reads again. */
 static void set_paused(struct cmd *c, bool paused);
@@ -228,7 +238,7 @@ static void resume_paused(void)
 	 * acknowledged or not. */
 	for (struct cmd *x = T.cmds; x; x = x->next)
 		if (x->paused && x->buffered < PROTO_MAX_BUFFERED / 2 &&
-		    x->rd->buffered < reader_max() / 2 && x->ag->buffered < reader_max() / 2 &&
+		    x->rd->buffered < reader_max() / 2 && !agent_over(x->ag, reader_max() / 2) &&
 		    T.buffered < (x->paused_for_total ? T.max_buffered / 2 : T.max_buffered))
 			set_paused(x, false);
 }
@@ -242,14 +252,14 @@ static void count_buffered(struct cmd *c, size_t n)
 	c->ag->buffered += n;
 	T.buffered += n;
 	own = c->buffered >= PROTO_MAX_BUFFERED || c->rd->buffered >= reader_max() ||
-	      c->ag->buffered >= reader_max();
+	      agent_over(c->ag, reader_max());
 	if (own || T.buffered >= T.max_buffered) {
 		c->paused_for_total = !own;
 		set_paused(c, true);
 	}
 	/* Every command of an agent over its share stops being read now, not each at its own
 	 * next read: 32 commands would take up to a frame each past the share. */
-	if (c->ag->buffered >= reader_max())
+	if (agent_over(c->ag, reader_max()))
 		for (struct cmd *x = T.cmds; x; x = x->next)
 			if (x->ag == c->ag && !x->paused && !x->starting) {
 				x->paused_for_total = false;
