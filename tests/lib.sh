@@ -341,10 +341,11 @@ in_root() {
 # in_root_exec ROOT [NAME=VALUE...] CMD...: in_root in place of the calling (sub)shell, so
 # that `( in_root_exec ... ) &` leaves in $! the pid of CMD itself, which a kill then
 # reaches (a backgrounded in_root leaves a subshell's pid, and CMD outlives its kill).
+# ROOT_WRAP (an array, may be unset): a command line it runs under, e.g. an unshare.
 in_root_exec() {
 	local r=$1
 	shift
-	exec env -i "${_ROOT_ENV[@]}" chroot "$r" env "$@"
+	exec ${ROOT_WRAP[@]+"${ROOT_WRAP[@]}"} env -i "${_ROOT_ENV[@]}" chroot "$r" env "$@"
 }
 
 # How many live threads (not zombies) on the machine have real uid UID, whatever their

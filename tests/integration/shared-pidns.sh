@@ -42,23 +42,12 @@ call() { timeout 60 "$BIN/pistis" call "$@" 2>&1; }
 rules() { call policy.apply "{\"rules\":\"[{\\\"path\\\":\\\"/workspaces\\\",\\\"access\\\":\\\"$1\\\"}]\"}" | tail -n 1; }
 alive() { kill -0 "$1" 2>/dev/null; }
 
-# serve_up MODE: server-min and `pistisd serve` in R (relay_up's, with serve in a mount
+# serve_up MODE: server-min and `pistisd serve` in R (relay_up, with serve in a mount
 # namespace of its own and without CAP_SYS_PTRACE for MODE no-ptrace).
 serve_up() {
-	local wrap=()
-	[ "$1" = no-ptrace ] && wrap=(unshare -m --propagation private setpriv --bounding-set=-sys_ptrace)
-	relay_config "$R" "$W"
-	"$BIN/server-min" --config "$W/pistis.json" >>"$W/smin.log" 2>&1 &
-	SM=$!
-	(exec "${wrap[@]}" env -i "${_ROOT_ENV[@]}" chroot "$R" env PISTIS_NO_AUDIT_SESSION=1 \
-		pistisd serve --relay "ws://127.0.0.1:$SP" --token-file /etc/pistis/token --name s1 \
-		${ALLOW:+--allow $ALLOW}) >"$W/pd.log" 2>&1 &
-	PD=$!
-	for _ in $(seq 100); do
-		"$BIN/pistis" ls 2>/dev/null | grep -q "s1 *connected" && return 0
-		sleep 0.1
-	done
-	return 1
+	local ROOT_WRAP=()
+	[ "$1" = no-ptrace ] && ROOT_WRAP=(unshare -m --propagation private setpriv --bounding-set=-sys_ptrace)
+	SERVE_ENV=PISTIS_NO_AUDIT_SESSION=1 relay_up "$R" "$W"
 }
 serve_down() {
 	kill "$PD" "$SM" 2>/dev/null
