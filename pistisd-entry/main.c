@@ -95,12 +95,9 @@ static int require_root(void)
  * agents' own ids users ensure still need. */
 static int require_id_map(void)
 {
-	const struct id_map_need base[] = USERS_ID_MAP_BASE, agents[] = USERS_ID_MAP_AGENTS;
-	struct id_map_need needs[ELEMENTSOF(base) + ELEMENTSOF(agents)];
+	const struct id_map_need needs[] = USERS_ID_MAP_ALL;
 	char why[512];
 
-	memcpy(needs, base, sizeof(base));
-	memcpy(needs + ELEMENTSOF(base), agents, sizeof(agents));
 	if (id_map_check_needs(needs, ELEMENTSOF(needs), true, why, sizeof(why)) == 0 ||
 	    entry_serve_allows("id_map"))
 		return 0;

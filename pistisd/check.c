@@ -327,8 +327,7 @@ static void probe_nss_sources(struct check_report *r, int root_fd)
  * container of a daemon alike). */
 static void probe_id_map(struct check_report *r)
 {
-	const struct id_map_need base[] = USERS_ID_MAP_BASE, agents[] = USERS_ID_MAP_AGENTS;
-	struct id_map_need needs[ELEMENTSOF(base) + ELEMENTSOF(agents)];
+	const struct id_map_need needs[] = USERS_ID_MAP_ALL;
 	_cleanup_free_ struct id_map *uids = calloc(1, sizeof(*uids));
 	uint32_t lo, hi, tools;
 	char why[512];
@@ -336,8 +335,6 @@ static void probe_id_map(struct check_report *r)
 
 	if (!uids)
 		return check_set(r, CHECK_ID_MAP, CHECK_STATUS_FAIL, "out of memory");
-	memcpy(needs, base, sizeof(base));
-	memcpy(needs + ELEMENTSOF(base), agents, sizeof(agents));
 	k = id_map_check_needs(needs, ELEMENTSOF(needs), true, why, sizeof(why));
 	if (k < 0)
 		return check_set(r, CHECK_ID_MAP, CHECK_STATUS_FAIL, "%s", why);

@@ -18,19 +18,23 @@
 #define USERS_NAME_MAX 32
 
 /* What every sandbox needs its user namespace to map (struct id_map_need, lib/id-map.h):
- * root, and pi-tools' uid and gid and pi-sandbox's gid, which ensure-base writes. The
- * agents' range is USERS_ID_MAP_AGENTS; `pistisd check` (id_map) asks for both. */
+ * root, and pi-tools' uid and gid and pi-sandbox's gid, which ensure-base writes
+ * (USERS_ID_MAP_BASE); USERS_ID_MAP_ALL adds the agents' range, which `pistisd check`
+ * (id_map) and pistisd-entry ask for. Initializers. */
+#define USERS_ID_MAP_BASE_LIST                                                                     \
+	{"root", 0, 0, false}, {USERS_TOOLS_USER, USERS_TOOLS_UID, USERS_TOOLS_UID, false},        \
+		{"root", 0, 0, true}, {USERS_TOOLS_USER, USERS_TOOLS_UID, USERS_TOOLS_UID, true},  \
+	{                                                                                          \
+		USERS_SANDBOX_GROUP, USERS_SANDBOX_GID, USERS_SANDBOX_GID, true                    \
+	}
 #define USERS_ID_MAP_BASE                                                                          \
 	{                                                                                          \
-		{"root", 0, 0, false},                                                             \
-			{USERS_TOOLS_USER, USERS_TOOLS_UID, USERS_TOOLS_UID, false},               \
-			{"root", 0, 0, true},                                                      \
-			{USERS_TOOLS_USER, USERS_TOOLS_UID, USERS_TOOLS_UID, true},                \
-			{USERS_SANDBOX_GROUP, USERS_SANDBOX_GID, USERS_SANDBOX_GID, true},         \
+		USERS_ID_MAP_BASE_LIST                                                             \
 	}
-#define USERS_ID_MAP_AGENTS                                                                        \
+#define USERS_ID_MAP_ALL                                                                           \
 	{                                                                                          \
-		{"agents", USERS_AGENT_UID_MIN, USERS_AGENT_UID_MAX, false},                       \
+		USERS_ID_MAP_BASE_LIST,                                                            \
+			{"agents", USERS_AGENT_UID_MIN, USERS_AGENT_UID_MAX, false},               \
 			{"agents", USERS_AGENT_UID_MIN, USERS_AGENT_UID_MAX, true},                \
 	}
 
