@@ -199,7 +199,12 @@ static int fail_exit(int r, const char *what)
 {
 	const char *detail = users_last_error_text(); /* text, names escaped: %-s */
 
-	if (detail[0])
+	/* ERANGE's detail is a whole sentence (an id outside the agent range, or not
+	 * mapped in this user namespace): strerror's "Result not representable" after it
+	 * said nothing more and read as a bug. */
+	if (detail[0] && r == -ERANGE)
+		log_error_errno(r, "%s: %-s", what, detail);
+	else if (detail[0])
 		log_error_errno(r, "%s: %-s (%m)", what, detail);
 	else
 		log_error_errno(r, "%s: %m", what);

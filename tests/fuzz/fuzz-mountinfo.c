@@ -90,8 +90,8 @@ static bool plain_opt(const char *opts, const char *name, const char **value)
 
 static void check_opts(const char *opts)
 {
-	static const char *const names[] = {"rw", "ro", "nosuid", "hidepid", "subset", "gid",
-					    "mode"};
+	static const char *const names[] = {"rw",     "ro",  "nosuid", "hidepid",
+					    "subset", "gid", "mode"};
 
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		const char *v = NULL, *want = NULL;
@@ -159,9 +159,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		memcpy(line, p, len);
 		line[len] = '\0';
 		if (mountinfo_parse_line(line, &e) == 0) {
-			if (!field_in(e.root, line, len + 1) || !field_in(e.mount_point, line, len + 1) ||
-			    !field_in(e.mount_opts, line, len + 1) || !field_in(e.fstype, line, len + 1) ||
-			    !field_in(e.source, line, len + 1) || !field_in(e.super_opts, line, len + 1))
+			if (!field_in(e.root, line, len + 1) ||
+			    !field_in(e.mount_point, line, len + 1) ||
+			    !field_in(e.mount_opts, line, len + 1) ||
+			    !field_in(e.fstype, line, len + 1) ||
+			    !field_in(e.source, line, len + 1) ||
+			    !field_in(e.super_opts, line, len + 1))
 				abort();
 			check_opts(e.mount_opts);
 			check_opts(e.super_opts);

@@ -107,7 +107,13 @@ ok "0-10099: users ensure-base works" in_userns "$BASE" "$BASE" allow "$R" pisti
 out=$(in_userns "$BASE" "$BASE" allow "$R" pistisd users ensure agent/a 2>&1)
 isnt "0-10099: users ensure of an agent refuses" "$?" 0
 like "0-10099: ... naming the agent's uid" "$out" "uid 10100 \(the agent\) is not mapped"
+unlike "0-10099: ... a sentence, without strerror(ERANGE) after it" "$out" "not representable|out of range\)"
 is "0-10099: no agent line written" "$(grep -c '^pi-agent-' "$R/etc/passwd")" 0
+out=$(in_userns "$BASE" "$BASE" allow "$R" pistisd users ensure agent/b agent/c 2>&1)
+isnt "0-10099: a batch ensure refuses too" "$?" 0
+like "0-10099: ... naming the first agent's uid" "$out" "uid 10100 \(the agent\) is not mapped"
+is "0-10099: ... and writes no agent line" "$(grep -c '^pi-agent-' "$R/etc/passwd" "$R/etc/group" | grep -c ':0$')" 2
+ok "0-10099: ... nor a registry record" sh -c "! grep -qs ':agent/[bc]$' '$R/data/pistis/users.registry'"
 out=$(PISTIS_ALLOW=id_map in_userns "$BASE" "$BASE" allow "$R" pistisd-entry --no-restart -- /bin/echo STARTED 2>&1)
 like "0-10099, PISTIS_ALLOW=id_map: entry starts its child" "$out" STARTED
 # An agent made before the volume moved into a namespace that does not map it.
