@@ -131,7 +131,7 @@ void id_map_format(const struct id_map *m, char *buf, size_t size)
 	}
 }
 
-int id_map_read_self(bool gid, struct id_map *ret)
+static int read_self(bool gid, struct id_map *ret)
 {
 	_cleanup_close_ int fd = -1;
 	_cleanup_free_ char *text = NULL;
@@ -165,20 +165,35 @@ int id_map_setgroups_denied(void)
 	return strncmp(buf, "deny", 4) == 0;
 }
 
-int id_map_check_needs(const struct id_map_need *needs, size_t n, bool need_setgroups, char *why,
-		       size_t size)
+int id_map_self(bool gid, const struct id_map **ret)
 {
 	/* A map is written once and never changes (user_namespaces(7)), and pistis never
 	 * changes its namespace: read once, kept for the process's life (the fast path of
 	 * every `pistisd run` asks). Static, 8 KB: not on a small stack. */
 	static struct id_map maps[2];
-	static bool have;
+	static int have[2]; /* 1 read, else 0 or the -errno of the last try */
+	int r;
+
+	if (have[gid] != 1) {
+		r = read_self(gid, &maps[gid]);
+		have[gid] = r < 0 ? r : 1;
+		if (r < 0)
+			return r;
+	}
+	*ret = &maps[gid];
+	return 0;
+}
+
+int id_map_check_needs(const struct id_map_need *needs, size_t n, bool need_setgroups, char *why,
+		       size_t size)
+{
+	const struct id_map *maps[2];
 	int r = 0;
 
 	if (size)
 		why[0] = '\0';
-	for (int g = 0; g < 2 && r == 0 && !have; g++) {
-		r = id_map_read_self(g, &maps[g]);
+	for (int g = 0; g < 2 && r == 0; g++) {
+		r = id_map_self(g, &maps[g]);
 		if (r == -ENOENT) /* no user namespaces in this kernel: the ids are the host's */
 			return 0;
 		if (r < 0)
@@ -187,9 +202,8 @@ int id_map_check_needs(const struct id_map_need *needs, size_t n, bool need_setg
 	}
 	if (r < 0)
 		return r;
-	have = true;
 	for (size_t i = 0; i < n && r == 0; i++) {
-		const struct id_map *m = &maps[needs[i].gid];
+		const struct id_map *m = maps[needs[i].gid];
 		uint32_t a, b;
 		char text[256];
 

@@ -8,7 +8,7 @@
  * not cover cannot be set (setresuid, setresgid: EINVAL) nor given to a file (fchown:
  * EINVAL), and a file owned by one shows as the overflow id 65534, out of reach of every
  * capability of the namespace's root (user_namespaces(7)). The pure part (parse, cover)
- * is unit-tested; id_map_read_self and id_map_setgroups_denied read /proc. */
+ * is unit-tested; id_map_self and id_map_setgroups_denied read /proc. */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -47,9 +47,10 @@ bool id_map_outer(const struct id_map *m, uint32_t inner, uint32_t *ret);
 /* "0 200000 65536; 65536 300000 1" (at most size - 1 bytes, "…" where cut). */
 void id_map_format(const struct id_map *m, char *buf, size_t size);
 
-/* /proc/self/uid_map (gid false) or gid_map (gid true), parsed. -errno when it cannot be
- * read (a kernel without user namespaces has no such file: ENOENT). */
-int id_map_read_self(bool gid, struct id_map *ret);
+/* /proc/self/uid_map (gid false) or gid_map (gid true), parsed, read once and kept for the
+ * process's life (a namespace's map never changes). -errno when it cannot be read (a
+ * kernel without user namespaces has no such file: ENOENT). */
+int id_map_self(bool gid, const struct id_map **ret);
 
 /* 1 when /proc/self/setgroups says "deny" (setgroups(2) fails with EPERM in this user
  * namespace, whatever the capabilities), 0 when "allow" or absent (kernels before 3.19),

@@ -328,17 +328,15 @@ static void probe_nss_sources(struct check_report *r, int root_fd)
 static void probe_id_map(struct check_report *r)
 {
 	const struct id_map_need needs[] = USERS_ID_MAP_ALL;
-	_cleanup_free_ struct id_map *uids = calloc(1, sizeof(*uids));
+	const struct id_map *uids;
 	uint32_t lo, hi, tools;
 	char why[512];
 	int k;
 
-	if (!uids)
-		return check_set(r, CHECK_ID_MAP, CHECK_STATUS_FAIL, "out of memory");
 	k = id_map_check_needs(needs, ELEMENTSOF(needs), true, why, sizeof(why));
 	if (k < 0)
 		return check_set(r, CHECK_ID_MAP, CHECK_STATUS_FAIL, "%s", why);
-	k = id_map_read_self(false, uids);
+	k = id_map_self(false, &uids);
 	if (k == -ENOENT)
 		return check_set(r, CHECK_ID_MAP, CHECK_STATUS_OK,
 				 "no user namespaces in this kernel: ids are the host's");
