@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -202,4 +203,28 @@ bool mountinfo_ids_disjoint(const char *text, const unsigned *ours, size_t n_our
 		any = true;
 	}
 	return any;
+}
+
+bool mountinfo_pid_elsewhere(int proc_fd, struct mountinfo_ours *ours, pid_t pid)
+{
+	_cleanup_free_ char *text = NULL, *theirs = NULL;
+	char name[32];
+
+	if (!ours->read) {
+		ours->read = true;
+		if (mountinfo_read_at(proc_fd, "self/mountinfo", &text) < 0 ||
+		    mountinfo_ids(text, &ours->ids, &ours->n) < 0)
+			ours->n = 0;
+	}
+	if (!ours->n)
+		return false; /* cannot tell */
+	snprintf(name, sizeof(name), "%d/mountinfo", (int)pid);
+	return mountinfo_read_at(proc_fd, name, &theirs) == 0 &&
+	       mountinfo_ids_disjoint(theirs, ours->ids, ours->n);
+}
+
+void mountinfo_ours_done(struct mountinfo_ours *ours)
+{
+	free(ours->ids);
+	*ours = (struct mountinfo_ours){0};
 }

@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 /* A container with thousands of mounts stays far below this. */
 #define MOUNTINFO_MAX_BYTES (8u << 20)
@@ -51,3 +52,18 @@ int mountinfo_ids(const char *text, unsigned **ret, size_t *ret_n);
  * (another container's, in a PID namespace shared with it). An empty TEXT (a process
  * chrooted where no mount is) tells nothing: false. */
 bool mountinfo_ids_disjoint(const char *text, const unsigned *ours, size_t n_ours);
+
+/* Our own mount ids, read from proc_fd's self/mountinfo on first use by
+ * mountinfo_pid_elsewhere and kept until mountinfo_ours_done. Zero-initialised. */
+struct mountinfo_ours {
+	bool read;
+	unsigned *ids;
+	size_t n;
+};
+
+/* Whether process pid provably lives in another mount namespace than ours: its mountinfo
+ * (beneath proc_fd, an open /proc; readable without ptrace access, unlike its root or
+ * ns/mnt) lists mounts and none of ours. False when that cannot be told (either file
+ * unreadable, no mounts listed, the process gone). */
+bool mountinfo_pid_elsewhere(int proc_fd, struct mountinfo_ours *ours, pid_t pid);
+void mountinfo_ours_done(struct mountinfo_ours *ours);

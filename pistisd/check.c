@@ -389,24 +389,19 @@ static void probe_host_namespaces(struct check_report *r)
  * no ptrace access (a mount is in one namespace only: no id in common, another one). */
 static unsigned other_mount_ns_processes(pid_t *ret_first)
 {
-	_cleanup_free_ char *text = NULL;
-	_cleanup_free_ unsigned *ids = NULL;
+	struct mountinfo_ours ours = {0};
 	DIR *d = NULL;
 	struct stat self;
 	struct dirent *de;
-	size_t n_ids = 0;
 	unsigned n = 0;
 
 	*ret_first = 0;
 	if (stat("/proc/self/ns/mnt", &self) < 0)
 		self.st_ino = 0;
-	if (mountinfo_read(&text) < 0 || mountinfo_ids(text, &ids, &n_ids) < 0)
-		n_ids = 0;
 	d = opendir("/proc");
 	if (!d)
 		return 0;
 	while ((de = readdir(d))) {
-		_cleanup_free_ char *theirs = NULL;
 		char name[64];
 		struct stat st;
 		long pid = strtol(de->d_name, NULL, 10);
@@ -417,17 +412,15 @@ static unsigned other_mount_ns_processes(pid_t *ret_first)
 		snprintf(name, sizeof(name), "/proc/%ld/ns/mnt", pid);
 		if (self.st_ino && stat(name, &st) == 0)
 			other = st.st_ino != self.st_ino || st.st_dev != self.st_dev;
-		else {
-			snprintf(name, sizeof(name), "%ld/mountinfo", pid);
-			other = n_ids && mountinfo_read_at(dirfd(d), name, &theirs) == 0 &&
-				mountinfo_ids_disjoint(theirs, ids, n_ids);
-		}
+		else
+			other = mountinfo_pid_elsewhere(dirfd(d), &ours, (pid_t)pid);
 		if (!other)
 			continue;
 		if (!n++ || pid == 1)
 			*ret_first = (pid_t)pid;
 	}
 	closedir(d);
+	mountinfo_ours_done(&ours);
 	return n;
 }
 

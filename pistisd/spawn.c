@@ -1151,10 +1151,8 @@ struct sweep {
 	size_t n_uids;
 	const struct spawn_sweep_root *roots; /* NULL: any root */
 	size_t n_roots;
-	/* Our mount ids (mountinfo_ids), read at the first root that cannot be read. */
-	bool mnt_read;
-	unsigned *mnt_ids;
-	size_t n_mnt_ids;
+	/* Our mount ids, read at the first root that cannot be read. */
+	struct mountinfo_ours mnt;
 	unsigned found;
 	pid_t reapers[REAPERS_MAX];
 	size_t n_reapers;
@@ -1344,32 +1342,9 @@ static int task_root(int proc_fd, pid_t pid, struct stat *ret)
 	return t.r;
 }
 
-/* Whether pid provably lives in another mount namespace than ours: its mountinfo, which
- * unlike its root needs no ptrace access, lists mounts and none of ours. */
-static bool other_mount_ns(struct sweep *s, pid_t pid)
-{
-	_cleanup_free_ char *ours = NULL, *theirs = NULL;
-	char name[32];
-
-	if (!s->mnt_read) {
-		s->mnt_read = true;
-		if (mountinfo_read_at(s->proc_fd, "self/mountinfo", &ours) < 0 ||
-		    mountinfo_ids(ours, &s->mnt_ids, &s->n_mnt_ids) < 0)
-			s->n_mnt_ids = 0;
-	}
-	if (!s->n_mnt_ids)
-		return false; /* cannot tell */
-	snprintf(name, sizeof(name), "%d/mountinfo", (int)pid);
-	return mountinfo_read_at(s->proc_fd, name, &theirs) == 0 &&
-	       mountinfo_ids_disjoint(theirs, s->mnt_ids, s->n_mnt_ids);
-}
-
 static void sweep_done(struct sweep *s)
 {
-	free(s->mnt_ids);
-	s->mnt_ids = NULL;
-	s->n_mnt_ids = 0;
-	s->mnt_read = false;
+	mountinfo_ours_done(&s->mnt);
 }
 
 /* Whether the process's root directory is one of s->roots. Gone (ENOENT, ESRCH), it is
@@ -1388,7 +1363,8 @@ static bool in_roots(struct sweep *s, pid_t pid)
 		return true;
 	r = task_root(s->proc_fd, pid, &st);
 	if (r < 0)
-		return r != -ENOENT && r != -ESRCH && !other_mount_ns(s, pid);
+		return r != -ENOENT && r != -ESRCH &&
+		       !mountinfo_pid_elsewhere(s->proc_fd, &s->mnt, pid);
 	for (size_t i = 0; i < s->n_roots; i++)
 		if (st.st_dev == s->roots[i].dev && st.st_ino == s->roots[i].ino)
 			return true;
