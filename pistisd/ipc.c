@@ -27,15 +27,39 @@ static const struct {
 };
 
 #define IPC_LINE_MAX 512
-#define IPC_COLUMNS_MAX 12
+#define IPC_COLUMNS_MAX 13
 
-/* One line of a table: the object when its owner or creator is uid (or any agent). The
- * creator counts first: an owner may hand the object to any uid with IPC_SET, never
- * change who made it. */
+/* Whether the object is used by a process outside our PID namespace: /proc/sysvipc gives
+ * its pids as this namespace numbers them, 0 for a process it does not hold (and a pid of
+ * ours keeps its number after the process ends). Our agents cannot leave our PID
+ * namespace (unshare, setns and clone with CLONE_NEW* are refused), so such an object is
+ * not theirs: in a pod whose containers share the IPC namespace but not the PID namespace
+ * (Kubernetes' default) it is another container's of the same uid, which was removed
+ * while it used it. A segment says who made it (cpid); a queue only who last sent (lspid)
+ * and received (lrpid), and when (stime, rtime: 0 never): one whose last sender or
+ * receiver is such a process is kept. A queue never used is removed as before (it holds
+ * nothing). A semaphore set names no process in /proc/sysvipc/sem: not told apart. */
+static bool used_from_outside(enum ipc_kind kind, const unsigned long *col)
+{
+	switch (kind) {
+	case IPC_KIND_SHM:
+		return col[4] == 0;
+	case IPC_KIND_MSG:
+		return (col[11] != 0 && col[5] == 0) || (col[12] != 0 && col[6] == 0);
+	case IPC_KIND_SEM:
+	case _IPC_KIND_MAX:
+	default:
+		return false;
+	}
+}
+
+/* One line of a table: the object when its owner or creator is uid (or any agent) and no
+ * process outside our PID namespace uses it. The creator counts first: an owner may hand
+ * the object to any uid with IPC_SET, never change who made it. */
 static bool parse_line(const char *line, enum ipc_kind kind, uid_t uid, struct ipc_obj *o)
 {
 	unsigned long col[IPC_COLUMNS_MAX];
-	unsigned n = 0, need = tables[kind].cuid + 1;
+	unsigned n = 0, need = kind == IPC_KIND_MSG ? 13 : tables[kind].cuid + 1;
 	const char *p = line;
 
 	while (n < need) {
@@ -60,7 +84,7 @@ static bool parse_line(const char *line, enum ipc_kind kind, uid_t uid, struct i
 	uid_t who = users_uid_is_agent(creator) ? creator : owner;
 
 	if (!users_uid_is_agent(who) || col[tables[kind].id] > INT32_MAX ||
-	    (uid != (uid_t)-1 && owner != uid && creator != uid))
+	    (uid != (uid_t)-1 && owner != uid && creator != uid) || used_from_outside(kind, col))
 		return false;
 	*o = (struct ipc_obj){
 		.kind = kind, .id = (int)col[tables[kind].id], .uid = uid == (uid_t)-1 ? who : uid};

@@ -436,6 +436,28 @@ is "... all removed when the agent's next command ends with nothing left running
 out=$(run -- $PROBE ipc-fill 40000 2>&1)
 like "an agent that fills the kernel's SysV tables ..." "$out" "filled=[0-9]{5}"
 is "... has none left when its command ends" "$(ipc_of "$auid")" 0
+# A pod's other container of the same uid, in the IPC namespace we share but another PID
+# namespace (Kubernetes' default): its segment, and a queue it sends to, are kept at the
+# agent's command end; a queue nobody used is not told apart (it holds nothing) and goes.
+# Emulated with pistisd run in a PID namespace of its own and the other side in ours,
+# which pistisd's cannot number (cpid, lspid 0).
+as_auid() { setpriv --reuid="$auid" --regid="$auid" --clear-groups "$@"; }
+f_shm=$(as_auid ipcmk -M 4096 | awk '{print $NF}')
+f_msg=$(as_auid ipcmk -Q | awk '{print $NF}')
+f_idle=$(as_auid ipcmk -Q | awk '{print $NF}')
+as_auid python3 -c '
+import ctypes, sys
+class M(ctypes.Structure): _fields_ = [("t", ctypes.c_long), ("b", ctypes.c_char * 8)]
+libc = ctypes.CDLL(None, use_errno=True)
+sys.exit(libc.msgsnd(int(sys.argv[1]), ctypes.byref(M(1, b"theirs")), 6, 0) != 0)' "$f_msg"
+is "another PID namespace's segment, used queue and idle queue of the agent's uid" "$(ipc_of "$auid")" 3
+out=$( (ROOT_WRAP=(unshare --pid --fork --kill-child); in_root_exec "$R" pistisd run --agent agent/t -- $PROBE ipc-leave 65536) 2>&1)
+like "... beside which the agent's command leaves its own three" "$out" '^ipc=shm:[0-9]+,msg:[0-9]+,sem:[0-9]+'
+is "... its command's end removes the agent's own and the idle queue" "$(ipc_of "$auid")" 2
+ok "... and keeps the other container's segment" grep -qE "^ +-?[0-9]+ +$f_shm " /proc/sysvipc/shm
+ok "... and the queue it sends to, with its message" \
+	sh -c "awk -v q=$f_msg 'NR > 1 && \$2 == q && \$5 == 1' /proc/sysvipc/msg | grep -q ."
+ipc_remove "$auid"
 
 # /data/bin is first on every agent's PATH: a program there that is not root's alone (an
 # agent's, left in an earlier life of the volume) would run as whoever types its name.

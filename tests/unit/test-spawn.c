@@ -30,6 +30,7 @@
 #include "lib/macro.h"
 #include "lib/tap.h"
 #include "pistisd/cgroup.h"
+#include "pistisd/ipc.h"
 #include "pistisd/privs.h"
 #include "pistisd/scope.h"
 #include "pistisd/seccomp-profile.h"
@@ -203,6 +204,89 @@ TEST(check_agent_ids)
 	g[1] = 10100;
 	EXPECT_EQ(privs_check_agent_ids(10100, 10100, g, 2), -EINVAL);
 	EXPECT_EQ(privs_check_agent_ids(10100, 10100, g, 3), -EINVAL);
+}
+
+static void write_file_at(int dir_fd, const char *name, const char *text)
+{
+	int fd = openat(dir_fd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+
+	if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text))
+		abort();
+	close(fd);
+}
+
+/* Which objects of /proc/sysvipc are an agent's: owner or creator its uid, and none that a
+ * process outside our PID namespace made (a segment's cpid 0) or last sent to or received
+ * from (a queue's lspid or lrpid 0 beside a send or receive time): a Kubernetes pod's
+ * other container of the same uid, in the IPC namespace it shares with us. A fake /proc
+ * with the kernel's columns. */
+TEST(ipc_objects_of_another_pid_namespace_are_not_the_agents)
+{
+	char dir[] = "/tmp/test-ipc.XXXXXX";
+	struct ipc_obj v[16];
+	size_t n = 0;
+	int fd, sub;
+
+	ASSERT_NE(mkdtemp(dir), NULL);
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	ASSERT_GE(fd, 0);
+	ASSERT_EQ(mkdirat(fd, "sysvipc", 0700), 0);
+	sub = openat(fd, "sysvipc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	ASSERT_GE(sub, 0);
+	write_file_at(
+		sub, "shm",
+		"       key      shmid perms                  size  cpid  lpid nattch   uid   "
+		"gid  cuid  cgid      atime      dtime      ctime                   rss          "
+		"        swap\n"
+		"         0         11   600                  4096   312     0      0 10100 "
+		"10100 10100 10100          0          0 1796461521                     0       "
+		"             0\n"
+		"         0         12   600                  4096     0     0      1 10100 "
+		"10100 10100 10100          0          0 1796461521                     0       "
+		"             0\n");
+	write_file_at(sub, "msg",
+		      "       key      msqid perms      cbytes       qnum lspid lrpid   uid   gid  "
+		      "cuid  cgid      stime      rtime      ctime\n"
+		      /* ours: sent to from our namespace */
+		      "         0         21   600           6          1   400     0 10100 10100 "
+		      "10100 10100 1796461600          0 1796461521\n"
+		      /* never used: nothing in it, not told apart, the agent's */
+		      "         0         22   600           0          0     0     0 10100 10100 "
+		      "10100 10100          0          0 1796461521\n"
+		      /* sent to from outside */
+		      "         0         23   600           6          1     0     0 10100 10100 "
+		      "10100 10100 1796461600          0 1796461521\n"
+		      /* received from outside, sent to by ours */
+		      "         0         24   600           0          0   401     0 10100 10100 "
+		      "10100 10100 1796461600 1796461601 1796461521\n"
+		      /* another uid's */
+		      "         0         25   600           0          0     0     0 10101 10101 "
+		      "10101 10101          0          0 1796461521\n");
+	write_file_at(
+		sub, "sem",
+		"       key      semid perms      nsems   uid   gid  cuid  cgid      otime      "
+		"ctime\n"
+		"         0         31   600          1 10100 10100 10100 10100          0 "
+		"1796461521\n");
+	ASSERT_EQ(ipc_agent_objects(fd, 10100, v, ELEMENTSOF(v), &n), 0);
+	ASSERT_EQ(n, 4u);
+	EXPECT_EQ((int)v[0].kind, (int)IPC_KIND_SHM);
+	EXPECT_EQ(v[0].id, 11);
+	EXPECT_EQ((int)v[1].kind, (int)IPC_KIND_MSG);
+	EXPECT_EQ(v[1].id, 21);
+	EXPECT_EQ(v[2].id, 22);
+	EXPECT_EQ((int)v[3].kind, (int)IPC_KIND_SEM);
+	EXPECT_EQ(v[3].id, 31);
+	/* every agent's (serve's start-up sweep): the same, and 25 of 10101 */
+	ASSERT_EQ(ipc_agent_objects(fd, (uid_t)-1, v, ELEMENTSOF(v), &n), 0);
+	EXPECT_EQ(n, 5u);
+	unlinkat(sub, "shm", 0);
+	unlinkat(sub, "msg", 0);
+	unlinkat(sub, "sem", 0);
+	unlinkat(fd, "sysvipc", AT_REMOVEDIR);
+	close(sub);
+	close(fd);
+	rmdir(dir);
 }
 
 /* privs_run_as_agent's child: the agent's ids, none of our fds, not dumpable; one the agent
