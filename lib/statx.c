@@ -49,6 +49,18 @@ int statx_node(int dfd, const char *name, int flags, struct stat *st, int *ret_m
 	return 0;
 }
 
+int statx_attributes(int dfd, const char *name, int flags, uint64_t *ret_attrs, uint64_t *ret_known)
+{
+	const uint64_t asked = STATX_NODE_IMMUTABLE | STATX_NODE_APPEND | STATX_NODE_MOUNT_ROOT;
+	struct kstatx sx;
+
+	if (syscall(SYS_statx, dfd, name, flags, 0x1u /* STATX_TYPE */, &sx) < 0)
+		return negative_errno();
+	*ret_known = sx.attributes_mask & asked;
+	*ret_attrs = sx.attributes & asked;
+	return 0;
+}
+
 #define KSTATX_MNT_ID 0x1000u
 
 int statx_mount_id(int fd, uint64_t *ret)

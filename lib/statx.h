@@ -11,6 +11,16 @@
  * st_dev. Raw syscall: musl before 1.2.5 has no statx(). Returns 0 or -errno. */
 int statx_node(int dfd, const char *name, int flags, struct stat *st, int *ret_mount);
 
+/* statx(2) attributes of (dfd, name, flags) that say a node cannot be replaced by rename:
+ * STATX_NODE_IMMUTABLE and STATX_NODE_APPEND (chattr +i, +a) and STATX_NODE_MOUNT_ROOT (a
+ * mount, e.g. a file bind-mounted over it). *ret_attrs holds those set, *ret_known those the
+ * kernel and file system report at all (attributes_mask). 0 or -errno. */
+#define STATX_NODE_IMMUTABLE 0x10u
+#define STATX_NODE_APPEND 0x20u
+#define STATX_NODE_MOUNT_ROOT 0x2000u
+int statx_attributes(int dfd, const char *name, int flags, uint64_t *ret_attrs,
+		     uint64_t *ret_known);
+
 /* The mount id of the mount fd's node is on (statx STATX_MNT_ID, Linux 5.8; mountinfo's
  * first field). 0, -EOPNOTSUPP where the kernel does not say, or -errno. */
 int statx_mount_id(int fd, uint64_t *ret);

@@ -40,6 +40,7 @@
 #include "lib/id-map.h"
 #include "lib/macro.h"
 #include "lib/mountinfo.h"
+#include "lib/statx.h"
 #include "pistisd/cli.h"
 #include "pistisd/scope.h"
 #include "pistisd/spawn.h"
@@ -1413,6 +1414,24 @@ static int probe_setuid_files(struct check_report *r, int root_fd, bool trusted)
 	return 0;
 }
 
+/* Why name (in etc; "" for /etc itself) cannot be replaced by rename, as `pistisd users`
+ * asks before it writes (users.c, replaceable): a mount (a file bind-mounted over it), or
+ * chattr +i or +a. Written to why; left empty when it can. */
+static void account_file_stuck(int etc, const char *name, char *why, size_t size)
+{
+	uint64_t attrs = 0, known = 0;
+
+	if (statx_attributes(etc, name, name[0] ? AT_SYMLINK_NOFOLLOW : AT_EMPTY_PATH, &attrs,
+			     &known) < 0)
+		return;
+	if ((attrs & STATX_NODE_MOUNT_ROOT) && name[0]) /* /etc a mount of its own is fine */
+		snprintf(why, size, "/etc/%s is a mount point", name);
+	else if (attrs & (STATX_NODE_IMMUTABLE | STATX_NODE_APPEND))
+		snprintf(why, size, "/etc%s%s is %s", name[0] ? "/" : "", name,
+			 attrs & STATX_NODE_IMMUTABLE ? "immutable (chattr +i)"
+						      : "append-only (chattr +a)");
+}
+
 /* What `pistisd users` believes (sandbox-users/users.c, etc_trusted): /etc and each file of
  * the passwd family root-owned and writable by root only (group root may write). Looked
  * at without following a link: users opens them O_NOFOLLOW and refuses a link. */
@@ -1421,7 +1440,7 @@ static void probe_account_files(struct check_report *r, int root_fd)
 	static const char *const files[] = {"passwd", "group", "shadow", "gshadow"};
 	_cleanup_close_ int etc = -1;
 	struct stat st;
-	char seen[64] = "";
+	char seen[64] = "", stuck[96] = "";
 
 	etc = openat(root_fd, "etc", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (etc < 0 || fstat(etc, &st) < 0) {
@@ -1457,7 +1476,16 @@ static void probe_account_files(struct check_report *r, int root_fd)
 			return;
 		}
 		snprintf(seen + strlen(seen), sizeof(seen) - strlen(seen), " %s", files[k]);
+		if (!stuck[0])
+			account_file_stuck(etc, files[k], stuck, sizeof(stuck));
 	}
+	if (!stuck[0])
+		account_file_stuck(etc, "", stuck, sizeof(stuck));
+	if (stuck[0])
+		return check_set(r, CHECK_ACCOUNT_FILES, CHECK_STATUS_WARN,
+				 "root's, writable by root only, but %s: pistisd users replaces "
+				 "these files by rename and refuses to add or change an agent here",
+				 stuck);
 	check_set(r, CHECK_ACCOUNT_FILES, CHECK_STATUS_OK, "root's, writable by root only: /etc%s",
 		  seen);
 }

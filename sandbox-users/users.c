@@ -18,6 +18,7 @@
 #include "lib/key-file.h"
 #include "lib/macro.h"
 #include "lib/id-map.h"
+#include "lib/statx.h"
 #include "sandbox-users/arena.h"
 #include "sandbox-users/db.h"
 #include "sandbox-users/fs.h"
@@ -496,6 +497,71 @@ static int commit_registry(struct ctx *c, struct ufs_staged *reg, const char *le
 	return 0;
 }
 
+/* Whether the file (or directory, name "") at path can be replaced by rename, asked
+ * before anything is staged: a rename over a file mounted there (docker run -v
+ * /etc/passwd:/etc/passwd, a Kubernetes subPath) fails with EBUSY, and one over an
+ * immutable or append-only file, or in such a directory (chattr +i, +a), with EPERM. The
+ * registry is committed first and /etc in four renames, so meeting either at its rename
+ * left the registry, /etc/shadow, /etc/gshadow and /etc/group naming an agent that
+ * /etc/passwd lacked, said only "cannot replace /etc/passwd (Resource busy)", and every
+ * later ensure failed the same way (red team). Nor is writing into a mounted file an
+ * option: it is often the host's own /etc/passwd. */
+static int replaceable(int dfd, const char *name, const char *path)
+{
+	uint64_t attrs = 0, known = 0;
+	int r = statx_attributes(dfd, name, name[0] ? AT_SYMLINK_NOFOLLOW : AT_EMPTY_PATH, &attrs,
+				 &known);
+
+	if (r == -ENOSYS || r == -ENOENT)
+		return 0; /* no statx (before 4.11): the rename will say; gone: nothing to replace */
+	if (r < 0)
+		return set_error(r, "cannot stat %s; nothing written", path);
+	/* A directory that is a mount (/etc on a tmpfs of its own) renames within itself. */
+	if ((attrs & STATX_NODE_MOUNT_ROOT) && name[0])
+		return set_error(
+			-EBUSY,
+			"%s is a mount point (a file mounted over it, e.g. docker run -v "
+			"%s:%s): pistisd users replaces it by rename, which a mount "
+			"refuses, and never writes into a file shared with another system; "
+			"nothing written: give the container its own %s",
+			path, path, path, path);
+	if (attrs & (STATX_NODE_IMMUTABLE | STATX_NODE_APPEND))
+		return set_error(-EPERM,
+				 "%s is %s (chattr +%c): pistisd users replaces the account files "
+				 "by rename, which that forbids; nothing written: clear it with "
+				 "chattr -%c %s",
+				 path, attrs & STATX_NODE_IMMUTABLE ? "immutable" : "append-only",
+				 attrs & STATX_NODE_IMMUTABLE ? 'i' : 'a',
+				 attrs & STATX_NODE_IMMUTABLE ? 'i' : 'a', path);
+	return 0;
+}
+
+/* Every name write_back will replace, and the directories it renames in, replaceable. */
+static int write_back_possible(struct ctx *c)
+{
+	char path[32];
+	bool any_etc = false;
+	int r;
+
+	for (int k = 0; k < _PWFILE_KIND_MAX; k++) {
+		if (!c->db.present[k] || !c->db.f[k].changed)
+			continue;
+		snprintf(path, sizeof(path), "/etc/%s", pwfile_kind_name(k));
+		r = replaceable(c->etc_fd, pwfile_kind_name(k), path);
+		if (r < 0)
+			return r;
+		any_etc = true;
+	}
+	if (any_etc && (r = replaceable(c->etc_fd, "", "/etc")) < 0)
+		return r;
+	if (!c->db.reg.changed || c->reg_fd < 0)
+		return 0;
+	if (c->reg_present && (r = replaceable(c->reg_fd, USERS_REGISTRY_FILE,
+					       "/data/pistis/" USERS_REGISTRY_FILE)) < 0)
+		return r;
+	return replaceable(c->reg_fd, "", "/data/pistis");
+}
+
 /* Stage every changed file, make all of their data durable at once, then commit:
  * 1. write the new content of the registry and each changed /etc file (no sync yet):
  *    into the previous backup "<name>-" when no one has it open, else into "<name>+";
@@ -525,6 +591,9 @@ static int write_back(struct ctx *c, const struct users_identity *ids, size_t n_
 
 	if (n_ids > ELEMENTSOF(made))
 		n_ids = ELEMENTSOF(made); /* callers take at most USERS_BATCH_MAX ids */
+	r = write_back_possible(c);
+	if (r < 0)
+		return r;
 	for (size_t i = 0; i < ELEMENTSOF(order); i++)
 		etc[i] = (struct ufs_staged){.fd = -1};
 	if (c->db.reg.changed) {

@@ -1,0 +1,95 @@
+#!/bin/bash
+# Red team: account files that are not plain files. A file mounted over /etc/passwd
+# (docker run -v /etc/passwd:/etc/passwd) or an immutable one (chattr +i): refused before
+# anything is written, where the registry and three of the four files used to name an
+# agent /etc/passwd lacked. Debian root; root, private mount namespace.
+. "$(dirname "$0")/../lib.sh"
+need_root
+need_mount_ns "$@"
+
+P=$BIN/pistisd
+[ -x "$P" ] || { echo "1..0 # SKIP pistisd not built"; exit 0; }
+S=$(scratch)
+fresh() { R=$(root_fresh debian) || { echo "Bail out! no debian root"; exit 1; }; }
+u() { "$P" users "$@" --root "$R"; }
+# The four account files and the registry, by content: "nothing written" means this holds.
+sums() { (cd "$R" && cat etc/passwd etc/group etc/shadow etc/gshadow data/pistis/users.registry 2>/dev/null | md5sum); }
+check_value() { # NAME: that check's status and value for the root
+	"$P" check --root "$R" --json --no-walk 2>/dev/null | python3 -c 'import json, sys
+c = [c for c in json.load(sys.stdin)["checks"] if c["name"] == sys.argv[1]]
+print(c[0]["status"], c[0]["value"]) if c else print("absent")' "$1"
+}
+
+# --- 1. a file mounted over /etc/passwd -----------------------------------------------------
+# Before: the registry and /etc/shadow, /etc/gshadow, /etc/group were committed, then the
+# rename over /etc/passwd failed with EBUSY ("cannot replace /etc/passwd (Resource busy)"):
+# an agent in three files and the registry but not in passwd, and every later ensure failed
+# the same way (then with EXDEV). Writing into the mounted file instead would write into
+# whatever shares it, often the host's own /etc/passwd.
+fresh
+u ensure-base >/dev/null
+cp -p "$R/etc/passwd" "$S/passwd.host"
+mount --bind "$S/passwd.host" "$R/etc/passwd"
+before=$(sums)
+host_before=$(md5sum <"$S/passwd.host")
+out=$(u ensure mnt/a 2>&1)
+is "ensure with a file mounted over /etc/passwd: exit 111" "$?" 111
+like "... saying it is a mount point and nothing was written" "$out" \
+	'/etc/passwd is a mount point .*nothing written'
+is "... nothing written: passwd, group, shadow, gshadow, registry" "$(sums)" "$before"
+ok "... no registry record" test ! -s "$R/data/pistis/users.registry"
+is "... the mounted file untouched" "$(md5sum <"$S/passwd.host")" "$host_before"
+like "pistisd check's account_files warns, naming it" "$(check_value account_files)" \
+	'^warn .*/etc/passwd is a mount point'
+umount "$R/etc/passwd"
+
+# remove --forget commits /etc first: a mounted /etc/group stopped it after /etc/shadow and
+# /etc/gshadow had lost the agent.
+u ensure mnt/b >/dev/null
+cp -p "$R/etc/group" "$S/group.host"
+mount --bind "$S/group.host" "$R/etc/group"
+before=$(sums)
+out=$(u remove mnt/b --forget 2>&1)
+is "remove --forget with a file mounted over /etc/group: exit 111" "$?" 111
+like "... naming it" "$out" '/etc/group is a mount point'
+is "... nothing written" "$(sums)" "$before"
+umount "$R/etc/group"
+like "... and the agent is still whole" "$(u show mnt/b 2>&1)" 'uid=10100'
+
+# /etc a mount of its own (a read-only root with /etc on a tmpfs): renames stay inside it.
+fresh
+cp -a "$R/etc" "$S/etc.copy"
+mount -t tmpfs -o mode=0755 etc-tmpfs "$R/etc" && cp -a "$S/etc.copy/." "$R/etc/"
+out=$(u ensure tmpfs/a 2>&1)
+is "/etc on a tmpfs of its own: ensure works" "$?" 0
+like "... and account_files is ok" "$(check_value account_files)" '^ok '
+
+# --- 2. an immutable or append-only account file --------------------------------------------
+fresh
+u ensure-base >/dev/null
+if chattr +i "$R/etc/passwd" 2>/dev/null; then
+	before=$(sums)
+	out=$(u ensure imm/a 2>&1)
+	is "ensure with /etc/passwd immutable: exit 111" "$?" 111
+	like "... saying so, nothing written" "$out" '/etc/passwd is immutable \(chattr \+i\).*nothing written'
+	is "... nothing written" "$(sums)" "$before"
+	like "pistisd check's account_files warns" "$(check_value account_files)" \
+		'^warn .*/etc/passwd is immutable'
+	chattr -i "$R/etc/passwd"
+else
+	skip "immutable /etc/passwd" "chattr +i not supported here"
+fi
+if chattr +a "$R/etc/shadow" 2>/dev/null; then
+	before=$(sums)
+	out=$(u ensure imm/b 2>&1)
+	is "ensure with /etc/shadow append-only: exit 111" "$?" 111
+	like "... saying so" "$out" '/etc/shadow is append-only'
+	is "... nothing written" "$(sums)" "$before"
+	chattr -a "$R/etc/shadow"
+else
+	skip "append-only /etc/shadow" "chattr +a not supported here"
+fi
+out=$(u ensure imm/a 2>&1)
+is "once cleared, ensure works" "$?" 0
+
+done_testing
