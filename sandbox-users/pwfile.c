@@ -287,19 +287,51 @@ int pwfile_parse(enum pwfile_kind kind, const char *data, size_t len, struct pwf
 	return pwfile_parse_owned(kind, buf, len, ret, ret_line, ret_why);
 }
 
+/* Where appended lines go: before the first NIS compat line ('+' or '-' first) of the
+ * original, as shadow-utils' useradd puts them (commonio.c, KEEP_NIS_AT_END), else at the
+ * end. glibc's compat module answers a name or uid that reaches a bare "+" line from
+ * passwd_compat's sources (NIS) and reads no line after it: appended after the classic
+ * trailing "+::::::", pi-tools, every agent and their groups were unknown to getpwnam,
+ * id, sudo -u and initgroups, and a directory's own "pi-tools" would have been the one
+ * sudo ran trusted commands as (red team). */
+static size_t append_at(const struct pwfile *f)
+{
+	for (size_t i = 0; i < f->n_orig; i++) {
+		const struct pwfile_line *l = &f->lines[i];
+
+		if (l->len > 0 && (f->buf[l->off] == '+' || f->buf[l->off] == '-'))
+			return i;
+	}
+	return f->n_orig;
+}
+
+/* The i-th line in the order it is written: the original lines before append_at, the
+ * appended ones, the rest. */
+static size_t line_at(const struct pwfile *f, size_t at, size_t i)
+{
+	size_t added = f->n_lines - f->n_orig;
+
+	if (i < at)
+		return i;
+	if (i < at + added)
+		return f->n_orig + (i - at);
+	return i - added;
+}
+
 /* The pieces of the file, in order: runs of unedited original lines (with their own
  * terminators, contiguous in buf) as one piece; an edited or appended line as its text
  * plus its terminator. emit(p, n, ud) per piece. */
 static int pieces(const struct pwfile *f, int (*emit)(const char *p, size_t n, void *ud), void *ud)
 {
-	size_t last = SIZE_MAX, run = 0, run_len = 0;
+	size_t last = SIZE_MAX, run = 0, run_len = 0, at = append_at(f);
 	bool in_run = false;
 	int r;
 
-	for (size_t i = 0; i < f->n_lines; i++)
-		if (!f->lines[i].deleted)
-			last = i;
-	for (size_t i = 0; i < f->n_lines; i++) {
+	for (size_t j = 0; j < f->n_lines; j++)
+		if (!f->lines[line_at(f, at, j)].deleted)
+			last = line_at(f, at, j);
+	for (size_t j = 0; j < f->n_lines; j++) {
+		size_t i = line_at(f, at, j);
 		const struct pwfile_line *l = &f->lines[i];
 		if (l->deleted)
 			continue;

@@ -1,8 +1,10 @@
 #!/bin/bash
-# Red team: account files that are not plain files. A file mounted over /etc/passwd
-# (docker run -v /etc/passwd:/etc/passwd) or an immutable one (chattr +i): refused before
-# anything is written, where the registry and three of the four files used to name an
-# agent /etc/passwd lacked. Debian root; root, private mount namespace.
+# Red team: accounts that live outside the files pistisd parses, and account files that are
+# not plain files. A file mounted over /etc/passwd (docker run -v /etc/passwd:/etc/passwd)
+# or an immutable one (chattr +i): refused before anything is written, where the registry
+# and three of the four files used to name an agent /etc/passwd lacked. NIS compat lines
+# ("+::::::" last): pistis's lines go before them, where glibc's compat module reads them.
+# Debian root; root, private mount namespace.
 . "$(dirname "$0")/../lib.sh"
 need_root
 need_mount_ns "$@"
@@ -91,5 +93,26 @@ else
 fi
 out=$(u ensure imm/a 2>&1)
 is "once cleared, ensure works" "$?" 0
+
+# --- 3. NIS compat lines: the new lines go before them -----------------------------------------
+# glibc's compat module answers a name or uid that reaches a bare "+" from NIS and reads
+# no line after it. pistis appended after the classic trailing "+::::::": pi-tools and
+# every agent were unknown to getent, id, sudo -u; a directory's "pi-tools" would win.
+fresh
+printf 'passwd: compat\ngroup: compat\nshadow: compat\n' >"$R/etc/nsswitch.conf"
+printf '+::::::\n' >>"$R/etc/passwd"
+printf '+:::\n' >>"$R/etc/group"
+printf '+::::::::\n' >>"$R/etc/shadow"
+cp "$R/etc/passwd" "$S/passwd.nis"
+name=$(u ensure nis/a | sed -n 's/^name=//p')
+is "the '+' line stays the last line of /etc/passwd" "$(tail -n 1 "$R/etc/passwd")" '+::::::'
+is "... of /etc/group" "$(tail -n 1 "$R/etc/group")" '+:::'
+is "... of /etc/shadow" "$(tail -n 1 "$R/etc/shadow")" '+::::::::'
+is "every original line kept, in order" \
+	"$(grep -vxE "pi-tools:.*|$name:.*" "$R/etc/passwd" | md5sum)" "$(md5sum <"$S/passwd.nis")"
+like "glibc (compat) finds the agent by name" "$(chroot "$R" getent passwd "$name")" "^$name:x:10100:"
+like "... by uid" "$(chroot "$R" getent passwd 10100)" "^$name:"
+like "... and pi-tools" "$(chroot "$R" getent passwd pi-tools)" '^pi-tools:x:10002:'
+like "... and the agent's groups" "$(chroot "$R" id -Gn "$name" 2>&1)" 'pi-sandbox'
 
 done_testing

@@ -418,12 +418,16 @@ TEST(ensure_writes_expected_lines_and_keeps_foreign_bytes)
 	db_load(&db, PASSWD, GROUP, SHADOW, GSHADOW);
 	ASSERT_EQ(users_db_ensure(&db, "a", (uid_t)-1, &a), 0);
 	pw = db_text(&db, PWFILE_PASSWD);
-	/* Everything before is byte for byte the original (CRLF, NIS, comment, blank);
-	 * the unterminated last line gets its newline because a line follows it. */
+	/* Every original byte kept (CRLF, NIS, comment, blank, the unterminated last line);
+	 * the new lines go before the first NIS line, as useradd puts them: glibc's compat
+	 * reads no line after a bare "+", and answers from NIS at a "+@netgroup". */
+	const char *nis = strstr(PASSWD, "+@netgroup");
+	ASSERT_NOT_NULL(nis);
 	snprintf(want, sizeof(want),
-		 "%s\npi-tools:x:10002:10002:pistis trusted commands:/nonexistent:"
-		 "/usr/sbin/nologin\n%s:x:10102:10102:pistis agent:/data/sandbox-home/%s:/bin/sh\n",
-		 PASSWD, a.name, a.name);
+		 "%.*spi-tools:x:10002:10002:pistis trusted commands:/nonexistent:"
+		 "/usr/sbin/nologin\n%s:x:10102:10102:pistis "
+		 "agent:/data/sandbox-home/%s:/bin/sh\n%s",
+		 (int)(nis - PASSWD), PASSWD, a.name, a.name, nis);
 	EXPECT_STREQ(pw, want);
 	gr = db_text(&db, PWFILE_GROUP);
 	snprintf(want, sizeof(want), "%spi-sandbox:x:10010:%s\npi-tools:x:10002:\n%s:x:10102:\n",
@@ -451,18 +455,32 @@ TEST(ensure_writes_expected_lines_and_keeps_foreign_bytes)
  * and pi-sandbox first, last (unterminated) or absent. */
 static char *line_by_line(const struct pwfile *f)
 {
-	size_t total = 0, last = SIZE_MAX, o = 0;
+	size_t total = 0, last = SIZE_MAX, o = 0, n = 0, nis = f->n_orig, *order;
 	char *out;
 
-	for (size_t i = 0; i < f->n_lines; i++)
-		if (!f->lines[i].deleted) {
-			total += f->lines[i].len + 2;
-			last = i;
+	/* The order written: appended lines before the first original NIS line. */
+	order = calloc(f->n_lines + 1, sizeof(*order));
+	if (!order)
+		abort();
+	for (size_t i = 0; i < f->n_orig && nis == f->n_orig; i++)
+		if (f->lines[i].len && strchr("+-", f->buf[f->lines[i].off]))
+			nis = i;
+	for (size_t i = 0; i < nis; i++)
+		order[n++] = i;
+	for (size_t i = f->n_orig; i < f->n_lines; i++)
+		order[n++] = i;
+	for (size_t i = nis; i < f->n_orig; i++)
+		order[n++] = i;
+	for (size_t j = 0; j < n; j++)
+		if (!f->lines[order[j]].deleted) {
+			total += f->lines[order[j]].len + 2;
+			last = order[j];
 		}
 	out = malloc(total + 1);
 	if (!out)
 		abort();
-	for (size_t i = 0; i < f->n_lines; i++) {
+	for (size_t j = 0; j < n; j++) {
+		size_t i = order[j];
 		const struct pwfile_line *l = &f->lines[i];
 		if (l->deleted)
 			continue;
@@ -475,6 +493,7 @@ static char *line_by_line(const struct pwfile *f)
 			out[o++] = '\n';
 	}
 	out[o] = '\0';
+	free(order);
 	return out;
 }
 
@@ -509,17 +528,16 @@ TEST(pieces_match_a_line_by_line_rewrite_on_odd_inputs)
 		char *gr = db_text(&db, PWFILE_GROUP), want[512];
 		if (i == 0) {
 			snprintf(want, sizeof(want),
-				 "pi-sandbox:x:10010:%s,%s,\r\nroot:x:0:\r\n# c\r\n+:::\r\n"
-				 "pi-tools:x:10002:\n%s:x:10101:\n%s:x:10102:\n",
+				 "pi-sandbox:x:10010:%s,%s,\r\nroot:x:0:\r\n# c\r\n"
+				 "pi-tools:x:10002:\n%s:x:10101:\n%s:x:10102:\n+:::\r\n",
 				 b.name, a.name, a.name, b.name);
 			EXPECT_STREQ(gr, want);
 		}
 		if (i == 1) {
-			snprintf(
-				want, sizeof(want),
-				"root:x:0:\n\n# a comment\n+@nis:::\npi-sandbox:x:10010:x,y,%s,%s\n"
-				"pi-tools:x:10002:\n%s:x:10101:\n%s:x:10102:\n",
-				a.name, b.name, a.name, b.name);
+			snprintf(want, sizeof(want),
+				 "root:x:0:\n\n# a comment\npi-tools:x:10002:\n%s:x:10101:\n"
+				 "%s:x:10102:\n+@nis:::\npi-sandbox:x:10010:x,y,%s,%s",
+				 a.name, b.name, a.name, b.name);
 			EXPECT_STREQ(gr, want);
 		}
 		free(gr);
@@ -1781,7 +1799,8 @@ TEST(fast_path_sends_doubt_to_the_locked_path)
 		orig = read_text(root, rel);
 		ASSERT_NOT_NULL(orig);
 		/* The planted line last, without a newline: the scans' far edge. */
-		snprintf(text, sizeof(text), "%s%s", orig, cases[i].tail);
+		snprintf(text, sizeof(text), "%s%s%s", orig,
+			 orig[0] && orig[strlen(orig) - 1] != '\n' ? "\n" : "", cases[i].tail);
 		write_file(etc, cases[i].file, text, cases[i].mode, cases[i].gid);
 		int r = users_ensure(root, "fast", (uid_t)-1, &id);
 		if (cases[i].why) {
