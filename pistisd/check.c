@@ -232,92 +232,278 @@ static bool userdb_in_range(int root_fd, char *found, size_t size)
 	return false;
 }
 
+/* What probe_nss_sources found: the foreign sources, each once, escaped. */
+struct nss_found {
+	char list[384];
+	size_t len;
+	bool systemd, after_hash;
+	/* compat named for passwd (group, initgroups), or the database not named at all
+	 * (glibc before 2.33 defaults to "compat [NOTFOUND=return] files"): '+' lines then
+	 * bring users (groups) from passwd_compat's (group_compat's) sources, nis by default */
+	bool compat[2];
+	char compat_src[2][96];
+};
+
+static void nss_add(struct nss_found *f, const char *tok, size_t n, const char *note)
+{
+	_cleanup_free_ char *e = NULL, *t = strndup(tok, n);
+	const char *q;
+
+	if (!t || !(e = escape_c_dup(t)))
+		return;
+	for (q = f->list; (q = strstr(q, e)); q += strlen(e))
+		if ((q == f->list || q[-1] == ' ') && (q[strlen(e)] == ',' || !q[strlen(e)]))
+			return; /* listed once */
+	if (f->len + strlen(e) + strlen(note) + 3 < sizeof(f->list))
+		f->len += (size_t)snprintf(f->list + f->len, sizeof(f->list) - f->len, "%s%s%s",
+					   f->len ? ", " : "", e, note);
+}
+
+static bool nss_space(char c)
+{
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+/* One line of nsswitch.conf as glibc (2.33 on, nss_database.c and nss_action_parse.c)
+ * reads it: the database name ends at white space or ':' (so "passwd files sss" names
+ * sss); sources end at white space or '[' ("sss[NOTFOUND=return]" is sss); a '[' where a
+ * source should start ends the line's sources; and a '#' inside a line is no comment
+ * ("passwd: files # sss" loads libnss_sss): only a line whose first word starts with
+ * '#' names no database. Each database of interest seen is set in seen. */
+static void nss_line(struct nss_found *f, const char *p, unsigned *seen)
+{
+	static const char *const dbs[] = {"passwd", "group", "initgroups", "passwd_compat",
+					  "group_compat"};
+	static const char *const known[] = {"files", "compat", "systemd", "mymachines"};
+	const char *name;
+	size_t n, db;
+	bool after_hash = false;
+
+	while (nss_space(*p))
+		p++;
+	name = p;
+	while (*p && !nss_space(*p) && *p != ':')
+		p++;
+	if (!*p || p == name)
+		return;
+	n = (size_t)(p - name);
+	for (db = 0; db < ELEMENTSOF(dbs); db++)
+		if (strlen(dbs[db]) == n && !memcmp(name, dbs[db], n))
+			break;
+	if (db == ELEMENTSOF(dbs))
+		return;
+	*seen |= 1u << db;
+	while (*p && (nss_space(*p) || *p == ':'))
+		p++;
+	if (db >= 3)
+		f->compat_src[db - 3][0] = '\0';
+	for (;;) {
+		const char *tok;
+		bool ok = false;
+
+		while (nss_space(*p))
+			p++;
+		tok = p;
+		while (*p && !nss_space(*p) && *p != '[')
+			p++;
+		if (p == tok)
+			return; /* the end, or a '[' without a source: glibc stops there */
+		n = (size_t)(p - tok);
+		while (nss_space(*p))
+			p++;
+		if (*p == '[') {
+			p = strchr(p, ']');
+			if (!p)
+				return; /* glibc refuses the line */
+			p++;
+		}
+		if (db >= 3) {
+			/* passwd_compat, group_compat: what compat's '+' lines read */
+			char *d = f->compat_src[db - 3];
+			size_t used = strlen(d);
+			_cleanup_free_ char *t = strndup(tok, n), *e = t ? escape_c_dup(t) : NULL;
+
+			if (e && used + strlen(e) + 3 < sizeof(f->compat_src[0]))
+				snprintf(d + used, sizeof(f->compat_src[0]) - used, "%s%s",
+					 used ? " " : "", e);
+			continue;
+		}
+		if (tok[0] == '#') {
+			after_hash = true;
+			continue; /* "libnss_#…" is no module anyone has */
+		}
+		for (size_t i = 0; i < ELEMENTSOF(known); i++)
+			ok = ok || (strlen(known[i]) == n && !memcmp(tok, known[i], n));
+		if (n == 7 && !memcmp(tok, "systemd", 7))
+			f->systemd = true;
+		if (n == 6 && !memcmp(tok, "compat", 6))
+			f->compat[db == 0 ? 0 : 1] = true;
+		if (!ok)
+			nss_add(f, tok, n, after_hash ? " (after a '#')" : "");
+		f->after_hash = f->after_hash || (after_hash && !ok);
+	}
+}
+
+/* The first line of the root's etc/<name> that starts with '+' (NIS compat: "+", "+name",
+ * "+@netgroup", with or without fields), 0 if none or unreadable. */
+static size_t compat_plus_line(int root_fd, const char *name)
+{
+	_cleanup_free_ char *text = NULL;
+	struct stat st;
+	size_t len = 0, line = 1;
+	int fd = check_openat2(root_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK,
+			       CHECK_RESOLVE_BENEATH | CHECK_RESOLVE_NO_MAGICLINKS);
+
+	if (fd < 0 && errno == ENOSYS)
+		fd = openat(root_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	if (fd < 0)
+		return 0;
+	/* sandbox-users' own limit for these files (32 MiB) */
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    fd_read_all(fd, 32u << 20, &text, &len) < 0) {
+		safe_close(fd);
+		return 0;
+	}
+	safe_close(fd);
+	for (size_t i = 0; i < len; i++) {
+		if (text[i] == '+' && (i == 0 || text[i - 1] == '\n'))
+			return line;
+		line += text[i] == '\n';
+	}
+	return 0;
+}
+
+/* The first range of the root's etc/<name> (/etc/subuid, /etc/subgid: "owner:start:count",
+ * shadow-utils' subid(5)) that meets the agents' ids, written to found; false if none.
+ * Those ids are the uids of a rootless container's processes (podman, a user's LXC) on the
+ * machine, and no passwd line names them. */
+static bool subid_in_range(int root_fd, const char *name, char *found, size_t size)
+{
+	_cleanup_free_ char *text = NULL;
+	struct stat st;
+	size_t len = 0;
+	int fd = check_openat2(root_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK,
+			       CHECK_RESOLVE_BENEATH | CHECK_RESOLVE_NO_MAGICLINKS);
+
+	if (fd < 0 && errno == ENOSYS)
+		fd = openat(root_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	if (fd < 0)
+		return false;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    fd_read_all(fd, 4u << 20, &text, &len) < 0) {
+		safe_close(fd);
+		return false;
+	}
+	safe_close(fd);
+	for (char *line = text, *next; line && *line; line = next) {
+		unsigned long long start, count;
+		char *p, *end;
+
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		p = strchr(line, ':');
+		if (line[0] == '#' || !p)
+			continue;
+		errno = 0;
+		start = strtoull(p + 1, &end, 10);
+		if (errno || *end != ':' || !(count = strtoull(end + 1, &end, 10)) || errno)
+			continue;
+		if (start > USERS_AGENT_UID_MAX || start + count <= USERS_AGENT_UID_MIN)
+			continue;
+		*p = '\0';
+		_cleanup_free_ char *e = escape_c_dup(line);
+		snprintf(found, size, "/%s: '%.64s' %llu-%llu", name, e ? e : "?", start,
+			 start + count - 1);
+		return true;
+	}
+	return false;
+}
+
 /* Account sources beyond /etc/passwd and /etc/group in the root's nsswitch.conf (passwd,
  * group, initgroups): their users and groups are invisible to pistisd users, which never
  * asks NSS (a static binary cannot load glibc's modules, and musl has none), so one with an
  * id in the agents' range would share it with an agent. files and compat read the same
- * files (compat's "+" lines aside); systemd's dynamic users (61184-65519) and homed users
- * (60001-60513) and mymachines' (from 524288) are outside the range, but systemd's userdb
- * records may name any id and are looked at. */
+ * files, but compat's '+' lines bring in passwd_compat's (group_compat's) sources, nis by
+ * default; systemd's dynamic users (61184-65519) and homed users (60001-60513) and
+ * mymachines' (from 524288) are outside the range, but systemd's userdb records may name
+ * any id and are looked at. Read as glibc reads it (nss_line), not as a person would: a
+ * source after a '#', or glued to its "[…]", is still loaded (red team). */
 static void probe_nss_sources(struct check_report *r, int root_fd)
 {
-	static const char *const known[] = {"files", "compat", "systemd", "mymachines"};
+	static const char *const files[2] = {"etc/passwd", "etc/group"};
 	_cleanup_free_ char *text = NULL;
-	char foreign[256] = "", userdb[128] = "";
-	size_t len = 0;
-	bool systemd = false;
+	struct nss_found f = {.compat_src = {"nis", "nis"}};
+	char userdb[128] = "", subids[160] = "";
+	unsigned seen = 0;
+	bool have_conf;
 	int fd, k;
 
 	fd = check_openat2(root_fd, "etc/nsswitch.conf", O_RDONLY,
 			   CHECK_RESOLVE_IN_ROOT | CHECK_RESOLVE_NO_MAGICLINKS);
 	if (fd < 0 && errno == ENOSYS)
 		fd = openat(root_fd, "etc/nsswitch.conf", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0) {
-		if (errno == ENOENT)
-			return check_set(r, CHECK_NSS_SOURCES, CHECK_STATUS_OK,
-					 "no /etc/nsswitch.conf: users and groups from the files "
-					 "only");
+	if (fd < 0 && errno != ENOENT)
 		return check_set(r, CHECK_NSS_SOURCES, CHECK_STATUS_WARN,
 				 "cannot read /etc/nsswitch.conf (%s)", errno_name(errno));
-	}
-	k = fd_read_all(fd, 256 * 1024, &text, NULL);
-	safe_close(fd);
-	if (k < 0)
-		return check_set(r, CHECK_NSS_SOURCES, CHECK_STATUS_WARN,
-				 "cannot read /etc/nsswitch.conf (%s)", errno_name(-k));
-	for (char *line = text, *next; line && *line; line = next) {
-		char *p, *save = NULL, *tok;
-
-		next = strchr(line, '\n');
-		if (next)
-			*next++ = '\0';
-		line[strcspn(line, "#")] = '\0';
-		p = strchr(line, ':');
-		if (!p)
-			continue;
-		*p++ = '\0';
-		line += strspn(line, " \t");
-		line[strcspn(line, " \t")] = '\0';
-		if (strcmp(line, "passwd") && strcmp(line, "group") && strcmp(line, "initgroups"))
-			continue;
-		/* Sources, each perhaps followed by a [STATUS=action] list. */
-		for (tok = strtok_r(p, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save)) {
-			bool ok = false, dup = false;
-
-			if (tok[0] == '[' || strchr(tok, ']'))
-				continue;
-			for (size_t i = 0; i < ELEMENTSOF(known); i++)
-				ok = ok || !strcmp(tok, known[i]);
-			systemd = systemd || !strcmp(tok, "systemd");
-			if (ok)
-				continue;
-			/* Listed once, escaped (the file is the image's). */
-			for (const char *q = foreign; (q = strstr(q, tok)); q += strlen(tok))
-				dup = dup || ((q == foreign || q[-1] == ' ') &&
-					      (q[strlen(tok)] == ',' || !q[strlen(tok)]));
-			if (!dup && len + strlen(tok) + 8 < sizeof(foreign)) {
-				_cleanup_free_ char *e = escape_c_dup(tok);
-				if (e)
-					len += (size_t)snprintf(foreign + len,
-								sizeof(foreign) - len, "%s%s",
-								len ? ", " : "", e);
-			}
+	have_conf = fd >= 0;
+	if (have_conf) {
+		k = fd_read_all(fd, 256 * 1024, &text, NULL);
+		safe_close(fd);
+		if (k < 0)
+			return check_set(r, CHECK_NSS_SOURCES, CHECK_STATUS_WARN,
+					 "cannot read /etc/nsswitch.conf (%s)", errno_name(-k));
+		for (char *line = text, *next; line && *line; line = next) {
+			next = strchr(line, '\n');
+			if (next)
+				*next++ = '\0';
+			nss_line(&f, line, &seen);
 		}
 	}
-	if (systemd && userdb_in_range(root_fd, userdb, sizeof(userdb)))
-		len += (size_t)snprintf(foreign + len, sizeof(foreign) - len,
-					"%ssystemd (userdb record %s)", len ? ", " : "", userdb);
-	if (!len)
-		return check_set(r, CHECK_NSS_SOURCES, CHECK_STATUS_OK,
-				 "passwd and group from the files%s",
-				 systemd ? " and systemd (its dynamic and homed ids are outside "
-					   "10100-59999)"
-					 : "");
+	/* A database not named: glibc before 2.33 reads it "compat [NOTFOUND=return]
+	 * files" (the default without nsswitch.conf too); 2.33 on "files". */
+	if (!(seen & 1u))
+		f.compat[0] = true;
+	if (!(seen & 6u))
+		f.compat[1] = true;
+	for (int i = 0; i < 2; i++) {
+		char note[160];
+		size_t line = f.compat[i] ? compat_plus_line(root_fd, files[i]) : 0;
+		const char *src = f.compat_src[i];
+
+		if (!line || !src[0])
+			continue; /* "passwd_compat:" with no source: '+' lines read nothing */
+		snprintf(note, sizeof(note), " (compat: '+' line %zu of /%s)", line, files[i]);
+		nss_add(&f, src, strlen(src), note);
+	}
+	if (f.systemd && userdb_in_range(root_fd, userdb, sizeof(userdb))) {
+		char note[160];
+
+		snprintf(note, sizeof(note), " (userdb record %s)", userdb);
+		nss_add(&f, "systemd", 7, note);
+	}
+	/* Subordinate ids: not NSS, but ids of the machine no passwd line names either. */
+	for (int i = 0; i < 2 && !subids[0]; i++)
+		subid_in_range(root_fd, i ? "etc/subgid" : "etc/subuid", subids, sizeof(subids));
+	if (!f.len && subids[0])
+		return check_set(r, CHECK_NSS_SOURCES, CHECK_STATUS_WARN,
+				 "subordinate ids of a rootless container's user (%s) meet "
+				 "10100-59999: its processes would share uids with agents",
+				 subids);
+	if (!f.len)
+		return check_set(r, CHECK_NSS_SOURCES, CHECK_STATUS_OK, "%s%s",
+				 !have_conf ? "no /etc/nsswitch.conf: users and groups from the "
+					      "files only"
+					    : "passwd and group from the files",
+				 f.systemd ? " and systemd (its dynamic and homed ids are outside "
+					     "10100-59999)"
+					   : "");
 	check_set(r, CHECK_NSS_SOURCES, CHECK_STATUS_WARN,
-		  "users or groups also from %s (nsswitch.conf): pistisd users sees only "
+		  "users or groups also from %s (nsswitch.conf%s)%s%s%s: pistisd users sees only "
 		  "/etc/passwd and /etc/group, so one of theirs with an id in 10100-59999 would "
 		  "share it with an agent",
-		  foreign);
+		  f.list, f.after_hash ? "; glibc reads no comment inside a line" : "",
+		  subids[0] ? ", and subordinate ids (" : "", subids, subids[0] ? ")" : "");
 }
 
 /* The user namespace: every id pistis sets or gives to a file must be mapped (setresuid,

@@ -4,6 +4,9 @@
 # or an immutable one (chattr +i): refused before anything is written, where the registry
 # and three of the four files used to name an agent /etc/passwd lacked. NIS compat lines
 # ("+::::::" last): pistis's lines go before them, where glibc's compat module reads them.
+# nsswitch.conf read as glibc reads it ("files # sss" loads sss; "sss[NOTFOUND=return]" is
+# sss; "passwd files sss" with no colon), compat's "+" lines, and subordinate ids of a
+# rootless container's user in the agents' range: pistisd check's nss_sources names them.
 # Debian root; root, private mount namespace.
 . "$(dirname "$0")/../lib.sh"
 need_root
@@ -114,5 +117,38 @@ like "glibc (compat) finds the agent by name" "$(chroot "$R" getent passwd "$nam
 like "... by uid" "$(chroot "$R" getent passwd 10100)" "^$name:"
 like "... and pi-tools" "$(chroot "$R" getent passwd pi-tools)" '^pi-tools:x:10002:'
 like "... and the agent's groups" "$(chroot "$R" id -Gn "$name" 2>&1)" 'pi-sandbox'
+like "pistisd check's nss_sources names compat's '+' line (NIS)" "$(check_value nss_sources)" \
+	"^warn .*nis \(compat: '\+' line [0-9]+ of /etc/passwd\)"
+
+# --- 4. nsswitch.conf as glibc reads it ---------------------------------------------------------
+nss() { # CONTENT: nss_sources' status and value with that nsswitch.conf
+	if [ "$1" = none ]; then rm -f "$R/etc/nsswitch.conf"; else printf '%b' "$1" >"$R/etc/nsswitch.conf"; fi
+	check_value nss_sources
+}
+fresh
+like "'passwd: files # sss': glibc loads sss (no comment inside a line)" \
+	"$(nss 'passwd: files # sss\n')" "^warn .*sss \(after a '#'\).*no comment inside a line"
+like "'sss[NOTFOUND=return]' is sss" "$(nss 'passwd: files sss[NOTFOUND=return]\n')" '^warn .*from sss '
+like "'[NOTFOUND=continue]ldap' is ldap" "$(nss 'passwd: files [NOTFOUND=continue]ldap\n')" \
+	'^warn .*from ldap '
+like "'passwd<TAB>files sss' (no colon) names sss" "$(nss 'passwd\tfiles sss\n')" '^warn .*from sss '
+like "a '[' where a source should start ends the line, as in glibc" \
+	"$(nss 'passwd: [NOTFOUND=return] sss\ngroup: files\n')" '^ok '
+like "compat without '+' lines: ok" "$(nss 'passwd: compat\ngroup: compat\n')" '^ok '
+printf '+svc::::::\n' >>"$R/etc/passwd"
+like "compat with '+svc': warn, naming passwd_compat's source" \
+	"$(nss 'passwd: compat\npasswd_compat: sss\ngroup: files\n')" "^warn .*sss \(compat: '\+' line"
+like "no nsswitch.conf and a '+' line (older glibc: compat by default): warn" "$(nss none)" \
+	"^warn .*nis \(compat"
+like "files with a '+' line: ok (files reads no NIS)" "$(nss 'passwd: files\ngroup: files\n')" '^ok '
+sed -i '/^+svc/d' "$R/etc/passwd"
+
+# --- 5. subordinate ids in the agents' range --------------------------------------------------
+echo 'alice:10000:65536' >"$R/etc/subuid"
+like "/etc/subuid meeting 10100-59999: warn, naming the range" \
+	"$(nss 'passwd: files\ngroup: files\n')" "^warn .*/etc/subuid: 'alice' 10000-75535"
+echo 'alice:100000:65536' >"$R/etc/subuid"
+echo '1000:60000:65536' >"$R/etc/subgid"
+like "ranges outside it (the useradd default, 100000 up): ok" "$(nss 'passwd: files\n')" '^ok '
 
 done_testing
