@@ -14,6 +14,7 @@
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/uio.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -591,6 +592,75 @@ static int recycle_backup(int dir_fd, const char *name, const char *bak, const s
 	return TAKE_FD(fd);
 }
 
+/* The extended attributes a rewrite keeps: the security label (SELinux's shadow_t on
+ * /etc/shadow; a new file in /etc gets etc_t, which confined domains may read), the
+ * access ACL (a backup tool's read entry; the trust rule has already refused any that
+ * could grant write), and user./trusted. ones. Never security.ima or security.evm (a
+ * hash of the old content would fail appraisal of the new) or security.capability. */
+static bool xattr_kept(const char *n)
+{
+	return !strncmp(n, "user.", 5) || !strncmp(n, "trusted.", 8) ||
+	       !strcmp(n, "security.selinux") || !strcmp(n, "security.SMACK64") ||
+	       !strcmp(n, "system.posix_acl_access");
+}
+
+/* 0 on success, or -errno; an empty list where the file system has none. */
+static int xattr_list(int fd, char *buf, size_t size, ssize_t *ret_len)
+{
+	ssize_t n = flistxattr(fd, buf, size);
+
+	if (n < 0 && (errno == ENOTSUP || errno == EOPNOTSUPP))
+		n = 0;
+	if (n < 0)
+		return -errno;
+	*ret_len = n;
+	return 0;
+}
+
+/* The staged file dst gets the kept attributes of the current file name (xattr_kept),
+ * and loses those it has and name has not (a recycled backup carries the version
+ * before). Staged files are new inodes or the previous version's: before, a rewrite
+ * lost /etc/shadow's label and ACL, and the next one brought the old ones back from the
+ * recycled backup (red team). Best effort where the kernel refuses (EPERM: a container
+ * without CAP_SYS_ADMIN, a context= mount; EOPNOTSUPP): the file is then as before this
+ * copy; any other error fails the stage. */
+static int copy_xattrs(int dir_fd, const char *name, int dst)
+{
+	char src_list[4096], dst_list[4096], v[4096], w[4096];
+	_cleanup_close_ int src = -1;
+	ssize_t ns = 0, nd = 0;
+	int r;
+
+	src = openat(dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+	if (src < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if ((r = xattr_list(src, src_list, sizeof(src_list), &ns)) < 0 ||
+	    (r = xattr_list(dst, dst_list, sizeof(dst_list), &nd)) < 0)
+		return r == -ERANGE ? 0 : r; /* more than 4 KiB of names: not ours to judge */
+	for (ssize_t i = 0; i < nd; i += (ssize_t)strlen(dst_list + i) + 1) {
+		const char *n = dst_list + i;
+
+		if (xattr_kept(n) && fgetxattr(src, n, NULL, 0) < 0 && errno == ENODATA &&
+		    fremovexattr(dst, n) < 0 && errno != ENODATA && errno != EPERM &&
+		    errno != EOPNOTSUPP)
+			return -errno;
+	}
+	for (ssize_t i = 0; i < ns; i += (ssize_t)strlen(src_list + i) + 1) {
+		const char *n = src_list + i;
+		ssize_t lv, lw;
+
+		if (!xattr_kept(n) || (lv = fgetxattr(src, n, v, sizeof(v))) < 0)
+			continue; /* gone meanwhile, or over 4 KiB: left as it is */
+		lw = fgetxattr(dst, n, w, sizeof(w));
+		if (lw == lv && !memcmp(v, w, (size_t)lv))
+			continue;
+		if (fsetxattr(dst, n, v, (size_t)lv, 0) < 0 && errno != EPERM &&
+		    errno != EOPNOTSUPP && errno != ENOTSUP)
+			return -errno;
+	}
+	return 0;
+}
+
 int ufs_stage(struct ufs_staged *s, int dir_fd, const char *name, const struct iovec *iov,
 	      size_t n_iov, uid_t uid, gid_t gid, mode_t mode, bool backup)
 {
@@ -618,11 +688,16 @@ int ufs_stage(struct ufs_staged *s, int dir_fd, const char *name, const struct i
 staged:
 	s->fd = r;
 	s->staged = true;
+	r = copy_xattrs(dir_fd, s->name, s->fd);
+	if (r < 0) {
+		ufs_abort(s);
+		return r;
+	}
 	/* Writeback starts now, so the device writes this file while the caller stages the
 	 * next ones (and makes the homes' directories): ufs_sync's fdatasync mostly finds it
 	 * done. Only a hint (it makes nothing durable); fdatasync is what the guarantee rests
 	 * on. */
-	(void)sync_file_range(r, 0, 0, SYNC_FILE_RANGE_WRITE);
+	(void)sync_file_range(s->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
 	return 0;
 }
 

@@ -7,6 +7,8 @@
 # nsswitch.conf read as glibc reads it ("files # sss" loads sss; "sss[NOTFOUND=return]" is
 # sss; "passwd files sss" with no colon), compat's "+" lines, and subordinate ids of a
 # rootless container's user in the agents' range: pistisd check's nss_sources names them.
+# A rewrite keeps the account file's ACL and xattrs (an SELinux label), and brings back
+# none the operator removed.
 # Debian root; root, private mount namespace.
 . "$(dirname "$0")/../lib.sh"
 need_root
@@ -150,5 +152,30 @@ like "/etc/subuid meeting 10100-59999: warn, naming the range" \
 echo 'alice:100000:65536' >"$R/etc/subuid"
 echo '1000:60000:65536' >"$R/etc/subgid"
 like "ranges outside it (the useradd default, 100000 up): ok" "$(nss 'passwd: files\n')" '^ok '
+
+# --- 6. what a rewrite keeps of an account file: its label, access ACL and user xattrs ----------
+# A rewrite is a new inode (or the recycled backup, the version before): before, the first
+# ensure dropped /etc/shadow's ACL and every xattr (an SELinux label: shadow_t became the
+# directory's default), and the next one brought the old ones back from the backup.
+fresh
+acl() { getfacl -cn "$R/etc/shadow" 2>/dev/null | grep -c '^user:34:'; }
+xa() { getfattr --absolute-names -n user.pistis-test --only-values "$R/etc/passwd" 2>/dev/null; }
+if setfacl -m u:34:r "$R/etc/shadow" 2>/dev/null && setfattr -n user.pistis-test -v one "$R/etc/passwd" 2>/dev/null; then
+	for a in x1 x2 x3; do
+		u ensure "acl/$a" >/dev/null
+		is "after ensure $a: /etc/shadow keeps its ACL entry" "$(acl)" 1
+		is "... /etc/passwd keeps its xattr" "$(xa)" one
+	done
+	setfattr -x user.pistis-test "$R/etc/passwd"
+	setfacl -b "$R/etc/shadow"
+	for a in x4 x5; do
+		u ensure "acl/$a" >/dev/null
+		is "after ensure $a, both removed by the operator: no ACL comes back from the backup" "$(acl)" 0
+		is "... nor the xattr" "$(xa)" ""
+	done
+	is "... and /etc/shadow keeps its mode" "$(stat -c %a "$R/etc/shadow")" 640
+else
+	skip "ACL and xattrs on account files" "no ACL or user xattr support here"
+fi
 
 done_testing
