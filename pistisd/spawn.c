@@ -1922,19 +1922,25 @@ ssize_t spawn_read(struct spawn_proc *p, int fd, void *buf, size_t size)
  * working; what ends is opening /dev/pts/N by its path as the agent's uid, while pistisd
  * still holds the master to drain it (as long as a reader is paused) — after `users remove
  * --forget` that uid may be another agent's, which could then write into this command's
- * output stream. Best effort: a failure leaves the slave as it was. */
+ * output stream. The peer is an O_PATH fd, which does not open the terminal: a real open
+ * fails with EBUSY once the command has set TIOCEXCL on its slave, for every caller without
+ * CAP_SYS_ADMIN (pistisd under Docker's defaults), and left the slave the agent's (red
+ * team). Owner first, so the agent can no longer change the mode; the mode through the
+ * fd's magic link (fchmod takes no O_PATH fd). Best effort: a failure leaves it as it was. */
 static void pty_slave_revoke(struct spawn_proc *p)
 {
-	int s;
+	char path[sizeof("/proc/self/fd/") + 12];
+	_cleanup_close_ int s = -1;
 
 	if (p->opts_copy.stdio != SPAWN_STDIO_PTY || p->fd_out < 0)
 		return;
-	s = ioctl(p->fd_out, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+	s = ioctl(p->fd_out, TIOCGPTPEER, O_PATH | O_CLOEXEC);
 	if (s < 0)
 		return;
-	(void)fchown(s, 0, 0);
-	(void)fchmod(s, 0);
-	safe_close(s);
+	if (fchownat(s, "", 0, 0, AT_EMPTY_PATH) < 0)
+		return;
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", s);
+	(void)chmod(path, 0);
 }
 
 int spawn_reap(struct spawn_proc *p)

@@ -8,6 +8,8 @@
  *   probe syscalls        only the sc.* lines
  *   probe x32 | int80     the attempt in a child; prints how the child ended
  *   probe tiocsti         TIOCSTI on fd 0
+ *   probe tiocexcl        TIOCEXCL on fd 0 (reopening the terminal is EBUSY for all but
+ *                         CAP_SYS_ADMIN, until the last fd closes)
  *   probe forkbomb N      fork up to N sleeping children; prints how many it got
  *   probe bg-sleep S [stay]  a setsid()'d child sleeping S s; the probe exits, or stays
  *   probe ghost S [FILE]  the main thread exits, a second one sleeps S s (FILE held open)
@@ -455,6 +457,9 @@ int main(int argc, char **argv, char **envp)
 		errno = 0;
 		sc("tiocsti", ioctl(0, TIOCSTI, &c));
 		printf("tty=%d\n", isatty(0));
+	} else if (!strcmp(mode, "tiocexcl")) {
+		errno = 0;
+		sc("tiocexcl", ioctl(0, TIOCEXCL));
 	} else if (!strcmp(mode, "forkbomb")) {
 		long got = 0;
 		int err = 0;

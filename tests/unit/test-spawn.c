@@ -26,6 +26,9 @@
 #include <linux/seccomp.h>
 #include <linux/securebits.h>
 #include <linux/capability.h>
+#ifndef TIOCGPTPEER
+#define TIOCGPTPEER _IO('T', 0x41)
+#endif
 
 #include "lib/macro.h"
 #include "lib/tap.h"
@@ -2354,6 +2357,51 @@ TEST(pty_slave_revoked_when_the_command_exits)
 		usleep(10000);
 	ASSERT_EQ(r, 1);
 	ASSERT_TRUE(p->fd_out >= 0); /* the sleeper holds the slave: not drained yet */
+	ASSERT_EQ(stat(path, &st), 0);
+	EXPECT_EQ(st.st_uid, (uid_t)0);
+	EXPECT_EQ(st.st_mode & 07777, (mode_t)0);
+	spawn_stop(p);
+	(void)spawn_wait(p, NULL);
+	spawn_free(p);
+	spawn_ctx_free(ctx);
+}
+
+/* The same after the command made its terminal exclusive (TIOCEXCL): every later open of
+ * the slave but CAP_SYS_ADMIN's is EBUSY, and pistisd under Docker's defaults has none. The
+ * revoke opened a new peer for real, failed, and left /dev/pts/N the agent's (red team). */
+TEST(pty_slave_revoked_after_tiocexcl_without_cap_sys_admin)
+{
+	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct d[2];
+	struct spawn_ctx *ctx = NULL;
+	struct spawn_opts o;
+	struct spawn_proc *p = NULL;
+	struct spawn_error err;
+	char cmd[PATH_MAX + 128], *argv[] = {"/bin/sh", "-c", cmd, NULL}, path[64];
+	struct stat st;
+	unsigned n = 0;
+	int r = 0;
+
+	need_root_and_probe(_metadata);
+	snprintf(cmd, sizeof(cmd), "%s tiocexcl; /bin/sleep 3 & exit 0", probe_path);
+	ctx = ctx_or_die(_metadata);
+	base_opts(&o, argv);
+	o.stdio = SPAWN_STDIO_PTY;
+	o.keep_children = true;
+	ASSERT_EQ(spawn_start(ctx, &o, &p, &err), 0);
+	ASSERT_EQ(ioctl(p->fd_out, TIOCGPTN, &n), 0);
+	snprintf(path, sizeof(path), "/dev/pts/%u", n);
+	/* pistisd as Docker starts it: no CAP_SYS_ADMIN (this test's own child only) */
+	ASSERT_EQ(syscall(SYS_capget, &h, d), 0);
+	d[0].effective &= ~(1u << CAP_SYS_ADMIN);
+	ASSERT_EQ(syscall(SYS_capset, &h, d), 0);
+	for (int i = 0; i < 300 && (r = spawn_reap(p)) == 0; i++)
+		usleep(10000);
+	ASSERT_EQ(r, 1);
+	ASSERT_TRUE(p->fd_out >= 0);
+	/* the command did make it exclusive */
+	EXPECT_EQ(ioctl(p->fd_out, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC), -1);
+	EXPECT_EQ(errno, EBUSY);
 	ASSERT_EQ(stat(path, &st), 0);
 	EXPECT_EQ(st.st_uid, (uid_t)0);
 	EXPECT_EQ(st.st_mode & 07777, (mode_t)0);
