@@ -788,13 +788,28 @@ static void read_stdin(struct lws *wsi)
 	stdin_flow();
 }
 
-static void on_winch(int fd)
+/* --tty on a terminal: a signal that ends us (kill, timeout(1), a closed terminal) puts
+ * the terminal back first, then ends us by that signal as it did; it left the caller's
+ * shell raw (no echo, no line editing, no ^C) before (red team). */
+static void on_signal(int fd)
 {
 	struct signalfd_siginfo si;
 	struct winsize ws = {0};
+	sigset_t one;
 	cJSON *o;
 
-	if (read(fd, &si, sizeof(si)) != sizeof(si) || !C.cmd)
+	if (read(fd, &si, sizeof(si)) != sizeof(si))
+		return;
+	if (si.ssi_signo != SIGWINCH) {
+		restore_tty();
+		signal((int)si.ssi_signo, SIG_DFL);
+		sigemptyset(&one);
+		sigaddset(&one, (int)si.ssi_signo);
+		sigprocmask(SIG_UNBLOCK, &one, NULL);
+		raise((int)si.ssi_signo);
+		_exit(128 + (int)si.ssi_signo);
+	}
+	if (!C.cmd)
 		return;
 	if (ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) < 0 || !ws.ws_row)
 		return;
@@ -991,7 +1006,7 @@ static int cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, voi
 		if (wsi == C.stdin_wsi)
 			read_stdin(wsi);
 		else if (wsi == C.sig_wsi)
-			on_winch(lws_get_socket_fd(wsi));
+			on_signal(lws_get_socket_fd(wsi));
 		break;
 	case LWS_CALLBACK_RAW_CLOSE_FILE:
 		if (wsi == C.stdin_wsi) {
@@ -1423,6 +1438,14 @@ int main(int argc, char **argv)
 		}
 		sigemptyset(&mask);
 		sigaddset(&mask, SIGWINCH);
+		/* Ours to end on unless ignored when we started (nohup, a shell's background
+		 * job): those stay ignored. */
+		for (const int *g = (const int[]){SIGTERM, SIGINT, SIGHUP, SIGQUIT, 0}; C.raw && *g;
+		     g++) {
+			struct sigaction old;
+			if (sigaction(*g, NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+				sigaddset(&mask, *g);
+		}
 		sigprocmask(SIG_BLOCK, &mask, NULL);
 		sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 		if (sfd >= 0) {
@@ -1431,6 +1454,9 @@ int main(int argc, char **argv)
 				lws_get_vhost_by_name(C.ctx, "default"), LWS_ADOPT_RAW_FILE_DESC,
 				fd, PROTO_CLIENT_SUBPROTOCOL, NULL);
 		}
+		/* nobody would read them: the ending signals end us as before */
+		if (!C.sig_wsi)
+			sigprocmask(SIG_UNBLOCK, &mask, NULL);
 	}
 	connect_now(NULL);
 	while (!C.done || C.q_head)

@@ -36,7 +36,13 @@
  *   redteam-probe ipc-hoard N          make up to N SysV message queues, N semaphore sets and
  *                                      N/16 shared memory segments (fewer where the kernel's
  *                                      limits stop it), print hoard=COUNT, then sleep until
- *                                      killed */
+ *                                      killed
+ *   redteam-probe tty [PATH]...        on fd 0, a terminal: TIOCSTI, TIOCLINUX, TIOCCONS,
+ *                                      TIOCVHANGUP, vhangup, and in a setsid()'d child
+ *                                      TIOCSCTTY with and without stealing; then open each
+ *                                      PATH for writing: open.PATH=ERRNO
+ *   redteam-probe ptys N SECONDS       open up to N pseudo-terminals (/dev/ptmx, unlocked),
+ *                                      print ptys=COUNT and why it stopped, hold them SECONDS */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -107,6 +113,12 @@ static const char *ename(int e)
 		return "ENXIO";
 	case ECONNREFUSED:
 		return "ECONNREFUSED";
+	case ENOSPC:
+		return "ENOSPC";
+	case EBUSY:
+		return "EBUSY";
+	case EMFILE:
+		return "EMFILE";
 	default:
 		snprintf(buf, sizeof(buf), "E%d", e);
 		return buf;
@@ -719,6 +731,64 @@ static int mode_ipc_hoard(long n)
 	return 0;
 }
 
+static void tty_try(const char *what, int r)
+{
+	printf("%s=%s\n", what, ename(r < 0 ? errno : 0));
+}
+
+static int mode_tty(int argc, char **argv)
+{
+	char c = 'x';
+	int st = 0;
+	pid_t pid;
+
+	tty_try("TIOCSTI", ioctl(0, TIOCSTI, &c));
+	tty_try("TIOCLINUX", ioctl(0, TIOCLINUX, &(char){6}));
+	tty_try("TIOCCONS", ioctl(0, TIOCCONS));
+	tty_try("TIOCVHANGUP", ioctl(0, TIOCVHANGUP));
+	tty_try("vhangup", (int)syscall(SYS_vhangup));
+	fflush(stdout);
+	/* A new session may take a terminal that is no one's controlling terminal; ours is
+	 * our session's, and taking it anyway (arg 1) needs CAP_SYS_ADMIN. */
+	pid = fork();
+	if (pid == 0) {
+		if (setsid() < 0)
+			_exit(1);
+		tty_try("TIOCSCTTY", ioctl(0, TIOCSCTTY, 0));
+		tty_try("TIOCSCTTY_steal", ioctl(0, TIOCSCTTY, 1));
+		fflush(stdout);
+		_exit(0);
+	}
+	if (pid > 0)
+		waitpid(pid, &st, 0);
+	for (int i = 2; i < argc; i++) {
+		int fd = open(argv[i], O_WRONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+		printf("open.%s=%s\n", argv[i], ename(fd < 0 ? errno : 0));
+		if (fd >= 0)
+			close(fd);
+	}
+	return 0;
+}
+
+static int mode_ptys(long n, int seconds)
+{
+	long got = 0;
+	int e = 0;
+
+	for (; got < n; got++) {
+		int unlock = 0, m = open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC);
+		if (m < 0) {
+			e = errno;
+			break;
+		}
+		(void)ioctl(m, TIOCSPTLCK, &unlock);
+	}
+	printf("ptys=%ld\nstop=%s\n", got, got < n ? ename(e) : "none");
+	fflush(stdout);
+	sleep((unsigned)seconds);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "";
@@ -751,6 +821,10 @@ int main(int argc, char **argv)
 				 argc > 6 ? argv[6] : NULL);
 	if (!strcmp(mode, "ipc-hoard") && argc > 2)
 		return mode_ipc_hoard(atol(argv[2]));
+	if (!strcmp(mode, "tty"))
+		return mode_tty(argc, argv);
+	if (!strcmp(mode, "ptys") && argc > 3)
+		return mode_ptys(atol(argv[2]), atoi(argv[3]));
 	if (!strcmp(mode, "pause")) {
 		printf("pid=%d\n", (int)getpid());
 		fflush(stdout);
@@ -759,6 +833,6 @@ int main(int argc, char **argv)
 	}
 	fprintf(stderr, "usage: redteam-probe stall S|peek PID...|readfd N|seccomp|setuid0|"
 			"escape S|closeout S|cgroup [DIR]...|pause|hunt DIR...|listen NAME S|"
-			"connect NAME|swap DIR A B S [MARK]\n");
+			"connect NAME|swap DIR A B S [MARK]|tty [PATH]...|ptys N S\n");
 	return 100;
 }

@@ -1,0 +1,143 @@
+#!/bin/bash
+# Red team: pseudo-terminals. `exec.start` with a pty and `pistis exec --tty` through the
+# relay (server-min + pistisd serve + pistis as real processes), pistisd started as Docker's
+# default capabilities leave it (no CAP_SYS_ADMIN). Who may open a command's terminal, what
+# a command may do to the terminal it holds, the pool of ptys, hostile pty fields, and the
+# client's own terminal. Root, private mount namespace, a throwaway Debian root, loopback.
+. "$(dirname "$0")/../lib.sh"
+need_root
+need_mount_ns "$@"
+need_bins pistisd server-min pistis
+command -v script >/dev/null && command -v setpriv >/dev/null ||
+	{ echo "1..0 # SKIP script(1) or setpriv missing"; exit 0; }
+[ -x "$TESTBIN/redteam-probe" ] || { echo "1..0 # SKIP redteam-probe not built"; exit 0; }
+R=$(root_fresh debian) || { echo "1..0 # SKIP no debian test root"; exit 0; }
+W=$(mktemp -d "${TMPDIR:-/tmp}/pistis-pty.$$.XXXXXX")
+RT=/usr/local/lib/pistis-tests/redteam-probe
+PROBE=/usr/local/lib/pistis-tests/probe
+cleanup() {
+	[ -n "${PD:-}" ] && kill "$PD" 2>/dev/null
+	[ -n "${SM:-}" ] && kill "$SM" 2>/dev/null
+	wait 2>/dev/null
+	root_cleanup
+	rm -rf "$W"
+}
+trap cleanup EXIT
+
+# A devpts instance of the root's own with a small pool (max=), as a container has one.
+PTYMAX=24
+mkdir -p "$R/dev/pts" && mount -t devpts -o newinstance,ptmxmode=0666,mode=0620,max=$PTYMAX devpts "$R/dev/pts" &&
+	ln -sf pts/ptmx "$R/dev/ptmx" || { echo "1..0 # SKIP cannot mount devpts"; exit 0; }
+ROOT_WRAP=(setpriv --bounding-set -sys_admin)
+relay_up "$R" "$W" || { echo "Bail out! the relay did not come up: $(tail -5 "$W/pd.log")"; exit 1; }
+P() { "$BIN/pistis" "$@"; }
+cap=$(sed -n 's/^CapEff:\t//p' /proc/$PD/status)
+is "pistisd serve runs without CAP_SYS_ADMIN" "$(( (0x${cap:-0} >> 21) & 1 ))" 0
+keyed() { grep -F -- "$1=" | head -n 1 | cut -d= -f2- | tr -d '\r'; } # a key with a '/'
+ptys_in_use() { ls "$R/dev/pts" | grep -c '^[0-9]'; }
+# uid of an agent: its home's owner, once it ran something
+uid_of() { P exec --agent "$1" -- id -u; }
+AUID=$(uid_of alice)
+BUID=$(uid_of bob)
+
+# start CMD as alice on a pty, no reader (pistis call returns at exec.started)
+start_pty() { # agent shell-text
+	P call exec.start "{\"agent\":\"$1\",\"shell\":\"$2\",\"pty\":true,\"timeout_ms\":60000}"
+}
+wait_file() { for _ in $(seq 50); do [ -s "$1" ] && return 0; sleep 0.1; done; return 1; }
+
+# --- whose terminal: the slave is the agent's, 0600; no other agent opens it -----------------
+rm -f "$R/tmp/pty-a"
+start_pty alice 'tty >/tmp/pty-a; exec sleep 20' >"$W/a.start"
+wait_file "$R/tmp/pty-a"
+A_TTY=$(cat "$R/tmp/pty-a")
+like "a --tty command's terminal is in the root's devpts" "$A_TTY" '^/dev/pts/[0-9]+$'
+is "... the agent's, mode 0600" "$(stat -c '%u %a' "$R$A_TTY")" "$AUID 600"
+out=$(P exec --agent bob -- $RT tty "$A_TTY" /dev/console /dev/tty0 /dev/tty1 2>&1)
+is "another agent cannot open it" "$(echo "$out" | keyed "open.$A_TTY")" EACCES
+for dev in /dev/console /dev/tty0 /dev/tty1; do
+	like "... nor $dev" "$(echo "$out" | keyed "open.$dev")" '^E'
+done
+A_CMD=$(sed -n 's/.*"cmd":\([0-9]*\).*/\1/p' "$W/a.start" | head -n 1)
+P call exec.signal "{\"cmd\":$A_CMD,\"signal\":9}" >/dev/null 2>&1
+for _ in $(seq 50); do [ -e "$R$A_TTY" ] || break; [ "$(stat -c %u "$R$A_TTY" 2>/dev/null)" = 0 ] && break; sleep 0.1; done
+ok "after the command, its terminal is gone or root's with mode 0" \
+	sh -c "[ ! -e '$R$A_TTY' ] || [ \"\$(stat -c '%u %a' '$R$A_TTY')\" = '0 0' ]"
+
+# --- ioctls on the terminal a command holds ---------------------------------------------------
+out=$(script -qec "$BIN/pistis exec --tty --agent alice -- $RT tty" /dev/null </dev/null 2>&1 | tr -d '\r')
+for k in TIOCSTI TIOCLINUX TIOCCONS TIOCVHANGUP vhangup TIOCSCTTY TIOCSCTTY_steal; do
+	is "on its own pty: $k refused" "$(echo "$out" | probe_field $k)" EPERM
+done
+
+# --- the pool: no pty kept per command; one agent's hoard; recovery --------------------------
+base=$(ptys_in_use)
+n=0
+for i in $(seq $((PTYMAX + 6))); do
+	P call exec.start '{"agent":"alice","argv":["true"],"pty":true}' >/dev/null 2>&1 && n=$((n + 1))
+done
+for _ in $(seq 50); do [ "$(ptys_in_use)" -le "$base" ] && break; sleep 0.1; done
+is "$((PTYMAX + 6)) --tty commands on a pool of $PTYMAX: every one starts" "$n" $((PTYMAX + 6))
+is "... and none keeps its pty" "$(ptys_in_use)" "$base"
+# a command whose setsid()'d child holds the slave: the child is stopped with its command
+start_pty alice 'setsid sleep 30 </dev/tty >/dev/tty 2>&1 & sleep 0.3; exit 0' >/dev/null
+sleep 1
+for _ in $(seq 50); do [ "$(ptys_in_use)" -le "$base" ] && break; sleep 0.1; done
+is "a slave a left child held is freed with the command's end" "$(ptys_in_use)" "$base"
+# One agent may take the pool (docs/security.md, "Pseudo-terminals are one pool"): the
+# other's --tty command fails with a clear error, pistisd stays up, and the pool is back once
+# the hoarder's command ends.
+P exec --agent alice --timeout 30 -- $RT ptys 1000 4 >"$W/hoard" 2>&1 &
+HP=$!
+for _ in $(seq 50); do grep -q '^ptys=' "$W/hoard" && break; sleep 0.1; done
+is "an agent's hoard stops at the pool's end" "$(probe_field stop <"$W/hoard")" ENOSPC
+out=$(P call exec.start '{"agent":"bob","argv":["true"],"pty":true}' 2>&1)
+like "... another agent's --tty command then fails, saying why" "$out" 'cannot start: open a pty'
+like "... a pipes command still starts" "$(P exec --agent bob -- echo fine 2>&1)" '^fine$'
+wait "$HP"
+for _ in $(seq 50); do [ "$(ptys_in_use)" -le "$base" ] && break; sleep 0.1; done
+like "... and its --tty command again once the hoard ended" \
+	"$(P call exec.start '{"agent":"bob","argv":["true"],"pty":true}' 2>&1)" 'exec.started'
+
+# --- hostile pty fields -------------------------------------------------------------------
+for bad in '"rows":-1' '"rows":1.5' '"rows":4097' '"cols":65536' '"cols":1e9' '"rows":"24"' '"rows":true'; do
+	out=$(P call exec.start "{\"agent\":\"alice\",\"argv\":[\"true\"],\"pty\":true,$bad}" 2>&1); rc=$?
+	is "exec.start with $bad is refused" "$rc" 1
+	like "... as a bad request naming the field" "$out" 'bad_request.*(rows|cols)'
+done
+for bad in '"yes"' '1' '[]'; do
+	out=$(P call exec.start "{\"agent\":\"alice\",\"argv\":[\"true\"],\"pty\":$bad}" 2>&1)
+	like "exec.start with pty $bad is a bad request" "$out" 'bad_request.*pty'
+done
+out=$(P call exec.start '{"agent":"alice","argv":["sh","-c","stty size"],"pty":true,"rows":0,"cols":0}' 2>&1)
+like "rows and cols 0: the default size" "$out" 'exec.started'
+out=$(P call exec.start '{"agent":"alice","argv":["sleep","5"]}' 2>&1)
+cmd=$(echo "$out" | sed -n 's/.*"cmd":\([0-9]*\).*/\1/p' | head -n 1)
+out=$(P call exec.resize "{\"cmd\":$cmd,\"rows\":10,\"cols\":10}" 2>&1)
+like "exec.resize of a command without a pty is an error" "$out" '"ok":false'
+out=$(P call exec.start '{"agent":"alice","argv":["sleep","5"],"pty":true}' 2>&1)
+cmd=$(echo "$out" | sed -n 's/.*"cmd":\([0-9]*\).*/\1/p' | head -n 1)
+for bad in '"rows":0,"cols":10' '"rows":10,"cols":4097' '"rows":-3,"cols":10' '"rows":10'; do
+	like "exec.resize with $bad is a bad request" "$(P call exec.resize "{\"cmd\":$cmd,$bad}" 2>&1)" 'bad_request'
+done
+like "exec.resize 4096x4096 is taken" "$(P call exec.resize "{\"cmd\":$cmd,\"rows\":4096,\"cols\":4096}" 2>&1)" '"ok":true'
+like "pistisd serves on after all of it" "$(P exec --agent bob -- echo alive 2>&1)" '^alive$'
+
+# --- signals through the terminal -------------------------------------------------------------
+out=$( (sleep 3; printf '\003'; sleep 4) | script -qec "$BIN/pistis exec --tty --agent alice -- \
+	sh -c 'trap \"echo got-int; exit 3\" INT; echo ready; while :; do sleep 1; done'" /dev/null 2>&1 | tr -d '\r')
+like "^C typed into pistis exec --tty reaches the command's process group" "$out" 'got-int'
+
+# --- the client's terminal ------------------------------------------------------------------
+# pistis exec --tty makes its terminal raw; a signal that ends it (kill, timeout(1)) left it
+# raw, the caller's shell without echo or line editing (red team). (SIGINT and SIGQUIT: a
+# shell's background job ignores them, and so does pistis then.)
+for sig in TERM HUP; do
+	out=$(script -qec "sh -c '$BIN/pistis exec --tty --agent alice -- sleep 20 </dev/tty & p=\$!; sleep 3; \
+		kill -$sig \$p; wait \$p; echo rc=\$?; stty -a </dev/tty'" /dev/null </dev/null 2>&1 | tr -d '\r')
+	like "pistis exec --tty ended by SIG$sig: exits by it" "$out" "rc=$((128 + $(kill -l $sig)))"
+	like "... its terminal is back to canonical mode with echo" "$out" '(^| )icanon( |$).*' 
+	unlike "... not raw" "$out" '(^| )-(icanon|echo|isig)( |$)'
+done
+
+done_testing
