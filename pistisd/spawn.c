@@ -1935,6 +1935,8 @@ static void pty_slave_revoke(struct spawn_proc *p)
 	if (p->opts_copy.stdio != SPAWN_STDIO_PTY || p->fd_out < 0)
 		return;
 	s = ioctl(p->fd_out, TIOCGPTPEER, O_PATH | O_CLOEXEC);
+	if (s < 0) /* a kernel that would not hand out an O_PATH peer: as before */
+		s = ioctl(p->fd_out, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
 	if (s < 0)
 		return;
 	if (fchownat(s, "", 0, 0, AT_EMPTY_PATH) < 0)

@@ -70,6 +70,13 @@ for k in TIOCSTI TIOCLINUX TIOCCONS TIOCVHANGUP vhangup TIOCSCTTY TIOCSCTTY_stea
 	is "on its own pty: $k refused" "$(echo "$out" | probe_field $k)" EPERM
 done
 
+# pistisd's own terminal is never the command's: `pistisd run` started on one gives its
+# command no controlling terminal (setsid) and none of its fds.
+out=$(script -qec "env -i ${_ROOT_ENV[*]} chroot $R pistisd run --agent agent/t -- $RT tty /dev/tty" \
+	/dev/null </dev/null 2>&1 | tr -d '\r')
+is "pistisd run on a terminal: its command has no controlling terminal" "$(echo "$out" | keyed open./dev/tty)" ENXIO
+is "... and its stdin is no terminal" "$(echo "$out" | probe_field TIOCCONS)" ENOTTY
+
 # --- the pool: no pty kept per command; one agent's hoard; recovery --------------------------
 base=$(ptys_in_use)
 n=0
