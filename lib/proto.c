@@ -627,12 +627,12 @@ int proto_exec_start_parse(cJSON *root, struct proto_exec_start *s, struct proto
 	r = proto_get_bool(root, "pty", &s->pty, err);
 	if (r < 0 && r != -ENOENT)
 		goto fail;
-	r = proto_get_u64(root, "rows", 4096, &v, err);
+	r = proto_get_u64(root, "rows", PROTO_MAX_WINSIZE, &v, err);
 	if (r == 0)
 		s->rows = (unsigned)v;
 	else if (r != -ENOENT)
 		goto fail;
-	r = proto_get_u64(root, "cols", 4096, &v, err);
+	r = proto_get_u64(root, "cols", PROTO_MAX_WINSIZE, &v, err);
 	if (r == 0)
 		s->cols = (unsigned)v;
 	else if (r != -ENOENT)

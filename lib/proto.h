@@ -31,7 +31,8 @@
 #define PROTO_MAX_ARGV_BYTES (256u * 1024u)
 #define PROTO_MAX_ENV 64 /* PI_* variables per command */
 #define PROTO_MAX_TAG 64
-#define PROTO_MAX_READER 64 /* exec.start/attach "reader": who reads the output, bytes */
+#define PROTO_MAX_WINSIZE 4096 /* a pty's rows and cols (exec.start, exec.resize) */
+#define PROTO_MAX_READER 64    /* exec.start/attach "reader": who reads the output, bytes */
 #define PROTO_MAX_AGENT 256
 #define PROTO_FRAME_HEADER 16
 #define PROTO_MAX_FRAME_PAYLOAD (256u * 1024u)	/* binary frame payload, bytes */

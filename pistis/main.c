@@ -193,6 +193,13 @@ static void restore_tty(void)
 	C.raw = false;
 }
 
+/* Our terminal's size as the protocol takes it: a terminal wider or taller than
+ * PROTO_MAX_WINSIZE made every --tty command a bad_request (exit 125) before. */
+static unsigned winsize_clamp(unsigned short v)
+{
+	return v > PROTO_MAX_WINSIZE ? PROTO_MAX_WINSIZE : v;
+}
+
 static void send_ack(void)
 {
 	cJSON *o;
@@ -299,8 +306,8 @@ static void send_start(void)
 		struct winsize ws = {0};
 		cJSON_AddBoolToObject(o, "pty", true);
 		if (ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row && ws.ws_col) {
-			cJSON_AddNumberToObject(o, "rows", ws.ws_row);
-			cJSON_AddNumberToObject(o, "cols", ws.ws_col);
+			cJSON_AddNumberToObject(o, "rows", winsize_clamp(ws.ws_row));
+			cJSON_AddNumberToObject(o, "cols", winsize_clamp(ws.ws_col));
 		}
 	}
 	send_obj(o);
@@ -815,8 +822,8 @@ static void on_signal(int fd)
 		return;
 	o = request("exec.resize", NULL, 0);
 	cJSON_AddNumberToObject(o, "cmd", C.cmd);
-	cJSON_AddNumberToObject(o, "rows", ws.ws_row);
-	cJSON_AddNumberToObject(o, "cols", ws.ws_col);
+	cJSON_AddNumberToObject(o, "rows", winsize_clamp(ws.ws_row));
+	cJSON_AddNumberToObject(o, "cols", winsize_clamp(ws.ws_col));
 	send_obj(o);
 }
 

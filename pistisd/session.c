@@ -1787,10 +1787,10 @@ static void exec_resize(const struct proto_request *req)
 
 	if (!c)
 		return;
-	if (proto_get_u64(req->root, "rows", 4096, &rows, &err) < 0 ||
-	    proto_get_u64(req->root, "cols", 4096, &cols, &err) < 0 || !rows || !cols)
+	if (proto_get_u64(req->root, "rows", PROTO_MAX_WINSIZE, &rows, &err) < 0 ||
+	    proto_get_u64(req->root, "cols", PROTO_MAX_WINSIZE, &cols, &err) < 0 || !rows || !cols)
 		return serve_send_error(req->id, PROTO_E_BAD_REQUEST,
-					"\"rows\" and \"cols\" must be 1..4096");
+					"\"rows\" and \"cols\" must be 1..%u", PROTO_MAX_WINSIZE);
 	r = spawn_resize(c->p, (unsigned short)cols, (unsigned short)rows);
 	if (r < 0)
 		return serve_send_error(req->id, proto_err_from_errno(r), "resize: %s",

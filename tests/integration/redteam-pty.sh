@@ -33,6 +33,9 @@ relay_up "$R" "$W" || { echo "Bail out! the relay did not come up: $(tail -5 "$W
 P() { "$BIN/pistis" "$@"; }
 cap=$(sed -n 's/^CapEff:\t//p' /proc/$PD/status)
 is "pistisd serve runs without CAP_SYS_ADMIN" "$(( (0x${cap:-0} >> 21) & 1 ))" 0
+# on_pty TEXT: sh -c TEXT on a terminal of script(1)'s; its output without CRs and without the
+# ^@ the command's terminal echoes when script(1) passes on the end of our stdin
+on_pty() { script -qec "$1" /dev/null </dev/null 2>&1 | tr -d '\r' | sed 's/\^@//g'; }
 keyed() { grep -F -- "$1=" | head -n 1 | cut -d= -f2- | tr -d '\r'; } # a key with a '/'
 ptys_in_use() { ls "$R/dev/pts" | grep -c '^[0-9]'; }
 # uid of an agent: its home's owner, once it ran something
@@ -65,15 +68,14 @@ ok "after the command, its terminal is gone or root's with mode 0" \
 	sh -c "[ ! -e '$R$A_TTY' ] || [ \"\$(stat -c '%u %a' '$R$A_TTY')\" = '0 0' ]"
 
 # --- ioctls on the terminal a command holds ---------------------------------------------------
-out=$(script -qec "$BIN/pistis exec --tty --agent alice -- $RT tty" /dev/null </dev/null 2>&1 | tr -d '\r')
+out=$(on_pty "$BIN/pistis exec --tty --agent alice -- $RT tty")
 for k in TIOCSTI TIOCLINUX TIOCCONS TIOCVHANGUP vhangup TIOCSCTTY TIOCSCTTY_steal; do
 	is "on its own pty: $k refused" "$(echo "$out" | probe_field $k)" EPERM
 done
 
 # pistisd's own terminal is never the command's: `pistisd run` started on one gives its
 # command no controlling terminal (setsid) and none of its fds.
-out=$(script -qec "env -i ${_ROOT_ENV[*]} chroot $R pistisd run --agent agent/t -- $RT tty /dev/tty" \
-	/dev/null </dev/null 2>&1 | tr -d '\r')
+out=$(on_pty "env -i ${_ROOT_ENV[*]} chroot $R pistisd run --agent agent/t -- $RT tty /dev/tty")
 is "pistisd run on a terminal: its command has no controlling terminal" "$(echo "$out" | keyed open./dev/tty)" ENXIO
 is "... and its stdin is no terminal" "$(echo "$out" | probe_field TIOCCONS)" ENOTTY
 
@@ -89,8 +91,9 @@ is "... and none keeps its pty" "$(ptys_in_use)" "$base"
 # a command whose setsid()'d child holds the slave: the child is stopped with its command
 start_pty alice 'setsid sleep 30 </dev/tty >/dev/tty 2>&1 & sleep 0.3; exit 0' >/dev/null
 sleep 1
-for _ in $(seq 50); do [ "$(ptys_in_use)" -le "$base" ] && break; sleep 0.1; done
-is "a slave a left child held is freed with the command's end" "$(ptys_in_use)" "$base"
+for _ in $(seq 100); do [ "$(ptys_in_use)" -le "$base" ] && break; sleep 0.1; done
+is "a slave a left child held is freed with the command's end" "$(ptys_in_use)" "$base" ||
+	{ ls -l "$R/dev/pts" | sed 's/^/# /'; ps -eo pid,user,stat,args | grep -E '[s]leep 30|[p]istisd' | sed 's/^/# /'; tail -5 "$W/pd.log" | sed 's/^/# /'; }
 # One agent may take the pool (docs/security.md, "Pseudo-terminals are one pool"): the
 # other's --tty command fails with a clear error, pistisd stays up, and the pool is back once
 # the hoarder's command ends.
@@ -130,6 +133,16 @@ done
 like "exec.resize 4096x4096 is taken" "$(P call exec.resize "{\"cmd\":$cmd,\"rows\":4096,\"cols\":4096}" 2>&1)" '"ok":true'
 like "pistisd serves on after all of it" "$(P exec --agent bob -- echo alive 2>&1)" '^alive$'
 
+# The client's own size past the protocol's 4096: every --tty command was a bad_request
+# (exit 125), and a resize past it an error; now both are clamped.
+out=$(on_pty "stty rows 30 cols 5000; $BIN/pistis exec --tty --agent alice -- stty size; echo rc=\$?")
+like "a terminal 5000 columns wide: pistis exec --tty runs, at 4096 columns" "$out" '^30 4096$'
+like "... and exits 0" "$out" 'rc=0'
+out=$(on_pty "sh -c '$BIN/pistis exec --tty --agent alice -- sh -c \"sleep 3; stty size\" </dev/tty & p=\$!; \
+	sleep 1.5; stty rows 40 cols 6000 </dev/tty; wait \$p; echo rc=\$?'")
+like "... grown to 6000 columns while it runs: resized to 4096" "$out" '^40 4096$'
+like "... and exits 0" "$out" 'rc=0'
+
 # --- signals through the terminal -------------------------------------------------------------
 out=$( (sleep 3; printf '\003'; sleep 4) | script -qec "$BIN/pistis exec --tty --agent alice -- \
 	sh -c 'trap \"echo got-int; exit 3\" INT; echo ready; while :; do sleep 1; done'" /dev/null 2>&1 | tr -d '\r')
@@ -140,8 +153,8 @@ like "^C typed into pistis exec --tty reaches the command's process group" "$out
 # raw, the caller's shell without echo or line editing (red team). (SIGINT and SIGQUIT: a
 # shell's background job ignores them, and so does pistis then.)
 for sig in TERM HUP; do
-	out=$(script -qec "sh -c '$BIN/pistis exec --tty --agent alice -- sleep 20 </dev/tty & p=\$!; sleep 3; \
-		kill -$sig \$p; wait \$p; echo rc=\$?; stty -a </dev/tty'" /dev/null </dev/null 2>&1 | tr -d '\r')
+	out=$(on_pty "sh -c '$BIN/pistis exec --tty --agent alice -- sleep 20 </dev/tty & p=\$!; sleep 3; \
+		kill -$sig \$p; wait \$p; echo rc=\$?; stty -a </dev/tty'")
 	like "pistis exec --tty ended by SIG$sig: exits by it" "$out" "rc=$((128 + $(kill -l $sig)))"
 	like "... its terminal is back to canonical mode with echo" "$out" '(^| )icanon( |$).*' 
 	unlike "... not raw" "$out" '(^| )-(icanon|echo|isig)( |$)'
