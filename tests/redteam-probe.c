@@ -39,7 +39,8 @@
  *                                      killed
  *   redteam-probe tty [PATH]...        on fd 0, a terminal: TIOCSTI, TIOCLINUX, TIOCCONS,
  *                                      TIOCVHANGUP, vhangup, and in a setsid()'d child
- *                                      TIOCSCTTY with and without stealing; then open each
+ *                                      TIOCSCTTY with and without stealing; TIOCSIG with
+ *                                      SIGKILL, SIGSTOP on a pty of its own; then open each
  *                                      PATH for writing: open.PATH=ERRNO
  *   redteam-probe ptys N SECONDS       open up to N pseudo-terminals (/dev/ptmx, unlocked),
  *                                      print ptys=COUNT and why it stopped, hold them SECONDS */
@@ -761,6 +762,19 @@ static int mode_tty(int argc, char **argv)
 	}
 	if (pid > 0)
 		waitpid(pid, &st, 0);
+	/* TIOCSIG on a master of our own sends its slave's foreground group a signal with no
+	 * permission check: the kernel takes only SIGINT, SIGQUIT and SIGTSTP (docs/trusted.md) */
+	{
+		int unlock = 0, m = open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC);
+		if (m >= 0 && ioctl(m, TIOCSPTLCK, &unlock) == 0) {
+			tty_try("TIOCSIG_KILL", ioctl(m, TIOCSIG, SIGKILL));
+			tty_try("TIOCSIG_STOP", ioctl(m, TIOCSIG, SIGSTOP));
+		} else {
+			printf("TIOCSIG_KILL=%s\n", ename(errno));
+		}
+		if (m >= 0)
+			close(m);
+	}
 	for (int i = 2; i < argc; i++) {
 		int fd = open(argv[i], O_WRONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
 		printf("open.%s=%s\n", argv[i], ename(fd < 0 ? errno : 0));

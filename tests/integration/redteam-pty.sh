@@ -72,6 +72,9 @@ out=$(on_pty "$BIN/pistis exec --tty --agent alice -- $RT tty")
 for k in TIOCSTI TIOCLINUX TIOCCONS TIOCVHANGUP vhangup TIOCSCTTY TIOCSCTTY_steal; do
 	is "on its own pty: $k refused" "$(echo "$out" | probe_field $k)" EPERM
 done
+# what docs/trusted.md counts on: a master of the agent's sends no uncatchable signal
+is "TIOCSIG SIGKILL on a master of its own: EINVAL" "$(echo "$out" | probe_field TIOCSIG_KILL)" EINVAL
+is "TIOCSIG SIGSTOP on a master of its own: EINVAL" "$(echo "$out" | probe_field TIOCSIG_STOP)" EINVAL
 
 # pistisd's own terminal is never the command's: `pistisd run` started on one gives its
 # command no controlling terminal (setsid) and none of its fds.
@@ -87,6 +90,13 @@ for i in $(seq $((PTYMAX + 6))); do
 done
 for _ in $(seq 50); do [ "$(ptys_in_use)" -le "$base" ] && break; sleep 0.1; done
 is "$((PTYMAX + 6)) --tty commands on a pool of $PTYMAX: every one starts" "$n" $((PTYMAX + 6))
+is "... and none keeps its pty" "$(ptys_in_use)" "$base"
+n=0
+for i in $(seq $((PTYMAX + 6))); do
+	P call exec.start '{"agent":"alice","argv":["/nonexistent"],"pty":true}' 2>&1 | grep -q 'cannot start' && n=$((n + 1))
+done
+for _ in $(seq 50); do [ "$(ptys_in_use)" -le "$base" ] && break; sleep 0.1; done
+is "$((PTYMAX + 6)) --tty commands that cannot exec: each says so" "$n" $((PTYMAX + 6))
 is "... and none keeps its pty" "$(ptys_in_use)" "$base"
 # a command whose setsid()'d child holds the slave: the child is stopped with its command
 start_pty alice 'setsid sleep 30 </dev/tty >/dev/tty 2>&1 & sleep 0.3; exit 0' >/dev/null
