@@ -170,4 +170,21 @@ for sig in TERM HUP; do
 	unlike "... not raw" "$out" '(^| )-(icanon|echo|isig)( |$)'
 done
 
+# --- trusted commands on a terminal (pistisd run, with its capabilities) -------------------
+kill "$PD" 2>/dev/null; wait "$PD" 2>/dev/null; PD=
+echo "127.0.1.1 $(hostname)" >>"$R/etc/hosts" # sudo resolves the host name
+harden_shared "$R"
+printf '#!/bin/sh\necho "trusted as $(id -un) on $(tty)"\n' >"$W/whoami" && chmod 0755 "$W/whoami"
+"$BIN/pistisd" trusted add whoami "$W/whoami" --root "$R" >"$W/add" 2>&1
+run_t() { in_root "$R" pistisd run --agent agent/t --timeout 20 "$@" </dev/null 2>&1 | tr -d '\r'; }
+like "a trusted command on a terminal runs as pi-tools, on the agent's terminal (!use_pty)" \
+	"$(run_t --pty -- whoami)" '^trusted as pi-tools on /dev/pts/[0-9]+$'
+# An image whose sudoers logs I/O: sudo then makes a pty of its own, as with use_pty, which
+# pi-tools cannot have (CAP_CHOWN). pistis leaves the operator's auditing on: the command
+# fails closed on a terminal, saying why, and runs without one.
+echo 'Defaults log_output' >>"$R/etc/sudoers"
+like "... with the image's sudo logging output: refused on a terminal, saying why" \
+	"$(run_t --pty -- whoami)" 'sudo: unable to allocate pty'
+like "... and run without one" "$(run_t -- whoami)" '^trusted as pi-tools on not a tty$'
+
 done_testing
