@@ -140,6 +140,11 @@ cmd=$(echo "$out" | sed -n 's/.*"cmd":\([0-9]*\).*/\1/p' | head -n 1)
 for bad in '"rows":0,"cols":10' '"rows":10,"cols":4097' '"rows":-3,"cols":10' '"rows":10'; do
 	like "exec.resize with $bad is a bad request" "$(P call exec.resize "{\"cmd\":$cmd,$bad}" 2>&1)" 'bad_request'
 done
+P call exec.start '{"agent":"alice","argv":["true"],"pty":true}' >"$W/ended" 2>&1
+ended=$(sed -n 's/.*"cmd":\([0-9]*\).*/\1/p' "$W/ended" | head -n 1)
+sleep 0.5
+like "exec.resize of a pty command that has ended is an error" \
+	"$(P call exec.resize "{\"cmd\":$ended,\"rows\":10,\"cols\":10}" 2>&1)" '"ok":false'
 like "exec.resize 4096x4096 is taken" "$(P call exec.resize "{\"cmd\":$cmd,\"rows\":4096,\"cols\":4096}" 2>&1)" '"ok":true'
 like "pistisd serves on after all of it" "$(P exec --agent bob -- echo alive 2>&1)" '^alive$'
 
