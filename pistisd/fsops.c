@@ -58,6 +58,7 @@ struct fsop {
 	size_t len;
 	bool overflow;
 	lws_sorted_usec_list_t timeout;
+	uint64_t due_ns; /* spawn_now_ns: a freeze of the sandbox does not count */
 };
 
 static unsigned running;
@@ -1073,6 +1074,13 @@ static const char *fsop_interrupted(const struct fsop *f)
 static void fsop_timeout(lws_sorted_usec_list_t *sul)
 {
 	struct fsop *f = lws_container_of(sul, struct fsop, timeout);
+	uint64_t now = spawn_now_ns();
+
+	if (now < f->due_ns) { /* lws' clock counted a freeze, in which the helper did not run */
+		lws_sul_schedule(serve_lws_context(), 0, sul, fsop_timeout,
+				 (lws_usec_t)((f->due_ns - now) / 1000u) + 1);
+		return;
+	}
 	audit(f, "timeout");
 	serve_send_error(f->id, PROTO_E_LIMIT, "file operation timed out%s", fsop_interrupted(f));
 	fsop_free(f);
@@ -1196,6 +1204,7 @@ void fsops_request(const struct proto_request *req)
 		fsop_free(f);
 		return;
 	}
+	f->due_ns = spawn_now_ns() + (uint64_t)FSOP_TIMEOUT_US * 1000u;
 	lws_sul_schedule(serve_lws_context(), 0, &f->timeout, fsop_timeout, FSOP_TIMEOUT_US);
 }
 

@@ -31,6 +31,7 @@
 #include "lib/macro.h"
 #include "lib/proto.h"
 #include "pistisd/serve.h"
+#include "pistisd/spawn.h"
 #include "policy/policy.h"
 #include "sandbox-users/users.h"
 #include "trusted/trusted.h"
@@ -783,7 +784,7 @@ static void stop_poll(lws_sorted_usec_list_t *sul)
 			   "any running command",
 			   k);
 	}
-	if (lws_now_usecs() > a->stop_deadline) {
+	if ((lws_usec_t)(spawn_now_ns() / 1000u) > a->stop_deadline) { /* a freeze not counted */
 		log_error("Commands did not end in time; the policy apply is aborted");
 		return stop_reply(a, 'F');
 	}
@@ -811,7 +812,7 @@ static void on_ctl(struct watch *w, uint32_t events)
 	log_notice("audit policy.apply: tightening; stopping %u running command(s), %u file "
 		   "operation(s)",
 		   k, fsops_stop_all());
-	a->stop_deadline = lws_now_usecs() + ADMIN_STOP_WAIT_US;
+	a->stop_deadline = (lws_usec_t)(spawn_now_ns() / 1000u) + ADMIN_STOP_WAIT_US;
 	stop_poll(&a->stop_poll);
 }
 

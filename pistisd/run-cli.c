@@ -250,7 +250,7 @@ static int run_loop(struct loop *l)
 					  ? (struct pollfd){.fd = p->fd_in, .events = POLLOUT}
 					  : (struct pollfd){.fd = in_fd, .events = POLLIN};
 		pf[n++] = (struct pollfd){.fd = l->sig_fd, .events = POLLIN};
-		r = poll(pf, (nfds_t)n, spawn_next_timeout_ms(p));
+		r = spawn_poll(pf, (nfds_t)n, spawn_next_timeout_ms(p));
 		if (r < 0 && errno != EINTR)
 			return -errno;
 		if (p->exec_fd >= 0) {

@@ -43,6 +43,7 @@
 #include "pistisd/check.h"
 #include "pistisd/cli.h"
 #include "pistisd/serve.h"
+#include "pistisd/spawn.h"
 #include "sandbox-users/users.h"
 #include "trusted/trusted.h"
 
@@ -79,6 +80,7 @@ static struct {
 	char name[64];
 	unsigned attempt;
 	lws_sorted_usec_list_t reconnect_sul;
+	lws_sorted_usec_list_t clock_beat_sul;
 	/* inbound message assembly */
 	uint8_t *rx;
 	size_t rx_len;
@@ -674,6 +676,24 @@ static const lws_retry_bo_t heartbeat = {
 	.secs_since_valid_ping = 10,   /* lws sends a WebSocket ping after 10 s of quiet */
 	.secs_since_valid_hangup = 30, /* and drops a peer that stayed silent for 30 s */
 };
+
+/* The loop wakes at least every SPAWN_CLOCK_BEAT_MS and says so to the spawn core's
+ * clock: a wake-up much later than that was a freeze of the whole sandbox (docker pause)
+ * or a stop of serve, whose length no timeout of a command, file operation or ended
+ * command's linger counts (spawn_now_ns; docs/spawn.md, "Freezes"). */
+static void clock_beat(lws_sorted_usec_list_t *sul)
+{
+	static uint64_t told;
+	uint64_t stalled = spawn_clock_stalled_ns();
+
+	if (stalled - told >= SPAWN_STALL_MIN_MS * 1000000ull)
+		log_notice("Serve did not run for %llu ms (the sandbox frozen or stopped); no "
+			   "timeout of a command or file operation counts that time",
+			   (unsigned long long)((stalled - told) / 1000000u));
+	told = stalled;
+	spawn_clock_expect_wake(SPAWN_CLOCK_BEAT_MS);
+	lws_sul_schedule(S.ctx, 0, sul, clock_beat, SPAWN_CLOCK_BEAT_MS * LWS_US_PER_MS);
+}
 
 static void connect_now(lws_sorted_usec_list_t *sul)
 {
@@ -1371,6 +1391,7 @@ int serve_cli_main(int argc, char **argv)
 			       EXIT_SYSTEM;
 	}
 	log_info("pistisd serve %s: sandbox '%s', relay %s", PISTIS_VERSION, S.name, relay);
+	clock_beat(&S.clock_beat_sul);
 	connect_now(NULL);
 	while (!S.want_exit)
 		if (lws_service(S.ctx, 0) < 0)

@@ -92,6 +92,7 @@ struct cmd {
 	bool in_refused; /* a frame overflowed the queue: the rest of stdin is refused */
 	uint64_t in_written, in_told; /* stdin bytes written to the command; last told */
 	lws_sorted_usec_list_t tick, linger;
+	uint64_t linger_due_ns; /* spawn_now_ns: a freeze does not count (docs/spawn.md) */
 	char *audit_argv, *cwd;
 	bool shell, pty;
 	/* Until the child has exec'd (spawn_exec_poll): no output is read, and the answer to
@@ -451,6 +452,13 @@ static void cmd_free(struct cmd *c)
 static void linger_expired(lws_sorted_usec_list_t *sul)
 {
 	struct cmd *c = lws_container_of(sul, struct cmd, linger);
+	uint64_t now = spawn_now_ns();
+
+	if (now < c->linger_due_ns) { /* lws' clock counted a freeze */
+		lws_sul_schedule(serve_lws_context(), 0, sul, linger_expired,
+				 (lws_usec_t)((c->linger_due_ns - now) / 1000u) + 1);
+		return;
+	}
 	log_info("Command %u: nobody acknowledged its end in time; dropping it", c->id);
 	cmd_free(c);
 }
@@ -623,6 +631,7 @@ static void build_exit(struct cmd *c)
 		   res->term_signal, (unsigned long long)res->out_bytes,
 		   (unsigned long long)res->err_bytes, (unsigned long long)ms,
 		   c->audit_argv ? c->audit_argv : "argv=?", c->cwd ? c->cwd : "\"~\"");
+	c->linger_due_ns = spawn_now_ns() + (uint64_t)LINGER_US * 1000u;
 	lws_sul_schedule(serve_lws_context(), 0, &c->linger, linger_expired, LINGER_US);
 	if (c->attached)
 		serve_want_write();

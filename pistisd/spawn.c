@@ -152,12 +152,59 @@ const char *spawn_end_name(enum spawn_end end)
 	}
 }
 
-uint64_t spawn_now_ns(void)
+/* The time this process was found stopped, and when its caller promised to look at the
+ * clock again (0: no promise). See spawn_clock_expect_wake. */
+static uint64_t clock_stalled_ns, clock_wake_due_ns;
+
+static uint64_t monotonic_ns(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* CLOCK_MONOTONIC runs on while the cgroup freezer holds us (docker pause), a SIGSTOP or a
+ * paused VM: on the thaw every deadline that fell inside the freeze had passed, and a
+ * command was killed as timed out, idle or "timed out before exec" for time in which
+ * neither it nor we ran. The first read after such a wake-up, later than promised by more
+ * than SPAWN_STALL_MIN_MS, takes the lateness out of the clock: it never goes back, and
+ * every deadline measured with it moves on by the freeze. */
+uint64_t spawn_now_ns(void)
+{
+	uint64_t now = monotonic_ns();
+
+	if (clock_wake_due_ns && now > clock_wake_due_ns + SPAWN_STALL_MIN_MS * 1000000ull) {
+		clock_stalled_ns += now - clock_wake_due_ns;
+		clock_wake_due_ns = 0; /* counted once; the next promise arms it again */
+	}
+	return now - clock_stalled_ns;
+}
+
+uint64_t spawn_clock_stalled_ns(void)
+{
+	(void)spawn_now_ns();
+	return clock_stalled_ns;
+}
+
+void spawn_clock_expect_wake(int ms)
+{
+	(void)spawn_now_ns(); /* a stall before this promise is counted against the last one */
+	clock_wake_due_ns = ms < 0 ? 0 : monotonic_ns() + (uint64_t)ms * 1000000u;
+}
+
+int spawn_poll(struct pollfd *fds, nfds_t n, int timeout_ms)
+{
+	int r, e;
+
+	if (timeout_ms > SPAWN_CLOCK_BEAT_MS)
+		timeout_ms = SPAWN_CLOCK_BEAT_MS;
+	spawn_clock_expect_wake(timeout_ms);
+	r = poll(fds, n, timeout_ms);
+	e = errno;
+	spawn_clock_expect_wake(-1); /* what the caller does next is not a freeze */
+	errno = e;
+	return r;
 }
 
 int spawn_oom_score_adj(int proc_fd)
@@ -2158,7 +2205,7 @@ int spawn_wait(struct spawn_proc *p, const struct spawn_wait_cb *cb)
 		if (cb && cb->extra_fd >= 0 && cb->on_extra)
 			pf[n++] = (struct pollfd){.fd = cb->extra_fd, .events = POLLIN};
 		t = spawn_next_timeout_ms(p);
-		r = poll(pf, (nfds_t)n, t);
+		r = spawn_poll(pf, (nfds_t)n, t);
 		if (r < 0 && errno != EINTR)
 			return -errno;
 		for (int i = 0; r > 0 && i < n; i++) {

@@ -34,6 +34,7 @@
  *   spawn_wait(p, ...) is a small poll(2) loop doing all of the above, for the CLI, tests
  *   and benchmarks. Not thread-safe: one event loop owns a ctx. */
 
+#include <poll.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -379,7 +380,26 @@ struct spawn_wait_cb {
 };
 int spawn_wait(struct spawn_proc *p, const struct spawn_wait_cb *cb);
 
+/* The clock of every deadline of the spawn core (timeouts, idle timeouts, the exec
+ * deadline, drain and grace): CLOCK_MONOTONIC less the time this process was found
+ * stopped as a whole (a frozen cgroup, `docker pause`, SIGSTOP, a paused VM). The
+ * process promises with spawn_clock_expect_wake(ms) that it will read the clock again
+ * within ms (its poll timeout or a timer; -1: no promise, e.g. a poll without timeout);
+ * a read later than that by over SPAWN_STALL_MIN_MS counts the lateness as stalled, so
+ * a frozen command is not killed on the thaw for time it did not run (docs/spawn.md,
+ * "Freezes"). Without promises it is CLOCK_MONOTONIC. spawn_clock_stalled_ns: the time
+ * taken out so far. Not thread-safe: the caller's event loop thread only. */
+#define SPAWN_STALL_MIN_MS 1000
+/* How often a waiting caller should wake to keep its promises while a deadline is
+ * pending: the part of a freeze not taken out of the clock is below this. */
+#define SPAWN_CLOCK_BEAT_MS 1000
 uint64_t spawn_now_ns(void);
+void spawn_clock_expect_wake(int ms);
+uint64_t spawn_clock_stalled_ns(void);
+/* poll(2) for a loop that waits on one command: a timeout_ms (spawn_next_timeout_ms) over
+ * SPAWN_CLOCK_BEAT_MS is cut to it and promised (spawn_clock_expect_wake), so a freeze
+ * while a deadline is pending is not counted towards it; the promise ends with the poll. */
+int spawn_poll(struct pollfd *fds, nfds_t n, int timeout_ms);
 
 /* The working directories an agent may ask for by path: beneath one of these roots
  * (docs/spawn.md, "Working directory"). The one definition; callers open the matching root

@@ -2166,6 +2166,65 @@ TEST(long_timeouts_wait_at_most_int_max_ms)
 	spawn_ctx_free(ctx);
 }
 
+/* A freeze of the whole sandbox (docker pause: the cgroup freezer holds pistisd and the
+ * command alike) is not time the command ran: after a wake-up later than promised, the
+ * timeout, the idle timeout and the exec deadline count on from where they stood. Here
+ * the process "freezes" by sleeping 2.5 s past its promised wake-up without looking at
+ * the clock, as a frozen one would. Before, the first tick after the thaw killed the
+ * command as timed out (and idle) with 0.2 s of its 1.5 s run. */
+TEST(a_freeze_does_not_count_towards_timeouts)
+{
+	struct spawn_ctx *ctx;
+	struct spawn_opts o;
+	struct spawn_proc *p = NULL;
+	struct spawn_error err;
+	char *argv[] = {probe_path, "sleep", "30", NULL};
+	uint64_t t0, stalled0, real0;
+	int next;
+
+	need_root_and_probe(_metadata);
+	ctx = ctx_or_die(_metadata);
+	for (int way = 0; way < 2; way++) {
+		base_opts(&o, argv);
+		if (way == 0)
+			o.timeout_ms = 1500;
+		else
+			o.idle_timeout_ms = 1500;
+		ASSERT_EQ(spawn_start(ctx, &o, &p, &err), 0);
+		stalled0 = spawn_clock_stalled_ns();
+		real0 = spawn_now_ns() + stalled0;
+		usleep(200000);
+		spawn_clock_expect_wake(100); /* "I look again within 0.1 s" ... */
+		usleep(2500000);	      /* ... and am frozen for 2.5 s */
+		spawn_tick(p);
+		EXPECT_GE(spawn_clock_stalled_ns() - stalled0, 2300000000ull);
+		EXPECT_FALSE(p->stop_reason != 0);
+		next = spawn_next_timeout_ms(p);
+		EXPECT_GE(next, 900); /* ~1.2 s of its 1.5 s left */
+		EXPECT_LE(next, 1400);
+		t0 = spawn_now_ns();
+		ASSERT_EQ(spawn_wait(p, NULL), 0);
+		EXPECT_EQ((int)spawn_result(p)->end, way == 0 ? SPAWN_END_TIMEOUT : SPAWN_END_IDLE);
+		EXPECT_GE(spawn_now_ns() - t0, 900000000ull);
+		/* the reported run time leaves the freeze out; the real time had it */
+		EXPECT_LE(spawn_result(p)->wall_us, 2500000ull);
+		EXPECT_GE(spawn_now_ns() + spawn_clock_stalled_ns() - real0, 3700000000ull);
+		spawn_free(p);
+		p = NULL;
+	}
+	/* without a promise (a poll with no timeout) a long wait is no freeze */
+	stalled0 = spawn_clock_stalled_ns();
+	spawn_clock_expect_wake(-1);
+	usleep(1500000);
+	EXPECT_EQ(spawn_clock_stalled_ns(), stalled0);
+	/* nor a wake-up within SPAWN_STALL_MIN_MS of the promise */
+	spawn_clock_expect_wake(0);
+	usleep(300000);
+	EXPECT_EQ(spawn_clock_stalled_ns(), stalled0);
+	spawn_clock_expect_wake(-1);
+	spawn_ctx_free(ctx);
+}
+
 /* After the main process exits, what it left still belongs to the command: a signal
  * reaches it, and spawn_kill_leftovers ends it at once while the outputs stay open. */
 TEST(leftovers_are_signalled_and_killed_after_the_main_exits)

@@ -1,0 +1,88 @@
+#!/bin/bash
+# Red team, the sandbox's life cycle: the platform freezes an idle sandbox's whole container
+# (docker pause: the cgroup freezer) and thaws it at the next command. A real server-min,
+# `pistisd serve` in a cgroup of this test's own (never one of the host's) and `pistis`
+# clients, throwaway Debian root, loopback only.
+# 1. serve and its commands frozen for 35 s, longer than the WebSocket ping timeouts of both
+#    sides (30 s): serve redials by itself, a command's output that spans the freeze comes
+#    once and in order with its exit code, and a `--timeout 8` command frozen 2 s after
+#    its start is given the rest of its 8 s after the thaw (the freeze is not time it
+#    ran), where it was killed at once on the thaw, as timed out, before.
+. "$(dirname "$0")/../lib.sh"
+need_root
+need_mount_ns "$@"
+need_bins pistisd server-min pistis
+CG2=$(awk '$9 == "cgroup2" {print $5; exit}' /proc/self/mountinfo)
+OURS=$(sed -n 's/^0:://p' /proc/self/cgroup)
+CG=$CG2${OURS%/}/pistis-lifecycle-$$
+if [ -z "$CG2" ] || ! mkdir "$CG" 2>/dev/null || [ ! -e "$CG/cgroup.freeze" ]; then
+	echo "1..0 # SKIP no writable cgroup v2 with cgroup.freeze here"
+	rmdir "$CG" 2>/dev/null
+	exit 0
+fi
+R=$(root_fresh debian) || { rmdir "$CG"; echo "1..0 # SKIP no debian test root"; exit 0; }
+W=$(scratch)
+cleanup() {
+	local pid
+	# thaw before anything else: a frozen process cannot end
+	find "$CG" -name cgroup.freeze -exec sh -c 'echo 0 >"$1"' sh {} \; 2>/dev/null
+	for pid in $(jobs -p); do kill "$pid" 2>/dev/null; done
+	[ -n "${SM:-}" ] && kill "$SM" 2>/dev/null
+	echo 1 >"$CG/cgroup.kill" 2>/dev/null
+	for _ in $(seq 50); do grep -q 'populated 0' "$CG/cgroup.events" && break; sleep 0.1; done
+	find "$CG" -depth -type d -exec rmdir {} \; 2>/dev/null
+	wait 2>/dev/null
+	[ -n "${PISTIS_KEEP_LOG:-}" ] && cat "$W/pd.log" >"$PISTIS_KEEP_LOG"
+	root_cleanup
+}
+trap cleanup EXIT
+P() { "$BIN/pistis" "$@"; }
+now() { date +%s%N; }
+ms_since() { echo $((($(now) - $1) / 1000000)); }
+connected() { P ls 2>/dev/null | grep -q "^s1 *connected"; }
+
+# serve (and so every command of it: their cgroups are beneath serve's) in our cgroup
+ROOT_WRAP=(sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$CG")
+if ! relay_up "$R" "$W"; then
+	_tap_result 1 "serve connects" "$(tail -n 5 "$W/pd.log")"
+	done_testing
+	exit 1
+fi
+is "serve runs in the test's cgroup" "$(P exec --agent a -- sh -c 'sed -n "s/^0:://p" /proc/self/cgroup' 2>&1 |
+	grep -c "^${OURS%/}/pistis-lifecycle-$$/pistis/")" 1
+
+# --- 1. the whole sandbox frozen past every timer -------------------------------------
+P exec --agent a -- sh -c 'i=0; while [ $i -lt 40 ]; do i=$((i+1)); echo $i; sleep 0.25; done; exit 7' \
+	>"$W/c1.out" 2>"$W/c1.err" &
+C1=$!
+(P exec --agent a --timeout 8 -- sh -c 'echo start; sleep 60; echo end' >"$W/c2.out" 2>"$W/c2.err"
+	echo "$? $(now)" >"$W/c2.rc") &
+C2=$!
+sleep 2
+echo 1 >"$CG/cgroup.freeze"
+for _ in $(seq 50); do grep -q 'frozen 1' "$CG/cgroup.events" && break; sleep 0.1; done
+like "serve and its commands are frozen" "$(cat "$CG/cgroup.events")" 'frozen 1'
+sleep 35
+like "server-min marks the frozen sandbox disconnected" "$(P ls 2>&1)" '^s1 +disconnected'
+ok "the client of a frozen command still waits" kill -0 "$C1"
+echo 0 >"$CG/cgroup.freeze"
+T=$(now)
+for _ in $(seq 100); do connected && break; sleep 0.1; done
+ok "serve redials by itself after the thaw ($(ms_since "$T") ms)" connected
+sleep 2
+ok "the --timeout 8 command frozen 2 s after its start still runs 2 s after the thaw" \
+	kill -0 "$C2"
+wait "$C1"
+is "the command spanning the freeze exits with its code" "$?" 7
+is "... and its output came once and in order" "$(paste -sd' ' "$W/c1.out")" "$(seq 40 | paste -sd' ')"
+wait "$C2"
+read -r rc2 end2 <"$W/c2.rc"
+is "the --timeout 8 command ends by its timeout (143)" "$rc2" 143
+E2=$(((end2 - T) / 1000000))
+ok "... about 6 s of running time after the thaw (${E2} ms), not at once" \
+	test "$E2" -ge 4000 -a "$E2" -lt 9000
+D2=$(sed -n 's/.*audit exec cmd=[0-9]* .* end=timeout .*duration_ms=\([0-9]*\) .*sleep 60.*/\1/p' "$W/pd.log")
+ok "... its duration leaves the freeze out (${D2:-?} ms)" test "${D2:-99999}" -ge 7000 -a "${D2:-99999}" -lt 15000
+is "a new command runs after the thaw" "$(P exec --agent a -- echo after 2>&1)" after
+
+done_testing
