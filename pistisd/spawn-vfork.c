@@ -114,12 +114,25 @@ __asm__(".text\n"
 /* The one job slot. state is the futex word; who may write what in each state:
  *   IDLE     the caller may claim it (CAS to FILLING) and fill it in
  *   GO       the spawner clones; the child writes its pid and sets CREATED as its first
- *            act (the kernel wrote the pidfd before the child ran), or the spawner FAILED
+ *            act (the kernel wrote the pidfd before the child ran), or the spawner FAILED;
+ *            or (clone3) the caller takes pid and pidfd as the kernel wrote them and says
+ *            TAKEN itself, the child not having run yet (below, "born frozen")
  *   CREATED / FAILED   the caller reads pid, pidfd or error and says TAKEN
- *   TAKEN    the spawner, once clone has returned (the child exec'd or died), says IDLE */
+ *   TAKEN    the spawner, once clone has returned (the child exec'd or died), says IDLE
+ * GO is left only by compare-and-swap: the child, the spawner and the caller may each try.
+ *
+ * Born frozen: a child cloned into a cgroup that another manager froze (cgroup.freeze of
+ * the agent's cgroup or above it, short of serve's own) runs its first act only at the
+ * thaw. The caller waited for it without a bound, so one frozen agent cgroup held serve's
+ * event loop, every agent's commands, output and the relay's pings, until the relay
+ * dropped the sandbox (red team: 29 s for another agent's echo, then "disconnected").
+ * The kernel writes the pid (CLONE_PARENT_SETTID) and the pidfd before the child runs, so
+ * the caller looks at them each VF_FIRST_ACT_WAIT_MS and goes on with them; the exec
+ * deadline then kills the child, as one stopped later in its steps. */
 enum { VF_IDLE, VF_FILLING, VF_GO, VF_CREATED, VF_FAILED, VF_TAKEN };
 
 #define CHILD_STACK (64u << 10)
+#define VF_FIRST_ACT_WAIT_MS 1
 
 static struct {
 	int state;
@@ -132,13 +145,21 @@ static struct {
 	int cgroup_fd;
 	int pidfd, error;
 	pid_t pid;
-	char *copy; /* argv, envp and cwd for the child */
+	pid_t settid; /* the kernel's CLONE_PARENT_SETTID (clone3), before the child runs */
+	char *copy;   /* argv, envp and cwd for the child */
 	size_t copy_size;
 } sp;
 
 static void futex_wait(int *w, int val)
 {
 	(void)syscall(SYS_futex, w, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
+}
+
+static void futex_wait_ms(int *w, int val, long ms)
+{
+	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+
+	(void)syscall(SYS_futex, w, FUTEX_WAIT_PRIVATE, val, &ts, NULL, 0);
 }
 
 static void futex_wake(int *w)
@@ -157,12 +178,25 @@ static int get_state(void)
 	return __atomic_load_n(&sp.state, __ATOMIC_ACQUIRE);
 }
 
+/* GO to s, if no one left GO before. */
+static bool leave_go(int s)
+{
+	int go = VF_GO;
+
+	if (!__atomic_compare_exchange_n(&sp.state, &go, s, false, __ATOMIC_ACQ_REL,
+					 __ATOMIC_ACQUIRE))
+		return false;
+	futex_wake(&sp.state);
+	return true;
+}
+
 /* The child's first act, on its own stack in our memory: say who it is. */
 static int child_entry(void *arg)
 {
 	(void)arg;
 	sp.pid = (pid_t)syscall(SYS_getpid);
-	set_state(VF_CREATED);
+	/* (fails where the caller took our pid from the kernel already: born frozen) */
+	(void)leave_go(VF_CREATED);
 	return spawn_child_main(&sp.a); /* execs or exits */
 }
 
@@ -191,8 +225,10 @@ static void *spawner_main(void *unused)
 					    child_entry, NULL);
 		} else {
 			struct clone3_args ca = {
-				.flags = flags | (sp.cgroup_fd >= 0 ? CLONE_INTO_CGROUP : 0),
+				.flags = flags | CLONE_PARENT_SETTID |
+					 (sp.cgroup_fd >= 0 ? CLONE_INTO_CGROUP : 0),
 				.pidfd = (uint64_t)(uintptr_t)&sp.pidfd,
+				.parent_tid = (uint64_t)(uintptr_t)&sp.settid,
 				.exit_signal = SIGCHLD,
 				.stack = (uint64_t)(uintptr_t)sp.stack,
 				.stack_size = CHILD_STACK,
@@ -205,14 +241,16 @@ static void *spawner_main(void *unused)
 		if (r < 0) {
 			sp.error = (int)-r;
 			set_state(VF_FAILED);
-		} else if (get_state() == VF_GO) {
+		} else {
 			/* Gone before its first instruction (only root can SIGKILL it there), so
 			 * its pid was never written: reaped here and the start reported failed,
-			 * never a pid of 0 handed on (kill(0, …) is our own process group). */
-			(void)syscall(SYS_waitid, P_PIDFD, sp.pidfd, NULL, WEXITED, NULL);
-			(void)close(sp.pidfd);
+			 * never a pid of 0 handed on (kill(0, …) is our own process group) —
+			 * unless the caller took it from the kernel meanwhile, and owns it. */
 			sp.error = ECHILD;
-			set_state(VF_FAILED);
+			if (leave_go(VF_FAILED)) {
+				(void)syscall(SYS_waitid, P_PIDFD, sp.pidfd, NULL, WEXITED, NULL);
+				(void)close(sp.pidfd);
+			}
 		}
 		/* Back here: the child exec'd or died, so nothing reads the slot any more. */
 		while ((s = get_state()) != VF_TAKEN)
@@ -337,9 +375,25 @@ int spawn_vfork_start(const struct child_args *a, bool legacy, int cgroup_fd, pi
 	sp.pid = 0;
 	sp.pidfd = -1;
 	sp.error = 0;
+	__atomic_store_n(&sp.settid, 0, __ATOMIC_RELAXED);
 	set_state(VF_GO);
-	while ((s = get_state()) == VF_GO)
-		futex_wait(&sp.state, s);
+	while ((s = get_state()) == VF_GO) {
+		pid_t tid;
+		if (legacy) { /* (no CLONE_PARENT_SETTID with clone's CLONE_PIDFD; such a
+			       * child joins its cgroup itself, after its first act) */
+			futex_wait(&sp.state, s);
+			continue;
+		}
+		futex_wait_ms(&sp.state, s, VF_FIRST_ACT_WAIT_MS);
+		/* Born frozen, or not scheduled yet: the kernel wrote the pidfd before
+		 * the pid, and both before the child could run. */
+		tid = __atomic_load_n(&sp.settid, __ATOMIC_ACQUIRE);
+		if (tid > 0 && leave_go(VF_TAKEN)) {
+			*ret_pid = tid;
+			*ret_pidfd = sp.pidfd;
+			return 0;
+		}
+	}
 	if (s == VF_FAILED) {
 		r = -sp.error;
 	} else {

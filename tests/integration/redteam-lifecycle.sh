@@ -8,6 +8,10 @@
 #    once and in order with its exit code, and a `--timeout 8` command frozen 2 s after
 #    its start is given the rest of its 8 s after the thaw (the freeze is not time it
 #    ran), where it was killed at once on the thaw, as timed out, before.
+# 2. Only one agent's cgroup frozen (another manager's doing): another agent's commands
+#    and the relay's pings go on; the frozen agent's starts fail in ~2 s ("timed out
+#    before exec"). Before, the vfork-style start waited for a child born frozen without
+#    a bound, and held serve's loop until the relay dropped the sandbox.
 . "$(dirname "$0")/../lib.sh"
 need_root
 need_mount_ns "$@"
@@ -41,6 +45,13 @@ now() { date +%s%N; }
 ms_since() { echo $((($(now) - $1) / 1000000)); }
 connected() { P ls 2>/dev/null | grep -q "^s1 *connected"; }
 
+# Agents of uids far from 10100: other tests on this machine SIGSTOP or kill processes of
+# their own agents' uids machine-wide (redteam-probe stall), which stopped a command of
+# ours in the middle of the freeze.
+AUID=$((20000 + RANDOM % 30000))
+in_root "$R" pistisd users ensure a --uid "$AUID" >/dev/null &&
+	in_root "$R" pistisd users ensure b --uid $((AUID + 1)) >/dev/null ||
+	{ echo "Bail out! cannot make the agents"; exit 1; }
 # serve (and so every command of it: their cgroups are beneath serve's) in our cgroup
 ROOT_WRAP=(sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$CG")
 if ! relay_up "$R" "$W"; then
@@ -85,4 +96,34 @@ D2=$(sed -n 's/.*audit exec cmd=[0-9]* .* end=timeout .*duration_ms=\([0-9]*\) .
 ok "... its duration leaves the freeze out (${D2:-?} ms)" test "${D2:-99999}" -ge 7000 -a "${D2:-99999}" -lt 15000
 is "a new command runs after the thaw" "$(P exec --agent a -- echo after 2>&1)" after
 
+# --- 2. one agent's cgroup frozen by another manager -------------------------------------
+P exec --agent b -- true
+AU=$(P exec --agent a -- id -u 2>/dev/null)
+AD=
+for d in "$CG"/pistis/pi-agent-*; do [ "$(stat -c %g "$d")" = "$AU" ] && AD=$d; done
+ok "agent a's cgroup is found (${AD:-?})" test -n "$AD"
+echo 1 >"$AD/cgroup.freeze"
+APIDS=
+for i in 1 2 3; do
+	(s=$(now); P exec --agent a -- echo a$i >"$W/a$i.out" 2>&1; echo "$? $(ms_since "$s")" >"$W/a$i.rc") &
+	APIDS+=" $!"
+done
+sleep 0.3
+worst=0
+for i in 1 2 3 4 5; do
+	s=$(now)
+	o=$(P exec --agent b -- echo b$i 2>&1)
+	t=$(ms_since "$s")
+	[ "$o" = "b$i" ] || worst=99999
+	[ "$t" -gt "$worst" ] && worst=$t
+done
+ok "another agent's commands run while a's cgroup is frozen (slowest ${worst} ms)" test "$worst" -lt 1500
+wait $APIDS
+for i in 1 2 3; do
+	like "a's start $i into its frozen cgroup fails in ~2 s ($(cut -d' ' -f2 "$W/a$i.rc" 2>/dev/null) ms)" \
+		"$(cat "$W/a$i.rc" 2>/dev/null) $(cat "$W/a$i.out")" '^125 [0-9]{4} .*timed out before exec'
+done
+ok "the sandbox stayed connected" connected
+echo 0 >"$AD/cgroup.freeze"
+is "after the thaw a's commands run again" "$(P exec --agent a -- echo again 2>&1)" again
 done_testing
