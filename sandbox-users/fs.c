@@ -136,7 +136,8 @@ static int mkdir_whole(int parent_fd, const char *name, uid_t uid, gid_t gid, mo
 	if (snprintf(tmp, sizeof(tmp), ".%s.new", name) >= (int)sizeof(tmp))
 		return -ENAMETOOLONG;
 	fd = ufs_mkdir_owned(parent_fd, tmp, uid, gid, mode,
-			     flags & ~(UFS_WHOLE | UFS_KEEP_EXISTING | UFS_REPLACE_SYMLINK));
+			     flags & ~(UFS_WHOLE | UFS_KEEP_EXISTING | UFS_REPLACE_SYMLINK |
+				       UFS_REPLACE_NONDIR));
 	if (fd < 0)
 		return fd;
 	if (syscall(SYS_renameat2, parent_fd, tmp, parent_fd, name, RENAME_NOREPLACE) < 0) {
@@ -183,12 +184,13 @@ int ufs_mkdir_owned(int parent_fd, const char *name, uid_t uid, gid_t gid, mode_
 			return -errno;
 		if (fstatat(parent_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			return -errno;
-		if (!S_ISLNK(st.st_mode))
+		if (!S_ISLNK(st.st_mode) && (!(flags & UFS_REPLACE_NONDIR) || replaced))
 			return -ENOTDIR;
-		if (!(flags & UFS_REPLACE_SYMLINK) || replaced)
+		if (S_ISLNK(st.st_mode) && (!(flags & UFS_REPLACE_SYMLINK) || replaced))
 			return -ELOOP;
-		/* unlinkat removes the link itself, never its target. Once only: an agent
-		 * racing us with new links gets a refusal, not a loop. */
+		/* unlinkat removes the link itself, never its target, and a name of a file,
+		 * never the file's other names (a hard link). Once only: an agent racing us
+		 * with new links gets a refusal, not a loop. */
 		if (unlinkat(parent_fd, name, 0) < 0 && errno != ENOENT)
 			return -errno;
 		replaced = true;

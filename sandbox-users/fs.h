@@ -24,6 +24,7 @@ enum {
 	UFS_KEEP_EXISTING = 1 << 2,   /* an existing dir keeps its owner and mode */
 	UFS_NO_MOUNT = 1 << 3,	      /* an existing mount point is refused (-EBUSY) */
 	UFS_WHOLE = 1 << 4,	      /* a new one appears at name only as made (below) */
+	UFS_REPLACE_NONDIR = 1 << 5,  /* a file, FIFO, socket or device at name is removed too */
 };
 
 /* statx of name in dfd (flags as for fstatat; "" with AT_EMPTY_PATH for dfd itself) into

@@ -755,9 +755,14 @@ int users_homes_ensure(int data, const struct users_identity *id)
 	if (r < 0)
 		return agent_dir_error(r, id->agent_dir);
 	own = r;
-	/* tmp sits in a directory the agent writes: take nothing it did not make itself. */
+	/* tmp sits in a directory the agent writes: take nothing it did not make itself.
+	 * Whatever else is there is the agent's own doing, in its own home: a file or FIFO
+	 * in tmp's place made every later ensure fail (every command and file operation of
+	 * the agent, for good: nothing through serve could remove it), so it goes as a
+	 * symlink does. */
 	r = ufs_mkdir_owned(home, "tmp", id->uid, id->gid, 0700,
-			    UFS_REPLACE_SYMLINK | UFS_AGENT_PARENT | UFS_NO_MOUNT);
+			    UFS_REPLACE_SYMLINK | UFS_REPLACE_NONDIR | UFS_AGENT_PARENT |
+				    UFS_NO_MOUNT);
 	if (r < 0)
 		return agent_dir_error(r, id->tmpdir);
 	tmp = r;

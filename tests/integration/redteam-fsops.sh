@@ -417,15 +417,17 @@ else
 fi
 
 # --- a home an agent planted in an earlier life: the refusal names what is wrong -------------
-# TMPDIR a FIFO: ensure refuses it (exit 111 from the CLI, naming the path). Through serve the
-# answer was strerror alone ("agent \"…\": Not a directory"), naming nothing (red team).
+# TMPDIR a mount point: ensure refuses it (exit 111 from the CLI, naming the path). Through
+# serve the answer was strerror alone ("agent \"…\": Not a directory", with a FIFO there,
+# which is replaced since redteam-lifecycle.sh), naming nothing (red team).
 phome=$(in_root "$R" pistisd users ensure rt/planted --uid 11150 | sed -n 's/^home=//p')
-rmdir "$R$phome/tmp" && mkfifo "$R$phome/tmp" && chown 11150:11150 "$R$phome/tmp"
+mount -t tmpfs -o size=1m pistis-rt "$R$phome/tmp"
 out=$(call fs.read "{\"agent\":\"rt/planted\",\"path\":\"$phome/x\"}")
-like "a FIFO left as an agent's TMPDIR: fs.* refuses, naming it" "$out" "cannot make $phome/tmp"
+like "a mount point as an agent's TMPDIR: fs.* refuses, naming it" "$out" "$phome/tmp is a mount point"
 out=$(timeout 40 "$BIN/pistis" exec --sandbox s1 --agent rt/planted -- true 2>&1)
-like "... and so does exec" "$out" "cannot make $phome/tmp"
-ok "... the FIFO is left as it was" test -p "$R$phome/tmp"
+like "... and so does exec" "$out" "$phome/tmp is a mount point"
+ok "... the mount is left as it was" mountpoint -q "$R$phome/tmp"
+umount "$R$phome/tmp"
 
 # --- a file another agent planted in a sticky shared directory ----------------------------------
 # fs.write and fs.edit write to an existing file through a reopen of its O_PATH fd, without

@@ -12,6 +12,7 @@
 #    and the relay's pings go on; the frozen agent's starts fail in ~2 s ("timed out
 #    before exec"). Before, the vfork-style start waited for a child born frozen without
 #    a bound, and held serve's loop until the relay dropped the sandbox.
+# 3. An agent that put a file or FIFO where its TMPDIR is can still run commands.
 . "$(dirname "$0")/../lib.sh"
 need_root
 need_mount_ns "$@"
@@ -50,7 +51,10 @@ connected() { P ls 2>/dev/null | grep -q "^s1 *connected"; }
 # ours in the middle of the freeze.
 AUID=$((20000 + RANDOM % 30000))
 in_root "$R" pistisd users ensure a --uid "$AUID" >/dev/null &&
-	in_root "$R" pistisd users ensure b --uid $((AUID + 1)) >/dev/null ||
+	in_root "$R" pistisd users ensure b --uid $((AUID + 1)) >/dev/null &&
+	in_root "$R" pistisd users ensure t-fifo --uid $((AUID + 2)) >/dev/null &&
+	in_root "$R" pistisd users ensure t-file --uid $((AUID + 3)) >/dev/null &&
+	in_root "$R" pistisd users ensure t-symlink --uid $((AUID + 4)) >/dev/null ||
 	{ echo "Bail out! cannot make the agents"; exit 1; }
 # serve (and so every command of it: their cgroups are beneath serve's) in our cgroup
 ROOT_WRAP=(sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$CG")
@@ -126,4 +130,21 @@ done
 ok "the sandbox stayed connected" connected
 echo 0 >"$AD/cgroup.freeze"
 is "after the thaw a's commands run again" "$(P exec --agent a -- echo again 2>&1)" again
+
+# --- 3. what an agent leaves in its home for its next command, or the next boot --------
+# Its TMPDIR (~/tmp) replaced by a FIFO or a file: every later ensure failed ("cannot
+# make …/tmp: Not a directory"), so every command and file operation of the agent, for
+# good (nothing through serve can remove it: each runs as an ensured agent). A symlink
+# there was already replaced, never followed.
+for kind in fifo file symlink; do
+	case $kind in
+	fifo) plant='mkfifo ~/tmp' ;;
+	file) plant='echo x >~/tmp' ;;
+	symlink) plant='ln -s /etc ~/tmp' ;;
+	esac
+	P exec --agent "t-$kind" -- sh -c "rm -rf ~/tmp && $plant" >/dev/null 2>&1
+	is "a $kind the agent put in its TMPDIR's place: its next command runs" \
+		"$(P exec --agent "t-$kind" -- sh -c 'test -d "$TMPDIR" && test ! -L "$TMPDIR" && echo ran' 2>&1)" ran
+done
+is "... and the symlink's target is untouched" "$(stat -c '%U %a' "$R/etc")" "root 755"
 done_testing
