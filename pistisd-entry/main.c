@@ -2,6 +2,7 @@
  * signal, forwards the ones that matter to the child's process group, reaps every zombie,
  * prepares /data, hardens the mounts agents write to, starts `pistisd serve` and restarts it when it dies. See docs/entry.md. */
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include "lib/log.h"
 #include "lib/sig-util.h"
 #include "lib/macro.h"
+#include "lib/trust-path.h"
 #include "lib/version.h"
 #include "pistisd-entry/entry.h"
 #include "pistisd-entry/supervise.h"
@@ -109,6 +111,30 @@ static int require_id_map(void)
 	return -ERANGE;
 }
 
+/* Entry runs --pistisd as root (ensure-base, trusted install, serve, and serve again at
+ * every restart), by its path. Whoever may write that file, or a directory on its way,
+ * chooses what root runs next: an image made with `chmod -R 777 /usr/local`, a pistisd
+ * COPYed in with another owner, one kept in /workspaces or in an agent's home. Before,
+ * entry ran such a file without a word (red team, tests/integration/redteam-upgrade.sh).
+ * A sticky root-owned directory on the way (/tmp) is believed: no one else can rename
+ * what root put there. Missing: the caller's "not found" path. */
+static int require_trusted_pistisd(const char *path)
+{
+	static const struct trust_rule rule = {.also_owner = (uid_t)-1,
+					       .flags = TRUST_STICKY | TRUST_ROOT_GROUP};
+	char why[PATH_MAX + 512];
+	_cleanup_close_ int fd = -1;
+
+	fd = trust_file_open(path, &rule, "the pistisd that entry runs as root", why, sizeof(why));
+	if (fd >= 0 || fd == -ENOENT)
+		return 0;
+	log_error("Refusing to start: %s: whoever may change it runs code as root when "
+		  "entry starts it; install pistisd root's 0755 in a directory only root may "
+		  "write (/usr/local/bin)",
+		  why);
+	return fd;
+}
+
 static void reset_dispositions(void)
 {
 	/* Whatever started us may have ignored signals (SIGCHLD ignored would make the kernel
@@ -171,6 +197,8 @@ int main(int argc, char **argv)
 		log_warning_errno(-errno, "Failed to become a child subreaper; orphans will go to "
 					  "PID 1: %m");
 
+	if ((o.prepare || !o.cmd) && require_trusted_pistisd(o.pistisd) < 0)
+		return ENTRY_EXIT_SYSTEM;
 	if (o.prepare) {
 		r = require_root();
 		if (r >= 0)

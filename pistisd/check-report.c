@@ -250,6 +250,14 @@ static const struct {
 		 "or by root, not by the namespace's own unprivileged creator); or --allow id_map "
 		 "where only some agent ids are mapped (a command of an unmapped agent then fails "
 		 "at users ensure)"},
+	[CHECK_PISTISD_BINARY] =
+		{"pistisd_binary", true,
+		 "no one but root changes the pistisd that runs as root: pistisd-entry starts "
+		 "it again by its path at every restart, and every trusted command's wrapper "
+		 "names it",
+		 "install pistisd root's 0755 in a directory only root may write "
+		 "(/usr/local/bin); after replacing it (an upgrade), restart the sandbox so the "
+		 "new one runs"},
 	[CHECK_DATA_STATE] =
 		{"data_state", true,
 		 "no agent reads or writes pistis' own state in /data: the registry, the "

@@ -41,6 +41,7 @@
 #include "lib/macro.h"
 #include "lib/mountinfo.h"
 #include "lib/statx.h"
+#include "lib/trust-path.h"
 #include "pistisd/cli.h"
 #include "pistisd/scope.h"
 #include "pistisd/spawn.h"
@@ -504,6 +505,52 @@ static void probe_nss_sources(struct check_report *r, int root_fd)
 		  "share it with an agent",
 		  f.list, f.after_hash ? "; glibc reads no comment inside a line" : "",
 		  subids[0] ? ", and subordinate ids (" : "", subids, subids[0] ? ")" : "");
+}
+
+/* The pistisd that runs: its path is what pistisd-entry execs as root at every restart
+ * and what the trusted-command wrappers name, so it must be root's alone with every
+ * directory on the way (a sticky root-owned one, /tmp, included: no one else renames what
+ * root put there). One an agent may write is root for that agent at the next restart
+ * (red team: entry ran a pistisd in a 0777 directory without a word). A file replaced by
+ * rename since start (an upgrade while serve runs: /proc/self/exe says "(deleted)") is
+ * what the next restart runs: warn, so the version serving is not taken for the new one. */
+static void probe_pistisd_binary(struct check_report *r)
+{
+	static const struct trust_rule rule = {.also_owner = (uid_t)-1,
+					       .flags = TRUST_STICKY | TRUST_ROOT_GROUP};
+	static const char deleted[] = " (deleted)";
+	char exe[PATH_MAX], why[PATH_MAX + 512];
+	_cleanup_close_ int fd = -1;
+	struct stat st;
+	ssize_t n;
+	size_t len;
+
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n < 0 || stat("/proc/self/exe", &st) < 0)
+		return check_set(r, CHECK_PISTISD_BINARY, CHECK_STATUS_WARN,
+				 "cannot read /proc/self/exe: %s", strerror(errno));
+	exe[n] = '\0';
+	len = (size_t)n;
+	if (st.st_uid != 0 || (st.st_mode & 002) || ((st.st_mode & 020) && st.st_gid != 0))
+		return check_set(
+			r, CHECK_PISTISD_BINARY, CHECK_STATUS_FAIL,
+			"the running pistisd (%s) is owned by %u:%u with mode %04o: it must "
+			"be root's and writable by no one else",
+			exe, (unsigned)st.st_uid, (unsigned)st.st_gid,
+			(unsigned)(st.st_mode & 07777));
+	if (len > sizeof(deleted) - 1 && !strcmp(exe + len - (sizeof(deleted) - 1), deleted)) {
+		exe[len - (sizeof(deleted) - 1)] = '\0';
+		return check_set(r, CHECK_PISTISD_BINARY, CHECK_STATUS_WARN,
+				 "%s was replaced or removed since this pistisd started (pistisd "
+				 "%s): the next start runs what is there now",
+				 exe, PISTIS_VERSION);
+	}
+	fd = trust_file_open(exe, &rule, "the pistisd that runs as root", why, sizeof(why));
+	if (fd < 0)
+		return check_set(r, CHECK_PISTISD_BINARY, CHECK_STATUS_FAIL, "%s", why);
+	check_set(r, CHECK_PISTISD_BINARY, CHECK_STATUS_OK,
+		  "%s (pistisd %s): root's alone, every directory on the way too", exe,
+		  PISTIS_VERSION);
 }
 
 /* The user namespace: every id pistis sets or gives to a file must be mapped (setresuid,
@@ -2109,6 +2156,7 @@ int check_run(const char *root, unsigned flags, struct check_report **ret)
 	probe_shared_pid_ns(r);
 	probe_nss_sources(r, root_fd);
 	probe_id_map(r);
+	probe_pistisd_binary(r);
 	const char *blocker = trusted ? trusted_setuid_blocker() : NULL;
 	if (!trusted)
 		check_set(r, CHECK_TRUSTED_CAPS, CHECK_STATUS_OK,
