@@ -181,6 +181,9 @@ struct conn {
 	bool rate_paused, rate_warned;
 	lws_sorted_usec_list_t rate_sul;
 	bool said_hello; /* sandboxes: its hello is taken once per connection */
+	/* sandboxes: its hello named a protocol version this relay does not speak (what it
+	 * said, for the line that cuts it); empty: none refused */
+	char refused_version[32];
 	/* sandboxes over TCP: bytes read from the socket as of the last wire_charge, the
 	 * payload (and allowance) lws handed on since, and what is read but not charged yet
 	 * (< 0: credit) */
@@ -667,6 +670,21 @@ static bool sandbox_log_ok(struct conn *c)
 		return false;
 	sandbox_log_report(c->sb);
 	return true;
+}
+
+/* Whether a sandbox's hello names the protocol version this relay speaks; if not, what it
+ * named, for the log ("2", "none", "not a number"). */
+static bool hello_version_ok(const cJSON *root, char *ret_said, size_t size)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "version");
+
+	if (cJSON_IsNumber(v) && v->valuedouble == PROTO_VERSION)
+		return true;
+	if (cJSON_IsNumber(v))
+		snprintf(ret_said, size, "%.10g", v->valuedouble);
+	else
+		snprintf(ret_said, size, "%s", v ? "not a number" : "none");
+	return false;
 }
 
 /* Malformed messages (sandbox_malformed) one sandbox connection may send before it is cut
@@ -1450,6 +1468,14 @@ static void sandbox_text(struct conn *c, const char *buf, size_t len)
 				  proto_error_build(req.id, PROTO_E_BAD_REQUEST,
 						    "hello was already said on this connection"));
 			sandbox_malformed(c, "a second hello on one connection");
+		} else if (!hello_version_ok(root, c->refused_version,
+					     sizeof(c->refused_version))) {
+			/* A pistisd of another protocol version (an image upgraded or rolled back
+			 * past this relay) reads every request by other rules: served, its
+			 * answers would be taken for ours. Before, any hello was accepted. The
+			 * connection is cut when this message is done (sandbox_refuse), with the
+			 * reason in the close frame: an answer queued now would not be sent. */
+			c->said_hello = true;
 		} else {
 			const char *sw = NULL;
 			c->said_hello = true;
@@ -2098,6 +2124,24 @@ static void sandbox_forget(struct conn *c)
 	resume_producers(c);
 }
 
+/* Sandbox connection c said hello with another protocol version: cut now, like
+ * sandbox_cut, with one line at the same rate saying which version and what to do. */
+static int sandbox_refuse(struct conn *c)
+{
+	static const char reason[] = "unsupported protocol version";
+
+	if (log_rate_ok(&R.cut, 5))
+		log_warning("Disconnected sandbox '%s': its hello speaks protocol version %s, "
+			    "this relay version %d only (pistisd and server-min of different "
+			    "releases?); run a server-min that speaks its version. It may redial",
+			    c->sb->cfg->name, c->refused_version, PROTO_VERSION);
+	sandbox_forget(c);
+	c->sb = NULL;
+	lws_close_reason(c->wsi, LWS_CLOSE_STATUS_POLICY_VIOLATION, (unsigned char *)reason,
+			 sizeof(reason) - 1);
+	return -1;
+}
+
 /* Sandbox connection c sent SANDBOX_MALFORMED_MAX malformed messages: it goes now, not when
  * lws has finished the close handshake (up to 5 s), with a close frame that says why. One
  * line, at most 5 a second for all sandboxes, the next counting the rest: a sandbox may
@@ -2188,6 +2232,8 @@ static int cb_sandbox(struct lws *wsi, enum lws_callback_reasons reason, void *u
 		if (!c->sb)
 			break;
 		on_rx(c, in, len);
+		if (c->refused_version[0])
+			return sandbox_refuse(c);
 		if (c->malformed >= SANDBOX_MALFORMED_MAX)
 			return sandbox_cut(c);
 		break;

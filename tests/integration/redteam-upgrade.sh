@@ -1,7 +1,9 @@
 #!/bin/bash
 # Red team: upgrades, downgrades and replacing the binaries under a live sandbox. A pistisd
 # others may write (its file or a directory on its way) is refused by pistisd-entry, which
-# runs it as root, and failed by `pistisd check` (pistisd_binary). Scratch dirs only.
+# runs it as root, and failed by `pistisd check` (pistisd_binary); server-min cuts a sandbox
+# whose hello speaks another protocol version. Scratch dirs, server-min and
+# tests/integration/wsfake.py on loopback ports.
 . "$(dirname "$0")/../lib.sh"
 need_root
 need_mount_ns "$@"
@@ -66,5 +68,30 @@ cp "$P" "$S/gone"
 is "check: a pistisd replaced since it started: warn" "$(row "$S/c3.json" pistisd_binary status)" warn
 like "... saying the next start runs what is there now" "$(row "$S/c3.json" pistisd_binary value)" \
 	"^$S/gone was replaced or removed since this pistisd started"
+
+# --- server-min: a hello of another protocol version ----------------------------------------
+if [ -x "$BIN/server-min" ] && command -v python3 >/dev/null; then
+	. "$(dirname "$0")/wsfake-lib.sh"
+	if smin_start "[{\"name\": \"evil\", \"token\": \"$EVIL\"}]"; then
+		# Before: any hello was answered ok and the sandbox served by version 1's rules.
+		for v in 2 none '"1"'; do
+			$FAKE sandbox-version "$SP" "$EVIL" "$CP" "$CT" "$v" >"$W/v.out" 2>&1
+			[ -z "$(val exception "$W/v.out")" ] || sed 's/^/# /' "$W/v.out"
+			is "server-min: hello version $v: cut, 1008 with the reason" "$(val close "$W/v.out")" \
+				"1008:unsupported protocol version"
+			is "... a client's request to it is answered unavailable" "$(val client "$W/v.out")" unavailable
+			is "... and the sandbox may redial with version 1" "$(val redial "$W/v.out")" ok
+			sleep 1.1 # the cut lines' rate
+		done
+		like "server-min: the log says which version and what to do" "$(cat "$W/smin.log")" \
+			"Disconnected sandbox 'evil': its hello speaks protocol version 2, this relay version 1 only .*run a server-min that speaks its version"
+		is "server-min still running" "$(alive)" yes
+		stop
+	else
+		skip "server-min: hello versions" "server-min did not listen"
+	fi
+else
+	skip "server-min: hello versions" "no server-min or python3"
+fi
 
 done_testing

@@ -881,6 +881,31 @@ def scenario_sandbox_malformed(sport, stoken, cport, ctoken, most):
     s.s.close()
 
 
+def scenario_sandbox_version(sport, stoken, cport, ctoken, version):
+    """A sandbox whose hello names protocol `version` ("none": no version field), as a
+    pistisd of another release would: the close that follows its hello, what a client's
+    request to it gets, and a redial with version 1."""
+    sb = WS(sport, "/v1/sandbox", "pistis.v1", stoken)
+    hello = {"id": "hello", "op": "hello", "sandbox": "evil", "software": "pistisd 9.0.0",
+             "capabilities": ["exec", "pty", "replay", "fs"], "commands": []}
+    if version != "none":
+        hello["version"] = json.loads(version)
+    sb.send(json.dumps(hello))
+    print("close=%s:%s" % read_close(sb))
+    c = client(cport, ctoken)
+    c.send(json.dumps({"id": "p", "op": "ping", "sandbox": "evil"}))
+    print("client=" + err_code(c.recv_json("p", timeout=5)))
+    c.s.close()
+    sb = fake_sandbox(sport, stoken)
+    c = client(cport, ctoken)
+    c.send(json.dumps({"id": "p2", "op": "ping", "sandbox": "evil"}))
+    o = sb.recv_json()
+    sb.send(json.dumps({"id": o["id"], "ok": True}))
+    print("redial=" + err_code(c.recv_json("p2", timeout=5)))
+    sb.s.close()
+    c.s.close()
+
+
 def scenario_unmasked(sport, stoken, cport, ctoken):
     """Unmasked frames (RFC 6455 5.1: a server MUST close the connection) from a sandbox,
     between masked ones, and from a client. Prints what each was answered, in order, or where
@@ -1957,6 +1982,8 @@ if __name__ == "__main__":
             scenario_table_hog(port, token, rest[0], int(rest[1]))
         elif name == "wrong-tokens":
             scenario_wrong_tokens(port, int(token), int(rest[0]))
+        elif name == "sandbox-version":
+            scenario_sandbox_version(port, token, int(rest[0]), rest[1], rest[2])
         elif name == "sandbox-software":
             scenario_sandbox_software(port, token, int(rest[0]), rest[1])
         elif name == "sandbox-malformed":
