@@ -2,8 +2,11 @@
 # Red team: upgrades, downgrades and replacing the binaries under a live sandbox. A pistisd
 # others may write (its file or a directory on its way) is refused by pistisd-entry, which
 # runs it as root, and failed by `pistisd check` (pistisd_binary); server-min cuts a sandbox
-# whose hello speaks another protocol version. Scratch dirs, server-min and
-# tests/integration/wsfake.py on loopback ports.
+# whose hello speaks another protocol version; state files of another version are refused
+# and left as they are (registry, rules); pistisd moved to another path in a new image:
+# the wrappers follow at the install entry runs, a trusted-interp script naming the old
+# path keeps the trusted commands off with one line. Scratch dirs, a Debian root,
+# server-min and tests/integration/wsfake.py on loopback ports.
 . "$(dirname "$0")/../lib.sh"
 need_root
 need_mount_ns "$@"
@@ -93,5 +96,85 @@ if [ -x "$BIN/server-min" ] && command -v python3 >/dev/null; then
 else
 	skip "server-min: hello versions" "no server-min or python3"
 fi
+
+# --- state files of another version: refused, left as they are -----------------------------
+R=$(root_fresh debian) || { echo "Bail out! no debian root"; exit 1; }
+"$P" users ensure-base --root "$R" >/dev/null
+"$P" users ensure agent/a --root "$R" >/dev/null
+REG=$R/data/pistis/users.registry
+cp -p "$REG" "$S/reg.orig"
+refused_untouched() { # DESC EXPECT-IN-OUTPUT
+	local out rc
+	out=$("$P" users ensure agent/b --root "$R" 2>&1)
+	rc=$?
+	is "registry, $1: ensure exits 1" "$rc" 1
+	like "... saying why ($2)" "$out" "$2"
+	cmp -s "$REG" "$S/reg.mut"
+	is "... the file left as it was" "$?" 0
+	grep -q 'agent/b' "$R/etc/passwd" "$R/etc/group" 2>/dev/null
+	is "... nothing written to /etc" "$?" 1
+}
+sed '1s/ 1$/ 2/' "$S/reg.orig" >"$S/reg.mut"
+cp "$S/reg.mut" "$REG"
+refused_untouched "a newer version's header" "users.registry:1: unsupported registry version; nothing written"
+{ cat "$S/reg.orig"; echo "10150:pi-agent-0123456789:active:agent/x:since=2027"; } >"$S/reg.mut"
+cp "$S/reg.mut" "$REG"
+refused_untouched "a record with a field more" "users.registry:3: "
+{ cat "$S/reg.orig"; echo "10150:pi-agent-0123456789:suspended:agent/x"; } >"$S/reg.mut"
+cp "$S/reg.mut" "$REG"
+refused_untouched "a record of a new state" "users.registry:3: "
+{ cat "$S/reg.orig"; echo "quota 10150 2G"; } >"$S/reg.mut"
+cp "$S/reg.mut" "$REG"
+refused_untouched "a new kind of line" "users.registry:3: "
+cp -p "$S/reg.orig" "$REG"
+exits 0 "registry: the version-1 file is read again" "$P" users ensure agent/b --root "$R"
+
+# rules.json of a newer release: a key this one does not know is an error, never a default.
+printf '[{"path": "/srv", "access": "write", "expires": "2027-01-01"}]\n' >"$R/data/pistis/rules.json"
+chmod 0600 "$R/data/pistis/rules.json"
+cp -p "$R/data/pistis/rules.json" "$S/rules.mut"
+out=$("$P" policy apply --root "$R" 2>&1)
+is "rules: a key of a newer release: apply exits 1" "$?" 1
+like "... naming the key's line" "$out" "Invalid rules in '/data/pistis/rules.json', line 1"
+cmp -s "$R/data/pistis/rules.json" "$S/rules.mut"
+is "... the file left as it was" "$?" 0
+rm "$R/data/pistis/rules.json"
+
+# --- pistisd at another path in a new image, over the same /data ---------------------------------
+AGENT=$("$P" users ensure t1 --root "$R" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["name"])')
+AUID=$(awk -F: -v u="$AGENT" '$1 == u { print $3 }' "$R/etc/passwd")
+echo "127.0.1.1 $(hostname)" >>"$R/etc/hosts"
+agent() {
+	chroot --userspec="$AUID:$AUID" --groups=10010 "$R" /usr/bin/env -i \
+		PATH=/data/bin:/usr/bin:/bin HOME=/tmp "$@"
+}
+printf '#!/bin/sh\necho "hello as $(id -un)"\n' >"$S/hello"
+printf '#!/usr/local/bin/pistisd trusted-interp /bin/sh\necho "clean as $(id -un)"\n' >"$S/clean"
+chmod 0755 "$S/hello" "$S/clean"
+"$P" trusted add hello "$S/hello" --root "$R" >/dev/null 2>&1
+is "old image: hello works" "$(agent hello 2>&1)" "hello as pi-tools"
+# The new image: pistisd in /usr/bin, nothing in /usr/local/bin; a container made afresh
+# (no drop-in), so entry runs trusted install.
+umount "$R/usr/local/bin"
+install -m 0755 "$P" "$R/usr/bin/pistisd"
+rm "$R/etc/sudoers.d/pistis-trusted"
+exits 0 "new image: install (entry's restore) succeeds" "$P" trusted install --root "$R"
+is "... and rewrites the wrapper to the new path" "$(head -n 1 "$R/data/bin/hello")" '#!/usr/bin/pistisd trusted-exec'
+is "... which works" "$(agent hello 2>&1)" "hello as pi-tools"
+# A script whose clean start names the old path: pinned by its digest, not rewritten; the
+# install refuses with the interpreter named and leaves no drop-in (fail closed).
+mkdir -p "$R/usr/local/bin"
+install -m 0755 "$P" "$R/usr/local/bin/pistisd"
+"$P" trusted add clean "$S/clean" --root "$R" >/dev/null 2>&1
+is "clean start: added while /usr/local/bin/pistisd was there" "$(agent clean 2>&1)" "clean as pi-tools"
+rm "$R/usr/local/bin/pistisd" "$R/etc/sudoers.d/pistis-trusted"
+out=$("$P" trusted install --root "$R" 2>&1)
+is "clean start, old path gone: install exits 1" "$?" 1
+like "... naming the interpreter" "$out" "/data/trusted/clean: interpreter '/usr/local/bin/pistisd' does not exist in the image"
+[ ! -e "$R/etc/sudoers.d/pistis-trusted" ]
+is "... no drop-in: trusted commands off" "$?" 0
+agent hello >/dev/null 2>&1
+isnt_zero=$?
+ok "... the agent's hello does not run ($isnt_zero)" test "$isnt_zero" -ne 0
 
 done_testing
