@@ -18,6 +18,7 @@
 #include "lib/fd-util.h"
 #include "lib/log.h"
 #include "lib/macro.h"
+#include "trusted/trusted.h"
 
 #define ENSURE_BASE_TIMEOUT_MS 60000
 
@@ -256,15 +257,39 @@ static bool dir_has_entries(const char *path)
 	return any;
 }
 
+/* Whether the drop-in is missing (0), there in another release's form (1: it does not end
+ * with the Defaults line and rule this pistis writes, TRUSTED_DROPIN_TAIL), or anything
+ * else (-1: current, or not a plain root's file, which serve does not believe anyway). */
+static int dropin_to_restore(void)
+{
+	static const char tail[] = TRUSTED_DROPIN_TAIL;
+	_cleanup_close_ int fd = -1;
+	_cleanup_free_ char *text = NULL;
+	size_t len = 0;
+	struct stat st;
+
+	fd = open(ENTRY_TRUSTED_SUDOERS, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -1;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 022))
+		return -1;
+	if (fd_read_all(fd, TRUSTED_DROPIN_SIZE_MAX, &text, &len) < 0)
+		return -1;
+	return len < sizeof(tail) - 1 ||
+	       memcmp(text + len - (sizeof(tail) - 1), tail, sizeof(tail) - 1) != 0;
+}
+
 int entry_trusted_restore(const char *data_dir, const char *pistisd, int64_t grace_ms)
 {
 	char *argv[] = {(char *)pistisd, (char *)"trusted", (char *)"install", NULL};
 	const char *suid;
-	struct stat st;
-	int status = 0, r;
+	int status = 0, r, state;
 
-	if (!dir_has_entries(ENTRY_TRUSTED_DIR) || lstat(ENTRY_TRUSTED_SUDOERS, &st) == 0 ||
-	    errno != ENOENT)
+	/* Restored where the image has no drop-in (a container made afresh), and rewritten
+	 * where it has one in another release's form (an image that kept an older one; a
+	 * plain machine's /etc): serve believes only the form its own release writes, so
+	 * such a drop-in keeps the trusted commands off until install has run. */
+	if (!dir_has_entries(ENTRY_TRUSTED_DIR) || (state = dropin_to_restore()) < 0)
 		return 0;
 	/* With the drop-in, every shared tree must be nosuid or `pistisd serve` refuses to
 	 * start (nosuid_data, nosuid_workspaces, nosuid_shared are hard then): restored onto a
@@ -288,8 +313,8 @@ int entry_trusted_restore(const char *data_dir, const char *pistisd, int64_t gra
 		return r;
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
 		log_notice("restored the trusted commands' sudoers drop-in from %s (pistisd "
-			   "trusted install): the image had none",
-			   ENTRY_TRUSTED_DIR);
+			   "trusted install): the image had %s",
+			   ENTRY_TRUSTED_DIR, state ? "one another release wrote" : "none");
 	else
 		log_warning("'%s trusted install' failed (%s %d): trusted commands stay off until "
 			    "it succeeds",

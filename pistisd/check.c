@@ -2161,6 +2161,11 @@ int check_run(const char *root, unsigned flags, struct check_report **ret)
 	if (!trusted)
 		check_set(r, CHECK_TRUSTED_CAPS, CHECK_STATUS_OK,
 			  "no trusted commands installed (no " CHECK_TRUSTED_SUDOERS ")");
+	else if (trusted_dropin_state(root_fd) == TRUSTED_DROPIN_OTHER)
+		check_set(r, CHECK_TRUSTED_CAPS, CHECK_STATUS_WARN,
+			  "trusted commands are installed but stay off: " CHECK_TRUSTED_SUDOERS
+			  " is not in the form this pistisd writes (another release's?): run "
+			  "pistisd trusted install");
 	else if (!blocker)
 		check_set(r, CHECK_TRUSTED_CAPS, CHECK_STATUS_OK,
 			  "CAP_SYS_ADMIN held, no no_new_privs");

@@ -354,26 +354,45 @@ bool trusted_setuid_possible(void)
 static int shared_tree_suid(int root_fd, char **mi, char *which, size_t size);
 static int write_tree_suid(int root_fd, char **mi, char *which, size_t size);
 
-bool trusted_configured(int root_fd)
+int trusted_dropin_state(int root_fd)
 {
 	struct open_how how = {
-		.flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
+		.flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC,
 		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
 	};
 	static const char path[] = TRUSTED_SUDOERS_DIR "/" TRUSTED_DROPIN_NAME;
-	_cleanup_close_ int fd = -1, dir_fd = -1;
+	_cleanup_close_ int fd = -1;
+	_cleanup_free_ char *text = NULL;
+	size_t len = 0;
 	struct stat st;
 
-	if (root_fd < 0 || !trusted_setuid_possible())
-		return false;
 	fd = (int)syscall(SYS_openat2, root_fd, path, &how, sizeof(how));
 	if (fd < 0 && (errno == ENOSYS || errno == E2BIG))
 		/* No openat2: etc and etc/sudoers.d are root's; the last component is still
 		 * never followed, and the checks below are on the fd. */
-		fd = openat(root_fd, path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &st) < 0)
+		fd = openat(root_fd, path, (int)how.flags);
+	if (fd < 0)
+		return errno == ENOENT ? TRUSTED_DROPIN_NONE : TRUSTED_DROPIN_LOOSE;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 022) ||
+	    st.st_size == 0)
+		return TRUSTED_DROPIN_LOOSE;
+	/* Its Defaults line and rule as this release writes them: a drop-in an older pistisd
+	 * wrote (a plain machine's /etc outlives the upgrade; an image that kept one) held the
+	 * Defaults of its day, which later red teams tightened (!env_check, closefrom,
+	 * !use_pty, umask), and served on with them for as long as no one ran install. */
+	if (fd_read_all(fd, TRUSTED_DROPIN_SIZE_MAX, &text, &len) < 0 ||
+	    !trusted_dropin_text_current(text, len))
+		return TRUSTED_DROPIN_OTHER;
+	return TRUSTED_DROPIN_CURRENT;
+}
+
+bool trusted_configured(int root_fd)
+{
+	_cleanup_close_ int dir_fd = -1;
+
+	if (root_fd < 0 || !trusted_setuid_possible())
 		return false;
-	if (!S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 022) || st.st_size == 0)
+	if (trusted_dropin_state(root_fd) != TRUSTED_DROPIN_CURRENT)
 		return false;
 	/* sudo's digest does not stop the owner of a script, or of a directory above it,
 	 * rewriting or replacing it between the hash and the interpreter's read: a path rule

@@ -87,6 +87,14 @@ static int sbuf_finish(struct sbuf *b, char **ret)
 	return 0;
 }
 
+bool trusted_dropin_text_current(const char *text, size_t len)
+{
+	static const char tail[] = TRUSTED_DROPIN_TAIL;
+
+	return text && len >= sizeof(tail) - 1 &&
+	       !memcmp(text + len - (sizeof(tail) - 1), tail, sizeof(tail) - 1);
+}
+
 int trusted_dropin_render(const struct trusted_entry *entries, size_t n, char **ret)
 {
 	struct sbuf b = {0};
@@ -116,8 +124,7 @@ int trusted_dropin_render(const struct trusted_entry *entries, size_t n, char **
 	/* For these commands only (TRUSTED_DEFAULTS: env_reset, and !env_keep empties
 	 * Debian's default keep list: DISPLAY, PS1, …), no variables on the command line
 	 * (NOSETENV too), and CWD=/ in the rule (sudo -D is refused). */
-	sbuf_printf(&b, "\nDefaults!PISTIS_TRUSTED " TRUSTED_DEFAULTS "\n"
-			"%%pi-sandbox ALL = (pi-tools) CWD=/ NOPASSWD: NOSETENV: PISTIS_TRUSTED\n");
+	sbuf_printf(&b, "%s", TRUSTED_DROPIN_TAIL);
 	return sbuf_finish(&b, ret);
 }
 

@@ -46,7 +46,21 @@
 	"closefrom=3, !closefrom_override, !preserve_groups, !stay_setuid, "                       \
 	"secure_path=\"" TRUSTED_SECURE_PATH "\", umask=0077, umask_override, !use_pty"
 
+/* How every drop-in this release writes with at least one command ends: its Defaults line
+ * and its rule. One written by another release (a plain machine's /etc outlives a pistisd
+ * upgrade) ends otherwise and is not believed until `trusted install` rewrites it
+ * (trusted_dropin_text_current). */
+#define TRUSTED_DROPIN_TAIL                                                                        \
+	"\nDefaults!PISTIS_TRUSTED " TRUSTED_DEFAULTS "\n"                                         \
+	"%pi-sandbox ALL = (pi-tools) CWD=/ NOPASSWD: NOSETENV: PISTIS_TRUSTED\n"
+#define TRUSTED_DROPIN_SIZE_MAX (64 * 1024) /* 256 commands of ~100 bytes, and room */
+
 /* --- pure: names, generated files, parsers (render.c) ------------------------------ */
+
+/* Whether drop-in text is in the form this release writes: it ends with
+ * TRUSTED_DROPIN_TAIL (its Defaults line and rule exactly as rendered). Not whether its
+ * digests are those of the scripts (install and check prove that with sudo -l). */
+bool trusted_dropin_text_current(const char *text, size_t len);
 
 /* ^[a-z0-9][a-z0-9_-]{0,63}$: no '.', '/', '~', upper case, spaces or anything that sudo,
  * a shell or a path could read twice. */
@@ -213,7 +227,8 @@ enum {
 /* The one predicate for "this image has trusted commands", which decides whether agents
  * run with no_new_privs (docs/trusted.md, "The no_new_privs conflict, decided"): true when
  * etc/sudoers.d/pistis-trusted beneath root_fd (no symlink on the way) is a non-empty
- * regular file owned by root and writable by neither group nor others, data and
+ * regular file owned by root and writable by neither group nor others, in the form this
+ * release writes (trusted_dropin_state: TRUSTED_DROPIN_CURRENT), data and
  * data/trusted are directories root's alone (a rule that let agents write there would let
  * them change a script between sudo's digest and its read; trusted_open_dir's check), and
  * every shared tree that exists is mounted nosuid (trusted_shared_tree_suid), and so is
@@ -221,6 +236,16 @@ enum {
  * (trusted_setuid_possible). Checked on opened fds; any error (absent, a symlink, loose
  * owner or mode) is false. */
 bool trusted_configured(int root_fd);
+
+/* etc/sudoers.d/pistis-trusted beneath root_fd, opened without following a link: */
+enum {
+	TRUSTED_DROPIN_NONE,	/* absent */
+	TRUSTED_DROPIN_CURRENT, /* root's, no group/other write, non-empty, in this form */
+	TRUSTED_DROPIN_LOOSE,	/* a link, not a regular file, another owner or mode, empty */
+	TRUSTED_DROPIN_OTHER,	/* believed, but not in the form this release writes (another
+				 * release's: trusted_dropin_text_current), or unreadable */
+};
+int trusted_dropin_state(int root_fd);
 /* pistisd holds CAP_SYS_ADMIN and runs without no_new_privs, without which no agent can
  * run without no_new_privs (trusted_configured is false then). */
 bool trusted_setuid_possible(void);

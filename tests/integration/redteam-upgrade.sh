@@ -5,7 +5,8 @@
 # whose hello speaks another protocol version; state files of another version are refused
 # and left as they are (registry, rules); pistisd moved to another path in a new image:
 # the wrappers follow at the install entry runs, a trusted-interp script naming the old
-# path keeps the trusted commands off with one line. Scratch dirs, a Debian root,
+# path keeps the trusted commands off with one line; a sudoers drop-in another release
+# wrote is not believed until install rewrites it (entry does). Scratch dirs, Debian roots,
 # server-min and tests/integration/wsfake.py on loopback ports.
 . "$(dirname "$0")/../lib.sh"
 need_root
@@ -176,5 +177,46 @@ is "... no drop-in: trusted commands off" "$?" 0
 agent hello >/dev/null 2>&1
 isnt_zero=$?
 ok "... the agent's hello does not run ($isnt_zero)" test "$isnt_zero" -ne 0
+
+# --- a drop-in another release wrote (a plain machine's /etc outlives the upgrade) --------------
+# Its Defaults line is that release's: here without !env_check, as before that red team.
+# Before: believed as it was (agents without no_new_privs, sudo by the old Defaults) until
+# someone ran install; now the trusted commands stay off, check says why, entry rewrites it.
+R2=$(root_fresh debian) || { echo "Bail out! no debian root"; exit 1; }
+harden_shared "$R2"
+"$P" users ensure-base --root "$R2" >/dev/null
+A2=$("$P" users ensure agent/t --root "$R2" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["name"])')
+U2=$(awk -F: -v u="$A2" '$1 == u { print $3 }' "$R2/etc/passwd")
+echo "127.0.1.1 $(hostname)" >>"$R2/etc/hosts"
+printf '#!/bin/sh\necho "lang=${LANG:-unset}"\n' >"$S/lang"
+chmod 0755 "$S/lang"
+"$P" trusted add lang "$S/lang" --root "$R2" >/dev/null 2>&1
+PROBE=/usr/local/lib/pistis-tests/probe
+nnp() { in_root "$R2" pistisd run --agent agent/t -- $PROBE 2>&1 | sed -n 's/^NoNewPrivs=//p' | head -n 1; }
+direct() { # an agent's command calls sudo itself, with a locale of its choosing
+	in_root "$R2" pistisd run --agent agent/t --env LANG=C.agent -- \
+		sudo -n -u pi-tools /data/trusted/lang 2>&1
+}
+if [ -x "$R2/usr/local/lib/pistis-tests/probe" ]; then
+	is "current drop-in: agents run without no_new_privs (trusted commands on)" "$(nnp)" 0
+	is "... the agent's LANG does not reach the script" "$(direct)" "lang=unset"
+	D=$R2/etc/sudoers.d/pistis-trusted
+	sed -i 's/ !env_check,//' "$D"
+	chmod 0440 "$D"
+	chroot "$R2" visudo -c >/dev/null 2>&1
+	is "older drop-in: visudo accepts it" "$?" 0
+	is "older drop-in: not believed, agents keep no_new_privs (trusted commands off)" "$(nnp)" 1
+	unlike "... so the old Defaults no longer hand the agent's LANG to the script" "$(direct)" "lang=C.agent"
+	like "pistisd check: trusted_caps says why" \
+		"$(in_root "$R2" pistisd check --no-walk --json | python3 -c 'import json,sys; print([c for c in json.load(sys.stdin)["checks"] if c["name"]=="trusted_caps"][0]["value"])')" \
+		"not in the form this pistisd writes .*run pistisd trusted install"
+	out=$(in_root "$R2" /usr/local/bin/pistisd-entry --no-harden-mounts --no-restart -- /bin/true 2>&1)
+	is "entry in that root: starts (0)" "$?" 0
+	like "... and rewrites the drop-in" "$out" "restored the trusted commands' sudoers drop-in .*the image had one another release wrote"
+	like "... now with !env_check" "$(cat "$D")" '!env_check'
+	is "... trusted commands on again" "$(nnp)" 0
+else
+	skip "a drop-in of another release" "no probe in the test root"
+fi
 
 done_testing

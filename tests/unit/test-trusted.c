@@ -72,6 +72,27 @@ TEST(dropin_pins_digests_and_env)
 	ASSERT_EQ(strstr(t, "ALL)"), NULL); /* never a runas list with ALL */
 }
 
+/* What serve believes (trusted_configured): a drop-in in this release's form, by its tail;
+ * one another release wrote (another Defaults line or rule) is not, nor a file with
+ * anything after the rule, nor one with no command. */
+TEST(dropin_current_form)
+{
+	struct trusted_entry e[2] = {{.name = "a", .digest = D1}, {.name = "b-2", .digest = D2}};
+	_cleanup_free_ char *t = NULL, *none = NULL;
+	char *p;
+
+	ASSERT_EQ(trusted_dropin_render(e, 2, &t), 0);
+	ASSERT_TRUE(trusted_dropin_text_current(t, strlen(t)));
+	ASSERT_FALSE(trusted_dropin_text_current(t, strlen(t) - 1));
+	ASSERT_FALSE(trusted_dropin_text_current(NULL, 0));
+	ASSERT_EQ(trusted_dropin_render(NULL, 0, &none), 0);
+	ASSERT_FALSE(trusted_dropin_text_current(none, strlen(none)));
+	p = strstr(t, " !env_check,");
+	ASSERT_NE(p, NULL);
+	memmove(p, p + strlen(" !env_check,"), strlen(p + strlen(" !env_check,")) + 1);
+	ASSERT_FALSE(trusted_dropin_text_current(t, strlen(t)));
+}
+
 TEST(dropin_refuses_bad_entries)
 {
 	struct trusted_entry bad_name = {.name = "a.b", .digest = D1};
@@ -936,11 +957,21 @@ TEST(configured_predicate)
 	ASSERT_GE(fd, 0);
 	EXPECT_FALSE(trusted_configured(rfd)); /* empty */
 	ASSERT_EQ(write(fd, "# rules\n", 8), 8);
-	close(fd);
-	EXPECT_FALSE(trusted_configured(rfd)); /* no /data/trusted */
 	snprintf(p, sizeof(p), "%s/data", root);
 	ASSERT_EQ(mkdir(p, 0755), 0);
 	snprintf(p, sizeof(p), "%s/data/trusted", root);
+	ASSERT_EQ(mkdir(p, 0755), 0);
+	/* not the form this release writes (another release's drop-in) */
+	EXPECT_EQ(trusted_dropin_state(rfd), TRUSTED_DROPIN_OTHER);
+	EXPECT_FALSE(trusted_configured(rfd));
+	ASSERT_EQ(write(fd, TRUSTED_DROPIN_TAIL, strlen(TRUSTED_DROPIN_TAIL)),
+		  (ssize_t)strlen(TRUSTED_DROPIN_TAIL));
+	close(fd);
+	EXPECT_EQ(trusted_dropin_state(rfd), TRUSTED_DROPIN_CURRENT);
+	EXPECT_TRUE(trusted_configured(rfd));
+	snprintf(p, sizeof(p), "%s/data/trusted", root);
+	ASSERT_EQ(rmdir(p), 0);
+	EXPECT_FALSE(trusted_configured(rfd)); /* no /data/trusted */
 	ASSERT_EQ(mkdir(p, 0755), 0);
 	EXPECT_TRUE(trusted_configured(rfd));
 	/* Without CAP_SYS_ADMIN (Docker's default capabilities) no agent can run without
