@@ -439,25 +439,31 @@ is "... has none left when its command ends" "$(ipc_of "$auid")" 0
 # A pod's other container of the same uid, in the IPC namespace we share but another PID
 # namespace (Kubernetes' default): its segment, and a queue it sends to, are kept at the
 # agent's command end; a queue nobody used is not told apart (it holds nothing) and goes.
-# Emulated with pistisd run in a PID namespace of its own and the other side in ours,
-# which pistisd's cannot number (cpid, lspid 0).
-as_auid() { setpriv --reuid="$auid" --regid="$auid" --clear-groups "$@"; }
+# Emulated in an IPC namespace of the test's own (held by a sleeper; the host's would be
+# `--ipc host`, where pistis removes nothing), with pistisd run in a PID namespace of its
+# own and the other side in ours, which pistisd's cannot number (cpid, lspid 0).
+unshare --ipc sleep 600 &
+ipc_holder=$!
+sleep 0.2
+in_ipc() { nsenter -t "$ipc_holder" --ipc "$@"; }
+ipc_count() { in_ipc awk -v u="$auid" 'FNR > 1 && ($8 == u || $10 == u)' /proc/sysvipc/shm /proc/sysvipc/msg | wc -l; }
+as_auid() { in_ipc setpriv --reuid="$auid" --regid="$auid" --clear-groups "$@"; }
 f_shm=$(as_auid ipcmk -M 4096 | awk '{print $NF}')
 f_msg=$(as_auid ipcmk -Q | awk '{print $NF}')
 f_idle=$(as_auid ipcmk -Q | awk '{print $NF}')
-as_auid python3 -c '
+as_auid /usr/bin/python3 -c '
 import ctypes, sys
 class M(ctypes.Structure): _fields_ = [("t", ctypes.c_long), ("b", ctypes.c_char * 8)]
 libc = ctypes.CDLL(None, use_errno=True)
 sys.exit(libc.msgsnd(int(sys.argv[1]), ctypes.byref(M(1, b"theirs")), 6, 0) != 0)' "$f_msg"
-is "another PID namespace's segment, used queue and idle queue of the agent's uid" "$(ipc_of "$auid")" 3
-out=$( (ROOT_WRAP=(unshare --pid --fork --kill-child); in_root_exec "$R" pistisd run --agent agent/t -- $PROBE ipc-leave 65536) 2>&1)
+is "another PID namespace's segment, used queue and idle queue of the agent's uid" "$(ipc_count)" 3
+out=$( (ROOT_WRAP=(nsenter -t "$ipc_holder" --ipc unshare --pid --fork --kill-child); in_root_exec "$R" pistisd run --agent agent/t -- $PROBE ipc-leave 65536) 2>&1)
 like "... beside which the agent's command leaves its own three" "$out" '^ipc=shm:[0-9]+,msg:[0-9]+,sem:[0-9]+'
-is "... its command's end removes the agent's own and the idle queue" "$(ipc_of "$auid")" 2
-ok "... and keeps the other container's segment" grep -qE "^ +-?[0-9]+ +$f_shm " /proc/sysvipc/shm
+is "... its command's end removes the agent's own segment and queue, and the idle queue" "$(ipc_count)" 2
+ok "... and keeps the other container's segment" sh -c "nsenter -t $ipc_holder --ipc cat /proc/sysvipc/shm | grep -qE '^ *-?[0-9]+ +$f_shm '"
 ok "... and the queue it sends to, with its message" \
-	sh -c "awk -v q=$f_msg 'NR > 1 && \$2 == q && \$5 == 1' /proc/sysvipc/msg | grep -q ."
-ipc_remove "$auid"
+	sh -c "nsenter -t $ipc_holder --ipc cat /proc/sysvipc/msg | awk -v q=$f_msg 'NR > 1 && \$2 == q && \$5 == 1' | grep -q ."
+kill "$ipc_holder"
 
 # /data/bin is first on every agent's PATH: a program there that is not root's alone (an
 # agent's, left in an earlier life of the volume) would run as whoever types its name.
