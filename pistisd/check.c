@@ -345,27 +345,32 @@ static void nss_line(struct nss_found *f, const char *p, unsigned *seen)
 	}
 }
 
+/* The regular file name beneath the root (no link followed), at most max bytes, in a
+ * malloc'd NUL-terminated *ret; false when it is missing, not a regular file, larger or
+ * unreadable. */
+static bool read_root_regular(int root_fd, const char *name, size_t max, char **ret,
+			      size_t *ret_len)
+{
+	_cleanup_close_ int fd = check_openat2(root_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK,
+					       CHECK_RESOLVE_BENEATH | CHECK_RESOLVE_NO_MAGICLINKS);
+	struct stat st;
+
+	if (fd < 0 && errno == ENOSYS)
+		fd = openat(root_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	return fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+	       fd_read_all(fd, max, ret, ret_len) == 0;
+}
+
 /* The first line of the root's etc/<name> that starts with '+' (NIS compat: "+", "+name",
  * "+@netgroup", with or without fields), 0 if none or unreadable. */
 static size_t compat_plus_line(int root_fd, const char *name)
 {
 	_cleanup_free_ char *text = NULL;
-	struct stat st;
 	size_t len = 0, line = 1;
-	int fd = check_openat2(root_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK,
-			       CHECK_RESOLVE_BENEATH | CHECK_RESOLVE_NO_MAGICLINKS);
 
-	if (fd < 0 && errno == ENOSYS)
-		fd = openat(root_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-	if (fd < 0)
-		return 0;
 	/* sandbox-users' own limit for these files (32 MiB) */
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
-	    fd_read_all(fd, 32u << 20, &text, &len) < 0) {
-		safe_close(fd);
+	if (!read_root_regular(root_fd, name, 32u << 20, &text, &len))
 		return 0;
-	}
-	safe_close(fd);
 	for (size_t i = 0; i < len; i++) {
 		if (text[i] == '+' && (i == 0 || text[i - 1] == '\n'))
 			return line;
@@ -381,21 +386,10 @@ static size_t compat_plus_line(int root_fd, const char *name)
 static bool subid_in_range(int root_fd, const char *name, char *found, size_t size)
 {
 	_cleanup_free_ char *text = NULL;
-	struct stat st;
 	size_t len = 0;
-	int fd = check_openat2(root_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK,
-			       CHECK_RESOLVE_BENEATH | CHECK_RESOLVE_NO_MAGICLINKS);
 
-	if (fd < 0 && errno == ENOSYS)
-		fd = openat(root_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-	if (fd < 0)
+	if (!read_root_regular(root_fd, name, 4u << 20, &text, &len))
 		return false;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
-	    fd_read_all(fd, 4u << 20, &text, &len) < 0) {
-		safe_close(fd);
-		return false;
-	}
-	safe_close(fd);
 	for (char *line = text, *next; line && *line; line = next) {
 		unsigned long long start, count;
 		char *p, *end;
