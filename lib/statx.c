@@ -61,6 +61,23 @@ int statx_attributes(int dfd, const char *name, int flags, uint64_t *ret_attrs, 
 	return 0;
 }
 
+int statx_rename_blocker(int dfd, const char *name)
+{
+	uint64_t attrs = 0, known = 0;
+	int r = statx_attributes(dfd, name, name[0] ? AT_SYMLINK_NOFOLLOW : AT_EMPTY_PATH, &attrs,
+				 &known);
+
+	if (r == -ENOSYS || r == -ENOENT)
+		return 0;
+	if (r < 0)
+		return r;
+	if ((attrs & STATX_NODE_MOUNT_ROOT) && name[0])
+		return STATX_NODE_MOUNT_ROOT;
+	if (attrs & STATX_NODE_IMMUTABLE)
+		return STATX_NODE_IMMUTABLE;
+	return (int)(attrs & STATX_NODE_APPEND);
+}
+
 #define KSTATX_MNT_ID 0x1000u
 
 int statx_mount_id(int fd, uint64_t *ret)

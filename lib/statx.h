@@ -21,6 +21,15 @@ int statx_node(int dfd, const char *name, int flags, struct stat *st, int *ret_m
 int statx_attributes(int dfd, const char *name, int flags, uint64_t *ret_attrs,
 		     uint64_t *ret_known);
 
+/* What keeps (dfd, name) from being replaced by rename, name "" for the directory dfd
+ * itself, looked at without following a link: STATX_NODE_MOUNT_ROOT (a file mounted over
+ * it; a directory that is a mount renames within itself and is fine), else
+ * STATX_NODE_IMMUTABLE or STATX_NODE_APPEND (chattr +i, +a), else 0. 0 too where there is
+ * nothing to replace (ENOENT) or no statx (ENOSYS: the rename will say). `pistisd users`
+ * asks it before writing an account file and `pistisd check` before saying one can be
+ * written. Other failures are -errno. */
+int statx_rename_blocker(int dfd, const char *name);
+
 /* The mount id of the mount fd's node is on (statx STATX_MNT_ID, Linux 5.8; mountinfo's
  * first field). 0, -EOPNOTSUPP where the kernel does not say, or -errno. */
 int statx_mount_id(int fd, uint64_t *ret);

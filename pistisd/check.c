@@ -1642,21 +1642,17 @@ static int probe_setuid_files(struct check_report *r, int root_fd, bool trusted)
 }
 
 /* Why name (in etc; "" for /etc itself) cannot be replaced by rename, as `pistisd users`
- * asks before it writes (users.c, replaceable): a mount (a file bind-mounted over it), or
- * chattr +i or +a. Written to why; left empty when it can. */
+ * asks before it writes (statx_rename_blocker). Written to why; left empty when it can. */
 static void account_file_stuck(int etc, const char *name, char *why, size_t size)
 {
-	uint64_t attrs = 0, known = 0;
+	int r = statx_rename_blocker(etc, name);
 
-	if (statx_attributes(etc, name, name[0] ? AT_SYMLINK_NOFOLLOW : AT_EMPTY_PATH, &attrs,
-			     &known) < 0)
-		return;
-	if ((attrs & STATX_NODE_MOUNT_ROOT) && name[0]) /* /etc a mount of its own is fine */
+	if (r == STATX_NODE_MOUNT_ROOT)
 		snprintf(why, size, "/etc/%s is a mount point", name);
-	else if (attrs & (STATX_NODE_IMMUTABLE | STATX_NODE_APPEND))
+	else if (r > 0)
 		snprintf(why, size, "/etc%s%s is %s", name[0] ? "/" : "", name,
-			 attrs & STATX_NODE_IMMUTABLE ? "immutable (chattr +i)"
-						      : "append-only (chattr +a)");
+			 r == STATX_NODE_IMMUTABLE ? "immutable (chattr +i)"
+						   : "append-only (chattr +a)");
 }
 
 /* What `pistisd users` believes (sandbox-users/users.c, etc_trusted): /etc and each file of

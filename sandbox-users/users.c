@@ -508,16 +508,11 @@ static int commit_registry(struct ctx *c, struct ufs_staged *reg, const char *le
  * option: it is often the host's own /etc/passwd. */
 static int replaceable(int dfd, const char *name, const char *path)
 {
-	uint64_t attrs = 0, known = 0;
-	int r = statx_attributes(dfd, name, name[0] ? AT_SYMLINK_NOFOLLOW : AT_EMPTY_PATH, &attrs,
-				 &known);
+	int r = statx_rename_blocker(dfd, name);
 
-	if (r == -ENOSYS || r == -ENOENT)
-		return 0; /* no statx (before 4.11): the rename will say; gone: nothing to replace */
 	if (r < 0)
 		return set_error(r, "cannot stat %s; nothing written", path);
-	/* A directory that is a mount (/etc on a tmpfs of its own) renames within itself. */
-	if ((attrs & STATX_NODE_MOUNT_ROOT) && name[0])
+	if (r == STATX_NODE_MOUNT_ROOT)
 		return set_error(
 			-EBUSY,
 			"%s is a mount point (a file mounted over it, e.g. docker run -v "
@@ -525,14 +520,15 @@ static int replaceable(int dfd, const char *name, const char *path)
 			"refuses, and never writes into a file shared with another system; "
 			"nothing written: give the container its own %s",
 			path, path, path, path);
-	if (attrs & (STATX_NODE_IMMUTABLE | STATX_NODE_APPEND))
+	if (r != 0) {
+		char flag = r == STATX_NODE_IMMUTABLE ? 'i' : 'a';
+
 		return set_error(-EPERM,
 				 "%s is %s (chattr +%c): pistisd users replaces the account files "
 				 "by rename, which that forbids; nothing written: clear it with "
 				 "chattr -%c %s",
-				 path, attrs & STATX_NODE_IMMUTABLE ? "immutable" : "append-only",
-				 attrs & STATX_NODE_IMMUTABLE ? 'i' : 'a',
-				 attrs & STATX_NODE_IMMUTABLE ? 'i' : 'a', path);
+				 path, flag == 'i' ? "immutable" : "append-only", flag, flag, path);
+	}
 	return 0;
 }
 
