@@ -262,7 +262,6 @@ static bool dir_has_entries(const char *path)
  * else (-1: current, or not a plain root's file, which serve does not believe anyway). */
 static int dropin_to_restore(void)
 {
-	static const char tail[] = TRUSTED_DROPIN_TAIL;
 	_cleanup_close_ int fd = -1;
 	_cleanup_free_ char *text = NULL;
 	size_t len = 0;
@@ -275,8 +274,7 @@ static int dropin_to_restore(void)
 		return -1;
 	if (fd_read_all(fd, TRUSTED_DROPIN_SIZE_MAX, &text, &len) < 0)
 		return -1;
-	return len < sizeof(tail) - 1 ||
-	       memcmp(text + len - (sizeof(tail) - 1), tail, sizeof(tail) - 1) != 0;
+	return trusted_dropin_text_current(text, len) ? -1 : 1;
 }
 
 int entry_trusted_restore(const char *data_dir, const char *pistisd, int64_t grace_ms)

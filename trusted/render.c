@@ -87,14 +87,6 @@ static int sbuf_finish(struct sbuf *b, char **ret)
 	return 0;
 }
 
-bool trusted_dropin_text_current(const char *text, size_t len)
-{
-	static const char tail[] = TRUSTED_DROPIN_TAIL;
-
-	return text && len >= sizeof(tail) - 1 &&
-	       !memcmp(text + len - (sizeof(tail) - 1), tail, sizeof(tail) - 1);
-}
-
 int trusted_dropin_render(const struct trusted_entry *entries, size_t n, char **ret)
 {
 	struct sbuf b = {0};

@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 
 #include "lib/sha256.h"
@@ -59,8 +60,15 @@
 
 /* Whether drop-in text is in the form this release writes: it ends with
  * TRUSTED_DROPIN_TAIL (its Defaults line and rule exactly as rendered). Not whether its
- * digests are those of the scripts (install and check prove that with sudo -l). */
-bool trusted_dropin_text_current(const char *text, size_t len);
+ * digests are those of the scripts (install and check prove that with sudo -l). Inline:
+ * pistisd-entry, which links no trusted code, asks it too (entry_trusted_restore). */
+static inline bool trusted_dropin_text_current(const char *text, size_t len)
+{
+	static const char tail[] = TRUSTED_DROPIN_TAIL;
+
+	return text && len >= sizeof(tail) - 1 &&
+	       !memcmp(text + len - (sizeof(tail) - 1), tail, sizeof(tail) - 1);
+}
 
 /* ^[a-z0-9][a-z0-9_-]{0,63}$: no '.', '/', '~', upper case, spaces or anything that sudo,
  * a shell or a path could read twice. */

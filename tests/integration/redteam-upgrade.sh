@@ -215,6 +215,9 @@ if [ -x "$R2/usr/local/lib/pistis-tests/probe" ]; then
 	like "... and rewrites the drop-in" "$out" "restored the trusted commands' sudoers drop-in .*the image had one another release wrote"
 	like "... now with !env_check" "$(cat "$D")" '!env_check'
 	is "... trusted commands on again" "$(nnp)" 0
+	out=$(in_root "$R2" /usr/local/bin/pistisd-entry --no-harden-mounts --no-restart -- /bin/true 2>&1)
+	is "entry again, the drop-in now current: starts (0)" "$?" 0
+	unlike "... and leaves it as it is (no install)" "$out" "restored the trusted commands' sudoers drop-in"
 else
 	skip "a drop-in of another release" "no probe in the test root"
 fi
