@@ -17,17 +17,25 @@
 
 /* /proc/sysvipc/<name>: which whitespace-separated columns hold the id, the owner's uid and
  * the creator's (the kernel's seq_show of each kind). */
+/* The columns of each table that are read (as the kernel's proc_sysvipc_*_show print
+ * them): the id, the owner's and the creator's uids, and the pids that tell who used the
+ * object (used_from_outside): a segment's creator (cpid), a queue's last sender and
+ * receiver (lspid, lrpid) with the time of each (stime, rtime; 0: never). Column 0 is the
+ * key, so 0 there is "no such column". ncols: how many are read, up to the last used. */
 static const struct {
 	const char *file;
 	unsigned id, uid, cuid;
+	unsigned cpid, spid, stime, rpid, rtime;
+	unsigned ncols;
 } tables[_IPC_KIND_MAX] = {
-	[IPC_KIND_SHM] = {"sysvipc/shm", 1, 7, 9},
-	[IPC_KIND_MSG] = {"sysvipc/msg", 1, 7, 9},
-	[IPC_KIND_SEM] = {"sysvipc/sem", 1, 4, 6},
+	[IPC_KIND_SHM] = {"sysvipc/shm", 1, 7, 9, .cpid = 4, .ncols = 10},
+	[IPC_KIND_MSG] = {"sysvipc/msg", 1, 7, 9, .spid = 5, .rpid = 6, .stime = 11, .rtime = 12,
+			  .ncols = 13},
+	[IPC_KIND_SEM] = {"sysvipc/sem", 1, 4, 6, .ncols = 7},
 };
 
 #define IPC_LINE_MAX 512
-#define IPC_COLUMNS_MAX 13
+#define IPC_COLUMNS_MAX 13 /* the most any table's ncols is */
 
 /* Whether the object is used by a process outside our PID namespace: /proc/sysvipc gives
  * its pids as this namespace numbers them, 0 for a process it does not hold (and a pid of
@@ -41,16 +49,14 @@ static const struct {
  * nothing). A semaphore set names no process in /proc/sysvipc/sem: not told apart. */
 static bool used_from_outside(enum ipc_kind kind, const unsigned long *col)
 {
-	switch (kind) {
-	case IPC_KIND_SHM:
-		return col[4] == 0;
-	case IPC_KIND_MSG:
-		return (col[11] != 0 && col[5] == 0) || (col[12] != 0 && col[6] == 0);
-	case IPC_KIND_SEM:
-	case _IPC_KIND_MAX:
-	default:
-		return false;
-	}
+	unsigned cpid = tables[kind].cpid, spid = tables[kind].spid, rpid = tables[kind].rpid;
+
+	if (cpid)
+		return col[cpid] == 0;
+	if (spid)
+		return (col[tables[kind].stime] != 0 && col[spid] == 0) ||
+		       (col[tables[kind].rtime] != 0 && col[rpid] == 0);
+	return false;
 }
 
 /* One line of a table: the object when its owner or creator is uid (or any agent) and no
@@ -59,7 +65,7 @@ static bool used_from_outside(enum ipc_kind kind, const unsigned long *col)
 static bool parse_line(const char *line, enum ipc_kind kind, uid_t uid, struct ipc_obj *o)
 {
 	unsigned long col[IPC_COLUMNS_MAX];
-	unsigned n = 0, need = kind == IPC_KIND_MSG ? 13 : tables[kind].cuid + 1;
+	unsigned n = 0, need = tables[kind].ncols;
 	const char *p = line;
 
 	while (n < need) {
