@@ -71,14 +71,14 @@ int ufs_lock(int dir_fd, const char *name, unsigned timeout_ms, unsigned flags);
  * per page as it is first written; a hint, errors are ignored. */
 void ufs_prefault(void *p, size_t n);
 
+/* The pieces v[0..n) as one NUL-terminated malloc'd string (the formatters' result). */
+int ufs_iov_join(const struct iovec *v, size_t n, char **ret, size_t *ret_len);
+
 /* Read a regular file (no symlink; opened O_NONBLOCK, anything else is -EBADFD) of at
  * most max bytes into one buffer of len + 1 bytes from uarena_alloc (free it with
  * uarena_free; sandbox-users/arena.h), NUL-terminated; -ENOENT when
  * missing. ret_st (optional) is the fstat of the fd read, for the caller's owner check;
  * ret_fd (optional) gets the fd, still open, else it is closed. */
-/* The pieces v[0..n) as one NUL-terminated malloc'd string (the formatters' result). */
-int ufs_iov_join(const struct iovec *v, size_t n, char **ret, size_t *ret_len);
-
 int ufs_read_file(int dir_fd, const char *name, size_t max, char **ret, size_t *ret_len,
 		  struct stat *ret_st, int *ret_fd);
 

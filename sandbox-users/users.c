@@ -558,6 +558,38 @@ static int write_back_possible(struct ctx *c)
 	return replaceable(c->reg_fd, "", "/data/pistis");
 }
 
+/* Each /etc file about to be replaced still the version load_etc read (inode, size,
+ * mtime, ctime): a tool that does not take /etc/.pwd.lock (busybox's adduser, musl has no
+ * lckpwdf, a script's sed -i or >>) that replaced or edited one meanwhile would otherwise
+ * lose its change to our rename, the account it added gone without a word. Asked after
+ * the slow part (the sync), right before the first rename; the staged copies of the
+ * attributes (copy_xattrs, by name) are of this same version then. */
+static int etc_unchanged(struct ctx *c)
+{
+	for (int k = 0; k < _PWFILE_KIND_MAX; k++) {
+		const struct stat *a = &c->st[k];
+		struct stat b;
+
+		if (!c->db.present[k] || !c->db.f[k].changed)
+			continue;
+		if (fstatat(c->etc_fd, pwfile_kind_name(k), &b, AT_SYMLINK_NOFOLLOW) < 0)
+			return set_error(-errno, "cannot stat /etc/%s; nothing changed",
+					 pwfile_kind_name(k));
+		if (a->st_dev != b.st_dev || a->st_ino != b.st_ino || a->st_size != b.st_size ||
+		    a->st_mtim.tv_sec != b.st_mtim.tv_sec ||
+		    a->st_mtim.tv_nsec != b.st_mtim.tv_nsec ||
+		    a->st_ctim.tv_sec != b.st_ctim.tv_sec ||
+		    a->st_ctim.tv_nsec != b.st_ctim.tv_nsec)
+			return set_error(
+				-EAGAIN,
+				"/etc/%s changed while pistisd users held /etc/.pwd.lock (a "
+				"tool that does not take that lock wrote it); nothing "
+				"changed: run it again",
+				pwfile_kind_name(k));
+	}
+	return 0;
+}
+
 /* Stage every changed file, make all of their data durable at once, then commit:
  * 1. write the new content of the registry and each changed /etc file (no sync yet):
  *    into the previous backup "<name>-" when no one has it open, else into "<name>+";
@@ -640,6 +672,9 @@ static int write_back(struct ctx *c, const struct users_identity *ids, size_t n_
 			  all[i]->recycled ? all[i]->bak : all[i]->tmp);
 		goto abort;
 	}
+	r = etc_unchanged(c);
+	if (r < 0)
+		goto abort;
 	if (c->db.reg.changed && !forget) {
 		r = commit_registry(c, &reg, "nothing changed");
 		if (r < 0)

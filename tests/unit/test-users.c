@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
@@ -1613,6 +1614,54 @@ TEST(ensure_on_a_root_fallback)
 {
 	need_root(_metadata);
 	ensure_and_check(_metadata, false);
+}
+
+/* fdatasync as the library calls it (ufs_sync, between ensure's read of /etc and its
+ * renames), with a writer that does not take /etc/.pwd.lock (busybox's adduser, a
+ * script's >>) appending to <racing_root>/etc/passwd on the first call once armed. */
+static char *racing_root;
+
+int fdatasync(int fd)
+{
+	if (racing_root) {
+		char path[2048];
+		int w;
+
+		snprintf(path, sizeof(path), "%s/etc/passwd", racing_root);
+		racing_root = NULL;
+		w = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+		if (w < 0 || write(w, "\nracer:x:2000:2000::/:/bin/sh\n", 30) != 30)
+			abort();
+		close(w);
+	}
+	return (int)syscall(SYS_fdatasync, fd);
+}
+
+/* Such a line written while ensure held the lock was lost to its rename, without a word:
+ * now ensure sees /etc/passwd changed since it read it and writes nothing; run again, it
+ * keeps both. */
+TEST(ensure_keeps_a_line_written_meanwhile_without_the_lock)
+{
+	char *root, *pw;
+	struct users_identity id;
+
+	need_root(_metadata);
+	root = make_root();
+	racing_root = root;
+	EXPECT_EQ(users_ensure(root, "agent-race", (uid_t)-1, &id), -EAGAIN);
+	EXPECT_NULL(racing_root); /* the writer did act */
+	EXPECT_NOT_NULL(strstr(users_last_error(), "/etc/passwd changed while"));
+	pw = read_text(root, "etc/passwd");
+	EXPECT_NOT_NULL(strstr(pw, "\nracer:x:2000:"));
+	EXPECT_NULL(strstr(pw, "pi-agent-"));
+	free(pw);
+	EXPECT_EQ(users_lookup(root, "agent-race", &id), -ENOENT);
+	ASSERT_EQ(users_ensure(root, "agent-race", (uid_t)-1, &id), 0);
+	pw = read_text(root, "etc/passwd");
+	EXPECT_NOT_NULL(strstr(pw, "\nracer:x:2000:"));
+	EXPECT_NOT_NULL(strstr(pw, id.name));
+	free(pw);
+	rm_root(root);
 }
 
 /* The caller's fds are the caller's: a first ensure (no registry yet) once closed fd 0,
