@@ -78,6 +78,9 @@ static struct {
 	unsigned char *sent_token;
 	size_t sent_token_len;
 	char name[64];
+	/* the relay's close frame on this connection (note_close): status, reason */
+	unsigned close_status;
+	char close_reason[124]; /* a control frame's 125 bytes less the status, NUL */
 	unsigned attempt;
 	lws_sorted_usec_list_t reconnect_sul;
 	lws_sorted_usec_list_t clock_beat_sul;
@@ -717,10 +720,31 @@ static void connect_now(lws_sorted_usec_list_t *sul)
 	}
 }
 
+/* The relay's close frame (RFC 6455 5.5.1): a 2-byte status, then the reason, which
+ * server-min fills to say why it cut (another protocol version, too many malformed
+ * messages). Kept for connection_lost's line: before, the log said only "closed", and the
+ * operator had to read the relay's log to learn why the sandbox kept redialling. */
+static void note_close(const unsigned char *in, size_t len)
+{
+	size_t n = len > 2 ? len - 2 : 0;
+
+	if (n > sizeof(S.close_reason) - 1)
+		n = sizeof(S.close_reason) - 1;
+	S.close_status = in && len >= 2 ? (unsigned)in[0] << 8 | in[1] : 0;
+	if (n && in)
+		memcpy(S.close_reason, in + 2, n);
+	S.close_reason[n] = '\0';
+}
+
 static void connection_lost(const char *why)
 {
-	if (S.conn || S.established)
+	if ((S.conn || S.established) && S.close_status)
+		log_warning("Relay connection lost: closed by the relay, status %u, reason '%s'",
+			    S.close_status, S.close_reason);
+	else if (S.conn || S.established)
 		log_warning("Relay connection lost: %s", why);
+	S.close_status = 0;
+	S.close_reason[0] = '\0';
 	S.conn = NULL;
 	S.established = false;
 	S.recent_next = 0;
@@ -894,6 +918,10 @@ static int cb_relay(struct lws *wsi, enum lws_callback_reasons reason, void *use
 	case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
 		forget_sent_token();
 		connection_lost(in ? (const char *)in : "connection error");
+		break;
+	case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
+		if (wsi == S.conn)
+			note_close((const unsigned char *)in, len);
 		break;
 	case LWS_CALLBACK_CLIENT_CLOSED:
 		if (wsi == S.conn)

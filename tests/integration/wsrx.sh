@@ -179,5 +179,7 @@ unlike "serve: a masked frame fails the connection (RFC 6455 5.1), is not unmask
 is "serve: nothing else kept the connection but invalid UTF-8 text" \
 	"$(val kept "$W/sh.out" | tr , '\n' | grep -v -e utf8 -e '^none$')" ""
 is "serve: it answered the 2^40-byte message with too_large" "$(val huge_error "$W/sh.out")" too_large
+like "serve: a close frame from the relay: its status and reason logged, escaped" \
+	"$(cat "$W/pd.log")" "Relay connection lost: closed by the relay, status 1008, reason 'bye \\\\x1b\\[31mred\\\\nnext \\\\'q\\\\''"
 grep -q 'Relay connection lost' "$W/pd.log" || sed 's/^/# /' "$W/pd.log" | tail -n 20
 done_testing

@@ -1190,6 +1190,20 @@ def serve_hostile(port, token, seed):
     except Exception as e:
         why.append("no redial after the huge frame: %s" % e)
     res["len_2e40_stream"] = why
+    # a close frame with a status and a reason holding control bytes: pistisd's log line
+    # names both (escaped), then it dials again
+    why = []
+    h, p = ws_frame(8, struct.pack(">H", 1008) + b"bye \x1b[31mred\nnext 'q'")
+    c.send(h + p)
+    c.wait_eof(5)
+    c.close()
+    try:
+        c = connect()
+        if not ping(c, 1000):
+            why.append("no answer to a ping after the close")
+    except Exception as e:
+        why.append("no redial after the close frame: %s" % e)
+    res["close_with_reason"] = why
     bad = {k: v for k, v in res.items() if v}
     for k, v in sorted(bad.items()):
         note("FAILED %s (seed %d): %s" % (k, seed, "; ".join(v)))
