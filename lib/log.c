@@ -151,9 +151,13 @@ void log_bad_option(char *const *argv, int ind, int opt, const char *help)
 {
 	const char *a = ind > 0 ? argv[ind - 1] : NULL;
 
-	if ((!a || strncmp(a, "--", 2)) && opt > 0x20 && opt < 0x7f)
-		log_error("option '-%c' is unknown or needs a value; see '%s'", opt, help);
-	else if (a)
+	/* The letter as a value, escaped like any: as %c, a ' or \ read as the quote's end
+	 * or an escape (option '-'' is unknown), and a control byte went out raw. */
+	if ((!a || strncmp(a, "--", 2)) && opt > 0 && opt < 0x100) {
+		char o[3] = {'-', (char)opt, '\0'};
+
+		log_error("option '%s' is unknown or needs a value; see '%s'", o, help);
+	} else if (a)
 		log_error("option '%s' is unknown or needs a value; see '%s'", a, help);
 	else
 		log_error("bad option; see '%s'", help);

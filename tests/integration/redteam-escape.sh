@@ -18,6 +18,11 @@ for cmd in "pistisd run" "pistisd check" "pistisd serve" "pistisd policy plan" \
 done
 out=$("$BIN/pistisd" run --agent 2>&1 >/dev/null)
 like "a missing value names its option" "$out" "option '--agent' is unknown or needs a value"
+out=$("$BIN/pistisd" run "-'" 2>&1 >/dev/null)
+like "a bad short option ' is named escaped, not ending its quotes" "$out" "^pistisd: option '-\\\\'' is unknown"
+out=$("$BIN/pistisd" run "-"$'\e' 2>&1 >/dev/null)
+fails "a bad short option ESC: no raw control byte" raw "$out"
+like "... named escaped" "$out" "option '-\\\\x1b' is unknown"
 
 # A hostile name in a message is escaped exactly once: in text each value's bytes once (its
 # quote too, so it cannot end the '...' around it), one line a message; in JSON each byte
