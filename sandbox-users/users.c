@@ -835,19 +835,31 @@ static bool homes_complete(int data_fd, const struct users_identity *id)
 	return true;
 }
 
+/* An ensure that found /etc changed under it by a writer that ignores the lock
+ * (etc_unchanged: nothing written) reads everything again and tries again, twice: serve
+ * and `pistisd run` ensure on their own, with no one to "run it again". */
+#define ENSURE_TRIES 3
+
 static int ensure_locked(struct ctx *c, const char *agent_id, uid_t want_uid,
 			 struct users_identity *ret)
 {
-	int r = lock_and_load(c);
-	if (r < 0)
-		return r;
-	r = users_db_ensure(&c->db, agent_id, want_uid, ret);
-	if (r < 0)
-		return db_error(c, r);
-	r = ids_mapped(ret);
-	if (r < 0)
-		return r;
-	return write_back(c, ret, 1, false);
+	for (unsigned tries = 1;; tries++) {
+		int r = lock_and_load(c);
+		if (r < 0)
+			return r;
+		r = users_db_ensure(&c->db, agent_id, want_uid, ret);
+		if (r < 0)
+			return db_error(c, r);
+		r = ids_mapped(ret);
+		if (r < 0)
+			return r;
+		r = write_back(c, ret, 1, false);
+		if (r != -EAGAIN || tries == ENSURE_TRIES)
+			return r;
+		/* Both locks go and are taken again in their order (lock_and_load). */
+		c->pwd_lock = safe_close(c->pwd_lock);
+		c->reg_lock = safe_close(c->reg_lock);
+	}
 }
 
 /* Whether the password field of a line pwfile_scan found can never match (db.c's rule:
