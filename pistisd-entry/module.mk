@@ -5,7 +5,7 @@ entry_SRCS := pistisd-entry/entry.c pistisd-entry/conf.c
 MUSL_BINS += pistisd-entry
 pistisd-entry_SRCS := pistisd-entry/main.c pistisd-entry/prepare.c pistisd-entry/supervise.c \
 	pistisd-entry/harden.c pistisd-entry/repair.c
-pistisd-entry_LIBS := entry lib
+pistisd-entry_LIBS := entry trusted lib
 
 UNIT_TESTS += test-entry
 test-entry_SRCS := tests/unit/test-entry.c

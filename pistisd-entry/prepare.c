@@ -257,10 +257,15 @@ static bool dir_has_entries(const char *path)
 	return any;
 }
 
-/* Whether the drop-in is missing (0), there in another release's form (1: it does not end
- * with the Defaults line and rule this pistis writes, TRUSTED_DROPIN_TAIL), or anything
- * else (-1: current, or not a plain root's file, which serve does not believe anyway). */
-static int dropin_to_restore(void)
+/* The drop-in as entry finds it. */
+enum dropin_found {
+	DROPIN_MISSING,
+	DROPIN_OTHER,	/* not ending with this release's Defaults line and rule */
+	DROPIN_CURRENT, /* in this release's form */
+	DROPIN_LOOSE,	/* not a plain root's file, or unreadable: serve does not believe it */
+};
+
+static enum dropin_found dropin_found(void)
 {
 	_cleanup_close_ int fd = -1;
 	_cleanup_free_ char *text = NULL;
@@ -269,25 +274,83 @@ static int dropin_to_restore(void)
 
 	fd = open(ENTRY_TRUSTED_SUDOERS, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	if (fd < 0)
-		return errno == ENOENT ? 0 : -1;
+		return errno == ENOENT ? DROPIN_MISSING : DROPIN_LOOSE;
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 022))
-		return -1;
+		return DROPIN_LOOSE;
 	if (fd_read_all(fd, TRUSTED_DROPIN_SIZE_MAX, &text, &len) < 0)
-		return -1;
-	return trusted_dropin_text_current(text, len) ? -1 : 1;
+		return DROPIN_LOOSE;
+	return trusted_dropin_text_current(text, len) ? DROPIN_CURRENT : DROPIN_OTHER;
+}
+
+/* Whether a trusted command's wrapper (/data/bin/NAME for each NAME in /data/trusted) is
+ * missing, or is ours and names an interpreter that is not an executable file: a new image
+ * that has pistisd elsewhere (/usr/bin instead of /usr/local/bin) keeps the volume's
+ * wrappers, whose shebang names the old path, and every agent's call of a trusted command
+ * failed ("bad interpreter") while the drop-in was current and nothing ran install. The
+ * first such wrapper is named in why. Install writes them again (and checks all the rest). */
+static bool wrapper_stale(char *why, size_t size)
+{
+	_cleanup_close_ int fd =
+		open(ENTRY_TRUSTED_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	struct dirent *de;
+	bool stale = false;
+
+	if (!d)
+		return false;
+	fd = -1; /* the DIR has it */
+	while (!stale && (de = readdir(d))) {
+		char path[sizeof(ENTRY_DATA_BIN) + sizeof(de->d_name)], head[256];
+		_cleanup_close_ int w = -1;
+		struct stat st;
+		ssize_t n;
+		char *interp, *end;
+
+		if (!trusted_name_valid(de->d_name))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", ENTRY_DATA_BIN, de->d_name);
+		w = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+		if (w < 0) {
+			stale = errno == ENOENT;
+			if (stale)
+				snprintf(why, size, "no wrapper %s", path);
+			continue;
+		}
+		n = read(w, head, sizeof(head) - 1);
+		if (n <= 0 || !trusted_wrapper_is_ours(head, (size_t)n))
+			continue; /* not ours: install says what it makes of it */
+		head[n] = '\0';
+		interp = head + 2;
+		end = interp + strcspn(interp, " \t\n");
+		*end = '\0';
+		if (stat(interp, &st) < 0 || !S_ISREG(st.st_mode) || !(st.st_mode & 0111)) {
+			stale = true;
+			snprintf(why, size, "a wrapper whose interpreter %s is not there (%s)",
+				 interp, path);
+		}
+	}
+	closedir(d);
+	return stale;
 }
 
 int entry_trusted_restore(const char *data_dir, const char *pistisd, int64_t grace_ms)
 {
 	char *argv[] = {(char *)pistisd, (char *)"trusted", (char *)"install", NULL};
 	const char *suid;
-	int status = 0, r, state;
+	char stale[640] = "";
+	int status = 0, r;
+	enum dropin_found state;
 
 	/* Restored where the image has no drop-in (a container made afresh), and rewritten
 	 * where it has one in another release's form (an image that kept an older one; a
 	 * plain machine's /etc): serve believes only the form its own release writes, so
-	 * such a drop-in keeps the trusted commands off until install has run. */
-	if (!dir_has_entries(ENTRY_TRUSTED_DIR) || (state = dropin_to_restore()) < 0)
+	 * such a drop-in keeps the trusted commands off until install has run. A current
+	 * one is left alone unless a wrapper is stale (wrapper_stale). */
+	if (!dir_has_entries(ENTRY_TRUSTED_DIR))
+		return 0;
+	state = dropin_found();
+	if (state == DROPIN_LOOSE ||
+	    (state == DROPIN_CURRENT && !wrapper_stale(stale, sizeof(stale))))
 		return 0;
 	/* With the drop-in, every shared tree must be nosuid or `pistisd serve` refuses to
 	 * start (nosuid_data, nosuid_workspaces, nosuid_shared are hard then): restored onto a
@@ -311,8 +374,12 @@ int entry_trusted_restore(const char *data_dir, const char *pistisd, int64_t gra
 		return r;
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
 		log_notice("restored the trusted commands' sudoers drop-in from %s (pistisd "
-			   "trusted install): the image had %s",
-			   ENTRY_TRUSTED_DIR, state ? "one another release wrote" : "none");
+			   "trusted install): the image had %s%s",
+			   ENTRY_TRUSTED_DIR,
+			   state == DROPIN_MISSING ? "none"
+			   : state == DROPIN_OTHER ? "one another release wrote"
+						   : "a current one, and the volume ",
+			   stale);
 	else
 		log_warning("'%s trusted install' failed (%s %d): trusted commands stay off until "
 			    "it succeeds",

@@ -51,6 +51,7 @@ int entry_startup_stop(void);
  * again and writes the drop-in. Its failure is logged (trusted commands stay off: serve's
  * trusted_configured needs the drop-in), not fatal; returns 0 or a logged -errno. */
 #define ENTRY_TRUSTED_DIR "/data/trusted"
+#define ENTRY_DATA_BIN "/data/bin" /* the trusted commands' wrappers */
 #define ENTRY_TRUSTED_SUDOERS "/etc/sudoers.d/pistis-trusted"
 int entry_trusted_restore(const char *data_dir, const char *pistisd, int64_t grace_ms);
 /* The first of trusted.h's TRUSTED_SHARED_TREES (data_dir for /data) that exists and is not

@@ -218,6 +218,24 @@ if [ -x "$R2/usr/local/lib/pistis-tests/probe" ]; then
 	out=$(in_root "$R2" /usr/local/bin/pistisd-entry --no-harden-mounts --no-restart -- /bin/true 2>&1)
 	is "entry again, the drop-in now current: starts (0)" "$?" 0
 	unlike "... and leaves it as it is (no install)" "$out" "restored the trusted commands' sudoers drop-in"
+	# A new image with pistisd elsewhere keeps the volume's wrappers, whose shebang names
+	# the old path: every agent's call failed (bad interpreter) while the drop-in was
+	# current and nothing ran install. Entry now rewrites them.
+	WR=$R2/data/bin/lang
+	wcall() { in_root "$R2" pistisd run --agent agent/t -- /data/bin/lang 2>&1; }
+	is "a wrapper through pistisd: the agent's call works" "$(wcall)" "lang=unset"
+	sed -i '1s|^#![^ ]*|#!/usr/bin/pistisd-moved|' "$WR"
+	unlike "a wrapper naming a pistisd that is not there: the agent's call fails" "$(wcall)" "lang="
+	out=$(in_root "$R2" /usr/local/bin/pistisd-entry --no-harden-mounts --no-restart -- /bin/true 2>&1)
+	is "entry with that wrapper: starts (0)" "$?" 0
+	like "... and runs install, saying why" "$out" \
+		"restored the trusted commands' sudoers drop-in .*the volume a wrapper whose interpreter /usr/bin/pistisd-moved is not there \\(/data/bin/lang\\)"
+	like "... the wrapper names this pistisd again" "$(head -n 1 "$WR")" '^#!/usr/local/bin/pistisd trusted-exec$'
+	is "... and the agent's call works again" "$(wcall)" "lang=unset"
+	rm "$WR"
+	out=$(in_root "$R2" /usr/local/bin/pistisd-entry --no-harden-mounts --no-restart -- /bin/true 2>&1)
+	like "a wrapper deleted by hand: entry writes it again" "$out" "the volume no wrapper /data/bin/lang"
+	ok "... it is there" test -f "$WR"
 else
 	skip "a drop-in of another release" "no probe in the test root"
 fi
