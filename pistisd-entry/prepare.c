@@ -240,17 +240,26 @@ int entry_ensure_base(const char *pistisd, int64_t grace_ms)
 	return entry_exit_code(status) ?: ENTRY_EXIT_SYSTEM;
 }
 
+/* Directory path opened without following a link, or NULL. */
+static DIR *opendir_nofollow(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+
+	if (!d && fd >= 0)
+		close(fd);
+	return d;
+}
+
 /* Whether directory PATH (not followed) holds any entry. */
 static bool dir_has_entries(const char *path)
 {
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	DIR *d = opendir_nofollow(path);
 	struct dirent *de;
 	bool any = false;
 
 	if (!d)
 		return false;
-	fd = -1; /* the DIR has it */
 	while (!any && (de = readdir(d)))
 		any = strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
 	closedir(d);
@@ -290,15 +299,12 @@ static enum dropin_found dropin_found(void)
  * first such wrapper is named in why. Install writes them again (and checks all the rest). */
 static bool wrapper_stale(char *why, size_t size)
 {
-	_cleanup_close_ int fd =
-		open(ENTRY_TRUSTED_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	DIR *d = opendir_nofollow(ENTRY_TRUSTED_DIR);
 	struct dirent *de;
 	bool stale = false;
 
 	if (!d)
 		return false;
-	fd = -1; /* the DIR has it */
 	while (!stale && (de = readdir(d))) {
 		char path[sizeof(ENTRY_DATA_BIN) + sizeof(de->d_name)], head[256];
 		_cleanup_close_ int w = -1;

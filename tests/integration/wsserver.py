@@ -1127,6 +1127,17 @@ def serve_hostile(port, token, seed):
         h, p = ws_frame(1, json.dumps({"id": "probe%d" % n, "op": "ping"}))
         c.send(h + p)
         return c.wait_json(lambda o: o.get("id") == "probe%d" % n, 5)
+
+    def redial(c, n, after, why):
+        """c closed; the connection pistisd dials next, which must answer ping n."""
+        c.close()
+        try:
+            c = connect()
+            if not ping(c, n):
+                why.append("no answer to a ping after %s" % after)
+        except Exception as e:
+            why.append("no redial after %s: %s" % (after, e))
+        return c
     c = connect()
     pid = pid_of_peer(c.sport, c.cport)
     out("serve_pid", pid or "?")
@@ -1182,13 +1193,7 @@ def serve_hostile(port, token, seed):
     out("huge_sent_mib", sent >> 20)
     out("rss_before_kb", rss0)
     out("rss_max_kb", rss_max)
-    c.close()
-    try:
-        c = connect()
-        if not ping(c, 999):
-            why.append("no answer to a ping after the huge frame")
-    except Exception as e:
-        why.append("no redial after the huge frame: %s" % e)
+    c = redial(c, 999, "the huge frame", why)
     res["len_2e40_stream"] = why
     # a close frame with a status and a reason holding control bytes: pistisd's log line
     # names both (escaped), then it dials again
@@ -1196,13 +1201,7 @@ def serve_hostile(port, token, seed):
     h, p = ws_frame(8, struct.pack(">H", 1008) + b"bye \x1b[31mred\nnext 'q'")
     c.send(h + p)
     c.wait_eof(5)
-    c.close()
-    try:
-        c = connect()
-        if not ping(c, 1000):
-            why.append("no answer to a ping after the close")
-    except Exception as e:
-        why.append("no redial after the close frame: %s" % e)
+    c = redial(c, 1000, "the close frame", why)
     res["close_with_reason"] = why
     bad = {k: v for k, v in res.items() if v}
     for k, v in sorted(bad.items()):
