@@ -7,6 +7,7 @@
 #include "pistisd/seccomp-profile.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/audit.h>
 #include <linux/sched.h>
 #include <linux/seccomp.h>
@@ -26,6 +27,8 @@
 #ifndef TIOCLINUX
 #define TIOCLINUX 0x541C
 #endif
+/* <linux/fcntl.h> of Linux 6.19: F_LINUX_SPECIFIC_BASE + 16 */
+#define SECCOMP_PROFILE_F_SETDELEG 1040
 #ifndef CLONE_NEWTIME
 #define CLONE_NEWTIME 0x00000080
 #endif
@@ -244,6 +247,16 @@ const struct seccomp_profile_rule seccomp_profile_rules[] = {
 	 * (CVE-2020-14416), n_gsm (CVE-2023-6546). Nothing an agent builds software with
 	 * changes the line discipline; the argument is a pointer, so TIOCSETD goes whole. */
 	DENY_ARG32("ioctl", 1, TIOCSETD),
+	/* Leases: the owner of a file makes every other process's open of it wait up to
+	 * fs.lease-break-time (45 s) for its release, which it may ignore. Agent A owns
+	 * files in the trees agents share (/workspaces), so another agent's tools, a trusted
+	 * command run for it, and its exec of a script there hung (red team: B's cat of A's
+	 * file took 18 s, and the exec of one outlives the 2 s exec deadline). F_SETDELEG
+	 * (Linux 6.19: delegations, directories too, broken also by unlink and rename) is
+	 * the same wait by another name; a number an older kernel does not know is EINVAL
+	 * there. Nothing that builds software takes a lease (Samba, NFS servers do). */
+	DENY_ARG32("fcntl", 1, F_SETLEASE),
+	DENY_ARG32("fcntl", 1, SECCOMP_PROFILE_F_SETDELEG),
 	DENY_FAMILIES("socket"),
 	DENY_FAMILIES("socketpair"),
 	/* The obsolete SOCK_PACKET type (10): the kernel makes socket(AF_INET, SOCK_PACKET)

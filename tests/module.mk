@@ -12,7 +12,8 @@ INTEGRATION_TESTS += tests/integration/redteam-spawn.sh tests/integration/redtea
 	tests/integration/redteam-accounts.sh \
 	tests/integration/redteam-pty.sh \
 	tests/integration/redteam-lifecycle.sh \
-	tests/integration/redteam-upgrade.sh
+	tests/integration/redteam-upgrade.sh \
+	tests/integration/redteam-view.sh
 # The binaries in real Docker containers (a private dockerd; docker.io from bootstrap.sh check).
 INTEGRATION_TESTS += tests/integration/docker.sh tests/integration/docker-restricted.sh
 # Beside what a plain machine has: threaded cgroups, shared mount propagation, NSS sources.

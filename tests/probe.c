@@ -180,6 +180,11 @@ static void syscalls(void)
 	S("ioctl.TIOCSETD", SYS_ioctl, -1, TIOCSETD, NULL);
 	S("ioctl.TIOCGETD", SYS_ioctl, -1, TIOCGETD, NULL);
 	S("ioctl.TCGETS", SYS_ioctl, -1, TCGETS, NULL);
+	S("fcntl.F_SETLEASE", SYS_fcntl, -1, F_SETLEASE, F_WRLCK);
+	S("fcntl.F_SETLEASE_hi", SYS_fcntl, -1, 0x100000000UL | F_SETLEASE, F_WRLCK);
+	S("fcntl.F_SETDELEG", SYS_fcntl, -1, 1040, NULL);
+	S("fcntl.F_GETLEASE", SYS_fcntl, -1, F_GETLEASE);
+	S("fcntl.F_SETLK", SYS_fcntl, -1, F_SETLK, NULL);
 	S("socket.AF_UNIX", SYS_socket, AF_UNIX, -1, 0);
 	S("socket.AF_INET", SYS_socket, AF_INET, -1, 0);
 	S("socket.AF_INET6", SYS_socket, AF_INET6, -1, 0);

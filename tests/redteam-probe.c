@@ -43,7 +43,9 @@
  *                                      SIGKILL, SIGSTOP on a pty of its own; then open each
  *                                      PATH for writing: open.PATH=ERRNO
  *   redteam-probe ptys N SECONDS       open up to N pseudo-terminals (/dev/ptmx, unlocked),
- *                                      print ptys=COUNT and why it stopped, hold them SECONDS */
+ *                                      print ptys=COUNT and why it stopped, hold them SECONDS
+ *   redteam-probe lease FILE SECONDS   take a write lease on FILE (ours), print lease=ERRNO,
+ *                                      hold it SECONDS ignoring the break (SIGIO ignored) */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -803,6 +805,23 @@ static int mode_ptys(long n, int seconds)
 	return 0;
 }
 
+/* A write lease makes every other open of the file wait for its holder (up to
+ * fs.lease-break-time) or fail with EWOULDBLOCK (O_NONBLOCK). */
+static int mode_lease(const char *path, int seconds)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	signal(SIGIO, SIG_IGN);
+	if (fd < 0) {
+		printf("lease=open:%s\n", ename(errno));
+		return 1;
+	}
+	printf("lease=%s\n", fcntl(fd, F_SETLEASE, F_WRLCK) < 0 ? ename(errno) : "ok");
+	fflush(stdout);
+	sleep((unsigned)seconds);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "";
@@ -839,6 +858,8 @@ int main(int argc, char **argv)
 		return mode_tty(argc, argv);
 	if (!strcmp(mode, "ptys") && argc > 3)
 		return mode_ptys(atol(argv[2]), atoi(argv[3]));
+	if (!strcmp(mode, "lease") && argc > 3)
+		return mode_lease(argv[2], atoi(argv[3]));
 	if (!strcmp(mode, "pause")) {
 		printf("pid=%d\n", (int)getpid());
 		fflush(stdout);
@@ -847,6 +868,6 @@ int main(int argc, char **argv)
 	}
 	fprintf(stderr, "usage: redteam-probe stall S|peek PID...|readfd N|seccomp|setuid0|"
 			"escape S|closeout S|cgroup [DIR]...|pause|hunt DIR...|listen NAME S|"
-			"connect NAME|swap DIR A B S [MARK]|tty [PATH]...|ptys N S\n");
+			"connect NAME|swap DIR A B S [MARK]|tty [PATH]...|ptys N S|lease FILE S\n");
 	return 100;
 }

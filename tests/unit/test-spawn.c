@@ -1090,6 +1090,9 @@ TEST(seccomp_table_as_root)
 					    "ioctl.TIOCSTI_hi",
 					    "ioctl.TIOCLINUX",
 					    "ioctl.TIOCSETD",
+					    "fcntl.F_SETLEASE",
+					    "fcntl.F_SETLEASE_hi",
+					    "fcntl.F_SETDELEG",
 					    "socket.AF_PACKET",
 					    "socket.AF_KEY",
 					    "socket.AF_ALG",
@@ -1108,19 +1111,12 @@ TEST(seccomp_table_as_root)
 					    "personality.LINUX_hi"};
 	static const char *const enosys[] = {"io_uring_setup", "io_uring_enter",
 					     "io_uring_register", "clone3", "past_table"};
-	static const char *const allowed[] = {"clone.plain",
-					      "ioctl.TCGETS",
-					      "socket.AF_UNIX",
-					      "socket.AF_INET",
-					      "socket.AF_INET6",
-					      "socket.AF_NETLINK",
-					      "dup.badfd",
-					      "personality.query",
-					      "personality.LINUX32",
-					      "socket.AF_INET_TCP",
-					      "socket.AF_INET6_UDP",
-					      "ioctl.TIOCGETD",
-					      "socket.AF_NETLINK_AUDIT"};
+	static const char *const allowed[] = {
+		"clone.plain",	      "ioctl.TCGETS",	     "socket.AF_UNIX",
+		"socket.AF_INET",     "socket.AF_INET6",     "socket.AF_NETLINK",
+		"dup.badfd",	      "personality.query",   "personality.LINUX32",
+		"socket.AF_INET_TCP", "socket.AF_INET6_UDP", "ioctl.TIOCGETD",
+		"fcntl.F_GETLEASE",   "fcntl.F_SETLK",	     "socket.AF_NETLINK_AUDIT"};
 
 	need_root_and_probe(_metadata);
 	seccomp_profile_load(&bpf);
