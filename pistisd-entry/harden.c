@@ -9,6 +9,7 @@
 #include "pistisd-entry/supervise.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <sched.h>
 #include <stdio.h>
@@ -289,6 +290,51 @@ const char *entry_shared_tree_not_nosuid(const char *data_dir)
 			return trees[i];
 	}
 	return NULL;
+}
+
+/* Without the sticky bit any agent removes, renames or replaces another's files in a
+ * directory they all write, and the kernel's protected_symlinks, _regular and _fifos, which
+ * apply to sticky directories only, hold nothing there (red team: an image made with
+ * `chmod 777 /tmp`). Adding the bit only takes away: the permission bits stay as they are,
+ * setuid and setgid go (a setgid directory hands its group to every file made in it). Done
+ * through the fd, before any agent runs. One owned by anyone but root is left for pistisd
+ * check's sticky_shared to refuse: its owner removes anyone's files, sticky or not. */
+void entry_sticky_scratch(void)
+{
+	static const char *const trees[] = {TRUSTED_SCRATCH_TREES};
+
+	for (size_t i = 0; i < ELEMENTSOF(trees); i++) {
+		_cleanup_close_ int fd =
+			open(trees[i], O_RDONLY | O_DIRECTORY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+		struct stat st;
+
+		if (fd < 0) {
+			if (errno != ENOENT)
+				log_warning_errno(-errno,
+						  "Failed to open '%s' to check its sticky "
+						  "bit: %m",
+						  trees[i]);
+			continue;
+		}
+		if (fstat(fd, &st) < 0 || st.st_uid != 0 || (st.st_mode & S_ISVTX))
+			continue;
+		if (!(st.st_mode & S_IWOTH) && !((st.st_mode & S_IWGRP) && st.st_gid != 0))
+			continue;
+		mode_t mode = S_ISVTX | (st.st_mode & 0777);
+		if (fchmod(fd, mode) < 0)
+			log_warning_errno(
+				-errno,
+				"'%s' is writable by others without the sticky bit, and "
+				"adding it failed: %m; pistisd serve refuses to start on it "
+				"(sticky_shared): chmod 1777 it in the image",
+				trees[i]);
+		else
+			log_notice(
+				"'%s' was mode %04o, writable by others without the sticky bit: "
+				"made %04o, so that no agent removes or replaces another's files "
+				"there",
+				trees[i], (unsigned)(st.st_mode & 07777), (unsigned)mode);
+	}
 }
 
 /* The separators of PISTIS_ALLOW's names, as serve reads them (check_allow_parse). */

@@ -39,8 +39,9 @@ static const char help_text[] =
 	"                          seconds (default 10)\n"
 	"  --data DIR              the data directory entry prepares and reads serve.conf\n"
 	"                          from (default /data; pistisd itself always uses /data)\n"
-	"  --no-prepare            leave the data directory, the base users and the\n"
-	"                          trusted commands' drop-in alone\n"
+	"  --no-prepare            leave the data directory, the base users, the\n"
+	"                          trusted commands' drop-in and the sticky bit of\n"
+	"                          /tmp, /dev/shm, /var/tmp and /run/lock alone\n"
 	"  --no-harden-mounts      leave mounts alone: by default the data directory,\n"
 	"                          /workspaces, /tmp, /dev/shm, /var/tmp and /run/lock\n"
 	"                          are made nosuid,nodev and /proc gets hidepid=invisible\n"
@@ -208,6 +209,7 @@ int main(int argc, char **argv)
 		r = entry_prepare_data(o.data_dir);
 		if (r < 0)
 			return ENTRY_EXIT_SYSTEM;
+		entry_sticky_scratch();
 		r = entry_ensure_base(o.pistisd, o.grace_ms);
 		if ((sig = entry_startup_stop()))
 			return stopped_before_start(sig);

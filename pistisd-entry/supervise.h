@@ -32,6 +32,11 @@ int entry_repair_state(int data_fd, const char *data_dir);
  * or /workspaces could not be hardened, or a scratch tree is not nosuid and PISTIS_ALLOW
  * does not name serve's check. (harden.c) */
 int entry_harden_mounts(const char *data_dir);
+
+/* The scratch directories agents share (/tmp, /dev/shm, /var/tmp, /run/lock) that are root's
+ * and writable by others without the sticky bit get it; logged, never fatal (pistisd
+ * serve's sticky_shared check refuses what is left). */
+void entry_sticky_scratch(void);
 /* Whether PISTIS_ALLOW (serve's opt-outs) names check name, split as serve splits it. */
 bool entry_serve_allows(const char *name);
 

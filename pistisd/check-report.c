@@ -91,6 +91,14 @@ static const struct {
 		 "root and other agents' tools never write into a FIFO an agent planted in /tmp",
 		 "sysctl fs.protected_fifos=2 on the host (1 covers /tmp), or --allow "
 		 "protected_fifos"},
+	[CHECK_STICKY_SHARED] =
+		{"sticky_shared", true,
+		 "no agent removes, renames or replaces another's entries in /tmp, /dev/shm, "
+		 "/var/tmp or /run/lock, and protected_symlinks, protected_regular and "
+		 "protected_fifos hold there: they cover sticky directories only",
+		 "chmod 1777 the directory named, and chown root it (pistisd-entry adds the "
+		 "sticky bit to a root-owned one at start-up; docker run --tmpfs gives 1777), "
+		 "or --allow sticky_shared"},
 	[CHECK_YAMA_PTRACE] =
 		{"yama_ptrace_scope", false,
 		 "an agent cannot trace its own trusted-command children or other same-uid "

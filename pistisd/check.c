@@ -1301,6 +1301,63 @@ static void probe_nosuid_shared(struct check_report *r, int root_fd, bool truste
 		  n ? seen : "none there");
 }
 
+/* trusted.h's TRUSTED_SCRATCH_TREES inside the root (links followed inside it: a /var/tmp
+ * that is a link to /tmp is judged as /tmp), the directories every agent may write: each one
+ * others may write must be root's and sticky. Without the sticky bit agent A removes or
+ * renames B's entries there (a socket, a lock file, a directory B made) and puts its own
+ * in their place, and fs.protected_symlinks, _regular and _fifos, hard checks above, apply
+ * to sticky directories only: in a 0777 /tmp, B's tools and the trusted commands follow
+ * A's symlink and write into A's file as if those sysctls were 0 (red team: an image made
+ * with `chmod 777 /tmp`; before, nothing said so). An owner other than root removes
+ * anyone's entries, sticky or not. */
+static void probe_sticky_shared(struct check_report *r, int root_fd)
+{
+	static const char *const trees[] = {TRUSTED_SCRATCH_TREES};
+	char seen[128] = "";
+	size_t n = 0;
+
+	for (size_t i = 0; i < ELEMENTSOF(trees); i++) {
+		const char *rel = trees[i] + 1;
+		_cleanup_close_ int fd =
+			check_openat2(root_fd, rel, O_PATH | O_DIRECTORY,
+				      CHECK_RESOLVE_IN_ROOT | CHECK_RESOLVE_NO_MAGICLINKS);
+		struct stat st;
+
+		if (fd < 0 && errno == ENOSYS)
+			fd = openat(root_fd, rel, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (fd < 0 && errno == ENOENT)
+			continue;
+		if (fd < 0 || fstat(fd, &st) < 0) {
+			check_set(r, CHECK_STICKY_SHARED, CHECK_STATUS_FAIL,
+				  "cannot look at %s (%s)", trees[i], errno_name(errno));
+			return;
+		}
+		bool others_write =
+			(st.st_mode & S_IWOTH) || ((st.st_mode & S_IWGRP) && st.st_gid != 0);
+		if (!others_write)
+			continue;
+		if (!(st.st_mode & S_ISVTX)) {
+			check_set(r, CHECK_STICKY_SHARED, CHECK_STATUS_FAIL,
+				  "%s: mode %04o, writable by others and not sticky: any agent "
+				  "removes or replaces another's files there, and the "
+				  "protected_* sysctls do not apply",
+				  trees[i], (unsigned)(st.st_mode & 07777));
+			return;
+		}
+		if (st.st_uid != 0) {
+			check_set(
+				r, CHECK_STICKY_SHARED, CHECK_STATUS_FAIL,
+				"%s: owned by uid %u, mode %04o: its owner removes anyone's files "
+				"there",
+				trees[i], (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+			return;
+		}
+		n += (size_t)snprintf(seen + n, sizeof(seen) - n, "%s%s", n ? ", " : "", trees[i]);
+	}
+	check_set(r, CHECK_STICKY_SHARED, CHECK_STATUS_OK, "%s%s", n ? seen : "none",
+		  n ? ": root's and sticky" : " writable by others");
+}
+
 /* Run `PROG -V` (inside the root when it is not "/") and keep the first line of stdout.
  * Fixed environment, stdin /dev/null, output and time bounded. */
 static int program_version(const char *root, const char *path, char *buf, size_t size)
@@ -2111,6 +2168,7 @@ int check_run(const char *root, unsigned flags, struct check_report **ret)
 			 CHECK_STATUS_MISSING);
 	probe_sysctl_need_want(r, CHECK_PROTECTED_REGULAR, "fs/protected_regular", 1, 2);
 	probe_sysctl_need_want(r, CHECK_PROTECTED_FIFOS, "fs/protected_fifos", 1, 2);
+	probe_sticky_shared(r, root_fd);
 	probe_sysctl_min(r, CHECK_YAMA_PTRACE, "kernel/yama/ptrace_scope", 1, CHECK_STATUS_WARN,
 			 CHECK_STATUS_MISSING);
 	probe_sysctl_zero(r, CHECK_TIOCSTI, "dev/tty/legacy_tiocsti", CHECK_STATUS_MISSING,
@@ -2218,8 +2276,8 @@ static void help(void)
 	       "  --json          one JSON document instead of the table\n"
 	       "  --root DIR      look at the image under DIR: only the image checks (sudo,\n"
 	       "                  visudo, account_files, data_bin, data_state,\n"
-	       "                  orchestrator_secrets, dev_nodes, setuid_files,\n"
-	       "                  agent_writable; nosuid_shared's\n"
+	       "                  orchestrator_secrets, dev_nodes, sticky_shared,\n"
+	       "                  setuid_files, agent_writable; nosuid_shared's\n"
 	       "                  write rules) look there; kernel checks always describe\n"
 	       "                  the running kernel, mount checks its mounts\n"
 	       "  --allow NAMES   accept that these hard requirements do not hold (also\n"
