@@ -476,24 +476,31 @@ static unsigned entries_of(const char *agent)
 
 /* The table is full: an ended command, kept only for its reader's final ack, of the agent
  * holding the most entries is dropped (its oldest, as its linger would have), if that agent
- * holds more than agent does. Without this one agent whose readers never ack filled the
- * table for 10 minutes at a time and every other agent's exec.start got "too many
- * commands". Running commands are never dropped. */
+ * holds more than agent does; else agent's own oldest ended one. Without the first, one
+ * agent whose readers never ack filled the table for 10 minutes at a time and every other
+ * agent's exec.start got "too many commands"; without the second, an agent that held the
+ * most itself (the only agent of a sandbox, whose clients went away before the end of 256
+ * commands) got it for 10 minutes, with none of its commands running (red team,
+ * serve-soak.sh). Running commands are never dropped. */
 static void make_room_for(const char *agent)
 {
-	struct cmd *victim = NULL;
+	struct cmd *victim = NULL, *own = NULL;
 	unsigned most = entries_of(agent);
 
 	for (struct cmd *x = T.cmds; x; x = x->next) {
 		unsigned n;
 		if (!x->done || (victim && !strcmp(x->agent, victim->agent)))
 			continue;
+		if (!own && !strcmp(x->agent, agent))
+			own = x; /* the first in the list: agent's oldest ended one */
 		n = entries_of(x->agent);
 		if (n > most) {
 			most = n;
 			victim = x; /* the first ended one in the list: that agent's oldest */
 		}
 	}
+	if (!victim)
+		victim = own;
 	if (!victim)
 		return;
 	log_info("Command %u of agent \"%s\" dropped before its final acknowledgement: the "

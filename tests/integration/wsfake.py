@@ -757,7 +757,7 @@ def scenario_noack_leftover(cport, ctoken, real):
 def scenario_table_hog(cport, ctoken, real, n):
     """One agent starts n short commands and never acknowledges their end: pistisd keeps
     each for its reader's final ack (10 minutes), and they filled its table of 256 for every
-    agent. Another agent's exec.start must still get in."""
+    agent. Another agent's exec.start must still get in, and so must its own."""
     c = client(cport, ctoken)
     started = refused = 0
     for i in range(0, n, 20):  # 20 at a time: under the 32 running commands an agent may have

@@ -1,0 +1,380 @@
+#!/usr/bin/env python3
+"""serve-soak.py PORT TOKEN AGENT ROUNDS: a relay of our own for `pistisd serve`
+(tests/integration/serve-soak.sh), on loopback. It runs ROUNDS rounds of mixed operations
+(commands that succeed, fail to start, time out, are killed, overrun their output, detach and
+are re-attached, pty commands with resizes, stdin to ended commands, file operations that
+succeed and fail, hostile messages and frames, a relay redial in the middle of a command),
+after one warm-up round, and prints what serve holds (fds and what they point at, VmRSS,
+VmData, threads, children, zombies) after the warm-up and after the rounds, and every fd
+list a command saw of its own."""
+import base64, json, os, re, socket, struct, sys, threading, time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from wsserver import Conn, listen, pid_of_peer, ws_frame, pframe, xor  # noqa: E402
+from wsfake import frame_head  # noqa: E402
+
+
+def out(k, v):
+    print("%s=%s" % (k, v), flush=True)
+
+
+class Relay(Conn):
+    """A Conn that files what pistisd sends by kind instead of keeping every message:
+    answers by id, exec.exit events by cmd, output bytes and the last sequence by cmd."""
+
+    def __init__(self, ls, token):
+        self.answers, self.exits, self.outb, self.seq = {}, {}, {}, {}
+        super().__init__(ls, "pistis.v1", token, timeout=30)
+
+    def _reader(self):
+        data, op0 = b"", 0
+        try:
+            while True:
+                b0, n, mask = frame_head(self._need)
+                p = self._need(n)
+                if mask:
+                    p = xor(p, mask)
+                op = b0 & 0x0F
+                if op >= 8:
+                    continue
+                if op:
+                    op0 = op
+                data += p
+                if not b0 & 0x80:
+                    continue
+                with self.cv:
+                    self.file(op0, data)
+                    self.cv.notify_all()
+                data = b""
+        except (EOFError, OSError):
+            pass
+        with self.cv:
+            self.eof = True
+            self.cv.notify_all()
+
+    def file(self, op, data):
+        if op == 2:
+            if len(data) < 16:
+                return
+            _, stream, _, cmd, seq = struct.unpack(">BBHIQ", data[:16])
+            self.seq[cmd] = max(self.seq.get(cmd, 0), seq)
+            b = self.outb.setdefault(cmd, bytearray())
+            if len(b) < 65536:
+                b += data[16:]
+            return
+        try:
+            o = json.loads(data)
+        except ValueError:
+            return
+        if o.get("op") == "hello":
+            self.answers["hello"] = o
+        elif o.get("event") == "exec.exit":
+            self.exits[o.get("cmd")] = o
+        elif "ok" in o:
+            self.answers[o.get("id")] = o
+
+    def wait(self, f, timeout=10):
+        end = time.time() + timeout
+        with self.cv:
+            while True:
+                v = f()
+                if v is not None:
+                    return v
+                left = end - time.time()
+                if self.eof or left <= 0:
+                    return None
+                self.cv.wait(left)
+
+
+class Soak:
+    def __init__(self, ls, token, agent, trusted=None):
+        self.trusted = trusted
+        self.ls, self.token, self.agent = ls, token, agent
+        self.n = 0
+        self.fdlists = []
+        self.bad = []
+        self.c = None
+        self.pid = None
+        self.dial()
+
+    def hangup(self):
+        try:
+            self.c.s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.c.close()
+
+    def dial(self):
+        self.c = Relay(self.ls, self.token)
+        if self.c.wait(lambda: self.c.answers.get("hello"), 30) is None:
+            raise SystemExit("hello=none")
+        self.send({"id": "hello", "ok": True})
+        self.pid = pid_of_peer(self.c.sport, self.c.cport) or self.pid
+
+    def send(self, o):
+        h, p = ws_frame(1, json.dumps(o) if not isinstance(o, (bytes, str)) else o)
+        self.c.send(h + p)
+
+    def req(self, o, timeout=15):
+        self.n += 1
+        o["id"] = "q%d" % self.n
+        self.send(o)
+        a = self.c.wait(lambda: self.c.answers.pop(o["id"], None), timeout)
+        if a is None:
+            self.bad.append("no answer to %s" % json.dumps(o)[:200])
+            return {}
+        return a
+
+    def ack_done(self, cmd, timeout=15):
+        e = self.c.wait(lambda: self.c.exits.pop(cmd, None), timeout)
+        if e is None:
+            self.bad.append("no exec.exit for %s" % cmd)
+            return None
+        self.send({"id": "a%d" % cmd, "op": "exec.ack", "cmd": cmd, "seq": e.get("last_seq", 0)})
+        self.c.outb.pop(cmd, None)
+        self.c.seq.pop(cmd, None)
+        return e
+
+    def start(self, **kw):
+        o = {"op": "exec.start", "agent": self.agent}
+        o.update(kw)
+        a = self.req(o)
+        return a.get("cmd") if a.get("ok") else None
+
+    def run(self, argv, **kw):
+        cmd = self.start(argv=argv, **kw)
+        if cmd is None:
+            self.bad.append("did not start: %s" % argv)
+            return None, None
+        e = self.ack_done(cmd)
+        return e, cmd
+
+    def fdcheck(self, why):
+        """A command that prints the fds it holds: only 0, 1, 2."""
+        cmd = self.start(shell="ls /proc/$$/fd")
+        if cmd is None:
+            self.bad.append("fd probe did not start (%s)" % why)
+            return
+        self.c.wait(lambda: self.c.exits.get(cmd), 10)
+        fds = bytes(self.c.outb.get(cmd, b"")).decode(errors="replace").split()
+        fds = " ".join(fds)
+        self.ack_done(cmd)
+        self.fdlists.append(fds)
+        if fds != "0 1 2":
+            self.bad.append("after %s a command held fds: %s" % (why, fds))
+
+    def round(self, i):
+        A = self.agent
+        # commands that succeed
+        self.run(["/bin/true"])
+        self.run(["/bin/sh", "-c", "echo out; echo err >&2; exit 3"])
+        # fail to start: missing program, not executable, unreadable cwd, bad arguments
+        self.req({"op": "exec.start", "agent": A, "argv": ["/nonexistent/prog"]})
+        self.req({"op": "exec.start", "agent": A, "argv": ["/etc/passwd"]})
+        self.req({"op": "exec.start", "agent": A, "argv": ["/bin/true"], "cwd": "/data/nope%d" % i})
+        self.req({"op": "exec.start", "agent": A, "argv": ["/bin/true"], "cwd": "/etc"})
+        self.req({"op": "exec.start", "agent": A, "argv": ["/bin/true"], "cwd": "/data/pistis"})
+        self.req({"op": "exec.start", "agent": A, "argv": []})
+        self.req({"op": "exec.start", "agent": A, "argv": ["/bin/true"], "pty": True, "rows": 99999})
+        self.req({"op": "exec.start", "agent": A, "argv": ["/bin/true"], "env": {"LD_PRELOAD": "x"}})
+        self.req({"op": "exec.start", "agent": "no such agent!", "argv": ["/bin/true"]})
+        self.req({"op": "exec.start", "agent": A, "argv": ["/nonexistent"], "pty": True})
+        self.req({"op": "exec.start", "agent": A, "argv": ["/nonexistent"], "stdin": "pipe"})
+        self.req({"op": "exec.start", "agent": A, "argv": ["/bin/true"], "pty": True, "cwd": "/data/nope"})
+        self.req({"op": "exec.start", "agent": A, "argv": ["/bin/true"], "stdin": "pipe", "cwd": "/etc"})
+        self.fdcheck("failed starts")
+        # timeout, kill, signal to an ended command
+        self.run(["/bin/sleep", "10"], timeout_ms=150)
+        cmd = self.start(argv=["/bin/sleep", "30"])
+        if cmd:
+            self.req({"op": "exec.signal", "cmd": cmd, "signal": 9})
+            self.ack_done(cmd)
+            self.req({"op": "exec.signal", "cmd": cmd, "signal": 15})
+        # a background child that keeps the pipes (drain, left_children_killed)
+        self.run(["/bin/sh", "-c", "sleep 20 & echo bg"])
+        # output over the window (acked at the end only), and an output_cap
+        self.run(["/bin/sh", "-c", "head -c 3000000 /dev/zero"])
+        self.run(["/bin/sh", "-c", "head -c 300000 /dev/zero"], output_cap=1000)
+        # stdin: JSON and frames, to a live and an ended command
+        cmd = self.start(argv=["/bin/cat"], stdin="pipe")
+        if cmd:
+            self.req({"op": "exec.stdin", "cmd": cmd, "data": base64.b64encode(b"abc").decode()})
+            h, p = ws_frame(2, pframe(0, 1, cmd, 1, b"def"))
+            self.c.send(h + p)
+            self.ack_done(cmd)
+            self.req({"op": "exec.stdin", "cmd": cmd, "data": "eHl6"})
+            h, p = ws_frame(2, pframe(0, 0, cmd, 2, b"late"))
+            self.c.send(h + p)
+            self.req({"op": "exec.close_stdin", "cmd": cmd})
+        # pty with resizes and input
+        cmd = self.start(argv=["/bin/sh"], pty=True, rows=30, cols=100)
+        if cmd:
+            for r in (10, 50, 4096):
+                self.req({"op": "exec.resize", "cmd": cmd, "rows": r, "cols": r})
+            self.req({"op": "exec.stdin", "cmd": cmd,
+                      "data": base64.b64encode(b"stty size; exit 0\n").decode()})
+            self.ack_done(cmd)
+            self.req({"op": "exec.resize", "cmd": cmd, "rows": 5, "cols": 5})
+        # a detached reader: a new reader attaches, acks everything
+        cmd = self.start(argv=["/bin/sh", "-c", "echo detached; sleep 0.2"], reader="r-old")
+        if cmd:
+            self.c.wait(lambda: self.c.exits.get(cmd), 10)
+            self.req({"op": "exec.attach", "cmd": cmd, "after": 0, "reader": "r-new"})
+            self.ack_done(cmd)
+        self.req({"op": "exec.attach", "cmd": 999999, "after": 0})
+        self.req({"op": "exec.list"})
+        self.req({"op": "sandbox.status"})
+        self.fdcheck("exec paths")
+        # file operations, as the agent
+        d = "/tmp/soak"
+        self.req({"op": "fs.mkdir", "agent": A, "path": d})
+        self.req({"op": "fs.write", "agent": A, "path": d + "/f",
+                  "data": base64.b64encode(b"x" * 5000).decode()})
+        self.req({"op": "fs.read", "agent": A, "path": d + "/f"})
+        self.req({"op": "fs.edit", "agent": A, "path": d + "/f", "old": "x", "new": "y"})
+        self.req({"op": "fs.edit", "agent": A, "path": d + "/f", "old": "zz", "new": "y"})
+        self.req({"op": "fs.stat", "agent": A, "path": d + "/f"})
+        self.req({"op": "fs.list", "agent": A, "path": d})
+        self.req({"op": "fs.read", "agent": A, "path": d + "/missing"})
+        self.req({"op": "fs.read", "agent": A, "path": "/etc/shadow"})
+        self.req({"op": "fs.write", "agent": A, "path": "/etc/soak", "data": "eA=="})
+        self.req({"op": "fs.read", "agent": A, "path": d + "/fifo"})
+        self.req({"op": "fs.write", "agent": A, "path": d + "/fifo", "data": "eA=="})
+        self.req({"op": "fs.read", "agent": A, "path": d + "/loop/x"})
+        self.req({"op": "fs.list", "agent": A, "path": "/proc/self/fd"})
+        self.req({"op": "fs.read", "agent": A, "path": d + "/f", "offset": 1 << 52})
+        self.req({"op": "fs.write", "agent": A, "path": d + "/big", "data": "eA==", "offset": 1 << 40})
+        self.req({"op": "fs.move", "agent": A, "path": d + "/f", "to": d + "/g"})
+        self.req({"op": "fs.remove", "agent": A, "path": d + "/g"})
+        self.req({"op": "fs.remove", "agent": A, "path": d + "/g"})
+        self.req({"op": "fs.mkdir", "agent": A, "path": d + "/t/u/v", "parents": True})
+        self.req({"op": "fs.remove", "agent": A, "path": d + "/t", "recursive": True})
+        self.req({"op": "users.ensure", "agent": A})
+        self.req({"op": "fs.read", "agent": A, "path": d + "/f", "limit": 0})
+        self.req({"op": "fs.write", "agent": A, "path": d + "/h", "data": "not base64!"})
+        self.req({"op": "fs.read_prompt", "agent": A, "path": d + "/loop"})
+        self.req({"op": "fs.list", "agent": A, "path": d + "/missing"})
+        self.req({"op": "fs.stat", "agent": "no such agent!", "path": d})
+        # administrative helpers: answered, failed
+        self.req({"op": "policy.explain", "path": d, "agent": A})
+        self.req({"op": "policy.check", "rules": "not a rule line"})
+        self.req({"op": "trusted.list"})
+        self.req({"op": "trusted.remove", "name": "nosuch"})
+        self.req({"op": "trusted.add", "name": "../x", "data": "eA=="})
+        if self.trusted:
+            self.run(["/data/bin/" + self.trusted])
+        self.fdcheck("file operations")
+        # hostile messages and frames
+        self.send("{not json")
+        self.send('{"id":"x","op":"nope"}')
+        self.send('{"id":"y","op":"exec.ack","cmd":"str"}')
+        h, p = ws_frame(2, b"\x01\x00")
+        self.c.send(h + p)
+        h, p = ws_frame(2, pframe(0, 0, 123456, 1, b"zz"))
+        self.c.send(h + p)
+        h, p = ws_frame(2, pframe(9, 0, 1, 0, b""))
+        self.c.send(h + p)
+        self.req({"op": "ping"})
+        # every 5th round: the relay goes away in the middle of a command and is redialled
+        if i % 5 == 4:
+            cmd = self.start(argv=["/bin/sh", "-c", "sleep 0.5; echo after"])
+            self.hangup()
+            self.dial()
+            if cmd:
+                self.req({"op": "exec.attach", "cmd": cmd, "after": 0})
+                self.ack_done(cmd)
+            self.fdcheck("a redial")
+
+    def measure(self):
+        pid = self.pid
+        st = {}
+        with open("/proc/%d/status" % pid) as f:
+            for l in f:
+                k, _, v = l.partition(":")
+                st[k] = v.split()[0] if v.split() else ""
+        fds, fds_targets = {}, []
+        for fd in os.listdir("/proc/%d/fd" % pid):
+            try:
+                t = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+            except OSError:
+                continue
+            fds_targets.append(t)
+            k = t.split(":[")[0] if ":[" in t else t
+            fds[k] = fds.get(k, 0) + 1
+        # the command cgroups under the agent's (those serve keeps for reuse included)
+        cgroups = 0
+        for t in fds_targets:
+            m = re.match(r"(.*/pi-agent-[^/]+)", t)
+            if m:
+                cgroups = sum(1 for e in os.scandir(m.group(1)) if e.is_dir())
+                break
+        kids, zombies = 0, 0
+        for t in os.listdir("/proc/%d/task" % pid):
+            with open("/proc/%d/task/%s/children" % (pid, t)) as f:
+                for k in f.read().split():
+                    kids += 1
+                    try:
+                        with open("/proc/%s/stat" % k) as g:
+                            if g.read().rsplit(")", 1)[1].split()[0] == "Z":
+                                zombies += 1
+                    except OSError:
+                        pass
+        return {"fds": sum(fds.values()), "fd_kinds": fds, "rss_kb": int(st["VmRSS"]),
+                "data_kb": int(st["VmData"]), "threads": int(st["Threads"]),
+                "children": kids, "zombies": zombies, "cgroups": cgroups}
+
+    def settle(self):
+        """Wait until serve has no commands left (listed) and its children are gone."""
+        end = time.time() + 20
+        while time.time() < end:
+            a = self.req({"op": "exec.list"})
+            m = self.measure()
+            if not a.get("commands") and m["children"] == 0:
+                return m
+            time.sleep(0.2)
+        return self.measure()
+
+
+def main():
+    port, token, agent, rounds = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
+    ls = listen(port)
+    s = Soak(ls, token, agent, sys.argv[5] if len(sys.argv) > 5 else None)
+    # the fixtures: a FIFO and a symlink loop in the agent's directory
+    s.run(["/bin/sh", "-c", "mkdir -p /tmp/soak && cd /tmp/soak && "
+           "mkfifo fifo && ln -s loop loop"])
+    s.round(0)
+    s.round(1)
+    m0 = s.settle()
+    out("before", json.dumps(m0, sort_keys=True))
+    t0 = time.time()
+    for i in range(2, rounds + 2):
+        s.round(i)
+        if i % 10 == 0:
+            m = s.measure()
+            print("# round %d: fds %d rss %d data %d children %d cgroups %d" %
+                  (i, m["fds"], m["rss_kb"], m["data_kb"], m["children"], m["cgroups"]),
+                  flush=True)
+    m1 = s.settle()
+    out("after", json.dumps(m1, sort_keys=True))
+    out("requests", s.n)
+    out("seconds", "%.1f" % (time.time() - t0))
+    out("fdlists", len(s.fdlists))
+    for b in s.bad[:20]:
+        out("bad", b)
+    out("bad_count", len(s.bad))
+    # readers that never come back: ended commands kept for their final ack fill the table;
+    # the agent's own next command must still start
+    n = 0
+    for i in range(300):
+        cmd = s.start(argv=["/bin/true"], reader="gone%d" % i)
+        if cmd is None:
+            break
+        s.c.wait(lambda: s.c.exits.get(cmd), 10)
+        n += 1
+    out("abandoned_started", n)
+    for k in ("fds", "rss_kb", "data_kb", "threads", "children", "zombies", "cgroups"):
+        out("d_" + k, m1[k] - m0[k])
+
+
+if __name__ == "__main__":
+    main()

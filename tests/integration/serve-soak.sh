@@ -1,0 +1,53 @@
+#!/bin/bash
+# Promise 6 (docs/security.md): `pistisd serve` stays up and loses nothing over many
+# operations. A relay of our own (serve-soak.py) runs rounds of mixed operations, error
+# paths above all; what serve holds after them (fds and what they point at, resident and
+# data size, threads, children, zombies) must be within a small bound of what it held after
+# a warm-up, every command must have seen only fds 0-2, and nothing may be left in /tmp,
+# the agent's TMPDIR or the SysV IPC table. A throwaway Debian root, root, private mount
+# namespace.
+. "$(dirname "$0")/../lib.sh"
+need_root
+need_mount_ns "$@"
+need_bins pistisd
+command -v python3 >/dev/null || { echo "1..0 # SKIP no python3"; exit 0; }
+R=$(root_fresh debian) || { echo "1..0 # SKIP no debian test root"; exit 0; }
+W=$(scratch)
+cleanup() {
+	[ -n "${PD:-}" ] && kill "$PD" 2>/dev/null
+	wait 2>/dev/null
+	root_cleanup
+}
+trap cleanup EXIT
+ROUNDS=${PISTIS_SOAK_ROUNDS:-20}
+serve_setup "$R"
+in_root "$R" pistisd users ensure-base >/dev/null
+AG=soak1
+U=30611
+in_root "$R" pistisd users ensure "$AG" --uid $U >/dev/null || echo "# ensure failed"
+echo "127.0.1.1 $(hostname)" >>"$R/etc/hosts" # sudo resolves its host name
+printf '#!/bin/sh\necho trusted\n' >"$W/hi"
+chmod 0755 "$W/hi"
+"$BIN/pistisd" trusted add hi "$W/hi" --root "$R" >"$W/add.out" 2>&1 || echo "# trusted add failed"
+harden_shared "$R"
+fake_relay_run "$R" "$W" "$(dirname "$0")/serve-soak.py" "$AG" "$ROUNDS" hi
+val() { sed -n "s/^$1=//p" "$W/out" | head -n 1; }
+sed "s/^/# /" "$W/out"; tail -5 "$W/pd.log" | sed "s/^/# pd: /"
+is "no operation went wrong" "$(val bad_count)" 0
+ok "$(val requests) requests in $(val seconds) s" test "$(val requests)" -gt $((ROUNDS * 40))
+is "serve holds no more fds than after the warm-up" "$(val d_fds)" 0
+ok "its resident size grew by less than 2 MiB: $(val d_rss_kb) KiB" test "$(val d_rss_kb)" -lt 2048
+ok "its data size grew by less than 2 MiB: $(val d_data_kb) KiB" test "$(val d_data_kb)" -lt 2048
+is "no more threads" "$(val d_threads)" 0
+is "no children left" "$(val d_children)" 0
+is "no zombies" "$(val d_zombies)" 0
+ok "no more command cgroups under the agent's: $(val d_cgroups)" test "$(val d_cgroups)" -le 0
+is "no process of the agent left" "$(root_pids "$R" $U | wc -l)" 0
+is "nothing of the agent's left in /tmp but its fixtures" \
+	"$(find "$R/tmp" -mindepth 1 -user $U ! -path "$R/tmp/soak*" -printf '%P\n' | grep -v "^pistis-$AG" | head -5)" ""
+is "its TMPDIR is empty" "$(find "$R/tmp/pistis-$AG" -mindepth 1 2>/dev/null | head -5)" ""
+is "no SysV IPC objects of the agent" "$(ipc_of $U)" 0
+is "300 commands whose readers never acknowledge their end all start, one after the other" \
+	"$(val abandoned_started)" 300
+ok "pistisd serve is still running" kill -0 "$PD"
+done_testing
