@@ -21,7 +21,7 @@ INTEGRATION_TESTS += tests/integration/plain-machine.sh
 INTEGRATION_TESTS += tests/integration/shared-pidns.sh
 INTEGRATION_TESTS += tests/integration/userns.sh
 # Promise 6 over many operations: what pistisd serve and server-min hold, what is left.
-INTEGRATION_TESTS += tests/integration/serve-soak.sh
+INTEGRATION_TESTS += tests/integration/serve-soak.sh tests/integration/relay-soak.sh
 # A short run of each benchmark of bench/ that fits in a test run: each still runs here.
 INTEGRATION_TESTS += tests/integration/bench-smoke.sh
 # Every binary's, command's and verb's --help: exit 0, stdout only, 80 columns; every option
