@@ -30,6 +30,7 @@ printf '#!/bin/sh\necho trusted\n' >"$W/hi"
 chmod 0755 "$W/hi"
 "$BIN/pistisd" trusted add hi "$W/hi" --root "$R" >"$W/add.out" 2>&1 || echo "# trusted add failed"
 harden_shared "$R"
+find "$R/data" | sort >"$W/data0"
 fake_relay_run "$R" "$W" "$(dirname "$0")/serve-soak.py" "$AG" "$ROUNDS" hi
 val() { sed -n "s/^$1=//p" "$W/out" | head -n 1; }
 sed "s/^/# /" "$W/out"; tail -5 "$W/pd.log" | sed "s/^/# pd: /"
@@ -45,6 +46,7 @@ ok "no more command cgroups under the agent's: $(val d_cgroups)" test "$(val d_c
 is "no process of the agent left" "$(root_pids "$R" $U | wc -l)" 0
 is "nothing of the agent's left in /tmp but its fixtures" \
 	"$(find "$R/tmp" -mindepth 1 -user $U ! -path "$R/tmp/soak*" -printf '%P\n' | grep -v "^pistis-$AG" | head -5)" ""
+is "nothing new in /data" "$(find "$R/data" | sort | comm -13 "$W/data0" - | head -5)" ""
 is "its TMPDIR is empty" "$(find "$R/tmp/pistis-$AG" -mindepth 1 2>/dev/null | head -5)" ""
 is "no SysV IPC objects of the agent" "$(ipc_of $U)" 0
 is "300 commands whose readers never acknowledge their end all start, one after the other" \
