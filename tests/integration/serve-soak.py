@@ -283,6 +283,14 @@ class Soak:
             if cmd:
                 self.req({"op": "exec.attach", "cmd": cmd, "after": 0})
                 self.ack_done(cmd)
+            # and again with output on its way, unacknowledged: re-attached from 0
+            cmd = self.start(argv=["/bin/sh", "-c", "head -c 3000000 /dev/zero; sleep 0.3"])
+            time.sleep(0.1)
+            self.hangup()
+            self.dial()
+            if cmd:
+                self.req({"op": "exec.attach", "cmd": cmd, "after": 0})
+                self.ack_done(cmd)
             self.fdcheck("a redial")
 
     def measure(self):
@@ -359,9 +367,26 @@ def main():
     out("requests", s.n)
     out("seconds", "%.1f" % (time.time() - t0))
     out("fdlists", len(s.fdlists))
-    for b in s.bad[:20]:
-        out("bad", b)
-    out("bad_count", len(s.bad))
+    # an agent that stops its own processes (spawn children after their id change, before
+    # their exec, included): commands that start stopped or time out before exec
+    stopper = s.start(shell="while :; do kill -STOP -1; done")
+    res = []
+    for i in range(4):
+        a = s.req({"op": "exec.start", "agent": agent, "argv": ["/bin/true"], "timeout_ms": 1000})
+        res.append(a.get("cmd") if a.get("ok") else (a.get("error") or {}).get("message", "?"))
+    if stopper:
+        s.req({"op": "exec.signal", "cmd": stopper, "signal": 9})
+        s.ack_done(stopper)
+    for r in res:
+        if isinstance(r, int):
+            s.req({"op": "exec.signal", "cmd": r, "signal": 9})
+            s.ack_done(r)
+    out("stopped_starts", json.dumps(res))
+    m2 = s.settle()
+    out("after_stopped", json.dumps(m2, sort_keys=True))
+    for k in ("fds", "children", "cgroups"):
+        out("s_" + k, m2[k] - m0[k])
+    s.fdcheck("starts stopped before their exec")
     # readers that never come back: ended commands kept for their final ack fill the table;
     # the agent's own next command must still start
     n = 0
@@ -372,6 +397,9 @@ def main():
         s.c.wait(lambda: s.c.exits.get(cmd), 10)
         n += 1
     out("abandoned_started", n)
+    for b in s.bad[:20]:
+        out("bad", b)
+    out("bad_count", len(s.bad))
     for k in ("fds", "rss_kb", "data_kb", "threads", "children", "zombies", "cgroups"):
         out("d_" + k, m1[k] - m0[k])
 

@@ -49,6 +49,11 @@ is "nothing of the agent's left in /tmp but its fixtures" \
 is "nothing new in /data" "$(find "$R/data" | sort | comm -13 "$W/data0" - | head -5)" ""
 is "its TMPDIR is empty" "$(find "$R/tmp/pistis-$AG" -mindepth 1 2>/dev/null | head -5)" ""
 is "no SysV IPC objects of the agent" "$(ipc_of $U)" 0
+like "an agent that stops its own spawn children: starts that time out before their exec" \
+	"$(val stopped_starts)" 'timed out before exec'
+is "... leave no child of serve" "$(val s_children)" 0
+ok "... nor more fds than its pool of empty command cgroups (16): $(val s_fds)" \
+	test "$(val s_fds)" -le 16
 is "300 commands whose readers never acknowledge their end all start, one after the other" \
 	"$(val abandoned_started)" 300
 ok "pistisd serve is still running" kill -0 "$PD"
