@@ -367,6 +367,17 @@ def main():
     out("requests", s.n)
     out("seconds", "%.1f" % (time.time() - t0))
     out("fdlists", len(s.fdlists))
+    nr = int(os.environ.get("PISTIS_SOAK_REDIALS", "0"))
+    if nr:
+        for i in range(nr):
+            s.hangup()
+            s.dial()
+            s.req({"op": "ping"})
+            if i == 9:
+                r0 = s.measure()
+        r1 = s.measure()
+        out("redials", "%d: fds %d -> %d, rss %d -> %d, data %d -> %d" % (
+            nr, r0["fds"], r1["fds"], r0["rss_kb"], r1["rss_kb"], r0["data_kb"], r1["data_kb"]))
     # an agent that stops its own processes (spawn children after their id change, before
     # their exec, included): commands that start stopped or time out before exec
     stopper = s.start(shell="while :; do kill -STOP -1; done")

@@ -49,8 +49,10 @@ is "nothing of the agent's left in /tmp but its fixtures" \
 is "nothing new in /data" "$(find "$R/data" | sort | comm -13 "$W/data0" - | head -5)" ""
 is "its TMPDIR is empty" "$(find "$R/tmp/pistis-$AG" -mindepth 1 2>/dev/null | head -5)" ""
 is "no SysV IPC objects of the agent" "$(ipc_of $U)" 0
-like "an agent that stops its own spawn children: starts that time out before their exec" \
-	"$(val stopped_starts)" 'timed out before exec'
+# (how many time out before their exec rather than start stopped is up to the scheduler)
+n=$(val stopped_starts | grep -o 'timed out before exec' | wc -l)
+ok "an agent that stops its own spawn children: 4 starts answered ($n timed out before exec)" \
+	test "$(val stopped_starts | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')" = 4
 is "... leave no child of serve" "$(val s_children)" 0
 ok "... nor more fds than its pool of empty command cgroups (16): $(val s_fds)" \
 	test "$(val s_fds)" -le 16
