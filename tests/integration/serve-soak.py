@@ -378,6 +378,26 @@ def main():
         r1 = s.measure()
         out("redials", "%d: fds %d -> %d, rss %d -> %d, data %d -> %d" % (
             nr, r0["fds"], r1["fds"], r0["rss_kb"], r1["rss_kb"], r0["data_kb"], r1["data_kb"]))
+    # an agent that kills its own processes: file operation helpers (the agent after their
+    # id change) and commands killed at any step
+    killer = s.start(shell="while :; do kill -9 -1; done")
+    kres = {}
+    for i in range(20):
+        a = s.req({"op": ["fs.read", "fs.write", "fs.list", "fs.stat"][i % 4], "agent": agent,
+                   "path": "/tmp/soak/k", "data": "eA=="})
+        e = "ok" if a.get("ok") else (a.get("error") or {}).get("code", "?")
+        kres[e] = kres.get(e, 0) + 1
+        a = s.req({"op": "exec.start", "agent": agent, "argv": ["/bin/true"]})
+        if a.get("ok"):
+            s.ack_done(a["cmd"])
+    if killer:
+        s.req({"op": "exec.signal", "cmd": killer, "signal": 9})
+        s.ack_done(killer)
+    out("killed_helpers", json.dumps(kres, sort_keys=True))
+    m3 = s.settle()
+    for k in ("fds", "children", "cgroups"):
+        out("k_" + k, m3[k] - m0[k])
+    s.fdcheck("helpers and commands killed by their agent")
     # an agent that stops its own processes (spawn children after their id change, before
     # their exec, included): commands that start stopped or time out before exec
     stopper = s.start(shell="while :; do kill -STOP -1; done")

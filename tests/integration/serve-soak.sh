@@ -19,7 +19,7 @@ cleanup() {
 	root_cleanup
 }
 trap cleanup EXIT
-ROUNDS=${PISTIS_SOAK_ROUNDS:-20}
+ROUNDS=${PISTIS_SOAK_ROUNDS:-12}
 serve_setup "$R"
 in_root "$R" pistisd users ensure-base >/dev/null
 AG=soak1
@@ -49,6 +49,11 @@ is "nothing of the agent's left in /tmp but its fixtures" \
 is "nothing new in /data" "$(find "$R/data" | sort | comm -13 "$W/data0" - | head -5)" ""
 is "its TMPDIR is empty" "$(find "$R/tmp/pistis-$AG" -mindepth 1 2>/dev/null | head -5)" ""
 is "no SysV IPC objects of the agent" "$(ipc_of $U)" 0
+ok "an agent that kills its own processes in a loop: file operations answered ($(val killed_helpers))" \
+	test -n "$(val killed_helpers)"
+is "... its killed helpers and commands leave no child of serve" "$(val k_children)" 0
+ok "... nor more fds than its pool of empty command cgroups (16): $(val k_fds)" \
+	test "$(val k_fds)" -le 16
 # (how many time out before their exec rather than start stopped is up to the scheduler)
 n=$(val stopped_starts | grep -o 'timed out before exec' | wc -l)
 ok "an agent that stops its own spawn children: 4 starts answered ($n timed out before exec)" \
