@@ -190,6 +190,10 @@ class Soak:
             self.req({"op": "exec.signal", "cmd": cmd, "signal": 9})
             self.ack_done(cmd)
             self.req({"op": "exec.signal", "cmd": cmd, "signal": 15})
+        # SysV IPC objects left behind (removed with the agent's last command)
+        e, _ = self.run(["/bin/sh", "-c", "ipcmk -M 4096 && ipcmk -Q && ipcmk -S 1"])
+        if not e or e.get("code") != 0:
+            self.bad.append("ipcmk did not make its objects: %s" % json.dumps(e))
         # a background child that keeps the pipes (drain, left_children_killed)
         self.run(["/bin/sh", "-c", "sleep 20 & echo bg"])
         # output over the window (acked at the end only), and an output_cap

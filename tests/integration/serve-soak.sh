@@ -34,6 +34,7 @@ find "$R/data" | sort >"$W/data0"
 fake_relay_run "$R" "$W" "$(dirname "$0")/serve-soak.py" "$AG" "$ROUNDS" hi
 val() { sed -n "s/^$1=//p" "$W/out" | head -n 1; }
 sed "s/^/# /" "$W/out"; tail -5 "$W/pd.log" | sed "s/^/# pd: /"
+grep -c "removed [0-9]* SysV IPC" "$W/pd.log" | sed "s/^/# IPC removals logged: /"
 is "no operation went wrong" "$(val bad_count)" 0
 ok "$(val requests) requests in $(val seconds) s" test "$(val requests)" -gt $((ROUNDS * 40))
 is "serve holds no more fds than after the warm-up" "$(val d_fds)" 0
