@@ -287,6 +287,17 @@ class Soak:
             if cmd:
                 self.req({"op": "exec.attach", "cmd": cmd, "after": 0})
                 self.ack_done(cmd)
+            # output past the 8 MiB window: paused until acknowledged, then resumed
+            cmd = self.start(argv=["/bin/sh", "-c", "head -c 12000000 /dev/zero"])
+            end = time.time() + 30
+            while cmd and time.time() < end and cmd not in self.c.exits:
+                time.sleep(0.3)
+                self.send({"id": "w%d" % cmd, "op": "exec.ack", "cmd": cmd,
+                           "seq": self.c.seq.get(cmd, 0)})
+            if cmd:
+                e = self.ack_done(cmd)
+                if not e or e.get("stdout_bytes") != 12000000:
+                    self.bad.append("12 MB through the window: %s" % json.dumps(e))
             # and again with output on its way, unacknowledged: re-attached from 0
             cmd = self.start(argv=["/bin/sh", "-c", "head -c 3000000 /dev/zero; sleep 0.3"])
             time.sleep(0.1)
