@@ -150,10 +150,16 @@ class Soak:
         return e, cmd
 
     def fdcheck(self, why):
-        """A command that prints the fds it holds: only 0, 1, 2."""
-        cmd = self.start(shell="ls /proc/$$/fd")
+        """A command that prints the fds it holds: only 0, 1, 2 (one on a pty, with its
+        stdin a pipe, or plain, in turn)."""
+        self.probes = getattr(self, "probes", 0) + 1
+        kw = [{}, {"pty": True}, {"stdin": "pipe"}][self.probes % 3]
+        o = {"op": "exec.start", "agent": self.agent, "shell": "ls /proc/$$/fd"}
+        o.update(kw)
+        a = self.req(o)
+        cmd = a.get("cmd") if a.get("ok") else None
         if cmd is None:
-            self.bad.append("fd probe did not start (%s)" % why)
+            self.bad.append("fd probe %s did not start (%s): %s" % (kw, why, json.dumps(a)))
             return
         self.c.wait(lambda: self.c.exits.get(cmd), 10)
         fds = bytes(self.c.outb.get(cmd, b"")).decode(errors="replace").split()
@@ -212,7 +218,9 @@ class Soak:
             self.req({"op": "exec.close_stdin", "cmd": cmd})
         # pty with resizes and input
         cmd = self.start(argv=["/bin/sh"], pty=True, rows=30, cols=100)
-        if cmd:
+        if cmd is None:
+            self.bad.append("a pty command did not start")
+        else:
             for r in (10, 50, 4096):
                 self.req({"op": "exec.resize", "cmd": cmd, "rows": r, "cols": r})
             self.req({"op": "exec.stdin", "cmd": cmd,

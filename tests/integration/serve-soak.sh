@@ -20,6 +20,10 @@ cleanup() {
 }
 trap cleanup EXIT
 ROUNDS=${PISTIS_SOAK_ROUNDS:-12}
+# A devpts instance of the root's own with a small pool, as a container has one: a pty
+# that a path kept would use up the pool within the rounds.
+mkdir -p "$R/dev/pts" && mount -t devpts -o newinstance,ptmxmode=0666,mode=0620,max=8 devpts "$R/dev/pts" &&
+	ln -sf pts/ptmx "$R/dev/ptmx" || { echo "1..0 # SKIP cannot mount devpts"; exit 0; }
 serve_setup "$R"
 in_root "$R" pistisd users ensure-base >/dev/null
 AG=soak1
@@ -48,6 +52,7 @@ is "no process of the agent left" "$(root_pids "$R" $U | wc -l)" 0
 is "nothing of the agent's left in /tmp but its fixtures" \
 	"$(find "$R/tmp" -mindepth 1 -user $U ! -path "$R/tmp/soak*" -printf '%P\n' | grep -v "^pistis-$AG" | head -5)" ""
 is "nothing new in /data" "$(find "$R/data" | sort | comm -13 "$W/data0" - | head -5)" ""
+is "no pty left in use" "$(ls "$R/dev/pts" | grep -vc '^ptmx$')" 0
 is "its TMPDIR is empty" "$(find "$R/tmp/pistis-$AG" -mindepth 1 2>/dev/null | head -5)" ""
 is "no SysV IPC objects of the agent" "$(ipc_of $U)" 0
 ok "an agent that kills its own processes in a loop: file operations answered ($(val killed_helpers))" \
