@@ -91,6 +91,7 @@ class Soak:
         self.trusted = trusted
         self.ls, self.token, self.agent = ls, token, agent
         self.n = 0
+        self.codes = {}
         self.fdlists = []
         self.bad = []
         self.c = None
@@ -123,6 +124,8 @@ class Soak:
         if a is None:
             self.bad.append("no answer to %s" % json.dumps(o)[:200])
             return {}
+        k = "%s:%s" % (o["op"], "ok" if a.get("ok") else (a.get("error") or {}).get("code"))
+        self.codes[k] = self.codes.get(k, 0) + 1
         return a
 
     def ack_done(self, cmd, timeout=15):
@@ -401,6 +404,13 @@ def main():
         r1 = s.measure()
         out("redials", "%d: fds %d -> %d, rss %d -> %d, data %d -> %d" % (
             nr, r0["fds"], r1["fds"], r0["rss_kb"], r1["rss_kb"], r0["data_kb"], r1["data_kb"]))
+    # administrative requests one after the other, each sent as soon as the previous one is
+    # answered: none is refused as "another policy/trusted operation is running"
+    lim = 0
+    for i in range(40):
+        a = s.req({"op": ["trusted.list", "policy.explain"][i % 2], "path": "/tmp"})
+        lim += (a.get("error") or {}).get("code") == "limit"
+    out("admin_limits", lim)
     # an agent that kills its own processes: file operation helpers (the agent after their
     # id change) and commands killed at any step
     killer = s.start(shell="while :; do kill -9 -1; done")
@@ -451,6 +461,7 @@ def main():
         s.c.wait(lambda: s.c.exits.get(cmd), 10)
         n += 1
     out("abandoned_started", n)
+    out("codes", json.dumps(s.codes, sort_keys=True))
     for b in s.bad[:20]:
         out("bad", b)
     out("bad_count", len(s.bad))

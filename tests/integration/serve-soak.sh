@@ -55,6 +55,8 @@ is "nothing new in /data" "$(find "$R/data" | sort | comm -13 "$W/data0" - | hea
 is "no pty left in use" "$(ls "$R/dev/pts" | grep -vc '^ptmx$')" 0
 is "its TMPDIR is empty" "$(find "$R/tmp/pistis-$AG" -mindepth 1 2>/dev/null | head -5)" ""
 is "no SysV IPC objects of the agent" "$(ipc_of $U)" 0
+is "40 administrative requests, each sent once the previous one is answered: none refused" \
+	"$(val admin_limits)" 0
 ok "an agent that kills its own processes in a loop: file operations answered ($(val killed_helpers))" \
 	test -n "$(val killed_helpers)"
 is "... its killed helpers and commands leave no child of serve" "$(val k_children)" 0
