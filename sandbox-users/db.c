@@ -165,7 +165,12 @@ static int check_memberships(struct users_db *db, const char *name, bool agent)
 		 * bears one of the names: initgroups reads them all. */
 		ssize_t own_i = pwfile_find_name(f, name),
 			sb_i = agent ? pwfile_find_name(f, USERS_SANDBOX_GROUP) : -1;
-		for (size_t i = 0; i < f->n_lines; i++) {
+		/* Indexed (users list, a batch): only the lines that list anyone. */
+		size_t n_listed = 0;
+		const uint32_t *listed = pwfile_listed(f, &n_listed);
+		size_t n_walk = listed ? n_listed : f->n_lines;
+		for (size_t j = 0; j < n_walk; j++) {
+			const size_t i = listed ? listed[j] : j;
 			const char *p = NULL, *m = NULL;
 			size_t n = 0, mn = 0;
 			if (!f->lines[i].entry || f->lines[i].deleted ||
@@ -178,7 +183,9 @@ static int check_memberships(struct users_db *db, const char *name, bool agent)
 			 * their member lists (pi-sandbox's is long) are not even walked. */
 			bool own = (ssize_t)i == own_i || (ssize_t)i == sb_i;
 			bool admin = pwfile_list_has(p, n, name);
-			if (!admin && (own || !pwfile_list_has(m, mn, name)))
+			/* pwfile_member_has: a long list (pi-sandbox's, which pi-tools' check
+			 * reads on every agent's ensure) by its set where f is indexed. */
+			if (!admin && (own || !pwfile_member_has(f, i, name)))
 				continue;
 			entry_name(f, (ssize_t)i, other, sizeof(other));
 			if (agent)
@@ -246,17 +253,6 @@ static int check_group_line(struct users_db *db, const char *name, ssize_t i, bo
 		    name, gr_ok ? "gshadow" : "group", (size_t)(gr_ok ? j : i) + 1);
 }
 
-/* The first entry other than line skip whose id (passwd: uid, group: gid) is id, or with
- * passwd_gid the first passwd entry other than skip whose primary gid is id; -1 if none. */
-static ssize_t other_with_id(const struct pwfile *f, uint32_t id, ssize_t skip, bool passwd_gid)
-{
-	for (size_t i = 0; i < f->n_lines; i++)
-		if ((ssize_t)i != skip && f->lines[i].entry && !f->lines[i].deleted &&
-		    (passwd_gid ? f->lines[i].gid : f->lines[i].id) == id)
-			return (ssize_t)i;
-	return -1;
-}
-
 /* A private identity's uid and gid are its own (an agent's, pi-tools'): no other user has
  * its uid or its group as primary group, no other group its gid (an image's line or an
  * operator's slip would share its files, processes or group: for pi-tools, the secrets).
@@ -268,8 +264,8 @@ static int check_ids_private(struct users_db *db, const char *name, uint32_t uid
 	ssize_t mine = pwfile_find_name(pw, name), j;
 	char other[ENTRY_NAME_SIZE];
 
-	if ((j = other_with_id(pw, uid, mine, false)) >= 0 ||
-	    (j = other_with_id(pw, uid, mine, true)) >= 0) {
+	if ((j = pwfile_other_with_id(pw, uid, mine, false)) >= 0 ||
+	    (j = pwfile_other_with_id(pw, uid, mine, true)) >= 0) {
 		entry_name(pw, j, other, sizeof(other));
 		return fail(db, -EEXIST,
 			    "user '%s' in /etc/passwd shares id %u (line %zu, as uid or primary "
@@ -277,7 +273,7 @@ static int check_ids_private(struct users_db *db, const char *name, uint32_t uid
 			    other, uid, (size_t)j + 1, who, name,
 			    *who ? "an agent's" : "pi-tools'");
 	}
-	if ((j = other_with_id(gr, uid, pwfile_find_name(gr, name), false)) >= 0) {
+	if ((j = pwfile_other_with_id(gr, uid, pwfile_find_name(gr, name), false)) >= 0) {
 		entry_name(gr, j, other, sizeof(other));
 		return fail(db, -EEXIST,
 			    "group '%s' in /etc/group shares gid %u (line %zu) with %suser '%s'; "
@@ -442,21 +438,12 @@ static bool name_taken(const char *name, void *userdata)
 	       pwfile_find_name(&db->f[PWFILE_GROUP], name) >= 0;
 }
 
-/* The first passwd entry whose primary gid is gid, or -1. */
-static ssize_t find_primary_gid(const struct pwfile *pw, uint32_t gid)
-{
-	for (size_t i = 0; i < pw->n_lines; i++)
-		if (pw->lines[i].entry && !pw->lines[i].deleted && pw->lines[i].gid == gid)
-			return (ssize_t)i;
-	return -1;
-}
-
 static bool uid_used(const struct users_db *db, uint32_t uid)
 {
 	return registry_find_uid(&db->reg, uid) ||
 	       pwfile_find_id(&db->f[PWFILE_PASSWD], uid) >= 0 ||
 	       pwfile_find_id(&db->f[PWFILE_GROUP], uid) >= 0 ||
-	       find_primary_gid(&db->f[PWFILE_PASSWD], uid) >= 0;
+	       pwfile_other_with_id(&db->f[PWFILE_PASSWD], uid, -1, true) >= 0;
 }
 
 /* First uid from USERS_AGENT_UID_MIN free in the registry, passwd (uids and primary gids:
@@ -550,7 +537,8 @@ int users_db_ensure(struct users_db *db, const char *agent_id, uid_t want_uid,
 				if (!is_user)
 					i = pwfile_find_id(&db->f[PWFILE_GROUP], want_uid);
 				if (!is_user && i < 0) {
-					i = find_primary_gid(&db->f[PWFILE_PASSWD], want_uid);
+					i = pwfile_other_with_id(&db->f[PWFILE_PASSWD], want_uid,
+								 -1, true);
 					entry_name(&db->f[PWFILE_PASSWD], i, other, sizeof(other));
 					return fail(db, -EEXIST,
 						    "uid %u is the primary group of user '%s' in "

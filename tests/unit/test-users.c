@@ -2742,3 +2742,65 @@ TEST(nis_compat_lines_count)
 		users_db_done(&db);
 	}
 }
+
+/* The lookup tables (pwfile_index) that users list and a batch use: the same lines, the
+ * same identities and the same refusals as the walks a single ensure makes, over a list
+ * long enough for pi-sandbox's member set and in-place growth (3,000 agents). */
+TEST(indexed_files_decide_as_the_walks_do)
+{
+	static const char pw[] = "root:x:0:0:root:/root:/bin/sh\n"
+				 "svc:x:10105:10105::/:/bin/sh\n"
+				 "gsvc:x:900:10107::/:/bin/sh\n";
+	char gr[512], name[USERS_NAME_MAX + 1], id[32];
+	struct users_db plain, ix;
+	struct users_identity a, b;
+	int refused = 0;
+
+	/* agent-2500 is named, before it exists, as a member of sudo. */
+	ASSERT_EQ(ident_name_derive("agent-2500", IDENT_HEX_MIN, name), 0);
+	snprintf(gr, sizeof(gr), "root:x:0:\nsudo:x:27:%s\ngrp:x:10110:\n", name);
+	db_load(&plain, pw, gr, SHADOW, GSHADOW);
+	db_load(&ix, pw, gr, SHADOW, GSHADOW);
+	for (int i = 0; i < 3000; i++) {
+		snprintf(id, sizeof(id), "agent-%d", i);
+		for (int k = 0; k < _PWFILE_KIND_MAX; k++)
+			if (!ix.f[k].ix)
+				ASSERT_EQ(pwfile_index(&ix.f[k]), 0);
+		int r1 = users_db_ensure(&plain, id, (uid_t)-1, &a);
+		int r2 = users_db_ensure(&ix, id, (uid_t)-1, &b);
+		ASSERT_EQ(r1, r2);
+		if (r1 < 0) {
+			EXPECT_STREQ(plain.err, ix.err);
+			refused++;
+			continue;
+		}
+		EXPECT_EQ(a.uid, b.uid);
+		EXPECT_STREQ(a.name, b.name);
+	}
+	EXPECT_EQ(refused, 1);			    /* agent-2500, a member of sudo */
+	EXPECT_TRUE(ix.f[PWFILE_GROUP].ix != NULL); /* kept through the appends */
+	for (int k = 0; k < _PWFILE_KIND_MAX; k++) {
+		char *t1 = db_text(&plain, k), *t2 = db_text(&ix, k);
+		EXPECT_STREQ(t1, t2);
+		free(t1);
+		free(t2);
+	}
+	/* The uid a passwd line holds, and one held as a primary gid, are refused by name. */
+	EXPECT_EQ(users_db_ensure(&ix, "x1", 10105, &b), -EEXIST);
+	EXPECT_TRUE(strstr(ix.err, "svc") != NULL);
+	EXPECT_EQ(users_db_ensure(&ix, "x2", 10107, &b), -EEXIST);
+	EXPECT_TRUE(strstr(ix.err, "primary group of user 'gsvc'") != NULL);
+	users_db_done(&plain);
+	users_db_done(&ix);
+
+	/* A second line of pi-sandbox far down the file: found through the tables too. */
+	snprintf(gr, sizeof(gr),
+		 "root:x:0:\npi-sandbox:x:10010:\ngrp:x:10110:\n"
+		 "pi-sandbox:x:0:\n");
+	db_load(&ix, pw, gr, SHADOW, GSHADOW);
+	for (int k = 0; k < _PWFILE_KIND_MAX; k++)
+		ASSERT_EQ(pwfile_index(&ix.f[k]), 0);
+	EXPECT_EQ(users_db_ensure(&ix, "agent-1", (uid_t)-1, &b), -EEXIST);
+	EXPECT_TRUE(strstr(ix.err, "second line") != NULL);
+	users_db_done(&ix);
+}
