@@ -606,7 +606,9 @@ int run_cli_main(int argc, char **argv)
 	if (r < 0) {
 		const char *why = users_last_error_text(); /* text, names escaped: %-s */
 
-		if (*why)
+		if (*why && r == -EUSERS) /* a whole sentence; musl has no text for EUSERS */
+			log_error("Failed to ensure the user of agent '%s': %-s", agent, why);
+		else if (*why)
 			log_error_errno(r, "Failed to ensure the user of agent '%s': %-s (%m)",
 					agent, why);
 		else

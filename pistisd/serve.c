@@ -356,13 +356,20 @@ static int resolve(const char *agent, bool cached, struct serve_agent *ret)
 		 * /data/sandbox-home/pi-agent-…/tmp"), not strerror alone: a planted FIFO in
 		 * an agent's home came back as "Not a directory", naming nothing. */
 		const char *why = users_last_error();
+		/* Every agent uid held: the line says it all, and musl has no text for
+		 * EUSERS ("No error information"). */
+		bool whole = *why && r == -EUSERS;
 
-		snprintf(resolve_why, sizeof(resolve_why), "%s%s%s", why, *why ? ": " : "",
-			 strerror(-r));
+		snprintf(resolve_why, sizeof(resolve_why), "%s%s%s", why,
+			 *why && !whole ? ": " : "", whole ? "" : strerror(-r));
 		/* resolve_why is raw, for the answer (JSON escapes it); the log takes the text
 		 * form, its names escaped once (%-s) */
-		log_warning_errno(r, "Cannot ensure agent '%s': %-s%s%m", agent,
-				  users_last_error_text(), *why ? ": " : "");
+		if (whole)
+			log_warning("Cannot ensure agent '%s': %-s", agent,
+				    users_last_error_text());
+		else
+			log_warning_errno(r, "Cannot ensure agent '%s': %-s%s%m", agent,
+					  users_last_error_text(), *why ? ": " : "");
 		return r;
 	}
 	if (!users_uid_is_agent(id.uid)) {

@@ -62,8 +62,8 @@ static void usage(FILE *f)
 		"  --root DIR   operate on the root filesystem in DIR (default /)\n"
 		"  --json       machine-readable output\n"
 		"  -h, --help   this text\n\n"
-		"Exit codes: 0 ok, 1 refused (conflict, unknown agent, corrupt file), 100 usage,\n"
-		"111 system error.\n",
+		"Exit codes: 0 ok, 1 refused (conflict, unknown agent, corrupt file, every\n"
+		"agent uid held), 100 usage, 111 system error.\n",
 		USERS_AGENT_UID_MIN, USERS_AGENT_UID_MAX, USERS_BATCH_MAX, USERS_SANDBOX_GROUP,
 		USERS_SANDBOX_GID, USERS_TOOLS_USER, USERS_TOOLS_UID);
 }
@@ -202,7 +202,7 @@ static int fail_exit(int r, const char *what)
 	/* ERANGE's detail is a whole sentence (an id outside the agent range, or not
 	 * mapped in this user namespace): strerror's "Result not representable" after it
 	 * said nothing more and read as a bug. */
-	if (detail[0] && r == -ERANGE)
+	if (detail[0] && (r == -ERANGE || r == -EUSERS)) /* musl: EUSERS has no text */
 		log_error_errno(r, "%s: %-s", what, detail);
 	else if (detail[0])
 		log_error_errno(r, "%s: %-s (%m)", what, detail);
@@ -215,6 +215,7 @@ static int fail_exit(int r, const char *what)
 	case ERANGE:
 	case E2BIG:
 	case EFBIG:
+	case EUSERS: /* every agent uid held: the operator's to free, no fault */
 	case EPROTONOSUPPORT:
 		return 1;
 	default:

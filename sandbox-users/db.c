@@ -477,8 +477,17 @@ static int pick_uid(struct users_db *db, uint32_t *ret)
 			*ret = lo + k;
 			return 0;
 		}
-	return fail(db, -ENOSPC, "no free uid left in %u..%u", USERS_AGENT_UID_MIN,
-		    USERS_AGENT_UID_MAX);
+	/* Not ENOSPC: its "No space left on device" read as a full disk (red team, scale).
+	 * Who holds the uids, and what frees one. */
+	size_t reserved = 0;
+	for (size_t i = 0; i < db->reg.n; i++)
+		reserved += db->reg.recs[i].state != REGISTRY_ACTIVE;
+	return fail(db, -EUSERS,
+		    "no free uid left in %u..%u: the registry holds %zu agents (%zu active, "
+		    "%zu reserved after remove; 'pistisd users remove ID --forget' frees a "
+		    "reserved one's uid), /etc's users and groups the other %zu",
+		    USERS_AGENT_UID_MIN, USERS_AGENT_UID_MAX, db->reg.n, db->reg.n - reserved,
+		    reserved, (size_t)n > db->reg.n ? (size_t)n - db->reg.n : 0);
 }
 
 int users_db_ensure(struct users_db *db, const char *agent_id, uid_t want_uid,

@@ -1,7 +1,7 @@
 #!/bin/bash
 # pistisd users with many agents: 10,000 in the Debian (glibc) and musl/busybox test roots.
 # `users list` (and show) grow linearly, and the tools of each image still resolve users
-# and groups with pi-sandbox's member line at 180 KB. Runs as root in a private mount
+# and groups with pi-sandbox's member line at 180 KB; the end of the uid range. Runs as root in a private mount
 # namespace over throwaway roots; never touches the host's /etc or /data.
 . "$(dirname "$0")/../lib.sh"
 need_root
@@ -62,4 +62,32 @@ for kind in debian musl; do
 	fi
 done
 
+# The end of the uid range (the freed uid is 35000: a test uid of this suite's own range): 49,899 records written here (uids 10100-59998, reserved), the
+# last uid, then a clear refusal (exit 1), never a uid outside 10100-59999. It said "no free
+# uid left in 10100..59999 (No space left on device)", exit 111: a full disk to a reader.
+R=$(root_fresh musl) || { skip "end of range" "root_fresh musl failed"; done_testing; exit; }
+ok "full range: ensure-base" in_root "$R" pistisd users ensure-base
+python3 - "$R/data/pistis/users.registry" <<'PY2'
+import hashlib, sys
+out = ["pistis-users-registry 1"]
+for uid in range(10100, 59999):
+    aid = "full-%d" % uid
+    name = "pi-agent-" + hashlib.sha256(aid.encode()).hexdigest()[:8]
+    out.append("%d:%s:reserved:%s" % (uid, name, aid))
+open(sys.argv[1], "w").write("\n".join(out) + "\n")
+PY2
+chmod 0600 "$R/data/pistis/users.registry"
+is "full range: the last uid is 59999" \
+	"$(in_root "$R" pistisd users ensure last-one | sed -n 's/^uid=//p')" 59999
+out=$(in_root "$R" pistisd users ensure one-more 2>&1)
+is "full range: the next is refused (exit 1)" "$?" 1
+like "full range: says who holds the uids and what frees one" "$out" \
+	"no free uid left in 10100\\.\\.59999: the registry holds 49900 agents \\(1 active, 49899 reserved .*--forget"
+unlike "full range: no disk error in the message" "$out" "space left|No error information"
+is "full range: a batch is refused too (exit 1)" \
+	"$(in_root "$R" pistisd users ensure b-1 b-2 >/dev/null 2>&1; echo $?)" 1
+ok "full range: remove --forget of a reserved agent" \
+	in_root "$R" pistisd users remove full-35000 --forget
+is "full range: its uid goes to the next agent" \
+	"$(in_root "$R" pistisd users ensure one-more | sed -n 's/^uid=//p')" 35000
 done_testing
