@@ -1481,9 +1481,23 @@ static void exec_start(const struct proto_request *req)
 	}
 	if (per_agent < PROTO_MAX_COMMANDS_PER_AGENT && T.n_cmds >= PROTO_MAX_COMMANDS)
 		make_room_for(st.agent);
-	if (per_agent >= PROTO_MAX_COMMANDS_PER_AGENT || T.n_cmds >= PROTO_MAX_COMMANDS) {
-		serve_send_error(req->id, PROTO_E_LIMIT, "too many commands (%u for this agent)",
+	/* Which bound, and whose commands hold it: "too many commands (0 for this agent)"
+	 * read as the agent's own fault when the sandbox's table was full (red team, scale). */
+	if (per_agent >= PROTO_MAX_COMMANDS_PER_AGENT) {
+		serve_send_error(req->id, PROTO_E_LIMIT,
+				 "too many commands: this agent runs %u, the most one agent may",
 				 per_agent);
+		goto out;
+	}
+	if (T.n_cmds >= PROTO_MAX_COMMANDS) {
+		unsigned running = 0;
+		for (struct cmd *x = T.cmds; x; x = x->next)
+			running += !x->done;
+		serve_send_error(req->id, PROTO_E_LIMIT,
+				 "too many commands: the sandbox holds %u, the most it may (%u "
+				 "running, %u ended and not yet acknowledged by their readers); "
+				 "this agent runs %u",
+				 T.n_cmds, running, T.n_cmds - running, per_agent);
 		goto out;
 	}
 	r = serve_resolve_agent(st.agent, &a);

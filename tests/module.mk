@@ -15,7 +15,7 @@ INTEGRATION_TESTS += tests/integration/redteam-spawn.sh tests/integration/redtea
 	tests/integration/redteam-upgrade.sh \
 	tests/integration/redteam-view.sh
 # Many agents: list and batch growth, the images' tools over a long pi-sandbox line.
-INTEGRATION_TESTS += tests/integration/users-scale.sh
+INTEGRATION_TESTS += tests/integration/users-scale.sh tests/integration/serve-scale.sh
 # The binaries in real Docker containers (a private dockerd; docker.io from bootstrap.sh check).
 INTEGRATION_TESTS += tests/integration/docker.sh tests/integration/docker-restricted.sh
 # Beside what a plain machine has: threaded cgroups, shared mount propagation, NSS sources.
