@@ -2479,6 +2479,40 @@ static void usage(FILE *f)
 		"  --version       print the version\n");
 }
 
+/* One descriptor per connected sandbox (up to SMIN_MAX_SANDBOXES) and client (up to
+ * MAX_CLIENTS), a quarter of the limit for unfinished handshakes, and lws' own: 1024, the
+ * soft limit Docker and containerd give a container, ran out at the ~1017th sandbox, whose
+ * upgrade (and every client's after it) then hung unanswered (red team, scale). Raised to
+ * SMIN_NOFILE (at most the hard limit) before the handshake bound is taken from it and
+ * before libwebsockets sizes its fd table from it, as pistisd serve does. */
+#define SMIN_NOFILE 8192
+
+static void raise_nofile(size_t n_sandboxes)
+{
+	struct rlimit rl;
+	/* the configured sandboxes, every client, the least handshake bound, lws' few */
+	const rlim_t need = (rlim_t)n_sandboxes + MAX_CLIENTS + 16 + 64;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return;
+	rlim_t want = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > SMIN_NOFILE ? SMIN_NOFILE
+										: rl.rlim_max;
+	if (rl.rlim_cur < want) {
+		rl.rlim_cur = want;
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0) {
+			log_warning_errno(-errno, "Cannot raise the open-files limit: %m");
+			(void)getrlimit(RLIMIT_NOFILE, &rl);
+			want = rl.rlim_cur;
+		}
+	}
+	if (want < need)
+		log_warning("The open-files limit is %llu: %zu sandboxes and up to %d clients "
+			    "need %llu descriptors, and a connection past the limit is never "
+			    "answered; raise it (docker run --ulimit nofile=8192)",
+			    (unsigned long long)want, n_sandboxes, MAX_CLIENTS,
+			    (unsigned long long)need);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -2539,6 +2573,7 @@ int main(int argc, char **argv)
 		printf("%s: ok (%zu sandboxes)\n", config, R.cfg.n_sandboxes);
 		return 0;
 	}
+	raise_nofile(R.cfg.n_sandboxes);
 	if (!R.cfg.handshakes) {
 		/* a quarter of the fds it may open (the rest stay for sandboxes, clients and
 		 * lws' own), and no more than SMIN_DEFAULT_HANDSHAKES: lws polls every one at

@@ -14,8 +14,10 @@ INTEGRATION_TESTS += tests/integration/redteam-spawn.sh tests/integration/redtea
 	tests/integration/redteam-lifecycle.sh \
 	tests/integration/redteam-upgrade.sh \
 	tests/integration/redteam-view.sh
-# Many agents: list and batch growth, the images' tools over a long pi-sandbox line.
-INTEGRATION_TESTS += tests/integration/users-scale.sh tests/integration/serve-scale.sh
+# Scale: many agents (list, batch, the images' tools over a long pi-sandbox line), many
+# commands at serve's bounds, server-min with its most sandboxes.
+INTEGRATION_TESTS += tests/integration/users-scale.sh tests/integration/serve-scale.sh \
+	tests/integration/relay-scale.sh
 # The binaries in real Docker containers (a private dockerd; docker.io from bootstrap.sh check).
 INTEGRATION_TESTS += tests/integration/docker.sh tests/integration/docker-restricted.sh
 # Beside what a plain machine has: threaded cgroups, shared mount propagation, NSS sources.
