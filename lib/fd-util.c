@@ -274,3 +274,22 @@ int fd_remove_acls(int fd, unsigned *ret_removed)
 		*ret_removed = removed;
 	return 0;
 }
+
+int fd_limit_raise(rlim_t want, rlim_t *ret_now)
+{
+	struct rlimit rl;
+
+	*ret_now = 0;
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return -errno;
+	*ret_now = rl.rlim_cur;
+	if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want)
+		want = rl.rlim_max;
+	if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= want)
+		return 0;
+	rl.rlim_cur = want;
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return -errno;
+	*ret_now = want;
+	return 0;
+}

@@ -3,6 +3,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 
@@ -78,3 +79,8 @@ int fd_remove_acls(int fd, unsigned *ret_removed);
 /* The name of the first ACL fd carries (fd_acl_xattrs: access, then default), or NULL
  * when it has none (a file system without them: NULL). */
 const char *fd_has_acl(int fd);
+
+/* Raise RLIMIT_NOFILE's soft limit to want, at most the hard limit (a long-running server
+ * whose soft limit is Docker's and containerd's 1024); never lowers it. *ret_now is the soft
+ * limit in force afterwards (0 when it cannot be read). 0, or -errno when the raise failed. */
+int fd_limit_raise(rlim_t want, rlim_t *ret_now);

@@ -1197,22 +1197,16 @@ static void usage(FILE *f)
 
 static void raise_nofile(void)
 {
-	struct rlimit rl;
+	rlim_t now = 0;
+	int r = fd_limit_raise(SERVE_NOFILE, &now);
 
-	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
-		return;
-	rlim_t want = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > SERVE_NOFILE ? SERVE_NOFILE
-										 : rl.rlim_max;
-	if (rl.rlim_cur < want) {
-		rl.rlim_cur = want;
-		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
-			log_warning_errno(-errno, "Cannot raise the open-files limit: %m");
-	}
-	if (want < 2048)
-		log_warning("The open-files limit is %llu (hard): fewer than the 256 commands a "
+	if (r < 0)
+		log_warning_errno(r, "Cannot raise the open-files limit: %m");
+	if (now && now < 2048)
+		log_warning("The open-files limit is %llu: fewer than the 256 commands a "
 			    "sandbox may run at once will start (each needs ~5 descriptors); raise "
 			    "it (docker run --ulimit nofile=8192)",
-			    (unsigned long long)want);
+			    (unsigned long long)now);
 }
 
 int serve_cli_main(int argc, char **argv)

@@ -33,6 +33,7 @@
 #include <libwebsockets.h>
 
 #include "lib/escape.h"
+#include "lib/fd-util.h"
 #include "lib/log.h"
 #include "lib/lws-log.h"
 #include "lib/macro.h"
@@ -2489,27 +2490,18 @@ static void usage(FILE *f)
 
 static void raise_nofile(size_t n_sandboxes)
 {
-	struct rlimit rl;
 	/* the configured sandboxes, every client, the least handshake bound, lws' few */
 	const rlim_t need = (rlim_t)n_sandboxes + MAX_CLIENTS + 16 + 64;
+	rlim_t now = 0;
+	int r = fd_limit_raise(SMIN_NOFILE, &now);
 
-	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
-		return;
-	rlim_t want = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > SMIN_NOFILE ? SMIN_NOFILE
-										: rl.rlim_max;
-	if (rl.rlim_cur < want) {
-		rl.rlim_cur = want;
-		if (setrlimit(RLIMIT_NOFILE, &rl) < 0) {
-			log_warning_errno(-errno, "Cannot raise the open-files limit: %m");
-			(void)getrlimit(RLIMIT_NOFILE, &rl);
-			want = rl.rlim_cur;
-		}
-	}
-	if (want < need)
+	if (r < 0)
+		log_warning_errno(r, "Cannot raise the open-files limit: %m");
+	if (now && now < need)
 		log_warning("The open-files limit is %llu: %zu sandboxes and up to %d clients "
 			    "need %llu descriptors, and a connection past the limit is never "
 			    "answered; raise it (docker run --ulimit nofile=8192)",
-			    (unsigned long long)want, n_sandboxes, MAX_CLIENTS,
+			    (unsigned long long)now, n_sandboxes, MAX_CLIENTS,
 			    (unsigned long long)need);
 }
 

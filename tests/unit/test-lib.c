@@ -11,6 +11,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -34,6 +35,25 @@
 #include "lib/trust-path.h"
 #include "lib/proxy-env.h"
 #include "lib/sock-owner.h"
+
+/* The open-files limit of serve and server-min: raised to the wanted figure, held to the
+ * hard limit, never lowered. Each test runs in a child of its own. */
+TEST(fd_limit_raise_up_to_the_hard_limit_never_down)
+{
+	struct rlimit rl = {.rlim_cur = 64, .rlim_max = 256};
+	rlim_t now = 0;
+
+	ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	EXPECT_EQ(fd_limit_raise(128, &now), 0);
+	EXPECT_EQ(now, (rlim_t)128);
+	EXPECT_EQ(fd_limit_raise(8192, &now), 0);
+	EXPECT_EQ(now, (rlim_t)256);
+	EXPECT_EQ(fd_limit_raise(100, &now), 0);
+	EXPECT_EQ(now, (rlim_t)256);
+	ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &rl), 0);
+	EXPECT_EQ(rl.rlim_cur, (rlim_t)256);
+	EXPECT_EQ(rl.rlim_max, (rlim_t)256);
+}
 
 TEST(escape_c_control_bytes)
 {
