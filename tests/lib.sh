@@ -103,6 +103,28 @@ scratch() {
 	mktemp -d "${TMPDIR:-/tmp}/pistis-test.$$.XXXXXX"
 }
 
+# need_python_root          python3 there and R a fresh Debian root (root_fresh; else the
+#                           test is skipped), W a scratch directory: how the tests of serve
+#                           and the relay start, after need_bins.
+need_python_root() {
+	command -v python3 >/dev/null || { echo "1..0 # SKIP no python3"; exit 0; }
+	R=$(root_fresh debian) || { echo "1..0 # SKIP no debian test root"; exit 0; }
+	W=$(scratch)
+}
+
+# serve_test_cleanup        the EXIT trap of those tests: the test's background jobs, PD
+#                           (pistisd serve) and SM (server-min) where set, every process
+#                           left in R killed, waited for, then root_cleanup.
+serve_test_cleanup() {
+	local pid
+	for pid in $(jobs -p); do kill "$pid" 2>/dev/null; done
+	[ -n "${PD:-}" ] && kill "$PD" 2>/dev/null
+	[ -n "${SM:-}" ] && kill "$SM" 2>/dev/null
+	for pid in $(root_pids "$R"); do kill -KILL "$pid" 2>/dev/null; done
+	wait 2>/dev/null
+	root_cleanup
+}
+
 # --- throwaway roots ------------------------------------------------------------------
 # root_fresh debian|musl   prints the path of a fresh writable root: an overlay over the
 #                          cached base (tests/roots.sh) on a private tmpfs, with /proc,

@@ -15,9 +15,7 @@
 need_root
 need_mount_ns "$@"
 need_bins pistisd server-min pistis
-command -v python3 >/dev/null || { echo "1..0 # SKIP no python3"; exit 0; }
-R=$(root_fresh debian) || { echo "1..0 # SKIP no debian test root"; exit 0; }
-W=$(scratch)
+need_python_root
 cleanup() {
 	local pid
 	for pid in $(jobs -p); do kill "$pid" 2>/dev/null; done

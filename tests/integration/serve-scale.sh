@@ -9,19 +9,8 @@
 need_root
 need_mount_ns "$@"
 need_bins pistisd server-min pistis
-command -v python3 >/dev/null || { echo "1..0 # SKIP no python3"; exit 0; }
-R=$(root_fresh debian) || { echo "1..0 # SKIP no debian test root"; exit 0; }
-W=$(scratch)
-cleanup() {
-	local pid
-	for pid in $(jobs -p); do kill "$pid" 2>/dev/null; done
-	[ -n "${PD:-}" ] && kill "$PD" 2>/dev/null
-	[ -n "${SM:-}" ] && kill "$SM" 2>/dev/null
-	for pid in $(root_pids "$R"); do kill -KILL "$pid" 2>/dev/null; done
-	wait 2>/dev/null
-	root_cleanup
-}
-trap cleanup EXIT
+need_python_root
+trap serve_test_cleanup EXIT
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 P() { "$BIN/pistis" "$@"; }
 relay_up "$R" "$W"

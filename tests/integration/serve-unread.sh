@@ -10,15 +10,8 @@
 need_root
 need_mount_ns "$@"
 need_bins pistisd
-command -v python3 >/dev/null || { echo "1..0 # SKIP no python3"; exit 0; }
-R=$(root_fresh debian) || { echo "1..0 # SKIP no debian test root"; exit 0; }
-W=$(scratch)
-cleanup() {
-	[ -n "${PD:-}" ] && kill "$PD" 2>/dev/null
-	wait 2>/dev/null
-	root_cleanup
-}
-trap cleanup EXIT
+need_python_root
+trap serve_test_cleanup EXIT
 serve_setup "$R"
 # agents with long ids and uids of their own: a status answer names each command's agent
 in_root "$R" pistisd users ensure-base >/dev/null
