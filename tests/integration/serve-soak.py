@@ -10,8 +10,7 @@ list a command saw of its own."""
 import base64, json, os, re, socket, struct, sys, threading, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from wsserver import Conn, listen, pid_of_peer, ws_frame, pframe, xor  # noqa: E402
-from wsfake import frame_head  # noqa: E402
+from wsserver import Conn, listen, pid_of_peer, ws_frame, pframe  # noqa: E402
 
 
 def out(k, v):
@@ -19,40 +18,15 @@ def out(k, v):
 
 
 class Relay(Conn):
-    """A Conn that files what pistisd sends by kind instead of keeping every message:
-    answers by id, exec.exit events by cmd, output bytes and the last sequence by cmd."""
+    """A Conn that files what pistisd sends by kind instead of keeping every message
+    (_message): answers by id, exec.exit events by cmd, output bytes and the last sequence
+    by cmd."""
 
     def __init__(self, ls, token):
         self.answers, self.exits, self.outb, self.seq = {}, {}, {}, {}
         super().__init__(ls, "pistis.v1", token, timeout=30)
 
-    def _reader(self):
-        data, op0 = b"", 0
-        try:
-            while True:
-                b0, n, mask = frame_head(self._need)
-                p = self._need(n)
-                if mask:
-                    p = xor(p, mask)
-                op = b0 & 0x0F
-                if op >= 8:
-                    continue
-                if op:
-                    op0 = op
-                data += p
-                if not b0 & 0x80:
-                    continue
-                with self.cv:
-                    self.file(op0, data)
-                    self.cv.notify_all()
-                data = b""
-        except (EOFError, OSError):
-            pass
-        with self.cv:
-            self.eof = True
-            self.cv.notify_all()
-
-    def file(self, op, data):
+    def _message(self, op, data):
         if op == 2:
             if len(data) < 16:
                 return

@@ -237,7 +237,7 @@ class Conn:
                 data += p
                 if b0 & 0x80:
                     with self.cv:
-                        self.msgs.append((op0, data))
+                        self._message(op0, data)
                         self.cv.notify_all()
                     data = b""
         except (EOFError, OSError):
@@ -245,6 +245,10 @@ class Conn:
         with self.cv:
             self.eof = True
             self.cv.notify_all()
+
+    def _message(self, op, data):
+        """A whole data message from the client, with self.cv held: kept in msgs."""
+        self.msgs.append((op, data))
 
     def wait_msg(self, pred, timeout=10):
         """The first client message (opcode, payload) that pred accepts; None on timeout/EOF."""
