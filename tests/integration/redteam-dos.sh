@@ -17,14 +17,8 @@ need_mount_ns "$@"
 need_bins pistisd server-min pistis
 need_python_root
 cleanup() {
-	local pid
-	for pid in $(jobs -p); do kill "$pid" 2>/dev/null; done
-	[ -n "${PD:-}" ] && kill "$PD" 2>/dev/null
-	[ -n "${SM:-}" ] && kill "$SM" 2>/dev/null
-	for pid in $(root_pids "$R"); do kill -KILL "$pid" 2>/dev/null; done
-	wait 2>/dev/null
-	[ -n "${PISTIS_KEEP_LOG:-}" ] && cp "$W/pd.log" "$PISTIS_KEEP_LOG"
-	root_cleanup
+	serve_test_cleanup
+	[ -z "${PISTIS_KEEP_LOG:-}" ] || cp "$W/pd.log" "$PISTIS_KEEP_LOG"
 }
 trap cleanup EXIT
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
