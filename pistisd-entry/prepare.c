@@ -266,31 +266,6 @@ static bool dir_has_entries(const char *path)
 	return any;
 }
 
-/* The drop-in as entry finds it. */
-enum dropin_found {
-	DROPIN_MISSING,
-	DROPIN_OTHER,	/* not ending with this release's Defaults line and rule */
-	DROPIN_CURRENT, /* in this release's form */
-	DROPIN_LOOSE,	/* not a plain root's file, or unreadable: serve does not believe it */
-};
-
-static enum dropin_found dropin_found(void)
-{
-	_cleanup_close_ int fd = -1;
-	_cleanup_free_ char *text = NULL;
-	size_t len = 0;
-	struct stat st;
-
-	fd = open(ENTRY_TRUSTED_SUDOERS, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOENT ? DROPIN_MISSING : DROPIN_LOOSE;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 022))
-		return DROPIN_LOOSE;
-	if (fd_read_all(fd, TRUSTED_DROPIN_SIZE_MAX, &text, &len) < 0)
-		return DROPIN_LOOSE;
-	return trusted_dropin_text_current(text, len) ? DROPIN_CURRENT : DROPIN_OTHER;
-}
-
 /* Whether a trusted command's wrapper (/data/bin/NAME for each NAME in /data/trusted) is
  * missing, or is ours and names an interpreter that is not an executable file: a new image
  * that has pistisd elsewhere (/usr/bin instead of /usr/local/bin) keeps the volume's
@@ -344,8 +319,8 @@ int entry_trusted_restore(const char *data_dir, const char *pistisd, int64_t gra
 	char *argv[] = {(char *)pistisd, (char *)"trusted", (char *)"install", NULL};
 	const char *suid;
 	char stale[640] = "";
-	int status = 0, r;
-	enum dropin_found state;
+	_cleanup_close_ int root_fd = -1;
+	int status = 0, r, state;
 
 	/* Restored where the image has no drop-in (a container made afresh), and rewritten
 	 * where it has one in another release's form (an image that kept an older one; a
@@ -354,9 +329,12 @@ int entry_trusted_restore(const char *data_dir, const char *pistisd, int64_t gra
 	 * one is left alone unless a wrapper is stale (wrapper_stale). */
 	if (!dir_has_entries(ENTRY_TRUSTED_DIR))
 		return 0;
-	state = dropin_found();
-	if (state == DROPIN_LOOSE ||
-	    (state == DROPIN_CURRENT && !wrapper_stale(stale, sizeof(stale))))
+	/* As serve judges it: a drop-in serve does not believe (a link, another owner or
+	 * mode, empty) is left for pistisd check to name. */
+	root_fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	state = root_fd < 0 ? TRUSTED_DROPIN_LOOSE : trusted_dropin_state(root_fd);
+	if (state == TRUSTED_DROPIN_LOOSE ||
+	    (state == TRUSTED_DROPIN_CURRENT && !wrapper_stale(stale, sizeof(stale))))
 		return 0;
 	/* With the drop-in, every shared tree must be nosuid or `pistisd serve` refuses to
 	 * start (nosuid_data, nosuid_workspaces, nosuid_shared are hard then): restored onto a
@@ -382,9 +360,9 @@ int entry_trusted_restore(const char *data_dir, const char *pistisd, int64_t gra
 		log_notice("restored the trusted commands' sudoers drop-in from %s (pistisd "
 			   "trusted install): the image had %s%s",
 			   ENTRY_TRUSTED_DIR,
-			   state == DROPIN_MISSING ? "none"
-			   : state == DROPIN_OTHER ? "one another release wrote"
-						   : "a current one, and the volume ",
+			   state == TRUSTED_DROPIN_NONE	   ? "none"
+			   : state == TRUSTED_DROPIN_OTHER ? "one another release wrote"
+							   : "a current one, and the volume ",
 			   stale);
 	else
 		log_warning("'%s trusted install' failed (%s %d): trusted commands stay off until "
