@@ -243,6 +243,16 @@ static int registry_read(struct ctx *c, char **ret, size_t *ret_len, struct stat
 	return 0;
 }
 
+/* Whether two stats of one name are of the same version of the file: the same inode
+ * (st_dev, st_ino) with the same size, mtime and ctime. Every writer here replaces a file
+ * by rename (a new inode); one that writes in place changes size or times. */
+static bool same_version(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+	       a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+	       a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
 /* Whether the registry read before the lock is still the registry: the same inode under
  * the name, unchanged. Every writer of the registry holds the lock we now hold and
  * replaces the file by rename, never in place; the fd kept open since the read pins the
@@ -257,10 +267,7 @@ static bool pre_registry_current(const struct ctx *c)
 	if (!c->pre_reg || c->pre_reg_fd < 0 ||
 	    fstatat(c->reg_fd, USERS_REGISTRY_FILE, &b, AT_SYMLINK_NOFOLLOW) < 0)
 		return false;
-	return a->st_dev == b.st_dev && a->st_ino == b.st_ino && a->st_size == b.st_size &&
-	       a->st_mtim.tv_sec == b.st_mtim.tv_sec && a->st_mtim.tv_nsec == b.st_mtim.tv_nsec &&
-	       a->st_ctim.tv_sec == b.st_ctim.tv_sec && a->st_ctim.tv_nsec == b.st_ctim.tv_nsec &&
-	       a->st_uid == b.st_uid && a->st_mode == b.st_mode;
+	return same_version(a, &b) && a->st_uid == b.st_uid && a->st_mode == b.st_mode;
 }
 
 /* Both locks go through here: a FIFO, device or socket in place of a lock file would block
@@ -575,11 +582,7 @@ static int etc_unchanged(struct ctx *c)
 		if (fstatat(c->etc_fd, pwfile_kind_name(k), &b, AT_SYMLINK_NOFOLLOW) < 0)
 			return set_error(-errno, "cannot stat /etc/%s; nothing changed",
 					 pwfile_kind_name(k));
-		if (a->st_dev != b.st_dev || a->st_ino != b.st_ino || a->st_size != b.st_size ||
-		    a->st_mtim.tv_sec != b.st_mtim.tv_sec ||
-		    a->st_mtim.tv_nsec != b.st_mtim.tv_nsec ||
-		    a->st_ctim.tv_sec != b.st_ctim.tv_sec ||
-		    a->st_ctim.tv_nsec != b.st_ctim.tv_nsec)
+		if (!same_version(a, &b))
 			return set_error(
 				-EAGAIN,
 				"/etc/%s changed while pistisd users held /etc/.pwd.lock (a "
