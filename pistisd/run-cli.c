@@ -606,7 +606,7 @@ int run_cli_main(int argc, char **argv)
 	if (r < 0) {
 		const char *why = users_last_error_text(); /* text, names escaped: %-s */
 
-		if (*why && r == -EUSERS) /* a whole sentence; musl has no text for EUSERS */
+		if (users_error_is_sentence(r))
 			log_error("Failed to ensure the user of agent '%s': %-s", agent, why);
 		else if (*why)
 			log_error_errno(r, "Failed to ensure the user of agent '%s': %-s (%m)",

@@ -356,9 +356,7 @@ static int resolve(const char *agent, bool cached, struct serve_agent *ret)
 		 * /data/sandbox-home/pi-agent-…/tmp"), not strerror alone: a planted FIFO in
 		 * an agent's home came back as "Not a directory", naming nothing. */
 		const char *why = users_last_error();
-		/* Every agent uid held: the line says it all, and musl has no text for
-		 * EUSERS ("No error information"). */
-		bool whole = *why && r == -EUSERS;
+		bool whole = users_error_is_sentence(r);
 
 		snprintf(resolve_why, sizeof(resolve_why), "%s%s%s", why,
 			 *why && !whole ? ": " : "", whole ? "" : strerror(-r));

@@ -199,10 +199,7 @@ static int fail_exit(int r, const char *what)
 {
 	const char *detail = users_last_error_text(); /* text, names escaped: %-s */
 
-	/* ERANGE's detail is a whole sentence (an id outside the agent range, or not
-	 * mapped in this user namespace): strerror's "Result not representable" after it
-	 * said nothing more and read as a bug. */
-	if (detail[0] && (r == -ERANGE || r == -EUSERS)) /* musl: EUSERS has no text */
+	if (users_error_is_sentence(r))
 		log_error_errno(r, "%s: %-s", what, detail);
 	else if (detail[0])
 		log_error_errno(r, "%s: %-s (%m)", what, detail);

@@ -39,6 +39,11 @@ const char *users_last_error_text(void)
 	return last_error_text;
 }
 
+bool users_error_is_sentence(int r)
+{
+	return last_error[0] && (r == -ERANGE || r == -EUSERS);
+}
+
 static int set_error(int r, const char *fmt, ...) _printf_(2, 3);
 static int set_error(int r, const char *fmt, ...)
 {

@@ -101,6 +101,11 @@ const char *users_last_error(void);
 /* The same line as text, each name in it escaped once, a quoted one's ' too (lib/escape.h
  * escape_format): for a log line, with %-s. users_last_error's raw line is for JSON. */
 const char *users_last_error_text(void);
+/* Whether the last reason is a whole sentence that strerror(-r) after it would only blur:
+ * ERANGE (an id outside the agent range, or not mapped in this user namespace: "Result not
+ * representable" read as a bug) and EUSERS (every agent uid held; musl has no text for it,
+ * "No error information"). False when there is no reason to print. */
+bool users_error_is_sentence(int r);
 
 /* Where the registry lives beneath the root (docs/users.md). */
 #define USERS_REGISTRY_DIR "data/pistis"
