@@ -318,7 +318,7 @@ void entry_sticky_scratch(void)
 		}
 		if (fstat(fd, &st) < 0 || st.st_uid != 0 || (st.st_mode & S_ISVTX))
 			continue;
-		if (!(st.st_mode & S_IWOTH) && !((st.st_mode & S_IWGRP) && st.st_gid != 0))
+		if (!trusted_others_write(st.st_mode, st.st_gid))
 			continue;
 		mode_t mode = S_ISVTX | (st.st_mode & 0777);
 		if (fchmod(fd, mode) < 0)

@@ -1332,9 +1332,7 @@ static void probe_sticky_shared(struct check_report *r, int root_fd)
 				  "cannot look at %s (%s)", trees[i], errno_name(errno));
 			return;
 		}
-		bool others_write =
-			(st.st_mode & S_IWOTH) || ((st.st_mode & S_IWGRP) && st.st_gid != 0);
-		if (!others_write)
+		if (!trusted_others_write(st.st_mode, st.st_gid))
 			continue;
 		if (!(st.st_mode & S_ISVTX)) {
 			check_set(r, CHECK_STICKY_SHARED, CHECK_STATUS_FAIL,

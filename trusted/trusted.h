@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "lib/sha256.h"
@@ -283,6 +284,13 @@ int trusted_data_bin_check(int root_fd, unsigned *ret_n, char *why, size_t why_s
 /* Those besides /data and /workspaces (the image's world-writable scratch directories), for
  * pistisd-entry's hardening and pistisd check, which name those two on their own. */
 #define TRUSTED_SCRATCH_TREES "/tmp", "/dev/shm", "/var/tmp", "/run/lock"
+/* Whether users other than root may write a directory of this mode and group: others, or a
+ * group other than root's. Such a one of TRUSTED_SCRATCH_TREES must be sticky and root's
+ * (pistisd check's sticky_shared; pistisd-entry adds the bit to one of root's). */
+static inline bool trusted_others_write(mode_t mode, gid_t gid)
+{
+	return (mode & S_IWOTH) || ((mode & S_IWGRP) && gid != 0);
+}
 
 /* The first of TRUSTED_SHARED_TREES beneath root_fd that exists and is not mounted nosuid,
  * or holds a mount beneath it that is not (trusted_tree_mounts_suid; its name in which), 0
