@@ -2125,32 +2125,36 @@ static void sandbox_forget(struct conn *c)
 	resume_producers(c);
 }
 
+/* Sandbox connection c goes now, not when lws has finished the close handshake (up to 5 s),
+ * with a close frame (1008) whose reason says why: what it asked is answered unavailable, and
+ * it is no longer its sandbox's (as a connection that a redial replaced). Returns -1, for the
+ * callback to return. */
+static int sandbox_close(struct conn *c, const char *reason)
+{
+	sandbox_forget(c);
+	c->sb = NULL;
+	lws_close_reason(c->wsi, LWS_CLOSE_STATUS_POLICY_VIOLATION, (unsigned char *)reason,
+			 strlen(reason));
+	return -1;
+}
+
 /* Sandbox connection c said hello with another protocol version: cut now, like
  * sandbox_cut, with one line at the same rate saying which version and what to do. */
 static int sandbox_refuse(struct conn *c)
 {
-	static const char reason[] = "unsupported protocol version";
-
 	if (log_rate_ok(&R.cut, 5))
 		log_warning("Disconnected sandbox '%s': its hello speaks protocol version %s, "
 			    "this relay version %d only (pistisd and server-min of different "
 			    "releases?); run a server-min that speaks its version. It may redial",
 			    c->sb->cfg->name, c->refused_version, PROTO_VERSION);
-	sandbox_forget(c);
-	c->sb = NULL;
-	lws_close_reason(c->wsi, LWS_CLOSE_STATUS_POLICY_VIOLATION, (unsigned char *)reason,
-			 sizeof(reason) - 1);
-	return -1;
+	return sandbox_close(c, "unsupported protocol version");
 }
 
-/* Sandbox connection c sent SANDBOX_MALFORMED_MAX malformed messages: it goes now, not when
- * lws has finished the close handshake (up to 5 s), with a close frame that says why. One
- * line, at most 5 a second for all sandboxes, the next counting the rest: a sandbox may
- * redial and be cut again as fast as its message rate allows. */
+/* Sandbox connection c sent SANDBOX_MALFORMED_MAX malformed messages: it goes now
+ * (sandbox_close). One line, at most 5 a second for all sandboxes, the next counting the
+ * rest: a sandbox may redial and be cut again as fast as its message rate allows. */
 static int sandbox_cut(struct conn *c)
 {
-	static const char reason[] = "too many malformed messages";
-
 	if (log_rate_ok(&R.cut, 5)) {
 		char more[64] = "";
 		unsigned held = log_rate_held(&R.cut);
@@ -2161,11 +2165,7 @@ static int sandbox_cut(struct conn *c)
 			    "unavailable, and it may redial%s",
 			    c->sb->cfg->name, c->malformed, c->malformed_last, more);
 	}
-	sandbox_forget(c);
-	c->sb = NULL; /* (as a connection that a redial replaced) */
-	lws_close_reason(c->wsi, LWS_CLOSE_STATUS_POLICY_VIOLATION, (unsigned char *)reason,
-			 sizeof(reason) - 1);
-	return -1;
+	return sandbox_close(c, "too many malformed messages");
 }
 
 static void conn_closed(struct conn *c)
