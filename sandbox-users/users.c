@@ -843,31 +843,81 @@ static bool homes_complete(int data_fd, const struct users_identity *id)
 	return true;
 }
 
-/* An ensure that found /etc changed under it by a writer that ignores the lock
- * (etc_unchanged: nothing written) reads everything again and tries again, twice: serve
- * and `pistisd run` ensure on their own, with no one to "run it again". */
-#define ENSURE_TRIES 3
+/* Lookup tables over the four files where they are missing (never built, or dropped by
+ * an edit): for a call that checks many agents on one copy. Best effort: without them
+ * every find walks the lines, as before. */
+static void db_index(struct users_db *db)
+{
+	for (int k = 0; k < _PWFILE_KIND_MAX; k++)
+		if (db->present[k] && !db->f[k].ix)
+			(void)pwfile_index(&db->f[k]);
+}
 
-static int ensure_locked(struct ctx *c, const char *agent_id, uid_t want_uid,
-			 struct users_identity *ret)
+/* What a writing call changes in the copy lock_and_load read (c->db), before write_back:
+ * 0, or -errno with the reason set. */
+typedef int (*locked_change_fn)(struct ctx *c, void *userdata);
+
+/* Three tries in all (locked_write). */
+#define LOCKED_TRIES 3
+
+/* Lock, read, change, write back. A write_back that found /etc changed under it by a
+ * writer that ignores the lock (etc_unchanged: nothing written) reads everything again,
+ * changes it again and tries again: serve and `pistisd run` ensure with no one to "run it
+ * again", pistisd-entry runs ensure-base at a container's start, and a batch or a remove
+ * that a busybox adduser crossed is as plainly worth a second look. ids are the
+ * identities change fills (their homes are made beside the write). */
+static int locked_write(struct ctx *c, locked_change_fn change, void *userdata,
+			const struct users_identity *ids, size_t n_ids, bool forget)
 {
 	for (unsigned tries = 1;; tries++) {
 		int r = lock_and_load(c);
 		if (r < 0)
 			return r;
-		r = users_db_ensure(&c->db, agent_id, want_uid, ret);
-		if (r < 0)
-			return db_error(c, r);
-		r = ids_mapped(ret);
+		r = change(c, userdata);
 		if (r < 0)
 			return r;
-		r = write_back(c, ret, 1, false);
-		if (r != -EAGAIN || tries == ENSURE_TRIES)
+		r = write_back(c, ids, n_ids, forget);
+		if (r != -EAGAIN || tries == LOCKED_TRIES)
 			return r;
 		/* Both locks go and are taken again in their order (lock_and_load). */
 		c->pwd_lock = safe_close(c->pwd_lock);
 		c->reg_lock = safe_close(c->reg_lock);
 	}
+}
+
+struct ensure_args {
+	const char *const *agent_ids;
+	size_t n;
+	uid_t want_uid;
+	struct users_identity *ret;
+};
+
+static int change_ensure(struct ctx *c, void *userdata)
+{
+	const struct ensure_args *a = userdata;
+
+	for (size_t i = 0; i < a->n; i++) {
+		int r;
+
+		/* Lookup tables (users_check says why); an agent's new lines keep them. */
+		if (a->n > 1)
+			db_index(&c->db);
+		r = users_db_ensure(&c->db, a->agent_ids[i], a->want_uid, &a->ret[i]);
+		if (r < 0)
+			return db_error(c, r);
+		r = ids_mapped(&a->ret[i]);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static int ensure_locked(struct ctx *c, const char *agent_id, uid_t want_uid,
+			 struct users_identity *ret)
+{
+	struct ensure_args a = {&agent_id, 1, want_uid, ret};
+
+	return locked_write(c, change_ensure, &a, ret, 1, false);
 }
 
 /* Whether the password field of a line pwfile_scan found can never match (db.c's rule:
@@ -1204,16 +1254,6 @@ int users_ensure(const char *root, const char *agent_id, uid_t want_uid, struct 
 	return 0;
 }
 
-/* Lookup tables over the four files where they are missing (never built, or dropped by
- * an edit): for a call that checks many agents on one copy. Best effort: without them
- * every find walks the lines, as before. */
-static void db_index(struct users_db *db)
-{
-	for (int k = 0; k < _PWFILE_KIND_MAX; k++)
-		if (db->present[k] && !db->f[k].ix)
-			(void)pwfile_index(&db->f[k]);
-}
-
 int users_ensure_many(const char *root, const char *const *agent_ids, size_t n,
 		      struct users_identity *ret)
 {
@@ -1232,22 +1272,10 @@ int users_ensure_many(const char *root, const char *const *agent_ids, size_t n,
 	r = ctx_open(&c, root, true);
 	if (r < 0)
 		return r;
-	r = lock_and_load(&c);
-	if (r < 0)
-		return r;
-	for (size_t i = 0; i < n; i++) {
-		/* Lookup tables (users_check says why); an agent's new lines keep them. */
-		if (n > 1)
-			db_index(&c.db);
-		r = users_db_ensure(&c.db, agent_ids[i], (uid_t)-1, &ret[i]);
-		if (r < 0)
-			return db_error(&c, r);
+	r = locked_write(&c, change_ensure, &(struct ensure_args){agent_ids, n, (uid_t)-1, ret},
+			 ret, n, false);
+	for (size_t i = 0; r >= 0 && i < n; i++)
 		ret[i].written = true; /* the batch writes every one of them */
-		r = ids_mapped(&ret[i]);
-		if (r < 0)
-			return r;
-	}
-	r = write_back(&c, ret, n, false);
 	if (r >= 0)
 		r = mark_key_ensure(&c);
 	if (r < 0)
@@ -1290,6 +1318,13 @@ int users_ensure_many(const char *root, const char *const *agent_ids, size_t n,
 	return 0;
 }
 
+static int change_ensure_base(struct ctx *c, void *userdata)
+{
+	int r = users_db_ensure_base(&c->db);
+
+	return r < 0 ? db_error(c, r) : 0;
+}
+
 int users_ensure_base(const char *root)
 {
 	/* The trusted commands' directories, made before any agent runs: /data/bin is on every
@@ -1326,13 +1361,7 @@ int users_ensure_base(const char *root)
 	r = ids_mapped(NULL);
 	if (r < 0)
 		return r;
-	r = lock_and_load(&c);
-	if (r < 0)
-		return r;
-	r = users_db_ensure_base(&c.db);
-	if (r < 0)
-		return db_error(&c, r);
-	r = write_back(&c, NULL, 0, false);
+	r = locked_write(&c, change_ensure_base, NULL, NULL, 0, false);
 	if (r < 0)
 		return r;
 	for (size_t i = 0; i < ELEMENTSOF(dirs); i++) {
@@ -1395,6 +1424,19 @@ int users_lookup(const char *root, const char *agent_id, struct users_identity *
 	return r;
 }
 
+struct remove_args {
+	const char *agent_id;
+	bool forget;
+};
+
+static int change_remove(struct ctx *c, void *userdata)
+{
+	const struct remove_args *a = userdata;
+	int r = users_db_remove(&c->db, a->agent_id, a->forget);
+
+	return r < 0 ? db_error(c, r) : 0;
+}
+
 int users_remove(const char *root, const char *agent_id, bool forget)
 {
 	_cleanup_(ctx_done) struct ctx c = CTX_NULL;
@@ -1406,13 +1448,8 @@ int users_remove(const char *root, const char *agent_id, bool forget)
 	r = ctx_open(&c, root, true);
 	if (r < 0)
 		return r;
-	r = lock_and_load(&c);
-	if (r < 0)
-		return r;
-	r = users_db_remove(&c.db, agent_id, forget);
-	if (r < 0)
-		return db_error(&c, r);
-	return write_back(&c, NULL, 0, forget);
+	return locked_write(&c, change_remove, &(struct remove_args){agent_id, forget}, NULL, 0,
+			    forget);
 }
 
 int users_list(const char *root, struct users_entry **ret, size_t *ret_n)

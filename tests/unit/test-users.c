@@ -1683,6 +1683,55 @@ TEST(ensure_keeps_lines_written_meanwhile_without_the_lock)
 	rm_root(root);
 }
 
+/* The same writer crossing the other writing calls: a batch, ensure-base and remove
+ * returned -EAGAIN at once (only a single ensure tried again), and pistisd-entry's
+ * ensure-base failed a container's start for it. Each reads again and tries again now,
+ * the writer's line kept; one that keeps writing still gets -EAGAIN and nothing of ours. */
+TEST(other_writers_try_again_after_a_write_without_the_lock)
+{
+	const char *ids[] = {"agent-b1", "agent-b2"};
+	struct users_identity got[2], id;
+	char *root, *pw;
+
+	need_root(_metadata);
+	root = make_root();
+	racing_root = root;
+
+	racing_left = 1;
+	ASSERT_EQ(users_ensure_base(root), 0);
+	EXPECT_EQ(racing_left, 0u);
+	pw = read_text(root, "etc/group");
+	EXPECT_NOT_NULL(strstr(pw, "pi-sandbox:"));
+	free(pw);
+
+	racing_left = 1;
+	ASSERT_EQ(users_ensure_many(root, ids, 2, got), 0);
+	EXPECT_EQ(racing_left, 0u);
+	pw = read_text(root, "etc/passwd");
+	EXPECT_NOT_NULL(strstr(pw, got[0].name));
+	EXPECT_NOT_NULL(strstr(pw, got[1].name));
+	free(pw);
+
+	racing_left = 1;
+	ASSERT_EQ(users_remove(root, "agent-b1", false), 0);
+	EXPECT_EQ(racing_left, 0u);
+	pw = read_text(root, "etc/passwd");
+	EXPECT_NULL(strstr(pw, got[0].name));
+	EXPECT_EQ(count(pw, "\nracer:x:2000:"), 3u);
+	free(pw);
+
+	racing_left = 1000;
+	EXPECT_EQ(users_remove(root, "agent-b2", true), -EAGAIN);
+	EXPECT_NOT_NULL(strstr(users_last_error(), "/etc/passwd changed while"));
+	racing_left = 0;
+	EXPECT_EQ(users_lookup(root, "agent-b2", &id), 0);
+	pw = read_text(root, "etc/passwd");
+	EXPECT_NOT_NULL(strstr(pw, got[1].name));
+	free(pw);
+	racing_root = NULL;
+	rm_root(root);
+}
+
 /* The caller's fds are the caller's: a first ensure (no registry yet) once closed fd 0,
  * a ctx field zeroed instead of -1, and pistisd serve's next open landed on 0. */
 TEST(ensure_leaves_the_callers_fds_alone)
