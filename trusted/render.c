@@ -2,6 +2,7 @@
  * `sudo -l -U` output. No I/O here, so all of it is unit-tested and fuzzed. */
 #include "trusted/trusted.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -646,6 +647,188 @@ bool trusted_interp_is_pistisd(const char *interp)
 
 	base = base ? base + 1 : interp;
 	return !strcmp(base, "pistisd") || !strcmp(base, "pistisd-musl");
+}
+
+/* How the interpreters pistis knows read their command line. The kernel runs
+ * `INTERP [ARG] SCRIPT ARGS…`, ARGS being whatever the caller of sudo chose: safe only when
+ * INTERP takes SCRIPT as its program and hands ARGS to it. Each family lists the option
+ * words that leave it so (flags that take no value and read no code from elsewhere). */
+enum interp_family {
+	IF_NONE,
+	IF_SHELL,
+	IF_PYTHON,
+	IF_PERL,
+	IF_RUBY,
+	IF_NODE,
+	IF_PHP,
+	IF_LUA,
+	IF_TCL
+};
+
+static enum interp_family interp_family_of(const char *interp)
+{
+	static const struct {
+		const char *name;
+		enum interp_family f;
+	} names[] = {
+		{"sh", IF_SHELL},    {"dash", IF_SHELL}, {"bash", IF_SHELL}, {"ash", IF_SHELL},
+		{"zsh", IF_SHELL},   {"ksh", IF_SHELL},	 {"mksh", IF_SHELL}, {"pdksh", IF_SHELL},
+		{"yash", IF_SHELL},  {"posh", IF_SHELL}, {"lksh", IF_SHELL}, {"python", IF_PYTHON},
+		{"pypy", IF_PYTHON}, {"perl", IF_PERL},	 {"ruby", IF_RUBY},  {"node", IF_NODE},
+		{"nodejs", IF_NODE}, {"php", IF_PHP},	 {"lua", IF_LUA},    {"luajit", IF_LUA},
+		{"tclsh", IF_TCL},
+	};
+	const char *base = strrchr(interp, '/');
+	size_t len;
+
+	base = base ? base + 1 : interp;
+	/* python3.11, perl5.36.0, lua5.4, ksh93, tclsh8.6: the name without its version */
+	for (len = strlen(base);
+	     len > 0 && (isdigit((unsigned char)base[len - 1]) || base[len - 1] == '.'); len--)
+		;
+	for (size_t i = 0; i < ELEMENTSOF(names); i++)
+		if (strlen(names[i].name) == len && !strncmp(base, names[i].name, len))
+			return names[i].f;
+	return IF_NONE;
+}
+
+static bool word_in(const char *w, size_t n, const char *const *list)
+{
+	for (; *list; list++)
+		if (strlen(*list) == n && !strncmp(w, *list, n))
+			return true;
+	return false;
+}
+
+/* Is w (n bytes, starting with '-' or '+') an option word that family f takes as a flag
+ * and that leaves SCRIPT its program and ARGS its arguments? */
+static bool interp_option_ok(enum interp_family f, const char *w, size_t n)
+{
+	static const char *const shell_long[] = {"--",		"--posix",     "--norc",
+						 "--noprofile", "--login",     "--restricted",
+						 "--verbose",	"--noediting", NULL};
+	static const char *const node_flags[] = {"--",
+						 "--enable-source-maps",
+						 "--trace-warnings",
+						 "--use-strict",
+						 "--pending-deprecation",
+						 "--throw-deprecation",
+						 "--trace-deprecation",
+						 "--preserve-symlinks",
+						 "--preserve-symlinks-main",
+						 "--expose-gc",
+						 "--abort-on-uncaught-exception",
+						 NULL};
+	static const char *const ruby_long[] = {"--", "--jit", "--yjit", "--disable-gems", NULL};
+	const char *letters = NULL;
+
+	switch (f) {
+	case IF_SHELL:
+		if (w[0] == '-' && w[1] == '-')
+			return word_in(w, n, shell_long);
+		if (n == 1)
+			return w[0] == '-'; /* `sh - SCRIPT`: the end of the options */
+		/* not -c (SCRIPT would be the command), -s (commands from the caller's
+		 * stdin), -o/-O (SCRIPT taken as an option name), -i */
+		letters = "aefhklmnpuvxBCEHPT";
+		break;
+	case IF_PYTHON:
+		if (n == 2 && w[1] == '-')
+			return true;
+		/* -W and -X with their value attached; not -c, -m (SCRIPT the command or
+		 * module), -i (then the caller's stdin as a prompt), `-` (stdin) */
+		if (w[0] == '-' && (w[1] == 'W' || w[1] == 'X') && n > 2)
+			return true;
+		letters = "bBdEIOqsSuvVx";
+		break;
+	case IF_PERL:
+		if (n == 2 && w[1] == '-')
+			return true;
+		/* not -n, -p, -a, -i (the caller's arguments become input files), -s (they
+		 * set the script's variables), -e, -E, -I, -M, -m, -x, -S, `-` */
+		letters = "wWXTtUl";
+		break;
+	case IF_RUBY:
+		if (w[0] == '-' && w[1] == '-')
+			return word_in(w, n, ruby_long) ||
+			       (n > 10 && !strncmp(w, "--disable=", 10)) ||
+			       (n > 9 && !strncmp(w, "--enable=", 9));
+		if (n == 3 && w[1] == 'W' && w[2] >= '0' && w[2] <= '2')
+			return true;
+		letters = "wvdUyW";
+		break;
+	case IF_NODE:
+		/* --NAME=VALUE has its value attached; a bare --require, -r, -e, -p, -i…
+		 * would take SCRIPT as its value or read the caller's input */
+		if (w[0] != '-' || w[1] != '-')
+			return false;
+		return word_in(w, n, node_flags) ||
+		       (n > 5 && !strncmp(w, "--no-", 5) && !memchr(w, '=', n)) ||
+		       (memchr(w + 2, '=', n - 2) && w[2] != '=');
+	case IF_PHP:
+		if (w[0] == '-' && w[1] == 'd' && n > 2)
+			return true;
+		letters = "nqCH";
+		break;
+	case IF_LUA:
+		letters = "EW";
+		break;
+	case IF_TCL:
+	case IF_NONE:
+	default:
+		return false;
+	}
+	if ((w[0] != '-' && (f != IF_SHELL || w[0] != '+')) || n < 2)
+		return false;
+	for (size_t i = 1; i < n; i++)
+		if (!strchr(letters, w[i]))
+			return false;
+	return true;
+}
+
+int trusted_interp_arg_check(const char *interp, const char *arg, char *why, size_t why_size)
+{
+	enum interp_family f = interp_family_of(interp);
+	const char *base = strrchr(interp, '/'), *p = arg;
+
+	base = base ? base + 1 : interp;
+	while (*p) {
+		size_t n;
+
+		p += strspn(p, " \t");
+		n = strcspn(p, " \t");
+		if (!n)
+			break;
+		if (p[0] != '-' && p[0] != '+') {
+			if (f != IF_NONE) {
+				escape_format(why, why_size,
+					      "'%.*s' is not an option: %s runs it as its program, "
+					      "with this script as its first argument",
+					      (int)n, p, base);
+				return 1;
+			}
+		} else if (f == IF_NONE) {
+			escape_format(why, why_size,
+				      "the script follows the option '%.*s', and %s is no "
+				      "interpreter pistis knows to hand the caller's arguments to "
+				      "the script (sh, bash, python, perl, ruby, node, php, lua, "
+				      "tclsh): it would read them as its own options and input "
+				      "files (sed -f, awk -f, jq -f, make -f, expect -f run code "
+				      "and read files a caller names); wrap it in a /bin/sh script",
+				      (int)n, p, base);
+			return 1;
+		} else if (!interp_option_ok(f, p, n)) {
+			escape_format(
+				why, why_size,
+				"option '%.*s' to %s may take the script as its value or read "
+				"code or input the caller chooses (its stdin, its arguments); "
+				"only plain flags are allowed on the #! line",
+				(int)n, p, base);
+			return 1;
+		}
+		p += n;
+	}
+	return 0;
 }
 
 int trusted_interp_split(const char *arg, char inner[TRUSTED_SHEBANG_MAX],

@@ -881,7 +881,17 @@ static int interp_arg_check(int root_fd, const char *what, const char *interp, c
 		return interp_arg_check(root_fd, what, inner, inner_arg, level + 1, why, why_size);
 	}
 	base = strrchr(interp, '/') + 1;
-	if (strcmp(base, "env") || !arg[0])
+	if (strcmp(base, "env")) {
+		char w[512];
+
+		/* The caller's arguments follow the script: they must reach it, not INTERP's
+		 * own option parser (`#!/bin/sed -f`: `NAME -e 'e id'` ran id as pi-tools). */
+		if (!trusted_interp_arg_check(interp, arg, w, sizeof(w)))
+			return 0;
+		escape_format(why, why_size, "%-s: interpreter '%s': %-s", what, line, w);
+		return 1;
+	}
+	if (!arg[0])
 		return 0;
 	/* env runs its argument: an option (-S splits, -i, -u, -C…) decides what that is. */
 	if (arg[0] == '-') {

@@ -122,6 +122,14 @@ int trusted_interp_split(const char *arg, char inner[TRUSTED_SHEBANG_MAX],
  * argument mean trusted-interp: another interpreter takes "trusted-interp /bin/sh" as a
  * file name, which env and sh look up from the working directory. */
 bool trusted_interp_is_pistisd(const char *interp);
+/* Whether the caller's arguments reach the script as its arguments when the kernel runs
+ * `INTERP ARG SCRIPT ARGS…` (arg: the #! line's argument, not pistisd's trusted-interp or
+ * env's, which are checked apart). For the interpreters pistis knows (shells, python, perl,
+ * ruby, node, php, lua, tclsh), ARG may hold only flags that leave SCRIPT the program and
+ * ARGS its arguments; for any other, no option at all (`#!/bin/sed -f`, `#!/usr/bin/awk -f`:
+ * the caller's `-e CMD`, `-f FILE` or input file operands would run or be read as
+ * pi-tools). 0 fine, 1 refused with the reason in why. */
+int trusted_interp_arg_check(const char *interp, const char *arg, char *why, size_t why_size);
 
 /* The loader a binary names (its PT_INTERP), from the first len bytes of the file, as the
  * kernel's ELF loader reads it (either class and byte order). 1 and the path in interp (may

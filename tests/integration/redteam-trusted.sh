@@ -675,4 +675,50 @@ like "... and check fails on a shell (SHELL) an agent wrote" "$("$P" trusted che
 cp "$S/passwd.saved" "$R/etc/passwd"
 "$P" trusted remove toolrc --root "$R" >/dev/null 2>&1
 
+# --- 14. the caller's arguments: the interpreter's, or the script's? ----------------------
+# The kernel runs `INTERP ARG SCRIPT ARGS...`, ARGS the caller's. A shell or python hands
+# them to the script; sed, awk, jq, make or expect behind `-f` read them as their own options
+# and input files, and `sh -s` or `perl -p` read the caller's stdin or files: the agent ran
+# its own sed command (`-e '1e id'`) as pi-tools and had a secret printed (reproduced).
+echo "a5g-$$-secret" >"$R/data/.secrets/argtok" && chown 10002:10002 "$R/data/.secrets/argtok" &&
+	chmod 0600 "$R/data/.secrets/argtok"
+args_refused() { # desc name first-line body pattern cmd...: add refuses; the agent learns nothing
+	local d=$1 n=$2 pat=$5 out rc
+	printf '%s\n%s\n' "$3" "$4" >"$S/$n" && chmod 0755 "$S/$n"
+	shift 5
+	out=$("$P" trusted add "$n" "$S/$n" --root "$R" 2>&1)
+	rc=$?
+	if [ $rc -eq 1 ] && [ ! -e "$R/data/trusted/$n" ] && printf '%s' "$out" | grep -q -- "$pat"; then
+		_tap_result 0 "add refuses $d"
+	else
+		_tap_result 1 "add refuses $d" "exit $rc: $out"
+	fi
+	out=$(printf 'cat /data/.secrets/argtok\nid\n' | agent sudo -n -u pi-tools -- "/data/trusted/$n" "$@" 2>&1)
+	unlike "... so the agent's call '$*' reads no secret and runs nothing as pi-tools" "$out" \
+		"a5g-$$-secret|uid=10002"
+	"$P" trusted remove "$n" --no-install --root "$R" >/dev/null 2>&1
+}
+args_refused "'#!/bin/sed -f' (the caller's -e runs, its files are read)" sedf '#!/bin/sed -f' \
+	's/^/line: /' "the script follows the option '-f', and sed is no interpreter" \
+	-e '1e id' /data/.secrets/argtok
+args_refused "'#!/usr/bin/awk -f' (the caller's files are read)" awkf '#!/usr/bin/awk -f' \
+	'{ print "line: " $0 }' "option '-f'" /data/.secrets/argtok
+args_refused "'#!/bin/sh -s' (commands from the caller's stdin)" shs '#!/bin/sh -s' \
+	'echo "user=$(id -un)"' "option '-s' to sh"
+args_refused "'#!/usr/bin/perl -p' (the caller's files printed)" perlp '#!/usr/bin/perl -p' \
+	's/^/line: /' "option '-p' to perl" /data/.secrets/argtok
+args_refused "'#!/bin/sh /opt/other' (a script other than the pinned one)" shother '#!/bin/sh /tmp/other' \
+	'echo pinned' "'/tmp/other' is not an option"
+printf '#!/usr/bin/perl -w\nprint "args=@ARGV\\n";\n' >"$S/perlw" && chmod 0755 "$S/perlw"
+ok "add still accepts plain flags ('#!/usr/bin/perl -w')" "$P" trusted add perlw "$S/perlw" --root "$R"
+is "... and the caller's arguments reach that script as its own" \
+	"$(agent sudo -n -u pi-tools -- /data/trusted/perlw -e /data/.secrets/argtok 2>&1)" \
+	"args=-e /data/.secrets/argtok"
+# Added before this check (an older pistisd): install and check refuse it now.
+printf '#!/bin/sed -f\ns/^/x/\n' >"$R/data/trusted/oldsed" && chmod 0755 "$R/data/trusted/oldsed"
+like "check names a script added before, whose interpreter reads the caller's arguments" \
+	"$("$P" trusted check --root "$R" 2>&1)" "oldsed: interpreter '/bin/sed -f'"
+rm -f "$R/data/trusted/oldsed"
+"$P" trusted remove perlw --root "$R" >/dev/null 2>&1
+
 done_testing

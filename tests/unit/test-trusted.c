@@ -455,6 +455,89 @@ TEST(interp_split_as_the_kernel_splits_a_shebang)
 	ASSERT_EQ(trusted_interp_split(big, inner, arg), 0); /* longer than a #! line */
 }
 
+/* The kernel runs `INTERP ARG SCRIPT ARGS...` with the caller's ARGS: only flags that leave
+ * SCRIPT the program and ARGS its arguments pass (red team: `#!/bin/sed -f` let an agent
+ * run `NAME -e '1e id' /data/.secrets/tok` as pi-tools). */
+TEST(interp_arg_keeps_the_callers_arguments_the_scripts)
+{
+	static const char *const ok[][2] = {
+		{"/bin/sh", ""},
+		{"/bin/sh", "-e"},
+		{"/bin/bash", "-eu"},
+		{"/bin/bash", "+x"},
+		{"/bin/sh", "-"},
+		{"/bin/bash", "--norc"},
+		{"/usr/bin/python3", "-u"},
+		{"/usr/bin/python3.11", "-I -E"},
+		{"/usr/bin/python3", "-Wignore"},
+		{"/usr/bin/perl", "-wT"},
+		{"/usr/bin/perl5.36.0", "-w"},
+		{"/usr/bin/ruby", "-w"},
+		{"/usr/bin/ruby", "--disable-gems"},
+		{"/usr/bin/node", "--max-old-space-size=4096"},
+		{"/usr/bin/node", "--no-warnings"},
+		{"/usr/bin/php8.2", "-n"},
+		{"/usr/bin/lua5.4", ""},
+		{"/usr/bin/tclsh8.6", ""},
+		{"/opt/x/runner", ""},
+		{"/opt/x/runner", "conf.yml"}, /* no option: its own business, as before */
+	};
+	static const char *const refused[][2] = {
+		{"/bin/sed", "-f"},
+		{"/usr/bin/awk", "-f"},
+		{"/usr/bin/gawk", "--file"},
+		{"/usr/bin/jq", "-f"},
+		{"/usr/bin/make", "-f"},
+		{"/usr/bin/expect", "-f"},
+		{"/bin/sh", "-s"},
+		{"/bin/bash", "-es"},
+		{"/bin/sh", "-c"},
+		{"/bin/bash", "-o"},
+		{"/bin/bash", "--rcfile"},
+		{"/bin/sh", "-i"},
+		{"/bin/sh", "/opt/other"},
+		{"/usr/bin/python3", "-i"},
+		{"/usr/bin/python3", "-"},
+		{"/usr/bin/python3", "-W"},
+		{"/usr/bin/python3", "-m"},
+		{"/usr/bin/python3", "-u -c"},
+		{"/usr/bin/perl", "-p"},
+		{"/usr/bin/perl", "-n"},
+		{"/usr/bin/perl", "-s"},
+		{"/usr/bin/perl", "-I"},
+		{"/usr/bin/perl", "-w -M"},
+		{"/usr/bin/ruby", "-r"},
+		{"/usr/bin/ruby", "-n"},
+		{"/usr/bin/node", "-r"},
+		{"/usr/bin/node", "--require"},
+		{"/usr/bin/node", "-i"},
+		{"/usr/bin/php", "-d"},
+		{"/usr/bin/lua", "-i"},
+		{"/usr/bin/lua", "-"},
+		{"/usr/bin/tclsh", "-encoding"},
+	};
+	char why[512];
+
+	for (size_t i = 0; i < ELEMENTSOF(ok); i++) {
+		why[0] = '\0';
+		EXPECT_EQ(trusted_interp_arg_check(ok[i][0], ok[i][1], why, sizeof(why)), 0);
+		if (why[0])
+			printf("# %s %s: %s\n", ok[i][0], ok[i][1], why);
+	}
+	for (size_t i = 0; i < ELEMENTSOF(refused); i++) {
+		why[0] = '\0';
+		EXPECT_EQ(trusted_interp_arg_check(refused[i][0], refused[i][1], why, sizeof(why)),
+			  1);
+		if (!why[0])
+			printf("# %s %s: refused without a reason\n", refused[i][0], refused[i][1]);
+	}
+	ASSERT_EQ(trusted_interp_arg_check("/bin/sed", "-f", why, sizeof(why)), 1);
+	EXPECT_NOT_NULL(
+		strstr(why, "the script follows the option '-f', and sed is no interpreter"));
+	ASSERT_EQ(trusted_interp_arg_check("/bin/sh", "-s", why, sizeof(why)), 1);
+	EXPECT_NOT_NULL(strstr(why, "option '-s' to sh"));
+}
+
 /* A minimal ELF image: header, phnum program headers at 64 (class 64) or 52 (class 32),
  * then the loader path; every field written in the requested byte order. */
 static void put(uint8_t *p, uint64_t v, size_t size, bool msb)
