@@ -739,13 +739,19 @@ static bool interp_option_ok(enum interp_family f, const char *w, size_t n)
 		 * module), -i (then the caller's stdin as a prompt), `-` (stdin) */
 		if (w[0] == '-' && (w[1] == 'W' || w[1] == 'X') && n > 2)
 			return true;
-		letters = "bBdEIOqsSuvVx";
+		letters = "bBdEIOPqRsSuvVx";
 		break;
 	case IF_PERL:
 		if (n == 2 && w[1] == '-')
 			return true;
 		/* not -n, -p, -a, -i (the caller's arguments become input files), -s (they
 		 * set the script's variables), -e, -E, -I, -M, -m, -x, -S, `-` */
+		if (n >= 2 && w[0] == '-' && w[1] == 'C') { /* -C, -CSDA: attached or none */
+			for (size_t i = 2; i < n; i++)
+				if (!isalnum((unsigned char)w[i]))
+					return false;
+			return true;
+		}
 		letters = "wWXTtUl";
 		break;
 	case IF_RUBY:

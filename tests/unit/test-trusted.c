@@ -472,6 +472,8 @@ TEST(interp_arg_keeps_the_callers_arguments_the_scripts)
 		{"/usr/bin/python3", "-Wignore"},
 		{"/usr/bin/perl", "-wT"},
 		{"/usr/bin/perl5.36.0", "-w"},
+		{"/usr/bin/perl", "-CSDA"},
+		{"/usr/bin/python3", "-P"},
 		{"/usr/bin/ruby", "-w"},
 		{"/usr/bin/ruby", "--disable-gems"},
 		{"/usr/bin/node", "--max-old-space-size=4096"},
