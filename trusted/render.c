@@ -729,8 +729,8 @@ static bool interp_option_ok(enum interp_family f, const char *w, size_t n)
 		if (n == 1)
 			return w[0] == '-'; /* `sh - SCRIPT`: the end of the options */
 		/* not -c (SCRIPT would be the command), -s (commands from the caller's
-		 * stdin), -o/-O (SCRIPT taken as an option name), -i */
-		letters = "aefhklmnpuvxBCEHPT";
+		 * stdin), -o/-O (SCRIPT taken as an option name), -i; -x apart (below) */
+		letters = "aefhklmnpuvBCEHPT";
 		break;
 	case IF_PYTHON:
 		if (n == 2 && w[1] == '-')
@@ -821,6 +821,13 @@ int trusted_interp_arg_check(const char *interp, const char *arg, char *why, siz
 				      "tclsh): it would read them as its own options and input "
 				      "files (sed -f, awk -f, jq -f, make -f, expect -f run code "
 				      "and read files a caller names); wrap it in a /bin/sh script",
+				      (int)n, p, base);
+			return 1;
+		} else if (f == IF_SHELL && p[1] != '-' && memchr(p, 'x', n)) {
+			escape_format(why, why_size,
+				      "option '%.*s' to %s traces every command, its values "
+				      "expanded, to the caller's stderr: a secret the script holds "
+				      "in a variable is printed to the agent",
 				      (int)n, p, base);
 			return 1;
 		} else if (!interp_option_ok(f, p, n)) {

@@ -679,7 +679,8 @@ cp "$S/passwd.saved" "$R/etc/passwd"
 # The kernel runs `INTERP ARG SCRIPT ARGS...`, ARGS the caller's. A shell or python hands
 # them to the script; sed, awk, jq, make or expect behind `-f` read them as their own options
 # and input files, and `sh -s` or `perl -p` read the caller's stdin or files: the agent ran
-# its own sed command (`-e '1e id'`) as pi-tools and had a secret printed (reproduced).
+# its own sed command (`-e '1e id'`) as pi-tools and had a secret printed (reproduced). And
+# `sh -x` traces the script's commands, a secret's value in them, to the caller's stderr.
 echo "a5g-$$-secret" >"$R/data/.secrets/argtok" && chown 10002:10002 "$R/data/.secrets/argtok" &&
 	chmod 0600 "$R/data/.secrets/argtok"
 args_refused() { # desc name first-line body pattern cmd...: add refuses; the agent learns nothing
@@ -707,6 +708,8 @@ args_refused "'#!/bin/sh -s' (commands from the caller's stdin)" shs '#!/bin/sh 
 	'echo "user=$(id -un)"' "option '-s' to sh"
 args_refused "'#!/usr/bin/perl -p' (the caller's files printed)" perlp '#!/usr/bin/perl -p' \
 	's/^/line: /' "option '-p' to perl" /data/.secrets/argtok
+args_refused "'#!/bin/sh -x' (every command traced, values expanded, to the caller's stderr)" \
+	shx '#!/bin/sh -x' 'T=$(cat /data/.secrets/argtok); : "$T"' "traces every command"
 args_refused "'#!/bin/sh /opt/other' (a script other than the pinned one)" shother '#!/bin/sh /tmp/other' \
 	'echo pinned' "'/tmp/other' is not an option"
 printf '#!/usr/bin/perl -w\nprint "args=@ARGV\\n";\n' >"$S/perlw" && chmod 0755 "$S/perlw"

@@ -464,7 +464,7 @@ TEST(interp_arg_keeps_the_callers_arguments_the_scripts)
 		{"/bin/sh", ""},
 		{"/bin/sh", "-e"},
 		{"/bin/bash", "-eu"},
-		{"/bin/bash", "+x"},
+		{"/bin/bash", "-v"},
 		{"/bin/sh", "-"},
 		{"/bin/bash", "--norc"},
 		{"/usr/bin/python3", "-u"},
@@ -536,6 +536,9 @@ TEST(interp_arg_keeps_the_callers_arguments_the_scripts)
 	ASSERT_EQ(trusted_interp_arg_check("/bin/sed", "-f", why, sizeof(why)), 1);
 	EXPECT_NOT_NULL(
 		strstr(why, "the script follows the option '-f', and sed is no interpreter"));
+	ASSERT_EQ(trusted_interp_arg_check("/bin/bash", "-ex", why, sizeof(why)), 1);
+	EXPECT_NOT_NULL(strstr(why, "traces every command"));
+	ASSERT_EQ(trusted_interp_arg_check("/bin/bash", "+x", why, sizeof(why)), 1);
 	ASSERT_EQ(trusted_interp_arg_check("/bin/sh", "-s", why, sizeof(why)), 1);
 	EXPECT_NOT_NULL(strstr(why, "option '-s' to sh"));
 }
