@@ -1,7 +1,8 @@
 /* libFuzzer: trusted command names, the generated wrappers (both forms) and drop-in for any
  * name the validator accepts (they must never carry a byte outside the allowed set), and
  * the name trusted-exec takes from a wrapper path; the #! parser and trusted-interp's split of
- * its argument, the ELF loader reader,
+ * its argument, the check of what the #! argument does with the caller's arguments, the ELF
+ * loader reader,
  * the dynamic section reader and the ld.so.preload tokenizer on any bytes. */
 #include <errno.h>
 #include <stddef.h>
@@ -43,6 +44,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		    (ti == 1 && inner_arg[0] &&
 		     (strchr(" \t", inner_arg[0]) ||
 		      strchr(" \t", inner_arg[strlen(inner_arg) - 1]))))
+			abort();
+	}
+	/* ... and the check of what the #! argument does with the caller's arguments: 0 or 1,
+	 * a refusal with a reason that fits, and never a word the interpreter would take as
+	 * its program (a non-option) let through for an interpreter pistis knows. */
+	if (sb == 1) {
+		char why[256] = "";
+		int ac = trusted_interp_arg_check(interp, arg, why, sizeof(why));
+
+		if (ac < 0 || ac > 1 || (ac == 1 && (!why[0] || !memchr(why, '\0', sizeof(why)))))
+			abort();
+		if (ac == 0 && !strcmp(interp, "/bin/sh") && arg[strspn(arg, " \t")] &&
+		    !strchr("-+", arg[strspn(arg, " \t")]))
 			abort();
 	}
 	/* The ELF loader reader: any bytes; a path it returns fits and ends in NUL. */
