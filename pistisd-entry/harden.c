@@ -276,7 +276,7 @@ static int harden_proc(void)
  * (statvfs, links followed), or NULL when every one that exists is. */
 const char *entry_shared_tree_not_nosuid(const char *data_dir)
 {
-	static const char *trees[] = {NULL, "/workspaces", TRUSTED_SCRATCH_TREES};
+	static const char *trees[] = {NULL, TRUSTED_WORKSPACE_TREES, TRUSTED_SCRATCH_TREES};
 	struct statvfs sv;
 
 	trees[0] = data_dir;
@@ -358,11 +358,21 @@ bool entry_serve_allows(const char *name)
 	return false;
 }
 
+static bool is_workspace(const char *path)
+{
+	static const char *const workspaces[] = {TRUSTED_WORKSPACE_TREES};
+
+	for (size_t i = 0; i < ELEMENTSOF(workspaces); i++)
+		if (!strcmp(path, workspaces[i]))
+			return true;
+	return false;
+}
+
 int entry_harden_mounts(const char *data_dir)
 {
 	/* trusted.h's TRUSTED_SHARED_TREES (with the data directory as configured): agents
 	 * get setuid (trusted commands) only while each that exists is nosuid. */
-	const char *const trees[] = {data_dir, "/workspaces", TRUSTED_SCRATCH_TREES};
+	const char *const trees[] = {data_dir, TRUSTED_WORKSPACE_TREES, TRUSTED_SCRATCH_TREES};
 	struct stat st;
 	bool trusted;
 
@@ -376,7 +386,7 @@ int entry_harden_mounts(const char *data_dir)
 
 		if (r >= 0)
 			continue;
-		if (trusted && i < 2) {
+		if (trusted && (i == 0 || is_workspace(trees[i]))) {
 			log_error(
 				"Refusing to start: trusted commands are configured (%s), so "
 				"agents run without no_new_privs, and '%s' could not be made "
@@ -393,10 +403,10 @@ int entry_harden_mounts(const char *data_dir)
 	 * up, minutes later (red team: a /var/tmp linked to a directory on the root file
 	 * system). Said now, once, unless serve was told to accept it by name. */
 	const char *suid = trusted ? entry_shared_tree_not_nosuid(data_dir) : NULL;
-	const char *check = !suid			   ? NULL
-			    : !strcmp(suid, data_dir)	   ? "nosuid_data"
-			    : !strcmp(suid, "/workspaces") ? "nosuid_workspaces"
-							   : "nosuid_shared";
+	const char *check = !suid		      ? NULL
+			    : !strcmp(suid, data_dir) ? "nosuid_data"
+			    : is_workspace(suid)      ? "nosuid_workspaces"
+						      : "nosuid_shared";
 	if (check && !entry_serve_allows(check)) {
 		log_error(
 			"Refusing to start: trusted commands are configured (%s), and '%s' is not "

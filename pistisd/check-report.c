@@ -162,9 +162,11 @@ static const struct {
 		 "nosuid_data"},
 	[CHECK_NOSUID_WORKSPACES] =
 		{"nosuid_workspaces", true,
-		 "a setuid file one agent plants in /workspaces does not run as that agent when "
+		 "a setuid file one agent plants in /workspaces or /workspace does not run as that "
+		 "agent when "
 		 "another executes it (hard where trusted commands are configured)",
-		 "mount /workspaces nosuid,nodev (pistisd-entry does it at start-up), or "
+		 "mount /workspaces and /workspace nosuid,nodev (pistisd-entry does it at "
+		 "start-up), or "
 		 "--allow nosuid_workspaces"},
 	[CHECK_NOSUID_SHARED] =
 		{"nosuid_shared", true,

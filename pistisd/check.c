@@ -2187,7 +2187,7 @@ int check_run(const char *root, unsigned flags, struct check_report **ret)
 	struct stat tst;
 	bool trusted = lstat(CHECK_TRUSTED_SUDOERS, &tst) == 0 || errno != ENOENT;
 	static const char *const data[] = {"/data", "/data/sandbox-home", "/data/agents"},
-				 *const workspaces[] = {"/workspaces"};
+				 *const workspaces[] = {TRUSTED_WORKSPACE_TREES};
 	probe_nosuid(r, CHECK_NOSUID_DATA, data, ELEMENTSOF(data), trusted);
 	probe_nosuid(r, CHECK_NOSUID_WORKSPACES, workspaces, ELEMENTSOF(workspaces), trusted);
 	probe_nosuid_shared(r, root_fd, trusted);

@@ -34,7 +34,7 @@
 
 #define RUN_MAX_ENV 64
 /* SPAWN_CWD_ROOTS, for messages */
-#define RUN_CWD_ROOTS_TEXT "/workspaces or /data"
+#define RUN_CWD_ROOTS_TEXT "/workspaces, /workspace or /data"
 
 extern char **environ;
 
@@ -66,9 +66,9 @@ static void usage(FILE *f)
 		"  --uid N             the uid the agent must have (passed to users ensure)\n"
 		"  --root DIR          the root filesystem holding /etc and /data (default /);\n"
 		"                      the command runs chrooted into it when it is not /\n"
-		"  --cwd DIR           working directory beneath " RUN_CWD_ROOTS_TEXT ",\n"
-		"                      resolved as the agent without symlinks (default: the\n"
-		"                      agent's home)\n"
+		"  --cwd DIR           working directory beneath /workspaces, /workspace\n"
+		"                      or /data, resolved as the agent without symlinks\n"
+		"                      (default: the agent's home)\n"
 		"  --pty               run on a new pseudo-terminal (--cols N, --rows N)\n"
 		"  --stdin             pass our stdin to the command (default /dev/null)\n"
 		"  --timeout S         wall-clock limit in seconds (fractions allowed)\n"

@@ -1526,12 +1526,12 @@ static void exec_start(const struct proto_request *req)
 			goto out;
 		}
 	}
-	/* The same rule as `pistisd run --cwd`: /workspaces or /data or beneath them (either
+	/* The same rule as `pistisd run --cwd`: SPAWN_CWD_ROOTS or beneath them (each
 	 * may be its own mount, so the root of the walk is the matching root itself), the rest
 	 * resolved as the agent without symlinks or mount crossings. */
 	if (spawn_cwd_split(st.cwd ? st.cwd : a.home, &cwd_root, &cwd_rel) < 0) {
 		serve_send_error(req->id, PROTO_E_BAD_REQUEST,
-				 "cwd must be /workspaces or /data or beneath them");
+				 "cwd must be /workspaces, /workspace or /data or beneath them");
 		goto out;
 	}
 	cwd_fd = openat(T.root_fd, cwd_root + 1, O_PATH | O_DIRECTORY | O_CLOEXEC);

@@ -120,13 +120,13 @@ const char *spawn_step_name(enum spawn_step step)
 const char *spawn_error_string(const struct spawn_error *e, char *buf, size_t size)
 {
 	/* openat2's answers for the working directory say little on their own. */
-	const char *hint = e->step != SPAWN_STEP_CWD ? ""
-			   : e->error == ELOOP ? " (a component is a symlink: none is followed)"
-			   : e->error == EXDEV ? " (the path leaves /workspaces or /data, by '..' "
-						 "or across a mount)"
-			   : e->error == EACCES
-				   ? " (the agent may not search a directory on the way)"
-				   : "";
+	const char *hint =
+		e->step != SPAWN_STEP_CWD ? ""
+		: e->error == ELOOP	  ? " (a component is a symlink: none is followed)"
+		: e->error == EXDEV ? " (the path leaves /workspaces, /workspace or /data, by '..' "
+				      "or across a mount)"
+		: e->error == EACCES ? " (the agent may not search a directory on the way)"
+				     : "";
 
 	snprintf(buf, size, "%s: %s%s", spawn_step_name(e->step), strerror(e->error), hint);
 	return buf;

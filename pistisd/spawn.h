@@ -406,7 +406,7 @@ int spawn_poll(struct pollfd *fds, nfds_t n, int timeout_ms);
  * as cwd_root_fd and pass the rest as cwd, which the child resolves as the agent. */
 #define SPAWN_CWD_ROOTS                                                                            \
 	{                                                                                          \
-		"/workspaces", "/data"                                                             \
+		"/workspaces", "/workspace", "/data"                                               \
 	}
 /* cwd is one of SPAWN_CWD_ROOTS or beneath one ("/data" or "/data/..."): *ret_root is that
  * root, *ret_rel the part after it ("." for the root itself; may still hold "..", "//"

@@ -287,9 +287,13 @@ int trusted_data_bin_check(int root_fd, unsigned *ret_n, char *why, size_t why_s
  * nosuid,nodev where it can; pistisd check reports them. */
 #define TRUSTED_SHARED_TREES                                                                       \
 	{                                                                                          \
-		"/data", "/workspaces", TRUSTED_SCRATCH_TREES                                      \
+		"/data", TRUSTED_WORKSPACE_TREES, TRUSTED_SCRATCH_TREES                            \
 	}
-/* Those besides /data and /workspaces (the image's world-writable scratch directories), for
+/* The agents' working trees: /workspaces (the projects, as the seed's path table names them)
+ * and /workspace (the WORKDIR of the seed's example image, where the server puts the
+ * repository). Both are write by default (policy/defaults.json), so both are shared. */
+#define TRUSTED_WORKSPACE_TREES "/workspaces", "/workspace"
+/* Those besides /data and the workspaces (the image's world-writable scratch directories), for
  * pistisd-entry's hardening and pistisd check, which name those two on their own. */
 #define TRUSTED_SCRATCH_TREES "/tmp", "/dev/shm", "/var/tmp", "/run/lock"
 /* Whether users other than root may write a directory of this mode and group: others, or a

@@ -575,18 +575,21 @@ if [ -x "$BIN/pistisd" ] && R=$(root_fresh debian 2>/dev/null); then
 	# 1001 owns a setuid copy of id in /workspaces, uid 1002 runs it (setpriv leaves
 	# no_new_privs off, as for agents where trusted commands are configured); 1001 runs a
 	# sleep, 1002 looks for it in /proc.
-	mkdir -p "$R/workspaces/vol"
+	mkdir -p "$R/workspaces/vol" "$R/workspace"
 	mount -t tmpfs -o mode=0755 vol "$R/workspaces/vol"
 	cat >"$R/root/harden.sh" <<'EOS'
 opts() { r=; while read -r _ _ _ _ mp o _; do [ "$mp" = "$1" ] && r=$o; done </proc/self/mountinfo; echo "$r"; }
 echo "data=$(opts /data)"
 echo "ws=$(opts /workspaces)"
 echo "vol=$(opts /workspaces/vol)"
+echo "wsd=$(opts /workspace)"
 echo "tmp=$(opts /tmp)"
 echo "shm=$(opts /dev/shm)"
 echo "proc=$(sed -n 's|^[^ ]* [^ ]* [^ ]* [^ ]* /proc .* - proc [^ ]* \(.*\)$|\1|p' /proc/self/mountinfo | tail -n 1)"
 cp /usr/bin/id /workspaces/id-a && chown 1001:1001 /workspaces/id-a && chmod 4755 /workspaces/id-a
 echo "euid=$(setpriv --reuid=1002 --regid=1002 --clear-groups /workspaces/id-a -u)"
+cp /usr/bin/id /workspace/id-a && chown 1001:1001 /workspace/id-a && chmod 4755 /workspace/id-a
+echo "euid2=$(setpriv --reuid=1002 --regid=1002 --clear-groups /workspace/id-a -u)"
 setpriv --reuid=1001 --regid=1001 --clear-groups sleep 5 &
 p=$!
 sleep 0.2
@@ -602,6 +605,10 @@ EOS
 	like "/data (a plain directory) is bind-mounted nosuid,nodev" "$out" '^data=rw,nosuid,nodev,'
 	like "/workspaces is nosuid,nodev" "$out" '^ws=rw,nosuid,nodev,'
 	like "a mount beneath /workspaces is nosuid,nodev too" "$out" '^vol=rw,nosuid,nodev,'
+	# The seed image's WORKDIR (RUN mkdir -p /workspace), write by default as /workspaces
+	like "/workspace (the seed image's WORKDIR) is nosuid,nodev" "$out" '^wsd=rw,nosuid,nodev,'
+	like "a setuid file of uid 1001 in /workspace runs as 1002 for 1002 (not elevated)" \
+		"$out" '^euid2=1002$'
 	like "/tmp is nosuid,nodev" "$out" '^tmp=rw,nosuid,nodev'
 	like "/dev/shm is nosuid,nodev" "$out" '^shm=rw,nosuid,nodev'
 	like "/proc has hidepid=invisible" "$out" '^proc=.*hidepid=invisible'
@@ -617,6 +624,8 @@ EOS
 		'^euid=1001$'
 	like "control: uid 1002 sees uid 1001's process" "$out" '^other=seen$'
 	like "control: /workspaces keeps suid" "$out" '^ws=$'
+	like "control: the setuid file in /workspace runs as its owner 1001" "$out" '^euid2=1001$'
+	rm -r "$R/workspace"
 	ok "entry's mounts stayed in its namespace (none on this test's /workspaces)" \
 		test "$(findmnt -no TARGET "$R/workspaces")" != "$R/workspaces"
 

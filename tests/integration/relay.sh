@@ -486,7 +486,19 @@ is "exec --cwd beneath /workspaces" "$(P exec --agent alice --cwd /workspaces/pr
 is "exec: the default cwd is the agent's home" "$(P exec --agent alice -- /bin/pwd 2>&1)" "$home"
 out=$(P exec --agent alice --cwd /etc -- /bin/pwd 2>&1); rc=$?
 ok "exec --cwd /etc is refused, not run (rc=$rc)" test "$rc" -ne 0 -a "$out" != /etc
-like "exec --cwd /etc: a bad_request naming the roots" "$out" 'cwd must be /workspaces or /data'
+like "exec --cwd /etc: a bad_request naming the roots" "$out" 'cwd must be /workspaces, /workspace or /data'
+# The seed image's WORKDIR /workspace, where the server puts the repository (/workspace/repo)
+mkdir -p "$R/workspace/repo" && chmod 0777 "$R/workspace/repo"
+is "exec --cwd beneath /workspace (the seed image's WORKDIR)" \
+	"$(P exec --agent alice --cwd /workspace/repo -- /bin/pwd 2>&1)" /workspace/repo
+ok "exec --cwd /workspace/../etc does not reach /etc" \
+	test "$(P exec --agent alice --cwd /workspace/../etc -- /bin/pwd 2>&1)" != /etc
+ln -sfn /etc "$R/workspace/evil"
+like "exec --cwd through a symlink beneath /workspace is refused" \
+	"$(P exec --agent alice --cwd /workspace/evil -- /bin/pwd 2>&1)" 'cannot start|Too many levels|Symbolic link'
+like "exec --cwd /workspacex (no root of that name) is refused" \
+	"$(P exec --agent alice --cwd /workspacex -- /bin/pwd 2>&1)" 'cwd must be'
+rm -r "$R/workspace"
 out=$(P exec --agent alice --cwd /workspaces/../etc -- /bin/pwd 2>&1)
 ok "exec --cwd /workspaces/../etc does not reach /etc" test "$out" != /etc
 ln -sfn /etc "$R/workspaces/evil"

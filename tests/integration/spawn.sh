@@ -178,7 +178,7 @@ rc=100"
 	exits 100 "$kind: --cwd /workspacesX refused" run --cwd /workspacesX -- /bin/true
 	ok "$kind: --cwd /workspaces/../etc refused" test "$(run --cwd /workspaces/../etc -- /bin/pwd 2>/dev/null)" != /etc
 	like "$kind: ... saying why" "$(run --cwd /workspaces/../etc -- /bin/pwd 2>&1)" \
-		"enter working directory: .*leaves /workspaces or /data, by '..'"
+		"enter working directory: .*leaves /workspaces, /workspace or /data, by '..'"
 	ln -sfn /etc "$R/workspaces/evil"
 	like "$kind: symlink beneath /workspaces refused" "$(run --cwd /workspaces/evil -- /bin/pwd 2>&1)" 'enter working directory'
 	umount "$R/dev/pts" 2>/dev/null

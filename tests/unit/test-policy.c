@@ -27,11 +27,14 @@ TEST(defaults_parse)
 
 	ASSERT_EQ(policy_rules_parse(policy_defaults_json, policy_defaults_json_len(), &r, &err),
 		  0);
-	ASSERT_EQ(r->n, 9u);
+	ASSERT_EQ(r->n, 10u);
 	/* Sorted bytewise, so a parent always comes before what lies beneath it. */
 	for (size_t i = 1; i < r->n; i++)
 		EXPECT_LT(strcmp(r->rules[i - 1].path, r->rules[i].path), 0);
 	EXPECT_EQ(policy_rules_match(r, "/workspaces/x/y")->access == POLICY_WRITE, true);
+	/* The seed image's WORKDIR, where the repository lands (/workspace/repo) */
+	EXPECT_EQ(policy_rules_match(r, "/workspace/repo/x")->access == POLICY_WRITE, true);
+	EXPECT_EQ(policy_rules_match(r, "/workspace")->line, 4u);
 	EXPECT_EQ(policy_rules_match(r, "/data/bin/tool")->access == POLICY_READ, true);
 	EXPECT_EQ(policy_rules_match(r, "/data/.secrets")->access == POLICY_NONE, true);
 	EXPECT_EQ(policy_rules_match(r, "/data/trusted/gh-token")->access == POLICY_READ, true);

@@ -1361,8 +1361,13 @@ TEST(cwd_split_takes_every_slash_after_the_root)
 		{"/workspaces//p", "/workspaces", "p"},
 		{"/workspaces///p//q", "/workspaces", "p//q"},
 		{"/data//sandbox-home", "/data", "sandbox-home"},
+		/* the seed image's WORKDIR, where the repository lands */
+		{"/workspace", "/workspace", "."},
+		{"/workspace/repo", "/workspace", "repo"},
+		{"/workspaces/repo", "/workspaces", "repo"},
 	};
-	static const char *const bad[] = {"/workspacesx", "/etc", "workspaces", "/", ""};
+	static const char *const bad[] = {"/workspacesx", "/workspacex", "/etc", "workspaces",
+					  "workspace",	  "/",		 ""};
 	const char *root, *rel;
 
 	for (size_t i = 0; i < ELEMENTSOF(ok); i++) {
