@@ -332,7 +332,9 @@ const char *serve_resolve_error(void)
 	return resolve_why;
 }
 
-static int resolve(const char *agent, bool cached, struct serve_agent *ret)
+/* want_uid: (uid_t)-1, or the uid the server keeps for the agent (users.ensure's "uid"),
+ * which bypasses the cache: users_ensure checks it against the registry and /etc. */
+static int resolve(const char *agent, bool cached, uid_t want_uid, struct serve_agent *ret)
 {
 	struct users_identity id;
 	struct agent_cache_entry *e = NULL;
@@ -350,7 +352,7 @@ static int resolve(const char *agent, bool cached, struct serve_agent *ret)
 			return 0;
 		}
 	}
-	r = users_ensure("/", agent, (uid_t)-1, &id);
+	r = users_ensure("/", agent, want_uid, &id);
 	if (r < 0) {
 		/* The client and the log get sandbox-users' own line ("cannot make
 		 * /data/sandbox-home/pi-agent-…/tmp"), not strerror alone: a planted FIFO in
@@ -412,7 +414,7 @@ static int resolve(const char *agent, bool cached, struct serve_agent *ret)
 
 int serve_resolve_agent(const char *agent, struct serve_agent *ret)
 {
-	return resolve(agent, true, ret);
+	return resolve(agent, true, (uid_t)-1, ret);
 }
 
 /* --- inbound ------------------------------------------------------------------------ */
@@ -480,13 +482,24 @@ static void handle_users_ensure(const struct proto_request *req)
 	struct proto_error err = {0};
 	struct serve_agent a;
 	const char *agent = NULL;
+	uint64_t want = UINT64_MAX;
 	cJSON *o;
 	int r;
 
 	r = proto_get_string(req->root, "agent", PROTO_MAX_AGENT, &agent, &err);
 	if (r < 0 || !*agent)
 		return serve_send_error(req->id, PROTO_E_BAD_REQUEST, "\"agent\" is required");
-	r = resolve(agent, false, &a); /* users.ensure: always the real thing */
+	/* The server may keep the agents' ids (as the users' rebuild story asks of the
+	 * portal) and dictate them, for a sandbox whose /data did not survive. */
+	r = proto_get_u64(req->root, "uid", UINT32_MAX, &want, &err);
+	if (r == -EINVAL)
+		return serve_send_error(req->id, err.code, "%s", err.message);
+	if (r == 0 && !users_uid_is_agent((uid_t)want))
+		return serve_send_error(
+			req->id, PROTO_E_BAD_REQUEST, "\"uid\" must be an agent uid (%u..%u)",
+			(unsigned)USERS_AGENT_UID_MIN, (unsigned)USERS_AGENT_UID_MAX);
+	/* users.ensure: always the real thing */
+	r = resolve(agent, false, r == 0 ? (uid_t)want : (uid_t)-1, &a);
 	if (r < 0)
 		return serve_send_error(req->id, proto_err_from_errno(r), "cannot ensure agent: %s",
 					serve_resolve_error());

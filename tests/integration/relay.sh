@@ -505,6 +505,23 @@ ln -sfn /etc "$R/workspaces/evil"
 like "exec --cwd through a symlink beneath /workspaces is refused" \
 	"$(P exec --agent alice --cwd /workspaces/evil -- /bin/pwd 2>&1)" 'cannot start|Too many levels|Symbolic link'
 
+# --- users.ensure with the uid the server keeps (the rebuild story without a /data volume) ------
+like "users.ensure {uid}: the agent gets the uid the server dictates" \
+	"$(P call users.ensure '{"agent":"kept/a","uid":30540}' 2>&1)" '"ok":true.*"uid":30540'
+is "... and its commands run as it" "$(P exec --agent kept/a -- id -u 2>&1)" 30540
+like "... the same uid again: ok" "$(P call users.ensure '{"agent":"kept/a","uid":30540}' 2>&1)" \
+	'"ok":true.*"uid":30540'
+like "... another uid for that agent is refused" \
+	"$(P call users.ensure '{"agent":"kept/a","uid":30541}' 2>&1)" '"ok":false'
+like "... its uid for another agent is refused" \
+	"$(P call users.ensure '{"agent":"kept/b","uid":30540}' 2>&1)" '"ok":false'
+for u in 0 1000 10002 10010 4294967295 4294967296 -1 30540.5 '"30542"'; do
+	like "... uid $u: a bad_request" "$(P call users.ensure "{\"agent\":\"kept/c\",\"uid\":$u}" 2>&1)" \
+		'bad_request'
+done
+kc=pi-agent-$(printf %s kept/c | sha256sum | cut -c1-8)
+fails "... and no user was made for those ($kc)" in_root "$R" id -u "$kc"
+
 # --- policy.* and trusted.* (a root helper; events streamed, one answer) ----------------------
 mkdir -p "$R/data/proj" && echo data >"$R/data/proj/f" && chmod 0777 "$R/data/proj" && chmod 0666 "$R/data/proj/f"
 RULES='[{"path":"/data/proj","access":"read"}]'
