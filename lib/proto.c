@@ -80,6 +80,7 @@ static const char *const err_names[_PROTO_E_MAX] = {
 	[PROTO_E_UNAVAILABLE] = "unavailable",
 	[PROTO_E_UNAUTHORIZED] = "unauthorized",
 	[PROTO_E_INTERNAL] = "internal",
+	[PROTO_E_CANNOT_EXEC] = "cannot_exec",
 };
 
 const char *proto_err_name(enum proto_err e)

@@ -102,6 +102,7 @@ enum proto_err {
 	PROTO_E_UNAVAILABLE, /* sandbox not connected, feature not in this build */
 	PROTO_E_UNAUTHORIZED,
 	PROTO_E_INTERNAL,
+	PROTO_E_CANNOT_EXEC, /* exec.start: the program is there but execve refused it */
 	_PROTO_E_MAX,
 };
 

@@ -459,7 +459,8 @@ static void on_text(const char *buf, size_t len)
 			finish(C.mode != M_EXEC ? 1
 			       : cJSON_IsString(code) && !strcmp(code->valuestring, "not_found")
 				       ? 127
-			       : cJSON_IsString(code) && !strcmp(code->valuestring, "denied")
+			       : cJSON_IsString(code) && (!strcmp(code->valuestring, "denied") ||
+							  !strcmp(code->valuestring, "cannot_exec"))
 				       ? 126
 				       : 125);
 		goto out;

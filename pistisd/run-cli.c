@@ -765,7 +765,8 @@ int run_cli_main(int argc, char **argv)
 			  spawn_error_string(&err, ebuf, sizeof(ebuf)));
 		ret = err.step == SPAWN_STEP_EXEC
 			      ? (err.error == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC)
-			      : EXIT_SYSTEM;
+		      : err.step == SPAWN_STEP_EXEC_INTERP ? EXIT_CANNOT_EXEC
+							   : EXIT_SYSTEM;
 		goto out;
 	}
 	if (r < 0) {

@@ -1347,8 +1347,13 @@ static void send_start_error(const char *id, const struct spawn_error *se)
 	char msg[160];
 
 	spawn_error_string(se, msg, sizeof(msg));
+	/* as a shell tells them apart (127, 126): the program is not there, or it is there
+	 * and execve refused it (no x bit, a directory, not a program, its interpreter
+	 * missing); anything else is ours */
 	serve_send_error(id,
 			 se->step == SPAWN_STEP_EXEC && se->error == ENOENT ? PROTO_E_NOT_FOUND
+			 : se->step == SPAWN_STEP_EXEC || se->step == SPAWN_STEP_EXEC_INTERP
+				 ? PROTO_E_CANNOT_EXEC
 			 : se->step == SPAWN_STEP_CWD ? proto_err_from_errno(-se->error)
 						      : PROTO_E_INTERNAL,
 			 "cannot start: %s", msg);

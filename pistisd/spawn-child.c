@@ -45,7 +45,9 @@ _noreturn_ static void fail(const struct child_args *a, enum spawn_step step, in
 	if (rep.error == 0)
 		rep.error = EIO;
 	(void)syscall(SYS_write, a->err_fd, &rep, sizeof(rep));
-	syscall(SYS_exit_group, step == SPAWN_STEP_EXEC ? (rep.error == ENOENT ? 127 : 126) : 111);
+	syscall(SYS_exit_group, step == SPAWN_STEP_EXEC		 ? (rep.error == ENOENT ? 127 : 126)
+				: step == SPAWN_STEP_EXEC_INTERP ? 126
+								 : 111);
 	__builtin_unreachable();
 }
 
@@ -135,16 +137,30 @@ int spawn_resolve_dir(int root_fd, const char *rel, bool no_openat2)
 	return resolve_fallback(root_fd, rel);
 }
 
-static int exec_search(const struct child_args *a)
+/* execve said ENOENT: is it path itself that is missing, or what the file names to run it
+ * (a #! line's interpreter, an ELF program's loader)? Asked as the agent, like the exec. */
+static bool exists_as_agent(const char *path)
+{
+	return syscall(SYS_faccessat, AT_FDCWD, path, F_OK, 0) == 0;
+}
+
+/* -errno of the exec; *interp set when ENOENT came from a missing interpreter. */
+static int exec_search(const struct child_args *a, bool *interp)
 {
 	const char *file = a->argv[0], *p = a->path;
 	size_t flen = strlen(file);
 	char buf[4096];
 	bool eacces = false;
 
+	*interp = false;
 	if (strchr(file, '/')) {
+		int r;
+
 		syscall(SYS_execve, file, a->argv, a->envp);
-		return negative_errno();
+		r = negative_errno();
+		if (r == -ENOENT && exists_as_agent(file))
+			*interp = true;
+		return r;
 	}
 	if (flen > NAME_MAX)
 		return -ENAMETOOLONG;
@@ -164,6 +180,9 @@ static int exec_search(const struct child_args *a)
 				eacces = true;
 				break;
 			case ENOENT:
+				if (exists_as_agent(buf))
+					*interp = true;
+				break;
 			case ENOTDIR:
 			case ENAMETOOLONG:
 			case ELOOP:
@@ -177,6 +196,7 @@ static int exec_search(const struct child_args *a)
 		}
 		p = *e ? e + 1 : e;
 	}
+	/* as execvp: a file found but refused says so over one not found elsewhere */
 	return eacces ? -EACCES : -ENOENT;
 }
 
@@ -358,6 +378,7 @@ int spawn_child_main(void *arg)
 	const struct child_args *a = arg;
 	enum spawn_step step = SPAWN_STEP_NONE;
 	sigset_t none;
+	bool interp = false;
 	int r, fd, fd_dir = -1; /* /proc/self/fd, where close_range is refused */
 	/* One read of /proc/self/status serves the signal reset and the bounding set's
 	 * read-back (the child's own: its dispositions and credentials as it was made). */
@@ -482,6 +503,6 @@ int spawn_child_main(void *arg)
 
 	sigemptyset(&none);
 	syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, NULL, 8);
-	r = exec_search(a);
-	fail(a, SPAWN_STEP_EXEC, r);
+	r = exec_search(a, &interp);
+	fail(a, r == -ENOENT && interp ? SPAWN_STEP_EXEC_INTERP : SPAWN_STEP_EXEC, r);
 }

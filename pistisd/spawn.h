@@ -161,6 +161,7 @@ enum spawn_step {
 	SPAWN_STEP_EXEC_TIMEOUT, /* no exec within SPAWN_EXEC_DEADLINE_MS: killed */
 	SPAWN_STEP_SCOPE,	 /* landlock_restrict_self (scope.h) */
 	SPAWN_STEP_SCHED,	 /* real-time policy, I/O class or negative nice undone */
+	SPAWN_STEP_EXEC_INTERP,	 /* execve ENOENT, but the file is there: its interpreter is not */
 	_SPAWN_STEP_MAX,
 };
 
