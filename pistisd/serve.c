@@ -62,6 +62,11 @@ static struct {
 	struct lws *conn;
 	bool established; /* hello answered */
 	bool want_exit;
+	/* a stop signal came: the commands were told to stop; exit once they ended and
+	 * their exec.exit went out, or at stop_deadline_ns */
+	bool stopping;
+	uint64_t stop_deadline_ns;
+	lws_sorted_usec_list_t stop_sul;
 	/* where to dial */
 	char host[256];
 	char path[256];
@@ -979,15 +984,50 @@ static int cb_epoll(struct lws *wsi, enum lws_callback_reasons reason, void *use
 	return 0;
 }
 
+/* A stop: the running commands got SIGTERM (session_begin_stop: their tree, a grace of
+ * SPAWN_GRACE_MS_DEFAULT, then SIGKILL). Every STOP_POLL_MS: once none runs and every
+ * exec.exit is out (or no relay takes it), exit; at the deadline, exit anyway (the loop's
+ * end SIGKILLs what is left). */
+#define STOP_POLL_MS 20
+#define STOP_DEADLINE_MS (SPAWN_GRACE_MS_DEFAULT + 2000)
+
+static void stop_check(lws_sorted_usec_list_t *sul)
+{
+	unsigned running = session_running();
+	bool flushed = !serve_connected() || (!session_has_pending() && !S.out_head);
+
+	(void)sul;
+	if ((!running && flushed) || spawn_now_ns() >= S.stop_deadline_ns) {
+		if (running)
+			log_warning("Stopping with %u command(s) still running after %u ms: killed",
+				    running, STOP_DEADLINE_MS);
+		S.want_exit = true;
+		lws_cancel_service(S.ctx);
+		return;
+	}
+	lws_sul_schedule(S.ctx, 0, &S.stop_sul, stop_check, STOP_POLL_MS * LWS_US_PER_MS);
+}
+
 static void on_signal(struct watch *w, uint32_t events)
 {
 	struct signalfd_siginfo si;
+	unsigned n;
 
 	if (read(w->fd, &si, sizeof(si)) != sizeof(si))
 		return;
-	log_notice("Signal %u: stopping", si.ssi_signo);
-	S.want_exit = true;
-	lws_cancel_service(S.ctx);
+	if (S.stopping) {
+		log_notice("Signal %u again: stopping now, killing what still runs", si.ssi_signo);
+		S.want_exit = true;
+		lws_cancel_service(S.ctx);
+		return;
+	}
+	S.stopping = true;
+	n = session_begin_stop();
+	log_notice("Signal %u: stopping; %u running command(s) sent SIGTERM, SIGKILL after %u ms "
+		   "(a second signal: at once)",
+		   si.ssi_signo, n, SPAWN_GRACE_MS_DEFAULT);
+	S.stop_deadline_ns = spawn_now_ns() + (uint64_t)STOP_DEADLINE_MS * 1000000u;
+	stop_check(&S.stop_sul);
 }
 
 /* tx_packet_size: lws hands a write to the socket at most this much at a time and copies

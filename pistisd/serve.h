@@ -76,6 +76,9 @@ unsigned session_running(void);
  * registry or /proc cannot be read. */
 int session_kill_agent_processes(void);
 void session_hold_starts(bool hold);
+/* pistisd serve's stop signal: refuse exec.start from now on (unavailable), and
+ * session_stop_all; how many were told to stop. */
+unsigned session_begin_stop(void);
 
 /* Wipe secrets (the relay token) from this process's memory: for forked helpers. */
 void serve_forget_secrets(void);

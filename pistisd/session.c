@@ -110,6 +110,7 @@ static struct {
 	struct cmd *rr; /* round-robin position for fair sending */
 	int root_fd;
 	bool hold_starts; /* a policy apply is tightening */
+	bool stopping;	  /* pistisd serve got a stop signal: no command starts again */
 	/* Unacknowledged output of all commands together, and its bound: 8 MiB per command
 	 * times 256 commands would be 2 GiB of a sandbox's memory. */
 	uint64_t buffered, max_buffered;
@@ -359,6 +360,16 @@ static lws_sorted_usec_list_t pending_sul;
 
 void session_done(void)
 {
+	/* What still runs is SIGKILLed with pistisd (spawn_free): on record too, as a command
+	 * that ended any other way is. */
+	for (struct cmd *c = T.cmds; c; c = c->next)
+		if (c->p && !c->done)
+			log_notice(
+				"audit exec cmd=%u agent=\"%s\" uid=%u end=killed reason=\"pistisd "
+				"serve exited\" %-s cwd=%-s",
+				c->id, c->agent, (unsigned)c->uid,
+				c->audit_argv ? c->audit_argv : "argv=?",
+				c->cwd ? c->cwd : "\"~\"");
 	while (T.cmds)
 		cmd_free(T.cmds);
 	ipc_probes_stop();
@@ -1467,6 +1478,10 @@ static void exec_start(const struct proto_request *req)
 	_cleanup_close_ int cwd_fd = -1;
 	int r;
 
+	if (T.stopping)
+		return serve_send_error(
+			req->id, PROTO_E_UNAVAILABLE,
+			"pistisd is stopping (a stop signal): no new command starts");
 	if (T.hold_starts)
 		return serve_send_error(
 			req->id, PROTO_E_UNAVAILABLE,
@@ -1990,6 +2005,12 @@ unsigned session_running(void)
 void session_hold_starts(bool hold)
 {
 	T.hold_starts = hold;
+}
+
+unsigned session_begin_stop(void)
+{
+	T.stopping = true;
+	return session_stop_all();
 }
 
 void session_request(const struct proto_request *req)

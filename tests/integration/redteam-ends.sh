@@ -5,6 +5,10 @@
 #   missing interpreter is named as such; only a program that is not there is `not_found`
 #   and 127 (before: `internal` and 125, "a relay or protocol failure", and a script with a
 #   bad interpreter read "not found", 127). `pistisd run` says the same.
+# - a stop signal to `pistisd serve` gives the running commands SIGTERM and a grace, sends
+#   their exec.exit (the client exits with the command's own code) and writes their audit
+#   lines; a second signal ends the grace at once (before: every command was SIGKILLed at
+#   once, no exec.exit, no audit line, and the client waited for an end that never came).
 # Runs as root in a private mount namespace over a throwaway Debian root; agent uid 32012.
 . "$(dirname "$0")/../lib.sh"
 need_root
@@ -49,4 +53,50 @@ rc=0; X nope-on-path || rc=$?
 is "exec of a name on no PATH directory: 127" "$rc" 127
 is "every failure is on record, not started" "$(grep -c 'audit exec .* end=not-started' "$W/pd.log")" 8
 
+# --- a stop signal to serve while commands run -----------------------------------------
+# A command that ends on SIGTERM with its own code, and prints on the way out.
+timeout 25 "$BIN/pistis" exec --sandbox s1 --agent a -- /bin/sh -c \
+	'trap "echo got-term; exit 3" TERM; echo started; /bin/sleep 300 & wait' >"$W/c1" 2>&1 &
+C1=$!
+# One that ignores it: SIGKILL after the grace.
+timeout 25 "$BIN/pistis" exec --sandbox s1 --agent a -- /bin/sh -c \
+	'trap "" TERM; echo started; while :; do /bin/sleep 1; done' >"$W/c2" 2>&1 &
+C2=$!
+for _ in $(seq 100); do grep -q started "$W/c1" && grep -q started "$W/c2" && break; sleep 0.1; done
+ok "both commands run" grep -q started "$W/c2"
+t0=$(date +%s%N)
+kill -TERM "$PD"
+rc=0; wait "$PD" || rc=$?
+ms=$((($(date +%s%N) - t0) / 1000000))
+PD=
+is "serve exits 0 on SIGTERM" "$rc" 0
+ok "serve waited for the grace, and no longer ($ms ms)" [ "$ms" -ge 1500 -a "$ms" -lt 6000 ]
+rc=0; wait "$C1" || rc=$?
+is "the client of the command that ended on SIGTERM exits with its code" "$rc" 3
+like "its last output arrived" "$(cat "$W/c1")" 'got-term'
+rc=0; wait "$C2" || rc=$?
+is "the client of the command that ignored SIGTERM exits 137 (SIGKILL)" "$rc" 137
+like "serve said what it was doing" "$(cat "$W/pd.log")" 'Signal 15: stopping; 2 running command'
+is "both ends are on record" "$(grep -c 'audit exec .* end=cancelled' "$W/pd.log")" 2
+is "no process of the agent is left" "$(root_pids "$R" 32012 | wc -l)" 0
+
+# A second signal does not wait for the grace.
+(in_root_exec "$R" pistisd serve --relay "ws://127.0.0.1:$SP" --token-file /etc/pistis/token \
+	--name s1 ${ALLOW:+--allow $ALLOW}) >>"$W/pd.log" 2>&1 &
+PD=$!
+ok "serve started again is connected" sandbox_connected s1
+timeout 25 "$BIN/pistis" exec --sandbox s1 --agent a -- /bin/sh -c \
+	'trap "" TERM; echo started; while :; do /bin/sleep 1; done' >"$W/c3" 2>&1 &
+C3=$!
+for _ in $(seq 100); do grep -q started "$W/c3" && break; sleep 0.1; done
+t0=$(date +%s%N)
+kill -TERM "$PD"; sleep 0.2; kill -INT "$PD"
+rc=0; wait "$PD" || rc=$?
+ms=$((($(date +%s%N) - t0) / 1000000))
+PD=
+ok "a second signal stops serve at once ($ms ms)" [ "$ms" -lt 1500 ]
+like "... saying so" "$(cat "$W/pd.log")" 'Signal 2 again: stopping now'
+like "... and the command killed then is on record" "$(cat "$W/pd.log")" 'end=killed reason="pistisd serve exited"'
+wait "$C3" 2>/dev/null
+is "no process of the agent is left" "$(root_pids "$R" 32012 | wc -l)" 0
 done_testing
