@@ -210,6 +210,59 @@ void serve_send_error(const char *id, enum proto_err code, const char *fmt, ...)
 	serve_send_json(proto_error_build(id, code, msg));
 }
 
+/* Refused requests are logged (audit refused …), at most AUDIT_REFUSED_PER_S a second: a
+ * relay, or a client through it, can send bad requests as fast as the wire takes them, and
+ * one line each would fill the disk and hold the loop in write(2). What is left out is
+ * counted and said once the second is over. */
+#define AUDIT_REFUSED_PER_S 20
+
+static struct {
+	uint64_t window_ns; /* start of the current second (spawn_now_ns) */
+	unsigned n;	    /* lines written in it */
+	unsigned dropped;   /* refusals not logged in it */
+	lws_sorted_usec_list_t sul;
+} R;
+
+static void refused_summary(lws_sorted_usec_list_t *sul)
+{
+	(void)sul;
+	if (R.dropped)
+		log_notice("audit refused: %u more refused request(s) in that second not logged "
+			   "(at most %u a second)",
+			   R.dropped, AUDIT_REFUSED_PER_S);
+	R.dropped = 0;
+}
+
+bool serve_audit_refused_allowed(void)
+{
+	uint64_t now = spawn_now_ns();
+
+	if (now - R.window_ns >= 1000000000u) {
+		if (R.dropped) {
+			lws_sul_cancel(&R.sul);
+			refused_summary(&R.sul);
+		}
+		R.window_ns = now;
+		R.n = 0;
+	}
+	if (R.n < AUDIT_REFUSED_PER_S) {
+		R.n++;
+		return true;
+	}
+	if (!R.dropped++ && S.ctx)
+		lws_sul_schedule(S.ctx, 0, &R.sul, refused_summary,
+				 (lws_usec_t)((R.window_ns + 1000000000u - now) / 1000u) + 1);
+	return false;
+}
+
+/* A request refused before any operation looked at it. */
+static void audit_refused(const char *id, const char *op, enum proto_err code, const char *msg)
+{
+	if (serve_audit_refused_allowed())
+		log_notice("audit refused op=\"%s\" id=\"%s\" code=%s message=\"%s\"",
+			   op ? op : "?", id ? id : "", proto_err_name(code), msg);
+}
+
 static void out_clear(void)
 {
 	while (S.out_head) {
@@ -369,7 +422,11 @@ static int resolve(const char *agent, bool cached, uid_t want_uid, struct serve_
 			 *why && !whole ? ": " : "", whole ? "" : strerror(-r));
 		/* resolve_why is raw, for the answer (JSON escapes it); the log takes the text
 		 * form, its names escaped once (%-s) */
-		if (whole)
+		/* one line per request a client may send at wire speed: within the refusals'
+		 * budget (serve_audit_refused_allowed) */
+		if (!serve_audit_refused_allowed())
+			;
+		else if (whole)
 			log_warning("Cannot ensure agent '%s': %-s", agent,
 				    users_last_error_text());
 		else
@@ -523,6 +580,7 @@ static void handle_text(const char *buf, size_t len)
 	cJSON *root = NULL;
 
 	if (proto_parse(buf, len, &root, &err) < 0) {
+		audit_refused(NULL, NULL, err.code, err.message);
 		serve_send_json(proto_error_build(NULL, err.code, err.message));
 		return;
 	}
@@ -542,11 +600,13 @@ static void handle_text(const char *buf, size_t len)
 		return;
 	}
 	if (proto_request_parse(root, PROTO_MAX_ID, &req, &err) < 0) {
+		audit_refused(req.id, NULL, err.code, err.message);
 		serve_send_json(proto_error_build(req.id, err.code, err.message));
 		cJSON_Delete(root);
 		return;
 	}
 	if (id_seen(req.id)) {
+		audit_refused(req.id, req.op_name, PROTO_E_DUPLICATE_ID, "request id already used");
 		serve_send_error(req.id, PROTO_E_DUPLICATE_ID, "request id \"%s\" was already used",
 				 req.id);
 		cJSON_Delete(root);
@@ -599,6 +659,7 @@ static void handle_text(const char *buf, size_t len)
 	case PROTO_OP_UNKNOWN:
 	case _PROTO_OP_MAX:
 	default:
+		audit_refused(req.id, req.op_name, PROTO_E_UNKNOWN_OP, "not a sandbox operation");
 		serve_send_error(req.id, PROTO_E_UNKNOWN_OP, "\"%s\" is not a sandbox operation",
 				 req.op_name);
 		break;
@@ -612,6 +673,7 @@ static void handle_binary(const uint8_t *buf, size_t len)
 	struct proto_frame f;
 
 	if (proto_frame_parse(buf, len, &f, &err) < 0) {
+		audit_refused(NULL, "frame", err.code, err.message);
 		serve_send_json(proto_error_build(NULL, err.code, err.message));
 		return;
 	}
@@ -630,6 +692,8 @@ static void on_receive(struct lws *wsi, const void *in, size_t len)
 	}
 	if (!S.rx_skip && S.rx_len + len > max) {
 		S.rx_skip = true;
+		audit_refused(NULL, binary ? "frame" : NULL, PROTO_E_TOO_LARGE,
+			      "message too large");
 		serve_send_error(NULL, PROTO_E_TOO_LARGE, "message over %zu bytes dropped", max);
 	}
 	if (!S.rx_skip) {

@@ -20,6 +20,9 @@ void serve_send_error(const char *id, enum proto_err code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 /* Ask for a writable callback: a command has frames to send. */
 void serve_want_write(void);
+/* May one more "audit refused" line be written now (at most 20 a second; the rest are
+ * counted and said once the second is over)? */
+bool serve_audit_refused_allowed(void);
 bool serve_connected(void);
 struct lws_context *serve_lws_context(void);
 

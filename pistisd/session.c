@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1462,10 +1463,44 @@ static char *const *serve_inherited_env(void)
 	return env;
 }
 
+/* exec.start refused before the spawn core saw it: the answer, and its audit line (what
+ * was asked, by which agent, and why not), as many as serve_audit_refused_allowed lets. st
+ * is NULL when the request itself could not be read. */
+static void exec_refuse(const struct proto_request *req, const struct proto_exec_start *st,
+			enum proto_err code, const char *fmt, ...) _printf_(4, 5);
+static void exec_refuse(const struct proto_request *req, const struct proto_exec_start *st,
+			enum proto_err code, const char *fmt, ...)
+{
+	char msg[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	serve_send_error(req->id, code, "%s", msg);
+	if (!serve_audit_refused_allowed())
+		return;
+	if (!st) {
+		log_notice("audit refused op=exec.start id=\"%s\" code=%s message=\"%s\"", req->id,
+			   proto_err_name(code), msg);
+		return;
+	}
+	{
+		_cleanup_free_ char *agent = escape_c_field(st->agent, 64);
+		_cleanup_free_ char *argv = argv_for_audit(st->argv, st->shell);
+		_cleanup_free_ char *cwd = st->cwd ? escape_c_field(st->cwd, AUDIT_CWD_MAX) : NULL;
+
+		log_notice("audit refused op=exec.start id=\"%s\" code=%s agent=%-s message=\"%s\" "
+			   "%-s cwd=%-s",
+			   req->id, proto_err_name(code), agent ? agent : "?", msg,
+			   argv ? argv : "argv=?", cwd ? cwd : "\"~\"");
+	}
+}
+
 static void exec_start(const struct proto_request *req)
 {
 	struct proto_error err = {0};
-	struct proto_exec_start st;
+	struct proto_exec_start st = {0};
 	struct spawn_opts so;
 	struct spawn_error se = {0};
 	struct serve_agent a;
@@ -1479,21 +1514,19 @@ static void exec_start(const struct proto_request *req)
 	int r;
 
 	if (T.stopping)
-		return serve_send_error(
-			req->id, PROTO_E_UNAVAILABLE,
-			"pistisd is stopping (a stop signal): no new command starts");
+		return exec_refuse(req, NULL, PROTO_E_UNAVAILABLE,
+				   "pistisd is stopping (a stop signal): no new command starts");
 	if (T.hold_starts)
-		return serve_send_error(
-			req->id, PROTO_E_UNAVAILABLE,
-			"a policy apply is tightening permissions; retry when it ends");
+		return exec_refuse(req, NULL, PROTO_E_UNAVAILABLE,
+				   "a policy apply is tightening permissions; retry when it ends");
 	if (proto_exec_start_parse(req->root, &st, &err) < 0)
-		return serve_send_error(req->id, err.code, "%s", err.message);
+		return exec_refuse(req, NULL, err.code, "%s", err.message);
 	if (reader_key(req, &key) < 0)
 		goto out;
 	for (struct cmd *x = T.cmds; x; x = x->next) {
 		if (!strcmp(x->owner, req->id)) {
-			serve_send_error(req->id, PROTO_E_DUPLICATE_ID,
-					 "id \"%s\" names a live command", req->id);
+			exec_refuse(req, &st, PROTO_E_DUPLICATE_ID,
+				    "id \"%s\" names a live command", req->id);
 			goto out;
 		}
 		if (!x->done && !strcmp(x->agent, st.agent))
@@ -1504,28 +1537,28 @@ static void exec_start(const struct proto_request *req)
 	/* Which bound, and whose commands hold it: "too many commands (0 for this agent)"
 	 * read as the agent's own fault when the sandbox's table was full (red team, scale). */
 	if (per_agent >= PROTO_MAX_COMMANDS_PER_AGENT) {
-		serve_send_error(req->id, PROTO_E_LIMIT,
-				 "too many commands: this agent runs %u, the most one agent may",
-				 per_agent);
+		exec_refuse(req, &st, PROTO_E_LIMIT,
+			    "too many commands: this agent runs %u, the most one agent may",
+			    per_agent);
 		goto out;
 	}
 	if (T.n_cmds >= PROTO_MAX_COMMANDS) {
 		unsigned running = 0;
 		for (struct cmd *x = T.cmds; x; x = x->next)
 			running += !x->done;
-		serve_send_error(req->id, PROTO_E_LIMIT,
-				 "too many commands: the sandbox holds %u, the most it may (%u "
-				 "running, %u ended and not yet acknowledged by their readers); "
-				 "this agent runs %u",
-				 T.n_cmds, running, T.n_cmds - running, per_agent);
+		exec_refuse(req, &st, PROTO_E_LIMIT,
+			    "too many commands: the sandbox holds %u, the most it may (%u "
+			    "running, %u ended and not yet acknowledged by their readers); "
+			    "this agent runs %u",
+			    T.n_cmds, running, T.n_cmds - running, per_agent);
 		goto out;
 	}
 	r = serve_resolve_agent(st.agent, &a);
 	if (r < 0) {
 		char q[PROTO_PEER_NAME_SIZE];
 
-		serve_send_error(req->id, proto_err_from_errno(r), "agent %s: %s",
-				 proto_peer_name(st.agent, q, sizeof(q)), serve_resolve_error());
+		exec_refuse(req, &st, proto_err_from_errno(r), "agent %s: %s",
+			    proto_peer_name(st.agent, q, sizeof(q)), serve_resolve_error());
 		goto out;
 	}
 	{
@@ -1541,8 +1574,8 @@ static void exec_start(const struct proto_request *req)
 
 		r = inherited ? envb_build(&eo, inherited, &envp, &bad) : -ENOMEM;
 		if (r < 0) {
-			serve_send_error(req->id, PROTO_E_BAD_REQUEST, "environment: %s%s%s",
-					 strerror(-r), bad ? " at " : "", bad ? bad : "");
+			exec_refuse(req, &st, PROTO_E_BAD_REQUEST, "environment: %s%s%s",
+				    strerror(-r), bad ? " at " : "", bad ? bad : "");
 			goto out;
 		}
 	}
@@ -1550,14 +1583,14 @@ static void exec_start(const struct proto_request *req)
 	 * may be its own mount, so the root of the walk is the matching root itself), the rest
 	 * resolved as the agent without symlinks or mount crossings. */
 	if (spawn_cwd_split(st.cwd ? st.cwd : a.home, &cwd_root, &cwd_rel) < 0) {
-		serve_send_error(req->id, PROTO_E_BAD_REQUEST,
-				 "cwd must be /workspaces, /workspace or /data or beneath them");
+		exec_refuse(req, &st, PROTO_E_BAD_REQUEST,
+			    "cwd must be /workspaces, /workspace or /data or beneath them");
 		goto out;
 	}
 	cwd_fd = openat(T.root_fd, cwd_root + 1, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (cwd_fd < 0) {
-		serve_send_error(req->id, proto_err_from_errno(-errno), "cannot open %s: %s",
-				 cwd_root, strerror(errno));
+		exec_refuse(req, &st, proto_err_from_errno(-errno), "cannot open %s: %s", cwd_root,
+			    strerror(errno));
 		goto out;
 	}
 	memset(&so, 0, sizeof(so));
@@ -1590,14 +1623,14 @@ static void exec_start(const struct proto_request *req)
 
 	c = calloc(1, sizeof(*c));
 	if (!c) {
-		serve_send_error(req->id, PROTO_E_INTERNAL, "out of memory");
+		exec_refuse(req, &st, PROTO_E_INTERNAL, "out of memory");
 		goto out;
 	}
 	c->rd = reader_get(key);
 	c->ag = c->rd ? agent_count_get(a.uid) : NULL;
 	if (!c->ag) {
 		reader_put(c->rd);
-		serve_send_error(req->id, PROTO_E_INTERNAL, "out of memory");
+		exec_refuse(req, &st, PROTO_E_INTERNAL, "out of memory");
 		free(c);
 		c = NULL;
 		goto out;

@@ -53,6 +53,46 @@ rc=0; X nope-on-path || rc=$?
 is "exec of a name on no PATH directory: 127" "$rc" 127
 is "every failure is on record, not started" "$(grep -c 'audit exec .* end=not-started' "$W/pd.log")" 8
 
+# --- refused requests are on record, escaped, and a flood of them is bounded ------------
+# 3000 exec.start requests as fast as a client can send them, each refused before it
+# runs: an agent that does not exist, a cwd outside the rules, an argv and an agent name
+# with a newline and ESC that would forge a line of their own.
+before=$(wc -l <"$W/pd.log")
+python3 - "$CP" "$PISTIS_TOKEN" "$(dirname "$0")" >"$W/flood" 2>&1 <<'PY' || true
+import json, sys, time
+sys.path.insert(0, sys.argv[3])
+from wsfake import WS
+ws = WS(int(sys.argv[1]), "/v1/ws", "pistis-client.v1", sys.argv[2])
+forged = "x\npistisd: audit exec cmd=1 agent=\"root\" end=exited\x1b[2J"
+reqs = [{"op": "exec.start", "sandbox": "s1", "agent": "a", "cwd": "/etc",
+         "argv": ["/bin/echo", forged]},
+        {"op": "exec.start", "sandbox": "s1", "agent": "zz" + forged, "argv": ["/bin/true"]}]
+t0 = time.time()
+for i in range(3000):
+    r = dict(reqs[i % 2], id="f%d" % i)
+    ws.send(json.dumps(r))
+got = 0
+while got < 3000:
+    b, d = ws.recv()
+    if not b and b'"ok":false' in d:
+        got += 1
+print("answers=%d seconds=%.1f" % (got, time.time() - t0))
+PY
+like "every flood request was answered" "$(cat "$W/flood")" '^answers=3000'
+secs=$(sed -n 's/.*seconds=\([0-9]*\).*/\1/p' "$W/flood")
+sleep 1.2 # the last second's summary
+n=$(grep -c '^pistisd: audit refused op=exec.start' "$W/pd.log")
+ok "refusals are logged, at most 20 a second ($n lines in ${secs}+1 s)" \
+	[ "$n" -ge 10 -a "$n" -le $((20 * (secs + 2))) ]
+all=$(($(wc -l <"$W/pd.log") - before))
+ok "the flood wrote at most 40 lines a second of any kind ($all)" [ "$all" -le $((40 * (secs + 2))) ]
+like "... the rest counted" "$(cat "$W/pd.log")" 'audit refused: [0-9]+ more refused request\(s\) in that second not logged'
+like "a refusal names the agent, the code, why, and the argv escaped" "$(cat "$W/pd.log")" \
+	'audit refused op=exec.start id="[^"]*f[0-9]+" code=bad_request agent="a" message="cwd must be[^"]*" argc=2 argv_bytes=[0-9]+ argv_sha256=[0-9a-f]{64} argv=\["/bin/echo","x\\npistisd: audit exec cmd=1 agent=\\"root\\" end=exited\\x1b\[2J"\] cwd="/etc"'
+like "an unknown agent's name is escaped too" "$(cat "$W/pd.log")" 'code=bad_request agent="zzx\\npistisd'
+is "no forged line, no raw control byte in serve's log" \
+	"$(grep -c '^pistisd: audit exec cmd=1 agent="root"' "$W/pd.log")/$(LC_ALL=C grep -c $'[\x01-\x09\x0b-\x1f\x7f]' "$W/pd.log")" 0/0
+
 # --- a stop signal to serve while commands run -----------------------------------------
 # A command that ends on SIGTERM with its own code, and prints on the way out.
 timeout 25 "$BIN/pistis" exec --sandbox s1 --agent a -- /bin/sh -c \
