@@ -348,7 +348,7 @@ static void print_json(const struct spawn_result *res, const struct spawn_proc *
 		"\"dropped_bytes\":%" PRIu64 ",\"left_children_killed\":%s,\"tree\":\"%s\","
 		"\"abstract_sockets\":\"%s\",\"limits\":{\"memory\":%s,\"pids\":%s,\"cpu\":%s}}\n",
 		esc ? esc : "null", spawn_end_name(res->end),
-		res->end == SPAWN_END_EXITED ? res->exit_code : -1, res->term_signal,
+		res->term_signal ? -1 : res->exit_code, res->term_signal,
 		res->core_dumped ? "true" : "false", res->wall_us / 1000.0,
 		res->rusage.ru_utime.tv_sec * 1000.0 + res->rusage.ru_utime.tv_usec / 1000.0,
 		res->rusage.ru_stime.tv_sec * 1000.0 + res->rusage.ru_stime.tv_usec / 1000.0,

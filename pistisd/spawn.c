@@ -2076,6 +2076,10 @@ static void stop_with(struct spawn_proc *p, enum spawn_end why)
 	p->stop_ns = spawn_now_ns();
 	p->kill_ns = p->stop_ns + grace * 1000000u;
 	tree_signal(p, SIGTERM);
+	/* A stopped process (SIGSTOP, a job-control stop on its pty, a sibling's kill -STOP)
+	 * runs no handler until it is continued: without this its SIGTERM trap never ran, and
+	 * the grace ended in SIGKILL (as pistisd-entry and systemd do, TERM then CONT). */
+	tree_signal(p, SIGCONT);
 }
 
 int spawn_stop(struct spawn_proc *p)

@@ -37,6 +37,15 @@ like "run: ... and is named as the interpreter, not the file" "$out" 'the file i
 rc=0; run /workspaces/t/nope >/dev/null 2>&1 || rc=$?
 is "run: a program that is not there is 127" "$rc" 127
 
+# --- a stopped command with a SIGTERM trap: continued, so the trap runs ----------------
+t0=$(date +%s%N)
+rc=0; out=$(in_root "$R" pistisd run --agent a --timeout 0.5 --json -- /bin/sh -c \
+	'trap "echo got-term; exit 5" TERM; kill -STOP $$; echo resumed' 2>&1) || rc=$?
+ms=$((($(date +%s%N) - t0) / 1000000))
+is "run: a stopped command's SIGTERM trap ran at the timeout ($ms ms)" "$rc" 5
+like "... its output came" "$out" 'got-term'
+like "... --json gives its code beside end=timeout" "$out" '"end":"timeout","exit_code":5,"signal":0'
+
 # --- exec failures through serve and the client --------------------------------------
 relay_up "$R" "$W" || { echo "1..0 # SKIP the sandbox did not connect"; exit 0; }
 X() { timeout 25 "$BIN/pistis" exec --sandbox s1 --agent a -- "$@" >"$W/o" 2>"$W/e"; }
