@@ -1298,7 +1298,10 @@ static void usage(FILE *f)
 		"                      kernel has Landlock ABI >= 6)\n"
 		"  -v, --verbose       debug logging\n"
 		"  -h, --help\n\n"
-		"Exit codes: 0 stopped by SIGTERM/SIGINT, 1 a hard requirement does not hold,\n"
+		"SIGTERM, SIGINT, SIGHUP: stop; running commands get SIGTERM, 2 s, then SIGKILL,\n"
+		"their ends are sent and logged, then serve exits (at most 4 s; a second signal:\n"
+		"at once).\n"
+		"Exit codes: 0 stopped by a signal, 1 a hard requirement does not hold,\n"
 		"100 usage, 111 system error.\n"
 		"See docs/protocol.md.\n");
 }

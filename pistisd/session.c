@@ -626,9 +626,10 @@ static void build_exit(struct cmd *c)
 		return;
 	cJSON_AddNumberToObject(o, "cmd", c->id);
 	cJSON_AddStringToObject(o, "end", spawn_end_name(res->end));
-	if (res->term_signal)
+	if (res->term_signal) {
 		cJSON_AddNumberToObject(o, "signal", res->term_signal);
-	else
+		cJSON_AddBoolToObject(o, "core", res->core_dumped);
+	} else
 		cJSON_AddNumberToObject(o, "code", res->exit_code);
 	cJSON_AddNumberToObject(o, "last_seq", (double)c->next_seq);
 	cJSON_AddNumberToObject(o, "stdout_bytes", (double)res->out_bytes);

@@ -60,6 +60,11 @@ is "exec of a program that is not there: 127" "$rc" 127
 like "... not_found" "$(cat "$W/e")" '^pistis: not_found: cannot start: execve: No such file'
 rc=0; X nope-on-path || rc=$?
 is "exec of a name on no PATH directory: 127" "$rc" 127
+rc=0; timeout 25 "$BIN/pistis" --json exec --sandbox s1 --agent a -- /bin/sh -c 'kill -SEGV $$' \
+	>"$W/o" 2>&1 || rc=$?
+is "a death by SIGSEGV: 139" "$rc" 139
+like "... exec.exit says signal 11 and whether it dumped core" "$(tr -d ' \t\n' <"$W/o")" \
+	'"end":"signaled","signal":11,"core":false'
 is "every failure is on record, not started" "$(grep -c 'audit exec .* end=not-started' "$W/pd.log")" 8
 
 # --- refused requests are on record, escaped, and a flood of them is bounded ------------
