@@ -13,6 +13,7 @@
 #include <linux/magic.h>
 #include <linux/openat2.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1138,6 +1139,35 @@ static void on_answer(struct watch *w, uint32_t events)
 	fsop_free(f);
 }
 
+/* A file operation refused before its helper: the answer, and its audit line within the
+ * refusals' budget (serve_audit_refused_allowed), the agent and path as the request gave
+ * them, escaped. */
+static void fs_refuse(const struct proto_request *req, const char *agent, enum proto_err code,
+		      const char *fmt, ...) _printf_(4, 5);
+static void fs_refuse(const struct proto_request *req, const char *agent, enum proto_err code,
+		      const char *fmt, ...)
+{
+	const cJSON *path = cJSON_GetObjectItemCaseSensitive(req->root, "path");
+	char msg[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	serve_send_error(req->id, code, "%s", msg);
+	if (serve_audit_refused_allowed()) {
+		_cleanup_free_ char *ea = agent ? escape_c_field(agent, 64) : NULL;
+		_cleanup_free_ char *ep =
+			cJSON_IsString(path) ? escape_c_field(path->valuestring, AUDIT_PATH_MAX)
+					     : NULL;
+
+		log_notice(
+			"audit refused op=%s id=\"%s\" code=%s agent=%-s message=\"%s\" path=%-s",
+			proto_op_name(req->op), req->id, proto_err_name(code), ea ? ea : "?", msg,
+			ep ? ep : "?");
+	}
+}
+
 void fsops_request(const struct proto_request *req)
 {
 	struct proto_error err = {0};
@@ -1148,22 +1178,21 @@ void fsops_request(const struct proto_request *req)
 	pid_t pid, parent;
 
 	if (proto_get_string(req->root, "agent", PROTO_MAX_AGENT, &agent, &err) < 0 || !*agent)
-		return serve_send_error(req->id, PROTO_E_BAD_REQUEST, "\"agent\" is required");
+		return fs_refuse(req, NULL, PROTO_E_BAD_REQUEST, "\"agent\" is required");
 	if (held)
-		return serve_send_error(
-			req->id, PROTO_E_UNAVAILABLE,
-			"a policy apply is tightening permissions; retry when it ends");
+		return fs_refuse(req, agent, PROTO_E_UNAVAILABLE,
+				 "a policy apply is tightening permissions; retry when it ends");
 	if (running >= FSOP_MAX_RUNNING)
-		return serve_send_error(req->id, PROTO_E_LIMIT, "too many file operations at once");
+		return fs_refuse(req, agent, PROTO_E_LIMIT, "too many file operations at once");
 	r = serve_resolve_agent(agent, &a);
 	if (r < 0)
-		return serve_send_error(req->id, proto_err_from_errno(r), "agent: %s",
-					serve_resolve_error());
+		return fs_refuse(req, agent, proto_err_from_errno(r), "agent: %s",
+				 serve_resolve_error());
 	{
 		unsigned *n = agent_count(a.uid, false);
 		if (n && *n >= FSOP_MAX_PER_AGENT)
-			return serve_send_error(req->id, PROTO_E_LIMIT,
-						"too many file operations of this agent at once");
+			return fs_refuse(req, agent, PROTO_E_LIMIT,
+					 "too many file operations of this agent at once");
 	}
 	f = calloc(1, sizeof(*f));
 	if (!f || pipe2(p, O_CLOEXEC) < 0) {

@@ -80,10 +80,11 @@ ws = WS(int(sys.argv[1]), "/v1/ws", "pistis-client.v1", sys.argv[2])
 forged = "x\npistisd: audit exec cmd=1 agent=\"root\" end=exited\x1b[2J"
 reqs = [{"op": "exec.start", "sandbox": "s1", "agent": "a", "cwd": "/etc",
          "argv": ["/bin/echo", forged]},
-        {"op": "exec.start", "sandbox": "s1", "agent": "zz" + forged, "argv": ["/bin/true"]}]
+        {"op": "exec.start", "sandbox": "s1", "agent": "zz" + forged, "argv": ["/bin/true"]},
+        {"op": "fs.read", "sandbox": "s1", "agent": "yy" + forged, "path": "/w/" + forged}]
 t0 = time.time()
 for i in range(3000):
-    r = dict(reqs[i % 2], id="f%d" % i)
+    r = dict(reqs[i % 3], id="f%d" % i)
     ws.send(json.dumps(r))
 got = 0
 while got < 3000:
@@ -95,7 +96,7 @@ PY
 like "every flood request was answered" "$(cat "$W/flood")" '^answers=3000'
 secs=$(sed -n 's/.*seconds=\([0-9]*\).*/\1/p' "$W/flood")
 sleep 1.2 # the last second's summary
-n=$(grep -c '^pistisd: audit refused op=exec.start' "$W/pd.log")
+n=$(grep -c '^pistisd: audit refused op=\(exec.start\|fs.read\)' "$W/pd.log")
 ok "refusals are logged, at most 20 a second ($n lines in ${secs}+1 s)" \
 	[ "$n" -ge 10 -a "$n" -le $((20 * (secs + 2))) ]
 all=$(($(wc -l <"$W/pd.log") - before))
@@ -104,6 +105,8 @@ like "... the rest counted" "$(cat "$W/pd.log")" 'audit refused: [0-9]+ more ref
 like "a refusal names the agent, the code, why, and the argv escaped" "$(cat "$W/pd.log")" \
 	'audit refused op=exec.start id="[^"]*f[0-9]+" code=bad_request agent="a" message="cwd must be[^"]*" argc=2 argv_bytes=[0-9]+ argv_sha256=[0-9a-f]{64} argv=\["/bin/echo","x\\npistisd: audit exec cmd=1 agent=\\"root\\" end=exited\\x1b\[2J"\] cwd="/etc"'
 like "an unknown agent's name is escaped too" "$(cat "$W/pd.log")" 'code=bad_request agent="zzx\\npistisd'
+like "a refused file operation is on record, its agent and path escaped" "$(cat "$W/pd.log")" \
+	'audit refused op=fs.read id="[^"]*f[0-9]+" code=bad_request agent="yyx\\npistisd.*" message="agent: invalid agent id[^"]*" path="/w/x\\npistisd'
 is "no forged line, no raw control byte in serve's log" \
 	"$(grep -c '^pistisd: audit exec cmd=1 agent="root"' "$W/pd.log")/$(LC_ALL=C grep -c $'[\x01-\x09\x0b-\x1f\x7f]' "$W/pd.log")" 0/0
 
