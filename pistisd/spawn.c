@@ -110,8 +110,9 @@ static const char *const step_names[_SPAWN_STEP_MAX] = {
 	[SPAWN_STEP_PTY] = "open a pty (/dev/ptmx, devpts)",
 	[SPAWN_STEP_EXEC_TIMEOUT] = "timed out before exec",
 	[SPAWN_STEP_SCOPE] = "landlock scope",
-	[SPAWN_STEP_EXEC_INTERP] = "execve (the file is there; the interpreter its #! line or "
-				   "ELF header names is not)",
+	/* (one string in parentheses: clang warns of a missing comma otherwise) */
+	[SPAWN_STEP_EXEC_INTERP] = ("execve (the file is there; the interpreter its #! line or "
+				    "ELF header names is not)"),
 };
 
 const char *spawn_step_name(enum spawn_step step)
