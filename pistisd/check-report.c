@@ -163,11 +163,9 @@ static const struct {
 	[CHECK_NOSUID_WORKSPACES] =
 		{"nosuid_workspaces", true,
 		 "a setuid file one agent plants in /workspaces or /workspace does not run as that "
-		 "agent when "
-		 "another executes it (hard where trusted commands are configured)",
+		 "agent when another executes it (hard where trusted commands are configured)",
 		 "mount /workspaces and /workspace nosuid,nodev (pistisd-entry does it at "
-		 "start-up), or "
-		 "--allow nosuid_workspaces"},
+		 "start-up), or --allow nosuid_workspaces"},
 	[CHECK_NOSUID_SHARED] =
 		{"nosuid_shared", true,
 		 "a setuid file one agent leaves in /tmp, /dev/shm, /var/tmp or /run/lock does not "
