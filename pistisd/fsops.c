@@ -1150,12 +1150,12 @@ static void fs_refuse(const struct proto_request *req, const char *agent, enum p
 	const cJSON *path = cJSON_GetObjectItemCaseSensitive(req->root, "path");
 	char msg[256];
 	va_list ap;
+	bool audit;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	audit = serve_refusev(req->id, code, msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	serve_send_error(req->id, code, "%s", msg);
-	if (serve_audit_refused_allowed()) {
+	if (audit) {
 		_cleanup_free_ char *ea = agent ? escape_c_field(agent, 64) : NULL;
 		_cleanup_free_ char *ep =
 			cJSON_IsString(path) ? escape_c_field(path->valuestring, AUDIT_PATH_MAX)

@@ -255,6 +255,14 @@ bool serve_audit_refused_allowed(void)
 	return false;
 }
 
+bool serve_refusev(const char *id, enum proto_err code, char *msg, size_t size, const char *fmt,
+		   va_list ap)
+{
+	vsnprintf(msg, size, fmt, ap);
+	serve_send_json(proto_error_build(id, code, msg));
+	return serve_audit_refused_allowed();
+}
+
 /* A request refused before any operation looked at it. */
 static void audit_refused(const char *id, const char *op, enum proto_err code, const char *msg)
 {

@@ -9,6 +9,8 @@
 
 #include <cjson/cJSON.h>
 
+#include <stdarg.h>
+
 #include "lib/proto.h"
 
 struct lws_context;
@@ -23,6 +25,11 @@ void serve_want_write(void);
 /* May one more "audit refused" line be written now (at most 20 a second; the rest are
  * counted and said once the second is over)? */
 bool serve_audit_refused_allowed(void);
+/* A request refused: its error answer, the message formatted from fmt into msg (size bytes)
+ * for the caller's audit line. Returns whether that line may be written now
+ * (serve_audit_refused_allowed). */
+bool serve_refusev(const char *id, enum proto_err code, char *msg, size_t size, const char *fmt,
+		   va_list ap) __attribute__((format(printf, 5, 0)));
 bool serve_connected(void);
 struct lws_context *serve_lws_context(void);
 

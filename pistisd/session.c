@@ -1474,12 +1474,12 @@ static void exec_refuse(const struct proto_request *req, const struct proto_exec
 {
 	char msg[256];
 	va_list ap;
+	bool audit;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	audit = serve_refusev(req->id, code, msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	serve_send_error(req->id, code, "%s", msg);
-	if (!serve_audit_refused_allowed())
+	if (!audit)
 		return;
 	if (!st) {
 		log_notice("audit refused op=exec.start id=\"%s\" code=%s message=\"%s\"", req->id,
