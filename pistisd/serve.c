@@ -29,6 +29,7 @@
 
 #include "lib/escape.h"
 #include "lib/fd-util.h"
+#include "lib/log-rate.h"
 #include "lib/log.h"
 #include "lib/lws-log.h"
 #include "lib/token-file.h"
@@ -217,41 +218,34 @@ void serve_send_error(const char *id, enum proto_err code, const char *fmt, ...)
 #define AUDIT_REFUSED_PER_S 20
 
 static struct {
-	uint64_t window_ns; /* start of the current second (spawn_now_ns) */
-	unsigned n;	    /* lines written in it */
-	unsigned dropped;   /* refusals not logged in it */
+	struct log_rate rate;
 	lws_sorted_usec_list_t sul;
 } R;
 
 static void refused_summary(lws_sorted_usec_list_t *sul)
 {
+	unsigned held = log_rate_held(&R.rate);
+
 	(void)sul;
-	if (R.dropped)
+	if (held)
 		log_notice("audit refused: %u more refused request(s) in that second not logged "
 			   "(at most %u a second)",
-			   R.dropped, AUDIT_REFUSED_PER_S);
-	R.dropped = 0;
+			   held, AUDIT_REFUSED_PER_S);
 }
 
 bool serve_audit_refused_allowed(void)
 {
-	uint64_t now = spawn_now_ns();
+	uint64_t now = spawn_now_ns() / 1000u;
 
-	if (now - R.window_ns >= 1000000000u) {
-		if (R.dropped) {
-			lws_sul_cancel(&R.sul);
-			refused_summary(&R.sul);
-		}
-		R.window_ns = now;
-		R.n = 0;
+	if (log_rate_window_over(&R.rate, now)) {
+		lws_sul_cancel(&R.sul);
+		refused_summary(&R.sul);
 	}
-	if (R.n < AUDIT_REFUSED_PER_S) {
-		R.n++;
+	if (log_rate_ok(&R.rate, now, AUDIT_REFUSED_PER_S))
 		return true;
-	}
-	if (!R.dropped++ && S.ctx)
+	if (R.rate.held == 1 && S.ctx)
 		lws_sul_schedule(S.ctx, 0, &R.sul, refused_summary,
-				 (lws_usec_t)((R.window_ns + 1000000000u - now) / 1000u) + 1);
+				 (lws_usec_t)(R.rate.window_us + LOG_RATE_WINDOW_US - now) + 1);
 	return false;
 }
 
@@ -433,8 +427,8 @@ static int resolve(const char *agent, bool cached, uid_t want_uid, struct serve_
 		/* one line per request a client may send at wire speed: within the refusals'
 		 * budget (serve_audit_refused_allowed) */
 		if (!serve_audit_refused_allowed())
-			;
-		else if (whole)
+			return r;
+		if (whole)
 			log_warning("Cannot ensure agent '%s': %-s", agent,
 				    users_last_error_text());
 		else
@@ -719,6 +713,13 @@ static void on_receive(struct lws *wsi, const void *in, size_t len)
 
 /* --- outbound ----------------------------------------------------------------------- */
 
+/* Something is still to go out: a queued JSON answer, or a command's output or exit once
+ * the hello is answered (before that, session output cannot be sent). */
+static bool out_pending(void)
+{
+	return S.out_head || (S.established && session_has_pending());
+}
+
 /* Several messages per writable callback while the socket takes them (one per callback
  * costs a poll round trip per 64 KiB frame); JSON answers go before output frames. */
 static int on_writable(struct lws *wsi)
@@ -743,7 +744,7 @@ static int on_writable(struct lws *wsi)
 		S.rx_paused = false;
 		lws_rx_flow_control(wsi, 1);
 	}
-	if (S.out_head || (S.established && session_has_pending()))
+	if (out_pending())
 		lws_callback_on_writable(wsi);
 	return 0;
 }
@@ -1066,7 +1067,7 @@ static int cb_epoll(struct lws *wsi, enum lws_callback_reasons reason, void *use
 static void stop_check(lws_sorted_usec_list_t *sul)
 {
 	unsigned running = session_running();
-	bool flushed = !serve_connected() || (!session_has_pending() && !S.out_head);
+	bool flushed = !serve_connected() || !out_pending();
 
 	(void)sul;
 	if ((!running && flushed) || spawn_now_ns() >= S.stop_deadline_ns) {

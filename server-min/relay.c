@@ -34,6 +34,7 @@
 
 #include "lib/escape.h"
 #include "lib/fd-util.h"
+#include "lib/log-rate.h"
 #include "lib/log.h"
 #include "lib/lws-log.h"
 #include "lib/macro.h"
@@ -110,13 +111,6 @@ enum rate_cost {
 	COST_CONNECTION, /* a new connection */
 	COST_REATTACH,	 /* a route its hello re-attached */
 	N_RATE_COSTS
-};
-
-/* At most `burst` lines a second from one source; the lines held back are counted, for the
- * next line to report. */
-struct log_rate {
-	lws_usec_t window;
-	unsigned n, held;
 };
 
 struct msg {
@@ -386,34 +380,6 @@ static uint32_t key_bucket(uint64_t a, uint64_t b, const char *s, uint32_t n_buc
 
 /* --- logging what peers make happen ------------------------------------------------------ */
 
-/* Whether one more line may be logged now: at most burst a second (anyone who reaches a
- * listener, or any sandbox, can cause lines as fast as it sends, and a line for each would
- * fill the log and the disk under it). */
-static bool log_rate_ok(struct log_rate *lr, unsigned burst)
-{
-	lws_usec_t now = lws_now_usecs();
-
-	if (now - lr->window >= LWS_US_PER_SEC) {
-		lr->window = now;
-		lr->n = 0;
-	}
-	if (lr->n < burst) {
-		lr->n++;
-		return true;
-	}
-	lr->held++;
-	return false;
-}
-
-/* The lines held back since the last call. */
-static unsigned log_rate_held(struct log_rate *lr)
-{
-	unsigned n = lr->held;
-
-	lr->held = 0;
-	return n;
-}
-
 static void client_forget(struct conn *c);
 static int peer_key(int fd, uint8_t ret_key[static 16], char *ret_name, size_t name_size);
 
@@ -482,7 +448,7 @@ static void client_drop(struct conn *c, const char *why)
 
 	if (c->dropped)
 		return;
-	if (log_rate_ok(&R.dropped, 5)) {
+	if (log_rate_ok(&R.dropped, (uint64_t)lws_now_usecs(), 5)) {
 		char more[64] = "";
 		uint8_t key[16];
 		if (R.ctx)
@@ -667,7 +633,7 @@ static void sandbox_log_report(struct sandbox *sb)
 
 static bool sandbox_log_ok(struct conn *c)
 {
-	if (!log_rate_ok(&c->sb->log_rate, SANDBOX_LOG_BURST))
+	if (!log_rate_ok(&c->sb->log_rate, (uint64_t)lws_now_usecs(), SANDBOX_LOG_BURST))
 		return false;
 	sandbox_log_report(c->sb);
 	return true;
@@ -1612,7 +1578,7 @@ static void log_refused(unsigned kind, const char *fmt, ...)
 	unsigned held;
 	va_list ap;
 
-	if (!log_rate_ok(lr, 1))
+	if (!log_rate_ok(lr, (uint64_t)lws_now_usecs(), 1))
 		return;
 	va_start(ap, fmt);
 	vsnprintf(what, sizeof(what), fmt, ap);
@@ -2142,7 +2108,7 @@ static int sandbox_close(struct conn *c, const char *reason)
  * sandbox_cut, with one line at the same rate saying which version and what to do. */
 static int sandbox_refuse(struct conn *c)
 {
-	if (log_rate_ok(&R.cut, 5))
+	if (log_rate_ok(&R.cut, (uint64_t)lws_now_usecs(), 5))
 		log_warning("Disconnected sandbox '%s': its hello speaks protocol version %s, "
 			    "this relay version %d only (pistisd and server-min of different "
 			    "releases?); run a server-min that speaks its version. It may redial",
@@ -2155,7 +2121,7 @@ static int sandbox_refuse(struct conn *c)
  * rest: a sandbox may redial and be cut again as fast as its message rate allows. */
 static int sandbox_cut(struct conn *c)
 {
-	if (log_rate_ok(&R.cut, 5)) {
+	if (log_rate_ok(&R.cut, (uint64_t)lws_now_usecs(), 5)) {
 		char more[64] = "";
 		unsigned held = log_rate_held(&R.cut);
 		if (held)

@@ -21,6 +21,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "lib/log-rate.h"
 #include "lib/escape.h"
 #include "lib/fd-util.h"
 #include "lib/log.h"
@@ -1497,6 +1498,27 @@ TEST(id_map_format_cuts_with_a_mark)
 	id_map_format(&m, buf, sizeof(buf));
 	EXPECT_EQ(strlen(buf), sizeof(buf) - 1);
 	EXPECT_TRUE(!strcmp(buf + sizeof(buf) - 4, "\xe2\x80\xa6"));
+}
+
+TEST(log_rate_holds_past_the_burst_and_counts_what_it_held)
+{
+	struct log_rate lr = {0};
+	uint64_t t = 5000000;
+
+	EXPECT_TRUE(log_rate_ok(&lr, t, 2));
+	EXPECT_TRUE(log_rate_ok(&lr, t + 10, 2));
+	EXPECT_FALSE(log_rate_ok(&lr, t + 20, 2));
+	EXPECT_FALSE(log_rate_ok(&lr, t + 999999, 2));
+	EXPECT_FALSE(log_rate_window_over(&lr, t + 999999));
+	EXPECT_TRUE(log_rate_window_over(&lr, t + 1000000));
+	/* a new second lets lines through again; what was held stays counted until asked */
+	EXPECT_TRUE(log_rate_ok(&lr, t + 1000000, 2));
+	EXPECT_EQ(log_rate_held(&lr), 2u);
+	EXPECT_EQ(log_rate_held(&lr), 0u);
+	EXPECT_FALSE(log_rate_window_over(&lr, t + 5000000)); /* nothing held: nothing to say */
+	EXPECT_TRUE(log_rate_ok(&lr, t + 1000001, 2));
+	EXPECT_FALSE(log_rate_ok(&lr, t + 1000002, 2));
+	EXPECT_EQ(log_rate_held(&lr), 1u);
 }
 
 TEST_HARNESS_MAIN
