@@ -8,6 +8,7 @@
 
 #include "lib/escape.h"
 #include "lib/fd-util.h"
+#include "lib/macro.h"
 
 /* A JSON line's escaped message at most: with the rest of the line (the program's name is
  * one of ours) under PIPE_BUF (4096), which a pipe writes whole. */
@@ -20,10 +21,8 @@ static bool line_open;
 
 void log_set_program(const char *name)
 {
-	const char *slash = name ? strrchr(name, '/') : NULL;
-
 	if (name)
-		program = slash ? slash + 1 : name;
+		program = path_tail(name);
 }
 
 void log_set_level(enum log_level level)

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #define _cleanup_(f) __attribute__((cleanup(f)))
@@ -60,3 +61,11 @@ static inline int negative_errno(void)
 		long _r_ = (long)(expr);                                                           \
 		_r_ < 0 ? negative_errno() : (int)_r_;                                             \
 	})
+
+/* The last component of a path: what follows its last '/', or the whole of it. */
+static inline const char *path_tail(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	return slash ? slash + 1 : path;
+}

@@ -190,10 +190,9 @@ static void warn_setuid_inventory(const char *root)
 	if (check_walk(root, &r) < 0)
 		return;
 	for (size_t i = 0; i < r->n_suid; i++) {
-		const char *base = strrchr(r->suid[i].path, '/');
 		char q[SETID_NAME_SHOWN + ESCAPE_QUOTE_EXTRA];
 
-		if (base && !strcmp(base + 1, "sudo"))
+		if (!strcmp(path_tail(r->suid[i].path), "sudo"))
 			continue;
 		/* An agent may make its own files setuid and name them: each quoted and
 		 * escaped, cut with a mark (names is text: %-s below). */

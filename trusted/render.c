@@ -643,9 +643,8 @@ int trusted_shebang_parse(const char *text, size_t len, char interp[TRUSTED_SHEB
 
 bool trusted_interp_is_pistisd(const char *interp)
 {
-	const char *base = strrchr(interp, '/');
+	const char *base = path_tail(interp);
 
-	base = base ? base + 1 : interp;
 	return !strcmp(base, "pistisd") || !strcmp(base, "pistisd-musl");
 }
 
@@ -678,10 +677,9 @@ static enum interp_family interp_family_of(const char *interp)
 		{"nodejs", IF_NODE}, {"php", IF_PHP},	 {"lua", IF_LUA},    {"luajit", IF_LUA},
 		{"tclsh", IF_TCL},
 	};
-	const char *base = strrchr(interp, '/');
+	const char *base = path_tail(interp);
 	size_t len;
 
-	base = base ? base + 1 : interp;
 	/* python3.11, perl5.36.0, lua5.4, ksh93, tclsh8.6: the name without its version */
 	for (len = strlen(base);
 	     len > 0 && (isdigit((unsigned char)base[len - 1]) || base[len - 1] == '.'); len--)
@@ -795,9 +793,8 @@ static bool interp_option_ok(enum interp_family f, const char *w, size_t n)
 int trusted_interp_arg_check(const char *interp, const char *arg, char *why, size_t why_size)
 {
 	enum interp_family f = interp_family_of(interp);
-	const char *base = strrchr(interp, '/'), *p = arg;
+	const char *base = path_tail(interp), *p = arg;
 
-	base = base ? base + 1 : interp;
 	while (*p) {
 		size_t n;
 

@@ -880,7 +880,7 @@ static int interp_arg_check(int root_fd, const char *what, const char *interp, c
 			return r;
 		return interp_arg_check(root_fd, what, inner, inner_arg, level + 1, why, why_size);
 	}
-	base = strrchr(interp, '/') + 1;
+	base = path_tail(interp);
 	if (strcmp(base, "env")) {
 		char w[512];
 
