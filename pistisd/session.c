@@ -644,13 +644,16 @@ static void build_exit(struct cmd *c)
 	cJSON_Delete(o);
 	/* The audit record: one line per command. The fields of fixed size first: a log line
 	 * has a bound (lib/log.c), and a long cwd or argv must not cut the end and code off.
-	 * argv and cwd are escaped already (escape_c_field): %-s, so not a second time. */
+	 * code is what `pistis exec` exits with: 128+N for a death by signal N, never the 0
+	 * that read as a success. argv and cwd are escaped already (escape_c_field): %-s, so
+	 * not a second time. */
 	log_notice("audit exec cmd=%u agent=\"%s\" uid=%u end=%s code=%d signal=%d stdout=%llu "
 		   "stderr=%llu duration_ms=%llu %-s cwd=%-s",
-		   c->id, c->agent, (unsigned)c->uid, spawn_end_name(res->end), res->exit_code,
-		   res->term_signal, (unsigned long long)res->out_bytes,
-		   (unsigned long long)res->err_bytes, (unsigned long long)ms,
-		   c->audit_argv ? c->audit_argv : "argv=?", c->cwd ? c->cwd : "\"~\"");
+		   c->id, c->agent, (unsigned)c->uid, spawn_end_name(res->end),
+		   res->term_signal ? 128 + res->term_signal : res->exit_code, res->term_signal,
+		   (unsigned long long)res->out_bytes, (unsigned long long)res->err_bytes,
+		   (unsigned long long)ms, c->audit_argv ? c->audit_argv : "argv=?",
+		   c->cwd ? c->cwd : "\"~\"");
 	c->linger_due_ns = spawn_now_ns() + (uint64_t)LINGER_US * 1000u;
 	lws_sul_schedule(serve_lws_context(), 0, &c->linger, linger_expired, LINGER_US);
 	if (c->attached)

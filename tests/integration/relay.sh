@@ -809,6 +809,12 @@ long=$(head -c 3000 /dev/zero | tr '\0' y)
 P exec --agent alice -- sh -c 'exit 7' "$long" >/dev/null 2>&1
 like "audit: a 3000-byte argument leaves end and code in the line" \
 	"$(grep 'audit exec .*yyyyyyyy' "$W/pd.log" | tail -n 1)" 'end=exited code=7 '
+# A death by a signal is never code=0 (a log reader checking code alone read it as a
+# success): code is what `pistis exec` exits with, 128+N, beside signal=N.
+exits 143 "a command killed by SIGTERM exits 128+15" \
+	"$BIN/pistis" exec --agent alice -- sh -c 'kill -TERM $$; sleep 5' audit-signal-death
+like "audit: a death by signal 15 says code=143 signal=15" \
+	"$(grep 'audit exec .*audit-signal-death' "$W/pd.log" | tail -n 1)" 'end=signaled code=143 signal=15 '
 # ... and is cut with a mark outside its quotes, beside the size and digest of the whole argv
 # (escaped once: the text log does not escape its escaped fields again).
 line=$(grep 'audit exec .*yyyyyyyy' "$W/pd.log" | tail -n 1)
