@@ -7,7 +7,7 @@
 #   bad interpreter read "not found", 127). `pistisd run` says the same.
 # - a stop signal to `pistisd serve` gives the running commands SIGTERM and a grace, sends
 #   their exec.exit (the client exits with the command's own code) and writes their audit
-#   lines; a second signal ends the grace at once (before: every command was SIGKILLed at
+#   lines (a command on a pseudo-terminal too); a second signal ends the grace at once (before: every command was SIGKILLed at
 #   once, no exec.exit, no audit line, and the client waited for an end that never came).
 # Runs as root in a private mount namespace over a throwaway Debian root; agent uid 32012.
 . "$(dirname "$0")/../lib.sh"
@@ -119,8 +119,17 @@ C1=$!
 timeout 25 "$BIN/pistis" exec --sandbox s1 --agent a -- /bin/sh -c \
 	'trap "" TERM; echo started; while :; do /bin/sleep 1; done' >"$W/c2" 2>&1 &
 C2=$!
-for _ in $(seq 100); do grep -q started "$W/c1" && grep -q started "$W/c2" && break; sleep 0.1; done
-ok "both commands run" grep -q started "$W/c2"
+# One on a pseudo-terminal (a devpts instance of the root's own, as a container has): the
+# stop reaches it through the same grace.
+mkdir -p "$R/dev/pts" && mount -t devpts -o newinstance,ptmxmode=0666,mode=0620 devpts "$R/dev/pts" &&
+	ln -sf pts/ptmx "$R/dev/ptmx" || echo "# cannot mount devpts in the root"
+timeout 25 "$BIN/pistis" exec --tty --sandbox s1 --agent a -- /bin/sh -c \
+	'trap "echo got-term-on-tty; exit 4" TERM; tty; echo started; /bin/sleep 300 & wait' </dev/null >"$W/c4" 2>&1 &
+C4=$!
+for _ in $(seq 100); do grep -q started "$W/c1" && grep -q started "$W/c2" && grep -q started "$W/c4" && break; sleep 0.1; done
+ok "the three commands run" grep -q started "$W/c2"
+like "... one of them on a pseudo-terminal" "$(cat "$W/c4")" '/dev/pts/[0-9]+'
+
 t0=$(date +%s%N)
 kill -TERM "$PD"
 rc=0; wait "$PD" || rc=$?
@@ -133,9 +142,13 @@ is "the client of the command that ended on SIGTERM exits with its code" "$rc" 3
 like "its last output arrived" "$(cat "$W/c1")" 'got-term'
 rc=0; wait "$C2" || rc=$?
 is "the client of the command that ignored SIGTERM exits 137 (SIGKILL)" "$rc" 137
-like "serve said what it was doing" "$(cat "$W/pd.log")" 'Signal 15: stopping; 2 running command'
-is "both ends are on record" "$(grep -c 'audit exec .* end=cancelled' "$W/pd.log")" 2
+rc=0; wait "$C4" || rc=$?
+is "the client of the command on a pseudo-terminal exits with its code" "$rc" 4
+like "its last output arrived" "$(cat "$W/c4")" 'got-term-on-tty'
+like "serve said what it was doing" "$(cat "$W/pd.log")" 'Signal 15: stopping; 3 running command'
+is "the three ends are on record" "$(grep -c 'audit exec .* end=cancelled' "$W/pd.log")" 3
 is "no process of the agent is left" "$(root_pids "$R" 32012 | wc -l)" 0
+is "... and no pseudo-terminal" "$(ls "$R/dev/pts" | grep -c '^[0-9]')" 0
 
 # A second signal does not wait for the grace.
 (in_root_exec "$R" pistisd serve --relay "ws://127.0.0.1:$SP" --token-file /etc/pistis/token \
