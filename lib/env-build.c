@@ -716,6 +716,29 @@ static void add_inherited(struct builder *b, const struct envb_opts *opts, char 
 	}
 }
 
+/* TERM=term where neither --set nor the inherited environment gave a valid TERM (a
+ * dropped one too: the default is ours, not a later duplicate of the caller's). A command
+ * on a terminal without TERM fails in clear, tput, top and every curses program. */
+static void add_default_term(struct builder *b, const char *term)
+{
+	size_t vlen = strlen(term), need = sizeof("TERM") + vlen + 1;
+	uint32_t slot;
+	struct entry *e = lookup(b, "TERM", 4, &slot);
+
+	if (e && !e->dropped)
+		return;
+	if (need > b->max_bytes || b->bytes > b->max_bytes - need)
+		return;
+	if (!e) {
+		(void)add(b, "TERM", 4, term, vlen);
+		return;
+	}
+	e->value = term;
+	e->value_len = (uint32_t)vlen;
+	e->dropped = false;
+	b->bytes += need;
+}
+
 int envb_build(const struct envb_opts *opts, char *const *inherited, char ***ret_envp,
 	       const char **ret_bad)
 {
@@ -724,6 +747,11 @@ int envb_build(const struct envb_opts *opts, char *const *inherited, char ***ret
 
 	if (!opts || !ret_envp)
 		return -EINVAL;
+	if (opts->term && value_refusal(VC_TERM, opts->term, strlen(opts->term))) {
+		if (ret_bad)
+			*ret_bad = opts->term;
+		return -EINVAL;
+	}
 	b = malloc(sizeof(*b));
 	if (!b)
 		return -ENOMEM;
@@ -739,6 +767,8 @@ int envb_build(const struct envb_opts *opts, char *const *inherited, char ***ret
 	if (r < 0)
 		return r;
 	add_inherited(b, opts, inherited);
+	if (opts->term)
+		add_default_term(b, opts->term);
 
 	*ret_envp = materialize(b);
 	return *ret_envp ? 0 : -ENOMEM;

@@ -8,9 +8,11 @@
 
 #define ENVB_DEFAULT_PATH "/data/bin:/usr/local/bin:/usr/bin:/bin"
 #define ENVB_MAX_BYTES_DEFAULT (64u * 1024u) /* total of all "NAME=VALUE\0" */
-#define ENVB_MAX_ENTRIES 1024u		     /* names considered per build, output included */
-#define ENVB_MAX_NAME 128u		     /* --keep/--set names; PI_* names are PI_ + 1..64 */
-#define ENVB_MAX_VALUE 4096u		     /* PI_*, --keep, --set values and paths */
+/* TERM of a command on a pty when none is set or inherited (what `docker exec -t` gives) */
+#define ENVB_PTY_TERM "xterm"
+#define ENVB_MAX_ENTRIES 1024u /* names considered per build, output included */
+#define ENVB_MAX_NAME 128u     /* --keep/--set names; PI_* names are PI_ + 1..64 */
+#define ENVB_MAX_VALUE 4096u   /* PI_*, --keep, --set values and paths */
 
 struct envb_opts {
 	const char *path;	 /* NULL: ENVB_DEFAULT_PATH */
@@ -22,6 +24,7 @@ struct envb_opts {
 	const char *no_proxy;	 /* NO_PROXY/no_proxy with proxy; NULL: "localhost,127.0.0.1" */
 	const char *const *keep; /* extra exact names to pass through; NULL-terminated */
 	const char *const *set;	 /* "NAME=VALUE" to set; NULL-terminated */
+	const char *term;	 /* TERM where no valid one is set or inherited; NULL: none */
 	size_t max_bytes;	 /* 0: ENVB_MAX_BYTES_DEFAULT */
 };
 

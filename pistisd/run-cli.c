@@ -698,6 +698,7 @@ int run_cli_main(int argc, char **argv)
 	eo.home = ident.home;
 	eo.tmpdir = ident.tmpdir;
 	eo.set = set;
+	eo.term = so.stdio == SPAWN_STDIO_PTY ? ENVB_PTY_TERM : NULL;
 	r = envb_build(&eo, environ, &envp, &bad);
 	if (r < 0) {
 		char q[200 + ESCAPE_QUOTE_EXTRA];

@@ -1571,6 +1571,7 @@ static void exec_start(const struct proto_request *req)
 			.home = a.home,
 			.tmpdir = a.tmpdir,
 			.set = (const char *const *)st.env,
+			.term = st.pty ? ENVB_PTY_TERM : NULL,
 		};
 		/* only the builder's allowlist is copied from our environment (locale, TERM),
 		 * never a PI_* of ours (serve_inherited_env) */

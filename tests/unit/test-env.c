@@ -85,6 +85,46 @@ TEST(empty_inherited_gives_only_path)
 	envb_free(env);
 }
 
+/* A pty command's TERM: the caller's valid one, else --set's, else the default; a dropped
+ * (invalid) inherited TERM gets the default too; without .term nothing is added. */
+TEST(default_term_only_where_none_is_valid)
+{
+	struct envb_opts o = {.term = ENVB_PTY_TERM};
+	char *none[] = {(char *)"LANG=C", NULL};
+	char *own[] = {(char *)"TERM=screen-256color", NULL};
+	char *bad[] = {(char *)"TERM=../../tmp/x", (char *)"TERM=vt100", NULL};
+	const char *set[] = {"TERM=dumb", NULL};
+	char **env = NULL;
+	const char *why = NULL;
+
+	ASSERT_EQ(envb_build(&o, none, &env, NULL), 0);
+	ASSERT_STREQ(get(env, "TERM"), "xterm");
+	ASSERT_EQ(total_bytes(env), strlen("PATH=" ENVB_DEFAULT_PATH) + 1 + 7 + 11);
+	envb_free(env);
+	ASSERT_EQ(envb_build(&o, own, &env, NULL), 0);
+	ASSERT_STREQ(get(env, "TERM"), "screen-256color");
+	envb_free(env);
+	ASSERT_EQ(envb_build(&o, bad, &env, NULL), 0);
+	ASSERT_STREQ(get(env, "TERM"), "xterm");
+	ASSERT_EQ(count(env), 2u);
+	envb_free(env);
+	o.set = set;
+	ASSERT_EQ(envb_build(&o, own, &env, NULL), 0);
+	ASSERT_STREQ(get(env, "TERM"), "dumb");
+	envb_free(env);
+
+	struct envb_opts plain = {0};
+
+	ASSERT_EQ(envb_build(&plain, none, &env, NULL), 0);
+	ASSERT_TRUE(get(env, "TERM") == NULL);
+	envb_free(env);
+
+	struct envb_opts slash = {.term = "../x"};
+
+	ASSERT_EQ(envb_build(&slash, none, &env, &why), -EINVAL);
+	ASSERT_STREQ(why, "../x");
+}
+
 /* Every allowlisted name passes with a valid value. */
 TEST(allowlist_passes)
 {
