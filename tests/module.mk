@@ -34,3 +34,4 @@ INTEGRATION_TESTS += tests/integration/bench-smoke.sh
 INTEGRATION_TESTS += tests/integration/help.sh
 # The names docs/ lists (checks, error codes, config keys) against the source's.
 INTEGRATION_TESTS += tests/integration/doc-names.sh
+INTEGRATION_TESTS += tests/integration/workload.sh
