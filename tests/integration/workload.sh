@@ -156,6 +156,19 @@ if __name__ == "__main__":
 		else python3 -c "import urllib.request,sys; print(urllib.request.urlopen(\"http://127.0.0.1:$port/\").status)"; fi
 		kill $p' 2>&1)
 	is "a dev server on loopback and a client in the same command" "$out" 200
+	# A server outlives no command (what a command leaves running is killed at its end):
+	# the documented way is the server as a command of its own, its clients in others.
+	port=$((20000 + RANDOM % 10000))
+	in_root "$R" pistisd run --agent dev1 --cwd $W --timeout 30 -- python3 -m http.server -b 127.0.0.1 $port \
+		>/dev/null 2>&1 &
+	srv=$!
+	out=$(run --timeout 20 -- python3 -c "
+import time, urllib.request
+for i in range(100):
+    try: print(urllib.request.urlopen('http://127.0.0.1:$port/').status); break
+    except OSError: time.sleep(0.1)" 2>&1)
+	kill $srv; wait $srv 2>/dev/null
+	is "a dev server as one command, its client in another" "$out" 200
 else skip "python3" "python3 not on this host"; fi
 
 # --- node -----------------------------------------------------------------------------
@@ -175,6 +188,11 @@ setTimeout(() => console.log(r.sort().join(" ")), 1500);' 2>&1)
 	is "node: fs.watch, worker_threads, child_process, fs promises (libuv), a loopback server" \
 		"$out" "child fs-promise net watch worker"
 else skip "node" "node not on this host"; fi
+if have npm; then
+	out=$(run --timeout 60 -- sh -c 'mkdir np && cd np && npm init -y >/dev/null &&
+		npm pkg set scripts.test="echo npm-test-ran" && npm test --silent' 2>&1)
+	is "npm init and npm test (its cache in HOME)" "$out" npm-test-ran
+else skip "npm" "npm not on this host"; fi
 
 # --- perl, bash job control on a pty --------------------------------------------------
 like "perl" "$(run -- perl -e 'open my $f, ">", "$ENV{TMPDIR}/p" or die; print $f "x"; close $f; print -s "$ENV{TMPDIR}/p", "\n"')" '^1$'
