@@ -430,6 +430,11 @@ static const char *abs_path_refusal(const char *v, size_t len)
 	return text_refusal(v, len, ENVB_MAX_VALUE);
 }
 
+const char *envb_term_refusal(const char *value)
+{
+	return value_refusal(VC_TERM, value, strlen(value));
+}
+
 const char *envb_field_refusal(enum envb_field field, const char *value)
 {
 	size_t len = strlen(value);
@@ -747,7 +752,7 @@ int envb_build(const struct envb_opts *opts, char *const *inherited, char ***ret
 
 	if (!opts || !ret_envp)
 		return -EINVAL;
-	if (opts->term && value_refusal(VC_TERM, opts->term, strlen(opts->term))) {
+	if (opts->term && envb_term_refusal(opts->term)) {
 		if (ret_bad)
 			*ret_bad = opts->term;
 		return -EINVAL;

@@ -56,3 +56,6 @@ enum envb_field {
 	ENVB_FIELD_NO_PROXY,
 };
 const char *envb_field_refusal(enum envb_field field, const char *value);
+/* Why value cannot be a TERM (1 to 64 of A-Z a-z 0-9 _ . + -: a terminfo name, never a
+ * path), or NULL. */
+const char *envb_term_refusal(const char *value);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/env-build.h"
 #include "lib/macro.h"
 #include "lib/sha256.h"
 
@@ -638,6 +639,16 @@ int proto_exec_start_parse(cJSON *root, struct proto_exec_start *s, struct proto
 		s->cols = (unsigned)v;
 	else if (r != -ENOENT)
 		goto fail;
+	/* the environment builder's rule for TERM: a name for terminfo, never a path */
+	r = proto_get_string(root, "term", 64, &s->term, err);
+	if (r < 0 && r != -ENOENT)
+		goto fail;
+	if (s->term && (!s->pty || envb_term_refusal(s->term))) {
+		r = fail(err, PROTO_E_BAD_REQUEST, -EINVAL, "\"term\": %s",
+			 s->pty ? envb_term_refusal(s->term)
+				: "only for a command on a pty (\"pty\": true)");
+		goto fail;
+	}
 	r = proto_get_u64(root, "timeout_ms", UINT64_C(30) * 24 * 3600 * 1000, &s->timeout_ms, err);
 	if (r < 0 && r != -ENOENT)
 		goto fail;

@@ -176,6 +176,7 @@ struct proto_exec_start {
 	enum proto_stdin_mode stdin_mode;
 	bool pty;
 	unsigned rows, cols;
+	const char *term;    /* with pty: the client's TERM, [A-Za-z0-9_.+-]{1,64}; NULL: none */
 	uint64_t timeout_ms; /* 0: none */
 	uint64_t output_cap; /* bytes of stdout+stderr; 0: none */
 	const char *tag;

@@ -26,6 +26,7 @@
 
 #include <libwebsockets.h>
 
+#include "lib/env-build.h"
 #include "lib/escape.h"
 #include "lib/fd-util.h"
 #include "lib/log.h"
@@ -304,7 +305,13 @@ static void send_start(void)
 	cJSON_AddStringToObject(o, "stdin", C.stdin_pipe || C.tty ? "pipe" : "null");
 	if (C.tty) {
 		struct winsize ws = {0};
+		const char *term = getenv("TERM");
+
 		cJSON_AddBoolToObject(o, "pty", true);
+		/* our terminal draws the output: its type, as ssh and docker exec pass it
+		 * (one the builder would refuse is left out: the sandbox then picks) */
+		if (term && !envb_term_refusal(term))
+			cJSON_AddStringToObject(o, "term", term);
 		if (ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row && ws.ws_col) {
 			cJSON_AddNumberToObject(o, "rows", winsize_clamp(ws.ws_row));
 			cJSON_AddNumberToObject(o, "cols", winsize_clamp(ws.ws_col));

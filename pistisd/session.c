@@ -1566,13 +1566,27 @@ static void exec_start(const struct proto_request *req)
 		goto out;
 	}
 	{
+		/* the request's PI_* names, and the client's TERM on a pty: it is the client's
+		 * terminal that draws what the command prints (serve's own TERM, or
+		 * ENVB_PTY_TERM without one, only where the client sent none) */
+		const char *set[PROTO_MAX_ENV + 2];
+		char term[sizeof("TERM=") + 64];
+		size_t n_set = 0;
 		struct envb_opts eo = {
 			.user = a.name,
 			.home = a.home,
 			.tmpdir = a.tmpdir,
-			.set = (const char *const *)st.env,
+			.set = set,
 			.term = st.pty ? ENVB_PTY_TERM : NULL,
 		};
+
+		for (size_t i = 0; i < st.n_env && n_set < PROTO_MAX_ENV; i++)
+			set[n_set++] = st.env[i];
+		if (st.term) {
+			snprintf(term, sizeof(term), "TERM=%s", st.term);
+			set[n_set++] = term;
+		}
+		set[n_set] = NULL;
 		/* only the builder's allowlist is copied from our environment (locale, TERM),
 		 * never a PI_* of ours (serve_inherited_env) */
 		char *const *inherited = serve_inherited_env();

@@ -228,9 +228,15 @@ if command -v script >/dev/null && [ -x "$BIN/server-min" ] && [ -x "$BIN/pistis
 	WD=$(scratch)
 	_ROOT_ENV=(PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root)
 	if relay_up "$R" "$WD"; then
-		out=$(script -qec "$BIN/pistis exec --tty --agent dev1 -- sh -c 'echo T=\$TERM; tput cols >/dev/null && echo tput-ok'" \
+		out=$(env -u TERM script -qec "$BIN/pistis exec --tty --agent dev1 -- sh -c 'echo T=\$TERM; tput cols >/dev/null && echo tput-ok'" \
 			/dev/null </dev/null 2>&1 | tr -d '\r' | sed 's/\^@//g')
-		is "pistis exec --tty, serve without TERM: TERM=xterm, tput works" "$(echo "$out" | tr '\n' ' ')" "T=xterm tput-ok "
+		is "pistis exec --tty, no TERM anywhere: TERM=xterm, tput works" "$(echo "$out" | tr '\n' ' ')" "T=xterm tput-ok "
+		out=$(TERM=screen-256color script -qec "$BIN/pistis exec --tty --agent dev1 -- sh -c 'echo T=\$TERM; tput colors'" \
+			/dev/null </dev/null 2>&1 | tr -d '\r' | sed 's/\^@//g')
+		is "pistis exec --tty carries the client's TERM (screen-256color: 256 colours)" "$(echo "$out" | tr '\n' ' ')" "T=screen-256color 256 "
+		out=$(TERM=../../tmp/x script -qec "$BIN/pistis exec --tty --agent dev1 -- sh -c 'echo T=\$TERM'" \
+			/dev/null </dev/null 2>&1 | tr -d '\r' | sed 's/\^@//g')
+		is "... but never a TERM with a path in it (the sandbox's default instead)" "$out" "T=xterm"
 		is "pistis exec without a tty: no TERM" \
 			"$("$BIN/pistis" exec --agent dev1 -- sh -c 'echo "T=${TERM-unset}"' 2>&1)" "T=unset"
 	else

@@ -345,7 +345,8 @@ TEST(exec_start_fields)
 	const char *s =
 		"{\"id\":\"1\",\"op\":\"exec.start\",\"agent\":\"alice\",\"argv\":[\"ls\",\"-l\"],"
 		"\"cwd\":\"/data/w\",\"env\":{\"PI_TASK\":\"7\"},\"stdin\":\"pipe\",\"pty\":true,"
-		"\"rows\":50,\"cols\":132,\"timeout_ms\":5000,\"output_cap\":1000,\"tag\":"
+		"\"rows\":50,\"cols\":132,\"term\":\"screen-256color\",\"timeout_ms\":5000,"
+		"\"output_cap\":1000,\"tag\":"
 		"\"build\"}";
 	cJSON *root = NULL;
 
@@ -363,6 +364,7 @@ TEST(exec_start_fields)
 	ASSERT_TRUE(st.pty);
 	ASSERT_EQ(st.rows, 50);
 	ASSERT_EQ(st.cols, 132);
+	ASSERT_STREQ(st.term, "screen-256color");
 	ASSERT_EQ(st.timeout_ms, 5000);
 	ASSERT_EQ(st.output_cap, 1000);
 	ASSERT_STREQ(st.tag, "build");
@@ -395,6 +397,25 @@ TEST(exec_start_rejects)
 		  PROTO_E_BAD_REQUEST);
 	ASSERT_EQ(exec_code("{\"agent\":\"a\",\"argv\":[\"ls\"],\"tag\":\"a/b\"}", &st),
 		  PROTO_E_BAD_REQUEST);
+	/* term: a terminfo name, never a path, and only for a pty */
+	ASSERT_EQ(exec_code("{\"agent\":\"a\",\"argv\":[\"ls\"],\"pty\":true,\"term\":\"../x\"}",
+			    &st),
+		  PROTO_E_BAD_REQUEST);
+	ASSERT_EQ(exec_code("{\"agent\":\"a\",\"argv\":[\"ls\"],\"pty\":true,\"term\":\"\"}", &st),
+		  PROTO_E_BAD_REQUEST);
+	ASSERT_EQ(exec_code("{\"agent\":\"a\",\"argv\":[\"ls\"],\"pty\":true,\"term\":7}", &st),
+		  PROTO_E_BAD_REQUEST);
+	ASSERT_NE(
+		exec_code("{\"agent\":\"a\",\"argv\":[\"ls\"],\"pty\":true,\"term\":"
+			  "\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}",
+			  &st),
+		0);
+	ASSERT_EQ(exec_code("{\"agent\":\"a\",\"argv\":[\"ls\"],\"term\":\"xterm\"}", &st),
+		  PROTO_E_BAD_REQUEST);
+	ASSERT_EQ(exec_code("{\"agent\":\"a\",\"argv\":[\"ls\"],\"pty\":true,\"term\":\"xterm\"}",
+			    &st),
+		  0);
+	proto_exec_start_done(&st);
 	ASSERT_EQ(exec_code("{\"agent\":\"a\",\"shell\":\"echo hi | wc\"}", &st), 0);
 }
 
