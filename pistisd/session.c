@@ -96,6 +96,7 @@ struct cmd {
 	uint64_t linger_due_ns; /* spawn_now_ns: a freeze does not count (docs/spawn.md) */
 	char *audit_argv, *cwd;
 	bool shell, pty;
+	bool has_stdin; /* started with "stdin": "pipe" or a pty */
 	/* Until the child has exec'd (spawn_exec_poll): no output is read, and the answer to
 	 * exec.start (exec.started, or the error) is still owed to start_id. */
 	bool starting;
@@ -1287,7 +1288,19 @@ void session_frame(const struct proto_frame *f)
 						STDIN_MAX,
 						(unsigned long long)(c->in_written + c->in_len));
 		}
-		if (r < 0)
+		/* Input for a command whose stdin is gone (it ended, closed its stdin, its
+		 * terminal went with it: keys typed as it exits, the ^D a terminal sends
+		 * when its own input ends) goes nowhere, as ssh drops it. No error: the
+		 * client printed it over the command's last output ("internal: stdin:
+		 * Broken pipe"). A command started without stdin is told so. */
+		if (r == -EPIPE && c->has_stdin)
+			r = 0;
+		if (r == -EPIPE)
+			serve_send_error(c->owner, PROTO_E_BAD_REQUEST,
+					 "stdin: command %u was started without stdin "
+					 "(\"stdin\": \"pipe\" or \"pty\" gives it one)",
+					 c->id);
+		else if (r < 0)
 			serve_send_error(c->owner, proto_err_from_errno(r), "stdin: %s",
 					 strerror(-r));
 	}
@@ -1658,6 +1671,7 @@ static void exec_start(const struct proto_request *req)
 	c->w_out.owner = c->w_err.owner = c;
 	c->w_in.fn = on_stdin_writable;
 	c->pty = st.pty;
+	c->has_stdin = st.pty || st.stdin_mode == PROTO_STDIN_PIPE;
 	so.on_close = on_spawn_close;
 	so.on_close_userdata = c;
 	/* Returns right after clone: the exec is awaited below for a moment, then by the loop

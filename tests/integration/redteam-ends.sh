@@ -28,6 +28,9 @@ printf '#!/bin/sh\necho ok\n' >"$T/noexec"
 chmod 755 "$T/badint" "$T/nosb" "$T/badelf"
 chmod 644 "$T/noexec"
 mkdir -p "$T/dir"
+# A devpts instance of the root's own, as a container has, for the commands on a pty.
+mkdir -p "$R/dev/pts" && mount -t devpts -o newinstance,ptmxmode=0666,mode=0620 devpts "$R/dev/pts" &&
+	ln -sf pts/ptmx "$R/dev/ptmx" || echo "# cannot mount devpts in the root"
 
 # --- exec failures through `pistisd run` ----------------------------------------------
 run() { in_root "$R" pistisd run --agent a -- "$@"; }
@@ -110,6 +113,54 @@ like "a refused file operation is on record, its agent and path escaped" "$(cat 
 is "no forged line, no raw control byte in serve's log" \
 	"$(grep -c '^pistisd: audit exec cmd=1 agent="root"' "$W/pd.log")/$(LC_ALL=C grep -c $'[\x01-\x09\x0b-\x1f\x7f]' "$W/pd.log")" 0/0
 
+# --- input that arrives as a command ends ---------------------------------------------
+# The client's terminal may send keys or its ^D after the command exited (pistis exec --tty
+# under script(1) printed "pistis: internal: stdin: Broken pipe" over the output): dropped,
+# as ssh drops them. A frame for a command started without stdin is a bad_request.
+python3 - "$CP" "$PISTIS_TOKEN" "$(dirname "$0")" >"$W/late" 2>&1 <<'PY' || true
+import json, struct, sys, time
+sys.path.insert(0, sys.argv[3])
+from wsfake import WS, frame
+ws = WS(int(sys.argv[1]), "/v1/ws", "pistis-client.v1", sys.argv[2])
+def start(i, argv, **kw):
+    ws.send(json.dumps(dict(id="late%d" % i, op="exec.start", sandbox="s1", agent="a", argv=argv, **kw)))
+    a = ws.recv_json("late%d" % i)
+    if "cmd" not in a:
+        print("start: %s" % json.dumps(a)); sys.exit(1)
+    return a["cmd"]
+def drain(secs):
+    end = time.time() + secs
+    while time.time() < end:
+        try:
+            ws.recv_json(timeout=0.2)
+        except Exception:
+            pass
+# Still running, but its terminal is gone (every fd of it closed: the output's end), as
+# between a command's last output and its exit: keys typed then, and the ^D.
+pty = start(0, ["/bin/sh", "-c", "exec </dev/null >/dev/null 2>&1; sleep 2"], pty=True)
+pipe = start(1, ["/bin/sh", "-c", "sleep 2"], stdin="pipe")
+none = start(2, ["/bin/sh", "-c", "sleep 2"])
+drain(1.0)
+for cmd in (pty, pipe):
+    if cmd == pipe:  # the EOF first: what comes after it has no stdin to go to
+        ws.send(frame(0, 1, cmd, 1, b""), binary=True)
+    ws.send(frame(0, 0, cmd, 2 if cmd == pipe else 1, b"typed late"), binary=True)
+ws.send(frame(0, 1, pty, 2, b"\x04"), binary=True)
+ws.send(frame(0, 0, none, 1, b"to nobody"), binary=True)
+drain(1.5)
+end = time.time() + 10  # all three over before the stop below counts what runs
+while time.time() < end and len({o.get("cmd") for o in ws.seen if o.get("event") == "exec.exit"} & {pty, pipe, none}) < 3:
+    drain(0.2)
+errs = ["%s:%s" % ((o.get("error") or {}).get("code"), (o.get("error") or {}).get("message"))
+        for o in ws.seen if o.get("ok") is False]
+print("errors=%d" % len(errs))
+for e in errs:
+    print(e)
+PY
+is "stdin for a command whose stdin is gone is dropped, no error" "$(sed -n 1p "$W/late")" errors=1
+like "... one for a command without stdin is told so" "$(sed -n 2p "$W/late")" \
+	'^bad_request:stdin: command [0-9]+ was started without stdin'
+
 # --- a stop signal to serve while commands run -----------------------------------------
 # A command that ends on SIGTERM with its own code, and prints on the way out.
 timeout 25 "$BIN/pistis" exec --sandbox s1 --agent a -- /bin/sh -c \
@@ -119,10 +170,7 @@ C1=$!
 timeout 25 "$BIN/pistis" exec --sandbox s1 --agent a -- /bin/sh -c \
 	'trap "" TERM; echo started; while :; do /bin/sleep 1; done' >"$W/c2" 2>&1 &
 C2=$!
-# One on a pseudo-terminal (a devpts instance of the root's own, as a container has): the
-# stop reaches it through the same grace.
-mkdir -p "$R/dev/pts" && mount -t devpts -o newinstance,ptmxmode=0666,mode=0620 devpts "$R/dev/pts" &&
-	ln -sf pts/ptmx "$R/dev/ptmx" || echo "# cannot mount devpts in the root"
+# One on a pseudo-terminal: the stop reaches it through the same grace.
 timeout 25 "$BIN/pistis" exec --tty --sandbox s1 --agent a -- /bin/sh -c \
 	'trap "echo got-term-on-tty; exit 4" TERM; tty; echo started; /bin/sleep 300 & wait' </dev/null >"$W/c4" 2>&1 &
 C4=$!
