@@ -19,6 +19,7 @@ static const struct {
 	{"pin", offsetof(struct entry_serve_conf, pin), "--pin="},
 	{"name", offsetof(struct entry_serve_conf, name), "--name="},
 	{"log-format", offsetof(struct entry_serve_conf, log_format), "--log-format="},
+	{"pids-max", offsetof(struct entry_serve_conf, pids_max), "--pids-max="},
 };
 
 /* yes/no keys: the option is passed for yes. */
@@ -133,10 +134,18 @@ static int parse_line(const char *p, size_t len, struct entry_serve_conf *conf,
 			*ret_error = "NUL byte in the value";
 			return -EINVAL;
 		}
+		/* said here, with its line: serve refusing it would only show as a child
+		 * that keeps exiting 100 */
+		if (conf_keys[k].field == offsetof(struct entry_serve_conf, pids_max) &&
+		    (strspn(val, "0123456789") != vlen || vlen > 7 || val[0] == '0' ||
+		     strtoul(val, NULL, 10) > 4194304)) {
+			*ret_error = "pids-max must be a number from 1 to 4194304";
+			return -EINVAL;
+		}
 		return set_field(conf_field(conf, k), val, vlen) < 0 ? -ENOMEM : 0;
 	}
-	*ret_error = "unknown key (relay, token-file, ca, pin, name, log-format, verbose, "
-		     "share-abstract-sockets)";
+	*ret_error = "unknown key (relay, token-file, ca, pin, name, log-format, pids-max, "
+		     "verbose, share-abstract-sockets)";
 	return -EINVAL;
 }
 

@@ -1305,6 +1305,9 @@ static void usage(FILE *f)
 		"                      outside their own tree: other agents', the host's\n"
 		"                      (default: each command only to its own, where the\n"
 		"                      kernel has Landlock ABI >= 6)\n"
+		"  --pids-max N        processes and threads: each agent's in all its commands\n"
+		"                      (NPROC, default 512) and each command's (cgroup\n"
+		"                      pids.max, where the pids controller is delegated)\n"
 		"  -v, --verbose       debug logging\n"
 		"  -h, --help\n\n"
 		"SIGTERM, SIGINT, SIGHUP: stop; running commands get SIGTERM, 2 s, then SIGKILL,\n"
@@ -1348,6 +1351,7 @@ int serve_cli_main(int argc, char **argv)
 		{"log-format", required_argument, NULL, 'l'},
 		{"max-buffered", required_argument, NULL, 'm'},
 		{"share-abstract-sockets", no_argument, NULL, 's'},
+		{"pids-max", required_argument, NULL, 'P'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
@@ -1413,6 +1417,15 @@ int serve_cli_main(int argc, char **argv)
 		case 's':
 			session_set_share_abstract_sockets(true);
 			break;
+		case 'P': {
+			uint64_t n;
+			if (parse_uint_strict(optarg, 1u << 22, NULL, &n) < 0 || !n) {
+				log_error("--pids-max must be 1..4194304");
+				return EXIT_USAGE;
+			}
+			session_set_pids_max(n);
+			break;
+		}
 		case 'v':
 			log_set_level(LOG_LVL_DEBUG);
 			break;

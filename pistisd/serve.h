@@ -75,6 +75,9 @@ void session_set_max_buffered(uint64_t bytes);
 /* pistisd serve --share-abstract-sockets: spawn_opts.share_abstract_sockets for every
  * command. */
 void session_set_share_abstract_sockets(bool share);
+/* pistisd serve --pids-max: every command's RLIMIT_NPROC (an agent's processes and threads,
+ * all its commands together) and its cgroup's pids.max; 0 leaves spawn's defaults. */
+void session_set_pids_max(uint64_t n);
 uint64_t session_buffered(void);
 /* For policy.apply's before_tighten: stop every running command (spawn_stop: SIGTERM to
  * the tree, grace, SIGKILL) and return how many; how many have not ended yet; refuse

@@ -117,6 +117,7 @@ static struct {
 	 * times 256 commands would be 2 GiB of a sandbox's memory. */
 	uint64_t buffered, max_buffered;
 	bool share_abstract; /* --share-abstract-sockets */
+	uint64_t pids_max;   /* --pids-max: NPROC and each command's pids.max; 0: the default */
 	struct reader *readers;
 	struct reader *agents;
 	lws_sorted_usec_list_t reap; /* dying command cgroups left to remove */
@@ -212,6 +213,11 @@ void session_set_max_buffered(uint64_t bytes)
 void session_set_share_abstract_sockets(bool share)
 {
 	T.share_abstract = share;
+}
+
+void session_set_pids_max(uint64_t n)
+{
+	T.pids_max = n;
 }
 
 uint64_t session_buffered(void)
@@ -313,6 +319,10 @@ int session_init(void)
 		log_notice("Abstract UNIX sockets are shared by every agent and the host "
 			   "(--share-abstract-sockets)");
 	}
+	if (T.pids_max && !(spawn_ctx_cgroup_features(T.spawn) & CGROUP_HAS_PIDS))
+		log_warning("--pids-max holds as NPROC only (an agent's processes and threads in "
+			    "all its commands, not each command's): no pids controller for "
+			    "pistis's cgroups here");
 	/* A restarted daemon starts clean: the commands of one that died (SIGKILL, OOM) still
 	 * run as their agents, with no timeout and no reader, and this one numbers commands
 	 * from 1 again. Before dialling, so no command of ours exists yet (docs/spawn.md). */
@@ -1652,6 +1662,8 @@ static void exec_start(const struct proto_request *req)
 	 * `pistisd trusted add/remove` takes effect without a restart. */
 	so.allow_setuid = trusted_configured(T.root_fd);
 	so.share_abstract_sockets = T.share_abstract;
+	so.rlimits.nproc = T.pids_max;	 /* 0: spawn's default, 512 */
+	so.cgroup.pids_max = T.pids_max; /* 0: no pids.max */
 
 	c = calloc(1, sizeof(*c));
 	if (!c) {

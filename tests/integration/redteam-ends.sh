@@ -198,11 +198,18 @@ is "the three ends are on record" "$(grep -c 'audit exec .* end=cancelled' "$W/p
 is "no process of the agent is left" "$(root_pids "$R" 32012 | wc -l)" 0
 is "... and no pseudo-terminal" "$(ls "$R/dev/pts" | grep -c '^[0-9]')" 0
 
-# A second signal does not wait for the grace.
+# A second signal does not wait for the grace. (This serve also raises the agents' limit
+# of processes and threads, which was 512 with no way to change it under serve.)
+is "a command may have 512 processes and threads by default" \
+	"$(in_root "$R" pistisd run --agent a -- /bin/sh -c 'grep "^Max processes" /proc/self/limits' 2>&1 | awk '{print $3}')" 512
+exits 100 "serve --pids-max 0 is a usage error" in_root "$R" pistisd serve --relay "ws://127.0.0.1:$SP" \
+	--token-file /etc/pistis/token --pids-max 0
 (in_root_exec "$R" pistisd serve --relay "ws://127.0.0.1:$SP" --token-file /etc/pistis/token \
-	--name s1 ${ALLOW:+--allow $ALLOW}) >>"$W/pd.log" 2>&1 &
+	--name s1 --pids-max 2048 ${ALLOW:+--allow $ALLOW}) >>"$W/pd.log" 2>&1 &
 PD=$!
 ok "serve started again is connected" sandbox_connected s1
+is "serve --pids-max 2048: a command may have 2048" \
+	"$("$BIN/pistis" exec --sandbox s1 --agent a -- /bin/sh -c 'grep "^Max processes" /proc/self/limits' 2>&1 | awk '{print $3}')" 2048
 timeout 25 "$BIN/pistis" exec --sandbox s1 --agent a -- /bin/sh -c \
 	'trap "" TERM; echo started; while :; do /bin/sleep 1; done' >"$W/c3" 2>&1 &
 C3=$!

@@ -309,6 +309,7 @@ TEST(conf_parse_and_argv)
 				   "pin = AB:cd\n"
 				   "name = box-1\n"
 				   "log-format = json\n"
+				   "pids-max = 4096\n"
 				   "ca = -weird-leading-dash\n"
 				   "verbose = yes\n"
 				   "share-abstract-sockets = yes";
@@ -331,9 +332,10 @@ TEST(conf_parse_and_argv)
 	EXPECT_STREQ(argv[5], "--pin=AB:cd");
 	EXPECT_STREQ(argv[6], "--name=box-1");
 	EXPECT_STREQ(argv[7], "--log-format=json");
-	EXPECT_STREQ(argv[8], "--verbose");
-	EXPECT_STREQ(argv[9], "--share-abstract-sockets");
-	EXPECT_NULL(argv[10]);
+	EXPECT_STREQ(argv[8], "--pids-max=4096");
+	EXPECT_STREQ(argv[9], "--verbose");
+	EXPECT_STREQ(argv[10], "--share-abstract-sockets");
+	EXPECT_NULL(argv[11]);
 	free(argv);
 
 	/* A comment after a value, as docs/entry.md's example has them: not part of it. A
@@ -404,6 +406,11 @@ TEST(conf_errors)
 		{"relay = a\x1b[31m\n", 1},
 		{"token-file = /x\nverbose = maybe\n", 2},
 		{"share-abstract-sockets = 1\n", 1},
+		{"pids-max = 0\n", 1},
+		{"name = x\npids-max = 4194305\n", 2},
+		{"pids-max = 12k\n", 1},
+		{"pids-max = -1\n", 1},
+		{"pids-max = 0100\n", 1},
 		{"= value\n", 1},
 		{"relay token = x\n", 1},
 		{"RELAY = x\n", 1},
