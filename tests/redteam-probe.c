@@ -45,7 +45,15 @@
  *   redteam-probe ptys N SECONDS       open up to N pseudo-terminals (/dev/ptmx, unlocked),
  *                                      print ptys=COUNT and why it stopped, hold them SECONDS
  *   redteam-probe lease FILE SECONDS   take a write lease on FILE (ours), print lease=ERRNO,
- *                                      hold it SECONDS ignoring the break (SIGIO ignored) */
+ *                                      hold it SECONDS ignoring the break (SIGIO ignored)
+ *   redteam-probe snoop SECONDS        stop each new process of our uid that still runs
+ *                                      pistisd's code (runc CVE-2019-5736, CVE-2016-9962),
+ *                                      then try its /proc/PID/exe for writing, reading and
+ *                                      as O_PATH, its fd list, each fd, environ and mem;
+ *                                      caught=N and, per attempt, how many succeeded
+ *   redteam-probe execv0 PATH [ENV]... execve PATH with argc 0 (no argv at all, as in
+ *                                      CVE-2021-4034) and exactly the ENV entries given;
+ *                                      print exec=ERRNO only if execve fails */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -822,6 +830,87 @@ static int mode_lease(const char *path, int seconds)
 	return 0;
 }
 
+/* Like stall, but what matters is what the agent can take from the caught child: its
+ * executable (runc CVE-2019-5736 overwrote the runtime's binary through /proc/PID/exe of a
+ * process that still ran it) and the daemon's fds it held while it already had the
+ * agent's uid (runc CVE-2016-9962). Each count is of attempts that succeeded. */
+static int mode_snoop(int secs)
+{
+	static const struct {
+		const char *what;
+		int flags;
+	} tries[] = {{"exe", O_WRONLY},	    {"exe", O_RDONLY}, {"exe", O_PATH},
+		     {"environ", O_RDONLY}, {"mem", O_RDONLY}, {"fd", O_RDONLY | O_DIRECTORY}};
+	static const char *const names[] = {"exe_write", "exe_read", "exe_path",
+					    "environ",	 "mem",	     "fd_list"};
+	int got[6] = {0}, fd_open = 0, caught = 0;
+	pid_t seen[256];
+	pid_t self = getpid();
+	uint64_t end = now_ms() + (uint64_t)secs * 1000;
+
+	printf("pid=%d\n", (int)self);
+	fflush(stdout);
+	while (now_ms() < end) {
+		long last = last_pid();
+
+		if (last < 0)
+			break;
+		/* Behind the last pid too: other processes of the machine take pids between the
+		 * clone and the id change. */
+		for (long p = last - 160; p <= last + 16; p++) {
+			char path[64], comm[32];
+			bool dup = false;
+
+			if (p <= 1 || p == self || kill((pid_t)p, SIGSTOP) < 0)
+				continue;
+			snprintf(path, sizeof(path), "/proc/%ld/comm", p);
+			for (int i = 0; i < caught && i < 256; i++)
+				dup = dup || seen[i] == (pid_t)p;
+			if (dup || read_small(path, comm, sizeof(comm)) <= 0 ||
+			    strncmp(comm, "pistisd", 7)) {
+				kill((pid_t)p, SIGCONT);
+				continue;
+			}
+			if (caught < 256)
+				seen[caught] = (pid_t)p;
+			caught++;
+			for (size_t i = 0; i < sizeof(tries) / sizeof(tries[0]); i++) {
+				snprintf(path, sizeof(path), "/proc/%ld/%s", p, tries[i].what);
+				int fd = open(path, tries[i].flags | O_CLOEXEC);
+				if (fd >= 0) {
+					got[i]++;
+					close(fd);
+				}
+			}
+			for (int n = 0; n < 64; n++) {
+				snprintf(path, sizeof(path), "/proc/%ld/fd/%d", p, n);
+				int fd = open(path, O_PATH | O_CLOEXEC);
+				if (fd >= 0) {
+					fd_open++;
+					close(fd);
+				}
+			}
+			kill((pid_t)p, SIGCONT);
+		}
+	}
+	printf("caught=%d\n", caught);
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		printf("%s=%d\n", names[i], got[i]);
+	printf("fd_open=%d\n", fd_open);
+	return 0;
+}
+
+/* argc 0: argv is {NULL}, so argv[0] is NULL and argv[1] is the first entry of envp in a
+ * program that does not check (pkexec, CVE-2021-4034). */
+static int mode_execv0(int argc, char **argv)
+{
+	char *const none[] = {NULL};
+
+	execve(argv[2], none, argc > 3 ? argv + 3 : none);
+	printf("exec=%s\n", ename(errno));
+	return 127;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "";
@@ -860,6 +949,10 @@ int main(int argc, char **argv)
 		return mode_ptys(atol(argv[2]), atoi(argv[3]));
 	if (!strcmp(mode, "lease") && argc > 3)
 		return mode_lease(argv[2], atoi(argv[3]));
+	if (!strcmp(mode, "snoop") && argc > 2)
+		return mode_snoop(atoi(argv[2]));
+	if (!strcmp(mode, "execv0") && argc > 2)
+		return mode_execv0(argc, argv);
 	if (!strcmp(mode, "pause")) {
 		printf("pid=%d\n", (int)getpid());
 		fflush(stdout);
@@ -868,6 +961,7 @@ int main(int argc, char **argv)
 	}
 	fprintf(stderr, "usage: redteam-probe stall S|peek PID...|readfd N|seccomp|setuid0|"
 			"escape S|closeout S|cgroup [DIR]...|pause|hunt DIR...|listen NAME S|"
-			"connect NAME|swap DIR A B S [MARK]|tty [PATH]...|ptys N S|lease FILE S\n");
+			"connect NAME|swap DIR A B S [MARK]|tty [PATH]...|ptys N S|lease FILE S|"
+			"snoop S|execv0 PATH [ENV]...\n");
 	return 100;
 }

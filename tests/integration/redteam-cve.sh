@@ -1,0 +1,137 @@
+#!/bin/bash
+# Red team: real CVEs of the container-runtime, sudo and account-tool families, replayed
+# against pistis as variants (another start style, file type, step order or interface than
+# the tests that already cover each; the map is docs/security.md, "CVEs replayed"). Debian
+# root with the real sudo; agents at uids 32001 and 32003; root, private mount namespace.
+. "$(dirname "$0")/../lib.sh"
+need_root
+need_mount_ns "$@"
+
+P=$BIN/pistisd
+[ -x "$P" ] && [ -x "$TESTBIN/redteam-probe" ] ||
+	{ echo "1..0 # SKIP pistisd or redteam-probe not built"; exit 0; }
+RT=/usr/local/lib/pistis-tests/redteam-probe
+field() { sed -n "s/^$1=//p" | tr -d '\r' | head -n 1; }
+R=$(root_fresh debian) || { echo "1..0 # SKIP root_fresh debian failed"; exit 0; }
+[ -x "$R/usr/bin/sudo" ] && [ -x "$R/usr/bin/setpriv" ] || { echo "1..0 # SKIP no sudo/setpriv in the root"; exit 0; }
+S=$(scratch)
+kill_ours() {
+	local pid
+	for pid in $(jobs -p); do kill -9 "$pid" 2>/dev/null; done
+	for pid in $(root_pids "$R"); do
+		kill -CONT "$pid" 2>/dev/null
+		kill -9 "$pid" 2>/dev/null
+	done
+	root_cleanup
+}
+trap kill_ours EXIT
+
+"$P" users ensure-base --root "$R" >/dev/null
+"$P" users ensure cve/a --uid 32001 --root "$R" >/dev/null
+"$P" users ensure cve/t --uid 32003 --root "$R" >/dev/null
+echo "127.0.1.1 $(hostname)" >>"$R/etc/hosts"
+run() { in_root "$R" pistisd run "$@"; }
+# The agent as the spawn core makes it where trusted commands exist (no no_new_privs,
+# CAP_SETUID, CAP_SETGID, CAP_AUDIT_WRITE in the bounding set): sudo is reachable.
+agent() {
+	chroot "$R" /usr/bin/setpriv --bounding-set -all,+setuid,+setgid,+audit_write \
+		--inh-caps -all --reuid 32003 --regid 32003 --groups 10010 \
+		/usr/bin/env -i PATH=/data/bin:/usr/bin:/bin HOME=/tmp "$@"
+}
+printf '#!/usr/local/bin/pistisd trusted-interp /bin/sh\necho "user=$(id -un) uid=$(id -u)"\n' >"$S/hello"
+printf '#!/usr/local/bin/pistisd trusted-interp /bin/sh\nsleep "${1:-3}"\n' >"$S/nap"
+chmod 0755 "$S/hello" "$S/nap"
+ok "add hello and nap (trusted-interp scripts)" \
+	sh -c "'$P' trusted add hello '$S/hello' --root '$R' && '$P' trusted add nap '$S/nap' --root '$R'" 2>/dev/null
+like "the agent runs hello as pi-tools" "$(agent hello 2>&1)" "^user=pi-tools"
+
+# --- 1. runc CVE-2019-5736 and CVE-2016-9962: the child between its id change and execve ---
+# The spawn child runs pistisd's binary, holds the daemon's fds until close_range and has
+# the agent's uid from setresuid to execve. The agent stops every such child it can catch
+# and tries its /proc/PID/exe (for writing: the runc overwrite; reading; O_PATH), its fds,
+# environ and mem. Both start styles; a 600-level working directory, resolved as the
+# agent, and three busy loops of the agent's on the two CPUs widen the window.
+# (tests/unit/test-spawn.c holds a child at each step.)
+HOME_A=$(awk -F: '$3 == 32001 { print $6 }' "$R/etc/passwd")
+d=$HOME_A/$(printf 'a/%.0s' $(seq 600))
+run --agent cve/a -- /bin/mkdir -p "$d"
+is "the deep working directory is the agent's to enter" "$(run --agent cve/a --cwd "$d" -- /bin/pwd)" "${d%/}"
+for style in vfork fork; do
+	E=()
+	[ "$style" = fork ] && E=(PISTIS_NO_VFORK=1)
+	run --agent cve/a --timeout 20 -- /bin/sh -c \
+		'for i in 1 2 3; do (while :; do :; done) & done; sleep 3.5' >/dev/null 2>&1 &
+	run --agent cve/a --timeout 20 -- $RT snoop 3 >"$S/snoop.$style" 2>&1 &
+	sleep 0.3
+	end=$(($(date +%s) + 3)) n=0
+	while [ "$(date +%s)" -lt "$end" ]; do
+		timeout -s KILL 10 env -i "${E[@]}" chroot "$R" /usr/local/bin/pistisd run \
+			--agent cve/a --cwd "$d" --timeout 1 -- /bin/true >/dev/null 2>&1
+		n=$((n + 1))
+	done
+	wait
+	out=$(cat "$S/snoop.$style")
+	caught=$(echo "$out" | field caught)
+	for k in exe_write exe_read exe_path environ mem fd_list fd_open; do
+		is "$style-style start ($n spawns, $caught caught before execve): no $k" \
+			"$(echo "$out" | field "$k")" 0
+	done
+done
+# After execve the command's own exe is its program; pistisd's binary as the agent
+# (trusted-exec) and as pi-tools (trusted-interp) is root's file: no write through exe.
+agent nap 3 >/dev/null 2>&1 &
+sleep 1
+tools=$(for pid in $(root_pids "$R" 10002); do echo "$pid"; done | head -n 3)
+ok "a trusted command of the agent's runs as pi-tools (${tools//$'\n'/ })" test -n "$tools"
+for pid in $tools; do
+	is "the agent cannot open pi-tools' /proc/$pid/exe for writing" \
+		"$(agent sh -c "exec 3>>/proc/$pid/exe" 2>&1 | grep -c 'Permission denied')" 1
+	is "... nor read it" "$(agent sh -c "exec 3</proc/$pid/exe" 2>&1 | grep -c 'Permission denied')" 1
+done
+wait
+out=$(agent sh -c 'exec 3>>/usr/local/bin/pistisd' 2>&1)
+like "the agent cannot open pistisd's binary for writing" "$out" 'Permission denied|Read-only|Text file busy'
+
+# --- 2. CVE-2021-4034 (pkexec): argc 0 and a hostile envp ----------------------------------
+# With argc 0 a program that reads argv[1] reads envp[0]; Linux 5.18+ puts "" in argv[0],
+# older kernels do not. Either way nothing may run on envp's word.
+out=$(agent $RT execv0 /usr/local/bin/pistisd 'trusted-interp /bin/sh' 'trusted-exec' 2>&1)
+rc=$?
+is "pistisd with argc 0 and envp 'trusted-interp /bin/sh': usage (100)" "$rc" 100
+unlike "... and nothing ran" "$out" 'user=|uid=0'
+out=$(agent $RT execv0 /usr/local/bin/pi-env 'PATH=/tmp' '--keep=LD_PRELOAD' 'LD_PRELOAD=/tmp/x.so' 2>&1)
+is "pi-env with argc 0 and a hostile envp: usage (100)" "$?" 100
+out=$(agent $RT execv0 /data/bin/hello 'PATH=/tmp' 'TERM=../../tmp/x' 'LD_PRELOAD=/tmp/x.so' 2>&1)
+rc=$?
+ok "the /data/bin wrapper (trusted-exec) with argc 0: no crash (exit $rc)" test "$rc" -lt 128
+unlike "... nothing as root" "$out" 'uid=0'
+out=$(agent $RT execv0 /usr/local/bin/pistisd 'trusted-exec' '/data/bin/hello' 2>&1)
+is "trusted-exec named only in envp with argc 0: usage (100)" "$?" 100
+
+# --- 3. the image's sudo against the drop-in (CVE-2021-3156, -2025-32463, -32462, -2023-22809)
+# Behaviour, not version strings: each probe is what a vulnerable sudo answers differently.
+out=$(agent sudoedit -s / 2>&1)
+like "sudoedit -s / (Baron Samedit's probe) is a usage error, not 'not a regular file'" \
+	"$out" '^usage: sudoedit'
+unlike "... (a vulnerable sudo parses -s for sudoedit)" "$out" 'not a regular file'
+out=$(agent sudo -n -R /tmp -u pi-tools /data/trusted/hello 2>&1)
+unlike "sudo -R (chroot, CVE-2025-32463) with the pinned script: refused, nothing runs" "$out" 'user='
+out=$(agent sudo -n -R /tmp /bin/true 2>&1)
+unlike "sudo -R to root: refused" "$out" 'unable to change root|chroot'
+out=$(agent sudo -n -h nosuchhost -u pi-tools /data/trusted/hello 2>&1)
+unlike "sudo -h HOST (CVE-2025-32462) runs nothing" "$out" 'user='
+out=$(agent env 'EDITOR=/bin/cat -- /etc/shadow' sudoedit -n /data/trusted/hello 2>&1)
+unlike "sudoedit with EDITOR='cat -- /etc/shadow' (CVE-2023-22809): no shadow line" "$out" '^root:'
+out=$(agent sudo -n -u pi-tools -s 2>&1)
+unlike "sudo -s as pi-tools: refused" "$out" 'uid=10002'
+
+# --- 4. shadow-utils CVE-2023-29383: control characters in account fields ----------------
+before=$(sha256sum "$R/etc/passwd" "$R/etc/group")
+for id in $'x\nroot:x:0:0::/:/bin/sh' $'x\rroot' 'x:0:0' $'\033[2Jx' $'x\tb'; do
+	exits 100 "users ensure $(printf %q "$id"): refused" "$P" users ensure "$id" --uid 32004 --root "$R"
+done
+is "... /etc/passwd and /etc/group untouched" "$(sha256sum "$R/etc/passwd" "$R/etc/group")" "$before"
+is "the agents' passwd lines carry no control character" \
+	"$(grep '^pi-agent' "$R/etc/passwd" | LC_ALL=C grep -c '[[:cntrl:]]')" 0
+
+done_testing
