@@ -623,7 +623,9 @@ int run_cli_main(int argc, char **argv)
 	/* Compile the filter and find cgroups before a chroot, which may lack /proc. */
 	r = spawn_ctx_new(&ctx);
 	if (r < 0) {
-		log_error_errno(r, "Failed to prepare the spawn core (seccomp, /proc): %m");
+		log_error_errno(r,
+				"Failed to prepare the spawn core (seccomp, /proc, /dev/null: the "
+				"null device, 1:3, not a link or a file): %m");
 		return EXIT_SYSTEM;
 	}
 	/* A limit asked for holds or nothing runs. --pids-max always holds as NPROC (the

@@ -18,6 +18,7 @@
 #include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -290,8 +291,23 @@ int spawn_ctx_new(struct spawn_ctx **ret)
 	/* Compiled at build time: nothing to do but point at it. */
 	seccomp_profile_load(&ctx->bpf);
 	ctx->proc_fd = openat(AT_FDCWD, "/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	ctx->devnull_fd = openat(AT_FDCWD, "/dev/null", O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	/* Every command's stdin. Opened as root, so it must be the null device itself: a
+	 * /dev/null that is a symlink, a file or a FIFO (runc CVE-2025-31133: a container's
+	 * /dev/null swapped for a link before the runtime used it) would hand each agent what
+	 * it names, or hang here. O_NOFOLLOW and O_NONBLOCK for the open, then the device. */
+	ctx->devnull_fd = openat(AT_FDCWD, "/dev/null",
+				 O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK);
 	if (ctx->devnull_fd < 0) {
+		r = -errno;
+		goto fail;
+	}
+	struct stat null_st;
+	if (fstat(ctx->devnull_fd, &null_st) < 0 || !S_ISCHR(null_st.st_mode) ||
+	    major(null_st.st_rdev) != 1 || minor(null_st.st_rdev) != 3) {
+		r = -ENODEV;
+		goto fail;
+	}
+	if (fcntl(ctx->devnull_fd, F_SETFL, 0) < 0) {
 		r = -errno;
 		goto fail;
 	}

@@ -134,4 +134,24 @@ is "... /etc/passwd and /etc/group untouched" "$(sha256sum "$R/etc/passwd" "$R/e
 is "the agents' passwd lines carry no control character" \
 	"$(grep '^pi-agent' "$R/etc/passwd" | LC_ALL=C grep -c '[[:cntrl:]]')" 0
 
+# --- 5. runc CVE-2025-31133: /dev/null that is not the null device -------------------------
+# pistisd opens /dev/null as root once, for every command's stdin. A /dev/null that an
+# image, a volume or an earlier stage left as a symlink (to a root-only file), a plain file
+# or a FIFO handed each agent what it names (the secret, as stdin) or hung the start.
+echo "devnull-secret" >"$R/root/secret" && chmod 0600 "$R/root/secret"
+umount "$R/dev/null" && rm -f "$R/dev/null"
+ln -s /root/secret "$R/dev/null"
+out=$(timeout 20 chroot "$R" /usr/bin/env -i /usr/local/bin/pistisd run --agent cve/a -- /bin/cat 2>&1)
+rc=$?
+unlike "/dev/null a symlink to a root-only file: the agent's stdin is not that file" "$out" 'devnull-secret'
+is "... the start is refused (111), naming /dev/null" "$rc/$(echo "$out" | grep -c '/dev/null')" "111/1"
+rm -f "$R/dev/null" && cp "$R/root/secret" "$R/dev/null"
+out=$(timeout 20 chroot "$R" /usr/bin/env -i /usr/local/bin/pistisd run --agent cve/a -- /bin/cat 2>&1)
+is "/dev/null a regular file: refused (111), nothing read" "$?/$(echo "$out" | grep -c devnull-secret)" "111/0"
+rm -f "$R/dev/null" && mkfifo -m 0666 "$R/dev/null"
+timeout 20 chroot "$R" /usr/bin/env -i /usr/local/bin/pistisd run --agent cve/a -- /bin/true >/dev/null 2>&1
+is "/dev/null a FIFO: refused (111), not hung" "$?" 111
+rm -f "$R/dev/null" && touch "$R/dev/null" && mount --bind /dev/null "$R/dev/null"
+is "the null device again: commands run" "$(run --agent cve/a -- /bin/echo ran 2>&1)" ran
+
 done_testing
