@@ -126,6 +126,13 @@ static const struct {
 			"trusted commands run as pi-tools through a pinned sudoers rule",
 			"install sudo in the image (apt-get install sudo / apk add sudo) to use "
 			"trusted commands; without it they are unavailable"},
+	[CHECK_SUDO_CVES] =
+		{"sudo_cves", true,
+		 "no agent becomes root through the image's sudo, which every agent runs with "
+		 "its setuid bit while trusted commands are configured (hard then; a warning "
+		 "otherwise)",
+		 "update the image's sudo to its distribution's security release (sudoedit -s "
+		 "must be a usage error, -R refused before any chroot), or --allow sudo_cves"},
 	[CHECK_VISUDO] = {"visudo", false,
 			  "every sudoers drop-in is checked with visudo -cf before it is installed",
 			  "install sudo's visudo in the image; pistis refuses to install trusted "

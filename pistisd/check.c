@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -1356,12 +1357,16 @@ static void probe_sticky_shared(struct check_report *r, int root_fd)
 		  n ? ": root's and sticky" : " writable by others");
 }
 
-/* Run `PROG -V` (inside the root when it is not "/") and keep the first line of stdout.
- * Fixed environment, stdin /dev/null, output and time bounded. */
-static int program_version(const char *root, const char *path, char *buf, size_t size)
+/* Run PATH with ARGV inside the root (when it is not "/"), as root or, with as_nobody, as
+ * uid and gid 65534 with no supplementary groups; stdin /dev/null, stdout to OUT (and
+ * stderr too with merge_stderr, else /dev/null), fixed environment, at most 5 s and
+ * size - 1 bytes; with first_line it stops at the first newline. Raw set*id calls: serve
+ * runs this before its threads start, but a child of a threaded process must not use
+ * libc's broadcasting ones. Returns the wait status. */
+static int run_capture(const char *root, const char *path, char *const argv[], bool as_nobody,
+		       bool merge_stderr, bool first_line, char *out, size_t size)
 {
 	int pipefd[2] = {-1, -1}, status = 0, k;
-	char out[4096];
 	size_t len = 0;
 	pid_t pid;
 
@@ -1375,15 +1380,18 @@ static int program_version(const char *root, const char *path, char *buf, size_t
 		return k;
 	}
 	if (pid == 0) {
-		char *const argv[] = {(char *)path, (char *)"-V", NULL};
 		char *const envp[] = {(char *)"PATH=/usr/sbin:/usr/bin:/sbin:/bin",
 				      (char *)"LC_ALL=C", NULL};
 		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
 
-		/* stderr to /dev/null: sudo warns there first ("unable to resolve host"). */
-		if (null < 0 || dup2(null, 0) < 0 || dup2(pipefd[1], 1) < 0 || dup2(null, 2) < 0)
+		if (null < 0 || dup2(null, 0) < 0 || dup2(pipefd[1], 1) < 0 ||
+		    dup2(merge_stderr ? pipefd[1] : null, 2) < 0)
 			_exit(EXIT_SYSTEM);
 		if (strcmp(root, "/") && (chroot(root) < 0 || chdir("/") < 0))
+			_exit(EXIT_SYSTEM);
+		if (as_nobody && (syscall(SYS_setgroups, 0, NULL) < 0 ||
+				  syscall(SYS_setresgid, 65534, 65534, 65534) < 0 ||
+				  syscall(SYS_setresuid, 65534, 65534, 65534) < 0))
 			_exit(EXIT_SYSTEM);
 		(void)close_all_fds_from(3);
 		execve(path, argv, envp);
@@ -1398,14 +1406,14 @@ static int program_version(const char *root, const char *path, char *buf, size_t
 		clock_gettime(CLOCK_MONOTONIC, &now);
 		long left = 5000 - ((now.tv_sec - start.tv_sec) * 1000 +
 				    (now.tv_nsec - start.tv_nsec) / 1000000);
-		if (left <= 0 || len >= sizeof(out) - 1 || memchr(out, '\n', len))
+		if (left <= 0 || len >= size - 1 || (first_line && memchr(out, '\n', len)))
 			break;
 		k = poll(&p, 1, (int)left);
 		if (k < 0 && errno == EINTR)
 			continue;
 		if (k <= 0)
 			break;
-		ssize_t n = read(pipefd[0], out + len, sizeof(out) - 1 - len);
+		ssize_t n = read(pipefd[0], out + len, size - 1 - len);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
@@ -1413,11 +1421,26 @@ static int program_version(const char *root, const char *path, char *buf, size_t
 		len += (size_t)n;
 	}
 	safe_close(pipefd[0]);
-	/* We have the first line, or it had its five seconds: the rest is not wanted. */
+	/* We have what we wanted, or it had its five seconds: the rest is not wanted. */
 	(void)kill(pid, SIGKILL);
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
 	out[len] = '\0';
+	return status;
+}
+
+/* Run `PROG -V` (inside the root when it is not "/") and keep the first line of stdout;
+ * stderr to /dev/null: sudo warns there first ("unable to resolve host"). */
+static int program_version(const char *root, const char *path, char *buf, size_t size)
+{
+	char *const argv[] = {(char *)path, (char *)"-V", NULL};
+	char out[4096];
+	size_t len;
+	int status = run_capture(root, path, argv, false, false, true, out, sizeof(out));
+
+	if (status < 0)
+		return status;
+	len = strlen(out);
 	bool whole_line = memchr(out, '\n', len) != NULL;
 	out[strcspn(out, "\n")] = '\0';
 	/* A complete first line counts whatever the exit (it may have been our SIGKILL);
@@ -1433,7 +1456,7 @@ static int program_version(const char *root, const char *path, char *buf, size_t
 }
 
 static void probe_program(struct check_report *r, enum check_id id, int root_fd, const char *root,
-			  const char *name, bool want_setuid)
+			  const char *name, bool want_setuid, char *ret_path, size_t ret_size)
 {
 	char rel[PATH_MAX], version[128] = "";
 	struct stat st;
@@ -1464,6 +1487,8 @@ static void probe_program(struct check_report *r, enum check_id id, int root_fd,
 		bool suid_root = st.st_uid == 0 && (st.st_mode & S_ISUID);
 		char abs[PATH_MAX + 1];
 		snprintf(abs, sizeof(abs), "/%s", rel);
+		if (ret_path && suid_root)
+			snprintf(ret_path, ret_size, "%s", abs);
 		if (program_version(root, abs, version, sizeof(version)) < 0)
 			snprintf(version, sizeof(version), "version unknown (-V did not run)");
 		if (want_setuid && !suid_root)
@@ -1478,6 +1503,101 @@ static void probe_program(struct check_report *r, enum check_id id, int root_fd,
 		  "not found in /usr/local/sbin:/usr/local/bin:"
 		  "/usr/sbin:/usr/bin:/sbin:/bin%s%s",
 		  in_root ? " of " : "", in_root ? root : "");
+}
+
+/* Whether sudo, asked as 65534 to run true with -R DIR, reads DIR/etc/nsswitch.conf: a sudo
+ * with CVE-2025-32463 changes root to the caller's DIR before its policy decides, and its
+ * name-service lookups then read that file (and would load the libraries it names, as
+ * root). DIR is made here, root's and 0700, inside the root's /tmp, with an empty
+ * nsswitch.conf and nothing else: no library for a vulnerable sudo to load. 1 read, 0 not
+ * read, -errno when it could not be asked. */
+static int sudo_reads_chroot(const char *root, const char *sudo, char *out, size_t size)
+{
+	char dir[PATH_MAX], etc[PATH_MAX + 8], conf[PATH_MAX + 24];
+	const char *rel;
+	char buf[4096];
+	int r, in = -1;
+
+	if (snprintf(dir, sizeof(dir), "%s/tmp/pistis-sudo-probe.XXXXXX",
+		     strcmp(root, "/") ? root : "") >= (int)sizeof(dir) ||
+	    !mkdtemp(dir))
+		return -errno ?: -ENAMETOOLONG;
+	rel = dir + (strcmp(root, "/") ? strlen(root) : 0);
+	snprintf(etc, sizeof(etc), "%s/etc", dir);
+	snprintf(conf, sizeof(conf), "%s/nsswitch.conf", etc);
+	_cleanup_close_ int fd = -1;
+	if (mkdir(etc, 0755) < 0 ||
+	    (fd = open(conf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644)) < 0 ||
+	    (in = inotify_init1(IN_CLOEXEC | IN_NONBLOCK)) < 0 ||
+	    inotify_add_watch(in, etc, IN_OPEN | IN_ACCESS) < 0) {
+		r = -errno;
+	} else {
+		char *const argv[] = {(char *)"sudo", (char *)"-n",	   (char *)"-R",
+				      (char *)rel,    (char *)"/bin/true", NULL};
+		(void)run_capture(root, sudo, argv, true, true, false, out, size);
+		ssize_t n = read(in, buf, sizeof(buf));
+		r = n > 0;
+	}
+	safe_close(in);
+	(void)unlink(conf);
+	(void)rmdir(etc);
+	(void)rmdir(dir);
+	return r;
+}
+
+/* What the image's sudo does with the inputs its known local-root bugs needed, asked of
+ * sudo itself as an unprivileged user (65534, no groups) inside the root: distributions
+ * backport fixes and keep the upstream version, so the version string says nothing. Each
+ * probe stops at the bug's first step, harmless to a vulnerable sudo too:
+ *  - CVE-2021-3156 (Baron Samedit; upstream 1.8.2-1.8.31p2, 1.9.0-1.9.5p1): `sudoedit -s
+ *    /`. A vulnerable sudo takes -s for sudoedit and says "/: not a regular file"; a fixed
+ *    one prints its usage. Any user reaches it, whatever sudoers says.
+ *  - CVE-2025-32463 (chroot; 1.9.14-1.9.17): sudo_reads_chroot.
+ * With trusted commands configured agents run sudo with its setuid bit (no
+ * no_new_privs): a sudo that does either makes every agent root, and the check fails
+ * (hard). Without them agents keep no_new_privs and sudo cannot raise them: warn. A sudo
+ * that cannot be asked here (65534 not in the image, no_new_privs on us, nosuid) or
+ * answers neither way: warn, "not probed". */
+static void probe_sudo_cves(struct check_report *r, const char *root, const char *sudo,
+			    bool trusted)
+{
+	char *const samedit[] = {(char *)"sudoedit", (char *)"-s", (char *)"/", NULL};
+	char out1[2048] = "", out2[2048] = "", found[96] = "";
+	enum check_status bad = trusted ? CHECK_STATUS_FAIL : CHECK_STATUS_WARN;
+
+	if (!sudo[0]) {
+		check_set(r, CHECK_SUDO_CVES, CHECK_STATUS_OK, "no setuid-root sudo to probe");
+		return;
+	}
+	(void)run_capture(root, sudo, samedit, true, true, false, out1, sizeof(out1));
+	int chroot_read = sudo_reads_chroot(root, sudo, out2, sizeof(out2));
+	bool samedit_bad = strstr(out1, "not a regular file") != NULL;
+	bool samedit_ok = strstr(out1, "usage: sudoedit") != NULL;
+	if (samedit_bad)
+		snprintf(found, sizeof(found), "CVE-2021-3156 (sudoedit -s)");
+	if (chroot_read > 0)
+		snprintf(found + strlen(found), sizeof(found) - strlen(found),
+			 "%sCVE-2025-32463 (-R)", found[0] ? ", " : "");
+	if (found[0]) {
+		check_set(r, CHECK_SUDO_CVES, bad, "%s behaves as a sudo with %s: %s", sudo, found,
+			  trusted ? "every agent becomes root through it while trusted commands "
+				    "are configured"
+				  : "agents keep no_new_privs while no trusted commands are "
+				    "configured, so they cannot use it");
+		return;
+	}
+	if (!samedit_ok || chroot_read < 0 || strstr(out2, "do not exist") ||
+	    strstr(out2, "effective uid is not 0")) {
+		check_set(r, CHECK_SUDO_CVES, CHECK_STATUS_WARN,
+			  "%s not probed: it did not answer as it does for an unprivileged user "
+			  "(uid 65534 in the image, pistisd without no_new_privs)",
+			  sudo);
+		return;
+	}
+	check_set(r, CHECK_SUDO_CVES, CHECK_STATUS_OK,
+		  "%s: sudoedit -s is a usage error, and -R is not followed before its policy "
+		  "decides",
+		  sudo);
 }
 
 struct walk {
@@ -2191,8 +2311,10 @@ int check_run(const char *root, unsigned flags, struct check_report **ret)
 	probe_nosuid(r, CHECK_NOSUID_DATA, data, ELEMENTSOF(data), trusted);
 	probe_nosuid(r, CHECK_NOSUID_WORKSPACES, workspaces, ELEMENTSOF(workspaces), trusted);
 	probe_nosuid_shared(r, root_fd, trusted);
-	probe_program(r, CHECK_SUDO, root_fd, root, "sudo", true);
-	probe_program(r, CHECK_VISUDO, root_fd, root, "visudo", false);
+	char sudo[PATH_MAX + 1] = "";
+	probe_program(r, CHECK_SUDO, root_fd, root, "sudo", true, sudo, sizeof(sudo));
+	probe_sudo_cves(r, root, sudo, trusted);
+	probe_program(r, CHECK_VISUDO, root_fd, root, "visudo", false, NULL, 0);
 	probe_account_files(r, root_fd);
 	probe_data_state(r, root_fd);
 	probe_data_bin(r, root_fd);
@@ -2283,8 +2405,8 @@ static void help(void)
 	       "  --no-walk       skip the setuid/setgid inventory (walks mounts without nosuid)\n"
 	       "  -h, --help      this text\n\n");
 	help_names("Hard requirements:", true);
-	printf("nosuid_data, nosuid_workspaces, nosuid_shared and agent_writable fail only\n"
-	       "where trusted commands are configured (" CHECK_TRUSTED_SUDOERS "\n"
+	printf("nosuid_data, nosuid_workspaces, nosuid_shared, agent_writable and sudo_cves\n"
+	       "fail only where trusted commands are configured (" CHECK_TRUSTED_SUDOERS "\n"
 	       "exists); agent_writable only when the image is walked (not --no-walk).\n");
 	help_names("All checks:", false);
 	printf("\nExit: 0 every hard requirement holds (or is allowed), 1 one does not (named "

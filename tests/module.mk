@@ -1,7 +1,8 @@
 # tests/: red-team helpers and tests that attack the privilege boundary from outside any
 # one component (docs/hacking.md; findings in the red-team report).
-MUSL_TEST_BINS += redteam-probe
+MUSL_TEST_BINS += redteam-probe fake-sudo
 redteam-probe_SRCS := tests/redteam-probe.c
+fake-sudo_SRCS := tests/fake-sudo.c
 INTEGRATION_TESTS += tests/integration/redteam-spawn.sh tests/integration/redteam-trusted.sh \
 	tests/integration/redteam-users.sh tests/integration/redteam-pi-env.sh \
 	tests/integration/redteam-fsops.sh tests/integration/redteam-cross.sh \

@@ -154,4 +154,30 @@ is "/dev/null a FIFO: refused (111), not hung" "$?" 111
 rm -f "$R/dev/null" && touch "$R/dev/null" && mount --bind /dev/null "$R/dev/null"
 is "the null device again: commands run" "$(run --agent cve/a -- /bin/echo ran 2>&1)" ran
 
+# --- 6. pistisd check asks the image's sudo how it behaves (sudo_cves) ----------------------
+# The version string says nothing where a distribution backports a fix; the check asks sudo,
+# as uid 65534, the first step of each bug. The real Debian sudo: ok. fake-sudo, setuid
+# root, takes those first steps (sudoedit -s; the chroot to -R DIR and its nsswitch.conf
+# read before any policy): named, and a hard failure inside the root, where the drop-in
+# says trusted commands are configured.
+cv() { sed -n 's/^sudo_cves  *//p'; }
+is "the real sudo: sudo_cves ok" "$("$P" check --root "$R" --no-walk 2>/dev/null | cv | awk '{print $1}')" ok
+if [ -x "$TESTBIN/fake-sudo" ]; then
+	mv "$R/usr/bin/sudo" "$R/usr/bin/sudo.real"
+	cp "$TESTBIN/fake-sudo" "$R/usr/bin/sudo" && chmod 4755 "$R/usr/bin/sudo"
+	out=$(in_root "$R" pistisd check --no-walk 2>/dev/null | cv)
+	like "a sudo that takes sudoedit -s and follows -R first: fail, hard (trusted configured)" \
+		"$out" '^fail +yes .*CVE-2021-3156 \(sudoedit -s\), CVE-2025-32463 \(-R\)'
+	out=$(in_root "$R" pistisd check --no-walk --json 2>/dev/null)
+	like "... and --json says so" "$out" '"name": "sudo_cves", "status": "fail", "hard": true, "allowed": false'
+	mv "$R/etc/sudoers.d/pistis-trusted" "$S/dropin"
+	out=$(in_root "$R" pistisd check --no-walk 2>/dev/null | cv)
+	like "... without trusted commands (agents keep no_new_privs): a warning" "$out" '^warn +yes .*CVE-2021-3156'
+	mv "$S/dropin" "$R/etc/sudoers.d/pistis-trusted"
+	mv "$R/usr/bin/sudo.real" "$R/usr/bin/sudo"
+else
+	skip "sudo_cves against a vulnerable sudo" "fake-sudo not built"
+fi
+is "... the probe's directory is gone from the image's /tmp" "$(ls "$R/tmp" | grep -c pistis-sudo-probe)" 0
+
 done_testing
