@@ -830,6 +830,28 @@ static int mode_lease(const char *path, int seconds)
 	return 0;
 }
 
+/* Whether process p, just sent SIGSTOP, is stopped (state T within ~20 ms) and its comm is
+ * still "pistisd". */
+static bool stopped_as_pistisd(long p)
+{
+	char path[64], buf[512], comm[32];
+
+	for (int i = 0; i < 200; i++) {
+		snprintf(path, sizeof(path), "/proc/%ld/stat", p);
+		if (read_small(path, buf, sizeof(buf)) <= 0)
+			return false;
+		const char *rp = strrchr(buf, ')');
+		if (rp && rp[1] == ' ' && (rp[2] == 'T' || rp[2] == 't'))
+			break;
+		if (i == 199)
+			return false;
+		struct timespec ts = {0, 100000};
+		nanosleep(&ts, NULL);
+	}
+	snprintf(path, sizeof(path), "/proc/%ld/comm", p);
+	return read_small(path, comm, sizeof(comm)) > 0 && !strncmp(comm, "pistisd", 7);
+}
+
 /* Like stall, but what matters is what the agent can take from the caught child: its
  * executable (runc CVE-2019-5736 overwrote the runtime's binary through /proc/PID/exe of a
  * process that still ran it) and the daemon's fds it held while it already had the
@@ -858,16 +880,18 @@ static int mode_snoop(int secs)
 		/* Behind the last pid too: other processes of the machine take pids between the
 		 * clone and the id change. */
 		for (long p = last - 160; p <= last + 16; p++) {
-			char path[64], comm[32];
+			char path[64];
 			bool dup = false;
 
 			if (p <= 1 || p == self || kill((pid_t)p, SIGSTOP) < 0)
 				continue;
-			snprintf(path, sizeof(path), "/proc/%ld/comm", p);
 			for (int i = 0; i < caught && i < 256; i++)
 				dup = dup || seen[i] == (pid_t)p;
-			if (dup || read_small(path, comm, sizeof(comm)) <= 0 ||
-			    strncmp(comm, "pistisd", 7)) {
+			/* SIGSTOP takes hold on the way back to user space: a process in the middle
+			 * of its execve still says "pistisd" but stops as the new program (fds 0-2,
+			 * its own exe and memory, and a new comm). Only one that stopped while
+			 * still "pistisd" was caught between the id change and execve. */
+			if (dup || !stopped_as_pistisd(p)) {
 				kill((pid_t)p, SIGCONT);
 				continue;
 			}
