@@ -180,6 +180,14 @@ static const struct {
 		 "agents get setuid only while every shared tree is nosuid)",
 		 "mount them nosuid,nodev (pistisd-entry does it at start-up; docker run "
 		 "--tmpfs /tmp:nosuid,nodev and the like), or --allow nosuid_shared"},
+	[CHECK_MOUNT_POINTS] =
+		{"mount_points", false,
+		 "no agent decides where a volume is mounted at the next start: the runtime "
+		 "follows links on a mount's way down, so one an agent leaves there sends the "
+		 "volume (and what agents wrote in it) over /usr/local/bin or /etc",
+		 "mount volumes where no agent may write on the way down (side by side, not "
+		 "inside a tree agents write), or make each directory on the way root's and not "
+		 "writable by agents (a read path rule)"},
 	[CHECK_AGENT_WRITABLE] =
 		{"agent_writable", true,
 		 "no other directory of the image lets one agent leave a setuid file that runs as "

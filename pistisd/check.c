@@ -1260,6 +1260,88 @@ static void probe_nosuid(struct check_report *r, enum check_id id, const char *c
 			  n > 1 ? " (and the trees beneath that are mounts)" : "");
 }
 
+/* Whether an agent can change where MP (a mount point, absolute) is mounted at the next
+ * start: the runtime mounts a volume at its configured path and follows the links on the
+ * way (runc resolves a destination inside the root), so a component an agent can replace
+ * now sends that volume, and what agents wrote into it, over /usr/local/bin or /etc next
+ * time. A component can be replaced where its directory is one agents may write
+ * (users_agents_may_write), unless that directory is sticky and the component not an
+ * agent's. The directory is named in *ret (the first found); 1 found, 0 none. */
+static int mount_point_replaceable(const char *mp, char *ret, size_t size)
+{
+	char dir[PATH_MAX];
+	size_t len = strlen(mp);
+	struct stat dst, cst;
+
+	if (len >= sizeof(dir) || mp[0] != '/')
+		return 0;
+	memcpy(dir, mp, len + 1);
+	/* From the mount point's parent up to "/": each directory and the component in it. */
+	for (char *slash = strrchr(dir, '/'); slash; slash = strrchr(dir, '/')) {
+		char comp[PATH_MAX];
+		snprintf(comp, sizeof(comp), "%s", dir);
+		if (slash == dir)
+			dir[1] = '\0';
+		else
+			*slash = '\0';
+		if (lstat(dir, &dst) < 0 || lstat(comp, &cst) < 0)
+			return 0;
+		if (S_ISDIR(dst.st_mode) && users_agents_may_write(&dst) &&
+		    (!(dst.st_mode & S_ISVTX) || users_uid_is_agent(cst.st_uid) ||
+		     cst.st_uid == USERS_TOOLS_UID)) {
+			snprintf(ret, size, "%s", dir);
+			return 1;
+		}
+		if (slash == dir)
+			break;
+	}
+	return 0;
+}
+
+/* Every mount but "/" whose way down an agent can change before the next start
+ * (mount_point_replaceable): counted, the first named. A warning: the move happens
+ * outside pistis (the runtime's mount at the next start), so the operator must mount
+ * volumes where no agent writes on the way (docs/security.md, "Volumes beneath trees
+ * agents write"). */
+static void probe_mount_points(struct check_report *r)
+{
+	_cleanup_free_ char *mi = NULL;
+	char first[PATH_MAX] = "", where[PATH_MAX] = "";
+	unsigned n = 0;
+
+	int k = mountinfo_read(&mi);
+	if (k < 0) {
+		check_set(r, CHECK_MOUNT_POINTS, CHECK_STATUS_WARN,
+			  "cannot read /proc/self/mountinfo (%s)", errno_name(-k));
+		return;
+	}
+	for (char *line = mi, *next; line && *line; line = next) {
+		struct mountinfo_entry e;
+		char dir[PATH_MAX];
+
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		if (mountinfo_parse_line(line, &e) < 0 || !strcmp(e.mount_point, "/") ||
+		    mount_point_replaceable(e.mount_point, dir, sizeof(dir)) <= 0)
+			continue;
+		if (n++ == 0) {
+			snprintf(first, sizeof(first), "%s", e.mount_point);
+			snprintf(where, sizeof(where), "%s", dir);
+		}
+	}
+	if (!n) {
+		check_set(r, CHECK_MOUNT_POINTS, CHECK_STATUS_OK,
+			  "no mount point lies beneath a directory agents may write");
+		return;
+	}
+	check_set(r, CHECK_MOUNT_POINTS, CHECK_STATUS_WARN,
+		  "%u mount(s) beneath a directory agents may write, first %s beneath %s: an "
+		  "agent can leave a link on its way, and the runtime mounts it where the link "
+		  "points at the next start",
+		  n, first, where);
+}
+
 /* trusted.h's TRUSTED_SCRATCH_TREES (the shared trees besides /data and /workspaces, which
  * have checks of their own), then the trees the path rules let agents write: the first one
  * there without nosuid. */
@@ -2311,6 +2393,7 @@ int check_run(const char *root, unsigned flags, struct check_report **ret)
 	probe_nosuid(r, CHECK_NOSUID_DATA, data, ELEMENTSOF(data), trusted);
 	probe_nosuid(r, CHECK_NOSUID_WORKSPACES, workspaces, ELEMENTSOF(workspaces), trusted);
 	probe_nosuid_shared(r, root_fd, trusted);
+	probe_mount_points(r);
 	char sudo[PATH_MAX + 1] = "";
 	probe_program(r, CHECK_SUDO, root_fd, root, "sudo", true, sudo, sizeof(sudo));
 	probe_sudo_cves(r, root, sudo, trusted);

@@ -50,8 +50,8 @@ exits 111 "--root that does not exist is a system error" "$P" check --root "$S/n
 "$P" check --json --no-walk >"$S/host.json" 2>"$S/host.err"
 rc=$?
 ok "--json output is one valid JSON document" python3 -m json.tool "$S/host.json"
-is "--json lists all 42 checks" \
-	"$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["checks"]))' "$S/host.json")" 42
+is "--json lists all 43 checks" \
+	"$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["checks"]))' "$S/host.json")" 43
 ok "every check has name, status, hard, allowed, value, promise, advice" python3 -c '
 import json, sys
 for c in json.load(open(sys.argv[1]))["checks"]:

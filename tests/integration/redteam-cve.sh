@@ -180,4 +180,27 @@ else
 fi
 is "... the probe's directory is gone from the image's /tmp" "$(ls "$R/tmp" | grep -c pistis-sudo-probe)" 0
 
+# --- 7. runc CVE-2025-31133 family, across a restart: a volume's mount target replaced -------
+# An agent cannot mount, but the runtime mounts each volume again at every start, following
+# links on its way down: an agent that renames the parent of a nested volume's mount point
+# (the mount does not stop that) and leaves a link to /usr/local/bin in its place has that
+# volume, and the files it wrote there, over the image's binaries next time. pistis cannot
+# stop a mount made before it runs; `pistisd check` names such mounts (mount_points).
+mp() { in_root "$R" pistisd check --no-walk 2>/dev/null | sed -n 's/^mount_points  *//p'; }
+like "no nested volume: mount_points ok" "$(mp)" '^ok '
+# /workspaces as a write rule leaves it (root:pi-sandbox 3770); proj is the agent's.
+mkdir -p "$R/workspaces/proj/nm" && chown 0:10010 "$R/workspaces" && chmod 3770 "$R/workspaces"
+chown 32001:32001 "$R/workspaces/proj"
+mount -t tmpfs -o size=1m nm "$R/workspaces/proj/nm"
+chown 32001:32001 "$R/workspaces/proj/nm"
+like "a volume mounted beneath a directory an agent owns: mount_points warns, naming both" \
+	"$(mp)" '^warn .* first /workspaces/proj/nm beneath /workspaces/proj: '
+ok "the agent moves the mounted volume's parent away and leaves a link in its place" \
+	chroot "$R" /usr/bin/setpriv --reuid 32001 --regid 32001 --groups 10010 /bin/sh -c \
+	'mv /workspaces/proj /workspaces/old && mkdir /workspaces/proj && ln -s /usr/local/bin /workspaces/proj/nm'
+like "... after the move too (the link waits for the next start)" "$(mp)" \
+	'^warn .* first /workspaces/old/nm beneath /workspaces/old: '
+umount "$R/workspaces/old/nm"
+like "... and with none left: ok" "$(mp)" '^ok '
+
 done_testing
