@@ -170,6 +170,16 @@ if [ -x "$TESTBIN/fake-sudo" ]; then
 		"$out" '^fail +yes .*CVE-2021-3156 \(sudoedit -s\), CVE-2025-32463 \(-R\)'
 	out=$(in_root "$R" pistisd check --no-walk --json 2>/dev/null)
 	like "... and --json says so" "$out" '"name": "sudo_cves", "status": "fail", "hard": true, "allowed": false'
+	# Asking -R of a sudo without that bug is logged (user NOT in sudoers, mailed where
+	# the image has a mailer) at every start: a sudo whose version is outside the bug's
+	# 1.9.14-1.9.17 is not asked; one inside it (a fix may be backported) is.
+	for v in 1.9.13p3:no 1.9.14:yes 1.9.16p2:yes 1.9.17:yes 1.9.17p1:no 1.10.0:no; do
+		echo "${v%:*}" >"$R/etc/fake-sudo-version"
+		out=$(in_root "$R" pistisd check --no-walk 2>/dev/null | cv)
+		like "a sudo that says ${v%:*}: sudoedit -s asked" "$out" '^fail +yes .*CVE-2021-3156 \(sudoedit -s\)'
+		is "... -R asked: ${v#*:}" "$(echo "$out" | grep -q 'CVE-2025-32463' && echo yes || echo no)" "${v#*:}"
+	done
+	rm -f "$R/etc/fake-sudo-version"
 	mv "$R/etc/sudoers.d/pistis-trusted" "$S/dropin"
 	out=$(in_root "$R" pistisd check --no-walk 2>/dev/null | cv)
 	like "... without trusted commands (agents keep no_new_privs): a warning" "$out" '^warn +yes .*CVE-2021-3156'
