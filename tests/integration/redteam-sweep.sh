@@ -1,0 +1,221 @@
+#!/bin/bash
+# Red team, the sweep an attacker runs on first getting a shell as an agent: a local
+# privilege-escalation enumeration (tests/sweep-enum.sh, in the spirit of linpeas, deepce
+# and CDK, written here) of what the agent can write, run, read and reach, in two
+# deployments: (1) a plain machine's root (server-min, `pistisd serve` in a throwaway
+# Debian root with the shared trees nosuid and a trusted command, so agents run without
+# no_new_privs), (2) the seed page's image under a private dockerd, pistisd-entry as PID 1,
+# Docker's defaults and the relay's options. Every class of the sweep is asserted empty,
+# and shown able to fail: each is weakened once in the test's own root and must then
+# report. Agents' uids 30600-30651. Root, private mount namespace.
+. "$(dirname "$0")/../lib.sh"
+need_root
+need_mount_ns "$@"
+need_bins pistisd pistisd-musl pi-env pistisd-entry server-min pistis
+[ -x "$TESTBIN/redteam-probe" ] && [ -x "$TESTBIN/probe" ] ||
+	{ echo "1..0 # SKIP redteam-probe or probe not built"; exit 0; }
+command -v python3 >/dev/null || { echo "1..0 # SKIP no python3"; exit 0; }
+R=$(root_fresh debian) || { echo "1..0 # SKIP no debian test root"; exit 0; }
+W=$(scratch)
+SWEEP=$_lib_dir/sweep-enum.sh
+RT=/usr/local/lib/pistis-tests/redteam-probe
+cleanup() {
+	local pid
+	for pid in $(jobs -p); do kill "$pid" 2>/dev/null; done
+	[ -n "${PD:-}" ] && kill "$PD" 2>/dev/null
+	[ -n "${SM:-}" ] && kill "$SM" 2>/dev/null
+	for pid in $(root_pids "$R"); do kill -KILL "$pid" 2>/dev/null; done
+	wait 2>/dev/null
+	dockerd_down
+	root_cleanup
+}
+trap cleanup EXIT
+classes="writable setid-writable exec-writable exec-owner secret-list secret-read other-agent proc
+	kernel-writable kernel-wrote cgroup socket abstract self device sudo"
+# sweep_ok LABEL OUT: every class empty, and each part of the sweep looked at something
+sweep_ok() {
+	local k=$1 out=$2 cl n
+	for cl in $classes; do
+		is "$k: sweep finds nothing of class $cl" \
+			"$(printf '%s\n' "$out" | awk -v c="$cl" '$1 == "F" && $2 == c' | head -n 5)" ""
+	done
+	for cl in writable exec secrets proc kernel socket self; do
+		n=$(printf '%s\n' "$out" | awk -v c="$cl" '$1 == "C" && $2 == c {print $3}')
+		ok "$k: ... and its $cl part ran (${n:-0} looked at)" test "${n:-0}" -gt 0
+	done
+}
+findings() { printf '%s\n' "$1" | awk '$1 == "F"'; }
+
+# --- 1. a plain machine's root ------------------------------------------------------------------
+harden_shared "$R"
+in_root "$R" pistisd users ensure-base >/dev/null 2>&1
+chmod 1777 "$R/workspaces"
+SECRET=sec-$(head -c 12 /dev/urandom | base64 | tr -d '/+=')
+printf '%s\n' "$SECRET" >"$R/data/.secrets/tok"
+chown 10002:10002 "$R/data/.secrets/tok" && chmod 0600 "$R/data/.secrets/tok"
+# a trusted command that holds the secret while it runs (in its memory, not its env)
+printf '#!/bin/sh\nt=$(cat /data/.secrets/tok)\n[ -n "$t" ] && echo have\nsleep "${1:-0}"\n' >"$W/usetok"
+chmod 0755 "$W/usetok"
+ok "trusted add usetok" "$BIN/pistisd" trusted add usetok "$W/usetok" --root "$R"
+SV=sv-$(head -c 12 /dev/urandom | base64 | tr -d '/+=')
+SERVE_ENV="PI_SERVE_SECRET=$SV" relay_up "$R" "$W" ||
+	{ echo "Bail out! pistisd serve did not connect: $(tail -n 3 "$W/pd.log")"; exit 1; }
+A=sweep-a B=sweep-b
+in_root "$R" pistisd users ensure $A --uid 30600 >/dev/null
+in_root "$R" pistisd users ensure $B --uid 30601 >/dev/null
+BH=$(in_root "$R" pistisd users show $B | sed -n 's/^home=//p')
+BD=$(in_root "$R" pistisd users show $B | sed -n 's/^agent_dir=//p')
+install -D -m 0755 "$SWEEP" "$R/usr/local/share/pistis-sweep/sweep-enum.sh"
+E() { timeout 120 "$BIN/pistis" exec --sandbox s1 "$@"; }
+is "the trusted command reads its secret for B" "$(E --agent $B -- usetok)" have
+# What root sees of set-id files: the image's, before any agent ran
+base_setid=$(chroot "$R" find / -xdev \( -path /proc -o -path /sys \) -prune -o -type f \
+	\( -perm -4000 -o -perm -2000 \) -print 2>/dev/null | sort)
+# B holds a secret in its command's environment and one in a running trusted command
+BS=bs-$(head -c 12 /dev/urandom | base64 | tr -d '/+=')
+E --agent $B -- sleep 60 >/dev/null 2>&1 &
+timeout 20 "$BIN/pistis" call --sandbox s1 exec.start \
+	"{\"agent\":\"$B\",\"argv\":[\"sleep\",\"60\"],\"env\":{\"PI_B_SECRET\":\"$BS\"}}" >/dev/null 2>&1
+E --agent $B -- usetok 60 >/dev/null 2>&1 &
+# a root daemon's abstract socket on the sandbox's network: with Landlock's scope, no agent's
+root_abstract() {
+	python3 -c 'import socket,time
+s=socket.socket(socket.AF_UNIX); s.bind("\0pistis-sweep-root"); s.listen(8); time.sleep(300)' &
+}
+root_abstract
+for _ in $(seq 50); do
+	[ "$(root_pids "$R" 10002 | wc -l)" -gt 0 ] && grep -q '@pistis-sweep-root' /proc/net/unix && break
+	sleep 0.1
+done
+ok "B's trusted command is running (pi-tools)" test "$(root_pids "$R" 10002 | wc -l)" -gt 0
+run_sweep() { # AGENT: the sweep as that agent over the relay
+	E --agent "$1" -- env SWEEP_WRITE_OK=/workspaces SWEEP_OTHERS="$BH $BD" \
+		sh /usr/local/share/pistis-sweep/sweep-enum.sh /usr/local/lib/pistis-tests 2>/dev/null
+}
+abstract_check() { # AGENT PROBE: every abstract socket name on the network, connected to
+	E --agent "$1" -- sh -c 'for a in $(awk '"'"'$8 ~ /^@/ {print substr($8, 2)}'"'"' /proc/net/unix | sort -u | head -n 40); do
+		case $a in *.d) continue ;; esac
+		r=$("$0" connect "$a" 2>/dev/null | sed -n "s/^connect=//p")
+		echo "A $a $r"
+		[ "$r" = ok ] && echo "F abstract @$a"
+	done; true' "$2"
+}
+t0=$(date +%s)
+out=$(run_sweep $A)
+ab=$(abstract_check $A "$RT")
+is "plain: the agent is who the sweep thinks" "$(E --agent $A -- id -u)" 30600
+sweep_ok plain "$out
+$ab"
+like "plain: the abstract sockets were tried, root's too" "$ab" '^A pistis-sweep-root (EPERM|ECONNREFUSED)'
+is "plain: the set-id files the agent sees are the image's" \
+	"$(printf '%s\n' "$out" | awk '$1 == "I" && $2 == "setid" {print $3}' | sort)" "$base_setid"
+ok "plain: the sweep took $(($(date +%s) - t0)) s" true
+# secrets: every file beneath / and the shared trees, every /proc/PID/{cmdline,environ}
+needles=$(printf '%s\n' "$SECRET" "$SV" "$BS" "$(cat "$R/etc/pistis/token")" "$PISTIS_TEST_CT")
+hunt=$(printf '%s\n' "$needles" | E -i --agent $A -- $RT hunt / /tmp /dev/shm /run /data /var/tmp /workspaces 2>&1)
+is "plain: the hunt read its five needles" "$(printf '%s\n' "$hunt" | sed -n 's/^needles=//p')" 5
+unlike "plain: no secret anywhere the agent can read (token, client token, .secrets, serve's and B's env)" \
+	"$hunt" '^hit='
+# the kernel an agent reaches: namespaces, odd socket families, TIOCSTI/TIOCLINUX, pidfd_getfd
+sc=$(E --agent $A -- $RT seccomp 2>&1)
+like "plain: the kernel probe ran" "$sc" '^unshare\.NEWUSER='
+unlike "plain: no kernel interface of the probe's list is open" "$sc" '=ok$'
+# and what sudo -l offers, as the sweep saw it, names the trusted script only
+like "plain: the sweep looked at sudo" "$out" '^C sudo 1'
+
+# --- 2. the same sweep fails on a weakened root: each class can report --------------------------
+cp "$R/bin/true" "$R/usr/sbin/sweep-suid" && chmod 4755 "$R/usr/sbin/sweep-suid"
+chmod 0777 "$R/etc/ld.so.conf.d"
+chmod 0755 "$R/root"
+chmod 0666 "$R/data/bin/usetok"
+chown 30601 "$R/etc/profile.d"
+chmod 0755 "$R$BH"
+chmod 0644 "$R/etc/shadow" "$R/etc/gshadow"
+python3 -c 'import socket,sys,os,time
+s=socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); os.chmod(sys.argv[1], 0o666); s.listen(1)
+time.sleep(300)' "$R/run/sweep.sock" &
+for _ in $(seq 50); do [ -S "$R/run/sweep.sock" ] && break; sleep 0.1; done
+weak=$(run_sweep $A)
+like "weakened: a new setuid file differs from the image's list" \
+	"$(printf '%s\n' "$weak" | awk '$1 == "I" && $2 == "setid" {print $3}')" '^/usr/sbin/sweep-suid$'
+like "weakened: a 0777 /etc/ld.so.conf.d is writable" "$(findings "$weak")" '^F writable /etc/ld.so.conf.d$'
+like "weakened: ... and on the loader's path" "$(findings "$weak")" '^F exec-writable /etc/ld.so.conf.d$'
+like "weakened: a 0755 /root is listed" "$(findings "$weak")" '^F secret-list /root$'
+like "weakened: a 0644 /etc/gshadow is read" "$(findings "$weak")" '^F secret-read /etc/gshadow$'
+like "weakened: a 0666 trusted wrapper is writable" "$(findings "$weak")" '^F exec-writable /data/bin/usetok$'
+like "weakened: an agent-owned /etc/profile.d" "$(findings "$weak")" '^F exec-owner /etc/profile.d uid=30601$'
+like "weakened: B's home listed" "$(findings "$weak")" "^F other-agent list $BH\$"
+like "weakened: a 0644 /etc/shadow read" "$(findings "$weak")" '^F secret-read /etc/shadow$'
+like "weakened: a 0666 root socket in /run" "$(findings "$weak")" '^F socket /run/sweep.sock$'
+chmod 0640 "$R/etc/shadow" "$R/etc/gshadow"
+like "weakened: the hunt finds the secret once /data/.secrets is open" \
+	"$(chmod 0755 "$R/data/.secrets"; chmod 0644 "$R/data/.secrets/tok"
+	printf '%s\n' "$needles" | E -i --agent $A -- $RT hunt /data 2>&1)" '^hit=/data/\.secrets/tok'
+chmod 0700 "$R/data/.secrets"; chmod 0600 "$R/data/.secrets/tok"
+rm -f "$R/usr/sbin/sweep-suid" "$R/run/sweep.sock"
+chmod 0755 "$R/etc/ld.so.conf.d"; chmod 0700 "$R/root"; chmod 0755 "$R/data/bin/usetok"
+chown 0 "$R/etc/profile.d"; chmod 0700 "$R$BH"
+for pid in $(jobs -p); do kill "$pid" 2>/dev/null; done
+kill "$PD" "$SM" 2>/dev/null
+wait 2>/dev/null
+PD="" SM=""
+
+# --- 3. the seed page's image under Docker's defaults (docker-seed.sh's image) -------------------
+dockerd_up_or_bail "$W/dockerd"
+ctx=$W/ctx
+mkdir -p "$ctx/usr/local/bin" "$ctx/sweep"
+cp "$BIN/pistisd" "$BIN/pistisd-musl" "$BIN/pi-env" "$BIN/pistisd-entry" "$ctx/usr/local/bin/"
+cp "$TESTBIN/probe" "$TESTBIN/redteam-probe" "$SWEEP" "$ctx/sweep/"
+tar -C "$("$_lib_dir/roots.sh" musl)" --exclude='./proc/*' --exclude='./sys/*' -c . |
+	DK import - pistis-sweep-musl >/dev/null
+cat >"$ctx/Dockerfile" <<'EOF'
+FROM pistis-sweep-musl
+RUN echo 'node:x:1000:1000::/home/node:/bin/sh' >>/etc/passwd && echo 'node:x:1000:' >>/etc/group
+COPY usr/local/bin/ /usr/local/bin/
+COPY sweep/ /usr/local/lib/pistis-sweep/
+RUN mkdir -p /workspace
+WORKDIR /workspace
+ENTRYPOINT ["/usr/local/bin/pistisd-entry"]
+EOF
+ok "docker build of the seed page's image (with the sweep)" DK build --network none -q -t pistis-sweep "$ctx"
+ALLOW=$("$BIN/pistisd" check --json --no-walk 2>/dev/null | python3 -c 'import json,sys; print(",".join(c["name"] for c in json.load(sys.stdin)["checks"] if c["hard"] and c["status"] in ("fail","missing") and c["name"].startswith(("protected_","suid_dumpable"))))')
+volumes_relay_up "$W" seed
+root_abstract
+mkdir -p "$W/secret" && cp "$W/data-seed/pistis/token" "$W/secret/token"
+C=$(DK run -d --network host -v "$W/secret:/run/secrets/pistis:ro" \
+	-e PISTIS_RELAY=ws://127.0.0.1:$SP -e PISTIS_TOKEN_FILE=/run/secrets/pistis/token \
+	-e PISTIS_SEED_SECRET=$SV ${ALLOW:+-e PISTIS_ALLOW=$ALLOW} pistis-sweep)
+ok "docker run of the image with the relay's options only" test -n "$C"
+X() { DK exec "$C" "$@"; }
+X pistisd users ensure $A --uid 30650 >/dev/null
+X pistisd users ensure $B --uid 30651 >/dev/null
+sandbox_connected seed || echo "# not connected: $(tail -n 3 "$W/smin.log"; DK logs "$C" 2>&1 | tail -n 3)"
+ok "pistisd-entry's serve dials server-min" sandbox_connected seed
+X pistisd policy apply >/dev/null 2>&1
+BH=$(X pistisd users show $B | sed -n 's/^home=//p')
+BD=$(X pistisd users show $B | sed -n 's/^agent_dir=//p')
+D() { timeout 120 "$BIN/pistis" exec --sandbox seed "$@"; }
+D --agent $B -- sh -c 'echo b-private >"$HOME/notes"' >/dev/null
+timeout 20 "$BIN/pistis" call --sandbox seed exec.start \
+	"{\"agent\":\"$B\",\"argv\":[\"sleep\",\"60\"],\"env\":{\"PI_B_SECRET\":\"$BS\"}}" >/dev/null 2>&1
+base_setid=$(X find / -xdev \( -path /proc -o -path /sys \) -prune -o -type f \
+	\( -perm -4000 -o -perm -2000 \) -print 2>/dev/null | sort)
+out=$(D --agent $A -- env SWEEP_WRITE_OK="/workspace" SWEEP_OTHERS="$BH $BD" \
+	sh /usr/local/lib/pistis-sweep/sweep-enum.sh /usr/local/lib/pistis-sweep 2>/dev/null)
+ab=$(E() { D "$@"; }; abstract_check $A /usr/local/lib/pistis-sweep/redteam-probe)
+is "docker: the agent is who the sweep thinks" "$(D --agent $A -- id -u)" 30650
+sweep_ok docker "$out
+$ab"
+like "docker: the host's abstract socket was tried (--network host)" "$ab" '^A pistis-sweep-root (EPERM|ECONNREFUSED)'
+is "docker: the set-id files the agent sees are the image's" \
+	"$(printf '%s\n' "$out" | awk '$1 == "I" && $2 == "setid" {print $3}' | sort)" "$base_setid"
+needles=$(printf '%s\n' "$SV" "$BS" "$(cat "$W/secret/token")" "$PISTIS_TEST_CT")
+hunt=$(printf '%s\n' "$needles" | D -i --agent $A -- /usr/local/lib/pistis-sweep/redteam-probe \
+	hunt / /tmp /dev/shm /run /data /var/tmp /workspace 2>&1)
+is "docker: the hunt read its four needles" "$(printf '%s\n' "$hunt" | sed -n 's/^needles=//p')" 4
+unlike "docker: no secret anywhere the agent reads (token, client token, entry's and B's env)" \
+	"$hunt" '^hit='
+sc=$(D --agent $A -- /usr/local/lib/pistis-sweep/redteam-probe seccomp 2>&1)
+unlike "docker: no kernel interface of the probe's list is open" "$sc" '=ok$'
+DK rm -f "$C" >/dev/null
+done_testing
