@@ -193,6 +193,76 @@ int smin_listen_split(const char *addr, size_t *ret_host_len, int *ret_port)
 	return 0;
 }
 
+/* Whether the string value of key in obj is one ${NAME} reference and nothing else: a
+ * token that comes from the environment and is not written in the file. */
+static bool from_env(cJSON *obj, const char *key)
+{
+	cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+	const char *s = cJSON_IsString(v) ? v->valuestring : NULL;
+	size_t n = s ? strlen(s) : 0;
+
+	return n > 3 && s[0] == '$' && s[1] == '{' && strchr(s, '}') == s + n - 1;
+}
+
+/* 1 when any user may read the file at path: it is readable by others and every directory
+ * on the way to it (links resolved) lets others through; 0 when not, -errno when that
+ * cannot be told. A config's or key's directories are checked by trust_file_open to be
+ * changeable by no one else, so what is seen here stays true. Group read stays the
+ * operator's choice (a group of operators). */
+static int others_may_read(const char *path, mode_t *ret_mode)
+{
+	_cleanup_free_ char *real = realpath(path, NULL);
+	struct stat st;
+	char *slash;
+
+	*ret_mode = 0;
+	if (!real)
+		return errno == ENOENT ? 0 : -errno;
+	if (stat(real, &st) < 0)
+		return -errno;
+	*ret_mode = st.st_mode & 07777;
+	if (!(st.st_mode & S_IROTH))
+		return 0;
+	while ((slash = strrchr(real, '/'))) {
+		slash[slash == real] = 0; /* "/a" -> "/" */
+		if (stat(real, &st) < 0)
+			return -errno;
+		if (!(st.st_mode & S_IXOTH))
+			return 0;
+		if (slash == real)
+			break;
+	}
+	return 1;
+}
+
+/* A secret the relay holds in a file every local user may read: with a sandbox token
+ * anyone connects as that sandbox (and gets its clients' requests, stdin and files), with
+ * the client token as a client of every sandbox and agent, with the TLS key as the relay.
+ * On a machine where agents (or anyone else) have accounts, that is every agent: refused,
+ * as pistis and pistisd serve refuse their token files (red team, redteam-sweep.sh). */
+static int refuse_readable(struct smin_config *c, const char *path, const char *what,
+			   const char *consequence)
+{
+	mode_t mode = 0;
+	int r = others_may_read(path, &mode);
+
+	if (r == 0)
+		return 0;
+	if (r < 0) {
+		escape_format(c->error, sizeof(c->error),
+			      "%s (%s): cannot tell who may read it: %s", path, what, strerror(-r));
+		return r;
+	}
+	escape_format(c->error, sizeof(c->error),
+		      "%s (%s) may be read by every user (mode %04o, and every directory on its "
+		      "way lets others through): %s (chmod o-r%s)",
+		      path, what, (unsigned)mode, consequence,
+		      c->tls_key && !strcmp(path, c->tls_key)
+			      ? ""
+			      : ", or take the tokens from the environment: ${NAME}");
+	return -EPERM;
+}
+
 int smin_config_load(const char *path, struct smin_config *c)
 {
 	const struct trust_rule rule = {
@@ -204,6 +274,7 @@ int smin_config_load(const char *path, struct smin_config *c)
 	char why[PATH_MAX + 300];
 	cJSON *root = NULL, *sbs, *listen, *tls, *limits;
 	size_t len = 0, from = 0;
+	bool literal;
 	int r;
 
 	memset(c, 0, sizeof(*c));
@@ -317,6 +388,7 @@ int smin_config_load(const char *path, struct smin_config *c)
 		goto out;
 	if ((r = get_str(c, root, "client_token", true, NULL, &c->client_token)) < 0)
 		goto out;
+	literal = !from_env(root, "client_token");
 	if (!token_valid(c->client_token)) {
 		r = fail(c, line_of_key(c->text, "client_token", NULL),
 			 "\"client_token\" must be %u to %u printable ASCII characters without "
@@ -357,6 +429,7 @@ int smin_config_load(const char *path, struct smin_config *c)
 		here = from;
 		if ((r = get_str(c, s, "token", true, &here, &sc->token)) < 0)
 			goto out;
+		literal = literal || !from_env(s, "token");
 		if (!token_valid(sc->token)) {
 			r = fail(c, line_of_key(c->text, "token", &from),
 				 "token of sandbox \"%s\" must be %u to %u printable ASCII "
@@ -391,6 +464,13 @@ int smin_config_load(const char *path, struct smin_config *c)
 			}
 		c->n_sandboxes++;
 	}
+	if (literal &&
+	    (r = refuse_readable(c, path, "the config, with tokens written in it",
+				 "whoever reads it connects as a client or a sandbox")) < 0)
+		goto out;
+	if (c->tls_key && (r = refuse_readable(c, c->tls_key, "the TLS key",
+					       "whoever reads it can pose as the relay")) < 0)
+		goto out;
 	r = 0;
 	goto out;
 oom:

@@ -155,6 +155,38 @@ chmod 0700 "$R/data/.secrets"; chmod 0600 "$R/data/.secrets/tok"
 rm -f "$R/usr/sbin/sweep-suid" "$R/run/sweep.sock"
 chmod 0755 "$R/etc/ld.so.conf.d"; chmod 0700 "$R/root"; chmod 0755 "$R/data/bin/usetok"
 chown 0 "$R/etc/profile.d"; chmod 0700 "$R$BH"
+# server-min beside the agents (a plain machine, everything on one host): its config holds
+# the client token, with which an agent runs commands as any other agent, and the sandbox
+# tokens, with which it connects as the sandbox and gets the clients' requests. Before,
+# server-min took such a config readable by every user ("who may read it is the operator's
+# choice"), while pistis and pistisd serve refuse a token file others may read.
+printf '{\n  "client_token": "client-%s",\n  "sandboxes": [{"name": "s1", "token": "%s"}]\n}\n' \
+	"$(head -c 12 /dev/urandom | base64 | tr -d '/+=')" "$(cat "$R/etc/pistis/token")" >"$R/etc/pistis/server.json"
+chmod 0644 "$R/etc/pistis/server.json"
+like "weakened: a 0644 relay config with tokens in it is read by the agent" \
+	"$(findings "$(run_sweep $A)")" '^F secret-read relay config /etc/pistis/server\.json$'
+PUB=$(mktemp -d /tmp/pistis-sweep-pub.$$.XXXXXX) && chmod 0755 "$PUB"
+cp "$R/etc/pistis/server.json" "$PUB/server.json" && chmod 0644 "$PUB/server.json"
+out=$("$BIN/server-min" --config "$PUB/server.json" --check 2>&1)
+is "server-min refuses a config with tokens in it that every user may read" "$?" 1
+like "... saying who may read it and what to do" "$out" \
+	'server\.json \(the config, with tokens written in it\) may be read by every user \(mode 0644.*chmod o-r'
+chmod 0640 "$PUB/server.json"
+ok "... takes it once others cannot read it (0640)" "$BIN/server-min" --config "$PUB/server.json" --check
+chmod 0644 "$PUB/server.json" && chmod 0700 "$PUB"
+ok "... or cannot reach it (a 0700 directory on the way)" "$BIN/server-min" --config "$PUB/server.json" --check
+chmod 0755 "$PUB"
+sed -i 's/"client-[^"]*"/"${PISTIS_TEST_CT}"/; s/"token": "[^"]*"/"token": "${SWEEP_TOK}"/' "$PUB/server.json"
+SWEEP_TOK=$(cat "$R/etc/pistis/token") ok "... or takes its tokens from the environment" \
+	"$BIN/server-min" --config "$PUB/server.json" --check
+: >"$PUB/k.pem" && chmod 0644 "$PUB/k.pem"
+sed -i "s|^{|{\\n  \"tls\": {\"cert\": \"$PUB/c.pem\", \"key\": \"$PUB/k.pem\"},|" "$PUB/server.json"
+out=$(SWEEP_TOK=$(cat "$R/etc/pistis/token") "$BIN/server-min" --config "$PUB/server.json" --check 2>&1)
+like "... and a TLS key every user may read" "$out" 'k\.pem \(the TLS key\) may be read by every user'
+chmod 0600 "$PUB/k.pem"
+SWEEP_TOK=$(cat "$R/etc/pistis/token") ok "... taken at 0600" \
+	"$BIN/server-min" --config "$PUB/server.json" --check
+rm -rf "$PUB" "$R/etc/pistis/server.json"
 for pid in $(jobs -p); do kill "$pid" 2>/dev/null; done
 kill "$PD" "$SM" 2>/dev/null
 wait 2>/dev/null
