@@ -96,6 +96,18 @@ chain() { # PATH: it and each parent up to /
 		[ -e "$d" ] || [ -L "$d" ] || continue
 		chain "$d"
 	done
+	# where the interpreters a trusted script may name load their modules from (perl's
+	# @INC, python's sys.path, node's lookup from /data/trusted up), and pi-tools' HOME:
+	# for pi-tools, not our own home
+	{
+		command -v perl >/dev/null 2>&1 && perl -e 'print "$_\n" for @INC'
+		command -v python3 >/dev/null 2>&1 && python3 -c 'import sys; print("\n".join(sys.path))'
+		printf '%s\n' /data/trusted/node_modules /data/node_modules /node_modules /nonexistent
+	} 2>/dev/null | while IFS= read -r d; do
+		case $d in /*) ;; *) continue ;; esac
+		case $d in "$home" | "$home"/*) continue ;; esac
+		chain "$d"
+	done
 } | sort -u >"$TMPDIR/sweep.exec"
 while IFS= read -r p; do
 	n=$((n + 1))

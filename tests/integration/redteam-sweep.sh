@@ -126,6 +126,7 @@ like "plain: the sweep looked at sudo" "$out" '^C sudo 1'
 # --- 2. the same sweep fails on a weakened root: each class can report --------------------------
 cp "$R/bin/true" "$R/usr/sbin/sweep-suid" && chmod 4755 "$R/usr/sbin/sweep-suid"
 chmod 0777 "$R/etc/ld.so.conf.d"
+mkdir -m 0777 "$R/usr/local/lib/site_perl" # on perl's @INC: a trusted perl script's modules
 chmod 0755 "$R/root"
 chmod 0666 "$R/data/bin/usetok"
 chown 30601 "$R/etc/profile.d"
@@ -142,6 +143,7 @@ like "weakened: a 0777 /etc/ld.so.conf.d is writable" "$(findings "$weak")" '^F 
 like "weakened: ... and on the loader's path" "$(findings "$weak")" '^F exec-writable /etc/ld.so.conf.d$'
 like "weakened: a 0755 /root is listed" "$(findings "$weak")" '^F secret-list /root$'
 like "weakened: a 0644 /etc/gshadow is read" "$(findings "$weak")" '^F secret-read /etc/gshadow$'
+like "weakened: a 0777 directory on perl's @INC" "$(findings "$weak")" '^F exec-writable /usr/local/lib/site_perl$'
 like "weakened: a 0666 trusted wrapper is writable" "$(findings "$weak")" '^F exec-writable /data/bin/usetok$'
 like "weakened: an agent-owned /etc/profile.d" "$(findings "$weak")" '^F exec-owner /etc/profile.d uid=30601$'
 like "weakened: B's home listed" "$(findings "$weak")" "^F other-agent list $BH\$"
@@ -153,6 +155,7 @@ like "weakened: the hunt finds the secret once /data/.secrets is open" \
 	printf '%s\n' "$needles" | E -i --agent $A -- $RT hunt /data 2>&1)" '^hit=/data/\.secrets/tok'
 chmod 0700 "$R/data/.secrets"; chmod 0600 "$R/data/.secrets/tok"
 rm -f "$R/usr/sbin/sweep-suid" "$R/run/sweep.sock"
+rmdir "$R/usr/local/lib/site_perl"
 chmod 0755 "$R/etc/ld.so.conf.d"; chmod 0700 "$R/root"; chmod 0755 "$R/data/bin/usetok"
 chown 0 "$R/etc/profile.d"; chmod 0700 "$R$BH"
 # server-min beside the agents (a plain machine, everything on one host): its config holds
