@@ -93,7 +93,7 @@ run_sweep() { # AGENT: the sweep as that agent over the relay
 		sh /usr/local/share/pistis-sweep/sweep-enum.sh /usr/local/lib/pistis-tests 2>/dev/null
 }
 abstract_check() { # AGENT PROBE: every abstract socket name on the network, connected to
-	E --agent "$1" -- sh -c 'for a in $(awk '"'"'$8 ~ /^@/ {print substr($8, 2)}'"'"' /proc/net/unix | sort -u | head -n 40); do
+	E --agent "$1" -- sh -c 'for a in $(awk '"'"'$8 ~ /^@/ {print substr($8, 2)}'"'"' /proc/net/unix | sort -u | head -n 200); do
 		case $a in *.d) continue ;; esac
 		r=$("$0" connect "$a" 2>/dev/null | sed -n "s/^connect=//p")
 		echo "A $a $r"
@@ -136,7 +136,14 @@ python3 -c 'import socket,sys,os,time
 s=socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); os.chmod(sys.argv[1], 0o666); s.listen(1)
 time.sleep(300)' "$R/run/sweep.sock" &
 for _ in $(seq 50); do [ -S "$R/run/sweep.sock" ] && break; sleep 0.1; done
+mknod -m 0666 "$R/dev/fuse" c 10 229
+printf '%%pi-sandbox ALL = (ALL) NOPASSWD: ALL\n' >"$R/etc/sudoers.d/zz-sweep" &&
+	chmod 0440 "$R/etc/sudoers.d/zz-sweep"
 weak=$(run_sweep $A)
+rm -f "$R/etc/sudoers.d/zz-sweep" "$R/dev/fuse"
+like "weakened: a 0666 /dev/fuse is opened" "$(findings "$weak")" '^F device /dev/fuse$'
+like "weakened: a sudoers rule for pi-sandbox is broad" "$(findings "$weak")" '^F sudo broad rule: +\(ALL\) NOPASSWD: ALL$'
+like "weakened: ... and sudo -u root runs" "$(findings "$weak")" '^F sudo sudo -n -u root true$'
 like "weakened: a new setuid file differs from the image's list" \
 	"$(printf '%s\n' "$weak" | awk '$1 == "I" && $2 == "setid" {print $3}')" '^/usr/sbin/sweep-suid$'
 like "weakened: a 0777 /etc/ld.so.conf.d is writable" "$(findings "$weak")" '^F writable /etc/ld.so.conf.d$'
@@ -158,6 +165,10 @@ rm -f "$R/usr/sbin/sweep-suid" "$R/run/sweep.sock"
 rmdir "$R/usr/local/lib/site_perl"
 chmod 0755 "$R/etc/ld.so.conf.d"; chmod 0700 "$R/root"; chmod 0755 "$R/data/bin/usetok"
 chown 0 "$R/etc/profile.d"; chmod 0700 "$R$BH"
+# the abstract scope off (pistisd run --share-abstract-sockets): root's socket answers
+ab=$(E() { shift 3; in_root "$R" pistisd run --share-abstract-sockets --agent $A -- "$@"; }
+	abstract_check $A "$RT")
+like "weakened: without the scope the agent reaches root's abstract socket" "$ab" '^F abstract @pistis-sweep-root$'
 # server-min beside the agents (a plain machine, everything on one host): its config holds
 # the client token, with which an agent runs commands as any other agent, and the sandbox
 # tokens, with which it connects as the sandbox and gets the clients' requests. Before,
