@@ -27,6 +27,7 @@ cleanup() {
 	for pid in $(root_pids "$R"); do kill -KILL "$pid" 2>/dev/null; done
 	wait 2>/dev/null
 	dockerd_down
+	[ -n "${PUB:-}" ] && rm -rf "$PUB"
 	root_cleanup
 }
 trap cleanup EXIT
