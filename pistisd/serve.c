@@ -1159,6 +1159,15 @@ static int parse_url(const char *url)
 				       "--relay '%s' must be ws://, wss:// or an absolute "
 				       "unix socket path",
 				       url);
+	/* A user part is no place for a secret: the URL is on serve's command line, which
+	 * every agent reads where /proc has no hidepid (Docker's defaults). "tok@host" was
+	 * taken as a host name and failed only at the dial (red team, redteam-sweep.sh). */
+	if (memchr(p, '@', strcspn(p, "/?#")))
+		return log_error_errno(-EINVAL,
+				       "--relay '%s' has a user part: the relay URL is on pistisd "
+				       "serve's command line, which agents may read; authenticate "
+				       "with --token-file only",
+				       url);
 	n = strcspn(p, ":/");
 	if (n == 0 || n >= sizeof(S.host))
 		return log_error_errno(-EINVAL, "--relay '%s' has no usable host", url);

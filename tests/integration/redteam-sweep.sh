@@ -124,6 +124,13 @@ unlike "plain: no kernel interface of the probe's list is open" "$sc" '=ok$'
 # and what sudo -l offers, as the sweep saw it, names the trusted script only
 like "plain: the sweep looked at sudo" "$out" '^C sudo 1'
 
+# the relay URL is on serve's command line, which every agent reads without hidepid (as the
+# hunt does): a user part, where a platform might put a secret, is refused before any dial
+for u in 'ws://tok-secret@127.0.0.1:1/x' 'wss://user:pass@127.0.0.1:1/sandbox'; do
+	out=$(timeout 10 env -i "${_ROOT_ENV[@]}" chroot "$R" pistisd serve --relay "$u" --token-file /etc/pistis/token 2>&1)
+	like "serve refuses a relay URL with a user part ($u)" "$out" "has a user part: the relay URL is on pistisd serve's command line"
+done
+
 # --- 2. the same sweep fails on a weakened root: each class can report --------------------------
 cp "$R/bin/true" "$R/usr/sbin/sweep-suid" && chmod 4755 "$R/usr/sbin/sweep-suid"
 chmod 0777 "$R/etc/ld.so.conf.d"
