@@ -19,16 +19,10 @@ R=$(root_fresh debian) || { echo "1..0 # SKIP no debian test root"; exit 0; }
 W=$(scratch)
 SWEEP=$_lib_dir/sweep-enum.sh
 RT=/usr/local/lib/pistis-tests/redteam-probe
-cleanup() {
-	local pid
-	for pid in $(jobs -p); do kill "$pid" 2>/dev/null; done
-	[ -n "${PD:-}" ] && kill "$PD" 2>/dev/null
-	[ -n "${SM:-}" ] && kill "$SM" 2>/dev/null
-	for pid in $(root_pids "$R"); do kill -KILL "$pid" 2>/dev/null; done
-	wait 2>/dev/null
-	dockerd_down
+cleanup() { # the private dockerd and the world-readable config first: serve_test_cleanup
+	dockerd_down # ends with root_cleanup, which takes the scratch directories
 	[ -n "${PUB:-}" ] && rm -rf "$PUB"
-	root_cleanup
+	serve_test_cleanup
 }
 trap cleanup EXIT
 classes="writable setid-writable exec-writable exec-owner secret-list secret-read other-agent proc
