@@ -104,6 +104,11 @@ static struct {
 		bool copy;    /* staging pipe full (many small segments): in C.rx instead */
 	} sp;
 	int stage[2]; /* a pipe holding that frame's payload until all of it has arrived */
+	/* The reader of our stdout or stderr went away (EPIPE): the command is being stopped
+	 * (output_gone) and what it still sends is dropped. */
+	bool out_gone;
+	char pipe_sig_id[32]; /* the exec.signal request that stops it: its answer is quiet */
+	lws_sorted_usec_list_t kill_sul;
 } C = {.exit_code = 1, .stage = {-1, -1}};
 
 #define STDIN_PIECE 16384
@@ -350,13 +355,49 @@ static void note_line(int fd, int last)
 		log_set_line_open(open);
 }
 
+static void signal_cmd(int sig, char *id_out, size_t id_size)
+{
+	cJSON *o = request("exec.signal", id_out, id_size);
+
+	cJSON_AddNumberToObject(o, "cmd", C.cmd);
+	cJSON_AddNumberToObject(o, "signal", sig);
+	send_obj(o);
+}
+
+static void kill_after_pipe(lws_sorted_usec_list_t *sul)
+{
+	(void)sul;
+	if (!C.done && C.cmd && C.wsi)
+		signal_cmd(SIGKILL, C.pipe_sig_id, sizeof(C.pipe_sig_id));
+}
+
+/* Our stdout or stderr failed with EPIPE: its reader is gone (`pistis exec … | head -1`).
+ * As a shell pipeline's writer gets SIGPIPE, the command does: exec.signal SIGPIPE now,
+ * SIGKILL PIPE_KILL_MS later should it ignore SIGPIPE (it never sees the EPIPE that would
+ * end it here); we drop the rest of its output and exit with its status once it ended
+ * (141). It went on for ever before, and so did we, writing into the closed pipe. */
+#define PIPE_KILL_MS 2000
+static void output_gone(void)
+{
+	if (C.out_gone || C.mode != M_EXEC)
+		return;
+	C.out_gone = true;
+	if (!C.cmd)
+		return;
+	signal_cmd(SIGPIPE, C.pipe_sig_id, sizeof(C.pipe_sig_id));
+	lws_sul_schedule(C.ctx, 0, &C.kill_sul, kill_after_pipe,
+			 (lws_usec_t)PIPE_KILL_MS * LWS_US_PER_MS);
+}
+
 /* All of buf to fd (stdout or stderr), waiting where the pipe is full, also when the fd
- * we inherited is non-blocking; errors (a reader gone: EPIPE) drop the output, as a shell's
- * pipeline would, and the command goes on. */
+ * we inherited is non-blocking. A reader gone (EPIPE) stops the command (output_gone);
+ * other errors drop the output and the command goes on. */
 static void out_write(int fd, const void *buf, size_t n)
 {
 	const char *p = buf;
 
+	if (C.out_gone)
+		return;
 	if (n > 0)
 		note_line(fd, (unsigned char)p[n - 1]);
 	while (n > 0) {
@@ -367,6 +408,8 @@ static void out_write(int fd, const void *buf, size_t n)
 		}
 		if (w < 0 && errno == EINTR)
 			continue;
+		if (w < 0 && errno == EPIPE)
+			output_gone();
 		if (w <= 0)
 			return;
 		p += w;
@@ -448,8 +491,12 @@ static void on_text(const char *buf, size_t len)
 	if (cJSON_IsFalse(ok) || e) {
 		cJSON *code = cJSON_GetObjectItemCaseSensitive(e, "code");
 		cJSON *msg = cJSON_GetObjectItemCaseSensitive(e, "message");
+		cJSON *id = cJSON_GetObjectItemCaseSensitive(root, "id");
 		bool unavailable =
 			cJSON_IsString(code) && !strcmp(code->valuestring, "unavailable");
+		/* stopping a command whose reader is gone: it may have ended meanwhile */
+		if (C.out_gone && cJSON_IsString(id) && !strcmp(id->valuestring, C.pipe_sig_id))
+			goto out;
 		if (C.mode == M_EXEC && C.cmd && unavailable) {
 			/* the sandbox has not redialled the restarted relay yet: try again */
 			C.redial = true;
@@ -618,10 +665,12 @@ static void stage_drop(void)
 }
 
 /* The staged payload (len bytes) into fd, moved pipe to pipe (no copy): waits where fd
- * is full, also when the fd we inherited is non-blocking; an output that fails (its reader
- * gone: EPIPE) drops the rest, as out_write does, and the command goes on. */
+ * is full, also when the fd we inherited is non-blocking; an output that fails drops the
+ * rest, as out_write does (its reader gone, EPIPE: output_gone). */
 static void stage_flush(int fd, size_t len)
 {
+	if (C.out_gone)
+		return stage_drop();
 	if (len > 0)
 		note_line(fd, -1);
 	while (len > 0) {
@@ -636,6 +685,8 @@ static void stage_flush(int fd, size_t len)
 			wait_writable(fd);
 			continue;
 		}
+		if (n < 0 && errno == EPIPE)
+			output_gone();
 		stage_drop();
 		return;
 	}
@@ -1117,8 +1168,10 @@ static void usage(FILE *f)
 		"--token-file or $PISTIS_TOKEN; wss:// trusts --ca FILE or $PISTIS_CA, else the\n"
 		"system's bundle; --sandbox defaults to $PISTIS_SANDBOX. Exit codes: the\n"
 		"command's own, 128+N for a signal, 125 relay or protocol failure, 100 usage,\n"
-		"111 cannot connect. Output into a pipe is spliced from the socket over ws://\n"
-		"($PISTIS_NO_SPLICE=1 turns that off). See docs/api.md.\n");
+		"111 cannot connect. A reader of our output that goes away (| head) stops the\n"
+		"command: SIGPIPE, SIGKILL 2 s later; exit 141 (137). Output into a pipe is\n"
+		"spliced from the socket over ws:// ($PISTIS_NO_SPLICE=1 turns that off).\n"
+		"See docs/api.md.\n");
 }
 
 /* The token goes into an HTTP header: a CR or LF would add header lines. */
@@ -1214,6 +1267,12 @@ int main(int argc, char **argv)
 	int c;
 
 	log_set_program("pistis");
+	/* A closed stdin, stdout or stderr (`pistis exec … >&-`) is /dev/null here, as for
+	 * the command: the first fd we open (libwebsockets' event pipe, the socket) took its
+	 * number before, and the command's output went into it, or the socket was read as
+	 * our stdin. */
+	if (fd_ensure_std() < 0)
+		return 111;
 	/* It holds the client token: no core dump of it, and no ptrace or /proc/PID/mem of
 	 * it by other processes of the caller's (ssh-agent's rule). */
 	(void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);

@@ -11,7 +11,7 @@ INTEGRATION_TESTS += tests/integration/redteam-spawn.sh tests/integration/redtea
 	tests/integration/redteam-net.sh tests/integration/redteam-faults.sh \
 	tests/integration/redteam-concurrent.sh tests/integration/redteam-dos.sh \
 	tests/integration/redteam-accounts.sh \
-	tests/integration/redteam-pty.sh \
+	tests/integration/redteam-pty.sh tests/integration/client-pipes.sh \
 	tests/integration/redteam-lifecycle.sh tests/integration/redteam-ends.sh \
 	tests/integration/redteam-upgrade.sh \
 	tests/integration/redteam-view.sh tests/integration/redteam-cve.sh \

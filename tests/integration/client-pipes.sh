@@ -1,0 +1,76 @@
+#!/bin/bash
+# `pistis exec` in pipelines, as a user of ssh or a shell pipeline expects it (client
+# review):
+# - a reader that goes away (`pistis exec … | head -1`): the command gets SIGPIPE, as a
+#   pipeline's writer does (SIGKILL a moment later if it ignores SIGPIPE), and pistis exits
+#   quietly with its status, 141 (before: pistis wrote into the closed pipe for ever and the
+#   command ran on, also after pistis was killed).
+# - a closed stdin, stdout or stderr (`<&-`, `>&-`) is /dev/null (before: libwebsockets' first
+#   fd took its number: `exec -i … <&-` read that for stdin and never ended).
+# - what held: binary output byte-exact, stdout and stderr kept apart, stdin from a file.
+# Root, private mount namespace, a throwaway Debian root, loopback; agent uid 33012.
+. "$(dirname "$0")/../lib.sh"
+need_root
+need_mount_ns "$@"
+need_bins pistisd server-min pistis
+need_python_root
+trap serve_test_cleanup EXIT
+
+in_root "$R" pistisd users ensure-base >/dev/null || exit 1
+in_root "$R" pistisd users ensure c --uid 33012 >/dev/null || exit 1
+relay_up "$R" "$W" || { echo "1..0 # SKIP the sandbox did not connect"; exit 0; }
+P() { timeout 20 "$BIN/pistis" exec --sandbox s1 --agent c "$@"; }
+# alive MARK: a process of the agent's whose argv holds MARK
+alive() { pgrep -u 33012 -f "$1" >/dev/null; }
+gone() { for _ in $(seq 30); do alive "$1" || return 0; sleep 0.1; done; return 1; }
+
+# --- the reader goes away ---------------------------------------------------------------------
+for splice in "" 1; do
+	how=${splice:+", not spliced"}
+	s=$SECONDS
+	PISTIS_NO_SPLICE=$splice P -- sh -c 'exec yes mark-yes-$0' "$splice" 2>"$W/e" |
+		head -n 1 >"$W/first"
+	rc=${PIPESTATUS[0]}
+	is "pistis exec … | head -n 1$how: the first line" "$(cat "$W/first")" "mark-yes-$splice"
+	is "... pistis exits 141 (SIGPIPE), not for ever" "$rc" 141
+	ok "... within seconds" [ $((SECONDS - s)) -lt 10 ]
+	is "... quietly" "$(cat "$W/e")" ""
+	ok "... and the command is stopped" gone "mark-yes-$splice"
+done
+# a command that ignores SIGPIPE never sees the EPIPE that ends it locally: SIGKILL follows
+s=$SECONDS
+rc=$(P -- sh -c 'trap "" PIPE; exec sh -c "while :; do echo mark-ign; done"' 2>"$W/e" |
+	head -n 1 >/dev/null; echo "${PIPESTATUS[0]}")
+is "a command that ignores SIGPIPE is killed after the grace: 137" "$rc" 137
+ok "... within seconds" [ $((SECONDS - s)) -lt 10 ]
+ok "... and is gone" gone "mark-ign"
+is "... quietly" "$(cat "$W/e")" ""
+like "pistisd serves on" "$(P -- echo alive 2>&1)" '^alive$'
+
+# --- closed standard fds ----------------------------------------------------------------------
+out=$(P -i -- sh -c 'wc -c; echo done' <&- 2>&1); rc=$?
+is "exec -i with stdin closed: the command reads end of file" "$out" "0
+done"
+is "... exit 0" "$rc" 0
+rc=0; P -- sh -c 'echo out; echo err >&2' >&- 2>"$W/e" || rc=$?
+is "exec with stdout closed: stderr still arrives" "$(cat "$W/e")" err
+is "... exit 0" "$rc" 0
+rc=0; out=$(P -- sh -c 'echo out; echo err >&2' 2>&-) || rc=$?
+is "exec with stderr closed: stdout arrives" "$out" out
+is "... exit 0" "$rc" 0
+
+# --- what held -------------------------------------------------------------------------------
+head -c 3000000 /dev/urandom >"$R/tmp/blob"
+chmod 644 "$R/tmp/blob"
+P -- cat /tmp/blob >"$W/blob" 2>/dev/null
+ok "binary output into a file is byte-exact" cmp -s "$R/tmp/blob" "$W/blob"
+P -- cat /tmp/blob 2>/dev/null | cat >"$W/blob2"
+ok "... and into a pipe" cmp -s "$R/tmp/blob" "$W/blob2"
+P -i -- sha256sum <"$R/tmp/blob" >"$W/sum" 2>&1
+is "stdin from a 3 MB file reaches the command whole" "$(cut -d' ' -f1 "$W/sum")" \
+	"$(sha256sum <"$R/tmp/blob" | cut -d' ' -f1)"
+P -- sh -c 'for i in 1 2 3; do echo o$i; echo e$i >&2; done' >"$W/o" 2>"$W/e"
+is "stdout and stderr apart, in order: stdout" "$(tr '\n' ' ' <"$W/o")" "o1 o2 o3 "
+is "... stderr" "$(tr '\n' ' ' <"$W/e")" "e1 e2 e3 "
+
+done_testing
