@@ -107,8 +107,11 @@ static struct {
 	/* The reader of our stdout or stderr went away (EPIPE): the command is being stopped
 	 * (output_gone) and what it still sends is dropped. */
 	bool out_gone;
-	char pipe_sig_id[32]; /* the exec.signal request that stops it: its answer is quiet */
+	char sig_id[32]; /* the exec.signal request that stops it: its answer is quiet */
 	lws_sorted_usec_list_t kill_sul;
+	/* An ending signal we forwarded to the command (on_signal), 0: none yet */
+	int fwd_sig;
+	lws_sorted_usec_list_t fwd_sul;
 } C = {.exit_code = 1, .stage = {-1, -1}};
 
 #define STDIN_PIECE 16384
@@ -368,7 +371,7 @@ static void kill_after_pipe(lws_sorted_usec_list_t *sul)
 {
 	(void)sul;
 	if (!C.done && C.cmd && C.wsi)
-		signal_cmd(SIGKILL, C.pipe_sig_id, sizeof(C.pipe_sig_id));
+		signal_cmd(SIGKILL, C.sig_id, sizeof(C.sig_id));
 }
 
 /* Our stdout or stderr failed with EPIPE: its reader is gone (`pistis exec … | head -1`).
@@ -384,7 +387,7 @@ static void output_gone(void)
 	C.out_gone = true;
 	if (!C.cmd)
 		return;
-	signal_cmd(SIGPIPE, C.pipe_sig_id, sizeof(C.pipe_sig_id));
+	signal_cmd(SIGPIPE, C.sig_id, sizeof(C.sig_id));
 	lws_sul_schedule(C.ctx, 0, &C.kill_sul, kill_after_pipe,
 			 (lws_usec_t)PIPE_KILL_MS * LWS_US_PER_MS);
 }
@@ -495,7 +498,8 @@ static void on_text(const char *buf, size_t len)
 		bool unavailable =
 			cJSON_IsString(code) && !strcmp(code->valuestring, "unavailable");
 		/* stopping a command whose reader is gone: it may have ended meanwhile */
-		if (C.out_gone && cJSON_IsString(id) && !strcmp(id->valuestring, C.pipe_sig_id))
+		if ((C.out_gone || C.fwd_sig) && cJSON_IsString(id) &&
+		    !strcmp(id->valuestring, C.sig_id))
 			goto out;
 		if (C.mode == M_EXEC && C.cmd && unavailable) {
 			/* the sandbox has not redialled the restarted relay yet: try again */
@@ -854,26 +858,55 @@ static void read_stdin(struct lws *wsi)
 	stdin_flow();
 }
 
-/* --tty on a terminal: a signal that ends us (kill, timeout(1), a closed terminal) puts
- * the terminal back first, then ends us by that signal as it did; it left the caller's
- * shell raw (no echo, no line editing, no ^C) before (red team). */
+/* End by sig as it would have ended us, our terminal put back first (--tty left the
+ * caller's shell raw, no echo, no line editing, no ^C, before: red team). */
+static _Noreturn void end_by(int sig)
+{
+	sigset_t one;
+
+	restore_tty();
+	signal(sig, SIG_DFL);
+	sigemptyset(&one);
+	sigaddset(&one, sig);
+	sigprocmask(SIG_UNBLOCK, &one, NULL);
+	raise(sig);
+	_exit(128 + sig);
+}
+
+#define FWD_WAIT_MS 5000
+static void fwd_expired(lws_sorted_usec_list_t *sul)
+{
+	(void)sul;
+	if (C.done)
+		return; /* its exit came: we end with its status */
+	log_warning("Command %u did not end within %d s of signal %d; leaving it running "
+		    "(exec.attach finds it)",
+		    C.cmd, FWD_WAIT_MS / 1000, C.fwd_sig);
+	end_by(C.fwd_sig);
+}
+
+/* SIGINT, SIGTERM, SIGHUP, SIGQUIT (kill, timeout(1), ^C without --tty, a closed terminal)
+ * go to the command, as a shell's would reach its child, and we exit with its status once
+ * it ended; before, they ended only us and the command ran on in the sandbox. One that has
+ * not ended FWD_WAIT_MS later, a second signal, or no command or connection to send it to:
+ * we end by the signal at once (the command is left, as before). SIGWINCH: a resize. */
 static void on_signal(int fd)
 {
 	struct signalfd_siginfo si;
 	struct winsize ws = {0};
-	sigset_t one;
 	cJSON *o;
 
 	if (read(fd, &si, sizeof(si)) != sizeof(si))
 		return;
 	if (si.ssi_signo != SIGWINCH) {
 		restore_tty();
-		signal((int)si.ssi_signo, SIG_DFL);
-		sigemptyset(&one);
-		sigaddset(&one, (int)si.ssi_signo);
-		sigprocmask(SIG_UNBLOCK, &one, NULL);
-		raise((int)si.ssi_signo);
-		_exit(128 + (int)si.ssi_signo);
+		if (C.fwd_sig || !C.cmd || !C.wsi || C.done)
+			end_by((int)si.ssi_signo);
+		C.fwd_sig = (int)si.ssi_signo;
+		signal_cmd(C.fwd_sig, C.sig_id, sizeof(C.sig_id));
+		lws_sul_schedule(C.ctx, 0, &C.fwd_sul, fwd_expired,
+				 (lws_usec_t)FWD_WAIT_MS * LWS_US_PER_MS);
+		return;
 	}
 	if (!C.cmd)
 		return;
@@ -1169,7 +1202,9 @@ static void usage(FILE *f)
 		"system's bundle; --sandbox defaults to $PISTIS_SANDBOX. Exit codes: the\n"
 		"command's own, 128+N for a signal, 125 relay or protocol failure, 100 usage,\n"
 		"111 cannot connect. A reader of our output that goes away (| head) stops the\n"
-		"command: SIGPIPE, SIGKILL 2 s later; exit 141 (137). Output into a pipe is\n"
+		"command: SIGPIPE, SIGKILL 2 s later; exit 141 (137). SIGINT, SIGTERM, SIGHUP\n"
+		"and SIGQUIT to exec go to the command and we exit with its status; not ended\n"
+		"5 s later or a second signal: we end by it, leaving it. Output into a pipe is\n"
 		"spliced from the socket over ws:// ($PISTIS_NO_SPLICE=1 turns that off).\n"
 		"See docs/api.md.\n");
 }
@@ -1500,22 +1535,25 @@ int main(int argc, char **argv)
 	C.ctx = lws_create_context(&info);
 	if (!C.ctx)
 		return 111;
-	if (C.mode == M_EXEC && C.tty && isatty(STDIN_FILENO)) {
-		struct termios t;
+	if (C.mode == M_EXEC) {
 		sigset_t mask;
 		int sfd;
-		if (tcgetattr(STDIN_FILENO, &C.saved_tio) == 0) {
-			t = C.saved_tio;
-			cfmakeraw(&t);
-			if (tcsetattr(STDIN_FILENO, TCSANOW, &t) == 0) /* keep typed-ahead input */
-				C.raw = true;
-		}
+
 		sigemptyset(&mask);
-		sigaddset(&mask, SIGWINCH);
-		/* Ours to end on unless ignored when we started (nohup, a shell's background
-		 * job): those stay ignored. */
-		for (const int *g = (const int[]){SIGTERM, SIGINT, SIGHUP, SIGQUIT, 0}; C.raw && *g;
-		     g++) {
+		if (C.tty && isatty(STDIN_FILENO)) {
+			struct termios t;
+			if (tcgetattr(STDIN_FILENO, &C.saved_tio) == 0) {
+				t = C.saved_tio;
+				cfmakeraw(&t);
+				/* TCSANOW: keep typed-ahead input */
+				if (tcsetattr(STDIN_FILENO, TCSANOW, &t) == 0)
+					C.raw = true;
+			}
+			sigaddset(&mask, SIGWINCH);
+		}
+		/* Ours to forward (on_signal) unless ignored when we started (nohup, a shell's
+		 * background job): those stay ignored. */
+		for (const int *g = (const int[]){SIGTERM, SIGINT, SIGHUP, SIGQUIT, 0}; *g; g++) {
 			struct sigaction old;
 			if (sigaction(*g, NULL, &old) == 0 && old.sa_handler != SIG_IGN)
 				sigaddset(&mask, *g);

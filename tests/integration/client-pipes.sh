@@ -7,6 +7,9 @@
 #   command ran on, also after pistis was killed).
 # - a closed stdin, stdout or stderr (`<&-`, `>&-`) is /dev/null (before: libwebsockets' first
 #   fd took its number: `exec -i … <&-` read that for stdin and never ended).
+# - SIGINT, SIGTERM, SIGHUP to pistis exec without a terminal reach the command and pistis
+#   exits with its status; one that ignores the signal is left after 5 s, pistis ending by
+#   it (before: the signal ended only pistis, and the command ran on).
 # - what held: binary output byte-exact, stdout and stderr kept apart, stdin from a file.
 # Root, private mount namespace, a throwaway Debian root, loopback; agent uid 33012.
 . "$(dirname "$0")/../lib.sh"
@@ -58,6 +61,40 @@ is "... exit 0" "$rc" 0
 rc=0; out=$(P -- sh -c 'echo out; echo err >&2' 2>&-) || rc=$?
 is "exec with stderr closed: stdout arrives" "$out" out
 is "... exit 0" "$rc" 0
+
+# --- signals to pistis without a terminal ---------------------------------------------------
+# bg CMD…: pistis exec in the background with SIGINT not ignored (job control on), its pid
+# in BP once the command printed "ready"
+bg() {
+	set -m
+	"$BIN/pistis" exec --sandbox s1 --agent c -- "$@" >"$W/bo" 2>"$W/be" &
+	BP=$!
+	set +m
+	for _ in $(seq 50); do grep -q ready "$W/bo" && return; sleep 0.1; done
+}
+trapper='for s in INT TERM HUP; do trap "echo got-$s; exit 3" $s; done; echo ready $0; while :; do sleep 0.1; done'
+for sig in INT TERM HUP; do
+	bg sh -c "$trapper" "mark-trap-$sig"
+	kill -$sig "$BP"
+	rc=0; wait "$BP" || rc=$?
+	is "SIG$sig to pistis exec (no --tty) reaches the command" "$(grep got "$W/bo")" "got-$sig"
+	is "... pistis exits with the command's status" "$rc" 3
+	ok "... the command is gone" gone "mark-trap-$sig"
+done
+bg sh -c 'echo ready; exec sleep 29.5'
+kill -INT "$BP"
+rc=0; wait "$BP" || rc=$?
+is "SIGINT to pistis exec running sleep: 130" "$rc" 130
+ok "... and sleep is gone" gone "sleep 29.5"
+is "... quietly" "$(cat "$W/be")" ""
+bg sh -c 'trap "" TERM; echo ready $0; while :; do sleep 0.1; done' mark-deaf
+s=$SECONDS
+kill -TERM "$BP"
+rc=0; wait "$BP" || rc=$?
+is "a command that ignores SIGTERM: pistis ends by it after the wait" "$rc" 143
+ok "... within 5-8 s" [ $((SECONDS - s)) -ge 4 ] && [ $((SECONDS - s)) -lt 9 ]
+like "... saying the command was left running" "$(cat "$W/be")" 'did not end within 5 s of signal 15; leaving it running'
+pkill -KILL -u 33012 -f mark-deaf
 
 # --- what held -------------------------------------------------------------------------------
 head -c 3000000 /dev/urandom >"$R/tmp/blob"
