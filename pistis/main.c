@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -112,7 +113,8 @@ static struct {
 	/* An ending signal we forwarded to the command (on_signal), 0: none yet */
 	int fwd_sig;
 	lws_sorted_usec_list_t fwd_sul;
-} C = {.exit_code = 1, .stage = {-1, -1}};
+	int sig_fd; /* the signalfd of those, -1: none */
+} C = {.exit_code = 1, .stage = {-1, -1}, .sig_fd = -1};
 
 #define STDIN_PIECE 16384
 
@@ -328,12 +330,20 @@ static void send_start(void)
 	send_obj(o);
 }
 
-/* Wait until an output fd we inherited non-blocking (EAGAIN) takes more. */
+static _Noreturn void end_by(int sig);
+
+/* Wait until an output fd we inherited non-blocking (EAGAIN) takes more. An ending signal
+ * meanwhile (its reader stalled: `pistis exec … | less` stopped, a reader that sleeps) ends
+ * us by it at once: nothing can be sent while we wait here, so it cannot be forwarded,
+ * and a signal read only by the event loop would never be read. */
 static void wait_writable(int fd)
 {
-	struct pollfd pf = {.fd = fd, .events = POLLOUT};
+	struct pollfd pf[2] = {{.fd = fd, .events = POLLOUT}, {.fd = C.sig_fd, .events = POLLIN}};
+	struct signalfd_siginfo si;
 
-	(void)poll(&pf, 1, -1);
+	if (poll(pf, C.sig_fd >= 0 ? 2 : 1, -1) > 0 && (pf[1].revents & POLLIN) &&
+	    read(C.sig_fd, &si, sizeof(si)) == sizeof(si) && si.ssi_signo != SIGWINCH)
+		end_by((int)si.ssi_signo);
 }
 
 /* The output fd of a stream: stderr's, else stdout's (as on_binary always wrote them). */
@@ -392,6 +402,39 @@ static void output_gone(void)
 			 (lws_usec_t)PIPE_KILL_MS * LWS_US_PER_MS);
 }
 
+/* How much of n bytes a write to fd (stdout or stderr) takes without blocking, once there
+ * is room: a write that blocks would keep us from the signals we forward (wait_writable).
+ * A pipe: its free space (waiting for some first); a terminal (^S, a stopped reader):
+ * pieces of 512 once it polls writable; anything else (a file): all of it. */
+static size_t out_min(size_t a, size_t b)
+{
+	return a < b ? a : b;
+}
+
+static size_t out_room(int fd, size_t n)
+{
+	struct stat st;
+	int cap, used = 0;
+
+	if (C.sig_fd < 0 || fstat(fd, &st) < 0)
+		return n;
+	if (S_ISCHR(st.st_mode) && isatty(fd)) {
+		wait_writable(fd);
+		return out_min(n, 512);
+	}
+	if (!S_ISFIFO(st.st_mode) || (cap = fcntl(fd, F_GETPIPE_SZ)) <= 0)
+		return n;
+	/* bytes in it may hold a page each more than they fill (the reader's partly read one,
+	 * the last written): two pages to spare; else, once a page is free, one page (a
+	 * write of up to PIPE_BUF into a free page does not block) */
+	if (ioctl(fd, FIONREAD, &used) < 0)
+		return n;
+	if (cap - used >= 3 * PIPE_BUF)
+		return out_min(n, (size_t)(cap - used - 2 * PIPE_BUF));
+	wait_writable(fd);
+	return out_min(n, PIPE_BUF);
+}
+
 /* All of buf to fd (stdout or stderr), waiting where the pipe is full, also when the fd
  * we inherited is non-blocking. A reader gone (EPIPE) stops the command (output_gone);
  * other errors drop the output and the command goes on. */
@@ -404,7 +447,7 @@ static void out_write(int fd, const void *buf, size_t n)
 	if (n > 0)
 		note_line(fd, (unsigned char)p[n - 1]);
 	while (n > 0) {
-		ssize_t w = write(fd, p, n);
+		ssize_t w = write(fd, p, out_room(fd, n));
 		if (w < 0 && errno == EAGAIN) {
 			wait_writable(fd);
 			continue;
@@ -678,7 +721,9 @@ static void stage_flush(int fd, size_t len)
 	if (len > 0)
 		note_line(fd, -1);
 	while (len > 0) {
-		ssize_t n = splice(C.stage[0], NULL, fd, NULL, len, SPLICE_F_MOVE);
+		/* NONBLOCK: a full output waits in wait_writable, where signals are heard */
+		ssize_t n =
+			splice(C.stage[0], NULL, fd, NULL, len, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 		if (n > 0) {
 			len -= (size_t)n;
 			continue;
@@ -1562,13 +1607,16 @@ int main(int argc, char **argv)
 		sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 		if (sfd >= 0) {
 			lws_sock_file_fd_type fd = {.filefd = sfd};
+			C.sig_fd = sfd;
 			C.sig_wsi = lws_adopt_descriptor_vhost(
 				lws_get_vhost_by_name(C.ctx, "default"), LWS_ADOPT_RAW_FILE_DESC,
 				fd, PROTO_CLIENT_SUBPROTOCOL, NULL);
 		}
 		/* nobody would read them: the ending signals end us as before */
-		if (!C.sig_wsi)
+		if (!C.sig_wsi) {
+			C.sig_fd = -1;
 			sigprocmask(SIG_UNBLOCK, &mask, NULL);
+		}
 	}
 	connect_now(NULL);
 	while (!C.done || C.q_head)

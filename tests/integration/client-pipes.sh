@@ -9,7 +9,8 @@
 #   fd took its number: `exec -i … <&-` read that for stdin and never ended).
 # - SIGINT, SIGTERM, SIGHUP to pistis exec without a terminal reach the command and pistis
 #   exits with its status; one that ignores the signal is left after 5 s, pistis ending by
-#   it (before: the signal ended only pistis, and the command ran on).
+#   it (before: the signal ended only pistis, and the command ran on). Stalled on a full
+#   stdout, pistis still hears them and ends by them.
 # - what held: binary output byte-exact, stdout and stderr kept apart, stdin from a file.
 # Root, private mount namespace, a throwaway Debian root, loopback; agent uid 33012.
 . "$(dirname "$0")/../lib.sh"
@@ -95,6 +96,21 @@ is "a command that ignores SIGTERM: pistis ends by it after the wait" "$rc" 143
 ok "... within 5-8 s" [ $((SECONDS - s)) -ge 4 ] && [ $((SECONDS - s)) -lt 9 ]
 like "... saying the command was left running" "$(cat "$W/be")" 'did not end within 5 s of signal 15; leaving it running'
 pkill -KILL -u 33012 -f mark-deaf
+# a reader that stalls: pistis blocked on its full stdout still hears SIGTERM (nothing can be
+# sent then: it ends by it at once)
+mkfifo "$W/fifo"
+"$BIN/pistis" exec --sandbox s1 --agent c -- sh -c 'exec yes mark-stall' >"$W/fifo" 2>"$W/be" &
+BP=$!
+exec 7<"$W/fifo"
+sleep 2
+s=$SECONDS
+kill -TERM "$BP"
+for _ in $(seq 30); do kill -0 "$BP" 2>/dev/null || break; sleep 0.1; done
+ok "SIGTERM to pistis exec whose reader stalls: it ends at once" sh -c "! kill -0 $BP 2>/dev/null"
+rc=0; kill -KILL "$BP" 2>/dev/null; wait "$BP" || rc=$?
+exec 7<&-
+is "... by SIGTERM" "$rc" 143
+pkill -KILL -u 33012 -f mark-stall
 
 # --- what held -------------------------------------------------------------------------------
 head -c 3000000 /dev/urandom >"$R/tmp/blob"
@@ -103,6 +119,8 @@ P -- cat /tmp/blob >"$W/blob" 2>/dev/null
 ok "binary output into a file is byte-exact" cmp -s "$R/tmp/blob" "$W/blob"
 P -- cat /tmp/blob 2>/dev/null | cat >"$W/blob2"
 ok "... and into a pipe" cmp -s "$R/tmp/blob" "$W/blob2"
+P -- cat /tmp/blob 2>/dev/null | (sleep 2; dd bs=1k status=none) >"$W/blob3"
+ok "... and into a slow reader" cmp -s "$R/tmp/blob" "$W/blob3"
 P -i -- sha256sum <"$R/tmp/blob" >"$W/sum" 2>&1
 is "stdin from a 3 MB file reaches the command whole" "$(cut -d' ' -f1 "$W/sum")" \
 	"$(sha256sum <"$R/tmp/blob" | cut -d' ' -f1)"
