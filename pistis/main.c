@@ -384,7 +384,8 @@ static void kill_after_pipe(lws_sorted_usec_list_t *sul)
 		signal_cmd(SIGKILL, C.sig_id, sizeof(C.sig_id));
 }
 
-/* Our stdout or stderr failed with EPIPE: its reader is gone (`pistis exec … | head -1`).
+/* Our stdout or stderr failed with EPIPE: its reader is gone (`pistis exec … | head -1`);
+ * `read` stops there too, exiting 141, where it read the whole file into the closed pipe.
  * As a shell pipeline's writer gets SIGPIPE, the command does: exec.signal SIGPIPE now,
  * SIGKILL PIPE_KILL_MS later should it ignore SIGPIPE (it never sees the EPIPE that would
  * end it here); we drop the rest of its output and exit with its status once it ended
@@ -392,6 +393,8 @@ static void kill_after_pipe(lws_sorted_usec_list_t *sul)
 #define PIPE_KILL_MS 2000
 static void output_gone(void)
 {
+	if (C.mode == M_READ) /* `pistis read … | head`: the rest of the file is not wanted */
+		finish(128 + SIGPIPE);
 	if (C.out_gone || C.mode != M_EXEC)
 		return;
 	C.out_gone = true;

@@ -121,6 +121,9 @@ P -- cat /tmp/blob 2>/dev/null | cat >"$W/blob2"
 ok "... and into a pipe" cmp -s "$R/tmp/blob" "$W/blob2"
 P -- cat /tmp/blob 2>/dev/null | (sleep 2; dd bs=1k status=none) >"$W/blob3"
 ok "... and into a slow reader" cmp -s "$R/tmp/blob" "$W/blob3"
+timeout 20 "$BIN/pistis" read --sandbox s1 --agent c /tmp/blob 2>"$W/e" | head -c 10 >/dev/null
+is "pistis read of 3 MB | head -c 10: stops, 141 (SIGPIPE) as cat does" "${PIPESTATUS[0]}" 141
+is "... quietly" "$(cat "$W/e")" ""
 P -i -- sha256sum <"$R/tmp/blob" >"$W/sum" 2>&1
 is "stdin from a 3 MB file reaches the command whole" "$(cut -d' ' -f1 "$W/sum")" \
 	"$(sha256sum <"$R/tmp/blob" | cut -d' ' -f1)"
