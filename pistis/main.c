@@ -1628,5 +1628,9 @@ int main(int argc, char **argv)
 	restore_tty();
 	lws_context_destroy(C.ctx);
 	log_lws_flush();
+	/* The command ended by the signal we passed on: so do we, so that a calling shell
+	 * script stops at ^C as it does for a local command (exit(130) it would go on from) */
+	if (C.fwd_sig && C.exit_code == 128 + C.fwd_sig)
+		end_by(C.fwd_sig);
 	return C.exit_code;
 }

@@ -86,6 +86,15 @@ bg sh -c 'echo ready; exec sleep 29.5'
 kill -INT "$BP"
 rc=0; wait "$BP" || rc=$?
 is "SIGINT to pistis exec running sleep: 130" "$rc" 130
+# ended by the signal, not exit(130): a calling shell script stops at ^C as for a local
+# command (bash goes on after a child that caught SIGINT and exited)
+out=$(python3 -c '
+import signal, subprocess, sys, time
+p = subprocess.Popen(sys.argv[1:], stdout=subprocess.PIPE)
+p.stdout.readline()
+p.send_signal(signal.SIGINT)
+print(p.wait())' "$BIN/pistis" exec --sandbox s1 --agent c -- sh -c 'echo ready; exec sleep 29.4')
+is "... by SIGINT itself, as a shell sees it" "$out" -2
 ok "... and sleep is gone" gone "sleep 29.5"
 is "... quietly" "$(cat "$W/be")" ""
 bg sh -c 'trap "" TERM; echo ready $0; while :; do sleep 0.1; done' mark-deaf
