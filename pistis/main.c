@@ -331,19 +331,31 @@ static void send_start(void)
 }
 
 static _Noreturn void end_by(int sig);
+static void on_winch(void);
 
-/* Wait until an output fd we inherited non-blocking (EAGAIN) takes more. An ending signal
- * meanwhile (its reader stalled: `pistis exec … | less` stopped, a reader that sleeps) ends
- * us by it at once: nothing can be sent while we wait here, so it cannot be forwarded,
- * and a signal read only by the event loop would never be read. */
+/* Wait until an output fd takes more (one we inherited non-blocking, EAGAIN; a pipe or
+ * terminal we write only what it takes: out_room). An ending signal meanwhile (its reader
+ * stalled: `pistis exec … | less` stopped, a reader that sleeps, ^S) ends us by it at once:
+ * nothing can be sent while we wait here, so it cannot be forwarded, and a signal read only
+ * by the event loop would never be read. A resize is queued as on_signal does. */
 static void wait_writable(int fd)
 {
 	struct pollfd pf[2] = {{.fd = fd, .events = POLLOUT}, {.fd = C.sig_fd, .events = POLLIN}};
 	struct signalfd_siginfo si;
 
-	if (poll(pf, C.sig_fd >= 0 ? 2 : 1, -1) > 0 && (pf[1].revents & POLLIN) &&
-	    read(C.sig_fd, &si, sizeof(si)) == sizeof(si) && si.ssi_signo != SIGWINCH)
-		end_by((int)si.ssi_signo);
+	for (;;) {
+		pf[0].revents = pf[1].revents = 0;
+		if (poll(pf, C.sig_fd >= 0 ? 2 : 1, -1) < 0 && errno != EINTR)
+			return;
+		if (C.sig_fd >= 0 && (pf[1].revents & POLLIN) &&
+		    read(C.sig_fd, &si, sizeof(si)) == sizeof(si)) {
+			if (si.ssi_signo != SIGWINCH)
+				end_by((int)si.ssi_signo);
+			on_winch();
+		}
+		if (pf[0].revents)
+			return;
+	}
 }
 
 /* The output fd of a stream: stderr's, else stdout's (as on_binary always wrote them). */
@@ -405,14 +417,15 @@ static void output_gone(void)
 			 (lws_usec_t)PIPE_KILL_MS * LWS_US_PER_MS);
 }
 
-/* How much of n bytes a write to fd (stdout or stderr) takes without blocking, once there
- * is room: a write that blocks would keep us from the signals we forward (wait_writable).
- * A pipe: its free space (waiting for some first); a terminal (^S, a stopped reader):
- * pieces of 512 once it polls writable; anything else (a file): all of it. */
 static size_t out_min(size_t a, size_t b)
 {
 	return a < b ? a : b;
 }
+
+/* How much of n bytes a write to fd (stdout or stderr) takes without blocking, once there
+ * is room: a write that blocks would keep us from the signals we forward (wait_writable).
+ * A pipe: its free space (waiting for some first); a terminal (^S, a stopped reader):
+ * pieces of 512 once it polls writable; anything else (a file): all of it. */
 
 static size_t out_room(int fd, size_t n)
 {
@@ -941,8 +954,6 @@ static void fwd_expired(lws_sorted_usec_list_t *sul)
 static void on_signal(int fd)
 {
 	struct signalfd_siginfo si;
-	struct winsize ws = {0};
-	cJSON *o;
 
 	if (read(fd, &si, sizeof(si)) != sizeof(si))
 		return;
@@ -956,6 +967,15 @@ static void on_signal(int fd)
 				 (lws_usec_t)FWD_WAIT_MS * LWS_US_PER_MS);
 		return;
 	}
+	on_winch();
+}
+
+/* Our terminal's size changed: the command's follows. */
+static void on_winch(void)
+{
+	struct winsize ws = {0};
+	cJSON *o;
+
 	if (!C.cmd)
 		return;
 	if (ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) < 0 || !ws.ws_row)
