@@ -22,7 +22,7 @@ trap serve_test_cleanup EXIT
 
 in_root "$R" pistisd users ensure-base >/dev/null || exit 1
 in_root "$R" pistisd users ensure c --uid 33012 >/dev/null || exit 1
-relay_up "$R" "$W" || { echo "1..0 # SKIP the sandbox did not connect"; exit 0; }
+relay_up "$R" "$W" || { echo "Bail out! pistisd serve did not connect: $(tail -n 3 "$W/pd.log")"; exit 1; }
 P() { timeout 20 "$BIN/pistis" exec --sandbox s1 --agent c "$@"; }
 # alive MARK: a process of the agent's whose argv holds MARK
 alive() { pgrep -u 33012 -f "$1" >/dev/null; }
