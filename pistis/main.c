@@ -958,7 +958,8 @@ static void on_signal(int fd)
 	if (read(fd, &si, sizeof(si)) != sizeof(si))
 		return;
 	if (si.ssi_signo != SIGWINCH) {
-		restore_tty();
+		/* The terminal stays raw while the command may still write to it and read
+		 * keys; end_by and our end put it back. */
 		if (C.fwd_sig || !C.cmd || !C.wsi || C.done)
 			end_by((int)si.ssi_signo);
 		C.fwd_sig = (int)si.ssi_signo;

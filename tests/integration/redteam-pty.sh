@@ -175,6 +175,22 @@ for sig in TERM HUP; do
 	unlike "... not raw" "$out" '(^| )-(icanon|echo|isig)( |$)'
 done
 
+# A signal passed on to the command (it traps SIGTERM and takes 2 s to end) leaves the
+# terminal raw while the command may still write to it and read keys; it is put back at
+# the end. It was made cooked at the signal, 5 s before pistis might end.
+cat >"$W/tty-term.sh" <<EOF
+$BIN/pistis exec --tty --agent alice -- sh -c 'trap "sleep 2; exit 7" TERM; while :; do sleep 1; done' </dev/tty &
+p=\$!
+sleep 3; kill -TERM \$p; sleep 0.8
+echo "during: \$(stty -a </dev/tty | grep -o -e '-*icanon' | head -n 1)"
+wait \$p; echo rc=\$?
+echo "after: \$(stty -a </dev/tty | grep -o -e '-*icanon' | head -n 1)"
+EOF
+out=$(on_pty "sh $W/tty-term.sh")
+like "a SIGTERM passed on to a --tty command: the terminal stays raw while it ends" "$out" '^during: -icanon$'
+like "... pistis exits with the command's status" "$out" '^rc=7$'
+like "... and the terminal is canonical again after" "$out" '^after: icanon$'
+
 # --- trusted commands on a terminal (pistisd run, with its capabilities) -------------------
 kill "$PD" 2>/dev/null; wait "$PD" 2>/dev/null; PD=
 echo "127.0.1.1 $(hostname)" >>"$R/etc/hosts" # sudo resolves the host name
