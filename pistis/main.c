@@ -427,18 +427,37 @@ static size_t out_min(size_t a, size_t b)
  * A pipe: its free space (waiting for some first); a terminal (^S, a stopped reader):
  * pieces of 512 once it polls writable; anything else (a file): all of it. */
 
+enum out_kind { OUT_UNSEEN, OUT_OTHER, OUT_TTY, OUT_PIPE };
+
+/* What fd (stdout or stderr) is, asked once: its file does not change under us. */
+static enum out_kind out_kind_of(int fd)
+{
+	static enum out_kind kind[STDERR_FILENO + 1];
+	struct stat st = {0};
+
+	if (fd < STDOUT_FILENO || fd > STDERR_FILENO)
+		return OUT_OTHER;
+	if (kind[fd] == OUT_UNSEEN) {
+		kind[fd] = OUT_OTHER;
+		if (fstat(fd, &st) == 0 && S_ISCHR(st.st_mode) && isatty(fd))
+			kind[fd] = OUT_TTY;
+		else if (S_ISFIFO(st.st_mode))
+			kind[fd] = OUT_PIPE;
+	}
+	return kind[fd];
+}
+
 static size_t out_room(int fd, size_t n)
 {
-	struct stat st;
+	enum out_kind k = C.sig_fd < 0 ? OUT_OTHER : out_kind_of(fd);
 	int cap, used = 0;
 
-	if (C.sig_fd < 0 || fstat(fd, &st) < 0)
-		return n;
-	if (S_ISCHR(st.st_mode) && isatty(fd)) {
+	if (k == OUT_TTY) {
 		wait_writable(fd);
 		return out_min(n, 512);
 	}
-	if (!S_ISFIFO(st.st_mode) || (cap = fcntl(fd, F_GETPIPE_SZ)) <= 0)
+	/* the capacity is asked each time: the reader may change it (F_SETPIPE_SZ) */
+	if (k != OUT_PIPE || (cap = fcntl(fd, F_GETPIPE_SZ)) <= 0)
 		return n;
 	/* bytes in it may hold a page each more than they fill (the reader's partly read one,
 	 * the last written): two pages to spare; else, once a page is free, one page (a
