@@ -85,8 +85,11 @@ is "... and its stdin is no terminal" "$(echo "$out" | probe_field TIOCCONS)" EN
 # --- the pool: no pty kept per command; one agent's hoard; recovery --------------------------
 base=$(ptys_in_use)
 n=0
+# (each command's pty given back before the next starts: on a loaded machine a few
+# commands' ends could otherwise still be on their way when the pool runs out)
 for i in $(seq $((PTYMAX + 6))); do
 	P call exec.start '{"agent":"alice","argv":["true"],"pty":true}' >/dev/null 2>&1 && n=$((n + 1))
+	for _ in $(seq 50); do [ "$(ptys_in_use)" -le "$base" ] && break; sleep 0.1; done
 done
 for _ in $(seq 50); do [ "$(ptys_in_use)" -le "$base" ] && break; sleep 0.1; done
 is "$((PTYMAX + 6)) --tty commands on a pool of $PTYMAX: every one starts" "$n" $((PTYMAX + 6))
