@@ -417,7 +417,7 @@ int run_cli_main(int argc, char **argv)
 	struct envb_opts eo = {0};
 	char **envp = NULL, ebuf[256];
 	const char *cwd_root = NULL, *rel = NULL;
-	const char *bad = NULL;
+	const char *bad = NULL, *step = NULL;
 	_cleanup_close_ int data_fd = -1, root_fd = -1, sig_fd = -1;
 	sigset_t mask, oldmask;
 	uint64_t v;
@@ -621,11 +621,9 @@ int run_cli_main(int argc, char **argv)
 		return EXIT_SYSTEM;
 
 	/* Compile the filter and find cgroups before a chroot, which may lack /proc. */
-	r = spawn_ctx_new(&ctx);
+	r = spawn_ctx_new_why(&ctx, &step);
 	if (r < 0) {
-		log_error_errno(r,
-				"Failed to prepare the spawn core (seccomp, /proc, /dev/null: the "
-				"null device, 1:3, not a link or a file): %m");
+		log_error_errno(r, "Failed to prepare the spawn core: %s: %m", step);
 		return EXIT_SYSTEM;
 	}
 	/* A limit asked for holds or nothing runs. --pids-max always holds as NPROC (the

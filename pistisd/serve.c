@@ -1556,7 +1556,7 @@ int serve_cli_main(int argc, char **argv)
 	if (r < 0) {
 		lws_context_destroy(S.ctx);
 		log_lws_flush();
-		return log_error_errno(r, "Failed to set up the spawn core: %m"), EXIT_SYSTEM;
+		return EXIT_SYSTEM; /* said by session_init */
 	}
 	if (serve_watch(&S.sigw, sfd, EPOLLIN, on_signal) < 0)
 		return log_error_errno(-errno, "epoll: %m"), EXIT_SYSTEM;

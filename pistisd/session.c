@@ -300,9 +300,10 @@ static void kill_orphaned_sessions(void);
 
 int session_init(void)
 {
-	int why, r = spawn_ctx_new(&T.spawn);
+	const char *step = NULL;
+	int why, r = spawn_ctx_new_why(&T.spawn, &step);
 	if (r < 0)
-		return r;
+		return log_error_errno(r, "Failed to prepare the spawn core: %s: %m", step);
 	/* A profile that lets rulesets be made but refuses landlock_restrict_self would fail
 	 * every command (the child fails closed): find out once, and run them shared. */
 	if (spawn_ctx_can_scope(T.spawn, NULL) && !T.share_abstract &&
@@ -333,7 +334,7 @@ int session_init(void)
 	remove_orphaned_ipc();
 	T.root_fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (T.root_fd < 0)
-		return -errno;
+		return log_error_errno(-errno, "Failed to prepare the spawn core: open /: %m");
 	T.next_id = 1;
 	return 0;
 }

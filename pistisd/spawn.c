@@ -267,22 +267,32 @@ static bool read_session(int proc_fd, const char *name, unsigned *ret)
 
 int spawn_ctx_new(struct spawn_ctx **ret)
 {
+	return spawn_ctx_new_why(ret, NULL);
+}
+
+int spawn_ctx_new_why(struct spawn_ctx **ret, const char **why)
+{
 	struct spawn_ctx *ctx;
-	const char *e;
+	const char *e, *step;
 	int r;
 
 	/* fds 0-2 must exist, or a pipe could land on them and be dup2'd over. */
+	step = "fds 0-2 (a closed one is opened on /dev/null)";
 	r = fd_ensure_std();
 	if (r < 0)
-		return r;
+		goto out;
+	step = "memory";
 	ctx = calloc(1, sizeof(*ctx));
-	if (!ctx)
-		return -ENOMEM;
+	if (!ctx) {
+		r = -ENOMEM;
+		goto out;
+	}
 	ctx->devnull_fd = -1;
 	ctx->proc_fd = -1;
 	ctx->dumpable_fd = -1;
 	ctx->cg.base_fd = -1;
 	ctx->self = getpid();
+	step = "the capability bounding set (PR_CAPBSET_READ)";
 	r = privs_read_last_cap();
 	if (r < 0)
 		goto fail;
@@ -295,18 +305,24 @@ int spawn_ctx_new(struct spawn_ctx **ret)
 	 * /dev/null that is a symlink, a file or a FIFO (runc CVE-2025-31133: a container's
 	 * /dev/null swapped for a link before the runtime used it) would hand each agent what
 	 * it names, or hang here. O_NOFOLLOW and O_NONBLOCK for the open, then the device. */
+	step = "/dev/null (opened without following a link)";
 	ctx->devnull_fd = openat(AT_FDCWD, "/dev/null",
 				 O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK);
 	if (ctx->devnull_fd < 0) {
 		r = -errno;
+		if (r == -ELOOP)
+			step = "/dev/null (a symbolic link; it must be the null device, character "
+			       "device 1:3)";
 		goto fail;
 	}
 	struct stat null_st;
 	if (fstat(ctx->devnull_fd, &null_st) < 0 || !S_ISCHR(null_st.st_mode) ||
 	    major(null_st.st_rdev) != 1 || minor(null_st.st_rdev) != 3) {
+		step = "/dev/null (not the null device, character device 1:3)";
 		r = -ENODEV;
 		goto fail;
 	}
+	step = "/dev/null (F_SETFL)";
 	if (fcntl(ctx->devnull_fd, F_SETFL, 0) < 0) {
 		r = -errno;
 		goto fail;
@@ -350,6 +366,9 @@ int spawn_ctx_new(struct spawn_ctx **ret)
 	return 0;
 fail:
 	spawn_ctx_free(ctx);
+out:
+	if (why)
+		*why = step;
 	return r;
 }
 

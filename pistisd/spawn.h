@@ -236,6 +236,9 @@ struct spawn_proc {
 /* ctx: BPF compiled once, cgroup v2 discovered, env PISTIS_NO_OPENAT2 and
  * PISTIS_NO_CLONE3 (tests: the cgroup.procs path) read once. */
 int spawn_ctx_new(struct spawn_ctx **ret);
+/* The same; on failure *why (when why is not NULL) names the step that failed, for a
+ * message: "/dev/null (not the null device, character device 1:3)". */
+int spawn_ctx_new_why(struct spawn_ctx **ret, const char **why);
 /* Frees everything, after waiting up to 200 ms for dying command cgroups to empty. */
 void spawn_ctx_free(struct spawn_ctx *ctx);
 

@@ -145,9 +145,11 @@ out=$(timeout 20 chroot "$R" /usr/bin/env -i /usr/local/bin/pistisd run --agent 
 rc=$?
 unlike "/dev/null a symlink to a root-only file: the agent's stdin is not that file" "$out" 'devnull-secret'
 is "... the start is refused (111), naming /dev/null" "$rc/$(echo "$out" | grep -c '/dev/null')" "111/1"
+like "... the step that failed and why" "$out" 'spawn core: /dev/null \(a symbolic link; it must be the null device'
 rm -f "$R/dev/null" && cp "$R/root/secret" "$R/dev/null"
 out=$(timeout 20 chroot "$R" /usr/bin/env -i /usr/local/bin/pistisd run --agent cve/a -- /bin/cat 2>&1)
 is "/dev/null a regular file: refused (111), nothing read" "$?/$(echo "$out" | grep -c devnull-secret)" "111/0"
+like "... saying it is not the null device" "$out" 'spawn core: /dev/null \(not the null device, character device 1:3\)'
 rm -f "$R/dev/null" && mkfifo -m 0666 "$R/dev/null"
 timeout 20 chroot "$R" /usr/bin/env -i /usr/local/bin/pistisd run --agent cve/a -- /bin/true >/dev/null 2>&1
 is "/dev/null a FIFO: refused (111), not hung" "$?" 111
