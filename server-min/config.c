@@ -204,12 +204,13 @@ static bool from_env(cJSON *obj, const char *key)
 	return n > 3 && s[0] == '$' && s[1] == '{' && strchr(s, '}') == s + n - 1;
 }
 
-/* 1 when any user may read the file at path: it is readable by others and every directory
- * on the way to it (links resolved) lets others through; 0 when not, -errno when that
- * cannot be told. A config's or key's directories are checked by trust_file_open to be
- * changeable by no one else, so what is seen here stays true. Group read stays the
- * operator's choice (a group of operators). */
-static int others_may_read(const char *path, mode_t *ret_mode)
+/* 1 when any user may read the file at path (fd: the file opened, whose mode is taken,
+ * else -1): it is readable by others and every directory on the way to it (links
+ * resolved) lets others through; 0 when not, -errno when that cannot be told. A config's
+ * or key's directories are checked by trust_file_open to be changeable by no one else,
+ * so what is seen here stays true. Group read stays the operator's choice (a group of
+ * operators). */
+static int others_may_read(const char *path, int fd, mode_t *ret_mode)
 {
 	_cleanup_free_ char *real = realpath(path, NULL);
 	struct stat st;
@@ -218,7 +219,7 @@ static int others_may_read(const char *path, mode_t *ret_mode)
 	*ret_mode = 0;
 	if (!real)
 		return errno == ENOENT ? 0 : -errno;
-	if (stat(real, &st) < 0)
+	if ((fd >= 0 ? fstat(fd, &st) : stat(real, &st)) < 0)
 		return -errno;
 	*ret_mode = st.st_mode & 07777;
 	if (!(st.st_mode & S_IROTH))
@@ -240,11 +241,11 @@ static int others_may_read(const char *path, mode_t *ret_mode)
  * the client token as a client of every sandbox and agent, with the TLS key as the relay.
  * On a machine where agents (or anyone else) have accounts, that is every agent: refused,
  * as pistis and pistisd serve refuse their token files (red team, redteam-sweep.sh). */
-static int refuse_readable(struct smin_config *c, const char *path, const char *what,
+static int refuse_readable(struct smin_config *c, const char *path, int fd, const char *what,
 			   const char *consequence)
 {
 	mode_t mode = 0;
-	int r = others_may_read(path, &mode);
+	int r = others_may_read(path, fd, &mode);
 
 	if (r == 0)
 		return 0;
@@ -465,10 +466,10 @@ int smin_config_load(const char *path, struct smin_config *c)
 		c->n_sandboxes++;
 	}
 	if (literal &&
-	    (r = refuse_readable(c, path, "the config, with tokens written in it",
+	    (r = refuse_readable(c, path, fd, "the config, with tokens written in it",
 				 "whoever reads it connects as a client or a sandbox")) < 0)
 		goto out;
-	if (c->tls_key && (r = refuse_readable(c, c->tls_key, "the TLS key",
+	if (c->tls_key && (r = refuse_readable(c, c->tls_key, -1, "the TLS key",
 					       "whoever reads it can pose as the relay")) < 0)
 		goto out;
 	r = 0;
