@@ -36,4 +36,6 @@ INTEGRATION_TESTS += tests/integration/bench-smoke.sh
 INTEGRATION_TESTS += tests/integration/help.sh
 # The names docs/ lists (checks, error codes, config keys) against the source's.
 INTEGRATION_TESTS += tests/integration/doc-names.sh
+# The examples docs/ shows (registry, pistis.json, serve.conf, rules, Dockerfile) as pasted.
+INTEGRATION_TESTS += tests/integration/doc-examples.sh
 INTEGRATION_TESTS += tests/integration/workload.sh
