@@ -1,10 +1,13 @@
-# Example sandbox image with pistis — documentation, not built by the tests
-# (see docs/entry.md). Build the binaries first (`make`), then from the top of the tree:
+# Example sandbox image with pistis. tests/integration/docker-example.sh builds it as it
+# is (docs/entry.md). Build the binaries first (`make`), then from the top of the tree:
 #
 #   docker build -t sandbox-image .
+#   docker run --rm -i -v box-data:/data --entrypoint sh sandbox-image \
+#       -c 'umask 077 && mkdir -p /data/pistis && cat >/data/pistis/token' <box.token
 #   docker run -d -v box-data:/data -e PISTIS_RELAY=wss://relay.example.com/sandbox \
 #       -e PISTIS_TOKEN_FILE=/data/pistis/token sandbox-image
 #
+# (box.token: the sandbox's token, as in server-min's pistis.json; docs/entry.md.)
 # Any base works: the four binaries are static (musl). pistisd-musl is the same file as
 # pistisd under the name other images' COPY lines use.
 FROM debian:bookworm-slim

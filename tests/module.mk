@@ -22,7 +22,7 @@ INTEGRATION_TESTS += tests/integration/users-scale.sh tests/integration/serve-sc
 	tests/integration/relay-scale.sh
 # The binaries in real Docker containers (a private dockerd; docker.io from bootstrap.sh check).
 INTEGRATION_TESTS += tests/integration/docker.sh tests/integration/docker-restricted.sh \
-	tests/integration/docker-seed.sh
+	tests/integration/docker-seed.sh tests/integration/docker-example.sh
 # Beside what a plain machine has: threaded cgroups, shared mount propagation, NSS sources.
 INTEGRATION_TESTS += tests/integration/plain-machine.sh
 INTEGRATION_TESTS += tests/integration/shared-pidns.sh

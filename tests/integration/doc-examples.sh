@@ -83,7 +83,7 @@ is "... serve's argv: one --key=value each, verbose = no and share-abstract-sock
 --pids-max=4096"
 
 # The Kubernetes fragment's args are entry options as written.
-args=$(block docs/entry.md '^containers:' | sed -n 's/^ *args: \[\(.*\)\]$/\1/p' | tr -d '",')
+args=$(block docs/entry.md '^# the pod.s spec' | sed -n 's/^ *args: \[\(.*\)\]$/\1/p' | tr -d '",')
 like "entry.md's Kubernetes fragment gives entry args" "$args" '^--grace [0-9]+$'
 # shellcheck disable=SC2086 # the args are words, as the kubelet hands them over
 exits 0 "... which entry takes: $args" "$BIN/pistisd-entry" $args --no-prepare \

@@ -1,0 +1,95 @@
+#!/bin/bash
+# The top Dockerfile and docs/entry.md's docker lines as an operator pastes them: the
+# Debian test root tagged debian:bookworm-slim (no image can be pulled), the Dockerfile as
+# it is in the tree, built from a context that holds build/bin/ as the tree does; then
+# each line of entry.md's `docker build` ... `docker run --rm` block, read from the page,
+# run by a private dockerd under Docker's defaults. Changed for the test only: `docker`
+# is the private one, the relay is server-min on the host's loopback (`--network host`
+# added, wss://relay.example.com/sandbox becomes its ws:// address), and the hard
+# requirements only the host's sysctls decide are allowed, as in docker.sh.
+. "$(dirname "$0")/../lib.sh"
+need_root
+need_mount_ns "$@"
+need_bins pistisd pistisd-musl pi-env pistisd-entry server-min pistis
+
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+[ -f "$SRC/Dockerfile" ] || { echo "1..0 # SKIP no source tree beside the test"; exit 0; }
+S=$(scratch)
+trap 'kill $SM 2>/dev/null; dockerd_down; lib_cleanup' EXIT
+SM=""
+dockerd_up_or_bail "$S/dockerd"
+
+tar -C "$("$_lib_dir/roots.sh" debian)" --exclude='./proc/*' --exclude='./sys/*' -c . |
+	DK import - debian:bookworm-slim >/dev/null
+ok "the Debian test root as debian:bookworm-slim" DK image inspect debian:bookworm-slim
+
+# The build context: the tree's Dockerfile, and build/bin/ with what the build made.
+ctx=$S/ctx
+mkdir -p "$ctx/build/bin"
+cp "$SRC/Dockerfile" "$ctx/"
+cp -a "$BIN/." "$ctx/build/bin/"
+
+ALLOW=$("$BIN/pistisd" check --json --no-walk 2>/dev/null | python3 -c 'import json,sys; print(",".join(c["name"] for c in json.load(sys.stdin)["checks"] if c["hard"] and c["status"] in ("fail","missing") and c["name"].startswith(("protected_","suid_dumpable"))))')
+volumes_relay_up "$S" box
+cp "$S/data-box/pistis/token" "$ctx/box.token"
+
+# entry.md's block: its lines, continuations joined, each as the test runs it.
+lines=$(awk '/^```/ { if (on) { if (keep) exit; on = 0; next } on = 1; first = 1; next }
+	on && first { first = 0; keep = /^docker build -t sandbox-image/ }
+	on && keep { print }' "$SRC/docs/entry.md" |
+	sed -e 's/ *#.*$//' | awk '/\\$/ { sub(/\\$/, ""); printf "%s", $0; next } { print }' |
+	sed -e 's/  */ /g' -e '/^$/d')
+like "entry.md's docker block starts with the build" "$lines" '^docker build -t sandbox-image \.$'
+like "... puts the token into the volume before the first start" "$lines" \
+	'^docker run --rm -i -v box-data:/data .*/data/pistis/token.*<box\.token$'
+run_line() { # LINE: one line of the block, as the test runs it
+	local l=${1#docker }
+	l=${l//wss:\/\/relay.example.com\/sandbox/ws://127.0.0.1:$SP}
+	case $l in
+	"run -d "*) l="run -d --network host ${ALLOW:+-e PISTIS_ALLOW=$ALLOW} ${l#run -d }" ;;
+	esac
+	(cd "$ctx" && eval "DK $l")
+}
+# Every line, in order; what each must have done is checked right after it.
+n=0
+while IFS= read -r line; do
+	n=$((n + 1))
+	out=$(run_line "$line" 2>&1)
+	rc=$?
+	is "entry.md line $n exits 0: $line" "$rc" 0
+	case $line in
+	"docker build"*)
+		is "... the image's entrypoint is pistisd-entry" \
+			"$(DK image inspect -f '{{json .Config.Entrypoint}}' sandbox-image)" \
+			'["/usr/local/bin/pistisd-entry"]' ;;
+	*"cat >/data/pistis/token"*)
+		is "... the token in the volume: root's, 0700 directory, 0600 file" \
+			"$(DK run --rm -v box-data:/data --entrypoint stat sandbox-image \
+				-c '%u:%g %a' /data/pistis /data/pistis/token | paste -sd' ')" "0:0 700 0:0 600" ;;
+	"docker run -d"*)
+		ok "... and the sandbox dials server-min" sandbox_connected box
+		is "... a command runs as an agent in it" \
+			"$("$BIN/pistis" exec --sandbox box --agent agent/a -- id -un)" pi-agent-98bbb11d ;;
+	"docker stop"*)
+		is "... entry stopped by SIGTERM exits 143" \
+			"$(DK inspect -f '{{.State.ExitCode}}' box)" 143 ;;
+	"docker run --rm"*)
+		like "... the child runs as root" "$out" '^uid=0\(root\) gid=0\(root\)'
+		is "... once" "$(grep -c '^uid=' <<<"$out")" 1
+		like "... after entry prepared /data (root:root 0755)" "$out" \
+			'^drwxr-xr-x [0-9]+ root root [0-9]+ .* /data$' ;;
+	esac
+done <<<"$lines"
+is "entry.md's block has the five lines this test knows" "$n" 5
+
+# Without the token step, the sandbox never connects: what the page warns about.
+DK volume create empty-data >/dev/null
+C=$(DK run -d --pull never --network host -v empty-data:/data -e PISTIS_RELAY=ws://127.0.0.1:$SP \
+	-e PISTIS_TOKEN_FILE=/data/pistis/token ${ALLOW:+-e PISTIS_ALLOW=$ALLOW} sandbox-image \
+	--max-restarts 1 --restart-delay 0.1)
+DK wait "$C" >/dev/null
+like "without the token step, serve says it cannot read the token file" \
+	"$(DK logs "$C" 2>&1)" "Cannot read token file '/data/pistis/token'"
+DK rm -f "$C" >/dev/null
+
+done_testing
