@@ -15,7 +15,7 @@ need_bins pistisd pistisd-musl pi-env pistisd-entry server-min pistis
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 [ -f "$SRC/Dockerfile" ] || { echo "1..0 # SKIP no source tree beside the test"; exit 0; }
 S=$(scratch)
-trap 'kill $SM 2>/dev/null; dockerd_down; lib_cleanup' EXIT
+trap 'kill $SM 2>/dev/null; dockerd_down; umount -l "$S/nosuid" 2>/dev/null; lib_cleanup' EXIT
 SM=""
 dockerd_up_or_bail "$S/dockerd"
 
@@ -91,5 +91,17 @@ DK wait "$C" >/dev/null
 like "without the token step, serve says it cannot read the token file" \
 	"$(DK logs "$C" 2>&1)" "Cannot read token file '/data/pistis/token'"
 DK rm -f "$C" >/dev/null
+
+# docs/security.md and docs/entry.md: a volume made with o=bind,nosuid,nodev is not nosuid
+# (what security.md advised before), a host directory that is a nosuid,nodev mount is.
+mkdir -p "$S/vol" "$S/nosuid"
+DK volume create --opt type=none --opt o=bind,nosuid,nodev --opt device="$S/vol" bindvol >/dev/null
+flags() { DK run --rm --pull never --network none "$@" --entrypoint awk sandbox-image \
+	'$5 == "/data" { print $6 }' /proc/self/mountinfo; }
+unlike "a docker volume created with o=bind,nosuid,nodev: /data is not nosuid" \
+	"$(flags -v bindvol:/data)" 'nosuid'
+mount --bind "$S/nosuid" "$S/nosuid" && mount -o remount,bind,nosuid,nodev "$S/nosuid"
+like "a host directory mounted nosuid,nodev, then -v DIR:/data: /data is nosuid,nodev" \
+	"$(flags -v "$S/nosuid:/data")" 'nosuid,nodev'
 
 done_testing
