@@ -65,7 +65,8 @@ mkdir -p "$D/pistis" "$S/bin"
 chmod 0755 "$D" "$S/bin"
 chmod 0700 "$D/pistis"
 printf '#!/bin/sh\nfor a; do printf "%%s\\n" "$a"; done\n' >"$S/bin/pistisd"
-chmod 0755 "$S/bin/pistisd"
+printf '#!/bin/sh\nenv\n' >"$S/bin/env-of"
+chmod 0755 "$S/bin/pistisd" "$S/bin/env-of"
 pin=$(printf 'relay certificate' | sha256sum | cut -d' ' -f1)
 block docs/entry.md '^# /data/pistis/serve.conf' | sed "s/3f0c…/$pin/" >"$D/pistis/serve.conf"
 like "entry.md has a serve.conf example" "$(cat "$D/pistis/serve.conf")" '^relay = '
@@ -81,6 +82,11 @@ is "... serve's argv: one --key=value each, verbose = no and share-abstract-sock
 --name=build-box-7
 --log-format=json
 --pids-max=4096"
+
+out=$(PISTIS_ALLOW=protected_fifos "$BIN/pistisd-entry" --no-prepare --no-harden-mounts \
+	--no-restart --data "$D" --pistisd "$S/bin/env-of" 2>&1)
+like "... and serve inherits entry's environment: PISTIS_ALLOW reaches it" "$out" \
+	'^PISTIS_ALLOW=protected_fifos$'
 
 # The Kubernetes fragment's args are entry options as written.
 args=$(block docs/entry.md '^# the pod.s spec' | sed -n 's/^ *args: \[\(.*\)\]$/\1/p' | tr -d '",')
