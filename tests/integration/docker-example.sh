@@ -92,6 +92,25 @@ like "without the token step, serve says it cannot read the token file" \
 	"$(DK logs "$C" 2>&1)" "Cannot read token file '/data/pistis/token'"
 DK rm -f "$C" >/dev/null
 
+# The product page's image: pistis/pistisd:dev built as entry.md says, then the page's
+# Dockerfile with only its FROM changed (node:24-alpine cannot be pulled; docker-seed.sh
+# runs it on a musl base).
+line=$(awk '/^```/ { if (on) { if (keep) exit; on = 0; next } on = 1; first = 1; next }
+	on && first { first = 0; keep = /^docker build -t pistis\/pistisd:dev/ }
+	on && keep { print }' "$SRC/docs/entry.md")
+is "entry.md says how to build pistis/pistisd:dev" "$line" "docker build -t pistis/pistisd:dev ."
+exits 0 "... which builds from the tree" run_line "$line"
+mkdir -p "$S/page"
+awk '/^```/ { if (on) { if (keep) exit; on = 0; next } on = 1; first = 1; next }
+	on && first { first = 0; keep = /^FROM node:24-alpine$/ }
+	on && keep { print }' "$SRC/docs/entry.md" |
+	sed 's/^FROM node:24-alpine$/FROM debian:bookworm-slim/' >"$S/page/Dockerfile"
+like "entry.md has the page's Dockerfile" "$(cat "$S/page/Dockerfile")" '^COPY --from=pistis/pistisd:dev '
+exits 0 "... which builds FROM it" DK build --network none -q -t page-image "$S/page"
+is "... with the binaries pistis/pistisd:dev holds" \
+	"$(DK run --rm --pull never --network none --entrypoint /usr/local/bin/pistisd page-image \
+		--version | head -n 1 | cut -d' ' -f1)" pistisd
+
 # docs/security.md and docs/entry.md: a volume made with o=bind,nosuid,nodev is not nosuid
 # (what security.md advised before), a host directory that is a nosuid,nodev mount is.
 mkdir -p "$S/vol" "$S/nosuid"
