@@ -15,7 +15,7 @@ need_bins pistisd pistisd-musl pi-env pistisd-entry server-min pistis
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 [ -f "$SRC/Dockerfile" ] || { echo "1..0 # SKIP no source tree beside the test"; exit 0; }
 S=$(scratch)
-trap 'kill $SM 2>/dev/null; dockerd_down; umount -l "$S/nosuid" 2>/dev/null; lib_cleanup' EXIT
+trap 'kill $SM 2>/dev/null; dockerd_down; umount -l "$S/nosuid" "$S"/trusted/* 2>/dev/null; lib_cleanup' EXIT
 SM=""
 dockerd_up_or_bail "$S/dockerd"
 
@@ -110,6 +110,34 @@ exits 0 "... which builds FROM it" DK build --network none -q -t page-image "$S/
 is "... with the binaries pistis/pistisd:dev holds" \
 	"$(DK run --rm --pull never --network none --entrypoint /usr/local/bin/pistisd page-image \
 		--version | head -n 1 | cut -d' ' -f1)" pistisd
+
+# docs/trusted.md's lines from nothing to an agent's call, as root in a container that
+# can have trusted commands (CAP_SYS_ADMIN, the shared trees nosuid from outside: entry.md).
+T=$S/trusted
+for d in data ws; do
+	mkdir -p "$T/$d" && mount --bind "$T/$d" "$T/$d" && mount -o remount,bind,nosuid,nodev "$T/$d"
+done
+C=$(DK run -d --pull never --network none --hostname box --add-host box:127.0.1.1 \
+	-v "$T/data:/data" -v "$T/ws:/workspaces" --tmpfs /tmp:rw,nosuid,nodev \
+	--tmpfs /var/tmp:rw,nosuid,nodev --tmpfs /run/lock:rw,nosuid,nodev --cap-add SYS_ADMIN \
+	${ALLOW:+-e PISTIS_ALLOW=$ALLOW} sandbox-image --no-harden-mounts --no-restart -- sleep 600)
+for _ in $(seq 100); do DK logs "$C" 2>&1 | grep -q "started '" && break; sleep 0.1; done
+printf '#!/bin/sh\necho "ci: ok as $(id -un), with a token of $(wc -c </data/.secrets/ci-token) bytes"\n' |
+	DK exec -i "$C" sh -c 'cat >/root/ci-status.sh'
+printf 'ci-token-0123456789abcdef' | DK exec -i "$C" sh -c 'cat >/root/ci.token'
+recipe=$(awk '/^```/ { if (on) { if (keep) exit; on = 0; next } on = 1; first = 1; next }
+	on && first { first = 0; keep = /^install -m 0755 ci-status.sh/ }
+	on && keep { print }' "$SRC/docs/trusted.md" | sed 's/ *#.*$//')
+like "trusted.md has the lines from nothing to an agent's call" "$recipe" '^pistisd trusted add '
+while IFS= read -r line; do
+	exits 0 "trusted.md, as root in the sandbox: $line" DK exec -w /root "$C" sh -c "$line"
+done <<<"$recipe"
+is "... an agent runs the trusted command by its name, as pi-tools, with the secret" \
+	"$(DK exec "$C" pistisd run --agent agent/t -- ci-status 2>&1)" \
+	"ci: ok as pi-tools, with a token of 25 bytes"
+fails "... and cannot read the secret itself" DK exec "$C" pistisd run --agent agent/t -- \
+	cat /data/.secrets/ci-token
+DK rm -f "$C" >/dev/null
 
 # docs/security.md and docs/entry.md: a volume made with o=bind,nosuid,nodev is not nosuid
 # (what security.md advised before), a host directory that is a nosuid,nodev mount is.
