@@ -13,7 +13,7 @@ need_mount_ns "$@"
 need_bins pistisd pistisd-musl pi-env pistisd-entry server-min pistis
 
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
-[ -f "$SRC/Dockerfile" ] || { echo "1..0 # SKIP no source tree beside the test"; exit 0; }
+[ -f "$SRC/Dockerfile" ] || { echo "Bail out! no source tree (Dockerfile) beside the test"; exit 1; }
 S=$(scratch)
 trap 'kill $SM 2>/dev/null; dockerd_down; umount -l "$S/nosuid" "$S"/trusted/* 2>/dev/null; lib_cleanup' EXIT
 SM=""
