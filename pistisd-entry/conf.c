@@ -12,14 +12,19 @@ static const struct {
 	const char *key;
 	size_t field; /* offset of the char * in entry_serve_conf */
 	const char *option;
+	unsigned long max; /* a number from 1 to max (no sign, no leading 0); 0: any text */
+	const char *range; /* its error */
 } conf_keys[] = {
-	{"relay", offsetof(struct entry_serve_conf, relay), "--relay="},
-	{"token-file", offsetof(struct entry_serve_conf, token_file), "--token-file="},
-	{"ca", offsetof(struct entry_serve_conf, ca), "--ca="},
-	{"pin", offsetof(struct entry_serve_conf, pin), "--pin="},
-	{"name", offsetof(struct entry_serve_conf, name), "--name="},
-	{"log-format", offsetof(struct entry_serve_conf, log_format), "--log-format="},
-	{"pids-max", offsetof(struct entry_serve_conf, pids_max), "--pids-max="},
+	{"relay", offsetof(struct entry_serve_conf, relay), "--relay=", 0, NULL},
+	{"token-file", offsetof(struct entry_serve_conf, token_file), "--token-file=", 0, NULL},
+	{"ca", offsetof(struct entry_serve_conf, ca), "--ca=", 0, NULL},
+	{"pin", offsetof(struct entry_serve_conf, pin), "--pin=", 0, NULL},
+	{"name", offsetof(struct entry_serve_conf, name), "--name=", 0, NULL},
+	{"log-format", offsetof(struct entry_serve_conf, log_format), "--log-format=", 0, NULL},
+	{"pids-max", offsetof(struct entry_serve_conf, pids_max), "--pids-max=", 4194304,
+	 "pids-max must be a number from 1 to 4194304"},
+	{"max-buffered", offsetof(struct entry_serve_conf, max_buffered), "--max-buffered=", 65536,
+	 "max-buffered must be a number of MiB from 1 to 65536"},
 };
 
 /* yes/no keys: the option is passed for yes. */
@@ -136,16 +141,16 @@ static int parse_line(const char *p, size_t len, struct entry_serve_conf *conf,
 		}
 		/* said here, with its line: serve refusing it would only show as a child
 		 * that keeps exiting 100 */
-		if (conf_keys[k].field == offsetof(struct entry_serve_conf, pids_max) &&
-		    (strspn(val, "0123456789") != vlen || vlen > 7 || val[0] == '0' ||
-		     strtoul(val, NULL, 10) > 4194304)) {
-			*ret_error = "pids-max must be a number from 1 to 4194304";
+		if (conf_keys[k].max &&
+		    (strspn(val, "0123456789") != vlen || vlen > 9 || val[0] == '0' ||
+		     strtoul(val, NULL, 10) > conf_keys[k].max)) {
+			*ret_error = conf_keys[k].range;
 			return -EINVAL;
 		}
 		return set_field(conf_field(conf, k), val, vlen) < 0 ? -ENOMEM : 0;
 	}
 	*ret_error = "unknown key (relay, token-file, ca, pin, name, log-format, pids-max, "
-		     "verbose, share-abstract-sockets)";
+		     "max-buffered, verbose, share-abstract-sockets)";
 	return -EINVAL;
 }
 

@@ -91,12 +91,14 @@ struct entry_serve_conf {
 	char *name;
 	char *log_format;
 	char *pids_max;
+	char *max_buffered;
 	bool verbose;
 	bool share_abstract_sockets;
 };
 
 /* Parses serve.conf text ("key = value" lines, '#' comments; keys relay, token-file, ca, pin,
- * name, log-format, pids-max, and the yes/no keys verbose, share-abstract-sockets) into *conf,
+ * name, log-format, pids-max, max-buffered, and the yes/no keys verbose,
+ * share-abstract-sockets) into *conf,
  * replacing fields it names. Returns 0 or -EINVAL with *ret_line (1-based) and *ret_error
  * (static) describing the first bad line. */
 int entry_conf_parse(const char *text, size_t len, struct entry_serve_conf *conf,

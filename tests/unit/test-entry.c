@@ -310,6 +310,7 @@ TEST(conf_parse_and_argv)
 				   "name = box-1\n"
 				   "log-format = json\n"
 				   "pids-max = 4096\n"
+				   "max-buffered = 256\n"
 				   "ca = -weird-leading-dash\n"
 				   "verbose = yes\n"
 				   "share-abstract-sockets = yes";
@@ -333,9 +334,10 @@ TEST(conf_parse_and_argv)
 	EXPECT_STREQ(argv[6], "--name=box-1");
 	EXPECT_STREQ(argv[7], "--log-format=json");
 	EXPECT_STREQ(argv[8], "--pids-max=4096");
-	EXPECT_STREQ(argv[9], "--verbose");
-	EXPECT_STREQ(argv[10], "--share-abstract-sockets");
-	EXPECT_NULL(argv[11]);
+	EXPECT_STREQ(argv[9], "--max-buffered=256");
+	EXPECT_STREQ(argv[10], "--verbose");
+	EXPECT_STREQ(argv[11], "--share-abstract-sockets");
+	EXPECT_NULL(argv[12]);
 	free(argv);
 
 	/* A comment after a value, as docs/entry.md's example has them: not part of it. A
@@ -411,6 +413,11 @@ TEST(conf_errors)
 		{"pids-max = 12k\n", 1},
 		{"pids-max = -1\n", 1},
 		{"pids-max = 0100\n", 1},
+		{"pids-max = 99999999999999999999\n", 1},
+		{"max-buffered = 0\n", 1},
+		{"max-buffered = 65537\n", 1},
+		{"max-buffered = 64M\n", 1},
+		{"max-buffered = +64\n", 1},
 		{"= value\n", 1},
 		{"relay token = x\n", 1},
 		{"RELAY = x\n", 1},
