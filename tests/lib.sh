@@ -311,7 +311,7 @@ sandbox_connected() {
 harden_shared() {
 	local d
 	mkdir -p "$1/data" "$1/workspaces" || return 111
-	for d in data workspaces tmp dev/shm var/tmp run/lock; do
+	for d in data workspaces workspace tmp dev/shm var/tmp run/lock; do
 		[ -d "$1/$d" ] && [ ! -L "$1/$d" ] || continue
 		mount --bind "$1/$d" "$1/$d" && mount -o remount,bind,nosuid,nodev "$1/$d" || return 111
 	done
