@@ -520,6 +520,43 @@ static int install(struct hctx *h, cJSON *o)
 	return r;
 }
 
+/* trusted.add without "data": the script an operator already put in /data/bin/NAME becomes
+ * the trusted command (`pistisd trusted adopt`), as the seed promises ("moved into
+ * /data/trusted when you apply"). Answers an error itself (and frees o) when it fails. */
+static int adopt(struct hctx *h, const char *name, cJSON *o)
+{
+	enum proto_err code;
+	int r = trusted_adopt_from_bin("/", name);
+
+	if (r >= 0) {
+		cJSON_AddBoolToObject(o, "adopted", r == 0);
+		return 0;
+	}
+	cJSON_Delete(o);
+	code = proto_err_from_errno(r);
+	if (r == -ENOENT)
+		answer_error(h, code, 0,
+			     "there is no /data/bin/%s to adopt (give the script in \"data\")",
+			     name);
+	else if (r == -EPERM)
+		answer_error(h, code, 0,
+			     "/data/bin/%s is not root's file, writable by root alone, with one "
+			     "link: not adopted (an agent may have planted it)",
+			     name);
+	else if (r == -EEXIST)
+		answer_error(h, code, 0,
+			     "/data/trusted/%s is there already: remove one of the two first",
+			     name);
+	else if (r == -ENOEXEC)
+		answer_error(h, PROTO_E_BAD_REQUEST, 0,
+			     "/data/bin/%s not adopted: its #! interpreter is not root's alone, "
+			     "relative or missing",
+			     name);
+	else
+		answer_error(h, code, 0, "adopt: %s", strerror(-r));
+	return -1;
+}
+
 static void do_trusted(struct hctx *h, enum proto_op op, cJSON *req)
 {
 	_cleanup_close_ int lock_fd = -1;
@@ -573,7 +610,10 @@ static void do_trusted(struct hctx *h, enum proto_op op, cJSON *req)
 				    TRUSTED_LOCK, strerror(-r));
 	o = cJSON_CreateObject();
 	cJSON_AddStringToObject(o, "name", name);
-	if (op == PROTO_OP_TRUSTED_ADD) {
+	if (op == PROTO_OP_TRUSTED_ADD && !cJSON_GetObjectItemCaseSensitive(req, "data")) {
+		if (adopt(h, name, o) < 0)
+			return;
+	} else if (op == PROTO_OP_TRUSTED_ADD) {
 		struct proto_error perr = {0};
 		const char *b64 = NULL;
 		_cleanup_free_ uint8_t *data = NULL;
@@ -585,7 +625,9 @@ static void do_trusted(struct hctx *h, enum proto_op op, cJSON *req)
 		    proto_base64_decode(b64, strlen(b64), &data, &len) < 0) {
 			cJSON_Delete(o);
 			return answer_error(h, PROTO_E_BAD_REQUEST, 0,
-					    "\"data\" (the script, base64) is required");
+					    "\"data\" must be the script, base64 (without "
+					    "\"data\": /data/bin/%s is adopted)",
+					    name);
 		}
 		if (len > TRUSTED_SCRIPT_MAX) {
 			cJSON_Delete(o);
@@ -605,6 +647,14 @@ static void do_trusted(struct hctx *h, enum proto_op op, cJSON *req)
 		if (r == -ENOEXEC) {
 			cJSON_Delete(o);
 			return answer_error(h, PROTO_E_BAD_REQUEST, 0, "add: %s", why);
+		}
+		if (r == -EEXIST) {
+			cJSON_Delete(o);
+			return answer_error(h, PROTO_E_EXISTS, 0,
+					    "add: /data/bin/%s is there and is not a trusted "
+					    "command's wrapper: not replaced (trusted.add without "
+					    "\"data\" makes that script the trusted command)",
+					    name);
 		}
 		if (r < 0) {
 			cJSON_Delete(o);

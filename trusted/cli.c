@@ -35,7 +35,8 @@ static void help(FILE *f)
 		"  add NAME SCRIPT       copy SCRIPT to /data/trusted/NAME (root 0755), write the\n"
 		"                        wrapper /data/bin/NAME, then install\n"
 		"                        (unless --no-install); SCRIPT's #! line must leave\n"
-		"                        the caller's arguments to it (no sed -f, sh -s, sh -x)\n"
+		"                        the caller's arguments to it (no sed -f, sh -s, sh -x);\n"
+		"                        a /data/bin/NAME that is not a wrapper is kept: adopt\n"
 		"  remove NAME           remove the script and its wrapper, then install\n"
 		"  adopt NAME            move a root-owned /data/bin/NAME into /data/trusted,\n"
 		"                        then install\n"
@@ -310,6 +311,13 @@ static int verb_add(const struct opts *o, const char *name, const char *script)
 	}
 	if (r == -EBADFD) {
 		log_error("'%s' is not a regular file", script);
+		return 1;
+	}
+	if (r == -EEXIST) {
+		log_error("/data/bin/%s is there and is not a trusted command's wrapper: not "
+			  "replaced. `pistisd trusted adopt %s` makes that script the trusted "
+			  "command; or remove it first",
+			  name, name);
 		return 1;
 	}
 	if (r == -EFBIG) {

@@ -213,18 +213,6 @@ static int add_from_fd(int root_fd, const char *root, const char *name, int scri
 	return r;
 }
 
-int trusted_add_fd(const char *root, const char *name, int script_fd,
-		   char ret_digest[SHA256_HEX_SIZE], char *why, size_t why_size)
-{
-	_cleanup_close_ int root_fd = -1;
-	int r;
-
-	r = trusted_root_open(root, &root_fd);
-	if (r < 0)
-		return r;
-	return add_from_fd(root_fd, root, name, script_fd, ret_digest, why, why_size);
-}
-
 static bool is_our_wrapper(int dir_fd, const char *name)
 {
 	_cleanup_free_ char *text = NULL;
@@ -233,6 +221,28 @@ static bool is_our_wrapper(int dir_fd, const char *name)
 	if (trusted_read_file(dir_fd, name, 4096, &text, &len) < 0)
 		return false;
 	return trusted_wrapper_is_ours(text, len);
+}
+
+int trusted_add_fd(const char *root, const char *name, int script_fd,
+		   char ret_digest[SHA256_HEX_SIZE], char *why, size_t why_size)
+{
+	_cleanup_close_ int root_fd = -1, bin_fd = -1;
+	struct stat st;
+	int r;
+
+	if (!trusted_name_valid(name))
+		return -EINVAL;
+	r = trusted_root_open(root, &root_fd);
+	if (r < 0)
+		return r;
+	/* The wrapper would replace whatever /data/bin/NAME is: an operator's own script there
+	 * was lost without a word. That one is adopted (the seed's "moved into /data/trusted"),
+	 * never overwritten by another. */
+	r = trusted_open_dir(root_fd, TRUSTED_BIN_DIR, false, 0755, 0, 0, false, &bin_fd);
+	if (r >= 0 && fstatat(bin_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    !is_our_wrapper(bin_fd, name))
+		return -EEXIST;
+	return add_from_fd(root_fd, root, name, script_fd, ret_digest, why, why_size);
 }
 
 int trusted_remove(const char *root, const char *name)

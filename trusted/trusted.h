@@ -343,7 +343,9 @@ int trusted_lock(int root_fd, unsigned wait_ms, int *ret_fd);
 /* Copy a script from an fd the caller opened (regular file, owned by root, writable by no one
  * else: -EPERM otherwise) to /data/trusted/NAME, root 0755, and write the wrapper
  * /data/bin/NAME. -ENOEXEC, with the reason in why, when its #! interpreter fails
- * trusted_interp_check or secure_path trusted_secure_path_check. Does not touch sudoers: call trusted_install() after. */
+ * trusted_interp_check or secure_path trusted_secure_path_check. -EEXIST when /data/bin/NAME
+ * is there and is not our wrapper (trusted_adopt_from_bin takes that one). Does not touch
+ * sudoers: call trusted_install() after. */
 int trusted_add_fd(const char *root, const char *name, int script_fd,
 		   char ret_digest[SHA256_HEX_SIZE], char *why, size_t why_size);
 

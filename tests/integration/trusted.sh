@@ -332,6 +332,12 @@ printf '#!/bin/sh\necho planted\n' >"$R/data/bin/planted"
 chown "$AUID" "$R/data/bin/planted"
 out=$("$P" trusted adopt planted --root "$R" 2>&1)
 is "adopt refuses a file the agent owns" "$?" 1
+# add with another script does not replace the operator's: it was lost without a word
+cp -p "$R/data/bin/tool" "$S/tool.orig"
+out=$("$P" trusted add tool "$S/hello" --root "$R" 2>&1)
+is "add over an operator's /data/bin/NAME: refused (exit 1)" "$?" 1
+like "... saying what to do" "$out" "/data/bin/tool is there and is not a trusted command's wrapper: not replaced. .pistisd trusted adopt tool."
+ok "... and the operator's script is kept, nothing added" sh -c "cmp -s '$S/tool.orig' '$R/data/bin/tool' && test ! -e '$R/data/trusted/tool'"
 ok "adopt tool" "$P" trusted adopt tool --root "$R"
 is "adopted script is in /data/trusted" "$(stat -c '%u %a' "$R/data/trusted/tool")" "0 755"
 like "the agent runs the adopted tool as pi-tools" "$(agent tool 2>&1)" "^tool as pi-tools$"
