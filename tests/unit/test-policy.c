@@ -27,7 +27,7 @@ TEST(defaults_parse)
 
 	ASSERT_EQ(policy_rules_parse(policy_defaults_json, policy_defaults_json_len(), &r, &err),
 		  0);
-	ASSERT_EQ(r->n, 10u);
+	ASSERT_EQ(r->n, 11u);
 	/* Sorted bytewise, so a parent always comes before what lies beneath it. */
 	for (size_t i = 1; i < r->n; i++)
 		EXPECT_LT(strcmp(r->rules[i - 1].path, r->rules[i].path), 0);
@@ -39,6 +39,10 @@ TEST(defaults_parse)
 	EXPECT_EQ(policy_rules_match(r, "/data/.secrets")->access == POLICY_NONE, true);
 	EXPECT_EQ(policy_rules_match(r, "/data/trusted/gh-token")->access == POLICY_READ, true);
 	EXPECT_EQ(policy_rules_match(r, "/certs/key.pem")->access == POLICY_NONE, true);
+	/* The seed: an extension's own data (a browser's cookies) is closed to the agents. */
+	EXPECT_EQ(policy_rules_match(r, "/data/extension-data/browser/Cookies")->access ==
+			  POLICY_NONE,
+		  true);
 	EXPECT_NULL(policy_rules_match(r, "/data"));
 	EXPECT_NULL(policy_rules_match(r, "/data/binaries"));
 	EXPECT_NULL(policy_rules_match(r, "/etc/passwd"));
