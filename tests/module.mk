@@ -39,3 +39,5 @@ INTEGRATION_TESTS += tests/integration/doc-names.sh
 # The examples docs/ shows (registry, pistis.json, serve.conf, rules, Dockerfile) as pasted.
 INTEGRATION_TESTS += tests/integration/doc-examples.sh
 INTEGRATION_TESTS += tests/integration/workload.sh
+# The seed pages' promises to users, end to end through the relay, one line each.
+INTEGRATION_TESTS += tests/integration/seed-promises.sh
