@@ -2433,6 +2433,21 @@ static void on_signal(int sig)
 		lws_cancel_service(R.ctx);
 }
 
+/* on_signal reads R.ctx: SIGTERM and SIGINT are blocked first, so a second one while the
+ * context is torn down (an operator's second ^C, an orchestrator's repeated TERM) stays
+ * pending instead of waking a context that is being freed or is gone. */
+static void context_destroy(void)
+{
+	sigset_t stop_signals;
+
+	sigemptyset(&stop_signals);
+	sigaddset(&stop_signals, SIGTERM);
+	sigaddset(&stop_signals, SIGINT);
+	sigprocmask(SIG_BLOCK, &stop_signals, NULL);
+	lws_context_destroy(R.ctx);
+	R.ctx = NULL;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -2575,7 +2590,7 @@ int main(int argc, char **argv)
 	if (make_vhost("sandboxes", R.cfg.listen_sandbox, sandbox_protocols,
 		       R.cfg.tls_cert != NULL) < 0 ||
 	    make_vhost("clients", R.cfg.listen_client, client_protocols, false) < 0) {
-		lws_context_destroy(R.ctx);
+		context_destroy();
 		log_lws_flush();
 		return 111;
 	}
@@ -2585,7 +2600,7 @@ int main(int argc, char **argv)
 			break;
 		wire_check();
 	}
-	lws_context_destroy(R.ctx);
+	context_destroy();
 	log_lws_flush();
 	smin_config_free(&R.cfg);
 	for (size_t i = 0; i < R.cfg.n_sandboxes; i++) {

@@ -123,4 +123,48 @@ for round in 1 2 3; do
 	ok "round $round: ... within 1 s (${1:-?} ms)" test "${1:-9999}" -lt 1000
 	rc=
 done
+
+# A second SIGTERM while the context is torn down waits, blocked, instead of running a
+# handler that wakes the context being freed. A shim around libwebsockets (server-min links
+# it dynamically) sends the second signal right after lws_context_destroy and fails the
+# run if anything then calls lws_cancel_service: without the blocking, the handler did,
+# with the freed context.
+if command -v cc >/dev/null; then
+	cat >"$W/twice.c" <<'C'
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <signal.h>
+#include <unistd.h>
+static volatile sig_atomic_t destroyed;
+void lws_context_destroy(void *ctx)
+{
+	void (*real)(void *) = (void (*)(void *))dlsym(RTLD_NEXT, "lws_context_destroy");
+	real(ctx);
+	destroyed = 1;
+	raise(SIGTERM);
+}
+void lws_cancel_service(void *ctx)
+{
+	void (*real)(void *) = (void (*)(void *))dlsym(RTLD_NEXT, "lws_cancel_service");
+	static const char msg[] = "lws_cancel_service after lws_context_destroy\n";
+
+	if (destroyed) {
+		(void)!write(2, msg, sizeof(msg) - 1);
+		_exit(99);
+	}
+	real(ctx);
+}
+C
+	cc -shared -fPIC -o "$W/twice.so" "$W/twice.c" -ldl
+fi
+ok "the second-SIGTERM shim is built" test -f "$W/twice.so"
+LD_PRELOAD=$W/twice.so "$BIN/server-min" --config "$W/pistis.json" 2>"$W/twice.log" &
+SM=$!
+ok "server-min listens (second-SIGTERM shim)" wait_port "$CP"
+kill -TERM "$SM"
+wait "$SM"
+is "a SIGTERM during the teardown waits: server-min exits 0" "$?" 0
+SM=
+unlike "... and nothing wakes the destroyed context" "$(cat "$W/twice.log")" \
+	'lws_cancel_service after lws_context_destroy'
 done_testing
