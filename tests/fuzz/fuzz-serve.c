@@ -81,7 +81,7 @@ int fz_users_ensure(const char *root, const char *agent_id, uid_t want_uid,
 	snprintf(ret->agent_id, sizeof(ret->agent_id), "%s", agent_id);
 	snprintf(ret->name, sizeof(ret->name), "pi-agent-%08x", h);
 	snprintf(ret->home, sizeof(ret->home), "/data/sandbox-home/%s", ret->name);
-	snprintf(ret->tmpdir, sizeof(ret->tmpdir), "%s/tmp", ret->home);
+	snprintf(ret->tmpdir, sizeof(ret->tmpdir), "/data/sandbox-home/%s/tmp", ret->name);
 	return 0;
 }
 

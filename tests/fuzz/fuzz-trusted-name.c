@@ -101,18 +101,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	 * only path bytes, is where pos says in the text, and pos only moves forward. */
 	{
 		const char *t = (const char *)data;
-		static char path[PATH_MAX];
+		static char found[PATH_MAX];
 		size_t pos = 0, line = 1, last = 0, nl = 1;
 
-		while (trusted_script_path_next(t, size, &pos, &line, path)) {
-			size_t l = strlen(path);
+		while (trusted_script_path_next(t, size, &pos, &line, found)) {
+			size_t l = strlen(found);
 
-			if (path[0] != '/' || l >= PATH_MAX || pos < l || pos > size ||
-			    pos <= last || memcmp(t + pos - l, path, l) || line < nl)
+			if (found[0] != '/' || l >= PATH_MAX || pos < l || pos > size ||
+			    pos <= last || memcmp(t + pos - l, found, l) || line < nl)
 				abort();
 			for (size_t i = 0; i < l; i++)
-				if (!isalnum((unsigned char)path[i]) &&
-				    !strchr("._+@%~-/", path[i]))
+				if (!isalnum((unsigned char)found[i]) &&
+				    !strchr("._+@%~-/", found[i]))
 					abort();
 			last = pos;
 			nl = line;
