@@ -72,13 +72,16 @@ static int explain(int root_fd, struct policy_mark_key *k, const struct policy_r
 {
 	_cleanup_close_ int cur = -1;
 	_cleanup_free_ struct node_perm *perms = calloc(2, sizeof(*perms));
-	struct node_perm *parent = perms, *node = perms + 1;
+	struct node_perm *parent, *node;
 	const char *p = path;
 	size_t done = 0;
 
 	memset(ret, 0, sizeof(*ret));
 	if (!perms)
 		return -ENOMEM;
+	/* after the check: perms + 1 on NULL is undefined behaviour */
+	parent = perms;
+	node = perms + 1;
 	/* No rule changes a tree of pistis's own, whatever covers it (walk.c). */
 	ret->reserved = policy_path_reserved(path, strlen(path));
 	ret->rule = ret->reserved ? NULL : policy_rules_match(rules, path);
