@@ -6,6 +6,7 @@
 #   make check-asan   unit tests under ASan+UBSan (glibc build)
 #   make fuzz-smoke   each libFuzzer target for $(FUZZ_SECONDS) s
 #   make format-check clang-format over the tree
+#   make analyze      gcc -fanalyzer, clang-tidy, cppcheck; fails on a finding not known
 #   make demo         build, pistisd check, pi-env on a hostile environment
 
 B := build
@@ -103,6 +104,16 @@ $(B)/asan/obj/%.o: %.c | host-deps
 $(B)/fuzz/obj/%.o: %.c | fuzz-deps
 	@mkdir -p $(@D)
 	$(call quiet,CC.fuzz,$<)$(CC_FUZZ) $(FUZZ_CFLAGS) -c $< -o $@
+# `make analyze` compiles each file of the tree once with the host compiler and flags, as the
+# build that links it sees it: server-min's against the system's libraries, the fuzz entry
+# points with PISTIS_FUZZ, the rest (the static binaries and their tests) against the cached
+# prefix's headers (our patched libwebsockets). -Wno-unused-result: glibc's
+# warn_unused_result fires on calls the code discards on purpose with (void), which gcc does
+# not accept (gcc bug 66425); the musl build, which ships, has no such attribute.
+$(B)/analyze/obj/%.o: %.c $(B)/deps.mk | host-deps
+	@mkdir -p $(@D)
+	$(call quiet,CC.an,$<)$(CC_HOST) $(HOST_CFLAGS) -Wno-unused-result $(call analyze_flags,$<) $(ANALYZE_GCC_FLAGS) \
+		-c $< -o $@
 
 define lib_rule # variant, name
 $(B)/$(1)/lib$(2).a: $(call objs,$(1),$($(2)_SRCS))
@@ -133,6 +144,12 @@ $(foreach b,$(HOST_BINS),$(eval $(call glibc_bin_rule,host,$(b),$(B)/bin)))
 $(foreach b,$(UNIT_TESTS),$(eval $(call glibc_bin_rule,asan,$(b),$(B)/asan/tests)))
 $(foreach b,$(FUZZERS),$(eval $(call glibc_bin_rule,fuzz,$(b),$(B)/fuzz/bin)))
 
+# `make analyze`'s per-file flags (see its object rule above).
+ANALYZE_SRCS = $(filter %.c,$(SOURCES))
+ANALYZE_HOST_SRCS = $(foreach b,$(HOST_BINS),$($(b)_SRCS))
+analyze_flags = $(if $(filter $(1),$(ANALYZE_HOST_SRCS)),,$(if $(filter tests/fuzz/%,$(1)),\
+	-DPISTIS_FUZZ=1,-I$(DEPS_PREFIX)/include)) $(ANALYZE_CFLAGS)
+
 # pistisd-musl is the very same file under the name the documented COPY line uses.
 $(B)/bin/pistisd-musl: $(B)/bin/pistisd
 	ln -f $< $@
@@ -143,7 +160,8 @@ ALL_BINS := $(addprefix $(B)/bin/,$(MUSL_BINS) $(HOST_BINS)) \
 	$(if $(filter pistisd,$(MUSL_BINS)),$(B)/bin/pistisd-musl)
 TEST_BINS := $(addprefix $(B)/tests/,$(UNIT_TESTS) $(MUSL_TEST_BINS))
 
-.PHONY: all host tests check check-asan fuzz fuzz-smoke format format-check demo clean distclean
+.PHONY: all host tests check check-asan fuzz fuzz-smoke format format-check analyze analyze-objs \
+	demo clean distclean
 all: $(ALL_BINS)
 host: $(addprefix $(B)/bin/,$(HOST_BINS))
 tests: $(TEST_BINS)
@@ -180,6 +198,11 @@ fuzz-smoke:
 	@tests/fuzz-smoke.sh $(FUZZ_SECONDS) $(FUZZERS)
 
 SOURCES = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
+analyze-objs: $(call objs,analyze,$(ANALYZE_SRCS))
+# Not part of `make check` (11-13 minutes on two cores); docs/building.md.
+analyze: host-deps
+	@scripts/bootstrap.sh analyze
+	@scripts/analyze.sh $(B)
 format:
 	clang-format -i $(SOURCES)
 format-check:

@@ -32,7 +32,8 @@ $(B)/gen/%/seccomp-bpf.gen.h: $(B)/gen/%/seccomp-gen
 	$(call quiet,GEN,$@)$< > $@.tmp && mv -f $@.tmp $@
 $(B)/musl/obj/pistisd/seccomp-bpf.o: $(B)/gen/musl/seccomp-bpf.gen.h
 $(B)/musl/obj/pistisd/seccomp-bpf.o: MUSL_CFLAGS += -I$(B)/gen/musl
-$(foreach v,host asan fuzz,$(eval $(B)/$(v)/obj/pistisd/seccomp-bpf.o: $(B)/gen/glibc/seccomp-bpf.gen.h))
+$(foreach v,host asan fuzz analyze,$(eval $(B)/$(v)/obj/pistisd/seccomp-bpf.o: $(B)/gen/glibc/seccomp-bpf.gen.h))
+$(B)/analyze/obj/pistisd/seccomp-bpf.o: ANALYZE_CFLAGS += -I$(B)/gen/glibc
 $(B)/host/obj/pistisd/seccomp-bpf.o: HOST_CFLAGS += -I$(B)/gen/glibc
 $(B)/asan/obj/pistisd/seccomp-bpf.o: ASAN_CFLAGS += -I$(B)/gen/glibc
 $(B)/fuzz/obj/pistisd/seccomp-bpf.o: FUZZ_CFLAGS += -I$(B)/gen/glibc

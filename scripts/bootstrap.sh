@@ -1,6 +1,6 @@
 #!/bin/sh
 # Install the Debian packages a pistis build or test run needs, and say which.
-# Usage: scripts/bootstrap.sh [build|check|asan|fuzz|demo|bench|docker]...
+# Usage: scripts/bootstrap.sh [build|check|asan|fuzz|analyze|demo|bench|docker]...
 # Idempotent: a package already installed is not touched; nothing happens
 # when everything is present.
 set -eu
@@ -16,6 +16,9 @@ pkgs_check="$pkgs_build debootstrap busybox-static sudo util-linux iproute2 acl 
 pkgs_asan="gcc clang libseccomp-dev libcap-dev libacl1-dev libcjson-dev libssl-dev
 	libwebsockets-dev libsqlite3-dev"
 pkgs_fuzz="clang libclang-rt-14-dev $pkgs_asan"
+# make analyze: gcc -fanalyzer, clang-tidy (clang's analyser among its checks) and cppcheck
+# over a compile_commands.json that bear records from the analysis build (scripts/analyze.sh)
+pkgs_analyze="clang-tidy cppcheck bear python3 $pkgs_asan"
 pkgs_bench="hyperfine sudo passwd acl util-linux time bc"
 
 want=""
@@ -26,9 +29,10 @@ for what in "$@"; do
 	check|demo) want="$want $pkgs_check" ;;
 	asan) want="$want $pkgs_asan" ;;
 	fuzz) want="$want $pkgs_fuzz" ;;
+	analyze) want="$want $pkgs_analyze" ;;
 	bench) want="$want $pkgs_check $pkgs_bench" ;;
 	docker) want="$want $pkgs_docker" ;;
-	*) echo "bootstrap: unknown set '$what' (build|check|asan|fuzz|demo|bench|docker)" >&2; exit 100 ;;
+	*) echo "bootstrap: unknown set '$what' (build|check|asan|fuzz|analyze|demo|bench|docker)" >&2; exit 100 ;;
 	esac
 done
 
