@@ -4,6 +4,7 @@
 #   make              static musl binaries in build/bin (builds the cached deps first)
 #   make check        everything, ending with "N passed, N failed" (after "N skipped")
 #   make check-asan   unit tests under ASan+UBSan (glibc build)
+#   make check-tsan   the threaded parts' unit tests under ThreadSanitizer (TSAN_TESTS)
 #   make fuzz-smoke   each libFuzzer target for $(FUZZ_SECONDS) s
 #   make format-check clang-format over the tree
 #   make analyze      gcc -fanalyzer, clang-tidy, cppcheck; fails on a finding not known
@@ -66,6 +67,14 @@ ASAN_CFLAGS := $(BASE_CFLAGS) -O1 -g -fno-omit-frame-pointer -fsanitize=address,
 ASAN_LDFLAGS := -fsanitize=address,undefined -Wl,--as-needed
 ASAN_EXT_LIBS := $(HOST_EXT_LIBS)
 
+# ThreadSanitizer (glibc): the unit tests of the parts that run threads (TSAN_TESTS: the
+# policy walk's workers, the spawn core's spawner thread); tests/tsan.supp says what it
+# is told to leave alone and why.
+CC_TSAN := gcc
+TSAN_CFLAGS := $(BASE_CFLAGS) -O1 -g -fno-omit-frame-pointer -fsanitize=thread -DPISTIS_TSAN=1
+TSAN_LDFLAGS := -fsanitize=thread -Wl,--as-needed
+TSAN_EXT_LIBS := $(HOST_EXT_LIBS)
+
 # libFuzzer (clang).
 CC_FUZZ := clang
 FUZZ_CFLAGS := $(filter-out -Werror=format=2 -MMD -MP,$(BASE_CFLAGS)) -O1 -g \
@@ -78,6 +87,7 @@ LIBS :=
 MUSL_BINS :=
 HOST_BINS :=
 UNIT_TESTS :=
+TSAN_TESTS :=
 MUSL_TEST_BINS :=
 FUZZERS :=
 INTEGRATION_TESTS :=
@@ -101,6 +111,9 @@ $(B)/host/obj/%.o: %.c | host-deps
 $(B)/asan/obj/%.o: %.c | host-deps
 	@mkdir -p $(@D)
 	$(call quiet,CC.asan,$<)$(CC_ASAN) $(ASAN_CFLAGS) -c $< -o $@
+$(B)/tsan/obj/%.o: %.c | host-deps
+	@mkdir -p $(@D)
+	$(call quiet,CC.tsan,$<)$(CC_TSAN) $(TSAN_CFLAGS) -c $< -o $@
 $(B)/fuzz/obj/%.o: %.c | fuzz-deps
 	@mkdir -p $(@D)
 	$(call quiet,CC.fuzz,$<)$(CC_FUZZ) $(FUZZ_CFLAGS) -c $< -o $@
@@ -121,7 +134,7 @@ $(B)/$(1)/lib$(2).a: $(call objs,$(1),$($(2)_SRCS))
 	@rm -f $$@
 	$$(call quiet,AR,$$@)$$(AR) rcs $$@ $$^
 endef
-$(foreach v,musl host asan fuzz,$(foreach l,$(LIBS),$(eval $(call lib_rule,$(v),$(l)))))
+$(foreach v,musl host asan tsan fuzz,$(foreach l,$(LIBS),$(eval $(call lib_rule,$(v),$(l)))))
 
 define musl_bin_rule # name, output dir
 $(B)/musl/$(1): $(MUSL_START_OBJS) $(call objs,musl,$($(1)_SRCS)) $(call libs,musl,$($(1)_LIBS))
@@ -142,6 +155,7 @@ $(3)/$(2): $(call objs,$(1),$($(2)_SRCS)) $(call libs,$(1),$($(2)_LIBS))
 endef
 $(foreach b,$(HOST_BINS),$(eval $(call glibc_bin_rule,host,$(b),$(B)/bin)))
 $(foreach b,$(UNIT_TESTS),$(eval $(call glibc_bin_rule,asan,$(b),$(B)/asan/tests)))
+$(foreach b,$(TSAN_TESTS),$(eval $(call glibc_bin_rule,tsan,$(b),$(B)/tsan/tests)))
 $(foreach b,$(FUZZERS),$(eval $(call glibc_bin_rule,fuzz,$(b),$(B)/fuzz/bin)))
 
 # `make analyze`'s per-file flags (see its object rule above).
@@ -160,8 +174,8 @@ ALL_BINS := $(addprefix $(B)/bin/,$(MUSL_BINS) $(HOST_BINS)) \
 	$(if $(filter pistisd,$(MUSL_BINS)),$(B)/bin/pistisd-musl)
 TEST_BINS := $(addprefix $(B)/tests/,$(UNIT_TESTS) $(MUSL_TEST_BINS))
 
-.PHONY: all host tests check check-asan fuzz fuzz-smoke format format-check analyze analyze-objs \
-	demo clean distclean
+.PHONY: all host tests check check-asan check-tsan fuzz fuzz-smoke format format-check analyze \
+	analyze-objs demo clean distclean
 all: $(ALL_BINS)
 host: $(addprefix $(B)/bin/,$(HOST_BINS))
 tests: $(TEST_BINS)
@@ -190,6 +204,14 @@ check-asan: $(addprefix $(B)/tests/,$(MUSL_TEST_BINS))
 	@$(MAKE) --no-print-directory $(addprefix $(B)/asan/tests/,$(UNIT_TESTS))
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 		tests/run.sh $(addprefix $(B)/asan/tests/,$(UNIT_TESTS))
+
+# die_after_fork=0: the spawn tests start commands in a forked copy of a process whose
+# spawner thread did not come along, and the copy starts its own (spawn-vfork.c).
+check-tsan: $(addprefix $(B)/tests/,$(MUSL_TEST_BINS))
+	@scripts/bootstrap.sh asan
+	@$(MAKE) --no-print-directory $(addprefix $(B)/tsan/tests/,$(TSAN_TESTS))
+	@TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:die_after_fork=0:suppressions=$(CURDIR)/tests/tsan.supp \
+		tests/run.sh $(addprefix $(B)/tsan/tests/,$(TSAN_TESTS))
 
 fuzz: $(addprefix $(B)/fuzz/bin/,$(FUZZERS))
 fuzz-smoke:

@@ -32,14 +32,16 @@ $(B)/gen/%/seccomp-bpf.gen.h: $(B)/gen/%/seccomp-gen
 	$(call quiet,GEN,$@)$< > $@.tmp && mv -f $@.tmp $@
 $(B)/musl/obj/pistisd/seccomp-bpf.o: $(B)/gen/musl/seccomp-bpf.gen.h
 $(B)/musl/obj/pistisd/seccomp-bpf.o: MUSL_CFLAGS += -I$(B)/gen/musl
-$(foreach v,host asan fuzz analyze,$(eval $(B)/$(v)/obj/pistisd/seccomp-bpf.o: $(B)/gen/glibc/seccomp-bpf.gen.h))
+$(foreach v,host asan tsan fuzz analyze,$(eval $(B)/$(v)/obj/pistisd/seccomp-bpf.o: $(B)/gen/glibc/seccomp-bpf.gen.h))
 $(B)/analyze/obj/pistisd/seccomp-bpf.o: ANALYZE_CFLAGS += -I$(B)/gen/glibc
 $(B)/host/obj/pistisd/seccomp-bpf.o: HOST_CFLAGS += -I$(B)/gen/glibc
 $(B)/asan/obj/pistisd/seccomp-bpf.o: ASAN_CFLAGS += -I$(B)/gen/glibc
 $(B)/fuzz/obj/pistisd/seccomp-bpf.o: FUZZ_CFLAGS += -I$(B)/gen/glibc
+$(B)/tsan/obj/pistisd/seccomp-bpf.o: TSAN_CFLAGS += -I$(B)/gen/glibc
 pistisd_SRCS += pistisd/run-cli.c
 pistisd_LIBS := spawn $(pistisd_LIBS)
 UNIT_TESTS += test-spawn
+TSAN_TESTS += test-spawn
 test-spawn_SRCS := tests/unit/test-spawn.c
 test-spawn_LIBS := spawn lib
 MUSL_TEST_BINS += probe bench-spawn

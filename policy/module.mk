@@ -9,9 +9,10 @@ pistisd_LIBS := policy $(pistisd_LIBS)
 pistisd_SRCS += policy/cli.c
 
 # defaults.c pulls policy/defaults.json in with .incbin, which -MMD does not see.
-$(foreach v,musl host asan fuzz analyze,$(B)/$(v)/obj/policy/defaults.o): policy/defaults.json
+$(foreach v,musl host asan tsan fuzz analyze,$(B)/$(v)/obj/policy/defaults.o): policy/defaults.json
 
 UNIT_TESTS += test-policy test-policy-walk
+TSAN_TESTS += test-policy-walk
 test-policy_SRCS := tests/unit/test-policy.c
 test-policy_LIBS := policy lib
 test-policy-walk_SRCS := tests/unit/test-policy-walk.c

@@ -8,6 +8,7 @@ pistisd_LIBS := users $(pistisd_LIBS)
 pistisd_SRCS += sandbox-users/cli.c
 
 UNIT_TESTS += test-users-sha256 test-users
+TSAN_TESTS += test-users
 test-users-sha256_SRCS := tests/unit/test-users-sha256.c
 test-users-sha256_LIBS := lib
 test-users_SRCS := tests/unit/test-users.c
