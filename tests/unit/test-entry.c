@@ -11,11 +11,15 @@
 #include "lib/tap.h"
 #include "pistisd-entry/entry.h"
 
+/* argv is static: the options keep pointers into it (o->cmd), which the tests read after
+ * parse returns. */
 static int parse(struct entry_opts *o, const char **err, const char **arg, ...)
 {
-	char *argv[32] = {(char *)"pistisd-entry"};
+	static char *argv[32];
 	int argc = 1;
 	va_list ap;
+
+	argv[0] = (char *)"pistisd-entry";
 
 	va_start(ap, arg);
 	for (char *a; (a = va_arg(ap, char *)) && argc < 31;)
