@@ -10,7 +10,7 @@ pkgs_build="make gcc musl musl-tools musl-dev gperf dpkg-dev cmake perl pkg-conf
 pkgs_docker="docker.io"
 # docker.io: tests/integration/docker.sh runs the binaries in real containers (its own dockerd)
 pkgs_check="$pkgs_build debootstrap busybox-static sudo util-linux iproute2 acl attr clang-format
-	python3 libcap2-bin procps strace passwd time bc $pkgs_docker"
+	python3 libcap2-bin procps strace passwd time bc valgrind $pkgs_docker"
 # passwd, time, bc: the benchmarks' short runs in make check (tests/integration/bench-smoke.sh):
 # useradd is users.sh's baseline, /usr/bin/time and bc time and divide policy.sh's rows
 pkgs_asan="gcc clang libseccomp-dev libcap-dev libacl1-dev libcjson-dev libssl-dev

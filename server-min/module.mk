@@ -33,6 +33,8 @@ INTEGRATION_TESTS += tests/integration/relay-control-frames.sh
 INTEGRATION_TESTS += tests/integration/relay-sandbox-malformed.sh
 # One client that does not read stalls a sandbox for at most a grace period.
 INTEGRATION_TESTS += tests/integration/relay-slow.sh
+# Under valgrind memcheck: what server-min allocated is freed at its exit.
+INTEGRATION_TESTS += tests/integration/relay-exit-leaks.sh
 # One agent stalling its spawn children does not stall serve for the others.
 INTEGRATION_TESTS += tests/integration/serve-stall.sh tests/integration/serve-restart.sh \
 	tests/integration/serve-credit.sh tests/integration/serve-strays.sh \

@@ -2602,7 +2602,7 @@ int main(int argc, char **argv)
 	}
 	context_destroy();
 	log_lws_flush();
-	smin_config_free(&R.cfg);
+	/* (smin_config_free zeroes R.cfg, n_sandboxes with it: after the loop) */
 	for (size_t i = 0; i < R.cfg.n_sandboxes; i++) {
 		free(R.sbs[i].pend);
 		free(R.sbs[i].pend_of);
@@ -2610,6 +2610,7 @@ int main(int argc, char **argv)
 		index_free(&R.sbs[i].pend_of_client);
 		free(R.sbs[i].route_slots);
 	}
+	smin_config_free(&R.cfg);
 	free(R.sbs);
 	free(R.routes);
 	for (int k = 0; k < N_ROUTE_INDEXES; k++)
