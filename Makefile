@@ -235,7 +235,7 @@ demo: all
 	@scripts/demo.sh
 
 clean:
-	rm -rf $(B)/musl $(B)/host $(B)/asan $(B)/fuzz $(B)/bin $(B)/tests
+	rm -rf $(B)/musl $(B)/host $(B)/asan $(B)/tsan $(B)/analyze $(B)/fuzz $(B)/bin $(B)/tests
 distclean:
 	rm -rf $(B)
 
