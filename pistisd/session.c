@@ -235,6 +235,18 @@ static bool agent_over(const struct reader *ag, uint64_t share)
 	return ag->buffered >= share && T.buffered >= T.max_buffered / 2;
 }
 
+/* What each command may hold before its agent's bound pauses it: an agent whose stalled
+ * readers (clients killed mid-command, whose output waits 10 minutes for an attach) hold
+ * its share kept every later command of its paused, an `echo` included, until those ended
+ * (dynamic analysis soak). Under this each still reads, so a reader that acknowledges
+ * goes on, at worst a floor at a time; 256 commands hold at most 16 MiB (and a read
+ * each) more, and the bound on all commands still pauses every one. */
+#define AGENT_FLOOR (64u * 1024u)
+static bool agent_holds(const struct cmd *c, uint64_t share)
+{
+	return c->buffered >= AGENT_FLOOR && agent_over(c->ag, share);
+}
+
 /* After output was acknowledged or dropped: every command paused for the bounds and
  * now under the halves of its own, its reader's and its agent's reads again. */
 static void set_paused(struct cmd *c, bool paused);
@@ -248,7 +260,8 @@ static void resume_paused(void)
 	 * acknowledged or not. */
 	for (struct cmd *x = T.cmds; x; x = x->next)
 		if (x->paused && x->buffered < PROTO_MAX_BUFFERED / 2 &&
-		    x->rd->buffered < reader_max() / 2 && !agent_over(x->ag, reader_max() / 2) &&
+		    x->rd->buffered < reader_max() / 2 &&
+		    (x->buffered < AGENT_FLOOR / 2 || !agent_over(x->ag, reader_max() / 2)) &&
 		    T.buffered < (x->paused_for_total ? T.max_buffered / 2 : T.max_buffered))
 			set_paused(x, false);
 }
@@ -262,7 +275,7 @@ static void count_buffered(struct cmd *c, size_t n)
 	c->ag->buffered += n;
 	T.buffered += n;
 	own = c->buffered >= PROTO_MAX_BUFFERED || c->rd->buffered >= reader_max() ||
-	      agent_over(c->ag, reader_max());
+	      agent_holds(c, reader_max());
 	if (own || T.buffered >= T.max_buffered) {
 		c->paused_for_total = !own;
 		set_paused(c, true);
@@ -271,7 +284,8 @@ static void count_buffered(struct cmd *c, size_t n)
 	 * next read: 32 commands would take up to a frame each past the share. */
 	if (agent_over(c->ag, reader_max()))
 		for (struct cmd *x = T.cmds; x; x = x->next)
-			if (x->ag == c->ag && !x->paused && !x->starting) {
+			if (x->ag == c->ag && !x->paused && !x->starting &&
+			    agent_holds(x, reader_max())) {
 				x->paused_for_total = false;
 				set_paused(x, true);
 			}

@@ -66,6 +66,25 @@ def main():
     ended = c.wait_json(lambda m: m.get("event") == "exec.exit" and m.get("cmd") == cmd, 1)
     print("alice_exit=%s" % ("yes" if ended else "no"))
 
+    # dave's own stalled reader (a client killed mid-command) takes dave to its quarter
+    # while all commands hold more than half the bound: dave is over its agent bound. Its
+    # next command, from another client, must still run to its end.
+    for i in range(2):
+        o = req({"id": "d%d" % i, "op": "exec.start", "agent": "dave", "reader": "r4",
+                 "argv": ["head", "-c", "40M", "/dev/zero"]})
+        if not o or not o.get("ok"):
+            print("dave_start=%s" % json.dumps(o))
+            return
+    time.sleep(2)
+    st = req({"id": "st", "op": "sandbox.status"})
+    print("total_over_half=%s" % ("yes" if st and st.get("buffered", 0) >= 32 << 20 else
+                                  json.dumps(st)))
+    o = req({"id": "d9", "op": "exec.start", "agent": "dave", "reader": "r5",
+             "argv": ["echo", "dave-still-runs"]})
+    dcmd = o["cmd"] if o and o.get("ok") else -1
+    ended = c.wait_json(lambda m: m.get("event") == "exec.exit" and m.get("cmd") == dcmd, 10)
+    print("dave_echo_exit=%s" % ("yes" if ended else "no"))
+
 
 if __name__ == "__main__":
     main()

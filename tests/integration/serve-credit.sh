@@ -18,5 +18,8 @@ val() { sed -n "s/^$1=//p" "$W/out" | head -n 1; }
 is "the acknowledging reader gets all of its 30 MiB while two others stall at half the bound" \
 	"$(val alice_bytes)" 31457280
 is "... and its command's end" "$(val alice_exit)" yes
+is "an agent over its bound by its own stalled reader: all commands over half the bound" \
+	"$(val total_over_half)" yes
+is "... its next command, read by another client, still runs to its end" "$(val dave_echo_exit)" yes
 ok "pistisd serve is still running" kill -0 "$PD"
 done_testing
