@@ -23,6 +23,7 @@ int fz_users_ensure(const char *root, const char *agent_id, uid_t want_uid,
 		    struct users_identity *ret);
 int fz_users_ensure_base(const char *root);
 int fz_spawn_ctx_new(struct spawn_ctx **ret);
+int fz_spawn_ctx_new_why(struct spawn_ctx **ret, const char **why);
 void fz_spawn_ctx_free(struct spawn_ctx *ctx);
 int fz_spawn_ctx_cgroup_base_fd(const struct spawn_ctx *ctx);
 int fz_spawn_ctx_proc_fd(const struct spawn_ctx *ctx);
@@ -60,6 +61,7 @@ int fz_send_pipe_choked(struct lws *wsi);
 #define users_ensure fz_users_ensure
 #define users_ensure_base fz_users_ensure_base
 #define spawn_ctx_new fz_spawn_ctx_new
+#define spawn_ctx_new_why fz_spawn_ctx_new_why
 #define spawn_ctx_free fz_spawn_ctx_free
 #define spawn_ctx_cgroup_base_fd fz_spawn_ctx_cgroup_base_fd
 #define spawn_ctx_proc_fd fz_spawn_ctx_proc_fd
