@@ -41,6 +41,7 @@ is "no more threads" "$(val d_threads)" 0
 is "no children left" "$(val d_children)" 0
 is "no zombies" "$(val d_zombies)" 0
 ok "no more command cgroups under the agent's: $(val d_cgroups)" test "$(val d_cgroups)" -le 0
+ok "... and no more than its 4 reusable slots: $(val slots)" test "$(val slots)" -le 4
 is "no process of the agent left" "$(root_pids "$R" $U | wc -l)" 0
 is "nothing of the agent's left in /tmp but its fixtures" \
 	"$(find "$R/tmp" -mindepth 1 -user $U ! -path "$R/tmp/soak*" -printf '%P\n' | grep -v "^pistis-$AG" | head -5)" ""
