@@ -197,6 +197,12 @@ TEST(arena_kept_between_calls_zeroed_and_not_forked)
 	ASSERT_NOT_NULL(z);
 	for (size_t i = 0; i < 1000; i++)
 		ASSERT_EQ(z[i], 0);
+	if (!arena) { /* malloc's blocks (ASan builds): the arena does not take them back */
+		free(s1);
+		free(r2);
+		free(a);
+		free(z);
+	}
 	uarena_end(false);
 	if (arena) {
 		/* Still mapped and populated up to 4 MiB of the big block, zero already; the
@@ -231,6 +237,10 @@ TEST(arena_kept_between_calls_zeroed_and_not_forked)
 	ASSERT_EQ(b[big - 1], 0);
 	memset(b, 0xa5, 4096);
 	memset(s2, 0xa5, 100);
+	if (!arena) {
+		free(s2);
+		free(b);
+	}
 	uarena_end(false);
 
 	pid_t pid = fork();
@@ -255,6 +265,8 @@ TEST(arena_kept_between_calls_zeroed_and_not_forked)
 	EXPECT_NOT_NULL(res);
 	if (arena)
 		EXPECT_TRUE(res != (void *)s2); /* its own mapping, not the kept one */
+	else
+		free(res);
 
 	uarena_begin();
 	uint8_t *d = uarena_calloc(4096, 1);
@@ -263,6 +275,8 @@ TEST(arena_kept_between_calls_zeroed_and_not_forked)
 		EXPECT_TRUE(d == s2);
 	for (size_t i = 0; i < 4096; i++)
 		ASSERT_EQ(d[i], 0);
+	if (!arena)
+		free(d);
 	uarena_end(false);
 }
 
@@ -1297,6 +1311,7 @@ TEST(registry_roundtrip_and_errors)
 	registry_done(&reg);
 	EXPECT_EQ(registry_parse("", 0, &reg, &line, &why), 0);
 	EXPECT_EQ(reg.n, 0u);
+	registry_done(&reg);
 
 	const struct {
 		const char *rec;
@@ -2104,6 +2119,7 @@ TEST(corrupt_files_name_file_and_line_and_write_nothing)
 	sprintf(bad, "%s10200:pi-agent-zz:active:b\n", before);
 	write_file(etc, "users.registry", bad, 0600, 0);
 	free(bad);
+	free(before);
 	before = read_text(root, "etc/passwd");
 	EXPECT_EQ(users_ensure(root, "b", (uid_t)-1, NULL), -EINVAL);
 	EXPECT_NOT_NULL(strstr(users_last_error(), "/data/pistis/users.registry:3:"));
