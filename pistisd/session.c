@@ -1065,6 +1065,10 @@ static void check_done(struct cmd *c)
 		lws_sul_cancel(&c->tick);
 		kill_strays(c);
 		build_exit(c);
+		/* Until its end is acknowledged (up to LINGER_US) only the result is needed: the
+		 * cgroup goes back to the agent's slots, whose next command reuses it. */
+		spawn_release(c->p);
+		reap_dying(&T.reap);
 	}
 }
 

@@ -2207,6 +2207,15 @@ const struct spawn_result *spawn_result(const struct spawn_proc *p)
 	return &p->result;
 }
 
+void spawn_release(struct spawn_proc *p)
+{
+	if (!p || !spawn_done(p))
+		return;
+	release_leader(p);
+	cgroup_cleanup(p, !p->opts_copy.keep_children);
+	proc_close(p);
+}
+
 void spawn_free(struct spawn_proc *p)
 {
 	if (!p)

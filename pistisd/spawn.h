@@ -372,6 +372,11 @@ int spawn_next_timeout_ms(const struct spawn_proc *p);
 void spawn_tick(struct spawn_proc *p);
 bool spawn_done(const struct spawn_proc *p);
 const struct spawn_result *spawn_result(const struct spawn_proc *p);
+/* Once spawn_done(p): give back what the ended command still holds in the kernel (its
+ * cgroup, to the pool or its slot, with its lock; the leader's pid; every fd), keeping the
+ * result. For a caller that keeps p after the end (pistisd serve, until the end is
+ * acknowledged); spawn_free is still to be called. Before the end it does nothing. */
+void spawn_release(struct spawn_proc *p);
 void spawn_free(struct spawn_proc *p);
 
 /* Minimal loop: output goes to on_output(stream 1|2, data, len); extra_fd (or -1), when

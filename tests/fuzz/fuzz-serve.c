@@ -273,6 +273,10 @@ void fz_spawn_free(struct spawn_proc *p)
 {
 	free(p);
 }
+void fz_spawn_release(struct spawn_proc *p)
+{
+	(void)p;
+}
 pid_t fz_fork(void)
 {
 	errno = EAGAIN; /* file operations are answered as a failed fork */

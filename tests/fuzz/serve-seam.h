@@ -50,6 +50,7 @@ void fz_spawn_tick(struct spawn_proc *p);
 bool fz_spawn_done(const struct spawn_proc *p);
 const struct spawn_result *fz_spawn_result(const struct spawn_proc *p);
 void fz_spawn_free(struct spawn_proc *p);
+void fz_spawn_release(struct spawn_proc *p);
 pid_t fz_fork(void);
 int fz_send_pipe_choked(struct lws *wsi);
 
@@ -87,5 +88,6 @@ int fz_send_pipe_choked(struct lws *wsi);
 #define spawn_done fz_spawn_done
 #define spawn_result(p) fz_spawn_result(p) /* function-like: struct spawn_result stays */
 #define spawn_free fz_spawn_free
+#define spawn_release fz_spawn_release
 #define fork fz_fork
 #define lws_send_pipe_choked fz_send_pipe_choked

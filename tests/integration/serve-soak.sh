@@ -65,5 +65,7 @@ ok "... nor more fds than its pool of empty command cgroups (16): $(val s_fds)" 
 	test "$(val s_fds)" -le 16
 is "300 commands whose readers never acknowledge their end all start, one after the other" \
 	"$(val abandoned_started)" 300
+like "... and the agent's next command still runs in one of its reusable cgroup slots" \
+	"$(val after_abandoned_cgroup)" '/cmd-s[0-3]$'
 ok "pistisd serve is still running" kill -0 "$PD"
 done_testing

@@ -1791,6 +1791,46 @@ TEST(cgroup_slots_are_exclusive)
 	spawn_ctx_free(b);
 }
 
+/* pistisd serve keeps an ended command until its end is acknowledged (10 minutes for a
+ * reader that went away): spawn_release gives its cgroup slot back meanwhile, so the agent's
+ * next command reuses it, and keeps the result. */
+TEST(released_command_gives_its_slot_back)
+{
+	struct spawn_ctx *ctx = NULL;
+	struct spawn_opts o;
+	struct spawn_proc *p = NULL, *p2 = NULL;
+	struct spawn_error err;
+	char first[48];
+	int fds;
+
+	need_root_and_probe(_metadata);
+	ASSERT_EQ(spawn_ctx_new(&ctx), 0);
+	if (strcmp(spawn_ctx_tree_control(ctx), "cgroup"))
+		SKIP("no cgroup v2");
+	base_opts(&o, (char *[]){"/bin/sh", "-c", "exit 7", NULL});
+	o.cgroup_agent = "release-agent";
+	ASSERT_EQ(spawn_start(ctx, &o, &p, &err), 0);
+	snprintf(first, sizeof(first), "%s", p->cgroup_cmd);
+	EXPECT_EQ(strncmp(first, "cmd-s", 5), 0);
+	ASSERT_EQ(spawn_wait(p, NULL), 0);
+	fds = count_fds();
+	spawn_release(p);
+	EXPECT_LE(count_fds(), fds); /* the slot's fd went to the context's pool */
+	EXPECT_EQ(p->cgroup_fd, -1);
+	EXPECT_EQ(p->pidfd, -1);
+	EXPECT_EQ((int)spawn_result(p)->end, SPAWN_END_EXITED);
+	EXPECT_EQ(spawn_result(p)->exit_code, 7);
+	spawn_release(p); /* a second time: nothing left to give */
+	o.argv = (char *[]){"/bin/true", NULL};
+	ASSERT_EQ(spawn_start(ctx, &o, &p2, &err), 0);
+	EXPECT_STREQ(p2->cgroup_cmd, first);
+	ASSERT_EQ(spawn_wait(p2, NULL), 0);
+	spawn_free(p2);
+	spawn_free(p);
+	close(o.cwd_root_fd);
+	spawn_ctx_free(ctx);
+}
+
 /* A command's cgroup that cannot be removed when the command is freed (its killed processes
  * still exiting; here a child cgroup the test made keeps rmdir busy just the same) is not
  * waited for in spawn_free, which pistisd serve calls in its event loop: it is handed to
