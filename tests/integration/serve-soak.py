@@ -275,9 +275,12 @@ class Soak:
             # output past the 8 MiB window: paused until acknowledged, then resumed
             cmd = self.start(argv=["/bin/sh", "-c", "head -c 12000000 /dev/zero"])
             end = time.time() + 30
+            k = 0
             while cmd and time.time() < end and cmd not in self.c.exits:
                 time.sleep(0.3)
-                self.send({"id": "w%d" % cmd, "op": "exec.ack", "cmd": cmd,
+                # a fresh id each: serve refuses one among the connection's last 256
+                k += 1
+                self.send({"id": "w%d.%d" % (cmd, k), "op": "exec.ack", "cmd": cmd,
                            "seq": self.c.seq.get(cmd, 0)})
             if cmd:
                 e = self.ack_done(cmd)
