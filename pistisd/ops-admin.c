@@ -525,7 +525,7 @@ static int install(struct hctx *h, cJSON *o)
  * /data/trusted when you apply"). Answers an error itself (and frees o) when it fails. */
 static int adopt(struct hctx *h, const char *name, cJSON *o)
 {
-	enum proto_err code;
+	char why[256];
 	int r = trusted_adopt_from_bin("/", name);
 
 	if (r >= 0) {
@@ -533,27 +533,11 @@ static int adopt(struct hctx *h, const char *name, cJSON *o)
 		return 0;
 	}
 	cJSON_Delete(o);
-	code = proto_err_from_errno(r);
-	if (r == -ENOENT)
-		answer_error(h, code, 0,
-			     "there is no /data/bin/%s to adopt (give the script in \"data\")",
-			     name);
-	else if (r == -EPERM)
-		answer_error(h, code, 0,
-			     "/data/bin/%s is not root's file, writable by root alone, with one "
-			     "link: not adopted (an agent may have planted it)",
-			     name);
-	else if (r == -EEXIST)
-		answer_error(h, code, 0,
-			     "/data/trusted/%s is there already: remove one of the two first",
-			     name);
-	else if (r == -ENOEXEC)
-		answer_error(h, PROTO_E_BAD_REQUEST, 0,
-			     "/data/bin/%s not adopted: its #! interpreter is not root's alone, "
-			     "relative or missing",
-			     name);
+	if (!trusted_adopt_strerror(r, name, why, sizeof(why)))
+		answer_error(h, proto_err_from_errno(r), 0, "adopt: %s", strerror(-r));
 	else
-		answer_error(h, code, 0, "adopt: %s", strerror(-r));
+		answer_error(h, r == -ENOEXEC ? PROTO_E_BAD_REQUEST : proto_err_from_errno(r), 0,
+			     "%s%s", why, r == -ENOENT ? " (give the script in \"data\")" : "");
 	return -1;
 }
 

@@ -388,28 +388,12 @@ static int verb_remove(const struct opts *o, const char *name)
 
 static int verb_adopt(const struct opts *o, const char *name)
 {
+	char why[256];
 	int r = trusted_adopt_from_bin(o->root, name);
 
-	if (r == -ENOENT) {
-		log_error("/data/bin/%s does not exist", name);
-		return 1;
-	}
-	if (r == -EPERM) {
-		log_error("/data/bin/%s is not a root-owned file writable by root alone with one "
-			  "link: "
-			  "not adopted (an agent may have planted it)",
-			  name);
-		return 1;
-	}
-	if (r == -EEXIST) {
-		log_error("/data/trusted/%s already exists: remove one of the two first", name);
-		return 1;
-	}
-	if (r == -ENOEXEC) {
-		log_error("/data/bin/%s not adopted: its #! interpreter is not root's alone, "
-			  "relative "
-			  "or missing (`pistisd trusted add` of a copy says which)",
-			  name);
+	if (trusted_adopt_strerror(r, name, why, sizeof(why))) {
+		log_error("%s%s", why,
+			  r == -ENOEXEC ? " (`pistisd trusted add` of a copy says which)" : "");
 		return 1;
 	}
 	if (r < 0)

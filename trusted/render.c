@@ -31,6 +31,34 @@ bool trusted_name_valid(const char *name)
 	return true;
 }
 
+const char *trusted_adopt_strerror(int r, const char *name, char *buf, size_t size)
+{
+	switch (r) {
+	case -ENOENT:
+		snprintf(buf, size, "there is no /data/bin/%s to adopt", name);
+		return buf;
+	case -EPERM:
+		snprintf(buf, size,
+			 "/data/bin/%s is not root's file, writable by root alone, with one link: "
+			 "not adopted (an agent may have planted it)",
+			 name);
+		return buf;
+	case -EEXIST:
+		snprintf(buf, size,
+			 "/data/trusted/%s is there already: remove one of the two first", name);
+		return buf;
+	case -ENOEXEC:
+		snprintf(buf, size,
+			 "/data/bin/%s not adopted: its #! interpreter is not root's alone, "
+			 "relative "
+			 "or missing",
+			 name);
+		return buf;
+	default:
+		return NULL;
+	}
+}
+
 static bool hex64_valid(const char *s)
 {
 	size_t i;

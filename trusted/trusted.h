@@ -75,6 +75,11 @@ static inline bool trusted_dropin_text_current(const char *text, size_t len)
  * a shell or a path could read twice. */
 bool trusted_name_valid(const char *name);
 
+/* What a person reads when trusted_adopt_from_bin refused NAME with r (-ENOENT, -EPERM,
+ * -EEXIST, -ENOEXEC), one line in buf (the name is valid: nothing to escape); NULL for any
+ * other r, a system error the caller reports itself. */
+const char *trusted_adopt_strerror(int r, const char *name, char *buf, size_t size);
+
 struct trusted_entry {
 	char name[TRUSTED_NAME_MAX + 1];
 	char digest[SHA256_HEX_SIZE]; /* lower-case hex */

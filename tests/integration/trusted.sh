@@ -332,6 +332,10 @@ printf '#!/bin/sh\necho planted\n' >"$R/data/bin/planted"
 chown "$AUID" "$R/data/bin/planted"
 out=$("$P" trusted adopt planted --root "$R" 2>&1)
 is "adopt refuses a file the agent owns" "$?" 1
+like "... saying why" "$out" "/data/bin/planted is not root's file, writable by root alone, with one link: not adopted"
+out=$("$P" trusted adopt nosuch --root "$R" 2>&1)
+is "adopt of a missing /data/bin/NAME: exit 1" "$?" 1
+like "... saying so" "$out" "there is no /data/bin/nosuch to adopt$"
 # add with another script does not replace the operator's: it was lost without a word
 cp -p "$R/data/bin/tool" "$S/tool.orig"
 out=$("$P" trusted add tool "$S/hello" --root "$R" 2>&1)

@@ -1366,6 +1366,25 @@ TEST(add_refuses_loose_scripts)
 	(void)system(p);
 }
 
+TEST(adopt_strerror_says_each_refusal)
+{
+	char why[256];
+
+	ASSERT_STREQ(trusted_adopt_strerror(-ENOENT, "tool", why, sizeof(why)),
+		     "there is no /data/bin/tool to adopt");
+	ASSERT_STREQ(trusted_adopt_strerror(-EPERM, "tool", why, sizeof(why)),
+		     "/data/bin/tool is not root's file, writable by root alone, with one link: "
+		     "not adopted (an agent may have planted it)");
+	ASSERT_STREQ(trusted_adopt_strerror(-EEXIST, "tool", why, sizeof(why)),
+		     "/data/trusted/tool is there already: remove one of the two first");
+	ASSERT_STREQ(trusted_adopt_strerror(-ENOEXEC, "tool", why, sizeof(why)),
+		     "/data/bin/tool not adopted: its #! interpreter is not root's alone, relative "
+		     "or missing");
+	ASSERT_EQ(trusted_adopt_strerror(-EIO, "tool", why, sizeof(why)), NULL);
+	ASSERT_EQ(trusted_adopt_strerror(0, "tool", why, sizeof(why)), NULL);
+	ASSERT_EQ(trusted_adopt_strerror(1, "tool", why, sizeof(why)), NULL);
+}
+
 TEST(adopt_refuses_planted_files)
 {
 	_cleanup_free_ char *root = make_root();
