@@ -100,9 +100,9 @@ int main(int argc, char **argv)
 
 	if (n <= 0 || !t || !tp)
 		return 100;
-	r = spawn_ctx_new(&ctx);
+	r = spawn_ctx_new_why(&ctx, NULL);
 	if (r < 0) {
-		fprintf(stderr, "bench-spawn: spawn_ctx_new: %s\n", strerror(-r));
+		fprintf(stderr, "bench-spawn: spawn_ctx_new_why: %s\n", strerror(-r));
 		return 111;
 	}
 	o.argv = targv;

@@ -56,7 +56,7 @@ static int setup_stdio(const struct child_args *a)
 	if (a->ctty_fd >= 0 && syscall(SYS_ioctl, a->ctty_fd, TIOCSCTTY, 0) < 0)
 		return negative_errno();
 	/* dup2 clears FD_CLOEXEC on the target: exactly 0, 1, 2 survive execve. The sources
-	 * are >= 3 (spawn_ctx_new made sure 0-2 exist), so no dup2 clobbers a later source. */
+	 * are >= 3 (spawn_ctx_new_why made sure 0-2 exist), so no dup2 clobbers a later source. */
 	if (syscall(SYS_dup2, a->stdin_fd, 0) < 0 || syscall(SYS_dup2, a->stdout_fd, 1) < 0 ||
 	    syscall(SYS_dup2, a->stderr_fd, 2) < 0)
 		return negative_errno();

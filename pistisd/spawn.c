@@ -265,11 +265,6 @@ static bool read_session(int proc_fd, const char *name, unsigned *ret)
 	return true;
 }
 
-int spawn_ctx_new(struct spawn_ctx **ret)
-{
-	return spawn_ctx_new_why(ret, NULL);
-}
-
 int spawn_ctx_new_why(struct spawn_ctx **ret, const char **why)
 {
 	struct spawn_ctx *ctx;

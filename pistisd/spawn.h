@@ -2,7 +2,7 @@
 
 /* The spawn core: run one command as an agent, confined, without blocking.
  *
- *   struct spawn_ctx *ctx;            spawn_ctx_new(&ctx)      once: compiles the seccomp
+ *   struct spawn_ctx *ctx;            spawn_ctx_new_why(&ctx, NULL) once: compiles the seccomp
  *                                                              BPF, finds cgroup v2
  *   struct spawn_proc *p;             spawn_start(ctx, &opts, &p, &err)
  *       returns after the child's execve (at most SPAWN_EXEC_DEADLINE_MS) with p->pid, p->pidfd and the parent's
@@ -234,10 +234,9 @@ struct spawn_proc {
 };
 
 /* ctx: BPF compiled once, cgroup v2 discovered, env PISTIS_NO_OPENAT2 and
- * PISTIS_NO_CLONE3 (tests: the cgroup.procs path) read once. */
-int spawn_ctx_new(struct spawn_ctx **ret);
-/* The same; on failure *why (when why is not NULL) names the step that failed, for a
- * message: "/dev/null (not the null device, character device 1:3)". */
+ * PISTIS_NO_CLONE3 (tests: the cgroup.procs path) read once. On failure *why (when why is
+ * not NULL) names the step that failed, for a message: "/dev/null (not the null device,
+ * character device 1:3)". */
 int spawn_ctx_new_why(struct spawn_ctx **ret, const char **why);
 /* Frees everything, after waiting up to 200 ms for dying command cgroups to empty. */
 void spawn_ctx_free(struct spawn_ctx *ctx);
@@ -258,7 +257,7 @@ void spawn_ctx_disable_scope(struct spawn_ctx *ctx, int error);
 /* Whether keyctl is refused to pistisd itself (EPERM or EACCES from a seccomp profile
  * such as Docker's default, or an LSM): commands then keep pistisd's session keyring,
  * which no process below pistisd can use either (docs/spawn.md, step 4). Read once by
- * spawn_ctx_new; spawn_keyctl_refused asks now (pistisd check). */
+ * spawn_ctx_new_why; spawn_keyctl_refused asks now (pistisd check). */
 bool spawn_ctx_keyctl_refused(const struct spawn_ctx *ctx);
 bool spawn_keyctl_refused(void);
 unsigned spawn_ctx_cgroup_features(const struct spawn_ctx *ctx);
@@ -340,7 +339,7 @@ bool spawn_uid_has_processes(int proc_fd, uid_t uid);
  * NULL). 0 when there is none or /proc cannot be read. */
 pid_t spawn_uid_commanded_elsewhere(const struct spawn_ctx *ctx, uid_t uid, pid_t *ret_child);
 
-/* /proc, opened at spawn_ctx_new (before any chroot); -1 without it. */
+/* /proc, opened at spawn_ctx_new_why (before any chroot); -1 without it. */
 int spawn_ctx_proc_fd(const struct spawn_ctx *ctx);
 /* The same through proc_fd (an open /proc), limited, when roots is not NULL, to the
  * processes whose root directory (/proc/PID/root) is one of the n_roots directories

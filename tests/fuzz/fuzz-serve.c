@@ -90,12 +90,6 @@ int fz_users_ensure_base(const char *root)
 	return 0;
 }
 
-int fz_spawn_ctx_new(struct spawn_ctx **ret)
-{
-	*ret = (struct spawn_ctx *)calloc(1, 64);
-	return *ret ? 0 : -ENOMEM;
-}
-
 /* session_init asks through this one (the failed step for its message): without it in the
  * seam, every input made a real spawn core and the stand-in's free leaked its four fds
  * (fuzz-smoke: EMFILE after ~5000 inputs). */
@@ -103,7 +97,8 @@ int fz_spawn_ctx_new_why(struct spawn_ctx **ret, const char **why)
 {
 	if (why)
 		*why = "the stand-in";
-	return fz_spawn_ctx_new(ret);
+	*ret = (struct spawn_ctx *)calloc(1, 64);
+	return *ret ? 0 : -ENOMEM;
 }
 
 void fz_spawn_ctx_free(struct spawn_ctx *ctx)

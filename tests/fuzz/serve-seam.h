@@ -22,7 +22,6 @@ void fz_sul_cancel(lws_sorted_usec_list_t *sul);
 int fz_users_ensure(const char *root, const char *agent_id, uid_t want_uid,
 		    struct users_identity *ret);
 int fz_users_ensure_base(const char *root);
-int fz_spawn_ctx_new(struct spawn_ctx **ret);
 int fz_spawn_ctx_new_why(struct spawn_ctx **ret, const char **why);
 void fz_spawn_ctx_free(struct spawn_ctx *ctx);
 int fz_spawn_ctx_cgroup_base_fd(const struct spawn_ctx *ctx);
@@ -61,7 +60,6 @@ int fz_send_pipe_choked(struct lws *wsi);
 #define lws_sul_cancel fz_sul_cancel
 #define users_ensure fz_users_ensure
 #define users_ensure_base fz_users_ensure_base
-#define spawn_ctx_new fz_spawn_ctx_new
 #define spawn_ctx_new_why fz_spawn_ctx_new_why
 #define spawn_ctx_free fz_spawn_ctx_free
 #define spawn_ctx_cgroup_base_fd fz_spawn_ctx_cgroup_base_fd

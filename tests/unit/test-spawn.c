@@ -187,7 +187,7 @@ static const char *val(const char *out, const char *key, char *buf, size_t size)
 static struct spawn_ctx *ctx_or_die(struct tap_metadata *_metadata)
 {
 	struct spawn_ctx *ctx = NULL;
-	ASSERT_EQ(spawn_ctx_new(&ctx), 0);
+	ASSERT_EQ(spawn_ctx_new_why(&ctx, NULL), 0);
 	return ctx;
 }
 
@@ -782,7 +782,8 @@ TEST(close_range_refused_fds_still_closed)
 			/* Left open without CLOEXEC, as a careless library would. */
 			if (dup2(2, 40) < 0 || dup2(2, 41) < 0 || dup2(2, 700) < 0 ||
 			    refuse_syscall(SYS_close_range, errs[i]) < 0 ||
-			    syscall(SYS_close_range, ~0U, ~0U, 0) == 0 || spawn_ctx_new(&ctx) < 0)
+			    syscall(SYS_close_range, ~0U, ~0U, 0) == 0 ||
+			    spawn_ctx_new_why(&ctx, NULL) < 0)
 				_exit(90);
 			base_opts(&o, argv);
 			if (run(ctx, &o, c, &res, &err) != 0 || res.end != SPAWN_END_EXITED ||
@@ -825,10 +826,10 @@ TEST(keyctl_refused_to_pistisd_commands_still_run)
 			snprintf(mine, sizeof(mine), "%08lx", id);
 			/* refuse_probe 0: the context is made before the filter, so it saw
 			 * keyctl work and the child's EPERM stays an error. */
-			if (!refuse_probe && spawn_ctx_new(&ctx) < 0)
+			if (!refuse_probe && spawn_ctx_new_why(&ctx, NULL) < 0)
 				_exit(90);
 			if (refuse_syscall(SYS_keyctl, EPERM) < 0 ||
-			    (!ctx && spawn_ctx_new(&ctx) < 0))
+			    (!ctx && spawn_ctx_new_why(&ctx, NULL) < 0))
 				_exit(91);
 			if (spawn_ctx_keyctl_refused(ctx) != !!refuse_probe)
 				_exit(92);
@@ -940,7 +941,7 @@ TEST(abstract_scope_absent_or_refused)
 			int why = 0, r;
 
 			if (refuse_syscall(i == 0 ? 444 : 446, i == 0 ? ENOSYS : EPERM) < 0 ||
-			    spawn_ctx_new(&ctx) < 0)
+			    spawn_ctx_new_why(&ctx, NULL) < 0)
 				_exit(90);
 			base_opts(&o, argv);
 			if (i == 0) {
@@ -1736,8 +1737,8 @@ TEST(cgroup_slots_are_exclusive)
 	char *sleeper[] = {"/bin/sleep", "5", NULL}, *tru[] = {"/bin/true", NULL};
 
 	need_root_and_probe(_metadata);
-	ASSERT_EQ(spawn_ctx_new(&a), 0);
-	ASSERT_EQ(spawn_ctx_new(&b), 0);
+	ASSERT_EQ(spawn_ctx_new_why(&a, NULL), 0);
+	ASSERT_EQ(spawn_ctx_new_why(&b, NULL), 0);
 	if (strcmp(spawn_ctx_tree_control(a), "cgroup"))
 		SKIP("no cgroup v2");
 	base_opts(&o, sleeper);
@@ -1753,7 +1754,7 @@ TEST(cgroup_slots_are_exclusive)
 	 * (another process) gets neither. */
 	{
 		struct spawn_ctx *c = NULL;
-		ASSERT_EQ(spawn_ctx_new(&c), 0);
+		ASSERT_EQ(spawn_ctx_new_why(&c, NULL), 0);
 		ASSERT_EQ(spawn_start(c, &o, &p3, &err), 0);
 		EXPECT_STRNE(p3->cgroup_cmd, p1->cgroup_cmd);
 		ASSERT_EQ(spawn_wait(p3, NULL), 0);
@@ -1778,7 +1779,7 @@ TEST(cgroup_slots_are_exclusive)
 		spawn_free(p1);
 		spawn_ctx_free(a);
 		a = NULL;
-		ASSERT_EQ(spawn_ctx_new(&a), 0);
+		ASSERT_EQ(spawn_ctx_new_why(&a, NULL), 0);
 		o.keep_children = false;
 		o.argv = tru;
 		ASSERT_EQ(spawn_start(a, &o, &p3, &err), 0);
@@ -1804,7 +1805,7 @@ TEST(released_command_gives_its_slot_back)
 	int fds;
 
 	need_root_and_probe(_metadata);
-	ASSERT_EQ(spawn_ctx_new(&ctx), 0);
+	ASSERT_EQ(spawn_ctx_new_why(&ctx, NULL), 0);
 	if (strcmp(spawn_ctx_tree_control(ctx), "cgroup"))
 		SKIP("no cgroup v2");
 	base_opts(&o, (char *[]){"/bin/sh", "-c", "exit 7", NULL});
@@ -1846,7 +1847,7 @@ TEST(dying_cgroup_never_waited_for)
 	int base;
 
 	need_root_and_probe(_metadata);
-	ASSERT_EQ(spawn_ctx_new(&ctx), 0);
+	ASSERT_EQ(spawn_ctx_new_why(&ctx, NULL), 0);
 	if (strcmp(spawn_ctx_tree_control(ctx), "cgroup"))
 		SKIP("no cgroup v2");
 	base = spawn_ctx_cgroup_base_fd(ctx);
@@ -1927,7 +1928,7 @@ TEST(agents_cannot_reach_each_others_cgroups)
 	int base;
 
 	need_root_and_probe(_metadata);
-	ASSERT_EQ(spawn_ctx_new(&ctx), 0);
+	ASSERT_EQ(spawn_ctx_new_why(&ctx, NULL), 0);
 	if (strcmp(spawn_ctx_tree_control(ctx), "cgroup"))
 		SKIP("no cgroup v2");
 	base = spawn_ctx_cgroup_base_fd(ctx);
@@ -1945,7 +1946,7 @@ TEST(agents_cannot_reach_each_others_cgroups)
 	EXPECT_EQ(st.st_mode & 07777, 0710u);
 	{ /* a new context (the next pistisd) repairs the base too */
 		struct spawn_ctx *next = NULL;
-		ASSERT_EQ(spawn_ctx_new(&next), 0);
+		ASSERT_EQ(spawn_ctx_new_why(&next, NULL), 0);
 		ASSERT_EQ(fstat(spawn_ctx_cgroup_base_fd(next), &st), 0);
 		EXPECT_EQ(st.st_mode & 07777, 0711u);
 		spawn_ctx_free(next);
@@ -3434,7 +3435,7 @@ TEST_TIMEOUT(cgroup_orphans_of_a_dead_pistisd_are_killed_held_ones_survive, 60)
 	if (mkdir(mine, 0755) < 0 || write_file(path, pid) < 0)
 		SKIP("cannot make a cgroup of this test's own: %s", strerror(errno));
 
-	ASSERT_EQ(spawn_ctx_new(&run_ctx), 0);
+	ASSERT_EQ(spawn_ctx_new_why(&run_ctx, NULL), 0);
 	ASSERT_STREQ(spawn_ctx_tree_control(run_ctx), "cgroup");
 	base_opts(&o, sleeper);
 	o.cgroup_agent = "orphan-agent";
@@ -3449,7 +3450,7 @@ TEST_TIMEOUT(cgroup_orphans_of_a_dead_pistisd_are_killed_held_ones_survive, 60)
 		struct spawn_ctx *d = NULL;
 		struct spawn_proc *p[4];
 
-		if (spawn_ctx_new(&d) < 0)
+		if (spawn_ctx_new_why(&d, NULL) < 0)
 			_exit(1);
 		o.argv = tree;
 		for (int i = 0; i < 4; i++) {
@@ -3572,7 +3573,7 @@ TEST_TIMEOUT(cgroup_leftover_of_a_dead_pistisd_with_our_pid, 60)
 	if (mkdir(mine, 0755) < 0 || write_file(path, pid) < 0)
 		SKIP("cannot make a cgroup of this test's own: %s", strerror(errno));
 
-	ASSERT_EQ(spawn_ctx_new(&ctx), 0);
+	ASSERT_EQ(spawn_ctx_new_why(&ctx, NULL), 0);
 	ASSERT_STREQ(spawn_ctx_tree_control(ctx), "cgroup");
 	base_opts(&o, sleeper);
 	o.cgroup_agent = "leftover-agent";
