@@ -520,6 +520,23 @@ int trusted_tree_mounts_suid(int fd, char *which, size_t size)
 	return r < 0 ? r : tree_mounts_suid(fd, mi, which, size);
 }
 
+/* 1 when the tree at fd is not nosuid, or a mount beneath it is not (a volume in
+ * /workspaces, a tmpfs in /tmp): which then names that mount. *mi is the caller's
+ * mountinfo, read here when still NULL (the caller frees it). */
+static int tree_suid(int fd, char **mi, char *which, size_t size)
+{
+	struct statfs sf;
+	int r;
+
+	if (fstatfs(fd, &sf) < 0)
+		return negative_errno();
+	if (!(sf.f_flags & ST_NOSUID))
+		return 1;
+	if (!*mi && (r = mountinfo_read(mi)) < 0)
+		return r;
+	return tree_mounts_suid(fd, *mi, which, size);
+}
+
 /* A write rule's path that is missing or a link: see trusted_write_tree_suid. 0 when no
  * agent could have moved its tree away (the deepest directory on the way is not one agents
  * may write), or everything it could have been moved to, with the mounts beneath it, is
@@ -565,7 +582,6 @@ static int write_tree_suid(int root_fd, char **mi, char *which, size_t size)
 	for (size_t i = 0; i < rules->n; i++) {
 		const struct policy_rule *u = &rules->rules[i];
 		_cleanup_close_ int fd = -1;
-		struct statfs sf;
 
 		if (u->access != POLICY_WRITE)
 			continue;
@@ -584,13 +600,7 @@ static int write_tree_suid(int root_fd, char **mi, char *which, size_t size)
 		}
 		if (r < 0)
 			return r;
-		if (fstatfs(fd, &sf) < 0)
-			return negative_errno();
-		if (!(sf.f_flags & ST_NOSUID))
-			return 1;
-		if (!*mi && (r = mountinfo_read(mi)) < 0)
-			return r;
-		r = tree_mounts_suid(fd, *mi, which, size);
+		r = tree_suid(fd, mi, which, size);
 		if (r != 0)
 			return r;
 	}
@@ -617,21 +627,15 @@ static int shared_tree_suid(int root_fd, char **mi, char *which, size_t size)
 	for (size_t i = 0; i < ELEMENTSOF(trees); i++) {
 		const char *rel = trees[i] + 1; /* beneath root_fd */
 		_cleanup_close_ int fd = (int)syscall(SYS_openat2, root_fd, rel, &how, sizeof(how));
-		struct statfs sf;
 
 		if (fd < 0 && (errno == ENOSYS || errno == E2BIG))
 			fd = openat(root_fd, rel, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (fd < 0 && errno == ENOENT)
 			continue; /* not there: nothing shared */
 		snprintf(which, size, "%s", trees[i]);
-		if (fd < 0 || fstatfs(fd, &sf) < 0)
+		if (fd < 0)
 			return negative_errno();
-		if (!(sf.f_flags & ST_NOSUID))
-			return 1;
-		/* and every mount beneath it: a volume in /workspaces, a tmpfs in /tmp */
-		if (!*mi && (r = mountinfo_read(mi)) < 0)
-			return r;
-		r = tree_mounts_suid(fd, *mi, which, size);
+		r = tree_suid(fd, mi, which, size);
 		if (r != 0)
 			return r;
 	}
