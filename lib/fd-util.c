@@ -181,6 +181,21 @@ bool fd_same_file(int a, int b)
 	       sa.st_ino == sb.st_ino;
 }
 
+int fd_open_regular(int dir_fd, const char *name, struct stat *ret_st, int *ret_fd)
+{
+	_cleanup_close_ int fd = -1;
+
+	fd = openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, ret_st) < 0)
+		return -errno;
+	if (!S_ISREG(ret_st->st_mode))
+		return -EBADFD;
+	*ret_fd = TAKE_FD(fd);
+	return 0;
+}
+
 int fd_set_cloexec(int fd, int on)
 {
 	int flags = fcntl(fd, F_GETFD);

@@ -39,6 +39,11 @@ struct fd_allocator {
 int fd_read_all_with(int fd, size_t max, size_t size_hint, const struct fd_allocator *a, char **ret,
 		     size_t *ret_len);
 
+/* Open dir_fd's entry name for reading, never through a symlink (-ELOOP), never blocking
+ * on a FIFO or taking a terminal: -EBADFD unless the opened fd is a regular file. Its
+ * fstat in *ret_st. */
+int fd_open_regular(int dir_fd, const char *name, struct stat *ret_st, int *ret_fd);
+
 /* close_range(first, ~0U, 0) with a fallback over /proc/self/fd for old kernels. */
 int close_all_fds_from(int first);
 

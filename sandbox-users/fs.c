@@ -413,13 +413,9 @@ int ufs_read_file(int dir_fd, const char *name, size_t max, char **ret, size_t *
 	struct stat st;
 	int r;
 
-	fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK);
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	if (!S_ISREG(st.st_mode))
-		return -EBADFD;
+	r = fd_open_regular(dir_fd, name, &st, &fd);
+	if (r < 0)
+		return r;
 	if ((uint64_t)st.st_size > max)
 		return -EFBIG;
 	r = fd_read_all_with(fd, max, (size_t)st.st_size, &ufs_allocator, ret, ret_len);

@@ -166,15 +166,9 @@ int trusted_read_file(int dir_fd, const char *name, size_t max, char **ret, size
 {
 	_cleanup_close_ int fd = -1;
 	struct stat st;
+	int r = fd_open_regular(dir_fd, name, &st, &fd);
 
-	fd = openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	if (!S_ISREG(st.st_mode))
-		return -EBADFD;
-	return fd_read_all(fd, max, ret, ret_len);
+	return r < 0 ? r : fd_read_all(fd, max, ret, ret_len);
 }
 
 int trusted_open_in_root(int root_fd, const char *rel, int flags, int *ret_fd)

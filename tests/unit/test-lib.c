@@ -506,6 +506,41 @@ TEST(close_all_fds_from_closes)
 	ASSERT_EQ(errno, EBADF);
 }
 
+TEST(fd_open_regular_refuses_links_fifos_and_directories)
+{
+	char tmpl[] = "/tmp/test-regular.XXXXXX", *d = mkdtemp(tmpl), p[512];
+	_cleanup_close_ int dfd = -1;
+	struct stat st;
+	int fd = -1;
+
+	ASSERT_NE(d, NULL);
+	dfd = open(d, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	ASSERT_GE(dfd, 0);
+	snprintf(p, sizeof(p), "%s/f", d);
+	fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	ASSERT_GE(fd, 0);
+	ASSERT_EQ(loop_write(fd, "abc", 3), 0);
+	close(fd);
+	ASSERT_EQ(symlinkat("f", dfd, "link"), 0);
+	ASSERT_EQ(mkfifoat(dfd, "fifo", 0600), 0);
+	ASSERT_EQ(mkdirat(dfd, "dir", 0700), 0);
+
+	fd = -1;
+	ASSERT_EQ(fd_open_regular(dfd, "f", &st, &fd), 0);
+	EXPECT_GE(fd, 3);
+	EXPECT_EQ(st.st_size, 3);
+	EXPECT_TRUE(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+	close(fd);
+	fd = -1;
+	EXPECT_EQ(fd_open_regular(dfd, "link", &st, &fd), -ELOOP);
+	EXPECT_EQ(fd_open_regular(dfd, "fifo", &st, &fd), -EBADFD); /* opened without blocking */
+	EXPECT_EQ(fd_open_regular(dfd, "dir", &st, &fd), -EBADFD);
+	EXPECT_EQ(fd_open_regular(dfd, "none", &st, &fd), -ENOENT);
+	EXPECT_EQ(fd, -1);
+	snprintf(p, sizeof(p), "rm -rf '%s'", d);
+	(void)!system(p);
+}
+
 TEST(log_returns_negative_errno)
 {
 	int saved;
