@@ -107,10 +107,7 @@ int main(int argc, char **argv)
 	}
 	o.argv = targv;
 	o.envp = envp;
-	o.uid = o.gid = 10100;
-	o.groups[0] = 10100;
-	o.groups[1] = 10010;
-	o.n_groups = 2;
+	spawn_opts_as_agent(&o, 10100, 10100);
 	/* /tmp itself as the root, not "tmp" beneath "/": where /tmp is a mount of its own
 	 * (a bind mount, a tmpfs), the core refuses to cross into it (RESOLVE_NO_XDEV). */
 	o.cwd_root_fd = open("/tmp", O_PATH | O_DIRECTORY | O_CLOEXEC);

@@ -714,11 +714,7 @@ int run_cli_main(int argc, char **argv)
 
 	so.argv = argv + optind;
 	so.envp = envp;
-	so.uid = ident.uid;
-	so.gid = ident.gid;
-	so.groups[0] = ident.gid;
-	so.groups[1] = USERS_SANDBOX_GID;
-	so.n_groups = 2;
+	spawn_opts_as_agent(&so, ident.uid, ident.gid);
 	so.cwd_root_fd = data_fd;
 	so.cwd = rel;
 	so.cgroup_agent = ident.name;

@@ -1658,11 +1658,7 @@ static void exec_start(const struct proto_request *req)
 	sh_argv[2] = (char *)st.shell;
 	so.argv = st.shell ? sh_argv : st.argv;
 	so.envp = envp;
-	so.uid = a.uid;
-	so.gid = a.gid;
-	so.groups[0] = a.gid;
-	so.groups[1] = USERS_SANDBOX_GID;
-	so.n_groups = 2;
+	spawn_opts_as_agent(&so, a.uid, a.gid);
 	so.cwd_root_fd = cwd_fd;
 	so.cwd = cwd_rel;
 	/* One cgroup per agent, one per command under it, where the host delegates one

@@ -121,6 +121,15 @@ const char *spawn_step_name(enum spawn_step step)
 	return step >= 0 && step < _SPAWN_STEP_MAX && step_names[step] ? step_names[step] : "?";
 }
 
+void spawn_opts_as_agent(struct spawn_opts *o, uid_t uid, gid_t gid)
+{
+	o->uid = uid;
+	o->gid = gid;
+	o->groups[0] = gid;
+	o->groups[1] = USERS_SANDBOX_GID;
+	o->n_groups = 2;
+}
+
 const char *spawn_error_string(const struct spawn_error *e, char *buf, size_t size)
 {
 	/* openat2's answers for the working directory say little on their own. */

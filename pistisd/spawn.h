@@ -173,6 +173,10 @@ const char *spawn_step_name(enum spawn_step step);
 /* "setresuid: Operation not permitted" into buf. */
 const char *spawn_error_string(const struct spawn_error *e, char *buf, size_t size);
 
+/* Who an agent's command runs as: uid and gid, and exactly two supplementary groups, its
+ * own and pi-sandbox (which every agent is in). */
+void spawn_opts_as_agent(struct spawn_opts *o, uid_t uid, gid_t gid);
+
 enum spawn_end {
 	SPAWN_END_RUNNING = 0,
 	SPAWN_END_EXITED,    /* exit_code */

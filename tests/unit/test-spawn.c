@@ -137,11 +137,7 @@ static void base_opts(struct spawn_opts *o, char **argv)
 	memset(o, 0, sizeof(*o));
 	o->argv = argv;
 	o->envp = envp;
-	o->uid = AGENT_UID;
-	o->gid = AGENT_UID;
-	o->groups[0] = AGENT_UID;
-	o->groups[1] = 10010;
-	o->n_groups = 2;
+	spawn_opts_as_agent(o, AGENT_UID, AGENT_UID);
 	o->cwd_root_fd = root;
 	o->cwd = "tmp";
 	o->umask = (mode_t)-1;
