@@ -235,14 +235,8 @@ static int run_loop(struct loop *l)
 
 	while (!spawn_done(p)) {
 		struct pollfd pf[6];
-		int n = 0, r;
+		int n = spawn_poll_fds(p, pf), r;
 
-		if (!p->reaped)
-			pf[n++] = (struct pollfd){.fd = p->pidfd, .events = POLLIN};
-		if (p->fd_out >= 0)
-			pf[n++] = (struct pollfd){.fd = p->fd_out, .events = POLLIN};
-		if (p->fd_err >= 0)
-			pf[n++] = (struct pollfd){.fd = p->fd_err, .events = POLLIN};
 		/* The command's stdin is non-blocking: what it has not taken yet waits here,
 		 * and our stdin is not read again until it has (back-pressure, nothing lost). */
 		if (in_fd >= 0 && p->fd_in >= 0 && !p->reaped)

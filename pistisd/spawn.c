@@ -2249,14 +2249,8 @@ int spawn_wait(struct spawn_proc *p, const struct spawn_wait_cb *cb)
 	}
 	while (!spawn_done(p)) {
 		struct pollfd pf[4];
-		int n = 0, r, t;
+		int n = spawn_poll_fds(p, pf), r, t;
 
-		if (!p->reaped)
-			pf[n++] = (struct pollfd){.fd = p->pidfd, .events = POLLIN};
-		if (p->fd_out >= 0)
-			pf[n++] = (struct pollfd){.fd = p->fd_out, .events = POLLIN};
-		if (p->fd_err >= 0)
-			pf[n++] = (struct pollfd){.fd = p->fd_err, .events = POLLIN};
 		if (cb && cb->extra_fd >= 0 && cb->on_extra)
 			pf[n++] = (struct pollfd){.fd = cb->extra_fd, .events = POLLIN};
 		t = spawn_next_timeout_ms(p);

@@ -412,6 +412,20 @@ uint64_t spawn_clock_stalled_ns(void);
  * SPAWN_CLOCK_BEAT_MS is cut to it and promised (spawn_clock_expect_wake), so a freeze
  * while a deadline is pending is not counted towards it; the promise ends with the poll. */
 int spawn_poll(struct pollfd *fds, nfds_t n, int timeout_ms);
+/* Fills pf with what a loop waiting on p polls for input: its pidfd until reaped, then
+ * fd_out and fd_err while open. Returns how many (at most 3). */
+static inline int spawn_poll_fds(const struct spawn_proc *p, struct pollfd pf[3])
+{
+	int n = 0;
+
+	if (!p->reaped)
+		pf[n++] = (struct pollfd){.fd = p->pidfd, .events = POLLIN};
+	if (p->fd_out >= 0)
+		pf[n++] = (struct pollfd){.fd = p->fd_out, .events = POLLIN};
+	if (p->fd_err >= 0)
+		pf[n++] = (struct pollfd){.fd = p->fd_err, .events = POLLIN};
+	return n;
+}
 
 /* The working directories an agent may ask for by path: beneath one of these roots
  * (docs/spawn.md, "Working directory"). The one definition; callers open the matching root
