@@ -96,6 +96,28 @@ static int known_keys(struct smin_config *c, const cJSON *obj, const char *where
 	return 0;
 }
 
+/* root's optional member key in *ret (NULL when absent): an object holding none but the
+ * keys listed. */
+static int get_section(struct smin_config *c, const cJSON *root, const char *key,
+		       const char *const *keys, cJSON **ret)
+{
+	cJSON *o = cJSON_GetObjectItemCaseSensitive(root, key);
+	char where[64];
+	int r;
+
+	*ret = NULL;
+	if (!o)
+		return 0;
+	if (!cJSON_IsObject(o))
+		return fail(c, line_of_key(c->text, key, NULL), "\"%s\" must be an object", key);
+	snprintf(where, sizeof(where), "in \"%s\"", key);
+	r = known_keys(c, o, where, keys);
+	if (r < 0)
+		return r;
+	*ret = o;
+	return 0;
+}
+
 static int substitute(struct smin_config *c, const char *in, unsigned line, char **ret)
 {
 	size_t cap = strlen(in) + 1, n = 0;
@@ -317,18 +339,12 @@ int smin_config_load(const char *path, struct smin_config *c)
 						  "sandboxes", NULL})) < 0)
 		goto out;
 
-	listen = cJSON_GetObjectItemCaseSensitive(root, "listen");
-	if (listen && !cJSON_IsObject(listen)) {
-		r = fail(c, line_of_key(c->text, "listen", NULL), "\"listen\" must be an object");
+	if ((r = get_section(c, root, "listen", (const char *const[]){"sandbox", "client", NULL},
+			     &listen)) < 0)
 		goto out;
-	}
-	if (listen) {
-		if ((r = known_keys(c, listen, "in \"listen\"",
-				    (const char *const[]){"sandbox", "client", NULL})) < 0 ||
-		    (r = get_str(c, listen, "sandbox", false, NULL, &c->listen_sandbox)) < 0 ||
-		    (r = get_str(c, listen, "client", false, NULL, &c->listen_client)) < 0)
-			goto out;
-	}
+	if (listen && ((r = get_str(c, listen, "sandbox", false, NULL, &c->listen_sandbox)) < 0 ||
+		       (r = get_str(c, listen, "client", false, NULL, &c->listen_client)) < 0))
+		goto out;
 	if (!c->listen_sandbox && !(c->listen_sandbox = strdup("127.0.0.1:7700")))
 		goto oom;
 	if (!c->listen_client && !(c->listen_client = strdup("127.0.0.1:7701")))
@@ -348,15 +364,10 @@ int smin_config_load(const char *path, struct smin_config *c)
 			goto out;
 		}
 	}
-	tls = cJSON_GetObjectItemCaseSensitive(root, "tls");
-	if (tls && !cJSON_IsObject(tls)) {
-		r = fail(c, line_of_key(c->text, "tls", NULL), "\"tls\" must be an object");
+	if ((r = get_section(c, root, "tls", (const char *const[]){"cert", "key", NULL}, &tls)) < 0)
 		goto out;
-	}
 	if (tls) {
-		if ((r = known_keys(c, tls, "in \"tls\"",
-				    (const char *const[]){"cert", "key", NULL})) < 0 ||
-		    (r = get_str(c, tls, "cert", true, NULL, &c->tls_cert)) < 0 ||
+		if ((r = get_str(c, tls, "cert", true, NULL, &c->tls_cert)) < 0 ||
 		    (r = get_str(c, tls, "key", true, NULL, &c->tls_key)) < 0)
 			goto out;
 		if (c->tls_cert[0] != '/' || c->tls_key[0] != '/') {
@@ -369,17 +380,14 @@ int smin_config_load(const char *path, struct smin_config *c)
 	c->handshakes_per_address = SMIN_HANDSHAKES_PER_ADDRESS;
 	c->client_queue_grace_s = SMIN_CLIENT_QUEUE_GRACE_S;
 	c->client_queue_max_mib = SMIN_CLIENT_QUEUE_MAX_MIB;
-	limits = cJSON_GetObjectItemCaseSensitive(root, "limits");
-	if (limits && !cJSON_IsObject(limits)) {
-		r = fail(c, line_of_key(c->text, "limits", NULL), "\"limits\" must be an object");
-		goto out;
-	}
-	if (limits &&
-	    ((r = known_keys(c, limits, "in \"limits\"",
+	if ((r = get_section(c, root, "limits",
 			     (const char *const[]){"handshakes", "handshakes_per_address",
 						   "client_queue_grace_s", "client_queue_max_mib",
-						   NULL})) < 0 ||
-	     (r = get_count(c, limits, "handshakes", SMIN_MAX_HANDSHAKES, &c->handshakes)) < 0 ||
+						   NULL},
+			     &limits)) < 0)
+		goto out;
+	if (limits &&
+	    ((r = get_count(c, limits, "handshakes", SMIN_MAX_HANDSHAKES, &c->handshakes)) < 0 ||
 	     (r = get_count(c, limits, "handshakes_per_address", SMIN_MAX_HANDSHAKES,
 			    &c->handshakes_per_address)) < 0 ||
 	     (r = get_count(c, limits, "client_queue_grace_s", SMIN_MAX_CLIENT_QUEUE_GRACE_S,

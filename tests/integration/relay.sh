@@ -72,6 +72,11 @@ for case in '3:top level:  "tsl": {"cert": "/c", "key": "/k"},' \
 	like "config: ... naming it, its line and the keys known there" "$out" \
 		"key.json:$line: unknown key \"[a-z]*\" (at the )?(in )?$where \(known: .*\"comment\"\)"
 done
+for key in listen tls limits; do
+	printf '{\n  "client_token": "client-0123456789",\n  "%s": ["x"],\n  "sandboxes": [{"name":"a","token":"tok-a-0123456789"}]\n}\n' "$key" >"$W/obj.json"
+	like "config: \"$key\" that is not an object is refused with its line" \
+		"$("$BIN/server-min" --config "$W/obj.json" --check 2>&1)" "obj.json:3: \"$key\" must be an object"
+done
 printf '{\n  "comment": "c",\n  "client_token": "client-0123456789",\n  "limits": {"comment": "c", "handshakes": 8},\n  "sandboxes": [{"name":"a","token":"tok-a-0123456789","comment":"c"}]\n}\n' >"$W/cmt.json"
 ok "config: \"comment\" is taken at every level" "$BIN/server-min" --config "$W/cmt.json" --check
 # the file's bytes are shown escaped, once: never a raw ESC, never a quote shown as \"
