@@ -26,6 +26,7 @@ lib_SRCS += lib/sock-owner.c lib/proxy-env.c
 lib_SRCS += lib/key-file.c
 lib_SRCS += lib/caps.c lib/host-ns.c lib/id-map.c
 lib_SRCS += lib/log-rate.c
+lib_SRCS += lib/ws-url.c
 
 # lib/relro.c is not in liblib.a: the Makefile links it into every musl binary (it only has
 # a constructor, which nothing would pull from an archive).

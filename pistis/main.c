@@ -40,6 +40,7 @@
 #include "lib/proxy-env.h"
 #include "lib/sock-owner.h"
 #include "lib/trust-path.h"
+#include "lib/ws-url.h"
 #include "sandbox-users/users.h"
 
 #define ACK_EVERY (1024u * 1024u)
@@ -50,9 +51,7 @@ enum mode { M_LS, M_STATUS, M_EXEC, M_READ, M_WRITE, M_EDIT, M_CALL };
 static struct {
 	enum mode mode;
 	bool json;
-	char host[256], path[256];
-	int port;
-	bool tls;
+	struct ws_url url;	    /* --url or $PISTIS_URL */
 	const char *ca;		    /* --ca or $PISTIS_CA: the bundle wss:// trusts */
 	char conn_err[640];	    /* a host name of 255 and the longest reason */
 	bool redirect_refused;	    /* conn_err says so: CONNECTION_ERROR keeps it */
@@ -1031,29 +1030,29 @@ static bool server_peer_believed(struct lws *wsi)
 	switch (v) {
 	case SOCK_REFUSED_NOT_TCP:
 		snprintf(C.conn_err, sizeof(C.conn_err),
-			 "cannot tell who listens at %s:%d (%s); not sending the token", C.host,
-			 C.port, strerror(-err));
+			 "cannot tell who listens at %s:%d (%s); not sending the token", C.url.host,
+			 C.url.port, strerror(-err));
 		return false;
 	case SOCK_REFUSED_OWNER:
 		snprintf(C.conn_err, sizeof(C.conn_err),
 			 "refusing %s:%d: the socket there belongs to uid %u (%s), not to "
 			 "server-min; not sending the token (its port is taken while server-min "
 			 "is away: stop that process)",
-			 C.host, C.port, (unsigned)uid,
+			 C.url.host, C.url.port, (unsigned)uid,
 			 uid == USERS_TOOLS_UID ? USERS_TOOLS_USER : "an agent");
 		return false;
 	case SOCK_REFUSED_UNTOLD:
 		snprintf(C.conn_err, sizeof(C.conn_err),
 			 "refusing %s:%d: the socket there is not accepted and no one listens "
 			 "there any more; not sending the token",
-			 C.host, C.port);
+			 C.url.host, C.url.port);
 		return false;
 	case SOCK_REFUSED_BLIND:
 		snprintf(C.conn_err, sizeof(C.conn_err),
 			 "refusing %s:%d: an address of this network namespace, and who owns the "
 			 "socket there cannot be told (socket diagnostics: %s); not sending the "
 			 "token (use wss://)",
-			 C.host, C.port, strerror(-err));
+			 C.url.host, C.url.port, strerror(-err));
 		return false;
 	case SOCK_BELIEVED_LOCAL:
 	case SOCK_BELIEVED_ELSEWHERE:
@@ -1090,7 +1089,7 @@ static int cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, voi
 		C.wsi = wsi;
 		C.conn_err[0] = 0; /* a failed dial's reason is not this connection's */
 		/* splice output into a pipe: plain ws:// only (TLS bytes need decrypting) */
-		if (C.mode == M_EXEC && !C.tls && C.stage[0] >= 0 &&
+		if (C.mode == M_EXEC && !C.url.tls && C.stage[0] >= 0 &&
 		    (C.out_pipe[PROTO_STREAM_STDOUT] || C.out_pipe[PROTO_STREAM_STDERR]))
 			lws_ws_client_rx_direct(wsi, 1);
 		if (C.mode == M_WRITE) /* a redial starts over: the first piece truncates */
@@ -1225,44 +1224,15 @@ static void connect_now(lws_sorted_usec_list_t *sul)
 {
 	struct lws_client_connect_info cc = {0};
 	cc.context = C.ctx;
-	cc.address = C.host;
-	cc.port = C.port;
-	cc.path = C.path;
-	cc.host = C.host;
-	cc.origin = C.host;
+	cc.address = C.url.host;
+	cc.port = C.url.port;
+	cc.path = C.url.path;
+	cc.host = C.url.host;
+	cc.origin = C.url.host;
 	cc.protocol = PROTO_CLIENT_SUBPROTOCOL;
-	cc.ssl_connection = C.tls ? LCCSCF_USE_SSL : 0;
+	cc.ssl_connection = C.url.tls ? LCCSCF_USE_SSL : 0;
 	if (!lws_client_connect_via_info(&cc))
 		lost();
-}
-
-static int parse_url(const char *url)
-{
-	const char *p;
-	size_t n;
-	if (!strncmp(url, "ws://", 5))
-		p = url + 5, C.port = 80;
-	else if (!strncmp(url, "wss://", 6))
-		p = url + 6, C.port = 443, C.tls = true;
-	else
-		return -EINVAL;
-	n = strcspn(p, ":/");
-	if (!n || n >= sizeof(C.host))
-		return -EINVAL;
-	memcpy(C.host, p, n);
-	C.host[n] = 0;
-	p += n;
-	if (*p == ':') {
-		const char *end;
-		uint64_t port;
-		if (parse_uint_strict(p + 1, 65535, &end, &port) < 0 || !port ||
-		    (*end && *end != '/'))
-			return -EINVAL;
-		C.port = (int)port;
-		p = end;
-	}
-	snprintf(C.path, sizeof(C.path), "%s", *p ? p : "/v1/ws");
-	return 0;
 }
 
 static void usage(FILE *f)
@@ -1527,7 +1497,7 @@ int main(int argc, char **argv)
 			return 100;
 		}
 	}
-	if (parse_url(url ? url : "ws://127.0.0.1:7701/v1/ws") < 0) {
+	if (ws_url_parse(url ? url : "ws://127.0.0.1:7701/v1/ws", "/v1/ws", &C.url) < 0) {
 		log_error("--url must be ws://HOST[:PORT][/PATH] or wss://…");
 		return 100;
 	}
@@ -1585,18 +1555,18 @@ int main(int argc, char **argv)
 	log_lws_setup();
 	/* libwebsockets takes http_proxy from the environment and knows no no_proxy: a server
 	 * exempted there (127.0.0.1 in most) went through the proxy, which saw the token */
-	if (proxy_env_settle(C.host) == 2 && !C.tls)
+	if (proxy_env_settle(C.url.host) == 2 && !C.url.tls)
 		log_warning("Dialling ws://%s:%d through the proxy http_proxy names: the proxy "
 			    "sees the client token and every message (use wss://, or name the "
 			    "server's host in no_proxy)",
-			    C.host, C.port);
+			    C.url.host, C.url.port);
 	memset(&info, 0, sizeof(info));
 	info.port = CONTEXT_PORT_NO_LISTEN;
 	info.protocols = protocols;
 	info.gid = (gid_t)-1;
 	info.uid = (uid_t)-1;
-	info.options = C.tls ? LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT : 0;
-	if (C.tls) {
+	info.options = C.url.tls ? LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT : 0;
+	if (C.url.tls) {
 		/* mbedtls has no default trust store: --ca, else the system's bundle file */
 		if (!C.ca && getenv("PISTIS_CA") && *getenv("PISTIS_CA"))
 			C.ca = getenv("PISTIS_CA");

@@ -41,6 +41,7 @@
 #include "lib/sock-owner.h"
 #include "lib/tls-ca.h"
 #include "lib/trust-path.h"
+#include "lib/ws-url.h"
 #include "pistisd/check.h"
 #include "pistisd/cli.h"
 #include "pistisd/serve.h"
@@ -1136,8 +1137,9 @@ static int read_token(const char *path)
 
 static int parse_url(const char *url)
 {
+	struct ws_url u;
 	const char *p;
-	size_t n;
+	int r;
 
 	if (url[0] == '/') {
 		if (strlen(url) + 2 > sizeof(S.unix_addr))
@@ -1147,14 +1149,8 @@ static int parse_url(const char *url)
 		snprintf(S.path, sizeof(S.path), "/v1/sandbox");
 		return 0;
 	}
-	if (!strncmp(url, "ws://", 5)) {
-		p = url + 5;
-		S.port = 80;
-	} else if (!strncmp(url, "wss://", 6)) {
-		p = url + 6;
-		S.port = 443;
-		S.tls = true;
-	} else
+	r = ws_url_parse(url, "/v1/sandbox", &u);
+	if (r == -EPROTONOSUPPORT)
 		return log_error_errno(-EINVAL,
 				       "--relay '%s' must be ws://, wss:// or an absolute "
 				       "unix socket path",
@@ -1162,28 +1158,21 @@ static int parse_url(const char *url)
 	/* A user part is no place for a secret: the URL is on serve's command line, which
 	 * every agent reads where /proc has no hidepid (Docker's defaults). "tok@host" was
 	 * taken as a host name and failed only at the dial (red team, redteam-sweep.sh). */
+	p = strstr(url, "://") + 3;
 	if (memchr(p, '@', strcspn(p, "/?#")))
 		return log_error_errno(-EINVAL,
 				       "--relay '%s' has a user part: the relay URL is on pistisd "
 				       "serve's command line, which agents may read; authenticate "
 				       "with --token-file only",
 				       url);
-	n = strcspn(p, ":/");
-	if (n == 0 || n >= sizeof(S.host))
+	if (r == -EINVAL)
 		return log_error_errno(-EINVAL, "--relay '%s' has no usable host", url);
-	memcpy(S.host, p, n);
-	S.host[n] = 0;
-	p += n;
-	if (*p == ':') {
-		const char *end;
-		uint64_t port;
-		if (parse_uint_strict(p + 1, 65535, &end, &port) < 0 || !port ||
-		    (*end && *end != '/'))
-			return log_error_errno(-EINVAL, "--relay '%s' has a bad port", url);
-		S.port = (int)port;
-		p = end;
-	}
-	snprintf(S.path, sizeof(S.path), "%s", *p ? p : "/v1/sandbox");
+	if (r < 0)
+		return log_error_errno(-EINVAL, "--relay '%s' has a bad port", url);
+	snprintf(S.host, sizeof(S.host), "%s", u.host);
+	snprintf(S.path, sizeof(S.path), "%s", u.path);
+	S.port = u.port;
+	S.tls = u.tls;
 	return 0;
 }
 

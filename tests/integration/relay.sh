@@ -87,6 +87,21 @@ like "config: ... the program's own quotes as they are" "$("$BIN/server-min" --c
 	'bad.json:2: "client_token" must be'
 is "config: neither message quotes the token" "$(printf '%s\n%s\n' "$out" "$out2" | grep -c 0123456789)" 0
 
+# --- the relay URL (lib/ws-url.c, for serve's --relay and pistis's --url) -----------------
+for case in 'http://h/x|must be ws://, wss:// or an absolute unix socket path' \
+	'ws://:1/x|has no usable host' 'ws://127.0.0.1:0/x|has a bad port' \
+	'wss://127.0.0.1:1x|has a bad port' 'ws://127.0.0.1:70000|has a bad port'; do
+	u=${case%%|*} want=${case#*|}
+	out=$(in_root "$R" pistisd serve --relay "$u" --token-file /etc/pistis/token 2>&1); rc=$?
+	is "serve --relay '$u': a usage error (100)" "$rc" 100
+	like "... saying it $want" "$out" "--relay '$u' $want"
+done
+for u in ftp://h 'ws://' 'ws://h:0' 'wss://h:1x'; do
+	exits 100 "pistis --url '$u': a usage error" "$BIN/pistis" --url "$u" ls
+done
+like "... saying what a URL must be" "$("$BIN/pistis" --url ftp://h ls 2>&1)" \
+	'--url must be ws://HOST\[:PORT\]\[/PATH\] or wss://'
+
 # --- the token file ---------------------------------------------------------------------
 cp "$R/etc/pistis/token" "$R/etc/pistis/loose"; chmod 644 "$R/etc/pistis/loose"
 exits 111 "serve refuses a group/other-readable token file" \

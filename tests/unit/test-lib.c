@@ -36,6 +36,7 @@
 #include "lib/trust-path.h"
 #include "lib/proxy-env.h"
 #include "lib/sock-owner.h"
+#include "lib/ws-url.h"
 
 /* The open-files limit of serve and server-min: raised to the wanted figure, held to the
  * hard limit, never lowered. Each test runs in a child of its own. */
@@ -539,6 +540,44 @@ TEST(fd_open_regular_refuses_links_fifos_and_directories)
 	EXPECT_EQ(fd, -1);
 	snprintf(p, sizeof(p), "rm -rf '%s'", d);
 	(void)!system(p);
+}
+
+TEST(ws_url_parse_scheme_host_port_path)
+{
+	struct ws_url u;
+	char long_host[300];
+
+	ASSERT_EQ(ws_url_parse("ws://relay", "/v1/x", &u), 0);
+	EXPECT_STREQ(u.host, "relay");
+	EXPECT_EQ(u.port, 80);
+	EXPECT_FALSE(u.tls);
+	EXPECT_STREQ(u.path, "/v1/x");
+	ASSERT_EQ(ws_url_parse("wss://10.0.0.1:8443/v1/sandbox?a=1", "/d", &u), 0);
+	EXPECT_STREQ(u.host, "10.0.0.1");
+	EXPECT_EQ(u.port, 8443);
+	EXPECT_TRUE(u.tls);
+	EXPECT_STREQ(u.path, "/v1/sandbox?a=1");
+	ASSERT_EQ(ws_url_parse("wss://h/", "/d", &u), 0);
+	EXPECT_EQ(u.port, 443);
+	EXPECT_STREQ(u.path, "/");
+	ASSERT_EQ(ws_url_parse("ws://h:65535", "/d", &u), 0);
+	EXPECT_EQ(u.port, 65535);
+
+	EXPECT_EQ(ws_url_parse("http://h", "/d", &u), -EPROTONOSUPPORT);
+	EXPECT_EQ(ws_url_parse("WS://h", "/d", &u), -EPROTONOSUPPORT);
+	EXPECT_EQ(ws_url_parse("/run/relay.sock", "/d", &u), -EPROTONOSUPPORT);
+	EXPECT_EQ(ws_url_parse("ws://", "/d", &u), -EINVAL);
+	EXPECT_EQ(ws_url_parse("ws://:80/x", "/d", &u), -EINVAL);
+	memset(long_host, 'a', sizeof(long_host) - 1);
+	long_host[sizeof(long_host) - 1] = 0;
+	memcpy(long_host, "ws://", 5);
+	EXPECT_EQ(ws_url_parse(long_host, "/d", &u), -EINVAL);
+	EXPECT_EQ(ws_url_parse("ws://h:0", "/d", &u), -ERANGE);
+	EXPECT_EQ(ws_url_parse("ws://h:65536", "/d", &u), -ERANGE);
+	EXPECT_EQ(ws_url_parse("ws://h:", "/d", &u), -ERANGE);
+	EXPECT_EQ(ws_url_parse("ws://h:+80", "/d", &u), -ERANGE);
+	EXPECT_EQ(ws_url_parse("ws://h:80x", "/d", &u), -ERANGE);
+	EXPECT_EQ(ws_url_parse("ws://h:80:81", "/d", &u), -ERANGE);
 }
 
 TEST(log_returns_negative_errno)

@@ -1,0 +1,18 @@
+#pragma once
+
+#include <stdbool.h>
+
+/* A WebSocket URL as pistisd serve's --relay and pistis's --url take it:
+ * ws://HOST[:PORT][/PATH] or wss://… (no user part is checked for here: serve refuses
+ * one itself, with its own reason). */
+struct ws_url {
+	char host[256];
+	char path[256]; /* from the first '/' on; cut to fit */
+	int port;	/* 80 (ws) or 443 (wss) when not given */
+	bool tls;	/* wss:// */
+};
+
+/* Parse url into *ret, its path default_path when it has none. -EPROTONOSUPPORT when it
+ * is not ws:// or wss://, -EINVAL when the host is empty or too long, -ERANGE when the port
+ * is not 1-65535 or anything but a path follows it. */
+int ws_url_parse(const char *url, const char *default_path, struct ws_url *ret);
