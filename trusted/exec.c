@@ -7,7 +7,7 @@
  * and environment: nothing here is a boundary (sudo is, and it only runs the pinned
  * scripts). It still takes NAME only from a path of the exact form /data/bin/NAME that is a
  * root-owned regular file, so a stray call never reaches sudo, and it hands sudo no
- * environment but TERM. Hot path: no allocation, no stdio, a few syscalls. */
+ * environment but TERM (never none). Hot path: no allocation, no stdio, a few syscalls. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -35,9 +35,10 @@ static void help(void)
 	       "The interpreter of the trusted-command wrappers (their first line is\n"
 	       "'#!PISTISD trusted-exec'): runs\n"
 	       "`sudo -n -u pi-tools -- /data/trusted/NAME ARGS…` with no environment but\n"
-	       "TERM, the signals the caller ignored back to their defaults, each soft limit\n"
-	       "but the core's raised to its hard one, and the interval timers, persona,\n"
-	       "timer slack and THP switch reset.\n"
+	       "TERM (TERM=unknown where the caller has none, or one over 128 bytes), the\n"
+	       "signals the caller ignored back to their defaults, each soft limit but the\n"
+	       "core's raised to its hard one, and the interval timers, persona, timer slack\n"
+	       "and THP switch reset.\n"
 	       "NAME must match [a-z0-9][a-z0-9_-]{0,63} and /data/bin/NAME must be a\n"
 	       "root-owned regular file (not a symlink) that group and others cannot write;\n"
 	       "at most 65536 ARGS.\n"
@@ -131,13 +132,17 @@ int trusted_exec_main(int argc, char **argv)
 	sargv[n] = NULL;
 
 	/* sudo's env_reset (with !env_keep) drops everything but TERM, which it keeps when it
-	 * holds no '/' or '%': pass only that, as the /bin/sh wrapper effectively did. */
+	 * holds no '/' or '%': pass only that, as the /bin/sh wrapper effectively did. With
+	 * none (or one too long), TERM=unknown, what sudo sets itself then: never an empty
+	 * environment, which Debian 13's sudo 1.9.16p2 dies of (SIGSEGV in sudoers.so, a
+	 * NULL envp read) before its policy runs, so every trusted command called without a
+	 * TERM failed with exit 139. */
 	const char *term = getenv("TERM");
 	char term_var[sizeof("TERM=") + EXEC_TERM_MAX];
-	if (term && strlen(term) <= EXEC_TERM_MAX) {
-		snprintf(term_var, sizeof(term_var), "TERM=%s", term);
-		envp[0] = term_var;
-	}
+	if (!term || strlen(term) > EXEC_TERM_MAX)
+		term = "unknown";
+	snprintf(term_var, sizeof(term_var), "TERM=%s", term);
+	envp[0] = term_var;
 
 	caller_state_reset();
 	/* The order of trusted_find_sudo, so the sudo add checked is the one run. */

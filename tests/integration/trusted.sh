@@ -155,9 +155,14 @@ like "arguments arrive verbatim (2)" "$out" '^arg=\[\$\(id\)\]$'
 like "arguments arrive verbatim (3)" "$out" '^arg=\[;x\]$'
 like "PATH is the fixed secure path" "$out" "^env:PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin$"
 envnames=$(printf '%s\n' "$out" | sed -n 's/^env:\([^=]*\)=.*/\1/p' | tr '\n' ' ')
-# TERM is sudo's own (TERM=unknown when the caller has none; checked for / and %).
-is "the environment is sudo's clean set" "$envnames" \
+# TERM is sudo's own (TERM=unknown when the caller has none; checked for / and %). sudo
+# 1.9.16 and later (Debian 13) add SUDO_HOME, the caller's home from its passwd line.
+is "the environment is sudo's clean set" "${envnames/SUDO_HOME /}" \
 	"HOME LOGNAME MAIL PATH PWD SHELL SUDO_COMMAND SUDO_GID SUDO_UID SUDO_USER TERM USER "
+case "$envnames" in *SUDO_HOME*)
+	like "... and SUDO_HOME is the caller's home" "$out" \
+		"^env:SUDO_HOME=$(awk -F: -v u="$AGENT" '$1 == u { print $6 }' "$R/etc/passwd")$" ;;
+esac
 
 # hostile environment for the wrapper: nothing of it reaches the script
 mkdir -p "$R/tmp/evil"
@@ -187,6 +192,20 @@ chmod 0755 "$R/usr/bin/sudo"
 like "stand-in sudo: trusted-exec reaches it for a real wrapper" \
 	"$(agent /usr/local/bin/pistisd trusted-exec /data/bin/hello x 2>&1)" \
 	"^SUDO-RAN -n -u pi-tools -- /data/trusted/hello x$"
+# What sudo is started with (its /proc/PID/environ, as execve gave it): TERM alone, and
+# TERM=unknown where the caller has none or one too long, never an empty environment:
+# Debian 13's sudo 1.9.16p2 dies of that (SIGSEGV) before its policy runs, and every
+# trusted command called without a TERM failed with exit 139.
+printf '#!/bin/sh\ntr "\\0" "\\n" </proc/$$/environ | sed "s/^/SUDO-ENV /"\n' >"$R/usr/bin/sudo"
+is "stand-in sudo: a caller with no TERM starts sudo with TERM=unknown alone" \
+	"$(agent /usr/local/bin/pistisd trusted-exec /data/bin/hello 2>&1)" "SUDO-ENV TERM=unknown"
+is "... one with TERM=xterm-256color, with that alone" \
+	"$(agent TERM=xterm-256color LANG=C.UTF-8 /usr/local/bin/pistisd trusted-exec /data/bin/hello 2>&1)" \
+	"SUDO-ENV TERM=xterm-256color"
+is "... one with a TERM over 128 bytes, with TERM=unknown" \
+	"$(agent TERM="$(printf 'x%.0s' $(seq 129))" /usr/local/bin/pistisd trusted-exec /data/bin/hello 2>&1)" \
+	"SUDO-ENV TERM=unknown"
+printf '#!/bin/sh\necho SUDO-RAN "$@"\n' >"$R/usr/bin/sudo"
 ln -s /data/bin/hello "$R/tmp/hello-link"
 mkdir -p "$R/data/bin/sub" && cp -p "$R/data/bin/hello" "$R/data/bin/sub/hello"
 ln -s /data/trusted/hello "$R/data/bin/linked"
