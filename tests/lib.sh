@@ -126,8 +126,9 @@ serve_test_cleanup() {
 }
 
 # --- throwaway roots ------------------------------------------------------------------
-# root_fresh debian|musl   prints the path of a fresh writable root: an overlay over the
-#                          cached base (tests/roots.sh) on a private tmpfs, with /proc,
+# root_fresh debian|trixie|musl   prints the path of a fresh writable root: an overlay
+#                          over the cached base (tests/roots.sh; debian is trixie's where
+#                          PISTIS_TEST_DEBIAN=trixie) on a private tmpfs, with /proc,
 #                          a minimal /dev, /sys read-only, a tmpfs /tmp, and the build's
 #                          bin/ and tests/ bind-mounted read-only at /usr/local/bin and
 #                          /usr/local/lib/pistis-tests. Only inside a private mount
@@ -154,10 +155,19 @@ need_mount_ns() {
 
 root_fresh() {
 	local kind=${1:-} base d
-	case "$kind" in debian | musl) ;; *)
-		echo "root_fresh: debian|musl, not '$kind'" >&2
+	case "$kind" in debian | trixie | musl) ;; *)
+		echo "root_fresh: debian|trixie|musl, not '$kind'" >&2
 		return 100 ;;
 	esac
+	# PISTIS_TEST_DEBIAN=trixie: every test's Debian root is the Debian 13 one (a run by
+	# hand over the newer userland; `make check` uses bookworm). One that cannot be built
+	# is a failed root_fresh, as a missing bookworm one is: never bookworm's instead.
+	if [ "$kind" = debian ] && [ -n "${PISTIS_TEST_DEBIAN:-}" ]; then
+		case "$PISTIS_TEST_DEBIAN" in bookworm) ;; trixie) kind=trixie ;; *)
+			echo "root_fresh: PISTIS_TEST_DEBIAN is bookworm or trixie, not '$PISTIS_TEST_DEBIAN'" >&2
+			return 100 ;;
+		esac
+	fi
 	if ! in_private_mount_ns; then
 		echo "root_fresh: refusing: not in a private mount namespace (mounts would leak to the host)" >&2
 		return 111

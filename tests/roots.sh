@@ -2,6 +2,9 @@
 # Build (once) and print the path of a cached base root for integration tests.
 #
 #   tests/roots.sh debian   Debian bookworm minbase + sudo (debootstrap; minutes, once)
+#   tests/roots.sh trixie   Debian 13 (trixie) minbase + sudo, the same way; not used by
+#                           `make check`: PISTIS_TEST_DEBIAN=trixie runs the tests' Debian
+#                           root on it (tests/lib.sh root_fresh)
 #   tests/roots.sh musl     busybox-static + Debian's musl runtime, /etc with root only
 #
 # Roots live under ${PISTIS_ROOTS_CACHE:-/var/cache/pistis/roots}/<kind>-<key>, where the
@@ -54,6 +57,22 @@ build_debian() { # dir
 	mkdir -p "$1/usr/local/bin" "$1/usr/local/lib/pistis-tests"
 }
 
+# Its own function, not build_debian with a suite argument: the recipe key hashes the
+# builder's text, and changing build_debian's would rebuild every cached bookworm root.
+build_trixie() { # dir
+	command -v debootstrap >/dev/null || die "debootstrap is not installed (scripts/bootstrap.sh check)"
+	[ -e /usr/share/debootstrap/scripts/trixie ] || die "this debootstrap does not know trixie"
+	local log=$1.log
+	if ! debootstrap --variant=minbase --include=sudo trixie "$1" "$(debian_mirror)" \
+		>"$log" 2>&1; then
+		tail -n 20 "$log" >&2
+		return 1
+	fi
+	rm -f "$log"
+	rm -rf "$1"/var/cache/apt/archives/*.deb "$1"/var/lib/apt/lists/*_Packages
+	mkdir -p "$1/usr/local/bin" "$1/usr/local/lib/pistis-tests"
+}
+
 build_musl() { # dir
 	local d=$1 bb=/bin/busybox ld=/lib/ld-musl-x86_64.so.1 libc app
 	[ -x "$bb" ] || die "$bb missing (install busybox-static)"
@@ -88,6 +107,7 @@ recipe_key() { # kind
 		declare -f "build_$1"
 		case "$1" in
 		debian) echo bookworm minbase sudo ;;
+		trixie) echo trixie minbase sudo ;;
 		musl) pkgver busybox-static; pkgver musl ;;
 		*) ;;
 		esac
@@ -97,13 +117,13 @@ recipe_key() { # kind
 main() {
 	local kind=${1:-} dir lock
 	case "$kind" in
-	debian | musl) ;;
+	debian | trixie | musl) ;;
 	-h | --help)
-		sed -n '2,13s/^# \{0,1\}//p' "$0"
+		sed -n '2,16s/^# \{0,1\}//p' "$0"
 		exit 0
 		;;
 	*)
-		echo "Usage: tests/roots.sh debian|musl" >&2
+		echo "Usage: tests/roots.sh debian|trixie|musl" >&2
 		exit 100
 		;;
 	esac
