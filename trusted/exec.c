@@ -134,9 +134,8 @@ int trusted_exec_main(int argc, char **argv)
 	/* sudo's env_reset (with !env_keep) drops everything but TERM, which it keeps when it
 	 * holds no '/' or '%': pass only that, as the /bin/sh wrapper effectively did. With
 	 * none (or one too long), TERM=unknown, what sudo sets itself then: never an empty
-	 * environment, which Debian 13's sudo 1.9.16p2 dies of (SIGSEGV in sudoers.so, a
-	 * NULL envp read) before its policy runs, so every trusted command called without a
-	 * TERM failed with exit 139. */
+	 * environment, which Debian 13's sudo 1.9.16p2 dies of before its policy runs
+	 * (SIGSEGV, a NULL pointer read in sudoers.so; docs/trusted.md). */
 	const char *term = getenv("TERM");
 	char term_var[sizeof("TERM=") + EXEC_TERM_MAX];
 	if (!term || strlen(term) > EXEC_TERM_MAX)
