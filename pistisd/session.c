@@ -239,12 +239,21 @@ static bool agent_over(const struct reader *ag, uint64_t share)
  * readers (clients killed mid-command, whose output waits 10 minutes for an attach) hold
  * its share kept every later command of its paused, an `echo` included, until those ended
  * (dynamic analysis soak). Under this each still reads, so a reader that acknowledges
- * goes on, at worst a floor at a time; 256 commands hold at most 16 MiB (and a read
- * each) more, and the bound on all commands still pauses every one. */
+ * goes on, at worst a floor at a time.
+ * The floor is only for an agent under half the bound (AGENT_FLOOR_UNTIL): ended commands
+ * do not count against an agent's 32, so its short commands, each ending under the floor
+ * and read by a reader that never acknowledges, piled up to the table's 256 (16 MiB) past
+ * its share, and under --max-buffered 8 filled the bound on all commands by themselves:
+ * every other agent's output paused for the 10 minutes they wait (red team,
+ * redteam-floor.sh). At half, all its commands pause, as before the floor: one agent alone
+ * holds at most half the bound and a read of each of its 32 running commands (those
+ * under the floor read again once it is under half: a read each again at most). */
 #define AGENT_FLOOR (64u * 1024u)
+#define AGENT_FLOOR_UNTIL (T.max_buffered / 2)
 static bool agent_holds(const struct cmd *c, uint64_t share)
 {
-	return c->buffered >= AGENT_FLOOR && agent_over(c->ag, share);
+	return (c->buffered >= AGENT_FLOOR || c->ag->buffered >= AGENT_FLOOR_UNTIL) &&
+	       agent_over(c->ag, share);
 }
 
 /* After output was acknowledged or dropped: every command paused for the bounds and
@@ -261,7 +270,8 @@ static void resume_paused(void)
 	for (struct cmd *x = T.cmds; x; x = x->next)
 		if (x->paused && x->buffered < PROTO_MAX_BUFFERED / 2 &&
 		    x->rd->buffered < reader_max() / 2 &&
-		    (x->buffered < AGENT_FLOOR / 2 || !agent_over(x->ag, reader_max() / 2)) &&
+		    ((x->buffered < AGENT_FLOOR / 2 && x->ag->buffered < AGENT_FLOOR_UNTIL) ||
+		     !agent_over(x->ag, reader_max() / 2)) &&
 		    T.buffered < (x->paused_for_total ? T.max_buffered / 2 : T.max_buffered))
 			set_paused(x, false);
 }

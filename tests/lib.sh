@@ -235,7 +235,8 @@ J
 
 # fake_relay_run ROOT DIR SCRIPT [ARG...]: a relay of the test's own (python3 SCRIPT PORT
 # TOKEN ARG..., its output in DIR/out) on a loopback port, and `pistisd serve` in ROOT
-# (serve_setup first) dialling it as s1 (PD, its log DIR/pd.log); returns when SCRIPT ends.
+# (serve_setup first) dialling it as s1 (PD, its log DIR/pd.log), with SERVE_ARGS (words)
+# after its own options; returns when SCRIPT ends.
 fake_relay_run() {
 	local r=$1 w=$2 script=$3 port=$((20000 + RANDOM % 12000)) fk
 	shift 3
@@ -243,7 +244,8 @@ fake_relay_run() {
 	fk=$!
 	sleep 0.3
 	(in_root_exec "$r" pistisd serve --relay "ws://127.0.0.1:$port" \
-		--token-file /etc/pistis/token --name s1 ${ALLOW:+--allow $ALLOW}) >"$w/pd.log" 2>&1 &
+		--token-file /etc/pistis/token --name s1 ${ALLOW:+--allow $ALLOW} ${SERVE_ARGS:-}) \
+		>"$w/pd.log" 2>&1 &
 	PD=$!
 	wait "$fk"
 }
@@ -267,7 +269,8 @@ relay_up() {
 	"$BIN/server-min" --config "$w/pistis.json" >>"$w/smin.log" 2>&1 &
 	SM=$!
 	(in_root_exec "$r" ${SERVE_ENV:-} pistisd serve --relay "ws://127.0.0.1:$SP" \
-		--token-file /etc/pistis/token --name s1 ${ALLOW:+--allow $ALLOW}) >"$w/pd.log" 2>&1 &
+		--token-file /etc/pistis/token --name s1 ${ALLOW:+--allow $ALLOW} ${SERVE_ARGS:-}) \
+		>"$w/pd.log" 2>&1 &
 	PD=$!
 	for _ in $(seq 100); do
 		"$BIN/pistis" ls 2>/dev/null | grep -q "s1 *connected" && return 0

@@ -15,7 +15,7 @@ INTEGRATION_TESTS += tests/integration/redteam-spawn.sh tests/integration/redtea
 	tests/integration/redteam-lifecycle.sh tests/integration/redteam-ends.sh \
 	tests/integration/redteam-upgrade.sh \
 	tests/integration/redteam-view.sh tests/integration/redteam-cve.sh \
-	tests/integration/redteam-sweep.sh
+	tests/integration/redteam-sweep.sh tests/integration/redteam-floor.sh
 # Scale: many agents (list, batch, the images' tools over a long pi-sandbox line), many
 # commands at serve's bounds, server-min with its most sandboxes.
 INTEGRATION_TESTS += tests/integration/users-scale.sh tests/integration/serve-scale.sh \

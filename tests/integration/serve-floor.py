@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""serve-floor.py PORT TOKEN: a relay of our own for `pistisd serve --max-buffered 8`
+(tests/integration/redteam-dos.sh, section 4), on loopback. Agent mallory (uid 33101) starts
+one short command after another, each read by a reader of its own that never acknowledges:
+each writes 60000 bytes, under the 64 KiB that every command may hold while its agent is over
+its bound, and ends. Ended commands do not count against an agent's 32, so they pile up until
+the table's 256. Then agent alice (uid 33102) starts a 2 MiB command and acknowledges all it
+gets: it must run to its end. Prints what mallory holds, the total, and alice's end."""
+import json
+import os
+import struct
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from wsserver import relay_for_pistisd, ws_frame  # noqa: E402
+
+MALLORY_CMDS = 200
+
+
+def main():
+    port, token = int(sys.argv[1]), sys.argv[2]
+    c = relay_for_pistisd(port, token)
+    if not c:
+        return
+
+    def send(o):
+        h, p = ws_frame(1, json.dumps(o))
+        c.send(h + p)
+
+    def req(o, timeout=20):
+        send(o)
+        return c.wait_json(lambda m: m.get("id") == o["id"] and "ok" in m, timeout)
+
+    send({"id": "hello", "ok": True})
+    for agent, uid in (("mallory", 33101), ("alice", 33102)):
+        o = req({"id": "u-" + agent, "op": "users.ensure", "agent": agent, "uid": uid})
+        if not o or not o.get("ok"):
+            print("ensure_%s=%s" % (agent, json.dumps(o)))
+            return
+    started = 0
+    for i in range(MALLORY_CMDS):
+        o = req({"id": "m%d" % i, "op": "exec.start", "agent": "mallory",
+                 "reader": "rm%d" % i, "argv": ["head", "-c", "60000", "/dev/zero"]})
+        if not o or not o.get("ok"):
+            print("# mallory's start %d: %s" % (i, json.dumps(o)))
+            break
+        started += 1
+    print("mallory_started=%d" % started)
+    time.sleep(1)
+    st = req({"id": "st1", "op": "sandbox.status"}) or {}
+    held = sum(x.get("buffered", 0) for x in st.get("commands", [])
+               if x.get("agent") == "mallory")
+    print("mallory_buffered=%d" % held)
+    print("total_buffered=%d" % st.get("buffered", -1))
+
+    o = req({"id": "a1", "op": "exec.start", "agent": "alice", "reader": "ra",
+             "argv": ["head", "-c", "2M", "/dev/zero"]})
+    if not o or not o.get("ok"):
+        print("alice_start=%s" % json.dumps(o))
+        return
+    cmd = o["cmd"]
+
+    def received():
+        with c.cv:
+            ms = list(c.msgs)
+        seq = total = 0
+        for op, p in ms:
+            if op == 2:
+                _, st, fl, cm, s = struct.unpack(">BBHIQ", p[:16])
+                if cm == cmd:
+                    seq, total = max(seq, s), total + len(p) - 16
+        return seq, total
+
+    end, n, acked = time.time() + 20, 0, 0
+    while time.time() < end:
+        seq, total = received()
+        if seq > acked:
+            n += 1
+            acked = seq
+            send({"id": "ack%d" % n, "op": "exec.ack", "cmd": cmd, "seq": seq})
+        if c.wait_json(lambda m: m.get("event") == "exec.exit" and m.get("cmd") == cmd, 0.3):
+            break
+    seq, total = received()
+    print("alice_bytes=%d" % total)
+    ended = c.wait_json(lambda m: m.get("event") == "exec.exit" and m.get("cmd") == cmd, 1)
+    print("alice_exit=%s" % ("yes" if ended else "no"))
+
+
+if __name__ == "__main__":
+    main()
