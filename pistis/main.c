@@ -107,6 +107,9 @@ static struct {
 	/* The reader of our stdout or stderr went away (EPIPE): the command is being stopped
 	 * (output_gone) and what it still sends is dropped. */
 	bool out_gone;
+	/* Our stdout or stderr failed otherwise (a full disk, EIO): said once, the rest of
+	 * what was meant for it dropped, and we do not exit 0 (output_failed). */
+	bool out_failed[STDERR_FILENO + 1];
 	char sig_id[32]; /* the exec.signal request that stops it: its answer is quiet */
 	lws_sorted_usec_list_t kill_sul;
 	/* An ending signal we forwarded to the command (on_signal), 0: none yet */
@@ -416,6 +419,50 @@ static void output_gone(void)
 			 (lws_usec_t)PIPE_KILL_MS * LWS_US_PER_MS);
 }
 
+/* A write to our stdout or stderr failed with err, not EPIPE (a full disk, EIO): what was
+ * meant for it is lost. `pistis read FILE >/mnt/full/copy` and `pistis exec -- cat FILE`
+ * into a full disk exited 0 with a cut file, without a word (red team: into /dev/full,
+ * every command exited 0), where cat says why and exits 1. Said once per file; later
+ * output for it is dropped, never written after a gap; `read` stops with 1; exec's command
+ * runs on (it cannot be told, and stopping it could cut what it does short), and we exit
+ * with its status, 1 where that is 0. */
+static void output_failed(int fd, int err)
+{
+	int i = fd == STDERR_FILENO ? STDERR_FILENO : STDOUT_FILENO;
+
+	if (!C.out_failed[i]) {
+		C.out_failed[i] = true;
+		log_error_errno(-err, "Failed to write to %s: %m; %s",
+				i == STDERR_FILENO ? "stderr" : "stdout",
+				C.mode == M_EXEC ? "the command's output to it is dropped"
+						 : "stopping");
+	}
+	if (C.mode != M_EXEC)
+		finish(1);
+}
+
+/* What went to stdout through stdio (json_out, ls) out now: a failure is output lost, as
+ * for out_write (a reader gone, EPIPE, is not: `pistis ls | head -1`). Later writes into
+ * a stream in error fail the same way, so its reason is taken at the first. */
+static void stdout_flush(void)
+{
+	int e;
+
+	errno = 0;
+	if (fflush(stdout) == 0 && !ferror(stdout))
+		return;
+	e = errno ? errno : EIO;
+	clearerr(stdout);
+	if (e != EPIPE)
+		output_failed(STDOUT_FILENO, e);
+}
+
+/* Whether what fd gets is dropped: its reader is gone or it failed. */
+static bool out_dropped(int fd)
+{
+	return C.out_gone || C.out_failed[fd == STDERR_FILENO ? STDERR_FILENO : STDOUT_FILENO];
+}
+
 static size_t out_min(size_t a, size_t b)
 {
 	return a < b ? a : b;
@@ -476,7 +523,7 @@ static void out_write(int fd, const void *buf, size_t n)
 {
 	const char *p = buf;
 
-	if (C.out_gone)
+	if (out_dropped(fd))
 		return;
 	if (n > 0)
 		note_line(fd, (unsigned char)p[n - 1]);
@@ -490,6 +537,8 @@ static void out_write(int fd, const void *buf, size_t n)
 			continue;
 		if (w < 0 && errno == EPIPE)
 			output_gone();
+		else if (w <= 0)
+			output_failed(fd, w < 0 ? errno : EIO);
 		if (w <= 0)
 			return;
 		p += w;
@@ -524,7 +573,7 @@ static void json_out(const char *s)
 	}
 	putchar('\n');
 	/* out now, before a log line written straight to stderr: one file with 2>&1 */
-	fflush(stdout);
+	stdout_flush();
 	if (C.out_is_err)
 		log_set_line_open(false);
 }
@@ -563,7 +612,7 @@ static void on_text(const char *buf, size_t len)
 		if (s)
 			json_out(s);
 		free(s);
-		fflush(stdout);
+		stdout_flush();
 		if (ok)
 			finish(cJSON_IsTrue(ok) ? 0 : 1);
 		goto out;
@@ -750,7 +799,7 @@ static void stage_drop(void)
  * rest, as out_write does (its reader gone, EPIPE: output_gone). */
 static void stage_flush(int fd, size_t len)
 {
-	if (C.out_gone)
+	if (out_dropped(fd))
 		return stage_drop();
 	if (len > 0)
 		note_line(fd, -1);
@@ -770,6 +819,8 @@ static void stage_flush(int fd, size_t len)
 		}
 		if (n < 0 && errno == EPIPE)
 			output_gone();
+		else
+			output_failed(fd, n < 0 ? errno : EIO);
 		stage_drop();
 		return;
 	}
@@ -1260,10 +1311,12 @@ static void usage(FILE *f)
 		"system's bundle; --sandbox defaults to $PISTIS_SANDBOX. Exit codes: the\n"
 		"command's own, 128+N for a signal, 125 relay or protocol failure, 100 usage,\n"
 		"111 cannot connect. A reader of our output that goes away (| head) stops the\n"
-		"command: SIGPIPE, SIGKILL 2 s later; exit 141 (137). SIGINT, SIGTERM, SIGHUP\n"
-		"and SIGQUIT to exec go to the command and we exit with its status; not ended\n"
-		"5 s later or a second signal: we end by it, leaving it. Output into a pipe is\n"
-		"spliced from the socket over ws:// ($PISTIS_NO_SPLICE=1 turns that off).\n"
+		"command: SIGPIPE, SIGKILL 2 s later; exit 141 (137). An output that fails\n"
+		"otherwise (a full disk) is said and dropped; we exit 1 where we would exit 0.\n"
+		"SIGINT, SIGTERM, SIGHUP and SIGQUIT to exec go to the command and we exit with\n"
+		"its status; not ended 5 s later or a second signal: we end by it, leaving it.\n"
+		"Output into a pipe is spliced from the socket over ws:// ($PISTIS_NO_SPLICE=1\n"
+		"turns that off).\n"
 		"See docs/api.md.\n");
 }
 
@@ -1638,6 +1691,20 @@ int main(int argc, char **argv)
 	restore_tty();
 	lws_context_destroy(C.ctx);
 	log_lws_flush();
+	/* ls's lines, the last of stdio's (stdout_flush, without the finish: the loop is
+	 * over) */
+	errno = 0;
+	if ((fflush(stdout) != 0 || ferror(stdout)) && errno != EPIPE &&
+	    !C.out_failed[STDOUT_FILENO]) {
+		C.out_failed[STDOUT_FILENO] = true;
+		/* errno is the reason only when this flush failed, not an earlier one */
+		if (errno)
+			log_error_errno(-errno, "Failed to write to stdout: %m");
+		else
+			log_error("Failed to write to stdout");
+	}
+	if ((C.out_failed[STDOUT_FILENO] || C.out_failed[STDERR_FILENO]) && C.exit_code == 0)
+		C.exit_code = 1;
 	/* The command ended by the signal we passed on: so do we, so that a calling shell
 	 * script stops at ^C as it does for a local command (exit(130) it would go on from) */
 	if (C.fwd_sig && C.exit_code == 128 + C.fwd_sig)

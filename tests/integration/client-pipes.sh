@@ -11,6 +11,8 @@
 #   exits with its status; one that ignores the signal is left after 5 s, pistis ending by
 #   it (before: the signal ended only pistis, and the command ran on). Stalled on a full
 #   stdout, pistis still hears them and ends by them.
+# - an output that fails otherwise (a full disk): said, and no exit 0 (before: exit 0, the
+#   copy cut, without a word).
 # - what held: binary output byte-exact, stdout and stderr kept apart, stdin from a file.
 # Root, private mount namespace, a throwaway Debian root, loopback; agent uid 33012.
 . "$(dirname "$0")/../lib.sh"
@@ -124,6 +126,25 @@ pkill -KILL -u 33012 -f mark-stall
 # --- what held -------------------------------------------------------------------------------
 head -c 3000000 /dev/urandom >"$R/tmp/blob"
 chmod 644 "$R/tmp/blob"
+
+# --- an output that fails (a full disk: /dev/full) ---------------------------------------------
+# Each exited 0 without a word before, the copy cut or empty; cat says why and exits 1.
+for splice in "" 1; do
+	how=${splice:+", not spliced"}
+	rc=0; PISTIS_NO_SPLICE=$splice P -- cat /tmp/blob >/dev/full 2>"$W/e" || rc=$?
+	is "exec -- cat into a full disk$how: exit 1, not 0" "$rc" 1
+	like "... saying why" "$(cat "$W/e")" "Failed to write to stdout: No space left on device"
+done
+rc=0; P -- sh -c 'cat /tmp/blob; exit 3' >/dev/full 2>/dev/null || rc=$?
+is "... a command that fails keeps its own status (3)" "$rc" 3
+rc=0; timeout 20 "$BIN/pistis" read --sandbox s1 --agent c /tmp/blob >/dev/full 2>"$W/e" || rc=$?
+is "read into a full disk: exit 1, not 0" "$rc" 1
+like "... saying why" "$(cat "$W/e")" "Failed to write to stdout: No space left on device"
+rc=0; timeout 20 "$BIN/pistis" --json status --sandbox s1 >/dev/full 2>"$W/e" || rc=$?
+is "status --json into a full disk: exit 1" "$rc" 1
+rc=0; timeout 20 "$BIN/pistis" ls >/dev/full 2>"$W/e" || rc=$?
+is "ls into a full disk: exit 1" "$rc" 1
+like "... saying so" "$(cat "$W/e")" "Failed to write to stdout"
 P -- cat /tmp/blob >"$W/blob" 2>/dev/null
 ok "binary output into a file is byte-exact" cmp -s "$R/tmp/blob" "$W/blob"
 P -- cat /tmp/blob 2>/dev/null | cat >"$W/blob2"
