@@ -47,7 +47,8 @@ int fd_open_regular(int dir_fd, const char *name, struct stat *ret_st, int *ret_
 /* close_range(first, ~0U, 0) with a fallback over /proc/self/fd for old kernels. */
 int close_all_fds_from(int first);
 
-/* Make fd 0, 1, 2 exist (opened on /dev/null) so a later open cannot land on them. */
+/* Make fd 0, 1, 2 exist (opened on /dev/null) so a later open cannot land on them.
+ * -ENODEV when /dev/null is not the null device (a symlink, a file, a FIFO). */
 int fd_ensure_std(void);
 
 int fd_set_cloexec(int fd, int on);

@@ -189,7 +189,9 @@ int main(int argc, char **argv)
 	/* fds inherited from the runtime are no business of ours nor of the child's. */
 	r = fd_ensure_std();
 	if (r < 0)
-		return log_error_errno(r, "Failed to open /dev/null on fd 0-2: %m"),
+		return log_error_errno(r,
+				       "Failed to open /dev/null on fd 0-2 (it must be the null "
+				       "device, character device 1:3, not a link or a file): %m"),
 		       ENTRY_EXIT_SYSTEM;
 	(void)close_all_fds_from(3);
 

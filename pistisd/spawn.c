@@ -281,7 +281,8 @@ int spawn_ctx_new_why(struct spawn_ctx **ret, const char **why)
 	int r;
 
 	/* fds 0-2 must exist, or a pipe could land on them and be dup2'd over. */
-	step = "fds 0-2 (a closed one is opened on /dev/null)";
+	step = "fds 0-2 (a closed one is opened on /dev/null, which must be the null device, "
+	       "character device 1:3, not a link or a file)";
 	r = fd_ensure_std();
 	if (r < 0)
 		goto out;

@@ -137,7 +137,8 @@ is "the agents' passwd lines carry no control character" \
 # --- 5. runc CVE-2025-31133: /dev/null that is not the null device -------------------------
 # pistisd opens /dev/null as root once, for every command's stdin. A /dev/null that an
 # image, a volume or an earlier stage left as a symlink (to a root-only file), a plain file
-# or a FIFO handed each agent what it names (the secret, as stdin) or hung the start.
+# or a FIFO handed each agent what it names (the secret, as stdin) or hung the start; and
+# where pistisd had a closed stdin, stdout or stderr to fill, its log went into that file.
 echo "devnull-secret" >"$R/root/secret" && chmod 0600 "$R/root/secret"
 umount "$R/dev/null" && rm -f "$R/dev/null"
 ln -s /root/secret "$R/dev/null"
@@ -146,6 +147,12 @@ rc=$?
 unlike "/dev/null a symlink to a root-only file: the agent's stdin is not that file" "$out" 'devnull-secret'
 is "... the start is refused (111), naming /dev/null" "$rc/$(echo "$out" | grep -c '/dev/null')" "111/1"
 like "... the step that failed and why" "$out" 'spawn core: /dev/null \(a symbolic link; it must be the null device'
+# with stderr closed, pistisd opened /dev/null (as root, read-write, following the link) for
+# its fd 2 and wrote its log line over the root-only file the link named
+timeout 20 chroot "$R" /usr/bin/env -i /usr/local/bin/pistisd run --agent cve/a -- /bin/true 2>&-
+is "... with stderr closed: refused (111)" "$?" 111
+is "... and the file the link names is not written (pistisd's log over it before)" \
+	"$(cat "$R/root/secret")" devnull-secret
 rm -f "$R/dev/null" && cp "$R/root/secret" "$R/dev/null"
 out=$(timeout 20 chroot "$R" /usr/bin/env -i /usr/local/bin/pistisd run --agent cve/a -- /bin/cat 2>&1)
 is "/dev/null a regular file: refused (111), nothing read" "$?/$(echo "$out" | grep -c devnull-secret)" "111/0"
