@@ -5,8 +5,9 @@
 # short commands each end under the floor, read by readers that never acknowledge, piled up
 # to 256 of them (16 MiB) past its share: under `--max-buffered 8` the total was full, and
 # another agent's command, whose reader acknowledges, stayed paused for the 10 minutes those
-# commands wait for an attach. A relay of our own on loopback (serve-floor.py), agents of
-# uids 33101 and 33102, a throwaway Debian root, root, private mount namespace.
+# commands wait for an attach. And the stdin serve queued for a command: ended commands kept
+# theirs (1 MiB each) as long. A relay of our own on loopback (serve-floor.py), agents of
+# uids 33101-33103, a throwaway Debian root, root, private mount namespace.
 . "$(dirname "$0")/../lib.sh"
 need_root
 need_mount_ns "$@"
@@ -26,5 +27,12 @@ ok "... so the bound on all output is not reached (${t:=$(val total_buffered)} <
 	test "${t:-99999999}" -lt $((8 * 1048576))
 is "alice's command, whose reader acknowledges, gets its 2 MiB" "$(val alice_bytes)" 2097152
 is "... and its end" "$(val alice_exit)" yes
+# Stdin too: what serve queued for a command's stdin stayed, 1 MiB each, until the command
+# was forgotten; ended commands, which do not count against an agent's 32, kept theirs for
+# the 10 minutes they wait for an acknowledgement (148 of them: serve from 1 to 154 MB).
+ok "trudy started its short commands, each sent 1 MiB of stdin ($(val trudy_started))" \
+	test "$(val trudy_started)" -ge 100
+ok "... and serve holds none of it once they ended (grew ${g:=$(val stdin_rss_growth_kib)} KiB)" \
+	test "${g:-999999}" -lt 32768
 ok "pistisd serve is still running" kill -0 "$PD"
 done_testing

@@ -5,7 +5,9 @@ one short command after another, each read by a reader of its own that never ack
 each writes 60000 bytes, under the 64 KiB that every command may hold while its agent is over
 its bound, and ends. Ended commands do not count against an agent's 32, so they pile up until
 the table's 256. Then agent alice (uid 33102) starts a 2 MiB command and acknowledges all it
-gets: it must run to its end. Prints what mallory holds, the total, and alice's end."""
+gets: it must run to its end. Prints what mallory holds, the total, and alice's end. Then
+agent trudy (uid 33103) starts 150 short commands and sends each 1 MiB of stdin it never
+reads: prints how much pistisd serve grew."""
 import json
 import os
 import struct
@@ -13,9 +15,24 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from wsserver import relay_for_pistisd, ws_frame  # noqa: E402
+from wsserver import pframe, relay_for_pistisd, ws_frame  # noqa: E402
 
 MALLORY_CMDS = 200
+
+
+def serve_rss(port):
+    """pistisd serve's resident KiB (the one dialling our port), -1 if not found."""
+    for p in os.listdir("/proc"):
+        try:
+            cl = open("/proc/%s/cmdline" % p, "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if cl[0].endswith(b"pistisd") and b"serve" in cl and \
+                (b"ws://127.0.0.1:%d" % port) in cl:
+            for line in open("/proc/%s/status" % p):
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    return -1
 
 
 def main():
@@ -33,7 +50,7 @@ def main():
         return c.wait_json(lambda m: m.get("id") == o["id"] and "ok" in m, timeout)
 
     send({"id": "hello", "ok": True})
-    for agent, uid in (("mallory", 33101), ("alice", 33102)):
+    for agent, uid in (("mallory", 33101), ("alice", 33102), ("trudy", 33103)):
         o = req({"id": "u-" + agent, "op": "users.ensure", "agent": agent, "uid": uid})
         if not o or not o.get("ok"):
             print("ensure_%s=%s" % (agent, json.dumps(o)))
@@ -85,6 +102,24 @@ def main():
     print("alice_bytes=%d" % total)
     ended = c.wait_json(lambda m: m.get("event") == "exec.exit" and m.get("cmd") == cmd, 1)
     print("alice_exit=%s" % ("yes" if ended else "no"))
+
+    # trudy's short commands are each sent 1 MiB of stdin they never read, and end: what
+    # serve queued for them must go with their stdin, not stay for the 10 minutes they wait
+    # for an acknowledgement (ended commands do not count against trudy's 32).
+    before, n = serve_rss(port), 0
+    for i in range(150):
+        o = req({"id": "t%d" % i, "op": "exec.start", "agent": "trudy", "reader": "rt%d" % i,
+                 "argv": ["sleep", "0.3"], "stdin": "pipe"})
+        if not o or not o.get("ok"):
+            time.sleep(0.4)  # its 32 are running: they end soon
+            continue
+        n += 1
+        for s in range(4):
+            h, p = ws_frame(2, pframe(0, 0, o["cmd"], s + 1, b"x" * (256 * 1024 - 1)))
+            c.send(h + p)
+    time.sleep(1.5)
+    print("trudy_started=%d" % n)
+    print("stdin_rss_growth_kib=%d" % (serve_rss(port) - before))
 
 
 if __name__ == "__main__":
