@@ -555,6 +555,8 @@ static void json_out(const char *s)
 {
 	size_t len = strlen(s);
 
+	if (C.out_failed[STDOUT_FILENO]) /* never after a gap (output_failed) */
+		return;
 	if (C.stdout_open)
 		putchar('\n');
 	C.stdout_open = false;
