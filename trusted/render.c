@@ -689,7 +689,11 @@ enum interp_family {
 	IF_NODE,
 	IF_PHP,
 	IF_LUA,
-	IF_TCL
+	IF_TCL,
+	/* Programs that take the caller's words as their own options and input files however
+	 * they are started: GNU getopt finds `-e CMD` after SCRIPT (sed, make), or SCRIPT is
+	 * their program text and ARGS what they read (awk, jq). */
+	IF_OWN_ARGS
 };
 
 static enum interp_family interp_family_of(const char *interp)
@@ -698,12 +702,17 @@ static enum interp_family interp_family_of(const char *interp)
 		const char *name;
 		enum interp_family f;
 	} names[] = {
-		{"sh", IF_SHELL},    {"dash", IF_SHELL}, {"bash", IF_SHELL}, {"ash", IF_SHELL},
-		{"zsh", IF_SHELL},   {"ksh", IF_SHELL},	 {"mksh", IF_SHELL}, {"pdksh", IF_SHELL},
-		{"yash", IF_SHELL},  {"posh", IF_SHELL}, {"lksh", IF_SHELL}, {"python", IF_PYTHON},
-		{"pypy", IF_PYTHON}, {"perl", IF_PERL},	 {"ruby", IF_RUBY},  {"node", IF_NODE},
-		{"nodejs", IF_NODE}, {"php", IF_PHP},	 {"lua", IF_LUA},    {"luajit", IF_LUA},
-		{"tclsh", IF_TCL},
+		{"sh", IF_SHELL},	 {"dash", IF_SHELL},	{"bash", IF_SHELL},
+		{"ash", IF_SHELL},	 {"zsh", IF_SHELL},	{"ksh", IF_SHELL},
+		{"mksh", IF_SHELL},	 {"pdksh", IF_SHELL},	{"yash", IF_SHELL},
+		{"posh", IF_SHELL},	 {"lksh", IF_SHELL},	{"python", IF_PYTHON},
+		{"pypy", IF_PYTHON},	 {"perl", IF_PERL},	{"ruby", IF_RUBY},
+		{"node", IF_NODE},	 {"nodejs", IF_NODE},	{"php", IF_PHP},
+		{"lua", IF_LUA},	 {"luajit", IF_LUA},	{"tclsh", IF_TCL},
+		{"sed", IF_OWN_ARGS},	 {"gsed", IF_OWN_ARGS}, {"awk", IF_OWN_ARGS},
+		{"gawk", IF_OWN_ARGS},	 {"mawk", IF_OWN_ARGS}, {"nawk", IF_OWN_ARGS},
+		{"jq", IF_OWN_ARGS},	 {"make", IF_OWN_ARGS}, {"gmake", IF_OWN_ARGS},
+		{"expect", IF_OWN_ARGS},
 	};
 	const char *base = path_tail(interp);
 	size_t len;
@@ -823,6 +832,10 @@ int trusted_interp_arg_check(const char *interp, const char *arg, char *why, siz
 	enum interp_family f = interp_family_of(interp);
 	const char *base = path_tail(interp), *p = arg;
 
+	bool own_args = f == IF_OWN_ARGS;
+
+	if (own_args) /* an option is refused as for any other (below) */
+		f = IF_NONE;
 	while (*p) {
 		size_t n;
 
@@ -865,6 +878,18 @@ int trusted_interp_arg_check(const char *interp, const char *arg, char *why, siz
 			return 1;
 		}
 		p += n;
+	}
+	/* With no option too: `#!/bin/sed` ran `sed /data/trusted/NAME -e '1e id'` for the
+	 * caller's `NAME -e '1e id'` (GNU getopt takes options after SCRIPT): id as pi-tools
+	 * (red team, redteam-trusted.sh 14). */
+	if (own_args) {
+		escape_format(why, why_size,
+			      "%s reads the caller's arguments as its own options and input files "
+			      "without any option here too (sed -e, make --eval, awk's and jq's "
+			      "operands run code and read files a caller names); wrap it in a "
+			      "/bin/sh script",
+			      base);
+		return 1;
 	}
 	return 0;
 }

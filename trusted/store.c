@@ -903,6 +903,16 @@ static int interp_arg_check(int root_fd, const char *what, const char *interp, c
 	}
 	if (!arg[0])
 		return 0;
+	/* env NAME runs `NAME SCRIPT ARGS…`: NAME hands the caller's arguments to the script
+	 * or not as it would without env (`#!/usr/bin/env sed`) */
+	{
+		char w[512];
+
+		if (trusted_interp_arg_check(arg, "", w, sizeof(w))) {
+			escape_format(why, why_size, "%-s: interpreter '%s': %-s", what, line, w);
+			return 1;
+		}
+	}
 	/* env runs its argument: an option (-S splits, -i, -u, -C…) decides what that is. */
 	if (arg[0] == '-') {
 		escape_format(why, why_size,

@@ -133,7 +133,9 @@ bool trusted_interp_is_pistisd(const char *interp);
  * ruby, node, php, lua, tclsh), ARG may hold only flags that leave SCRIPT the program and
  * ARGS its arguments; for any other, no option at all (`#!/bin/sed -f`, `#!/usr/bin/awk -f`:
  * the caller's `-e CMD`, `-f FILE` or input file operands would run or be read as
- * pi-tools). 0 fine, 1 refused with the reason in why. */
+ * pi-tools); sed, awk, jq, make and expect (and their variants) are refused with no option
+ * too (`#!/bin/sed`: GNU getopt takes the caller's `-e CMD` after SCRIPT). 0 fine, 1
+ * refused with the reason in why. */
 int trusted_interp_arg_check(const char *interp, const char *arg, char *why, size_t why_size);
 
 /* The loader a binary names (its PT_INTERP), from the first len bytes of the file, as the

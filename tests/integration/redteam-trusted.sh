@@ -704,6 +704,13 @@ args_refused "'#!/bin/sed -f' (the caller's -e runs, its files are read)" sedf '
 	-e '1e id' /data/.secrets/argtok
 args_refused "'#!/usr/bin/awk -f' (the caller's files are read)" awkf '#!/usr/bin/awk -f' \
 	'{ print "line: " $0 }' "option '-f'" /data/.secrets/argtok
+# without any option: GNU getopt takes the caller's -e after SCRIPT all the same
+args_refused "'#!/bin/sed' with no option (the caller's -e runs, its files are read)" sedbare \
+	'#!/bin/sed' 's/^/line: /' "sed reads the caller's arguments as its own options" \
+	-e '1e id' /data/.secrets/argtok
+args_refused "'#!/usr/bin/env sed' (the same through env)" sedenv '#!/usr/bin/env sed' \
+	's/^/line: /' "sed reads the caller's arguments as its own options" \
+	-e '1e id' /data/.secrets/argtok
 args_refused "'#!/bin/sh -s' (commands from the caller's stdin)" shs '#!/bin/sh -s' \
 	'echo "user=$(id -un)"' "option '-s' to sh"
 args_refused "'#!/usr/bin/perl -p' (the caller's files printed)" perlp '#!/usr/bin/perl -p' \
