@@ -541,6 +541,15 @@ TEST(interp_arg_keeps_the_callers_arguments_the_scripts)
 	ASSERT_EQ(trusted_interp_arg_check("/bin/bash", "+x", why, sizeof(why)), 1);
 	ASSERT_EQ(trusted_interp_arg_check("/bin/sh", "-s", why, sizeof(why)), 1);
 	EXPECT_NOT_NULL(strstr(why, "option '-s' to sh"));
+	/* sed, awk, jq, make, expect: with no option too (GNU getopt takes the caller's -e
+	 * after SCRIPT); an interpreter pistis does not know, with none, is its author's word */
+	ASSERT_EQ(trusted_interp_arg_check("/bin/sed", "", why, sizeof(why)), 1);
+	EXPECT_NOT_NULL(strstr(why, "sed reads the caller's arguments as its own options"));
+	EXPECT_EQ(trusted_interp_arg_check("/usr/bin/gawk", "", why, sizeof(why)), 1);
+	EXPECT_EQ(trusted_interp_arg_check("/usr/bin/make", "", why, sizeof(why)), 1);
+	EXPECT_EQ(trusted_interp_arg_check("/usr/bin/jq", "", why, sizeof(why)), 1);
+	EXPECT_EQ(trusted_interp_arg_check("/opt/x/runner", "", why, sizeof(why)), 0);
+	EXPECT_EQ(trusted_interp_arg_check("/usr/bin/sedate", "", why, sizeof(why)), 0);
 }
 
 /* A minimal ELF image: header, phnum program headers at 64 (class 64) or 52 (class 32),
