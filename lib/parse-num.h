@@ -30,3 +30,40 @@ static inline int parse_uint_strict(const char *s, uint64_t max, const char **re
 	*ret = v;
 	return 0;
 }
+
+/* A size in bytes, strictly: digits, then at most one suffix K, M, G or T (powers of 1024;
+ * k too), at least min and at most max. -EINVAL for anything else, -ERANGE outside. */
+static inline int parse_size_strict(const char *s, uint64_t min, uint64_t max, uint64_t *ret)
+{
+	const char *end = NULL;
+	uint64_t v, mul = 1;
+	int r = parse_uint_strict(s, UINT64_MAX, &end, &v);
+
+	if (r < 0)
+		return r;
+	switch (*end) {
+	case 0:
+		break;
+	case 'K':
+	case 'k':
+		mul = 1ULL << 10;
+		break;
+	case 'M':
+		mul = 1ULL << 20;
+		break;
+	case 'G':
+		mul = 1ULL << 30;
+		break;
+	case 'T':
+		mul = 1ULL << 40;
+		break;
+	default:
+		return -EINVAL;
+	}
+	if (*end && end[1])
+		return -EINVAL;
+	if (v > max / mul || v * mul < min)
+		return -ERANGE;
+	*ret = v * mul;
+	return 0;
+}

@@ -87,7 +87,7 @@ static void usage(FILE *f)
 		"  --share-abstract-sockets\n"
 		"                      let CMD connect to abstract UNIX sockets bound outside\n"
 		"                      its own tree (default: not, where Landlock ABI >= 6)\n"
-		"  --memory-max BYTES  cgroup memory.max (K/M/G suffixes); refused where the\n"
+		"  --memory-max BYTES  cgroup memory.max (K/M/G/T suffixes); refused where the\n"
 		"                      memory controller is not delegated\n"
 		"  --pids-max N        cgroup pids.max and NPROC (where the pids controller is\n"
 		"                      not delegated, NPROC holds alone)\n"
@@ -101,34 +101,7 @@ static void usage(FILE *f)
 
 static int parse_u64(const char *s, uint64_t max, uint64_t *ret)
 {
-	const char *end;
-	uint64_t v, mul = 1;
-	int r = parse_uint_strict(s, UINT64_MAX, &end, &v);
-
-	if (r < 0)
-		return r;
-	switch (*end) {
-	case 0:
-		break;
-	case 'K':
-	case 'k':
-		mul = 1ULL << 10;
-		break;
-	case 'M':
-		mul = 1ULL << 20;
-		break;
-	case 'G':
-		mul = 1ULL << 30;
-		break;
-	default:
-		return -EINVAL;
-	}
-	if (*end && end[1])
-		return -EINVAL;
-	if (v > max / mul)
-		return -ERANGE;
-	*ret = v * mul;
-	return 0;
+	return parse_size_strict(s, 0, max, ret);
 }
 
 /* "1", "2.5", "0.25" seconds → milliseconds. */

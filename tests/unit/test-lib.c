@@ -1314,6 +1314,36 @@ TEST(parse_uint_strict_bounds)
 	EXPECT_EQ(parse_uint_strict("5x", 8, NULL, &v), -EINVAL);
 }
 
+/* Sizes as pistisd serve --memory-max and pistisd run take them: one suffix, powers of
+ * 1024, nothing around, min and max both ends included, no wrap in the multiplication. */
+TEST(parse_size_strict_suffixes_and_bounds)
+{
+	uint64_t v = 77;
+
+	EXPECT_EQ(parse_size_strict("1M", 1ull << 20, 1ull << 50, &v), 0);
+	EXPECT_EQ(v, 1ull << 20);
+	EXPECT_EQ(parse_size_strict("1048576", 1ull << 20, 1ull << 50, &v), 0);
+	EXPECT_EQ(parse_size_strict("1048575", 1ull << 20, 1ull << 50, &v), -ERANGE);
+	EXPECT_EQ(parse_size_strict("1023K", 1ull << 20, 1ull << 50, &v), -ERANGE);
+	EXPECT_EQ(parse_size_strict("2k", 0, UINT64_MAX, &v), 0);
+	EXPECT_EQ(v, 2048u);
+	EXPECT_EQ(parse_size_strict("3G", 0, UINT64_MAX, &v), 0);
+	EXPECT_EQ(v, 3ull << 30);
+	EXPECT_EQ(parse_size_strict("1024T", 0, 1ull << 50, &v), 0);
+	EXPECT_EQ(v, 1ull << 50);
+	EXPECT_EQ(parse_size_strict("1025T", 0, 1ull << 50, &v), -ERANGE);
+	/* 2^64 / 2^40 + 1: the product would wrap to a small number */
+	EXPECT_EQ(parse_size_strict("16777217T", 0, UINT64_MAX, &v), -ERANGE);
+	EXPECT_EQ(parse_size_strict("18446744073709551615", 0, UINT64_MAX, &v), 0);
+	EXPECT_EQ(v, UINT64_MAX);
+	EXPECT_EQ(parse_size_strict("18446744073709551616", 0, UINT64_MAX, &v), -ERANGE);
+	static const char *const bad[] = {"",	"M",  "1MB",  "1m",   "1 M", " 1",
+					  "-1", "+1", "1.5G", "0x10", "1KK", "1P"};
+	for (size_t i = 0; i < ELEMENTSOF(bad); i++)
+		EXPECT_EQ(parse_size_strict(bad[i], 0, UINT64_MAX, &v), -EINVAL);
+	EXPECT_EQ(parse_size_strict(NULL, 0, UINT64_MAX, &v), -EINVAL);
+}
+
 static bool bar_10400(uid_t uid)
 {
 	return uid == 10400;
