@@ -202,16 +202,27 @@ static bool has_word(const char *list, const char *word)
 	return false;
 }
 
+static const struct {
+	const char *name;
+	unsigned flag;
+} ctl[] = {{"memory", CGROUP_HAS_MEMORY}, {"pids", CGROUP_HAS_PIDS}, {"cpu", CGROUP_HAS_CPU}};
+
+/* The CGROUP_HAS_* of the controllers a cgroup.controllers text lists. */
+static unsigned controller_bits(const char *list)
+{
+	unsigned got = 0;
+
+	for (size_t i = 0; i < ELEMENTSOF(ctl); i++)
+		if (has_word(list, ctl[i].name))
+			got |= ctl[i].flag;
+	return got;
+}
+
 /* Enable memory, pids and cpu in dir's subtree where available; those already in
  * cgroup.subtree_control are not written again (each write takes the cgroup lock and
  * rebuilds the subtree's state). Returns the CGROUP_HAS_* now enabled. */
 static unsigned enable_controllers(int dir_fd, const char *available)
 {
-	static const struct {
-		const char *name;
-		unsigned flag;
-	} ctl[] = {
-		{"memory", CGROUP_HAS_MEMORY}, {"pids", CGROUP_HAS_PIDS}, {"cpu", CGROUP_HAS_CPU}};
 	_cleanup_free_ char *enabled = NULL;
 	unsigned got = 0;
 	bool any = false;
@@ -261,6 +272,7 @@ int cgroup_init(struct cgroup_ctx *ctx)
 
 	ctx->base_fd = -1;
 	ctx->features = 0;
+	ctx->delegated = 0;
 	r = own_cgroup(own, sizeof(own));
 	if (r < 0)
 		return r;
@@ -272,6 +284,24 @@ int cgroup_init(struct cgroup_ctx *ctx)
 		own_fd = openat(AT_FDCWD, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (own_fd < 0)
 			return -errno;
+	}
+	/* Born (or moved by cgroup_make_room) in the leaf that holds the processes of the
+	 * cgroup pistis manages: that cgroup is ours, so that a restarted serve, and a
+	 * `pistisd run` that a container runtime's exec put beside PID 1, find the same
+	 * pistis/ (its orphans, its slots' locks). */
+	{
+		size_t pl = strlen(path), ll = strlen(CGROUP_SELF_LEAF);
+
+		if (pl > ll + 1 && path[pl - ll - 1] == '/' &&
+		    !strcmp(path + pl - ll, CGROUP_SELF_LEAF)) {
+			int up = openat(own_fd, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+			if (up < 0)
+				return -errno;
+			safe_close(own_fd);
+			own_fd = up;
+			path[pl - ll - 1] = '\0';
+		}
 	}
 	/* Our cgroup must be a domain: in a threaded one (or the root of a threaded subtree,
 	 * "domain threaded") every cgroup made beneath is "domain invalid", which no process
@@ -305,6 +335,7 @@ int cgroup_init(struct cgroup_ctx *ctx)
 	 * cgroup.kill. docs/spawn.md has the layout an operator can give us instead. */
 	r = read_at(own_fd, "cgroup.controllers", &avail);
 	if (r >= 0) {
+		ctx->delegated = controller_bits(avail);
 		unsigned got = enable_controllers(own_fd, avail);
 		free(avail);
 		avail = NULL;
@@ -315,6 +346,73 @@ int cgroup_init(struct cgroup_ctx *ctx)
 	ctx->features = features;
 	snprintf(ctx->base_path, sizeof(ctx->base_path), "%s/pistis", path);
 	return 0;
+}
+
+static int read_procs(int cgroup_fd, pid_t **ret, size_t *ret_n);
+
+/* Every process listed in from's cgroup.procs written to to's, in rounds until from lists
+ * none (a process may fork between a read and the writes; at most 8 rounds). How many
+ * were moved, or -errno. */
+static int move_procs(int from_fd, int to_fd)
+{
+	_cleanup_close_ int procs = openat(to_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+	int moved = 0;
+
+	if (procs < 0)
+		return -errno;
+	for (int round = 0; round < 8; round++) {
+		_cleanup_free_ pid_t *pids = NULL;
+		size_t n = 0;
+		int r = read_procs(from_fd, &pids, &n);
+
+		if (r < 0)
+			return r;
+		if (n == 0)
+			return moved;
+		for (size_t i = 0; i < n; i++) {
+			char b[16];
+			int l = snprintf(b, sizeof(b), "%d", (int)pids[i]);
+
+			/* ESRCH: it ended since the read */
+			if (write(procs, b, (size_t)l) == l)
+				moved++;
+			else if (errno != ESRCH)
+				return -errno;
+		}
+	}
+	return -EBUSY;
+}
+
+int cgroup_make_room(struct cgroup_ctx *ctx)
+{
+	_cleanup_close_ int own_fd = -1, leaf_fd = -1;
+	_cleanup_free_ char *avail = NULL;
+	unsigned got;
+	int moved;
+
+	if (ctx->base_fd < 0)
+		return -ENODEV;
+	if (!(ctx->delegated & ~ctx->features))
+		return 0; /* all we were given is enabled, or nothing was given */
+	own_fd = openat(ctx->base_fd, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (own_fd < 0)
+		return -errno;
+	if (mkdirat(own_fd, CGROUP_SELF_LEAF, BASE_MODE) < 0 && errno != EEXIST)
+		return -errno;
+	leaf_fd = openat(own_fd, CGROUP_SELF_LEAF, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (leaf_fd < 0)
+		return -errno;
+	moved = move_procs(own_fd, leaf_fd);
+	if (moved < 0)
+		return moved;
+	if (read_at(own_fd, "cgroup.controllers", &avail) < 0)
+		return -errno;
+	got = enable_controllers(own_fd, avail);
+	free(avail);
+	avail = NULL;
+	if (got && read_at(ctx->base_fd, "cgroup.controllers", &avail) >= 0)
+		ctx->features |= enable_controllers(ctx->base_fd, avail);
+	return moved;
 }
 
 void cgroup_done(struct cgroup_ctx *ctx)
@@ -453,9 +551,62 @@ static int remove_leftover(int agent_fd, const char *name)
 	return 0;
 }
 
+/* The limits of all an agent's commands together, on <agent>/ (pistisd serve): each one
+ * a controller exists for is written, "max"/100 where none is asked, so a serve restarted
+ * without a limit takes away the one an earlier serve set. The agent cannot change them:
+ * <agent>/ and its files are root's (AGENT_MODE; kernfs makes the files 0644), and it can
+ * make no cgroup to move into. A limit asked for that cannot be written is an error: the
+ * command does not run. With a memory limit, memory is enabled for the command cgroups
+ * too (their memory.oom.group; <agent>/ made before our controllers were). Returns the
+ * CGROUP_HAS_* of the limits asked for and set, or -errno. */
+static int agent_limits(const struct cgroup_ctx *ctx, int agent_fd, const struct cgroup_limits *lim)
+{
+	char buf[32];
+	int applied = 0, r;
+
+	if (ctx->features & CGROUP_HAS_MEMORY) {
+		if (lim->memory_max)
+			snprintf(buf, sizeof(buf), "%llu", (unsigned long long)lim->memory_max);
+		r = write_at(agent_fd, "memory.max", lim->memory_max ? buf : "max");
+		if (r < 0 && lim->memory_max)
+			return r;
+		/* No way around the limit through swap where swap is accounted (no file
+		 * without swap accounting: nothing to escape into then). */
+		(void)write_at(agent_fd, "memory.swap.max", lim->memory_max ? "0" : "max");
+		if (lim->memory_max) {
+			_cleanup_free_ char *on = NULL, *avail = NULL;
+
+			if (read_at(agent_fd, "cgroup.subtree_control", &on) < 0 ||
+			    !has_word(on, "memory")) {
+				if (read_at(agent_fd, "cgroup.controllers", &avail) >= 0)
+					(void)enable_controllers(agent_fd, avail);
+			}
+			applied |= CGROUP_HAS_MEMORY;
+		}
+	}
+	if (ctx->features & CGROUP_HAS_PIDS) {
+		if (lim->pids_max)
+			snprintf(buf, sizeof(buf), "%llu", (unsigned long long)lim->pids_max);
+		r = write_at(agent_fd, "pids.max", lim->pids_max ? buf : "max");
+		if (r < 0 && lim->pids_max)
+			return r;
+		if (lim->pids_max)
+			applied |= CGROUP_HAS_PIDS;
+	}
+	if (ctx->features & CGROUP_HAS_CPU) {
+		snprintf(buf, sizeof(buf), "%u", lim->cpu_weight ? lim->cpu_weight : 100);
+		r = write_at(agent_fd, "cpu.weight", buf);
+		if (r < 0 && lim->cpu_weight)
+			return r;
+		if (lim->cpu_weight)
+			applied |= CGROUP_HAS_CPU;
+	}
+	return applied;
+}
+
 int cgroup_cmd_create(struct cgroup_ctx *ctx, const char *agent, gid_t agent_gid, char *cmd,
-		      size_t cmd_size, int reuse_fd, const struct cgroup_limits *lim,
-		      int *ret_dir_fd, int *ret_procs_fd)
+		      size_t cmd_size, int reuse_fd, const struct cgroup_limits *agent_lim,
+		      const struct cgroup_limits *lim, int *ret_dir_fd, int *ret_procs_fd)
 {
 	_cleanup_close_ int agent_fd = -1, dir_fd = reuse_fd, procs_fd = -1;
 	char buf[32];
@@ -494,6 +645,12 @@ int cgroup_cmd_create(struct cgroup_ctx *ctx, const char *agent, gid_t agent_gid
 	}
 	if ((ast.st_mode & 07777) != AGENT_MODE && fchmod(agent_fd, AGENT_MODE) < 0)
 		return -errno;
+	if (agent_lim) {
+		r = agent_limits(ctx, agent_fd, agent_lim);
+		if (r < 0)
+			return r;
+		applied |= r;
+	}
 	/* A reusable slot first: mkdir + rmdir in cgroupfs cost more than the rest of a
 	 * spawn's cgroup work. Only when every slot is busy a cgroup of its own (cmd). */
 	dir_fd = claim_slot(ctx, agent_fd, cmd, cmd_size);
@@ -519,6 +676,13 @@ int cgroup_cmd_create(struct cgroup_ctx *ctx, const char *agent, gid_t agent_gid
 		}
 		mark_fresh(dir_fd);
 	}
+	/* Under an agent's memory limit the OOM killer's victim takes its whole command with
+	 * it: the client sees its command killed by SIGKILL, not a shell that lost a child and
+	 * went on. Set at each claim (a slot may come from a time without the limit; a reused
+	 * one was set at its claim); the file exists once <agent>/ enables memory for its
+	 * children (agent_limits). */
+	if (agent_lim && agent_lim->memory_max && (ctx->features & CGROUP_HAS_MEMORY))
+		(void)write_at(dir_fd, "memory.oom.group", "1");
 limits:
 	/* Every limit is rewritten, "max" where none is asked for: a reused cgroup keeps
 	 * what the previous command had. */

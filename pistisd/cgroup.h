@@ -20,6 +20,9 @@ enum {
 struct cgroup_ctx {
 	int base_fd;	   /* O_DIRECTORY fd of <own>/pistis, -1: no usable cgroup v2 */
 	unsigned features; /* CGROUP_HAS_* enabled for the agents' subtrees */
+	/* CGROUP_HAS_* our own cgroup's cgroup.controllers lists: delegated to us, though
+	 * maybe not enabled beneath (a cgroup with processes: v2's no-internal-processes) */
+	unsigned delegated;
 	char base_path[600];
 	/* children are cloned straight into their command cgroups (clone3 CLONE_INTO_CGROUP),
 	 * unless that is refused here or switched off; while so, a slot cgroup.kill'ed once
@@ -41,6 +44,18 @@ int cgroup_init(struct cgroup_ctx *ctx);
 int cgroup_domain(int dir_fd);
 void cgroup_done(struct cgroup_ctx *ctx);
 
+/* The leaf beside pistis/ that holds the processes of the cgroup pistis manages once
+ * cgroup_make_room moved them there. A pistisd born in it (restarted by pistisd-entry,
+ * or a `pistisd run` a runtime's exec put beside PID 1) takes its parent for its own. */
+#define CGROUP_SELF_LEAF "pistis-self"
+/* Where our own cgroup was delegated controllers that cannot be enabled beneath it because
+ * it holds processes (cgroup v2's no-internal-processes rule: a container's cgroup with
+ * PID 1 in it, a service's with the daemon), move every process of it into
+ * <own>/CGROUP_SELF_LEAF and enable them for pistis/ (ctx->features updated). Only
+ * pistisd serve asks, and only when a limit is asked for: it moves processes that are not
+ * its own. How many were moved (0: nothing to do), or -errno. */
+int cgroup_make_room(struct cgroup_ctx *ctx);
+
 /* True for a name usable as the agent's cgroup directory. */
 bool cgroup_name_ok(const char *name);
 
@@ -53,8 +68,11 @@ bool cgroup_cmd_is_slot(const char *cmd);
 
 /* Open a command cgroup of agent (agent dir made on first use): reuse_fd >= 0 is one this
  * process already holds (taken over, cmd is its name); else a free slot, its name written
- * to cmd; else, every slot busy, mkdir cmd (the caller's unique name). Then write the
- * limits a controller exists for; *ret_dir_fd is the command cgroup's directory (holding
+ * to cmd; else, every slot busy, mkdir cmd (the caller's unique name). agent_lim non-NULL
+ * (pistisd serve): the limits of all the agent's commands together, written on <agent>/
+ * whenever it is opened (not for reuse_fd: this process wrote them then), "max"/100 for
+ * those not asked; NULL leaves <agent>/ as it is. Then write the command's limits a
+ * controller exists for; *ret_dir_fd is the command cgroup's directory (holding
  * the slot's lock), *ret_procs_fd its cgroup.procs opened for writing (ret_procs_fd NULL:
  * not opened, for a caller that clones into the cgroup and opens it only when that fails).
  * Returns a bitmask of CGROUP_HAS_* limits actually applied, or -errno. A leftover cmd of
@@ -62,8 +80,8 @@ bool cgroup_cmd_is_slot(const char *cmd);
  * empty and nobody holds it; else -EEXIST (held, or populated): the caller takes another
  * name, as such a cgroup is never joined. */
 int cgroup_cmd_create(struct cgroup_ctx *ctx, const char *agent, gid_t agent_gid, char *cmd,
-		      size_t cmd_size, int reuse_fd, const struct cgroup_limits *lim,
-		      int *ret_dir_fd, int *ret_procs_fd);
+		      size_t cmd_size, int reuse_fd, const struct cgroup_limits *agent_lim,
+		      const struct cgroup_limits *lim, int *ret_dir_fd, int *ret_procs_fd);
 
 /* True for a command cgroup made by cgroup_cmd_create and never killed by cgroup_kill
  * since (a user.* xattr on the directory; false where cgroupfs refuses xattrs): a child may

@@ -438,6 +438,16 @@ unsigned spawn_ctx_cgroup_features(const struct spawn_ctx *ctx)
 	return ctx->cg.base_fd >= 0 ? ctx->cg.features : 0;
 }
 
+unsigned spawn_ctx_cgroup_delegated(const struct spawn_ctx *ctx)
+{
+	return ctx->cg.base_fd >= 0 ? ctx->cg.delegated : 0;
+}
+
+int spawn_ctx_cgroup_make_room(struct spawn_ctx *ctx)
+{
+	return cgroup_make_room(&ctx->cg);
+}
+
 bool spawn_ctx_can_scope(const struct spawn_ctx *ctx, int *ret_why)
 {
 	if (ret_why)
@@ -818,8 +828,9 @@ static int start(struct spawn_ctx *ctx, const struct spawn_opts *o, struct spawn
 				snprintf(p->cgroup_cmd, sizeof(p->cgroup_cmd), "cmd-%d-%lu",
 					 (int)ctx->self, ++ctx->counter);
 			r = cgroup_cmd_create(&ctx->cg, p->cgroup_agent, o->gid, p->cgroup_cmd,
-					      sizeof(p->cgroup_cmd), reuse_fd, &o->cgroup,
-					      &p->cgroup_fd, NULL);
+					      sizeof(p->cgroup_cmd), reuse_fd,
+					      o->cgroup_agent_limits, &o->cgroup, &p->cgroup_fd,
+					      NULL);
 			if (r != -EEXIST || reuse_fd >= 0 || tries == 15)
 				break;
 		}

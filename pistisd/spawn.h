@@ -104,6 +104,9 @@ struct spawn_opts {
 	mode_t umask;		     /* (mode_t)-1: SPAWN_UMASK_DEFAULT */
 	const char *cgroup_agent;    /* agent cgroup directory name; NULL: no cgroup */
 	struct cgroup_limits cgroup; /* memory.max, pids.max, cpu.weight */
+	/* The same for all the agent's commands together, on its cgroup above the command's
+	 * (pistisd serve); NULL: left as they are (cgroup_cmd_create). */
+	const struct cgroup_limits *cgroup_agent_limits;
 	/* The ONE switch for setuid programs (trusted commands run through sudo): false =
 	 * no_new_privs on, empty bounding set. true = no no_new_privs, the seccomp filter is
 	 * installed while still root (before the id change), and the bounding set keeps
@@ -265,6 +268,11 @@ void spawn_ctx_disable_scope(struct spawn_ctx *ctx, int error);
 bool spawn_ctx_keyctl_refused(const struct spawn_ctx *ctx);
 bool spawn_keyctl_refused(void);
 unsigned spawn_ctx_cgroup_features(const struct spawn_ctx *ctx);
+/* The CGROUP_HAS_* our own cgroup has delegated (its cgroup.controllers), enabled for
+ * pistis's cgroups or not (features): which of the two is missing, for a message. */
+unsigned spawn_ctx_cgroup_delegated(const struct spawn_ctx *ctx);
+/* cgroup_make_room for the context's cgroups (pistisd serve, when a limit is asked for). */
+int spawn_ctx_cgroup_make_room(struct spawn_ctx *ctx);
 /* The agents' cgroup directory (<own>/pistis), -1 without cgroup v2; the ctx keeps it. */
 int spawn_ctx_cgroup_base_fd(const struct spawn_ctx *ctx);
 bool spawn_ctx_uses_openat2(const struct spawn_ctx *ctx);
