@@ -1303,16 +1303,24 @@ static void usage(FILE *f)
 		"                      outside their own tree: other agents', the host's\n"
 		"                      (default: each command only to its own, where the\n"
 		"                      kernel has Landlock ABI >= 6)\n"
-		"  --pids-max N        processes and threads: each agent's in all its commands\n"
-		"                      (NPROC, default 512) and each command's (cgroup\n"
-		"                      pids.max, where the pids controller is delegated)\n"
+		"  --pids-max N        processes and threads of each agent, all its commands\n"
+		"                      together (NPROC, default 512; and the agent's cgroup\n"
+		"                      pids.max where the pids controller is delegated)\n"
+		"  --memory-max BYTES  memory of each agent, all its commands together (its\n"
+		"                      cgroup's memory.max, no swap; K/M/G/T suffixes, at\n"
+		"                      least 1M); over it, the command the kernel picks is\n"
+		"                      killed (SIGKILL). Refused (111) where the memory\n"
+		"                      controller is not delegated\n"
+		"  --cpu-weight N      each agent's share of CPU time, all its commands together\n"
+		"                      (its cgroup's cpu.weight, 1..10000, default 100).\n"
+		"                      Refused (111) where the cpu controller is not delegated\n"
 		"  -v, --verbose       debug logging\n"
 		"  -h, --help\n\n"
 		"SIGTERM, SIGINT, SIGHUP: stop; running commands get SIGTERM, 2 s, then SIGKILL,\n"
 		"their ends are sent and logged, then serve exits (at most 4 s; a second signal:\n"
 		"at once).\n"
 		"Exit codes: 0 stopped by a signal, 1 a hard requirement does not hold,\n"
-		"100 usage, 111 system error.\n"
+		"100 usage, 111 system error (a limit asked for that cannot hold here too).\n"
 		"See docs/protocol.md.\n");
 }
 
@@ -1350,6 +1358,8 @@ int serve_cli_main(int argc, char **argv)
 		{"max-buffered", required_argument, NULL, 'm'},
 		{"share-abstract-sockets", no_argument, NULL, 's'},
 		{"pids-max", required_argument, NULL, 'P'},
+		{"memory-max", required_argument, NULL, 'M'},
+		{"cpu-weight", required_argument, NULL, 'W'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
@@ -1357,6 +1367,8 @@ int serve_cli_main(int argc, char **argv)
 	struct lws_context_creation_info info;
 	const char *relay = NULL, *token_file = NULL, *bad = NULL, *env;
 	check_mask_t allowed = 0;
+	uint64_t memory_max = 0;
+	unsigned cpu_weight = 0;
 	size_t bad_len = 0;
 	sigset_t mask;
 	int c, r, sfd;
@@ -1424,6 +1436,23 @@ int serve_cli_main(int argc, char **argv)
 			session_set_pids_max(n);
 			break;
 		}
+		case 'M':
+			if (parse_size_strict(optarg, SERVE_MEMORY_MIN, SERVE_MEMORY_MAX,
+					      &memory_max) < 0) {
+				log_error("--memory-max must be from 1M to 1024T (bytes, or with a "
+					  "K, M, G or T suffix)");
+				return EXIT_USAGE;
+			}
+			break;
+		case 'W': {
+			uint64_t n;
+			if (parse_uint_strict(optarg, 10000, NULL, &n) < 0 || !n) {
+				log_error("--cpu-weight must be 1..10000");
+				return EXIT_USAGE;
+			}
+			cpu_weight = (unsigned)n;
+			break;
+		}
 		case 'v':
 			log_set_level(LOG_LVL_DEBUG);
 			break;
@@ -1441,6 +1470,7 @@ int serve_cli_main(int argc, char **argv)
 	}
 	if (parse_url(relay) < 0)
 		return EXIT_USAGE;
+	session_set_agent_limits(memory_max, cpu_weight);
 	if (S.have_pin && !S.tls) {
 		log_error("--pin needs a wss:// relay");
 		return EXIT_USAGE;

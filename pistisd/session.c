@@ -117,7 +117,9 @@ static struct {
 	 * times 256 commands would be 2 GiB of a sandbox's memory. */
 	uint64_t buffered, max_buffered;
 	bool share_abstract; /* --share-abstract-sockets */
-	uint64_t pids_max;   /* --pids-max: NPROC and each command's pids.max; 0: the default */
+	uint64_t pids_max;   /* --pids-max: NPROC and the agent's pids.max; 0: the default */
+	/* --memory-max, --cpu-weight, and pids.max: each agent's, all its commands together */
+	struct cgroup_limits agent_lim;
 	struct reader *readers;
 	struct reader *agents;
 	lws_sorted_usec_list_t reap; /* dying command cgroups left to remove */
@@ -218,6 +220,70 @@ void session_set_share_abstract_sockets(bool share)
 void session_set_pids_max(uint64_t n)
 {
 	T.pids_max = n;
+	T.agent_lim.pids_max = n;
+}
+
+void session_set_agent_limits(uint64_t memory_max, unsigned cpu_weight)
+{
+	T.agent_lim.memory_max = memory_max;
+	T.agent_lim.cpu_weight = cpu_weight;
+}
+
+/* A memory or CPU limit asked for holds or serve does not start (as pistisd run), saying
+ * why: the controller is not delegated to our cgroup at all, or it is but cannot be enabled
+ * beneath it. -EOPNOTSUPP when one does not hold (said here). Only asked when a limit is:
+ * fuzz-serve's stand-in context has no cgroup part to look at. */
+static int limits_hold(void)
+{
+	unsigned have, delegated, miss = 0;
+	int r;
+
+	if (!T.agent_lim.memory_max && !T.agent_lim.cpu_weight && !T.pids_max)
+		return 0;
+	/* Docker's, and a service manager's, cgroup holds PID 1 or the daemon: no controller
+	 * can be enabled beneath it until they are moved into a leaf beside pistis/. */
+	r = spawn_ctx_cgroup_make_room(T.spawn);
+	if (r > 0)
+		log_notice("Moved %d process(es) of pistisd's cgroup into its '%s' so that its "
+			   "controllers can be enabled for the agents (cgroup v2 lets no cgroup "
+			   "with processes give controllers to its children)",
+			   r, CGROUP_SELF_LEAF);
+	else if (r < 0 && r != -ENODEV)
+		log_warning_errno(r,
+				  "Failed to move the processes of pistisd's cgroup into "
+				  "its '%s' (the agents' limits need that): %m",
+				  CGROUP_SELF_LEAF);
+	have = spawn_ctx_cgroup_features(T.spawn);
+	delegated = spawn_ctx_cgroup_delegated(T.spawn);
+	if (T.agent_lim.memory_max && !(have & CGROUP_HAS_MEMORY))
+		miss |= CGROUP_HAS_MEMORY;
+	if (T.agent_lim.cpu_weight && !(have & CGROUP_HAS_CPU))
+		miss |= CGROUP_HAS_CPU;
+	if (T.pids_max && !(have & CGROUP_HAS_PIDS))
+		log_warning("--pids-max holds as NPROC only (an agent's processes and threads in "
+			    "all its commands, each uid's): no pids controller for pistis's "
+			    "cgroups here");
+	if (!miss)
+		return 0;
+	log_error("Refusing to start: %s%s%s need%s the %s controller%s, which %s (tree control: "
+		  "%s; docs/spawn.md, cgroup v2); start without %s",
+		  (miss & CGROUP_HAS_MEMORY) ? "--memory-max" : "",
+		  miss == (CGROUP_HAS_MEMORY | CGROUP_HAS_CPU) ? " and " : "",
+		  (miss & CGROUP_HAS_CPU) ? "--cpu-weight" : "",
+		  miss == (CGROUP_HAS_MEMORY | CGROUP_HAS_CPU) ? "" : "s",
+		  miss == (CGROUP_HAS_MEMORY | CGROUP_HAS_CPU) ? "memory and cpu"
+		  : (miss & CGROUP_HAS_MEMORY)		       ? "memory"
+							       : "cpu",
+		  miss == (CGROUP_HAS_MEMORY | CGROUP_HAS_CPU) ? "s" : "",
+		  (delegated & miss) == miss
+			  ? "pistisd's cgroup has but cannot enable for its children: it holds "
+			    "processes (cgroup v2's no-internal-processes rule; give pistisd a "
+			    "cgroup of its own)"
+			  : "pistisd's cgroup was not given (not delegated, or cgroup v2 not "
+			    "writable here)",
+		  spawn_ctx_tree_control(T.spawn),
+		  miss == (CGROUP_HAS_MEMORY | CGROUP_HAS_CPU) ? "them" : "it");
+	return -EOPNOTSUPP;
 }
 
 uint64_t session_buffered(void)
@@ -344,10 +410,9 @@ int session_init(void)
 		log_notice("Abstract UNIX sockets are shared by every agent and the host "
 			   "(--share-abstract-sockets)");
 	}
-	if (T.pids_max && !(spawn_ctx_cgroup_features(T.spawn) & CGROUP_HAS_PIDS))
-		log_warning("--pids-max holds as NPROC only (an agent's processes and threads in "
-			    "all its commands, not each command's): no pids controller for "
-			    "pistis's cgroups here");
+	r = limits_hold();
+	if (r < 0)
+		return r;
 	/* A restarted daemon starts clean: the commands of one that died (SIGKILL, OOM) still
 	 * run as their agents, with no timeout and no reader, and this one numbers commands
 	 * from 1 again. Before dialling, so no command of ours exists yet (docs/spawn.md). */
@@ -1701,8 +1766,12 @@ static void exec_start(const struct proto_request *req)
 	 * `pistisd trusted add/remove` takes effect without a restart. */
 	so.allow_setuid = trusted_configured(T.root_fd);
 	so.share_abstract_sockets = T.share_abstract;
-	so.rlimits.nproc = T.pids_max;	 /* 0: spawn's default, 512 */
-	so.cgroup.pids_max = T.pids_max; /* 0: no pids.max */
+	so.rlimits.nproc = T.pids_max; /* 0: spawn's default, 512 */
+	/* Memory, CPU weight and pids.max per agent, on <agent>/ above its command cgroups:
+	 * what an operator of several agents divides is the sandbox among agents, and an
+	 * agent with eight commands must not get eight shares. Always passed, so that limits
+	 * an earlier serve set are taken away when this one has none. */
+	so.cgroup_agent_limits = &T.agent_lim;
 
 	c = calloc(1, sizeof(*c));
 	if (!c) {

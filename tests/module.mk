@@ -16,6 +16,9 @@ INTEGRATION_TESTS += tests/integration/redteam-spawn.sh tests/integration/redtea
 	tests/integration/redteam-upgrade.sh \
 	tests/integration/redteam-view.sh tests/integration/redteam-cve.sh \
 	tests/integration/redteam-sweep.sh tests/integration/redteam-floor.sh
+# Each agent's memory and CPU limits in pistisd serve: refused where no controller is
+# delegated, an agent over its memory killed alone where one is (in a cgroup of the test's).
+INTEGRATION_TESTS += tests/integration/serve-limits.sh
 # Scale: many agents (list, batch, the images' tools over a long pi-sandbox line), many
 # commands at serve's bounds, server-min with its most sandboxes.
 INTEGRATION_TESTS += tests/integration/users-scale.sh tests/integration/serve-scale.sh \

@@ -113,6 +113,26 @@ int fz_spawn_ctx_cgroup_base_fd(const struct spawn_ctx *ctx)
 	return -1;
 }
 
+/* Nor controllers: a limit asked for would be refused (serve's options are not fuzzed),
+ * and no process is moved anywhere. */
+unsigned fz_spawn_ctx_cgroup_features(const struct spawn_ctx *ctx)
+{
+	(void)ctx;
+	return 0;
+}
+
+unsigned fz_spawn_ctx_cgroup_delegated(const struct spawn_ctx *ctx)
+{
+	(void)ctx;
+	return 0;
+}
+
+int fz_spawn_ctx_cgroup_make_room(struct spawn_ctx *ctx)
+{
+	(void)ctx;
+	return -ENODEV;
+}
+
 /* No /proc: no SysV IPC objects are looked for or removed (pistisd/ipc.h). */
 int fz_spawn_ctx_proc_fd(const struct spawn_ctx *ctx)
 {

@@ -25,6 +25,9 @@ int fz_users_ensure_base(const char *root);
 int fz_spawn_ctx_new_why(struct spawn_ctx **ret, const char **why);
 void fz_spawn_ctx_free(struct spawn_ctx *ctx);
 int fz_spawn_ctx_cgroup_base_fd(const struct spawn_ctx *ctx);
+unsigned fz_spawn_ctx_cgroup_features(const struct spawn_ctx *ctx);
+unsigned fz_spawn_ctx_cgroup_delegated(const struct spawn_ctx *ctx);
+int fz_spawn_ctx_cgroup_make_room(struct spawn_ctx *ctx);
 int fz_spawn_ctx_proc_fd(const struct spawn_ctx *ctx);
 bool fz_spawn_agent_has_processes(const struct spawn_ctx *ctx, uid_t uid);
 int fz_spawn_kill_uid(uid_t uid);
@@ -63,6 +66,9 @@ int fz_send_pipe_choked(struct lws *wsi);
 #define spawn_ctx_new_why fz_spawn_ctx_new_why
 #define spawn_ctx_free fz_spawn_ctx_free
 #define spawn_ctx_cgroup_base_fd fz_spawn_ctx_cgroup_base_fd
+#define spawn_ctx_cgroup_features fz_spawn_ctx_cgroup_features
+#define spawn_ctx_cgroup_delegated fz_spawn_ctx_cgroup_delegated
+#define spawn_ctx_cgroup_make_room fz_spawn_ctx_cgroup_make_room
 #define spawn_ctx_proc_fd fz_spawn_ctx_proc_fd
 #define spawn_agent_has_processes fz_spawn_agent_has_processes
 #define spawn_kill_orphaned_sessions fz_spawn_kill_orphaned_sessions
