@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "lib/macro.h"
+#include "lib/parse-num.h"
 
 static const struct {
 	const char *key;
@@ -14,18 +15,29 @@ static const struct {
 	const char *option;
 	unsigned long max; /* a number from 1 to max (no sign, no leading 0); 0: any text */
 	const char *range; /* its error */
+	bool size;	   /* instead: a size from 1M to 1024T (pistisd serve --memory-max) */
 } conf_keys[] = {
-	{"relay", offsetof(struct entry_serve_conf, relay), "--relay=", 0, NULL},
-	{"token-file", offsetof(struct entry_serve_conf, token_file), "--token-file=", 0, NULL},
-	{"ca", offsetof(struct entry_serve_conf, ca), "--ca=", 0, NULL},
-	{"pin", offsetof(struct entry_serve_conf, pin), "--pin=", 0, NULL},
-	{"name", offsetof(struct entry_serve_conf, name), "--name=", 0, NULL},
-	{"log-format", offsetof(struct entry_serve_conf, log_format), "--log-format=", 0, NULL},
+	{"relay", offsetof(struct entry_serve_conf, relay), "--relay=", 0, NULL, false},
+	{"token-file", offsetof(struct entry_serve_conf, token_file), "--token-file=", 0, NULL,
+	 false},
+	{"ca", offsetof(struct entry_serve_conf, ca), "--ca=", 0, NULL, false},
+	{"pin", offsetof(struct entry_serve_conf, pin), "--pin=", 0, NULL, false},
+	{"name", offsetof(struct entry_serve_conf, name), "--name=", 0, NULL, false},
+	{"log-format", offsetof(struct entry_serve_conf, log_format), "--log-format=", 0, NULL,
+	 false},
 	{"pids-max", offsetof(struct entry_serve_conf, pids_max), "--pids-max=", 4194304,
-	 "pids-max must be a number from 1 to 4194304"},
+	 "pids-max must be a number from 1 to 4194304", false},
 	{"max-buffered", offsetof(struct entry_serve_conf, max_buffered), "--max-buffered=", 65536,
-	 "max-buffered must be a number of MiB from 1 to 65536"},
+	 "max-buffered must be a number of MiB from 1 to 65536", false},
+	{"memory-max", offsetof(struct entry_serve_conf, memory_max), "--memory-max=", 0,
+	 "memory-max must be from 1M to 1024T (bytes, or with a K, M, G or T suffix)", true},
+	{"cpu-weight", offsetof(struct entry_serve_conf, cpu_weight), "--cpu-weight=", 10000,
+	 "cpu-weight must be a number from 1 to 10000", false},
 };
+
+/* pistisd serve's --memory-max range (pistisd/serve.h: SERVE_MEMORY_MIN, _MAX) */
+#define CONF_MEMORY_MIN (1ull << 20)
+#define CONF_MEMORY_MAX (1ull << 50)
 
 /* yes/no keys: the option is passed for yes. */
 static const struct {
@@ -74,6 +86,19 @@ static bool value_ok(const char *v, size_t n)
 		if ((unsigned char)v[i] < 0x20 || v[i] == 0x7f)
 			return false;
 	return true;
+}
+
+/* A size as pistisd serve takes it, and no leading 0 ("0100" is no size anyone meant). */
+static bool size_ok(const char *v, size_t n)
+{
+	char num[24];
+	uint64_t size;
+
+	if (n >= sizeof(num) || v[0] == '0')
+		return false;
+	memcpy(num, v, n);
+	num[n] = '\0';
+	return parse_size_strict(num, CONF_MEMORY_MIN, CONF_MEMORY_MAX, &size) == 0;
 }
 
 static int parse_line(const char *p, size_t len, struct entry_serve_conf *conf,
@@ -147,10 +172,14 @@ static int parse_line(const char *p, size_t len, struct entry_serve_conf *conf,
 			*ret_error = conf_keys[k].range;
 			return -EINVAL;
 		}
+		if (conf_keys[k].size && !size_ok(val, vlen)) {
+			*ret_error = conf_keys[k].range;
+			return -EINVAL;
+		}
 		return set_field(conf_field(conf, k), val, vlen) < 0 ? -ENOMEM : 0;
 	}
 	*ret_error = "unknown key (relay, token-file, ca, pin, name, log-format, pids-max, "
-		     "max-buffered, verbose, share-abstract-sockets)";
+		     "max-buffered, memory-max, cpu-weight, verbose, share-abstract-sockets)";
 	return -EINVAL;
 }
 

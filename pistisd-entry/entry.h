@@ -92,14 +92,15 @@ struct entry_serve_conf {
 	char *log_format;
 	char *pids_max;
 	char *max_buffered;
+	char *memory_max;
+	char *cpu_weight;
 	bool verbose;
 	bool share_abstract_sockets;
 };
 
 /* Parses serve.conf text ("key = value" lines, '#' comments; keys relay, token-file, ca, pin,
- * name, log-format, pids-max, max-buffered, and the yes/no keys verbose,
- * share-abstract-sockets) into *conf,
- * replacing fields it names. Returns 0 or -EINVAL with *ret_line (1-based) and *ret_error
+ * name, log-format, pids-max, max-buffered, memory-max, cpu-weight, and the yes/no keys
+ * verbose, share-abstract-sockets) into *conf, replacing fields it names. Returns 0 or -EINVAL with *ret_line (1-based) and *ret_error
  * (static) describing the first bad line. */
 int entry_conf_parse(const char *text, size_t len, struct entry_serve_conf *conf,
 		     unsigned *ret_line, const char **ret_error);

@@ -82,7 +82,9 @@ is "... serve's argv: one --key=value each, verbose = no and share-abstract-sock
 --name=build-box-7
 --log-format=json
 --pids-max=4096
---max-buffered=128"
+--max-buffered=128
+--memory-max=4G
+--cpu-weight=100"
 
 out=$(PISTIS_ALLOW=protected_fifos "$BIN/pistisd-entry" --no-prepare --no-harden-mounts \
 	--no-restart --data "$D" --pistisd "$S/bin/env-of" 2>&1)

@@ -315,6 +315,8 @@ TEST(conf_parse_and_argv)
 				   "log-format = json\n"
 				   "pids-max = 4096\n"
 				   "max-buffered = 256\n"
+				   "memory-max = 512M\n"
+				   "cpu-weight = 250\n"
 				   "ca = -weird-leading-dash\n"
 				   "verbose = yes\n"
 				   "share-abstract-sockets = yes";
@@ -339,9 +341,11 @@ TEST(conf_parse_and_argv)
 	EXPECT_STREQ(argv[7], "--log-format=json");
 	EXPECT_STREQ(argv[8], "--pids-max=4096");
 	EXPECT_STREQ(argv[9], "--max-buffered=256");
-	EXPECT_STREQ(argv[10], "--verbose");
-	EXPECT_STREQ(argv[11], "--share-abstract-sockets");
-	EXPECT_NULL(argv[12]);
+	EXPECT_STREQ(argv[10], "--memory-max=512M");
+	EXPECT_STREQ(argv[11], "--cpu-weight=250");
+	EXPECT_STREQ(argv[12], "--verbose");
+	EXPECT_STREQ(argv[13], "--share-abstract-sockets");
+	EXPECT_NULL(argv[14]);
 	free(argv);
 
 	/* A comment after a value, as docs/entry.md's example has them: not part of it. A
@@ -370,6 +374,30 @@ TEST(conf_parse_and_argv)
 	EXPECT_EQ(entry_conf_from_env(&c, fake_getenv), -EINVAL);
 	entry_conf_done(&c);
 	EXPECT_NULL(c.relay);
+}
+
+/* The numbers' edges that hold: a serve.conf entry takes exactly what pistisd serve does. */
+TEST(conf_limits_edges)
+{
+	static const char *const good[] = {
+		"cpu-weight = 1\n",
+		"cpu-weight = 10000\n",
+		"memory-max = 1M\n",
+		"memory-max = 1048576\n",
+		"memory-max = 1024K\n",
+		"memory-max = 1024T\n",
+		"memory-max = 1125899906842624\n",
+		"memory-max = 3G\n",
+	};
+
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		struct entry_serve_conf c = {0};
+		const char *err = NULL;
+		unsigned line = 0;
+
+		EXPECT_EQ(entry_conf_parse(good[i], strlen(good[i]), &c, &line, &err), 0);
+		entry_conf_done(&c);
+	}
 }
 
 TEST(conf_env_only_and_missing)
@@ -422,6 +450,23 @@ TEST(conf_errors)
 		{"max-buffered = 65537\n", 1},
 		{"max-buffered = 64M\n", 1},
 		{"max-buffered = +64\n", 1},
+		{"cpu-weight = 0\n", 1},
+		{"cpu-weight = 10001\n", 1},
+		{"cpu-weight = 1k\n", 1},
+		{"cpu-weight = 050\n", 1},
+		{"memory-max = 0\n", 1},
+		{"memory-max = 1048575\n", 1}, /* under 1M: no command could start */
+		{"memory-max = 1023K\n", 1},
+		{"memory-max = 1025T\n", 1},
+		{"memory-max = 1125899906842625\n", 1},
+		{"memory-max = 99999999999999999999G\n", 1},
+		{"memory-max = 512MB\n", 1},
+		{"memory-max = 512m\n", 1},
+		{"memory-max = 0512M\n", 1},
+		{"memory-max = -1\n", 1},
+		{"memory-max = 1.5G\n", 1},
+		{"memory-max = G\n", 1},
+		{"name = x\nmemory-max = 12345678901234567890123\n", 2},
 		{"= value\n", 1},
 		{"relay token = x\n", 1},
 		{"RELAY = x\n", 1},
