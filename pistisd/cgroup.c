@@ -388,7 +388,7 @@ int cgroup_make_room(struct cgroup_ctx *ctx)
 	_cleanup_close_ int own_fd = -1, leaf_fd = -1;
 	_cleanup_free_ char *avail = NULL;
 	unsigned got;
-	int moved;
+	int moved, r;
 
 	if (ctx->base_fd < 0)
 		return -ENODEV;
@@ -405,8 +405,9 @@ int cgroup_make_room(struct cgroup_ctx *ctx)
 	moved = move_procs(own_fd, leaf_fd);
 	if (moved < 0)
 		return moved;
-	if (read_at(own_fd, "cgroup.controllers", &avail) < 0)
-		return -errno;
+	r = read_at(own_fd, "cgroup.controllers", &avail);
+	if (r < 0)
+		return r;
 	got = enable_controllers(own_fd, avail);
 	free(avail);
 	avail = NULL;

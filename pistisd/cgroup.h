@@ -52,8 +52,8 @@ void cgroup_done(struct cgroup_ctx *ctx);
  * it holds processes (cgroup v2's no-internal-processes rule: a container's cgroup with
  * PID 1 in it, a service's with the daemon), move every process of it into
  * <own>/CGROUP_SELF_LEAF and enable them for pistis/ (ctx->features updated). Only
- * pistisd serve asks, and only when a limit is asked for: it moves processes that are not
- * its own. How many were moved (0: nothing to do), or -errno. */
+ * pistisd serve asks, and only when a memory or CPU limit is asked for: it moves processes
+ * that are not its own. How many were moved (0: nothing to do), or -errno. */
 int cgroup_make_room(struct cgroup_ctx *ctx);
 
 /* True for a name usable as the agent's cgroup directory. */

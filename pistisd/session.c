@@ -241,8 +241,11 @@ static int limits_hold(void)
 	if (!T.agent_lim.memory_max && !T.agent_lim.cpu_weight && !T.pids_max)
 		return 0;
 	/* Docker's, and a service manager's, cgroup holds PID 1 or the daemon: no controller
-	 * can be enabled beneath it until they are moved into a leaf beside pistis/. */
-	r = spawn_ctx_cgroup_make_room(T.spawn);
+	 * can be enabled beneath it until they are moved into a leaf beside pistis/. Only
+	 * for the limits that refuse to start otherwise: --pids-max alone holds as NPROC, and
+	 * moved nothing before (a test's serve would have moved its test runner). */
+	r = T.agent_lim.memory_max || T.agent_lim.cpu_weight ? spawn_ctx_cgroup_make_room(T.spawn)
+							     : 0;
 	if (r > 0)
 		log_notice("Moved %d process(es) of pistisd's cgroup into its '%s' so that its "
 			   "controllers can be enabled for the agents (cgroup v2 lets no cgroup "
