@@ -978,10 +978,13 @@ static void probe_cgroup(struct check_report *r)
 	ctrl[strcspn(ctrl, "\n")] = '\0';
 	if (subtree)
 		subtree[strcspn(subtree, "\n")] = '\0';
-	bool good = has_word(ctrl, "memory") && has_word(ctrl, "pids");
+	bool good = has_word(ctrl, "memory") && has_word(ctrl, "pids") && has_word(ctrl, "cpu");
 	check_set(r, CHECK_CGROUP_CONTROLLERS, good ? CHECK_STATUS_OK : CHECK_STATUS_WARN,
 		  "available: %s%s; enabled for children: %s", ctrl[0] ? ctrl : "(none)",
-		  good ? "" : " (memory/pids missing)", subtree && subtree[0] ? subtree : "(none)");
+		  good ? ""
+		       : " (memory, pids or cpu missing: no per-agent limit of what is missing; "
+			 "pistisd serve refuses --memory-max and --cpu-weight without theirs)",
+		  subtree && subtree[0] ? subtree : "(none)");
 }
 
 static void probe_userns(struct check_report *r)
