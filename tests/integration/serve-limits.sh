@@ -6,7 +6,9 @@
 # in it: agent A (64 MiB) allocates beyond its limit and only its command is killed (the
 # client sees SIGKILL, 137), while agent B's command, running at the same time, succeeds;
 # the values are on the agents' cgroups, and serve moved itself into pistis-self to enable
-# them. Real binaries as root, private mount namespace, throwaway Debian root, loopback
+# them: that part runs only with PISTIS_LIMITS_V2=1, on a host whose cgroup v2 has the
+# memory and cpu controllers (this project's CI machines keep them in v1: hybrid hosts),
+# and fails there, never skips, where they cannot be given. Real binaries as root, private mount namespace, throwaway Debian root, loopback
 # only; serve always runs in a cgroup the test made (never one of the host's).
 . "$(dirname "$0")/../lib.sh"
 need_root
@@ -83,11 +85,12 @@ unlike "... and nothing was dialled" "$out" "pistisd serve .*: sandbox 's1'"
 is "... and no process was moved for nothing" "$(ls "$CG/serve" | grep -c pistis-self)" 0
 
 # --- per agent, where the host can delegate memory and cpu to the test's cgroup -----------
+# Only with PISTIS_LIMITS_V2=1, on a host whose cgroup v2 has memory and cpu: this project's
+# machines are hybrid hosts that keep them in v1, so `make check` ends above.
+[ "${PISTIS_LIMITS_V2:-0}" = 1 ] || { done_testing; exit 0; }
 if ! echo "+memory +cpu" >"$CG/cgroup.subtree_control" 2>/dev/null; then
-	skip "an agent over its memory limit is killed, another runs on" \
-		"the cgroup2 here cannot give memory and cpu to a cgroup of the test's (available: $(cat "$MNT${OWN%/}/cgroup.controllers"); a hybrid host keeps them in v1)"
-	done_testing
-	exit
+	echo "Bail out! the cgroup2 here cannot give memory and cpu to a cgroup of the test's (available: $(cat "$MNT${OWN%/}/cgroup.controllers"); a hybrid host keeps them in v1)"
+	exit 1
 fi
 relay_config "$R" "$W"
 "$BIN/server-min" --config "$W/pistis.json" >>"$W/smin.log" 2>&1 &
