@@ -131,9 +131,9 @@ int trusted_exec_main(int argc, char **argv)
 		sargv[n++] = argv[i];
 	sargv[n] = NULL;
 
-	/* sudo's env_reset (with !env_keep) drops everything but TERM, which it keeps when it
-	 * holds no '/' or '%': pass only that, as the /bin/sh wrapper effectively did. With
-	 * none (or one too long), TERM=unknown, what sudo sets itself then: never an empty
+	/* sudo's env_reset (with !env_keep and !env_check) passes the script none of it, TERM
+	 * included (it sets TERM=unknown): pass sudo only TERM, as the /bin/sh wrapper
+	 * effectively did. With none (or one too long), TERM=unknown: never an empty
 	 * environment, which Debian 13's sudo 1.9.16p2 dies of before its policy runs
 	 * (SIGSEGV, a NULL pointer read in sudoers.so; docs/trusted.md). */
 	const char *term = getenv("TERM");

@@ -181,6 +181,8 @@ for v in LD_PRELOAD LD_LIBRARY_PATH BASH_ENV ENV SHELLOPTS PS4 PYTHONPATH NODE_O
 	GIT_CONFIG_COUNT GIT_CONFIG_KEY_0 GIT_CONFIG_VALUE_0 GIT_CONFIG_GLOBAL IFS SUDO_ASKPASS; do
 	unlike "hostile env: $v does not reach the script" "$out" "^env:$v="
 done
+like "hostile env: the caller's TERM=xterm does not reach the script either (sudo's own)" "$out" \
+	"^env:TERM=unknown$"
 like "hostile env: PATH is still the secure path" "$out" "^env:PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin$"
 
 # trusted-exec called directly, as the agent may: NAME only from an exact /data/bin path
