@@ -2243,9 +2243,7 @@ void spawn_free(struct spawn_proc *p)
 	}
 	if (p->fd_out >= 0 || p->fd_err >= 0)
 		finish_outputs(p);
-	release_leader(p);
-	cgroup_cleanup(p, !p->opts_copy.keep_children);
-	proc_close(p);
+	spawn_release(p); /* done now: reaped, outputs closed */
 	free(p);
 }
 
