@@ -117,8 +117,8 @@ static struct {
 	 * times 256 commands would be 2 GiB of a sandbox's memory. */
 	uint64_t buffered, max_buffered;
 	bool share_abstract; /* --share-abstract-sockets */
-	uint64_t pids_max;   /* --pids-max: NPROC and the agent's pids.max; 0: the default */
-	/* --memory-max, --cpu-weight, and pids.max: each agent's, all its commands together */
+	/* --memory-max, --cpu-weight, and --pids-max (also each agent's NPROC; 0: the
+	 * default): each agent's, all its commands together */
 	struct cgroup_limits agent_lim;
 	struct reader *readers;
 	struct reader *agents;
@@ -219,7 +219,6 @@ void session_set_share_abstract_sockets(bool share)
 
 void session_set_pids_max(uint64_t n)
 {
-	T.pids_max = n;
 	T.agent_lim.pids_max = n;
 }
 
@@ -238,7 +237,7 @@ static int limits_hold(void)
 	unsigned have, delegated, miss = 0;
 	int r;
 
-	if (!T.agent_lim.memory_max && !T.agent_lim.cpu_weight && !T.pids_max)
+	if (!T.agent_lim.memory_max && !T.agent_lim.cpu_weight && !T.agent_lim.pids_max)
 		return 0;
 	/* Docker's, and a service manager's, cgroup holds PID 1 or the daemon: no controller
 	 * can be enabled beneath it until they are moved into a leaf beside pistis/. Only
@@ -262,7 +261,7 @@ static int limits_hold(void)
 		miss |= CGROUP_HAS_MEMORY;
 	if (T.agent_lim.cpu_weight && !(have & CGROUP_HAS_CPU))
 		miss |= CGROUP_HAS_CPU;
-	if (T.pids_max && !(have & CGROUP_HAS_PIDS))
+	if (T.agent_lim.pids_max && !(have & CGROUP_HAS_PIDS))
 		log_warning("--pids-max holds as NPROC only (an agent's processes and threads in "
 			    "all its commands, each uid's): no pids controller for pistis's "
 			    "cgroups here");
@@ -1769,7 +1768,7 @@ static void exec_start(const struct proto_request *req)
 	 * `pistisd trusted add/remove` takes effect without a restart. */
 	so.allow_setuid = trusted_configured(T.root_fd);
 	so.share_abstract_sockets = T.share_abstract;
-	so.rlimits.nproc = T.pids_max; /* 0: spawn's default, 512 */
+	so.rlimits.nproc = T.agent_lim.pids_max; /* 0: spawn's default, 512 */
 	/* Memory, CPU weight and pids.max per agent, on <agent>/ above its command cgroups:
 	 * what an operator of several agents divides is the sandbox among agents, and an
 	 * agent with eight commands must not get eight shares. Always passed, so that limits
