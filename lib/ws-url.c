@@ -41,3 +41,26 @@ int ws_url_parse(const char *url, const char *default_path, struct ws_url *ret)
 	snprintf(ret->path, sizeof(ret->path), "%s", *p ? p : default_path);
 	return 0;
 }
+
+const char *ws_url_for_log(const char *url, char *buf, size_t size)
+{
+	const char *rest = strstr(url, "://"), *at = NULL, *q;
+	size_t auth;
+
+	if (!rest) {
+		snprintf(buf, size, "%s", url);
+		return buf;
+	}
+	rest += 3;
+	auth = strcspn(rest, "/?#");
+	for (size_t i = 0; i < auth; i++)
+		if (rest[i] == '@')
+			at = rest + i; /* the last one: a password may hold an '@' */
+	q = rest + strcspn(rest, "?#");
+	snprintf(buf, size, "%.*s%s%.*s%s", (int)(rest - url), url, at ? "***@" : "",
+		 (int)(q - (at ? at + 1 : rest)), at ? at + 1 : rest,
+		 *q == '?'   ? "?***"
+		 : *q == '#' ? "#***"
+			     : "");
+	return buf;
+}

@@ -1138,6 +1138,7 @@ static int read_token(const char *path)
 static int parse_url(const char *url)
 {
 	struct ws_url u;
+	char shown[PATH_MAX];
 	const char *p;
 	int r;
 
@@ -1154,7 +1155,7 @@ static int parse_url(const char *url)
 		return log_error_errno(-EINVAL,
 				       "--relay '%s' must be ws://, wss:// or an absolute "
 				       "unix socket path",
-				       url);
+				       ws_url_for_log(url, shown, sizeof(shown)));
 	/* A user part is no place for a secret: the URL is on serve's command line, which
 	 * every agent reads where /proc has no hidepid (Docker's defaults). "tok@host" was
 	 * taken as a host name and failed only at the dial (red team, redteam-sweep.sh). */
@@ -1164,11 +1165,13 @@ static int parse_url(const char *url)
 				       "--relay '%s' has a user part: the relay URL is on pistisd "
 				       "serve's command line, which agents may read; authenticate "
 				       "with --token-file only",
-				       url);
+				       ws_url_for_log(url, shown, sizeof(shown)));
 	if (r == -EINVAL)
-		return log_error_errno(-EINVAL, "--relay '%s' has no usable host", url);
+		return log_error_errno(-EINVAL, "--relay '%s' has no usable host",
+				       ws_url_for_log(url, shown, sizeof(shown)));
 	if (r < 0)
-		return log_error_errno(-EINVAL, "--relay '%s' has a bad port", url);
+		return log_error_errno(-EINVAL, "--relay '%s' has a bad port",
+				       ws_url_for_log(url, shown, sizeof(shown)));
 	snprintf(S.host, sizeof(S.host), "%s", u.host);
 	snprintf(S.path, sizeof(S.path), "%s", u.path);
 	S.port = u.port;
@@ -1587,7 +1590,11 @@ int serve_cli_main(int argc, char **argv)
 			return log_error("Failed to adopt the epoll fd into libwebsockets"),
 			       EXIT_SYSTEM;
 	}
-	log_info("pistisd serve %s: sandbox '%s', relay %s", PISTIS_VERSION, S.name, relay);
+	{
+		char shown[PATH_MAX];
+		log_info("pistisd serve %s: sandbox '%s', relay %s", PISTIS_VERSION, S.name,
+			 ws_url_for_log(relay, shown, sizeof(shown)));
+	}
 	clock_beat(&S.clock_beat_sul);
 	connect_now(NULL);
 	while (!S.want_exit)

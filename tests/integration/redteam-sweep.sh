@@ -123,7 +123,15 @@ like "plain: the sweep looked at sudo" "$out" '^C sudo 1'
 for u in 'ws://tok-secret@127.0.0.1:1/x' 'wss://user:pass@127.0.0.1:1/sandbox'; do
 	out=$(timeout 10 env -i "${_ROOT_ENV[@]}" chroot "$R" pistisd serve --relay "$u" --token-file /etc/pistis/token 2>&1)
 	like "serve refuses a relay URL with a user part ($u)" "$out" "has a user part: the relay URL is on pistisd serve's command line"
+	unlike "the refusal does not log the user part ($u)" "$out" 'secret|pass'
 done
+# nor a query (a token put there) in the start-up line that goes to the log
+al=$(timeout 10 env -i "${_ROOT_ENV[@]}" chroot "$R" pistisd check --no-walk 2>/dev/null |
+	awk '$3 == "yes" && ($2 == "fail" || $2 == "missing") {print $1}' | paste -sd, -)
+out=$(timeout 5 env -i "${_ROOT_ENV[@]}" chroot "$R" pistisd serve --relay 'ws://127.0.0.1:1/x?token=q-secret' \
+	--token-file /etc/pistis/token ${al:+--allow $al} 2>&1)
+like "serve's start-up line names the relay" "$out" "relay ws://127\\.0\\.0\\.1:1/x\\?\\*\\*\\*"
+unlike "serve's log does not show the relay URL's query" "$out" 'q-secret'
 
 # --- 2. the same sweep fails on a weakened root: each class can report --------------------------
 cp "$R/bin/true" "$R/usr/sbin/sweep-suid" && chmod 4755 "$R/usr/sbin/sweep-suid"

@@ -542,6 +542,24 @@ TEST(fd_open_regular_refuses_links_fifos_and_directories)
 	(void)!system(p);
 }
 
+TEST(ws_url_for_log_hides_user_part_and_query)
+{
+	char b[128], small[12];
+
+	EXPECT_STREQ(ws_url_for_log("wss://relay:8443/v1/sandbox", b, sizeof(b)),
+		     "wss://relay:8443/v1/sandbox");
+	EXPECT_STREQ(ws_url_for_log("ws://tok-secret@h:1/x", b, sizeof(b)), "ws://***@h:1/x");
+	EXPECT_STREQ(ws_url_for_log("wss://u:p@ss@h/s", b, sizeof(b)), "wss://***@h/s");
+	EXPECT_STREQ(ws_url_for_log("wss://h/s?token=secret&a=1", b, sizeof(b)), "wss://h/s?***");
+	EXPECT_STREQ(ws_url_for_log("ws://h#secret", b, sizeof(b)), "ws://h#***");
+	EXPECT_STREQ(ws_url_for_log("ws://h?@x/y", b, sizeof(b)), "ws://h?***");
+	EXPECT_STREQ(ws_url_for_log("http://u:secret@h/p?q", b, sizeof(b)), "http://***@h/p?***");
+	EXPECT_STREQ(ws_url_for_log("ws://h/p@q", b, sizeof(b)), "ws://h/p@q");
+	EXPECT_STREQ(ws_url_for_log("/run/relay.sock", b, sizeof(b)), "/run/relay.sock");
+	EXPECT_STREQ(ws_url_for_log("ws://secret@h", small, sizeof(small)), "ws://***@h");
+	EXPECT_STREQ(ws_url_for_log("ws://abcdefghijk", small, sizeof(small)), "ws://abcdef");
+}
+
 TEST(ws_url_parse_scheme_host_port_path)
 {
 	struct ws_url u;
