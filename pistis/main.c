@@ -6,6 +6,7 @@
  * and survives a relay restart or a cut connection: it redials and re-attaches with the
  * last sequence it holds, so output arrives complete and in order. */
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
@@ -674,16 +675,30 @@ static void on_text(const char *buf, size_t len)
 			}
 		} else if (C.mode == M_READ) {
 			cJSON *d = cJSON_GetObjectItemCaseSensitive(root, "data");
+			cJSON *eof = cJSON_GetObjectItemCaseSensitive(root, "eof");
 			uint8_t *bytes = NULL;
+			uint64_t off, plen;
 			size_t n = 0;
-			if (cJSON_IsString(d) &&
+			/* A piece that does not say what it is (no data that decodes, no eof, not
+			 * the piece asked for, or no bytes and not the end) would print a file
+			 * cut short, or a hole, with exit 0: said, and 125. */
+			if (!cJSON_IsString(d) || !cJSON_IsBool(eof) ||
+			    !num(root, "offset", UINT64_MAX, &off) || off != C.foff ||
+			    !num(root, "length", UINT64_MAX, &plen) ||
 			    proto_base64_decode(d->valuestring, strlen(d->valuestring), &bytes,
-						&n) == 0) {
-				out_write(STDOUT_FILENO, bytes, n);
+						&n) < 0 ||
+			    plen != n || (!n && cJSON_IsFalse(eof))) {
 				free(bytes);
+				log_error("fs.read: a malformed answer at byte %" PRIu64
+					  " (data, offset, length or eof): the file is incomplete",
+					  C.foff);
+				finish(125);
+				goto out;
 			}
+			out_write(STDOUT_FILENO, bytes, n);
+			free(bytes);
 			/* more to come: the next piece */
-			if (n && cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(root, "eof"))) {
+			if (cJSON_IsFalse(eof)) {
 				C.foff += n;
 				send_start();
 				goto out;

@@ -381,6 +381,16 @@ is "grown event of a command the client reads: it is detached from the command" 
 	"$(val command_event "$W/sg.out")" "exec.detached:the sandbox sent an event for it that grew past 1 MiB when re-encoded"
 is "grown messages: the same connection is still served" "$(val after "$W/sg.out")" ok
 is "grown answer: pistis call prints the structured error (exit 1), keeps its connection" "$(val pistis "$W/sg.out")" 1:too_large
+# --- fs.read answers that do not say what they are: pistis read exits 125, not 0 with a file cut
+# short (an answer without eof, or with bytes that did not decode, printed what it had, exit 0)
+$FAKE bad-read "$SP" "$EVIL" "$CP" "$CT" "$BIN/pistis" >"$W/br.out" 2>&1
+[ -z "$(val exception "$W/br.out")" ] || sed 's/^/# /' "$W/br.out"
+for c in no_eof eof_string no_data bad_base64 empty_not_eof wrong_length; do
+	is "bad fs.read answer ($c): pistis read exits 125" "$(val $c "$W/br.out" | cut -d: -f1)" 125
+done
+is "bad fs.read answer (a later piece's offset is not the one asked for): 125 after the first piece" \
+	"$(val wrong_offset "$W/br.out")" 125:abc
+is "a file in two well-formed pieces is printed whole, exit 0" "$(val two_pieces "$W/br.out")" 0:abcdef
 like "grown messages: server-min logged the sandbox's message" "$(cat "$W/smin.log")" \
 	"Sandbox 'evil' sent a message of [0-9]+ bytes that grew to [0-9]+, past 1048576, when re-encoded"
 $FAKE client-grow "$SP" "$EVIL" "$CP" "$CT" >"$W/cg.out" 2>&1

@@ -1232,6 +1232,45 @@ def scenario_sandbox_grow(sport, stoken, cport, ctoken, pistis):
         print("pistis_stderr=%s" % r.stderr.decode().strip())
 
 
+def scenario_bad_read(sport, stoken, cport, ctoken, pistis):
+    """`pistis read` against a sandbox whose fs.read answers do not say what they are: each
+    must end in 125 with what was printed so far, never exit 0 with a file cut short or a
+    hole in it. The last case is a well-formed file in two pieces (it must still work)."""
+    import subprocess
+    b = lambda t: base64.b64encode(t).decode()
+    cases = {
+        "no_eof": [{"data": b(b"abc"), "offset": 0, "length": 3}],
+        "eof_string": [{"data": b(b"abc"), "offset": 0, "length": 3, "eof": "true"}],
+        "no_data": [{"offset": 0, "length": 0, "eof": True}],
+        "bad_base64": [{"data": "!!!!", "offset": 0, "length": 3, "eof": True}],
+        "empty_not_eof": [{"data": "", "offset": 0, "length": 0, "eof": False}],
+        "wrong_offset": [{"data": b(b"abc"), "offset": 0, "length": 3, "eof": False},
+                         {"data": b(b"xyz"), "offset": 9, "length": 3, "eof": True}],
+        "wrong_length": [{"data": b(b"abc"), "offset": 0, "length": 5, "eof": True}],
+        "two_pieces": [{"data": b(b"abc"), "offset": 0, "length": 3, "eof": False},
+                       {"data": b(b"def"), "offset": 3, "length": 3, "eof": True}],
+    }
+    sb = fake_sandbox(sport, stoken)
+    env = dict(os.environ, PISTIS_URL="ws://127.0.0.1:%d" % cport, PISTIS_TOKEN=ctoken,
+               PISTIS_SANDBOX="evil")
+    for name, answers in cases.items():
+        def answer():
+            for a in answers:
+                try:
+                    r = sb.recv_json()
+                except Exception:
+                    return
+                sb.send(json.dumps(dict(a, id=r["id"], ok=True)))
+        t = threading.Thread(target=answer)
+        t.start()
+        r = subprocess.run([pistis, "read", "--agent", "a", "/f"], env=env,
+                           capture_output=True, timeout=20)
+        t.join()
+        print("%s=%d:%s" % (name, r.returncode, r.stdout.decode(errors="replace")))
+        if r.returncode not in (0, 125):
+            print("%s_stderr=%s" % (name, r.stderr.decode().strip()))
+
+
 def scenario_client_grow(sport, stoken, cport, ctoken):
     """A client's request that grows past 1 MiB when server-min re-encodes it for the
     sandbox: answered too_large at once under its id, never forwarded (pistisd would answer
@@ -2008,6 +2047,8 @@ if __name__ == "__main__":
             scenario_sandbox_drop(port, token, int(rest[0]), rest[1])
         elif name == "sandbox-grow":
             scenario_sandbox_grow(port, token, int(rest[0]), rest[1], rest[2])
+        elif name == "bad-read":
+            scenario_bad_read(port, token, int(rest[0]), rest[1], rest[2])
         elif name == "client-grow":
             scenario_client_grow(port, token, int(rest[0]), rest[1])
         elif name == "sandbox-noread":
