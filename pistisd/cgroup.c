@@ -192,7 +192,7 @@ static int find_mount(const char *own, char *ret, size_t size)
 	return -ENOENT;
 }
 
-static bool has_word(const char *list, const char *word)
+bool cgroup_list_has(const char *list, const char *word)
 {
 	size_t l = strlen(word);
 
@@ -213,7 +213,7 @@ static unsigned controller_bits(const char *list)
 	unsigned got = 0;
 
 	for (size_t i = 0; i < ELEMENTSOF(ctl); i++)
-		if (has_word(list, ctl[i].name))
+		if (cgroup_list_has(list, ctl[i].name))
 			got |= ctl[i].flag;
 	return got;
 }
@@ -228,7 +228,7 @@ static unsigned enable_controllers(int dir_fd, const char *available)
 	bool any = false;
 
 	for (size_t i = 0; i < ELEMENTSOF(ctl); i++)
-		any = any || has_word(available, ctl[i].name);
+		any = any || cgroup_list_has(available, ctl[i].name);
 	/* None of ours available (a host that delegates none): nothing to read or write. */
 	if (!any)
 		return 0;
@@ -237,9 +237,9 @@ static unsigned enable_controllers(int dir_fd, const char *available)
 	for (size_t i = 0; i < ELEMENTSOF(ctl); i++) {
 		char tok[16];
 
-		if (!has_word(available, ctl[i].name))
+		if (!cgroup_list_has(available, ctl[i].name))
 			continue;
-		if (enabled && has_word(enabled, ctl[i].name)) {
+		if (enabled && cgroup_list_has(enabled, ctl[i].name)) {
 			got |= ctl[i].flag;
 			continue;
 		}
@@ -578,7 +578,7 @@ static int agent_limits(const struct cgroup_ctx *ctx, int agent_fd, const struct
 			_cleanup_free_ char *on = NULL, *avail = NULL;
 
 			if (read_at(agent_fd, "cgroup.subtree_control", &on) < 0 ||
-			    !has_word(on, "memory")) {
+			    !cgroup_list_has(on, "memory")) {
 				if (read_at(agent_fd, "cgroup.controllers", &avail) >= 0)
 					(void)enable_controllers(agent_fd, avail);
 			}

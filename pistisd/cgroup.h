@@ -56,6 +56,10 @@ void cgroup_done(struct cgroup_ctx *ctx);
  * that are not its own. How many were moved (0: nothing to do), or -errno. */
 int cgroup_make_room(struct cgroup_ctx *ctx);
 
+/* Whether a space-separated list of cgroupfs (cgroup.controllers, cgroup.subtree_control)
+ * holds word as a whole word. */
+bool cgroup_list_has(const char *list, const char *word);
+
 /* True for a name usable as the agent's cgroup directory. */
 bool cgroup_name_ok(const char *name);
 

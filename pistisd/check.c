@@ -4,6 +4,7 @@
  * seccomp profile is as missing as one never built) or read /proc/sys. Image checks (sudo,
  * visudo, the setuid inventory) look beneath the root given, resolving inside it, and never
  * follow its symlinks out. The verdict and the output live in check-report.c. */
+#include "pistisd/cgroup.h"
 #include "pistisd/check.h"
 #include "trusted/trusted.h"
 
@@ -863,16 +864,6 @@ static int read_small_file(const char *path, size_t max, char **ret)
 	return fd_read_all(fd, max, ret, NULL);
 }
 
-static bool has_word(const char *list, const char *word)
-{
-	size_t n = strlen(word);
-
-	for (const char *p = list; (p = strstr(p, word)); p += n)
-		if ((p == list || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\n' || !p[n]))
-			return true;
-	return false;
-}
-
 static void probe_cgroup(struct check_report *r)
 {
 	_cleanup_free_ char *mountinfo = NULL, *self = NULL, *ctrl = NULL, *subtree = NULL;
@@ -978,7 +969,8 @@ static void probe_cgroup(struct check_report *r)
 	ctrl[strcspn(ctrl, "\n")] = '\0';
 	if (subtree)
 		subtree[strcspn(subtree, "\n")] = '\0';
-	bool good = has_word(ctrl, "memory") && has_word(ctrl, "pids") && has_word(ctrl, "cpu");
+	bool good = cgroup_list_has(ctrl, "memory") && cgroup_list_has(ctrl, "pids") &&
+		    cgroup_list_has(ctrl, "cpu");
 	check_set(r, CHECK_CGROUP_CONTROLLERS, good ? CHECK_STATUS_OK : CHECK_STATUS_WARN,
 		  "available: %s%s; enabled for children: %s", ctrl[0] ? ctrl : "(none)",
 		  good ? ""

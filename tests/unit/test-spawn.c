@@ -187,6 +187,17 @@ static struct spawn_ctx *ctx_or_die(struct tap_metadata *_metadata)
 	return ctx;
 }
 
+TEST(cgroup_list_has_whole_words)
+{
+	EXPECT_TRUE(cgroup_list_has("memory pids", "pids"));
+	EXPECT_TRUE(cgroup_list_has("cpu\n", "cpu"));
+	EXPECT_TRUE(cgroup_list_has("cpuset cpu io", "cpu"));
+	EXPECT_FALSE(cgroup_list_has("cpuset hugetlb", "cpu"));
+	EXPECT_FALSE(cgroup_list_has("hugetlb xmemory", "memory"));
+	EXPECT_FALSE(cgroup_list_has("memory2", "memory"));
+	EXPECT_FALSE(cgroup_list_has("", "pids"));
+}
+
 TEST(check_agent_ids)
 {
 	gid_t g[2] = {10100, 10010};
