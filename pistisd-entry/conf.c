@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/agent-limits.h"
 #include "lib/macro.h"
 #include "lib/parse-num.h"
 
@@ -34,10 +35,6 @@ static const struct {
 	{"cpu-weight", offsetof(struct entry_serve_conf, cpu_weight), "--cpu-weight=", 10000,
 	 "cpu-weight must be a number from 1 to 10000", false},
 };
-
-/* pistisd serve's --memory-max range (pistisd/serve.h: SERVE_MEMORY_MIN, _MAX) */
-#define CONF_MEMORY_MIN (1ull << 20)
-#define CONF_MEMORY_MAX (1ull << 50)
 
 /* yes/no keys: the option is passed for yes. */
 static const struct {
@@ -98,7 +95,7 @@ static bool size_ok(const char *v, size_t n)
 		return false;
 	memcpy(num, v, n);
 	num[n] = '\0';
-	return parse_size_strict(num, CONF_MEMORY_MIN, CONF_MEMORY_MAX, &size) == 0;
+	return parse_size_strict(num, AGENT_MEMORY_MIN, AGENT_MEMORY_MAX, &size) == 0;
 }
 
 static int parse_line(const char *p, size_t len, struct entry_serve_conf *conf,

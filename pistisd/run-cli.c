@@ -99,11 +99,6 @@ static void usage(FILE *f)
 		"exec, 127 not found. See docs/spawn.md.\n");
 }
 
-static int parse_u64(const char *s, uint64_t max, uint64_t *ret)
-{
-	return parse_size_strict(s, 0, max, ret);
-}
-
 /* "1", "2.5", "0.25" seconds → milliseconds. */
 static int parse_seconds(const char *s, uint64_t *ret_ms)
 {
@@ -398,7 +393,7 @@ int run_cli_main(int argc, char **argv)
 			agent = optarg;
 			break;
 		case OPT_UID:
-			if (parse_u64(optarg, UINT32_MAX - 1, &v) < 0)
+			if (parse_uint_strict(optarg, UINT32_MAX - 1, NULL, &v) < 0)
 				goto bad_arg;
 			if (!users_uid_is_agent((uid_t)v)) {
 				log_error("--uid %s is outside the agent range %u..%u", optarg,
@@ -418,7 +413,7 @@ int run_cli_main(int argc, char **argv)
 			break;
 		case OPT_COLS:
 		case OPT_ROWS:
-			if (parse_u64(optarg, 9999, &v) < 0 || v == 0)
+			if (parse_uint_strict(optarg, 9999, NULL, &v) < 0 || v == 0)
 				goto bad_arg;
 			if (c == OPT_COLS)
 				so.cols = (unsigned short)v;
@@ -437,7 +432,8 @@ int run_cli_main(int argc, char **argv)
 				goto bad_arg;
 			break;
 		case OPT_MAXOUT:
-			if (parse_u64(optarg, UINT64_MAX, &so.max_output) < 0 || !so.max_output)
+			if (parse_size_strict(optarg, 0, UINT64_MAX, &so.max_output) < 0 ||
+			    !so.max_output)
 				goto bad_arg;
 			break;
 		case OPT_ENV: {
@@ -486,18 +482,18 @@ int run_cli_main(int argc, char **argv)
 			so.share_abstract_sockets = true;
 			break;
 		case OPT_MEM:
-			if (parse_u64(optarg, UINT64_MAX, &so.cgroup.memory_max) < 0 ||
+			if (parse_size_strict(optarg, 0, UINT64_MAX, &so.cgroup.memory_max) < 0 ||
 			    !so.cgroup.memory_max)
 				goto bad_arg;
 			break;
 		case OPT_PIDS:
-			if (parse_u64(optarg, 1u << 22, &v) < 0 || !v)
+			if (parse_uint_strict(optarg, 1u << 22, NULL, &v) < 0 || !v)
 				goto bad_arg;
 			so.cgroup.pids_max = v;
 			so.rlimits.nproc = v;
 			break;
 		case OPT_CPU:
-			if (parse_u64(optarg, 10000, &v) < 0 || !v)
+			if (parse_uint_strict(optarg, 10000, NULL, &v) < 0 || !v)
 				goto bad_arg;
 			so.cgroup.cpu_weight = (unsigned)v;
 			break;

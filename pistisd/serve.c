@@ -27,6 +27,7 @@
 
 #include <libwebsockets.h>
 
+#include "lib/agent-limits.h"
 #include "lib/escape.h"
 #include "lib/fd-util.h"
 #include "lib/log-rate.h"
@@ -1440,7 +1441,7 @@ int serve_cli_main(int argc, char **argv)
 			break;
 		}
 		case 'M':
-			if (parse_size_strict(optarg, SERVE_MEMORY_MIN, SERVE_MEMORY_MAX,
+			if (parse_size_strict(optarg, AGENT_MEMORY_MIN, AGENT_MEMORY_MAX,
 					      &memory_max) < 0) {
 				log_error("--memory-max must be from 1M to 1024T (bytes, or with a "
 					  "K, M, G or T suffix)");

@@ -82,10 +82,6 @@ void session_set_pids_max(uint64_t n);
  * cpu.weight of each agent's cgroup, all its commands together; 0: none. session_init
  * refuses (-EOPNOTSUPP, said) where the controller is missing. */
 void session_set_agent_limits(uint64_t memory_max, unsigned cpu_weight);
-/* --memory-max's range: below a MiB no command can even start; the top is only a bound on
- * what a typo can ask (serve.conf's memory-max, pistisd-entry/conf.c, says the same). */
-#define SERVE_MEMORY_MIN (1ull << 20)
-#define SERVE_MEMORY_MAX (1ull << 50)
 uint64_t session_buffered(void);
 /* For policy.apply's before_tighten: stop every running command (spawn_stop: SIGTERM to
  * the tree, grace, SIGKILL) and return how many; how many have not ended yet; refuse

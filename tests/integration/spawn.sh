@@ -59,6 +59,10 @@ for kind in debian musl; do
 	for bad in ' -5' '+5' '0x10' ' 5'; do
 		exits 100 "$kind: --max-output '$bad' is a usage error" run --max-output "$bad" -- /bin/true
 	done
+	# a count takes no size suffix (--pids-max 1K was 1024, --uid 10K the uid 10240)
+	for o in --uid --pids-max --cpu-weight; do
+		exits 100 "$kind: $o 10K is a usage error" run $o 10K -- /bin/true
+	done
 	like "$kind: --env with a name given twice: says so, before anything is touched" \
 		"$(in_root "$R" pistisd run --agent "dup/$kind" --env PI_X=1 --env PI_X=2 -- /bin/true 2>&1)" \
 		"--env 'PI_X': name given twice"
