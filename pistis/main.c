@@ -653,9 +653,12 @@ static void on_text(const char *buf, size_t len)
 		goto out;
 	}
 	if (C.mode != M_EXEC) {
+		/* --json prints each answer, and a read or write still goes on to its next
+		 * piece: the first answer ended both, so a --json write of 300 KB wrote the
+		 * first 128 KiB and exited 0 (relay-hostile.sh). */
 		if (C.json || C.mode == M_STATUS)
 			print_json(root);
-		else if (C.mode == M_LS) {
+		if (C.mode == M_LS && !C.json) {
 			cJSON *s, *list = cJSON_GetObjectItemCaseSensitive(root, "sandboxes");
 			cJSON_ArrayForEach(s, list)
 			{
@@ -695,7 +698,8 @@ static void on_text(const char *buf, size_t len)
 				finish(125);
 				goto out;
 			}
-			out_write(STDOUT_FILENO, bytes, n);
+			if (!C.json)
+				out_write(STDOUT_FILENO, bytes, n);
 			free(bytes);
 			/* more to come: the next piece */
 			if (cJSON_IsFalse(eof)) {

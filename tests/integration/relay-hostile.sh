@@ -391,6 +391,9 @@ done
 is "bad fs.read answer (a later piece's offset is not the one asked for): 125 after the first piece" \
 	"$(val wrong_offset "$W/br.out")" 125:abc
 is "a file in two well-formed pieces is printed whole, exit 0" "$(val two_pieces "$W/br.out")" 0:abcdef
+is "pistis --json read: every piece asked for, each answer printed" "$(val json_read "$W/br.out")" 0:abc,def
+is "pistis --json write: every piece sent (it stopped after the first: 128 KiB of 300 KB, exit 0)" \
+	"$(val json_write "$W/br.out")" 0:0+131072,131072+131072,262144+37856
 like "grown messages: server-min logged the sandbox's message" "$(cat "$W/smin.log")" \
 	"Sandbox 'evil' sent a message of [0-9]+ bytes that grew to [0-9]+, past 1048576, when re-encoded"
 $FAKE client-grow "$SP" "$EVIL" "$CP" "$CT" >"$W/cg.out" 2>&1

@@ -1269,6 +1269,45 @@ def scenario_bad_read(sport, stoken, cport, ctoken, pistis):
         print("%s=%d:%s" % (name, r.returncode, r.stdout.decode(errors="replace")))
         if r.returncode not in (0, 125):
             print("%s_stderr=%s" % (name, r.stderr.decode().strip()))
+    # --json: each piece's answer printed, and every piece still asked for (read) or sent
+    # (write); the first answer ended both, so a --json write of 300 KB wrote 128 KiB, exit 0
+    def pieces():
+        for a in cases["two_pieces"]:
+            try:
+                q = sb.recv_json(timeout=3)
+            except Exception:
+                return
+            sb.send(json.dumps(dict(a, id=q["id"], ok=True)))
+    t = threading.Thread(target=pieces)
+    t.start()
+    r = subprocess.run([pistis, "--json", "read", "--agent", "a", "/f"], env=env,
+                       capture_output=True, timeout=20)
+    t.join()
+    got, text, dec = [], r.stdout.decode().strip(), json.JSONDecoder()
+    while text:  # one JSON document per answer (printed over several lines)
+        o, end = dec.raw_decode(text)
+        got.append(o)
+        text = text[end:].lstrip()
+    print("json_read=%d:%s" % (r.returncode, ",".join(
+        base64.b64decode(o.get("data", "")).decode(errors="replace") for o in got)))
+    seen = []
+    def writes():
+        while True:
+            try:
+                q = sb.recv_json(timeout=3)
+            except Exception:
+                return
+            if q is None:
+                return
+            d = base64.b64decode(q.get("data", ""))
+            seen.append((q.get("offset", 0), len(d)))
+            sb.send(json.dumps({"id": q["id"], "ok": True, "written": len(d)}))
+    t = threading.Thread(target=writes)
+    t.start()
+    r = subprocess.run([pistis, "--json", "write", "--agent", "a", "/f"], env=env,
+                       input=b"w" * 300000, capture_output=True, timeout=20)
+    t.join()
+    print("json_write=%d:%s" % (r.returncode, ",".join("%d+%d" % x for x in seen)))
 
 
 def scenario_client_grow(sport, stoken, cport, ctoken):
