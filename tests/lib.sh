@@ -51,20 +51,43 @@ is() {
 want: '$3'"
 }
 
+# grep -E takes each line of a pattern as one more alternative: an empty one (an empty
+# pattern, a blank line in a multi-line one, a trailing newline) matches every input, so
+# like would pass whatever it got and unlike fail. Such a pattern is the test's bug.
+_tap_empty_pattern() {
+	case "$1" in '' | $'\n'* | *$'\n' | *$'\n\n'*) return 0 ;; esac
+	return 1
+}
+
 # like DESC GOT REGEX (grep -E)
 like() {
-	if printf '%s\n' "$2" | grep -Eq -- "$3"; then _tap_result 0 "$1"; else
+	if _tap_empty_pattern "$3"; then
+		_tap_result 1 "$1" "the pattern '$3' has an empty line: it matches anything"
+	elif printf '%s\n' "$2" | grep -Eq -- "$3"; then _tap_result 0 "$1"; else
 		_tap_result 1 "$1" "got: '$2'
 does not match: '$3'"; fi
 }
 
 # unlike DESC GOT REGEX
 unlike() {
-	if printf '%s\n' "$2" | grep -Eq -- "$3"; then _tap_result 1 "$1" "got: '$2'
+	if _tap_empty_pattern "$3"; then
+		_tap_result 1 "$1" "the pattern '$3' has an empty line: it matches anything"
+	elif printf '%s\n' "$2" | grep -Eq -- "$3"; then _tap_result 1 "$1" "got: '$2'
 matches: '$3'"; else _tap_result 0 "$1"; fi
 }
 
 skip() { _tap_n=$((_tap_n + 1)); echo "ok $_tap_n - $1 # SKIP ${2:-}"; }
+
+# missing WHAT: a prerequisite of the whole test is not there (a binary not built, no test
+# root, a tool scripts/bootstrap.sh check installs): a failure that says so, and the end of
+# the test. Never a skip: a test that did not run must not look green (tests/run.sh fails
+# a "1..0" plan as well).
+missing() {
+	_tap_result 1 "prerequisite: $1" "$1"
+	echo "Bail out! $1"
+	done_testing
+	exit 1
+}
 
 done_testing() {
 	echo "1..$_tap_n"
@@ -72,17 +95,14 @@ done_testing() {
 }
 
 need_root() {
-	if [ "$(id -u)" != 0 ]; then
-		echo "1..0 # SKIP needs root"
-		exit 0
-	fi
+	[ "$(id -u)" = 0 ] || missing "needs root"
 }
 
-# need_bins NAME...: skip the whole test unless every $BIN/NAME is built.
+# need_bins NAME...: fail the whole test unless every $BIN/NAME is built.
 need_bins() {
 	local b
 	for b; do
-		[ -x "$BIN/$b" ] || { echo "1..0 # SKIP $BIN/$b not built"; exit 0; }
+		[ -x "$BIN/$b" ] || missing "$BIN/$b not built"
 	done
 }
 
@@ -104,11 +124,11 @@ scratch() {
 }
 
 # need_python_root          python3 there and R a fresh Debian root (root_fresh; else the
-#                           test is skipped), W a scratch directory: how the tests of serve
-#                           and the relay start, after need_bins.
+#                           test fails: missing), W a scratch directory: how the tests of
+#                           serve and the relay start, after need_bins.
 need_python_root() {
-	command -v python3 >/dev/null || { echo "1..0 # SKIP no python3"; exit 0; }
-	R=$(root_fresh debian) || { echo "1..0 # SKIP no debian test root"; exit 0; }
+	command -v python3 >/dev/null || missing "no python3"
+	R=$(root_fresh debian) || missing "no debian test root"
 	W=$(scratch)
 }
 

@@ -16,6 +16,9 @@ INTEGRATION_TESTS += tests/integration/redteam-spawn.sh tests/integration/redtea
 	tests/integration/redteam-upgrade.sh \
 	tests/integration/redteam-view.sh tests/integration/redteam-cve.sh \
 	tests/integration/redteam-sweep.sh tests/integration/redteam-floor.sh
+# The runner and lib.sh themselves: an early exit, a whole-file skip, a missing plan, a missing
+# prerequisite or a pattern that matches anything is a failure, never green.
+INTEGRATION_TESTS += tests/integration/runner.sh
 # Each agent's memory and CPU limits in pistisd serve: refused where no controller is
 # delegated, an agent over its memory killed alone where one is (in a cgroup of the test's).
 INTEGRATION_TESTS += tests/integration/serve-limits.sh

@@ -1,8 +1,10 @@
 #!/bin/sh
 # Run TAP test programs and scripts; print each one's TAP and a summary: a line "N skipped",
 # then as the last line the plain "N passed, N failed" the CI reads. Exit 1 when anything failed.
-# A program that crashes, exits non-zero without a "not ok", or runs fewer tests than it
-# planned counts as one more failure: a broken test must never look green.
+# A program that crashes, exits non-zero without a "not ok", prints no plan (or more than
+# one), runs another number of tests than it planned, or plans none ("1..0 # SKIP": a
+# missing prerequisite is a failure) counts as one more failure: a broken test must never
+# look green.
 set -u
 logdir=${PISTIS_TEST_LOGS:-${PISTIS_BUILD:-build}/test-logs}
 mkdir -p "$logdir"
@@ -44,9 +46,20 @@ for t in "$@"; do
 	p=$(grep -c '^ok ' "$log" | tr -d ' ')
 	s=$(grep -c '^ok .*# SKIP' "$log" | tr -d ' ')
 	f=$(grep -c '^not ok ' "$log" | tr -d ' ')
+	plans=$(grep -c '^1\.\.[0-9]' "$log" | tr -d ' ')
 	plan=$(sed -n 's/^1\.\.\([0-9][0-9]*\).*/\1/p' "$log" | head -n 1)
 	p=$((p - s))
-	if [ -n "$plan" ] && [ $((p + s + f)) -lt "$plan" ]; then
+	# The plan is what tells a finished file from one that stopped early (a plan printed
+	# at the end, by done_testing, is never reached then): none, two, a count other than
+	# the tests run, and "1..0" (the whole file skipped: a missing prerequisite is a
+	# failure here, never a skip) are each one more failure.
+	if [ "$plans" -ne 1 ]; then
+		echo "not ok - $name printed $plans plans (1..N lines), not one (rc=$rc)"
+		f=$((f + 1))
+	elif [ "$plan" -eq 0 ]; then
+		echo "not ok - $name ran no test: $(grep -m1 '^1\.\.0' "$log")"
+		f=$((f + 1))
+	elif [ $((p + s + f)) -ne "$plan" ]; then
 		echo "not ok - $name ran $((p + s + f)) of $plan planned tests (rc=$rc)"
 		f=$((f + 1))
 	elif [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then

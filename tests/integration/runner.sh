@@ -1,0 +1,62 @@
+#!/bin/bash
+# tests/run.sh and lib.sh's own honesty: a test file that stops early, skips itself as a
+# whole, prints no plan or runs more tests than it planned is a failure, never green; a
+# missing prerequisite fails; like/unlike refuse a pattern that matches anything.
+. "$(dirname "$0")/../lib.sh"
+W=$(scratch)
+RUN=$_lib_dir/run.sh
+# verdict FILE-BODY: the runner's last line and exit code over a test made of FILE-BODY
+verdict() {
+	printf '. %s\n%s\n' "$_lib_dir/lib.sh" "$1" >"$W/t.sh"
+	PISTIS_TEST_LOGS=$W/logs PISTIS_TEST_TIMEOUT=60 sh "$RUN" "$W/t.sh" >"$W/out" 2>&1
+	echo "rc=$? $(tail -n 1 "$W/out")"
+}
+is "a finished test passes" "$(verdict 'ok one true
+ok two true
+done_testing')" "rc=0 2 passed, 0 failed"
+is "a test that exits 0 before done_testing fails" "$(verdict 'ok one true
+exit 0
+ok two true
+done_testing')" "rc=1 1 passed, 1 failed"
+like "... saying it printed no plan" "$(cat "$W/out")" 'not ok - t.sh printed 0 plans'
+is "a test skipped as a whole (1..0 # SKIP) fails" \
+	"$(verdict 'echo "1..0 # SKIP not here"; exit 0')" "rc=1 0 passed, 1 failed"
+like "... saying what it skipped" "$(cat "$W/out")" 'not ok - t.sh ran no test: 1..0 # SKIP not here'
+is "a test with no output that exits 0 fails" "$(verdict 'true')" "rc=1 0 passed, 1 failed"
+is "a test that runs more tests than it planned fails" "$(verdict 'plan 1
+ok one true
+ok two true')" "rc=1 2 passed, 1 failed"
+is "a test that runs fewer than it planned fails" "$(verdict 'plan 3
+ok one true
+exit 0')" "rc=1 1 passed, 1 failed"
+is "two plans fail" "$(verdict 'plan 1
+ok one true
+done_testing')" "rc=1 1 passed, 1 failed"
+is "a test that fails exits non-zero" "$(verdict 'ok one false
+done_testing')" "rc=1 0 passed, 1 failed"
+is "a skip inside a test is counted, not hidden" "$(verdict 'skip "one" "why"
+ok two true
+done_testing'; grep '^[0-9]* skipped$' "$W/out")" "rc=0 1 passed, 0 failed
+1 skipped"
+is "need_bins of a binary not built fails" "$(verdict 'ok one true
+need_bins no-such-binary
+ok two true
+done_testing')" "rc=1 1 passed, 1 failed"
+like "... naming it" "$(cat "$W/out")" 'not ok 2 - prerequisite: .*/no-such-binary not built'
+is "missing fails and ends the test" "$(verdict 'missing "no frobnicator"
+ok two true
+done_testing')" "rc=1 0 passed, 1 failed"
+nl='
+'
+is "like with a blank line in its pattern fails" "$(verdict "like 'x' 'abc' 'zzz${nl}${nl}yyy'
+done_testing")" "rc=1 0 passed, 1 failed"
+is "like with a trailing newline in its pattern fails" "$(verdict "like 'x' 'abc' 'zzz${nl}'
+done_testing")" "rc=1 0 passed, 1 failed"
+is "like with an empty pattern fails" "$(verdict "like 'x' 'abc' ''
+done_testing")" "rc=1 0 passed, 1 failed"
+is "unlike with an empty pattern fails" "$(verdict "unlike 'x' 'abc' ''
+done_testing")" "rc=1 0 passed, 1 failed"
+is "like over two lines of pattern, neither empty, still works" "$(verdict "like 'x' 'abc' 'zzz${nl}b'
+unlike 'y' 'abc' 'zzz${nl}yyy'
+done_testing")" "rc=0 2 passed, 0 failed"
+done_testing
