@@ -10,9 +10,10 @@ pkgs_build="make gcc musl musl-tools musl-dev gperf dpkg-dev cmake perl pkg-conf
 pkgs_docker="docker.io"
 # docker.io: tests/integration/docker.sh runs the binaries in real containers (its own dockerd)
 pkgs_check="$pkgs_build debootstrap busybox-static sudo util-linux iproute2 acl attr clang-format
-	python3 libcap2-bin procps strace passwd time bc valgrind $pkgs_docker"
+	python3 libcap2-bin procps strace passwd time bc valgrind curl openssl $pkgs_docker"
 # passwd, time, bc: the benchmarks' short runs in make check (tests/integration/bench-smoke.sh):
-# useradd is users.sh's baseline, /usr/bin/time and bc time and divide policy.sh's rows
+# useradd is users.sh's baseline, /usr/bin/time and bc time and divide policy.sh's rows;
+# curl asks server-min's HTTP API, openssl makes relay.sh's test CA (failures where missing)
 pkgs_asan="gcc clang libseccomp-dev libcap-dev libacl1-dev libcjson-dev libssl-dev
 	libwebsockets-dev libsqlite3-dev"
 pkgs_fuzz="clang libclang-rt-14-dev $pkgs_asan"

@@ -78,6 +78,10 @@ matches: '$3'"; else _tap_result 0 "$1"; fi
 
 skip() { _tap_n=$((_tap_n + 1)); echo "ok $_tap_n - $1 # SKIP ${2:-}"; }
 
+# untested DESC WHY: DESC could not be checked for want of WHY (a tool scripts/bootstrap.sh
+# check installs, a binary the build makes): a failure, and the test goes on.
+untested() { _tap_result 1 "$1" "untested: $2"; }
+
 # missing WHAT: a prerequisite of the whole test is not there (a binary not built, no test
 # root, a tool scripts/bootstrap.sh check installs): a failure that says so, and the end of
 # the test. Never a skip: a test that did not run must not look green (tests/run.sh fails

@@ -13,9 +13,9 @@ need_root
 need_mount_ns "$@"
 
 P=$BIN/pistisd
-[ -x "$P" ] || { echo "1..0 # SKIP $P not built"; exit 0; }
-R=$(root_fresh debian) || { echo "1..0 # SKIP no debian root"; exit 0; }
-R2=$(root_fresh debian) || { echo "1..0 # SKIP no second debian root"; exit 0; }
+[ -x "$P" ] || missing "$P not built"
+R=$(root_fresh debian) || missing "no debian root"
+R2=$(root_fresh debian) || missing "no second debian root"
 work=$(mktemp -d "${TMPDIR:-/tmp}/pistis-test.$$.XXXXXX")
 for r in "$R" "$R2"; do
 	in_root "$r" pistisd users ensure-base >/dev/null || exit 1

@@ -10,7 +10,7 @@
 need_root
 need_mount_ns "$@"
 need_bins pistisd pi-env pistisd-entry server-min pistis
-[ -x "$TESTBIN/probe" ] || { echo "1..0 # SKIP $TESTBIN/probe not built"; exit 0; }
+[ -x "$TESTBIN/probe" ] || missing "$TESTBIN/probe not built"
 
 S=$(scratch)
 SHM_KEY=0x7e57c0de

@@ -9,7 +9,7 @@ need_root
 need_mount_ns "$@"
 
 E=$BIN/pistisd-entry
-[ -x "$E" ] || { echo "1..0 # SKIP $E not built"; exit 0; }
+[ -x "$E" ] || missing "$E not built"
 S=$(scratch)
 # The supervision tests run in this test's own namespaces: leave its mounts alone (mount
 # hardening has its own section, in namespaces made for it).
@@ -323,7 +323,7 @@ if strace -qq -o /dev/null true 2>/dev/null; then
 	is "the restart's SIGKILL reaches the dead child's group before its zombie is reaped" \
 		"$order" "kill reap "
 else
-	skip "the restart's SIGKILL reaches the dead child's group before its zombie is reaped" \
+	untested "the restart's SIGKILL reaches the dead child's group before its zombie is reaped" \
 		"strace cannot trace here"
 fi
 
@@ -690,7 +690,7 @@ EOS
 	"$BIN/pistisd" trusted remove hi --root "$R" >/dev/null 2>&1
 	rm -f "$R/etc/sudoers.d/pistis-trusted"
 else
-	skip "debian root: entry prepares /data and runs ensure-base" "no pistisd or no debian root"
+	missing "no pistisd or no debian root: entry over a debian root untested"
 fi
 
 done_testing

@@ -4,7 +4,7 @@
 # Touches nothing outside a scratch directory; needs no root.
 . "$(dirname "$0")/../lib.sh"
 PE=$BIN/pi-env
-[ -x "$PE" ] || { echo "1..0 # SKIP $PE not built"; exit 0; }
+[ -x "$PE" ] || missing "$PE not built"
 tmp=$(scratch)
 DEFPATH=/data/bin:/usr/local/bin:/usr/bin:/bin
 

@@ -35,7 +35,7 @@ own_cgroup_dir() {
 	return 1
 }
 
-R=$(root_fresh debian) || { echo "1..0 # SKIP no debian root"; exit 0; }
+R=$(root_fresh debian) || missing "no debian root"
 
 # --- 1. pistisd in a threaded cgroup ------------------------------------------------------
 # A cgroup made beneath a threaded one (or beneath a threaded subtree's root, "domain
@@ -136,7 +136,7 @@ esac
 # own; agents keep no_new_privs (which makes it inert) only while no trusted command is
 # installed. install's sudo -l sees the rule and fails; before, it left the drop-in in
 # place, agents ran without no_new_privs, and `sudo -n id` said uid 0. Now the drop-in goes.
-R2=$(root_fresh debian) || { skip "sudoers" "no second debian root"; done_testing; exit; }
+R2=$(root_fresh debian) || missing "no second debian root"
 harden_shared "$R2"
 in_root "$R2" pistisd users ensure agent/sudo >/dev/null
 printf '%%pi-sandbox ALL = (ALL) NOPASSWD: ALL\n' >"$R2/etc/sudoers.d/00-machine"
@@ -161,7 +161,7 @@ ok "... and the drop-in is there" test -e "$R2/etc/sudoers.d/pistis-trusted"
 # ... and where no agent exists yet at install (an install at start-up, or agents made again
 # after a rebuild), install has no one to ask: an agent made later got the rule live. Now
 # every agent `users ensure` writes is asked (sudo -l -U) at once, before it runs anything.
-R3=$(root_fresh debian) || { skip "sudoers, later agents" "no third debian root"; done_testing; exit; }
+R3=$(root_fresh debian) || missing "no third debian root"
 harden_shared "$R3"
 printf '%%pi-sandbox ALL = (ALL) NOPASSWD: ALL\n' >"$R3/etc/sudoers.d/00-machine"
 chmod 0440 "$R3/etc/sudoers.d/00-machine"

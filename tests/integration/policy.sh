@@ -10,9 +10,9 @@ need_root
 need_mount_ns "$@"
 
 P=$BIN/pistisd
-[ -x "$P" ] || { echo "1..0 # SKIP $P not built"; exit 0; }
-command -v setfacl >/dev/null || { echo "1..0 # SKIP setfacl missing (scripts/bootstrap.sh check)"; exit 0; }
-R=$(root_fresh debian) || { echo "1..0 # SKIP no debian root"; exit 0; }
+[ -x "$P" ] || missing "$P not built"
+command -v setfacl >/dev/null || missing "setfacl missing (scripts/bootstrap.sh check)"
+R=$(root_fresh debian) || missing "no debian root"
 A=10100 # an agent's uid
 
 # --- the tree -------------------------------------------------------------------------
@@ -229,7 +229,7 @@ if command -v strace >/dev/null && strace -qq -o /dev/null true 2>/dev/null; the
 	cp "$work/good.json" "$work/restore.json"
 	exits 0 "... the earlier rules saved again" "$P" policy save --root "$R" --rules "$work/restore.json"
 else
-	skip "save: NEW swapped after it was read" "strace missing or not allowed"
+	untested "save: NEW swapped after it was read" "strace missing or not allowed"
 fi
 
 # The directory's fsync failing after the rename (strace fails the second fsync, the
@@ -247,7 +247,7 @@ if command -v strace >/dev/null && strace -qq -o /dev/null true 2>/dev/null; the
 	like "... and applied" "$out" "saved /data/pistis/rules.json \\(2 rules\\); applying"
 	exits 0 "... the earlier rules saved again" "$P" policy save --root "$R" --rules "$work/restore.json"
 else
-	skip "save: the directory's fsync fails after the rename" "strace missing or not allowed"
+	untested "save: the directory's fsync fails after the rename" "strace missing or not allowed"
 fi
 
 # --- the openat2 fallback --------------------------------------------------------------

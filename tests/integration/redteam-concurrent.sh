@@ -9,10 +9,10 @@ need_root
 need_mount_ns "$@"
 
 P=$BIN/pistisd
-[ -x "$P" ] || { echo "1..0 # SKIP pistisd not built"; exit 0; }
+[ -x "$P" ] || missing "pistisd not built"
 S=$(scratch)
-R=$(root_fresh debian) || { echo "1..0 # SKIP root_fresh debian failed"; exit 0; }
-[ -x "$R/usr/bin/sudo" ] || { echo "1..0 # SKIP no sudo in the root"; exit 0; }
+R=$(root_fresh debian) || missing "root_fresh debian failed"
+[ -x "$R/usr/bin/sudo" ] || missing "no sudo in the root"
 
 "$P" users ensure-base --root "$R" >/dev/null
 "$P" users ensure conc/a --root "$R" >/dev/null
@@ -202,7 +202,7 @@ if [ -x "$BIN/server-min" ] && [ -x "$BIN/pistis" ]; then
 	sleep 0.3
 	is "with no other pistisd's command, serve's sweep removes them again" "$(ipc_of "$AUID2")" 0
 else
-	skip "serve beside pistisd run" "server-min or pistis not built"
+	untested "serve beside pistisd run" "server-min or pistis not built"
 fi
 
 done_testing

@@ -13,8 +13,8 @@ need_mount_ns "$@"
 [ -n "${PISTIS_RT_IPC_NS:-}" ] || PISTIS_RT_IPC_NS=1 exec unshare -i bash "$0" "$@"
 need_bins pistisd server-min pistis
 [ -x "$TESTBIN/redteam-probe" ] && [ -x "$TESTBIN/probe" ] ||
-	{ echo "1..0 # SKIP probe or redteam-probe not built"; exit 0; }
-R=$(root_fresh debian) || { echo "1..0 # SKIP no debian test root"; exit 0; }
+	missing "probe or redteam-probe not built"
+R=$(root_fresh debian) || missing "no debian test root"
 W=$(scratch)
 RT=/usr/local/lib/pistis-tests/redteam-probe
 PROBE=/usr/local/lib/pistis-tests/probe

@@ -9,11 +9,11 @@ need_mount_ns "$@"
 
 P=$BIN/pistisd
 [ -x "$P" ] && [ -x "$TESTBIN/redteam-probe" ] ||
-	{ echo "1..0 # SKIP pistisd or redteam-probe not built"; exit 0; }
+	missing "pistisd or redteam-probe not built"
 RT=/usr/local/lib/pistis-tests/redteam-probe
 field() { sed -n "s/^$1=//p" | tr -d '\r' | head -n 1; }
-R=$(root_fresh debian) || { echo "1..0 # SKIP root_fresh debian failed"; exit 0; }
-[ -x "$R/usr/bin/sudo" ] && [ -x "$R/usr/bin/setpriv" ] || { echo "1..0 # SKIP no sudo/setpriv in the root"; exit 0; }
+R=$(root_fresh debian) || missing "root_fresh debian failed"
+[ -x "$R/usr/bin/sudo" ] && [ -x "$R/usr/bin/setpriv" ] || missing "no sudo/setpriv in the root"
 S=$(scratch)
 kill_ours() {
 	local pid
@@ -195,7 +195,7 @@ if [ -x "$TESTBIN/fake-sudo" ]; then
 	mv "$S/dropin" "$R/etc/sudoers.d/pistis-trusted"
 	mv "$R/usr/bin/sudo.real" "$R/usr/bin/sudo"
 else
-	skip "sudo_cves against a vulnerable sudo" "fake-sudo not built"
+	untested "sudo_cves against a vulnerable sudo" "fake-sudo not built"
 fi
 is "... the probe's directory is gone from the image's /tmp" "$(ls "$R/tmp" | grep -c pistis-sudo-probe)" 0
 

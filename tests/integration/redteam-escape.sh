@@ -9,7 +9,7 @@ raw() { grep -qaP '[\x00-\x08\x0b-\x1f\x7f-\xff]' <<<"$1"; }
 for cmd in "pistisd run" "pistisd check" "pistisd serve" "pistisd policy plan" \
 	"pistisd trusted list" "pistis" "server-min"; do
 	set -- $cmd
-	[ -x "$BIN/$1" ] || { skip "$cmd: bad option escaped" "$BIN/$1 not built"; continue; }
+	[ -x "$BIN/$1" ] || { untested "$cmd: bad option escaped" "$BIN/$1 not built"; continue; }
 	b=$1 && shift
 	out=$("$BIN/$b" "$@" "--$bad" 2>&1 >/dev/null)
 	fails "$cmd: a bad long option has no raw control byte on stderr" raw "$out"

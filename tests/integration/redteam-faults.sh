@@ -13,9 +13,9 @@ need_root
 need_mount_ns "$@"
 
 P=$BIN/pistisd
-[ -x "$P" ] || { echo "1..0 # SKIP pistisd not built"; exit 0; }
-command -v strace >/dev/null || { echo "1..0 # SKIP strace missing"; exit 0; }
-R=$(root_fresh debian) || { echo "1..0 # SKIP no debian root"; exit 0; }
+[ -x "$P" ] || missing "pistisd not built"
+command -v strace >/dev/null || missing "strace missing"
+R=$(root_fresh debian) || missing "no debian root"
 S=$(scratch)
 
 # The state a run may leave, restored before each fault: the passwd family (backups, lock)

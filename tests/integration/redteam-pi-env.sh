@@ -5,7 +5,7 @@
 . "$(dirname "$0")/../lib.sh"
 
 E=$BIN/pi-env
-[ -x "$E" ] || { echo "1..0 # SKIP pi-env not built"; exit 0; }
+[ -x "$E" ] || missing "pi-env not built"
 
 # A refused name is quoted escaped once; a long one is cut with a mark, never silently.
 long=$(printf "x'%.0s" $(seq 150))

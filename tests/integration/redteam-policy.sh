@@ -6,8 +6,8 @@
 need_root
 need_mount_ns "$@"
 P=$BIN/pistisd
-[ -x "$P" ] || { echo "1..0 # SKIP $P not built"; exit 0; }
-command -v setfacl >/dev/null || { echo "1..0 # SKIP setfacl missing (scripts/bootstrap.sh check)"; exit 0; }
+[ -x "$P" ] || missing "$P not built"
+command -v setfacl >/dev/null || missing "setfacl missing (scripts/bootstrap.sh check)"
 R=$(scratch) || exit 1
 mount -t tmpfs -o mode=0755 pistis-rt "$R" || exit 1
 trap 'umount -l "$R"; root_cleanup' EXIT

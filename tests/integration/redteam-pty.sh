@@ -9,9 +9,9 @@ need_root
 need_mount_ns "$@"
 need_bins pistisd server-min pistis
 command -v script >/dev/null && command -v setpriv >/dev/null ||
-	{ echo "1..0 # SKIP script(1) or setpriv missing"; exit 0; }
-[ -x "$TESTBIN/redteam-probe" ] || { echo "1..0 # SKIP redteam-probe not built"; exit 0; }
-R=$(root_fresh debian) || { echo "1..0 # SKIP no debian test root"; exit 0; }
+	missing "script(1) or setpriv missing"
+[ -x "$TESTBIN/redteam-probe" ] || missing "redteam-probe not built"
+R=$(root_fresh debian) || missing "no debian test root"
 W=$(mktemp -d "${TMPDIR:-/tmp}/pistis-pty.$$.XXXXXX")
 RT=/usr/local/lib/pistis-tests/redteam-probe
 PROBE=/usr/local/lib/pistis-tests/probe
@@ -27,7 +27,7 @@ trap cleanup EXIT
 # A devpts instance of the root's own with a small pool (max=), as a container has one.
 PTYMAX=24
 mkdir -p "$R/dev/pts" && mount -t devpts -o newinstance,ptmxmode=0666,mode=0620,max=$PTYMAX devpts "$R/dev/pts" &&
-	ln -sf pts/ptmx "$R/dev/ptmx" || { echo "1..0 # SKIP cannot mount devpts"; exit 0; }
+	ln -sf pts/ptmx "$R/dev/ptmx" || missing "cannot mount devpts"
 ROOT_WRAP=(setpriv --bounding-set -sys_admin)
 relay_up "$R" "$W" || { echo "Bail out! the relay did not come up: $(tail -5 "$W/pd.log")"; exit 1; }
 P() { "$BIN/pistis" "$@"; }

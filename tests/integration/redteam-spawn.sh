@@ -9,13 +9,13 @@ need_mount_ns "$@"
 
 P=$BIN/pistisd
 [ -x "$P" ] && [ -x "$TESTBIN/redteam-probe" ] && [ -x "$TESTBIN/probe" ] ||
-	{ echo "1..0 # SKIP pistisd, probe or redteam-probe not built"; exit 0; }
+	missing "pistisd, probe or redteam-probe not built"
 RT=/usr/local/lib/pistis-tests/redteam-probe
 PROBE=/usr/local/lib/pistis-tests/probe
 field() { sed -n "s/^$1=//p" | tr -d '\r' | head -n 1; }
 ms_since() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
 
-R=$(root_fresh debian) || { echo "1..0 # SKIP root_fresh debian failed"; exit 0; }
+R=$(root_fresh debian) || missing "root_fresh debian failed"
 S=$(scratch)
 # Processes of this test: those whose root is our throwaway root (never by name or uid:
 # other tests on this machine use the same agent uids).

@@ -11,10 +11,10 @@ need_mount_ns "$@"
 
 P=$BIN/pistisd
 [ -x "$P" ] && [ -x "$TESTBIN/redteam-probe" ] ||
-	{ echo "1..0 # SKIP pistisd or redteam-probe not built"; exit 0; }
+	missing "pistisd or redteam-probe not built"
 S=$(scratch)
-R=$(root_fresh debian) || { echo "1..0 # SKIP root_fresh debian failed"; exit 0; }
-[ -x "$R/usr/bin/sudo" ] && [ -x "$R/usr/bin/setpriv" ] || { echo "1..0 # SKIP no sudo/setpriv in the root"; exit 0; }
+R=$(root_fresh debian) || missing "root_fresh debian failed"
+[ -x "$R/usr/bin/sudo" ] && [ -x "$R/usr/bin/setpriv" ] || missing "no sudo/setpriv in the root"
 
 "$P" users ensure-base --root "$R" >/dev/null
 AGENT=$("$P" users ensure rt/t --root "$R" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["name"])')
@@ -413,7 +413,7 @@ rm -f "$R$bad_loader"
 # ($ORIGIN, relative and empty entries) and a DT_NEEDED with a '/': a library directory an
 # agent can write gives it code in pi-tools' process. Test ELFs built here with gcc.
 if ! command -v gcc >/dev/null 2>&1; then
-	skip "the dynamic loader's search paths" "no gcc"
+	untested "the dynamic loader's search paths" "no gcc"
 else
 D=$S/dyn
 mkdir -p "$D/sub" "$D/abs"

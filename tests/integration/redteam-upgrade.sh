@@ -14,7 +14,7 @@ need_mount_ns "$@"
 
 P=$BIN/pistisd
 E=$BIN/pistisd-entry
-[ -x "$P" ] && [ -x "$E" ] || { echo "1..0 # SKIP pistisd or pistisd-entry not built"; exit 0; }
+[ -x "$P" ] && [ -x "$E" ] || missing "pistisd or pistisd-entry not built"
 S=$(scratch)
 
 # --- pistisd-entry runs --pistisd as root: refused where others may change it ------------------
@@ -92,10 +92,10 @@ if [ -x "$BIN/server-min" ] && command -v python3 >/dev/null; then
 		is "server-min still running" "$(alive)" yes
 		stop
 	else
-		skip "server-min: hello versions" "server-min did not listen"
+		untested "server-min: hello versions" "server-min did not listen"
 	fi
 else
-	skip "server-min: hello versions" "no server-min or python3"
+	untested "server-min: hello versions" "no server-min or python3"
 fi
 
 # --- state files of another version: refused, left as they are -----------------------------
@@ -237,7 +237,7 @@ if [ -x "$R2/usr/local/lib/pistis-tests/probe" ]; then
 	like "a wrapper deleted by hand: entry writes it again" "$out" "the volume no wrapper /data/bin/lang"
 	ok "... it is there" test -f "$WR"
 else
-	skip "a drop-in of another release" "no probe in the test root"
+	untested "a drop-in of another release" "no probe in the test root"
 fi
 
 done_testing

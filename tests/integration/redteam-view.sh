@@ -8,9 +8,9 @@
 need_root
 need_mount_ns "$@"
 [ -x "$BIN/pistisd" ] && [ -x "$TESTBIN/redteam-probe" ] ||
-	{ echo "1..0 # SKIP pistisd or redteam-probe not built"; exit 0; }
+	missing "pistisd or redteam-probe not built"
 RT=/usr/local/lib/pistis-tests/redteam-probe
-R=$(root_fresh debian) || { echo "1..0 # SKIP root_fresh debian failed"; exit 0; }
+R=$(root_fresh debian) || missing "root_fresh debian failed"
 field() { sed -n "s/^$1=//p" | tr -d '\r' | head -n 1; }
 ms_since() { echo $((($(date +%s%N) - $1) / 1000000)); }
 kill_agents() {

@@ -8,7 +8,7 @@
 . "$(dirname "$0")/../lib.sh"
 need_root
 need_bins server-min
-command -v python3 >/dev/null || { echo "1..0 # SKIP no python3"; exit 0; }
+command -v python3 >/dev/null || missing "no python3"
 W=$(scratch)
 SP=$((20000 + RANDOM % 12000)); CP=$((SP + 1))
 CT=client-token-0123456789

@@ -7,7 +7,7 @@
 . "$(dirname "$0")/../lib.sh"
 need_root
 need_bins server-min
-command -v python3 >/dev/null || { echo "1..0 # SKIP no python3"; exit 0; }
+command -v python3 >/dev/null || missing "no python3"
 . "$(dirname "$0")/wsfake-lib.sh"
 start() { # [SANDBOX-LISTENER]: the sandboxes' listener, 127.0.0.1:$SP unless a socket path
 	smin_start "[{\"name\": \"evil\", \"token\": \"$EVIL\"}, {\"name\": \"good\", \"token\": \"$GOOD\"}]" "$@"
@@ -38,7 +38,7 @@ flood() {
 # (lws hands them on as LWS_CALLBACK_RECEIVE_PONG, which server-min ignored: 125-byte pongs
 # held it at 95-98% of a core, and another sandbox's round trip went from 0.2 to 1.7 ms; red
 # team). Over a unix socket too, where the kernel counts no bytes.
-start || { echo "1..0 # SKIP server-min did not listen"; exit 0; }
+start || missing "server-min did not listen"
 flood pong-125 pong-125 "$SP" "pongs with a payload"
 stop
 start "$W/sandbox.sock" || { echo "# server-min did not listen again"; exit 1; }

@@ -6,12 +6,11 @@
 # (tests/integration/wsfake.py, standard library) on loopback; no root needed.
 . "$(dirname "$0")/../lib.sh"
 need_bins server-min pistis
-command -v python3 >/dev/null || { echo "1..0 # SKIP no python3"; exit 0; }
+command -v python3 >/dev/null || missing "no python3"
 W=$(scratch)
 hard=$(ulimit -Hn)
 if [ "$hard" != unlimited ] && [ "$hard" -lt 4096 ]; then
-	echo "1..0 # SKIP hard open-files limit $hard: cannot test above the soft 1024"
-	exit 0
+	missing "hard open-files limit $hard: cannot test above the soft 1024 (raise it: ulimit -Hn 4096)"
 fi
 trap 'rm -rf "$W"' EXIT
 out=$(BIN=$BIN WSFAKE_DIR="$(cd "$(dirname "$0")" && pwd)" timeout -s KILL 120 python3 - "$W" <<'PY'

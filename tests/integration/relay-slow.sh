@@ -7,8 +7,8 @@
 need_root
 need_mount_ns "$@"
 need_bins pistisd server-min pistis
-command -v python3 >/dev/null || { echo "1..0 # SKIP no python3"; exit 0; }
-R=$(root_fresh debian) || { echo "1..0 # SKIP no debian test root"; exit 0; }
+command -v python3 >/dev/null || missing "no python3"
+R=$(root_fresh debian) || missing "no debian test root"
 W=$(mktemp -d "${TMPDIR:-/tmp}/pistis-slow.$$.XXXXXX")
 FAKE="python3 $(cd "$(dirname "$0")" && pwd)/wsfake.py"
 # below the ephemeral range (32768+), so a client socket cannot hold our port

@@ -9,7 +9,7 @@
 . "$(dirname "$0")/../lib.sh"
 need_root
 need_bins server-min
-command -v python3 >/dev/null || { echo "1..0 # SKIP no python3"; exit 0; }
+command -v python3 >/dev/null || missing "no python3"
 . "$(dirname "$0")/wsfake-lib.sh"
 ROUNDS=${PISTIS_SOAK_ROUNDS:-100}
 smin_start "[{\"name\": \"s1\", \"token\": \"$GOOD\"}]"

@@ -46,6 +46,9 @@ like "... naming it" "$(cat "$W/out")" 'not ok 2 - prerequisite: .*/no-such-bina
 is "missing fails and ends the test" "$(verdict 'missing "no frobnicator"
 ok two true
 done_testing')" "rc=1 0 passed, 1 failed"
+is "untested fails, and the test goes on" "$(verdict 'untested "one" "no frobnicator"
+ok two true
+done_testing')" "rc=1 1 passed, 1 failed"
 nl='
 '
 is "like with a blank line in its pattern fails" "$(verdict "like 'x' 'abc' 'zzz${nl}${nl}yyy'

@@ -16,7 +16,7 @@ ROUNDS=${PISTIS_SOAK_ROUNDS:-12}
 # A devpts instance of the root's own with a small pool, as a container has one: a pty
 # that a path kept would use up the pool within the rounds.
 mkdir -p "$R/dev/pts" && mount -t devpts -o newinstance,ptmxmode=0666,mode=0620,max=8 devpts "$R/dev/pts" &&
-	ln -sf pts/ptmx "$R/dev/ptmx" || { echo "1..0 # SKIP cannot mount devpts"; exit 0; }
+	ln -sf pts/ptmx "$R/dev/ptmx" || missing "cannot mount devpts"
 serve_setup "$R"
 in_root "$R" pistisd users ensure-base >/dev/null
 AG=soak1

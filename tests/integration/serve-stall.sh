@@ -13,9 +13,9 @@
 need_root
 need_mount_ns "$@"
 need_bins pistisd server-min pistis
-[ -x "$TESTBIN/redteam-probe" ] || { echo "1..0 # SKIP redteam-probe not built"; exit 0; }
+[ -x "$TESTBIN/redteam-probe" ] || missing "redteam-probe not built"
 RT=/usr/local/lib/pistis-tests/redteam-probe
-R=$(root_fresh debian) || { echo "1..0 # SKIP no debian test root"; exit 0; }
+R=$(root_fresh debian) || missing "no debian test root"
 W=$(mktemp -d "${TMPDIR:-/tmp}/pistis-stall.$$.XXXXXX")
 cleanup() {
 	local pid

@@ -7,8 +7,8 @@
 . "$(dirname "$0")/../lib.sh"
 need_root
 need_mount_ns "$@"
-[ -x "$BIN/server-min" ] && [ -x "$BIN/pistis" ] || { echo "1..0 # SKIP binaries not built"; exit 0; }
-R=$(root_fresh debian) || { echo "1..0 # SKIP no debian test root"; exit 0; }
+[ -x "$BIN/server-min" ] && [ -x "$BIN/pistis" ] || missing "binaries not built"
+R=$(root_fresh debian) || missing "no debian test root"
 W=$(scratch)
 cleanup() {
 	[ -n "${PD:-}" ] && kill "$PD" 2>/dev/null

@@ -6,12 +6,12 @@ need_root
 need_mount_ns "$@"
 
 P=$BIN/pistisd
-[ -x "$P" ] && [ -x "$TESTBIN/probe" ] || { echo "1..0 # SKIP pistisd or probe not built"; exit 0; }
+[ -x "$P" ] && [ -x "$TESTBIN/probe" ] || missing "pistisd or probe not built"
 PROBE=/usr/local/lib/pistis-tests/probe
 field() { probe_field "$@"; }
 
 for kind in debian musl; do
-	R=$(root_fresh "$kind") || { skip "$kind root" "root_fresh $kind failed"; continue; }
+	R=$(root_fresh "$kind") || missing "root_fresh $kind failed"
 	# a pty needs devpts in the root (the base roots have a minimal /dev)
 	mkdir -p "$R/dev/pts" && mount -t devpts -o newinstance,ptmxmode=0666,mode=0620 devpts "$R/dev/pts" &&
 		ln -sf pts/ptmx "$R/dev/ptmx"
@@ -192,7 +192,7 @@ done
 # The command's stdin is non-blocking on our side: what it has not taken waits, and our
 # stdin is read again only once it has (1 MB through a 64 KiB pipe; 12,000 lines through
 # a pty's 4 KiB line buffer).
-R=$(root_fresh debian) || { skip "--stdin" "root_fresh debian failed"; done_testing; exit; }
+R=$(root_fresh debian) || missing "root_fresh debian failed"
 head -c 1000000 /dev/zero >"$R/tmp/in.bin"
 out=$(in_root "$R" sh -c 'pistisd run --agent agent/in --stdin --timeout 20 -- wc -c </tmp/in.bin' 2>&1)
 is "--stdin: 1,000,000 bytes through a pipe, all of them, then EOF" "$out" 1000000
@@ -209,7 +209,7 @@ umount "$R/dev/pts" 2>/dev/null
 # A command that ignores SIGTERM (and a setsid'd grandchild) must neither keep pistisd run
 # waiting nor outlive it: the stop sends SIGTERM to the tree, waits the grace (2 s), then
 # SIGKILLs it. A first SIGINT goes to the command itself, as a terminal's ^C would.
-R=$(root_fresh debian) || { skip "signals" "root_fresh debian failed"; done_testing; exit; }
+R=$(root_fresh debian) || missing "root_fresh debian failed"
 ua=$(in_root "$R" pistisd run --agent agent/sig -- /usr/bin/id -u)
 # sig_stop SIG [SIG...]: start the stubborn command, send the signals a second apart, then
 # print pistisd run's exit code, the seconds it took after the last one, and the agent's
@@ -315,7 +315,7 @@ is "an empty command name is a usage error (exit 100)" "$?" 100
 like "... saying so" "$out" "the command after '--' is empty"
 
 # --- trusted commands: no_new_privs off exactly when they are configured ---------------
-R=$(root_fresh debian) || { skip "trusted commands" "root_fresh debian failed"; done_testing; exit; }
+R=$(root_fresh debian) || missing "root_fresh debian failed"
 S=$(scratch)
 run() { in_root "$R" pistisd run --agent agent/t "$@"; }
 out=$(run -- $PROBE 2>&1)

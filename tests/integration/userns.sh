@@ -12,10 +12,9 @@
 need_root
 need_mount_ns "$@"
 need_bins pistisd pi-env pistisd-entry
-[ -x "$TESTBIN/probe" ] || { echo "1..0 # SKIP $TESTBIN/probe not built"; exit 0; }
+[ -x "$TESTBIN/probe" ] || missing "$TESTBIN/probe not built"
 if ! unshare --user true 2>/dev/null; then
-	echo "1..0 # SKIP no user namespaces here (unshare --user fails)"
-	exit 0
+	missing "no user namespaces here (unshare --user fails)"
 fi
 
 S=$(scratch)

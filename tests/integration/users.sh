@@ -7,14 +7,14 @@ need_root
 need_mount_ns "$@"
 
 P=$BIN/pistisd
-[ -x "$P" ] || { echo "1..0 # SKIP $P not built"; exit 0; }
+[ -x "$P" ] || missing "$P not built"
 work=$(mktemp -d "${TMPDIR:-/tmp}/pistis-test.$$.XXXXXX")
 
 field() { sed -n "s/^$1=//p"; } # key=value output of ensure/show
 
 # --- the rebuild story on both roots, running the static binary inside them ----------
 for kind in debian musl; do
-	R=$(root_fresh "$kind") || { skip "$kind root" "root_fresh $kind failed"; continue; }
+	R=$(root_fresh "$kind") || missing "root_fresh $kind failed"
 	mkdir -p "$work/$kind-image"
 	for f in passwd group shadow gshadow; do
 		[ -e "$R/etc/$f" ] && cp -a "$R/etc/$f" "$work/$kind-image/$f"

@@ -12,8 +12,8 @@
 need_root
 need_mount_ns "$@"
 
-[ -x "$BIN/pistisd" ] || { echo "1..0 # SKIP pistisd not built"; exit 0; }
-R=$(root_fresh debian) || { echo "1..0 # SKIP no debian test root"; exit 0; }
+[ -x "$BIN/pistisd" ] || missing "pistisd not built"
+R=$(root_fresh debian) || missing "no debian test root"
 
 # The host's programs under the root's /etc; the build's bin/ and tests/ on top again.
 U=$(dirname "$R") # the root's own tmpfs: gone with it
@@ -21,7 +21,7 @@ mkdir "$U/u" "$U/w" &&
 	mount -t overlay overlay -o "lowerdir=/usr,upperdir=$U/u,workdir=$U/w" "$R/usr" &&
 	mkdir -p "$R/usr/local/bin" "$R/usr/local/lib/pistis-tests" &&
 	mount --bind "$BIN" "$R/usr/local/bin" &&
-	mount --bind "$TESTBIN" "$R/usr/local/lib/pistis-tests" || { echo "1..0 # SKIP cannot lay /usr"; exit 0; }
+	mount --bind "$TESTBIN" "$R/usr/local/lib/pistis-tests" || missing "cannot lay /usr"
 cp -an /etc/alternatives/. "$R/etc/alternatives/" 2>/dev/null
 for f in perl python3 python3.11 ld.so.conf.d; do [ -e "/etc/$f" ] && cp -an "/etc/$f" "$R/etc/"; done
 cp /etc/ld.so.cache "$R/etc/ld.so.cache"
