@@ -19,7 +19,7 @@ exit 0
 ok two true
 done_testing')" "rc=1 1 passed, 1 failed"
 like "... saying it printed no plan" "$(cat "$W/out")" 'not ok - t.sh printed 0 plans'
-is "a test skipped as a whole (1..0 # SKIP) fails" \
+is "a test skipped as a whole (a 1..0 plan) fails" \
 	"$(verdict 'echo "1..0 # SKIP not here"; exit 0')" "rc=1 0 passed, 1 failed"
 like "... saying what it skipped" "$(cat "$W/out")" 'not ok - t.sh ran no test: 1..0 # SKIP not here'
 is "a test with no output that exits 0 fails" "$(verdict 'true')" "rc=1 0 passed, 1 failed"
