@@ -112,7 +112,9 @@ like "... and plans the changes its rules name" "$out" '^plan: .* 0 errors'
 # --- the top Dockerfile: what entry.md shows of it, and the files it COPYs -------------------
 is "entry.md's Dockerfile is the top Dockerfile without its comments" \
 	"$(block docs/entry.md '^FROM debian:')" "$(grep -v '^#' "$SRC/Dockerfile" | sed '/^$/d')"
-for f in $(sed -n '/^COPY /,/[^\\]$/p' "$SRC/Dockerfile" | grep -oE 'build/bin/[a-z-]+'); do
+copies=$(sed -n '/^COPY /,/[^\\]$/p' "$SRC/Dockerfile" | grep -oE 'build/bin/[a-z-]+')
+like "the Dockerfile COPYs the build's binaries (pistisd among them)" "$copies" '^build/bin/pistisd$'
+for f in $copies; do
 	ok "the Dockerfile COPYs $f, which the build makes" test -x "$PISTIS_BUILD/bin/${f#build/bin/}"
 done
 

@@ -158,8 +158,13 @@ for req in "exec.attach {\"cmd\":$BCMD,\"after\":0}" "exec.attach {\"tag\":\"bob
 	is "$op ${fields} in A's name: not_found" \
 		"$(call "$op" "{\"agent\":\"alice\",${fields#\{}" | code)" not_found
 done
-unlike "exec.list in A's name lists none of B's commands" "$(call exec.list '{"agent":"alice"}')" '"agent":"bob"|bobtag'
-unlike "sandbox.status in A's name lists none of B's commands" "$(call sandbox.status '{"agent":"alice"}')" '"agent":"bob"|bobtag'
+# (each answer is checked to be one: an error has no command in it either)
+out=$(call exec.list '{"agent":"alice"}')
+like "exec.list in A's name answers" "$out" '"ok": *true'
+unlike "... and lists none of B's commands" "$out" '"agent":"bob"|bobtag'
+out=$(call sandbox.status '{"agent":"alice"}')
+like "sandbox.status in A's name answers" "$out" '"ok": *true'
+unlike "... and lists none of B's commands" "$out" '"agent":"bob"|bobtag'
 ok "B's command still runs after all that" kill -0 "$BPID"
 
 # --- abstract UNIX sockets: B's, the host's -------------------------------------------------------
@@ -282,7 +287,9 @@ is "B's PATH is those directories" "$(P exec --agent bob -- sh -c 'echo $PATH' 2
 # The environment of a command is built from its own exec.start: a PI_* one request carries
 # never reaches another agent's command.
 call exec.start '{"agent":"alice","argv":["/bin/true"],"env":{"PI_FROM_A":"a-value"}}' >/dev/null
-unlike "A's PI_* variable does not reach B's next command" "$(P exec --agent bob -- env 2>&1)" 'PI_FROM_A|a-value'
+out=$(P exec --agent bob -- env 2>&1)
+like "B's next command runs (its environment)" "$out" '^PATH=/data/bin:'
+unlike "... and A's PI_* variable does not reach it" "$out" 'PI_FROM_A|a-value'
 
 # === Promise 3: no secret reachable from an agent process ============================================
 # The sandbox token, the client token, the operator's /data/.secrets and B's environment, looked

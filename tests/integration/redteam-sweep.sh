@@ -13,9 +13,9 @@ need_root
 need_mount_ns "$@"
 need_bins pistisd pistisd-musl pi-env pistisd-entry server-min pistis
 [ -x "$TESTBIN/redteam-probe" ] && [ -x "$TESTBIN/probe" ] ||
-	{ echo "1..0 # SKIP redteam-probe or probe not built"; exit 0; }
-command -v python3 >/dev/null || { echo "1..0 # SKIP no python3"; exit 0; }
-R=$(root_fresh debian) || { echo "1..0 # SKIP no debian test root"; exit 0; }
+	missing "redteam-probe or probe not built"
+command -v python3 >/dev/null || missing "no python3"
+R=$(root_fresh debian) || missing "no debian test root"
 W=$(scratch)
 SWEEP=$_lib_dir/sweep-enum.sh
 RT=/usr/local/lib/pistis-tests/redteam-probe
@@ -104,7 +104,7 @@ $ab"
 like "plain: the abstract sockets were tried, root's too" "$ab" '^A pistis-sweep-root (EPERM|ECONNREFUSED)'
 is "plain: the set-id files the agent sees are the image's" \
 	"$(printf '%s\n' "$out" | awk '$1 == "I" && $2 == "setid" {print $3}' | sort)" "$base_setid"
-ok "plain: the sweep took $(($(date +%s) - t0)) s" true
+echo "# plain: the sweep took $(($(date +%s) - t0)) s"
 # secrets: every file beneath / and the shared trees, every /proc/PID/{cmdline,environ}
 needles=$(printf '%s\n' "$SECRET" "$SV" "$BS" "$(cat "$R/etc/pistis/token")" "$PISTIS_TEST_CT")
 hunt=$(printf '%s\n' "$needles" | E -i --agent $A -- $RT hunt / /tmp /dev/shm /run /data /var/tmp /workspaces 2>&1)

@@ -5,7 +5,7 @@
 need_root
 need_mount_ns "$@"
 need_bins pistisd server-min pistis
-R=$(root_fresh debian) || { echo "1..0 # SKIP no debian test root"; exit 0; }
+R=$(root_fresh debian) || missing "no debian test root"
 W=$(mktemp -d "${TMPDIR:-/tmp}/pistis-relay.$$.XXXXXX")
 # below the ephemeral range (32768+), so a client socket cannot hold our port
 cleanup() {
@@ -133,8 +133,10 @@ for bad in '+80' ' 80' '80x' 0 65536; do
 	exits 100 "pistis with the port '$bad' in its URL: a usage error" \
 		env PISTIS_URL="ws://127.0.0.1:$bad/v1/ws" "$BIN/pistis" ls
 done
-ok "server-min starts and pistisd connects" true
-start_relay
+# (pistisd serve starts below: start_relay, which waits for it, would wait in vain)
+"$BIN/server-min" --config "$W/pistis.json" >>"$W/smin.log" 2>&1 &
+SM=$!
+ok "server-min starts: it accepts on its client port" wait_port "$CP"
 # Started with Docker's soft open-files limit (1024): serve raises it to 8192 (at most the
 # hard limit), or 256 commands could not run at once.
 hard=$(ulimit -Hn)
@@ -694,8 +696,7 @@ if (cd "$T" &&
 		cat "$T/ca.pem" >>"$R/etc/ssl/certs/ca-certificates.crt"
 		ok "wss: without --ca the system's bundle is used: with the test CA appended" tls_try
 	else
-		skip "wss: system bundle (not in it)" "no /etc/ssl/certs/ca-certificates.crt here"
-		skip "wss: system bundle (appended)" "no /etc/ssl/certs/ca-certificates.crt here"
+		untested "wss: system bundle" "no /etc/ssl/certs/ca-certificates.crt here"
 	fi
 	# A CA bundle a local user could write, or one reached through a directory or a link's
 	# directory a local user could write, is refused before anything is dialled: an agent
@@ -748,7 +749,7 @@ if (cd "$T" &&
 		out=$(PW ls 2>&1); rc=$?
 		is "pistis without --ca: the system's bundle, which lacks the test CA (exit 111)" "$rc" 111
 	else
-		skip "pistis without --ca" "no /etc/ssl/certs/ca-certificates.crt here"
+		untested "pistis without --ca" "no /etc/ssl/certs/ca-certificates.crt here"
 	fi
 	cp "$T/ca.pem" "$W/ca-open.pem" && chmod 0666 "$W/ca-open.pem"
 	out=$(PW --ca "$W/ca-open.pem" ls 2>&1); rc=$?
@@ -809,11 +810,7 @@ if (cd "$T" &&
 		in_root "$R" pistisd serve --relay ws://127.0.0.1:$SP --token-file /etc/pistis/token --pin "$PIN"
 else
 	sed 's/^/# /' "$T/openssl.log"
-	for t in config right-ca other-ca pin wrong-pin log bundle-without bundle-with cap-control cap-pin-handshake cap-pin-token \
-		cap-pin-get cap-pin-log cap-addr-handshake cap-addr-token cap-ca-token pin-ws client-ca client-env-ca client-mib \
-		client-other-ca client-other-ca-why client-system client-open-ca client-open-ca-why; do
-		skip "wss: $t" "openssl could not make the test certificates"
-	done
+	untested "wss" "openssl could not make the test certificates"
 fi
 
 # --- hostile input: the daemons keep running ----------------------------------------------------
