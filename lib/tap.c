@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -16,6 +17,18 @@
 enum { TAP_EXIT_PASS = 0, TAP_EXIT_FAIL = 1, TAP_EXIT_SKIP = 4 };
 
 static struct tap_metadata *head, *tail;
+
+/* A byte shared with the runner, which a test child sets when its function has returned
+ * ('e') or SKIP() ended it ('s'). An exit code alone cannot tell a test that ran to its
+ * end from code under test that called exit(0) (or exit(4)) halfway, before the
+ * assertions that would have failed. Memory, not a pipe: tests close every fd. */
+static volatile char *ended;
+
+static void tap_ended(char how)
+{
+	if (ended)
+		*ended = how;
+}
 
 void tap_register(struct tap_metadata *m)
 {
@@ -50,6 +63,7 @@ void tap_skip(const char *file, int line, const char *fmt, ...)
 	va_end(ap);
 	fputc('\n', stdout);
 	fflush(stdout);
+	tap_ended('s');
 	_exit(TAP_EXIT_SKIP);
 }
 
@@ -159,6 +173,7 @@ static int run_one(struct tap_metadata *t, unsigned n)
 	pid_t pid;
 
 	fflush(stdout);
+	*ended = 0;
 	pid = fork();
 	if (pid < 0) {
 		printf("not ok %u %s # fork: %s\n", n, t->name, strerror(errno));
@@ -170,6 +185,7 @@ static int run_one(struct tap_metadata *t, unsigned n)
 		t->fn(t);
 		leak_check(t);
 		fflush(stdout);
+		tap_ended('e');
 		_exit(t->failed ? TAP_EXIT_FAIL : TAP_EXIT_PASS);
 	}
 	(void)wait_with_timeout(pid, t->timeout * TIMEOUT_SCALE, &status, &timed_out);
@@ -190,8 +206,12 @@ static int run_one(struct tap_metadata *t, unsigned n)
 		if (t->term_signal) {
 			snprintf(detail, sizeof(detail), " # exited %d, expected signal %d", code,
 				 t->term_signal);
-		} else if (code == TAP_EXIT_PASS || code == TAP_EXIT_SKIP) {
+		} else if ((code == TAP_EXIT_PASS && *ended == 'e') ||
+			   (code == TAP_EXIT_SKIP && *ended == 's')) {
 			result = code;
+		} else if (code == TAP_EXIT_PASS || code == TAP_EXIT_SKIP) {
+			snprintf(detail, sizeof(detail), " # exited %d before the test's end",
+				 code);
 		} else if (code != TAP_EXIT_FAIL) {
 			snprintf(detail, sizeof(detail), " # exited %d", code);
 		}
@@ -214,6 +234,12 @@ int tap_main(int argc, char **argv)
 		exact = argv[1];
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	void *page = mmap(NULL, 1, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (page == MAP_FAILED) {
+		printf("Bail out! mmap: %s\n", strerror(errno));
+		return 1;
+	}
+	ended = page;
 	for (struct tap_metadata *t = head; t; t = t->next)
 		if ((!filter || strstr(t->name, filter)) && (!exact || !strcmp(t->name, exact)))
 			planned++;

@@ -14,6 +14,8 @@
  * Every test runs in its own forked child with a timeout, so a test may drop privileges,
  * load a seccomp filter or crash without poisoning the runner. ASSERT_* ends the test at
  * the first failure, EXPECT_* records it and goes on, SKIP(reason) ends it as skipped.
+ * A test passes only if its function returns: a child that exits 0 before (code under
+ * test calling exit()) fails.
  * Output is TAP 13; the last line is "# N passed, N failed, N skipped".
  * Run one test: ./test-foo name   (or a substring filter: ./test-foo -f sub). */
 

@@ -1,7 +1,8 @@
 #!/bin/bash
 # tests/run.sh and lib.sh's own honesty: a test file that stops early, skips itself as a
 # whole, prints no plan or runs more tests than it planned is a failure, never green; a
-# missing prerequisite fails; like/unlike refuse a pattern that matches anything.
+# missing prerequisite fails; like/unlike refuse a pattern that matches anything; tap.c and
+# fuzz-smoke.sh pass no test that did not run to its end.
 . "$(dirname "$0")/../lib.sh"
 W=$(scratch)
 RUN=$_lib_dir/run.sh
@@ -59,6 +60,37 @@ is "like with an empty pattern fails" "$(verdict "like 'x' 'abc' ''
 done_testing")" "rc=1 0 passed, 1 failed"
 is "unlike with an empty pattern fails" "$(verdict "unlike 'x' 'abc' ''
 done_testing")" "rc=1 0 passed, 1 failed"
+# lib/tap.c, the unit tests' harness: a test passes only when its function returned, not
+# when code under test exited 0 (or 4, the skip code) halfway.
+cat >"$W/tapdemo.c" <<'C'
+#include "lib/tap.h"
+#include <stdlib.h>
+static int under_test(int x) { if (x < 0) exit(0); return x; }
+TEST(exits_halfway) { ASSERT_EQ(under_test(-1), 1); }
+TEST(exits_with_the_skip_code) { exit(4); }
+TEST(passes) { ASSERT_EQ(under_test(1), 1); }
+TEST(skips) { SKIP("here"); }
+TEST(fails) { EXPECT_EQ(under_test(1), 2); }
+TEST_HARNESS_MAIN
+C
+ok "a TAP program builds with lib/tap.c" \
+	gcc -std=gnu17 -D_GNU_SOURCE -I"$_lib_dir/.." -o "$W/tapdemo" "$_lib_dir/../lib/tap.c" "$W/tapdemo.c"
+is "tap.c: exit(0) or exit(4) before a test's end fails it; a return, SKIP, a failure as before" \
+	"$("$W/tapdemo" | grep -E '^(not )?ok ')" "not ok 1 exits_halfway # exited 0 before the test's end
+not ok 2 exits_with_the_skip_code # exited 4 before the test's end
+ok 3 passes
+ok 4 skips # SKIP
+not ok 5 fails"
+# tests/fuzz-smoke.sh: a fuzzer that exits 0 having run no input is no pass.
+mkdir -p "$W/fz/fuzz/bin"
+printf '#!/bin/sh\nexit 0\n' >"$W/fz/fuzz/bin/idle"
+printf '#!/bin/sh\necho "stat::number_of_executed_units: 99"\n' >"$W/fz/fuzz/bin/busy"
+chmod 0755 "$W/fz/fuzz/bin/idle" "$W/fz/fuzz/bin/busy"
+is "fuzz-smoke: a fuzzer that ran no input fails, one that ran passes" \
+	"$(PISTIS_BUILD=$W/fz PISTIS_FUZZ_ARTIFACTS=$W/fz/art bash "$_lib_dir/fuzz-smoke.sh" 1 idle busy |
+		grep -E '^(not )?ok |passed')" "not ok 1 - idle: exit 0 after ? runs
+ok 2 - busy: 99 runs in 1s from 0 seeds
+1 passed, 1 failed"
 is "like over two lines of pattern, neither empty, still works" "$(verdict "like 'x' 'abc' 'zzz${nl}b'
 unlike 'y' 'abc' 'zzz${nl}yyy'
 done_testing")" "rc=0 2 passed, 0 failed"
