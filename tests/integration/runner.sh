@@ -30,6 +30,9 @@ ok two true')" "rc=1 2 passed, 1 failed"
 is "a test that runs fewer than it planned fails" "$(verdict 'plan 3
 ok one true
 exit 0')" "rc=1 1 passed, 1 failed"
+is "a tested command's own 'ok' line is no result" "$(verdict 'echo "ok done"
+ok one true
+done_testing')" "rc=0 1 passed, 0 failed"
 is "two plans fail" "$(verdict 'plan 1
 ok one true
 done_testing')" "rc=1 1 passed, 1 failed"
