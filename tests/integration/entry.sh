@@ -530,7 +530,9 @@ if [ -x "$BIN/pistisd" ] && R=$(root_fresh debian 2>/dev/null); then
 		"0:0 711 10100:10100 700 10100:10100 700 10100:10100 700"
 	out=$(in_root "$R" pistisd run --agent k8s/b -- /bin/sh -c \
 		"cat /data/.secrets/tok; cat /data/sandbox-home/$ka/f" 2>&1)
-	unlike "another agent in group G reads neither the secrets nor a's home" "$out" "sekrit|mine-a"
+	is "another agent in group G is refused both the secrets and a's home" \
+		"$(printf '%s\n' "$out" | grep -c 'Permission denied')" 2
+	unlike "... and reads neither" "$out" "sekrit|mine-a"
 	is "…and a still reads its own" \
 		"$(in_root "$R" pistisd run --agent k8s/a -- /bin/sh -c 'cat ~/f' 2>/dev/null)" mine-a
 	# An agent's home is its own to write: in an earlier life it may have moved a root's

@@ -272,6 +272,7 @@ is "docker: the hunt read its four needles" "$(printf '%s\n' "$hunt" | sed -n 's
 unlike "docker: no secret anywhere the agent reads (token, client token, entry's and B's env)" \
 	"$hunt" '^hit='
 sc=$(D --agent $A -- /usr/local/lib/pistis-sweep/redteam-probe seccomp 2>&1)
+like "docker: the kernel probe ran" "$sc" '^unshare\.NEWUSER='
 unlike "docker: no kernel interface of the probe's list is open" "$sc" '=ok$'
 DK rm -f "$C" >/dev/null
 done_testing

@@ -396,7 +396,9 @@ unlike "a new home, its tmp, its agent dir and their parents name no one else" \
 	"user:10900"
 in_root "$R" pistisd run --agent rt/acl-b -- /bin/sh -c \
 	'umask 077; echo secret >"$HOME/f"; chmod 750 "$HOME"' >/dev/null 2>&1
+is "... whose owner made a file there (0600)" "$(cat "$R$bh/f")" secret
 out=$(in_root "$R" pistisd run --agent rt/acl-a -- /bin/cat "$bh/f" 2>&1)
-unlike "... and the earlier agent cannot read a file the home's owner made (0600)" "$out" secret
+like "... which the earlier agent cannot read" "$out" 'Permission denied'
+unlike "... nor is any of it shown" "$out" secret
 
 done_testing
