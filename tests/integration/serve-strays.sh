@@ -151,6 +151,7 @@ kill "$ST"; wait "$ST" 2>/dev/null; ST=
 # walks, does not.
 for i in 1 2 3; do
 	P exec --agent bob -- $PROBE hop >/dev/null 2>&1
+	is "round $i: bob's hopping process started (exit 0)" "$?" 0
 	sleep 0.5
 	is "a hopping process is gone with bob's last command (round $i)" "$(root_pids "$R" "$BUID" | wc -l)" 0
 	for p in $(root_pids "$R" "$BUID"); do kill -9 "$p" 2>/dev/null; done
