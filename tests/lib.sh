@@ -38,6 +38,19 @@ fails() {
 	_tap_result "$([ $_rc -ne 0 ] && echo 0 || echo 1)" "$_d" "expected failure, got exit 0: $_out"
 }
 
+# denied DESC CMD...   passes when CMD fails for want of permission (EACCES or EPERM: its
+#                     output says "Permission denied" or "Operation not permitted"), not
+#                     because the file is missing or the command could not run at all
+denied() {
+	_d=$1; shift
+	_out=$("$@" 2>&1); _rc=$?
+	if [ $_rc -ne 0 ] && printf '%s\n' "$_out" | grep -qE 'Permission denied|Operation not permitted'; then
+		_tap_result 0 "$_d"
+	else
+		_tap_result 1 "$_d" "expected a refusal (EACCES/EPERM), got exit $_rc: $_out"
+	fi
+}
+
 # exits CODE DESC CMD...   passes when CMD exits with exactly CODE
 exits() {
 	_c=$1; _d=$2; shift 2

@@ -72,9 +72,9 @@ is "HOME and TMPDIR under /data/sandbox-home, the agent's own, 0700" \
 	"/data/sandbox-home/pi-agent-98bbb11d /data/sandbox-home/pi-agent-98bbb11d/tmp 700 30500 700 30500"
 E --agent agent/a -- sh -c 'echo note >"$HOME/MEMORY.md"; echo t >"$TMPDIR/t"'
 is "a's files are there" "$(X cat /data/sandbox-home/pi-agent-98bbb11d/MEMORY.md)" note
-fails "another agent cannot list the homes" E --agent agent/b -- ls /data/sandbox-home
-fails "... nor read a's MEMORY.md" E --agent agent/b -- cat /data/sandbox-home/pi-agent-98bbb11d/MEMORY.md
-fails "... nor list a's TMPDIR" E --agent agent/b -- ls /data/sandbox-home/pi-agent-98bbb11d/tmp
+denied "another agent cannot list the homes" E --agent agent/b -- ls /data/sandbox-home
+denied "... nor read a's MEMORY.md" E --agent agent/b -- cat /data/sandbox-home/pi-agent-98bbb11d/MEMORY.md
+denied "... nor list a's TMPDIR" E --agent agent/b -- ls /data/sandbox-home/pi-agent-98bbb11d/tmp
 is "the homes' parent: passed through, not listed (0711)" "$(X stat -c %a /data/sandbox-home)" 711
 is "the environment: the allowlist only" \
 	"$(E --agent agent/a -- env | sed -n 's/^\([A-Z_]*\)=.*/\1/p' | grep -vx 'PWD\|SHLVL' | sort | paste -sd' ')" \

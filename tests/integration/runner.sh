@@ -94,6 +94,10 @@ is "fuzz-smoke: a fuzzer that ran no input fails, one that ran passes" \
 		grep -E '^(not )?ok |passed')" "not ok 1 - idle: exit 0 after ? runs
 ok 2 - busy: 99 runs in 1s from 0 seeds
 1 passed, 1 failed"
+is "denied fails a command that failed for a missing file, passes a refusal" "$(verdict 'denied "a" cat /nonexistent/file
+denied "b" sh -c "echo \"cat: f: Permission denied\" >&2; exit 1"
+denied "c" true
+done_testing')" "rc=1 1 passed, 2 failed"
 is "like over two lines of pattern, neither empty, still works" "$(verdict "like 'x' 'abc' 'zzz${nl}b'
 unlike 'y' 'abc' 'zzz${nl}yyy'
 done_testing")" "rc=0 2 passed, 0 failed"
