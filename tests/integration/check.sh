@@ -429,6 +429,8 @@ ln -s /opt/planted "$M/opt/link-to-planted"
 # A file with capabilities lifts an agent like a setuid bit (cap_setuid+ep): listed too.
 if command -v setcap >/dev/null; then
 	cp "$M/bin/busybox" "$M/opt/capped" && setcap cap_setuid+ep "$M/opt/capped"
+else
+	untested "a file with capabilities is listed" "no setcap (libcap2-bin: scripts/bootstrap.sh check)"
 fi
 mkdir -m 2775 "$M/opt/sgid-dir"              # a setgid directory is not a program
 mkdir -p "$M/mnt/other" && mount -t tmpfs other "$M/mnt/other"

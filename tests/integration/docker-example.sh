@@ -135,7 +135,7 @@ done <<<"$recipe"
 is "... an agent runs the trusted command by its name, as pi-tools, with the secret" \
 	"$(DK exec "$C" pistisd run --agent agent/t -- ci-status 2>&1)" \
 	"ci: ok as pi-tools, with a token of 25 bytes"
-fails "... and cannot read the secret itself" DK exec "$C" pistisd run --agent agent/t -- \
+denied "... and cannot read the secret itself" DK exec "$C" pistisd run --agent agent/t -- \
 	cat /data/.secrets/ci-token
 DK rm -f "$C" >/dev/null
 

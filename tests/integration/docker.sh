@@ -146,7 +146,7 @@ J
 	like "$kind: ... and a default ACL" "$(getfacl -p "$W/proj" 2>/dev/null)" '^default:group::rwx'
 	ok "$kind: an agent writes there" X pistisd run --agent agent/a -- sh -c 'echo hi >/workspaces/proj/a'
 	is "$kind: ... another agent reads it" "$(X pistisd run --agent agent/b -- cat /workspaces/proj/a 2>&1)" hi
-	fails "$kind: a none path cannot be read" X pistisd run --agent agent/a -- cat /workspaces/secret/key
+	denied "$kind: a none path cannot be read" X pistisd run --agent agent/a -- cat /workspaces/secret/key
 done
 
 # --- 4. trusted commands (the Debian image has sudo) ----------------------------------------

@@ -139,8 +139,11 @@ static volatile sig_atomic_t destroyed;
 void lws_context_destroy(void *ctx)
 {
 	void (*real)(void *) = (void (*)(void *))dlsym(RTLD_NEXT, "lws_context_destroy");
+	static const char msg[] = "shim: second SIGTERM after lws_context_destroy\n";
+
 	real(ctx);
 	destroyed = 1;
+	(void)!write(2, msg, sizeof(msg) - 1);
 	raise(SIGTERM);
 }
 void lws_cancel_service(void *ctx)
@@ -165,6 +168,8 @@ kill -TERM "$SM"
 wait "$SM"
 is "a SIGTERM during the teardown waits: server-min exits 0" "$?" 0
 SM=
+like "... the shim sent the second SIGTERM (server-min's lws_context_destroy is the shim's)" \
+	"$(cat "$W/twice.log")" '^shim: second SIGTERM after lws_context_destroy$'
 unlike "... and nothing wakes the destroyed context" "$(cat "$W/twice.log")" \
 	'lws_cancel_service after lws_context_destroy'
 done_testing

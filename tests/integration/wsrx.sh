@@ -120,7 +120,7 @@ is "... names with ESC, CSI, C1, DEL and newlines as printable ASCII" \
 is "... one line a sandbox (a newline in a name forges none)" "$(val ls_lines "$W/ln.out")" 6
 
 # --- pistisd serve: a throwaway root, as relay.sh ---------------------------------------------
-R=$(root_fresh debian) || { skip "pistisd serve: no debian test root"; done_testing; exit; }
+R=$(root_fresh debian) || missing "no debian test root: pistisd serve untested"
 serve_setup "$R"
 # below the ephemeral range (32768+), so a client socket cannot hold our port
 SP=$((20000 + RANDOM % 12000))
