@@ -51,6 +51,9 @@ PD=$!
 for _ in $(seq 100); do P ls 2>/dev/null | grep -q "s1 *connected" && break; sleep 0.1; done
 like "pistisd serve is connected" "$(P ls 2>&1)" '^s1 +connected'
 SD=$(pgrep -n -f "$SERVE")
+# (its argv and environment are searched for tokens below: an empty pid read nothing)
+like "pistisd serve's pid is known (${SD:-none}), its argv readable" \
+	"$(tr '\0' ' ' <"/proc/${SD:-0}/cmdline" 2>&1)" "^$SERVE "
 
 # A secret of the operator's where the default rules say "none", and the rules themselves:
 # /workspaces is the tree both agents write.
@@ -303,7 +306,9 @@ is "... and found none of the secrets anywhere" "$(echo "$out" | grep '^hit=' | 
 out=$(P exec --agent alice -- $PROBE 2>&1)
 is "A's command holds fds 0, 1, 2 only" "$(echo "$out" | field fds)" "0,1,2"
 unlike "... and no token in its environment" "$out" "$STOK|$PISTIS_TEST_CT|PISTIS_"
-unlike "pistisd serve's environment holds no token" "$(tr '\0' '\n' <"/proc/$SD/environ")" "$STOK|$PISTIS_TEST_CT"
+serve_env=$(tr '\0' '\n' <"/proc/$SD/environ")
+like "pistisd serve's environment is read" "$serve_env" '^PATH='
+unlike "... and holds no token" "$serve_env" "$STOK|$PISTIS_TEST_CT"
 fdl=$(for f in /proc/$SD/fd/*; do readlink "$f"; done | grep -c 'pistis/token')
 is "pistisd serve keeps no fd open on its token file" "$fdl" 0
 # Not dumpable from the start, before it reads the token: no core file, no same-uid tracer.
