@@ -79,6 +79,7 @@ static struct {
 	bool stdin_paused;
 	unsigned req_n;
 	char start_id[32];
+	char attach_id[32]; /* the exec.attach of a re-attach (send_start) */
 	time_t lost_at;
 	unsigned attempt;
 	lws_sorted_usec_list_t sul;
@@ -297,7 +298,7 @@ static void send_start(void)
 		break;
 	}
 	if (C.cmd) { /* reconnected: pick the stream up where we are */
-		o = request("exec.attach", NULL, 0);
+		o = request("exec.attach", C.attach_id, sizeof(C.attach_id));
 		cJSON_AddNumberToObject(o, "cmd", C.cmd);
 		cJSON_AddNumberToObject(o, "after", (double)C.last_seq);
 		send_obj(o);
@@ -640,6 +641,16 @@ static void on_text(const char *buf, size_t len)
 		else
 			log_error("%s: %s", cJSON_IsString(code) ? code->valuestring : "error",
 				  cJSON_IsString(msg) ? msg->valuestring : "");
+		/* A re-attach refused (the command is gone, not_found): nothing more of it
+		 * will come. It was taken for an error about a frame and we waited for ever. */
+		if (C.mode == M_EXEC && C.cmd && cJSON_IsString(id) &&
+		    !strcmp(id->valuestring, C.attach_id)) {
+			log_error("Cannot re-attach command %u; its output from sequence %" PRIu64
+				  " on and its exit status are lost",
+				  C.cmd, C.last_seq + 1);
+			finish(125);
+			goto out;
+		}
 		/* errors about a single frame or ack do not end an exec */
 		/* a command that could not start: 127 not found, 126 cannot run (like a shell) */
 		if (C.mode != M_EXEC || !C.cmd)

@@ -37,6 +37,9 @@ INTEGRATION_TESTS += tests/integration/userns.sh
 INTEGRATION_TESTS += tests/integration/serve-soak.sh tests/integration/relay-soak.sh
 # A short run of each benchmark of bench/ that fits in a test run: each still runs here.
 INTEGRATION_TESTS += tests/integration/bench-smoke.sh
+# The pistis client against a fake sandbox behind server-min: answers that are errors or
+# do not say what was done end in the documented exit code, never 0 or a wait without end.
+INTEGRATION_TESTS += tests/integration/client-hostile.sh
 # Every binary's, command's and verb's --help: exit 0, stdout only, 80 columns; every option
 # in --help and docs/.
 INTEGRATION_TESTS += tests/integration/help.sh

@@ -1310,6 +1310,92 @@ def scenario_bad_read(sport, stoken, cport, ctoken, pistis):
     print("json_write=%d:%s" % (r.returncode, ",".join("%d+%d" % x for x in seen)))
 
 
+def scenario_client_hostile(sport, stoken, cport, ctoken, pistis):
+    """The real `pistis` against a fake sandbox whose answers are errors or do not say what
+    they did (tests/integration/client-hostile.sh): each case prints name=EXIT:what it saw,
+    or EXIT `hang` when pistis was still waiting after 15 s."""
+    import subprocess
+    sb = fake_sandbox(sport, stoken)
+    env = dict(os.environ, PISTIS_URL="ws://127.0.0.1:%d" % cport, PISTIS_TOKEN=ctoken,
+               PISTIS_SANDBOX="evil")
+
+    def run(name, args, answer, stdin=b"", **kw):
+        seen = []
+        def loop():
+            while True:
+                try:
+                    q = sb.recv_json(timeout=3)
+                except Exception:
+                    return
+                seen.append(q)
+                if answer(q, len(seen)) is False:
+                    return
+        t = threading.Thread(target=loop)
+        t.start()
+        try:
+            r = subprocess.run([pistis] + args, env=env, input=stdin, capture_output=True,
+                               timeout=15, **kw)
+            code, err = str(r.returncode), r.stderr.decode(errors="replace").strip()
+        except subprocess.TimeoutExpired as e:
+            code, err = "hang", (e.stderr or b"").decode(errors="replace").strip()
+        t.join()
+        print("%s=%s:%s" % (name, code, ",".join(q.get("op", "?") for q in seen)))
+        print("%s_stderr=%s" % (name, err.replace("\n", " | ")))
+        return seen
+
+    # exec: a gap in the output makes pistis re-attach; the attach is refused (the command
+    # is gone): it must end, not wait for ever
+    def attach(q, n):
+        if q.get("op") == "exec.start":
+            sb.send(json.dumps({"id": q["id"], "ok": True, "event": "exec.started", "cmd": 7}))
+            sb.send(frame(1, 0, 7, 2, b"gap"), binary=True)
+        elif q.get("op") == "exec.attach":
+            sb.send(json.dumps({"id": q["id"], "ok": False,
+                                "error": {"code": "not_found", "message": "no command 7"}}))
+    run("attach_refused", ["exec", "--agent", "a", "--", "true"], attach)
+    # write: an answer that says fewer bytes were written than were sent
+    def short(q, n):
+        d = base64.b64decode(q.get("data", ""))
+        sb.send(json.dumps({"id": q["id"], "ok": True, "length": max(0, len(d) - 1)}))
+    run("write_short", ["write", "--agent", "a", "/f"], short, stdin=b"hello")
+    # write: an answer without `ok`
+    run("write_no_ok", ["write", "--agent", "a", "/f"],
+        lambda q, n: sb.send(json.dumps({"id": q["id"], "length": 5})), stdin=b"hello")
+    # write: a later piece refused: the file holds only the first piece
+    def later(q, n):
+        d = base64.b64decode(q.get("data", ""))
+        if n == 1:
+            sb.send(json.dumps({"id": q["id"], "ok": True, "length": len(d)}))
+        else:
+            sb.send(json.dumps({"id": q["id"], "ok": False,
+                                "error": {"code": "limit", "message": "disk full"}}))
+    run("write_later", ["write", "--agent", "a", "/f"], later, stdin=b"w" * 300000)
+    # write: stdin closed (<&-) is not an empty file
+    def fine(q, n):
+        d = base64.b64decode(q.get("data", ""))
+        sb.send(json.dumps({"id": q["id"], "ok": True, "length": len(d)}))
+    seen = []
+    def loop2():
+        while True:
+            try:
+                q = sb.recv_json(timeout=3)
+            except Exception:
+                return
+            seen.append(q)
+            fine(q, len(seen))
+    t = threading.Thread(target=loop2)
+    t.start()
+    r = subprocess.run(["sh", "-c", 'exec "$0" write --agent a /f <&-', pistis], env=env,
+                       capture_output=True, timeout=15)
+    t.join()
+    print("write_closed=%d:%s" % (r.returncode, ",".join(q.get("op", "?") for q in seen)))
+    # write: an empty stdin is an empty file (one fs.write of no bytes), exit 0
+    run("write_empty", ["write", "--agent", "a", "/f"], fine, stdin=b"")
+    # edit: an answer without `ok`
+    run("edit_no_ok", ["edit", "--agent", "a", "/f", "--old", "a", "--new", "b"],
+        lambda q, n: sb.send(json.dumps({"id": q["id"], "length": 1})))
+
+
 def scenario_client_grow(sport, stoken, cport, ctoken):
     """A client's request that grows past 1 MiB when server-min re-encodes it for the
     sandbox: answered too_large at once under its id, never forwarded (pistisd would answer
@@ -2088,6 +2174,8 @@ if __name__ == "__main__":
             scenario_sandbox_grow(port, token, int(rest[0]), rest[1], rest[2])
         elif name == "bad-read":
             scenario_bad_read(port, token, int(rest[0]), rest[1], rest[2])
+        elif name == "client-hostile":
+            scenario_client_hostile(port, token, int(rest[0]), rest[1], rest[2])
         elif name == "client-grow":
             scenario_client_grow(port, token, int(rest[0]), rest[1])
         elif name == "sandbox-noread":

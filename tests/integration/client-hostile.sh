@@ -1,0 +1,40 @@
+#!/bin/bash
+# The `pistis` client against a fake sandbox (tests/integration/wsfake.py) behind the real
+# server-min: answers that are errors or do not say what was done must end in the exit code
+# docs/api.md gives, never 0 with a file cut short, and never a wait without end.
+. "$(dirname "$0")/../lib.sh"
+for b in server-min pistis; do
+	[ -x "$BIN/$b" ] || { echo "not ok 1 - $BIN/$b not built"; exit 1; }
+done
+command -v python3 >/dev/null || { echo "not ok 1 - no python3"; exit 1; }
+W=$(mktemp -d "${TMPDIR:-/tmp}/pistis-client-hostile.$$.XXXXXX")
+FAKE="python3 $(cd "$(dirname "$0")" && pwd)/wsfake.py"
+# below the ephemeral range (32768+), so a client socket cannot hold our port
+SP=$((20000 + RANDOM % 12000)); CP=$((SP + 1))
+cleanup() {
+	[ -n "${SM:-}" ] && kill "$SM" 2>/dev/null
+	wait 2>/dev/null
+	rm -rf "$W"
+}
+trap cleanup EXIT
+EVIL=evil-$(head -c 12 /dev/urandom | base64 | tr -d '/+=')
+CT=client-$(head -c 12 /dev/urandom | base64 | tr -d '/+=')
+cat >"$W/pistis.json" <<J
+{"listen": {"sandbox": "127.0.0.1:$SP", "client": "127.0.0.1:$CP"}, "client_token": "$CT",
+ "sandboxes": [{"name": "evil", "token": "$EVIL"}]}
+J
+"$BIN/server-min" --config "$W/pistis.json" >"$W/smin.log" 2>&1 &
+SM=$!
+for _ in $(seq 100); do
+	PISTIS_URL=ws://127.0.0.1:$CP PISTIS_TOKEN=$CT "$BIN/pistis" ls >/dev/null 2>&1 && break
+	sleep 0.1
+done
+val() { sed -n "s/^$1=//p" "$2" | head -n 1; }
+
+$FAKE client-hostile "$SP" "$EVIL" "$CP" "$CT" "$BIN/pistis" >"$W/ch.out" 2>&1
+[ -z "$(val exception "$W/ch.out")" ] || sed 's/^/# /' "$W/ch.out"
+is "exec: a re-attach refused (not_found) ends with 125; it waited for ever" \
+	"$(val attach_refused "$W/ch.out")" 125:exec.start,exec.attach
+like "... saying the rest of the output and the status are lost" \
+	"$(val attach_refused_stderr "$W/ch.out")" "Cannot re-attach command 7; its output from sequence 1 on"
+done_testing
