@@ -92,6 +92,7 @@ static struct {
 	uint8_t *wbuf; /* stdin for `write` */
 	size_t wlen;
 	uint64_t foff; /* read/write: where the next piece starts */
+	size_t piece;  /* write: the bytes of the piece last sent */
 	/* Forwarded bytes (a command's output, a file's) that left a line open: what we print
 	 * next on that file starts a line of its own (note_line). */
 	bool out_is_err;  /* stdout and stderr are one file (2>&1, a terminal) */
@@ -256,6 +257,7 @@ static void send_start(void)
 			cJSON_AddNumberToObject(o, "offset", (double)C.foff);
 		free(b64);
 		send_obj(o);
+		C.piece = n;
 		C.foff += n;
 		return;
 	}
@@ -664,6 +666,20 @@ static void on_text(const char *buf, size_t len)
 		goto out;
 	}
 	if (C.mode != M_EXEC) {
+		static const char *const op[] = {[M_LS] = "sandboxes.list",
+						 [M_STATUS] = "sandbox.status",
+						 [M_READ] = "fs.read",
+						 [M_WRITE] = "fs.write",
+						 [M_EDIT] = "fs.edit"};
+		/* An answer is ok or an error: one that is neither (no "ok", "ok": "yes") said
+		 * nothing was done and exited 0 (client-hostile.sh). */
+		if (!cJSON_IsTrue(ok)) {
+			if (!ok && cJSON_IsString(ev))
+				goto out; /* an event, not the answer */
+			log_error("%s: an answer that is neither ok nor an error", op[C.mode]);
+			finish(125);
+			goto out;
+		}
 		/* --json prints each answer, and a read or write still goes on to its next
 		 * piece: the first answer ended both, so a --json write of 300 KB wrote the
 		 * first 128 KiB and exited 0 (relay-hostile.sh). */
@@ -718,9 +734,21 @@ static void on_text(const char *buf, size_t len)
 				send_start();
 				goto out;
 			}
-		} else if (C.mode == M_WRITE && C.foff < C.wlen) {
-			send_start();
-			goto out;
+		} else if (C.mode == M_WRITE) {
+			uint64_t got;
+			/* each piece's bytes all written: an answer with a smaller length
+			 * exited 0 with a file cut short */
+			if (!num(root, "length", UINT64_MAX, &got) || got != C.piece) {
+				log_error("fs.write: the answer does not say all %zu bytes at byte "
+					  "%" PRIu64 " were written (length): %s is incomplete",
+					  C.piece, C.foff - C.piece, C.file);
+				finish(125);
+				goto out;
+			}
+			if (C.foff < C.wlen) {
+				send_start();
+				goto out;
+			}
 		}
 		finish(0);
 		goto out;

@@ -37,4 +37,14 @@ is "exec: a re-attach refused (not_found) ends with 125; it waited for ever" \
 	"$(val attach_refused "$W/ch.out")" 125:exec.start,exec.attach
 like "... saying the rest of the output and the status are lost" \
 	"$(val attach_refused_stderr "$W/ch.out")" "Cannot re-attach command 7; its output from sequence 1 on"
+is "write: an answer whose length is short of the bytes sent is 125; it exited 0" \
+	"$(val write_short "$W/ch.out")" 125:fs.write
+like "... saying so" "$(val write_short_stderr "$W/ch.out")" \
+	"does not say all 5 bytes at byte 0 were written \\(length\\): /f is incomplete"
+is "write: an answer neither ok nor an error is 125; it exited 0" \
+	"$(val write_no_ok "$W/ch.out")" 125:fs.write
+is "edit: an answer neither ok nor an error is 125; it exited 0" \
+	"$(val edit_no_ok "$W/ch.out")" 125:fs.edit
+like "... saying so" "$(val edit_no_ok_stderr "$W/ch.out")" "fs.edit: an answer that is neither ok nor an error"
+is "write: an empty stdin is one fs.write of nothing, exit 0" "$(val write_empty "$W/ch.out")" 0:fs.write
 done_testing

@@ -1301,7 +1301,7 @@ def scenario_bad_read(sport, stoken, cport, ctoken, pistis):
                 return
             d = base64.b64decode(q.get("data", ""))
             seen.append((q.get("offset", 0), len(d)))
-            sb.send(json.dumps({"id": q["id"], "ok": True, "written": len(d)}))
+            sb.send(json.dumps({"id": q["id"], "ok": True, "length": len(d)}))
     t = threading.Thread(target=writes)
     t.start()
     r = subprocess.run([pistis, "--json", "write", "--agent", "a", "/f"], env=env,
