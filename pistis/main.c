@@ -643,6 +643,13 @@ static void on_text(const char *buf, size_t len)
 		else
 			log_error("%s: %s", cJSON_IsString(code) ? code->valuestring : "error",
 				  cJSON_IsString(msg) ? msg->valuestring : "");
+		/* A later piece refused: the first replaced the file, so it now holds part of
+		 * stdin, and only the remote error said anything (client-hostile.sh). */
+		if (C.mode == M_WRITE && C.foff > C.piece)
+			log_error("fs.write: %s now holds only the first %" PRIu64 " of the %zu "
+				  "bytes (the piece at byte %" PRIu64 " failed; part of it may be "
+				  "there too)",
+				  C.file, C.foff - C.piece, C.wlen, C.foff - C.piece);
 		/* A re-attach refused (the command is gone, not_found): nothing more of it
 		 * will come. It was taken for an error about a frame and we waited for ever. */
 		if (C.mode == M_EXEC && C.cmd && cJSON_IsString(id) &&

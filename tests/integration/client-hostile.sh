@@ -47,4 +47,7 @@ is "edit: an answer neither ok nor an error is 125; it exited 0" \
 	"$(val edit_no_ok "$W/ch.out")" 125:fs.edit
 like "... saying so" "$(val edit_no_ok_stderr "$W/ch.out")" "fs.edit: an answer that is neither ok nor an error"
 is "write: an empty stdin is one fs.write of nothing, exit 0" "$(val write_empty "$W/ch.out")" 0:fs.write
+is "write: a later piece refused exits 1 (an error answer)" "$(val write_later "$W/ch.out")" 1:fs.write,fs.write
+like "... saying the file now holds only the first piece" "$(val write_later_stderr "$W/ch.out")" \
+	"fs.write: /f now holds only the first 131072 of the 300000 bytes \\(the piece at byte 131072 failed"
 done_testing
