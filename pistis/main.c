@@ -1479,6 +1479,9 @@ int main(int argc, char **argv)
 	const char *url = getenv("PISTIS_URL"), *token_file = NULL, *cmd;
 	int c;
 
+	/* `pistis write PATH <&-`: no stdin is not an empty one (it emptied the file, exit 0) */
+	const bool stdin_closed = fcntl(STDIN_FILENO, F_GETFD) < 0 && errno == EBADF;
+
 	log_set_program("pistis");
 	/* A closed stdin, stdout or stderr (`pistis exec … >&-`) is /dev/null here, as for
 	 * the command: the first fd we open (libwebsockets' event pipe, the socket) took its
@@ -1639,8 +1642,18 @@ int main(int argc, char **argv)
 	}
 	if (C.mode == M_WRITE) {
 		_cleanup_free_ char *t = NULL;
-		if (fd_read_all(STDIN_FILENO, PROTO_MAX_FILE / 2, &t, &C.wlen) < 0)
+		int r;
+
+		if (stdin_closed)
+			return log_error("write: stdin is closed; nothing written (an empty file: "
+					 "</dev/null)"),
+			       100;
+		/* all of stdin before the first byte goes out: one that fails is no file */
+		r = fd_read_all(STDIN_FILENO, PROTO_MAX_FILE / 2, &t, &C.wlen);
+		if (r == -EFBIG)
 			return log_error("stdin is over %u bytes", PROTO_MAX_FILE / 2), 100;
+		if (r < 0)
+			return log_error_errno(r, "Failed to read stdin: %m; nothing written"), 1;
 		C.wbuf = (uint8_t *)TAKE_PTR(t);
 	}
 	C.rx = malloc(PROTO_MAX_MESSAGE + 1);

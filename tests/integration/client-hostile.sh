@@ -50,4 +50,9 @@ is "write: an empty stdin is one fs.write of nothing, exit 0" "$(val write_empty
 is "write: a later piece refused exits 1 (an error answer)" "$(val write_later "$W/ch.out")" 1:fs.write,fs.write
 like "... saying the file now holds only the first piece" "$(val write_later_stderr "$W/ch.out")" \
 	"fs.write: /f now holds only the first 131072 of the 300000 bytes \\(the piece at byte 131072 failed"
+is "write: a closed stdin (<&-) is refused, 100, nothing sent; it emptied the file, exit 0" \
+	"$(val write_closed "$W/ch.out")" 100:
+like "... saying so" "$(val write_closed_stderr "$W/ch.out")" "write: stdin is closed; nothing written"
+is "write: a stdin that fails (EISDIR) is said, exit 1, nothing sent" "$(val write_eisdir "$W/ch.out")" 1:
+like "... with its reason" "$(val write_eisdir_stderr "$W/ch.out")" "Failed to read stdin: Is a directory; nothing written"
 done_testing

@@ -1333,8 +1333,9 @@ def scenario_client_hostile(sport, stoken, cport, ctoken, pistis):
         t = threading.Thread(target=loop)
         t.start()
         try:
-            r = subprocess.run([pistis] + args, env=env, input=stdin, capture_output=True,
-                               timeout=15, **kw)
+            io = {"stdin": stdin} if not isinstance(stdin, bytes) else {"input": stdin}
+            r = subprocess.run([pistis] + args, env=env, capture_output=True, timeout=15,
+                               **io, **kw)
             code, err = str(r.returncode), r.stderr.decode(errors="replace").strip()
         except subprocess.TimeoutExpired as e:
             code, err = "hang", (e.stderr or b"").decode(errors="replace").strip()
@@ -1389,6 +1390,11 @@ def scenario_client_hostile(sport, stoken, cport, ctoken, pistis):
                        capture_output=True, timeout=15)
     t.join()
     print("write_closed=%d:%s" % (r.returncode, ",".join(q.get("op", "?") for q in seen)))
+    print("write_closed_stderr=%s" % r.stderr.decode(errors="replace").strip())
+    # write: a stdin that fails to read (a directory): nothing goes out
+    d = os.open("/", os.O_RDONLY | os.O_DIRECTORY)
+    run("write_eisdir", ["write", "--agent", "a", "/f"], fine, stdin=d)
+    os.close(d)
     # write: an empty stdin is an empty file (one fs.write of no bytes), exit 0
     run("write_empty", ["write", "--agent", "a", "/f"], fine, stdin=b"")
     # edit: an answer without `ok`
