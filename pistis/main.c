@@ -601,6 +601,16 @@ static bool num(cJSON *obj, const char *key, uint64_t max, uint64_t *ret)
 	return proto_get_u64(obj, key, max, ret, &err) == 0;
 }
 
+/* A write whose piece after the first got no ok (refused, or the connection lost): the
+ * first piece replaced the file, so it holds part of stdin now; say how much. */
+static void write_cut(const char *what)
+{
+	if (C.mode == M_WRITE && C.foff > C.piece)
+		log_error("fs.write: %s now holds only the first %" PRIu64 " of the %zu bytes "
+			  "(the piece at byte %" PRIu64 " %s; part of it may be there too)",
+			  C.file, C.foff - C.piece, C.wlen, C.foff - C.piece, what);
+}
+
 static void on_text(const char *buf, size_t len)
 {
 	struct proto_error err = {0};
@@ -645,11 +655,7 @@ static void on_text(const char *buf, size_t len)
 				  cJSON_IsString(msg) ? msg->valuestring : "");
 		/* A later piece refused: the first replaced the file, so it now holds part of
 		 * stdin, and only the remote error said anything (client-hostile.sh). */
-		if (C.mode == M_WRITE && C.foff > C.piece)
-			log_error("fs.write: %s now holds only the first %" PRIu64 " of the %zu "
-				  "bytes (the piece at byte %" PRIu64 " failed; part of it may be "
-				  "there too)",
-				  C.file, C.foff - C.piece, C.wlen, C.foff - C.piece);
+		write_cut("failed");
 		/* A re-attach refused (the command is gone, not_found): nothing more of it
 		 * will come. It was taken for an error about a frame and we waited for ever. */
 		if (C.mode == M_EXEC && C.cmd && cJSON_IsString(id) &&
@@ -759,6 +765,26 @@ static void on_text(const char *buf, size_t len)
 		}
 		finish(0);
 		goto out;
+	}
+	/* exec.start or exec.attach answered ok without naming the command: nothing of it
+	 * could be told apart, and we waited for ever (client-hostile.sh) */
+	{
+		cJSON *id = cJSON_GetObjectItemCaseSensitive(root, "id");
+		uint64_t named;
+
+		if (ok && cJSON_IsString(id) &&
+		    (!strcmp(id->valuestring, C.start_id) ||
+		     (C.cmd && !strcmp(id->valuestring, C.attach_id))) &&
+		    (!cJSON_IsString(ev) ||
+		     (strcmp(ev->valuestring, "exec.started") &&
+		      strcmp(ev->valuestring, "exec.attached")) ||
+		     !num(root, "cmd", UINT32_MAX, &named) || !named ||
+		     (C.cmd && named != C.cmd))) {
+			log_error("%s: an answer that names no command (or another one)",
+				  C.cmd ? "exec.attach" : "exec.start");
+			finish(125);
+			goto out;
+		}
 	}
 	if (!cJSON_IsString(ev))
 		goto out;

@@ -31,7 +31,7 @@ for _ in $(seq 100); do
 done
 val() { sed -n "s/^$1=//p" "$2" | head -n 1; }
 
-$FAKE client-hostile "$SP" "$EVIL" "$CP" "$CT" "$BIN/pistis" >"$W/ch.out" 2>&1
+$FAKE client-hostile "$SP" "$EVIL" "$CP" "$CT" "$BIN/pistis" "$SM" >"$W/ch.out" 2>&1
 [ -z "$(val exception "$W/ch.out")" ] || sed 's/^/# /' "$W/ch.out"
 is "exec: a re-attach refused (not_found) ends with 125; it waited for ever" \
 	"$(val attach_refused "$W/ch.out")" 125:exec.start,exec.attach
@@ -55,4 +55,8 @@ is "write: a closed stdin (<&-) is refused, 100, nothing sent; it emptied the fi
 like "... saying so" "$(val write_closed_stderr "$W/ch.out")" "write: stdin is closed; nothing written"
 is "write: a stdin that fails (EISDIR) is said, exit 1, nothing sent" "$(val write_eisdir "$W/ch.out")" 1:
 like "... with its reason" "$(val write_eisdir_stderr "$W/ch.out")" "Failed to read stdin: Is a directory; nothing written"
+is "exec: exec.start answered ok without a command is 125; it waited for ever" \
+	"$(val start_no_cmd "$W/ch.out")" 125:exec.start
+is "exec: ... with a cmd that is not a number: 125" "$(val start_bad_cmd "$W/ch.out")" 125:exec.start
+like "... saying so" "$(val start_no_cmd_stderr "$W/ch.out")" "exec.start: an answer that names no command"
 done_testing

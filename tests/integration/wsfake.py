@@ -1310,7 +1310,7 @@ def scenario_bad_read(sport, stoken, cport, ctoken, pistis):
     print("json_write=%d:%s" % (r.returncode, ",".join("%d+%d" % x for x in seen)))
 
 
-def scenario_client_hostile(sport, stoken, cport, ctoken, pistis):
+def scenario_client_hostile(sport, stoken, cport, ctoken, pistis, smin_pid):
     """The real `pistis` against a fake sandbox whose answers are errors or do not say what
     they did (tests/integration/client-hostile.sh): each case prints name=EXIT:what it saw,
     or EXIT `hang` when pistis was still waiting after 15 s."""
@@ -1354,6 +1354,12 @@ def scenario_client_hostile(sport, stoken, cport, ctoken, pistis):
             sb.send(json.dumps({"id": q["id"], "ok": False,
                                 "error": {"code": "not_found", "message": "no command 7"}}))
     run("attach_refused", ["exec", "--agent", "a", "--", "true"], attach)
+    # exec: exec.start answered ok without a command: nothing of it can come
+    run("start_no_cmd", ["exec", "--agent", "a", "--", "true"],
+        lambda q, n: sb.send(json.dumps({"id": q["id"], "ok": True})))
+    run("start_bad_cmd", ["exec", "--agent", "a", "--", "true"],
+        lambda q, n: sb.send(json.dumps({"id": q["id"], "ok": True, "event": "exec.started",
+                                         "cmd": "7"})))
     # write: an answer that says fewer bytes were written than were sent
     def short(q, n):
         d = base64.b64decode(q.get("data", ""))
@@ -2181,7 +2187,7 @@ if __name__ == "__main__":
         elif name == "bad-read":
             scenario_bad_read(port, token, int(rest[0]), rest[1], rest[2])
         elif name == "client-hostile":
-            scenario_client_hostile(port, token, int(rest[0]), rest[1], rest[2])
+            scenario_client_hostile(port, token, int(rest[0]), rest[1], rest[2], int(rest[3]))
         elif name == "client-grow":
             scenario_client_grow(port, token, int(rest[0]), rest[1])
         elif name == "sandbox-noread":
