@@ -88,8 +88,9 @@ static struct {
 	struct msg *q_head, *q_tail;
 	struct termios saved_tio;
 	bool raw, stdin_eof;
-	bool redial;   /* drop this connection and re-attach from what we hold */
-	uint8_t *wbuf; /* stdin for `write` */
+	bool redial;	  /* drop this connection and re-attach from what we hold */
+	bool established; /* a connection was up: losing it now is not "cannot connect" */
+	uint8_t *wbuf;	  /* stdin for `write` */
 	size_t wlen;
 	uint64_t foff; /* read/write: where the next piece starts */
 	size_t piece;  /* write: the bytes of the piece last sent */
@@ -1032,9 +1033,14 @@ static void lost(void)
 	if (C.done)
 		return;
 	if (C.mode != M_EXEC || !C.cmd) {
-		log_error("Connection to the server failed%s%s", C.conn_err[0] ? ": " : "",
+		/* 111 is "cannot connect": a connection lost after the request went out may
+		 * have left it done in part (a write's first pieces): a relay failure, 125 */
+		log_error("Connection to the server failed%s%s%s",
+			  C.established ? " before the answer" : "", C.conn_err[0] ? ": " : "",
 			  C.conn_err);
-		finish(C.mode == M_EXEC ? 125 : 111);
+		if (C.established)
+			write_cut("was not answered");
+		finish(C.mode == M_EXEC || C.established ? 125 : 111);
 		return;
 	}
 	if (!C.lost_at)
@@ -1231,6 +1237,7 @@ static int cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, voi
 				 sizeof(one));
 	}
 		C.wsi = wsi;
+		C.established = true;
 		C.conn_err[0] = 0; /* a failed dial's reason is not this connection's */
 		/* splice output into a pipe: plain ws:// only (TLS bytes need decrypting) */
 		if (C.mode == M_EXEC && !C.url.tls && C.stage[0] >= 0 &&

@@ -32,6 +32,8 @@ done
 val() { sed -n "s/^$1=//p" "$2" | head -n 1; }
 
 $FAKE client-hostile "$SP" "$EVIL" "$CP" "$CT" "$BIN/pistis" "$SM" >"$W/ch.out" 2>&1
+wait "$SM" 2>/dev/null # its last case kills server-min
+SM=
 [ -z "$(val exception "$W/ch.out")" ] || sed 's/^/# /' "$W/ch.out"
 is "exec: a re-attach refused (not_found) ends with 125; it waited for ever" \
 	"$(val attach_refused "$W/ch.out")" 125:exec.start,exec.attach
@@ -59,4 +61,8 @@ is "exec: exec.start answered ok without a command is 125; it waited for ever" \
 	"$(val start_no_cmd "$W/ch.out")" 125:exec.start
 is "exec: ... with a cmd that is not a number: 125" "$(val start_bad_cmd "$W/ch.out")" 125:exec.start
 like "... saying so" "$(val start_no_cmd_stderr "$W/ch.out")" "exec.start: an answer that names no command"
+is "write: the connection lost at the second piece is 125, not 111 (cannot connect)" \
+	"$(val write_drop "$W/ch.out")" 125:fs.write,fs.write
+like "... saying so, and what the file holds" "$(val write_drop_stderr "$W/ch.out")" \
+	"Connection to the server failed before the answer.*/f now holds only the first 131072 of the 300000 bytes \\(the piece at byte 131072 was not answered"
 done_testing

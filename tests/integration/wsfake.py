@@ -1406,6 +1406,16 @@ def scenario_client_hostile(sport, stoken, cport, ctoken, pistis, smin_pid):
     # edit: an answer without `ok`
     run("edit_no_ok", ["edit", "--agent", "a", "/f", "--old", "a", "--new", "b"],
         lambda q, n: sb.send(json.dumps({"id": q["id"], "length": 1})))
+    # last (server-min is gone after it): the connection lost while the second piece of a
+    # write is out: not "cannot connect" (111), and the file is said to be cut
+    def drop(q, n):
+        d = base64.b64decode(q.get("data", ""))
+        if n == 1:
+            sb.send(json.dumps({"id": q["id"], "ok": True, "length": len(d)}))
+        else:
+            os.kill(smin_pid, 15)
+            return False
+    run("write_drop", ["write", "--agent", "a", "/f"], drop, stdin=b"w" * 300000)
 
 
 def scenario_client_grow(sport, stoken, cport, ctoken):
