@@ -65,4 +65,6 @@ is "write: the connection lost at the second piece is 125, not 111 (cannot conne
 	"$(val write_drop "$W/ch.out")" 125:fs.write,fs.write
 like "... saying so, and what the file holds" "$(val write_drop_stderr "$W/ch.out")" \
 	"Connection to the server failed before the answer.*/f now holds only the first 131072 of the 300000 bytes \\(the piece at byte 131072 was not answered"
+is "write: a piece answered twice (server-min passes one), a later one refused: exit 1" \
+	"$(val write_dup "$W/ch.out")" 1:fs.write,fs.write,fs.write
 done_testing

@@ -1406,6 +1406,22 @@ def scenario_client_hostile(sport, stoken, cport, ctoken, pistis, smin_pid):
     # edit: an answer without `ok`
     run("edit_no_ok", ["edit", "--agent", "a", "/f", "--old", "a", "--new", "b"],
         lambda q, n: sb.send(json.dumps({"id": q["id"], "length": 1})))
+    # write: the first piece answered twice, the last refused: the second answer of the
+    # first piece is not the second piece's
+    def dup(q, n):
+        d = base64.b64decode(q.get("data", ""))
+        a = json.dumps({"id": q["id"], "ok": True, "length": len(d)})
+        if n == 1:
+            sb.send(a)
+            sb.send(a)
+        elif n == 2:
+            time.sleep(0.5)
+            sb.send(a)
+        else:
+            time.sleep(0.5)
+            sb.send(json.dumps({"id": q["id"], "ok": False,
+                                "error": {"code": "limit", "message": "disk full"}}))
+    run("write_dup", ["write", "--agent", "a", "/f"], dup, stdin=b"w" * 300000)
     # last (server-min is gone after it): the connection lost while the second piece of a
     # write is out: not "cannot connect" (111), and the file is said to be cut
     def drop(q, n):
