@@ -3,10 +3,8 @@
 # server-min: answers that are errors or do not say what was done must end in the exit code
 # docs/api.md gives, never 0 with a file cut short, and never a wait without end.
 . "$(dirname "$0")/../lib.sh"
-for b in server-min pistis; do
-	[ -x "$BIN/$b" ] || { echo "not ok 1 - $BIN/$b not built"; exit 1; }
-done
-command -v python3 >/dev/null || { echo "not ok 1 - no python3"; exit 1; }
+need_bins server-min pistis
+command -v python3 >/dev/null || missing "no python3"
 W=$(mktemp -d "${TMPDIR:-/tmp}/pistis-client-hostile.$$.XXXXXX")
 FAKE="python3 $(cd "$(dirname "$0")" && pwd)/wsfake.py"
 # below the ephemeral range (32768+), so a client socket cannot hold our port
