@@ -250,6 +250,21 @@ static unsigned enable_controllers(int dir_fd, const char *available)
 	return got;
 }
 
+/* Whether controllers may be enabled for dir's children: the real root (no cgroup.type;
+ * v2 lets it hold processes beside them), or a cgroup that holds no process. In one that
+ * does, v2 refuses memory (EBUSY) but takes cpu and pids, the threaded controllers: the
+ * cgroup turns "domain threaded", every cgroup beneath "domain invalid", and no process
+ * may join one (seen on a pure cgroup v2 host: a pistisd run from a shell's cgroup failed
+ * its command at "join cgroup: Not supported", serve could not move into pistis-self). */
+static bool may_enable(int dir_fd)
+{
+	_cleanup_free_ char *procs = NULL;
+
+	if (faccessat(dir_fd, "cgroup.type", F_OK, 0) < 0 && errno == ENOENT)
+		return true;
+	return read_at(dir_fd, "cgroup.procs", &procs) >= 0 && !procs[0];
+}
+
 int cgroup_domain(int dir_fd)
 {
 	_cleanup_free_ char *type = NULL;
@@ -332,11 +347,12 @@ int cgroup_init(struct cgroup_ctx *ctx)
 	/* Controllers must be enabled in every ancestor's subtree_control. Our own cgroup
 	 * may hold processes (ourselves), which v2 forbids for a non-root cgroup with enabled
 	 * controllers ("no internal processes"): then we run without limits, still with
-	 * cgroup.kill. docs/spawn.md has the layout an operator can give us instead. */
+	 * cgroup.kill, and enable none there (may_enable: not even the threaded ones it
+	 * would take). docs/spawn.md has the layout an operator can give us instead. */
 	r = read_at(own_fd, "cgroup.controllers", &avail);
 	if (r >= 0) {
 		ctx->delegated = controller_bits(avail);
-		unsigned got = enable_controllers(own_fd, avail);
+		unsigned got = may_enable(own_fd) ? enable_controllers(own_fd, avail) : 0;
 		free(avail);
 		avail = NULL;
 		if (got && read_at(base_fd, "cgroup.controllers", &avail) >= 0)
