@@ -1,5 +1,5 @@
 #!/bin/bash
-# pistisd serve --memory-max and --cpu-weight: each agent's limits, on its cgroup above its
+# pistisd serve --memory-max, --cpu-weight and --pids-max: each agent's limits, on its cgroup above its
 # command cgroups. A limit asked for holds or serve refuses to start (exit 111, one line
 # saying which controller and why); bad values are usage errors (100). Where this host's
 # cgroup v2 can delegate memory and cpu to a cgroup of the test's own, a real serve runs
@@ -7,8 +7,9 @@
 # client sees SIGKILL, 137), while agent B's command, running at the same time, succeeds;
 # the values are on the agents' cgroups, and serve moved itself into pistis-self to enable
 # them: that part runs only with PISTIS_LIMITS_V2=1, on a host whose cgroup v2 has the
-# memory and cpu controllers (this project's CI machines keep them in v1: hybrid hosts),
-# and fails there, never skips, where they cannot be given. Real binaries as root, private mount namespace, throwaway Debian root, loopback
+# memory, cpu and pids controllers (this project's CI machines keep them in v1: hybrid
+# hosts; `make check` runs it in tests/integration/cgroup2-vm.sh's pure-v2 VM), and fails
+# there, never skips, where they cannot be given. Real binaries as root, private mount namespace, throwaway Debian root, loopback
 # only; serve always runs in a cgroup the test made (never one of the host's).
 . "$(dirname "$0")/../lib.sh"
 need_root
@@ -85,11 +86,12 @@ unlike "... and nothing was dialled" "$out" "pistisd serve .*: sandbox 's1'"
 is "... and no process was moved for nothing" "$(ls "$CG/serve" | grep -c pistis-self)" 0
 
 # --- per agent, where the host can delegate memory and cpu to the test's cgroup -----------
-# Only with PISTIS_LIMITS_V2=1, on a host whose cgroup v2 has memory and cpu: this project's
-# machines are hybrid hosts that keep them in v1, so `make check` ends above.
+# Only with PISTIS_LIMITS_V2=1, on a host whose cgroup v2 has memory, cpu and pids: this
+# project's machines are hybrid hosts that keep them in v1, so this part runs in
+# tests/integration/cgroup2-vm.sh's VM.
 [ "${PISTIS_LIMITS_V2:-0}" = 1 ] || { done_testing; exit 0; }
-if ! echo "+memory +cpu" >"$CG/cgroup.subtree_control" 2>/dev/null; then
-	echo "Bail out! the cgroup2 here cannot give memory and cpu to a cgroup of the test's (available: $(cat "$MNT${OWN%/}/cgroup.controllers"); a hybrid host keeps them in v1)"
+if ! echo "+memory +cpu +pids" >"$CG/cgroup.subtree_control" 2>/dev/null; then
+	echo "Bail out! the cgroup2 here cannot give memory, cpu and pids to a cgroup of the test's (available: $(cat "$MNT${OWN%/}/cgroup.controllers"); a hybrid host keeps them in v1)"
 	exit 1
 fi
 relay_config "$R" "$W"
@@ -98,13 +100,13 @@ SM=$!
 (exec sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' sh "$CG/serve" \
 	env -i "${_ROOT_ENV[@]}" chroot "$R" pistisd serve --relay "ws://127.0.0.1:$SP" \
 	--token-file /etc/pistis/token --name s1 ${ALLOW:+--allow $ALLOW} \
-	--memory-max 64M --cpu-weight 50) >"$W/pd.log" 2>&1 &
+	--memory-max 64M --cpu-weight 50 --pids-max 200) >"$W/pd.log" 2>&1 &
 PD=$!
 for _ in $(seq 100); do "$BIN/pistis" ls 2>/dev/null | grep -q "s1 *connected" && break; sleep 0.1; done
-like "pistisd serve with --memory-max 64M --cpu-weight 50 is connected" "$("$BIN/pistis" ls 2>&1)" \
+like "pistisd serve with --memory-max 64M --cpu-weight 50 --pids-max 200 is connected" "$("$BIN/pistis" ls 2>&1)" \
 	'^s1 +connected'
 like "... having moved itself beside pistis/ to enable the controllers" "$(cat "$W/pd.log")" \
-	"Moved 1 process(es) of pistisd's cgroup into its 'pistis-self'"
+	"Moved 1 process\\(es\\) of pistisd's cgroup into its 'pistis-self'"
 is "... where it runs now" "$(cat "$CG/serve/pistis-self/cgroup.procs")" "$PD"
 
 # B: a command that runs while A's is killed, and ends well after it.
@@ -125,6 +127,9 @@ like "... and prints" "$out" '^a-again$'
 AG=$CG/serve/pistis/pi-agent-$(printf %s lim/a | sha256sum | cut -c1-8)
 is "A's cgroup memory.max: 64 MiB, all its commands together" "$(cat "$AG/memory.max")" 67108864
 is "... cpu.weight 50" "$(cat "$AG/cpu.weight")" 50
+is "... pids.max 200" "$(cat "$AG/pids.max")" 200
+is "... its command cgroup's memory.oom.group: 1 (the whole command goes)" \
+	"$(cat "$AG/cmd-s0/memory.oom.group")" 1
 [ -e "$AG/memory.swap.max" ] && is "... no swap" "$(cat "$AG/memory.swap.max")" 0
 like "... its memory.events counts the OOM kill" "$(cat "$AG/memory.events")" '^oom_kill [1-9]'
 is "... owned by root, not writable by the agent" "$(stat -c '%u %a' "$AG/memory.max")" "0 644"
