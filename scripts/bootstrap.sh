@@ -10,7 +10,11 @@ pkgs_build="make gcc musl musl-tools musl-dev gperf dpkg-dev cmake perl pkg-conf
 pkgs_docker="docker.io"
 # docker.io: tests/integration/docker.sh runs the binaries in real containers (its own dockerd)
 pkgs_check="$pkgs_build debootstrap busybox-static sudo util-linux iproute2 acl attr clang-format
-	python3 libcap2-bin procps strace passwd time bc valgrind curl openssl $pkgs_docker"
+	python3 libcap2-bin procps strace passwd time bc valgrind curl openssl qemu-system-x86
+	$pkgs_docker"
+# qemu-system-x86: tests/integration/cgroup2-vm.sh boots a pure cgroup v2 VM (Debian's kernel
+# package, unpacked into /var/cache/pistis/kernel, never installed) to see the limits hold;
+# KVM where /dev/kvm boots a guest, else TCG (slower, still run)
 # passwd, time, bc: the benchmarks' short runs in make check (tests/integration/bench-smoke.sh):
 # useradd is users.sh's baseline, /usr/bin/time and bc time and divide policy.sh's rows;
 # curl asks server-min's HTTP API, openssl makes relay.sh's test CA (failures where missing)

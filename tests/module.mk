@@ -22,6 +22,9 @@ INTEGRATION_TESTS += tests/integration/runner.sh
 # Each agent's memory and CPU limits in pistisd serve: refused where no controller is
 # delegated, an agent over its memory killed alone where one is (in a cgroup of the test's).
 INTEGRATION_TESTS += tests/integration/serve-limits.sh
+# The limits enforced: pistisd run's and serve's, and cgroup.kill, in a throwaway qemu VM
+# whose only cgroup hierarchy is v2 (its guest half is tests/vm/cgroup2-guest.sh).
+INTEGRATION_TESTS += tests/integration/cgroup2-vm.sh
 # Scale: many agents (list, batch, the images' tools over a long pi-sandbox line), many
 # commands at serve's bounds, server-min with its most sandboxes.
 INTEGRATION_TESTS += tests/integration/users-scale.sh tests/integration/serve-scale.sh \
