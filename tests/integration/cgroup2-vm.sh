@@ -9,18 +9,20 @@
 # and runs tests/vm/cgroup2-guest.sh there (pistisd run's --memory-max,
 # --pids-max, the cgroup.kill of a setsid'd grandchild, then serve-limits.sh's second half
 # with PISTIS_LIMITS_V2=1). The guest's TAP lines, read from its serial console, are this
-# test's. KVM where /dev/kvm opens, else TCG (slower, still run). Never skips: no qemu, no
+# test's. KVM where a guest boots under /dev/kvm, else TCG (slower, still run). Never skips: no qemu, no
 # kernel package to fetch or no guest result is a failure.
 . "$(dirname "$0")/../lib.sh"
-need_root
-need_mount_ns "$@"
-need_bins pistisd pistis server-min pi-env
-SRC=$(cd "$(dirname "$0")/../.." && pwd)
-W=$(scratch)
 bail() {
 	echo "Bail out! $*"
 	exit 1
 }
+[ "$(id -u)" = 0 ] || bail "needs root (qemu, the kernel cache, mounts)"
+need_mount_ns "$@"
+for b in "$BIN/pistisd" "$BIN/pistis" "$BIN/server-min" "$BIN/pi-env" "$TESTBIN/probe"; do
+	[ -x "$b" ] || bail "$b not built (make tests)"
+done
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+W=$(scratch)
 
 QEMU=$(command -v qemu-system-x86_64) ||
 	bail "no qemu-system-x86_64 (scripts/bootstrap.sh check installs qemu-system-x86)"

@@ -88,7 +88,9 @@ like "... --json: the tree was its cgroup, the grandchild killed" "$out" \
 ok "... which is gone" gone_by_uid 30003
 C=$(agent_cg vm/kill)/cmd-s0
 is "... its cgroup is empty" "$(cat "$C/cgroup.procs")" ""
-like "... and was killed through cgroup.kill (events: not populated)" "$(cat "$C/cgroup.events")" \
+# (A cgroup_kill made a no-op is not caught here: in this sequence the grandchild went
+# anyway, though one started in a guest by hand stays; not understood yet.)
+like "... and is no longer populated (cgroup.events)" "$(cat "$C/cgroup.events")" \
 	'^populated 0$'
 
 # --- a cgroup that holds processes: no controller enabled there ------------------------------
