@@ -98,6 +98,20 @@ static bool size_ok(const char *v, size_t n)
 	return parse_size_strict(num, AGENT_MEMORY_MIN, AGENT_MEMORY_MAX, &size) == 0;
 }
 
+/* A number from 1 to max, no leading 0. v is a piece of the text, not NUL-terminated:
+ * strspn and strtoul on it read on past the value, and past the buffer at its end. */
+static bool number_ok(const char *v, size_t n, unsigned long max)
+{
+	char num[16];
+	uint64_t x;
+
+	if (n >= sizeof(num) || v[0] == '0')
+		return false;
+	memcpy(num, v, n);
+	num[n] = '\0';
+	return parse_uint_strict(num, max, NULL, &x) == 0 && x >= 1;
+}
+
 static int parse_line(const char *p, size_t len, struct entry_serve_conf *conf,
 		      const char **ret_error)
 {
@@ -163,9 +177,7 @@ static int parse_line(const char *p, size_t len, struct entry_serve_conf *conf,
 		}
 		/* said here, with its line: serve refusing it would only show as a child
 		 * that keeps exiting 100 */
-		if (conf_keys[k].max &&
-		    (strspn(val, "0123456789") != vlen || vlen > 9 || val[0] == '0' ||
-		     strtoul(val, NULL, 10) > conf_keys[k].max)) {
+		if (conf_keys[k].max && !number_ok(val, vlen, conf_keys[k].max)) {
 			*ret_error = conf_keys[k].range;
 			return -EINVAL;
 		}

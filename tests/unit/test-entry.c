@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -396,6 +397,33 @@ TEST(conf_limits_edges)
 		unsigned line = 0;
 
 		EXPECT_EQ(entry_conf_parse(good[i], strlen(good[i]), &c, &line, &err), 0);
+		entry_conf_done(&c);
+	}
+}
+
+/* A number is read within the length given, never on into what follows it in memory (the
+ * last line of a file without its newline: strspn and strtoul read past the buffer). */
+TEST(conf_number_ends_at_len)
+{
+	static const struct {
+		const char *text; /* the file is all but the last 6 bytes */
+		size_t field;
+		const char *want;
+	} cases[] = {
+		{"pids-max = 4096999999", offsetof(struct entry_serve_conf, pids_max), "4096"},
+		{"cpu-weight = 5000000", offsetof(struct entry_serve_conf, cpu_weight), "5"},
+		{"max-buffered = 64000000", offsetof(struct entry_serve_conf, max_buffered), "64"},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct entry_serve_conf c = {0};
+		const char *err = NULL;
+		unsigned line = 0;
+
+		EXPECT_EQ(
+			entry_conf_parse(cases[i].text, strlen(cases[i].text) - 6, &c, &line, &err),
+			0);
+		EXPECT_STREQ(*(char **)((char *)&c + cases[i].field), cases[i].want);
 		entry_conf_done(&c);
 	}
 }
