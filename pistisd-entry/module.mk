@@ -13,3 +13,8 @@ test-entry_LIBS := entry lib
 
 INTEGRATION_TESTS += tests/integration/entry.sh
 DOCS += docs/entry.md
+
+# serve.conf under libFuzzer: the values taken, their round trip, the child's argv.
+FUZZERS += fuzz-entry-conf
+fuzz-entry-conf_SRCS := tests/fuzz/fuzz-entry-conf.c
+fuzz-entry-conf_LIBS := entry lib
