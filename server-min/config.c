@@ -286,6 +286,15 @@ static int refuse_readable(struct smin_config *c, const char *path, int fd, cons
 	return -EPERM;
 }
 
+static void sandbox_cfg_clear(struct smin_sandbox_cfg *s)
+{
+	free(s->name);
+	if (s->token)
+		explicit_bzero(s->token, strlen(s->token));
+	free(s->token);
+	s->name = s->token = NULL;
+}
+
 int smin_config_load(const char *path, struct smin_config *c)
 {
 	const struct trust_rule rule = {
@@ -296,6 +305,8 @@ int smin_config_load(const char *path, struct smin_config *c)
 	struct proto_error err = {0};
 	char why[PATH_MAX + 300];
 	cJSON *root = NULL, *sbs, *listen, *tls, *limits;
+	/* the sandbox being read: not yet counted in n_sandboxes, so freed here on an error */
+	struct smin_sandbox_cfg *partial = NULL;
 	size_t len = 0, from = 0;
 	bool literal;
 	int r;
@@ -417,7 +428,7 @@ int smin_config_load(const char *path, struct smin_config *c)
 		goto oom;
 	from = 0;
 	for (cJSON *s = sbs->child; s; s = s->next) {
-		struct smin_sandbox_cfg *sc = &c->sandboxes[c->n_sandboxes];
+		struct smin_sandbox_cfg *sc = partial = &c->sandboxes[c->n_sandboxes];
 		size_t here = from;
 		if (!cJSON_IsObject(s)) {
 			r = fail(c, line_of_key(c->text, "sandboxes", NULL),
@@ -472,6 +483,7 @@ int smin_config_load(const char *path, struct smin_config *c)
 				goto out;
 			}
 		c->n_sandboxes++;
+		partial = NULL;
 	}
 	if (literal &&
 	    (r = refuse_readable(c, path, fd, "the config, with tokens written in it",
@@ -486,18 +498,16 @@ oom:
 	r = -ENOMEM;
 	snprintf(c->error, sizeof(c->error), "out of memory");
 out:
+	if (partial)
+		sandbox_cfg_clear(partial);
 	cJSON_Delete(root);
 	return r;
 }
 
 void smin_config_free(struct smin_config *c)
 {
-	for (size_t i = 0; i < c->n_sandboxes; i++) {
-		free(c->sandboxes[i].name);
-		if (c->sandboxes[i].token)
-			explicit_bzero(c->sandboxes[i].token, strlen(c->sandboxes[i].token));
-		free(c->sandboxes[i].token);
-	}
+	for (size_t i = 0; i < c->n_sandboxes; i++)
+		sandbox_cfg_clear(&c->sandboxes[i]);
 	free(c->sandboxes);
 	if (c->client_token)
 		explicit_bzero(c->client_token, strlen(c->client_token));
