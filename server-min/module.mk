@@ -43,3 +43,7 @@ INTEGRATION_TESTS += tests/integration/serve-stall.sh tests/integration/serve-re
 MUSL_TEST_BINS += bench-fwd
 bench-fwd_SRCS := bench/bench-fwd.c
 bench-fwd_LIBS := lib
+# pistis.json under libFuzzer: smin_config_load on any bytes, from a private 0600 file.
+FUZZERS += fuzz-smin-config
+fuzz-smin-config_SRCS := tests/fuzz/fuzz-smin-config.c server-min/config.c
+fuzz-smin-config_LIBS := lib
