@@ -11,3 +11,8 @@ INTEGRATION_TESTS += tests/integration/wsrx.sh
 FUZZERS += fuzz-ws-header
 fuzz-ws-header_SRCS := tests/fuzz/fuzz-ws-header.c
 fuzz-ws-header_LIBS := lib
+# pistis's handling of the server's messages (the real main.c, socket stubbed) under
+# libFuzzer.
+FUZZERS += fuzz-pistis
+fuzz-pistis_SRCS := tests/fuzz/fuzz-pistis.c
+fuzz-pistis_LIBS := lib
