@@ -393,7 +393,7 @@ static bool subid_in_range(int root_fd, const char *name, char *found, size_t si
 	if (!read_root_regular(root_fd, name, 4u << 20, &text, &len))
 		return false;
 	for (char *line = text, *next; line && *line; line = next) {
-		unsigned long long start, count;
+		unsigned long long start, count, last;
 		char *p, *end;
 
 		next = strchr(line, '\n');
@@ -406,12 +406,14 @@ static bool subid_in_range(int root_fd, const char *name, char *found, size_t si
 		start = strtoull(p + 1, &end, 10);
 		if (errno || *end != ':' || !(count = strtoull(end + 1, &end, 10)) || errno)
 			continue;
-		if (start > USERS_AGENT_UID_MAX || start + count <= USERS_AGENT_UID_MIN)
+		/* start + count wraps for a count near 2^64 (strtoull takes "-1" for one): a
+		 * range from 1000 with that count was skipped as ending below the agents' */
+		last = count - 1 > ULLONG_MAX - start ? ULLONG_MAX : start + count - 1;
+		if (start > USERS_AGENT_UID_MAX || last < USERS_AGENT_UID_MIN)
 			continue;
 		*p = '\0';
 		_cleanup_free_ char *e = escape_c_dup(line);
-		snprintf(found, size, "/%s: '%.64s' %llu-%llu", name, e ? e : "?", start,
-			 start + count - 1);
+		snprintf(found, size, "/%s: '%.64s' %llu-%llu", name, e ? e : "?", start, last);
 		return true;
 	}
 	return false;

@@ -149,6 +149,11 @@ sed -i '/^+svc/d' "$R/etc/passwd"
 echo 'alice:10000:65536' >"$R/etc/subuid"
 like "/etc/subuid meeting 10100-59999: warn, naming the range" \
 	"$(nss 'passwd: files\ngroup: files\n')" "^warn .*/etc/subuid: 'alice' 10000-75535"
+# strtoull reads "-1" as 2^64-1: start + count wrapped to 999 and the range, which meets every
+# agent's id, was taken for one that ends below them
+echo 'alice:1000:-1' >"$R/etc/subuid"
+like "a count whose end wraps (-1): warn, the range ending at 2^64-1" \
+	"$(nss 'passwd: files\ngroup: files\n')" "^warn .*/etc/subuid: 'alice' 1000-18446744073709551615"
 echo 'alice:100000:65536' >"$R/etc/subuid"
 echo '1000:60000:65536' >"$R/etc/subgid"
 like "ranges outside it (the useradd default, 100000 up): ok" "$(nss 'passwd: files\n')" '^ok '
