@@ -60,3 +60,8 @@ fuzz-serve_SRCS := tests/fuzz/fuzz-serve.c tests/fuzz/fuzz-serve-session.c pisti
 	pistisd/check-report.c \
 	tests/fuzz/fuzz-serve-fsops.c tests/fuzz/fuzz-serve-admin.c
 fuzz-serve_LIBS := policy trusted spawn users lib
+# pistisd check's readers of nsswitch.conf, compat '+' lines and subuid/subgid (the real
+# check.c) under libFuzzer.
+FUZZERS += fuzz-check-nss
+fuzz-check-nss_SRCS := tests/fuzz/fuzz-check-nss.c pistisd/check-report.c
+fuzz-check-nss_LIBS := policy trusted spawn users lib
