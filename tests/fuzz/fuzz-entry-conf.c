@@ -4,7 +4,7 @@
  *  - every value taken is one argv element's worth: 1..ENTRY_CONF_MAX_VALUE bytes, no
  *    control character, no blank at either end, no comment left in it; a numeric key holds
  *    digits only, without a leading 0;
- *  - what was taken, written back as "key = value" lines, parses to the very same fields;
+ *  - what was taken, written back as "key=value" lines, parses to the very same fields;
  *  - the argv is pistisd, serve, then one "--option=value" (or "--flag") per field set;
  *  - PISTIS_RELAY from the environment is taken whole, or refused as -EINVAL.
  * ASan's leak check at exit covers every path (the fields are freed after an error too). */
@@ -102,7 +102,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
 		if (field(&c, k)) {
 			value_sane(field(&c, k), keys[k].number);
-			fprintf(f, "%s = %s\n", keys[k].key, field(&c, k));
+			/* "key=value": with a blank after the '=', a value that starts with
+			 * '#' ("name =#1" is "#1") would be a comment */
+			fprintf(f, "%s=%s\n", keys[k].key, field(&c, k));
 		}
 	for (size_t k = 0; k < sizeof(flags) / sizeof(flags[0]); k++)
 		fprintf(f, "\t%s=%s # a comment\n", flags[k].key, flag(&c, k) ? "yes" : "no");
