@@ -13,12 +13,21 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static char root[64];
+static char dir[] = "/tmp/pistis-fuzz-check.XXXXXX", root[64];
 static int root_fd = -1;
+
+static void cleanup(void)
+{
+	static const char *const files[] = {"etc/nsswitch.conf", "etc/subuid", "etc/passwd"};
+
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+		(void)unlinkat(root_fd, files[i], 0);
+	(void)unlinkat(root_fd, "etc", AT_REMOVEDIR);
+	(void)rmdir(dir);
+}
 
 static void setup(void)
 {
-	static char dir[] = "/tmp/pistis-fuzz-check.XXXXXX";
 	char etc[80];
 
 	if (root_fd >= 0)
@@ -32,6 +41,7 @@ static void setup(void)
 	root_fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (root_fd < 0)
 		abort();
+	atexit(cleanup);
 	log_set_level(LOG_LVL_ERROR);
 }
 

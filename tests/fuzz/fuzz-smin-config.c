@@ -22,18 +22,23 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static char path[64];
+static char dir[] = "/tmp/pistis-fuzz-smin.XXXXXX", path[64];
+
+static void cleanup(void)
+{
+	(void)unlink(path);
+	(void)rmdir(dir);
+}
 
 static void setup(void)
 {
-	static char dir[] = "/tmp/pistis-fuzz-smin.XXXXXX";
-
 	if (path[0])
 		return;
 	/* the directory of a config trust_file_open believes: root's (or ours), 0700 */
 	if (!mkdtemp(dir))
 		abort();
 	snprintf(path, sizeof(path), "%s/pistis.json", dir);
+	atexit(cleanup);
 	setenv("FZ_TOKEN", "env-token-0123456789abcdef", 1);
 	setenv("FZ_TOKEN2", "env-token-fedcba9876543210", 1);
 	setenv("FZ_JSON", "\"}, {\"name\": \"x\", \"token\": \"0123456789abcdef0123\"", 1);
