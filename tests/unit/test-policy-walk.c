@@ -1421,6 +1421,7 @@ struct order_check {
 	pid_t tids[8];
 	unsigned per_tid[8]; /* CHANGE events each thread reported */
 	unsigned ntids;
+	unsigned pause_us; /* after each event: a walk that outlasts the other threads' start */
 };
 
 static void check_ancestors_closed(void *ud, const struct policy_event *ev)
@@ -1451,6 +1452,8 @@ static void check_ancestors_closed(void *ud, const struct policy_event *ev)
 		if (lstat(p, &s) == 0 && (s.st_mode & 070))
 			oc->early++;
 	}
+	if (oc->pause_us)
+		usleep(oc->pause_us);
 }
 
 static int before_tighten_refuse(void *ud)
@@ -1549,7 +1552,11 @@ TEST_F(root, parallel_walk_spreads_below_a_single_top_directory)
 	struct policy_rules one = {.rules = &r->rules[0], .n = 1},
 			    two = {.rules = &r->rules[1], .n = 1};
 	for (unsigned threads = 2; threads <= 4; threads += 2) {
-		struct order_check oc = {.dir = self->dir};
+		/* 1,310 nodes are a few ms of work: on a loaded machine (CI beside other jobs)
+		 * the thread that took "top" could finish before another was even scheduled
+		 * (1308 of 1310 events on one thread). 50 µs after each event makes the walk
+		 * last long enough for the others to ask for work. */
+		struct order_check oc = {.dir = self->dir, .pause_us = 50};
 		struct policy_walk_opts o = {.mode = POLICY_APPLY,
 					     .threads = threads,
 					     .on_event = check_ancestors_closed,
