@@ -150,7 +150,7 @@ if __name__ == "__main__":
 	is "python3: multiprocessing, threads, asyncio, tempfile, sqlite (WAL) in TMPDIR and the workspace, venv, inotify, memfd" \
 		"$(echo "$out" | tr '\n' ' ')" \
 		"enc utf-8 fork 3 forkserver 3 spawn 3 executor 3 queue 4 thread asyncio tempfile True sqlite 1 sqlite 1 True inotify True memfd True utf8 True "
-	out=$(run --timeout 30 -- sh -c 'python3 -u -m http.server -b 127.0.0.1 0 >srv.log 2>&1 & p=$!
+	out=$(run --timeout 30 -- sh -c ': >srv.log; python3 -u -m http.server -b 127.0.0.1 0 >srv.log 2>&1 & p=$!
 		for i in $(seq 50); do port=$(sed -n "s/.*port \([0-9]*\).*/\1/p" srv.log); [ -n "$port" ] && break; sleep 0.1; done
 		if command -v curl >/dev/null; then curl -s -o /dev/null -w "%{http_code}\n" "http://127.0.0.1:$port/"
 		else python3 -c "import urllib.request,sys; print(urllib.request.urlopen(\"http://127.0.0.1:$port/\").status)"; fi
