@@ -41,9 +41,12 @@
 #define TIOCGPTPEER _IO('T', 0x41)
 #endif
 
-/* Empty command cgroups kept for the next command of the same agent: mkdir + rmdir in
+/* Empty slots (cmd-s<n>) kept for the next command of the same agent: mkdir + rmdir in
  * cgroupfs cost more than the rest of a spawn together (bench/spawn.sh). A pooled slot
- * keeps its directory fd, and with it the slot's lock (cgroup.h). */
+ * keeps its directory fd, and with it the slot's lock (cgroup.h). Only slots: a cgroup
+ * made because every slot was busy is removed when its command ends, or the agent's next
+ * commands would run in it for as long as it stays pooled (an agent with more than
+ * CGROUP_SLOTS cgroups for good, its slots free beside it). */
 #define CGROUP_POOL_MAX 16
 struct pooled_cgroup {
 	char agent[65];
@@ -410,12 +413,9 @@ void spawn_ctx_free(struct spawn_ctx *ctx)
 	for (size_t i = 0; i < ctx->n_dying; i++)
 		safe_close(ctx->dying[i].fd);
 	free(ctx->dying);
-	for (size_t i = 0; i < ctx->n_pool; i++) {
-		/* Slots stay for the next process (closing the fd unlocks them). */
-		if (!cgroup_cmd_is_slot(ctx->pool[i].cmd))
-			(void)cgroup_cmd_remove(&ctx->cg, ctx->pool[i].agent, ctx->pool[i].cmd);
+	/* Slots stay for the next process (closing the fd unlocks them). */
+	for (size_t i = 0; i < ctx->n_pool; i++)
 		safe_close(ctx->pool[i].fd);
-	}
 	cgroup_done(&ctx->cg);
 	safe_close(ctx->devnull_fd);
 	safe_close(ctx->proc_fd);
@@ -597,9 +597,9 @@ static void cgroup_cleanup(struct spawn_proc *p, bool wait_empty)
 
 	if (p->cgroup_fd < 0)
 		return;
-	/* Pooled only while a child can still be cloned into it: a cgroup killed once goes
-	 * back to its slot, which claim_slot renews. */
-	if (wait_empty && ctx->n_pool < CGROUP_POOL_MAX &&
+	/* A slot is pooled only while a child can still be cloned into it: one killed once
+	 * is left for claim_slot, which renews it. */
+	if (wait_empty && ctx->n_pool < CGROUP_POOL_MAX && cgroup_cmd_is_slot(p->cgroup_cmd) &&
 	    (p->cgroup_empty || cgroup_populated(p->cgroup_fd) == 0) &&
 	    (!ctx->cg.clone_into || cgroup_clone_ok(p->cgroup_fd))) {
 		struct pooled_cgroup *pc = &ctx->pool[ctx->n_pool++];

@@ -2997,6 +2997,74 @@ TEST(clone_into_cgroup_and_after_a_kill)
 	spawn_ctx_free(ctx);
 }
 
+/* The names under <base>/<agent>/ that are not slots, joined by spaces into buf. */
+static const char *non_slot_cgroups(int base, const char *agent, char *buf, size_t size)
+{
+	int fd = openat(base, agent, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	size_t n = 0;
+
+	buf[0] = 0;
+	for (struct dirent *de; d && (de = readdir(d));)
+		if (de->d_type == DT_DIR && de->d_name[0] != '.' &&
+		    strncmp(de->d_name, CGROUP_SLOT_PREFIX, strlen(CGROUP_SLOT_PREFIX)) && n < size)
+			n += (size_t)snprintf(buf + n, size - n, "%s ", de->d_name);
+	if (d)
+		closedir(d);
+	else if (fd >= 0)
+		close(fd);
+	return d ? buf : "(no agent cgroup)";
+}
+
+/* A command that found every slot busy runs in a cgroup of its own, which goes when it
+ * ends, though it ended well and empty: were it kept for reuse, the agent's next commands
+ * would run in it, not in the slots freed beside it, for as long as the context lives. */
+TEST(overflow_cgroup_goes_when_its_command_ends)
+{
+	struct spawn_ctx *ctx = NULL;
+	struct spawn_opts o;
+	struct spawn_proc *p[CGROUP_SLOTS + 1] = {0}, *next = NULL;
+	struct spawn_error err;
+	char names[256], agent[48];
+	int base;
+
+	need_root_and_probe(_metadata);
+	ASSERT_EQ(spawn_ctx_new_why(&ctx, NULL), 0);
+	if (strcmp(spawn_ctx_tree_control(ctx), "cgroup"))
+		SKIP("no cgroup v2");
+	base = spawn_ctx_cgroup_base_fd(ctx);
+	snprintf(agent, sizeof(agent), "overflow-agent-%d", (int)getpid());
+	remove_agent_cgroups(base, agent);
+	/* CGROUP_SLOTS + 1 commands at once, each until its stdin closes */
+	base_opts(&o, (char *[]){"/bin/cat", NULL});
+	o.cgroup_agent = agent;
+	o.stdin_pipe = true;
+	for (size_t i = 0; i <= CGROUP_SLOTS; i++)
+		ASSERT_EQ(spawn_start(ctx, &o, &p[i], &err), 0);
+	EXPECT_NE(strncmp(p[CGROUP_SLOTS]->cgroup_cmd, CGROUP_SLOT_PREFIX,
+			  strlen(CGROUP_SLOT_PREFIX)),
+		  0);
+	/* they end by themselves, not killed, the one of its own first */
+	for (size_t k = 0; k <= CGROUP_SLOTS; k++) {
+		struct spawn_proc *q = p[CGROUP_SLOTS - k];
+		close(q->fd_in);
+		q->fd_in = -1;
+		ASSERT_EQ(spawn_wait(q, NULL), 0);
+		EXPECT_EQ((int)spawn_result(q)->end, SPAWN_END_EXITED);
+		spawn_free(q);
+	}
+	EXPECT_STREQ(non_slot_cgroups(base, agent, names, sizeof(names)), "");
+	o.stdin_pipe = false;
+	o.argv = (char *[]){"/bin/true", NULL};
+	ASSERT_EQ(spawn_start(ctx, &o, &next, &err), 0);
+	EXPECT_EQ(strncmp(next->cgroup_cmd, CGROUP_SLOT_PREFIX, strlen(CGROUP_SLOT_PREFIX)), 0);
+	ASSERT_EQ(spawn_wait(next, NULL), 0);
+	spawn_free(next);
+	close(o.cwd_root_fd);
+	remove_agent_cgroups(base, agent);
+	spawn_ctx_free(ctx);
+}
+
 TEST(tiocsti_refused_on_own_pty)
 {
 	static struct capture cap;
