@@ -341,12 +341,14 @@ class Soak:
                 "children": kids, "zombies": zombies, "cgroups": cgroups, "slots": slots}
 
     def settle(self):
-        """Wait until serve has no commands left (listed) and its children are gone."""
+        """Wait until serve has no commands left (listed), its children are gone, and so
+        are the agent's command cgroups but its slots (a killed one goes once its processes
+        are torn down)."""
         end = time.time() + 20
         while time.time() < end:
             a = self.req({"op": "exec.list"})
             m = self.measure()
-            if not a.get("commands") and m["children"] == 0:
+            if not a.get("commands") and m["children"] == 0 and m["cgroups"] == 0:
                 return m
             time.sleep(0.2)
         return self.measure()

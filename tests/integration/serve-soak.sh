@@ -54,6 +54,7 @@ is "40 administrative requests, each sent once the previous one is answered: non
 ok "an agent that kills its own processes in a loop: file operations answered ($(val killed_helpers))" \
 	test -n "$(val killed_helpers)"
 is "... its killed helpers and commands leave no child of serve" "$(val k_children)" 0
+is "... nor a command cgroup beside the agent's slots" "$(val k_cgroups)" 0
 ok "... nor more fds than its pool of empty command cgroups (16): $(val k_fds)" \
 	test "$(val k_fds)" -le 16
 # (how many time out before their exec rather than start stopped is up to the scheduler)
@@ -61,6 +62,7 @@ n=$(val stopped_starts | grep -o 'timed out before exec' | wc -l)
 ok "an agent that stops its own spawn children: 4 starts answered ($n timed out before exec)" \
 	test "$(val stopped_starts | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')" = 4
 is "... leave no child of serve" "$(val s_children)" 0
+is "... nor a command cgroup beside the agent's slots" "$(val s_cgroups)" 0
 ok "... nor more fds than its pool of empty command cgroups (16): $(val s_fds)" \
 	test "$(val s_fds)" -le 16
 is "300 commands whose readers never acknowledge their end all start, one after the other" \
