@@ -352,7 +352,10 @@ int cgroup_init(struct cgroup_ctx *ctx)
 	r = read_at(own_fd, "cgroup.controllers", &avail);
 	if (r >= 0) {
 		ctx->delegated = controller_bits(avail);
-		unsigned got = may_enable(own_fd) ? enable_controllers(own_fd, avail) : 0;
+		/* nothing delegated (a hybrid host's v2 tree): not even cgroup.procs read */
+		unsigned got = ctx->delegated && may_enable(own_fd)
+				       ? enable_controllers(own_fd, avail)
+				       : 0;
 		free(avail);
 		avail = NULL;
 		if (got && read_at(base_fd, "cgroup.controllers", &avail) >= 0)
