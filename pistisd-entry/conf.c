@@ -85,31 +85,36 @@ static bool value_ok(const char *v, size_t n)
 	return true;
 }
 
-/* A size as pistisd serve takes it, and no leading 0 ("0100" is no size anyone meant). */
+/* v, a piece of the text (not NUL-terminated: strspn and strtoul on it read on past the
+ * value, and past the buffer at its end), copied to num with its NUL: false when it does
+ * not fit or starts with 0 ("0100" is no number anyone meant). */
+static bool number_text(const char *v, size_t n, char *num, size_t size)
+{
+	if (n >= size || v[0] == '0')
+		return false;
+	memcpy(num, v, n);
+	num[n] = '\0';
+	return true;
+}
+
+/* A size as pistisd serve takes it. */
 static bool size_ok(const char *v, size_t n)
 {
 	char num[24];
 	uint64_t size;
 
-	if (n >= sizeof(num) || v[0] == '0')
-		return false;
-	memcpy(num, v, n);
-	num[n] = '\0';
-	return parse_size_strict(num, AGENT_MEMORY_MIN, AGENT_MEMORY_MAX, &size) == 0;
+	return number_text(v, n, num, sizeof(num)) &&
+	       parse_size_strict(num, AGENT_MEMORY_MIN, AGENT_MEMORY_MAX, &size) == 0;
 }
 
-/* A number from 1 to max, no leading 0. v is a piece of the text, not NUL-terminated:
- * strspn and strtoul on it read on past the value, and past the buffer at its end. */
+/* A number from 1 to max. */
 static bool number_ok(const char *v, size_t n, unsigned long max)
 {
 	char num[16];
 	uint64_t x;
 
-	if (n >= sizeof(num) || v[0] == '0')
-		return false;
-	memcpy(num, v, n);
-	num[n] = '\0';
-	return parse_uint_strict(num, max, NULL, &x) == 0 && x >= 1;
+	return number_text(v, n, num, sizeof(num)) && parse_uint_strict(num, max, NULL, &x) == 0 &&
+	       x >= 1;
 }
 
 static int parse_line(const char *p, size_t len, struct entry_serve_conf *conf,
