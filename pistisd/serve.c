@@ -1152,11 +1152,12 @@ static int parse_url(const char *url)
 		return 0;
 	}
 	r = ws_url_parse(url, "/v1/sandbox", &u);
+	(void)ws_url_for_log(url, shown, sizeof(shown)); /* the only form any log gets */
 	if (r == -EPROTONOSUPPORT)
 		return log_error_errno(-EINVAL,
 				       "--relay '%s' must be ws://, wss:// or an absolute "
 				       "unix socket path",
-				       ws_url_for_log(url, shown, sizeof(shown)));
+				       shown);
 	/* A user part is no place for a secret: the URL is on serve's command line, which
 	 * every agent reads where /proc has no hidepid (Docker's defaults). "tok@host" was
 	 * taken as a host name and failed only at the dial (red team, redteam-sweep.sh). */
@@ -1166,13 +1167,11 @@ static int parse_url(const char *url)
 				       "--relay '%s' has a user part: the relay URL is on pistisd "
 				       "serve's command line, which agents may read; authenticate "
 				       "with --token-file only",
-				       ws_url_for_log(url, shown, sizeof(shown)));
+				       shown);
 	if (r == -EINVAL)
-		return log_error_errno(-EINVAL, "--relay '%s' has no usable host",
-				       ws_url_for_log(url, shown, sizeof(shown)));
+		return log_error_errno(-EINVAL, "--relay '%s' has no usable host", shown);
 	if (r < 0)
-		return log_error_errno(-EINVAL, "--relay '%s' has a bad port",
-				       ws_url_for_log(url, shown, sizeof(shown)));
+		return log_error_errno(-EINVAL, "--relay '%s' has a bad port", shown);
 	snprintf(S.host, sizeof(S.host), "%s", u.host);
 	snprintf(S.path, sizeof(S.path), "%s", u.path);
 	S.port = u.port;
