@@ -13,6 +13,7 @@
 #include "lib/escape.h"
 #include "lib/macro.h"
 #include "lib/mountinfo.h"
+#include "lib/parse-num.h"
 
 static const struct {
 	const char *name;
@@ -291,6 +292,23 @@ static const struct {
 		 "these back before anything runs; without it, chgrp them to their owner's group "
 		 "and chmod g-w,g-s (go= for the secrets and homes); or --allow data_state"},
 };
+
+bool check_sudo_may_chroot_first(const char *version)
+{
+	const char *v = strstr(version, "version "), *p;
+	uint64_t a, b, c, patch = 0;
+
+	/* digits only (sscanf's %u took a sign and spaces: "1.9.-3" was 1.9.4294967293) */
+	if (!v || parse_uint_strict(v + 8, UINT32_MAX, &p, &a) < 0 || *p != '.' ||
+	    parse_uint_strict(p + 1, UINT32_MAX, &p, &b) < 0 || *p != '.' ||
+	    parse_uint_strict(p + 1, UINT32_MAX, &p, &c) < 0)
+		return true; /* says no version we can read: ask it */
+	if (*p == 'p' && parse_uint_strict(p + 1, UINT32_MAX, &p, &patch) < 0)
+		return true;
+	if (a != 1 || b != 9)
+		return false;
+	return c >= 14 && (c < 17 || (c == 17 && patch == 0));
+}
 
 enum check_status check_hidepid_status(const char *super_opts, char *value, size_t size)
 {

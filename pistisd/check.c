@@ -1640,24 +1640,6 @@ static int sudo_reads_chroot(const char *root, const char *sudo, char *out, size
  * (hard). Without them agents keep no_new_privs and sudo cannot raise them: warn. A sudo
  * that cannot be asked here (65534 not in the image, no_new_privs on us, nosuid) or
  * answers neither way: warn, "not probed". */
-/* Whether a sudo whose `sudo -V` first line is version may have CVE-2025-32463 (the chroot
- * before the policy: upstream 1.9.14 to 1.9.17, fixed in 1.9.17p1); true for a line with
- * no version that can be read. */
-static bool sudo_may_chroot_first(const char *version)
-{
-	const char *v = strstr(version, "version ");
-	unsigned a, b, c, p = 0;
-	int n;
-
-	if (!v || sscanf(v + 8, "%u.%u.%u%n", &a, &b, &c, &n) != 3)
-		return true; /* says no version we can read: ask it */
-	if (v[8 + n] == 'p' && sscanf(v + 8 + n + 1, "%u", &p) != 1)
-		return true;
-	if (a != 1 || b != 9)
-		return false;
-	return c >= 14 && (c < 17 || (c == 17 && p == 0));
-}
-
 static void probe_sudo_cves(struct check_report *r, const char *root, const char *sudo,
 			    const char *version, bool trusted)
 {
@@ -1673,7 +1655,7 @@ static void probe_sudo_cves(struct check_report *r, const char *root, const char
 	/* Asking -R of a sudo without the bug is logged (user NOT in sudoers, mailed where
 	 * the image has a mailer) at every start: only a sudo whose version may have it,
 	 * or that names none we can read, is asked. */
-	bool ask_chroot = sudo_may_chroot_first(version);
+	bool ask_chroot = check_sudo_may_chroot_first(version);
 	int chroot_read = ask_chroot ? sudo_reads_chroot(root, sudo, out2, sizeof(out2)) : 0;
 	bool samedit_bad = strstr(out1, "not a regular file") != NULL;
 	bool samedit_ok = strstr(out1, "usage: sudoedit") != NULL;

@@ -123,6 +123,11 @@ enum {
  * ok for invisible/2 and ptraceable/4, warn otherwise. Writes what was found to value. */
 enum check_status check_hidepid_status(const char *super_opts, char *value, size_t size);
 
+/* Whether a sudo whose `sudo -V` first line is version may have CVE-2025-32463 (the chroot
+ * before the policy: upstream 1.9.14 to 1.9.17, fixed in 1.9.17p1); true for a line with
+ * no version that can be read (the probe then asks it). */
+bool check_sudo_may_chroot_first(const char *version);
+
 /* Probe everything. root: "/" or an image root (only the image-side checks, sudo, visudo
  * and the setuid inventory, look there; kernel checks always describe the running kernel).
  * Returns 0 or -errno (only for failures to probe at all: out of memory, root unopenable). */

@@ -334,4 +334,43 @@ TEST(text_values_are_not_escaped_twice)
 	check_report_free(r);
 }
 
+/* Which sudo versions are asked about CVE-2025-32463 (1.9.14 to 1.9.17, fixed in
+ * 1.9.17p1): those in the range, and any whose version cannot be read; digits only. */
+TEST(sudo_versions_that_may_chroot_first)
+{
+	static const struct {
+		const char *line;
+		bool ask;
+	} t[] = {
+		{"Sudo version 1.9.13p3", false},
+		{"Sudo version 1.9.14", true},
+		{"Sudo version 1.9.16p2", true},
+		{"Sudo version 1.9.17", true},
+		{"Sudo version 1.9.17p1", false},
+		{"Sudo version 1.9.17p2", false},
+		{"Sudo version 1.9.18", false},
+		{"Sudo version 1.8.31", false},
+		{"Sudo version 2.0.0", false},
+		{"sudo-rs version 0.2.5", false},
+		/* not a version read strictly: asked */
+		{"Sudo version 1.9.-3", true},
+		{"Sudo version 1.9. 15", true},
+		{"Sudo version +1.9.15", true},
+		{"Sudo version 1.9", true},
+		{"Sudo version 1.9.17p", true},
+		{"Sudo version 1.9.4294967311", true},
+		{"Sudo version 4294967297.9.15", true},
+		{"Sudo 1.9.15", true},
+		{"", true},
+	};
+
+	for (size_t i = 0; i < ELEMENTSOF(t); i++) {
+		char got[64], want[64];
+		snprintf(got, sizeof(got), "%s: %s", t[i].line,
+			 check_sudo_may_chroot_first(t[i].line) ? "asked" : "not asked");
+		snprintf(want, sizeof(want), "%s: %s", t[i].line, t[i].ask ? "asked" : "not asked");
+		EXPECT_STREQ(got, want);
+	}
+}
+
 TEST_HARNESS_MAIN
