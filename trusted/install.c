@@ -23,6 +23,42 @@
 
 #define AGENTS_CHECKED_MAX 64
 
+/* msg, then what the error e is, on stderr, with write(2) only (strerror and stdio are not
+ * async-signal-safe in every libc): for a forked child of a process with threads. */
+static void child_say(const char *msg, int e)
+{
+	char num[24], *p = num + sizeof(num);
+	const char *name;
+
+	switch (e) {
+	case ENOENT:
+		name = "No such file or directory (ENOENT)";
+		break;
+	case EACCES:
+		name = "Permission denied (EACCES)";
+		break;
+	case EPERM:
+		name = "Operation not permitted (EPERM)";
+		break;
+	case ENOEXEC:
+		name = "Exec format error (ENOEXEC)";
+		break;
+	case ENOTDIR:
+		name = "Not a directory (ENOTDIR)";
+		break;
+	default:
+		*--p = '\0';
+		do
+			*--p = (char)('0' + e % 10);
+		while ((e /= 10) > 0 && p > num + 7);
+		memcpy(p -= 6, "errno ", 6);
+		name = p;
+	}
+	(void)!write(2, msg, strlen(msg));
+	(void)!write(2, name, strlen(name));
+	(void)!write(2, "\n", 1);
+}
+
 int trusted_run_in_root(const char *root, char *const argv[], char **ret_output)
 {
 	/* visudo and sudo read their configuration, NSS and locale from the environment and
@@ -40,6 +76,11 @@ int trusted_run_in_root(const char *root, char *const argv[], char **ret_output)
 	out = malloc(TRUSTED_OUTPUT_MAX + 1);
 	if (!out)
 		return -ENOMEM;
+	/* The child's messages are made here: after fork in a process with threads (pistisd
+	 * serve) only async-signal-safe calls, so the child only write()s them. */
+	char no_chroot[PATH_MAX + 32], no_exec[2 * PATH_MAX + 32];
+	snprintf(no_chroot, sizeof(no_chroot), "chroot into '%s' failed: ", root);
+	snprintf(no_exec, sizeof(no_exec), "cannot run '%s' in '%s': ", argv[0], root);
 	if (pipe2(p, O_CLOEXEC) < 0)
 		return -errno;
 	pid = fork();
@@ -57,7 +98,7 @@ int trusted_run_in_root(const char *root, char *const argv[], char **ret_output)
 		if (dup2(p[1], 1) < 0 || dup2(p[1], 2) < 0)
 			_exit(EXIT_FAILURE);
 		if (strcmp(root, "/") && chroot(root) < 0) {
-			dprintf(2, "chroot into '%s' failed: %m\n", root);
+			child_say(no_chroot, errno);
 			_exit(111);
 		}
 		if (chdir("/") < 0)
@@ -69,7 +110,7 @@ int trusted_run_in_root(const char *root, char *const argv[], char **ret_output)
 			close(0);
 		(void)close_all_fds_from(3);
 		execve(argv[0], argv, envp);
-		dprintf(2, "cannot run '%s' in '%s': %m\n", argv[0], root);
+		child_say(no_exec, errno);
 		_exit(127);
 	}
 	safe_close(p[1]);

@@ -1706,4 +1706,58 @@ TEST_TIMEOUT(harden_setuid_reason_quotes_the_deep_branch, 120)
 	(void)system(p);
 }
 
+/* visudo and sudo run in a root through trusted_run_in_root: what the forked child says
+ * when it cannot get there (written without stdio or strerror: async-signal-safe). */
+TEST(run_in_root_says_why_it_could_not_run)
+{
+	char dir[] = "/tmp/pistis-test-run.XXXXXX", file[64], *out = NULL;
+
+	ASSERT_NOT_NULL(mkdtemp(dir));
+	snprintf(file, sizeof(file), "%s/not-exec", dir);
+	int fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	ASSERT_GE(fd, 0);
+	ASSERT_EQ(write(fd, "#!/bin/sh\n", 10), 10);
+	close(fd);
+	EXPECT_EQ(trusted_run_in_root("/", (char *[]){"/nonexistent/visudo", NULL}, &out), 127);
+	EXPECT_STREQ(out, "cannot run '/nonexistent/visudo' in '/': No such file or directory "
+			  "(ENOENT)\n");
+	free(out);
+	out = NULL;
+	EXPECT_EQ(trusted_run_in_root("/", (char *[]){file, NULL}, &out), 127);
+	char want[400];
+	snprintf(want, sizeof(want), "cannot run '%s' in '/': Permission denied (EACCES)\n", file);
+	EXPECT_STREQ(out, want);
+	free(out);
+	out = NULL;
+	EXPECT_EQ(trusted_run_in_root("/", (char *[]){(char *)"/etc/passwd/x", NULL}, &out), 127);
+	EXPECT_STREQ(out, "cannot run '/etc/passwd/x' in '/': Not a directory (ENOTDIR)\n");
+	free(out);
+	out = NULL;
+	/* an errno without a name here: its number */
+	char longname[300] = "/";
+	memset(longname + 1, 'a', 280);
+	EXPECT_EQ(trusted_run_in_root("/", (char *[]){longname, NULL}, &out), 127);
+	snprintf(want, sizeof(want), "cannot run '%s' in '/': errno %d\n", longname, ENAMETOOLONG);
+	EXPECT_STREQ(out, want);
+	free(out);
+	out = NULL;
+	if (getuid() == 0) {
+		EXPECT_EQ(trusted_run_in_root("/nonexistent-root",
+					      (char *[]){(char *)"/bin/true", NULL}, &out),
+			  111);
+		EXPECT_STREQ(out, "chroot into '/nonexistent-root' failed: No such file or "
+				  "directory (ENOENT)\n");
+		free(out);
+		out = NULL;
+		EXPECT_EQ(trusted_run_in_root(file, (char *[]){(char *)"/bin/true", NULL}, &out),
+			  111);
+		snprintf(want, sizeof(want), "chroot into '%s' failed: Not a directory (ENOTDIR)\n",
+			 file);
+		EXPECT_STREQ(out, want);
+		free(out);
+	}
+	unlink(file);
+	rmdir(dir);
+}
+
 TEST_HARNESS_MAIN
