@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/agent-limits.h"
 #include "lib/caps.h"
 #include "lib/env-build.h"
 #include "lib/escape.h"
@@ -87,8 +88,8 @@ static void usage(FILE *f)
 		"  --share-abstract-sockets\n"
 		"                      let CMD connect to abstract UNIX sockets bound outside\n"
 		"                      its own tree (default: not, where Landlock ABI >= 6)\n"
-		"  --memory-max BYTES  cgroup memory.max (K/M/G/T suffixes); refused where the\n"
-		"                      memory controller is not delegated\n"
+		"  --memory-max BYTES  cgroup memory.max, 1M to 1024T (K/M/G/T suffixes);\n"
+		"                      refused where the memory controller is not delegated\n"
 		"  --pids-max N        cgroup pids.max and NPROC (where the pids controller is\n"
 		"                      not delegated, NPROC holds alone)\n"
 		"  --cpu-weight N      cgroup cpu.weight (1-10000); refused where the cpu\n"
@@ -482,8 +483,9 @@ int run_cli_main(int argc, char **argv)
 			so.share_abstract_sockets = true;
 			break;
 		case OPT_MEM:
-			if (parse_size_strict(optarg, 0, UINT64_MAX, &so.cgroup.memory_max) < 0 ||
-			    !so.cgroup.memory_max)
+			/* serve's range (below a MiB no command even starts) */
+			if (parse_size_strict(optarg, AGENT_MEMORY_MIN, AGENT_MEMORY_MAX,
+					      &so.cgroup.memory_max) < 0)
 				goto bad_arg;
 			break;
 		case OPT_PIDS:

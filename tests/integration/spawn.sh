@@ -59,6 +59,10 @@ for kind in debian musl; do
 	for bad in ' -5' '+5' '0x10' ' 5'; do
 		exits 100 "$kind: --max-output '$bad' is a usage error" run --max-output "$bad" -- /bin/true
 	done
+	# a memory limit in serve's range: below a MiB no command starts
+	for bad in 0 512K 1048575 1025T; do
+		exits 100 "$kind: --memory-max $bad is a usage error" run --memory-max $bad -- /bin/true
+	done
 	# a count takes no size suffix (--pids-max 1K was 1024, --uid 10K the uid 10240)
 	for o in --uid --pids-max --cpu-weight; do
 		exits 100 "$kind: $o 10K is a usage error" run $o 10K -- /bin/true
