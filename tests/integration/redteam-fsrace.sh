@@ -3,8 +3,8 @@
 # its own) requests: magic links and procfs paths under openat2 and under the per-component
 # fallback, devices and sockets named as files, a directory the helper just made or is about
 # to empty swapped for a symlink into the victim's home, fs.move's destination through a
-# planted symlink, paths at the length and depth bounds, "." components, and whether serve
-# holds more fds or helpers after all of it. server-min + pistisd serve + pistis as real
+# planted symlink, paths at the length and depth bounds, "." components, exec's cwd through
+# the same tricks, and whether serve holds more fds or helpers after all of it. server-min + pistisd serve + pistis as real
 # processes in a private mount namespace over a throwaway Debian root.
 . "$(dirname "$0")/../lib.sh"
 need_root
@@ -36,6 +36,8 @@ call() { timeout 40 "$BIN/pistis" call "$@" 2>&1; }
 code() { grep -o '"code":"[a-z_]*"' | head -n 1 | sed 's/"code":"\(.*\)"/\1/'; }
 A() { chroot --userspec="$auid:$auid" "$R" "$@"; }
 fds_of() { ls "/proc/$1/fd" | wc -l; }
+# the baseline after one command of alice's: serve keeps her session's cgroup open
+P exec --agent alice -- /bin/true
 fds0=$(fds_of "$SD")
 
 # --- devices and sockets named as files: refused at once, never opened ------------------------
@@ -158,6 +160,24 @@ is "a 256-byte leaf: too_large" \
 	"$(call fs.write "{\"agent\":\"alice\",\"path\":\"$home/$long\",\"data\":\"eA==\"}" | code)" too_large
 ok "... neither made anything" test -z "$(ls "$R$home" | grep nnnn)"
 
+# --- exec's cwd: the same resolution, as the agent, entered by fd -----------------------------------
+# A cwd that climbs out of /data with "..", goes through a magic link or the agent's own
+# symlink to B's home, or names a FIFO or a file: refused, the command never runs.
+mkfifo "$R$home/fifo" && ln -s "$bhome" "$R$home/tob" && ln -s /proc/self/root "$R$home/toroot"
+: >"$R$home/plainfile"
+chown -h "$auid:$auid" "$R$home/fifo" "$R$home/tob" "$R$home/toroot" "$R$home/plainfile"
+cwd_round() { # label
+	local l=$1 c out
+	for c in "/data/../proc/self/root" "$home/../../../proc/self/cwd" "$home/tob" "$home/toroot/etc" \
+		"$home/fifo" "$home/plainfile" "$home/./tob/." "/data/sandbox-home/../../etc"; do
+		out=$(timeout 40 "$BIN/pistis" exec --agent alice --cwd "$c" -- /bin/echo RAN 2>&1)
+		unlike "$l: exec with cwd $c does not run" "$out" '^RAN$'
+	done
+	is "$l: exec with cwd the home itself through \".\" runs there" \
+		"$(timeout 40 "$BIN/pistis" exec --agent alice --cwd "$home/./" -- /bin/pwd 2>&1)" "$home"
+}
+cwd_round openat2
+
 # the same pistisd, with openat2 taken away (PISTIS_NO_OPENAT2=1: the per-component walk)
 kill "$PD" 2>/dev/null; wait "$PD" 2>/dev/null
 (in_root_exec "$R" PISTIS_NO_OPENAT2=1 pistisd serve --relay "ws://127.0.0.1:$SP" \
@@ -165,9 +185,11 @@ kill "$PD" 2>/dev/null; wait "$PD" 2>/dev/null
 PD=$!
 for _ in $(seq 100); do P ls 2>/dev/null | grep -q "s1 *connected" && break; sleep 0.1; done
 SD=$(serve_pid)
+P exec --agent alice -- /bin/true
 fds0=$(fds_of "$SD")
 magic_round fallback
 deep_round fallback
+cwd_round fallback
 
 # --- B's fs.move to a path through a symlink A planted ---------------------------------------------
 # A owns a shared directory B writes in and points a name there at A's own open directory:
