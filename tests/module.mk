@@ -15,7 +15,8 @@ INTEGRATION_TESTS += tests/integration/redteam-spawn.sh tests/integration/redtea
 	tests/integration/redteam-lifecycle.sh tests/integration/redteam-ends.sh \
 	tests/integration/redteam-upgrade.sh \
 	tests/integration/redteam-view.sh tests/integration/redteam-cve.sh \
-	tests/integration/redteam-sweep.sh tests/integration/redteam-floor.sh
+	tests/integration/redteam-sweep.sh tests/integration/redteam-floor.sh \
+	tests/integration/redteam-fsrace.sh
 # The runner and lib.sh themselves: an early exit, a whole-file skip, a missing plan, a missing
 # prerequisite or a pattern that matches anything is a failure, never green.
 INTEGRATION_TESTS += tests/integration/runner.sh
