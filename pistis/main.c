@@ -46,6 +46,19 @@
 
 #define ACK_EVERY (1024u * 1024u)
 #define RECONNECT_FOR_S 120
+/* --answer-timeout's default. The longest an answer legitimately takes, as the docs tell
+ * it: a file operation runs up to 30 s of the sandbox's time; a sandbox frozen or gone
+ * is dropped by server-min's 30 s ping timeout and what it held answered `unavailable`;
+ * one not connected is `unavailable` at once (server-min starts and resumes none,
+ * docs/server-min.md, "A sandbox's life"); entry restarts serve within 30 s
+ * (docs/entry.md). Ten times the 30 s those name, so that a provider of one's own that
+ * holds a request while it resumes or restarts a sandbox is not cut short. */
+#define ANSWER_TIMEOUT_S 300
+#define ANSWER_TIMEOUT_MAX_S (UINT64_C(30) * 24 * 3600)
+/* policy.plan|check|apply may take their timeout_s (1..3600, default 600) before they
+ * answer (docs/protocol.md, "Administration"): that on top of the answer timeout. */
+#define POLICY_TIMEOUT_DEFAULT_S 600
+#define POLICY_TIMEOUT_MAX_S 3600
 
 enum mode { M_LS, M_STATUS, M_EXEC, M_READ, M_WRITE, M_EDIT, M_CALL };
 
@@ -63,6 +76,7 @@ static struct {
 	char **argv;
 	bool tty, stdin_pipe;
 	uint64_t timeout_ms;
+	uint64_t answer_s; /* --answer-timeout: 0 waits for ever */
 	/* state */
 	struct lws_context *ctx;
 	struct lws *wsi;
@@ -120,7 +134,13 @@ static struct {
 	int fwd_sig;
 	lws_sorted_usec_list_t fwd_sul;
 	int sig_fd; /* the signalfd of those, -1: none */
-} C = {.exit_code = 1, .stage = {-1, -1}, .sig_fd = -1};
+	/* The request whose answer we wait for (await_answer), "": none */
+	char await_id[32];
+	const char *await_op;
+	uint64_t await_s;
+	struct timespec await_since;
+	lws_sorted_usec_list_t answer_sul;
+} C = {.exit_code = 1, .stage = {-1, -1}, .sig_fd = -1, .answer_s = ANSWER_TIMEOUT_S};
 
 #define STDIN_PIECE 16384
 
@@ -230,28 +250,76 @@ static void send_ack(void)
 	C.since_ack = 0;
 }
 
+static void answer_expired(lws_sorted_usec_list_t *sul);
+
+/* Wait for the answer (ok or error) to request id, op, for --answer-timeout plus extra_s
+ * that op may take by its own rules; one that has not come by then ends us
+ * (answer_expired). Only answers have a deadline: a command's output and its end may take
+ * hours (its --timeout is the sandbox's to keep). */
+static void await_answer(const char *id, const char *op, uint64_t extra_s)
+{
+	if (!C.answer_s)
+		return;
+	snprintf(C.await_id, sizeof(C.await_id), "%s", id);
+	C.await_op = op;
+	C.await_s = C.answer_s + extra_s;
+	(void)clock_gettime(CLOCK_MONOTONIC, &C.await_since);
+	lws_sul_schedule(C.ctx, 0, &C.answer_sul, answer_expired,
+			 (lws_usec_t)C.await_s * LWS_US_PER_SEC);
+}
+
+static void answer_came(void)
+{
+	C.await_id[0] = 0;
+	lws_sul_cancel(&C.answer_sul);
+}
+
+/* What a `call` of a policy walk may take before its answer: the request's timeout_s
+ * (else pistisd's default; one pistisd would refuse is refused at once anyway). */
+static uint64_t call_extra_s(cJSON *req)
+{
+	struct proto_error err = {0};
+	uint64_t t;
+
+	if (strcmp(C.call_op, "policy.plan") && strcmp(C.call_op, "policy.check") &&
+	    strcmp(C.call_op, "policy.apply"))
+		return 0;
+	if (proto_get_u64(req, "timeout_s", POLICY_TIMEOUT_MAX_S, &t, &err) == 0 && t)
+		return t;
+	return POLICY_TIMEOUT_DEFAULT_S;
+}
+
+/* The request each mode but exec and call sends */
+static const char *const mode_op[] = {[M_LS] = "sandboxes.list",
+				      [M_STATUS] = "sandbox.status",
+				      [M_READ] = "fs.read",
+				      [M_WRITE] = "fs.write",
+				      [M_EDIT] = "fs.edit"};
+
 static void send_start(void)
 {
+	const char *op = C.mode <= M_EDIT ? mode_op[C.mode] : NULL; /* M_CALL is past it */
+	char id[32] = "";
 	cJSON *o;
 
 	switch (C.mode) {
 	case M_LS:
-		send_obj(request("sandboxes.list", NULL, 0));
-		return;
 	case M_STATUS:
-		send_obj(request("sandbox.status", NULL, 0));
+		send_obj(request(op, id, sizeof(id)));
+		await_answer(id, op, 0);
 		return;
 	case M_READ: /* a piece at a time (PROTO_MAX_FILE_CHUNK), on from C.foff */
-		o = request("fs.read", NULL, 0);
+		o = request(op, id, sizeof(id));
 		cJSON_AddStringToObject(o, "path", C.file);
 		cJSON_AddNumberToObject(o, "offset", (double)C.foff);
 		send_obj(o);
+		await_answer(id, op, 0);
 		return;
 	case M_WRITE: { /* the first piece replaces the file, the next ones go at C.foff */
 		size_t n = C.wlen - C.foff < PROTO_MAX_FILE_CHUNK ? C.wlen - C.foff
 								  : PROTO_MAX_FILE_CHUNK;
 		char *b64 = proto_base64_encode(C.wbuf + C.foff, n);
-		o = request("fs.write", NULL, 0);
+		o = request(op, id, sizeof(id));
 		cJSON_AddStringToObject(o, "path", C.file);
 		cJSON_AddStringToObject(o, "data", b64 ? b64 : "");
 		if (C.foff)
@@ -260,18 +328,21 @@ static void send_start(void)
 		send_obj(o);
 		C.piece = n;
 		C.foff += n;
+		await_answer(id, op, 0);
 		return;
 	}
 	case M_EDIT:
-		o = request("fs.edit", NULL, 0);
+		o = request(op, id, sizeof(id));
 		cJSON_AddStringToObject(o, "path", C.file);
 		cJSON_AddStringToObject(o, "old", C.old_text);
 		cJSON_AddStringToObject(o, "new", C.new_text);
 		send_obj(o);
+		await_answer(id, op, 0);
 		return;
 	case M_CALL: {
 		cJSON *f = NULL, *it;
-		o = request(C.call_op, NULL, 0);
+		uint64_t extra;
+		o = request(C.call_op, id, sizeof(id));
 		if (C.call_fields) {
 			struct proto_error err = {0};
 			if (proto_parse(C.call_fields, strlen(C.call_fields), &f, &err) < 0 ||
@@ -293,7 +364,9 @@ static void send_start(void)
 			}
 			cJSON_Delete(f);
 		}
+		extra = call_extra_s(o);
 		send_obj(o);
+		await_answer(id, C.call_op, extra);
 		return;
 	}
 	case M_EXEC:
@@ -305,6 +378,7 @@ static void send_start(void)
 		cJSON_AddNumberToObject(o, "cmd", C.cmd);
 		cJSON_AddNumberToObject(o, "after", (double)C.last_seq);
 		send_obj(o);
+		await_answer(C.attach_id, "exec.attach", 0);
 		return;
 	}
 	o = request("exec.start", C.start_id, sizeof(C.start_id));
@@ -335,6 +409,7 @@ static void send_start(void)
 		}
 	}
 	send_obj(o);
+	await_answer(C.start_id, "exec.start", 0);
 }
 
 static _Noreturn void end_by(int sig);
@@ -612,6 +687,37 @@ static void write_cut(const char *what)
 			  C.file, C.foff - C.piece, C.wlen, C.foff - C.piece, what);
 }
 
+/* The awaited answer did not come within C.await_s (await_answer): the relay or the
+ * sandbox is not answering, and we would have waited for ever. A relay or protocol
+ * failure, 125, saying which request, how long, and what it may have left done. */
+static void answer_expired(lws_sorted_usec_list_t *sul)
+{
+	struct timespec now = C.await_since;
+	int64_t ms;
+
+	(void)sul;
+	if (C.done || !C.await_id[0])
+		return;
+	(void)clock_gettime(CLOCK_MONOTONIC, &now);
+	ms = ((int64_t)now.tv_sec - C.await_since.tv_sec) * 1000 +
+	     (now.tv_nsec - C.await_since.tv_nsec) / 1000000;
+	log_error("%s: no answer from the server within %" PRIu64 " s (waited %" PRId64 ".%" PRId64
+		  " s); the relay or the sandbox%s%s%s is not answering "
+		  "(--answer-timeout SEC waits longer, 0 for ever)",
+		  C.await_op, C.await_s, ms / 1000, ms % 1000 / 100, C.sandbox ? " '" : "",
+		  C.sandbox ? C.sandbox : "", C.sandbox ? "'" : "");
+	if (C.mode == M_EXEC && C.cmd)
+		log_error("Command %u may still be running; its output from sequence %" PRIu64
+			  " on and its exit status are not known here (exec.attach finds it)",
+			  C.cmd, C.last_seq + 1);
+	else if (C.mode == M_EXEC)
+		log_error("The command may have started all the same%s%s%s (exec.list lists it)",
+			  C.tag ? ": its tag is '" : "", C.tag ? C.tag : "", C.tag ? "'" : "");
+	write_cut("was not answered");
+	C.await_id[0] = 0;
+	finish(125);
+}
+
 static void on_text(const char *buf, size_t len)
 {
 	struct proto_error err = {0};
@@ -624,6 +730,12 @@ static void on_text(const char *buf, size_t len)
 	ok = cJSON_GetObjectItemCaseSensitive(root, "ok");
 	ev = cJSON_GetObjectItemCaseSensitive(root, "event");
 	e = cJSON_GetObjectItemCaseSensitive(root, "error");
+	/* the answer awaited (an event under its id is not): what follows may ask again */
+	if (C.await_id[0] && (ok || e)) {
+		cJSON *id = cJSON_GetObjectItemCaseSensitive(root, "id");
+		if (cJSON_IsString(id) && !strcmp(id->valuestring, C.await_id))
+			answer_came();
+	}
 	if (C.mode == M_CALL) { /* every message on one line; the answer ends it */
 		char *s = cJSON_PrintUnformatted(root);
 		if (s)
@@ -680,17 +792,12 @@ static void on_text(const char *buf, size_t len)
 		goto out;
 	}
 	if (C.mode != M_EXEC) {
-		static const char *const op[] = {[M_LS] = "sandboxes.list",
-						 [M_STATUS] = "sandbox.status",
-						 [M_READ] = "fs.read",
-						 [M_WRITE] = "fs.write",
-						 [M_EDIT] = "fs.edit"};
 		/* An answer is ok or an error: one that is neither (no "ok", "ok": "yes") said
 		 * nothing was done and exited 0 (client-hostile.sh). */
 		if (!cJSON_IsTrue(ok)) {
 			if (!ok && cJSON_IsString(ev))
 				goto out; /* an event, not the answer */
-			log_error("%s: an answer that is neither ok nor an error", op[C.mode]);
+			log_error("%s: an answer that is neither ok nor an error", mode_op[C.mode]);
 			finish(125);
 			goto out;
 		}
@@ -1019,6 +1126,7 @@ static void connect_now(lws_sorted_usec_list_t *sul);
 static void lost(void)
 {
 	C.wsi = NULL;
+	answer_came();	/* its request went with the connection: 125 here, or asked again */
 	if (C.sp.seq) { /* a frame cut mid-splice: none of it went out; it comes again */
 		C.sp.seq = 0;
 		C.sp.copy = false;
@@ -1414,6 +1522,9 @@ static void usage(FILE *f)
 		"connect. A reader of our output that goes away (| head) stops the\n"
 		"command: SIGPIPE, SIGKILL 2 s later; exit 141 (137). An output that fails\n"
 		"otherwise (a full disk) is said and dropped; we exit 1 where we would exit 0.\n"
+		"--answer-timeout SEC (default 300, 0: for ever; policy walks through call get\n"
+		"their timeout_s more): a request not answered by then ends with 125; a\n"
+		"command's output and end are no answers and have no deadline.\n"
 		"SIGINT, SIGTERM, SIGHUP and SIGQUIT to exec go to the command and we exit with\n"
 		"its status; not ended 5 s later or a second signal: we end by it, leaving it.\n"
 		"Output into a pipe is spliced from the socket over ws:// ($PISTIS_NO_SPLICE=1\n"
@@ -1499,6 +1610,7 @@ int main(int argc, char **argv)
 		{"tty", no_argument, NULL, 't'},
 		{"interactive", no_argument, NULL, 'i'},
 		{"timeout", required_argument, NULL, 'm'},
+		{"answer-timeout", required_argument, NULL, 'W'},
 		{"cwd", required_argument, NULL, 'c'},
 		{"tag", required_argument, NULL, 'g'},
 		{"old", required_argument, NULL, 'o'},
@@ -1609,6 +1721,15 @@ int main(int argc, char **argv)
 				return 100;
 			}
 			C.timeout_ms *= 1000;
+			break;
+		case 'W':
+			if (parse_uint_strict(optarg, ANSWER_TIMEOUT_MAX_S, NULL, &C.answer_s) <
+			    0) {
+				log_error("--answer-timeout wants whole seconds, 0 (wait for ever) "
+					  "to 2592000 (30 days), got '%s'",
+					  optarg);
+				return 100;
+			}
 			break;
 		case 'c':
 			C.cwd = optarg;

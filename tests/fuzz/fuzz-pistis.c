@@ -35,10 +35,20 @@ static void fz_rx_flow(struct lws *wsi, int enable)
 static void fz_cancel(struct lws_context *ctx)
 {
 }
+/* the answer deadline's timer (there is no context): armed and cancelled, never fired */
+static void fz_sul_schedule(struct lws_context *ctx, int tsi, lws_sorted_usec_list_t *sul,
+			    sul_cb_t cb, lws_usec_t us)
+{
+}
+static void fz_sul_cancel(lws_sorted_usec_list_t *sul)
+{
+}
 #define lws_ws_client_rx_direct fz_rx_direct
 #define lws_callback_on_writable fz_on_writable
 #define lws_rx_flow_control fz_rx_flow
 #define lws_cancel_service fz_cancel
+#define lws_sul_schedule fz_sul_schedule
+#define lws_sul_cancel fz_sul_cancel
 #define main pistis_main
 int pistis_main(int argc, char **argv);
 /* the case of that callback is not one of the system header's enum */
@@ -131,7 +141,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	setup();
 	if (size < 1)
 		return 0;
-	C = (typeof(C)){.exit_code = 1, .stage = {-1, -1}, .sig_fd = -1};
+	C = (typeof(C)){.exit_code = 1, .stage = {-1, -1}, .sig_fd = -1, .answer_s = 1};
 	C.mode = (enum mode)((data[0] & 7) % 7);
 	C.json = data[0] & 8;
 	C.wsi = (struct lws *)&C; /* connected: requests are queued and "sent" */

@@ -65,4 +65,22 @@ like "... saying so, and what the file holds" "$(val write_drop_stderr "$W/ch.ou
 	"Connection to the server failed before the answer.*/f now holds only the first 131072 of the 300000 bytes \\(the piece at byte 131072 was not answered"
 is "write: a piece answered twice (server-min passes one), a later one refused: exit 1" \
 	"$(val write_dup "$W/ch.out")" 1:fs.write,fs.write,fs.write
+# --- a sandbox that never answers: --answer-timeout ends each request with 125 ----------------
+is "call ping: no answer within --answer-timeout 2 is 125; it waited for ever" \
+	"$(val mute_ping "$W/ch.out")" 125:ping
+like "... saying which request and how long" "$(val mute_ping_stderr "$W/ch.out")" \
+	"ping: no answer from the server within 2 s \\(waited 2\\.[0-9] s\\); the relay or the sandbox 'evil' is not answering \\(--answer-timeout SEC waits longer, 0 for ever\\)"
+like "... after 2 s, not at once" "$(val mute_ping_secs "$W/ch.out")" '^[23]$'
+is "call exec.list: no answer is 125" "$(val mute_list "$W/ch.out")" 125:exec.list
+like "... saying so" "$(val mute_list_stderr "$W/ch.out")" "exec.list: no answer from the server within 1 s"
+is "read: no answer is 125" "$(val mute_read "$W/ch.out")" 125:fs.read
+like "... saying so" "$(val mute_read_stderr "$W/ch.out")" "fs.read: no answer from the server within 1 s"
+is "write: the second piece not answered is 125" "$(val mute_write "$W/ch.out")" 125:fs.write,fs.write
+like "... saying so, and what the file holds" "$(val mute_write_stderr "$W/ch.out")" \
+	"fs.write: no answer from the server within 1 s.*/f now holds only the first 131072 of the 300000 bytes \\(the piece at byte 131072 was not answered"
+is "exec: exec.start not answered is 125" "$(val mute_start "$W/ch.out")" 125:exec.start
+like "... saying the command may have started, and its tag" "$(val mute_start_stderr "$W/ch.out")" \
+	"exec.start: no answer from the server within 1 s.* \\| pistis: The command may have started all the same: its tag is 't1' \\(exec.list lists it\\)"
+like "exec: a command silent for longer than --answer-timeout is not cut: its own status" \
+	"$(val slow_command "$W/ch.out")" '^3:exec.start'
 done_testing

@@ -1332,6 +1332,7 @@ def scenario_client_hostile(sport, stoken, cport, ctoken, pistis, smin_pid):
                     return
         t = threading.Thread(target=loop)
         t.start()
+        t0 = time.monotonic()
         try:
             io = {"stdin": stdin} if not isinstance(stdin, bytes) else {"input": stdin}
             r = subprocess.run([pistis] + args, env=env, capture_output=True, timeout=15,
@@ -1339,9 +1340,11 @@ def scenario_client_hostile(sport, stoken, cport, ctoken, pistis, smin_pid):
             code, err = str(r.returncode), r.stderr.decode(errors="replace").strip()
         except subprocess.TimeoutExpired as e:
             code, err = "hang", (e.stderr or b"").decode(errors="replace").strip()
+        secs = time.monotonic() - t0
         t.join()
         print("%s=%s:%s" % (name, code, ",".join(q.get("op", "?") for q in seen)))
         print("%s_stderr=%s" % (name, err.replace("\n", " | ")))
+        print("%s_secs=%d" % (name, int(secs)))
         return seen
 
     # exec: a gap in the output makes pistis re-attach; the attach is refused (the command
@@ -1422,6 +1425,30 @@ def scenario_client_hostile(sport, stoken, cport, ctoken, pistis, smin_pid):
             sb.send(json.dumps({"id": q["id"], "ok": False,
                                 "error": {"code": "limit", "message": "disk full"}}))
     run("write_dup", ["write", "--agent", "a", "/f"], dup, stdin=b"w" * 300000)
+    # A sandbox that never answers (server-min up, the request forwarded): each request
+    # ends at --answer-timeout with 125; it waited for ever. Asked through `call` (ping,
+    # exec.list) and by read, write (its second piece: the file is cut) and exec.
+    mute = lambda q, n: None
+    run("mute_ping", ["call", "--answer-timeout", "2", "ping"], mute)
+    run("mute_list", ["call", "--answer-timeout", "1", "exec.list"], mute)
+    run("mute_read", ["read", "--answer-timeout", "1", "--agent", "a", "/f"], mute)
+    def first_only(q, n):
+        if n == 1:
+            fine(q, n)
+    run("mute_write", ["write", "--answer-timeout", "1", "--agent", "a", "/f"], first_only,
+        stdin=b"w" * 300000)
+    run("mute_start", ["exec", "--answer-timeout", "1", "--tag", "t1", "--agent", "a", "--",
+                       "true"], mute)
+    # ... but a command that runs (and says nothing) longer than it is not cut: the deadline
+    # is the answer's, never the output's or the end's
+    def slow(q, n):
+        if q.get("op") == "exec.start":
+            sb.send(json.dumps({"id": q["id"], "ok": True, "event": "exec.started", "cmd": 7}))
+            time.sleep(2.5)
+            sb.send(frame(1, 0, 7, 1, b"late\n"), binary=True)
+            sb.send(json.dumps({"event": "exec.exit", "id": q["id"], "cmd": 7, "end": "exited",
+                                "code": 3, "last_seq": 1}))
+    run("slow_command", ["exec", "--answer-timeout", "1", "--agent", "a", "--", "true"], slow)
     # last (server-min is gone after it): the connection lost while the second piece of a
     # write is out: not "cannot connect" (111), and the file is said to be cut
     def drop(q, n):
