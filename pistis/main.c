@@ -140,6 +140,7 @@ static struct {
 	uint64_t await_s;
 	struct timespec await_since;
 	lws_sorted_usec_list_t answer_sul;
+	struct timespec pong_at; /* the connection last shown alive: up, or a pong */
 } C = {.exit_code = 1, .stage = {-1, -1}, .sig_fd = -1, .answer_s = ANSWER_TIMEOUT_S};
 
 #define STDIN_PIECE 16384
@@ -1320,6 +1321,25 @@ static bool server_peer_believed(struct lws *wsi)
 	return true;
 }
 
+/* A connection whose peer vanished without a FIN (a machine gone, a NAT entry dropped, a
+ * relay stopped) delivers nothing, ever: the kernel's own keepalive is off and its
+ * retransmissions give up after ~15 min, and only when there is something to send. lws's
+ * validity timer sends a WebSocket ping once none of ours has been answered for
+ * secs_since_valid_ping and closes the connection at secs_since_valid_hangup (only a pong
+ * counts: lws_validity_confirmed); its default, 300/310 s, is set here from the answer
+ * timeout, as a pong is an answer too: ping after min(T, 20) s, drop after min(2T, 30) s,
+ * 20/30 s where T is 0. A command then re-attaches on a new connection (lost()), where
+ * it sat through a silence of hours on the dead one before. */
+static lws_retry_bo_t keepalive;
+
+static void keepalive_set(void)
+{
+	uint64_t t = C.answer_s;
+
+	keepalive.secs_since_valid_ping = (uint16_t)(t && t < 20 ? t : 20);
+	keepalive.secs_since_valid_hangup = (uint16_t)(t && t < 15 ? 2 * t : 30);
+}
+
 static int cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in, size_t len)
 {
 	switch (reason) {
@@ -1346,6 +1366,7 @@ static int cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, voi
 	}
 		C.wsi = wsi;
 		C.established = true;
+		(void)clock_gettime(CLOCK_MONOTONIC, &C.pong_at);
 		C.conn_err[0] = 0; /* a failed dial's reason is not this connection's */
 		/* splice output into a pipe: plain ws:// only (TLS bytes need decrypting) */
 		if (C.mode == M_EXEC && !C.url.tls && C.stage[0] >= 0 &&
@@ -1430,9 +1451,22 @@ static int cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, voi
 		C.redirect_refused = false;
 		lost();
 		break;
+	case LWS_CALLBACK_CLIENT_RECEIVE_PONG:
+		(void)clock_gettime(CLOCK_MONOTONIC, &C.pong_at);
+		break;
 	case LWS_CALLBACK_CLIENT_CLOSED:
-		if (wsi == C.wsi)
+		if (wsi == C.wsi) {
+			struct timespec now = {0};
+
+			/* closed by the keepalive: why, for the line lost() may print */
+			(void)clock_gettime(CLOCK_MONOTONIC, &now);
+			if (now.tv_sec - C.pong_at.tv_sec >= keepalive.secs_since_valid_hangup)
+				snprintf(C.conn_err, sizeof(C.conn_err),
+					 "no answer to our pings for %u s: the server or the "
+					 "network to it is gone",
+					 (unsigned)keepalive.secs_since_valid_hangup);
 			lost();
+		}
 		break;
 	case LWS_CALLBACK_CLOSED_CLIENT_HTTP:
 		/* Closed before the upgrade: a refused peer (server_peer_believed) ends here,
@@ -1482,6 +1516,7 @@ static const struct lws_protocols protocols[] = {
 static void connect_now(lws_sorted_usec_list_t *sul)
 {
 	struct lws_client_connect_info cc = {0};
+	cc.retry_and_idle_policy = &keepalive;
 	cc.context = C.ctx;
 	cc.address = C.url.host;
 	cc.port = C.url.port;
@@ -1524,7 +1559,8 @@ static void usage(FILE *f)
 		"otherwise (a full disk) is said and dropped; we exit 1 where we would exit 0.\n"
 		"--answer-timeout SEC (default 300, 0: for ever; policy walks through call get\n"
 		"their timeout_s more): a request not answered by then ends with 125; a\n"
-		"command's output and end are no answers and have no deadline.\n"
+		"command's output and end are no answers and have no deadline. A connection\n"
+		"silent to our pings for min(2 x SEC, 30) s (0: 30 s) is dropped; exec redials.\n"
 		"SIGINT, SIGTERM, SIGHUP and SIGQUIT to exec go to the command and we exit with\n"
 		"its status; not ended 5 s later or a second signal: we end by it, leaving it.\n"
 		"Output into a pipe is spliced from the socket over ws:// ($PISTIS_NO_SPLICE=1\n"
@@ -1839,6 +1875,7 @@ int main(int argc, char **argv)
 		close(C.stage[1]);
 		C.stage[0] = C.stage[1] = -1;
 	}
+	keepalive_set();
 	srandom((unsigned)time(NULL) ^ (unsigned)getpid());
 	log_lws_setup();
 	/* libwebsockets takes http_proxy from the environment and knows no no_proxy: a server

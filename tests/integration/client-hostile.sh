@@ -83,4 +83,6 @@ like "... saying the command may have started, and its tag" "$(val mute_start_st
 	"exec.start: no answer from the server within 1 s.* \\| pistis: The command may have started all the same: its tag is 't1' \\(exec.list lists it\\)"
 like "exec: a command silent for longer than --answer-timeout is not cut: its own status" \
 	"$(val slow_command "$W/ch.out")" '^3:exec.start'
+like "exec: a connection gone silent under a running command is dropped by the keepalive and the command re-attached" \
+	"$(val silent_link "$W/ch.out")" '^4:exec.start,exec.attach'
 done_testing

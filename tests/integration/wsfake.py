@@ -1449,6 +1449,24 @@ def scenario_client_hostile(sport, stoken, cport, ctoken, pistis, smin_pid):
             sb.send(json.dumps({"event": "exec.exit", "id": q["id"], "cmd": 7, "end": "exited",
                                 "code": 3, "last_seq": 1}))
     run("slow_command", ["exec", "--answer-timeout", "1", "--agent", "a", "--", "true"], slow)
+    # The connection goes silent under a running command (server-min stopped: nothing
+    # answers, not even a ping; as a peer gone without a FIN): pistis's keepalive drops it
+    # within 2 x --answer-timeout, it redials and re-attaches once server-min is back; it
+    # sat on the dead connection for 310 s (libwebsockets' default) before.
+    import signal as sig
+    def silent(q, n):
+        if q.get("op") == "exec.start":
+            sb.send(json.dumps({"id": q["id"], "ok": True, "event": "exec.started", "cmd": 7}))
+            time.sleep(0.3)
+            os.kill(smin_pid, sig.SIGSTOP)
+            time.sleep(4)
+            os.kill(smin_pid, sig.SIGCONT)
+        elif q.get("op") == "exec.attach":
+            sb.send(json.dumps({"id": q["id"], "ok": True, "event": "exec.attached", "cmd": 7,
+                                "from": 0, "running": True}))
+            sb.send(json.dumps({"event": "exec.exit", "id": q["id"], "cmd": 7, "end": "exited",
+                                "code": 4, "last_seq": 0}))
+    run("silent_link", ["exec", "--answer-timeout", "1", "--agent", "a", "--", "true"], silent)
     # last (server-min is gone after it): the connection lost while the second piece of a
     # write is out: not "cannot connect" (111), and the file is said to be cut
     def drop(q, n):
