@@ -934,8 +934,18 @@ static void on_text(const char *buf, size_t len)
 	} else if (!strcmp(ev->valuestring, "exec.exit")) {
 		cJSON *last = cJSON_GetObjectItemCaseSensitive(root, "last_seq");
 		uint64_t last_seq, code, sig;
-		if (last &&
-		    (!num(root, "last_seq", UINT64_MAX, &last_seq) || last_seq != C.last_seq)) {
+		/* pistisd sends last_seq in every exec.exit (docs/protocol.md) and server-min
+		 * passes it on: without it nothing says the output that arrived is all of it,
+		 * and one without it was taken as complete, exit 0. */
+		if (!last) {
+			log_error("Exit event of command %u names no last_seq (the sequence of its "
+				  "last output frame; %" PRIu64 " arrived): its output may be "
+				  "incomplete",
+				  C.cmd, C.last_seq);
+			finish(125);
+			goto out;
+		}
+		if (!num(root, "last_seq", UINT64_MAX, &last_seq) || last_seq != C.last_seq) {
 			log_error("Exit event names sequence %.0f but %llu arrived",
 				  cJSON_IsNumber(last) ? last->valuedouble : -1.0,
 				  (unsigned long long)C.last_seq);

@@ -83,6 +83,10 @@ like "... saying the command may have started, and its tag" "$(val mute_start_st
 	"exec.start: no answer from the server within 1 s.* \\| pistis: The command may have started all the same: its tag is 't1' \\(exec.list lists it\\)"
 like "exec: a command silent for longer than --answer-timeout is not cut: its own status" \
 	"$(val slow_command "$W/ch.out")" '^3:exec.start'
+is "exec: exec.exit without last_seq is 125; it exited 0 with whatever output had come" \
+	"$(val exit_no_last_seq "$W/ch.out")" 125:exec.start
+like "... saying so" "$(val exit_no_last_seq_stderr "$W/ch.out")" \
+	"Exit event of command 7 names no last_seq \\(the sequence of its last output frame; 1 arrived\\): its output may be incomplete"
 like "exec: a connection gone silent under a running command is dropped by the keepalive and the command re-attached" \
 	"$(val silent_link "$W/ch.out")" '^4:exec.start,exec.attach'
 done_testing

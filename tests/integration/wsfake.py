@@ -1449,6 +1449,14 @@ def scenario_client_hostile(sport, stoken, cport, ctoken, pistis, smin_pid):
             sb.send(json.dumps({"event": "exec.exit", "id": q["id"], "cmd": 7, "end": "exited",
                                 "code": 3, "last_seq": 1}))
     run("slow_command", ["exec", "--answer-timeout", "1", "--agent", "a", "--", "true"], slow)
+    # exec.exit without last_seq (pistisd always sends it): nothing says the output is whole
+    def no_last(q, n):
+        if q.get("op") == "exec.start":
+            sb.send(json.dumps({"id": q["id"], "ok": True, "event": "exec.started", "cmd": 7}))
+            sb.send(frame(1, 0, 7, 1, b"part\n"), binary=True)
+            sb.send(json.dumps({"event": "exec.exit", "id": q["id"], "cmd": 7, "end": "exited",
+                                "code": 0}))
+    run("exit_no_last_seq", ["exec", "--agent", "a", "--", "true"], no_last)
     # The connection goes silent under a running command (server-min stopped: nothing
     # answers, not even a ping; as a peer gone without a FIN): pistis's keepalive drops it
     # within 2 x --answer-timeout, it redials and re-attaches once server-min is back; it

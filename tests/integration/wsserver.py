@@ -845,8 +845,14 @@ EXIT_VALUES = [
     ('"code": 1e999', 125), ('"code": -1e999', 125), ('"code": -1', 125),
     ('"code": 2.5', 125), ('"code": 256', 125), ('"code": 4294967296', 125),
     ('"code": "3"', 125), ('"signal": 1e999', 125), ('"signal": 65', 125),
-    ('"signal": -9', 125), ('"code": 1, "last_seq": 1e999', 125),
-    ('"code": 1, "last_seq": "0"', 125), ('"code": 2, "last_seq": 0', 2),
+    ('"signal": -9', 125),
+]
+# Each with the last_seq pistisd always sends (0: no output frame came), so that the code
+# or signal is what decides; then last_seq itself: missing, null, not a number, another.
+EXIT_VALUES = [(f + ', "last_seq": 0', want) for f, want in EXIT_VALUES] + [
+    ('"code": 1, "last_seq": 1e999', 125), ('"code": 1, "last_seq": "0"', 125),
+    ('"code": 1, "last_seq": null', 125), ('"code": 1, "last_seq": 1', 125),
+    ('"code": 0', 125), ('"code": 2, "last_seq": 0', 2),
 ]
 
 
