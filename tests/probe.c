@@ -11,7 +11,8 @@
  *   probe tiocexcl        TIOCEXCL on fd 0 (reopening the terminal is EBUSY for all but
  *                         CAP_SYS_ADMIN, until the last fd closes)
  *   probe forkbomb N      fork up to N sleeping children; prints how many it got
- *   probe bg-sleep S [stay]  a setsid()'d child sleeping S s; the probe exits, or stays
+ *   probe bg-sleep S [stay] [noterm]  a setsid()'d child sleeping S s; the probe exits, or
+ *                         stays; noterm: both ignore SIGTERM
  *   probe ghost S [FILE]  the main thread exits, a second one sleeps S s (FILE held open)
  *   probe sleep S | output BYTES | exit N | raise SIG | winch S | spam S */
 #include <arpa/inet.h>
@@ -498,14 +499,23 @@ int main(int argc, char **argv, char **envp)
 		fflush(stdout);
 		syscall(SYS_exit, 0);
 	} else if (!strcmp(mode, "bg-sleep")) {
-		pid_t p = fork();
+		bool stay = false;
+		pid_t p;
+
+		/* noterm: both ignore SIGTERM, so only a stop's SIGKILL ends them */
+		for (int i = 3; i < argc; i++) {
+			stay |= !strcmp(argv[i], "stay");
+			if (!strcmp(argv[i], "noterm"))
+				signal(SIGTERM, SIG_IGN);
+		}
+		p = fork();
 		if (p == 0) {
 			setsid();
 			sleep((unsigned)arg);
 			_exit(0);
 		}
 		printf("bgpid=%d\n", p);
-		if (argc > 3 && !strcmp(argv[3], "stay"))
+		if (stay)
 			sleep((unsigned)arg);
 	} else if (!strcmp(mode, "hop")) {
 		/* a process that keeps moving: a new session, then a child takes over at once

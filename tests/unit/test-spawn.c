@@ -2100,35 +2100,40 @@ TEST(timeout_kills_setsid_grandchild)
 	struct spawn_opts o;
 	struct spawn_result res;
 	struct spawn_error err;
-	char vb[64], *argv[] = {probe_path, "bg-sleep", "30", "stay", NULL};
+	char vb[64], *argv[] = {probe_path, "bg-sleep", "30", "stay", NULL, NULL};
 	uint64_t t0;
 
 	need_root_and_probe(_metadata);
 	ctx = ctx_or_die(_metadata);
 	/* In the command's cgroup, and without one: then its audit session holds what left
-	 * its process group (Docker's read-only cgroupfs puts every command there). */
-	for (int cg = 1; cg >= 0; cg--) {
-		const char *want = cg ? "cgroup" : "session";
+	 * its process group (Docker's read-only cgroupfs puts every command there). Each
+	 * with a grandchild SIGTERM ends, and with one that ignores it (noterm), which only
+	 * the SIGKILL after the grace reaches: in a cgroup, that is cgroup_kill's alone. */
+	for (int cg = 1; cg >= 0; cg--)
+		for (int noterm = 0; noterm <= 1; noterm++) {
+			const char *want = cg ? "cgroup" : "session";
 
-		if (cg && strcmp(spawn_ctx_tree_control(ctx), "cgroup"))
-			continue;
-		if (!cg && access("/proc/self/sessionid", R_OK) < 0)
-			SKIP("no audit sessions (a kernel without CONFIG_AUDIT): a setsid()'d "
-			     "grandchild escapes the process group (documented)");
-		base_opts(&o, argv);
-		if (!cg)
-			o.cgroup_agent = NULL;
-		o.timeout_ms = 300;
-		o.grace_ms = 200;
-		t0 = spawn_now_ns();
-		ASSERT_EQ(run(ctx, &o, c, &res, &err), 0);
-		EXPECT_EQ((int)res.end, SPAWN_END_TIMEOUT);
-		EXPECT_STREQ(res.tree_control, want);
-		EXPECT_LT(spawn_now_ns() - t0, 5000000000ULL);
-		ASSERT_STRNE(V("bgpid"), "(missing)");
-		usleep(100000);
-		EXPECT_FALSE(pid_alive(atoi(V("bgpid"))));
-	}
+			if (cg && strcmp(spawn_ctx_tree_control(ctx), "cgroup"))
+				continue;
+			if (!cg && access("/proc/self/sessionid", R_OK) < 0)
+				SKIP("no audit sessions (a kernel without CONFIG_AUDIT): a "
+				     "setsid()'d grandchild escapes the process group "
+				     "(documented)");
+			argv[4] = noterm ? "noterm" : NULL;
+			base_opts(&o, argv);
+			if (!cg)
+				o.cgroup_agent = NULL;
+			o.timeout_ms = 300;
+			o.grace_ms = 200;
+			t0 = spawn_now_ns();
+			ASSERT_EQ(run(ctx, &o, c, &res, &err), 0);
+			EXPECT_EQ((int)res.end, SPAWN_END_TIMEOUT);
+			EXPECT_STREQ(res.tree_control, want);
+			EXPECT_LT(spawn_now_ns() - t0, 5000000000ULL);
+			ASSERT_STRNE(V("bgpid"), "(missing)");
+			usleep(100000);
+			EXPECT_FALSE(pid_alive(atoi(V("bgpid"))));
+		}
 	spawn_ctx_free(ctx);
 }
 
