@@ -1849,9 +1849,10 @@ TEST(dying_cgroup_never_waited_for)
 	struct spawn_opts o;
 	struct spawn_proc *busy[CGROUP_SLOTS] = {0}, *p = NULL;
 	struct spawn_error err;
-	char *sleeper[] = {"/bin/sleep", "30", NULL}, dir[160], sub[200];
+	char *sleeper[] = {"/bin/sleep", "30", NULL}, dir[160], sub[200], procs[200];
 	uint64_t t0, t1;
-	int base;
+	int base, pfd, st = 0;
+	pid_t late, r;
 
 	need_root_and_probe(_metadata);
 	ASSERT_EQ(spawn_ctx_new_why(&ctx, NULL), 0);
@@ -1890,9 +1891,30 @@ TEST(dying_cgroup_never_waited_for)
 	EXPECT_EQ(faccessat(base, dir, F_OK, 0), 0);
 	EXPECT_EQ(spawn_ctx_reap_dying(ctx, 0), 1u);
 	EXPECT_EQ(faccessat(base, dir, F_OK, 0), 0);
+	/* A process in it still (one that was being forked when the kill went out; here
+	 * one of ours moved in): each pass kills again (cgroup_kill), until it is removed. */
+	late = fork();
+	if (late == 0) {
+		for (;;)
+			pause();
+	}
+	ASSERT_GT(late, 0);
+	snprintf(procs, sizeof(procs), "%s/cgroup.procs", dir);
+	pfd = openat(base, procs, O_WRONLY | O_CLOEXEC);
+	EXPECT_GE(pfd, 0);
+	EXPECT_GT(dprintf(pfd, "%d\n", (int)late), 0);
+	close(pfd);
 	ASSERT_EQ(unlinkat(base, sub, AT_REMOVEDIR), 0);
-	EXPECT_EQ(spawn_ctx_reap_dying(ctx, 0), 0u);
+	EXPECT_EQ(spawn_ctx_reap_dying(ctx, 2000), 0u);
 	EXPECT_NE(faccessat(base, dir, F_OK, 0), 0);
+	/* out of the cgroup: it has exited, our zombie */
+	r = waitpid(late, &st, WNOHANG);
+	EXPECT_EQ(r, late);
+	if (r != late) {
+		(void)kill(late, SIGKILL);
+		(void)waitpid(late, &st, 0);
+	}
+	EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
 	for (size_t i = 0; i < CGROUP_SLOTS; i++) {
 		ASSERT_EQ(spawn_stop(busy[i]), 0);
 		ASSERT_EQ(spawn_wait(busy[i], NULL), 0);
