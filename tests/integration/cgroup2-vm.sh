@@ -6,9 +6,9 @@
 # builds: busybox-static, the kernel's virtio, 9p and overlay modules, and an init that
 # mounts this machine's / read-only over 9p under a tmpfs overlay (every write stays in the
 # guest's RAM), mounts cgroup2 alone at /sys/fs/cgroup with memory, cpu and pids enabled,
-# and runs tests/vm/cgroup2-guest.sh there (pistisd run's --memory-max,
-# --pids-max, the cgroup.kill of a setsid'd grandchild, then serve-limits.sh's second half
-# with PISTIS_LIMITS_V2=1). The guest's TAP lines, read from its serial console, are this
+# and runs tests/vm/cgroup2-guest.sh there (pistisd run's --memory-max, --pids-max, the
+# cgroup.kill of a setsid'd grandchild at its command's end and at a timeout, then
+# serve-limits.sh's second half with PISTIS_LIMITS_V2=1). The guest's TAP lines, read from its serial console, are this
 # test's. KVM where a guest boots under /dev/kvm, else TCG (slower, still run). Never skips: no qemu, no
 # kernel package to fetch or no guest result is a failure.
 . "$(dirname "$0")/../lib.sh"
