@@ -3504,6 +3504,29 @@ static int write_file(const char *path, const char *s)
 	return n == (ssize_t)strlen(s) ? 0 : -1;
 }
 
+/* Make mine = own/<prefix>-<pid>-<n> with the first n free and move this process into it:
+ * a tree a run before left (stopped half-way, or killed, with our pid: a pid namespace's
+ * pids come round again at once) must not make the test skip. -1 with errno on failure. */
+static int join_own_test_cgroup(const char *own, const char *prefix, char *mine, size_t size)
+{
+	char path[900], pid[16];
+
+	snprintf(pid, sizeof(pid), "%d", (int)getpid());
+	for (int n = 0; n < 100; n++) {
+		if ((size_t)snprintf(mine, size, "%s/%s-%s-%d", own, prefix, pid, n) >= size) {
+			errno = ENAMETOOLONG;
+			return -1;
+		}
+		if (mkdir(mine, 0755) == 0) {
+			snprintf(path, sizeof(path), "%s/cgroup.procs", mine);
+			return write_file(path, pid);
+		}
+		if (errno != EEXIST)
+			return -1;
+	}
+	return -1; /* errno EEXIST */
+}
+
 /* pistisd serve's start-up (cgroup_reap_orphans): a pistisd killed with SIGKILL leaves the
  * trees of its commands running as the agent (PR_SET_PDEATHSIG takes only the leaders;
  * their setsid'd children stay), in slots and, with every slot busy, in cgroups of their
@@ -3531,10 +3554,7 @@ TEST_TIMEOUT(cgroup_orphans_of_a_dead_pistisd_are_killed_held_ones_survive, 60)
 	snprintf(own, sizeof(own), "%s", probe.base_path);
 	*strrchr(own, '/') = 0;
 	cgroup_done(&probe);
-	snprintf(mine, sizeof(mine), "%s/orphan-test-%d", own, (int)getpid());
-	snprintf(pid, sizeof(pid), "%d", (int)getpid());
-	snprintf(path, sizeof(path), "%s/cgroup.procs", mine);
-	if (mkdir(mine, 0755) < 0 || write_file(path, pid) < 0)
+	if (join_own_test_cgroup(own, "orphan-test", mine, sizeof(mine)) < 0)
 		SKIP("cannot make a cgroup of this test's own: %s", strerror(errno));
 
 	ASSERT_EQ(spawn_ctx_new_why(&run_ctx, NULL), 0);
@@ -3630,6 +3650,7 @@ TEST_TIMEOUT(cgroup_orphans_of_a_dead_pistisd_are_killed_held_ones_survive, 60)
 	(void)unlinkat(cg.base_fd, "orphan-agent", AT_REMOVEDIR);
 	cgroup_done(&cg);
 	snprintf(path, sizeof(path), "%s/cgroup.procs", own);
+	snprintf(pid, sizeof(pid), "%d", (int)getpid());
 	EXPECT_EQ(write_file(path, pid), 0);
 	snprintf(path, sizeof(path), "%s/pistis", mine);
 	EXPECT_EQ(rmdir(path), 0);
@@ -3669,10 +3690,7 @@ TEST_TIMEOUT(cgroup_leftover_of_a_dead_pistisd_with_our_pid, 60)
 	snprintf(own, sizeof(own), "%s", probe.base_path);
 	*strrchr(own, '/') = 0;
 	cgroup_done(&probe);
-	snprintf(mine, sizeof(mine), "%s/leftover-test-%d", own, (int)self);
-	snprintf(pid, sizeof(pid), "%d", (int)self);
-	snprintf(path, sizeof(path), "%s/cgroup.procs", mine);
-	if (mkdir(mine, 0755) < 0 || write_file(path, pid) < 0)
+	if (join_own_test_cgroup(own, "leftover-test", mine, sizeof(mine)) < 0)
 		SKIP("cannot make a cgroup of this test's own: %s", strerror(errno));
 
 	ASSERT_EQ(spawn_ctx_new_why(&ctx, NULL), 0);
