@@ -23,6 +23,9 @@ INTEGRATION_TESTS += tests/integration/runner.sh
 # Each agent's memory and CPU limits in pistisd serve: refused where no controller is
 # delegated, an agent over its memory killed alone where one is (in a cgroup of the test's).
 INTEGRATION_TESTS += tests/integration/serve-limits.sh
+# tests/run.sh itself: each file in a cgroup of its own, what it left running killed (a
+# failure), the cgroup removed.
+INTEGRATION_TESTS += tests/integration/run-cgroups.sh
 # The limits enforced: pistisd run's and serve's, and cgroup.kill, in a throwaway qemu VM
 # whose only cgroup hierarchy is v2 (its guest half is tests/vm/cgroup2-guest.sh).
 INTEGRATION_TESTS += tests/integration/cgroup2-vm.sh

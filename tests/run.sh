@@ -21,22 +21,116 @@ if [ "$limit" != 0 ] && command -v timeout >/dev/null; then
 	watchdog="timeout -k 10 $limit"
 fi
 failures=""
+# Each file runs in a cgroup of its own, F = <our cgroup>/pistis-test-<pid>-<n> on the cgroup2
+# mount (unified or pure v2), the file itself in F/test: what it makes beneath its own
+# cgroup (pistisd's pistis/<agent>/cmd-s0..3, a test's own cgroups) is inside F, and when
+# the file ends whatever it left running there is killed (a failure: a test must stop what
+# it started), F emptied and removed depth first: `make check` leaves no cgroup behind.
+# F holds no process, so it can pass to F/test's children what controllers it was given
+# (v2's no-internal-processes rule); PISTIS_TEST_CGROUP names F for a test that makes
+# cgroups with controllers (serve-limits.sh). Where no cgroup2 is mounted, or it is not
+# ours to write (not root), files run in our cgroup, as before, and the run says so once.
+cg_parent="" cg_n=0 cg=""
+if [ "$(id -u)" = 0 ]; then
+	cg_own=$(sed -n 's/^0::\(\/.*\)/\1/p' /proc/self/cgroup)
+	for m in /sys/fs/cgroup /sys/fs/cgroup/unified; do
+		if [ -n "$cg_own" ] && [ "$(stat -f -c %T "$m" 2>/dev/null)" = cgroup2fs ]; then
+			cg_parent=$m${cg_own%/}
+			break
+		fi
+	done
+fi
+# (not a directory: a cgroup2 mounted from another cgroup namespace than ours)
+[ -n "$cg_parent" ] && [ -d "$cg_parent" ] ||
+	echo "# run.sh: no cgroup2 here that holds our cgroup and that we may write (not root, or none mounted): each file runs in the run's own cgroup, and what it leaves there stays"
+# cg_procs DIR: "pid command" of each process in the cgroup tree DIR, one a line.
+cg_procs() {
+	find "$1" -name cgroup.procs -exec cat {} + 2>/dev/null | while read -r pid; do
+		printf '%s %s\n' "$pid" "$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-120)"
+	done
+}
+# cg_kill DIR: SIGKILL every process of the cgroup tree DIR (cgroup.kill, Linux 5.14; else
+# each pid listed, again until none is, as a fork can land one between the reads;
+# PISTIS_TEST_NO_CGROUP_KILL=1 takes that way where cgroup.kill exists, to test it), then
+# wait until it is empty (at most ~10 s). 1 when some process would not go.
+cg_kill() {
+	for _ in $(seq 100); do
+		grep -qx 'populated 1' "$1/cgroup.events" 2>/dev/null || return 0
+		if [ -e "$1/cgroup.kill" ] && [ "${PISTIS_TEST_NO_CGROUP_KILL:-0}" != 1 ]; then
+			echo 1 >"$1/cgroup.kill" 2>/dev/null
+		else
+			find "$1" -name cgroup.procs -exec cat {} + 2>/dev/null | xargs -r kill -9 2>/dev/null
+		fi
+		sleep 0.1
+	done
+	return 1
+}
+# cg_end: what the file left running in F is reported and killed; then F is removed depth
+# first (a killed process's cgroup can stay busy a moment while its memory is torn down).
+# Prints "not ok" lines for what it finds, as the summary's other checks do.
+cg_end() {
+	[ -n "$cg" ] || return 0
+	if grep -qx 'populated 1' "$cg/cgroup.events" 2>/dev/null; then
+		echo "not ok - $name left processes running in its cgroup (killed):"
+		cg_procs "$cg" | sed 's/^/#   /'
+		cg_kill "$cg" || echo "not ok - processes $name left in $cg would not die"
+	fi
+	for _ in $(seq 50); do
+		find "$cg" -depth -type d -exec rmdir {} + 2>/dev/null
+		[ -d "$cg" ] || break
+		sleep 0.1
+	done
+	[ -d "$cg" ] && echo "not ok - $name's cgroup $cg could not be removed"
+	return 0
+}
+# An interrupted run (^C) still removes the running file's cgroup.
+trap 'cg_end >/dev/null; exit 129' HUP
+trap 'cg_end >/dev/null; exit 130' INT
+trap 'cg_end >/dev/null; exit 143' TERM
+# in_cg CMD [ARG]...: CMD in F/test when there is an F (where it cannot join, in place, said
+# in the file's log).
+in_cg() {
+	if [ -n "$cg" ]; then
+		PISTIS_TEST_CGROUP=$cg sh -c '{ echo $$ >"$1/test/cgroup.procs"; } 2>/dev/null ||
+			echo "# run.sh: cannot join $1/test: this file runs in the cgroup of run.sh"
+			shift && exec "$@"' sh "$cg" "$@"
+	else
+		"$@"
+	fi
+}
 for t in "$@"; do
 	name=$(basename "$t")
 	log="$logdir/$name.log"
 	echo "# --- $name"
 	start=$(date +%s)
+	if [ -n "$cg_parent" ]; then
+		cg_n=$((cg_n + 1))
+		cg=$cg_parent/pistis-test-$$-$cg_n
+		# F/test a domain: in a threaded subtree (run.sh's cgroup threaded) no process
+		# can join a cgroup made there
+		if mkdir "$cg" 2>/dev/null && mkdir "$cg/test" &&
+			[ "$(cat "$cg/test/cgroup.type")" = domain ]; then
+			# what F was given, for F/test's children (one by one: a refusal is not all)
+			for c in $(cat "$cg/cgroup.controllers"); do
+				echo "+$c" >"$cg/cgroup.subtree_control" 2>/dev/null
+			done
+		else
+			echo "# run.sh: cannot make cgroups in $cg_parent: each file runs in the run's own cgroup, and what it leaves there stays"
+			rmdir "$cg/test" "$cg" 2>/dev/null
+			cg="" cg_parent=""
+		fi
+	fi
 	case "$t" in
 	*.sh)
 		# As root, each script gets a private mount namespace: the roots and mounts it
 		# makes vanish with it and never propagate to the host.
 		if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null; then
-			$watchdog "$(dirname "$0")/../scripts/in-private-ns" bash "$t" >"$log" 2>&1
+			in_cg $watchdog "$(dirname "$0")/../scripts/in-private-ns" bash "$t" >"$log" 2>&1
 		else
-			$watchdog bash "$t" >"$log" 2>&1
+			in_cg $watchdog bash "$t" >"$log" 2>&1
 		fi
 		;;
-	*) $watchdog "$t" >"$log" 2>&1 ;;
+	*) in_cg $watchdog "$t" >"$log" 2>&1 ;;
 	esac
 	rc=$?
 	if [ -n "$watchdog" ] && { [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; }; then
@@ -67,6 +161,13 @@ for t in "$@"; do
 	elif [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
 		echo "not ok - $name exited $rc without reporting a failure"
 		f=$((f + 1))
+	fi
+	# after the plan checks: these failures are the run's, not numbered results of the file
+	ends=$(cg_end)
+	cg=""
+	if [ -n "$ends" ]; then
+		echo "$ends"
+		f=$((f + $(echo "$ends" | grep -c '^not ok ')))
 	fi
 	[ "$f" -gt 0 ] && failures="$failures $name"
 	echo "# $name: $p passed, $f failed, $s skipped ($(( $(date +%s) - start ))s)"
