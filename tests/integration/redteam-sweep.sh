@@ -68,10 +68,12 @@ base_setid=$(chroot "$R" find / -xdev \( -path /proc -o -path /sys \) -prune -o 
 	\( -perm -4000 -o -perm -2000 \) -print 2>/dev/null | sort)
 # B holds a secret in its command's environment and one in a running trusted command
 BS=bs-$(head -c 12 /dev/urandom | base64 | tr -d '/+=')
-E --agent $B -- sleep 60 >/dev/null 2>&1 &
+# (exec: the job is timeout itself, which passes on the kill at the end of part 2; a
+# subshell killed there left timeout and pistis running after the test)
+(exec timeout 120 "$BIN/pistis" exec --sandbox s1 --agent $B -- sleep 60) >/dev/null 2>&1 &
 timeout 20 "$BIN/pistis" call --sandbox s1 exec.start \
 	"{\"agent\":\"$B\",\"argv\":[\"sleep\",\"60\"],\"env\":{\"PI_B_SECRET\":\"$BS\"}}" >/dev/null 2>&1
-E --agent $B -- usetok 60 >/dev/null 2>&1 &
+(exec timeout 120 "$BIN/pistis" exec --sandbox s1 --agent $B -- usetok 60) >/dev/null 2>&1 &
 # a root daemon's abstract socket on the sandbox's network: with Landlock's scope, no agent's
 root_abstract() {
 	python3 -c 'import socket,time
