@@ -487,6 +487,65 @@ root_pids() { # root [uid]
 	done
 }
 
+# What a "nothing left" check counts must be a count that could be taken: each of these
+# prints a message, not 0 or nothing, and returns 1 where what it measures is not there (a
+# missing directory, a path with no devpts on it), so the check fails rather than passes.
+# tests/integration/lib-controls.sh shows each one sees what it must.
+
+# ptys_in_use DIR: how many ptys the devpts instance mounted at DIR has in use (its
+# numbered entries).
+ptys_in_use() {
+	local e n=0
+	[ "$(stat -f -c %T "$1" 2>/dev/null)" = devpts ] || { echo "no devpts at $1"; return 1; }
+	for e in "$1"/[0-9]*; do
+		[ -e "$e" ] && n=$((n + 1))
+	done
+	echo "$n"
+}
+
+# fds_of PID: how many fds process PID holds.
+fds_of() {
+	local out
+	if [ -z "$1" ] || ! out=$(ls "/proc/$1/fd" 2>&1); then
+		echo "no fds of process '$1': $out"
+		return 1
+	fi
+	[ -z "$out" ] && echo 0 || printf '%s\n' "$out" | wc -l
+}
+
+# zombies_of PID: how many children of process PID are zombies.
+zombies_of() {
+	if [ -z "$1" ] || [ ! -d "/proc/$1" ]; then
+		echo "no process '$1'"
+		return 1
+	fi
+	ps --ppid "$1" -o stat= | grep -c '^Z'
+	return 0
+}
+
+# entries_in DIR: the first 5 of what DIR holds, at any depth; nothing when it is empty.
+entries_in() {
+	local out
+	if [ ! -d "$1" ] || ! out=$(find "$1" -mindepth 1 2>&1); then
+		echo "cannot list $1: ${out:-no such directory}"
+		return 1
+	fi
+	[ -n "$out" ] && printf '%s\n' "$out" | head -n 5
+	return 0
+}
+
+# new_in DIR LIST: the first 5 paths under DIR (DIR included) that LIST, an earlier
+# `find DIR | sort`, does not hold; nothing when there are none.
+new_in() {
+	local out
+	if [ ! -s "$2" ] || [ ! -d "$1" ] || ! out=$(find "$1" 2>&1); then
+		echo "cannot compare $1 with ${2}: ${out:-a missing directory or list}"
+		return 1
+	fi
+	printf '%s\n' "$out" | sort | comm -13 "$2" - | head -n 5
+	return 0
+}
+
 # Kill every process still running inside one of this test's roots (a daemon started in
 # the background through in_root, whose $! was only the wrapping subshell): nothing a
 # test started may outlive it.

@@ -20,6 +20,9 @@ INTEGRATION_TESTS += tests/integration/redteam-spawn.sh tests/integration/redtea
 # The runner and lib.sh themselves: an early exit, a whole-file skip, a missing plan, a missing
 # prerequisite or a pattern that matches anything is a failure, never green.
 INTEGRATION_TESTS += tests/integration/runner.sh
+# lib.sh's measuring helpers (processes, SysV IPC, ptys, directories) see what they count:
+# the "nothing left" checks that use them cannot pass with a broken measure.
+INTEGRATION_TESTS += tests/integration/lib-controls.sh
 # Each agent's memory and CPU limits in pistisd serve: refused where no controller is
 # delegated, an agent over its memory killed alone where one is (in a cgroup of the test's).
 INTEGRATION_TESTS += tests/integration/serve-limits.sh
