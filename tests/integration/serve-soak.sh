@@ -27,6 +27,8 @@ printf '#!/bin/sh\necho trusted\n' >"$W/hi"
 chmod 0755 "$W/hi"
 "$BIN/pistisd" trusted add hi "$W/hi" --root "$R" >"$W/add.out" 2>&1 || echo "# trusted add failed"
 harden_shared "$R"
+# The agent's TMPDIR: its home's tmp (docs/users.md, "Homes and modes").
+TMPD=$R$(in_root "$R" getent passwd $U | cut -d: -f6)/tmp
 find "$R/data" | sort >"$W/data0"
 fake_relay_run "$R" "$W" "$(dirname "$0")/serve-soak.py" "$AG" "$ROUNDS" hi
 val() { sed -n "s/^$1=//p" "$W/out" | head -n 1; }
@@ -45,9 +47,9 @@ ok "... and no more than its 4 reusable slots: $(val slots)" test "$(val slots)"
 is "no process of the agent left" "$(root_pids "$R" $U | wc -l)" 0
 is "nothing of the agent's left in /tmp but its fixtures" \
 	"$(find "$R/tmp" -mindepth 1 -user $U ! -path "$R/tmp/soak*" -printf '%P\n' | grep -v "^pistis-$AG" | head -5)" ""
-is "nothing new in /data" "$(find "$R/data" | sort | comm -13 "$W/data0" - | head -5)" ""
-is "no pty left in use" "$(ls "$R/dev/pts" | grep -vc '^ptmx$')" 0
-is "its TMPDIR is empty" "$(find "$R/tmp/pistis-$AG" -mindepth 1 2>/dev/null | head -5)" ""
+is "nothing new in /data" "$(new_in "$R/data" "$W/data0")" ""
+is "no pty left in use" "$(ptys_in_use "$R/dev/pts")" 0
+is "its TMPDIR is empty" "$(entries_in "$TMPD")" ""
 is "no SysV IPC objects of the agent" "$(ipc_of $U)" 0
 is "40 administrative requests, each sent once the previous one is answered: none refused" \
 	"$(val admin_limits)" 0
