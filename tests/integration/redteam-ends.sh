@@ -196,7 +196,7 @@ like "its last output arrived" "$(cat "$W/c4")" 'got-term-on-tty'
 like "serve said what it was doing" "$(cat "$W/pd.log")" 'Signal 15: stopping; 3 running command'
 is "the three ends are on record" "$(grep -c 'audit exec .* end=cancelled' "$W/pd.log")" 3
 is "no process of the agent is left" "$(root_pids "$R" 32012 | wc -l)" 0
-is "... and no pseudo-terminal" "$(ls "$R/dev/pts" | grep -c '^[0-9]')" 0
+is "... and no pseudo-terminal" "$(ptys_in_use "$R/dev/pts")" 0
 
 # A second signal does not wait for the grace. (This serve also raises the agents' limit
 # of processes and threads, which was 512 with no way to change it under serve.)

@@ -37,7 +37,7 @@ is "pistisd serve runs without CAP_SYS_ADMIN" "$(( (0x${cap:-0} >> 21) & 1 ))" 0
 # ^@ the command's terminal echoes when script(1) passes on the end of our stdin
 on_pty() { script -qec "$1" /dev/null </dev/null 2>&1 | tr -d '\r' | sed 's/\^@//g'; }
 keyed() { grep -F -- "$1=" | head -n 1 | cut -d= -f2- | tr -d '\r'; } # a key with a '/'
-ptys_in_use() { ls "$R/dev/pts" | grep -c '^[0-9]'; }
+pts() { ptys_in_use "$R/dev/pts"; } # lib.sh; "no devpts at ..." where it cannot count
 # uid of an agent: its home's owner, once it ran something
 uid_of() { P exec --agent "$1" -- id -u; }
 AUID=$(uid_of alice)
@@ -83,29 +83,30 @@ is "pistisd run on a terminal: its command has no controlling terminal" "$(echo 
 is "... and its stdin is no terminal" "$(echo "$out" | probe_field TIOCCONS)" ENOTTY
 
 # --- the pool: no pty kept per command; one agent's hoard; recovery --------------------------
-base=$(ptys_in_use)
+base=$(pts)
+like "the ptys in use in the root's devpts can be counted" "$base" '^[0-9]+$'
 n=0
 # (each command's pty given back before the next starts: on a loaded machine a few
 # commands' ends could otherwise still be on their way when the pool runs out)
 for i in $(seq $((PTYMAX + 6))); do
 	P call exec.start '{"agent":"alice","argv":["true"],"pty":true}' >/dev/null 2>&1 && n=$((n + 1))
-	for _ in $(seq 50); do [ "$(ptys_in_use)" -le "$base" ] && break; sleep 0.1; done
+	for _ in $(seq 50); do [ "$(pts)" -le "$base" ] && break; sleep 0.1; done
 done
-for _ in $(seq 50); do [ "$(ptys_in_use)" -le "$base" ] && break; sleep 0.1; done
+for _ in $(seq 50); do [ "$(pts)" -le "$base" ] && break; sleep 0.1; done
 is "$((PTYMAX + 6)) --tty commands on a pool of $PTYMAX: every one starts" "$n" $((PTYMAX + 6))
-is "... and none keeps its pty" "$(ptys_in_use)" "$base"
+is "... and none keeps its pty" "$(pts)" "$base"
 n=0
 for i in $(seq $((PTYMAX + 6))); do
 	P call exec.start '{"agent":"alice","argv":["/nonexistent"],"pty":true}' 2>&1 | grep -q 'cannot start' && n=$((n + 1))
 done
-for _ in $(seq 50); do [ "$(ptys_in_use)" -le "$base" ] && break; sleep 0.1; done
+for _ in $(seq 50); do [ "$(pts)" -le "$base" ] && break; sleep 0.1; done
 is "$((PTYMAX + 6)) --tty commands that cannot exec: each says so" "$n" $((PTYMAX + 6))
-is "... and none keeps its pty" "$(ptys_in_use)" "$base"
+is "... and none keeps its pty" "$(pts)" "$base"
 # a command whose setsid()'d child holds the slave: the child is stopped with its command
 start_pty alice 'setsid sleep 30 </dev/tty >/dev/tty 2>&1 & sleep 0.3; exit 0' >/dev/null
 sleep 1
-for _ in $(seq 100); do [ "$(ptys_in_use)" -le "$base" ] && break; sleep 0.1; done
-is "a slave a left child held is freed with the command's end" "$(ptys_in_use)" "$base" ||
+for _ in $(seq 100); do [ "$(pts)" -le "$base" ] && break; sleep 0.1; done
+is "a slave a left child held is freed with the command's end" "$(pts)" "$base" ||
 	{ ls -l "$R/dev/pts" | sed 's/^/# /'; ps -eo pid,user,stat,args | grep -E '[s]leep 30|[p]istisd' | sed 's/^/# /'; tail -5 "$W/pd.log" | sed 's/^/# /'; }
 # One agent may take the pool (docs/security.md, "Pseudo-terminals are one pool"): the
 # other's --tty command fails with a clear error, pistisd stays up, and the pool is back once
@@ -118,7 +119,7 @@ out=$(P call exec.start '{"agent":"bob","argv":["true"],"pty":true}' 2>&1)
 like "... another agent's --tty command then fails, saying why" "$out" 'cannot start: open a pty'
 like "... a pipes command still starts" "$(P exec --agent bob -- echo fine 2>&1)" '^fine$'
 wait "$HP"
-for _ in $(seq 50); do [ "$(ptys_in_use)" -le "$base" ] && break; sleep 0.1; done
+for _ in $(seq 50); do [ "$(pts)" -le "$base" ] && break; sleep 0.1; done
 like "... and its --tty command again once the hoard ended" \
 	"$(P call exec.start '{"agent":"bob","argv":["true"],"pty":true}' 2>&1)" 'exec.started'
 
