@@ -50,7 +50,7 @@ warm=""
 for _ in $(seq 8); do P exec --agent stall-a -- sleep 0.5 & warm="$warm $!"; done
 for _ in 1 2; do P exec --agent stall-b -- sleep 0.5 & warm="$warm $!"; done
 wait $warm
-fds0=$(ls "/proc/$SPID/fd" | wc -l)
+fds0=$(fds_of "$SPID")
 
 # A: a command that SIGSTOPs every spawn child of A's uid still running pistisd's code
 # (between its uid change and its execve) for 9 s, and four loops starting A's commands
@@ -166,9 +166,9 @@ sleep 0.5
 running=$(P --json status --sandbox s1 2>/dev/null |
 	python3 -c 'import json,sys; print(sum(1 for c in json.load(sys.stdin).get("commands", []) if c["running"]))')
 is "no command of A or B is still running in serve" "$running" 0
-fds1=$(ls "/proc/$SPID/fd" | wc -l)
+fds1=$(fds_of "$SPID")
 ok "serve holds no more fds than before A's stalls ($fds1, before $fds0)" test "$fds1" -le "$fds0"
-zombies=$(ps --ppid "$SPID" -o stat= | grep -c '^Z')
+zombies=$(zombies_of "$SPID")
 is "serve has no zombie children" "$zombies" 0
 is "B still runs commands afterwards" "$(P exec --agent stall-b -- echo after 2>&1)" after
 
