@@ -28,7 +28,8 @@ chmod 0755 "$W/hi"
 "$BIN/pistisd" trusted add hi "$W/hi" --root "$R" >"$W/add.out" 2>&1 || echo "# trusted add failed"
 harden_shared "$R"
 # The agent's TMPDIR: its home's tmp (docs/users.md, "Homes and modes").
-TMPD=$R$(in_root "$R" getent passwd $U | cut -d: -f6)/tmp
+home=$(in_root "$R" getent passwd $U | cut -d: -f6)
+TMPD=$R${home:-/no-home-of-uid-$U}/tmp
 find "$R/data" | sort >"$W/data0"
 fake_relay_run "$R" "$W" "$(dirname "$0")/serve-soak.py" "$AG" "$ROUNDS" hi
 val() { sed -n "s/^$1=//p" "$W/out" | head -n 1; }
@@ -46,7 +47,7 @@ ok "no more command cgroups under the agent's: $(val d_cgroups)" test "$(val d_c
 ok "... and no more than its 4 reusable slots: $(val slots)" test "$(val slots)" -le 4
 is "no process of the agent left" "$(root_pids "$R" $U | wc -l)" 0
 is "nothing of the agent's left in /tmp but its fixtures" \
-	"$(find "$R/tmp" -mindepth 1 -user $U ! -path "$R/tmp/soak*" -printf '%P\n' | grep -v "^pistis-$AG" | head -5)" ""
+	"$(find "$R/tmp" -mindepth 1 -user $U ! -path "$R/tmp/soak*" -printf '%P\n' 2>&1 | grep -v "^pistis-$AG" | head -5)" ""
 is "nothing new in /data" "$(new_in "$R/data" "$W/data0")" ""
 is "no pty left in use" "$(ptys_in_use "$R/dev/pts")" 0
 is "its TMPDIR is empty" "$(entries_in "$TMPD")" ""
