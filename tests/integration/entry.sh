@@ -487,6 +487,9 @@ if [ -x "$BIN/pistisd" ] && R=$(root_fresh debian 2>/dev/null); then
 	chown 10100:10100 "$R/data" && chmod 0755 "$R/data"
 	setfacl -m u:10100:rwx,m::r-x "$R/data" &&
 		setfacl -d -m u:10100:rwx,g::rwx,o::rwx,m::rwx "$R/data"
+	# (control: the count below is 0 also where no ACL could be planted or read)
+	is "control: the planted access and default entries are seen" \
+		"$(getfacl -cp "$R/data" | grep -c 'user:10100\|^default:')" 6
 	in_root "$R" /usr/local/bin/pistisd-entry $NH --no-restart -- /bin/true 2>"$S/d.log"
 	is "planted access and default ACLs on /data are removed" \
 		"$(getfacl -cp "$R/data" 2>/dev/null | grep -c 'user:10100\|^default:')" 0
