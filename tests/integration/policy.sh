@@ -27,6 +27,8 @@ chmod 04755 "$W/build.sh"
 chmod 02777 "$W/sgid"
 touch "$W/acl-file" && chown $A:$A "$W/acl-file"
 setfacl -m u:12345:rw,g:0:rw "$W/acl-file"
+# (control: the count below is 0 also where no ACL could be planted or read)
+is "control: the planted access ACL is seen" "$(getfattr --absolute-names -n system.posix_acl_access "$W/acl-file" 2>&1 | grep -c '^system')" 1
 setfacl -d -m u:12345:rwx "$W/acldir"
 mkfifo -m 0666 "$W/fifo"
 python3 -c 'import socket,sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$W/sock"

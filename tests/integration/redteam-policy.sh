@@ -313,6 +313,8 @@ bloat "$R/xa/repo/hooks" && bloat "$R/xa/team/creds"
 ok "(the agent made listxattr fail with E2BIG on both)" sh -c "! getfattr -d -m- '$R/xa/team/creds' >/dev/null 2>&1"
 setpriv --reuid=$A --regid=$A --groups=10010 sh -c "printf 'id\n' >'$R/xa/repo/hooks/pre-commit' && chmod 0777 '$R/xa/repo/hooks/pre-commit'"
 setfacl -m u:$B:rwx "$R/xa/repo/hooks/pre-commit"
+# (control: the count below is 0 also where no entry could be planted or read)
+is "control: the entry planted on the hook is seen" "$(getfacl -cp "$R/xa/repo/hooks/pre-commit" | grep -c "^user:$B")" 1
 printf '[{"path":"/xa","access":"write"},{"path":"/xa/repo/hooks","access":"read"},{"path":"/xa/team/creds","access":"none"}]\n' >"$R/rules-xb.json"
 out=$("$P" policy apply --root "$R" --rules "$R/rules-xb.json" 2>&1)
 is "a read rule on the bloated directory holds: it and the agent's hook are root's" \
