@@ -887,6 +887,9 @@ is "--max-buffered: all three commands wait (paused)" "$paused" 3
 ok "--max-buffered: at most 1 MiB + a frame per command waits for acks (${buf:-?} bytes)" \
 	test "${buf:-0}" -gt 0 -a "${buf:-0}" -le $((1048576 + 3 * 262144))
 pkill -f "head -c 3145728 /dev/zero" 2>/dev/null
+# each job is a subshell around a pipeline: its timeout and sleep are its children, which
+# a kill of the subshell leaves running
+for p in "${SLOW[@]}"; do pkill -P "$p" 2>/dev/null; done
 kill "${SLOW[@]}" 2>/dev/null; wait "${SLOW[@]}" 2>/dev/null
 
 # --- one reader that never acknowledges: a quarter of the bound, not all of it -------------

@@ -10,7 +10,9 @@ need_root
 need_mount_ns "$@"
 need_bins pistisd server-min pistis
 need_python_root
-trap serve_test_cleanup EXIT
+# the clients start() detaches (no jobs of ours) would redial for 2 minutes after the relay
+# is gone: they go first
+trap 'pkill -f "^$BIN/pistis exec --agent scale-"; serve_test_cleanup' EXIT
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 P() { "$BIN/pistis" "$@"; }
 relay_up "$R" "$W"
