@@ -10,9 +10,18 @@ need_root
 need_mount_ns "$@"
 need_bins pistisd server-min pistis
 need_python_root
-# the clients start() detaches (no jobs of ours) would redial for 2 minutes after the relay
-# is gone: they go first
-trap 'pkill -f "^$BIN/pistis exec --agent scale-"; serve_test_cleanup' EXIT
+# The clients start() detaches (no jobs of ours) go first, by SIGKILL: a TERM is forwarded
+# to their command and waited for, and once the relay is gone they redial for 2 minutes.
+# Their subshells end with them.
+clients_down() {
+	pkill -KILL -f "^$BIN/pistis exec --agent scale-"
+	for _ in $(seq 100); do
+		pgrep -f "^$BIN/pistis exec --agent scale-" >/dev/null || break
+		sleep 0.05
+	done
+	serve_test_cleanup
+}
+trap clients_down EXIT
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 P() { "$BIN/pistis" "$@"; }
 relay_up "$R" "$W"
