@@ -9,7 +9,7 @@ pistisd_SRCS += trusted/cli.c trusted/exec.c
 
 UNIT_TESTS += test-trusted
 test-trusted_SRCS := tests/unit/test-trusted.c
-test-trusted_LIBS := trusted policy lib
+test-trusted_LIBS := trusted policy users lib
 
 FUZZERS += fuzz-trusted-sudo-list fuzz-trusted-name
 fuzz-trusted-sudo-list_SRCS := tests/fuzz/fuzz-trusted-sudo-list.c
