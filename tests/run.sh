@@ -46,7 +46,7 @@ fi
 # cg_procs DIR: "pid command" of each process in the cgroup tree DIR, one a line.
 cg_procs() {
 	find "$1" -name cgroup.procs -exec cat {} + 2>/dev/null | while read -r pid; do
-		printf '%s %s\n' "$pid" "$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-120)"
+		printf '%s %s\n' "$pid" "$(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | cut -c1-120)"
 	done
 }
 # cg_kill DIR: SIGKILL every process of the cgroup tree DIR (cgroup.kill, Linux 5.14; else
