@@ -170,7 +170,8 @@ static int refuse_procfs(int fd)
 	return sf.f_type == PROC_SUPER_MAGIC ? -EACCES : 0;
 }
 
-/* Split "/a/b/c" into the parent directory (opened beneath "/") and the leaf name. */
+/* Split "/a/b/c" into the parent directory (opened beneath "/") and the leaf name. A '/'
+ * after the leaf is dropped from it: what it says is do_op's to keep (names_dir_only). */
 static int open_parent(const char *path, char leaf[256])
 {
 	char rel[PROTO_MAX_PATH + 1];
@@ -728,6 +729,40 @@ static int remove_bound_error(int r, struct proto_error *err)
 	return -EINVAL;
 }
 
+/* A path that ends in '/' ("a/f/") names a directory only (POSIX path resolution; open(2),
+ * stat(2), unlink(2), rename(2) say ENOTDIR for anything else there). open_parent drops the
+ * slash from the leaf, so "f/" read, wrote, removed or moved the file f (red team). */
+static bool names_dir_only(const char *path)
+{
+	size_t n = strlen(path);
+
+	return n > 0 && path[n - 1] == '/';
+}
+
+/* For a leaf named with a trailing '/', before the operation acts: ENOTDIR where it is no
+ * directory (a file, a symlink, which is not followed, a FIFO); EISDIR where it is one and
+ * the operation works on a file (read, edit, write), or where nothing is there and a write
+ * would make a file (open(2) with O_CREAT says so, and makes nothing). fs.mkdir is the
+ * kernel's already ("d/" makes d; "f/" over a file is EEXIST). What acts by name after this
+ * look keeps to a directory itself, so a leaf the agent swaps meanwhile gains it nothing:
+ * fs.list opens O_DIRECTORY, fs.stat and fs.remove judge their own look at it (and
+ * unlinkat's AT_REMOVEDIR refuses a file swapped in after that), fs.move hands the slash to
+ * renameat (ENOTDIR for a source that is no directory, the kernel's check). */
+static int check_dir_only(enum proto_op op, int dfd, const char *leaf)
+{
+	bool on_file = op == PROTO_OP_FS_READ || op == PROTO_OP_FS_READ_PROMPT ||
+		       op == PROTO_OP_FS_EDIT || op == PROTO_OP_FS_WRITE;
+	struct stat st;
+
+	if (op == PROTO_OP_FS_MKDIR)
+		return 0;
+	if (fstatat(dfd, leaf, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT && op == PROTO_OP_FS_WRITE ? -EISDIR : -errno;
+	if (!S_ISDIR(st.st_mode))
+		return -ENOTDIR;
+	return on_file ? -EISDIR : 0;
+}
+
 static int do_op(enum proto_op op, cJSON *req, cJSON *o, struct proto_error *err)
 {
 	const char *path = NULL;
@@ -737,10 +772,12 @@ static int do_op(enum proto_op op, cJSON *req, cJSON *o, struct proto_error *err
 	_cleanup_free_ uint8_t *wbytes = NULL; /* fs.write's, read before anything is made */
 	size_t wlen = 0;
 	int64_t woffset = -1;
+	bool dir_only;
 	int r;
 
 	if (proto_get_string(req, "path", PROTO_MAX_PATH, &path, err) < 0 || !*path)
 		return -EINVAL;
+	dir_only = names_dir_only(path);
 	if (op == PROTO_OP_FS_WRITE) {
 		const char *data = NULL;
 		uint64_t offset = 0;
@@ -762,7 +799,8 @@ static int do_op(enum proto_op op, cJSON *req, cJSON *o, struct proto_error *err
 		r = proto_get_bool(req, "parents", &parents, err);
 		if (r < 0 && r != -ENOENT)
 			return r;
-		if (parents) {
+		/* a write to "a/f/" makes no file, nor the directories above it */
+		if (parents && !(op == PROTO_OP_FS_WRITE && dir_only)) {
 			r = mkdir_parents(path, &made);
 			if (r < 0)
 				return r;
@@ -773,6 +811,9 @@ static int do_op(enum proto_op op, cJSON *req, cJSON *o, struct proto_error *err
 		remove_made_parents(path, made);
 		return dfd;
 	}
+	r = dir_only ? check_dir_only(op, dfd, leaf) : 0;
+	if (r < 0)
+		return r;
 
 	switch (op) {
 	case PROTO_OP_FS_READ:
@@ -913,6 +954,8 @@ static int do_op(enum proto_op op, cJSON *req, cJSON *o, struct proto_error *err
 		struct stat st;
 		if (fstatat(dfd, leaf, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			return -errno;
+		if (dir_only && !S_ISDIR(st.st_mode))
+			return -ENOTDIR;
 		cJSON_AddStringToObject(o, "type", type_name(st.st_mode));
 		cJSON_AddNumberToObject(o, "size", (double)st.st_size);
 		cJSON_AddNumberToObject(o, "mode", st.st_mode & 07777);
@@ -944,6 +987,8 @@ static int do_op(enum proto_op op, cJSON *req, cJSON *o, struct proto_error *err
 		r = statx_node(dfd, leaf, AT_SYMLINK_NOFOLLOW, &st, &mnt);
 		if (r < 0)
 			return r;
+		if (dir_only && !S_ISDIR(st.st_mode))
+			return -ENOTDIR;
 		if (S_ISDIR(st.st_mode) && cJSON_IsTrue(rec)) {
 			/* The directory named is a mount point itself: not emptied either. */
 			if (mnt == 1) {
@@ -977,14 +1022,18 @@ static int do_op(enum proto_op op, cJSON *req, cJSON *o, struct proto_error *err
 	}
 	case PROTO_OP_FS_MOVE: {
 		const char *to = NULL;
-		char leaf2[256];
+		char leaf2[256], from_name[257], to_name[257];
 		_cleanup_close_ int dfd2 = -1;
 		if (proto_get_string(req, "to", PROTO_MAX_PATH, &to, err) < 0 || !*to)
 			return -EINVAL;
 		dfd2 = open_parent(to, leaf2);
 		if (dfd2 < 0)
 			return dfd2;
-		return renameat(dfd, leaf, dfd2, leaf2) < 0 ? -errno : 0;
+		/* the slashes as given, one each: renameat refuses a source that is no
+		 * directory (a symlink included, never followed) where either has one */
+		snprintf(from_name, sizeof(from_name), "%s%s", leaf, dir_only ? "/" : "");
+		snprintf(to_name, sizeof(to_name), "%s%s", leaf2, names_dir_only(to) ? "/" : "");
+		return renameat(dfd, from_name, dfd2, to_name) < 0 ? -errno : 0;
 	}
 	default:
 		return -EOPNOTSUPP;

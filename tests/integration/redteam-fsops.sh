@@ -199,7 +199,39 @@ call fs.stat "{\"agent\":\"alice\",\"path\":\"$long\"}" >/dev/null
 for _ in $(seq 50); do grep -q 'audit fs.stat .*path="/.*LLLL' "$W/pd.log" && break; sleep 0.1; done
 like "a refused path over 4 KiB is named in the audit line (cut)" "$(grep 'audit fs.stat' "$W/pd.log" | tail -n 1)" \
 	"path=\"$home/LLLL"
-rm -rf "$R$home/plain" "$R$home/lnk" "$R$home/adir"
+
+# --- a trailing '/' names a directory only -------------------------------------------------
+# (red team: open_parent dropped the slash, so "plain/" read, wrote, edited, stat'ed, removed
+# and moved the file plain, and a write to "new/" made the file new.) POSIX and the kernel
+# say ENOTDIR for a file, a symlink or a FIFO named so; a write makes nothing.
+mkfifo "$R$home/fifo" && chown -h "$auid:$auid" "$R$home/fifo"
+# fs OP PATH [EXTRA-JSON]: the answer of OP on PATH as alice
+fs() { call "fs.$1" "{\"agent\":\"alice\",\"path\":\"$2\"${3:+,$3}}"; }
+notdir='"code":"bad_request".*Not a directory'
+for op in read read_prompt stat remove; do
+	like "fs.$op of \"plain/\" (a file): ENOTDIR" "$(fs $op "$home/plain/")" "$notdir"
+done
+like "fs.stat of \"fifo/\": ENOTDIR" "$(fs stat "$home/fifo/")" "$notdir"
+like "fs.remove of \"lnk/\" (a symlink to a directory): ENOTDIR" "$(fs remove "$home/lnk/")" "$notdir"
+like "fs.write to \"plain/\": ENOTDIR" "$(fs write "$home/plain/" '"data":"eHh4"')" "$notdir"
+like "fs.edit of \"plain/\": ENOTDIR" "$(fs edit "$home/plain/" '"old":"f","new":"g"')" "$notdir"
+like "fs.move of \"plain/\": ENOTDIR" "$(fs move "$home/plain/" "\"to\":\"$home/moved\"")" "$notdir"
+like "fs.move of plain to \"moved/\": ENOTDIR" "$(fs move "$home/plain" "\"to\":\"$home/moved/\"")" "$notdir"
+is "... plain, lnk and fifo are all still there, plain as it was" \
+	"$(cat "$R$home/plain"; stat -c %F "$R$home/lnk" "$R$home/fifo"; ls "$R$home/moved" 2>/dev/null)" \
+	"$(printf 'f\nsymbolic link\nfifo')"
+like "fs.write to \"new/\" (nothing there): EISDIR" "$(fs write "$home/new/" '"data":"eHh4"')" \
+	'"code":"bad_request".*Is a directory'
+like "fs.write to \"nd/sub/\" (parents): not_found" "$(fs write "$home/nd/sub/" '"data":"eHh4"')" \
+	'"code":"not_found"'
+ok "... neither made new nor nd" test ! -e "$R$home/new" -a ! -e "$R$home/nd"
+like "fs.read of \"adir/\": EISDIR" "$(fs read "$home/adir/")" '"code":"bad_request".*Is a directory'
+like "fs.stat of \"adir/\": a directory" "$(fs stat "$home/adir/")" '"type": *"dir"'
+like "fs.list of \"adir/\": ok" "$(fs list "$home/adir/")" '"ok": *true'
+like "fs.mkdir of \"adir/sub/\": ok" "$(fs mkdir "$home/adir/sub/")" '"ok": *true'
+like "fs.move of \"adir/\" to \"bdir/\": ok" "$(fs move "$home/adir/" "\"to\":\"$home/bdir/\"")" '"ok": *true'
+like "fs.remove of \"bdir/\" (recursive): ok" "$(fs remove "$home/bdir/" '"recursive":true')" '"removed": *2'
+rm -rf "$R$home/plain" "$R$home/lnk" "$R$home/adir" "$R$home/fifo"
 
 # --- a FIFO swapped in between fs.write's look at the leaf and its open --------------------------
 # Nothing is at the path when the helper looks; the agent makes a FIFO there and reads it
