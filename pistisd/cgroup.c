@@ -889,8 +889,10 @@ int cgroup_cmd_remove(struct cgroup_ctx *ctx, const char *agent, const char *cmd
 
 /* One command cgroup: killed when populated and nobody holds its lock. An empty one is
  * never locked, not even for a moment: its maker may be between mkdir and flock
- * (cgroup_cmd_create), and it is populated only once its maker holds it. 1 killed, 0 not,
- * -errno. */
+ * (cgroup_cmd_create), and it is populated only once its maker holds it. 1 killed (empty
+ * now), 2 killed but still populated after REAP_KILL_MS (a process no SIGKILL ends yet:
+ * one in D state), 0 not, -errno. */
+#define REAP_KILL_MS 200
 /* Whether the pistisd that named a cgroup of its own "cmd-<pid>-<n>" is gone: no process
  * has that pid (in our pid namespace) any more. A live pid may be a pistisd between its
  * mkdir and its flock, so only a dead one's empty cgroups are removed. */
@@ -936,20 +938,24 @@ static int reap_one(int agent_fd, const char *name)
 	/* cgroup.kill is asynchronous (and the fallback before 5.14 one pass over
 	 * cgroup.procs): up to ~200 ms for the tree to go, then a cgroup of its own is
 	 * removed; a slot stays for the next claimer, which renews it (claim_slot). */
-	for (int i = 0; i < 200; i++) {
+	for (int i = 0; i < REAP_KILL_MS; i++) {
 		int r = cgroup_kill(fd);
 		if (r < 0)
 			return r;
-		if (cgroup_populated(fd) == 0)
-			break;
+		if (cgroup_populated(fd) == 0) {
+			if (!cgroup_cmd_is_slot(name))
+				(void)unlinkat(agent_fd, name, AT_REMOVEDIR);
+			return 1;
+		}
 		(void)nanosleep(&(struct timespec){0, 1000000}, NULL);
 	}
-	if (!cgroup_cmd_is_slot(name))
-		(void)unlinkat(agent_fd, name, AT_REMOVEDIR);
-	return 1;
+	/* Counted as killed, it was logged as gone while it ran on; the caller says it is
+	 * not (the kill stays pending: the processes end when whatever holds them lets go) */
+	return 2;
 }
 
-int cgroup_reap_orphans(int base_fd, void (*found)(const char *agent, unsigned killed, void *u),
+int cgroup_reap_orphans(int base_fd,
+			void (*found)(const char *agent, unsigned killed, unsigned alive, void *u),
 			void *userdata)
 {
 	DIR *base = NULL;
@@ -968,7 +974,7 @@ int cgroup_reap_orphans(int base_fd, void (*found)(const char *agent, unsigned k
 	}
 	while ((de = readdir(base))) {
 		_cleanup_close_ int agent_fd = -1;
-		unsigned killed = 0;
+		unsigned killed = 0, alive = 0;
 		DIR *cmds = NULL;
 		struct dirent *ce;
 
@@ -990,12 +996,14 @@ int cgroup_reap_orphans(int base_fd, void (*found)(const char *agent, unsigned k
 			k = reap_one(agent_fd, ce->d_name);
 			if (k < 0)
 				r = k;
+			else if (k == 2)
+				alive++;
 			else
 				killed += (unsigned)k;
 		}
 		closedir(cmds);
-		if (killed && found)
-			found(de->d_name, killed, userdata);
+		if ((killed || alive) && found)
+			found(de->d_name, killed, alive, userdata);
 	}
 	closedir(base);
 	return r;

@@ -379,12 +379,18 @@ static void uncount_buffered(struct cmd *c, size_t n)
 	T.buffered -= n;
 }
 
-static void log_orphans(const char *agent, unsigned killed, void *userdata)
+static void log_orphans(const char *agent, unsigned killed, unsigned alive, void *userdata)
 {
 	(void)userdata;
-	log_warning("Killed %u command tree(s) of agent '%s' that no pistisd owned (left by a "
-		    "pistisd that died)",
-		    killed, agent);
+	if (killed)
+		log_warning("Killed %u command tree(s) of agent '%s' that no pistisd owned (left "
+			    "by a pistisd that died)",
+			    killed, agent);
+	if (alive)
+		log_warning("%u command tree(s) of agent '%s' that no pistisd owned still have "
+			    "processes 200 ms after cgroup.kill (in D state, waiting on I/O?): "
+			    "they end when that lets go, or see their cgroup.procs",
+			    alive, agent);
 }
 
 static void remove_orphaned_ipc(void);
@@ -433,10 +439,29 @@ int session_init(void)
 /* A command's cgroup still populated when it is freed (its processes killed, some still
  * exiting) is removed from here, a pass every 20 ms until none is left: never waited for
  * in the loop, where one agent's slow-dying processes would stall every other agent. */
+/* Each cgroup is retried less and less often (spawn_ctx_reap_dying); one still there after
+ * 10 s is told once, and the lines at most one a minute, the ones held back counted in
+ * the next (an agent that can make processes no kill ends could fill the log). */
+#define STUCK_LOG_INTERVAL_NS (60ull * 1000000000ull)
+
 static void reap_dying(lws_sorted_usec_list_t *sul)
 {
-	if (T.spawn && spawn_ctx_reap_dying(T.spawn, 0))
+	static uint64_t last_told_ns;
+	static size_t untold;
+
+	if (!T.spawn)
+		return;
+	if (spawn_ctx_reap_dying(T.spawn, 0))
 		lws_sul_schedule(serve_lws_context(), 0, sul, reap_dying, 20 * LWS_US_PER_MS);
+	untold += spawn_ctx_take_stuck(T.spawn);
+	if (untold && (!last_told_ns || spawn_now_ns() - last_told_ns >= STUCK_LOG_INTERVAL_NS)) {
+		log_warning("%zu command cgroup(s) still not empty after 10 s of cgroup.kill: a "
+			    "process that cannot be killed (in D state, waiting on I/O?); retried "
+			    "every second, the processes are listed in their cgroup.procs",
+			    untold);
+		last_told_ns = spawn_now_ns();
+		untold = 0;
+	}
 }
 
 static void cmd_free(struct cmd *c);

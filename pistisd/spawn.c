@@ -57,14 +57,32 @@ struct pooled_cgroup {
 /* Command cgroups whose processes were killed but have not all exited yet (a process
  * with gigabytes to tear down takes its time, and the agent chooses how much): removed by
  * spawn_ctx_reap_dying, never waited for where the caller is an event loop. The fd keeps
- * the cgroup's lock (cgroup.h), so no other pistisd takes it for an orphan meanwhile. */
+ * the cgroup's lock (cgroup.h), so no other pistisd takes it for an orphan meanwhile.
+ * A slot is on the list too while populated, and leaves it (unlocked, kept) once empty.
+ * Each is looked at and killed again at intervals doubling from DYING_RETRY_FIRST_MS to
+ * DYING_RETRY_MAX_MS: one that never empties (a process in D state, which no SIGKILL
+ * ends until its I/O does; a cgroup.kill that does nothing) had cgroup.kill, which takes
+ * the kernel's global cgroup_mutex, written at every 20 ms pass for ever. */
 #define CGROUP_DYING_MAX 256
+#define DYING_RETRY_FIRST_MS 10u
+#define DYING_RETRY_MAX_MS 1000u
+/* Dying this long, it is told as stuck (spawn_ctx_take_stuck): gigabytes of memory take
+ * seconds to tear down here, a process in D state as long as its I/O hangs. */
+#define DYING_STUCK_S 10u
+
+struct dying_cgroup {
+	struct pooled_cgroup cg;
+	uint64_t since_ns; /* when it went on the list */
+	uint64_t due_ns;   /* the next look; not before */
+	unsigned retry_ms; /* the interval after it */
+	bool stuck_told;   /* counted once by spawn_ctx_take_stuck */
+};
 
 struct spawn_ctx {
 	struct pooled_cgroup pool[CGROUP_POOL_MAX];
 	size_t n_pool;
-	struct pooled_cgroup *dying; /* CGROUP_DYING_MAX of them, made on first need: 30 KB
-				      * a `pistisd run` would map and fault in for nothing */
+	struct dying_cgroup *dying; /* CGROUP_DYING_MAX of them, made on first need: 32 KB
+				     * a `pistisd run` would map and fault in for nothing */
 	size_t n_dying;
 	struct seccomp_profile_bpf bpf;
 	struct cgroup_ctx cg;
@@ -380,29 +398,86 @@ out:
 	return r;
 }
 
+/* Whether a dying cgroup is done with: a slot once empty (it stays, for its next claimer,
+ * which renews a slot killed before: claim_slot), a cgroup of its own once removed. */
+static bool dying_gone(struct spawn_ctx *ctx, const struct dying_cgroup *d)
+{
+	if (cgroup_cmd_is_slot(d->cg.cmd))
+		return cgroup_populated(d->cg.fd) != 1;
+	return cgroup_cmd_remove(&ctx->cg, d->cg.agent, d->cg.cmd) != -EBUSY;
+}
+
+static void dying_drop(struct spawn_ctx *ctx, size_t i)
+{
+	safe_close(ctx->dying[i].cg.fd);
+	ctx->dying[i] = ctx->dying[--ctx->n_dying];
+}
+
+/* The agent's slots on the dying list that are empty by now, let go of before one of its
+ * commands claims a slot (claim_slot passes over a slot whose lock the list holds): a pass
+ * lets go of one only when it is due, up to a second later, and the command took another
+ * slot, or a cgroup of its own, meanwhile. */
+static void dying_slots_let_go(struct spawn_ctx *ctx, const char *agent)
+{
+	for (size_t i = 0; i < ctx->n_dying;) {
+		const struct dying_cgroup *d = &ctx->dying[i];
+
+		if (!strcmp(d->cg.agent, agent) && cgroup_cmd_is_slot(d->cg.cmd) &&
+		    cgroup_populated(d->cg.fd) != 1)
+			dying_drop(ctx, i);
+		else
+			i++;
+	}
+}
+
 size_t spawn_ctx_reap_dying(struct spawn_ctx *ctx, unsigned wait_ms)
 {
 	uint64_t deadline = spawn_now_ns() + (uint64_t)wait_ms * 1000000u;
 
 	for (;;) {
-		for (size_t i = 0; i < ctx->n_dying;) {
-			struct pooled_cgroup *d = &ctx->dying[i];
-			int r = cgroup_cmd_remove(&ctx->cg, d->agent, d->cmd);
+		uint64_t now = spawn_now_ns();
+		/* a caller that waits looks at every one a last time at its deadline */
+		bool last = wait_ms && now >= deadline;
 
-			if (r == -EBUSY) {
-				/* Still populated: cgroup.kill again (a process that was being
-				 * forked when the last one went out). */
-				(void)cgroup_kill(d->fd);
+		for (size_t i = 0; i < ctx->n_dying;) {
+			struct dying_cgroup *d = &ctx->dying[i];
+
+			if (!last && now < d->due_ns) {
 				i++;
 				continue;
 			}
-			safe_close(d->fd);
-			*d = ctx->dying[--ctx->n_dying];
+			if (!dying_gone(ctx, d)) {
+				/* Still populated: cgroup.kill again (a process that was being
+				 * forked when the last one went out), then less often. */
+				(void)cgroup_kill(d->cg.fd);
+				d->due_ns = now + (uint64_t)d->retry_ms * 1000000u;
+				d->retry_ms = d->retry_ms * 2 < DYING_RETRY_MAX_MS
+						      ? d->retry_ms * 2
+						      : DYING_RETRY_MAX_MS;
+				i++;
+				continue;
+			}
+			dying_drop(ctx, i);
 		}
-		if (!ctx->n_dying || spawn_now_ns() >= deadline)
+		if (!ctx->n_dying || now >= deadline)
 			return ctx->n_dying;
 		(void)nanosleep(&(struct timespec){0, 1000000}, NULL);
 	}
+}
+
+size_t spawn_ctx_take_stuck(struct spawn_ctx *ctx)
+{
+	uint64_t now = spawn_now_ns();
+	size_t n = 0;
+
+	for (size_t i = 0; i < ctx->n_dying; i++) {
+		struct dying_cgroup *d = &ctx->dying[i];
+		if (!d->stuck_told && now - d->since_ns >= DYING_STUCK_S * 1000000000ull) {
+			d->stuck_told = true;
+			n++;
+		}
+	}
+	return n;
 }
 
 void spawn_ctx_free(struct spawn_ctx *ctx)
@@ -411,7 +486,7 @@ void spawn_ctx_free(struct spawn_ctx *ctx)
 		return;
 	(void)spawn_ctx_reap_dying(ctx, 200);
 	for (size_t i = 0; i < ctx->n_dying; i++)
-		safe_close(ctx->dying[i].fd);
+		safe_close(ctx->dying[i].cg.fd);
 	free(ctx->dying);
 	/* Slots stay for the next process (closing the fd unlocks them). */
 	for (size_t i = 0; i < ctx->n_pool; i++)
@@ -608,12 +683,17 @@ static void cgroup_cleanup(struct spawn_proc *p, bool wait_empty)
 		pc->fd = TAKE_FD(p->cgroup_fd);
 		return;
 	}
-	/* A slot is left in place, unlocked when proc_close closes its fd; whoever claims it
-	 * next passes it over while it is still populated. */
-	if (cgroup_cmd_is_slot(p->cgroup_cmd))
+	/* An empty slot is left in place, unlocked when proc_close closes its fd. A populated
+	 * one goes on the dying list as a cgroup of its own does: left after one kill, a
+	 * process that was being forked when it went out ran on as the agent's, in a slot
+	 * every later claimer passes over, with no command, timeout or kill of its own. */
+	if (cgroup_cmd_is_slot(p->cgroup_cmd)) {
+		if (!wait_empty || p->cgroup_empty || cgroup_populated(p->cgroup_fd) != 1)
+			return;
+	} else if (cgroup_cmd_remove(&ctx->cg, p->cgroup_agent, p->cgroup_cmd) != -EBUSY ||
+		   !wait_empty)
 		return;
-	int r = cgroup_cmd_remove(&ctx->cg, p->cgroup_agent, p->cgroup_cmd);
-	if (r != -EBUSY || !wait_empty || ctx->n_dying >= CGROUP_DYING_MAX)
+	if (ctx->n_dying >= CGROUP_DYING_MAX)
 		return;
 	if (!ctx->dying && !(ctx->dying = calloc(CGROUP_DYING_MAX, sizeof(*ctx->dying))))
 		return; /* as with the list full */
@@ -623,10 +703,14 @@ static void cgroup_cleanup(struct spawn_proc *p, bool wait_empty)
 	 * (or no memory for it) the directory is left, for the next start-up's sweep of
 	 * orphans. */
 	(void)cgroup_kill(p->cgroup_fd);
-	struct pooled_cgroup *d = &ctx->dying[ctx->n_dying++];
-	memcpy(d->agent, p->cgroup_agent, sizeof(d->agent));
-	memcpy(d->cmd, p->cgroup_cmd, sizeof(d->cmd));
-	d->fd = TAKE_FD(p->cgroup_fd);
+	struct dying_cgroup *d = &ctx->dying[ctx->n_dying++];
+	memcpy(d->cg.agent, p->cgroup_agent, sizeof(d->cg.agent));
+	memcpy(d->cg.cmd, p->cgroup_cmd, sizeof(d->cg.cmd));
+	d->cg.fd = TAKE_FD(p->cgroup_fd);
+	d->since_ns = spawn_now_ns();
+	d->due_ns = d->since_ns + DYING_RETRY_FIRST_MS * 1000000u;
+	d->retry_ms = DYING_RETRY_FIRST_MS * 2;
+	d->stuck_told = false;
 }
 
 /* Whether this start's child can be born in its command's cgroup by clone3's
@@ -819,7 +903,8 @@ static int start(struct spawn_ctx *ctx, const struct spawn_opts *o, struct spawn
 			memcpy(p->cgroup_cmd, ctx->pool[i].cmd, sizeof(p->cgroup_cmd));
 			reuse_fd = ctx->pool[i].fd;
 			ctx->pool[i] = ctx->pool[--ctx->n_pool];
-		}
+		} else
+			dying_slots_let_go(ctx, p->cgroup_agent);
 		/* reuse_fd is taken over, on failure too. -EEXIST: a cmd-<pid>-<n> of an
 		 * earlier pistisd with our pid is still held or populated (cgroup_cmd_create
 		 * removes an empty, unheld one): never joined, the next number is tried. */

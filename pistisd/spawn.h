@@ -249,9 +249,15 @@ int spawn_ctx_new_why(struct spawn_ctx **ret, const char **why);
 void spawn_ctx_free(struct spawn_ctx *ctx);
 
 /* Removes the command cgroups a finished command left populated (its processes killed
- * but still exiting), waiting up to wait_ms (0: one pass, for an event loop's timer).
- * Returns how many are still there: call again later while it is not 0. */
+ * but still exiting; a slot is let go of once empty), waiting up to wait_ms (0: one pass,
+ * for an event loop's timer). Each is looked at and killed again at intervals doubling
+ * from 10 ms to 1 s (a pass before its time passes it over). Returns how many are still
+ * there: call again later while it is not 0. */
 size_t spawn_ctx_reap_dying(struct spawn_ctx *ctx, unsigned wait_ms);
+/* How many dying command cgroups have been killed again and again for 10 s and are still
+ * not gone (a process that cannot be killed, such as one in D state), not counted by an
+ * earlier call: each is counted once, for a caller's log line. */
+size_t spawn_ctx_take_stuck(struct spawn_ctx *ctx);
 /* "cgroup" when command trees live in cgroups, else "pgid" (a command's result may say
  * "session": its own audit session holds what left its process group). */
 const char *spawn_ctx_tree_control(const struct spawn_ctx *ctx);

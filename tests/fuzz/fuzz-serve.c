@@ -176,6 +176,12 @@ size_t fz_spawn_ctx_reap_dying(struct spawn_ctx *ctx, unsigned wait_ms)
 	return 0;
 }
 
+size_t fz_spawn_ctx_take_stuck(struct spawn_ctx *ctx)
+{
+	(void)ctx;
+	return 0;
+}
+
 /* ... and says commands are scoped (no start-up warning per input). */
 bool fz_spawn_ctx_can_scope(const struct spawn_ctx *ctx, int *ret_why)
 {

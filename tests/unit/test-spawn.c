@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/xattr.h>
 #include <sys/prctl.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
@@ -22,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <linux/keyctl.h>
+#include <linux/userfaultfd.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <linux/securebits.h>
@@ -3488,10 +3491,10 @@ TEST_HARNESS_MAIN
 
 static ino_t ino_at(int dir_fd, const char *name);
 
-static void count_orphans(const char *agent, unsigned killed, void *u)
+static void count_orphans(const char *agent, unsigned killed, unsigned alive, void *u)
 {
 	if (!strcmp(agent, "orphan-agent"))
-		*(unsigned *)u += killed;
+		*(unsigned *)u += killed + alive;
 }
 
 static int write_file(const char *path, const char *s)
@@ -3662,6 +3665,297 @@ static ino_t ino_at(int dir_fd, const char *name)
 	struct stat st;
 
 	return fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ? 0 : st.st_ino;
+}
+
+static bool wchan_is(pid_t pid, const char *want)
+{
+	char buf[64];
+
+	return !strcmp(proc_text(pid, "wchan", buf, sizeof(buf)), want);
+}
+
+/* A process no SIGKILL ends until the test lets it, as one in D state on a hung disk: it
+ * blocks in the kernel's mutex_lock (uninterruptible) on a pipe's mutex, which a holder
+ * keeps while its own write into that pipe faults on a userfaultfd page nobody serves (the
+ * holder sleeps killable: its SIGKILL lets the mutex go, and the stuck one then dies of
+ * the SIGKILL it has pending). The stuck process is put in the cgroup cg_fd before it
+ * blocks; its pid is returned (-1: it could not be made), *ret_holder the holder's. */
+static pid_t stuck_process(int cg_fd, pid_t *ret_holder)
+{
+	int p[2] = {-1, -1}, go[2] = {-1, -1}, procs, i;
+	pid_t holder = -1, stuck = -1;
+
+	*ret_holder = -1;
+	if (pipe2(p, O_CLOEXEC) < 0 || pipe2(go, O_CLOEXEC) < 0)
+		goto out;
+	holder = fork();
+	if (holder == 0) {
+		long ps = sysconf(_SC_PAGESIZE);
+		struct uffdio_api api = {.api = UFFD_API};
+		struct uffdio_register reg = {.mode = UFFDIO_REGISTER_MODE_MISSING};
+		int uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC);
+		char *page = mmap(NULL, (size_t)ps, PROT_READ | PROT_WRITE,
+				  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		if (uffd < 0 || page == MAP_FAILED || ioctl(uffd, UFFDIO_API, &api) < 0)
+			_exit(1);
+		reg.range.start = (uintptr_t)page;
+		reg.range.len = (uint64_t)ps;
+		if (ioctl(uffd, UFFDIO_REGISTER, &reg) < 0)
+			_exit(1);
+		(void)!write(p[1], page, (size_t)ps); /* the fault, with the pipe's mutex held */
+		_exit(1);
+	}
+	if (holder < 0)
+		goto out;
+	for (i = 0; i < 200 && !wchan_is(holder, "handle_userfault"); i++)
+		usleep(10000);
+	if (i == 200)
+		goto out;
+	stuck = fork();
+	if (stuck == 0) {
+		char c;
+		if (read(go[0], &c, 1) != 1)
+			_exit(1);
+		(void)!write(p[1], "x", 1); /* mutex_lock: D until the holder lets go */
+		_exit(0);
+	}
+	if (stuck < 0)
+		goto out;
+	procs = openat(cg_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+	i = procs < 0 ? -1 : dprintf(procs, "%d\n", (int)stuck);
+	if (procs >= 0)
+		close(procs);
+	if (i <= 0 || write(go[1], "x", 1) != 1)
+		goto out;
+	for (i = 0; i < 200 && proc_state(stuck) != 'D'; i++)
+		usleep(10000);
+	if (i < 200) {
+		*ret_holder = holder;
+		holder = -1;
+	} else
+		stuck = -1;
+out:
+	if (stuck < 0 && holder > 0) {
+		(void)kill(holder, SIGKILL);
+		(void)waitpid(holder, NULL, 0);
+	}
+	safe_close(p[0]);
+	safe_close(p[1]);
+	safe_close(go[0]);
+	safe_close(go[1]);
+	return stuck;
+}
+
+/* The holder killed: the stuck process gets the mutex, and dies of its pending SIGKILL
+ * (within 2 s); whether it did. */
+static bool stuck_release(pid_t stuck, pid_t holder)
+{
+	int st = 0;
+	pid_t r = 0;
+
+	(void)kill(holder, SIGKILL);
+	(void)waitpid(holder, NULL, 0);
+	for (int i = 0; i < 200 && (r = waitpid(stuck, &st, WNOHANG)) == 0; i++)
+		usleep(10000);
+	if (r != stuck) {
+		(void)kill(stuck, SIGKILL);
+		(void)waitpid(stuck, NULL, 0);
+		return false;
+	}
+	return WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL;
+}
+
+/* A dying cgroup that never empties (a process in D state; here stuck_process) had
+ * cgroup.kill written at every pass of pistisd serve's 20 ms timer, for ever, each write
+ * taking the kernel's cgroup_mutex. Each is now retried at intervals doubling from 10 ms
+ * to 1 s, and told once (spawn_ctx_take_stuck) after 10 s. Every cgroup_kill takes the
+ * user.pistis.fresh mark away, so the mark, set again after each, counts the kills. */
+TEST_TIMEOUT(dying_cgroup_that_never_empties_is_retried_less_often, 60)
+{
+	struct spawn_ctx *ctx = NULL;
+	struct spawn_opts o;
+	struct spawn_proc *busy[CGROUP_SLOTS] = {0}, *p = NULL;
+	struct spawn_error err;
+	char *sleeper[] = {"/bin/sleep", "30", NULL}, agent[48], dir[160], v;
+	unsigned kills = 0, passes = 0;
+	uint64_t t0;
+	int base, fd;
+	pid_t stuck, holder;
+
+	need_root_and_probe(_metadata);
+	ASSERT_EQ(spawn_ctx_new_why(&ctx, NULL), 0);
+	if (strcmp(spawn_ctx_tree_control(ctx), "cgroup"))
+		SKIP("no cgroup v2");
+	base = spawn_ctx_cgroup_base_fd(ctx);
+	snprintf(agent, sizeof(agent), "stuck-agent-%d", (int)getpid());
+	base_opts(&o, sleeper);
+	o.cgroup_agent = agent;
+	for (size_t i = 0; i < CGROUP_SLOTS; i++)
+		ASSERT_EQ(spawn_start(ctx, &o, &busy[i], &err), 0);
+	ASSERT_EQ(spawn_start(ctx, &o, &p, &err), 0);
+	ASSERT_FALSE(cgroup_cmd_is_slot(p->cgroup_cmd));
+	snprintf(dir, sizeof(dir), "%s/%s", agent, p->cgroup_cmd);
+	fd = openat(base, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	ASSERT_GE(fd, 0);
+	ASSERT_EQ(spawn_stop(p), 0);
+	ASSERT_EQ(spawn_wait(p, NULL), 0);
+	stuck = stuck_process(fd, &holder);
+	ASSERT_GT(stuck, 0);
+	spawn_free(p); /* killed, not removable: on the dying list */
+	t0 = spawn_now_ns();
+	ASSERT_EQ(fsetxattr(fd, "user.pistis.fresh", "1", 1, 0), 0);
+	EXPECT_EQ(spawn_ctx_reap_dying(ctx, 0), 1u);
+	EXPECT_EQ(fgetxattr(fd, "user.pistis.fresh", &v, 1), 1); /* not due yet: no kill */
+	/* 3 s of passes every 20 ms, as pistisd serve's timer: 150 kills before, now one at
+	 * 10, 30, 70, 150, 310, 630, 1270, 2270 ms */
+	while (spawn_now_ns() - t0 < 3000000000u) {
+		usleep(20000);
+		EXPECT_EQ(spawn_ctx_reap_dying(ctx, 0), 1u);
+		passes++;
+		if (fgetxattr(fd, "user.pistis.fresh", &v, 1) < 0) {
+			kills++;
+			ASSERT_EQ(fsetxattr(fd, "user.pistis.fresh", "1", 1, 0), 0);
+		}
+	}
+	EXPECT_EQ(proc_state(stuck), 'D');
+	EXPECT_GE(kills, 5u);
+	EXPECT_LE(kills, 10u);
+	EXPECT_GT(passes, 50u);
+	EXPECT_EQ(spawn_ctx_take_stuck(ctx), 0u); /* 3 s: a slow teardown, not stuck yet */
+	while (spawn_now_ns() - t0 < 10100000000u) {
+		usleep(20000);
+		(void)spawn_ctx_reap_dying(ctx, 0);
+	}
+	EXPECT_EQ(spawn_ctx_take_stuck(ctx), 1u);
+	EXPECT_EQ(spawn_ctx_take_stuck(ctx), 0u); /* told once */
+	/* Let go: the next pass finds it empty, and removes it. */
+	EXPECT_TRUE(stuck_release(stuck, holder));
+	EXPECT_EQ(spawn_ctx_reap_dying(ctx, 3000), 0u);
+	EXPECT_NE(faccessat(base, dir, F_OK, 0), 0);
+	close(fd);
+	for (size_t i = 0; i < CGROUP_SLOTS; i++) {
+		ASSERT_EQ(spawn_stop(busy[i]), 0);
+		ASSERT_EQ(spawn_wait(busy[i], NULL), 0);
+		spawn_free(busy[i]);
+	}
+	close(o.cwd_root_fd);
+	remove_agent_cgroups(base, agent);
+	spawn_ctx_free(ctx);
+}
+
+/* A slot still populated when its command is freed (a process that was being forked when
+ * the command's end killed its tree; here one of ours moved in after that kill) got that
+ * one kill and was left: the process ran on as the agent's, in a slot every later claimer
+ * passes over. It goes on the dying list, killed again until empty, then let go of. */
+TEST(populated_slot_is_killed_again_until_empty)
+{
+	struct spawn_ctx *ctx = NULL;
+	struct spawn_opts o;
+	struct spawn_proc *p = NULL;
+	struct spawn_error err;
+	char *tree[] = {"/bin/sh", "-c", "/bin/sleep 30 </dev/null >/dev/null 2>&1 & exit 0", NULL};
+	char agent[48], dir[160];
+	int base, fd, procs, st = 0;
+	pid_t late, r = 0;
+
+	need_root_and_probe(_metadata);
+	ASSERT_EQ(spawn_ctx_new_why(&ctx, NULL), 0);
+	if (strcmp(spawn_ctx_tree_control(ctx), "cgroup"))
+		SKIP("no cgroup v2");
+	base = spawn_ctx_cgroup_base_fd(ctx);
+	snprintf(agent, sizeof(agent), "slot-dying-agent-%d", (int)getpid());
+	base_opts(&o, tree);
+	o.cgroup_agent = agent;
+	ASSERT_EQ(spawn_start(ctx, &o, &p, &err), 0);
+	ASSERT_TRUE(cgroup_cmd_is_slot(p->cgroup_cmd));
+	snprintf(dir, sizeof(dir), "%s/%s", agent, p->cgroup_cmd);
+	fd = openat(base, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	ASSERT_GE(fd, 0);
+	ASSERT_EQ(spawn_wait(p, NULL), 0);
+	EXPECT_TRUE(spawn_result(p)->left_children_killed);
+	late = fork();
+	if (late == 0) {
+		for (;;)
+			pause();
+	}
+	ASSERT_GT(late, 0);
+	procs = openat(fd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+	EXPECT_GT(dprintf(procs, "%d\n", (int)late), 0);
+	close(procs);
+	spawn_free(p);
+	EXPECT_EQ(spawn_ctx_reap_dying(ctx, 2000), 0u);
+	for (int i = 0; i < 100 && (r = waitpid(late, &st, WNOHANG)) == 0; i++)
+		usleep(10000);
+	EXPECT_EQ(r, late);
+	if (r != late) {
+		(void)kill(late, SIGKILL);
+		(void)waitpid(late, &st, 0);
+	}
+	EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	EXPECT_EQ(cgroup_populated(fd), 0);
+	EXPECT_EQ(faccessat(base, dir, F_OK, 0), 0); /* a slot stays, for its next claimer */
+	close(fd);
+	close(o.cwd_root_fd);
+	remove_agent_cgroups(base, agent);
+	spawn_ctx_free(ctx);
+}
+
+static void count_alive(const char *agent, unsigned killed, unsigned alive, void *u)
+{
+	unsigned *n = u;
+
+	if (!strcmp(agent, "stuck-orphan-agent"))
+		n[0] += killed, n[1] += alive;
+}
+
+/* pistisd serve's start-up sweep counted a cgroup killed whether or not its processes
+ * went (and logged it so): one that cannot be killed yet (stuck_process) is told apart. */
+TEST_TIMEOUT(orphan_that_outlives_its_kill_is_not_counted_killed, 60)
+{
+	struct cgroup_ctx probe = {.base_fd = -1}, cg = {.base_fd = -1};
+	char own[600], mine[700], path[900], pid[16];
+	unsigned n[2] = {0, 0};
+	int agent_fd, fd;
+	pid_t stuck, holder;
+
+	need_root_and_probe(_metadata);
+	if (cgroup_init(&probe) < 0)
+		SKIP("no cgroup v2 delegated here");
+	snprintf(own, sizeof(own), "%s", probe.base_path);
+	*strrchr(own, '/') = 0;
+	cgroup_done(&probe);
+	if (join_own_test_cgroup(own, "stuck-orphan-test", mine, sizeof(mine)) < 0)
+		SKIP("cannot make a cgroup of this test's own: %s", strerror(errno));
+	ASSERT_EQ(cgroup_init(&cg), 0);
+	ASSERT_EQ(mkdirat(cg.base_fd, "stuck-orphan-agent", 0710), 0);
+	agent_fd = openat(cg.base_fd, "stuck-orphan-agent", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	ASSERT_GE(agent_fd, 0);
+	ASSERT_EQ(mkdirat(agent_fd, "cmd-s0", 0711), 0);
+	fd = openat(agent_fd, "cmd-s0", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	ASSERT_GE(fd, 0);
+	stuck = stuck_process(fd, &holder);
+	ASSERT_GT(stuck, 0);
+	EXPECT_EQ(cgroup_reap_orphans(cg.base_fd, count_alive, n), 0);
+	EXPECT_EQ(n[0], 0u);
+	EXPECT_EQ(n[1], 1u);
+	EXPECT_EQ(proc_state(stuck), 'D');
+	EXPECT_TRUE(stuck_release(stuck, holder));
+	/* and once it can go, the next sweep finds nothing */
+	n[0] = n[1] = 0;
+	EXPECT_EQ(cgroup_reap_orphans(cg.base_fd, count_alive, n), 0);
+	EXPECT_EQ(n[0] + n[1], 0u);
+	close(fd);
+	EXPECT_EQ(unlinkat(agent_fd, "cmd-s0", AT_REMOVEDIR), 0);
+	close(agent_fd);
+	EXPECT_EQ(unlinkat(cg.base_fd, "stuck-orphan-agent", AT_REMOVEDIR), 0);
+	cgroup_done(&cg);
+	snprintf(path, sizeof(path), "%s/cgroup.procs", own);
+	snprintf(pid, sizeof(pid), "%d", (int)getpid());
+	EXPECT_EQ(write_file(path, pid), 0);
+	snprintf(path, sizeof(path), "%s/pistis", mine);
+	EXPECT_EQ(rmdir(path), 0);
+	EXPECT_EQ(rmdir(mine), 0);
 }
 
 /* A pistisd that gets a dead one's pid names its cgroups cmd-<pid>-<n> from 1 again and
