@@ -66,21 +66,18 @@ like "... saying so, and what the file holds" "$(val write_drop_stderr "$W/ch.ou
 is "write: a piece answered twice (server-min passes one), a later one refused: exit 1" \
 	"$(val write_dup "$W/ch.out")" 1:fs.write,fs.write,fs.write
 # --- a sandbox that never answers: --answer-timeout ends each request with 125 ----------------
-is "call ping: no answer within --answer-timeout 2 is 125; it waited for ever" \
-	"$(val mute_ping "$W/ch.out")" 125:ping
-like "... saying which request and how long" "$(val mute_ping_stderr "$W/ch.out")" \
-	"ping: no answer from the server within 2 s \\(waited 2\\.[0-9] s\\); the relay or the sandbox 'evil' is not answering \\(--answer-timeout SEC waits longer, 0 for ever\\)"
-like "... after 2 s, not at once" "$(val mute_ping_secs "$W/ch.out")" '^[23]$'
-is "call exec.list: no answer is 125" "$(val mute_list "$W/ch.out")" 125:exec.list
-like "... saying so" "$(val mute_list_stderr "$W/ch.out")" "exec.list: no answer from the server within 1 s"
-is "read: no answer is 125" "$(val mute_read "$W/ch.out")" 125:fs.read
-like "... saying so" "$(val mute_read_stderr "$W/ch.out")" "fs.read: no answer from the server within 1 s"
-is "write: the second piece not answered is 125" "$(val mute_write "$W/ch.out")" 125:fs.write,fs.write
-like "... saying so, and what the file holds" "$(val mute_write_stderr "$W/ch.out")" \
-	"fs.write: no answer from the server within 1 s.*/f now holds only the first 131072 of the 300000 bytes \\(the piece at byte 131072 was not answered"
-is "exec: exec.start not answered is 125" "$(val mute_start "$W/ch.out")" 125:exec.start
-like "... saying the command may have started, and its tag" "$(val mute_start_stderr "$W/ch.out")" \
-	"exec.start: no answer from the server within 1 s.* \\| pistis: The command may have started all the same: its tag is 't1' \\(exec.list lists it\\)"
+# CASE|STATUS:OPS|WHAT IS CHECKED|WHAT ITS STDERR SAYS|THE REGEX STDERR MATCHES
+while IFS='|' read -r case want what says re; do
+	is "$what" "$(val "$case" "$W/ch.out")" "$want"
+	like "... $says" "$(val "${case}_stderr" "$W/ch.out")" "$re"
+done <<'CASES'
+mute_ping|125:ping|call ping: no answer within --answer-timeout 2 is 125; it waited for ever|saying which request and how long|ping: no answer from the server within 2 s \(waited 2\.[0-9] s\); the relay or the sandbox 'evil' is not answering \(--answer-timeout SEC waits longer, 0 for ever\)
+mute_list|125:exec.list|call exec.list: no answer is 125|saying so|exec.list: no answer from the server within 1 s
+mute_read|125:fs.read|read: no answer is 125|saying so|fs.read: no answer from the server within 1 s
+mute_write|125:fs.write,fs.write|write: the second piece not answered is 125|saying so, and what the file holds|fs.write: no answer from the server within 1 s.*/f now holds only the first 131072 of the 300000 bytes \(the piece at byte 131072 was not answered
+mute_start|125:exec.start|exec: exec.start not answered is 125|saying the command may have started, and its tag|exec.start: no answer from the server within 1 s.* \| pistis: The command may have started all the same: its tag is 't1' \(exec.list lists it\)
+CASES
+like "call ping with no answer: after 2 s, not at once" "$(val mute_ping_secs "$W/ch.out")" '^[23]$'
 like "exec: a command silent for longer than --answer-timeout is not cut: its own status" \
 	"$(val slow_command "$W/ch.out")" '^3:exec.start'
 is "exec: exec.exit without last_seq is 125; it exited 0 with whatever output had come" \

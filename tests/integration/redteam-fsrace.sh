@@ -12,16 +12,7 @@ need_mount_ns "$@"
 need_bins pistisd server-min pistis
 R=$(root_fresh debian) || missing "no debian test root"
 W=$(mktemp -d "${TMPDIR:-/tmp}/pistis-test.$$.XXXXXX")
-cleanup() {
-	[ -n "${ST:-}" ] && kill "$ST" 2>/dev/null
-	[ -n "${AP:-}" ] && kill "$AP" 2>/dev/null
-	[ -n "${PD:-}" ] && kill "$PD" 2>/dev/null
-	[ -n "${SM:-}" ] && kill "$SM" 2>/dev/null
-	wait 2>/dev/null
-	root_cleanup
-	rm -rf "$W"
-}
-trap cleanup EXIT
+trap 'serve_test_cleanup; rm -rf "$W"' EXIT
 
 relay_up "$R" "$W"
 P() { "$BIN/pistis" "$@"; }

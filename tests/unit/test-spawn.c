@@ -91,23 +91,31 @@ static char cwd_root[64] = "/tmp/pistis-test-spawn.XXXXXX";
 static char cwd_tmp[80]; /* cwd_root/tmp: where a command started with cwd "tmp" is */
 static pid_t cwd_root_maker;
 
+/* The directory path beneath dir_fd (not a symlink) open for readdir, NULL when it cannot
+ * be; closedir closes it. */
+static DIR *opendir_at(int dir_fd, const char *path)
+{
+	int fd = openat(dir_fd, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+
+	if (!d && fd >= 0)
+		close(fd);
+	return d;
+}
+
 static void cwd_root_remove(void)
 {
 	char p[96];
-	int fd;
 	DIR *d;
 
 	if (getpid() != cwd_root_maker)
 		return;
-	fd = open(cwd_tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	d = fd >= 0 ? fdopendir(fd) : NULL;
+	d = opendir_at(AT_FDCWD, cwd_tmp);
 	for (struct dirent *de; d && (de = readdir(d));)
 		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
 			(void)unlinkat(dirfd(d), de->d_name, 0);
 	if (d)
 		closedir(d);
-	else if (fd >= 0)
-		close(fd);
 	(void)rmdir(cwd_tmp);
 	snprintf(p, sizeof(p), "%s/root", cwd_root);
 	(void)rmdir(p);
@@ -3030,8 +3038,7 @@ TEST(clone_into_cgroup_and_after_a_kill)
 /* The names under <base>/<agent>/ that are not slots, joined by spaces into buf. */
 static const char *non_slot_cgroups(int base, const char *agent, char *buf, size_t size)
 {
-	int fd = openat(base, agent, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	DIR *d = opendir_at(base, agent);
 	size_t n = 0;
 
 	buf[0] = 0;
@@ -3039,11 +3046,10 @@ static const char *non_slot_cgroups(int base, const char *agent, char *buf, size
 		if (de->d_type == DT_DIR && de->d_name[0] != '.' &&
 		    strncmp(de->d_name, CGROUP_SLOT_PREFIX, strlen(CGROUP_SLOT_PREFIX)) && n < size)
 			n += (size_t)snprintf(buf + n, size - n, "%s ", de->d_name);
-	if (d)
-		closedir(d);
-	else if (fd >= 0)
-		close(fd);
-	return d ? buf : "(no agent cgroup)";
+	if (!d)
+		return "(no agent cgroup)";
+	closedir(d);
+	return buf;
 }
 
 /* A command that found every slot busy runs in a cgroup of its own, which goes when it
