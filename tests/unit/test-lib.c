@@ -696,6 +696,8 @@ TEST(token_file_reader)
 	EXPECT_EQ(len, 29u);
 	EXPECT_STREQ(buf, "0123456789abcdefghijklmnopqrs");
 	EXPECT_TRUE(all_zero(buf + len, sizeof(buf) - len));
+	/* "ok/" names a directory only: the file is not read (ENOTDIR, as the kernel says) */
+	EXPECT_EQ(tf_read(d, "ok/", me, 077, buf, sizeof(buf), &len, &info), -ENOTDIR);
 
 	/* Symbolic links: one that stays in its own directory, as a Kubernetes Secret
 	 * volume's (token -> ..data/token, ..data -> ..2026_12_02_10_00_00.1), is followed
@@ -1060,6 +1062,12 @@ TEST(trust_file_open_judges_the_file)
 	EXPECT_GE(fd, 0);
 	if (fd >= 0)
 		close(fd);
+	/* "f/" names a directory only: a file or a FIFO named so is not opened (ENOTDIR, as
+	 * the kernel says; `pistis --ca f/` and the token files take this walk) */
+	EXPECT_EQ(trust_file_open("/tmp/safe/grp/", &group, "the config", why, sizeof(why)),
+		  -ENOTDIR);
+	EXPECT_EQ(trust_file_open("/tmp/safe/fifo/", &strict, "the config", why, sizeof(why)),
+		  -ENOTDIR);
 	/* The caller's own directory, sticky or not, is no one else's to change. */
 	tw_mkdir("/tmp/u", 01777, 4242);
 	tw_put("/tmp/u/f", "x\n", 0600, 4242);
