@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "lib/fd-util.h"
+#include "lib/host-ns.h"
 #include "lib/macro.h"
 #include "lib/parse-num.h"
 
@@ -150,12 +151,30 @@ static int read_self(bool gid, struct id_map *ret)
 	return id_map_parse(text, ret);
 }
 
+/* Whether we are in the initial user namespace, asked once (pistis never changes its
+ * namespace). Its maps are "0 0 4294967295" and it always allows setgroups(2)
+ * (USERNS_INIT_FLAGS), so one stat of /proc/self/ns/user stands for reading uid_map,
+ * gid_map and setgroups, which every `pistisd run` asked. The kernel gives that namespace
+ * the fixed inode PROC_USER_INIT_INO and every other one a number from 0xF0000000 up
+ * (proc_alloc_inum): a container's own user namespace never passes for it. Anything
+ * else (another namespace, no /proc/self/ns/user) reads the files. */
+static bool userns_initial(void)
+{
+	static int initial = -1;
+
+	if (initial < 0)
+		initial = host_ns_user_is_initial() == 1;
+	return initial;
+}
+
 int id_map_setgroups_denied(void)
 {
 	_cleanup_close_ int fd = -1;
 	char buf[16] = "";
 	ssize_t n;
 
+	if (userns_initial())
+		return 0;
 	fd = open("/proc/self/setgroups", O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return errno == ENOENT ? 0 : negative_errno();
@@ -174,6 +193,11 @@ int id_map_self(bool gid, const struct id_map **ret)
 	static int have[2]; /* 1 read, else 0 or the -errno of the last try */
 	int r;
 
+	if (have[gid] != 1 && userns_initial()) {
+		maps[gid].n = 1;
+		maps[gid].e[0] = (struct id_map_extent){0, 0, UINT32_MAX};
+		have[gid] = 1;
+	}
 	if (have[gid] != 1) {
 		r = read_self(gid, &maps[gid]);
 		have[gid] = r < 0 ? r : 1;

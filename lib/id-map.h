@@ -48,12 +48,14 @@ bool id_map_outer(const struct id_map *m, uint32_t inner, uint32_t *ret);
 void id_map_format(const struct id_map *m, char *buf, size_t size);
 
 /* /proc/self/uid_map (gid false) or gid_map (gid true), parsed, read once and kept for the
- * process's life (a namespace's map never changes). -errno when it cannot be read (a
+ * process's life (a namespace's map never changes); in the initial user namespace its
+ * fixed map without a read. -errno when it cannot be read (a
  * kernel without user namespaces has no such file: ENOENT). */
 int id_map_self(bool gid, const struct id_map **ret);
 
 /* 1 when /proc/self/setgroups says "deny" (setgroups(2) fails with EPERM in this user
- * namespace, whatever the capabilities), 0 when "allow" or absent (kernels before 3.19),
+ * namespace, whatever the capabilities), 0 when "allow" or absent (kernels before 3.19) or
+ * in the initial user namespace (not read),
  * -errno when it cannot be read. */
 int id_map_setgroups_denied(void);
 

@@ -30,6 +30,7 @@
 #include "lib/sig-util.h"
 #include "lib/siphash.h"
 #include "lib/parse-num.h"
+#include "lib/host-ns.h"
 #include "lib/id-map.h"
 #include "lib/tap.h"
 #include "lib/token-file.h"
@@ -1566,6 +1567,59 @@ TEST(proxy_env_settle_drops_http_proxy_only_for_exempt_hosts)
 	setenv("http_proxy", "http://proxy:3128", 1);
 	EXPECT_EQ(proxy_env_settle(NULL), 1); /* a unix socket */
 	EXPECT_TRUE(getenv("http_proxy") == NULL);
+}
+
+/* id_map_self and id_map_setgroups_denied answer the initial user namespace without a read
+ * (its fixed inode): there its map and "allow"; in a namespace of our own the files are
+ * read, so a map not written yet and a "deny" are seen, not taken for the host's (and in a
+ * container's own, where the tests may run, the map its file holds). */
+TEST(id_map_self_initial_or_read)
+{
+	const struct id_map *m = NULL;
+	pid_t pid;
+	int st;
+
+	pid = fork();
+	ASSERT_GE(pid, 0);
+	if (pid == 0) {
+		int fd;
+
+		if (unshare(CLONE_NEWUSER) < 0)
+			_exit(2);
+		fd = open("/proc/self/setgroups", O_WRONLY | O_CLOEXEC);
+		if (fd < 0 || write(fd, "deny", 4) != 4)
+			_exit(3);
+		close(fd);
+		if (host_ns_user_is_initial() != 0)
+			_exit(4);
+		if (id_map_self(false, &m) != 0 || m->n != 0 || id_map_self(true, &m) != 0 ||
+		    m->n != 0)
+			_exit(5);
+		_exit(id_map_setgroups_denied() == 1 ? 0 : 6);
+	}
+	ASSERT_EQ(waitpid(pid, &st, 0), pid);
+	EXPECT_TRUE(WIFEXITED(st));
+	EXPECT_EQ(WEXITSTATUS(st), 0);
+
+	if (host_ns_user_is_initial() != 1) { /* a container's own namespace: read */
+		static struct id_map want;
+		char text[16384] = "";
+		int fd = open("/proc/self/uid_map", O_RDONLY | O_CLOEXEC);
+
+		ASSERT_GE(fd, 0);
+		ASSERT_GE(read(fd, text, sizeof(text) - 1), 0);
+		close(fd);
+		ASSERT_EQ(id_map_parse(text, &want), 0);
+		ASSERT_EQ(id_map_self(false, &m), 0);
+		EXPECT_EQ(m->n, want.n);
+		EXPECT_EQ(memcmp(m->e, want.e, want.n * sizeof(want.e[0])), 0);
+		return;
+	}
+	ASSERT_EQ(id_map_self(false, &m), 0);
+	EXPECT_TRUE(id_map_is_initial(m));
+	ASSERT_EQ(id_map_self(true, &m), 0);
+	EXPECT_TRUE(id_map_is_initial(m));
+	EXPECT_EQ(id_map_setgroups_denied(), 0);
 }
 
 /* The kernel's padded layout, more than one extent, and what is refused. */
