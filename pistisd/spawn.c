@@ -581,7 +581,8 @@ static void set_rlimit(struct child_args *a, int res, rlim_t v, bool can_raise)
 {
 	struct rlimit own;
 
-	if (!can_raise && getrlimit(res, &own) == 0 && own.rlim_max != RLIM_INFINITY &&
+	/* (a limit of 0 is never above ours: not asked) */
+	if (!can_raise && v && getrlimit(res, &own) == 0 && own.rlim_max != RLIM_INFINITY &&
 	    v > own.rlim_max)
 		v = own.rlim_max;
 	a->rl[a->n_rl].resource = res;
