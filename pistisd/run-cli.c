@@ -597,6 +597,9 @@ int run_cli_main(int argc, char **argv)
 		log_error_errno(r, "Failed to prepare the spawn core: %s: %m", step);
 		return EXIT_SYSTEM;
 	}
+	/* The spawner thread is made (and drops its bounding set) on the other CPU while
+	 * this one checks the root and builds the environment. */
+	spawn_ctx_prepare_start(ctx);
 	/* A limit asked for holds or nothing runs. --pids-max always holds as NPROC (the
 	 * agent's processes, all commands together), the cgroup's pids.max only where that
 	 * controller is delegated. */

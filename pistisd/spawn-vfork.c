@@ -353,6 +353,11 @@ static int copy_args(struct child_args *a)
 	return 0;
 }
 
+void spawn_vfork_prepare(int last_cap)
+{
+	(void)spawner_ready(last_cap);
+}
+
 int spawn_vfork_start(const struct child_args *a, bool legacy, int cgroup_fd, pid_t *ret_pid,
 		      int *ret_pidfd)
 {
@@ -409,6 +414,11 @@ int spawn_vfork_start(const struct child_args *a, bool legacy, int cgroup_fd, pi
 }
 
 #else
+
+void spawn_vfork_prepare(int last_cap)
+{
+	(void)last_cap;
+}
 
 int spawn_vfork_start(const struct child_args *a, bool legacy, int cgroup_fd, pid_t *ret_pid,
 		      int *ret_pidfd)

@@ -11,6 +11,12 @@ struct child_args;
  * fs.suid_dumpable value on this kernel release (uname -r), and this build can make one. */
 bool spawn_vfork_allowed(int suid_dumpable, const char *release);
 
+/* Make the spawner thread now, where this build can (it drops its bounding set once made),
+ * so that its creation overlaps the caller's own work before the first start instead of
+ * delaying it; the first spawn_vfork_start makes it otherwise. Nothing else changes: each
+ * start still decides whether it goes this way. */
+void spawn_vfork_prepare(int last_cap);
+
 /* Start the child of a (copied: the caller may free what a points to once this returns)
  * with CLONE_VM | CLONE_VFORK from the spawner thread: with clone3, born in cgroup_fd
  * unless it is -1, or with legacy clone (cgroup_fd ignored: a->cgroup_procs_fd joins).

@@ -508,6 +508,12 @@ int spawn_ctx_cgroup_base_fd(const struct spawn_ctx *ctx)
 	return ctx->cg.base_fd;
 }
 
+void spawn_ctx_prepare_start(struct spawn_ctx *ctx)
+{
+	if (ctx->vfork)
+		spawn_vfork_prepare(ctx->last_cap);
+}
+
 unsigned spawn_ctx_cgroup_features(const struct spawn_ctx *ctx)
 {
 	return ctx->cg.base_fd >= 0 ? ctx->cg.features : 0;

@@ -3344,6 +3344,65 @@ static int agent_reaches(pid_t pid)
  * cannot reach it (not dumpable: /proc/PID is root's; no ptrace, /proc/PID/mem or
  * process_vm_readv), the caller is not held (the next start goes fork-style at once),
  * and once it is killed the spawner is free again. */
+/* The thread ids of this process other than its main one (at most max, how many in all). */
+static size_t other_threads(pid_t *v, size_t max)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	size_t n = 0;
+
+	while (d && (e = readdir(d)))
+		if (e->d_name[0] != '.' && atoi(e->d_name) != getpid()) {
+			if (n < max)
+				v[n] = atoi(e->d_name);
+			n++;
+		}
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/* spawn_ctx_prepare_start (pistisd run) makes the spawner thread before the first start,
+ * where starts may go the vfork-style way, and it drops its bounding set then; the first
+ * start uses that thread, not a second one, and its child holds no capability. */
+TEST(prepare_start_makes_the_spawner_before_the_first_start)
+{
+	static struct capture cap;
+	struct capture *c = &cap;
+	struct spawn_ctx *ctx;
+	struct spawn_opts o;
+	struct spawn_result res;
+	struct spawn_error err;
+	char vb[64], buf[2048], path[64], *argv[] = {probe_path, NULL};
+	pid_t tid[2] = {0, 0};
+	const char *bnd = NULL;
+
+	need_root_and_probe(_metadata);
+	ctx = ctx_or_die(_metadata);
+	ASSERT_EQ(other_threads(tid, 2), 0u);
+	spawn_ctx_prepare_start(ctx);
+	if (!vfork_expected()) { /* fork-style here: no thread is made */
+		EXPECT_EQ(other_threads(tid, 2), 0u);
+		spawn_ctx_free(ctx);
+		return;
+	}
+	ASSERT_EQ(other_threads(tid, 2), 1u);
+	snprintf(path, sizeof(path), "/proc/self/task/%d/status", (int)tid[0]);
+	for (int i = 0; i < 200; i++) { /* its drops run beside us: up to 2 s */
+		bnd = strstr(read_text(AT_FDCWD, path, buf, sizeof(buf)), "\nCapBnd:\t");
+		if (bnd && !strncmp(bnd + 9, "00000000200000c0\n", 17))
+			break;
+		usleep(10000);
+	}
+	ASSERT_TRUE(bnd != NULL);
+	EXPECT_EQ(strncmp(bnd + 9, "00000000200000c0\n", 17), 0);
+	base_opts(&o, argv);
+	ASSERT_EQ(run(ctx, &o, c, &res, &err), 0);
+	EXPECT_STREQ(V("CapBnd"), "0000000000000000");
+	EXPECT_EQ(other_threads(tid, 2), 1u);
+	spawn_ctx_free(ctx);
+}
+
 TEST_TIMEOUT(vfork_child_stopped_holds_nothing_and_is_out_of_reach, 120)
 {
 	struct spawn_ctx *ctx;
