@@ -132,23 +132,31 @@ void id_map_format(const struct id_map *m, char *buf, size_t size)
 	}
 }
 
+/* 340 lines of three 10-digit fields padded to 11 columns each, and a NUL. Static, not
+ * malloc'd: `pistisd users ensure` reads the maps once per process and mallocs nothing
+ * else, and a first malloc in a fresh process (heap set up with brk, a group mapped, then
+ * unmapped) cost more than the read on a VM where every fresh page faults expensively
+ * (docs/users.md, "Process start and exit"). Only the pages the text fills are touched.
+ * One caller at a time, as id_map_self's maps. */
+static char self_text[16384 + 1];
+
 static int read_self(bool gid, struct id_map *ret)
 {
 	_cleanup_close_ int fd = -1;
-	_cleanup_free_ char *text = NULL;
-	size_t len = 0;
-	int r;
+	ssize_t n;
 
 	fd = open(gid ? "/proc/self/gid_map" : "/proc/self/uid_map", O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return negative_errno();
-	/* 340 lines of three 10-digit fields padded to 11 columns each. */
-	r = fd_read_all(fd, 16384, &text, &len);
-	if (r < 0)
-		return r;
-	if (strlen(text) != len)
+	n = loop_read(fd, self_text, sizeof(self_text) - 1);
+	if (n < 0)
+		return (int)n;
+	if ((size_t)n == sizeof(self_text) - 1)
+		return -EFBIG;
+	self_text[n] = '\0';
+	if (strlen(self_text) != (size_t)n)
 		return -EINVAL;
-	return id_map_parse(text, ret);
+	return id_map_parse(self_text, ret);
 }
 
 /* Whether we are in the initial user namespace, asked once (pistis never changes its

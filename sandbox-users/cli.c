@@ -354,7 +354,11 @@ static bool cmd_known(const char *cmd)
 
 int users_cli_main(int argc, char **argv)
 {
-	_cleanup_free_ const char **args = NULL;
+	/* Static, not malloc'd: parse_args takes at most USERS_BATCH_MAX operands, and a
+	 * creation mallocs nothing else, so the process never sets up a heap (a first malloc
+	 * costs a brk, a mapping and their fresh pages: docs/users.md, "Process start and
+	 * exit"). Only the pages the operands fill are touched. */
+	static const char *args[USERS_BATCH_MAX];
 	struct opts o = {.uid = (uid_t)-1};
 	const char *cmd;
 	int r;
@@ -374,11 +378,6 @@ int users_cli_main(int argc, char **argv)
 	}
 	/* pistisd exits when this returns: what the call allocated is left to exit(2). */
 	users_leave_memory_to_exit();
-	args = calloc((size_t)argc, sizeof(*args));
-	if (!args) {
-		log_error("out of memory");
-		return EXIT_SYSTEM;
-	}
 	o.args = args;
 	r = parse_args(argc, argv, &o);
 	if (r > 0)

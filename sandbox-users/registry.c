@@ -25,7 +25,7 @@ void registry_done(struct registry *reg)
 	if (!reg)
 		return;
 	for (size_t i = 0; i < reg->n; i++)
-		free(reg->recs[i].own);
+		uarena_free(reg->recs[i].own);
 	uarena_free(reg->recs);
 	uarena_free(reg->buf);
 	uarena_free(reg->by_id);
@@ -512,9 +512,12 @@ int registry_add(struct registry *reg, uint32_t uid, const char *name, const cha
 		return -EEXIST; /* the caller checks first: never two records of one name/id */
 	rec = &reg->recs[reg->n];
 	memset(rec, 0, sizeof(*rec));
-	rec->own = strdup(agent_id);
+	/* From the call's arena, as the records themselves: the one malloc of a creation
+	 * otherwise (a fresh process's first: heap set up, pages faulted). */
+	rec->own = uarena_alloc(ilen + 1);
 	if (!rec->own)
 		return -ENOMEM;
+	memcpy(rec->own, agent_id, ilen + 1);
 	rec->id = rec->own;
 	rec->id_len = (uint16_t)ilen;
 	rec->uid = uid;
@@ -534,7 +537,7 @@ void registry_delete(struct registry *reg, struct registry_record *rec)
 
 	if (i >= reg->n)
 		return;
-	free(rec->own);
+	uarena_free(rec->own);
 	memmove(&reg->recs[i], &reg->recs[i + 1], (reg->n - i - 1) * sizeof(*rec));
 	reg->n--;
 	reg->changed = true;

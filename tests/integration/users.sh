@@ -513,4 +513,17 @@ is "pi-tools in staff: list --json warns on every active agent" \
 cp -a "$work/group.warn" "$R/etc/group"
 unlike "restored: list warns no more" "$("$P" users list --root "$R" 2>&1)" "would refuse"
 
+# --- a creation's process sets up no heap -------------------------------------------------
+# Everything a creation allocates comes from its one arena mapping: no brk, no other mmap,
+# no munmap. In a fresh process a first malloc (brk, a guard, a group mapped and unmapped)
+# and its fresh pages cost more than parsing a file on a VM where each fault is slow
+# (docs/users.md, "Process start and exit").
+R=$(root_fresh debian)
+"$P" users ensure agent/h0 --root "$R" >/dev/null
+strace -f -qq -e trace=brk,mmap,munmap -o "$work/heap.trace" \
+	"$P" users ensure agent/h1 --root "$R" >"$work/out"
+is "a creation's process: one mapping (its arena), no brk, no munmap" \
+	"$(grep -cE '(brk|mmap|munmap)\(' "$work/heap.trace")" 1
+like "... and it was a creation" "$(cat "$work/out")" 'uid=10101'
+
 done_testing
