@@ -525,5 +525,12 @@ strace -f -qq -e trace=brk,mmap,munmap -o "$work/heap.trace" \
 is "a creation's process: one mapping (its arena), no brk, no munmap" \
 	"$(grep -cE '(brk|mmap|munmap)\(' "$work/heap.trace")" 1
 like "... and it was a creation" "$(cat "$work/out")" 'uid=10101'
+# The operands go into a static array of USERS_BATCH_MAX (1,024): the 1,025th is refused
+# before anything is read or written.
+sum=$(cat "$R"/etc/{passwd,group} "$R/data/pistis/users.registry" | sha256sum)
+"$P" users ensure $(seq -f 'agent/b%g' 1 1025) --root "$R" >/dev/null 2>"$work/err"
+is "1,025 agent ids: usage error" "$?" 100
+like "... saying the limit" "$(cat "$work/err")" "unexpected argument 'agent/b1025' \(at most 1024 agent ids\)"
+is "... nothing written" "$(cat "$R"/etc/{passwd,group} "$R/data/pistis/users.registry" | sha256sum)" "$sum"
 
 done_testing
