@@ -525,6 +525,11 @@ strace -f -qq -e trace=brk,mmap,munmap -o "$work/heap.trace" \
 is "a creation's process: one mapping (its arena), no brk, no munmap" \
 	"$(grep -cE '(brk|mmap|munmap)\(' "$work/heap.trace")" 1
 like "... and it was a creation" "$(cat "$work/out")" 'uid=10101'
+# Its code and constants mapped in one call per read-only segment, not a fault per window
+# as each part first runs (docs/users.md, "Process start and exit").
+strace -qq -e trace=madvise -o "$work/code.trace" "$P" users ensure agent/h2 --root "$R" >/dev/null
+is "a users process maps the binary's read-only segments up front" \
+	"$(grep -c 'MADV_POPULATE_READ) = 0' "$work/code.trace")" 3
 # The operands go into a static array of USERS_BATCH_MAX (1,024): the 1,025th is refused
 # before anything is read or written.
 sum=$(cat "$R"/etc/{passwd,group} "$R/data/pistis/users.registry" | sha256sum)
