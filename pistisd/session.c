@@ -440,7 +440,7 @@ int session_init(void)
  * exiting) is removed from here, a pass every 20 ms until none is left: never waited for
  * in the loop, where one agent's slow-dying processes would stall every other agent. */
 /* Each cgroup is retried less and less often (spawn_ctx_reap_dying); one still there after
- * 10 s is told once, and the lines at most one a minute, the ones held back counted in
+ * SPAWN_DYING_STUCK_S is told once, and the lines at most one a minute, the ones held back counted in
  * the next (an agent that can make processes no kill ends could fill the log). */
 #define STUCK_LOG_INTERVAL_NS (60ull * 1000000000ull)
 
@@ -455,10 +455,10 @@ static void reap_dying(lws_sorted_usec_list_t *sul)
 		lws_sul_schedule(serve_lws_context(), 0, sul, reap_dying, 20 * LWS_US_PER_MS);
 	untold += spawn_ctx_take_stuck(T.spawn);
 	if (untold && (!last_told_ns || spawn_now_ns() - last_told_ns >= STUCK_LOG_INTERVAL_NS)) {
-		log_warning("%zu command cgroup(s) still not empty after 10 s of cgroup.kill: a "
+		log_warning("%zu command cgroup(s) still not empty after %u s of cgroup.kill: a "
 			    "process that cannot be killed (in D state, waiting on I/O?); retried "
 			    "every second, the processes are listed in their cgroup.procs",
-			    untold);
+			    untold, SPAWN_DYING_STUCK_S);
 		last_told_ns = spawn_now_ns();
 		untold = 0;
 	}

@@ -66,9 +66,6 @@ struct pooled_cgroup {
 #define CGROUP_DYING_MAX 256
 #define DYING_RETRY_FIRST_MS 10u
 #define DYING_RETRY_MAX_MS 1000u
-/* Dying this long, it is told as stuck (spawn_ctx_take_stuck): gigabytes of memory take
- * seconds to tear down here, a process in D state as long as its I/O hangs. */
-#define DYING_STUCK_S 10u
 
 struct dying_cgroup {
 	struct pooled_cgroup cg;
@@ -472,7 +469,7 @@ size_t spawn_ctx_take_stuck(struct spawn_ctx *ctx)
 
 	for (size_t i = 0; i < ctx->n_dying; i++) {
 		struct dying_cgroup *d = &ctx->dying[i];
-		if (!d->stuck_told && now - d->since_ns >= DYING_STUCK_S * 1000000000ull) {
+		if (!d->stuck_told && now - d->since_ns >= SPAWN_DYING_STUCK_S * 1000000000ull) {
 			d->stuck_told = true;
 			n++;
 		}

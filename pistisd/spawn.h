@@ -257,7 +257,11 @@ void spawn_ctx_free(struct spawn_ctx *ctx);
  * from 10 ms to 1 s (a pass before its time passes it over). Returns how many are still
  * there: call again later while it is not 0. */
 size_t spawn_ctx_reap_dying(struct spawn_ctx *ctx, unsigned wait_ms);
-/* How many dying command cgroups have been killed again and again for 10 s and are still
+/* Dying this long, a command cgroup is told as stuck (spawn_ctx_take_stuck): gigabytes of
+ * memory take seconds to tear down here, a process in D state as long as its I/O hangs. */
+#define SPAWN_DYING_STUCK_S 10u
+/* How many dying command cgroups have been killed again and again for SPAWN_DYING_STUCK_S
+ * and are still
  * not gone (a process that cannot be killed, such as one in D state), not counted by an
  * earlier call: each is counted once, for a caller's log line. */
 size_t spawn_ctx_take_stuck(struct spawn_ctx *ctx);
