@@ -887,12 +887,6 @@ int cgroup_cmd_remove(struct cgroup_ctx *ctx, const char *agent, const char *cmd
 	return 0;
 }
 
-/* One command cgroup: killed when populated and nobody holds its lock. An empty one is
- * never locked, not even for a moment: its maker may be between mkdir and flock
- * (cgroup_cmd_create), and it is populated only once its maker holds it. 1 killed (empty
- * now), 2 killed but still populated after REAP_KILL_MS (a process no SIGKILL ends yet:
- * one in D state), 0 not, -errno. */
-#define REAP_KILL_MS 200
 /* Whether the pistisd that named a cgroup of its own "cmd-<pid>-<n>" is gone: no process
  * has that pid (in our pid namespace) any more. A live pid may be a pistisd between its
  * mkdir and its flock, so only a dead one's empty cgroups are removed. */
@@ -911,6 +905,11 @@ static bool maker_gone(const char *name)
 	return kill((pid_t)pid, 0) < 0 && errno == ESRCH;
 }
 
+/* One command cgroup: killed when populated and nobody holds its lock. An empty one is
+ * never locked, not even for a moment: its maker may be between mkdir and flock
+ * (cgroup_cmd_create), and it is populated only once its maker holds it. 1 killed (empty
+ * now), 2 killed but still populated after CGROUP_REAP_KILL_MS (a process no SIGKILL ends
+ * yet: one in D state), 0 not, -errno. */
 static int reap_one(int agent_fd, const char *name)
 {
 	_cleanup_close_ int fd =
@@ -938,7 +937,7 @@ static int reap_one(int agent_fd, const char *name)
 	/* cgroup.kill is asynchronous (and the fallback before 5.14 one pass over
 	 * cgroup.procs): up to ~200 ms for the tree to go, then a cgroup of its own is
 	 * removed; a slot stays for the next claimer, which renews it (claim_slot). */
-	for (int i = 0; i < REAP_KILL_MS; i++) {
+	for (unsigned i = 0; i < CGROUP_REAP_KILL_MS; i++) {
 		int r = cgroup_kill(fd);
 		if (r < 0)
 			return r;

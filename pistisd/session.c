@@ -388,9 +388,9 @@ static void log_orphans(const char *agent, unsigned killed, unsigned alive, void
 			    killed, agent);
 	if (alive)
 		log_warning("%u command tree(s) of agent '%s' that no pistisd owned still have "
-			    "processes 200 ms after cgroup.kill (in D state, waiting on I/O?): "
+			    "processes %u ms after cgroup.kill (in D state, waiting on I/O?): "
 			    "they end when that lets go, or see their cgroup.procs",
-			    alive, agent);
+			    alive, agent, CGROUP_REAP_KILL_MS);
 }
 
 static void remove_orphaned_ipc(void);
@@ -440,8 +440,8 @@ int session_init(void)
  * exiting) is removed from here, a pass every 20 ms until none is left: never waited for
  * in the loop, where one agent's slow-dying processes would stall every other agent. */
 /* Each cgroup is retried less and less often (spawn_ctx_reap_dying); one still there after
- * SPAWN_DYING_STUCK_S is told once, and the lines at most one a minute, the ones held back counted in
- * the next (an agent that can make processes no kill ends could fill the log). */
+ * SPAWN_DYING_STUCK_S is told once, and the lines at most one a minute, the ones held back
+ * counted in the next (an agent that can make processes no kill ends could fill the log). */
 #define STUCK_LOG_INTERVAL_NS (60ull * 1000000000ull)
 
 static void reap_dying(lws_sorted_usec_list_t *sul)

@@ -261,9 +261,8 @@ size_t spawn_ctx_reap_dying(struct spawn_ctx *ctx, unsigned wait_ms);
  * memory take seconds to tear down here, a process in D state as long as its I/O hangs. */
 #define SPAWN_DYING_STUCK_S 10u
 /* How many dying command cgroups have been killed again and again for SPAWN_DYING_STUCK_S
- * and are still
- * not gone (a process that cannot be killed, such as one in D state), not counted by an
- * earlier call: each is counted once, for a caller's log line. */
+ * and are still not gone (a process that cannot be killed, such as one in D state), not
+ * counted by an earlier call: each is counted once, for a caller's log line. */
 size_t spawn_ctx_take_stuck(struct spawn_ctx *ctx);
 /* "cgroup" when command trees live in cgroups, else "pgid" (a command's result may say
  * "session": its own audit session holds what left its process group). */
