@@ -905,16 +905,33 @@ static bool maker_gone(const char *name)
 	return kill((pid_t)pid, 0) < 0 && errno == ESRCH;
 }
 
-/* One command cgroup: killed when populated and nobody holds its lock. An empty one is
- * never locked, not even for a moment: its maker may be between mkdir and flock
- * (cgroup_cmd_create), and it is populated only once its maker holds it. 1 killed (empty
- * now), 2 killed but still populated after CGROUP_REAP_KILL_MS (a process no SIGKILL ends
- * yet: one in D state), 0 not, -errno. */
-static int reap_one(int agent_fd, const char *name)
+/* A populated orphan found by the walk, killed and held (its lock) until it empties or the
+ * time is up: agent_fd (its own, for the rmdir) and name say where it is, agent which
+ * agent's counts it goes to. */
+struct orphan {
+	int fd, agent_fd;
+	unsigned agent;
+	char name[NAME_MAX + 1];
+};
+
+struct agent_count {
+	char name[NAME_MAX + 1];
+	unsigned killed, alive;
+};
+
+/* Orphans killed and waited for together: up to REAP_BATCH at a time, so that a tree
+ * with thousands of them costs neither thousands of fds nor a wait per cgroup. */
+#define REAP_BATCH 64u
+
+/* One command cgroup, looked at: killed when populated and nobody holds its lock. An
+ * empty one is never locked, not even for a moment: its maker may be between mkdir and
+ * flock (cgroup_cmd_create), and it is populated only once its maker holds it. 1 killed
+ * and held (*ret_fd, its lock taken), 0 not, -errno. */
+static int reap_one(int agent_fd, const char *name, int *ret_fd)
 {
 	_cleanup_close_ int fd =
 		openat(agent_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-	int populated;
+	int populated, r;
 
 	if (fd < 0)
 		return errno == ENOENT ? 0 : -errno;
@@ -934,32 +951,78 @@ static int reap_one(int agent_fd, const char *name)
 		return errno == EWOULDBLOCK ? 0 : -errno;
 	if (cgroup_populated(fd) != 1)
 		return 0; /* its owner finished with it between the two looks */
-	/* cgroup.kill is asynchronous (and the fallback before 5.14 one pass over
-	 * cgroup.procs): up to ~200 ms for the tree to go, then a cgroup of its own is
-	 * removed; a slot stays for the next claimer, which renews it (claim_slot). */
-	for (unsigned i = 0; i < CGROUP_REAP_KILL_MS; i++) {
-		int r = cgroup_kill(fd);
-		if (r < 0)
-			return r;
-		if (cgroup_populated(fd) == 0) {
-			if (!cgroup_cmd_is_slot(name))
-				(void)unlinkat(agent_fd, name, AT_REMOVEDIR);
-			return 1;
+	r = cgroup_kill(fd);
+	if (r < 0)
+		return r;
+	*ret_fd = TAKE_FD(fd);
+	return 1;
+}
+
+static uint64_t reap_now_ms(void)
+{
+	struct timespec ts;
+
+	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* The batch, every one killed once already: cgroup.kill is asynchronous (and the fallback
+ * before 5.14 one pass over cgroup.procs), so each is looked at and killed again every
+ * millisecond until it is empty, then a cgroup of its own removed (a slot stays for the
+ * next claimer, which renews it: claim_slot), for CGROUP_REAP_KILL_MS in all, not each:
+ * N orphans from a crashed pistisd, some in D state, cost one wait, not N. One still
+ * populated then (a process no SIGKILL ends yet) is counted alive and left as it is: it
+ * was logged as gone while it ran on; its kill stays pending, its processes end when
+ * whatever holds them lets go. Returns 0 or the last -errno. */
+static int reap_wait(struct orphan *o, size_t n, struct agent_count *agents)
+{
+	uint64_t start = reap_now_ms();
+	size_t left = n;
+	int r = 0;
+
+	for (;;) {
+		for (size_t i = 0; i < n; i++) {
+			int k;
+
+			if (o[i].fd < 0)
+				continue;
+			/* (a failed look counts as populated, a failed kill ends the wait for
+			 * it uncounted: as when each was waited for alone) */
+			if (cgroup_populated(o[i].fd) == 0) {
+				if (!cgroup_cmd_is_slot(o[i].name))
+					(void)unlinkat(o[i].agent_fd, o[i].name, AT_REMOVEDIR);
+				agents[o[i].agent].killed++;
+			} else if ((k = cgroup_kill(o[i].fd)) == 0) {
+				continue;
+			} else {
+				r = k;
+			}
+			o[i].fd = safe_close(o[i].fd);
+			left--;
 		}
+		if (!left || reap_now_ms() - start >= CGROUP_REAP_KILL_MS)
+			break;
 		(void)nanosleep(&(struct timespec){0, 1000000}, NULL);
 	}
-	/* Counted as killed, it was logged as gone while it ran on; the caller says it is
-	 * not (the kill stays pending: the processes end when whatever holds them lets go) */
-	return 2;
+	for (size_t i = 0; i < n; i++) {
+		if (o[i].fd >= 0)
+			agents[o[i].agent].alive++;
+		safe_close(o[i].fd);
+		safe_close(o[i].agent_fd);
+	}
+	return r;
 }
 
 int cgroup_reap_orphans(int base_fd,
 			void (*found)(const char *agent, unsigned killed, unsigned alive, void *u),
 			void *userdata)
 {
+	struct orphan batch[REAP_BATCH];
+	_cleanup_free_ struct agent_count *agents = NULL;
+	size_t n = 0, n_agents = 0;
 	DIR *base = NULL;
 	struct dirent *de;
-	int fd, r = 0;
+	int fd, k, r = 0;
 
 	if (base_fd < 0)
 		return 0;
@@ -973,12 +1036,21 @@ int cgroup_reap_orphans(int base_fd,
 	}
 	while ((de = readdir(base))) {
 		_cleanup_close_ int agent_fd = -1;
-		unsigned killed = 0, alive = 0;
+		struct agent_count *a;
 		DIR *cmds = NULL;
 		struct dirent *ce;
 
 		if (de->d_type != DT_DIR || !cgroup_name_ok(de->d_name))
 			continue;
+		a = realloc(agents, (n_agents + 1) * sizeof(*agents));
+		if (!a) {
+			r = -ENOMEM;
+			break;
+		}
+		agents = a;
+		a = &agents[n_agents];
+		*a = (struct agent_count){0};
+		snprintf(a->name, sizeof(a->name), "%s", de->d_name);
 		agent_fd = openat(dirfd(base), de->d_name,
 				  O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 		fd = agent_fd < 0 ? -1 : openat(agent_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -987,23 +1059,38 @@ int cgroup_reap_orphans(int base_fd,
 			safe_close(fd);
 			continue;
 		}
+		n_agents++;
 		while ((ce = readdir(cmds))) {
-			int k;
+			struct orphan *o = &batch[n];
 
 			if (ce->d_type != DT_DIR || strncmp(ce->d_name, "cmd-", 4))
 				continue;
-			k = reap_one(agent_fd, ce->d_name);
-			if (k < 0)
-				r = k;
-			else if (k == 2)
-				alive++;
-			else
-				killed += (unsigned)k;
+			o->fd = -1;
+			k = reap_one(agent_fd, ce->d_name, &o->fd);
+			if (k <= 0) {
+				if (k < 0)
+					r = k;
+				continue;
+			}
+			o->agent_fd = fcntl(agent_fd, F_DUPFD_CLOEXEC, 3);
+			if (o->agent_fd < 0)
+				r = -errno; /* killed and waited for all the same, not removed */
+			o->agent = (unsigned)(n_agents - 1);
+			snprintf(o->name, sizeof(o->name), "%s", ce->d_name);
+			n++;
+			if (n == REAP_BATCH) {
+				k = reap_wait(batch, n, agents);
+				r = k < 0 ? k : r;
+				n = 0;
+			}
 		}
 		closedir(cmds);
-		if ((killed || alive) && found)
-			found(de->d_name, killed, alive, userdata);
 	}
 	closedir(base);
+	k = reap_wait(batch, n, agents);
+	r = k < 0 ? k : r;
+	for (size_t i = 0; found && i < n_agents; i++)
+		if (agents[i].killed || agents[i].alive)
+			found(agents[i].name, agents[i].killed, agents[i].alive, userdata);
 	return r;
 }

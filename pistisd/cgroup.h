@@ -115,10 +115,12 @@ int cgroup_cmd_remove(struct cgroup_ctx *ctx, const char *agent, const char *cmd
  * (<own>/pistis/<agent>/cmd-*) whose lock no process holds (a pistisd that crashed, or a
  * keep_children command whose pistisd ended) is killed, and a non-slot one removed.
  * Cgroups a live pistisd holds (pistisd run, another serve) are left alone. found is called
- * once per agent with the number of cgroups killed and emptied, and of those killed that
- * still had processes CGROUP_REAP_KILL_MS later (killed again and again meanwhile; a
- * process in D state: the cgroup is left as it is). Returns 0, or the last -errno met (the
- * walk goes on past it). */
+ * once per agent, at the end, with the number of cgroups killed and emptied, and of those
+ * killed that still had processes CGROUP_REAP_KILL_MS later (killed again and again
+ * meanwhile; a process in D state: the cgroup is left as it is). Every orphan is killed
+ * before any is waited for, and the wait is CGROUP_REAP_KILL_MS for all of them together
+ * (for each 64), not for each. Returns 0, or the last -errno met (the walk goes on past
+ * it). */
 #define CGROUP_REAP_KILL_MS 200u
 int cgroup_reap_orphans(int base_fd,
 			void (*found)(const char *agent, unsigned killed, unsigned alive, void *u),

@@ -4045,6 +4045,116 @@ TEST_TIMEOUT(orphan_that_outlives_its_kill_is_not_counted_killed, 60)
 	EXPECT_EQ(rmdir(mine), 0);
 }
 
+static void count_slow(const char *agent, unsigned killed, unsigned alive, void *u)
+{
+	unsigned *n = u;
+
+	if (!strcmp(agent, "slow-orphan-agent"))
+		n[0] += killed, n[1] += alive;
+}
+
+/* A serve that died with several commands in D state (a hung disk) left as many populated
+ * cgroups whose processes no kill ends yet: its successor's start-up waited
+ * CGROUP_REAP_KILL_MS for each in turn (five: a second before it dialled). All are now
+ * killed first and waited for together: one wait, and the ordinary orphans beside them
+ * still killed, emptied and removed. */
+TEST_TIMEOUT(orphans_in_d_state_are_waited_for_together, 60)
+{
+	enum { N_STUCK = 5, N_PLAIN = 3 };
+	struct cgroup_ctx probe = {.base_fd = -1}, cg = {.base_fd = -1};
+	char own[600], mine[700], path[900], pid[16], names[N_STUCK + N_PLAIN][48];
+	unsigned n[2] = {0, 0};
+	pid_t stuck[N_STUCK], holder[N_STUCK], plain[N_PLAIN], dead;
+	int agent_fd, st = 0;
+	uint64_t t0, ms;
+
+	need_root_and_probe(_metadata);
+	if (cgroup_init(&probe) < 0)
+		SKIP("no cgroup v2 delegated here");
+	snprintf(own, sizeof(own), "%s", probe.base_path);
+	*strrchr(own, '/') = 0;
+	cgroup_done(&probe);
+	if (join_own_test_cgroup(own, "slow-orphan-test", mine, sizeof(mine)) < 0)
+		SKIP("cannot make a cgroup of this test's own: %s", strerror(errno));
+	ASSERT_EQ(cgroup_init(&cg), 0);
+	ASSERT_EQ(mkdirat(cg.base_fd, "slow-orphan-agent", 0710), 0);
+	agent_fd = openat(cg.base_fd, "slow-orphan-agent", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	ASSERT_GE(agent_fd, 0);
+	dead = fork(); /* the pid of the pistisd that died, in the names of its cgroups */
+	if (dead == 0)
+		_exit(0);
+	ASSERT_GT(dead, 0);
+	ASSERT_EQ(waitpid(dead, NULL, 0), dead);
+	/* Slots and cgroups of its own: names[0..N_STUCK) stuck, the rest plain sleepers. */
+	for (int i = 0; i < N_STUCK + N_PLAIN; i++) {
+		int fd, procs;
+
+		if (i < 2)
+			snprintf(names[i], sizeof(names[i]), "cmd-s%d", i);
+		else
+			snprintf(names[i], sizeof(names[i]), "cmd-%d-%d", (int)dead, i);
+		ASSERT_EQ(mkdirat(agent_fd, names[i], 0711), 0);
+		fd = openat(agent_fd, names[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		ASSERT_GE(fd, 0);
+		if (i < N_STUCK) {
+			stuck[i] = stuck_process(fd, &holder[i]);
+			ASSERT_GT(stuck[i], 0);
+		} else {
+			plain[i - N_STUCK] = fork();
+			if (plain[i - N_STUCK] == 0) {
+				for (;;)
+					pause();
+			}
+			ASSERT_GT(plain[i - N_STUCK], 0);
+			procs = openat(fd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+			ASSERT_GE(procs, 0);
+			EXPECT_GT(dprintf(procs, "%d\n", (int)plain[i - N_STUCK]), 0);
+			close(procs);
+		}
+		EXPECT_EQ(cgroup_populated(fd), 1);
+		close(fd);
+	}
+	t0 = spawn_now_ns();
+	EXPECT_EQ(cgroup_reap_orphans(cg.base_fd, count_slow, n), 0);
+	ms = (spawn_now_ns() - t0) / 1000000u;
+	fprintf(stderr, "# %d stuck orphans: start-up sweep %llu ms\n", N_STUCK,
+		(unsigned long long)ms);
+	EXPECT_EQ(n[0], (unsigned)N_PLAIN);
+	EXPECT_EQ(n[1], (unsigned)N_STUCK);
+	EXPECT_GE(ms, (uint64_t)CGROUP_REAP_KILL_MS);
+	EXPECT_LT(ms, 3u * CGROUP_REAP_KILL_MS); /* one after another: N_STUCK times */
+	for (int i = 0; i < N_PLAIN; i++) {
+		EXPECT_EQ(waitpid(plain[i], &st, 0), plain[i]);
+		EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	}
+	for (int i = N_STUCK; i < N_STUCK + N_PLAIN; i++)
+		EXPECT_EQ(ino_at(agent_fd, names[i]), 0u); /* plain ones of their own: removed */
+	for (int i = 0; i < N_STUCK; i++) {
+		EXPECT_EQ(proc_state(stuck[i]), 'D');
+		EXPECT_NE(ino_at(agent_fd, names[i]), 0u); /* left as it is, its kill pending */
+	}
+	for (int i = 0; i < N_STUCK; i++)
+		EXPECT_TRUE(stuck_release(stuck[i], holder[i]));
+	/* let go, they died of the pending kill: the next sweep only removes the emptied
+	 * cgroups of their own (their maker's pid is gone), and counts nothing */
+	n[0] = n[1] = 0;
+	EXPECT_EQ(cgroup_reap_orphans(cg.base_fd, count_slow, n), 0);
+	EXPECT_EQ(n[0] + n[1], 0u);
+	for (int i = 2; i < N_STUCK; i++)
+		EXPECT_EQ(ino_at(agent_fd, names[i]), 0u);
+	EXPECT_EQ(unlinkat(agent_fd, "cmd-s0", AT_REMOVEDIR), 0);
+	EXPECT_EQ(unlinkat(agent_fd, "cmd-s1", AT_REMOVEDIR), 0);
+	close(agent_fd);
+	EXPECT_EQ(unlinkat(cg.base_fd, "slow-orphan-agent", AT_REMOVEDIR), 0);
+	cgroup_done(&cg);
+	snprintf(path, sizeof(path), "%s/cgroup.procs", own);
+	snprintf(pid, sizeof(pid), "%d", (int)getpid());
+	EXPECT_EQ(write_file(path, pid), 0);
+	snprintf(path, sizeof(path), "%s/pistis", mine);
+	EXPECT_EQ(rmdir(path), 0);
+	EXPECT_EQ(rmdir(mine), 0);
+}
+
 /* A pistisd that gets a dead one's pid names its cgroups cmd-<pid>-<n> from 1 again and
  * may meet that pistisd's leftovers. With every slot busy (four sleepers), the next two
  * commands are cmd-P-5 and cmd-P-6; cmd-P-5 is left empty and unheld: removed and made
