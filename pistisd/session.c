@@ -437,12 +437,16 @@ int session_init(void)
 }
 
 /* A command's cgroup still populated when it is freed (its processes killed, some still
- * exiting) is removed from here, a pass every 20 ms until none is left: never waited for
- * in the loop, where one agent's slow-dying processes would stall every other agent. */
+ * exiting) is removed from here, in passes until none is left: never waited for in the
+ * loop, where one agent's slow-dying processes would stall every other agent. */
 /* Each cgroup is retried less and less often (spawn_ctx_reap_dying); one still there after
  * SPAWN_DYING_STUCK_S is told once, and the lines at most one a minute, the ones held back
- * counted in the next (an agent that can make processes no kill ends could fill the log). */
+ * counted in the next (an agent that can make processes no kill ends could fill the log).
+ * The next pass is when the first of them is due, REAP_PASS_MIN_MS at the soonest: a
+ * pass every 20 ms while one is stuck woke serve 50 times a second for nothing, each
+ * cgroup being due once a second at most by then. */
 #define STUCK_LOG_INTERVAL_NS (60ull * 1000000000ull)
+#define REAP_PASS_MIN_MS 20u
 
 static void reap_dying(lws_sorted_usec_list_t *sul)
 {
@@ -451,8 +455,13 @@ static void reap_dying(lws_sorted_usec_list_t *sul)
 
 	if (!T.spawn)
 		return;
-	if (spawn_ctx_reap_dying(T.spawn, 0))
-		lws_sul_schedule(serve_lws_context(), 0, sul, reap_dying, 20 * LWS_US_PER_MS);
+	if (spawn_ctx_reap_dying(T.spawn, 0)) {
+		unsigned ms = spawn_ctx_dying_due_ms(T.spawn);
+
+		lws_sul_schedule(serve_lws_context(), 0, sul, reap_dying,
+				 (lws_usec_t)(ms > REAP_PASS_MIN_MS ? ms : REAP_PASS_MIN_MS) *
+					 LWS_US_PER_MS);
+	}
 	untold += spawn_ctx_take_stuck(T.spawn);
 	if (untold && (!last_told_ns || spawn_now_ns() - last_told_ns >= STUCK_LOG_INTERVAL_NS)) {
 		log_warning("%zu command cgroup(s) still not empty after %u s of cgroup.kill: a "

@@ -462,6 +462,19 @@ size_t spawn_ctx_reap_dying(struct spawn_ctx *ctx, unsigned wait_ms)
 	}
 }
 
+unsigned spawn_ctx_dying_due_ms(const struct spawn_ctx *ctx)
+{
+	uint64_t now = spawn_now_ns(), first = UINT64_MAX;
+
+	for (size_t i = 0; i < ctx->n_dying; i++)
+		if (ctx->dying[i].due_ns < first)
+			first = ctx->dying[i].due_ns;
+	if (first == UINT64_MAX || first <= now)
+		return 0;
+	/* rounded up: a pass a moment early would find it not yet due, and sleep again */
+	return (unsigned)((first - now + 999999u) / 1000000u);
+}
+
 size_t spawn_ctx_take_stuck(struct spawn_ctx *ctx)
 {
 	uint64_t now = spawn_now_ns();

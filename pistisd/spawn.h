@@ -257,6 +257,9 @@ void spawn_ctx_free(struct spawn_ctx *ctx);
  * from 10 ms to 1 s (a pass before its time passes it over). Returns how many are still
  * there: call again later while it is not 0. */
 size_t spawn_ctx_reap_dying(struct spawn_ctx *ctx, unsigned wait_ms);
+/* How long until the first dying command cgroup is due for its next look (0: one is due
+ * now, or none is dying): when an event loop's next pass is worth making. */
+unsigned spawn_ctx_dying_due_ms(const struct spawn_ctx *ctx);
 /* Dying this long, a command cgroup is told as stuck (spawn_ctx_take_stuck): gigabytes of
  * memory take seconds to tear down here, a process in D state as long as its I/O hangs. */
 #define SPAWN_DYING_STUCK_S 10u

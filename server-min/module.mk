@@ -38,7 +38,8 @@ INTEGRATION_TESTS += tests/integration/relay-exit-leaks.sh
 # One agent stalling its spawn children does not stall serve for the others.
 INTEGRATION_TESTS += tests/integration/serve-stall.sh tests/integration/serve-restart.sh \
 	tests/integration/serve-credit.sh tests/integration/serve-strays.sh \
-	tests/integration/serve-trusted-strays.sh tests/integration/serve-unread.sh
+	tests/integration/serve-trusted-strays.sh tests/integration/serve-unread.sh \
+	tests/integration/serve-dying.sh
 # bench/relay.sh's floor: the relay's three hops as plain copy loops (no WebSocket, no loop).
 MUSL_TEST_BINS += bench-fwd
 bench-fwd_SRCS := bench/bench-fwd.c

@@ -182,6 +182,12 @@ size_t fz_spawn_ctx_take_stuck(struct spawn_ctx *ctx)
 	return 0;
 }
 
+unsigned fz_spawn_ctx_dying_due_ms(const struct spawn_ctx *ctx)
+{
+	(void)ctx;
+	return 0;
+}
+
 /* ... and says commands are scoped (no start-up warning per input). */
 bool fz_spawn_ctx_can_scope(const struct spawn_ctx *ctx, int *ret_why)
 {

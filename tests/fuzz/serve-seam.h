@@ -35,6 +35,7 @@ int fz_spawn_kill_orphaned_sessions(const struct spawn_ctx *ctx, uid_t *uids, si
 int fz_spawn_kill_agent_processes(const struct spawn_ctx *ctx, uid_t *uids, size_t n);
 size_t fz_spawn_ctx_reap_dying(struct spawn_ctx *ctx, unsigned wait_ms);
 size_t fz_spawn_ctx_take_stuck(struct spawn_ctx *ctx);
+unsigned fz_spawn_ctx_dying_due_ms(const struct spawn_ctx *ctx);
 int fz_spawn_stop(struct spawn_proc *p);
 int fz_spawn_kill_leftovers(struct spawn_proc *p);
 bool fz_spawn_tree_alive(struct spawn_proc *p);
@@ -76,6 +77,7 @@ int fz_send_pipe_choked(struct lws *wsi);
 #define spawn_kill_agent_processes fz_spawn_kill_agent_processes
 #define spawn_ctx_reap_dying fz_spawn_ctx_reap_dying
 #define spawn_ctx_take_stuck fz_spawn_ctx_take_stuck
+#define spawn_ctx_dying_due_ms fz_spawn_ctx_dying_due_ms
 #define spawn_stop fz_spawn_stop
 #define spawn_kill_leftovers fz_spawn_kill_leftovers
 #define spawn_tree_alive fz_spawn_tree_alive

@@ -3894,6 +3894,7 @@ TEST_TIMEOUT(dying_cgroup_that_never_empties_is_retried_less_often, 60)
 	ASSERT_EQ(fsetxattr(fd, "user.pistis.fresh", "1", 1, 0), 0);
 	EXPECT_EQ(spawn_ctx_reap_dying(ctx, 0), 1u);
 	EXPECT_EQ(fgetxattr(fd, "user.pistis.fresh", &v, 1), 1); /* not due yet: no kill */
+	EXPECT_LE(spawn_ctx_dying_due_ms(ctx), 10u); /* due 10 ms after it went on the list */
 	/* 3 s of passes every 20 ms, as pistisd serve's timer: 150 kills before, now one at
 	 * 10, 30, 70, 150, 310, 630, 1270, 2270 ms */
 	while (spawn_now_ns() - t0 < 3000000000u) {
@@ -3909,6 +3910,8 @@ TEST_TIMEOUT(dying_cgroup_that_never_empties_is_retried_less_often, 60)
 	EXPECT_GE(kills, 5u);
 	EXPECT_LE(kills, 10u);
 	EXPECT_GT(passes, 50u);
+	/* retried once a second by now: serve's timer sleeps until then (session.c) */
+	EXPECT_LE(spawn_ctx_dying_due_ms(ctx), 1000u);
 	EXPECT_EQ(spawn_ctx_take_stuck(ctx), 0u); /* 3 s: a slow teardown, not stuck yet */
 	while (spawn_now_ns() - t0 < 10100000000u) {
 		usleep(20000);
