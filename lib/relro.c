@@ -10,18 +10,12 @@
  * stay writable: in a static PIE, which rcrt1.o relocates at start, and in a non-PIE one
  * alike, since gcc makes PIE code by default and that code puts such tables in
  * .data.rel.ro, not .rodata. */
-#include <elf.h>
 #include <errno.h>
-#include <link.h>
-#include <stdint.h>
 #include <string.h>
-#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
-/* The ELF header, where the loader mapped it (ld defines it when the headers are loaded,
- * as they are in our binaries). Hidden, so the address needs no GOT entry. */
-extern const ElfW(Ehdr) __ehdr_start __attribute__((visibility("hidden")));
+#include "lib/self-phdr.h"
 
 static void relro_fail(const char *what, int err)
 {
@@ -40,34 +34,22 @@ static void relro_fail(const char *what, int err)
 /* Priority 101, the first a program may use: before any other constructor runs code. */
 __attribute__((constructor(101))) static void relro_protect(void)
 {
-	const ElfW(Ehdr) *eh = &__ehdr_start;
-	const ElfW(Phdr) *ph = (const void *)((const char *)eh + eh->e_phoff);
+	struct self_phdr self;
 	const ElfW(Phdr) *relro = NULL;
-	uintptr_t base = 0, page = getauxval(AT_PAGESZ), start, end;
-	int have_base = 0;
+	int have_base = self_phdr_get(&self) == 0;
+	uintptr_t start, end;
 
-	for (size_t i = 0; i < eh->e_phnum; i++) {
-		/* The segment that maps file offset 0 holds the ELF header: its p_vaddr is
-		 * where __ehdr_start was linked, so the difference is the load bias (0 for
-		 * a non-PIE program). musl's own static dl_iterate_phdr would take it from
-		 * PT_PHDR, which ld does not emit for a static PIE. */
-		if (ph[i].p_type == PT_LOAD && ph[i].p_offset == 0) {
-			base = (uintptr_t)eh - ph[i].p_vaddr;
-			have_base = 1;
-		}
-		if (ph[i].p_type == PT_GNU_RELRO)
-			relro = &ph[i];
-	}
+	for (size_t i = 0; i < self.n; i++)
+		if (self.ph[i].p_type == PT_GNU_RELRO)
+			relro = &self.ph[i];
 	if (!relro)
 		return; /* linked without -z relro: nothing to protect */
 	if (!have_base)
 		relro_fail("no PT_LOAD segment maps the ELF header", ENOEXEC);
-	if (!page || (page & (page - 1)))
-		page = 4096;
 	/* As ld.so does: whole pages only; ld pads the segment's end to a page boundary, and
 	 * the page holding its start holds nothing written after relocation. */
-	start = (base + relro->p_vaddr) & ~(page - 1);
-	end = (base + relro->p_vaddr + relro->p_memsz) & ~(page - 1);
+	start = (self.bias + relro->p_vaddr) & ~(self.page - 1);
+	end = (self.bias + relro->p_vaddr + relro->p_memsz) & ~(self.page - 1);
 	if (start < end && mprotect((void *)start, end - start, PROT_READ) < 0)
 		relro_fail("mprotect", errno);
 }

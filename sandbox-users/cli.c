@@ -13,6 +13,7 @@
 #include "lib/log.h"
 #include "lib/macro.h"
 #include "lib/parse-num.h"
+#include "lib/self-phdr.h"
 #include "pistisd/cli.h"
 #include "pistisd/ipc.h"
 #include "pistisd/spawn.h"
@@ -359,9 +360,6 @@ static bool cmd_known(const char *cmd)
 #define MADV_POPULATE_READ 22 /* Linux 5.14; older kernels say EINVAL: pages fault in */
 #endif
 
-/* The ELF header, where the loader mapped it (lib/relro.c says why this symbol). */
-extern const ElfW(Ehdr) __ehdr_start __attribute__((visibility("hidden")));
-
 /* Map the binary's read-only segments (headers, code, constants) in one call each, instead
  * of a page fault per 64 KiB window as a command first runs each part of them: a `pistisd
  * users` process is short, and its faults on the code spread over the 1 MB binary cost a
@@ -370,21 +368,18 @@ extern const ElfW(Ehdr) __ehdr_start __attribute__((visibility("hidden")));
  * kernel lacks the advice they fault in as before. */
 static void map_code(void)
 {
-	const ElfW(Ehdr) *eh = &__ehdr_start;
-	const ElfW(Phdr) *ph = (const void *)((const char *)eh + eh->e_phoff);
-	uintptr_t bias = 0, page = 4096;
+	struct self_phdr self;
 
-	/* The load bias: the segment at file offset 0 holds the ELF header (relro.c). */
-	for (size_t i = 0; i < eh->e_phnum; i++)
-		if (ph[i].p_type == PT_LOAD && ph[i].p_offset == 0)
-			bias = (uintptr_t)eh - ph[i].p_vaddr;
-	for (size_t i = 0; i < eh->e_phnum; i++) {
+	if (self_phdr_get(&self) < 0)
+		return;
+	for (size_t i = 0; i < self.n; i++) {
+		const ElfW(Phdr) *ph = &self.ph[i];
 		uintptr_t a, b;
 
-		if (ph[i].p_type != PT_LOAD || (ph[i].p_flags & PF_W))
+		if (ph->p_type != PT_LOAD || (ph->p_flags & PF_W))
 			continue;
-		a = (bias + ph[i].p_vaddr) & ~(page - 1);
-		b = bias + ph[i].p_vaddr + ph[i].p_filesz;
+		a = (self.bias + ph->p_vaddr) & ~(self.page - 1);
+		b = self.bias + ph->p_vaddr + ph->p_filesz;
 		(void)madvise((void *)a, b - a, MADV_POPULATE_READ);
 	}
 }

@@ -4,11 +4,14 @@
  * static binaries built before it alike (gcc makes PIE code by default, so such tables
  * were in writable .data.rel.ro there too, at a fixed address). */
 #include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "lib/self-phdr.h"
 #include "lib/tap.h"
 
 static int one(void)
@@ -102,6 +105,67 @@ TEST(table_still_calls_through)
 {
 	ASSERT_EQ(table[0](), 1);
 	ASSERT_EQ(table[1](), 2);
+}
+
+/* The mapping of /proc/self/maps that holds addr: its start, permissions, file offset and
+ * path. 0 when found. */
+static int mapping_of(uintptr_t addr, uintptr_t *ret_lo, char ret_perms[5],
+		      unsigned long long *ret_off, char *ret_path, size_t path_size)
+{
+	char line[PATH_MAX + 128];
+	FILE *f = fopen("/proc/self/maps", "re");
+	int r = -ENOENT;
+
+	if (!f)
+		return -errno;
+	while (r && fgets(line, sizeof(line), f)) {
+		uintptr_t lo, hi;
+		int at = 0;
+
+		line[strcspn(line, "\n")] = '\0';
+		if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR " %4s %llx %*s %*s %n", &lo, &hi,
+			   ret_perms, ret_off, &at) < 4 ||
+		    addr < lo || addr >= hi)
+			continue;
+		*ret_lo = lo;
+		snprintf(ret_path, path_size, "%s", at ? line + at : "");
+		r = 0;
+	}
+	fclose(f);
+	return r;
+}
+
+/* The program headers and load bias self_phdr_get reports (lib/relro.c's constructor and
+ * `pistisd users`' map_code use them) put every read-only PT_LOAD segment where the kernel
+ * shows this binary's file mapped: at the file offset the header names, with its
+ * permissions, and the page size the kernel's. A wrong bias or page size points elsewhere. */
+TEST(self_phdr_segments_are_where_maps_shows_them)
+{
+	struct self_phdr self;
+	char exe[PATH_MAX] = "", path[PATH_MAX], perms[5];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	unsigned checked = 0;
+
+	ASSERT_GT(n, 0);
+	ASSERT_EQ(self_phdr_get(&self), 0);
+	ASSERT_EQ(self.page, (uintptr_t)sysconf(_SC_PAGESIZE));
+	ASSERT_GT(self.n, 0u);
+	for (size_t i = 0; i < self.n; i++) {
+		const ElfW(Phdr) *ph = &self.ph[i];
+		uintptr_t a, lo = 0;
+		unsigned long long off = 0;
+
+		if (ph->p_type != PT_LOAD || (ph->p_flags & PF_W))
+			continue;
+		a = (self.bias + ph->p_vaddr) & ~(self.page - 1);
+		ASSERT_EQ(mapping_of(a, &lo, perms, &off, path, sizeof(path)), 0);
+		EXPECT_STREQ(path, exe);
+		EXPECT_EQ(off + (a - lo), (unsigned long long)(ph->p_offset & ~(self.page - 1)));
+		EXPECT_EQ(perms[0] == 'r', !!(ph->p_flags & PF_R));
+		EXPECT_EQ(perms[2] == 'x', !!(ph->p_flags & PF_X));
+		checked++;
+	}
+	EXPECT_GT(checked, 0u);
 }
 
 TEST_HARNESS_MAIN
