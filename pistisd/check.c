@@ -438,15 +438,28 @@ static void probe_nss_sources(struct check_report *r, int root_fd)
 	bool have_conf;
 	int fd, k;
 
-	fd = check_openat2(root_fd, "etc/nsswitch.conf", O_RDONLY,
+	/* O_NONBLOCK|O_NOCTTY and a regular file only, as read_root_regular: a FIFO there
+	 * held this open for ever, and with it `pistisd check` and serve's start-up, which
+	 * runs it (red team); a link to a terminal would have been opened as one. */
+	fd = check_openat2(root_fd, "etc/nsswitch.conf", O_RDONLY | O_NONBLOCK | O_NOCTTY,
 			   CHECK_RESOLVE_IN_ROOT | CHECK_RESOLVE_NO_MAGICLINKS);
 	if (fd < 0 && errno == ENOSYS)
-		fd = openat(root_fd, "etc/nsswitch.conf", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		fd = openat(root_fd, "etc/nsswitch.conf",
+			    O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
 	if (fd < 0 && errno != ENOENT)
 		return check_set(r, CHECK_NSS_SOURCES, CHECK_STATUS_WARN,
 				 "cannot read /etc/nsswitch.conf (%s)", errno_name(errno));
 	have_conf = fd >= 0;
 	if (have_conf) {
+		struct stat st;
+
+		if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+			safe_close(fd);
+			return check_set(r, CHECK_NSS_SOURCES, CHECK_STATUS_WARN,
+					 "/etc/nsswitch.conf is not a regular file (a FIFO, device "
+					 "or socket): not read; every account lookup in the root "
+					 "would wait on a FIFO there");
+		}
 		k = fd_read_all(fd, 256 * 1024, &text, NULL);
 		safe_close(fd);
 		if (k < 0)

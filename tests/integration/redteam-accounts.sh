@@ -21,10 +21,11 @@ fresh() { R=$(root_fresh debian) || { echo "Bail out! no debian root"; exit 1; }
 u() { "$P" users "$@" --root "$R"; }
 # The four account files and the registry, by content: "nothing written" means this holds.
 sums() { (cd "$R" && cat etc/passwd etc/group etc/shadow etc/gshadow data/pistis/users.registry 2>/dev/null | md5sum); }
-check_value() { # NAME: that check's status and value for the root
-	"$P" check --root "$R" --json --no-walk 2>/dev/null | python3 -c 'import json, sys
-c = [c for c in json.load(sys.stdin)["checks"] if c["name"] == sys.argv[1]]
-print(c[0]["status"], c[0]["value"]) if c else print("absent")' "$1"
+check_value() { # NAME: that check's status and value for the root ("none": no report in 30 s)
+	timeout -s KILL 30 "$P" check --root "$R" --json --no-walk 2>/dev/null | python3 -c 'import json, sys
+t = sys.stdin.read()
+c = [c for c in json.loads(t)["checks"] if c["name"] == sys.argv[1]] if t else None
+print("none") if c is None else print(c[0]["status"], c[0]["value"]) if c else print("absent")' "$1"
 }
 
 # --- 1. a file mounted over /etc/passwd -----------------------------------------------------
@@ -144,6 +145,18 @@ like "no nsswitch.conf and a '+' line (older glibc: compat by default): warn" "$
 	"^warn .*nis \(compat"
 like "files with a '+' line: ok (files reads no NIS)" "$(nss 'passwd: files\ngroup: files\n')" '^ok '
 sed -i '/^+svc/d' "$R/etc/passwd"
+# A FIFO there (or a link to one): check opened it O_RDONLY and waited for a writer for ever,
+# and serve's start-up, which runs check, with it (red team). Not read now, and said.
+rm -f "$R/etc/nsswitch.conf"
+mkfifo -m 0644 "$R/etc/nsswitch.conf"
+like "a FIFO at /etc/nsswitch.conf: check ends, nss_sources warns naming it" \
+	"$(check_value nss_sources)" '^warn /etc/nsswitch.conf is not a regular file'
+rm "$R/etc/nsswitch.conf"
+mkfifo -m 0644 "$R/etc/nss.fifo"
+ln -s nss.fifo "$R/etc/nsswitch.conf"
+like "... a link to a FIFO: the same" "$(check_value nss_sources)" \
+	'^warn /etc/nsswitch.conf is not a regular file'
+rm -f "$R/etc/nsswitch.conf" "$R/etc/nss.fifo"
 
 # --- 5. subordinate ids in the agents' range --------------------------------------------------
 echo 'alice:10000:65536' >"$R/etc/subuid"
