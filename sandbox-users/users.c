@@ -415,6 +415,18 @@ static int load_etc(struct ctx *c)
 			c->db.f[k].kind = k;
 			continue;
 		}
+		/* ufs_read_file's refusals, said as the registry's and the locks' are (a FIFO
+		 * said "File descriptor in bad state", a symlink "Symbolic link loop") */
+		if (r == -EBADFD)
+			return set_error(r,
+					 "/etc/%s is not a regular file (a FIFO, device, socket or "
+					 "directory is refused); nothing written",
+					 name);
+		if (r == -ELOOP)
+			return set_error(r,
+					 "/etc/%s is a symlink (refused: it is replaced by rename, "
+					 "never followed); nothing written",
+					 name);
 		if (r < 0)
 			return set_error(r, "cannot read /etc/%s", name);
 		if (!etc_trusted(c->etc_fd, name, &c->st[k])) {

@@ -26,6 +26,13 @@ rc=$?
 ok "ensure with /etc/passwd a symlink fails (rc=$rc)" test "$rc" -ne 0
 is "... the link's target is untouched" "$(cat "$S/passwd.target")" target
 ok "... the link is still a link" test -L "$R/etc/passwd"
+# The refusal says what is wrong (it said "cannot read /etc/passwd (Symbolic link loop)", and
+# for a FIFO or a directory "(File descriptor in bad state)"), as the registry's does.
+like "... saying it is a symlink, nothing written" "$(u ensure rt/a 2>&1)" \
+	"/etc/passwd is a symlink \(refused: .*\); nothing written"
+rm "$R/etc/passwd" && mkfifo -m 0644 "$R/etc/passwd"
+like "ensure with /etc/passwd a FIFO: says it is not a regular file, nothing written" \
+	"$(u ensure rt/a 2>&1)" "/etc/passwd is not a regular file \(a FIFO, .*\); nothing written"
 rm "$R/etc/passwd" && mv "$S/passwd.real" "$R/etc/passwd"
 
 # --- 2. /etc/.pwd.lock a symlink, then a FIFO --------------------------------------------------
