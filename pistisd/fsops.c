@@ -22,6 +22,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1053,6 +1054,28 @@ static int agent_limits(void)
 	return 0;
 }
 
+/* /dev/null on fds 0-2, in place of pistisd's stdin, stdout and stderr (its log: a file,
+ * a pipe to a supervisor, an operator's terminal), which the helper held as the agent
+ * (red team): not the agent's to hold, reachable or not. Opened as the spawn core opens
+ * its own (no link followed, no FIFO waited on), and used only if it is the null device. */
+static int stdio_to_null(void)
+{
+	_cleanup_close_ int fd = -1;
+	struct stat st;
+
+	fd = open("/dev/null", O_RDWR | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISCHR(st.st_mode) || major(st.st_rdev) != 1 || minor(st.st_rdev) != 3)
+		return -ENODEV;
+	for (int i = 0; i < 3; i++)
+		if (fd != i && dup2(fd, i) < 0)
+			return -errno;
+	return 0;
+}
+
 _noreturn_ static void helper(int out_fd, const struct proto_request *req,
 			      const struct serve_agent *a, pid_t parent)
 {
@@ -1071,6 +1094,14 @@ _noreturn_ static void helper(int out_fd, const struct proto_request *req,
 		out_fd = 3;
 	}
 	(void)close_all_fds_from(4);
+	r = stdio_to_null();
+	if (r < 0) {
+		char msg[120];
+		snprintf(msg, sizeof(msg), "cannot put /dev/null (the null device) on fds 0-2: %s",
+			 strerror(-r));
+		answer = proto_error_build(req->id, PROTO_E_INTERNAL, msg);
+		goto out;
+	}
 	/* setgroups before setresgid before setresuid: after setresuid we lack CAP_SETGID */
 	r = privs_check_agent_ids(a->uid, a->gid, groups, 2);
 	if (r >= 0)

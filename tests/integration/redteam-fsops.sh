@@ -67,10 +67,15 @@ for _ in $(seq 200); do
 	case "$wchan" in *pipe_write) break ;; esac
 	sleep 0.05
 done
+# (what the helper holds meanwhile, as the agent: its answer pipe, and /dev/null on 0-2, not
+# pistisd's stdout and stderr, this test's pd.log, which it held before; red team)
+hfds=$(for f in /proc/"${hp:-0}"/fd/*; do printf '%s->%s ' "${f##*/}" "$(readlink "$f")"; done)
 [ -n "$hp" ] && setpriv --reuid="$auid" --regid="$auid" --clear-groups kill -KILL "$hp"
 kill "$ST"; wait "$ST" 2>/dev/null; ST=
 wait "$CALL"
 like "the agent killed its helper inside its answer's write" "$wchan" 'pipe_write'
+like "the helper holds its answer pipe and /dev/null on 0-2, nothing of pistisd's" "$hfds" \
+	'^0->[^ ]*/dev/null 1->[^ ]*/dev/null 2->[^ ]*/dev/null 3->pipe:\[[0-9]+\] $'
 like "a helper killed mid-answer: the client gets an error, not silence" "$(head -c 300 "$W/cut.out")" '"ok":false'
 like "the next fs.read of the same file answers whole" \
 	"$(call fs.read "{\"agent\":\"alice\",\"path\":\"$home/big\"}" | grep -o '"ok":true\|"eof":true' | paste -sd,)" '"ok":true,"eof":true'
