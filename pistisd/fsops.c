@@ -1073,6 +1073,8 @@ static int stdio_to_null(void)
 	for (int i = 0; i < 3; i++)
 		if (fd != i && dup2(fd, i) < 0)
 			return -errno;
+	if (fd <= 2)
+		(void)TAKE_FD(fd); /* it landed on a closed one of 0-2: kept there */
 	return 0;
 }
 
