@@ -41,29 +41,41 @@ static int write_at(int dir_fd, const char *file, const char *s)
 	return loop_write(fd, s, strlen(s));
 }
 
-/* cgroupfs and /proc files are read whole, and are nearly always a few bytes: through a
- * stack buffer, so the result is a small allocation. fd_read_all's 4 KiB start buffer was
- * a fresh mmap + page fault + munmap (a TLB flush) in musl's malloc, five to seven times
- * per command. Longer files (cgroup.procs of a big tree) are read again from the start. */
+/* cgroupfs and /proc files are read whole, and are nearly always a few bytes: into the
+ * caller's buffer (size bytes, the text NUL-terminated), and only a longer one
+ * (cgroup.procs of a big tree) is read again from the start, into *ret_big (malloc'd).
+ * fd_read_all's 4 KiB start buffer was a fresh mmap + page fault + munmap (a TLB flush) in
+ * musl's malloc, five to seven times per command. */
+static int read_into(int fd, size_t max, char *buf, size_t size, char **ret_big)
+{
+	ssize_t n = loop_read(fd, buf, size - 1);
+
+	*ret_big = NULL;
+	if (n < 0)
+		return (int)n;
+	if ((size_t)n < size - 1) {
+		buf[n] = '\0';
+		return 0;
+	}
+	if (lseek(fd, 0, SEEK_SET) < 0)
+		return -errno;
+	return fd_read_all(fd, max, ret_big, NULL);
+}
+
+/* The file whole, malloc'd (the caller keeps or frees it). */
 static int read_whole(int fd, size_t max, char **ret)
 {
 	char buf[1024];
-	ssize_t n = loop_read(fd, buf, sizeof(buf) - 1);
 	size_t len;
+	int r = read_into(fd, max, buf, sizeof(buf), ret);
 
-	if (n < 0)
-		return (int)n;
-	if ((size_t)n == sizeof(buf) - 1) {
-		if (lseek(fd, 0, SEEK_SET) < 0)
-			return -errno;
-		return fd_read_all(fd, max, ret, NULL);
-	}
-	len = (size_t)n;
-	buf[len] = '\0';
-	*ret = malloc(len + 1);
+	if (r < 0 || *ret)
+		return r;
+	len = strlen(buf) + 1;
+	*ret = malloc(len);
 	if (!*ret)
 		return -ENOMEM;
-	memcpy(*ret, buf, len + 1);
+	memcpy(*ret, buf, len);
 	return 0;
 }
 
@@ -79,6 +91,26 @@ static int read_at_max(int dir_fd, const char *file, size_t max, char **ret)
 static int read_at(int dir_fd, const char *file, char **ret)
 {
 	return read_at_max(dir_fd, file, 64 * 1024, ret);
+}
+
+/* A file that is a few bytes by nature (cgroup.type, cgroup.events, cgroup.controllers):
+ * *ret points into buf, or at *ret_big (malloc'd, the caller frees it) where it is longer.
+ * Nothing is allocated in the common case: a small malloc and free whose size class held
+ * nothing else was a fresh mmap + page fault + munmap in musl's malloc (~25 µs on a guest
+ * with shadow page tables), twice in every cgroup_init, so in every `pistisd run`. */
+static int read_small_at(int dir_fd, const char *file, char *buf, size_t size, char **ret_big,
+			 const char **ret)
+{
+	_cleanup_close_ int fd = openat(dir_fd, file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	int r;
+
+	*ret_big = NULL;
+	if (fd < 0)
+		return -errno;
+	r = read_into(fd, 64 * 1024, buf, size, ret_big);
+	if (r >= 0)
+		*ret = *ret_big ? *ret_big : buf;
+	return r;
 }
 
 /* "0::/some/path" from /proc/self/cgroup, the unified hierarchy's line. Parsed where it
@@ -267,8 +299,10 @@ static bool may_enable(int dir_fd)
 
 int cgroup_domain(int dir_fd)
 {
-	_cleanup_free_ char *type = NULL;
-	int r = read_at(dir_fd, "cgroup.type", &type);
+	char buf[64];
+	_cleanup_free_ char *big = NULL;
+	const char *type = NULL;
+	int r = read_small_at(dir_fd, "cgroup.type", buf, sizeof(buf), &big, &type);
 
 	if (r == -ENOENT)
 		return 0; /* the root cgroup has none */
@@ -279,9 +313,10 @@ int cgroup_domain(int dir_fd)
 
 int cgroup_init(struct cgroup_ctx *ctx)
 {
-	char own[256], path[512];
+	char own[256], path[512], list[1024];
 	_cleanup_close_ int own_fd = -1, base_fd = -1;
 	_cleanup_free_ char *avail = NULL;
+	const char *text = NULL;
 	unsigned features = 0;
 	int r;
 
@@ -349,17 +384,17 @@ int cgroup_init(struct cgroup_ctx *ctx)
 	 * controllers ("no internal processes"): then we run without limits, still with
 	 * cgroup.kill, and enable none there (may_enable: not even the threaded ones it
 	 * would take). docs/spawn.md has the layout an operator can give us instead. */
-	r = read_at(own_fd, "cgroup.controllers", &avail);
+	r = read_small_at(own_fd, "cgroup.controllers", list, sizeof(list), &avail, &text);
 	if (r >= 0) {
-		ctx->delegated = controller_bits(avail);
+		ctx->delegated = controller_bits(text);
 		/* nothing delegated (a hybrid host's v2 tree): not even cgroup.procs read */
-		unsigned got = ctx->delegated && may_enable(own_fd)
-				       ? enable_controllers(own_fd, avail)
-				       : 0;
+		unsigned got =
+			ctx->delegated && may_enable(own_fd) ? enable_controllers(own_fd, text) : 0;
 		free(avail);
 		avail = NULL;
-		if (got && read_at(base_fd, "cgroup.controllers", &avail) >= 0)
-			features |= enable_controllers(base_fd, avail);
+		if (got && read_small_at(base_fd, "cgroup.controllers", list, sizeof(list), &avail,
+					 &text) >= 0)
+			features |= enable_controllers(base_fd, text);
 	}
 	ctx->base_fd = TAKE_FD(base_fd);
 	ctx->features = features;
@@ -861,9 +896,10 @@ int cgroup_kill(int dir_fd)
 
 int cgroup_populated(int dir_fd)
 {
-	_cleanup_free_ char *ev = NULL;
-	const char *p;
-	int r = read_at(dir_fd, "cgroup.events", &ev);
+	char buf[256];
+	_cleanup_free_ char *big = NULL;
+	const char *ev = NULL, *p;
+	int r = read_small_at(dir_fd, "cgroup.events", buf, sizeof(buf), &big, &ev);
 
 	if (r < 0)
 		return r;
