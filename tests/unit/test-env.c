@@ -2,6 +2,7 @@
  * --set/--keep validation. */
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -817,6 +818,69 @@ TEST(output_invariants_on_mixed_input)
 	EXPECT_NULL(get(env, "LD_PRELOAD"));
 	EXPECT_EQ(count(env), 1 + 5 + 6 + 2 + 3u);
 	envb_free(env);
+}
+
+/* Builds in two threads at once: one gets the builder's static storage, the other its own
+ * (lib/env-build.c, builder_get), and each result is exactly its own: every PI_ name of its
+ * environment, with its own value, and no name of the other's. */
+struct par_build {
+	char tag;
+	size_t n;
+	int bad;
+};
+
+static void *par_build_main(void *arg)
+{
+	struct par_build *pb = arg;
+	char **inh = calloc(pb->n + 1, sizeof(char *));
+	struct envb_opts o = {.max_bytes = 1u << 20};
+
+	if (!inh)
+		abort();
+	for (size_t i = 0; i < pb->n; i++) {
+		inh[i] = malloc(32);
+		if (!inh[i])
+			abort();
+		snprintf(inh[i], 32, "PI_%c%zu=%c", pb->tag, i, pb->tag);
+	}
+	for (int round = 0; round < 300 && !pb->bad; round++) {
+		char **env = NULL;
+		size_t mine = 0;
+
+		if (envb_build(&o, inh, &env, NULL) < 0) {
+			pb->bad = 1;
+			break;
+		}
+		for (size_t i = 0; env[i]; i++) {
+			if (strncmp(env[i], "PI_", 3))
+				continue;
+			const char *eq = strchr(env[i], '=');
+			if (env[i][3] != pb->tag || !eq || eq[1] != pb->tag || eq[2])
+				pb->bad = 2;
+			else
+				mine++;
+		}
+		if (mine != pb->n)
+			pb->bad = 3;
+		envb_free(env);
+	}
+	for (size_t i = 0; i < pb->n; i++)
+		free(inh[i]);
+	free(inh);
+	return NULL;
+}
+
+TEST(builds_in_two_threads_at_once)
+{
+	struct par_build a = {'A', 400, 0}, b = {'B', 400, 0};
+	pthread_t ta, tb;
+
+	ASSERT_EQ(pthread_create(&ta, NULL, par_build_main, &a), 0);
+	ASSERT_EQ(pthread_create(&tb, NULL, par_build_main, &b), 0);
+	ASSERT_EQ(pthread_join(ta, NULL), 0);
+	ASSERT_EQ(pthread_join(tb, NULL), 0);
+	EXPECT_EQ(a.bad, 0);
+	EXPECT_EQ(b.bad, 0);
 }
 
 TEST_HARNESS_MAIN
