@@ -1743,6 +1743,40 @@ TEST_TIMEOUT(two_hundred_in_a_row_leak_nothing, 120)
 	EXPECT_EQ(count_fds(), empty);
 }
 
+/* A process's first context is static storage, one made while it is in use is its own
+ * (spawn.c, ctx_alloc): two at once are two, each starts commands, and the first, freed
+ * and made again, is whole again. */
+TEST(contexts_at_once_are_distinct)
+{
+	struct spawn_ctx *a = NULL, *b = NULL, *c = NULL;
+	struct spawn_opts o;
+	struct spawn_proc *p = NULL;
+	struct spawn_error err;
+	char *tru[] = {"/bin/true", NULL};
+
+	need_root_and_probe(_metadata);
+	ASSERT_EQ(spawn_ctx_new_why(&a, NULL), 0);
+	ASSERT_EQ(spawn_ctx_new_why(&b, NULL), 0);
+	ASSERT_NE(a, b);
+	EXPECT_NE(spawn_ctx_proc_fd(a), spawn_ctx_proc_fd(b));
+	base_opts(&o, tru);
+	ASSERT_EQ(spawn_start(a, &o, &p, &err), 0);
+	ASSERT_EQ(spawn_wait(p, NULL), 0);
+	EXPECT_EQ(spawn_result(p)->exit_code, 0);
+	spawn_free(p);
+	spawn_ctx_free(a);
+	ASSERT_EQ(spawn_ctx_new_why(&c, NULL), 0);
+	ASSERT_NE(b, c);
+	for (int i = 0; i < 2; i++) {
+		ASSERT_EQ(spawn_start(i ? c : b, &o, &p, &err), 0);
+		ASSERT_EQ(spawn_wait(p, NULL), 0);
+		EXPECT_EQ(spawn_result(p)->exit_code, 0);
+		spawn_free(p);
+	}
+	spawn_ctx_free(c);
+	spawn_ctx_free(b);
+}
+
 /* Reusable command cgroups (cmd-s<n>) are shared between processes only one at a time:
  * the flock on the slot's directory is per open file, so two contexts in one process
  * contend exactly like two pistisd processes. A slot left populated is passed over. */
