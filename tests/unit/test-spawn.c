@@ -3631,6 +3631,34 @@ static int write_file(const char *path, const char *s)
 /* Make mine = own/<prefix>-<pid>-<n> with the first n free and move this process into it:
  * a tree a run before left (stopped half-way, or killed, with our pid: a pid namespace's
  * pids come round again at once) must not make the test skip. -1 with errno on failure. */
+/* The cgroup that holds the pistis/ tree cgroup_init would use (its base's parent), in
+ * own; -1 where no cgroup v2 is delegated here. */
+static int own_cgroup(char *own, size_t size)
+{
+	struct cgroup_ctx probe = {.base_fd = -1};
+
+	if (cgroup_init(&probe) < 0)
+		return -1;
+	snprintf(own, size, "%s", probe.base_path);
+	*strrchr(own, '/') = 0;
+	cgroup_done(&probe);
+	return 0;
+}
+
+/* Back into own, and the test's cgroup (join_own_test_cgroup) removed with the pistis/
+ * tree cgroup_init made in it. */
+static void leave_own_test_cgroup(struct tap_metadata *_metadata, const char *own, const char *mine)
+{
+	char path[900], pid[16];
+
+	snprintf(path, sizeof(path), "%s/cgroup.procs", own);
+	snprintf(pid, sizeof(pid), "%d", (int)getpid());
+	EXPECT_EQ(write_file(path, pid), 0);
+	snprintf(path, sizeof(path), "%s/pistis", mine);
+	EXPECT_EQ(rmdir(path), 0);
+	EXPECT_EQ(rmdir(mine), 0);
+}
+
 static int join_own_test_cgroup(const char *own, const char *prefix, char *mine, size_t size)
 {
 	char path[900], pid[16];
@@ -3659,7 +3687,7 @@ static int join_own_test_cgroup(const char *own, const char *prefix, char *mine,
  * walked (other pistisd may run on this machine). */
 TEST_TIMEOUT(cgroup_orphans_of_a_dead_pistisd_are_killed_held_ones_survive, 60)
 {
-	struct cgroup_ctx probe = {.base_fd = -1}, cg = {.base_fd = -1};
+	struct cgroup_ctx cg = {.base_fd = -1};
 	struct spawn_ctx *run_ctx = NULL;
 	struct spawn_opts o;
 	struct spawn_proc *held = NULL;
@@ -3667,17 +3695,14 @@ TEST_TIMEOUT(cgroup_orphans_of_a_dead_pistisd_are_killed_held_ones_survive, 60)
 	char *sleeper[] = {"/bin/sleep", "30", NULL};
 	char *tree[] = {"/bin/sh", "-c", "/usr/bin/setsid /bin/sleep 100 & exec /bin/sleep 100",
 			NULL};
-	char own[600], mine[700], path[900], pid[16], names[4][48], empty[3][48];
+	char own[600], mine[700], path[900], names[4][48], empty[3][48];
 	int pfd[2], agent_fd, n_names = 0, held_empty;
 	unsigned killed = 0;
 	pid_t daemon;
 
 	need_root_and_probe(_metadata);
-	if (cgroup_init(&probe) < 0)
+	if (own_cgroup(own, sizeof(own)) < 0)
 		SKIP("no cgroup v2 delegated here");
-	snprintf(own, sizeof(own), "%s", probe.base_path);
-	*strrchr(own, '/') = 0;
-	cgroup_done(&probe);
 	if (join_own_test_cgroup(own, "orphan-test", mine, sizeof(mine)) < 0)
 		SKIP("cannot make a cgroup of this test's own: %s", strerror(errno));
 
@@ -3773,12 +3798,7 @@ TEST_TIMEOUT(cgroup_orphans_of_a_dead_pistisd_are_killed_held_ones_survive, 60)
 	close(agent_fd);
 	(void)unlinkat(cg.base_fd, "orphan-agent", AT_REMOVEDIR);
 	cgroup_done(&cg);
-	snprintf(path, sizeof(path), "%s/cgroup.procs", own);
-	snprintf(pid, sizeof(pid), "%d", (int)getpid());
-	EXPECT_EQ(write_file(path, pid), 0);
-	snprintf(path, sizeof(path), "%s/pistis", mine);
-	EXPECT_EQ(rmdir(path), 0);
-	EXPECT_EQ(rmdir(mine), 0);
+	leave_own_test_cgroup(_metadata, own, mine);
 }
 
 static ino_t ino_at(int dir_fd, const char *name)
@@ -4037,18 +4057,15 @@ static void count_alive(const char *agent, unsigned killed, unsigned alive, void
  * went (and logged it so): one that cannot be killed yet (stuck_process) is told apart. */
 TEST_TIMEOUT(orphan_that_outlives_its_kill_is_not_counted_killed, 60)
 {
-	struct cgroup_ctx probe = {.base_fd = -1}, cg = {.base_fd = -1};
-	char own[600], mine[700], path[900], pid[16];
+	struct cgroup_ctx cg = {.base_fd = -1};
+	char own[600], mine[700];
 	unsigned n[2] = {0, 0};
 	int agent_fd, fd;
 	pid_t stuck, holder;
 
 	need_root_and_probe(_metadata);
-	if (cgroup_init(&probe) < 0)
+	if (own_cgroup(own, sizeof(own)) < 0)
 		SKIP("no cgroup v2 delegated here");
-	snprintf(own, sizeof(own), "%s", probe.base_path);
-	*strrchr(own, '/') = 0;
-	cgroup_done(&probe);
 	if (join_own_test_cgroup(own, "stuck-orphan-test", mine, sizeof(mine)) < 0)
 		SKIP("cannot make a cgroup of this test's own: %s", strerror(errno));
 	ASSERT_EQ(cgroup_init(&cg), 0);
@@ -4074,12 +4091,7 @@ TEST_TIMEOUT(orphan_that_outlives_its_kill_is_not_counted_killed, 60)
 	close(agent_fd);
 	EXPECT_EQ(unlinkat(cg.base_fd, "stuck-orphan-agent", AT_REMOVEDIR), 0);
 	cgroup_done(&cg);
-	snprintf(path, sizeof(path), "%s/cgroup.procs", own);
-	snprintf(pid, sizeof(pid), "%d", (int)getpid());
-	EXPECT_EQ(write_file(path, pid), 0);
-	snprintf(path, sizeof(path), "%s/pistis", mine);
-	EXPECT_EQ(rmdir(path), 0);
-	EXPECT_EQ(rmdir(mine), 0);
+	leave_own_test_cgroup(_metadata, own, mine);
 }
 
 static void count_slow(const char *agent, unsigned killed, unsigned alive, void *u)
@@ -4098,19 +4110,16 @@ static void count_slow(const char *agent, unsigned killed, unsigned alive, void 
 TEST_TIMEOUT(orphans_in_d_state_are_waited_for_together, 60)
 {
 	enum { N_STUCK = 5, N_PLAIN = 3 };
-	struct cgroup_ctx probe = {.base_fd = -1}, cg = {.base_fd = -1};
-	char own[600], mine[700], path[900], pid[16], names[N_STUCK + N_PLAIN][48];
+	struct cgroup_ctx cg = {.base_fd = -1};
+	char own[600], mine[700], names[N_STUCK + N_PLAIN][48];
 	unsigned n[2] = {0, 0};
 	pid_t stuck[N_STUCK], holder[N_STUCK], plain[N_PLAIN], dead;
 	int agent_fd, st = 0;
 	uint64_t t0, ms;
 
 	need_root_and_probe(_metadata);
-	if (cgroup_init(&probe) < 0)
+	if (own_cgroup(own, sizeof(own)) < 0)
 		SKIP("no cgroup v2 delegated here");
-	snprintf(own, sizeof(own), "%s", probe.base_path);
-	*strrchr(own, '/') = 0;
-	cgroup_done(&probe);
 	if (join_own_test_cgroup(own, "slow-orphan-test", mine, sizeof(mine)) < 0)
 		SKIP("cannot make a cgroup of this test's own: %s", strerror(errno));
 	ASSERT_EQ(cgroup_init(&cg), 0);
@@ -4184,12 +4193,7 @@ TEST_TIMEOUT(orphans_in_d_state_are_waited_for_together, 60)
 	close(agent_fd);
 	EXPECT_EQ(unlinkat(cg.base_fd, "slow-orphan-agent", AT_REMOVEDIR), 0);
 	cgroup_done(&cg);
-	snprintf(path, sizeof(path), "%s/cgroup.procs", own);
-	snprintf(pid, sizeof(pid), "%d", (int)getpid());
-	EXPECT_EQ(write_file(path, pid), 0);
-	snprintf(path, sizeof(path), "%s/pistis", mine);
-	EXPECT_EQ(rmdir(path), 0);
-	EXPECT_EQ(rmdir(mine), 0);
+	leave_own_test_cgroup(_metadata, own, mine);
 }
 
 /* A pistisd that gets a dead one's pid names its cgroups cmd-<pid>-<n> from 1 again and
@@ -4200,7 +4204,7 @@ TEST_TIMEOUT(orphans_in_d_state_are_waited_for_together, 60)
  * cmd-P-8. Before, the command failed with EEXIST at the cgroup step. */
 TEST_TIMEOUT(cgroup_leftover_of_a_dead_pistisd_with_our_pid, 60)
 {
-	struct cgroup_ctx probe = {.base_fd = -1}, cg = {.base_fd = -1};
+	struct cgroup_ctx cg = {.base_fd = -1};
 	struct spawn_ctx *ctx = NULL;
 	struct spawn_opts o;
 	struct spawn_proc *busy[CGROUP_SLOTS] = {NULL}, *p5 = NULL, *p6 = NULL;
@@ -4213,11 +4217,8 @@ TEST_TIMEOUT(cgroup_leftover_of_a_dead_pistisd_with_our_pid, 60)
 	ssize_t n;
 
 	need_root_and_probe(_metadata);
-	if (cgroup_init(&probe) < 0)
+	if (own_cgroup(own, sizeof(own)) < 0)
 		SKIP("no cgroup v2 delegated here");
-	snprintf(own, sizeof(own), "%s", probe.base_path);
-	*strrchr(own, '/') = 0;
-	cgroup_done(&probe);
 	if (join_own_test_cgroup(own, "leftover-test", mine, sizeof(mine)) < 0)
 		SKIP("cannot make a cgroup of this test's own: %s", strerror(errno));
 
@@ -4299,12 +4300,7 @@ TEST_TIMEOUT(cgroup_leftover_of_a_dead_pistisd_with_our_pid, 60)
 	close(agent_fd);
 	EXPECT_EQ(unlinkat(cg.base_fd, "leftover-agent", AT_REMOVEDIR), 0);
 	cgroup_done(&cg);
-	snprintf(path, sizeof(path), "%s/cgroup.procs", own);
-	snprintf(pid, sizeof(pid), "%d", (int)self);
-	EXPECT_EQ(write_file(path, pid), 0);
-	snprintf(path, sizeof(path), "%s/pistis", mine);
-	EXPECT_EQ(rmdir(path), 0);
-	EXPECT_EQ(rmdir(mine), 0);
+	leave_own_test_cgroup(_metadata, own, mine);
 }
 
 /* The pids of cgroup.procs, read twice: only a process pinned from the first list whose pid
