@@ -159,23 +159,34 @@ int close_all_fds_from(int first)
 	return 0;
 }
 
+int fd_open_null(int flags)
+{
+	struct stat st;
+	int fd = open("/dev/null", flags | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK);
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0 || !S_ISCHR(st.st_mode) || major(st.st_rdev) != 1 ||
+	    minor(st.st_rdev) != 3) {
+		(void)close(fd);
+		return -ENODEV;
+	}
+	return fd;
+}
+
 int fd_ensure_std(void)
 {
 	for (int fd = 0; fd < 3; fd++) {
-		struct stat st;
-
 		if (fcntl(fd, F_GETFD) >= 0)
 			continue;
 		/* Opened as root by pistisd and pistisd-entry, read and write, and then written
 		 * to (the log, on a closed stderr): a /dev/null that is a symlink or a file (runc
 		 * CVE-2025-31133's shape, an image's or a volume's) had pistisd's log lines
-		 * written over the root-only file it named (red team, redteam-cve.sh 5). So not
-		 * through a link, without blocking (a FIFO), and only the null device itself. */
-		int n = open("/dev/null", O_RDWR | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK);
+		 * written over the root-only file it named (red team, redteam-cve.sh 5). */
+		int n = fd_open_null(O_RDWR);
 		if (n < 0)
-			return errno == ELOOP ? -ENODEV : -errno;
-		if (fstat(n, &st) < 0 || !S_ISCHR(st.st_mode) || major(st.st_rdev) != 1 ||
-		    minor(st.st_rdev) != 3 || fcntl(n, F_SETFL, 0) < 0) {
+			return n == -ELOOP ? -ENODEV : n;
+		if (fcntl(n, F_SETFL, 0) < 0) {
 			(void)close(n);
 			return -ENODEV;
 		}

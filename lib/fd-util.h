@@ -47,6 +47,13 @@ int fd_open_regular(int dir_fd, const char *name, struct stat *ret_st, int *ret_
 /* close_range(first, ~0U, 0) with a fallback over /proc/self/fd for old kernels. */
 int close_all_fds_from(int first);
 
+/* /dev/null, opened as root may open it: not through a link (-ELOOP), without blocking (a
+ * FIFO there; the fd keeps O_NONBLOCK), and only the null device itself, character device
+ * 1:3 (-ENODEV otherwise: a file, a FIFO, another device). runc CVE-2025-31133: a
+ * container's /dev/null swapped for a link before the runtime used it. flags: O_RDONLY or
+ * O_RDWR, O_CLOEXEC. Returns the fd or -errno. */
+int fd_open_null(int flags);
+
 /* Make fd 0, 1, 2 exist (opened on /dev/null) so a later open cannot land on them.
  * -ENODEV when /dev/null is not the null device (a symlink, a file, a FIFO). */
 int fd_ensure_std(void);

@@ -22,7 +22,6 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
-#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1060,16 +1059,10 @@ static int agent_limits(void)
  * its own (no link followed, no FIFO waited on), and used only if it is the null device. */
 static int stdio_to_null(void)
 {
-	_cleanup_close_ int fd = -1;
-	struct stat st;
+	_cleanup_close_ int fd = fd_open_null(O_RDWR | O_CLOEXEC);
 
-	fd = open("/dev/null", O_RDWR | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK);
 	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	if (!S_ISCHR(st.st_mode) || major(st.st_rdev) != 1 || minor(st.st_rdev) != 3)
-		return -ENODEV;
+		return fd;
 	for (int i = 0; i < 3; i++)
 		if (fd != i && dup2(fd, i) < 0)
 			return -errno;

@@ -18,7 +18,6 @@
 #include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -350,24 +349,16 @@ int spawn_ctx_new_why(struct spawn_ctx **ret, const char **why)
 	/* Every command's stdin. Opened as root, so it must be the null device itself: a
 	 * /dev/null that is a symlink, a file or a FIFO (runc CVE-2025-31133: a container's
 	 * /dev/null swapped for a link before the runtime used it) would hand each agent what
-	 * it names, or hang here. O_NOFOLLOW and O_NONBLOCK for the open, then the device. */
-	step = "/dev/null (opened without following a link)";
-	ctx->devnull_fd = openat(AT_FDCWD, "/dev/null",
-				 O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK);
-	if (ctx->devnull_fd < 0) {
-		r = -errno;
-		if (r == -ELOOP)
-			step = "/dev/null (a symbolic link; it must be the null device, character "
-			       "device 1:3)";
+	 * it names, or hang here: fd_open_null. */
+	r = fd_open_null(O_RDONLY | O_CLOEXEC);
+	if (r < 0) {
+		step = r == -ELOOP    ? "/dev/null (a symbolic link; it must be the null device, "
+					"character device 1:3)"
+		       : r == -ENODEV ? "/dev/null (not the null device, character device 1:3)"
+				      : "/dev/null (opened without following a link)";
 		goto fail;
 	}
-	struct stat null_st;
-	if (fstat(ctx->devnull_fd, &null_st) < 0 || !S_ISCHR(null_st.st_mode) ||
-	    major(null_st.st_rdev) != 1 || minor(null_st.st_rdev) != 3) {
-		step = "/dev/null (not the null device, character device 1:3)";
-		r = -ENODEV;
-		goto fail;
-	}
+	ctx->devnull_fd = r;
 	step = "/dev/null (F_SETFL)";
 	if (fcntl(ctx->devnull_fd, F_SETFL, 0) < 0) {
 		r = -errno;
