@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "lib/macro.h"
+#include "lib/static-slot.h"
 
 /* How a value is checked. Locale and terminal values are short ASCII tokens: no '/' (a
  * locale or terminfo name with a slash loads a file the caller picks; sudo and doas refuse
@@ -744,26 +745,15 @@ static void add_default_term(struct builder *b, const char *term)
 	b->bytes += need;
 }
 
-/* The builder's 40 KiB, static: malloc'd, they were a fresh mmap and, at the end of every
- * build, a munmap (with the TLB flush it sends to the other CPUs the process ran on: ~20 µs
- * on a guest with shadow page tables) in pi-env and every `pistisd run`. A build that finds
+/* The builder's 40 KiB, static (lib/static-slot.h): malloc'd, they were a fresh mmap and,
+ * at the end of every build, a munmap in pi-env and every `pistisd run`. A build that finds
  * them taken (another thread building at the same time) mallocs its own, as before. */
 static struct builder static_builder;
 static bool static_builder_taken;
 
-static struct builder *builder_get(void)
-{
-	if (!__atomic_exchange_n(&static_builder_taken, true, __ATOMIC_ACQUIRE))
-		return &static_builder;
-	return malloc(sizeof(struct builder));
-}
-
 static void builder_put(struct builder **b)
 {
-	if (*b == &static_builder)
-		__atomic_store_n(&static_builder_taken, false, __ATOMIC_RELEASE);
-	else
-		free(*b);
+	static_slot_put(&static_builder_taken, &static_builder, *b);
 }
 
 int envb_build(const struct envb_opts *opts, char *const *inherited, char ***ret_envp,
@@ -779,7 +769,7 @@ int envb_build(const struct envb_opts *opts, char *const *inherited, char ***ret
 			*ret_bad = opts->term;
 		return -EINVAL;
 	}
-	b = builder_get();
+	b = static_slot_get(&static_builder_taken, &static_builder, sizeof(*b), false);
 	if (!b)
 		return -ENOMEM;
 	b->n = 0;

@@ -28,6 +28,7 @@
 #include "lib/caps.h"
 #include "lib/env-build.h"
 #include "lib/fd-util.h"
+#include "lib/static-slot.h"
 #include "lib/macro.h"
 #include "lib/mountinfo.h"
 #include "lib/proc-status.h"
@@ -291,28 +292,11 @@ static bool read_session(int proc_fd, const char *name, unsigned *ret)
 	return true;
 }
 
-/* A process's first context is static storage (pistisd run and serve make one): calloc'd,
- * it was musl's only allocation of its size class, a fresh mmap, and spawn_ctx_free's free
- * a munmap (a TLB flush) at the end of every `pistisd run`, which waits for it. A context
- * made while that one is in use is calloc'd, as before. */
+/* A process's first context is static storage (lib/static-slot.h; pistisd run and serve
+ * make one): calloc'd, spawn_ctx_free's free was a munmap at the end of every `pistisd
+ * run`, which waits for it. A context made while that one is in use is calloc'd. */
 static struct spawn_ctx static_ctx;
 static bool static_ctx_taken;
-
-static struct spawn_ctx *ctx_alloc(void)
-{
-	if (__atomic_exchange_n(&static_ctx_taken, true, __ATOMIC_ACQUIRE))
-		return calloc(1, sizeof(struct spawn_ctx));
-	memset(&static_ctx, 0, sizeof(static_ctx));
-	return &static_ctx;
-}
-
-static void ctx_release(struct spawn_ctx *ctx)
-{
-	if (ctx == &static_ctx)
-		__atomic_store_n(&static_ctx_taken, false, __ATOMIC_RELEASE);
-	else
-		free(ctx);
-}
 
 int spawn_ctx_new_why(struct spawn_ctx **ret, const char **why)
 {
@@ -327,7 +311,7 @@ int spawn_ctx_new_why(struct spawn_ctx **ret, const char **why)
 	if (r < 0)
 		goto out;
 	step = "memory";
-	ctx = ctx_alloc();
+	ctx = static_slot_get(&static_ctx_taken, &static_ctx, sizeof(*ctx), true);
 	if (!ctx) {
 		r = -ENOMEM;
 		goto out;
@@ -519,7 +503,7 @@ void spawn_ctx_free(struct spawn_ctx *ctx)
 	safe_close(ctx->devnull_fd);
 	safe_close(ctx->proc_fd);
 	safe_close(ctx->dumpable_fd);
-	ctx_release(ctx);
+	static_slot_put(&static_ctx_taken, &static_ctx, ctx);
 }
 
 const char *spawn_ctx_tree_control(const struct spawn_ctx *ctx)
