@@ -29,22 +29,33 @@ J
 	wait_port "$CP"
 }
 stop() { kill "$SM" 2>/dev/null; wait "$SM" 2>/dev/null; SM=; }
-# handshake PORT N PROTOCOL-as-python-bytes [TOKEN]: N upgrade requests naming PROTOCOL
+# handshake PORT N PROTOCOL-as-python-bytes [TOKEN [together]]: N upgrade requests naming
+# PROTOCOL, one after another, or with "together" all sent before any answer is read (so
+# they reach server-min within one of its rate windows however slow this machine is)
 handshake() {
-	python3 - "$1" "$2" "$3" "${4:-x}" <<'PY'
+	python3 - "$1" "$2" "$3" "${4:-x}" "${5:-}" <<'PY'
 import base64, os, socket, sys
 port, n, proto, token = int(sys.argv[1]), int(sys.argv[2]), eval(sys.argv[3]), sys.argv[4].encode()
-for _ in range(n):
+together = sys.argv[5] == "together"
+def send():
     s = socket.create_connection(("127.0.0.1", port), timeout=3)
     s.sendall(b"GET /v1/ws HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\n"
               b"Connection: Upgrade\r\nSec-WebSocket-Key: " + base64.b64encode(os.urandom(16)) +
               b"\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: " + proto +
               b"\r\nAuthorization: Bearer " + token + b"\r\n\r\n")
+    return s
+def finish(s):
     try:
         s.recv(300)
     except OSError:
         pass
     s.close()
+if together:
+    for s in [send() for _ in range(n)]:
+        finish(s)
+else:
+    for _ in range(n):
+        finish(send())
 PY
 }
 # Bytes a terminal or a log reader would act on: C0 controls but \n, DEL, and anything
@@ -60,7 +71,8 @@ handshake "$SP" 40 "$EVIL"
 sleep 1.1 # the next second's first libwebsockets line says how many were left out
 handshake "$CP" 1 "$EVIL"
 handshake "$SP" 1 'b"pistis.v1"' wrong-token-0123456789
-handshake "$CP" 15 "$EVIL" # more than a second's share, just before the end
+sleep 1.1 # a window of its own for the last burst: more than its share, all at once
+handshake "$CP" 15 "$EVIL" x together
 t1=$(date +%s%N)
 sleep 0.3
 stop
