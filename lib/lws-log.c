@@ -2,22 +2,14 @@
 
 #include <libwebsockets.h>
 #include <string.h>
-#include <time.h>
 
 #include "lib/log.h"
+#include "lib/mono-clock.h"
 
 static struct {
 	long long window_ns;
 	unsigned n, held;
 } rate;
-
-static long long now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
 
 void log_lws_emit(int level, const char *line)
 {
@@ -25,7 +17,7 @@ void log_lws_emit(int level, const char *line)
 			      : level & LLL_WARN   ? LOG_LVL_WARNING
 			      : level & LLL_NOTICE ? LOG_LVL_NOTICE
 						   : LOG_LVL_DEBUG;
-	long long now = now_ns();
+	long long now = (long long)mono_ns();
 	size_t len = line ? strlen(line) : 0;
 
 	if (now - rate.window_ns >= 1000000000LL) {

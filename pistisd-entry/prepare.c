@@ -18,6 +18,7 @@
 #include "lib/fd-util.h"
 #include "lib/log.h"
 #include "lib/macro.h"
+#include "lib/mono-clock.h"
 #include "trusted/trusted.h"
 
 #define ENSURE_BASE_TIMEOUT_MS 60000
@@ -90,14 +91,6 @@ int entry_prepare_data(const char *dir)
 		return 0;
 	}
 	return entry_repair_state(fd, dir);
-}
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* A stop signal (docker stop, Ctrl-C) that came before the child started, or 0. */
@@ -173,12 +166,12 @@ static int run_pistisd(char *const argv[], const char *what, int64_t grace_ms, i
 	}
 	(void)setpgid(pid, pid); /* EACCES once it has exec'd: it did it itself */
 
-	deadline = now_ms() + ENSURE_BASE_TIMEOUT_MS;
-	if (startup_stop_sig && now_ms() + grace_ms < deadline)
-		deadline = now_ms() + grace_ms;
+	deadline = mono_ms() + ENSURE_BASE_TIMEOUT_MS;
+	if (startup_stop_sig && mono_ms() + grace_ms < deadline)
+		deadline = mono_ms() + grace_ms;
 	for (;;) {
 		pid_t p = waitpid(pid, status, WNOHANG);
-		int64_t left = deadline - now_ms();
+		int64_t left = deadline - mono_ms();
 		struct timespec ts;
 		char b[24];
 		int sig;
@@ -210,7 +203,7 @@ static int run_pistisd(char *const argv[], const char *what, int64_t grace_ms, i
 		snprintf(b, sizeof(b), "SIG%s", entry_signal_name(sig));
 		if (startup_stop_sig) {
 			log_notice("%s again: killing '%s %s' now", b, argv[0], what);
-			deadline = now_ms();
+			deadline = mono_ms();
 			continue;
 		}
 		startup_stop_sig = sig;
@@ -218,8 +211,8 @@ static int run_pistisd(char *const argv[], const char *what, int64_t grace_ms, i
 			   "%lld.%03lld s unless it is done",
 			   b, argv[0], what, (long long)(grace_ms / 1000),
 			   (long long)(grace_ms % 1000));
-		if (now_ms() + grace_ms < deadline)
-			deadline = now_ms() + grace_ms;
+		if (mono_ms() + grace_ms < deadline)
+			deadline = mono_ms() + grace_ms;
 	}
 }
 

@@ -15,6 +15,7 @@
 #include "lib/fd-util.h"
 #include "lib/log.h"
 #include "lib/macro.h"
+#include "lib/mono-clock.h"
 
 /* After SIGKILL, how long to wait for the last processes (one stuck in D state in the
  * kernel cannot be killed at all) before exiting anyway. */
@@ -47,14 +48,6 @@ struct sup {
 	pid_t last_orphan;
 	int64_t orphans_logged_ms;
 };
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static const char *sig_str(int sig, char buf[static 24])
 {
@@ -142,7 +135,7 @@ static int start_child(struct sup *s)
 	}
 	s->child = pid;
 	s->have_children = true;
-	s->started_ms = now_ms();
+	s->started_ms = mono_ms();
 	log_info("started '%s' as pid %d", s->cmd[0], (int)pid);
 	return 0;
 }
@@ -199,11 +192,11 @@ static void reap(struct sup *s)
 		s->orphans++;
 		s->last_orphan = p;
 	}
-	if (s->orphans && now_ms() - s->orphans_logged_ms >= 1000) {
+	if (s->orphans && mono_ms() - s->orphans_logged_ms >= 1000) {
 		log_debug("reaped %lu orphan%s (the last pid %d)", s->orphans,
 			  s->orphans == 1 ? "" : "s", (int)s->last_orphan);
 		s->orphans = 0;
-		s->orphans_logged_ms = now_ms();
+		s->orphans_logged_ms = mono_ms();
 	}
 	/* In the SIGKILL pass, a process that dies hands its own children to us (as
 	 * subreaper) as it exits, before we reap it: a grandchild in a session of its own was
@@ -308,13 +301,13 @@ static void finish(struct sup *s, int code)
 		signal_rest(s, SIGTERM);
 		signal_rest(s, SIGCONT); /* a stopped one sees its SIGTERM only once it runs */
 		if (s->deadline < 0)
-			s->deadline = now_ms() + s->o->grace_ms;
+			s->deadline = mono_ms() + s->o->grace_ms;
 	}
 }
 
 static void on_child_died(struct sup *s)
 {
-	int64_t ran = now_ms() - s->started_ms, delay;
+	int64_t ran = mono_ms() - s->started_ms, delay;
 	enum entry_after_exit what;
 
 	s->child_died = false;
@@ -344,7 +337,7 @@ static void on_child_died(struct sup *s)
 	 * reaches that group and no other. */
 	(void)kill(-s->dead_child, SIGKILL);
 	bury_child(s);
-	s->restart_at = now_ms() + delay;
+	s->restart_at = mono_ms() + delay;
 }
 
 static void on_signal(struct sup *s, int sig)
@@ -374,7 +367,7 @@ static void on_signal(struct sup *s, int sig)
 			return;
 		}
 		log_notice("%s again: killing everything now", sig_str(sig, b));
-		s->deadline = now_ms();
+		s->deadline = mono_ms();
 		if (s->exit_code < 0 && !s->child)
 			finish(s, 128 + s->stop_sig);
 		return;
@@ -388,7 +381,7 @@ static void on_signal(struct sup *s, int sig)
 		forward(s, sig);
 		/* A stopped process does not see its SIGTERM until it runs again. */
 		forward(s, SIGCONT);
-		s->deadline = now_ms() + s->o->grace_ms;
+		s->deadline = mono_ms() + s->o->grace_ms;
 	} else {
 		log_notice("%s while no child runs: stopping", sig_str(sig, b));
 		finish(s, 128 + sig);
@@ -400,7 +393,7 @@ static void on_deadline(struct sup *s)
 	reap(s);
 	if (s->child_died) {
 		/* The child's zombie first (on_child_died), then this deadline again. */
-		s->deadline = now_ms();
+		s->deadline = mono_ms();
 		return;
 	}
 	if (s->killed) {
@@ -419,7 +412,7 @@ static void on_deadline(struct sup *s)
 	}
 	signal_rest(s, SIGKILL);
 	s->killed = true;
-	s->deadline = now_ms() + KILL_WAIT_MS;
+	s->deadline = mono_ms() + KILL_WAIT_MS;
 }
 
 int entry_supervise(const struct entry_opts *o, char **cmd)
@@ -441,7 +434,7 @@ int entry_supervise(const struct entry_opts *o, char **cmd)
 
 	for (;;) {
 		struct timespec ts, *tsp = NULL;
-		int64_t now = now_ms(), next = -1;
+		int64_t now = mono_ms(), next = -1;
 		siginfo_t info;
 		int sig;
 

@@ -23,6 +23,7 @@
 
 #include "lib/fd-util.h"
 #include "lib/macro.h"
+#include "lib/mono-clock.h"
 
 /* pistis/ is 0711: agents cannot list which agents have cgroups. Each agent's directory
  * is root:<the agent's gid> 0710: only the agent itself may pass (and read its own
@@ -994,14 +995,6 @@ static int reap_one(int agent_fd, const char *name, int *ret_fd)
 	return 1;
 }
 
-static uint64_t reap_now_ms(void)
-{
-	struct timespec ts;
-
-	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 /* The batch, every one killed once already: cgroup.kill is asynchronous (and the fallback
  * before 5.14 one pass over cgroup.procs), so each is looked at and killed again every
  * millisecond until it is empty, then a cgroup of its own removed (a slot stays for the
@@ -1012,7 +1005,7 @@ static uint64_t reap_now_ms(void)
  * whatever holds them lets go. Returns 0 or the last -errno. */
 static int reap_wait(struct orphan *o, size_t n, struct agent_count *agents)
 {
-	uint64_t start = reap_now_ms();
+	int64_t start = mono_ms();
 	size_t left = n;
 	int r = 0;
 
@@ -1036,7 +1029,7 @@ static int reap_wait(struct orphan *o, size_t n, struct agent_count *agents)
 			o[i].fd = safe_close(o[i].fd);
 			left--;
 		}
-		if (!left || reap_now_ms() - start >= CGROUP_REAP_KILL_MS)
+		if (!left || mono_ms() - start >= CGROUP_REAP_KILL_MS)
 			break;
 		(void)nanosleep(&(struct timespec){0, 1000000}, NULL);
 	}

@@ -30,6 +30,7 @@
 #include "lib/fd-util.h"
 #include "lib/static-slot.h"
 #include "lib/macro.h"
+#include "lib/mono-clock.h"
 #include "lib/mountinfo.h"
 #include "lib/proc-status.h"
 #include "pistisd/scope.h"
@@ -187,14 +188,6 @@ const char *spawn_end_name(enum spawn_end end)
  * clock again (0: no promise). See spawn_clock_expect_wake. */
 static uint64_t clock_stalled_ns, clock_wake_due_ns;
 
-static uint64_t monotonic_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* CLOCK_MONOTONIC runs on while the cgroup freezer holds us (docker pause), a SIGSTOP or a
  * paused VM: on the thaw every deadline that fell inside the freeze had passed, and a
  * command was killed as timed out, idle or "timed out before exec" for time in which
@@ -203,7 +196,7 @@ static uint64_t monotonic_ns(void)
  * every deadline measured with it moves on by the freeze. */
 uint64_t spawn_now_ns(void)
 {
-	uint64_t now = monotonic_ns();
+	uint64_t now = mono_ns();
 
 	if (clock_wake_due_ns && now > clock_wake_due_ns + SPAWN_STALL_MIN_MS * 1000000ull) {
 		clock_stalled_ns += now - clock_wake_due_ns;
@@ -221,7 +214,7 @@ uint64_t spawn_clock_stalled_ns(void)
 void spawn_clock_expect_wake(int ms)
 {
 	(void)spawn_now_ns(); /* a stall before this promise is counted against the last one */
-	clock_wake_due_ns = ms < 0 ? 0 : monotonic_ns() + (uint64_t)ms * 1000000u;
+	clock_wake_due_ns = ms < 0 ? 0 : mono_ns() + (uint64_t)ms * 1000000u;
 }
 
 int spawn_poll(struct pollfd *fds, nfds_t n, int timeout_ms)
