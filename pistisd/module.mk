@@ -42,10 +42,10 @@ pistisd_SRCS += pistisd/run-cli.c
 pistisd_LIBS := spawn $(pistisd_LIBS)
 UNIT_TESTS += test-spawn
 TSAN_TESTS += test-spawn
-test-spawn_SRCS := tests/unit/test-spawn.c
+test-spawn_SRCS := tests/unit/test-spawn.c tests/stuck-proc.c
 test-spawn_LIBS := spawn lib
 MUSL_TEST_BINS += probe bench-spawn
-probe_SRCS := tests/probe.c
+probe_SRCS := tests/probe.c tests/stuck-proc.c
 bench-spawn_SRCS := bench/bench-spawn.c
 bench-spawn_LIBS := spawn lib
 

@@ -48,11 +48,12 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
-#include <linux/userfaultfd.h>
 #include <sys/mman.h>
 #include <termios.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "tests/stuck-proc.h"
 
 #ifndef TIOCLINUX
 #define TIOCLINUX 0x541C
@@ -449,103 +450,19 @@ static void *ghost_thread(void *arg)
 	return NULL;
 }
 
-static char state_of(pid_t pid)
-{
-	char path[64], buf[512], *p;
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	p = strrchr(buf, ')');
-	return p && p[1] == ' ' ? p[2] : 0;
-}
-
-/* A session of its own, and stdio away from a caller's $(...), which would wait for it. */
-static void detach(void)
-{
-	int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
-
-	setsid();
-	for (int i = 0; fd >= 0 && i < 3; i++)
-		(void)dup2(fd, i);
-}
-
-/* The holder faults, inside its write into a pipe (the pipe's mutex held), on a page
- * registered with a userfaultfd nobody serves: it sleeps killable. The stuck process then
- * writes into the same pipe and sleeps uninterruptibly in mutex_lock: D, and a SIGKILL
- * stays pending until the holder's death lets the mutex go (as a process on a hung disk). */
+/* probe stuck CGROUP: a stuck process in CGROUP (tests/stuck-proc.h), both it and its
+ * holder left running. */
 static int stuck(const char *cgroup)
 {
-	int p[2], go[2], procs, i;
-	char path[4200], c;
-	pid_t holder, st;
+	int cg = open(cgroup, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	pid_t holder, st = cg < 0 ? -1 : stuck_process(cg, true, &holder);
 
-	if (pipe2(p, O_CLOEXEC) < 0 || pipe2(go, O_CLOEXEC) < 0)
-		return 1;
-	fflush(stdout);
-	holder = fork();
-	if (holder == 0) {
-		long ps = sysconf(_SC_PAGESIZE);
-		struct uffdio_api api = {.api = UFFD_API};
-		struct uffdio_register reg = {.mode = UFFDIO_REGISTER_MODE_MISSING};
-		int uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC);
-		char *page = mmap(NULL, (size_t)ps, PROT_READ | PROT_WRITE,
-				  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-
-		detach();
-		if (uffd < 0 || page == MAP_FAILED || ioctl(uffd, UFFDIO_API, &api) < 0)
-			_exit(1);
-		reg.range.start = (uintptr_t)page;
-		reg.range.len = (uint64_t)ps;
-		if (ioctl(uffd, UFFDIO_REGISTER, &reg) < 0)
-			_exit(1);
-		(void)!write(p[1], page, (size_t)ps);
-		_exit(1);
-	}
-	if (holder < 0)
-		return 1;
-	snprintf(path, sizeof(path), "/proc/%d/wchan", (int)holder);
-	for (i = 0; i < 200; i++) {
-		char w[64] = "";
-		int fd = open(path, O_RDONLY | O_CLOEXEC);
-		ssize_t n = fd < 0 ? -1 : read(fd, w, sizeof(w) - 1);
-
-		if (fd >= 0)
-			close(fd);
-		if (n > 0 && !strncmp(w, "handle_userfault", 16))
-			break;
-		usleep(10000);
-	}
-	st = fork();
-	if (st == 0) {
-		detach();
-		if (read(go[0], &c, 1) != 1)
-			_exit(1);
-		(void)!write(p[1], "x", 1);
-		_exit(0);
-	}
+	if (cg >= 0)
+		close(cg);
 	if (st < 0)
 		return 1;
-	snprintf(path, sizeof(path), "%s/cgroup.procs", cgroup);
-	procs = open(path, O_WRONLY | O_CLOEXEC);
-	if (procs < 0 || dprintf(procs, "%d\n", (int)st) <= 0 || write(go[1], "x", 1) != 1) {
-		kill(holder, SIGKILL);
-		kill(st, SIGKILL);
-		return 1;
-	}
-	close(procs);
-	for (i = 0; i < 200 && state_of(st) != 'D'; i++)
-		usleep(10000);
-	printf("holder=%d stuck=%d state=%c\n", (int)holder, (int)st, state_of(st));
-	return state_of(st) == 'D' ? 0 : 1;
+	printf("holder=%d stuck=%d state=%c\n", (int)holder, (int)st, proc_state_of(st));
+	return 0;
 }
 
 int main(int argc, char **argv, char **envp)

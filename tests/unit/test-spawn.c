@@ -24,7 +24,6 @@
 #include <time.h>
 #include <unistd.h>
 #include <linux/keyctl.h>
-#include <linux/userfaultfd.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <linux/securebits.h>
@@ -43,6 +42,7 @@
 #include "pistisd/spawn-child.h"
 #include "pistisd/spawn-vfork.h"
 #include "pistisd/spawn.h"
+#include "tests/stuck-proc.h"
 
 #define AGENT_UID 10100
 #define OUT_MAX (1 << 20)
@@ -2082,19 +2082,9 @@ static char *proc_text(pid_t pid, const char *file, char *buf, size_t size)
 	return read_text(AT_FDCWD, path, buf, size);
 }
 
-/* The state letter of /proc/PID/stat (after the command's closing parenthesis), 0 when
- * the process is gone. */
-static char proc_state(pid_t pid)
-{
-	char buf[512];
-	const char *e = strrchr(proc_text(pid, "stat", buf, sizeof(buf)), ')');
-
-	return e && e[1] == ' ' ? e[2] : 0;
-}
-
 static bool pid_alive(pid_t pid)
 {
-	char st = proc_state(pid);
+	char st = proc_state_of(pid);
 
 	/* a zombie waiting for its (non-us) parent counts as dead */
 	return st && st != 'Z';
@@ -2102,7 +2092,7 @@ static bool pid_alive(pid_t pid)
 
 static bool pid_is_zombie(pid_t pid)
 {
-	return proc_state(pid) == 'Z';
+	return proc_state_of(pid) == 'Z';
 }
 
 /* Finding 3 (red team): without a cgroup the tree is the process group, and kill(-pid)
@@ -2672,9 +2662,9 @@ static int start_stopped(struct spawn_ctx *ctx, struct spawn_opts *o, struct spa
 		/* Stopped for real first: a SIGSTOP sent while the child is inside execve lands
 		 * only after it, when the error pipe is already closed; asked before that, the
 		 * pipe looked open and a child that went on to exec was taken as stopped. */
-		for (int k = 0; k < 100 && proc_state(p->pid) != 'T'; k++)
+		for (int k = 0; k < 100 && proc_state_of(p->pid) != 'T'; k++)
 			(void)poll(NULL, 0, 1);
-		if (proc_state(p->pid) == 'T' && spawn_exec_poll(p, 0, &err) == 0) {
+		if (proc_state_of(p->pid) == 'T' && spawn_exec_poll(p, 0, &err) == 0) {
 			*ret = p;
 			return 0;
 		}
@@ -2905,7 +2895,7 @@ TEST_TIMEOUT(async_free_before_cgroup_join, 60)
 		ASSERT_EQ(spawn_start_async(ctx, &o, &p, &err), 0);
 		(void)kill(p->pid, SIGSTOP);
 		/* stopped (state T) before it wrote itself into the command's cgroup */
-		for (int k = 0; k < 100 && proc_state(p->pid) != 'T'; k++)
+		for (int k = 0; k < 100 && proc_state_of(p->pid) != 'T'; k++)
 			(void)poll(NULL, 0, 1);
 		if (!in_cgroup(p->pid, p->cgroup_cmd)) {
 			caught = true;
@@ -3509,10 +3499,11 @@ TEST_TIMEOUT(vfork_child_stopped_holds_nothing_and_is_out_of_reach, 120)
 			while (spawn_now_ns() - t0 < (uint64_t)(i % 40) * 100000u)
 				;
 			(void)kill(p->pid, SIGSTOP);
-			for (int k = 0; k < 100 && proc_state(p->pid) != 'T'; k++)
+			for (int k = 0; k < 100 && proc_state_of(p->pid) != 'T'; k++)
 				(void)poll(NULL, 0, 1);
-			caught = proc_state(p->pid) == 'T' && proc_real_uid(p->pid) == AGENT_UID &&
-				 late_step(p->pid) && spawn_exec_poll(p, 0, &err) == 0;
+			caught = proc_state_of(p->pid) == 'T' &&
+				 proc_real_uid(p->pid) == AGENT_UID && late_step(p->pid) &&
+				 spawn_exec_poll(p, 0, &err) == 0;
 			if (caught)
 				break;
 			(void)kill(p->pid, SIGCONT);
@@ -3808,86 +3799,6 @@ static ino_t ino_at(int dir_fd, const char *name)
 	return fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ? 0 : st.st_ino;
 }
 
-static bool wchan_is(pid_t pid, const char *want)
-{
-	char buf[64];
-
-	return !strcmp(proc_text(pid, "wchan", buf, sizeof(buf)), want);
-}
-
-/* A process no SIGKILL ends until the test lets it, as one in D state on a hung disk: it
- * blocks in the kernel's mutex_lock (uninterruptible) on a pipe's mutex, which a holder
- * keeps while its own write into that pipe faults on a userfaultfd page nobody serves (the
- * holder sleeps killable: its SIGKILL lets the mutex go, and the stuck one then dies of
- * the SIGKILL it has pending). The stuck process is put in the cgroup cg_fd before it
- * blocks; its pid is returned (-1: it could not be made), *ret_holder the holder's. */
-static pid_t stuck_process(int cg_fd, pid_t *ret_holder)
-{
-	int p[2] = {-1, -1}, go[2] = {-1, -1}, procs, i;
-	pid_t holder = -1, stuck = -1;
-
-	*ret_holder = -1;
-	if (pipe2(p, O_CLOEXEC) < 0 || pipe2(go, O_CLOEXEC) < 0)
-		goto out;
-	holder = fork();
-	if (holder == 0) {
-		long ps = sysconf(_SC_PAGESIZE);
-		struct uffdio_api api = {.api = UFFD_API};
-		struct uffdio_register reg = {.mode = UFFDIO_REGISTER_MODE_MISSING};
-		int uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC);
-		char *page = mmap(NULL, (size_t)ps, PROT_READ | PROT_WRITE,
-				  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-
-		if (uffd < 0 || page == MAP_FAILED || ioctl(uffd, UFFDIO_API, &api) < 0)
-			_exit(1);
-		reg.range.start = (uintptr_t)page;
-		reg.range.len = (uint64_t)ps;
-		if (ioctl(uffd, UFFDIO_REGISTER, &reg) < 0)
-			_exit(1);
-		(void)!write(p[1], page, (size_t)ps); /* the fault, with the pipe's mutex held */
-		_exit(1);
-	}
-	if (holder < 0)
-		goto out;
-	for (i = 0; i < 200 && !wchan_is(holder, "handle_userfault"); i++)
-		usleep(10000);
-	if (i == 200)
-		goto out;
-	stuck = fork();
-	if (stuck == 0) {
-		char c;
-		if (read(go[0], &c, 1) != 1)
-			_exit(1);
-		(void)!write(p[1], "x", 1); /* mutex_lock: D until the holder lets go */
-		_exit(0);
-	}
-	if (stuck < 0)
-		goto out;
-	procs = openat(cg_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
-	i = procs < 0 ? -1 : dprintf(procs, "%d\n", (int)stuck);
-	if (procs >= 0)
-		close(procs);
-	if (i <= 0 || write(go[1], "x", 1) != 1)
-		goto out;
-	for (i = 0; i < 200 && proc_state(stuck) != 'D'; i++)
-		usleep(10000);
-	if (i < 200) {
-		*ret_holder = holder;
-		holder = -1;
-	} else
-		stuck = -1;
-out:
-	if (stuck < 0 && holder > 0) {
-		(void)kill(holder, SIGKILL);
-		(void)waitpid(holder, NULL, 0);
-	}
-	safe_close(p[0]);
-	safe_close(p[1]);
-	safe_close(go[0]);
-	safe_close(go[1]);
-	return stuck;
-}
-
 /* The holder killed: the stuck process gets the mutex, and dies of its pending SIGKILL
  * (within 2 s); whether it did. */
 static bool stuck_release(pid_t stuck, pid_t holder)
@@ -3941,7 +3852,7 @@ TEST_TIMEOUT(dying_cgroup_that_never_empties_is_retried_less_often, 60)
 	ASSERT_GE(fd, 0);
 	ASSERT_EQ(spawn_stop(p), 0);
 	ASSERT_EQ(spawn_wait(p, NULL), 0);
-	stuck = stuck_process(fd, &holder);
+	stuck = stuck_process(fd, false, &holder);
 	ASSERT_GT(stuck, 0);
 	spawn_free(p); /* killed, not removable: on the dying list */
 	t0 = spawn_now_ns();
@@ -3960,7 +3871,7 @@ TEST_TIMEOUT(dying_cgroup_that_never_empties_is_retried_less_often, 60)
 			ASSERT_EQ(fsetxattr(fd, "user.pistis.fresh", "1", 1, 0), 0);
 		}
 	}
-	EXPECT_EQ(proc_state(stuck), 'D');
+	EXPECT_EQ(proc_state_of(stuck), 'D');
 	EXPECT_GE(kills, 5u);
 	EXPECT_LE(kills, 10u);
 	EXPECT_GT(passes, 50u);
@@ -4075,12 +3986,12 @@ TEST_TIMEOUT(orphan_that_outlives_its_kill_is_not_counted_killed, 60)
 	ASSERT_EQ(mkdirat(agent_fd, "cmd-s0", 0711), 0);
 	fd = openat(agent_fd, "cmd-s0", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	ASSERT_GE(fd, 0);
-	stuck = stuck_process(fd, &holder);
+	stuck = stuck_process(fd, false, &holder);
 	ASSERT_GT(stuck, 0);
 	EXPECT_EQ(cgroup_reap_orphans(cg.base_fd, count_alive, n), 0);
 	EXPECT_EQ(n[0], 0u);
 	EXPECT_EQ(n[1], 1u);
-	EXPECT_EQ(proc_state(stuck), 'D');
+	EXPECT_EQ(proc_state_of(stuck), 'D');
 	EXPECT_TRUE(stuck_release(stuck, holder));
 	/* and once it can go, the next sweep finds nothing */
 	n[0] = n[1] = 0;
@@ -4143,7 +4054,7 @@ TEST_TIMEOUT(orphans_in_d_state_are_waited_for_together, 60)
 		fd = openat(agent_fd, names[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		ASSERT_GE(fd, 0);
 		if (i < N_STUCK) {
-			stuck[i] = stuck_process(fd, &holder[i]);
+			stuck[i] = stuck_process(fd, false, &holder[i]);
 			ASSERT_GT(stuck[i], 0);
 		} else {
 			plain[i - N_STUCK] = fork();
@@ -4176,7 +4087,7 @@ TEST_TIMEOUT(orphans_in_d_state_are_waited_for_together, 60)
 	for (int i = N_STUCK; i < N_STUCK + N_PLAIN; i++)
 		EXPECT_EQ(ino_at(agent_fd, names[i]), 0u); /* plain ones of their own: removed */
 	for (int i = 0; i < N_STUCK; i++) {
-		EXPECT_EQ(proc_state(stuck[i]), 'D');
+		EXPECT_EQ(proc_state_of(stuck[i]), 'D');
 		EXPECT_NE(ino_at(agent_fd, names[i]), 0u); /* left as it is, its kill pending */
 	}
 	for (int i = 0; i < N_STUCK; i++)
