@@ -190,10 +190,12 @@ static int open_parent(const char *path, char leaf[256])
 	if (strlen(slash ? slash + 1 : rel) >= 256)
 		return -ENAMETOOLONG;
 	snprintf(leaf, 256, "%s", slash ? slash + 1 : rel);
-	if (!strcmp(leaf, "..") || !strcmp(leaf, "."))
-		return -EINVAL;
+	/* "." or ".." as the leaf names no entry an operation could act on (unlinkat and
+	 * renameat say EINVAL or EBUSY); the parent is opened first, so "f/." over a file f
+	 * is ENOTDIR and "gone/." ENOENT, as the kernel resolves them */
+	bool dot_leaf = !strcmp(leaf, "..") || !strcmp(leaf, ".");
 	if (!slash)
-		return open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+		return dot_leaf ? -EINVAL : open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	rel[slash - rel] = 0;
 	int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (root < 0)
@@ -201,7 +203,7 @@ static int open_parent(const char *path, char leaf[256])
 	int r = openat2_beneath(root, rel, O_PATH | O_DIRECTORY, 0);
 	close(root);
 	if (r >= 0) {
-		int k = refuse_procfs(r);
+		int k = dot_leaf ? -EINVAL : refuse_procfs(r);
 		if (k < 0) {
 			close(r);
 			return k;

@@ -214,6 +214,15 @@ like "fs.write to \"plain/\": ENOTDIR" "$(fs write "$home/plain/" '"data":"eHh4"
 like "fs.edit of \"plain/\": ENOTDIR" "$(fs edit "$home/plain/" '"old":"f","new":"g"')" "$notdir"
 like "fs.move of \"plain/\": ENOTDIR" "$(fs move "$home/plain/" "\"to\":\"$home/moved\"")" "$notdir"
 like "fs.move of plain to \"moved/\": ENOTDIR" "$(fs move "$home/plain" "\"to\":\"$home/moved/\"")" "$notdir"
+# "plain/." and "plain/..": the kernel's lookup fails on plain before it reaches the dot
+for leaf in . ..; do
+	for op in stat remove read; do
+		like "fs.$op of \"plain/$leaf\": ENOTDIR" "$(fs $op "$home/plain/$leaf")" "$notdir"
+	done
+done
+like "fs.stat of \"gone/.\": not_found" "$(fs stat "$home/gone/.")" '"code":"not_found"'
+like "fs.remove of \"adir/.\": bad_request, not ENOTDIR" "$(fs remove "$home/adir/.")" \
+	'"code":"bad_request".*Invalid argument'
 is "... plain, lnk and fifo are all still there, plain as it was" \
 	"$(cat "$R$home/plain"; stat -c %F "$R$home/lnk" "$R$home/fifo"; ls "$R$home/moved" 2>/dev/null)" \
 	"$(printf 'f\nsymbolic link\nfifo')"
