@@ -29,6 +29,7 @@
 #include "pistisd/cli.h"
 #include "pistisd/ipc.h"
 #include "pistisd/spawn.h"
+#include "policy/policy.h"
 #include "sandbox-users/ident.h"
 #include "sandbox-users/users.h"
 #include "trusted/trusted.h"
@@ -387,7 +388,7 @@ int run_cli_main(int argc, char **argv)
 	char **envp = NULL, ebuf[256];
 	const char *cwd_root = NULL, *rel = NULL;
 	const char *bad = NULL, *step = NULL;
-	_cleanup_close_ int data_fd = -1, root_fd = -1, sig_fd = -1;
+	_cleanup_close_ int data_fd = -1, root_fd = -1, sig_fd = -1, share_fd = -1;
 	sigset_t mask, oldmask;
 	uint64_t v;
 	int c, r, ret = EXIT_SYSTEM;
@@ -719,7 +720,23 @@ int run_cli_main(int argc, char **argv)
 		goto out;
 	}
 
+	/* Held until the child has the agent's uid (serve's exec.start does the same): a policy
+	 * apply stops the agents' processes once it holds the state directory, so none may
+	 * start while it does. */
+	r = policy_apply_share(root_fd, &share_fd);
+	if (r < 0) {
+		if (r == -EWOULDBLOCK)
+			log_error("A policy apply is running in this root (it holds %s); nothing "
+				  "started: retry when it ends",
+				  POLICY_STATE_DIR);
+		else
+			log_error_errno(r, "Failed to lock %s: %m; nothing started",
+					POLICY_STATE_DIR);
+		goto out;
+	}
+	so.hold_fd = share_fd;
 	r = spawn_start_async(ctx, &so, &p, &err);
+	share_fd = safe_close(share_fd); /* the child's copy holds it on */
 	if (r >= 0) {
 		struct loop l = {.p = p,
 				 .pty = so.stdio == SPAWN_STDIO_PTY,

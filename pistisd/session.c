@@ -30,6 +30,7 @@
 #include "pistisd/scope.h"
 #include "pistisd/serve.h"
 #include "pistisd/spawn.h"
+#include "policy/policy.h"
 #include "sandbox-users/users.h"
 #include "trusted/trusted.h"
 
@@ -1681,7 +1682,7 @@ static void exec_start(const struct proto_request *req)
 	unsigned per_agent = 0;
 	char *sh_argv[] = {(char *)"/bin/sh", (char *)"-c", NULL, NULL};
 	const char *cwd_root = NULL, *cwd_rel = NULL, *key = NULL;
-	_cleanup_close_ int cwd_fd = -1;
+	_cleanup_close_ int cwd_fd = -1, share_fd = -1;
 	int r;
 
 	if (T.stopping)
@@ -1808,6 +1809,24 @@ static void exec_start(const struct proto_request *req)
 	 * agent with eight commands must not get eight shares. Always passed, so that limits
 	 * an earlier serve set are taken away when this one has none. */
 	so.cgroup_agent_limits = &T.agent_lim;
+	/* Held by the start until the child has the agent's uid: a policy apply (the command
+	 * line's, or this serve's own) that holds the state directory stops every agent
+	 * process it finds once it has it, so none may start meanwhile; this serve's hold
+	 * (hold_starts) covers only its own apply's tightening. */
+	r = policy_apply_share(T.root_fd, &share_fd);
+	if (r == -EWOULDBLOCK) {
+		exec_refuse(req, &st, PROTO_E_UNAVAILABLE,
+			    "a policy apply is running in this root (it holds %s); retry when it "
+			    "ends",
+			    POLICY_STATE_DIR);
+		goto out;
+	}
+	if (r < 0) {
+		exec_refuse(req, &st, PROTO_E_INTERNAL, "cannot lock %s: %s", POLICY_STATE_DIR,
+			    strerror(-r));
+		goto out;
+	}
+	so.hold_fd = share_fd;
 
 	c = calloc(1, sizeof(*c));
 	if (!c) {
@@ -1849,6 +1868,7 @@ static void exec_start(const struct proto_request *req)
 	if (st.cwd)
 		c->cwd = escape_c_field(st.cwd, AUDIT_CWD_MAX);
 	r = spawn_start_async(T.spawn, &so, &c->p, &se);
+	share_fd = safe_close(share_fd); /* the child's copy holds it on */
 	if (r < 0) {
 		reap_dying(&T.reap); /* a child killed before its exec may leave its cgroup late */
 		audit_not_started(c, &se);

@@ -239,12 +239,12 @@ static int set_ids(const struct child_args *a, enum spawn_step *ret_step)
 }
 
 /* Where close_range is refused (a container's seccomp profile older than it says EPERM,
- * a kernel before 5.9 ENOSYS): every fd from 3 but keep1, keep2 and the directory itself,
+ * a kernel before 5.9 ENOSYS): every fd from 3 but keep[0..2] and the directory itself,
  * found in /proc/self/fd. The directory is opened once, at the first call (as root, before
  * the id change: afterwards the non-dumpable child's /proc/self/fd is root's, not its
  * own) and kept in *dir_fd (O_CLOEXEC: execve closes it). Raw system calls and the stack
  * only: a vfork-style child shares pistisd's memory. */
-static int close_fds_by_proc(int keep1, int keep2, int *dir_fd)
+static int close_fds_by_proc(const int keep[3], int *dir_fd)
 {
 	char buf[2048] __attribute__((aligned(8)));
 	long n;
@@ -270,7 +270,8 @@ static int close_fds_by_proc(int keep1, int keep2, int *dir_fd)
 				continue; /* "." and ".." */
 			for (; *c >= '0' && *c <= '9' && fd < INT_MAX / 10; c++)
 				fd = fd * 10 + (*c - '0');
-			if (*c || fd < 3 || fd == keep1 || fd == keep2 || fd == *dir_fd)
+			if (*c || fd < 3 || fd == keep[0] || fd == keep[1] || fd == keep[2] ||
+			    fd == *dir_fd)
 				continue;
 			syscall(SYS_close, (int)fd);
 		}
@@ -278,30 +279,35 @@ static int close_fds_by_proc(int keep1, int keep2, int *dir_fd)
 	return n < 0 ? -errno : 0;
 }
 
-/* close_range over everything from 3 except keep1 and keep2 (either may be < 3); where
- * close_range is refused, close_fds_by_proc (*dir_fd: its directory, -1 at first). */
-static int close_fds_but(int keep1, int keep2, int *dir_fd)
+/* close_range over everything from 3 except the three fds in keep (any may be < 3, or the
+ * same as another); where close_range is refused, close_fds_by_proc (*dir_fd: its
+ * directory, -1 at first). */
+static int close_fds_but(int keep1, int keep2, int keep3, int *dir_fd)
 {
-	int lo = keep1 < keep2 ? keep1 : keep2, hi = keep1 < keep2 ? keep2 : keep1;
+	int keep[3] = {keep1, keep2, keep3};
 	unsigned from = 3;
 
 	if (*dir_fd >= 0)
-		return close_fds_by_proc(keep1, keep2, dir_fd);
-	for (int k = 0; k < 2; k++) {
-		int keep = k ? hi : lo;
-
-		if (keep < (int)from)
+		return close_fds_by_proc(keep, dir_fd);
+	for (int i = 1; i < 3; i++) /* ascending, for the ranges between them */
+		for (int j = i; j > 0 && keep[j - 1] > keep[j]; j--) {
+			int t = keep[j];
+			keep[j] = keep[j - 1];
+			keep[j - 1] = t;
+		}
+	for (int k = 0; k < 3; k++) {
+		if (keep[k] < (int)from)
 			continue;
-		if ((unsigned)keep > from && syscall(SYS_close_range, from, keep - 1, 0) < 0)
+		if ((unsigned)keep[k] > from && syscall(SYS_close_range, from, keep[k] - 1, 0) < 0)
 			goto refused;
-		from = (unsigned)keep + 1;
+		from = (unsigned)keep[k] + 1;
 	}
 	if (syscall(SYS_close_range, from, ~0U, 0) == 0)
 		return 0;
 refused:
 	if (errno != ENOSYS && errno != EPERM && errno != EINVAL)
 		return -errno;
-	return close_fds_by_proc(keep1, keep2, dir_fd);
+	return close_fds_by_proc(keep, dir_fd);
 }
 
 /* Writes v in decimal to /proc/self/<name> through proc_fd. Raw syscalls: this may run
@@ -420,7 +426,7 @@ int spawn_child_main(void *arg)
 	 * rest of pistisd's fds go now, not at the end, so that a child the agent stops once
 	 * it has the agent's uid (up to the exec deadline) holds no pipe, socket or pidfd of
 	 * the daemon's, and no other command's pipe waits for its EOF on it. */
-	r = close_fds_but(a->err_fd, a->cwd_root_fd, &fd_dir);
+	r = close_fds_but(a->err_fd, a->cwd_root_fd, a->hold_fd, &fd_dir);
 	if (r < 0)
 		fail(a, SPAWN_STEP_CLOSE_FDS, r);
 
@@ -460,6 +466,12 @@ int spawn_child_main(void *arg)
 	r = set_ids(a, &step);
 	if (r < 0)
 		fail(a, step, r);
+	/* The caller's lock (spawn_opts.hold_fd) goes as soon as this process is the agent's:
+	 * what waits for it (a policy apply, before it stops the agents' processes) finds
+	 * this one by its uid from now on; the agent could stop it from here on, and with it
+	 * the wait. */
+	if (a->hold_fd >= 3)
+		syscall(SYS_close, a->hold_fd);
 	/* Until execve this process holds pistisd's fds and a copy of its memory, under the
 	 * agent's uid: privs_setresuid left it not dumpable (no ptrace attach and no
 	 * /proc/PID/mem, environ or fd by the agent, whatever fs.suid_dumpable says; execve of
@@ -497,7 +509,7 @@ int spawn_child_main(void *arg)
 	/* No fd of pistisd's reaches the agent (runc CVE-2024-21626): everything from 3 up
 	 * except the CLOEXEC error pipe, which execve closes (the working directory's root
 	 * fd, and anything the steps above may have opened since the first close). */
-	r = close_fds_but(a->err_fd, a->err_fd, &fd_dir);
+	r = close_fds_but(a->err_fd, a->err_fd, a->err_fd, &fd_dir);
 	if (r < 0)
 		fail(a, SPAWN_STEP_CLOSE_FDS, r);
 

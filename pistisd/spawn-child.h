@@ -49,6 +49,7 @@ struct child_args {
 	int proc_fd;	   /* /proc (spawn_ctx's), for oom_score_adj */
 	int oom_score_adj; /* written while root, or SPAWN_OOM_KEEP */
 	int cwd_root_fd;
+	int hold_fd; /* kept until set_ids, then closed (spawn_opts.hold_fd); < 3: none */
 	const char *cwd;
 	bool no_openat2;
 	char *const *argv;

@@ -944,6 +944,7 @@ static int start(struct spawn_ctx *ctx, const struct spawn_opts *o, struct spawn
 	memcpy(a.groups, o->groups, sizeof(a.groups));
 	a.n_groups = o->n_groups;
 	a.cwd_root_fd = o->cwd_root_fd;
+	a.hold_fd = o->hold_fd;
 	a.cwd = o->cwd;
 	a.no_openat2 = ctx->no_openat2;
 	a.umask = o->umask == (mode_t)-1 ? SPAWN_UMASK_DEFAULT : (o->umask & 0777);

@@ -95,6 +95,11 @@ struct spawn_opts {
 	 * no mount crossing); cwd NULL or "" or ".": the root itself. */
 	int cwd_root_fd;
 	const char *cwd;
+	/* A lock the start holds until the child has the agent's uid (policy_apply_share): the
+	 * child keeps its copy of this fd (CLOEXEC) through its first close of pistisd's fds
+	 * and closes it right after the id change; the caller closes its own once the start
+	 * call returns. < 3 (a zeroed spawn_opts): none. */
+	int hold_fd;
 	/* stdio */
 	enum spawn_stdio stdio;
 	bool stdin_pipe;	   /* pipes mode: give the caller a pipe to the command's stdin */

@@ -803,12 +803,16 @@ static int do_save(struct ctx *c, int root_fd)
 }
 
 /* apply and save: one at a time in a root (policy_apply_lock), waiting for another for up
- * to --timeout (0: as long as it takes), and saying so. */
+ * to --timeout (0: as long as it takes), and saying so. The first TAKE_LOCK_QUIET_MS are
+ * not told: a command's start holds the lock shared for about a millisecond
+ * (policy_apply_share). */
+#define TAKE_LOCK_QUIET_MS 200u
 static int take_lock(struct ctx *c, int root_fd, int *ret_fd)
 {
 	unsigned wait_ms =
 		c->timeout && c->timeout < UINT_MAX / 1000u ? c->timeout * 1000u : UINT_MAX;
-	int r = policy_apply_lock(root_fd, 0, ret_fd);
+	int r = policy_apply_lock(
+		root_fd, wait_ms < TAKE_LOCK_QUIET_MS ? wait_ms : TAKE_LOCK_QUIET_MS, ret_fd);
 
 	if (r == -EWOULDBLOCK) {
 		log_notice("Another policy apply or save is running in this root (it holds %s); "

@@ -293,6 +293,15 @@ int policy_rules_check_fs(int root_fd, const struct policy_rules *r, struct poli
  * another holds it past wait_ms; -errno. */
 int policy_apply_lock(int root_fd, unsigned wait_ms, int *ret_fd);
 
+/* What every start of an agent's command holds until the new process has the agent's uid
+ * (pistisd serve's exec.start, pistisd run: spawn_opts.hold_fd), so that an apply's stop of
+ * the agents' processes, made once it holds policy_apply_lock, finds every command started
+ * before it, and none starts after it until the apply is done: a shared flock on
+ * POLICY_STATE_DIR, not waited for. 0 with *ret_fd the lock (-1: no state directory, or
+ * one the rules' load refuses, so no apply can hold it); -EWOULDBLOCK while an apply or
+ * save holds it; -errno. */
+int policy_apply_share(int root_fd, int *ret_fd);
+
 /* Replace POLICY_RULES_PATH beneath root_fd with buf atomically: temp file in the same
  * directory, fsync, rename, fsync of the directory. buf must already be validated. 0; or
  * an errno > 0: replaced (every reader gets the new file), but the directory's fsync failed

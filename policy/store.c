@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -394,6 +395,25 @@ int policy_apply_lock(int root_fd, unsigned wait_ms, int *ret_fd)
 	r = fd_flock_wait(fd, wait_ms);
 	if (r < 0)
 		return r;
+	*ret_fd = TAKE_FD(fd);
+	return 0;
+}
+
+int policy_apply_share(int root_fd, int *ret_fd)
+{
+	_cleanup_close_ int fd = -1;
+	int r = policy_state_dir_open(root_fd, &fd);
+
+	*ret_fd = -1;
+	/* None there: an apply makes it before it locks it, and no agent runs without it (the
+	 * registry lives there). One no one may trust: policy_apply_lock takes no lock on it
+	 * either, and the rules' load refuses it. */
+	if (r == -ENOENT || r == -EPERM || r == -ELOOP || r == -ENOTDIR)
+		return 0;
+	if (r < 0)
+		return r;
+	if (flock(fd, LOCK_SH | LOCK_NB) < 0)
+		return negative_errno();
 	*ret_fd = TAKE_FD(fd);
 	return 0;
 }

@@ -40,6 +40,9 @@ INTEGRATION_TESTS += tests/integration/serve-stall.sh tests/integration/serve-re
 	tests/integration/serve-credit.sh tests/integration/serve-strays.sh \
 	tests/integration/serve-trusted-strays.sh tests/integration/serve-unread.sh \
 	tests/integration/serve-dying.sh
+# A policy apply on the command line beside serve: no command starts while it holds the
+# state directory (policy_apply_share).
+INTEGRATION_TESTS += tests/integration/policy-beside-serve.sh
 # bench/relay.sh's floor: the relay's three hops as plain copy loops (no WebSocket, no loop).
 MUSL_TEST_BINS += bench-fwd
 bench-fwd_SRCS := bench/bench-fwd.c

@@ -56,6 +56,7 @@ const struct spawn_result *fz_spawn_result(const struct spawn_proc *p);
 void fz_spawn_free(struct spawn_proc *p);
 void fz_spawn_release(struct spawn_proc *p);
 pid_t fz_fork(void);
+int fz_policy_apply_share(int root_fd, int *ret_fd);
 int fz_send_pipe_choked(struct lws *wsi);
 
 #define lws_callback_on_writable fz_on_writable
@@ -98,4 +99,5 @@ int fz_send_pipe_choked(struct lws *wsi);
 #define spawn_free fz_spawn_free
 #define spawn_release fz_spawn_release
 #define fork fz_fork
+#define policy_apply_share fz_policy_apply_share
 #define lws_send_pipe_choked fz_send_pipe_choked

@@ -257,6 +257,47 @@ TEST(load_errors_quote_the_path_escaped_once)
 	rmdir(dir);
 }
 
+/* A start's shared hold and an apply's lock on /data/pistis exclude each other, not
+ * waited for by the start; a root with no state directory gives the start no lock. */
+TEST(apply_share_and_apply_lock_exclude_each_other)
+{
+	char dir[] = "/tmp/pistis-pol-XXXXXX", path[600];
+	int root, share = -1, share2 = -1, lock = -1;
+
+	ASSERT_NOT_NULL(mkdtemp(dir));
+	root = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	ASSERT_GE(root, 0);
+	EXPECT_EQ(policy_apply_share(root, &share), 0);
+	EXPECT_EQ(share, -1); /* no /data/pistis: nothing an apply could hold */
+	snprintf(path, sizeof(path), "%s/data", dir);
+	ASSERT_EQ(mkdir(path, 0755), 0);
+	snprintf(path, sizeof(path), "%s/data/pistis", dir);
+	ASSERT_EQ(mkdir(path, 0700), 0);
+
+	ASSERT_EQ(policy_apply_share(root, &share), 0);
+	ASSERT_GE(share, 0);
+	ASSERT_EQ(policy_apply_share(root, &share2), 0); /* starts do not exclude each other */
+	ASSERT_GE(share2, 0);
+	EXPECT_EQ(policy_apply_lock(root, 0, &lock), -EWOULDBLOCK);
+	close(share);
+	EXPECT_EQ(policy_apply_lock(root, 0, &lock), -EWOULDBLOCK);
+	close(share2);
+	ASSERT_EQ(policy_apply_lock(root, 0, &lock), 0);
+	ASSERT_GE(lock, 0);
+	EXPECT_EQ(policy_apply_share(root, &share), -EWOULDBLOCK);
+	EXPECT_EQ(share, -1);
+	close(lock);
+	ASSERT_EQ(policy_apply_share(root, &share), 0);
+	EXPECT_GE(share, 0);
+	close(share);
+
+	rmdir(path);
+	snprintf(path, sizeof(path), "%s/data", dir);
+	rmdir(path);
+	close(root);
+	rmdir(dir);
+}
+
 TEST(parse_limits)
 {
 	struct policy_error err;

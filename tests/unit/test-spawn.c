@@ -777,10 +777,12 @@ static int refuse_syscall(long nr, int err)
 
 /* Where close_range is refused (a container's seccomp profile older than it: EPERM; a
  * kernel before 5.9: ENOSYS), pistisd check promises the /proc/self/fd fallback: the
- * command still gets exactly 0, 1 and 2, none of the fds left open without CLOEXEC. */
+ * command still gets exactly 0, 1 and 2, none of the fds left open without CLOEXEC. The
+ * same with close_range (0), and with one of them the start's hold fd (kept past the first
+ * close, then closed by the child itself): never the command's. */
 TEST(close_range_refused_fds_still_closed)
 {
-	static const int errs[] = {EPERM, ENOSYS};
+	static const int errs[] = {0, EPERM, ENOSYS};
 
 	need_root_and_probe(_metadata);
 	for (size_t i = 0; i < ELEMENTSOF(errs); i++) {
@@ -799,16 +801,23 @@ TEST(close_range_refused_fds_still_closed)
 
 			/* Left open without CLOEXEC, as a careless library would. */
 			if (dup2(2, 40) < 0 || dup2(2, 41) < 0 || dup2(2, 700) < 0 ||
-			    refuse_syscall(SYS_close_range, errs[i]) < 0 ||
-			    syscall(SYS_close_range, ~0U, ~0U, 0) == 0 ||
+			    (errs[i] && (refuse_syscall(SYS_close_range, errs[i]) < 0 ||
+					 syscall(SYS_close_range, ~0U, ~0U, 0) == 0)) ||
 			    spawn_ctx_new_why(&ctx, NULL) < 0)
 				_exit(90);
-			base_opts(&o, argv);
-			if (run(ctx, &o, c, &res, &err) != 0 || res.end != SPAWN_END_EXITED ||
-			    res.exit_code != 0)
-				_exit(91);
-			(void)vb;
-			_exit(strcmp(V("fds"), "0,1,2") ? 92 : 0);
+			for (int hold = 0; hold <= 700; hold += hold ? 659 : 41) { /* 0, 41, 700 */
+				base_opts(&o, argv);
+				o.hold_fd = hold;
+				if (run(ctx, &o, c, &res, &err) != 0 ||
+				    res.end != SPAWN_END_EXITED || res.exit_code != 0)
+					_exit(91);
+				if (strcmp(V("fds"), "0,1,2"))
+					_exit(92);
+				if (fcntl(hold ? hold : 40, F_GETFD) <
+				    0) /* the caller's own stays */
+					_exit(93);
+			}
+			_exit(0);
 		}
 		ASSERT_EQ(waitpid(pid, &st, 0), pid);
 		EXPECT_TRUE(WIFEXITED(st));
