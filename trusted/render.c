@@ -827,6 +827,24 @@ static bool interp_option_ok(enum interp_family f, const char *w, size_t n)
 	return true;
 }
 
+/* Does option word w (n bytes) of family f start a debugger? Node's inspector
+ * (--inspect=, --inspect-brk=, --inspect-wait=, --inspect-port=; node reads '_' as '-' in
+ * an option's name, and --debug… is its old spelling) listens on TCP, and PHP's Xdebug
+ * (-dxdebug.mode=debug…) dials a debugging client, both in the sandbox's network
+ * namespace, which every agent shares: whichever agent connects (or listens on 9003) runs
+ * code in the script, as pi-tools, with every secret it read (red team: `#!/usr/bin/node
+ * --inspect=127.0.0.1:9229` passed as "--NAME=VALUE", and another process's `node inspect`
+ * read a file through it). */
+static bool interp_option_debugger(enum interp_family f, const char *w, size_t n)
+{
+	if (f == IF_NODE)
+		return (n >= 9 && !strncmp(w, "--inspect", 9)) ||
+		       (n >= 7 && !strncmp(w, "--debug", 7));
+	if (f == IF_PHP)
+		return n >= 8 && !strncmp(w, "-dxdebug", 8);
+	return false;
+}
+
 int trusted_interp_arg_check(const char *interp, const char *arg, char *why, size_t why_size)
 {
 	enum interp_family f = interp_family_of(interp);
@@ -866,6 +884,13 @@ int trusted_interp_arg_check(const char *interp, const char *arg, char *why, siz
 				      "option '%.*s' to %s traces every command, its values "
 				      "expanded, to the caller's stderr: a secret the script holds "
 				      "in a variable is printed to the agent",
+				      (int)n, p, base);
+			return 1;
+		} else if (interp_option_debugger(f, p, n)) {
+			escape_format(why, why_size,
+				      "option '%.*s' to %s starts a debugger on the network that "
+				      "every agent shares: any agent that reaches it runs code in "
+				      "the script, as pi-tools, and reads its secrets",
 				      (int)n, p, base);
 			return 1;
 		} else if (!interp_option_ok(f, p, n)) {

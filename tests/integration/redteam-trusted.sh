@@ -733,5 +733,27 @@ like "check names a script added before, whose interpreter reads the caller's ar
 	"$("$P" trusted check --root "$R" 2>&1)" "oldsed: interpreter '/bin/sed -f'"
 rm -f "$R/data/trusted/oldsed"
 "$P" trusted remove perlw --root "$R" >/dev/null 2>&1
+# A debugger on the #! line: node's inspector (`--inspect=HOST:PORT`) passed as a
+# "--NAME=VALUE" flag, and listens on TCP in the network namespace every agent shares; any
+# agent that connects runs code in the script as pi-tools (reproduced outside the root with
+# `node inspect` reading a file through a script's inspector). The root has no node: a
+# stand-in of that name, which the interpreter's checks pass as they would node's.
+cp "$R/bin/dash" "$R/usr/bin/node"
+for a in --inspect=127.0.0.1:9229 --inspect_brk=9229; do
+	printf '#!/usr/bin/node %s\nconsole.log("hi")\n' "$a" >"$S/nodeinsp" && chmod 0755 "$S/nodeinsp"
+	out=$("$P" trusted add nodeinsp "$S/nodeinsp" --root "$R" 2>&1)
+	rc=$?
+	is "add refuses '#!/usr/bin/node $a' (a debugger every agent reaches): exit 1, nothing added" \
+		"$rc:$(test -e "$R/data/trusted/nodeinsp" && echo added)" "1:"
+	like "... saying why" "$out" "option '$a' to node starts a debugger on the network that every agent shares"
+done
+printf '#!/usr/bin/node --max-old-space-size=64\nconsole.log("hi")\n' >"$S/nodeok" && chmod 0755 "$S/nodeok"
+ok "... and still adds '#!/usr/bin/node --max-old-space-size=64'" "$P" trusted add nodeok "$S/nodeok" --root "$R" --no-install
+"$P" trusted remove nodeok --root "$R" --no-install >/dev/null 2>&1
+printf '#!/usr/local/bin/pistisd trusted-interp /usr/bin/node --inspect=9229\n1\n' >"$R/data/trusted/oldinsp" &&
+	chmod 0755 "$R/data/trusted/oldinsp"
+like "check names a script added before with the inspector on a clean start's line" \
+	"$("$P" trusted check --root "$R" 2>&1)" "oldinsp: .*option '--inspect=9229' to node starts a debugger"
+rm -f "$R/data/trusted/oldinsp" "$R/usr/bin/node"
 
 done_testing

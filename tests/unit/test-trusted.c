@@ -552,6 +552,44 @@ TEST(interp_arg_keeps_the_callers_arguments_the_scripts)
 	EXPECT_EQ(trusted_interp_arg_check("/usr/bin/sedate", "", why, sizeof(why)), 0);
 }
 
+/* A debugger on the network every agent shares: node's inspector took "--NAME=VALUE"'s
+ * way in, and any agent that connected to it ran code in the script as pi-tools (red team,
+ * reproduced with `node inspect` reading a file through a script's inspector). */
+TEST(interp_arg_refuses_a_debugger_every_agent_reaches)
+{
+	static const char *const refused[][2] = {
+		{"/usr/bin/node", "--inspect=127.0.0.1:9229"},
+		{"/usr/bin/node", "--inspect=0"},
+		{"/usr/bin/nodejs", "--inspect-brk=9229"},
+		{"/usr/bin/node", "--inspect_brk=9229"}, /* node reads '_' as '-' */
+		{"/usr/bin/node", "--inspect-wait=9229"},
+		{"/usr/bin/node", "--inspect-port=9229"},
+		{"/usr/bin/node", "--no-warnings --inspect=9229"},
+		{"/usr/bin/node", "--debug-port=9229"},
+		{"/usr/bin/node", "--inspect"},
+		{"/usr/bin/php8.2", "-dxdebug.mode=debug"},
+		{"/usr/bin/php", "-n -dxdebug.start_with_request=yes"},
+	};
+	char why[512];
+
+	for (size_t i = 0; i < ELEMENTSOF(refused); i++) {
+		why[0] = '\0';
+		EXPECT_EQ(trusted_interp_arg_check(refused[i][0], refused[i][1], why, sizeof(why)),
+			  1);
+		if (!strstr(why, "starts a debugger on the network that every agent shares"))
+			printf("# %s %s: %s\n", refused[i][0], refused[i][1], why);
+		EXPECT_NOT_NULL(strstr(why, "starts a debugger"));
+	}
+	/* what stays: other attached values, and PHP settings of other names */
+	EXPECT_EQ(trusted_interp_arg_check("/usr/bin/node", "--max-old-space-size=4096", why,
+					   sizeof(why)),
+		  0);
+	EXPECT_EQ(trusted_interp_arg_check("/usr/bin/node", "--stack-size=2000", why, sizeof(why)),
+		  0);
+	EXPECT_EQ(trusted_interp_arg_check("/usr/bin/php", "-dmemory_limit=64M", why, sizeof(why)),
+		  0);
+}
+
 /* A minimal ELF image: header, phnum program headers at 64 (class 64) or 52 (class 32),
  * then the loader path; every field written in the requested byte order. */
 static void put(uint8_t *p, uint64_t v, size_t size, bool msb)
