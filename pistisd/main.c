@@ -66,6 +66,16 @@ int main(int argc, char **argv)
 	 * starts resets every disposition (spawn, trusted-exec), or writes nothing that size
 	 * (visudo, sudo -l). */
 	(void)signal(SIGXFSZ, SIG_IGN);
+	/* SIGCHLD ignored by whoever started us survives execve, and with it the kernel reaps
+	 * our children itself: every wait for one fails with ECHILD. `pistisd run` then lost
+	 * its command's status (exit 111, "Failed while supervising 'sh': No child process")
+	 * and serve never saw a command end: no exec.exit, the client waited for ever (red
+	 * team, redteam-ends.sh). pistisd-entry resets every disposition for its child; a
+	 * pistisd started by anything else (a supervisor, a script that ignores SIGCHLD to
+	 * spare itself zombies) did not. The one disposition that changes what the kernel
+	 * does for us; the others only decide whether a signal stops us, the caller's choice
+	 * (run and serve block theirs for a signalfd, which gets them ignored or not). */
+	(void)signal(SIGCHLD, SIG_DFL);
 
 	if (argc < 2) {
 		usage(stderr);

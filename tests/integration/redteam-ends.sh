@@ -224,4 +224,33 @@ like "... saying so" "$(cat "$W/pd.log")" 'Signal 2 again: stopping now'
 like "... and the command killed then is on record" "$(cat "$W/pd.log")" 'end=killed reason="pistisd serve exited"'
 wait "$C3" 2>/dev/null
 is "no process of the agent is left" "$(root_pids "$R" 32012 | wc -l)" 0
+
+# --- pistisd started with SIGCHLD ignored ----------------------------------------------
+# An ignored SIGCHLD survives execve, and with it the kernel reaps the children itself:
+# every wait fails with ECHILD. `pistisd run` exited 111 ("Failed while supervising 'sh':
+# No child process") whatever its command's code, and serve never reported a command's
+# end: the client waited for ever. Started so by a parent that ignores SIGCHLD (a
+# supervisor, a script sparing itself zombies); pistisd-entry resets it for its child.
+ign_chld() { bash -c 'trap "" CHLD; exec "$@"' sh "$@"; }
+is "the parent below passes SIGCHLD (17) on ignored" \
+	"$(((0x$(ign_chld awk '/^SigIgn:/ { print $2 }' /proc/self/status) >> 16) & 1))" 1
+rc=0; out=$(ign_chld chroot "$R" /usr/bin/env -i PATH=/usr/bin:/bin /usr/local/bin/pistisd run \
+	--agent a -- /bin/sh -c 'setsid /bin/sleep 300 & echo ran; exit 3' 2>&1) || rc=$?
+is "run with SIGCHLD ignored: its command's code (3), not 111" "$rc" 3
+is "... its output, and nothing about supervising" "$out" ran
+is "... the command's leftover is killed" "$(root_pids "$R" 32012 | wc -l)" 0
+ROOT_WRAP=(bash -c 'trap "" CHLD; exec "$@"' sh)
+(in_root_exec "$R" pistisd serve --relay "ws://127.0.0.1:$SP" --token-file /etc/pistis/token \
+	--name s1 ${ALLOW:+--allow $ALLOW}) >>"$W/pd.log" 2>&1 &
+PD=$!
+ROOT_WRAP=()
+ok "serve started with SIGCHLD ignored is connected" sandbox_connected s1
+rc=0; out=$(timeout 20 "$BIN/pistis" exec --sandbox s1 --agent a -- /bin/sh -c 'echo ran; exit 3' 2>&1) || rc=$?
+is "... a command's end reaches the client: its code (3); it waited for ever" "$rc" 3
+rc=0; timeout 20 "$BIN/pistis" exec --sandbox s1 --agent a --timeout 1 -- /bin/sleep 300 >/dev/null 2>&1 || rc=$?
+is "... a command ended by its timeout too (143)" "$rc" 143
+rc=0; out=$(echo written | timeout 20 "$BIN/pistis" write --sandbox s1 --agent a /tmp/chld-w 2>&1) || rc=$?
+is "... a file operation (its helper waited for) answers ok" "$rc:$out" 0:
+kill -TERM "$PD"; wait "$PD" 2>/dev/null; PD=
+is "no process of the agent is left" "$(root_pids "$R" 32012 | wc -l)" 0
 done_testing
