@@ -739,9 +739,9 @@ static bool word_in(const char *w, size_t n, const char *const *list)
  * and that leaves SCRIPT its program and ARGS its arguments? */
 static bool interp_option_ok(enum interp_family f, const char *w, size_t n)
 {
-	static const char *const shell_long[] = {"--",		"--posix",     "--norc",
-						 "--noprofile", "--login",     "--restricted",
-						 "--verbose",	"--noediting", NULL};
+	static const char *const shell_long[] = {"--",		"--posix", "--norc",
+						 "--noprofile", "--login", "--restricted",
+						 "--noediting", NULL};
 	static const char *const node_flags[] = {"--",
 						 "--enable-source-maps",
 						 "--trace-warnings",
@@ -764,8 +764,9 @@ static bool interp_option_ok(enum interp_family f, const char *w, size_t n)
 		if (n == 1)
 			return w[0] == '-'; /* `sh - SCRIPT`: the end of the options */
 		/* not -c (SCRIPT would be the command), -s (commands from the caller's
-		 * stdin), -o/-O (SCRIPT taken as an option name), -i; -x apart (below) */
-		letters = "aefhklmnpuvBCEHPT";
+		 * stdin), -o/-O (SCRIPT taken as an option name), -i; -x and -v apart
+		 * (below) */
+		letters = "aefhklmnpuBCEHPT";
 		break;
 	case IF_PYTHON:
 		if (n == 2 && w[1] == '-')
@@ -885,6 +886,18 @@ int trusted_interp_arg_check(const char *interp, const char *arg, char *why, siz
 				      "expanded, to the caller's stderr: a secret the script holds "
 				      "in a variable is printed to the agent",
 				      (int)n, p, base);
+			return 1;
+		} else if (f == IF_SHELL && ((p[1] != '-' && memchr(p, 'v', n)) ||
+					     (n == 9 && !strncmp(p, "--verbose", 9)))) {
+			/* -v prints every line the shell reads, not only the script's: those of a
+			 * file it sources too, `. /data/.secrets/env` and its TOKEN=… (red team,
+			 * reproduced with dash and bash). */
+			escape_format(
+				why, why_size,
+				"option '%.*s' to %s prints every line the shell reads to the "
+				"caller's stderr, those of a file the script sources too: a "
+				"secrets file it reads with '.' is printed to the agent",
+				(int)n, p, base);
 			return 1;
 		} else if (interp_option_debugger(f, p, n)) {
 			escape_format(why, why_size,

@@ -720,6 +720,14 @@ args_refused "'#!/usr/bin/perl -p' (the caller's files printed)" perlp '#!/usr/b
 	's/^/line: /' "option '-p' to perl" /data/.secrets/argtok
 args_refused "'#!/bin/sh -x' (every command traced, values expanded, to the caller's stderr)" \
 	shx '#!/bin/sh -x' 'T=$(cat /data/.secrets/argtok); : "$T"' "traces every command"
+# `sh -v` prints every line the shell reads to the caller's stderr, those of a file the
+# script sources too: a secrets file read with '.' (TOKEN=…) reached the agent.
+echo "TOKEN=a5g-$$-secret" >"$R/data/.secrets/argenv" && chown 10002:10002 "$R/data/.secrets/argenv" &&
+	chmod 0600 "$R/data/.secrets/argenv"
+args_refused "'#!/bin/sh -v' (every line read, a sourced secrets file's too, to the caller's stderr)" \
+	shv '#!/bin/sh -v' '. /data/.secrets/argenv; echo "token read"' "prints every line the shell reads"
+args_refused "'#!/bin/bash --verbose' (the same)" bashverbose '#!/bin/bash --verbose' \
+	'. /data/.secrets/argenv; echo "token read"' "option '--verbose' to bash prints every line"
 args_refused "'#!/bin/sh /opt/other' (a script other than the pinned one)" shother '#!/bin/sh /tmp/other' \
 	'echo pinned' "'/tmp/other' is not an option"
 printf '#!/usr/bin/perl -w\nprint "args=@ARGV\\n";\n' >"$S/perlw" && chmod 0755 "$S/perlw"

@@ -464,7 +464,6 @@ TEST(interp_arg_keeps_the_callers_arguments_the_scripts)
 		{"/bin/sh", ""},
 		{"/bin/sh", "-e"},
 		{"/bin/bash", "-eu"},
-		{"/bin/bash", "-v"},
 		{"/bin/sh", "-"},
 		{"/bin/bash", "--norc"},
 		{"/usr/bin/python3", "-u"},
@@ -497,6 +496,9 @@ TEST(interp_arg_keeps_the_callers_arguments_the_scripts)
 		{"/bin/bash", "-o"},
 		{"/bin/bash", "--rcfile"},
 		{"/bin/sh", "-i"},
+		{"/bin/sh", "-v"},
+		{"/bin/bash", "-ev"},
+		{"/bin/bash", "--verbose"},
 		{"/bin/sh", "/opt/other"},
 		{"/usr/bin/python3", "-i"},
 		{"/usr/bin/python3", "-"},
@@ -541,6 +543,12 @@ TEST(interp_arg_keeps_the_callers_arguments_the_scripts)
 	ASSERT_EQ(trusted_interp_arg_check("/bin/bash", "+x", why, sizeof(why)), 1);
 	ASSERT_EQ(trusted_interp_arg_check("/bin/sh", "-s", why, sizeof(why)), 1);
 	EXPECT_NOT_NULL(strstr(why, "option '-s' to sh"));
+	/* -v prints the lines of a sourced file: `. /data/.secrets/env` with its TOKEN=… */
+	ASSERT_EQ(trusted_interp_arg_check("/bin/dash", "-eu -v", why, sizeof(why)), 1);
+	EXPECT_NOT_NULL(strstr(why, "option '-v' to dash prints every line the shell reads"));
+	ASSERT_EQ(trusted_interp_arg_check("/bin/bash", "--verbose", why, sizeof(why)), 1);
+	EXPECT_NOT_NULL(strstr(why, "a secrets file it reads with '.' is printed"));
+	EXPECT_EQ(trusted_interp_arg_check("/bin/bash", "--noprofile", why, sizeof(why)), 0);
 	/* sed, awk, jq, make, expect: with no option too (GNU getopt takes the caller's -e
 	 * after SCRIPT); an interpreter pistis does not know, with none, is its author's word */
 	ASSERT_EQ(trusted_interp_arg_check("/bin/sed", "", why, sizeof(why)), 1);
