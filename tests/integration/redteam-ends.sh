@@ -9,6 +9,9 @@
 #   their exec.exit (the client exits with the command's own code) and writes their audit
 #   lines (a command on a pseudo-terminal too); a second signal ends the grace at once (before: every command was SIGKILLed at
 #   once, no exec.exit, no audit line, and the client waited for an end that never came).
+# - a pistisd started by a parent that ignores SIGCHLD reports its commands' ends (before:
+#   `run` exited 111, serve sent no exec.exit), and a command of run or serve started by a
+#   parent that blocks and ignores signals has none blocked or ignored.
 # Runs as root in a private mount namespace over a throwaway Debian root; agent uid 32012.
 . "$(dirname "$0")/../lib.sh"
 need_root
@@ -225,21 +228,33 @@ like "... and the command killed then is on record" "$(cat "$W/pd.log")" 'end=ki
 wait "$C3" 2>/dev/null
 is "no process of the agent is left" "$(root_pids "$R" 32012 | wc -l)" 0
 
-# --- pistisd started with SIGCHLD ignored ----------------------------------------------
+# --- pistisd started with SIGCHLD ignored, and what its commands get of its signals ----
 # An ignored SIGCHLD survives execve, and with it the kernel reaps the children itself:
 # every wait fails with ECHILD. `pistisd run` exited 111 ("Failed while supervising 'sh':
 # No child process") whatever its command's code, and serve never reported a command's
 # end: the client waited for ever. Started so by a parent that ignores SIGCHLD (a
 # supervisor, a script sparing itself zombies); pistisd-entry resets it for its child.
-ign_chld() { bash -c 'trap "" CHLD; exec "$@"' sh "$@"; }
-is "the parent below passes SIGCHLD (17) on ignored" \
-	"$(((0x$(ign_chld awk '/^SigIgn:/ { print $2 }' /proc/self/status) >> 16) & 1))" 1
-rc=0; out=$(ign_chld chroot "$R" /usr/bin/env -i PATH=/usr/bin:/bin /usr/local/bin/pistisd run \
-	--agent a -- /bin/sh -c 'setsid /bin/sleep 300 & echo ran; exit 3' 2>&1) || rc=$?
+# The parent below also ignores SIGPIPE, SIGINT, SIGHUP (and SIGXFSZ: python's) and blocks
+# SIGTERM, SIGUSR2 and SIGALRM, none of which an agent's command may inherit: each starts
+# with no signal blocked or ignored (pinned here; serve itself ignores SIGPIPE, SIGXFSZ).
+SIG_WRAP=(python3 -c 'import os, signal as s, sys
+s.pthread_sigmask(s.SIG_BLOCK, {s.SIGTERM, s.SIGUSR2, s.SIGALRM})
+for n in (s.SIGCHLD, s.SIGPIPE, s.SIGINT, s.SIGHUP): s.signal(n, s.SIG_IGN)
+os.execvp(sys.argv[1], sys.argv[1:])')
+sigs() { grep -E '^Sig(Blk|Ign):' "$1" | tr -d ' \t' | paste -sd' '; }
+"${SIG_WRAP[@]}" cp /proc/self/status "$W/wrap-status"
+is "the parent below passes its signals on blocked and ignored" "$(sigs "$W/wrap-status")" \
+	"SigBlk:0000000000006800 SigIgn:0000000001011003"
+CLEAN="SigBlk:0000000000000000 SigIgn:0000000000000000"
+rc=0; out=$("${SIG_WRAP[@]}" chroot "$R" /usr/bin/env -i PATH=/usr/bin:/bin /usr/local/bin/pistisd \
+	run --agent a -- /bin/sh -c 'setsid /bin/sleep 300 & echo ran; exit 3' 2>&1) || rc=$?
 is "run with SIGCHLD ignored: its command's code (3), not 111" "$rc" 3
 is "... its output, and nothing about supervising" "$out" ran
 is "... the command's leftover is killed" "$(root_pids "$R" 32012 | wc -l)" 0
-ROOT_WRAP=(bash -c 'trap "" CHLD; exec "$@"' sh)
+"${SIG_WRAP[@]}" chroot "$R" /usr/bin/env -i PATH=/usr/bin:/bin /usr/local/bin/pistisd run --agent a \
+	-- /bin/cat /proc/self/status >"$W/run-status" 2>&1
+is "... its command starts with no signal blocked or ignored" "$(sigs "$W/run-status")" "$CLEAN"
+ROOT_WRAP=("${SIG_WRAP[@]}")
 (in_root_exec "$R" pistisd serve --relay "ws://127.0.0.1:$SP" --token-file /etc/pistis/token \
 	--name s1 ${ALLOW:+--allow $ALLOW}) >>"$W/pd.log" 2>&1 &
 PD=$!
@@ -251,6 +266,8 @@ rc=0; timeout 20 "$BIN/pistis" exec --sandbox s1 --agent a --timeout 1 -- /bin/s
 is "... a command ended by its timeout too (143)" "$rc" 143
 rc=0; out=$(echo written | timeout 20 "$BIN/pistis" write --sandbox s1 --agent a /tmp/chld-w 2>&1) || rc=$?
 is "... a file operation (its helper waited for) answers ok" "$rc:$out" 0:
+timeout 20 "$BIN/pistis" exec --sandbox s1 --agent a -- /bin/cat /proc/self/status >"$W/serve-status" 2>&1
+is "... a command starts with no signal blocked or ignored" "$(sigs "$W/serve-status")" "$CLEAN"
 kill -TERM "$PD"; wait "$PD" 2>/dev/null; PD=
 is "no process of the agent is left" "$(root_pids "$R" 32012 | wc -l)" 0
 done_testing
