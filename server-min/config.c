@@ -1,6 +1,7 @@
 /* server-min: pistis.json — parsed strictly (lib/proto's limits and duplicate-key check),
  * ${ENV} substituted inside string values only (never in the JSON text, so an environment
- * value cannot inject structure), every error with its line. See docs/server-min.md. */
+ * value cannot inject structure; a token is one ${NAME} or taken as written: get_str), every
+ * error with its line. See docs/server-min.md. */
 #include "server-min/config.h"
 
 #include <errno.h>
@@ -118,7 +119,8 @@ static int get_section(struct smin_config *c, const cJSON *root, const char *key
 	return 0;
 }
 
-static int substitute(struct smin_config *c, const char *in, unsigned line, char **ret)
+/* secret: in is one ${NAME} of a token's (get_str), so no error quotes it. */
+static int substitute(struct smin_config *c, const char *in, unsigned line, bool secret, char **ret)
 {
 	size_t cap = strlen(in) + 1, n = 0;
 	char *out = malloc(cap);
@@ -133,6 +135,10 @@ static int substitute(struct smin_config *c, const char *in, unsigned line, char
 			char name[128];
 			if (!end || end - p - 2 <= 0 || end - p - 2 >= (long)sizeof(name)) {
 				free(out);
+				if (secret)
+					return fail(c, line,
+						    "bad ${NAME} reference: NAME must be 1 to 127 "
+						    "characters");
 				return fail(c, line, "bad ${NAME} reference in \"%.40s\"", in);
 			}
 			memcpy(name, p + 2, (size_t)(end - p - 2));
@@ -169,11 +175,19 @@ static int substitute(struct smin_config *c, const char *in, unsigned line, char
 	return 0;
 }
 
+static bool from_env(cJSON *obj, const char *key);
+
+/* A token (secret) is one ${NAME} and nothing else, taken from the environment as it is, or
+ * the token itself, taken as written: never substituted inside. A token is any printable
+ * ASCII, so a generated one may hold "${...": substituted, it became another token without a
+ * word, or its error quoted the value ("bad ${NAME} reference in \"<the token>\"",
+ * "environment variable <the rest of the token> is not set") into the journal (red team). */
 static int get_str(struct smin_config *c, cJSON *obj, const char *key, bool required, size_t *from,
 		   char **ret)
 {
 	cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
 	unsigned line = line_of_key(c->text, key, from);
+	bool secret = !strcmp(key, "token") || !strcmp(key, "client_token");
 
 	*ret = NULL;
 	if (!v) {
@@ -183,7 +197,9 @@ static int get_str(struct smin_config *c, cJSON *obj, const char *key, bool requ
 	}
 	if (!cJSON_IsString(v))
 		return fail(c, line, "\"%s\" must be a string", key);
-	return substitute(c, v->valuestring, line, ret);
+	if (secret && !from_env(obj, key))
+		return (*ret = strdup(v->valuestring)) ? 0 : -ENOMEM;
+	return substitute(c, v->valuestring, line, secret, ret);
 }
 
 /* An optional whole number 1..max: *ret is left alone when the key is absent. */

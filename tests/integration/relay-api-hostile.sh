@@ -16,6 +16,7 @@ cleanup() {
 	[ -n "${SM:-}" ] && kill "$SM" 2>/dev/null
 	[ -n "${SM2:-}" ] && kill "$SM2" 2>/dev/null
 	[ -n "${SM3:-}" ] && kill "$SM3" 2>/dev/null
+	[ -n "${SM4:-}" ] && kill "$SM4" 2>/dev/null
 	wait 2>/dev/null
 	root_cleanup # this trap replaces lib.sh's: the scratch directory goes here
 }
@@ -76,6 +77,56 @@ is "config: through a symbolic link of another user's is refused" "$rc" 1
 like "... naming the link" "$out" "t8.json is owned by 65534:0 .*a symbolic link on the way to the config must be root's"
 ln -s "$W/t5.json" "$W/t9.json"
 ok "config: through a root's link: taken" "$BIN/server-min" --config "$W/t9.json" --check
+# A token is any printable ASCII, so a generated one may hold "${": ${NAME} was substituted
+# inside it, and the error quoted the token into the journal ('bad ${NAME} reference in
+# "<the token>"', 'environment variable <the rest of the token> is not set'), or the token
+# became another (its "${HOME}" the home's path) without a word. A token is one ${NAME} and
+# nothing else, or taken as written (red team).
+tokcfg "$W/s1.json" 'cli${Zk4Pq9XwLm2Rt7Vb}3Nc' 'sbx#Tq8${Hy6Jd3Wm5Ks1Fp0'
+out=$("$BIN/server-min" --config "$W/s1.json" --check 2>&1); rc=$?
+is "config: tokens holding \"\${\" (no variable set) validate" "$rc" 0
+unlike "... and no output quotes a piece of either" "$out" 'Zk4Pq9|Hy6Jd3'
+SP4=$((SP + 6)); CP4=$((SP + 7))
+ct_lit='cli${HOME}Zk4Pq9XwLm2Rt7Vb'
+st_lit='sbx#Tq8${Hy6Jd3Wm5Ks1Fp0'
+cat >"$W/s2.json" <<J
+{"listen": {"sandbox": "127.0.0.1:$SP4", "client": "127.0.0.1:$CP4"},
+ "client_token": "$ct_lit", "sandboxes": [{"name": "lit", "token": "$st_lit"}]}
+J
+"$BIN/server-min" --config "$W/s2.json" 2>"$W/s2.log" &
+SM4=$!
+wait_port "$CP4" || echo "# the server-min of literal tokens did not listen"
+# the sandbox connects with the token as written, and stays while pistis lists it
+python3 - "$SP4" "$st_lit" >"$W/s2.out" 2>&1 <<'PY' &
+import base64, os, socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), 5)
+s.sendall(("GET /v1/sandbox HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+           "Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: %s\r\n"
+           "Sec-WebSocket-Protocol: pistis.v1\r\nAuthorization: Bearer %s\r\n\r\n"
+           % (base64.b64encode(os.urandom(16)).decode(), sys.argv[2])).encode())
+print(s.recv(4096).split(b"\r\n")[0].decode(), flush=True)
+time.sleep(4)
+PY
+SB4=$!
+for _ in $(seq 30); do grep -q HTTP "$W/s2.out" && break; sleep 0.1; done
+is "a sandbox token holding \"\${\" connects as written" "$(head -n 1 "$W/s2.out")" \
+	"HTTP/1.1 101 Switching Protocols"
+like "... and a client token holding \"\${HOME}\" lists it, as written" \
+	"$(PISTIS_URL=ws://127.0.0.1:$CP4 PISTIS_TOKEN=$ct_lit "$BIN/pistis" ls 2>&1)" '^lit +connected'
+exits 111 "... the token with \${HOME} substituted is refused (111, as any wrong token)" \
+	env PISTIS_URL=ws://127.0.0.1:$CP4 PISTIS_TOKEN="cli${HOME}Zk4Pq9XwLm2Rt7Vb" "$BIN/pistis" ls
+kill "$SM4" "$SB4" 2>/dev/null; wait "$SM4" "$SB4" 2>/dev/null
+# A token that is one ${NAME}: still from the environment, the variable named in its errors
+# (it is no token), and a name too long says so without quoting the value.
+tokcfg "$W/s3.json" "$CT" '${PISTIS_NOPE_UNSET}'
+like "config: a sandbox token of one unset \${NAME} names it" \
+	"$("$BIN/server-min" --config "$W/s3.json" --check 2>&1)" 's3.json:3: environment variable PISTIS_NOPE_UNSET is not set'
+ok "... and is taken from the environment, as it is" \
+	env PISTIS_NOPE_UNSET='env${X}-token-0123456789' "$BIN/server-min" --config "$W/s3.json" --check
+tokcfg "$W/s4.json" "\${$(printf 'Q%.0s' $(seq 130))}" sandbox-token-0123456789
+out=$("$BIN/server-min" --config "$W/s4.json" --check 2>&1)
+like "config: a \${NAME} over 127 characters is refused" "$out" 's4.json:2: bad \$\{NAME\} reference'
+unlike "... without quoting the value" "$out" 'QQQQ'
 
 "$BIN/server-min" --config "$W/pistis.json" 2>"$W/smin.log" &
 SM=$!
