@@ -23,6 +23,8 @@ INTEGRATION_TESTS += tests/integration/relay-unix.sh
 INTEGRATION_TESTS += tests/integration/relay-log.sh
 # A hostile peer before the token: HTTP framing (smuggling), keep-alive without a token.
 INTEGRATION_TESTS += tests/integration/relay-api-hostile.sh
+# The same before the token on the TLS sandbox listener: timeouts, the per-address bound.
+INTEGRATION_TESTS += tests/integration/relay-tls-hostile.sh
 # One SIGTERM stops server-min at once, whatever its peers hold open.
 INTEGRATION_TESTS += tests/integration/relay-stop.sh
 # One sandbox redialling, sending JSON heavy to parse, or hellos: held to its own rate.
