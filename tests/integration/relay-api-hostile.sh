@@ -412,5 +412,36 @@ denied "... and nobody cannot read its environment (the token)" asnobody cat "/p
 kill "$PC" "$SL" 2>/dev/null
 wait "$PC" "$SL" 2>/dev/null
 rm -rf "$ND"
+# --- a unix-socket sandbox listener, bind-mounted into sandboxes: no agent connects to it ----
+# Every unix-socket peer is one peer of handshakes_per_address (docs/server-min.md), so one
+# process that may connect can hold the bound and keep every sandbox on that socket from
+# redialling, and try tokens unseen by any address. An agent is no such process: the
+# socket is 0660 and server-min's group (libwebsockets chmods it after bind), whatever
+# server-min's umask, so an agent of any uid, in no group of server-min's, is refused by
+# the kernel. A member of the group connects (the control). Red team.
+UD=$(mktemp -d /tmp/pistis-us.XXXXXX) && chmod 0755 "$UD"
+printf '{"listen": {"sandbox": "%s/relay.sock", "client": "127.0.0.1:%s"}, "client_token": "%s", "sandboxes": [{"name": "a", "token": "sandbox-token-0123456789"}]}\n' \
+	"$UD" "$((SP + 8))" "$CT" >"$W/us.json"
+(umask 000 && exec "$BIN/server-min" --config "$W/us.json" 2>"$W/us.log") &
+SM4=$!
+for _ in $(seq 100); do [ -S "$UD/relay.sock" ] && break; sleep 0.1; done
+is "unix listener under umask 000: the socket is 0660, root's group" \
+	"$(stat -c '%a %U:%G' "$UD/relay.sock" 2>&1)" "660 root:root"
+unix_dial() { # SETPRIV-ARGS…: connect to the socket as them; "connected" or the errno's name
+	setpriv "$@" /usr/bin/python3 -c 'import errno, socket, sys
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect(sys.argv[1]); print("connected")
+except OSError as e:
+    print(errno.errorcode.get(e.errno, e.errno))' "$UD/relay.sock"
+}
+is "... an agent (uid 34001, no groups) cannot connect to it" \
+	"$(unix_dial --reuid=34001 --regid=34001 --clear-groups)" EACCES
+is "... a member of its group can (the control)" \
+	"$(unix_dial --reuid=34001 --regid=34001 --groups=0)" connected
+kill "$SM4" 2>/dev/null
+wait "$SM4" 2>/dev/null
+SM4=
+rm -rf "$UD"
 is "server-min still running" "$(kill -0 "$SM" && echo yes)" yes
 done_testing
