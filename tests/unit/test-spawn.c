@@ -3421,6 +3421,28 @@ static size_t spawner_threads(const pid_t *old, size_t n_old)
 	return k;
 }
 
+/* Waits (at most ~5 s) until the spawner thread, if there is one, sleeps. Called once the
+ * last vfork-style child has exec'd and the caller took it: the thread only has to run
+ * again to go back to idle (spawn-vfork.c), and until it has, a start finds it busy and
+ * goes fork-style, as it should; on a loaded machine that took longer than one start. */
+static void spawner_back_to_sleep(void)
+{
+	pid_t v[16];
+	size_t n = other_threads(NULL, 0, v, ELEMENTSOF(v));
+	char path[64], buf[2048];
+
+	for (size_t i = 0; i < n && i < ELEMENTSOF(v); i++) {
+		const char *bnd;
+
+		snprintf(path, sizeof(path), "/proc/self/task/%d/status", (int)v[i]);
+		bnd = strstr(read_text(AT_FDCWD, path, buf, sizeof(buf)), "\nCapBnd:\t");
+		if (!bnd || strncmp(bnd + 9, "00000000200000c0\n", 17))
+			continue;
+		for (int k = 0; k < 500 && proc_state(v[i]) != 'S'; k++)
+			usleep(10000);
+	}
+}
+
 /* spawn_ctx_prepare_start (pistisd run) makes the spawner thread before the first start,
  * where starts may go the vfork-style way, and it drops its bounding set then; the first
  * start uses that thread, not a second one, and its child holds no capability. The
@@ -3586,6 +3608,7 @@ TEST(arguments_may_be_freed_once_started)
 		o.cwd = hcwd;
 		c->len = 0;
 		c->buf[0] = 0;
+		spawner_back_to_sleep(); /* the last pass's start is over: idle, not busy */
 		ASSERT_EQ(spawn_start_async(ctx, &o, &p, &err), 0);
 		EXPECT_EQ(p->vforked, pass < 2 && vfork_expected());
 		if (pass == 1) /* no clone3: joins through cgroup.procs */
