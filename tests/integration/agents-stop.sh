@@ -54,7 +54,11 @@ stranger=$!
 bg in_root "$R" /bin/sleep 299
 ok "the agent's commands run in the tree's root" wait_for has_pids "$R" "$A"
 ok "the agent's command runs in the other root" wait_for has_pids "$R2" "$A"
-sleep 0.3 # the forking command has children by now
+# The forking command has children by now: waited for, as the agent's first process seen
+# above may be any of its commands (after a fixed 0.3 s, on a loaded machine, it was not
+# always running yet).
+forked_enough() { [ "$(root_pids "$R" "$A" | wc -l)" -ge 3 ]; }
+wait_for forked_enough
 forked=$(root_pids "$R" "$A" | wc -l)
 ok "the forking command has children ($forked agent processes)" [ "$forked" -ge 3 ]
 root_sleep=$(for p in $(root_pids "$R" 0); do [ "$(cat "/proc/$p/cmdline" 2>/dev/null | tr '\0' ' ')" = "/bin/sleep 299 " ] && echo "$p"; done)
