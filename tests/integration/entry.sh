@@ -36,6 +36,28 @@ wait_file() { # FILE [tenths]
 	return 1
 }
 ms() { date +%s%3N; }
+# wait_grep FILE PATTERN [tenths]: 0 once FILE has a line matching PATTERN (grep -E), 1 if
+# it has none within tenths/10 s (default 10 s): what a loaded machine takes is waited for.
+wait_grep() {
+	local i
+	for i in $(seq "${3:-100}"); do
+		grep -Eq -- "$2" "$1" 2>/dev/null && return 0
+		sleep 0.1
+	done
+	return 1
+}
+# child_runs PID ARGV: 0 once PID's first child runs ARGV (its cmdline, NULs as spaces),
+# 1 if not within 10 s. CHILD is set to that child's pid.
+child_runs() {
+	local i
+	for i in $(seq 100); do
+		CHILD=$(cut -d' ' -f1 "/proc/$1/task/$1/children" 2>/dev/null)
+		[ -n "$CHILD" ] && [ "$(tr '\0' ' ' <"/proc/$CHILD/cmdline" 2>/dev/null)" = "$2" ] &&
+			return 0
+		sleep 0.1
+	done
+	return 1
+}
 
 like "pistisd-entry is a static PIE" "$(file "$E")" 'static-pie linked'
 out=$("$E" --help)
@@ -102,10 +124,12 @@ up=$!
 init=$(ns_init $up)
 ok "the namespace's PID 1 is pistisd-entry" grep -q pistisd-entry "/proc/$init/cmdline"
 wait_file "$S/sig.ready"
+# each one's trap has run before the next is sent (a fixed 0.3 s each was not always enough
+# for the shell's loop on a loaded machine)
 kill -HUP "$init"
-sleep 0.3
+wait_grep "$S/sig" '^HUP$'
 kill -USR1 "$init"
-sleep 0.3
+wait_grep "$S/sig" '^USR1$'
 ok "SIGHUP and SIGUSR1 were forwarded and did not stop anything" \
 	test "$(cat "$S/sig" 2>/dev/null | tr '\n' ' ')" = "HUP USR1 "
 cp=$(ns_init "$init")
@@ -357,8 +381,8 @@ like "on a terminal the child is the foreground process group and reads it" "$go
 setpriv --reuid=65534 --regid=65534 --clear-groups "$E" $NP --no-restart -- sleep 3 \
 	2>/dev/null &
 ep=$!
-sleep 0.3
-cp=$(cut -d' ' -f1 "/proc/$ep/task/$ep/children")
+child_runs "$ep" "sleep 3 " # exec'd: before that the child is entry's non-dumpable copy
+cp=$CHILD
 is "pistisd-entry is not dumpable (its /proc is root's although it runs as nobody)" \
 	"$(stat -c %u "/proc/$ep/status")" 0
 is "the child is dumpable again after exec" "$(stat -c %u "/proc/$cp/status")" 65534
@@ -570,8 +594,9 @@ if [ -x "$BIN/pistisd" ] && R=$(root_fresh debian 2>/dev/null); then
 		2>"$S/serve.log" &
 	up=$!
 	init=$(ns_init $up)
-	sleep 1
-	cp=$(cut -d' ' -f1 "/proc/$init/task/$init/children" 2>/dev/null)
+	# the child has exec'd pistisd serve (up to 10 s; a fixed 1 s before)
+	child_runs "$init" "/usr/local/bin/pistisd serve --relay=/run/none.sock --token-file=/data/pistis/token "
+	cp=$CHILD
 	is "the default child is pistisd serve with serve.conf's options" \
 		"$(tr '\0' ' ' <"/proc/${cp:-0}/cmdline" 2>/dev/null)" \
 		"/usr/local/bin/pistisd serve --relay=/run/none.sock --token-file=/data/pistis/token "
