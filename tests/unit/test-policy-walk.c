@@ -1480,7 +1480,9 @@ TEST_F(root, parallel_walk_equals_sequential)
 	struct policy_rules *r = NULL;
 	struct policy_error err;
 	struct policy_stats st1, st4;
-	struct order_check oc = {.dir = self->dir};
+	/* 50 µs after each event, as below: ~1,800 nodes are a few ms of work, which on a
+	 * loaded machine one thread can finish before another is scheduled (ntids 1). */
+	struct order_check oc = {.dir = self->dir, .pause_us = 50};
 	struct policy_walk_opts o = {.mode = POLICY_APPLY,
 				     .threads = 4,
 				     .on_event = check_ancestors_closed,
