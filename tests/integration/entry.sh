@@ -80,24 +80,38 @@ exits 126 "a command that cannot be executed: 126" "$E" $NP -- "$S/noexec"
 
 # --- zombies ---------------------------------------------------------------------------
 # Ten orphans (their parent shell exits at once) that exit 0.2 s later: they are
-# reparented to PID 1 (or the nearest subreaper), whose job it is to reap them.
+# reparented to PID 1 (or the nearest subreaper), whose job it is to reap them. The script
+# waits until each has exited (a zombie, or reaped and gone), then until the count of
+# zombies is the one its caller expects ($1), up to 10 s each, and prints the count: not a
+# fixed 1.2 s, which ten forks on a loaded machine could outlast (an orphan still running
+# is no zombie; one that exits as they are counted is one not reaped yet).
 cat >"$S/zombies.sh" <<'EOF'
-for i in 1 2 3 4 5 6 7 8 9 10; do sh -c 'sleep 0.2 & exit 0'; done
-sleep 1.2
-n=0
-for f in /proc/[0-9]*/stat; do
-	read -r _ _ st _ <"$f" 2>/dev/null && [ "$st" = Z ] && n=$((n + 1))
+pids=
+for i in 1 2 3 4 5 6 7 8 9 10; do pids="$pids $(sh -c 'sleep 0.2 >/dev/null & echo $!')"; done
+exited() { read -r _ _ st _ <"/proc/$1/stat" 2>/dev/null || return 0; [ "$st" = Z ]; }
+for p in $pids; do
+	i=0
+	while ! exited "$p" && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
 done
+count() {
+	n=0
+	for f in /proc/[0-9]*/stat; do
+		read -r _ _ st _ <"$f" 2>/dev/null && [ "$st" = Z ] && n=$((n + 1))
+	done
+}
+count
+i=0
+while [ "$n" != "$1" ] && [ $i -lt 100 ]; do sleep 0.1; count; i=$((i + 1)); done
 echo "zombies=$n"
 EOF
 # Control: a PID 1 that waits only for its own child (perl's system) leaves them as zombies,
 # which shows the count can see them.
-got=$(unshare -fp --mount-proc perl -e 'exit(system("sh", $ARGV[0]) >> 8)' "$S/zombies.sh")
+got=$(unshare -fp --mount-proc perl -e 'exit(system("sh", @ARGV) >> 8)' "$S/zombies.sh" 10)
 is "control: a PID 1 that does not reap leaves the 10 orphans as zombies" "$got" "zombies=10"
-got=$(unshare -fp --mount-proc "$E" $NP --no-restart -- sh "$S/zombies.sh" 2>/dev/null)
+got=$(unshare -fp --mount-proc "$E" $NP --no-restart -- sh "$S/zombies.sh" 0 2>/dev/null)
 is "as PID 1: orphaned grandchildren are reaped (no zombie in the namespace)" "$got" "zombies=0"
 got=$(unshare -fp --mount-proc perl -e 'exit(system(@ARGV) >> 8)' \
-	"$E" $NP --no-restart -- sh "$S/zombies.sh" 2>/dev/null)
+	"$E" $NP --no-restart -- sh "$S/zombies.sh" 0 2>/dev/null)
 is "not PID 1 (PID 2 under perl): subreaper, orphans still reaped" "$got" "zombies=0"
 # With -v, orphans are counted, not logged one by one: how much entry writes is not the
 # agents' to decide (200 orphans: a line a second while they come, not 200 lines).

@@ -72,6 +72,9 @@ C1=$!
 (P exec --agent a --timeout 8 -- sh -c 'echo start; sleep 60; echo end' >"$W/c2.out" 2>"$W/c2.err"
 	echo "$? $(now)" >"$W/c2.rc") &
 C2=$!
+# Both commands running (their first output is there; up to 10 s, as a loaded machine may
+# take over the 2 s a fixed sleep gave them to start), then 2 s more before the freeze.
+for _ in $(seq 100); do [ -s "$W/c1.out" ] && grep -q start "$W/c2.out" && break; sleep 0.1; done
 sleep 2
 echo 1 >"$CG/cgroup.freeze"
 for _ in $(seq 50); do grep -q 'frozen 1' "$CG/cgroup.events" && break; sleep 0.1; done
