@@ -161,7 +161,7 @@ static void sh(struct _fixture_root *self, const char *inner)
 
 /* Trees w and w2 node for node the same: owners, modes, types and ACLs. */
 #define W_SAME_AS_W2                                                                               \
-	"for t in w w2; do (cd $t && find . -printf '%p %m %u %g %y\\n' | sort && "                \
+	"for t in w w2; do (cd $t && find . -printf '%p %m %U %G %y\\n' | sort && "                \
 	"getfacl -R -p -s . 2>/dev/null | grep -v '^# file' | sort) > $t.txt; done && "            \
 	"cmp -s w.txt w2.txt"
 
