@@ -49,7 +49,9 @@ like "alice's command runs (uid $AUID)" "$AUID" '^1[0-9]{4}$'
 # (The command waits until the writer is in its own session: the group is killed when it ends.)
 P exec --agent alice -- sleep 60 >/dev/null 2>&1 &
 KEEP=$!
-sleep 0.5
+# running before the writer's command starts (up to 10 s; a fixed 0.5 s before, after which
+# on a loaded machine the writer's command could be alice's only one, the writer going too)
+for _ in $(seq 100); do [ -n "$(root_pids "$R" "$AUID")" ] && break; sleep 0.1; done
 P exec --agent alice -- sh -c 'setsid sh -c "exec 3>>/workspaces/log; while :; do echo x >&3; sleep 0.05; done" \
 	</dev/null >/dev/null 2>&1 & sleep 0.5'
 sleep 0.5
@@ -113,7 +115,8 @@ for _ in $(seq 20); do grep -qE 'agent="bob": killed [12] process' "$W/pd.log" &
 like "... which pistisd says" "$(cat "$W/pd.log")" 'agent="bob": killed [12] process\(es\) that had left its process group'
 P exec --agent bob -- sleep 4 >/dev/null 2>&1 &
 LONG=$!
-sleep 0.5
+# running before the next command of bob's starts, as alice's above
+for _ in $(seq 100); do [ -n "$(root_pids "$R" "$BUID")" ] && break; sleep 0.1; done
 P exec --agent bob --timeout 1 -- sh -c 'setsid sleep 300 </dev/null >/dev/null 2>&1 & sleep 30' \
 	>/dev/null 2>&1
 n=$(root_pids "$R" "$BUID" | wc -l)
@@ -192,7 +195,8 @@ is "... the other uid's kept" "$(ipc_of 10777)" 3
 for _ in $(seq 100); do [ "$(P exec --agent bob -- echo up 2>/dev/null)" = up ] && break; sleep 0.1; done
 P exec --agent bob -- sleep 4 >/dev/null 2>&1 &
 LONG=$!
-sleep 0.5
+# running before the next command of bob's starts, as alice's above
+for _ in $(seq 100); do [ -n "$(root_pids "$R" "$BUID")" ] && break; sleep 0.1; done
 out=$(P --json exec --agent bob --timeout 1 -- sh -c 'setsid sleep 301 </dev/null >/dev/null 2>&1 & sleep 30' 2>&1)
 like "a command with an audit session of its own times out (tree: session)" "$out" '"tree":[[:space:]]*"session"'
 sleep 0.3
