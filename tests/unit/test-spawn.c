@@ -3452,7 +3452,7 @@ static void spawner_back_to_sleep(void)
 		bnd = strstr(read_text(AT_FDCWD, path, buf, sizeof(buf)), "\nCapBnd:\t");
 		if (!bnd || strncmp(bnd + 9, "00000000200000c0\n", 17))
 			continue;
-		for (int k = 0; k < 500 && proc_state(v[i]) != 'S'; k++)
+		for (int k = 0; k < 500 && proc_state_of(v[i]) != 'S'; k++)
 			usleep(10000);
 	}
 }
