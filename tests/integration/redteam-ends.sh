@@ -250,8 +250,12 @@ for n in (s.SIGCHLD, s.SIGPIPE, s.SIGINT, s.SIGHUP): s.signal(n, s.SIG_IGN)
 os.execvp(sys.argv[1], sys.argv[1:])')
 sigs() { grep -E '^Sig(Blk|Ign):' "$1" | tr -d ' \t' | paste -sd' '; }
 "${SIG_WRAP[@]}" cp /proc/self/status "$W/wrap-status"
-is "the parent below passes its signals on blocked and ignored" "$(sigs "$W/wrap-status")" \
-	"SigBlk:0000000000006800 SigIgn:0000000001011003"
+# At least those: what started this test may have left others ignored too (CI's run had
+# 32 and 33, glibc's own), which pistisd's commands must not get either.
+wblk=$(sed -n 's/^SigBlk:[[:space:]]*//p' "$W/wrap-status")
+wign=$(sed -n 's/^SigIgn:[[:space:]]*//p' "$W/wrap-status")
+ok "the parent below passes its signals on blocked and ignored (SigBlk $wblk SigIgn $wign)" \
+	test $(((0x$wblk & 0x6800) == 0x6800 && (0x$wign & 0x1011003) == 0x1011003)) = 1
 CLEAN="SigBlk:0000000000000000 SigIgn:0000000000000000"
 rc=0; out=$("${SIG_WRAP[@]}" chroot "$R" /usr/bin/env -i PATH=/usr/bin:/bin /usr/local/bin/pistisd \
 	run --agent a -- /bin/sh -c 'setsid /bin/sleep 300 & echo ran; exit 3' 2>&1) || rc=$?
