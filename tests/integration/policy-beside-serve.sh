@@ -5,8 +5,8 @@
 # what it opened, as its fd outlives the change. Every start now holds /data/pistis shared
 # until the child has the agent's uid (policy_apply_share), so a start during an apply is
 # refused, and one in flight when the apply comes is finished before the apply's stop looks.
-# Here the apply's first change (a chown back to root) is held 5 s (strace), so a start falls in that window every
-# time. Debian root, server-min on loopback; root, private mount namespace.
+# Here the apply's first change (a chown back to root) is held 5 s (strace), so a start
+# falls in that window every time. Debian root, server-min on loopback; root, private mount namespace.
 . "$(dirname "$0")/../lib.sh"
 need_root
 need_mount_ns "$@"
@@ -17,16 +17,7 @@ command -v flock >/dev/null || missing "no flock"
 P=$BIN/pistisd
 R=$(root_fresh debian) || missing "root_fresh debian failed"
 W=$(scratch)
-down() {
-	[ -n "${AP:-}" ] && kill "$AP" 2>/dev/null
-	[ -n "${EX:-}" ] && kill "$EX" 2>/dev/null
-	[ -n "${PD:-}" ] && kill "$PD" 2>/dev/null
-	[ -n "${SM:-}" ] && kill "$SM" 2>/dev/null
-	wait 2>/dev/null
-	for p in $(root_pids "$R"); do kill -9 "$p" 2>/dev/null; done
-	root_cleanup
-}
-trap down EXIT
+trap serve_test_cleanup EXIT # the apply and the command's client below are jobs
 
 mkdir -p "$R/w/d"
 echo secret >"$R/w/d/f"
@@ -64,14 +55,12 @@ is "the command line's apply holds /data/pistis" "$held" yes
 sleep 0.5 # its stop of the agents' processes is done; its first change waits
 timeout 60 "$BIN/pistis" exec --agent alice -- sh -c 'exec 3</w/d/f && echo opened && sleep 30' \
 	>"$W/ex.out" 2>&1 &
-EX=$!
 for _ in $(seq 200); do grep -q . "$W/ex.out" && break; sleep 0.05; done
 out=$(cat "$W/ex.out")
 like "serve refuses the start: an apply runs" "$out" 'a policy apply is running in this root'
 unlike "... nothing opened the file" "$out" opened
 wait "$AP"
 is "the apply ends (exit 0)" "$?" 0
-AP=
 is "after the apply, no process holds /w/d/f open" "$(holders)" 0
 like "after the apply, alice cannot read /w/d/f" \
 	"$(timeout 30 "$BIN/pistis" exec --agent alice -- cat /w/d/f 2>&1)" 'Permission denied'
