@@ -37,6 +37,7 @@
 #include "pistisd/privs.h"
 #include "pistisd/serve.h"
 #include "pistisd/spawn.h"
+#include "policy/policy.h"
 #include "sandbox-users/users.h"
 
 #define FSOP_TIMEOUT_US (30LL * LWS_US_PER_SEC)
@@ -1073,7 +1074,7 @@ static int stdio_to_null(void)
 	return 0;
 }
 
-_noreturn_ static void helper(int out_fd, const struct proto_request *req,
+_noreturn_ static void helper(int out_fd, int share_fd, const struct proto_request *req,
 			      const struct serve_agent *a, pid_t parent)
 {
 	struct proto_error err = {0};
@@ -1083,14 +1084,22 @@ _noreturn_ static void helper(int out_fd, const struct proto_request *req,
 	int r;
 
 	serve_forget_secrets();
-	/* Only the answer pipe: not the relay's socket, not other commands' pipes, not the
-	 * epoll set (the kernel keeps them from the agent, non-dumpable; do not rely on it). */
+	/* Only the answer pipe (fd 3) and, until the agent's uid, the apply share (fd 4): not
+	 * the relay's socket, not other commands' pipes, not the epoll set (the kernel keeps
+	 * them from the agent, non-dumpable; do not rely on it). */
+	if (share_fd == 3 && (share_fd = fcntl(3, F_DUPFD_CLOEXEC, 5)) < 0)
+		_exit(1);
 	if (out_fd != 3) {
 		if (dup3(out_fd, 3, O_CLOEXEC) < 0)
 			_exit(1);
 		out_fd = 3;
 	}
-	(void)close_all_fds_from(4);
+	if (share_fd >= 0 && share_fd != 4) {
+		if (dup3(share_fd, 4, O_CLOEXEC) < 0)
+			_exit(1);
+		share_fd = 4;
+	}
+	(void)close_all_fds_from(share_fd >= 0 ? 5 : 4);
 	r = stdio_to_null();
 	if (r < 0) {
 		char msg[120];
@@ -1107,6 +1116,10 @@ _noreturn_ static void helper(int out_fd, const struct proto_request *req,
 		r = privs_setresgid(a->gid);
 	if (r >= 0)
 		r = privs_setresuid(a->uid);
+	/* Now an apply's stop of the agent's processes, which finds them by uid, finds this
+	 * one: the apply may have /data/pistis (fsops_request). */
+	if (r >= 0)
+		share_fd = safe_close(share_fd);
 	/* privs_setresuid left this copy of the daemon's memory not dumpable, whatever
 	 * fs.suid_dumpable says (with 1 the agent could otherwise ptrace-attach to it for as
 	 * long as the operation runs), and out of the agent's reach while it changed. */
@@ -1333,6 +1346,7 @@ void fsops_request(const struct proto_request *req)
 	struct proto_error err = {0};
 	struct serve_agent a;
 	const char *agent = NULL;
+	_cleanup_close_ int share_fd = -1;
 	struct fsop *f;
 	int p[2], r;
 	pid_t pid, parent;
@@ -1354,6 +1368,19 @@ void fsops_request(const struct proto_request *req)
 			return fs_refuse(req, agent, PROTO_E_LIMIT,
 					 "too many file operations of this agent at once");
 	}
+	/* Held by the helper until it has the agent's uid, as a command's start holds it: a
+	 * policy apply (the command line's, or this serve's own) that holds /data/pistis stops
+	 * every agent process it finds once it has it, so no helper may become the agent
+	 * meanwhile and open a file the apply is about to take from it. */
+	r = session_apply_share(&share_fd);
+	if (r == -EWOULDBLOCK)
+		return fs_refuse(req, agent, PROTO_E_UNAVAILABLE,
+				 "a policy apply is running in this root (it holds %s); retry when "
+				 "it ends",
+				 POLICY_STATE_DIR);
+	if (r < 0)
+		return fs_refuse(req, agent, PROTO_E_INTERNAL, "cannot lock %s: %s",
+				 POLICY_STATE_DIR, strerror(-r));
 	f = calloc(1, sizeof(*f));
 	if (!f || pipe2(p, O_CLOEXEC) < 0) {
 		free(f);
@@ -1369,9 +1396,10 @@ void fsops_request(const struct proto_request *req)
 	}
 	if (pid == 0) {
 		close(p[0]);
-		helper(p[1], req, &a, parent);
+		helper(p[1], share_fd, req, &a, parent);
 	}
 	close(p[1]);
+	share_fd = safe_close(share_fd);
 	running++;
 	(*agent_count(a.uid, true))++; /* a free slot exists: running < FSOP_MAX_RUNNING */
 	for (unsigned i = 0; i < FSOP_MAX_RUNNING; i++)

@@ -59,6 +59,10 @@ const char *serve_resolve_error(void);
 
 /* session.c: commands */
 int session_init(void);
+/* policy_apply_share on serve's root: what every start of an agent's process (a command, a
+ * file operation's helper) holds until that process has the agent's uid. -EWOULDBLOCK: an
+ * apply holds /data/pistis; *ret_fd -1 where there is no such directory to lock. */
+int session_apply_share(int *ret_fd);
 void session_done(void);
 void session_request(const struct proto_request *req);
 /* A binary frame from the server (stdin). */

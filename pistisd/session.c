@@ -397,6 +397,11 @@ static void log_orphans(const char *agent, unsigned killed, unsigned alive, void
 static void remove_orphaned_ipc(void);
 static void kill_orphaned_sessions(void);
 
+int session_apply_share(int *ret_fd)
+{
+	return policy_apply_share(T.root_fd, ret_fd);
+}
+
 int session_init(void)
 {
 	const char *step = NULL;
@@ -1813,7 +1818,7 @@ static void exec_start(const struct proto_request *req)
 	 * line's, or this serve's own) that holds the state directory stops every agent
 	 * process it finds once it has it, so none may start meanwhile; this serve's hold
 	 * (hold_starts) covers only its own apply's tightening. */
-	r = policy_apply_share(T.root_fd, &share_fd);
+	r = session_apply_share(&share_fd);
 	if (r == -EWOULDBLOCK) {
 		exec_refuse(req, &st, PROTO_E_UNAVAILABLE,
 			    "a policy apply is running in this root (it holds %s); retry when it "

@@ -53,6 +53,11 @@ for _ in $(seq 200); do
 done
 is "the command line's apply holds /data/pistis" "$held" yes
 sleep 0.5 # its stop of the agents' processes is done; its first change waits
+# A file operation's helper becomes the agent, then opens the path: the same window.
+out=$(timeout 30 "$BIN/pistis" read --agent alice /w/d/f 2>&1)
+like "serve refuses a file operation: an apply runs" "$out" 'a policy apply is running in this root'
+unlike "... and reads nothing" "$out" secret
+ok "... all while the apply was still held" kill -0 "$AP"
 timeout 60 "$BIN/pistis" exec --agent alice -- sh -c 'exec 3</w/d/f && echo opened && sleep 30' \
 	>"$W/ex.out" 2>&1 &
 for _ in $(seq 200); do grep -q . "$W/ex.out" && break; sleep 0.05; done
@@ -115,5 +120,40 @@ is "an apply behind a shared hold of 0.1 s: exit 0" "$?" 0
 unlike "... with no 'another apply' line" "$(cat "$W/apply2.out")" 'Another policy apply'
 wait "$UL"
 exec 9<&-
+
+# --- a file operation's helper holds it until it has the agent's uid ------------------------
+# As a command's child: the helper is a fork of serve (root) until its setresuid, which
+# strace (attached to serve, following its forks) holds 0.5 s here.
+is "with /w writable again, alice reads /w/d/f" \
+	"$(timeout 30 "$BIN/pistis" read --agent alice /w/d/f 2>&1)" secret
+strace -f -qq -o /dev/null -p "$PD" -e trace=setresuid -e inject=setresuid:delay_enter=500000 &
+ST=$!
+for _ in $(seq 200); do
+	grep -Eq '^TracerPid:[[:space:]]*[1-9]' "/proc/$PD/status" && break
+	sleep 0.05
+done
+# Looked at in /proc/locks, not by trying the lock: a try that held it exclusively at the
+# moment the request came would have it refused.
+ino=$(stat -c %i "$R/data/pistis")
+shared() { grep -Eq "FLOCK +ADVISORY +READ +[0-9]+ +[0-9a-f]+:[0-9a-f]+:$ino " /proc/locks; }
+timeout 30 "$BIN/pistis" read --agent alice /w/d/f >"$W/rd.out" 2>&1 &
+RD=$!
+held=no
+for _ in $(seq 250); do
+	shared && { held=yes; break; }
+	sleep 0.02
+done
+still=0
+for _ in 1 2 3 4 5; do
+	sleep 0.04
+	shared && still=$((still + 1))
+done
+is "a file operation's helper takes the lock" "$held" yes
+ok "... and holds it while it waits in setresuid ($still of 5 looks in 0.2 s)" test "$still" -ge 3
+wait "$RD"
+is "... and the read ends with the file's text" "$(cat "$W/rd.out")" secret
+kill "$ST" 2>/dev/null
+wait "$ST" 2>/dev/null
+ok "... then it is free" flock -n -x "$R/data/pistis" true
 
 done_testing
