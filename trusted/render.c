@@ -679,7 +679,8 @@ bool trusted_interp_is_pistisd(const char *interp)
 /* How the interpreters pistis knows read their command line. The kernel runs
  * `INTERP [ARG] SCRIPT ARGS…`, ARGS being whatever the caller of sudo chose: safe only when
  * INTERP takes SCRIPT as its program and hands ARGS to it. Each family lists the option
- * words that leave it so (flags that take no value and read no code from elsewhere). */
+ * words that leave it so (flags that take no value, read no code from elsewhere and print
+ * nothing the script holds: interp_option_why). */
 enum interp_family {
 	IF_NONE,
 	IF_SHELL,
@@ -735,115 +736,426 @@ static bool word_in(const char *w, size_t n, const char *const *list)
 	return false;
 }
 
-/* Is w (n bytes, starting with '-' or '+') an option word that family f takes as a flag
- * and that leaves SCRIPT its program and ARGS its arguments? */
-static bool interp_option_ok(enum interp_family f, const char *w, size_t n)
-{
-	static const char *const shell_long[] = {"--",		"--posix", "--norc",
-						 "--noprofile", "--login", "--restricted",
-						 "--noediting", NULL};
-	static const char *const node_flags[] = {"--",
-						 "--enable-source-maps",
-						 "--trace-warnings",
-						 "--use-strict",
-						 "--pending-deprecation",
-						 "--throw-deprecation",
-						 "--trace-deprecation",
-						 "--preserve-symlinks",
-						 "--preserve-symlinks-main",
-						 "--expose-gc",
-						 "--abort-on-uncaught-exception",
-						 NULL};
-	static const char *const ruby_long[] = {"--", "--jit", "--yjit", "--disable-gems", NULL};
-	const char *letters = NULL;
+/* Why an option word is refused, after "option 'WORD' to INTERP ". Each family below is an
+ * allow-list: a word it does not take is refused, with the reason of its class when the
+ * word is a known member of one (what it does), with WHY_NOT_PLAIN otherwise. The script's
+ * stdout and stderr are the agent's: an option that prints what the script holds or reads,
+ * loads code the #! line does not pin, or opens a debugger hands the agent the secrets the
+ * script exists to keep from it. */
+static const char WHY_NOT_PLAIN[] =
+	"may take the script as its value or read code or input the caller chooses (its stdin, "
+	"its arguments); only plain flags are allowed on the #! line";
+static const char WHY_TRACE[] = "traces every command, its values expanded, to the caller's "
+				"stderr: a secret the script holds in a variable is printed to "
+				"the agent";
+static const char WHY_SH_VERBOSE[] =
+	"prints every line the shell reads to the caller's stderr, those of a file the script "
+	"sources too: a secrets file it reads with '.' is printed to the agent";
+static const char WHY_NET_DEBUGGER[] =
+	"starts a debugger on the network that every agent shares: any agent that reaches it "
+	"runs code in the script, as pi-tools, and reads its secrets";
+static const char WHY_STDIN_DEBUGGER[] =
+	"runs the script under a debugger that reads its commands from the caller's stdin when "
+	"that is no terminal (perl5db.pl; -d:NAME a Devel:: module): the agent prints any "
+	"variable, a secret too";
+static const char WHY_WARNINGS[] =
+	"turns on warnings, which print the values they are about to the caller's stderr "
+	"(perl: 'Argument \"<the value>\" isn't numeric'): a secret the script handles "
+	"reaches the agent";
+static const char WHY_DEBUG_OUTPUT[] =
+	"prints the interpreter's debugging output (a trace of what it parses or runs, every "
+	"exception raised with its message) to the caller's stderr: the script's values and "
+	"the sources it reads reach the agent";
+static const char WHY_IMPORT_TRACE[] =
+	"prints every module the script imports and the file it came from to the caller's "
+	"stderr: what the script reads, and from where, reaches the agent";
+static const char WHY_LOADS_CODE[] =
+	"loads code the #! line does not pin (a module, library or file found through a search "
+	"path, the caller's working directory or the option's value) and runs it as pi-tools";
+static const char WHY_DIAGNOSTICS[] =
+	"prints or writes what the script holds or does (a report with its environment, a "
+	"heap snapshot, profile, trace, core dump or TLS keys) to the caller's stderr or to a "
+	"file (in the caller's working directory by default)";
 
-	switch (f) {
-	case IF_SHELL:
-		if (w[0] == '-' && w[1] == '-')
-			return word_in(w, n, shell_long);
-		if (n == 1)
-			return w[0] == '-'; /* `sh - SCRIPT`: the end of the options */
-		/* not -c (SCRIPT would be the command), -s (commands from the caller's
-		 * stdin), -o/-O (SCRIPT taken as an option name), -i; -x and -v apart
-		 * (below) */
-		letters = "aefhklmnpuBCEHPT";
-		break;
-	case IF_PYTHON:
-		if (n == 2 && w[1] == '-')
-			return true;
-		/* -W and -X with their value attached; not -c, -m (SCRIPT the command or
-		 * module), -i (then the caller's stdin as a prompt), `-` (stdin) */
-		if (w[0] == '-' && (w[1] == 'W' || w[1] == 'X') && n > 2)
-			return true;
-		letters = "bBdEIOPqRsSuvVx";
-		break;
-	case IF_PERL:
-		if (n == 2 && w[1] == '-')
-			return true;
-		/* not -n, -p, -a, -i (the caller's arguments become input files), -s (they
-		 * set the script's variables), -e, -E, -I, -M, -m, -x, -S, `-` */
-		if (n >= 2 && w[0] == '-' && w[1] == 'C') { /* -C, -CSDA: attached or none */
-			for (size_t i = 2; i < n; i++)
-				if (!isalnum((unsigned char)w[i]))
-					return false;
-			return true;
-		}
-		letters = "wWXTtUl";
-		break;
-	case IF_RUBY:
-		if (w[0] == '-' && w[1] == '-')
-			return word_in(w, n, ruby_long) ||
-			       (n > 10 && !strncmp(w, "--disable=", 10)) ||
-			       (n > 9 && !strncmp(w, "--enable=", 9));
-		if (n == 3 && w[1] == 'W' && w[2] >= '0' && w[2] <= '2')
-			return true;
-		letters = "wvdUyW";
-		break;
-	case IF_NODE:
-		/* --NAME=VALUE has its value attached; a bare --require, -r, -e, -p, -i…
-		 * would take SCRIPT as its value or read the caller's input */
-		if (w[0] != '-' || w[1] != '-')
-			return false;
-		return word_in(w, n, node_flags) ||
-		       (n > 5 && !strncmp(w, "--no-", 5) && !memchr(w, '=', n)) ||
-		       (memchr(w + 2, '=', n - 2) && w[2] != '=');
-	case IF_PHP:
-		if (w[0] == '-' && w[1] == 'd' && n > 2)
-			return true;
-		letters = "nqCH";
-		break;
-	case IF_LUA:
-		letters = "EW";
-		break;
-	case IF_TCL:
-	case IF_NONE:
-	default:
+/* w (n bytes) is a prefix of p bytes, then one digit or more and nothing else */
+static bool value_digits(const char *w, size_t n, size_t p)
+{
+	if (n <= p)
 		return false;
-	}
-	if ((w[0] != '-' && (f != IF_SHELL || w[0] != '+')) || n < 2)
-		return false;
-	for (size_t i = 1; i < n; i++)
-		if (!strchr(letters, w[i]))
+	for (size_t i = p; i < n; i++)
+		if (!isdigit((unsigned char)w[i]))
 			return false;
 	return true;
 }
 
-/* Does option word w (n bytes) of family f start a debugger? Node's inspector
- * (--inspect=, --inspect-brk=, --inspect-wait=, --inspect-port=; node reads '_' as '-' in
- * an option's name, and --debug… is its old spelling) listens on TCP, and PHP's Xdebug
- * (-dxdebug.mode=debug…) dials a debugging client, both in the sandbox's network
- * namespace, which every agent shares: whichever agent connects (or listens on 9003) runs
- * code in the script, as pi-tools, with every secret it read (red team: `#!/usr/bin/node
- * --inspect=127.0.0.1:9229` passed as "--NAME=VALUE", and another process's `node inspect`
- * read a file through it). */
-static bool interp_option_debugger(enum interp_family f, const char *w, size_t n)
+/* Does the option name of w (after "--", up to '=' or the end) equal name, or start with it
+ * when prefix? Node reads '_' as '-' in an option's name (--inspect_brk is --inspect-brk),
+ * V8's flags too. */
+static bool node_name(const char *w, size_t n, const char *name, bool prefix)
 {
-	if (f == IF_NODE)
-		return (n >= 9 && !strncmp(w, "--inspect", 9)) ||
-		       (n >= 7 && !strncmp(w, "--debug", 7));
-	if (f == IF_PHP)
-		return n >= 8 && !strncmp(w, "-dxdebug", 8);
-	return false;
+	size_t i = 2, k = 0;
+
+	for (; i < n && w[i] != '=' && name[k]; i++, k++)
+		if (w[i] != name[k] && !(w[i] == '_' && name[k] == '-'))
+			return false;
+	return !name[k] && (prefix || i == n || w[i] == '=');
+}
+
+static const char *shell_option_why(const char *w, size_t n)
+{
+	static const char *const longs[] = {"--",      "--posix",      "--norc",      "--noprofile",
+					    "--login", "--restricted", "--noediting", NULL};
+
+	if (w[0] == '-' && w[1] == '-') {
+		if (n == 9 && !strncmp(w, "--verbose", 9))
+			return WHY_SH_VERBOSE;
+		if (n == 10 && !strncmp(w, "--debugger", 10)) /* bash: bashdb's profile first */
+			return WHY_LOADS_CODE;
+		return word_in(w, n, longs) ? NULL : WHY_NOT_PLAIN;
+	}
+	if (n == 1)
+		return w[0] == '-' ? NULL : WHY_NOT_PLAIN; /* `sh - SCRIPT`: the end of options */
+	if (memchr(w, 'x', n))
+		return WHY_TRACE;
+	/* -v prints every line the shell reads, not only the script's: those of a file it
+	 * sources too, `. /data/.secrets/env` and its TOKEN=… (red team, reproduced with
+	 * dash and bash). */
+	if (memchr(w, 'v', n))
+		return WHY_SH_VERBOSE;
+	/* not -c (SCRIPT would be the command), -s (commands from the caller's stdin), -o/-O
+	 * (SCRIPT taken as an option name), -i */
+	for (size_t i = 1; i < n; i++)
+		if (!strchr("aefhklmnpuBCEHPT", w[i]))
+			return WHY_NOT_PLAIN;
+	return NULL;
+}
+
+/* -X NAME[=VALUE], attached (python3 -X…, 3.11's list) */
+static const char *python_x_why(const char *v, size_t n)
+{
+	static const char *const ok[] = {
+		"utf8", "utf8=0", "utf8=1", "frozen_modules=on", "frozen_modules=off", NULL};
+	static const char *const warnings[] = {"dev", "tracemalloc", "warn_default_encoding", NULL};
+
+	if (word_in(v, n, ok) ||
+	    (n > 19 && !strncmp(v, "int_max_str_digits=", 19) && value_digits(v, n, 19)))
+		return NULL;
+	if (n >= 10 && !strncmp(v, "importtime", 10))
+		return WHY_IMPORT_TRACE;
+	/* `-X tracemalloc=25` and `-X dev` as well as the plain names */
+	for (const char *const *p = warnings; *p; p++)
+		if (n >= strlen(*p) && !strncmp(v, *p, strlen(*p)))
+			return WHY_WARNINGS;
+	/* bytecode read from (and sources compiled into) a directory the line names */
+	if (n >= 14 && !strncmp(v, "pycache_prefix", 14))
+		return WHY_LOADS_CODE;
+	return WHY_NOT_PLAIN;
+}
+
+/* -W ACTION[:MESSAGE[:CATEGORY[:MODULE[:LINENO]]]], attached. Python takes an action by any
+ * prefix ("i" is ignore); only ignore and error leave warnings as quiet as they are or
+ * quieter, the others (default, always, module, once) print more of them. A CATEGORY with a
+ * dot is imported (warnings._getcategory: __import__ of its module, from the search path
+ * python has at that point: a module in the working directory was not found, one of the
+ * standard library's with a side effect at import would be). */
+static const char *python_w_why(const char *v, size_t n)
+{
+	size_t a = 0, field = 0;
+
+	while (a < n && v[a] != ':')
+		a++;
+	if (!a || !((a <= 6 && !strncmp(v, "ignore", a)) || (a <= 5 && !strncmp(v, "error", a))))
+		return WHY_WARNINGS;
+	for (size_t i = a; i < n; i++) {
+		if (v[i] == ':')
+			field++;
+		else if (field == 2 && v[i] == '.')
+			return WHY_LOADS_CODE;
+	}
+	return NULL;
+}
+
+static const char *python_option_why(const char *w, size_t n)
+{
+	if (n == 2 && w[1] == '-')
+		return NULL;
+	if (w[1] == 'X' && n > 2)
+		return python_x_why(w + 2, n - 2);
+	if (w[1] == 'W' && n > 2)
+		return python_w_why(w + 2, n - 2);
+	/* not -c, -m (SCRIPT the command or module), -i (then the caller's stdin as a
+	 * prompt), `-` (stdin) */
+	for (size_t i = 1; i < n; i++) {
+		if (w[i] == 'v') /* -v, -vv: each import, each file tried */
+			return WHY_IMPORT_TRACE;
+		if (w[i] == 'd') /* the parser's debug output (a debug build's) */
+			return WHY_DEBUG_OUTPUT;
+		if (!strchr("bBEIOPqRsSuVx", w[i]))
+			return WHY_NOT_PLAIN;
+	}
+	return NULL;
+}
+
+static const char *perl_option_why(const char *w, size_t n)
+{
+	if (n == 2 && w[1] == '-')
+		return NULL;
+	if (w[1] == 'C') { /* -C, -CSDA: attached or none */
+		for (size_t i = 2; i < n; i++)
+			if (!isalnum((unsigned char)w[i]))
+				return WHY_NOT_PLAIN;
+		return NULL;
+	}
+	/* not -n, -p, -a, -i (the caller's arguments become input files), -s (they set the
+	 * script's variables), -e, -E, -x, -S, `-`. Perl reads a letter group left to right,
+	 * the first letter that takes a value taking the rest of the word: the first letter
+	 * that is not plain decides. */
+	for (size_t i = 1; i < n; i++) {
+		switch (w[i]) {
+		case 'w': /* 'Argument "s3cret" isn't numeric' (reproduced) */
+		case 'W':
+			return WHY_WARNINGS;
+		case 'd': /* -d, -dt, -d:NAME */
+			return WHY_STDIN_DEBUGGER;
+		case 'D': /* -Dt traces each op, -Dx dumps the syntax tree (a DEBUGGING perl) */
+			return WHY_DEBUG_OUTPUT;
+		case 'M':
+		case 'm':
+		case 'I':
+			return WHY_LOADS_CODE;
+		default:
+			if (!strchr("XTtUl", w[i]))
+				return WHY_NOT_PLAIN;
+		}
+	}
+	return NULL;
+}
+
+static const char *ruby_option_why(const char *w, size_t n)
+{
+	static const char *const longs[] = {"--", "--jit", "--yjit", "--disable-gems", NULL};
+	static const char *const enable[] = {"--enable=frozen-string-literal",
+					     "--enable=frozen_string_literal", "--enable=jit",
+					     "--enable=yjit", NULL};
+
+	if (w[0] == '-' && w[1] == '-') {
+		if (word_in(w, n, longs) || word_in(w, n, enable))
+			return NULL;
+		if (n > 10 && !strncmp(w, "--disable=", 10)) { /* turns features off only */
+			for (size_t i = 10; i < n; i++)
+				if (!islower((unsigned char)w[i]) && !strchr("-_,", w[i]))
+					return WHY_NOT_PLAIN;
+			return NULL;
+		}
+		if ((n >= 7 && !strncmp(w, "--debug", 7)) ||
+		    (n >= 9 && !strncmp(w, "--yydebug", 9)) || (n >= 6 && !strncmp(w, "--dump", 6)))
+			return WHY_DEBUG_OUTPUT;
+		if (n == 9 && !strncmp(w, "--verbose", 9))
+			return WHY_WARNINGS;
+		return WHY_NOT_PLAIN;
+	}
+	/* -W0 (no warnings) and -W1 (the default level); -W, -W2, -w and -v (the version, then
+	 * verbose mode) turn every warning on */
+	if (n == 3 && w[1] == 'W' && (w[2] == '0' || w[2] == '1'))
+		return NULL;
+	if (n > 2 && w[1] == 'W' && w[2] == ':') { /* -W:no-deprecated off, -W:deprecated on */
+		if (n <= 6 || strncmp(w + 3, "no-", 3))
+			return WHY_WARNINGS;
+		for (size_t i = 6; i < n; i++)
+			if (!islower((unsigned char)w[i]))
+				return WHY_NOT_PLAIN;
+		return NULL;
+	}
+	for (size_t i = 1; i < n; i++) {
+		switch (w[i]) {
+		case 'w':
+		case 'W':
+		case 'v':
+			return WHY_WARNINGS;
+		case 'd': /* $DEBUG: every exception raised is printed, rescued ones too */
+		case 'y': /* the parser's trace */
+			return WHY_DEBUG_OUTPUT;
+		case 'r':
+		case 'I':
+			return WHY_LOADS_CODE;
+		default:
+			if (w[i] != 'U')
+				return WHY_NOT_PLAIN;
+		}
+	}
+	return NULL;
+}
+
+/* Node takes only "--" words here: a bare --require, -r, -e, -p, -i… would take SCRIPT as
+ * its value or read the caller's input. Which V8 and node options print or load what is
+ * open-ended (hundreds of --trace-… flags alone): the few named here pass, nothing else. */
+static const char *node_option_why(const char *w, size_t n)
+{
+	static const char *const plain[] = {"enable-source-maps",
+					    "use-strict",
+					    "pending-deprecation",
+					    "throw-deprecation",
+					    "preserve-symlinks",
+					    "preserve-symlinks-main",
+					    "expose-gc",
+					    "no-warnings",
+					    "no-deprecation",
+					    "no-addons",
+					    "no-global-search-paths",
+					    NULL};
+	static const char *const sizes[] = {"max-old-space-size", "max-semi-space-size",
+					    "stack-size", "max-http-header-size", NULL};
+	static const char *const rejections[] = {
+		"strict", "warn", "none", "throw", "warn-with-error-code", NULL};
+	static const char *const loads[] = {"require",
+					    "import",
+					    "loader",
+					    "experimental-loader",
+					    "env-file",
+					    "snapshot-blob",
+					    "openssl-config",
+					    "icu-data-dir",
+					    "experimental-policy",
+					    NULL};
+	static const char *const diagnostics[] = {"report",
+						  "cpu-prof",
+						  "heap-prof",
+						  "heapsnapshot",
+						  "prof",
+						  "diagnostic-dir",
+						  "redirect-warnings",
+						  "trace",
+						  "tls-keylog",
+						  "perf-",
+						  "log",
+						  "abort-on-uncaught-exception",
+						  NULL};
+	const char *eq = memchr(w, '=', n);
+
+	if (w[0] != '-' || w[1] != '-')
+		return WHY_NOT_PLAIN;
+	if (n == 2)
+		return NULL;
+	for (const char *const *p = plain; *p; p++)
+		if (!eq && node_name(w, n, *p, false))
+			return NULL;
+	for (const char *const *p = sizes; *p; p++)
+		if (eq && node_name(w, n, *p, false) && value_digits(w, n, (size_t)(eq + 1 - w)))
+			return NULL;
+	if (eq && node_name(w, n, "unhandled-rejections", false)) {
+		return word_in(eq + 1, n - (size_t)(eq + 1 - w), rejections) ? NULL : WHY_NOT_PLAIN;
+	}
+	/* the inspector (--inspect=, --inspect-brk=, --inspect-wait=, --inspect-port=, and
+	 * --debug… its old spelling) listens on TCP in the sandbox's network namespace,
+	 * which every agent shares (red team: `--inspect=127.0.0.1:9229` passed as
+	 * "--NAME=VALUE", and another process's `node inspect` read a file through it) */
+	if (node_name(w, n, "inspect", true) || node_name(w, n, "debug", true))
+		return WHY_NET_DEBUGGER;
+	/* --require=./x.js ran the caller's working directory's x.js first (reproduced) */
+	for (const char *const *p = loads; *p; p++)
+		if (node_name(w, n, *p, true))
+			return WHY_LOADS_CODE;
+	/* --report-uncaught-exception wrote report.*.json, 0644, the environment in it, to the
+	 * working directory (reproduced) */
+	for (const char *const *p = diagnostics; *p; p++)
+		if (node_name(w, n, *p, true))
+			return WHY_DIAGNOSTICS;
+	return WHY_NOT_PLAIN;
+}
+
+/* -dNAME=VALUE, attached; only settings that make it quieter or bound it */
+static const char *php_d_why(const char *v, size_t n)
+{
+	static const char *const quiet[] = {"display_errors=0",
+					    "display_errors=off",
+					    "display_errors=Off",
+					    "display_startup_errors=0",
+					    "error_reporting=0",
+					    "log_errors=0",
+					    NULL};
+	static const char *const loads[] = {"auto_prepend_file", "auto_append_file", "include_path",
+					    "extension",	 "zend_extension",   "opcache.",
+					    "user_ini.",	 "sendmail_path",    NULL};
+	static const char *const errors[] = {"display_",    "error_",  "log_errors",
+					     "html_errors", "docref_", NULL};
+
+	if (word_in(v, n, quiet))
+		return NULL;
+	if ((n > 13 && !strncmp(v, "memory_limit=", 13) &&
+	     (value_digits(v, n - (strchr("KMG", v[n - 1]) ? 1 : 0), 13) ||
+	      (n == 15 && !strncmp(v + 13, "-1", 2)))) ||
+	    (n > 19 && !strncmp(v, "max_execution_time=", 19) && value_digits(v, n, 19)))
+		return NULL;
+	/* Xdebug (-dxdebug.mode=debug) dials its client on the network every agent shares */
+	if (n >= 6 && !strncmp(v, "xdebug", 6))
+		return WHY_NET_DEBUGGER;
+	for (const char *const *p = loads; *p; p++)
+		if (n >= strlen(*p) && !strncmp(v, *p, strlen(*p)))
+			return WHY_LOADS_CODE;
+	/* display_errors=1 (or stderr), error_reporting=E_ALL, error_log=FILE: PHP 8's
+	 * warnings name values ('Undefined array key "…"') */
+	for (const char *const *p = errors; *p; p++)
+		if (n >= strlen(*p) && !strncmp(v, *p, strlen(*p)))
+			return WHY_WARNINGS;
+	return WHY_NOT_PLAIN;
+}
+
+static const char *php_option_why(const char *w, size_t n)
+{
+	if (w[1] == 'd' && n > 2)
+		return php_d_why(w + 2, n - 2);
+	for (size_t i = 1; i < n; i++) {
+		if (w[i] == 'z' || w[i] == 'c') /* a Zend extension, a php.ini */
+			return WHY_LOADS_CODE;
+		if (!strchr("nqCH", w[i]))
+			return WHY_NOT_PLAIN;
+	}
+	return NULL;
+}
+
+static const char *lua_option_why(const char *w, size_t n)
+{
+	for (size_t i = 1; i < n; i++) {
+		if (w[i] == 'l') /* require()s a library first */
+			return WHY_LOADS_CODE;
+		/* 5.4's warnings: an error in a __gc metamethod printed with its message */
+		if (w[i] == 'W')
+			return WHY_WARNINGS;
+		if (w[i] != 'E')
+			return WHY_NOT_PLAIN;
+	}
+	return NULL;
+}
+
+/* Why family f refuses option word w (n bytes, starting with '-' or '+'): NULL when it is a
+ * flag that leaves SCRIPT its program and ARGS its arguments, and shows the agent nothing
+ * the script holds. */
+static const char *interp_option_why(enum interp_family f, const char *w, size_t n)
+{
+	if (f == IF_SHELL) /* `+e` too, and a lone `-` */
+		return shell_option_why(w, n);
+	if (w[0] != '-' || n < 2)
+		return WHY_NOT_PLAIN;
+	switch (f) {
+	case IF_PYTHON:
+		return python_option_why(w, n);
+	case IF_PERL:
+		return perl_option_why(w, n);
+	case IF_RUBY:
+		return ruby_option_why(w, n);
+	case IF_NODE:
+		return node_option_why(w, n);
+	case IF_PHP:
+		return php_option_why(w, n);
+	case IF_LUA:
+		return lua_option_why(w, n);
+	case IF_SHELL:
+	case IF_TCL:
+	case IF_NONE:
+	case IF_OWN_ARGS:
+	default:
+		return WHY_NOT_PLAIN;
+	}
 }
 
 int trusted_interp_arg_check(const char *interp, const char *arg, char *why, size_t why_size)
@@ -856,6 +1168,7 @@ int trusted_interp_arg_check(const char *interp, const char *arg, char *why, siz
 	if (own_args) /* an option is refused as for any other (below) */
 		f = IF_NONE;
 	while (*p) {
+		const char *reason;
 		size_t n;
 
 		p += strspn(p, " \t");
@@ -880,39 +1193,9 @@ int trusted_interp_arg_check(const char *interp, const char *arg, char *why, siz
 				      "and read files a caller names); wrap it in a /bin/sh script",
 				      (int)n, p, base);
 			return 1;
-		} else if (f == IF_SHELL && p[1] != '-' && memchr(p, 'x', n)) {
-			escape_format(why, why_size,
-				      "option '%.*s' to %s traces every command, its values "
-				      "expanded, to the caller's stderr: a secret the script holds "
-				      "in a variable is printed to the agent",
-				      (int)n, p, base);
-			return 1;
-		} else if (f == IF_SHELL && ((p[1] != '-' && memchr(p, 'v', n)) ||
-					     (n == 9 && !strncmp(p, "--verbose", 9)))) {
-			/* -v prints every line the shell reads, not only the script's: those of a
-			 * file it sources too, `. /data/.secrets/env` and its TOKEN=… (red team,
-			 * reproduced with dash and bash). */
-			escape_format(
-				why, why_size,
-				"option '%.*s' to %s prints every line the shell reads to the "
-				"caller's stderr, those of a file the script sources too: a "
-				"secrets file it reads with '.' is printed to the agent",
-				(int)n, p, base);
-			return 1;
-		} else if (interp_option_debugger(f, p, n)) {
-			escape_format(why, why_size,
-				      "option '%.*s' to %s starts a debugger on the network that "
-				      "every agent shares: any agent that reaches it runs code in "
-				      "the script, as pi-tools, and reads its secrets",
-				      (int)n, p, base);
-			return 1;
-		} else if (!interp_option_ok(f, p, n)) {
-			escape_format(
-				why, why_size,
-				"option '%.*s' to %s may take the script as its value or read "
-				"code or input the caller chooses (its stdin, its arguments); "
-				"only plain flags are allowed on the #! line",
-				(int)n, p, base);
+		} else if ((reason = interp_option_why(f, p, n))) {
+			escape_format(why, why_size, "option '%.*s' to %s %-s", (int)n, p, base,
+				      reason);
 			return 1;
 		}
 		p += n;

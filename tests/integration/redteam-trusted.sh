@@ -730,8 +730,16 @@ args_refused "'#!/bin/bash --verbose' (the same)" bashverbose '#!/bin/bash --ver
 	'. /data/.secrets/argenv; echo "token read"' "option '--verbose' to bash prints every line"
 args_refused "'#!/bin/sh /opt/other' (a script other than the pinned one)" shother '#!/bin/sh /tmp/other' \
 	'echo pinned' "'/tmp/other' is not an option"
-printf '#!/usr/bin/perl -w\nprint "args=@ARGV\\n";\n' >"$S/perlw" && chmod 0755 "$S/perlw"
-ok "add still accepts plain flags ('#!/usr/bin/perl -w')" "$P" trusted add perlw "$S/perlw" --root "$R"
+# Perl's warnings print the values they are about: a script that reads its key and uses it
+# as a number printed 'Argument "a5g-…-secret" isn't numeric' to the agent (reproduced).
+args_refused "'#!/usr/bin/perl -w' (warnings print the values they are about)" perlwarn \
+	'#!/usr/bin/perl -w' 'open my $f, "<", "/data/.secrets/argtok"; my $t = <$f>; chomp $t; my $n = $t + 0;' \
+	"option '-w' to perl turns on warnings, which print the values they are about"
+args_refused "'#!/usr/bin/perl -Tw' (the same in a letter group)" perlwarn2 \
+	'#!/usr/bin/perl -Tw' 'open my $f, "<", "/data/.secrets/argtok"; my $t = <$f>; chomp $t; my $n = $t + 0;' \
+	"option '-Tw' to perl turns on warnings"
+printf '#!/usr/bin/perl -T\nprint "args=@ARGV\\n";\n' >"$S/perlw" && chmod 0755 "$S/perlw"
+ok "add still accepts plain flags ('#!/usr/bin/perl -T')" "$P" trusted add perlw "$S/perlw" --root "$R"
 is "... and the caller's arguments reach that script as its own" \
 	"$(agent sudo -n -u pi-tools -- /data/trusted/perlw -e /data/.secrets/argtok 2>&1)" \
 	"args=-e /data/.secrets/argtok"
@@ -762,6 +770,38 @@ printf '#!/usr/local/bin/pistisd trusted-interp /usr/bin/node --inspect=9229\n1\
 	chmod 0755 "$R/data/trusted/oldinsp"
 like "check names a script added before with the inspector on a clean start's line" \
 	"$("$P" trusted check --root "$R" 2>&1)" "oldinsp: .*option '--inspect=9229' to node starts a debugger"
-rm -f "$R/data/trusted/oldinsp" "$R/usr/bin/node"
+rm -f "$R/data/trusted/oldinsp"
+# Options that load code the #! line does not pin, or print or write what the script holds,
+# passed as "--NAME=VALUE" too: `--require=./x.js` ran the caller's working directory's
+# x.js first, `--report-uncaught-exception` wrote the environment to a 0644 report.*.json
+# there, `--trace-warnings` is one of V8's and node's hundreds of --trace-… (reproduced
+# outside the root with node 20; the root has none: the stand-in above).
+for a in --require=./x.js --env_file=.env --report-uncaught-exception --trace-warnings; do
+	printf '#!/usr/bin/node %s\nconsole.log("hi")\n' "$a" >"$S/nodeopt" && chmod 0755 "$S/nodeopt"
+	out=$("$P" trusted add nodeopt "$S/nodeopt" --root "$R" --no-install 2>&1)
+	rc=$?
+	is "add refuses '#!/usr/bin/node $a': exit 1, nothing added" \
+		"$rc:$(test -e "$R/data/trusted/nodeopt" && echo added)" "1:"
+	like "... saying why" "$out" "option '$a' to node (loads code the #! line does not pin|prints or writes what the script holds)"
+	"$P" trusted remove nodeopt --root "$R" --no-install >/dev/null 2>&1
+done
+rm -f "$R/usr/bin/node"
+# Python's warnings beyond the default (-Wdefault, -X dev) printed the line of a secrets
+# module that warned (`TOKEN = "…\d"`, an invalid escape), -v each module and its file
+# (reproduced outside the root with python 3.11; the root has none: a stand-in likewise).
+cp "$R/bin/dash" "$R/usr/bin/python3"
+for a in -Wdefault -Xdev -v -Ximporttime -Wignore::x.Warning; do
+	printf '#!/usr/bin/python3 %s\nprint("hi")\n' "$a" >"$S/pyopt" && chmod 0755 "$S/pyopt"
+	out=$("$P" trusted add pyopt "$S/pyopt" --root "$R" --no-install 2>&1)
+	rc=$?
+	is "add refuses '#!/usr/bin/python3 $a': exit 1, nothing added" \
+		"$rc:$(test -e "$R/data/trusted/pyopt" && echo added)" "1:"
+	like "... saying why" "$out" "option '$a' to python3 (turns on warnings|prints every module|loads code)"
+	"$P" trusted remove pyopt --root "$R" --no-install >/dev/null 2>&1
+done
+printf '#!/usr/bin/python3 -Wignore\nprint("hi")\n' >"$S/pyok" && chmod 0755 "$S/pyok"
+ok "... and still adds '#!/usr/bin/python3 -Wignore'" "$P" trusted add pyok "$S/pyok" --root "$R" --no-install
+"$P" trusted remove pyok --root "$R" --no-install >/dev/null 2>&1
+rm -f "$R/usr/bin/python3"
 
 done_testing

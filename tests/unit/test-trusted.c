@@ -469,11 +469,11 @@ TEST(interp_arg_keeps_the_callers_arguments_the_scripts)
 		{"/usr/bin/python3", "-u"},
 		{"/usr/bin/python3.11", "-I -E"},
 		{"/usr/bin/python3", "-Wignore"},
-		{"/usr/bin/perl", "-wT"},
-		{"/usr/bin/perl5.36.0", "-w"},
+		{"/usr/bin/perl", "-T"},
+		{"/usr/bin/perl5.36.0", "-X"},
 		{"/usr/bin/perl", "-CSDA"},
 		{"/usr/bin/python3", "-P"},
-		{"/usr/bin/ruby", "-w"},
+		{"/usr/bin/ruby", "-W0"},
 		{"/usr/bin/ruby", "--disable-gems"},
 		{"/usr/bin/node", "--max-old-space-size=4096"},
 		{"/usr/bin/node", "--no-warnings"},
@@ -596,6 +596,226 @@ TEST(interp_arg_refuses_a_debugger_every_agent_reaches)
 		  0);
 	EXPECT_EQ(trusted_interp_arg_check("/usr/bin/php", "-dmemory_limit=64M", why, sizeof(why)),
 		  0);
+}
+
+/* What prints the script's values or sources, loads code the #! line does not pin, or
+ * opens a debugger, for every family pistis knows, each spelling refused with the reason of
+ * its class (red team: perl -w printed 'Argument "<the secret>" isn't numeric', node
+ * --require=./x.js ran the caller's working directory's x.js, --report-uncaught-exception
+ * wrote the environment to a 0644 file there); every flag the families still take, beside. */
+TEST(interp_arg_refuses_what_prints_loads_or_debugs)
+{
+	static const char WARN[] = "turns on warnings, which print the values they are about";
+	static const char DEBUG[] = "prints the interpreter's debugging output";
+	static const char STDIN_DEBUGGER[] = "reads its commands from the caller's stdin";
+	static const char IMPORTS[] = "prints every module the script imports";
+	static const char LOADS[] = "loads code the #! line does not pin";
+	static const char DIAG[] = "prints or writes what the script holds or does";
+	static const char NET[] = "starts a debugger on the network";
+	static const char PLAIN[] = "only plain flags are allowed";
+	static const struct {
+		const char *interp, *arg, *why; /* why: NULL when allowed */
+	} cases[] = {
+		/* perl: the -w family, the debuggers, modules */
+		{"/usr/bin/perl", "-w", WARN},
+		{"/usr/bin/perl", "-W", WARN},
+		{"/usr/bin/perl", "-Tw", WARN},
+		{"/usr/bin/perl5.36.0", "-wd", WARN}, /* the first that is not plain decides */
+		{"/usr/bin/perl", "-d", STDIN_DEBUGGER},
+		{"/usr/bin/perl", "-dt", STDIN_DEBUGGER},
+		{"/usr/bin/perl", "-d:Trace", STDIN_DEBUGGER},
+		{"/usr/bin/perl", "-Td", STDIN_DEBUGGER},
+		{"/usr/bin/perl", "-Dt", DEBUG},
+		{"/usr/bin/perl", "-Dx", DEBUG},
+		{"/usr/bin/perl", "-MData::Dumper", LOADS},
+		{"/usr/bin/perl", "-mstrict", LOADS},
+		{"/usr/bin/perl", "-I/tmp", LOADS},
+		{"/usr/bin/perl", "-T -Mstrict", LOADS},
+		{"/usr/bin/perl", "-V", PLAIN},
+		{"/usr/bin/perl", "-T", NULL},
+		{"/usr/bin/perl", "-t", NULL},
+		{"/usr/bin/perl", "-X", NULL},
+		{"/usr/bin/perl", "-U", NULL},
+		{"/usr/bin/perl", "-l", NULL},
+		{"/usr/bin/perl", "-XTl", NULL},
+		{"/usr/bin/perl", "-CSDA", NULL},
+		{"/usr/bin/perl", "-C", NULL},
+		{"/usr/bin/perl", "--", NULL},
+		/* ruby */
+		{"/usr/bin/ruby", "-d", DEBUG},
+		{"/usr/bin/ruby", "--debug", DEBUG},
+		{"/usr/bin/ruby", "--debug=frozen-string-literal", DEBUG},
+		{"/usr/bin/ruby", "-y", DEBUG},
+		{"/usr/bin/ruby", "--yydebug", DEBUG},
+		{"/usr/bin/ruby", "--dump=insns", DEBUG},
+		{"/usr/bin/ruby", "--dump=yydebug", DEBUG},
+		{"/usr/bin/ruby3.1", "-Ud", DEBUG},
+		{"/usr/bin/ruby", "-w", WARN},
+		{"/usr/bin/ruby", "-W", WARN},
+		{"/usr/bin/ruby", "-W2", WARN},
+		{"/usr/bin/ruby", "-v", WARN},
+		{"/usr/bin/ruby", "--verbose", WARN},
+		{"/usr/bin/ruby", "-wd", WARN},
+		{"/usr/bin/ruby", "-rjson", LOADS},
+		{"/usr/bin/ruby", "-r", LOADS},
+		{"/usr/bin/ruby", "-I/tmp", LOADS},
+		{"/usr/bin/ruby", "--enable=rubyopt", PLAIN},
+		{"/usr/bin/ruby", "-W:deprecated", WARN},
+		{"/usr/bin/ruby", "-W:", WARN},
+		{"/usr/bin/ruby", "-W:no-Deprecated", PLAIN},
+		{"/usr/bin/ruby", "-W:no-deprecated", NULL},
+		{"/usr/bin/ruby", "-W0", NULL},
+		{"/usr/bin/ruby", "-W1", NULL},
+		{"/usr/bin/ruby", "-U", NULL},
+		{"/usr/bin/ruby", "--disable-gems", NULL},
+		{"/usr/bin/ruby", "--disable=gems,did_you_mean", NULL},
+		{"/usr/bin/ruby", "--enable=frozen-string-literal", NULL},
+		{"/usr/bin/ruby", "--yjit", NULL},
+		/* python */
+		{"/usr/bin/python3", "-v", IMPORTS},
+		{"/usr/bin/python3", "-vv", IMPORTS},
+		{"/usr/bin/python3", "-uv", IMPORTS},
+		{"/usr/bin/python3", "-Ximporttime", IMPORTS},
+		{"/usr/bin/python3", "-d", DEBUG},
+		{"/usr/bin/python3.11", "-Id", DEBUG},
+		{"/usr/bin/python3", "-Xdev", WARN},
+		{"/usr/bin/python3", "-Xtracemalloc", WARN},
+		{"/usr/bin/python3", "-Xtracemalloc=25", WARN},
+		{"/usr/bin/python3", "-Xwarn_default_encoding", WARN},
+		{"/usr/bin/python3", "-Wdefault", WARN},
+		{"/usr/bin/python3", "-Wd", WARN},
+		{"/usr/bin/python3", "-Walways", WARN},
+		{"/usr/bin/python3", "-Wonce", WARN},
+		{"/usr/bin/python3", "-W::Warning", WARN},
+		{"/usr/bin/python3", "-Wignore::evil.Warning", LOADS},
+		{"/usr/bin/python3", "-Xpycache_prefix=/tmp/pyc", LOADS},
+		{"/usr/bin/python3", "-Xfaulthandler", PLAIN},
+		{"/usr/bin/python3", "-Xperf", PLAIN},
+		{"/usr/bin/python3", "-X", PLAIN},
+		{"/usr/bin/python3", "-uXdev", PLAIN},
+		{"/usr/bin/python3", "-Wignore", NULL},
+		{"/usr/bin/python3", "-Wi", NULL},
+		{"/usr/bin/python3", "-Werror", NULL},
+		{"/usr/bin/python3", "-Wignore::DeprecationWarning", NULL},
+		{"/usr/bin/python3", "-Wignore:x.y:DeprecationWarning:a.b", NULL},
+		{"/usr/bin/python3", "-Xutf8", NULL},
+		{"/usr/bin/python3", "-Xutf8=1", NULL},
+		{"/usr/bin/python3", "-Xint_max_str_digits=640", NULL},
+		{"/usr/bin/python3", "-Xfrozen_modules=off", NULL},
+		{"/usr/bin/python3", "-bBEIOPqRsSuVx", NULL},
+		{"/usr/bin/pypy3", "-I", NULL},
+		/* node: --NAME=VALUE and --no-… are no longer open, '_' read as '-' */
+		{"/usr/bin/node", "--require=./x.js", LOADS},
+		{"/usr/bin/node", "--require", LOADS},
+		{"/usr/bin/node", "--import=./x.mjs", LOADS},
+		{"/usr/bin/node", "--loader=./x.mjs", LOADS},
+		{"/usr/bin/node", "--experimental-loader=x", LOADS},
+		{"/usr/bin/node", "--experimental_loader=x", LOADS},
+		{"/usr/bin/node", "--env-file=.env", LOADS},
+		{"/usr/bin/node", "--env_file=.env", LOADS},
+		{"/usr/bin/node", "--snapshot-blob=x.blob", LOADS},
+		{"/usr/bin/node", "--openssl-config=x.cnf", LOADS},
+		{"/usr/bin/node", "--report-uncaught-exception", DIAG},
+		{"/usr/bin/node", "--report-on-fatalerror", DIAG},
+		{"/usr/bin/node", "--report_on_signal", DIAG},
+		{"/usr/bin/node", "--report-filename=stdout", DIAG},
+		{"/usr/bin/node", "--report-dir=/tmp", DIAG},
+		{"/usr/bin/node", "--cpu-prof", DIAG},
+		{"/usr/bin/node", "--heap-prof-dir=/tmp", DIAG},
+		{"/usr/bin/node", "--heapsnapshot-signal=SIGUSR2", DIAG},
+		{"/usr/bin/node", "--heapsnapshot-near-heap-limit=1", DIAG},
+		{"/usr/bin/node", "--prof", DIAG},
+		{"/usr/bin/node", "--diagnostic-dir=/tmp", DIAG},
+		{"/usr/bin/node", "--redirect-warnings=/tmp/w", DIAG},
+		{"/usr/bin/node", "--trace-warnings", DIAG},
+		{"/usr/bin/node", "--trace-deprecation", DIAG},
+		{"/usr/bin/node", "--trace_uncaught", DIAG},
+		{"/usr/bin/node", "--trace-event-categories=node", DIAG},
+		{"/usr/bin/node", "--tls-keylog=/tmp/k", DIAG},
+		{"/usr/bin/node", "--perf-basic-prof", DIAG},
+		{"/usr/bin/node", "--logfile=/tmp/v8.log", DIAG},
+		{"/usr/bin/node", "--abort-on-uncaught-exception", DIAG},
+		{"/usr/bin/node", "--inspect=9229", NET},
+		{"/usr/bin/node", "--debug_port=9229", NET},
+		{"/usr/bin/node", "--eval=1", PLAIN},
+		{"/usr/bin/node", "--title=x", PLAIN},
+		{"/usr/bin/node", "--no-experimental-permission", PLAIN},
+		{"/usr/bin/node", "--no-warnings=1", PLAIN},
+		{"/usr/bin/node", "--max-old-space-size=64M", PLAIN},
+		{"/usr/bin/node", "--max-old-space-size=", PLAIN},
+		{"/usr/bin/node", "--max-old-space-size", PLAIN},
+		{"/usr/bin/node", "--unhandled-rejections=strictly", PLAIN},
+		{"/usr/bin/node", "--stack-size-x=1", PLAIN},
+		{"/usr/bin/node", "-r", PLAIN},
+		{"/usr/bin/node", "--", NULL},
+		{"/usr/bin/node", "--max-old-space-size=4096", NULL},
+		{"/usr/bin/node", "--max_old_space_size=4096", NULL},
+		{"/usr/bin/node", "--stack-size=2000", NULL},
+		{"/usr/bin/node", "--unhandled-rejections=strict", NULL},
+		{"/usr/bin/node", "--no-warnings", NULL},
+		{"/usr/bin/node", "--no_deprecation", NULL},
+		{"/usr/bin/nodejs", "--enable-source-maps", NULL},
+		{"/usr/bin/node", "--use-strict --no-addons", NULL},
+		/* php: -d of settings that make it quieter or bound it, nothing else */
+		{"/usr/bin/php", "-dauto_prepend_file=/tmp/x.php", LOADS},
+		{"/usr/bin/php", "-dinclude_path=/tmp", LOADS},
+		{"/usr/bin/php", "-dextension=/tmp/x.so", LOADS},
+		{"/usr/bin/php", "-dzend_extension=x.so", LOADS},
+		{"/usr/bin/php", "-dopcache.preload=/tmp/x.php", LOADS},
+		{"/usr/bin/php", "-zx.so", LOADS},
+		{"/usr/bin/php", "-c/tmp/php.ini", LOADS},
+		{"/usr/bin/php", "-ddisplay_errors=1", WARN},
+		{"/usr/bin/php", "-ddisplay_errors=stderr", WARN},
+		{"/usr/bin/php", "-derror_reporting=E_ALL", WARN},
+		{"/usr/bin/php", "-derror_log=/tmp/e", WARN},
+		{"/usr/bin/php", "-dhtml_errors=1", WARN},
+		{"/usr/bin/php8.2", "-dxdebug.mode=debug", NET},
+		{"/usr/bin/php", "-dsession.save_path=/tmp", PLAIN},
+		{"/usr/bin/php", "-dmemory_limit=64MB", PLAIN},
+		{"/usr/bin/php", "-e", PLAIN},
+		{"/usr/bin/php", "-ddisplay_errors=0", NULL},
+		{"/usr/bin/php", "-ddisplay_errors=off", NULL},
+		{"/usr/bin/php", "-derror_reporting=0", NULL},
+		{"/usr/bin/php", "-dmemory_limit=64M", NULL},
+		{"/usr/bin/php", "-dmemory_limit=-1", NULL},
+		{"/usr/bin/php", "-dmax_execution_time=30", NULL},
+		{"/usr/bin/php", "-nq", NULL},
+		/* lua */
+		{"/usr/bin/lua5.4", "-W", WARN},
+		{"/usr/bin/lua", "-EW", WARN},
+		{"/usr/bin/lua", "-lsocket", LOADS},
+		{"/usr/bin/luajit", "-El", LOADS},
+		{"/usr/bin/lua", "-v", PLAIN},
+		{"/usr/bin/lua", "-E", NULL},
+		/* shells: as before */
+		{"/bin/bash", "--debugger", LOADS},
+		{"/bin/bash", "-ex", "traces every command"},
+		{"/bin/sh", "+v", "prints every line the shell reads"},
+		{"/bin/sh", "+", PLAIN},
+		{"/bin/sh", "-eu", NULL},
+		{"/bin/sh", "+e", NULL},
+		{"/bin/sh", "-", NULL},
+		{"/usr/bin/tclsh", "-encoding", PLAIN},
+	};
+	char why[1024];
+
+	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+		int r;
+
+		why[0] = '\0';
+		r = trusted_interp_arg_check(cases[i].interp, cases[i].arg, why, sizeof(why));
+		if (r != !!cases[i].why || (cases[i].why && !strstr(why, cases[i].why)))
+			printf("# %s %s: %d '%s', wanted %s\n", cases[i].interp, cases[i].arg, r,
+			       why, cases[i].why ? cases[i].why : "allowed");
+		EXPECT_EQ(r, !!cases[i].why);
+		if (cases[i].why)
+			EXPECT_NOT_NULL(strstr(why, cases[i].why));
+	}
+	/* the reason names the word and the interpreter, and says why in full */
+	ASSERT_EQ(trusted_interp_arg_check("/usr/bin/perl", "-T -w", why, sizeof(why)), 1);
+	EXPECT_STREQ(why, "option '-w' to perl turns on warnings, which print the values they are "
+			  "about to the caller's stderr (perl: 'Argument \"<the value>\" isn't "
+			  "numeric'): a secret the script handles reaches the agent");
 }
 
 /* A minimal ELF image: header, phnum program headers at 64 (class 64) or 52 (class 32),
