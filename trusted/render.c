@@ -743,8 +743,9 @@ static bool word_in(const char *w, size_t n, const char *const *list)
  * loads code the #! line does not pin, or opens a debugger hands the agent the secrets the
  * script exists to keep from it. */
 static const char WHY_NOT_PLAIN[] =
-	"may take the script as its value or read code or input the caller chooses (its stdin, "
-	"its arguments); only plain flags are allowed on the #! line";
+	"may take the script as its value, read code or input the caller chooses (its stdin, "
+	"its arguments) or print what the script holds: only the plain flags docs/trusted.md "
+	"lists for it are allowed on the #! line";
 static const char WHY_TRACE[] = "traces every command, its values expanded, to the caller's "
 				"stderr: a secret the script holds in a variable is printed to "
 				"the agent";

@@ -612,7 +612,7 @@ TEST(interp_arg_refuses_what_prints_loads_or_debugs)
 	static const char LOADS[] = "loads code the #! line does not pin";
 	static const char DIAG[] = "prints or writes what the script holds or does";
 	static const char NET[] = "starts a debugger on the network";
-	static const char PLAIN[] = "only plain flags are allowed";
+	static const char PLAIN[] = "only the plain flags docs/trusted.md lists for it are allowed";
 	static const struct {
 		const char *interp, *arg, *why; /* why: NULL when allowed */
 	} cases[] = {
