@@ -776,14 +776,20 @@ rm -f "$R/data/trusted/oldinsp"
 # x.js first, `--report-uncaught-exception` wrote the environment to a 0644 report.*.json
 # there, `--trace-warnings` is one of V8's and node's hundreds of --trace-… (reproduced
 # outside the root with node 20; the root has none: the stand-in above).
-for a in --require=./x.js --env_file=.env --report-uncaught-exception --trace-warnings; do
-	printf '#!/usr/bin/node %s\nconsole.log("hi")\n' "$a" >"$S/nodeopt" && chmod 0755 "$S/nodeopt"
-	out=$("$P" trusted add nodeopt "$S/nodeopt" --root "$R" --no-install 2>&1)
+# refuses_option INTERP NAME OPTION WHY: `add` of a script whose #! line is INTERP OPTION
+# exits 1, adds nothing and says WHY (an extended regex) about OPTION to NAME
+refuses_option() {
+	printf '#!%s %s\n' "$1" "$3" >"$S/opt" && chmod 0755 "$S/opt"
+	out=$("$P" trusted add opt "$S/opt" --root "$R" --no-install 2>&1)
 	rc=$?
-	is "add refuses '#!/usr/bin/node $a': exit 1, nothing added" \
-		"$rc:$(test -e "$R/data/trusted/nodeopt" && echo added)" "1:"
-	like "... saying why" "$out" "option '$a' to node (loads code the #! line does not pin|prints or writes what the script holds)"
-	"$P" trusted remove nodeopt --root "$R" --no-install >/dev/null 2>&1
+	is "add refuses '#!$1 $3': exit 1, nothing added" \
+		"$rc:$(test -e "$R/data/trusted/opt" && echo added)" "1:"
+	like "... saying why" "$out" "option '$3' to $2 ($4)"
+	"$P" trusted remove opt --root "$R" --no-install >/dev/null 2>&1
+}
+for a in --require=./x.js --env_file=.env --report-uncaught-exception --trace-warnings; do
+	refuses_option /usr/bin/node node "$a" \
+		'loads code the #! line does not pin|prints or writes what the script holds'
 done
 rm -f "$R/usr/bin/node"
 # Python's warnings beyond the default (-Wdefault, -X dev) printed the line of a secrets
@@ -791,13 +797,7 @@ rm -f "$R/usr/bin/node"
 # (reproduced outside the root with python 3.11; the root has none: a stand-in likewise).
 cp "$R/bin/dash" "$R/usr/bin/python3"
 for a in -Wdefault -Xdev -v -Ximporttime -Wignore::x.Warning; do
-	printf '#!/usr/bin/python3 %s\nprint("hi")\n' "$a" >"$S/pyopt" && chmod 0755 "$S/pyopt"
-	out=$("$P" trusted add pyopt "$S/pyopt" --root "$R" --no-install 2>&1)
-	rc=$?
-	is "add refuses '#!/usr/bin/python3 $a': exit 1, nothing added" \
-		"$rc:$(test -e "$R/data/trusted/pyopt" && echo added)" "1:"
-	like "... saying why" "$out" "option '$a' to python3 (turns on warnings|prints every module|loads code)"
-	"$P" trusted remove pyopt --root "$R" --no-install >/dev/null 2>&1
+	refuses_option /usr/bin/python3 python3 "$a" 'turns on warnings|prints every module|loads code'
 done
 printf '#!/usr/bin/python3 -Wignore\nprint("hi")\n' >"$S/pyok" && chmod 0755 "$S/pyok"
 ok "... and still adds '#!/usr/bin/python3 -Wignore'" "$P" trusted add pyok "$S/pyok" --root "$R" --no-install
