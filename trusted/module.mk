@@ -1,6 +1,6 @@
 # trusted: trusted commands (trusted_*) and `pistisd trusted`; see docs/trusted.md.
 LIBS += trusted
-trusted_SRCS := trusted/render.c trusted/fs.c trusted/store.c trusted/dyn.c trusted/install.c \
+trusted_SRCS := trusted/render.c trusted/interp.c trusted/elf.c trusted/fs.c trusted/store.c trusted/dyn.c trusted/install.c \
 	trusted/setuid.c
 pistisd_LIBS := trusted $(pistisd_LIBS)
 # main.c refers to trusted_cli_main weakly, and a weak reference never pulls a member out
