@@ -1141,7 +1141,7 @@ int pwfile_scan(enum pwfile_kind kind, const char *data, size_t len, const char 
 	if (kind >= _PWFILE_KIND_MAX || nlen == 0)
 		return -EINVAL;
 	for (size_t pos = 0; pos < len;) {
-		const char *nl = memchr(data + pos, '\n', len - pos);
+		const char *nl = scan_chr(data + pos, len - pos, '\n');
 		size_t end = nl ? (size_t)(nl - data) : len;
 
 		if (end - pos > nlen && data[pos + nlen] == ':' &&
@@ -1172,7 +1172,7 @@ bool pwfile_scan_member_has(enum pwfile_kind kind, const char *data, const struc
 	if (kind != PWFILE_GROUP && kind != PWFILE_GSHADOW)
 		return false;
 	/* members is the last field: after the last ':' of the line. */
-	c = memrchr(p, ':', l->len);
+	c = scan_rchr(p, l->len, ':');
 	if (!c)
 		return false;
 	return members_contain(c + 1, l->len - (size_t)(c + 1 - p), name);

@@ -949,9 +949,9 @@ static void scan_field(const char *buf, const struct pwfile_line *l, unsigned i,
 {
 	const char *p = buf + l->off, *end = buf + l->off + l->len, *c;
 
-	for (; i > 0 && (c = memchr(p, ':', (size_t)(end - p))); i--)
+	for (; i > 0 && (c = scan_chr(p, (size_t)(end - p), ':')); i--)
 		p = c + 1;
-	c = memchr(p, ':', (size_t)(end - p));
+	c = scan_chr(p, (size_t)(end - p), ':');
 	*ret = p;
 	*ret_len = (size_t)((c ? c : end) - p);
 }
@@ -1006,7 +1006,7 @@ static bool scan_only_own_line(const char *data, size_t len, const char *needle,
 	const char *end = data + len, *q = data;
 
 	while ((q = scan_find(q, (size_t)(end - q), needle, nn))) {
-		const char *ls = memrchr(data, '\n', (size_t)(q - data));
+		const char *ls = scan_rchr(data, (size_t)(q - data), '\n');
 		ls = ls ? ls + 1 : data;
 		if ((size_t)(end - ls) <= nl || memcmp(ls, name, nl) || ls[nl] != ':')
 			return false;
@@ -1028,25 +1028,6 @@ static bool scan_no_second_line(const char *data, size_t len, const struct pwfil
 	if (n < 0 || (size_t)n >= sizeof(needle))
 		return false;
 	return !scan_find(from, len - (l->off + l->len), needle, (size_t)n);
-}
-
-/* Whether data may hold a number the C libraries read as another spelling of an id: ':'
- * then a leading zero and a digit ("040001"), a sign or white space (glibc's files
- * parser reads ids with strtoul, which takes "+40001" and " 40001" as 40001). The start of
- * any field counts (a gecos field that merely looks like one too): the searches for
- * ":UID:" below would miss such a spelling, so any such place sends the caller to the
- * locked path, whose full parse compares ids as numbers (and refuses a sign or a space). */
-static bool scan_has_odd_number(const char *data, size_t len)
-{
-	const char *end = data + len, *q = data;
-
-	while ((q = memchr(q, ':', (size_t)(end - q))) && ++q < end) {
-		char c = *q;
-		if ((c == '0' && q + 1 < end && q[1] >= '0' && q[1] <= '9') || c == '+' ||
-		    c == '-' || c == ' ' || c == '\t' || c == '\v' || c == '\f' || c == '\r')
-			return true;
-	}
-	return false;
 }
 
 /* The read-only check for an agent that already exists: find only the lines that matter
@@ -1118,8 +1099,8 @@ static bool fast_complete(struct ctx *c, const char *agent_id, uid_t want_uid,
 	 * group id that may have one, or a sign or space, sends the call to the locked
 	 * path, so the text searches below see every spelling of the number. */
 	if (scan_find(reg, reg_len, "\n0", 2) ||
-	    scan_has_odd_number(buf[PWFILE_PASSWD], len[PWFILE_PASSWD]) ||
-	    scan_has_odd_number(buf[PWFILE_GROUP], len[PWFILE_GROUP]))
+	    scan_odd_number(buf[PWFILE_PASSWD], len[PWFILE_PASSWD]) ||
+	    scan_odd_number(buf[PWFILE_GROUP], len[PWFILE_GROUP]))
 		goto out;
 	char num[16], rn[16];
 	int nn = snprintf(num, sizeof(num), ":%u:", rec.uid);

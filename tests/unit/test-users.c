@@ -30,6 +30,7 @@
 #include "sandbox-users/ident.h"
 #include "sandbox-users/pwfile.h"
 #include "sandbox-users/registry.h"
+#include "sandbox-users/scan.h"
 #include "sandbox-users/users-internal.h"
 #include "sandbox-users/users.h"
 
@@ -2769,6 +2770,141 @@ TEST(mount_point_homes_refused)
 	}
 	rmdir(src);
 	rm_root(root);
+}
+
+/* Two pages of 'a' between PROT_NONE pages: a buffer placed at the end of the readable
+ * ones (or at their start) faults on any load past its end (or before its start). */
+static char *guarded_pages(void)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	char *m = mmap(NULL, (size_t)pg * 4, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (m == MAP_FAILED || mprotect(m + pg, (size_t)pg * 2, PROT_READ | PROT_WRITE) < 0)
+		return NULL;
+	memset(m + pg, 'a', (size_t)pg * 2);
+	return m + pg;
+}
+
+/* The lengths around the 16-byte steps and their last partial blocks. */
+static const size_t edge_lens[] = {0,  1,  2,  7,  8,  15, 16, 17,  18,	 19,  31,
+				   32, 33, 34, 47, 48, 49, 63, 100, 255, 256, 1000};
+
+TEST(scan_chr_and_rchr_find_memchr_s_byte_at_the_edges)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	char *base = guarded_pages();
+
+	ASSERT_NOT_NULL(base);
+	for (size_t k = 0; k < ELEMENTSOF(edge_lens); k++)
+		for (int at_end = 0; at_end < 2; at_end++) {
+			size_t n = edge_lens[k];
+			char *p = at_end ? base + 2 * pg - (long)n : base;
+			/* no match, then one at each place (0 and n - 1 among them) */
+			EXPECT_NULL(scan_chr(p, n, ':'));
+			EXPECT_NULL(scan_rchr(p, n, ':'));
+			for (size_t j = 0; j < n; j++) {
+				p[j] = ':';
+				ASSERT_EQ(scan_chr(p, n, ':'), p + j);
+				ASSERT_EQ(scan_rchr(p, n, ':'), p + j);
+				/* two: the first and the last, in other blocks or the same */
+				for (size_t i = j + 1; i < n && i < j + 40; i++) {
+					p[i] = ':';
+					ASSERT_EQ(scan_chr(p, n, ':'), p + j);
+					ASSERT_EQ(scan_rchr(p, n, ':'), p + i);
+					p[i] = 'a';
+				}
+				p[j] = 'a';
+			}
+			/* a match just outside the buffer is not one */
+			if (!at_end) {
+				p[n] = ':';
+				EXPECT_NULL(scan_chr(p, n, ':'));
+				p[n] = 'a';
+			} else if (n < (size_t)pg) {
+				p[-1] = ':';
+				EXPECT_NULL(scan_rchr(p, n, ':'));
+				p[-1] = 'a';
+			}
+		}
+	/* random bytes against memchr and memrchr (every byte value, 0x80 and up too) */
+	srandom(7);
+	for (int round = 0; round < 2000; round++) {
+		size_t n = (size_t)random() % 200;
+		char *p = base + 2 * pg - (long)n;
+		for (size_t j = 0; j < n; j++)
+			p[j] = random() % 8 ? 'a' : (char)(random() % 256);
+		char c = (char)(random() % 256);
+		ASSERT_EQ(scan_chr(p, n, c), memchr(p, c, n));
+		ASSERT_EQ(scan_rchr(p, n, c), memrchr(p, c, n));
+	}
+	munmap(base - pg, (size_t)pg * 4);
+}
+
+/* users.c's rule, a byte at a time: the reference scan_odd_number must agree with. */
+static bool odd_number_slow(const char *d, size_t n)
+{
+	for (size_t i = 0; i + 1 < n; i++) {
+		if (d[i] != ':')
+			continue;
+		char c = d[i + 1];
+		if ((c == '0' && i + 2 < n && d[i + 2] >= '0' && d[i + 2] <= '9') || c == '+' ||
+		    c == '-' || c == ' ' || c == '\t' || c == '\v' || c == '\f' || c == '\r')
+			return true;
+	}
+	return false;
+}
+
+TEST(scan_odd_number_finds_every_odd_spelling_at_the_edges)
+{
+	static const char *const odd[] = {":00", ":09", ":+",  ":-", ": ",
+					  ":\t", ":\v", ":\f", ":\r"};
+	static const char *const fine[] = {":0:", ":0a", ":0", ":1", ":\n", ":/", ":", ":x"};
+	long pg = sysconf(_SC_PAGESIZE);
+	char *base = guarded_pages();
+
+	ASSERT_NOT_NULL(base);
+	for (size_t k = 0; k < ELEMENTSOF(edge_lens); k++)
+		for (int at_end = 0; at_end < 2; at_end++) {
+			size_t n = edge_lens[k];
+			char *p = at_end ? base + 2 * pg - (long)n : base;
+			EXPECT_FALSE(scan_odd_number(p, n));
+			for (size_t j = 0; j < n; j++) {
+				for (size_t s = 0; s < ELEMENTSOF(odd); s++) {
+					size_t m = strlen(odd[s]);
+					if (j + m > n)
+						continue;
+					memcpy(p + j, odd[s], m);
+					ASSERT_TRUE(scan_odd_number(p, n));
+					memset(p + j, 'a', m);
+				}
+				for (size_t s = 0; s < ELEMENTSOF(fine); s++) {
+					size_t m = strlen(fine[s]);
+					if (j + m > n)
+						continue;
+					memcpy(p + j, fine[s], m);
+					ASSERT_FALSE(scan_odd_number(p, n));
+					memset(p + j, 'a', m);
+				}
+				/* cut short by the buffer's end: ":0" then the digit beyond it */
+				if (j + 2 == n) {
+					memcpy(p + j, ":0", 2);
+					if (!at_end)
+						p[n] = '7';
+					ASSERT_FALSE(scan_odd_number(p, n));
+					memset(p + j, 'a', 3 - (size_t)at_end);
+				}
+			}
+		}
+	srandom(11);
+	for (int round = 0; round < 20000; round++) {
+		static const char alphabet[] = "::::0000123+- \t\n\v\f\ra";
+		size_t n = (size_t)random() % 80;
+		char *p = base + 2 * pg - (long)n;
+		for (size_t j = 0; j < n; j++)
+			p[j] = alphabet[(size_t)random() % (sizeof(alphabet) - 1)];
+		ASSERT_EQ(scan_odd_number(p, n), odd_number_slow(p, n));
+	}
+	munmap(base - pg, (size_t)pg * 4);
 }
 
 TEST_HARNESS_MAIN
