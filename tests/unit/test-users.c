@@ -2907,6 +2907,40 @@ TEST(scan_odd_number_finds_every_odd_spelling_at_the_edges)
 	munmap(base - pg, (size_t)pg * 4);
 }
 
+TEST(scan_find_short_needles_at_the_edges)
+{
+	static const char *const needles[] = {"\n0", ":1:", "\n0:", "ab", "pi-agent-", ":10100:"};
+	long pg = sysconf(_SC_PAGESIZE);
+	char *base = guarded_pages();
+
+	ASSERT_NOT_NULL(base);
+	for (size_t k = 0; k < ELEMENTSOF(edge_lens); k++)
+		for (size_t s = 0; s < ELEMENTSOF(needles); s++) {
+			size_t n = edge_lens[k], m = strlen(needles[s]);
+			char *p = base + 2 * pg - (long)n;
+			EXPECT_NULL(scan_find(p, n, needles[s], m));
+			for (size_t j = 0; j + m <= n; j++) {
+				memcpy(p + j, needles[s], m);
+				ASSERT_EQ(scan_find(p, n, needles[s], m), p + j);
+				/* the needle cut by the buffer's end is not found */
+				ASSERT_NULL(scan_find(p, j + m - 1, needles[s], m));
+				memset(p + j, 'a', m);
+			}
+		}
+	srandom(13);
+	for (int round = 0; round < 20000; round++) {
+		static const char alphabet[] = "\n\n0:1a";
+		size_t n = (size_t)random() % 100, m = 2 + (size_t)random() % 3;
+		char *p = base + 2 * pg - (long)n, needle[4];
+		for (size_t j = 0; j < n; j++)
+			p[j] = alphabet[(size_t)random() % (sizeof(alphabet) - 1)];
+		for (size_t j = 0; j < m; j++)
+			needle[j] = alphabet[(size_t)random() % (sizeof(alphabet) - 1)];
+		ASSERT_EQ(scan_find(p, n, needle, m), memmem(p, n, needle, m));
+	}
+	munmap(base - pg, (size_t)pg * 4);
+}
+
 TEST_HARNESS_MAIN
 
 /* NIS compat lines ('+'/'-' first) with fields are read as glibc's and musl's files
