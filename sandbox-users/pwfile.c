@@ -1132,11 +1132,30 @@ int pwfile_admin_remove(struct pwfile *f, size_t idx, const char *name)
 	return list_remove(f, idx, 2, name);
 }
 
+/* One line for pwfile_scan and pwfile_scan_names: the line at data + pos is name's. */
+static int scan_one(enum pwfile_kind kind, const char *data, size_t len, size_t pos,
+		    struct pwfile_line *ret)
+{
+	const char *why = NULL;
+	struct line_scan s;
+	int r = scan_line(data + pos, len - pos, &s);
+
+	if (r < 0)
+		return r;
+	struct pwfile_line l = {.off = pos, .len = s.len, .term = s.term};
+	r = check_line(kind, data + pos, &s, &l, &why);
+	if (r < 0)
+		return r;
+	if (!l.entry)
+		return -EINVAL;
+	*ret = l;
+	return 0;
+}
+
 int pwfile_scan(enum pwfile_kind kind, const char *data, size_t len, const char *name,
 		struct pwfile_line *ret)
 {
 	size_t nlen = strlen(name);
-	const char *why = NULL;
 
 	if (kind >= _PWFILE_KIND_MAX || nlen == 0)
 		return -EINVAL;
@@ -1145,23 +1164,44 @@ int pwfile_scan(enum pwfile_kind kind, const char *data, size_t len, const char 
 		size_t end = nl ? (size_t)(nl - data) : len;
 
 		if (end - pos > nlen && data[pos + nlen] == ':' &&
-		    memcmp(data + pos, name, nlen) == 0) {
-			struct line_scan s;
-			int r = scan_line(data + pos, len - pos, &s);
-			if (r < 0)
-				return r;
-			struct pwfile_line l = {.off = pos, .len = s.len, .term = s.term};
-			r = check_line(kind, data + pos, &s, &l, &why);
-			if (r < 0)
-				return r;
-			if (!l.entry)
-				return -EINVAL;
-			*ret = l;
-			return 0;
-		}
+		    name_eq(data + pos, nlen, name, nlen))
+			return scan_one(kind, data, len, pos, ret);
 		pos = nl ? end + 1 : len;
 	}
 	return -ENOENT;
+}
+
+int pwfile_scan_names(enum pwfile_kind kind, const char *data, size_t len, const char *const *names,
+		      size_t n, struct pwfile_found *ret)
+{
+	size_t nlen[PWFILE_SCAN_NAMES_MAX];
+
+	if (kind >= _PWFILE_KIND_MAX || n == 0 || n > PWFILE_SCAN_NAMES_MAX)
+		return -EINVAL;
+	for (size_t k = 0; k < n; k++) {
+		nlen[k] = strlen(names[k]);
+		if (nlen[k] == 0)
+			return -EINVAL;
+		ret[k] = (struct pwfile_found){.r = -ENOENT};
+	}
+	/* Every line's start is looked at once for all the names: the fast path asked one
+	 * question a pass (the first line, then "\nname:" after it) for each name. */
+	for (size_t pos = 0; pos < len;) {
+		const char *nl = scan_chr(data + pos, len - pos, '\n');
+		size_t end = nl ? (size_t)(nl - data) : len;
+
+		for (size_t k = 0; k < n; k++) {
+			if (end - pos <= nlen[k] || data[pos + nlen[k]] != ':' ||
+			    !name_eq(data + pos, nlen[k], names[k], nlen[k]))
+				continue;
+			if (ret[k].r == -ENOENT)
+				ret[k].r = scan_one(kind, data, len, pos, &ret[k].line);
+			else
+				ret[k].second = true;
+		}
+		pos = nl ? end + 1 : len;
+	}
+	return 0;
 }
 
 bool pwfile_scan_member_has(enum pwfile_kind kind, const char *data, const struct pwfile_line *l,

@@ -124,6 +124,19 @@ bool pwfile_member_has(const struct pwfile *f, size_t idx, const char *name);
  * read-only fast path; anything that writes parses the whole file first. */
 int pwfile_scan(enum pwfile_kind kind, const char *data, size_t len, const char *name,
 		struct pwfile_line *ret);
+/* pwfile_scan for up to PWFILE_SCAN_NAMES_MAX names in one pass over data, for the fast
+ * path's looks at one file: ret[i].r is what pwfile_scan(names[i]) returns, ret[i].line
+ * its line, and ret[i].second whether a later line starts with "names[i]:" too (db.c
+ * refuses a second line of pistis's names). Returns -EINVAL for a bad kind, count or name,
+ * else 0. */
+#define PWFILE_SCAN_NAMES_MAX 4
+struct pwfile_found {
+	struct pwfile_line line;
+	int r;
+	bool second;
+};
+int pwfile_scan_names(enum pwfile_kind kind, const char *data, size_t len, const char *const *names,
+		      size_t n, struct pwfile_found *ret);
 /* Member test on a line found by pwfile_scan (group/gshadow). */
 bool pwfile_scan_member_has(enum pwfile_kind kind, const char *data, const struct pwfile_line *l,
 			    const char *name);

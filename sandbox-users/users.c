@@ -1015,21 +1015,6 @@ static bool scan_only_own_line(const char *data, size_t len, const char *needle,
 	return true;
 }
 
-/* Whether no line after l (found by pwfile_scan: the first line named name) starts with
- * "name:". A second line of one of pistis's names is refused by the locked path
- * (check_single_line in db.c: initgroups reads every line, NSS only the first). */
-static bool scan_no_second_line(const char *data, size_t len, const struct pwfile_line *l,
-				const char *name)
-{
-	char needle[USERS_NAME_MAX + 3];
-	const char *from = data + l->off + l->len;
-	int n = snprintf(needle, sizeof(needle), "\n%s:", name);
-
-	if (n < 0 || (size_t)n >= sizeof(needle))
-		return false;
-	return !scan_find(from, len - (l->off + l->len), needle, (size_t)n);
-}
-
 /* The read-only check for an agent that already exists: find only the lines that matter
  * (its registry record, its passwd/group/shadow/gshadow lines, the base entries) without
  * parsing whole files, each found line checked strictly. Anything missing or odd sends
@@ -1038,7 +1023,6 @@ static bool fast_complete(struct ctx *c, const char *agent_id, uid_t want_uid,
 			  struct users_identity *ret)
 {
 	struct registry_record rec;
-	struct pwfile_line l;
 	char *reg = NULL;
 	char *buf[_PWFILE_KIND_MAX] = {NULL};
 	size_t reg_len = 0, len[_PWFILE_KIND_MAX] = {0};
@@ -1063,36 +1047,39 @@ static bool fast_complete(struct ctx *c, const char *agent_id, uid_t want_uid,
 		if (r < 0 || !etc_trusted(c->etc_fd, pwfile_kind_name(k), &st))
 			goto out;
 	}
-#define HAS(k, name) (!buf[k] || pwfile_scan(k, buf[k], len[k], name, &l) == 0)
-#define LOCKED(k, name)                                                                            \
-	(!buf[k] ||                                                                                \
-	 (pwfile_scan(k, buf[k], len[k], name, &l) == 0 && scan_locked(buf[k], &l, false) &&       \
-	  scan_no_second_line(buf[k], len[k], &l, name)))
-	/* One line of each name of pistis's in each file (check_single_line in db.c): the
-	 * agent's own second line in group or gshadow is caught by scan_memberships_own
-	 * below (its name where no agent may be named). */
-#define SINGLE(k, name) scan_no_second_line(buf[k], len[k], &l, name)
-	if (pwfile_scan(PWFILE_PASSWD, buf[PWFILE_PASSWD], len[PWFILE_PASSWD], rec.name, &l) < 0 ||
-	    l.id != rec.uid || l.gid != rec.uid || !scan_locked(buf[PWFILE_PASSWD], &l, true) ||
-	    !SINGLE(PWFILE_PASSWD, rec.name))
+	/* Each file's lines of the agent and of pistis's names, found in one pass over it,
+	 * with whether a second line of each follows (check_single_line in db.c: initgroups
+	 * reads every line, NSS only the first; the locked path refuses one). */
+	const char *const user_names[] = {rec.name, USERS_TOOLS_USER};
+	const char *const group_names[] = {rec.name, USERS_SANDBOX_GROUP, USERS_TOOLS_USER};
+	struct pwfile_found pw[2], sh[2], gr[3], gs[3];
+#define FOUND(f, k, x_ok) (f.r == 0 && !f.second && scan_locked(buf[k], &f.line, x_ok))
+	if (pwfile_scan_names(PWFILE_PASSWD, buf[PWFILE_PASSWD], len[PWFILE_PASSWD], user_names, 2,
+			      pw) < 0 ||
+	    pwfile_scan_names(PWFILE_GROUP, buf[PWFILE_GROUP], len[PWFILE_GROUP], group_names, 3,
+			      gr) < 0)
 		goto out;
-	if (buf[PWFILE_SHADOW] &&
-	    (pwfile_scan(PWFILE_SHADOW, buf[PWFILE_SHADOW], len[PWFILE_SHADOW], rec.name, &l) < 0 ||
-	     !scan_locked(buf[PWFILE_SHADOW], &l, false) || !SINGLE(PWFILE_SHADOW, rec.name)))
+	if (buf[PWFILE_SHADOW] && pwfile_scan_names(PWFILE_SHADOW, buf[PWFILE_SHADOW],
+						    len[PWFILE_SHADOW], user_names, 2, sh) < 0)
 		goto out;
-	/* Its own group: the gid, no group password, no one else in it (db.c). */
-	struct pwfile_line own_g, own_gs, sb_g, sb_gs;
-	if (pwfile_scan(PWFILE_GROUP, buf[PWFILE_GROUP], len[PWFILE_GROUP], rec.name, &own_g) < 0 ||
-	    own_g.id != rec.uid || !scan_locked(buf[PWFILE_GROUP], &own_g, true) ||
-	    !scan_field_only(buf[PWFILE_GROUP], &own_g, 3, rec.name))
+	if (buf[PWFILE_GSHADOW] && pwfile_scan_names(PWFILE_GSHADOW, buf[PWFILE_GSHADOW],
+						     len[PWFILE_GSHADOW], group_names, 3, gs) < 0)
 		goto out;
-	if (buf[PWFILE_GSHADOW] && (pwfile_scan(PWFILE_GSHADOW, buf[PWFILE_GSHADOW],
-						len[PWFILE_GSHADOW], rec.name, &own_gs) < 0 ||
-				    !scan_locked(buf[PWFILE_GSHADOW], &own_gs, false) ||
-				    !scan_field_only(buf[PWFILE_GSHADOW], &own_gs, 2, "") ||
-				    !scan_field_only(buf[PWFILE_GSHADOW], &own_gs, 3, rec.name)))
+	if (!FOUND(pw[0], PWFILE_PASSWD, true) || pw[0].line.id != rec.uid ||
+	    pw[0].line.gid != rec.uid)
 		goto out;
-	if (!HAS(PWFILE_SHADOW, rec.name))
+	if (buf[PWFILE_SHADOW] && !FOUND(sh[0], PWFILE_SHADOW, false))
+		goto out;
+	/* Its own group: the gid, no group password, no one else in it (db.c). A second
+	 * line of it would also be caught by scan_memberships_own below (its name where no
+	 * agent may be named). */
+	const struct pwfile_line *own_g = &gr[0].line, *own_gs = &gs[0].line;
+	if (!FOUND(gr[0], PWFILE_GROUP, true) || own_g->id != rec.uid ||
+	    !scan_field_only(buf[PWFILE_GROUP], own_g, 3, rec.name))
+		goto out;
+	if (buf[PWFILE_GSHADOW] && (!FOUND(gs[0], PWFILE_GSHADOW, false) ||
+				    !scan_field_only(buf[PWFILE_GSHADOW], own_gs, 2, "") ||
+				    !scan_field_only(buf[PWFILE_GSHADOW], own_gs, 3, rec.name)))
 		goto out;
 	/* Its uid on no other record, passwd line or group line: one uid, one agent. A
 	 * record's uid never has a leading zero (registry.c refuses one), and a passwd or
@@ -1112,53 +1099,38 @@ static bool fast_complete(struct ctx *c, const char *agent_id, uid_t want_uid,
 				rec.name) ||
 	    !scan_only_own_line(buf[PWFILE_GROUP], len[PWFILE_GROUP], num, (size_t)nn, rec.name))
 		goto out;
-	if (pwfile_scan(PWFILE_GROUP, buf[PWFILE_GROUP], len[PWFILE_GROUP], USERS_SANDBOX_GROUP,
-			&sb_g) < 0 ||
-	    sb_g.id != USERS_SANDBOX_GID || !scan_locked(buf[PWFILE_GROUP], &sb_g, true) ||
-	    !pwfile_scan_member_has(PWFILE_GROUP, buf[PWFILE_GROUP], &sb_g, rec.name) ||
-	    !scan_no_second_line(buf[PWFILE_GROUP], len[PWFILE_GROUP], &sb_g, USERS_SANDBOX_GROUP))
+	const struct pwfile_line *sb_g = &gr[1].line, *sb_gs = &gs[1].line;
+	if (!FOUND(gr[1], PWFILE_GROUP, true) || sb_g->id != USERS_SANDBOX_GID ||
+	    !pwfile_scan_member_has(PWFILE_GROUP, buf[PWFILE_GROUP], sb_g, rec.name))
 		goto out;
 	if (buf[PWFILE_GSHADOW] &&
-	    (pwfile_scan(PWFILE_GSHADOW, buf[PWFILE_GSHADOW], len[PWFILE_GSHADOW],
-			 USERS_SANDBOX_GROUP, &sb_gs) < 0 ||
-	     !scan_locked(buf[PWFILE_GSHADOW], &sb_gs, false) ||
-	     !pwfile_scan_member_has(PWFILE_GSHADOW, buf[PWFILE_GSHADOW], &sb_gs, rec.name) ||
-	     !scan_no_second_line(buf[PWFILE_GSHADOW], len[PWFILE_GSHADOW], &sb_gs,
-				  USERS_SANDBOX_GROUP)))
+	    (!FOUND(gs[1], PWFILE_GSHADOW, false) ||
+	     !pwfile_scan_member_has(PWFILE_GSHADOW, buf[PWFILE_GSHADOW], sb_gs, rec.name)))
 		goto out;
 	/* A member of its own group and pi-sandbox, of nothing else (db.c). */
-	if (!scan_memberships_own(buf[PWFILE_GROUP], len[PWFILE_GROUP], rec.name, &own_g, &sb_g) ||
+	if (!scan_memberships_own(buf[PWFILE_GROUP], len[PWFILE_GROUP], rec.name, own_g, sb_g) ||
 	    (buf[PWFILE_GSHADOW] && !scan_memberships_own(buf[PWFILE_GSHADOW], len[PWFILE_GSHADOW],
-							  rec.name, &own_gs, &sb_gs)))
+							  rec.name, own_gs, sb_gs)))
 		goto out;
 	/* pi-tools and its group with their ids and no password, as ensure_base wants them;
 	 * its group its own and it a member of no other, its ids on no other line (db.c). */
-	struct pwfile_line tl_g, tl_gs;
-	if (pwfile_scan(PWFILE_PASSWD, buf[PWFILE_PASSWD], len[PWFILE_PASSWD], USERS_TOOLS_USER,
-			&l) < 0 ||
-	    l.id != USERS_TOOLS_UID || l.gid != USERS_TOOLS_UID ||
-	    !scan_locked(buf[PWFILE_PASSWD], &l, true) || !SINGLE(PWFILE_PASSWD, USERS_TOOLS_USER))
+	const struct pwfile_line *tl_g = &gr[2].line, *tl_gs = &gs[2].line;
+	if (!FOUND(pw[1], PWFILE_PASSWD, true) || pw[1].line.id != USERS_TOOLS_UID ||
+	    pw[1].line.gid != USERS_TOOLS_UID)
 		goto out;
-	if (pwfile_scan(PWFILE_GROUP, buf[PWFILE_GROUP], len[PWFILE_GROUP], USERS_TOOLS_USER,
-			&tl_g) < 0 ||
-	    tl_g.id != USERS_TOOLS_UID || !scan_locked(buf[PWFILE_GROUP], &tl_g, true) ||
-	    !scan_no_second_line(buf[PWFILE_GROUP], len[PWFILE_GROUP], &tl_g, USERS_TOOLS_USER) ||
-	    !scan_field_only(buf[PWFILE_GROUP], &tl_g, 3, USERS_TOOLS_USER) ||
-	    !scan_memberships_own(buf[PWFILE_GROUP], len[PWFILE_GROUP], USERS_TOOLS_USER, &tl_g,
+	if (!FOUND(gr[2], PWFILE_GROUP, true) || tl_g->id != USERS_TOOLS_UID ||
+	    !scan_field_only(buf[PWFILE_GROUP], tl_g, 3, USERS_TOOLS_USER) ||
+	    !scan_memberships_own(buf[PWFILE_GROUP], len[PWFILE_GROUP], USERS_TOOLS_USER, tl_g,
 				  NULL))
 		goto out;
-	if (!LOCKED(PWFILE_SHADOW, USERS_TOOLS_USER))
+	if (buf[PWFILE_SHADOW] && !FOUND(sh[1], PWFILE_SHADOW, false))
 		goto out;
 	if (buf[PWFILE_GSHADOW] &&
-	    (pwfile_scan(PWFILE_GSHADOW, buf[PWFILE_GSHADOW], len[PWFILE_GSHADOW], USERS_TOOLS_USER,
-			 &tl_gs) < 0 ||
-	     !scan_locked(buf[PWFILE_GSHADOW], &tl_gs, false) ||
-	     !scan_no_second_line(buf[PWFILE_GSHADOW], len[PWFILE_GSHADOW], &tl_gs,
-				  USERS_TOOLS_USER) ||
-	     !scan_field_only(buf[PWFILE_GSHADOW], &tl_gs, 2, "") ||
-	     !scan_field_only(buf[PWFILE_GSHADOW], &tl_gs, 3, USERS_TOOLS_USER) ||
+	    (!FOUND(gs[2], PWFILE_GSHADOW, false) ||
+	     !scan_field_only(buf[PWFILE_GSHADOW], tl_gs, 2, "") ||
+	     !scan_field_only(buf[PWFILE_GSHADOW], tl_gs, 3, USERS_TOOLS_USER) ||
 	     !scan_memberships_own(buf[PWFILE_GSHADOW], len[PWFILE_GSHADOW], USERS_TOOLS_USER,
-				   &tl_gs, NULL)))
+				   tl_gs, NULL)))
 		goto out;
 	nn = snprintf(num, sizeof(num), ":%u:", USERS_TOOLS_UID);
 	if (!scan_only_own_line(buf[PWFILE_PASSWD], len[PWFILE_PASSWD], num, (size_t)nn,
@@ -1166,9 +1138,7 @@ static bool fast_complete(struct ctx *c, const char *agent_id, uid_t want_uid,
 	    !scan_only_own_line(buf[PWFILE_GROUP], len[PWFILE_GROUP], num, (size_t)nn,
 				USERS_TOOLS_USER))
 		goto out;
-#undef SINGLE
-#undef LOCKED
-#undef HAS
+#undef FOUND
 	users_identity_fill(ret, agent_id, rec.name, rec.uid);
 	ok = true;
 out:

@@ -7,7 +7,8 @@
  * the strict one does, unless the strict one stopped at a name not derived from its id;
  * and it accepts what the strict one accepts. The scanners must never read out of bounds,
  * whatever the input; nor must the arena's reading of /proc/buddyinfo (the same bytes).
- * scan_find, the fast path's search in whole files, finds what memmem finds. */
+ * scan_find, the fast path's search in whole files, finds what memmem finds; and
+ * pwfile_scan_names, its one pass per file, what pwfile_scan and a count of lines find. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -65,6 +66,47 @@ static bool entry_name(const char *s)
 	return true;
 }
 
+/* How many lines of p[0..n) start with "name:", a line at a time. */
+static size_t lines_named(const char *p, size_t n, const char *name)
+{
+	size_t nl = strlen(name), count = 0;
+
+	for (size_t pos = 0; pos < n;) {
+		const char *e = memchr(p + pos, '\n', n - pos);
+		size_t end = e ? (size_t)(e - p) : n;
+		count += end - pos > nl && p[pos + nl] == ':' && !memcmp(p + pos, name, nl);
+		pos = e ? end + 1 : n;
+	}
+	return count;
+}
+
+/* pwfile_scan_names, whatever the buffer, answers for each name what pwfile_scan does,
+ * and says a second line follows exactly when two or more lines start with "name:". */
+static void names(enum pwfile_kind kind, const char *p, size_t n, char keys[][257], size_t nk)
+{
+	const char *want[PWFILE_SCAN_NAMES_MAX];
+	struct pwfile_found found[PWFILE_SCAN_NAMES_MAX];
+	struct pwfile_line l;
+	size_t m = 0;
+
+	for (size_t i = 0; i < nk && m < PWFILE_SCAN_NAMES_MAX; i++)
+		if (keys[i][0])
+			want[m++] = keys[i];
+	if (m == 0)
+		return;
+	if (pwfile_scan_names(kind, p, n, want, m, found) != 0)
+		abort();
+	for (size_t k = 0; k < m; k++) {
+		int r = pwfile_scan(kind, p, n, want[k], &l);
+		if (found[k].r != r || found[k].second != (lines_named(p, n, want[k]) >= 2))
+			abort();
+		if (r == 0 && (found[k].line.off != l.off || found[k].line.len != l.len ||
+			       found[k].line.id != l.id || found[k].line.gid != l.gid ||
+			       found[k].line.name_len != l.name_len))
+			abort();
+	}
+}
+
 static void pw(enum pwfile_kind kind, const char *p, size_t n, char keys[][257], size_t nk)
 {
 	struct pwfile f;
@@ -98,6 +140,7 @@ static void pw(enum pwfile_kind kind, const char *p, size_t n, char keys[][257],
 	}
 	if (ok)
 		pwfile_done(&f);
+	names(kind, p, n, keys, nk);
 }
 
 static void reg(const char *p, size_t n, char keys[][257], size_t nk)

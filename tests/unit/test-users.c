@@ -2941,6 +2941,70 @@ TEST(scan_find_short_needles_at_the_edges)
 	munmap(base - pg, (size_t)pg * 4);
 }
 
+/* The fast path's one pass per file: for each name what pwfile_scan answers, and whether
+ * a later line starts with "name:" too. */
+TEST(pwfile_scan_names_finds_first_lines_and_second_ones)
+{
+	static const char pw[] = "ab:x:9:9::/:/bin/sh\n"
+				 "a:x:1:1::/:/bin/sh\n"
+				 "b:x:2:2::/:/bin/sh\r\n"
+				 "# a:x:5:5::/:/bin/sh\n"
+				 "c:x:3\n"
+				 "a:x:3:3::/:/bin/sh\n"
+				 "c:x:4:4::/:/bin/sh\n"
+				 "d:x:7:7::/:/bin/sh";
+	const char *const names[] = {"a", "b", "c", "d"}, *const none[] = {"e", "abc"};
+	long pg = sysconf(_SC_PAGESIZE);
+	char *base = guarded_pages();
+	struct pwfile_found f[4];
+	struct pwfile_line l;
+
+	ASSERT_NOT_NULL(base);
+	/* at the end of a page: the last line, without its newline, ends the buffer */
+	char *p = base + 2 * pg - (long)strlen(pw);
+	memcpy(p, pw, strlen(pw));
+	ASSERT_EQ(pwfile_scan_names(PWFILE_PASSWD, p, strlen(pw), names, 4, f), 0);
+	for (size_t k = 0; k < 4; k++) {
+		EXPECT_EQ(f[k].r, pwfile_scan(PWFILE_PASSWD, p, strlen(pw), names[k], &l));
+		if (f[k].r == 0) {
+			EXPECT_EQ(f[k].line.off, l.off);
+			EXPECT_EQ(f[k].line.len, l.len);
+			EXPECT_EQ(f[k].line.id, l.id);
+		}
+	}
+	EXPECT_EQ(f[0].r, 0);
+	EXPECT_EQ(f[0].line.off, 20u);
+	EXPECT_TRUE(f[0].second);
+	EXPECT_EQ(f[1].r, 0);
+	EXPECT_EQ(f[1].line.term, 2);
+	EXPECT_FALSE(f[1].second);
+	EXPECT_EQ(f[2].r, -EINVAL); /* its first line is broken, and a second follows */
+	EXPECT_TRUE(f[2].second);
+	EXPECT_EQ(f[3].r, 0);
+	EXPECT_EQ(f[3].line.id, 7u);
+	EXPECT_FALSE(f[3].second);
+	ASSERT_EQ(pwfile_scan_names(PWFILE_PASSWD, p, strlen(pw), none, 2, f), 0);
+	EXPECT_EQ(f[0].r, -ENOENT);
+	EXPECT_FALSE(f[0].second);
+	EXPECT_EQ(f[1].r, -ENOENT); /* "ab:" is not "abc" */
+	/* the buffer cut anywhere: never read past it, and the same answers as pwfile_scan */
+	for (size_t n = 0; n <= strlen(pw); n++) {
+		char *q = base + 2 * pg - (long)n;
+		memmove(q, pw, n);
+		ASSERT_EQ(pwfile_scan_names(PWFILE_PASSWD, q, n, names, 4, f), 0);
+		for (size_t k = 0; k < 4; k++)
+			ASSERT_EQ(f[k].r, pwfile_scan(PWFILE_PASSWD, q, n, names[k], &l));
+	}
+	const char *const empty[] = {"a", ""};
+	EXPECT_EQ(pwfile_scan_names(PWFILE_PASSWD, pw, strlen(pw), names, 0, f), -EINVAL);
+	EXPECT_EQ(pwfile_scan_names(PWFILE_PASSWD, pw, strlen(pw), names, PWFILE_SCAN_NAMES_MAX + 1,
+				    f),
+		  -EINVAL);
+	EXPECT_EQ(pwfile_scan_names(PWFILE_PASSWD, pw, strlen(pw), empty, 2, f), -EINVAL);
+	EXPECT_EQ(pwfile_scan_names(_PWFILE_KIND_MAX, pw, strlen(pw), names, 1, f), -EINVAL);
+	munmap(base - pg, (size_t)pg * 4);
+}
+
 TEST_HARNESS_MAIN
 
 /* NIS compat lines ('+'/'-' first) with fields are read as glibc's and musl's files
