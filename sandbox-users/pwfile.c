@@ -140,7 +140,7 @@ static int check_line(enum pwfile_kind kind, const char *p, const struct line_sc
 	    FEND(nf - 1) - FSTART(nf - 1) >= 2 * (size_t)PWFILE_MEMBERS_MAX) {
 		const char *m = p + FSTART(nf - 1), *e = p + len;
 		size_t members = 1;
-		while ((m = memchr(m, ',', (size_t)(e - m)))) {
+		while ((m = scan_chr(m, (size_t)(e - m), ','))) {
 			members++;
 			m++;
 		}
@@ -728,14 +728,14 @@ int pwfile_field(const struct pwfile *f, size_t idx, unsigned i, const char **re
 	end = p + n;
 	const bool last = i == kinds[f->kind].fields - 1;
 	for (; i > 0; i--) {
-		p = memchr(p, ':', (size_t)(end - p));
+		p = scan_chr(p, (size_t)(end - p), ':');
 		if (!p)
 			return -EINVAL;
 		p++;
 	}
 	/* The last field runs to the end of the line (an entry has exactly its fields): no
 	 * walk over pi-sandbox's member list for a ':' it cannot hold. */
-	const char *c = last ? NULL : memchr(p, ':', (size_t)(end - p));
+	const char *c = last ? NULL : scan_chr(p, (size_t)(end - p), ':');
 	*ret = p;
 	*ret_len = c ? (size_t)(c - p) : (size_t)(end - p);
 	return 0;
@@ -903,7 +903,7 @@ static int ms_build(struct pwfile_index *ix, size_t idx, const char *p, size_t n
 	ix->mset = NULL;
 	r = ms_grow(ix, slots);
 	for (size_t s = 0; r >= 0 && s <= n;) {
-		const char *c = memchr(p + s, ',', n - s);
+		const char *c = scan_chr(p + s, n - s, ',');
 		size_t e = c ? (size_t)(c - p) : n;
 		r = ms_insert(ix, p + s, e - s);
 		s = e + 1;
@@ -1101,7 +1101,7 @@ static int list_remove(struct pwfile *f, size_t idx, unsigned field, const char 
 	tail = o + llen;
 	memcpy(text, line, o);
 	for (size_t s = 0; s <= llen;) {
-		const char *c = memchr(list + s, ',', llen - s);
+		const char *c = scan_chr(list + s, llen - s, ',');
 		size_t e = c ? (size_t)(c - list) : llen;
 		if (!member_eq(list + s, e - s, name, nlen)) {
 			if (!first)
