@@ -2,7 +2,8 @@
 
 /* The line scanner shared by the passwd-family parser (pwfile.c) and the registry parser
  * (registry.c): one pass over a line that finds its end and its ':' and refuses control
- * bytes, 0x7f and NUL. Internal to sandbox-users. */
+ * bytes, 0x7f and NUL; and the byte and string finders of the fast path (users.c) and the
+ * parsers. Internal to sandbox-users. */
 
 #include <stdbool.h>
 #include <stddef.h>
