@@ -127,6 +127,20 @@ static const char *why_missing(int e)
 	}
 }
 
+/* Wait for pid, a child of ours. Its wait status (never negative), or -errno when waitpid
+ * failed: ECHILD when something else reaped it (another thread's wait, or SIGCHLD left
+ * ignored: pistisd's main resets it, but check_run is linked into other programs), where a
+ * status taken as 0 read as a probe that exited 0 and passed. */
+static int wait_child(pid_t pid)
+{
+	int status = 0;
+
+	while (waitpid(pid, &status, 0) != pid)
+		if (errno != EINTR)
+			return -errno;
+	return status;
+}
+
 /* Whether /proc/sys is there at all: kernel/osrelease exists on every kernel. Without it (no
  * proc mounted, or /proc/sys masked by the runtime) a missing knob says nothing about the
  * kernel, and must not be reported as "absent". */
@@ -723,10 +737,22 @@ static void probe_seccomp(struct check_report *r)
 			_exit(errno & 0xff);
 		_exit(0);
 	}
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-		int e = WIFEXITED(status) ? WEXITSTATUS(status) : 0;
+	/* Only the child's own exit says what the filter did: anything else is unknown,
+	 * and unknown is not ok (seccomp is hard: serve must not start on a guess). */
+	status = wait_child(pid);
+	if (status < 0)
+		return check_set(r, CHECK_SECCOMP, CHECK_STATUS_FAIL, "cannot probe: waitpid: %s",
+				 strerror(-status));
+	if (WIFSIGNALED(status))
+		return check_set(r, CHECK_SECCOMP, CHECK_STATUS_FAIL,
+				 "cannot probe: the probe child was killed by signal %d (%s)",
+				 WTERMSIG(status), strsignal(WTERMSIG(status)));
+	if (!WIFEXITED(status))
+		return check_set(r, CHECK_SECCOMP, CHECK_STATUS_FAIL,
+				 "cannot probe: the probe child ended with wait status %#x",
+				 (unsigned)status);
+	if (WEXITSTATUS(status) != 0) {
+		int e = WEXITSTATUS(status);
 		check_set(r, CHECK_SECCOMP, CHECK_STATUS_MISSING, "cannot install a filter: %s",
 			  e == EINVAL ? "kernel without CONFIG_SECCOMP_FILTER (EINVAL)"
 				      : why_missing(e));
@@ -1454,11 +1480,11 @@ static void probe_sticky_shared(struct check_report *r, int root_fd)
  * stderr too with merge_stderr, else /dev/null), fixed environment, at most 5 s and
  * size - 1 bytes; with first_line it stops at the first newline. Raw set*id calls: serve
  * runs this before its threads start, but a child of a threaded process must not use
- * libc's broadcasting ones. Returns the wait status. */
+ * libc's broadcasting ones. Returns the wait status, or -errno. */
 static int run_capture(const char *root, const char *path, char *const argv[], bool as_nobody,
 		       bool merge_stderr, bool first_line, char *out, size_t size)
 {
-	int pipefd[2] = {-1, -1}, status = 0, k;
+	int pipefd[2] = {-1, -1}, k;
 	size_t len = 0;
 	pid_t pid;
 
@@ -1515,10 +1541,8 @@ static int run_capture(const char *root, const char *path, char *const argv[], b
 	safe_close(pipefd[0]);
 	/* We have what we wanted, or it had its five seconds: the rest is not wanted. */
 	(void)kill(pid, SIGKILL);
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
 	out[len] = '\0';
-	return status;
+	return wait_child(pid);
 }
 
 /* Run `PROG -V` (inside the root when it is not "/") and keep the first line of stdout;
@@ -2326,9 +2350,8 @@ static void probe_orchestrator_secrets(struct check_report *r, int root_fd)
 		readable++;
 	}
 	safe_close(pfd[0]);
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+	status = wait_child(pid);
+	if (status < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
 		return check_set(r, CHECK_ORCHESTRATOR_SECRETS, CHECK_STATUS_WARN,
 				 "not judged: the unprivileged child failed");
 	if (readable)

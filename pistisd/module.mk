@@ -7,6 +7,11 @@ pistisd_LIBS += lib
 UNIT_TESTS += test-check
 test-check_SRCS := tests/unit/test-check.c pistisd/check-report.c
 test-check_LIBS := lib
+# The probes that fork (the real check.c, waitpid behind a seam): a wait that saw no exit
+# is no pass.
+UNIT_TESTS += test-check-probe
+test-check-probe_SRCS := tests/unit/test-check-probe.c pistisd/check-report.c
+test-check-probe_LIBS := policy trusted spawn users lib
 INTEGRATION_TESTS += tests/integration/check.sh tests/integration/static.sh \
 	tests/integration/redteam-escape.sh
 
