@@ -1571,9 +1571,59 @@ static int program_version(const char *root, const char *path, char *buf, size_t
 	return 0;
 }
 
+static const char *node_kind(mode_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFIFO:
+		return "a FIFO";
+	case S_IFDIR:
+		return "a directory";
+	case S_IFCHR:
+		return "a character device";
+	case S_IFBLK:
+		return "a block device";
+	case S_IFSOCK:
+		return "a socket";
+	case S_IFLNK:
+		return "a symlink";
+	default:
+		return "not a regular file";
+	}
+}
+
+/* Whether the image's sudo and visudo may be run to be asked: every name-service lookup
+ * they make (sudo's first is its caller's passwd line, even for -V) opens these files as
+ * its libc does, links followed, blocking. A FIFO there, or a link to one, held each run
+ * for its 5 s: `check`, and serve's start-up with it, waited 15 s on a FIFO at /etc/passwd
+ * (red team); a device there would be opened by root. Each is looked at through O_PATH,
+ * which opens nothing, and its type read from the fd. False, with the first such file
+ * named in why, when one is there and not a regular file. */
+static bool image_programs_runnable(int root_fd, char *why, size_t size)
+{
+	static const char *const files[] = {"etc/nsswitch.conf", "etc/passwd", "etc/group"};
+	struct stat st;
+
+	for (size_t i = 0; i < ELEMENTSOF(files); i++) {
+		_cleanup_close_ int fd =
+			check_openat2(root_fd, files[i], O_PATH,
+				      CHECK_RESOLVE_IN_ROOT | CHECK_RESOLVE_NO_MAGICLINKS);
+
+		/* without openat2 a link is not followed: it stops the runs (a link to a
+		 * regular file too: an image's absolute link cannot be resolved safely) */
+		if (fd == -ENOSYS || fd == -EPERM)
+			fd = RET_NERRNO(openat(root_fd, files[i], O_PATH | O_NOFOLLOW | O_CLOEXEC));
+		if (fd < 0 || fstat(fd, &st) < 0 || S_ISREG(st.st_mode))
+			continue; /* missing or unreachable: the program fails at once */
+		snprintf(why, size, "/%s is %s, not a regular file", files[i],
+			 node_kind(st.st_mode));
+		return false;
+	}
+	return true;
+}
+
 static void probe_program(struct check_report *r, enum check_id id, int root_fd, const char *root,
 			  const char *name, bool want_setuid, char *ret_path, size_t ret_size,
-			  char *ret_version, size_t ret_version_size)
+			  char *ret_version, size_t ret_version_size, const char *no_run)
 {
 	char rel[PATH_MAX], version[128] = "";
 	struct stat st;
@@ -1606,7 +1656,9 @@ static void probe_program(struct check_report *r, enum check_id id, int root_fd,
 		snprintf(abs, sizeof(abs), "/%s", rel);
 		if (ret_path && suid_root)
 			snprintf(ret_path, ret_size, "%s", abs);
-		if (program_version(root, abs, version, sizeof(version)) < 0)
+		if (no_run[0])
+			snprintf(version, sizeof(version), "version unknown (not run: %s)", no_run);
+		else if (program_version(root, abs, version, sizeof(version)) < 0)
 			snprintf(version, sizeof(version), "version unknown (-V did not run)");
 		if (ret_version)
 			snprintf(ret_version, ret_version_size, "%s", version);
@@ -1678,7 +1730,7 @@ static int sudo_reads_chroot(const char *root, const char *sudo, char *out, size
  * that cannot be asked here (65534 not in the image, no_new_privs on us, nosuid) or
  * answers neither way: warn, "not probed". */
 static void probe_sudo_cves(struct check_report *r, const char *root, const char *sudo,
-			    const char *version, bool trusted)
+			    const char *version, bool trusted, const char *no_run)
 {
 	char *const samedit[] = {(char *)"sudoedit", (char *)"-s", (char *)"/", NULL};
 	char out1[2048] = "", out2[2048] = "", found[96] = "";
@@ -1688,6 +1740,9 @@ static void probe_sudo_cves(struct check_report *r, const char *root, const char
 		check_set(r, CHECK_SUDO_CVES, CHECK_STATUS_OK, "no setuid-root sudo to probe");
 		return;
 	}
+	if (no_run[0])
+		return check_set(r, CHECK_SUDO_CVES, CHECK_STATUS_WARN,
+				 "%s not probed: not run: %s", sudo, no_run);
 	(void)run_capture(root, sudo, samedit, true, true, false, out1, sizeof(out1));
 	/* Asking -R of a sudo without the bug is logged (user NOT in sudoers, mailed where
 	 * the image has a mailer) at every start: only a sudo whose version may have it,
@@ -1988,8 +2043,8 @@ static void probe_account_files(struct check_report *r, int root_fd)
 		}
 		if (!S_ISREG(st.st_mode)) {
 			check_set(r, CHECK_ACCOUNT_FILES, CHECK_STATUS_FAIL,
-				  "/etc/%s is not a regular file%s", files[k],
-				  S_ISLNK(st.st_mode) ? " (a symlink)" : "");
+				  "/etc/%s is not a regular file (%s)", files[k],
+				  node_kind(st.st_mode));
 			return;
 		}
 		if (!root_only_writable_at(etc, files[k], &st)) {
@@ -2438,10 +2493,12 @@ int check_run(const char *root, unsigned flags, struct check_report **ret)
 	probe_mount_points(r);
 	char sudo[PATH_MAX + 1] = "";
 	char sudo_version[128] = "";
+	char no_run[96] = "";
+	(void)image_programs_runnable(root_fd, no_run, sizeof(no_run));
 	probe_program(r, CHECK_SUDO, root_fd, root, "sudo", true, sudo, sizeof(sudo), sudo_version,
-		      sizeof(sudo_version));
-	probe_sudo_cves(r, root, sudo, sudo_version, trusted);
-	probe_program(r, CHECK_VISUDO, root_fd, root, "visudo", false, NULL, 0, NULL, 0);
+		      sizeof(sudo_version), no_run);
+	probe_sudo_cves(r, root, sudo, sudo_version, trusted, no_run);
+	probe_program(r, CHECK_VISUDO, root_fd, root, "visudo", false, NULL, 0, NULL, 0, no_run);
 	probe_account_files(r, root_fd);
 	probe_data_state(r, root_fd);
 	probe_data_bin(r, root_fd);

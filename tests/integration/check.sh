@@ -415,7 +415,6 @@ chgrp 10010 "$A/data/sandbox-home/pi-agent-x" && chmod 0770 "$A/data/sandbox-hom
 like "an agent sharing its own home with pi-sandbox: warn, not fail (serve must start)" \
 	"$(dstate "$A")" "^0 warn 1 node in a group not its owner's, 0 of them"
 rm -rf "$A/data/pistis" "$A/data/.secrets" "$A/data/sandbox-home" "$S/data.clean"
-unset PISTIS_ALLOW
 
 # Plant setuid/setgid files in the musl root, plus things that must not be listed.
 mkdir -p "$M/opt/deep/er"
@@ -627,6 +626,39 @@ out=$("$P" check --json --no-walk --root "$M")
 is "--no-walk: setuid_files says so" "$(echo "$out" | python3 -c 'import json,sys
 print([c for c in json.load(sys.stdin)["checks"] if c["name"]=="setuid_files"][0]["value"])')" \
 	"not walked (--no-walk)"
+
+# --- /etc/passwd a FIFO, a directory, or a link to a FIFO: named at once ---------------------
+# sudo and visudo run inside the root to be asked, and read /etc/passwd first (sudo even for
+# -V): a FIFO there held each of their three runs for its 5 s, check answered after 15 s and
+# serve's start-up waited as long. Now they are not run, and the rows say which file and why.
+cp -a "$D/etc/passwd" "$S/passwd.keep"
+for kind in fifo directory link; do
+	rm -rf "$D/etc/passwd" "$D/etc/passwd.fifo"
+	case $kind in
+	fifo) mkfifo "$D/etc/passwd" && acct_want='a FIFO' run_want='a FIFO' ;;
+	directory) mkdir "$D/etc/passwd" && acct_want='a directory' run_want='a directory' ;;
+	link) mkfifo "$D/etc/passwd.fifo" && ln -s /etc/passwd.fifo "$D/etc/passwd" &&
+		acct_want='a symlink' run_want='a FIFO' ;;
+	esac
+	t0=$(date +%s%N)
+	timeout 60 "$P" check --json --no-walk --root "$D" >"$S/pw.json" 2>/dev/null
+	ms=$((($(date +%s%N) - t0) / 1000000))
+	ok "/etc/passwd $kind: check answers in under 2 s ($ms ms)" test "$ms" -lt 2000
+	is "... account_files fails, naming the file and what it is" \
+		"$(field "$S/pw.json" account_files status) $(field "$S/pw.json" account_files value)" \
+		"fail /etc/passwd is not a regular file ($acct_want)"
+	is "... sudo found, not run, saying why" "$(field "$S/pw.json" sudo value)" \
+		"/usr/bin/sudo, setuid root, version unknown (not run: /etc/passwd is $run_want, not a regular file)"
+	is "... sudo_cves not probed, saying why" \
+		"$(field "$S/pw.json" sudo_cves status) $(field "$S/pw.json" sudo_cves value)" \
+		"warn /usr/bin/sudo not probed: not run: /etc/passwd is $run_want, not a regular file"
+	like "... visudo not run either" "$(field "$S/pw.json" visudo value)" \
+		"version unknown \(not run: /etc/passwd is $run_want, not a regular file\)$"
+done
+rm -rf "$D/etc/passwd" "$D/etc/passwd.fifo" && cp -a "$S/passwd.keep" "$D/etc/passwd"
+"$P" check --json --no-walk --root "$D" >"$S/pw.json" 2>/dev/null
+like "/etc/passwd back: sudo is asked again" "$(field "$S/pw.json" sudo value)" \
+	'^/usr/bin/sudo, setuid root, Sudo version 1\.9'
 
 # --- /proc/sys not there (not mounted, masked by the runtime): no sysctl is known, and the
 # report must say so instead of "absent" (which reads as "this kernel lacks it"), and no
