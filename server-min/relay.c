@@ -1622,6 +1622,16 @@ static int peer_key(int fd, uint8_t ret_key[static 16], char *ret_name, size_t n
 	return 0;
 }
 
+/* Who sent an upgrade, for its log line: the address the handshake lines name (peer_key),
+ * which goes through the log's escaping like any value. */
+static void peer_name(struct lws *wsi, char *buf, size_t size)
+{
+	uint8_t key[16];
+
+	if (peer_key(lws_get_socket_fd(wsi), key, buf, size) < 0)
+		snprintf(buf, size, "a peer already gone");
+}
+
 /* A new connection (fd): refused when its peer already has handshakes_per_address
  * connections that are not a WebSocket with a token, or all peers together hold
  * `handshakes`. Without the bound one peer could hold every fd server-min may open (lws only
@@ -2168,7 +2178,11 @@ static int cb_sandbox(struct lws *wsi, enum lws_callback_reasons reason, void *u
 			return -1;
 		sb = sandbox_by_bearer(wsi);
 		if (!sb) {
-			log_refused(REFUSED_SANDBOX, "sandbox connection with a wrong token");
+			char peer[INET6_ADDRSTRLEN];
+
+			peer_name(wsi, peer, sizeof(peer));
+			log_refused(REFUSED_SANDBOX,
+				    "sandbox connection from %s with a wrong token", peer);
 			return -1;
 		}
 		handshake_done(wsi);
@@ -2233,7 +2247,11 @@ static int cb_client(struct lws *wsi, enum lws_callback_reasons reason, void *us
 		if (!http_no_body(wsi))
 			return -1;
 		if (!check_bearer(wsi, R.cfg.client_token, strlen(R.cfg.client_token))) {
-			log_refused(REFUSED_CLIENT, "client connection with a wrong token");
+			char peer[INET6_ADDRSTRLEN];
+
+			peer_name(wsi, peer, sizeof(peer));
+			log_refused(REFUSED_CLIENT, "client connection from %s with a wrong token",
+				    peer);
 			return -1;
 		}
 		handshake_done(wsi);

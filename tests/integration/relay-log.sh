@@ -88,7 +88,7 @@ print(bad)' "$W/smin.log")
 is "json: every line of the log is one JSON object" "$nonjson" 0
 like "json: libwebsockets' complaint is logged" "$(cat "$W/smin.log")" '"libwebsockets: [^"]*protocol'
 like "json: the wrong token is its own record after them" "$(cat "$W/smin.log")" \
-	'^\{"ts":[0-9.]+,"level":"warning","prog":"server-min","msg":"Refused a sandbox connection with a wrong token"'
+	'^\{"ts":[0-9.]+,"level":"warning","prog":"server-min","msg":"Refused a sandbox connection from 127\.0\.0\.1 with a wrong token"'
 is "json: no raw control or non-ASCII byte in the log" "$(raw_controls "$W/smin.log")" 0
 n=$(grep -c '"libwebsockets: ' "$W/smin.log")
 secs=$(( (t1 - t0) / 1000000000 + 2 ))
@@ -110,4 +110,39 @@ is "-v: no raw control or non-ASCII byte in the log" "$(raw_controls "$W/smin.lo
 like "-v: the peer's bytes are there, escaped (ESC)" "$(cat "$W/smin.log")" 'protocol \\"a\\x1bb\\"'
 like "-v: ... (C1 CSI, BS, DEL, U+202E)" "$(cat "$W/smin.log")" \
 	'protocol \\"\\xc2\\x9b2J\\x08\\x7f\\xe2\\x80\\xaegnirts\\"'
+
+# --- a wrong token: the line names the peer's address and never the token ----------------------
+# wrong_from ADDR PORT PROTOCOL TOKEN: one upgrade from ADDR (a loopback address of its own, so
+# the line must name this peer); prints the answer's status line, or "closed"
+wrong_from() {
+	python3 - "$@" <<'PY'
+import base64, os, socket, sys
+addr, port, proto, token = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+s = socket.create_connection(("127.0.0.1", port), timeout=3, source_address=(addr, 0))
+s.sendall(("GET /v1/ws HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\n"
+           "Connection: Upgrade\r\nSec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n"
+           "Sec-WebSocket-Protocol: %s\r\nAuthorization: Bearer %s\r\n\r\n"
+           % (base64.b64encode(os.urandom(16)).decode(), proto, token)).encode())
+d = b""
+try:
+    while b"\r\n" not in d:
+        c = s.recv(300)
+        if not c:
+            break
+        d += c
+except OSError:
+    pass
+print(d.split(b"\r\n")[0].decode() if d else "closed")
+PY
+}
+start || { echo "# server-min did not listen again"; exit 1; }
+CWRONG=client-wrong-4bq7Zx91 SWRONG=sandbox-wrong-8kd2Lm55
+wrong_from 127.0.0.7 "$CP" pistis-client.v1 "$CWRONG" >/dev/null
+is "wrong sandbox token: no upgrade" "$(wrong_from 127.0.0.8 "$SP" pistis.v1 "$SWRONG")" closed
+stop
+like "log: the client's wrong token names the peer's address" "$(cat "$W/smin.log")" \
+	'^server-min: Refused a client connection from 127\.0\.0\.7 with a wrong token$'
+like "log: the sandbox's wrong token names the peer's address" "$(cat "$W/smin.log")" \
+	'^server-min: Refused a sandbox connection from 127\.0\.0\.8 with a wrong token$'
+is "log: neither token is in it" "$(grep -c -e "$CWRONG" -e "$SWRONG" "$W/smin.log")" 0
 done_testing
