@@ -71,6 +71,8 @@ static struct {
 	bool redirect_refused;	    /* conn_err says so: CONNECTION_ERROR keeps it */
 	bool refused, refusal_told; /* the handshake callback refused this connection's peer */
 	char token[600];
+	const char *token_file; /* where the token came from: this file, else $PISTIS_TOKEN */
+	bool token_refused;	/* the server answered our upgrade 401: no redial helps */
 	const char *sandbox, *agent, *cwd, *tag, *file, *old_text, *new_text;
 	const char *call_op, *call_fields; /* call OP [JSON] */
 	char **argv;
@@ -1151,7 +1153,7 @@ static void lost(void)
 	C.q_tail = NULL;
 	if (C.done)
 		return;
-	if (C.mode != M_EXEC || !C.cmd) {
+	if (C.mode != M_EXEC || !C.cmd || C.token_refused) {
 		/* 111 is "cannot connect": a connection lost after the request went out may
 		 * have left it done in part (a write's first pieces): a relay failure, 125 */
 		log_error("Connection to the server failed%s%s%s",
@@ -1452,6 +1454,19 @@ static int cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, voi
 		C.redirect_refused = true;
 		return -1;
 	case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
+		/* server-min answers an upgrade with a wrong client token 401 (lws: "HS: ws
+		 * upgrade unauthorized"): said as what it is, with where the token came from
+		 * (never the token), and final: the same token would be refused again. */
+		if (wsi && lws_http_client_http_response(wsi) == HTTP_STATUS_UNAUTHORIZED) {
+			snprintf(C.conn_err, sizeof(C.conn_err),
+				 "the server refused the client token from %s%s (HTTP 401): it is "
+				 "not server-min's client_token",
+				 C.token_file ? "--token-file " : "$PISTIS_TOKEN",
+				 C.token_file ? C.token_file : "");
+			C.token_refused = true;
+			lost();
+			break;
+		}
 		/* lws says why (a refused connection, a certificate that does not verify): kept
 		 * for the one line lost() prints, escaped there by the log */
 		if (!C.redirect_refused)
@@ -1828,6 +1843,7 @@ int main(int argc, char **argv)
 	if (token_file) {
 		if (read_token_file(token_file) < 0)
 			return 111;
+		C.token_file = token_file;
 	} else if (getenv("PISTIS_TOKEN") && *getenv("PISTIS_TOKEN")) {
 		const char *t = getenv("PISTIS_TOKEN");
 		if (strlen(t) >= sizeof(C.token) || !token_printable(t, strlen(t))) {

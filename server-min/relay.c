@@ -2252,6 +2252,9 @@ static int cb_client(struct lws *wsi, enum lws_callback_reasons reason, void *us
 			peer_name(wsi, peer, sizeof(peer));
 			log_refused(REFUSED_CLIENT, "client connection from %s with a wrong token",
 				    peer);
+			/* Answered 401 before the close: a bare close read as "read failed" to
+			 * pistis, which could not tell a refused token from a server gone. */
+			(void)lws_return_http_status(wsi, HTTP_STATUS_UNAUTHORIZED, NULL);
 			return -1;
 		}
 		handshake_done(wsi);

@@ -6,7 +6,7 @@
 # libwebsockets complain, so anyone who reaches a listener can.
 . "$(dirname "$0")/../lib.sh"
 need_root
-need_bins server-min
+need_bins server-min pistis
 command -v python3 >/dev/null || missing "no python3"
 W=$(scratch)
 SP=$((20000 + RANDOM % 12000)); CP=$((SP + 1))
@@ -111,7 +111,9 @@ like "-v: the peer's bytes are there, escaped (ESC)" "$(cat "$W/smin.log")" 'pro
 like "-v: ... (C1 CSI, BS, DEL, U+202E)" "$(cat "$W/smin.log")" \
 	'protocol \\"\\xc2\\x9b2J\\x08\\x7f\\xe2\\x80\\xaegnirts\\"'
 
-# --- a wrong token: the line names the peer's address and never the token ----------------------
+# --- a wrong token: the line names the peer's address and never the token; the client's upgrade
+# is answered 401, and pistis says its token was refused and where it came from (it said "read
+# failed": server-min closed without an answer) -------------------------------------------------
 # wrong_from ADDR PORT PROTOCOL TOKEN: one upgrade from ADDR (a loopback address of its own, so
 # the line must name this peer); prints the answer's status line, or "closed"
 wrong_from() {
@@ -137,8 +139,27 @@ PY
 }
 start || { echo "# server-min did not listen again"; exit 1; }
 CWRONG=client-wrong-4bq7Zx91 SWRONG=sandbox-wrong-8kd2Lm55
-wrong_from 127.0.0.7 "$CP" pistis-client.v1 "$CWRONG" >/dev/null
-is "wrong sandbox token: no upgrade" "$(wrong_from 127.0.0.8 "$SP" pistis.v1 "$SWRONG")" closed
+like "wrong client token: the upgrade is answered 401" \
+	"$(wrong_from 127.0.0.7 "$CP" pistis-client.v1 "$CWRONG")" '^HTTP/1\.[01] 401 Unauthorized$'
+is "wrong sandbox token: no upgrade (unchanged: closed)" \
+	"$(wrong_from 127.0.0.8 "$SP" pistis.v1 "$SWRONG")" closed
+out=$(PISTIS_URL=ws://127.0.0.1:$CP PISTIS_TOKEN=$CWRONG timeout 20 "$BIN/pistis" ls 2>&1)
+rc=$?
+is "pistis, wrong \$PISTIS_TOKEN: exit 111" "$rc" 111
+like "... saying the server refused its token, from \$PISTIS_TOKEN" "$out" \
+	'^pistis: Connection to the server failed: the server refused the client token from \$PISTIS_TOKEN \(HTTP 401\)'
+printf '%s\n' "$CWRONG" >"$W/ct" && chmod 600 "$W/ct"
+out=$(PISTIS_URL=ws://127.0.0.1:$CP PISTIS_TOKEN= timeout 20 "$BIN/pistis" --token-file "$W/ct" ls 2>&1)
+like "pistis --token-file with a wrong token: ... from that file" "$out" \
+	"the server refused the client token from --token-file $W/ct \\(HTTP 401\\)"
+t0=$(date +%s%N)
+out2=$(PISTIS_URL=ws://127.0.0.1:$CP PISTIS_TOKEN=$CWRONG timeout 20 "$BIN/pistis" exec --agent a -- true 2>&1)
+rc=$?
+ms=$((($(date +%s%N) - t0) / 1000000))
+is "pistis exec, wrong token: exit 125 (a connection that failed)" "$rc" 125
+ok "... at once, not redialling the same token ($ms ms < 5000)" test "$ms" -lt 5000
+like "... saying why" "$out2" 'the server refused the client token from \$PISTIS_TOKEN'
+is "pistis: no message quotes the token" "$(printf '%s\n%s\n' "$out" "$out2" | grep -c -- "$CWRONG")" 0
 stop
 like "log: the client's wrong token names the peer's address" "$(cat "$W/smin.log")" \
 	'^server-min: Refused a client connection from 127\.0\.0\.7 with a wrong token$'
