@@ -264,6 +264,7 @@ static struct {
 	lws_usec_t wire_checked; /* the last wire_check */
 	size_t wire_next;	 /* the sandbox it looks at first next time */
 	volatile sig_atomic_t stop;
+	volatile sig_atomic_t hup; /* a SIGHUP to log from the loop (not from the handler) */
 } R;
 
 /* --- lookups ---------------------------------------------------------------------------- */
@@ -2449,12 +2450,15 @@ static int make_vhost(const char *name, const char *addr, const struct lws_proto
 
 static void on_signal(int sig)
 {
-	R.stop = 1;
+	if (sig == SIGHUP)
+		R.hup = 1;
+	else
+		R.stop = 1;
 	if (R.ctx)
 		lws_cancel_service(R.ctx);
 }
 
-/* on_signal reads R.ctx: SIGTERM and SIGINT are blocked first, so a second one while the
+/* on_signal reads R.ctx: SIGTERM, SIGINT and SIGHUP are blocked first, so one while the
  * context is torn down (an operator's second ^C, an orchestrator's repeated TERM) stays
  * pending instead of waking a context that is being freed or is gone. */
 static void context_destroy(void)
@@ -2464,6 +2468,7 @@ static void context_destroy(void)
 	sigemptyset(&stop_signals);
 	sigaddset(&stop_signals, SIGTERM);
 	sigaddset(&stop_signals, SIGINT);
+	sigaddset(&stop_signals, SIGHUP);
 	sigprocmask(SIG_BLOCK, &stop_signals, NULL);
 	lws_context_destroy(R.ctx);
 	R.ctx = NULL;
@@ -2479,7 +2484,9 @@ static void usage(FILE *f)
 		"  --log-format    text (default) or json\n"
 		"  -v, --verbose   debug logging\n"
 		"  -h, --help      this text\n"
-		"  --version       print the version\n");
+		"  --version       print the version\n\n"
+		"SIGTERM, SIGINT: stop at once. SIGHUP: logged, nothing reloaded (restart\n"
+		"server-min to change its configuration; clients and sandboxes redial).\n");
 }
 
 /* One descriptor per connected sandbox (up to SMIN_MAX_SANDBOXES) and client (up to
@@ -2596,6 +2603,10 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	signal(SIGTERM, on_signal);
 	signal(SIGINT, on_signal);
+	/* A daemon's SIGHUP asks it to reload, and its default action ended server-min (every
+	 * sandbox and client cut). Nothing is reloaded: the sandboxes' table, their digests and
+	 * the listeners are made once, and live connections point into them. */
+	signal(SIGHUP, on_signal);
 	log_lws_setup();
 	memset(&info, 0, sizeof(info));
 	info.options = LWS_SERVER_OPTION_EXPLICIT_VHOSTS |
@@ -2619,6 +2630,12 @@ int main(int argc, char **argv)
 	while (!R.stop) {
 		if (lws_service(R.ctx, 0) < 0)
 			break;
+		if (R.hup) {
+			R.hup = 0;
+			log_info("SIGHUP: nothing to reload; restart server-min to change its "
+				 "configuration (%s)",
+				 config);
+		}
 		wire_check();
 	}
 	context_destroy();

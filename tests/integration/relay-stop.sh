@@ -4,7 +4,8 @@
 # cut inside a frame, idle keep-alive HTTP with the token, and a client that does not read
 # with server-min's answers waiting for it. (Once, with h2c connections held, server-min
 # stayed in poll after one SIGTERM and a second one stopped it.) Nothing but server-min and
-# python peers on loopback; docs/server-min.md, "Stopping".
+# python peers on loopback; docs/server-min.md, "Stopping". A SIGHUP stops nothing: it is logged
+# and server-min relays on (docs/server-min.md, "SIGHUP").
 . "$(dirname "$0")/../lib.sh"
 need_root
 need_bins server-min
@@ -172,4 +173,51 @@ like "... the shim sent the second SIGTERM (server-min's lws_context_destroy is 
 	"$(cat "$W/twice.log")" '^shim: second SIGTERM after lws_context_destroy$'
 unlike "... and nothing wakes the destroyed context" "$(cat "$W/twice.log")" \
 	'lws_cancel_service after lws_context_destroy'
+
+# --- SIGHUP: its default action ended server-min, cutting every sandbox and client. Now it is
+# logged, nothing is reloaded (docs/server-min.md, "SIGHUP"), and the same connections relay on.
+cat >"$W/hup.py" <<'PY'
+# hup.py SPORT CPORT CTOKEN STOKEN: a client's ping relayed to the sandbox s1 and answered,
+# before and after stdin closes (the test sends SIGHUP in between), on the same connections
+import json, os, sys
+sys.path.insert(0, os.environ["WSFAKE_DIR"])
+from wsfake import client, fake_sandbox
+sp, cp, ct, st = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+sb = fake_sandbox(sp, st, "s1")
+c = client(cp, ct)
+def relay(tag):
+    try:
+        c.send(json.dumps({"id": tag, "op": "ping", "sandbox": "s1"}))
+        fwd = sb.recv_json(timeout=5)
+        sb.send(json.dumps({"id": fwd["id"], "ok": True}))
+        o = c.recv_json(tag, timeout=5)
+        return "ok" if o.get("ok") else json.dumps(o)
+    except Exception as e:
+        return "error %r" % e
+print("before=" + relay("b"), flush=True)
+sys.stdin.read()
+print("after=" + relay("a"), flush=True)
+PY
+"$BIN/server-min" --config "$W/pistis.json" 2>"$W/hup.log" &
+SM=$!
+ok "server-min listens (SIGHUP)" wait_port "$CP"
+rm -f "$W/fifo" && mkfifo "$W/fifo"
+python3 "$W/hup.py" "$SP" "$CP" "$CT" "$ST" <"$W/fifo" >"$W/hup.out" 2>&1 &
+HP=$!
+exec 7>"$W/fifo"
+for _ in $(seq 100); do grep -q '^before=' "$W/hup.out" && break; sleep 0.1; done
+kill -HUP "$SM"
+sleep 0.5
+is "SIGHUP: server-min is still running" "$(kill -0 "$SM" 2>/dev/null && echo yes || echo no)" yes
+exec 7>&-
+wait "$HP"
+HP=
+is "... a client's request was relayed to the sandbox before it" "$(sed -n 's/^before=//p' "$W/hup.out")" ok
+is "... and is after it, on the same connections" "$(sed -n 's/^after=//p' "$W/hup.out")" ok
+like "... and it logged that nothing was reloaded, naming the configuration" "$(cat "$W/hup.log")" \
+	"SIGHUP: nothing to reload; restart server-min to change its configuration \\($W/pistis.json\\)"
+kill -TERM "$SM"
+wait "$SM"
+is "... and a SIGTERM after it still stops it (exit 0)" "$?" 0
+SM=
 done_testing
