@@ -379,6 +379,19 @@ static int reset_sched(void)
 	return 0;
 }
 
+/* The CPUs pistisd may run on, for a child made by a spawner thread held to one of them
+ * (spawn-vfork.c). Where that set is no longer allowed (a cpuset shrunk meanwhile), every
+ * CPU, which the kernel narrows to the cpuset: never the one CPU for the whole command. */
+static int reset_affinity(const cpu_set_t *affinity)
+{
+	cpu_set_t all;
+
+	if (!affinity || syscall(SYS_sched_setaffinity, 0, sizeof(*affinity), affinity) == 0)
+		return 0;
+	memset(&all, 0xff, sizeof(all));
+	return syscall(SYS_sched_setaffinity, 0, sizeof(all), &all) == 0 ? 0 : -errno;
+}
+
 int spawn_child_main(void *arg)
 {
 	const struct child_args *a = arg;
@@ -446,6 +459,8 @@ int spawn_child_main(void *arg)
 		if (syscall(SYS_prlimit64, 0, a->rl[i].resource, &a->rl[i].lim, NULL) < 0)
 			fail(a, SPAWN_STEP_RLIMIT, errno);
 	r = reset_sched();
+	if (r >= 0)
+		r = reset_affinity(a->affinity);
 	if (r < 0)
 		fail(a, SPAWN_STEP_SCHED, r);
 	syscall(SYS_umask, a->umask);

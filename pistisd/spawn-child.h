@@ -50,6 +50,9 @@ struct child_args {
 	int oom_score_adj; /* written while root, or SPAWN_OOM_KEEP */
 	int cwd_root_fd;
 	int hold_fd; /* kept until set_ids, then closed (spawn_opts.hold_fd); < 3: none */
+	/* The CPUs the command may run on, where its maker was held to one (spawn-vfork.c,
+	 * same_cpu): set at step 6 (reset scheduling). NULL: it has its maker's already. */
+	const cpu_set_t *affinity;
 	const char *cwd;
 	bool no_openat2;
 	char *const *argv;

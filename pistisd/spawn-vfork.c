@@ -32,6 +32,7 @@
 
 #include <errno.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -151,6 +152,8 @@ static struct {
 	pid_t settid; /* the kernel's CLONE_PARENT_SETTID (clone3), before the child runs */
 	char *copy;   /* argv, envp and cwd for the child */
 	size_t copy_size;
+	int cpu;	    /* the thread's only CPU (same_cpu), or -1 */
+	cpu_set_t affinity; /* the caller's, for each child to take back (cpu >= 0) */
 } sp;
 
 static void futex_wait(int *w, int val)
@@ -206,6 +209,14 @@ static int child_entry(void *arg)
 static void *spawner_main(void *unused)
 {
 	(void)unused;
+	if (sp.cpu >= 0) {
+		cpu_set_t one;
+
+		CPU_ZERO(&one);
+		CPU_SET(sp.cpu, &one);
+		if (syscall(SYS_sched_setaffinity, 0, sizeof(one), &one) < 0)
+			sp.cpu = -1; /* read by the caller only after its first hand-over */
+	}
 	/* The bounding set is per thread and a child starts with its maker's: dropped here
 	 * once, every child starts without it and has nothing to drop (41 credential changes
 	 * fewer a command; the child still reads the set back). What sudo needs is kept for
@@ -265,7 +276,7 @@ static void *spawner_main(void *unused)
 
 /* The spawner for this process, started on first use with every signal blocked (the
  * thread and each child inherit that mask; the child clears it just before execve). */
-static bool spawner_ready(int last_cap)
+static bool spawner_ready(int last_cap, bool same_cpu)
 {
 	pthread_attr_t attr;
 	pthread_t t;
@@ -283,6 +294,17 @@ static bool spawner_ready(int last_cap)
 	sp.owner = getpid();
 	sp.broken = true;
 	sp.last_cap = last_cap;
+	/* The hand-overs of a start (caller → spawner → child → caller) are futex wake-ups;
+	 * one that crosses to an idle CPU waits for that CPU to wake (in a VM, a trip through
+	 * the hypervisor: a round trip took 70-140 µs median, 0.7-2.5 ms p90, against 5-19
+	 * µs on one CPU; docs/spawn.md). A process that only starts one command keeps them
+	 * on one CPU; the command gets the caller's affinity back. */
+	sp.cpu = -1;
+	if (same_cpu && syscall(SYS_sched_getaffinity, 0, sizeof(sp.affinity), &sp.affinity) > 0) {
+		int cpu = sched_getcpu();
+		if (cpu >= 0 && cpu < CPU_SETSIZE && CPU_ISSET(cpu, &sp.affinity))
+			sp.cpu = cpu;
+	}
 	m = mmap(NULL, CHILD_STACK + 4096, PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
 	if (m == MAP_FAILED)
@@ -353,9 +375,9 @@ static int copy_args(struct child_args *a)
 	return 0;
 }
 
-void spawn_vfork_prepare(int last_cap)
+void spawn_vfork_prepare(int last_cap, bool same_cpu)
 {
-	(void)spawner_ready(last_cap);
+	(void)spawner_ready(last_cap, same_cpu);
 }
 
 int spawn_vfork_start(const struct child_args *a, bool legacy, int cgroup_fd, pid_t *ret_pid,
@@ -366,13 +388,14 @@ int spawn_vfork_start(const struct child_args *a, bool legacy, int cgroup_fd, pi
 	/* The spawner's bounding set holds SPAWN_SETUID_BOUNDING at most. */
 	if (a->bounding_keep & ~SPAWN_SETUID_BOUNDING)
 		return -EOPNOTSUPP;
-	if (!spawner_ready(a->last_cap))
+	if (!spawner_ready(a->last_cap, false))
 		return -EOPNOTSUPP;
 	/* Busy: the last child has not exec'd yet (stopped by its agent, or just slow). */
 	if (!__atomic_compare_exchange_n(&sp.state, &expect, VF_FILLING, false, __ATOMIC_ACQUIRE,
 					 __ATOMIC_RELAXED))
 		return -EBUSY;
 	sp.a = *a;
+	sp.a.affinity = sp.cpu >= 0 ? &sp.affinity : NULL;
 	r = copy_args(&sp.a);
 	if (r < 0) {
 		set_state(VF_IDLE);
@@ -415,9 +438,10 @@ int spawn_vfork_start(const struct child_args *a, bool legacy, int cgroup_fd, pi
 
 #else
 
-void spawn_vfork_prepare(int last_cap)
+void spawn_vfork_prepare(int last_cap, bool same_cpu)
 {
 	(void)last_cap;
+	(void)same_cpu;
 }
 
 int spawn_vfork_start(const struct child_args *a, bool legacy, int cgroup_fd, pid_t *ret_pid,

@@ -14,8 +14,10 @@ bool spawn_vfork_allowed(int suid_dumpable, const char *release);
 /* Make the spawner thread now, where this build can (it drops its bounding set once made),
  * so that its creation overlaps the caller's own work before the first start instead of
  * delaying it; the first spawn_vfork_start makes it otherwise. Nothing else changes: each
- * start still decides whether it goes this way. */
-void spawn_vfork_prepare(int last_cap);
+ * start still decides whether it goes this way. same_cpu (a process that starts one
+ * command and waits for it: pistisd run): the thread runs on the CPU the caller runs on
+ * now, and each child it makes gets the caller's CPU affinity back (child_args.affinity). */
+void spawn_vfork_prepare(int last_cap, bool same_cpu);
 
 /* Start the child of a (copied: the caller may free what a points to once this returns)
  * with CLONE_VM | CLONE_VFORK from the spawner thread: with clone3, born in cgroup_fd

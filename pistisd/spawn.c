@@ -512,7 +512,7 @@ int spawn_ctx_cgroup_base_fd(const struct spawn_ctx *ctx)
 void spawn_ctx_prepare_start(struct spawn_ctx *ctx)
 {
 	if (ctx->vfork)
-		spawn_vfork_prepare(ctx->last_cap);
+		spawn_vfork_prepare(ctx->last_cap, true);
 }
 
 unsigned spawn_ctx_cgroup_features(const struct spawn_ctx *ctx)

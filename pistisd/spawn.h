@@ -251,7 +251,9 @@ struct spawn_proc {
  * character device 1:3)". */
 int spawn_ctx_new_why(struct spawn_ctx **ret, const char **why);
 /* Where starts may go the vfork-style way, make the spawner thread now rather than at the
- * first start (pistisd run: it is made while the caller builds the environment). */
+ * first start (pistisd run: it is made while the caller builds the environment), on the
+ * CPU the caller runs on, where it stays: for a process that starts one command and waits
+ * for it (spawn-vfork.h, same_cpu). */
 void spawn_ctx_prepare_start(struct spawn_ctx *ctx);
 /* Frees everything, after waiting up to 200 ms for dying command cgroups to empty. */
 void spawn_ctx_free(struct spawn_ctx *ctx);

@@ -225,8 +225,9 @@ static void syscalls(void)
 
 static void status_lines(void)
 {
-	static const char *keys[] = {"CapInh", "CapPrm",     "CapEff",	"CapBnd",
-				     "CapAmb", "NoNewPrivs", "Seccomp", "Seccomp_filters"};
+	static const char *keys[] = {"CapInh",	"CapPrm",	   "CapEff",
+				     "CapBnd",	"CapAmb",	   "NoNewPrivs",
+				     "Seccomp", "Seccomp_filters", "Cpus_allowed_list"};
 	char line[512];
 	FILE *f = fopen("/proc/self/status", "re");
 

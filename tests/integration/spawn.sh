@@ -26,6 +26,15 @@ for kind in debian musl; do
 	is "$kind: pistisd under SCHED_RR: the command's policy is SCHED_OTHER" "$(echo "$out2" | field sched_policy)" 0
 	unlike "$kind: ... its I/O class is not real-time" "$(echo "$out2" | field ioprio_class)" '^1$'
 	is "$kind: ... its nice value not pistisd's -5" "$(echo "$out2" | field nice)" 0
+	# pistisd run holds its spawner thread to one CPU (the hand-overs of a start stay on
+	# it); the command runs on every CPU its caller may, no fewer and no more.
+	cpus() { sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "$@"; }
+	is "$kind: the command may run on its caller's CPUs" \
+		"$(run -- cat /proc/self/status 2>&1 | cpus)" "$(cpus /proc/self/status)"
+	last=$(cpus /proc/self/status | sed 's/.*[-,]//')
+	is "$kind: ... a caller held to CPU $last: the command too" \
+		"$(taskset -c "$last" env -i "${_ROOT_ENV[@]}" chroot "$R" pistisd run \
+			--agent "agent/$kind" -- cat /proc/self/status 2>&1 | cpus)" "$last"
 	own=$(cat /proc/self/oom_score_adj)
 	is "$kind: oom_score_adj pistisd's + 500 (the OOM killer takes the command first)" \
 		"$(echo "$out" | field oom_score_adj)" "$((own + 500 > 1000 ? 1000 : own + 500))"

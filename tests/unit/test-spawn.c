@@ -3419,7 +3419,17 @@ static size_t other_threads(const pid_t *old, size_t n_old, pid_t *v, size_t max
 
 /* How many threads of this process, not among the n_old in old, have the spawner
  * thread's bounding set (CAP_SETUID, CAP_SETGID, CAP_AUDIT_WRITE: what sudo needs). */
-static size_t spawner_threads(const pid_t *old, size_t n_old)
+/* The CPUs a thread may run on, from its status text: Cpus_allowed_list's value. */
+static void cpus_allowed(const char *status, char *cpus, size_t size)
+{
+	static const char key[] = "\nCpus_allowed_list:\t";
+	const char *c = strstr(status, key);
+
+	snprintf(cpus, size, "%.*s", c ? (int)strcspn(c + sizeof(key) - 1, "\n") : 0,
+		 c ? c + sizeof(key) - 1 : "");
+}
+
+static size_t spawner_threads_cpus(const pid_t *old, size_t n_old, char *cpus, size_t size)
 {
 	pid_t v[16];
 	size_t n = other_threads(old, n_old, v, ELEMENTSOF(v)), k = 0;
@@ -3430,9 +3440,18 @@ static size_t spawner_threads(const pid_t *old, size_t n_old)
 
 		snprintf(path, sizeof(path), "/proc/self/task/%d/status", (int)v[i]);
 		bnd = strstr(read_text(AT_FDCWD, path, buf, sizeof(buf)), "\nCapBnd:\t");
-		k += bnd && !strncmp(bnd + 9, "00000000200000c0\n", 17);
+		if (!bnd || strncmp(bnd + 9, "00000000200000c0\n", 17))
+			continue;
+		k++;
+		if (cpus)
+			cpus_allowed(buf, cpus, size);
 	}
 	return k;
+}
+
+static size_t spawner_threads(const pid_t *old, size_t n_old)
+{
+	return spawner_threads_cpus(old, n_old, NULL, 0);
 }
 
 /* Waits (at most ~5 s) until the spawner thread, if there is one, sleeps. Called once the
@@ -3491,6 +3510,19 @@ TEST(prepare_start_makes_the_spawner_before_the_first_start)
 	ASSERT_EQ(run(ctx, &o, c, &res, &err), 0);
 	EXPECT_STREQ(V("CapBnd"), "0000000000000000");
 	EXPECT_EQ(spawner_threads(before, n_before), 1u);
+	/* The spawner runs on one CPU, one its maker may run on (same_cpu: the hand-overs of
+	 * a start stay on it), and the command gets its maker's CPUs back. */
+	{
+		char own[256], sp_cpus[256] = "", buf[4096];
+
+		cpus_allowed(read_text(AT_FDCWD, "/proc/self/status", buf, sizeof(buf)), own,
+			     sizeof(own));
+		ASSERT_NE(own[0], '\0');
+		EXPECT_EQ(spawner_threads_cpus(before, n_before, sp_cpus, sizeof(sp_cpus)), 1u);
+		EXPECT_EQ(strspn(sp_cpus, "0123456789"), strlen(sp_cpus)); /* one CPU */
+		EXPECT_NE(sp_cpus[0], '\0');
+		EXPECT_STREQ(V("Cpus_allowed_list"), own);
+	}
 	spawn_ctx_free(ctx);
 }
 
