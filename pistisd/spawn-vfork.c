@@ -212,10 +212,11 @@ static void *spawner_main(void *unused)
 	if (sp.cpu >= 0) {
 		cpu_set_t one;
 
+		/* Refused: the thread keeps the caller's CPUs, and a child putting them back
+		 * changes nothing. sp is not written here: the caller reads it unsynchronised. */
 		CPU_ZERO(&one);
 		CPU_SET(sp.cpu, &one);
-		if (syscall(SYS_sched_setaffinity, 0, sizeof(one), &one) < 0)
-			sp.cpu = -1; /* read by the caller only after its first hand-over */
+		(void)syscall(SYS_sched_setaffinity, 0, sizeof(one), &one);
 	}
 	/* The bounding set is per thread and a child starts with its maker's: dropped here
 	 * once, every child starts without it and has nothing to drop (41 credential changes
