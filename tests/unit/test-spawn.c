@@ -3429,18 +3429,26 @@ static void cpus_allowed(const char *status, char *cpus, size_t size)
 		 c ? c + sizeof(key) - 1 : "");
 }
 
+/* Whether thread tid of ours is the spawner, told by its bounding set; its status text
+ * in buf. */
+static bool is_spawner(pid_t tid, char *buf, size_t size)
+{
+	char path[64];
+	const char *bnd;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/status", (int)tid);
+	bnd = strstr(read_text(AT_FDCWD, path, buf, size), "\nCapBnd:\t");
+	return bnd && !strncmp(bnd + 9, "00000000200000c0\n", 17);
+}
+
 static size_t spawner_threads_cpus(const pid_t *old, size_t n_old, char *cpus, size_t size)
 {
 	pid_t v[16];
 	size_t n = other_threads(old, n_old, v, ELEMENTSOF(v)), k = 0;
-	char path[64], buf[2048];
+	char buf[2048];
 
 	for (size_t i = 0; i < n && i < ELEMENTSOF(v); i++) {
-		const char *bnd;
-
-		snprintf(path, sizeof(path), "/proc/self/task/%d/status", (int)v[i]);
-		bnd = strstr(read_text(AT_FDCWD, path, buf, sizeof(buf)), "\nCapBnd:\t");
-		if (!bnd || strncmp(bnd + 9, "00000000200000c0\n", 17))
+		if (!is_spawner(v[i], buf, sizeof(buf)))
 			continue;
 		k++;
 		if (cpus)
@@ -3462,14 +3470,10 @@ static void spawner_back_to_sleep(void)
 {
 	pid_t v[16];
 	size_t n = other_threads(NULL, 0, v, ELEMENTSOF(v));
-	char path[64], buf[2048];
+	char buf[2048];
 
 	for (size_t i = 0; i < n && i < ELEMENTSOF(v); i++) {
-		const char *bnd;
-
-		snprintf(path, sizeof(path), "/proc/self/task/%d/status", (int)v[i]);
-		bnd = strstr(read_text(AT_FDCWD, path, buf, sizeof(buf)), "\nCapBnd:\t");
-		if (!bnd || strncmp(bnd + 9, "00000000200000c0\n", 17))
+		if (!is_spawner(v[i], buf, sizeof(buf)))
 			continue;
 		for (int k = 0; k < 500 && proc_state_of(v[i]) != 'S'; k++)
 			usleep(10000);
